@@ -1,0 +1,271 @@
+package sysfs_test
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/sysfs"
+	"github.com/cpupool/nri-cpupool/sysfs/fixture"
+)
+
+func mustParse(t *testing.T, s string) cpuset.CPUSet {
+	t.Helper()
+	set, err := cpuset.Parse(s)
+	require.NoError(t, err)
+	return set
+}
+
+func TestDiscoverFixtures(t *testing.T) {
+	type cpuFact struct {
+		id, socket, numa int
+		siblings         string
+		l3CPUsWith       int // another CPU expected in the same L3 group, -1 for none
+		baseFreqKHz      int64
+	}
+	tests := []struct {
+		fixture        string
+		online         string
+		offline        string
+		isolated       string
+		isolatedSource string
+		sockets        int
+		numaNodes      int
+		l3Groups       int
+		cores          int
+		smtActive      bool
+		cpus           []cpuFact
+	}{
+		{fixture: "vm-2cpu", online: "0-1", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 2,
+			cpus: []cpuFact{{id: 1, socket: 0, numa: 0, siblings: "1", l3CPUsWith: 0}}},
+		{fixture: "desktop-8c16t", online: "0-15", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 8, smtActive: true,
+			cpus: []cpuFact{{id: 3, socket: 0, numa: 0, siblings: "3,11", l3CPUsWith: 12, baseFreqKHz: 3600000}}},
+		{fixture: "xeon-2s-interleaved", online: "0-79", isolated: "2-39,42-79", isolatedSource: "sysfs",
+			sockets: 2, numaNodes: 2, l3Groups: 2, cores: 40, smtActive: true,
+			cpus: []cpuFact{
+				{id: 0, socket: 0, numa: 0, siblings: "0,40", l3CPUsWith: 2},
+				{id: 1, socket: 1, numa: 1, siblings: "1,41", l3CPUsWith: 3},
+				{id: 41, socket: 1, numa: 1, siblings: "1,41", l3CPUsWith: 79},
+			}},
+		{fixture: "xeon-2s-snc2", online: "0-79", sockets: 2, numaNodes: 4, l3Groups: 2, cores: 40, smtActive: true,
+			cpus: []cpuFact{
+				{id: 0, socket: 0, numa: 0, siblings: "0,40", l3CPUsWith: 38, baseFreqKHz: 2100000},
+				{id: 2, socket: 0, numa: 0, siblings: "2,42", l3CPUsWith: 0, baseFreqKHz: 2700000},
+				{id: 20, socket: 0, numa: 1, siblings: "20,60", l3CPUsWith: 0},
+				{id: 21, socket: 1, numa: 3, siblings: "21,61", l3CPUsWith: 1},
+			}},
+		{fixture: "epyc-1s-nps4", online: "0-127", sockets: 1, numaNodes: 4, l3Groups: 8, cores: 64, smtActive: true,
+			cpus: []cpuFact{
+				{id: 0, socket: 0, numa: 0, siblings: "0,64", l3CPUsWith: 71},
+				{id: 8, socket: 0, numa: 0, siblings: "8,72", l3CPUsWith: 15},
+				{id: 16, socket: 0, numa: 1, siblings: "16,80", l3CPUsWith: 23},
+			}},
+		{fixture: "epyc-2s-384", online: "0-383", sockets: 2, numaNodes: 8, l3Groups: 24, cores: 192, smtActive: true,
+			cpus: []cpuFact{
+				{id: 95, socket: 0, numa: 3, siblings: "95,287", l3CPUsWith: 88},
+				{id: 96, socket: 1, numa: 4, siblings: "96,288", l3CPUsWith: 103},
+			}},
+		{fixture: "xeon-1s-nosmt", online: "0-15", offline: "16-31", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 16,
+			cpus: []cpuFact{{id: 5, socket: 0, numa: 0, siblings: "5", l3CPUsWith: 6}}},
+		{fixture: "server-offline-isolcpus", online: "0-6,8-14,16-30", offline: "7,15,31",
+			isolated: "2-6,18-22", isolatedSource: "cmdline isolcpus=", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 15, smtActive: true,
+			cpus: []cpuFact{
+				{id: 23, socket: 0, numa: 0, siblings: "23", l3CPUsWith: 0},
+				{id: 2, socket: 0, numa: 0, siblings: "2,18", l3CPUsWith: 0},
+			}},
+	}
+	covered := map[string]bool{}
+	for _, tc := range tests {
+		covered[tc.fixture] = true
+		t.Run(tc.fixture, func(t *testing.T) {
+			topo, err := sysfs.Discover(fixture.Root(t, tc.fixture))
+			require.NoError(t, err)
+			assert.Equal(t, tc.online, topo.Online.String(), "online")
+			assert.Equal(t, tc.offline, topo.Offline.String(), "offline")
+			assert.Equal(t, tc.isolated, topo.Isolated.String(), "isolated")
+			assert.Equal(t, tc.isolatedSource, topo.IsolatedSource)
+			assert.Len(t, topo.Sockets(), tc.sockets, "sockets")
+			assert.Len(t, topo.NUMANodes, tc.numaNodes, "NUMA nodes")
+			assert.Len(t, topo.L3Groups(), tc.l3Groups, "L3 groups")
+			assert.Equal(t, tc.cores, topo.Cores(), "cores")
+			assert.Equal(t, tc.smtActive, topo.SMTActive, "SMT active")
+			for _, want := range tc.cpus {
+				c, ok := topo.CPU(want.id)
+				require.True(t, ok, "CPU %d", want.id)
+				assert.Equal(t, want.socket, c.Socket, "CPU %d socket", want.id)
+				assert.Equal(t, want.numa, c.NUMA, "CPU %d NUMA", want.id)
+				assert.Equal(t, want.siblings, c.Siblings.String(), "CPU %d siblings", want.id)
+				other, _ := topo.CPU(want.l3CPUsWith)
+				assert.Equal(t, c.L3, other.L3, "CPUs %d and %d share an L3", want.id, want.l3CPUsWith)
+				if want.baseFreqKHz != 0 {
+					assert.Equal(t, want.baseFreqKHz, c.BaseFreqKHz, "CPU %d base frequency", want.id)
+				}
+			}
+			// Invariants every topology must hold.
+			coreOf := map[int]sysfs.CPU{}
+			for _, c := range topo.CPUs {
+				if !c.Online {
+					assert.Equal(t, sysfs.Unknown, c.Core, "offline CPU %d has no core", c.ID)
+					continue
+				}
+				assert.True(t, c.Siblings.Contains(c.ID))
+				assert.True(t, c.Siblings.IsSubsetOf(topo.Online), "siblings of %d are online", c.ID)
+				for _, s := range c.Siblings.List() {
+					sib, _ := topo.CPU(s)
+					assert.Equal(t, c.Core, sib.Core, "siblings %d and %d share a core index", c.ID, s)
+				}
+				if prev, ok := coreOf[c.Core]; ok {
+					assert.True(t, prev.Siblings.Contains(c.ID), "core index %d is used by non-siblings %d and %d", c.Core, prev.ID, c.ID)
+				}
+				coreOf[c.Core] = c
+				assert.NotEqual(t, sysfs.Unknown, c.NUMA, "CPU %d has a NUMA node", c.ID)
+			}
+		})
+	}
+	for _, name := range fixture.Names(t) {
+		assert.True(t, covered[name], "fixture %s has no discovery test", name)
+	}
+}
+
+func TestDiscoverXeonDistances(t *testing.T) {
+	topo, err := sysfs.Discover(fixture.Root(t, "xeon-2s-snc2"))
+	require.NoError(t, err)
+	assert.Equal(t, []int{10, 12, 21, 21}, topo.NUMANodes[0].Distance)
+	assert.True(t, topo.NUMANodes[3].HasMemory)
+	assert.Equal(t, int64(64<<20), topo.NUMANodes[3].MemTotalKB)
+}
+
+func TestDeviceLocality(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved")
+	tests := []struct {
+		path string
+		numa int
+	}{
+		{"/sys/bus/pci/devices/0000:3b:00.0", 0},
+		{"/sys/class/net/ens801f0", 1},
+		{"/sys/dev/char/226:128", 0},
+		{"/sys/bus/pci/devices/0000:af:02.0", 1},
+	}
+	for _, tc := range tests {
+		loc, err := sysfs.DeviceLocality(root, tc.path)
+		require.NoError(t, err, tc.path)
+		assert.Equal(t, tc.numa, loc.NUMA, tc.path)
+		if tc.numa == 0 {
+			assert.True(t, loc.CPUs.Contains(0) && !loc.CPUs.Contains(1), "%s local CPUs %s", tc.path, loc.CPUs)
+		}
+	}
+	loc, err := sysfs.DeviceNodeLocality(root, "/dev/vfio/42", "c", 244, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, loc.NUMA)
+	loc, err = sysfs.DeviceNodeLocality(root, "/dev/dri/renderD128", "c", 226, 128)
+	require.NoError(t, err)
+	assert.Equal(t, 0, loc.NUMA)
+
+	_, err = sysfs.DeviceLocality(root, "/sys/class/net/nope0")
+	assert.ErrorContains(t, err, "nope0")
+	_, err = sysfs.DeviceLocality(root, "/dev/nvidia0")
+	assert.ErrorContains(t, err, "not a sysfs path")
+	_, err = sysfs.DeviceNodeLocality(root, "/dev/vfio/7", "c", 244, 1)
+	assert.ErrorContains(t, err, "IOMMU group")
+}
+
+func TestDiscoverErrors(t *testing.T) {
+	cpu := "sys/devices/system/cpu"
+	tests := []struct {
+		name    string
+		mutate  func(root string) error
+		wantErr string
+	}{
+		{"not a sysfs root", func(root string) error { return os.RemoveAll(filepath.Join(root, "sys")) }, "is \""},
+		{"malformed online list", func(root string) error {
+			return os.WriteFile(filepath.Join(root, cpu, "online"), []byte("0-x\n"), 0o644)
+		}, cpu + "/online: malformed CPU list"},
+		{"missing CPU directory", func(root string) error { return os.RemoveAll(filepath.Join(root, cpu, "cpu5")) }, "cpu5 is missing"},
+		{"missing core_id", func(root string) error { return os.Remove(filepath.Join(root, cpu, "cpu3/topology/core_id")) }, "cpu3/topology/core_id: file missing"},
+		{"malformed siblings", func(root string) error {
+			return os.WriteFile(filepath.Join(root, cpu, "cpu3/topology/core_cpus_list"), []byte("3,,-1"), 0o644)
+		}, "cpu3/topology/core_cpus_list"},
+		{"malformed cache list", func(root string) error {
+			return os.WriteFile(filepath.Join(root, cpu, "cpu2/cache/index3/shared_cpu_list"), []byte("a"), 0o644)
+		}, "cpu2/cache/index3/shared_cpu_list"},
+		{"malformed isolated", func(root string) error {
+			return os.WriteFile(filepath.Join(root, cpu, "isolated"), []byte("1-"), 0o644)
+		}, cpu + "/isolated"},
+		{"malformed cmdline isolcpus", func(root string) error {
+			return os.WriteFile(filepath.Join(root, "proc/cmdline"), []byte("isolcpus=2-x"), 0o644)
+		}, "proc/cmdline: isolcpus=2-x"},
+		{"malformed node cpulist", func(root string) error {
+			return os.WriteFile(filepath.Join(root, "sys/devices/system/node/node0/cpulist"), []byte("zz"), 0o644)
+		}, "node0/cpulist"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := fixture.Root(t, "desktop-8c16t")
+			require.NoError(t, tc.mutate(root))
+			_, err := sysfs.Discover(root)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.wantErr)
+		})
+	}
+}
+
+func TestDiscoverDegradesGracefully(t *testing.T) {
+	root := fixture.Root(t, "desktop-8c16t")
+	cpu := filepath.Join(root, "sys/devices/system/cpu")
+	require.NoError(t, os.RemoveAll(filepath.Join(root, "sys/devices/system/node")))
+	require.NoError(t, os.RemoveAll(filepath.Join(cpu, "cpu4/cache")))
+	require.NoError(t, os.RemoveAll(filepath.Join(cpu, "cpu4/cpufreq")))
+	require.NoError(t, os.Remove(filepath.Join(cpu, "cpu4/topology/core_cpus_list")))
+	require.NoError(t, os.Remove(filepath.Join(cpu, "isolated")))
+	topo, err := sysfs.Discover(root)
+	require.NoError(t, err)
+	require.Len(t, topo.NUMANodes, 1, "no node directory: one synthetic node")
+	c, _ := topo.CPU(4)
+	assert.Equal(t, sysfs.Unknown, c.L3)
+	assert.Equal(t, 0, c.NUMA)
+	assert.Equal(t, "4,12", c.Siblings.String(), "falls back to thread_siblings_list")
+	assert.Zero(t, c.BaseFreqKHz)
+}
+
+func TestParseCmdlineCPUs(t *testing.T) {
+	tests := []struct {
+		cmdline, param, want string
+		found                bool
+		wantErr              bool
+	}{
+		{"ro isolcpus=2-5,8", "isolcpus", "2-5,8", true, false},
+		{"isolcpus=managed_irq,domain,2-5", "isolcpus", "2-5", true, false},
+		{"isolcpus=nohz,domain,managed_irq,1,3-4", "isolcpus", "1,3-4", true, false},
+		{"nohz_full=4-7 isolcpus=1", "nohz_full", "4-7", true, false},
+		{"quiet", "isolcpus", "", false, false},
+		{"-- isolcpus=1", "isolcpus", "", false, false},
+		{"isolcpus=1,domain", "isolcpus", "", true, true},
+		{"isolcpus=3-1", "isolcpus", "", true, true},
+	}
+	for _, tc := range tests {
+		set, found, err := sysfs.ParseCmdlineCPUs(tc.cmdline, tc.param)
+		assert.Equal(t, tc.found, found, tc.cmdline)
+		if tc.wantErr {
+			assert.Error(t, err, tc.cmdline)
+			continue
+		}
+		require.NoError(t, err, tc.cmdline)
+		assert.Equal(t, tc.want, set.String(), tc.cmdline)
+	}
+}
+
+// TestDiscoverThisMachine reads the real sysfs; every Linux node must parse.
+func TestDiscoverThisMachine(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs Linux sysfs")
+	}
+	topo, err := sysfs.Discover("/")
+	require.NoError(t, err)
+	assert.False(t, topo.Online.IsEmpty())
+	assert.Equal(t, runtime.NumCPU() <= topo.Online.Size(), true)
+}
