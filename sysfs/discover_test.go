@@ -79,6 +79,27 @@ func TestDiscoverFixtures(t *testing.T) {
 				{id: 2, socket: 0, numa: 0, siblings: "2,18", l3CPUsWith: 0},
 			}},
 	}
+	// The kubelet CPU manager's own test topologies, for comparing placements.
+	tests = append(tests, []struct {
+		fixture        string
+		online         string
+		offline        string
+		isolated       string
+		isolatedSource string
+		sockets        int
+		numaNodes      int
+		l3Groups       int
+		cores          int
+		smtActive      bool
+		cpus           []cpuFact
+	}{
+		{fixture: "kubelet-single-socket-ht", online: "0-7", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 4, smtActive: true,
+			cpus: []cpuFact{{id: 1, numa: 0, siblings: "1,5", l3CPUsWith: 0}}},
+		{fixture: "kubelet-dual-socket-ht", online: "0-11", sockets: 2, numaNodes: 2, l3Groups: 2, cores: 6, smtActive: true,
+			cpus: []cpuFact{{id: 0, numa: 0, siblings: "0,6", l3CPUsWith: 2}, {id: 7, socket: 1, numa: 1, siblings: "1,7", l3CPUsWith: 5}}},
+		{fixture: "kubelet-dual-socket-multi-numa-ht", online: "0-79", sockets: 2, numaNodes: 4, l3Groups: 2, cores: 40, smtActive: true,
+			cpus: []cpuFact{{id: 49, numa: 0, siblings: "9,49", l3CPUsWith: 10}, {id: 50, numa: 1, siblings: "10,50", l3CPUsWith: 0}, {id: 30, socket: 1, numa: 3, siblings: "30,70", l3CPUsWith: 20}}},
+	}...)
 	covered := map[string]bool{}
 	for _, tc := range tests {
 		covered[tc.fixture] = true

@@ -1,0 +1,311 @@
+// Package allocator decides where containers run: which pool, which CPUs
+// and which memory nodes. It is pure — topology, configuration and the
+// current assignments in, decisions out — and never touches the node, so
+// the plugin, the simulator and the tests all run the same code.
+package allocator
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// PodRef identifies a container's pod.
+type PodRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+}
+
+// Assignment is where one container runs.
+type Assignment struct {
+	ID        string `json:"id"`
+	Pod       PodRef `json:"pod"`
+	Container string `json:"container"`
+	Pool      string `json:"pool"`
+	// MilliCPU is the CPU request the exclusive size was derived from.
+	MilliCPU int64 `json:"milliCPU"`
+	// CPUs is the container's cpuset; Reserved are further CPUs held idle
+	// for it (hidden hyperthread siblings).
+	CPUs     cpuset.CPUSet `json:"-"`
+	Reserved cpuset.CPUSet `json:"-"`
+	Mems     cpuset.CPUSet `json:"-"`
+}
+
+// restartKey identifies a container across restarts: same pod, same name.
+func (a *Assignment) restartKey() string { return a.Pod.UID + "/" + a.Container }
+
+// Held returns every CPU the assignment keeps from others.
+func (a *Assignment) Held() cpuset.CPUSet { return a.CPUs.Union(a.Reserved) }
+
+// Allocator tracks every container's assignment and makes new ones. It is
+// not safe for concurrent use; the plugin serializes calls with its lock.
+type Allocator struct {
+	x          *index
+	layout     *Layout
+	pinMemory  bool
+	views      map[string]*poolView // exclusive pools only
+	containers map[string]*Assignment
+	// owner[cpu] is the container holding the CPU exclusively, "" if none.
+	owner []string
+	// previous remembers the CPUs of stopped containers so that a restart
+	// gets them back while they are still free.
+	previous map[string]cpuset.CPUSet
+}
+
+// New returns an allocator with no containers.
+func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
+	x := newIndex(topo)
+	return &Allocator{
+		x:          x,
+		layout:     layout,
+		pinMemory:  pinMemory,
+		views:      map[string]*poolView{config.PoolExclusive: x.view(layout.Exclusive), config.PoolExclusiveNonIsolcpus: x.view(layout.ExclusiveNonIsolcpus)},
+		containers: map[string]*Assignment{},
+		owner:      make([]string, len(x.cpus)),
+		previous:   map[string]cpuset.CPUSet{},
+	}
+}
+
+// Layout returns the static pool layout.
+func (a *Allocator) Layout() *Layout { return a.layout }
+
+// Topology returns the topology the allocator was built for.
+func (a *Allocator) Topology() *sysfs.Topology { return a.x.topo }
+
+// Result is a decision and the containers it moves as a side effect.
+type Result struct {
+	Assignment Assignment
+	// Updates are other containers whose cpuset changed (members of a
+	// pool that grew or shrank).
+	Updates []Assignment
+	// InfraChanged tells that the infra pool changed, so pod sandboxes
+	// must follow.
+	InfraChanged bool
+}
+
+// Request asks for a container's placement.
+type Request struct {
+	ID        string
+	Pod       PodRef
+	Container string
+	Pool      string
+	MilliCPU  int64
+	Options   config.Allocation
+	// NUMANodes, when not empty, restricts exclusive CPUs to these nodes.
+	NUMANodes cpuset.CPUSet
+	// PreferNUMA are nodes to prefer (the nodes of the container's devices).
+	PreferNUMA cpuset.CPUSet
+}
+
+// Allocate places a new container. A container that is already known keeps
+// its assignment (the runtime may repeat an event after a reconnect).
+func (a *Allocator) Allocate(req Request) (Result, error) {
+	if req.ID == "" {
+		return Result{}, fmt.Errorf("container has no id")
+	}
+	if cur, ok := a.containers[req.ID]; ok {
+		return Result{Assignment: *cur}, nil
+	}
+	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New()}
+	switch req.Pool {
+	case config.PoolShared, config.PoolInfra:
+		cpus := a.PoolCPUs(req.Pool)
+		if cpus.IsEmpty() {
+			return Result{}, fmt.Errorf("pool %s has no CPUs on this node; configure pools.%s or choose another pool", req.Pool, req.Pool)
+		}
+		as.CPUs = cpus
+	case config.PoolExclusive, config.PoolExclusiveNonIsolcpus:
+		cpus, reserved, err := a.placeExclusive(req)
+		if err != nil {
+			return Result{}, err
+		}
+		as.CPUs, as.Reserved = cpus, reserved
+	default:
+		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
+	}
+	as.Mems = a.memsFor(as.CPUs)
+	return a.commit(as), nil
+}
+
+// commit records an assignment and computes the updates it causes.
+func (a *Allocator) commit(as *Assignment) Result {
+	infraBefore := a.PoolCPUs(config.PoolInfra)
+	a.containers[as.ID] = as
+	for _, id := range as.Held().UnsortedList() {
+		if config.IsExclusivePool(as.Pool) {
+			a.owner[id] = as.ID
+		}
+	}
+	delete(a.previous, as.restartKey())
+	res := Result{Assignment: *as}
+	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
+	return res
+}
+
+// followInfra moves infra members to the current infra cpuset if it
+// changed since before.
+func (a *Allocator) followInfra(before cpuset.CPUSet) ([]Assignment, bool) {
+	now := a.PoolCPUs(config.PoolInfra)
+	if now.Equals(before) {
+		return nil, false
+	}
+	var updates []Assignment
+	for _, id := range a.sortedIDs() {
+		c := a.containers[id]
+		if c.Pool == config.PoolInfra && !c.CPUs.Equals(now) {
+			c.CPUs = now
+			c.Mems = a.memsFor(now)
+			updates = append(updates, *c)
+		}
+	}
+	return updates, true
+}
+
+// Release forgets a container and frees its CPUs. The CPUs are remembered
+// for a restart of the same container (same pod UID and name).
+func (a *Allocator) Release(id string) Result {
+	c, ok := a.containers[id]
+	if !ok {
+		return Result{}
+	}
+	infraBefore := a.PoolCPUs(config.PoolInfra)
+	delete(a.containers, id)
+	if config.IsExclusivePool(c.Pool) {
+		for _, cpu := range c.Held().UnsortedList() {
+			if a.owner[cpu] == id {
+				a.owner[cpu] = ""
+			}
+		}
+		if c.Pod.UID != "" {
+			a.previous[c.restartKey()] = c.CPUs
+		}
+	}
+	res := Result{Assignment: *c}
+	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
+	return res
+}
+
+// Restore re-adds a container exactly where it runs (after a restart of the
+// plugin). It never moves the container: if its CPUs conflict with another
+// exclusive container or lie outside its pool, the error says so and the
+// caller decides; Force adopts it anyway.
+func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
+	if as.CPUs.IsEmpty() {
+		return Result{}, fmt.Errorf("container %s: empty cpuset", as.ID)
+	}
+	if as.Reserved.Size() == 0 {
+		as.Reserved = cpuset.New()
+	}
+	if as.Mems.Size() == 0 {
+		as.Mems = a.memsFor(as.CPUs)
+	}
+	var problem error
+	if config.IsExclusivePool(as.Pool) {
+		for _, cpu := range as.Held().List() {
+			if !a.x.online(cpu) {
+				problem = fmt.Errorf("container %s: CPU %d is not online", as.ID, cpu)
+				break
+			}
+			if o := a.owner[cpu]; o != "" && o != as.ID {
+				problem = fmt.Errorf("container %s: CPU %d is already held by container %s", as.ID, cpu, o)
+				break
+			}
+		}
+		if problem == nil && !as.Held().IsSubsetOf(a.layout.Pool(as.Pool)) {
+			problem = fmt.Errorf("container %s: CPUs %s are outside pool %s (%s) as now configured", as.ID, as.Held().Difference(a.layout.Pool(as.Pool)), as.Pool, a.layout.Pool(as.Pool))
+		}
+	}
+	if problem != nil && !force {
+		return Result{}, problem
+	}
+	cp := as
+	if cp.Pool == config.PoolShared || cp.Pool == config.PoolInfra {
+		// Members of a shared pool follow the pool as it is now.
+		cp.CPUs = a.PoolCPUs(cp.Pool)
+		cp.Mems = a.memsFor(cp.CPUs)
+	}
+	res := a.commit(&cp)
+	return res, problem
+}
+
+// PoolCPUs returns a pool's current cpuset: infra shrinks while
+// exclusive-non-isolcpus containers borrow from it.
+func (a *Allocator) PoolCPUs(pool string) cpuset.CPUSet {
+	if pool != config.PoolInfra {
+		return a.layout.Pool(pool)
+	}
+	var lent []int
+	for _, id := range a.layout.ExclusiveNonIsolcpus.UnsortedList() {
+		if a.owner[id] != "" {
+			lent = append(lent, id)
+		}
+	}
+	return a.layout.Infra.Difference(cpuset.New(lent...))
+}
+
+// FreeCPUs returns the CPUs of an exclusive pool that nobody holds.
+func (a *Allocator) FreeCPUs(pool string) cpuset.CPUSet {
+	var free []int
+	for _, id := range a.layout.Pool(pool).UnsortedList() {
+		if a.owner[id] == "" {
+			free = append(free, id)
+		}
+	}
+	return cpuset.New(free...)
+}
+
+// Get returns a container's assignment.
+func (a *Allocator) Get(id string) (Assignment, bool) {
+	c, ok := a.containers[id]
+	if !ok {
+		return Assignment{}, false
+	}
+	return *c, true
+}
+
+// Assignments returns every container's assignment, sorted by id.
+func (a *Allocator) Assignments() []Assignment {
+	out := make([]Assignment, 0, len(a.containers))
+	for _, id := range a.sortedIDs() {
+		out = append(out, *a.containers[id])
+	}
+	return out
+}
+
+// Previous returns the remembered CPUs of stopped containers, for
+// persisting; SetPrevious restores them.
+func (a *Allocator) Previous() map[string]cpuset.CPUSet {
+	out := make(map[string]cpuset.CPUSet, len(a.previous))
+	for k, v := range a.previous {
+		out[k] = v
+	}
+	return out
+}
+
+// SetPrevious restores remembered CPUs of stopped containers.
+func (a *Allocator) SetPrevious(p map[string]cpuset.CPUSet) {
+	for k, v := range p {
+		a.previous[k] = v
+	}
+}
+
+func (a *Allocator) sortedIDs() []string {
+	ids := make([]string, 0, len(a.containers))
+	for id := range a.containers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (a *Allocator) memsFor(cpus cpuset.CPUSet) cpuset.CPUSet {
+	if !a.pinMemory {
+		return cpuset.New()
+	}
+	return a.x.memsFor(cpus)
+}

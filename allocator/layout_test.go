@@ -1,0 +1,102 @@
+package allocator
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBuildLayout(t *testing.T) {
+	tests := []struct {
+		name, fixture, config                   string
+		exclusive, shared, infra, eni, reserved string
+		check                                   func(t *testing.T, l *Layout)
+	}{
+		{name: "kernel isolcpus all exclusive by default", fixture: "xeon-2s-interleaved", config: "",
+			exclusive: "2-39,42-79", shared: "", infra: "0-1,40-41", eni: ""},
+		{name: "counts carve whole cores spread over NUMA nodes", fixture: "xeon-2s-interleaved",
+			config: "pools: {exclusive: {count: 16}, shared: {count: 4}}",
+			check: func(t *testing.T, l *Layout) {
+				topo := topology(t, "xeon-2s-interleaved")
+				assert.Equal(t, 16, l.Exclusive.Size())
+				assert.Equal(t, 4, l.Shared.Size())
+				assert.Equal(t, 0, measure(topo, l.Exclusive).splitCores, "exclusive %s splits no core", l.Exclusive)
+				assert.Equal(t, 0, measure(topo, l.Shared).splitCores, "shared %s splits no core", l.Shared)
+				assert.Equal(t, 8, l.Exclusive.Intersection(topo.NUMANodes[0].CPUs).Size(), "NUMA node 0 gets half")
+				assert.True(t, l.Exclusive.IsSubsetOf(topo.Isolated))
+				assert.True(t, l.Infra.Contains(0) && l.Infra.Contains(41))
+			}},
+		{name: "explicit lists and reserved", fixture: "desktop-8c16t",
+			config:    "isolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0,8\"\npools: {exclusive: {cpus: \"4-7,12-15\"}, shared: {cpus: \"2-3,10-11\"}, exclusive-non-isolcpus: {enabled: true}}",
+			exclusive: "4-7,12-15", shared: "2-3,10-11", infra: "0-1,8-9", eni: "1,9", reserved: "0,8"},
+		{name: "SST-BF priority cores first", fixture: "xeon-2s-snc2",
+			config: "isolatedCPUs: \"2-39,42-79\"\npools: {exclusive: {count: 8}}",
+			check: func(t *testing.T, l *Layout) {
+				topo := topology(t, "xeon-2s-snc2")
+				for _, id := range l.Exclusive.List() {
+					c, _ := topo.CPU(id)
+					assert.Equal(t, int64(2700000), c.BaseFreqKHz, "CPU %d of %s is a priority core", id, l.Exclusive)
+				}
+				assert.Equal(t, 4, topo.NUMANodesOf(l.Exclusive).Size(), "one core per NUMA node")
+			}},
+		{name: "odd count splits one core at most", fixture: "epyc-1s-nps4",
+			config: "isolatedCPUs: \"8-63,72-127\"\npools: {exclusive: {count: 13}}",
+			check: func(t *testing.T, l *Layout) {
+				assert.Equal(t, 13, l.Exclusive.Size())
+				assert.LessOrEqual(t, measure(topology(t, "epyc-1s-nps4"), l.Exclusive).splitCores, 4, "at most one split core per NUMA node share")
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l, problems := BuildLayout(topology(t, tc.fixture), parseConfig(t, tc.config))
+			require.False(t, problems.HasErrors(), "%v", problems)
+			if tc.check != nil {
+				tc.check(t, l)
+				return
+			}
+			assert.Equal(t, tc.exclusive, l.Exclusive.String(), "exclusive")
+			assert.Equal(t, tc.shared, l.Shared.String(), "shared")
+			assert.Equal(t, tc.infra, l.Infra.String(), "infra")
+			assert.Equal(t, tc.eni, l.ExclusiveNonIsolcpus.String(), "exclusive-non-isolcpus")
+			assert.Equal(t, tc.reserved, l.Reserved.String(), "reserved")
+			// Deterministic.
+			again, _ := BuildLayout(topology(t, tc.fixture), parseConfig(t, tc.config))
+			assert.Equal(t, l, again)
+		})
+	}
+}
+
+func TestBuildLayoutProblems(t *testing.T) {
+	tests := []struct {
+		name, fixture, config string
+		key, contains         string
+		warning               bool
+	}{
+		{"CPU does not exist", "desktop-8c16t", "isolatedCPUs: \"2-20\"", "isolatedCPUs", "CPUs 16-20 do not exist", false},
+		{"CPU offline", "server-offline-isolcpus", "pools: {exclusive: {cpus: \"2-7\"}}", "pools.exclusive.cpus", "CPUs 7 are offline", false},
+		{"pools overlap", "desktop-8c16t", "isolatedCPUs: \"2-7\"\npools: {exclusive: {cpus: \"2-5\"}, shared: {cpus: \"5-7\"}}", "pools.exclusive.cpus", "overlaps pools.shared.cpus on CPUs 5", false},
+		{"pool overlaps reserved", "desktop-8c16t", "reservedCPUs: \"2\"\npools: {shared: {cpus: \"2-3\"}}", "pools.shared.cpus", "overlaps reservedCPUs on CPUs 2", false},
+		{"count too large", "xeon-2s-interleaved", "pools: {exclusive: {count: 70}, shared: {count: 10}}", "pools.shared.count", "asks for 10 CPUs but only 6 are left", false},
+		{"count without isolated CPUs", "desktop-8c16t", "pools: {exclusive: {count: 2}}", "pools.exclusive.count", "only 0 are left", false},
+		{"infra empty", "vm-2cpu", "pools: {exclusive: {cpus: \"0-1\"}}", "pools", "no CPU is left for infra", false},
+		{"splits siblings", "desktop-8c16t", "isolatedCPUs: \"2-7\"", "pools.exclusive", "splits the hyperthreads", true},
+		{"not isolated", "desktop-8c16t", "pools: {exclusive: {cpus: \"2,10\"}}", "pools.exclusive.cpus", "not isolated", true},
+		{"leftover isolated", "xeon-2s-interleaved", "pools: {exclusive: {count: 4}}", "pools", "in neither exclusive nor shared", true},
+		{"offline kernel isolated", "server-offline-isolcpus", "isolatedCPUs: \"2-7\"", "isolatedCPUs", "offline", false},
+		{"eni with nothing to lend", "vm-2cpu", "isolatedCPUs: \"1\"\npools: {exclusive-non-isolcpus: {enabled: true}}", "pools.exclusive-non-isolcpus", "no CPU to lend", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, problems := BuildLayout(topology(t, tc.fixture), parseConfig(t, tc.config))
+			found := false
+			for _, p := range problems {
+				if p.Key == tc.key && p.Warning == tc.warning && strings.Contains(p.Message, tc.contains) {
+					found = true
+				}
+			}
+			assert.True(t, found, "want a %v at %s containing %q, got %v", map[bool]string{true: "warning", false: "error"}[tc.warning], tc.key, tc.contains, problems)
+		})
+	}
+}

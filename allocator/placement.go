@@ -1,0 +1,482 @@
+package allocator
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/config"
+)
+
+// mode is the unit an exclusive request is counted and taken in.
+type mode int
+
+const (
+	// modeThreads takes logical CPUs, whole cores first.
+	modeThreads mode = iota
+	// modeFullCores takes only complete, entirely free cores.
+	modeFullCores
+	// modeHideSiblings takes one thread of each entirely free core and
+	// keeps its siblings idle.
+	modeHideSiblings
+)
+
+// CPUsFor converts a CPU request in milli-CPUs to whole exclusive CPUs,
+// rounding up so that a request is never shortchanged.
+func CPUsFor(milliCPU int64) int {
+	if milliCPU <= 0 {
+		return 0
+	}
+	return int((milliCPU + 999) / 1000)
+}
+
+// placeExclusive chooses CPUs for an exclusive request; see README
+// "Placement rules" for the order of preferences.
+func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, error) {
+	who := fmt.Sprintf("container %s/%s/%s", req.Pod.Namespace, req.Pod.Name, req.Container)
+	n := CPUsFor(req.MilliCPU)
+	if n == 0 {
+		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but %s requests no CPU; set resources.requests.cpu (e.g. \"2\")", req.Pool, who)
+	}
+	view := a.views[req.Pool]
+	if view.cpus.IsEmpty() {
+		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s has no CPUs on this node; configure pools.%s", req.Pool, req.Pool)
+	}
+	tpc := a.x.threadsPerCore
+	m := modeThreads
+	need := n
+	switch {
+	case req.Options.HideHyperthreads && tpc > 1:
+		m = modeHideSiblings
+	case req.Options.FullPCPUsOnly && tpc > 1:
+		if n%tpc != 0 {
+			return cpuset.New(), cpuset.New(), fmt.Errorf("%s asks for %d CPUs but full-pcpus-only takes whole cores of %d threads; request a multiple of %d", who, n, tpc, tpc)
+		}
+		m, need = modeFullCores, n/tpc
+	}
+
+	if cpus, ok := a.previousFits(req, n); ok {
+		return cpus, cpuset.New(), nil
+	}
+
+	p := planner{a: a, mode: m, tpc: tpc}
+	var nodes []nodeCap
+	total := 0
+	for i := range view.nodes {
+		nv := &view.nodes[i]
+		if !req.NUMANodes.IsEmpty() && !req.NUMANodes.Contains(nv.id) {
+			continue
+		}
+		c := p.nodeCapacity(nv)
+		if c > 0 {
+			nodes = append(nodes, nodeCap{nv, c})
+			total += c
+		}
+	}
+	if total < need {
+		free := a.FreeCPUs(req.Pool)
+		where := ""
+		if !req.NUMANodes.IsEmpty() {
+			where = fmt.Sprintf(" on NUMA nodes %s", req.NUMANodes)
+		}
+		unit := "CPUs"
+		switch m {
+		case modeFullCores:
+			unit = fmt.Sprintf("CPUs as whole cores (%d free whole cores)", total)
+		case modeHideSiblings:
+			unit = fmt.Sprintf("CPUs with idle siblings (%d free whole cores)", total)
+		}
+		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: it asks for %d %s%s, but only %d of the pool's %d CPUs are free (free: %q)",
+			req.Pool, who, n, unit, where, free.Size(), a.layout.Pool(req.Pool).Size(), free.String())
+	}
+
+	best, ok := p.bestPlan(nodes, need, req)
+	if !ok {
+		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: %d CPUs are free but cannot be spread evenly over NUMA nodes (distribute-across-numa)", req.Pool, who, n)
+	}
+	if req.Pool == config.PoolExclusiveNonIsolcpus {
+		budget := a.PoolCPUs(config.PoolInfra).Size() - a.layout.MinInfraCPUs
+		if held := best.cpus.Size() + best.reserved.Size(); held > budget {
+			return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: it needs %d CPUs from infra, but infra (%s) must keep %d (pools.exclusive-non-isolcpus.minInfraCPUs)",
+				req.Pool, who, held, a.PoolCPUs(config.PoolInfra), a.layout.MinInfraCPUs)
+		}
+	}
+	return best.cpus, best.reserved, nil
+}
+
+// previousFits returns the CPUs the same container had before it stopped,
+// if they are all still free and match the request.
+func (a *Allocator) previousFits(req Request, n int) (cpuset.CPUSet, bool) {
+	prev, ok := a.previous[req.Pod.UID+"/"+req.Container]
+	if !ok || req.Pod.UID == "" || prev.Size() != n || !prev.IsSubsetOf(a.layout.Pool(req.Pool)) {
+		return cpuset.New(), false
+	}
+	if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
+		return cpuset.New(), false
+	}
+	for _, id := range prev.UnsortedList() {
+		if a.owner[id] != "" || (!req.NUMANodes.IsEmpty() && !req.NUMANodes.Contains(a.x.cpus[id].numa)) {
+			return cpuset.New(), false
+		}
+	}
+	return prev, true
+}
+
+type nodeCap struct {
+	v   *nodeView
+	cap int
+}
+
+// planner evaluates candidate placements for one request.
+type planner struct {
+	a    *Allocator
+	mode mode
+	tpc  int
+}
+
+// plan is a candidate placement with the figures it is judged by.
+type plan struct {
+	cpus, reserved cpuset.CPUSet
+	nodes          []int
+	hintMisses     int
+	sockets        int
+	distance       int
+	splitCores     int
+	l3Groups       int
+	leftover       int
+}
+
+// better orders plans by the placement rules: fewest NUMA nodes (fixed
+// by the caller), the devices' nodes, fewest sockets, closest nodes, no
+// split cores, fewest L3 groups, then best fit and lowest node ids.
+func (p *plan) better(q *plan) bool {
+	switch {
+	case p.hintMisses != q.hintMisses:
+		return p.hintMisses < q.hintMisses
+	case p.sockets != q.sockets:
+		return p.sockets < q.sockets
+	case p.distance != q.distance:
+		return p.distance < q.distance
+	case p.splitCores != q.splitCores:
+		return p.splitCores < q.splitCores
+	case p.l3Groups != q.l3Groups:
+		return p.l3Groups < q.l3Groups
+	case p.leftover != q.leftover:
+		return p.leftover < q.leftover
+	}
+	for i := range p.nodes {
+		if p.nodes[i] != q.nodes[i] {
+			return p.nodes[i] < q.nodes[i]
+		}
+	}
+	return false
+}
+
+// bestPlan tries the fewest NUMA nodes first and, among the combinations
+// of that many nodes that fit, returns the best plan.
+func (p *planner) bestPlan(nodes []nodeCap, need int, req Request) (*plan, bool) {
+	for k := 1; k <= len(nodes); k++ {
+		var best *plan
+		forEachCombination(len(nodes), k, func(idx []int) {
+			combo := make([]nodeCap, k)
+			sum := 0
+			for i, j := range idx {
+				combo[i] = nodes[j]
+				sum += nodes[j].cap
+			}
+			if sum < need {
+				return
+			}
+			amounts, ok := p.amounts(combo, need, req.Options.DistributeAcrossNUMA)
+			if !ok {
+				return
+			}
+			cand := p.build(combo, amounts, req)
+			cand.leftover = sum - need
+			if best == nil || cand.better(best) {
+				best = cand
+			}
+		})
+		if best != nil {
+			return best, true
+		}
+	}
+	return nil, false
+}
+
+// amounts splits need over the nodes of a combination: evenly when
+// distributing, otherwise filling the nodes with the least room first so
+// that roomier nodes stay whole for later requests.
+func (p *planner) amounts(combo []nodeCap, need int, distribute bool) ([]int, bool) {
+	out := make([]int, len(combo))
+	order := make([]int, len(combo))
+	for i := range order {
+		order[i] = i
+	}
+	if distribute {
+		sort.SliceStable(order, func(a, b int) bool { return combo[order[a]].cap > combo[order[b]].cap })
+		for rank, i := range order {
+			out[i] = need / len(combo)
+			if rank < need%len(combo) {
+				out[i]++
+			}
+			if out[i] > combo[i].cap || out[i] == 0 {
+				return nil, false
+			}
+		}
+		return out, true
+	}
+	sort.SliceStable(order, func(a, b int) bool { return combo[order[a]].cap < combo[order[b]].cap })
+	rest := need
+	for _, i := range order {
+		out[i] = min(combo[i].cap, rest)
+		rest -= out[i]
+	}
+	// Every node of a minimal combination must contribute.
+	for _, v := range out {
+		if v == 0 {
+			return nil, false
+		}
+	}
+	return out, rest == 0
+}
+
+func (p *planner) build(combo []nodeCap, amounts []int, req Request) *plan {
+	pl := &plan{}
+	var cpus, reserved []int
+	sockets := map[int]bool{}
+	for i, nc := range combo {
+		c, r, split, l3s := p.takeFromNode(nc.v, amounts[i])
+		cpus = append(cpus, c...)
+		reserved = append(reserved, r...)
+		pl.splitCores += split
+		pl.l3Groups += l3s
+		pl.nodes = append(pl.nodes, nc.v.id)
+		sockets[nc.v.socket] = true
+		for _, other := range combo[i+1:] {
+			pl.distance += p.a.x.distance[p.a.x.nodePos[nc.v.id]][p.a.x.nodePos[other.v.id]]
+		}
+	}
+	pl.sockets = len(sockets)
+	for _, h := range req.PreferNUMA.UnsortedList() {
+		found := false
+		for _, id := range pl.nodes {
+			found = found || id == h
+		}
+		if !found {
+			pl.hintMisses++
+		}
+	}
+	pl.cpus, pl.reserved = cpuset.New(cpus...), cpuset.New(reserved...)
+	return pl
+}
+
+// coreState is a core's free threads at decision time.
+type coreState struct {
+	core  *coreView
+	free  []int
+	whole bool // every pool thread of the core is free
+}
+
+func (p *planner) state(c *coreView) coreState {
+	s := coreState{core: c}
+	for _, t := range c.threads {
+		if p.a.owner[t] == "" {
+			s.free = append(s.free, t)
+		}
+	}
+	s.whole = len(s.free) == len(c.threads)
+	return s
+}
+
+// eligible tells whether a core can give a unit in the current mode, and
+// unitsOf how many units it gives.
+func (p *planner) unitsOf(s coreState) int {
+	switch p.mode {
+	case modeFullCores:
+		if s.whole && s.core.complete && len(s.free) == p.tpc {
+			return 1
+		}
+		return 0
+	case modeHideSiblings:
+		if s.whole {
+			return 1
+		}
+		return 0
+	}
+	return len(s.free)
+}
+
+func (p *planner) l3Capacity(l3 *l3View) int {
+	c := 0
+	for i := range l3.cores {
+		c += p.unitsOf(p.state(&l3.cores[i]))
+	}
+	return c
+}
+
+func (p *planner) nodeCapacity(nv *nodeView) int {
+	c := 0
+	for i := range nv.l3s {
+		c += p.l3Capacity(&nv.l3s[i])
+	}
+	return c
+}
+
+// takeFromNode picks need units inside one NUMA node: in a single L3 group
+// when one can hold them (the one that splits fewest cores, then the
+// fullest), otherwise in as few L3 groups as possible.
+func (p *planner) takeFromNode(nv *nodeView, need int) (cpus, reserved []int, split, l3s int) {
+	type l3Cap struct {
+		l3  *l3View
+		cap int
+	}
+	var groups []l3Cap
+	for i := range nv.l3s {
+		if c := p.l3Capacity(&nv.l3s[i]); c > 0 {
+			groups = append(groups, l3Cap{&nv.l3s[i], c})
+		}
+	}
+	var bestSingle *l3Cap
+	bestSplit := 0
+	for i := range groups {
+		g := &groups[i]
+		if g.cap < need {
+			continue
+		}
+		_, _, s := p.takeFromL3(g.l3, need)
+		if bestSingle == nil || s < bestSplit || (s == bestSplit && g.cap < bestSingle.cap) {
+			bestSingle, bestSplit = g, s
+		}
+	}
+	if bestSingle != nil {
+		c, r, s := p.takeFromL3(bestSingle.l3, need)
+		return c, r, s, 1
+	}
+	// Largest groups first keeps the count low; the last one is the
+	// smallest that covers what remains (best fit).
+	sort.SliceStable(groups, func(a, b int) bool { return groups[a].cap > groups[b].cap })
+	rest := need
+	for len(groups) > 0 && rest > 0 {
+		pick := 0
+		if groups[0].cap >= rest {
+			for i := range groups {
+				if groups[i].cap >= rest {
+					pick = i
+				}
+			}
+		}
+		g := groups[pick]
+		groups = append(groups[:pick], groups[pick+1:]...)
+		take := min(g.cap, rest)
+		c, r, s := p.takeFromL3(g.l3, take)
+		cpus, reserved = append(cpus, c...), append(reserved, r...)
+		split += s
+		l3s++
+		rest -= take
+	}
+	return cpus, reserved, split, l3s
+}
+
+// takeFromL3 picks need units from one L3 group. In thread mode it takes
+// whole free cores while they fit, serves an odd remainder from a core that
+// is already partly used, and splits a whole core only when nothing else
+// is left; split counts the whole cores it had to break.
+func (p *planner) takeFromL3(l3 *l3View, need int) (cpus, reserved []int, split int) {
+	states := make([]coreState, len(l3.cores))
+	for i := range l3.cores {
+		states[i] = p.state(&l3.cores[i])
+	}
+	if p.mode != modeThreads {
+		for _, s := range states {
+			if need == 0 {
+				break
+			}
+			if p.unitsOf(s) == 0 {
+				continue
+			}
+			if p.mode == modeHideSiblings {
+				cpus = append(cpus, s.free[0])
+				reserved = append(reserved, s.free[1:]...)
+			} else {
+				cpus = append(cpus, s.free...)
+			}
+			need--
+		}
+		return cpus, reserved, 0
+	}
+
+	used := make([]bool, len(states))
+	take := func(i, k int) {
+		cpus = append(cpus, states[i].free[:k]...)
+		used[i] = true
+		need -= k
+	}
+	// Partly used cores, fullest first: they are where a remainder belongs.
+	var partial []int
+	for i, s := range states {
+		if !s.whole && len(s.free) > 0 {
+			partial = append(partial, i)
+		}
+	}
+	sort.SliceStable(partial, func(a, b int) bool { return len(states[partial[a]].free) < len(states[partial[b]].free) })
+
+	if rem := need % p.tpc; rem > 0 {
+		for _, i := range partial {
+			if len(states[i].free) >= rem {
+				take(i, rem)
+				break
+			}
+		}
+	}
+	for i, s := range states {
+		if need == 0 {
+			break
+		}
+		if s.whole && !used[i] && len(s.free) <= need {
+			take(i, len(s.free))
+		}
+	}
+	for _, i := range partial {
+		if need == 0 {
+			break
+		}
+		if !used[i] {
+			take(i, min(need, len(states[i].free)))
+		}
+	}
+	for i, s := range states {
+		if need == 0 {
+			break
+		}
+		if s.whole && !used[i] {
+			take(i, need)
+			split++
+		}
+	}
+	return cpus, nil, split
+}
+
+// forEachCombination calls fn with every k-subset of 0..n-1 in
+// lexicographic order.
+func forEachCombination(n, k int, fn func([]int)) {
+	idx := make([]int, k)
+	for i := range idx {
+		idx[i] = i
+	}
+	for {
+		fn(idx)
+		i := k - 1
+		for i >= 0 && idx[i] == n-k+i {
+			i--
+		}
+		if i < 0 {
+			return
+		}
+		idx[i]++
+		for j := i + 1; j < k; j++ {
+			idx[j] = idx[j-1] + 1
+		}
+	}
+}

@@ -1,0 +1,315 @@
+package allocator
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/config"
+)
+
+// allIsolated makes every CPU but the first core exclusive, so placement
+// tests see the whole machine.
+const allIsolated = "pools: {exclusive: {cpus: %q}}"
+
+func TestPlacementRules(t *testing.T) {
+	tests := []struct {
+		name    string
+		fixture string
+		config  string
+		before  []Request
+		req     Request
+		want    string // exact cpuset, when the rules leave one answer
+		shape   shape  // numaNodes, sockets, cores, l3Groups, splitCores
+	}{
+		{name: "fits one NUMA node: never spans", fixture: "epyc-2s-384", config: fmt.Sprintf(allIsolated, "1-191,193-383"),
+			req: exclusive("a", 48), shape: shape{numaNodes: 1, sockets: 1, cores: 24, l3Groups: 3}},
+		{name: "one node too small: two nodes of the same socket", fixture: "epyc-2s-384", config: fmt.Sprintf(allIsolated, "1-191,193-383"),
+			req: exclusive("a", 50), shape: shape{numaNodes: 2, sockets: 1, cores: 25, l3Groups: 4}},
+		{name: "one L3 group when it holds the request", fixture: "epyc-1s-nps4", config: fmt.Sprintf(allIsolated, "1-63,65-127"),
+			req: exclusive("a", 16), shape: shape{numaNodes: 1, sockets: 1, cores: 8, l3Groups: 1}},
+		{name: "whole cores for even requests", fixture: "xeon-2s-interleaved", config: "",
+			req: exclusive("a", 4), want: "2,4,42,44", shape: shape{numaNodes: 1, sockets: 1, cores: 2, l3Groups: 1}},
+		{name: "odd request reuses a half-free core", fixture: "xeon-2s-interleaved", config: "",
+			before: []Request{exclusive("first", 1)},
+			req:    exclusive("a", 3), want: "4,42,44", shape: shape{numaNodes: 1, sockets: 1, cores: 2, l3Groups: 1, splitCores: 1}},
+		{name: "best fit: the fuller NUMA node", fixture: "xeon-2s-interleaved", config: "",
+			before: []Request{exclusive("first", 2), exclusive("second", 38)},
+			req:    exclusive("a", 2), shape: shape{numaNodes: 1, sockets: 1, cores: 1, l3Groups: 1}},
+		{name: "device locality: the device's NUMA node", fixture: "xeon-2s-interleaved", config: "",
+			req:   func() Request { r := exclusive("a", 4); r.PreferNUMA = cpuset.New(1); return r }(),
+			want:  "3,5,43,45",
+			shape: shape{numaNodes: 1, sockets: 1, cores: 2, l3Groups: 1}},
+		{name: "NUMA annotation restricts", fixture: "epyc-1s-nps4", config: fmt.Sprintf(allIsolated, "1-63,65-127"),
+			req: func() Request { r := exclusive("a", 2); r.NUMANodes = cpuset.New(3); return r }(), want: "48,112",
+			shape: shape{numaNodes: 1, sockets: 1, cores: 1, l3Groups: 1}},
+		{name: "distribute across the NUMA nodes needed", fixture: "xeon-2s-snc2", config: fmt.Sprintf(allIsolated, "2-39,42-79"),
+			req:   func() Request { r := exclusive("a", 24); r.Options.DistributeAcrossNUMA = true; return r }(),
+			shape: shape{numaNodes: 2, sockets: 1, cores: 12, l3Groups: 1}},
+		{name: "SMT off: one thread per core", fixture: "xeon-1s-nosmt", config: fmt.Sprintf(allIsolated, "1-15"),
+			req: exclusive("a", 3), want: "1-3", shape: shape{numaNodes: 1, sockets: 1, cores: 3, l3Groups: 1}},
+		{name: "offline sibling: lone thread is a whole core", fixture: "server-offline-isolcpus", config: "pools: {exclusive: {cpus: \"2-6,18-23\"}}",
+			before: []Request{exclusive("pairs", 10)},
+			req:    exclusive("a", 1), want: "23", shape: shape{numaNodes: 1, sockets: 1, cores: 1, l3Groups: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAllocator(t, tc.fixture, tc.config)
+			for _, b := range tc.before {
+				_, err := a.Allocate(b)
+				require.NoError(t, err)
+			}
+			res, err := a.Allocate(tc.req)
+			require.NoError(t, err)
+			got := res.Assignment.CPUs
+			assert.Equal(t, CPUsFor(tc.req.MilliCPU), got.Size())
+			if tc.want != "" {
+				assert.Equal(t, tc.want, got.String())
+			}
+			assert.Equal(t, tc.shape, measure(a.Topology(), got), "placement %s", got)
+			assert.Equal(t, a.Topology().NUMANodesOf(got), res.Assignment.Mems, "mems are the CPUs' nodes")
+		})
+	}
+}
+
+func TestPlacementOptions(t *testing.T) {
+	t.Run("hide hyperthreads keeps siblings idle", func(t *testing.T) {
+		a := newAllocator(t, "xeon-2s-interleaved", "")
+		r := exclusive("a", 4)
+		r.Options.HideHyperthreads = true
+		res, err := a.Allocate(r)
+		require.NoError(t, err)
+		s := measure(a.Topology(), res.Assignment.CPUs)
+		assert.Equal(t, 4, s.cores)
+		assert.Equal(t, 4, res.Assignment.Reserved.Size())
+		for _, id := range res.Assignment.CPUs.List() {
+			c, _ := a.Topology().CPU(id)
+			assert.True(t, c.Siblings.Difference(cpuset.New(id)).IsSubsetOf(res.Assignment.Reserved))
+		}
+		other, err := a.Allocate(exclusive("b", 36))
+		require.NoError(t, err)
+		assert.True(t, other.Assignment.CPUs.Intersection(res.Assignment.Held()).IsEmpty(), "siblings are not handed out")
+		_, err = a.Allocate(exclusive("c", 68-36+1))
+		assert.ErrorContains(t, err, "cannot fit")
+	})
+	t.Run("full pcpus only refuses odd requests", func(t *testing.T) {
+		a := newAllocator(t, "xeon-2s-interleaved", "allocation: {fullPCPUsOnly: true}")
+		r := exclusive("a", 3)
+		r.Options = parseConfig(t, "allocation: {fullPCPUsOnly: true}").Allocation
+		_, err := a.Allocate(r)
+		assert.ErrorContains(t, err, "request a multiple of 2")
+		r = exclusive("b", 4)
+		r.Options.FullPCPUsOnly = true
+		_, err = a.Allocate(exclusive("half", 1))
+		require.NoError(t, err)
+		res, err := a.Allocate(r)
+		require.NoError(t, err)
+		assert.Equal(t, 0, measure(a.Topology(), res.Assignment.CPUs).splitCores)
+	})
+}
+
+func TestPlacementErrors(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"")
+	_, err := a.Allocate(exclusive("zero", 0))
+	assert.ErrorContains(t, err, "requests no CPU")
+	_, err = a.Allocate(exclusive("huge", 13))
+	assert.ErrorContains(t, err, "asks for 13 CPUs")
+	assert.ErrorContains(t, err, "12 of the pool's 12 CPUs are free")
+	_, err = a.Allocate(exclusive("most", 10))
+	require.NoError(t, err)
+	_, err = a.Allocate(exclusive("full", 3))
+	assert.ErrorContains(t, err, `pool exclusive cannot fit container ns/pod-full/c: it asks for 3 CPUs, but only 2 of the pool's 12 CPUs are free`)
+	r := exclusive("numa", 1)
+	r.NUMANodes = cpuset.New(5)
+	_, err = a.Allocate(r)
+	assert.ErrorContains(t, err, "on NUMA nodes 5")
+	_, err = a.Allocate(Request{ID: "s", Pool: config.PoolShared})
+	assert.ErrorContains(t, err, "pool shared has no CPUs")
+	assert.Len(t, a.Assignments(), 1, "failed requests change nothing")
+}
+
+func TestSharedAndInfraFollowThePool(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"4-7,12-15\"\nreservedCPUs: \"0,8\"\npools: {shared: {cpus: \"4,12\"}, exclusive: {cpus: \"5-7,13-15\"}, exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 3}}")
+	infra, err := a.Allocate(Request{ID: "infra1", Pool: config.PoolInfra})
+	require.NoError(t, err)
+	assert.Equal(t, "0-3,8-11", infra.Assignment.CPUs.String())
+	assert.Equal(t, "0", infra.Assignment.Mems.String())
+	shared, err := a.Allocate(Request{ID: "shared1", Pool: config.PoolShared})
+	require.NoError(t, err)
+	assert.Equal(t, "4,12", shared.Assignment.CPUs.String())
+
+	eni := exclusive("eni", 2)
+	eni.Pool = config.PoolExclusiveNonIsolcpus
+	res, err := a.Allocate(eni)
+	require.NoError(t, err)
+	assert.True(t, res.Assignment.CPUs.Intersection(cpuset.New(0, 8)).IsEmpty(), "reserved CPUs are never lent")
+	assert.True(t, res.InfraChanged)
+	require.Len(t, res.Updates, 1)
+	assert.Equal(t, "infra1", res.Updates[0].ID)
+	assert.Equal(t, a.PoolCPUs(config.PoolInfra), res.Updates[0].CPUs)
+	assert.True(t, res.Updates[0].CPUs.Intersection(res.Assignment.CPUs).IsEmpty())
+	assert.Equal(t, 6, a.PoolCPUs(config.PoolInfra).Size())
+
+	big := exclusive("eni2", 4)
+	big.Pool = config.PoolExclusiveNonIsolcpus
+	_, err = a.Allocate(big)
+	assert.ErrorContains(t, err, "must keep 3")
+
+	rel := a.Release("eni")
+	assert.True(t, rel.InfraChanged)
+	require.Len(t, rel.Updates, 1)
+	assert.Equal(t, "0-3,8-11", rel.Updates[0].CPUs.String())
+}
+
+func TestRestartGetsPreviousCPUs(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	first, err := a.Allocate(exclusive("a", 4))
+	require.NoError(t, err)
+	_, err = a.Allocate(exclusive("b", 2))
+	require.NoError(t, err)
+	a.Release("a")
+	again := exclusive("a2", 4)
+	again.Pod = first.Assignment.Pod
+	res, err := a.Allocate(again)
+	require.NoError(t, err)
+	assert.Equal(t, first.Assignment.CPUs, res.Assignment.CPUs)
+}
+
+func TestRestore(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	_, err := a.Restore(Assignment{ID: "a", Pool: config.PoolExclusive, CPUs: set(t, "10,50")}, false)
+	require.NoError(t, err)
+	_, err = a.Restore(Assignment{ID: "b", Pool: config.PoolExclusive, CPUs: set(t, "50,52")}, false)
+	assert.ErrorContains(t, err, "CPU 50 is already held by container a")
+	_, err = a.Restore(Assignment{ID: "c", Pool: config.PoolExclusive, CPUs: set(t, "0")}, false)
+	assert.ErrorContains(t, err, "outside pool exclusive")
+	_, ok := a.Get("c")
+	assert.False(t, ok)
+	_, err = a.Restore(Assignment{ID: "c", Pool: config.PoolExclusive, CPUs: set(t, "0")}, true)
+	assert.Error(t, err, "forced restores still report the problem")
+	got, ok := a.Get("c")
+	require.True(t, ok)
+	assert.Equal(t, "0", got.CPUs.String(), "a running container is never moved")
+	res, err := a.Allocate(exclusive("d", 76))
+	assert.Error(t, err, "restored CPUs are held: %v", res.Assignment.CPUs)
+}
+
+// TestAtLeastAsGoodAsKubelet replays the kubelet static policy's published
+// test cases (pkg/kubelet/cm/cpumanager/cpu_assignment_test.go,
+// TestTakeByTopologyNUMAPacked) on the same topologies: our placement must
+// span no more NUMA nodes, sockets or cores, and leave at least as many
+// whole free cores.
+func TestAtLeastAsGoodAsKubelet(t *testing.T) {
+	tests := []struct {
+		name, fixture, free string
+		n                   int
+		kubelet             string
+	}{
+		{"take one cpu from single socket with HT", "kubelet-single-socket-ht", "0-7", 1, "0"},
+		{"take one cpu from single socket with HT, some cpus are taken", "kubelet-single-socket-ht", "1,3,5-7", 1, "6"},
+		{"take two cpus from single socket with HT", "kubelet-single-socket-ht", "0-7", 2, "0,4"},
+		{"take all cpus from single socket with HT", "kubelet-single-socket-ht", "0-7", 8, "0-7"},
+		{"take two cpus from single socket with HT, only one core totally free", "kubelet-single-socket-ht", "0-3,6", 2, "2,6"},
+		{"take one cpu from dual socket with HT - core from Socket 0", "kubelet-dual-socket-ht", "1-5,7-11", 1, "2"},
+		{"take a socket of cpus from dual socket with HT", "kubelet-dual-socket-ht", "0-11", 6, "0,2,4,6,8,10"},
+		{"allocate 4 full cores, 3 from the first NUMA node and 1 from the second", "kubelet-dual-socket-ht", "0-11", 8, "0-2,4,6-8,10"},
+		{"take a NUMA node with 1 NUMA node already taken", "kubelet-dual-socket-multi-numa-ht", "10-39,50-79", 20, "10-19,50-59"},
+		{"take a socket and a NUMA node", "kubelet-dual-socket-multi-numa-ht", "0-79", 60, "0-29,40-69"},
+		{"take a socket and a NUMA node, a core taken", "kubelet-dual-socket-multi-numa-ht", "1-39,41-79", 60, "10-39,50-79"},
+		{"allocate 32 full cores, 30 from the first 3 NUMA nodes", "kubelet-dual-socket-multi-numa-ht", "0-79", 64, "0-31,40-71"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			topo := topology(t, tc.fixture)
+			all := topo.Online
+			free := set(t, tc.free)
+			// The kubelet hands out the whole machine; so does this layout
+			// (a real config keeps infra non-empty).
+			wholeMachine := &Layout{Online: all, Exclusive: all, Shared: cpuset.New(), Infra: cpuset.New(), ExclusiveNonIsolcpus: cpuset.New(), Reserved: cpuset.New()}
+			ours, theirs := New(topo, wholeMachine, true), New(topo, wholeMachine, true)
+			if taken := all.Difference(free); !taken.IsEmpty() {
+				for _, a := range []*Allocator{ours, theirs} {
+					_, err := a.Restore(Assignment{ID: "taken", Pool: config.PoolExclusive, CPUs: taken}, false)
+					require.NoError(t, err)
+				}
+			}
+			res, err := ours.Allocate(exclusive("x", tc.n))
+			require.NoError(t, err)
+			_, err = theirs.Restore(Assignment{ID: "x", Pool: config.PoolExclusive, CPUs: set(t, tc.kubelet)}, false)
+			require.NoError(t, err)
+
+			o, k := measure(topo, res.Assignment.CPUs), measure(topo, set(t, tc.kubelet))
+			assert.LessOrEqual(t, o.numaNodes, k.numaNodes, "NUMA nodes: ours %s, kubelet %s", res.Assignment.CPUs, tc.kubelet)
+			assert.LessOrEqual(t, o.sockets, k.sockets, "sockets")
+			assert.LessOrEqual(t, o.cores, k.cores, "cores touched")
+			assert.GreaterOrEqual(t, wholeFreeCores(ours, config.PoolExclusive), wholeFreeCores(theirs, config.PoolExclusive), "whole free cores left")
+		})
+	}
+}
+
+// TestRandomChurnInvariants runs random create/remove sequences on every
+// fixture and checks the invariants after each step.
+func TestRandomChurnInvariants(t *testing.T) {
+	fixtures := map[string]string{
+		"vm-2cpu":                 "isolatedCPUs: \"1\"",
+		"desktop-8c16t":           "isolatedCPUs: \"2-7,10-15\"\npools: {shared: {count: 2}, exclusive: {count: 8}, exclusive-non-isolcpus: {enabled: true}}",
+		"xeon-2s-interleaved":     "pools: {exclusive: {count: 60}, shared: {count: 8}, exclusive-non-isolcpus: {enabled: true}}",
+		"xeon-2s-snc2":            "isolatedCPUs: \"4-39,44-79\"",
+		"epyc-1s-nps4":            "isolatedCPUs: \"8-63,72-127\"\npools: {exclusive-non-isolcpus: {enabled: true}}",
+		"epyc-2s-384":             "isolatedCPUs: \"2-191,194-383\"",
+		"xeon-1s-nosmt":           "isolatedCPUs: \"2-15\"",
+		"server-offline-isolcpus": "pools: {exclusive: {count: 6}, shared: {count: 4}}",
+	}
+	for name, cfg := range fixtures {
+		t.Run(name, func(t *testing.T) {
+			a := newAllocator(t, name, cfg)
+			rng := rand.New(rand.NewSource(int64(len(name))))
+			var live []string
+			pools := []string{config.PoolExclusive, config.PoolExclusive, config.PoolInfra, config.PoolShared, config.PoolExclusiveNonIsolcpus}
+			for step := 0; step < 400; step++ {
+				if len(live) > 0 && rng.Intn(3) == 0 {
+					i := rng.Intn(len(live))
+					a.Release(live[i])
+					live = append(live[:i], live[i+1:]...)
+				} else {
+					r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(6))
+					r.Pool = pools[rng.Intn(len(pools))]
+					r.Options.HideHyperthreads = rng.Intn(8) == 0
+					r.Options.DistributeAcrossNUMA = rng.Intn(8) == 0
+					if res, err := a.Allocate(r); err == nil {
+						live = append(live, r.ID)
+						if config.IsExclusivePool(r.Pool) {
+							require.Equal(t, CPUsFor(r.MilliCPU), res.Assignment.CPUs.Size(), "size matches the request")
+						}
+					}
+				}
+				checkInvariants(t, a)
+			}
+		})
+	}
+}
+
+func checkInvariants(t *testing.T, a *Allocator) {
+	t.Helper()
+	held := cpuset.New()
+	for _, as := range a.Assignments() {
+		switch as.Pool {
+		case config.PoolExclusive, config.PoolExclusiveNonIsolcpus:
+			require.True(t, held.Intersection(as.Held()).IsEmpty(), "CPUs %s given twice", held.Intersection(as.Held()))
+			held = held.Union(as.Held())
+			require.True(t, as.Held().IsSubsetOf(a.Layout().Pool(as.Pool)))
+		default:
+			require.Equal(t, a.PoolCPUs(as.Pool), as.CPUs, "%s follows its pool", as.ID)
+		}
+	}
+	l := a.Layout()
+	exclusiveNow := l.Exclusive.Union(l.ExclusiveNonIsolcpus.Difference(a.PoolCPUs(config.PoolInfra)))
+	require.True(t, exclusiveNow.Intersection(l.Shared).IsEmpty(), "exclusive ∩ shared = ∅")
+	require.True(t, a.PoolCPUs(config.PoolInfra).Intersection(held).IsEmpty(), "infra never overlaps exclusive")
+	require.Equal(t, l.Online, exclusiveNow.Union(l.Shared).Union(a.PoolCPUs(config.PoolInfra)), "pools add up to the online CPUs")
+	require.GreaterOrEqual(t, a.PoolCPUs(config.PoolInfra).Size(), min(l.MinInfraCPUs, l.Infra.Size()))
+}

@@ -1,0 +1,236 @@
+// Package config loads and checks the operator's YAML configuration.
+// Unknown keys are rejected so that a typo never silently changes pinning.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	"k8s.io/utils/cpuset"
+)
+
+// DefaultPath is where the daemon looks for its configuration.
+const DefaultPath = "/etc/nri-cpupool/config.yaml"
+
+// Pool names, as used in config keys, annotations and state.
+const (
+	PoolExclusive            = "exclusive"
+	PoolShared               = "shared"
+	PoolInfra                = "infra"
+	PoolExclusiveNonIsolcpus = "exclusive-non-isolcpus"
+)
+
+// PoolNames lists every pool in a stable order.
+var PoolNames = []string{PoolExclusive, PoolShared, PoolInfra, PoolExclusiveNonIsolcpus}
+
+// IsExclusivePool tells whether a pool hands out CPUs to one container.
+func IsExclusivePool(pool string) bool {
+	return pool == PoolExclusive || pool == PoolExclusiveNonIsolcpus
+}
+
+// Config is the whole configuration file.
+type Config struct {
+	// IsolatedCPUs overrides the kernel's isolated set (isolcpus=) when set.
+	IsolatedCPUs *string `yaml:"isolatedCPUs"`
+	// ReservedCPUs always stay in infra and are never handed out exclusively.
+	ReservedCPUs string `yaml:"reservedCPUs"`
+	Pools        Pools  `yaml:"pools"`
+	// DefaultPool is the pool of containers without a pool annotation.
+	DefaultPool string `yaml:"defaultPool"`
+	// GuaranteedExclusive applies the kubelet static policy's rule:
+	// containers of Guaranteed pods with whole-CPU requests go to exclusive.
+	GuaranteedExclusive bool       `yaml:"guaranteedExclusive"`
+	Allocation          Allocation `yaml:"allocation"`
+	// AllowedNamespaces restricts, per pool, which namespaces may ask for it
+	// by annotation; a pool that is not listed is open to every namespace.
+	AllowedNamespaces map[string][]string `yaml:"allowedNamespaces"`
+	// PinMemory also sets cpuset.mems to the NUMA nodes of the CPUs.
+	PinMemory bool `yaml:"pinMemory"`
+	// PinSandboxes writes the infra pool into pod sandbox cgroups.
+	PinSandboxes bool `yaml:"pinSandboxes"`
+	// SandboxAffinity also sets the sandbox process's CPU affinity.
+	SandboxAffinity bool   `yaml:"sandboxAffinity"`
+	StateFile       string `yaml:"stateFile"`
+	NRISocket       string `yaml:"nriSocket"`
+	PluginIndex     int    `yaml:"pluginIndex"`
+	CgroupRoot      string `yaml:"cgroupRoot"`
+	SysfsRoot       string `yaml:"sysfsRoot"`
+	LogLevel        string `yaml:"logLevel"`
+	MetricsAddress  string `yaml:"metricsAddress"`
+}
+
+// Pools carves the node's CPUs; infra is always what the others leave.
+type Pools struct {
+	Exclusive            PoolSpec                 `yaml:"exclusive"`
+	Shared               PoolSpec                 `yaml:"shared"`
+	ExclusiveNonIsolcpus ExclusiveNonIsolcpusSpec `yaml:"exclusive-non-isolcpus"`
+}
+
+// PoolSpec sizes an isolated pool by an explicit list or by a count of
+// logical CPUs (not cores, unlike CMK's --num-exclusive-cores).
+type PoolSpec struct {
+	CPUs  string `yaml:"cpus"`
+	Count int    `yaml:"count"`
+}
+
+// ExclusiveNonIsolcpusSpec enables exclusive CPUs taken from infra.
+type ExclusiveNonIsolcpusSpec struct {
+	Enabled bool `yaml:"enabled"`
+	// MinInfraCPUs is how many CPUs infra keeps however many
+	// exclusive-non-isolcpus containers run.
+	MinInfraCPUs int `yaml:"minInfraCPUs"`
+}
+
+// Allocation holds placement options; pods may override them by annotation.
+type Allocation struct {
+	// FullPCPUsOnly refuses exclusive requests that are not whole cores.
+	FullPCPUsOnly bool `yaml:"fullPCPUsOnly"`
+	// HideHyperthreads gives one thread per core and keeps its siblings idle.
+	HideHyperthreads bool `yaml:"hideHyperthreads"`
+	// DistributeAcrossNUMA spreads a request evenly over the NUMA nodes it needs.
+	DistributeAcrossNUMA bool `yaml:"distributeAcrossNUMA"`
+}
+
+// Default returns the configuration used when a key is absent.
+func Default() *Config {
+	return &Config{
+		DefaultPool:  PoolInfra,
+		PinMemory:    true,
+		PinSandboxes: true,
+		StateFile:    "/var/lib/nri-cpupool/state.json",
+		NRISocket:    "/var/run/nri/nri.sock",
+		PluginIndex:  10,
+		CgroupRoot:   "/sys/fs/cgroup",
+		SysfsRoot:    "/",
+		LogLevel:     "info",
+		Pools:        Pools{ExclusiveNonIsolcpus: ExclusiveNonIsolcpusSpec{MinInfraCPUs: 1}},
+	}
+}
+
+// Load reads a file, applies defaults and runs the checks that need no
+// topology. A missing file is an error: the daemon must not guess.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	defer f.Close()
+	return Parse(f, path)
+}
+
+// Parse decodes YAML strictly on top of the defaults; name is used in errors.
+func Parse(r io.Reader, name string) (*Config, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading config %s: %w", name, err)
+	}
+	cfg := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config %s: %s (keys are documented in README.md and packaging/config.yaml)", name, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if problems := cfg.Check(); problems.HasErrors() {
+		return nil, problems.Errors().In(name)
+	}
+	return cfg, nil
+}
+
+// Check validates what can be judged without the node's topology.
+func (c *Config) Check() Problems {
+	var p Problems
+	lists := map[string]string{"reservedCPUs": c.ReservedCPUs, "pools.exclusive.cpus": c.Pools.Exclusive.CPUs, "pools.shared.cpus": c.Pools.Shared.CPUs}
+	if c.IsolatedCPUs != nil {
+		lists["isolatedCPUs"] = *c.IsolatedCPUs
+	}
+	for _, key := range sortedKeys(lists) {
+		if _, err := ParseCPUList(lists[key]); err != nil {
+			p.Errorf(key, "%v; write a list such as \"2-5,34-37\"", err)
+		}
+	}
+	for _, ps := range []struct {
+		name string
+		spec PoolSpec
+	}{{"pools.exclusive", c.Pools.Exclusive}, {"pools.shared", c.Pools.Shared}} {
+		name, spec := ps.name, ps.spec
+		if spec.CPUs != "" && spec.Count != 0 {
+			p.Errorf(name, "both cpus and count are set; give one of them")
+		}
+		if spec.Count < 0 {
+			p.Errorf(name+".count", "%d is negative; give a number of CPUs ≥ 0", spec.Count)
+		}
+	}
+	if c.Pools.ExclusiveNonIsolcpus.MinInfraCPUs < 1 {
+		p.Errorf("pools.exclusive-non-isolcpus.minInfraCPUs", "%d: infra needs at least 1 CPU", c.Pools.ExclusiveNonIsolcpus.MinInfraCPUs)
+	}
+	if !isPool(c.DefaultPool) {
+		p.Errorf("defaultPool", "unknown pool %q; use one of %s", c.DefaultPool, strings.Join(PoolNames, ", "))
+	} else if IsExclusivePool(c.DefaultPool) {
+		p.Warnf("defaultPool", "%q makes every container without a CPU request fail; infra or shared is the usual default", c.DefaultPool)
+	}
+	for _, pool := range sortedKeys(c.AllowedNamespaces) {
+		if !isPool(pool) {
+			p.Errorf("allowedNamespaces."+pool, "unknown pool; use one of %s", strings.Join(PoolNames, ", "))
+		}
+	}
+	if c.PluginIndex < 0 || c.PluginIndex > 99 {
+		p.Errorf("pluginIndex", "%d is out of range; NRI plugin indexes are 0-99", c.PluginIndex)
+	}
+	paths := map[string]string{"stateFile": c.StateFile, "nriSocket": c.NRISocket, "cgroupRoot": c.CgroupRoot, "sysfsRoot": c.SysfsRoot}
+	for _, key := range sortedKeys(paths) {
+		if path := paths[key]; !filepath.IsAbs(path) {
+			p.Errorf(key, "%q is not an absolute path", path)
+		}
+	}
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
+		p.Errorf("logLevel", "%v", err)
+	}
+	return p
+}
+
+// ParseCPUList parses a Linux CPU list ("0-3,8"), trimming white space.
+func ParseCPUList(s string) (cpuset.CPUSet, error) {
+	set, err := cpuset.Parse(strings.ReplaceAll(strings.TrimSpace(s), " ", ""))
+	if err != nil {
+		return cpuset.New(), fmt.Errorf("malformed CPU list %q", s)
+	}
+	for _, id := range set.UnsortedList() {
+		if id < 0 {
+			return cpuset.New(), fmt.Errorf("malformed CPU list %q", s)
+		}
+	}
+	return set, nil
+}
+
+// MustCPUList parses a list that Check has already accepted.
+func MustCPUList(s string) cpuset.CPUSet {
+	set, err := ParseCPUList(s)
+	if err != nil {
+		panic(err)
+	}
+	return set
+}
+
+// ParseLogLevel accepts the logrus level names.
+func ParseLogLevel(s string) (string, error) {
+	switch strings.ToLower(s) {
+	case "trace", "debug", "info", "warn", "warning", "error":
+		return strings.ToLower(s), nil
+	}
+	return "", fmt.Errorf("unknown level %q; use trace, debug, info, warn or error", s)
+}
+
+func isPool(name string) bool {
+	for _, p := range PoolNames {
+		if p == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,94 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaults(t *testing.T) {
+	cfg, err := Parse(strings.NewReader(""), "empty.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, Default(), cfg)
+	assert.Equal(t, PoolInfra, cfg.DefaultPool)
+	assert.True(t, cfg.PinMemory)
+	assert.Equal(t, "/var/lib/nri-cpupool/state.json", cfg.StateFile)
+	assert.Equal(t, 10, cfg.PluginIndex)
+}
+
+func TestParseFull(t *testing.T) {
+	cfg, err := Parse(strings.NewReader(`
+isolatedCPUs: "2-7"
+reservedCPUs: "0"
+pools:
+  exclusive: {count: 4}
+  shared: {cpus: "6-7"}
+  exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 2}
+defaultPool: shared
+guaranteedExclusive: true
+allocation: {fullPCPUsOnly: true, hideHyperthreads: false, distributeAcrossNUMA: true}
+allowedNamespaces: {exclusive: [telco]}
+pinMemory: false
+stateFile: /tmp/s.json
+logLevel: debug
+`), "full.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "2-7", *cfg.IsolatedCPUs)
+	assert.Equal(t, 4, cfg.Pools.Exclusive.Count)
+	assert.True(t, cfg.Pools.ExclusiveNonIsolcpus.Enabled)
+	assert.Equal(t, 2, cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs)
+	assert.Equal(t, []string{"telco"}, cfg.AllowedNamespaces[PoolExclusive])
+	assert.False(t, cfg.PinMemory)
+	assert.True(t, cfg.Allocation.DistributeAcrossNUMA)
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown key", "pools:\n  exclusiv: {count: 2}\n", []string{"bad.yaml", "line 2", "exclusiv", "README.md"}},
+		{"infra is not configurable", "pools: {infra: {cpus: \"0\"}}", []string{"infra"}},
+		{"wrong type", "pinMemory: sometimes", []string{"line 1", "sometimes"}},
+		{"malformed list", "reservedCPUs: \"0-\"", []string{"error: reservedCPUs: malformed CPU list \"0-\""}},
+		{"cpus and count", "pools: {exclusive: {cpus: \"1\", count: 2}}", []string{"pools.exclusive: both cpus and count"}},
+		{"negative count", "pools: {shared: {count: -1}}", []string{"pools.shared.count: -1 is negative"}},
+		{"unknown default pool", "defaultPool: fast", []string{"defaultPool: unknown pool \"fast\""}},
+		{"unknown pool in namespaces", "allowedNamespaces: {turbo: [a]}", []string{"allowedNamespaces.turbo: unknown pool"}},
+		{"plugin index", "pluginIndex: 100", []string{"pluginIndex: 100 is out of range"}},
+		{"relative state file", "stateFile: state.json", []string{"stateFile: \"state.json\" is not an absolute path"}},
+		{"log level", "logLevel: loud", []string{"logLevel: unknown level \"loud\""}},
+		{"min infra", "pools: {exclusive-non-isolcpus: {minInfraCPUs: 0}}", []string{"minInfraCPUs: 0: infra needs at least 1 CPU"}},
+		{"every problem at once", "logLevel: loud\npluginIndex: -1", []string{"logLevel", "pluginIndex"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tc.yaml), "bad.yaml")
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "missing.yaml"))
+	assert.ErrorContains(t, err, "missing.yaml")
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("defaultPool: shared\n"), 0o644))
+	cfg, err := Load(p)
+	require.NoError(t, err)
+	assert.Equal(t, PoolShared, cfg.DefaultPool)
+}
+
+// TestPackagedConfigIsValid keeps the documented example loadable.
+func TestPackagedConfigIsValid(t *testing.T) {
+	cfg, err := Load("../packaging/config.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, Default().StateFile, cfg.StateFile)
+}
