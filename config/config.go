@@ -62,7 +62,6 @@ type Config struct {
 	CgroupRoot      string `yaml:"cgroupRoot"`
 	SysfsRoot       string `yaml:"sysfsRoot"`
 	LogLevel        string `yaml:"logLevel"`
-	MetricsAddress  string `yaml:"metricsAddress"`
 }
 
 // Pools carves the node's CPUs; infra is always what the others leave.

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/sysfs/fixture"
+)
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "f.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	return p
+}
+
+func TestTopologyOnEveryFixture(t *testing.T) {
+	for _, name := range fixture.Names(t) {
+		t.Run(name, func(t *testing.T) {
+			root := fixture.Root(t, name)
+			code, out, errOut := run(t, "topology", "--sysfs-root", root)
+			require.Equal(t, 0, code, errOut)
+			assert.Contains(t, out, "NUMA nodes:")
+			assert.Contains(t, out, "CORE  SOCKET")
+
+			code, out, errOut = run(t, "topology", "--sysfs-root", root, "--json", "--config", writeFile(t, "reservedCPUs: \"0\"\n"))
+			require.Equal(t, 0, code, errOut)
+			var r struct {
+				CPUs  []map[string]any  `json:"cpus"`
+				Pools map[string]string `json:"pools"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &r))
+			require.NotEmpty(t, r.CPUs)
+			for _, key := range []string{"id", "online", "isolated", "socket", "die", "numa", "core", "l3"} {
+				assert.Contains(t, r.CPUs[0], key, "documented JSON field")
+			}
+			for _, pool := range []string{"exclusive", "shared", "infra", "exclusive-non-isolcpus"} {
+				assert.Contains(t, r.Pools, pool)
+			}
+			assert.Contains(t, r.Pools["infra"], "0")
+		})
+	}
+}
+
+func TestTopologyJSONIsolatedAndCoreIndex(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved")
+	code, out, _ := run(t, "topology", "--sysfs-root", root, "--json", "--config", writeFile(t, "pools: {exclusive: {count: 4}, shared: {cpus: \"3,43\"}}"))
+	require.Equal(t, 0, code)
+	var r TopologyReport
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	cores := map[int]bool{}
+	for _, c := range r.CPUs {
+		if c.ID < 40 {
+			assert.False(t, cores[c.Core], "core %d unique across sockets", c.Core)
+			cores[c.Core] = true
+		}
+		assert.Equal(t, c.ID >= 2 && c.ID != 40 && c.ID != 41, c.Isolated, "CPU %d isolated", c.ID)
+	}
+	assert.Equal(t, "3,43", r.Pools["shared"])
+	assert.Equal(t, 4, len(strings.Split(r.Pools["exclusive"], ",")), r.Pools["exclusive"])
+}
+
+func TestValidate(t *testing.T) {
+	root := fixture.Root(t, "desktop-8c16t")
+	code, out, errOut := run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, "isolatedCPUs: \"2-7,10-15\"\npools: {shared: {count: 4}, exclusive: {count: 8}}"))
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "valid for this node")
+	assert.Contains(t, out, "exclusive:")
+
+	code, _, errOut = run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, "isolatedCPUs: \"2-20\"\npools: {exclusive: {cpus: \"2-5\"}, shared: {cpus: \"5-6\"}}"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "error: isolatedCPUs: CPUs 16-20 do not exist")
+	assert.Contains(t, errOut, "error: pools.exclusive.cpus: overlaps pools.shared.cpus on CPUs 5")
+	assert.Contains(t, errOut, "2 error(s)")
+
+	code, _, errOut = run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, "pools: {exclusiv: {}}"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "exclusiv")
+
+	code, _, errOut = run(t, "validate", "--sysfs-root", root, "--config", "/nonexistent.yaml")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "/nonexistent.yaml")
+}
+
+func TestSimulateReadmeExample(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved")
+	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", "../../testdata/requests/readme.yaml", "--json")
+	require.Equal(t, 0, code, errOut)
+	var r struct {
+		Steps []map[string]any `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.Len(t, r.Steps, 3)
+	for _, key := range []string{"pod", "container", "pool", "cpus", "mems", "error"} {
+		assert.Contains(t, r.Steps[0], key)
+	}
+	assert.Equal(t, "exclusive", r.Steps[0]["pool"])
+	assert.Equal(t, "2,4,42,44", r.Steps[0]["cpus"])
+	assert.Equal(t, "0", r.Steps[0]["mems"])
+	assert.Equal(t, "infra", r.Steps[1]["pool"])
+	assert.Equal(t, "0-1,40-41", r.Steps[1]["cpus"])
+	assert.Equal(t, "", r.Steps[2]["error"])
+
+	code, out, _ = run(t, "simulate", "--sysfs-root", root, "--requests", "../../testdata/requests/readme.yaml")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "default/dpdk/fwd")
+}
+
+func TestSimulateCapacityPlanning(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved")
+	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--config", "../../testdata/configs/xeon.yaml",
+		"--requests", "../../testdata/requests/capacity.yaml", "--json")
+	require.Equal(t, 0, code, errOut)
+	var r struct {
+		Steps []struct {
+			Pool, CPUs, Mems, Error string
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Equal(t, "1", r.Steps[0].Mems, "the NIC's NUMA node")
+	assert.Equal(t, "0", r.Steps[1].Mems, "the GPU's NUMA node")
+	assert.Len(t, strings.Split(r.Steps[2].CPUs, ","), 3)
+	assert.Contains(t, r.Steps[5].Error, "asks for 80 CPUs")
+	assert.Empty(t, r.Steps[6].Error)
+}
+
+func TestSimulateBadInput(t *testing.T) {
+	root := fixture.Root(t, "vm-2cpu")
+	tests := []struct{ requests, want string }{
+		{"steps:\n  - create: {pod: a, container: b, cpus: lots}", "cpus \"lots\" is not a CPU quantity"},
+		{"steps:\n  - create: {pod: a, container: b, cpus: \"2\", limit: \"1\"}", "larger than limit"},
+		{"steps:\n  - create: {pod: a, container: b, qos: platinum}", "qos \"platinum\""},
+		{"steps:\n  - remove: {pod: ghost}", "no container (any) in pod default/ghost"},
+	}
+	for _, tc := range tests {
+		code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, tc.requests), "--json")
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, strings.ReplaceAll(tc.want, `"`, `\"`))
+	}
+	code, _, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, "steps:\n  - create: {pod: a}\n"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "step 1: create needs pod and container")
+	code, _, errOut = run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, "steps:\n  - crate: {pod: a}\n"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "crate")
+	code, _, _ = run(t, "simulate", "--sysfs-root", root)
+	assert.Equal(t, 2, code)
+}
+
+func TestUsageAndHelp(t *testing.T) {
+	code, _, errOut := run(t)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "simulate")
+	code, _, errOut = run(t, "frobnicate")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `unknown command "frobnicate"`)
+	for _, c := range commands() {
+		code, _, errOut = run(t, c.name, "--help")
+		assert.Equal(t, 0, code, c.name)
+		assert.Contains(t, errOut, "Usage: nri-cpupool "+c.name, c.name)
+	}
+	code, out, _ := run(t, "version")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, "nri-cpupool")
+}

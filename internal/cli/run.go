@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+func runPlugin(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", "run [--config F] [--nri-socket S] [--state-file F] [--sysfs-root D] [--cgroup-root D] [--log-level L]", stderr)
+	cfgPath := fs.String("config", config.DefaultPath, "configuration file; a missing default file means built-in defaults")
+	socket := fs.String("nri-socket", "", "runtime's NRI socket (overrides nriSocket)")
+	stateFile := fs.String("state-file", "", "state file (overrides stateFile)")
+	sysfsRoot := fs.String("sysfs-root", "", "directory holding sys/ and proc/ (overrides sysfsRoot)")
+	cgroupRoot := fs.String("cgroup-root", "", "cgroup hierarchy root (overrides cgroupRoot)")
+	logLevel := fs.String("log-level", "", "trace, debug, info, warn or error (overrides logLevel)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadRunConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	for _, o := range []struct {
+		flag string
+		dst  *string
+	}{{*socket, &cfg.NRISocket}, {*stateFile, &cfg.StateFile}, {*sysfsRoot, &cfg.SysfsRoot}, {*cgroupRoot, &cfg.CgroupRoot}, {*logLevel, &cfg.LogLevel}} {
+		if o.flag != "" {
+			*o.dst = o.flag
+		}
+	}
+	if problems := cfg.Check(); problems.HasErrors() {
+		return problems.Errors().In("flags and " + *cfgPath)
+	}
+	log := logrus.New()
+	log.SetOutput(stderr)
+	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	level, _ := logrus.ParseLevel(cfg.LogLevel)
+	log.SetLevel(level)
+
+	topo, err := sysfs.Discover(cfg.SysfsRoot)
+	if err != nil {
+		return err
+	}
+	p, err := plugin.New(cfg, topo, plugin.NewFileStore(cfg.StateFile), log)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log.Infof("nri-cpupool %s: %d online CPUs, state %s, NRI socket %s", Version, topo.Online.Size(), cfg.StateFile, cfg.NRISocket)
+	return p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff)
+}
+
+// loadRunConfig reads the config; only the default path may be absent.
+func loadRunConfig(path string) (*config.Config, error) {
+	if _, err := os.Stat(path); os.IsNotExist(err) && path == config.DefaultPath {
+		return config.Default(), nil
+	}
+	return config.Load(path)
+}

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/plugin"
+)
+
+func runStatus(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("status", "status [--state-file F] [--json]", stderr)
+	stateFile := fs.String("state-file", config.Default().StateFile, "the plugin's state file")
+	asJSON := fs.Bool("json", false, "print the state as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	st, err := plugin.ReadState(*stateFile)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tCPUS")
+	for _, p := range config.PoolNames {
+		fmt.Fprintf(tw, "%s\t%s\n", p, orDash(st.Pools[p]))
+	}
+	tw.Flush()
+	fmt.Fprintln(stdout)
+	ids := make([]string, 0, len(st.Containers))
+	for id := range st.Containers {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		a, b := st.Containers[ids[i]], st.Containers[ids[j]]
+		return a.PodNamespace+"/"+a.PodName+"/"+a.Container < b.PodNamespace+"/"+b.PodName+"/"+b.Container
+	})
+	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tPOOL\tCPUS\tMEMS\tREQUEST\tID")
+	for _, id := range ids {
+		c := st.Containers[id]
+		short := id
+		if len(short) > 12 {
+			short = short[:12]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%dm\t%s\n", c.PodNamespace, c.PodName, c.Container, c.Pool, c.CPUs, orDash(c.Mems), c.MilliCPU, short)
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "\n%d containers, %d pod sandboxes pinned to infra\n", len(st.Containers), len(st.Sandboxes))
+	return nil
+}

@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// TopologyReport is the JSON printed by `topology --json`; its fields are
+// an interface scripts depend on (README "topology --json").
+type TopologyReport struct {
+	Online         string            `json:"online"`
+	Offline        string            `json:"offline"`
+	Isolated       string            `json:"isolated"`
+	IsolatedSource string            `json:"isolatedSource"`
+	Sockets        []int             `json:"sockets"`
+	NUMANodes      []NUMAReport      `json:"numaNodes"`
+	L3Groups       []GroupReport     `json:"l3Groups"`
+	CPUs           []CPUReport       `json:"cpus"`
+	Pools          map[string]string `json:"pools,omitempty"`
+	Problems       []config.Problem  `json:"problems,omitempty"`
+	PoolsByNUMA    []NUMAPoolsReport `json:"poolsByNUMA,omitempty"`
+}
+
+// NUMAReport describes one NUMA node.
+type NUMAReport struct {
+	ID         int    `json:"id"`
+	CPUs       string `json:"cpus"`
+	Distance   []int  `json:"distance"`
+	HasMemory  bool   `json:"hasMemory"`
+	MemTotalKB int64  `json:"memTotalKB"`
+}
+
+// GroupReport is an L3 (uncore cache) group.
+type GroupReport struct {
+	ID   int    `json:"id"`
+	CPUs string `json:"cpus"`
+}
+
+// CPUReport is one logical CPU; core is unique per physical core across the
+// node, unlike the kernel's core_id.
+type CPUReport struct {
+	ID          int    `json:"id"`
+	Online      bool   `json:"online"`
+	Isolated    bool   `json:"isolated"`
+	Socket      int    `json:"socket"`
+	Die         int    `json:"die"`
+	NUMA        int    `json:"numa"`
+	Core        int    `json:"core"`
+	CoreID      int    `json:"coreId"`
+	Siblings    string `json:"siblings"`
+	L3          int    `json:"l3"`
+	BaseFreqKHz int64  `json:"baseFrequencyKHz,omitempty"`
+	Pool        string `json:"pool,omitempty"`
+}
+
+// NUMAPoolsReport is the pool layout restricted to one NUMA node.
+type NUMAPoolsReport struct {
+	NUMA  int               `json:"numa"`
+	Pools map[string]string `json:"pools"`
+}
+
+func runTopology(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("topology", "topology [--sysfs-root D] [--config F] [--json]", stderr)
+	root := fs.String("sysfs-root", "/", "directory holding sys/ and proc/ (a fixture for tests)")
+	cfgPath := fs.String("config", "", "configuration file; when given, the pool layout is shown")
+	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	topo, err := sysfs.Discover(*root)
+	if err != nil {
+		return err
+	}
+	var layout *allocator.Layout
+	var problems config.Problems
+	if *cfgPath != "" {
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		layout, problems = allocator.BuildLayout(topo, cfg)
+	}
+	report := buildTopologyReport(topo, layout, problems)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	printTopology(stdout, topo, report)
+	if problems.HasErrors() {
+		return fmt.Errorf("the configuration does not fit this node:\n%s", problems.Errors())
+	}
+	return nil
+}
+
+func poolOf(l *allocator.Layout, cpu int) string {
+	for _, p := range []string{config.PoolExclusive, config.PoolShared} {
+		if l.Pool(p).Contains(cpu) {
+			return p
+		}
+	}
+	if l.Infra.Contains(cpu) {
+		if l.Reserved.Contains(cpu) {
+			return "infra (reserved)"
+		}
+		return config.PoolInfra
+	}
+	return ""
+}
+
+func buildTopologyReport(topo *sysfs.Topology, l *allocator.Layout, problems config.Problems) TopologyReport {
+	r := TopologyReport{Online: topo.Online.String(), Offline: topo.Offline.String(), Isolated: topo.Isolated.String(),
+		IsolatedSource: topo.IsolatedSource, Sockets: topo.Sockets(), Problems: problems}
+	for _, n := range topo.NUMANodes {
+		r.NUMANodes = append(r.NUMANodes, NUMAReport{n.ID, n.CPUs.String(), n.Distance, n.HasMemory, n.MemTotalKB})
+	}
+	for _, g := range topo.L3Groups() {
+		r.L3Groups = append(r.L3Groups, GroupReport{g, topo.CPUsWhere(func(c sysfs.CPU) bool { return c.L3 == g }).String()})
+	}
+	for _, c := range topo.CPUs {
+		cr := CPUReport{ID: c.ID, Online: c.Online, Isolated: topo.Isolated.Contains(c.ID), Socket: c.Socket, Die: c.Die,
+			NUMA: c.NUMA, Core: c.Core, CoreID: c.CoreID, Siblings: c.Siblings.String(), L3: c.L3, BaseFreqKHz: c.BaseFreqKHz}
+		if l != nil {
+			cr.Pool = poolOf(l, c.ID)
+		}
+		r.CPUs = append(r.CPUs, cr)
+	}
+	if l != nil {
+		r.Pools = poolMap(l.Exclusive, l.Shared, l.Infra, l.ExclusiveNonIsolcpus)
+		for _, n := range topo.NUMANodes {
+			in := func(s cpuset.CPUSet) cpuset.CPUSet { return s.Intersection(n.CPUs) }
+			r.PoolsByNUMA = append(r.PoolsByNUMA, NUMAPoolsReport{n.ID, poolMap(in(l.Exclusive), in(l.Shared), in(l.Infra), in(l.ExclusiveNonIsolcpus))})
+		}
+	}
+	return r
+}
+
+func poolMap(exclusive, shared, infra, eni cpuset.CPUSet) map[string]string {
+	return map[string]string{
+		config.PoolExclusive: exclusive.String(), config.PoolShared: shared.String(),
+		config.PoolInfra: infra.String(), config.PoolExclusiveNonIsolcpus: eni.String(),
+	}
+}
+
+func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
+	threads := 0
+	for _, c := range topo.CPUs {
+		if c.Online {
+			threads = max(threads, c.Siblings.Size())
+		}
+	}
+	fmt.Fprintf(w, "CPUs: %d online (%s), offline: %s, isolated: %s%s\n", topo.Online.Size(), r.Online, orNone(r.Offline), orNone(r.Isolated), source(r.IsolatedSource))
+	fmt.Fprintf(w, "Sockets: %d   NUMA nodes: %d   L3 groups: %d   cores: %d   threads per core: %d   SMT active: %v\n\n",
+		len(r.Sockets), len(r.NUMANodes), len(r.L3Groups), topo.Cores(), threads, topo.SMTActive)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NUMA\tSOCKET\tCPUS\tL3 GROUPS\tMEMORY\tDISTANCE")
+	for _, n := range topo.NUMANodes {
+		sockets := map[int]bool{}
+		l3 := map[int]bool{}
+		for _, c := range topo.CPUs {
+			if c.NUMA == n.ID && c.Online {
+				sockets[c.Socket], l3[c.L3] = true, true
+			}
+		}
+		mem := "none"
+		if n.HasMemory {
+			mem = fmt.Sprintf("%d MiB", n.MemTotalKB/1024)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%v\n", n.ID, keys(sockets), n.CPUs, keys(l3), mem, n.Distance)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "L3\tCPUS")
+	for _, g := range r.L3Groups {
+		fmt.Fprintf(tw, "%d\t%s\n", g.ID, g.CPUs)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CORE\tSOCKET\tNUMA\tL3\tTHREADS\tBASE MHZ\tPOOL")
+	seen := map[int]bool{}
+	poolByCPU := map[int]string{}
+	for _, c := range r.CPUs {
+		poolByCPU[c.ID] = c.Pool
+	}
+	for _, c := range r.CPUs {
+		if !c.Online || seen[c.Core] {
+			continue
+		}
+		seen[c.Core] = true
+		freq := "-"
+		if c.BaseFreqKHz > 0 {
+			freq = fmt.Sprint(c.BaseFreqKHz / 1000)
+		}
+		var pools []string
+		sib, _ := cpuset.Parse(c.Siblings)
+		for _, id := range sib.List() {
+			if p := poolByCPU[id]; p != "" && !slices.Contains(pools, p) {
+				pools = append(pools, p)
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\n", c.Core, c.Socket, c.NUMA, c.L3, c.Siblings, freq, orDash(strings.Join(pools, "+")))
+	}
+	tw.Flush()
+
+	if r.Pools != nil {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NUMA\tEXCLUSIVE\tSHARED\tINFRA\tEXCLUSIVE-NON-ISOLCPUS")
+		for _, n := range r.PoolsByNUMA {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", n.NUMA, orDash(n.Pools[config.PoolExclusive]), orDash(n.Pools[config.PoolShared]), orDash(n.Pools[config.PoolInfra]), orDash(n.Pools[config.PoolExclusiveNonIsolcpus]))
+		}
+		fmt.Fprintf(tw, "all\t%s\t%s\t%s\t%s\n", orDash(r.Pools[config.PoolExclusive]), orDash(r.Pools[config.PoolShared]), orDash(r.Pools[config.PoolInfra]), orDash(r.Pools[config.PoolExclusiveNonIsolcpus]))
+		tw.Flush()
+		for _, p := range r.Problems {
+			fmt.Fprintln(w, p)
+		}
+	}
+}
+
+func keys(m map[int]bool) string {
+	var ks []int
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Ints(ks)
+	return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ks)), ","), "[]")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func source(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (from " + s + ")"
+}

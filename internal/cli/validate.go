@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+func runValidate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("validate", "validate --config F [--sysfs-root D]", stderr)
+	cfgPath := fs.String("config", config.DefaultPath, "configuration file to check")
+	root := fs.String("sysfs-root", "", "directory holding sys/ and proc/ (default: the config's sysfsRoot, /)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{1}
+	}
+	if *root == "" {
+		*root = cfg.SysfsRoot
+	}
+	topo, err := sysfs.Discover(*root)
+	if err != nil {
+		return err
+	}
+	layout, problems := allocator.BuildLayout(topo, cfg)
+	for _, p := range problems {
+		fmt.Fprintln(stderr, p)
+	}
+	if problems.HasErrors() {
+		fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s): not valid for this node\n", *cfgPath, len(problems.Errors()), len(problems.Warnings()))
+		return exitError{1}
+	}
+	fmt.Fprintf(stdout, "%s: valid for this node (%d online CPUs, %d NUMA nodes), %d warning(s)\n", *cfgPath, topo.Online.Size(), len(topo.NUMANodes), len(problems.Warnings()))
+	fmt.Fprintf(stdout, "  exclusive:              %s (%d CPUs)\n", orDash(layout.Exclusive.String()), layout.Exclusive.Size())
+	fmt.Fprintf(stdout, "  shared:                 %s (%d CPUs)\n", orDash(layout.Shared.String()), layout.Shared.Size())
+	fmt.Fprintf(stdout, "  infra:                  %s (%d CPUs, reserved %s)\n", orDash(layout.Infra.String()), layout.Infra.Size(), orDash(layout.Reserved.String()))
+	fmt.Fprintf(stdout, "  exclusive-non-isolcpus: %s (%d CPUs lendable)\n", orDash(layout.ExclusiveNonIsolcpus.String()), layout.ExclusiveNonIsolcpus.Size())
+	return nil
+}

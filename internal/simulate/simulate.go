@@ -1,0 +1,284 @@
+// Package simulate replays a requests file through the same policy and
+// allocator the plugin uses, for capacity planning and tests.
+package simulate
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// File is a requests file (README "simulate").
+type File struct {
+	Steps []Step `yaml:"steps"`
+}
+
+// Step is one create or one remove.
+type Step struct {
+	Create *Create `yaml:"create"`
+	Remove *Remove `yaml:"remove"`
+}
+
+// Create adds a container.
+type Create struct {
+	Pod         string            `yaml:"pod"`
+	Namespace   string            `yaml:"namespace"`
+	Container   string            `yaml:"container"`
+	CPUs        string            `yaml:"cpus"`  // CPU request, Kubernetes quantity
+	Limit       string            `yaml:"limit"` // CPU limit, Kubernetes quantity
+	QoS         string            `yaml:"qos"`   // guaranteed, burstable, besteffort; derived when empty
+	Annotations map[string]string `yaml:"annotations"`
+	// Devices are sysfs device paths the container uses (as NRI reports
+	// its Linux devices); their NUMA nodes are preferred.
+	Devices []string `yaml:"devices"`
+}
+
+// Remove deletes a container (or, without container, every container of
+// the pod).
+type Remove struct {
+	Pod       string `yaml:"pod"`
+	Namespace string `yaml:"namespace"`
+	Container string `yaml:"container"`
+}
+
+// Load reads a requests file strictly.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading requests: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("requests %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	for i, s := range f.Steps {
+		if (s.Create == nil) == (s.Remove == nil) {
+			return nil, fmt.Errorf("requests %s: step %d: give exactly one of create or remove", path, i+1)
+		}
+		if s.Create != nil && (s.Create.Pod == "" || s.Create.Container == "") {
+			return nil, fmt.Errorf("requests %s: step %d: create needs pod and container", path, i+1)
+		}
+		if s.Remove != nil && s.Remove.Pod == "" {
+			return nil, fmt.Errorf("requests %s: step %d: remove needs pod", path, i+1)
+		}
+	}
+	return &f, nil
+}
+
+// Result is one step's outcome; the JSON fields are a documented interface.
+type Result struct {
+	Step      int              `json:"step"`
+	Action    string           `json:"action"`
+	Pod       string           `json:"pod"`
+	Namespace string           `json:"namespace"`
+	Container string           `json:"container"`
+	Pool      string           `json:"pool"`
+	CPUs      string           `json:"cpus"`
+	Mems      string           `json:"mems"`
+	Error     string           `json:"error"`
+	Updates   []Update         `json:"updates,omitempty"`
+	Pools     map[string]Usage `json:"pools"`
+}
+
+// Update is another container moved by the step.
+type Update struct {
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	CPUs      string `json:"cpus"`
+}
+
+// Usage is a pool's size after a step.
+type Usage struct {
+	CPUs string `json:"cpus"`
+	Size int    `json:"size"`
+	// Free is the unassigned part of an exclusive pool.
+	Free     string `json:"free,omitempty"`
+	FreeSize *int   `json:"freeSize,omitempty"`
+}
+
+// Runner replays steps.
+type Runner struct {
+	alloc     *allocator.Allocator
+	policy    *allocator.Policy
+	sysfsRoot string
+}
+
+// NewRunner builds the allocator for a node and configuration.
+func NewRunner(topo *sysfs.Topology, cfg *config.Config, sysfsRoot string) (*Runner, error) {
+	layout, problems := allocator.BuildLayout(topo, cfg)
+	if problems.HasErrors() {
+		return nil, fmt.Errorf("the configuration does not fit this node:\n%s", problems.Errors())
+	}
+	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg), sysfsRoot: sysfsRoot}, nil
+}
+
+// Allocator exposes the allocator for inspection.
+func (r *Runner) Allocator() *allocator.Allocator { return r.alloc }
+
+// Run replays every step; a failing step is reported and the run goes on.
+func (r *Runner) Run(f *File) []Result {
+	var out []Result
+	for i, s := range f.Steps {
+		var res Result
+		if s.Create != nil {
+			res = r.create(s.Create)
+		} else {
+			res = r.remove(s.Remove)
+		}
+		res.Step = i + 1
+		res.Pools = r.usage()
+		out = append(out, res)
+	}
+	return out
+}
+
+func containerID(ns, pod, container string) string { return ns + "/" + pod + "/" + container }
+
+func (r *Runner) create(c *Create) Result {
+	ns := c.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	res := Result{Action: "create", Pod: c.Pod, Namespace: ns, Container: c.Container}
+	fail := func(err error) Result { res.Error = err.Error(); return res }
+	request, err := milli("cpus", c.CPUs)
+	if err != nil {
+		return fail(err)
+	}
+	limit, err := milli("limit", c.Limit)
+	if err != nil {
+		return fail(err)
+	}
+	if request == 0 && limit > 0 {
+		request = limit // Kubernetes defaults the request to the limit.
+	}
+	if limit > 0 && request > limit {
+		return fail(fmt.Errorf("cpus %q is larger than limit %q", c.CPUs, c.Limit))
+	}
+	qos := c.QoS
+	switch {
+	case qos == "" && request > 0 && request == limit:
+		qos = allocator.QoSGuaranteed
+	case qos == "" && (request > 0 || limit > 0):
+		qos = allocator.QoSBurstable
+	case qos == "":
+		qos = allocator.QoSBestEffort
+	case qos != allocator.QoSGuaranteed && qos != allocator.QoSBurstable && qos != allocator.QoSBestEffort:
+		return fail(fmt.Errorf("qos %q: use guaranteed, burstable or besteffort", qos))
+	}
+	var devNUMA []int
+	for _, d := range c.Devices {
+		loc, err := sysfs.DeviceLocality(r.sysfsRoot, d)
+		if err != nil {
+			return fail(err)
+		}
+		if loc.NUMA >= 0 {
+			devNUMA = append(devNUMA, loc.NUMA)
+		}
+	}
+	ctr := allocator.Container{
+		ID: containerID(ns, c.Pod, c.Container), Name: c.Container, Annotations: c.Annotations, QoS: qos, MilliCPU: request,
+		Pod:        allocator.PodRef{Namespace: ns, Name: c.Pod, UID: ns + "/" + c.Pod},
+		DeviceNUMA: cpuset.New(devNUMA...),
+	}
+	req, err := r.policy.Request(ctr, r.resolveDevice)
+	if err != nil {
+		return fail(err)
+	}
+	res.Pool = req.Pool
+	out, err := r.alloc.Allocate(req)
+	if err != nil {
+		return fail(err)
+	}
+	res.CPUs, res.Mems = out.Assignment.CPUs.String(), out.Assignment.Mems.String()
+	res.Updates = updates(out.Updates)
+	return res
+}
+
+func (r *Runner) resolveDevice(path string) (int, error) {
+	loc, err := sysfs.DeviceLocality(r.sysfsRoot, path)
+	return loc.NUMA, err
+}
+
+func (r *Runner) remove(rm *Remove) Result {
+	ns := rm.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	res := Result{Action: "remove", Pod: rm.Pod, Namespace: ns, Container: rm.Container}
+	var ids []string
+	for _, a := range r.alloc.Assignments() {
+		if a.Pod.Namespace == ns && a.Pod.Name == rm.Pod && (rm.Container == "" || a.Container == rm.Container) {
+			ids = append(ids, a.ID)
+		}
+	}
+	if len(ids) == 0 {
+		res.Error = fmt.Sprintf("no container %s in pod %s/%s", orAll(rm.Container), ns, rm.Pod)
+		return res
+	}
+	for _, id := range ids {
+		out := r.alloc.Release(id)
+		res.Pool, res.CPUs, res.Mems = out.Assignment.Pool, out.Assignment.CPUs.String(), out.Assignment.Mems.String()
+		res.Updates = append(res.Updates, updates(out.Updates)...)
+	}
+	return res
+}
+
+func orAll(s string) string {
+	if s == "" {
+		return "(any)"
+	}
+	return s
+}
+
+func updates(as []allocator.Assignment) []Update {
+	var out []Update
+	for _, a := range as {
+		out = append(out, Update{Pod: a.Pod.Namespace + "/" + a.Pod.Name, Container: a.Container, CPUs: a.CPUs.String()})
+	}
+	return out
+}
+
+func (r *Runner) usage() map[string]Usage {
+	out := map[string]Usage{}
+	for _, p := range config.PoolNames {
+		cpus := r.alloc.PoolCPUs(p)
+		u := Usage{CPUs: cpus.String(), Size: cpus.Size()}
+		if config.IsExclusivePool(p) {
+			free := r.alloc.FreeCPUs(p)
+			if p == config.PoolExclusiveNonIsolcpus {
+				free = free.Intersection(r.alloc.PoolCPUs(config.PoolInfra))
+			}
+			size := free.Size()
+			u.Free, u.FreeSize = free.String(), &size
+		}
+		out[p] = u
+	}
+	return out
+}
+
+// milli parses a Kubernetes CPU quantity ("500m", "2", "1.5") in milli-CPUs.
+func milli(key, s string) (int64, error) {
+	if strings.TrimSpace(s) == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%s %q is not a CPU quantity (write e.g. \"2\", \"500m\" or \"1.5\")", key, s)
+	}
+	if q.Sign() < 0 {
+		return 0, fmt.Errorf("%s %q is negative", key, s)
+	}
+	return q.MilliValue(), nil
+}

@@ -1,0 +1,107 @@
+package plugin
+
+import (
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// milliCPU recovers the container's CPU request from what the kubelet
+// passed down: cpu.shares is request*1024/1000 (2 for no request); without
+// shares, the CFS quota/period limit stands in.
+func milliCPU(ctr *api.Container) int64 {
+	cpu := ctr.GetLinux().GetResources().GetCpu()
+	if cpu == nil {
+		return 0
+	}
+	if shares := int64(cpu.GetShares().GetValue()); shares > 2 {
+		return (shares*1000 + 1023) / 1024
+	}
+	quota, period := cpu.GetQuota().GetValue(), int64(cpu.GetPeriod().GetValue())
+	if quota > 0 && period > 0 {
+		return (quota*1000 + period - 1) / period
+	}
+	return 0
+}
+
+// qosClass derives the pod's QoS class from its cgroup parent, where the
+// kubelet encodes it (kubepods/burstable/pod..., kubepods-besteffort-pod...).
+func qosClass(pod *api.PodSandbox) string {
+	parent := strings.ToLower(pod.GetLinux().GetCgroupParent())
+	switch {
+	case parent == "":
+		return ""
+	case strings.Contains(parent, "besteffort"):
+		return allocator.QoSBestEffort
+	case strings.Contains(parent, "burstable"):
+		return allocator.QoSBurstable
+	default:
+		return allocator.QoSGuaranteed
+	}
+}
+
+// ignoredDeviceMajors are character devices without a parent device
+// (memory, ttys, ptys, misc): looking them up only costs time.
+var ignoredDeviceMajors = map[int64]bool{1: true, 4: true, 5: true, 10: true, 136: true}
+
+// maxDeviceLookups bounds the sysfs reads for privileged containers, which
+// are given every device of the host.
+const maxDeviceLookups = 32
+
+// deviceNUMA returns the NUMA nodes of the container's devices.
+func deviceNUMA(sysfsRoot string, ctr *api.Container) cpuset.CPUSet {
+	var nodes []int
+	lookups := 0
+	for _, d := range ctr.GetLinux().GetDevices() {
+		if (d.Type != "c" && d.Type != "b") || ignoredDeviceMajors[d.Major] {
+			continue
+		}
+		if lookups++; lookups > maxDeviceLookups {
+			break
+		}
+		loc, err := sysfs.DeviceNodeLocality(sysfsRoot, d.Path, d.Type, d.Major, d.Minor)
+		if err == nil && loc.NUMA != sysfs.Unknown {
+			nodes = append(nodes, loc.NUMA)
+		}
+	}
+	return cpuset.New(nodes...)
+}
+
+// toContainer converts NRI's view of a container into the policy's.
+func (p *Plugin) toContainer(pod *api.PodSandbox, ctr *api.Container) allocator.Container {
+	return allocator.Container{
+		ID:          ctr.GetId(),
+		Pod:         allocator.PodRef{Namespace: pod.GetNamespace(), Name: pod.GetName(), UID: pod.GetUid()},
+		Name:        ctr.GetName(),
+		Annotations: pod.GetAnnotations(),
+		QoS:         qosClass(pod),
+		MilliCPU:    milliCPU(ctr),
+		DeviceNUMA:  deviceNUMA(p.cfg.SysfsRoot, ctr),
+	}
+}
+
+// currentCPUs is the cpuset the runtime reports for a container.
+func currentCPUs(ctr *api.Container) (cpuset.CPUSet, bool) {
+	s := ctr.GetLinux().GetResources().GetCpu().GetCpus()
+	if s == "" {
+		return cpuset.New(), false
+	}
+	set, err := cpuset.Parse(s)
+	return set, err == nil
+}
+
+func cpuUpdate(a allocator.Assignment, pinMemory bool) *api.ContainerUpdate {
+	u := &api.ContainerUpdate{}
+	u.SetContainerId(a.ID)
+	u.SetLinuxCPUSetCPUs(a.CPUs.String())
+	if pinMemory && a.Mems.Size() > 0 {
+		u.SetLinuxCPUSetMems(a.Mems.String())
+	}
+	// A container that is stopping must not fail the request that moved it.
+	u.SetIgnoreFailure()
+	return u
+}

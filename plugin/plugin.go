@@ -1,0 +1,443 @@
+// Package plugin is the NRI glue: it turns runtime events into allocator
+// decisions and those into container adjustments and updates, pins pod
+// sandboxes through cgroupfs and keeps the state file.
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// Environment variables given to every container: CMK's CMK_CPUS_ASSIGNED,
+// without a wrapper. They describe the assignment at creation; shared and
+// infra containers follow their pool later through cgroups only.
+const (
+	EnvCPUs = "CPUPOOL_CPUS"
+	EnvMems = "CPUPOOL_MEMS"
+	EnvPool = "CPUPOOL_POOL"
+)
+
+// Plugin handles NRI events. One mutex serializes decisions and state.
+type Plugin struct {
+	mu       sync.Mutex
+	cfg      *config.Config
+	topo     *sysfs.Topology
+	alloc    *allocator.Allocator
+	policy   *allocator.Policy
+	store    Store
+	pinner   *cgroupPinner
+	log      *logrus.Logger
+	state    *State // the last state saved (or loaded), the memory of a restart
+	sandbox  map[string]SandboxState
+	overrode map[string]bool // containers whose cpuset change we refused, logged once
+}
+
+// New builds a plugin for a node. The state is loaded here; it is
+// reconciled with the runtime in Synchronize.
+func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
+	p := &Plugin{topo: topo, store: store, log: log, sandbox: map[string]SandboxState{}, overrode: map[string]bool{}}
+	if err := p.configure(cfg); err != nil {
+		return nil, err
+	}
+	st, err := store.Load()
+	switch {
+	case errors.Is(err, ErrStateDiscarded):
+		log.Warnf("%v", err)
+	case err != nil:
+		return nil, err
+	}
+	p.state = st
+	log.Infof("state: %d containers remembered, to reconcile with the runtime", len(st.Containers))
+	return p, nil
+}
+
+func (p *Plugin) configure(cfg *config.Config) error {
+	layout, problems := allocator.BuildLayout(p.topo, cfg)
+	for _, w := range problems.Warnings() {
+		p.log.Warnf("config: %s", w)
+	}
+	if problems.HasErrors() {
+		return problems.Errors().In("configuration")
+	}
+	p.cfg = cfg
+	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)
+	p.policy = allocator.NewPolicy(cfg)
+	p.pinner = newCgroupPinner(cfg.CgroupRoot)
+	p.log.Infof("pools: %s", layout.Describe())
+	p.log.Infof("sandboxes: %s", p.pinner.Hierarchy())
+	return nil
+}
+
+// Configure receives the runtime's configuration for runtime-launched
+// plugins: a non-empty config replaces the file's.
+func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api.EventMask, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.log.Infof("connected to %s %s", runtime, version)
+	if strings.TrimSpace(cfg) != "" {
+		parsed, err := config.Parse(strings.NewReader(cfg), "NRI plugin config")
+		if err != nil {
+			return 0, err
+		}
+		parsed.StateFile, parsed.SysfsRoot = p.cfg.StateFile, p.cfg.SysfsRoot
+		if err := p.configure(parsed); err != nil {
+			return 0, err
+		}
+	}
+	return api.MustParseEventMask("RunPodSandbox,StopPodSandbox,RemovePodSandbox,CreateContainer,UpdateContainer,StopContainer,RemoveContainer"), nil
+}
+
+// Synchronize reconciles the remembered state with the runtime, which is the
+// truth about which containers exist and where they run: containers that
+// still exist keep exactly their CPUs, vanished ones are freed, and ones
+// created while the plugin was away are placed and updated.
+func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Start from an empty allocator: after a runtime restart the in-memory
+	// view is as stale as the file.
+	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)
+	p.sandbox = map[string]SandboxState{}
+	podByID := map[string]*api.PodSandbox{}
+	for _, pod := range pods {
+		podByID[pod.GetId()] = pod
+		p.sandbox[pod.GetId()] = sandboxOf(pod)
+	}
+	prev := map[string]cpuset.CPUSet{}
+	for k, v := range p.state.Previous {
+		if s, err := cpuset.Parse(v); err == nil {
+			prev[k] = s
+		}
+	}
+	p.alloc.SetPrevious(prev)
+
+	// Remembered containers first, so that they keep their CPUs before
+	// anything new is placed.
+	var known, unknown []*api.Container
+	for _, c := range containers {
+		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		if _, ok := p.state.Containers[c.GetId()]; ok {
+			known = append(known, c)
+		} else {
+			unknown = append(unknown, c)
+		}
+	}
+	sortContainers(known)
+	sortContainers(unknown)
+	var updates []*api.ContainerUpdate
+	for _, c := range known {
+		p.restoreKnown(c, p.state.Containers[c.GetId()])
+	}
+	for _, c := range unknown {
+		pod := podByID[c.GetPodSandboxId()]
+		if pod == nil {
+			p.log.Warnf("synchronize: container %s has no pod sandbox; left alone", c.GetId())
+			continue
+		}
+		if u := p.adoptUnknown(pod, c); u != nil {
+			updates = append(updates, u)
+		}
+	}
+	// Shared and infra members follow their pool as it is now.
+	for _, c := range append(known, unknown...) {
+		a, ok := p.alloc.Get(c.GetId())
+		if !ok || config.IsExclusivePool(a.Pool) {
+			continue
+		}
+		if cur, ok := currentCPUs(c); !ok || !cur.Equals(a.CPUs) {
+			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
+		}
+	}
+	vanished := 0
+	for id := range p.state.Containers {
+		if _, ok := p.alloc.Get(id); !ok {
+			vanished++
+		}
+	}
+	if err := p.save(); err != nil {
+		return nil, err
+	}
+	p.pinSandboxes()
+	p.log.Infof("synchronized: %d containers kept, %d placed, %d forgotten, %d updates", len(known), len(unknown), vanished, len(updates))
+	return updates, nil
+}
+
+func sortContainers(cs []*api.Container) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].GetId() < cs[j].GetId() })
+}
+
+// restoreKnown re-adds a remembered container where the runtime says it
+// runs. A conflict (e.g. the config changed) keeps it there and is reported.
+func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
+	a := assignmentFromState(c.GetId(), st)
+	if cur, ok := currentCPUs(c); ok && config.IsExclusivePool(st.Pool) && !cur.Equals(a.CPUs) {
+		p.log.Warnf("container %s/%s/%s runs on CPUs %s, the state said %s; keeping where it runs", st.PodNamespace, st.PodName, st.Container, cur, a.CPUs)
+		a.CPUs = cur
+	}
+	if _, err := p.alloc.Restore(a, true); err != nil {
+		p.log.Warnf("kept container %s/%s/%s on CPUs %s although %v", st.PodNamespace, st.PodName, st.Container, a.CPUs, err)
+	}
+}
+
+// adoptUnknown handles a container the state does not know: created while
+// the plugin was away, or the state was lost. If it already runs on a
+// fitting, free exclusive set (our earlier choice), it stays; otherwise it
+// is placed and updated.
+func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.ContainerUpdate {
+	info := p.toContainer(pod, c)
+	req, err := p.policy.Request(info, p.resolveDevice)
+	if err != nil {
+		p.log.Errorf("synchronize: container %s/%s/%s not pinned: %v", info.Pod.Namespace, info.Pod.Name, info.Name, err)
+		return nil
+	}
+	if cur, ok := currentCPUs(c); ok && config.IsExclusivePool(req.Pool) && cur.Size() == allocator.CPUsFor(req.MilliCPU) {
+		a := allocator.Assignment{ID: c.GetId(), Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: cur}
+		if _, err := p.alloc.Restore(a, false); err == nil {
+			return nil
+		}
+	}
+	res, err := p.alloc.Allocate(req)
+	if err != nil {
+		p.log.Errorf("synchronize: container %s/%s/%s not pinned: %v", info.Pod.Namespace, info.Pod.Name, info.Name, err)
+		return nil
+	}
+	if config.IsExclusivePool(req.Pool) {
+		p.log.Infof("synchronize: placed container %s/%s/%s created while away on %s CPUs %s", info.Pod.Namespace, info.Pod.Name, info.Name, req.Pool, res.Assignment.CPUs)
+		return cpuUpdate(res.Assignment, p.cfg.PinMemory)
+	}
+	return nil // shared/infra members are updated by the caller if needed
+}
+
+func (p *Plugin) resolveDevice(path string) (int, error) {
+	loc, err := sysfs.DeviceLocality(p.cfg.SysfsRoot, path)
+	return loc.NUMA, err
+}
+
+// RunPodSandbox pins the new pod's infra (pause) container to infra, since
+// NRI cannot adjust sandboxes.
+func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sb := sandboxOf(pod)
+	p.sandbox[pod.GetId()] = sb
+	p.pinSandbox(pod.GetId(), sb, p.alloc.PoolCPUs(config.PoolInfra))
+	return p.save()
+}
+
+// StopPodSandbox: the sandbox's cgroup is going away; nothing to pin.
+func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.sandbox, pod.GetId())
+	return p.save()
+}
+
+// RemovePodSandbox forgets the pod and, defensively, any of its containers
+// the runtime did not report as removed.
+func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.sandbox, pod.GetId())
+	for _, a := range p.alloc.Assignments() {
+		if a.Pod.UID != "" && a.Pod.UID == pod.GetUid() {
+			p.alloc.Release(a.ID)
+		}
+	}
+	return p.save()
+}
+
+// CreateContainer decides the container's pool and CPUs and returns the
+// adjustment, plus updates for containers whose pool changed as a result.
+func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	info := p.toContainer(pod, ctr)
+	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
+	req, err := p.policy.Request(info, p.resolveDevice)
+	if err != nil {
+		p.log.Errorf("refusing container %s: %v", who, err)
+		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+	}
+	res, err := p.alloc.Allocate(req)
+	if err != nil {
+		p.log.Errorf("refusing container %s: %v", who, err)
+		return nil, nil, fmt.Errorf("nri-cpupool: %w", err)
+	}
+	if err := p.save(); err != nil {
+		// Without a durable record the CPUs could be handed out twice after
+		// a restart: undo and refuse.
+		p.alloc.Release(req.ID)
+		return nil, nil, fmt.Errorf("nri-cpupool: container %s not created: %w", who, err)
+	}
+	a := res.Assignment
+	adj := &api.ContainerAdjustment{}
+	adj.SetLinuxCPUSetCPUs(a.CPUs.String())
+	if p.cfg.PinMemory && a.Mems.Size() > 0 {
+		adj.SetLinuxCPUSetMems(a.Mems.String())
+	}
+	adj.AddEnv(EnvCPUs, a.CPUs.String())
+	adj.AddEnv(EnvMems, a.Mems.String())
+	adj.AddEnv(EnvPool, a.Pool)
+	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, a.Pool, a.CPUs, a.Mems)
+	return adj, p.followers(res), nil
+}
+
+// followers converts a decision's side effects into updates and re-pins
+// the sandboxes when infra changed.
+func (p *Plugin) followers(res allocator.Result) []*api.ContainerUpdate {
+	var updates []*api.ContainerUpdate
+	for _, u := range res.Updates {
+		updates = append(updates, cpuUpdate(u, p.cfg.PinMemory))
+	}
+	if res.InfraChanged {
+		p.log.Infof("infra is now %s: updating %d containers and %d sandboxes", p.alloc.PoolCPUs(config.PoolInfra), len(updates), len(p.sandbox))
+		p.pinSandboxes()
+	}
+	return updates
+}
+
+// UpdateContainer keeps a pinned container's cpuset when someone (the
+// kubelet's static CPU manager, an operator) tries to change it.
+func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, ok := p.alloc.Get(ctr.GetId())
+	if !ok {
+		return nil, nil
+	}
+	want := res.GetCpu().GetCpus()
+	if want == "" {
+		return nil, nil
+	}
+	if set, err := cpuset.Parse(want); err == nil && set.Equals(a.CPUs) {
+		return nil, nil
+	}
+	if !p.overrode[a.ID] {
+		p.overrode[a.ID] = true
+		p.log.Warnf("container %s/%s/%s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
+			pod.GetNamespace(), pod.GetName(), ctr.GetName(), a.CPUs, a.Pool, want)
+	}
+	u := cpuUpdate(a, p.cfg.PinMemory)
+	u.IgnoreFailure = false
+	return []*api.ContainerUpdate{u}, nil
+}
+
+// StopContainer frees a container's exclusive CPUs: a stopped container no
+// longer runs. Its CPUs are remembered for a restart.
+func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res := p.alloc.Release(ctr.GetId())
+	delete(p.overrode, ctr.GetId())
+	if err := p.save(); err != nil {
+		return nil, err
+	}
+	return p.followers(res), nil
+}
+
+// RemoveContainer forgets a container (normally already stopped).
+func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.alloc.Get(ctr.GetId()); !ok {
+		return nil
+	}
+	res := p.alloc.Release(ctr.GetId())
+	p.followers(res) // nothing can be returned here; the next event carries them
+	return p.save()
+}
+
+// Shutdown is called when the runtime closes the connection.
+func (p *Plugin) Shutdown(context.Context) {
+	p.log.Info("runtime shut the connection down")
+}
+
+func sandboxOf(pod *api.PodSandbox) SandboxState {
+	return SandboxState{PodNamespace: pod.GetNamespace(), PodName: pod.GetName(), CgroupsPath: pod.GetLinux().GetCgroupsPath(), Pid: pod.GetPid()}
+}
+
+func (p *Plugin) pinSandboxes() {
+	infra := p.alloc.PoolCPUs(config.PoolInfra)
+	ids := make([]string, 0, len(p.sandbox))
+	for id := range p.sandbox {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		p.pinSandbox(id, p.sandbox[id], infra)
+	}
+}
+
+func (p *Plugin) pinSandbox(id string, sb SandboxState, infra cpuset.CPUSet) {
+	if !p.cfg.PinSandboxes {
+		return
+	}
+	var mems cpuset.CPUSet
+	if p.cfg.PinMemory {
+		mems = p.topo.NUMANodesOf(infra)
+	}
+	err := p.pinner.Pin(sb.CgroupsPath, infra, mems)
+	switch {
+	case errors.Is(err, errNoCgroup):
+		p.log.Debugf("pod %s/%s: sandbox %s has no cgroup to pin (%q)", sb.PodNamespace, sb.PodName, id, sb.CgroupsPath)
+	case err != nil:
+		p.log.Warnf("pod %s/%s: pinning sandbox to infra %s: %v", sb.PodNamespace, sb.PodName, infra, err)
+	default:
+		p.log.Debugf("pod %s/%s: sandbox pinned to infra %s", sb.PodNamespace, sb.PodName, infra)
+	}
+	if p.cfg.SandboxAffinity && sb.Pid > 0 {
+		if err := setAffinity(sb.Pid, infra); err != nil {
+			p.log.Warnf("pod %s/%s: %v", sb.PodNamespace, sb.PodName, err)
+		}
+	}
+}
+
+// save records the current assignments durably.
+func (p *Plugin) save() error {
+	st := NewState()
+	for _, a := range p.alloc.Assignments() {
+		st.Containers[a.ID] = ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
+			Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String()}
+	}
+	for k, v := range p.alloc.Previous() {
+		st.Previous[k] = v.String()
+	}
+	for _, pool := range config.PoolNames {
+		st.Pools[pool] = p.alloc.PoolCPUs(pool).String()
+	}
+	for id, sb := range p.sandbox {
+		st.Sandboxes[id] = sb
+	}
+	if err := p.store.Save(st); err != nil {
+		p.log.Errorf("saving state: %v", err)
+		return fmt.Errorf("saving state: %w", err)
+	}
+	p.state = st
+	return nil
+}
+
+func assignmentFromState(id string, st ContainerState) allocator.Assignment {
+	parse := func(s string) cpuset.CPUSet {
+		set, err := cpuset.Parse(s)
+		if err != nil {
+			return cpuset.New()
+		}
+		return set
+	}
+	return allocator.Assignment{ID: id, Pod: allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID},
+		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: parse(st.CPUs), Reserved: parse(st.Reserved), Mems: parse(st.Mems)}
+}

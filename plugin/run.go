@@ -1,0 +1,72 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+)
+
+// PluginName is the name the plugin registers with.
+const PluginName = "cpupool"
+
+// Backoff bounds the wait between attempts to reach the runtime.
+type Backoff struct {
+	Initial, Max time.Duration
+}
+
+// DefaultBackoff retries quickly first, then every 10 s.
+var DefaultBackoff = Backoff{Initial: 250 * time.Millisecond, Max: 10 * time.Second}
+
+// runtimeLaunched tells whether the runtime started this process (it then
+// passes a connected socket in the environment and restarts the plugin).
+func runtimeLaunched() bool { return os.Getenv(api.PluginSocketEnvVar) != "" }
+
+// Run connects to the runtime and serves events until ctx ends. When the
+// runtime goes away (restart, crash) it reconnects with backoff and is
+// resynchronized by the runtime, so systemd need not restart it.
+func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff) error {
+	wait := backoff.Initial
+	for {
+		closed := make(chan struct{})
+		s, err := stub.New(p,
+			stub.WithPluginName(PluginName),
+			stub.WithPluginIdx(fmt.Sprintf("%02d", p.cfg.PluginIndex)),
+			stub.WithSocketPath(socket),
+			stub.WithOnClose(func() { close(closed) }),
+		)
+		if err != nil {
+			return fmt.Errorf("creating NRI stub: %w", err)
+		}
+		if err = s.Start(ctx); err == nil {
+			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", p.cfg.PluginIndex, PluginName)))
+			wait = backoff.Initial
+			select {
+			case <-closed:
+				p.log.Warn("lost the connection to the runtime; reconnecting")
+			case <-ctx.Done():
+				s.Stop()
+				return nil
+			}
+			s.Stop()
+			if runtimeLaunched() {
+				return fmt.Errorf("runtime closed the connection")
+			}
+		} else {
+			if runtimeLaunched() {
+				return fmt.Errorf("starting plugin: %w", err)
+			}
+			p.log.Warnf("cannot reach the runtime at %s (%v); retrying in %s", socket, err, wait)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+		wait = min(wait*2, backoff.Max)
+	}
+}

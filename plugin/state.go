@@ -1,0 +1,208 @@
+package plugin
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// SchemaVersion is the state file's format version; a file of another
+// version is moved aside and state is rebuilt from the runtime.
+const SchemaVersion = 1
+
+// State is what survives plugin, runtime and node restarts.
+type State struct {
+	// Containers are keyed by container id.
+	Containers map[string]ContainerState `json:"containers"`
+	// Previous holds the CPUs of stopped containers by "<pod uid>/<name>",
+	// so that a restarted container gets them back.
+	Previous map[string]string `json:"previous,omitempty"`
+	// Pools are the pools' cpusets when the file was written, for
+	// `nri-cpupool status` and operators.
+	Pools map[string]string `json:"pools,omitempty"`
+	// Sandboxes are the pod infra containers pinned to infra, by sandbox id.
+	Sandboxes map[string]SandboxState `json:"sandboxes,omitempty"`
+}
+
+// ContainerState is one container's assignment.
+type ContainerState struct {
+	PodUID       string `json:"podUID"`
+	PodNamespace string `json:"podNamespace"`
+	PodName      string `json:"podName"`
+	Container    string `json:"container"`
+	Pool         string `json:"pool"`
+	MilliCPU     int64  `json:"milliCPU"`
+	CPUs         string `json:"cpus"`
+	Reserved     string `json:"reserved,omitempty"`
+	Mems         string `json:"mems"`
+}
+
+// SandboxState is a pod's infra container cgroup.
+type SandboxState struct {
+	PodNamespace string `json:"podNamespace"`
+	PodName      string `json:"podName"`
+	CgroupsPath  string `json:"cgroupsPath"`
+	Pid          uint32 `json:"pid,omitempty"`
+}
+
+// envelope is the file: a version, a checksum over the exact bytes of the
+// state, and the state.
+type envelope struct {
+	SchemaVersion int             `json:"schemaVersion"`
+	Checksum      string          `json:"checksum"`
+	Written       time.Time       `json:"written"`
+	State         json.RawMessage `json:"state"`
+}
+
+// Store keeps the state somewhere durable.
+type Store interface {
+	Load() (*State, error)
+	Save(*State) error
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	return &State{Containers: map[string]ContainerState{}, Previous: map[string]string{}, Pools: map[string]string{}, Sandboxes: map[string]SandboxState{}}
+}
+
+// FileStore keeps the state in one node-local file, written atomically.
+type FileStore struct {
+	Path string
+	now  func() time.Time
+}
+
+// NewFileStore returns a store for path.
+func NewFileStore(path string) *FileStore { return &FileStore{Path: path, now: time.Now} }
+
+// ErrStateDiscarded wraps the reason a state file could not be used; the
+// file has been moved aside and an empty state returned.
+var ErrStateDiscarded = errors.New("state file discarded")
+
+// Load reads the file. A missing file is an empty state. A truncated,
+// corrupt or incompatible file is renamed to <path>.corrupt-<time> and an
+// empty state is returned with an error wrapping ErrStateDiscarded, so the
+// caller rebuilds from the runtime instead of crash-looping.
+func (f *FileStore) Load() (*State, error) {
+	data, err := os.ReadFile(f.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return NewState(), nil
+	}
+	if err != nil {
+		return NewState(), fmt.Errorf("reading state %s: %w", f.Path, err)
+	}
+	st, problem := decodeState(data)
+	if problem == nil {
+		return st, nil
+	}
+	aside := fmt.Sprintf("%s.corrupt-%s", f.Path, f.now().UTC().Format("20060102T150405.000000000Z"))
+	if err := os.Rename(f.Path, aside); err != nil {
+		return NewState(), fmt.Errorf("state %s is unusable (%v) and could not be moved aside: %w", f.Path, problem, err)
+	}
+	return NewState(), fmt.Errorf("%w: %s: %v; moved to %s, rebuilding from the runtime", ErrStateDiscarded, f.Path, problem, aside)
+}
+
+func decodeState(data []byte) (*State, error) {
+	var env envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return nil, fmt.Errorf("not valid JSON (truncated?): %w", err)
+	}
+	if env.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("schema version %d, this build reads %d", env.SchemaVersion, SchemaVersion)
+	}
+	if want := checksum(env.State); env.Checksum != want {
+		return nil, fmt.Errorf("checksum mismatch (file says %s, content is %s)", env.Checksum, want)
+	}
+	st := NewState()
+	dec := json.NewDecoder(bytes.NewReader(env.State))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(st); err != nil {
+		return nil, fmt.Errorf("state content: %w", err)
+	}
+	for _, m := range []*map[string]string{&st.Previous, &st.Pools} {
+		if *m == nil {
+			*m = map[string]string{}
+		}
+	}
+	if st.Containers == nil {
+		st.Containers = map[string]ContainerState{}
+	}
+	if st.Sandboxes == nil {
+		st.Sandboxes = map[string]SandboxState{}
+	}
+	return st, nil
+}
+
+func checksum(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Save writes the state atomically: a temporary file in the same directory,
+// fsync, rename over the old file, fsync of the directory. Mode 0600.
+func (f *FileStore) Save(st *State) error {
+	payload, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encoding state: %w", err)
+	}
+	data, err := json.Marshal(envelope{SchemaVersion: SchemaVersion, Checksum: checksum(payload), Written: f.now().UTC(), State: payload})
+	if err != nil {
+		return fmt.Errorf("encoding state: %w", err)
+	}
+	dir := filepath.Dir(f.Path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating state directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(f.Path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing state: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing state: %w", err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("syncing state %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), f.Path); err != nil {
+		return fmt.Errorf("replacing state %s: %w", f.Path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing state directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing state directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ReadState reads a state file without touching it (for `status`); unlike
+// Load it never moves a bad file aside.
+func ReadState(path string) (*State, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading state: %w (is the plugin running with this --state-file?)", err)
+	}
+	st, err := decodeState(data)
+	if err != nil {
+		return nil, fmt.Errorf("state %s: %w", path, err)
+	}
+	return st, nil
+}
