@@ -1,0 +1,322 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation"
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/sysfs"
+	"github.com/cpupool/nri-cpupool/sysfs/fixture"
+)
+
+// fakeRuntime plays the container runtime with the real runtime-side NRI
+// library over a real ttRPC socket, and keeps containers' cpusets as a
+// runtime would after applying adjustments and updates.
+type fakeRuntime struct {
+	t          testing.TB
+	dir        string
+	socket     string
+	cgroupRoot string
+	r          *adaptation.Adaptation
+
+	mu    sync.Mutex
+	pods  map[string]*api.PodSandbox
+	ctrs  map[string]*api.Container
+	syncs int
+	// syncUpdates are the updates plugins returned from Synchronize.
+	syncUpdates []*api.ContainerUpdate
+}
+
+func newFakeRuntime(t testing.TB, unified bool) *fakeRuntime {
+	dir, err := os.MkdirTemp("", "nri-cpupool-it-") // short: unix socket paths are limited
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	f := &fakeRuntime{t: t, dir: dir, socket: filepath.Join(dir, "nri.sock"), cgroupRoot: filepath.Join(dir, "cgroup"),
+		pods: map[string]*api.PodSandbox{}, ctrs: map[string]*api.Container{}}
+	require.NoError(t, os.MkdirAll(f.cgroupRoot, 0o755))
+	if unified {
+		require.NoError(t, os.WriteFile(filepath.Join(f.cgroupRoot, "cgroup.controllers"), []byte("cpuset cpu io memory pids\n"), 0o644))
+	}
+	f.start()
+	return f
+}
+
+func (f *fakeRuntime) start() {
+	plugins := filepath.Join(f.dir, "plugins")
+	require.NoError(f.t, os.MkdirAll(plugins, 0o755))
+	r, err := adaptation.New("fake-runtime", "v0", f.synchronize, f.update,
+		adaptation.WithSocketPath(f.socket), adaptation.WithPluginPath(plugins), adaptation.WithPluginConfigPath(plugins))
+	require.NoError(f.t, err)
+	require.NoError(f.t, r.Start())
+	f.r = r
+}
+
+// restart stops the runtime side and brings up a new one on the same
+// socket, as a containerd restart does.
+func (f *fakeRuntime) restart() {
+	f.r.Stop()
+	os.Remove(f.socket)
+	f.start()
+}
+
+func (f *fakeRuntime) synchronize(ctx context.Context, cb adaptation.SyncCB) error {
+	f.mu.Lock()
+	var pods []*api.PodSandbox
+	var ctrs []*api.Container
+	for _, p := range f.pods {
+		pods = append(pods, p)
+	}
+	for _, c := range f.ctrs {
+		ctrs = append(ctrs, c)
+	}
+	f.mu.Unlock()
+	updates, err := cb(ctx, pods, ctrs)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.syncs++
+	f.syncUpdates = updates
+	f.apply(updates)
+	return nil
+}
+
+func (f *fakeRuntime) update(_ context.Context, u []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.apply(u)
+	return nil, nil
+}
+
+// apply records updated cpusets; caller holds mu.
+func (f *fakeRuntime) apply(updates []*api.ContainerUpdate) {
+	for _, u := range updates {
+		if c, ok := f.ctrs[u.GetContainerId()]; ok {
+			if cpus := u.GetLinux().GetResources().GetCpu().GetCpus(); cpus != "" {
+				c.Linux.Resources.Cpu.Cpus = cpus
+			}
+			if mems := u.GetLinux().GetResources().GetCpu().GetMems(); mems != "" {
+				c.Linux.Resources.Cpu.Mems = mems
+			}
+		}
+	}
+}
+
+func (f *fakeRuntime) syncCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.syncs
+}
+
+// waitSynced waits until a plugin has synchronized more than n times.
+func (f *fakeRuntime) waitSynced(n int) {
+	f.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for f.syncCount() <= n {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("plugin did not synchronize (syncs: %d)", f.syncCount())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type podSpec struct {
+	name, namespace, qos string
+	annotations          map[string]string
+	// unified and systemd change the sandbox cgroup layout.
+	systemd bool
+}
+
+// runPod creates a pod sandbox with a cgroup, as the runtime would.
+func (f *fakeRuntime) runPod(spec podSpec) *api.PodSandbox {
+	f.t.Helper()
+	if spec.namespace == "" {
+		spec.namespace = "default"
+	}
+	uid := "uid-" + spec.name
+	id := "sb-" + spec.name
+	parent := "/kubepods/pod" + uid
+	if spec.qos != "" && spec.qos != "guaranteed" {
+		parent = "/kubepods/" + spec.qos + "/pod" + uid
+	}
+	cgroupsPath := parent + "/" + id
+	dir := cgroupsPath
+	if spec.systemd {
+		parent = "kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
+		cgroupsPath = parent + ":cri-containerd:" + id
+		d, err := cgroupDir(cgroupsPath)
+		require.NoError(f.t, err)
+		dir = d
+	}
+	f.mkCgroup(dir)
+	pod := &api.PodSandbox{Id: id, Name: spec.name, Uid: uid, Namespace: spec.namespace, Annotations: spec.annotations,
+		Linux: &api.LinuxPodSandbox{CgroupParent: parent, CgroupsPath: cgroupsPath}}
+	f.mu.Lock()
+	f.pods[id] = pod
+	f.mu.Unlock()
+	require.NoError(f.t, f.r.RunPodSandbox(context.Background(), &api.RunPodSandboxRequest{Pod: pod}))
+	return pod
+}
+
+func (f *fakeRuntime) hierarchy() string {
+	if _, err := os.Stat(filepath.Join(f.cgroupRoot, "cgroup.controllers")); err == nil {
+		return f.cgroupRoot
+	}
+	return filepath.Join(f.cgroupRoot, "cpuset")
+}
+
+func (f *fakeRuntime) mkCgroup(dir string) {
+	path := filepath.Join(f.hierarchy(), dir)
+	require.NoError(f.t, os.MkdirAll(path, 0o755))
+	require.NoError(f.t, os.WriteFile(filepath.Join(path, "cpuset.cpus"), nil, 0o644))
+	require.NoError(f.t, os.WriteFile(filepath.Join(path, "cpuset.mems"), nil, 0o644))
+}
+
+// sandboxCPUs reads what the plugin wrote into a sandbox's cgroup.
+func (f *fakeRuntime) sandboxCPUs(pod *api.PodSandbox) string {
+	f.t.Helper()
+	dir, err := cgroupDir(pod.Linux.CgroupsPath)
+	require.NoError(f.t, err)
+	b, err := os.ReadFile(filepath.Join(f.hierarchy(), dir, "cpuset.cpus"))
+	require.NoError(f.t, err)
+	return strings.TrimSpace(string(b))
+}
+
+// createContainer asks plugins about a new container with a CPU request in
+// milli-CPUs (as cpu.shares, the way the kubelet passes it).
+func (f *fakeRuntime) createContainer(pod *api.PodSandbox, name string, milli int64) (*api.Container, *api.CreateContainerResponse, error) {
+	shares := uint64(2)
+	if milli > 0 {
+		shares = uint64(milli * 1024 / 1000)
+	}
+	ctr := &api.Container{Id: "ctr-" + pod.Name + "-" + name, PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED,
+		Linux: &api.LinuxContainer{CgroupsPath: pod.Linux.CgroupParent + "/ctr-" + pod.Name + "-" + name,
+			Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(shares), Period: api.UInt64(100000)}}}}
+	resp, err := f.r.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod, Container: ctr})
+	if err != nil {
+		return nil, nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cpus := resp.GetAdjust().GetLinux().GetResources().GetCpu().GetCpus(); cpus != "" {
+		ctr.Linux.Resources.Cpu.Cpus = cpus
+		ctr.Linux.Resources.Cpu.Mems = resp.GetAdjust().GetLinux().GetResources().GetCpu().GetMems()
+	}
+	ctr.State = api.ContainerState_CONTAINER_RUNNING
+	f.ctrs[ctr.Id] = ctr
+	f.apply(resp.GetUpdate())
+	return ctr, resp, nil
+}
+
+func (f *fakeRuntime) stopContainer(ctr *api.Container) []*api.ContainerUpdate {
+	f.t.Helper()
+	f.mu.Lock()
+	pod := f.pods[ctr.PodSandboxId]
+	f.mu.Unlock()
+	resp, err := f.r.StopContainer(context.Background(), &api.StopContainerRequest{Pod: pod, Container: ctr})
+	require.NoError(f.t, err)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ctr.State = api.ContainerState_CONTAINER_STOPPED
+	f.apply(resp.GetUpdate())
+	return resp.GetUpdate()
+}
+
+func (f *fakeRuntime) removeContainer(ctr *api.Container) {
+	f.t.Helper()
+	f.mu.Lock()
+	pod := f.pods[ctr.PodSandboxId]
+	delete(f.ctrs, ctr.Id)
+	f.mu.Unlock()
+	require.NoError(f.t, f.r.RemoveContainer(context.Background(), &api.RemoveContainerRequest{Pod: pod, Container: ctr}))
+}
+
+// cpus returns a container's cpuset as the runtime has it now.
+func (f *fakeRuntime) cpus(ctr *api.Container) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return ctr.Linux.Resources.Cpu.Cpus
+}
+
+// runningPlugin is a plugin process: New plus Run in a goroutine.
+type runningPlugin struct {
+	p      *Plugin
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+type testNode struct {
+	fixture string
+	config  string
+}
+
+func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string) *runningPlugin {
+	t.Helper()
+	cfg, err := config.Parse(strings.NewReader(node.config), "test config")
+	require.NoError(t, err)
+	cfg.SysfsRoot = fixture.Root(t, node.fixture)
+	cfg.CgroupRoot = f.cgroupRoot
+	cfg.StateFile = stateFile
+	topo, err := sysfs.Discover(cfg.SysfsRoot)
+	require.NoError(t, err)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	if testing.Verbose() {
+		log.SetOutput(os.Stderr)
+	}
+	p, err := New(cfg, topo, NewFileStore(stateFile), log)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	rp := &runningPlugin{p: p, cancel: cancel, done: make(chan error, 1)}
+	before := f.syncCount()
+	go func() {
+		rp.done <- p.Run(ctx, f.socket, Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond})
+	}()
+	f.waitSynced(before)
+	t.Cleanup(rp.stop)
+	return rp
+}
+
+// stop ends the plugin as a kill would: no goodbye to the runtime.
+func (rp *runningPlugin) stop() {
+	rp.once.Do(func() {
+		rp.cancel()
+		select {
+		case <-rp.done:
+		case <-time.After(5 * time.Second):
+		}
+	})
+}
+
+func envOf(resp *api.CreateContainerResponse) map[string]string {
+	out := map[string]string{}
+	for _, e := range resp.GetAdjust().GetEnv() {
+		out[e.Key] = e.Value
+	}
+	return out
+}
+
+func id(i int) string { return fmt.Sprintf("%03d", i) }
+
+func mustParse(s string) cpuset.CPUSet {
+	set, err := cpuset.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return set
+}

@@ -1,0 +1,146 @@
+package plugin
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// populate runs an exclusive, an exclusive-non-isolcpus and an infra
+// container.
+func populate(t *testing.T, f *fakeRuntime) (fwd, eni, app *api.Container) {
+	t.Helper()
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev/container.fwd": "exclusive", "pool.cpupool.dev/container.eni": "exclusive-non-isolcpus"}})
+	var err error
+	fwd, _, err = f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	eni, _, err = f.createContainer(pod, "eni", 1000)
+	require.NoError(t, err)
+	web := f.runPod(podSpec{name: "web", qos: "burstable"})
+	app, _, err = f.createContainer(web, "app", 500)
+	require.NoError(t, err)
+	return fwd, eni, app
+}
+
+func TestPluginRestartKeepsEveryContainerWhereItRuns(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	fwd, eni, app := populate(t, f)
+	require.Equal(t, "4,12", f.cpus(fwd))
+	require.Equal(t, "1", f.cpus(eni))
+	require.Equal(t, "0,8-9", f.cpus(app))
+	first.stop() // as kill -9 would: nothing is said to the runtime
+
+	// While the plugin is away, a pod starts unpinned.
+	late := f.runPod(podSpec{name: "late", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	lateCtr, _, err := f.createContainer(late, "c", 2000)
+	require.NoError(t, err)
+	require.Equal(t, "", f.cpus(lateCtr), "no plugin, no pinning")
+
+	startPlugin(t, f, desktop, statePath(f))
+	assert.Equal(t, "4,12", f.cpus(fwd), "exclusive container not moved")
+	assert.Equal(t, "1", f.cpus(eni), "exclusive-non-isolcpus container not moved")
+	assert.Equal(t, "0,8-9", f.cpus(app), "infra member unchanged")
+	lateCPUs := mustParse(f.cpus(lateCtr))
+	assert.Equal(t, 2, lateCPUs.Size(), "container created while away is placed")
+	assert.True(t, lateCPUs.Intersection(mustParse("4,12")).IsEmpty())
+
+	next := f.runPod(podSpec{name: "next", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	nextCtr, _, err := f.createContainer(next, "c", 4000)
+	require.NoError(t, err)
+	assert.True(t, mustParse(f.cpus(nextCtr)).Intersection(mustParse("4,12").Union(lateCPUs)).IsEmpty(), "restored CPUs are held")
+
+	st, err := ReadState(statePath(f))
+	require.NoError(t, err)
+	assert.Len(t, st.Containers, 5)
+}
+
+func TestVanishedContainersAreFreedOnRestart(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	fwd, _, _ := populate(t, f)
+	first.stop()
+	f.mu.Lock()
+	delete(f.ctrs, fwd.Id) // removed while the plugin was away
+	f.mu.Unlock()
+	startPlugin(t, f, desktop, statePath(f))
+	st, err := ReadState(statePath(f))
+	require.NoError(t, err)
+	assert.NotContains(t, st.Containers, fwd.Id)
+	pod := f.runPod(podSpec{name: "all", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	_, _, err = f.createContainer(pod, "c", 8000)
+	assert.NoError(t, err, "the whole exclusive pool is free again")
+}
+
+func TestCorruptStateIsMovedAsideAndRebuilt(t *testing.T) {
+	valid := func(t *testing.T) []byte {
+		f := newFakeRuntime(t, false)
+		p := startPlugin(t, f, desktop, statePath(f))
+		populate(t, f)
+		p.stop()
+		b, err := os.ReadFile(statePath(f))
+		require.NoError(t, err)
+		return b
+	}(t)
+	tests := map[string][]byte{
+		"garbage":           []byte("{not json"),
+		"truncated":         valid[:len(valid)/2],
+		"empty":             {},
+		"checksum mismatch": []byte(tamper(valid)),
+		"future schema":     []byte(`{"schemaVersion":99,"checksum":"x","state":{}}`),
+	}
+	for name, content := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeRuntime(t, false)
+			first := startPlugin(t, f, desktop, statePath(f))
+			fwd, eni, app := populate(t, f)
+			first.stop()
+			require.NoError(t, os.WriteFile(statePath(f), content, 0o600))
+
+			startPlugin(t, f, desktop, statePath(f))
+			aside, _ := filepath.Glob(statePath(f) + ".corrupt-*")
+			assert.Len(t, aside, 1, "bad file kept for inspection")
+			assert.Equal(t, "4,12", f.cpus(fwd), "rebuilt from the runtime: exclusive stays")
+			assert.Equal(t, "1", f.cpus(eni))
+			assert.Equal(t, "0,8-9", f.cpus(app))
+			st, err := ReadState(statePath(f))
+			require.NoError(t, err, "a fresh, valid state is written")
+			assert.Len(t, st.Containers, 3)
+		})
+	}
+}
+
+// tamper changes one CPU digit inside the state without fixing the checksum.
+func tamper(valid []byte) string {
+	s := string(valid)
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '4' {
+			return s[:i] + "5" + s[i+1:]
+		}
+	}
+	return s + "x"
+}
+
+func TestRuntimeRestartReconnectsWithoutMovingContainers(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	startPlugin(t, f, desktop, statePath(f))
+	fwd, eni, app := populate(t, f)
+	before := f.syncCount()
+	f.restart()
+	f.waitSynced(before)
+	assert.Equal(t, "4,12", f.cpus(fwd))
+	assert.Equal(t, "1", f.cpus(eni))
+	assert.Equal(t, "0,8-9", f.cpus(app))
+	for _, u := range f.syncUpdates {
+		assert.NotEqual(t, fwd.Id, u.ContainerId, "no update moves a pinned container")
+	}
+	pod := f.runPod(podSpec{name: "after", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	c, _, err := f.createContainer(pod, "c", 2000)
+	require.NoError(t, err, "the plugin serves the new runtime")
+	assert.True(t, mustParse(f.cpus(c)).Intersection(mustParse("4,12")).IsEmpty())
+}
