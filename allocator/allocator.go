@@ -7,6 +7,7 @@ package allocator
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -285,6 +286,16 @@ func (a *Allocator) Previous() map[string]cpuset.CPUSet {
 		out[k] = v
 	}
 	return out
+}
+
+// ForgetPod drops the remembered CPUs of a removed pod's containers: they
+// cannot restart any more.
+func (a *Allocator) ForgetPod(uid string) {
+	for k := range a.previous {
+		if strings.HasPrefix(k, uid+"/") {
+			delete(a.previous, k)
+		}
+	}
 }
 
 // SetPrevious restores remembered CPUs of stopped containers.

@@ -111,15 +111,14 @@ func BuildLayout(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Prob
 		carvable = carvable.Difference(set)
 		return set
 	}
-	switch {
-	case ex.CPUs == "" && ex.Count == 0 && sh.CPUs == "" && sh.Count == 0:
-		// Nothing sized: every isolated CPU serves exclusive containers.
-		l.Exclusive = carvable
-		carvable = cpuset.New()
-		l.Shared = cpuset.New()
-	default:
+	if ex.CPUs != "" || ex.Count > 0 {
 		l.Exclusive = exCPUs.Union(carve("pools.exclusive.count", ex.Count))
 		l.Shared = shCPUs.Union(carve("pools.shared.count", sh.Count))
+	} else {
+		// An unsized exclusive pool gets every isolated CPU shared leaves.
+		l.Shared = shCPUs.Union(carve("pools.shared.count", sh.Count))
+		l.Exclusive = carvable
+		carvable = cpuset.New()
 	}
 	if !carvable.IsEmpty() {
 		p.Warnf("pools", "isolated CPUs %s are in neither exclusive nor shared, so they join infra, where the kernel does not balance load across isolated CPUs", carvable)

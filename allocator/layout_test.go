@@ -28,6 +28,9 @@ func TestBuildLayout(t *testing.T) {
 				assert.True(t, l.Exclusive.IsSubsetOf(topo.Isolated))
 				assert.True(t, l.Infra.Contains(0) && l.Infra.Contains(41))
 			}},
+		{name: "exclusive unsized takes what shared leaves", fixture: "desktop-8c16t",
+			config:    "isolatedCPUs: \"2-7,10-15\"\npools: {shared: {cpus: \"2,10\"}}",
+			exclusive: "3-7,11-15", shared: "2,10", infra: "0-1,8-9", eni: ""},
 		{name: "explicit lists and reserved", fixture: "desktop-8c16t",
 			config:    "isolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0,8\"\npools: {exclusive: {cpus: \"4-7,12-15\"}, shared: {cpus: \"2-3,10-11\"}, exclusive-non-isolcpus: {enabled: true}}",
 			exclusive: "4-7,12-15", shared: "2-3,10-11", infra: "0-1,8-9", eni: "1,9", reserved: "0,8"},

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -245,6 +246,15 @@ func (f *fakeRuntime) removeContainer(ctr *api.Container) {
 	require.NoError(f.t, f.r.RemoveContainer(context.Background(), &api.RemoveContainerRequest{Pod: pod, Container: ctr}))
 }
 
+func (f *fakeRuntime) removePod(pod *api.PodSandbox) {
+	f.t.Helper()
+	f.mu.Lock()
+	delete(f.pods, pod.Id)
+	f.mu.Unlock()
+	require.NoError(f.t, f.r.StopPodSandbox(context.Background(), &api.StopPodSandboxRequest{Pod: pod}))
+	require.NoError(f.t, f.r.RemovePodSandbox(context.Background(), &api.RemovePodSandboxRequest{Pod: pod}))
+}
+
 // cpus returns a container's cpuset as the runtime has it now.
 func (f *fakeRuntime) cpus(ctr *api.Container) string {
 	f.mu.Lock()
@@ -319,4 +329,12 @@ func mustParse(s string) cpuset.CPUSet {
 		panic(err)
 	}
 	return set
+}
+
+// reportLatency adds median and p99 of the samples to the benchmark line.
+func reportLatency(b *testing.B, samples []time.Duration) {
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	b.ReportMetric(us(samples[len(samples)/2]), "median-µs")
+	b.ReportMetric(us(samples[len(samples)*99/100]), "p99-µs")
 }

@@ -39,15 +39,18 @@ type Plugin struct {
 	store    Store
 	pinner   *cgroupPinner
 	log      *logrus.Logger
-	state    *State // the last state saved (or loaded), the memory of a restart
-	sandbox  map[string]SandboxState
-	overrode map[string]bool // containers whose cpuset change we refused, logged once
+	state    *State             // the last state saved (or loaded), the memory of a restart
+	sandbox  map[string]sandbox // pod sandboxes to keep pinned to infra, by id
+	overrode map[string]bool    // containers whose cpuset change we refused, logged once
+	// persisted mirrors the allocator's assignments in state-file form, kept
+	// up to date from each decision so that a save does not re-derive them.
+	persisted map[string]ContainerState
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
-	p := &Plugin{topo: topo, store: store, log: log, sandbox: map[string]SandboxState{}, overrode: map[string]bool{}}
+	p := &Plugin{topo: topo, store: store, log: log, sandbox: map[string]sandbox{}, overrode: map[string]bool{}, persisted: map[string]ContainerState{}}
 	if err := p.configure(cfg); err != nil {
 		return nil, err
 	}
@@ -109,7 +112,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// Start from an empty allocator: after a runtime restart the in-memory
 	// view is as stale as the file.
 	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)
-	p.sandbox = map[string]SandboxState{}
+	p.sandbox = map[string]sandbox{}
 	podByID := map[string]*api.PodSandbox{}
 	for _, pod := range pods {
 		podByID[pod.GetId()] = pod
@@ -161,6 +164,10 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 		if cur, ok := currentCPUs(c); !ok || !cur.Equals(a.CPUs) {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
+	}
+	p.persisted = map[string]ContainerState{}
+	for _, a := range p.alloc.Assignments() {
+		p.persisted[a.ID] = containerState(a)
 	}
 	vanished := 0
 	for id := range p.state.Containers {
@@ -235,7 +242,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	sb := sandboxOf(pod)
 	p.sandbox[pod.GetId()] = sb
 	p.pinSandbox(pod.GetId(), sb, p.alloc.PoolCPUs(config.PoolInfra))
-	return p.save()
+	return nil
 }
 
 // StopPodSandbox: the sandbox's cgroup is going away; nothing to pin.
@@ -243,7 +250,7 @@ func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.sandbox, pod.GetId())
-	return p.save()
+	return nil
 }
 
 // RemovePodSandbox forgets the pod and, defensively, any of its containers
@@ -254,9 +261,10 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	delete(p.sandbox, pod.GetId())
 	for _, a := range p.alloc.Assignments() {
 		if a.Pod.UID != "" && a.Pod.UID == pod.GetUid() {
-			p.alloc.Release(a.ID)
+			p.record(p.alloc.Release(a.ID), true)
 		}
 	}
+	p.alloc.ForgetPod(pod.GetUid())
 	return p.save()
 }
 
@@ -277,10 +285,11 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.log.Errorf("refusing container %s: %v", who, err)
 		return nil, nil, fmt.Errorf("nri-cpupool: %w", err)
 	}
+	p.record(res, false)
 	if err := p.save(); err != nil {
 		// Without a durable record the CPUs could be handed out twice after
 		// a restart: undo and refuse.
-		p.alloc.Release(req.ID)
+		p.record(p.alloc.Release(req.ID), true)
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s not created: %w", who, err)
 	}
 	a := res.Assignment
@@ -342,6 +351,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	res := p.alloc.Release(ctr.GetId())
+	p.record(res, true)
 	delete(p.overrode, ctr.GetId())
 	if err := p.save(); err != nil {
 		return nil, err
@@ -357,6 +367,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil
 	}
 	res := p.alloc.Release(ctr.GetId())
+	p.record(res, true)
 	p.followers(res) // nothing can be returned here; the next event carries them
 	return p.save()
 }
@@ -366,8 +377,15 @@ func (p *Plugin) Shutdown(context.Context) {
 	p.log.Info("runtime shut the connection down")
 }
 
-func sandboxOf(pod *api.PodSandbox) SandboxState {
-	return SandboxState{PodNamespace: pod.GetNamespace(), PodName: pod.GetName(), CgroupsPath: pod.GetLinux().GetCgroupsPath(), Pid: pod.GetPid()}
+// sandbox is what pinning a pod's infra container needs. Sandboxes are not
+// persisted: Synchronize lists them again after any restart.
+type sandbox struct {
+	namespace, name, cgroupsPath string
+	pid                          uint32
+}
+
+func sandboxOf(pod *api.PodSandbox) sandbox {
+	return sandbox{namespace: pod.GetNamespace(), name: pod.GetName(), cgroupsPath: pod.GetLinux().GetCgroupsPath(), pid: pod.GetPid()}
 }
 
 func (p *Plugin) pinSandboxes() {
@@ -382,7 +400,7 @@ func (p *Plugin) pinSandboxes() {
 	}
 }
 
-func (p *Plugin) pinSandbox(id string, sb SandboxState, infra cpuset.CPUSet) {
+func (p *Plugin) pinSandbox(id string, sb sandbox, infra cpuset.CPUSet) {
 	if !p.cfg.PinSandboxes {
 		return
 	}
@@ -390,43 +408,62 @@ func (p *Plugin) pinSandbox(id string, sb SandboxState, infra cpuset.CPUSet) {
 	if p.cfg.PinMemory {
 		mems = p.topo.NUMANodesOf(infra)
 	}
-	err := p.pinner.Pin(sb.CgroupsPath, infra, mems)
+	err := p.pinner.Pin(sb.cgroupsPath, infra, mems)
 	switch {
 	case errors.Is(err, errNoCgroup):
-		p.log.Debugf("pod %s/%s: sandbox %s has no cgroup to pin (%q)", sb.PodNamespace, sb.PodName, id, sb.CgroupsPath)
+		p.log.Debugf("pod %s/%s: sandbox %s has no cgroup to pin (%q)", sb.namespace, sb.name, id, sb.cgroupsPath)
 	case err != nil:
-		p.log.Warnf("pod %s/%s: pinning sandbox to infra %s: %v", sb.PodNamespace, sb.PodName, infra, err)
+		p.log.Warnf("pod %s/%s: pinning sandbox to infra %s: %v", sb.namespace, sb.name, infra, err)
 	default:
-		p.log.Debugf("pod %s/%s: sandbox pinned to infra %s", sb.PodNamespace, sb.PodName, infra)
+		p.log.Debugf("pod %s/%s: sandbox pinned to infra %s", sb.namespace, sb.name, infra)
 	}
-	if p.cfg.SandboxAffinity && sb.Pid > 0 {
-		if err := setAffinity(sb.Pid, infra); err != nil {
-			p.log.Warnf("pod %s/%s: %v", sb.PodNamespace, sb.PodName, err)
+	if p.cfg.SandboxAffinity && sb.pid > 0 {
+		if err := setAffinity(sb.pid, infra); err != nil {
+			p.log.Warnf("pod %s/%s: %v", sb.namespace, sb.name, err)
 		}
 	}
+}
+
+// record mirrors a decision into the persisted form: the container itself
+// (removed when released) and every container it moved.
+func (p *Plugin) record(res allocator.Result, released bool) {
+	if released {
+		delete(p.persisted, res.Assignment.ID)
+	} else {
+		p.persisted[res.Assignment.ID] = containerState(res.Assignment)
+	}
+	for _, u := range res.Updates {
+		p.persisted[u.ID] = containerState(u)
+	}
+}
+
+func containerState(a allocator.Assignment) ContainerState {
+	return ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
+		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String()}
 }
 
 // save records the current assignments durably.
 func (p *Plugin) save() error {
 	st := NewState()
-	for _, a := range p.alloc.Assignments() {
-		st.Containers[a.ID] = ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
-			Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String()}
-	}
+	st.Containers = p.persisted
 	for k, v := range p.alloc.Previous() {
 		st.Previous[k] = v.String()
 	}
 	for _, pool := range config.PoolNames {
 		st.Pools[pool] = p.alloc.PoolCPUs(pool).String()
 	}
-	for id, sb := range p.sandbox {
-		st.Sandboxes[id] = sb
-	}
 	if err := p.store.Save(st); err != nil {
 		p.log.Errorf("saving state: %v", err)
 		return fmt.Errorf("saving state: %w", err)
 	}
-	p.state = st
+	// The saved state is a snapshot: later changes to persisted must not
+	// alter what a reconnect compares against.
+	snapshot := *st
+	snapshot.Containers = make(map[string]ContainerState, len(p.persisted))
+	for k, v := range p.persisted {
+		snapshot.Containers[k] = v
+	}
+	p.state = &snapshot
 	return nil
 }
 

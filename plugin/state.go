@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 )
 
@@ -27,8 +28,6 @@ type State struct {
 	// Pools are the pools' cpusets when the file was written, for
 	// `nri-cpupool status` and operators.
 	Pools map[string]string `json:"pools,omitempty"`
-	// Sandboxes are the pod infra containers pinned to infra, by sandbox id.
-	Sandboxes map[string]SandboxState `json:"sandboxes,omitempty"`
 }
 
 // ContainerState is one container's assignment.
@@ -42,14 +41,6 @@ type ContainerState struct {
 	CPUs         string `json:"cpus"`
 	Reserved     string `json:"reserved,omitempty"`
 	Mems         string `json:"mems"`
-}
-
-// SandboxState is a pod's infra container cgroup.
-type SandboxState struct {
-	PodNamespace string `json:"podNamespace"`
-	PodName      string `json:"podName"`
-	CgroupsPath  string `json:"cgroupsPath"`
-	Pid          uint32 `json:"pid,omitempty"`
 }
 
 // envelope is the file: a version, a checksum over the exact bytes of the
@@ -69,17 +60,74 @@ type Store interface {
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{Containers: map[string]ContainerState{}, Previous: map[string]string{}, Pools: map[string]string{}, Sandboxes: map[string]SandboxState{}}
+	return &State{Containers: map[string]ContainerState{}, Previous: map[string]string{}, Pools: map[string]string{}}
 }
 
 // FileStore keeps the state in one node-local file, written atomically.
 type FileStore struct {
 	Path string
 	now  func() time.Time
+	enc  stateEncoder
+	// spare is the next temporary file, created in the background after a
+	// save: creating a file is the slowest step of a save on some disks,
+	// and saves sit on the container creation path.
+	spare chan *os.File
 }
 
 // NewFileStore returns a store for path.
-func NewFileStore(path string) *FileStore { return &FileStore{Path: path, now: time.Now} }
+func NewFileStore(path string) *FileStore {
+	return &FileStore{Path: path, now: time.Now, spare: make(chan *os.File, 1)}
+}
+
+const tmpPattern = ".tmp-*"
+
+// tempFile returns the prepared spare file, or creates one.
+func (f *FileStore) tempFile(dir string) (*os.File, error) {
+	select {
+	case tmp := <-f.spare:
+		return tmp, nil
+	default:
+		return os.CreateTemp(dir, filepath.Base(f.Path)+tmpPattern)
+	}
+}
+
+// prepareSpare creates the next temporary file off the request path.
+func (f *FileStore) prepareSpare(dir string) {
+	tmp, err := os.CreateTemp(dir, filepath.Base(f.Path)+tmpPattern)
+	if err != nil {
+		return // the next save creates its own
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return
+	}
+	select {
+	case f.spare <- tmp:
+	default:
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}
+}
+
+// Close removes the prepared spare file.
+func (f *FileStore) Close() {
+	select {
+	case tmp := <-f.spare:
+		tmp.Close()
+		os.Remove(tmp.Name())
+	default:
+	}
+}
+
+// removeStaleTemps deletes temporary files a crash left behind.
+func (f *FileStore) removeStaleTemps() {
+	f.Close()
+	stale, _ := filepath.Glob(f.Path + tmpPattern)
+	for _, s := range stale {
+		os.Remove(s)
+	}
+}
 
 // ErrStateDiscarded wraps the reason a state file could not be used; the
 // file has been moved aside and an empty state returned.
@@ -90,6 +138,7 @@ var ErrStateDiscarded = errors.New("state file discarded")
 // empty state is returned with an error wrapping ErrStateDiscarded, so the
 // caller rebuilds from the runtime instead of crash-looping.
 func (f *FileStore) Load() (*State, error) {
+	f.removeStaleTemps()
 	data, err := os.ReadFile(f.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return NewState(), nil
@@ -133,10 +182,25 @@ func decodeState(data []byte) (*State, error) {
 	if st.Containers == nil {
 		st.Containers = map[string]ContainerState{}
 	}
-	if st.Sandboxes == nil {
-		st.Sandboxes = map[string]SandboxState{}
-	}
 	return st, nil
+}
+
+// encodeEnvelope writes the envelope around the payload as it is:
+// json.Marshal would re-scan (compact) the whole payload.
+func encodeEnvelope(payload []byte, written time.Time) ([]byte, error) {
+	head, err := json.Marshal(struct {
+		SchemaVersion int       `json:"schemaVersion"`
+		Checksum      string    `json:"checksum"`
+		Written       time.Time `json:"written"`
+	}{SchemaVersion, checksum(payload), written})
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, 0, len(head)+len(payload)+16)
+	data = append(data, head[:len(head)-1]...)
+	data = append(data, `,"state":`...)
+	data = append(data, payload...)
+	return append(data, '}'), nil
 }
 
 func checksum(b []byte) string {
@@ -147,11 +211,11 @@ func checksum(b []byte) string {
 // Save writes the state atomically: a temporary file in the same directory,
 // fsync, rename over the old file, fsync of the directory. Mode 0600.
 func (f *FileStore) Save(st *State) error {
-	payload, err := json.Marshal(st)
+	payload, err := f.enc.encode(st)
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
 	}
-	data, err := json.Marshal(envelope{SchemaVersion: SchemaVersion, Checksum: checksum(payload), Written: f.now().UTC(), State: payload})
+	data, err := encodeEnvelope(payload, f.now().UTC())
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
 	}
@@ -159,7 +223,7 @@ func (f *FileStore) Save(st *State) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating state directory: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(f.Path)+".tmp-*")
+	tmp, err := f.tempFile(dir)
 	if err != nil {
 		return fmt.Errorf("writing state: %w", err)
 	}
@@ -190,6 +254,7 @@ func (f *FileStore) Save(st *State) error {
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("syncing state directory %s: %w", dir, err)
 	}
+	go f.prepareSpare(dir)
 	return nil
 }
 
@@ -205,4 +270,68 @@ func ReadState(path string) (*State, error) {
 		return nil, fmt.Errorf("state %s: %w", path, err)
 	}
 	return st, nil
+}
+
+// stateEncoder produces exactly json.Marshal(st), but re-encodes only the
+// containers that changed since the last call: the state is written on
+// every container creation, and reflection over hundreds of unchanged
+// entries would dominate that path.
+type stateEncoder struct {
+	cache map[string]encodedContainer
+}
+
+type encodedContainer struct {
+	value ContainerState
+	json  []byte
+}
+
+func (e *stateEncoder) encode(st *State) ([]byte, error) {
+	if e.cache == nil {
+		e.cache = map[string]encodedContainer{}
+	}
+	ids := make([]string, 0, len(st.Containers))
+	for id := range st.Containers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var buf bytes.Buffer
+	buf.WriteString(`{"containers":{`)
+	fresh := make(map[string]encodedContainer, len(ids))
+	for i, id := range ids {
+		c := st.Containers[id]
+		enc, ok := e.cache[id]
+		if !ok || enc.value != c {
+			b, err := json.Marshal(c)
+			if err != nil {
+				return nil, err
+			}
+			enc = encodedContainer{value: c, json: b}
+		}
+		fresh[id] = enc
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		key, _ := json.Marshal(id)
+		buf.Write(key)
+		buf.WriteByte(':')
+		buf.Write(enc.json)
+	}
+	e.cache = fresh
+	buf.WriteByte('}')
+	for _, m := range []struct {
+		key string
+		val map[string]string
+	}{{"previous", st.Previous}, {"pools", st.Pools}} {
+		if len(m.val) == 0 {
+			continue // omitempty
+		}
+		b, err := json.Marshal(m.val)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"` + m.key + `":`)
+		buf.Write(b)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }

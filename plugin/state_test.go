@@ -2,7 +2,9 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +34,10 @@ func TestFileStoreRoundTrip(t *testing.T) {
 	info, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	require.Eventually(t, func() bool { return len(s.spare) == 1 }, 5*time.Second, time.Millisecond, "a spare file is prepared")
+	require.NoError(t, s.Save(st), "saving through the spare")
+	require.Eventually(t, func() bool { return len(s.spare) == 1 }, 5*time.Second, time.Millisecond)
+	s.Close()
 	leftovers, _ := filepath.Glob(path + ".tmp-*")
 	assert.Empty(t, leftovers, "no temporary file left behind")
 
@@ -42,6 +48,16 @@ func TestFileStoreRoundTrip(t *testing.T) {
 	raw, _ := os.ReadFile(path)
 	assert.Contains(t, string(raw), `"schemaVersion":1`)
 	assert.Contains(t, string(raw), `"checksum":"sha256:`)
+}
+
+func TestFileStoreRemovesStaleTemporaryFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, os.WriteFile(path+".tmp-123", []byte("half a write"), 0o600))
+	s := NewFileStore(path)
+	_, err := s.Load()
+	require.NoError(t, err)
+	leftovers, _ := filepath.Glob(path + ".tmp-*")
+	assert.Empty(t, leftovers)
 }
 
 func TestFileStoreDiscardsBadFiles(t *testing.T) {
@@ -167,4 +183,28 @@ func TestCgroupDir(t *testing.T) {
 	assert.Error(t, err)
 	_, err = cgroupDir("")
 	assert.ErrorIs(t, err, errNoCgroup)
+}
+
+// TestIncrementalEncodingMatchesJSON keeps the cached encoder byte-for-byte
+// equal to encoding/json across changes, additions and removals.
+func TestIncrementalEncodingMatchesJSON(t *testing.T) {
+	var enc stateEncoder
+	st := NewState()
+	for step := 0; step < 50; step++ {
+		id := fmt.Sprintf("c%02d", step%17)
+		if step%5 == 4 {
+			delete(st.Containers, id)
+		} else {
+			st.Containers[id] = ContainerState{PodUID: "u", PodName: "p\"quoted\"", Container: "c", Pool: "exclusive", CPUs: fmt.Sprint(step), MilliCPU: int64(step)}
+		}
+		if step%7 == 0 {
+			st.Previous["u/c"+id] = fmt.Sprint(step)
+		}
+		st.Pools["infra"] = fmt.Sprintf("0-%d", step)
+		got, err := enc.encode(st)
+		require.NoError(t, err)
+		want, err := json.Marshal(st)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "step %d", step)
+	}
 }

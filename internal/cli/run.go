@@ -50,7 +50,9 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p, err := plugin.New(cfg, topo, plugin.NewFileStore(cfg.StateFile), log)
+	store := plugin.NewFileStore(cfg.StateFile)
+	defer store.Close()
+	p, err := plugin.New(cfg, topo, store, log)
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,6 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%dm\t%s\n", c.PodNamespace, c.PodName, c.Container, c.Pool, c.CPUs, orDash(c.Mems), c.MilliCPU, short)
 	}
 	tw.Flush()
-	fmt.Fprintf(stdout, "\n%d containers, %d pod sandboxes pinned to infra\n", len(st.Containers), len(st.Sandboxes))
+	fmt.Fprintf(stdout, "\n%d containers\n", len(st.Containers))
 	return nil
 }

@@ -1,0 +1,73 @@
+# nri-cpupool — see README.md. `make test` is the project's test command.
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/cpupool/nri-cpupool/internal/cli.Version=$(VERSION)
+BIN      := bin/nri-cpupool
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+SPECS    := $(wildcard testdata/topologies/*.yaml)
+# e2e runs where it can: as root on Linux (it starts a real containerd).
+RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo yes || echo no)
+
+.PHONY: all build test unit e2e bench lint install uninstall demo fixtures deb clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nri-cpupool
+
+# Unit + integration tests (real ttRPC through the NRI adaptation library),
+# lint, then the end-to-end suite with a real containerd when run as root.
+test: lint unit
+ifeq ($(RUN_E2E),yes)
+	$(MAKE) e2e
+else
+	@echo "make test: skipping the end-to-end suite (needs root on Linux; run 'make e2e' there)"
+endif
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+e2e: build
+	bash test/e2e/run.sh
+
+# Speed and memory figures (medians and p99 from one run). Not a pass/fail gate.
+bench:
+	mkdir -p bin
+	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|Synchronize' -benchmem -count=1 -benchtime=1000x ./allocator ./plugin | tee bin/bench.txt
+	$(GO) test -run '^$$' -bench 'PluginRSS' -benchtime=1x ./plugin | tee -a bin/bench.txt
+	$(GO) run ./tools/benchtable < bin/bench.txt
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# Materialize the sysfs fixtures (for topology/simulate by hand).
+fixtures:
+	$(GO) run ./tools/mksysfs -out testdata/sysfs $(SPECS)
+
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/nri-cpupool
+	install -D -m 0644 packaging/nri-cpupool.service $(DESTDIR)/etc/systemd/system/nri-cpupool.service
+	@if [ ! -e $(DESTDIR)/etc/nri-cpupool/config.yaml ]; then \
+	  install -D -m 0644 packaging/config.yaml $(DESTDIR)/etc/nri-cpupool/config.yaml; \
+	else echo "keeping existing $(DESTDIR)/etc/nri-cpupool/config.yaml"; fi
+	install -D -m 0644 packaging/containerd/nri-cpupool.toml $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml
+	install -D -m 0644 packaging/crio/10-nri-cpupool.conf $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf
+	install -d -m 0700 $(DESTDIR)/var/lib/nri-cpupool
+	@echo "installed; next: nri-cpupool validate && systemctl daemon-reload && systemctl enable --now nri-cpupool"
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/nri-cpupool $(DESTDIR)/etc/systemd/system/nri-cpupool.service \
+	  $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf
+
+demo: build
+	bash test/e2e/demo.sh
+
+# A Debian package (dpkg-deb, no other tool needed).
+deb: build
+	bash packaging/deb/build.sh $(VERSION)
+
+clean:
+	rm -rf bin testdata/sysfs

@@ -1,0 +1,105 @@
+package allocator
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"testing"
+	"time"
+)
+
+// largeNode is the 384-CPU, 8-NUMA fixture with all but one core exclusive.
+const largeNode = "epyc-2s-384"
+
+func halfFull(b *testing.B) (*Allocator, *rand.Rand, []string) {
+	a := newAllocator(b, largeNode, `isolatedCPUs: "1-191,193-383"`)
+	rng := rand.New(rand.NewSource(1))
+	var live []string
+	for i := 0; a.FreeCPUs("exclusive").Size() > a.Layout().Exclusive.Size()/2; i++ {
+		r := exclusive(fmt.Sprintf("fill%d", i), 1+rng.Intn(8))
+		if _, err := a.Allocate(r); err == nil {
+			live = append(live, r.ID)
+		}
+	}
+	return a, rng, live
+}
+
+// reportLatency adds median and p99 of the samples to the benchmark line.
+func reportLatency(b *testing.B, samples []time.Duration) {
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	b.ReportMetric(us(samples[len(samples)/2]), "median-µs")
+	b.ReportMetric(us(samples[len(samples)*99/100]), "p99-µs")
+}
+
+// BenchmarkExclusiveDecision: one exclusive placement (1-8 CPUs) on the
+// 384-CPU node at 50% occupancy; the release that keeps occupancy steady
+// is not timed.
+func BenchmarkExclusiveDecision(b *testing.B) {
+	a, rng, _ := halfFull(b)
+	samples := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := exclusive(fmt.Sprintf("x%d", i), 1+rng.Intn(8))
+		start := time.Now()
+		_, err := a.Allocate(r)
+		samples = append(samples, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		a.Release(r.ID)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	reportLatency(b, samples)
+}
+
+// BenchmarkRelease: freeing one exclusive container at 50% occupancy.
+func BenchmarkRelease(b *testing.B) {
+	a, rng, _ := halfFull(b)
+	samples := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		r := exclusive(fmt.Sprintf("x%d", i), 1+rng.Intn(8))
+		if _, err := a.Allocate(r); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		a.Release(r.ID)
+		samples = append(samples, time.Since(start))
+	}
+	b.StopTimer()
+	reportLatency(b, samples)
+}
+
+// BenchmarkChurn1000: a 1,000-step random create/remove sequence of
+// exclusive, shared and infra containers on the 384-CPU node, per op.
+func BenchmarkChurn1000(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		a := newAllocator(b, largeNode, `isolatedCPUs: "2-191,194-383"`+"\npools: {shared: {count: 16}, exclusive-non-isolcpus: {enabled: true}}")
+		rng := rand.New(rand.NewSource(int64(i)))
+		var live []string
+		pools := []string{"exclusive", "exclusive", "shared", "infra"}
+		b.StartTimer()
+		for step := 0; step < 1000; step++ {
+			if len(live) > 0 && rng.Intn(2) == 0 {
+				k := rng.Intn(len(live))
+				a.Release(live[k])
+				live = append(live[:k], live[k+1:]...)
+				continue
+			}
+			r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(8))
+			r.Pool = pools[rng.Intn(len(pools))]
+			if _, err := a.Allocate(r); err == nil {
+				live = append(live, r.ID)
+			}
+		}
+	}
+}

@@ -1,0 +1,94 @@
+// Command benchtable reads `go test -bench` output and prints the project's
+// speed and memory figures with their targets (README "Performance").
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+type result struct {
+	nsPerOp, allocs float64
+	metrics         map[string]float64
+}
+
+func main() {
+	results := map[string]result{}
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], "Benchmark")
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			name = name[:i]
+		}
+		r := result{metrics: map[string]float64{}}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			switch f[i+1] {
+			case "ns/op":
+				r.nsPerOp = v
+			case "allocs/op":
+				r.allocs = v
+			default:
+				r.metrics[f[i+1]] = v
+			}
+		}
+		results[name] = r
+	}
+	get := func(name, metric string) (float64, bool) {
+		r, ok := results[name]
+		if !ok {
+			return 0, false
+		}
+		if metric == "ns/op" {
+			return r.nsPerOp, true
+		}
+		if metric == "allocs/op" {
+			return r.allocs, true
+		}
+		v, ok := r.metrics[metric]
+		return v, ok
+	}
+	row := func(what, value, target string) { fmt.Printf("%-58s %-22s %s\n", what, value, target) }
+	fmt.Println()
+	row("FIGURE (one run; medians and p99)", "VALUE", "TARGET")
+	if m, ok := get("ExclusiveDecision", "median-µs"); ok {
+		p99, _ := get("ExclusiveDecision", "p99-µs")
+		al, _ := get("ExclusiveDecision", "allocs/op")
+		row("exclusive decision, 384 CPUs at 50% (median / p99)", fmt.Sprintf("%.1f / %.1f µs", m, p99), "median ≤ 50 µs")
+		row("  allocations per decision", fmt.Sprintf("%.0f", al), "")
+	}
+	if m, ok := get("Release", "median-µs"); ok {
+		p99, _ := get("Release", "p99-µs")
+		row("release (median / p99)", fmt.Sprintf("%.1f / %.1f µs", m, p99), "")
+	}
+	if ns, ok := get("Churn1000", "ns/op"); ok {
+		al, _ := get("Churn1000", "allocs/op")
+		row("1,000-step create/remove churn", fmt.Sprintf("%.1f ms (%.0f allocs)", ns/1e6, al), "")
+	}
+	noop, ok1 := get("CreateContainerRoundTrip/noop", "median-µs")
+	ours, ok2 := get("CreateContainerRoundTrip/cpupool", "median-µs")
+	if ok1 && ok2 {
+		noopP99, _ := get("CreateContainerRoundTrip/noop", "p99-µs")
+		oursP99, _ := get("CreateContainerRoundTrip/cpupool", "p99-µs")
+		row("CreateContainer round trip, no-op plugin (median / p99)", fmt.Sprintf("%.0f / %.0f µs", noop, noopP99), "")
+		row("CreateContainer round trip, nri-cpupool (median / p99)", fmt.Sprintf("%.0f / %.0f µs", ours, oursP99), "")
+		row("  added median latency (ratio)", fmt.Sprintf("%.0f µs (%.2fx)", ours-noop, ours/noop), "≤ 1 ms incl. state write")
+	}
+	if m, ok := get("Synchronize1000", "median-µs"); ok {
+		p99, _ := get("Synchronize1000", "p99-µs")
+		row("Synchronize of 1,000 containers (median / p99)", fmt.Sprintf("%.1f / %.1f ms", m/1e3, p99/1e3), "≤ 200 ms")
+	}
+	if v, ok := get("PluginRSS", "peak-RSS-MiB"); ok {
+		row("plugin process peak RSS, 500 containers, 384 CPUs", fmt.Sprintf("%.1f MiB", v), "≤ 40 MiB")
+	}
+}
