@@ -33,12 +33,13 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff) error 
 	wait := backoff.Initial
 	for {
 		closed := make(chan struct{})
-		s, err := stub.New(p,
-			stub.WithPluginName(PluginName),
-			stub.WithPluginIdx(fmt.Sprintf("%02d", p.cfg.PluginIndex)),
-			stub.WithSocketPath(socket),
-			stub.WithOnClose(func() { close(closed) }),
-		)
+		opts := []stub.Option{stub.WithOnClose(func() { close(closed) })}
+		if !runtimeLaunched() {
+			// A runtime-launched plugin gets its name, index and connection
+			// from the environment the runtime set up.
+			opts = append(opts, stub.WithPluginName(PluginName), stub.WithPluginIdx(fmt.Sprintf("%02d", p.cfg.PluginIndex)), stub.WithSocketPath(socket))
+		}
+		s, err := stub.New(p, opts...)
 		if err != nil {
 			return fmt.Errorf("creating NRI stub: %w", err)
 		}

@@ -6,8 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 	"strings"
+
+	"github.com/containerd/nri/pkg/api"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
@@ -39,6 +42,10 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 // Main runs a subcommand and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 && os.Getenv(api.PluginSocketEnvVar) != "" {
+		// Launched by the runtime from its plugin directory, without arguments.
+		args = []string{"run"}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {

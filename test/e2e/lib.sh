@@ -1,0 +1,235 @@
+# Shared by test/e2e/run.sh and test/e2e/demo.sh: installs the runtime pieces,
+# starts a private containerd with NRI and nri-cpupool, drives pods with
+# crictl, and tears everything down. Facts it relies on: shared/RUNTIME-NOTES.md.
+# shellcheck shell=bash
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+RUNC_VERSION=${RUNC_VERSION:-v1.4.0}
+CRICTL_VERSION=${CRICTL_VERSION:-v1.37.0}
+TOOLS=${E2E_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-e2e/bin}
+IMAGE=docker.io/library/busybox:e2e
+CGROUP_ROOT=${CGROUP_ROOT:-/sys/fs/cgroup}
+CGROUP_PARENT=nri-cpupool-e2e/kubepods
+W=""            # private work directory
+CONTAINERD_PID=""
+PLUGIN_PID=""
+
+say()  { printf '\033[1m==> %s\033[0m\n' "$*"; }
+info() { printf '    %s\n' "$*"; }
+die()  { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
+
+need_root_linux() {
+  [ "$(uname -s)" = Linux ] || die "needs Linux"
+  [ "$(id -u)" = 0 ] || die "needs root (it starts containerd and writes cgroups)"
+}
+
+# install_tools puts containerd, its shim, ctr, runc and crictl in $TOOLS
+# (built with go install once, then reused) and busybox-static on the host.
+install_tools() {
+  mkdir -p "$TOOLS"
+  local want="$CONTAINERD_VERSION $RUNC_VERSION $CRICTL_VERSION"
+  if [ "$(cat "$TOOLS/.versions" 2>/dev/null)" != "$want" ] || \
+     ! [ -x "$TOOLS/containerd" ] || ! [ -x "$TOOLS/containerd-shim-runc-v2" ] || ! [ -x "$TOOLS/ctr" ] || \
+     ! [ -x "$TOOLS/runc" ] || ! [ -x "$TOOLS/crictl" ]; then
+    say "building containerd $CONTAINERD_VERSION, runc $RUNC_VERSION and crictl $CRICTL_VERSION with go install (first run only, a few minutes on 2 cores)"
+    GOBIN=$TOOLS GOFLAGS=-buildvcs=false go install \
+      "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION"
+    info "containerd built"
+    GOBIN=$TOOLS GOFLAGS=-buildvcs=false go install "github.com/opencontainers/runc@$RUNC_VERSION"
+    info "runc built"
+    GOBIN=$TOOLS GOFLAGS=-buildvcs=false go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+    info "crictl built"
+    echo "$want" > "$TOOLS/.versions"
+  fi
+  # The image needs a static busybox (ldd fails on static binaries).
+  if ! [ -x /bin/busybox ] || ldd /bin/busybox >/dev/null 2>&1; then
+    say "installing busybox-static (apt-get)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null
+  fi
+}
+
+# start_runtime starts a containerd whose every path is inside $W.
+start_runtime() {
+  W=$(mktemp -d /tmp/nri-cpupool-e2e.XXXXXX)
+  mkdir -p "$W/nri-plugins" "$W/nri-conf" "$W/logs"
+  export PATH="$TOOLS:$PATH"
+  export CONTAINER_RUNTIME_ENDPOINT="unix://$W/containerd.sock" IMAGE_SERVICE_ENDPOINT="unix://$W/containerd.sock"
+  export CRI_CONFIG_FILE="$W/crictl.yaml"
+  printf 'runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 30\n' "$CONTAINER_RUNTIME_ENDPOINT" "$IMAGE_SERVICE_ENDPOINT" > "$CRI_CONFIG_FILE"
+  cat > "$W/containerd.toml" <<TOML
+version = 3
+root = "$W/root"
+state = "$W/state"
+[grpc]
+  address = "$W/containerd.sock"
+[ttrpc]
+  address = "$W/containerd.sock.ttrpc"
+[plugins.'io.containerd.nri.v1.nri']
+  disable = false
+  socket_path = "$W/nri.sock"
+  plugin_path = "$W/nri-plugins"
+  plugin_config_path = "$W/nri-conf"
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+  BinaryName = "$TOOLS/runc"
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = "$IMAGE"
+TOML
+  launch_containerd
+  say "importing the busybox image"
+  (cd "$REPO" && go run ./tools/mkimage -busybox /bin/busybox -name "$IMAGE" -out "$W/busybox.tar")
+  ctr --address "$W/containerd.sock" -n k8s.io images import "$W/busybox.tar" >/dev/null
+}
+
+launch_containerd() {
+  "$TOOLS/containerd" --config "$W/containerd.toml" >>"$W/containerd.log" 2>&1 &
+  CONTAINERD_PID=$!
+  local i
+  for i in $(seq 1 100); do
+    crictl version >/dev/null 2>&1 && return 0
+    kill -0 "$CONTAINERD_PID" 2>/dev/null || { tail -20 "$W/containerd.log"; die "containerd exited"; }
+    sleep 0.2
+  done
+  die "containerd did not answer on $W/containerd.sock"
+}
+
+restart_containerd() {
+  kill "$CONTAINERD_PID"; wait "$CONTAINERD_PID" 2>/dev/null || true
+  launch_containerd
+}
+
+# pool_of CONFIG POOL: the pool's cpuset on this machine, from `topology --json`.
+pool_of() {
+  "$REPO/bin/nri-cpupool" topology --json --config "$1" | sed -n "s/^    \"$2\": \"\(.*\)\",\{0,1\}\$/\1/p" | head -1
+}
+
+stop_plugin() {
+  [ -n "$PLUGIN_PID" ] || return 0
+  kill "${1:--TERM}" "$PLUGIN_PID" 2>/dev/null
+  wait "$PLUGIN_PID" 2>/dev/null || true
+  PLUGIN_PID=""
+}
+
+# start_plugin CONFIG_FILE: runs bin/nri-cpupool as an external plugin.
+start_plugin() {
+  "$REPO/bin/nri-cpupool" run --config "$1" --nri-socket "$W/nri.sock" --state-file "$W/state/nri-cpupool.json" \
+    --log-level debug >>"$W/plugin.log" 2>&1 &
+  PLUGIN_PID=$!
+  wait_for_log "synchronized" "$(log_count synchronized)"
+}
+
+# log_count PATTERN: how many plugin log lines match.
+log_count() {
+  local n
+  n=$(grep -c "$1" "$W/plugin.log" 2>/dev/null)
+  echo "${n:-0}"
+}
+
+# wait_for_log PATTERN COUNT: waits until the plugin log has more than COUNT matches.
+wait_for_log() {
+  local i
+  for i in $(seq 1 150); do
+    [ "$(log_count "$1")" -gt "${2:-0}" ] && return 0
+    sleep 0.1
+  done
+  die "the plugin log never said '$1'"
+}
+
+# run_pod NAME NAMESPACE QOS ANNOTATIONS_JSON: prints the pod sandbox id.
+run_pod() {
+  local name=$1 ns=$2 qos=$3 ann=${4:-"{}"} parent
+  # A private parent keeps the test's cgroups apart from a kubelet's.
+  parent="/$CGROUP_PARENT/poduid-$name"
+  [ "$qos" = guaranteed ] || parent="/$CGROUP_PARENT/$qos/poduid-$name"
+  cat > "$W/pod-$name.json" <<JSON
+{"metadata": {"name": "$name", "namespace": "$ns", "uid": "uid-$name", "attempt": 0},
+ "annotations": $ann,
+ "log_directory": "$W/logs/$name",
+ "linux": {"cgroup_parent": "$parent", "security_context": {"namespace_options": {"network": 2}}}}
+JSON
+  crictl runp "$W/pod-$name.json"
+}
+
+# create_ctr POD_ID POD_NAME CTR_NAME MILLICPU: creates and starts a container
+# whose request is MILLICPU (as the kubelet passes it: shares, and a quota
+# as the limit); prints its id.
+create_ctr() {
+  local pod=$1 podname=$2 name=$3 milli=$4 shares quota
+  shares=$(( milli * 1024 / 1000 )); [ "$shares" -ge 2 ] || shares=2
+  quota=$(( milli * 100 )); [ "$milli" -gt 0 ] || quota=0
+  cat > "$W/ctr-$podname-$name.json" <<JSON
+{"metadata": {"name": "$name"}, "image": {"image": "$IMAGE"}, "command": ["/bin/sleep", "inf"],
+ "log_path": "$name.log",
+ "linux": {"resources": {"cpu_shares": $shares, "cpu_quota": $quota, "cpu_period": 100000}}}
+JSON
+  local id
+  id=$(crictl create "$pod" "$W/ctr-$podname-$name.json" "$W/pod-$podname.json") || return 1
+  crictl start "$id" >/dev/null || return 1
+  echo "$id"
+}
+
+# cgroup_of ID: the container's (or sandbox's) cpuset cgroup directory.
+cgroup_of() {
+  local path
+  path=$(crictl inspect -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1" 2>/dev/null) || \
+    path=$(crictl inspectp -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1")
+  if [ -d "$CGROUP_ROOT/cpuset" ]; then echo "$CGROUP_ROOT/cpuset$path"; else echo "$CGROUP_ROOT$path"; fi
+}
+
+cpus_of()  { cat "$(cgroup_of "$1")/cpuset.cpus"; }
+mems_of()  { cat "$(cgroup_of "$1")/cpuset.mems"; }
+pid_of()   { crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null || crictl inspectp -o go-template --template '{{.info.pid}}' "$1"; }
+allowed_of() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/$(pid_of "$1")/status"; }
+
+report() {
+  [ -n "$W" ] || return 0
+  echo "---------- plugin log (last 40 lines) ----------"
+  tail -40 "$W/plugin.log" 2>/dev/null
+  echo "---------- containerd log (last 25 lines) ----------"
+  tail -25 "$W/containerd.log" 2>/dev/null
+  echo "---------- cgroup cpusets ----------"
+  find "$CGROUP_ROOT/cpuset/nri-cpupool-e2e" "$CGROUP_ROOT/nri-cpupool-e2e" -name cpuset.cpus 2>/dev/null | while read -r f; do
+    printf '%s: %s\n' "$f" "$(cat "$f")"
+  done
+  echo "---------- state ----------"
+  cat "$W/state/nri-cpupool.json" 2>/dev/null | head -c 3000; echo
+}
+
+# teardown removes pods, stops everything it started and leaves no process,
+# mount or cgroup behind.
+teardown() {
+  [ -n "$W" ] || return 0
+  if [ -n "$CONTAINERD_PID" ] && kill -0 "$CONTAINERD_PID" 2>/dev/null; then
+    timeout 60 crictl rmp -fa >/dev/null 2>&1 || true
+  fi
+  [ -n "$PLUGIN_PID" ] && kill "$PLUGIN_PID" 2>/dev/null
+  [ -n "$CONTAINERD_PID" ] && kill "$CONTAINERD_PID" 2>/dev/null
+  wait 2>/dev/null
+  # Shims and anything else started with a path inside $W (not this shell,
+  # which may itself be $W/stop.sh).
+  local i p left
+  for i in $(seq 1 50); do
+    left=""
+    for p in $(pgrep -f "$W/"); do
+      [ "$p" = "$$" ] || [ "$p" = "${BASHPID:-$$}" ] || { kill -9 "$p" 2>/dev/null; left="$left $p"; }
+    done
+    [ -z "$left" ] && break
+    sleep 0.1
+  done
+  [ -n "$left" ] && echo "teardown: processes$left are still running" >&2
+  grep " $W/" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+  local d
+  grep -q " $W/" /proc/mounts && echo "teardown: mounts under $W remain" >&2
+  for d in "$CGROUP_ROOT"/*/nri-cpupool-e2e "$CGROUP_ROOT/nri-cpupool-e2e"; do
+    [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
+  done
+  rm -rf "$W"
+  W=""
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# End-to-end suite: a real containerd 2.x with NRI, real runc and real cgroups,
+# with bin/nri-cpupool as an external plugin. Asserts on the containers'
+# cgroup cpusets and their processes' Cpus_allowed_list. Run as root:
+#   make e2e
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+
+PASSED=0 FAILED=0
+check() { # check WHAT ACTUAL EXPECTED
+  if [ "$2" = "$3" ]; then PASSED=$((PASSED + 1)); printf '  ok    %s (%s)\n' "$1" "$2"
+  else FAILED=$((FAILED + 1)); printf '  FAIL  %s: got "%s", want "%s"\n' "$1" "$2" "$3"; fi
+}
+check_contains() { # check_contains WHAT TEXT NEEDLE
+  case "$2" in *"$3"*) PASSED=$((PASSED + 1)); printf '  ok    %s\n' "$1" ;;
+  *) FAILED=$((FAILED + 1)); printf '  FAIL  %s: "%s" does not contain "%s"\n' "$1" "$2" "$3" ;; esac
+}
+
+finish() {
+  local rc=$?
+  if [ "$FAILED" -gt 0 ] || [ "$rc" -ne 0 ]; then report; fi
+  teardown
+  echo
+  echo "e2e: $PASSED passed, $FAILED failed"
+  [ "$FAILED" -eq 0 ] && [ "$rc" -eq 0 ] || exit 1
+}
+trap finish EXIT
+
+need_root_linux
+install_tools
+start_runtime
+ONLINE=$(cat /sys/devices/system/cpu/online)
+LAST=$(echo "$ONLINE" | tr ',' '\n' | tail -1 | sed 's/.*-//')
+say "machine: CPUs $ONLINE; CPU $LAST plays the isolated CPU (no isolcpus on our machines)"
+
+# ---------------------------------------------------------------- exclusive
+cat > "$W/exclusive.yaml" <<YAML
+isolatedCPUs: "$LAST"
+pools:
+  exclusive: {cpus: "$LAST"}
+allowedNamespaces:
+  exclusive: [telco]
+YAML
+INFRA=$(pool_of "$W/exclusive.yaml" infra)
+say "phase 1: exclusive CPU $LAST, infra $INFRA"
+start_plugin "$W/exclusive.yaml"
+
+WEB=$(run_pod web default burstable) || die "run pod web"
+WEB_APP=$(create_ctr "$WEB" web app 500) || die "create web/app"
+check "infra container cpuset" "$(cpus_of "$WEB_APP")" "$INFRA"
+check "infra container Cpus_allowed_list" "$(allowed_of "$WEB_APP")" "$INFRA"
+check "web pause container pinned to infra" "$(cpus_of "$WEB")" "$INFRA"
+
+DPDK=$(run_pod dpdk telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod dpdk"
+FWD=$(create_ctr "$DPDK" dpdk fwd 1000) || die "create dpdk/fwd"
+check "exclusive container cpuset" "$(cpus_of "$FWD")" "$LAST"
+NODE=$(ls -d /sys/devices/system/cpu/cpu"$LAST"/node* 2>/dev/null | sed 's/.*node//' | head -1)
+check "exclusive container cpuset.mems" "$(mems_of "$FWD")" "${NODE:-0}"
+check "exclusive container Cpus_allowed_list" "$(allowed_of "$FWD")" "$LAST"
+check "exclusive pod's pause container on infra" "$(cpus_of "$DPDK")" "$INFRA"
+check "pause process Cpus_allowed_list" "$(allowed_of "$DPDK")" "$INFRA"
+check "CPUPOOL_CPUS in the container" "$(crictl exec "$FWD" /bin/sh -c 'echo $CPUPOOL_CPUS:$CPUPOOL_POOL')" "$LAST:exclusive"
+
+say "pool full: a second exclusive pod fails, nothing else changes"
+FULL=$(run_pod full telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod full"
+OUT=$(create_ctr "$FULL" full c 1000 2>&1) && die "creating a container in a full pool succeeded: $OUT"
+check_contains "full pool: the plugin's message reaches the user" "$OUT" "nri-cpupool: pool exclusive cannot fit container telco/full/c"
+check "full pool: exclusive container unchanged" "$(cpus_of "$FWD")" "$LAST"
+check "full pool: infra container unchanged" "$(cpus_of "$WEB_APP")" "$INFRA"
+crictl rmp -f "$FULL" >/dev/null
+
+say "bad annotations fail creation with a clear message"
+BAD=$(run_pod bad telco guaranteed '{"pool.cpupool.dev": "turbo"}') || die "run pod bad"
+OUT=$(create_ctr "$BAD" bad c 1000 2>&1) && die "a bad annotation was accepted: $OUT"
+check_contains "unknown pool" "$OUT" 'unknown pool; use one of exclusive, shared, infra, exclusive-non-isolcpus'
+crictl rmp -f "$BAD" >/dev/null
+TENANT=$(run_pod tenant web guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod tenant"
+OUT=$(create_ctr "$TENANT" tenant c 1000 2>&1) && die "an unauthorized namespace got exclusive CPUs: $OUT"
+check_contains "namespace not allowed" "$OUT" 'may not use pool exclusive (allowedNamespaces.exclusive: [telco])'
+crictl rmp -f "$TENANT" >/dev/null
+
+say "kill -9 of the plugin and restart: no running container moves"
+stop_plugin -KILL
+start_plugin "$W/exclusive.yaml"
+check "after plugin restart: exclusive" "$(cpus_of "$FWD")" "$LAST"
+check "after plugin restart: infra" "$(cpus_of "$WEB_APP")" "$INFRA"
+check "after plugin restart: state lists 2 containers" "$("$REPO/bin/nri-cpupool" status --state-file "$W/state/nri-cpupool.json" | tail -1)" "2 containers"
+
+say "containerd restart: the plugin reconnects by itself, no container moves"
+REG=$(log_count "registered with the runtime")
+SYN=$(log_count "synchronized")
+restart_containerd
+wait_for_log "registered with the runtime" "$REG"
+wait_for_log "synchronized" "$SYN"
+check "plugin process survived the runtime restart" "$(kill -0 "$PLUGIN_PID" && echo alive)" "alive"
+check "after containerd restart: exclusive" "$(cpus_of "$FWD")" "$LAST"
+check "after containerd restart: infra" "$(cpus_of "$WEB_APP")" "$INFRA"
+AFTER=$(run_pod after default besteffort) || die "run pod after"
+AFTER_APP=$(create_ctr "$AFTER" after app 0) || die "create after/app"
+check "after containerd restart: new containers are pinned" "$(cpus_of "$AFTER_APP")" "$INFRA"
+
+say "corrupt state file at start: moved aside, rebuilt from the runtime"
+stop_plugin -KILL
+echo '{"schemaVersion": 1, "checksum": "sha256:0", "sta' > "$W/state/nri-cpupool.json"
+start_plugin "$W/exclusive.yaml"
+check "corrupt state kept for inspection" "$(ls "$W"/state/nri-cpupool.json.corrupt-* 2>/dev/null | wc -l)" "1"
+check "after corrupt state: exclusive" "$(cpus_of "$FWD")" "$LAST"
+check "after corrupt state: infra" "$(cpus_of "$WEB_APP")" "$INFRA"
+check "after corrupt state: rebuilt state" "$("$REPO/bin/nri-cpupool" status --state-file "$W/state/nri-cpupool.json" | grep -c ' exclusive ')" "1"
+
+say "pod removal returns its CPUs"
+crictl stopp "$DPDK" >/dev/null && crictl rmp "$DPDK" >/dev/null
+NEXT=$(run_pod next telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod next"
+NEXT_C=$(create_ctr "$NEXT" next c 1000) || die "create next/c after the removal"
+check "freed CPU handed out again" "$(cpus_of "$NEXT_C")" "$LAST"
+crictl rmp -fa >/dev/null
+stop_plugin
+
+# ---------------------------------------------------------------- shared
+cat > "$W/shared.yaml" <<YAML
+isolatedCPUs: "$LAST"
+pools:
+  shared: {cpus: "$LAST"}
+YAML
+rm -f "$W"/state/nri-cpupool.json*
+say "phase 2: shared CPU $LAST"
+start_plugin "$W/shared.yaml"
+SH=$(run_pod logs default burstable '{"pool.cpupool.dev": "shared"}') || die "run pod logs"
+SH1=$(create_ctr "$SH" logs a 200) || die "create logs/a"
+SH2=$(create_ctr "$SH" logs b 200) || die "create logs/b"
+check "shared container a" "$(cpus_of "$SH1")" "$LAST"
+check "shared container b shares it" "$(cpus_of "$SH2")" "$LAST"
+check "shared pod's pause container on infra" "$(cpus_of "$SH")" "$(pool_of "$W/shared.yaml" infra)"
+crictl rmp -fa >/dev/null
+stop_plugin
+
+# ---------------------------------------------------------------- exclusive-non-isolcpus
+RESERVED=$(pool_of "$W/shared.yaml" infra)
+cat > "$W/eni.yaml" <<YAML
+reservedCPUs: "$RESERVED"
+pools:
+  exclusive-non-isolcpus: {enabled: true}
+YAML
+rm -f "$W"/state/nri-cpupool.json*
+say "phase 3: exclusive-non-isolcpus lends CPU $LAST out of infra $ONLINE"
+start_plugin "$W/eni.yaml"
+WEB3=$(run_pod web3 default burstable) || die "run pod web3"
+WEB3_APP=$(create_ctr "$WEB3" web3 app 500) || die "create web3/app"
+check "infra before" "$(cpus_of "$WEB3_APP")" "$ONLINE"
+ENI=$(run_pod eni telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod eni"
+ENI_C=$(create_ctr "$ENI" eni c 1000) || die "create eni/c"
+check "exclusive-non-isolcpus container" "$(cpus_of "$ENI_C")" "$LAST"
+check "infra container followed the shrink" "$(cpus_of "$WEB3_APP")" "$RESERVED"
+check "infra process followed the shrink" "$(allowed_of "$WEB3_APP")" "$RESERVED"
+check "infra pause container followed the shrink" "$(cpus_of "$WEB3")" "$RESERVED"
+crictl stopp "$ENI" >/dev/null && crictl rmp "$ENI" >/dev/null
+check "infra grows back after the removal" "$(cpus_of "$WEB3_APP")" "$ONLINE"
+check "infra pause container grows back" "$(cpus_of "$WEB3")" "$ONLINE"
+check "plugin peak RSS under 40 MiB" "$(awk '/VmHWM/ {print ($2 < 40960) ? "yes" : "no: " $2 " kB"}' "/proc/$PLUGIN_PID/status")" "yes"
