@@ -226,12 +226,33 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 	}
 	cp := as
 	if cp.Pool == config.PoolShared || cp.Pool == config.PoolInfra {
-		// Members of a shared pool follow the pool as it is now.
-		cp.CPUs = a.PoolCPUs(cp.Pool)
-		cp.Mems = a.memsFor(cp.CPUs)
+		// Members of a shared pool follow the pool as it is now, unless the
+		// pool no longer exists: then they stay where they run.
+		if now := a.PoolCPUs(cp.Pool); !now.IsEmpty() {
+			cp.CPUs = now
+			cp.Mems = a.memsFor(cp.CPUs)
+		} else if problem == nil {
+			problem = fmt.Errorf("container %s: pool %s has no CPUs as now configured; it stays on %s", as.ID, as.Pool, as.CPUs)
+		}
 	}
 	res := a.commit(&cp)
 	return res, problem
+}
+
+// Adopt takes in a running container the allocator has no record of (it
+// was created while the plugin was away, or the state was lost). If it
+// already runs on a free exclusive set of the requested size — an earlier
+// decision of ours — it stays there; otherwise it is placed like a new one.
+// Kept tells which happened.
+func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
+	if config.IsExclusivePool(req.Pool) && current.Size() > 0 && current.Size() == CPUsFor(req.MilliCPU) {
+		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current}
+		if res, err := a.Restore(as, false); err == nil {
+			return res, true, nil
+		}
+	}
+	res, err = a.Allocate(req)
+	return res, false, err
 }
 
 // PoolCPUs returns a pool's current cpuset: infra shrinks while

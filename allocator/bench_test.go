@@ -3,9 +3,10 @@ package allocator
 import (
 	"fmt"
 	"math/rand"
-	"sort"
 	"testing"
 	"time"
+
+	"github.com/cpupool/nri-cpupool/internal/benchutil"
 )
 
 // largeNode is the 384-CPU, 8-NUMA fixture with all but one core exclusive.
@@ -22,14 +23,6 @@ func halfFull(b *testing.B) (*Allocator, *rand.Rand, []string) {
 		}
 	}
 	return a, rng, live
-}
-
-// reportLatency adds median and p99 of the samples to the benchmark line.
-func reportLatency(b *testing.B, samples []time.Duration) {
-	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
-	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-	b.ReportMetric(us(samples[len(samples)/2]), "median-µs")
-	b.ReportMetric(us(samples[len(samples)*99/100]), "p99-µs")
 }
 
 // BenchmarkExclusiveDecision: one exclusive placement (1-8 CPUs) on the
@@ -53,7 +46,7 @@ func BenchmarkExclusiveDecision(b *testing.B) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	reportLatency(b, samples)
+	benchutil.ReportLatency(b, samples)
 }
 
 // BenchmarkRelease: freeing one exclusive container at 50% occupancy.
@@ -74,7 +67,7 @@ func BenchmarkRelease(b *testing.B) {
 		samples = append(samples, time.Since(start))
 	}
 	b.StopTimer()
-	reportLatency(b, samples)
+	benchutil.ReportLatency(b, samples)
 }
 
 // BenchmarkChurn1000: a 1,000-step random create/remove sequence of

@@ -313,3 +313,31 @@ func checkInvariants(t *testing.T, a *Allocator) {
 	require.Equal(t, l.Online, exclusiveNow.Union(l.Shared).Union(a.PoolCPUs(config.PoolInfra)), "pools add up to the online CPUs")
 	require.GreaterOrEqual(t, a.PoolCPUs(config.PoolInfra).Size(), min(l.MinInfraCPUs, l.Infra.Size()))
 }
+
+func TestAdopt(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	_, err := a.Allocate(exclusive("other", 2)) // takes 2,42
+	require.NoError(t, err)
+
+	res, kept, err := a.Adopt(exclusive("ours", 2), set(t, "3,43"))
+	require.NoError(t, err)
+	assert.True(t, kept, "a free set of the right size is our earlier decision: it stays")
+	assert.Equal(t, "3,43", res.Assignment.CPUs.String())
+
+	res, kept, err = a.Adopt(exclusive("clash", 2), set(t, "2,42"))
+	require.NoError(t, err)
+	assert.False(t, kept, "CPUs held by another container: placed anew")
+	assert.True(t, res.Assignment.CPUs.Intersection(set(t, "2-3,42-43")).IsEmpty())
+
+	res, kept, err = a.Adopt(exclusive("wrongsize", 2), set(t, "0-79"))
+	require.NoError(t, err)
+	assert.False(t, kept, "an unpinned container is placed")
+	assert.Equal(t, 2, res.Assignment.CPUs.Size())
+}
+
+func TestRestoreKeepsMembersOfAVanishedPool(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"")
+	res, err := a.Restore(Assignment{ID: "s", Pool: config.PoolShared, CPUs: set(t, "2,10")}, true)
+	assert.ErrorContains(t, err, "pool shared has no CPUs as now configured")
+	assert.Equal(t, "2,10", res.Assignment.CPUs.String(), "never moved to an empty cpuset")
+}

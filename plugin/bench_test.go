@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/benchutil"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -84,7 +85,7 @@ func BenchmarkCreateContainerRoundTrip(b *testing.B) {
 				b.StartTimer()
 			}
 			b.StopTimer()
-			reportLatency(b, samples)
+			benchutil.ReportLatency(b, samples)
 		})
 	}
 }
@@ -149,7 +150,7 @@ func BenchmarkSynchronize1000(b *testing.B) {
 		samples = append(samples, time.Since(start))
 	}
 	b.StopTimer()
-	reportLatency(b, samples)
+	benchutil.ReportLatency(b, samples)
 }
 
 // BenchmarkPluginRSS builds the real binary, runs it against the runtime

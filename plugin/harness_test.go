@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -329,12 +328,4 @@ func mustParse(s string) cpuset.CPUSet {
 		panic(err)
 	}
 	return set
-}
-
-// reportLatency adds median and p99 of the samples to the benchmark line.
-func reportLatency(b *testing.B, samples []time.Duration) {
-	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
-	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-	b.ReportMetric(us(samples[len(samples)/2]), "median-µs")
-	b.ReportMetric(us(samples[len(samples)*99/100]), "p99-µs")
 }

@@ -200,30 +200,28 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
 	}
 }
 
-// adoptUnknown handles a container the state does not know: created while
-// the plugin was away, or the state was lost. If it already runs on a
-// fitting, free exclusive set (our earlier choice), it stays; otherwise it
-// is placed and updated.
+// adoptUnknown handles a container the state does not know (created while
+// the plugin was away, or the state was lost) and returns the update that
+// pins it, if it must move.
 func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.ContainerUpdate {
 	info := p.toContainer(pod, c)
+	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
 	req, err := p.policy.Request(info, p.resolveDevice)
 	if err != nil {
-		p.log.Errorf("synchronize: container %s/%s/%s not pinned: %v", info.Pod.Namespace, info.Pod.Name, info.Name, err)
+		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
 		return nil
 	}
-	if cur, ok := currentCPUs(c); ok && config.IsExclusivePool(req.Pool) && cur.Size() == allocator.CPUsFor(req.MilliCPU) {
-		a := allocator.Assignment{ID: c.GetId(), Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: cur}
-		if _, err := p.alloc.Restore(a, false); err == nil {
-			return nil
-		}
-	}
-	res, err := p.alloc.Allocate(req)
-	if err != nil {
-		p.log.Errorf("synchronize: container %s/%s/%s not pinned: %v", info.Pod.Namespace, info.Pod.Name, info.Name, err)
+	current, _ := currentCPUs(c)
+	res, kept, err := p.alloc.Adopt(req, current)
+	switch {
+	case err != nil:
+		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
 		return nil
-	}
-	if config.IsExclusivePool(req.Pool) {
-		p.log.Infof("synchronize: placed container %s/%s/%s created while away on %s CPUs %s", info.Pod.Namespace, info.Pod.Name, info.Name, req.Pool, res.Assignment.CPUs)
+	case kept:
+		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
+		return nil
+	case config.IsExclusivePool(req.Pool):
+		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
 		return cpuUpdate(res.Assignment, p.cfg.PinMemory)
 	}
 	return nil // shared/infra members are updated by the caller if needed
