@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/config"
 )
 
 func TestBuildLayout(t *testing.T) {
@@ -87,7 +89,9 @@ func TestBuildLayoutProblems(t *testing.T) {
 		{"splits siblings", "desktop-8c16t", "isolatedCPUs: \"2-7\"", "pools.exclusive", "splits the hyperthreads", true},
 		{"not isolated", "desktop-8c16t", "pools: {exclusive: {cpus: \"2,10\"}}", "pools.exclusive.cpus", "not isolated", true},
 		{"leftover isolated", "xeon-2s-interleaved", "pools: {exclusive: {count: 4}}", "pools", "in neither exclusive nor shared", true},
-		{"offline kernel isolated", "server-offline-isolcpus", "isolatedCPUs: \"2-7\"", "isolatedCPUs", "offline", false},
+		{"offline CPU in isolatedCPUs", "server-offline-isolcpus", "isolatedCPUs: \"2-7\"", "isolatedCPUs", "CPUs 7 are offline", false},
+		{"kernel isolates an offline CPU", "server-offline-isolcpus", "", "isolatedCPUs", "the kernel isolates offline CPUs 7; they are ignored", true},
+		{"exclusive overlaps reserved", "desktop-8c16t", "reservedCPUs: \"2\"\npools: {exclusive: {cpus: \"2-3\"}}", "pools.exclusive.cpus", "overlaps reservedCPUs on CPUs 2", false},
 		{"eni with nothing to lend", "vm-2cpu", "isolatedCPUs: \"1\"\npools: {exclusive-non-isolcpus: {enabled: true}}", "pools.exclusive-non-isolcpus", "no CPU to lend", true},
 	}
 	for _, tc := range tests {
@@ -102,4 +106,15 @@ func TestBuildLayoutProblems(t *testing.T) {
 			assert.True(t, found, "want a %v at %s containing %q, got %v", map[bool]string{true: "warning", false: "error"}[tc.warning], tc.key, tc.contains, problems)
 		})
 	}
+}
+
+// TestBuildLayoutUncheckedConfig: a config that skipped Check (built in
+// code) still gets a clear error rather than a panic.
+func TestBuildLayoutUncheckedConfig(t *testing.T) {
+	cfg := config.Default()
+	cfg.ReservedCPUs = "0-"
+	_, problems := BuildLayout(topology(t, "desktop-8c16t"), cfg)
+	require.True(t, problems.HasErrors())
+	assert.Equal(t, "reservedCPUs", problems.Errors()[0].Key)
+	assert.Contains(t, problems.Errors()[0].Message, `malformed CPU list "0-"`)
 }

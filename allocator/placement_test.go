@@ -10,6 +10,8 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/sysfs"
+	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
 // allIsolated makes every CPU but the first core exclusive, so placement
@@ -340,4 +342,60 @@ func TestRestoreKeepsMembersOfAVanishedPool(t *testing.T) {
 	res, err := a.Restore(Assignment{ID: "s", Pool: config.PoolShared, CPUs: set(t, "2,10")}, true)
 	assert.ErrorContains(t, err, "pool shared has no CPUs as now configured")
 	assert.Equal(t, "2,10", res.Assignment.CPUs.String(), "never moved to an empty cpuset")
+}
+
+// TestPlacementRulesOnEveryFixture checks the rules on every machine shape
+// with an empty pool: a request that one NUMA node can hold uses one node;
+// a request of whole cores splits none; a request one L3 group can hold
+// uses one group; and the devices' node is chosen when it can hold it.
+func TestPlacementRulesOnEveryFixture(t *testing.T) {
+	for _, name := range fixture.Names(t) {
+		t.Run(name, func(t *testing.T) {
+			topo := topology(t, name)
+			// Every online CPU but CPU 0's core is exclusive.
+			cpu0, _ := topo.CPU(0)
+			pool := topo.Online.Difference(cpu0.Siblings)
+			if pool.IsEmpty() {
+				t.Skip("no CPU left for an exclusive pool")
+			}
+			cfg := fmt.Sprintf("pools: {exclusive: {cpus: %q}}", pool.String())
+			x := newIndex(topo)
+			minNode, minL3 := pool.Size(), pool.Size()
+			for _, n := range topo.NUMANodes {
+				if c := n.CPUs.Intersection(pool).Size(); c > 0 {
+					minNode = min(minNode, c)
+				}
+			}
+			for _, g := range topo.L3Groups() {
+				if c := topo.CPUsWhere(func(c sysfs.CPU) bool { return c.L3 == g }).Intersection(pool).Size(); c > 0 {
+					minL3 = min(minL3, c)
+				}
+			}
+			for n := 1; n <= pool.Size(); n++ {
+				a := newAllocator(t, name, cfg)
+				res, err := a.Allocate(exclusive("x", n))
+				require.NoError(t, err, "%d CPUs", n)
+				s := measure(topo, res.Assignment.CPUs)
+				require.Equal(t, n, res.Assignment.CPUs.Size())
+				if n <= minNode {
+					assert.Equal(t, 1, s.numaNodes, "%d CPUs fit one NUMA node: %s", n, res.Assignment.CPUs)
+				}
+				if n <= minL3 {
+					assert.Equal(t, 1, s.l3Groups, "%d CPUs fit one L3 group: %s", n, res.Assignment.CPUs)
+				}
+				if n%x.threadsPerCore == 0 && n <= minNode {
+					assert.Equal(t, 0, s.splitCores, "%d CPUs are whole cores: %s", n, res.Assignment.CPUs)
+				}
+			}
+			if len(topo.NUMANodes) > 1 {
+				last := topo.NUMANodes[len(topo.NUMANodes)-1]
+				a := newAllocator(t, name, cfg)
+				r := exclusive("dev", 2)
+				r.PreferNUMA = cpuset.New(last.ID)
+				res, err := a.Allocate(r)
+				require.NoError(t, err)
+				assert.True(t, res.Assignment.CPUs.IsSubsetOf(last.CPUs), "device on node %d: got %s", last.ID, res.Assignment.CPUs)
+			}
+		})
+	}
 }

@@ -199,3 +199,27 @@ func TestConcurrentCreatesNeverOverlap(t *testing.T) {
 		seen = seen.Union(cpus)
 	}
 }
+
+func TestRestartedContainerGetsItsCPUsBack(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	startPlugin(t, f, desktop, statePath(f))
+	var pods []*api.PodSandbox
+	var ctrs []*api.Container
+	for _, name := range []string{"a", "b", "c"} {
+		pod := f.runPod(podSpec{name: name, namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+		ctr, _, err := f.createContainer(pod, "c", 2000)
+		require.NoError(t, err)
+		pods, ctrs = append(pods, pod), append(ctrs, ctr)
+	}
+	require.Equal(t, "5,13", f.cpus(ctrs[1]))
+	// a and b stop; a fresh placement would now take a's lower CPUs 4,12.
+	f.stopContainer(ctrs[0])
+	f.stopContainer(ctrs[1])
+
+	// The kubelet restarts b's container with a new id and the same name.
+	restarted := &api.Container{Id: "ctr-b-c-restarted", PodSandboxId: pods[1].Id, Name: "c", State: api.ContainerState_CONTAINER_CREATED,
+		Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(2048)}}}}
+	resp, err := f.r.CreateContainer(t.Context(), &api.CreateContainerRequest{Pod: pods[1], Container: restarted})
+	require.NoError(t, err)
+	assert.Equal(t, "5,13", resp.Adjust.Linux.Resources.Cpu.Cpus, "its previous CPUs, not the lowest free ones")
+}

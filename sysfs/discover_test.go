@@ -73,7 +73,7 @@ func TestDiscoverFixtures(t *testing.T) {
 		{fixture: "xeon-1s-nosmt", online: "0-15", offline: "16-31", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 16,
 			cpus: []cpuFact{{id: 5, socket: 0, numa: 0, siblings: "5", l3CPUsWith: 6}}},
 		{fixture: "server-offline-isolcpus", online: "0-6,8-14,16-30", offline: "7,15,31",
-			isolated: "2-6,18-22", isolatedSource: "cmdline isolcpus=", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 15, smtActive: true,
+			isolated: "2-7,18-23", isolatedSource: "cmdline isolcpus=", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 15, smtActive: true,
 			cpus: []cpuFact{
 				{id: 23, socket: 0, numa: 0, siblings: "23", l3CPUsWith: 0},
 				{id: 2, socket: 0, numa: 0, siblings: "2,18", l3CPUsWith: 0},

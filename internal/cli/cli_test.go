@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -53,6 +54,23 @@ func TestTopologyOnEveryFixture(t *testing.T) {
 			}
 			assert.Contains(t, r.Pools["infra"], "0")
 		})
+	}
+}
+
+func TestValidateOnEveryFixtureAndThisMachine(t *testing.T) {
+	cfg := writeFile(t, "reservedCPUs: \"0\"\npools: {exclusive-non-isolcpus: {enabled: true}}\n")
+	for _, name := range fixture.Names(t) {
+		code, out, errOut := run(t, "validate", "--sysfs-root", fixture.Root(t, name), "--config", cfg)
+		assert.Equal(t, 0, code, "%s: %s", name, errOut)
+		assert.Contains(t, out, "valid for this node", name)
+	}
+	if runtime.GOOS == "linux" {
+		code, out, errOut := run(t, "validate", "--sysfs-root", "/", "--config", "../../packaging/config.yaml")
+		assert.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "valid for this node")
+		code, out, errOut = run(t, "topology", "--sysfs-root", "/", "--json")
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, `"cpus"`)
 	}
 }
 
