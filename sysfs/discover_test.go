@@ -28,7 +28,7 @@ func TestDiscoverFixtures(t *testing.T) {
 		l3CPUsWith       int // another CPU expected in the same L3 group, -1 for none
 		baseFreqKHz      int64
 	}
-	tests := []struct {
+	type discoveryCase struct {
 		fixture        string
 		online         string
 		offline        string
@@ -40,7 +40,8 @@ func TestDiscoverFixtures(t *testing.T) {
 		cores          int
 		smtActive      bool
 		cpus           []cpuFact
-	}{
+	}
+	tests := []discoveryCase{
 		{fixture: "vm-2cpu", online: "0-1", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 2,
 			cpus: []cpuFact{{id: 1, socket: 0, numa: 0, siblings: "1", l3CPUsWith: 0}}},
 		{fixture: "desktop-8c16t", online: "0-15", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 8, smtActive: true,
@@ -80,19 +81,7 @@ func TestDiscoverFixtures(t *testing.T) {
 			}},
 	}
 	// The kubelet CPU manager's own test topologies, for comparing placements.
-	tests = append(tests, []struct {
-		fixture        string
-		online         string
-		offline        string
-		isolated       string
-		isolatedSource string
-		sockets        int
-		numaNodes      int
-		l3Groups       int
-		cores          int
-		smtActive      bool
-		cpus           []cpuFact
-	}{
+	tests = append(tests, []discoveryCase{
 		{fixture: "kubelet-single-socket-ht", online: "0-7", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 4, smtActive: true,
 			cpus: []cpuFact{{id: 1, numa: 0, siblings: "1,5", l3CPUsWith: 0}}},
 		{fixture: "kubelet-dual-socket-ht", online: "0-11", sockets: 2, numaNodes: 2, l3Groups: 2, cores: 6, smtActive: true,

@@ -2,6 +2,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -128,4 +129,11 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// printJSON writes v indented, for the commands' --json output.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -46,9 +45,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	}
 	results := runner.Run(file)
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return printJSON(stdout, struct {
 			Steps []simulate.Result `json:"steps"`
 		}{results})
 	}

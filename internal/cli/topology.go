@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -93,9 +92,7 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 	}
 	report := buildTopologyReport(topo, layout, problems)
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
+		return printJSON(stdout, report)
 	}
 	printTopology(stdout, topo, report)
 	if problems.HasErrors() {
