@@ -61,6 +61,11 @@ check "exclusive pod's pause container on infra" "$(cpus_of "$DPDK")" "$INFRA"
 check "pause process Cpus_allowed_list" "$(allowed_of "$DPDK")" "$INFRA"
 check "CPUPOOL_CPUS in the container" "$(crictl exec "$FWD" /bin/sh -c 'echo $CPUPOOL_CPUS:$CPUPOOL_POOL')" "$LAST:exclusive"
 
+say "someone else (a static CPU manager) changes a pinned container's cpuset: the plugin keeps its own"
+crictl update --cpuset-cpus "$ONLINE" "$FWD" >/dev/null 2>&1 || info "crictl update returned an error"
+check "exclusive cpuset kept after an update" "$(cpus_of "$FWD")" "$LAST"
+check_contains "the override is logged" "$(cat "$W/plugin.log")" "keeping CPUs $LAST (exclusive pool) instead of the requested $ONLINE"
+
 say "pool full: a second exclusive pod fails, nothing else changes"
 FULL=$(run_pod full telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod full"
 OUT=$(create_ctr "$FULL" full c 1000 2>&1) && die "creating a container in a full pool succeeded: $OUT"
