@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,6 +63,9 @@ type Config struct {
 	CgroupRoot      string `yaml:"cgroupRoot"`
 	SysfsRoot       string `yaml:"sysfsRoot"`
 	LogLevel        string `yaml:"logLevel"`
+	// MetricsAddress serves Prometheus metrics on /metrics when set
+	// ("127.0.0.1:9464"); empty turns them off.
+	MetricsAddress string `yaml:"metricsAddress"`
 }
 
 // Pools carves the node's CPUs; infra is always what the others leave.
@@ -185,6 +189,11 @@ func (c *Config) Check() Problems {
 	for _, key := range sortedKeys(paths) {
 		if path := paths[key]; !filepath.IsAbs(path) {
 			p.Errorf(key, "%q is not an absolute path", path)
+		}
+	}
+	if c.MetricsAddress != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {
+			p.Errorf("metricsAddress", "%q is not host:port (e.g. \"127.0.0.1:9464\")", c.MetricsAddress)
 		}
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {

@@ -62,6 +62,7 @@ func TestParseErrors(t *testing.T) {
 		{"plugin index", "pluginIndex: 100", []string{"pluginIndex: 100 is out of range"}},
 		{"relative state file", "stateFile: state.json", []string{"stateFile: \"state.json\" is not an absolute path"}},
 		{"log level", "logLevel: loud", []string{"logLevel: unknown level \"loud\""}},
+		{"metrics address", "metricsAddress: 9464", []string{"metricsAddress: \"9464\" is not host:port"}},
 		{"min infra", "pools: {exclusive-non-isolcpus: {minInfraCPUs: 0}}", []string{"minInfraCPUs: 0: infra needs at least 1 CPU"}},
 		{"every problem at once", "logLevel: loud\npluginIndex: -1", []string{"logLevel", "pluginIndex"}},
 	}

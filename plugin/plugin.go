@@ -45,12 +45,14 @@ type Plugin struct {
 	// persisted mirrors the allocator's assignments in state-file form, kept
 	// up to date from each decision so that a save does not re-derive them.
 	persisted map[string]ContainerState
+	metrics   *metrics
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, sandbox: map[string]sandbox{}, overrode: map[string]bool{}, persisted: map[string]ContainerState{}}
+	p.metrics = newMetrics(p)
 	if err := p.configure(cfg); err != nil {
 		return nil, err
 	}
@@ -276,11 +278,13 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	req, err := p.policy.Request(info, p.resolveDevice)
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
+		p.metrics.refused.WithLabelValues("annotation").Inc()
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
 	}
 	res, err := p.alloc.Allocate(req)
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
+		p.metrics.refused.WithLabelValues("placement").Inc()
 		return nil, nil, fmt.Errorf("nri-cpupool: %w", err)
 	}
 	p.record(res, false)
@@ -288,6 +292,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		// Without a durable record the CPUs could be handed out twice after
 		// a restart: undo and refuse.
 		p.record(p.alloc.Release(req.ID), true)
+		p.metrics.refused.WithLabelValues("state").Inc()
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s not created: %w", who, err)
 	}
 	a := res.Assignment

@@ -2,11 +2,16 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 
 	"github.com/cpupool/nri-cpupool/config"
@@ -59,7 +64,29 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Infof("nri-cpupool %s: %d online CPUs, state %s, NRI socket %s", Version, topo.Online.Size(), cfg.StateFile, cfg.NRISocket)
+	if cfg.MetricsAddress != "" {
+		stopMetrics, err := serveMetrics(cfg.MetricsAddress, p)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+		log.Infof("serving Prometheus metrics on http://%s/metrics", cfg.MetricsAddress)
+	}
 	return p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff)
+}
+
+// serveMetrics listens before returning, so a taken port is an error at
+// start rather than a log line later.
+func serveMetrics(addr string, p *plugin.Plugin) (func(), error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metricsAddress: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(p.Registry(), promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(l)
+	return func() { srv.Close() }, nil
 }
 
 // loadRunConfig reads the config; only the default path may be absent.

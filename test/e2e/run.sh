@@ -40,6 +40,7 @@ pools:
   exclusive: {cpus: "$LAST"}
 allowedNamespaces:
   exclusive: [telco]
+metricsAddress: "127.0.0.1:${E2E_METRICS_PORT:-19464}"
 YAML
 INFRA=$(pool_of "$W/exclusive.yaml" infra)
 say "phase 1: exclusive CPU $LAST, infra $INFRA"
@@ -60,6 +61,10 @@ check "exclusive container Cpus_allowed_list" "$(allowed_of "$FWD")" "$LAST"
 check "exclusive pod's pause container on infra" "$(cpus_of "$DPDK")" "$INFRA"
 check "pause process Cpus_allowed_list" "$(allowed_of "$DPDK")" "$INFRA"
 check "CPUPOOL_CPUS in the container" "$(crictl exec "$FWD" /bin/sh -c 'echo $CPUPOOL_CPUS:$CPUPOOL_POOL')" "$LAST:exclusive"
+
+METRICS=$(exec 3<>"/dev/tcp/127.0.0.1/${E2E_METRICS_PORT:-19464}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3)
+check_contains "metrics: no free exclusive CPU" "$METRICS" 'cpupool_pool_free_cpus{pool="exclusive"} 0'
+check_contains "metrics: one exclusive container" "$METRICS" 'cpupool_containers{pool="exclusive"} 1'
 
 say "someone else (a static CPU manager) changes a pinned container's cpuset: the plugin keeps its own"
 crictl update --cpuset-cpus "$ONLINE" "$FWD" >/dev/null 2>&1 || info "crictl update returned an error"

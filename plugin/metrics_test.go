@@ -1,0 +1,52 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMetricsFollowDecisions(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "m", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/container.x": "exclusive", "pool.cpupool.dev/container.e": "exclusive-non-isolcpus"}})
+	_, _, err := f.createContainer(pod, "x", 3000)
+	require.NoError(t, err)
+	_, _, err = f.createContainer(pod, "e", 1000)
+	require.NoError(t, err)
+	_, _, err = f.createContainer(pod, "y", 0) // infra
+	require.NoError(t, err)
+	bad := f.runPod(podSpec{name: "bad", annotations: map[string]string{"pool.cpupool.dev": "nope"}})
+	_, _, err = f.createContainer(bad, "c", 1000)
+	require.Error(t, err)
+
+	want := `
+# HELP cpupool_pool_cpus CPUs in the pool now (infra shrinks while exclusive-non-isolcpus containers run).
+# TYPE cpupool_pool_cpus gauge
+cpupool_pool_cpus{pool="exclusive"} 8
+cpupool_pool_cpus{pool="exclusive-non-isolcpus"} 2
+cpupool_pool_cpus{pool="infra"} 3
+cpupool_pool_cpus{pool="shared"} 4
+# HELP cpupool_pool_free_cpus CPUs of an exclusive pool that no container holds.
+# TYPE cpupool_pool_free_cpus gauge
+cpupool_pool_free_cpus{pool="exclusive"} 5
+cpupool_pool_free_cpus{pool="exclusive-non-isolcpus"} 1
+# HELP cpupool_containers Containers assigned to the pool.
+# TYPE cpupool_containers gauge
+cpupool_containers{pool="exclusive"} 1
+cpupool_containers{pool="exclusive-non-isolcpus"} 1
+cpupool_containers{pool="infra"} 1
+cpupool_containers{pool="shared"} 0
+# HELP cpupool_refused_containers_total Container creations refused, by reason (annotation, placement, state).
+# TYPE cpupool_refused_containers_total counter
+cpupool_refused_containers_total{reason="annotation"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(want),
+		"cpupool_pool_cpus", "cpupool_pool_free_cpus", "cpupool_containers", "cpupool_refused_containers_total"))
+	n, err := testutil.GatherAndCount(rp.p.Registry(), "process_resident_memory_bytes")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "process metrics are served too")
+}
