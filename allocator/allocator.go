@@ -137,9 +137,13 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 func (a *Allocator) commit(as *Assignment) Result {
 	infraBefore := a.PoolCPUs(config.PoolInfra)
 	a.containers[as.ID] = as
-	for _, id := range as.Held().UnsortedList() {
-		if config.IsExclusivePool(as.Pool) {
-			a.owner[id] = as.ID
+	if config.IsExclusivePool(as.Pool) {
+		for _, id := range as.Held().UnsortedList() {
+			// A forced restore may overlap another container; the first
+			// holder keeps the CPU (see Release).
+			if a.owner[id] == "" {
+				a.owner[id] = as.ID
+			}
 		}
 	}
 	delete(a.previous, as.restartKey())
@@ -179,7 +183,7 @@ func (a *Allocator) Release(id string) Result {
 	if config.IsExclusivePool(c.Pool) {
 		for _, cpu := range c.Held().UnsortedList() {
 			if a.owner[cpu] == id {
-				a.owner[cpu] = ""
+				a.owner[cpu] = a.otherHolder(cpu)
 			}
 		}
 		if c.Pod.UID != "" {
@@ -189,6 +193,18 @@ func (a *Allocator) Release(id string) Result {
 	res := Result{Assignment: *c}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res
+}
+
+// otherHolder finds an exclusive container that still runs on cpu after a
+// forced restore made two overlap, so the CPU is not handed out while in use.
+func (a *Allocator) otherHolder(cpu int) string {
+	for _, id := range a.sortedIDs() {
+		c := a.containers[id]
+		if config.IsExclusivePool(c.Pool) && c.Held().Contains(cpu) {
+			return id
+		}
+	}
+	return ""
 }
 
 // Restore re-adds a container exactly where it runs (after a restart of the

@@ -198,6 +198,16 @@ func TestRestore(t *testing.T) {
 	assert.Equal(t, "0", got.CPUs.String(), "a running container is never moved")
 	res, err := a.Allocate(exclusive("d", 76))
 	assert.Error(t, err, "restored CPUs are held: %v", res.Assignment.CPUs)
+
+	// Two containers forced onto the same CPUs: freeing one must not free
+	// the CPUs the other still runs on.
+	_, err = a.Restore(Assignment{ID: "b", Pool: config.PoolExclusive, CPUs: set(t, "50,52")}, true)
+	assert.ErrorContains(t, err, "already held by container a")
+	a.Release("a")
+	assert.False(t, a.FreeCPUs(config.PoolExclusive).Contains(50), "b still runs on 50")
+	assert.True(t, a.FreeCPUs(config.PoolExclusive).Contains(10), "10 was a's alone")
+	a.Release("b")
+	assert.True(t, a.FreeCPUs(config.PoolExclusive).Contains(50))
 }
 
 // TestAtLeastAsGoodAsKubelet replays the kubelet static policy's published

@@ -157,13 +157,8 @@ func BenchmarkSynchronize1000(b *testing.B) {
 // side with 500 containers on the 384-CPU node and reports its peak RSS.
 // It measures once whatever b.N is: run it with -benchtime=1x.
 func BenchmarkPluginRSS(b *testing.B) {
-	dir, err := os.MkdirTemp("", "nri-cpupool-rss-")
-	require.NoError(b, err)
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "nri-cpupool")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/nri-cpupool")
-	build.Stderr = os.Stderr
-	require.NoError(b, build.Run())
+	bin := buildBinary(b)
+	dir := b.TempDir()
 
 	f := newFakeRuntime(b, false)
 	cfgFile := filepath.Join(dir, "config.yaml")

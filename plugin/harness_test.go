@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -54,11 +55,17 @@ func newFakeRuntime(t testing.TB, unified bool) *fakeRuntime {
 	return f
 }
 
+// pluginDir and pluginConfigDir are where the runtime launches plugins
+// from and finds their configuration.
+func (f *fakeRuntime) pluginDir() string       { return filepath.Join(f.dir, "plugins") }
+func (f *fakeRuntime) pluginConfigDir() string { return filepath.Join(f.dir, "conf.d") }
+
 func (f *fakeRuntime) start() {
-	plugins := filepath.Join(f.dir, "plugins")
-	require.NoError(f.t, os.MkdirAll(plugins, 0o755))
+	for _, d := range []string{f.pluginDir(), f.pluginConfigDir()} {
+		require.NoError(f.t, os.MkdirAll(d, 0o755))
+	}
 	r, err := adaptation.New("fake-runtime", "v0", f.synchronize, f.update,
-		adaptation.WithSocketPath(f.socket), adaptation.WithPluginPath(plugins), adaptation.WithPluginConfigPath(plugins))
+		adaptation.WithSocketPath(f.socket), adaptation.WithPluginPath(f.pluginDir()), adaptation.WithPluginConfigPath(f.pluginConfigDir()))
 	require.NoError(f.t, err)
 	require.NoError(f.t, r.Start())
 	f.r = r
@@ -328,4 +335,14 @@ func mustParse(s string) cpuset.CPUSet {
 		panic(err)
 	}
 	return set
+}
+
+// buildBinary builds bin/nri-cpupool into a temporary directory.
+func buildBinary(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "nri-cpupool")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/nri-cpupool")
+	build.Stderr = os.Stderr
+	require.NoError(tb, build.Run())
+	return bin
 }

@@ -56,16 +56,35 @@ func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logg
 	if err := p.configure(cfg); err != nil {
 		return nil, err
 	}
-	st, err := store.Load()
+	return p, nil
+}
+
+// loadState reads the state once, before the first Synchronize: late, so
+// that a runtime-launched plugin can take its state file from the runtime's
+// configuration.
+func (p *Plugin) loadState() error {
+	if p.state != nil {
+		return nil
+	}
+	st, err := p.store.Load()
 	switch {
 	case errors.Is(err, ErrStateDiscarded):
-		log.Warnf("%v", err)
+		p.log.Warnf("%v", err)
 	case err != nil:
-		return nil, err
+		return err
 	}
 	p.state = st
-	log.Infof("state: %d containers remembered, to reconcile with the runtime", len(st.Containers))
-	return p, nil
+	p.log.Infof("state: %d containers remembered, to reconcile with the runtime", len(st.Containers))
+	return nil
+}
+
+// Close releases the state store's resources.
+func (p *Plugin) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.store.(interface{ Close() }); ok {
+		c.Close()
+	}
 }
 
 func (p *Plugin) configure(cfg *config.Config) error {
@@ -96,10 +115,23 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 		if err != nil {
 			return 0, err
 		}
-		parsed.StateFile, parsed.SysfsRoot = p.cfg.StateFile, p.cfg.SysfsRoot
+		// The topology was read from the configured sysfs root; a state file
+		// named here applies only before any state was loaded.
+		parsed.SysfsRoot = p.cfg.SysfsRoot
+		switch {
+		case parsed.StateFile == config.Default().StateFile || parsed.StateFile == p.cfg.StateFile:
+			parsed.StateFile = p.cfg.StateFile
+		case p.state == nil:
+			p.store = NewFileStore(parsed.StateFile)
+		default:
+			return 0, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
+		}
 		if err := p.configure(parsed); err != nil {
 			return 0, err
 		}
+	}
+	if err := p.loadState(); err != nil {
+		return 0, err
 	}
 	return api.MustParseEventMask("RunPodSandbox,StopPodSandbox,RemovePodSandbox,CreateContainer,UpdateContainer,StopContainer,RemoveContainer"), nil
 }
@@ -111,6 +143,9 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.loadState(); err != nil {
+		return nil, err
+	}
 	// Start from an empty allocator: after a runtime restart the in-memory
 	// view is as stale as the file.
 	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -143,4 +144,35 @@ func TestRuntimeRestartReconnectsWithoutMovingContainers(t *testing.T) {
 	c, _, err := f.createContainer(pod, "c", 2000)
 	require.NoError(t, err, "the plugin serves the new runtime")
 	assert.True(t, mustParse(f.cpus(c)).Intersection(mustParse("4,12")).IsEmpty())
+}
+
+// TestRuntimeLaunchedPlugin: the runtime starts the binary from its plugin
+// directory, without arguments, and passes the configuration in Configure.
+func TestRuntimeLaunchedPlugin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	f := newFakeRuntime(t, false)
+	f.r.Stop()
+	bin := buildBinary(t)
+	raw, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(f.pluginDir(), "10-cpupool"), raw, 0o755))
+	stateFile := filepath.Join(f.dir, "launched-state.json")
+	conf := fmt.Sprintf("isolatedCPUs: \"1\"\ncgroupRoot: %s\nstateFile: %s\n", f.cgroupRoot, stateFile)
+	require.NoError(t, os.WriteFile(filepath.Join(f.pluginConfigDir(), "10-cpupool.conf"), []byte(conf), 0o644))
+
+	before := f.syncCount()
+	os.Remove(f.socket)
+	f.start() // launches 10-cpupool
+	t.Cleanup(f.r.Stop)
+	f.waitSynced(before)
+
+	pod := f.runPod(podSpec{name: "rl", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	ctr, _, err := f.createContainer(pod, "c", 1000)
+	require.NoError(t, err)
+	assert.Equal(t, "1", f.cpus(ctr), "configuration from the runtime's drop-in")
+	st, err := ReadState(stateFile)
+	require.NoError(t, err, "state file from the runtime's drop-in")
+	assert.Contains(t, st.Containers, ctr.Id)
 }

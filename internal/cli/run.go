@@ -55,12 +55,11 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store := plugin.NewFileStore(cfg.StateFile)
-	defer store.Close()
-	p, err := plugin.New(cfg, topo, store, log)
+	p, err := plugin.New(cfg, topo, plugin.NewFileStore(cfg.StateFile), log)
 	if err != nil {
 		return err
 	}
+	defer p.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Infof("nri-cpupool %s: %d online CPUs, state %s, NRI socket %s", Version, topo.Online.Size(), cfg.StateFile, cfg.NRISocket)
