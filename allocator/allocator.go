@@ -56,6 +56,9 @@ type Allocator struct {
 	// previous remembers the CPUs of stopped containers so that a restart
 	// gets them back while they are still free.
 	previous map[string]cpuset.CPUSet
+	// overlapped is set once a forced restore put two containers on one
+	// CPU; only then must a release look for another holder.
+	overlapped bool
 }
 
 // New returns an allocator with no containers.
@@ -141,8 +144,12 @@ func (a *Allocator) commit(as *Assignment) Result {
 		for _, id := range as.Held().UnsortedList() {
 			// A forced restore may overlap another container; the first
 			// holder keeps the CPU (see Release).
-			if a.owner[id] == "" {
+			switch a.owner[id] {
+			case "":
 				a.owner[id] = as.ID
+			case as.ID:
+			default:
+				a.overlapped = true
 			}
 		}
 	}
@@ -183,7 +190,10 @@ func (a *Allocator) Release(id string) Result {
 	if config.IsExclusivePool(c.Pool) {
 		for _, cpu := range c.Held().UnsortedList() {
 			if a.owner[cpu] == id {
-				a.owner[cpu] = a.otherHolder(cpu)
+				a.owner[cpu] = ""
+				if a.overlapped {
+					a.owner[cpu] = a.otherHolder(cpu)
+				}
 			}
 		}
 		if c.Pod.UID != "" {
