@@ -57,7 +57,7 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 	}
 
 	if cpus, ok := a.previousFits(req, n); ok {
-		return cpus, cpuset.New(), nil
+		return cpus, cpuset.New(), a.checkInfraBudget(req, who, cpus.Size())
 	}
 
 	p := planner{a: a, mode: m, tpc: tpc}
@@ -95,14 +95,24 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 	if !ok {
 		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: %d CPUs are free but cannot be spread evenly over NUMA nodes (distribute-across-numa)", req.Pool, who, n)
 	}
-	if req.Pool == config.PoolExclusiveNonIsolcpus {
-		budget := a.PoolCPUs(config.PoolInfra).Size() - a.layout.MinInfraCPUs
-		if held := best.cpus.Size() + best.reserved.Size(); held > budget {
-			return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: it needs %d CPUs from infra, but infra (%s) must keep %d (pools.exclusive-non-isolcpus.minInfraCPUs)",
-				req.Pool, who, held, a.PoolCPUs(config.PoolInfra), a.layout.MinInfraCPUs)
-		}
+	if err := a.checkInfraBudget(req, who, best.cpus.Size()+best.reserved.Size()); err != nil {
+		return cpuset.New(), cpuset.New(), err
 	}
 	return best.cpus, best.reserved, nil
+}
+
+// checkInfraBudget refuses an exclusive-non-isolcpus placement that would
+// shrink infra below minInfraCPUs.
+func (a *Allocator) checkInfraBudget(req Request, who string, held int) error {
+	if req.Pool != config.PoolExclusiveNonIsolcpus {
+		return nil
+	}
+	infra := a.PoolCPUs(config.PoolInfra)
+	if held > infra.Size()-a.layout.MinInfraCPUs {
+		return fmt.Errorf("pool %s cannot fit %s: it needs %d CPUs from infra, but infra (%s) must keep %d (pools.exclusive-non-isolcpus.minInfraCPUs)",
+			req.Pool, who, held, infra, a.layout.MinInfraCPUs)
+	}
+	return nil
 }
 
 // previousFits returns the CPUs the same container had before it stopped,

@@ -409,3 +409,14 @@ func TestPlacementRulesOnEveryFixture(t *testing.T) {
 		})
 	}
 }
+
+func TestPreviousCPUsRespectInfraMinimum(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0\"\npools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 2}}")
+	_, err := a.Restore(Assignment{ID: "b", Pool: config.PoolExclusiveNonIsolcpus, CPUs: set(t, "1")}, false)
+	require.NoError(t, err)
+	r := exclusive("a", 2)
+	r.Pool = config.PoolExclusiveNonIsolcpus
+	a.SetPrevious(map[string]cpuset.CPUSet{r.Pod.UID + "/c": set(t, "8-9")})
+	_, err = a.Allocate(r)
+	assert.ErrorContains(t, err, "infra (0,8-9) must keep 2", "a restart does not bypass minInfraCPUs")
+}
