@@ -92,6 +92,13 @@ func TestTopologyJSONIsolatedAndCoreIndex(t *testing.T) {
 	assert.Equal(t, 4, len(strings.Split(r.Pools["exclusive"], ",")), r.Pools["exclusive"])
 }
 
+func TestTopologyWithAConfigThatDoesNotFit(t *testing.T) {
+	code, out, errOut := run(t, "topology", "--sysfs-root", fixture.Root(t, "vm-2cpu"), "--config", writeFile(t, "isolatedCPUs: \"1-3\""))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "error: isolatedCPUs: CPUs 2-3 do not exist", "problems are listed with the layout")
+	assert.Contains(t, errOut, "does not fit this node: 1 error(s) above")
+}
+
 func TestValidate(t *testing.T) {
 	root := fixture.Root(t, "desktop-8c16t")
 	code, out, errOut := run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, "isolatedCPUs: \"2-7,10-15\"\npools: {shared: {count: 4}, exclusive: {count: 8}}"))

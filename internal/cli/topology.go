@@ -96,7 +96,7 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 	}
 	printTopology(stdout, topo, report)
 	if problems.HasErrors() {
-		return fmt.Errorf("the configuration does not fit this node:\n%s", problems.Errors())
+		return fmt.Errorf("%s does not fit this node: %d error(s) above", *cfgPath, len(problems.Errors()))
 	}
 	return nil
 }
