@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // SchemaVersion is the state file's format version; a file of another
@@ -72,6 +74,8 @@ type FileStore struct {
 	// save: creating a file is the slowest step of a save on some disks,
 	// and saves sit on the container creation path.
 	spare chan *os.File
+	// dir stays open between saves to fsync the rename.
+	dir *os.File
 }
 
 // NewFileStore returns a store for path.
@@ -110,8 +114,12 @@ func (f *FileStore) prepareSpare(dir string) {
 	}
 }
 
-// Close removes the prepared spare file.
+// Close removes the prepared spare file and closes the directory.
 func (f *FileStore) Close() {
+	if f.dir != nil {
+		f.dir.Close()
+		f.dir = nil
+	}
 	select {
 	case tmp := <-f.spare:
 		tmp.Close()
@@ -236,7 +244,8 @@ func (f *FileStore) Save(st *State) error {
 		tmp.Close()
 		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
 	}
-	if err := tmp.Sync(); err != nil {
+	// fdatasync: the data and the size, not the timestamps.
+	if err := unix.Fdatasync(int(tmp.Fd())); err != nil {
 		tmp.Close()
 		return fmt.Errorf("syncing state %s: %w", tmp.Name(), err)
 	}
@@ -246,12 +255,12 @@ func (f *FileStore) Save(st *State) error {
 	if err := os.Rename(tmp.Name(), f.Path); err != nil {
 		return fmt.Errorf("replacing state %s: %w", f.Path, err)
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing state directory: %w", err)
+	if f.dir == nil {
+		if f.dir, err = os.Open(dir); err != nil {
+			return fmt.Errorf("syncing state directory: %w", err)
+		}
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := f.dir.Sync(); err != nil {
 		return fmt.Errorf("syncing state directory %s: %w", dir, err)
 	}
 	go f.prepareSpare(dir)
@@ -273,50 +282,60 @@ func ReadState(path string) (*State, error) {
 }
 
 // stateEncoder produces exactly json.Marshal(st), but re-encodes only the
-// containers that changed since the last call: the state is written on
-// every container creation, and reflection over hundreds of unchanged
-// entries would dominate that path.
+// containers that changed since the last call and keeps their order: the
+// state is written on every container creation, and reflection and sorting
+// over hundreds of unchanged entries would dominate that path.
 type stateEncoder struct {
-	cache map[string]encodedContainer
+	cache map[string]*encodedContainer
+	ids   []string // sorted keys of cache
+	size  int      // last payload size, to allocate once
 }
 
 type encodedContainer struct {
 	value ContainerState
-	json  []byte
+	entry []byte // `"id":{...}`
 }
 
 func (e *stateEncoder) encode(st *State) ([]byte, error) {
 	if e.cache == nil {
-		e.cache = map[string]encodedContainer{}
+		e.cache = map[string]*encodedContainer{}
 	}
-	ids := make([]string, 0, len(st.Containers))
-	for id := range st.Containers {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	var buf bytes.Buffer
-	buf.WriteString(`{"containers":{`)
-	fresh := make(map[string]encodedContainer, len(ids))
-	for i, id := range ids {
-		c := st.Containers[id]
-		enc, ok := e.cache[id]
-		if !ok || enc.value != c {
-			b, err := json.Marshal(c)
-			if err != nil {
-				return nil, err
-			}
-			enc = encodedContainer{value: c, json: b}
+	for id := range e.cache {
+		if _, ok := st.Containers[id]; !ok {
+			delete(e.cache, id)
+			i := sort.SearchStrings(e.ids, id)
+			e.ids = append(e.ids[:i], e.ids[i+1:]...)
 		}
-		fresh[id] = enc
+	}
+	for id, c := range st.Containers {
+		enc, ok := e.cache[id]
+		if ok && enc.value == c {
+			continue
+		}
+		key, err := json.Marshal(id)
+		if err != nil {
+			return nil, err
+		}
+		val, err := json.Marshal(c)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			i := sort.SearchStrings(e.ids, id)
+			e.ids = append(e.ids, "")
+			copy(e.ids[i+1:], e.ids[i:])
+			e.ids[i] = id
+		}
+		e.cache[id] = &encodedContainer{value: c, entry: append(append(key, ':'), val...)}
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, e.size+e.size/8))
+	buf.WriteString(`{"containers":{`)
+	for i, id := range e.ids {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		key, _ := json.Marshal(id)
-		buf.Write(key)
-		buf.WriteByte(':')
-		buf.Write(enc.json)
+		buf.Write(e.cache[id].entry)
 	}
-	e.cache = fresh
 	buf.WriteByte('}')
 	for _, m := range []struct {
 		key string
@@ -333,5 +352,6 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 		buf.Write(b)
 	}
 	buf.WriteByte('}')
+	e.size = buf.Len()
 	return buf.Bytes(), nil
 }
