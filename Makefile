@@ -32,9 +32,10 @@ e2e: build
 	bash test/e2e/run.sh
 
 # Speed and memory figures (medians and p99 from one run). Not a pass/fail gate.
+# -p 1: packages one after the other, so benchmarks do not share the CPUs.
 bench:
 	mkdir -p bin
-	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|Synchronize' -benchmem -count=1 -benchtime=1000x ./allocator ./plugin | tee bin/bench.txt
+	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|Synchronize' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin | tee bin/bench.txt
 	$(GO) test -run '^$$' -bench 'PluginRSS' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
 
