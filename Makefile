@@ -9,7 +9,7 @@ SPECS    := $(wildcard testdata/topologies/*.yaml)
 # e2e runs where it can: as root on Linux (it starts a real containerd).
 RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo yes || echo no)
 
-.PHONY: all build test unit e2e bench lint install uninstall demo fixtures deb clean
+.PHONY: all build test unit packaging e2e bench lint install uninstall demo fixtures deb clean
 
 all: build
 
@@ -18,7 +18,7 @@ build:
 
 # Unit + integration tests (real ttRPC through the NRI adaptation library),
 # lint, then the end-to-end suite with a real containerd when run as root.
-test: lint unit
+test: lint unit packaging
 ifeq ($(RUN_E2E),yes)
 	$(MAKE) e2e
 else
@@ -27,6 +27,9 @@ endif
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+packaging: build
+	bash test/packaging.sh
 
 e2e: build
 	bash test/e2e/run.sh
