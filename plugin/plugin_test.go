@@ -223,3 +223,28 @@ func TestRestartedContainerGetsItsCPUsBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "5,13", resp.Adjust.Linux.Resources.Cpu.Cpus, "its previous CPUs, not the lowest free ones")
 }
+
+// TestDevicesFromTheRuntimeSteerPlacement: NRI lists the container's
+// devices; a VFIO group or a DRM node on NUMA node 1 pulls its exclusive
+// CPUs there, without any annotation.
+func TestDevicesFromTheRuntimeSteerPlacement(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	startPlugin(t, f, testNode{fixture: "xeon-2s-interleaved", config: ""}, statePath(f))
+	for _, tc := range []struct {
+		name   string
+		device *api.LinuxDevice
+		node   string
+	}{
+		{"vfio", &api.LinuxDevice{Path: "/dev/vfio/42", Type: "c", Major: 244, Minor: 0}, "1"},
+		{"gpu", &api.LinuxDevice{Path: "/dev/dri/renderD128", Type: "c", Major: 226, Minor: 128}, "0"},
+	} {
+		pod := f.runPod(podSpec{name: tc.name, annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+		ctr := &api.Container{Id: "ctr-" + tc.name, PodSandboxId: pod.Id, Name: "c",
+			Linux: &api.LinuxContainer{
+				Devices:   []*api.LinuxDevice{{Path: "/dev/null", Type: "c", Major: 1, Minor: 3}, tc.device},
+				Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(4096)}}}}
+		resp, err := f.r.CreateContainer(t.Context(), &api.CreateContainerRequest{Pod: pod, Container: ctr})
+		require.NoError(t, err)
+		assert.Equal(t, tc.node, resp.Adjust.Linux.Resources.Cpu.Mems, "%s: CPUs %s", tc.name, resp.Adjust.Linux.Resources.Cpu.Cpus)
+	}
+}
