@@ -281,19 +281,25 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept 
 	return res, false, err
 }
 
-// PoolCPUs returns a pool's current cpuset: infra shrinks while
-// exclusive-non-isolcpus containers borrow from it.
+// PoolCPUs returns a pool's current cpuset. Shared and infra pools leave
+// out CPUs an exclusive container holds: infra shrinks while
+// exclusive-non-isolcpus containers borrow from it, and a container kept
+// where it runs after a config change keeps its CPUs to itself.
 func (a *Allocator) PoolCPUs(pool string) cpuset.CPUSet {
-	if pool != config.PoolInfra {
-		return a.layout.Pool(pool)
+	cpus := a.layout.Pool(pool)
+	if config.IsExclusivePool(pool) {
+		return cpus
 	}
-	var lent []int
-	for _, id := range a.layout.ExclusiveNonIsolcpus.UnsortedList() {
+	var held []int
+	for _, id := range cpus.UnsortedList() {
 		if a.owner[id] != "" {
-			lent = append(lent, id)
+			held = append(held, id)
 		}
 	}
-	return a.layout.Infra.Difference(cpuset.New(lent...))
+	if len(held) == 0 {
+		return cpus
+	}
+	return cpus.Difference(cpuset.New(held...))
 }
 
 // FreeCPUs returns the CPUs of an exclusive pool that nobody holds.

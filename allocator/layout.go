@@ -49,7 +49,8 @@ func (l *Layout) Pool(name string) cpuset.CPUSet {
 // Every problem found is returned, with its config key; the layout is only
 // usable when none of them is an error.
 func BuildLayout(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Problems) {
-	var p config.Problems
+	// Warnings about the config alone (errors stopped it loading) come first.
+	p := cfg.Check().Warnings()
 	x := newIndex(topo)
 	l := &Layout{Online: topo.Online, MinInfraCPUs: cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs}
 

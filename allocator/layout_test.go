@@ -92,6 +92,7 @@ func TestBuildLayoutProblems(t *testing.T) {
 		{"offline CPU in isolatedCPUs", "server-offline-isolcpus", "isolatedCPUs: \"2-7\"", "isolatedCPUs", "CPUs 7 are offline", false},
 		{"kernel isolates an offline CPU", "server-offline-isolcpus", "", "isolatedCPUs", "the kernel isolates offline CPUs 7; they are ignored", true},
 		{"exclusive overlaps reserved", "desktop-8c16t", "reservedCPUs: \"2\"\npools: {exclusive: {cpus: \"2-3\"}}", "pools.exclusive.cpus", "overlaps reservedCPUs on CPUs 2", false},
+		{"exclusive default pool", "desktop-8c16t", "defaultPool: exclusive", "defaultPool", "makes every container without a CPU request fail", true},
 		{"eni with nothing to lend", "vm-2cpu", "isolatedCPUs: \"1\"\npools: {exclusive-non-isolcpus: {enabled: true}}", "pools.exclusive-non-isolcpus", "no CPU to lend", true},
 	}
 	for _, tc := range tests {

@@ -274,6 +274,25 @@ type runningPlugin struct {
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
+	log    syncBuffer
+}
+
+// syncBuffer collects a plugin's log for assertions.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 type testNode struct {
@@ -290,15 +309,16 @@ func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string) 
 	cfg.StateFile = stateFile
 	topo, err := sysfs.Discover(cfg.SysfsRoot)
 	require.NoError(t, err)
+	rp := &runningPlugin{done: make(chan error, 1)}
 	log := logrus.New()
-	log.SetOutput(io.Discard)
+	log.SetOutput(&rp.log)
 	if testing.Verbose() {
-		log.SetOutput(os.Stderr)
+		log.SetOutput(io.MultiWriter(&rp.log, os.Stderr))
 	}
 	p, err := New(cfg, topo, NewFileStore(stateFile), log)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	rp := &runningPlugin{p: p, cancel: cancel, done: make(chan error, 1)}
+	rp.p, rp.cancel = p, cancel
 	before := f.syncCount()
 	go func() {
 		rp.done <- p.Run(ctx, f.socket, Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond})

@@ -176,3 +176,28 @@ func TestRuntimeLaunchedPlugin(t *testing.T) {
 	require.NoError(t, err, "state file from the runtime's drop-in")
 	assert.Contains(t, st.Containers, ctr.Id)
 }
+
+// TestConfigChangeKeepsRunningContainers: a restart with a config whose
+// exclusive pool no longer holds a running container's CPUs keeps the
+// container where it runs and says so.
+func TestConfigChangeKeepsRunningContainers(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	fwd, _, app := populate(t, f)
+	first.stop()
+
+	moved := testNode{fixture: desktop.fixture, config: `
+isolatedCPUs: "2-7,10-15"
+pools:
+  exclusive: {cpus: "6-7,14-15"}
+  shared: {cpus: "2-5,10-13"}
+`}
+	second := startPlugin(t, f, moved, statePath(f))
+	assert.Equal(t, "4,12", f.cpus(fwd), "not moved by a config change")
+	assert.Contains(t, second.log.String(), "CPUs 4,12 are outside pool exclusive (6-7,14-15) as now configured")
+	assert.Equal(t, "0,8-9", f.cpus(app), "infra leaves out CPU 1, which the exclusive-non-isolcpus container keeps")
+	pod := f.runPod(podSpec{name: "new", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	c, _, err := f.createContainer(pod, "c", 4000)
+	require.NoError(t, err)
+	assert.Equal(t, "6-7,14-15", f.cpus(c))
+}
