@@ -46,12 +46,20 @@ type Plugin struct {
 	// up to date from each decision so that a save does not re-derive them.
 	persisted map[string]ContainerState
 	metrics   *metrics
+	// pending are containers whose cpuset changed in a handler that cannot
+	// return updates (RemoveContainer, RemovePodSandbox); the next reply
+	// or an asynchronous UpdateContainers, whichever comes first, carries them.
+	pending map[string]bool
+	// updater sends unsolicited updates on the current connection; nil
+	// while disconnected.
+	updater func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
-	p := &Plugin{topo: topo, store: store, log: log, sandbox: map[string]sandbox{}, overrode: map[string]bool{}, persisted: map[string]ContainerState{}}
+	p := &Plugin{topo: topo, store: store, log: log, sandbox: map[string]sandbox{}, overrode: map[string]bool{},
+		persisted: map[string]ContainerState{}, pending: map[string]bool{}}
 	p.metrics = newMetrics(p)
 	if err := p.configure(cfg); err != nil {
 		return nil, err
@@ -150,14 +158,20 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// view is as stale as the file.
 	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)
 	p.sandbox = map[string]sandbox{}
+	p.pending = map[string]bool{} // the updates below cover every container
 	podByID := map[string]*api.PodSandbox{}
+	podUIDs := map[string]bool{}
 	for _, pod := range pods {
 		podByID[pod.GetId()] = pod
+		podUIDs[pod.GetUid()] = true
 		p.sandbox[pod.GetId()] = sandboxOf(pod)
 	}
+	// Remembered CPUs of stopped containers matter only for pods that still
+	// exist.
 	prev := map[string]cpuset.CPUSet{}
 	for k, v := range p.state.Previous {
-		if s, err := cpuset.Parse(v); err == nil {
+		uid, _, _ := strings.Cut(k, "/")
+		if s, err := cpuset.Parse(v); err == nil && podUIDs[uid] {
 			prev[k] = s
 		}
 	}
@@ -296,7 +310,9 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	delete(p.sandbox, pod.GetId())
 	for _, a := range p.alloc.Assignments() {
 		if a.Pod.UID != "" && a.Pod.UID == pod.GetUid() {
-			p.record(p.alloc.Release(a.ID), true)
+			res := p.alloc.Release(a.ID)
+			p.record(res, true)
+			p.deferFollowers(res)
 		}
 	}
 	p.alloc.ForgetPod(pod.GetUid())
@@ -343,18 +359,61 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	return adj, p.followers(res), nil
 }
 
-// followers converts a decision's side effects into updates and re-pins
-// the sandboxes when infra changed.
+// followers converts a decision's side effects, and any pending ones, into
+// updates and re-pins the sandboxes when infra changed.
 func (p *Plugin) followers(res allocator.Result) []*api.ContainerUpdate {
-	var updates []*api.ContainerUpdate
 	for _, u := range res.Updates {
-		updates = append(updates, cpuUpdate(u, p.cfg.PinMemory))
+		p.pending[u.ID] = true
 	}
 	if res.InfraChanged {
-		p.log.Infof("infra is now %s: updating %d containers and %d sandboxes", p.alloc.PoolCPUs(config.PoolInfra), len(updates), len(p.sandbox))
+		p.log.Infof("infra is now %s: updating %d containers and %d sandboxes", p.alloc.PoolCPUs(config.PoolInfra), len(p.pending), len(p.sandbox))
 		p.pinSandboxes()
 	}
+	return p.takePending()
+}
+
+// takePending turns the pending containers into updates with their
+// current assignment.
+func (p *Plugin) takePending() []*api.ContainerUpdate {
+	var updates []*api.ContainerUpdate
+	ids := make([]string, 0, len(p.pending))
+	for id := range p.pending {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if a, ok := p.alloc.Get(id); ok {
+			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
+		}
+	}
+	p.pending = map[string]bool{}
 	return updates
+}
+
+// deferFollowers records side effects of a handler that cannot return
+// updates and sends them once the handler has returned: calling
+// UpdateContainers inside a handler would deadlock on the runtime's lock.
+func (p *Plugin) deferFollowers(res allocator.Result) {
+	for _, u := range res.Updates {
+		p.pending[u.ID] = true
+	}
+	if res.InfraChanged {
+		p.pinSandboxes()
+	}
+	if len(p.pending) == 0 {
+		return
+	}
+	go func() {
+		p.mu.Lock()
+		updates, send := p.takePending(), p.updater
+		p.mu.Unlock()
+		if len(updates) == 0 || send == nil {
+			return
+		}
+		if failed, err := send(updates); err != nil || len(failed) > 0 {
+			p.log.Warnf("updating %d containers after a removal: %v (failed: %d)", len(updates), err, len(failed))
+		}
+	}()
 }
 
 // UpdateContainer keeps a pinned container's cpuset when someone (the
@@ -380,7 +439,8 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	u := cpuUpdate(a, p.cfg.PinMemory)
 	u.IgnoreFailure = false
-	return []*api.ContainerUpdate{u}, nil
+	delete(p.pending, a.ID)
+	return append([]*api.ContainerUpdate{u}, p.takePending()...), nil
 }
 
 // StopContainer frees a container's exclusive CPUs: a stopped container no
@@ -406,7 +466,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	res := p.alloc.Release(ctr.GetId())
 	p.record(res, true)
-	p.followers(res) // nothing can be returned here; the next event carries them
+	p.deferFollowers(res)
 	return p.save()
 }
 

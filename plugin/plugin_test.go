@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
@@ -247,4 +248,31 @@ func TestDevicesFromTheRuntimeSteerPlacement(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.node, resp.Adjust.Linux.Resources.Cpu.Mems, "%s: CPUs %s", tc.name, resp.Adjust.Linux.Resources.Cpu.Cpus)
 	}
+}
+
+// TestRemovalWithoutStopStillUpdatesFollowers: RemoveContainer cannot
+// return updates, so infra members learn of the grown infra right after it.
+func TestRemovalWithoutStopStillUpdatesFollowers(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	startPlugin(t, f, desktop, statePath(f))
+	web := f.runPod(podSpec{name: "web", qos: "burstable"})
+	app, _, err := f.createContainer(web, "app", 500)
+	require.NoError(t, err)
+	pod := f.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
+	eni, _, err := f.createContainer(pod, "c", 1000)
+	require.NoError(t, err)
+	require.Equal(t, "0,8-9", f.cpus(app))
+
+	f.removeContainer(eni) // no StopContainer first
+	require.Eventually(t, func() bool { return f.cpus(app) == "0-1,8-9" }, 5*time.Second, 10*time.Millisecond,
+		"infra member updated through UpdateContainers; now %s", f.cpus(app))
+	assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web))
+
+	// Same through RemovePodSandbox.
+	pod2 := f.runPod(podSpec{name: "eni2", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
+	_, _, err = f.createContainer(pod2, "c", 1000)
+	require.NoError(t, err)
+	require.Equal(t, "0,8-9", f.cpus(app))
+	require.NoError(t, f.r.RemovePodSandbox(t.Context(), &api.RemovePodSandboxRequest{Pod: pod2}))
+	require.Eventually(t, func() bool { return f.cpus(app) == "0-1,8-9" }, 5*time.Second, 10*time.Millisecond)
 }

@@ -208,3 +208,18 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 		require.Equal(t, string(want), string(got), "step %d", step)
 	}
 }
+
+func TestSynchronizeForgetsPreviousCPUsOfGonePods(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	store := NewFileStore(path)
+	st := NewState()
+	st.Previous["uid-gone/c"] = "4,12"
+	st.Previous["uid-here/c"] = "5,13"
+	require.NoError(t, store.Save(st))
+	p := newUnitPlugin(t, store, `isolatedCPUs: "4-7,12-15"`)
+	_, err := p.Synchronize(context.Background(), []*api.PodSandbox{{Id: "sb", Uid: "uid-here", Name: "here", Namespace: "ns"}}, nil)
+	require.NoError(t, err)
+	back, err := ReadState(path)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"uid-here/c": "5,13"}, back.Previous)
+}
