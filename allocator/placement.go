@@ -290,13 +290,25 @@ type coreState struct {
 }
 
 func (p *planner) state(c *coreView) coreState {
-	s := coreState{core: c}
+	n := 0
+	for _, t := range c.threads {
+		if p.a.owner[t] == "" {
+			n++
+		}
+	}
+	switch n {
+	case len(c.threads):
+		// Shares the view's slice: callers only copy out of free.
+		return coreState{core: c, free: c.threads, whole: true}
+	case 0:
+		return coreState{core: c}
+	}
+	s := coreState{core: c, free: make([]int, 0, n)}
 	for _, t := range c.threads {
 		if p.a.owner[t] == "" {
 			s.free = append(s.free, t)
 		}
 	}
-	s.whole = len(s.free) == len(c.threads)
 	return s
 }
 
