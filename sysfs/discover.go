@@ -117,17 +117,15 @@ func Discover(root string) (*Topology, error) {
 		t.SMTActive = ok && smt == 1
 	}
 
-	l2Keys, l3Keys := map[int]string{}, map[int]string{}
 	for _, id := range present.List() {
-		c, l2, l3, err := readCPU(r, id, online.Contains(id))
+		c, err := readCPU(r, id, online.Contains(id))
 		if err != nil {
 			return nil, err
 		}
-		l2Keys[id], l3Keys[id] = l2, l3
 		t.CPUs = append(t.CPUs, c)
 	}
-	assignDenseIndexes(t.CPUs, l2Keys, func(c *CPU, v int) { c.L2 = v })
-	assignDenseIndexes(t.CPUs, l3Keys, func(c *CPU, v int) { c.L3 = v })
+	assignDenseIndexes(t.CPUs, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
+	assignDenseIndexes(t.CPUs, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
 	assignCoreIndexes(t.CPUs)
 
 	if err := readNUMA(r, t); err != nil {
@@ -139,16 +137,18 @@ func Discover(root string) (*Topology, error) {
 	return t, nil
 }
 
-func readCPU(r reader, id int, online bool) (CPU, string, string, error) {
+func readCPU(r reader, id int, online bool) (CPU, error) {
 	dir := fmt.Sprintf("%s/cpu%d", cpuDir, id)
+	noCache := Cache{ID: Unknown, SharedCPUs: cpuset.New()}
 	c := CPU{ID: id, Online: online, Socket: Unknown, Die: Unknown, Cluster: Unknown,
-		CoreID: Unknown, Core: Unknown, L2: Unknown, L3: Unknown, NUMA: Unknown, Siblings: cpuset.New(id)}
+		CoreID: Unknown, Core: Unknown, L2: Unknown, L3: Unknown, NUMA: Unknown, Siblings: cpuset.New(id),
+		L2Cache: noCache, L3Cache: noCache}
 	if _, err := os.Stat(r.path(dir)); err != nil {
-		return c, "", "", fmt.Errorf("CPU %d is listed in %s but %s is missing: %w", id, r.path(cpuDir+"/present"), r.path(dir), err)
+		return c, fmt.Errorf("CPU %d is listed in %s but %s is missing: %w", id, r.path(cpuDir+"/present"), r.path(dir), err)
 	}
 	if !online {
 		// The kernel removes topology and cache directories of offline CPUs.
-		return c, "", "", nil
+		return c, nil
 	}
 	ints := []struct {
 		file     string
@@ -163,10 +163,10 @@ func readCPU(r reader, id int, online bool) (CPU, string, string, error) {
 	for _, f := range ints {
 		v, ok, err := r.integer(dir + "/" + f.file)
 		if err != nil {
-			return c, "", "", err
+			return c, err
 		}
 		if !ok && f.required {
-			return c, "", "", fmt.Errorf("%s: file missing for online CPU %d", r.path(dir+"/"+f.file), id)
+			return c, fmt.Errorf("%s: file missing for online CPU %d", r.path(dir+"/"+f.file), id)
 		}
 		if ok {
 			*f.dst = int(v)
@@ -178,20 +178,20 @@ func readCPU(r reader, id int, online bool) (CPU, string, string, error) {
 	// core_cpus_list replaced thread_siblings_list in Linux 5.7; read either.
 	sib, ok, err := r.list(dir + "/topology/core_cpus_list")
 	if err != nil {
-		return c, "", "", err
+		return c, err
 	}
 	if !ok {
 		if sib, ok, err = r.list(dir + "/topology/thread_siblings_list"); err != nil {
-			return c, "", "", err
+			return c, err
 		}
 	}
 	if ok {
 		c.Siblings = sib.Union(cpuset.New(id))
 	}
 
-	l2, l3, err := readCaches(r, dir, id)
+	c.L2Cache, c.L3Cache, err = readCaches(r, dir, id)
 	if err != nil {
-		return c, "", "", err
+		return c, err
 	}
 	for _, f := range []struct {
 		file string
@@ -199,23 +199,25 @@ func readCPU(r reader, id int, online bool) (CPU, string, string, error) {
 	}{{"cpufreq/base_frequency", &c.BaseFreqKHz}, {"cpufreq/cpuinfo_max_freq", &c.MaxFreqKHz}} {
 		v, _, err := r.integer(dir + "/" + f.file)
 		if err != nil {
-			return c, "", "", err
+			return c, err
 		}
 		*f.dst = v
 	}
-	return c, l2, l3, nil
+	return c, nil
 }
 
-// readCaches returns a key identifying the CPU's unified L2 and L3 caches:
-// the cache's shared_cpu_list, which (unlike the optional id file) is
-// unique across the node.
-func readCaches(r reader, dir string, id int) (l2, l3 string, err error) {
+// readCaches reads the CPU's unified L2 and L3 caches. Their
+// shared_cpu_list (unlike the optional id file) identifies a cache across
+// the node, so it is what groups CPUs.
+func readCaches(r reader, dir string, id int) (l2, l3 Cache, err error) {
+	l2 = Cache{ID: Unknown, SharedCPUs: cpuset.New()}
+	l3 = Cache{ID: Unknown, SharedCPUs: cpuset.New()}
 	entries, err := os.ReadDir(r.path(dir + "/cache"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", "", nil
+		return l2, l3, nil
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("reading %s: %w", r.path(dir+"/cache"), err)
+		return l2, l3, fmt.Errorf("reading %s: %w", r.path(dir+"/cache"), err)
 	}
 	for _, e := range entries {
 		if !strings.HasPrefix(e.Name(), "index") {
@@ -224,37 +226,44 @@ func readCaches(r reader, dir string, id int) (l2, l3 string, err error) {
 		idx := dir + "/cache/" + e.Name()
 		level, ok, err := r.integer(idx + "/level")
 		if err != nil || !ok {
-			return "", "", err
+			return l2, l3, err
 		}
 		typ, _, err := r.text(idx + "/type")
 		if err != nil {
-			return "", "", err
+			return l2, l3, err
 		}
 		if typ == "Instruction" || (level != 2 && level != 3) {
 			continue
 		}
+		c := Cache{ID: Unknown}
 		shared, ok, err := r.list(idx + "/shared_cpu_list")
 		if err != nil {
-			return "", "", err
+			return l2, l3, err
 		}
 		if !ok {
 			shared = cpuset.New(id)
 		}
-		switch level {
-		case 2:
-			l2 = shared.String()
-		case 3:
-			l3 = shared.String()
+		c.SharedCPUs = shared
+		if cid, ok, err := r.integer(idx + "/id"); err != nil {
+			return l2, l3, err
+		} else if ok {
+			c.ID = int(cid)
+		}
+		if level == 2 {
+			l2 = c
+		} else {
+			l3 = c
 		}
 	}
 	return l2, l3, nil
 }
 
-// assignDenseIndexes numbers distinct keys in order of their lowest CPU.
-func assignDenseIndexes(cpus []CPU, keys map[int]string, set func(*CPU, int)) {
+// assignDenseIndexes numbers distinct cache groups (by their shared CPUs)
+// in order of their lowest CPU.
+func assignDenseIndexes(cpus []CPU, group func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
 	index := map[string]int{}
 	for i := range cpus { // cpus are sorted by ID
-		k := keys[cpus[i].ID]
+		k := group(&cpus[i]).String()
 		if k == "" {
 			continue
 		}

@@ -142,6 +142,19 @@ func TestDiscoverFixtures(t *testing.T) {
 	}
 }
 
+func TestDiscoverCaches(t *testing.T) {
+	topo, err := sysfs.Discover(fixture.Root(t, "xeon-2s-interleaved"))
+	require.NoError(t, err)
+	c, _ := topo.CPU(41)
+	assert.Equal(t, "1,41", c.L2Cache.SharedCPUs.String(), "L2 per core")
+	assert.Equal(t, topo.NUMANodes[1].CPUs.String(), c.L3Cache.SharedCPUs.String(), "L3 per socket")
+	assert.Equal(t, 1, c.L3Cache.ID, "the kernel's cache id")
+	offline, _ := sysfs.Discover(fixture.Root(t, "xeon-1s-nosmt"))
+	c, _ = offline.CPU(20)
+	assert.Equal(t, sysfs.Unknown, c.L3Cache.ID, "offline CPUs have no caches")
+	assert.True(t, c.L3Cache.SharedCPUs.IsEmpty())
+}
+
 func TestDiscoverXeonDistances(t *testing.T) {
 	topo, err := sysfs.Discover(fixture.Root(t, "xeon-2s-snc2"))
 	require.NoError(t, err)
@@ -237,6 +250,7 @@ func TestDiscoverDegradesGracefully(t *testing.T) {
 	require.Len(t, topo.NUMANodes, 1, "no node directory: one synthetic node")
 	c, _ := topo.CPU(4)
 	assert.Equal(t, sysfs.Unknown, c.L3)
+	assert.Equal(t, sysfs.Unknown, c.L3Cache.ID)
 	assert.Equal(t, 0, c.NUMA)
 	assert.Equal(t, "4,12", c.Siblings.String(), "falls back to thread_siblings_list")
 	assert.Zero(t, c.BaseFreqKHz)

@@ -50,12 +50,24 @@ type CPU struct {
 	// CPU ID), Unknown when the cache is not reported.
 	L2 int `json:"l2"`
 	L3 int `json:"l3"`
+	// L2Cache and L3Cache are those caches as the kernel reports them.
+	L2Cache Cache `json:"-"`
+	L3Cache Cache `json:"-"`
 	// NUMA is the CPU's NUMA node, Unknown when no node lists it.
 	NUMA int `json:"numa"`
 	// BaseFreqKHz is cpufreq/base_frequency (Intel SST-BF exposes higher
 	// values on its high-priority cores); MaxFreqKHz is cpuinfo_max_freq.
 	BaseFreqKHz int64 `json:"baseFrequencyKHz,omitempty"`
 	MaxFreqKHz  int64 `json:"maxFrequencyKHz,omitempty"`
+}
+
+// Cache is one of a CPU's unified caches.
+type Cache struct {
+	// ID is the kernel's cache id (cache/indexN/id), Unknown on kernels
+	// that do not report it.
+	ID int
+	// SharedCPUs is shared_cpu_list: the CPUs using this cache.
+	SharedCPUs cpuset.CPUSet
 }
 
 // NUMANode describes one NUMA node.

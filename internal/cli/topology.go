@@ -40,10 +40,12 @@ type NUMAReport struct {
 	MemTotalKB int64  `json:"memTotalKB"`
 }
 
-// GroupReport is an L3 (uncore cache) group.
+// GroupReport is an L3 (uncore cache) group; cacheId is the kernel's id
+// of that cache (-1 when not reported).
 type GroupReport struct {
-	ID   int    `json:"id"`
-	CPUs string `json:"cpus"`
+	ID      int    `json:"id"`
+	CPUs    string `json:"cpus"`
+	CacheID int    `json:"cacheId"`
 }
 
 // CPUReport is one logical CPU; core is unique per physical core across the
@@ -123,7 +125,14 @@ func buildTopologyReport(topo *sysfs.Topology, l *allocator.Layout, problems con
 		r.NUMANodes = append(r.NUMANodes, NUMAReport{n.ID, n.CPUs.String(), n.Distance, n.HasMemory, n.MemTotalKB})
 	}
 	for _, g := range topo.L3Groups() {
-		r.L3Groups = append(r.L3Groups, GroupReport{g, topo.CPUsWhere(func(c sysfs.CPU) bool { return c.L3 == g }).String()})
+		gr := GroupReport{ID: g, CacheID: sysfs.Unknown}
+		for _, c := range topo.CPUs {
+			if c.Online && c.L3 == g {
+				gr.CPUs, gr.CacheID = c.L3Cache.SharedCPUs.String(), c.L3Cache.ID
+				break
+			}
+		}
+		r.L3Groups = append(r.L3Groups, gr)
 	}
 	for _, c := range topo.CPUs {
 		cr := CPUReport{ID: c.ID, Online: c.Online, Isolated: topo.Isolated.Contains(c.ID), Socket: c.Socket, Die: c.Die,
