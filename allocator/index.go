@@ -23,7 +23,7 @@ type index struct {
 }
 
 type cpuInfo struct {
-	valid, online          bool
+	online                 bool
 	core, l3, numa, socket int
 	baseFreqKHz            int64
 }
@@ -36,7 +36,7 @@ func newIndex(topo *sysfs.Topology) *index {
 	x := &index{topo: topo, cpus: make([]cpuInfo, maxID+1), nodePos: map[int]int{}}
 	maxCore := -1
 	for _, c := range topo.CPUs {
-		x.cpus[c.ID] = cpuInfo{valid: true, online: c.Online, core: c.Core, l3: c.L3, numa: c.NUMA, socket: c.Socket, baseFreqKHz: c.BaseFreqKHz}
+		x.cpus[c.ID] = cpuInfo{online: c.Online, core: c.Core, l3: c.L3, numa: c.NUMA, socket: c.Socket, baseFreqKHz: c.BaseFreqKHz}
 		maxCore = max(maxCore, c.Core)
 	}
 	x.cores = make([][]int, maxCore+1)

@@ -10,10 +10,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // DefaultPath is where the daemon looks for its configuration.
@@ -202,27 +205,14 @@ func (c *Config) Check() Problems {
 	return p
 }
 
-// ParseCPUList parses a Linux CPU list ("0-3,8"), trimming white space.
+// ParseCPUList parses a CPU list as written in the config ("0-3, 8"):
+// the kernel's syntax, tolerating spaces.
 func ParseCPUList(s string) (cpuset.CPUSet, error) {
-	set, err := cpuset.Parse(strings.ReplaceAll(strings.TrimSpace(s), " ", ""))
+	set, err := sysfs.ParseList(strings.ReplaceAll(s, " ", ""))
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("malformed CPU list %q", s)
 	}
-	for _, id := range set.UnsortedList() {
-		if id < 0 {
-			return cpuset.New(), fmt.Errorf("malformed CPU list %q", s)
-		}
-	}
 	return set, nil
-}
-
-// MustCPUList parses a list that Check has already accepted.
-func MustCPUList(s string) cpuset.CPUSet {
-	set, err := ParseCPUList(s)
-	if err != nil {
-		panic(err)
-	}
-	return set
 }
 
 // ParseLogLevel accepts the logrus level names.
@@ -234,11 +224,4 @@ func ParseLogLevel(s string) (string, error) {
 	return "", fmt.Errorf("unknown level %q; use trace, debug, info, warn or error", s)
 }
 
-func isPool(name string) bool {
-	for _, p := range PoolNames {
-		if p == name {
-			return true
-		}
-	}
-	return false
-}
+func isPool(name string) bool { return slices.Contains(PoolNames, name) }

@@ -434,5 +434,3 @@ func ParseCmdlineCPUs(cmdline, param string) (cpuset.CPUSet, bool, error) {
 	}
 	return cpuset.New(), false, nil
 }
-
-func sortInts(s []int) { sort.Ints(s) }

@@ -4,6 +4,8 @@
 package sysfs
 
 import (
+	"sort"
+
 	"k8s.io/utils/cpuset"
 )
 
@@ -125,7 +127,7 @@ func (t *Topology) distinct(key func(CPU) int) []int {
 		seen[k] = true
 		out = append(out, k)
 	}
-	sortInts(out)
+	sort.Ints(out)
 	return out
 }
 
