@@ -13,7 +13,7 @@ finish() {
 #!/usr/bin/env bash
 # Stops the demo started by make demo KEEP=1.
 source "$REPO/test/e2e/lib.sh"
-W="$W" CONTAINERD_PID="$CONTAINERD_PID" PLUGIN_PID="$PLUGIN_PID"
+W="$W" CONTAINERD_PID="$CONTAINERD_PID" PLUGIN_PID="$PLUGIN_PID" CGROUP_TOP="$CGROUP_TOP" CGROUP_PARENT="$CGROUP_PARENT"
 export PATH="$TOOLS:\$PATH" CRI_CONFIG_FILE="$W/crictl.yaml"
 teardown
 echo "demo stopped"

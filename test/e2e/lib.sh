@@ -10,7 +10,10 @@ CRICTL_VERSION=${CRICTL_VERSION:-v1.37.0}
 TOOLS=${E2E_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-e2e/bin}
 IMAGE=docker.io/library/busybox:e2e
 CGROUP_ROOT=${CGROUP_ROOT:-/sys/fs/cgroup}
-CGROUP_PARENT=nri-cpupool-e2e/kubepods
+# One cgroup tree per run, so that runs on the same machine never share or remove
+# each other's cgroups.
+CGROUP_TOP=${CGROUP_TOP:-nri-cpupool-e2e-$$}
+CGROUP_PARENT=$CGROUP_TOP/kubepods
 W=""            # private work directory
 CONTAINERD_PID=""
 PLUGIN_PID=""
@@ -195,7 +198,7 @@ report() {
   echo "---------- containerd log (last 25 lines) ----------"
   tail -25 "$W/containerd.log" 2>/dev/null
   echo "---------- cgroup cpusets ----------"
-  find "$CGROUP_ROOT/cpuset/nri-cpupool-e2e" "$CGROUP_ROOT/nri-cpupool-e2e" -name cpuset.cpus 2>/dev/null | while read -r f; do
+  find "$CGROUP_ROOT/cpuset/$CGROUP_TOP" "$CGROUP_ROOT/$CGROUP_TOP" -name cpuset.cpus 2>/dev/null | while read -r f; do
     printf '%s: %s\n' "$f" "$(cat "$f")"
   done
   echo "---------- state ----------"
@@ -227,7 +230,7 @@ teardown() {
   grep " $W/" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
   local d
   grep -q " $W/" /proc/mounts && echo "teardown: mounts under $W remain" >&2
-  for d in "$CGROUP_ROOT"/*/nri-cpupool-e2e "$CGROUP_ROOT/nri-cpupool-e2e"; do
+  for d in "$CGROUP_ROOT"/*/"$CGROUP_TOP" "$CGROUP_ROOT/$CGROUP_TOP"; do
     [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
   done
   rm -rf "$W"
