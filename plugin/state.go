@@ -71,10 +71,9 @@ type FileStore struct {
 	now  func() time.Time
 	enc  stateEncoder
 	// spare is the next temporary file, created in the background after a
-	// save: creating a file is the slowest step of a save on some disks,
-	// and saves sit on the container creation path.
+	// save: creating a file is the slowest step of a save on some disks.
 	spare chan *os.File
-	// dir stays open between saves to fsync the rename.
+	// dir stays open between syncs to fsync the renames.
 	dir *os.File
 }
 
@@ -217,7 +216,10 @@ func checksum(b []byte) string {
 }
 
 // Save writes the state atomically: a temporary file in the same directory,
-// fsync, rename over the old file, fsync of the directory. Mode 0600.
+// renamed over the old file. Mode 0600. It does not fsync: a crashed
+// process loses nothing it wrote, and after a kernel crash or power loss
+// no container survives and Load moves a damaged file aside. Sync makes
+// the writes durable (on a timer and on shutdown).
 func (f *FileStore) Save(st *State) error {
 	payload, err := f.enc.encode(st)
 	if err != nil {
@@ -244,17 +246,29 @@ func (f *FileStore) Save(st *State) error {
 		tmp.Close()
 		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
 	}
-	// fdatasync: the data and the size, not the timestamps.
-	if err := unix.Fdatasync(int(tmp.Fd())); err != nil {
-		tmp.Close()
-		return fmt.Errorf("syncing state %s: %w", tmp.Name(), err)
-	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
 	}
 	if err := os.Rename(tmp.Name(), f.Path); err != nil {
 		return fmt.Errorf("replacing state %s: %w", f.Path, err)
 	}
+	go f.prepareSpare(dir)
+	return nil
+}
+
+// Sync makes the last Save durable: fdatasync of the file, then fsync of
+// the directory that holds the rename.
+func (f *FileStore) Sync() error {
+	file, err := os.Open(f.Path)
+	if err != nil {
+		return fmt.Errorf("syncing state: %w", err)
+	}
+	defer file.Close()
+	// fdatasync: the data and the size, not the timestamps.
+	if err := unix.Fdatasync(int(file.Fd())); err != nil {
+		return fmt.Errorf("syncing state %s: %w", f.Path, err)
+	}
+	dir := filepath.Dir(f.Path)
 	if f.dir == nil {
 		if f.dir, err = os.Open(dir); err != nil {
 			return fmt.Errorf("syncing state directory: %w", err)
@@ -263,7 +277,6 @@ func (f *FileStore) Save(st *State) error {
 	if err := f.dir.Sync(); err != nil {
 		return fmt.Errorf("syncing state directory %s: %w", dir, err)
 	}
-	go f.prepareSpare(dir)
 	return nil
 }
 

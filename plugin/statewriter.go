@@ -1,0 +1,229 @@
+package plugin
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// stateWriter persists the state in the background, so that no handler
+// waits for the disk: a handler changes memory, bumps the generation and
+// replies; the writer copies what changed and writes it.
+//
+// Guarantees:
+//   - One goroutine writes, and each write takes its copy and writes it
+//     under mu, so writes reach the store in generation order: an older
+//     state never replaces a newer one.
+//   - Bursts coalesce: a write starts at least delay after the first change
+//     and at least minInterval after the previous write started; every
+//     change made before a write takes its copy is in that write.
+//   - A failed write is logged, counted and retried with backoff; the next
+//     successful write carries every change since the last one.
+//   - Nothing is fsynced per write (a crashed process loses nothing the
+//     kernel has); the store is synced every syncEvery while it has unsynced
+//     writes, and on Flush and Close.
+type stateWriter struct {
+	store Store
+	log   *logrus.Logger
+	// collect brings the mirror up to date with the plugin's memory, under
+	// the plugin's lock, and returns the generation the mirror now holds.
+	collect func(mirror *State) uint64
+
+	delay, minInterval, syncEvery time.Duration
+	backoff                       Backoff
+
+	kick chan struct{}
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	mu      sync.Mutex // held for a whole write: one write at a time, in order
+	mirror  *State     // the writer's own copy, read by the store outside the plugin's lock
+	written uint64     // generation of the last successful write
+	synced  uint64     // generation of the last successful sync
+	stopped bool       // no write after Close (or a simulated crash)
+	failing int        // failed attempts since the last successful write
+
+	// Read by metrics without mu (a write may hold mu for long).
+	want        atomic.Uint64 // newest generation in memory
+	writes      atomic.Uint64
+	errors      atomic.Uint64
+	lastWrite   atomic.Int64 // unix nanoseconds of the last successful write; 0 before
+	behindSince atomic.Int64 // unix nanoseconds of the oldest change not on disk; 0 when in sync
+	started     time.Time
+}
+
+// Default writer timing: the first change after a quiet period is on disk
+// within a few milliseconds; a burst causes at most one write per 25 ms.
+const (
+	stateWriteDelay    = 2 * time.Millisecond
+	stateWriteInterval = 25 * time.Millisecond
+	stateSyncEvery     = 5 * time.Second
+)
+
+var stateWriteBackoff = Backoff{Initial: 50 * time.Millisecond, Max: 5 * time.Second}
+
+func newStateWriter(store Store, log *logrus.Logger, collect func(*State) uint64) *stateWriter {
+	return &stateWriter{store: store, log: log, collect: collect,
+		delay: stateWriteDelay, minInterval: stateWriteInterval, syncEvery: stateSyncEvery, backoff: stateWriteBackoff,
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		mirror: NewState(), started: time.Now()}
+}
+
+// changed tells the writer that memory is at generation gen. It never
+// blocks: handlers call it under the plugin's lock.
+func (w *stateWriter) changed(gen uint64) {
+	w.want.Store(gen)
+	w.behindSince.CompareAndSwap(0, time.Now().UnixNano())
+	select {
+	case w.kick <- struct{}{}:
+	default: // a write is already due; it will take this change too
+	}
+}
+
+// run is the writer goroutine.
+func (w *stateWriter) run() {
+	defer close(w.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	syncTick := time.NewTicker(w.syncEvery)
+	defer syncTick.Stop()
+	var (
+		armed     bool
+		lastStart time.Time
+		wait      = w.backoff.Initial
+	)
+	for {
+		select {
+		case <-w.quit:
+			return
+		case <-w.kick:
+			if !armed {
+				timer.Reset(max(w.delay, time.Until(lastStart.Add(w.minInterval))))
+				armed = true
+			}
+		case <-timer.C:
+			armed = false
+			lastStart = time.Now()
+			if err := w.write(); err != nil {
+				timer.Reset(wait)
+				armed = true
+				wait = min(wait*2, w.backoff.Max)
+				continue
+			}
+			wait = w.backoff.Initial
+		case <-syncTick.C:
+			w.sync()
+		}
+	}
+}
+
+// write brings the mirror up to date and stores it if it is newer than
+// what is on disk.
+func (w *stateWriter) write() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.want.Load() == w.written {
+		return nil
+	}
+	gen := w.collect(w.mirror)
+	if gen < w.written {
+		// Generations only grow under the plugin's lock; never write back.
+		return fmt.Errorf("state generation went back from %d to %d", w.written, gen)
+	}
+	if gen == w.written {
+		return nil
+	}
+	if err := w.store.Save(w.mirror); err != nil {
+		w.errors.Add(1)
+		w.failing++
+		w.log.Errorf("writing state failed (attempt %d; retrying with backoff, containers are still placed): %v", w.failing, err)
+		return err
+	}
+	if w.failing > 0 {
+		w.log.Infof("state written again after %d failed attempts", w.failing)
+		w.failing = 0
+	}
+	w.written = gen
+	w.writes.Add(1)
+	now := time.Now().UnixNano()
+	w.lastWrite.Store(now)
+	if w.want.Load() == gen {
+		w.behindSince.Store(0)
+		// A change may have come in between the check and the store: it
+		// kicked the writer, and its write sets behindSince again below.
+		if w.want.Load() != gen {
+			w.behindSince.CompareAndSwap(0, now)
+		}
+	} else {
+		w.behindSince.Store(now)
+	}
+	return nil
+}
+
+// syncer is a store that can make its writes durable.
+type syncer interface{ Sync() error }
+
+// sync makes the written state durable if a write happened since the
+// last sync.
+func (w *stateWriter) sync() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.synced == w.written {
+		return nil
+	}
+	s, ok := w.store.(syncer)
+	if !ok {
+		w.synced = w.written
+		return nil
+	}
+	if err := s.Sync(); err != nil {
+		w.errors.Add(1)
+		w.log.Errorf("syncing state to disk: %v", err)
+		return err
+	}
+	w.synced = w.written
+	return nil
+}
+
+// Flush writes and syncs every change made so far, now.
+func (w *stateWriter) Flush() error {
+	if err := w.write(); err != nil {
+		return err
+	}
+	return w.sync()
+}
+
+// Close flushes and stops the writer; later changes are not written.
+func (w *stateWriter) Close() error {
+	w.once.Do(func() { close(w.quit) })
+	<-w.done
+	err := w.Flush()
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	return err
+}
+
+// behind is how long memory has held changes the file lacks.
+func (w *stateWriter) behind() time.Duration {
+	since := w.behindSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, since))
+}
+
+// lastWriteAge is the time since the last successful write (since the
+// writer started, before the first one).
+func (w *stateWriter) lastWriteAge() time.Duration {
+	last := w.lastWrite.Load()
+	if last == 0 {
+		return time.Since(w.started)
+	}
+	return time.Since(time.Unix(0, last))
+}
