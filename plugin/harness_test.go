@@ -302,6 +302,13 @@ type testNode struct {
 
 func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string) *runningPlugin {
 	t.Helper()
+	return startPluginWith(t, f, node, stateFile, nil)
+}
+
+// startPluginWith starts a plugin after tune has adjusted it (e.g. its
+// state writer's timing).
+func startPluginWith(t testing.TB, f *fakeRuntime, node testNode, stateFile string, tune func(*Plugin)) *runningPlugin {
+	t.Helper()
 	cfg, err := config.Parse(strings.NewReader(node.config), "test config")
 	require.NoError(t, err)
 	cfg.SysfsRoot = fixture.Root(t, node.fixture)
@@ -317,6 +324,9 @@ func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string) 
 	}
 	p, err := New(cfg, topo, NewFileStore(stateFile), log)
 	require.NoError(t, err)
+	if tune != nil {
+		tune(p)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rp.p, rp.cancel = p, cancel
 	before := f.syncCount()
@@ -328,15 +338,39 @@ func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string) 
 	return rp
 }
 
-// stop ends the plugin as a kill would: no goodbye to the runtime.
+// stop ends the plugin as a kill -9 at a quiet moment would: the state
+// file has caught up with the decisions, and the runtime hears no goodbye.
 func (rp *runningPlugin) stop() {
 	rp.once.Do(func() {
-		rp.cancel()
-		select {
-		case <-rp.done:
-		case <-time.After(5 * time.Second):
+		if err := rp.p.Flush(); err != nil {
+			panic(err)
 		}
+		rp.halt()
 	})
+}
+
+// kill ends the plugin as a kill -9 right after its last reply would:
+// what the state writer has not written yet is lost.
+func (rp *runningPlugin) kill() {
+	rp.once.Do(rp.halt)
+}
+
+func (rp *runningPlugin) halt() {
+	rp.p.writer.crash()
+	rp.cancel()
+	select {
+	case <-rp.done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// savedState is the state file once the writer has caught up.
+func (rp *runningPlugin) savedState(t testing.TB) *State {
+	t.Helper()
+	require.NoError(t, rp.p.Flush())
+	st, err := ReadState(rp.p.cfg.StateFile)
+	require.NoError(t, err)
+	return st
 }
 
 func envOf(resp *api.CreateContainerResponse) map[string]string {

@@ -16,6 +16,8 @@ type metrics struct {
 	freeCPUs *prometheus.Desc
 	members  *prometheus.Desc
 	refused  *prometheus.CounterVec
+	// The state writer's figures, read from its counters without the lock.
+	stateWrites, stateErrors, stateAge, stateBehind *prometheus.Desc
 }
 
 func newMetrics(p *Plugin) *metrics {
@@ -26,8 +28,12 @@ func newMetrics(p *Plugin) *metrics {
 		members:  prometheus.NewDesc("cpupool_containers", "Containers assigned to the pool.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
-			Help: "Container creations refused, by reason (annotation, placement, state).",
+			Help: "Container creations refused, by reason (annotation, placement).",
 		}, []string{"reason"}),
+		stateWrites: prometheus.NewDesc("cpupool_state_writes_total", "Successful writes of the state file.", nil, nil),
+		stateErrors: prometheus.NewDesc("cpupool_state_write_errors_total", "Failed attempts to write or sync the state file (each is retried).", nil, nil),
+		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
+		stateBehind: prometheus.NewDesc("cpupool_state_behind_seconds", "Seconds the oldest decision not yet in the state file has waited; 0 when the file is current.", nil, nil),
 	}
 }
 
@@ -37,6 +43,10 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.freeCPUs
 	ch <- m.members
 	m.refused.Describe(ch)
+	ch <- m.stateWrites
+	ch <- m.stateErrors
+	ch <- m.stateAge
+	ch <- m.stateBehind
 }
 
 // Collect implements prometheus.Collector.
@@ -60,6 +70,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.p.mu.Unlock()
 	m.refused.Collect(ch)
+	w := m.p.writer
+	ch <- prometheus.MustNewConstMetric(m.stateWrites, prometheus.CounterValue, float64(w.writes.Load()))
+	ch <- prometheus.MustNewConstMetric(m.stateErrors, prometheus.CounterValue, float64(w.errors.Load()))
+	ch <- prometheus.MustNewConstMetric(m.stateAge, prometheus.GaugeValue, w.lastWriteAge().Seconds())
+	ch <- prometheus.MustNewConstMetric(m.stateBehind, prometheus.GaugeValue, w.behind().Seconds())
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -39,13 +40,22 @@ type Plugin struct {
 	store    Store
 	pinner   *cgroupPinner
 	log      *logrus.Logger
-	state    *State             // the last state saved (or loaded), the memory of a restart
+	loaded   bool               // the state file has been read (once, before the first Synchronize)
+	state    *State             // the state file's content, until the first Synchronize reconciles it
 	sandbox  map[string]sandbox // pod sandboxes to keep pinned to infra, by id
 	overrode map[string]bool    // containers whose cpuset change we refused, logged once
 	// persisted mirrors the allocator's assignments in state-file form, kept
-	// up to date from each decision so that a save does not re-derive them.
+	// up to date from each decision so that a write does not re-derive them.
 	persisted map[string]ContainerState
-	metrics   *metrics
+	// gen counts changes to persisted, the allocator's remembered CPUs and
+	// the pools; dirty are the containers changed since the writer last
+	// collected them (all of them after Synchronize: dirtyAll).
+	gen      uint64
+	dirty    map[string]bool
+	dirtyAll bool
+	// writer persists the state in the background, off the reply path.
+	writer  *stateWriter
+	metrics *metrics
 	// pending are containers whose cpuset changed in a handler that cannot
 	// return updates (RemoveContainer, RemovePodSandbox); the next reply
 	// or an asynchronous UpdateContainers, whichever comes first, carries them.
@@ -59,7 +69,8 @@ type Plugin struct {
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, sandbox: map[string]sandbox{}, overrode: map[string]bool{},
-		persisted: map[string]ContainerState{}, pending: map[string]bool{}}
+		persisted: map[string]ContainerState{}, dirty: map[string]bool{}, pending: map[string]bool{}}
+	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(p)
 	if err := p.configure(cfg); err != nil {
 		return nil, err
@@ -69,9 +80,9 @@ func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logg
 
 // loadState reads the state once, before the first Synchronize: late, so
 // that a runtime-launched plugin can take its state file from the runtime's
-// configuration.
+// configuration. Then the writer starts on that store.
 func (p *Plugin) loadState() error {
-	if p.state != nil {
+	if p.loaded {
 		return nil
 	}
 	st, err := p.store.Load()
@@ -81,13 +92,25 @@ func (p *Plugin) loadState() error {
 	case err != nil:
 		return err
 	}
-	p.state = st
+	p.state, p.loaded = st, true
+	p.writer.start(p.store)
 	p.log.Infof("state: %d containers remembered, to reconcile with the runtime", len(st.Containers))
 	return nil
 }
 
-// Close releases the state store's resources.
+// Flush writes every decision made so far to the state file and makes it
+// durable, now.
+func (p *Plugin) Flush() error {
+	return p.writer.Flush()
+}
+
+// Close writes the last decisions, stops the writer and releases the state
+// store's resources. It must not be called with the lock held: the final
+// write collects the state under it.
 func (p *Plugin) Close() {
+	if err := p.writer.Close(); err != nil {
+		p.log.Errorf("final state write: %v", err)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.store.(interface{ Close() }); ok {
@@ -129,7 +152,7 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 		switch {
 		case parsed.StateFile == config.Default().StateFile || parsed.StateFile == p.cfg.StateFile:
 			parsed.StateFile = p.cfg.StateFile
-		case p.state == nil:
+		case !p.loaded:
 			p.store = NewFileStore(parsed.StateFile)
 		default:
 			return 0, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
@@ -154,6 +177,13 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	if err := p.loadState(); err != nil {
 		return nil, err
 	}
+	// The first Synchronize reconciles the state file; a later one (the
+	// runtime restarted) the plugin's memory, which is newer than the file.
+	remembered := p.state
+	if remembered == nil {
+		remembered = p.memoryState()
+	}
+	p.state = nil
 	// Start from an empty allocator: after a runtime restart the in-memory
 	// view is as stale as the file.
 	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)
@@ -169,7 +199,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// Remembered CPUs of stopped containers matter only for pods that still
 	// exist.
 	prev := map[string]cpuset.CPUSet{}
-	for k, v := range p.state.Previous {
+	for k, v := range remembered.Previous {
 		uid, _, _ := strings.Cut(k, "/")
 		if s, err := cpuset.Parse(v); err == nil && podUIDs[uid] {
 			prev[k] = s
@@ -184,7 +214,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		if _, ok := p.state.Containers[c.GetId()]; ok {
+		if _, ok := remembered.Containers[c.GetId()]; ok {
 			known = append(known, c)
 		} else {
 			unknown = append(unknown, c)
@@ -194,7 +224,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	sortContainers(unknown)
 	var updates []*api.ContainerUpdate
 	for _, c := range known {
-		p.restoreKnown(c, p.state.Containers[c.GetId()])
+		p.restoreKnown(c, remembered.Containers[c.GetId()])
 	}
 	for _, c := range unknown {
 		pod := podByID[c.GetPodSandboxId()]
@@ -220,15 +250,14 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	for _, a := range p.alloc.Assignments() {
 		p.persisted[a.ID] = containerState(a)
 	}
+	p.dirtyAll = true
 	vanished := 0
-	for id := range p.state.Containers {
+	for id := range remembered.Containers {
 		if _, ok := p.alloc.Get(id); !ok {
 			vanished++
 		}
 	}
-	if err := p.save(); err != nil {
-		return nil, err
-	}
+	p.changed()
 	p.pinSandboxes()
 	p.log.Infof("synchronized: %d containers kept, %d placed, %d forgotten, %d updates", len(known), len(unknown), vanished, len(updates))
 	return updates, nil
@@ -316,7 +345,8 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 		}
 	}
 	p.alloc.ForgetPod(pod.GetUid())
-	return p.save()
+	p.changed()
+	return nil
 }
 
 // CreateContainer decides the container's pool and CPUs and returns the
@@ -338,14 +368,11 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.metrics.refused.WithLabelValues("placement").Inc()
 		return nil, nil, fmt.Errorf("nri-cpupool: %w", err)
 	}
+	// The reply does not wait for the state file: the writer persists the
+	// decision in the background, and if this process dies before it does,
+	// the next Synchronize finds the container where the runtime runs it.
 	p.record(res, false)
-	if err := p.save(); err != nil {
-		// Without a durable record the CPUs could be handed out twice after
-		// a restart: undo and refuse.
-		p.record(p.alloc.Release(req.ID), true)
-		p.metrics.refused.WithLabelValues("state").Inc()
-		return nil, nil, fmt.Errorf("nri-cpupool: container %s not created: %w", who, err)
-	}
+	p.changed()
 	a := res.Assignment
 	adj := &api.ContainerAdjustment{}
 	adj.SetLinuxCPUSetCPUs(a.CPUs.String())
@@ -451,9 +478,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	res := p.alloc.Release(ctr.GetId())
 	p.record(res, true)
 	delete(p.overrode, ctr.GetId())
-	if err := p.save(); err != nil {
-		return nil, err
-	}
+	p.changed()
 	return p.followers(res), nil
 }
 
@@ -467,12 +492,17 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	res := p.alloc.Release(ctr.GetId())
 	p.record(res, true)
 	p.deferFollowers(res)
-	return p.save()
+	p.changed()
+	return nil
 }
 
-// Shutdown is called when the runtime closes the connection.
+// Shutdown is called when the runtime closes the connection (it is
+// stopping, perhaps with the node): the state file is brought up to date.
 func (p *Plugin) Shutdown(context.Context) {
 	p.log.Info("runtime shut the connection down")
+	if err := p.Flush(); err != nil {
+		p.log.Errorf("writing state at shutdown: %v", err)
+	}
 }
 
 // sandbox is what pinning a pod's infra container needs. Sandboxes are not
@@ -530,8 +560,10 @@ func (p *Plugin) record(res allocator.Result, released bool) {
 	} else {
 		p.persisted[res.Assignment.ID] = containerState(res.Assignment)
 	}
+	p.dirty[res.Assignment.ID] = true
 	for _, u := range res.Updates {
 		p.persisted[u.ID] = containerState(u)
+		p.dirty[u.ID] = true
 	}
 }
 
@@ -540,29 +572,51 @@ func containerState(a allocator.Assignment) ContainerState {
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String()}
 }
 
-// save records the current assignments durably.
-func (p *Plugin) save() error {
-	st := NewState()
-	st.Containers = p.persisted
+// changed tells the writer that memory moved on; it persists the change
+// in the background. Called under the lock, after record.
+func (p *Plugin) changed() {
+	p.gen++
+	p.writer.changed(p.gen)
+}
+
+// collectState brings the writer's copy of the state up to date, under the
+// lock: only the containers changed since the last call are copied, so the
+// lock is held for the size of the change, not of the node. It returns the
+// generation the copy now holds.
+func (p *Plugin) collectState(st *State) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dirtyAll {
+		st.Containers = maps.Clone(p.persisted)
+		p.dirtyAll = false
+	} else {
+		for id := range p.dirty {
+			if c, ok := p.persisted[id]; ok {
+				st.Containers[id] = c
+			} else {
+				delete(st.Containers, id)
+			}
+		}
+	}
+	clear(p.dirty)
+	clear(st.Previous)
 	for k, v := range p.alloc.Previous() {
 		st.Previous[k] = v.String()
 	}
 	for _, pool := range config.PoolNames {
 		st.Pools[pool] = p.alloc.PoolCPUs(pool).String()
 	}
-	if err := p.store.Save(st); err != nil {
-		p.log.Errorf("saving state: %v", err)
-		return fmt.Errorf("saving state: %w", err)
+	return p.gen
+}
+
+// memoryState is the plugin's memory in the state file's form.
+func (p *Plugin) memoryState() *State {
+	st := NewState()
+	st.Containers = p.persisted
+	for k, v := range p.alloc.Previous() {
+		st.Previous[k] = v.String()
 	}
-	// The saved state is a snapshot: later changes to persisted must not
-	// alter what a reconnect compares against.
-	snapshot := *st
-	snapshot.Containers = make(map[string]ContainerState, len(p.persisted))
-	for k, v := range p.persisted {
-		snapshot.Containers[k] = v
-	}
-	p.state = &snapshot
-	return nil
+	return st
 }
 
 func assignmentFromState(id string, st ContainerState) allocator.Assignment {

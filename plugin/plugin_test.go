@@ -34,7 +34,7 @@ func TestContainersOfEveryPool(t *testing.T) {
 		name := map[bool]string{false: "cgroup v1", true: "cgroup v2"}[unified]
 		t.Run(name, func(t *testing.T) {
 			f := newFakeRuntime(t, unified)
-			startPlugin(t, f, desktop, statePath(f))
+			rp := startPlugin(t, f, desktop, statePath(f))
 
 			pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
 				"pool.cpupool.dev/container.fwd": "exclusive", "pool.cpupool.dev/container.eni": "exclusive-non-isolcpus", "pool.cpupool.dev/pod": "shared"}})
@@ -71,8 +71,7 @@ func TestContainersOfEveryPool(t *testing.T) {
 			assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web))
 			f.removeContainer(eni)
 
-			st, err := ReadState(statePath(f))
-			require.NoError(t, err)
+			st := rp.savedState(t)
 			assert.Len(t, st.Containers, 3)
 			assert.Equal(t, "4,12", st.Containers[fwd.Id].CPUs)
 			assert.Equal(t, "telco", st.Containers[fwd.Id].PodNamespace)
@@ -131,7 +130,7 @@ func TestUpdateContainerKeepsPinnedCPUs(t *testing.T) {
 
 func TestBadAnnotationsFailCreation(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	startPlugin(t, f, desktop, statePath(f))
+	rp := startPlugin(t, f, desktop, statePath(f))
 	tests := []struct {
 		ns   string
 		ann  map[string]string
@@ -155,9 +154,7 @@ func TestBadAnnotationsFailCreation(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want)
 		assert.Contains(t, err.Error(), "nri-cpupool")
 	}
-	st, err := ReadState(statePath(f))
-	require.NoError(t, err)
-	assert.Empty(t, st.Containers, "refused containers leave no trace")
+	assert.Empty(t, rp.savedState(t).Containers, "refused containers leave no trace")
 }
 
 func TestPoolFullNothingElseChanges(t *testing.T) {

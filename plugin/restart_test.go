@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
@@ -43,7 +44,7 @@ func TestPluginRestartKeepsEveryContainerWhereItRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "", f.cpus(lateCtr), "no plugin, no pinning")
 
-	startPlugin(t, f, desktop, statePath(f))
+	second := startPlugin(t, f, desktop, statePath(f))
 	assert.Equal(t, "4,12", f.cpus(fwd), "exclusive container not moved")
 	assert.Equal(t, "1", f.cpus(eni), "exclusive-non-isolcpus container not moved")
 	assert.Equal(t, "0,8-9", f.cpus(app), "infra member unchanged")
@@ -56,9 +57,7 @@ func TestPluginRestartKeepsEveryContainerWhereItRuns(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, mustParse(f.cpus(nextCtr)).Intersection(mustParse("4,12").Union(lateCPUs)).IsEmpty(), "restored CPUs are held")
 
-	st, err := ReadState(statePath(f))
-	require.NoError(t, err)
-	assert.Len(t, st.Containers, 5)
+	assert.Len(t, second.savedState(t).Containers, 5)
 }
 
 func TestVanishedContainersAreFreedOnRestart(t *testing.T) {
@@ -69,12 +68,10 @@ func TestVanishedContainersAreFreedOnRestart(t *testing.T) {
 	f.mu.Lock()
 	delete(f.ctrs, fwd.Id) // removed while the plugin was away
 	f.mu.Unlock()
-	startPlugin(t, f, desktop, statePath(f))
-	st, err := ReadState(statePath(f))
-	require.NoError(t, err)
-	assert.NotContains(t, st.Containers, fwd.Id)
+	second := startPlugin(t, f, desktop, statePath(f))
+	assert.NotContains(t, second.savedState(t).Containers, fwd.Id)
 	pod := f.runPod(podSpec{name: "all", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
-	_, _, err = f.createContainer(pod, "c", 8000)
+	_, _, err := f.createContainer(pod, "c", 8000)
 	assert.NoError(t, err, "the whole exclusive pool is free again")
 }
 
@@ -103,15 +100,13 @@ func TestCorruptStateIsMovedAsideAndRebuilt(t *testing.T) {
 			first.stop()
 			require.NoError(t, os.WriteFile(statePath(f), content, 0o600))
 
-			startPlugin(t, f, desktop, statePath(f))
+			second := startPlugin(t, f, desktop, statePath(f))
 			aside, _ := filepath.Glob(statePath(f) + ".corrupt-*")
 			assert.Len(t, aside, 1, "bad file kept for inspection")
 			assert.Equal(t, "4,12", f.cpus(fwd), "rebuilt from the runtime: exclusive stays")
 			assert.Equal(t, "1", f.cpus(eni))
 			assert.Equal(t, "0,8-9", f.cpus(app))
-			st, err := ReadState(statePath(f))
-			require.NoError(t, err, "a fresh, valid state is written")
-			assert.Len(t, st.Containers, 3)
+			assert.Len(t, second.savedState(t).Containers, 3, "a fresh, valid state is written")
 		})
 	}
 }
@@ -172,9 +167,11 @@ func TestRuntimeLaunchedPlugin(t *testing.T) {
 	ctr, _, err := f.createContainer(pod, "c", 1000)
 	require.NoError(t, err)
 	assert.Equal(t, "1", f.cpus(ctr), "configuration from the runtime's drop-in")
-	st, err := ReadState(stateFile)
-	require.NoError(t, err, "state file from the runtime's drop-in")
-	assert.Contains(t, st.Containers, ctr.Id)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		st, err := ReadState(stateFile)
+		require.NoError(c, err, "state file from the runtime's drop-in")
+		assert.Contains(c, st.Containers, ctr.Id)
+	}, 5*time.Second, 5*time.Millisecond, "the writer catches up within milliseconds")
 }
 
 // TestConfigChangeKeepsRunningContainers: a restart with a config whose

@@ -29,7 +29,14 @@ func runtimeLaunched() bool { return os.Getenv(api.PluginSocketEnvVar) != "" }
 // Run connects to the runtime and serves events until ctx ends. When the
 // runtime goes away (restart, crash) it reconnects with backoff and is
 // resynchronized by the runtime, so systemd need not restart it.
+//
+// When it returns, the state file holds every decision (see Flush).
 func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff) error {
+	defer func() {
+		if err := p.Flush(); err != nil {
+			p.log.Errorf("writing state on the way out: %v", err)
+		}
+	}()
 	wait := backoff.Initial
 	for {
 		closed := make(chan struct{})

@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,16 +93,41 @@ func TestFileStoreDiscardsBadFiles(t *testing.T) {
 	}
 }
 
-// failingStore loses the disk after the first write.
-type failingStore struct{ saves int }
+// failingStore is a disk that fails while broken and keeps a copy of the
+// last state it was given.
+type failingStore struct {
+	mu     sync.Mutex
+	broken bool
+	saved  *State
+}
 
 func (f *failingStore) Load() (*State, error) { return NewState(), nil }
-func (f *failingStore) Save(*State) error {
-	f.saves++
-	if f.saves > 1 {
+func (f *failingStore) Close()                {}
+func (f *failingStore) Save(st *State) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.broken {
 		return errors.New("disk full")
 	}
+	cp := *st
+	cp.Containers = maps.Clone(st.Containers)
+	f.saved = &cp
 	return nil
+}
+
+func (f *failingStore) setBroken(b bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.broken = b
+}
+
+func (f *failingStore) containers() map[string]ContainerState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.saved == nil {
+		return nil
+	}
+	return f.saved.Containers
 }
 
 func newUnitPlugin(t *testing.T, store Store, yaml string) *Plugin {
@@ -114,22 +143,64 @@ func newUnitPlugin(t *testing.T, store Store, yaml string) *Plugin {
 	log.SetLevel(logrus.ErrorLevel)
 	p, err := New(cfg, topo, store, log)
 	require.NoError(t, err)
+	t.Cleanup(p.Close)
 	return p
 }
 
-func TestCreateRefusedWhenStateCannotBeSaved(t *testing.T) {
+// TestCreateSucceedsWhileStateCannotBeSaved: a disk that refuses the state
+// write no longer refuses containers; the failure is counted and the write
+// retried until it succeeds.
+func TestCreateSucceedsWhileStateCannotBeSaved(t *testing.T) {
 	store := &failingStore{}
 	p := newUnitPlugin(t, store, `isolatedCPUs: "4-7,12-15"`)
 	ctx := context.Background()
 	_, err := p.Synchronize(ctx, nil, nil)
 	require.NoError(t, err)
+	require.NoError(t, p.Flush())
+	store.setBroken(true)
+
 	pod := &api.PodSandbox{Id: "sb", Name: "p", Uid: "u", Namespace: "ns", Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}
 	ctr := &api.Container{Id: "c1", Name: "c", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(8192)}}}}
-	_, _, err = p.CreateContainer(ctx, pod, ctr)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "disk full")
-	assert.Empty(t, p.alloc.Assignments(), "the allocation is rolled back")
-	assert.Equal(t, 8, p.alloc.FreeCPUs("exclusive").Size())
+	adj, _, err := p.CreateContainer(ctx, pod, ctr)
+	require.NoError(t, err, "a broken disk does not refuse the container")
+	assert.Equal(t, "4-7,12-15", adj.GetLinux().GetResources().GetCpu().GetCpus())
+	assert.Equal(t, 0, p.alloc.FreeCPUs("exclusive").Size(), "the CPUs are held")
+
+	errorsTotal := func() float64 {
+		return testutil.ToFloat64(collectorOf(p.metrics, "cpupool_state_write_errors_total"))
+	}
+	require.Eventually(t, func() bool { return errorsTotal() >= 2 }, 5*time.Second, time.Millisecond, "failures are counted and retried")
+	assert.Empty(t, store.containers(), "nothing written while the disk is broken")
+	assert.Error(t, p.Flush(), "a flush reports the failure")
+
+	store.setBroken(false)
+	require.Eventually(t, func() bool { _, ok := store.containers()["c1"]; return ok }, 10*time.Second, time.Millisecond, "a retry writes the state")
+	assert.Equal(t, "4-7,12-15", store.containers()["c1"].CPUs)
+	failures := errorsTotal()
+	time.Sleep(3 * stateWriteBackoff.Initial)
+	assert.Equal(t, failures, errorsTotal(), "no more attempts once written")
+	assert.Zero(t, p.writer.behind(), "the file is current")
+}
+
+// collectorOf isolates one metric of the plugin's collector, by name.
+func collectorOf(m *metrics, name string) prometheus.Collector {
+	return metricFilter{m, name}
+}
+
+type metricFilter struct {
+	c    prometheus.Collector
+	name string
+}
+
+func (f metricFilter) Describe(ch chan<- *prometheus.Desc) { f.c.Describe(ch) }
+func (f metricFilter) Collect(ch chan<- prometheus.Metric) {
+	all := make(chan prometheus.Metric, 64)
+	go func() { f.c.Collect(all); close(all) }()
+	for m := range all {
+		if strings.Contains(m.Desc().String(), `"`+f.name+`"`) {
+			ch <- m
+		}
+	}
 }
 
 func TestConfigureFromRuntime(t *testing.T) {
@@ -219,6 +290,7 @@ func TestSynchronizeForgetsPreviousCPUsOfGonePods(t *testing.T) {
 	p := newUnitPlugin(t, store, `isolatedCPUs: "4-7,12-15"`)
 	_, err := p.Synchronize(context.Background(), []*api.PodSandbox{{Id: "sb", Uid: "uid-here", Name: "here", Namespace: "ns"}}, nil)
 	require.NoError(t, err)
+	require.NoError(t, p.Flush())
 	back, err := ReadState(path)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"uid-here/c": "5,13"}, back.Previous)

@@ -66,11 +66,22 @@ const (
 
 var stateWriteBackoff = Backoff{Initial: 50 * time.Millisecond, Max: 5 * time.Second}
 
-func newStateWriter(store Store, log *logrus.Logger, collect func(*State) uint64) *stateWriter {
-	return &stateWriter{store: store, log: log, collect: collect,
+func newStateWriter(log *logrus.Logger, collect func(*State) uint64) *stateWriter {
+	return &stateWriter{log: log, collect: collect,
 		delay: stateWriteDelay, minInterval: stateWriteInterval, syncEvery: stateSyncEvery, backoff: stateWriteBackoff,
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		mirror: NewState(), started: time.Now()}
+}
+
+// start begins writing to store, once; until then changes only wait.
+func (w *stateWriter) start(store Store) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.store != nil || w.stopped {
+		return
+	}
+	w.store = store
+	go w.run()
 }
 
 // changed tells the writer that memory is at generation gen. It never
@@ -127,7 +138,7 @@ func (w *stateWriter) run() {
 func (w *stateWriter) write() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopped || w.want.Load() == w.written {
+	if w.stopped || w.store == nil || w.want.Load() == w.written {
 		return nil
 	}
 	gen := w.collect(w.mirror)
@@ -173,7 +184,7 @@ type syncer interface{ Sync() error }
 func (w *stateWriter) sync() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopped || w.synced == w.written {
+	if w.stopped || w.store == nil || w.synced == w.written {
 		return nil
 	}
 	s, ok := w.store.(syncer)
@@ -200,13 +211,23 @@ func (w *stateWriter) Flush() error {
 
 // Close flushes and stops the writer; later changes are not written.
 func (w *stateWriter) Close() error {
-	w.once.Do(func() { close(w.quit) })
-	<-w.done
+	w.halt()
 	err := w.Flush()
 	w.mu.Lock()
 	w.stopped = true
 	w.mu.Unlock()
 	return err
+}
+
+// halt stops the goroutine, if it was started.
+func (w *stateWriter) halt() {
+	w.mu.Lock()
+	running := w.store != nil
+	w.mu.Unlock()
+	w.once.Do(func() { close(w.quit) })
+	if running {
+		<-w.done
+	}
 }
 
 // behind is how long memory has held changes the file lacks.

@@ -20,8 +20,7 @@ func (w *stateWriter) crash() {
 	w.mu.Lock()
 	w.stopped = true
 	w.mu.Unlock()
-	w.once.Do(func() { close(w.quit) })
-	<-w.done
+	w.halt()
 }
 
 // recordingStore records the generation of every state it is given (the
@@ -105,11 +104,11 @@ func newTestWriter(t *testing.T, store Store, tune ...func(*stateWriter)) (*stat
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	m := &fakeMemory{}
-	m.w = newStateWriter(store, log, m.collect)
+	m.w = newStateWriter(log, m.collect)
 	for _, f := range tune {
 		f(m.w)
 	}
-	go m.w.run()
+	m.w.start(store)
 	t.Cleanup(m.w.crash)
 	return m.w, m
 }
