@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/benchutil"
@@ -48,60 +50,182 @@ func startNoop(b *testing.B, f *fakeRuntime) {
 }
 
 // BenchmarkCreateContainerRoundTrip measures CreateContainer through the
-// runtime-side NRI library with 500 running containers (half 1-CPU exclusive,
-// half infra) on the 384-CPU node: with nri-cpupool,
-// including its durable state write, and with a no-op plugin.
+// runtime-side NRI library on the 384-CPU node with 0, 200 and 1,000
+// running containers (a quarter of them 1-CPU exclusive, the rest infra),
+// with nri-cpupool and with a no-op plugin in the same run. Each measured
+// creation is a 2-CPU exclusive container, stopped and removed off the
+// clock; the state writer runs in the background as it would on a node.
 func BenchmarkCreateContainerRoundTrip(b *testing.B) {
+	for _, running := range []int{0, 200, 1000} {
+		for _, which := range []string{"noop", "cpupool"} {
+			b.Run(fmt.Sprintf("running=%d/%s", running, which), func(b *testing.B) {
+				f := newFakeRuntime(b, false)
+				startBenchPlugin(b, f, which)
+				fillNode(b, f, running)
+				measureCreations(b, f)
+			})
+		}
+	}
+}
+
+// BenchmarkCreateContainerRoundTripBusyDisk is the round trip with 200
+// running containers while another process writes and fsyncs a file in
+// the state file's directory, without pause: what a node pulling images
+// or writing logs does to the disk.
+func BenchmarkCreateContainerRoundTripBusyDisk(b *testing.B) {
 	for _, which := range []string{"noop", "cpupool"} {
 		b.Run(which, func(b *testing.B) {
 			f := newFakeRuntime(b, false)
-			if which == "noop" {
-				startNoop(b, f)
-			} else {
-				startPlugin(b, f, largeNode, statePath(f))
-			}
-			for i := 0; i < 500; i++ {
-				pod := f.runPod(podSpec{name: "run" + id(i), annotations: exclusiveEvery(i)})
-				_, _, err := f.createContainer(pod, "c", 1000)
-				require.NoError(b, err)
-			}
-			pods := make([]*api.PodSandbox, b.N)
-			for i := range pods {
-				pods[i] = f.runPod(podSpec{name: "bench" + strconv.Itoa(i), annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
-			}
-			samples := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				start := time.Now()
-				ctr, _, err := f.createContainer(pods[i], "c", 2000)
-				samples = append(samples, time.Since(start))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				f.stopContainer(ctr)
-				f.removeContainer(ctr)
-				f.removePod(pods[i])
-				b.StartTimer()
-			}
-			b.StopTimer()
-			benchutil.ReportLatency(b, samples)
+			startBenchPlugin(b, f, which)
+			fillNode(b, f, 200)
+			syncs := startDiskHog(b, filepath.Dir(statePath(f)))
+			measureCreations(b, f)
+			b.ReportMetric(float64(syncs()), "hog-fsyncs")
 		})
 	}
 }
 
-// exclusiveEvery makes every second container a 1-CPU exclusive one and
+func startBenchPlugin(b *testing.B, f *fakeRuntime, which string) {
+	if which == "noop" {
+		startNoop(b, f)
+		return
+	}
+	startPlugin(b, f, largeNode, statePath(f))
+}
+
+// fillNode runs n containers, a quarter of them 1-CPU exclusive.
+func fillNode(b *testing.B, f *fakeRuntime, n int) {
+	for i := 0; i < n; i++ {
+		pod := f.runPod(podSpec{name: "run" + id(i), annotations: exclusiveEvery(i)})
+		_, _, err := f.createContainer(pod, "c", 1000)
+		require.NoError(b, err)
+	}
+}
+
+// measureCreations times b.N creations of a 2-CPU exclusive container.
+func measureCreations(b *testing.B, f *fakeRuntime) {
+	pods := make([]*api.PodSandbox, b.N)
+	for i := range pods {
+		pods[i] = f.runPod(podSpec{name: "bench" + strconv.Itoa(i), annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	}
+	samples := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		ctr, _, err := f.createContainer(pods[i], "c", 2000)
+		samples = append(samples, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		f.stopContainer(ctr)
+		f.removeContainer(ctr)
+		f.removePod(pods[i])
+		b.StartTimer()
+	}
+	b.StopTimer()
+	benchutil.ReportLatency(b, samples)
+}
+
+// exclusiveEvery makes every fourth container a 1-CPU exclusive one and
 // the others infra members.
 func exclusiveEvery(i int) map[string]string {
-	if i%2 == 0 {
+	if i%4 != 3 {
 		return nil // infra
 	}
 	return map[string]string{"pool.cpupool.dev": "exclusive"}
 }
 
+// diskHogEnv names the directory the disk hog writes in; the test binary
+// re-executed with it set runs TestDiskHog and nothing else.
+const diskHogEnv = "NRI_CPUPOOL_DISK_HOG"
+
+// startDiskHog starts another process that writes 256 KiB and fdatasyncs
+// it, in a loop, in dir. It returns a function that counts its fsyncs.
+func startDiskHog(b *testing.B, dir string) func() int {
+	require.NoError(b, os.MkdirAll(dir, 0o700))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDiskHog$")
+	cmd.Env = append(os.Environ(), diskHogEnv+"="+dir)
+	require.NoError(b, cmd.Start())
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	count := filepath.Join(dir, "hog.count")
+	require.Eventually(b, func() bool { _, err := os.Stat(count); return err == nil }, 10*time.Second, time.Millisecond, "disk hog started")
+	return func() int {
+		raw, _ := os.ReadFile(count)
+		n, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+		return n
+	}
+}
+
+// TestDiskHog is the disk hog's body: it runs only when re-executed by
+// startDiskHog, until killed.
+func TestDiskHog(t *testing.T) {
+	dir := os.Getenv(diskHogEnv)
+	if dir == "" {
+		t.Skip("runs as the benchmarks' disk hog only")
+	}
+	data := make([]byte, 256<<10)
+	path := filepath.Join(dir, "hog.data")
+	for n := 1; ; n++ {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		require.NoError(t, err)
+		_, err = f.Write(data)
+		require.NoError(t, err)
+		require.NoError(t, unix.Fdatasync(int(f.Fd())))
+		require.NoError(t, f.Close())
+		if n%10 == 1 {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "hog.count"), []byte(strconv.Itoa(n)), 0o600))
+		}
+	}
+}
+
+// BenchmarkStateBurst1000 creates 1,000 containers in a row through the
+// runtime-side NRI library (a quarter 1-CPU exclusive) and reports how many
+// state writes they caused and how long after the last reply the file
+// matched memory. It measures once whatever b.N is: run it with
+// -benchtime=1x.
+func BenchmarkStateBurst1000(b *testing.B) {
+	f := newFakeRuntime(b, false)
+	rp := startPlugin(b, f, largeNode, statePath(f))
+	w := rp.p.writer
+	require.NoError(b, rp.p.Flush())
+	pods := make([]*api.PodSandbox, 1000)
+	for i := range pods {
+		pods[i] = f.runPod(podSpec{name: "burst" + id(i), annotations: exclusiveEvery(i)})
+	}
+	writesBefore := w.writes.Load()
+	b.ResetTimer()
+	start := time.Now()
+	for i, pod := range pods {
+		_, _, err := f.createContainer(pod, "c", 1000)
+		require.NoError(b, err, "creation %d", i)
+	}
+	last := time.Now()
+	rp.p.mu.Lock()
+	gen := rp.p.gen
+	rp.p.mu.Unlock()
+	for w.onDisk.Load() < gen {
+		time.Sleep(100 * time.Microsecond)
+	}
+	settled := time.Since(last)
+	b.StopTimer()
+	writes := w.writes.Load() - writesBefore
+
+	st, err := ReadState(statePath(f))
+	require.NoError(b, err)
+	rp.p.mu.Lock()
+	memory := maps.Clone(rp.p.persisted)
+	rp.p.mu.Unlock()
+	require.Equal(b, memory, st.Containers, "the file matches memory")
+	require.Len(b, st.Containers, 1000)
+	b.ReportMetric(float64(writes), "state-writes")
+	b.ReportMetric(float64(settled.Microseconds())/1e3, "settle-ms")
+	b.ReportMetric(float64(last.Sub(start).Microseconds())/1e3, "burst-ms")
+}
+
 // BenchmarkSynchronize1000 measures reconciling 1,000 containers (800
-// remembered exclusive ones, 200 infra) after a restart, state write
-// included.
+// remembered exclusive ones, 200 infra) after a restart; the state is
+// written in the background, as after a real Synchronize.
 func BenchmarkSynchronize1000(b *testing.B) {
 	cfg, err := config.Parse(strings.NewReader(largeNode.config), "bench")
 	require.NoError(b, err)
@@ -139,6 +263,7 @@ func BenchmarkSynchronize1000(b *testing.B) {
 	require.NoError(b, store.Save(st))
 	p, err := New(cfg, topo, store, log)
 	require.NoError(b, err)
+	b.Cleanup(p.Close)
 	samples := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -170,7 +295,11 @@ func BenchmarkPluginRSS(b *testing.B) {
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	f.waitSynced(before)
 	for i := 0; i < 500; i++ {
-		pod := f.runPod(podSpec{name: "rss" + id(i), annotations: exclusiveEvery(i)})
+		var ann map[string]string // every second one a 1-CPU exclusive, the others infra
+		if i%2 == 1 {
+			ann = map[string]string{"pool.cpupool.dev": "exclusive"}
+		}
+		pod := f.runPod(podSpec{name: "rss" + id(i), annotations: ann})
 		_, _, err := f.createContainer(pod, "c", 1000)
 		require.NoError(b, err)
 	}

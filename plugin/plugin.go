@@ -337,12 +337,19 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.sandbox, pod.GetId())
-	for _, a := range p.alloc.Assignments() {
-		if a.Pod.UID != "" && a.Pod.UID == pod.GetUid() {
-			res := p.alloc.Release(a.ID)
-			p.record(res, true)
-			p.deferFollowers(res)
+	// The pod's containers, from the persisted mirror: a map walk, not a
+	// sorted copy of every assignment on the node.
+	var ids []string
+	for id, c := range p.persisted {
+		if c.PodUID != "" && c.PodUID == pod.GetUid() {
+			ids = append(ids, id)
 		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		res := p.alloc.Release(id)
+		p.record(res, true)
+		p.deferFollowers(res)
 	}
 	p.alloc.ForgetPod(pod.GetUid())
 	p.changed()

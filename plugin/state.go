@@ -70,6 +70,7 @@ type FileStore struct {
 	Path string
 	now  func() time.Time
 	enc  stateEncoder
+	out  []byte // the file's bytes, reused from save to save
 	// spare is the next temporary file, created in the background after a
 	// save: creating a file is the slowest step of a save on some disks.
 	spare chan *os.File
@@ -192,9 +193,9 @@ func decodeState(data []byte) (*State, error) {
 	return st, nil
 }
 
-// encodeEnvelope writes the envelope around the payload as it is:
+// encodeEnvelope appends the envelope around the payload as it is to dst:
 // json.Marshal would re-scan (compact) the whole payload.
-func encodeEnvelope(payload []byte, written time.Time) ([]byte, error) {
+func encodeEnvelope(dst, payload []byte, written time.Time) ([]byte, error) {
 	head, err := json.Marshal(struct {
 		SchemaVersion int       `json:"schemaVersion"`
 		Checksum      string    `json:"checksum"`
@@ -203,8 +204,7 @@ func encodeEnvelope(payload []byte, written time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := make([]byte, 0, len(head)+len(payload)+16)
-	data = append(data, head[:len(head)-1]...)
+	data := append(dst, head[:len(head)-1]...)
 	data = append(data, `,"state":`...)
 	data = append(data, payload...)
 	return append(data, '}'), nil
@@ -225,10 +225,11 @@ func (f *FileStore) Save(st *State) error {
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
 	}
-	data, err := encodeEnvelope(payload, f.now().UTC())
+	data, err := encodeEnvelope(f.out[:0], payload, f.now().UTC())
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
 	}
+	f.out = data
 	dir := filepath.Dir(f.Path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating state directory: %w", err)
@@ -295,13 +296,13 @@ func ReadState(path string) (*State, error) {
 }
 
 // stateEncoder produces exactly json.Marshal(st), but re-encodes only the
-// containers that changed since the last call and keeps their order: the
-// state is written on every container creation, and reflection and sorting
-// over hundreds of unchanged entries would dominate that path.
+// containers that changed since the last call and keeps their order, and
+// reuses its buffer: reflection, sorting and allocation over a thousand
+// unchanged entries would dominate each write.
 type stateEncoder struct {
 	cache map[string]*encodedContainer
 	ids   []string // sorted keys of cache
-	size  int      // last payload size, to allocate once
+	buf   []byte   // the payload, reused: valid until the next encode
 }
 
 type encodedContainer struct {
@@ -341,7 +342,7 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 		}
 		e.cache[id] = &encodedContainer{value: c, entry: append(append(key, ':'), val...)}
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, e.size+e.size/8))
+	buf := bytes.NewBuffer(e.buf[:0])
 	buf.WriteString(`{"containers":{`)
 	for i, id := range e.ids {
 		if i > 0 {
@@ -365,6 +366,6 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 		buf.Write(b)
 	}
 	buf.WriteByte('}')
-	e.size = buf.Len()
-	return buf.Bytes(), nil
+	e.buf = buf.Bytes()
+	return e.buf, nil
 }

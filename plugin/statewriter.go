@@ -49,6 +49,7 @@ type stateWriter struct {
 
 	// Read by metrics without mu (a write may hold mu for long).
 	want        atomic.Uint64 // newest generation in memory
+	onDisk      atomic.Uint64 // generation of the last successful write
 	writes      atomic.Uint64
 	errors      atomic.Uint64
 	lastWrite   atomic.Int64 // unix nanoseconds of the last successful write; 0 before
@@ -160,6 +161,7 @@ func (w *stateWriter) write() error {
 		w.failing = 0
 	}
 	w.written = gen
+	w.onDisk.Store(gen)
 	w.writes.Add(1)
 	now := time.Now().UnixNano()
 	w.lastWrite.Store(now)
