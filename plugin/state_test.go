@@ -93,6 +93,7 @@ func TestFileStoreDiscardsBadFiles(t *testing.T) {
 type failingStore struct{ saves int }
 
 func (f *failingStore) Load() (*State, error) { return NewState(), nil }
+func (f *failingStore) Close()                {}
 func (f *failingStore) Save(*State) error {
 	f.saves++
 	if f.saves > 1 {
@@ -222,4 +223,19 @@ func TestSynchronizeForgetsPreviousCPUsOfGonePods(t *testing.T) {
 	back, err := ReadState(path)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"uid-here/c": "5,13"}, back.Previous)
+}
+
+// TestFileStoreSaveCleansUpAfterAFailedRename: whichever step of a save
+// fails, the temporary file goes and the old state stays.
+func TestFileStoreSaveCleansUpAfterAFailedRename(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, os.MkdirAll(filepath.Join(path, "in-the-way"), 0o700), "a directory cannot be renamed over")
+	s := NewFileStore(path)
+	defer s.Close()
+	err := s.Save(NewState())
+	require.ErrorContains(t, err, "replacing state "+path)
+	leftovers, _ := filepath.Glob(path + ".tmp-*")
+	assert.Empty(t, leftovers, "the temporary file is removed")
+	_, err = os.Stat(filepath.Join(path, "in-the-way"))
+	assert.NoError(t, err)
 }
