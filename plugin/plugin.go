@@ -7,8 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -18,6 +18,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -261,7 +262,7 @@ func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate
 	var updates []*api.ContainerUpdate
 	for _, c := range containers {
 		a, ok := p.alloc.Get(c.GetId())
-		if !ok || config.IsExclusivePool(a.Pool) {
+		if !ok || pools.IsExclusive(a.Pool) {
 			continue
 		}
 		if cur, ok := currentCPUs(c); !ok || !cur.Equals(a.CPUs) {
@@ -287,7 +288,7 @@ func (p *Plugin) countForgotten(remembered map[string]ContainerState) int {
 // runs. A conflict (e.g. the config changed) keeps it there and is reported.
 func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
 	a := assignmentFromState(c.GetId(), st)
-	if cur, ok := currentCPUs(c); ok && config.IsExclusivePool(st.Pool) && !cur.Equals(a.CPUs) {
+	if cur, ok := currentCPUs(c); ok && pools.IsExclusive(st.Pool) && !cur.Equals(a.CPUs) {
 		p.log.Warnf("container %s/%s/%s runs on CPUs %s, the state said %s; keeping where it runs", st.PodNamespace, st.PodName, st.Container, cur, a.CPUs)
 		a.CPUs = cur
 	}
@@ -302,7 +303,7 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
 func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.ContainerUpdate {
 	info := p.toContainer(pod, c)
 	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
-	req, err := p.policy.Request(info, p.resolveDevice)
+	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
 		return nil
@@ -316,16 +317,11 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.Contai
 	case kept:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
 		return nil
-	case config.IsExclusivePool(req.Pool):
+	case pools.IsExclusive(req.Pool):
 		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
 		return cpuUpdate(res.Assignment, p.cfg.PinMemory)
 	}
 	return nil // shared/infra members are updated by the caller if needed
-}
-
-func (p *Plugin) resolveDevice(path string) (int, error) {
-	loc, err := sysfs.DeviceLocality(p.cfg.SysfsRoot, path)
-	return loc.NUMA, err
 }
 
 // RunPodSandbox pins the new pod's infra (pause) container to infra, since
@@ -335,7 +331,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	defer p.mu.Unlock()
 	sb := sandboxOf(pod)
 	p.sandbox[pod.GetId()] = sb
-	p.pinSandbox(pod.GetId(), sb, p.alloc.PoolCPUs(config.PoolInfra))
+	p.pinSandbox(pod.GetId(), sb, p.alloc.PoolCPUs(pools.Infra))
 	return nil
 }
 
@@ -371,7 +367,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.mu.Unlock()
 	info := p.toContainer(pod, ctr)
 	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
-	req, err := p.policy.Request(info, p.resolveDevice)
+	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
 		p.metrics.countRefusal(refusedAnnotation)
@@ -411,7 +407,7 @@ func (p *Plugin) followers(res allocator.Result) []*api.ContainerUpdate {
 		p.pending[u.ID] = true
 	}
 	if res.InfraChanged {
-		p.log.Infof("infra is now %s: updating %d containers and %d sandboxes", p.alloc.PoolCPUs(config.PoolInfra), len(p.pending), len(p.sandbox))
+		p.log.Infof("infra is now %s: updating %d containers and %d sandboxes", p.alloc.PoolCPUs(pools.Infra), len(p.pending), len(p.sandbox))
 		p.pinSandboxes()
 	}
 	return p.takePending()
@@ -421,12 +417,7 @@ func (p *Plugin) followers(res allocator.Result) []*api.ContainerUpdate {
 // current assignment.
 func (p *Plugin) takePending() []*api.ContainerUpdate {
 	var updates []*api.ContainerUpdate
-	ids := make([]string, 0, len(p.pending))
-	for id := range p.pending {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(p.pending)) {
 		if a, ok := p.alloc.Get(id); ok {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
@@ -532,13 +523,8 @@ func sandboxOf(pod *api.PodSandbox) sandbox {
 }
 
 func (p *Plugin) pinSandboxes() {
-	infra := p.alloc.PoolCPUs(config.PoolInfra)
-	ids := make([]string, 0, len(p.sandbox))
-	for id := range p.sandbox {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	infra := p.alloc.PoolCPUs(pools.Infra)
+	for _, id := range slices.Sorted(maps.Keys(p.sandbox)) {
 		p.pinSandbox(id, p.sandbox[id], infra)
 	}
 }
@@ -615,7 +601,7 @@ func (p *Plugin) save() error {
 		p.memory.Previous[k] = v.String()
 	}
 	p.memory.Pools = map[string]string{}
-	for _, pool := range config.PoolNames {
+	for _, pool := range pools.Names() {
 		p.memory.Pools[pool] = p.alloc.PoolCPUs(pool).String()
 	}
 	if err := p.store.Save(p.memory); err != nil {
