@@ -214,7 +214,7 @@ func BenchmarkStateBurst1000(b *testing.B) {
 	st, err := ReadState(statePath(f))
 	require.NoError(b, err)
 	rp.p.mu.Lock()
-	memory := maps.Clone(rp.p.persisted)
+	memory := maps.Clone(rp.p.memory.Containers)
 	rp.p.mu.Unlock()
 	require.Equal(b, memory, st.Containers, "the file matches memory")
 	require.Len(b, st.Containers, 1000)

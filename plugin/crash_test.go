@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // TestKillAfterReplyBeforeStateWriteLosesNoPinning: the plugin replies
@@ -72,7 +72,7 @@ func TestKillAfterReplyBeforeStateWriteLosesNoPinning(t *testing.T) {
 			second := startPlugin(t, f, desktop, statePath(f))
 			after := runtimeCPUs(f)
 			for id, cpus := range before {
-				if pool := poolOf(second.p, id); config.IsExclusivePool(pool) {
+				if pool := poolOf(second.p, id); pools.IsExclusive(pool) {
 					assert.Equal(t, cpus, after[id], "%s container %s stays where it ran", pool, id)
 				}
 			}
@@ -123,7 +123,7 @@ func assertEveryCPUAccounted(t *testing.T, f *fakeRuntime, p *Plugin) {
 			continue
 		}
 		assert.Equal(t, a.CPUs.String(), cpus, "container %s (%s) runs where the plugin placed it", id, a.Pool)
-		if config.IsExclusivePool(a.Pool) {
+		if pools.IsExclusive(a.Pool) {
 			assert.True(t, held.Intersection(a.CPUs).IsEmpty(), "CPUs %s of %s are held twice", held.Intersection(a.CPUs), id)
 			held = held.Union(a.CPUs)
 		}
@@ -133,12 +133,12 @@ func assertEveryCPUAccounted(t *testing.T, f *fakeRuntime, p *Plugin) {
 	for _, pool := range []struct {
 		name string
 		cpus cpuset.CPUSet
-	}{{config.PoolExclusive, layout.Exclusive}, {config.PoolExclusiveNonIsolcpus, layout.ExclusiveNonIsolcpus}} {
+	}{{pools.Exclusive, layout.Exclusive}, {pools.ExclusiveNonIsolcpus, layout.ExclusiveNonIsolcpus}} {
 		free := p.alloc.FreeCPUs(pool.name)
 		assert.True(t, free.Intersection(held).IsEmpty(), "%s: free and held at once", pool.name)
 		assert.Equal(t, pool.cpus.String(), free.Union(held.Intersection(pool.cpus)).String(), "%s: every CPU is held or free", pool.name)
 	}
-	infra := p.alloc.PoolCPUs(config.PoolInfra)
+	infra := p.alloc.PoolCPUs(pools.Infra)
 	assert.True(t, infra.Intersection(held).IsEmpty(), "infra %s keeps off held CPUs %s", infra, held)
 	assert.Equal(t, layout.Infra.String(), infra.Union(held.Intersection(layout.Infra)).String(), fmt.Sprintf("infra is what is not lent (held %s)", held))
 }

@@ -1,28 +1,15 @@
 package plugin
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/containerd/nri/pkg/api"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/cpupool/nri-cpupool/config"
-	"github.com/cpupool/nri-cpupool/sysfs"
-	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
 func TestFileStoreRoundTrip(t *testing.T) {
@@ -93,169 +80,6 @@ func TestFileStoreDiscardsBadFiles(t *testing.T) {
 	}
 }
 
-// failingStore is a disk that fails while broken and keeps a copy of the
-// last state it was given.
-type failingStore struct {
-	mu     sync.Mutex
-	broken bool
-	saved  *State
-}
-
-func (f *failingStore) Load() (*State, error) { return NewState(), nil }
-func (f *failingStore) Close()                {}
-func (f *failingStore) Save(st *State) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.broken {
-		return errors.New("disk full")
-	}
-	cp := *st
-	cp.Containers = maps.Clone(st.Containers)
-	f.saved = &cp
-	return nil
-}
-
-func (f *failingStore) setBroken(b bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.broken = b
-}
-
-func (f *failingStore) containers() map[string]ContainerState {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.saved == nil {
-		return nil
-	}
-	return f.saved.Containers
-}
-
-func newUnitPlugin(t *testing.T, store Store, yaml string) *Plugin {
-	t.Helper()
-	cfg, err := config.Parse(strings.NewReader(yaml), "test")
-	require.NoError(t, err)
-	cfg.SysfsRoot = fixture.Root(t, "desktop-8c16t")
-	cfg.CgroupRoot = t.TempDir()
-	topo, err := sysfs.Discover(cfg.SysfsRoot)
-	require.NoError(t, err)
-	log := logrus.New()
-	log.SetOutput(os.Stderr)
-	log.SetLevel(logrus.ErrorLevel)
-	p, err := New(cfg, topo, store, log)
-	require.NoError(t, err)
-	t.Cleanup(p.Close)
-	return p
-}
-
-// TestCreateSucceedsWhileStateCannotBeSaved: a disk that refuses the state
-// write no longer refuses containers; the failure is counted and the write
-// retried until it succeeds.
-func TestCreateSucceedsWhileStateCannotBeSaved(t *testing.T) {
-	store := &failingStore{}
-	p := newUnitPlugin(t, store, `isolatedCPUs: "4-7,12-15"`)
-	ctx := context.Background()
-	_, err := p.Synchronize(ctx, nil, nil)
-	require.NoError(t, err)
-	require.NoError(t, p.Flush())
-	store.setBroken(true)
-
-	pod := &api.PodSandbox{Id: "sb", Name: "p", Uid: "u", Namespace: "ns", Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}
-	ctr := &api.Container{Id: "c1", Name: "c", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(8192)}}}}
-	adj, _, err := p.CreateContainer(ctx, pod, ctr)
-	require.NoError(t, err, "a broken disk does not refuse the container")
-	assert.Equal(t, "4-7,12-15", adj.GetLinux().GetResources().GetCpu().GetCpus())
-	assert.Equal(t, 0, p.alloc.FreeCPUs("exclusive").Size(), "the CPUs are held")
-
-	errorsTotal := func() float64 {
-		return testutil.ToFloat64(collectorOf(p.metrics, "cpupool_state_write_errors_total"))
-	}
-	require.Eventually(t, func() bool { return errorsTotal() >= 2 }, 5*time.Second, time.Millisecond, "failures are counted and retried")
-	assert.Empty(t, store.containers(), "nothing written while the disk is broken")
-	assert.Error(t, p.Flush(), "a flush reports the failure")
-
-	store.setBroken(false)
-	require.Eventually(t, func() bool { _, ok := store.containers()["c1"]; return ok }, 10*time.Second, time.Millisecond, "a retry writes the state")
-	assert.Equal(t, "4-7,12-15", store.containers()["c1"].CPUs)
-	failures := errorsTotal()
-	time.Sleep(3 * stateWriteBackoff.Initial)
-	assert.Equal(t, failures, errorsTotal(), "no more attempts once written")
-	assert.Zero(t, p.writer.behind(), "the file is current")
-}
-
-// collectorOf isolates one metric of the plugin's collector, by name.
-func collectorOf(m *metrics, name string) prometheus.Collector {
-	return metricFilter{m, name}
-}
-
-type metricFilter struct {
-	c    prometheus.Collector
-	name string
-}
-
-func (f metricFilter) Describe(ch chan<- *prometheus.Desc) { f.c.Describe(ch) }
-func (f metricFilter) Collect(ch chan<- prometheus.Metric) {
-	all := make(chan prometheus.Metric, 64)
-	go func() { f.c.Collect(all); close(all) }()
-	for m := range all {
-		if strings.Contains(m.Desc().String(), `"`+f.name+`"`) {
-			ch <- m
-		}
-	}
-}
-
-func TestConfigureFromRuntime(t *testing.T) {
-	p := newUnitPlugin(t, &failingStore{}, "")
-	ctx := context.Background()
-	mask, err := p.Configure(ctx, "isolatedCPUs: \"6-7,14-15\"\n", "containerd", "v2.4.2")
-	require.NoError(t, err)
-	assert.True(t, mask.IsSet(api.Event_CREATE_CONTAINER))
-	assert.False(t, mask.IsSet(api.Event_START_CONTAINER), "only used events are subscribed")
-	assert.Equal(t, "6-7,14-15", p.alloc.Layout().Exclusive.String())
-
-	_, err = p.Configure(ctx, "pools: {exclusiv: {}}", "containerd", "v2.4.2")
-	assert.ErrorContains(t, err, "exclusiv")
-	_, err = p.Configure(ctx, "isolatedCPUs: \"99\"", "containerd", "v2.4.2")
-	assert.ErrorContains(t, err, "CPUs 99 do not exist")
-	assert.Equal(t, "6-7,14-15", p.alloc.Layout().Exclusive.String(), "a refused config changes nothing")
-}
-
-func TestMilliCPUAndQoS(t *testing.T) {
-	ctr := func(cpu *api.LinuxCPU) *api.Container {
-		return &api.Container{Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: cpu}}}
-	}
-	assert.Equal(t, int64(1500), milliCPU(ctr(&api.LinuxCPU{Shares: api.UInt64(1536)})))
-	assert.Equal(t, int64(100), milliCPU(ctr(&api.LinuxCPU{Shares: api.UInt64(102)})))
-	assert.Equal(t, int64(0), milliCPU(ctr(&api.LinuxCPU{Shares: api.UInt64(2)})), "besteffort")
-	assert.Equal(t, int64(2500), milliCPU(ctr(&api.LinuxCPU{Quota: api.Int64(250000), Period: api.UInt64(100000)})), "limit without shares")
-	assert.Equal(t, int64(0), milliCPU(&api.Container{}))
-
-	pod := func(parent string) *api.PodSandbox {
-		return &api.PodSandbox{Linux: &api.LinuxPodSandbox{CgroupParent: parent}}
-	}
-	assert.Equal(t, "guaranteed", qosClass(pod("/kubepods/podabc")))
-	assert.Equal(t, "burstable", qosClass(pod("/kubepods/burstable/podabc")))
-	assert.Equal(t, "besteffort", qosClass(pod("kubepods-besteffort-podabc.slice")))
-	assert.Equal(t, "", qosClass(pod("")))
-}
-
-func TestCgroupDir(t *testing.T) {
-	for in, want := range map[string]string{
-		"/kubepods/burstable/pod1/abc":                        "/kubepods/burstable/pod1/abc",
-		"kubepods/pod1/abc":                                   "/kubepods/pod1/abc",
-		"kubepods-burstable-pod1.slice:cri-containerd:abc":    "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-abc.scope",
-		"system.slice:crio:abc":                               "/system.slice/crio-abc.scope",
-		"kubepods-pod1.slice:crio:kubepods-pod1-conmon.slice": "/kubepods.slice/kubepods-pod1.slice/kubepods-pod1-conmon.slice",
-	} {
-		got, err := cgroupDir(in)
-		require.NoError(t, err, in)
-		assert.Equal(t, want, got, in)
-	}
-	_, err := cgroupDir("bad-.slice:x:y")
-	assert.Error(t, err)
-	_, err = cgroupDir("")
-	assert.ErrorIs(t, err, errNoCgroup)
-}
-
 // TestIncrementalEncodingMatchesJSON keeps the cached encoder byte-for-byte
 // equal to encoding/json across changes, additions and removals.
 func TestIncrementalEncodingMatchesJSON(t *testing.T) {
@@ -280,18 +104,17 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 	}
 }
 
-func TestSynchronizeForgetsPreviousCPUsOfGonePods(t *testing.T) {
+// TestFileStoreSaveCleansUpAfterAFailedRename: whichever step of a save
+// fails, the temporary file goes and the old state stays.
+func TestFileStoreSaveCleansUpAfterAFailedRename(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
-	store := NewFileStore(path)
-	st := NewState()
-	st.Previous["uid-gone/c"] = "4,12"
-	st.Previous["uid-here/c"] = "5,13"
-	require.NoError(t, store.Save(st))
-	p := newUnitPlugin(t, store, `isolatedCPUs: "4-7,12-15"`)
-	_, err := p.Synchronize(context.Background(), []*api.PodSandbox{{Id: "sb", Uid: "uid-here", Name: "here", Namespace: "ns"}}, nil)
-	require.NoError(t, err)
-	require.NoError(t, p.Flush())
-	back, err := ReadState(path)
-	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"uid-here/c": "5,13"}, back.Previous)
+	require.NoError(t, os.MkdirAll(filepath.Join(path, "in-the-way"), 0o700), "a directory cannot be renamed over")
+	s := NewFileStore(path)
+	defer s.Close()
+	err := s.Save(NewState())
+	require.ErrorContains(t, err, "replacing state "+path)
+	leftovers, _ := filepath.Glob(path + ".tmp-*")
+	assert.Empty(t, leftovers, "the temporary file is removed")
+	_, err = os.Stat(filepath.Join(path, "in-the-way"))
+	assert.NoError(t, err)
 }

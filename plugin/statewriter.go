@@ -178,9 +178,6 @@ func (w *stateWriter) write() error {
 	return nil
 }
 
-// syncer is a store that can make its writes durable.
-type syncer interface{ Sync() error }
-
 // sync makes the written state durable if a write happened since the
 // last sync.
 func (w *stateWriter) sync() error {
@@ -189,12 +186,7 @@ func (w *stateWriter) sync() error {
 	if w.stopped || w.store == nil || w.synced == w.written {
 		return nil
 	}
-	s, ok := w.store.(syncer)
-	if !ok {
-		w.synced = w.written
-		return nil
-	}
-	if err := s.Sync(); err != nil {
+	if err := w.store.Sync(); err != nil {
 		w.errors.Add(1)
 		w.log.Errorf("syncing state to disk: %v", err)
 		return err
