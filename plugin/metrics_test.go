@@ -45,8 +45,23 @@ cpupool_containers{pool="shared"} 0
 # TYPE cpupool_refused_containers_total counter
 cpupool_refused_containers_total{reason="annotation"} 1
 `
+	// The pool figures are published by the state writer, milliseconds
+	// after the decisions; a flush makes that now.
+	require.NoError(t, rp.p.Flush())
 	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(want),
 		"cpupool_pool_cpus", "cpupool_pool_free_cpus", "cpupool_containers", "cpupool_refused_containers_total"))
+	writer := `
+# HELP cpupool_state_write_errors_total Failed attempts to write or sync the state file (each is retried).
+# TYPE cpupool_state_write_errors_total counter
+cpupool_state_write_errors_total 0
+# HELP cpupool_state_behind_seconds Seconds the oldest decision not yet in the state file has waited; 0 when the file is current.
+# TYPE cpupool_state_behind_seconds gauge
+cpupool_state_behind_seconds 0
+`
+	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(writer),
+		"cpupool_state_write_errors_total", "cpupool_state_behind_seconds"))
+	assert.Positive(t, testutil.ToFloat64(metricNamed{rp.p.metrics, "cpupool_state_writes_total"}), "the state was written")
+	assert.Less(t, testutil.ToFloat64(metricNamed{rp.p.metrics, "cpupool_state_last_write_age_seconds"}), 60.0)
 	n, err := testutil.GatherAndCount(rp.p.Registry(), "process_resident_memory_bytes")
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "process metrics are served too")

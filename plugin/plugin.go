@@ -62,7 +62,10 @@ type Plugin struct {
 	sandbox  map[string]sandbox // pod sandboxes to keep pinned to infra, by id
 	overrode map[string]bool    // containers whose cpuset change we refused, logged once
 	metrics  *metrics
-	// usage is the pools' usage as of the last decision, for the metrics.
+	// usage is the pools' usage for the metrics, published by the state
+	// writer's collection (a few milliseconds after a decision) rather
+	// than by each decision: computing it walks every container and CPU,
+	// which the reply path cannot afford.
 	usage usageSnapshot
 	// pending are containers whose cpuset changed in a handler that cannot
 	// return updates (RemoveContainer, RemovePodSandbox); the next reply
@@ -608,7 +611,6 @@ func (p *Plugin) recordMoved(res allocator.Result) {
 		p.memory.Containers[u.ID] = containerState(u)
 		p.dirty[u.ID] = true
 	}
-	p.publishUsage()
 }
 
 // rememberAssignments rebuilds the memory of containers from the
@@ -662,8 +664,10 @@ func (p *Plugin) collectState(st *State) uint64 {
 	for k, v := range p.alloc.Previous() {
 		st.Previous[k] = v.String()
 	}
-	for _, pool := range pools.Names() {
-		st.Pools[pool] = p.alloc.PoolCPUs(pool).String()
+	usage := p.alloc.Usage()
+	p.usage.publish(usage)
+	for _, u := range usage {
+		st.Pools[u.Pool] = u.CPUs.String()
 	}
 	return p.gen
 }
