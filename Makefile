@@ -44,7 +44,7 @@ e2e: build
 bench:
 	mkdir -p bin
 	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|Synchronize' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin | tee bin/bench.txt
-	$(GO) test -run '^$$' -bench 'PluginRSS' -benchtime=1x ./plugin | tee -a bin/bench.txt
+	$(GO) test -run '^$$' -bench 'PluginRSS|StateBurst' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
 
 lint:

@@ -174,7 +174,10 @@ func TestDiskHog(t *testing.T) {
 		require.NoError(t, unix.Fdatasync(int(f.Fd())))
 		require.NoError(t, f.Close())
 		if n%10 == 1 {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "hog.count"), []byte(strconv.Itoa(n)), 0o600))
+			// Replaced by a rename, so that a reader never sees it empty.
+			tmp := filepath.Join(dir, "hog.count.tmp")
+			require.NoError(t, os.WriteFile(tmp, []byte(strconv.Itoa(n)), 0o600))
+			require.NoError(t, os.Rename(tmp, filepath.Join(dir, "hog.count")))
 		}
 	}
 }

@@ -360,7 +360,8 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	defer p.mu.Unlock()
 	sb := sandboxOf(pod)
 	p.sandbox[pod.GetId()] = sb
-	p.pinSandbox(pod.GetId(), sb, p.alloc.PoolCPUs(pools.Infra))
+	infra := p.alloc.PoolCPUs(pools.Infra)
+	p.pinSandbox(pod.GetId(), sb, infra, p.infraMems(infra))
 	return nil
 }
 
@@ -561,18 +562,24 @@ func sandboxOf(pod *api.PodSandbox) sandbox {
 
 func (p *Plugin) pinSandboxes() {
 	infra := p.alloc.PoolCPUs(pools.Infra)
+	mems := p.infraMems(infra) // once, not per sandbox: Synchronize pins a thousand
 	for _, id := range slices.Sorted(maps.Keys(p.sandbox)) {
-		p.pinSandbox(id, p.sandbox[id], infra)
+		p.pinSandbox(id, p.sandbox[id], infra, mems)
 	}
 }
 
-func (p *Plugin) pinSandbox(id string, sb sandbox, infra cpuset.CPUSet) {
+// infraMems are the memory nodes a sandbox on infra is pinned to, when
+// memory is pinned.
+func (p *Plugin) infraMems(infra cpuset.CPUSet) cpuset.CPUSet {
+	if !p.cfg.PinMemory {
+		return cpuset.New()
+	}
+	return p.topo.NUMANodesOf(infra)
+}
+
+func (p *Plugin) pinSandbox(id string, sb sandbox, infra, mems cpuset.CPUSet) {
 	if !p.cfg.PinSandboxes {
 		return
-	}
-	var mems cpuset.CPUSet
-	if p.cfg.PinMemory {
-		mems = p.topo.NUMANodesOf(infra)
 	}
 	err := p.pinner.Pin(sb.cgroupsPath, infra, mems)
 	switch {
