@@ -58,7 +58,7 @@ func main() {
 		v, ok := r.metrics[metric]
 		return v, ok
 	}
-	row := func(what, value, target string) { fmt.Printf("%-58s %-22s %s\n", what, value, target) }
+	row := func(what, value, target string) { fmt.Printf("%-84s %-28s %s\n", what, value, target) }
 	fmt.Println()
 	row("FIGURE (one run; medians and p99)", "VALUE", "TARGET")
 	if m, ok := get("ExclusiveDecision", "median-µs"); ok {
