@@ -47,6 +47,8 @@ type metrics struct {
 	// writer's figures are read from its atomic counters, without a lock.
 	writer                                          *stateWriter
 	stateWrites, stateErrors, stateAge, stateBehind *prometheus.Desc
+	// handlers times every NRI handler (see instrumented).
+	handlers *prometheus.HistogramVec
 }
 
 var _ prometheus.Collector = (*metrics)(nil)
@@ -72,6 +74,7 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 		stateErrors: prometheus.NewDesc("cpupool_state_write_errors_total", "Failed attempts to write or sync the state file (each is retried).", nil, nil),
 		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
 		stateBehind: prometheus.NewDesc("cpupool_state_behind_seconds", "Seconds the oldest decision not yet in the state file has waited; 0 when the file is current.", nil, nil),
+		handlers:    newHandlerSeconds(),
 	}
 }
 
@@ -88,6 +91,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.stateErrors
 	ch <- m.stateAge
 	ch <- m.stateBehind
+	m.handlers.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -105,6 +109,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.stateErrors, prometheus.CounterValue, float64(w.errors.Load()))
 	ch <- prometheus.MustNewConstMetric(m.stateAge, prometheus.GaugeValue, w.lastWriteAge().Seconds())
 	ch <- prometheus.MustNewConstMetric(m.stateBehind, prometheus.GaugeValue, w.behind().Seconds())
+	m.handlers.Collect(ch)
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to
