@@ -87,6 +87,17 @@ func (a *Allocator) Holds() []Hold {
 	return out
 }
 
+// HoldsOf returns the holds of one pod.
+func (a *Allocator) HoldsOf(uid string) []Hold {
+	var out []Hold
+	for _, key := range a.sortedHoldKeys() {
+		if h := a.holds[key]; h.Pod.UID == uid {
+			out = append(out, *h)
+		}
+	}
+	return out
+}
+
 // RestoreHold re-adds a remembered hold (after a restart of the plugin). It
 // is refused, and the caller forgets it, if a CPU is offline, outside its
 // pool as now configured, or taken by a container that runs: the runtime
@@ -110,8 +121,10 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 	if !h.Held().IsSubsetOf(a.layout.Pool(h.Pool)) {
 		return Result{}, fmt.Errorf("hold %s: CPUs %s are outside pool %s (%s) as now configured", key, h.Held().Difference(a.layout.Pool(h.Pool)), h.Pool, a.layout.Pool(h.Pool))
 	}
-	if _, ok := a.containers[h.ID]; ok {
-		return Result{}, fmt.Errorf("hold %s: container %s runs", key, h.ID)
+	for _, c := range a.containers {
+		if c.ID == h.ID || (c.Pod.UID == h.Pod.UID && c.Container == h.Container) {
+			return Result{}, fmt.Errorf("hold %s: the container runs again (%s)", key, c.ID)
+		}
 	}
 	if old, ok := a.holds[key]; ok {
 		a.dropHold(key, old)

@@ -15,6 +15,7 @@ type metrics struct {
 	poolCPUs *prometheus.Desc
 	freeCPUs *prometheus.Desc
 	members  *prometheus.Desc
+	held     *prometheus.Desc
 	refused  *prometheus.CounterVec
 }
 
@@ -24,6 +25,7 @@ func newMetrics(p *Plugin) *metrics {
 		poolCPUs: prometheus.NewDesc("cpupool_pool_cpus", "CPUs in the pool now (infra shrinks while exclusive-non-isolcpus containers run).", []string{"pool"}, nil),
 		freeCPUs: prometheus.NewDesc("cpupool_pool_free_cpus", "CPUs of an exclusive pool that no container holds.", []string{"pool"}, nil),
 		members:  prometheus.NewDesc("cpupool_containers", "Containers assigned to the pool.", []string{"pool"}, nil),
+		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
 			Help: "Container creations refused, by reason (annotation, placement, state).",
@@ -36,15 +38,19 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.poolCPUs
 	ch <- m.freeCPUs
 	ch <- m.members
+	ch <- m.held
 	m.refused.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.p.mu.Lock()
-	counts := map[string]int{}
+	counts, held := map[string]int{}, map[string]int{}
 	for _, a := range m.p.alloc.Assignments() {
 		counts[a.Pool]++
+	}
+	for _, h := range m.p.alloc.Holds() {
+		held[h.Pool] += h.Held().Size()
 	}
 	for _, pool := range config.PoolNames {
 		ch <- prometheus.MustNewConstMetric(m.poolCPUs, prometheus.GaugeValue, float64(m.p.alloc.PoolCPUs(pool).Size()), pool)
@@ -56,6 +62,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 				free = free.Intersection(m.p.alloc.PoolCPUs(config.PoolInfra))
 			}
 			ch <- prometheus.MustNewConstMetric(m.freeCPUs, prometheus.GaugeValue, float64(free.Size()), pool)
+			ch <- prometheus.MustNewConstMetric(m.held, prometheus.GaugeValue, float64(held[pool]), pool)
 		}
 	}
 	m.p.mu.Unlock()

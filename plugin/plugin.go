@@ -166,17 +166,6 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 		podUIDs[pod.GetUid()] = true
 		p.sandbox[pod.GetId()] = sandboxOf(pod)
 	}
-	// Remembered CPUs of stopped containers matter only for pods that still
-	// exist.
-	prev := map[string]cpuset.CPUSet{}
-	for k, v := range p.state.Previous {
-		uid, _, _ := strings.Cut(k, "/")
-		if s, err := cpuset.Parse(v); err == nil && podUIDs[uid] {
-			prev[k] = s
-		}
-	}
-	p.alloc.SetPrevious(prev)
-
 	// Remembered containers first, so that they keep their CPUs before
 	// anything new is placed.
 	var known, unknown []*api.Container
@@ -196,6 +185,9 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	for _, c := range known {
 		p.restoreKnown(c, p.state.Containers[c.GetId()])
 	}
+	// Then the holds of pods that still exist, before anything new is
+	// placed: a container restarted while the plugin was away gets its own.
+	p.restoreHolds(podUIDs, containers)
 	for _, c := range unknown {
 		pod := podByID[c.GetPodSandboxId()]
 		if pod == nil {
@@ -226,16 +218,83 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 			vanished++
 		}
 	}
+	held := len(p.alloc.Holds())
 	if err := p.save(); err != nil {
 		return nil, err
 	}
 	p.pinSandboxes()
-	p.log.Infof("synchronized: %d containers kept, %d placed, %d forgotten, %d updates", len(known), len(unknown), vanished, len(updates))
+	p.log.Infof("synchronized: %d containers kept, %d placed, %d forgotten, %d CPU sets held for stopped containers, %d updates", len(known), len(unknown), vanished, held, len(updates))
 	return updates, nil
 }
 
 func sortContainers(cs []*api.Container) {
 	sort.Slice(cs, func(i, j int) bool { return cs[i].GetId() < cs[j].GetId() })
+}
+
+// restoreHolds re-adds the remembered holds of pods that still exist, and
+// makes holds of remembered exclusive containers that stopped or vanished
+// while the plugin was away (their exit code is unknown). Holds whose
+// container runs again, or whose CPUs a running container took, end.
+func (p *Plugin) restoreHolds(podUIDs map[string]bool, containers []*api.Container) {
+	running := map[string]bool{}
+	for _, c := range containers {
+		if c.GetState() != api.ContainerState_CONTAINER_STOPPED {
+			running[c.GetId()] = true
+		}
+	}
+	var holds []allocator.Hold
+	for _, key := range sortedKeys(p.state.Held) {
+		h := p.state.Held[key]
+		holds = append(holds, allocator.Hold{Assignment: assignmentFromState(h.ContainerID, h.ContainerState), ExitCode: h.ExitCode})
+	}
+	for _, id := range sortedKeys(p.state.Containers) {
+		st := p.state.Containers[id]
+		if !running[id] && config.IsExclusivePool(st.Pool) {
+			holds = append(holds, allocator.Hold{Assignment: assignmentFromState(id, st)})
+		}
+	}
+	holds = append(holds, p.migratePrevious(podUIDs)...)
+	for _, h := range holds {
+		who := fmt.Sprintf("%s/%s/%s", h.Pod.Namespace, h.Pod.Name, h.Container)
+		if !podUIDs[h.Pod.UID] {
+			p.log.Infof("synchronize: pod of stopped container %s is gone; CPUs %s released", who, h.Held())
+			continue
+		}
+		if _, err := p.alloc.RestoreHold(h); err != nil {
+			p.log.Warnf("synchronize: CPUs %s of stopped container %s no longer held: %v", h.Held(), who, err)
+		}
+	}
+}
+
+// migratePrevious turns the remembered CPUs of stopped containers from a
+// state file written before holds existed into holds, if they are free;
+// the pool is the exclusive pool that contains them.
+func (p *Plugin) migratePrevious(podUIDs map[string]bool) []allocator.Hold {
+	var holds []allocator.Hold
+	for _, key := range sortedKeys(p.state.Previous) {
+		uid, name, _ := strings.Cut(key, "/")
+		cpus, err := cpuset.Parse(p.state.Previous[key])
+		if err != nil || cpus.IsEmpty() || !podUIDs[uid] {
+			continue
+		}
+		for _, pool := range []string{config.PoolExclusive, config.PoolExclusiveNonIsolcpus} {
+			if cpus.IsSubsetOf(p.alloc.Layout().Pool(pool)) {
+				holds = append(holds, allocator.Hold{Assignment: allocator.Assignment{ID: "previous:" + key, Pod: allocator.PodRef{UID: uid},
+					Container: name, Pool: pool, MilliCPU: int64(cpus.Size()) * 1000, CPUs: cpus, Reserved: cpuset.New()}})
+				break
+			}
+		}
+	}
+	return holds
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // restoreKnown re-adds a remembered container where the runtime says it
@@ -294,28 +353,43 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	return nil
 }
 
-// StopPodSandbox: the sandbox's cgroup is going away; nothing to pin.
+// StopPodSandbox ends the pod's life on this node: the kubelet stops a
+// sandbox when the pod is deleted or has finished (for instance a
+// restartPolicy Never pod whose containers all ended), which is when its
+// CPU manager releases the pod's CPUs. The CPUs held for its stopped
+// containers are released, and defensively those of any container the
+// runtime did not report as stopped.
 func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.sandbox, pod.GetId())
-	return nil
+	return p.releasePod(pod)
 }
 
-// RemovePodSandbox forgets the pod and, defensively, any of its containers
-// the runtime did not report as removed.
+// RemovePodSandbox forgets the pod, as StopPodSandbox does (the runtime
+// may remove a sandbox without stopping it first).
 func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.sandbox, pod.GetId())
-	for _, a := range p.alloc.Assignments() {
-		if a.Pod.UID != "" && a.Pod.UID == pod.GetUid() {
-			res := p.alloc.Release(a.ID)
-			p.record(res, true)
-			p.deferFollowers(res)
-		}
+	return p.releasePod(pod)
+}
+
+// releasePod ends the holds and assignments of a pod whose sandbox stopped
+// or was removed. Neither event can carry updates: infra members learn of
+// a grown infra right after the handler returns.
+func (p *Plugin) releasePod(pod *api.PodSandbox) error {
+	holds := len(p.alloc.Holds())
+	released, res := p.alloc.ReleasePod(pod.GetUid())
+	if holds == len(p.alloc.Holds()) && len(released) == 0 {
+		return nil
 	}
-	p.alloc.ForgetPod(pod.GetUid())
+	for _, a := range released {
+		p.record(allocator.Result{Assignment: a}, true)
+	}
+	p.record(res, true)
+	p.deferFollowers(res)
+	p.log.Infof("pod %s/%s: sandbox gone, %d held CPU sets and %d containers released", pod.GetNamespace(), pod.GetName(), holds-len(p.alloc.Holds()), len(released))
 	return p.save()
 }
 
@@ -332,6 +406,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.metrics.refused.WithLabelValues("annotation").Inc()
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
 	}
+	holds := p.alloc.HoldsOf(req.Pod.UID)
 	res, err := p.alloc.Allocate(req)
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
@@ -341,8 +416,13 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.record(res, false)
 	if err := p.save(); err != nil {
 		// Without a durable record the CPUs could be handed out twice after
-		// a restart: undo and refuse.
+		// a restart: undo, give the pod back what it held, and refuse.
 		p.record(p.alloc.Release(req.ID), true)
+		for _, h := range holds {
+			if _, err := p.alloc.RestoreHold(h); err != nil {
+				p.log.Warnf("container %s: %v", who, err)
+			}
+		}
 		p.metrics.refused.WithLabelValues("state").Inc()
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s not created: %w", who, err)
 	}
@@ -443,13 +523,15 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	return append([]*api.ContainerUpdate{u}, p.takePending()...), nil
 }
 
-// StopContainer frees a container's exclusive CPUs: a stopped container no
-// longer runs. Its CPUs are remembered for a restart.
+// StopContainer ends a container's run. Exclusive CPUs stay held for its
+// pod (its next run, or the pod's later containers) until the pod's
+// sandbox stops; shared and infra members simply leave their pool.
 func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	res := p.alloc.Release(ctr.GetId())
+	res := p.alloc.Stop(ctr.GetId(), exitCode(ctr))
 	p.record(res, true)
+	p.logHold(res.Assignment)
 	delete(p.overrode, ctr.GetId())
 	if err := p.save(); err != nil {
 		return nil, err
@@ -457,17 +539,38 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	return p.followers(res), nil
 }
 
-// RemoveContainer forgets a container (normally already stopped).
+// RemoveContainer forgets a container. A removed container's held CPUs
+// stay held: the kubelet removes dead containers (garbage collection,
+// pruning of init containers) while their pod is active and may still run
+// the container again. One removed without a stop is stopped here.
 func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.alloc.Get(ctr.GetId()); !ok {
 		return nil
 	}
-	res := p.alloc.Release(ctr.GetId())
+	res := p.alloc.Stop(ctr.GetId(), exitCode(ctr))
 	p.record(res, true)
+	p.logHold(res.Assignment)
 	p.deferFollowers(res)
 	return p.save()
+}
+
+// exitCode is the exit code the runtime reported for a stopped container,
+// nil if it reported none (no finish time).
+func exitCode(ctr *api.Container) *int32 {
+	if ctr.GetFinishedAt() == 0 {
+		return nil
+	}
+	code := ctr.GetExitCode()
+	return &code
+}
+
+// logHold says which CPUs a stopped container keeps.
+func (p *Plugin) logHold(a allocator.Assignment) {
+	if config.IsExclusivePool(a.Pool) && a.Pod.UID != "" {
+		p.log.Infof("container %s/%s/%s stopped: CPUs %s held for its pod until the pod sandbox stops", a.Pod.Namespace, a.Pod.Name, a.Container, a.Held())
+	}
 }
 
 // Shutdown is called when the runtime closes the connection.
@@ -544,8 +647,8 @@ func containerState(a allocator.Assignment) ContainerState {
 func (p *Plugin) save() error {
 	st := NewState()
 	st.Containers = p.persisted
-	for k, v := range p.alloc.Previous() {
-		st.Previous[k] = v.String()
+	for _, h := range p.alloc.Holds() {
+		st.Held[h.Pod.UID+"/"+h.Container] = heldState(h)
 	}
 	for _, pool := range config.PoolNames {
 		st.Pools[pool] = p.alloc.PoolCPUs(pool).String()
@@ -563,6 +666,10 @@ func (p *Plugin) save() error {
 	}
 	p.state = &snapshot
 	return nil
+}
+
+func heldState(h allocator.Hold) HeldState {
+	return HeldState{ContainerID: h.ID, ContainerState: containerState(h.Assignment), ExitCode: h.ExitCode}
 }
 
 func assignmentFromState(id string, st ContainerState) allocator.Assignment {

@@ -200,6 +200,10 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 		if step%7 == 0 {
 			st.Previous["u/c"+id] = fmt.Sprint(step)
 		}
+		if step%3 == 0 {
+			code := int32(step)
+			st.Held["u/h"+id] = HeldState{ContainerID: id, ContainerState: ContainerState{PodUID: "u", Container: "h" + id, CPUs: fmt.Sprint(step)}, ExitCode: &code}
+		}
 		st.Pools["infra"] = fmt.Sprintf("0-%d", step)
 		got, err := enc.encode(st)
 		require.NoError(t, err)
@@ -209,7 +213,10 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 	}
 }
 
-func TestSynchronizeForgetsPreviousCPUsOfGonePods(t *testing.T) {
+// TestSynchronizeMigratesPreviousCPUs: a state file from before holds
+// remembered stopped containers' CPUs as "previous"; those of pods that
+// still exist become holds, the others are forgotten.
+func TestSynchronizeMigratesPreviousCPUs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	store := NewFileStore(path)
 	st := NewState()
@@ -221,5 +228,8 @@ func TestSynchronizeForgetsPreviousCPUsOfGonePods(t *testing.T) {
 	require.NoError(t, err)
 	back, err := ReadState(path)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"uid-here/c": "5,13"}, back.Previous)
+	assert.Empty(t, back.Previous, "no longer written")
+	require.Len(t, back.Held, 1)
+	assert.Equal(t, "5,13", back.Held["uid-here/c"].CPUs)
+	assert.Equal(t, "exclusive", back.Held["uid-here/c"].Pool)
 }
