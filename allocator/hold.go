@@ -62,10 +62,8 @@ func (a *Allocator) ReleasePod(uid string) (released []Assignment, res Result) {
 		return nil, Result{}
 	}
 	infraBefore := a.PoolCPUs(config.PoolInfra)
-	for _, key := range a.sortedHoldKeys() {
-		if h := a.holds[key]; h.Pod.UID == uid {
-			a.dropHold(key, h)
-		}
+	for _, key := range a.podHoldKeys(uid) {
+		a.dropHold(key, a.holds[key])
 	}
 	for _, id := range a.sortedIDs() {
 		if c := a.containers[id]; c.Pod.UID == uid {
@@ -87,15 +85,29 @@ func (a *Allocator) Holds() []Hold {
 	return out
 }
 
-// HoldsOf returns the holds of one pod.
+// HoldsOf returns the holds of one pod, sorted by container name.
 func (a *Allocator) HoldsOf(uid string) []Hold {
 	var out []Hold
-	for _, key := range a.sortedHoldKeys() {
-		if h := a.holds[key]; h.Pod.UID == uid {
-			out = append(out, *h)
-		}
+	for _, key := range a.podHoldKeys(uid) {
+		out = append(out, *a.holds[key])
 	}
 	return out
+}
+
+// podHoldKeys returns the keys of a pod's holds, sorted. It is on the
+// creation path: it sorts only the pod's keys.
+func (a *Allocator) podHoldKeys(uid string) []string {
+	if uid == "" || len(a.holds) == 0 {
+		return nil
+	}
+	var keys []string
+	for k, h := range a.holds {
+		if h.Pod.UID == uid {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // RestoreHold re-adds a remembered hold (after a restart of the plugin). It
@@ -170,11 +182,8 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet) {
 		return
 	}
 	own := req.Pod.UID + "/" + req.Container
-	for _, key := range a.sortedHoldKeys() {
+	for _, key := range a.podHoldKeys(req.Pod.UID) {
 		h := a.holds[key]
-		if h.Pod.UID != req.Pod.UID {
-			continue
-		}
 		if key == own {
 			a.dropHold(key, h)
 			continue

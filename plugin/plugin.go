@@ -379,9 +379,9 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 // or was removed. Neither event can carry updates: infra members learn of
 // a grown infra right after the handler returns.
 func (p *Plugin) releasePod(pod *api.PodSandbox) error {
-	holds := len(p.alloc.Holds())
+	holds := len(p.alloc.HoldsOf(pod.GetUid()))
 	released, res := p.alloc.ReleasePod(pod.GetUid())
-	if holds == len(p.alloc.Holds()) && len(released) == 0 {
+	if holds == 0 && len(released) == 0 {
 		return nil
 	}
 	for _, a := range released {
@@ -389,7 +389,7 @@ func (p *Plugin) releasePod(pod *api.PodSandbox) error {
 	}
 	p.record(res, true)
 	p.deferFollowers(res)
-	p.log.Infof("pod %s/%s: sandbox gone, %d held CPU sets and %d containers released", pod.GetNamespace(), pod.GetName(), holds-len(p.alloc.Holds()), len(released))
+	p.log.Infof("pod %s/%s: sandbox gone, %d held CPU sets and %d containers released", pod.GetNamespace(), pod.GetName(), holds, len(released))
 	return p.save()
 }
 
