@@ -146,3 +146,36 @@ func TestFailedContainerIsNotADonor(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1", f.cpus(again))
 }
+
+// TestOldSandboxOfARecreatedPod: when the kubelet re-creates a pod's
+// sandbox, it stops the old one first (the CPUs are released then, and
+// placed again for the new run) and removes it later, while the pod runs
+// in the new sandbox: that removal must not release the running pod.
+func TestOldSandboxOfARecreatedPod(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	startPlugin(t, f, vm2, statePath(f))
+	old := exclusivePod(f, "phoenix")
+	c, _, err := f.createContainer(old, "app", 1000)
+	require.NoError(t, err)
+	f.exitContainer(c, 137)
+	f.stopPod(old)
+
+	fresh := &api.PodSandbox{Id: "sb-phoenix-1", Name: old.Name, Uid: old.Uid, Namespace: old.Namespace, Annotations: old.Annotations,
+		Linux: &api.LinuxPodSandbox{CgroupParent: old.Linux.CgroupParent, CgroupsPath: old.Linux.CgroupParent + "/sb-phoenix-1"}}
+	f.mkCgroup(fresh.Linux.CgroupsPath)
+	f.mu.Lock()
+	f.pods[fresh.Id] = fresh
+	f.mu.Unlock()
+	require.NoError(t, f.r.RunPodSandbox(t.Context(), &api.RunPodSandboxRequest{Pod: fresh}))
+	again, _, err := f.createAttempt(fresh, "app", 1, 1000)
+	require.NoError(t, err)
+	require.Equal(t, "1", f.cpus(again))
+
+	f.removePod(old) // the kubelet's garbage collection of the old sandbox
+	other := exclusivePod(f, "other")
+	_, _, err = f.createContainer(other, "c", 1000)
+	assert.ErrorContains(t, err, "cannot fit", "the pod still runs in its new sandbox")
+	st, err := ReadState(statePath(f))
+	require.NoError(t, err)
+	assert.Contains(t, st.Containers, again.Id)
+}

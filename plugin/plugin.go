@@ -376,9 +376,18 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 }
 
 // releasePod ends the holds and assignments of a pod whose sandbox stopped
-// or was removed. Neither event can carry updates: infra members learn of
-// a grown infra right after the handler returns.
+// or was removed, unless another sandbox of the pod is known. Neither event
+// can carry updates: infra members learn of a grown infra right after the
+// handler returns.
 func (p *Plugin) releasePod(pod *api.PodSandbox) error {
+	for id, sb := range p.sandbox {
+		if id != pod.GetId() && sb.uid != "" && sb.uid == pod.GetUid() {
+			// The kubelet re-created the pod's sandbox and now stops or
+			// removes the old one: the pod lives on in the new one.
+			p.log.Debugf("pod %s/%s: old sandbox %s gone, the pod runs in sandbox %s", pod.GetNamespace(), pod.GetName(), pod.GetId(), id)
+			return nil
+		}
+	}
 	holds := len(p.alloc.HoldsOf(pod.GetUid()))
 	released, res := p.alloc.ReleasePod(pod.GetUid())
 	if holds == 0 && len(released) == 0 {
@@ -581,12 +590,12 @@ func (p *Plugin) Shutdown(context.Context) {
 // sandbox is what pinning a pod's infra container needs. Sandboxes are not
 // persisted: Synchronize lists them again after any restart.
 type sandbox struct {
-	namespace, name, cgroupsPath string
-	pid                          uint32
+	uid, namespace, name, cgroupsPath string
+	pid                               uint32
 }
 
 func sandboxOf(pod *api.PodSandbox) sandbox {
-	return sandbox{namespace: pod.GetNamespace(), name: pod.GetName(), cgroupsPath: pod.GetLinux().GetCgroupsPath(), pid: pod.GetPid()}
+	return sandbox{uid: pod.GetUid(), namespace: pod.GetNamespace(), name: pod.GetName(), cgroupsPath: pod.GetLinux().GetCgroupsPath(), pid: pod.GetPid()}
 }
 
 func (p *Plugin) pinSandboxes() {
