@@ -538,9 +538,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	res := p.alloc.Stop(ctr.GetId(), exitCode(ctr))
-	p.record(res, true)
-	p.logHold(res.Assignment)
+	res := p.stop(ctr)
 	delete(p.overrode, ctr.GetId())
 	if err := p.save(); err != nil {
 		return nil, err
@@ -558,11 +556,19 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if _, ok := p.alloc.Get(ctr.GetId()); !ok {
 		return nil
 	}
-	res := p.alloc.Stop(ctr.GetId(), exitCode(ctr))
-	p.record(res, true)
-	p.logHold(res.Assignment)
+	res := p.stop(ctr)
 	p.deferFollowers(res)
 	return p.save()
+}
+
+// stop ends a container's run; its exclusive CPUs stay held for its pod.
+func (p *Plugin) stop(ctr *api.Container) allocator.Result {
+	res := p.alloc.Stop(ctr.GetId(), exitCode(ctr))
+	p.record(res, true)
+	if a := res.Assignment; config.IsExclusivePool(a.Pool) && a.Pod.UID != "" {
+		p.log.Infof("container %s/%s/%s stopped: CPUs %s held for its pod until the pod sandbox stops", a.Pod.Namespace, a.Pod.Name, a.Container, a.Held())
+	}
+	return res
 }
 
 // exitCode is the exit code the runtime reported for a stopped container,
@@ -573,13 +579,6 @@ func exitCode(ctr *api.Container) *int32 {
 	}
 	code := ctr.GetExitCode()
 	return &code
-}
-
-// logHold says which CPUs a stopped container keeps.
-func (p *Plugin) logHold(a allocator.Assignment) {
-	if config.IsExclusivePool(a.Pool) && a.Pod.UID != "" {
-		p.log.Infof("container %s/%s/%s stopped: CPUs %s held for its pod until the pod sandbox stops", a.Pod.Namespace, a.Pod.Name, a.Container, a.Held())
-	}
 }
 
 // Shutdown is called when the runtime closes the connection.
