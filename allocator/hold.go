@@ -2,11 +2,12 @@ package allocator
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // Hold keeps a stopped exclusive container's CPUs for its pod, as the
@@ -39,7 +40,7 @@ func (a *Allocator) Stop(id string, exitCode *int32) Result {
 	if !ok {
 		return Result{}
 	}
-	if !config.IsExclusivePool(c.Pool) || c.Pod.UID == "" {
+	if !pools.IsExclusive(c.Pool) || c.Pod.UID == "" {
 		return a.Release(id)
 	}
 	delete(a.containers, id)
@@ -61,7 +62,7 @@ func (a *Allocator) ReleasePod(uid string) (released []Assignment, res Result) {
 	if uid == "" {
 		return nil, Result{}
 	}
-	infraBefore := a.PoolCPUs(config.PoolInfra)
+	infraBefore := a.PoolCPUs(pools.Infra)
 	for _, key := range a.podHoldKeys(uid) {
 		a.dropHold(key, a.holds[key])
 	}
@@ -106,7 +107,7 @@ func (a *Allocator) podHoldKeys(uid string) []string {
 			keys = append(keys, k)
 		}
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	return keys
 }
 
@@ -115,7 +116,7 @@ func (a *Allocator) podHoldKeys(uid string) []string {
 // pool as now configured, or taken by a container that runs: the runtime
 // is the truth about running containers, a hold only a memory.
 func (a *Allocator) RestoreHold(h Hold) (Result, error) {
-	if h.Pod.UID == "" || h.Container == "" || !config.IsExclusivePool(h.Pool) || h.CPUs.IsEmpty() {
+	if h.Pod.UID == "" || h.Container == "" || !pools.IsExclusive(h.Pool) || h.CPUs.IsEmpty() {
 		return Result{}, fmt.Errorf("hold %s/%s: incomplete (pool %q, CPUs %q)", h.Pod.UID, h.Container, h.Pool, h.CPUs)
 	}
 	if h.Reserved.Size() == 0 {
@@ -141,7 +142,7 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 	if old, ok := a.holds[key]; ok {
 		a.dropHold(key, old)
 	}
-	infraBefore := a.PoolCPUs(config.PoolInfra)
+	infraBefore := a.PoolCPUs(pools.Infra)
 	if h.Mems.Size() == 0 {
 		h.Mems = a.memsFor(h.CPUs)
 	}
@@ -214,7 +215,7 @@ func (a *Allocator) dropHold(key string, h *Hold) {
 
 // free gives up the CPUs an exclusive assignment owns.
 func (a *Allocator) free(c *Assignment) {
-	if !config.IsExclusivePool(c.Pool) {
+	if !pools.IsExclusive(c.Pool) {
 		return
 	}
 	for _, cpu := range c.Held().UnsortedList() {
@@ -253,11 +254,4 @@ func (a *Allocator) lend(cpus cpuset.CPUSet, only bool, pool cpuset.CPUSet) (und
 // lentAway marks free CPUs hidden from a decision that must reuse held ones.
 const lentAway = "\x00"
 
-func (a *Allocator) sortedHoldKeys() []string {
-	keys := make([]string, 0, len(a.holds))
-	for k := range a.holds {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func (a *Allocator) sortedHoldKeys() []string { return slices.Sorted(maps.Keys(a.holds)) }

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 func exitCode(c int32) *int32 { return &c }
@@ -30,7 +30,7 @@ func TestStoppedContainerKeepsItsCPUsForItsPod(t *testing.T) {
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
 			a := newAllocator(t, tc.fixture, tc.config)
-			all := a.Layout().Pool(config.PoolExclusive).Size()
+			all := a.Layout().Pool(pools.Exclusive).Size()
 			crash := exclusive("crash", tc.size)
 			first, err := a.Allocate(crash)
 			require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestStoppedContainerKeepsItsCPUsForItsPod(t *testing.T) {
 			}
 			a.Stop("crash", exitCode(137))
 			a.Release("filler")
-			assert.Equal(t, all-tc.size, a.FreeCPUs(config.PoolExclusive).Size(), "held CPUs are not free")
+			assert.Equal(t, all-tc.size, a.FreeCPUs(pools.Exclusive).Size(), "held CPUs are not free")
 			_, err = a.Allocate(exclusive("other", all))
 			assert.ErrorContains(t, err, "cannot fit", "another pod cannot take held CPUs")
 			_, err = a.Allocate(inPod(crash, "sibling", "sidecar", tc.size+all))
@@ -74,7 +74,7 @@ func TestInitContainerCPUsGoToTheAppContainer(t *testing.T) {
 	assert.Equal(t, "1", app.Assignment.CPUs.String())
 	assert.Empty(t, a.Holds(), "the whole hold was reused")
 	a.Release("app")
-	assert.Equal(t, "1", a.FreeCPUs(config.PoolExclusive).String())
+	assert.Equal(t, "1", a.FreeCPUs(pools.Exclusive).String())
 }
 
 func TestReuseOfHeldCPUs(t *testing.T) {
@@ -121,22 +121,22 @@ func TestReuseOfHeldCPUs(t *testing.T) {
 
 func TestReleasePodEndsHoldsAndInfraGrowsBack(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0,8\"\npools: {exclusive-non-isolcpus: {enabled: true}}")
-	infra, err := a.Allocate(Request{ID: "web", Pod: PodRef{UID: "uid-web"}, Container: "app", Pool: config.PoolInfra})
+	infra, err := a.Allocate(Request{ID: "web", Pod: PodRef{UID: "uid-web"}, Container: "app", Pool: pools.Infra})
 	require.NoError(t, err)
 	require.Equal(t, "0-1,8-9", infra.Assignment.CPUs.String())
 	eni := exclusive("eni", 1)
-	eni.Pool = config.PoolExclusiveNonIsolcpus
+	eni.Pool = pools.ExclusiveNonIsolcpus
 	res, err := a.Allocate(eni)
 	require.NoError(t, err)
 	require.Equal(t, "1", res.Assignment.CPUs.String())
 	fwd := inPod(eni, "fwd", "fwd", 2)
-	fwd.Pool = config.PoolExclusive
+	fwd.Pool = pools.Exclusive
 	ex, err := a.Allocate(fwd)
 	require.NoError(t, err)
 
 	stop := a.Stop("eni", exitCode(2))
 	assert.False(t, stop.InfraChanged, "a held CPU stays out of infra: infra containers are not churned by a crash loop")
-	assert.Equal(t, "0,8-9", a.PoolCPUs(config.PoolInfra).String())
+	assert.Equal(t, "0,8-9", a.PoolCPUs(pools.Infra).String())
 	a.Stop("fwd", nil)
 	assert.Len(t, a.Holds(), 2)
 
@@ -149,7 +149,7 @@ func TestReleasePodEndsHoldsAndInfraGrowsBack(t *testing.T) {
 	assert.True(t, rel.InfraChanged)
 	require.Len(t, rel.Updates, 1)
 	assert.Equal(t, "0-1,8-9", rel.Updates[0].CPUs.String())
-	assert.True(t, ex.Assignment.CPUs.IsSubsetOf(a.FreeCPUs(config.PoolExclusive)))
+	assert.True(t, ex.Assignment.CPUs.IsSubsetOf(a.FreeCPUs(pools.Exclusive)))
 
 	// A pod released while a container still runs (the runtime skipped its
 	// stop) loses that assignment too.
@@ -162,23 +162,23 @@ func TestReleasePodEndsHoldsAndInfraGrowsBack(t *testing.T) {
 
 func TestRestoreHold(t *testing.T) {
 	a := newAllocator(t, "xeon-2s-interleaved", "")
-	h := Hold{Assignment: Assignment{ID: "old", Pod: PodRef{UID: "u"}, Container: "c", Pool: config.PoolExclusive, CPUs: set(t, "10,50")}, ExitCode: exitCode(3)}
+	h := Hold{Assignment: Assignment{ID: "old", Pod: PodRef{UID: "u"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "10,50")}, ExitCode: exitCode(3)}
 	_, err := a.RestoreHold(h)
 	require.NoError(t, err)
-	assert.False(t, a.FreeCPUs(config.PoolExclusive).Contains(10))
+	assert.False(t, a.FreeCPUs(pools.Exclusive).Contains(10))
 
 	for name, bad := range map[string]Hold{
-		"in use":         {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Container: "c", Pool: config.PoolExclusive, CPUs: set(t, "50")}},
-		"outside pool":   {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Container: "c", Pool: config.PoolExclusive, CPUs: set(t, "0")}},
-		"offline":        {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Container: "c", Pool: config.PoolExclusive, CPUs: set(t, "500")}},
-		"no pod":         {Assignment: Assignment{ID: "x", Container: "c", Pool: config.PoolExclusive, CPUs: set(t, "12")}},
-		"shared pool":    {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Container: "c", Pool: config.PoolShared, CPUs: set(t, "12")}},
-		"empty cpuset":   {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Container: "c", Pool: config.PoolExclusive}},
-		"no container":   {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Pool: config.PoolExclusive, CPUs: set(t, "12")}},
-		"runs (no hold)": {Assignment: Assignment{ID: "run", Pod: PodRef{UID: "v"}, Container: "c", Pool: config.PoolExclusive, CPUs: set(t, "14")}},
+		"in use":         {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "50")}},
+		"outside pool":   {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "0")}},
+		"offline":        {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "500")}},
+		"no pod":         {Assignment: Assignment{ID: "x", Container: "c", Pool: pools.Exclusive, CPUs: set(t, "12")}},
+		"shared pool":    {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Container: "c", Pool: pools.Shared, CPUs: set(t, "12")}},
+		"empty cpuset":   {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Container: "c", Pool: pools.Exclusive}},
+		"no container":   {Assignment: Assignment{ID: "x", Pod: PodRef{UID: "v"}, Pool: pools.Exclusive, CPUs: set(t, "12")}},
+		"runs (no hold)": {Assignment: Assignment{ID: "run", Pod: PodRef{UID: "v"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "14")}},
 	} {
 		if name == "runs (no hold)" {
-			_, err := a.Allocate(Request{ID: "run", Pod: PodRef{UID: "w"}, Container: "d", Pool: config.PoolInfra})
+			_, err := a.Allocate(Request{ID: "run", Pod: PodRef{UID: "w"}, Container: "d", Pool: pools.Infra})
 			require.NoError(t, err)
 		}
 		_, err := a.RestoreHold(bad)
@@ -187,8 +187,8 @@ func TestRestoreHold(t *testing.T) {
 	assert.Len(t, a.Holds(), 1)
 
 	// A running container of the same pod and name ends the hold.
-	_, err = a.Restore(Assignment{ID: "new", Pod: PodRef{UID: "u"}, Container: "c", Pool: config.PoolExclusive, CPUs: set(t, "12,52")}, false)
+	_, err = a.Restore(Assignment{ID: "new", Pod: PodRef{UID: "u"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "12,52")}, false)
 	require.NoError(t, err)
 	assert.Empty(t, a.Holds())
-	assert.True(t, a.FreeCPUs(config.PoolExclusive).Contains(10))
+	assert.True(t, a.FreeCPUs(pools.Exclusive).Contains(10))
 }

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // mode is the unit an exclusive request is counted and taken in.
@@ -60,7 +60,7 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 		// Already held: infra does not change.
 		return own.CPUs, own.Reserved, nil
 	}
-	infraBefore := a.PoolCPUs(config.PoolInfra)
+	infraBefore := a.PoolCPUs(pools.Infra)
 	cpus, reserved, err := a.placeReusing(req, who, n, need, m)
 	if err != nil {
 		return cpuset.New(), cpuset.New(), err
@@ -141,13 +141,13 @@ func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.C
 // minInfraCPUs. CPUs the pod already held are out of infra already; a
 // decision that does not shrink infra is never refused.
 func (a *Allocator) checkInfraBudget(req Request, who string, infraBefore, held cpuset.CPUSet) error {
-	if req.Pool != config.PoolExclusiveNonIsolcpus {
+	if req.Pool != pools.ExclusiveNonIsolcpus {
 		return nil
 	}
 	after := infraBefore.Difference(held)
 	if own, ok := a.holds[req.Pod.UID+"/"+req.Container]; ok && req.Pod.UID != "" {
 		// What the new run does not reuse of its own hold goes back.
-		after = after.Union(own.Held().Difference(held).Intersection(a.layout.Pool(config.PoolInfra)))
+		after = after.Union(own.Held().Difference(held).Intersection(a.layout.Pool(pools.Infra)))
 	}
 	if after.Size() < a.layout.MinInfraCPUs && after.Size() < infraBefore.Size() {
 		return fmt.Errorf("pool %s cannot fit %s: it needs %d CPUs from infra, but infra (%s) must keep %d (pools.exclusive-non-isolcpus.minInfraCPUs)",

@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -26,18 +30,15 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tCPUS")
-	for _, p := range config.PoolNames {
+	for _, p := range pools.Names() {
 		fmt.Fprintf(tw, "%s\t%s\n", p, orDash(st.Pools[p]))
 	}
 	tw.Flush()
 	fmt.Fprintln(stdout)
-	ids := make([]string, 0, len(st.Containers))
-	for id := range st.Containers {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool {
-		a, b := st.Containers[ids[i]], st.Containers[ids[j]]
-		return a.PodNamespace+"/"+a.PodName+"/"+a.Container < b.PodNamespace+"/"+b.PodName+"/"+b.Container
+	ids := slices.SortedFunc(maps.Keys(st.Containers), func(x, y string) int {
+		a, b := st.Containers[x], st.Containers[y]
+		return cmp.Or(strings.Compare(a.PodNamespace+"/"+a.PodName+"/"+a.Container, b.PodNamespace+"/"+b.PodName+"/"+b.Container),
+			strings.Compare(x, y)) // the same name twice: by id, so the output is stable
 	})
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tPOOL\tCPUS\tMEMS\tREQUEST\tID")
@@ -60,13 +61,10 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 // printHeld lists the CPUs held for stopped containers: nobody else gets
 // them until the pod's sandbox stops.
 func printHeld(stdout io.Writer, st *plugin.State) {
-	keys := make([]string, 0, len(st.Held))
-	for k := range st.Held {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := st.Held[keys[i]], st.Held[keys[j]]
-		return a.PodNamespace+"/"+a.PodName+"/"+a.Container < b.PodNamespace+"/"+b.PodName+"/"+b.Container
+	keys := slices.SortedFunc(maps.Keys(st.Held), func(x, y string) int {
+		a, b := st.Held[x], st.Held[y]
+		return cmp.Or(strings.Compare(a.PodNamespace+"/"+a.PodName+"/"+a.Container, b.PodNamespace+"/"+b.PodName+"/"+b.Container),
+			strings.Compare(x, y))
 	})
 	fmt.Fprintln(stdout, "\nHELD FOR STOPPED CONTAINERS (until the pod's sandbox stops)")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
