@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -178,4 +180,30 @@ func TestOldSandboxOfARecreatedPod(t *testing.T) {
 	st, err := ReadState(statePath(f))
 	require.NoError(t, err)
 	assert.Contains(t, st.Containers, again.Id)
+}
+
+// TestSandboxGoneWithoutAStop: containerd sends no StopPodSandbox for pods
+// created before its own restart. A pod whose sandbox cgroup is gone and
+// that runs nothing gives its held CPUs back when another pod would be
+// refused; one whose sandbox lives keeps them.
+func TestSandboxGoneWithoutAStop(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	startPlugin(t, f, vm2, statePath(f))
+	pod := exclusivePod(f, "silent")
+	c, _, err := f.createContainer(pod, "app", 1000)
+	require.NoError(t, err)
+	f.exitContainer(c, 137)
+	other := exclusivePod(f, "other")
+	_, _, err = f.createContainer(other, "c", 1000)
+	require.ErrorContains(t, err, "cannot fit", "the sandbox lives: the CPU stays held")
+
+	dir, err := cgroupDir(pod.Linux.CgroupsPath)
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(filepath.Join(f.hierarchy(), dir))) // the runtime stopped it, and said nothing
+	got, _, err := f.createContainer(other, "c", 1000)
+	require.NoError(t, err)
+	assert.Equal(t, "1", f.cpus(got))
+	st, err := ReadState(statePath(f))
+	require.NoError(t, err)
+	assert.Empty(t, st.Held)
 }

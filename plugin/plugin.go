@@ -426,6 +426,45 @@ func (p *Plugin) releasePod(pod *api.PodSandbox) error {
 	return p.save()
 }
 
+// reapGoneSandboxes releases the holds of pods whose every known sandbox
+// has lost its cgroup and that run no container: their sandbox stopped
+// without the runtime saying so. containerd sends no StopPodSandbox or
+// RemovePodSandbox for pods created before its own restart. It is called
+// only before refusing a container, and returns the pods released.
+func (p *Plugin) reapGoneSandboxes() int {
+	running := map[string]bool{}
+	for _, a := range p.alloc.Assignments() {
+		running[a.Pod.UID] = true
+	}
+	bySandbox := map[string][]string{}
+	for id, sb := range p.sandbox {
+		bySandbox[sb.uid] = append(bySandbox[sb.uid], id)
+	}
+	released := 0
+	for _, h := range p.alloc.Holds() {
+		uid := h.Pod.UID
+		if running[uid] || len(p.alloc.HoldsOf(uid)) == 0 {
+			continue // running, or released with an earlier hold of the pod
+		}
+		gone := true
+		for _, id := range bySandbox[uid] {
+			gone = gone && p.pinner.Gone(p.sandbox[id].cgroupsPath)
+		}
+		if !gone {
+			continue
+		}
+		for _, id := range bySandbox[uid] {
+			delete(p.sandbox, id)
+		}
+		_, res := p.alloc.ReleasePod(uid)
+		p.recordRelease(res)
+		p.deferFollowers(res)
+		p.log.Infof("pod %s/%s: sandbox gone without a stop from the runtime; CPUs held for its stopped containers released", h.Pod.Namespace, h.Pod.Name)
+		released++
+	}
+	return released
+}
+
 // CreateContainer decides the container's pool and CPUs and returns the
 // adjustment, plus updates for containers whose pool changed as a result.
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
@@ -441,6 +480,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	holds := p.alloc.HoldsOf(req.Pod.UID)
 	res, err := p.alloc.Allocate(req)
+	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes() > 0 {
+		res, err = p.alloc.Allocate(req)
+	}
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
 		p.metrics.countRefusal(refusedPlacement)
