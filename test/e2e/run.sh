@@ -178,7 +178,7 @@ STATUS="$REPO/bin/nri-cpupool status --state-file $W/state/nri-cpupool.json"
 
 say "an exclusive init container completes, then the pod's exclusive app container runs on its CPU"
 JOB=$(run_pod job telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod job"
-HELD=$(log_count "held for its pod")
+HELD=$(log_count "held for its pod") # before the create: the container may exit at once
 INIT=$(create_ctr "$JOB" job init 1000 0 '["/bin/sh", "-c", "exit 0"]') || die "create job/init"
 check "init container ran on the exclusive CPU" "$(spec_cpus_of "$INIT")" "$LAST"
 wait_exited "$INIT"
@@ -196,9 +196,9 @@ crictl stopp "$JOB" >/dev/null && crictl rmp "$JOB" >/dev/null
 say "crash loop: the container exits and is re-created (same pod, same name, attempt+1); another pod asking for its CPU is refused"
 CRASH=$(run_pod crash telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod crash"
 FAILING='["/bin/sh", "-c", "exit 3"]'
+HELD=$(log_count "held for its pod") # before the create: the container may exit at once
 C=$(create_ctr "$CRASH" crash app 1000 0 "$FAILING") || die "create crash/app attempt 0"
 for ATTEMPT in 1 2 3; do
-  HELD=$(log_count "held for its pod")
   wait_exited "$C"
   wait_for_log "held for its pod" "$HELD"
   OUT=$(create_ctr "$OTHER" other c 1000 "$ATTEMPT" 2>&1) && die "another pod took the CPU of a crash-looping container: $OUT"
@@ -212,6 +212,7 @@ for ATTEMPT in 1 2 3; do
     check_contains "after the plugin restart: another pod is still refused" "$OUT" "pool exclusive cannot fit"
   fi
   CMD=$FAILING; [ "$ATTEMPT" = 3 ] && CMD='["/bin/sleep", "inf"]'
+  HELD=$(log_count "held for its pod")
   C=$(create_ctr "$CRASH" crash app 1000 "$ATTEMPT" "$CMD") || die "re-create crash/app attempt $ATTEMPT"
   check "attempt $ATTEMPT gets its CPU" "$(spec_cpus_of "$C")" "$LAST"
 done
