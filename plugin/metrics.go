@@ -44,6 +44,8 @@ type metrics struct {
 	members  *prometheus.Desc
 	held     *prometheus.Desc
 	refused  *prometheus.CounterVec
+	// handlers times every NRI handler (see instrumented).
+	handlers *prometheus.HistogramVec
 }
 
 var _ prometheus.Collector = (*metrics)(nil)
@@ -66,6 +68,7 @@ func newMetrics(usage usageSource) *metrics {
 			Name: "cpupool_refused_containers_total",
 			Help: "Container creations refused, by reason (annotation, placement, state).",
 		}, []string{"reason"}),
+		handlers: newHandlerSeconds(),
 	}
 }
 
@@ -79,6 +82,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.members
 	ch <- m.held
 	m.refused.Describe(ch)
+	m.handlers.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -92,6 +96,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	m.refused.Collect(ch)
+	m.handlers.Collect(ch)
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to
