@@ -66,7 +66,7 @@ func TestKillAfterReplyBeforeStateWriteLosesNoPinning(t *testing.T) {
 				require.NoError(t, err)
 				require.Contains(t, st.Containers, fwd.Id, "the file still holds the old decisions")
 			}
-			before := runtimeCPUs(f)
+			before, heldBefore := runtimeCPUs(f), holdsOf(first.p)
 			first.kill()
 
 			second := startPlugin(t, f, desktop, statePath(f))
@@ -77,6 +77,18 @@ func TestKillAfterReplyBeforeStateWriteLosesNoPinning(t *testing.T) {
 				}
 			}
 			assertEveryCPUAccounted(t, f, second.p)
+			// Holds made after the last write are lost, as with a lost file
+			// (the runtime does not list exited containers); a hold is never
+			// invented, and the stopped containers that were running in the
+			// file get theirs back.
+			heldAfter := holdsOf(second.p)
+			for k, cpus := range heldAfter {
+				assert.Equal(t, heldBefore[k], cpus, "hold %s", k)
+			}
+			if tc.written {
+				assert.Contains(t, heldAfter, "uid-dpdk/fwd")
+				assert.Contains(t, heldAfter, "uid-dpdk/eni")
+			}
 
 			next := f.runPod(podSpec{name: "next", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
 			_, _, err = f.createContainer(next, "c", 1000)
@@ -107,10 +119,22 @@ func poolOf(p *Plugin, id string) string {
 	return a.Pool
 }
 
+// holdsOf is the CPUs the plugin holds for stopped containers, by pod and
+// container name.
+func holdsOf(p *Plugin) map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]string{}
+	for _, h := range p.alloc.Holds() {
+		out[h.Pod.UID+"/"+h.Container] = h.Held().String()
+	}
+	return out
+}
+
 // assertEveryCPUAccounted checks the plugin against the runtime: every
 // running container is known and runs where the plugin placed it, no CPU
-// is held twice, an exclusive pool's CPUs are either held or free, and
-// infra keeps off held CPUs.
+// is held twice (by running containers or for stopped ones), an exclusive
+// pool's CPUs are either held or free, and infra keeps off held CPUs.
 func assertEveryCPUAccounted(t *testing.T, f *fakeRuntime, p *Plugin) {
 	t.Helper()
 	running := runtimeCPUs(f)
@@ -129,6 +153,10 @@ func assertEveryCPUAccounted(t *testing.T, f *fakeRuntime, p *Plugin) {
 		}
 	}
 	assert.Len(t, p.alloc.Assignments(), len(running), "no assignment without a running container")
+	for _, h := range p.alloc.Holds() {
+		assert.True(t, held.Intersection(h.Held()).IsEmpty(), "CPUs %s held for stopped %s are held twice", held.Intersection(h.Held()), h.ID)
+		held = held.Union(h.Held())
+	}
 	layout := p.alloc.Layout()
 	for _, pool := range []struct {
 		name string

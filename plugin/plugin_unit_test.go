@@ -115,6 +115,7 @@ func TestCreateSucceedsWhileStateCannotBeSaved(t *testing.T) {
 
 	store.setBroken(false)
 	require.Eventually(t, func() bool { _, ok := store.containers()["c1"]; return ok }, 10*time.Second, time.Millisecond, "a retry writes the state")
+	require.NoError(t, p.Flush(), "waits for the retry to finish; nothing is left to write")
 	assert.Equal(t, "4-7,12-15", store.containers()["c1"].CPUs)
 	failures := errorsTotal()
 	time.Sleep(3 * stateWriteBackoff.Initial)
@@ -156,7 +157,10 @@ func TestConfigureFromRuntime(t *testing.T) {
 	assert.Equal(t, "6-7,14-15", p.alloc.Layout().Exclusive.String(), "a refused config changes nothing")
 }
 
-func TestSynchronizeForgetsPreviousCPUsOfGonePods(t *testing.T) {
+// TestSynchronizeMigratesPreviousCPUs: a state file from before holds
+// remembered stopped containers' CPUs as "previous"; those of pods that
+// still exist become holds, the others are forgotten.
+func TestSynchronizeMigratesPreviousCPUs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	store := NewFileStore(path)
 	st := NewState()
@@ -169,5 +173,8 @@ func TestSynchronizeForgetsPreviousCPUsOfGonePods(t *testing.T) {
 	require.NoError(t, p.Flush())
 	back, err := ReadState(path)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"uid-here/c": "5,13"}, back.Previous)
+	assert.Empty(t, back.Previous, "no longer written")
+	require.Len(t, back.Held, 1)
+	assert.Equal(t, "5,13", back.Held["uid-here/c"].CPUs)
+	assert.Equal(t, "exclusive", back.Held["uid-here/c"].Pool)
 }

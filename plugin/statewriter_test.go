@@ -199,7 +199,7 @@ func TestStateWriterRetriesFailedWrites(t *testing.T) {
 	assert.Empty(t, store.written())
 	assert.Positive(t, w.behind(), "memory is ahead of the file")
 	m.change() // a change while failing is in the retry's write
-	require.Eventually(t, func() bool { return store.last() == 2 }, 10*time.Second, time.Millisecond, "retried until it succeeds")
+	require.Eventually(t, func() bool { return w.onDisk.Load() == 2 }, 10*time.Second, time.Millisecond, "retried until it succeeds")
 	assert.Equal(t, uint64(3), w.errors.Load(), "each failed attempt is counted")
 	assert.Equal(t, []int{2}, store.written())
 	assert.Zero(t, w.behind(), "in sync again")
