@@ -152,14 +152,21 @@ type plan struct {
 	hintMisses     int
 	sockets        int
 	distance       int
-	splitCores     int
+	cores          int // physical cores touched
+	splitCores     int // entirely free cores broken
 	l3Groups       int
 	leftover       int
 }
 
-// better orders plans by the placement rules: fewest NUMA nodes (fixed
-// by the caller), the devices' nodes, fewest sockets, closest nodes, no
-// split cores, fewest L3 groups, then best fit and lowest node ids.
+// better orders plans by the placement rules (README "Placement rules"),
+// the number of NUMA nodes being fixed by the caller:
+//  1. the devices' NUMA nodes (fewest nodes without a device missed),
+//  2. fewest sockets, then the closest nodes,
+//  3. fewest physical cores touched — whole cores, so that no thread of a
+//     core the container runs on belongs to anyone else — then fewest
+//     entirely free cores broken,
+//  4. fewest L3 groups,
+//  5. best fit (least room left in the nodes used), then lowest node ids.
 func (p *plan) better(q *plan) bool {
 	switch {
 	case p.hintMisses != q.hintMisses:
@@ -168,6 +175,8 @@ func (p *plan) better(q *plan) bool {
 		return p.sockets < q.sockets
 	case p.distance != q.distance:
 		return p.distance < q.distance
+	case p.cores != q.cores:
+		return p.cores < q.cores
 	case p.splitCores != q.splitCores:
 		return p.splitCores < q.splitCores
 	case p.l3Groups != q.l3Groups:
@@ -257,11 +266,12 @@ func (p *planner) build(combo []nodeCap, amounts []int, req Request) *plan {
 	var cpus, reserved []int
 	sockets := map[int]bool{}
 	for i, nc := range combo {
-		c, r, split, l3s := p.takeFromNode(nc.v, amounts[i])
-		cpus = append(cpus, c...)
-		reserved = append(reserved, r...)
-		pl.splitCores += split
-		pl.l3Groups += l3s
+		pk := p.takeFromNode(nc.v, amounts[i])
+		cpus = append(cpus, pk.cpus...)
+		reserved = append(reserved, pk.reserved...)
+		pl.cores += pk.cores
+		pl.splitCores += pk.split
+		pl.l3Groups += pk.l3Groups
 		pl.nodes = append(pl.nodes, nc.v.id)
 		sockets[nc.v.socket] = true
 		for _, other := range combo[i+1:] {
@@ -284,9 +294,15 @@ func (p *planner) build(combo []nodeCap, amounts []int, req Request) *plan {
 
 // coreState is a core's free threads at decision time.
 type coreState struct {
-	core  *coreView
-	free  []int
-	whole bool // every pool thread of the core is free
+	core *coreView
+	free []int // the core's threads in the pool that nobody holds
+	// whole is true when the core is the taker's alone if it takes every
+	// free thread: each online thread of the core is in the pool and free.
+	// A sibling held by another container or belonging to another pool
+	// makes the core partly used; an offline sibling runs nothing and does
+	// not count.
+	whole bool
+	group int // position of the core's L3 group in its node view
 }
 
 func (p *planner) state(c *coreView) coreState {
@@ -299,7 +315,7 @@ func (p *planner) state(c *coreView) coreState {
 	switch n {
 	case len(c.threads):
 		// Shares the view's slice: callers only copy out of free.
-		return coreState{core: c, free: c.threads, whole: true}
+		return coreState{core: c, free: c.threads, whole: c.complete}
 	case 0:
 		return coreState{core: c}
 	}
@@ -312,12 +328,11 @@ func (p *planner) state(c *coreView) coreState {
 	return s
 }
 
-// eligible tells whether a core can give a unit in the current mode, and
-// unitsOf how many units it gives.
+// unitsOf tells how many units a core gives in the current mode.
 func (p *planner) unitsOf(s coreState) int {
 	switch p.mode {
 	case modeFullCores:
-		if s.whole && s.core.complete && len(s.free) == p.tpc {
+		if s.whole && len(s.free) == p.tpc {
 			return 1
 		}
 		return 0
@@ -330,86 +345,89 @@ func (p *planner) unitsOf(s coreState) int {
 	return len(s.free)
 }
 
-func (p *planner) l3Capacity(l3 *l3View) int {
-	c := 0
-	for i := range l3.cores {
-		c += p.unitsOf(p.state(&l3.cores[i]))
-	}
-	return c
-}
-
 func (p *planner) nodeCapacity(nv *nodeView) int {
 	c := 0
 	for i := range nv.l3s {
-		c += p.l3Capacity(&nv.l3s[i])
+		for j := range nv.l3s[i].cores {
+			c += p.unitsOf(p.state(&nv.l3s[i].cores[j]))
+		}
 	}
 	return c
 }
 
-// takeFromNode picks need units inside one NUMA node: in a single L3 group
-// when one can hold them (the one that splits fewest cores, then the
-// fullest), otherwise in as few L3 groups as possible.
-func (p *planner) takeFromNode(nv *nodeView, need int) (cpus, reserved []int, split, l3s int) {
-	type l3Cap struct {
-		l3  *l3View
-		cap int
-	}
-	var groups []l3Cap
-	for i := range nv.l3s {
-		if c := p.l3Capacity(&nv.l3s[i]); c > 0 {
-			groups = append(groups, l3Cap{&nv.l3s[i], c})
-		}
-	}
-	var bestSingle *l3Cap
-	bestSplit := 0
-	for i := range groups {
-		g := &groups[i]
-		if g.cap < need {
-			continue
-		}
-		_, _, s := p.takeFromL3(g.l3, need)
-		if bestSingle == nil || s < bestSplit || (s == bestSplit && g.cap < bestSingle.cap) {
-			bestSingle, bestSplit = g, s
-		}
-	}
-	if bestSingle != nil {
-		c, r, s := p.takeFromL3(bestSingle.l3, need)
-		return c, r, s, 1
-	}
-	// Largest groups first keeps the count low; the last one is the
-	// smallest that covers what remains (best fit).
-	sort.SliceStable(groups, func(a, b int) bool { return groups[a].cap > groups[b].cap })
-	rest := need
-	for len(groups) > 0 && rest > 0 {
-		pick := 0
-		if groups[0].cap >= rest {
-			for i := range groups {
-				if groups[i].cap >= rest {
-					pick = i
-				}
-			}
-		}
-		g := groups[pick]
-		groups = append(groups[:pick], groups[pick+1:]...)
-		take := min(g.cap, rest)
-		c, r, s := p.takeFromL3(g.l3, take)
-		cpus, reserved = append(cpus, c...), append(reserved, r...)
-		split += s
-		l3s++
-		rest -= take
-	}
-	return cpus, reserved, split, l3s
+// pick is what taking units from some cores gives, with the figures a
+// plan is judged by.
+type pick struct {
+	cpus, reserved []int
+	cores, split   int
+	l3Groups       int
 }
 
-// takeFromL3 picks need units from one L3 group. In thread mode it takes
-// whole free cores while they fit, serves an odd remainder from a core that
-// is already partly used, and splits a whole core only when nothing else
-// is left; split counts the whole cores it had to break.
-func (p *planner) takeFromL3(l3 *l3View, need int) (cpus, reserved []int, split int) {
-	states := make([]coreState, len(l3.cores))
-	for i := range l3.cores {
-		states[i] = p.state(&l3.cores[i])
+// takeFromNode picks need units inside one NUMA node. The fewest cores
+// touched (and whole cores broken) the node can offer is found first, over
+// all its cores; one L3 group is used when one reaches those figures (the
+// fullest such group), otherwise the cores are taken from the groups with
+// the most whole cores first, so that few groups are used.
+func (p *planner) takeFromNode(nv *nodeView, need int) pick {
+	groups := make([][]coreState, len(nv.l3s))
+	caps := make([]int, len(nv.l3s))
+	wholes := make([]int, len(nv.l3s))
+	for g := range nv.l3s {
+		l3 := &nv.l3s[g]
+		groups[g] = make([]coreState, len(l3.cores))
+		for i := range l3.cores {
+			s := p.state(&l3.cores[i])
+			s.group = g
+			groups[g][i] = s
+			caps[g] += p.unitsOf(s)
+			if s.whole {
+				wholes[g]++
+			}
+		}
 	}
+	order := make([]int, len(groups))
+	for g := range order {
+		order[g] = g
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		if wholes[order[a]] != wholes[order[b]] {
+			return wholes[order[a]] > wholes[order[b]]
+		}
+		return caps[order[a]] > caps[order[b]]
+	})
+	var flat []coreState
+	for _, g := range order {
+		flat = append(flat, groups[g]...)
+	}
+	best := p.takeFromCores(flat, need)
+	bestCap := -1
+	for g := range groups {
+		if caps[g] < need || (bestCap >= 0 && caps[g] >= bestCap) {
+			continue
+		}
+		if pk := p.takeFromCores(groups[g], need); pk.cores == best.cores && pk.split == best.split {
+			best, bestCap = pk, caps[g]
+		}
+	}
+	return best
+}
+
+// takeFromCores picks need units from cores, in their order. In thread mode
+// it takes whole free cores while they fit (the largest first), serves a
+// remainder from a core that is already partly used (the fullest first),
+// and breaks a whole core only when nothing else is left.
+func (p *planner) takeFromCores(states []coreState, need int) (pk pick) {
+	groups := map[int]bool{}
+	take := func(s coreState, k int) {
+		pk.cpus = append(pk.cpus, s.free[:k]...)
+		pk.cores++
+		if s.whole && k < len(s.free) {
+			pk.split++
+		}
+		groups[s.group] = true
+		need -= k
+	}
+	defer func() { pk.l3Groups = len(groups) }()
 	if p.mode != modeThreads {
 		for _, s := range states {
 			if need == 0 {
@@ -418,46 +436,49 @@ func (p *planner) takeFromL3(l3 *l3View, need int) (cpus, reserved []int, split 
 			if p.unitsOf(s) == 0 {
 				continue
 			}
+			pk.cores++
+			groups[s.group] = true
 			if p.mode == modeHideSiblings {
-				cpus = append(cpus, s.free[0])
-				reserved = append(reserved, s.free[1:]...)
+				pk.cpus = append(pk.cpus, s.free[0])
+				pk.reserved = append(pk.reserved, s.free[1:]...)
 			} else {
-				cpus = append(cpus, s.free...)
+				pk.cpus = append(pk.cpus, s.free...)
 			}
 			need--
 		}
-		return cpus, reserved, 0
+		return pk
 	}
 
 	used := make([]bool, len(states))
-	take := func(i, k int) {
-		cpus = append(cpus, states[i].free[:k]...)
-		used[i] = true
-		need -= k
-	}
 	// Partly used cores, fullest first: they are where a remainder belongs.
-	var partial []int
+	var partial, whole []int
 	for i, s := range states {
-		if !s.whole && len(s.free) > 0 {
+		switch {
+		case s.whole:
+			whole = append(whole, i)
+		case len(s.free) > 0:
 			partial = append(partial, i)
 		}
 	}
 	sort.SliceStable(partial, func(a, b int) bool { return len(states[partial[a]].free) < len(states[partial[b]].free) })
+	sort.SliceStable(whole, func(a, b int) bool { return len(states[whole[a]].free) > len(states[whole[b]].free) })
 
 	if rem := need % p.tpc; rem > 0 {
 		for _, i := range partial {
 			if len(states[i].free) >= rem {
-				take(i, rem)
+				take(states[i], rem)
+				used[i] = true
 				break
 			}
 		}
 	}
-	for i, s := range states {
+	for _, i := range whole {
 		if need == 0 {
 			break
 		}
-		if s.whole && !used[i] && len(s.free) <= need {
-			take(i, len(s.free))
+		if len(states[i].free) <= need {
+			take(states[i], len(states[i].free))
+			used[i] = true
 		}
 	}
 	for _, i := range partial {
@@ -465,19 +486,20 @@ func (p *planner) takeFromL3(l3 *l3View, need int) (cpus, reserved []int, split 
 			break
 		}
 		if !used[i] {
-			take(i, min(need, len(states[i].free)))
+			take(states[i], min(need, len(states[i].free)))
+			used[i] = true
 		}
 	}
-	for i, s := range states {
+	for _, i := range whole {
 		if need == 0 {
 			break
 		}
-		if s.whole && !used[i] {
-			take(i, need)
-			split++
+		if !used[i] {
+			take(states[i], need)
+			used[i] = true
 		}
 	}
-	return cpus, nil, split
+	return pk
 }
 
 // forEachCombination calls fn with every k-subset of 0..n-1 in

@@ -212,9 +212,15 @@ func TestRestore(t *testing.T) {
 
 // TestAtLeastAsGoodAsKubelet replays the kubelet static policy's published
 // test cases (pkg/kubelet/cm/cpumanager/cpu_assignment_test.go,
-// TestTakeByTopologyNUMAPacked) on the same topologies: our placement must
-// span no more NUMA nodes, sockets or cores, and leave at least as many
-// whole free cores.
+// TestTakeByTopologyNUMAPacked and friends) on the same topologies, plus
+// cases of our own with the kubelet's answer worked out by its algorithm:
+// our placement must span no more NUMA nodes, sockets or cores, and leave
+// at least as many whole free cores.
+//
+// Each case runs three ways, because for the kubelet an unavailable CPU is
+// unavailable whatever the reason: the CPUs that are not free are held by
+// another exclusive container; they are outside the exclusive pool
+// (infra, shared or reserved CPUs that split a core); or half of each.
 func TestAtLeastAsGoodAsKubelet(t *testing.T) {
 	tests := []struct {
 		name, fixture, free string
@@ -226,41 +232,109 @@ func TestAtLeastAsGoodAsKubelet(t *testing.T) {
 		{"take two cpus from single socket with HT", "kubelet-single-socket-ht", "0-7", 2, "0,4"},
 		{"take all cpus from single socket with HT", "kubelet-single-socket-ht", "0-7", 8, "0-7"},
 		{"take two cpus from single socket with HT, only one core totally free", "kubelet-single-socket-ht", "0-3,6", 2, "2,6"},
+		// Issue 11's second example: 0, 2, 3, 6 and 7 unavailable.
+		{"two cpus, the only whole core is 1,5", "kubelet-single-socket-ht", "1,4,5", 2, "1,5"},
+		{"three cpus: a whole core and the fullest partial core", "kubelet-single-socket-ht", "0,1,2,5,6", 3, "1,2,5"},
 		{"take one cpu from dual socket with HT - core from Socket 0", "kubelet-dual-socket-ht", "1-5,7-11", 1, "2"},
 		{"take a socket of cpus from dual socket with HT", "kubelet-dual-socket-ht", "0-11", 6, "0,2,4,6,8,10"},
 		{"allocate 4 full cores, 3 from the first NUMA node and 1 from the second", "kubelet-dual-socket-ht", "0-11", 8, "0-2,4,6-8,10"},
+		{"dual socket: two cpus, a whole core besides half cores", "kubelet-dual-socket-ht", "0-4,8,10", 2, "2,8"},
+		{"dual socket: three cpus, a whole core and a half core", "kubelet-dual-socket-ht", "0,2,4,6", 3, "0,2,6"},
+		{"take a NUMA node of cpus from dual socket with multi-numa-per-socket with HT", "kubelet-dual-socket-multi-numa-ht", "0-79", 20, "0-9,40-49"},
+		{"take a socket of cpus from dual socket with multi-numa-per-socket with HT", "kubelet-dual-socket-multi-numa-ht", "0-79", 40, "0-19,40-59"},
 		{"take a NUMA node with 1 NUMA node already taken", "kubelet-dual-socket-multi-numa-ht", "10-39,50-79", 20, "10-19,50-59"},
 		{"take a socket and a NUMA node", "kubelet-dual-socket-multi-numa-ht", "0-79", 60, "0-29,40-69"},
 		{"take a socket and a NUMA node, a core taken", "kubelet-dual-socket-multi-numa-ht", "1-39,41-79", 60, "10-39,50-79"},
 		{"allocate 32 full cores, 30 from the first 3 NUMA nodes", "kubelet-dual-socket-multi-numa-ht", "0-79", 64, "0-31,40-71"},
+		{"multi-numa: whole cores on the node that has them, not half cores on the fuller one", "kubelet-dual-socket-multi-numa-ht", "0-19,50-59", 4, "10,11,50,51"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			topo := topology(t, tc.fixture)
-			all := topo.Online
-			free := set(t, tc.free)
-			// The kubelet hands out the whole machine; so does this layout
-			// (a real config keeps infra non-empty).
-			wholeMachine := &Layout{Online: all, Exclusive: all, Shared: cpuset.New(), Infra: cpuset.New(), ExclusiveNonIsolcpus: cpuset.New(), Reserved: cpuset.New()}
-			ours, theirs := New(topo, wholeMachine, true), New(topo, wholeMachine, true)
-			if taken := all.Difference(free); !taken.IsEmpty() {
-				for _, a := range []*Allocator{ours, theirs} {
-					_, err := a.Restore(Assignment{ID: "taken", Pool: config.PoolExclusive, CPUs: taken}, false)
-					require.NoError(t, err)
+		for _, how := range []string{"held by a container", "outside the pool", "half held, half outside"} {
+			t.Run(tc.name+"/"+how, func(t *testing.T) {
+				topo := topology(t, tc.fixture)
+				free := set(t, tc.free)
+				ours, theirs := kubeletPair(t, topo, free, how)
+				res, err := ours.Allocate(exclusive("x", tc.n))
+				require.NoError(t, err)
+				_, err = theirs.Restore(Assignment{ID: "x", Pool: config.PoolExclusive, CPUs: set(t, tc.kubelet)}, false)
+				require.NoError(t, err)
+				assertNotWorse(t, topo, ours, theirs, res.Assignment.CPUs, set(t, tc.kubelet))
+			})
+		}
+	}
+}
+
+// TestIssue11WholeCoreExamples pins the two examples of issue 11 exactly:
+// CPUs whose siblings belong to another pool are not whole cores.
+func TestIssue11WholeCoreExamples(t *testing.T) {
+	for _, tc := range []struct{ free, want string }{
+		{"0-3,6", "2,6"}, // 4, 5 and 7 in another pool: 0-1 would share two cores
+		{"1,4,5", "1,5"},
+	} {
+		topo := topology(t, "kubelet-single-socket-ht")
+		ours, _ := kubeletPair(t, topo, set(t, tc.free), "outside the pool")
+		res, err := ours.Allocate(exclusive("x", 2))
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, res.Assignment.CPUs.String(), "free %s", tc.free)
+	}
+}
+
+// TestFewerNUMANodesOutrankWholeCoresLeft is the one trade the comparison
+// above leaves out on purpose: 5 CPUs where node 0 has only half cores and
+// node 1 whole ones. The kubelet's packed algorithm takes two whole cores
+// on node 1 and one CPU of node 0 (0,10-11,50-51: two NUMA nodes); rule 1
+// keeps the container on one node and breaks a whole core there instead.
+func TestFewerNUMANodesOutrankWholeCoresLeft(t *testing.T) {
+	topo := topology(t, "kubelet-dual-socket-multi-numa-ht")
+	ours, _ := kubeletPair(t, topo, set(t, "0-19,50-59"), "outside the pool")
+	res, err := ours.Allocate(exclusive("x", 5))
+	require.NoError(t, err)
+	s := measure(topo, res.Assignment.CPUs)
+	assert.Equal(t, 1, s.numaNodes, "%s", res.Assignment.CPUs)
+	assert.Equal(t, 3, s.cores, "two whole cores and one more: %s", res.Assignment.CPUs)
+	assert.True(t, res.Assignment.CPUs.IsSubsetOf(set(t, "10-19,50-59")))
+}
+
+// kubeletPair builds two allocators over the whole machine where only free
+// is available: ours places, theirs records the kubelet's answer. how says
+// why the other CPUs are unavailable.
+func kubeletPair(t *testing.T, topo *sysfs.Topology, free cpuset.CPUSet, how string) (ours, theirs *Allocator) {
+	t.Helper()
+	all := topo.Online
+	unavailable := all.Difference(free)
+	held := unavailable
+	if how != "held by a container" {
+		held = cpuset.New()
+		if how == "half held, half outside" {
+			for i, id := range unavailable.List() {
+				if i%2 == 0 {
+					held = held.Union(cpuset.New(id))
 				}
 			}
-			res, err := ours.Allocate(exclusive("x", tc.n))
-			require.NoError(t, err)
-			_, err = theirs.Restore(Assignment{ID: "x", Pool: config.PoolExclusive, CPUs: set(t, tc.kubelet)}, false)
-			require.NoError(t, err)
-
-			o, k := measure(topo, res.Assignment.CPUs), measure(topo, set(t, tc.kubelet))
-			assert.LessOrEqual(t, o.numaNodes, k.numaNodes, "NUMA nodes: ours %s, kubelet %s", res.Assignment.CPUs, tc.kubelet)
-			assert.LessOrEqual(t, o.sockets, k.sockets, "sockets")
-			assert.LessOrEqual(t, o.cores, k.cores, "cores touched")
-			assert.GreaterOrEqual(t, wholeFreeCores(ours, config.PoolExclusive), wholeFreeCores(theirs, config.PoolExclusive), "whole free cores left")
-		})
+		}
 	}
+	pool := free.Union(held)
+	layout := &Layout{Online: all, Exclusive: pool, Shared: cpuset.New(), Infra: all.Difference(pool), ExclusiveNonIsolcpus: cpuset.New(), Reserved: cpuset.New()}
+	ours, theirs = New(topo, layout, true), New(topo, layout, true)
+	if !held.IsEmpty() {
+		for _, a := range []*Allocator{ours, theirs} {
+			_, err := a.Restore(Assignment{ID: "taken", Pool: config.PoolExclusive, CPUs: held}, false)
+			require.NoError(t, err)
+		}
+	}
+	return ours, theirs
+}
+
+// assertNotWorse compares our placement with the kubelet's on the
+// comparison's four figures.
+func assertNotWorse(t *testing.T, topo *sysfs.Topology, ours, theirs *Allocator, got, kubelet cpuset.CPUSet) {
+	t.Helper()
+	o, k := measure(topo, got), measure(topo, kubelet)
+	assert.LessOrEqual(t, o.numaNodes, k.numaNodes, "NUMA nodes: ours %s, kubelet %s", got, kubelet)
+	assert.LessOrEqual(t, o.sockets, k.sockets, "sockets: ours %s, kubelet %s", got, kubelet)
+	assert.LessOrEqual(t, o.cores, k.cores, "cores touched: ours %s, kubelet %s", got, kubelet)
+	assert.GreaterOrEqual(t, wholeFreeCores(ours, config.PoolExclusive), wholeFreeCores(theirs, config.PoolExclusive),
+		"whole free cores left: ours %s, kubelet %s", got, kubelet)
 }
 
 // TestRandomChurnInvariants runs random create/remove sequences on every
