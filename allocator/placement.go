@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -93,7 +94,7 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 
 	best, ok := p.bestPlan(nodes, need, req)
 	if !ok {
-		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: %d CPUs are free but cannot be spread evenly over NUMA nodes (distribute-across-numa)", req.Pool, who, n)
+		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: distribute-across-numa gives each NUMA node used an equal share of the %d CPUs, and no set of nodes has room for equal shares (free CPUs by node: %s); lower the request or turn distribute-across-numa off", req.Pool, who, n, freeByNode(nodes))
 	}
 	if err := a.checkInfraBudget(req, who, best.cpus.Size()+best.reserved.Size()); err != nil {
 		return cpuset.New(), cpuset.New(), err
@@ -131,6 +132,15 @@ func (a *Allocator) previousFits(req Request, n int) (cpuset.CPUSet, bool) {
 		}
 	}
 	return prev, true
+}
+
+// freeByNode describes the free units of each node, for errors.
+func freeByNode(nodes []nodeCap) string {
+	parts := make([]string, len(nodes))
+	for i, nc := range nodes {
+		parts[i] = fmt.Sprintf("node %d: %d", nc.v.id, nc.cap)
+	}
+	return strings.Join(parts, ", ")
 }
 
 type nodeCap struct {
@@ -224,27 +234,17 @@ func (p *planner) bestPlan(nodes []nodeCap, need int, req Request) (*plan, bool)
 	return nil, false
 }
 
-// amounts splits need over the nodes of a combination: evenly when
-// distributing, otherwise filling the nodes with the least room first so
-// that roomier nodes stay whole for later requests.
+// amounts splits need over the nodes of a combination: as evenly as
+// possible when distributing, otherwise filling the nodes with the least
+// room first so that roomier nodes stay whole for later requests.
 func (p *planner) amounts(combo []nodeCap, need int, distribute bool) ([]int, bool) {
+	if distribute {
+		return p.distribute(combo, need)
+	}
 	out := make([]int, len(combo))
 	order := make([]int, len(combo))
 	for i := range order {
 		order[i] = i
-	}
-	if distribute {
-		sort.SliceStable(order, func(a, b int) bool { return combo[order[a]].cap > combo[order[b]].cap })
-		for rank, i := range order {
-			out[i] = need / len(combo)
-			if rank < need%len(combo) {
-				out[i]++
-			}
-			if out[i] > combo[i].cap || out[i] == 0 {
-				return nil, false
-			}
-		}
-		return out, true
 	}
 	sort.SliceStable(order, func(a, b int) bool { return combo[order[a]].cap < combo[order[b]].cap })
 	rest := need
@@ -259,6 +259,66 @@ func (p *planner) amounts(combo []nodeCap, need int, distribute bool) ([]int, bo
 		}
 	}
 	return out, rest == 0
+}
+
+// distribute splits need evenly over every node of a combination, in whole
+// cores: each node gets the same number of cores, and the cores left over
+// (and the odd CPUs of a request that is not whole cores) go one by one to
+// the node with the most room left, which keeps the nodes' free CPUs as
+// balanced as they can be (the kubelet's bestRemainder). When whole cores
+// cannot give every node a share, it is done in CPUs.
+func (p *planner) distribute(combo []nodeCap, need int) ([]int, bool) {
+	unit := 1
+	if p.mode == modeThreads {
+		unit = p.tpc // in the other modes a unit already is a core
+	}
+	if out, ok := spread(combo, need, unit); ok || unit == 1 {
+		return out, ok
+	}
+	return spread(combo, need, 1)
+}
+
+// spread gives each node need/len(combo) rounded down to whole chunks of
+// unit, then the remaining chunks and the odd rest one at a time to the
+// node with the most room left (the first such node on a tie).
+func spread(combo []nodeCap, need, unit int) ([]int, bool) {
+	k := len(combo)
+	base := need / unit / k * unit
+	if base == 0 {
+		return nil, false
+	}
+	out := make([]int, k)
+	room := make([]int, k)
+	for i, nc := range combo {
+		if nc.cap < base {
+			return nil, false
+		}
+		out[i], room[i] = base, nc.cap-base
+	}
+	give := func(size int) bool {
+		best := -1
+		for i := range room {
+			if room[i] >= size && (best < 0 || room[i] > room[best]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return false
+		}
+		out[best] += size
+		room[best] -= size
+		return true
+	}
+	rest := need - base*k
+	for ; rest >= unit; rest -= unit {
+		if !give(unit) {
+			return nil, false
+		}
+	}
+	if rest > 0 && !give(rest) {
+		return nil, false
+	}
+	return out, true
 }
 
 func (p *planner) build(combo []nodeCap, amounts []int, req Request) *plan {

@@ -264,6 +264,83 @@ func TestAtLeastAsGoodAsKubelet(t *testing.T) {
 	}
 }
 
+// TestDistributeAcrossNUMAAsKubelet replays the kubelet's
+// TestTakeByTopologyNUMADistributed cases. kubelet is its answer with CPU
+// groups of 1; whole, where given, its answer with groups of a whole core
+// (what it does under full-pcpus-only). Ours must be no worse than either
+// on the comparison's figures, and as balanced as the whole-core answer:
+// the same number of CPUs on each NUMA node.
+func TestDistributeAcrossNUMAAsKubelet(t *testing.T) {
+	tests := []struct {
+		name, fixture, free string
+		n                   int
+		kubelet, whole      string
+	}{
+		{"take one cpu from dual socket with HT - core from Socket 0", "kubelet-dual-socket-ht", "1-5,7-11", 1, "1", ""},
+		{"allocate 13 full cores distributed across the first 2 NUMA nodes", "kubelet-dual-socket-multi-numa-ht", "0-79", 26,
+			"0-6,10-16,40-45,50-55", "0-6,10-15,40-46,50-55"},
+		{"allocate 31 full cores, 1 or 2 CPUs spilling over", "kubelet-dual-socket-multi-numa-ht", "0-79", 62,
+			"0-7,10-17,20-27,30-37,40-47,50-57,60-66,70-76", "0-7,10-17,20-27,30-36,40-47,50-57,60-67,70-76"},
+		{"allocate 31 full cores, the spill-over keeps the balance", "kubelet-dual-socket-multi-numa-ht", "0-8,10-18,20-39,40-48,50-58,60-79", 62,
+			"0-7,10-17,20-27,30-37,40-46,50-56,60-67,70-77", "0-7,10-16,20-27,30-37,40-47,50-56,60-67,70-77"},
+		{"ensure bestRemainder chosen with NUMA nodes that have enough CPUs to satisfy the request", "kubelet-dual-socket-multi-numa-ht",
+			"0-3,10-13,20-23,30-36,40-43,50-53,60-63,70-76", 34,
+			"0-3,10-13,20-23,30-34,40-43,50-53,60-63,70-74", "0-3,10-13,20-23,30-34,40-43,50-53,60-63,70-74"},
+		{"an odd request: whole cores and one CPU", "kubelet-dual-socket-multi-numa-ht", "0-79", 25,
+			"0-6,10-15,40-45,50-55", ""},
+	}
+	for _, tc := range tests {
+		for _, how := range []string{"held by a container", "outside the pool", "half held, half outside"} {
+			t.Run(tc.name+"/"+how, func(t *testing.T) {
+				topo := topology(t, tc.fixture)
+				free := set(t, tc.free)
+				r := exclusive("x", tc.n)
+				r.Options.DistributeAcrossNUMA = true
+				answers := []string{tc.kubelet}
+				if tc.whole != "" {
+					answers = append(answers, tc.whole)
+				}
+				for _, kubelet := range answers {
+					ours, theirs := kubeletPair(t, topo, free, how)
+					res, err := ours.Allocate(r)
+					require.NoError(t, err)
+					_, err = theirs.Restore(Assignment{ID: "x", Pool: config.PoolExclusive, CPUs: set(t, kubelet)}, false)
+					require.NoError(t, err)
+					assertNotWorse(t, topo, ours, theirs, res.Assignment.CPUs, set(t, kubelet))
+					if tc.whole != "" {
+						assert.Equal(t, perNode(topo, set(t, tc.whole)), perNode(topo, res.Assignment.CPUs), "CPUs per NUMA node: ours %s", res.Assignment.CPUs)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestDistributeRefusal: a spread that no set of nodes can hold is refused
+// with each node's free CPUs.
+func TestDistributeRefusal(t *testing.T) {
+	topo := topology(t, "kubelet-dual-socket-multi-numa-ht")
+	// Node 0 has 19 free CPUs, the others 1 each: 22 cannot be spread.
+	ours, _ := kubeletPair(t, topo, set(t, "0-9,40-48,10,20,30"), "outside the pool")
+	r := exclusive("x", 22)
+	r.Options.DistributeAcrossNUMA = true
+	_, err := ours.Allocate(r)
+	assert.ErrorContains(t, err, "no set of nodes has room for equal shares (free CPUs by node: node 0: 19, node 1: 1, node 2: 1, node 3: 1)")
+	r.Options.DistributeAcrossNUMA = false
+	_, err = ours.Allocate(r)
+	require.NoError(t, err, "without the option it fits")
+}
+
+// perNode counts a placement's CPUs on each NUMA node.
+func perNode(topo *sysfs.Topology, cpus cpuset.CPUSet) map[int]int {
+	out := map[int]int{}
+	for _, id := range cpus.List() {
+		c, _ := topo.CPU(id)
+		out[c.NUMA]++
+	}
+	return out
+}
+
 // TestIssue11WholeCoreExamples pins the two examples of issue 11 exactly:
 // CPUs whose siblings belong to another pool are not whole cores.
 func TestIssue11WholeCoreExamples(t *testing.T) {
