@@ -169,14 +169,14 @@ type plan struct {
 }
 
 // better orders plans by the placement rules (README "Placement rules"),
-// the number of NUMA nodes being fixed by the caller:
-//  1. the devices' NUMA nodes (fewest nodes without a device missed),
-//  2. fewest sockets, then the closest nodes,
-//  3. fewest physical cores touched — whole cores, so that no thread of a
+// rule 1, the number of NUMA nodes, being fixed by the caller:
+//  2. the devices' NUMA nodes (fewest devices' nodes missed),
+//  3. fewest sockets, then the closest nodes,
+//  4. fewest physical cores touched — whole cores, so that no thread of a
 //     core the container runs on belongs to anyone else — then fewest
 //     entirely free cores broken,
-//  4. fewest L3 groups,
-//  5. best fit (least room left in the nodes used), then lowest node ids.
+//  5. fewest L3 groups,
+//  6. best fit (least room left in the nodes used), then lowest node ids.
 func (p *plan) better(q *plan) bool {
 	switch {
 	case p.hintMisses != q.hintMisses:

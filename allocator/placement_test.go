@@ -571,3 +571,75 @@ func TestPreviousCPUsRespectInfraMinimum(t *testing.T) {
 	_, err = a.Allocate(r)
 	assert.ErrorContains(t, err, "infra (0,8-9) must keep 2", "a restart does not bypass minInfraCPUs")
 }
+
+// TestRankingOrder pits each placement rule against the next one and
+// checks that the higher rule wins (README "Placement rules").
+func TestRankingOrder(t *testing.T) {
+	// The comparator itself: a plan better on one figure wins over a plan
+	// better on every later figure.
+	fields := []func(*plan) *int{
+		func(p *plan) *int { return &p.hintMisses },
+		func(p *plan) *int { return &p.sockets },
+		func(p *plan) *int { return &p.distance },
+		func(p *plan) *int { return &p.cores },
+		func(p *plan) *int { return &p.splitCores },
+		func(p *plan) *int { return &p.l3Groups },
+		func(p *plan) *int { return &p.leftover },
+	}
+	for i := range fields {
+		winner, loser := &plan{nodes: []int{1}}, &plan{nodes: []int{0}}
+		*fields[i](loser) = 1
+		for _, later := range fields[i+1:] {
+			*later(winner) = 5
+		}
+		assert.True(t, winner.better(loser), "figure %d outranks the later ones", i)
+		assert.False(t, loser.better(winner), "figure %d outranks the later ones", i)
+	}
+
+	mc := "kubelet-dual-socket-multi-numa-ht" // nodes 0,1 on socket 0, 2,3 on socket 1; siblings N and N+40
+	tests := []struct {
+		name, fixture, free string
+		n                   int
+		device              int // -1: none
+		within              string
+		shape               *shape
+	}{
+		// 1 > 2: node 1 (the device's) has 2 free CPUs, node 0 all of its.
+		{name: "fewest NUMA nodes over device locality", fixture: mc, free: "0-10,40-49,50", n: 4, device: 1, within: "0-9,40-49"},
+		// 2 > 3: node 3 is full; the pair on one socket has no device.
+		{name: "device locality over fewest sockets", fixture: mc, free: "0-29,40-69", n: 24, device: 2, within: "0-9,20-29,40-49,60-69",
+			shape: &shape{numaNodes: 2, sockets: 2, cores: 12, l3Groups: 2}},
+		// 2 > 4: the device's node has only half cores left.
+		{name: "device locality over whole cores", fixture: mc, free: "0-9,40-49,10-19", n: 4, device: 1, within: "10-19"},
+		// 3 > 4: socket 0's nodes have only half cores, node 2 whole ones, node 3 none.
+		{name: "fewest sockets over whole cores", fixture: mc, free: "0-19,20-24,60-64", n: 14, device: -1, within: "0-19",
+			shape: &shape{numaNodes: 2, sockets: 1, cores: 14, l3Groups: 1, splitCores: 14}},
+		// 4 > 5: on node 0 of the EPYC (L3 groups of cores 0-7 and 8-15,
+		// siblings N and N+64), one group holds 4 CPUs only with half cores.
+		{name: "whole cores over fewest L3 groups", fixture: "epyc-1s-nps4", free: "0-6,70,8,72", n: 4, device: -1, within: "6,8,70,72",
+			shape: &shape{numaNodes: 1, sockets: 1, cores: 2, l3Groups: 2}},
+		// 5 > 6: node 0 fits 8 exactly but over two L3 groups; node 1 has
+		// room to spare in one group.
+		{name: "fewest L3 groups over best fit", fixture: "epyc-1s-nps4", free: "0-1,64-65,8-9,72-73,16-31,80-95", n: 8, device: -1, within: "16-31,80-95",
+			shape: &shape{numaNodes: 1, sockets: 1, cores: 4, l3Groups: 1}},
+		// 6: the fuller node.
+		{name: "best fit over lowest node id", fixture: mc, free: "0-9,40-49,10-13,50-53", n: 4, device: -1, within: "10-13,50-53"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			topo := topology(t, tc.fixture)
+			a, _ := kubeletPair(t, topo, set(t, tc.free), "held by a container")
+			r := exclusive("x", tc.n)
+			if tc.device >= 0 {
+				r.PreferNUMA = cpuset.New(tc.device)
+			}
+			res, err := a.Allocate(r)
+			require.NoError(t, err)
+			got := res.Assignment.CPUs
+			assert.True(t, got.IsSubsetOf(set(t, tc.within)), "got %s, want within %s", got, tc.within)
+			if tc.shape != nil {
+				assert.Equal(t, *tc.shape, measure(topo, got), "placement %s", got)
+			}
+		})
+	}
+}
