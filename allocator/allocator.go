@@ -35,7 +35,14 @@ type Assignment struct {
 	CPUs     cpuset.CPUSet `json:"-"`
 	Reserved cpuset.CPUSet `json:"-"`
 	Mems     cpuset.CPUSet `json:"-"`
+	// Added are the CPUs in-place resizes added to the container, in the
+	// order they were added; the rest of CPUs is its original set, which a
+	// resize never gives back.
+	Added []int `json:"-"`
 }
+
+// Original returns the CPUs the container was created with.
+func (a *Assignment) Original() cpuset.CPUSet { return a.CPUs.Difference(cpuset.New(a.Added...)) }
 
 // restartKey identifies a container across restarts: same pod, same name.
 func (a *Assignment) restartKey() string { return a.Pod.UID + "/" + a.Container }
@@ -104,6 +111,8 @@ type Request struct {
 	NUMANodes cpuset.CPUSet
 	// PreferNUMA are nodes to prefer (the nodes of the container's devices).
 	PreferNUMA cpuset.CPUSet
+	// grow is the running container a resize adds CPUs to.
+	grow *Assignment
 }
 
 // Allocate places a new container. A container that is already known keeps
@@ -230,6 +239,9 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 	}
 	if as.Mems.Size() == 0 {
 		as.Mems = a.memsFor(as.CPUs)
+	}
+	if !cpuset.New(as.Added...).IsSubsetOf(as.CPUs) {
+		as.Added = nil // a record that does not match where it runs: all original
 	}
 	var problem error
 	if config.IsExclusivePool(as.Pool) {

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,6 +37,12 @@ func CPUsFor(milliCPU int64) int {
 // "Placement rules" for the order of preferences.
 func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, error) {
 	who := fmt.Sprintf("container %s/%s/%s", req.Pod.Namespace, req.Pod.Name, req.Container)
+	more := ""
+	if req.grow != nil {
+		who = fmt.Sprintf("container %s/%s/%s grown from %d to %d CPUs", req.Pod.Namespace, req.Pod.Name, req.Container,
+			req.grow.CPUs.Size(), req.grow.CPUs.Size()+CPUsFor(req.MilliCPU))
+		more = "more "
+	}
 	n := CPUsFor(req.MilliCPU)
 	if n == 0 {
 		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but %s requests no CPU; set resources.requests.cpu (e.g. \"2\")", req.Pool, who)
@@ -57,11 +64,22 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 		m, need = modeFullCores, n/tpc
 	}
 
-	if cpus, ok := a.previousFits(req, n); ok {
-		return cpus, cpuset.New(), a.checkInfraBudget(req, who, cpus.Size())
+	if req.grow == nil {
+		if cpus, ok := a.previousFits(req, n); ok {
+			return cpus, cpuset.New(), a.checkInfraBudget(req, who, cpus.Size())
+		}
 	}
 
 	p := planner{a: a, mode: m, tpc: tpc}
+	if req.grow != nil {
+		p.self = req.grow.ID
+		p.home = a.x.topo.NUMANodesOf(req.grow.CPUs)
+		for _, id := range req.grow.CPUs.UnsortedList() {
+			if !slices.Contains(p.homeSockets, a.x.cpus[id].socket) {
+				p.homeSockets = append(p.homeSockets, a.x.cpus[id].socket)
+			}
+		}
+	}
 	var nodes []nodeCap
 	total := 0
 	for i := range view.nodes {
@@ -88,8 +106,8 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 		case modeHideSiblings:
 			unit = fmt.Sprintf("CPUs with idle siblings (%d free whole cores)", total)
 		}
-		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: it asks for %d %s%s, but only %d of the pool's %d CPUs are free (free: %q)",
-			req.Pool, who, n, unit, where, free.Size(), a.layout.Pool(req.Pool).Size(), free.String())
+		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: it asks for %d %s%s%s, but only %d of the pool's %d CPUs are free (free: %q)",
+			req.Pool, who, n, more, unit, where, free.Size(), a.layout.Pool(req.Pool).Size(), free.String())
 	}
 
 	best, ok := p.bestPlan(nodes, need, req)
@@ -153,12 +171,19 @@ type planner struct {
 	a    *Allocator
 	mode mode
 	tpc  int
+	// self and home are set when a running container grows: its own
+	// threads complete a core rather than share it, and its NUMA nodes
+	// are where the new CPUs belong.
+	self        string
+	home        cpuset.CPUSet
+	homeSockets []int
 }
 
 // plan is a candidate placement with the figures it is judged by.
 type plan struct {
 	cpus, reserved cpuset.CPUSet
 	nodes          []int
+	homeMisses     int // nodes a growing container does not use yet
 	hintMisses     int
 	sockets        int
 	distance       int
@@ -169,7 +194,8 @@ type plan struct {
 }
 
 // better orders plans by the placement rules (README "Placement rules"),
-// rule 1, the number of NUMA nodes, being fixed by the caller:
+// rule 1, the number of NUMA nodes, being fixed by the caller (a growing
+// container's own nodes come first of all: see Resize):
 //  2. the devices' NUMA nodes (fewest devices' nodes missed),
 //  3. fewest sockets, then the closest nodes,
 //  4. fewest physical cores touched — whole cores, so that no thread of a
@@ -179,6 +205,8 @@ type plan struct {
 //  6. best fit (least room left in the nodes used), then lowest node ids.
 func (p *plan) better(q *plan) bool {
 	switch {
+	case p.homeMisses != q.homeMisses:
+		return p.homeMisses < q.homeMisses
 	case p.hintMisses != q.hintMisses:
 		return p.hintMisses < q.hintMisses
 	case p.sockets != q.sockets:
@@ -337,6 +365,15 @@ func (p *planner) build(combo []nodeCap, amounts []int, req Request) *plan {
 		for _, other := range combo[i+1:] {
 			pl.distance += p.a.x.distance[p.a.x.nodePos[nc.v.id]][p.a.x.nodePos[other.v.id]]
 		}
+		if p.self != "" && !p.home.Contains(nc.v.id) {
+			pl.homeMisses++
+			for _, h := range p.home.UnsortedList() {
+				pl.distance += p.a.x.distance[p.a.x.nodePos[nc.v.id]][p.a.x.nodePos[h]]
+			}
+		}
+	}
+	for _, s := range p.homeSockets {
+		sockets[s] = true
 	}
 	pl.sockets = len(sockets)
 	for _, h := range req.PreferNUMA.UnsortedList() {
@@ -363,13 +400,19 @@ type coreState struct {
 	// not count.
 	whole bool
 	group int // position of the core's L3 group in its node view
+	// mine is true when a growing container already runs on another
+	// thread of the core: taking it completes the container's core.
+	mine bool
 }
 
 func (p *planner) state(c *coreView) coreState {
-	n := 0
+	n, mine := 0, false
 	for _, t := range c.threads {
-		if p.a.owner[t] == "" {
+		switch p.a.owner[t] {
+		case "":
 			n++
+		case p.self:
+			mine = p.self != ""
 		}
 	}
 	switch n {
@@ -379,7 +422,7 @@ func (p *planner) state(c *coreView) coreState {
 	case 0:
 		return coreState{core: c}
 	}
-	s := coreState{core: c, free: make([]int, 0, n)}
+	s := coreState{core: c, free: make([]int, 0, n), mine: mine}
 	for _, t := range c.threads {
 		if p.a.owner[t] == "" {
 			s.free = append(s.free, t)
@@ -432,6 +475,7 @@ func (p *planner) takeFromNode(nv *nodeView, need int) pick {
 	groups := make([][]coreState, len(nv.l3s))
 	caps := make([]int, len(nv.l3s))
 	wholes := make([]int, len(nv.l3s))
+	mine := make([]bool, len(nv.l3s))
 	for g := range nv.l3s {
 		l3 := &nv.l3s[g]
 		groups[g] = make([]coreState, len(l3.cores))
@@ -443,6 +487,7 @@ func (p *planner) takeFromNode(nv *nodeView, need int) pick {
 			if s.whole {
 				wholes[g]++
 			}
+			mine[g] = mine[g] || s.mine || p.ownsAny(&l3.cores[i])
 		}
 	}
 	order := make([]int, len(groups))
@@ -450,6 +495,9 @@ func (p *planner) takeFromNode(nv *nodeView, need int) pick {
 		order[g] = g
 	}
 	sort.SliceStable(order, func(a, b int) bool {
+		if mine[order[a]] != mine[order[b]] {
+			return mine[order[a]]
+		}
 		if wholes[order[a]] != wholes[order[b]] {
 			return wholes[order[a]] > wholes[order[b]]
 		}
@@ -460,16 +508,33 @@ func (p *planner) takeFromNode(nv *nodeView, need int) pick {
 		flat = append(flat, groups[g]...)
 	}
 	best := p.takeFromCores(flat, need)
-	bestCap := -1
+	bestG := -1
 	for g := range groups {
-		if caps[g] < need || (bestCap >= 0 && caps[g] >= bestCap) {
+		if caps[g] < need {
+			continue
+		}
+		// A growing container's own group first, then the fullest.
+		if bestG >= 0 && (mine[bestG] && !mine[g] || mine[bestG] == mine[g] && caps[g] >= caps[bestG]) {
 			continue
 		}
 		if pk := p.takeFromCores(groups[g], need); pk.cores == best.cores && pk.split == best.split {
-			best, bestCap = pk, caps[g]
+			best, bestG = pk, g
 		}
 	}
 	return best
+}
+
+// ownsAny tells whether the growing container runs on a thread of the core.
+func (p *planner) ownsAny(c *coreView) bool {
+	if p.self == "" {
+		return false
+	}
+	for _, t := range c.threads {
+		if p.a.owner[t] == p.self {
+			return true
+		}
+	}
+	return false
 }
 
 // takeFromCores picks need units from cores, in their order. In thread mode
@@ -520,7 +585,13 @@ func (p *planner) takeFromCores(states []coreState, need int) (pk pick) {
 			partial = append(partial, i)
 		}
 	}
-	sort.SliceStable(partial, func(a, b int) bool { return len(states[partial[a]].free) < len(states[partial[b]].free) })
+	sort.SliceStable(partial, func(a, b int) bool {
+		sa, sb := states[partial[a]], states[partial[b]]
+		if sa.mine != sb.mine {
+			return sa.mine
+		}
+		return len(sa.free) < len(sb.free)
+	})
 	sort.SliceStable(whole, func(a, b int) bool { return len(states[whole[a]].free) > len(states[whole[b]].free) })
 
 	if rem := need % p.tpc; rem > 0 {

@@ -434,7 +434,24 @@ func TestRandomChurnInvariants(t *testing.T) {
 			var live []string
 			pools := []string{config.PoolExclusive, config.PoolExclusive, config.PoolInfra, config.PoolShared, config.PoolExclusiveNonIsolcpus}
 			for step := 0; step < 400; step++ {
-				if len(live) > 0 && rng.Intn(3) == 0 {
+				if len(live) > 0 && rng.Intn(4) == 0 {
+					// In-place resize of a live container.
+					id := live[rng.Intn(len(live))]
+					before, _ := a.Get(id)
+					r := exclusive(id, 1+rng.Intn(6))
+					r.Options.HideHyperthreads = before.Reserved.Size() > 0
+					res, err := a.Resize(r)
+					after, _ := a.Get(id)
+					switch {
+					case err != nil:
+						require.Equal(t, before, after, "a refused resize changes nothing")
+					case config.IsExclusivePool(before.Pool):
+						require.Equal(t, CPUsFor(r.MilliCPU), res.Assignment.CPUs.Size())
+						require.True(t, before.Original().IsSubsetOf(after.CPUs), "the original set stays")
+					default:
+						require.Equal(t, before.CPUs, after.CPUs)
+					}
+				} else if len(live) > 0 && rng.Intn(3) == 0 {
 					i := rng.Intn(len(live))
 					a.Release(live[i])
 					live = append(live[:i], live[i+1:]...)
