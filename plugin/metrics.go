@@ -16,6 +16,7 @@ type metrics struct {
 	freeCPUs *prometheus.Desc
 	members  *prometheus.Desc
 	refused  *prometheus.CounterVec
+	resizes  *prometheus.CounterVec
 }
 
 func newMetrics(p *Plugin) *metrics {
@@ -28,6 +29,10 @@ func newMetrics(p *Plugin) *metrics {
 			Name: "cpupool_refused_containers_total",
 			Help: "Container creations refused, by reason (annotation, placement, state).",
 		}, []string{"reason"}),
+		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cpupool_resizes_total",
+			Help: "In-place resizes (CPU request changes) by pool and result (grown, shrunk, unchanged, refused).",
+		}, []string{"pool", "result"}),
 	}
 }
 
@@ -37,6 +42,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.freeCPUs
 	ch <- m.members
 	m.refused.Describe(ch)
+	m.resizes.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -60,6 +66,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.p.mu.Unlock()
 	m.refused.Collect(ch)
+	m.resizes.Collect(ch)
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to

@@ -416,14 +416,18 @@ func (p *Plugin) deferFollowers(res allocator.Result) {
 	}()
 }
 
-// UpdateContainer keeps a pinned container's cpuset when someone (the
-// kubelet's static CPU manager, an operator) tries to change it.
+// UpdateContainer resizes a container whose CPU request changed (an
+// in-place pod resize) and keeps a pinned container's cpuset when someone
+// (the kubelet's static CPU manager, an operator) tries to change it.
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a, ok := p.alloc.Get(ctr.GetId())
 	if !ok {
 		return nil, nil
+	}
+	if milli := milliOf(res.GetCpu()); milli > 0 && milli != a.MilliCPU {
+		return p.resize(pod, ctr, a, milli)
 	}
 	want := res.GetCpu().GetCpus()
 	if want == "" {
@@ -537,7 +541,8 @@ func (p *Plugin) record(res allocator.Result, released bool) {
 
 func containerState(a allocator.Assignment) ContainerState {
 	return ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
-		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String()}
+		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
+		Added: formatOrdered(a.Added)}
 }
 
 // save records the current assignments durably.
@@ -574,5 +579,6 @@ func assignmentFromState(id string, st ContainerState) allocator.Assignment {
 		return set
 	}
 	return allocator.Assignment{ID: id, Pod: allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID},
-		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: parse(st.CPUs), Reserved: parse(st.Reserved), Mems: parse(st.Mems)}
+		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: parse(st.CPUs), Reserved: parse(st.Reserved), Mems: parse(st.Mems),
+		Added: parseOrdered(st.Added)}
 }

@@ -43,6 +43,9 @@ type ContainerState struct {
 	CPUs         string `json:"cpus"`
 	Reserved     string `json:"reserved,omitempty"`
 	Mems         string `json:"mems"`
+	// Added are the CPUs in-place resizes added, comma-separated in the
+	// order they were added (a shrink gives back the last first).
+	Added string `json:"added,omitempty"`
 }
 
 // envelope is the file: a version, a checksum over the exact bytes of the
