@@ -163,6 +163,29 @@ func TestSimulateCapacityPlanning(t *testing.T) {
 	assert.Empty(t, r.Steps[6].Error)
 }
 
+func TestSimulateResize(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved")
+	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", "../../testdata/requests/resize.yaml", "--json")
+	require.Equal(t, 0, code, errOut)
+	var r struct {
+		Steps []struct {
+			Action, Pool, CPUs, Error string
+			Pools                     map[string]struct{ FreeSize *int }
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.Len(t, r.Steps, 6)
+	assert.Equal(t, "2,4,42,44", r.Steps[0].CPUs)
+	assert.Equal(t, "resize", r.Steps[1].Action)
+	assert.Equal(t, "2,4,6,42,44,46", r.Steps[1].CPUs, "grows next to its CPUs")
+	assert.Equal(t, 70, *r.Steps[1].Pools["exclusive"].FreeSize)
+	assert.Equal(t, "2,4,42,44", r.Steps[2].CPUs)
+	assert.Contains(t, r.Steps[3].Error, "never gives back the 4 CPUs it was created with")
+	assert.Equal(t, 72, *r.Steps[3].Pools["exclusive"].FreeSize, "a refused resize changes nothing")
+	assert.Equal(t, "infra", r.Steps[5].Pool)
+	assert.Equal(t, r.Steps[4].CPUs, r.Steps[5].CPUs)
+}
+
 func TestSimulateBadInput(t *testing.T) {
 	root := fixture.Root(t, "vm-2cpu")
 	tests := []struct{ requests, want string }{
@@ -170,6 +193,8 @@ func TestSimulateBadInput(t *testing.T) {
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"2\", limit: \"1\"}", "larger than limit"},
 		{"steps:\n  - create: {pod: a, container: b, qos: platinum}", "qos \"platinum\""},
 		{"steps:\n  - remove: {pod: ghost}", "no container (any) in pod default/ghost"},
+		{"steps:\n  - resize: {pod: ghost, container: c, cpus: \"2\"}", "no container c in pod default/ghost"},
+		{"steps:\n  - create: {pod: a, container: b}\n  - resize: {pod: a, container: b, cpus: lots}", "cpus \"lots\" is not a CPU quantity"},
 	}
 	for _, tc := range tests {
 		code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, tc.requests), "--json")
@@ -179,6 +204,9 @@ func TestSimulateBadInput(t *testing.T) {
 	code, _, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, "steps:\n  - create: {pod: a}\n"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "step 1: create needs pod and container")
+	code, _, errOut = run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, "steps:\n  - resize: {pod: a, container: b}\n"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "step 1: resize needs pod, container and cpus")
 	code, _, errOut = run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, "steps:\n  - crate: {pod: a}\n"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "crate")
