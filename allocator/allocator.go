@@ -35,6 +35,9 @@ type Assignment struct {
 	CPUs     cpuset.CPUSet `json:"-"`
 	Reserved cpuset.CPUSet `json:"-"`
 	Mems     cpuset.CPUSet `json:"-"`
+	// NoCPUQuota tells that the container's CFS quota is lifted: it has
+	// exclusive CPUs and disableCPUQuota applies to it.
+	NoCPUQuota bool `json:"-"`
 	// Added are the CPUs in-place resizes added to the container, in the
 	// order they were added; the rest of CPUs is its original set, which a
 	// resize never gives back.
@@ -138,6 +141,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 			return Result{}, err
 		}
 		as.CPUs, as.Reserved = cpus, reserved
+		as.NoCPUQuota = req.Options.DisableCPUQuota
 	default:
 		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
 	}
@@ -284,7 +288,8 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 // Kept tells which happened.
 func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
 	if config.IsExclusivePool(req.Pool) && current.Size() > 0 && current.Size() == CPUsFor(req.MilliCPU) {
-		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current}
+		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
+			NoCPUQuota: req.Options.DisableCPUQuota}
 		if res, err := a.Restore(as, false); err == nil {
 			return res, true, nil
 		}

@@ -21,9 +21,11 @@ const (
 	AnnotationHideHyperthreads     = "hide-hyperthreads.cpupool.dev"
 	AnnotationFullPCPUsOnly        = "full-pcpus-only.cpupool.dev"
 	AnnotationDistributeAcrossNUMA = "distribute-across-numa.cpupool.dev"
+	AnnotationDisableCPUQuota      = "disable-cpu-quota.cpupool.dev"
 )
 
-var knownAnnotations = []string{AnnotationPool, AnnotationNUMA, AnnotationDevice, AnnotationHideHyperthreads, AnnotationFullPCPUsOnly, AnnotationDistributeAcrossNUMA}
+var knownAnnotations = []string{AnnotationPool, AnnotationNUMA, AnnotationDevice, AnnotationHideHyperthreads, AnnotationFullPCPUsOnly, AnnotationDistributeAcrossNUMA,
+	AnnotationDisableCPUQuota}
 
 // QoS classes, as the kubelet derives them.
 const (
@@ -113,6 +115,7 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		{AnnotationHideHyperthreads, &req.Options.HideHyperthreads},
 		{AnnotationFullPCPUsOnly, &req.Options.FullPCPUsOnly},
 		{AnnotationDistributeAcrossNUMA, &req.Options.DistributeAcrossNUMA},
+		{AnnotationDisableCPUQuota, &req.Options.DisableCPUQuota},
 	} {
 		if key, v, ok := lookup(c.Annotations, b.key, c.Name); ok {
 			val, err := strconv.ParseBool(strings.TrimSpace(v))

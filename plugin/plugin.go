@@ -352,6 +352,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if p.cfg.PinMemory && a.Mems.Size() > 0 {
 		adj.SetLinuxCPUSetMems(a.Mems.String())
 	}
+	if a.NoCPUQuota {
+		adj.SetLinuxCPUQuota(noQuota)
+	}
 	adj.AddEnv(EnvCPUs, a.CPUs.String())
 	adj.AddEnv(EnvMems, a.Mems.String())
 	adj.AddEnv(EnvPool, a.Pool)
@@ -429,23 +432,33 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if milli := milliOf(res.GetCpu()); milli > 0 && milli != a.MilliCPU {
 		return p.resize(pod, ctr, a, milli)
 	}
-	want := res.GetCpu().GetCpus()
-	if want == "" {
-		return nil, nil
+	// The kubelet sets a quota with every update; a lifted one stays lifted.
+	quota := a.NoCPUQuota && res.GetCpu().GetQuota().GetValue() > 0
+	override := false
+	if want := res.GetCpu().GetCpus(); want != "" {
+		set, err := cpuset.Parse(want)
+		override = err != nil || !set.Equals(a.CPUs)
+		if override && !p.overrode[a.ID] {
+			p.overrode[a.ID] = true
+			p.log.Warnf("container %s/%s/%s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
+				pod.GetNamespace(), pod.GetName(), ctr.GetName(), a.CPUs, a.Pool, want)
+		}
 	}
-	if set, err := cpuset.Parse(want); err == nil && set.Equals(a.CPUs) {
+	if !override && !quota {
 		return nil, nil
-	}
-	if !p.overrode[a.ID] {
-		p.overrode[a.ID] = true
-		p.log.Warnf("container %s/%s/%s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
-			pod.GetNamespace(), pod.GetName(), ctr.GetName(), a.CPUs, a.Pool, want)
 	}
 	u := cpuUpdate(a, p.cfg.PinMemory)
 	u.IgnoreFailure = false
+	if quota {
+		u.SetLinuxCPUQuota(noQuota)
+	}
 	delete(p.pending, a.ID)
 	return append([]*api.ContainerUpdate{u}, p.takePending()...), nil
 }
+
+// noQuota is the CFS quota that means none: cpu.cfs_quota_us -1 on cgroup
+// v1, "max" in cpu.max on v2.
+const noQuota = -1
 
 // StopContainer frees a container's exclusive CPUs: a stopped container no
 // longer runs. Its CPUs are remembered for a restart.
@@ -542,7 +555,7 @@ func (p *Plugin) record(res allocator.Result, released bool) {
 func containerState(a allocator.Assignment) ContainerState {
 	return ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
-		Added: formatOrdered(a.Added)}
+		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota}
 }
 
 // save records the current assignments durably.
@@ -580,5 +593,5 @@ func assignmentFromState(id string, st ContainerState) allocator.Assignment {
 	}
 	return allocator.Assignment{ID: id, Pod: allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID},
 		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: parse(st.CPUs), Reserved: parse(st.Reserved), Mems: parse(st.Mems),
-		Added: parseOrdered(st.Added)}
+		Added: parseOrdered(st.Added), NoCPUQuota: st.NoCPUQuota}
 }

@@ -60,6 +60,9 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	}
 	u := cpuUpdate(a, p.cfg.PinMemory)
 	u.IgnoreFailure = false
+	if a.NoCPUQuota {
+		u.SetLinuxCPUQuota(noQuota) // the kubelet sent a quota for the new limit
+	}
 	delete(p.pending, a.ID)
 	return append([]*api.ContainerUpdate{u}, p.followers(res)...), nil
 }

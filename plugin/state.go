@@ -46,6 +46,8 @@ type ContainerState struct {
 	// Added are the CPUs in-place resizes added, comma-separated in the
 	// order they were added (a shrink gives back the last first).
 	Added string `json:"added,omitempty"`
+	// NoCPUQuota tells that the plugin lifted the container's CFS quota.
+	NoCPUQuota bool `json:"noCPUQuota,omitempty"`
 }
 
 // envelope is the file: a version, a checksum over the exact bytes of the
