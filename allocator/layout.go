@@ -133,6 +133,10 @@ func BuildLayout(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Prob
 		}
 	}
 
+	if dom := l.Shared.Intersection(topo.DomainIsolated); l.Shared.Size() > 1 && !dom.IsEmpty() {
+		p.Warnf("pools.shared", "CPUs %s are taken out of the scheduler's load balancing (isolcpus= without flags or with the domain flag), so the threads of the shared pool's containers stay on the CPU they start on and pile up there; isolate the pool's CPUs with isolcpus=managed_irq,%s nohz_full=%s instead, or make them a cgroup v2 cpuset partition",
+			dom, l.Shared, l.Shared)
+	}
 	l.Infra = topo.Online.Difference(l.Exclusive).Difference(l.Shared)
 	if l.Infra.IsEmpty() {
 		p.Errorf("pools", "no CPU is left for infra (online %s, exclusive %s, shared %s); leave at least one CPU (reservedCPUs keeps some)", topo.Online, l.Exclusive, l.Shared)

@@ -80,3 +80,12 @@ func TestCPUQuotaKeptWhenConfigured(t *testing.T) {
 	q, _ := quotaOf(resp.GetAdjust().GetLinux().GetResources())
 	assert.Equal(t, int64(-1), q)
 }
+
+// TestRunWarnsAboutASharedPoolOnDomainIsolatedCPUs: the xeon fixture's
+// isolcpus= has the domain flag, and its config a shared pool of 8.
+func TestRunWarnsAboutASharedPoolOnDomainIsolatedCPUs(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, xeon, statePath(f))
+	assert.Contains(t, rp.log.String(), "config: warning: pools.shared: CPUs")
+	assert.Contains(t, rp.log.String(), "taken out of the scheduler's load balancing")
+}

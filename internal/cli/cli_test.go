@@ -112,6 +112,15 @@ func TestValidate(t *testing.T) {
 	assert.Contains(t, errOut, "error: pools.exclusive.cpus: overlaps pools.shared.cpus on CPUs 5")
 	assert.Contains(t, errOut, "2 error(s)")
 
+	// A shared pool on CPUs isolcpus= takes out of load balancing.
+	xeon := fixture.Root(t, "xeon-2s-interleaved")
+	code, out, errOut = run(t, "validate", "--sysfs-root", xeon, "--config", writeFile(t, "pools: {shared: {count: 4}}"))
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out+errOut, "warning: pools.shared: CPUs 2-3,42-43 are taken out of the scheduler's load balancing")
+	code, out, errOut = run(t, "topology", "--sysfs-root", xeon, "--config", writeFile(t, "pools: {shared: {count: 4}}"))
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out+errOut, "isolcpus=managed_irq,2-3,42-43 nohz_full=2-3,42-43")
+
 	code, _, errOut = run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, "pools: {exclusiv: {}}"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "exclusiv")
