@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -129,35 +129,35 @@ func TestPlacementErrors(t *testing.T) {
 	r.NUMANodes = cpuset.New(5)
 	_, err = a.Allocate(r)
 	assert.ErrorContains(t, err, "on NUMA nodes 5")
-	_, err = a.Allocate(Request{ID: "s", Pool: config.PoolShared})
+	_, err = a.Allocate(Request{ID: "s", Pool: pools.Shared})
 	assert.ErrorContains(t, err, "pool shared has no CPUs")
 	assert.Len(t, a.Assignments(), 1, "failed requests change nothing")
 }
 
 func TestSharedAndInfraFollowThePool(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"4-7,12-15\"\nreservedCPUs: \"0,8\"\npools: {shared: {cpus: \"4,12\"}, exclusive: {cpus: \"5-7,13-15\"}, exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 3}}")
-	infra, err := a.Allocate(Request{ID: "infra1", Pool: config.PoolInfra})
+	infra, err := a.Allocate(Request{ID: "infra1", Pool: pools.Infra})
 	require.NoError(t, err)
 	assert.Equal(t, "0-3,8-11", infra.Assignment.CPUs.String())
 	assert.Equal(t, "0", infra.Assignment.Mems.String())
-	shared, err := a.Allocate(Request{ID: "shared1", Pool: config.PoolShared})
+	shared, err := a.Allocate(Request{ID: "shared1", Pool: pools.Shared})
 	require.NoError(t, err)
 	assert.Equal(t, "4,12", shared.Assignment.CPUs.String())
 
 	eni := exclusive("eni", 2)
-	eni.Pool = config.PoolExclusiveNonIsolcpus
+	eni.Pool = pools.ExclusiveNonIsolcpus
 	res, err := a.Allocate(eni)
 	require.NoError(t, err)
 	assert.True(t, res.Assignment.CPUs.Intersection(cpuset.New(0, 8)).IsEmpty(), "reserved CPUs are never lent")
 	assert.True(t, res.InfraChanged)
 	require.Len(t, res.Updates, 1)
 	assert.Equal(t, "infra1", res.Updates[0].ID)
-	assert.Equal(t, a.PoolCPUs(config.PoolInfra), res.Updates[0].CPUs)
+	assert.Equal(t, a.PoolCPUs(pools.Infra), res.Updates[0].CPUs)
 	assert.True(t, res.Updates[0].CPUs.Intersection(res.Assignment.CPUs).IsEmpty())
-	assert.Equal(t, 6, a.PoolCPUs(config.PoolInfra).Size())
+	assert.Equal(t, 6, a.PoolCPUs(pools.Infra).Size())
 
 	big := exclusive("eni2", 4)
-	big.Pool = config.PoolExclusiveNonIsolcpus
+	big.Pool = pools.ExclusiveNonIsolcpus
 	_, err = a.Allocate(big)
 	assert.ErrorContains(t, err, "must keep 3")
 
@@ -183,15 +183,15 @@ func TestRestartGetsPreviousCPUs(t *testing.T) {
 
 func TestRestore(t *testing.T) {
 	a := newAllocator(t, "xeon-2s-interleaved", "")
-	_, err := a.Restore(Assignment{ID: "a", Pool: config.PoolExclusive, CPUs: set(t, "10,50")}, false)
+	_, err := a.Restore(Assignment{ID: "a", Pool: pools.Exclusive, CPUs: set(t, "10,50")}, false)
 	require.NoError(t, err)
-	_, err = a.Restore(Assignment{ID: "b", Pool: config.PoolExclusive, CPUs: set(t, "50,52")}, false)
+	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")}, false)
 	assert.ErrorContains(t, err, "CPU 50 is already held by container a")
-	_, err = a.Restore(Assignment{ID: "c", Pool: config.PoolExclusive, CPUs: set(t, "0")}, false)
+	_, err = a.Restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")}, false)
 	assert.ErrorContains(t, err, "outside pool exclusive")
 	_, ok := a.Get("c")
 	assert.False(t, ok)
-	_, err = a.Restore(Assignment{ID: "c", Pool: config.PoolExclusive, CPUs: set(t, "0")}, true)
+	_, err = a.Restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")}, true)
 	assert.Error(t, err, "forced restores still report the problem")
 	got, ok := a.Get("c")
 	require.True(t, ok)
@@ -201,13 +201,13 @@ func TestRestore(t *testing.T) {
 
 	// Two containers forced onto the same CPUs: freeing one must not free
 	// the CPUs the other still runs on.
-	_, err = a.Restore(Assignment{ID: "b", Pool: config.PoolExclusive, CPUs: set(t, "50,52")}, true)
+	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")}, true)
 	assert.ErrorContains(t, err, "already held by container a")
 	a.Release("a")
-	assert.False(t, a.FreeCPUs(config.PoolExclusive).Contains(50), "b still runs on 50")
-	assert.True(t, a.FreeCPUs(config.PoolExclusive).Contains(10), "10 was a's alone")
+	assert.False(t, a.FreeCPUs(pools.Exclusive).Contains(50), "b still runs on 50")
+	assert.True(t, a.FreeCPUs(pools.Exclusive).Contains(10), "10 was a's alone")
 	a.Release("b")
-	assert.True(t, a.FreeCPUs(config.PoolExclusive).Contains(50))
+	assert.True(t, a.FreeCPUs(pools.Exclusive).Contains(50))
 }
 
 // TestAtLeastAsGoodAsKubelet replays the kubelet static policy's published
@@ -256,7 +256,7 @@ func TestAtLeastAsGoodAsKubelet(t *testing.T) {
 				ours, theirs := kubeletPair(t, topo, free, how)
 				res, err := ours.Allocate(exclusive("x", tc.n))
 				require.NoError(t, err)
-				_, err = theirs.Restore(Assignment{ID: "x", Pool: config.PoolExclusive, CPUs: set(t, tc.kubelet)}, false)
+				_, err = theirs.Restore(Assignment{ID: "x", Pool: pools.Exclusive, CPUs: set(t, tc.kubelet)}, false)
 				require.NoError(t, err)
 				assertNotWorse(t, topo, ours, theirs, res.Assignment.CPUs, set(t, tc.kubelet))
 			})
@@ -304,7 +304,7 @@ func TestDistributeAcrossNUMAAsKubelet(t *testing.T) {
 					ours, theirs := kubeletPair(t, topo, free, how)
 					res, err := ours.Allocate(r)
 					require.NoError(t, err)
-					_, err = theirs.Restore(Assignment{ID: "x", Pool: config.PoolExclusive, CPUs: set(t, kubelet)}, false)
+					_, err = theirs.Restore(Assignment{ID: "x", Pool: pools.Exclusive, CPUs: set(t, kubelet)}, false)
 					require.NoError(t, err)
 					assertNotWorse(t, topo, ours, theirs, res.Assignment.CPUs, set(t, kubelet))
 					if tc.whole != "" {
@@ -395,7 +395,7 @@ func kubeletPair(t *testing.T, topo *sysfs.Topology, free cpuset.CPUSet, how str
 	ours, theirs = New(topo, layout, true), New(topo, layout, true)
 	if !held.IsEmpty() {
 		for _, a := range []*Allocator{ours, theirs} {
-			_, err := a.Restore(Assignment{ID: "taken", Pool: config.PoolExclusive, CPUs: held}, false)
+			_, err := a.Restore(Assignment{ID: "taken", Pool: pools.Exclusive, CPUs: held}, false)
 			require.NoError(t, err)
 		}
 	}
@@ -410,7 +410,7 @@ func assertNotWorse(t *testing.T, topo *sysfs.Topology, ours, theirs *Allocator,
 	assert.LessOrEqual(t, o.numaNodes, k.numaNodes, "NUMA nodes: ours %s, kubelet %s", got, kubelet)
 	assert.LessOrEqual(t, o.sockets, k.sockets, "sockets: ours %s, kubelet %s", got, kubelet)
 	assert.LessOrEqual(t, o.cores, k.cores, "cores touched: ours %s, kubelet %s", got, kubelet)
-	assert.GreaterOrEqual(t, wholeFreeCores(ours, config.PoolExclusive), wholeFreeCores(theirs, config.PoolExclusive),
+	assert.GreaterOrEqual(t, wholeFreeCores(ours, pools.Exclusive), wholeFreeCores(theirs, pools.Exclusive),
 		"whole free cores left: ours %s, kubelet %s", got, kubelet)
 }
 
@@ -432,7 +432,7 @@ func TestRandomChurnInvariants(t *testing.T) {
 			a := newAllocator(t, name, cfg)
 			rng := rand.New(rand.NewSource(int64(len(name))))
 			var live []string
-			pools := []string{config.PoolExclusive, config.PoolExclusive, config.PoolInfra, config.PoolShared, config.PoolExclusiveNonIsolcpus}
+			choices := []string{pools.Exclusive, pools.Exclusive, pools.Infra, pools.Shared, pools.ExclusiveNonIsolcpus}
 			for step := 0; step < 400; step++ {
 				if len(live) > 0 && rng.Intn(4) == 0 {
 					// In-place resize of a live container.
@@ -445,7 +445,7 @@ func TestRandomChurnInvariants(t *testing.T) {
 					switch {
 					case err != nil:
 						require.Equal(t, before, after, "a refused resize changes nothing")
-					case config.IsExclusivePool(before.Pool):
+					case pools.IsExclusive(before.Pool):
 						require.Equal(t, CPUsFor(r.MilliCPU), res.Assignment.CPUs.Size())
 						require.True(t, before.Original().IsSubsetOf(after.CPUs), "the original set stays")
 					default:
@@ -457,12 +457,12 @@ func TestRandomChurnInvariants(t *testing.T) {
 					live = append(live[:i], live[i+1:]...)
 				} else {
 					r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(6))
-					r.Pool = pools[rng.Intn(len(pools))]
+					r.Pool = choices[rng.Intn(len(choices))]
 					r.Options.HideHyperthreads = rng.Intn(8) == 0
 					r.Options.DistributeAcrossNUMA = rng.Intn(8) == 0
 					if res, err := a.Allocate(r); err == nil {
 						live = append(live, r.ID)
-						if config.IsExclusivePool(r.Pool) {
+						if pools.IsExclusive(r.Pool) {
 							require.Equal(t, CPUsFor(r.MilliCPU), res.Assignment.CPUs.Size(), "size matches the request")
 						}
 					}
@@ -478,7 +478,7 @@ func checkInvariants(t *testing.T, a *Allocator) {
 	held := cpuset.New()
 	for _, as := range a.Assignments() {
 		switch as.Pool {
-		case config.PoolExclusive, config.PoolExclusiveNonIsolcpus:
+		case pools.Exclusive, pools.ExclusiveNonIsolcpus:
 			require.True(t, held.Intersection(as.Held()).IsEmpty(), "CPUs %s given twice", held.Intersection(as.Held()))
 			held = held.Union(as.Held())
 			require.True(t, as.Held().IsSubsetOf(a.Layout().Pool(as.Pool)))
@@ -487,11 +487,11 @@ func checkInvariants(t *testing.T, a *Allocator) {
 		}
 	}
 	l := a.Layout()
-	exclusiveNow := l.Exclusive.Union(l.ExclusiveNonIsolcpus.Difference(a.PoolCPUs(config.PoolInfra)))
+	exclusiveNow := l.Exclusive.Union(l.ExclusiveNonIsolcpus.Difference(a.PoolCPUs(pools.Infra)))
 	require.True(t, exclusiveNow.Intersection(l.Shared).IsEmpty(), "exclusive ∩ shared = ∅")
-	require.True(t, a.PoolCPUs(config.PoolInfra).Intersection(held).IsEmpty(), "infra never overlaps exclusive")
-	require.Equal(t, l.Online, exclusiveNow.Union(l.Shared).Union(a.PoolCPUs(config.PoolInfra)), "pools add up to the online CPUs")
-	require.GreaterOrEqual(t, a.PoolCPUs(config.PoolInfra).Size(), min(l.MinInfraCPUs, l.Infra.Size()))
+	require.True(t, a.PoolCPUs(pools.Infra).Intersection(held).IsEmpty(), "infra never overlaps exclusive")
+	require.Equal(t, l.Online, exclusiveNow.Union(l.Shared).Union(a.PoolCPUs(pools.Infra)), "pools add up to the online CPUs")
+	require.GreaterOrEqual(t, a.PoolCPUs(pools.Infra).Size(), min(l.MinInfraCPUs, l.Infra.Size()))
 }
 
 func TestAdopt(t *testing.T) {
@@ -517,7 +517,7 @@ func TestAdopt(t *testing.T) {
 
 func TestRestoreKeepsMembersOfAVanishedPool(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"")
-	res, err := a.Restore(Assignment{ID: "s", Pool: config.PoolShared, CPUs: set(t, "2,10")}, true)
+	res, err := a.Restore(Assignment{ID: "s", Pool: pools.Shared, CPUs: set(t, "2,10")}, true)
 	assert.ErrorContains(t, err, "pool shared has no CPUs as now configured")
 	assert.Equal(t, "2,10", res.Assignment.CPUs.String(), "never moved to an empty cpuset")
 }
@@ -580,10 +580,10 @@ func TestPlacementRulesOnEveryFixture(t *testing.T) {
 
 func TestPreviousCPUsRespectInfraMinimum(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0\"\npools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 2}}")
-	_, err := a.Restore(Assignment{ID: "b", Pool: config.PoolExclusiveNonIsolcpus, CPUs: set(t, "1")}, false)
+	_, err := a.Restore(Assignment{ID: "b", Pool: pools.ExclusiveNonIsolcpus, CPUs: set(t, "1")}, false)
 	require.NoError(t, err)
 	r := exclusive("a", 2)
-	r.Pool = config.PoolExclusiveNonIsolcpus
+	r.Pool = pools.ExclusiveNonIsolcpus
 	a.SetPrevious(map[string]cpuset.CPUSet{r.Pod.UID + "/c": set(t, "8-9")})
 	_, err = a.Allocate(r)
 	assert.ErrorContains(t, err, "infra (0,8-9) must keep 2", "a restart does not bypass minInfraCPUs")

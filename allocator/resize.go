@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // Resize changes a running container's CPU request in place (Kubernetes'
@@ -23,7 +23,7 @@ func (a *Allocator) Resize(req Request) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("container %s is not known", req.ID)
 	}
-	if !config.IsExclusivePool(c.Pool) {
+	if !pools.IsExclusive(c.Pool) {
 		c.MilliCPU = req.MilliCPU
 		return Result{Assignment: *c}, nil
 	}
@@ -60,7 +60,7 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("%w; it keeps CPUs %s", err, c.CPUs)
 	}
-	infraBefore := a.PoolCPUs(config.PoolInfra)
+	infraBefore := a.PoolCPUs(pools.Infra)
 	for _, id := range cpus.Union(reserved).UnsortedList() {
 		a.owner[id] = c.ID
 	}
@@ -99,7 +99,7 @@ func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 	}
 	k := c.CPUs.Size() - n
 	give := cpuset.New(c.Added[len(c.Added)-k:]...)
-	infraBefore := a.PoolCPUs(config.PoolInfra)
+	infraBefore := a.PoolCPUs(pools.Infra)
 	c.Added = slices.Clone(c.Added[:len(c.Added)-k])
 	c.CPUs = c.CPUs.Difference(give)
 	// Hidden siblings go back with the last CPU of their core.

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 func resize(id string, cpus int) Request {
@@ -41,7 +41,7 @@ func TestResizeGrowsNearAndShrinksLastAddedFirst(t *testing.T) {
 	res, err = a.Resize(resize("a", 4))
 	require.NoError(t, err)
 	assert.Equal(t, "2,6,42,46", res.Assignment.CPUs.String(), "the last added CPU goes back first")
-	assert.True(t, fifth.IsSubsetOf(a.FreeCPUs(config.PoolExclusive)))
+	assert.True(t, fifth.IsSubsetOf(a.FreeCPUs(pools.Exclusive)))
 	res, err = a.Resize(resize("a", 2))
 	require.NoError(t, err)
 	assert.Equal(t, "2,42", res.Assignment.CPUs.String())
@@ -79,13 +79,13 @@ func TestResizeRefusedWhenFullChangesNothing(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.Allocate(exclusive("b", 7))
 	require.NoError(t, err)
-	before, free := a.Assignments(), a.FreeCPUs(config.PoolExclusive)
+	before, free := a.Assignments(), a.FreeCPUs(pools.Exclusive)
 	_, err = a.Resize(resize("a", 6))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pool exclusive cannot fit container ns/pod-a/c grown from 4 to 6 CPUs: it asks for 2 more CPUs, but only 1 of the pool's 12 CPUs are free")
 	assert.Contains(t, err.Error(), "it keeps CPUs")
 	assert.Equal(t, before, a.Assignments())
-	assert.Equal(t, free, a.FreeCPUs(config.PoolExclusive))
+	assert.Equal(t, free, a.FreeCPUs(pools.Exclusive))
 
 	r := resize("a", 5)
 	r.NUMANodes = cpuset.New(1)
@@ -108,17 +108,17 @@ func TestResizeLeavesItsNodeOnlyWhenFull(t *testing.T) {
 
 func TestResizeOfExclusiveNonIsolcpusMovesInfra(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"4-7,12-15\"\nreservedCPUs: \"0,8\"\npools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 3}}")
-	_, err := a.Allocate(Request{ID: "infra1", Pool: config.PoolInfra})
+	_, err := a.Allocate(Request{ID: "infra1", Pool: pools.Infra})
 	require.NoError(t, err)
 	r := exclusive("eni", 1)
-	r.Pool = config.PoolExclusiveNonIsolcpus
+	r.Pool = pools.ExclusiveNonIsolcpus
 	res, err := a.Allocate(r)
 	require.NoError(t, err)
-	infra := a.PoolCPUs(config.PoolInfra)
+	infra := a.PoolCPUs(pools.Infra)
 	assert.Equal(t, 7, infra.Size())
 
 	r = exclusive("eni", 2)
-	r.Pool = config.PoolExclusiveNonIsolcpus
+	r.Pool = pools.ExclusiveNonIsolcpus
 	res, err = a.Resize(r)
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Assignment.CPUs.Size())
@@ -129,12 +129,12 @@ func TestResizeOfExclusiveNonIsolcpusMovesInfra(t *testing.T) {
 	assert.True(t, res.Updates[0].CPUs.Intersection(res.Assignment.CPUs).IsEmpty())
 
 	r = exclusive("eni", 6)
-	r.Pool = config.PoolExclusiveNonIsolcpus
+	r.Pool = pools.ExclusiveNonIsolcpus
 	_, err = a.Resize(r)
 	assert.ErrorContains(t, err, "must keep 3 (pools.exclusive-non-isolcpus.minInfraCPUs)")
 
 	r = exclusive("eni", 1)
-	r.Pool = config.PoolExclusiveNonIsolcpus
+	r.Pool = pools.ExclusiveNonIsolcpus
 	res, err = a.Resize(r)
 	require.NoError(t, err)
 	require.Len(t, res.Updates, 1)
@@ -143,10 +143,10 @@ func TestResizeOfExclusiveNonIsolcpusMovesInfra(t *testing.T) {
 
 func TestResizeOfSharedOnlyRecordsTheRequest(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\npools: {shared: {count: 4}}")
-	res, err := a.Allocate(Request{ID: "s", Pool: config.PoolShared, MilliCPU: 500})
+	res, err := a.Allocate(Request{ID: "s", Pool: pools.Shared, MilliCPU: 500})
 	require.NoError(t, err)
 	cpus := res.Assignment.CPUs
-	res, err = a.Resize(Request{ID: "s", Pool: config.PoolShared, MilliCPU: 3000})
+	res, err = a.Resize(Request{ID: "s", Pool: pools.Shared, MilliCPU: 3000})
 	require.NoError(t, err)
 	assert.Equal(t, cpus, res.Assignment.CPUs)
 	assert.Equal(t, int64(3000), res.Assignment.MilliCPU)
@@ -169,18 +169,18 @@ func TestResizeWithHiddenSiblings(t *testing.T) {
 	res, err = a.Resize(r)
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Assignment.Reserved.Size(), "its sibling comes back with it")
-	assert.Equal(t, 76-4, a.FreeCPUs(config.PoolExclusive).Size())
+	assert.Equal(t, 76-4, a.FreeCPUs(pools.Exclusive).Size())
 }
 
 func TestRestoreKeepsWhatResizesAdded(t *testing.T) {
 	a := newAllocator(t, "xeon-2s-interleaved", "")
-	_, err := a.Restore(Assignment{ID: "a", Pod: PodRef{Namespace: "ns", Name: "pod-a", UID: "uid-a"}, Container: "c", Pool: config.PoolExclusive,
+	_, err := a.Restore(Assignment{ID: "a", Pod: PodRef{Namespace: "ns", Name: "pod-a", UID: "uid-a"}, Container: "c", Pool: pools.Exclusive,
 		CPUs: set(t, "2,4,42,44"), Added: []int{4, 44}}, false)
 	require.NoError(t, err)
 	res, err := a.Resize(resize("a", 2))
 	require.NoError(t, err)
 	assert.Equal(t, "2,42", res.Assignment.CPUs.String())
-	_, err = a.Restore(Assignment{ID: "b", Pool: config.PoolExclusive, CPUs: set(t, "6,46"), Added: []int{8}}, false)
+	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "6,46"), Added: []int{8}}, false)
 	require.NoError(t, err)
 	b, _ := a.Get("b")
 	assert.Equal(t, "6,46", b.Original().String(), "a record that does not match is all original")

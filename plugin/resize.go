@@ -8,7 +8,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cpupool/nri-cpupool/allocator"
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // resize applies an in-place resize: the container's new CPU request comes
@@ -19,9 +20,9 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	who := fmt.Sprintf("%s/%s/%s", pod.GetNamespace(), pod.GetName(), ctr.GetName())
 	info := p.toContainer(pod, ctr)
 	info.MilliCPU = milli
-	req, err := p.policy.Request(info, p.resolveDevice)
+	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
-		p.metrics.resizes.WithLabelValues(before.Pool, "refused").Inc()
+		p.metrics.countResize(before.Pool, "refused")
 		return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm: %w", who, milli, err)
 	}
 	// A running container keeps its pool: only its size changes.
@@ -29,19 +30,19 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	res, err := p.alloc.Resize(req)
 	if err != nil {
 		p.log.Errorf("refusing resize of container %s from %dm to %dm: %v", who, before.MilliCPU, milli, err)
-		p.metrics.resizes.WithLabelValues(before.Pool, "refused").Inc()
+		p.metrics.countResize(before.Pool, "refused")
 		return nil, fmt.Errorf("nri-cpupool: %w", err)
 	}
-	p.record(res, false)
+	p.recordPlacement(res)
 	if err := p.save(); err != nil {
 		// Without a durable record a restart would not know the new CPUs:
 		// undo and refuse.
 		back := req
 		back.MilliCPU = before.MilliCPU
 		if undo, uerr := p.alloc.Resize(back); uerr == nil {
-			p.record(undo, false)
+			p.recordPlacement(undo)
 		}
-		p.metrics.resizes.WithLabelValues(before.Pool, "refused").Inc()
+		p.metrics.countResize(before.Pool, "refused")
 		return nil, fmt.Errorf("nri-cpupool: container %s not resized: %w", who, err)
 	}
 	a := res.Assignment
@@ -52,8 +53,8 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	case a.CPUs.Size() < before.CPUs.Size():
 		result = "shrunk"
 	}
-	p.metrics.resizes.WithLabelValues(a.Pool, result).Inc()
-	if config.IsExclusivePool(a.Pool) {
+	p.metrics.countResize(a.Pool, result)
+	if pools.IsExclusive(a.Pool) {
 		p.log.Infof("container %s resized from %dm to %dm: CPUs %s (were %s), mems %s", who, before.MilliCPU, milli, a.CPUs, before.CPUs, a.Mems)
 	} else {
 		p.log.Infof("container %s resized from %dm to %dm: stays on pool %s", who, before.MilliCPU, milli, a.Pool)
