@@ -177,6 +177,8 @@ type planner struct {
 	self        string
 	home        cpuset.CPUSet
 	homeSockets []int
+	// states is scratch space for takeFromNode.
+	states []coreState
 }
 
 // plan is a candidate placement with the figures it is judged by.
@@ -472,17 +474,28 @@ type pick struct {
 // fullest such group), otherwise the cores are taken from the groups with
 // the most whole cores first, so that few groups are used.
 func (p *planner) takeFromNode(nv *nodeView, need int) pick {
-	groups := make([][]coreState, len(nv.l3s))
-	caps := make([]int, len(nv.l3s))
-	wholes := make([]int, len(nv.l3s))
-	mine := make([]bool, len(nv.l3s))
+	n := len(nv.l3s)
+	caps := make([]int, n)
+	wholes := make([]int, n)
+	mine := make([]bool, n)
+	bounds := make([]int, n+1)
+	total := 0
+	for g := range nv.l3s {
+		total += len(nv.l3s[g].cores)
+	}
+	// The states live in the planner's scratch space: a decision visits
+	// every node of every combination it weighs.
+	if cap(p.states) < 2*total {
+		p.states = make([]coreState, 2*total)
+	}
+	states, flat := p.states[:total], p.states[total:2*total]
 	for g := range nv.l3s {
 		l3 := &nv.l3s[g]
-		groups[g] = make([]coreState, len(l3.cores))
+		bounds[g+1] = bounds[g] + len(l3.cores)
 		for i := range l3.cores {
 			s := p.state(&l3.cores[i])
 			s.group = g
-			groups[g][i] = s
+			states[bounds[g]+i] = s
 			caps[g] += p.unitsOf(s)
 			if s.whole {
 				wholes[g]++
@@ -490,7 +503,11 @@ func (p *planner) takeFromNode(nv *nodeView, need int) pick {
 			mine[g] = mine[g] || s.mine || p.ownsAny(&l3.cores[i])
 		}
 	}
-	order := make([]int, len(groups))
+	group := func(g int) []coreState { return states[bounds[g]:bounds[g+1]] }
+	if n == 1 {
+		return p.takeFromCores(states, need)
+	}
+	order := make([]int, n)
 	for g := range order {
 		order[g] = g
 	}
@@ -503,22 +520,25 @@ func (p *planner) takeFromNode(nv *nodeView, need int) pick {
 		}
 		return caps[order[a]] > caps[order[b]]
 	})
-	var flat []coreState
+	flat = flat[:0]
 	for _, g := range order {
-		flat = append(flat, groups[g]...)
+		flat = append(flat, group(g)...)
 	}
 	best := p.takeFromCores(flat, need)
-	bestG := -1
-	for g := range groups {
+	// One group when one reaches the node's figures: a growing container's
+	// own group first, then the fullest.
+	sort.SliceStable(order, func(a, b int) bool {
+		if mine[order[a]] != mine[order[b]] {
+			return mine[order[a]]
+		}
+		return caps[order[a]] < caps[order[b]]
+	})
+	for _, g := range order {
 		if caps[g] < need {
 			continue
 		}
-		// A growing container's own group first, then the fullest.
-		if bestG >= 0 && (mine[bestG] && !mine[g] || mine[bestG] == mine[g] && caps[g] >= caps[bestG]) {
-			continue
-		}
-		if pk := p.takeFromCores(groups[g], need); pk.cores == best.cores && pk.split == best.split {
-			best, bestG = pk, g
+		if pk := p.takeFromCores(group(g), need); pk.cores == best.cores && pk.split == best.split {
+			return pk
 		}
 	}
 	return best
@@ -542,17 +562,25 @@ func (p *planner) ownsAny(c *coreView) bool {
 // remainder from a core that is already partly used (the fullest first),
 // and breaks a whole core only when nothing else is left.
 func (p *planner) takeFromCores(states []coreState, need int) (pk pick) {
-	groups := map[int]bool{}
+	var groups []bool
+	mark := func(g int) {
+		for len(groups) <= g {
+			groups = append(groups, false)
+		}
+		if !groups[g] {
+			groups[g] = true
+			pk.l3Groups++
+		}
+	}
 	take := func(s coreState, k int) {
 		pk.cpus = append(pk.cpus, s.free[:k]...)
 		pk.cores++
 		if s.whole && k < len(s.free) {
 			pk.split++
 		}
-		groups[s.group] = true
+		mark(s.group)
 		need -= k
 	}
-	defer func() { pk.l3Groups = len(groups) }()
 	if p.mode != modeThreads {
 		for _, s := range states {
 			if need == 0 {
@@ -562,7 +590,7 @@ func (p *planner) takeFromCores(states []coreState, need int) (pk pick) {
 				continue
 			}
 			pk.cores++
-			groups[s.group] = true
+			mark(s.group)
 			if p.mode == modeHideSiblings {
 				pk.cpus = append(pk.cpus, s.free[0])
 				pk.reserved = append(pk.reserved, s.free[1:]...)
