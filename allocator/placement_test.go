@@ -250,16 +250,29 @@ func TestAtLeastAsGoodAsKubelet(t *testing.T) {
 	}
 	for _, tc := range tests {
 		for _, how := range []string{"held by a container", "outside the pool", "half held, half outside"} {
-			t.Run(tc.name+"/"+how, func(t *testing.T) {
-				topo := topology(t, tc.fixture)
-				free := set(t, tc.free)
-				ours, theirs := kubeletPair(t, topo, free, how)
-				res, err := ours.Allocate(exclusive("x", tc.n))
-				require.NoError(t, err)
-				_, err = theirs.Restore(Assignment{ID: "x", Pool: pools.Exclusive, CPUs: set(t, tc.kubelet)}, false)
-				require.NoError(t, err)
-				assertNotWorse(t, topo, ours, theirs, res.Assignment.CPUs, set(t, tc.kubelet))
-			})
+			for _, fullPCPUs := range []bool{false, true} {
+				name := tc.name + "/" + how
+				if fullPCPUs {
+					// The kubelet's full-pcpus-only only refuses requests
+					// that are not whole cores; it places the rest alike.
+					if tc.n%2 != 0 {
+						continue
+					}
+					name += "/full-pcpus-only"
+				}
+				t.Run(name, func(t *testing.T) {
+					topo := topology(t, tc.fixture)
+					free := set(t, tc.free)
+					ours, theirs := kubeletPair(t, topo, free, how)
+					r := exclusive("x", tc.n)
+					r.Options.FullPCPUsOnly = fullPCPUs
+					res, err := ours.Allocate(r)
+					require.NoError(t, err)
+					_, err = theirs.Restore(Assignment{ID: "x", Pool: pools.Exclusive, CPUs: set(t, tc.kubelet)}, false)
+					require.NoError(t, err)
+					assertNotWorse(t, topo, ours, theirs, res.Assignment.CPUs, set(t, tc.kubelet))
+				})
+			}
 		}
 	}
 }
