@@ -316,10 +316,19 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.Contai
 		return nil
 	case kept:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
+		if res.Assignment.NoCPUQuota && c.GetLinux().GetResources().GetCpu().GetQuota().GetValue() > 0 {
+			u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
+			u.SetLinuxCPUQuota(noQuota)
+			return u
+		}
 		return nil
 	case pools.IsExclusive(req.Pool):
 		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
-		return cpuUpdate(res.Assignment, p.cfg.PinMemory)
+		u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
+		if res.Assignment.NoCPUQuota {
+			u.SetLinuxCPUQuota(noQuota)
+		}
+		return u
 	}
 	return nil // shared/infra members are updated by the caller if needed
 }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"os"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -88,4 +89,33 @@ func TestRunWarnsAboutASharedPoolOnDomainIsolatedCPUs(t *testing.T) {
 	rp := startPlugin(t, f, xeon, statePath(f))
 	assert.Contains(t, rp.log.String(), "config: warning: pools.shared: CPUs")
 	assert.Contains(t, rp.log.String(), "taken out of the scheduler's load balancing")
+}
+
+// TestCPUQuotaLiftedForContainersAdoptedOnSynchronize: a container the
+// state does not know (the state was lost) still gets its quota lifted.
+func TestCPUQuotaLiftedForContainersAdoptedOnSynchronize(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, xeon, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	first.stop()
+	require.NoError(t, os.Remove(statePath(f)))
+	f.mu.Lock()
+	fwd.Linux.Resources.Cpu.Quota = api.Int64(200000) // as the kubelet set it
+	f.mu.Unlock()
+
+	startPlugin(t, f, xeon, statePath(f))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var found bool
+	for _, u := range f.syncUpdates {
+		if u.GetContainerId() == fwd.Id {
+			found = true
+			q, _ := quotaOf(u.GetLinux().GetResources())
+			assert.Equal(t, int64(-1), q)
+			assert.Equal(t, fwd.Linux.Resources.Cpu.Cpus, u.GetLinux().GetResources().GetCpu().GetCpus(), "kept where it runs")
+		}
+	}
+	assert.True(t, found, "Synchronize lifts the adopted container's quota")
 }
