@@ -557,108 +557,174 @@ func (p *planner) ownsAny(c *coreView) bool {
 	return false
 }
 
-// takeFromCores picks need units from cores, in their order. In thread mode
-// it takes whole free cores while they fit (the largest first), serves a
-// remainder from a core that is already partly used (the fullest first),
-// and breaks a whole core only when nothing else is left.
-func (p *planner) takeFromCores(states []coreState, need int) (pk pick) {
-	var groups []bool
-	mark := func(g int) {
-		for len(groups) <= g {
-			groups = append(groups, false)
-		}
-		if !groups[g] {
-			groups[g] = true
-			pk.l3Groups++
-		}
+// takeFromCores picks need units from cores, in their order: whole cores
+// (full-cores and hide-siblings modes) in takeCores, threads in the passes
+// of takeThreads.
+func (p *planner) takeFromCores(states []coreState, need int) pick {
+	if p.mode == modeThreads {
+		return p.takeThreads(states, need)
 	}
-	take := func(s coreState, k int) {
-		pk.cpus = append(pk.cpus, s.free[:k]...)
-		pk.cores++
-		if s.whole && k < len(s.free) {
-			pk.split++
-		}
-		mark(s.group)
-		need -= k
-	}
-	if p.mode != modeThreads {
-		for _, s := range states {
-			if need == 0 {
-				break
-			}
-			if p.unitsOf(s) == 0 {
-				continue
-			}
-			pk.cores++
-			mark(s.group)
-			if p.mode == modeHideSiblings {
-				pk.cpus = append(pk.cpus, s.free[0])
-				pk.reserved = append(pk.reserved, s.free[1:]...)
-			} else {
-				pk.cpus = append(pk.cpus, s.free...)
-			}
-			need--
-		}
-		return pk
-	}
+	return p.takeCores(states, need)
+}
 
-	used := make([]bool, len(states))
-	// Partly used cores, fullest first: they are where a remainder belongs.
-	var partial, whole []int
-	for i, s := range states {
-		switch {
-		case s.whole:
-			whole = append(whole, i)
-		case len(s.free) > 0:
+// takeCores takes need whole cores. With hidden siblings, only the first
+// thread of each runs the container; the others are held idle (reserved).
+func (p *planner) takeCores(states []coreState, need int) pick {
+	var pk pick
+	var groups groupSet
+	for _, s := range states {
+		if need == 0 {
+			break
+		}
+		if p.unitsOf(s) == 0 {
+			continue
+		}
+		pk.cores++
+		pk.l3Groups += groups.add(s.group)
+		if p.mode == modeHideSiblings {
+			pk.cpus = append(pk.cpus, s.free[0])
+			pk.reserved = append(pk.reserved, s.free[1:]...)
+		} else {
+			pk.cpus = append(pk.cpus, s.free...)
+		}
+		need--
+	}
+	return pk
+}
+
+// takeThreads takes need threads touching the fewest cores and breaking
+// the fewest whole free cores: it serves a remainder (what whole cores
+// cannot) from a core that is already partly used, takes whole free cores
+// while they fit (the largest first), then the rest of the partly used
+// cores, and breaks a whole core only when nothing else is left.
+func (p *planner) takeThreads(states []coreState, need int) pick {
+	t := threadTaker{states: states, used: make([]bool, len(states)), need: need}
+	partial, whole := t.partlyUsedFullestFirst(), t.wholeLargestFirst()
+	t.remainderFrom(partial, need%p.tpc)
+	t.wholeCoresThatFit(whole)
+	t.restFrom(partial)
+	t.breakWholeCores(whole)
+	return t.pk
+}
+
+// threadTaker is the bookkeeping of takeThreads' passes: each core is taken
+// from at most once.
+type threadTaker struct {
+	states []coreState
+	used   []bool
+	need   int
+	pk     pick
+	groups groupSet
+}
+
+func (t *threadTaker) take(i, k int) {
+	s := t.states[i]
+	t.pk.cpus = append(t.pk.cpus, s.free[:k]...)
+	t.pk.cores++
+	if s.whole && k < len(s.free) {
+		t.pk.split++
+	}
+	t.pk.l3Groups += t.groups.add(s.group)
+	t.used[i] = true
+	t.need -= k
+}
+
+// partlyUsedFullestFirst lists the cores with some threads busy (held, or
+// in another pool) and some free: a growing container's own cores first,
+// then the fewest free first. They are where a remainder belongs.
+func (t *threadTaker) partlyUsedFullestFirst() []int {
+	var partial []int
+	for i, s := range t.states {
+		if !s.whole && len(s.free) > 0 {
 			partial = append(partial, i)
 		}
 	}
 	sort.SliceStable(partial, func(a, b int) bool {
-		sa, sb := states[partial[a]], states[partial[b]]
+		sa, sb := t.states[partial[a]], t.states[partial[b]]
 		if sa.mine != sb.mine {
 			return sa.mine
 		}
 		return len(sa.free) < len(sb.free)
 	})
-	sort.SliceStable(whole, func(a, b int) bool { return len(states[whole[a]].free) > len(states[whole[b]].free) })
+	return partial
+}
 
-	if rem := need % p.tpc; rem > 0 {
-		for _, i := range partial {
-			if len(states[i].free) >= rem {
-				take(states[i], rem)
-				used[i] = true
-				break
-			}
+// wholeLargestFirst lists the whole free cores, those with the most
+// threads first (a core whose siblings are offline has fewer).
+func (t *threadTaker) wholeLargestFirst() []int {
+	var whole []int
+	for i, s := range t.states {
+		if s.whole {
+			whole = append(whole, i)
 		}
 	}
-	for _, i := range whole {
-		if need == 0 {
-			break
-		}
-		if len(states[i].free) <= need {
-			take(states[i], len(states[i].free))
-			used[i] = true
-		}
+	sort.SliceStable(whole, func(a, b int) bool { return len(t.states[whole[a]].free) > len(t.states[whole[b]].free) })
+	return whole
+}
+
+// remainderFrom serves rem threads from the first partly used core that
+// has room.
+func (t *threadTaker) remainderFrom(partial []int, rem int) {
+	if rem == 0 {
+		return
 	}
 	for _, i := range partial {
-		if need == 0 {
-			break
-		}
-		if !used[i] {
-			take(states[i], min(need, len(states[i].free)))
-			used[i] = true
+		if len(t.states[i].free) >= rem {
+			t.take(i, rem)
+			return
 		}
 	}
+}
+
+// wholeCoresThatFit takes whole free cores that fit in what is still needed.
+func (t *threadTaker) wholeCoresThatFit(whole []int) {
 	for _, i := range whole {
-		if need == 0 {
-			break
+		if t.need == 0 {
+			return
 		}
-		if !used[i] {
-			take(states[i], need)
-			used[i] = true
+		if !t.used[i] && len(t.states[i].free) <= t.need {
+			t.take(i, len(t.states[i].free))
 		}
 	}
-	return pk
+}
+
+// restFrom takes what partly used cores still have.
+func (t *threadTaker) restFrom(partial []int) {
+	for _, i := range partial {
+		if t.need == 0 {
+			return
+		}
+		if !t.used[i] {
+			t.take(i, min(t.need, len(t.states[i].free)))
+		}
+	}
+}
+
+// breakWholeCores takes what is left from whole free cores, breaking them.
+func (t *threadTaker) breakWholeCores(whole []int) {
+	for _, i := range whole {
+		if t.need == 0 {
+			return
+		}
+		if !t.used[i] {
+			t.take(i, t.need)
+		}
+	}
+}
+
+// groupSet counts distinct L3 groups by their position in a node view.
+type groupSet []bool
+
+// add marks group g and returns 1 when it was not marked yet.
+func (g *groupSet) add(group int) int {
+	for len(*g) <= group {
+		*g = append(*g, false)
+	}
+	if (*g)[group] {
+		return 0
+	}
+	(*g)[group] = true
+	return 1
 }
 
 // forEachCombination calls fn with every k-subset of 0..n-1 in

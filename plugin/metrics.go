@@ -44,6 +44,8 @@ type metrics struct {
 	members  *prometheus.Desc
 	refused  *prometheus.CounterVec
 	resizes  *prometheus.CounterVec
+	// handlers times every NRI handler (see instrumented).
+	handlers *prometheus.HistogramVec
 }
 
 var _ prometheus.Collector = (*metrics)(nil)
@@ -69,6 +71,7 @@ func newMetrics(usage usageSource) *metrics {
 			Name: "cpupool_resizes_total",
 			Help: "In-place resizes (CPU request changes) by pool and result (grown, shrunk, unchanged, refused).",
 		}, []string{"pool", "result"}),
+		handlers: newHandlerSeconds(),
 	}
 }
 
@@ -86,6 +89,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.members
 	m.refused.Describe(ch)
 	m.resizes.Describe(ch)
+	m.handlers.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -99,6 +103,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.refused.Collect(ch)
 	m.resizes.Collect(ch)
+	m.handlers.Collect(ch)
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to
