@@ -639,12 +639,15 @@ func (t *threadTaker) partlyUsedFullestFirst() []int {
 			partial = append(partial, i)
 		}
 	}
-	sort.SliceStable(partial, func(a, b int) bool {
-		sa, sb := t.states[partial[a]], t.states[partial[b]]
+	slices.SortStableFunc(partial, func(a, b int) int {
+		sa, sb := t.states[a], t.states[b]
 		if sa.mine != sb.mine {
-			return sa.mine
+			if sa.mine {
+				return -1
+			}
+			return 1
 		}
-		return len(sa.free) < len(sb.free)
+		return len(sa.free) - len(sb.free)
 	})
 	return partial
 }
@@ -653,12 +656,16 @@ func (t *threadTaker) partlyUsedFullestFirst() []int {
 // threads first (a core whose siblings are offline has fewer).
 func (t *threadTaker) wholeLargestFirst() []int {
 	var whole []int
+	uniform := true
 	for i, s := range t.states {
 		if s.whole {
+			uniform = uniform && (len(whole) == 0 || len(s.free) == len(t.states[whole[0]].free))
 			whole = append(whole, i)
 		}
 	}
-	sort.SliceStable(whole, func(a, b int) bool { return len(t.states[whole[a]].free) > len(t.states[whole[b]].free) })
+	if !uniform { // only offline siblings make cores differ
+		slices.SortStableFunc(whole, func(a, b int) int { return len(t.states[b].free) - len(t.states[a].free) })
+	}
 	return whole
 }
 
