@@ -61,6 +61,9 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 		return Result{}, fmt.Errorf("%w; it keeps CPUs %s", err, c.CPUs)
 	}
 	infraBefore := a.PoolCPUs(pools.Infra)
+	// CPUs held for the pod's stopped containers that the growth reuses
+	// leave their holds.
+	a.takeFromHolds(g, cpus.Union(reserved))
 	for _, id := range cpus.Union(reserved).UnsortedList() {
 		a.owner[id] = c.ID
 	}

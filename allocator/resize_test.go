@@ -185,3 +185,33 @@ func TestRestoreKeepsWhatResizesAdded(t *testing.T) {
 	b, _ := a.Get("b")
 	assert.Equal(t, "6,46", b.Original().String(), "a record that does not match is all original")
 }
+
+// TestResizeReusesThePodsHeldCPUs: a completed container's held CPUs are
+// the pod's; a growing container of the pod takes them first, and they
+// leave the hold.
+func TestResizeReusesThePodsHeldCPUs(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	initC := exclusive("init", 4)
+	initC.Pod = PodRef{Namespace: "ns", Name: "job", UID: "uid-job"}
+	initC.Container = "init"
+	held, err := a.Allocate(initC)
+	require.NoError(t, err)
+	a.Stop("init", exitCode(0))
+	app := initC
+	app.ID, app.Container, app.MilliCPU = "app", "app", 2000
+	_, err = a.Allocate(app)
+	require.NoError(t, err)
+	require.Len(t, a.Holds(), 1, "two of the init container's CPUs stay held")
+	_, err = a.Allocate(exclusive("other", 2))
+	require.NoError(t, err)
+
+	grow := app
+	grow.MilliCPU = 4000
+	res, err := a.Resize(grow)
+	require.NoError(t, err)
+	assert.Equal(t, held.Assignment.CPUs, res.Assignment.CPUs, "it grows onto its pod's held CPUs")
+	assert.Empty(t, a.Holds(), "what it reuses leaves the hold")
+	a.ReleasePod("uid-job")
+	appNow, _ := a.Get("app")
+	assert.True(t, appNow.CPUs.Intersection(a.FreeCPUs(pools.Exclusive)).IsEmpty(), "releasing the pod frees none of the app's CPUs")
+}
