@@ -104,6 +104,10 @@ type Request struct {
 	NUMANodes cpuset.CPUSet
 	// PreferNUMA are nodes to prefer (the nodes of the container's devices).
 	PreferNUMA cpuset.CPUSet
+	// CPUs, when not empty, are the exact exclusive CPUs the kubelet
+	// allocated (the cpupool.dev/exclusive resource); they are checked, not
+	// chosen.
+	CPUs cpuset.CPUSet
 }
 
 // Allocate places a new container. A container that is already known keeps
@@ -124,6 +128,14 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		}
 		as.CPUs = cpus
 	case config.PoolExclusive, config.PoolExclusiveNonIsolcpus:
+		if req.CPUs.Size() > 0 {
+			cpus, err := a.placeExact(req)
+			if err != nil {
+				return Result{}, err
+			}
+			as.CPUs = cpus
+			break
+		}
 		cpus, reserved, err := a.placeExclusive(req)
 		if err != nil {
 			return Result{}, err
@@ -271,7 +283,12 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 // decision of ours — it stays there; otherwise it is placed like a new one.
 // Kept tells which happened.
 func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
-	if config.IsExclusivePool(req.Pool) && current.Size() > 0 && current.Size() == CPUsFor(req.MilliCPU) {
+	if config.IsExclusivePool(req.Pool) && req.CPUs.Size() > 0 && !current.Equals(req.CPUs) {
+		// The kubelet's allocation is the truth for its containers.
+		res, err = a.Allocate(req)
+		return res, false, err
+	}
+	if config.IsExclusivePool(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || current.Equals(req.CPUs)) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current}
 		if res, err := a.Restore(as, false); err == nil {
 			return res, true, nil

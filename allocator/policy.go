@@ -43,6 +43,9 @@ type Container struct {
 	MilliCPU    int64
 	// DeviceNUMA are the NUMA nodes of the container's devices.
 	DeviceNUMA cpuset.CPUSet
+	// KubeletCPUs are the exclusive CPUs the kubelet allocated to the
+	// container through the cpupool.dev/exclusive resource, if any.
+	KubeletCPUs cpuset.CPUSet
 }
 
 // DeviceResolver maps a sysfs device path to its NUMA node; the caller
@@ -90,7 +93,19 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		req.PreferNUMA = cpuset.New()
 	}
 
-	if key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name); ok {
+	key, v, annotated := lookup(c.Annotations, AnnotationPool, c.Name)
+	switch {
+	case c.KubeletCPUs.Size() > 0:
+		// The resource decides; a pool annotation may only agree with it.
+		if annotated && strings.TrimSpace(v) != config.PoolExclusive {
+			return Request{}, &AnnotationError{key, v, fmt.Sprintf("the container requests %s, which is the exclusive pool; remove the annotation", config.ResourceExclusive)}
+		}
+		if !p.Allowed(config.PoolExclusive, c.Pod.Namespace) {
+			return Request{}, fmt.Errorf("namespace %q may not use pool exclusive (allowedNamespaces.exclusive: %v); a ResourceQuota on %s refuses such pods before they are scheduled",
+				c.Pod.Namespace, p.cfg.AllowedNamespaces[config.PoolExclusive], config.ResourceExclusive)
+		}
+		req.Pool, req.CPUs = config.PoolExclusive, c.KubeletCPUs
+	case annotated:
 		pool := strings.TrimSpace(v)
 		if !slices.Contains(config.PoolNames, pool) {
 			return Request{}, &AnnotationError{key, v, "unknown pool; use one of " + strings.Join(config.PoolNames, ", ")}
@@ -98,11 +113,14 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		if !p.Allowed(pool, c.Pod.Namespace) {
 			return Request{}, &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool %s (allowedNamespaces.%s: %v)", c.Pod.Namespace, pool, pool, p.cfg.AllowedNamespaces[pool])}
 		}
+		if pool == config.PoolExclusive && p.cfg.Kubelet.DevicePlugin {
+			return Request{}, &AnnotationError{key, v, fmt.Sprintf("with the kubelet device plugin on, the exclusive pool is given only through the resource; request %s: N in resources.limits instead (or use exclusive-non-isolcpus)", config.ResourceExclusive)}
+		}
 		if config.IsExclusivePool(pool) && c.MilliCPU <= 0 {
 			return Request{}, &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU; set resources.requests.cpu"}
 		}
 		req.Pool = pool
-	} else {
+	default:
 		req.Pool = p.defaultPool(c)
 	}
 
@@ -126,6 +144,9 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		nodes, err := config.ParseCPUList(v)
 		if err != nil || nodes.IsEmpty() {
 			return Request{}, &AnnotationError{key, v, "not a NUMA node list; write e.g. \"0\" or \"0,1\""}
+		}
+		if req.CPUs.Size() > 0 {
+			return Request{}, &AnnotationError{key, v, fmt.Sprintf("the kubelet chose the CPUs of %s; align them with its Topology Manager instead", config.ResourceExclusive)}
 		}
 		req.NUMANodes = nodes
 	}
@@ -155,10 +176,20 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 
 // defaultPool applies the kubelet static policy's rule when enabled:
 // whole-CPU requests of Guaranteed pods are exclusive.
+// With the kubelet device plugin on, the exclusive pool belongs to the
+// resource, so the rule uses exclusive-non-isolcpus (CPUs lent by infra,
+// which the scheduler counts in allocatable cpu) when it is enabled.
 func (p *Policy) defaultPool(c Container) string {
+	pool := config.PoolExclusive
+	if p.cfg.Kubelet.DevicePlugin {
+		if !p.cfg.Pools.ExclusiveNonIsolcpus.Enabled {
+			return p.cfg.DefaultPool
+		}
+		pool = config.PoolExclusiveNonIsolcpus
+	}
 	if p.cfg.GuaranteedExclusive && c.QoS == QoSGuaranteed && c.MilliCPU > 0 && c.MilliCPU%1000 == 0 &&
-		p.Allowed(config.PoolExclusive, c.Pod.Namespace) {
-		return config.PoolExclusive
+		p.Allowed(pool, c.Pod.Namespace) {
+		return pool
 	}
 	return p.cfg.DefaultPool
 }

@@ -1,0 +1,80 @@
+package allocator
+
+import (
+	"fmt"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/config"
+)
+
+// The kubelet route: the kubelet's device manager chooses which exclusive
+// CPUs a container gets (helped by Preferred) and the allocator only checks
+// and records that choice (Request.CPUs), so that the kubelet's accounting,
+// its checkpoint and the real cpuset agree.
+
+// placeExact checks CPUs the kubelet allocated: all in the pool, online and
+// held by nobody.
+func (a *Allocator) placeExact(req Request) (cpuset.CPUSet, error) {
+	who := fmt.Sprintf("container %s/%s/%s", req.Pod.Namespace, req.Pod.Name, req.Container)
+	if out := req.CPUs.Difference(a.layout.Pool(req.Pool)); !out.IsEmpty() {
+		return cpuset.New(), fmt.Errorf("%s was given CPUs %s by the kubelet, outside pool %s (%s) as now configured", who, out, req.Pool, a.layout.Pool(req.Pool))
+	}
+	for _, id := range req.CPUs.List() {
+		if !a.x.online(id) {
+			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, which is not online", who, id)
+		}
+		if o := a.owner[id]; o != "" {
+			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, but container %s holds it", who, id, o)
+		}
+	}
+	return req.CPUs, nil
+}
+
+// preferredSentinel marks CPUs Preferred must not choose while it plans.
+const preferredSentinel = "\x00unavailable"
+
+// Preferred chooses size CPUs of an exclusive pool among available,
+// including mustInclude, by the placement rules (fewest NUMA nodes, whole
+// cores, fewest L3 groups...), as the kubelet's GetPreferredAllocation asks.
+// It changes nothing.
+func (a *Allocator) Preferred(pool string, available, mustInclude cpuset.CPUSet, size int, opts config.Allocation) (cpuset.CPUSet, error) {
+	if !config.IsExclusivePool(pool) {
+		return cpuset.New(), fmt.Errorf("pool %s is not exclusive", pool)
+	}
+	if !available.IsSubsetOf(a.layout.Pool(pool)) {
+		return cpuset.New(), fmt.Errorf("CPUs %s are not in pool %s (%s)", available.Difference(a.layout.Pool(pool)), pool, a.layout.Pool(pool))
+	}
+	if !mustInclude.IsSubsetOf(available) {
+		return cpuset.New(), fmt.Errorf("must-include CPUs %s are not all available (%s)", mustInclude, available)
+	}
+	if mustInclude.Size() >= size {
+		return mustInclude, nil
+	}
+	// Hide from the planner whatever the kubelet did not offer and what is
+	// already chosen, then restore the owners.
+	var hidden []int
+	for _, id := range a.layout.Pool(pool).List() {
+		if a.owner[id] == "" && (!available.Contains(id) || mustInclude.Contains(id)) {
+			a.owner[id] = preferredSentinel
+			hidden = append(hidden, id)
+		}
+	}
+	defer func() {
+		for _, id := range hidden {
+			a.owner[id] = ""
+		}
+	}()
+	opts.HideHyperthreads, opts.FullPCPUsOnly = false, false // one device is one CPU
+	prefer := cpuset.New()
+	for _, id := range mustInclude.UnsortedList() {
+		prefer = prefer.Union(cpuset.New(a.x.cpus[id].numa))
+	}
+	req := Request{Pool: pool, Container: "(preferred allocation)", MilliCPU: int64(size-mustInclude.Size()) * 1000,
+		Options: opts, NUMANodes: cpuset.New(), PreferNUMA: prefer}
+	cpus, _, err := a.placeExclusive(req)
+	if err != nil {
+		return cpuset.New(), err
+	}
+	return cpus.Union(mustInclude), nil
+}
