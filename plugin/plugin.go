@@ -53,14 +53,23 @@ type Plugin struct {
 	// updater sends unsolicited updates on the current connection; nil
 	// while disconnected.
 	updater func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+	// grants are the kubelet's allocations of cpupool.dev/exclusive;
+	// changed tells the device plugin to re-read the devices.
+	grants  *grants
+	changed chan struct{}
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, sandbox: map[string]sandbox{}, overrode: map[string]bool{},
-		persisted: map[string]ContainerState{}, pending: map[string]bool{}}
+		persisted: map[string]ContainerState{}, pending: map[string]bool{}, changed: make(chan struct{}, 1)}
 	p.metrics = newMetrics(p)
+	g, err := loadGrants(GrantsFile(cfg.StateFile))
+	if err != nil {
+		return nil, err
+	}
+	p.grants = g
 	if err := p.configure(cfg); err != nil {
 		return nil, err
 	}
@@ -109,6 +118,9 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	p.pinner = newCgroupPinner(cfg.CgroupRoot)
 	p.log.Infof("pools: %s", layout.Describe())
 	p.log.Infof("sandboxes: %s", p.pinner.Hierarchy())
+	if p.changed != nil {
+		p.notify()
+	}
 	return nil
 }
 
@@ -131,6 +143,11 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 			parsed.StateFile = p.cfg.StateFile
 		case p.state == nil:
 			p.store = NewFileStore(parsed.StateFile)
+			g, err := loadGrants(GrantsFile(parsed.StateFile))
+			if err != nil {
+				return 0, err
+			}
+			p.grants = g
 		default:
 			return 0, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
 		}
@@ -176,6 +193,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 		}
 	}
 	p.alloc.SetPrevious(prev)
+	p.forgetGrants(func(uid string) bool { return !podUIDs[uid] })
 
 	// Remembered containers first, so that they keep their CPUs before
 	// anything new is placed.
@@ -257,6 +275,10 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
 func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.ContainerUpdate {
 	info := p.toContainer(pod, c)
 	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
+	if err := p.attachGrant(pod, c, &info); err != nil {
+		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
+		return nil
+	}
 	req, err := p.policy.Request(info, p.resolveDevice)
 	if err != nil {
 		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
@@ -316,6 +338,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 		}
 	}
 	p.alloc.ForgetPod(pod.GetUid())
+	p.forgetGrants(func(uid string) bool { return uid == pod.GetUid() })
 	return p.save()
 }
 
@@ -326,6 +349,11 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.mu.Unlock()
 	info := p.toContainer(pod, ctr)
 	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
+	if err := p.attachGrant(pod, ctr, &info); err != nil {
+		p.log.Errorf("refusing container %s: %v", who, err)
+		p.metrics.refused.WithLabelValues("grant").Inc()
+		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+	}
 	req, err := p.policy.Request(info, p.resolveDevice)
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
@@ -554,6 +582,7 @@ func (p *Plugin) save() error {
 		p.log.Errorf("saving state: %v", err)
 		return fmt.Errorf("saving state: %w", err)
 	}
+	p.notify()
 	// The saved state is a snapshot: later changes to persisted must not
 	// alter what a reconnect compares against.
 	snapshot := *st
