@@ -249,8 +249,27 @@ stop_plugin() {
 # yet; teardown then removes it.
 remember_outside() { [ -e "$1" ] || CREATED+=("$1"); }
 
+# make_cgroup_root creates the kubelet's cgroupRoot in every hierarchy (the
+# kubelet refuses one that does not exist); a v1 cpuset child starts empty,
+# so it gets its parent's CPUs and memory nodes.
+make_cgroup_root() {
+  local d
+  if [ -f "$CGROUP_FS/cgroup.controllers" ]; then
+    mkdir -p "$CGROUP_FS$KUBE_CGROUP_ROOT"
+    return
+  fi
+  for d in "$CGROUP_FS"/*/; do
+    d=${d%/}
+    [ -L "$d" ] || [ "$(basename "$d")" = unified ] && continue
+    mkdir -p "$d$KUBE_CGROUP_ROOT"
+  done
+  cat "$CGROUP_FS/cpuset/cpuset.cpus" > "$CGROUP_FS/cpuset$KUBE_CGROUP_ROOT/cpuset.cpus"
+  cat "$CGROUP_FS/cpuset/cpuset.mems" > "$CGROUP_FS/cpuset$KUBE_CGROUP_ROOT/cpuset.mems"
+}
+
 start_kubelet() {
   if [ -z "${KUBELET_PORT:-}" ]; then
+    make_cgroup_root
     KUBELET_PORT=$(free_port); KUBELET_HEALTHZ=$(free_port)
     remember_outside /var/lib/kubelet; remember_outside "$DP_DIR"; remember_outside /var/log/containers
     cat > "$W/kubelet.yaml" <<YAML
