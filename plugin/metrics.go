@@ -26,7 +26,7 @@ func newMetrics(p *Plugin) *metrics {
 		members:  prometheus.NewDesc("cpupool_containers", "Containers assigned to the pool.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
-			Help: "Container creations refused, by reason (annotation, placement, state).",
+			Help: "Container creations refused, by reason (annotation, grant, placement, state).",
 		}, []string{"reason"}),
 	}
 }
