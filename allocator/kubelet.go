@@ -25,7 +25,7 @@ func (a *Allocator) placeExact(req Request) (cpuset.CPUSet, error) {
 			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, which is not online", who, id)
 		}
 		if o := a.owner[id]; o != "" {
-			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, but container %s holds it", who, id, o)
+			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, but container %s still holds it (its pod is ending; the kubelet retries the creation)", who, id, o)
 		}
 	}
 	return req.CPUs, nil
@@ -51,18 +51,22 @@ func (a *Allocator) Preferred(pool string, available, mustInclude cpuset.CPUSet,
 	if mustInclude.Size() >= size {
 		return mustInclude, nil
 	}
-	// Hide from the planner whatever the kubelet did not offer and what is
-	// already chosen, then restore the owners.
-	var hidden []int
-	for _, id := range a.layout.Pool(pool).List() {
-		if a.owner[id] == "" && (!available.Contains(id) || mustInclude.Contains(id)) {
+	// The kubelet's view decides what is available (a CPU of a pod it is
+	// ending may still be held here): plan over exactly what it offers,
+	// minus what is already chosen, then restore the owners.
+	members := a.layout.Pool(pool).List()
+	saved := make([]string, len(members))
+	for i, id := range members {
+		saved[i] = a.owner[id]
+		if available.Contains(id) && !mustInclude.Contains(id) {
+			a.owner[id] = ""
+		} else {
 			a.owner[id] = preferredSentinel
-			hidden = append(hidden, id)
 		}
 	}
 	defer func() {
-		for _, id := range hidden {
-			a.owner[id] = ""
+		for i, id := range members {
+			a.owner[id] = saved[i]
 		}
 	}()
 	opts.HideHyperthreads, opts.FullPCPUsOnly = false, false // one device is one CPU

@@ -59,7 +59,7 @@ func TestExactPlacement(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "5,13", res.Assignment.CPUs.String())
 	_, err = a.Allocate(Request{ID: "b", Pool: config.PoolExclusive, CPUs: cpuset.New(13, 14)})
-	require.ErrorContains(t, err, "CPU 13 by the kubelet, but container a holds it")
+	require.ErrorContains(t, err, "CPU 13 by the kubelet, but container a still holds it")
 	_, err = a.Allocate(Request{ID: "c", Pool: config.PoolExclusive, CPUs: cpuset.New(1)})
 	require.ErrorContains(t, err, "outside pool exclusive")
 	a.Release("a")

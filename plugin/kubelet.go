@@ -45,6 +45,12 @@ func (p *Plugin) Devices() []deviceplugin.Device {
 			granted[g.PodUID+"/"+g.Container] = g.cpusOf()
 		}
 	}
+	// CPUs of any grant are the kubelet's to account for, even while the
+	// container of an ending pod still runs on them.
+	kubelets := cpuset.New()
+	for _, g := range p.grants.byToken {
+		kubelets = kubelets.Union(g.cpusOf())
+	}
 	notFree := cpuset.New()
 	for _, a := range p.alloc.Assignments() {
 		if a.Pool != config.PoolExclusive {
@@ -53,7 +59,7 @@ func (p *Plugin) Devices() []deviceplugin.Device {
 		if cpus, ok := granted[a.Pod.UID+"/"+a.Container]; ok && a.Held().IsSubsetOf(cpus) {
 			continue
 		}
-		notFree = notFree.Union(a.Held())
+		notFree = notFree.Union(a.Held().Difference(kubelets))
 	}
 	excl := p.alloc.Layout().Exclusive
 	out := make([]deviceplugin.Device, 0, excl.Size())
@@ -106,10 +112,13 @@ func (p *Plugin) Preferred(available, mustInclude []string, size int) ([]string,
 }
 
 // Grant records the kubelet's allocation of CPUs to a container it is about
-// to create. It refuses CPUs a running container holds: the kubelet never
-// allocates a CPU an annotated (or any other) container holds. An older
-// grant of the same CPUs is dropped, since the kubelet gives a device again
-// only after its previous pod ended.
+// to create. It refuses CPUs that a container holds without the kubelet's
+// knowledge (advertised unhealthy, so the kubelet does not offer them): the
+// kubelet never allocates a CPU an annotated container holds. CPUs of an
+// earlier grant are the kubelet's to give again: it does so once it considers
+// that pod ended, which can be a moment before its container has stopped;
+// the new container's creation then fails until they are free, and the
+// kubelet retries it. The earlier grant is dropped.
 func (p *Plugin) Grant(ids []string) (map[string]string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -120,8 +129,12 @@ func (p *Plugin) Grant(ids []string) (map[string]string, error) {
 	if cpus.IsEmpty() {
 		return nil, fmt.Errorf("no devices to allocate")
 	}
-	if held := cpus.Difference(p.alloc.FreeCPUs(config.PoolExclusive)); !held.IsEmpty() {
-		return nil, fmt.Errorf("CPUs %s are held by running containers (%s); the kubelet's view is stale, retry the pod", held, p.holders(held))
+	kubelets := cpuset.New()
+	for _, g := range p.grants.byToken {
+		kubelets = kubelets.Union(g.cpusOf())
+	}
+	if held := cpus.Difference(p.alloc.FreeCPUs(config.PoolExclusive)).Difference(kubelets); !held.IsEmpty() {
+		return nil, fmt.Errorf("CPUs %s are held by containers the kubelet did not allocate them to (%s)", held, p.holders(held))
 	}
 	for tok, g := range p.grants.byToken {
 		if !g.cpusOf().Intersection(cpus).IsEmpty() {

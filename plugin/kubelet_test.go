@@ -177,7 +177,7 @@ func TestGrantRefusesHeldCPUs(t *testing.T) {
 		assert.Contains(t, devs, fmt.Sprintf("!%d@", cpu), "CPU %d is held by an annotated container", cpu)
 	}
 	_, err = rp.p.Grant([]string{fmt.Sprint(mustParse(held).List()[0])})
-	require.ErrorContains(t, err, "held by running containers ([telco/old/app])")
+	require.ErrorContains(t, err, "held by containers the kubelet did not allocate them to ([telco/old/app])")
 	_, err = rp.p.Grant([]string{"1"})
 	require.ErrorContains(t, err, `device "1" is not a CPU of the exclusive pool`)
 }
@@ -246,4 +246,33 @@ func TestPreferredFollowsPlacementRules(t *testing.T) {
 	require.Error(t, err)
 	_, err = p.Preferred([]string{"999"}, nil, 1)
 	require.ErrorContains(t, err, "not a CPU of the exclusive pool")
+}
+
+// TestKubeletReallocatesCPUsOfAnEndingPod: the kubelet frees a terminating
+// pod's devices before its container has stopped. The new allocation is
+// accepted, the new container waits (its creation fails and the kubelet
+// retries) until the old one stopped, the CPU stays advertised healthy, and
+// the old container cannot come back with its dropped grant.
+func TestKubeletReallocatesCPUsOfAnEndingPod(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktopKubelet, statePath(f))
+	p := rp.p
+	oldEnv := grantEnv(t, p, "6")
+	oldPod := f.runPod(podSpec{name: "old", namespace: "telco"})
+	oldCtr, _, err := f.createWithEnv(oldPod, "app", 0, oldEnv)
+	require.NoError(t, err)
+
+	newEnv := grantEnv(t, p, "6")
+	assert.Contains(t, healthOf(p.Devices()), " 6@0 ", "still the kubelet's to account for")
+	newPod := f.runPod(podSpec{name: "new", namespace: "telco"})
+	_, _, err = f.createWithEnv(newPod, "app", 0, newEnv)
+	require.ErrorContains(t, err, "container ctr-old-app still holds it (its pod is ending; the kubelet retries the creation)")
+
+	f.stopContainer(oldCtr)
+	f.removeContainer(oldCtr)
+	_, resp, err := f.createWithEnv(newPod, "app", 0, newEnv)
+	require.NoError(t, err)
+	assert.Equal(t, "6", resp.Adjust.Linux.Resources.Cpu.Cpus)
+	_, _, err = f.createWithEnv(oldPod, "app2", 0, oldEnv)
+	require.ErrorContains(t, err, "unknown grant token")
 }

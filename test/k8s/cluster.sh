@@ -236,12 +236,18 @@ start_plugin() {
   "$REPO/bin/nri-cpupool" run --config "$1" --nri-socket "$W/nri.sock" --state-file "$W/plugin-state/state.json" \
     --cgroup-root "$CGROUP_FS" --log-level debug >>"$W/plugin.log" 2>&1 &
   PIDS_plugin=$!
-  wait_for "the plugin to synchronize" test "$(grep -c synchronized "$W/plugin.log")" -gt "$before"
+  wait_for "the plugin to synchronize" log_grew synchronized "$before"
+}
+
+# log_grew PATTERN N: the plugin log has more than N lines matching PATTERN.
+log_grew() {
+  local n
+  n=$(grep -c "$1" "$W/plugin.log" 2>/dev/null)
+  [ "${n:-0}" -gt "$2" ]
 }
 
 stop_plugin() {
-  [ -n "$PIDS_plugin" ] || return 0
-  kill "$PIDS_plugin" 2>/dev/null; wait "$PIDS_plugin" 2>/dev/null
+  stop_pids "$PIDS_plugin"
   PIDS_plugin=""
 }
 
@@ -304,7 +310,7 @@ YAML
 }
 
 stop_kubelet() {
-  kill "$PIDS_kubelet" 2>/dev/null; wait "$PIDS_kubelet" 2>/dev/null
+  stop_pids "$PIDS_kubelet"
   PIDS_kubelet=""
 }
 
@@ -319,6 +325,21 @@ report() {
   kubectl get pods -A -o wide 2>&1 | head -30
 }
 
+# stop_pids PID...: SIGTERM, then SIGKILL after 10 s.
+stop_pids() {
+  local p i alive
+  for p in "$@"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  for i in $(seq 1 50); do
+    alive=""
+    for p in "$@"; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+    [ -z "$alive" ] && break
+    sleep 0.2
+  done
+  for p in $alive; do kill -9 "$p" 2>/dev/null; done
+  for p in "$@"; do [ -n "$p" ] && wait "$p" 2>/dev/null; done
+  return 0
+}
+
 # teardown: pods first (so the kubelet removes their cgroups), then every
 # process this run started, then what the kubelet wrote outside $W.
 teardown() {
@@ -326,15 +347,11 @@ teardown() {
   if [ -n "$PIDS_kubelet" ] && [ -n "$PIDS_apiserver" ]; then
     timeout 60 kubectl delete pods --all --grace-period 0 --force >/dev/null 2>&1 || true
   fi
-  local n
-  for n in kubelet scheduler apiserver etcd plugin; do
-    eval "[ -n \"\$PIDS_$n\" ] && kill \"\$PIDS_$n\" 2>/dev/null"
-  done
+  stop_pids "$PIDS_kubelet" "$PIDS_scheduler" "$PIDS_apiserver" "$PIDS_etcd" "$PIDS_plugin"
   if [ -n "$PIDS_containerd" ] && kill -0 "$PIDS_containerd" 2>/dev/null; then
     timeout 60 crictl rmp -fa >/dev/null 2>&1 || true
-    kill "$PIDS_containerd" 2>/dev/null
+    stop_pids "$PIDS_containerd"
   fi
-  wait 2>/dev/null
   local i p left
   for i in $(seq 1 50); do
     left=""

@@ -157,6 +157,29 @@ TOKEN=$(env_of "$EXCL" | sed -n 's/^CPUPOOL_GRANT=//p')
 check "the kubelet passed the grant token from Allocate" "${#TOKEN}" 32
 check_contains "the container is told its CPUs" "$(env_of "$EXCL")" "CPUPOOL_CPUS=$LAST"
 
+say "a ResourceQuota on cpupool.dev/exclusive limits a namespace natively"
+kubectl apply -f - >/dev/null <<YAML || die "creating the capped namespace"
+apiVersion: v1
+kind: Namespace
+metadata: {name: capped}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: default, namespace: capped}
+automountServiceAccountToken: false
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: exclusive-cpus, namespace: capped}
+spec: {hard: {requests.cpupool.dev/exclusive: "0"}}
+YAML
+# No kube-controller-manager here: fill in the status its quota controller would.
+kubectl -n capped patch resourcequota exclusive-cpus --subresource status --type merge \
+  -p '{"status": {"hard": {"requests.cpupool.dev/exclusive": "0"}, "used": {"requests.cpupool.dev/exclusive": "0"}}}' >/dev/null
+OUT=$(kubectl -n capped run capped --image "$IMAGE" --image-pull-policy Never --restart Never \
+  --overrides '{"spec": {"hostNetwork": true, "containers": [{"name": "capped", "image": "'"$IMAGE"'", "imagePullPolicy": "Never", "command": ["/bin/sleep", "inf"], "resources": {"limits": {"cpupool.dev/exclusive": "1"}}}]}}' 2>&1)
+check_contains "a pod over its namespace's quota is refused at admission" "$OUT" "exceeded quota: exclusive-cpus"
+
 say "a pod asking for more than is free stays Pending"
 pod more --limit cpupool.dev/exclusive=1
 sleep 3
@@ -189,7 +212,7 @@ say "a plugin restart keeps the advertised capacity and moves no container"
 REGS=$(grep -c 'registered cpupool.dev/exclusive' "$W/plugin.log")
 stop_plugin
 start_plugin "$W/dp.yaml"
-wait_for "the plugin to register again" test "$(grep -c 'registered cpupool.dev/exclusive' "$W/plugin.log")" -gt "$REGS"
+wait_for "the plugin to register again" log_grew 'registered cpupool.dev/exclusive' "$REGS"
 wait_allocatable 1 || true
 check "allocatable after the plugin restart" "$(node_res allocatable cpupool.dev/exclusive)" 1
 check "excl: same container" "$(ctr_of excl)" "$EXCL"
