@@ -6,6 +6,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // The kubelet route: the kubelet's device manager chooses which exclusive
@@ -20,11 +21,14 @@ func (a *Allocator) placeExact(req Request) (cpuset.CPUSet, error) {
 	if out := req.CPUs.Difference(a.layout.Pool(req.Pool)); !out.IsEmpty() {
 		return cpuset.New(), fmt.Errorf("%s was given CPUs %s by the kubelet, outside pool %s (%s) as now configured", who, out, req.Pool, a.layout.Pool(req.Pool))
 	}
+	// The pod's own holds (this container's last run, a completed init
+	// container) are its to reuse, as the kubelet reuses their devices.
+	reusable := a.reusableFor(req)
 	for _, id := range req.CPUs.List() {
 		if !a.x.online(id) {
 			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, which is not online", who, id)
 		}
-		if o := a.owner[id]; o != "" {
+		if o := a.owner[id]; o != "" && !reusable.Contains(id) {
 			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, but container %s still holds it (its pod is ending; the kubelet retries the creation)", who, id, o)
 		}
 	}
@@ -39,7 +43,7 @@ const preferredSentinel = "\x00unavailable"
 // cores, fewest L3 groups...), as the kubelet's GetPreferredAllocation asks.
 // It changes nothing.
 func (a *Allocator) Preferred(pool string, available, mustInclude cpuset.CPUSet, size int, opts config.Allocation) (cpuset.CPUSet, error) {
-	if !config.IsExclusivePool(pool) {
+	if !pools.IsExclusive(pool) {
 		return cpuset.New(), fmt.Errorf("pool %s is not exclusive", pool)
 	}
 	if !available.IsSubsetOf(a.layout.Pool(pool)) {

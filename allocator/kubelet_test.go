@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // TestPolicyWithDevicePlugin: the resource decides the pool; annotations
@@ -20,9 +21,9 @@ func TestPolicyWithDevicePlugin(t *testing.T) {
 		pool      string
 		err       string
 	}{
-		{"resource", on, Container{Name: "a", Pod: PodRef{Namespace: "telco"}, KubeletCPUs: cpuset.New(4, 5)}, config.PoolExclusive, ""},
+		{"resource", on, Container{Name: "a", Pod: PodRef{Namespace: "telco"}, KubeletCPUs: cpuset.New(4, 5)}, pools.Exclusive, ""},
 		{"resource and agreeing annotation", on, Container{Name: "a", Pod: PodRef{Namespace: "telco"}, KubeletCPUs: cpuset.New(4),
-			Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}, config.PoolExclusive, ""},
+			Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}, pools.Exclusive, ""},
 		{"resource and other pool", on, Container{Name: "a", Pod: PodRef{Namespace: "telco"}, KubeletCPUs: cpuset.New(4),
 			Annotations: map[string]string{"pool.cpupool.dev": "shared"}}, "", "the container requests cpupool.dev/exclusive"},
 		{"resource and numa annotation", on, Container{Name: "a", Pod: PodRef{Namespace: "telco"}, KubeletCPUs: cpuset.New(4),
@@ -31,11 +32,11 @@ func TestPolicyWithDevicePlugin(t *testing.T) {
 		{"annotation refused", on, Container{Name: "a", Pod: PodRef{Namespace: "telco"}, MilliCPU: 1000,
 			Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}, "", "given only through the resource"},
 		{"annotation exclusive-non-isolcpus still works", on + "pools: {exclusive-non-isolcpus: {enabled: true}}\n", Container{Name: "a", Pod: PodRef{Namespace: "x"}, MilliCPU: 1000,
-			Annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}}, config.PoolExclusiveNonIsolcpus, ""},
-		{"guaranteed without enis: default", on, Container{Name: "a", Pod: PodRef{Namespace: "telco"}, QoS: QoSGuaranteed, MilliCPU: 2000}, config.PoolInfra, ""},
-		{"guaranteed with enis", on + "pools: {exclusive-non-isolcpus: {enabled: true}}\n", Container{Name: "a", Pod: PodRef{Namespace: "telco"}, QoS: QoSGuaranteed, MilliCPU: 2000}, config.PoolExclusiveNonIsolcpus, ""},
+			Annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}}, pools.ExclusiveNonIsolcpus, ""},
+		{"guaranteed without enis: default", on, Container{Name: "a", Pod: PodRef{Namespace: "telco"}, QoS: QoSGuaranteed, MilliCPU: 2000}, pools.Infra, ""},
+		{"guaranteed with enis", on + "pools: {exclusive-non-isolcpus: {enabled: true}}\n", Container{Name: "a", Pod: PodRef{Namespace: "telco"}, QoS: QoSGuaranteed, MilliCPU: 2000}, pools.ExclusiveNonIsolcpus, ""},
 		{"off: annotation works", "guaranteedExclusive: true\n", Container{Name: "a", Pod: PodRef{Namespace: "telco"}, MilliCPU: 1000,
-			Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}, config.PoolExclusive, ""},
+			Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}, pools.Exclusive, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,22 +56,22 @@ func TestPolicyWithDevicePlugin(t *testing.T) {
 // refused when held, offline or outside the pool.
 func TestExactPlacement(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\npools: {exclusive: {cpus: \"4-7,12-15\"}}\n")
-	res, err := a.Allocate(Request{ID: "a", Pool: config.PoolExclusive, CPUs: cpuset.New(5, 13)})
+	res, err := a.Allocate(Request{ID: "a", Pool: pools.Exclusive, CPUs: cpuset.New(5, 13)})
 	require.NoError(t, err)
 	assert.Equal(t, "5,13", res.Assignment.CPUs.String())
-	_, err = a.Allocate(Request{ID: "b", Pool: config.PoolExclusive, CPUs: cpuset.New(13, 14)})
+	_, err = a.Allocate(Request{ID: "b", Pool: pools.Exclusive, CPUs: cpuset.New(13, 14)})
 	require.ErrorContains(t, err, "CPU 13 by the kubelet, but container a still holds it")
-	_, err = a.Allocate(Request{ID: "c", Pool: config.PoolExclusive, CPUs: cpuset.New(1)})
+	_, err = a.Allocate(Request{ID: "c", Pool: pools.Exclusive, CPUs: cpuset.New(1)})
 	require.ErrorContains(t, err, "outside pool exclusive")
 	a.Release("a")
-	_, err = a.Allocate(Request{ID: "b", Pool: config.PoolExclusive, CPUs: cpuset.New(13, 14)})
+	_, err = a.Allocate(Request{ID: "b", Pool: pools.Exclusive, CPUs: cpuset.New(13, 14)})
 	require.NoError(t, err)
 
 	// Preferred leaves nothing behind.
-	free := a.FreeCPUs(config.PoolExclusive)
-	got, err := a.Preferred(config.PoolExclusive, free, cpuset.New(), 2, config.Allocation{})
+	free := a.FreeCPUs(pools.Exclusive)
+	got, err := a.Preferred(pools.Exclusive, free, cpuset.New(), 2, config.Allocation{})
 	require.NoError(t, err)
 	assert.Equal(t, 2, got.Size())
 	assert.True(t, got.IsSubsetOf(free))
-	assert.True(t, free.Equals(a.FreeCPUs(config.PoolExclusive)), "Preferred changes nothing")
+	assert.True(t, free.Equals(a.FreeCPUs(pools.Exclusive)), "Preferred changes nothing")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/deviceplugin"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -52,8 +53,12 @@ func (p *Plugin) Devices() []deviceplugin.Device {
 		kubelets = kubelets.Union(g.cpusOf())
 	}
 	notFree := cpuset.New()
-	for _, a := range p.alloc.Assignments() {
-		if a.Pool != config.PoolExclusive {
+	holders := p.alloc.Assignments()
+	for _, h := range p.alloc.Holds() {
+		holders = append(holders, h.Assignment)
+	}
+	for _, a := range holders {
+		if a.Pool != pools.Exclusive {
 			continue
 		}
 		if cpus, ok := granted[a.Pod.UID+"/"+a.Container]; ok && a.Held().IsSubsetOf(cpus) {
@@ -100,7 +105,7 @@ func (p *Plugin) Preferred(available, mustInclude []string, size int) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	cpus, err := p.alloc.Preferred(config.PoolExclusive, avail, must, size, p.cfg.Allocation)
+	cpus, err := p.alloc.Preferred(pools.Exclusive, avail, must, size, p.cfg.Allocation)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +138,7 @@ func (p *Plugin) Grant(ids []string) (map[string]string, error) {
 	for _, g := range p.grants.byToken {
 		kubelets = kubelets.Union(g.cpusOf())
 	}
-	if held := cpus.Difference(p.alloc.FreeCPUs(config.PoolExclusive)).Difference(kubelets); !held.IsEmpty() {
+	if held := cpus.Difference(p.alloc.FreeCPUs(pools.Exclusive)).Difference(kubelets); !held.IsEmpty() {
 		return nil, fmt.Errorf("CPUs %s are held by containers the kubelet did not allocate them to (%s)", held, p.holders(held))
 	}
 	for tok, g := range p.grants.byToken {
@@ -154,7 +159,7 @@ func (p *Plugin) Grant(ids []string) (map[string]string, error) {
 func (p *Plugin) holders(cpus cpuset.CPUSet) string {
 	var out []string
 	for _, a := range p.alloc.Assignments() {
-		if config.IsExclusivePool(a.Pool) && !a.Held().Intersection(cpus).IsEmpty() {
+		if pools.IsExclusive(a.Pool) && !a.Held().Intersection(cpus).IsEmpty() {
 			out = append(out, fmt.Sprintf("%s/%s/%s", a.Pod.Namespace, a.Pod.Name, a.Container))
 		}
 	}
@@ -208,4 +213,17 @@ func (p *Plugin) numaOf(cpu int) int {
 		return c.NUMA
 	}
 	return -1
+}
+
+// forgetGrantsOf drops the grants of a removed pod, unless the pod lives on
+// in another sandbox (the kubelet re-created it and removes the old one):
+// its containers, re-created with the kubelet's cached allocation, still
+// show their tokens.
+func (p *Plugin) forgetGrantsOf(pod *api.PodSandbox) {
+	for id, sb := range p.sandbox {
+		if id != pod.GetId() && sb.uid != "" && sb.uid == pod.GetUid() {
+			return
+		}
+	}
+	p.forgetGrants(func(uid string) bool { return uid == pod.GetUid() })
 }

@@ -269,10 +269,13 @@ func TestKubeletReallocatesCPUsOfAnEndingPod(t *testing.T) {
 	require.ErrorContains(t, err, "container ctr-old-app still holds it (its pod is ending; the kubelet retries the creation)")
 
 	f.stopContainer(oldCtr)
+	_, _, err = f.createWithEnv(oldPod, "app", 0, oldEnv)
+	require.ErrorContains(t, err, "unknown grant token", "the old container cannot come back on the CPUs the kubelet gave away")
+	_, _, err = f.createWithEnv(newPod, "app", 0, newEnv)
+	require.ErrorContains(t, err, "still holds it", "held for the old pod until its sandbox stops")
 	f.removeContainer(oldCtr)
+	f.removePod(oldPod)
 	_, resp, err := f.createWithEnv(newPod, "app", 0, newEnv)
 	require.NoError(t, err)
 	assert.Equal(t, "6", resp.Adjust.Linux.Resources.Cpu.Cpus)
-	_, _, err = f.createWithEnv(oldPod, "app2", 0, oldEnv)
-	require.ErrorContains(t, err, "unknown grant token")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
@@ -169,7 +170,7 @@ func TestSimulateBadInput(t *testing.T) {
 		{"steps:\n  - create: {pod: a, container: b, cpus: lots}", "cpus \"lots\" is not a CPU quantity"},
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"2\", limit: \"1\"}", "larger than limit"},
 		{"steps:\n  - create: {pod: a, container: b, qos: platinum}", "qos \"platinum\""},
-		{"steps:\n  - remove: {pod: ghost}", "no container (any) in pod default/ghost"},
+		{"steps:\n  - remove: {pod: ghost}", "no container * in pod default/ghost"},
 	}
 	for _, tc := range tests {
 		code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, tc.requests), "--json")
@@ -220,4 +221,65 @@ func TestValidateRecommendsKubeletSettings(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "the device plugin is off")
 	assert.NotContains(t, out, "kubeReserved")
+}
+
+func TestStatusShowsHeldCPUs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	st := plugin.NewState()
+	st.Containers["0123456789abcdef"] = plugin.ContainerState{PodUID: "u1", PodNamespace: "telco", PodName: "dpdk", Container: "fwd", Pool: "exclusive", MilliCPU: 2000, CPUs: "4,12", Mems: "0"}
+	code := int32(137)
+	st.Held["u2/app"] = plugin.HeldState{ContainerID: "fedcba9876543210", ExitCode: &code,
+		ContainerState: plugin.ContainerState{PodUID: "u2", PodNamespace: "telco", PodName: "crash", Container: "app", Pool: "exclusive", MilliCPU: 1000, CPUs: "5", Reserved: "13", Mems: "0"}}
+	st.Held["u3/init"] = plugin.HeldState{ContainerID: "init1",
+		ContainerState: plugin.ContainerState{PodUID: "u3", PodNamespace: "ml", PodName: "job", Container: "init", Pool: "exclusive-non-isolcpus", MilliCPU: 1000, CPUs: "1", Mems: "0"}}
+	require.NoError(t, plugin.NewFileStore(path).Save(st))
+
+	code2, out, errOut := run(t, "status", "--state-file", path)
+	require.Equal(t, 0, code2, errOut)
+	assert.Contains(t, out, "HELD FOR STOPPED CONTAINERS (until the pod's sandbox stops)")
+	assert.Regexp(t, `telco\s+crash\s+app\s+exclusive\s+5 \(\+13 idle\)\s+137\s+fedcba987654`, out)
+	assert.Regexp(t, `ml\s+job\s+init\s+exclusive-non-isolcpus\s+1\s+-\s+init1`, out)
+	assert.True(t, strings.HasSuffix(out, "\n1 containers, 2 stopped holding CPUs\n"), out)
+
+	code2, out, errOut = run(t, "status", "--state-file", path, "--json")
+	require.Equal(t, 0, code2, errOut)
+	var back struct {
+		Containers map[string]map[string]any `json:"containers"`
+		Held       map[string]map[string]any `json:"held"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &back))
+	assert.Equal(t, "4,12", back.Containers["0123456789abcdef"]["cpus"], "existing fields unchanged")
+	require.Contains(t, back.Held, "u2/app")
+	assert.Equal(t, "5", back.Held["u2/app"]["cpus"])
+	assert.Equal(t, "fedcba9876543210", back.Held["u2/app"]["containerID"])
+	assert.EqualValues(t, 137, back.Held["u2/app"]["exitCode"])
+	assert.NotContains(t, back.Held["u3/init"], "exitCode", "absent when the runtime did not say")
+}
+
+// TestEveryCommandReadsTheConfigsSysfsRoot: without --sysfs-root, every
+// command that reads the node reads it where the config says, and the flag
+// wins over the config.
+func TestEveryCommandReadsTheConfigsSysfsRoot(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved") // 80 CPUs; this machine has fewer
+	cfg := writeFile(t, "sysfsRoot: "+root+"\nreservedCPUs: \"79\"\n")
+	requests := writeFile(t, "steps:\n  - create: {pod: p, container: c, cpus: \"1\"}\n")
+	for _, args := range [][]string{
+		{"topology", "--config", cfg},
+		{"validate", "--config", cfg},
+		{"simulate", "--config", cfg, "--requests", requests},
+	} {
+		code, out, errOut := run(t, args...)
+		require.Equal(t, 0, code, "%v: %s", args, errOut)
+		switch args[0] {
+		case "topology":
+			assert.Contains(t, out, "CPUs: 80 online")
+		case "validate":
+			assert.Contains(t, out, "80 online CPUs")
+		case "simulate":
+			assert.Contains(t, out, "default/p/c")
+		}
+		code, _, errOut = run(t, append(args, "--sysfs-root", filepath.Join(t.TempDir(), "nothing"))...)
+		assert.Equal(t, 1, code, "%v: the flag wins over the config", args)
+		assert.Contains(t, errOut, "is \"", args)
+	}
 }
