@@ -279,3 +279,24 @@ func TestKubeletReallocatesCPUsOfAnEndingPod(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "6", resp.Adjust.Linux.Resources.Cpu.Cpus)
 }
+
+// TestResourceRouteRefusesCPUResize: the kubelet accounts for a
+// resource-route container's CPUs as devices; a CPU request resize must not
+// grow or shrink them behind its back.
+func TestResourceRouteRefusesCPUResize(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktopKubelet, statePath(f))
+	env := grantEnv(t, rp.p, "6", "14")
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco"})
+	ctr, resp, err := f.createWithEnv(pod, "app", 2000, env)
+	require.NoError(t, err)
+	require.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+
+	_, err = f.updateContainer(pod, ctr, 4000)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "resize to 4000m refused: its CPUs 6,14 are the cpupool.dev/exclusive devices the kubelet allocated")
+	assert.Equal(t, "6,14", f.cpus(ctr), "nothing changed")
+	a, ok := rp.p.alloc.Get(ctr.GetId())
+	require.True(t, ok)
+	assert.Equal(t, int64(2000), a.MilliCPU)
+}

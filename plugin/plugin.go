@@ -621,6 +621,14 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil
 	}
 	if milli := milliOf(res.GetCpu()); milli > 0 && milli != a.MilliCPU {
+		if _, granted, _ := grantToken(ctr.GetEnv()); granted && pools.IsExclusive(a.Pool) {
+			// The kubelet counted cpupool.dev/exclusive devices, not the CPU
+			// request: growing or shrinking the cpuset would part the
+			// kubelet's accounting from the real CPUs.
+			p.metrics.countResize(a.Pool, "refused")
+			return nil, fmt.Errorf("nri-cpupool: container %s/%s/%s: resize to %dm refused: its CPUs %s are the %s devices the kubelet allocated; change the resource count (a new pod) instead",
+				pod.GetNamespace(), pod.GetName(), ctr.GetName(), milli, a.CPUs, config.ResourceExclusive)
+		}
 		return p.resize(pod, ctr, a, milli)
 	}
 	// The kubelet sets a quota with every update; a lifted one stays lifted.
