@@ -48,6 +48,7 @@ type metrics struct {
 	// writer's figures are read from its atomic counters, without a lock.
 	writer                                          *stateWriter
 	stateWrites, stateErrors, stateAge, stateBehind *prometheus.Desc
+	resizes                                         *prometheus.CounterVec
 	// handlers times every NRI handler (see instrumented).
 	handlers *prometheus.HistogramVec
 }
@@ -57,6 +58,7 @@ var _ prometheus.Collector = (*metrics)(nil)
 // Refusal reasons, the values of the refusal counter's "reason" label.
 const (
 	refusedAnnotation = "annotation"
+	refusedGrant      = "grant"
 	refusedPlacement  = "placement"
 )
 
@@ -70,8 +72,12 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
-			Help: "Container creations refused, by reason (annotation, placement).",
+			Help: "Container creations refused, by reason (annotation, grant, placement).",
 		}, []string{"reason"}),
+		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cpupool_resizes_total",
+			Help: "In-place resizes (CPU request changes) by pool and result (grown, shrunk, unchanged, refused).",
+		}, []string{"pool", "result"}),
 		stateWrites: prometheus.NewDesc("cpupool_state_writes_total", "Successful writes of the state file.", nil, nil),
 		stateErrors: prometheus.NewDesc("cpupool_state_write_errors_total", "Failed attempts to write or sync the state file (each is retried).", nil, nil),
 		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
@@ -82,6 +88,10 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 
 // countRefusal counts one refused container creation.
 func (m *metrics) countRefusal(reason string) { m.refused.WithLabelValues(reason).Inc() }
+
+// countResize counts one in-place resize by its result: grown, shrunk,
+// unchanged or refused.
+func (m *metrics) countResize(pool, result string) { m.resizes.WithLabelValues(pool, result).Inc() }
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
@@ -94,6 +104,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.stateErrors
 	ch <- m.stateAge
 	ch <- m.stateBehind
+	m.resizes.Describe(ch)
 	m.handlers.Describe(ch)
 }
 
@@ -113,6 +124,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.stateErrors, prometheus.CounterValue, float64(w.errors.Load()))
 	ch <- prometheus.MustNewConstMetric(m.stateAge, prometheus.GaugeValue, w.lastWriteAge().Seconds())
 	ch <- prometheus.MustNewConstMetric(m.stateBehind, prometheus.GaugeValue, w.behind().Seconds())
+	m.resizes.Collect(ch)
 	m.handlers.Collect(ch)
 }
 
