@@ -330,12 +330,12 @@ type testNode struct {
 
 func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string) *runningPlugin {
 	t.Helper()
-	return startPluginWith(t, f, node, stateFile, nil)
+	return startPluginTuned(t, f, node, stateFile, nil)
 }
 
-// startPluginWith starts a plugin after tune has adjusted it (e.g. its
+// startPluginTuned starts a plugin after tune has adjusted it (e.g. its
 // state writer's timing).
-func startPluginWith(t testing.TB, f *fakeRuntime, node testNode, stateFile string, tune func(*Plugin)) *runningPlugin {
+func startPluginTuned(t testing.TB, f *fakeRuntime, node testNode, stateFile string, tune func(*Plugin)) *runningPlugin {
 	t.Helper()
 	cfg, err := config.Parse(strings.NewReader(node.config), "test config")
 	require.NoError(t, err)

@@ -27,7 +27,7 @@ func TestKillAfterReplyBeforeStateWriteLosesNoPinning(t *testing.T) {
 	}{{"no state file yet", false}, {"state file older than the replies", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeRuntime(t, false)
-			first := startPluginWith(t, f, desktop, statePath(f), func(p *Plugin) { p.writer.delay = time.Hour })
+			first := startPluginTuned(t, f, desktop, statePath(f), func(p *Plugin) { p.writer.delay = time.Hour })
 			fwd, eni, _ := populate(t, f)
 			if tc.written {
 				require.NoError(t, first.p.Flush())
