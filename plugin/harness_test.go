@@ -300,7 +300,7 @@ type testNode struct {
 	config  string
 }
 
-func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string) *runningPlugin {
+func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string, opts ...func(*Plugin)) *runningPlugin {
 	t.Helper()
 	cfg, err := config.Parse(strings.NewReader(node.config), "test config")
 	require.NoError(t, err)
@@ -317,6 +317,9 @@ func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string) 
 	}
 	p, err := New(cfg, topo, NewFileStore(stateFile), log)
 	require.NoError(t, err)
+	for _, o := range opts {
+		o(p)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rp.p, rp.cancel = p, cancel
 	before := f.syncCount()

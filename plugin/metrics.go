@@ -16,6 +16,10 @@ type metrics struct {
 	freeCPUs *prometheus.Desc
 	members  *prometheus.Desc
 	refused  *prometheus.CounterVec
+	// synchronized counts Synchronize calls: 1 after the first registration,
+	// one more after each reconnect (a runtime restart).
+	synchronized prometheus.Counter
+	runtime      *prometheus.Desc
 }
 
 func newMetrics(p *Plugin) *metrics {
@@ -28,6 +32,13 @@ func newMetrics(p *Plugin) *metrics {
 			Name: "cpupool_refused_containers_total",
 			Help: "Container creations refused, by reason (annotation, placement, state).",
 		}, []string{"reason"}),
+		synchronized: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cpupool_runtime_synchronizations_total",
+			Help: "Times the runtime synchronized the plugin: at registration and after every reconnect.",
+		}),
+		runtime: prometheus.NewDesc("cpupool_runtime_info",
+			"The connected runtime, the NRI version it embeds, and whether the plugin sends updates on its own (NRI >= "+minNRIForPluginUpdates+") or only in replies.",
+			[]string{"runtime", "version", "nri_version", "plugin_updates"}, nil),
 	}
 }
 
@@ -36,7 +47,9 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.poolCPUs
 	ch <- m.freeCPUs
 	ch <- m.members
+	ch <- m.runtime
 	m.refused.Describe(ch)
+	m.synchronized.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -58,8 +71,16 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.freeCPUs, prometheus.GaugeValue, float64(free.Size()), pool)
 		}
 	}
+	if rt := m.p.runtime; rt.name != "" {
+		mode := "replies-only"
+		if rt.pluginUpdatesSafe() {
+			mode = "unsolicited"
+		}
+		ch <- prometheus.MustNewConstMetric(m.runtime, prometheus.GaugeValue, 1, rt.name, rt.version, rt.nriVersion, mode)
+	}
 	m.p.mu.Unlock()
 	m.refused.Collect(ch)
+	m.synchronized.Collect(ch)
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to
