@@ -32,7 +32,7 @@ packaging: build
 	bash test/packaging.sh
 
 e2e: build
-	bash test/e2e/run.sh
+	bash test/e2e/e2e.sh
 
 # Speed and memory figures (medians and p99 from one run). Not a pass/fail gate.
 # -p 1: packages one after the other, so benchmarks do not share the CPUs.

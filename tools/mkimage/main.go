@@ -100,8 +100,10 @@ func build(busyboxPath, name, out string) error {
 	config, _ := json.Marshal(map[string]any{
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
-		"config":       map[string]any{"Entrypoint": []string{"/bin/sleep", "inf"}, "Env": []string{"PATH=/bin"}},
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffSum[:])}},
+		// sleep as PID 1 ignores SIGTERM: without SIGKILL every stop would
+		// wait out the runtime's whole timeout.
+		"config": map[string]any{"Entrypoint": []string{"/bin/sleep", "inf"}, "Env": []string{"PATH=/bin"}, "StopSignal": "SIGKILL"},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffSum[:])}},
 	})
 	configBlob := blob{"application/vnd.oci.image.config.v1+json", config}
 	manifest, _ := json.Marshal(map[string]any{

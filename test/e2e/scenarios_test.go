@@ -1,0 +1,363 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
+)
+
+// scenarios run, in this order, against every runtime. Each starts its own
+// plugin with its own configuration and state file, and removes its pods.
+var scenarios = []scenario{
+	{"ExclusivePool", 2, testExclusivePool},
+	{"SharedPool", 2, testSharedPool},
+	{"ExclusiveAndSharedSideBySide", 3, testExclusiveAndShared},
+	{"ExclusiveNonIsolcpusInfraShrinksAndGrows", 2, testExclusiveNonIsolcpus},
+	{"UpdatesAfterRemovals", 2, testUpdatesAfterRemovals},
+	{"FullPoolAndBadAnnotations", 2, testFullPoolAndBadAnnotations},
+	{"PluginKill9", 2, testPluginKill9},
+	{"RuntimeRestart", 2, testRuntimeRestart},
+	{"CorruptStateFile", 2, testCorruptStateFile},
+	{"RemovalFreesCPUs", 2, testRemovalFreesCPUs},
+	{"UpdateContainerOverride", 2, testUpdateContainerOverride},
+	{"ContainerRestartKeepsCPUs", 2, testContainerRestart},
+	{"KubeletStylePods", 2, testKubeletStylePods},
+}
+
+const poolAnnotation = "pool.cpupool.dev"
+
+// exclusiveConfig: the last CPU plays the isolated one and is the exclusive
+// pool; the rest is infra.
+func (c *tc) exclusiveConfig() string {
+	return fmt.Sprintf("isolatedCPUs: \"%d\"\npools:\n  exclusive: {cpus: \"%d\"}\nallowedNamespaces:\n  exclusive: [telco]\n", c.e.last, c.e.last)
+}
+
+func (c *tc) last() string  { return fmt.Sprint(c.e.last) }
+func (c *tc) infra() string { return c.e.rest.String() }
+
+// nodeOf is the NUMA node of a CPU.
+func nodeOf(cpu int) string {
+	m, _ := filepath.Glob(fmt.Sprintf("/sys/devices/system/cpu/cpu%d/node*", cpu))
+	if len(m) == 0 {
+		return "0"
+	}
+	return strings.TrimPrefix(filepath.Base(m[0]), "node")
+}
+
+// checkSandbox checks that a pod's own cgroup (which exists even when the
+// runtime runs no infra container) and its infra process, if any, are on want.
+func (c *tc) checkSandbox(what string, p *pod, want string) {
+	c.Helper()
+	c.equal(what+": sandbox cgroup", c.sandboxCPUs(p), want)
+	if c.e.rt.HasInfraContainer(p.spec.pid) {
+		c.equal(what+": pause process Cpus_allowed_list", allowed(c.sandboxPid(p)), want)
+	}
+}
+
+// exclusivePods runs the two pods most scenarios start from: web (no
+// annotation: infra) and dpdk (exclusive).
+func (c *tc) exclusivePods() (web *pod, app string, dpdk *pod, fwd string) {
+	c.Helper()
+	web = c.runPod(podSpec{name: "web", qos: "burstable"})
+	app = c.mustCreate(web, "app", 500)
+	dpdk = c.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{poolAnnotation: "exclusive"}})
+	fwd = c.mustCreate(dpdk, "fwd", 1000)
+	c.equal("infra container", c.cpus(web, app), c.infra())
+	c.equal("exclusive container", c.cpus(dpdk, fwd), c.last())
+	return
+}
+
+func (c *tc) wantMetric(series string, want float64) {
+	c.Helper()
+	c.eventually("metric "+series, func() (string, bool) {
+		v, err := c.plugin.metric(series)
+		if err != nil {
+			return err.Error(), false
+		}
+		return fmt.Sprint(v), v == want
+	})
+}
+
+func testExclusivePool(c *tc) {
+	c.startPlugin(c.exclusiveConfig())
+	web, app, dpdk, fwd := c.exclusivePods()
+	c.equal("infra container Cpus_allowed_list", c.allowedOf(app), c.infra())
+	c.checkSandbox("web", web, c.infra())
+	c.equal("exclusive container cpuset.mems", c.mems(dpdk, fwd), nodeOf(c.e.last))
+	c.equal("exclusive container Cpus_allowed_list", c.allowedOf(fwd), c.last())
+	c.checkSandbox("dpdk (exclusive pod)", dpdk, c.infra())
+	c.equal("CPUPOOL_CPUS and CPUPOOL_POOL in the container", c.exec(fwd, "/bin/sh", "-c", "echo $CPUPOOL_CPUS:$CPUPOOL_POOL"), c.last()+":exclusive")
+	c.wantMetric(`cpupool_pool_free_cpus{pool="exclusive"}`, 0)
+	c.wantMetric(`cpupool_containers{pool="exclusive"}`, 1)
+	c.wantMetric(`cpupool_containers{pool="infra"}`, 1)
+}
+
+func testSharedPool(c *tc) {
+	c.startPlugin(fmt.Sprintf("isolatedCPUs: \"%d\"\npools:\n  shared: {cpus: \"%d\"}\n", c.e.last, c.e.last))
+	logs := c.runPod(podSpec{name: "logs", qos: "burstable", annotations: map[string]string{poolAnnotation: "shared"}})
+	a := c.mustCreate(logs, "a", 200)
+	b := c.mustCreate(logs, "b", 200)
+	c.equal("shared container a", c.cpus(logs, a), c.last())
+	c.equal("shared container b shares it", c.cpus(logs, b), c.last())
+	c.equal("shared container Cpus_allowed_list", c.allowedOf(b), c.last())
+	c.checkSandbox("shared pod", logs, c.infra())
+	c.wantMetric(`cpupool_containers{pool="shared"}`, 2)
+}
+
+// testExclusiveAndShared needs two isolated CPUs besides infra.
+func testExclusiveAndShared(c *tc) {
+	iso := c.e.rest.Difference(cpuset.New(c.e.rest.List()[0])).Union(cpuset.New(c.e.last))
+	shared := iso.List()[0]
+	excl := iso.Difference(cpuset.New(shared))
+	infra := c.e.online.Difference(iso).String()
+	c.startPlugin(fmt.Sprintf("isolatedCPUs: %q\npools:\n  shared: {cpus: \"%d\"}\n  exclusive: {cpus: %q}\n", iso, shared, excl))
+	p := c.runPod(podSpec{name: "mixed", annotations: map[string]string{poolAnnotation + "/container.fwd": "exclusive", poolAnnotation + "/container.log": "shared"}})
+	fwd := c.mustCreate(p, "fwd", 1000)
+	lg := c.mustCreate(p, "log", 100)
+	other := c.mustCreate(p, "other", 100)
+	c.equal("exclusive", c.cpus(p, fwd), fmt.Sprint(excl.List()[0]))
+	c.equal("shared", c.cpus(p, lg), fmt.Sprint(shared))
+	c.equal("no annotation for this container: infra", c.cpus(p, other), infra)
+	c.checkSandbox("pod", p, infra)
+}
+
+func (c *tc) eniConfig() string {
+	return fmt.Sprintf("reservedCPUs: %q\npools:\n  exclusive-non-isolcpus: {enabled: true}\n", c.infra())
+}
+
+func testExclusiveNonIsolcpus(c *tc) {
+	c.startPlugin(c.eniConfig())
+	online := c.e.online.String()
+	web := c.runPod(podSpec{name: "web", qos: "burstable"})
+	app := c.mustCreate(web, "app", 500)
+	c.equal("infra before", c.cpus(web, app), online)
+	c.checkSandbox("infra pod before", web, online)
+	eni := c.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{poolAnnotation: "exclusive-non-isolcpus"}})
+	e := c.mustCreate(eni, "c", 1000)
+	c.equal("exclusive-non-isolcpus container", c.cpus(eni, e), c.last())
+	c.equal("infra container followed the shrink", c.cpus(web, app), c.infra())
+	c.equal("infra process followed the shrink", c.allowedOf(app), c.infra())
+	c.checkSandbox("infra pod after the shrink", web, c.infra())
+	c.checkSandbox("exclusive-non-isolcpus pod", eni, c.infra())
+	c.wantMetric(`cpupool_pool_cpus{pool="infra"}`, float64(c.e.rest.Size()))
+
+	c.removePod(eni)
+	c.wantEventually("infra container grows back after the removal", func() string { return c.cpus(web, app) }, online)
+	c.equal("infra process grows back", c.allowedOf(app), online)
+	c.checkSandbox("infra pod grows back", web, online)
+	c.wantMetric(`cpupool_pool_cpus{pool="infra"}`, float64(c.e.online.Size()))
+}
+
+// testUpdatesAfterRemovals: a container removed without having run (so no
+// StopContainer frees its CPUs first) grows infra back through the updates
+// the plugin sends after RemoveContainer and RemovePodSandbox. On runtimes
+// whose NRI is older than v0.12.1 (or unknown) they ride on the next reply.
+func testUpdatesAfterRemovals(c *tc) {
+	p := c.startPlugin(c.eniConfig())
+	online := c.e.online.String()
+	unsolicited := len(p.series(`cpupool_runtime_info{`)) == 1 && strings.Contains(p.series(`cpupool_runtime_info{`)[0], `plugin_updates="unsolicited"`)
+	c.Logf("runtime: %v", p.series(`cpupool_runtime_info{`))
+	web := c.runPod(podSpec{name: "web", qos: "burstable"})
+	app := c.mustCreate(web, "app", 500)
+	next := 0
+	// nextEvent makes the runtime call the plugin with a reply (a new
+	// container) when updates wait for one.
+	nextEvent := func() {
+		if !unsolicited {
+			next++
+			c.mustCreate(web, fmt.Sprintf("next%d", next), 100)
+		}
+	}
+	for _, how := range []string{"RemoveContainer", "RemovePodSandbox"} {
+		eni := c.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{poolAnnotation: "exclusive-non-isolcpus"}})
+		id, err := c.create(eni, "c", 1000, true)
+		if err != nil {
+			c.Fatal(err)
+		}
+		c.equal(how+": infra shrank for the created container", c.cpus(web, app), c.infra())
+		if how == "RemoveContainer" {
+			c.removeContainer(id)
+		} else {
+			c.removePod(eni)
+		}
+		nextEvent()
+		c.wantEventually(how+": infra container grows back", func() string { return c.cpus(web, app) }, online)
+		c.checkSandbox(how+": infra pod grows back", web, online)
+	}
+}
+
+func testFullPoolAndBadAnnotations(c *tc) {
+	c.startPlugin(c.exclusiveConfig())
+	web, app, dpdk, fwd := c.exclusivePods()
+	full := c.runPod(podSpec{name: "full", namespace: "telco", annotations: map[string]string{poolAnnotation: "exclusive"}})
+	_, err := c.create(full, "c", 1000)
+	if err == nil {
+		c.Fatal("a container was created in a full pool")
+	}
+	c.contains("full pool: the plugin's message reaches the user", err.Error(), "nri-cpupool: pool exclusive cannot fit container telco/full/c")
+	c.equal("full pool: exclusive container unchanged", c.cpus(dpdk, fwd), c.last())
+	c.equal("full pool: infra container unchanged", c.cpus(web, app), c.infra())
+
+	bad := c.runPod(podSpec{name: "bad", namespace: "telco", annotations: map[string]string{poolAnnotation: "turbo"}})
+	_, err = c.create(bad, "c", 1000)
+	if err == nil {
+		c.Fatal("an unknown pool was accepted")
+	}
+	c.contains("unknown pool", err.Error(), "unknown pool; use one of exclusive, shared, infra, exclusive-non-isolcpus")
+	tenant := c.runPod(podSpec{name: "tenant", namespace: "web", annotations: map[string]string{poolAnnotation: "exclusive"}})
+	_, err = c.create(tenant, "c", 1000)
+	if err == nil {
+		c.Fatal("a namespace not allowed got exclusive CPUs")
+	}
+	c.contains("namespace not allowed", err.Error(), "may not use pool exclusive (allowedNamespaces.exclusive: [telco])")
+	c.wantMetric(`cpupool_refused_containers_total{reason="placement"}`, 1)
+	c.wantMetric(`cpupool_refused_containers_total{reason="annotation"}`, 2)
+}
+
+func testPluginKill9(c *tc) {
+	p := c.startPlugin(c.exclusiveConfig())
+	web, app, dpdk, fwd := c.exclusivePods()
+	p.kill()
+	p.start(c)
+	c.equal("after kill -9: exclusive", c.cpus(dpdk, fwd), c.last())
+	c.equal("after kill -9: infra", c.cpus(web, app), c.infra())
+	c.wantMetric(`cpupool_containers{pool="exclusive"}`, 1)
+	c.wantMetric(`cpupool_containers{pool="infra"}`, 1)
+	after := c.runPod(podSpec{name: "after", namespace: "telco", annotations: map[string]string{poolAnnotation: "exclusive"}})
+	if _, err := c.create(after, "c", 1000); err == nil {
+		c.Error("after kill -9 the restarted plugin handed out the held exclusive CPU again")
+	}
+}
+
+func testRuntimeRestart(c *tc) {
+	p := c.startPlugin(c.exclusiveConfig())
+	web, app, dpdk, fwd := c.exclusivePods()
+	before, err := p.metric("cpupool_runtime_synchronizations_total")
+	if err != nil {
+		c.Fatal(err)
+	}
+	c.e.rt.Restart(c)
+	p.waitSynced(c, before)
+	if !p.alive() {
+		c.Fatal("the plugin did not survive the runtime restart")
+	}
+	c.equal("after the runtime restart: exclusive", c.cpus(dpdk, fwd), c.last())
+	c.equal("after the runtime restart: infra", c.cpus(web, app), c.infra())
+	after := c.runPod(podSpec{name: "after", qos: "besteffort"})
+	a := c.mustCreate(after, "app", 0)
+	c.equal("after the runtime restart: new containers are pinned", c.cpus(after, a), c.infra())
+	c.checkSandbox("after the runtime restart: new pod", after, c.infra())
+}
+
+func testCorruptStateFile(c *tc) {
+	p := c.startPlugin(c.exclusiveConfig())
+	web, app, dpdk, fwd := c.exclusivePods()
+	p.kill()
+	mustWrite(c, p.state, `{"schemaVersion": 1, "checksum": "sha256:0", "sta`)
+	p.start(c)
+	kept, _ := filepath.Glob(p.state + ".corrupt-*")
+	c.equal("corrupt state kept for inspection", fmt.Sprint(len(kept)), "1")
+	c.equal("after a corrupt state: exclusive", c.cpus(dpdk, fwd), c.last())
+	c.equal("after a corrupt state: infra", c.cpus(web, app), c.infra())
+	c.wantMetric(`cpupool_containers{pool="exclusive"}`, 1)
+	data, err := os.ReadFile(p.state)
+	if err != nil {
+		c.Fatal(err)
+	}
+	c.contains("state rebuilt from the runtime", string(data), fwd)
+}
+
+func testRemovalFreesCPUs(c *tc) {
+	c.startPlugin(c.exclusiveConfig())
+	_, _, dpdk, _ := c.exclusivePods()
+	c.removePod(dpdk)
+	c.wantMetric(`cpupool_pool_free_cpus{pool="exclusive"}`, 1)
+	next := c.runPod(podSpec{name: "next", namespace: "telco", annotations: map[string]string{poolAnnotation: "exclusive"}})
+	n := c.mustCreate(next, "c", 1000)
+	c.equal("the freed CPU is handed out again", c.cpus(next, n), c.last())
+}
+
+func testUpdateContainerOverride(c *tc) {
+	p := c.startPlugin(c.exclusiveConfig())
+	_, _, dpdk, fwd := c.exclusivePods()
+	ctx, cancel := c.ctx()
+	defer cancel()
+	// Someone else (a static CPU manager, an operator) widens the cpuset.
+	_, err := c.e.cri.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: fwd,
+		Linux: &runtimeapi.LinuxContainerResources{CpusetCpus: c.e.online.String()}})
+	c.Logf("UpdateContainerResources: %v", err)
+	c.equal("the exclusive cpuset is kept", c.cpus(dpdk, fwd), c.last())
+	c.equal("the exclusive process stays", c.allowedOf(fwd), c.last())
+	log, _ := os.ReadFile(p.log)
+	c.contains("the override is logged for the operator", string(log),
+		fmt.Sprintf("keeping CPUs %d (exclusive pool) instead of the requested %s", c.e.last, c.e.online))
+}
+
+// testContainerRestart: the kubelet restarts a container as a new one with
+// the next attempt number in the same pod; it gets the CPUs it had.
+func testContainerRestart(c *tc) {
+	c.startPlugin(c.exclusiveConfig())
+	_, _, dpdk, fwd := c.exclusivePods()
+	c.stopContainer(fwd)
+	c.wantMetric(`cpupool_pool_free_cpus{pool="exclusive"}`, 1)
+	again := c.mustCreate(dpdk, "fwd", 1000)
+	c.equal("the restarted container has its previous CPUs", c.cpus(dpdk, again), c.last())
+	c.equal("its process too", c.allowedOf(again), c.last())
+	c.removeContainer(fwd)
+	c.equal("removing the old attempt leaves the new one alone", c.cpus(dpdk, again), c.last())
+	c.wantMetric(`cpupool_containers{pool="exclusive"}`, 1)
+}
+
+// testKubeletStylePods: pods as the kubelet creates them: the RuntimeDefault
+// seccomp profile, and either the containers' own PID namespaces (the
+// default; CRI-O then runs no infra container, but still creates the pod's
+// cgroup) or one shared PID namespace (shareProcessNamespace).
+func testKubeletStylePods(c *tc) {
+	c.startPlugin(c.exclusiveConfig())
+	own := c.runPod(podSpec{name: "kubelet", namespace: "telco", seccomp: true, pid: runtimeapi.NamespaceMode_CONTAINER,
+		annotations: map[string]string{poolAnnotation + "/container.fwd": "exclusive"}})
+	fwd := c.mustCreate(own, "fwd", 1000)
+	side := c.mustCreate(own, "side", 100)
+	c.equal("exclusive container", c.cpus(own, fwd), c.last())
+	c.equal("exclusive process", c.allowedOf(fwd), c.last())
+	c.equal("infra container of the same pod", c.cpus(own, side), c.infra())
+	c.checkSandbox("pod with per-container PID namespaces", own, c.infra())
+	c.equal("seccomp filter on", seccompMode(c.containerPid(fwd)), "2")
+	if !c.e.rt.HasInfraContainer(runtimeapi.NamespaceMode_CONTAINER) {
+		c.equal("no infra process", fmt.Sprint(c.sandboxPid(own)), "0")
+	}
+
+	shared := c.runPod(podSpec{name: "sharedpid", seccomp: true, pid: runtimeapi.NamespaceMode_POD, qos: "burstable"})
+	app := c.mustCreate(shared, "app", 200)
+	c.equal("container in a shared PID namespace", c.cpus(shared, app), c.infra())
+	c.checkSandbox("pod with a shared PID namespace", shared, c.infra())
+	c.equal("the container is in the pause process's PID namespace", pidNS(c.containerPid(app)), pidNS(c.sandboxPid(shared)))
+	c.equal("seccomp filter on", seccompMode(c.containerPid(app)), "2")
+}
+
+func pidNS(pid int) string {
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		return err.Error()
+	}
+	return ns
+}
+
+func seccompMode(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return err.Error()
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "Seccomp:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
