@@ -97,7 +97,7 @@ func (c *tc) create(p *pod, name string, milli int64, noStart ...bool) (string, 
 	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: name, Attempt: uint32(attempt)},
-		Image:    &runtimeapi.ImageSpec{Image: image},
+		Image:    &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image},
 		Command:  []string{"/bin/sleep", "inf"},
 		Labels:   labels,
 		LogPath:  fmt.Sprintf("%s-%d.log", name, attempt),

@@ -57,12 +57,15 @@ unpack_crio() {
   local dir=${NRI_CPUPOOL_CRIO_DIR:-}
   [ -n "$dir" ] || return 1
   [ -f "$dir/crio.xz" ] || { log "NRI_CPUPOOL_CRIO_DIR=$dir has no crio.xz"; return 1; }
-  if ! (cd "$CRIO" 2>/dev/null && sha256sum --quiet -c "$dir/SHA256SUMS.unpacked" >/dev/null 2>&1); then
+  # SHA256SUMS.unpacked lists "NAME HASH".
+  local sums
+  sums=$(awk '{print $2 "  " $1}' "$dir/SHA256SUMS.unpacked")
+  if ! (cd "$CRIO" 2>/dev/null && sha256sum --quiet -c <<<"$sums" >/dev/null 2>&1); then
     log "unpacking CRI-O $CRIO_VERSION from $dir"
     rm -rf "$CRIO.partial" && mkdir -p "$CRIO.partial"
     local b
     for b in crio pinns copyimg; do xz -dc "$dir/$b.xz" > "$CRIO.partial/$b" && chmod +x "$CRIO.partial/$b"; done
-    (cd "$CRIO.partial" && sha256sum --quiet -c "$dir/SHA256SUMS.unpacked") >&2
+    (cd "$CRIO.partial" && sha256sum --quiet -c <<<"$sums") >&2
     rm -rf "$CRIO" && mv "$CRIO.partial" "$CRIO"
   fi
   apt_install conmon
