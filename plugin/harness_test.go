@@ -146,6 +146,8 @@ type podSpec struct {
 	annotations          map[string]string
 	// unified and systemd change the sandbox cgroup layout.
 	systemd bool
+	// crio lays cgroups out as CRI-O does with cgroupfs: <parent>/crio-<id>.
+	crio bool
 }
 
 // runPod creates a pod sandbox with a cgroup, as the runtime would.
@@ -161,6 +163,9 @@ func (f *fakeRuntime) runPod(spec podSpec) *api.PodSandbox {
 		parent = "/kubepods/" + spec.qos + "/pod" + uid
 	}
 	cgroupsPath := parent + "/" + id
+	if spec.crio {
+		cgroupsPath = parent + "/crio-" + id
+	}
 	dir := cgroupsPath
 	if spec.systemd {
 		parent = "kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
