@@ -7,9 +7,14 @@ PREFIX   ?= /usr/local
 DESTDIR  ?=
 SPECS    := $(wildcard testdata/topologies/*.yaml)
 # e2e runs where it can: as root on Linux (it starts a real containerd).
+# Build tools (nfpm, ...) are installed with go install into a cache that
+# survives clean clones.
+TOOLS_BIN ?= $(HOME)/.cache/nri-cpupool-tools
+NFPM_VERSION := v2.44.0
+NFPM     := $(TOOLS_BIN)/nfpm-$(NFPM_VERSION)
 RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo yes || echo no)
 
-.PHONY: all build test unit packaging e2e bench lint install uninstall demo fixtures deb clean
+.PHONY: all build test unit packaging e2e bench lint install uninstall demo fixtures deb rpm package nfpm clean
 
 all: build
 
@@ -28,8 +33,8 @@ endif
 unit:
 	$(GO) test -race -count=1 ./...
 
-packaging: build
-	bash test/packaging.sh
+packaging: build $(NFPM)
+	NFPM=$(NFPM) bash test/packaging.sh
 
 e2e: build
 	bash test/e2e/e2e.sh
@@ -53,7 +58,8 @@ fixtures:
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/nri-cpupool
-	install -D -m 0644 packaging/nri-cpupool.service $(DESTDIR)/etc/systemd/system/nri-cpupool.service
+	install -d $(DESTDIR)/etc/systemd/system
+	sed 's|/usr/bin/nri-cpupool|$(PREFIX)/bin/nri-cpupool|g' packaging/nri-cpupool.service > $(DESTDIR)/etc/systemd/system/nri-cpupool.service
 	@if [ ! -e $(DESTDIR)/etc/nri-cpupool/config.yaml ]; then \
 	  install -D -m 0644 packaging/config.yaml $(DESTDIR)/etc/nri-cpupool/config.yaml; \
 	else echo "keeping existing $(DESTDIR)/etc/nri-cpupool/config.yaml"; fi
@@ -69,9 +75,19 @@ uninstall:
 demo: build
 	bash test/e2e/demo.sh
 
-# A Debian package (dpkg-deb, no other tool needed).
-deb: build
-	bash packaging/deb/build.sh $(VERSION)
+# The .deb and the .rpm, from one nfpm recipe (packaging/nfpm.yaml).
+package: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) deb rpm
+deb: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) deb
+rpm: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) rpm
+
+nfpm: $(NFPM)
+$(NFPM):
+	mkdir -p $(TOOLS_BIN)/.nfpm
+	GOBIN=$(abspath $(TOOLS_BIN))/.nfpm GOFLAGS=-buildvcs=false $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	mv $(TOOLS_BIN)/.nfpm/nfpm $(NFPM)
 
 clean:
 	rm -rf bin testdata/sysfs

@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -32,13 +33,13 @@ type Layout struct {
 // Pool returns a pool's static CPUs by name.
 func (l *Layout) Pool(name string) cpuset.CPUSet {
 	switch name {
-	case config.PoolExclusive:
+	case pools.Exclusive:
 		return l.Exclusive
-	case config.PoolShared:
+	case pools.Shared:
 		return l.Shared
-	case config.PoolInfra:
+	case pools.Infra:
 		return l.Infra
-	case config.PoolExclusiveNonIsolcpus:
+	case pools.ExclusiveNonIsolcpus:
 		return l.ExclusiveNonIsolcpus
 	}
 	return cpuset.New()

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // mode is the unit an exclusive request is counted and taken in.
@@ -104,10 +104,10 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 // checkInfraBudget refuses an exclusive-non-isolcpus placement that would
 // shrink infra below minInfraCPUs.
 func (a *Allocator) checkInfraBudget(req Request, who string, held int) error {
-	if req.Pool != config.PoolExclusiveNonIsolcpus {
+	if req.Pool != pools.ExclusiveNonIsolcpus {
 		return nil
 	}
-	infra := a.PoolCPUs(config.PoolInfra)
+	infra := a.PoolCPUs(pools.Infra)
 	if held > infra.Size()-a.layout.MinInfraCPUs {
 		return fmt.Errorf("pool %s cannot fit %s: it needs %d CPUs from infra, but infra (%s) must keep %d (pools.exclusive-non-isolcpus.minInfraCPUs)",
 			req.Pool, who, held, infra, a.layout.MinInfraCPUs)

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // Annotation keys. Each is looked up the NRI way: "<key>/container.<name>"
@@ -92,13 +94,13 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 
 	if key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name); ok {
 		pool := strings.TrimSpace(v)
-		if !slices.Contains(config.PoolNames, pool) {
-			return Request{}, &AnnotationError{key, v, "unknown pool; use one of " + strings.Join(config.PoolNames, ", ")}
+		if !slices.Contains(pools.Names(), pool) {
+			return Request{}, &AnnotationError{key, v, "unknown pool; use one of " + strings.Join(pools.Names(), ", ")}
 		}
 		if !p.Allowed(pool, c.Pod.Namespace) {
 			return Request{}, &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool %s (allowedNamespaces.%s: %v)", c.Pod.Namespace, pool, pool, p.cfg.AllowedNamespaces[pool])}
 		}
-		if config.IsExclusivePool(pool) && c.MilliCPU <= 0 {
+		if pools.IsExclusive(pool) && c.MilliCPU <= 0 {
 			return Request{}, &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU; set resources.requests.cpu"}
 		}
 		req.Pool = pool
@@ -146,7 +148,7 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		}
 		req.PreferNUMA = req.PreferNUMA.Union(cpuset.New(nodes...))
 	}
-	if !config.IsExclusivePool(req.Pool) && !req.NUMANodes.IsEmpty() {
+	if !pools.IsExclusive(req.Pool) && !req.NUMANodes.IsEmpty() {
 		key, v, _ := lookup(c.Annotations, AnnotationNUMA, c.Name)
 		return Request{}, &AnnotationError{key, v, fmt.Sprintf("applies to exclusive pools only, and the container goes to %s", req.Pool)}
 	}
@@ -157,8 +159,8 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 // whole-CPU requests of Guaranteed pods are exclusive.
 func (p *Policy) defaultPool(c Container) string {
 	if p.cfg.GuaranteedExclusive && c.QoS == QoSGuaranteed && c.MilliCPU > 0 && c.MilliCPU%1000 == 0 &&
-		p.Allowed(config.PoolExclusive, c.Pod.Namespace) {
-		return config.PoolExclusive
+		p.Allowed(pools.Exclusive, c.Pod.Namespace) {
+		return pools.Exclusive
 	}
 	return p.cfg.DefaultPool
 }
@@ -175,12 +177,7 @@ func (p *Policy) Allowed(pool, namespace string) bool {
 // checkAnnotationKeys refuses keys in our domain that we do not know, so a
 // typo such as "pool.cpupool.dev/containr.x" is an error, not ignored.
 func checkAnnotationKeys(ann map[string]string) error {
-	keys := make([]string, 0, len(ann))
-	for k := range ann {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(ann)) {
 		base, scope, _ := strings.Cut(k, "/")
 		if !strings.HasSuffix(base, "."+AnnotationDomain) && base != AnnotationDomain {
 			continue

@@ -7,7 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -31,21 +33,28 @@ const (
 
 // Plugin handles NRI events. One mutex serializes decisions and state.
 type Plugin struct {
-	mu       sync.Mutex
-	cfg      *config.Config
-	topo     *sysfs.Topology
-	alloc    *allocator.Allocator
-	policy   *allocator.Policy
-	store    Store
-	pinner   *cgroupPinner
-	log      *logrus.Logger
-	state    *State             // the last state saved (or loaded), the memory of a restart
+	mu     sync.Mutex
+	cfg    *config.Config
+	topo   *sysfs.Topology
+	alloc  *allocator.Allocator
+	policy *allocator.Policy
+	store  Store
+	pinner *cgroupPinner
+	log    *logrus.Logger
+	// loaded tells that the state file has been read: it is read once,
+	// before the first Synchronize.
+	loaded bool
+	// memory is what survives a restart, in the state file's form: read
+	// from the file, then kept equal to the allocator's assignments by each
+	// decision (recordPlacement, recordRelease), so that a save does not
+	// re-derive them, and written by save. Synchronize reconciles it with
+	// the runtime.
+	memory   *State
 	sandbox  map[string]sandbox // pod sandboxes to keep pinned to infra, by id
 	overrode map[string]bool    // containers whose cpuset change we refused, logged once
-	// persisted mirrors the allocator's assignments in state-file form, kept
-	// up to date from each decision so that a save does not re-derive them.
-	persisted map[string]ContainerState
-	metrics   *metrics
+	metrics  *metrics
+	// usage is the pools' usage as of the last decision, for the metrics.
+	usage usageSnapshot
 	// pending are containers whose cpuset changed in a handler that cannot
 	// return updates (RemoveContainer, RemovePodSandbox); the next reply
 	// or an asynchronous UpdateContainers, whichever comes first, carries them.
@@ -66,9 +75,9 @@ type Plugin struct {
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
-	p := &Plugin{topo: topo, store: store, log: log, sandbox: map[string]sandbox{}, overrode: map[string]bool{},
-		persisted: map[string]ContainerState{}, pending: map[string]bool{}}
-	p.metrics = newMetrics(p)
+	p := &Plugin{topo: topo, store: store, log: log, memory: NewState(), sandbox: map[string]sandbox{}, overrode: map[string]bool{},
+		pending: map[string]bool{}}
+	p.metrics = newMetrics(&p.usage)
 	if err := p.configure(cfg); err != nil {
 		return nil, err
 	}
@@ -79,7 +88,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logg
 // that a runtime-launched plugin can take its state file from the runtime's
 // configuration.
 func (p *Plugin) loadState() error {
-	if p.state != nil {
+	if p.loaded {
 		return nil
 	}
 	st, err := p.store.Load()
@@ -89,7 +98,7 @@ func (p *Plugin) loadState() error {
 	case err != nil:
 		return err
 	}
-	p.state = st
+	p.memory, p.loaded = st, true
 	p.log.Infof("state: %d containers remembered, to reconcile with the runtime", len(st.Containers))
 	return nil
 }
@@ -98,9 +107,7 @@ func (p *Plugin) loadState() error {
 func (p *Plugin) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.store.(interface{ Close() }); ok {
-		c.Close()
-	}
+	p.store.Close()
 }
 
 func (p *Plugin) configure(cfg *config.Config) error {
@@ -115,6 +122,7 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)
 	p.policy = allocator.NewPolicy(cfg)
 	p.pinner = newCgroupPinner(cfg.CgroupRoot)
+	p.publishUsage()
 	p.log.Infof("pools: %s", layout.Describe())
 	p.log.Infof("sandboxes: %s", p.pinner.Hierarchy())
 	return nil
@@ -138,6 +146,8 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 		p.log.Infof("connected to %s %s (NRI %s, before %s): updates after a removal wait for the next container event (containerd/nri#301)",
 			runtime, version, p.runtime.nriVersion, minNRIForPluginUpdates)
 	}
+	connected := p.runtime
+	p.metrics.connected.Store(&connected)
 	if strings.TrimSpace(cfg) != "" {
 		parsed, err := config.Parse(strings.NewReader(cfg), "NRI plugin config")
 		if err != nil {
@@ -149,7 +159,7 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 		switch {
 		case parsed.StateFile == config.Default().StateFile || parsed.StateFile == p.cfg.StateFile:
 			parsed.StateFile = p.cfg.StateFile
-		case p.state == nil:
+		case !p.loaded:
 			p.store = NewFileStore(parsed.StateFile)
 		default:
 			return 0, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
@@ -174,37 +184,66 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	if err := p.loadState(); err != nil {
 		return nil, err
 	}
-	// Start from an empty allocator: after a runtime restart the in-memory
-	// view is as stale as the file.
+	remembered := p.memory
+	p.startOver(pods)
+	p.restorePrevious(remembered.Previous, pods)
+	// Remembered containers first, so that they keep their CPUs before
+	// anything new is placed.
+	known, unknown := splitRemembered(containers, remembered.Containers)
+	for _, c := range known {
+		p.restoreKnown(c, remembered.Containers[c.GetId()])
+	}
+	updates := p.adoptAll(unknown, pods)
+	updates = append(updates, p.followPools(append(known, unknown...))...)
+	p.rememberAssignments()
+	if err := p.save(); err != nil {
+		return nil, err
+	}
+	p.pinSandboxes()
+	p.metrics.synchronized.Inc()
+	p.log.Infof("synchronized: %d containers kept, %d placed, %d forgotten, %d updates",
+		len(known), len(unknown), p.countForgotten(remembered.Containers), len(updates))
+	return updates, nil
+}
+
+// startOver empties the in-memory view: after a runtime restart it is as
+// stale as the file. The pod sandboxes to pin are the runtime's.
+func (p *Plugin) startOver(pods []*api.PodSandbox) {
 	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)
+	p.memory = NewState()
+	p.pending = map[string]bool{} // Synchronize's updates cover every container
 	p.sandbox = map[string]sandbox{}
-	p.pending = map[string]bool{} // the updates below cover every container
-	podByID := map[string]*api.PodSandbox{}
-	podUIDs := map[string]bool{}
 	for _, pod := range pods {
-		podByID[pod.GetId()] = pod
-		podUIDs[pod.GetUid()] = true
 		p.sandbox[pod.GetId()] = sandboxOf(pod)
 	}
-	// Remembered CPUs of stopped containers matter only for pods that still
-	// exist.
+}
+
+// restorePrevious gives the allocator the remembered CPUs of stopped
+// containers, for pods that still exist: only they can restart one.
+func (p *Plugin) restorePrevious(previous map[string]string, pods []*api.PodSandbox) {
+	podUIDs := map[string]bool{}
+	for _, pod := range pods {
+		podUIDs[pod.GetUid()] = true
+	}
 	prev := map[string]cpuset.CPUSet{}
-	for k, v := range p.state.Previous {
+	for k, v := range previous {
 		uid, _, _ := strings.Cut(k, "/")
 		if s, err := cpuset.Parse(v); err == nil && podUIDs[uid] {
 			prev[k] = s
 		}
 	}
 	p.alloc.SetPrevious(prev)
+}
 
-	// Remembered containers first, so that they keep their CPUs before
-	// anything new is placed.
-	var known, unknown []*api.Container
+// splitRemembered separates the running containers the state remembers
+// from those it does not, each sorted by id. Stopped containers hold no
+// CPUs and are left out.
+func splitRemembered(containers []*api.Container, remembered map[string]ContainerState) (known, unknown []*api.Container) {
 	for _, c := range containers {
 		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		if _, ok := p.state.Containers[c.GetId()]; ok {
+		if _, ok := remembered[c.GetId()]; ok {
 			known = append(known, c)
 		} else {
 			unknown = append(unknown, c)
@@ -212,10 +251,21 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	}
 	sortContainers(known)
 	sortContainers(unknown)
-	var updates []*api.ContainerUpdate
-	for _, c := range known {
-		p.restoreKnown(c, p.state.Containers[c.GetId()])
+	return known, unknown
+}
+
+func sortContainers(cs []*api.Container) {
+	slices.SortFunc(cs, func(a, b *api.Container) int { return strings.Compare(a.GetId(), b.GetId()) })
+}
+
+// adoptAll places the containers the state does not know and returns the
+// updates that pin those that must move.
+func (p *Plugin) adoptAll(unknown []*api.Container, pods []*api.PodSandbox) []*api.ContainerUpdate {
+	podByID := map[string]*api.PodSandbox{}
+	for _, pod := range pods {
+		podByID[pod.GetId()] = pod
 	}
+	var updates []*api.ContainerUpdate
 	for _, c := range unknown {
 		pod := podByID[c.GetPodSandboxId()]
 		if pod == nil {
@@ -226,44 +276,42 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 			updates = append(updates, u)
 		}
 	}
-	// Shared and infra members follow their pool as it is now.
-	for _, c := range append(known, unknown...) {
+	return updates
+}
+
+// followPools returns updates for shared and infra members that do not run
+// on their pool as it is now.
+func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate {
+	var updates []*api.ContainerUpdate
+	for _, c := range containers {
 		a, ok := p.alloc.Get(c.GetId())
-		if !ok || config.IsExclusivePool(a.Pool) {
+		if !ok || pools.IsExclusive(a.Pool) {
 			continue
 		}
 		if cur, ok := currentCPUs(c); !ok || !cur.Equals(a.CPUs) {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
 	}
-	p.persisted = map[string]ContainerState{}
-	for _, a := range p.alloc.Assignments() {
-		p.persisted[a.ID] = containerState(a)
-	}
-	vanished := 0
-	for id := range p.state.Containers {
-		if _, ok := p.alloc.Get(id); !ok {
-			vanished++
-		}
-	}
-	if err := p.save(); err != nil {
-		return nil, err
-	}
-	p.pinSandboxes()
-	p.metrics.synchronized.Inc()
-	p.log.Infof("synchronized: %d containers kept, %d placed, %d forgotten, %d updates", len(known), len(unknown), vanished, len(updates))
-	return updates, nil
+	return updates
 }
 
-func sortContainers(cs []*api.Container) {
-	sort.Slice(cs, func(i, j int) bool { return cs[i].GetId() < cs[j].GetId() })
+// countForgotten counts the remembered containers the runtime no longer
+// runs.
+func (p *Plugin) countForgotten(remembered map[string]ContainerState) int {
+	n := 0
+	for id := range remembered {
+		if _, ok := p.alloc.Get(id); !ok {
+			n++
+		}
+	}
+	return n
 }
 
 // restoreKnown re-adds a remembered container where the runtime says it
 // runs. A conflict (e.g. the config changed) keeps it there and is reported.
 func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
 	a := assignmentFromState(c.GetId(), st)
-	if cur, ok := currentCPUs(c); ok && config.IsExclusivePool(st.Pool) && !cur.Equals(a.CPUs) {
+	if cur, ok := currentCPUs(c); ok && pools.IsExclusive(st.Pool) && !cur.Equals(a.CPUs) {
 		p.log.Warnf("container %s/%s/%s runs on CPUs %s, the state said %s; keeping where it runs", st.PodNamespace, st.PodName, st.Container, cur, a.CPUs)
 		a.CPUs = cur
 	}
@@ -278,7 +326,7 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
 func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.ContainerUpdate {
 	info := p.toContainer(pod, c)
 	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
-	req, err := p.policy.Request(info, p.resolveDevice)
+	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
 		return nil
@@ -292,16 +340,11 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.Contai
 	case kept:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
 		return nil
-	case config.IsExclusivePool(req.Pool):
+	case pools.IsExclusive(req.Pool):
 		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
 		return cpuUpdate(res.Assignment, p.cfg.PinMemory)
 	}
 	return nil // shared/infra members are updated by the caller if needed
-}
-
-func (p *Plugin) resolveDevice(path string) (int, error) {
-	loc, err := sysfs.DeviceLocality(p.cfg.SysfsRoot, path)
-	return loc.NUMA, err
 }
 
 // RunPodSandbox pins the new pod's infra (pause) container to infra, since
@@ -311,7 +354,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	defer p.mu.Unlock()
 	sb := sandboxOf(pod)
 	p.sandbox[pod.GetId()] = sb
-	p.pinSandbox(pod.GetId(), sb, p.alloc.PoolCPUs(config.PoolInfra))
+	p.pinSandbox(pod.GetId(), sb, p.alloc.PoolCPUs(pools.Infra))
 	return nil
 }
 
@@ -332,7 +375,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	for _, a := range p.alloc.Assignments() {
 		if a.Pod.UID != "" && a.Pod.UID == pod.GetUid() {
 			res := p.alloc.Release(a.ID)
-			p.record(res, true)
+			p.recordRelease(res)
 			p.deferFollowers(res)
 		}
 	}
@@ -347,24 +390,24 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.mu.Unlock()
 	info := p.toContainer(pod, ctr)
 	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
-	req, err := p.policy.Request(info, p.resolveDevice)
+	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
-		p.metrics.refused.WithLabelValues("annotation").Inc()
+		p.metrics.countRefusal(refusedAnnotation)
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
 	}
 	res, err := p.alloc.Allocate(req)
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
-		p.metrics.refused.WithLabelValues("placement").Inc()
+		p.metrics.countRefusal(refusedPlacement)
 		return nil, nil, fmt.Errorf("nri-cpupool: %w", err)
 	}
-	p.record(res, false)
+	p.recordPlacement(res)
 	if err := p.save(); err != nil {
 		// Without a durable record the CPUs could be handed out twice after
 		// a restart: undo and refuse.
-		p.record(p.alloc.Release(req.ID), true)
-		p.metrics.refused.WithLabelValues("state").Inc()
+		p.recordRelease(p.alloc.Release(req.ID))
+		p.metrics.countRefusal(refusedState)
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s not created: %w", who, err)
 	}
 	a := res.Assignment
@@ -387,7 +430,7 @@ func (p *Plugin) followers(res allocator.Result) []*api.ContainerUpdate {
 		p.pending[u.ID] = true
 	}
 	if res.InfraChanged {
-		p.log.Infof("infra is now %s: updating %d containers and %d sandboxes", p.alloc.PoolCPUs(config.PoolInfra), len(p.pending), len(p.sandbox))
+		p.log.Infof("infra is now %s: updating %d containers and %d sandboxes", p.alloc.PoolCPUs(pools.Infra), len(p.pending), len(p.sandbox))
 		p.pinSandboxes()
 	}
 	return p.takePending()
@@ -397,12 +440,7 @@ func (p *Plugin) followers(res allocator.Result) []*api.ContainerUpdate {
 // current assignment.
 func (p *Plugin) takePending() []*api.ContainerUpdate {
 	var updates []*api.ContainerUpdate
-	ids := make([]string, 0, len(p.pending))
-	for id := range p.pending {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(p.pending)) {
 		if a, ok := p.alloc.Get(id); ok {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
@@ -478,7 +516,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	res := p.alloc.Release(ctr.GetId())
-	p.record(res, true)
+	p.recordRelease(res)
 	delete(p.overrode, ctr.GetId())
 	if err := p.save(); err != nil {
 		return nil, err
@@ -494,7 +532,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil
 	}
 	res := p.alloc.Release(ctr.GetId())
-	p.record(res, true)
+	p.recordRelease(res)
 	p.deferFollowers(res)
 	return p.save()
 }
@@ -516,13 +554,8 @@ func sandboxOf(pod *api.PodSandbox) sandbox {
 }
 
 func (p *Plugin) pinSandboxes() {
-	infra := p.alloc.PoolCPUs(config.PoolInfra)
-	ids := make([]string, 0, len(p.sandbox))
-	for id := range p.sandbox {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	infra := p.alloc.PoolCPUs(pools.Infra)
+	for _, id := range slices.Sorted(maps.Keys(p.sandbox)) {
 		p.pinSandbox(id, p.sandbox[id], infra)
 	}
 }
@@ -551,46 +584,61 @@ func (p *Plugin) pinSandbox(id string, sb sandbox, infra cpuset.CPUSet) {
 	}
 }
 
-// record mirrors a decision into the persisted form: the container itself
-// (removed when released) and every container it moved.
-func (p *Plugin) record(res allocator.Result, released bool) {
-	if released {
-		delete(p.persisted, res.Assignment.ID)
-	} else {
-		p.persisted[res.Assignment.ID] = containerState(res.Assignment)
-	}
-	for _, u := range res.Updates {
-		p.persisted[u.ID] = containerState(u)
-	}
+// recordPlacement remembers a placed container and every container the
+// placement moved.
+func (p *Plugin) recordPlacement(res allocator.Result) {
+	p.memory.Containers[res.Assignment.ID] = containerState(res.Assignment)
+	p.recordMoved(res)
 }
+
+// recordRelease forgets a released container and remembers every
+// container the release moved.
+func (p *Plugin) recordRelease(res allocator.Result) {
+	delete(p.memory.Containers, res.Assignment.ID)
+	p.recordMoved(res)
+}
+
+func (p *Plugin) recordMoved(res allocator.Result) {
+	for _, u := range res.Updates {
+		p.memory.Containers[u.ID] = containerState(u)
+	}
+	p.publishUsage()
+}
+
+// rememberAssignments rebuilds the memory of containers from the
+// allocator, after Synchronize rebuilt the allocator from the runtime.
+func (p *Plugin) rememberAssignments() {
+	p.memory.Containers = map[string]ContainerState{}
+	for _, a := range p.alloc.Assignments() {
+		p.memory.Containers[a.ID] = containerState(a)
+	}
+	p.publishUsage()
+}
+
+// publishUsage hands the pools' usage to the metrics, which read it
+// without the lock.
+func (p *Plugin) publishUsage() { p.usage.publish(p.alloc.Usage()) }
 
 func containerState(a allocator.Assignment) ContainerState {
 	return ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String()}
 }
 
-// save records the current assignments durably.
+// save writes the memory durably, with the allocator's remembered CPUs of
+// stopped containers and the pools as they are now.
 func (p *Plugin) save() error {
-	st := NewState()
-	st.Containers = p.persisted
+	p.memory.Previous = map[string]string{}
 	for k, v := range p.alloc.Previous() {
-		st.Previous[k] = v.String()
+		p.memory.Previous[k] = v.String()
 	}
-	for _, pool := range config.PoolNames {
-		st.Pools[pool] = p.alloc.PoolCPUs(pool).String()
+	p.memory.Pools = map[string]string{}
+	for _, pool := range pools.Names() {
+		p.memory.Pools[pool] = p.alloc.PoolCPUs(pool).String()
 	}
-	if err := p.store.Save(st); err != nil {
+	if err := p.store.Save(p.memory); err != nil {
 		p.log.Errorf("saving state: %v", err)
 		return fmt.Errorf("saving state: %w", err)
 	}
-	// The saved state is a snapshot: later changes to persisted must not
-	// alter what a reconnect compares against.
-	snapshot := *st
-	snapshot.Containers = make(map[string]ContainerState, len(p.persisted))
-	for k, v := range p.persisted {
-		snapshot.Containers[k] = v
-	}
-	p.state = &snapshot
 	return nil
 }
 

@@ -24,6 +24,24 @@ func TestSetAffinity(t *testing.T) {
 	assert.Error(t, setAffinity(uint32(cmd.Process.Pid), cpuset.New(1000)), "no such CPU")
 }
 
+func TestCgroupDir(t *testing.T) {
+	for in, want := range map[string]string{
+		"/kubepods/burstable/pod1/abc":                        "/kubepods/burstable/pod1/abc",
+		"kubepods/pod1/abc":                                   "/kubepods/pod1/abc",
+		"kubepods-burstable-pod1.slice:cri-containerd:abc":    "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-abc.scope",
+		"system.slice:crio:abc":                               "/system.slice/crio-abc.scope",
+		"kubepods-pod1.slice:crio:kubepods-pod1-conmon.slice": "/kubepods.slice/kubepods-pod1.slice/kubepods-pod1-conmon.slice",
+	} {
+		got, err := cgroupDir(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	_, err := cgroupDir("bad-.slice:x:y")
+	assert.Error(t, err)
+	_, err = cgroupDir("")
+	assert.ErrorIs(t, err, errNoCgroup)
+}
+
 // TestCRIOPodWithoutInfraContainer: CRI-O (drop_infra_ctr) runs no pause
 // process for most pods (Pid 0) but still creates the pod's cgroup at
 // <parent>/crio-<id>; it stays on infra and follows infra's changes. Its NRI

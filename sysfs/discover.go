@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 const (
@@ -54,7 +56,7 @@ func (r reader) list(rel string) (cpuset.CPUSet, bool, error) {
 	if err != nil || !ok {
 		return cpuset.New(), ok, err
 	}
-	set, err := ParseList(s)
+	set, err := cpulist.Parse(s)
 	if err != nil {
 		return cpuset.New(), true, fmt.Errorf("%s: %w", r.path(rel), err)
 	}
@@ -72,22 +74,6 @@ func (r reader) integer(rel string) (int64, bool, error) {
 		return 0, true, fmt.Errorf("%s: %q is not an integer", r.path(rel), s)
 	}
 	return v, true, nil
-}
-
-// ParseList parses a kernel list ("0-3,8,10-11"), tolerating surrounding
-// white space and an empty list.
-func ParseList(s string) (cpuset.CPUSet, error) {
-	s = strings.TrimSpace(s)
-	set, err := cpuset.Parse(s)
-	if err != nil {
-		return cpuset.New(), fmt.Errorf("malformed CPU list %q: %w", s, err)
-	}
-	for _, id := range set.UnsortedList() {
-		if id < 0 {
-			return cpuset.New(), fmt.Errorf("malformed CPU list %q: negative CPU %d", s, id)
-		}
-	}
-	return set, nil
 }
 
 // Discover reads the topology of the node whose sysfs and procfs live below
@@ -426,7 +412,7 @@ func ParseCmdlineCPUs(cmdline, param string) (cpuset.CPUSet, bool, error) {
 				return cpuset.New(), true, fmt.Errorf("%s=%s: flag %q after the CPU list", param, v, part)
 			}
 		}
-		set, err := ParseList(strings.Join(lists, ","))
+		set, err := cpulist.Parse(strings.Join(lists, ","))
 		if err != nil {
 			return cpuset.New(), true, fmt.Errorf("%s=%s: %w", param, v, err)
 		}

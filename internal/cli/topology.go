@@ -3,8 +3,9 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -73,23 +75,26 @@ type NUMAPoolsReport struct {
 
 func runTopology(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("topology", "topology [--sysfs-root D] [--config F] [--json]", stderr)
-	root := fs.String("sysfs-root", "/", "directory holding sys/ and proc/ (a fixture for tests)")
+	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	cfgPath := fs.String("config", "", "configuration file; when given, the pool layout is shown")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	topo, err := sysfs.Discover(*root)
+	var cfg *config.Config
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	topo, err := sysfs.Discover(sysfsRoot(*root, cfg))
 	if err != nil {
 		return err
 	}
 	var layout *allocator.Layout
 	var problems config.Problems
-	if *cfgPath != "" {
-		cfg, err := config.Load(*cfgPath)
-		if err != nil {
-			return err
-		}
+	if cfg != nil {
 		layout, problems = allocator.BuildLayout(topo, cfg)
 	}
 	report := buildTopologyReport(topo, layout, problems)
@@ -104,7 +109,7 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 }
 
 func poolOf(l *allocator.Layout, cpu int) string {
-	for _, p := range []string{config.PoolExclusive, config.PoolShared} {
+	for _, p := range []string{pools.Exclusive, pools.Shared} {
 		if l.Pool(p).Contains(cpu) {
 			return p
 		}
@@ -113,7 +118,7 @@ func poolOf(l *allocator.Layout, cpu int) string {
 		if l.Reserved.Contains(cpu) {
 			return "infra (reserved)"
 		}
-		return config.PoolInfra
+		return pools.Infra
 	}
 	return ""
 }
@@ -154,8 +159,8 @@ func buildTopologyReport(topo *sysfs.Topology, l *allocator.Layout, problems con
 
 func poolMap(exclusive, shared, infra, eni cpuset.CPUSet) map[string]string {
 	return map[string]string{
-		config.PoolExclusive: exclusive.String(), config.PoolShared: shared.String(),
-		config.PoolInfra: infra.String(), config.PoolExclusiveNonIsolcpus: eni.String(),
+		pools.Exclusive: exclusive.String(), pools.Shared: shared.String(),
+		pools.Infra: infra.String(), pools.ExclusiveNonIsolcpus: eni.String(),
 	}
 }
 
@@ -229,9 +234,9 @@ func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "NUMA\tEXCLUSIVE\tSHARED\tINFRA\tEXCLUSIVE-NON-ISOLCPUS")
 		for _, n := range r.PoolsByNUMA {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", n.NUMA, orDash(n.Pools[config.PoolExclusive]), orDash(n.Pools[config.PoolShared]), orDash(n.Pools[config.PoolInfra]), orDash(n.Pools[config.PoolExclusiveNonIsolcpus]))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", n.NUMA, orDash(n.Pools[pools.Exclusive]), orDash(n.Pools[pools.Shared]), orDash(n.Pools[pools.Infra]), orDash(n.Pools[pools.ExclusiveNonIsolcpus]))
 		}
-		fmt.Fprintf(tw, "all\t%s\t%s\t%s\t%s\n", orDash(r.Pools[config.PoolExclusive]), orDash(r.Pools[config.PoolShared]), orDash(r.Pools[config.PoolInfra]), orDash(r.Pools[config.PoolExclusiveNonIsolcpus]))
+		fmt.Fprintf(tw, "all\t%s\t%s\t%s\t%s\n", orDash(r.Pools[pools.Exclusive]), orDash(r.Pools[pools.Shared]), orDash(r.Pools[pools.Infra]), orDash(r.Pools[pools.ExclusiveNonIsolcpus]))
 		tw.Flush()
 		for _, p := range r.Problems {
 			fmt.Fprintln(w, p)
@@ -239,13 +244,13 @@ func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
 	}
 }
 
+// keys lists a set's members in order, separated by commas.
 func keys(m map[int]bool) string {
-	var ks []int
-	for k := range m {
-		ks = append(ks, k)
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, strconv.Itoa(k))
 	}
-	sort.Ints(ks)
-	return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ks)), ","), "[]")
+	return strings.Join(out, ",")
 }
 
 func orNone(s string) string {
