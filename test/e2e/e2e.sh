@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ] || { echo "e2e: needs root on Linux"; exit 1; }
 t0=$(date +%s)
-eval "$(bash test/e2e/tools.sh)"
+envs=$(bash test/e2e/tools.sh) || { echo "e2e: installing the runtimes failed"; exit 1; }
+eval "$envs"
 echo "e2e: tools ready in $(( $(date +%s) - t0 )) s"
 export E2E_PLUGIN=$PWD/bin/nri-cpupool
 declare -A TEST=([containerd]=TestContainerd [oldest]=TestContainerdOldest [crio]=TestCRIO)
