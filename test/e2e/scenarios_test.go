@@ -121,7 +121,9 @@ func testExclusiveAndShared(c *tc) {
 	fwd := c.mustCreate(p, "fwd", 1000)
 	lg := c.mustCreate(p, "log", 100)
 	other := c.mustCreate(p, "other", 100)
-	c.equal("exclusive", c.cpus(p, fwd), fmt.Sprint(excl.List()[0]))
+	if got, err := cpuset.Parse(c.cpus(p, fwd)); err != nil || got.Size() != 1 || !got.IsSubsetOf(excl) {
+		c.Errorf("exclusive container on %q, want one CPU of %s", c.cpus(p, fwd), excl)
+	}
 	c.equal("shared", c.cpus(p, lg), fmt.Sprint(shared))
 	c.equal("no annotation for this container: infra", c.cpus(p, other), infra)
 	c.checkSandbox("pod", p, infra)
@@ -152,6 +154,25 @@ func testExclusiveNonIsolcpus(c *tc) {
 	c.equal("infra process grows back", c.allowedOf(app), online)
 	c.checkSandbox("infra pod grows back", web, online)
 	c.wantMetric(`cpupool_pool_cpus{pool="infra"}`, float64(c.e.online.Size()))
+	if kb := peakRSSKiB(c.plugin.cmd.Process.Pid); kb <= 0 || kb >= 40*1024 {
+		c.Errorf("plugin peak RSS %d KiB, want under 40 MiB", kb)
+	}
+}
+
+// peakRSSKiB is a process's VmHWM.
+func peakRSSKiB(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var kb int
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb
+		}
+	}
+	return -1
 }
 
 // testUpdatesAfterRemovals: a container removed without having run (so no
