@@ -14,7 +14,7 @@ NFPM_VERSION := v2.44.0
 NFPM     := $(TOOLS_BIN)/nfpm-$(NFPM_VERSION)
 RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo yes || echo no)
 
-.PHONY: all build test unit packaging e2e bench lint install uninstall demo fixtures deb rpm package nfpm clean
+.PHONY: all build test unit packaging e2e bench lint install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -82,6 +82,14 @@ deb: build $(NFPM)
 	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) deb
 rpm: build $(NFPM)
 	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) rpm
+
+# The DaemonSet's image (deploy/kubernetes): the static binary in an OCI
+# archive, built without a container engine or registry.
+IMAGE ?= ghcr.io/cpupool/nri-cpupool:dev
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nri-cpupool-static ./cmd/nri-cpupool
+	$(GO) run ./tools/mkimage -plugin bin/nri-cpupool-static -name $(IMAGE) -out bin/nri-cpupool-image.tar
+	@echo "bin/nri-cpupool-image.tar ($(IMAGE)): ctr -n k8s.io images import bin/nri-cpupool-image.tar"
 
 nfpm: $(NFPM)
 $(NFPM):

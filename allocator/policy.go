@@ -91,68 +91,115 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 	if req.PreferNUMA.Size() == 0 {
 		req.PreferNUMA = cpuset.New()
 	}
-
-	if key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name); ok {
-		pool := strings.TrimSpace(v)
-		if !slices.Contains(pools.Names(), pool) {
-			return Request{}, &AnnotationError{key, v, "unknown pool; use one of " + strings.Join(pools.Names(), ", ")}
-		}
-		if !p.Allowed(pool, c.Pod.Namespace) {
-			return Request{}, &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool %s (allowedNamespaces.%s: %v)", c.Pod.Namespace, pool, pool, p.cfg.AllowedNamespaces[pool])}
-		}
-		if pools.IsExclusive(pool) && c.MilliCPU <= 0 {
-			return Request{}, &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU; set resources.requests.cpu"}
-		}
-		req.Pool = pool
-	} else {
-		req.Pool = p.defaultPool(c)
+	var err error
+	if req.Pool, err = p.pool(c); err != nil {
+		return Request{}, err
 	}
+	if err := placementOptions(c, &req.Options); err != nil {
+		return Request{}, err
+	}
+	if req.NUMANodes, err = numaNodes(c); err != nil {
+		return Request{}, err
+	}
+	devices, err := deviceNodes(c, resolve)
+	if err != nil {
+		return Request{}, err
+	}
+	req.PreferNUMA = req.PreferNUMA.Union(devices)
+	if err := numaNodesFitPool(c, req); err != nil {
+		return Request{}, err
+	}
+	return req, nil
+}
 
+// pool is the pool the annotation asks for, when the namespace may use it
+// and the container can be sized for it; else the default pool.
+func (p *Policy) pool(c Container) (string, error) {
+	key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name)
+	if !ok {
+		return p.defaultPool(c), nil
+	}
+	pool := strings.TrimSpace(v)
+	if !pools.Known(pool) {
+		return "", &AnnotationError{key, v, "unknown pool; use one of " + strings.Join(pools.Names(), ", ")}
+	}
+	if !p.Allowed(pool, c.Pod.Namespace) {
+		return "", &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool %s (allowedNamespaces.%s: %v)", c.Pod.Namespace, pool, pool, p.cfg.AllowedNamespaces[pool])}
+	}
+	if pools.IsExclusive(pool) && c.MilliCPU <= 0 {
+		return "", &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU; set resources.requests.cpu"}
+	}
+	return pool, nil
+}
+
+// placementOptions applies the boolean annotations over the config's
+// placement options.
+func placementOptions(c Container, opts *config.Allocation) error {
 	for _, b := range []struct {
 		key string
 		dst *bool
 	}{
-		{AnnotationHideHyperthreads, &req.Options.HideHyperthreads},
-		{AnnotationFullPCPUsOnly, &req.Options.FullPCPUsOnly},
-		{AnnotationDistributeAcrossNUMA, &req.Options.DistributeAcrossNUMA},
+		{AnnotationHideHyperthreads, &opts.HideHyperthreads},
+		{AnnotationFullPCPUsOnly, &opts.FullPCPUsOnly},
+		{AnnotationDistributeAcrossNUMA, &opts.DistributeAcrossNUMA},
 	} {
 		if key, v, ok := lookup(c.Annotations, b.key, c.Name); ok {
 			val, err := strconv.ParseBool(strings.TrimSpace(v))
 			if err != nil {
-				return Request{}, &AnnotationError{key, v, "not a boolean; use true or false"}
+				return &AnnotationError{key, v, "not a boolean; use true or false"}
 			}
 			*b.dst = val
 		}
 	}
-	if key, v, ok := lookup(c.Annotations, AnnotationNUMA, c.Name); ok {
-		nodes, err := config.ParseCPUList(v)
-		if err != nil || nodes.IsEmpty() {
-			return Request{}, &AnnotationError{key, v, "not a NUMA node list; write e.g. \"0\" or \"0,1\""}
+	return nil
+}
+
+// numaNodes are the NUMA nodes the annotation restricts the container to;
+// empty without the annotation.
+func numaNodes(c Container) (cpuset.CPUSet, error) {
+	key, v, ok := lookup(c.Annotations, AnnotationNUMA, c.Name)
+	if !ok {
+		return cpuset.New(), nil
+	}
+	nodes, err := config.ParseCPUList(v)
+	if err != nil || nodes.IsEmpty() {
+		return cpuset.New(), &AnnotationError{key, v, "not a NUMA node list; write e.g. \"0\" or \"0,1\""}
+	}
+	return nodes, nil
+}
+
+// numaNodesFitPool refuses a NUMA restriction for a pool that is not
+// exclusive: a shared pool's CPUs are not chosen per container.
+func numaNodesFitPool(c Container, req Request) error {
+	if req.NUMANodes.IsEmpty() || pools.IsExclusive(req.Pool) {
+		return nil
+	}
+	key, v, _ := lookup(c.Annotations, AnnotationNUMA, c.Name)
+	return &AnnotationError{key, v, fmt.Sprintf("applies to exclusive pools only, and the container goes to %s", req.Pool)}
+}
+
+// deviceNodes are the NUMA nodes of the devices the annotation names, to
+// prefer; nodes the firmware does not report are left out.
+func deviceNodes(c Container, resolve DeviceResolver) (cpuset.CPUSet, error) {
+	key, v, ok := lookup(c.Annotations, AnnotationDevice, c.Name)
+	if !ok {
+		return cpuset.New(), nil
+	}
+	var nodes []int
+	for _, path := range strings.Split(v, ",") {
+		path = strings.TrimSpace(path)
+		if resolve == nil {
+			return cpuset.New(), &AnnotationError{key, v, "device locality cannot be resolved here"}
 		}
-		req.NUMANodes = nodes
-	}
-	if key, v, ok := lookup(c.Annotations, AnnotationDevice, c.Name); ok {
-		var nodes []int
-		for _, path := range strings.Split(v, ",") {
-			path = strings.TrimSpace(path)
-			if resolve == nil {
-				return Request{}, &AnnotationError{key, v, "device locality cannot be resolved here"}
-			}
-			node, err := resolve(path)
-			if err != nil {
-				return Request{}, &AnnotationError{key, v, err.Error()}
-			}
-			if node >= 0 {
-				nodes = append(nodes, node)
-			}
+		node, err := resolve(path)
+		if err != nil {
+			return cpuset.New(), &AnnotationError{key, v, err.Error()}
 		}
-		req.PreferNUMA = req.PreferNUMA.Union(cpuset.New(nodes...))
+		if node >= 0 {
+			nodes = append(nodes, node)
+		}
 	}
-	if !pools.IsExclusive(req.Pool) && !req.NUMANodes.IsEmpty() {
-		key, v, _ := lookup(c.Annotations, AnnotationNUMA, c.Name)
-		return Request{}, &AnnotationError{key, v, fmt.Sprintf("applies to exclusive pools only, and the container goes to %s", req.Pool)}
-	}
-	return req, nil
+	return cpuset.New(nodes...), nil
 }
 
 // defaultPool applies the kubelet static policy's rule when enabled:

@@ -50,6 +50,8 @@ type metrics struct {
 	// connected is the runtime of the last Configure, published like the
 	// usage: scrapes read it without the plugin's lock.
 	connected atomic.Pointer[runtimeInfo]
+	// handlers times every NRI handler (see instrumented).
+	handlers *prometheus.HistogramVec
 }
 
 var _ prometheus.Collector = (*metrics)(nil)
@@ -78,6 +80,7 @@ func newMetrics(usage usageSource) *metrics {
 		runtime: prometheus.NewDesc("cpupool_runtime_info",
 			"The connected runtime, the NRI version it embeds, and whether the plugin sends updates on its own (NRI >= "+minNRIForPluginUpdates+") or only in replies.",
 			[]string{"runtime", "version", "nri_version", "plugin_updates"}, nil),
+		handlers: newHandlerSeconds(),
 	}
 }
 
@@ -92,6 +95,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.runtime
 	m.refused.Describe(ch)
 	m.synchronized.Describe(ch)
+	m.handlers.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -112,6 +116,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.refused.Collect(ch)
 	m.synchronized.Collect(ch)
+	m.handlers.Collect(ch)
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to

@@ -66,7 +66,7 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 			// from the environment the runtime set up.
 			opts = append(opts, stub.WithPluginName(PluginName), stub.WithPluginIdx(fmt.Sprintf("%02d", p.cfg.PluginIndex)), stub.WithSocketPath(socket))
 		}
-		s, err := stub.New(p, opts...)
+		s, err := stub.New(instrumented{p, p.metrics.handlers}, opts...)
 		if err != nil {
 			return fmt.Errorf("creating NRI stub: %w", err)
 		}

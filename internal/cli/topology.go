@@ -164,7 +164,23 @@ func poolMap(exclusive, shared, infra, eni cpuset.CPUSet) map[string]string {
 	}
 }
 
+// printTopology renders the report as tables: a summary, the NUMA nodes,
+// the L3 groups, the cores and, with a config, the pools per NUMA node.
 func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
+	printSummary(w, topo, r)
+	fmt.Fprintln(w)
+	printNUMANodes(w, topo)
+	fmt.Fprintln(w)
+	printL3Groups(w, r)
+	fmt.Fprintln(w)
+	printCores(w, r)
+	if r.Pools != nil {
+		fmt.Fprintln(w)
+		printPools(w, r)
+	}
+}
+
+func printSummary(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
 	threads := 0
 	for _, c := range topo.CPUs {
 		if c.Online {
@@ -172,9 +188,11 @@ func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
 		}
 	}
 	fmt.Fprintf(w, "CPUs: %d online (%s), offline: %s, isolated: %s%s\n", topo.Online.Size(), r.Online, orNone(r.Offline), orNone(r.Isolated), source(r.IsolatedSource))
-	fmt.Fprintf(w, "Sockets: %d   NUMA nodes: %d   L3 groups: %d   cores: %d   threads per core: %d   SMT active: %v\n\n",
+	fmt.Fprintf(w, "Sockets: %d   NUMA nodes: %d   L3 groups: %d   cores: %d   threads per core: %d   SMT active: %v\n",
 		len(r.Sockets), len(r.NUMANodes), len(r.L3Groups), topo.Cores(), threads, topo.SMTActive)
+}
 
+func printNUMANodes(w io.Writer, topo *sysfs.Topology) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NUMA\tSOCKET\tCPUS\tL3 GROUPS\tMEMORY\tDISTANCE")
 	for _, n := range topo.NUMANodes {
@@ -192,17 +210,21 @@ func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%v\n", n.ID, keys(sockets), n.CPUs, keys(l3), mem, n.Distance)
 	}
 	tw.Flush()
+}
 
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+func printL3Groups(w io.Writer, r TopologyReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "L3\tCPUS")
 	for _, g := range r.L3Groups {
 		fmt.Fprintf(tw, "%d\t%s\n", g.ID, g.CPUs)
 	}
 	tw.Flush()
+}
 
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+// printCores prints one line per online core, with the pools its threads
+// belong to.
+func printCores(w io.Writer, r TopologyReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CORE\tSOCKET\tNUMA\tL3\tTHREADS\tBASE MHZ\tPOOL")
 	seen := map[int]bool{}
 	poolByCPU := map[int]string{}
@@ -228,19 +250,23 @@ func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\n", c.Core, c.Socket, c.NUMA, c.L3, c.Siblings, freq, orDash(strings.Join(pools, "+")))
 	}
 	tw.Flush()
+}
 
-	if r.Pools != nil {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NUMA\tEXCLUSIVE\tSHARED\tINFRA\tEXCLUSIVE-NON-ISOLCPUS")
-		for _, n := range r.PoolsByNUMA {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", n.NUMA, orDash(n.Pools[pools.Exclusive]), orDash(n.Pools[pools.Shared]), orDash(n.Pools[pools.Infra]), orDash(n.Pools[pools.ExclusiveNonIsolcpus]))
-		}
-		fmt.Fprintf(tw, "all\t%s\t%s\t%s\t%s\n", orDash(r.Pools[pools.Exclusive]), orDash(r.Pools[pools.Shared]), orDash(r.Pools[pools.Infra]), orDash(r.Pools[pools.ExclusiveNonIsolcpus]))
-		tw.Flush()
-		for _, p := range r.Problems {
-			fmt.Fprintln(w, p)
-		}
+// printPools prints the pool layout per NUMA node and in all, then the
+// config's problems.
+func printPools(w io.Writer, r TopologyReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NUMA\tEXCLUSIVE\tSHARED\tINFRA\tEXCLUSIVE-NON-ISOLCPUS")
+	row := func(label string, m map[string]string) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", label, orDash(m[pools.Exclusive]), orDash(m[pools.Shared]), orDash(m[pools.Infra]), orDash(m[pools.ExclusiveNonIsolcpus]))
+	}
+	for _, n := range r.PoolsByNUMA {
+		row(strconv.Itoa(n.NUMA), n.Pools)
+	}
+	row("all", r.Pools)
+	tw.Flush()
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, p)
 	}
 }
 
