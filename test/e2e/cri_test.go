@@ -82,6 +82,13 @@ func (c *tc) runPod(s podSpec) *pod {
 // shares, and a quota as the limit) and starts it unless noStart.
 func (c *tc) create(p *pod, name string, milli int64, noStart ...bool) (string, error) {
 	c.Helper()
+	return c.createCmd(p, name, milli, []string{"/bin/sleep", "inf"}, len(noStart) == 0 || !noStart[0])
+}
+
+// createCmd creates a container running cmd, the next attempt of its name
+// in the pod (as the kubelet re-creates a container), and starts it if asked.
+func (c *tc) createCmd(p *pod, name string, milli int64, cmd []string, start bool) (string, error) {
+	c.Helper()
 	shares := milli * 1024 / 1000
 	if shares < 2 {
 		shares = 2
@@ -98,7 +105,7 @@ func (c *tc) create(p *pod, name string, milli int64, noStart ...bool) (string, 
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: name, Attempt: uint32(attempt)},
 		Image:    &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image},
-		Command:  []string{"/bin/sleep", "inf"},
+		Command:  cmd,
 		Labels:   labels,
 		LogPath:  fmt.Sprintf("%s-%d.log", name, attempt),
 		Linux: &runtimeapi.LinuxContainerConfig{
@@ -112,7 +119,7 @@ func (c *tc) create(p *pod, name string, milli int64, noStart ...bool) (string, 
 	if err != nil {
 		return "", fmt.Errorf("%s", status.Convert(err).Message())
 	}
-	if len(noStart) == 0 || !noStart[0] {
+	if start {
 		if _, err := c.e.cri.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: resp.ContainerId}); err != nil {
 			return resp.ContainerId, fmt.Errorf("StartContainer: %s", status.Convert(err).Message())
 		}
@@ -200,7 +207,45 @@ func (c *tc) sandboxCPUs(p *pod) string { return c.cpus(p, p.id) }
 
 // verboseInfo is the part of the runtimes' verbose status the suite reads.
 type verboseInfo struct {
-	Pid int `json:"pid"`
+	Pid         int `json:"pid"`
+	RuntimeSpec struct {
+		Linux struct {
+			Resources struct {
+				CPU struct {
+					Cpus string `json:"cpus"`
+				} `json:"cpu"`
+			} `json:"resources"`
+		} `json:"linux"`
+	} `json:"runtimeSpec"`
+}
+
+// containerState is the container's CRI state.
+func (c *tc) containerState(id string) runtimeapi.ContainerState {
+	c.Helper()
+	ctx, cancel := c.ctx()
+	defer cancel()
+	resp, err := c.e.cri.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		c.Fatalf("ContainerStatus: %v", err)
+	}
+	return resp.Status.State
+}
+
+// specCPUs is the cpuset a container was created with, as the runtime
+// reports it (an exited container's cgroup is gone).
+func (c *tc) specCPUs(id string) string {
+	c.Helper()
+	ctx, cancel := c.ctx()
+	defer cancel()
+	resp, err := c.e.cri.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		c.Fatalf("ContainerStatus: %v", err)
+	}
+	var info verboseInfo
+	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil {
+		c.Fatalf("verbose status of %s: %v", id, err)
+	}
+	return info.RuntimeSpec.Linux.Resources.CPU.Cpus
 }
 
 // containerPid is the container's init process as the runtime reports it.

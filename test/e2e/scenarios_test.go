@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -28,6 +29,7 @@ var scenarios = []scenario{
 	{"UpdateContainerOverride", 2, testUpdateContainerOverride},
 	{"ContainerRestartKeepsCPUs", 2, testContainerRestart},
 	{"KubeletStylePods", 2, testKubeletStylePods},
+	{"PodLifeHoldsExclusiveCPUs", 2, testPodLife},
 }
 
 const poolAnnotation = "pool.cpupool.dev"
@@ -175,15 +177,18 @@ func peakRSSKiB(pid int) int {
 	return -1
 }
 
-// testUpdatesAfterRemovals: a container removed without having run (so no
-// StopContainer frees its CPUs first) grows infra back through the updates
-// the plugin sends after RemoveContainer and RemovePodSandbox. On runtimes
-// whose NRI is older than v0.12.1 (or unknown) they ride on the next reply.
+// testUpdatesAfterRemovals: CPUs freed by a handler that cannot reply
+// (StopPodSandbox, RemovePodSandbox) grow infra back through the updates the
+// plugin sends on its own; on runtimes whose NRI is older than v0.12.1 (or
+// unknown) they ride on the next reply. The container here never ran, so no
+// StopContainer (which can reply) frees its CPU first; RemoveContainer keeps
+// it held for its pod until the sandbox goes.
 func testUpdatesAfterRemovals(c *tc) {
 	p := c.startPlugin(c.eniConfig())
 	online := c.e.online.String()
-	unsolicited := len(p.series(`cpupool_runtime_info{`)) == 1 && strings.Contains(p.series(`cpupool_runtime_info{`)[0], `plugin_updates="unsolicited"`)
-	c.Logf("runtime: %v", p.series(`cpupool_runtime_info{`))
+	info := p.series(`cpupool_runtime_info{`)
+	unsolicited := len(info) == 1 && strings.Contains(info[0], `plugin_updates="unsolicited"`)
+	c.Logf("runtime: %v", info)
 	web := c.runPod(podSpec{name: "web", qos: "burstable"})
 	app := c.mustCreate(web, "app", 500)
 	next := 0
@@ -195,21 +200,31 @@ func testUpdatesAfterRemovals(c *tc) {
 			c.mustCreate(web, fmt.Sprintf("next%d", next), 100)
 		}
 	}
-	for _, how := range []string{"RemoveContainer", "RemovePodSandbox"} {
+	for _, how := range []string{"StopPodSandbox", "RemovePodSandbox"} {
 		eni := c.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{poolAnnotation: "exclusive-non-isolcpus"}})
 		id, err := c.create(eni, "c", 1000, true)
 		if err != nil {
 			c.Fatal(err)
 		}
 		c.equal(how+": infra shrank for the created container", c.cpus(web, app), c.infra())
-		if how == "RemoveContainer" {
+		ctx, cancel := c.ctx()
+		if how == "StopPodSandbox" {
 			c.removeContainer(id)
+			c.wantMetric(`cpupool_held_cpus{pool="exclusive-non-isolcpus"}`, 1)
+			c.equal("removed container: its CPU stays held for the pod, infra stays shrunk", c.cpus(web, app), c.infra())
+			_, err = c.e.cri.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: eni.id})
 		} else {
-			c.removePod(eni)
+			// Removed while ready: the runtime stops it on the way.
+			_, err = c.e.cri.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: eni.id})
+		}
+		cancel()
+		if err != nil {
+			c.Fatalf("%s: %v", how, err)
 		}
 		nextEvent()
 		c.wantEventually(how+": infra container grows back", func() string { return c.cpus(web, app) }, online)
 		c.checkSandbox(how+": infra pod grows back", web, online)
+		c.wantMetric(`cpupool_held_cpus{pool="exclusive-non-isolcpus"}`, 0)
 	}
 }
 
@@ -326,7 +341,7 @@ func testContainerRestart(c *tc) {
 	c.startPlugin(c.exclusiveConfig())
 	_, _, dpdk, fwd := c.exclusivePods()
 	c.stopContainer(fwd)
-	c.wantMetric(`cpupool_pool_free_cpus{pool="exclusive"}`, 1)
+	c.wantMetric(`cpupool_held_cpus{pool="exclusive"}`, 1)
 	again := c.mustCreate(dpdk, "fwd", 1000)
 	c.equal("the restarted container has its previous CPUs", c.cpus(dpdk, again), c.last())
 	c.equal("its process too", c.allowedOf(again), c.last())
@@ -381,4 +396,91 @@ func seccompMode(pid int) string {
 		}
 	}
 	return "?"
+}
+
+// testPodLife: exclusive CPUs belong to the pod's life. An exclusive init
+// container completes and the pod's app container gets its CPU, another pod
+// being refused in between; a crash-looping container re-created as the
+// kubelet does (same pod, same name, attempt+1) keeps its CPU through each
+// back-off and a kill -9 of the plugin; stopping the sandbox releases it.
+func testPodLife(c *tc) {
+	p := c.startPlugin(c.exclusiveConfig())
+	status := func() string {
+		out, _ := exec.Command(pluginBin, "status", "--state-file", p.state).CombinedOutput()
+		return string(out)
+	}
+	exclusive := map[string]string{poolAnnotation: "exclusive"}
+	exitOK, exitFail, sleep := []string{"/bin/sh", "-c", "exit 0"}, []string{"/bin/sh", "-c", "exit 3"}, []string{"/bin/sleep", "inf"}
+	// waitExited waits until the container exited and the plugin holds its CPU.
+	waitExited := func(id string) {
+		c.Helper()
+		c.eventually("container exited", func() (string, bool) {
+			st := c.containerState(id)
+			return st.String(), st == runtimeapi.ContainerState_CONTAINER_EXITED
+		})
+		c.wantMetric(`cpupool_held_cpus{pool="exclusive"}`, 1)
+	}
+	refused := func(what string, other *pod) {
+		c.Helper()
+		if _, err := c.create(other, "c", 1000); err == nil {
+			c.Fatalf("%s: another pod took the held CPU", what)
+		} else {
+			c.contains(what+": another pod is refused", err.Error(), "pool exclusive cannot fit container telco/other/c")
+		}
+	}
+
+	job := c.runPod(podSpec{name: "job", namespace: "telco", annotations: exclusive})
+	initID, err := c.createCmd(job, "init", 1000, exitOK, true)
+	if err != nil {
+		c.Fatal(err)
+	}
+	c.equal("init container ran on the exclusive CPU", c.specCPUs(initID), c.last())
+	waitExited(initID)
+	c.contains("status: the init container's CPU is held", status(), "HELD FOR STOPPED CONTAINERS")
+	other := c.runPod(podSpec{name: "other", namespace: "telco", annotations: exclusive})
+	refused("between the init and the app container", other)
+	app := c.mustCreate(job, "app", 1000)
+	c.equal("app container reuses the init container's CPU", c.cpus(job, app), c.last())
+	c.equal("app container Cpus_allowed_list", c.allowedOf(app), c.last())
+	c.equal("app container runs", c.containerState(app).String(), "CONTAINER_RUNNING")
+	c.removePod(job)
+
+	crash := c.runPod(podSpec{name: "crash", namespace: "telco", annotations: exclusive})
+	id, err := c.createCmd(crash, "app", 1000, exitFail, true)
+	if err != nil {
+		c.Fatal(err)
+	}
+	for attempt := 1; attempt <= 3; attempt++ {
+		waitExited(id)
+		refused(fmt.Sprintf("attempt %d: during the back-off", attempt), other)
+		if attempt == 2 {
+			p.kill()
+			p.start(c)
+			c.contains("status after a kill -9 of the plugin: held for the stopped container", status(), "1 stopped holding CPUs")
+			refused("after a kill -9 of the plugin", other)
+		}
+		cmd := exitFail
+		if attempt == 3 {
+			cmd = sleep
+		}
+		if id, err = c.createCmd(crash, "app", 1000, cmd, true); err != nil {
+			c.Fatalf("re-creating attempt %d: %v", attempt, err)
+		}
+		c.equal(fmt.Sprintf("attempt %d gets its CPU", attempt), c.specCPUs(id), c.last())
+	}
+	c.equal("the last attempt runs on its CPU", c.allowedOf(id), c.last())
+	c.wantMetric(`cpupool_held_cpus{pool="exclusive"}`, 0)
+
+	c.stopContainer(id)
+	c.wantMetric(`cpupool_held_cpus{pool="exclusive"}`, 1)
+	c.contains("stopped by the kubelet: still held", status(), "1 stopped holding CPUs")
+	ctx, cancel := c.ctx()
+	defer cancel()
+	if _, err := c.e.cri.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: crash.id}); err != nil {
+		c.Fatal(err)
+	}
+	c.wantMetric(`cpupool_held_cpus{pool="exclusive"}`, 0)
+	c.contains("status: nothing held after the sandbox stopped", status(), "0 containers")
+	o := c.mustCreate(other, "c", 1000)
+	c.equal("the other pod gets the CPU once the sandbox stopped", c.cpus(other, o), c.last())
 }
