@@ -350,6 +350,9 @@ func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string, 
 	}
 	p, err := New(cfg, topo, NewFileStore(stateFile), log)
 	require.NoError(t, err)
+	// The fake runtime embeds this module's NRI (go.mod), which fixed
+	// containerd/nri#301; test binaries do not report it in their build info.
+	p.assumeNRIVersion = "v0.12.5"
 	for _, o := range opts {
 		o(p)
 	}

@@ -35,7 +35,7 @@ func TestPluginUpdatesSafeByNRIVersion(t *testing.T) {
 }
 
 // TestRepliesOnlyOnOldNRI: on a runtime whose NRI may deadlock on a plugin's
-// own UpdateContainers, a removal sends nothing by itself; the infra members
+// own UpdateContainers, a pod's removal sends nothing by itself; the infra members
 // learn of the grown infra in the next reply, and the sandboxes (pinned
 // through cgroupfs) at once.
 func TestRepliesOnlyOnOldNRI(t *testing.T) {
@@ -49,7 +49,8 @@ func TestRepliesOnlyOnOldNRI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "0,8-9", f.cpus(app))
 
-	f.removeContainer(eni) // no StopContainer first
+	f.removeContainer(eni) // no StopContainer first; the CPU stays held for the pod
+	f.removePod(pod)
 	assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web), "sandboxes follow at once")
 	time.Sleep(200 * time.Millisecond) // an unsolicited update would have arrived by now
 	assert.Equal(t, "0,8-9", f.cpus(app), "no update outside a reply")
@@ -79,7 +80,7 @@ cpupool_runtime_synchronizations_total 1
 // later.
 func TestRuntimeInfoFromTheStub(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	rp := startPlugin(t, f, desktop, statePath(f))
+	rp := startPlugin(t, f, desktop, statePath(f), func(p *Plugin) { p.assumeNRIVersion = "" })
 	n, err := testutil.GatherAndCount(rp.p.Registry(), "cpupool_runtime_info")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
