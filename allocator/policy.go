@@ -23,9 +23,11 @@ const (
 	AnnotationHideHyperthreads     = "hide-hyperthreads.cpupool.dev"
 	AnnotationFullPCPUsOnly        = "full-pcpus-only.cpupool.dev"
 	AnnotationDistributeAcrossNUMA = "distribute-across-numa.cpupool.dev"
+	AnnotationDisableCPUQuota      = "disable-cpu-quota.cpupool.dev"
 )
 
-var knownAnnotations = []string{AnnotationPool, AnnotationNUMA, AnnotationDevice, AnnotationHideHyperthreads, AnnotationFullPCPUsOnly, AnnotationDistributeAcrossNUMA}
+var knownAnnotations = []string{AnnotationPool, AnnotationNUMA, AnnotationDevice, AnnotationHideHyperthreads, AnnotationFullPCPUsOnly, AnnotationDistributeAcrossNUMA,
+	AnnotationDisableCPUQuota}
 
 // QoS classes, as the kubelet derives them.
 const (
@@ -142,6 +144,7 @@ func placementOptions(c Container, opts *config.Allocation) error {
 		{AnnotationHideHyperthreads, &opts.HideHyperthreads},
 		{AnnotationFullPCPUsOnly, &opts.FullPCPUsOnly},
 		{AnnotationDistributeAcrossNUMA, &opts.DistributeAcrossNUMA},
+		{AnnotationDisableCPUQuota, &opts.DisableCPUQuota},
 	} {
 		if key, v, ok := lookup(c.Annotations, b.key, c.Name); ok {
 			val, err := strconv.ParseBool(strings.TrimSpace(v))

@@ -99,6 +99,10 @@ type Allocation struct {
 	HideHyperthreads bool `yaml:"hideHyperthreads"`
 	// DistributeAcrossNUMA spreads a request evenly over the NUMA nodes it needs.
 	DistributeAcrossNUMA bool `yaml:"distributeAcrossNUMA"`
+	// DisableCPUQuota lifts the CFS quota of containers with exclusive
+	// CPUs: their cpuset already bounds them, so the quota could only
+	// throttle them (the kubelet's DisableCPUQuotaWithExclusiveCPUs).
+	DisableCPUQuota bool `yaml:"disableCPUQuota"`
 }
 
 // Default returns the configuration used when a key is absent.
@@ -114,6 +118,7 @@ func Default() *Config {
 		SysfsRoot:    "/",
 		LogLevel:     "info",
 		Pools:        Pools{ExclusiveNonIsolcpus: ExclusiveNonIsolcpusSpec{MinInfraCPUs: 1}},
+		Allocation:   Allocation{DisableCPUQuota: true},
 	}
 }
 

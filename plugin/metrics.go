@@ -51,6 +51,7 @@ type metrics struct {
 	// connected is the runtime of the last Configure, published like the
 	// usage: scrapes read it without the plugin's lock.
 	connected atomic.Pointer[runtimeInfo]
+	resizes   *prometheus.CounterVec
 	// handlers times every NRI handler (see instrumented).
 	handlers *prometheus.HistogramVec
 }
@@ -82,12 +83,20 @@ func newMetrics(usage usageSource) *metrics {
 		runtime: prometheus.NewDesc("cpupool_runtime_info",
 			"The connected runtime, the NRI version it embeds, and whether the plugin sends updates on its own (NRI >= "+minNRIForPluginUpdates+") or only in replies.",
 			[]string{"runtime", "version", "nri_version", "plugin_updates"}, nil),
+		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cpupool_resizes_total",
+			Help: "In-place resizes (CPU request changes) by pool and result (grown, shrunk, unchanged, refused).",
+		}, []string{"pool", "result"}),
 		handlers: newHandlerSeconds(),
 	}
 }
 
 // countRefusal counts one refused container creation.
 func (m *metrics) countRefusal(reason string) { m.refused.WithLabelValues(reason).Inc() }
+
+// countResize counts one in-place resize by its result: grown, shrunk,
+// unchanged or refused.
+func (m *metrics) countResize(pool, result string) { m.resizes.WithLabelValues(pool, result).Inc() }
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
@@ -98,6 +107,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.held
 	m.refused.Describe(ch)
 	m.synchronized.Describe(ch)
+	m.resizes.Describe(ch)
 	m.handlers.Describe(ch)
 }
 
@@ -120,6 +130,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.refused.Collect(ch)
 	m.synchronized.Collect(ch)
+	m.resizes.Collect(ch)
 	m.handlers.Collect(ch)
 }
 

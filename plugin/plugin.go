@@ -381,10 +381,19 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.Contai
 		return nil
 	case kept:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
+		if res.Assignment.NoCPUQuota && c.GetLinux().GetResources().GetCpu().GetQuota().GetValue() > 0 {
+			u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
+			u.SetLinuxCPUQuota(noQuota)
+			return u
+		}
 		return nil
 	case pools.IsExclusive(req.Pool):
 		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
-		return cpuUpdate(res.Assignment, p.cfg.PinMemory)
+		u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
+		if res.Assignment.NoCPUQuota {
+			u.SetLinuxCPUQuota(noQuota)
+		}
+		return u
 	}
 	return nil // shared/infra members are updated by the caller if needed
 }
@@ -530,6 +539,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if p.cfg.PinMemory && a.Mems.Size() > 0 {
 		adj.SetLinuxCPUSetMems(a.Mems.String())
 	}
+	if a.NoCPUQuota {
+		adj.SetLinuxCPUQuota(noQuota)
+	}
 	adj.AddEnv(EnvCPUs, a.CPUs.String())
 	adj.AddEnv(EnvMems, a.Mems.String())
 	adj.AddEnv(EnvPool, a.Pool)
@@ -597,8 +609,9 @@ func (p *Plugin) deferFollowers(res allocator.Result) {
 	}()
 }
 
-// UpdateContainer keeps a pinned container's cpuset when someone (the
-// kubelet's static CPU manager, an operator) tries to change it.
+// UpdateContainer resizes a container whose CPU request changed (an
+// in-place pod resize) and keeps a pinned container's cpuset when someone
+// (the kubelet's static CPU manager, an operator) tries to change it.
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -606,23 +619,36 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if !ok {
 		return nil, nil
 	}
-	want := res.GetCpu().GetCpus()
-	if want == "" {
-		return nil, nil
+	if milli := milliOf(res.GetCpu()); milli > 0 && milli != a.MilliCPU {
+		return p.resize(pod, ctr, a, milli)
 	}
-	if set, err := cpuset.Parse(want); err == nil && set.Equals(a.CPUs) {
-		return nil, nil
+	// The kubelet sets a quota with every update; a lifted one stays lifted.
+	quota := a.NoCPUQuota && res.GetCpu().GetQuota().GetValue() > 0
+	override := false
+	if want := res.GetCpu().GetCpus(); want != "" {
+		set, err := cpuset.Parse(want)
+		override = err != nil || !set.Equals(a.CPUs)
+		if override && !p.overrode[a.ID] {
+			p.overrode[a.ID] = true
+			p.log.Warnf("container %s/%s/%s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
+				pod.GetNamespace(), pod.GetName(), containerName(ctr), a.CPUs, a.Pool, want)
+		}
 	}
-	if !p.overrode[a.ID] {
-		p.overrode[a.ID] = true
-		p.log.Warnf("container %s/%s/%s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
-			pod.GetNamespace(), pod.GetName(), containerName(ctr), a.CPUs, a.Pool, want)
+	if !override && !quota {
+		return nil, nil
 	}
 	u := cpuUpdate(a, p.cfg.PinMemory)
 	u.IgnoreFailure = false
+	if quota {
+		u.SetLinuxCPUQuota(noQuota)
+	}
 	delete(p.pending, a.ID)
 	return append([]*api.ContainerUpdate{u}, p.takePending()...), nil
 }
+
+// noQuota is the CFS quota that means none: cpu.cfs_quota_us -1 on cgroup
+// v1, "max" in cpu.max on v2.
+const noQuota = -1
 
 // StopContainer ends a container's run. Exclusive CPUs stay held for its
 // pod (its next run, or the pod's later containers) until the pod's
@@ -757,7 +783,8 @@ func (p *Plugin) publishUsage() { p.usage.publish(p.alloc.Usage()) }
 
 func containerState(a allocator.Assignment) ContainerState {
 	return ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
-		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String()}
+		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
+		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota}
 }
 
 // save writes the memory durably, with the allocator's holds for stopped
@@ -792,5 +819,6 @@ func assignmentFromState(id string, st ContainerState) allocator.Assignment {
 		return set
 	}
 	return allocator.Assignment{ID: id, Pod: allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID},
-		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: parse(st.CPUs), Reserved: parse(st.Reserved), Mems: parse(st.Mems)}
+		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: parse(st.CPUs), Reserved: parse(st.Reserved), Mems: parse(st.Mems),
+		Added: parseOrdered(st.Added), NoCPUQuota: st.NoCPUQuota}
 }

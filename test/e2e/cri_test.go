@@ -188,6 +188,23 @@ func (c *tc) cgroupDir(parent, id string) string {
 	return "/sys/fs/cgroup" + path
 }
 
+// quota is a container's CFS quota in microseconds, -1 for none:
+// cpu.cfs_quota_us on cgroup v1, the first field of cpu.max on v2.
+func (c *tc) quota(p *pod, id string) string {
+	path := c.e.rt.CgroupsPath(p.parent, id)
+	if _, err := os.Stat("/sys/fs/cgroup/cpu"); err == nil {
+		return readTrim("/sys/fs/cgroup/cpu" + path + "/cpu.cfs_quota_us")
+	}
+	f := strings.Fields(readTrim("/sys/fs/cgroup" + path + "/cpu.max"))
+	if len(f) == 0 {
+		return "?"
+	}
+	if f[0] == "max" {
+		return "-1"
+	}
+	return f[0]
+}
+
 func readTrim(path string) string {
 	data, err := os.ReadFile(path)
 	if err != nil {

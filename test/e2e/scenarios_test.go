@@ -30,6 +30,7 @@ var scenarios = []scenario{
 	{"ContainerRestartKeepsCPUs", 2, testContainerRestart},
 	{"KubeletStylePods", 2, testKubeletStylePods},
 	{"PodLifeHoldsExclusiveCPUs", 2, testPodLife},
+	{"InPlaceResizeAndCPUQuota", 2, testInPlaceResize},
 }
 
 const poolAnnotation = "pool.cpupool.dev"
@@ -494,4 +495,59 @@ func testPodLife(c *tc) {
 	c.contains("status: nothing held after the sandbox stopped", status(), "0 containers")
 	o := c.mustCreate(other, "c", 1000)
 	c.equal("the other pod gets the CPU once the sandbox stopped", c.cpus(other, o), c.last())
+}
+
+// testInPlaceResize: in-place resizes through UpdateContainerResources (the
+// kubelet's CRI call) and the CFS quota of an exclusive container.
+func testInPlaceResize(c *tc) {
+	p := c.startPlugin(fmt.Sprintf("isolatedCPUs: \"%d\"\npools:\n  exclusive: {cpus: \"%d\"}\n", c.e.last, c.e.last))
+	rz := c.runPod(podSpec{name: "rz", annotations: map[string]string{poolAnnotation + "/container.fwd": "exclusive"}})
+	fwd := c.mustCreate(rz, "fwd", 1000)
+	app := c.mustCreate(rz, "app", 500)
+	infra := c.cpus(rz, app)
+	c.equal("exclusive container", c.cpus(rz, fwd), c.last())
+	c.equal("no CFS quota on exclusive CPUs", c.quota(rz, fwd), "-1")
+	c.equal("infra container keeps the kubelet's quota", c.quota(rz, app), "50000")
+	request := func(name string) string {
+		out, _ := exec.Command(pluginBin, "status", "--state-file", p.state).CombinedOutput()
+		for _, l := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(l); len(f) >= 7 && f[1] == "rz" && f[2] == name {
+				return f[6]
+			}
+		}
+		return "not in: " + string(out)
+	}
+	update := func(id string, shares, quota int64) error {
+		ctx, cancel := c.ctx()
+		defer cancel()
+		_, err := c.e.cri.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id,
+			Linux: &runtimeapi.LinuxContainerResources{CpuShares: shares, CpuQuota: quota, CpuPeriod: 100000}})
+		return err
+	}
+
+	err := update(fwd, 2048, 200000)
+	if err == nil {
+		c.Fatal("growing past the pool succeeded")
+	}
+	c.contains("grow refused, the message reaches the user", err.Error(),
+		"nri-cpupool: pool exclusive cannot fit container default/rz/fwd grown from 1 to 2 CPUs: it asks for 1 more CPUs, but only 0 of the pool's 1 CPUs are free")
+	c.equal("refused grow: cpuset unchanged", c.cpus(rz, fwd), c.last())
+	c.equal("refused grow: still no quota", c.quota(rz, fwd), "-1")
+	c.equal("refused grow: the state keeps the request", request("fwd"), "1000m")
+
+	if err := update(fwd, 512, 50000); err != nil {
+		c.Fatalf("resizing fwd to 500m: %v", err)
+	}
+	c.equal("500m: still one exclusive CPU", c.cpus(rz, fwd), c.last())
+	c.equal("500m: the kubelet's quota is lifted again", c.quota(rz, fwd), "-1")
+	c.equal("500m: the state records the request", request("fwd"), "500m")
+	if err := update(app, 1024, 100000); err != nil {
+		c.Fatalf("resizing app: %v", err)
+	}
+	c.equal("infra resize: cpuset unchanged", c.cpus(rz, app), infra)
+	c.equal("infra resize: the kubelet's quota applies", c.quota(rz, app), "100000")
+	c.equal("infra resize: the state records the request", request("app"), "1000m")
+	c.wantMetric(`cpupool_resizes_total{pool="exclusive",result="refused"}`, 1)
+	c.wantMetric(`cpupool_resizes_total{pool="exclusive",result="unchanged"}`, 1)
+	c.wantMetric(`cpupool_resizes_total{pool="infra",result="unchanged"}`, 1)
 }
