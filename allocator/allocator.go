@@ -115,6 +115,10 @@ type Request struct {
 	NUMANodes cpuset.CPUSet
 	// PreferNUMA are nodes to prefer (the nodes of the container's devices).
 	PreferNUMA cpuset.CPUSet
+	// CPUs, when not empty, are the exact exclusive CPUs the kubelet
+	// allocated (the cpupool.dev/exclusive resource); they are checked, not
+	// chosen.
+	CPUs cpuset.CPUSet
 	// grow is the running container a resize adds CPUs to.
 	grow *Assignment
 }
@@ -138,6 +142,14 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		}
 		as.CPUs = cpus
 	case pools.Exclusive, pools.ExclusiveNonIsolcpus:
+		if req.CPUs.Size() > 0 {
+			cpus, err := a.placeExact(req)
+			if err != nil {
+				return Result{}, err
+			}
+			as.CPUs = cpus
+			break
+		}
 		cpus, reserved, err := a.placeExclusive(req)
 		if err != nil {
 			return Result{}, err
@@ -288,7 +300,12 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 // decision of ours — it stays there; otherwise it is placed like a new one.
 // Kept tells which happened.
 func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
-	if pools.IsExclusive(req.Pool) && current.Size() > 0 && current.Size() == CPUsFor(req.MilliCPU) {
+	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !current.Equals(req.CPUs) {
+		// The kubelet's allocation is the truth for its containers.
+		res, err = a.Allocate(req)
+		return res, false, err
+	}
+	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || current.Equals(req.CPUs)) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
 			NoCPUQuota: req.Options.DisableCPUQuota}
 		if res, err := a.Restore(as, false); err == nil {

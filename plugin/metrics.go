@@ -61,6 +61,7 @@ var _ prometheus.Collector = (*metrics)(nil)
 // Refusal reasons, the values of the refusal counter's "reason" label.
 const (
 	refusedAnnotation = "annotation"
+	refusedGrant      = "grant"
 	refusedPlacement  = "placement"
 	refusedState      = "state"
 )
@@ -74,7 +75,7 @@ func newMetrics(usage usageSource) *metrics {
 		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
-			Help: "Container creations refused, by reason (annotation, placement, state).",
+			Help: "Container creations refused, by reason (annotation, grant, placement, state).",
 		}, []string{"reason"}),
 		synchronized: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cpupool_runtime_synchronizations_total",

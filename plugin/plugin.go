@@ -70,14 +70,23 @@ type Plugin struct {
 	// set, replaces it (tests play old runtimes with today's NRI library).
 	nriVersion       func() string
 	assumeNRIVersion string
+	// grants are the kubelet's allocations of cpupool.dev/exclusive;
+	// changed tells the device plugin to re-read the devices.
+	grants  *grants
+	changed chan struct{}
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, memory: NewState(), sandbox: map[string]sandbox{}, overrode: map[string]bool{},
-		pending: map[string]bool{}}
+		pending: map[string]bool{}, changed: make(chan struct{}, 1)}
 	p.metrics = newMetrics(&p.usage)
+	g, err := loadGrants(GrantsFile(cfg.StateFile))
+	if err != nil {
+		return nil, err
+	}
+	p.grants = g
 	if err := p.configure(cfg); err != nil {
 		return nil, err
 	}
@@ -125,6 +134,9 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	p.publishUsage()
 	p.log.Infof("pools: %s", layout.Describe())
 	p.log.Infof("sandboxes: %s", p.pinner.Hierarchy())
+	if p.changed != nil {
+		p.notify()
+	}
 	return nil
 }
 
@@ -161,6 +173,11 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 			parsed.StateFile = p.cfg.StateFile
 		case !p.loaded:
 			p.store = NewFileStore(parsed.StateFile)
+			g, err := loadGrants(GrantsFile(parsed.StateFile))
+			if err != nil {
+				return 0, err
+			}
+			p.grants = g
 		default:
 			return 0, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
 		}
@@ -186,6 +203,11 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	}
 	remembered := p.memory
 	p.startOver(pods)
+	podUIDs := map[string]bool{}
+	for _, pod := range pods {
+		podUIDs[pod.GetUid()] = true
+	}
+	p.forgetGrants(func(uid string) bool { return !podUIDs[uid] })
 	// Remembered containers first, so that they keep their CPUs before
 	// anything new is placed.
 	known, unknown := splitRemembered(containers, remembered.Containers)
@@ -368,6 +390,10 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
 func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.ContainerUpdate {
 	info := p.toContainer(pod, c)
 	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
+	if err := p.attachGrant(pod, c, &info); err != nil {
+		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
+		return nil
+	}
 	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
@@ -428,6 +454,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.sandbox, pod.GetId())
+	p.forgetGrantsOf(pod)
 	return p.releasePod(pod)
 }
 
@@ -504,6 +531,11 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.mu.Unlock()
 	info := p.toContainer(pod, ctr)
 	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
+	if err := p.attachGrant(pod, ctr, &info); err != nil {
+		p.log.Errorf("refusing container %s: %v", who, err)
+		p.metrics.countRefusal(refusedGrant)
+		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+	}
 	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
@@ -620,6 +652,14 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil
 	}
 	if milli := milliOf(res.GetCpu()); milli > 0 && milli != a.MilliCPU {
+		if _, granted, _ := grantToken(ctr.GetEnv()); granted && pools.IsExclusive(a.Pool) {
+			// The kubelet counted cpupool.dev/exclusive devices, not the CPU
+			// request: growing or shrinking the cpuset would part the
+			// kubelet's accounting from the real CPUs.
+			p.metrics.countResize(a.Pool, "refused")
+			return nil, fmt.Errorf("nri-cpupool: container %s/%s/%s: resize to %dm refused: its CPUs %s are the %s devices the kubelet allocated; change the resource count (a new pod) instead",
+				pod.GetNamespace(), pod.GetName(), ctr.GetName(), milli, a.CPUs, config.ResourceExclusive)
+		}
 		return p.resize(pod, ctr, a, milli)
 	}
 	// The kubelet sets a quota with every update; a lifted one stays lifted.
@@ -803,6 +843,7 @@ func (p *Plugin) save() error {
 		p.log.Errorf("saving state: %v", err)
 		return fmt.Errorf("saving state: %w", err)
 	}
+	p.notify()
 	return nil
 }
 

@@ -241,6 +241,25 @@ func TestUsageAndHelp(t *testing.T) {
 	assert.Contains(t, out, "nri-cpupool")
 }
 
+// TestValidateRecommendsKubeletSettings: with the device plugin on, validate
+// tells how to reserve so that exclusive CPUs are counted once (as the
+// resource) and allocatable cpu is infra (README worked example).
+func TestValidateRecommendsKubeletSettings(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved")
+	cfg := writeFile(t, "pools: {exclusive: {count: 64}, shared: {count: 12}}\nreservedCPUs: \"0,40\"\nkubelet: {devicePlugin: true}\n")
+	code, out, errOut := run(t, "validate", "--sysfs-root", root, "--config", cfg)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "kubelet: advertises cpupool.dev/exclusive = 64 (CPUs 2-33,42-73)")
+	assert.Contains(t, out, "\n    kubeReserved: {cpu: \"76\"}\n")
+	assert.Contains(t, out, "\n    topologyManagerPolicy: best-effort\n")
+	assert.Contains(t, out, "allocatable cpu = 80 online - 64 exclusive - 12 shared = 4 (infra 0-1,40-41)")
+
+	code, out, _ = run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, "pools: {exclusive: {count: 8}}\n"))
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "the device plugin is off")
+	assert.NotContains(t, out, "kubeReserved")
+}
+
 func TestStatusShowsHeldCPUs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	st := plugin.NewState()
