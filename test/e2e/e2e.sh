@@ -11,6 +11,24 @@ envs=$(bash test/e2e/tools.sh) || { echo "e2e: installing the runtimes failed"; 
 eval "$envs"
 echo "e2e: tools ready in $(( $(date +%s) - t0 )) s"
 export E2E_PLUGIN=$PWD/bin/nri-cpupool
+# The previous release, for the upgrade scenario: built once from git.
+# NRI_CPUPOOL_PREVIOUS names it; 2a6c3c2 is the first release (before the
+# state file's schema 2).
+previous=${NRI_CPUPOOL_PREVIOUS:-2a6c3c2}
+if commit=$(git rev-parse -q --verify "$previous^{commit}" 2>/dev/null); then
+  prev_dir=${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-e2e/previous-$commit
+  if ! [ -x "$prev_dir/nri-cpupool" ]; then
+    echo "e2e: building the previous release $previous for the upgrade scenario (first run only)"
+    src=$(mktemp -d)
+    git archive "$commit" | tar -x -C "$src"
+    (cd "$src" && GOFLAGS=-buildvcs=false go build -trimpath -o "$prev_dir.partial/nri-cpupool" ./cmd/nri-cpupool) &&
+      rm -rf "$prev_dir" && mv "$prev_dir.partial" "$prev_dir"
+    rm -rf "$src"
+  fi
+  [ -x "$prev_dir/nri-cpupool" ] && export E2E_PLUGIN_PREVIOUS=$prev_dir/nri-cpupool
+else
+  export E2E_PLUGIN_PREVIOUS_SKIP="the previous release $previous is not in this clone's history"
+fi
 declare -A TEST=([containerd]=TestContainerd [oldest]=TestContainerdOldest [crio]=TestCRIO)
 rc=0
 summary=""

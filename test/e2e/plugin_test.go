@@ -19,6 +19,8 @@ import (
 
 // pluginProc is bin/nri-cpupool running as an external NRI plugin.
 type pluginProc struct {
+	// bin is the binary; empty for this build's (bin/nri-cpupool).
+	bin                      string
 	cfg, state, log, metrics string
 	socket                   string
 	cmd                      *exec.Cmd
@@ -30,29 +32,46 @@ type pluginProc struct {
 // synchronized it.
 func (c *tc) startPlugin(config string) *pluginProc {
 	c.Helper()
-	p := &pluginProc{cfg: filepath.Join(c.dir, "config.yaml"), state: filepath.Join(c.dir, "state", "nri-cpupool.json"),
-		log: filepath.Join(c.dir, "plugin.log"), metrics: freeAddr(c), socket: c.e.rt.NRISocket()}
-	mustWrite(c, p.cfg, config+fmt.Sprintf("metricsAddress: %q\n", p.metrics))
-	c.plugin = p
+	p := &pluginProc{}
+	c.preparePlugin(p, config)
 	p.start(c)
 	return p
 }
 
+// preparePlugin gives p the scenario's paths and writes its config.
+func (c *tc) preparePlugin(p *pluginProc, config string) {
+	c.Helper()
+	p.cfg, p.state = filepath.Join(c.dir, "config.yaml"), filepath.Join(c.dir, "state", "nri-cpupool.json")
+	p.log, p.metrics, p.socket = filepath.Join(c.dir, "plugin.log"), freeAddr(c), c.e.rt.NRISocket()
+	mustWrite(c, p.cfg, config+fmt.Sprintf("metricsAddress: %q\n", p.metrics))
+	c.plugin = p
+}
+
 func (p *pluginProc) start(c *tc) {
+	c.Helper()
+	p.launch(c)
+	p.waitSynced(c, 0)
+}
+
+// launch starts the process without waiting for the runtime.
+func (p *pluginProc) launch(c *tc) {
 	c.Helper()
 	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		c.Fatal(err)
 	}
 	defer f.Close()
-	p.cmd = exec.Command(pluginBin, "run", "--config", p.cfg, "--nri-socket", p.socket, "--state-file", p.state, "--log-level", "debug")
+	bin := pluginBin
+	if p.bin != "" {
+		bin = p.bin
+	}
+	p.cmd = exec.Command(bin, "run", "--config", p.cfg, "--nri-socket", p.socket, "--state-file", p.state, "--log-level", "debug")
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		c.Fatal(err)
 	}
 	p.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(p.cmd, p.done)
-	p.waitSynced(c, 0)
 }
 
 // waitSynced waits until the runtime synchronized the plugin more than n

@@ -31,6 +31,7 @@ var scenarios = []scenario{
 	{"KubeletStylePods", 2, testKubeletStylePods},
 	{"PodLifeHoldsExclusiveCPUs", 2, testPodLife},
 	{"InPlaceResizeAndCPUQuota", 2, testInPlaceResize},
+	{"UpgradeKeepsPinning", 2, testUpgradeKeepsPinning},
 }
 
 const poolAnnotation = "pool.cpupool.dev"
