@@ -105,7 +105,7 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	}
 	p.cfg = cfg
 	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)
-	p.policy = allocator.NewPolicy(cfg)
+	p.policy = allocator.NewPolicy(cfg, p.topo)
 	p.pinner = newCgroupPinner(cfg.CgroupRoot)
 	p.log.Infof("pools: %s", layout.Describe())
 	p.log.Infof("sandboxes: %s", p.pinner.Hierarchy())
@@ -234,6 +234,11 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	return updates, nil
 }
 
+// containerName names a container in log lines and errors.
+func containerName(pod *api.PodSandbox, ctr *api.Container) string {
+	return fmt.Sprintf("%s/%s/%s", pod.GetNamespace(), pod.GetName(), ctr.GetName())
+}
+
 func sortContainers(cs []*api.Container) {
 	sort.Slice(cs, func(i, j int) bool { return cs[i].GetId() < cs[j].GetId() })
 }
@@ -322,10 +327,18 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 // CreateContainer decides the container's pool and CPUs and returns the
 // adjustment, plus updates for containers whose pool changed as a result.
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	// Tenant input is bounded before it can hold the lock that every
+	// other container waits for.
+	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
+		who := containerName(pod, ctr)
+		p.log.Errorf("refusing container %s: %v", who, err)
+		p.metrics.refused.WithLabelValues("annotation").Inc()
+		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	info := p.toContainer(pod, ctr)
-	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
+	who := containerName(pod, ctr)
 	req, err := p.policy.Request(info, p.resolveDevice)
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)

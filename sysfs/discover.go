@@ -74,22 +74,6 @@ func (r reader) integer(rel string) (int64, bool, error) {
 	return v, true, nil
 }
 
-// ParseList parses a kernel list ("0-3,8,10-11"), tolerating surrounding
-// white space and an empty list.
-func ParseList(s string) (cpuset.CPUSet, error) {
-	s = strings.TrimSpace(s)
-	set, err := cpuset.Parse(s)
-	if err != nil {
-		return cpuset.New(), fmt.Errorf("malformed CPU list %q: %w", s, err)
-	}
-	for _, id := range set.UnsortedList() {
-		if id < 0 {
-			return cpuset.New(), fmt.Errorf("malformed CPU list %q: negative CPU %d", s, id)
-		}
-	}
-	return set, nil
-}
-
 // Discover reads the topology of the node whose sysfs and procfs live below
 // root ("/" for the real node).
 func Discover(root string) (*Topology, error) {

@@ -120,7 +120,7 @@ func NewRunner(topo *sysfs.Topology, cfg *config.Config, sysfsRoot string) (*Run
 	if problems.HasErrors() {
 		return nil, fmt.Errorf("the configuration does not fit this node:\n%s", problems.Errors())
 	}
-	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg), sysfsRoot: sysfsRoot}, nil
+	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg, topo), sysfsRoot: sysfsRoot}, nil
 }
 
 // Allocator exposes the allocator for inspection.
