@@ -12,18 +12,22 @@ import (
 
 // milliCPU recovers the container's CPU request from what the kubelet
 // passed down: cpu.shares is request*1024/1000 (2 for no request); without
-// shares, the CFS quota/period limit stands in.
+// shares, the CFS quota/period limit stands in. Values no kernel accepts
+// are capped before any arithmetic, so nothing overflows into a small or
+// negative request.
 func milliCPU(ctr *api.Container) int64 {
 	cpu := ctr.GetLinux().GetResources().GetCpu()
 	if cpu == nil {
 		return 0
 	}
-	if shares := int64(cpu.GetShares().GetValue()); shares > 2 {
-		return (shares*1000 + 1023) / 1024
+	const maxShares, maxPeriod = 1 << 18, 1_000_000 // the kernel's bounds
+	if shares := min(cpu.GetShares().GetValue(), maxShares); shares > 2 {
+		return (int64(shares)*1000 + 1023) / 1024
 	}
-	quota, period := cpu.GetQuota().GetValue(), int64(cpu.GetPeriod().GetValue())
+	quota, period := cpu.GetQuota().GetValue(), min(cpu.GetPeriod().GetValue(), maxPeriod)
 	if quota > 0 && period > 0 {
-		return (quota*1000 + period - 1) / period
+		quota = min(quota, int64(sysfs.MaxCPUs+1)*int64(period))
+		return (quota*1000 + int64(period) - 1) / int64(period)
 	}
 	return 0
 }
@@ -82,16 +86,6 @@ func (p *Plugin) toContainer(pod *api.PodSandbox, ctr *api.Container) allocator.
 		MilliCPU:    milliCPU(ctr),
 		DeviceNUMA:  deviceNUMA(p.cfg.SysfsRoot, ctr),
 	}
-}
-
-// currentCPUs is the cpuset the runtime reports for a container.
-func currentCPUs(ctr *api.Container) (cpuset.CPUSet, bool) {
-	s := ctr.GetLinux().GetResources().GetCpu().GetCpus()
-	if s == "" {
-		return cpuset.New(), false
-	}
-	set, err := cpuset.Parse(s)
-	return set, err == nil
 }
 
 func cpuUpdate(a allocator.Assignment, pinMemory bool) *api.ContainerUpdate {

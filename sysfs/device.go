@@ -62,7 +62,13 @@ func DeviceLocality(root, devicePath string) (Locality, error) {
 // devices. VFIO group nodes (/dev/vfio/N) are resolved through their IOMMU
 // group, since their char device has no parent device.
 func DeviceNodeLocality(root string, devPath string, typ string, major, minor int64) (Locality, error) {
+	devPath = filepath.Clean("/" + devPath)
 	if g, ok := strings.CutPrefix(devPath, "/dev/vfio/"); ok && g != "vfio" {
+		// The group is a number: anything else ("..", "/") would walk out
+		// of the IOMMU groups.
+		if !isDigits(g) {
+			return Locality{}, fmt.Errorf("device %s: not a VFIO group (/dev/vfio/<number>)", Echo(devPath))
+		}
 		r := reader{root: root}
 		dir := "sys/kernel/iommu_groups/" + g + "/devices"
 		entries, err := os.ReadDir(r.path(dir))
@@ -85,4 +91,13 @@ func DeviceNodeLocality(root string, devPath string, typ string, major, minor in
 	loc, err := DeviceLocality(root, fmt.Sprintf("/sys/dev/%s/%d:%d", kind, major, minor))
 	loc.Device = devPath
 	return loc, err
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -170,6 +170,10 @@ func TestSimulateBadInput(t *testing.T) {
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"2\", limit: \"1\"}", "larger than limit"},
 		{"steps:\n  - create: {pod: a, container: b, qos: platinum}", "qos \"platinum\""},
 		{"steps:\n  - remove: {pod: ghost}", "no container (any) in pod default/ghost"},
+		// Finding 8: a request near the largest int64 made placement panic.
+		{"steps:\n  - create: {pod: a, container: b, cpus: \"9223372036854775807\", annotations: {pool.cpupool.dev: exclusive-non-isolcpus}}", "larger than any node"},
+		{"steps:\n  - create: {pod: a, container: b, cpus: \"9223372036854775807\", annotations: {pool.cpupool.dev: exclusive}}", "larger than any node"},
+		{"steps:\n  - create: {pod: a, container: b, cpus: \"1e300\", annotations: {pool.cpupool.dev: exclusive-non-isolcpus}}", "larger than any node"},
 	}
 	for _, tc := range tests {
 		code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, tc.requests), "--json")

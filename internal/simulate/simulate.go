@@ -280,5 +280,9 @@ func milli(key, s string) (int64, error) {
 	if q.Sign() < 0 {
 		return 0, fmt.Errorf("%s %q is negative", key, s)
 	}
+	// MilliValue wraps around beyond int64: bound the quantity first.
+	if q.Cmp(*resource.NewQuantity(sysfs.MaxCPUs, resource.DecimalSI)) > 0 {
+		return 0, fmt.Errorf("%s %q is larger than any node (at most %d CPUs)", key, s, sysfs.MaxCPUs)
+	}
 	return q.MilliValue(), nil
 }
