@@ -222,7 +222,17 @@ func (a *Allocator) otherHolder(cpu int) string {
 // exclusive container or lie outside its pool, the error says so and the
 // caller decides; Force adopts it anyway.
 func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
+	var problem error
+	// CPUs this node does not have (a state file from another node, a
+	// hot-unplugged vCPU) are dropped: nothing may index past the node.
+	if unknown := a.Unknown(as.CPUs.Union(as.Reserved)); !unknown.IsEmpty() {
+		problem = fmt.Errorf("container %s: CPUs %s are not on this node", as.ID, unknown)
+		as.CPUs, as.Reserved = as.CPUs.Difference(unknown), as.Reserved.Difference(unknown)
+	}
 	if as.CPUs.IsEmpty() {
+		if problem != nil {
+			return Result{}, problem
+		}
 		return Result{}, fmt.Errorf("container %s: empty cpuset", as.ID)
 	}
 	if as.Reserved.Size() == 0 {
@@ -231,8 +241,7 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 	if as.Mems.Size() == 0 {
 		as.Mems = a.memsFor(as.CPUs)
 	}
-	var problem error
-	if config.IsExclusivePool(as.Pool) {
+	if config.IsExclusivePool(as.Pool) && problem == nil {
 		for _, cpu := range as.Held().List() {
 			if !a.x.online(cpu) {
 				problem = fmt.Errorf("container %s: CPU %d is not online", as.ID, cpu)
@@ -273,6 +282,11 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
 	if config.IsExclusivePool(req.Pool) && current.Size() > 0 && current.Size() == CPUsFor(req.MilliCPU) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current}
+		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
+			// The siblings it was given idle are not in its cpuset; the
+			// annotation says they are its.
+			as.Reserved = a.HiddenSiblings(current)
+		}
 		if res, err := a.Restore(as, false); err == nil {
 			return res, true, nil
 		}
@@ -351,11 +365,42 @@ func (a *Allocator) ForgetPod(uid string) {
 	}
 }
 
-// SetPrevious restores remembered CPUs of stopped containers.
+// SetPrevious restores remembered CPUs of stopped containers; sets naming
+// CPUs this node does not have are dropped.
 func (a *Allocator) SetPrevious(p map[string]cpuset.CPUSet) {
 	for k, v := range p {
-		a.previous[k] = v
+		if a.Unknown(v).IsEmpty() {
+			a.previous[k] = v
+		}
 	}
+}
+
+// Unknown returns the CPUs of a set that this node does not have online.
+func (a *Allocator) Unknown(cpus cpuset.CPUSet) cpuset.CPUSet {
+	var out []int
+	for _, id := range cpus.UnsortedList() {
+		if !a.x.online(id) {
+			out = append(out, id)
+		}
+	}
+	return cpuset.New(out...)
+}
+
+// HiddenSiblings returns the other threads of the cores of cpus: what a
+// hide-hyperthreads container keeps idle.
+func (a *Allocator) HiddenSiblings(cpus cpuset.CPUSet) cpuset.CPUSet {
+	var out []int
+	for _, id := range cpus.UnsortedList() {
+		if !a.x.online(id) || a.x.cpus[id].core < 0 {
+			continue
+		}
+		for _, t := range a.x.cores[a.x.cpus[id].core] {
+			if !cpus.Contains(t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return cpuset.New(out...)
 }
 
 func (a *Allocator) sortedIDs() []string {

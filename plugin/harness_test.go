@@ -39,6 +39,9 @@ type fakeRuntime struct {
 	syncs int
 	// syncUpdates are the updates plugins returned from Synchronize.
 	syncUpdates []*api.ContainerUpdate
+	// updateDelay holds unsolicited updates back before applying them, as
+	// a busy runtime may.
+	updateDelay time.Duration
 }
 
 func newFakeRuntime(t testing.TB, unified bool) *fakeRuntime {
@@ -103,6 +106,10 @@ func (f *fakeRuntime) synchronize(ctx context.Context, cb adaptation.SyncCB) err
 }
 
 func (f *fakeRuntime) update(_ context.Context, u []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	f.mu.Lock()
+	delay := f.updateDelay
+	f.mu.Unlock()
+	time.Sleep(delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.apply(u)
@@ -259,6 +266,14 @@ func (f *fakeRuntime) removePod(pod *api.PodSandbox) {
 	f.mu.Unlock()
 	require.NoError(f.t, f.r.StopPodSandbox(context.Background(), &api.StopPodSandboxRequest{Pod: pod}))
 	require.NoError(f.t, f.r.RemovePodSandbox(context.Background(), &api.RemovePodSandboxRequest{Pod: pod}))
+}
+
+// setCPUs changes a container's cpuset in the runtime's view, as an
+// outside actor (or a creation without the plugin's adjustment) would.
+func (f *fakeRuntime) setCPUs(ctr *api.Container, cpus string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ctr.Linux.Resources.Cpu.Cpus = cpus
 }
 
 // cpus returns a container's cpuset as the runtime has it now.

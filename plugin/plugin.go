@@ -48,11 +48,11 @@ type Plugin struct {
 	metrics   *metrics
 	// pending are containers whose cpuset changed in a handler that cannot
 	// return updates (RemoveContainer, RemovePodSandbox); the next reply
-	// or an asynchronous UpdateContainers, whichever comes first, carries them.
+	// carries them (see deferFollowers).
 	pending map[string]bool
-	// updater sends unsolicited updates on the current connection; nil
-	// while disconnected.
-	updater func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+	// afterPersist, when set (by tests), runs after a handler has saved its
+	// decision and before it replies: where a crash hurts most.
+	afterPersist func(event, id string)
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
@@ -171,8 +171,8 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	prev := map[string]cpuset.CPUSet{}
 	for k, v := range p.state.Previous {
 		uid, _, _ := strings.Cut(k, "/")
-		if s, err := cpuset.Parse(v); err == nil && podUIDs[uid] {
-			prev[k] = s
+		if set, clean := p.nodeCPUs(v, "remembered CPUs of "+k); clean && podUIDs[uid] {
+			prev[k] = set
 		}
 	}
 	p.alloc.SetPrevious(prev)
@@ -193,26 +193,42 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	sortContainers(known)
 	sortContainers(unknown)
 	var updates []*api.ContainerUpdate
+	var repair []*api.Container
 	for _, c := range known {
-		p.restoreKnown(c, p.state.Containers[c.GetId()])
-	}
-	for _, c := range unknown {
-		pod := podByID[c.GetPodSandboxId()]
-		if pod == nil {
-			p.log.Warnf("synchronize: container %s has no pod sandbox; left alone", c.GetId())
-			continue
+		if !p.restoreKnown(c, p.state.Containers[c.GetId()]) {
+			repair = append(repair, c)
 		}
-		if u := p.adoptUnknown(pod, c); u != nil {
+	}
+	// Containers that do not run where they should (the runtime created
+	// them without our adjustment, or on CPUs this node lacks) are pinned
+	// again, once every container that runs correctly holds its CPUs.
+	confined := 0
+	for _, c := range repair {
+		u, ok := p.repairKnown(podByID[c.GetPodSandboxId()], c, p.state.Containers[c.GetId()])
+		if u != nil {
 			updates = append(updates, u)
 		}
+		if !ok {
+			confined++
+		}
 	}
-	// Shared and infra members follow their pool as it is now.
+	for _, c := range unknown {
+		u, ok := p.adoptUnknown(podByID[c.GetPodSandboxId()], c)
+		if u != nil {
+			updates = append(updates, u)
+		}
+		if !ok {
+			confined++
+		}
+	}
+	// Shared and infra members (confined containers among them) follow
+	// their pool as it is now.
 	for _, c := range append(known, unknown...) {
 		a, ok := p.alloc.Get(c.GetId())
 		if !ok || config.IsExclusivePool(a.Pool) {
 			continue
 		}
-		if cur, ok := currentCPUs(c); !ok || !cur.Equals(a.CPUs) {
+		if cur, pinned := p.runtimeCPUs(c); !pinned || !cur.Equals(a.CPUs) {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
 	}
@@ -230,7 +246,8 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 		return nil, err
 	}
 	p.pinSandboxes()
-	p.log.Infof("synchronized: %d containers kept, %d placed, %d forgotten, %d updates", len(known), len(unknown), vanished, len(updates))
+	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d updates",
+		len(known)-len(repair), len(repair), len(unknown), confined, vanished, len(updates))
 	return updates, nil
 }
 
@@ -244,43 +261,121 @@ func sortContainers(cs []*api.Container) {
 }
 
 // restoreKnown re-adds a remembered container where the runtime says it
-// runs. A conflict (e.g. the config changed) keeps it there and is reported.
-func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
-	a := assignmentFromState(c.GetId(), st)
-	if cur, ok := currentCPUs(c); ok && config.IsExclusivePool(st.Pool) && !cur.Equals(a.CPUs) {
-		p.log.Warnf("container %s/%s/%s runs on CPUs %s, the state said %s; keeping where it runs", st.PodNamespace, st.PodName, st.Container, cur, a.CPUs)
-		a.CPUs = cur
+// runs, if that is a place it may run: its remembered CPUs, or another
+// whole set of its pool that nobody else holds. A conflict with the
+// configuration (e.g. the pool changed) keeps it there and is reported. It
+// returns false, having added nothing, when the container must be pinned
+// again (see repairKnown).
+func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
+	a, clean := p.assignmentFromState(c.GetId(), st)
+	who := fmt.Sprintf("%s/%s/%s", st.PodNamespace, st.PodName, st.Container)
+	if !config.IsExclusivePool(st.Pool) {
+		// Shared and infra members follow their pool; the caller updates
+		// them if they run elsewhere.
+		if _, err := p.alloc.Restore(a, true); err != nil {
+			p.log.Warnf("kept container %s in pool %s although %v", who, st.Pool, err)
+		}
+		return true
 	}
-	if _, err := p.alloc.Restore(a, true); err != nil {
-		p.log.Warnf("kept container %s/%s/%s on CPUs %s although %v", st.PodNamespace, st.PodName, st.Container, a.CPUs, err)
+	cur, pinned := p.runtimeCPUs(c)
+	switch {
+	case !pinned || !clean:
+		return false
+	case cur.Equals(a.CPUs):
+		if _, err := p.alloc.Restore(a, true); err != nil {
+			p.log.Warnf("kept container %s on CPUs %s although %v", who, a.CPUs, err)
+		}
+		return true
+	case cur.Size() == a.CPUs.Size():
+		moved := a
+		moved.CPUs = cur
+		if !a.Reserved.IsEmpty() {
+			moved.Reserved = p.alloc.HiddenSiblings(cur)
+		}
+		if _, err := p.alloc.Restore(moved, false); err == nil {
+			p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", who, cur, a.CPUs)
+			return true
+		}
 	}
+	return false
+}
+
+// repairKnown pins a remembered exclusive container that does not run
+// where it may: back on its remembered CPUs when they are free, else placed
+// anew, else confined to infra. ok is false when it was confined.
+func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st ContainerState) (*api.ContainerUpdate, bool) {
+	a, clean := p.assignmentFromState(c.GetId(), st)
+	who := fmt.Sprintf("%s/%s/%s", st.PodNamespace, st.PodName, st.Container)
+	cur, pinned := p.runtimeCPUs(c)
+	runs := "every CPU"
+	if pinned {
+		runs = "CPUs " + cur.String()
+	}
+	if clean {
+		if _, err := p.alloc.Restore(a, false); err == nil {
+			p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, a.CPUs)
+			return cpuUpdate(a, p.cfg.PinMemory), true
+		}
+	}
+	if pod == nil {
+		return p.confine(c, who, fmt.Errorf("its pod sandbox is gone"))
+	}
+	p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored; placing it again", who, runs, st.CPUs)
+	return p.adoptUnknown(pod, c)
 }
 
 // adoptUnknown handles a container the state does not know (created while
 // the plugin was away, or the state was lost) and returns the update that
-// pins it, if it must move.
-func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.ContainerUpdate {
+// pins it, if it must move. A container it cannot place is confined to
+// infra (ok false): left alone it would run on every CPU, exclusive ones
+// included.
+func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.ContainerUpdate, bool) {
+	if pod == nil {
+		return p.confine(c, c.GetId(), fmt.Errorf("it has no pod sandbox"))
+	}
+	who := containerName(pod, c)
+	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
+		return p.confine(c, who, err)
+	}
 	info := p.toContainer(pod, c)
-	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
 	req, err := p.policy.Request(info, p.resolveDevice)
 	if err != nil {
-		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
-		return nil
+		return p.confine(c, who, err)
 	}
-	current, _ := currentCPUs(c)
+	current, pinned := p.runtimeCPUs(c)
+	if !pinned {
+		current = cpuset.New()
+	}
 	res, kept, err := p.alloc.Adopt(req, current)
 	switch {
 	case err != nil:
-		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
-		return nil
+		return p.confine(c, who, err)
 	case kept:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
-		return nil
+		return nil, true
 	case config.IsExclusivePool(req.Pool):
 		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
-		return cpuUpdate(res.Assignment, p.cfg.PinMemory)
+		return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
 	}
-	return nil // shared/infra members are updated by the caller if needed
+	return nil, true // shared/infra members are updated by the caller if needed
+}
+
+// confine puts a container Synchronize cannot place into infra, where it
+// overlaps no exclusive CPU, and says why.
+func (p *Plugin) confine(c *api.Container, who string, reason error) (*api.ContainerUpdate, bool) {
+	p.metrics.refused.WithLabelValues("synchronize").Inc()
+	var pod allocator.PodRef
+	if st, ok := p.state.Containers[c.GetId()]; ok {
+		pod = allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID}
+	}
+	_, err := p.alloc.Allocate(allocator.Request{ID: c.GetId(), Pod: pod, Container: c.GetName(), Pool: config.PoolInfra,
+		NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
+	if err != nil {
+		p.log.Errorf("synchronize: container %s cannot be placed (%v) nor confined to infra: %v", who, reason, err)
+		return nil, false
+	}
+	p.log.Errorf("synchronize: container %s confined to infra: %v", who, reason)
+	return nil, false // the caller updates infra members
 }
 
 func (p *Plugin) resolveDevice(path string) (int, error) {
@@ -337,8 +432,14 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	info := p.toContainer(pod, ctr)
 	who := containerName(pod, ctr)
+	if a, ok := p.alloc.Get(ctr.GetId()); ok {
+		// A repeated event (after a reconnect): answer the same, record
+		// nothing, and never undo what an earlier call decided.
+		p.log.Infof("container %s: already placed in pool %s on CPUs %s", who, a.Pool, a.CPUs)
+		return p.adjustment(a), p.takePending(), nil
+	}
+	info := p.toContainer(pod, ctr)
 	req, err := p.policy.Request(info, p.resolveDevice)
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
@@ -360,6 +461,14 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s not created: %w", who, err)
 	}
 	a := res.Assignment
+	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, a.Pool, a.CPUs, a.Mems)
+	updates := p.followers(res)
+	p.persistedHook("CreateContainer", ctr.GetId())
+	return p.adjustment(a), updates, nil
+}
+
+// adjustment pins a new container to its assignment.
+func (p *Plugin) adjustment(a allocator.Assignment) *api.ContainerAdjustment {
 	adj := &api.ContainerAdjustment{}
 	adj.SetLinuxCPUSetCPUs(a.CPUs.String())
 	if p.cfg.PinMemory && a.Mems.Size() > 0 {
@@ -368,8 +477,16 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	adj.AddEnv(EnvCPUs, a.CPUs.String())
 	adj.AddEnv(EnvMems, a.Mems.String())
 	adj.AddEnv(EnvPool, a.Pool)
-	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, a.Pool, a.CPUs, a.Mems)
-	return adj, p.followers(res), nil
+	return adj
+}
+
+// persistedHook runs the test hook, if any, between a durable decision and
+// its reply: the window in which a crash leaves the runtime without the
+// reply while the state file already has the decision.
+func (p *Plugin) persistedHook(event, id string) {
+	if p.afterPersist != nil {
+		p.afterPersist(event, id)
+	}
 }
 
 // followers converts a decision's side effects, and any pending ones, into
@@ -404,8 +521,14 @@ func (p *Plugin) takePending() []*api.ContainerUpdate {
 }
 
 // deferFollowers records side effects of a handler that cannot return
-// updates and sends them once the handler has returned: calling
-// UpdateContainers inside a handler would deadlock on the runtime's lock.
+// updates (RemoveContainer, RemovePodSandbox); the next reply carries them,
+// computed when it is sent. They are never sent on their own: an
+// unsolicited update travels beside the replies, so the runtime could apply
+// an older "infra grew" after a newer "infra shrank" and put an infra
+// container on a CPU lent to an exclusive one. Only pools growing are ever
+// deferred (a release never shrinks one), so until then members run on a
+// subset of their pool, never on a CPU someone else holds. Sandboxes follow
+// at once: pinning them is synchronous.
 func (p *Plugin) deferFollowers(res allocator.Result) {
 	for _, u := range res.Updates {
 		p.pending[u.ID] = true
@@ -413,20 +536,6 @@ func (p *Plugin) deferFollowers(res allocator.Result) {
 	if res.InfraChanged {
 		p.pinSandboxes()
 	}
-	if len(p.pending) == 0 {
-		return
-	}
-	go func() {
-		p.mu.Lock()
-		updates, send := p.takePending(), p.updater
-		p.mu.Unlock()
-		if len(updates) == 0 || send == nil {
-			return
-		}
-		if failed, err := send(updates); err != nil || len(failed) > 0 {
-			p.log.Warnf("updating %d containers after a removal: %v (failed: %d)", len(updates), err, len(failed))
-		}
-	}()
 }
 
 // UpdateContainer keeps a pinned container's cpuset when someone (the
@@ -442,13 +551,13 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if want == "" {
 		return nil, nil
 	}
-	if set, err := cpuset.Parse(want); err == nil && set.Equals(a.CPUs) {
+	if set, err := sysfs.ParseList(want); err == nil && set.Equals(a.CPUs) {
 		return nil, nil
 	}
 	if !p.overrode[a.ID] {
 		p.overrode[a.ID] = true
-		p.log.Warnf("container %s/%s/%s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
-			pod.GetNamespace(), pod.GetName(), ctr.GetName(), a.CPUs, a.Pool, want)
+		p.log.Warnf("container %s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
+			containerName(pod, ctr), a.CPUs, a.Pool, sysfs.Echo(want))
 	}
 	u := cpuUpdate(a, p.cfg.PinMemory)
 	u.IgnoreFailure = false
@@ -467,7 +576,9 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	if err := p.save(); err != nil {
 		return nil, err
 	}
-	return p.followers(res), nil
+	updates := p.followers(res)
+	p.persistedHook("StopContainer", ctr.GetId())
+	return updates, nil
 }
 
 // RemoveContainer forgets a container (normally already stopped).
@@ -578,14 +689,47 @@ func (p *Plugin) save() error {
 	return nil
 }
 
-func assignmentFromState(id string, st ContainerState) allocator.Assignment {
-	parse := func(s string) cpuset.CPUSet {
-		set, err := cpuset.Parse(s)
-		if err != nil {
-			return cpuset.New()
-		}
-		return set
+// assignmentFromState reads a remembered assignment. clean is false when a
+// set was malformed or named CPUs this node does not have (dropped, with a
+// warning): the container must then be pinned again.
+func (p *Plugin) assignmentFromState(id string, st ContainerState) (allocator.Assignment, bool) {
+	what := fmt.Sprintf("state of container %s/%s/%s", st.PodNamespace, st.PodName, st.Container)
+	cpus, ok1 := p.nodeCPUs(st.CPUs, what+", cpus")
+	reserved, ok2 := p.nodeCPUs(st.Reserved, what+", reserved")
+	mems, err := sysfs.ParseList(st.Mems)
+	if err != nil {
+		mems = cpuset.New()
 	}
 	return allocator.Assignment{ID: id, Pod: allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID},
-		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: parse(st.CPUs), Reserved: parse(st.Reserved), Mems: parse(st.Mems)}
+		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: cpus, Reserved: reserved, Mems: mems}, ok1 && ok2
+}
+
+// nodeCPUs parses a CPU list from the state file or the runtime, bounded,
+// and drops the CPUs this node does not have online (a state file from
+// another node, a hot-unplugged vCPU), saying so. clean is false if the
+// list was malformed or anything was dropped.
+func (p *Plugin) nodeCPUs(s, what string) (cpuset.CPUSet, bool) {
+	set, err := sysfs.ParseList(s)
+	if err != nil {
+		p.log.Warnf("%s: %v; ignored", what, err)
+		return cpuset.New(), false
+	}
+	if unknown := p.alloc.Unknown(set); !unknown.IsEmpty() {
+		p.log.Warnf("%s: CPUs %s are not on this node; dropped", what, unknown)
+		return set.Difference(unknown), false
+	}
+	return set, true
+}
+
+// runtimeCPUs is the cpuset the runtime reports for a container. pinned is
+// false when the container may run on every CPU: no cpuset (the runtime
+// created it without our adjustment), a malformed one, or one naming CPUs
+// this node does not have.
+func (p *Plugin) runtimeCPUs(c *api.Container) (cpuset.CPUSet, bool) {
+	s := c.GetLinux().GetResources().GetCpu().GetCpus()
+	if s == "" {
+		return cpuset.New(), false
+	}
+	set, clean := p.nodeCPUs(s, "runtime's cpuset of container "+c.GetId())
+	return set, clean && !set.IsEmpty()
 }

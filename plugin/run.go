@@ -44,18 +44,15 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff) error 
 			return fmt.Errorf("creating NRI stub: %w", err)
 		}
 		if err = s.Start(ctx); err == nil {
-			p.setUpdater(s.UpdateContainers)
 			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", p.cfg.PluginIndex, PluginName)))
 			wait = backoff.Initial
 			select {
 			case <-closed:
 				p.log.Warn("lost the connection to the runtime; reconnecting")
 			case <-ctx.Done():
-				p.setUpdater(nil)
 				s.Stop()
 				return nil
 			}
-			p.setUpdater(nil)
 			s.Stop()
 			if runtimeLaunched() {
 				return fmt.Errorf("runtime closed the connection")
@@ -73,10 +70,4 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff) error 
 		}
 		wait = min(wait*2, backoff.Max)
 	}
-}
-
-func (p *Plugin) setUpdater(f func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.updater = f
 }
