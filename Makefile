@@ -9,7 +9,7 @@ SPECS    := $(wildcard testdata/topologies/*.yaml)
 # e2e runs where it can: as root on Linux (it starts a real containerd).
 RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo yes || echo no)
 
-.PHONY: all build test unit packaging e2e bench lint install uninstall demo fixtures deb clean
+.PHONY: all build test unit soak fuzz packaging e2e bench lint install uninstall demo fixtures deb clean
 
 all: build
 
@@ -26,7 +26,19 @@ else
 endif
 
 unit:
-	$(GO) test -race -count=1 ./...
+	mkdir -p bin
+	rm -f bin/property.txt
+	CPUPOOL_PROPERTY_REPORT=$(CURDIR)/bin/property.txt $(GO) test -race -count=1 ./...
+	@cat bin/property.txt
+
+# The randomized property test of the whole plugin, long: ≥ 20,000 events
+# with kills and runtime restarts (make test runs 300).
+SOAK_EVENTS ?= 20000
+soak:
+	mkdir -p bin
+	CPUPOOL_PROPERTY_EVENTS=$(SOAK_EVENTS) CPUPOOL_PROPERTY_REPORT=$(CURDIR)/bin/soak.txt \
+	  $(GO) test -count=1 -timeout 90m -run '^TestPropertyWholePlugin$$' ./plugin
+	@cat bin/soak.txt
 
 packaging: build
 	bash test/packaging.sh
