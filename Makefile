@@ -7,9 +7,14 @@ PREFIX   ?= /usr/local
 DESTDIR  ?=
 SPECS    := $(wildcard testdata/topologies/*.yaml)
 # e2e runs where it can: as root on Linux (it starts a real containerd).
+# Build tools (nfpm, ...) are installed with go install into a cache that
+# survives clean clones.
+TOOLS_BIN ?= $(HOME)/.cache/nri-cpupool-tools
+NFPM_VERSION := v2.44.0
+NFPM     := $(TOOLS_BIN)/nfpm-$(NFPM_VERSION)
 RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo yes || echo no)
 
-.PHONY: all build test unit soak fuzz packaging e2e bench lint install uninstall demo fixtures deb clean
+.PHONY: all build test unit soak fuzz packaging e2e bench lint install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -40,8 +45,8 @@ soak:
 	  $(GO) test -count=1 -timeout 90m -run '^TestPropertyWholePlugin$$' ./plugin
 	@cat bin/soak.txt
 
-packaging: build
-	bash test/packaging.sh
+packaging: build $(NFPM)
+	NFPM=$(NFPM) bash test/packaging.sh
 
 e2e: build
 	bash test/e2e/run.sh
@@ -65,7 +70,8 @@ fixtures:
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/nri-cpupool
-	install -D -m 0644 packaging/nri-cpupool.service $(DESTDIR)/etc/systemd/system/nri-cpupool.service
+	install -d $(DESTDIR)/etc/systemd/system
+	sed 's|/usr/bin/nri-cpupool|$(PREFIX)/bin/nri-cpupool|g' packaging/nri-cpupool.service > $(DESTDIR)/etc/systemd/system/nri-cpupool.service
 	@if [ ! -e $(DESTDIR)/etc/nri-cpupool/config.yaml ]; then \
 	  install -D -m 0644 packaging/config.yaml $(DESTDIR)/etc/nri-cpupool/config.yaml; \
 	else echo "keeping existing $(DESTDIR)/etc/nri-cpupool/config.yaml"; fi
@@ -81,9 +87,27 @@ uninstall:
 demo: build
 	bash test/e2e/demo.sh
 
-# A Debian package (dpkg-deb, no other tool needed).
-deb: build
-	bash packaging/deb/build.sh $(VERSION)
+# The .deb and the .rpm, from one nfpm recipe (packaging/nfpm.yaml).
+package: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) deb rpm
+deb: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) deb
+rpm: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) rpm
+
+# The DaemonSet's image (deploy/kubernetes): the static binary in an OCI
+# archive, built without a container engine or registry.
+IMAGE ?= ghcr.io/cpupool/nri-cpupool:dev
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nri-cpupool-static ./cmd/nri-cpupool
+	$(GO) run ./tools/mkimage -plugin bin/nri-cpupool-static -name $(IMAGE) -out bin/nri-cpupool-image.tar
+	@echo "bin/nri-cpupool-image.tar ($(IMAGE)): ctr -n k8s.io images import bin/nri-cpupool-image.tar"
+
+nfpm: $(NFPM)
+$(NFPM):
+	mkdir -p $(TOOLS_BIN)/.nfpm
+	GOBIN=$(abspath $(TOOLS_BIN))/.nfpm GOFLAGS=-buildvcs=false $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	mv $(TOOLS_BIN)/.nfpm/nfpm $(NFPM)
 
 clean:
 	rm -rf bin testdata/sysfs

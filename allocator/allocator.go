@@ -6,12 +6,14 @@ package allocator
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -68,7 +70,7 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		x:          x,
 		layout:     layout,
 		pinMemory:  pinMemory,
-		views:      map[string]*poolView{config.PoolExclusive: x.view(layout.Exclusive), config.PoolExclusiveNonIsolcpus: x.view(layout.ExclusiveNonIsolcpus)},
+		views:      map[string]*poolView{pools.Exclusive: x.view(layout.Exclusive), pools.ExclusiveNonIsolcpus: x.view(layout.ExclusiveNonIsolcpus)},
 		containers: map[string]*Assignment{},
 		owner:      make([]string, len(x.cpus)),
 		previous:   map[string]cpuset.CPUSet{},
@@ -117,13 +119,13 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	}
 	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New()}
 	switch req.Pool {
-	case config.PoolShared, config.PoolInfra:
+	case pools.Shared, pools.Infra:
 		cpus := a.PoolCPUs(req.Pool)
 		if cpus.IsEmpty() {
 			return Result{}, fmt.Errorf("pool %s has no CPUs on this node; configure pools.%s or choose another pool", req.Pool, req.Pool)
 		}
 		as.CPUs = cpus
-	case config.PoolExclusive, config.PoolExclusiveNonIsolcpus:
+	case pools.Exclusive, pools.ExclusiveNonIsolcpus:
 		cpus, reserved, err := a.placeExclusive(req)
 		if err != nil {
 			return Result{}, err
@@ -138,9 +140,9 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 
 // commit records an assignment and computes the updates it causes.
 func (a *Allocator) commit(as *Assignment) Result {
-	infraBefore := a.PoolCPUs(config.PoolInfra)
+	infraBefore := a.PoolCPUs(pools.Infra)
 	a.containers[as.ID] = as
-	if config.IsExclusivePool(as.Pool) {
+	if pools.IsExclusive(as.Pool) {
 		for _, id := range as.Held().UnsortedList() {
 			// A forced restore may overlap another container; the first
 			// holder keeps the CPU (see Release).
@@ -162,14 +164,14 @@ func (a *Allocator) commit(as *Assignment) Result {
 // followInfra moves infra members to the current infra cpuset if it
 // changed since before.
 func (a *Allocator) followInfra(before cpuset.CPUSet) ([]Assignment, bool) {
-	now := a.PoolCPUs(config.PoolInfra)
+	now := a.PoolCPUs(pools.Infra)
 	if now.Equals(before) {
 		return nil, false
 	}
 	var updates []Assignment
 	for _, id := range a.sortedIDs() {
 		c := a.containers[id]
-		if c.Pool == config.PoolInfra && !c.CPUs.Equals(now) {
+		if c.Pool == pools.Infra && !c.CPUs.Equals(now) {
 			c.CPUs = now
 			c.Mems = a.memsFor(now)
 			updates = append(updates, *c)
@@ -185,9 +187,9 @@ func (a *Allocator) Release(id string) Result {
 	if !ok {
 		return Result{}
 	}
-	infraBefore := a.PoolCPUs(config.PoolInfra)
+	infraBefore := a.PoolCPUs(pools.Infra)
 	delete(a.containers, id)
-	if config.IsExclusivePool(c.Pool) {
+	if pools.IsExclusive(c.Pool) {
 		for _, cpu := range c.Held().UnsortedList() {
 			if a.owner[cpu] == id {
 				a.owner[cpu] = ""
@@ -210,7 +212,7 @@ func (a *Allocator) Release(id string) Result {
 func (a *Allocator) otherHolder(cpu int) string {
 	for _, id := range a.sortedIDs() {
 		c := a.containers[id]
-		if config.IsExclusivePool(c.Pool) && c.Held().Contains(cpu) {
+		if pools.IsExclusive(c.Pool) && c.Held().Contains(cpu) {
 			return id
 		}
 	}
@@ -241,7 +243,7 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 	if as.Mems.Size() == 0 {
 		as.Mems = a.memsFor(as.CPUs)
 	}
-	if config.IsExclusivePool(as.Pool) && problem == nil {
+	if pools.IsExclusive(as.Pool) && problem == nil {
 		for _, cpu := range as.Held().List() {
 			if !a.x.online(cpu) {
 				problem = fmt.Errorf("container %s: CPU %d is not online", as.ID, cpu)
@@ -260,7 +262,7 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 		return Result{}, problem
 	}
 	cp := as
-	if cp.Pool == config.PoolShared || cp.Pool == config.PoolInfra {
+	if cp.Pool == pools.Shared || cp.Pool == pools.Infra {
 		// Members of a shared pool follow the pool as it is now, unless the
 		// pool no longer exists: then they stay where they run.
 		if now := a.PoolCPUs(cp.Pool); !now.IsEmpty() {
@@ -280,7 +282,7 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 // decision of ours — it stays there; otherwise it is placed like a new one.
 // Kept tells which happened.
 func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
-	if config.IsExclusivePool(req.Pool) && current.Size() > 0 && current.Size() == CPUsFor(req.MilliCPU) {
+	if pools.IsExclusive(req.Pool) && current.Size() > 0 && current.Size() == CPUsFor(req.MilliCPU) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current}
 		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
 			// The siblings it was given idle are not in its cpuset; the
@@ -301,7 +303,7 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept 
 // where it runs after a config change keeps its CPUs to itself.
 func (a *Allocator) PoolCPUs(pool string) cpuset.CPUSet {
 	cpus := a.layout.Pool(pool)
-	if config.IsExclusivePool(pool) {
+	if pools.IsExclusive(pool) {
 		return cpus
 	}
 	var held []int
@@ -403,14 +405,7 @@ func (a *Allocator) HiddenSiblings(cpus cpuset.CPUSet) cpuset.CPUSet {
 	return cpuset.New(out...)
 }
 
-func (a *Allocator) sortedIDs() []string {
-	ids := make([]string, 0, len(a.containers))
-	for id := range a.containers {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
+func (a *Allocator) sortedIDs() []string { return slices.Sorted(maps.Keys(a.containers)) }
 
 func (a *Allocator) memsFor(cpus cpuset.CPUSet) cpuset.CPUSet {
 	if !a.pinMemory {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // Finding 8: a CPU request near the largest int64 overflowed the rounding
@@ -31,15 +32,15 @@ func TestHugeCPURequestIsRefusedNotPanics(t *testing.T) {
 // its tables, even when a restore is forced.
 func TestRestoreDropsCPUsTheNodeLacks(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", `isolatedCPUs: "4-7,12-15"`)
-	as := Assignment{ID: "x", Pod: PodRef{UID: "u"}, Container: "c", Pool: config.PoolExclusive, MilliCPU: 2000, CPUs: cpuset.New(4, 40), Reserved: cpuset.New(1 << 20)}
+	as := Assignment{ID: "x", Pod: PodRef{UID: "u"}, Container: "c", Pool: pools.Exclusive, MilliCPU: 2000, CPUs: cpuset.New(4, 40), Reserved: cpuset.New(1 << 20)}
 	_, err := a.Restore(as, true)
 	assert.ErrorContains(t, err, "not on this node")
 	got, ok := a.Get("x")
 	require.True(t, ok)
 	assert.Equal(t, "4", got.CPUs.String())
-	_, err = a.Restore(Assignment{ID: "y", Pool: config.PoolExclusive, CPUs: cpuset.New(99)}, true)
+	_, err = a.Restore(Assignment{ID: "y", Pool: pools.Exclusive, CPUs: cpuset.New(99)}, true)
 	assert.Error(t, err)
 	a.SetPrevious(map[string]cpuset.CPUSet{"u/z": cpuset.New(5, 4000)})
-	_, err = a.Allocate(Request{ID: "z", Pod: PodRef{UID: "u"}, Container: "z", Pool: config.PoolExclusive, MilliCPU: 2000, NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
+	_, err = a.Allocate(Request{ID: "z", Pod: PodRef{UID: "u"}, Container: "z", Pool: pools.Exclusive, MilliCPU: 2000, NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
 	assert.NoError(t, err)
 }

@@ -6,8 +6,8 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
-	"github.com/cpupool/nri-cpupool/sysfs"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // mode is the unit an exclusive request is counted and taken in.
@@ -25,7 +25,7 @@ const (
 
 // CPUsFor converts a CPU request in milli-CPUs to whole exclusive CPUs,
 // rounding up so that a request is never shortchanged. Requests beyond any
-// node are capped just above sysfs.MaxCPUs, where placement refuses them:
+// node are capped just above cpulist.MaxCPUs, where placement refuses them:
 // the rounding must not overflow.
 func CPUsFor(milliCPU int64) int {
 	if milliCPU <= 0 {
@@ -35,7 +35,7 @@ func CPUsFor(milliCPU int64) int {
 	if milliCPU%1000 != 0 {
 		n++
 	}
-	return int(min(n, sysfs.MaxCPUs+1))
+	return int(min(n, cpulist.MaxCPUs+1))
 }
 
 // placeExclusive chooses CPUs for an exclusive request; see README
@@ -111,10 +111,10 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 // checkInfraBudget refuses an exclusive-non-isolcpus placement that would
 // shrink infra below minInfraCPUs.
 func (a *Allocator) checkInfraBudget(req Request, who string, held int) error {
-	if req.Pool != config.PoolExclusiveNonIsolcpus {
+	if req.Pool != pools.ExclusiveNonIsolcpus {
 		return nil
 	}
-	infra := a.PoolCPUs(config.PoolInfra)
+	infra := a.PoolCPUs(pools.Infra)
 	if held > infra.Size()-a.layout.MinInfraCPUs {
 		return fmt.Errorf("pool %s cannot fit %s: it needs %d CPUs from infra, but infra (%s) must keep %d (pools.exclusive-non-isolcpus.minInfraCPUs)",
 			req.Pool, who, held, infra, a.layout.MinInfraCPUs)
@@ -319,8 +319,8 @@ func (p *planner) state(c *coreView) coreState {
 	return s
 }
 
-// eligible tells whether a core can give a unit in the current mode, and
-// unitsOf how many units it gives.
+// unitsOf tells how many units a core can give in the current mode: 0 when
+// it cannot give any.
 func (p *planner) unitsOf(s coreState) int {
 	switch p.mode {
 	case modeFullCores:
@@ -408,83 +408,137 @@ func (p *planner) takeFromNode(nv *nodeView, need int) (cpus, reserved []int, sp
 	return cpus, reserved, split, l3s
 }
 
-// takeFromL3 picks need units from one L3 group. In thread mode it takes
-// whole free cores while they fit, serves an odd remainder from a core that
-// is already partly used, and splits a whole core only when nothing else
-// is left; split counts the whole cores it had to break.
+// takeFromL3 picks need units from one L3 group. Whole cores (full-cores
+// and hide-siblings modes) come from the first eligible cores; threads are
+// taken in the passes of takeThreads.
 func (p *planner) takeFromL3(l3 *l3View, need int) (cpus, reserved []int, split int) {
 	states := make([]coreState, len(l3.cores))
 	for i := range l3.cores {
 		states[i] = p.state(&l3.cores[i])
 	}
-	if p.mode != modeThreads {
-		for _, s := range states {
-			if need == 0 {
-				break
-			}
-			if p.unitsOf(s) == 0 {
-				continue
-			}
-			if p.mode == modeHideSiblings {
-				cpus = append(cpus, s.free[0])
-				reserved = append(reserved, s.free[1:]...)
-			} else {
-				cpus = append(cpus, s.free...)
-			}
-			need--
-		}
-		return cpus, reserved, 0
+	if p.mode == modeThreads {
+		return p.takeThreads(states, need)
 	}
+	cpus, reserved = p.takeCores(states, need)
+	return cpus, reserved, 0
+}
 
-	used := make([]bool, len(states))
-	take := func(i, k int) {
-		cpus = append(cpus, states[i].free[:k]...)
-		used[i] = true
-		need -= k
+// takeCores takes need whole cores. With hidden siblings, only the first
+// thread of each runs the container; the others are held idle (reserved).
+func (p *planner) takeCores(states []coreState, need int) (cpus, reserved []int) {
+	for _, s := range states {
+		if need == 0 {
+			break
+		}
+		if p.unitsOf(s) == 0 {
+			continue
+		}
+		if p.mode == modeHideSiblings {
+			cpus = append(cpus, s.free[0])
+			reserved = append(reserved, s.free[1:]...)
+		} else {
+			cpus = append(cpus, s.free...)
+		}
+		need--
 	}
-	// Partly used cores, fullest first: they are where a remainder belongs.
+	return cpus, reserved
+}
+
+// takeThreads takes need threads so that the fewest whole free cores are
+// broken: it serves an odd remainder from a core that is already partly
+// used, takes whole free cores while they fit, then the rest of the partly
+// used cores, and splits a whole core only when nothing else is left;
+// split counts the whole cores it had to break.
+func (p *planner) takeThreads(states []coreState, need int) (cpus []int, reserved []int, split int) {
+	t := threadTaker{states: states, used: make([]bool, len(states)), need: need}
+	partial := t.partlyUsedFullestFirst()
+	t.remainderFrom(partial, need%p.tpc)
+	t.wholeCoresThatFit()
+	t.restFrom(partial)
+	split = t.splitWholeCores()
+	return t.cpus, nil, split
+}
+
+// threadTaker is the bookkeeping of takeThreads' passes: each core is taken
+// from at most once.
+type threadTaker struct {
+	states []coreState
+	used   []bool
+	need   int
+	cpus   []int
+}
+
+func (t *threadTaker) take(i, k int) {
+	t.cpus = append(t.cpus, t.states[i].free[:k]...)
+	t.used[i] = true
+	t.need -= k
+}
+
+// partlyUsedFullestFirst lists the cores with some threads held and some
+// free, fewest free first: they are where a remainder belongs.
+func (t *threadTaker) partlyUsedFullestFirst() []int {
 	var partial []int
-	for i, s := range states {
+	for i, s := range t.states {
 		if !s.whole && len(s.free) > 0 {
 			partial = append(partial, i)
 		}
 	}
-	sort.SliceStable(partial, func(a, b int) bool { return len(states[partial[a]].free) < len(states[partial[b]].free) })
+	sort.SliceStable(partial, func(a, b int) bool { return len(t.states[partial[a]].free) < len(t.states[partial[b]].free) })
+	return partial
+}
 
-	if rem := need % p.tpc; rem > 0 {
-		for _, i := range partial {
-			if len(states[i].free) >= rem {
-				take(i, rem)
-				break
-			}
-		}
-	}
-	for i, s := range states {
-		if need == 0 {
-			break
-		}
-		if s.whole && !used[i] && len(s.free) <= need {
-			take(i, len(s.free))
-		}
+// remainderFrom serves the part of the request that whole cores cannot
+// (rem threads) from the fullest partly used core that has room.
+func (t *threadTaker) remainderFrom(partial []int, rem int) {
+	if rem == 0 {
+		return
 	}
 	for _, i := range partial {
-		if need == 0 {
-			break
-		}
-		if !used[i] {
-			take(i, min(need, len(states[i].free)))
+		if len(t.states[i].free) >= rem {
+			t.take(i, rem)
+			return
 		}
 	}
-	for i, s := range states {
-		if need == 0 {
+}
+
+// wholeCoresThatFit takes whole free cores that fit in what is still needed.
+func (t *threadTaker) wholeCoresThatFit() {
+	for i, s := range t.states {
+		if t.need == 0 {
+			return
+		}
+		if s.whole && !t.used[i] && len(s.free) <= t.need {
+			t.take(i, len(s.free))
+		}
+	}
+}
+
+// restFrom takes what partly used cores still have.
+func (t *threadTaker) restFrom(partial []int) {
+	for _, i := range partial {
+		if t.need == 0 {
+			return
+		}
+		if !t.used[i] {
+			t.take(i, min(t.need, len(t.states[i].free)))
+		}
+	}
+}
+
+// splitWholeCores breaks whole free cores for what is left and returns how
+// many it broke.
+func (t *threadTaker) splitWholeCores() int {
+	split := 0
+	for i, s := range t.states {
+		if t.need == 0 {
 			break
 		}
-		if s.whole && !used[i] {
-			take(i, need)
+		if s.whole && !t.used[i] {
+			t.take(i, t.need)
 			split++
 		}
 	}
-	return cpus, nil, split
+	return split
 }
 
 // forEachCombination calls fn with every k-subset of 0..n-1 in

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -129,35 +129,35 @@ func TestPlacementErrors(t *testing.T) {
 	r.NUMANodes = cpuset.New(5)
 	_, err = a.Allocate(r)
 	assert.ErrorContains(t, err, "on NUMA nodes 5")
-	_, err = a.Allocate(Request{ID: "s", Pool: config.PoolShared})
+	_, err = a.Allocate(Request{ID: "s", Pool: pools.Shared})
 	assert.ErrorContains(t, err, "pool shared has no CPUs")
 	assert.Len(t, a.Assignments(), 1, "failed requests change nothing")
 }
 
 func TestSharedAndInfraFollowThePool(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"4-7,12-15\"\nreservedCPUs: \"0,8\"\npools: {shared: {cpus: \"4,12\"}, exclusive: {cpus: \"5-7,13-15\"}, exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 3}}")
-	infra, err := a.Allocate(Request{ID: "infra1", Pool: config.PoolInfra})
+	infra, err := a.Allocate(Request{ID: "infra1", Pool: pools.Infra})
 	require.NoError(t, err)
 	assert.Equal(t, "0-3,8-11", infra.Assignment.CPUs.String())
 	assert.Equal(t, "0", infra.Assignment.Mems.String())
-	shared, err := a.Allocate(Request{ID: "shared1", Pool: config.PoolShared})
+	shared, err := a.Allocate(Request{ID: "shared1", Pool: pools.Shared})
 	require.NoError(t, err)
 	assert.Equal(t, "4,12", shared.Assignment.CPUs.String())
 
 	eni := exclusive("eni", 2)
-	eni.Pool = config.PoolExclusiveNonIsolcpus
+	eni.Pool = pools.ExclusiveNonIsolcpus
 	res, err := a.Allocate(eni)
 	require.NoError(t, err)
 	assert.True(t, res.Assignment.CPUs.Intersection(cpuset.New(0, 8)).IsEmpty(), "reserved CPUs are never lent")
 	assert.True(t, res.InfraChanged)
 	require.Len(t, res.Updates, 1)
 	assert.Equal(t, "infra1", res.Updates[0].ID)
-	assert.Equal(t, a.PoolCPUs(config.PoolInfra), res.Updates[0].CPUs)
+	assert.Equal(t, a.PoolCPUs(pools.Infra), res.Updates[0].CPUs)
 	assert.True(t, res.Updates[0].CPUs.Intersection(res.Assignment.CPUs).IsEmpty())
-	assert.Equal(t, 6, a.PoolCPUs(config.PoolInfra).Size())
+	assert.Equal(t, 6, a.PoolCPUs(pools.Infra).Size())
 
 	big := exclusive("eni2", 4)
-	big.Pool = config.PoolExclusiveNonIsolcpus
+	big.Pool = pools.ExclusiveNonIsolcpus
 	_, err = a.Allocate(big)
 	assert.ErrorContains(t, err, "must keep 3")
 
@@ -183,15 +183,15 @@ func TestRestartGetsPreviousCPUs(t *testing.T) {
 
 func TestRestore(t *testing.T) {
 	a := newAllocator(t, "xeon-2s-interleaved", "")
-	_, err := a.Restore(Assignment{ID: "a", Pool: config.PoolExclusive, CPUs: set(t, "10,50")}, false)
+	_, err := a.Restore(Assignment{ID: "a", Pool: pools.Exclusive, CPUs: set(t, "10,50")}, false)
 	require.NoError(t, err)
-	_, err = a.Restore(Assignment{ID: "b", Pool: config.PoolExclusive, CPUs: set(t, "50,52")}, false)
+	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")}, false)
 	assert.ErrorContains(t, err, "CPU 50 is already held by container a")
-	_, err = a.Restore(Assignment{ID: "c", Pool: config.PoolExclusive, CPUs: set(t, "0")}, false)
+	_, err = a.Restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")}, false)
 	assert.ErrorContains(t, err, "outside pool exclusive")
 	_, ok := a.Get("c")
 	assert.False(t, ok)
-	_, err = a.Restore(Assignment{ID: "c", Pool: config.PoolExclusive, CPUs: set(t, "0")}, true)
+	_, err = a.Restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")}, true)
 	assert.Error(t, err, "forced restores still report the problem")
 	got, ok := a.Get("c")
 	require.True(t, ok)
@@ -201,13 +201,13 @@ func TestRestore(t *testing.T) {
 
 	// Two containers forced onto the same CPUs: freeing one must not free
 	// the CPUs the other still runs on.
-	_, err = a.Restore(Assignment{ID: "b", Pool: config.PoolExclusive, CPUs: set(t, "50,52")}, true)
+	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")}, true)
 	assert.ErrorContains(t, err, "already held by container a")
 	a.Release("a")
-	assert.False(t, a.FreeCPUs(config.PoolExclusive).Contains(50), "b still runs on 50")
-	assert.True(t, a.FreeCPUs(config.PoolExclusive).Contains(10), "10 was a's alone")
+	assert.False(t, a.FreeCPUs(pools.Exclusive).Contains(50), "b still runs on 50")
+	assert.True(t, a.FreeCPUs(pools.Exclusive).Contains(10), "10 was a's alone")
 	a.Release("b")
-	assert.True(t, a.FreeCPUs(config.PoolExclusive).Contains(50))
+	assert.True(t, a.FreeCPUs(pools.Exclusive).Contains(50))
 }
 
 // TestAtLeastAsGoodAsKubelet replays the kubelet static policy's published
@@ -245,20 +245,20 @@ func TestAtLeastAsGoodAsKubelet(t *testing.T) {
 			ours, theirs := New(topo, wholeMachine, true), New(topo, wholeMachine, true)
 			if taken := all.Difference(free); !taken.IsEmpty() {
 				for _, a := range []*Allocator{ours, theirs} {
-					_, err := a.Restore(Assignment{ID: "taken", Pool: config.PoolExclusive, CPUs: taken}, false)
+					_, err := a.Restore(Assignment{ID: "taken", Pool: pools.Exclusive, CPUs: taken}, false)
 					require.NoError(t, err)
 				}
 			}
 			res, err := ours.Allocate(exclusive("x", tc.n))
 			require.NoError(t, err)
-			_, err = theirs.Restore(Assignment{ID: "x", Pool: config.PoolExclusive, CPUs: set(t, tc.kubelet)}, false)
+			_, err = theirs.Restore(Assignment{ID: "x", Pool: pools.Exclusive, CPUs: set(t, tc.kubelet)}, false)
 			require.NoError(t, err)
 
 			o, k := measure(topo, res.Assignment.CPUs), measure(topo, set(t, tc.kubelet))
 			assert.LessOrEqual(t, o.numaNodes, k.numaNodes, "NUMA nodes: ours %s, kubelet %s", res.Assignment.CPUs, tc.kubelet)
 			assert.LessOrEqual(t, o.sockets, k.sockets, "sockets")
 			assert.LessOrEqual(t, o.cores, k.cores, "cores touched")
-			assert.GreaterOrEqual(t, wholeFreeCores(ours, config.PoolExclusive), wholeFreeCores(theirs, config.PoolExclusive), "whole free cores left")
+			assert.GreaterOrEqual(t, wholeFreeCores(ours, pools.Exclusive), wholeFreeCores(theirs, pools.Exclusive), "whole free cores left")
 		})
 	}
 }
@@ -281,7 +281,7 @@ func TestRandomChurnInvariants(t *testing.T) {
 			a := newAllocator(t, name, cfg)
 			rng := rand.New(rand.NewSource(int64(len(name))))
 			var live []string
-			pools := []string{config.PoolExclusive, config.PoolExclusive, config.PoolInfra, config.PoolShared, config.PoolExclusiveNonIsolcpus}
+			choices := []string{pools.Exclusive, pools.Exclusive, pools.Infra, pools.Shared, pools.ExclusiveNonIsolcpus}
 			for step := 0; step < 400; step++ {
 				if len(live) > 0 && rng.Intn(3) == 0 {
 					i := rng.Intn(len(live))
@@ -289,12 +289,12 @@ func TestRandomChurnInvariants(t *testing.T) {
 					live = append(live[:i], live[i+1:]...)
 				} else {
 					r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(6))
-					r.Pool = pools[rng.Intn(len(pools))]
+					r.Pool = choices[rng.Intn(len(choices))]
 					r.Options.HideHyperthreads = rng.Intn(8) == 0
 					r.Options.DistributeAcrossNUMA = rng.Intn(8) == 0
 					if res, err := a.Allocate(r); err == nil {
 						live = append(live, r.ID)
-						if config.IsExclusivePool(r.Pool) {
+						if pools.IsExclusive(r.Pool) {
 							require.Equal(t, CPUsFor(r.MilliCPU), res.Assignment.CPUs.Size(), "size matches the request")
 						}
 					}
@@ -310,7 +310,7 @@ func checkInvariants(t *testing.T, a *Allocator) {
 	held := cpuset.New()
 	for _, as := range a.Assignments() {
 		switch as.Pool {
-		case config.PoolExclusive, config.PoolExclusiveNonIsolcpus:
+		case pools.Exclusive, pools.ExclusiveNonIsolcpus:
 			require.True(t, held.Intersection(as.Held()).IsEmpty(), "CPUs %s given twice", held.Intersection(as.Held()))
 			held = held.Union(as.Held())
 			require.True(t, as.Held().IsSubsetOf(a.Layout().Pool(as.Pool)))
@@ -319,11 +319,11 @@ func checkInvariants(t *testing.T, a *Allocator) {
 		}
 	}
 	l := a.Layout()
-	exclusiveNow := l.Exclusive.Union(l.ExclusiveNonIsolcpus.Difference(a.PoolCPUs(config.PoolInfra)))
+	exclusiveNow := l.Exclusive.Union(l.ExclusiveNonIsolcpus.Difference(a.PoolCPUs(pools.Infra)))
 	require.True(t, exclusiveNow.Intersection(l.Shared).IsEmpty(), "exclusive ∩ shared = ∅")
-	require.True(t, a.PoolCPUs(config.PoolInfra).Intersection(held).IsEmpty(), "infra never overlaps exclusive")
-	require.Equal(t, l.Online, exclusiveNow.Union(l.Shared).Union(a.PoolCPUs(config.PoolInfra)), "pools add up to the online CPUs")
-	require.GreaterOrEqual(t, a.PoolCPUs(config.PoolInfra).Size(), min(l.MinInfraCPUs, l.Infra.Size()))
+	require.True(t, a.PoolCPUs(pools.Infra).Intersection(held).IsEmpty(), "infra never overlaps exclusive")
+	require.Equal(t, l.Online, exclusiveNow.Union(l.Shared).Union(a.PoolCPUs(pools.Infra)), "pools add up to the online CPUs")
+	require.GreaterOrEqual(t, a.PoolCPUs(pools.Infra).Size(), min(l.MinInfraCPUs, l.Infra.Size()))
 }
 
 func TestAdopt(t *testing.T) {
@@ -349,7 +349,7 @@ func TestAdopt(t *testing.T) {
 
 func TestRestoreKeepsMembersOfAVanishedPool(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"")
-	res, err := a.Restore(Assignment{ID: "s", Pool: config.PoolShared, CPUs: set(t, "2,10")}, true)
+	res, err := a.Restore(Assignment{ID: "s", Pool: pools.Shared, CPUs: set(t, "2,10")}, true)
 	assert.ErrorContains(t, err, "pool shared has no CPUs as now configured")
 	assert.Equal(t, "2,10", res.Assignment.CPUs.String(), "never moved to an empty cpuset")
 }
@@ -412,10 +412,10 @@ func TestPlacementRulesOnEveryFixture(t *testing.T) {
 
 func TestPreviousCPUsRespectInfraMinimum(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0\"\npools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 2}}")
-	_, err := a.Restore(Assignment{ID: "b", Pool: config.PoolExclusiveNonIsolcpus, CPUs: set(t, "1")}, false)
+	_, err := a.Restore(Assignment{ID: "b", Pool: pools.ExclusiveNonIsolcpus, CPUs: set(t, "1")}, false)
 	require.NoError(t, err)
 	r := exclusive("a", 2)
-	r.Pool = config.PoolExclusiveNonIsolcpus
+	r.Pool = pools.ExclusiveNonIsolcpus
 	a.SetPrevious(map[string]cpuset.CPUSet{r.Pod.UID + "/c": set(t, "8-9")})
 	_, err = a.Allocate(r)
 	assert.ErrorContains(t, err, "infra (0,8-9) must keep 2", "a restart does not bypass minInfraCPUs")

@@ -9,6 +9,8 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -83,9 +85,9 @@ type AnnotationError struct {
 func (e *AnnotationError) Error() string {
 	key := e.Key
 	if len(key) > maxEchoedKey {
-		key = sysfs.Echo(key)
+		key = cpulist.Echo(key)
 	}
-	return fmt.Sprintf("annotation %s=%s: %s", key, sysfs.Echo(e.Value), e.Reason)
+	return fmt.Sprintf("annotation %s=%s: %s", key, cpulist.Echo(e.Value), e.Reason)
 }
 
 // lookup finds an annotation for a container the NRI way and returns the
@@ -111,79 +113,126 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 	if req.PreferNUMA.Size() == 0 {
 		req.PreferNUMA = cpuset.New()
 	}
-
-	if key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name); ok {
-		pool := strings.TrimSpace(v)
-		if !slices.Contains(config.PoolNames, pool) {
-			return Request{}, &AnnotationError{key, v, "unknown pool; use one of " + strings.Join(config.PoolNames, ", ")}
-		}
-		if !p.Allowed(pool, c.Pod.Namespace) {
-			return Request{}, &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool %s (allowedNamespaces.%s: %v)", c.Pod.Namespace, pool, pool, p.cfg.AllowedNamespaces[pool])}
-		}
-		if config.IsExclusivePool(pool) && c.MilliCPU <= 0 {
-			return Request{}, &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU; set resources.requests.cpu"}
-		}
-		req.Pool = pool
-	} else {
-		req.Pool = p.defaultPool(c)
+	var err error
+	if req.Pool, err = p.pool(c); err != nil {
+		return Request{}, err
 	}
+	if err := placementOptions(c, &req.Options); err != nil {
+		return Request{}, err
+	}
+	if req.NUMANodes, err = p.numaNodes(c); err != nil {
+		return Request{}, err
+	}
+	devices, err := deviceNodes(c, resolve)
+	if err != nil {
+		return Request{}, err
+	}
+	req.PreferNUMA = req.PreferNUMA.Union(devices)
+	if err := numaNodesFitPool(c, req); err != nil {
+		return Request{}, err
+	}
+	return req, nil
+}
 
+// pool is the pool the annotation asks for, when the namespace may use it
+// and the container can be sized for it; else the default pool.
+func (p *Policy) pool(c Container) (string, error) {
+	key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name)
+	if !ok {
+		return p.defaultPool(c), nil
+	}
+	pool := strings.TrimSpace(v)
+	if !pools.Known(pool) {
+		return "", &AnnotationError{key, v, "unknown pool; use one of " + strings.Join(pools.Names(), ", ")}
+	}
+	if !p.Allowed(pool, c.Pod.Namespace) {
+		return "", &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool %s (allowedNamespaces.%s: %v)", c.Pod.Namespace, pool, pool, p.cfg.AllowedNamespaces[pool])}
+	}
+	if pools.IsExclusive(pool) && c.MilliCPU <= 0 {
+		return "", &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU; set resources.requests.cpu"}
+	}
+	return pool, nil
+}
+
+// placementOptions applies the boolean annotations over the config's
+// placement options.
+func placementOptions(c Container, opts *config.Allocation) error {
 	for _, b := range []struct {
 		key string
 		dst *bool
 	}{
-		{AnnotationHideHyperthreads, &req.Options.HideHyperthreads},
-		{AnnotationFullPCPUsOnly, &req.Options.FullPCPUsOnly},
-		{AnnotationDistributeAcrossNUMA, &req.Options.DistributeAcrossNUMA},
+		{AnnotationHideHyperthreads, &opts.HideHyperthreads},
+		{AnnotationFullPCPUsOnly, &opts.FullPCPUsOnly},
+		{AnnotationDistributeAcrossNUMA, &opts.DistributeAcrossNUMA},
 	} {
 		if key, v, ok := lookup(c.Annotations, b.key, c.Name); ok {
 			val, err := strconv.ParseBool(strings.TrimSpace(v))
 			if err != nil {
-				return Request{}, &AnnotationError{key, v, "not a boolean; use true or false"}
+				return &AnnotationError{key, v, "not a boolean; use true or false"}
 			}
 			*b.dst = val
 		}
 	}
-	if key, v, ok := lookup(c.Annotations, AnnotationNUMA, c.Name); ok {
-		nodes, err := sysfs.ParseListBelow(v, p.numaLimit)
-		if err != nil || nodes.IsEmpty() {
-			return Request{}, &AnnotationError{key, v, fmt.Sprintf("not a NUMA node list of this node (nodes 0-%d); write e.g. \"0\" or \"0,1\"", p.numaLimit-1)}
+	return nil
+}
+
+// numaNodes are the NUMA nodes the annotation restricts the container to;
+// empty without the annotation.
+func (p *Policy) numaNodes(c Container) (cpuset.CPUSet, error) {
+	key, v, ok := lookup(c.Annotations, AnnotationNUMA, c.Name)
+	if !ok {
+		return cpuset.New(), nil
+	}
+	nodes, err := cpulist.ParseBelow(v, p.numaLimit)
+	if err != nil || nodes.IsEmpty() {
+		return cpuset.New(), &AnnotationError{key, v, fmt.Sprintf("not a NUMA node list of this node (nodes 0-%d); write e.g. \"0\" or \"0,1\"", p.numaLimit-1)}
+	}
+	return nodes, nil
+}
+
+// numaNodesFitPool refuses a NUMA restriction for a pool that is not
+// exclusive: a shared pool's CPUs are not chosen per container.
+func numaNodesFitPool(c Container, req Request) error {
+	if req.NUMANodes.IsEmpty() || pools.IsExclusive(req.Pool) {
+		return nil
+	}
+	key, v, _ := lookup(c.Annotations, AnnotationNUMA, c.Name)
+	return &AnnotationError{key, v, fmt.Sprintf("applies to exclusive pools only, and the container goes to %s", req.Pool)}
+}
+
+// deviceNodes are the NUMA nodes of the devices the annotation names, to
+// prefer; nodes the firmware does not report are left out.
+func deviceNodes(c Container, resolve DeviceResolver) (cpuset.CPUSet, error) {
+	key, v, ok := lookup(c.Annotations, AnnotationDevice, c.Name)
+	if !ok {
+		return cpuset.New(), nil
+	}
+	var nodes []int
+	for _, path := range strings.Split(v, ",") {
+		path = strings.TrimSpace(path)
+		if resolve == nil {
+			return cpuset.New(), &AnnotationError{key, v, "device locality cannot be resolved here"}
 		}
-		req.NUMANodes = nodes
-	}
-	if key, v, ok := lookup(c.Annotations, AnnotationDevice, c.Name); ok {
-		var nodes []int
-		for _, path := range strings.Split(v, ",") {
-			path = strings.TrimSpace(path)
-			if resolve == nil {
-				return Request{}, &AnnotationError{key, v, "device locality cannot be resolved here"}
-			}
-			node, err := resolve(path)
-			if err != nil {
-				// The reason (missing, unreadable, no numa_node) stays in
-				// the caller's log: telling the tenant would let it probe
-				// which host paths exist.
-				return Request{}, &AnnotationError{key, v, fmt.Sprintf("device %s is not a sysfs device with a known NUMA node on this node", sysfs.Echo(path))}
-			}
-			if node >= 0 {
-				nodes = append(nodes, node)
-			}
+		node, err := resolve(path)
+		if err != nil {
+			// The reason (missing, unreadable, no numa_node) stays in the
+			// caller's log: telling the tenant would let it probe which
+			// host paths exist.
+			return cpuset.New(), &AnnotationError{key, v, fmt.Sprintf("device %s is not a sysfs device with a known NUMA node on this node", cpulist.Echo(path))}
 		}
-		req.PreferNUMA = req.PreferNUMA.Union(cpuset.New(nodes...))
+		if node >= 0 {
+			nodes = append(nodes, node)
+		}
 	}
-	if !config.IsExclusivePool(req.Pool) && !req.NUMANodes.IsEmpty() {
-		key, v, _ := lookup(c.Annotations, AnnotationNUMA, c.Name)
-		return Request{}, &AnnotationError{key, v, fmt.Sprintf("applies to exclusive pools only, and the container goes to %s", req.Pool)}
-	}
-	return req, nil
+	return cpuset.New(nodes...), nil
 }
 
 // defaultPool applies the kubelet static policy's rule when enabled:
 // whole-CPU requests of Guaranteed pods are exclusive.
 func (p *Policy) defaultPool(c Container) string {
 	if p.cfg.GuaranteedExclusive && c.QoS == QoSGuaranteed && c.MilliCPU > 0 && c.MilliCPU%1000 == 0 &&
-		p.Allowed(config.PoolExclusive, c.Pod.Namespace) {
-		return config.PoolExclusive
+		p.Allowed(pools.Exclusive, c.Pod.Namespace) {
+		return pools.Exclusive
 	}
 	return p.cfg.DefaultPool
 }
@@ -242,7 +291,7 @@ func CheckAnnotations(ann map[string]string) error {
 			return &AnnotationError{k, v, "unknown annotation; known keys are " + strings.Join(knownAnnotations, ", ")}
 		}
 		if scope != "" && scope != "pod" && !strings.HasPrefix(scope, "container.") {
-			return &AnnotationError{k, v, "unknown scope " + sysfs.Echo(scope) + "; use <key>, <key>/pod or <key>/container.<name>"}
+			return &AnnotationError{k, v, "unknown scope " + cpulist.Echo(scope) + "; use <key>, <key>/pod or <key>/container.<name>"}
 		}
 		if len(v) > MaxAnnotationValue {
 			return &AnnotationError{k, v, fmt.Sprintf("%d bytes; at most %d are accepted", len(v), MaxAnnotationValue)}

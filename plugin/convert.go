@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -26,7 +27,7 @@ func milliCPU(ctr *api.Container) int64 {
 	}
 	quota, period := cpu.GetQuota().GetValue(), min(cpu.GetPeriod().GetValue(), maxPeriod)
 	if quota > 0 && period > 0 {
-		quota = min(quota, int64(sysfs.MaxCPUs+1)*int64(period))
+		quota = min(quota, int64(cpulist.MaxCPUs+1)*int64(period))
 		return (quota*1000 + int64(period) - 1) / int64(period)
 	}
 	return 0

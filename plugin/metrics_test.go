@@ -3,6 +3,7 @@ package plugin
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -40,7 +41,7 @@ cpupool_containers{pool="exclusive"} 1
 cpupool_containers{pool="exclusive-non-isolcpus"} 1
 cpupool_containers{pool="infra"} 1
 cpupool_containers{pool="shared"} 0
-# HELP cpupool_refused_containers_total Container creations refused, by reason (annotation, placement, state).
+# HELP cpupool_refused_containers_total Container creations refused, by reason (annotation, placement, state), and running containers Synchronize could not place and confined to infra (synchronize).
 # TYPE cpupool_refused_containers_total counter
 cpupool_refused_containers_total{reason="annotation"} 1
 `
@@ -49,4 +50,23 @@ cpupool_refused_containers_total{reason="annotation"} 1
 	n, err := testutil.GatherAndCount(rp.p.Registry(), "process_resident_memory_bytes")
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "process metrics are served too")
+}
+
+// TestScrapeNeverWaitsForTheLock scrapes while a handler holds the plugin's
+// lock: the metrics read the last published usage, so the scrape returns.
+func TestScrapeNeverWaitsForTheLock(t *testing.T) {
+	p := newUnitPlugin(t, &failingStore{}, `isolatedCPUs: "4-7,12-15"`)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	done := make(chan int, 1)
+	go func() {
+		n, _ := testutil.GatherAndCount(p.Registry(), "cpupool_pool_cpus")
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		assert.Equal(t, 4, n, "one figure per pool")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a scrape waited for the plugin's lock")
+	}
 }

@@ -7,7 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -17,6 +18,8 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -31,21 +34,28 @@ const (
 
 // Plugin handles NRI events. One mutex serializes decisions and state.
 type Plugin struct {
-	mu       sync.Mutex
-	cfg      *config.Config
-	topo     *sysfs.Topology
-	alloc    *allocator.Allocator
-	policy   *allocator.Policy
-	store    Store
-	pinner   *cgroupPinner
-	log      *logrus.Logger
-	state    *State             // the last state saved (or loaded), the memory of a restart
+	mu     sync.Mutex
+	cfg    *config.Config
+	topo   *sysfs.Topology
+	alloc  *allocator.Allocator
+	policy *allocator.Policy
+	store  Store
+	pinner *cgroupPinner
+	log    *logrus.Logger
+	// loaded tells that the state file has been read: it is read once,
+	// before the first Synchronize.
+	loaded bool
+	// memory is what survives a restart, in the state file's form: read
+	// from the file, then kept equal to the allocator's assignments by each
+	// decision (recordPlacement, recordRelease), so that a save does not
+	// re-derive them, and written by save. Synchronize reconciles it with
+	// the runtime.
+	memory   *State
 	sandbox  map[string]sandbox // pod sandboxes to keep pinned to infra, by id
 	overrode map[string]bool    // containers whose cpuset change we refused, logged once
-	// persisted mirrors the allocator's assignments in state-file form, kept
-	// up to date from each decision so that a save does not re-derive them.
-	persisted map[string]ContainerState
-	metrics   *metrics
+	metrics  *metrics
+	// usage is the pools' usage as of the last decision, for the metrics.
+	usage usageSnapshot
 	// pending are containers whose cpuset changed in a handler that cannot
 	// return updates (RemoveContainer, RemovePodSandbox); the next reply
 	// carries them (see deferFollowers).
@@ -58,9 +68,9 @@ type Plugin struct {
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
-	p := &Plugin{topo: topo, store: store, log: log, sandbox: map[string]sandbox{}, overrode: map[string]bool{},
-		persisted: map[string]ContainerState{}, pending: map[string]bool{}}
-	p.metrics = newMetrics(p)
+	p := &Plugin{topo: topo, store: store, log: log, memory: NewState(), sandbox: map[string]sandbox{}, overrode: map[string]bool{},
+		pending: map[string]bool{}}
+	p.metrics = newMetrics(&p.usage)
 	if err := p.configure(cfg); err != nil {
 		return nil, err
 	}
@@ -71,7 +81,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logg
 // that a runtime-launched plugin can take its state file from the runtime's
 // configuration.
 func (p *Plugin) loadState() error {
-	if p.state != nil {
+	if p.loaded {
 		return nil
 	}
 	st, err := p.store.Load()
@@ -81,7 +91,7 @@ func (p *Plugin) loadState() error {
 	case err != nil:
 		return err
 	}
-	p.state = st
+	p.memory, p.loaded = st, true
 	p.log.Infof("state: %d containers remembered, to reconcile with the runtime", len(st.Containers))
 	return nil
 }
@@ -90,9 +100,7 @@ func (p *Plugin) loadState() error {
 func (p *Plugin) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.store.(interface{ Close() }); ok {
-		c.Close()
-	}
+	p.store.Close()
 }
 
 func (p *Plugin) configure(cfg *config.Config) error {
@@ -107,6 +115,7 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)
 	p.policy = allocator.NewPolicy(cfg, p.topo)
 	p.pinner = newCgroupPinner(cfg.CgroupRoot)
+	p.publishUsage()
 	p.log.Infof("pools: %s", layout.Describe())
 	p.log.Infof("sandboxes: %s", p.pinner.Hierarchy())
 	return nil
@@ -129,7 +138,7 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 		switch {
 		case parsed.StateFile == config.Default().StateFile || parsed.StateFile == p.cfg.StateFile:
 			parsed.StateFile = p.cfg.StateFile
-		case p.state == nil:
+		case !p.loaded:
 			p.store = NewFileStore(parsed.StateFile)
 		default:
 			return 0, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
@@ -154,37 +163,73 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	if err := p.loadState(); err != nil {
 		return nil, err
 	}
-	// Start from an empty allocator: after a runtime restart the in-memory
-	// view is as stale as the file.
+	remembered := p.memory
+	p.startOver(pods)
+	p.restorePrevious(remembered.Previous, pods)
+	// Remembered containers first, so that they keep their CPUs before
+	// anything new is placed.
+	known, unknown := splitRemembered(containers, remembered.Containers)
+	var repair []*api.Container
+	for _, c := range known {
+		if !p.restoreKnown(c, remembered.Containers[c.GetId()]) {
+			repair = append(repair, c)
+		}
+	}
+	// Containers that do not run where they should (the runtime created
+	// them without our adjustment, or on CPUs this node lacks) are pinned
+	// again once every container that runs correctly holds its CPUs.
+	updates, confined := p.repairAll(repair, remembered.Containers, pods)
+	adopted, confinedNew := p.adoptAll(unknown, pods)
+	updates = append(updates, adopted...)
+	updates = append(updates, p.followPools(append(known, unknown...))...)
+	p.rememberAssignments()
+	if err := p.save(); err != nil {
+		return nil, err
+	}
+	p.pinSandboxes()
+	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d updates",
+		len(known)-len(repair), len(repair), len(unknown), confined+confinedNew, p.countForgotten(remembered.Containers), len(updates))
+	return updates, nil
+}
+
+// startOver empties the in-memory view: after a runtime restart it is as
+// stale as the file. The pod sandboxes to pin are the runtime's.
+func (p *Plugin) startOver(pods []*api.PodSandbox) {
 	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)
+	p.memory = NewState()
+	p.pending = map[string]bool{} // Synchronize's updates cover every container
 	p.sandbox = map[string]sandbox{}
-	p.pending = map[string]bool{} // the updates below cover every container
-	podByID := map[string]*api.PodSandbox{}
-	podUIDs := map[string]bool{}
 	for _, pod := range pods {
-		podByID[pod.GetId()] = pod
-		podUIDs[pod.GetUid()] = true
 		p.sandbox[pod.GetId()] = sandboxOf(pod)
 	}
-	// Remembered CPUs of stopped containers matter only for pods that still
-	// exist.
+}
+
+// restorePrevious gives the allocator the remembered CPUs of stopped
+// containers, for pods that still exist: only they can restart one.
+func (p *Plugin) restorePrevious(previous map[string]string, pods []*api.PodSandbox) {
+	podUIDs := map[string]bool{}
+	for _, pod := range pods {
+		podUIDs[pod.GetUid()] = true
+	}
 	prev := map[string]cpuset.CPUSet{}
-	for k, v := range p.state.Previous {
+	for k, v := range previous {
 		uid, _, _ := strings.Cut(k, "/")
 		if set, clean := p.nodeCPUs(v, "remembered CPUs of "+k); clean && podUIDs[uid] {
 			prev[k] = set
 		}
 	}
 	p.alloc.SetPrevious(prev)
+}
 
-	// Remembered containers first, so that they keep their CPUs before
-	// anything new is placed.
-	var known, unknown []*api.Container
+// splitRemembered separates the running containers the state remembers
+// from those it does not, each sorted by id. Stopped containers hold no
+// CPUs and are left out.
+func splitRemembered(containers []*api.Container, remembered map[string]ContainerState) (known, unknown []*api.Container) {
 	for _, c := range containers {
 		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		if _, ok := p.state.Containers[c.GetId()]; ok {
+		if _, ok := remembered[c.GetId()]; ok {
 			known = append(known, c)
 		} else {
 			unknown = append(unknown, c)
@@ -192,26 +237,24 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	}
 	sortContainers(known)
 	sortContainers(unknown)
+	return known, unknown
+}
+
+// containerName names a container in log lines and errors.
+func containerName(pod *api.PodSandbox, ctr *api.Container) string {
+	return fmt.Sprintf("%s/%s/%s", pod.GetNamespace(), pod.GetName(), ctr.GetName())
+}
+
+func sortContainers(cs []*api.Container) {
+	slices.SortFunc(cs, func(a, b *api.Container) int { return strings.Compare(a.GetId(), b.GetId()) })
+}
+
+// adoptAll places the containers the state does not know and returns the
+// updates that pin those that must move, and how many were confined.
+func (p *Plugin) adoptAll(unknown []*api.Container, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
+	podByID := podsByID(pods)
 	var updates []*api.ContainerUpdate
-	var repair []*api.Container
-	for _, c := range known {
-		if !p.restoreKnown(c, p.state.Containers[c.GetId()]) {
-			repair = append(repair, c)
-		}
-	}
-	// Containers that do not run where they should (the runtime created
-	// them without our adjustment, or on CPUs this node lacks) are pinned
-	// again, once every container that runs correctly holds its CPUs.
 	confined := 0
-	for _, c := range repair {
-		u, ok := p.repairKnown(podByID[c.GetPodSandboxId()], c, p.state.Containers[c.GetId()])
-		if u != nil {
-			updates = append(updates, u)
-		}
-		if !ok {
-			confined++
-		}
-	}
 	for _, c := range unknown {
 		u, ok := p.adoptUnknown(podByID[c.GetPodSandboxId()], c)
 		if u != nil {
@@ -221,43 +264,61 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 			confined++
 		}
 	}
-	// Shared and infra members (confined containers among them) follow
-	// their pool as it is now.
-	for _, c := range append(known, unknown...) {
+	return updates, confined
+}
+
+// repairAll pins again the remembered containers restoreKnown could not
+// keep where they run, and counts those it had to confine.
+func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]ContainerState, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
+	podByID := podsByID(pods)
+	var updates []*api.ContainerUpdate
+	confined := 0
+	for _, c := range repair {
+		u, ok := p.repairKnown(podByID[c.GetPodSandboxId()], c, remembered[c.GetId()])
+		if u != nil {
+			updates = append(updates, u)
+		}
+		if !ok {
+			confined++
+		}
+	}
+	return updates, confined
+}
+
+func podsByID(pods []*api.PodSandbox) map[string]*api.PodSandbox {
+	m := make(map[string]*api.PodSandbox, len(pods))
+	for _, pod := range pods {
+		m[pod.GetId()] = pod
+	}
+	return m
+}
+
+// followPools returns updates for shared and infra members that do not run
+// on their pool as it is now.
+func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate {
+	var updates []*api.ContainerUpdate
+	for _, c := range containers {
 		a, ok := p.alloc.Get(c.GetId())
-		if !ok || config.IsExclusivePool(a.Pool) {
+		if !ok || pools.IsExclusive(a.Pool) {
 			continue
 		}
 		if cur, pinned := p.runtimeCPUs(c); !pinned || !cur.Equals(a.CPUs) {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
 	}
-	p.persisted = map[string]ContainerState{}
-	for _, a := range p.alloc.Assignments() {
-		p.persisted[a.ID] = containerState(a)
-	}
-	vanished := 0
-	for id := range p.state.Containers {
+	return updates
+}
+
+// countForgotten counts the remembered containers the runtime no longer
+// runs.
+func (p *Plugin) countForgotten(remembered map[string]ContainerState) int {
+	n := 0
+	for id := range remembered {
 		if _, ok := p.alloc.Get(id); !ok {
-			vanished++
+			n++
 		}
 	}
-	if err := p.save(); err != nil {
-		return nil, err
-	}
-	p.pinSandboxes()
-	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d updates",
-		len(known)-len(repair), len(repair), len(unknown), confined, vanished, len(updates))
-	return updates, nil
-}
-
-// containerName names a container in log lines and errors.
-func containerName(pod *api.PodSandbox, ctr *api.Container) string {
-	return fmt.Sprintf("%s/%s/%s", pod.GetNamespace(), pod.GetName(), ctr.GetName())
-}
-
-func sortContainers(cs []*api.Container) {
-	sort.Slice(cs, func(i, j int) bool { return cs[i].GetId() < cs[j].GetId() })
+	return n
 }
 
 // restoreKnown re-adds a remembered container where the runtime says it
@@ -269,7 +330,7 @@ func sortContainers(cs []*api.Container) {
 func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
 	a, clean := p.assignmentFromState(c.GetId(), st)
 	who := fmt.Sprintf("%s/%s/%s", st.PodNamespace, st.PodName, st.Container)
-	if !config.IsExclusivePool(st.Pool) {
+	if !pools.IsExclusive(st.Pool) {
 		// Shared and infra members follow their pool; the caller updates
 		// them if they run elsewhere.
 		if _, err := p.alloc.Restore(a, true); err != nil {
@@ -338,7 +399,7 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 		return p.confine(c, who, err)
 	}
 	info := p.toContainer(pod, c)
-	req, err := p.policy.Request(info, p.resolveDevice)
+	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		return p.confine(c, who, err)
 	}
@@ -353,7 +414,7 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	case kept:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
 		return nil, true
-	case config.IsExclusivePool(req.Pool):
+	case pools.IsExclusive(req.Pool):
 		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
 		return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
 	}
@@ -363,12 +424,12 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 // confine puts a container Synchronize cannot place into infra, where it
 // overlaps no exclusive CPU, and says why.
 func (p *Plugin) confine(c *api.Container, who string, reason error) (*api.ContainerUpdate, bool) {
-	p.metrics.refused.WithLabelValues("synchronize").Inc()
+	p.metrics.countRefusal(refusedSynchronize)
 	var pod allocator.PodRef
-	if st, ok := p.state.Containers[c.GetId()]; ok {
+	if st, ok := p.memory.Containers[c.GetId()]; ok {
 		pod = allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID}
 	}
-	_, err := p.alloc.Allocate(allocator.Request{ID: c.GetId(), Pod: pod, Container: c.GetName(), Pool: config.PoolInfra,
+	_, err := p.alloc.Allocate(allocator.Request{ID: c.GetId(), Pod: pod, Container: c.GetName(), Pool: pools.Infra,
 		NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
 	if err != nil {
 		p.log.Errorf("synchronize: container %s cannot be placed (%v) nor confined to infra: %v", who, reason, err)
@@ -378,11 +439,6 @@ func (p *Plugin) confine(c *api.Container, who string, reason error) (*api.Conta
 	return nil, false // the caller updates infra members
 }
 
-func (p *Plugin) resolveDevice(path string) (int, error) {
-	loc, err := sysfs.DeviceLocality(p.cfg.SysfsRoot, path)
-	return loc.NUMA, err
-}
-
 // RunPodSandbox pins the new pod's infra (pause) container to infra, since
 // NRI cannot adjust sandboxes.
 func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
@@ -390,7 +446,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	defer p.mu.Unlock()
 	sb := sandboxOf(pod)
 	p.sandbox[pod.GetId()] = sb
-	p.pinSandbox(pod.GetId(), sb, p.alloc.PoolCPUs(config.PoolInfra))
+	p.pinSandbox(pod.GetId(), sb, p.alloc.PoolCPUs(pools.Infra))
 	return nil
 }
 
@@ -411,7 +467,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	for _, a := range p.alloc.Assignments() {
 		if a.Pod.UID != "" && a.Pod.UID == pod.GetUid() {
 			res := p.alloc.Release(a.ID)
-			p.record(res, true)
+			p.recordRelease(res)
 			p.deferFollowers(res)
 		}
 	}
@@ -422,17 +478,16 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 // CreateContainer decides the container's pool and CPUs and returns the
 // adjustment, plus updates for containers whose pool changed as a result.
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	who := containerName(pod, ctr)
 	// Tenant input is bounded before it can hold the lock that every
 	// other container waits for.
 	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
-		who := containerName(pod, ctr)
 		p.log.Errorf("refusing container %s: %v", who, err)
-		p.metrics.refused.WithLabelValues("annotation").Inc()
+		p.metrics.countRefusal(refusedAnnotation)
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	who := containerName(pod, ctr)
 	if a, ok := p.alloc.Get(ctr.GetId()); ok {
 		// A repeated event (after a reconnect): answer the same, record
 		// nothing, and never undo what an earlier call decided.
@@ -440,24 +495,24 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return p.adjustment(a), p.takePending(), nil
 	}
 	info := p.toContainer(pod, ctr)
-	req, err := p.policy.Request(info, p.resolveDevice)
+	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
-		p.metrics.refused.WithLabelValues("annotation").Inc()
+		p.metrics.countRefusal(refusedAnnotation)
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
 	}
 	res, err := p.alloc.Allocate(req)
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
-		p.metrics.refused.WithLabelValues("placement").Inc()
+		p.metrics.countRefusal(refusedPlacement)
 		return nil, nil, fmt.Errorf("nri-cpupool: %w", err)
 	}
-	p.record(res, false)
+	p.recordPlacement(res)
 	if err := p.save(); err != nil {
 		// Without a durable record the CPUs could be handed out twice after
 		// a restart: undo and refuse.
-		p.record(p.alloc.Release(req.ID), true)
-		p.metrics.refused.WithLabelValues("state").Inc()
+		p.recordRelease(p.alloc.Release(req.ID))
+		p.metrics.countRefusal(refusedState)
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s not created: %w", who, err)
 	}
 	a := res.Assignment
@@ -496,7 +551,7 @@ func (p *Plugin) followers(res allocator.Result) []*api.ContainerUpdate {
 		p.pending[u.ID] = true
 	}
 	if res.InfraChanged {
-		p.log.Infof("infra is now %s: updating %d containers and %d sandboxes", p.alloc.PoolCPUs(config.PoolInfra), len(p.pending), len(p.sandbox))
+		p.log.Infof("infra is now %s: updating %d containers and %d sandboxes", p.alloc.PoolCPUs(pools.Infra), len(p.pending), len(p.sandbox))
 		p.pinSandboxes()
 	}
 	return p.takePending()
@@ -506,12 +561,7 @@ func (p *Plugin) followers(res allocator.Result) []*api.ContainerUpdate {
 // current assignment.
 func (p *Plugin) takePending() []*api.ContainerUpdate {
 	var updates []*api.ContainerUpdate
-	ids := make([]string, 0, len(p.pending))
-	for id := range p.pending {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(p.pending)) {
 		if a, ok := p.alloc.Get(id); ok {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
@@ -551,13 +601,13 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if want == "" {
 		return nil, nil
 	}
-	if set, err := sysfs.ParseList(want); err == nil && set.Equals(a.CPUs) {
+	if set, err := cpulist.Parse(want); err == nil && set.Equals(a.CPUs) {
 		return nil, nil
 	}
 	if !p.overrode[a.ID] {
 		p.overrode[a.ID] = true
 		p.log.Warnf("container %s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
-			containerName(pod, ctr), a.CPUs, a.Pool, sysfs.Echo(want))
+			containerName(pod, ctr), a.CPUs, a.Pool, cpulist.Echo(want))
 	}
 	u := cpuUpdate(a, p.cfg.PinMemory)
 	u.IgnoreFailure = false
@@ -571,7 +621,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	res := p.alloc.Release(ctr.GetId())
-	p.record(res, true)
+	p.recordRelease(res)
 	delete(p.overrode, ctr.GetId())
 	if err := p.save(); err != nil {
 		return nil, err
@@ -589,7 +639,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil
 	}
 	res := p.alloc.Release(ctr.GetId())
-	p.record(res, true)
+	p.recordRelease(res)
 	p.deferFollowers(res)
 	return p.save()
 }
@@ -611,13 +661,8 @@ func sandboxOf(pod *api.PodSandbox) sandbox {
 }
 
 func (p *Plugin) pinSandboxes() {
-	infra := p.alloc.PoolCPUs(config.PoolInfra)
-	ids := make([]string, 0, len(p.sandbox))
-	for id := range p.sandbox {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	infra := p.alloc.PoolCPUs(pools.Infra)
+	for _, id := range slices.Sorted(maps.Keys(p.sandbox)) {
 		p.pinSandbox(id, p.sandbox[id], infra)
 	}
 }
@@ -646,46 +691,61 @@ func (p *Plugin) pinSandbox(id string, sb sandbox, infra cpuset.CPUSet) {
 	}
 }
 
-// record mirrors a decision into the persisted form: the container itself
-// (removed when released) and every container it moved.
-func (p *Plugin) record(res allocator.Result, released bool) {
-	if released {
-		delete(p.persisted, res.Assignment.ID)
-	} else {
-		p.persisted[res.Assignment.ID] = containerState(res.Assignment)
-	}
-	for _, u := range res.Updates {
-		p.persisted[u.ID] = containerState(u)
-	}
+// recordPlacement remembers a placed container and every container the
+// placement moved.
+func (p *Plugin) recordPlacement(res allocator.Result) {
+	p.memory.Containers[res.Assignment.ID] = containerState(res.Assignment)
+	p.recordMoved(res)
 }
+
+// recordRelease forgets a released container and remembers every
+// container the release moved.
+func (p *Plugin) recordRelease(res allocator.Result) {
+	delete(p.memory.Containers, res.Assignment.ID)
+	p.recordMoved(res)
+}
+
+func (p *Plugin) recordMoved(res allocator.Result) {
+	for _, u := range res.Updates {
+		p.memory.Containers[u.ID] = containerState(u)
+	}
+	p.publishUsage()
+}
+
+// rememberAssignments rebuilds the memory of containers from the
+// allocator, after Synchronize rebuilt the allocator from the runtime.
+func (p *Plugin) rememberAssignments() {
+	p.memory.Containers = map[string]ContainerState{}
+	for _, a := range p.alloc.Assignments() {
+		p.memory.Containers[a.ID] = containerState(a)
+	}
+	p.publishUsage()
+}
+
+// publishUsage hands the pools' usage to the metrics, which read it
+// without the lock.
+func (p *Plugin) publishUsage() { p.usage.publish(p.alloc.Usage()) }
 
 func containerState(a allocator.Assignment) ContainerState {
 	return ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String()}
 }
 
-// save records the current assignments durably.
+// save writes the memory durably, with the allocator's remembered CPUs of
+// stopped containers and the pools as they are now.
 func (p *Plugin) save() error {
-	st := NewState()
-	st.Containers = p.persisted
+	p.memory.Previous = map[string]string{}
 	for k, v := range p.alloc.Previous() {
-		st.Previous[k] = v.String()
+		p.memory.Previous[k] = v.String()
 	}
-	for _, pool := range config.PoolNames {
-		st.Pools[pool] = p.alloc.PoolCPUs(pool).String()
+	p.memory.Pools = map[string]string{}
+	for _, pool := range pools.Names() {
+		p.memory.Pools[pool] = p.alloc.PoolCPUs(pool).String()
 	}
-	if err := p.store.Save(st); err != nil {
+	if err := p.store.Save(p.memory); err != nil {
 		p.log.Errorf("saving state: %v", err)
 		return fmt.Errorf("saving state: %w", err)
 	}
-	// The saved state is a snapshot: later changes to persisted must not
-	// alter what a reconnect compares against.
-	snapshot := *st
-	snapshot.Containers = make(map[string]ContainerState, len(p.persisted))
-	for k, v := range p.persisted {
-		snapshot.Containers[k] = v
-	}
-	p.state = &snapshot
 	return nil
 }
 
@@ -696,7 +756,7 @@ func (p *Plugin) assignmentFromState(id string, st ContainerState) (allocator.As
 	what := fmt.Sprintf("state of container %s/%s/%s", st.PodNamespace, st.PodName, st.Container)
 	cpus, ok1 := p.nodeCPUs(st.CPUs, what+", cpus")
 	reserved, ok2 := p.nodeCPUs(st.Reserved, what+", reserved")
-	mems, err := sysfs.ParseList(st.Mems)
+	mems, err := cpulist.Parse(st.Mems)
 	if err != nil {
 		mems = cpuset.New()
 	}
@@ -709,7 +769,7 @@ func (p *Plugin) assignmentFromState(id string, st ContainerState) (allocator.As
 // another node, a hot-unplugged vCPU), saying so. clean is false if the
 // list was malformed or anything was dropped.
 func (p *Plugin) nodeCPUs(s, what string) (cpuset.CPUSet, bool) {
-	set, err := sysfs.ParseList(s)
+	set, err := cpulist.Parse(s)
 	if err != nil {
 		p.log.Warnf("%s: %v; ignored", what, err)
 		return cpuset.New(), false

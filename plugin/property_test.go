@@ -18,7 +18,7 @@ import (
 	gproto "google.golang.org/protobuf/proto"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // The property test drives the whole plugin over the real ttRPC adaptation
@@ -409,12 +409,12 @@ func (pt *propTest) check(where string) {
 	p := pt.rp.p
 	p.mu.Lock()
 	assignments := p.alloc.Assignments()
-	persisted := make(map[string]ContainerState, len(p.persisted))
-	for k, v := range p.persisted {
+	persisted := make(map[string]ContainerState, len(p.memory.Containers))
+	for k, v := range p.memory.Containers {
 		persisted[k] = v
 	}
-	infra := p.alloc.PoolCPUs(config.PoolInfra)
-	shared := p.alloc.Layout().Pool(config.PoolShared)
+	infra := p.alloc.PoolCPUs(pools.Infra)
+	shared := p.alloc.Layout().Pool(pools.Shared)
 	p.mu.Unlock()
 
 	fail := func(format string, args ...any) {
@@ -466,7 +466,7 @@ func (pt *propTest) check(where string) {
 		}
 		cpus := mustParse(s)
 		held := cpus
-		if config.IsExclusivePool(a.Pool) {
+		if pools.IsExclusive(a.Pool) {
 			held = held.Union(mustParse(a.Reserved))
 			if s != a.CPUs {
 				pt.f.mu.Unlock()
@@ -484,7 +484,7 @@ func (pt *propTest) check(where string) {
 
 	var exclusiveHeld []view
 	for _, v := range views {
-		if config.IsExclusivePool(v.pool) {
+		if pools.IsExclusive(v.pool) {
 			exclusiveHeld = append(exclusiveHeld, v)
 		}
 	}
@@ -494,10 +494,10 @@ func (pt *propTest) check(where string) {
 				fail("container %s (%s, %s) runs on CPUs %s held by %s", v.id, v.pool, v.cpus, x.held.Intersection(v.cpus), x.id)
 			}
 		}
-		if v.pool != config.PoolShared && !config.IsExclusivePool(v.pool) && !v.cpus.Intersection(shared).IsEmpty() {
+		if v.pool != pools.Shared && !pools.IsExclusive(v.pool) && !v.cpus.Intersection(shared).IsEmpty() {
 			fail("container %s (%s) runs on shared CPUs %s", v.id, v.pool, v.cpus.Intersection(shared))
 		}
-		if v.pool == config.PoolInfra && !v.cpus.IsSubsetOf(infra) {
+		if v.pool == pools.Infra && !v.cpus.IsSubsetOf(infra) {
 			fail("infra member %s on %s, outside infra %s", v.id, v.cpus, infra)
 		}
 	}

@@ -56,9 +56,15 @@ type envelope struct {
 
 // Store keeps the state somewhere durable.
 type Store interface {
+	// Load returns the remembered state; an empty one when there is none.
 	Load() (*State, error)
+	// Save replaces the remembered state durably before returning.
 	Save(*State) error
+	// Close releases what the store holds open between saves.
+	Close()
 }
+
+var _ Store = (*FileStore)(nil)
 
 // NewState returns an empty state.
 func NewState() *State {
@@ -235,25 +241,10 @@ func (f *FileStore) Save(st *State) error {
 	if err != nil {
 		return fmt.Errorf("writing state: %w", err)
 	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing state: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
-	}
-	// fdatasync: the data and the size, not the timestamps.
-	if err := unix.Fdatasync(int(tmp.Fd())); err != nil {
-		tmp.Close()
-		return fmt.Errorf("syncing state %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), f.Path); err != nil {
-		return fmt.Errorf("replacing state %s: %w", f.Path, err)
+	pending := &pendingFile{File: tmp}
+	defer pending.cleanup()
+	if err := pending.replace(f.Path, data); err != nil {
+		return err
 	}
 	if f.dir == nil {
 		if f.dir, err = os.Open(dir); err != nil {
@@ -265,6 +256,47 @@ func (f *FileStore) Save(st *State) error {
 	}
 	go f.prepareSpare(dir)
 	return nil
+}
+
+// pendingFile is a temporary file on its way to replace another, after
+// renameio's PendingFile: whatever step fails, one deferred cleanup closes
+// and removes it, and after the rename it does nothing.
+type pendingFile struct {
+	*os.File
+	closed, renamed bool
+}
+
+// replace writes data, syncs it and renames the file over path.
+func (t *pendingFile) replace(path string, data []byte) error {
+	if err := t.Chmod(0o600); err != nil {
+		return fmt.Errorf("writing state: %w", err)
+	}
+	if _, err := t.Write(data); err != nil {
+		return fmt.Errorf("writing state %s: %w", t.Name(), err)
+	}
+	// fdatasync: the data and the size, not the timestamps.
+	if err := unix.Fdatasync(int(t.Fd())); err != nil {
+		return fmt.Errorf("syncing state %s: %w", t.Name(), err)
+	}
+	t.closed = true
+	if err := t.File.Close(); err != nil {
+		return fmt.Errorf("writing state %s: %w", t.Name(), err)
+	}
+	if err := os.Rename(t.Name(), path); err != nil {
+		return fmt.Errorf("replacing state %s: %w", path, err)
+	}
+	t.renamed = true
+	return nil
+}
+
+// cleanup closes and removes the file unless replace got that far.
+func (t *pendingFile) cleanup() {
+	if !t.closed {
+		t.File.Close()
+	}
+	if !t.renamed {
+		os.Remove(t.Name())
+	}
 }
 
 // ReadState reads a state file without touching it (for `status`); unlike

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 const (
@@ -54,7 +56,7 @@ func (r reader) list(rel string) (cpuset.CPUSet, bool, error) {
 	if err != nil || !ok {
 		return cpuset.New(), ok, err
 	}
-	set, err := ParseList(s)
+	set, err := cpulist.Parse(s)
 	if err != nil {
 		return cpuset.New(), true, fmt.Errorf("%s: %w", r.path(rel), err)
 	}
@@ -410,7 +412,7 @@ func ParseCmdlineCPUs(cmdline, param string) (cpuset.CPUSet, bool, error) {
 				return cpuset.New(), true, fmt.Errorf("%s=%s: flag %q after the CPU list", param, v, part)
 			}
 		}
-		set, err := ParseList(strings.Join(lists, ","))
+		set, err := cpulist.Parse(strings.Join(lists, ","))
 		if err != nil {
 			return cpuset.New(), true, fmt.Errorf("%s=%s: %w", param, v, err)
 		}

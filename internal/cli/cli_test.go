@@ -169,7 +169,7 @@ func TestSimulateBadInput(t *testing.T) {
 		{"steps:\n  - create: {pod: a, container: b, cpus: lots}", "cpus \"lots\" is not a CPU quantity"},
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"2\", limit: \"1\"}", "larger than limit"},
 		{"steps:\n  - create: {pod: a, container: b, qos: platinum}", "qos \"platinum\""},
-		{"steps:\n  - remove: {pod: ghost}", "no container (any) in pod default/ghost"},
+		{"steps:\n  - remove: {pod: ghost}", "no container * in pod default/ghost"},
 		// Finding 8: a request near the largest int64 made placement panic.
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"9223372036854775807\", annotations: {pool.cpupool.dev: exclusive-non-isolcpus}}", "larger than any node"},
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"9223372036854775807\", annotations: {pool.cpupool.dev: exclusive}}", "larger than any node"},
@@ -205,4 +205,32 @@ func TestUsageAndHelp(t *testing.T) {
 	code, out, _ := run(t, "version")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "nri-cpupool")
+}
+
+// TestEveryCommandReadsTheConfigsSysfsRoot: without --sysfs-root, every
+// command that reads the node reads it where the config says, and the flag
+// wins over the config.
+func TestEveryCommandReadsTheConfigsSysfsRoot(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved") // 80 CPUs; this machine has fewer
+	cfg := writeFile(t, "sysfsRoot: "+root+"\nreservedCPUs: \"79\"\n")
+	requests := writeFile(t, "steps:\n  - create: {pod: p, container: c, cpus: \"1\"}\n")
+	for _, args := range [][]string{
+		{"topology", "--config", cfg},
+		{"validate", "--config", cfg},
+		{"simulate", "--config", cfg, "--requests", requests},
+	} {
+		code, out, errOut := run(t, args...)
+		require.Equal(t, 0, code, "%v: %s", args, errOut)
+		switch args[0] {
+		case "topology":
+			assert.Contains(t, out, "CPUs: 80 online")
+		case "validate":
+			assert.Contains(t, out, "80 online CPUs")
+		case "simulate":
+			assert.Contains(t, out, "default/p/c")
+		}
+		code, _, errOut = run(t, append(args, "--sysfs-root", filepath.Join(t.TempDir(), "nothing"))...)
+		assert.Equal(t, 1, code, "%v: the flag wins over the config", args)
+		assert.Contains(t, errOut, "is \"", args)
+	}
 }

@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -26,18 +30,15 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tCPUS")
-	for _, p := range config.PoolNames {
+	for _, p := range pools.Names() {
 		fmt.Fprintf(tw, "%s\t%s\n", p, orDash(st.Pools[p]))
 	}
 	tw.Flush()
 	fmt.Fprintln(stdout)
-	ids := make([]string, 0, len(st.Containers))
-	for id := range st.Containers {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool {
-		a, b := st.Containers[ids[i]], st.Containers[ids[j]]
-		return a.PodNamespace+"/"+a.PodName+"/"+a.Container < b.PodNamespace+"/"+b.PodName+"/"+b.Container
+	ids := slices.SortedFunc(maps.Keys(st.Containers), func(x, y string) int {
+		a, b := st.Containers[x], st.Containers[y]
+		return cmp.Or(strings.Compare(a.PodNamespace+"/"+a.PodName+"/"+a.Container, b.PodNamespace+"/"+b.PodName+"/"+b.Container),
+			strings.Compare(x, y)) // the same name twice: by id, so the output is stable
 	})
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tPOOL\tCPUS\tMEMS\tREQUEST\tID")

@@ -12,7 +12,7 @@ import (
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("validate", "validate --config F [--sysfs-root D]", stderr)
 	cfgPath := fs.String("config", config.DefaultPath, "configuration file to check")
-	root := fs.String("sysfs-root", "", "directory holding sys/ and proc/ (default: the config's sysfsRoot, /)")
+	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -21,10 +21,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
 	}
-	if *root == "" {
-		*root = cfg.SysfsRoot
-	}
-	topo, err := sysfs.Discover(*root)
+	topo, err := sysfs.Discover(sysfsRoot(*root, cfg))
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -109,9 +110,10 @@ type Usage struct {
 
 // Runner replays steps.
 type Runner struct {
-	alloc     *allocator.Allocator
-	policy    *allocator.Policy
-	sysfsRoot string
+	alloc  *allocator.Allocator
+	policy *allocator.Policy
+	// resolveDevice finds a device's NUMA node in the simulated node's sysfs.
+	resolveDevice func(devicePath string) (int, error)
 }
 
 // NewRunner builds the allocator for a node and configuration.
@@ -120,7 +122,7 @@ func NewRunner(topo *sysfs.Topology, cfg *config.Config, sysfsRoot string) (*Run
 	if problems.HasErrors() {
 		return nil, fmt.Errorf("the configuration does not fit this node:\n%s", problems.Errors())
 	}
-	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg, topo), sysfsRoot: sysfsRoot}, nil
+	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg, topo), resolveDevice: sysfs.DeviceNUMAResolver(sysfsRoot)}, nil
 }
 
 // Allocator exposes the allocator for inspection.
@@ -145,11 +147,32 @@ func (r *Runner) Run(f *File) []Result {
 
 func containerID(ns, pod, container string) string { return ns + "/" + pod + "/" + container }
 
-func (r *Runner) create(c *Create) Result {
-	ns := c.Namespace
+// DefaultNamespace is a request's namespace when it names none, as in
+// Kubernetes.
+const DefaultNamespace = "default"
+
+func namespaceOf(ns string) string {
 	if ns == "" {
-		ns = "default"
+		return DefaultNamespace
 	}
+	return ns
+}
+
+// AllContainers stands for "every container of the pod" where a remove
+// names no container.
+const AllContainers = "*"
+
+// ContainerOrAll names a step's container for people: AllContainers for a
+// remove of the whole pod.
+func ContainerOrAll(container string) string {
+	if container == "" {
+		return AllContainers
+	}
+	return container
+}
+
+func (r *Runner) create(c *Create) Result {
+	ns := namespaceOf(c.Namespace)
 	res := Result{Action: "create", Pod: c.Pod, Namespace: ns, Container: c.Container}
 	fail := func(err error) Result { res.Error = err.Error(); return res }
 	request, err := milli("cpus", c.CPUs)
@@ -179,12 +202,12 @@ func (r *Runner) create(c *Create) Result {
 	}
 	var devNUMA []int
 	for _, d := range c.Devices {
-		loc, err := sysfs.DeviceLocality(r.sysfsRoot, d)
+		node, err := r.resolveDevice(d)
 		if err != nil {
 			return fail(err)
 		}
-		if loc.NUMA >= 0 {
-			devNUMA = append(devNUMA, loc.NUMA)
+		if node >= 0 {
+			devNUMA = append(devNUMA, node)
 		}
 	}
 	ctr := allocator.Container{
@@ -206,16 +229,8 @@ func (r *Runner) create(c *Create) Result {
 	return res
 }
 
-func (r *Runner) resolveDevice(path string) (int, error) {
-	loc, err := sysfs.DeviceLocality(r.sysfsRoot, path)
-	return loc.NUMA, err
-}
-
 func (r *Runner) remove(rm *Remove) Result {
-	ns := rm.Namespace
-	if ns == "" {
-		ns = "default"
-	}
+	ns := namespaceOf(rm.Namespace)
 	res := Result{Action: "remove", Pod: rm.Pod, Namespace: ns, Container: rm.Container}
 	var ids []string
 	for _, a := range r.alloc.Assignments() {
@@ -224,7 +239,7 @@ func (r *Runner) remove(rm *Remove) Result {
 		}
 	}
 	if len(ids) == 0 {
-		res.Error = fmt.Sprintf("no container %s in pod %s/%s", orAll(rm.Container), ns, rm.Pod)
+		res.Error = fmt.Sprintf("no container %s in pod %s/%s", ContainerOrAll(rm.Container), ns, rm.Pod)
 		return res
 	}
 	for _, id := range ids {
@@ -233,13 +248,6 @@ func (r *Runner) remove(rm *Remove) Result {
 		res.Updates = append(res.Updates, updates(out.Updates)...)
 	}
 	return res
-}
-
-func orAll(s string) string {
-	if s == "" {
-		return "(any)"
-	}
-	return s
 }
 
 func updates(as []allocator.Assignment) []Update {
@@ -252,18 +260,13 @@ func updates(as []allocator.Assignment) []Update {
 
 func (r *Runner) usage() map[string]Usage {
 	out := map[string]Usage{}
-	for _, p := range config.PoolNames {
-		cpus := r.alloc.PoolCPUs(p)
-		u := Usage{CPUs: cpus.String(), Size: cpus.Size()}
-		if config.IsExclusivePool(p) {
-			free := r.alloc.FreeCPUs(p)
-			if p == config.PoolExclusiveNonIsolcpus {
-				free = free.Intersection(r.alloc.PoolCPUs(config.PoolInfra))
-			}
-			size := free.Size()
-			u.Free, u.FreeSize = free.String(), &size
+	for _, pu := range r.alloc.Usage() {
+		u := Usage{CPUs: pu.CPUs.String(), Size: pu.CPUs.Size()}
+		if pu.Exclusive() {
+			size := pu.Free.Size()
+			u.Free, u.FreeSize = pu.Free.String(), &size
 		}
-		out[p] = u
+		out[pu.Pool] = u
 	}
 	return out
 }
@@ -281,8 +284,8 @@ func milli(key, s string) (int64, error) {
 		return 0, fmt.Errorf("%s %q is negative", key, s)
 	}
 	// MilliValue wraps around beyond int64: bound the quantity first.
-	if q.Cmp(*resource.NewQuantity(sysfs.MaxCPUs, resource.DecimalSI)) > 0 {
-		return 0, fmt.Errorf("%s %q is larger than any node (at most %d CPUs)", key, s, sysfs.MaxCPUs)
+	if q.Cmp(*resource.NewQuantity(cpulist.MaxCPUs, resource.DecimalSI)) > 0 {
+		return 0, fmt.Errorf("%s %q is larger than any node (at most %d CPUs)", key, s, cpulist.MaxCPUs)
 	}
 	return q.MilliValue(), nil
 }

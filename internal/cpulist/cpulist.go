@@ -1,4 +1,8 @@
-package sysfs
+// Package cpulist parses the kernel's list format ("0-3,8,10-11"), which
+// sysfs files, the kernel command line, the configuration, the state file,
+// the runtime's cpusets and annotations all use, so that they share one
+// parser, bounded against hostile input.
+package cpulist
 
 import (
 	"fmt"
@@ -34,18 +38,18 @@ func (e *ListError) Error() string {
 	return fmt.Sprintf("malformed CPU list %s: %s", Echo(e.Value), e.Reason)
 }
 
-// ParseList parses a kernel list ("0-3,8,10-11"), tolerating surrounding
+// Parse parses a kernel list ("0-3,8,10-11"), tolerating surrounding
 // white space and an empty list, with ids below MaxCPUs.
-func ParseList(s string) (cpuset.CPUSet, error) {
-	return ParseListBelow(s, MaxCPUs)
+func Parse(s string) (cpuset.CPUSet, error) {
+	return ParseBelow(s, MaxCPUs)
 }
 
-// ParseListBelow parses a kernel list whose ids must all be below limit
+// ParseBelow parses a kernel list whose ids must all be below limit
 // (the node's CPU or NUMA node count). It runs in time proportional to
 // len(s) plus limit, whatever the text: ranges are never expanded one by
 // one, numbers longer than the limit's are refused before conversion, and
 // only the kernel's syntax is accepted (no signs, no spaces inside).
-func ParseListBelow(s string, limit int) (cpuset.CPUSet, error) {
+func ParseBelow(s string, limit int) (cpuset.CPUSet, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return cpuset.New(), nil
@@ -117,4 +121,15 @@ func listID(s string, limit int) (int, error) {
 		return 0, fmt.Errorf("id %d is out of range (this node has ids 0-%d)", v, limit-1)
 	}
 	return v, nil
+}
+
+// ParseSpaced parses a list as people write it ("0-3, 8"): the kernel's
+// syntax with spaces anywhere. The error does not explain the kernel
+// syntax; callers say what to write instead.
+func ParseSpaced(s string) (cpuset.CPUSet, error) {
+	set, err := Parse(strings.ReplaceAll(s, " ", ""))
+	if err != nil {
+		return cpuset.New(), fmt.Errorf("malformed CPU list %q", s)
+	}
+	return set, nil
 }

@@ -1,4 +1,4 @@
-package sysfs
+package cpulist
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestParseListBelow(t *testing.T) {
+func TestParseBelow(t *testing.T) {
 	tests := []struct {
 		in    string
 		limit int
@@ -40,7 +40,7 @@ func TestParseListBelow(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
-			set, err := ParseListBelow(tc.in, tc.limit)
+			set, err := ParseBelow(tc.in, tc.limit)
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
@@ -58,12 +58,12 @@ func TestParseListHostileIsFastAndShort(t *testing.T) {
 	huge := strings.Repeat("0-65535,", 200000) + "0"
 	for _, in := range []string{huge, strings.Repeat("9", 1<<20), "0-" + strings.Repeat("9", 1<<20), strings.Repeat("1,", 1<<19) + "x"} {
 		start := time.Now()
-		_, err := ParseListBelow(in, 64)
+		_, err := ParseBelow(in, 64)
 		require.Error(t, err)
 		assert.Less(t, len(err.Error()), 200, "error repeats the whole value")
 		assert.Less(t, time.Since(start), 10*time.Second, "hang guard; speed is a benchmark")
 	}
-	set, err := ParseList(huge)
+	set, err := Parse(huge)
 	require.NoError(t, err)
 	assert.Equal(t, MaxCPUs, set.Size())
 }
