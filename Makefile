@@ -36,13 +36,25 @@ unit:
 	CPUPOOL_PROPERTY_REPORT=$(CURDIR)/bin/property.txt $(GO) test -race -count=1 ./...
 	@cat bin/property.txt
 
+# Go native fuzzing, each target for FUZZTIME (make test runs the seeds and
+# the checked-in corpora in testdata/fuzz as plain tests).
+FUZZTIME ?= 30s
+FUZZ_TARGETS := FuzzParse:./internal/cpulist FuzzParse:./config FuzzAnnotations:./allocator \
+  FuzzStateSynchronize:./plugin FuzzRequests:./internal/simulate
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  name=$${t%%:*}; pkg=$${t#*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg; \
+	done
+
 # The randomized property test of the whole plugin, long: ≥ 20,000 events
 # with kills and runtime restarts (make test runs 300).
 SOAK_EVENTS ?= 20000
 soak:
 	mkdir -p bin
-	CPUPOOL_PROPERTY_EVENTS=$(SOAK_EVENTS) CPUPOOL_PROPERTY_REPORT=$(CURDIR)/bin/soak.txt \
-	  $(GO) test -count=1 -timeout 90m -run '^TestPropertyWholePlugin$$' ./plugin
+	@status=0; CPUPOOL_PROPERTY_EVENTS=$(SOAK_EVENTS) CPUPOOL_PROPERTY_REPORT=$(CURDIR)/bin/soak.txt \
+	  $(GO) test -count=1 -timeout 90m -v -run '^TestPropertyWholePlugin$$' ./plugin > bin/soak.log 2>&1 || status=$$?; \
+	  grep -E '^(--- |ok|FAIL|panic)|property' bin/soak.log; exit $$status
 	@cat bin/soak.txt
 
 packaging: build $(NFPM)

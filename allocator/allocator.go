@@ -377,6 +377,18 @@ func (a *Allocator) SetPrevious(p map[string]cpuset.CPUSet) {
 	}
 }
 
+// HeldByOthers returns the CPUs of cpus that an exclusive container other
+// than id holds.
+func (a *Allocator) HeldByOthers(cpus cpuset.CPUSet, id string) cpuset.CPUSet {
+	var out []int
+	for _, c := range cpus.UnsortedList() {
+		if a.x.online(c) && a.owner[c] != "" && a.owner[c] != id {
+			out = append(out, c)
+		}
+	}
+	return cpuset.New(out...)
+}
+
 // Unknown returns the CPUs of a set that this node does not have online.
 func (a *Allocator) Unknown(cpus cpuset.CPUSet) cpuset.CPUSet {
 	var out []int

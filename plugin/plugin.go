@@ -342,6 +342,9 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
 	switch {
 	case !pinned || !clean:
 		return false
+	case !p.alloc.HeldByOthers(a.Held(), a.ID).IsEmpty():
+		// Two containers on one exclusive CPU: the first keeps it.
+		return false
 	case cur.Equals(a.CPUs):
 		if _, err := p.alloc.Restore(a, true); err != nil {
 			p.log.Warnf("kept container %s on CPUs %s although %v", who, a.CPUs, err)

@@ -43,6 +43,9 @@ func TestPropertyWholePlugin(t *testing.T) {
 	pt := newPropTest(t, seed)
 	for pt.stats.events < events {
 		pt.step()
+		if pt.stats.events%2000 == 0 {
+			t.Logf("property: %d events, %d kills, %d checks so far", pt.stats.events, pt.stats.kills, pt.stats.checks)
+		}
 	}
 	pt.ensureUp()
 	pt.check("end")

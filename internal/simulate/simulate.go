@@ -51,12 +51,17 @@ type Remove struct {
 	Container string `yaml:"container"`
 }
 
-// Load reads a requests file strictly.
+// Load reads a requests file strictly (see Parse).
 func Load(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading requests: %w", err)
 	}
+	return Parse(data, path)
+}
+
+// Parse reads a requests file's content strictly; name is used in errors.
+func Parse(data []byte, path string) (*File, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f File
