@@ -39,8 +39,8 @@ func worstAnnotations() map[string]map[string]string {
 			maximal[key+scope] = map[string]string{
 				"pool.cpupool.dev": "exclusive", "hide-hyperthreads.cpupool.dev": "false", "full-pcpus-only.cpupool.dev": "false",
 				"distribute-across-numa.cpupool.dev": "true",
-				"numa.cpupool.dev":                   strings.TrimSuffix(strings.Repeat("0,1,", 32), ","), // 64 items
-				"device.cpupool.dev": strings.TrimSuffix(strings.Repeat("/sys/bus/pci/devices/0000:3b:00.0,/sys/class/net/ens801f0,", 4), ","), // 8 paths
+				"numa.cpupool.dev":                   strings.TrimSuffix(strings.Repeat("0,1,", 32), ","),                                                      // 64 items
+				"device.cpupool.dev":                 strings.TrimSuffix(strings.Repeat("/sys/bus/pci/devices/0000:3b:00.0,/sys/class/net/ens801f0,", 4), ","), // 8 paths
 			}[key]
 		}
 	}
