@@ -88,13 +88,17 @@ install: build
 	  install -D -m 0644 packaging/config.yaml $(DESTDIR)/etc/nri-cpupool/config.yaml; \
 	else echo "keeping existing $(DESTDIR)/etc/nri-cpupool/config.yaml"; fi
 	install -D -m 0644 packaging/containerd/nri-cpupool.toml $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml
+	install -D -m 0644 packaging/containerd/nri-cpupool-fail-closed.toml $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/containerd-fail-closed.toml
+	install -D -m 0644 packaging/crio/20-nri-cpupool-fail-closed.conf $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/crio-fail-closed.conf
 	install -D -m 0644 packaging/crio/10-nri-cpupool.conf $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf
 	install -d -m 0700 $(DESTDIR)/var/lib/nri-cpupool
 	@echo "installed; next: nri-cpupool validate && systemctl daemon-reload && systemctl enable --now nri-cpupool"
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/nri-cpupool $(DESTDIR)/etc/systemd/system/nri-cpupool.service \
-	  $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf
+	  $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf \
+	  $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/containerd-fail-closed.toml \
+	  $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/crio-fail-closed.conf
 
 demo: build
 	bash test/e2e/demo.sh

@@ -69,7 +69,7 @@ check_contains "metrics: one exclusive container" "$METRICS" 'cpupool_containers
 say "someone else (a static CPU manager) changes a pinned container's cpuset: the plugin keeps its own"
 crictl update --cpuset-cpus "$ONLINE" "$FWD" >/dev/null 2>&1 || info "crictl update returned an error"
 check "exclusive cpuset kept after an update" "$(cpus_of "$FWD")" "$LAST"
-check_contains "the override is logged" "$(cat "$W/plugin.log")" "keeping CPUs $LAST (exclusive pool) instead of the requested $ONLINE"
+check_contains "the override is logged" "$(cat "$W/plugin.log")" "keeping CPUs $LAST (exclusive pool) instead of the requested \\\"$ONLINE\\\""
 
 say "pool full: a second exclusive pod fails, nothing else changes"
 FULL=$(run_pod full telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod full"
@@ -167,3 +167,38 @@ crictl stopp "$ENI" >/dev/null && crictl rmp "$ENI" >/dev/null
 check "infra grows back after the removal" "$(cpus_of "$WEB3_APP")" "$ONLINE"
 check "infra pause container grows back" "$(cpus_of "$WEB3")" "$ONLINE"
 check "plugin peak RSS under 40 MiB" "$(awk '/VmHWM/ {print ($2 < 40960) ? "yes" : "no: " $2 " kB"}' "/proc/$PLUGIN_PID/status")" "yes"
+crictl rmp -fa >/dev/null
+stop_plugin
+
+# ---------------------------------------------------------------- fail closed
+# The packaged opt-in drop-in: containerd's default validator requires the
+# plugin. Its table is appended to this containerd's config as is.
+fail_closed() { # fail_closed REQUIRED_NAME: containerd restarted requiring it
+  cp "$W/containerd.open.toml" "$W/containerd.toml"
+  sed -n '/^\[plugins/,$p' "$REPO/packaging/containerd/nri-cpupool-fail-closed.toml" |
+    sed "s/required_plugins = .*/required_plugins = ['$1']/" >> "$W/containerd.toml"
+  restart_containerd
+}
+cp "$W/containerd.toml" "$W/containerd.open.toml"
+rm -f "$W"/state/nri-cpupool.json*
+say "phase 4: fail closed (packaging/containerd/nri-cpupool-fail-closed.toml), plugin stopped"
+fail_closed cpupool
+FC=$(run_pod fc telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod fc (sandboxes are not validated)"
+OUT=$(create_ctr "$FC" fc c 1000 2>&1) && die "a container started while the required plugin was down: $OUT"
+check_contains "plugin down: creation refused, naming the plugin" "$OUT" 'required plugin "cpupool" not present'
+STATIC=$(run_pod static kube-system burstable '{"tolerate-missing-plugins.nri.io": "true"}') || die "run pod static"
+STATIC_C=$(create_ctr "$STATIC" static c 100) || die "a pod tolerating the missing plugin was refused"
+check "tolerating pod created without the plugin (unpinned)" "$(cpus_of "$STATIC_C")" "$ONLINE"
+say "plugin back: the same pod's container is created and pinned"
+start_plugin "$W/exclusive.yaml"
+FC_C=$(create_ctr "$FC" fc c 1000) || die "create fc/c with the plugin back"
+check "plugin back: exclusive container pinned" "$(cpus_of "$FC_C")" "$LAST"
+check "plugin back: the tolerated container was pinned by Synchronize" "$(cpus_of "$STATIC_C")" "$INFRA"
+crictl rmp -fa >/dev/null
+say "the plugin's indexed id matches too"
+SYN=$(log_count synchronized)
+fail_closed 10-cpupool
+wait_for_log "synchronized" "$SYN"
+IDX=$(run_pod idx telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod idx"
+IDX_C=$(create_ctr "$IDX" idx c 1000) || die "required_plugins = ['10-cpupool'] refused a container the plugin processed"
+check "required 10-cpupool: created and pinned" "$(cpus_of "$IDX_C")" "$LAST"
