@@ -185,7 +185,7 @@ say "phase 4: fail closed (packaging/containerd/nri-cpupool-fail-closed.toml), p
 fail_closed cpupool
 FC=$(run_pod fc telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod fc (sandboxes are not validated)"
 OUT=$(create_ctr "$FC" fc c 1000 2>&1) && die "a container started while the required plugin was down: $OUT"
-check_contains "plugin down: creation refused, naming the plugin" "$OUT" 'required plugin "cpupool" not present'
+check_contains "plugin down: creation refused, naming the plugin" "$OUT" 'rejected container adjustment, reason: validation error: required plugin \"cpupool\" not present'
 STATIC=$(run_pod static kube-system burstable '{"tolerate-missing-plugins.nri.io": "true"}') || die "run pod static"
 STATIC_C=$(create_ctr "$STATIC" static c 100) || die "a pod tolerating the missing plugin was refused"
 check "tolerating pod created without the plugin (unpinned)" "$(cpus_of "$STATIC_C")" "$ONLINE"
