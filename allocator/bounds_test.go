@@ -40,7 +40,7 @@ func TestRestoreDropsCPUsTheNodeLacks(t *testing.T) {
 	assert.Equal(t, "4", got.CPUs.String())
 	_, err = a.Restore(Assignment{ID: "y", Pool: pools.Exclusive, CPUs: cpuset.New(99)}, true)
 	assert.Error(t, err)
-	a.SetPrevious(map[string]cpuset.CPUSet{"u/z": cpuset.New(5, 4000)})
-	_, err = a.Allocate(Request{ID: "z", Pod: PodRef{UID: "u"}, Container: "z", Pool: pools.Exclusive, MilliCPU: 2000, NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
-	assert.NoError(t, err)
+	_, err = a.RestoreHold(Hold{Assignment: Assignment{ID: "z", Pod: PodRef{UID: "u"}, Container: "z", Pool: pools.Exclusive,
+		CPUs: cpuset.New(5, 4000)}})
+	assert.ErrorContains(t, err, "not online")
 }

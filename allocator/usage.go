@@ -15,6 +15,9 @@ type PoolUsage struct {
 	// Free is set for exclusive pools only: the CPUs a new container could
 	// be given now (see AvailableCPUs).
 	Free cpuset.CPUSet
+	// Held is set for exclusive pools only: the CPUs held for stopped
+	// containers until their pod's sandbox stops (see Hold).
+	Held cpuset.CPUSet
 	// Containers counts the containers assigned to the pool.
 	Containers int
 }
@@ -36,15 +39,19 @@ func (a *Allocator) AvailableCPUs(pool string) cpuset.CPUSet {
 
 // Usage returns every pool's usage, in pools.Names() order.
 func (a *Allocator) Usage() []PoolUsage {
-	members := map[string]int{}
+	members, held := map[string]int{}, map[string][]int{}
 	for _, c := range a.containers {
 		members[c.Pool]++
+	}
+	for _, h := range a.holds {
+		held[h.Pool] = append(held[h.Pool], h.Held().UnsortedList()...)
 	}
 	out := make([]PoolUsage, 0, len(pools.Names()))
 	for _, pool := range pools.Names() {
 		u := PoolUsage{Pool: pool, CPUs: a.PoolCPUs(pool), Containers: members[pool]}
 		if u.Exclusive() {
 			u.Free = a.AvailableCPUs(pool)
+			u.Held = cpuset.New(held[pool]...)
 		}
 		out = append(out, u)
 	}

@@ -65,9 +65,8 @@ func TestContainersOfEveryPool(t *testing.T) {
 			assert.Equal(t, "0,8-9", f.sandboxCPUs(web))
 
 			updates := f.stopContainer(eni)
-			require.Len(t, updates, 1)
-			assert.Equal(t, "0-1,8-9", f.cpus(app), "infra grows back")
-			assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web))
+			assert.Empty(t, updates, "a stopped container's CPU stays held for its pod: infra does not change")
+			assert.Equal(t, "0,8-9", f.cpus(app))
 			f.removeContainer(eni)
 
 			st, err := ReadState(statePath(f))
@@ -75,6 +74,19 @@ func TestContainersOfEveryPool(t *testing.T) {
 			assert.Len(t, st.Containers, 3)
 			assert.Equal(t, "4,12", st.Containers[fwd.Id].CPUs)
 			assert.Equal(t, "telco", st.Containers[fwd.Id].PodNamespace)
+			require.Contains(t, st.Held, "uid-dpdk/eni")
+			assert.Equal(t, "1", st.Held["uid-dpdk/eni"].CPUs)
+			assert.Equal(t, eni.Id, st.Held["uid-dpdk/eni"].ContainerID)
+
+			f.removePod(pod)
+			assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web), "pause containers follow at once")
+			_, _, err = f.createContainer(web, "next", 100)
+			require.NoError(t, err)
+			assert.Equal(t, "0-1,8-9", f.cpus(app), "infra grows back with the next reply after the pod goes")
+			st, err = ReadState(statePath(f))
+			require.NoError(t, err)
+			assert.Len(t, st.Containers, 2, "web/app and web/next")
+			assert.Empty(t, st.Held)
 			info, err := os.Stat(statePath(f))
 			require.NoError(t, err)
 			assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
@@ -249,11 +261,10 @@ func TestDevicesFromTheRuntimeSteerPlacement(t *testing.T) {
 	}
 }
 
-// TestRemovalWithoutStopStillUpdatesFollowers: RemoveContainer cannot
-// return updates, so infra members learn of the grown infra right after it.
-// Updates caused by a removal ride on the next reply (see
-// TestRemovalUpdatesNeverCarryStalePools for why never on their own); the
-// sandboxes follow at once.
+// TestRemovalWithoutStopStillUpdatesFollowers: StopPodSandbox and
+// RemovePodSandbox cannot return updates; the infra members' updates ride on
+// the next reply (see TestRemovalUpdatesNeverCarryStalePools for why never
+// on their own), and the pause containers follow at once.
 func TestRemovalWithoutStopStillUpdatesFollowers(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	startPlugin(t, f, desktop, statePath(f))
@@ -266,7 +277,9 @@ func TestRemovalWithoutStopStillUpdatesFollowers(t *testing.T) {
 	require.Equal(t, "0,8-9", f.cpus(app))
 
 	f.removeContainer(eni) // no StopContainer first
-	assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web), "sandboxes follow at once")
+	assert.Equal(t, "0,8-9", f.cpus(app), "a removed container's CPU stays held while its pod lives")
+	require.NoError(t, f.r.StopPodSandbox(t.Context(), &api.StopPodSandboxRequest{Pod: pod}))
+	assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web), "pause containers follow at once")
 	assert.Equal(t, "0,8-9", f.cpus(app), "a subset of infra until the next reply")
 	_, resp, err := f.createContainer(web, "next", 100)
 	require.NoError(t, err)
