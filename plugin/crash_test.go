@@ -92,7 +92,9 @@ func TestRemovalUpdatesNeverCarryStalePools(t *testing.T) {
 	f.mu.Lock()
 	f.updateDelay = 300 * time.Millisecond // a busy runtime
 	f.mu.Unlock()
-	f.removeContainer(eni) // infra grows: 0-1,8-9
+	f.removeContainer(eni)
+	require.NoError(t, f.r.RemovePodSandbox(t.Context(), &api.RemovePodSandboxRequest{Pod: pod})) // infra grows: 0-1,8-9
+	require.Equal(t, "0-1,8-9", f.sandboxCPUs(web), "the release happened")
 	time.Sleep(50 * time.Millisecond)
 	pod2 := f.runPod(podSpec{name: "eni2", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
 	eni2, _, err := f.createContainer(pod2, "c", 1000) // infra shrinks again
