@@ -69,7 +69,7 @@ check_contains "metrics: one exclusive container" "$METRICS" 'cpupool_containers
 say "someone else (a static CPU manager) changes a pinned container's cpuset: the plugin keeps its own"
 crictl update --cpuset-cpus "$ONLINE" "$FWD" >/dev/null 2>&1 || info "crictl update returned an error"
 check "exclusive cpuset kept after an update" "$(cpus_of "$FWD")" "$LAST"
-check_contains "the override is logged" "$(cat "$W/plugin.log")" "keeping CPUs $LAST (exclusive pool) instead of the requested $ONLINE"
+check_contains "the override is logged" "$(cat "$W/plugin.log")" "keeping CPUs $LAST (exclusive pool) instead of the requested \\\"$ONLINE\\\""
 
 say "pool full: a second exclusive pod fails, nothing else changes"
 FULL=$(run_pod full telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod full"
