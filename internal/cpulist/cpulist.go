@@ -129,7 +129,7 @@ func listID(s string, limit int) (int, error) {
 func ParseSpaced(s string) (cpuset.CPUSet, error) {
 	set, err := Parse(strings.ReplaceAll(s, " ", ""))
 	if err != nil {
-		return cpuset.New(), fmt.Errorf("malformed CPU list %q", s)
+		return cpuset.New(), fmt.Errorf("malformed CPU list %s", Echo(s))
 	}
 	return set, nil
 }
