@@ -17,7 +17,11 @@ import (
 // are capped before any arithmetic, so nothing overflows into a small or
 // negative request.
 func milliCPU(ctr *api.Container) int64 {
-	cpu := ctr.GetLinux().GetResources().GetCpu()
+	return milliOf(ctr.GetLinux().GetResources().GetCpu())
+}
+
+// milliOf is milliCPU for a set of CPU resources, as an update carries.
+func milliOf(cpu *api.LinuxCPU) int64 {
 	if cpu == nil {
 		return 0
 	}
