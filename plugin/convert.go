@@ -7,12 +7,15 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // milliCPU recovers the container's CPU request from what the kubelet
 // passed down: cpu.shares is request*1024/1000 (2 for no request); without
-// shares, the CFS quota/period limit stands in.
+// shares, the CFS quota/period limit stands in. Values no kernel accepts
+// are capped before any arithmetic, so nothing overflows into a small or
+// negative request.
 func milliCPU(ctr *api.Container) int64 {
 	return milliOf(ctr.GetLinux().GetResources().GetCpu())
 }
@@ -22,12 +25,14 @@ func milliOf(cpu *api.LinuxCPU) int64 {
 	if cpu == nil {
 		return 0
 	}
-	if shares := int64(cpu.GetShares().GetValue()); shares > 2 {
-		return (shares*1000 + 1023) / 1024
+	const maxShares, maxPeriod = 1 << 18, 1_000_000 // the kernel's bounds
+	if shares := min(cpu.GetShares().GetValue(), maxShares); shares > 2 {
+		return (int64(shares)*1000 + 1023) / 1024
 	}
-	quota, period := cpu.GetQuota().GetValue(), int64(cpu.GetPeriod().GetValue())
+	quota, period := cpu.GetQuota().GetValue(), min(cpu.GetPeriod().GetValue(), maxPeriod)
 	if quota > 0 && period > 0 {
-		return (quota*1000 + period - 1) / period
+		quota = min(quota, int64(cpulist.MaxCPUs+1)*int64(period))
+		return (quota*1000 + int64(period) - 1) / int64(period)
 	}
 	return 0
 }

@@ -64,6 +64,9 @@ const (
 	refusedGrant      = "grant"
 	refusedPlacement  = "placement"
 	refusedState      = "state"
+	// refusedSynchronize counts running containers Synchronize could not
+	// place and confined to infra.
+	refusedSynchronize = "synchronize"
 )
 
 func newMetrics(usage usageSource) *metrics {
@@ -75,15 +78,15 @@ func newMetrics(usage usageSource) *metrics {
 		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
-			Help: "Container creations refused, by reason (annotation, grant, placement, state).",
+			Help: "Container creations refused, by reason (annotation, grant, placement, state), and running containers Synchronize could not place and confined to infra (synchronize).",
 		}, []string{"reason"}),
 		synchronized: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cpupool_runtime_synchronizations_total",
 			Help: "Times the runtime synchronized the plugin: at registration and after every reconnect.",
 		}),
 		runtime: prometheus.NewDesc("cpupool_runtime_info",
-			"The connected runtime, the NRI version it embeds, and whether the plugin sends updates on its own (NRI >= "+minNRIForPluginUpdates+") or only in replies.",
-			[]string{"runtime", "version", "nri_version", "plugin_updates"}, nil),
+			"The connected runtime and the NRI version it embeds.",
+			[]string{"runtime", "version", "nri_version"}, nil),
 		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_resizes_total",
 			Help: "In-place resizes (CPU request changes) by pool and result (grown, shrunk, unchanged, refused).",
@@ -123,11 +126,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if rt := m.connected.Load(); rt != nil {
-		mode := "replies-only"
-		if rt.pluginUpdatesSafe() {
-			mode = "unsolicited"
-		}
-		ch <- prometheus.MustNewConstMetric(m.runtime, prometheus.GaugeValue, 1, rt.name, rt.version, rt.nriVersion, mode)
+		ch <- prometheus.MustNewConstMetric(m.runtime, prometheus.GaugeValue, 1, rt.name, rt.version, rt.nriVersion)
 	}
 	m.refused.Collect(ch)
 	m.synchronized.Collect(ch)

@@ -72,7 +72,6 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		}
 		p.setNRIVersion(s.RuntimeNRIVersion)
 		if err = s.Start(ctx); err == nil {
-			p.setUpdater(s.UpdateContainers)
 			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", p.cfg.PluginIndex, PluginName)))
 			wait = backoff.Initial
 			h.registered()
@@ -81,11 +80,9 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 				p.log.Warn("lost the connection to the runtime; reconnecting")
 				h.disconnected("lost the connection to the runtime; reconnecting")
 			case <-ctx.Done():
-				p.setUpdater(nil)
 				s.Stop()
 				return nil
 			}
-			p.setUpdater(nil)
 			s.Stop()
 			if runtimeLaunched() {
 				return fmt.Errorf("runtime closed the connection")
@@ -104,12 +101,6 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		}
 		wait = min(wait*2, backoff.Max)
 	}
-}
-
-func (p *Plugin) setUpdater(f func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.updater = f
 }
 
 // setNRIVersion sets where Configure learns the runtime's NRI version: the

@@ -12,30 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestPluginUpdatesSafeByNRIVersion(t *testing.T) {
-	for _, tc := range []struct {
-		nri  string
-		safe bool
-	}{
-		{"v0.12.3", true},  // containerd 2.4
-		{"v0.12.1", true},  // the fix (containerd/nri#301)
-		{"v0.13.0", true},  // later
-		{"v1.0.0", true},   // later
-		{"v0.12.0", false}, // containerd 2.3
-		{"v0.11.0", false}, // containerd 2.2, CRI-O 1.36
-		{"v0.8.0", false},  // containerd 2.0, 2.1
-		{"v0.12.1-rc.1", false},
-		{"unknown", false}, // CRI-O: no version sent, none inferred
-		{"", false},
-		{"devel", false},
-		{"0.12.3", false},
-	} {
-		assert.Equal(t, tc.safe, runtimeInfo{nriVersion: tc.nri}.pluginUpdatesSafe(), tc.nri)
-	}
-}
-
 // TestRepliesOnlyOnOldNRI: on a runtime whose NRI may deadlock on a plugin's
-// own UpdateContainers, a pod's removal sends nothing by itself; the infra members
+// own UpdateContainers (as on any other), a pod's removal sends nothing by itself; the infra members
 // learn of the grown infra in the next reply, and the sandboxes (pinned
 // through cgroupfs) at once.
 func TestRepliesOnlyOnOldNRI(t *testing.T) {
@@ -64,9 +42,9 @@ func TestRepliesOnlyOnOldNRI(t *testing.T) {
 	assert.Equal(t, "0-1,8-9", f.cpus(app))
 
 	want := `
-# HELP cpupool_runtime_info The connected runtime, the NRI version it embeds, and whether the plugin sends updates on its own (NRI >= v0.12.1) or only in replies.
+# HELP cpupool_runtime_info The connected runtime and the NRI version it embeds.
 # TYPE cpupool_runtime_info gauge
-cpupool_runtime_info{nri_version="v0.11.0",plugin_updates="replies-only",runtime="fake-runtime",version="v0"} 1
+cpupool_runtime_info{nri_version="v0.11.0",runtime="fake-runtime",version="v0"} 1
 # HELP cpupool_runtime_synchronizations_total Times the runtime synchronized the plugin: at registration and after every reconnect.
 # TYPE cpupool_runtime_synchronizations_total counter
 cpupool_runtime_synchronizations_total 1
@@ -97,8 +75,6 @@ func TestRuntimeInfoFromTheStub(t *testing.T) {
 	// The runtime side here is the same NRI library as the plugin's, so it
 	// reports the version this binary was built with.
 	assert.Equal(t, version.GetFromBuildInfo(), labels["nri_version"], "%v", labels)
-	assert.Equal(t, map[bool]string{true: "unsolicited", false: "replies-only"}[nriAtLeast(labels["nri_version"], minNRIForPluginUpdates)],
-		labels["plugin_updates"], "%v", labels)
 
 	assert.Equal(t, 1.0, testutil.ToFloat64(rp.p.metrics.synchronized), "one registration, one synchronization")
 }

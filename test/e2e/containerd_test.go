@@ -16,7 +16,10 @@ import (
 // with seccomp, the test image pinned as the sandbox image.
 type containerd struct {
 	bin, version, runc, dir, image, imageTar string
-	d                                        daemon
+	// extra is appended to the config at the next (re)start: the
+	// fail-closed scenario adds the packaged validator drop-in.
+	extra string
+	d     daemon
 }
 
 func newContainerd(bin, version, runc, dir, image, imageTar string) *containerd {
@@ -30,7 +33,7 @@ func (c *containerd) CgroupsPath(parent, id string) string            { return p
 func (c *containerd) HasInfraContainer(runtimeapi.NamespaceMode) bool { return true }
 func (c *containerd) LogTail() string                                 { return tail(c.d.log, 25) }
 
-func (c *containerd) Start(t testing.TB) {
+func (c *containerd) writeConfig(t testing.TB) {
 	t.Helper()
 	config := fmt.Sprintf(`version = 3
 root = "%[1]s/root"
@@ -54,7 +57,12 @@ state = "%[1]s/state"
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = "%[3]s"
 `, c.dir, c.runc, c.image)
-	mustWrite(t, filepath.Join(c.dir, "containerd.toml"), config)
+	mustWrite(t, filepath.Join(c.dir, "containerd.toml"), config+c.extra)
+}
+
+func (c *containerd) Start(t testing.TB) {
+	t.Helper()
+	c.writeConfig(t)
 	for _, d := range []string{"nri-plugins", "nri-conf"} {
 		os.MkdirAll(filepath.Join(c.dir, d), 0o755)
 	}
@@ -69,6 +77,7 @@ state = "%[1]s/state"
 
 func (c *containerd) Restart(t testing.TB) {
 	t.Helper()
+	c.writeConfig(t)
 	c.d.stop()
 	c.d.start(t, c.CRISocket())
 }

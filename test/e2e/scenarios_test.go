@@ -32,6 +32,7 @@ var scenarios = []scenario{
 	{"PodLifeHoldsExclusiveCPUs", 2, testPodLife},
 	{"InPlaceResizeAndCPUQuota", 2, testInPlaceResize},
 	{"UpgradeKeepsPinning", 2, testUpgradeKeepsPinning},
+	{"FailClosed", 2, testFailClosed},
 }
 
 const poolAnnotation = "pool.cpupool.dev"
@@ -154,11 +155,12 @@ func testExclusiveNonIsolcpus(c *tc) {
 	c.wantMetric(`cpupool_pool_cpus{pool="infra"}`, float64(c.e.rest.Size()))
 
 	c.removePod(eni)
-	if !c.pluginUpdates() {
-		// The CPU was held for the pod until its sandbox stopped, an event
-		// that cannot reply: here the updates wait for the next one.
-		c.mustCreate(web, "next", 100)
-	}
+	// The CPU was held for the pod until its sandbox stopped, an event that
+	// cannot reply: the infra members' updates ride on the next reply (the
+	// plugin never sends updates on its own; see plugin/runtimeinfo.go).
+	c.checkSandbox("infra pod grows back at once (cgroupfs)", web, online)
+	c.equal("infra container: a subset of infra until the next reply", c.cpus(web, app), c.infra())
+	c.mustCreate(web, "next", 100)
 	c.wantEventually("infra container grows back after the removal", func() string { return c.cpus(web, app) }, online)
 	c.equal("infra process grows back", c.allowedOf(app), online)
 	c.checkSandbox("infra pod grows back", web, online)
@@ -185,25 +187,23 @@ func peakRSSKiB(pid int) int {
 }
 
 // testUpdatesAfterRemovals: CPUs freed by a handler that cannot reply
-// (StopPodSandbox, RemovePodSandbox) grow infra back through the updates the
-// plugin sends on its own; on runtimes whose NRI is older than v0.12.1 (or
-// unknown) they ride on the next reply. The container here never ran, so no
-// StopContainer (which can reply) frees its CPU first; RemoveContainer keeps
-// it held for its pod until the sandbox goes.
+// (StopPodSandbox, RemovePodSandbox) grow infra back: the sandboxes at once
+// through cgroupfs, the infra containers through updates that ride on the
+// next reply (never sent on their own: they could overtake a newer shrink).
+// The container here never ran, so no StopContainer (which can reply) frees
+// its CPU first; RemoveContainer keeps it held for its pod until the sandbox
+// goes.
 func testUpdatesAfterRemovals(c *tc) {
 	c.startPlugin(c.eniConfig())
 	online := c.e.online.String()
-	unsolicited := c.pluginUpdates()
 	web := c.runPod(podSpec{name: "web", qos: "burstable"})
 	app := c.mustCreate(web, "app", 500)
 	next := 0
 	// nextEvent makes the runtime call the plugin with a reply (a new
-	// container) when updates wait for one.
+	// container), which carries the waiting updates.
 	nextEvent := func() {
-		if !unsolicited {
-			next++
-			c.mustCreate(web, fmt.Sprintf("next%d", next), 100)
-		}
+		next++
+		c.mustCreate(web, fmt.Sprintf("next%d", next), 100)
 	}
 	for _, how := range []string{"StopPodSandbox", "RemovePodSandbox"} {
 		eni := c.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{poolAnnotation: "exclusive-non-isolcpus"}})
@@ -226,19 +226,12 @@ func testUpdatesAfterRemovals(c *tc) {
 		if err != nil {
 			c.Fatalf("%s: %v", how, err)
 		}
+		c.checkSandbox(how+": infra pod grows back at once", web, online)
+		c.equal(how+": infra container waits for the next reply", c.cpus(web, app), c.infra())
 		nextEvent()
 		c.wantEventually(how+": infra container grows back", func() string { return c.cpus(web, app) }, online)
-		c.checkSandbox(how+": infra pod grows back", web, online)
 		c.wantMetric(`cpupool_held_cpus{pool="exclusive-non-isolcpus"}`, 0)
 	}
-}
-
-// pluginUpdates tells whether the plugin sends updates on its own to this
-// runtime (cpupool_runtime_info), rather than only in replies.
-func (c *tc) pluginUpdates() bool {
-	info := c.plugin.series(`cpupool_runtime_info{`)
-	c.Logf("runtime: %v", info)
-	return len(info) == 1 && strings.Contains(info[0], `plugin_updates="unsolicited"`)
 }
 
 func testFullPoolAndBadAnnotations(c *tc) {
