@@ -18,7 +18,7 @@ RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo ye
 K8S_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/nri-cpupool-k8s
 HAVE_K8S ?= $(shell { [ -f "$(NRI_CPUPOOL_K8S_TOOLS)/kubelet.xz" ] || [ -f "$(K8S_CACHE)/kubernetes-v1.36.3/.complete" ]; } && echo yes || echo no)
 
-.PHONY: all build test unit packaging e2e k8s-e2e bench lint install uninstall demo fixtures deb rpm package nfpm image clean
+.PHONY: all build test unit soak fuzz packaging e2e k8s-e2e bench lint install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -40,13 +40,37 @@ else
 endif
 
 unit:
-	$(GO) test -race -count=1 ./...
+	mkdir -p bin
+	rm -f bin/property.txt
+	CPUPOOL_PROPERTY_REPORT=$(CURDIR)/bin/property.txt $(GO) test -race -count=1 ./...
+	@cat bin/property.txt
+
+# Go native fuzzing, each target for FUZZTIME (make test runs the seeds and
+# the checked-in corpora in testdata/fuzz as plain tests).
+FUZZTIME ?= 30s
+FUZZ_TARGETS := FuzzParse:./internal/cpulist FuzzParse:./config FuzzAnnotations:./allocator \
+  FuzzStateSynchronize:./plugin FuzzRequests:./internal/simulate
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  name=$${t%%:*}; pkg=$${t#*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg; \
+	done
+
+# The randomized property test of the whole plugin, long: ≥ 20,000 events
+# with kills and runtime restarts (make test runs 300).
+SOAK_EVENTS ?= 20000
+soak:
+	mkdir -p bin
+	@status=0; CPUPOOL_PROPERTY_EVENTS=$(SOAK_EVENTS) CPUPOOL_PROPERTY_REPORT=$(CURDIR)/bin/soak.txt \
+	  $(GO) test -count=1 -timeout 90m -v -run '^TestPropertyWholePlugin$$' ./plugin > bin/soak.log 2>&1 || status=$$?; \
+	  grep -E '^(--- |ok|FAIL|panic)|property' bin/soak.log; exit $$status
+	@cat bin/soak.txt
 
 packaging: build $(NFPM)
 	NFPM=$(NFPM) bash test/packaging.sh
 
 e2e: build
-	bash test/e2e/run.sh
+	bash test/e2e/e2e.sh
 
 # A private one-node Kubernetes cluster with this plugin (test/k8s).
 k8s-e2e: build
@@ -56,7 +80,7 @@ k8s-e2e: build
 # -p 1: packages one after the other, so benchmarks do not share the CPUs.
 bench:
 	mkdir -p bin
-	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|Synchronize' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin | tee bin/bench.txt
+	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|Synchronize|WorstCaseAnnotation' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin | tee bin/bench.txt
 	$(GO) test -run '^$$' -bench 'PluginRSS|StateBurst' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
 
@@ -77,13 +101,17 @@ install: build
 	  install -D -m 0644 packaging/config.yaml $(DESTDIR)/etc/nri-cpupool/config.yaml; \
 	else echo "keeping existing $(DESTDIR)/etc/nri-cpupool/config.yaml"; fi
 	install -D -m 0644 packaging/containerd/nri-cpupool.toml $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml
+	install -D -m 0644 packaging/containerd/nri-cpupool-fail-closed.toml $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/containerd-fail-closed.toml
+	install -D -m 0644 packaging/crio/20-nri-cpupool-fail-closed.conf $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/crio-fail-closed.conf
 	install -D -m 0644 packaging/crio/10-nri-cpupool.conf $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf
 	install -d -m 0700 $(DESTDIR)/var/lib/nri-cpupool
 	@echo "installed; next: nri-cpupool validate && systemctl daemon-reload && systemctl enable --now nri-cpupool"
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/nri-cpupool $(DESTDIR)/etc/systemd/system/nri-cpupool.service \
-	  $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf
+	  $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf \
+	  $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/containerd-fail-closed.toml \
+	  $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/crio-fail-closed.conf
 
 demo: build
 	bash test/e2e/demo.sh

@@ -243,7 +243,17 @@ func (a *Allocator) otherHolder(cpu int) string {
 // exclusive container or lie outside its pool, the error says so and the
 // caller decides; Force adopts it anyway.
 func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
+	var problem error
+	// CPUs this node does not have (a state file from another node, a
+	// hot-unplugged vCPU) are dropped: nothing may index past the node.
+	if unknown := a.Unknown(as.CPUs.Union(as.Reserved)); !unknown.IsEmpty() {
+		problem = fmt.Errorf("container %s: CPUs %s are not on this node", as.ID, unknown)
+		as.CPUs, as.Reserved = as.CPUs.Difference(unknown), as.Reserved.Difference(unknown)
+	}
 	if as.CPUs.IsEmpty() {
+		if problem != nil {
+			return Result{}, problem
+		}
 		return Result{}, fmt.Errorf("container %s: empty cpuset", as.ID)
 	}
 	if as.Reserved.Size() == 0 {
@@ -260,8 +270,7 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 		// The container runs again: its last run's hold is over.
 		a.dropHold(as.restartKey(), h)
 	}
-	var problem error
-	if pools.IsExclusive(as.Pool) {
+	if pools.IsExclusive(as.Pool) && problem == nil {
 		for _, cpu := range as.Held().List() {
 			if !a.x.online(cpu) {
 				problem = fmt.Errorf("container %s: CPU %d is not online", as.ID, cpu)
@@ -308,6 +317,11 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept 
 	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || current.Equals(req.CPUs)) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
 			NoCPUQuota: req.Options.DisableCPUQuota}
+		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
+			// The siblings it was given idle are not in its cpuset; the
+			// annotation says they are its.
+			as.Reserved = a.HiddenSiblings(current)
+		}
 		if res, err := a.Restore(as, false); err == nil {
 			return res, true, nil
 		}
@@ -364,6 +378,46 @@ func (a *Allocator) Assignments() []Assignment {
 		out = append(out, *a.containers[id])
 	}
 	return out
+}
+
+// HeldByOthers returns the CPUs of cpus that an exclusive container (or a
+// hold) other than id has.
+func (a *Allocator) HeldByOthers(cpus cpuset.CPUSet, id string) cpuset.CPUSet {
+	var out []int
+	for _, c := range cpus.UnsortedList() {
+		if a.x.online(c) && a.owner[c] != "" && a.owner[c] != id {
+			out = append(out, c)
+		}
+	}
+	return cpuset.New(out...)
+}
+
+// Unknown returns the CPUs of a set that this node does not have online.
+func (a *Allocator) Unknown(cpus cpuset.CPUSet) cpuset.CPUSet {
+	var out []int
+	for _, id := range cpus.UnsortedList() {
+		if !a.x.online(id) {
+			out = append(out, id)
+		}
+	}
+	return cpuset.New(out...)
+}
+
+// HiddenSiblings returns the other threads of the cores of cpus: what a
+// hide-hyperthreads container keeps idle.
+func (a *Allocator) HiddenSiblings(cpus cpuset.CPUSet) cpuset.CPUSet {
+	var out []int
+	for _, id := range cpus.UnsortedList() {
+		if !a.x.online(id) || a.x.cpus[id].core < 0 {
+			continue
+		}
+		for _, t := range a.x.cores[a.x.cpus[id].core] {
+			if !cpus.Contains(t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return cpuset.New(out...)
 }
 
 func (a *Allocator) sortedIDs() []string { return slices.Sorted(maps.Keys(a.containers)) }

@@ -40,7 +40,7 @@ func TestPolicyWithDevicePlugin(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := NewPolicy(parseConfig(t, tc.cfg)).Request(tc.c, nil)
+			req, err := NewPolicy(parseConfig(t, tc.cfg), nil).Request(tc.c, nil)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				return

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -25,12 +26,18 @@ const (
 )
 
 // CPUsFor converts a CPU request in milli-CPUs to whole exclusive CPUs,
-// rounding up so that a request is never shortchanged.
+// rounding up so that a request is never shortchanged. Requests beyond any
+// node are capped just above cpulist.MaxCPUs, where placement refuses them:
+// the rounding must not overflow.
 func CPUsFor(milliCPU int64) int {
 	if milliCPU <= 0 {
 		return 0
 	}
-	return int((milliCPU + 999) / 1000)
+	n := milliCPU / 1000
+	if milliCPU%1000 != 0 {
+		n++
+	}
+	return int(min(n, cpulist.MaxCPUs+1))
 }
 
 // placeExclusive chooses CPUs for an exclusive request; see README

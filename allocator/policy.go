@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,7 +9,9 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // Annotation keys. Each is looked up the NRI way: "<key>/container.<name>"
@@ -59,10 +60,27 @@ type DeviceResolver func(path string) (int, error)
 // Policy turns a container into a placement request.
 type Policy struct {
 	cfg *config.Config
+	// numaLimit bounds NUMA node ids in annotations: one past the node's
+	// highest NUMA node.
+	numaLimit int
 }
 
-// NewPolicy returns the policy for a configuration.
-func NewPolicy(cfg *config.Config) *Policy { return &Policy{cfg: cfg} }
+// maxNUMANodes is the kernel's largest MAX_NUMNODES, the bound when the
+// node is not known.
+const maxNUMANodes = 1024
+
+// NewPolicy returns the policy for a configuration on a node (nil: any
+// node, NUMA ids below 1024).
+func NewPolicy(cfg *config.Config, topo *sysfs.Topology) *Policy {
+	p := &Policy{cfg: cfg, numaLimit: maxNUMANodes}
+	if topo != nil {
+		p.numaLimit = 1
+		for _, n := range topo.NUMANodes {
+			p.numaLimit = max(p.numaLimit, n.ID+1)
+		}
+	}
+	return p
+}
 
 // AnnotationError is a tenant's annotation the policy refuses.
 type AnnotationError struct {
@@ -70,7 +88,11 @@ type AnnotationError struct {
 }
 
 func (e *AnnotationError) Error() string {
-	return fmt.Sprintf("annotation %s=%q: %s", e.Key, e.Value, e.Reason)
+	key := e.Key
+	if len(key) > maxEchoedKey {
+		key = cpulist.Echo(key)
+	}
+	return fmt.Sprintf("annotation %s=%s: %s", key, cpulist.Echo(e.Value), e.Reason)
 }
 
 // lookup finds an annotation for a container the NRI way and returns the
@@ -88,7 +110,7 @@ func lookup(ann map[string]string, key, container string) (string, string, bool)
 // malformed and unauthorized annotations instead of falling back to a pool
 // the tenant did not ask for.
 func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
-	if err := checkAnnotationKeys(c.Annotations); err != nil {
+	if err := CheckAnnotations(c.Annotations); err != nil {
 		return Request{}, err
 	}
 	req := Request{ID: c.ID, Pod: c.Pod, Container: c.Name, MilliCPU: c.MilliCPU, Options: p.cfg.Allocation,
@@ -108,7 +130,7 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 	if err := placementOptions(c, &req.Options); err != nil {
 		return Request{}, err
 	}
-	if req.NUMANodes, err = numaNodes(c); err != nil {
+	if req.NUMANodes, err = p.numaNodes(c); err != nil {
 		return Request{}, err
 	}
 	if !req.NUMANodes.IsEmpty() && req.CPUs.Size() > 0 {
@@ -187,14 +209,14 @@ func placementOptions(c Container, opts *config.Allocation) error {
 
 // numaNodes are the NUMA nodes the annotation restricts the container to;
 // empty without the annotation.
-func numaNodes(c Container) (cpuset.CPUSet, error) {
+func (p *Policy) numaNodes(c Container) (cpuset.CPUSet, error) {
 	key, v, ok := lookup(c.Annotations, AnnotationNUMA, c.Name)
 	if !ok {
 		return cpuset.New(), nil
 	}
-	nodes, err := config.ParseCPUList(v)
+	nodes, err := cpulist.ParseBelow(v, p.numaLimit)
 	if err != nil || nodes.IsEmpty() {
-		return cpuset.New(), &AnnotationError{key, v, "not a NUMA node list; write e.g. \"0\" or \"0,1\""}
+		return cpuset.New(), &AnnotationError{key, v, fmt.Sprintf("not a NUMA node list of this node (nodes 0-%d); write e.g. \"0\" or \"0,1\"", p.numaLimit-1)}
 	}
 	return nodes, nil
 }
@@ -224,7 +246,10 @@ func deviceNodes(c Container, resolve DeviceResolver) (cpuset.CPUSet, error) {
 		}
 		node, err := resolve(path)
 		if err != nil {
-			return cpuset.New(), &AnnotationError{key, v, err.Error()}
+			// The reason (missing, unreadable, no numa_node) stays in the
+			// caller's log: telling the tenant would let it probe which
+			// host paths exist.
+			return cpuset.New(), &AnnotationError{key, v, fmt.Sprintf("device %s is not a sysfs device with a known NUMA node on this node", cpulist.Echo(path))}
 		}
 		if node >= 0 {
 			nodes = append(nodes, node)
@@ -263,20 +288,72 @@ func (p *Policy) Allowed(pool, namespace string) bool {
 	return slices.Contains(allowed, namespace) || slices.Contains(allowed, "*")
 }
 
-// checkAnnotationKeys refuses keys in our domain that we do not know, so a
-// typo such as "pool.cpupool.dev/containr.x" is an error, not ignored.
-func checkAnnotationKeys(ann map[string]string) error {
-	for _, k := range slices.Sorted(maps.Keys(ann)) {
-		base, scope, _ := strings.Cut(k, "/")
-		if !strings.HasSuffix(base, "."+AnnotationDomain) && base != AnnotationDomain {
-			continue
+// Bounds on tenant-supplied annotation values, checked before anything
+// else looks at them: a legal value is far below each.
+const (
+	// MaxAnnotationValue is the longest value of one of our annotations.
+	MaxAnnotationValue = 512
+	// MaxListItems bounds the items of a NUMA node list.
+	MaxListItems = 64
+	// MaxDevicePaths bounds the paths of a device annotation.
+	MaxDevicePaths = 8
+	// maxOurAnnotations bounds how many keys of our domain a pod may set
+	// (six keys, each at three scopes, for a handful of containers).
+	maxOurAnnotations = 128
+	// maxAnnotationKey is the longest key of ours (Kubernetes allows a
+	// 63-byte name after the prefix; container names are 63 bytes).
+	maxAnnotationKey = 256
+	// maxEchoedKey is the longest key an error repeats in full.
+	maxEchoedKey = 128
+)
+
+// CheckAnnotations refuses, in time proportional to the annotations' size,
+// keys in our domain that we do not know (so a typo such as
+// "pool.cpupool.dev/containr.x" is an error, not ignored) and values beyond
+// the bounds above. It needs no configuration, so callers run it before
+// taking any lock.
+func CheckAnnotations(ann map[string]string) error {
+	var keys []string
+	for k := range ann {
+		if ours(k) {
+			if len(keys) == maxOurAnnotations {
+				return &AnnotationError{k, ann[k], fmt.Sprintf("more than %d annotations of %s", maxOurAnnotations, AnnotationDomain)}
+			}
+			keys = append(keys, k)
 		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := ann[k]
+		if len(k) > maxAnnotationKey {
+			return &AnnotationError{k, v, fmt.Sprintf("key of %d bytes; at most %d are accepted", len(k), maxAnnotationKey)}
+		}
+		base, scope, _ := strings.Cut(k, "/")
 		if !slices.Contains(knownAnnotations, base) {
-			return &AnnotationError{k, ann[k], "unknown annotation; known keys are " + strings.Join(knownAnnotations, ", ")}
+			return &AnnotationError{k, v, "unknown annotation; known keys are " + strings.Join(knownAnnotations, ", ")}
 		}
 		if scope != "" && scope != "pod" && !strings.HasPrefix(scope, "container.") {
-			return &AnnotationError{k, ann[k], "unknown scope " + strconv.Quote(scope) + "; use <key>, <key>/pod or <key>/container.<name>"}
+			return &AnnotationError{k, v, "unknown scope " + cpulist.Echo(scope) + "; use <key>, <key>/pod or <key>/container.<name>"}
+		}
+		if len(v) > MaxAnnotationValue {
+			return &AnnotationError{k, v, fmt.Sprintf("%d bytes; at most %d are accepted", len(v), MaxAnnotationValue)}
+		}
+		switch base {
+		case AnnotationNUMA:
+			if n := strings.Count(v, ",") + 1; n > MaxListItems {
+				return &AnnotationError{k, v, fmt.Sprintf("%d list items; at most %d are accepted", n, MaxListItems)}
+			}
+		case AnnotationDevice:
+			if n := strings.Count(v, ",") + 1; n > MaxDevicePaths {
+				return &AnnotationError{k, v, fmt.Sprintf("%d device paths; at most %d are accepted", n, MaxDevicePaths)}
+			}
 		}
 	}
 	return nil
+}
+
+// ours tells whether an annotation key is in our domain.
+func ours(k string) bool {
+	base, _, _ := strings.Cut(k, "/")
+	return strings.HasSuffix(base, "."+AnnotationDomain) || base == AnnotationDomain
 }

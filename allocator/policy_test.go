@@ -2,7 +2,9 @@ package allocator
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,7 +15,7 @@ import (
 
 func TestPolicyChoosesPool(t *testing.T) {
 	cfg := parseConfig(t, "guaranteedExclusive: true\nallowedNamespaces: {exclusive: [telco, trading], shared: [\"*\"]}")
-	p := NewPolicy(cfg)
+	p := NewPolicy(cfg, nil)
 	tests := []struct {
 		name string
 		c    Container
@@ -40,7 +42,7 @@ func TestPolicyChoosesPool(t *testing.T) {
 }
 
 func TestPolicyOptionsAndHints(t *testing.T) {
-	p := NewPolicy(parseConfig(t, "allocation: {hideHyperthreads: true}"))
+	p := NewPolicy(parseConfig(t, "allocation: {hideHyperthreads: true}"), nil)
 	resolve := func(path string) (int, error) {
 		if path == "/sys/class/net/eth1" {
 			return 1, nil
@@ -69,7 +71,7 @@ func TestPolicyOptionsAndHints(t *testing.T) {
 }
 
 func TestPolicyRefusesBadAnnotations(t *testing.T) {
-	p := NewPolicy(parseConfig(t, "allowedNamespaces: {exclusive: [telco]}"))
+	p := NewPolicy(parseConfig(t, "allowedNamespaces: {exclusive: [telco]}"), nil)
 	tests := []struct {
 		name string
 		ann  map[string]string
@@ -85,7 +87,7 @@ func TestPolicyRefusesBadAnnotations(t *testing.T) {
 		{"bad boolean", map[string]string{"hide-hyperthreads.cpupool.dev": "yes please"}, "telco", 1000, "not a boolean"},
 		{"bad NUMA list", map[string]string{"pool.cpupool.dev": "exclusive", "numa.cpupool.dev": "zero"}, "telco", 1000, "not a NUMA node list"},
 		{"NUMA for a shared pool", map[string]string{"numa.cpupool.dev": "0"}, "telco", 1000, "applies to exclusive pools only"},
-		{"unknown device", map[string]string{"pool.cpupool.dev": "exclusive", "device.cpupool.dev": "/sys/class/net/nope"}, "telco", 1000, "no such device"},
+		{"unknown device", map[string]string{"pool.cpupool.dev": "exclusive", "device.cpupool.dev": "/sys/class/net/nope"}, "telco", 1000, "not a sysfs device with a known NUMA node"},
 	}
 	resolve := func(string) (int, error) { return -1, errors.New("no such device") }
 	for _, tc := range tests {
@@ -97,4 +99,68 @@ func TestPolicyRefusesBadAnnotations(t *testing.T) {
 			assert.True(t, errors.As(err, &ae))
 		})
 	}
+}
+
+// Hostile annotations are refused quickly, with errors that repeat a short
+// prefix only. Before bounds, "0-3000000" cost seconds and hundreds of MiB,
+// and a range to the largest int64 never returned.
+func TestPolicyBoundsHostileAnnotations(t *testing.T) {
+	p := NewPolicy(parseConfig(t, ""), topology(t, "kubelet-dual-socket-ht"))
+	long := strings.Repeat("0,", 100000) + "0"
+	manyDevices := strings.Repeat("/sys/class/net/eth0,", 1000) + "/sys/class/net/eth0"
+	tests := []struct {
+		name string
+		ann  map[string]string
+		want string
+	}{
+		{"NUMA range to int64 max", map[string]string{"numa.cpupool.dev": "0-9223372036854775807"}, "not a NUMA node list"},
+		{"NUMA 0-3000000", map[string]string{"numa.cpupool.dev": "0-3000000"}, "not a NUMA node list"},
+		{"NUMA node the node lacks", map[string]string{"numa.cpupool.dev": "2"}, "nodes 0-1"},
+		{"NUMA +1", map[string]string{"numa.cpupool.dev": "+1"}, "not a NUMA node list"},
+		{"long value", map[string]string{"numa.cpupool.dev": long}, "at most 512"},
+		{"many list items", map[string]string{"numa.cpupool.dev": strings.Repeat("0,", 100) + "0"}, "at most 64"},
+		{"many device paths", map[string]string{"device.cpupool.dev": manyDevices[:500]}, "at most 8"},
+		{"long key", map[string]string{"pool.cpupool.dev/container." + strings.Repeat("x", 5000): "shared"}, "bytes)"},
+		{"long bad boolean", map[string]string{"hide-hyperthreads.cpupool.dev": strings.Repeat("y", 600)}, "at most 512"},
+	}
+	calls := 0
+	resolve := func(string) (int, error) { calls++; return 0, nil }
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				ann := map[string]string{"pool.cpupool.dev": "exclusive"}
+				for k, v := range tc.ann {
+					ann[k] = v
+				}
+				_, err := p.Request(Container{Name: "c", Pod: PodRef{Namespace: "t"}, MilliCPU: 1000, Annotations: ann}, resolve)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.want)
+				assert.Less(t, len(err.Error()), 400, "the error repeats the whole value")
+			case <-time.After(10 * time.Second):
+				t.Fatal("the policy did not return")
+			}
+		})
+	}
+	assert.Zero(t, calls, "device paths beyond the bound are never looked up")
+}
+
+// A device that cannot be resolved gets the same error whatever the
+// reason, so a tenant cannot probe which host paths exist.
+func TestPolicyDeviceErrorsRevealNothing(t *testing.T) {
+	p := NewPolicy(parseConfig(t, ""), nil)
+	var msgs []string
+	for _, reason := range []error{errors.New("stat /sys/x: no such file or directory"), errors.New("permission denied"), errors.New("no numa_node")} {
+		_, err := p.Request(Container{Name: "c", MilliCPU: 1000, Annotations: map[string]string{
+			"pool.cpupool.dev": "exclusive", "device.cpupool.dev": "/sys/x"}}, func(string) (int, error) { return 0, reason })
+		require.Error(t, err)
+		msgs = append(msgs, err.Error())
+	}
+	assert.Equal(t, msgs[0], msgs[1])
+	assert.Equal(t, msgs[0], msgs[2])
+	assert.NotContains(t, msgs[0], "no such file")
 }

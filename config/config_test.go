@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -94,4 +95,25 @@ func TestPackagedConfigIsValid(t *testing.T) {
 	assert.Equal(t, Default().StateFile, cfg.StateFile)
 	assert.Equal(t, Default().Allocation, cfg.Allocation, "the packaged config shows the defaults")
 	assert.True(t, cfg.Allocation.DisableCPUQuota, "no CFS quota on exclusive CPUs by default")
+}
+
+// Config CPU lists are bounded: a range to the largest int64 returned never,
+// "0-3000000" built a set of three million CPUs, and "+1" was accepted.
+func TestConfigCPUListsAreBounded(t *testing.T) {
+	for _, list := range []string{"0-9223372036854775807", "0-3000000", "+1", "1-+3"} {
+		t.Run(list, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, err := Parse(strings.NewReader("reservedCPUs: \""+list+"\""), "bad.yaml")
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "reservedCPUs")
+			case <-time.After(10 * time.Second):
+				t.Fatal("parsing the list did not return")
+			}
+		})
+	}
 }

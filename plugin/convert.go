@@ -7,12 +7,15 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // milliCPU recovers the container's CPU request from what the kubelet
 // passed down: cpu.shares is request*1024/1000 (2 for no request); without
-// shares, the CFS quota/period limit stands in.
+// shares, the CFS quota/period limit stands in. Values no kernel accepts
+// are capped before any arithmetic, so nothing overflows into a small or
+// negative request.
 func milliCPU(ctr *api.Container) int64 {
 	return milliOf(ctr.GetLinux().GetResources().GetCpu())
 }
@@ -22,12 +25,14 @@ func milliOf(cpu *api.LinuxCPU) int64 {
 	if cpu == nil {
 		return 0
 	}
-	if shares := int64(cpu.GetShares().GetValue()); shares > 2 {
-		return (shares*1000 + 1023) / 1024
+	const maxShares, maxPeriod = 1 << 18, 1_000_000 // the kernel's bounds
+	if shares := min(cpu.GetShares().GetValue(), maxShares); shares > 2 {
+		return (int64(shares)*1000 + 1023) / 1024
 	}
-	quota, period := cpu.GetQuota().GetValue(), int64(cpu.GetPeriod().GetValue())
+	quota, period := cpu.GetQuota().GetValue(), min(cpu.GetPeriod().GetValue(), maxPeriod)
 	if quota > 0 && period > 0 {
-		return (quota*1000 + period - 1) / period
+		quota = min(quota, int64(cpulist.MaxCPUs+1)*int64(period))
+		return (quota*1000 + int64(period) - 1) / int64(period)
 	}
 	return 0
 }
@@ -80,12 +85,33 @@ func (p *Plugin) toContainer(pod *api.PodSandbox, ctr *api.Container) allocator.
 	return allocator.Container{
 		ID:          ctr.GetId(),
 		Pod:         allocator.PodRef{Namespace: pod.GetNamespace(), Name: pod.GetName(), UID: pod.GetUid()},
-		Name:        ctr.GetName(),
+		Name:        containerName(ctr),
 		Annotations: pod.GetAnnotations(),
 		QoS:         qosClass(pod),
 		MilliCPU:    milliCPU(ctr),
 		DeviceNUMA:  deviceNUMA(p.cfg.SysfsRoot, ctr),
 	}
+}
+
+// containerNameLabel is the label the kubelet sets to the container's name.
+// CRI-O takes the NRI container name from it rather than from the CRI
+// metadata, so a container created without it (by hand, with crictl) has an
+// empty name there.
+const containerNameLabel = "io.kubernetes.container.name"
+
+// containerName is the container's name within its pod, as the kubelet knows
+// it: it keys the CPUs remembered for a restart, so it must not be empty.
+// Without a name or the label, the container's id stands in (such a
+// container is not recognized when it restarts, but never mistaken for
+// another).
+func containerName(ctr *api.Container) string {
+	if n := ctr.GetName(); n != "" {
+		return n
+	}
+	if n := ctr.GetLabels()[containerNameLabel]; n != "" {
+		return n
+	}
+	return "id-" + ctr.GetId()
 }
 
 // currentCPUs is the cpuset the runtime reports for a container.

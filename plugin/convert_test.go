@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"math"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -16,6 +17,18 @@ func TestMilliCPUAndQoS(t *testing.T) {
 	assert.Equal(t, int64(0), milliCPU(ctr(&api.LinuxCPU{Shares: api.UInt64(2)})), "besteffort")
 	assert.Equal(t, int64(2500), milliCPU(ctr(&api.LinuxCPU{Quota: api.Int64(250000), Period: api.UInt64(100000)})), "limit without shares")
 	assert.Equal(t, int64(0), milliCPU(&api.Container{}))
+	// Finding 8: values no kernel accepts must not overflow into a small or
+	// negative request.
+	for _, cpu := range []*api.LinuxCPU{
+		{Shares: api.UInt64(uint64(math.MaxUint64))},
+		{Shares: api.UInt64(math.MaxInt64)},
+		{Quota: api.Int64(math.MaxInt64), Period: api.UInt64(100000)},
+		{Quota: api.Int64(math.MaxInt64), Period: api.UInt64(uint64(math.MaxUint64))},
+		{Quota: api.Int64(math.MaxInt64), Period: api.UInt64(1)},
+	} {
+		m := milliCPU(ctr(cpu))
+		assert.True(t, m == 0 || m >= 64000, "%v: %d", cpu, m)
+	}
 
 	pod := func(parent string) *api.PodSandbox {
 		return &api.PodSandbox{Linux: &api.LinuxPodSandbox{CgroupParent: parent}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,57 @@ type fakeRuntime struct {
 	syncs int
 	// syncUpdates are the updates plugins returned from Synchronize.
 	syncUpdates []*api.ContainerUpdate
+	// updateDelay holds unsolicited updates back before applying them, as
+	// a busy runtime may.
+	updateDelay time.Duration
+	// proxy forwards plugin connections from socket to the adaptation's own
+	// socket, so that a restart can cut them as a dying runtime process
+	// does (Adaptation.Stop leaves external plugins connected).
+	proxy *connProxy
+}
+
+// connProxy relays unix socket connections and can cut them all.
+type connProxy struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newConnProxy(t testing.TB, socket, target string) *connProxy {
+	l, err := net.Listen("unix", socket)
+	require.NoError(t, err)
+	p := &connProxy{l: l, target: target}
+	t.Cleanup(func() { l.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("unix", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close(); c.Close() }()
+			go func() { io.Copy(c, up); up.Close(); c.Close() }()
+		}
+	}()
+	return p
+}
+
+// cut closes every relayed connection.
+func (p *connProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
 }
 
 func newFakeRuntime(t testing.TB, unified bool) *fakeRuntime {
@@ -51,9 +103,13 @@ func newFakeRuntime(t testing.TB, unified bool) *fakeRuntime {
 	if unified {
 		require.NoError(t, os.WriteFile(filepath.Join(f.cgroupRoot, "cgroup.controllers"), []byte("cpuset cpu io memory pids\n"), 0o644))
 	}
+	f.proxy = newConnProxy(t, f.socket, f.runtimeSocket())
 	f.start()
 	return f
 }
+
+// runtimeSocket is where the adaptation listens, behind the proxy.
+func (f *fakeRuntime) runtimeSocket() string { return filepath.Join(f.dir, "rt.sock") }
 
 // pluginDir and pluginConfigDir are where the runtime launches plugins
 // from and finds their configuration.
@@ -65,18 +121,22 @@ func (f *fakeRuntime) start() {
 		require.NoError(f.t, os.MkdirAll(d, 0o755))
 	}
 	r, err := adaptation.New("fake-runtime", "v0", f.synchronize, f.update,
-		adaptation.WithSocketPath(f.socket), adaptation.WithPluginPath(f.pluginDir()), adaptation.WithPluginConfigPath(f.pluginConfigDir()))
+		adaptation.WithSocketPath(f.runtimeSocket()), adaptation.WithPluginPath(f.pluginDir()), adaptation.WithPluginConfigPath(f.pluginConfigDir()))
 	require.NoError(f.t, err)
 	require.NoError(f.t, r.Start())
 	f.r = r
 }
 
 // restart stops the runtime side and brings up a new one on the same
-// socket, as a containerd restart does.
-func (f *fakeRuntime) restart() {
+// socket, as a containerd restart does. It returns the synchronization
+// count once the new runtime is up (its start synchronizes pre-installed
+// plugins, even none), for waitSynced to wait for the plugin's reconnect.
+func (f *fakeRuntime) restart() int {
 	f.r.Stop()
-	os.Remove(f.socket)
+	f.proxy.cut()
+	os.Remove(f.runtimeSocket())
 	f.start()
+	return f.syncCount()
 }
 
 func (f *fakeRuntime) synchronize(ctx context.Context, cb adaptation.SyncCB) error {
@@ -103,6 +163,10 @@ func (f *fakeRuntime) synchronize(ctx context.Context, cb adaptation.SyncCB) err
 }
 
 func (f *fakeRuntime) update(_ context.Context, u []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	f.mu.Lock()
+	delay := f.updateDelay
+	f.mu.Unlock()
+	time.Sleep(delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.apply(u)
@@ -139,6 +203,9 @@ func (f *fakeRuntime) waitSynced(n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The runtime registers a plugin only after its Synchronize returns;
+	// wait for that too, as an event sent earlier would miss the plugin.
+	f.r.BlockPluginSync().Unblock()
 }
 
 type podSpec struct {
@@ -146,6 +213,8 @@ type podSpec struct {
 	annotations          map[string]string
 	// unified and systemd change the sandbox cgroup layout.
 	systemd bool
+	// crio lays cgroups out as CRI-O does with cgroupfs: <parent>/crio-<id>.
+	crio bool
 }
 
 // runPod creates a pod sandbox with a cgroup, as the runtime would.
@@ -161,6 +230,9 @@ func (f *fakeRuntime) runPod(spec podSpec) *api.PodSandbox {
 		parent = "/kubepods/" + spec.qos + "/pod" + uid
 	}
 	cgroupsPath := parent + "/" + id
+	if spec.crio {
+		cgroupsPath = parent + "/crio-" + id
+	}
 	dir := cgroupsPath
 	if spec.systemd {
 		parent = "kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
@@ -224,6 +296,10 @@ func (f *fakeRuntime) createAttempt(pod *api.PodSandbox, name string, attempt in
 		Annotations: map[string]string{"io.kubernetes.container.restartCount": fmt.Sprint(attempt)},
 		Linux: &api.LinuxContainer{CgroupsPath: pod.Linux.CgroupParent + "/" + id,
 			Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(shares), Period: api.UInt64(100000)}}}}
+	// Like containerd, hold plugin synchronization off until the container
+	// is recorded: a plugin registering meanwhile would miss it.
+	block := f.r.BlockPluginSync()
+	defer block.Unblock()
 	resp, err := f.r.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod, Container: ctr})
 	if err != nil {
 		return nil, nil, err
@@ -289,6 +365,14 @@ func (f *fakeRuntime) removePod(pod *api.PodSandbox) {
 	require.NoError(f.t, f.r.RemovePodSandbox(context.Background(), &api.RemovePodSandboxRequest{Pod: pod}))
 }
 
+// setCPUs changes a container's cpuset in the runtime's view, as an
+// outside actor (or a creation without the plugin's adjustment) would.
+func (f *fakeRuntime) setCPUs(ctr *api.Container, cpus string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ctr.Linux.Resources.Cpu.Cpus = cpus
+}
+
 // cpus returns a container's cpuset as the runtime has it now.
 func (f *fakeRuntime) cpus(ctr *api.Container) string {
 	f.mu.Lock()
@@ -328,14 +412,30 @@ type testNode struct {
 	config  string
 }
 
-func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string) *runningPlugin {
+func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string, opts ...func(*Plugin)) *runningPlugin {
 	t.Helper()
-	return startPluginTuned(t, f, node, stateFile, nil)
+	return startPluginWith(t, f, node, stateFile, func(rp *runningPlugin) {
+		for _, o := range opts {
+			o(rp.p)
+		}
+	})
+}
+
+// startPluginWith is startPlugin with a chance to adjust the plugin (test
+// hooks, log level) before it connects.
+func startPluginWith(t testing.TB, f *fakeRuntime, node testNode, stateFile string, setup func(*runningPlugin)) *runningPlugin {
+	t.Helper()
+	return startPluginSetUp(t, f, node, stateFile, nil, setup)
 }
 
 // startPluginTuned starts a plugin after tune has adjusted it (e.g. its
 // state writer's timing).
 func startPluginTuned(t testing.TB, f *fakeRuntime, node testNode, stateFile string, tune func(*Plugin)) *runningPlugin {
+	t.Helper()
+	return startPluginSetUp(t, f, node, stateFile, tune, nil)
+}
+
+func startPluginSetUp(t testing.TB, f *fakeRuntime, node testNode, stateFile string, tune func(*Plugin), setup func(*runningPlugin)) *runningPlugin {
 	t.Helper()
 	cfg, err := config.Parse(strings.NewReader(node.config), "test config")
 	require.NoError(t, err)
@@ -352,11 +452,17 @@ func startPluginTuned(t testing.TB, f *fakeRuntime, node testNode, stateFile str
 	}
 	p, err := New(cfg, topo, NewFileStore(stateFile), log)
 	require.NoError(t, err)
+	// The fake runtime embeds this module's NRI (go.mod); test binaries do
+	// not report it in their build info.
+	p.assumeNRIVersion = "v0.12.5"
 	if tune != nil {
 		tune(p)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rp.p, rp.cancel = p, cancel
+	if setup != nil {
+		setup(rp)
+	}
 	before := f.syncCount()
 	go func() {
 		rp.done <- p.Run(ctx, f.socket, Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond})

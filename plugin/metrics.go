@@ -48,7 +48,14 @@ type metrics struct {
 	// writer's figures are read from its atomic counters, without a lock.
 	writer                                          *stateWriter
 	stateWrites, stateErrors, stateAge, stateBehind *prometheus.Desc
-	resizes                                         *prometheus.CounterVec
+	// synchronized counts Synchronize calls: 1 after the first registration,
+	// one more after each reconnect (a runtime restart).
+	synchronized prometheus.Counter
+	runtime      *prometheus.Desc
+	// connected is the runtime of the last Configure, published like the
+	// usage: scrapes read it without the plugin's lock.
+	connected atomic.Pointer[runtimeInfo]
+	resizes   *prometheus.CounterVec
 	// handlers times every NRI handler (see instrumented).
 	handlers *prometheus.HistogramVec
 }
@@ -60,6 +67,9 @@ const (
 	refusedAnnotation = "annotation"
 	refusedGrant      = "grant"
 	refusedPlacement  = "placement"
+	// refusedSynchronize counts running containers Synchronize could not
+	// place and confined to infra.
+	refusedSynchronize = "synchronize"
 )
 
 func newMetrics(usage usageSource, writer *stateWriter) *metrics {
@@ -72,8 +82,15 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
-			Help: "Container creations refused, by reason (annotation, grant, placement).",
+			Help: "Container creations refused, by reason (annotation, grant, placement), and running containers Synchronize could not place and confined to infra (synchronize).",
 		}, []string{"reason"}),
+		synchronized: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cpupool_runtime_synchronizations_total",
+			Help: "Times the runtime synchronized the plugin: at registration and after every reconnect.",
+		}),
+		runtime: prometheus.NewDesc("cpupool_runtime_info",
+			"The connected runtime and the NRI version it embeds.",
+			[]string{"runtime", "version", "nri_version"}, nil),
 		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_resizes_total",
 			Help: "In-place resizes (CPU request changes) by pool and result (grown, shrunk, unchanged, refused).",
@@ -98,12 +115,14 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.poolCPUs
 	ch <- m.freeCPUs
 	ch <- m.members
+	ch <- m.runtime
 	ch <- m.held
 	m.refused.Describe(ch)
 	ch <- m.stateWrites
 	ch <- m.stateErrors
 	ch <- m.stateAge
 	ch <- m.stateBehind
+	m.synchronized.Describe(ch)
 	m.resizes.Describe(ch)
 	m.handlers.Describe(ch)
 }
@@ -118,12 +137,16 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.held, prometheus.GaugeValue, float64(u.Held.Size()), u.Pool)
 		}
 	}
+	if rt := m.connected.Load(); rt != nil {
+		ch <- prometheus.MustNewConstMetric(m.runtime, prometheus.GaugeValue, 1, rt.name, rt.version, rt.nriVersion)
+	}
 	m.refused.Collect(ch)
 	w := m.writer
 	ch <- prometheus.MustNewConstMetric(m.stateWrites, prometheus.CounterValue, float64(w.writes.Load()))
 	ch <- prometheus.MustNewConstMetric(m.stateErrors, prometheus.CounterValue, float64(w.errors.Load()))
 	ch <- prometheus.MustNewConstMetric(m.stateAge, prometheus.GaugeValue, w.lastWriteAge().Seconds())
 	ch <- prometheus.MustNewConstMetric(m.stateBehind, prometheus.GaugeValue, w.behind().Seconds())
+	m.synchronized.Collect(ch)
 	m.resizes.Collect(ch)
 	m.handlers.Collect(ch)
 }

@@ -23,7 +23,7 @@ import (
 func TestSystemdReadiness(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	f.r.Stop() // no runtime yet
-	os.Remove(f.socket)
+	os.Remove(f.runtimeSocket())
 
 	notifyPath := filepath.Join(f.dir, "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})

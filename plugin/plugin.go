@@ -18,6 +18,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -70,11 +71,19 @@ type Plugin struct {
 	usage usageSnapshot
 	// pending are containers whose cpuset changed in a handler that cannot
 	// return updates (RemoveContainer, RemovePodSandbox); the next reply
-	// or an asynchronous UpdateContainers, whichever comes first, carries them.
+	// carries them (see deferFollowers).
 	pending map[string]bool
-	// updater sends unsolicited updates on the current connection; nil
-	// while disconnected.
-	updater func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+	// runtime is what the connected runtime said about itself (for
+	// cpupool_runtime_info).
+	runtime runtimeInfo
+	// nriVersion reports the runtime's NRI version on the current
+	// connection (the NRI stub's view); set by Run. assumeNRIVersion, if
+	// set, replaces it (tests play old runtimes with today's NRI library).
+	nriVersion       func() string
+	assumeNRIVersion string
+	// afterPersist, when set (by tests), runs after a handler has recorded
+	// its decision and before it replies: where a crash hurts most.
+	afterPersist func(event, id string)
 	// grants are the kubelet's allocations of cpupool.dev/exclusive;
 	// changed tells the device plugin to re-read the devices.
 	grants  *grants
@@ -147,7 +156,7 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	}
 	p.cfg = cfg
 	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)
-	p.policy = allocator.NewPolicy(cfg)
+	p.policy = allocator.NewPolicy(cfg, p.topo)
 	p.pinner = newCgroupPinner(cfg.CgroupRoot)
 	p.publishUsage()
 	p.log.Infof("pools: %s", layout.Describe())
@@ -163,7 +172,16 @@ func (p *Plugin) configure(cfg *config.Config) error {
 func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api.EventMask, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.log.Infof("connected to %s %s", runtime, version)
+	p.runtime = runtimeInfo{name: runtime, version: version, nriVersion: api.UnknownVersion}
+	switch {
+	case p.assumeNRIVersion != "":
+		p.runtime.nriVersion = p.assumeNRIVersion
+	case p.nriVersion != nil:
+		p.runtime.nriVersion = p.nriVersion()
+	}
+	p.log.Infof("connected to %s %s (NRI %s)", runtime, version, p.runtime.nriVersion)
+	connected := p.runtime
+	p.metrics.connected.Store(&connected)
 	if strings.TrimSpace(cfg) != "" {
 		parsed, err := config.Parse(strings.NewReader(cfg), "NRI plugin config")
 		if err != nil {
@@ -220,20 +238,30 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// Remembered containers first, so that they keep their CPUs before
 	// anything new is placed.
 	known, unknown := splitRemembered(containers, remembered.Containers)
+	var repair []*api.Container
 	for _, c := range known {
-		p.restoreKnown(c, remembered.Containers[c.GetId()])
+		if !p.restoreKnown(c, remembered.Containers[c.GetId()]) {
+			repair = append(repair, c)
+		}
 	}
 	// Then the holds of pods that still exist, before anything new is
 	// placed: a container restarted while the plugin was away gets its own.
 	p.restoreHolds(remembered, pods, known)
-	updates := p.adoptAll(unknown, pods)
+	// Containers that do not run where they should (the runtime created
+	// them without our adjustment, or on CPUs this node lacks) are pinned
+	// again once every container that runs correctly, and every hold, has
+	// its CPUs.
+	updates, confined := p.repairAll(repair, remembered.Containers, pods)
+	adopted, confinedNew := p.adoptAll(unknown, pods)
+	updates = append(updates, adopted...)
 	updates = append(updates, p.followPools(append(known, unknown...))...)
 	p.rememberAssignments()
 	p.synced = true
 	p.stateChanged()
 	p.pinSandboxes()
-	p.log.Infof("synchronized: %d containers kept, %d placed, %d forgotten, %d CPU sets held for stopped containers, %d updates",
-		len(known), len(unknown), p.countForgotten(remembered.Containers), len(p.alloc.Holds()), len(updates))
+	p.metrics.synchronized.Inc()
+	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d CPU sets held for stopped containers, %d updates",
+		len(known)-len(repair), len(repair), len(unknown), confined+confinedNew, p.countForgotten(remembered.Containers), len(p.alloc.Holds()), len(updates))
 	return updates, nil
 }
 
@@ -264,11 +292,13 @@ func (p *Plugin) restoreHolds(remembered *State, pods []*api.PodSandbox, running
 	var holds []allocator.Hold
 	for _, key := range slices.Sorted(maps.Keys(remembered.Held)) {
 		h := remembered.Held[key]
-		holds = append(holds, allocator.Hold{Assignment: assignmentFromState(h.ContainerID, h.ContainerState), ExitCode: h.ExitCode})
+		a, _ := p.assignmentFromState(h.ContainerID, h.ContainerState)
+		holds = append(holds, allocator.Hold{Assignment: a, ExitCode: h.ExitCode})
 	}
 	for _, id := range slices.Sorted(maps.Keys(remembered.Containers)) {
 		if st := remembered.Containers[id]; !runs[id] && pools.IsExclusive(st.Pool) {
-			holds = append(holds, allocator.Hold{Assignment: assignmentFromState(id, st)})
+			a, _ := p.assignmentFromState(id, st)
+			holds = append(holds, allocator.Hold{Assignment: a})
 		}
 	}
 	holds = append(holds, p.migratePrevious(remembered.Previous, podUIDs)...)
@@ -291,8 +321,8 @@ func (p *Plugin) migratePrevious(previous map[string]string, podUIDs map[string]
 	var holds []allocator.Hold
 	for _, key := range slices.Sorted(maps.Keys(previous)) {
 		uid, name, _ := strings.Cut(key, "/")
-		cpus, err := cpuset.Parse(previous[key])
-		if err != nil || cpus.IsEmpty() || !podUIDs[uid] {
+		cpus, clean := p.nodeCPUs(previous[key], "remembered CPUs of "+key)
+		if !clean || cpus.IsEmpty() || !podUIDs[uid] {
 			continue
 		}
 		for _, pool := range []string{pools.Exclusive, pools.ExclusiveNonIsolcpus} {
@@ -325,29 +355,58 @@ func splitRemembered(containers []*api.Container, remembered map[string]Containe
 	return known, unknown
 }
 
+// containerRef names a container in log lines and errors:
+// namespace/pod/container.
+func containerRef(pod *api.PodSandbox, ctr *api.Container) string {
+	return fmt.Sprintf("%s/%s/%s", pod.GetNamespace(), pod.GetName(), containerName(ctr))
+}
+
 func sortContainers(cs []*api.Container) {
 	slices.SortFunc(cs, func(a, b *api.Container) int { return strings.Compare(a.GetId(), b.GetId()) })
 }
 
 // adoptAll places the containers the state does not know and returns the
-// updates that pin those that must move.
-func (p *Plugin) adoptAll(unknown []*api.Container, pods []*api.PodSandbox) []*api.ContainerUpdate {
-	podByID := map[string]*api.PodSandbox{}
-	for _, pod := range pods {
-		podByID[pod.GetId()] = pod
-	}
+// updates that pin those that must move, and how many were confined.
+func (p *Plugin) adoptAll(unknown []*api.Container, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
+	podByID := podsByID(pods)
 	var updates []*api.ContainerUpdate
+	confined := 0
 	for _, c := range unknown {
-		pod := podByID[c.GetPodSandboxId()]
-		if pod == nil {
-			p.log.Warnf("synchronize: container %s has no pod sandbox; left alone", c.GetId())
-			continue
-		}
-		if u := p.adoptUnknown(pod, c); u != nil {
+		u, ok := p.adoptUnknown(podByID[c.GetPodSandboxId()], c)
+		if u != nil {
 			updates = append(updates, u)
 		}
+		if !ok {
+			confined++
+		}
 	}
-	return updates
+	return updates, confined
+}
+
+// repairAll pins again the remembered containers restoreKnown could not
+// keep where they run, and counts those it had to confine.
+func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]ContainerState, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
+	podByID := podsByID(pods)
+	var updates []*api.ContainerUpdate
+	confined := 0
+	for _, c := range repair {
+		u, ok := p.repairKnown(podByID[c.GetPodSandboxId()], c, remembered[c.GetId()])
+		if u != nil {
+			updates = append(updates, u)
+		}
+		if !ok {
+			confined++
+		}
+	}
+	return updates, confined
+}
+
+func podsByID(pods []*api.PodSandbox) map[string]*api.PodSandbox {
+	m := make(map[string]*api.PodSandbox, len(pods))
+	for _, pod := range pods {
+		m[pod.GetId()] = pod
+	}
+	return m
 }
 
 // followPools returns updates for shared and infra members that do not run
@@ -359,7 +418,7 @@ func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate
 		if !ok || pools.IsExclusive(a.Pool) {
 			continue
 		}
-		if cur, ok := currentCPUs(c); !ok || !cur.Equals(a.CPUs) {
+		if cur, pinned := p.runtimeCPUs(c); !pinned || !cur.Equals(a.CPUs) {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
 	}
@@ -379,56 +438,136 @@ func (p *Plugin) countForgotten(remembered map[string]ContainerState) int {
 }
 
 // restoreKnown re-adds a remembered container where the runtime says it
-// runs. A conflict (e.g. the config changed) keeps it there and is reported.
-func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
-	a := assignmentFromState(c.GetId(), st)
-	if cur, ok := currentCPUs(c); ok && pools.IsExclusive(st.Pool) && !cur.Equals(a.CPUs) {
-		p.log.Warnf("container %s/%s/%s runs on CPUs %s, the state said %s; keeping where it runs", st.PodNamespace, st.PodName, st.Container, cur, a.CPUs)
-		a.CPUs = cur
+// runs, if that is a place it may run: its remembered CPUs, or another
+// whole set of its pool that nobody else holds. A conflict with the
+// configuration (e.g. the pool changed) keeps it there and is reported. It
+// returns false, having added nothing, when the container must be pinned
+// again (see repairKnown).
+func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
+	a, clean := p.assignmentFromState(c.GetId(), st)
+	who := fmt.Sprintf("%s/%s/%s", st.PodNamespace, st.PodName, st.Container)
+	if !pools.IsExclusive(st.Pool) {
+		// Shared and infra members follow their pool; the caller updates
+		// them if they run elsewhere.
+		if _, err := p.alloc.Restore(a, true); err != nil {
+			p.log.Warnf("kept container %s in pool %s although %v", who, st.Pool, err)
+		}
+		return true
 	}
-	if _, err := p.alloc.Restore(a, true); err != nil {
-		p.log.Warnf("kept container %s/%s/%s on CPUs %s although %v", st.PodNamespace, st.PodName, st.Container, a.CPUs, err)
+	cur, pinned := p.runtimeCPUs(c)
+	switch {
+	case !pinned || !clean:
+		return false
+	case !p.alloc.HeldByOthers(a.Held(), a.ID).IsEmpty():
+		// Two containers on one exclusive CPU: the first keeps it.
+		return false
+	case cur.Equals(a.CPUs):
+		if _, err := p.alloc.Restore(a, true); err != nil {
+			p.log.Warnf("kept container %s on CPUs %s although %v", who, a.CPUs, err)
+		}
+		return true
+	case cur.Size() == a.CPUs.Size():
+		moved := a
+		moved.CPUs = cur
+		if !a.Reserved.IsEmpty() {
+			moved.Reserved = p.alloc.HiddenSiblings(cur)
+		}
+		if _, err := p.alloc.Restore(moved, false); err == nil {
+			p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", who, cur, a.CPUs)
+			return true
+		}
 	}
+	return false
+}
+
+// repairKnown pins a remembered exclusive container that does not run
+// where it may: back on its remembered CPUs when they are free, else placed
+// anew, else confined to infra. ok is false when it was confined.
+func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st ContainerState) (*api.ContainerUpdate, bool) {
+	a, clean := p.assignmentFromState(c.GetId(), st)
+	who := fmt.Sprintf("%s/%s/%s", st.PodNamespace, st.PodName, st.Container)
+	cur, pinned := p.runtimeCPUs(c)
+	runs := "every CPU"
+	if pinned {
+		runs = "CPUs " + cur.String()
+	}
+	if clean {
+		if _, err := p.alloc.Restore(a, false); err == nil {
+			p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, a.CPUs)
+			return cpuUpdate(a, p.cfg.PinMemory), true
+		}
+	}
+	if pod == nil {
+		return p.confine(c, who, fmt.Errorf("its pod sandbox is gone"))
+	}
+	p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored; placing it again", who, runs, st.CPUs)
+	return p.adoptUnknown(pod, c)
 }
 
 // adoptUnknown handles a container the state does not know (created while
 // the plugin was away, or the state was lost) and returns the update that
-// pins it, if it must move.
-func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.ContainerUpdate {
+// pins it, if it must move. A container it cannot place is confined to
+// infra (ok false): left alone it would run on every CPU, exclusive ones
+// included.
+func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.ContainerUpdate, bool) {
+	if pod == nil {
+		return p.confine(c, c.GetId(), fmt.Errorf("it has no pod sandbox"))
+	}
+	who := containerRef(pod, c)
+	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
+		return p.confine(c, who, err)
+	}
 	info := p.toContainer(pod, c)
-	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
 	if err := p.attachGrant(pod, c, &info); err != nil {
-		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
-		return nil
+		return p.confine(c, who, err)
 	}
 	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
-		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
-		return nil
+		return p.confine(c, who, err)
 	}
-	current, _ := currentCPUs(c)
+	current, pinned := p.runtimeCPUs(c)
+	if !pinned {
+		current = cpuset.New()
+	}
 	res, kept, err := p.alloc.Adopt(req, current)
 	switch {
 	case err != nil:
-		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
-		return nil
+		return p.confine(c, who, err)
 	case kept:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
 		if res.Assignment.NoCPUQuota && c.GetLinux().GetResources().GetCpu().GetQuota().GetValue() > 0 {
 			u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
 			u.SetLinuxCPUQuota(noQuota)
-			return u
+			return u, true
 		}
-		return nil
+		return nil, true
 	case pools.IsExclusive(req.Pool):
 		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
 		u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
 		if res.Assignment.NoCPUQuota {
 			u.SetLinuxCPUQuota(noQuota)
 		}
-		return u
+		return u, true
 	}
-	return nil // shared/infra members are updated by the caller if needed
+	return nil, true // shared/infra members are updated by the caller if needed
+}
+
+// confine puts a container Synchronize cannot place into infra, where it
+// overlaps no exclusive CPU, and says why.
+func (p *Plugin) confine(c *api.Container, who string, reason error) (*api.ContainerUpdate, bool) {
+	p.metrics.countRefusal(refusedSynchronize)
+	var pod allocator.PodRef
+	if st, ok := p.memory.Containers[c.GetId()]; ok {
+		pod = allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID}
+	}
+	_, err := p.alloc.Allocate(allocator.Request{ID: c.GetId(), Pod: pod, Container: c.GetName(), Pool: pools.Infra,
+		NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
+	if err != nil {
+		p.log.Errorf("synchronize: container %s cannot be placed (%v) nor confined to infra: %v", who, reason, err)
+		return nil, false
+	}
+	p.log.Errorf("synchronize: container %s confined to infra: %v", who, reason)
+	return nil, false // the caller updates infra members
 }
 
 // RunPodSandbox pins the new pod's infra (pause) container to infra, since
@@ -539,10 +678,23 @@ func (p *Plugin) reapGoneSandboxes() int {
 // CreateContainer decides the container's pool and CPUs and returns the
 // adjustment, plus updates for containers whose pool changed as a result.
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	who := containerRef(pod, ctr)
+	// Tenant input is bounded before it can hold the lock that every
+	// other container waits for.
+	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
+		p.log.Errorf("refusing container %s: %v", who, err)
+		p.metrics.countRefusal(refusedAnnotation)
+		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if a, ok := p.alloc.Get(ctr.GetId()); ok {
+		// A repeated event (after a reconnect): answer the same, record
+		// nothing, and never undo what an earlier call decided.
+		p.log.Infof("container %s: already placed in pool %s on CPUs %s", who, a.Pool, a.CPUs)
+		return p.adjustment(a), p.takePending(), nil
+	}
 	info := p.toContainer(pod, ctr)
-	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
 	if err := p.attachGrant(pod, ctr, &info); err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
 		p.metrics.countRefusal(refusedGrant)
@@ -569,6 +721,14 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.recordPlacement(res)
 	p.stateChanged()
 	a := res.Assignment
+	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, a.Pool, a.CPUs, a.Mems)
+	updates := p.followers(res)
+	p.persistedHook("CreateContainer", ctr.GetId())
+	return p.adjustment(a), updates, nil
+}
+
+// adjustment pins a new container to its assignment.
+func (p *Plugin) adjustment(a allocator.Assignment) *api.ContainerAdjustment {
 	adj := &api.ContainerAdjustment{}
 	adj.SetLinuxCPUSetCPUs(a.CPUs.String())
 	if p.cfg.PinMemory && a.Mems.Size() > 0 {
@@ -580,8 +740,17 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	adj.AddEnv(EnvCPUs, a.CPUs.String())
 	adj.AddEnv(EnvMems, a.Mems.String())
 	adj.AddEnv(EnvPool, a.Pool)
-	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, a.Pool, a.CPUs, a.Mems)
-	return adj, p.followers(res), nil
+	return adj
+}
+
+// persistedHook runs the test hook, if any, between a decision (recorded in
+// memory; the writer persists it in the background) and
+// its reply: the window in which a crash leaves the runtime without the
+// reply while the state file already has the decision.
+func (p *Plugin) persistedHook(event, id string) {
+	if p.afterPersist != nil {
+		p.afterPersist(event, id)
+	}
 }
 
 // followers converts a decision's side effects, and any pending ones, into
@@ -611,8 +780,14 @@ func (p *Plugin) takePending() []*api.ContainerUpdate {
 }
 
 // deferFollowers records side effects of a handler that cannot return
-// updates and sends them once the handler has returned: calling
-// UpdateContainers inside a handler would deadlock on the runtime's lock.
+// updates (RemoveContainer, RemovePodSandbox); the next reply carries them,
+// computed when it is sent. They are never sent on their own: an
+// unsolicited update travels beside the replies, so the runtime could apply
+// an older "infra grew" after a newer "infra shrank" and put an infra
+// container on a CPU lent to an exclusive one. Only pools growing are ever
+// deferred (a release never shrinks one), so until then members run on a
+// subset of their pool, never on a CPU someone else holds. Sandboxes follow
+// at once: pinning them is synchronous.
 func (p *Plugin) deferFollowers(res allocator.Result) {
 	for _, u := range res.Updates {
 		p.pending[u.ID] = true
@@ -620,20 +795,6 @@ func (p *Plugin) deferFollowers(res allocator.Result) {
 	if res.InfraChanged {
 		p.pinSandboxes()
 	}
-	if len(p.pending) == 0 {
-		return
-	}
-	go func() {
-		p.mu.Lock()
-		updates, send := p.takePending(), p.updater
-		p.mu.Unlock()
-		if len(updates) == 0 || send == nil {
-			return
-		}
-		if failed, err := send(updates); err != nil || len(failed) > 0 {
-			p.log.Warnf("updating %d containers after a removal: %v (failed: %d)", len(updates), err, len(failed))
-		}
-	}()
 }
 
 // UpdateContainer resizes a container whose CPU request changed (an
@@ -661,12 +822,12 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	quota := a.NoCPUQuota && res.GetCpu().GetQuota().GetValue() > 0
 	override := false
 	if want := res.GetCpu().GetCpus(); want != "" {
-		set, err := cpuset.Parse(want)
+		set, err := cpulist.Parse(want)
 		override = err != nil || !set.Equals(a.CPUs)
 		if override && !p.overrode[a.ID] {
 			p.overrode[a.ID] = true
-			p.log.Warnf("container %s/%s/%s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
-				pod.GetNamespace(), pod.GetName(), ctr.GetName(), a.CPUs, a.Pool, want)
+			p.log.Warnf("container %s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
+				containerRef(pod, ctr), a.CPUs, a.Pool, cpulist.Echo(want))
 		}
 	}
 	if !override && !quota {
@@ -694,7 +855,9 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	res := p.stop(ctr)
 	delete(p.overrode, ctr.GetId())
 	p.stateChanged()
-	return p.followers(res), nil
+	updates := p.followers(res)
+	p.persistedHook("StopContainer", ctr.GetId())
+	return updates, nil
 }
 
 // RemoveContainer forgets a container. A removed container's held CPUs
@@ -891,15 +1054,60 @@ func heldState(h allocator.Hold) HeldState {
 	return HeldState{ContainerID: h.ID, ContainerState: containerState(h.Assignment), ExitCode: h.ExitCode}
 }
 
-func assignmentFromState(id string, st ContainerState) allocator.Assignment {
-	parse := func(s string) cpuset.CPUSet {
-		set, err := cpuset.Parse(s)
-		if err != nil {
-			return cpuset.New()
-		}
-		return set
+// assignmentFromState reads a remembered assignment. clean is false when a
+// set was malformed or named CPUs this node does not have (dropped, with a
+// warning): the container must then be pinned again.
+func (p *Plugin) assignmentFromState(id string, st ContainerState) (allocator.Assignment, bool) {
+	what := fmt.Sprintf("state of container %s/%s/%s", st.PodNamespace, st.PodName, st.Container)
+	cpus, ok1 := p.nodeCPUs(st.CPUs, what+", cpus")
+	reserved, ok2 := p.nodeCPUs(st.Reserved, what+", reserved")
+	mems, err := cpulist.Parse(st.Mems)
+	if err != nil {
+		mems = cpuset.New()
 	}
 	return allocator.Assignment{ID: id, Pod: allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID},
-		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: parse(st.CPUs), Reserved: parse(st.Reserved), Mems: parse(st.Mems),
-		Added: parseOrdered(st.Added), NoCPUQuota: st.NoCPUQuota}
+		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: cpus, Reserved: reserved, Mems: mems,
+		Added: addedWithin(parseOrdered(st.Added), cpus), NoCPUQuota: st.NoCPUQuota}, ok1 && ok2
+}
+
+// addedWithin keeps the remembered order of added CPUs only for CPUs the
+// assignment has: the file may name CPUs this node lacks.
+func addedWithin(ids []int, cpus cpuset.CPUSet) []int {
+	var out []int
+	for _, id := range ids {
+		if cpus.Contains(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// nodeCPUs parses a CPU list from the state file or the runtime, bounded,
+// and drops the CPUs this node does not have online (a state file from
+// another node, a hot-unplugged vCPU), saying so. clean is false if the
+// list was malformed or anything was dropped.
+func (p *Plugin) nodeCPUs(s, what string) (cpuset.CPUSet, bool) {
+	set, err := cpulist.Parse(s)
+	if err != nil {
+		p.log.Warnf("%s: %v; ignored", what, err)
+		return cpuset.New(), false
+	}
+	if unknown := p.alloc.Unknown(set); !unknown.IsEmpty() {
+		p.log.Warnf("%s: CPUs %s are not on this node; dropped", what, unknown)
+		return set.Difference(unknown), false
+	}
+	return set, true
+}
+
+// runtimeCPUs is the cpuset the runtime reports for a container. pinned is
+// false when the container may run on every CPU: no cpuset (the runtime
+// created it without our adjustment), a malformed one, or one naming CPUs
+// this node does not have.
+func (p *Plugin) runtimeCPUs(c *api.Container) (cpuset.CPUSet, bool) {
+	s := c.GetLinux().GetResources().GetCpu().GetCpus()
+	if s == "" {
+		return cpuset.New(), false
+	}
+	set, clean := p.nodeCPUs(s, "runtime's cpuset of container "+c.GetId())
+	return set, clean && !set.IsEmpty()
 }

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
@@ -79,10 +78,12 @@ func TestContainersOfEveryPool(t *testing.T) {
 			assert.Equal(t, eni.Id, st.Held["uid-dpdk/eni"].ContainerID)
 
 			f.removePod(pod)
-			require.Eventually(t, func() bool { return f.cpus(app) == "0-1,8-9" }, 5*time.Second, 10*time.Millisecond, "infra grows back when the pod goes")
-			assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web))
+			assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web), "pause containers follow at once")
+			_, _, err = f.createContainer(web, "next", 100)
+			require.NoError(t, err)
+			assert.Equal(t, "0-1,8-9", f.cpus(app), "infra grows back with the next reply after the pod goes")
 			st = rp.savedState(t)
-			assert.Len(t, st.Containers, 1)
+			assert.Len(t, st.Containers, 2, "web/app and web/next")
 			assert.Empty(t, st.Held)
 			info, err := os.Stat(statePath(f))
 			require.NoError(t, err)
@@ -258,11 +259,12 @@ func TestDevicesFromTheRuntimeSteerPlacement(t *testing.T) {
 }
 
 // TestRemovalWithoutStopStillUpdatesFollowers: StopPodSandbox and
-// RemovePodSandbox cannot return updates, so infra members learn of the
-// grown infra right after them.
+// RemovePodSandbox cannot return updates; the infra members' updates ride on
+// the next reply (see TestRemovalUpdatesNeverCarryStalePools for why never
+// on their own), and the pause containers follow at once.
 func TestRemovalWithoutStopStillUpdatesFollowers(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	startPlugin(t, f, desktop, statePath(f))
+	startPlugin(t, f, desktop, statePath(f), func(p *Plugin) { p.assumeNRIVersion = "v0.12.3" })
 	web := f.runPod(podSpec{name: "web", qos: "burstable"})
 	app, _, err := f.createContainer(web, "app", 500)
 	require.NoError(t, err)
@@ -274,9 +276,12 @@ func TestRemovalWithoutStopStillUpdatesFollowers(t *testing.T) {
 	f.removeContainer(eni) // no StopContainer first
 	assert.Equal(t, "0,8-9", f.cpus(app), "a removed container's CPU stays held while its pod lives")
 	require.NoError(t, f.r.StopPodSandbox(t.Context(), &api.StopPodSandboxRequest{Pod: pod}))
-	require.Eventually(t, func() bool { return f.cpus(app) == "0-1,8-9" }, 5*time.Second, 10*time.Millisecond,
-		"infra member updated through UpdateContainers; now %s", f.cpus(app))
-	assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web))
+	assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web), "pause containers follow at once")
+	assert.Equal(t, "0,8-9", f.cpus(app), "a subset of infra until the next reply")
+	_, resp, err := f.createContainer(web, "next", 100)
+	require.NoError(t, err)
+	assert.Equal(t, "0-1,8-9", f.cpus(app), "the next reply carries the update")
+	assert.NotEmpty(t, resp.GetUpdate())
 
 	// Same through RemovePodSandbox.
 	pod2 := f.runPod(podSpec{name: "eni2", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
@@ -284,5 +289,8 @@ func TestRemovalWithoutStopStillUpdatesFollowers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "0,8-9", f.cpus(app))
 	require.NoError(t, f.r.RemovePodSandbox(t.Context(), &api.RemovePodSandboxRequest{Pod: pod2}))
-	require.Eventually(t, func() bool { return f.cpus(app) == "0-1,8-9" }, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "0,8-9", f.cpus(app))
+	_, _, err = f.createContainer(web, "after", 100)
+	require.NoError(t, err)
+	assert.Equal(t, "0-1,8-9", f.cpus(app))
 }

@@ -139,9 +139,7 @@ func TestRuntimeRestartReconnectsWithoutMovingContainers(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	startPlugin(t, f, desktop, statePath(f))
 	fwd, eni, app := populate(t, f)
-	before := f.syncCount()
-	f.restart()
-	f.waitSynced(before)
+	f.waitSynced(f.restart())
 	assert.Equal(t, "4,12", f.cpus(fwd))
 	assert.Equal(t, "1", f.cpus(eni))
 	assert.Equal(t, "0,8-9", f.cpus(app))
@@ -171,7 +169,7 @@ func TestRuntimeLaunchedPlugin(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(f.pluginConfigDir(), "10-cpupool.conf"), []byte(conf), 0o644))
 
 	before := f.syncCount()
-	os.Remove(f.socket)
+	os.Remove(f.runtimeSocket())
 	f.start() // launches 10-cpupool
 	t.Cleanup(f.r.Stop)
 	f.waitSynced(before)

@@ -77,8 +77,8 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		if err != nil {
 			return fmt.Errorf("creating NRI stub: %w", err)
 		}
+		p.setNRIVersion(s.RuntimeNRIVersion)
 		if err = s.Start(ctx); err == nil {
-			p.setUpdater(s.UpdateContainers)
 			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", p.cfg.PluginIndex, PluginName)))
 			wait = backoff.Initial
 			h.registered()
@@ -87,11 +87,9 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 				p.log.Warn("lost the connection to the runtime; reconnecting")
 				h.disconnected("lost the connection to the runtime; reconnecting")
 			case <-ctx.Done():
-				p.setUpdater(nil)
 				s.Stop()
 				return nil
 			}
-			p.setUpdater(nil)
 			s.Stop()
 			if runtimeLaunched() {
 				return fmt.Errorf("runtime closed the connection")
@@ -112,8 +110,10 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 	}
 }
 
-func (p *Plugin) setUpdater(f func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)) {
+// setNRIVersion sets where Configure learns the runtime's NRI version: the
+// stub knows it before it calls Configure.
+func (p *Plugin) setNRIVersion(f func() string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.updater = f
+	p.nriVersion = f
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"k8s.io/utils/cpuset"
 )
 
@@ -72,7 +73,13 @@ func DeviceNUMAResolver(root string) func(devicePath string) (int, error) {
 // devices. VFIO group nodes (/dev/vfio/N) are resolved through their IOMMU
 // group, since their char device has no parent device.
 func DeviceNodeLocality(root string, devPath string, typ string, major, minor int64) (Locality, error) {
+	devPath = filepath.Clean("/" + devPath)
 	if g, ok := strings.CutPrefix(devPath, "/dev/vfio/"); ok && g != "vfio" {
+		// The group is a number: anything else ("..", "/") would walk out
+		// of the IOMMU groups.
+		if !isDigits(g) {
+			return Locality{}, fmt.Errorf("device %s: not a VFIO group (/dev/vfio/<number>)", cpulist.Echo(devPath))
+		}
 		r := reader{root: root}
 		dir := "sys/kernel/iommu_groups/" + g + "/devices"
 		entries, err := os.ReadDir(r.path(dir))
@@ -95,4 +102,13 @@ func DeviceNodeLocality(root string, devPath string, typ string, major, minor in
 	loc, err := DeviceLocality(root, fmt.Sprintf("/sys/dev/%s/%d:%d", kind, major, minor))
 	loc.Device = devPath
 	return loc, err
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

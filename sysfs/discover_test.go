@@ -195,6 +195,17 @@ func TestDeviceLocality(t *testing.T) {
 	assert.ErrorContains(t, err, "not a sysfs path")
 	_, err = sysfs.DeviceNodeLocality(root, "/dev/vfio/7", "c", 244, 1)
 	assert.ErrorContains(t, err, "IOMMU group")
+	// Finding 8: VFIO group paths were not cleaned, so ".." walked out of
+	// the IOMMU groups (here onto the PCI devices, which resolved).
+	_, err = sysfs.DeviceNodeLocality(root, "/dev/vfio/../../../sys/bus/pci", "c", 244, 0)
+	assert.Error(t, err, "resolved by its device number, which has no NUMA node, not by the path")
+	for _, bad := range []string{"/dev/vfio/4a", "/dev/vfio/-1"} {
+		_, err = sysfs.DeviceNodeLocality(root, bad, "c", 244, 0)
+		assert.ErrorContains(t, err, "not a VFIO group", bad)
+	}
+	loc, err = sysfs.DeviceNodeLocality(root, "/dev/vfio/./42", "c", 244, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, loc.NUMA)
 }
 
 func TestDiscoverErrors(t *testing.T) {

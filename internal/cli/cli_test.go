@@ -203,6 +203,10 @@ func TestSimulateBadInput(t *testing.T) {
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"2\", limit: \"1\"}", "larger than limit"},
 		{"steps:\n  - create: {pod: a, container: b, qos: platinum}", "qos \"platinum\""},
 		{"steps:\n  - remove: {pod: ghost}", "no container * in pod default/ghost"},
+		// Finding 8: a request near the largest int64 made placement panic.
+		{"steps:\n  - create: {pod: a, container: b, cpus: \"9223372036854775807\", annotations: {pool.cpupool.dev: exclusive-non-isolcpus}}", "larger than any node"},
+		{"steps:\n  - create: {pod: a, container: b, cpus: \"9223372036854775807\", annotations: {pool.cpupool.dev: exclusive}}", "larger than any node"},
+		{"steps:\n  - create: {pod: a, container: b, cpus: \"1e300\", annotations: {pool.cpupool.dev: exclusive-non-isolcpus}}", "larger than any node"},
 		{"steps:\n  - resize: {pod: ghost, container: c, cpus: \"2\"}", "no container c in pod default/ghost"},
 		{"steps:\n  - create: {pod: a, container: b}\n  - resize: {pod: a, container: b, cpus: lots}", "cpus \"lots\" is not a CPU quantity"},
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -60,12 +61,17 @@ type Remove struct {
 	Container string `yaml:"container"`
 }
 
-// Load reads a requests file strictly.
+// Load reads a requests file strictly (see Parse).
 func Load(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading requests: %w", err)
 	}
+	return Parse(data, path)
+}
+
+// Parse reads a requests file's content strictly; name is used in errors.
+func Parse(data []byte, path string) (*File, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f File
@@ -143,7 +149,7 @@ func NewRunner(topo *sysfs.Topology, cfg *config.Config, sysfsRoot string) (*Run
 	if problems.HasErrors() {
 		return nil, fmt.Errorf("the configuration does not fit this node:\n%s", problems.Errors())
 	}
-	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg), resolveDevice: sysfs.DeviceNUMAResolver(sysfsRoot),
+	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg, topo), resolveDevice: sysfs.DeviceNUMAResolver(sysfsRoot),
 		created: map[string]allocator.Container{}}, nil
 }
 
@@ -341,6 +347,10 @@ func milli(key, s string) (int64, error) {
 	}
 	if q.Sign() < 0 {
 		return 0, fmt.Errorf("%s %q is negative", key, s)
+	}
+	// MilliValue wraps around beyond int64: bound the quantity first.
+	if q.Cmp(*resource.NewQuantity(cpulist.MaxCPUs, resource.DecimalSI)) > 0 {
+		return 0, fmt.Errorf("%s %q is larger than any node (at most %d CPUs)", key, s, cpulist.MaxCPUs)
 	}
 	return q.MilliValue(), nil
 }
