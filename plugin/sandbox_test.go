@@ -48,7 +48,7 @@ func TestCgroupDir(t *testing.T) {
 // container names come from the kubelet's label.
 func TestCRIOPodWithoutInfraContainer(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	startPlugin(t, f, desktop, statePath(f))
+	rp := startPlugin(t, f, desktop, statePath(f))
 	web := f.runPod(podSpec{name: "web", qos: "burstable", crio: true})
 	assert.Equal(t, uint32(0), web.GetPid())
 	assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web), "the empty sandbox cgroup is pinned to infra")
@@ -65,7 +65,6 @@ func TestCRIOPodWithoutInfraContainer(t *testing.T) {
 	assert.Equal(t, "0,8-9", f.cpus(app), "infra shrank")
 	assert.Equal(t, "0,8-9", f.sandboxCPUs(web), "so did the pod's cgroup")
 
-	st, err := NewFileStore(statePath(f)).Load()
-	require.NoError(t, err)
+	st := rp.savedState(t)
 	assert.Equal(t, "c", st.Containers["crio-named"].Container, "named from the label")
 }
