@@ -159,7 +159,6 @@ func testExclusiveNonIsolcpus(c *tc) {
 	// cannot reply: the infra members' updates ride on the next reply (the
 	// plugin never sends updates on its own; see plugin/runtimeinfo.go).
 	c.checkSandbox("infra pod grows back at once (cgroupfs)", web, online)
-	c.equal("infra container: a subset of infra until the next reply", c.cpus(web, app), c.infra())
 	c.mustCreate(web, "next", 100)
 	c.wantEventually("infra container grows back after the removal", func() string { return c.cpus(web, app) }, online)
 	c.equal("infra process grows back", c.allowedOf(app), online)
@@ -227,7 +226,9 @@ func testUpdatesAfterRemovals(c *tc) {
 			c.Fatalf("%s: %v", how, err)
 		}
 		c.checkSandbox(how+": infra pod grows back at once", web, online)
-		c.equal(how+": infra container waits for the next reply", c.cpus(web, app), c.infra())
+		// The infra container follows at the next reply: the next container
+		// event here, unless the runtime's own removal steps sent one (a
+		// StopContainer of the never-started container can).
 		nextEvent()
 		c.wantEventually(how+": infra container grows back", func() string { return c.cpus(web, app) }, online)
 		c.wantMetric(`cpupool_held_cpus{pool="exclusive-non-isolcpus"}`, 0)
@@ -338,7 +339,7 @@ func testUpdateContainerOverride(c *tc) {
 	c.equal("the exclusive process stays", c.allowedOf(fwd), c.last())
 	log, _ := os.ReadFile(p.log)
 	c.contains("the override is logged for the operator", string(log),
-		fmt.Sprintf("keeping CPUs %d (exclusive pool) instead of the requested %s", c.e.last, c.e.online))
+		fmt.Sprintf("keeping CPUs %d (exclusive pool) instead of the requested %q", c.e.last, c.e.online.String()))
 }
 
 // testContainerRestart: the kubelet restarts a container as a new one with
