@@ -211,8 +211,11 @@ func readCaches(r reader, dir string, id int) (l2, l3 Cache, err error) {
 		}
 		idx := dir + "/cache/" + e.Name()
 		level, ok, err := r.integer(idx + "/level")
-		if err != nil || !ok {
+		if err != nil {
 			return l2, l3, err
+		}
+		if !ok {
+			continue // an index without a level says nothing; the next may
 		}
 		typ, _, err := r.text(idx + "/type")
 		if err != nil {

@@ -1,6 +1,11 @@
 # Shared by test/e2e/run.sh and test/e2e/demo.sh: installs the runtime pieces,
 # starts a private containerd with NRI and nri-cpupool, drives pods with
-# crictl, and tears everything down. Facts it relies on: shared/RUNTIME-NOTES.md.
+# crictl, and tears everything down. What it relies on, each handled below
+# where it is needed: runc v1.4.0 (older releases refuse go install); the
+# process may lack CAP_SYS_RESOURCE, hence restrict_oom_score_adj = true;
+# there is no registry, so tools/mkimage packs a busybox image that also
+# serves as the pinned pause image; there is no CNI, so pods use the host
+# network.
 # shellcheck shell=bash
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
