@@ -9,7 +9,13 @@ SPECS    := $(wildcard testdata/topologies/*.yaml)
 # e2e runs where it can: as root on Linux (it starts a real containerd).
 RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo yes || echo no)
 
-.PHONY: all build test unit packaging e2e bench lint install uninstall demo fixtures deb clean
+# Lint tools. staticcheck is installed with go install into bin/tools, one
+# directory per version; shellcheck comes from Debian (apt-get, as root).
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := bin/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+SHELL_SCRIPTS := .ci/run packaging/deb/build.sh test/packaging.sh $(wildcard test/e2e/*.sh)
+
+.PHONY: all build test unit packaging e2e bench lint tools shellcheck-installed install uninstall demo fixtures deb clean
 
 all: build
 
@@ -42,10 +48,26 @@ bench:
 	$(GO) test -run '^$$' -bench 'PluginRSS' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
 
-lint:
+# gofmt, go vet, staticcheck, go.mod/go.sum tidiness and shellcheck.
+# govulncheck is not part of it: it needs its vulnerability database online.
+lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
+	shellcheck -x -P SCRIPTDIR $(SHELL_SCRIPTS)
+
+tools: $(STATICCHECK) shellcheck-installed
+
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+shellcheck-installed:
+	@command -v shellcheck >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; \
+	  else echo "make lint needs shellcheck (Debian: apt-get install shellcheck)"; exit 1; fi; }
 
 # Materialize the sysfs fixtures (for topology/simulate by hand).
 fixtures:

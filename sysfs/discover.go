@@ -38,17 +38,6 @@ func (r reader) text(rel string) (string, bool, error) {
 	return strings.TrimSpace(string(b)), true, nil
 }
 
-func (r reader) requiredText(rel string) (string, error) {
-	s, ok, err := r.text(rel)
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "", fmt.Errorf("%s: file missing", r.path(rel))
-	}
-	return s, nil
-}
-
 // list reads a kernel CPU/node list file ("0-3,8"); a missing file is an
 // empty set with ok=false.
 func (r reader) list(rel string) (cpuset.CPUSet, bool, error) {

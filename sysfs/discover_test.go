@@ -8,18 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
-
-func mustParse(t *testing.T, s string) cpuset.CPUSet {
-	t.Helper()
-	set, err := cpuset.Parse(s)
-	require.NoError(t, err)
-	return set
-}
 
 func TestDiscoverFixtures(t *testing.T) {
 	type cpuFact struct {

@@ -99,8 +99,7 @@ TOML
 launch_containerd() {
   "$TOOLS/containerd" --config "$W/containerd.toml" >>"$W/containerd.log" 2>&1 &
   CONTAINERD_PID=$!
-  local i
-  for i in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     crictl version >/dev/null 2>&1 && return 0
     kill -0 "$CONTAINERD_PID" 2>/dev/null || { tail -20 "$W/containerd.log"; die "containerd exited"; }
     sleep 0.2
@@ -142,8 +141,7 @@ log_count() {
 
 # wait_for_log PATTERN COUNT: waits until the plugin log has more than COUNT matches.
 wait_for_log() {
-  local i
-  for i in $(seq 1 150); do
+  for _ in $(seq 1 150); do
     [ "$(log_count "$1")" -gt "${2:-0}" ] && return 0
     sleep 0.1
   done
@@ -207,7 +205,7 @@ report() {
     printf '%s: %s\n' "$f" "$(cat "$f")"
   done
   echo "---------- state ----------"
-  cat "$W/state/nri-cpupool.json" 2>/dev/null | head -c 3000; echo
+  head -c 3000 "$W/state/nri-cpupool.json" 2>/dev/null; echo
 }
 
 # teardown removes pods, stops everything it started and leaves no process,
@@ -222,8 +220,8 @@ teardown() {
   wait 2>/dev/null
   # Shims and anything else started with a path inside $W (not this shell,
   # which may itself be $W/stop.sh).
-  local i p left
-  for i in $(seq 1 50); do
+  local p left
+  for _ in $(seq 1 50); do
     left=""
     for p in $(pgrep -f "$W/"); do
       [ "$p" = "$$" ] || [ "$p" = "${BASHPID:-$$}" ] || { kill -9 "$p" 2>/dev/null; left="$left $p"; }

@@ -4,6 +4,7 @@
 # cgroup cpusets and their processes' Cpus_allowed_list. Run as root:
 #   make e2e
 set -uo pipefail
+# shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 PASSED=0 FAILED=0
@@ -55,11 +56,12 @@ check "web pause container pinned to infra" "$(cpus_of "$WEB")" "$INFRA"
 DPDK=$(run_pod dpdk telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod dpdk"
 FWD=$(create_ctr "$DPDK" dpdk fwd 1000) || die "create dpdk/fwd"
 check "exclusive container cpuset" "$(cpus_of "$FWD")" "$LAST"
-NODE=$(ls -d /sys/devices/system/cpu/cpu"$LAST"/node* 2>/dev/null | sed 's/.*node//' | head -1)
+NODE=$(find /sys/devices/system/cpu/cpu"$LAST"/ -maxdepth 1 -name 'node*' 2>/dev/null | sed 's/.*node//' | sort -n | head -1)
 check "exclusive container cpuset.mems" "$(mems_of "$FWD")" "${NODE:-0}"
 check "exclusive container Cpus_allowed_list" "$(allowed_of "$FWD")" "$LAST"
 check "exclusive pod's pause container on infra" "$(cpus_of "$DPDK")" "$INFRA"
 check "pause process Cpus_allowed_list" "$(allowed_of "$DPDK")" "$INFRA"
+# shellcheck disable=SC2016 # the container's shell expands them
 check "CPUPOOL_CPUS in the container" "$(crictl exec "$FWD" /bin/sh -c 'echo $CPUPOOL_CPUS:$CPUPOOL_POOL')" "$LAST:exclusive"
 
 METRICS=$(exec 3<>"/dev/tcp/127.0.0.1/${E2E_METRICS_PORT:-19464}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3)
@@ -113,7 +115,7 @@ say "corrupt state file at start: moved aside, rebuilt from the runtime"
 stop_plugin -KILL
 echo '{"schemaVersion": 1, "checksum": "sha256:0", "sta' > "$W/state/nri-cpupool.json"
 start_plugin "$W/exclusive.yaml"
-check "corrupt state kept for inspection" "$(ls "$W"/state/nri-cpupool.json.corrupt-* 2>/dev/null | wc -l)" "1"
+check "corrupt state kept for inspection" "$(find "$W/state" -maxdepth 1 -name 'nri-cpupool.json.corrupt-*' | wc -l)" "1"
 check "after corrupt state: exclusive" "$(cpus_of "$FWD")" "$LAST"
 check "after corrupt state: infra" "$(cpus_of "$WEB_APP")" "$INFRA"
 check "after corrupt state: rebuilt state" "$("$REPO/bin/nri-cpupool" status --state-file "$W/state/nri-cpupool.json" | grep -c ' exclusive ')" "1"
