@@ -7,15 +7,20 @@ PREFIX   ?= /usr/local
 DESTDIR  ?=
 SPECS    := $(wildcard testdata/topologies/*.yaml)
 # e2e runs where it can: as root on Linux (it starts a real containerd).
+# Build tools (nfpm, ...) are installed with go install into a cache that
+# survives clean clones.
+TOOLS_BIN ?= $(HOME)/.cache/nri-cpupool-tools
+NFPM_VERSION := v2.44.0
+NFPM     := $(TOOLS_BIN)/nfpm-$(NFPM_VERSION)
 RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo yes || echo no)
 
-# Lint tools. staticcheck is installed with go install into bin/tools, one
-# directory per version; shellcheck comes from Debian (apt-get, as root).
+# Lint tools: staticcheck with go install into the same cache, one file per
+# version; shellcheck from Debian (apt-get, as root).
 STATICCHECK_VERSION := v0.8.2
-STATICCHECK := bin/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
-SHELL_SCRIPTS := .ci/run packaging/deb/build.sh test/packaging.sh $(wildcard test/e2e/*.sh)
+STATICCHECK := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
+SHELL_SCRIPTS := .ci/run $(wildcard packaging/*.sh packaging/scripts/*.sh test/*.sh test/e2e/*.sh)
 
-.PHONY: all build test unit packaging e2e bench lint tools shellcheck-installed install uninstall demo fixtures deb clean
+.PHONY: all build test unit packaging e2e bench lint tools shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -34,8 +39,8 @@ endif
 unit:
 	$(GO) test -race -count=1 ./...
 
-packaging: build
-	bash test/packaging.sh
+packaging: build $(NFPM)
+	NFPM=$(NFPM) bash test/packaging.sh
 
 e2e: build
 	bash test/e2e/run.sh
@@ -61,7 +66,9 @@ lint: tools
 tools: $(STATICCHECK) shellcheck-installed
 
 $(STATICCHECK):
-	GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mkdir -p $(TOOLS_BIN)/.staticcheck
+	GOBIN=$(abspath $(TOOLS_BIN))/.staticcheck GOFLAGS=-buildvcs=false $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(TOOLS_BIN)/.staticcheck/staticcheck $(STATICCHECK)
 
 shellcheck-installed:
 	@command -v shellcheck >/dev/null 2>&1 || { \
@@ -75,7 +82,8 @@ fixtures:
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/nri-cpupool
-	install -D -m 0644 packaging/nri-cpupool.service $(DESTDIR)/etc/systemd/system/nri-cpupool.service
+	install -d $(DESTDIR)/etc/systemd/system
+	sed 's|/usr/bin/nri-cpupool|$(PREFIX)/bin/nri-cpupool|g' packaging/nri-cpupool.service > $(DESTDIR)/etc/systemd/system/nri-cpupool.service
 	@if [ ! -e $(DESTDIR)/etc/nri-cpupool/config.yaml ]; then \
 	  install -D -m 0644 packaging/config.yaml $(DESTDIR)/etc/nri-cpupool/config.yaml; \
 	else echo "keeping existing $(DESTDIR)/etc/nri-cpupool/config.yaml"; fi
@@ -91,9 +99,27 @@ uninstall:
 demo: build
 	bash test/e2e/demo.sh
 
-# A Debian package (dpkg-deb, no other tool needed).
-deb: build
-	bash packaging/deb/build.sh $(VERSION)
+# The .deb and the .rpm, from one nfpm recipe (packaging/nfpm.yaml).
+package: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) deb rpm
+deb: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) deb
+rpm: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) rpm
+
+# The DaemonSet's image (deploy/kubernetes): the static binary in an OCI
+# archive, built without a container engine or registry.
+IMAGE ?= ghcr.io/cpupool/nri-cpupool:dev
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nri-cpupool-static ./cmd/nri-cpupool
+	$(GO) run ./tools/mkimage -plugin bin/nri-cpupool-static -name $(IMAGE) -out bin/nri-cpupool-image.tar
+	@echo "bin/nri-cpupool-image.tar ($(IMAGE)): ctr -n k8s.io images import bin/nri-cpupool-image.tar"
+
+nfpm: $(NFPM)
+$(NFPM):
+	mkdir -p $(TOOLS_BIN)/.nfpm
+	GOBIN=$(abspath $(TOOLS_BIN))/.nfpm GOFLAGS=-buildvcs=false $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	mv $(TOOLS_BIN)/.nfpm/nfpm $(NFPM)
 
 clean:
 	rm -rf bin testdata/sysfs

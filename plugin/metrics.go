@@ -43,6 +43,8 @@ type metrics struct {
 	freeCPUs *prometheus.Desc
 	members  *prometheus.Desc
 	refused  *prometheus.CounterVec
+	// handlers times every NRI handler (see instrumented).
+	handlers *prometheus.HistogramVec
 }
 
 var _ prometheus.Collector = (*metrics)(nil)
@@ -64,6 +66,7 @@ func newMetrics(usage usageSource) *metrics {
 			Name: "cpupool_refused_containers_total",
 			Help: "Container creations refused, by reason (annotation, placement, state).",
 		}, []string{"reason"}),
+		handlers: newHandlerSeconds(),
 	}
 }
 
@@ -76,6 +79,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.freeCPUs
 	ch <- m.members
 	m.refused.Describe(ch)
+	m.handlers.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -88,6 +92,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	m.refused.Collect(ch)
+	m.handlers.Collect(ch)
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to
