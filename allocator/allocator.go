@@ -55,6 +55,10 @@ type Allocator struct {
 	containers map[string]*Assignment
 	// owner[cpu] is the container holding the CPU exclusively, "" if none.
 	owner []string
+	// members lists each pool's static CPUs and inInfra marks infra's, so
+	// that pool figures are counted without building sets (see usage.go).
+	members map[string][]int
+	inInfra []bool
 	// previous remembers the CPUs of stopped containers so that a restart
 	// gets them back while they are still free.
 	previous map[string]cpuset.CPUSet
@@ -66,7 +70,7 @@ type Allocator struct {
 // New returns an allocator with no containers.
 func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 	x := newIndex(topo)
-	return &Allocator{
+	a := &Allocator{
 		x:          x,
 		layout:     layout,
 		pinMemory:  pinMemory,
@@ -75,6 +79,8 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		owner:      make([]string, len(x.cpus)),
 		previous:   map[string]cpuset.CPUSet{},
 	}
+	a.indexPools()
+	return a
 }
 
 // Layout returns the static pool layout.
