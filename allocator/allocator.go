@@ -24,6 +24,12 @@ type PodRef struct {
 	UID       string `json:"uid"`
 }
 
+// ContainerName names a container of the pod for people, in logs and
+// errors: "namespace/pod/container".
+func (p PodRef) ContainerName(container string) string {
+	return p.Namespace + "/" + p.Name + "/" + container
+}
+
 // Assignment is where one container runs.
 type Assignment struct {
 	ID        string `json:"id"`

@@ -34,7 +34,7 @@ func CPUsFor(milliCPU int64) int {
 // placeExclusive chooses CPUs for an exclusive request; see README
 // "Placement rules" for the order of preferences.
 func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, error) {
-	who := fmt.Sprintf("container %s/%s/%s", req.Pod.Namespace, req.Pod.Name, req.Container)
+	who := "container " + req.Pod.ContainerName(req.Container)
 	n := CPUsFor(req.MilliCPU)
 	if n == 0 {
 		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but %s requests no CPU; set resources.requests.cpu (e.g. \"2\")", req.Pool, who)

@@ -289,11 +289,11 @@ func (p *Plugin) countForgotten(remembered map[string]ContainerState) int {
 func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
 	a := assignmentFromState(c.GetId(), st)
 	if cur, ok := currentCPUs(c); ok && pools.IsExclusive(st.Pool) && !cur.Equals(a.CPUs) {
-		p.log.Warnf("container %s/%s/%s runs on CPUs %s, the state said %s; keeping where it runs", st.PodNamespace, st.PodName, st.Container, cur, a.CPUs)
+		p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", a.Pod.ContainerName(a.Container), cur, a.CPUs)
 		a.CPUs = cur
 	}
 	if _, err := p.alloc.Restore(a, true); err != nil {
-		p.log.Warnf("kept container %s/%s/%s on CPUs %s although %v", st.PodNamespace, st.PodName, st.Container, a.CPUs, err)
+		p.log.Warnf("kept container %s on CPUs %s although %v", a.Pod.ContainerName(a.Container), a.CPUs, err)
 	}
 }
 
@@ -302,7 +302,7 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
 // pins it, if it must move.
 func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.ContainerUpdate {
 	info := p.toContainer(pod, c)
-	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
+	who := info.Pod.ContainerName(info.Name)
 	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
@@ -366,7 +366,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	info := p.toContainer(pod, ctr)
-	who := fmt.Sprintf("%s/%s/%s", info.Pod.Namespace, info.Pod.Name, info.Name)
+	who := info.Pod.ContainerName(info.Name)
 	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
@@ -470,8 +470,8 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	if !p.overrode[a.ID] {
 		p.overrode[a.ID] = true
-		p.log.Warnf("container %s/%s/%s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
-			pod.GetNamespace(), pod.GetName(), ctr.GetName(), a.CPUs, a.Pool, want)
+		p.log.Warnf("container %s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
+			a.Pod.ContainerName(a.Container), a.CPUs, a.Pool, want)
 	}
 	u := cpuUpdate(a, p.cfg.PinMemory)
 	u.IgnoreFailure = false
