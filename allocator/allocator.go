@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -65,9 +64,9 @@ type Allocator struct {
 	// that pool figures are counted without building sets (see usage.go).
 	members map[string][]int
 	inInfra []bool
-	// previous remembers the CPUs of stopped containers so that a restart
-	// gets them back while they are still free.
-	previous map[string]cpuset.CPUSet
+	// holds keep stopped exclusive containers' CPUs for their pods, by
+	// restartKey; their CPUs stay owned by the stopped container's id.
+	holds map[string]*Hold
 	// overlapped is set once a forced restore put two containers on one
 	// CPU; only then must a release look for another holder.
 	overlapped bool
@@ -83,7 +82,7 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		views:      map[string]*poolView{pools.Exclusive: x.view(layout.Exclusive), pools.ExclusiveNonIsolcpus: x.view(layout.ExclusiveNonIsolcpus)},
 		containers: map[string]*Assignment{},
 		owner:      make([]string, len(x.cpus)),
-		previous:   map[string]cpuset.CPUSet{},
+		holds:      map[string]*Hold{},
 	}
 	a.indexPools()
 	return a
@@ -129,6 +128,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	if cur, ok := a.containers[req.ID]; ok {
 		return Result{Assignment: *cur}, nil
 	}
+	infraBefore := a.PoolCPUs(pools.Infra)
 	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New()}
 	switch req.Pool {
 	case pools.Shared, pools.Infra:
@@ -147,12 +147,13 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
 	}
 	as.Mems = a.memsFor(as.CPUs)
-	return a.commit(as), nil
+	a.takeFromHolds(req, as.Held())
+	return a.commit(as, infraBefore), nil
 }
 
-// commit records an assignment and computes the updates it causes.
-func (a *Allocator) commit(as *Assignment) Result {
-	infraBefore := a.PoolCPUs(pools.Infra)
+// commit records an assignment and computes the updates it causes since
+// infra was infraBefore.
+func (a *Allocator) commit(as *Assignment, infraBefore cpuset.CPUSet) Result {
 	a.containers[as.ID] = as
 	if pools.IsExclusive(as.Pool) {
 		for _, id := range as.Held().UnsortedList() {
@@ -167,7 +168,6 @@ func (a *Allocator) commit(as *Assignment) Result {
 			}
 		}
 	}
-	delete(a.previous, as.restartKey())
 	res := Result{Assignment: *as}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res
@@ -192,8 +192,8 @@ func (a *Allocator) followInfra(before cpuset.CPUSet) ([]Assignment, bool) {
 	return updates, true
 }
 
-// Release forgets a container and frees its CPUs. The CPUs are remembered
-// for a restart of the same container (same pod UID and name).
+// Release forgets a container and frees its CPUs at once, with no hold
+// (see Stop for a container that may run again).
 func (a *Allocator) Release(id string) Result {
 	c, ok := a.containers[id]
 	if !ok {
@@ -201,31 +201,25 @@ func (a *Allocator) Release(id string) Result {
 	}
 	infraBefore := a.PoolCPUs(pools.Infra)
 	delete(a.containers, id)
-	if pools.IsExclusive(c.Pool) {
-		for _, cpu := range c.Held().UnsortedList() {
-			if a.owner[cpu] == id {
-				a.owner[cpu] = ""
-				if a.overlapped {
-					a.owner[cpu] = a.otherHolder(cpu)
-				}
-			}
-		}
-		if c.Pod.UID != "" {
-			a.previous[c.restartKey()] = c.CPUs
-		}
-	}
+	a.free(c)
 	res := Result{Assignment: *c}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res
 }
 
-// otherHolder finds an exclusive container that still runs on cpu after a
-// forced restore made two overlap, so the CPU is not handed out while in use.
+// otherHolder finds an exclusive container that still runs on cpu, or a
+// hold that keeps it, after a forced restore made two overlap, so the CPU
+// is not handed out while in use.
 func (a *Allocator) otherHolder(cpu int) string {
 	for _, id := range a.sortedIDs() {
 		c := a.containers[id]
 		if pools.IsExclusive(c.Pool) && c.Held().Contains(cpu) {
 			return id
+		}
+	}
+	for _, key := range a.sortedHoldKeys() {
+		if h := a.holds[key]; h.Held().Contains(cpu) {
+			return h.ID
 		}
 	}
 	return ""
@@ -244,6 +238,11 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 	}
 	if as.Mems.Size() == 0 {
 		as.Mems = a.memsFor(as.CPUs)
+	}
+	infraBefore := a.PoolCPUs(pools.Infra)
+	if h, ok := a.holds[as.restartKey()]; ok && as.Pod.UID != "" {
+		// The container runs again: its last run's hold is over.
+		a.dropHold(as.restartKey(), h)
 	}
 	var problem error
 	if pools.IsExclusive(as.Pool) {
@@ -275,7 +274,7 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 			problem = fmt.Errorf("container %s: pool %s has no CPUs as now configured; it stays on %s", as.ID, as.Pool, as.CPUs)
 		}
 	}
-	res := a.commit(&cp)
+	res := a.commit(&cp, infraBefore)
 	return res, problem
 }
 
@@ -343,33 +342,6 @@ func (a *Allocator) Assignments() []Assignment {
 		out = append(out, *a.containers[id])
 	}
 	return out
-}
-
-// Previous returns the remembered CPUs of stopped containers, for
-// persisting; SetPrevious restores them.
-func (a *Allocator) Previous() map[string]cpuset.CPUSet {
-	out := make(map[string]cpuset.CPUSet, len(a.previous))
-	for k, v := range a.previous {
-		out[k] = v
-	}
-	return out
-}
-
-// ForgetPod drops the remembered CPUs of a removed pod's containers: they
-// cannot restart any more.
-func (a *Allocator) ForgetPod(uid string) {
-	for k := range a.previous {
-		if strings.HasPrefix(k, uid+"/") {
-			delete(a.previous, k)
-		}
-	}
-}
-
-// SetPrevious restores remembered CPUs of stopped containers.
-func (a *Allocator) SetPrevious(p map[string]cpuset.CPUSet) {
-	for k, v := range p {
-		a.previous[k] = v
-	}
 }
 
 func (a *Allocator) sortedIDs() []string { return slices.Sorted(maps.Keys(a.containers)) }

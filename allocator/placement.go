@@ -56,10 +56,48 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 		m, need = modeFullCores, n/tpc
 	}
 
-	if cpus, ok := a.previousFits(req, n); ok {
-		return cpus, cpuset.New(), a.checkInfraBudget(req, who, cpus.Size())
+	if own, ok := a.ownHoldFits(req, n); ok {
+		// Already held: infra does not change.
+		return own.CPUs, own.Reserved, nil
 	}
+	infraBefore := a.PoolCPUs(pools.Infra)
+	cpus, reserved, err := a.placeReusing(req, who, n, need, m)
+	if err != nil {
+		return cpuset.New(), cpuset.New(), err
+	}
+	if err := a.checkInfraBudget(req, who, infraBefore, cpus.Union(reserved)); err != nil {
+		return cpuset.New(), cpuset.New(), err
+	}
+	return cpus, reserved, nil
+}
 
+// placeReusing places a request, preferring the CPUs its pod holds for
+// stopped containers it may reuse (as the kubelet gives an init
+// container's CPUs to the pod's app containers): within them alone when
+// they suffice, otherwise together with the free CPUs.
+func (a *Allocator) placeReusing(req Request, who string, n, need int, m mode) (cpuset.CPUSet, cpuset.CPUSet, error) {
+	reuse := a.reusableFor(req)
+	if reuse.IsEmpty() {
+		return a.plan(req, who, n, need, m)
+	}
+	pool := a.views[req.Pool].cpus
+	if reuse.Size() >= n {
+		undo := a.lend(reuse, true, pool)
+		cpus, reserved, err := a.plan(req, who, n, need, m)
+		undo()
+		if err == nil {
+			return cpus, reserved, nil
+		}
+	}
+	undo := a.lend(reuse, false, pool)
+	defer undo()
+	return a.plan(req, who, n, need, m)
+}
+
+// plan runs the placement rules over the CPUs that look free.
+func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.CPUSet, cpuset.CPUSet, error) {
+	view := a.views[req.Pool]
+	tpc := a.x.threadsPerCore
 	p := planner{a: a, mode: m, tpc: tpc}
 	var nodes []nodeCap
 	total := 0
@@ -95,42 +133,43 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 	if !ok {
 		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: %d CPUs are free but cannot be spread evenly over NUMA nodes (distribute-across-numa)", req.Pool, who, n)
 	}
-	if err := a.checkInfraBudget(req, who, best.cpus.Size()+best.reserved.Size()); err != nil {
-		return cpuset.New(), cpuset.New(), err
-	}
 	return best.cpus, best.reserved, nil
 }
 
 // checkInfraBudget refuses an exclusive-non-isolcpus placement that would
-// shrink infra below minInfraCPUs.
-func (a *Allocator) checkInfraBudget(req Request, who string, held int) error {
+// shrink infra (infraBefore, as it was before the decision) below
+// minInfraCPUs. CPUs the pod already held are out of infra already; a
+// decision that does not shrink infra is never refused.
+func (a *Allocator) checkInfraBudget(req Request, who string, infraBefore, held cpuset.CPUSet) error {
 	if req.Pool != pools.ExclusiveNonIsolcpus {
 		return nil
 	}
-	infra := a.PoolCPUs(pools.Infra)
-	if held > infra.Size()-a.layout.MinInfraCPUs {
+	after := infraBefore.Difference(held)
+	if own, ok := a.holds[req.Pod.UID+"/"+req.Container]; ok && req.Pod.UID != "" {
+		// What the new run does not reuse of its own hold goes back.
+		after = after.Union(own.Held().Difference(held).Intersection(a.layout.Pool(pools.Infra)))
+	}
+	if after.Size() < a.layout.MinInfraCPUs && after.Size() < infraBefore.Size() {
 		return fmt.Errorf("pool %s cannot fit %s: it needs %d CPUs from infra, but infra (%s) must keep %d (pools.exclusive-non-isolcpus.minInfraCPUs)",
-			req.Pool, who, held, infra, a.layout.MinInfraCPUs)
+			req.Pool, who, held.Intersection(infraBefore).Size(), infraBefore, a.layout.MinInfraCPUs)
 	}
 	return nil
 }
 
-// previousFits returns the CPUs the same container had before it stopped,
-// if they are all still free and match the request.
-func (a *Allocator) previousFits(req Request, n int) (cpuset.CPUSet, bool) {
-	prev, ok := a.previous[req.Pod.UID+"/"+req.Container]
-	if !ok || req.Pod.UID == "" || prev.Size() != n || !prev.IsSubsetOf(a.layout.Pool(req.Pool)) {
-		return cpuset.New(), false
+// ownHoldFits returns the hold of the container's last run if the new run
+// can take it as it is: same pool, same size, within the NUMA nodes asked.
+func (a *Allocator) ownHoldFits(req Request, n int) (*Hold, bool) {
+	if req.Pod.UID == "" {
+		return nil, false
 	}
-	if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
-		return cpuset.New(), false
+	own, ok := a.holds[req.Pod.UID+"/"+req.Container]
+	if !ok || own.Pool != req.Pool || own.CPUs.Size() != n || !own.Held().IsSubsetOf(a.layout.Pool(req.Pool)) {
+		return nil, false
 	}
-	for _, id := range prev.UnsortedList() {
-		if a.owner[id] != "" || (!req.NUMANodes.IsEmpty() && !req.NUMANodes.Contains(a.x.cpus[id].numa)) {
-			return cpuset.New(), false
-		}
+	if !req.NUMANodes.IsEmpty() && !a.x.topo.NUMANodesOf(own.CPUs).IsSubsetOf(req.NUMANodes) {
+		return nil, false
 	}
-	return prev, true
+	return own, true
 }
 
 type nodeCap struct {

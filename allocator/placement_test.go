@@ -183,7 +183,7 @@ func TestRestartGetsPreviousCPUs(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.Allocate(exclusive("b", 2))
 	require.NoError(t, err)
-	a.Release("a")
+	a.Stop("a", exitCode(1))
 	again := exclusive("a2", 4)
 	again.Pod = first.Assignment.Pod
 	res, err := a.Allocate(again)
@@ -328,12 +328,92 @@ func checkInvariants(t *testing.T, a *Allocator) {
 			require.Equal(t, a.PoolCPUs(as.Pool), as.CPUs, "%s follows its pool", as.ID)
 		}
 	}
+	for _, h := range a.Holds() {
+		require.True(t, held.Intersection(h.Held()).IsEmpty(), "held CPUs %s given to others", held.Intersection(h.Held()))
+		held = held.Union(h.Held())
+		require.True(t, h.Held().IsSubsetOf(a.Layout().Pool(h.Pool)))
+		require.False(t, h.CPUs.IsEmpty(), "no empty hold")
+	}
+	for _, cpu := range held.List() {
+		require.NotContains(t, a.FreeCPUs(pools.Exclusive).Union(a.FreeCPUs(pools.ExclusiveNonIsolcpus)).List(), cpu, "held CPU %d is not free", cpu)
+	}
 	l := a.Layout()
 	exclusiveNow := l.Exclusive.Union(l.ExclusiveNonIsolcpus.Difference(a.PoolCPUs(pools.Infra)))
 	require.True(t, exclusiveNow.Intersection(l.Shared).IsEmpty(), "exclusive ∩ shared = ∅")
 	require.True(t, a.PoolCPUs(pools.Infra).Intersection(held).IsEmpty(), "infra never overlaps exclusive")
 	require.Equal(t, l.Online, exclusiveNow.Union(l.Shared).Union(a.PoolCPUs(pools.Infra)), "pools add up to the online CPUs")
 	require.GreaterOrEqual(t, a.PoolCPUs(pools.Infra).Size(), min(l.MinInfraCPUs, l.Infra.Size()))
+}
+
+// TestRandomChurnWithHolds runs random pod lives: containers of a few pods
+// are created, stopped with random exit codes, run again, and pods end; the
+// invariants hold after each step and a container's next run always gets
+// its CPUs back.
+func TestRandomChurnWithHolds(t *testing.T) {
+	for name, cfg := range map[string]string{
+		"vm-2cpu":       "isolatedCPUs: \"1\"",
+		"desktop-8c16t": "isolatedCPUs: \"2-7,10-15\"\npools: {shared: {count: 2}, exclusive: {count: 8}, exclusive-non-isolcpus: {enabled: true}}",
+		"epyc-1s-nps4":  "isolatedCPUs: \"8-63,72-127\"\npools: {exclusive-non-isolcpus: {enabled: true}}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := newAllocator(t, name, cfg)
+			rng := rand.New(rand.NewSource(int64(len(name))))
+			choices := []string{pools.Exclusive, pools.Exclusive, pools.Infra, pools.ExclusiveNonIsolcpus}
+			type ctr struct {
+				req     Request
+				running bool
+				failed  bool
+				cpus    cpuset.CPUSet
+			}
+			var ctrs []*ctr
+			for step := 0; step < 600; step++ {
+				switch op := rng.Intn(10); {
+				case op < 4 || len(ctrs) == 0: // a new container, in one of 4 pods
+					pod := rng.Intn(4)
+					r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(3))
+					r.Pod = PodRef{Namespace: "ns", Name: fmt.Sprint("pod", pod), UID: fmt.Sprint("uid", pod)}
+					r.Container = fmt.Sprint("n", step)
+					r.Pool = choices[rng.Intn(len(choices))]
+					if res, err := a.Allocate(r); err == nil {
+						ctrs = append(ctrs, &ctr{req: r, running: true, cpus: res.Assignment.CPUs})
+					}
+				case op < 7: // a stop
+					c := ctrs[rng.Intn(len(ctrs))]
+					if c.running {
+						code := int32(rng.Intn(2))
+						a.Stop(c.req.ID, &code)
+						c.running, c.failed = false, code != 0
+					}
+				case op < 9: // the next run of a stopped container
+					c := ctrs[rng.Intn(len(ctrs))]
+					if c.running {
+						break
+					}
+					next := c.req
+					next.ID = fmt.Sprintf("%s-r%d", c.req.ID, step)
+					res, err := a.Allocate(next)
+					if c.failed && pools.IsExclusive(c.req.Pool) {
+						require.NoError(t, err, "a failed container's next run always fits")
+						require.Equal(t, c.cpus, res.Assignment.CPUs, "and gets its CPUs back")
+					}
+					if err == nil {
+						c.req, c.running, c.cpus = next, true, res.Assignment.CPUs
+					}
+				default: // a pod ends
+					uid := fmt.Sprint("uid", rng.Intn(4))
+					a.ReleasePod(uid)
+					kept := ctrs[:0]
+					for _, c := range ctrs {
+						if c.req.Pod.UID != uid {
+							kept = append(kept, c)
+						}
+					}
+					ctrs = kept
+				}
+				checkInvariants(t, a)
+			}
+		})
+	}
 }
 
 func TestAdopt(t *testing.T) {
@@ -420,13 +500,22 @@ func TestPlacementRulesOnEveryFixture(t *testing.T) {
 	}
 }
 
-func TestPreviousCPUsRespectInfraMinimum(t *testing.T) {
+func TestRestartCannotBypassInfraMinimum(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0\"\npools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 2}}")
 	_, err := a.Restore(Assignment{ID: "b", Pool: pools.ExclusiveNonIsolcpus, CPUs: set(t, "1")}, false)
 	require.NoError(t, err)
-	r := exclusive("a", 2)
+	r := exclusive("a", 1)
 	r.Pool = pools.ExclusiveNonIsolcpus
-	a.SetPrevious(map[string]cpuset.CPUSet{r.Pod.UID + "/c": set(t, "8-9")})
 	_, err = a.Allocate(r)
-	assert.ErrorContains(t, err, "infra (0,8-9) must keep 2", "a restart does not bypass minInfraCPUs")
+	require.NoError(t, err)
+	a.Stop("a", exitCode(1))
+	require.Equal(t, "0,8", a.PoolCPUs(pools.Infra).String(), "the hold keeps infra shrunk")
+	again := r
+	again.ID, again.MilliCPU = "a2", 2000 // resized: its own CPU and one more
+	_, err = a.Allocate(again)
+	assert.ErrorContains(t, err, "infra (0,8) must keep 2", "a restart does not bypass minInfraCPUs")
+	again.MilliCPU = 1000
+	res, err := a.Allocate(again)
+	require.NoError(t, err, "the held CPU does not count against infra again")
+	assert.Equal(t, "9", res.Assignment.CPUs.String())
 }

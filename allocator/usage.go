@@ -8,8 +8,8 @@ import (
 
 // PoolUsage is one pool's size and use at one moment, as the metrics and
 // the simulator report it. It holds counts only, so that it is cheap
-// enough to take after every decision; PoolCPUs and AvailableCPUs give the
-// sets.
+// enough to take after every decision; PoolCPUs, AvailableCPUs and Holds
+// give the sets.
 type PoolUsage struct {
 	Pool string
 	// CPUs is the size of the pool's current cpuset (see PoolCPUs).
@@ -17,12 +17,16 @@ type PoolUsage struct {
 	// Free is, for exclusive pools, how many CPUs a new container could be
 	// given now (see AvailableCPUs); 0 for the others.
 	Free int
+	// Held is, for exclusive pools, how many CPUs are held for stopped
+	// containers until their pod's sandbox stops (see Hold); 0 for the
+	// others.
+	Held int
 	// Containers counts the containers assigned to the pool.
 	Containers int
 }
 
 // Exclusive tells whether the pool hands out CPUs to one container, so
-// that Free is meaningful.
+// that Free and Held are meaningful.
 func (u PoolUsage) Exclusive() bool { return pools.IsExclusive(u.Pool) }
 
 // indexPools lists each pool's static CPUs for counting.
@@ -62,6 +66,7 @@ func (a *Allocator) AvailableCPUs(pool string) cpuset.CPUSet {
 // Usage returns every pool's usage, in pools.Names order.
 func (a *Allocator) Usage() []PoolUsage {
 	out := make([]PoolUsage, 0, len(a.members))
+	index := map[string]int{}
 	for _, pool := range pools.Names() {
 		u := PoolUsage{Pool: pool}
 		for _, id := range a.members[pool] {
@@ -75,12 +80,27 @@ func (a *Allocator) Usage() []PoolUsage {
 				u.CPUs++
 			}
 		}
+		index[pool] = len(out)
 		out = append(out, u)
 	}
 	for _, c := range a.containers {
-		for i := range out {
-			if out[i].Pool == c.Pool {
-				out[i].Containers++
+		if i, ok := index[c.Pool]; ok {
+			out[i].Containers++
+		}
+	}
+	if len(a.holds) > 0 {
+		// Distinct CPUs: holds of one pod may overlap after a forced restore.
+		seen := make([]bool, len(a.owner))
+		for _, h := range a.holds {
+			i, ok := index[h.Pool]
+			if !ok {
+				continue
+			}
+			for _, cpu := range h.Held().UnsortedList() {
+				if cpu >= 0 && cpu < len(seen) && !seen[cpu] {
+					seen[cpu] = true
+					out[i].Held++
+				}
 			}
 		}
 	}

@@ -42,6 +42,7 @@ type metrics struct {
 	poolCPUs *prometheus.Desc
 	freeCPUs *prometheus.Desc
 	members  *prometheus.Desc
+	held     *prometheus.Desc
 	refused  *prometheus.CounterVec
 	// handlers times every NRI handler (see instrumented).
 	handlers *prometheus.HistogramVec
@@ -62,6 +63,7 @@ func newMetrics(usage usageSource) *metrics {
 		poolCPUs: prometheus.NewDesc("cpupool_pool_cpus", "CPUs in the pool now (infra shrinks while exclusive-non-isolcpus containers run).", []string{"pool"}, nil),
 		freeCPUs: prometheus.NewDesc("cpupool_pool_free_cpus", "CPUs of an exclusive pool that no container holds.", []string{"pool"}, nil),
 		members:  prometheus.NewDesc("cpupool_containers", "Containers assigned to the pool.", []string{"pool"}, nil),
+		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
 			Help: "Container creations refused, by reason (annotation, placement, state).",
@@ -78,6 +80,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.poolCPUs
 	ch <- m.freeCPUs
 	ch <- m.members
+	ch <- m.held
 	m.refused.Describe(ch)
 	m.handlers.Describe(ch)
 }
@@ -89,6 +92,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.members, prometheus.GaugeValue, float64(u.Containers), u.Pool)
 		if u.Exclusive() {
 			ch <- prometheus.MustNewConstMetric(m.freeCPUs, prometheus.GaugeValue, float64(u.Free), u.Pool)
+			ch <- prometheus.MustNewConstMetric(m.held, prometheus.GaugeValue, float64(u.Held), u.Pool)
 		}
 	}
 	m.refused.Collect(ch)

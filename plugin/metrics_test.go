@@ -13,8 +13,11 @@ import (
 func TestMetricsFollowDecisions(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	rp := startPlugin(t, f, desktop, statePath(f))
-	pod := f.runPod(podSpec{name: "m", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/container.x": "exclusive", "pool.cpupool.dev/container.e": "exclusive-non-isolcpus"}})
-	_, _, err := f.createContainer(pod, "x", 3000)
+	pod := f.runPod(podSpec{name: "m", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/container.x": "exclusive", "pool.cpupool.dev/container.z": "exclusive", "pool.cpupool.dev/container.e": "exclusive-non-isolcpus"}})
+	x, _, err := f.createContainer(pod, "x", 3000)
+	require.NoError(t, err)
+	f.exitContainer(x, 1)
+	_, _, err = f.createContainer(pod, "z", 2000)
 	require.NoError(t, err)
 	_, _, err = f.createContainer(pod, "e", 1000)
 	require.NoError(t, err)
@@ -33,8 +36,12 @@ cpupool_pool_cpus{pool="infra"} 3
 cpupool_pool_cpus{pool="shared"} 4
 # HELP cpupool_pool_free_cpus CPUs of an exclusive pool that no container holds.
 # TYPE cpupool_pool_free_cpus gauge
-cpupool_pool_free_cpus{pool="exclusive"} 5
+cpupool_pool_free_cpus{pool="exclusive"} 3
 cpupool_pool_free_cpus{pool="exclusive-non-isolcpus"} 1
+# HELP cpupool_held_cpus CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.
+# TYPE cpupool_held_cpus gauge
+cpupool_held_cpus{pool="exclusive"} 3
+cpupool_held_cpus{pool="exclusive-non-isolcpus"} 0
 # HELP cpupool_containers Containers assigned to the pool.
 # TYPE cpupool_containers gauge
 cpupool_containers{pool="exclusive"} 1
@@ -46,7 +53,7 @@ cpupool_containers{pool="shared"} 0
 cpupool_refused_containers_total{reason="annotation"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(want),
-		"cpupool_pool_cpus", "cpupool_pool_free_cpus", "cpupool_containers", "cpupool_refused_containers_total"))
+		"cpupool_pool_cpus", "cpupool_pool_free_cpus", "cpupool_held_cpus", "cpupool_containers", "cpupool_refused_containers_total"))
 	n, err := testutil.GatherAndCount(rp.p.Registry(), "process_resident_memory_bytes")
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "process metrics are served too")

@@ -164,13 +164,15 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	}
 	remembered := p.memory
 	p.startOver(pods)
-	p.restorePrevious(remembered.Previous, pods)
 	// Remembered containers first, so that they keep their CPUs before
 	// anything new is placed.
 	known, unknown := splitRemembered(containers, remembered.Containers)
 	for _, c := range known {
 		p.restoreKnown(c, remembered.Containers[c.GetId()])
 	}
+	// Then the holds of pods that still exist, before anything new is
+	// placed: a container restarted while the plugin was away gets its own.
+	p.restoreHolds(remembered, pods, known)
 	updates := p.adoptAll(unknown, pods)
 	updates = append(updates, p.followPools(append(known, unknown...))...)
 	p.rememberAssignments()
@@ -178,8 +180,8 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 		return nil, err
 	}
 	p.pinSandboxes()
-	p.log.Infof("synchronized: %d containers kept, %d placed, %d forgotten, %d updates",
-		len(known), len(unknown), p.countForgotten(remembered.Containers), len(updates))
+	p.log.Infof("synchronized: %d containers kept, %d placed, %d forgotten, %d CPU sets held for stopped containers, %d updates",
+		len(known), len(unknown), p.countForgotten(remembered.Containers), len(p.memory.Held), len(updates))
 	return updates, nil
 }
 
@@ -195,21 +197,61 @@ func (p *Plugin) startOver(pods []*api.PodSandbox) {
 	}
 }
 
-// restorePrevious gives the allocator the remembered CPUs of stopped
-// containers, for pods that still exist: only they can restart one.
-func (p *Plugin) restorePrevious(previous map[string]string, pods []*api.PodSandbox) {
-	podUIDs := map[string]bool{}
+// restoreHolds re-adds the remembered holds of pods that still exist, and
+// makes holds of remembered exclusive containers that stopped or vanished
+// while the plugin was away (their exit code is unknown). Holds whose
+// container runs again, or whose CPUs a running container took, end.
+func (p *Plugin) restoreHolds(remembered *State, pods []*api.PodSandbox, running []*api.Container) {
+	podUIDs, runs := map[string]bool{}, map[string]bool{}
 	for _, pod := range pods {
 		podUIDs[pod.GetUid()] = true
 	}
-	prev := map[string]cpuset.CPUSet{}
-	for k, v := range previous {
-		uid, _, _ := strings.Cut(k, "/")
-		if s, err := cpuset.Parse(v); err == nil && podUIDs[uid] {
-			prev[k] = s
+	for _, c := range running {
+		runs[c.GetId()] = true
+	}
+	var holds []allocator.Hold
+	for _, key := range slices.Sorted(maps.Keys(remembered.Held)) {
+		h := remembered.Held[key]
+		holds = append(holds, allocator.Hold{Assignment: assignmentFromState(h.ContainerID, h.ContainerState), ExitCode: h.ExitCode})
+	}
+	for _, id := range slices.Sorted(maps.Keys(remembered.Containers)) {
+		if st := remembered.Containers[id]; !runs[id] && pools.IsExclusive(st.Pool) {
+			holds = append(holds, allocator.Hold{Assignment: assignmentFromState(id, st)})
 		}
 	}
-	p.alloc.SetPrevious(prev)
+	holds = append(holds, p.migratePrevious(remembered.Previous, podUIDs)...)
+	for _, h := range holds {
+		who := fmt.Sprintf("%s/%s/%s", h.Pod.Namespace, h.Pod.Name, h.Container)
+		if !podUIDs[h.Pod.UID] {
+			p.log.Infof("synchronize: pod of stopped container %s is gone; CPUs %s released", who, h.Held())
+			continue
+		}
+		if _, err := p.alloc.RestoreHold(h); err != nil {
+			p.log.Warnf("synchronize: CPUs %s of stopped container %s no longer held: %v", h.Held(), who, err)
+		}
+	}
+}
+
+// migratePrevious turns the remembered CPUs of stopped containers from a
+// state file written before holds existed into holds, if they are free;
+// the pool is the exclusive pool that contains them.
+func (p *Plugin) migratePrevious(previous map[string]string, podUIDs map[string]bool) []allocator.Hold {
+	var holds []allocator.Hold
+	for _, key := range slices.Sorted(maps.Keys(previous)) {
+		uid, name, _ := strings.Cut(key, "/")
+		cpus, err := cpuset.Parse(previous[key])
+		if err != nil || cpus.IsEmpty() || !podUIDs[uid] {
+			continue
+		}
+		for _, pool := range []string{pools.Exclusive, pools.ExclusiveNonIsolcpus} {
+			if cpus.IsSubsetOf(p.alloc.Layout().Pool(pool)) {
+				holds = append(holds, allocator.Hold{Assignment: allocator.Assignment{ID: "previous:" + key, Pod: allocator.PodRef{UID: uid},
+					Container: name, Pool: pool, MilliCPU: int64(cpus.Size()) * 1000, CPUs: cpus, Reserved: cpuset.New()}})
+				break
+			}
+		}
+	}
+	return holds
 }
 
 // splitRemembered separates the running containers the state remembers
@@ -335,29 +377,92 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	return nil
 }
 
-// StopPodSandbox: the sandbox's cgroup is going away; nothing to pin.
+// StopPodSandbox ends the pod's life on this node: the kubelet stops a
+// sandbox when the pod is deleted or has finished (for instance a
+// restartPolicy Never pod whose containers all ended), which is when its
+// CPU manager releases the pod's CPUs. The CPUs held for its stopped
+// containers are released, and defensively those of any container the
+// runtime did not report as stopped.
 func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.sandbox, pod.GetId())
-	return nil
+	return p.releasePod(pod)
 }
 
-// RemovePodSandbox forgets the pod and, defensively, any of its containers
-// the runtime did not report as removed.
+// RemovePodSandbox forgets the pod, as StopPodSandbox does (the runtime
+// may remove a sandbox without stopping it first).
 func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.sandbox, pod.GetId())
-	for _, a := range p.alloc.Assignments() {
-		if a.Pod.UID != "" && a.Pod.UID == pod.GetUid() {
-			res := p.alloc.Release(a.ID)
-			p.recordRelease(res)
-			p.deferFollowers(res)
+	return p.releasePod(pod)
+}
+
+// releasePod ends the holds and assignments of a pod whose sandbox stopped
+// or was removed, unless another sandbox of the pod is known. Neither event
+// can carry updates: infra members learn of a grown infra right after the
+// handler returns.
+func (p *Plugin) releasePod(pod *api.PodSandbox) error {
+	for id, sb := range p.sandbox {
+		if id != pod.GetId() && sb.uid != "" && sb.uid == pod.GetUid() {
+			// The kubelet re-created the pod's sandbox and now stops or
+			// removes the old one: the pod lives on in the new one.
+			p.log.Debugf("pod %s/%s: old sandbox %s gone, the pod runs in sandbox %s", pod.GetNamespace(), pod.GetName(), pod.GetId(), id)
+			return nil
 		}
 	}
-	p.alloc.ForgetPod(pod.GetUid())
+	holds := len(p.alloc.HoldsOf(pod.GetUid()))
+	released, res := p.alloc.ReleasePod(pod.GetUid())
+	if holds == 0 && len(released) == 0 {
+		return nil
+	}
+	for _, a := range released {
+		p.recordRelease(allocator.Result{Assignment: a})
+	}
+	p.recordRelease(res)
+	p.deferFollowers(res)
+	p.log.Infof("pod %s/%s: sandbox gone, %d held CPU sets and %d containers released", pod.GetNamespace(), pod.GetName(), holds, len(released))
 	return p.save()
+}
+
+// reapGoneSandboxes releases the holds of pods whose every known sandbox
+// has lost its cgroup and that run no container: their sandbox stopped
+// without the runtime saying so. containerd sends no StopPodSandbox or
+// RemovePodSandbox for pods created before its own restart. It is called
+// only before refusing a container, and returns the pods released.
+func (p *Plugin) reapGoneSandboxes() int {
+	running := map[string]bool{}
+	for _, a := range p.alloc.Assignments() {
+		running[a.Pod.UID] = true
+	}
+	bySandbox := map[string][]string{}
+	for id, sb := range p.sandbox {
+		bySandbox[sb.uid] = append(bySandbox[sb.uid], id)
+	}
+	released := 0
+	for _, h := range p.alloc.Holds() {
+		uid := h.Pod.UID
+		if running[uid] || len(p.alloc.HoldsOf(uid)) == 0 {
+			continue // running, or released with an earlier hold of the pod
+		}
+		gone := true
+		for _, id := range bySandbox[uid] {
+			gone = gone && p.pinner.Gone(p.sandbox[id].cgroupsPath)
+		}
+		if !gone {
+			continue
+		}
+		for _, id := range bySandbox[uid] {
+			delete(p.sandbox, id)
+		}
+		_, res := p.alloc.ReleasePod(uid)
+		p.recordRelease(res)
+		p.deferFollowers(res)
+		p.log.Infof("pod %s/%s: sandbox gone without a stop from the runtime; CPUs held for its stopped containers released", h.Pod.Namespace, h.Pod.Name)
+		released++
+	}
+	return released
 }
 
 // CreateContainer decides the container's pool and CPUs and returns the
@@ -373,7 +478,11 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.metrics.countRefusal(refusedAnnotation)
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
 	}
+	holds := p.alloc.HoldsOf(req.Pod.UID)
 	res, err := p.alloc.Allocate(req)
+	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes() > 0 {
+		res, err = p.alloc.Allocate(req)
+	}
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
 		p.metrics.countRefusal(refusedPlacement)
@@ -382,8 +491,13 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.recordPlacement(res)
 	if err := p.save(); err != nil {
 		// Without a durable record the CPUs could be handed out twice after
-		// a restart: undo and refuse.
+		// a restart: undo, give the pod back what it held, and refuse.
 		p.recordRelease(p.alloc.Release(req.ID))
+		for _, h := range holds {
+			if _, err := p.alloc.RestoreHold(h); err != nil {
+				p.log.Warnf("container %s: %v", who, err)
+			}
+		}
 		p.metrics.countRefusal(refusedState)
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s not created: %w", who, err)
 	}
@@ -479,13 +593,13 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	return append([]*api.ContainerUpdate{u}, p.takePending()...), nil
 }
 
-// StopContainer frees a container's exclusive CPUs: a stopped container no
-// longer runs. Its CPUs are remembered for a restart.
+// StopContainer ends a container's run. Exclusive CPUs stay held for its
+// pod (its next run, or the pod's later containers) until the pod's
+// sandbox stops; shared and infra members simply leave their pool.
 func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	res := p.alloc.Release(ctr.GetId())
-	p.recordRelease(res)
+	res := p.stop(ctr)
 	delete(p.overrode, ctr.GetId())
 	if err := p.save(); err != nil {
 		return nil, err
@@ -493,17 +607,39 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	return p.followers(res), nil
 }
 
-// RemoveContainer forgets a container (normally already stopped).
+// RemoveContainer forgets a container. A removed container's held CPUs
+// stay held: the kubelet removes dead containers (garbage collection,
+// pruning of init containers) while their pod is active and may still run
+// the container again. One removed without a stop is stopped here.
 func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.alloc.Get(ctr.GetId()); !ok {
 		return nil
 	}
-	res := p.alloc.Release(ctr.GetId())
-	p.recordRelease(res)
+	res := p.stop(ctr)
 	p.deferFollowers(res)
 	return p.save()
+}
+
+// stop ends a container's run; its exclusive CPUs stay held for its pod.
+func (p *Plugin) stop(ctr *api.Container) allocator.Result {
+	res := p.alloc.Stop(ctr.GetId(), exitCode(ctr))
+	p.recordRelease(res)
+	if a := res.Assignment; pools.IsExclusive(a.Pool) && a.Pod.UID != "" {
+		p.log.Infof("container %s/%s/%s stopped: CPUs %s held for its pod until the pod sandbox stops", a.Pod.Namespace, a.Pod.Name, a.Container, a.Held())
+	}
+	return res
+}
+
+// exitCode is the exit code the runtime reported for a stopped container,
+// nil if it reported none (no finish time).
+func exitCode(ctr *api.Container) *int32 {
+	if ctr.GetFinishedAt() == 0 {
+		return nil
+	}
+	code := ctr.GetExitCode()
+	return &code
 }
 
 // Shutdown is called when the runtime closes the connection.
@@ -514,12 +650,12 @@ func (p *Plugin) Shutdown(context.Context) {
 // sandbox is what pinning a pod's infra container needs. Sandboxes are not
 // persisted: Synchronize lists them again after any restart.
 type sandbox struct {
-	namespace, name, cgroupsPath string
-	pid                          uint32
+	uid, namespace, name, cgroupsPath string
+	pid                               uint32
 }
 
 func sandboxOf(pod *api.PodSandbox) sandbox {
-	return sandbox{namespace: pod.GetNamespace(), name: pod.GetName(), cgroupsPath: pod.GetLinux().GetCgroupsPath(), pid: pod.GetPid()}
+	return sandbox{uid: pod.GetUid(), namespace: pod.GetNamespace(), name: pod.GetName(), cgroupsPath: pod.GetLinux().GetCgroupsPath(), pid: pod.GetPid()}
 }
 
 func (p *Plugin) pinSandboxes() {
@@ -593,12 +729,13 @@ func containerState(a allocator.Assignment) ContainerState {
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String()}
 }
 
-// save writes the memory durably, with the allocator's remembered CPUs of
-// stopped containers and the pools as they are now.
+// save writes the memory durably, with the allocator's holds for stopped
+// containers and the pools as they are now.
 func (p *Plugin) save() error {
-	p.memory.Previous = map[string]string{}
-	for k, v := range p.alloc.Previous() {
-		p.memory.Previous[k] = v.String()
+	p.memory.Previous = map[string]string{} // read from older files only
+	p.memory.Held = map[string]HeldState{}
+	for _, h := range p.alloc.Holds() {
+		p.memory.Held[h.Pod.UID+"/"+h.Container] = heldState(h)
 	}
 	p.memory.Pools = map[string]string{}
 	for _, pool := range pools.Names() {
@@ -609,6 +746,10 @@ func (p *Plugin) save() error {
 		return fmt.Errorf("saving state: %w", err)
 	}
 	return nil
+}
+
+func heldState(h allocator.Hold) HeldState {
+	return HeldState{ContainerID: h.ID, ContainerState: containerState(h.Assignment), ExitCode: h.ExitCode}
 }
 
 func assignmentFromState(id string, st ContainerState) allocator.Assignment {

@@ -84,7 +84,10 @@ func TestConfigureFromRuntime(t *testing.T) {
 	assert.Equal(t, "6-7,14-15", p.alloc.Layout().Exclusive.String(), "a refused config changes nothing")
 }
 
-func TestSynchronizeForgetsPreviousCPUsOfGonePods(t *testing.T) {
+// TestSynchronizeMigratesPreviousCPUs: a state file from before holds
+// remembered stopped containers' CPUs as "previous"; those of pods that
+// still exist become holds, the others are forgotten.
+func TestSynchronizeMigratesPreviousCPUs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	store := NewFileStore(path)
 	st := NewState()
@@ -96,5 +99,8 @@ func TestSynchronizeForgetsPreviousCPUsOfGonePods(t *testing.T) {
 	require.NoError(t, err)
 	back, err := ReadState(path)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"uid-here/c": "5,13"}, back.Previous)
+	assert.Empty(t, back.Previous, "no longer written")
+	require.Len(t, back.Held, 1)
+	assert.Equal(t, "5,13", back.Held["uid-here/c"].CPUs)
+	assert.Equal(t, "exclusive", back.Held["uid-here/c"].Pool)
 }

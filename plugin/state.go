@@ -24,8 +24,12 @@ const SchemaVersion = 1
 type State struct {
 	// Containers are keyed by container id.
 	Containers map[string]ContainerState `json:"containers"`
-	// Previous holds the CPUs of stopped containers by "<pod uid>/<name>",
-	// so that a restarted container gets them back.
+	// Held are the CPUs kept for stopped exclusive containers until their
+	// pod's sandbox stops, by "<pod uid>/<container name>".
+	Held map[string]HeldState `json:"held,omitempty"`
+	// Previous is the form of Held before holds existed: the CPUs of
+	// stopped containers, to be given back if still free. It is read from
+	// older files (see migratePrevious) and no longer written.
 	Previous map[string]string `json:"previous,omitempty"`
 	// Pools are the pools' cpusets when the file was written, for
 	// `nri-cpupool status` and operators.
@@ -43,6 +47,16 @@ type ContainerState struct {
 	CPUs         string `json:"cpus"`
 	Reserved     string `json:"reserved,omitempty"`
 	Mems         string `json:"mems"`
+}
+
+// HeldState is a stopped exclusive container's CPUs, kept for its pod.
+type HeldState struct {
+	// ContainerID is the stopped container's id.
+	ContainerID string `json:"containerID"`
+	ContainerState
+	// ExitCode is what the runtime reported when the container stopped;
+	// absent when it did not say.
+	ExitCode *int32 `json:"exitCode,omitempty"`
 }
 
 // envelope is the file: a version, a checksum over the exact bytes of the
@@ -68,7 +82,7 @@ var _ Store = (*FileStore)(nil)
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{Containers: map[string]ContainerState{}, Previous: map[string]string{}, Pools: map[string]string{}}
+	return &State{Containers: map[string]ContainerState{}, Held: map[string]HeldState{}, Previous: map[string]string{}, Pools: map[string]string{}}
 }
 
 // FileStore keeps the state in one node-local file, written atomically.
@@ -195,6 +209,9 @@ func decodeState(data []byte) (*State, error) {
 	}
 	if st.Containers == nil {
 		st.Containers = map[string]ContainerState{}
+	}
+	if st.Held == nil {
+		st.Held = map[string]HeldState{}
 	}
 	return st, nil
 }
@@ -369,6 +386,14 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 		buf.Write(e.cache[id].entry)
 	}
 	buf.WriteByte('}')
+	if len(st.Held) > 0 {
+		b, err := json.Marshal(st.Held)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"held":`)
+		buf.Write(b)
+	}
 	for _, m := range []struct {
 		key string
 		val map[string]string

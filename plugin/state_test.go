@@ -95,6 +95,10 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 		if step%7 == 0 {
 			st.Previous["u/c"+id] = fmt.Sprint(step)
 		}
+		if step%3 == 0 {
+			code := int32(step)
+			st.Held["u/h"+id] = HeldState{ContainerID: id, ContainerState: ContainerState{PodUID: "u", Container: "h" + id, CPUs: fmt.Sprint(step)}, ExitCode: &code}
+		}
 		st.Pools["infra"] = fmt.Sprintf("0-%d", step)
 		got, err := enc.encode(st)
 		require.NoError(t, err)

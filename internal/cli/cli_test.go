@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
@@ -201,6 +202,39 @@ func TestUsageAndHelp(t *testing.T) {
 	code, out, _ := run(t, "version")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "nri-cpupool")
+}
+
+func TestStatusShowsHeldCPUs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	st := plugin.NewState()
+	st.Containers["0123456789abcdef"] = plugin.ContainerState{PodUID: "u1", PodNamespace: "telco", PodName: "dpdk", Container: "fwd", Pool: "exclusive", MilliCPU: 2000, CPUs: "4,12", Mems: "0"}
+	code := int32(137)
+	st.Held["u2/app"] = plugin.HeldState{ContainerID: "fedcba9876543210", ExitCode: &code,
+		ContainerState: plugin.ContainerState{PodUID: "u2", PodNamespace: "telco", PodName: "crash", Container: "app", Pool: "exclusive", MilliCPU: 1000, CPUs: "5", Reserved: "13", Mems: "0"}}
+	st.Held["u3/init"] = plugin.HeldState{ContainerID: "init1",
+		ContainerState: plugin.ContainerState{PodUID: "u3", PodNamespace: "ml", PodName: "job", Container: "init", Pool: "exclusive-non-isolcpus", MilliCPU: 1000, CPUs: "1", Mems: "0"}}
+	require.NoError(t, plugin.NewFileStore(path).Save(st))
+
+	code2, out, errOut := run(t, "status", "--state-file", path)
+	require.Equal(t, 0, code2, errOut)
+	assert.Contains(t, out, "HELD FOR STOPPED CONTAINERS (until the pod's sandbox stops)")
+	assert.Regexp(t, `telco\s+crash\s+app\s+exclusive\s+5 \(\+13 idle\)\s+137\s+fedcba987654`, out)
+	assert.Regexp(t, `ml\s+job\s+init\s+exclusive-non-isolcpus\s+1\s+-\s+init1`, out)
+	assert.True(t, strings.HasSuffix(out, "\n1 containers, 2 stopped holding CPUs\n"), out)
+
+	code2, out, errOut = run(t, "status", "--state-file", path, "--json")
+	require.Equal(t, 0, code2, errOut)
+	var back struct {
+		Containers map[string]map[string]any `json:"containers"`
+		Held       map[string]map[string]any `json:"held"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &back))
+	assert.Equal(t, "4,12", back.Containers["0123456789abcdef"]["cpus"], "existing fields unchanged")
+	require.Contains(t, back.Held, "u2/app")
+	assert.Equal(t, "5", back.Held["u2/app"]["cpus"])
+	assert.Equal(t, "fedcba9876543210", back.Held["u2/app"]["containerID"])
+	assert.EqualValues(t, 137, back.Held["u2/app"]["exitCode"])
+	assert.NotContains(t, back.Held["u3/init"], "exitCode", "absent when the runtime did not say")
 }
 
 // TestEveryCommandReadsTheConfigsSysfsRoot: without --sysfs-root, every

@@ -166,6 +166,67 @@ check "infra container followed the shrink" "$(cpus_of "$WEB3_APP")" "$RESERVED"
 check "infra process followed the shrink" "$(allowed_of "$WEB3_APP")" "$RESERVED"
 check "infra pause container followed the shrink" "$(cpus_of "$WEB3")" "$RESERVED"
 crictl stopp "$ENI" >/dev/null && crictl rmp "$ENI" >/dev/null
-check "infra grows back after the removal" "$(cpus_of "$WEB3_APP")" "$ONLINE"
+check "infra grows back after the removal" "$(wait_cpus "$WEB3_APP" "$ONLINE")" "$ONLINE"
 check "infra pause container grows back" "$(cpus_of "$WEB3")" "$ONLINE"
 check "plugin peak RSS under 40 MiB" "$(awk '/VmHWM/ {print ($2 < 40960) ? "yes" : "no: " $2 " kB"}' "/proc/$PLUGIN_PID/status")" "yes"
+
+# ---------------------------------------------------------------- a pod's life
+crictl rmp -fa >/dev/null
+stop_plugin
+rm -f "$W"/state/nri-cpupool.json*
+say "phase 4: exclusive CPUs belong to the pod's life (exclusive CPU $LAST)"
+start_plugin "$W/exclusive.yaml"
+STATUS="$REPO/bin/nri-cpupool status --state-file $W/state/nri-cpupool.json"
+
+say "an exclusive init container completes, then the pod's exclusive app container runs on its CPU"
+JOB=$(run_pod job telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod job"
+HELD=$(log_count "held for its pod") # before the create: the container may exit at once
+INIT=$(create_ctr "$JOB" job init 1000 0 '["/bin/sh", "-c", "exit 0"]') || die "create job/init"
+check "init container ran on the exclusive CPU" "$(spec_cpus_of "$INIT")" "$LAST"
+wait_exited "$INIT"
+wait_for_log "held for its pod" "$HELD"
+check_contains "status: the init container's CPU is held" "$($STATUS)" "HELD FOR STOPPED CONTAINERS"
+OTHER=$(run_pod other telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod other"
+OUT=$(create_ctr "$OTHER" other c 1000 2>&1) && die "another pod took the CPU of the pod's init container: $OUT"
+check_contains "another pod is refused between the init and the app container" "$OUT" "pool exclusive cannot fit container telco/other/c"
+APP=$(create_ctr "$JOB" job app 1000) || die "create job/app after its init container"
+check "app container reuses the init container's CPU" "$(cpus_of "$APP")" "$LAST"
+check "app container Cpus_allowed_list" "$(allowed_of "$APP")" "$LAST"
+check "app container runs" "$(state_of "$APP")" "CONTAINER_RUNNING"
+crictl stopp "$JOB" >/dev/null && crictl rmp "$JOB" >/dev/null
+
+say "crash loop: the container exits and is re-created (same pod, same name, attempt+1); another pod asking for its CPU is refused"
+CRASH=$(run_pod crash telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod crash"
+FAILING='["/bin/sh", "-c", "exit 3"]'
+HELD=$(log_count "held for its pod") # before the create: the container may exit at once
+C=$(create_ctr "$CRASH" crash app 1000 0 "$FAILING") || die "create crash/app attempt 0"
+for ATTEMPT in 1 2 3; do
+  wait_exited "$C"
+  wait_for_log "held for its pod" "$HELD"
+  OUT=$(create_ctr "$OTHER" other c 1000 "$ATTEMPT" 2>&1) && die "another pod took the CPU of a crash-looping container: $OUT"
+  check_contains "attempt $ATTEMPT: another pod is refused during the back-off" "$OUT" "pool exclusive cannot fit container telco/other/c"
+  if [ "$ATTEMPT" = 2 ]; then
+    say "kill -9 of the plugin while the container is down: the hold survives"
+    stop_plugin -KILL
+    start_plugin "$W/exclusive.yaml"
+    check_contains "status after the restart: held for the stopped container" "$($STATUS)" "1 stopped holding CPUs"
+    OUT=$(create_ctr "$OTHER" other c 1000 9 2>&1) && die "another pod took the CPU after a plugin restart: $OUT"
+    check_contains "after the plugin restart: another pod is still refused" "$OUT" "pool exclusive cannot fit"
+  fi
+  CMD=$FAILING; [ "$ATTEMPT" = 3 ] && CMD='["/bin/sleep", "inf"]'
+  HELD=$(log_count "held for its pod")
+  C=$(create_ctr "$CRASH" crash app 1000 "$ATTEMPT" "$CMD") || die "re-create crash/app attempt $ATTEMPT"
+  check "attempt $ATTEMPT gets its CPU" "$(spec_cpus_of "$C")" "$LAST"
+done
+check "the last attempt runs on its CPU" "$(allowed_of "$C")" "$LAST"
+METRICS=$(exec 3<>"/dev/tcp/127.0.0.1/${E2E_METRICS_PORT:-19464}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3)
+check_contains "metrics: nothing held while it runs" "$METRICS" 'cpupool_held_cpus{pool="exclusive"} 0'
+
+say "the pod's sandbox stops: its CPU is released"
+crictl stop "$C" >/dev/null
+check_contains "stopped by the kubelet: still held" "$($STATUS)" "1 stopped holding CPUs"
+crictl stopp "$CRASH" >/dev/null
+check "status: nothing held after the sandbox stopped" "$($STATUS | tail -1)" "0 containers"
+O=$(create_ctr "$OTHER" other c 1000 10) || die "create other/c after the crash pod stopped"
+check "the other pod gets the CPU" "$(cpus_of "$O")" "$LAST"
+crictl rmp -fa >/dev/null
