@@ -207,8 +207,8 @@ wait_exited() {
 # wait_cpus ID WANT: waits until the container's cgroup has WANT (updates
 # sent after a handler returns arrive a moment later); prints what it has.
 wait_cpus() {
-  local i got
-  for i in $(seq 1 50); do
+  local got
+  for _ in $(seq 1 50); do
     got=$(cpus_of "$1")
     [ "$got" = "$2" ] && break
     sleep 0.1
