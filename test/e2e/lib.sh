@@ -197,8 +197,7 @@ spec_cpus_of() { crictl inspect -o go-template --template '{{.info.runtimeSpec.l
 state_of() { crictl inspect -o go-template --template '{{.status.state}}' "$1"; }
 # wait_exited ID: waits until the container has exited by itself.
 wait_exited() {
-  local i
-  for i in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     [ "$(state_of "$1")" = CONTAINER_EXITED ] && return 0
     sleep 0.1
   done
