@@ -213,7 +213,9 @@ func TestStatusShowsHeldCPUs(t *testing.T) {
 		ContainerState: plugin.ContainerState{PodUID: "u2", PodNamespace: "telco", PodName: "crash", Container: "app", Pool: "exclusive", MilliCPU: 1000, CPUs: "5", Reserved: "13", Mems: "0"}}
 	st.Held["u3/init"] = plugin.HeldState{ContainerID: "init1",
 		ContainerState: plugin.ContainerState{PodUID: "u3", PodNamespace: "ml", PodName: "job", Container: "init", Pool: "exclusive-non-isolcpus", MilliCPU: 1000, CPUs: "1", Mems: "0"}}
-	require.NoError(t, plugin.NewFileStore(path).Save(st))
+	store := plugin.NewFileStore(path)
+	require.NoError(t, store.Save(st))
+	store.Close() // no spare temporary file left behind in t.TempDir()
 
 	code2, out, errOut := run(t, "status", "--state-file", path)
 	require.Equal(t, 0, code2, errOut)
