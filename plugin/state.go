@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -94,6 +95,8 @@ type FileStore struct {
 	// save: creating a file is the slowest step of a save on some disks,
 	// and saves sit on the container creation path.
 	spare chan *os.File
+	// preparing counts spares being created, for Close to wait for.
+	preparing sync.WaitGroup
 	// dir stays open between saves to fsync the rename.
 	dir *os.File
 }
@@ -134,8 +137,10 @@ func (f *FileStore) prepareSpare(dir string) {
 	}
 }
 
-// Close removes the prepared spare file and closes the directory.
+// Close removes the prepared spare file, once it is ready, and closes the
+// directory.
 func (f *FileStore) Close() {
+	f.preparing.Wait()
 	if f.dir != nil {
 		f.dir.Close()
 		f.dir = nil
@@ -271,7 +276,7 @@ func (f *FileStore) Save(st *State) error {
 	if err := f.dir.Sync(); err != nil {
 		return fmt.Errorf("syncing state directory %s: %w", dir, err)
 	}
-	go f.prepareSpare(dir)
+	f.preparing.Go(func() { f.prepareSpare(dir) })
 	return nil
 }
 
