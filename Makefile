@@ -13,14 +13,18 @@ TOOLS_BIN ?= $(HOME)/.cache/nri-cpupool-tools
 NFPM_VERSION := v2.44.0
 NFPM     := $(TOOLS_BIN)/nfpm-$(NFPM_VERSION)
 RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo yes || echo no)
+# The Kubernetes suite also needs the Kubernetes binaries: prebuilt ones in
+# $NRI_CPUPOOL_K8S_TOOLS (.ci/run sets it) or ones it unpacked or built before.
+K8S_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/nri-cpupool-k8s
+HAVE_K8S ?= $(shell { [ -f "$(NRI_CPUPOOL_K8S_TOOLS)/kubelet.xz" ] || [ -f "$(K8S_CACHE)/kubernetes-v1.36.3/.complete" ]; } && echo yes || echo no)
 
 # Lint tools: staticcheck with go install into the same cache, one file per
 # version; shellcheck from Debian (apt-get, as root).
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
-SHELL_SCRIPTS := .ci/run $(wildcard packaging/*.sh packaging/scripts/*.sh test/*.sh test/e2e/*.sh)
+SHELL_SCRIPTS := .ci/run $(wildcard packaging/*.sh packaging/scripts/*.sh test/*.sh test/*/*.sh)
 
-.PHONY: all build test unit packaging e2e bench lint tools shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
+.PHONY: all build test unit packaging e2e k8s-e2e bench lint tools shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -32,8 +36,13 @@ build:
 test: lint unit packaging
 ifeq ($(RUN_E2E),yes)
 	$(MAKE) e2e
+ifeq ($(HAVE_K8S),yes)
+	$(MAKE) k8s-e2e
 else
-	@echo "make test: skipping the end-to-end suite (needs root on Linux; run 'make e2e' there)"
+	@echo "make test: skipping the Kubernetes suite: no Kubernetes binaries (set NRI_CPUPOOL_K8S_TOOLS to a directory like shared/tools/kubernetes-v1.36.3, or run 'make k8s-e2e', which builds them once, 15-25 min)"
+endif
+else
+	@echo "make test: skipping the end-to-end suites (need root on Linux; run 'make e2e' and 'make k8s-e2e' there)"
 endif
 
 unit:
@@ -44,6 +53,10 @@ packaging: build $(NFPM)
 
 e2e: build
 	bash test/e2e/run.sh
+
+# A private one-node Kubernetes cluster with this plugin (test/k8s).
+k8s-e2e: build
+	bash test/k8s/run.sh
 
 # Speed and memory figures (medians and p99 from one run). Not a pass/fail gate.
 # -p 1: packages one after the other, so benchmarks do not share the CPUs.

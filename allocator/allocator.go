@@ -42,7 +42,17 @@ type Assignment struct {
 	CPUs     cpuset.CPUSet `json:"-"`
 	Reserved cpuset.CPUSet `json:"-"`
 	Mems     cpuset.CPUSet `json:"-"`
+	// NoCPUQuota tells that the container's CFS quota is lifted: it has
+	// exclusive CPUs and disableCPUQuota applies to it.
+	NoCPUQuota bool `json:"-"`
+	// Added are the CPUs in-place resizes added to the container, in the
+	// order they were added; the rest of CPUs is its original set, which a
+	// resize never gives back.
+	Added []int `json:"-"`
 }
+
+// Original returns the CPUs the container was created with.
+func (a *Assignment) Original() cpuset.CPUSet { return a.CPUs.Difference(cpuset.New(a.Added...)) }
 
 // restartKey identifies a container across restarts: same pod, same name.
 func (a *Assignment) restartKey() string { return a.Pod.UID + "/" + a.Container }
@@ -117,6 +127,12 @@ type Request struct {
 	NUMANodes cpuset.CPUSet
 	// PreferNUMA are nodes to prefer (the nodes of the container's devices).
 	PreferNUMA cpuset.CPUSet
+	// CPUs, when not empty, are the exact exclusive CPUs the kubelet
+	// allocated (the cpupool.dev/exclusive resource); they are checked, not
+	// chosen.
+	CPUs cpuset.CPUSet
+	// grow is the running container a resize adds CPUs to.
+	grow *Assignment
 }
 
 // Allocate places a new container. A container that is already known keeps
@@ -138,11 +154,20 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		}
 		as.CPUs = cpus
 	case pools.Exclusive, pools.ExclusiveNonIsolcpus:
+		if req.CPUs.Size() > 0 {
+			cpus, err := a.placeExact(req)
+			if err != nil {
+				return Result{}, err
+			}
+			as.CPUs = cpus
+			break
+		}
 		cpus, reserved, err := a.placeExclusive(req)
 		if err != nil {
 			return Result{}, err
 		}
 		as.CPUs, as.Reserved = cpus, reserved
+		as.NoCPUQuota = req.Options.DisableCPUQuota
 	default:
 		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
 	}
@@ -239,6 +264,9 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 	if as.Mems.Size() == 0 {
 		as.Mems = a.memsFor(as.CPUs)
 	}
+	if !cpuset.New(as.Added...).IsSubsetOf(as.CPUs) {
+		as.Added = nil // a record that does not match where it runs: all original
+	}
 	infraBefore := a.PoolCPUs(pools.Infra)
 	if h, ok := a.holds[as.restartKey()]; ok && as.Pod.UID != "" {
 		// The container runs again: its last run's hold is over.
@@ -284,8 +312,14 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 // decision of ours — it stays there; otherwise it is placed like a new one.
 // Kept tells which happened.
 func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
-	if pools.IsExclusive(req.Pool) && current.Size() > 0 && current.Size() == CPUsFor(req.MilliCPU) {
-		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current}
+	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !current.Equals(req.CPUs) {
+		// The kubelet's allocation is the truth for its containers.
+		res, err = a.Allocate(req)
+		return res, false, err
+	}
+	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || current.Equals(req.CPUs)) {
+		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
+			NoCPUQuota: req.Options.DisableCPUQuota}
 		if res, err := a.Restore(as, false); err == nil {
 			return res, true, nil
 		}

@@ -59,6 +59,7 @@ func BuildLayout(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Prob
 	b.isolatedAndReserved()
 	exCPUs, shCPUs := b.listedPools()
 	b.carvePools(exCPUs, shCPUs)
+	b.warnUnbalancedShared()
 	b.infra()
 	b.lendable()
 	b.warnSplitCores()
@@ -168,6 +169,17 @@ func (b *layoutBuilder) carve(key string, count int, carvable cpuset.CPUSet) cpu
 		return cpuset.New()
 	}
 	return carveByCount(b.x, carvable, count)
+}
+
+// warnUnbalancedShared reports a shared pool of more than one CPU on CPUs
+// taken out of the scheduler's load balancing (isolcpus= without flags or
+// with domain): its containers' threads would stay where they start.
+func (b *layoutBuilder) warnUnbalancedShared() {
+	shared := b.l.Shared
+	if dom := shared.Intersection(b.topo.DomainIsolated); shared.Size() > 1 && !dom.IsEmpty() {
+		b.p.Warnf("pools.shared", "CPUs %s are taken out of the scheduler's load balancing (isolcpus= without flags or with the domain flag), so the threads of the shared pool's containers stay on the CPU they start on and pile up there; isolate the pool's CPUs with isolcpus=managed_irq,%s nohz_full=%s instead, or make them a cgroup v2 cpuset partition",
+			dom, shared, shared)
+	}
 }
 
 // infra is every online CPU the isolated pools leave; it must not be empty.

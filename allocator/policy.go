@@ -23,9 +23,11 @@ const (
 	AnnotationHideHyperthreads     = "hide-hyperthreads.cpupool.dev"
 	AnnotationFullPCPUsOnly        = "full-pcpus-only.cpupool.dev"
 	AnnotationDistributeAcrossNUMA = "distribute-across-numa.cpupool.dev"
+	AnnotationDisableCPUQuota      = "disable-cpu-quota.cpupool.dev"
 )
 
-var knownAnnotations = []string{AnnotationPool, AnnotationNUMA, AnnotationDevice, AnnotationHideHyperthreads, AnnotationFullPCPUsOnly, AnnotationDistributeAcrossNUMA}
+var knownAnnotations = []string{AnnotationPool, AnnotationNUMA, AnnotationDevice, AnnotationHideHyperthreads, AnnotationFullPCPUsOnly, AnnotationDistributeAcrossNUMA,
+	AnnotationDisableCPUQuota}
 
 // QoS classes, as the kubelet derives them.
 const (
@@ -45,6 +47,9 @@ type Container struct {
 	MilliCPU    int64
 	// DeviceNUMA are the NUMA nodes of the container's devices.
 	DeviceNUMA cpuset.CPUSet
+	// KubeletCPUs are the exclusive CPUs the kubelet allocated to the
+	// container through the cpupool.dev/exclusive resource, if any.
+	KubeletCPUs cpuset.CPUSet
 }
 
 // DeviceResolver maps a sysfs device path to its NUMA node; the caller
@@ -92,7 +97,12 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		req.PreferNUMA = cpuset.New()
 	}
 	var err error
-	if req.Pool, err = p.pool(c); err != nil {
+	if c.KubeletCPUs.Size() > 0 {
+		if err := p.kubeletPool(c); err != nil {
+			return Request{}, err
+		}
+		req.Pool, req.CPUs = pools.Exclusive, c.KubeletCPUs
+	} else if req.Pool, err = p.pool(c); err != nil {
 		return Request{}, err
 	}
 	if err := placementOptions(c, &req.Options); err != nil {
@@ -100,6 +110,10 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 	}
 	if req.NUMANodes, err = numaNodes(c); err != nil {
 		return Request{}, err
+	}
+	if !req.NUMANodes.IsEmpty() && req.CPUs.Size() > 0 {
+		key, v, _ := lookup(c.Annotations, AnnotationNUMA, c.Name)
+		return Request{}, &AnnotationError{key, v, fmt.Sprintf("the kubelet chose the CPUs of %s; align them with its Topology Manager instead", config.ResourceExclusive)}
 	}
 	devices, err := deviceNodes(c, resolve)
 	if err != nil {
@@ -126,10 +140,26 @@ func (p *Policy) pool(c Container) (string, error) {
 	if !p.Allowed(pool, c.Pod.Namespace) {
 		return "", &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool %s (allowedNamespaces.%s: %v)", c.Pod.Namespace, pool, pool, p.cfg.AllowedNamespaces[pool])}
 	}
+	if pool == pools.Exclusive && p.cfg.Kubelet.DevicePlugin {
+		return "", &AnnotationError{key, v, fmt.Sprintf("with the kubelet device plugin on, the exclusive pool is given only through the resource; request %s: N in resources.limits instead (or use exclusive-non-isolcpus)", config.ResourceExclusive)}
+	}
 	if pools.IsExclusive(pool) && c.MilliCPU <= 0 {
 		return "", &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU; set resources.requests.cpu"}
 	}
 	return pool, nil
+}
+
+// kubeletPool checks a container of the cpupool.dev/exclusive resource: the
+// resource decides the pool, and a pool annotation may only agree with it.
+func (p *Policy) kubeletPool(c Container) error {
+	if key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name); ok && strings.TrimSpace(v) != pools.Exclusive {
+		return &AnnotationError{key, v, fmt.Sprintf("the container requests %s, which is the exclusive pool; remove the annotation", config.ResourceExclusive)}
+	}
+	if !p.Allowed(pools.Exclusive, c.Pod.Namespace) {
+		return fmt.Errorf("namespace %q may not use pool exclusive (allowedNamespaces.exclusive: %v); a ResourceQuota on %s refuses such pods before they are scheduled",
+			c.Pod.Namespace, p.cfg.AllowedNamespaces[pools.Exclusive], config.ResourceExclusive)
+	}
+	return nil
 }
 
 // placementOptions applies the boolean annotations over the config's
@@ -142,6 +172,7 @@ func placementOptions(c Container, opts *config.Allocation) error {
 		{AnnotationHideHyperthreads, &opts.HideHyperthreads},
 		{AnnotationFullPCPUsOnly, &opts.FullPCPUsOnly},
 		{AnnotationDistributeAcrossNUMA, &opts.DistributeAcrossNUMA},
+		{AnnotationDisableCPUQuota, &opts.DisableCPUQuota},
 	} {
 		if key, v, ok := lookup(c.Annotations, b.key, c.Name); ok {
 			val, err := strconv.ParseBool(strings.TrimSpace(v))
@@ -204,10 +235,21 @@ func deviceNodes(c Container, resolve DeviceResolver) (cpuset.CPUSet, error) {
 
 // defaultPool applies the kubelet static policy's rule when enabled:
 // whole-CPU requests of Guaranteed pods are exclusive.
+//
+// With the kubelet device plugin on, the exclusive pool belongs to the
+// resource, so the rule uses exclusive-non-isolcpus (CPUs lent by infra,
+// which the scheduler counts in allocatable cpu) when it is enabled.
 func (p *Policy) defaultPool(c Container) string {
+	pool := pools.Exclusive
+	if p.cfg.Kubelet.DevicePlugin {
+		if !p.cfg.Pools.ExclusiveNonIsolcpus.Enabled {
+			return p.cfg.DefaultPool
+		}
+		pool = pools.ExclusiveNonIsolcpus
+	}
 	if p.cfg.GuaranteedExclusive && c.QoS == QoSGuaranteed && c.MilliCPU > 0 && c.MilliCPU%1000 == 0 &&
-		p.Allowed(pools.Exclusive, c.Pod.Namespace) {
-		return pools.Exclusive
+		p.Allowed(pool, c.Pod.Namespace) {
+		return pool
 	}
 	return p.cfg.DefaultPool
 }

@@ -64,9 +64,26 @@ type Config struct {
 	CgroupRoot      string `yaml:"cgroupRoot"`
 	SysfsRoot       string `yaml:"sysfsRoot"`
 	LogLevel        string `yaml:"logLevel"`
+	// Kubelet makes the exclusive pool visible to the scheduler through the
+	// kubelet's device plugin API.
+	Kubelet Kubelet `yaml:"kubelet"`
 	// MetricsAddress serves Prometheus metrics on /metrics when set
 	// ("127.0.0.1:9464"); empty turns them off.
 	MetricsAddress string `yaml:"metricsAddress"`
+}
+
+// ResourceExclusive is the extended resource that advertises the exclusive
+// pool, one device per CPU.
+const ResourceExclusive = "cpupool.dev/exclusive"
+
+// Kubelet configures the device plugin.
+type Kubelet struct {
+	// DevicePlugin registers cpupool.dev/exclusive with the kubelet. With it
+	// on, exclusive CPUs are given only through that resource.
+	DevicePlugin bool `yaml:"devicePlugin"`
+	// DevicePluginDir holds the kubelet's registration socket (kubelet.sock)
+	// and the plugin's own socket.
+	DevicePluginDir string `yaml:"devicePluginDir"`
 }
 
 // Pools carves the node's CPUs; infra is always what the others leave.
@@ -99,6 +116,10 @@ type Allocation struct {
 	HideHyperthreads bool `yaml:"hideHyperthreads"`
 	// DistributeAcrossNUMA spreads a request evenly over the NUMA nodes it needs.
 	DistributeAcrossNUMA bool `yaml:"distributeAcrossNUMA"`
+	// DisableCPUQuota lifts the CFS quota of containers with exclusive
+	// CPUs: their cpuset already bounds them, so the quota could only
+	// throttle them (the kubelet's DisableCPUQuotaWithExclusiveCPUs).
+	DisableCPUQuota bool `yaml:"disableCPUQuota"`
 }
 
 // Default returns the configuration used when a key is absent.
@@ -114,6 +135,8 @@ func Default() *Config {
 		SysfsRoot:    "/",
 		LogLevel:     "info",
 		Pools:        Pools{ExclusiveNonIsolcpus: ExclusiveNonIsolcpusSpec{MinInfraCPUs: 1}},
+		Allocation:   Allocation{DisableCPUQuota: true},
+		Kubelet:      Kubelet{DevicePluginDir: "/var/lib/kubelet/device-plugins"},
 	}
 }
 
@@ -186,7 +209,10 @@ func (c *Config) Check() Problems {
 	if c.PluginIndex < 0 || c.PluginIndex > 99 {
 		p.Errorf("pluginIndex", "%d is out of range; NRI plugin indexes are 0-99", c.PluginIndex)
 	}
-	paths := map[string]string{"stateFile": c.StateFile, "nriSocket": c.NRISocket, "cgroupRoot": c.CgroupRoot, "sysfsRoot": c.SysfsRoot}
+	if c.Kubelet.DevicePlugin && c.GuaranteedExclusive && !c.Pools.ExclusiveNonIsolcpus.Enabled {
+		p.Warnf("guaranteedExclusive", "with kubelet.devicePlugin on, the exclusive pool is given only through %s, so Guaranteed containers that do not request it go to exclusive-non-isolcpus, which is not enabled: they go to defaultPool (%s)", ResourceExclusive, c.DefaultPool)
+	}
+	paths := map[string]string{"stateFile": c.StateFile, "nriSocket": c.NRISocket, "cgroupRoot": c.CgroupRoot, "sysfsRoot": c.SysfsRoot, "kubelet.devicePluginDir": c.Kubelet.DevicePluginDir}
 	for _, key := range slices.Sorted(maps.Keys(paths)) {
 		if path := paths[key]; !filepath.IsAbs(path) {
 			p.Errorf(key, "%q is not an absolute path", path)

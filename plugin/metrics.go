@@ -44,6 +44,7 @@ type metrics struct {
 	members  *prometheus.Desc
 	held     *prometheus.Desc
 	refused  *prometheus.CounterVec
+	resizes  *prometheus.CounterVec
 	// handlers times every NRI handler (see instrumented).
 	handlers *prometheus.HistogramVec
 }
@@ -53,6 +54,7 @@ var _ prometheus.Collector = (*metrics)(nil)
 // Refusal reasons, the values of the refusal counter's "reason" label.
 const (
 	refusedAnnotation = "annotation"
+	refusedGrant      = "grant"
 	refusedPlacement  = "placement"
 	refusedState      = "state"
 )
@@ -66,14 +68,22 @@ func newMetrics(usage usageSource) *metrics {
 		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
-			Help: "Container creations refused, by reason (annotation, placement, state).",
+			Help: "Container creations refused, by reason (annotation, grant, placement, state).",
 		}, []string{"reason"}),
+		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cpupool_resizes_total",
+			Help: "In-place resizes (CPU request changes) by pool and result (grown, shrunk, unchanged, refused).",
+		}, []string{"pool", "result"}),
 		handlers: newHandlerSeconds(),
 	}
 }
 
 // countRefusal counts one refused container creation.
 func (m *metrics) countRefusal(reason string) { m.refused.WithLabelValues(reason).Inc() }
+
+// countResize counts one in-place resize by its result: grown, shrunk,
+// unchanged or refused.
+func (m *metrics) countResize(pool, result string) { m.resizes.WithLabelValues(pool, result).Inc() }
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
@@ -82,6 +92,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.members
 	ch <- m.held
 	m.refused.Describe(ch)
+	m.resizes.Describe(ch)
 	m.handlers.Describe(ch)
 }
 
@@ -96,6 +107,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	m.refused.Collect(ch)
+	m.resizes.Collect(ch)
 	m.handlers.Collect(ch)
 }
 

@@ -62,14 +62,23 @@ type Plugin struct {
 	// updater sends unsolicited updates on the current connection; nil
 	// while disconnected.
 	updater func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+	// grants are the kubelet's allocations of cpupool.dev/exclusive;
+	// changed tells the device plugin to re-read the devices.
+	grants  *grants
+	changed chan struct{}
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, memory: NewState(), sandbox: map[string]sandbox{}, overrode: map[string]bool{},
-		pending: map[string]bool{}}
+		pending: map[string]bool{}, changed: make(chan struct{}, 1)}
 	p.metrics = newMetrics(&p.usage)
+	g, err := loadGrants(GrantsFile(cfg.StateFile))
+	if err != nil {
+		return nil, err
+	}
+	p.grants = g
 	if err := p.configure(cfg); err != nil {
 		return nil, err
 	}
@@ -117,6 +126,9 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	p.publishUsage()
 	p.log.Infof("pools: %s", layout.Describe())
 	p.log.Infof("sandboxes: %s", p.pinner.Hierarchy())
+	if p.changed != nil {
+		p.notify()
+	}
 	return nil
 }
 
@@ -139,6 +151,11 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 			parsed.StateFile = p.cfg.StateFile
 		case !p.loaded:
 			p.store = NewFileStore(parsed.StateFile)
+			g, err := loadGrants(GrantsFile(parsed.StateFile))
+			if err != nil {
+				return 0, err
+			}
+			p.grants = g
 		default:
 			return 0, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
 		}
@@ -164,6 +181,11 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	}
 	remembered := p.memory
 	p.startOver(pods)
+	podUIDs := map[string]bool{}
+	for _, pod := range pods {
+		podUIDs[pod.GetUid()] = true
+	}
+	p.forgetGrants(func(uid string) bool { return !podUIDs[uid] })
 	// Remembered containers first, so that they keep their CPUs before
 	// anything new is placed.
 	known, unknown := splitRemembered(containers, remembered.Containers)
@@ -221,7 +243,7 @@ func (p *Plugin) restoreHolds(remembered *State, pods []*api.PodSandbox, running
 	}
 	holds = append(holds, p.migratePrevious(remembered.Previous, podUIDs)...)
 	for _, h := range holds {
-		who := fmt.Sprintf("%s/%s/%s", h.Pod.Namespace, h.Pod.Name, h.Container)
+		who := h.Pod.ContainerName(h.Container)
 		if !podUIDs[h.Pod.UID] {
 			p.log.Infof("synchronize: pod of stopped container %s is gone; CPUs %s released", who, h.Held())
 			continue
@@ -345,6 +367,10 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) {
 func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.ContainerUpdate {
 	info := p.toContainer(pod, c)
 	who := info.Pod.ContainerName(info.Name)
+	if err := p.attachGrant(pod, c, &info); err != nil {
+		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
+		return nil
+	}
 	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		p.log.Errorf("synchronize: container %s not pinned: %v", who, err)
@@ -358,10 +384,19 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) *api.Contai
 		return nil
 	case kept:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
+		if res.Assignment.NoCPUQuota && c.GetLinux().GetResources().GetCpu().GetQuota().GetValue() > 0 {
+			u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
+			u.SetLinuxCPUQuota(noQuota)
+			return u
+		}
 		return nil
 	case pools.IsExclusive(req.Pool):
 		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
-		return cpuUpdate(res.Assignment, p.cfg.PinMemory)
+		u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
+		if res.Assignment.NoCPUQuota {
+			u.SetLinuxCPUQuota(noQuota)
+		}
+		return u
 	}
 	return nil // shared/infra members are updated by the caller if needed
 }
@@ -396,6 +431,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.sandbox, pod.GetId())
+	p.forgetGrantsOf(pod)
 	return p.releasePod(pod)
 }
 
@@ -472,6 +508,11 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.mu.Unlock()
 	info := p.toContainer(pod, ctr)
 	who := info.Pod.ContainerName(info.Name)
+	if err := p.attachGrant(pod, ctr, &info); err != nil {
+		p.log.Errorf("refusing container %s: %v", who, err)
+		p.metrics.countRefusal(refusedGrant)
+		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+	}
 	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
@@ -506,6 +547,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	adj.SetLinuxCPUSetCPUs(a.CPUs.String())
 	if p.cfg.PinMemory && a.Mems.Size() > 0 {
 		adj.SetLinuxCPUSetMems(a.Mems.String())
+	}
+	if a.NoCPUQuota {
+		adj.SetLinuxCPUQuota(noQuota)
 	}
 	adj.AddEnv(EnvCPUs, a.CPUs.String())
 	adj.AddEnv(EnvMems, a.Mems.String())
@@ -566,8 +610,9 @@ func (p *Plugin) deferFollowers(res allocator.Result) {
 	}()
 }
 
-// UpdateContainer keeps a pinned container's cpuset when someone (the
-// kubelet's static CPU manager, an operator) tries to change it.
+// UpdateContainer resizes a container whose CPU request changed (an
+// in-place pod resize) and keeps a pinned container's cpuset when someone
+// (the kubelet's static CPU manager, an operator) tries to change it.
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -575,23 +620,44 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if !ok {
 		return nil, nil
 	}
-	want := res.GetCpu().GetCpus()
-	if want == "" {
-		return nil, nil
+	if milli := milliOf(res.GetCpu()); milli > 0 && milli != a.MilliCPU {
+		if _, granted, _ := grantToken(ctr.GetEnv()); granted && pools.IsExclusive(a.Pool) {
+			// The kubelet counted cpupool.dev/exclusive devices, not the CPU
+			// request: growing or shrinking the cpuset would part the
+			// kubelet's accounting from the real CPUs.
+			p.metrics.countResize(a.Pool, "refused")
+			return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are the %s devices the kubelet allocated; change the resource count (a new pod) instead",
+				a.Pod.ContainerName(a.Container), milli, a.CPUs, config.ResourceExclusive)
+		}
+		return p.resize(pod, ctr, a, milli)
 	}
-	if set, err := cpuset.Parse(want); err == nil && set.Equals(a.CPUs) {
-		return nil, nil
+	// The kubelet sets a quota with every update; a lifted one stays lifted.
+	quota := a.NoCPUQuota && res.GetCpu().GetQuota().GetValue() > 0
+	override := false
+	if want := res.GetCpu().GetCpus(); want != "" {
+		set, err := cpuset.Parse(want)
+		override = err != nil || !set.Equals(a.CPUs)
+		if override && !p.overrode[a.ID] {
+			p.overrode[a.ID] = true
+			p.log.Warnf("container %s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
+				a.Pod.ContainerName(a.Container), a.CPUs, a.Pool, want)
+		}
 	}
-	if !p.overrode[a.ID] {
-		p.overrode[a.ID] = true
-		p.log.Warnf("container %s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
-			a.Pod.ContainerName(a.Container), a.CPUs, a.Pool, want)
+	if !override && !quota {
+		return nil, nil
 	}
 	u := cpuUpdate(a, p.cfg.PinMemory)
 	u.IgnoreFailure = false
+	if quota {
+		u.SetLinuxCPUQuota(noQuota)
+	}
 	delete(p.pending, a.ID)
 	return append([]*api.ContainerUpdate{u}, p.takePending()...), nil
 }
+
+// noQuota is the CFS quota that means none: cpu.cfs_quota_us -1 on cgroup
+// v1, "max" in cpu.max on v2.
+const noQuota = -1
 
 // StopContainer ends a container's run. Exclusive CPUs stay held for its
 // pod (its next run, or the pod's later containers) until the pod's
@@ -627,7 +693,7 @@ func (p *Plugin) stop(ctr *api.Container) allocator.Result {
 	res := p.alloc.Stop(ctr.GetId(), exitCode(ctr))
 	p.recordRelease(res)
 	if a := res.Assignment; pools.IsExclusive(a.Pool) && a.Pod.UID != "" {
-		p.log.Infof("container %s/%s/%s stopped: CPUs %s held for its pod until the pod sandbox stops", a.Pod.Namespace, a.Pod.Name, a.Container, a.Held())
+		p.log.Infof("container %s stopped: CPUs %s held for its pod until the pod sandbox stops", a.Pod.ContainerName(a.Container), a.Held())
 	}
 	return res
 }
@@ -726,7 +792,8 @@ func (p *Plugin) publishUsage() { p.usage.publish(p.alloc.Usage()) }
 
 func containerState(a allocator.Assignment) ContainerState {
 	return ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
-		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String()}
+		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
+		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota}
 }
 
 // save writes the memory durably, with the allocator's holds for stopped
@@ -745,6 +812,7 @@ func (p *Plugin) save() error {
 		p.log.Errorf("saving state: %v", err)
 		return fmt.Errorf("saving state: %w", err)
 	}
+	p.notify()
 	return nil
 }
 
@@ -761,5 +829,6 @@ func assignmentFromState(id string, st ContainerState) allocator.Assignment {
 		return set
 	}
 	return allocator.Assignment{ID: id, Pod: allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID},
-		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: parse(st.CPUs), Reserved: parse(st.Reserved), Mems: parse(st.Mems)}
+		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: parse(st.CPUs), Reserved: parse(st.Reserved), Mems: parse(st.Mems),
+		Added: parseOrdered(st.Added), NoCPUQuota: st.NoCPUQuota}
 }

@@ -131,8 +131,9 @@ func TestUpdateContainerKeepsPinnedCPUs(t *testing.T) {
 	assert.Equal(t, ctr.Id, resp.Update[0].ContainerId)
 	assert.Equal(t, "4,12", resp.Update[0].Linux.Resources.Cpu.Cpus, "the plugin's cpuset wins")
 
+	// The same CPU request without a cpuset (a memory resize, say) passes.
 	resp, err = f.r.UpdateContainer(t.Context(), &api.UpdateContainerRequest{Pod: pod, Container: ctr,
-		LinuxResources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(4096)}}})
+		LinuxResources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(2048)}, Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)}}})
 	require.NoError(t, err)
 	for _, u := range resp.Update {
 		assert.Empty(t, u.GetLinux().GetResources().GetCpu().GetCpus(), "updates without a cpuset pass")

@@ -48,6 +48,11 @@ type ContainerState struct {
 	CPUs         string `json:"cpus"`
 	Reserved     string `json:"reserved,omitempty"`
 	Mems         string `json:"mems"`
+	// Added are the CPUs in-place resizes added, comma-separated in the
+	// order they were added (a shrink gives back the last first).
+	Added string `json:"added,omitempty"`
+	// NoCPUQuota tells that the plugin lifted the container's CFS quota.
+	NoCPUQuota bool `json:"noCPUQuota,omitempty"`
 }
 
 // HeldState is a stopped exclusive container's CPUs, kept for its pod.

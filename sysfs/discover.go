@@ -359,14 +359,27 @@ func readIsolated(r reader, t *Topology) error {
 	if err != nil {
 		return err
 	}
+	t.Isolated, t.DomainIsolated = cpuset.New(), cpuset.New()
+	if ok {
+		t.DomainIsolated = iso
+	}
+	cmdline, hasCmdline, err := r.text("proc/cmdline")
+	if err != nil {
+		return err
+	}
+	if hasCmdline {
+		domain, err := ParseIsolcpusDomain(cmdline)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.path("proc/cmdline"), err)
+		}
+		t.DomainIsolated = t.DomainIsolated.Union(domain)
+	}
 	if ok && !iso.IsEmpty() {
 		t.Isolated, t.IsolatedSource = iso, "sysfs"
 		return nil
 	}
-	t.Isolated = cpuset.New()
-	cmdline, ok, err := r.text("proc/cmdline")
-	if err != nil || !ok {
-		return err
+	if !hasCmdline {
+		return nil
 	}
 	for _, param := range []string{"isolcpus", "nohz_full"} {
 		set, found, err := ParseCmdlineCPUs(cmdline, param)
@@ -379,6 +392,40 @@ func readIsolated(r reader, t *Topology) error {
 		}
 	}
 	return nil
+}
+
+// ParseIsolcpusDomain returns the CPUs isolcpus= takes out of the
+// scheduler's domains: all of its CPUs when it has no flags or the domain
+// flag, none when its flags are only others (managed_irq, nohz).
+func ParseIsolcpusDomain(cmdline string) (cpuset.CPUSet, error) {
+	set, found, err := ParseCmdlineCPUs(cmdline, "isolcpus")
+	if err != nil || !found {
+		return cpuset.New(), err
+	}
+	for _, f := range strings.Fields(cmdline) {
+		if f == "--" {
+			break
+		}
+		v, ok := strings.CutPrefix(f, "isolcpus=")
+		if !ok {
+			continue
+		}
+		flags := 0
+		for _, part := range strings.Split(v, ",") {
+			if part == "" || part[0] >= '0' && part[0] <= '9' {
+				continue
+			}
+			flags++
+			if part == "domain" {
+				return set, nil
+			}
+		}
+		if flags == 0 {
+			return set, nil
+		}
+		return cpuset.New(), nil
+	}
+	return cpuset.New(), nil
 }
 
 // ParseCmdlineCPUs finds param=... on a kernel command line and returns its

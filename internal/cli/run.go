@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/deviceplugin"
 	"github.com/cpupool/nri-cpupool/internal/sdnotify"
 	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -71,6 +72,11 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		}
 		defer stopMetrics()
 		log.Infof("serving Prometheus metrics on http://%s/metrics", cfg.MetricsAddress)
+	}
+	if cfg.Kubelet.DevicePlugin {
+		dp := deviceplugin.New(p, cfg.Kubelet.DevicePluginDir, config.ResourceExclusive, log)
+		go dp.Run(ctx)
+		log.Infof("kubelet device plugin on: advertising %s through %s", config.ResourceExclusive, cfg.Kubelet.DevicePluginDir)
 	}
 	err = p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff, systemdHooks(log))
 	if _, nerr := sdnotify.Notify(sdnotify.Stopping); nerr != nil {

@@ -23,10 +23,20 @@ type File struct {
 	Steps []Step `yaml:"steps"`
 }
 
-// Step is one create or one remove.
+// Step is one create, one remove or one resize.
 type Step struct {
 	Create *Create `yaml:"create"`
 	Remove *Remove `yaml:"remove"`
+	Resize *Resize `yaml:"resize"`
+}
+
+// Resize changes a running container's CPU request in place, as a
+// Kubernetes in-place pod resize does.
+type Resize struct {
+	Pod       string `yaml:"pod"`
+	Namespace string `yaml:"namespace"`
+	Container string `yaml:"container"`
+	CPUs      string `yaml:"cpus"` // the new CPU request, Kubernetes quantity
 }
 
 // Create adds a container.
@@ -64,8 +74,17 @@ func Load(path string) (*File, error) {
 		return nil, fmt.Errorf("requests %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	for i, s := range f.Steps {
-		if (s.Create == nil) == (s.Remove == nil) {
-			return nil, fmt.Errorf("requests %s: step %d: give exactly one of create or remove", path, i+1)
+		given := 0
+		for _, p := range []bool{s.Create != nil, s.Remove != nil, s.Resize != nil} {
+			if p {
+				given++
+			}
+		}
+		if given != 1 {
+			return nil, fmt.Errorf("requests %s: step %d: give exactly one of create, remove or resize", path, i+1)
+		}
+		if s.Resize != nil && (s.Resize.Pod == "" || s.Resize.Container == "" || strings.TrimSpace(s.Resize.CPUs) == "") {
+			return nil, fmt.Errorf("requests %s: step %d: resize needs pod, container and cpus", path, i+1)
 		}
 		if s.Create != nil && (s.Create.Pod == "" || s.Create.Container == "") {
 			return nil, fmt.Errorf("requests %s: step %d: create needs pod and container", path, i+1)
@@ -114,6 +133,9 @@ type Runner struct {
 	policy *allocator.Policy
 	// resolveDevice finds a device's NUMA node in the simulated node's sysfs.
 	resolveDevice func(devicePath string) (int, error)
+	// created are the running containers as the policy saw them, for
+	// resizes.
+	created map[string]allocator.Container
 }
 
 // NewRunner builds the allocator for a node and configuration.
@@ -122,7 +144,8 @@ func NewRunner(topo *sysfs.Topology, cfg *config.Config, sysfsRoot string) (*Run
 	if problems.HasErrors() {
 		return nil, fmt.Errorf("the configuration does not fit this node:\n%s", problems.Errors())
 	}
-	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg), resolveDevice: sysfs.DeviceNUMAResolver(sysfsRoot)}, nil
+	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg), resolveDevice: sysfs.DeviceNUMAResolver(sysfsRoot),
+		created: map[string]allocator.Container{}}, nil
 }
 
 // Allocator exposes the allocator for inspection.
@@ -133,9 +156,12 @@ func (r *Runner) Run(f *File) []Result {
 	var out []Result
 	for i, s := range f.Steps {
 		var res Result
-		if s.Create != nil {
+		switch {
+		case s.Create != nil:
 			res = r.create(s.Create)
-		} else {
+		case s.Resize != nil:
+			res = r.resize(s.Resize)
+		default:
 			res = r.remove(s.Remove)
 		}
 		res.Step = i + 1
@@ -226,6 +252,39 @@ func (r *Runner) create(c *Create) Result {
 	}
 	res.CPUs, res.Mems = out.Assignment.CPUs.String(), out.Assignment.Mems.String()
 	res.Updates = updates(out.Updates)
+	r.created[ctr.ID] = ctr
+	return res
+}
+
+func (r *Runner) resize(rs *Resize) Result {
+	ns := rs.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	res := Result{Action: "resize", Pod: rs.Pod, Namespace: ns, Container: rs.Container}
+	ctr, ok := r.created[containerID(ns, rs.Pod, rs.Container)]
+	if _, running := r.alloc.Get(ctr.ID); !ok || !running {
+		res.Error = fmt.Sprintf("no container %s in pod %s/%s", rs.Container, ns, rs.Pod)
+		return res
+	}
+	request, err := milli("cpus", rs.CPUs)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	ctr.MilliCPU = request
+	req, err := r.policy.Request(ctr, r.resolveDevice)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	out, err := r.alloc.Resize(req)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	res.Pool, res.CPUs, res.Mems = out.Assignment.Pool, out.Assignment.CPUs.String(), out.Assignment.Mems.String()
+	res.Updates = updates(out.Updates)
 	return res
 }
 
@@ -243,6 +302,7 @@ func (r *Runner) remove(rm *Remove) Result {
 		return res
 	}
 	for _, id := range ids {
+		delete(r.created, id)
 		out := r.alloc.Release(id)
 		res.Pool, res.CPUs, res.Mems = out.Assignment.Pool, out.Assignment.CPUs.String(), out.Assignment.Mems.String()
 		res.Updates = append(res.Updates, updates(out.Updates)...)

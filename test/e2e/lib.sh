@@ -263,3 +263,22 @@ teardown() {
   rm -rf "$W"
   W=""
 }
+
+# quota_of ID: the container's CFS quota in microseconds, -1 for none:
+# cpu.cfs_quota_us on cgroup v1, the first field of cpu.max on v2.
+quota_of() {
+  local path
+  path=$(crictl inspect -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1") || return 1
+  if [ -d "$CGROUP_ROOT/cpu" ]; then cat "$CGROUP_ROOT/cpu$path/cpu.cfs_quota_us"
+  else awk '{print ($1 == "max") ? -1 : $1}' "$CGROUP_ROOT$path/cpu.max"; fi
+}
+
+# request_of NAME: a container's CPU request as the state file has it.
+request_of() {
+  "$REPO/bin/nri-cpupool" status --state-file "$W/state/nri-cpupool.json" | awk -v c="$1" '$3 == c {print $7}'
+}
+
+# metrics: the plugin's /metrics page.
+metrics() {
+  (exec 3<>"/dev/tcp/127.0.0.1/${E2E_METRICS_PORT:-19464}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3)
+}

@@ -230,3 +230,45 @@ check "status: nothing held after the sandbox stopped" "$($STATUS | tail -1)" "0
 O=$(create_ctr "$OTHER" other c 1000 10) || die "create other/c after the crash pod stopped"
 check "the other pod gets the CPU" "$(cpus_of "$O")" "$LAST"
 crictl rmp -fa >/dev/null
+crictl rmp -fa >/dev/null
+stop_plugin
+
+# ---------------------------------------------------------------- in-place resize and CPU quota
+cat > "$W/resize.yaml" <<YAML
+isolatedCPUs: "$LAST"
+pools:
+  exclusive: {cpus: "$LAST"}
+metricsAddress: "127.0.0.1:${E2E_METRICS_PORT:-19464}"
+YAML
+rm -f "$W"/state/nri-cpupool.json*
+say "phase 5: in-place resize through crictl update (the kubelet's CRI call) and the CFS quota of exclusive CPU $LAST"
+start_plugin "$W/resize.yaml"
+RZ=$(run_pod rz default guaranteed '{"pool.cpupool.dev/container.fwd": "exclusive"}') || die "run pod rz"
+RZ_FWD=$(create_ctr "$RZ" rz fwd 1000) || die "create rz/fwd"
+RZ_APP=$(create_ctr "$RZ" rz app 500) || die "create rz/app"
+RZ_INFRA=$(cpus_of "$RZ_APP")
+check "exclusive container" "$(cpus_of "$RZ_FWD")" "$LAST"
+check "no CFS quota on exclusive CPUs" "$(quota_of "$RZ_FWD")" "-1"
+check "infra container keeps the kubelet's quota" "$(quota_of "$RZ_APP")" "50000"
+
+say "grow past the pool: refused with the plugin's message, nothing changes"
+OUT=$(crictl update --cpu-share 2048 --cpu-quota 200000 --cpu-period 100000 "$RZ_FWD" 2>&1) && die "growing past the pool succeeded: $OUT"
+check_contains "grow refused, the message reaches the user" "$OUT" \
+  "nri-cpupool: pool exclusive cannot fit container default/rz/fwd grown from 1 to 2 CPUs: it asks for 1 more CPUs, but only 0 of the pool's 1 CPUs are free"
+check "refused grow: cpuset unchanged" "$(cpus_of "$RZ_FWD")" "$LAST"
+check "refused grow: still no quota" "$(quota_of "$RZ_FWD")" "-1"
+check "refused grow: the state keeps the request" "$(request_of fwd)" "1000m"
+
+say "a resize within the same whole CPU, and of an infra container"
+crictl update --cpu-share 512 --cpu-quota 50000 --cpu-period 100000 "$RZ_FWD" >/dev/null || die "resize rz/fwd to 500m"
+check "500m: still one exclusive CPU" "$(cpus_of "$RZ_FWD")" "$LAST"
+check "500m: the kubelet's quota is lifted again" "$(quota_of "$RZ_FWD")" "-1"
+check "500m: the state records the request" "$(request_of fwd)" "500m"
+crictl update --cpu-share 1024 --cpu-quota 100000 --cpu-period 100000 "$RZ_APP" >/dev/null || die "resize rz/app"
+check "infra resize: cpuset unchanged" "$(cpus_of "$RZ_APP")" "$RZ_INFRA"
+check "infra resize: the kubelet's quota applies" "$(quota_of "$RZ_APP")" "100000"
+check "infra resize: the state records the request" "$(request_of app)" "1000m"
+METRICS=$(metrics)
+check_contains "metrics: the refused resize" "$METRICS" 'cpupool_resizes_total{pool="exclusive",result="refused"} 1'
+check_contains "metrics: the resize within one CPU" "$METRICS" 'cpupool_resizes_total{pool="exclusive",result="unchanged"} 1'
+check_contains "metrics: the infra resize" "$METRICS" 'cpupool_resizes_total{pool="infra",result="unchanged"} 1'
