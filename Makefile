@@ -52,7 +52,7 @@ packaging: build $(NFPM)
 	NFPM=$(NFPM) bash test/packaging.sh
 
 e2e: build
-	bash test/e2e/run.sh
+	bash test/e2e/e2e.sh
 
 # A private one-node Kubernetes cluster with this plugin (test/k8s).
 k8s-e2e: build
