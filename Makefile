@@ -18,7 +18,13 @@ RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo ye
 K8S_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/nri-cpupool-k8s
 HAVE_K8S ?= $(shell { [ -f "$(NRI_CPUPOOL_K8S_TOOLS)/kubelet.xz" ] || [ -f "$(K8S_CACHE)/kubernetes-v1.36.3/.complete" ]; } && echo yes || echo no)
 
-.PHONY: all build test unit soak fuzz packaging e2e k8s-e2e bench lint install uninstall demo fixtures deb rpm package nfpm image clean
+# Lint tools: staticcheck with go install into the same cache, one file per
+# version; shellcheck from Debian (apt-get, as root).
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
+SHELL_SCRIPTS := .ci/run $(wildcard packaging/*.sh packaging/scripts/*.sh test/*.sh test/*/*.sh)
+
+.PHONY: all build test unit soak fuzz packaging e2e e2e-vm k8s-e2e bench lint tools shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -84,10 +90,28 @@ bench:
 	$(GO) test -run '^$$' -bench 'PluginRSS|StateBurst' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
 
-lint:
+# gofmt, go vet, staticcheck, go.mod/go.sum tidiness and shellcheck.
+# govulncheck is not part of it: it needs its vulnerability database online.
+lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
+	shellcheck -x -P SCRIPTDIR $(SHELL_SCRIPTS)
+
+tools: $(STATICCHECK) shellcheck-installed
+
+$(STATICCHECK):
+	mkdir -p $(TOOLS_BIN)/.staticcheck
+	GOBIN=$(abspath $(TOOLS_BIN))/.staticcheck GOFLAGS=-buildvcs=false $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(TOOLS_BIN)/.staticcheck/staticcheck $(STATICCHECK)
+
+shellcheck-installed:
+	@command -v shellcheck >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; \
+	  else echo "make lint needs shellcheck (Debian: apt-get install shellcheck)"; exit 1; fi; }
 
 # Materialize the sysfs fixtures (for topology/simulate by hand).
 fixtures:

@@ -23,6 +23,12 @@ type PodRef struct {
 	UID       string `json:"uid"`
 }
 
+// ContainerName names a container of the pod for people, in logs and
+// errors: "namespace/pod/container".
+func (p PodRef) ContainerName(container string) string {
+	return p.Namespace + "/" + p.Name + "/" + container
+}
+
 // Assignment is where one container runs.
 type Assignment struct {
 	ID        string `json:"id"`
@@ -64,6 +70,10 @@ type Allocator struct {
 	containers map[string]*Assignment
 	// owner[cpu] is the container holding the CPU exclusively, "" if none.
 	owner []string
+	// members lists each pool's static CPUs and inInfra marks infra's, so
+	// that pool figures are counted without building sets (see usage.go).
+	members map[string][]int
+	inInfra []bool
 	// holds keep stopped exclusive containers' CPUs for their pods, by
 	// restartKey; their CPUs stay owned by the stopped container's id.
 	holds map[string]*Hold
@@ -75,7 +85,7 @@ type Allocator struct {
 // New returns an allocator with no containers.
 func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 	x := newIndex(topo)
-	return &Allocator{
+	a := &Allocator{
 		x:          x,
 		layout:     layout,
 		pinMemory:  pinMemory,
@@ -84,6 +94,8 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		owner:      make([]string, len(x.cpus)),
 		holds:      map[string]*Hold{},
 	}
+	a.indexPools()
+	return a
 }
 
 // Layout returns the static pool layout.

@@ -124,7 +124,6 @@ type coreView struct {
 
 func (x *index) view(cpus cpuset.CPUSet) *poolView {
 	v := &poolView{cpus: cpus}
-	type key struct{ node, l3, core int }
 	byNode := map[int]map[int]map[int][]int{}
 	for _, id := range cpus.List() {
 		c := x.cpus[id]

@@ -17,7 +17,7 @@ import (
 // placeExact checks CPUs the kubelet allocated: all in the pool, online and
 // held by nobody.
 func (a *Allocator) placeExact(req Request) (cpuset.CPUSet, error) {
-	who := fmt.Sprintf("container %s/%s/%s", req.Pod.Namespace, req.Pod.Name, req.Container)
+	who := "container " + req.Pod.ContainerName(req.Container)
 	if out := req.CPUs.Difference(a.layout.Pool(req.Pool)); !out.IsEmpty() {
 		return cpuset.New(), fmt.Errorf("%s was given CPUs %s by the kubelet, outside pool %s (%s) as now configured", who, out, req.Pool, a.layout.Pool(req.Pool))
 	}

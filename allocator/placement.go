@@ -43,9 +43,9 @@ func CPUsFor(milliCPU int64) int {
 // placeExclusive chooses CPUs for an exclusive request; see README
 // "Placement rules" for the order of preferences.
 func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, error) {
-	who := fmt.Sprintf("container %s/%s/%s", req.Pod.Namespace, req.Pod.Name, req.Container)
+	who := "container " + req.Pod.ContainerName(req.Container)
 	if req.grow != nil {
-		who = fmt.Sprintf("container %s/%s/%s grown from %d to %d CPUs", req.Pod.Namespace, req.Pod.Name, req.Container,
+		who = fmt.Sprintf("container %s grown from %d to %d CPUs", req.Pod.ContainerName(req.Container),
 			req.grow.CPUs.Size(), req.grow.CPUs.Size()+CPUsFor(req.MilliCPU))
 	}
 	n := CPUsFor(req.MilliCPU)

@@ -98,17 +98,27 @@ func TestPlacementOptions(t *testing.T) {
 		_, err = a.Allocate(exclusive("c", 68-36+1))
 		assert.ErrorContains(t, err, "cannot fit")
 	})
-	t.Run("full pcpus only refuses odd requests", func(t *testing.T) {
-		a := newAllocator(t, "xeon-2s-interleaved", "allocation: {fullPCPUsOnly: true}")
-		r := exclusive("a", 3)
-		r.Options = parseConfig(t, "allocation: {fullPCPUsOnly: true}").Allocation
-		_, err := a.Allocate(r)
+	t.Run("full pcpus only from the config refuses odd requests", func(t *testing.T) {
+		// The option reaches placement through the policy, which copies the
+		// config's allocation options into the request; the allocator reads
+		// the request only.
+		request := func(cfgYAML, id string, cpus int) Request {
+			c := Container{ID: id, Name: "c", Pod: PodRef{Namespace: "ns", Name: "pod-" + id, UID: "uid-" + id},
+				MilliCPU: int64(cpus) * 1000, Annotations: map[string]string{AnnotationPool: pools.Exclusive}}
+			r, err := NewPolicy(parseConfig(t, cfgYAML), nil).Request(c, nil)
+			require.NoError(t, err)
+			return r
+		}
+		full := "allocation: {fullPCPUsOnly: true}"
+		a := newAllocator(t, "xeon-2s-interleaved", "")
+		_, err := a.Allocate(request(full, "a", 3))
 		assert.ErrorContains(t, err, "request a multiple of 2")
-		r = exclusive("b", 4)
-		r.Options.FullPCPUsOnly = true
+		_, err = a.Allocate(request("", "a", 3))
+		require.NoError(t, err, "without the option, 3 CPUs fit")
+
 		_, err = a.Allocate(exclusive("half", 1))
 		require.NoError(t, err)
-		res, err := a.Allocate(r)
+		res, err := a.Allocate(request(full, "b", 4))
 		require.NoError(t, err)
 		assert.Equal(t, 0, measure(a.Topology(), res.Assignment.CPUs).splitCores)
 	})

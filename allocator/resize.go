@@ -27,7 +27,7 @@ func (a *Allocator) Resize(req Request) (Result, error) {
 		c.MilliCPU = req.MilliCPU
 		return Result{Assignment: *c}, nil
 	}
-	who := fmt.Sprintf("container %s/%s/%s", c.Pod.Namespace, c.Pod.Name, c.Container)
+	who := "container " + c.Pod.ContainerName(c.Container)
 	n, cur := CPUsFor(req.MilliCPU), c.CPUs.Size()
 	switch {
 	case n == 0:
@@ -53,8 +53,8 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 		g.PreferNUMA = cpuset.New()
 	}
 	if g.Options.FullPCPUsOnly && a.x.threadsPerCore > 1 && n%a.x.threadsPerCore != 0 {
-		return Result{}, fmt.Errorf("pool %s cannot grow container %s/%s/%s to %d CPUs: full-pcpus-only takes whole cores of %d threads; request a multiple of %d; it keeps CPUs %s",
-			c.Pool, c.Pod.Namespace, c.Pod.Name, c.Container, n, a.x.threadsPerCore, a.x.threadsPerCore, c.CPUs)
+		return Result{}, fmt.Errorf("pool %s cannot grow container %s to %d CPUs: full-pcpus-only takes whole cores of %d threads; request a multiple of %d; it keeps CPUs %s",
+			c.Pool, c.Pod.ContainerName(c.Container), n, a.x.threadsPerCore, a.x.threadsPerCore, c.CPUs)
 	}
 	cpus, reserved, err := a.placeExclusive(g)
 	if err != nil {
@@ -97,8 +97,8 @@ func (a *Allocator) returnOrder(c *Assignment, added cpuset.CPUSet) []int {
 func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 	original := c.Original()
 	if n < original.Size() {
-		return Result{}, fmt.Errorf("pool %s cannot shrink container %s/%s/%s to %d CPUs: a resize never gives back the %d CPUs it was created with (%s); request at least %d CPUs; it keeps CPUs %s",
-			c.Pool, c.Pod.Namespace, c.Pod.Name, c.Container, n, original.Size(), original, original.Size(), c.CPUs)
+		return Result{}, fmt.Errorf("pool %s cannot shrink container %s to %d CPUs: a resize never gives back the %d CPUs it was created with (%s); request at least %d CPUs; it keeps CPUs %s",
+			c.Pool, c.Pod.ContainerName(c.Container), n, original.Size(), original, original.Size(), c.CPUs)
 	}
 	k := c.CPUs.Size() - n
 	give := cpuset.New(c.Added[len(c.Added)-k:]...)

@@ -7,53 +7,102 @@ import (
 )
 
 // PoolUsage is one pool's size and use at one moment, as the metrics and
-// the simulator report it.
+// the simulator report it. It holds counts only, so that it is cheap
+// enough to take after every decision; PoolCPUs, AvailableCPUs and Holds
+// give the sets.
 type PoolUsage struct {
 	Pool string
-	// CPUs is the pool's current cpuset (see PoolCPUs).
-	CPUs cpuset.CPUSet
-	// Free is set for exclusive pools only: the CPUs a new container could
-	// be given now (see AvailableCPUs).
-	Free cpuset.CPUSet
-	// Held is set for exclusive pools only: the CPUs held for stopped
-	// containers until their pod's sandbox stops (see Hold).
-	Held cpuset.CPUSet
+	// CPUs is the size of the pool's current cpuset (see PoolCPUs).
+	CPUs int
+	// Free is, for exclusive pools, how many CPUs a new container could be
+	// given now (see AvailableCPUs); 0 for the others.
+	Free int
+	// Held is, for exclusive pools, how many CPUs are held for stopped
+	// containers until their pod's sandbox stops (see Hold); 0 for the
+	// others.
+	Held int
 	// Containers counts the containers assigned to the pool.
 	Containers int
 }
 
 // Exclusive tells whether the pool hands out CPUs to one container, so
-// that Free is meaningful.
+// that Free and Held are meaningful.
 func (u PoolUsage) Exclusive() bool { return pools.IsExclusive(u.Pool) }
 
-// AvailableCPUs returns the CPUs of an exclusive pool that a new container
-// could be given now: free ones, and for exclusive-non-isolcpus only those
-// still in infra's spare room, since that pool lends infra's CPUs.
-func (a *Allocator) AvailableCPUs(pool string) cpuset.CPUSet {
-	free := a.FreeCPUs(pool)
-	if pool == pools.ExclusiveNonIsolcpus {
-		free = free.Intersection(a.PoolCPUs(pools.Infra))
+// indexPools lists each pool's static CPUs for counting.
+func (a *Allocator) indexPools() {
+	a.members = map[string][]int{}
+	for _, pool := range pools.Names() {
+		a.members[pool] = a.layout.Pool(pool).List()
 	}
-	return free
+	a.inInfra = make([]bool, len(a.owner))
+	for _, id := range a.members[pools.Infra] {
+		a.inInfra[id] = true
+	}
 }
 
-// Usage returns every pool's usage, in pools.Names() order.
-func (a *Allocator) Usage() []PoolUsage {
-	members, held := map[string]int{}, map[string][]int{}
-	for _, c := range a.containers {
-		members[c.Pool]++
+// available is the one rule for which CPUs of an exclusive pool a new
+// container could be given: nobody holds the CPU, and
+// exclusive-non-isolcpus lends only CPUs still in infra's spare room.
+func (a *Allocator) available(pool string, cpu int) bool {
+	if a.owner[cpu] != "" {
+		return false
 	}
-	for _, h := range a.holds {
-		held[h.Pool] = append(held[h.Pool], h.Held().UnsortedList()...)
-	}
-	out := make([]PoolUsage, 0, len(pools.Names()))
-	for _, pool := range pools.Names() {
-		u := PoolUsage{Pool: pool, CPUs: a.PoolCPUs(pool), Containers: members[pool]}
-		if u.Exclusive() {
-			u.Free = a.AvailableCPUs(pool)
-			u.Held = cpuset.New(held[pool]...)
+	return pool != pools.ExclusiveNonIsolcpus || a.inInfra[cpu]
+}
+
+// AvailableCPUs returns the CPUs of an exclusive pool that a new container
+// could be given now.
+func (a *Allocator) AvailableCPUs(pool string) cpuset.CPUSet {
+	var ids []int
+	for _, id := range a.members[pool] {
+		if a.available(pool, id) {
+			ids = append(ids, id)
 		}
+	}
+	return cpuset.New(ids...)
+}
+
+// Usage returns every pool's usage, in pools.Names order.
+func (a *Allocator) Usage() []PoolUsage {
+	out := make([]PoolUsage, 0, len(a.members))
+	index := map[string]int{}
+	for _, pool := range pools.Names() {
+		u := PoolUsage{Pool: pool}
+		for _, id := range a.members[pool] {
+			switch {
+			case u.Exclusive():
+				u.CPUs++
+				if a.available(pool, id) {
+					u.Free++
+				}
+			case a.owner[id] == "": // see PoolCPUs
+				u.CPUs++
+			}
+		}
+		index[pool] = len(out)
 		out = append(out, u)
+	}
+	for _, c := range a.containers {
+		if i, ok := index[c.Pool]; ok {
+			out[i].Containers++
+		}
+	}
+	if len(a.holds) > 0 {
+		// Distinct CPUs: holds of one pod may overlap after a forced restore.
+		seen := make([]bool, len(a.owner))
+		for _, h := range a.holds {
+			i, ok := index[h.Pool]
+			if !ok {
+				continue
+			}
+			for _, cpu := range h.Held().UnsortedList() {
+				if cpu >= 0 && cpu < len(seen) && !seen[cpu] {
+					seen[cpu] = true
+					out[i].Held++
+				}
+			}
+		}
 	}
 	return out
 }

@@ -17,7 +17,9 @@ export VERSION=$version ARCH=${ARCH:-$(go env GOARCH)}
 for f in "${formats[@]}"; do
   case $f in
     deb) out="bin/nri-cpupool_${VERSION}_${ARCH}.deb" ;;
-    rpm) out="bin/nri-cpupool-${VERSION}-1.$( [ "$ARCH" = amd64 ] && echo x86_64 || { [ "$ARCH" = arm64 ] && echo aarch64 || echo "$ARCH"; } ).rpm" ;;
+    rpm)
+      case $ARCH in amd64) rpmarch=x86_64 ;; arm64) rpmarch=aarch64 ;; *) rpmarch=$ARCH ;; esac
+      out="bin/nri-cpupool-${VERSION}-1.${rpmarch}.rpm" ;;
     *) echo "package.sh: unknown format $f (deb or rpm)" >&2; exit 2 ;;
   esac
   rm -f "$out"

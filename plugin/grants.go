@@ -79,7 +79,8 @@ func (g *grants) save() error {
 		return fmt.Errorf("saving kubelet grants: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err == nil {
+	// A failed write or sync must stop the rename: keep its error.
+	if _, err = tmp.Write(data); err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

@@ -211,7 +211,8 @@ func (f *fakeRuntime) waitSynced(n int) {
 type podSpec struct {
 	name, namespace, qos string
 	annotations          map[string]string
-	// unified and systemd change the sandbox cgroup layout.
+	// systemd names the sandbox cgroup the systemd driver's way
+	// (slice:prefix:name); v1 or v2 is the fake runtime's choice.
 	systemd bool
 	// crio lays cgroups out as CRI-O does with cgroupfs: <parent>/crio-<id>.
 	crio bool

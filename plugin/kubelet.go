@@ -160,7 +160,7 @@ func (p *Plugin) holders(cpus cpuset.CPUSet) string {
 	var out []string
 	for _, a := range p.alloc.Assignments() {
 		if pools.IsExclusive(a.Pool) && !a.Held().Intersection(cpus).IsEmpty() {
-			out = append(out, fmt.Sprintf("%s/%s/%s", a.Pod.Namespace, a.Pod.Name, a.Container))
+			out = append(out, a.Pod.ContainerName(a.Container))
 		}
 	}
 	return fmt.Sprint(out)

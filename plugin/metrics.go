@@ -130,11 +130,11 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, u := range m.usage.PoolUsage() {
-		ch <- prometheus.MustNewConstMetric(m.poolCPUs, prometheus.GaugeValue, float64(u.CPUs.Size()), u.Pool)
+		ch <- prometheus.MustNewConstMetric(m.poolCPUs, prometheus.GaugeValue, float64(u.CPUs), u.Pool)
 		ch <- prometheus.MustNewConstMetric(m.members, prometheus.GaugeValue, float64(u.Containers), u.Pool)
 		if u.Exclusive() {
-			ch <- prometheus.MustNewConstMetric(m.freeCPUs, prometheus.GaugeValue, float64(u.Free.Size()), u.Pool)
-			ch <- prometheus.MustNewConstMetric(m.held, prometheus.GaugeValue, float64(u.Held.Size()), u.Pool)
+			ch <- prometheus.MustNewConstMetric(m.freeCPUs, prometheus.GaugeValue, float64(u.Free), u.Pool)
+			ch <- prometheus.MustNewConstMetric(m.held, prometheus.GaugeValue, float64(u.Held), u.Pool)
 		}
 	}
 	if rt := m.connected.Load(); rt != nil {

@@ -303,7 +303,7 @@ func (p *Plugin) restoreHolds(remembered *State, pods []*api.PodSandbox, running
 	}
 	holds = append(holds, p.migratePrevious(remembered.Previous, podUIDs)...)
 	for _, h := range holds {
-		who := fmt.Sprintf("%s/%s/%s", h.Pod.Namespace, h.Pod.Name, h.Container)
+		who := h.Pod.ContainerName(h.Container)
 		if !podUIDs[h.Pod.UID] {
 			p.log.Infof("synchronize: pod of stopped container %s is gone; CPUs %s released", who, h.Held())
 			continue
@@ -813,8 +813,8 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 			// request: growing or shrinking the cpuset would part the
 			// kubelet's accounting from the real CPUs.
 			p.metrics.countResize(a.Pool, "refused")
-			return nil, fmt.Errorf("nri-cpupool: container %s/%s/%s: resize to %dm refused: its CPUs %s are the %s devices the kubelet allocated; change the resource count (a new pod) instead",
-				pod.GetNamespace(), pod.GetName(), ctr.GetName(), milli, a.CPUs, config.ResourceExclusive)
+			return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are the %s devices the kubelet allocated; change the resource count (a new pod) instead",
+				a.Pod.ContainerName(a.Container), milli, a.CPUs, config.ResourceExclusive)
 		}
 		return p.resize(pod, ctr, a, milli)
 	}
@@ -881,7 +881,7 @@ func (p *Plugin) stop(ctr *api.Container) allocator.Result {
 	res := p.alloc.Stop(ctr.GetId(), exitCode(ctr))
 	p.recordRelease(res)
 	if a := res.Assignment; pools.IsExclusive(a.Pool) && a.Pod.UID != "" {
-		p.log.Infof("container %s/%s/%s stopped: CPUs %s held for its pod until the pod sandbox stops", a.Pod.Namespace, a.Pod.Name, a.Container, a.Held())
+		p.log.Infof("container %s stopped: CPUs %s held for its pod until the pod sandbox stops", a.Pod.ContainerName(a.Container), a.Held())
 	}
 	return res
 }
@@ -1035,7 +1035,7 @@ func (p *Plugin) collectState(st *State) uint64 {
 	usage := p.alloc.Usage()
 	p.usage.publish(usage)
 	for _, u := range usage {
-		st.Pools[u.Pool] = u.CPUs.String()
+		st.Pools[u.Pool] = p.alloc.PoolCPUs(u.Pool).String()
 	}
 	return p.gen
 }

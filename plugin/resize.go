@@ -17,7 +17,7 @@ import (
 // when infra moved, its members' updates; sandboxes are re-pinned before
 // it returns. A refusal fails the update and changes nothing.
 func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocator.Assignment, milli int64) ([]*api.ContainerUpdate, error) {
-	who := fmt.Sprintf("%s/%s/%s", pod.GetNamespace(), pod.GetName(), ctr.GetName())
+	who := before.Pod.ContainerName(before.Container)
 	info := p.toContainer(pod, ctr)
 	info.MilliCPU = milli
 	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))

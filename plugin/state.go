@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -103,6 +104,8 @@ type FileStore struct {
 	// spare is the next temporary file, created in the background after a
 	// save: creating a file is the slowest step of a save on some disks.
 	spare chan *os.File
+	// preparing counts spares being created, for Close to wait for.
+	preparing sync.WaitGroup
 	// dir stays open between syncs to fsync the renames.
 	dir *os.File
 }
@@ -143,8 +146,10 @@ func (f *FileStore) prepareSpare(dir string) {
 	}
 }
 
-// Close removes the prepared spare file and closes the directory.
+// Close removes the prepared spare file, once it is ready, and closes the
+// directory.
 func (f *FileStore) Close() {
+	f.preparing.Wait()
 	if f.dir != nil {
 		f.dir.Close()
 		f.dir = nil
@@ -275,7 +280,7 @@ func (f *FileStore) Save(st *State) error {
 	if err := pending.replace(f.Path, data); err != nil {
 		return err
 	}
-	go f.prepareSpare(dir)
+	f.preparing.Go(func() { f.prepareSpare(dir) })
 	return nil
 }
 

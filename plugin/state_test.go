@@ -122,3 +122,19 @@ func TestFileStoreSaveCleansUpAfterAFailedRename(t *testing.T) {
 	_, err = os.Stat(filepath.Join(path, "in-the-way"))
 	assert.NoError(t, err)
 }
+
+// TestFileStoreCloseRightAfterSaveLeavesNoSpare: the spare temporary file
+// is prepared in the background after a save; Close waits for it, so a
+// store closed at once leaves nothing behind.
+func TestFileStoreCloseRightAfterSaveLeavesNoSpare(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i < 50; i++ {
+		path := filepath.Join(dir, fmt.Sprintf("state-%d.json", i))
+		s := NewFileStore(path)
+		require.NoError(t, s.Save(NewState()))
+		s.Close()
+	}
+	time.Sleep(100 * time.Millisecond) // a spare still being prepared would appear now
+	leftovers, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*"))
+	assert.Empty(t, leftovers)
+}

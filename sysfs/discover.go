@@ -38,17 +38,6 @@ func (r reader) text(rel string) (string, bool, error) {
 	return strings.TrimSpace(string(b)), true, nil
 }
 
-func (r reader) requiredText(rel string) (string, error) {
-	s, ok, err := r.text(rel)
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "", fmt.Errorf("%s: file missing", r.path(rel))
-	}
-	return s, nil
-}
-
 // list reads a kernel CPU/node list file ("0-3,8"); a missing file is an
 // empty set with ok=false.
 func (r reader) list(rel string) (cpuset.CPUSet, bool, error) {
@@ -211,8 +200,11 @@ func readCaches(r reader, dir string, id int) (l2, l3 Cache, err error) {
 		}
 		idx := dir + "/cache/" + e.Name()
 		level, ok, err := r.integer(idx + "/level")
-		if err != nil || !ok {
+		if err != nil {
 			return l2, l3, err
+		}
+		if !ok {
+			continue // an index without a level says nothing; the next may
 		}
 		typ, _, err := r.text(idx + "/type")
 		if err != nil {

@@ -8,18 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
-
-func mustParse(t *testing.T, s string) cpuset.CPUSet {
-	t.Helper()
-	set, err := cpuset.Parse(s)
-	require.NoError(t, err)
-	return set
-}
 
 func TestDiscoverFixtures(t *testing.T) {
 	type cpuFact struct {
@@ -153,6 +145,22 @@ func TestDiscoverCaches(t *testing.T) {
 	c, _ = offline.CPU(20)
 	assert.Equal(t, sysfs.Unknown, c.L3Cache.ID, "offline CPUs have no caches")
 	assert.True(t, c.L3Cache.SharedCPUs.IsEmpty())
+}
+
+// TestCacheIndexWithoutLevelIsSkipped: an index directory without a level
+// file (seen on some VMs and ARM firmware) is skipped; the indexes after it
+// are still read.
+func TestCacheIndexWithoutLevelIsSkipped(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved")
+	cache := filepath.Join(root, "sys/devices/system/cpu/cpu41/cache")
+	require.NoError(t, os.Remove(filepath.Join(cache, "index0/level")), "the L1d, listed first")
+	topo, err := sysfs.Discover(root)
+	require.NoError(t, err)
+	c, _ := topo.CPU(41)
+	assert.Equal(t, "1,41", c.L2Cache.SharedCPUs.String(), "L2 still read")
+	assert.Equal(t, 1, c.L3Cache.ID, "L3 still read")
+	other, _ := topo.CPU(43)
+	assert.Equal(t, other.L3, c.L3, "in the same L3 group as its socket")
 }
 
 func TestDiscoverXeonDistances(t *testing.T) {

@@ -36,7 +36,7 @@ old=$(NFPM=$NFPM bash packaging/package.sh 1.0.0 deb rpm)
 new=$(NFPM=$NFPM bash packaging/package.sh 1.0.1 deb rpm)
 old_deb=$(grep '\.deb$' <<<"$old"); old_rpm=$(grep '\.rpm$' <<<"$old")
 new_deb=$(grep '\.deb$' <<<"$new"); new_rpm=$(grep '\.rpm$' <<<"$new")
-mv $old $new "$work/"
+mv "$old_deb" "$old_rpm" "$new_deb" "$new_rpm" "$work/"
 old_deb=$work/${old_deb#bin/}; old_rpm=$work/${old_rpm#bin/}; new_deb=$work/${new_deb#bin/}; new_rpm=$work/${new_rpm#bin/}
 files=(/usr/bin/nri-cpupool /usr/lib/systemd/system/nri-cpupool.service /etc/nri-cpupool/config.yaml
        /etc/containerd/conf.d/nri-cpupool.toml /etc/crio/crio.conf.d/10-nri-cpupool.conf /var/lib/nri-cpupool)
@@ -85,7 +85,10 @@ verify_unit() {
   local unit=$work/verify/nri-cpupool.service out
   mkdir -p "$work/verify"
   sed "s|/usr/bin/nri-cpupool|$droot/usr/bin/nri-cpupool|g" "$1" > "$unit"
-  out=$(systemd-analyze verify "$unit" 2>&1) && [ -z "$out" ] || { echo "$out" >&2; return 1; }
+  if ! out=$(systemd-analyze verify "$unit" 2>&1) || [ -n "$out" ]; then
+    echo "$out" >&2
+    return 1
+  fi
 }
 expect verify_unit "$droot/usr/lib/systemd/system/nri-cpupool.service"
 printf '[Service]\nNoSuchKey=1\n' > "$work/bad.service"; cat "$droot/usr/lib/systemd/system/nri-cpupool.service" >> "$work/bad.service"

@@ -12,7 +12,7 @@ import (
 )
 
 func runSimulate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("simulate", "simulate --sysfs-root D --config F --requests R [--json]", stderr)
+	fs := newFlags("simulate", "simulate [--sysfs-root D] [--config F] --requests R [--json]", stderr)
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	cfgPath := fs.String("config", "", "configuration file (default: built-in defaults)")
 	reqPath := fs.String("requests", "", "requests file (YAML, see README)")

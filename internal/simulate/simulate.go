@@ -15,6 +15,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -325,13 +326,15 @@ func updates(as []allocator.Assignment) []Update {
 
 func (r *Runner) usage() map[string]Usage {
 	out := map[string]Usage{}
-	for _, pu := range r.alloc.Usage() {
-		u := Usage{CPUs: pu.CPUs.String(), Size: pu.CPUs.Size()}
-		if pu.Exclusive() {
-			size := pu.Free.Size()
-			u.Free, u.FreeSize = pu.Free.String(), &size
+	for _, p := range pools.Names() {
+		cpus := r.alloc.PoolCPUs(p)
+		u := Usage{CPUs: cpus.String(), Size: cpus.Size()}
+		if pools.IsExclusive(p) {
+			free := r.alloc.AvailableCPUs(p)
+			size := free.Size()
+			u.Free, u.FreeSize = free.String(), &size
 		}
-		out[pu.Pool] = u
+		out[p] = u
 	}
 	return out
 }

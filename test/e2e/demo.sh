@@ -3,6 +3,7 @@
 # example pods in each pool and shows where they landed, read back from the
 # kernel's cgroups. KEEP=1 leaves it running and prints how to use it.
 set -uo pipefail
+# shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 finish() {
@@ -83,7 +84,7 @@ for f in /sys/class/net/*/device/numa_node; do
 done
 if [ -n "$NIC" ] && [ "$NEXCL" -ge 2 ]; then
   ALIGNED=$(run_pod nic telco guaranteed "{\"pool.cpupool.dev\": \"exclusive\", \"device.cpupool.dev\": \"/sys/class/net/$NIC\"}") && \
-    create_ctr "$ALIGNED" nic rx 1000 >/dev/null && PODS+=(nic) && info "nic/rx: exclusive, aligned to $NIC (NUMA node $(cat /sys/class/net/$NIC/device/numa_node))"
+    create_ctr "$ALIGNED" nic rx 1000 >/dev/null && PODS+=(nic) && info "nic/rx: exclusive, aligned to $NIC (NUMA node $(cat "/sys/class/net/$NIC/device/numa_node"))"
 else
   info "nic/rx: skipped — no network device here reports a NUMA node (or no exclusive CPU left)"
 fi

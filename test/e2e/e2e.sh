@@ -5,7 +5,7 @@
 #   E2E_RUN        a go test -run filter inside each runtime (e.g. ExclusivePool)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ] || { echo "e2e: needs root on Linux"; exit 1; }
+if [ "$(id -u)" != 0 ] || [ "$(uname -s)" != Linux ]; then echo "e2e: needs root on Linux"; exit 1; fi
 t0=$(date +%s)
 envs=$(bash test/e2e/tools.sh) || { echo "e2e: installing the runtimes failed"; exit 1; }
 eval "$envs"

@@ -1,6 +1,11 @@
 # Shared by test/e2e/demo.sh and test/e2e/tools.sh: installs the runtime pieces,
 # starts a private containerd with NRI and nri-cpupool, drives pods with
-# crictl, and tears everything down. Facts it relies on: shared/RUNTIME-NOTES.md.
+# crictl, and tears everything down. What it relies on, each handled below
+# where it is needed: runc v1.4.0 (older releases refuse go install); the
+# process may lack CAP_SYS_RESOURCE, hence restrict_oom_score_adj = true;
+# there is no registry, so tools/mkimage packs a busybox image that also
+# serves as the pinned pause image; there is no CNI, so pods use the host
+# network.
 # shellcheck shell=bash
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -94,8 +99,7 @@ TOML
 launch_containerd() {
   "$TOOLS/containerd" --config "$W/containerd.toml" >>"$W/containerd.log" 2>&1 &
   CONTAINERD_PID=$!
-  local i
-  for i in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     crictl version >/dev/null 2>&1 && return 0
     kill -0 "$CONTAINERD_PID" 2>/dev/null || { tail -20 "$W/containerd.log"; die "containerd exited"; }
     sleep 0.2
@@ -137,8 +141,7 @@ log_count() {
 
 # wait_for_log PATTERN COUNT: waits until the plugin log has more than COUNT matches.
 wait_for_log() {
-  local i
-  for i in $(seq 1 150); do
+  for _ in $(seq 1 150); do
     [ "$(log_count "$1")" -gt "${2:-0}" ] && return 0
     sleep 0.1
   done
@@ -194,8 +197,7 @@ spec_cpus_of() { crictl inspect -o go-template --template '{{.info.runtimeSpec.l
 state_of() { crictl inspect -o go-template --template '{{.status.state}}' "$1"; }
 # wait_exited ID: waits until the container has exited by itself.
 wait_exited() {
-  local i
-  for i in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     [ "$(state_of "$1")" = CONTAINER_EXITED ] && return 0
     sleep 0.1
   done
@@ -204,8 +206,8 @@ wait_exited() {
 # wait_cpus ID WANT: waits until the container's cgroup has WANT (updates
 # sent after a handler returns arrive a moment later); prints what it has.
 wait_cpus() {
-  local i got
-  for i in $(seq 1 50); do
+  local got
+  for _ in $(seq 1 50); do
     got=$(cpus_of "$1")
     [ "$got" = "$2" ] && break
     sleep 0.1
@@ -227,7 +229,7 @@ report() {
     printf '%s: %s\n' "$f" "$(cat "$f")"
   done
   echo "---------- state ----------"
-  cat "$W/state/nri-cpupool.json" 2>/dev/null | head -c 3000; echo
+  head -c 3000 "$W/state/nri-cpupool.json" 2>/dev/null; echo
 }
 
 # teardown removes pods, stops everything it started and leaves no process,
@@ -242,8 +244,8 @@ teardown() {
   wait 2>/dev/null
   # Shims and anything else started with a path inside $W (not this shell,
   # which may itself be $W/stop.sh).
-  local i p left
-  for i in $(seq 1 50); do
+  local p left
+  for _ in $(seq 1 50); do
     left=""
     for p in $(pgrep -f "$W/"); do
       [ "$p" = "$$" ] || [ "$p" = "${BASHPID:-$$}" ] || { kill -9 "$p" 2>/dev/null; left="$left $p"; }

@@ -61,7 +61,7 @@ build_k8s() {
   cp -r "$dir" "$tmp/src" && chmod -R u+w "$tmp/src"
   (
     cd "$tmp/src" && rm -rf vendor go.work go.work.sum && mkdir -p staging/src/k8s.io
-    for m in $(grep '=> ./staging' go.mod | awk '{print $1}'); do
+    awk '/=> \.\/staging/ {print $1}' go.mod | while read -r m; do
       n=${m#k8s.io/}
       if go mod download -json "$m@v0${K8S_VERSION#v1}" >/dev/null 2>&1; then
         cp -r "$(go env GOMODCACHE)/k8s.io/$n@v0${K8S_VERSION#v1}" "staging/src/k8s.io/$n"
@@ -76,7 +76,8 @@ build_k8s() {
       GOWORK=off CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$LD" -o "$out/$c" "./cmd/$c" || exit 1
     done
   ) || die "building Kubernetes failed"
-  mkdir -p "$tmp/etcd" && (
+  mkdir -p "$tmp/etcd" || die "building etcd failed"
+  (
     cd "$tmp/etcd" && printf 'module local/etcdbuild\n\ngo 1.26.0\n' > go.mod &&
       go get go.etcd.io/etcd/server/v3@v3.6.8 && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out/etcd" go.etcd.io/etcd/server/v3
   ) || die "building etcd failed"
@@ -123,8 +124,8 @@ free_port() {
 
 # wait_for WHAT CMD...: retries CMD for up to 60 s.
 wait_for() {
-  local what=$1 i; shift
-  for i in $(seq 1 300); do
+  local what=$1; shift
+  for _ in $(seq 1 300); do
     "$@" >/dev/null 2>&1 && return 0
     sleep 0.2
   done
@@ -230,7 +231,6 @@ TOML
 # start_plugin CONFIG: bin/nri-cpupool as an external NRI plugin (and device
 # plugin when the config says so).
 start_plugin() {
-  PLUGIN_CONFIG=$1
   local before
   before=$(grep -c synchronized "$W/plugin.log" 2>/dev/null); before=${before:-0}
   "$REPO/bin/nri-cpupool" run --config "$1" --nri-socket "$W/nri.sock" --state-file "$W/plugin-state/state.json" \
@@ -327,9 +327,9 @@ report() {
 
 # stop_pids PID...: SIGTERM, then SIGKILL after 10 s.
 stop_pids() {
-  local p i alive
+  local p alive
   for p in "$@"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
-  for i in $(seq 1 50); do
+  for _ in $(seq 1 50); do
     alive=""
     for p in "$@"; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
     [ -z "$alive" ] && break
@@ -352,8 +352,8 @@ teardown() {
     timeout 60 crictl rmp -fa >/dev/null 2>&1 || true
     stop_pids "$PIDS_containerd"
   fi
-  local i p left
-  for i in $(seq 1 50); do
+  local p left
+  for _ in $(seq 1 50); do
     left=""
     for p in $(pgrep -f "$W/"); do
       [ "$p" = "$$" ] || [ "$p" = "${BASHPID:-$$}" ] || { kill -9 "$p" 2>/dev/null; left="$left $p"; }
@@ -377,7 +377,7 @@ teardown() {
 
 # setup_cluster: everything up to a kubelet with nri-cpupool (config $1).
 setup_cluster() {
-  [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ] || die "needs root on Linux"
+  if [ "$(id -u)" != 0 ] || [ "$(uname -s)" != Linux ]; then die "needs root on Linux"; fi
   exec 9>"$LOCK"
   flock -n 9 || { say "another Kubernetes suite runs on this machine (it owns $DP_DIR); waiting"; flock 9; }
   install_tools

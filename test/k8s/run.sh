@@ -70,8 +70,8 @@ YAML
 
 running() { kubectl wait --for=jsonpath='{.status.phase}'=Running "pod/$1" --timeout=90s >/dev/null || die "pod $1 is not Running: $(kubectl get pod "$1" -o jsonpath='{.status}')"; }
 waiting_message() { # POD: the container's waiting reason and message, once it has one
-  local i m
-  for i in $(seq 1 150); do
+  local m
+  for _ in $(seq 1 150); do
     m=$(kubectl get pod "$1" -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}: {.status.containerStatuses[0].state.waiting.message}' 2>/dev/null)
     case $m in CreateContainerError:*|RunContainerError:*) echo "$m"; return ;; esac
     sleep 0.4
@@ -102,12 +102,11 @@ assert_pinned() {
   check "$pod: container cpuset" "$(cpuset_of "$ctr")" "$want"
   check "$pod: pause container cgroup" "$(dirname "$(cgroup_path "$sb")")" "$parent"
   check "$pod: pause container cpuset (infra)" "$(cpuset_of "$sb")" "$INFRA"
-  check "$pod: QoS class" "$(kubectl get pod "$pod" -o jsonpath='{.status.qosClass}' | tr 'A-Z' 'a-z')" "$qos"
+  check "$pod: QoS class" "$(kubectl get pod "$pod" -o jsonpath='{.status.qosClass}' | tr '[:upper:]' '[:lower:]')" "$qos"
 }
 
 wait_allocatable() { # N: the node's allocatable cpupool.dev/exclusive
-  local i
-  for i in $(seq 1 150); do
+  for _ in $(seq 1 150); do
     [ "$(node_res allocatable cpupool.dev/exclusive)" = "$1" ] && return 0
     sleep 0.4
   done

@@ -1,0 +1,75 @@
+package cli
+
+// Golden tests of the commands' output, which scripts read: each
+// testdata/script/*.txtar runs nri-cpupool the way a user does and compares
+// stdout and stderr with the expected files checked in beside the script.
+// After an intended change of the output, regenerate them with
+//
+//	go test ./internal/cli -run TestScripts -update
+//
+// and review the diff. Fixtures are rendered into each script's work
+// directory and named relatively, so no temporary path reaches the output.
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/sysfs/fixture"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected output in testdata/script/*.txtar")
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"nri-cpupool": func() { os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr)) },
+	})
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		UpdateScripts:       *update,
+		RequireExplicitExec: true,
+		Setup: func(env *testscript.Env) error {
+			// The repository's example configs and requests, as the README uses them.
+			dir, err := filepath.Abs("../../testdata")
+			env.Setenv("TESTDATA", dir)
+			return err
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"fixture":   cmdFixture,
+			"savestate": cmdSaveState,
+		},
+	})
+}
+
+// cmdFixture renders testdata/topologies/NAME.yaml into the directory NAME.
+func cmdFixture(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: fixture NAME")
+	}
+	dir, err := fixture.SpecDir()
+	ts.Check(err)
+	spec, err := fixture.LoadSpec(filepath.Join(dir, args[0]+".yaml"))
+	ts.Check(err)
+	ts.Check(spec.Write(ts.MkAbs(args[0])))
+}
+
+// cmdSaveState writes the state given as plain JSON in IN to the state file
+// OUT the way the plugin does (envelope, checksum), for status to read.
+func cmdSaveState(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: savestate IN OUT")
+	}
+	st := plugin.NewState()
+	ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[0])), st))
+	store := plugin.NewFileStore(ts.MkAbs(args[1]))
+	defer store.Close()
+	ts.Check(store.Save(st))
+}
