@@ -114,16 +114,6 @@ func containerName(ctr *api.Container) string {
 	return "id-" + ctr.GetId()
 }
 
-// currentCPUs is the cpuset the runtime reports for a container.
-func currentCPUs(ctr *api.Container) (cpuset.CPUSet, bool) {
-	s := ctr.GetLinux().GetResources().GetCpu().GetCpus()
-	if s == "" {
-		return cpuset.New(), false
-	}
-	set, err := cpuset.Parse(s)
-	return set, err == nil
-}
-
 func cpuUpdate(a allocator.Assignment, pinMemory bool) *api.ContainerUpdate {
 	u := &api.ContainerUpdate{}
 	u.SetContainerId(a.ID)
