@@ -9,7 +9,7 @@ SPECS    := $(wildcard testdata/topologies/*.yaml)
 # e2e runs where it can: as root on Linux (it starts a real containerd).
 RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo yes || echo no)
 
-.PHONY: all build test unit packaging e2e bench lint install uninstall demo fixtures deb clean
+.PHONY: all build test unit packaging e2e e2e-vm bench lint install uninstall demo fixtures deb clean
 
 all: build
 
@@ -21,6 +21,7 @@ build:
 test: lint unit packaging
 ifeq ($(RUN_E2E),yes)
 	$(MAKE) e2e
+	$(MAKE) e2e-vm
 else
 	@echo "make test: skipping the end-to-end suite (needs root on Linux; run 'make e2e' there)"
 endif
@@ -33,6 +34,11 @@ packaging: build
 
 e2e: build
 	bash test/e2e/run.sh
+
+# The focused end-to-end set in VMs with NUMA nodes, SMT siblings, kernel
+# isolcpus and cgroup v2 (and v1); skips with its reason where qemu cannot run.
+e2e-vm: build
+	bash test/vm/e2e.sh
 
 # Speed and memory figures (medians and p99 from one run). Not a pass/fail gate.
 # -p 1: packages one after the other, so benchmarks do not share the CPUs.

@@ -82,7 +82,7 @@ kernel_prepare() {
     mkdir -p "$VM_CACHE/kernels"
     local tmp
     tmp=$(mktemp -d "$VM_CACHE/kernels/.dl.XXXXXX")
-    # _apt cannot write into root's cache; it fetches into its own partial dir then.
+    # apt warns that it downloads unsandboxed into a root-only directory: harmless.
     if ! (cd "$tmp" && apt-get download "$pkg" >/dev/null 2>"$tmp/apt.err"); then
       cat "$tmp/apt.err" >&2; rm -rf "$tmp"; vm_die "apt-get download $pkg failed"
     fi
