@@ -61,7 +61,8 @@ start_runtime() {
   export PATH="$TOOLS:$PATH"
   export CONTAINER_RUNTIME_ENDPOINT="unix://$W/containerd.sock" IMAGE_SERVICE_ENDPOINT="unix://$W/containerd.sock"
   export CRI_CONFIG_FILE="$W/crictl.yaml"
-  printf 'runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 30\n' "$CONTAINER_RUNTIME_ENDPOINT" "$IMAGE_SERVICE_ENDPOINT" > "$CRI_CONFIG_FILE"
+  printf 'runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: %s\n' "$CONTAINER_RUNTIME_ENDPOINT" "$IMAGE_SERVICE_ENDPOINT" \
+    "${E2E_CRICTL_TIMEOUT:-30}" > "$CRI_CONFIG_FILE"
   cat > "$W/containerd.toml" <<TOML
 version = 3
 root = "$W/root"

@@ -2,7 +2,9 @@
 # `make e2e-vm`: the focused end-to-end set (test/vm/scenarios.sh) on real
 # kernels, in VMs of shape `prod` (2 sockets x 2 cores x 2 threads, 2 NUMA
 # nodes, isolcpus) on cgroup v2 (the production case) and on cgroup v1.
-#   E2E_VM_CGROUPS="v2 v1"   which cgroup versions to boot, in order
+#   E2E_VM_RUNS="v2:full v1:quick"   the VMs to boot, in order: cgroup version and
+#                            scenario set (scenarios.sh: quick stops after the
+#                            exclusive containers)
 #   E2E_VM_REQUIRED=1        fail instead of skipping when qemu cannot run here
 # Everything vm.sh reads (VM_ACCEL, VM_KERNEL_PKG, ...) applies too.
 set -euo pipefail
@@ -37,11 +39,12 @@ if [ "${VM_ACCEL:-auto}" = auto ]; then
 fi
 
 START=$SECONDS FAILED=""
-for cg in ${E2E_VM_CGROUPS:-v2 v1}; do
-  t=$SECONDS
-  say "e2e-vm: shape prod on cgroup $cg ($VM_ACCEL)"
-  if "$HERE/vm.sh" --shape prod --cgroup "$cg" --timeout "${E2E_VM_TIMEOUT:-900}" \
-       --env "E2E_IMAGE_TAR=$SHARE/busybox.tar" --env "E2E_TOOLS=$TOOLS" --cwd "$REPO" -- bash test/vm/scenarios.sh; then
+for run in ${E2E_VM_RUNS:-v2:full v1:quick}; do
+  cg=${run%%:*} set=${run#*:} t=$SECONDS
+  say "e2e-vm: shape prod on cgroup $cg, $set set ($VM_ACCEL)"
+  if "$HERE/vm.sh" --shape prod --cgroup "$cg" --timeout "${E2E_VM_TIMEOUT:-1800}" \
+       --env "E2E_VM_SET=$set" --env "E2E_IMAGE_TAR=$SHARE/busybox.tar" --env "E2E_TOOLS=$TOOLS" \
+       --env "E2E_CRICTL_TIMEOUT=${E2E_CRICTL_TIMEOUT:-180}" --cwd "$REPO" -- bash test/vm/scenarios.sh; then
     info "cgroup $cg: passed in $((SECONDS - t)) s"
   else
     info "cgroup $cg: FAILED after $((SECONDS - t)) s"
