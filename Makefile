@@ -7,9 +7,18 @@ PREFIX   ?= /usr/local
 DESTDIR  ?=
 SPECS    := $(wildcard testdata/topologies/*.yaml)
 # e2e runs where it can: as root on Linux (it starts a real containerd).
+# Build tools (nfpm, ...) are installed with go install into a cache that
+# survives clean clones.
+TOOLS_BIN ?= $(HOME)/.cache/nri-cpupool-tools
+NFPM_VERSION := v2.44.0
+NFPM     := $(TOOLS_BIN)/nfpm-$(NFPM_VERSION)
 RUN_E2E  ?= $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] && echo yes || echo no)
+# The Kubernetes suite also needs the Kubernetes binaries: prebuilt ones in
+# $NRI_CPUPOOL_K8S_TOOLS (.ci/run sets it) or ones it unpacked or built before.
+K8S_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/nri-cpupool-k8s
+HAVE_K8S ?= $(shell { [ -f "$(NRI_CPUPOOL_K8S_TOOLS)/kubelet.xz" ] || [ -f "$(K8S_CACHE)/kubernetes-v1.36.3/.complete" ]; } && echo yes || echo no)
 
-.PHONY: all build test unit packaging e2e e2e-vm bench lint install uninstall demo fixtures deb clean
+.PHONY: all build test unit packaging e2e e2e-vm k8s-e2e bench lint install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -22,15 +31,20 @@ test: lint unit packaging
 ifeq ($(RUN_E2E),yes)
 	$(MAKE) e2e
 	$(MAKE) e2e-vm
+ifeq ($(HAVE_K8S),yes)
+	$(MAKE) k8s-e2e
 else
-	@echo "make test: skipping the end-to-end suite (needs root on Linux; run 'make e2e' there)"
+	@echo "make test: skipping the Kubernetes suite: no Kubernetes binaries (set NRI_CPUPOOL_K8S_TOOLS to a directory like shared/tools/kubernetes-v1.36.3, or run 'make k8s-e2e', which builds them once, 15-25 min)"
+endif
+else
+	@echo "make test: skipping the end-to-end suites (need root on Linux; run 'make e2e' and 'make k8s-e2e' there)"
 endif
 
 unit:
 	$(GO) test -race -count=1 ./...
 
-packaging: build
-	bash test/packaging.sh
+packaging: build $(NFPM)
+	NFPM=$(NFPM) bash test/packaging.sh
 
 e2e: build
 	bash test/e2e/run.sh
@@ -39,6 +53,10 @@ e2e: build
 # isolcpus and cgroup v2 (and v1); skips with its reason where qemu cannot run.
 e2e-vm: build
 	bash test/vm/e2e.sh
+
+# A private one-node Kubernetes cluster with this plugin (test/k8s).
+k8s-e2e: build
+	bash test/k8s/run.sh
 
 # Speed and memory figures (medians and p99 from one run). Not a pass/fail gate.
 # -p 1: packages one after the other, so benchmarks do not share the CPUs.
@@ -59,7 +77,8 @@ fixtures:
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/nri-cpupool
-	install -D -m 0644 packaging/nri-cpupool.service $(DESTDIR)/etc/systemd/system/nri-cpupool.service
+	install -d $(DESTDIR)/etc/systemd/system
+	sed 's|/usr/bin/nri-cpupool|$(PREFIX)/bin/nri-cpupool|g' packaging/nri-cpupool.service > $(DESTDIR)/etc/systemd/system/nri-cpupool.service
 	@if [ ! -e $(DESTDIR)/etc/nri-cpupool/config.yaml ]; then \
 	  install -D -m 0644 packaging/config.yaml $(DESTDIR)/etc/nri-cpupool/config.yaml; \
 	else echo "keeping existing $(DESTDIR)/etc/nri-cpupool/config.yaml"; fi
@@ -75,9 +94,27 @@ uninstall:
 demo: build
 	bash test/e2e/demo.sh
 
-# A Debian package (dpkg-deb, no other tool needed).
-deb: build
-	bash packaging/deb/build.sh $(VERSION)
+# The .deb and the .rpm, from one nfpm recipe (packaging/nfpm.yaml).
+package: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) deb rpm
+deb: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) deb
+rpm: build $(NFPM)
+	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) rpm
+
+# The DaemonSet's image (deploy/kubernetes): the static binary in an OCI
+# archive, built without a container engine or registry.
+IMAGE ?= ghcr.io/cpupool/nri-cpupool:dev
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nri-cpupool-static ./cmd/nri-cpupool
+	$(GO) run ./tools/mkimage -plugin bin/nri-cpupool-static -name $(IMAGE) -out bin/nri-cpupool-image.tar
+	@echo "bin/nri-cpupool-image.tar ($(IMAGE)): ctr -n k8s.io images import bin/nri-cpupool-image.tar"
+
+nfpm: $(NFPM)
+$(NFPM):
+	mkdir -p $(TOOLS_BIN)/.nfpm
+	GOBIN=$(abspath $(TOOLS_BIN))/.nfpm GOFLAGS=-buildvcs=false $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	mv $(TOOLS_BIN)/.nfpm/nfpm $(NFPM)
 
 clean:
 	rm -rf bin testdata/sysfs

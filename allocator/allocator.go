@@ -6,12 +6,13 @@ package allocator
 
 import (
 	"fmt"
-	"sort"
-	"strings"
+	"maps"
+	"slices"
 
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -35,7 +36,17 @@ type Assignment struct {
 	CPUs     cpuset.CPUSet `json:"-"`
 	Reserved cpuset.CPUSet `json:"-"`
 	Mems     cpuset.CPUSet `json:"-"`
+	// NoCPUQuota tells that the container's CFS quota is lifted: it has
+	// exclusive CPUs and disableCPUQuota applies to it.
+	NoCPUQuota bool `json:"-"`
+	// Added are the CPUs in-place resizes added to the container, in the
+	// order they were added; the rest of CPUs is its original set, which a
+	// resize never gives back.
+	Added []int `json:"-"`
 }
+
+// Original returns the CPUs the container was created with.
+func (a *Assignment) Original() cpuset.CPUSet { return a.CPUs.Difference(cpuset.New(a.Added...)) }
 
 // restartKey identifies a container across restarts: same pod, same name.
 func (a *Assignment) restartKey() string { return a.Pod.UID + "/" + a.Container }
@@ -53,9 +64,9 @@ type Allocator struct {
 	containers map[string]*Assignment
 	// owner[cpu] is the container holding the CPU exclusively, "" if none.
 	owner []string
-	// previous remembers the CPUs of stopped containers so that a restart
-	// gets them back while they are still free.
-	previous map[string]cpuset.CPUSet
+	// holds keep stopped exclusive containers' CPUs for their pods, by
+	// restartKey; their CPUs stay owned by the stopped container's id.
+	holds map[string]*Hold
 	// overlapped is set once a forced restore put two containers on one
 	// CPU; only then must a release look for another holder.
 	overlapped bool
@@ -68,10 +79,10 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		x:          x,
 		layout:     layout,
 		pinMemory:  pinMemory,
-		views:      map[string]*poolView{config.PoolExclusive: x.view(layout.Exclusive), config.PoolExclusiveNonIsolcpus: x.view(layout.ExclusiveNonIsolcpus)},
+		views:      map[string]*poolView{pools.Exclusive: x.view(layout.Exclusive), pools.ExclusiveNonIsolcpus: x.view(layout.ExclusiveNonIsolcpus)},
 		containers: map[string]*Assignment{},
 		owner:      make([]string, len(x.cpus)),
-		previous:   map[string]cpuset.CPUSet{},
+		holds:      map[string]*Hold{},
 	}
 }
 
@@ -104,6 +115,12 @@ type Request struct {
 	NUMANodes cpuset.CPUSet
 	// PreferNUMA are nodes to prefer (the nodes of the container's devices).
 	PreferNUMA cpuset.CPUSet
+	// CPUs, when not empty, are the exact exclusive CPUs the kubelet
+	// allocated (the cpupool.dev/exclusive resource); they are checked, not
+	// chosen.
+	CPUs cpuset.CPUSet
+	// grow is the running container a resize adds CPUs to.
+	grow *Assignment
 }
 
 // Allocate places a new container. A container that is already known keeps
@@ -115,32 +132,43 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	if cur, ok := a.containers[req.ID]; ok {
 		return Result{Assignment: *cur}, nil
 	}
+	infraBefore := a.PoolCPUs(pools.Infra)
 	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New()}
 	switch req.Pool {
-	case config.PoolShared, config.PoolInfra:
+	case pools.Shared, pools.Infra:
 		cpus := a.PoolCPUs(req.Pool)
 		if cpus.IsEmpty() {
 			return Result{}, fmt.Errorf("pool %s has no CPUs on this node; configure pools.%s or choose another pool", req.Pool, req.Pool)
 		}
 		as.CPUs = cpus
-	case config.PoolExclusive, config.PoolExclusiveNonIsolcpus:
+	case pools.Exclusive, pools.ExclusiveNonIsolcpus:
+		if req.CPUs.Size() > 0 {
+			cpus, err := a.placeExact(req)
+			if err != nil {
+				return Result{}, err
+			}
+			as.CPUs = cpus
+			break
+		}
 		cpus, reserved, err := a.placeExclusive(req)
 		if err != nil {
 			return Result{}, err
 		}
 		as.CPUs, as.Reserved = cpus, reserved
+		as.NoCPUQuota = req.Options.DisableCPUQuota
 	default:
 		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
 	}
 	as.Mems = a.memsFor(as.CPUs)
-	return a.commit(as), nil
+	a.takeFromHolds(req, as.Held())
+	return a.commit(as, infraBefore), nil
 }
 
-// commit records an assignment and computes the updates it causes.
-func (a *Allocator) commit(as *Assignment) Result {
-	infraBefore := a.PoolCPUs(config.PoolInfra)
+// commit records an assignment and computes the updates it causes since
+// infra was infraBefore.
+func (a *Allocator) commit(as *Assignment, infraBefore cpuset.CPUSet) Result {
 	a.containers[as.ID] = as
-	if config.IsExclusivePool(as.Pool) {
+	if pools.IsExclusive(as.Pool) {
 		for _, id := range as.Held().UnsortedList() {
 			// A forced restore may overlap another container; the first
 			// holder keeps the CPU (see Release).
@@ -153,7 +181,6 @@ func (a *Allocator) commit(as *Assignment) Result {
 			}
 		}
 	}
-	delete(a.previous, as.restartKey())
 	res := Result{Assignment: *as}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res
@@ -162,14 +189,14 @@ func (a *Allocator) commit(as *Assignment) Result {
 // followInfra moves infra members to the current infra cpuset if it
 // changed since before.
 func (a *Allocator) followInfra(before cpuset.CPUSet) ([]Assignment, bool) {
-	now := a.PoolCPUs(config.PoolInfra)
+	now := a.PoolCPUs(pools.Infra)
 	if now.Equals(before) {
 		return nil, false
 	}
 	var updates []Assignment
 	for _, id := range a.sortedIDs() {
 		c := a.containers[id]
-		if c.Pool == config.PoolInfra && !c.CPUs.Equals(now) {
+		if c.Pool == pools.Infra && !c.CPUs.Equals(now) {
 			c.CPUs = now
 			c.Mems = a.memsFor(now)
 			updates = append(updates, *c)
@@ -178,40 +205,34 @@ func (a *Allocator) followInfra(before cpuset.CPUSet) ([]Assignment, bool) {
 	return updates, true
 }
 
-// Release forgets a container and frees its CPUs. The CPUs are remembered
-// for a restart of the same container (same pod UID and name).
+// Release forgets a container and frees its CPUs at once, with no hold
+// (see Stop for a container that may run again).
 func (a *Allocator) Release(id string) Result {
 	c, ok := a.containers[id]
 	if !ok {
 		return Result{}
 	}
-	infraBefore := a.PoolCPUs(config.PoolInfra)
+	infraBefore := a.PoolCPUs(pools.Infra)
 	delete(a.containers, id)
-	if config.IsExclusivePool(c.Pool) {
-		for _, cpu := range c.Held().UnsortedList() {
-			if a.owner[cpu] == id {
-				a.owner[cpu] = ""
-				if a.overlapped {
-					a.owner[cpu] = a.otherHolder(cpu)
-				}
-			}
-		}
-		if c.Pod.UID != "" {
-			a.previous[c.restartKey()] = c.CPUs
-		}
-	}
+	a.free(c)
 	res := Result{Assignment: *c}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res
 }
 
-// otherHolder finds an exclusive container that still runs on cpu after a
-// forced restore made two overlap, so the CPU is not handed out while in use.
+// otherHolder finds an exclusive container that still runs on cpu, or a
+// hold that keeps it, after a forced restore made two overlap, so the CPU
+// is not handed out while in use.
 func (a *Allocator) otherHolder(cpu int) string {
 	for _, id := range a.sortedIDs() {
 		c := a.containers[id]
-		if config.IsExclusivePool(c.Pool) && c.Held().Contains(cpu) {
+		if pools.IsExclusive(c.Pool) && c.Held().Contains(cpu) {
 			return id
+		}
+	}
+	for _, key := range a.sortedHoldKeys() {
+		if h := a.holds[key]; h.Held().Contains(cpu) {
+			return h.ID
 		}
 	}
 	return ""
@@ -231,8 +252,16 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 	if as.Mems.Size() == 0 {
 		as.Mems = a.memsFor(as.CPUs)
 	}
+	if !cpuset.New(as.Added...).IsSubsetOf(as.CPUs) {
+		as.Added = nil // a record that does not match where it runs: all original
+	}
+	infraBefore := a.PoolCPUs(pools.Infra)
+	if h, ok := a.holds[as.restartKey()]; ok && as.Pod.UID != "" {
+		// The container runs again: its last run's hold is over.
+		a.dropHold(as.restartKey(), h)
+	}
 	var problem error
-	if config.IsExclusivePool(as.Pool) {
+	if pools.IsExclusive(as.Pool) {
 		for _, cpu := range as.Held().List() {
 			if !a.x.online(cpu) {
 				problem = fmt.Errorf("container %s: CPU %d is not online", as.ID, cpu)
@@ -251,7 +280,7 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 		return Result{}, problem
 	}
 	cp := as
-	if cp.Pool == config.PoolShared || cp.Pool == config.PoolInfra {
+	if cp.Pool == pools.Shared || cp.Pool == pools.Infra {
 		// Members of a shared pool follow the pool as it is now, unless the
 		// pool no longer exists: then they stay where they run.
 		if now := a.PoolCPUs(cp.Pool); !now.IsEmpty() {
@@ -261,7 +290,7 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 			problem = fmt.Errorf("container %s: pool %s has no CPUs as now configured; it stays on %s", as.ID, as.Pool, as.CPUs)
 		}
 	}
-	res := a.commit(&cp)
+	res := a.commit(&cp, infraBefore)
 	return res, problem
 }
 
@@ -271,8 +300,14 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 // decision of ours — it stays there; otherwise it is placed like a new one.
 // Kept tells which happened.
 func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
-	if config.IsExclusivePool(req.Pool) && current.Size() > 0 && current.Size() == CPUsFor(req.MilliCPU) {
-		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current}
+	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !current.Equals(req.CPUs) {
+		// The kubelet's allocation is the truth for its containers.
+		res, err = a.Allocate(req)
+		return res, false, err
+	}
+	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || current.Equals(req.CPUs)) {
+		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
+			NoCPUQuota: req.Options.DisableCPUQuota}
 		if res, err := a.Restore(as, false); err == nil {
 			return res, true, nil
 		}
@@ -287,7 +322,7 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept 
 // where it runs after a config change keeps its CPUs to itself.
 func (a *Allocator) PoolCPUs(pool string) cpuset.CPUSet {
 	cpus := a.layout.Pool(pool)
-	if config.IsExclusivePool(pool) {
+	if pools.IsExclusive(pool) {
 		return cpus
 	}
 	var held []int
@@ -331,41 +366,7 @@ func (a *Allocator) Assignments() []Assignment {
 	return out
 }
 
-// Previous returns the remembered CPUs of stopped containers, for
-// persisting; SetPrevious restores them.
-func (a *Allocator) Previous() map[string]cpuset.CPUSet {
-	out := make(map[string]cpuset.CPUSet, len(a.previous))
-	for k, v := range a.previous {
-		out[k] = v
-	}
-	return out
-}
-
-// ForgetPod drops the remembered CPUs of a removed pod's containers: they
-// cannot restart any more.
-func (a *Allocator) ForgetPod(uid string) {
-	for k := range a.previous {
-		if strings.HasPrefix(k, uid+"/") {
-			delete(a.previous, k)
-		}
-	}
-}
-
-// SetPrevious restores remembered CPUs of stopped containers.
-func (a *Allocator) SetPrevious(p map[string]cpuset.CPUSet) {
-	for k, v := range p {
-		a.previous[k] = v
-	}
-}
-
-func (a *Allocator) sortedIDs() []string {
-	ids := make([]string, 0, len(a.containers))
-	for id := range a.containers {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
+func (a *Allocator) sortedIDs() []string { return slices.Sorted(maps.Keys(a.containers)) }
 
 func (a *Allocator) memsFor(cpus cpuset.CPUSet) cpuset.CPUSet {
 	if !a.pinMemory {

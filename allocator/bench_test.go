@@ -77,7 +77,7 @@ func BenchmarkChurn1000(b *testing.B) {
 		a := newAllocator(b, largeNode, `isolatedCPUs: "2-191,194-383"`+"\npools: {shared: {count: 16}, exclusive-non-isolcpus: {enabled: true}}")
 		rng := rand.New(rand.NewSource(int64(i)))
 		var live []string
-		pools := []string{"exclusive", "exclusive", "shared", "infra"}
+		choices := []string{"exclusive", "exclusive", "shared", "infra"}
 		b.StartTimer()
 		for step := 0; step < 1000; step++ {
 			if len(live) > 0 && rng.Intn(2) == 0 {
@@ -87,7 +87,7 @@ func BenchmarkChurn1000(b *testing.B) {
 				continue
 			}
 			r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(8))
-			r.Pool = pools[rng.Intn(len(pools))]
+			r.Pool = choices[rng.Intn(len(choices))]
 			if _, err := a.Allocate(r); err == nil {
 				live = append(live, r.ID)
 			}

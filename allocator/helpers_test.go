@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -51,7 +52,7 @@ func newAllocator(tb testing.TB, fixtureName, yaml string) *Allocator {
 }
 
 func exclusive(id string, cpus int) Request {
-	return Request{ID: id, Pod: PodRef{Namespace: "ns", Name: "pod-" + id, UID: "uid-" + id}, Container: "c", Pool: config.PoolExclusive,
+	return Request{ID: id, Pod: PodRef{Namespace: "ns", Name: "pod-" + id, UID: "uid-" + id}, Container: "c", Pool: pools.Exclusive,
 		MilliCPU: int64(cpus) * 1000, NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()}
 }
 

@@ -1,7 +1,8 @@
 package allocator
 
 import (
-	"sort"
+	"maps"
+	"slices"
 
 	"k8s.io/utils/cpuset"
 
@@ -135,11 +136,11 @@ func (x *index) view(cpus cpuset.CPUSet) *poolView {
 		}
 		byNode[c.numa][c.l3][c.core] = append(byNode[c.numa][c.l3][c.core], id)
 	}
-	for _, node := range sortedKeys(byNode) {
+	for _, node := range slices.Sorted(maps.Keys(byNode)) {
 		nv := nodeView{id: node, socket: -1}
-		for _, l3 := range sortedKeys(byNode[node]) {
+		for _, l3 := range slices.Sorted(maps.Keys(byNode[node])) {
 			lv := l3View{id: l3}
-			for _, core := range sortedKeys(byNode[node][l3]) {
+			for _, core := range slices.Sorted(maps.Keys(byNode[node][l3])) {
 				threads := byNode[node][l3][core]
 				nv.socket = x.cpus[threads[0]].socket
 				lv.cores = append(lv.cores, coreView{index: core, threads: threads, complete: len(threads) == len(x.cores[core])})
@@ -149,13 +150,4 @@ func (x *index) view(cpus cpuset.CPUSet) *poolView {
 		v.nodes = append(v.nodes, nv)
 	}
 	return v
-}
-
-func sortedKeys[V any](m map[int]V) []int {
-	keys := make([]int, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
-	return keys
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -32,13 +33,13 @@ type Layout struct {
 // Pool returns a pool's static CPUs by name.
 func (l *Layout) Pool(name string) cpuset.CPUSet {
 	switch name {
-	case config.PoolExclusive:
+	case pools.Exclusive:
 		return l.Exclusive
-	case config.PoolShared:
+	case pools.Shared:
 		return l.Shared
-	case config.PoolInfra:
+	case pools.Infra:
 		return l.Infra
-	case config.PoolExclusiveNonIsolcpus:
+	case pools.ExclusiveNonIsolcpus:
 		return l.ExclusiveNonIsolcpus
 	}
 	return cpuset.New()
@@ -47,113 +48,170 @@ func (l *Layout) Pool(name string) cpuset.CPUSet {
 // BuildLayout turns the configuration into concrete pools for this node.
 // It is deterministic: the same topology and config give the same layout.
 // Every problem found is returned, with its config key; the layout is only
-// usable when none of them is an error.
+// usable when none of them is an error. The steps below run in this order,
+// which is also the order of the problems they report.
 func BuildLayout(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Problems) {
-	// Warnings about the config alone (errors stopped it loading) come first.
-	p := cfg.Check().Warnings()
-	x := newIndex(topo)
-	l := &Layout{Online: topo.Online, MinInfraCPUs: cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs}
-
-	// checked parses a list key and keeps only online CPUs, reporting the rest.
-	checked := func(key, list string) cpuset.CPUSet {
-		set, err := config.ParseCPUList(list)
-		if err != nil {
-			p.Errorf(key, "%v", err)
-			return cpuset.New()
-		}
-		if missing := set.Difference(topo.Present); !missing.IsEmpty() {
-			p.Errorf(key, "CPUs %s do not exist on this node (present: %s); list only existing CPUs", missing, topo.Present)
-		}
-		if off := set.Intersection(topo.Offline); !off.IsEmpty() {
-			p.Errorf(key, "CPUs %s are offline (online: %s); bring them online or remove them from the list", off, topo.Online)
-		}
-		return set.Intersection(topo.Online)
+	b := &layoutBuilder{topo: topo, cfg: cfg, x: newIndex(topo),
+		l: &Layout{Online: topo.Online, MinInfraCPUs: cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs},
+		// Warnings about the config alone (errors stopped it loading) come first.
+		p: cfg.Check().Warnings(),
 	}
+	b.isolatedAndReserved()
+	exCPUs, shCPUs := b.listedPools()
+	b.carvePools(exCPUs, shCPUs)
+	b.warnUnbalancedShared()
+	b.infra()
+	b.lendable()
+	b.warnSplitCores()
+	return b.l, b.p
+}
 
-	if cfg.IsolatedCPUs != nil {
-		l.Isolated = checked("isolatedCPUs", *cfg.IsolatedCPUs)
+// layoutBuilder holds what BuildLayout's steps share: the layout so far and
+// the problems found so far.
+type layoutBuilder struct {
+	topo *sysfs.Topology
+	cfg  *config.Config
+	x    *index
+	l    *Layout
+	p    config.Problems
+}
+
+// checked parses a list key and keeps only online CPUs, reporting the rest.
+func (b *layoutBuilder) checked(key, list string) cpuset.CPUSet {
+	set, err := config.ParseCPUList(list)
+	if err != nil {
+		b.p.Errorf(key, "%v", err)
+		return cpuset.New()
+	}
+	if missing := set.Difference(b.topo.Present); !missing.IsEmpty() {
+		b.p.Errorf(key, "CPUs %s do not exist on this node (present: %s); list only existing CPUs", missing, b.topo.Present)
+	}
+	if off := set.Intersection(b.topo.Offline); !off.IsEmpty() {
+		b.p.Errorf(key, "CPUs %s are offline (online: %s); bring them online or remove them from the list", off, b.topo.Online)
+	}
+	return set.Intersection(b.topo.Online)
+}
+
+// isolatedAndReserved decides the isolated set (the config's, else the
+// kernel's) and the reserved CPUs.
+func (b *layoutBuilder) isolatedAndReserved() {
+	if b.cfg.IsolatedCPUs != nil {
+		b.l.Isolated = b.checked("isolatedCPUs", *b.cfg.IsolatedCPUs)
 	} else {
-		l.Isolated = topo.Isolated.Intersection(topo.Online)
-		if off := topo.Isolated.Difference(topo.Online); !off.IsEmpty() {
-			p.Warnf("isolatedCPUs", "the kernel isolates offline CPUs %s; they are ignored", off)
+		b.l.Isolated = b.topo.Isolated.Intersection(b.topo.Online)
+		if off := b.topo.Isolated.Difference(b.topo.Online); !off.IsEmpty() {
+			b.p.Warnf("isolatedCPUs", "the kernel isolates offline CPUs %s; they are ignored", off)
 		}
 	}
-	l.Reserved = checked("reservedCPUs", cfg.ReservedCPUs)
+	b.l.Reserved = b.checked("reservedCPUs", b.cfg.ReservedCPUs)
+}
 
-	ex := cfg.Pools.Exclusive
-	sh := cfg.Pools.Shared
-	exCPUs := checked("pools.exclusive.cpus", ex.CPUs)
-	shCPUs := checked("pools.shared.cpus", sh.CPUs)
-	overlap := func(aKey, bKey string, a, b cpuset.CPUSet) {
-		if o := a.Intersection(b); !o.IsEmpty() {
-			p.Errorf(aKey, "overlaps %s on CPUs %s; a CPU belongs to one pool", bKey, o)
+// listedPools returns the CPUs the config lists for exclusive and shared,
+// and reports lists that overlap each other or the reserved CPUs.
+func (b *layoutBuilder) listedPools() (exclusive, shared cpuset.CPUSet) {
+	exclusive = b.checked("pools.exclusive.cpus", b.cfg.Pools.Exclusive.CPUs)
+	shared = b.checked("pools.shared.cpus", b.cfg.Pools.Shared.CPUs)
+	overlap := func(aKey, bKey string, x, y cpuset.CPUSet) {
+		if o := x.Intersection(y); !o.IsEmpty() {
+			b.p.Errorf(aKey, "overlaps %s on CPUs %s; a CPU belongs to one pool", bKey, o)
 		}
 	}
-	overlap("pools.exclusive.cpus", "pools.shared.cpus", exCPUs, shCPUs)
-	overlap("pools.exclusive.cpus", "reservedCPUs", exCPUs, l.Reserved)
-	overlap("pools.shared.cpus", "reservedCPUs", shCPUs, l.Reserved)
+	overlap("pools.exclusive.cpus", "pools.shared.cpus", exclusive, shared)
+	overlap("pools.exclusive.cpus", "reservedCPUs", exclusive, b.l.Reserved)
+	overlap("pools.shared.cpus", "reservedCPUs", shared, b.l.Reserved)
+	return exclusive, shared
+}
 
-	// Counts are carved from what is isolated and not already taken.
-	carvable := l.Isolated.Difference(l.Reserved).Difference(exCPUs).Difference(shCPUs)
+// carvePools completes exclusive and shared: the listed CPUs plus counts
+// carved from the isolated CPUs nobody took; an unsized exclusive pool gets
+// every isolated CPU shared leaves.
+func (b *layoutBuilder) carvePools(exCPUs, shCPUs cpuset.CPUSet) {
+	ex, sh := b.cfg.Pools.Exclusive, b.cfg.Pools.Shared
+	carvable := b.l.Isolated.Difference(b.l.Reserved).Difference(exCPUs).Difference(shCPUs)
 	carve := func(key string, count int) cpuset.CPUSet {
-		if count == 0 {
-			return cpuset.New()
-		}
-		if count > carvable.Size() {
-			source := "isolatedCPUs"
-			if cfg.IsolatedCPUs == nil {
-				source = "the kernel's isolated CPUs (isolcpus=)"
-			}
-			p.Errorf(key, "asks for %d CPUs but only %d are left to carve (%s %q, minus reservedCPUs and the other pool); lower the count or isolate more CPUs",
-				count, carvable.Size(), source, l.Isolated.String())
-			return cpuset.New()
-		}
-		set := carveByCount(x, carvable, count)
+		set := b.carve(key, count, carvable)
 		carvable = carvable.Difference(set)
 		return set
 	}
 	if ex.CPUs != "" || ex.Count > 0 {
-		l.Exclusive = exCPUs.Union(carve("pools.exclusive.count", ex.Count))
-		l.Shared = shCPUs.Union(carve("pools.shared.count", sh.Count))
+		b.l.Exclusive = exCPUs.Union(carve("pools.exclusive.count", ex.Count))
+		b.l.Shared = shCPUs.Union(carve("pools.shared.count", sh.Count))
 	} else {
-		// An unsized exclusive pool gets every isolated CPU shared leaves.
-		l.Shared = shCPUs.Union(carve("pools.shared.count", sh.Count))
-		l.Exclusive = carvable
+		b.l.Shared = shCPUs.Union(carve("pools.shared.count", sh.Count))
+		b.l.Exclusive = carvable
 		carvable = cpuset.New()
 	}
 	if !carvable.IsEmpty() {
-		p.Warnf("pools", "isolated CPUs %s are in neither exclusive nor shared, so they join infra, where the kernel does not balance load across isolated CPUs", carvable)
+		b.p.Warnf("pools", "isolated CPUs %s are in neither exclusive nor shared, so they join infra, where the kernel does not balance load across isolated CPUs", carvable)
 	}
 	for _, pool := range []struct {
 		key  string
 		cpus cpuset.CPUSet
 	}{{"pools.exclusive.cpus", exCPUs}, {"pools.shared.cpus", shCPUs}} {
-		if notIso := pool.cpus.Difference(l.Isolated); !notIso.IsEmpty() {
-			p.Warnf(pool.key, "CPUs %s are not isolated, so kernel threads and other tasks may run there too", notIso)
+		if notIso := pool.cpus.Difference(b.l.Isolated); !notIso.IsEmpty() {
+			b.p.Warnf(pool.key, "CPUs %s are not isolated, so kernel threads and other tasks may run there too", notIso)
 		}
 	}
+}
 
-	l.Infra = topo.Online.Difference(l.Exclusive).Difference(l.Shared)
-	if l.Infra.IsEmpty() {
-		p.Errorf("pools", "no CPU is left for infra (online %s, exclusive %s, shared %s); leave at least one CPU (reservedCPUs keeps some)", topo.Online, l.Exclusive, l.Shared)
+// carve takes count CPUs from carvable, or reports why it cannot.
+func (b *layoutBuilder) carve(key string, count int, carvable cpuset.CPUSet) cpuset.CPUSet {
+	if count == 0 {
+		return cpuset.New()
 	}
-	if cfg.Pools.ExclusiveNonIsolcpus.Enabled {
-		l.ExclusiveNonIsolcpus = l.Infra.Difference(l.Reserved)
-		if l.Infra.Size() <= l.MinInfraCPUs {
-			p.Warnf("pools.exclusive-non-isolcpus", "enabled, but infra (%s) has no CPU to lend beyond minInfraCPUs=%d", l.Infra, l.MinInfraCPUs)
+	if count > carvable.Size() {
+		source := "isolatedCPUs"
+		if b.cfg.IsolatedCPUs == nil {
+			source = "the kernel's isolated CPUs (isolcpus=)"
 		}
-	} else {
-		l.ExclusiveNonIsolcpus = cpuset.New()
+		b.p.Errorf(key, "asks for %d CPUs but only %d are left to carve (%s %q, minus reservedCPUs and the other pool); lower the count or isolate more CPUs",
+			count, carvable.Size(), source, b.l.Isolated.String())
+		return cpuset.New()
 	}
+	return carveByCount(b.x, carvable, count)
+}
+
+// warnUnbalancedShared reports a shared pool of more than one CPU on CPUs
+// taken out of the scheduler's load balancing (isolcpus= without flags or
+// with domain): its containers' threads would stay where they start.
+func (b *layoutBuilder) warnUnbalancedShared() {
+	shared := b.l.Shared
+	if dom := shared.Intersection(b.topo.DomainIsolated); shared.Size() > 1 && !dom.IsEmpty() {
+		b.p.Warnf("pools.shared", "CPUs %s are taken out of the scheduler's load balancing (isolcpus= without flags or with the domain flag), so the threads of the shared pool's containers stay on the CPU they start on and pile up there; isolate the pool's CPUs with isolcpus=managed_irq,%s nohz_full=%s instead, or make them a cgroup v2 cpuset partition",
+			dom, shared, shared)
+	}
+}
+
+// infra is every online CPU the isolated pools leave; it must not be empty.
+func (b *layoutBuilder) infra() {
+	b.l.Infra = b.topo.Online.Difference(b.l.Exclusive).Difference(b.l.Shared)
+	if b.l.Infra.IsEmpty() {
+		b.p.Errorf("pools", "no CPU is left for infra (online %s, exclusive %s, shared %s); leave at least one CPU (reservedCPUs keeps some)", b.topo.Online, b.l.Exclusive, b.l.Shared)
+	}
+}
+
+// lendable decides which infra CPUs exclusive-non-isolcpus may lend.
+func (b *layoutBuilder) lendable() {
+	if !b.cfg.Pools.ExclusiveNonIsolcpus.Enabled {
+		b.l.ExclusiveNonIsolcpus = cpuset.New()
+		return
+	}
+	b.l.ExclusiveNonIsolcpus = b.l.Infra.Difference(b.l.Reserved)
+	if b.l.Infra.Size() <= b.l.MinInfraCPUs {
+		b.p.Warnf("pools.exclusive-non-isolcpus", "enabled, but infra (%s) has no CPU to lend beyond minInfraCPUs=%d", b.l.Infra, b.l.MinInfraCPUs)
+	}
+}
+
+// warnSplitCores reports isolated pools that share a core with another.
+func (b *layoutBuilder) warnSplitCores() {
 	for _, pool := range []struct {
 		key  string
 		cpus cpuset.CPUSet
-	}{{"pools.exclusive", l.Exclusive}, {"pools.shared", l.Shared}} {
-		if split := splitCores(x, pool.cpus); !split.IsEmpty() {
-			p.Warnf(pool.key, "splits the hyperthreads of cores with CPUs %s with another pool, so their siblings' load disturbs it", split)
+	}{{"pools.exclusive", b.l.Exclusive}, {"pools.shared", b.l.Shared}} {
+		if split := splitCores(b.x, pool.cpus); !split.IsEmpty() {
+			b.p.Warnf(pool.key, "splits the hyperthreads of cores with CPUs %s with another pool, so their siblings' load disturbs it", split)
 		}
 	}
-	return l, p
 }
 
 // splitCores returns the CPUs of the set whose core also has online threads

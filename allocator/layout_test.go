@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -8,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/sysfs"
+	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
 func TestBuildLayout(t *testing.T) {
@@ -118,4 +121,58 @@ func TestBuildLayoutUncheckedConfig(t *testing.T) {
 	require.True(t, problems.HasErrors())
 	assert.Equal(t, "reservedCPUs", problems.Errors()[0].Key)
 	assert.Contains(t, problems.Errors()[0].Message, `malformed CPU list "0-"`)
+}
+
+// TestSharedPoolOnDomainIsolatedCPUsWarns: isolcpus= without flags or with
+// domain keeps the scheduler from balancing a shared pool's threads.
+func TestSharedPoolOnDomainIsolatedCPUsWarns(t *testing.T) {
+	const warning = "taken out of the scheduler's load balancing"
+	flagless := func() *sysfs.Topology {
+		spec, err := fixture.LoadSpec(filepath.Join(specDir(t), "desktop-8c16t.yaml"))
+		require.NoError(t, err)
+		spec.Cmdline = "isolcpus=2-7,10-15"
+		root := t.TempDir()
+		require.NoError(t, spec.Write(root))
+		topo, err := sysfs.Discover(root)
+		require.NoError(t, err)
+		return topo
+	}()
+	tests := []struct {
+		name   string
+		topo   *sysfs.Topology
+		config string
+		warn   string // the domain-isolated shared CPUs named, "" for no warning
+	}{
+		{"isolcpus=domain,managed_irq: a shared pool of 8", topology(t, "xeon-2s-interleaved"), "pools: {shared: {count: 8}}", "CPUs 2-5,42-45 are"},
+		{"isolcpus without flags: a shared pool of 4", flagless, "pools: {shared: {cpus: \"2-3,10-11\"}}", "CPUs 2-3,10-11 are"},
+		{"a shared pool of one CPU balances nothing", topology(t, "xeon-2s-interleaved"), "pools: {shared: {cpus: \"2\"}}", ""},
+		{"isolcpus=managed_irq only: balanced", topology(t, "server-offline-isolcpus"), "pools: {shared: {count: 4}}", ""},
+		{"no shared pool", topology(t, "xeon-2s-interleaved"), "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, problems := BuildLayout(tc.topo, parseConfig(t, tc.config))
+			var found []string
+			for _, w := range problems.Warnings() {
+				if strings.Contains(w.String(), warning) {
+					found = append(found, w.String())
+				}
+			}
+			if tc.warn == "" {
+				assert.Empty(t, found)
+				return
+			}
+			require.Len(t, found, 1)
+			assert.Contains(t, found[0], "pools.shared")
+			assert.Contains(t, found[0], tc.warn)
+			assert.Contains(t, found[0], "isolcpus=managed_irq,")
+			assert.Contains(t, found[0], "cpuset partition")
+		})
+	}
+}
+
+func specDir(t *testing.T) string {
+	d, err := fixture.SpecDir()
+	require.NoError(t, err)
+	return d
 }

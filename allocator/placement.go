@@ -2,11 +2,13 @@ package allocator
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // mode is the unit an exclusive request is counted and taken in.
@@ -35,6 +37,10 @@ func CPUsFor(milliCPU int64) int {
 // "Placement rules" for the order of preferences.
 func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, error) {
 	who := fmt.Sprintf("container %s/%s/%s", req.Pod.Namespace, req.Pod.Name, req.Container)
+	if req.grow != nil {
+		who = fmt.Sprintf("container %s/%s/%s grown from %d to %d CPUs", req.Pod.Namespace, req.Pod.Name, req.Container,
+			req.grow.CPUs.Size(), req.grow.CPUs.Size()+CPUsFor(req.MilliCPU))
+	}
 	n := CPUsFor(req.MilliCPU)
 	if n == 0 {
 		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but %s requests no CPU; set resources.requests.cpu (e.g. \"2\")", req.Pool, who)
@@ -56,11 +62,64 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 		m, need = modeFullCores, n/tpc
 	}
 
-	if cpus, ok := a.previousFits(req, n); ok {
-		return cpus, cpuset.New(), a.checkInfraBudget(req, who, cpus.Size())
+	if req.grow == nil {
+		if own, ok := a.ownHoldFits(req, n); ok {
+			// Already held: infra does not change.
+			return own.CPUs, own.Reserved, nil
+		}
 	}
+	infraBefore := a.PoolCPUs(pools.Infra)
+	cpus, reserved, err := a.placeReusing(req, who, n, need, m)
+	if err != nil {
+		return cpuset.New(), cpuset.New(), err
+	}
+	if err := a.checkInfraBudget(req, who, infraBefore, cpus.Union(reserved)); err != nil {
+		return cpuset.New(), cpuset.New(), err
+	}
+	return cpus, reserved, nil
+}
 
+// placeReusing places a request, preferring the CPUs its pod holds for
+// stopped containers it may reuse (as the kubelet gives an init
+// container's CPUs to the pod's app containers): within them alone when
+// they suffice, otherwise together with the free CPUs.
+func (a *Allocator) placeReusing(req Request, who string, n, need int, m mode) (cpuset.CPUSet, cpuset.CPUSet, error) {
+	reuse := a.reusableFor(req)
+	if reuse.IsEmpty() {
+		return a.plan(req, who, n, need, m)
+	}
+	pool := a.views[req.Pool].cpus
+	if reuse.Size() >= n {
+		undo := a.lend(reuse, true, pool)
+		cpus, reserved, err := a.plan(req, who, n, need, m)
+		undo()
+		if err == nil {
+			return cpus, reserved, nil
+		}
+	}
+	undo := a.lend(reuse, false, pool)
+	defer undo()
+	return a.plan(req, who, n, need, m)
+}
+
+// plan runs the placement rules over the CPUs that look free.
+func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.CPUSet, cpuset.CPUSet, error) {
+	view := a.views[req.Pool]
+	tpc := a.x.threadsPerCore
+	more := "" // a growing container asks for more CPUs
+	if req.grow != nil {
+		more = "more "
+	}
 	p := planner{a: a, mode: m, tpc: tpc}
+	if req.grow != nil {
+		p.self = req.grow.ID
+		p.home = a.x.topo.NUMANodesOf(req.grow.CPUs)
+		for _, id := range req.grow.CPUs.UnsortedList() {
+			if !slices.Contains(p.homeSockets, a.x.cpus[id].socket) {
+				p.homeSockets = append(p.homeSockets, a.x.cpus[id].socket)
+			}
+		}
+	}
 	var nodes []nodeCap
 	total := 0
 	for i := range view.nodes {
@@ -87,50 +146,60 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 		case modeHideSiblings:
 			unit = fmt.Sprintf("CPUs with idle siblings (%d free whole cores)", total)
 		}
-		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: it asks for %d %s%s, but only %d of the pool's %d CPUs are free (free: %q)",
-			req.Pool, who, n, unit, where, free.Size(), a.layout.Pool(req.Pool).Size(), free.String())
+		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: it asks for %d %s%s%s, but only %d of the pool's %d CPUs are free (free: %q)",
+			req.Pool, who, n, more, unit, where, free.Size(), a.layout.Pool(req.Pool).Size(), free.String())
 	}
 
 	best, ok := p.bestPlan(nodes, need, req)
 	if !ok {
-		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: %d CPUs are free but cannot be spread evenly over NUMA nodes (distribute-across-numa)", req.Pool, who, n)
-	}
-	if err := a.checkInfraBudget(req, who, best.cpus.Size()+best.reserved.Size()); err != nil {
-		return cpuset.New(), cpuset.New(), err
+		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: distribute-across-numa gives each NUMA node used an equal share of the %d CPUs, and no set of nodes has room for equal shares (free CPUs by node: %s); lower the request or turn distribute-across-numa off", req.Pool, who, n, freeByNode(nodes))
 	}
 	return best.cpus, best.reserved, nil
 }
 
 // checkInfraBudget refuses an exclusive-non-isolcpus placement that would
-// shrink infra below minInfraCPUs.
-func (a *Allocator) checkInfraBudget(req Request, who string, held int) error {
-	if req.Pool != config.PoolExclusiveNonIsolcpus {
+// shrink infra (infraBefore, as it was before the decision) below
+// minInfraCPUs. CPUs the pod already held are out of infra already; a
+// decision that does not shrink infra is never refused.
+func (a *Allocator) checkInfraBudget(req Request, who string, infraBefore, held cpuset.CPUSet) error {
+	if req.Pool != pools.ExclusiveNonIsolcpus {
 		return nil
 	}
-	infra := a.PoolCPUs(config.PoolInfra)
-	if held > infra.Size()-a.layout.MinInfraCPUs {
+	after := infraBefore.Difference(held)
+	if own, ok := a.holds[req.Pod.UID+"/"+req.Container]; ok && req.Pod.UID != "" {
+		// What the new run does not reuse of its own hold goes back.
+		after = after.Union(own.Held().Difference(held).Intersection(a.layout.Pool(pools.Infra)))
+	}
+	if after.Size() < a.layout.MinInfraCPUs && after.Size() < infraBefore.Size() {
 		return fmt.Errorf("pool %s cannot fit %s: it needs %d CPUs from infra, but infra (%s) must keep %d (pools.exclusive-non-isolcpus.minInfraCPUs)",
-			req.Pool, who, held, infra, a.layout.MinInfraCPUs)
+			req.Pool, who, held.Intersection(infraBefore).Size(), infraBefore, a.layout.MinInfraCPUs)
 	}
 	return nil
 }
 
-// previousFits returns the CPUs the same container had before it stopped,
-// if they are all still free and match the request.
-func (a *Allocator) previousFits(req Request, n int) (cpuset.CPUSet, bool) {
-	prev, ok := a.previous[req.Pod.UID+"/"+req.Container]
-	if !ok || req.Pod.UID == "" || prev.Size() != n || !prev.IsSubsetOf(a.layout.Pool(req.Pool)) {
-		return cpuset.New(), false
+// ownHoldFits returns the hold of the container's last run if the new run
+// can take it as it is: same pool, same size, within the NUMA nodes asked.
+func (a *Allocator) ownHoldFits(req Request, n int) (*Hold, bool) {
+	if req.Pod.UID == "" {
+		return nil, false
 	}
-	if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
-		return cpuset.New(), false
+	own, ok := a.holds[req.Pod.UID+"/"+req.Container]
+	if !ok || own.Pool != req.Pool || own.CPUs.Size() != n || !own.Held().IsSubsetOf(a.layout.Pool(req.Pool)) {
+		return nil, false
 	}
-	for _, id := range prev.UnsortedList() {
-		if a.owner[id] != "" || (!req.NUMANodes.IsEmpty() && !req.NUMANodes.Contains(a.x.cpus[id].numa)) {
-			return cpuset.New(), false
-		}
+	if !req.NUMANodes.IsEmpty() && !a.x.topo.NUMANodesOf(own.CPUs).IsSubsetOf(req.NUMANodes) {
+		return nil, false
 	}
-	return prev, true
+	return own, true
+}
+
+// freeByNode describes the free units of each node, for errors.
+func freeByNode(nodes []nodeCap) string {
+	parts := make([]string, len(nodes))
+	for i, nc := range nodes {
+		parts[i] = fmt.Sprintf("node %d: %d", nc.v.id, nc.cap)
+	}
+	return strings.Join(parts, ", ")
 }
 
 type nodeCap struct {
@@ -143,31 +212,52 @@ type planner struct {
 	a    *Allocator
 	mode mode
 	tpc  int
+	// self and home are set when a running container grows: its own
+	// threads complete a core rather than share it, and its NUMA nodes
+	// are where the new CPUs belong.
+	self        string
+	home        cpuset.CPUSet
+	homeSockets []int
+	// states is scratch space for takeFromNode.
+	states []coreState
 }
 
 // plan is a candidate placement with the figures it is judged by.
 type plan struct {
 	cpus, reserved cpuset.CPUSet
 	nodes          []int
+	homeMisses     int // nodes a growing container does not use yet
 	hintMisses     int
 	sockets        int
 	distance       int
-	splitCores     int
+	cores          int // physical cores touched
+	splitCores     int // entirely free cores broken
 	l3Groups       int
 	leftover       int
 }
 
-// better orders plans by the placement rules: fewest NUMA nodes (fixed
-// by the caller), the devices' nodes, fewest sockets, closest nodes, no
-// split cores, fewest L3 groups, then best fit and lowest node ids.
+// better orders plans by the placement rules (README "Placement rules"),
+// rule 1, the number of NUMA nodes, being fixed by the caller (a growing
+// container's own nodes come first of all: see Resize):
+//  2. the devices' NUMA nodes (fewest devices' nodes missed),
+//  3. fewest sockets, then the closest nodes,
+//  4. fewest physical cores touched — whole cores, so that no thread of a
+//     core the container runs on belongs to anyone else — then fewest
+//     entirely free cores broken,
+//  5. fewest L3 groups,
+//  6. best fit (least room left in the nodes used), then lowest node ids.
 func (p *plan) better(q *plan) bool {
 	switch {
+	case p.homeMisses != q.homeMisses:
+		return p.homeMisses < q.homeMisses
 	case p.hintMisses != q.hintMisses:
 		return p.hintMisses < q.hintMisses
 	case p.sockets != q.sockets:
 		return p.sockets < q.sockets
 	case p.distance != q.distance:
 		return p.distance < q.distance
+	case p.cores != q.cores:
+		return p.cores < q.cores
 	case p.splitCores != q.splitCores:
 		return p.splitCores < q.splitCores
 	case p.l3Groups != q.l3Groups:
@@ -215,27 +305,17 @@ func (p *planner) bestPlan(nodes []nodeCap, need int, req Request) (*plan, bool)
 	return nil, false
 }
 
-// amounts splits need over the nodes of a combination: evenly when
-// distributing, otherwise filling the nodes with the least room first so
-// that roomier nodes stay whole for later requests.
+// amounts splits need over the nodes of a combination: as evenly as
+// possible when distributing, otherwise filling the nodes with the least
+// room first so that roomier nodes stay whole for later requests.
 func (p *planner) amounts(combo []nodeCap, need int, distribute bool) ([]int, bool) {
+	if distribute {
+		return p.distribute(combo, need)
+	}
 	out := make([]int, len(combo))
 	order := make([]int, len(combo))
 	for i := range order {
 		order[i] = i
-	}
-	if distribute {
-		sort.SliceStable(order, func(a, b int) bool { return combo[order[a]].cap > combo[order[b]].cap })
-		for rank, i := range order {
-			out[i] = need / len(combo)
-			if rank < need%len(combo) {
-				out[i]++
-			}
-			if out[i] > combo[i].cap || out[i] == 0 {
-				return nil, false
-			}
-		}
-		return out, true
 	}
 	sort.SliceStable(order, func(a, b int) bool { return combo[order[a]].cap < combo[order[b]].cap })
 	rest := need
@@ -252,21 +332,91 @@ func (p *planner) amounts(combo []nodeCap, need int, distribute bool) ([]int, bo
 	return out, rest == 0
 }
 
+// distribute splits need evenly over every node of a combination, in whole
+// cores: each node gets the same number of cores, and the cores left over
+// (and the odd CPUs of a request that is not whole cores) go one by one to
+// the node with the most room left, which keeps the nodes' free CPUs as
+// balanced as they can be (the kubelet's bestRemainder). When whole cores
+// cannot give every node a share, it is done in CPUs.
+func (p *planner) distribute(combo []nodeCap, need int) ([]int, bool) {
+	unit := 1
+	if p.mode == modeThreads {
+		unit = p.tpc // in the other modes a unit already is a core
+	}
+	if out, ok := spread(combo, need, unit); ok || unit == 1 {
+		return out, ok
+	}
+	return spread(combo, need, 1)
+}
+
+// spread gives each node need/len(combo) rounded down to whole chunks of
+// unit, then the remaining chunks and the odd rest one at a time to the
+// node with the most room left (the first such node on a tie).
+func spread(combo []nodeCap, need, unit int) ([]int, bool) {
+	k := len(combo)
+	base := need / unit / k * unit
+	if base == 0 {
+		return nil, false
+	}
+	out := make([]int, k)
+	room := make([]int, k)
+	for i, nc := range combo {
+		if nc.cap < base {
+			return nil, false
+		}
+		out[i], room[i] = base, nc.cap-base
+	}
+	give := func(size int) bool {
+		best := -1
+		for i := range room {
+			if room[i] >= size && (best < 0 || room[i] > room[best]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return false
+		}
+		out[best] += size
+		room[best] -= size
+		return true
+	}
+	rest := need - base*k
+	for ; rest >= unit; rest -= unit {
+		if !give(unit) {
+			return nil, false
+		}
+	}
+	if rest > 0 && !give(rest) {
+		return nil, false
+	}
+	return out, true
+}
+
 func (p *planner) build(combo []nodeCap, amounts []int, req Request) *plan {
 	pl := &plan{}
 	var cpus, reserved []int
 	sockets := map[int]bool{}
 	for i, nc := range combo {
-		c, r, split, l3s := p.takeFromNode(nc.v, amounts[i])
-		cpus = append(cpus, c...)
-		reserved = append(reserved, r...)
-		pl.splitCores += split
-		pl.l3Groups += l3s
+		pk := p.takeFromNode(nc.v, amounts[i])
+		cpus = append(cpus, pk.cpus...)
+		reserved = append(reserved, pk.reserved...)
+		pl.cores += pk.cores
+		pl.splitCores += pk.split
+		pl.l3Groups += pk.l3Groups
 		pl.nodes = append(pl.nodes, nc.v.id)
 		sockets[nc.v.socket] = true
 		for _, other := range combo[i+1:] {
 			pl.distance += p.a.x.distance[p.a.x.nodePos[nc.v.id]][p.a.x.nodePos[other.v.id]]
 		}
+		if p.self != "" && !p.home.Contains(nc.v.id) {
+			pl.homeMisses++
+			for _, h := range p.home.UnsortedList() {
+				pl.distance += p.a.x.distance[p.a.x.nodePos[nc.v.id]][p.a.x.nodePos[h]]
+			}
+		}
+	}
+	for _, s := range p.homeSockets {
+		sockets[s] = true
 	}
 	pl.sockets = len(sockets)
 	for _, h := range req.PreferNUMA.UnsortedList() {
@@ -284,26 +434,38 @@ func (p *planner) build(combo []nodeCap, amounts []int, req Request) *plan {
 
 // coreState is a core's free threads at decision time.
 type coreState struct {
-	core  *coreView
-	free  []int
-	whole bool // every pool thread of the core is free
+	core *coreView
+	free []int // the core's threads in the pool that nobody holds
+	// whole is true when the core is the taker's alone if it takes every
+	// free thread: each online thread of the core is in the pool and free.
+	// A sibling held by another container or belonging to another pool
+	// makes the core partly used; an offline sibling runs nothing and does
+	// not count.
+	whole bool
+	group int // position of the core's L3 group in its node view
+	// mine is true when a growing container already runs on another
+	// thread of the core: taking it completes the container's core.
+	mine bool
 }
 
 func (p *planner) state(c *coreView) coreState {
-	n := 0
+	n, mine := 0, false
 	for _, t := range c.threads {
-		if p.a.owner[t] == "" {
+		switch p.a.owner[t] {
+		case "":
 			n++
+		case p.self:
+			mine = p.self != ""
 		}
 	}
 	switch n {
 	case len(c.threads):
 		// Shares the view's slice: callers only copy out of free.
-		return coreState{core: c, free: c.threads, whole: true}
+		return coreState{core: c, free: c.threads, whole: c.complete}
 	case 0:
 		return coreState{core: c}
 	}
-	s := coreState{core: c, free: make([]int, 0, n)}
+	s := coreState{core: c, free: make([]int, 0, n), mine: mine}
 	for _, t := range c.threads {
 		if p.a.owner[t] == "" {
 			s.free = append(s.free, t)
@@ -312,12 +474,11 @@ func (p *planner) state(c *coreView) coreState {
 	return s
 }
 
-// eligible tells whether a core can give a unit in the current mode, and
-// unitsOf how many units it gives.
+// unitsOf tells how many units a core gives in the current mode.
 func (p *planner) unitsOf(s coreState) int {
 	switch p.mode {
 	case modeFullCores:
-		if s.whole && s.core.complete && len(s.free) == p.tpc {
+		if s.whole && len(s.free) == p.tpc {
 			return 1
 		}
 		return 0
@@ -330,154 +491,288 @@ func (p *planner) unitsOf(s coreState) int {
 	return len(s.free)
 }
 
-func (p *planner) l3Capacity(l3 *l3View) int {
-	c := 0
-	for i := range l3.cores {
-		c += p.unitsOf(p.state(&l3.cores[i]))
-	}
-	return c
-}
-
 func (p *planner) nodeCapacity(nv *nodeView) int {
 	c := 0
 	for i := range nv.l3s {
-		c += p.l3Capacity(&nv.l3s[i])
+		for j := range nv.l3s[i].cores {
+			c += p.unitsOf(p.state(&nv.l3s[i].cores[j]))
+		}
 	}
 	return c
 }
 
-// takeFromNode picks need units inside one NUMA node: in a single L3 group
-// when one can hold them (the one that splits fewest cores, then the
-// fullest), otherwise in as few L3 groups as possible.
-func (p *planner) takeFromNode(nv *nodeView, need int) (cpus, reserved []int, split, l3s int) {
-	type l3Cap struct {
-		l3  *l3View
-		cap int
-	}
-	var groups []l3Cap
-	for i := range nv.l3s {
-		if c := p.l3Capacity(&nv.l3s[i]); c > 0 {
-			groups = append(groups, l3Cap{&nv.l3s[i], c})
-		}
-	}
-	var bestSingle *l3Cap
-	bestSplit := 0
-	for i := range groups {
-		g := &groups[i]
-		if g.cap < need {
-			continue
-		}
-		_, _, s := p.takeFromL3(g.l3, need)
-		if bestSingle == nil || s < bestSplit || (s == bestSplit && g.cap < bestSingle.cap) {
-			bestSingle, bestSplit = g, s
-		}
-	}
-	if bestSingle != nil {
-		c, r, s := p.takeFromL3(bestSingle.l3, need)
-		return c, r, s, 1
-	}
-	// Largest groups first keeps the count low; the last one is the
-	// smallest that covers what remains (best fit).
-	sort.SliceStable(groups, func(a, b int) bool { return groups[a].cap > groups[b].cap })
-	rest := need
-	for len(groups) > 0 && rest > 0 {
-		pick := 0
-		if groups[0].cap >= rest {
-			for i := range groups {
-				if groups[i].cap >= rest {
-					pick = i
-				}
-			}
-		}
-		g := groups[pick]
-		groups = append(groups[:pick], groups[pick+1:]...)
-		take := min(g.cap, rest)
-		c, r, s := p.takeFromL3(g.l3, take)
-		cpus, reserved = append(cpus, c...), append(reserved, r...)
-		split += s
-		l3s++
-		rest -= take
-	}
-	return cpus, reserved, split, l3s
+// pick is what taking units from some cores gives, with the figures a
+// plan is judged by.
+type pick struct {
+	cpus, reserved []int
+	cores, split   int
+	l3Groups       int
 }
 
-// takeFromL3 picks need units from one L3 group. In thread mode it takes
-// whole free cores while they fit, serves an odd remainder from a core that
-// is already partly used, and splits a whole core only when nothing else
-// is left; split counts the whole cores it had to break.
-func (p *planner) takeFromL3(l3 *l3View, need int) (cpus, reserved []int, split int) {
-	states := make([]coreState, len(l3.cores))
-	for i := range l3.cores {
-		states[i] = p.state(&l3.cores[i])
+// takeFromNode picks need units inside one NUMA node. The fewest cores
+// touched (and whole cores broken) the node can offer is found first, over
+// all its cores; one L3 group is used when one reaches those figures (the
+// fullest such group), otherwise the cores are taken from the groups with
+// the most whole cores first, so that few groups are used.
+func (p *planner) takeFromNode(nv *nodeView, need int) pick {
+	n := len(nv.l3s)
+	caps := make([]int, n)
+	wholes := make([]int, n)
+	mine := make([]bool, n)
+	bounds := make([]int, n+1)
+	total := 0
+	for g := range nv.l3s {
+		total += len(nv.l3s[g].cores)
 	}
-	if p.mode != modeThreads {
-		for _, s := range states {
-			if need == 0 {
-				break
+	// The states live in the planner's scratch space: a decision visits
+	// every node of every combination it weighs.
+	if cap(p.states) < 2*total {
+		p.states = make([]coreState, 2*total)
+	}
+	states, flat := p.states[:total], p.states[total:2*total]
+	for g := range nv.l3s {
+		l3 := &nv.l3s[g]
+		bounds[g+1] = bounds[g] + len(l3.cores)
+		for i := range l3.cores {
+			s := p.state(&l3.cores[i])
+			s.group = g
+			states[bounds[g]+i] = s
+			caps[g] += p.unitsOf(s)
+			if s.whole {
+				wholes[g]++
 			}
-			if p.unitsOf(s) == 0 {
-				continue
-			}
-			if p.mode == modeHideSiblings {
-				cpus = append(cpus, s.free[0])
-				reserved = append(reserved, s.free[1:]...)
-			} else {
-				cpus = append(cpus, s.free...)
-			}
-			need--
+			mine[g] = mine[g] || s.mine || p.ownsAny(&l3.cores[i])
 		}
-		return cpus, reserved, 0
 	}
+	group := func(g int) []coreState { return states[bounds[g]:bounds[g+1]] }
+	if n == 1 {
+		return p.takeFromCores(states, need)
+	}
+	order := make([]int, n)
+	for g := range order {
+		order[g] = g
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		if mine[order[a]] != mine[order[b]] {
+			return mine[order[a]]
+		}
+		if wholes[order[a]] != wholes[order[b]] {
+			return wholes[order[a]] > wholes[order[b]]
+		}
+		return caps[order[a]] > caps[order[b]]
+	})
+	flat = flat[:0]
+	for _, g := range order {
+		flat = append(flat, group(g)...)
+	}
+	best := p.takeFromCores(flat, need)
+	// One group when one reaches the node's figures: a growing container's
+	// own group first, then the fullest.
+	sort.SliceStable(order, func(a, b int) bool {
+		if mine[order[a]] != mine[order[b]] {
+			return mine[order[a]]
+		}
+		return caps[order[a]] < caps[order[b]]
+	})
+	for _, g := range order {
+		if caps[g] < need {
+			continue
+		}
+		if pk := p.takeFromCores(group(g), need); pk.cores == best.cores && pk.split == best.split {
+			return pk
+		}
+	}
+	return best
+}
 
-	used := make([]bool, len(states))
-	take := func(i, k int) {
-		cpus = append(cpus, states[i].free[:k]...)
-		used[i] = true
-		need -= k
+// ownsAny tells whether the growing container runs on a thread of the core.
+func (p *planner) ownsAny(c *coreView) bool {
+	if p.self == "" {
+		return false
 	}
-	// Partly used cores, fullest first: they are where a remainder belongs.
+	for _, t := range c.threads {
+		if p.a.owner[t] == p.self {
+			return true
+		}
+	}
+	return false
+}
+
+// takeFromCores picks need units from cores, in their order: whole cores
+// (full-cores and hide-siblings modes) in takeCores, threads in the passes
+// of takeThreads.
+func (p *planner) takeFromCores(states []coreState, need int) pick {
+	if p.mode == modeThreads {
+		return p.takeThreads(states, need)
+	}
+	return p.takeCores(states, need)
+}
+
+// takeCores takes need whole cores. With hidden siblings, only the first
+// thread of each runs the container; the others are held idle (reserved).
+func (p *planner) takeCores(states []coreState, need int) pick {
+	var pk pick
+	var groups groupSet
+	for _, s := range states {
+		if need == 0 {
+			break
+		}
+		if p.unitsOf(s) == 0 {
+			continue
+		}
+		pk.cores++
+		pk.l3Groups += groups.add(s.group)
+		if p.mode == modeHideSiblings {
+			pk.cpus = append(pk.cpus, s.free[0])
+			pk.reserved = append(pk.reserved, s.free[1:]...)
+		} else {
+			pk.cpus = append(pk.cpus, s.free...)
+		}
+		need--
+	}
+	return pk
+}
+
+// takeThreads takes need threads touching the fewest cores and breaking
+// the fewest whole free cores: it serves a remainder (what whole cores
+// cannot) from a core that is already partly used, takes whole free cores
+// while they fit (the largest first), then the rest of the partly used
+// cores, and breaks a whole core only when nothing else is left.
+func (p *planner) takeThreads(states []coreState, need int) pick {
+	t := threadTaker{states: states, used: make([]bool, len(states)), need: need}
+	partial, whole := t.partlyUsedFullestFirst(), t.wholeLargestFirst()
+	t.remainderFrom(partial, need%p.tpc)
+	t.wholeCoresThatFit(whole)
+	t.restFrom(partial)
+	t.breakWholeCores(whole)
+	return t.pk
+}
+
+// threadTaker is the bookkeeping of takeThreads' passes: each core is taken
+// from at most once.
+type threadTaker struct {
+	states []coreState
+	used   []bool
+	need   int
+	pk     pick
+	groups groupSet
+}
+
+func (t *threadTaker) take(i, k int) {
+	s := t.states[i]
+	t.pk.cpus = append(t.pk.cpus, s.free[:k]...)
+	t.pk.cores++
+	if s.whole && k < len(s.free) {
+		t.pk.split++
+	}
+	t.pk.l3Groups += t.groups.add(s.group)
+	t.used[i] = true
+	t.need -= k
+}
+
+// partlyUsedFullestFirst lists the cores with some threads busy (held, or
+// in another pool) and some free: a growing container's own cores first,
+// then the fewest free first. They are where a remainder belongs.
+func (t *threadTaker) partlyUsedFullestFirst() []int {
 	var partial []int
-	for i, s := range states {
+	for i, s := range t.states {
 		if !s.whole && len(s.free) > 0 {
 			partial = append(partial, i)
 		}
 	}
-	sort.SliceStable(partial, func(a, b int) bool { return len(states[partial[a]].free) < len(states[partial[b]].free) })
-
-	if rem := need % p.tpc; rem > 0 {
-		for _, i := range partial {
-			if len(states[i].free) >= rem {
-				take(i, rem)
-				break
+	slices.SortStableFunc(partial, func(a, b int) int {
+		sa, sb := t.states[a], t.states[b]
+		if sa.mine != sb.mine {
+			if sa.mine {
+				return -1
 			}
+			return 1
+		}
+		return len(sa.free) - len(sb.free)
+	})
+	return partial
+}
+
+// wholeLargestFirst lists the whole free cores, those with the most
+// threads first (a core whose siblings are offline has fewer).
+func (t *threadTaker) wholeLargestFirst() []int {
+	var whole []int
+	uniform := true
+	for i, s := range t.states {
+		if s.whole {
+			uniform = uniform && (len(whole) == 0 || len(s.free) == len(t.states[whole[0]].free))
+			whole = append(whole, i)
 		}
 	}
-	for i, s := range states {
-		if need == 0 {
-			break
-		}
-		if s.whole && !used[i] && len(s.free) <= need {
-			take(i, len(s.free))
-		}
+	if !uniform { // only offline siblings make cores differ
+		slices.SortStableFunc(whole, func(a, b int) int { return len(t.states[b].free) - len(t.states[a].free) })
+	}
+	return whole
+}
+
+// remainderFrom serves rem threads from the first partly used core that
+// has room.
+func (t *threadTaker) remainderFrom(partial []int, rem int) {
+	if rem == 0 {
+		return
 	}
 	for _, i := range partial {
-		if need == 0 {
-			break
-		}
-		if !used[i] {
-			take(i, min(need, len(states[i].free)))
+		if len(t.states[i].free) >= rem {
+			t.take(i, rem)
+			return
 		}
 	}
-	for i, s := range states {
-		if need == 0 {
-			break
+}
+
+// wholeCoresThatFit takes whole free cores that fit in what is still needed.
+func (t *threadTaker) wholeCoresThatFit(whole []int) {
+	for _, i := range whole {
+		if t.need == 0 {
+			return
 		}
-		if s.whole && !used[i] {
-			take(i, need)
-			split++
+		if !t.used[i] && len(t.states[i].free) <= t.need {
+			t.take(i, len(t.states[i].free))
 		}
 	}
-	return cpus, nil, split
+}
+
+// restFrom takes what partly used cores still have.
+func (t *threadTaker) restFrom(partial []int) {
+	for _, i := range partial {
+		if t.need == 0 {
+			return
+		}
+		if !t.used[i] {
+			t.take(i, min(t.need, len(t.states[i].free)))
+		}
+	}
+}
+
+// breakWholeCores takes what is left from whole free cores, breaking them.
+func (t *threadTaker) breakWholeCores(whole []int) {
+	for _, i := range whole {
+		if t.need == 0 {
+			return
+		}
+		if !t.used[i] {
+			t.take(i, t.need)
+		}
+	}
+}
+
+// groupSet counts distinct L3 groups by their position in a node view.
+type groupSet []bool
+
+// add marks group g and returns 1 when it was not marked yet.
+func (g *groupSet) add(group int) int {
+	for len(*g) <= group {
+		*g = append(*g, false)
+	}
+	if (*g)[group] {
+		return 0
+	}
+	(*g)[group] = true
+	return 1
 }
 
 // forEachCombination calls fn with every k-subset of 0..n-1 in

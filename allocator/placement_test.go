@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -129,35 +129,35 @@ func TestPlacementErrors(t *testing.T) {
 	r.NUMANodes = cpuset.New(5)
 	_, err = a.Allocate(r)
 	assert.ErrorContains(t, err, "on NUMA nodes 5")
-	_, err = a.Allocate(Request{ID: "s", Pool: config.PoolShared})
+	_, err = a.Allocate(Request{ID: "s", Pool: pools.Shared})
 	assert.ErrorContains(t, err, "pool shared has no CPUs")
 	assert.Len(t, a.Assignments(), 1, "failed requests change nothing")
 }
 
 func TestSharedAndInfraFollowThePool(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"4-7,12-15\"\nreservedCPUs: \"0,8\"\npools: {shared: {cpus: \"4,12\"}, exclusive: {cpus: \"5-7,13-15\"}, exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 3}}")
-	infra, err := a.Allocate(Request{ID: "infra1", Pool: config.PoolInfra})
+	infra, err := a.Allocate(Request{ID: "infra1", Pool: pools.Infra})
 	require.NoError(t, err)
 	assert.Equal(t, "0-3,8-11", infra.Assignment.CPUs.String())
 	assert.Equal(t, "0", infra.Assignment.Mems.String())
-	shared, err := a.Allocate(Request{ID: "shared1", Pool: config.PoolShared})
+	shared, err := a.Allocate(Request{ID: "shared1", Pool: pools.Shared})
 	require.NoError(t, err)
 	assert.Equal(t, "4,12", shared.Assignment.CPUs.String())
 
 	eni := exclusive("eni", 2)
-	eni.Pool = config.PoolExclusiveNonIsolcpus
+	eni.Pool = pools.ExclusiveNonIsolcpus
 	res, err := a.Allocate(eni)
 	require.NoError(t, err)
 	assert.True(t, res.Assignment.CPUs.Intersection(cpuset.New(0, 8)).IsEmpty(), "reserved CPUs are never lent")
 	assert.True(t, res.InfraChanged)
 	require.Len(t, res.Updates, 1)
 	assert.Equal(t, "infra1", res.Updates[0].ID)
-	assert.Equal(t, a.PoolCPUs(config.PoolInfra), res.Updates[0].CPUs)
+	assert.Equal(t, a.PoolCPUs(pools.Infra), res.Updates[0].CPUs)
 	assert.True(t, res.Updates[0].CPUs.Intersection(res.Assignment.CPUs).IsEmpty())
-	assert.Equal(t, 6, a.PoolCPUs(config.PoolInfra).Size())
+	assert.Equal(t, 6, a.PoolCPUs(pools.Infra).Size())
 
 	big := exclusive("eni2", 4)
-	big.Pool = config.PoolExclusiveNonIsolcpus
+	big.Pool = pools.ExclusiveNonIsolcpus
 	_, err = a.Allocate(big)
 	assert.ErrorContains(t, err, "must keep 3")
 
@@ -173,7 +173,7 @@ func TestRestartGetsPreviousCPUs(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.Allocate(exclusive("b", 2))
 	require.NoError(t, err)
-	a.Release("a")
+	a.Stop("a", exitCode(1))
 	again := exclusive("a2", 4)
 	again.Pod = first.Assignment.Pod
 	res, err := a.Allocate(again)
@@ -183,15 +183,15 @@ func TestRestartGetsPreviousCPUs(t *testing.T) {
 
 func TestRestore(t *testing.T) {
 	a := newAllocator(t, "xeon-2s-interleaved", "")
-	_, err := a.Restore(Assignment{ID: "a", Pool: config.PoolExclusive, CPUs: set(t, "10,50")}, false)
+	_, err := a.Restore(Assignment{ID: "a", Pool: pools.Exclusive, CPUs: set(t, "10,50")}, false)
 	require.NoError(t, err)
-	_, err = a.Restore(Assignment{ID: "b", Pool: config.PoolExclusive, CPUs: set(t, "50,52")}, false)
+	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")}, false)
 	assert.ErrorContains(t, err, "CPU 50 is already held by container a")
-	_, err = a.Restore(Assignment{ID: "c", Pool: config.PoolExclusive, CPUs: set(t, "0")}, false)
+	_, err = a.Restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")}, false)
 	assert.ErrorContains(t, err, "outside pool exclusive")
 	_, ok := a.Get("c")
 	assert.False(t, ok)
-	_, err = a.Restore(Assignment{ID: "c", Pool: config.PoolExclusive, CPUs: set(t, "0")}, true)
+	_, err = a.Restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")}, true)
 	assert.Error(t, err, "forced restores still report the problem")
 	got, ok := a.Get("c")
 	require.True(t, ok)
@@ -201,20 +201,26 @@ func TestRestore(t *testing.T) {
 
 	// Two containers forced onto the same CPUs: freeing one must not free
 	// the CPUs the other still runs on.
-	_, err = a.Restore(Assignment{ID: "b", Pool: config.PoolExclusive, CPUs: set(t, "50,52")}, true)
+	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")}, true)
 	assert.ErrorContains(t, err, "already held by container a")
 	a.Release("a")
-	assert.False(t, a.FreeCPUs(config.PoolExclusive).Contains(50), "b still runs on 50")
-	assert.True(t, a.FreeCPUs(config.PoolExclusive).Contains(10), "10 was a's alone")
+	assert.False(t, a.FreeCPUs(pools.Exclusive).Contains(50), "b still runs on 50")
+	assert.True(t, a.FreeCPUs(pools.Exclusive).Contains(10), "10 was a's alone")
 	a.Release("b")
-	assert.True(t, a.FreeCPUs(config.PoolExclusive).Contains(50))
+	assert.True(t, a.FreeCPUs(pools.Exclusive).Contains(50))
 }
 
 // TestAtLeastAsGoodAsKubelet replays the kubelet static policy's published
 // test cases (pkg/kubelet/cm/cpumanager/cpu_assignment_test.go,
-// TestTakeByTopologyNUMAPacked) on the same topologies: our placement must
-// span no more NUMA nodes, sockets or cores, and leave at least as many
-// whole free cores.
+// TestTakeByTopologyNUMAPacked and friends) on the same topologies, plus
+// cases of our own with the kubelet's answer worked out by its algorithm:
+// our placement must span no more NUMA nodes, sockets or cores, and leave
+// at least as many whole free cores.
+//
+// Each case runs three ways, because for the kubelet an unavailable CPU is
+// unavailable whatever the reason: the CPUs that are not free are held by
+// another exclusive container; they are outside the exclusive pool
+// (infra, shared or reserved CPUs that split a core); or half of each.
 func TestAtLeastAsGoodAsKubelet(t *testing.T) {
 	tests := []struct {
 		name, fixture, free string
@@ -226,41 +232,199 @@ func TestAtLeastAsGoodAsKubelet(t *testing.T) {
 		{"take two cpus from single socket with HT", "kubelet-single-socket-ht", "0-7", 2, "0,4"},
 		{"take all cpus from single socket with HT", "kubelet-single-socket-ht", "0-7", 8, "0-7"},
 		{"take two cpus from single socket with HT, only one core totally free", "kubelet-single-socket-ht", "0-3,6", 2, "2,6"},
+		// Issue 11's second example: 0, 2, 3, 6 and 7 unavailable.
+		{"two cpus, the only whole core is 1,5", "kubelet-single-socket-ht", "1,4,5", 2, "1,5"},
+		{"three cpus: a whole core and the fullest partial core", "kubelet-single-socket-ht", "0,1,2,5,6", 3, "1,2,5"},
 		{"take one cpu from dual socket with HT - core from Socket 0", "kubelet-dual-socket-ht", "1-5,7-11", 1, "2"},
 		{"take a socket of cpus from dual socket with HT", "kubelet-dual-socket-ht", "0-11", 6, "0,2,4,6,8,10"},
 		{"allocate 4 full cores, 3 from the first NUMA node and 1 from the second", "kubelet-dual-socket-ht", "0-11", 8, "0-2,4,6-8,10"},
+		{"dual socket: two cpus, a whole core besides half cores", "kubelet-dual-socket-ht", "0-4,8,10", 2, "2,8"},
+		{"dual socket: three cpus, a whole core and a half core", "kubelet-dual-socket-ht", "0,2,4,6", 3, "0,2,6"},
+		{"take a NUMA node of cpus from dual socket with multi-numa-per-socket with HT", "kubelet-dual-socket-multi-numa-ht", "0-79", 20, "0-9,40-49"},
+		{"take a socket of cpus from dual socket with multi-numa-per-socket with HT", "kubelet-dual-socket-multi-numa-ht", "0-79", 40, "0-19,40-59"},
 		{"take a NUMA node with 1 NUMA node already taken", "kubelet-dual-socket-multi-numa-ht", "10-39,50-79", 20, "10-19,50-59"},
 		{"take a socket and a NUMA node", "kubelet-dual-socket-multi-numa-ht", "0-79", 60, "0-29,40-69"},
 		{"take a socket and a NUMA node, a core taken", "kubelet-dual-socket-multi-numa-ht", "1-39,41-79", 60, "10-39,50-79"},
 		{"allocate 32 full cores, 30 from the first 3 NUMA nodes", "kubelet-dual-socket-multi-numa-ht", "0-79", 64, "0-31,40-71"},
+		{"multi-numa: whole cores on the node that has them, not half cores on the fuller one", "kubelet-dual-socket-multi-numa-ht", "0-19,50-59", 4, "10,11,50,51"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			topo := topology(t, tc.fixture)
-			all := topo.Online
-			free := set(t, tc.free)
-			// The kubelet hands out the whole machine; so does this layout
-			// (a real config keeps infra non-empty).
-			wholeMachine := &Layout{Online: all, Exclusive: all, Shared: cpuset.New(), Infra: cpuset.New(), ExclusiveNonIsolcpus: cpuset.New(), Reserved: cpuset.New()}
-			ours, theirs := New(topo, wholeMachine, true), New(topo, wholeMachine, true)
-			if taken := all.Difference(free); !taken.IsEmpty() {
-				for _, a := range []*Allocator{ours, theirs} {
-					_, err := a.Restore(Assignment{ID: "taken", Pool: config.PoolExclusive, CPUs: taken}, false)
+		for _, how := range []string{"held by a container", "outside the pool", "half held, half outside"} {
+			for _, fullPCPUs := range []bool{false, true} {
+				name := tc.name + "/" + how
+				if fullPCPUs {
+					// The kubelet's full-pcpus-only only refuses requests
+					// that are not whole cores; it places the rest alike.
+					if tc.n%2 != 0 {
+						continue
+					}
+					name += "/full-pcpus-only"
+				}
+				t.Run(name, func(t *testing.T) {
+					topo := topology(t, tc.fixture)
+					free := set(t, tc.free)
+					ours, theirs := kubeletPair(t, topo, free, how)
+					r := exclusive("x", tc.n)
+					r.Options.FullPCPUsOnly = fullPCPUs
+					res, err := ours.Allocate(r)
 					require.NoError(t, err)
+					_, err = theirs.Restore(Assignment{ID: "x", Pool: pools.Exclusive, CPUs: set(t, tc.kubelet)}, false)
+					require.NoError(t, err)
+					assertNotWorse(t, topo, ours, theirs, res.Assignment.CPUs, set(t, tc.kubelet))
+				})
+			}
+		}
+	}
+}
+
+// TestDistributeAcrossNUMAAsKubelet replays the kubelet's
+// TestTakeByTopologyNUMADistributed cases. kubelet is its answer with CPU
+// groups of 1; whole, where given, its answer with groups of a whole core
+// (what it does under full-pcpus-only). Ours must be no worse than either
+// on the comparison's figures, and as balanced as the whole-core answer:
+// the same number of CPUs on each NUMA node.
+func TestDistributeAcrossNUMAAsKubelet(t *testing.T) {
+	tests := []struct {
+		name, fixture, free string
+		n                   int
+		kubelet, whole      string
+	}{
+		{"take one cpu from dual socket with HT - core from Socket 0", "kubelet-dual-socket-ht", "1-5,7-11", 1, "1", ""},
+		{"allocate 13 full cores distributed across the first 2 NUMA nodes", "kubelet-dual-socket-multi-numa-ht", "0-79", 26,
+			"0-6,10-16,40-45,50-55", "0-6,10-15,40-46,50-55"},
+		{"allocate 31 full cores, 1 or 2 CPUs spilling over", "kubelet-dual-socket-multi-numa-ht", "0-79", 62,
+			"0-7,10-17,20-27,30-37,40-47,50-57,60-66,70-76", "0-7,10-17,20-27,30-36,40-47,50-57,60-67,70-76"},
+		{"allocate 31 full cores, the spill-over keeps the balance", "kubelet-dual-socket-multi-numa-ht", "0-8,10-18,20-39,40-48,50-58,60-79", 62,
+			"0-7,10-17,20-27,30-37,40-46,50-56,60-67,70-77", "0-7,10-16,20-27,30-37,40-47,50-56,60-67,70-77"},
+		{"ensure bestRemainder chosen with NUMA nodes that have enough CPUs to satisfy the request", "kubelet-dual-socket-multi-numa-ht",
+			"0-3,10-13,20-23,30-36,40-43,50-53,60-63,70-76", 34,
+			"0-3,10-13,20-23,30-34,40-43,50-53,60-63,70-74", "0-3,10-13,20-23,30-34,40-43,50-53,60-63,70-74"},
+		{"an odd request: whole cores and one CPU", "kubelet-dual-socket-multi-numa-ht", "0-79", 25,
+			"0-6,10-15,40-45,50-55", ""},
+	}
+	for _, tc := range tests {
+		for _, how := range []string{"held by a container", "outside the pool", "half held, half outside"} {
+			t.Run(tc.name+"/"+how, func(t *testing.T) {
+				topo := topology(t, tc.fixture)
+				free := set(t, tc.free)
+				r := exclusive("x", tc.n)
+				r.Options.DistributeAcrossNUMA = true
+				answers := []string{tc.kubelet}
+				if tc.whole != "" {
+					answers = append(answers, tc.whole)
+				}
+				for _, kubelet := range answers {
+					ours, theirs := kubeletPair(t, topo, free, how)
+					res, err := ours.Allocate(r)
+					require.NoError(t, err)
+					_, err = theirs.Restore(Assignment{ID: "x", Pool: pools.Exclusive, CPUs: set(t, kubelet)}, false)
+					require.NoError(t, err)
+					assertNotWorse(t, topo, ours, theirs, res.Assignment.CPUs, set(t, kubelet))
+					if tc.whole != "" {
+						assert.Equal(t, perNode(topo, set(t, tc.whole)), perNode(topo, res.Assignment.CPUs), "CPUs per NUMA node: ours %s", res.Assignment.CPUs)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestDistributeRefusal: a spread that no set of nodes can hold is refused
+// with each node's free CPUs.
+func TestDistributeRefusal(t *testing.T) {
+	topo := topology(t, "kubelet-dual-socket-multi-numa-ht")
+	// Node 0 has 19 free CPUs, the others 1 each: 22 cannot be spread.
+	ours, _ := kubeletPair(t, topo, set(t, "0-9,40-48,10,20,30"), "outside the pool")
+	r := exclusive("x", 22)
+	r.Options.DistributeAcrossNUMA = true
+	_, err := ours.Allocate(r)
+	assert.ErrorContains(t, err, "no set of nodes has room for equal shares (free CPUs by node: node 0: 19, node 1: 1, node 2: 1, node 3: 1)")
+	r.Options.DistributeAcrossNUMA = false
+	_, err = ours.Allocate(r)
+	require.NoError(t, err, "without the option it fits")
+}
+
+// perNode counts a placement's CPUs on each NUMA node.
+func perNode(topo *sysfs.Topology, cpus cpuset.CPUSet) map[int]int {
+	out := map[int]int{}
+	for _, id := range cpus.List() {
+		c, _ := topo.CPU(id)
+		out[c.NUMA]++
+	}
+	return out
+}
+
+// TestIssue11WholeCoreExamples pins the two examples of issue 11 exactly:
+// CPUs whose siblings belong to another pool are not whole cores.
+func TestIssue11WholeCoreExamples(t *testing.T) {
+	for _, tc := range []struct{ free, want string }{
+		{"0-3,6", "2,6"}, // 4, 5 and 7 in another pool: 0-1 would share two cores
+		{"1,4,5", "1,5"},
+	} {
+		topo := topology(t, "kubelet-single-socket-ht")
+		ours, _ := kubeletPair(t, topo, set(t, tc.free), "outside the pool")
+		res, err := ours.Allocate(exclusive("x", 2))
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, res.Assignment.CPUs.String(), "free %s", tc.free)
+	}
+}
+
+// TestFewerNUMANodesOutrankWholeCoresLeft is the one trade the comparison
+// above leaves out on purpose: 5 CPUs where node 0 has only half cores and
+// node 1 whole ones. The kubelet's packed algorithm takes two whole cores
+// on node 1 and one CPU of node 0 (0,10-11,50-51: two NUMA nodes); rule 1
+// keeps the container on one node and breaks a whole core there instead.
+func TestFewerNUMANodesOutrankWholeCoresLeft(t *testing.T) {
+	topo := topology(t, "kubelet-dual-socket-multi-numa-ht")
+	ours, _ := kubeletPair(t, topo, set(t, "0-19,50-59"), "outside the pool")
+	res, err := ours.Allocate(exclusive("x", 5))
+	require.NoError(t, err)
+	s := measure(topo, res.Assignment.CPUs)
+	assert.Equal(t, 1, s.numaNodes, "%s", res.Assignment.CPUs)
+	assert.Equal(t, 3, s.cores, "two whole cores and one more: %s", res.Assignment.CPUs)
+	assert.True(t, res.Assignment.CPUs.IsSubsetOf(set(t, "10-19,50-59")))
+}
+
+// kubeletPair builds two allocators over the whole machine where only free
+// is available: ours places, theirs records the kubelet's answer. how says
+// why the other CPUs are unavailable.
+func kubeletPair(t *testing.T, topo *sysfs.Topology, free cpuset.CPUSet, how string) (ours, theirs *Allocator) {
+	t.Helper()
+	all := topo.Online
+	unavailable := all.Difference(free)
+	held := unavailable
+	if how != "held by a container" {
+		held = cpuset.New()
+		if how == "half held, half outside" {
+			for i, id := range unavailable.List() {
+				if i%2 == 0 {
+					held = held.Union(cpuset.New(id))
 				}
 			}
-			res, err := ours.Allocate(exclusive("x", tc.n))
-			require.NoError(t, err)
-			_, err = theirs.Restore(Assignment{ID: "x", Pool: config.PoolExclusive, CPUs: set(t, tc.kubelet)}, false)
-			require.NoError(t, err)
-
-			o, k := measure(topo, res.Assignment.CPUs), measure(topo, set(t, tc.kubelet))
-			assert.LessOrEqual(t, o.numaNodes, k.numaNodes, "NUMA nodes: ours %s, kubelet %s", res.Assignment.CPUs, tc.kubelet)
-			assert.LessOrEqual(t, o.sockets, k.sockets, "sockets")
-			assert.LessOrEqual(t, o.cores, k.cores, "cores touched")
-			assert.GreaterOrEqual(t, wholeFreeCores(ours, config.PoolExclusive), wholeFreeCores(theirs, config.PoolExclusive), "whole free cores left")
-		})
+		}
 	}
+	pool := free.Union(held)
+	layout := &Layout{Online: all, Exclusive: pool, Shared: cpuset.New(), Infra: all.Difference(pool), ExclusiveNonIsolcpus: cpuset.New(), Reserved: cpuset.New()}
+	ours, theirs = New(topo, layout, true), New(topo, layout, true)
+	if !held.IsEmpty() {
+		for _, a := range []*Allocator{ours, theirs} {
+			_, err := a.Restore(Assignment{ID: "taken", Pool: pools.Exclusive, CPUs: held}, false)
+			require.NoError(t, err)
+		}
+	}
+	return ours, theirs
+}
+
+// assertNotWorse compares our placement with the kubelet's on the
+// comparison's four figures.
+func assertNotWorse(t *testing.T, topo *sysfs.Topology, ours, theirs *Allocator, got, kubelet cpuset.CPUSet) {
+	t.Helper()
+	o, k := measure(topo, got), measure(topo, kubelet)
+	assert.LessOrEqual(t, o.numaNodes, k.numaNodes, "NUMA nodes: ours %s, kubelet %s", got, kubelet)
+	assert.LessOrEqual(t, o.sockets, k.sockets, "sockets: ours %s, kubelet %s", got, kubelet)
+	assert.LessOrEqual(t, o.cores, k.cores, "cores touched: ours %s, kubelet %s", got, kubelet)
+	assert.GreaterOrEqual(t, wholeFreeCores(ours, pools.Exclusive), wholeFreeCores(theirs, pools.Exclusive),
+		"whole free cores left: ours %s, kubelet %s", got, kubelet)
 }
 
 // TestRandomChurnInvariants runs random create/remove sequences on every
@@ -281,20 +445,37 @@ func TestRandomChurnInvariants(t *testing.T) {
 			a := newAllocator(t, name, cfg)
 			rng := rand.New(rand.NewSource(int64(len(name))))
 			var live []string
-			pools := []string{config.PoolExclusive, config.PoolExclusive, config.PoolInfra, config.PoolShared, config.PoolExclusiveNonIsolcpus}
+			choices := []string{pools.Exclusive, pools.Exclusive, pools.Infra, pools.Shared, pools.ExclusiveNonIsolcpus}
 			for step := 0; step < 400; step++ {
-				if len(live) > 0 && rng.Intn(3) == 0 {
+				if len(live) > 0 && rng.Intn(4) == 0 {
+					// In-place resize of a live container.
+					id := live[rng.Intn(len(live))]
+					before, _ := a.Get(id)
+					r := exclusive(id, 1+rng.Intn(6))
+					r.Options.HideHyperthreads = before.Reserved.Size() > 0
+					res, err := a.Resize(r)
+					after, _ := a.Get(id)
+					switch {
+					case err != nil:
+						require.Equal(t, before, after, "a refused resize changes nothing")
+					case pools.IsExclusive(before.Pool):
+						require.Equal(t, CPUsFor(r.MilliCPU), res.Assignment.CPUs.Size())
+						require.True(t, before.Original().IsSubsetOf(after.CPUs), "the original set stays")
+					default:
+						require.Equal(t, before.CPUs, after.CPUs)
+					}
+				} else if len(live) > 0 && rng.Intn(3) == 0 {
 					i := rng.Intn(len(live))
 					a.Release(live[i])
 					live = append(live[:i], live[i+1:]...)
 				} else {
 					r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(6))
-					r.Pool = pools[rng.Intn(len(pools))]
+					r.Pool = choices[rng.Intn(len(choices))]
 					r.Options.HideHyperthreads = rng.Intn(8) == 0
 					r.Options.DistributeAcrossNUMA = rng.Intn(8) == 0
 					if res, err := a.Allocate(r); err == nil {
 						live = append(live, r.ID)
-						if config.IsExclusivePool(r.Pool) {
+						if pools.IsExclusive(r.Pool) {
 							require.Equal(t, CPUsFor(r.MilliCPU), res.Assignment.CPUs.Size(), "size matches the request")
 						}
 					}
@@ -310,7 +491,7 @@ func checkInvariants(t *testing.T, a *Allocator) {
 	held := cpuset.New()
 	for _, as := range a.Assignments() {
 		switch as.Pool {
-		case config.PoolExclusive, config.PoolExclusiveNonIsolcpus:
+		case pools.Exclusive, pools.ExclusiveNonIsolcpus:
 			require.True(t, held.Intersection(as.Held()).IsEmpty(), "CPUs %s given twice", held.Intersection(as.Held()))
 			held = held.Union(as.Held())
 			require.True(t, as.Held().IsSubsetOf(a.Layout().Pool(as.Pool)))
@@ -318,12 +499,92 @@ func checkInvariants(t *testing.T, a *Allocator) {
 			require.Equal(t, a.PoolCPUs(as.Pool), as.CPUs, "%s follows its pool", as.ID)
 		}
 	}
+	for _, h := range a.Holds() {
+		require.True(t, held.Intersection(h.Held()).IsEmpty(), "held CPUs %s given to others", held.Intersection(h.Held()))
+		held = held.Union(h.Held())
+		require.True(t, h.Held().IsSubsetOf(a.Layout().Pool(h.Pool)))
+		require.False(t, h.CPUs.IsEmpty(), "no empty hold")
+	}
+	for _, cpu := range held.List() {
+		require.NotContains(t, a.FreeCPUs(pools.Exclusive).Union(a.FreeCPUs(pools.ExclusiveNonIsolcpus)).List(), cpu, "held CPU %d is not free", cpu)
+	}
 	l := a.Layout()
-	exclusiveNow := l.Exclusive.Union(l.ExclusiveNonIsolcpus.Difference(a.PoolCPUs(config.PoolInfra)))
+	exclusiveNow := l.Exclusive.Union(l.ExclusiveNonIsolcpus.Difference(a.PoolCPUs(pools.Infra)))
 	require.True(t, exclusiveNow.Intersection(l.Shared).IsEmpty(), "exclusive ∩ shared = ∅")
-	require.True(t, a.PoolCPUs(config.PoolInfra).Intersection(held).IsEmpty(), "infra never overlaps exclusive")
-	require.Equal(t, l.Online, exclusiveNow.Union(l.Shared).Union(a.PoolCPUs(config.PoolInfra)), "pools add up to the online CPUs")
-	require.GreaterOrEqual(t, a.PoolCPUs(config.PoolInfra).Size(), min(l.MinInfraCPUs, l.Infra.Size()))
+	require.True(t, a.PoolCPUs(pools.Infra).Intersection(held).IsEmpty(), "infra never overlaps exclusive")
+	require.Equal(t, l.Online, exclusiveNow.Union(l.Shared).Union(a.PoolCPUs(pools.Infra)), "pools add up to the online CPUs")
+	require.GreaterOrEqual(t, a.PoolCPUs(pools.Infra).Size(), min(l.MinInfraCPUs, l.Infra.Size()))
+}
+
+// TestRandomChurnWithHolds runs random pod lives: containers of a few pods
+// are created, stopped with random exit codes, run again, and pods end; the
+// invariants hold after each step and a container's next run always gets
+// its CPUs back.
+func TestRandomChurnWithHolds(t *testing.T) {
+	for name, cfg := range map[string]string{
+		"vm-2cpu":       "isolatedCPUs: \"1\"",
+		"desktop-8c16t": "isolatedCPUs: \"2-7,10-15\"\npools: {shared: {count: 2}, exclusive: {count: 8}, exclusive-non-isolcpus: {enabled: true}}",
+		"epyc-1s-nps4":  "isolatedCPUs: \"8-63,72-127\"\npools: {exclusive-non-isolcpus: {enabled: true}}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := newAllocator(t, name, cfg)
+			rng := rand.New(rand.NewSource(int64(len(name))))
+			choices := []string{pools.Exclusive, pools.Exclusive, pools.Infra, pools.ExclusiveNonIsolcpus}
+			type ctr struct {
+				req     Request
+				running bool
+				failed  bool
+				cpus    cpuset.CPUSet
+			}
+			var ctrs []*ctr
+			for step := 0; step < 600; step++ {
+				switch op := rng.Intn(10); {
+				case op < 4 || len(ctrs) == 0: // a new container, in one of 4 pods
+					pod := rng.Intn(4)
+					r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(3))
+					r.Pod = PodRef{Namespace: "ns", Name: fmt.Sprint("pod", pod), UID: fmt.Sprint("uid", pod)}
+					r.Container = fmt.Sprint("n", step)
+					r.Pool = choices[rng.Intn(len(choices))]
+					if res, err := a.Allocate(r); err == nil {
+						ctrs = append(ctrs, &ctr{req: r, running: true, cpus: res.Assignment.CPUs})
+					}
+				case op < 7: // a stop
+					c := ctrs[rng.Intn(len(ctrs))]
+					if c.running {
+						code := int32(rng.Intn(2))
+						a.Stop(c.req.ID, &code)
+						c.running, c.failed = false, code != 0
+					}
+				case op < 9: // the next run of a stopped container
+					c := ctrs[rng.Intn(len(ctrs))]
+					if c.running {
+						break
+					}
+					next := c.req
+					next.ID = fmt.Sprintf("%s-r%d", c.req.ID, step)
+					res, err := a.Allocate(next)
+					if c.failed && pools.IsExclusive(c.req.Pool) {
+						require.NoError(t, err, "a failed container's next run always fits")
+						require.Equal(t, c.cpus, res.Assignment.CPUs, "and gets its CPUs back")
+					}
+					if err == nil {
+						c.req, c.running, c.cpus = next, true, res.Assignment.CPUs
+					}
+				default: // a pod ends
+					uid := fmt.Sprint("uid", rng.Intn(4))
+					a.ReleasePod(uid)
+					kept := ctrs[:0]
+					for _, c := range ctrs {
+						if c.req.Pod.UID != uid {
+							kept = append(kept, c)
+						}
+					}
+					ctrs = kept
+				}
+				checkInvariants(t, a)
+			}
+		})
+	}
 }
 
 func TestAdopt(t *testing.T) {
@@ -349,7 +610,7 @@ func TestAdopt(t *testing.T) {
 
 func TestRestoreKeepsMembersOfAVanishedPool(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"")
-	res, err := a.Restore(Assignment{ID: "s", Pool: config.PoolShared, CPUs: set(t, "2,10")}, true)
+	res, err := a.Restore(Assignment{ID: "s", Pool: pools.Shared, CPUs: set(t, "2,10")}, true)
 	assert.ErrorContains(t, err, "pool shared has no CPUs as now configured")
 	assert.Equal(t, "2,10", res.Assignment.CPUs.String(), "never moved to an empty cpuset")
 }
@@ -410,13 +671,97 @@ func TestPlacementRulesOnEveryFixture(t *testing.T) {
 	}
 }
 
-func TestPreviousCPUsRespectInfraMinimum(t *testing.T) {
+func TestRestartCannotBypassInfraMinimum(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0\"\npools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 2}}")
-	_, err := a.Restore(Assignment{ID: "b", Pool: config.PoolExclusiveNonIsolcpus, CPUs: set(t, "1")}, false)
+	_, err := a.Restore(Assignment{ID: "b", Pool: pools.ExclusiveNonIsolcpus, CPUs: set(t, "1")}, false)
 	require.NoError(t, err)
-	r := exclusive("a", 2)
-	r.Pool = config.PoolExclusiveNonIsolcpus
-	a.SetPrevious(map[string]cpuset.CPUSet{r.Pod.UID + "/c": set(t, "8-9")})
-	_, err = a.Allocate(r)
-	assert.ErrorContains(t, err, "infra (0,8-9) must keep 2", "a restart does not bypass minInfraCPUs")
+	r := exclusive("a", 1)
+	r.Pool = pools.ExclusiveNonIsolcpus
+	first, err := a.Allocate(r)
+	require.NoError(t, err)
+	// 8 and 9 are both half cores (0 is reserved infra, 1 is b's): the
+	// first of them.
+	require.Equal(t, "8", first.Assignment.CPUs.String())
+	a.Stop("a", exitCode(1))
+	require.Equal(t, "0,9", a.PoolCPUs(pools.Infra).String(), "the hold keeps infra shrunk")
+	again := r
+	again.ID, again.MilliCPU = "a2", 2000 // resized: its own CPU and one more
+	_, err = a.Allocate(again)
+	assert.ErrorContains(t, err, "infra (0,9) must keep 2", "a restart does not bypass minInfraCPUs")
+	again.MilliCPU = 1000
+	res, err := a.Allocate(again)
+	require.NoError(t, err, "the held CPU does not count against infra again")
+	assert.Equal(t, "8", res.Assignment.CPUs.String())
+}
+
+// TestRankingOrder pits each placement rule against the next one and
+// checks that the higher rule wins (README "Placement rules").
+func TestRankingOrder(t *testing.T) {
+	// The comparator itself: a plan better on one figure wins over a plan
+	// better on every later figure.
+	fields := []func(*plan) *int{
+		func(p *plan) *int { return &p.hintMisses },
+		func(p *plan) *int { return &p.sockets },
+		func(p *plan) *int { return &p.distance },
+		func(p *plan) *int { return &p.cores },
+		func(p *plan) *int { return &p.splitCores },
+		func(p *plan) *int { return &p.l3Groups },
+		func(p *plan) *int { return &p.leftover },
+	}
+	for i := range fields {
+		winner, loser := &plan{nodes: []int{1}}, &plan{nodes: []int{0}}
+		*fields[i](loser) = 1
+		for _, later := range fields[i+1:] {
+			*later(winner) = 5
+		}
+		assert.True(t, winner.better(loser), "figure %d outranks the later ones", i)
+		assert.False(t, loser.better(winner), "figure %d outranks the later ones", i)
+	}
+
+	mc := "kubelet-dual-socket-multi-numa-ht" // nodes 0,1 on socket 0, 2,3 on socket 1; siblings N and N+40
+	tests := []struct {
+		name, fixture, free string
+		n                   int
+		device              int // -1: none
+		within              string
+		shape               *shape
+	}{
+		// 1 > 2: node 1 (the device's) has 2 free CPUs, node 0 all of its.
+		{name: "fewest NUMA nodes over device locality", fixture: mc, free: "0-10,40-49,50", n: 4, device: 1, within: "0-9,40-49"},
+		// 2 > 3: node 3 is full; the pair on one socket has no device.
+		{name: "device locality over fewest sockets", fixture: mc, free: "0-29,40-69", n: 24, device: 2, within: "0-9,20-29,40-49,60-69",
+			shape: &shape{numaNodes: 2, sockets: 2, cores: 12, l3Groups: 2}},
+		// 2 > 4: the device's node has only half cores left.
+		{name: "device locality over whole cores", fixture: mc, free: "0-9,40-49,10-19", n: 4, device: 1, within: "10-19"},
+		// 3 > 4: socket 0's nodes have only half cores, node 2 whole ones, node 3 none.
+		{name: "fewest sockets over whole cores", fixture: mc, free: "0-19,20-24,60-64", n: 14, device: -1, within: "0-19",
+			shape: &shape{numaNodes: 2, sockets: 1, cores: 14, l3Groups: 1, splitCores: 14}},
+		// 4 > 5: on node 0 of the EPYC (L3 groups of cores 0-7 and 8-15,
+		// siblings N and N+64), one group holds 4 CPUs only with half cores.
+		{name: "whole cores over fewest L3 groups", fixture: "epyc-1s-nps4", free: "0-6,70,8,72", n: 4, device: -1, within: "6,8,70,72",
+			shape: &shape{numaNodes: 1, sockets: 1, cores: 2, l3Groups: 2}},
+		// 5 > 6: node 0 fits 8 exactly but over two L3 groups; node 1 has
+		// room to spare in one group.
+		{name: "fewest L3 groups over best fit", fixture: "epyc-1s-nps4", free: "0-1,64-65,8-9,72-73,16-31,80-95", n: 8, device: -1, within: "16-31,80-95",
+			shape: &shape{numaNodes: 1, sockets: 1, cores: 4, l3Groups: 1}},
+		// 6: the fuller node.
+		{name: "best fit over lowest node id", fixture: mc, free: "0-9,40-49,10-13,50-53", n: 4, device: -1, within: "10-13,50-53"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			topo := topology(t, tc.fixture)
+			a, _ := kubeletPair(t, topo, set(t, tc.free), "held by a container")
+			r := exclusive("x", tc.n)
+			if tc.device >= 0 {
+				r.PreferNUMA = cpuset.New(tc.device)
+			}
+			res, err := a.Allocate(r)
+			require.NoError(t, err)
+			got := res.Assignment.CPUs
+			assert.True(t, got.IsSubsetOf(set(t, tc.within)), "got %s, want within %s", got, tc.within)
+			if tc.shape != nil {
+				assert.Equal(t, *tc.shape, measure(topo, got), "placement %s", got)
+			}
+		})
+	}
 }

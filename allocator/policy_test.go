@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 func TestPolicyChoosesPool(t *testing.T) {
@@ -19,16 +19,16 @@ func TestPolicyChoosesPool(t *testing.T) {
 		c    Container
 		pool string
 	}{
-		{"no annotation: default pool", Container{Name: "app", Pod: PodRef{Namespace: "web"}, QoS: QoSBurstable, MilliCPU: 2000}, config.PoolInfra},
-		{"guaranteed whole CPUs: exclusive", Container{Name: "app", Pod: PodRef{Namespace: "telco"}, QoS: QoSGuaranteed, MilliCPU: 2000}, config.PoolExclusive},
-		{"guaranteed fractional: default", Container{Name: "app", Pod: PodRef{Namespace: "telco"}, QoS: QoSGuaranteed, MilliCPU: 1500}, config.PoolInfra},
-		{"guaranteed, namespace not allowed: default", Container{Name: "app", Pod: PodRef{Namespace: "web"}, QoS: QoSGuaranteed, MilliCPU: 2000}, config.PoolInfra},
+		{"no annotation: default pool", Container{Name: "app", Pod: PodRef{Namespace: "web"}, QoS: QoSBurstable, MilliCPU: 2000}, pools.Infra},
+		{"guaranteed whole CPUs: exclusive", Container{Name: "app", Pod: PodRef{Namespace: "telco"}, QoS: QoSGuaranteed, MilliCPU: 2000}, pools.Exclusive},
+		{"guaranteed fractional: default", Container{Name: "app", Pod: PodRef{Namespace: "telco"}, QoS: QoSGuaranteed, MilliCPU: 1500}, pools.Infra},
+		{"guaranteed, namespace not allowed: default", Container{Name: "app", Pod: PodRef{Namespace: "web"}, QoS: QoSGuaranteed, MilliCPU: 2000}, pools.Infra},
 		{"container annotation wins over pod", Container{Name: "fwd", Pod: PodRef{Namespace: "telco"}, MilliCPU: 1000, Annotations: map[string]string{
-			"pool.cpupool.dev/container.fwd": "exclusive", "pool.cpupool.dev/pod": "shared"}}, config.PoolExclusive},
+			"pool.cpupool.dev/container.fwd": "exclusive", "pool.cpupool.dev/pod": "shared"}}, pools.Exclusive},
 		{"pod annotation wins over bare key", Container{Name: "log", Pod: PodRef{Namespace: "telco"}, Annotations: map[string]string{
-			"pool.cpupool.dev/container.fwd": "exclusive", "pool.cpupool.dev/pod": "shared", "pool.cpupool.dev": "infra"}}, config.PoolShared},
-		{"bare key", Container{Name: "x", Pod: PodRef{Namespace: "any"}, Annotations: map[string]string{"pool.cpupool.dev": "shared"}}, config.PoolShared},
-		{"foreign annotations are ignored", Container{Name: "x", Annotations: map[string]string{"example.com/pool": "whatever"}}, config.PoolInfra},
+			"pool.cpupool.dev/container.fwd": "exclusive", "pool.cpupool.dev/pod": "shared", "pool.cpupool.dev": "infra"}}, pools.Shared},
+		{"bare key", Container{Name: "x", Pod: PodRef{Namespace: "any"}, Annotations: map[string]string{"pool.cpupool.dev": "shared"}}, pools.Shared},
+		{"foreign annotations are ignored", Container{Name: "x", Annotations: map[string]string{"example.com/pool": "whatever"}}, pools.Infra},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,27 +17,24 @@ import (
 	"gopkg.in/yaml.v3"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/sysfs"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // DefaultPath is where the daemon looks for its configuration.
 const DefaultPath = "/etc/nri-cpupool/config.yaml"
 
-// Pool names, as used in config keys, annotations and state.
+// Pool names, kept for code written before the vocabulary moved to package
+// pools.
+//
+// Deprecated: use pools.Exclusive, pools.Shared, pools.Infra,
+// pools.ExclusiveNonIsolcpus, pools.Names and pools.IsExclusive.
 const (
-	PoolExclusive            = "exclusive"
-	PoolShared               = "shared"
-	PoolInfra                = "infra"
-	PoolExclusiveNonIsolcpus = "exclusive-non-isolcpus"
+	PoolExclusive            = pools.Exclusive
+	PoolShared               = pools.Shared
+	PoolInfra                = pools.Infra
+	PoolExclusiveNonIsolcpus = pools.ExclusiveNonIsolcpus
 )
-
-// PoolNames lists every pool in a stable order.
-var PoolNames = []string{PoolExclusive, PoolShared, PoolInfra, PoolExclusiveNonIsolcpus}
-
-// IsExclusivePool tells whether a pool hands out CPUs to one container.
-func IsExclusivePool(pool string) bool {
-	return pool == PoolExclusive || pool == PoolExclusiveNonIsolcpus
-}
 
 // Config is the whole configuration file.
 type Config struct {
@@ -66,9 +64,26 @@ type Config struct {
 	CgroupRoot      string `yaml:"cgroupRoot"`
 	SysfsRoot       string `yaml:"sysfsRoot"`
 	LogLevel        string `yaml:"logLevel"`
+	// Kubelet makes the exclusive pool visible to the scheduler through the
+	// kubelet's device plugin API.
+	Kubelet Kubelet `yaml:"kubelet"`
 	// MetricsAddress serves Prometheus metrics on /metrics when set
 	// ("127.0.0.1:9464"); empty turns them off.
 	MetricsAddress string `yaml:"metricsAddress"`
+}
+
+// ResourceExclusive is the extended resource that advertises the exclusive
+// pool, one device per CPU.
+const ResourceExclusive = "cpupool.dev/exclusive"
+
+// Kubelet configures the device plugin.
+type Kubelet struct {
+	// DevicePlugin registers cpupool.dev/exclusive with the kubelet. With it
+	// on, exclusive CPUs are given only through that resource.
+	DevicePlugin bool `yaml:"devicePlugin"`
+	// DevicePluginDir holds the kubelet's registration socket (kubelet.sock)
+	// and the plugin's own socket.
+	DevicePluginDir string `yaml:"devicePluginDir"`
 }
 
 // Pools carves the node's CPUs; infra is always what the others leave.
@@ -101,12 +116,16 @@ type Allocation struct {
 	HideHyperthreads bool `yaml:"hideHyperthreads"`
 	// DistributeAcrossNUMA spreads a request evenly over the NUMA nodes it needs.
 	DistributeAcrossNUMA bool `yaml:"distributeAcrossNUMA"`
+	// DisableCPUQuota lifts the CFS quota of containers with exclusive
+	// CPUs: their cpuset already bounds them, so the quota could only
+	// throttle them (the kubelet's DisableCPUQuotaWithExclusiveCPUs).
+	DisableCPUQuota bool `yaml:"disableCPUQuota"`
 }
 
 // Default returns the configuration used when a key is absent.
 func Default() *Config {
 	return &Config{
-		DefaultPool:  PoolInfra,
+		DefaultPool:  pools.Infra,
 		PinMemory:    true,
 		PinSandboxes: true,
 		StateFile:    "/var/lib/nri-cpupool/state.json",
@@ -116,6 +135,8 @@ func Default() *Config {
 		SysfsRoot:    "/",
 		LogLevel:     "info",
 		Pools:        Pools{ExclusiveNonIsolcpus: ExclusiveNonIsolcpusSpec{MinInfraCPUs: 1}},
+		Allocation:   Allocation{DisableCPUQuota: true},
+		Kubelet:      Kubelet{DevicePluginDir: "/var/lib/kubelet/device-plugins"},
 	}
 }
 
@@ -155,7 +176,7 @@ func (c *Config) Check() Problems {
 	if c.IsolatedCPUs != nil {
 		lists["isolatedCPUs"] = *c.IsolatedCPUs
 	}
-	for _, key := range sortedKeys(lists) {
+	for _, key := range slices.Sorted(maps.Keys(lists)) {
 		if _, err := ParseCPUList(lists[key]); err != nil {
 			p.Errorf(key, "%v; write a list such as \"2-5,34-37\"", err)
 		}
@@ -175,21 +196,24 @@ func (c *Config) Check() Problems {
 	if c.Pools.ExclusiveNonIsolcpus.MinInfraCPUs < 1 {
 		p.Errorf("pools.exclusive-non-isolcpus.minInfraCPUs", "%d: infra needs at least 1 CPU", c.Pools.ExclusiveNonIsolcpus.MinInfraCPUs)
 	}
-	if !isPool(c.DefaultPool) {
-		p.Errorf("defaultPool", "unknown pool %q; use one of %s", c.DefaultPool, strings.Join(PoolNames, ", "))
-	} else if IsExclusivePool(c.DefaultPool) {
+	if !pools.Known(c.DefaultPool) {
+		p.Errorf("defaultPool", "unknown pool %q; use one of %s", c.DefaultPool, strings.Join(pools.Names(), ", "))
+	} else if pools.IsExclusive(c.DefaultPool) {
 		p.Warnf("defaultPool", "%q makes every container without a CPU request fail; infra or shared is the usual default", c.DefaultPool)
 	}
-	for _, pool := range sortedKeys(c.AllowedNamespaces) {
-		if !isPool(pool) {
-			p.Errorf("allowedNamespaces."+pool, "unknown pool; use one of %s", strings.Join(PoolNames, ", "))
+	for _, pool := range slices.Sorted(maps.Keys(c.AllowedNamespaces)) {
+		if !pools.Known(pool) {
+			p.Errorf("allowedNamespaces."+pool, "unknown pool; use one of %s", strings.Join(pools.Names(), ", "))
 		}
 	}
 	if c.PluginIndex < 0 || c.PluginIndex > 99 {
 		p.Errorf("pluginIndex", "%d is out of range; NRI plugin indexes are 0-99", c.PluginIndex)
 	}
-	paths := map[string]string{"stateFile": c.StateFile, "nriSocket": c.NRISocket, "cgroupRoot": c.CgroupRoot, "sysfsRoot": c.SysfsRoot}
-	for _, key := range sortedKeys(paths) {
+	if c.Kubelet.DevicePlugin && c.GuaranteedExclusive && !c.Pools.ExclusiveNonIsolcpus.Enabled {
+		p.Warnf("guaranteedExclusive", "with kubelet.devicePlugin on, the exclusive pool is given only through %s, so Guaranteed containers that do not request it go to exclusive-non-isolcpus, which is not enabled: they go to defaultPool (%s)", ResourceExclusive, c.DefaultPool)
+	}
+	paths := map[string]string{"stateFile": c.StateFile, "nriSocket": c.NRISocket, "cgroupRoot": c.CgroupRoot, "sysfsRoot": c.SysfsRoot, "kubelet.devicePluginDir": c.Kubelet.DevicePluginDir}
+	for _, key := range slices.Sorted(maps.Keys(paths)) {
 		if path := paths[key]; !filepath.IsAbs(path) {
 			p.Errorf(key, "%q is not an absolute path", path)
 		}
@@ -208,11 +232,7 @@ func (c *Config) Check() Problems {
 // ParseCPUList parses a CPU list as written in the config ("0-3, 8"):
 // the kernel's syntax, tolerating spaces.
 func ParseCPUList(s string) (cpuset.CPUSet, error) {
-	set, err := sysfs.ParseList(strings.ReplaceAll(s, " ", ""))
-	if err != nil {
-		return cpuset.New(), fmt.Errorf("malformed CPU list %q", s)
-	}
-	return set, nil
+	return cpulist.ParseSpaced(s)
 }
 
 // ParseLogLevel accepts the logrus level names.
@@ -223,5 +243,3 @@ func ParseLogLevel(s string) (string, error) {
 	}
 	return "", fmt.Errorf("unknown level %q; use trace, debug, info, warn or error", s)
 }
-
-func isPool(name string) bool { return slices.Contains(PoolNames, name) }

@@ -92,4 +92,6 @@ func TestPackagedConfigIsValid(t *testing.T) {
 	cfg, err := Load("../packaging/config.yaml")
 	require.NoError(t, err)
 	assert.Equal(t, Default().StateFile, cfg.StateFile)
+	assert.Equal(t, Default().Allocation, cfg.Allocation, "the packaged config shows the defaults")
+	assert.True(t, cfg.Allocation.DisableCPUQuota, "no CFS quota on exclusive CPUs by default")
 }

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -72,13 +71,4 @@ type FileError struct {
 
 func (e *FileError) Error() string {
 	return fmt.Sprintf("invalid config %s:\n  %s", e.File, strings.ReplaceAll(e.Problems.Error(), "\n", "\n  "))
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -14,7 +14,11 @@ import (
 // passed down: cpu.shares is request*1024/1000 (2 for no request); without
 // shares, the CFS quota/period limit stands in.
 func milliCPU(ctr *api.Container) int64 {
-	cpu := ctr.GetLinux().GetResources().GetCpu()
+	return milliOf(ctr.GetLinux().GetResources().GetCpu())
+}
+
+// milliOf is milliCPU for a set of CPU resources, as an update carries.
+func milliOf(cpu *api.LinuxCPU) int64 {
 	if cpu == nil {
 		return 0
 	}

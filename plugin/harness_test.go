@@ -206,12 +206,23 @@ func (f *fakeRuntime) sandboxCPUs(pod *api.PodSandbox) string {
 // createContainer asks plugins about a new container with a CPU request in
 // milli-CPUs (as cpu.shares, the way the kubelet passes it).
 func (f *fakeRuntime) createContainer(pod *api.PodSandbox, name string, milli int64) (*api.Container, *api.CreateContainerResponse, error) {
+	return f.createAttempt(pod, name, 0, milli)
+}
+
+// createAttempt creates a container's run the way the kubelet restarts
+// it: same pod, same name, a new id for each attempt.
+func (f *fakeRuntime) createAttempt(pod *api.PodSandbox, name string, attempt int, milli int64) (*api.Container, *api.CreateContainerResponse, error) {
 	shares := uint64(2)
 	if milli > 0 {
 		shares = uint64(milli * 1024 / 1000)
 	}
-	ctr := &api.Container{Id: "ctr-" + pod.Name + "-" + name, PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED,
-		Linux: &api.LinuxContainer{CgroupsPath: pod.Linux.CgroupParent + "/ctr-" + pod.Name + "-" + name,
+	id := "ctr-" + pod.Name + "-" + name
+	if attempt > 0 {
+		id += fmt.Sprintf("-%d", attempt)
+	}
+	ctr := &api.Container{Id: id, PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED,
+		Annotations: map[string]string{"io.kubernetes.container.restartCount": fmt.Sprint(attempt)},
+		Linux: &api.LinuxContainer{CgroupsPath: pod.Linux.CgroupParent + "/" + id,
 			Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(shares), Period: api.UInt64(100000)}}}}
 	resp, err := f.r.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod, Container: ctr})
 	if err != nil {
@@ -241,6 +252,23 @@ func (f *fakeRuntime) stopContainer(ctr *api.Container) []*api.ContainerUpdate {
 	ctr.State = api.ContainerState_CONTAINER_STOPPED
 	f.apply(resp.GetUpdate())
 	return resp.GetUpdate()
+}
+
+// exitContainer reports a container's own exit, as containerd does when
+// its task exits: a stop with the finish time and the exit code.
+func (f *fakeRuntime) exitContainer(ctr *api.Container, code int32) []*api.ContainerUpdate {
+	f.t.Helper()
+	f.mu.Lock()
+	ctr.FinishedAt, ctr.ExitCode = time.Now().UnixNano(), code
+	f.mu.Unlock()
+	return f.stopContainer(ctr)
+}
+
+// stopPod stops a pod sandbox (the kubelet does when the pod is deleted
+// or has finished); it stays listed until removed.
+func (f *fakeRuntime) stopPod(pod *api.PodSandbox) {
+	f.t.Helper()
+	require.NoError(f.t, f.r.StopPodSandbox(context.Background(), &api.StopPodSandboxRequest{Pod: pod}))
 }
 
 func (f *fakeRuntime) removeContainer(ctr *api.Container) {

@@ -1,65 +1,114 @@
 package plugin
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/allocator"
 )
 
-// Metrics are read from the allocator at scrape time, under the plugin's
-// lock, so they can never disagree with the decisions; only the refusal
-// counter is kept separately.
+// usageSource gives the pools' usage for a scrape. Implementations must
+// not wait for the plugin's lock: a scrape never delays a handler, and a
+// handler never waits for a scrape.
+type usageSource interface {
+	PoolUsage() []allocator.PoolUsage
+}
+
+// usageSnapshot is the usage as of the plugin's last decision. The plugin
+// publishes it under its lock; scrapes read it without any lock.
+type usageSnapshot struct {
+	last atomic.Pointer[[]allocator.PoolUsage]
+}
+
+var _ usageSource = (*usageSnapshot)(nil)
+
+func (s *usageSnapshot) publish(u []allocator.PoolUsage) { s.last.Store(&u) }
+
+// PoolUsage returns the last published usage (none before the first).
+func (s *usageSnapshot) PoolUsage() []allocator.PoolUsage {
+	if u := s.last.Load(); u != nil {
+		return *u
+	}
+	return nil
+}
+
+// metrics are the plugin's Prometheus metrics: pool figures read from a
+// usageSource, which never disagrees with the decisions it follows, and
+// the refusal counter, counted where refusals happen.
 type metrics struct {
-	p        *Plugin
+	usage    usageSource
 	poolCPUs *prometheus.Desc
 	freeCPUs *prometheus.Desc
 	members  *prometheus.Desc
+	held     *prometheus.Desc
 	refused  *prometheus.CounterVec
+	resizes  *prometheus.CounterVec
+	// handlers times every NRI handler (see instrumented).
+	handlers *prometheus.HistogramVec
 }
 
-func newMetrics(p *Plugin) *metrics {
+var _ prometheus.Collector = (*metrics)(nil)
+
+// Refusal reasons, the values of the refusal counter's "reason" label.
+const (
+	refusedAnnotation = "annotation"
+	refusedGrant      = "grant"
+	refusedPlacement  = "placement"
+	refusedState      = "state"
+)
+
+func newMetrics(usage usageSource) *metrics {
 	return &metrics{
-		p:        p,
+		usage:    usage,
 		poolCPUs: prometheus.NewDesc("cpupool_pool_cpus", "CPUs in the pool now (infra shrinks while exclusive-non-isolcpus containers run).", []string{"pool"}, nil),
 		freeCPUs: prometheus.NewDesc("cpupool_pool_free_cpus", "CPUs of an exclusive pool that no container holds.", []string{"pool"}, nil),
 		members:  prometheus.NewDesc("cpupool_containers", "Containers assigned to the pool.", []string{"pool"}, nil),
+		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
-			Help: "Container creations refused, by reason (annotation, placement, state).",
+			Help: "Container creations refused, by reason (annotation, grant, placement, state).",
 		}, []string{"reason"}),
+		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cpupool_resizes_total",
+			Help: "In-place resizes (CPU request changes) by pool and result (grown, shrunk, unchanged, refused).",
+		}, []string{"pool", "result"}),
+		handlers: newHandlerSeconds(),
 	}
 }
+
+// countRefusal counts one refused container creation.
+func (m *metrics) countRefusal(reason string) { m.refused.WithLabelValues(reason).Inc() }
+
+// countResize counts one in-place resize by its result: grown, shrunk,
+// unchanged or refused.
+func (m *metrics) countResize(pool, result string) { m.resizes.WithLabelValues(pool, result).Inc() }
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.poolCPUs
 	ch <- m.freeCPUs
 	ch <- m.members
+	ch <- m.held
 	m.refused.Describe(ch)
+	m.resizes.Describe(ch)
+	m.handlers.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	m.p.mu.Lock()
-	counts := map[string]int{}
-	for _, a := range m.p.alloc.Assignments() {
-		counts[a.Pool]++
-	}
-	for _, pool := range config.PoolNames {
-		ch <- prometheus.MustNewConstMetric(m.poolCPUs, prometheus.GaugeValue, float64(m.p.alloc.PoolCPUs(pool).Size()), pool)
-		ch <- prometheus.MustNewConstMetric(m.members, prometheus.GaugeValue, float64(counts[pool]), pool)
-		if config.IsExclusivePool(pool) {
-			free := m.p.alloc.FreeCPUs(pool)
-			if pool == config.PoolExclusiveNonIsolcpus {
-				// Lendable CPUs also have to be in infra's spare room.
-				free = free.Intersection(m.p.alloc.PoolCPUs(config.PoolInfra))
-			}
-			ch <- prometheus.MustNewConstMetric(m.freeCPUs, prometheus.GaugeValue, float64(free.Size()), pool)
+	for _, u := range m.usage.PoolUsage() {
+		ch <- prometheus.MustNewConstMetric(m.poolCPUs, prometheus.GaugeValue, float64(u.CPUs.Size()), u.Pool)
+		ch <- prometheus.MustNewConstMetric(m.members, prometheus.GaugeValue, float64(u.Containers), u.Pool)
+		if u.Exclusive() {
+			ch <- prometheus.MustNewConstMetric(m.freeCPUs, prometheus.GaugeValue, float64(u.Free.Size()), u.Pool)
+			ch <- prometheus.MustNewConstMetric(m.held, prometheus.GaugeValue, float64(u.Held.Size()), u.Pool)
 		}
 	}
-	m.p.mu.Unlock()
 	m.refused.Collect(ch)
+	m.resizes.Collect(ch)
+	m.handlers.Collect(ch)
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to

@@ -3,6 +3,7 @@ package plugin
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -12,8 +13,11 @@ import (
 func TestMetricsFollowDecisions(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	rp := startPlugin(t, f, desktop, statePath(f))
-	pod := f.runPod(podSpec{name: "m", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/container.x": "exclusive", "pool.cpupool.dev/container.e": "exclusive-non-isolcpus"}})
-	_, _, err := f.createContainer(pod, "x", 3000)
+	pod := f.runPod(podSpec{name: "m", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/container.x": "exclusive", "pool.cpupool.dev/container.z": "exclusive", "pool.cpupool.dev/container.e": "exclusive-non-isolcpus"}})
+	x, _, err := f.createContainer(pod, "x", 3000)
+	require.NoError(t, err)
+	f.exitContainer(x, 1)
+	_, _, err = f.createContainer(pod, "z", 2000)
 	require.NoError(t, err)
 	_, _, err = f.createContainer(pod, "e", 1000)
 	require.NoError(t, err)
@@ -32,21 +36,44 @@ cpupool_pool_cpus{pool="infra"} 3
 cpupool_pool_cpus{pool="shared"} 4
 # HELP cpupool_pool_free_cpus CPUs of an exclusive pool that no container holds.
 # TYPE cpupool_pool_free_cpus gauge
-cpupool_pool_free_cpus{pool="exclusive"} 5
+cpupool_pool_free_cpus{pool="exclusive"} 3
 cpupool_pool_free_cpus{pool="exclusive-non-isolcpus"} 1
+# HELP cpupool_held_cpus CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.
+# TYPE cpupool_held_cpus gauge
+cpupool_held_cpus{pool="exclusive"} 3
+cpupool_held_cpus{pool="exclusive-non-isolcpus"} 0
 # HELP cpupool_containers Containers assigned to the pool.
 # TYPE cpupool_containers gauge
 cpupool_containers{pool="exclusive"} 1
 cpupool_containers{pool="exclusive-non-isolcpus"} 1
 cpupool_containers{pool="infra"} 1
 cpupool_containers{pool="shared"} 0
-# HELP cpupool_refused_containers_total Container creations refused, by reason (annotation, placement, state).
+# HELP cpupool_refused_containers_total Container creations refused, by reason (annotation, grant, placement, state).
 # TYPE cpupool_refused_containers_total counter
 cpupool_refused_containers_total{reason="annotation"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(want),
-		"cpupool_pool_cpus", "cpupool_pool_free_cpus", "cpupool_containers", "cpupool_refused_containers_total"))
+		"cpupool_pool_cpus", "cpupool_pool_free_cpus", "cpupool_held_cpus", "cpupool_containers", "cpupool_refused_containers_total"))
 	n, err := testutil.GatherAndCount(rp.p.Registry(), "process_resident_memory_bytes")
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "process metrics are served too")
+}
+
+// TestScrapeNeverWaitsForTheLock scrapes while a handler holds the plugin's
+// lock: the metrics read the last published usage, so the scrape returns.
+func TestScrapeNeverWaitsForTheLock(t *testing.T) {
+	p := newUnitPlugin(t, &failingStore{}, `isolatedCPUs: "4-7,12-15"`)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	done := make(chan int, 1)
+	go func() {
+		n, _ := testutil.GatherAndCount(p.Registry(), "cpupool_pool_cpus")
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		assert.Equal(t, 4, n, "one figure per pool")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a scrape waited for the plugin's lock")
+	}
 }

@@ -66,9 +66,8 @@ func TestContainersOfEveryPool(t *testing.T) {
 			assert.Equal(t, "0,8-9", f.sandboxCPUs(web))
 
 			updates := f.stopContainer(eni)
-			require.Len(t, updates, 1)
-			assert.Equal(t, "0-1,8-9", f.cpus(app), "infra grows back")
-			assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web))
+			assert.Empty(t, updates, "a stopped container's CPU stays held for its pod: infra does not change")
+			assert.Equal(t, "0,8-9", f.cpus(app))
 			f.removeContainer(eni)
 
 			st, err := ReadState(statePath(f))
@@ -76,6 +75,17 @@ func TestContainersOfEveryPool(t *testing.T) {
 			assert.Len(t, st.Containers, 3)
 			assert.Equal(t, "4,12", st.Containers[fwd.Id].CPUs)
 			assert.Equal(t, "telco", st.Containers[fwd.Id].PodNamespace)
+			require.Contains(t, st.Held, "uid-dpdk/eni")
+			assert.Equal(t, "1", st.Held["uid-dpdk/eni"].CPUs)
+			assert.Equal(t, eni.Id, st.Held["uid-dpdk/eni"].ContainerID)
+
+			f.removePod(pod)
+			require.Eventually(t, func() bool { return f.cpus(app) == "0-1,8-9" }, 5*time.Second, 10*time.Millisecond, "infra grows back when the pod goes")
+			assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web))
+			st, err = ReadState(statePath(f))
+			require.NoError(t, err)
+			assert.Len(t, st.Containers, 1)
+			assert.Empty(t, st.Held)
 			info, err := os.Stat(statePath(f))
 			require.NoError(t, err)
 			assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
@@ -121,8 +131,9 @@ func TestUpdateContainerKeepsPinnedCPUs(t *testing.T) {
 	assert.Equal(t, ctr.Id, resp.Update[0].ContainerId)
 	assert.Equal(t, "4,12", resp.Update[0].Linux.Resources.Cpu.Cpus, "the plugin's cpuset wins")
 
+	// The same CPU request without a cpuset (a memory resize, say) passes.
 	resp, err = f.r.UpdateContainer(t.Context(), &api.UpdateContainerRequest{Pod: pod, Container: ctr,
-		LinuxResources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(4096)}}})
+		LinuxResources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(2048)}, Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)}}})
 	require.NoError(t, err)
 	for _, u := range resp.Update {
 		assert.Empty(t, u.GetLinux().GetResources().GetCpu().GetCpus(), "updates without a cpuset pass")
@@ -250,8 +261,9 @@ func TestDevicesFromTheRuntimeSteerPlacement(t *testing.T) {
 	}
 }
 
-// TestRemovalWithoutStopStillUpdatesFollowers: RemoveContainer cannot
-// return updates, so infra members learn of the grown infra right after it.
+// TestRemovalWithoutStopStillUpdatesFollowers: StopPodSandbox and
+// RemovePodSandbox cannot return updates, so infra members learn of the
+// grown infra right after them.
 func TestRemovalWithoutStopStillUpdatesFollowers(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	startPlugin(t, f, desktop, statePath(f))
@@ -264,6 +276,8 @@ func TestRemovalWithoutStopStillUpdatesFollowers(t *testing.T) {
 	require.Equal(t, "0,8-9", f.cpus(app))
 
 	f.removeContainer(eni) // no StopContainer first
+	assert.Equal(t, "0,8-9", f.cpus(app), "a removed container's CPU stays held while its pod lives")
+	require.NoError(t, f.r.StopPodSandbox(t.Context(), &api.StopPodSandboxRequest{Pod: pod}))
 	require.Eventually(t, func() bool { return f.cpus(app) == "0-1,8-9" }, 5*time.Second, 10*time.Millisecond,
 		"infra member updated through UpdateContainers; now %s", f.cpus(app))
 	assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web))

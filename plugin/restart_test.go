@@ -67,13 +67,27 @@ func TestVanishedContainersAreFreedOnRestart(t *testing.T) {
 	fwd, _, _ := populate(t, f)
 	first.stop()
 	f.mu.Lock()
-	delete(f.ctrs, fwd.Id) // removed while the plugin was away
+	delete(f.ctrs, fwd.Id) // exited while the plugin was away; its pod lives
 	f.mu.Unlock()
-	startPlugin(t, f, desktop, statePath(f))
+	second := startPlugin(t, f, desktop, statePath(f))
 	st, err := ReadState(statePath(f))
 	require.NoError(t, err)
 	assert.NotContains(t, st.Containers, fwd.Id)
+	require.Contains(t, st.Held, "uid-dpdk/fwd", "the kubelet may run it again: its CPUs stay held")
+	assert.Equal(t, "4,12", st.Held["uid-dpdk/fwd"].CPUs)
+	assert.Nil(t, st.Held["uid-dpdk/fwd"].ExitCode, "exit code unknown")
 	pod := f.runPod(podSpec{name: "all", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	_, _, err = f.createContainer(pod, "c", 8000)
+	assert.ErrorContains(t, err, "cannot fit")
+	second.stop()
+
+	f.mu.Lock()
+	delete(f.pods, "sb-dpdk") // and now its pod is gone too
+	f.mu.Unlock()
+	startPlugin(t, f, desktop, statePath(f))
+	st, err = ReadState(statePath(f))
+	require.NoError(t, err)
+	assert.Empty(t, st.Held)
 	_, _, err = f.createContainer(pod, "c", 8000)
 	assert.NoError(t, err, "the whole exclusive pool is free again")
 }

@@ -26,10 +26,37 @@ var DefaultBackoff = Backoff{Initial: 250 * time.Millisecond, Max: 10 * time.Sec
 // passes a connected socket in the environment and restarts the plugin).
 func runtimeLaunched() bool { return os.Getenv(api.PluginSocketEnvVar) != "" }
 
+// Hooks let the caller follow the connection, e.g. to tell systemd the
+// service is ready. Unset hooks are skipped.
+type Hooks struct {
+	// Registered runs each time the plugin has registered with the runtime
+	// (the runtime then synchronizes it).
+	Registered func()
+	// Disconnected runs when the connection is lost and before a retry.
+	Disconnected func(reason string)
+}
+
+func (h Hooks) registered() {
+	if h.Registered != nil {
+		h.Registered()
+	}
+}
+
+func (h Hooks) disconnected(reason string) {
+	if h.Disconnected != nil {
+		h.Disconnected(reason)
+	}
+}
+
 // Run connects to the runtime and serves events until ctx ends. When the
 // runtime goes away (restart, crash) it reconnects with backoff and is
-// resynchronized by the runtime, so systemd need not restart it.
-func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff) error {
+// resynchronized by the runtime, so systemd need not restart it. At most one
+// Hooks value is used.
+func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks ...Hooks) error {
+	var h Hooks
+	if len(hooks) > 0 {
+		h = hooks[0]
+	}
 	wait := backoff.Initial
 	for {
 		closed := make(chan struct{})
@@ -39,7 +66,7 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff) error 
 			// from the environment the runtime set up.
 			opts = append(opts, stub.WithPluginName(PluginName), stub.WithPluginIdx(fmt.Sprintf("%02d", p.cfg.PluginIndex)), stub.WithSocketPath(socket))
 		}
-		s, err := stub.New(p, opts...)
+		s, err := stub.New(instrumented{p, p.metrics.handlers}, opts...)
 		if err != nil {
 			return fmt.Errorf("creating NRI stub: %w", err)
 		}
@@ -47,9 +74,11 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff) error 
 			p.setUpdater(s.UpdateContainers)
 			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", p.cfg.PluginIndex, PluginName)))
 			wait = backoff.Initial
+			h.registered()
 			select {
 			case <-closed:
 				p.log.Warn("lost the connection to the runtime; reconnecting")
+				h.disconnected("lost the connection to the runtime; reconnecting")
 			case <-ctx.Done():
 				p.setUpdater(nil)
 				s.Stop()
@@ -65,6 +94,7 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff) error 
 				return fmt.Errorf("starting plugin: %w", err)
 			}
 			p.log.Warnf("cannot reach the runtime at %s (%v); retrying in %s", socket, err, wait)
+			h.disconnected(fmt.Sprintf("cannot reach the runtime at %s; retrying", socket))
 		}
 		select {
 		case <-time.After(wait):

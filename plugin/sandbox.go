@@ -83,6 +83,22 @@ func expandSlice(slice string) (string, error) {
 	return path, nil
 }
 
+// Gone tells whether a sandbox's cgroup is known to have been removed,
+// which the runtime does when it stops the sandbox. A sandbox without a
+// cgroup path, or one that cannot be checked, is not known to be gone.
+func (c *cgroupPinner) Gone(cgroupsPath string) bool {
+	dir, err := cgroupDir(cgroupsPath)
+	if err != nil {
+		return false
+	}
+	path := filepath.Join(c.root, dir)
+	if !c.unified {
+		path = cgroup1.NewCpuset(c.root).Path(dir)
+	}
+	_, err = os.Stat(path)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
 // Pin writes cpus (and mems, if not empty) into the sandbox's cgroup. It
 // never creates a cgroup: a missing one is errNoCgroup.
 func (c *cgroupPinner) Pin(cgroupsPath string, cpus, mems cpuset.CPUSet) error {

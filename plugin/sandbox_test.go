@@ -21,3 +21,21 @@ func TestSetAffinity(t *testing.T) {
 	assert.Contains(t, string(status), "Cpus_allowed_list:\t0\n")
 	assert.Error(t, setAffinity(uint32(cmd.Process.Pid), cpuset.New(1000)), "no such CPU")
 }
+
+func TestCgroupDir(t *testing.T) {
+	for in, want := range map[string]string{
+		"/kubepods/burstable/pod1/abc":                        "/kubepods/burstable/pod1/abc",
+		"kubepods/pod1/abc":                                   "/kubepods/pod1/abc",
+		"kubepods-burstable-pod1.slice:cri-containerd:abc":    "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-abc.scope",
+		"system.slice:crio:abc":                               "/system.slice/crio-abc.scope",
+		"kubepods-pod1.slice:crio:kubepods-pod1-conmon.slice": "/kubepods.slice/kubepods-pod1.slice/kubepods-pod1-conmon.slice",
+	} {
+		got, err := cgroupDir(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	_, err := cgroupDir("bad-.slice:x:y")
+	assert.Error(t, err)
+	_, err = cgroupDir("")
+	assert.ErrorIs(t, err, errNoCgroup)
+}

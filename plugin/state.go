@@ -24,8 +24,12 @@ const SchemaVersion = 1
 type State struct {
 	// Containers are keyed by container id.
 	Containers map[string]ContainerState `json:"containers"`
-	// Previous holds the CPUs of stopped containers by "<pod uid>/<name>",
-	// so that a restarted container gets them back.
+	// Held are the CPUs kept for stopped exclusive containers until their
+	// pod's sandbox stops, by "<pod uid>/<container name>".
+	Held map[string]HeldState `json:"held,omitempty"`
+	// Previous is the form of Held before holds existed: the CPUs of
+	// stopped containers, to be given back if still free. It is read from
+	// older files (see migratePrevious) and no longer written.
 	Previous map[string]string `json:"previous,omitempty"`
 	// Pools are the pools' cpusets when the file was written, for
 	// `nri-cpupool status` and operators.
@@ -43,6 +47,21 @@ type ContainerState struct {
 	CPUs         string `json:"cpus"`
 	Reserved     string `json:"reserved,omitempty"`
 	Mems         string `json:"mems"`
+	// Added are the CPUs in-place resizes added, comma-separated in the
+	// order they were added (a shrink gives back the last first).
+	Added string `json:"added,omitempty"`
+	// NoCPUQuota tells that the plugin lifted the container's CFS quota.
+	NoCPUQuota bool `json:"noCPUQuota,omitempty"`
+}
+
+// HeldState is a stopped exclusive container's CPUs, kept for its pod.
+type HeldState struct {
+	// ContainerID is the stopped container's id.
+	ContainerID string `json:"containerID"`
+	ContainerState
+	// ExitCode is what the runtime reported when the container stopped;
+	// absent when it did not say.
+	ExitCode *int32 `json:"exitCode,omitempty"`
 }
 
 // envelope is the file: a version, a checksum over the exact bytes of the
@@ -56,13 +75,19 @@ type envelope struct {
 
 // Store keeps the state somewhere durable.
 type Store interface {
+	// Load returns the remembered state; an empty one when there is none.
 	Load() (*State, error)
+	// Save replaces the remembered state durably before returning.
 	Save(*State) error
+	// Close releases what the store holds open between saves.
+	Close()
 }
+
+var _ Store = (*FileStore)(nil)
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{Containers: map[string]ContainerState{}, Previous: map[string]string{}, Pools: map[string]string{}}
+	return &State{Containers: map[string]ContainerState{}, Held: map[string]HeldState{}, Previous: map[string]string{}, Pools: map[string]string{}}
 }
 
 // FileStore keeps the state in one node-local file, written atomically.
@@ -190,6 +215,9 @@ func decodeState(data []byte) (*State, error) {
 	if st.Containers == nil {
 		st.Containers = map[string]ContainerState{}
 	}
+	if st.Held == nil {
+		st.Held = map[string]HeldState{}
+	}
 	return st, nil
 }
 
@@ -235,25 +263,10 @@ func (f *FileStore) Save(st *State) error {
 	if err != nil {
 		return fmt.Errorf("writing state: %w", err)
 	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing state: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
-	}
-	// fdatasync: the data and the size, not the timestamps.
-	if err := unix.Fdatasync(int(tmp.Fd())); err != nil {
-		tmp.Close()
-		return fmt.Errorf("syncing state %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), f.Path); err != nil {
-		return fmt.Errorf("replacing state %s: %w", f.Path, err)
+	pending := &pendingFile{File: tmp}
+	defer pending.cleanup()
+	if err := pending.replace(f.Path, data); err != nil {
+		return err
 	}
 	if f.dir == nil {
 		if f.dir, err = os.Open(dir); err != nil {
@@ -265,6 +278,47 @@ func (f *FileStore) Save(st *State) error {
 	}
 	go f.prepareSpare(dir)
 	return nil
+}
+
+// pendingFile is a temporary file on its way to replace another, after
+// renameio's PendingFile: whatever step fails, one deferred cleanup closes
+// and removes it, and after the rename it does nothing.
+type pendingFile struct {
+	*os.File
+	closed, renamed bool
+}
+
+// replace writes data, syncs it and renames the file over path.
+func (t *pendingFile) replace(path string, data []byte) error {
+	if err := t.Chmod(0o600); err != nil {
+		return fmt.Errorf("writing state: %w", err)
+	}
+	if _, err := t.Write(data); err != nil {
+		return fmt.Errorf("writing state %s: %w", t.Name(), err)
+	}
+	// fdatasync: the data and the size, not the timestamps.
+	if err := unix.Fdatasync(int(t.Fd())); err != nil {
+		return fmt.Errorf("syncing state %s: %w", t.Name(), err)
+	}
+	t.closed = true
+	if err := t.File.Close(); err != nil {
+		return fmt.Errorf("writing state %s: %w", t.Name(), err)
+	}
+	if err := os.Rename(t.Name(), path); err != nil {
+		return fmt.Errorf("replacing state %s: %w", path, err)
+	}
+	t.renamed = true
+	return nil
+}
+
+// cleanup closes and removes the file unless replace got that far.
+func (t *pendingFile) cleanup() {
+	if !t.closed {
+		t.File.Close()
+	}
+	if !t.renamed {
+		os.Remove(t.Name())
+	}
 }
 
 // ReadState reads a state file without touching it (for `status`); unlike
@@ -337,6 +391,14 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 		buf.Write(e.cache[id].entry)
 	}
 	buf.WriteByte('}')
+	if len(st.Held) > 0 {
+		b, err := json.Marshal(st.Held)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"held":`)
+		buf.Write(b)
+	}
 	for _, m := range []struct {
 		key string
 		val map[string]string

@@ -1,24 +1,15 @@
 package plugin
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/containerd/nri/pkg/api"
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/cpupool/nri-cpupool/config"
-	"github.com/cpupool/nri-cpupool/sysfs"
-	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
 func TestFileStoreRoundTrip(t *testing.T) {
@@ -89,102 +80,6 @@ func TestFileStoreDiscardsBadFiles(t *testing.T) {
 	}
 }
 
-// failingStore loses the disk after the first write.
-type failingStore struct{ saves int }
-
-func (f *failingStore) Load() (*State, error) { return NewState(), nil }
-func (f *failingStore) Save(*State) error {
-	f.saves++
-	if f.saves > 1 {
-		return errors.New("disk full")
-	}
-	return nil
-}
-
-func newUnitPlugin(t *testing.T, store Store, yaml string) *Plugin {
-	t.Helper()
-	cfg, err := config.Parse(strings.NewReader(yaml), "test")
-	require.NoError(t, err)
-	cfg.SysfsRoot = fixture.Root(t, "desktop-8c16t")
-	cfg.CgroupRoot = t.TempDir()
-	topo, err := sysfs.Discover(cfg.SysfsRoot)
-	require.NoError(t, err)
-	log := logrus.New()
-	log.SetOutput(os.Stderr)
-	log.SetLevel(logrus.ErrorLevel)
-	p, err := New(cfg, topo, store, log)
-	require.NoError(t, err)
-	return p
-}
-
-func TestCreateRefusedWhenStateCannotBeSaved(t *testing.T) {
-	store := &failingStore{}
-	p := newUnitPlugin(t, store, `isolatedCPUs: "4-7,12-15"`)
-	ctx := context.Background()
-	_, err := p.Synchronize(ctx, nil, nil)
-	require.NoError(t, err)
-	pod := &api.PodSandbox{Id: "sb", Name: "p", Uid: "u", Namespace: "ns", Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}
-	ctr := &api.Container{Id: "c1", Name: "c", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(8192)}}}}
-	_, _, err = p.CreateContainer(ctx, pod, ctr)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "disk full")
-	assert.Empty(t, p.alloc.Assignments(), "the allocation is rolled back")
-	assert.Equal(t, 8, p.alloc.FreeCPUs("exclusive").Size())
-}
-
-func TestConfigureFromRuntime(t *testing.T) {
-	p := newUnitPlugin(t, &failingStore{}, "")
-	ctx := context.Background()
-	mask, err := p.Configure(ctx, "isolatedCPUs: \"6-7,14-15\"\n", "containerd", "v2.4.2")
-	require.NoError(t, err)
-	assert.True(t, mask.IsSet(api.Event_CREATE_CONTAINER))
-	assert.False(t, mask.IsSet(api.Event_START_CONTAINER), "only used events are subscribed")
-	assert.Equal(t, "6-7,14-15", p.alloc.Layout().Exclusive.String())
-
-	_, err = p.Configure(ctx, "pools: {exclusiv: {}}", "containerd", "v2.4.2")
-	assert.ErrorContains(t, err, "exclusiv")
-	_, err = p.Configure(ctx, "isolatedCPUs: \"99\"", "containerd", "v2.4.2")
-	assert.ErrorContains(t, err, "CPUs 99 do not exist")
-	assert.Equal(t, "6-7,14-15", p.alloc.Layout().Exclusive.String(), "a refused config changes nothing")
-}
-
-func TestMilliCPUAndQoS(t *testing.T) {
-	ctr := func(cpu *api.LinuxCPU) *api.Container {
-		return &api.Container{Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: cpu}}}
-	}
-	assert.Equal(t, int64(1500), milliCPU(ctr(&api.LinuxCPU{Shares: api.UInt64(1536)})))
-	assert.Equal(t, int64(100), milliCPU(ctr(&api.LinuxCPU{Shares: api.UInt64(102)})))
-	assert.Equal(t, int64(0), milliCPU(ctr(&api.LinuxCPU{Shares: api.UInt64(2)})), "besteffort")
-	assert.Equal(t, int64(2500), milliCPU(ctr(&api.LinuxCPU{Quota: api.Int64(250000), Period: api.UInt64(100000)})), "limit without shares")
-	assert.Equal(t, int64(0), milliCPU(&api.Container{}))
-
-	pod := func(parent string) *api.PodSandbox {
-		return &api.PodSandbox{Linux: &api.LinuxPodSandbox{CgroupParent: parent}}
-	}
-	assert.Equal(t, "guaranteed", qosClass(pod("/kubepods/podabc")))
-	assert.Equal(t, "burstable", qosClass(pod("/kubepods/burstable/podabc")))
-	assert.Equal(t, "besteffort", qosClass(pod("kubepods-besteffort-podabc.slice")))
-	assert.Equal(t, "", qosClass(pod("")))
-}
-
-func TestCgroupDir(t *testing.T) {
-	for in, want := range map[string]string{
-		"/kubepods/burstable/pod1/abc":                        "/kubepods/burstable/pod1/abc",
-		"kubepods/pod1/abc":                                   "/kubepods/pod1/abc",
-		"kubepods-burstable-pod1.slice:cri-containerd:abc":    "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-abc.scope",
-		"system.slice:crio:abc":                               "/system.slice/crio-abc.scope",
-		"kubepods-pod1.slice:crio:kubepods-pod1-conmon.slice": "/kubepods.slice/kubepods-pod1.slice/kubepods-pod1-conmon.slice",
-	} {
-		got, err := cgroupDir(in)
-		require.NoError(t, err, in)
-		assert.Equal(t, want, got, in)
-	}
-	_, err := cgroupDir("bad-.slice:x:y")
-	assert.Error(t, err)
-	_, err = cgroupDir("")
-	assert.ErrorIs(t, err, errNoCgroup)
-}
-
 // TestIncrementalEncodingMatchesJSON keeps the cached encoder byte-for-byte
 // equal to encoding/json across changes, additions and removals.
 func TestIncrementalEncodingMatchesJSON(t *testing.T) {
@@ -200,6 +95,10 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 		if step%7 == 0 {
 			st.Previous["u/c"+id] = fmt.Sprint(step)
 		}
+		if step%3 == 0 {
+			code := int32(step)
+			st.Held["u/h"+id] = HeldState{ContainerID: id, ContainerState: ContainerState{PodUID: "u", Container: "h" + id, CPUs: fmt.Sprint(step)}, ExitCode: &code}
+		}
 		st.Pools["infra"] = fmt.Sprintf("0-%d", step)
 		got, err := enc.encode(st)
 		require.NoError(t, err)
@@ -209,17 +108,17 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 	}
 }
 
-func TestSynchronizeForgetsPreviousCPUsOfGonePods(t *testing.T) {
+// TestFileStoreSaveCleansUpAfterAFailedRename: whichever step of a save
+// fails, the temporary file goes and the old state stays.
+func TestFileStoreSaveCleansUpAfterAFailedRename(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
-	store := NewFileStore(path)
-	st := NewState()
-	st.Previous["uid-gone/c"] = "4,12"
-	st.Previous["uid-here/c"] = "5,13"
-	require.NoError(t, store.Save(st))
-	p := newUnitPlugin(t, store, `isolatedCPUs: "4-7,12-15"`)
-	_, err := p.Synchronize(context.Background(), []*api.PodSandbox{{Id: "sb", Uid: "uid-here", Name: "here", Namespace: "ns"}}, nil)
-	require.NoError(t, err)
-	back, err := ReadState(path)
-	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"uid-here/c": "5,13"}, back.Previous)
+	require.NoError(t, os.MkdirAll(filepath.Join(path, "in-the-way"), 0o700), "a directory cannot be renamed over")
+	s := NewFileStore(path)
+	defer s.Close()
+	err := s.Save(NewState())
+	require.ErrorContains(t, err, "replacing state "+path)
+	leftovers, _ := filepath.Glob(path + ".tmp-*")
+	assert.Empty(t, leftovers, "the temporary file is removed")
+	_, err = os.Stat(filepath.Join(path, "in-the-way"))
+	assert.NoError(t, err)
 }

@@ -57,6 +57,16 @@ func DeviceLocality(root, devicePath string) (Locality, error) {
 		fmt.Errorf("device %q: no numa_node found at %s or its parent device", devicePath, r.path(rel))
 }
 
+// DeviceNUMAResolver returns a function giving the NUMA node of a sysfs
+// device path below root (Unknown when the firmware does not say): the
+// resolver the allocator's policy takes for the device annotation.
+func DeviceNUMAResolver(root string) func(devicePath string) (int, error) {
+	return func(devicePath string) (int, error) {
+		loc, err := DeviceLocality(root, devicePath)
+		return loc.NUMA, err
+	}
+}
+
 // DeviceNodeLocality finds the locality of a /dev node given its type ('c'
 // or 'b'), major and minor numbers, as the runtime reports a container's
 // devices. VFIO group nodes (/dev/vfio/N) are resolved through their IOMMU

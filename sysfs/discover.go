@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 const (
@@ -54,7 +56,7 @@ func (r reader) list(rel string) (cpuset.CPUSet, bool, error) {
 	if err != nil || !ok {
 		return cpuset.New(), ok, err
 	}
-	set, err := ParseList(s)
+	set, err := cpulist.Parse(s)
 	if err != nil {
 		return cpuset.New(), true, fmt.Errorf("%s: %w", r.path(rel), err)
 	}
@@ -72,22 +74,6 @@ func (r reader) integer(rel string) (int64, bool, error) {
 		return 0, true, fmt.Errorf("%s: %q is not an integer", r.path(rel), s)
 	}
 	return v, true, nil
-}
-
-// ParseList parses a kernel list ("0-3,8,10-11"), tolerating surrounding
-// white space and an empty list.
-func ParseList(s string) (cpuset.CPUSet, error) {
-	s = strings.TrimSpace(s)
-	set, err := cpuset.Parse(s)
-	if err != nil {
-		return cpuset.New(), fmt.Errorf("malformed CPU list %q: %w", s, err)
-	}
-	for _, id := range set.UnsortedList() {
-		if id < 0 {
-			return cpuset.New(), fmt.Errorf("malformed CPU list %q: negative CPU %d", s, id)
-		}
-	}
-	return set, nil
 }
 
 // Discover reads the topology of the node whose sysfs and procfs live below
@@ -381,14 +367,27 @@ func readIsolated(r reader, t *Topology) error {
 	if err != nil {
 		return err
 	}
+	t.Isolated, t.DomainIsolated = cpuset.New(), cpuset.New()
+	if ok {
+		t.DomainIsolated = iso
+	}
+	cmdline, hasCmdline, err := r.text("proc/cmdline")
+	if err != nil {
+		return err
+	}
+	if hasCmdline {
+		domain, err := ParseIsolcpusDomain(cmdline)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.path("proc/cmdline"), err)
+		}
+		t.DomainIsolated = t.DomainIsolated.Union(domain)
+	}
 	if ok && !iso.IsEmpty() {
 		t.Isolated, t.IsolatedSource = iso, "sysfs"
 		return nil
 	}
-	t.Isolated = cpuset.New()
-	cmdline, ok, err := r.text("proc/cmdline")
-	if err != nil || !ok {
-		return err
+	if !hasCmdline {
+		return nil
 	}
 	for _, param := range []string{"isolcpus", "nohz_full"} {
 		set, found, err := ParseCmdlineCPUs(cmdline, param)
@@ -401,6 +400,40 @@ func readIsolated(r reader, t *Topology) error {
 		}
 	}
 	return nil
+}
+
+// ParseIsolcpusDomain returns the CPUs isolcpus= takes out of the
+// scheduler's domains: all of its CPUs when it has no flags or the domain
+// flag, none when its flags are only others (managed_irq, nohz).
+func ParseIsolcpusDomain(cmdline string) (cpuset.CPUSet, error) {
+	set, found, err := ParseCmdlineCPUs(cmdline, "isolcpus")
+	if err != nil || !found {
+		return cpuset.New(), err
+	}
+	for _, f := range strings.Fields(cmdline) {
+		if f == "--" {
+			break
+		}
+		v, ok := strings.CutPrefix(f, "isolcpus=")
+		if !ok {
+			continue
+		}
+		flags := 0
+		for _, part := range strings.Split(v, ",") {
+			if part == "" || part[0] >= '0' && part[0] <= '9' {
+				continue
+			}
+			flags++
+			if part == "domain" {
+				return set, nil
+			}
+		}
+		if flags == 0 {
+			return set, nil
+		}
+		return cpuset.New(), nil
+	}
+	return cpuset.New(), nil
 }
 
 // ParseCmdlineCPUs finds param=... on a kernel command line and returns its
@@ -426,7 +459,7 @@ func ParseCmdlineCPUs(cmdline, param string) (cpuset.CPUSet, bool, error) {
 				return cpuset.New(), true, fmt.Errorf("%s=%s: flag %q after the CPU list", param, v, part)
 			}
 		}
-		set, err := ParseList(strings.Join(lists, ","))
+		set, err := cpulist.Parse(strings.Join(lists, ","))
 		if err != nil {
 			return cpuset.New(), true, fmt.Errorf("%s=%s: %w", param, v, err)
 		}

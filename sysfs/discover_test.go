@@ -283,6 +283,32 @@ func TestParseCmdlineCPUs(t *testing.T) {
 	}
 }
 
+func TestParseIsolcpusDomain(t *testing.T) {
+	tests := []struct{ cmdline, want string }{
+		{"ro isolcpus=2-5,8", "2-5,8"},                 // no flags: domain
+		{"isolcpus=domain,2-5", "2-5"},                 // domain
+		{"isolcpus=managed_irq,domain,2-5", "2-5"},     // domain among others
+		{"isolcpus=managed_irq,2-5 nohz_full=2-5", ""}, // balanced
+		{"isolcpus=nohz,managed_irq,1", ""},
+		{"nohz_full=2-5", ""},
+		{"quiet -- isolcpus=1", ""},
+	}
+	for _, tc := range tests {
+		set, err := sysfs.ParseIsolcpusDomain(tc.cmdline)
+		require.NoError(t, err, tc.cmdline)
+		assert.Equal(t, tc.want, set.String(), tc.cmdline)
+	}
+	_, err := sysfs.ParseIsolcpusDomain("isolcpus=3-1")
+	assert.Error(t, err)
+
+	// The fixtures: domain-isolated per the kernel's mask and cmdline.
+	for name, want := range map[string]string{"xeon-2s-interleaved": "2-39,42-79", "server-offline-isolcpus": "", "vm-2cpu": ""} {
+		topo, err := sysfs.Discover(fixture.Root(t, name))
+		require.NoError(t, err)
+		assert.Equal(t, want, topo.DomainIsolated.String(), name)
+	}
+}
+
 // TestDiscoverThisMachine reads the real sysfs; every Linux node must parse.
 func TestDiscoverThisMachine(t *testing.T) {
 	if runtime.GOOS != "linux" {

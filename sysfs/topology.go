@@ -26,6 +26,10 @@ type Topology struct {
 	// came from ("sysfs", "cmdline isolcpus=", "cmdline nohz_full=" or "").
 	Isolated       cpuset.CPUSet
 	IsolatedSource string
+	// DomainIsolated are the CPUs taken out of the scheduler's load
+	// balancing: the kernel's isolated mask, and isolcpus= given without
+	// flags or with the domain flag. Threads there stay where they start.
+	DomainIsolated cpuset.CPUSet
 	// NUMANodes holds the NUMA nodes sorted by ID.
 	NUMANodes []NUMANode
 	// SMTActive mirrors /sys/devices/system/cpu/smt/active when present.

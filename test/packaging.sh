@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
-# Checks that `make install` and `make deb` lay out what README "Install on a
-# node" promises, and that the packaged config is valid on this machine.
+# Checks that `make install` and the packages (`make package`: .deb and .rpm from
+# packaging/nfpm.yaml) lay out what README "Install on a node" promises, that
+# the unit passes `systemd-analyze verify`, that the .deb installs into a
+# scratch root, and that an upgrade keeps a changed config and the state file.
+# Needs dpkg-deb and rpm (apt-get install rpm); NFPM names the nfpm binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(mktemp -d)
-trap 'rm -rf "$root"' EXIT
+NFPM=${NFPM:-nfpm}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 passed=0 failed=0
 expect() { if "$@" >/dev/null 2>&1; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $*"; fi; }
+expect_not() { if "$@" >/dev/null 2>&1; then failed=$((failed + 1)); echo "FAIL: not $*"; else passed=$((passed + 1)); fi; }
 
+if ! command -v rpm >/dev/null || ! command -v dpkg-deb >/dev/null || ! command -v systemd-analyze >/dev/null; then
+  echo "packaging: installing rpm (and dpkg, systemd) with apt-get"
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rpm dpkg systemd >/dev/null
+fi
+
+# --- make install ------------------------------------------------------------
+root=$work/install
 make --no-print-directory install DESTDIR="$root" >/dev/null
 for f in usr/local/bin/nri-cpupool etc/systemd/system/nri-cpupool.service etc/nri-cpupool/config.yaml \
          etc/containerd/conf.d/nri-cpupool.toml etc/crio/crio.conf.d/10-nri-cpupool.conf var/lib/nri-cpupool; do
@@ -18,14 +30,97 @@ echo "custom: keep me" > "$root/etc/nri-cpupool/config.yaml"
 make --no-print-directory install DESTDIR="$root" >/dev/null
 expect grep -q "keep me" "$root/etc/nri-cpupool/config.yaml"   # an operator's config survives reinstalls
 expect grep -q "ExecStart=/usr/local/bin/nri-cpupool run --config /etc/nri-cpupool/config.yaml" "$root/etc/systemd/system/nri-cpupool.service"
-if command -v dpkg-deb >/dev/null; then
-  deb=$(make --no-print-directory deb | tail -1)
-  contents=$(dpkg-deb -c "$deb")
-  for f in ./usr/local/bin/nri-cpupool ./etc/systemd/system/nri-cpupool.service ./etc/nri-cpupool/config.yaml; do
-    expect grep -qF "$f" <<<"$contents"
-  done
-  expect grep -qx "/etc/nri-cpupool/config.yaml" <(dpkg-deb -f "$deb" Package >/dev/null && dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles)
-  rm -f "$deb"
+
+# --- the packages --------------------------------------------------------------
+old=$(NFPM=$NFPM bash packaging/package.sh 1.0.0 deb rpm)
+new=$(NFPM=$NFPM bash packaging/package.sh 1.0.1 deb rpm)
+old_deb=$(grep '\.deb$' <<<"$old"); old_rpm=$(grep '\.rpm$' <<<"$old")
+new_deb=$(grep '\.deb$' <<<"$new"); new_rpm=$(grep '\.rpm$' <<<"$new")
+mv $old $new "$work/"
+old_deb=$work/${old_deb#bin/}; old_rpm=$work/${old_rpm#bin/}; new_deb=$work/${new_deb#bin/}; new_rpm=$work/${new_rpm#bin/}
+files=(/usr/bin/nri-cpupool /usr/lib/systemd/system/nri-cpupool.service /etc/nri-cpupool/config.yaml
+       /etc/containerd/conf.d/nri-cpupool.toml /etc/crio/crio.conf.d/10-nri-cpupool.conf /var/lib/nri-cpupool)
+conffiles=(/etc/nri-cpupool/config.yaml /etc/containerd/conf.d/nri-cpupool.toml /etc/crio/crio.conf.d/10-nri-cpupool.conf)
+
+# .deb: contents, metadata, conffiles, scripts, modes.
+contents=$(dpkg-deb -c "$old_deb")
+for f in "${files[@]}"; do expect grep -qE " \.$f/?\$" <<<"$contents"; done
+expect grep -qE '^drwx------ .* \./var/lib/nri-cpupool/$' <<<"$contents"
+expect grep -qE '^-rwxr-xr-x .* \./usr/bin/nri-cpupool$' <<<"$contents"
+expect test "$(dpkg-deb -f "$old_deb" Package)" = nri-cpupool
+expect test "$(dpkg-deb -f "$old_deb" Version)" = 1.0.0-1
+expect test "$(dpkg-deb -f "$old_deb" Architecture)" = "$(go env GOARCH)"
+ctrl=$work/ctrl; mkdir -p "$ctrl"; dpkg-deb -e "$old_deb" "$ctrl"
+for f in "${conffiles[@]}"; do expect grep -qx "$f" "$ctrl/conffiles"; done
+for s in postinst prerm postrm; do expect test -x "$ctrl/$s"; done
+
+# .rpm: contents, metadata, config files, scripts, modes.
+expect test "$(rpm -qp --queryformat '%{NAME} %{VERSION} %{RELEASE}' "$old_rpm" 2>/dev/null)" = "nri-cpupool 1.0.0 1"
+rpmfiles=$(rpm -qlp "$old_rpm" 2>/dev/null)
+for f in "${files[@]}"; do expect grep -qx "$f" <<<"$rpmfiles"; done
+rpmconf=$(rpm -qcp "$old_rpm" 2>/dev/null)
+for f in "${conffiles[@]}"; do expect grep -qx "$f" <<<"$rpmconf"; done
+expect grep -qE '^drwx------ .* /var/lib/nri-cpupool$' <(rpm -qlvp "$old_rpm" 2>/dev/null)
+scripts=$(rpm -qp --scripts "$old_rpm" 2>/dev/null)
+for s in 'postinstall scriptlet' 'preuninstall scriptlet' 'postuninstall scriptlet' 'try-restart' 'disable --now'; do
+  expect grep -q "$s" <<<"$scripts"
+done
+expect grep -q 'noreplace' <(rpm -qp --queryformat '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$old_rpm" 2>/dev/null | sed -n 's|^.*n.* /etc/nri-cpupool/config.yaml$|noreplace|p')
+
+# --- the .deb in a scratch root: install, edit, upgrade, remove ---------------------
+# --force-script-chrootless runs the maintainer scripts on the host with
+# DPKG_ROOT set; they must then leave systemd alone.
+droot=$work/deb-root
+mkdir -p "$droot/var/lib/dpkg/info" "$droot/var/lib/dpkg/updates" "$droot/var/lib/dpkg/triggers"
+touch "$droot/var/lib/dpkg/status" "$droot/var/lib/dpkg/available"
+dpkg_root() { dpkg --root="$droot" --force-script-chrootless --force-not-root --force-depends --force-confold --no-triggers "$@"; }
+expect dpkg_root -i "$old_deb"
+expect test "$(dpkg-query --admindir="$droot/var/lib/dpkg" -W -f '${Version} ${Status}' nri-cpupool)" = "1.0.0-1 install ok installed"
+for f in "${files[@]}"; do expect test -e "$droot$f"; done
+expect test "$(stat -c %a "$droot/var/lib/nri-cpupool")" = 700
+expect "$droot/usr/bin/nri-cpupool" validate --config "$droot/etc/nri-cpupool/config.yaml"
+# systemd-analyze verify needs the binary where ExecStart says: point it into the
+# scratch root. It exits 0 on unknown keys (only warning), so any output fails.
+verify_unit() {
+  local unit=$work/verify/nri-cpupool.service out
+  mkdir -p "$work/verify"
+  sed "s|/usr/bin/nri-cpupool|$droot/usr/bin/nri-cpupool|g" "$1" > "$unit"
+  out=$(systemd-analyze verify "$unit" 2>&1) && [ -z "$out" ] || { echo "$out" >&2; return 1; }
+}
+expect verify_unit "$droot/usr/lib/systemd/system/nri-cpupool.service"
+printf '[Service]\nNoSuchKey=1\n' > "$work/bad.service"; cat "$droot/usr/lib/systemd/system/nri-cpupool.service" >> "$work/bad.service"
+expect_not verify_unit "$work/bad.service"   # the check itself can fail
+printf '# edited by the operator\nlogLevel: debug\n' >> "$droot/etc/nri-cpupool/config.yaml"
+edited=$(sha256sum < "$droot/etc/nri-cpupool/config.yaml")
+echo '{"schema":1,"note":"state written by the running plugin"}' > "$droot/var/lib/nri-cpupool/state.json"
+state=$(sha256sum < "$droot/var/lib/nri-cpupool/state.json")
+expect dpkg_root -i "$new_deb"
+expect test "$(dpkg-query --admindir="$droot/var/lib/dpkg" -W -f '${Version}' nri-cpupool)" = 1.0.1-1
+expect test "$(sha256sum < "$droot/etc/nri-cpupool/config.yaml")" = "$edited"
+expect test "$(sha256sum < "$droot/var/lib/nri-cpupool/state.json")" = "$state"
+expect dpkg_root -r nri-cpupool
+expect_not test -e "$droot/usr/bin/nri-cpupool"
+expect test "$(sha256sum < "$droot/etc/nri-cpupool/config.yaml")" = "$edited"   # removal keeps conffiles
+expect test "$(sha256sum < "$droot/var/lib/nri-cpupool/state.json")" = "$state"  # and the state
+
+# --- the .rpm in a scratch root (files only: rpm runs scriptlets in a chroot) --------
+rroot=$work/rpm-root
+mkdir -p "$rroot"
+if rpm --root "$rroot" --initdb 2>/dev/null; then
+  rpm_root() { rpm --root "$rroot" --nodeps --noscripts --nosignature "$@"; }
+  expect rpm_root -i "$old_rpm"
+  for f in "${files[@]}"; do expect test -e "$rroot$f"; done
+  printf '# edited by the operator\n' >> "$rroot/etc/nri-cpupool/config.yaml"
+  edited=$(sha256sum < "$rroot/etc/nri-cpupool/config.yaml")
+  echo '{"schema":1}' > "$rroot/var/lib/nri-cpupool/state.json"
+  expect rpm_root -U "$new_rpm"
+  expect test "$(rpm --root "$rroot" -q --queryformat '%{VERSION}' nri-cpupool)" = 1.0.1
+  expect test "$(sha256sum < "$rroot/etc/nri-cpupool/config.yaml")" = "$edited"
+  expect test -e "$rroot/var/lib/nri-cpupool/state.json"
+  expect_not test -e "$rroot/etc/nri-cpupool/config.yaml.rpmnew"   # unchanged in the package: nothing to offer
+else
+  echo "packaging: rpm --initdb failed in a scratch root; rpm install not checked"
 fi
+
 echo "packaging: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

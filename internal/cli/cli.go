@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cpupool/nri-cpupool/config"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
@@ -129,6 +131,23 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// sysfsRootUsage is the --sysfs-root flag's help, the same for every
+// command that reads the node.
+const sysfsRootUsage = "directory holding sys/ and proc/ (default: the config's sysfsRoot, /)"
+
+// sysfsRoot is where a command reads the node from: the --sysfs-root flag
+// when given, else the configuration's sysfsRoot. cfg may be nil (no
+// configuration given): the default configuration's then.
+func sysfsRoot(flag string, cfg *config.Config) string {
+	switch {
+	case flag != "":
+		return flag
+	case cfg != nil:
+		return cfg.SysfsRoot
+	}
+	return config.Default().SysfsRoot
 }
 
 // printJSON writes v indented, for the commands' --json output.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
@@ -112,6 +113,15 @@ func TestValidate(t *testing.T) {
 	assert.Contains(t, errOut, "error: pools.exclusive.cpus: overlaps pools.shared.cpus on CPUs 5")
 	assert.Contains(t, errOut, "2 error(s)")
 
+	// A shared pool on CPUs isolcpus= takes out of load balancing.
+	xeon := fixture.Root(t, "xeon-2s-interleaved")
+	code, out, errOut = run(t, "validate", "--sysfs-root", xeon, "--config", writeFile(t, "pools: {shared: {count: 4}}"))
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out+errOut, "warning: pools.shared: CPUs 2-3,42-43 are taken out of the scheduler's load balancing")
+	code, out, errOut = run(t, "topology", "--sysfs-root", xeon, "--config", writeFile(t, "pools: {shared: {count: 4}}"))
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out+errOut, "isolcpus=managed_irq,2-3,42-43 nohz_full=2-3,42-43")
+
 	code, _, errOut = run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, "pools: {exclusiv: {}}"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "exclusiv")
@@ -163,13 +173,38 @@ func TestSimulateCapacityPlanning(t *testing.T) {
 	assert.Empty(t, r.Steps[6].Error)
 }
 
+func TestSimulateResize(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved")
+	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", "../../testdata/requests/resize.yaml", "--json")
+	require.Equal(t, 0, code, errOut)
+	var r struct {
+		Steps []struct {
+			Action, Pool, CPUs, Error string
+			Pools                     map[string]struct{ FreeSize *int }
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.Len(t, r.Steps, 6)
+	assert.Equal(t, "2,4,42,44", r.Steps[0].CPUs)
+	assert.Equal(t, "resize", r.Steps[1].Action)
+	assert.Equal(t, "2,4,6,42,44,46", r.Steps[1].CPUs, "grows next to its CPUs")
+	assert.Equal(t, 70, *r.Steps[1].Pools["exclusive"].FreeSize)
+	assert.Equal(t, "2,4,42,44", r.Steps[2].CPUs)
+	assert.Contains(t, r.Steps[3].Error, "never gives back the 4 CPUs it was created with")
+	assert.Equal(t, 72, *r.Steps[3].Pools["exclusive"].FreeSize, "a refused resize changes nothing")
+	assert.Equal(t, "infra", r.Steps[5].Pool)
+	assert.Equal(t, r.Steps[4].CPUs, r.Steps[5].CPUs)
+}
+
 func TestSimulateBadInput(t *testing.T) {
 	root := fixture.Root(t, "vm-2cpu")
 	tests := []struct{ requests, want string }{
 		{"steps:\n  - create: {pod: a, container: b, cpus: lots}", "cpus \"lots\" is not a CPU quantity"},
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"2\", limit: \"1\"}", "larger than limit"},
 		{"steps:\n  - create: {pod: a, container: b, qos: platinum}", "qos \"platinum\""},
-		{"steps:\n  - remove: {pod: ghost}", "no container (any) in pod default/ghost"},
+		{"steps:\n  - remove: {pod: ghost}", "no container * in pod default/ghost"},
+		{"steps:\n  - resize: {pod: ghost, container: c, cpus: \"2\"}", "no container c in pod default/ghost"},
+		{"steps:\n  - create: {pod: a, container: b}\n  - resize: {pod: a, container: b, cpus: lots}", "cpus \"lots\" is not a CPU quantity"},
 	}
 	for _, tc := range tests {
 		code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, tc.requests), "--json")
@@ -179,6 +214,9 @@ func TestSimulateBadInput(t *testing.T) {
 	code, _, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, "steps:\n  - create: {pod: a}\n"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "step 1: create needs pod and container")
+	code, _, errOut = run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, "steps:\n  - resize: {pod: a, container: b}\n"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "step 1: resize needs pod, container and cpus")
 	code, _, errOut = run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, "steps:\n  - crate: {pod: a}\n"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "crate")
@@ -201,4 +239,86 @@ func TestUsageAndHelp(t *testing.T) {
 	code, out, _ := run(t, "version")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "nri-cpupool")
+}
+
+// TestValidateRecommendsKubeletSettings: with the device plugin on, validate
+// tells how to reserve so that exclusive CPUs are counted once (as the
+// resource) and allocatable cpu is infra (README worked example).
+func TestValidateRecommendsKubeletSettings(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved")
+	cfg := writeFile(t, "pools: {exclusive: {count: 64}, shared: {count: 12}}\nreservedCPUs: \"0,40\"\nkubelet: {devicePlugin: true}\n")
+	code, out, errOut := run(t, "validate", "--sysfs-root", root, "--config", cfg)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "kubelet: advertises cpupool.dev/exclusive = 64 (CPUs 2-33,42-73)")
+	assert.Contains(t, out, "\n    kubeReserved: {cpu: \"76\"}\n")
+	assert.Contains(t, out, "\n    topologyManagerPolicy: best-effort\n")
+	assert.Contains(t, out, "allocatable cpu = 80 online - 64 exclusive - 12 shared = 4 (infra 0-1,40-41)")
+
+	code, out, _ = run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, "pools: {exclusive: {count: 8}}\n"))
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "the device plugin is off")
+	assert.NotContains(t, out, "kubeReserved")
+}
+
+func TestStatusShowsHeldCPUs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	st := plugin.NewState()
+	st.Containers["0123456789abcdef"] = plugin.ContainerState{PodUID: "u1", PodNamespace: "telco", PodName: "dpdk", Container: "fwd", Pool: "exclusive", MilliCPU: 2000, CPUs: "4,12", Mems: "0"}
+	code := int32(137)
+	st.Held["u2/app"] = plugin.HeldState{ContainerID: "fedcba9876543210", ExitCode: &code,
+		ContainerState: plugin.ContainerState{PodUID: "u2", PodNamespace: "telco", PodName: "crash", Container: "app", Pool: "exclusive", MilliCPU: 1000, CPUs: "5", Reserved: "13", Mems: "0"}}
+	st.Held["u3/init"] = plugin.HeldState{ContainerID: "init1",
+		ContainerState: plugin.ContainerState{PodUID: "u3", PodNamespace: "ml", PodName: "job", Container: "init", Pool: "exclusive-non-isolcpus", MilliCPU: 1000, CPUs: "1", Mems: "0"}}
+	store := plugin.NewFileStore(path)
+	require.NoError(t, store.Save(st))
+	store.Close() // no spare temporary file left behind in t.TempDir()
+
+	code2, out, errOut := run(t, "status", "--state-file", path)
+	require.Equal(t, 0, code2, errOut)
+	assert.Contains(t, out, "HELD FOR STOPPED CONTAINERS (until the pod's sandbox stops)")
+	assert.Regexp(t, `telco\s+crash\s+app\s+exclusive\s+5 \(\+13 idle\)\s+137\s+fedcba987654`, out)
+	assert.Regexp(t, `ml\s+job\s+init\s+exclusive-non-isolcpus\s+1\s+-\s+init1`, out)
+	assert.True(t, strings.HasSuffix(out, "\n1 containers, 2 stopped holding CPUs\n"), out)
+
+	code2, out, errOut = run(t, "status", "--state-file", path, "--json")
+	require.Equal(t, 0, code2, errOut)
+	var back struct {
+		Containers map[string]map[string]any `json:"containers"`
+		Held       map[string]map[string]any `json:"held"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &back))
+	assert.Equal(t, "4,12", back.Containers["0123456789abcdef"]["cpus"], "existing fields unchanged")
+	require.Contains(t, back.Held, "u2/app")
+	assert.Equal(t, "5", back.Held["u2/app"]["cpus"])
+	assert.Equal(t, "fedcba9876543210", back.Held["u2/app"]["containerID"])
+	assert.EqualValues(t, 137, back.Held["u2/app"]["exitCode"])
+	assert.NotContains(t, back.Held["u3/init"], "exitCode", "absent when the runtime did not say")
+}
+
+// TestEveryCommandReadsTheConfigsSysfsRoot: without --sysfs-root, every
+// command that reads the node reads it where the config says, and the flag
+// wins over the config.
+func TestEveryCommandReadsTheConfigsSysfsRoot(t *testing.T) {
+	root := fixture.Root(t, "xeon-2s-interleaved") // 80 CPUs; this machine has fewer
+	cfg := writeFile(t, "sysfsRoot: "+root+"\nreservedCPUs: \"79\"\n")
+	requests := writeFile(t, "steps:\n  - create: {pod: p, container: c, cpus: \"1\"}\n")
+	for _, args := range [][]string{
+		{"topology", "--config", cfg},
+		{"validate", "--config", cfg},
+		{"simulate", "--config", cfg, "--requests", requests},
+	} {
+		code, out, errOut := run(t, args...)
+		require.Equal(t, 0, code, "%v: %s", args, errOut)
+		switch args[0] {
+		case "topology":
+			assert.Contains(t, out, "CPUs: 80 online")
+		case "validate":
+			assert.Contains(t, out, "80 online CPUs")
+		case "simulate":
+			assert.Contains(t, out, "default/p/c")
+		}
+		code, _, errOut = run(t, append(args, "--sysfs-root", filepath.Join(t.TempDir(), "nothing"))...)
+		assert.Equal(t, 1, code, "%v: the flag wins over the config", args)
+		assert.Contains(t, errOut, "is \"", args)
+	}
 }

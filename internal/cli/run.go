@@ -15,6 +15,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/deviceplugin"
+	"github.com/cpupool/nri-cpupool/internal/sdnotify"
 	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -71,7 +73,33 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		defer stopMetrics()
 		log.Infof("serving Prometheus metrics on http://%s/metrics", cfg.MetricsAddress)
 	}
-	return p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff)
+	if cfg.Kubelet.DevicePlugin {
+		dp := deviceplugin.New(p, cfg.Kubelet.DevicePluginDir, config.ResourceExclusive, log)
+		go dp.Run(ctx)
+		log.Infof("kubelet device plugin on: advertising %s through %s", config.ResourceExclusive, cfg.Kubelet.DevicePluginDir)
+	}
+	err = p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff, systemdHooks(log))
+	if _, nerr := sdnotify.Notify(sdnotify.Stopping); nerr != nil {
+		log.Warnf("%v", nerr)
+	}
+	return err
+}
+
+// systemdHooks report the connection to systemd (Type=notify): READY=1 once
+// registered with the runtime, so `systemctl start` returns when containers
+// are pinned, and a STATUS line while the runtime is away.
+func systemdHooks(log *logrus.Logger) plugin.Hooks {
+	notify := func(states ...string) {
+		for _, s := range states {
+			if _, err := sdnotify.Notify(s); err != nil {
+				log.Warnf("%v", err)
+			}
+		}
+	}
+	return plugin.Hooks{
+		Registered:   func() { notify(sdnotify.Ready, sdnotify.Status("registered with the runtime")) },
+		Disconnected: func(reason string) { notify(sdnotify.Status(reason)) },
+	}
 }
 
 // serveMetrics listens before returning, so a taken port is an error at

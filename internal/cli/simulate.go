@@ -7,12 +7,13 @@ import (
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/simulate"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 func runSimulate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("simulate", "simulate --sysfs-root D --config F --requests R [--json]", stderr)
-	root := fs.String("sysfs-root", "/", "directory holding sys/ and proc/ (a fixture for planning another machine)")
+	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	cfgPath := fs.String("config", "", "configuration file (default: built-in defaults)")
 	reqPath := fs.String("requests", "", "requests file (YAML, see README)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
@@ -31,7 +32,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	topo, err := sysfs.Discover(*root)
+	nodeRoot := sysfsRoot(*root, cfg)
+	topo, err := sysfs.Discover(nodeRoot)
 	if err != nil {
 		return err
 	}
@@ -39,7 +41,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	runner, err := simulate.NewRunner(topo, cfg, *root)
+	runner, err := simulate.NewRunner(topo, cfg, nodeRoot)
 	if err != nil {
 		return err
 	}
@@ -58,18 +60,11 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		} else if len(r.Updates) > 0 {
 			outcome = fmt.Sprintf("ok, %d container(s) updated", len(r.Updates))
 		}
-		ex := r.Pools[config.PoolExclusive]
-		fmt.Fprintf(tw, "%d\t%s\t%s/%s/%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", r.Step, r.Action, r.Namespace, r.Pod, orAll(r.Container), orDash(r.Pool), orDash(r.CPUs), orDash(r.Mems),
-			deref(ex.FreeSize), ex.Size, r.Pools[config.PoolShared].Size, r.Pools[config.PoolInfra].Size, outcome)
+		ex := r.Pools[pools.Exclusive]
+		fmt.Fprintf(tw, "%d\t%s\t%s/%s/%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", r.Step, r.Action, r.Namespace, r.Pod, simulate.ContainerOrAll(r.Container), orDash(r.Pool), orDash(r.CPUs), orDash(r.Mems),
+			deref(ex.FreeSize), ex.Size, r.Pools[pools.Shared].Size, r.Pools[pools.Infra].Size, outcome)
 	}
 	return tw.Flush()
-}
-
-func orAll(s string) string {
-	if s == "" {
-		return "*"
-	}
-	return s
 }
 
 func deref(p *int) int {

@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -26,30 +30,63 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tCPUS")
-	for _, p := range config.PoolNames {
+	for _, p := range pools.Names() {
 		fmt.Fprintf(tw, "%s\t%s\n", p, orDash(st.Pools[p]))
 	}
 	tw.Flush()
 	fmt.Fprintln(stdout)
-	ids := make([]string, 0, len(st.Containers))
-	for id := range st.Containers {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool {
-		a, b := st.Containers[ids[i]], st.Containers[ids[j]]
-		return a.PodNamespace+"/"+a.PodName+"/"+a.Container < b.PodNamespace+"/"+b.PodName+"/"+b.Container
+	ids := slices.SortedFunc(maps.Keys(st.Containers), func(x, y string) int {
+		a, b := st.Containers[x], st.Containers[y]
+		return cmp.Or(strings.Compare(a.PodNamespace+"/"+a.PodName+"/"+a.Container, b.PodNamespace+"/"+b.PodName+"/"+b.Container),
+			strings.Compare(x, y)) // the same name twice: by id, so the output is stable
 	})
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tPOOL\tCPUS\tMEMS\tREQUEST\tID")
 	for _, id := range ids {
 		c := st.Containers[id]
-		short := id
-		if len(short) > 12 {
-			short = short[:12]
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%dm\t%s\n", c.PodNamespace, c.PodName, c.Container, c.Pool, c.CPUs, orDash(c.Mems), c.MilliCPU, short)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%dm\t%s\n", c.PodNamespace, c.PodName, c.Container, c.Pool, c.CPUs, orDash(c.Mems), c.MilliCPU, shortID(id))
 	}
 	tw.Flush()
-	fmt.Fprintf(stdout, "\n%d containers\n", len(st.Containers))
+	if len(st.Held) > 0 {
+		printHeld(stdout, st)
+	}
+	fmt.Fprintf(stdout, "\n%d containers", len(st.Containers))
+	if len(st.Held) > 0 {
+		fmt.Fprintf(stdout, ", %d stopped holding CPUs", len(st.Held))
+	}
+	fmt.Fprintln(stdout)
 	return nil
+}
+
+// printHeld lists the CPUs held for stopped containers: nobody else gets
+// them until the pod's sandbox stops.
+func printHeld(stdout io.Writer, st *plugin.State) {
+	keys := slices.SortedFunc(maps.Keys(st.Held), func(x, y string) int {
+		a, b := st.Held[x], st.Held[y]
+		return cmp.Or(strings.Compare(a.PodNamespace+"/"+a.PodName+"/"+a.Container, b.PodNamespace+"/"+b.PodName+"/"+b.Container),
+			strings.Compare(x, y))
+	})
+	fmt.Fprintln(stdout, "\nHELD FOR STOPPED CONTAINERS (until the pod's sandbox stops)")
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tPOOL\tCPUS\tEXIT\tID")
+	for _, k := range keys {
+		h := st.Held[k]
+		cpus := h.CPUs
+		if h.Reserved != "" {
+			cpus += " (+" + h.Reserved + " idle)"
+		}
+		exit := "-"
+		if h.ExitCode != nil {
+			exit = fmt.Sprint(*h.ExitCode)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(h.PodNamespace), orDash(h.PodName), h.Container, h.Pool, cpus, exit, shortID(h.ContainerID))
+	}
+	tw.Flush()
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }

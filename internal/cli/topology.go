@@ -3,8 +3,9 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -73,23 +75,26 @@ type NUMAPoolsReport struct {
 
 func runTopology(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("topology", "topology [--sysfs-root D] [--config F] [--json]", stderr)
-	root := fs.String("sysfs-root", "/", "directory holding sys/ and proc/ (a fixture for tests)")
+	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	cfgPath := fs.String("config", "", "configuration file; when given, the pool layout is shown")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	topo, err := sysfs.Discover(*root)
+	var cfg *config.Config
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	topo, err := sysfs.Discover(sysfsRoot(*root, cfg))
 	if err != nil {
 		return err
 	}
 	var layout *allocator.Layout
 	var problems config.Problems
-	if *cfgPath != "" {
-		cfg, err := config.Load(*cfgPath)
-		if err != nil {
-			return err
-		}
+	if cfg != nil {
 		layout, problems = allocator.BuildLayout(topo, cfg)
 	}
 	report := buildTopologyReport(topo, layout, problems)
@@ -104,7 +109,7 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 }
 
 func poolOf(l *allocator.Layout, cpu int) string {
-	for _, p := range []string{config.PoolExclusive, config.PoolShared} {
+	for _, p := range []string{pools.Exclusive, pools.Shared} {
 		if l.Pool(p).Contains(cpu) {
 			return p
 		}
@@ -113,7 +118,7 @@ func poolOf(l *allocator.Layout, cpu int) string {
 		if l.Reserved.Contains(cpu) {
 			return "infra (reserved)"
 		}
-		return config.PoolInfra
+		return pools.Infra
 	}
 	return ""
 }
@@ -154,12 +159,28 @@ func buildTopologyReport(topo *sysfs.Topology, l *allocator.Layout, problems con
 
 func poolMap(exclusive, shared, infra, eni cpuset.CPUSet) map[string]string {
 	return map[string]string{
-		config.PoolExclusive: exclusive.String(), config.PoolShared: shared.String(),
-		config.PoolInfra: infra.String(), config.PoolExclusiveNonIsolcpus: eni.String(),
+		pools.Exclusive: exclusive.String(), pools.Shared: shared.String(),
+		pools.Infra: infra.String(), pools.ExclusiveNonIsolcpus: eni.String(),
 	}
 }
 
+// printTopology renders the report as tables: a summary, the NUMA nodes,
+// the L3 groups, the cores and, with a config, the pools per NUMA node.
 func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
+	printSummary(w, topo, r)
+	fmt.Fprintln(w)
+	printNUMANodes(w, topo)
+	fmt.Fprintln(w)
+	printL3Groups(w, r)
+	fmt.Fprintln(w)
+	printCores(w, r)
+	if r.Pools != nil {
+		fmt.Fprintln(w)
+		printPools(w, r)
+	}
+}
+
+func printSummary(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
 	threads := 0
 	for _, c := range topo.CPUs {
 		if c.Online {
@@ -167,9 +188,11 @@ func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
 		}
 	}
 	fmt.Fprintf(w, "CPUs: %d online (%s), offline: %s, isolated: %s%s\n", topo.Online.Size(), r.Online, orNone(r.Offline), orNone(r.Isolated), source(r.IsolatedSource))
-	fmt.Fprintf(w, "Sockets: %d   NUMA nodes: %d   L3 groups: %d   cores: %d   threads per core: %d   SMT active: %v\n\n",
+	fmt.Fprintf(w, "Sockets: %d   NUMA nodes: %d   L3 groups: %d   cores: %d   threads per core: %d   SMT active: %v\n",
 		len(r.Sockets), len(r.NUMANodes), len(r.L3Groups), topo.Cores(), threads, topo.SMTActive)
+}
 
+func printNUMANodes(w io.Writer, topo *sysfs.Topology) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NUMA\tSOCKET\tCPUS\tL3 GROUPS\tMEMORY\tDISTANCE")
 	for _, n := range topo.NUMANodes {
@@ -187,17 +210,21 @@ func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%v\n", n.ID, keys(sockets), n.CPUs, keys(l3), mem, n.Distance)
 	}
 	tw.Flush()
+}
 
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+func printL3Groups(w io.Writer, r TopologyReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "L3\tCPUS")
 	for _, g := range r.L3Groups {
 		fmt.Fprintf(tw, "%d\t%s\n", g.ID, g.CPUs)
 	}
 	tw.Flush()
+}
 
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+// printCores prints one line per online core, with the pools its threads
+// belong to.
+func printCores(w io.Writer, r TopologyReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CORE\tSOCKET\tNUMA\tL3\tTHREADS\tBASE MHZ\tPOOL")
 	seen := map[int]bool{}
 	poolByCPU := map[int]string{}
@@ -223,29 +250,33 @@ func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\n", c.Core, c.Socket, c.NUMA, c.L3, c.Siblings, freq, orDash(strings.Join(pools, "+")))
 	}
 	tw.Flush()
+}
 
-	if r.Pools != nil {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NUMA\tEXCLUSIVE\tSHARED\tINFRA\tEXCLUSIVE-NON-ISOLCPUS")
-		for _, n := range r.PoolsByNUMA {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", n.NUMA, orDash(n.Pools[config.PoolExclusive]), orDash(n.Pools[config.PoolShared]), orDash(n.Pools[config.PoolInfra]), orDash(n.Pools[config.PoolExclusiveNonIsolcpus]))
-		}
-		fmt.Fprintf(tw, "all\t%s\t%s\t%s\t%s\n", orDash(r.Pools[config.PoolExclusive]), orDash(r.Pools[config.PoolShared]), orDash(r.Pools[config.PoolInfra]), orDash(r.Pools[config.PoolExclusiveNonIsolcpus]))
-		tw.Flush()
-		for _, p := range r.Problems {
-			fmt.Fprintln(w, p)
-		}
+// printPools prints the pool layout per NUMA node and in all, then the
+// config's problems.
+func printPools(w io.Writer, r TopologyReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NUMA\tEXCLUSIVE\tSHARED\tINFRA\tEXCLUSIVE-NON-ISOLCPUS")
+	row := func(label string, m map[string]string) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", label, orDash(m[pools.Exclusive]), orDash(m[pools.Shared]), orDash(m[pools.Infra]), orDash(m[pools.ExclusiveNonIsolcpus]))
+	}
+	for _, n := range r.PoolsByNUMA {
+		row(strconv.Itoa(n.NUMA), n.Pools)
+	}
+	row("all", r.Pools)
+	tw.Flush()
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, p)
 	}
 }
 
+// keys lists a set's members in order, separated by commas.
 func keys(m map[int]bool) string {
-	var ks []int
-	for k := range m {
-		ks = append(ks, k)
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, strconv.Itoa(k))
 	}
-	sort.Ints(ks)
-	return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ks)), ","), "[]")
+	return strings.Join(out, ",")
 }
 
 func orNone(s string) string {

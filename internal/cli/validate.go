@@ -12,7 +12,7 @@ import (
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("validate", "validate --config F [--sysfs-root D]", stderr)
 	cfgPath := fs.String("config", config.DefaultPath, "configuration file to check")
-	root := fs.String("sysfs-root", "", "directory holding sys/ and proc/ (default: the config's sysfsRoot, /)")
+	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -21,10 +21,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
 	}
-	if *root == "" {
-		*root = cfg.SysfsRoot
-	}
-	topo, err := sysfs.Discover(*root)
+	topo, err := sysfs.Discover(sysfsRoot(*root, cfg))
 	if err != nil {
 		return err
 	}
@@ -41,5 +38,30 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "  shared:                 %s (%d CPUs)\n", orDash(layout.Shared.String()), layout.Shared.Size())
 	fmt.Fprintf(stdout, "  infra:                  %s (%d CPUs, reserved %s)\n", orDash(layout.Infra.String()), layout.Infra.Size(), orDash(layout.Reserved.String()))
 	fmt.Fprintf(stdout, "  exclusive-non-isolcpus: %s (%d CPUs lendable)\n", orDash(layout.ExclusiveNonIsolcpus.String()), layout.ExclusiveNonIsolcpus.Size())
+	printKubeletSettings(stdout, cfg, topo, layout)
 	return nil
+}
+
+// printKubeletSettings recommends the kubelet's reservation so that the
+// scheduler counts each CPU once: exclusive CPUs as cpupool.dev/exclusive,
+// infra as allocatable cpu, and shared in neither (its containers' cpu
+// requests are counted against infra, so infra is never overcommitted).
+func printKubeletSettings(w io.Writer, cfg *config.Config, topo *sysfs.Topology, layout *allocator.Layout) {
+	if !cfg.Kubelet.DevicePlugin {
+		fmt.Fprintf(w, "kubelet: the device plugin is off (kubelet.devicePlugin); exclusive CPUs are asked for by annotation and counted in allocatable cpu\n")
+		return
+	}
+	reserve := layout.Exclusive.Size() + layout.Shared.Size()
+	fmt.Fprintf(w, "kubelet: advertises %s = %d (CPUs %s)\n", config.ResourceExclusive, layout.Exclusive.Size(), orDash(layout.Exclusive.String()))
+	fmt.Fprintf(w, "  recommended KubeletConfiguration (add your own system reservation to kubeReserved.cpu):\n")
+	fmt.Fprintf(w, "    cpuManagerPolicy: none\n")
+	fmt.Fprintf(w, "    kubeReserved: {cpu: \"%d\"}\n", reserve)
+	if len(topo.NUMANodes) > 1 {
+		fmt.Fprintf(w, "    topologyManagerPolicy: best-effort\n")
+	}
+	fmt.Fprintf(w, "  so: allocatable cpu = %d online - %d exclusive - %d shared = %d (infra %s); pods of %s request it, not cpu\n",
+		topo.Online.Size(), layout.Exclusive.Size(), layout.Shared.Size(), topo.Online.Size()-reserve, orDash(layout.Infra.String()), config.ResourceExclusive)
+	if len(topo.NUMANodes) > 1 {
+		fmt.Fprintf(w, "  topologyManagerPolicy aligns %s with GPUs and NICs on %d NUMA nodes (restricted or single-numa-node refuse misaligned pods)\n", config.ResourceExclusive, len(topo.NUMANodes))
+	}
 }

@@ -22,10 +22,20 @@ type File struct {
 	Steps []Step `yaml:"steps"`
 }
 
-// Step is one create or one remove.
+// Step is one create, one remove or one resize.
 type Step struct {
 	Create *Create `yaml:"create"`
 	Remove *Remove `yaml:"remove"`
+	Resize *Resize `yaml:"resize"`
+}
+
+// Resize changes a running container's CPU request in place, as a
+// Kubernetes in-place pod resize does.
+type Resize struct {
+	Pod       string `yaml:"pod"`
+	Namespace string `yaml:"namespace"`
+	Container string `yaml:"container"`
+	CPUs      string `yaml:"cpus"` // the new CPU request, Kubernetes quantity
 }
 
 // Create adds a container.
@@ -63,8 +73,17 @@ func Load(path string) (*File, error) {
 		return nil, fmt.Errorf("requests %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	for i, s := range f.Steps {
-		if (s.Create == nil) == (s.Remove == nil) {
-			return nil, fmt.Errorf("requests %s: step %d: give exactly one of create or remove", path, i+1)
+		given := 0
+		for _, p := range []bool{s.Create != nil, s.Remove != nil, s.Resize != nil} {
+			if p {
+				given++
+			}
+		}
+		if given != 1 {
+			return nil, fmt.Errorf("requests %s: step %d: give exactly one of create, remove or resize", path, i+1)
+		}
+		if s.Resize != nil && (s.Resize.Pod == "" || s.Resize.Container == "" || strings.TrimSpace(s.Resize.CPUs) == "") {
+			return nil, fmt.Errorf("requests %s: step %d: resize needs pod, container and cpus", path, i+1)
 		}
 		if s.Create != nil && (s.Create.Pod == "" || s.Create.Container == "") {
 			return nil, fmt.Errorf("requests %s: step %d: create needs pod and container", path, i+1)
@@ -109,9 +128,13 @@ type Usage struct {
 
 // Runner replays steps.
 type Runner struct {
-	alloc     *allocator.Allocator
-	policy    *allocator.Policy
-	sysfsRoot string
+	alloc  *allocator.Allocator
+	policy *allocator.Policy
+	// resolveDevice finds a device's NUMA node in the simulated node's sysfs.
+	resolveDevice func(devicePath string) (int, error)
+	// created are the running containers as the policy saw them, for
+	// resizes.
+	created map[string]allocator.Container
 }
 
 // NewRunner builds the allocator for a node and configuration.
@@ -120,7 +143,8 @@ func NewRunner(topo *sysfs.Topology, cfg *config.Config, sysfsRoot string) (*Run
 	if problems.HasErrors() {
 		return nil, fmt.Errorf("the configuration does not fit this node:\n%s", problems.Errors())
 	}
-	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg), sysfsRoot: sysfsRoot}, nil
+	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg), resolveDevice: sysfs.DeviceNUMAResolver(sysfsRoot),
+		created: map[string]allocator.Container{}}, nil
 }
 
 // Allocator exposes the allocator for inspection.
@@ -131,9 +155,12 @@ func (r *Runner) Run(f *File) []Result {
 	var out []Result
 	for i, s := range f.Steps {
 		var res Result
-		if s.Create != nil {
+		switch {
+		case s.Create != nil:
 			res = r.create(s.Create)
-		} else {
+		case s.Resize != nil:
+			res = r.resize(s.Resize)
+		default:
 			res = r.remove(s.Remove)
 		}
 		res.Step = i + 1
@@ -145,11 +172,32 @@ func (r *Runner) Run(f *File) []Result {
 
 func containerID(ns, pod, container string) string { return ns + "/" + pod + "/" + container }
 
-func (r *Runner) create(c *Create) Result {
-	ns := c.Namespace
+// DefaultNamespace is a request's namespace when it names none, as in
+// Kubernetes.
+const DefaultNamespace = "default"
+
+func namespaceOf(ns string) string {
 	if ns == "" {
-		ns = "default"
+		return DefaultNamespace
 	}
+	return ns
+}
+
+// AllContainers stands for "every container of the pod" where a remove
+// names no container.
+const AllContainers = "*"
+
+// ContainerOrAll names a step's container for people: AllContainers for a
+// remove of the whole pod.
+func ContainerOrAll(container string) string {
+	if container == "" {
+		return AllContainers
+	}
+	return container
+}
+
+func (r *Runner) create(c *Create) Result {
+	ns := namespaceOf(c.Namespace)
 	res := Result{Action: "create", Pod: c.Pod, Namespace: ns, Container: c.Container}
 	fail := func(err error) Result { res.Error = err.Error(); return res }
 	request, err := milli("cpus", c.CPUs)
@@ -179,12 +227,12 @@ func (r *Runner) create(c *Create) Result {
 	}
 	var devNUMA []int
 	for _, d := range c.Devices {
-		loc, err := sysfs.DeviceLocality(r.sysfsRoot, d)
+		node, err := r.resolveDevice(d)
 		if err != nil {
 			return fail(err)
 		}
-		if loc.NUMA >= 0 {
-			devNUMA = append(devNUMA, loc.NUMA)
+		if node >= 0 {
+			devNUMA = append(devNUMA, node)
 		}
 	}
 	ctr := allocator.Container{
@@ -203,19 +251,44 @@ func (r *Runner) create(c *Create) Result {
 	}
 	res.CPUs, res.Mems = out.Assignment.CPUs.String(), out.Assignment.Mems.String()
 	res.Updates = updates(out.Updates)
+	r.created[ctr.ID] = ctr
 	return res
 }
 
-func (r *Runner) resolveDevice(path string) (int, error) {
-	loc, err := sysfs.DeviceLocality(r.sysfsRoot, path)
-	return loc.NUMA, err
-}
-
-func (r *Runner) remove(rm *Remove) Result {
-	ns := rm.Namespace
+func (r *Runner) resize(rs *Resize) Result {
+	ns := rs.Namespace
 	if ns == "" {
 		ns = "default"
 	}
+	res := Result{Action: "resize", Pod: rs.Pod, Namespace: ns, Container: rs.Container}
+	ctr, ok := r.created[containerID(ns, rs.Pod, rs.Container)]
+	if _, running := r.alloc.Get(ctr.ID); !ok || !running {
+		res.Error = fmt.Sprintf("no container %s in pod %s/%s", rs.Container, ns, rs.Pod)
+		return res
+	}
+	request, err := milli("cpus", rs.CPUs)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	ctr.MilliCPU = request
+	req, err := r.policy.Request(ctr, r.resolveDevice)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	out, err := r.alloc.Resize(req)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	res.Pool, res.CPUs, res.Mems = out.Assignment.Pool, out.Assignment.CPUs.String(), out.Assignment.Mems.String()
+	res.Updates = updates(out.Updates)
+	return res
+}
+
+func (r *Runner) remove(rm *Remove) Result {
+	ns := namespaceOf(rm.Namespace)
 	res := Result{Action: "remove", Pod: rm.Pod, Namespace: ns, Container: rm.Container}
 	var ids []string
 	for _, a := range r.alloc.Assignments() {
@@ -224,22 +297,16 @@ func (r *Runner) remove(rm *Remove) Result {
 		}
 	}
 	if len(ids) == 0 {
-		res.Error = fmt.Sprintf("no container %s in pod %s/%s", orAll(rm.Container), ns, rm.Pod)
+		res.Error = fmt.Sprintf("no container %s in pod %s/%s", ContainerOrAll(rm.Container), ns, rm.Pod)
 		return res
 	}
 	for _, id := range ids {
+		delete(r.created, id)
 		out := r.alloc.Release(id)
 		res.Pool, res.CPUs, res.Mems = out.Assignment.Pool, out.Assignment.CPUs.String(), out.Assignment.Mems.String()
 		res.Updates = append(res.Updates, updates(out.Updates)...)
 	}
 	return res
-}
-
-func orAll(s string) string {
-	if s == "" {
-		return "(any)"
-	}
-	return s
 }
 
 func updates(as []allocator.Assignment) []Update {
@@ -252,18 +319,13 @@ func updates(as []allocator.Assignment) []Update {
 
 func (r *Runner) usage() map[string]Usage {
 	out := map[string]Usage{}
-	for _, p := range config.PoolNames {
-		cpus := r.alloc.PoolCPUs(p)
-		u := Usage{CPUs: cpus.String(), Size: cpus.Size()}
-		if config.IsExclusivePool(p) {
-			free := r.alloc.FreeCPUs(p)
-			if p == config.PoolExclusiveNonIsolcpus {
-				free = free.Intersection(r.alloc.PoolCPUs(config.PoolInfra))
-			}
-			size := free.Size()
-			u.Free, u.FreeSize = free.String(), &size
+	for _, pu := range r.alloc.Usage() {
+		u := Usage{CPUs: pu.CPUs.String(), Size: pu.CPUs.Size()}
+		if pu.Exclusive() {
+			size := pu.Free.Size()
+			u.Free, u.FreeSize = pu.Free.String(), &size
 		}
-		out[p] = u
+		out[pu.Pool] = u
 	}
 	return out
 }

@@ -164,20 +164,21 @@ JSON
   crictl runp "$W/pod-$name.json"
 }
 
-# create_ctr POD_ID POD_NAME CTR_NAME MILLICPU: creates and starts a container
-# whose request is MILLICPU (as the kubelet passes it: shares, and a quota
-# as the limit); prints its id.
+# create_ctr POD_ID POD_NAME CTR_NAME MILLICPU [ATTEMPT] [COMMAND_JSON]:
+# creates and starts a container whose request is MILLICPU (as the kubelet
+# passes it: shares, and a quota as the limit); prints its id. ATTEMPT is
+# the run, as the kubelet counts restarts (same pod, same name, attempt+1).
 create_ctr() {
-  local pod=$1 podname=$2 name=$3 milli=$4 shares quota
+  local pod=$1 podname=$2 name=$3 milli=$4 attempt=${5:-0} cmd=${6:-'["/bin/sleep", "inf"]'} shares quota
   shares=$(( milli * 1024 / 1000 )); [ "$shares" -ge 2 ] || shares=2
   quota=$(( milli * 100 )); [ "$milli" -gt 0 ] || quota=0
-  cat > "$W/ctr-$podname-$name.json" <<JSON
-{"metadata": {"name": "$name"}, "image": {"image": "$IMAGE"}, "command": ["/bin/sleep", "inf"],
- "log_path": "$name.log",
+  cat > "$W/ctr-$podname-$name-$attempt.json" <<JSON
+{"metadata": {"name": "$name", "attempt": $attempt}, "image": {"image": "$IMAGE"}, "command": $cmd,
+ "log_path": "$name.$attempt.log",
  "linux": {"resources": {"cpu_shares": $shares, "cpu_quota": $quota, "cpu_period": 100000}}}
 JSON
   local id
-  id=$(crictl create "$pod" "$W/ctr-$podname-$name.json" "$W/pod-$podname.json") || return 1
+  id=$(crictl create "$pod" "$W/ctr-$podname-$name-$attempt.json" "$W/pod-$podname.json") || return 1
   crictl start "$id" >/dev/null || return 1
   echo "$id"
 }
@@ -191,6 +192,30 @@ cgroup_of() {
 }
 
 cpus_of()  { cat "$(cgroup_of "$1")/cpuset.cpus"; }
+# spec_cpus_of ID: the cpuset the container was created with (its cgroup is
+# gone once it exited).
+spec_cpus_of() { crictl inspect -o go-template --template '{{.info.runtimeSpec.linux.resources.cpu.cpus}}' "$1"; }
+state_of() { crictl inspect -o go-template --template '{{.status.state}}' "$1"; }
+# wait_exited ID: waits until the container has exited by itself.
+wait_exited() {
+  local i
+  for i in $(seq 1 100); do
+    [ "$(state_of "$1")" = CONTAINER_EXITED ] && return 0
+    sleep 0.1
+  done
+  die "container $1 did not exit"
+}
+# wait_cpus ID WANT: waits until the container's cgroup has WANT (updates
+# sent after a handler returns arrive a moment later); prints what it has.
+wait_cpus() {
+  local i got
+  for i in $(seq 1 50); do
+    got=$(cpus_of "$1")
+    [ "$got" = "$2" ] && break
+    sleep 0.1
+  done
+  echo "$got"
+}
 mems_of()  { cat "$(cgroup_of "$1")/cpuset.mems"; }
 pid_of()   { crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null || crictl inspectp -o go-template --template '{{.info.pid}}' "$1"; }
 allowed_of() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/$(pid_of "$1")/status"; }
@@ -239,4 +264,23 @@ teardown() {
   done
   rm -rf "$W"
   W=""
+}
+
+# quota_of ID: the container's CFS quota in microseconds, -1 for none:
+# cpu.cfs_quota_us on cgroup v1, the first field of cpu.max on v2.
+quota_of() {
+  local path
+  path=$(crictl inspect -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1") || return 1
+  if [ -d "$CGROUP_ROOT/cpu" ]; then cat "$CGROUP_ROOT/cpu$path/cpu.cfs_quota_us"
+  else awk '{print ($1 == "max") ? -1 : $1}' "$CGROUP_ROOT$path/cpu.max"; fi
+}
+
+# request_of NAME: a container's CPU request as the state file has it.
+request_of() {
+  "$REPO/bin/nri-cpupool" status --state-file "$W/state/nri-cpupool.json" | awk -v c="$1" '$3 == c {print $7}'
+}
+
+# metrics: the plugin's /metrics page.
+metrics() {
+  (exec 3<>"/dev/tcp/127.0.0.1/${E2E_METRICS_PORT:-19464}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3)
 }

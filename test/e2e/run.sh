@@ -164,6 +164,109 @@ check "infra container followed the shrink" "$(cpus_of "$WEB3_APP")" "$RESERVED"
 check "infra process followed the shrink" "$(allowed_of "$WEB3_APP")" "$RESERVED"
 check "infra pause container followed the shrink" "$(cpus_of "$WEB3")" "$RESERVED"
 crictl stopp "$ENI" >/dev/null && crictl rmp "$ENI" >/dev/null
-check "infra grows back after the removal" "$(cpus_of "$WEB3_APP")" "$ONLINE"
+check "infra grows back after the removal" "$(wait_cpus "$WEB3_APP" "$ONLINE")" "$ONLINE"
 check "infra pause container grows back" "$(cpus_of "$WEB3")" "$ONLINE"
 check "plugin peak RSS under 40 MiB" "$(awk '/VmHWM/ {print ($2 < 40960) ? "yes" : "no: " $2 " kB"}' "/proc/$PLUGIN_PID/status")" "yes"
+
+# ---------------------------------------------------------------- a pod's life
+crictl rmp -fa >/dev/null
+stop_plugin
+rm -f "$W"/state/nri-cpupool.json*
+say "phase 4: exclusive CPUs belong to the pod's life (exclusive CPU $LAST)"
+start_plugin "$W/exclusive.yaml"
+STATUS="$REPO/bin/nri-cpupool status --state-file $W/state/nri-cpupool.json"
+
+say "an exclusive init container completes, then the pod's exclusive app container runs on its CPU"
+JOB=$(run_pod job telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod job"
+HELD=$(log_count "held for its pod") # before the create: the container may exit at once
+INIT=$(create_ctr "$JOB" job init 1000 0 '["/bin/sh", "-c", "exit 0"]') || die "create job/init"
+check "init container ran on the exclusive CPU" "$(spec_cpus_of "$INIT")" "$LAST"
+wait_exited "$INIT"
+wait_for_log "held for its pod" "$HELD"
+check_contains "status: the init container's CPU is held" "$($STATUS)" "HELD FOR STOPPED CONTAINERS"
+OTHER=$(run_pod other telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod other"
+OUT=$(create_ctr "$OTHER" other c 1000 2>&1) && die "another pod took the CPU of the pod's init container: $OUT"
+check_contains "another pod is refused between the init and the app container" "$OUT" "pool exclusive cannot fit container telco/other/c"
+APP=$(create_ctr "$JOB" job app 1000) || die "create job/app after its init container"
+check "app container reuses the init container's CPU" "$(cpus_of "$APP")" "$LAST"
+check "app container Cpus_allowed_list" "$(allowed_of "$APP")" "$LAST"
+check "app container runs" "$(state_of "$APP")" "CONTAINER_RUNNING"
+crictl stopp "$JOB" >/dev/null && crictl rmp "$JOB" >/dev/null
+
+say "crash loop: the container exits and is re-created (same pod, same name, attempt+1); another pod asking for its CPU is refused"
+CRASH=$(run_pod crash telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod crash"
+FAILING='["/bin/sh", "-c", "exit 3"]'
+HELD=$(log_count "held for its pod") # before the create: the container may exit at once
+C=$(create_ctr "$CRASH" crash app 1000 0 "$FAILING") || die "create crash/app attempt 0"
+for ATTEMPT in 1 2 3; do
+  wait_exited "$C"
+  wait_for_log "held for its pod" "$HELD"
+  OUT=$(create_ctr "$OTHER" other c 1000 "$ATTEMPT" 2>&1) && die "another pod took the CPU of a crash-looping container: $OUT"
+  check_contains "attempt $ATTEMPT: another pod is refused during the back-off" "$OUT" "pool exclusive cannot fit container telco/other/c"
+  if [ "$ATTEMPT" = 2 ]; then
+    say "kill -9 of the plugin while the container is down: the hold survives"
+    stop_plugin -KILL
+    start_plugin "$W/exclusive.yaml"
+    check_contains "status after the restart: held for the stopped container" "$($STATUS)" "1 stopped holding CPUs"
+    OUT=$(create_ctr "$OTHER" other c 1000 9 2>&1) && die "another pod took the CPU after a plugin restart: $OUT"
+    check_contains "after the plugin restart: another pod is still refused" "$OUT" "pool exclusive cannot fit"
+  fi
+  CMD=$FAILING; [ "$ATTEMPT" = 3 ] && CMD='["/bin/sleep", "inf"]'
+  HELD=$(log_count "held for its pod")
+  C=$(create_ctr "$CRASH" crash app 1000 "$ATTEMPT" "$CMD") || die "re-create crash/app attempt $ATTEMPT"
+  check "attempt $ATTEMPT gets its CPU" "$(spec_cpus_of "$C")" "$LAST"
+done
+check "the last attempt runs on its CPU" "$(allowed_of "$C")" "$LAST"
+METRICS=$(exec 3<>"/dev/tcp/127.0.0.1/${E2E_METRICS_PORT:-19464}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3)
+check_contains "metrics: nothing held while it runs" "$METRICS" 'cpupool_held_cpus{pool="exclusive"} 0'
+
+say "the pod's sandbox stops: its CPU is released"
+crictl stop "$C" >/dev/null
+check_contains "stopped by the kubelet: still held" "$($STATUS)" "1 stopped holding CPUs"
+crictl stopp "$CRASH" >/dev/null
+check "status: nothing held after the sandbox stopped" "$($STATUS | tail -1)" "0 containers"
+O=$(create_ctr "$OTHER" other c 1000 10) || die "create other/c after the crash pod stopped"
+check "the other pod gets the CPU" "$(cpus_of "$O")" "$LAST"
+crictl rmp -fa >/dev/null
+crictl rmp -fa >/dev/null
+stop_plugin
+
+# ---------------------------------------------------------------- in-place resize and CPU quota
+cat > "$W/resize.yaml" <<YAML
+isolatedCPUs: "$LAST"
+pools:
+  exclusive: {cpus: "$LAST"}
+metricsAddress: "127.0.0.1:${E2E_METRICS_PORT:-19464}"
+YAML
+rm -f "$W"/state/nri-cpupool.json*
+say "phase 5: in-place resize through crictl update (the kubelet's CRI call) and the CFS quota of exclusive CPU $LAST"
+start_plugin "$W/resize.yaml"
+RZ=$(run_pod rz default guaranteed '{"pool.cpupool.dev/container.fwd": "exclusive"}') || die "run pod rz"
+RZ_FWD=$(create_ctr "$RZ" rz fwd 1000) || die "create rz/fwd"
+RZ_APP=$(create_ctr "$RZ" rz app 500) || die "create rz/app"
+RZ_INFRA=$(cpus_of "$RZ_APP")
+check "exclusive container" "$(cpus_of "$RZ_FWD")" "$LAST"
+check "no CFS quota on exclusive CPUs" "$(quota_of "$RZ_FWD")" "-1"
+check "infra container keeps the kubelet's quota" "$(quota_of "$RZ_APP")" "50000"
+
+say "grow past the pool: refused with the plugin's message, nothing changes"
+OUT=$(crictl update --cpu-share 2048 --cpu-quota 200000 --cpu-period 100000 "$RZ_FWD" 2>&1) && die "growing past the pool succeeded: $OUT"
+check_contains "grow refused, the message reaches the user" "$OUT" \
+  "nri-cpupool: pool exclusive cannot fit container default/rz/fwd grown from 1 to 2 CPUs: it asks for 1 more CPUs, but only 0 of the pool's 1 CPUs are free"
+check "refused grow: cpuset unchanged" "$(cpus_of "$RZ_FWD")" "$LAST"
+check "refused grow: still no quota" "$(quota_of "$RZ_FWD")" "-1"
+check "refused grow: the state keeps the request" "$(request_of fwd)" "1000m"
+
+say "a resize within the same whole CPU, and of an infra container"
+crictl update --cpu-share 512 --cpu-quota 50000 --cpu-period 100000 "$RZ_FWD" >/dev/null || die "resize rz/fwd to 500m"
+check "500m: still one exclusive CPU" "$(cpus_of "$RZ_FWD")" "$LAST"
+check "500m: the kubelet's quota is lifted again" "$(quota_of "$RZ_FWD")" "-1"
+check "500m: the state records the request" "$(request_of fwd)" "500m"
+crictl update --cpu-share 1024 --cpu-quota 100000 --cpu-period 100000 "$RZ_APP" >/dev/null || die "resize rz/app"
+check "infra resize: cpuset unchanged" "$(cpus_of "$RZ_APP")" "$RZ_INFRA"
+check "infra resize: the kubelet's quota applies" "$(quota_of "$RZ_APP")" "100000"
+check "infra resize: the state records the request" "$(request_of app)" "1000m"
+METRICS=$(metrics)
+check_contains "metrics: the refused resize" "$METRICS" 'cpupool_resizes_total{pool="exclusive",result="refused"} 1'
+check_contains "metrics: the resize within one CPU" "$METRICS" 'cpupool_resizes_total{pool="exclusive",result="unchanged"} 1'
+check_contains "metrics: the infra resize" "$METRICS" 'cpupool_resizes_total{pool="infra",result="unchanged"} 1'

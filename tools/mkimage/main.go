@@ -1,11 +1,18 @@
-// Command mkimage builds a minimal OCI image archive from a static busybox,
-// for end-to-end tests on machines without an image registry:
+// Command mkimage builds minimal OCI image archives without a registry or a
+// container engine. Two kinds:
+//
+// A busybox image for end-to-end tests, whose entrypoint `sleep inf` also
+// serves as the pod sandbox (pause) image:
 //
 //	go run ./tools/mkimage -busybox /bin/busybox -name docker.io/library/busybox:e2e -out busybox.tar
 //
-// The archive (an OCI image layout in a tar) imports with
-// `ctr -n k8s.io images import`. Its entrypoint `sleep inf` also serves as
-// the pod sandbox (pause) image.
+// The nri-cpupool image for the DaemonSet (deploy/kubernetes), from the
+// static binary (CGO_ENABLED=0) and nothing else:
+//
+//	go run ./tools/mkimage -plugin bin/nri-cpupool-static -name ghcr.io/cpupool/nri-cpupool:dev -out nri-cpupool.tar
+//
+// Each archive (an OCI image layout in a tar) imports with
+// `ctr -n k8s.io images import`, or `skopeo copy oci-archive:...` into a registry.
 package main
 
 import (
@@ -27,10 +34,17 @@ var applets = []string{"sh", "sleep", "cat", "grep", "ls", "ps", "true", "echo",
 
 func main() {
 	busybox := flag.String("busybox", "/bin/busybox", "a statically linked busybox binary")
+	plugin := flag.String("plugin", "", "build the nri-cpupool image from this static binary instead of the busybox image")
 	name := flag.String("name", "docker.io/library/busybox:e2e", "full image reference")
 	out := flag.String("out", "busybox-e2e.tar", "archive to write")
 	flag.Parse()
-	if err := build(*busybox, *name, *out); err != nil {
+	var err error
+	if *plugin != "" {
+		err = buildPlugin(*plugin, *name, *out)
+	} else {
+		err = buildBusybox(*busybox, *name, *out)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "mkimage: %v\n", err)
 		os.Exit(1)
 	}
@@ -54,33 +68,70 @@ func (b blob) descriptor(annotations map[string]string) map[string]any {
 	return d
 }
 
-func build(busyboxPath, name, out string) error {
+// mtime is every file's time: the same input gives the same image digest.
+var mtime = time.Unix(0, 0)
+
+// entry is one file of the image's single layer.
+type entry struct {
+	header *tar.Header
+	data   []byte
+}
+
+func dir(name string, mode int64) entry {
+	return entry{&tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: mode, ModTime: mtime}, nil}
+}
+
+func file(name string, mode int64, data []byte) entry {
+	return entry{&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data)), ModTime: mtime}, data}
+}
+
+func symlink(name, target string) entry {
+	return entry{&tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777, ModTime: mtime}, nil}
+}
+
+// buildBusybox: /bin/busybox and one symlink per applet, `sleep inf`.
+func buildBusybox(busyboxPath, name, out string) error {
 	bin, err := os.ReadFile(busyboxPath)
 	if err != nil {
 		return fmt.Errorf("reading busybox (apt-get install busybox-static): %w", err)
 	}
-	// The layer: /bin/busybox and one symlink per applet.
+	entries := []entry{dir("bin/", 0o755), dir("tmp/", 0o1777), file("bin/busybox", 0o755, bin)}
+	for _, a := range applets {
+		entries = append(entries, symlink("bin/"+a, "busybox"))
+	}
+	return writeImage(entries, map[string]any{"Entrypoint": []string{"/bin/sleep", "inf"}, "Env": []string{"PATH=/bin"}}, name, out)
+}
+
+// buildPlugin: the static nri-cpupool binary as /usr/bin/nri-cpupool, run
+// with the config the DaemonSet mounts at /etc/nri-cpupool/config.yaml.
+func buildPlugin(binPath, name, out string) error {
+	bin, err := os.ReadFile(binPath)
+	if err != nil {
+		return fmt.Errorf("reading the plugin binary (make image builds it with CGO_ENABLED=0): %w", err)
+	}
+	entries := []entry{dir("usr/", 0o755), dir("usr/bin/", 0o755), file("usr/bin/nri-cpupool", 0o755, bin),
+		dir("etc/", 0o755), dir("etc/nri-cpupool/", 0o755), dir("tmp/", 0o1777)}
+	return writeImage(entries, map[string]any{
+		"Entrypoint": []string{"/usr/bin/nri-cpupool"},
+		"Cmd":        []string{"run", "--config", "/etc/nri-cpupool/config.yaml"},
+		"Env":        []string{"PATH=/usr/bin"},
+		"StopSignal": "SIGTERM",
+	}, name, out)
+}
+
+// writeImage packs entries as the only layer of an image with the given
+// runtime config, and writes the OCI layout as a tar to out.
+func writeImage(entries []entry, runConfig map[string]any, name, out string) error {
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
-	mtime := time.Unix(0, 0)
-	entries := []*tar.Header{
-		{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: mtime},
-		{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777, ModTime: mtime},
-		{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin)), ModTime: mtime},
-	}
-	for _, h := range entries {
-		if err := tw.WriteHeader(h); err != nil {
+	for _, e := range entries {
+		if err := tw.WriteHeader(e.header); err != nil {
 			return err
 		}
-		if h.Typeflag == tar.TypeReg {
-			if _, err := tw.Write(bin); err != nil {
+		if e.data != nil {
+			if _, err := tw.Write(e.data); err != nil {
 				return err
 			}
-		}
-	}
-	for _, a := range applets {
-		if err := tw.WriteHeader(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777, ModTime: mtime}); err != nil {
-			return err
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -100,7 +151,7 @@ func build(busyboxPath, name, out string) error {
 	config, _ := json.Marshal(map[string]any{
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
-		"config":       map[string]any{"Entrypoint": []string{"/bin/sleep", "inf"}, "Env": []string{"PATH=/bin"}},
+		"config":       runConfig,
 		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffSum[:])}},
 	})
 	configBlob := blob{"application/vnd.oci.image.config.v1+json", config}

@@ -1,0 +1,257 @@
+package allocator
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// Hold keeps a stopped exclusive container's CPUs for its pod, as the
+// kubelet's static CPU manager does for as long as the pod is active: the
+// scheduler counted the pod's request on this node, so the container's next
+// run (same pod UID, same name) must never find its CPUs taken. The pod's
+// later containers may reuse them (the kubelet's init-container reuse). A
+// hold ends when the pod's sandbox stops or is removed (ReleasePod) or when
+// a new run of the same container is created.
+type Hold struct {
+	// Assignment is the stopped container's last assignment; its ID is the
+	// stopped container's id and its CPUs and Reserved stay held.
+	Assignment
+	// ExitCode is what the runtime reported when the container stopped;
+	// nil when it did not say (the container vanished while the plugin was
+	// away, or the runtime does not report exit codes).
+	ExitCode *int32 `json:"exitCode,omitempty"`
+}
+
+// Reusable tells whether the pod's other containers may take the held
+// CPUs. A container that failed (non-zero exit) is being restarted, so its
+// CPUs stay its own; one that completed is what an init container looks
+// like to NRI, which does not say which containers are init containers.
+func (h *Hold) Reusable() bool { return h.ExitCode == nil || *h.ExitCode == 0 }
+
+// Stop ends a container's run. An exclusive container of a known pod keeps
+// its CPUs as a hold for the pod; anything else is released.
+func (a *Allocator) Stop(id string, exitCode *int32) Result {
+	c, ok := a.containers[id]
+	if !ok {
+		return Result{}
+	}
+	if !pools.IsExclusive(c.Pool) || c.Pod.UID == "" {
+		return a.Release(id)
+	}
+	delete(a.containers, id)
+	key := c.restartKey()
+	if old, ok := a.holds[key]; ok && old.ID != id {
+		// Two runs of one container stopped without a create in between
+		// (only a runtime that skips events does that): the newer wins.
+		a.dropHold(key, old)
+	}
+	a.holds[key] = &Hold{Assignment: *c, ExitCode: exitCode}
+	// The CPUs stay owned, now by the hold; infra does not change.
+	return Result{Assignment: *c}
+}
+
+// ReleasePod ends every hold and every remaining assignment of a pod whose
+// sandbox stopped or was removed: none of its containers can run again.
+// Released lists the assignments of containers that were still running.
+func (a *Allocator) ReleasePod(uid string) (released []Assignment, res Result) {
+	if uid == "" {
+		return nil, Result{}
+	}
+	infraBefore := a.PoolCPUs(pools.Infra)
+	for _, key := range a.podHoldKeys(uid) {
+		a.dropHold(key, a.holds[key])
+	}
+	for _, id := range a.sortedIDs() {
+		if c := a.containers[id]; c.Pod.UID == uid {
+			released = append(released, *c)
+			a.free(c)
+			delete(a.containers, id)
+		}
+	}
+	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
+	return released, res
+}
+
+// Holds returns every hold, sorted by pod UID and container name.
+func (a *Allocator) Holds() []Hold {
+	out := make([]Hold, 0, len(a.holds))
+	for _, key := range a.sortedHoldKeys() {
+		out = append(out, *a.holds[key])
+	}
+	return out
+}
+
+// HoldsOf returns the holds of one pod, sorted by container name.
+func (a *Allocator) HoldsOf(uid string) []Hold {
+	var out []Hold
+	for _, key := range a.podHoldKeys(uid) {
+		out = append(out, *a.holds[key])
+	}
+	return out
+}
+
+// podHoldKeys returns the keys of a pod's holds, sorted. It is on the
+// creation path: it sorts only the pod's keys.
+func (a *Allocator) podHoldKeys(uid string) []string {
+	if uid == "" || len(a.holds) == 0 {
+		return nil
+	}
+	var keys []string
+	for k, h := range a.holds {
+		if h.Pod.UID == uid {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// RestoreHold re-adds a remembered hold (after a restart of the plugin). It
+// is refused, and the caller forgets it, if a CPU is offline, outside its
+// pool as now configured, or taken by a container that runs: the runtime
+// is the truth about running containers, a hold only a memory.
+func (a *Allocator) RestoreHold(h Hold) (Result, error) {
+	if h.Pod.UID == "" || h.Container == "" || !pools.IsExclusive(h.Pool) || h.CPUs.IsEmpty() {
+		return Result{}, fmt.Errorf("hold %s/%s: incomplete (pool %q, CPUs %q)", h.Pod.UID, h.Container, h.Pool, h.CPUs)
+	}
+	if h.Reserved.Size() == 0 {
+		h.Reserved = cpuset.New()
+	}
+	key := h.restartKey()
+	for _, cpu := range h.Held().List() {
+		if !a.x.online(cpu) {
+			return Result{}, fmt.Errorf("hold %s: CPU %d is not online", key, cpu)
+		}
+		if o := a.owner[cpu]; o != "" && o != h.ID {
+			return Result{}, fmt.Errorf("hold %s: CPU %d is in use by container %s", key, cpu, o)
+		}
+	}
+	if !h.Held().IsSubsetOf(a.layout.Pool(h.Pool)) {
+		return Result{}, fmt.Errorf("hold %s: CPUs %s are outside pool %s (%s) as now configured", key, h.Held().Difference(a.layout.Pool(h.Pool)), h.Pool, a.layout.Pool(h.Pool))
+	}
+	for _, c := range a.containers {
+		if c.ID == h.ID || (c.Pod.UID == h.Pod.UID && c.Container == h.Container) {
+			return Result{}, fmt.Errorf("hold %s: the container runs again (%s)", key, c.ID)
+		}
+	}
+	if old, ok := a.holds[key]; ok {
+		a.dropHold(key, old)
+	}
+	infraBefore := a.PoolCPUs(pools.Infra)
+	if h.Mems.Size() == 0 {
+		h.Mems = a.memsFor(h.CPUs)
+	}
+	hold := h
+	a.holds[key] = &hold
+	for _, cpu := range h.Held().UnsortedList() {
+		a.owner[cpu] = h.ID
+	}
+	res := Result{Assignment: h.Assignment}
+	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
+	return res, nil
+}
+
+// reusableFor returns the CPUs a new run of container req may take from
+// its pod's holds: its own hold's (a new run ends it anyway) and the
+// reusable holds of the pod's other containers, in the requested pool.
+func (a *Allocator) reusableFor(req Request) cpuset.CPUSet {
+	if req.Pod.UID == "" {
+		return cpuset.New()
+	}
+	var cpus []int
+	for _, h := range a.holds {
+		if h.Pod.UID != req.Pod.UID || h.Pool != req.Pool {
+			continue
+		}
+		if h.Container == req.Container || h.Reusable() {
+			cpus = append(cpus, h.Held().UnsortedList()...)
+		}
+	}
+	return cpuset.New(cpus...)
+}
+
+// takeFromHolds settles the holds of a new container's pod before it is
+// committed: its own hold ends (what the new run does not reuse is freed),
+// and CPUs it reuses leave the other containers' holds.
+func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet) {
+	if req.Pod.UID == "" {
+		return
+	}
+	own := req.Pod.UID + "/" + req.Container
+	for _, key := range a.podHoldKeys(req.Pod.UID) {
+		h := a.holds[key]
+		if key == own {
+			a.dropHold(key, h)
+			continue
+		}
+		reused := h.Held().Intersection(taken)
+		if reused.IsEmpty() {
+			continue
+		}
+		for _, cpu := range reused.UnsortedList() {
+			if a.owner[cpu] == h.ID {
+				a.owner[cpu] = ""
+			}
+		}
+		h.CPUs, h.Reserved = h.CPUs.Difference(reused), h.Reserved.Difference(reused)
+		if h.CPUs.IsEmpty() {
+			a.dropHold(key, h)
+		} else {
+			h.Mems = a.memsFor(h.CPUs)
+		}
+	}
+}
+
+// dropHold ends a hold and frees its CPUs.
+func (a *Allocator) dropHold(key string, h *Hold) {
+	delete(a.holds, key)
+	a.free(&h.Assignment)
+}
+
+// free gives up the CPUs an exclusive assignment owns.
+func (a *Allocator) free(c *Assignment) {
+	if !pools.IsExclusive(c.Pool) {
+		return
+	}
+	for _, cpu := range c.Held().UnsortedList() {
+		if a.owner[cpu] == c.ID {
+			a.owner[cpu] = ""
+			if a.overlapped {
+				a.owner[cpu] = a.otherHolder(cpu)
+			}
+		}
+	}
+}
+
+// lend makes CPUs look free to the planner for one decision and, with
+// only, every other CPU look taken; the returned function undoes it.
+func (a *Allocator) lend(cpus cpuset.CPUSet, only bool, pool cpuset.CPUSet) (undo func()) {
+	saved := map[int]string{}
+	for _, cpu := range cpus.UnsortedList() {
+		saved[cpu] = a.owner[cpu]
+		a.owner[cpu] = ""
+	}
+	if only {
+		for _, cpu := range pool.UnsortedList() {
+			if _, lent := saved[cpu]; !lent && a.owner[cpu] == "" {
+				saved[cpu] = ""
+				a.owner[cpu] = lentAway
+			}
+		}
+	}
+	return func() {
+		for cpu, o := range saved {
+			a.owner[cpu] = o
+		}
+	}
+}
+
+// lentAway marks free CPUs hidden from a decision that must reuse held ones.
+const lentAway = "\x00"
+
+func (a *Allocator) sortedHoldKeys() []string { return slices.Sorted(maps.Keys(a.holds)) }

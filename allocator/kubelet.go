@@ -1,0 +1,88 @@
+package allocator
+
+import (
+	"fmt"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// The kubelet route: the kubelet's device manager chooses which exclusive
+// CPUs a container gets (helped by Preferred) and the allocator only checks
+// and records that choice (Request.CPUs), so that the kubelet's accounting,
+// its checkpoint and the real cpuset agree.
+
+// placeExact checks CPUs the kubelet allocated: all in the pool, online and
+// held by nobody.
+func (a *Allocator) placeExact(req Request) (cpuset.CPUSet, error) {
+	who := fmt.Sprintf("container %s/%s/%s", req.Pod.Namespace, req.Pod.Name, req.Container)
+	if out := req.CPUs.Difference(a.layout.Pool(req.Pool)); !out.IsEmpty() {
+		return cpuset.New(), fmt.Errorf("%s was given CPUs %s by the kubelet, outside pool %s (%s) as now configured", who, out, req.Pool, a.layout.Pool(req.Pool))
+	}
+	// The pod's own holds (this container's last run, a completed init
+	// container) are its to reuse, as the kubelet reuses their devices.
+	reusable := a.reusableFor(req)
+	for _, id := range req.CPUs.List() {
+		if !a.x.online(id) {
+			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, which is not online", who, id)
+		}
+		if o := a.owner[id]; o != "" && !reusable.Contains(id) {
+			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, but container %s still holds it (its pod is ending; the kubelet retries the creation)", who, id, o)
+		}
+	}
+	return req.CPUs, nil
+}
+
+// preferredSentinel marks CPUs Preferred must not choose while it plans.
+const preferredSentinel = "\x00unavailable"
+
+// Preferred chooses size CPUs of an exclusive pool among available,
+// including mustInclude, by the placement rules (fewest NUMA nodes, whole
+// cores, fewest L3 groups...), as the kubelet's GetPreferredAllocation asks.
+// It changes nothing.
+func (a *Allocator) Preferred(pool string, available, mustInclude cpuset.CPUSet, size int, opts config.Allocation) (cpuset.CPUSet, error) {
+	if !pools.IsExclusive(pool) {
+		return cpuset.New(), fmt.Errorf("pool %s is not exclusive", pool)
+	}
+	if !available.IsSubsetOf(a.layout.Pool(pool)) {
+		return cpuset.New(), fmt.Errorf("CPUs %s are not in pool %s (%s)", available.Difference(a.layout.Pool(pool)), pool, a.layout.Pool(pool))
+	}
+	if !mustInclude.IsSubsetOf(available) {
+		return cpuset.New(), fmt.Errorf("must-include CPUs %s are not all available (%s)", mustInclude, available)
+	}
+	if mustInclude.Size() >= size {
+		return mustInclude, nil
+	}
+	// The kubelet's view decides what is available (a CPU of a pod it is
+	// ending may still be held here): plan over exactly what it offers,
+	// minus what is already chosen, then restore the owners.
+	members := a.layout.Pool(pool).List()
+	saved := make([]string, len(members))
+	for i, id := range members {
+		saved[i] = a.owner[id]
+		if available.Contains(id) && !mustInclude.Contains(id) {
+			a.owner[id] = ""
+		} else {
+			a.owner[id] = preferredSentinel
+		}
+	}
+	defer func() {
+		for i, id := range members {
+			a.owner[id] = saved[i]
+		}
+	}()
+	opts.HideHyperthreads, opts.FullPCPUsOnly = false, false // one device is one CPU
+	prefer := cpuset.New()
+	for _, id := range mustInclude.UnsortedList() {
+		prefer = prefer.Union(cpuset.New(a.x.cpus[id].numa))
+	}
+	req := Request{Pool: pool, Container: "(preferred allocation)", MilliCPU: int64(size-mustInclude.Size()) * 1000,
+		Options: opts, NUMANodes: cpuset.New(), PreferNUMA: prefer}
+	cpus, _, err := a.placeExclusive(req)
+	if err != nil {
+		return cpuset.New(), err
+	}
+	return cpus.Union(mustInclude), nil
+}

@@ -1,0 +1,133 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// Resize changes a running container's CPU request in place (Kubernetes'
+// in-place pod resize). An exclusive container grows by CPUs placed by the
+// same rules as a new request, as close as they can be to the CPUs it has:
+// its own NUMA nodes first, the siblings of its own half cores, its L3
+// groups. It shrinks by giving back the CPUs resizes added, the last added
+// first, and never gives back its original set. A shared or infra
+// container only records the new request: its cpuset is its pool's.
+// On error nothing changes.
+func (a *Allocator) Resize(req Request) (Result, error) {
+	c, ok := a.containers[req.ID]
+	if !ok {
+		return Result{}, fmt.Errorf("container %s is not known", req.ID)
+	}
+	if !pools.IsExclusive(c.Pool) {
+		c.MilliCPU = req.MilliCPU
+		return Result{Assignment: *c}, nil
+	}
+	who := fmt.Sprintf("container %s/%s/%s", c.Pod.Namespace, c.Pod.Name, c.Container)
+	n, cur := CPUsFor(req.MilliCPU), c.CPUs.Size()
+	switch {
+	case n == 0:
+		return Result{}, fmt.Errorf("pool %s cannot resize %s to no CPU request: its exclusive size is its CPU request; it keeps CPUs %s", c.Pool, who, c.CPUs)
+	case n == cur:
+		c.MilliCPU = req.MilliCPU
+		return Result{Assignment: *c}, nil
+	case n > cur:
+		return a.grow(c, req, n)
+	}
+	return a.shrink(c, req, n)
+}
+
+func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
+	g := req
+	g.Pool, g.Pod, g.Container = c.Pool, c.Pod, c.Container
+	g.MilliCPU = int64(n-c.CPUs.Size()) * 1000
+	g.grow = c
+	if g.NUMANodes.Size() == 0 {
+		g.NUMANodes = cpuset.New()
+	}
+	if g.PreferNUMA.Size() == 0 {
+		g.PreferNUMA = cpuset.New()
+	}
+	if g.Options.FullPCPUsOnly && a.x.threadsPerCore > 1 && n%a.x.threadsPerCore != 0 {
+		return Result{}, fmt.Errorf("pool %s cannot grow container %s/%s/%s to %d CPUs: full-pcpus-only takes whole cores of %d threads; request a multiple of %d; it keeps CPUs %s",
+			c.Pool, c.Pod.Namespace, c.Pod.Name, c.Container, n, a.x.threadsPerCore, a.x.threadsPerCore, c.CPUs)
+	}
+	cpus, reserved, err := a.placeExclusive(g)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w; it keeps CPUs %s", err, c.CPUs)
+	}
+	infraBefore := a.PoolCPUs(pools.Infra)
+	// CPUs held for the pod's stopped containers that the growth reuses
+	// leave their holds.
+	a.takeFromHolds(g, cpus.Union(reserved))
+	for _, id := range cpus.Union(reserved).UnsortedList() {
+		a.owner[id] = c.ID
+	}
+	c.CPUs = c.CPUs.Union(cpus)
+	c.Reserved = c.Reserved.Union(reserved)
+	c.Added = append(slices.Clone(c.Added), a.returnOrder(c, cpus)...)
+	c.MilliCPU = req.MilliCPU
+	c.Mems = a.memsFor(c.CPUs)
+	res := Result{Assignment: *c}
+	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
+	return res, nil
+}
+
+// returnOrder lists added CPUs so that the ones to give back first come
+// last: CPUs on cores the container holds only in part go last, so that a
+// shrink by one undoes a half core before it breaks a whole one.
+func (a *Allocator) returnOrder(c *Assignment, added cpuset.CPUSet) []int {
+	ids := added.List()
+	whole := func(id int) bool {
+		for _, t := range a.x.cores[a.x.cpus[id].core] {
+			if !c.CPUs.Contains(t) {
+				return false
+			}
+		}
+		return true
+	}
+	sort.SliceStable(ids, func(i, j int) bool { return whole(ids[i]) && !whole(ids[j]) })
+	return ids
+}
+
+func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
+	original := c.Original()
+	if n < original.Size() {
+		return Result{}, fmt.Errorf("pool %s cannot shrink container %s/%s/%s to %d CPUs: a resize never gives back the %d CPUs it was created with (%s); request at least %d CPUs; it keeps CPUs %s",
+			c.Pool, c.Pod.Namespace, c.Pod.Name, c.Container, n, original.Size(), original, original.Size(), c.CPUs)
+	}
+	k := c.CPUs.Size() - n
+	give := cpuset.New(c.Added[len(c.Added)-k:]...)
+	infraBefore := a.PoolCPUs(pools.Infra)
+	c.Added = slices.Clone(c.Added[:len(c.Added)-k])
+	c.CPUs = c.CPUs.Difference(give)
+	// Hidden siblings go back with the last CPU of their core.
+	var unhide []int
+	for _, id := range c.Reserved.UnsortedList() {
+		kept := false
+		for _, t := range a.x.cores[a.x.cpus[id].core] {
+			kept = kept || c.CPUs.Contains(t)
+		}
+		if !kept {
+			unhide = append(unhide, id)
+		}
+	}
+	c.Reserved = c.Reserved.Difference(cpuset.New(unhide...))
+	for _, id := range give.Union(cpuset.New(unhide...)).UnsortedList() {
+		if a.owner[id] == c.ID {
+			a.owner[id] = ""
+			if a.overlapped {
+				a.owner[id] = a.otherHolder(id)
+			}
+		}
+	}
+	c.MilliCPU = req.MilliCPU
+	c.Mems = a.memsFor(c.CPUs)
+	res := Result{Assignment: *c}
+	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
+	return res, nil
+}

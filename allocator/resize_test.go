@@ -1,0 +1,217 @@
+package allocator
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+func resize(id string, cpus int) Request {
+	r := exclusive(id, cpus)
+	return r
+}
+
+func TestResizeGrowsNearAndShrinksLastAddedFirst(t *testing.T) {
+	// xeon-2s-interleaved: even CPUs on node 0, siblings N and N+40,
+	// exclusive 2-39,42-79.
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	res, err := a.Allocate(exclusive("a", 2))
+	require.NoError(t, err)
+	require.Equal(t, "2,42", res.Assignment.CPUs.String())
+	_, err = a.Allocate(exclusive("b", 2)) // 4,44 on the same node
+	require.NoError(t, err)
+
+	res, err = a.Resize(resize("a", 4))
+	require.NoError(t, err)
+	assert.Equal(t, "2,6,42,46", res.Assignment.CPUs.String(), "a whole core on the same node")
+	assert.Equal(t, int64(4000), res.Assignment.MilliCPU)
+	res, err = a.Resize(resize("a", 5))
+	require.NoError(t, err)
+	assert.Equal(t, 5, res.Assignment.CPUs.Size())
+	fifth := res.Assignment.CPUs.Difference(set(t, "2,6,42,46"))
+	assert.Equal(t, 1, measure(a.Topology(), fifth).numaNodes)
+	c, _ := a.Topology().CPU(fifth.List()[0])
+	assert.Equal(t, 0, c.NUMA, "same node")
+	assert.Equal(t, "2,42", res.Assignment.Original().String())
+
+	res, err = a.Resize(resize("a", 4))
+	require.NoError(t, err)
+	assert.Equal(t, "2,6,42,46", res.Assignment.CPUs.String(), "the last added CPU goes back first")
+	assert.True(t, fifth.IsSubsetOf(a.FreeCPUs(pools.Exclusive)))
+	res, err = a.Resize(resize("a", 2))
+	require.NoError(t, err)
+	assert.Equal(t, "2,42", res.Assignment.CPUs.String())
+
+	before := a.Assignments()
+	_, err = a.Resize(resize("a", 1))
+	assert.ErrorContains(t, err, "pool exclusive cannot shrink container ns/pod-a/c to 1 CPUs: a resize never gives back the 2 CPUs it was created with (2,42); request at least 2 CPUs; it keeps CPUs 2,42")
+	assert.Equal(t, before, a.Assignments(), "a refused resize changes nothing")
+	_, err = a.Resize(resize("a", 0))
+	assert.ErrorContains(t, err, "to no CPU request")
+	_, err = a.Resize(resize("nobody", 2))
+	assert.ErrorContains(t, err, "container nobody is not known")
+}
+
+func TestResizeCompletesItsOwnHalfCore(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	res, err := a.Allocate(exclusive("a", 1))
+	require.NoError(t, err)
+	require.Equal(t, "2", res.Assignment.CPUs.String())
+	_, err = a.Allocate(exclusive("b", 1)) // the fullest partial core: 42
+	require.NoError(t, err)
+	_, err = a.Allocate(exclusive("c", 1))
+	require.NoError(t, err)
+	cpusC, _ := a.Get("c")
+	sibling := a.x.cores[a.x.cpus[cpusC.CPUs.List()[0]].core]
+	a.Release("b")
+	res, err = a.Resize(resize("c", 2))
+	require.NoError(t, err)
+	assert.Equal(t, cpuset.New(sibling...), res.Assignment.CPUs, "its own core's sibling before the other half-free core")
+}
+
+func TestResizeRefusedWhenFullChangesNothing(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"")
+	_, err := a.Allocate(exclusive("a", 4))
+	require.NoError(t, err)
+	_, err = a.Allocate(exclusive("b", 7))
+	require.NoError(t, err)
+	before, free := a.Assignments(), a.FreeCPUs(pools.Exclusive)
+	_, err = a.Resize(resize("a", 6))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pool exclusive cannot fit container ns/pod-a/c grown from 4 to 6 CPUs: it asks for 2 more CPUs, but only 1 of the pool's 12 CPUs are free")
+	assert.Contains(t, err.Error(), "it keeps CPUs")
+	assert.Equal(t, before, a.Assignments())
+	assert.Equal(t, free, a.FreeCPUs(pools.Exclusive))
+
+	r := resize("a", 5)
+	r.NUMANodes = cpuset.New(1)
+	_, err = a.Resize(r)
+	assert.ErrorContains(t, err, "on NUMA nodes 1")
+}
+
+func TestResizeLeavesItsNodeOnlyWhenFull(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	_, err := a.Allocate(exclusive("a", 2))
+	require.NoError(t, err)
+	_, err = a.Allocate(exclusive("fill", 36)) // the rest of node 0
+	require.NoError(t, err)
+	res, err := a.Resize(resize("a", 4))
+	require.NoError(t, err)
+	added := res.Assignment.CPUs.Difference(set(t, "2,42"))
+	s := measure(a.Topology(), added)
+	assert.Equal(t, shape{numaNodes: 1, sockets: 1, cores: 1, l3Groups: 1}, s, "one whole core on the other node: %s", added)
+}
+
+func TestResizeOfExclusiveNonIsolcpusMovesInfra(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"4-7,12-15\"\nreservedCPUs: \"0,8\"\npools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 3}}")
+	_, err := a.Allocate(Request{ID: "infra1", Pool: pools.Infra})
+	require.NoError(t, err)
+	r := exclusive("eni", 1)
+	r.Pool = pools.ExclusiveNonIsolcpus
+	res, err := a.Allocate(r)
+	require.NoError(t, err)
+	infra := a.PoolCPUs(pools.Infra)
+	assert.Equal(t, 7, infra.Size())
+
+	r = exclusive("eni", 2)
+	r.Pool = pools.ExclusiveNonIsolcpus
+	res, err = a.Resize(r)
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Assignment.CPUs.Size())
+	assert.True(t, res.InfraChanged)
+	require.Len(t, res.Updates, 1)
+	assert.Equal(t, "infra1", res.Updates[0].ID)
+	assert.Equal(t, 6, res.Updates[0].CPUs.Size())
+	assert.True(t, res.Updates[0].CPUs.Intersection(res.Assignment.CPUs).IsEmpty())
+
+	r = exclusive("eni", 6)
+	r.Pool = pools.ExclusiveNonIsolcpus
+	_, err = a.Resize(r)
+	assert.ErrorContains(t, err, "must keep 3 (pools.exclusive-non-isolcpus.minInfraCPUs)")
+
+	r = exclusive("eni", 1)
+	r.Pool = pools.ExclusiveNonIsolcpus
+	res, err = a.Resize(r)
+	require.NoError(t, err)
+	require.Len(t, res.Updates, 1)
+	assert.Equal(t, infra, res.Updates[0].CPUs, "infra grows back")
+}
+
+func TestResizeOfSharedOnlyRecordsTheRequest(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\npools: {shared: {count: 4}}")
+	res, err := a.Allocate(Request{ID: "s", Pool: pools.Shared, MilliCPU: 500})
+	require.NoError(t, err)
+	cpus := res.Assignment.CPUs
+	res, err = a.Resize(Request{ID: "s", Pool: pools.Shared, MilliCPU: 3000})
+	require.NoError(t, err)
+	assert.Equal(t, cpus, res.Assignment.CPUs)
+	assert.Equal(t, int64(3000), res.Assignment.MilliCPU)
+	assert.Empty(t, res.Updates)
+}
+
+func TestResizeWithHiddenSiblings(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	r := exclusive("h", 2)
+	r.Options.HideHyperthreads = true
+	_, err := a.Allocate(r)
+	require.NoError(t, err)
+	r = exclusive("h", 3)
+	r.Options.HideHyperthreads = true
+	res, err := a.Resize(r)
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Assignment.CPUs.Size())
+	assert.Equal(t, 3, res.Assignment.Reserved.Size(), "the new CPU's sibling is hidden too")
+	r = exclusive("h", 2)
+	res, err = a.Resize(r)
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Assignment.Reserved.Size(), "its sibling comes back with it")
+	assert.Equal(t, 76-4, a.FreeCPUs(pools.Exclusive).Size())
+}
+
+func TestRestoreKeepsWhatResizesAdded(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	_, err := a.Restore(Assignment{ID: "a", Pod: PodRef{Namespace: "ns", Name: "pod-a", UID: "uid-a"}, Container: "c", Pool: pools.Exclusive,
+		CPUs: set(t, "2,4,42,44"), Added: []int{4, 44}}, false)
+	require.NoError(t, err)
+	res, err := a.Resize(resize("a", 2))
+	require.NoError(t, err)
+	assert.Equal(t, "2,42", res.Assignment.CPUs.String())
+	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "6,46"), Added: []int{8}}, false)
+	require.NoError(t, err)
+	b, _ := a.Get("b")
+	assert.Equal(t, "6,46", b.Original().String(), "a record that does not match is all original")
+}
+
+// TestResizeReusesThePodsHeldCPUs: a completed container's held CPUs are
+// the pod's; a growing container of the pod takes them first, and they
+// leave the hold.
+func TestResizeReusesThePodsHeldCPUs(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	initC := exclusive("init", 4)
+	initC.Pod = PodRef{Namespace: "ns", Name: "job", UID: "uid-job"}
+	initC.Container = "init"
+	held, err := a.Allocate(initC)
+	require.NoError(t, err)
+	a.Stop("init", exitCode(0))
+	app := initC
+	app.ID, app.Container, app.MilliCPU = "app", "app", 2000
+	_, err = a.Allocate(app)
+	require.NoError(t, err)
+	require.Len(t, a.Holds(), 1, "two of the init container's CPUs stay held")
+	_, err = a.Allocate(exclusive("other", 2))
+	require.NoError(t, err)
+
+	grow := app
+	grow.MilliCPU = 4000
+	res, err := a.Resize(grow)
+	require.NoError(t, err)
+	assert.Equal(t, held.Assignment.CPUs, res.Assignment.CPUs, "it grows onto its pod's held CPUs")
+	assert.Empty(t, a.Holds(), "what it reuses leaves the hold")
+	a.ReleasePod("uid-job")
+	appNow, _ := a.Get("app")
+	assert.True(t, appNow.CPUs.Intersection(a.FreeCPUs(pools.Exclusive)).IsEmpty(), "releasing the pod frees none of the app's CPUs")
+}

@@ -1,0 +1,137 @@
+package plugin
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+)
+
+// EnvGrant carries the token of a kubelet allocation of cpupool.dev/exclusive
+// from the device plugin's Allocate response to CreateContainer. The token
+// is random and remembered by the daemon with the CPUs it stands for, so a
+// tenant cannot forge it: the CPUs come from the daemon's memory, never from
+// the container, and a token is bound to the first container that shows it.
+const EnvGrant = "CPUPOOL_GRANT"
+
+// maxGrantValue bounds what is parsed of a tenant-visible env value.
+const maxGrantValue = 64
+
+// grant is one kubelet allocation: CPUs, and once a container showed the
+// token, the container it belongs to (kept across container restarts, which
+// reuse the kubelet's cached Allocate response).
+type grant struct {
+	CPUs      string `json:"cpus"`
+	PodUID    string `json:"podUID,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+	Container string `json:"container,omitempty"`
+}
+
+// grants are the kubelet's allocations the daemon knows of, by token, kept
+// in a small file next to the state file so that a restarted daemon still
+// recognises containers the kubelet restarts.
+type grants struct {
+	path    string
+	byToken map[string]grant
+}
+
+// GrantsFile is the grants file for a state file.
+func GrantsFile(stateFile string) string {
+	return filepath.Join(filepath.Dir(stateFile), "kubelet-grants.json")
+}
+
+func loadGrants(path string) (*grants, error) {
+	g := &grants{path: path, byToken: map[string]grant{}}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return g, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading kubelet grants: %w", err)
+	}
+	if err := json.Unmarshal(data, &g.byToken); err != nil {
+		return nil, fmt.Errorf("kubelet grants %s: %w (move it aside to start over; containers of the cpupool.dev/exclusive resource are then re-admitted only when their pods are recreated)", path, err)
+	}
+	if g.byToken == nil {
+		g.byToken = map[string]grant{}
+	}
+	return g, nil
+}
+
+// save writes the grants durably (temp file, fsync, rename).
+func (g *grants) save() error {
+	data, err := json.MarshalIndent(g.byToken, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(g.path), 0o700); err != nil {
+		return fmt.Errorf("saving kubelet grants: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(g.path), ".kubelet-grants-*")
+	if err != nil {
+		return fmt.Errorf("saving kubelet grants: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), g.path)
+	}
+	if err != nil {
+		return fmt.Errorf("saving kubelet grants: %w", err)
+	}
+	return nil
+}
+
+func newToken() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+// cpusOf returns a grant's CPUs.
+func (gr grant) cpusOf() cpuset.CPUSet {
+	s, err := cpuset.Parse(gr.CPUs)
+	if err != nil {
+		return cpuset.New()
+	}
+	return s
+}
+
+// grantToken finds the token in a container's environment: the last value
+// of EnvGrant (the runtime's env, as the kubelet built it, with the device
+// plugin's variables). Values are bounded before anything else looks at them.
+func grantToken(env []string) (string, bool, error) {
+	var found []string
+	for _, e := range env {
+		k, v, ok := strings.Cut(e, "=")
+		if ok && k == EnvGrant {
+			found = append(found, v)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return "", false, nil
+	case len(found) > 1:
+		return "", true, fmt.Errorf("%s is set %d times; it is set by the kubelet's allocation of the resource and must not be set in the pod spec", EnvGrant, len(found))
+	}
+	v := found[0]
+	if len(v) > maxGrantValue {
+		v = v[:maxGrantValue]
+		return "", true, fmt.Errorf("%s=%q...: not a grant token", EnvGrant, v[:16])
+	}
+	return v, true, nil
+}

@@ -1,0 +1,229 @@
+package plugin
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/deviceplugin"
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// The kubelet route to the exclusive pool: the device plugin advertises one
+// device per exclusive CPU, the kubelet allocates devices to a container
+// (Grant), and CreateContainer pins the container to exactly those CPUs.
+
+var _ deviceplugin.Pool = (*Plugin)(nil)
+
+// Changed is signalled after every decision, so that the device plugin
+// re-reads Devices.
+func (p *Plugin) Changed() <-chan struct{} { return p.changed }
+
+// notify tells the device plugin that the devices may have changed. Never
+// blocks: one pending signal covers any number of changes.
+func (p *Plugin) notify() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Devices lists the exclusive pool's CPUs. A CPU held by a container the
+// kubelet did not allocate it to (an exclusive container from before the
+// device plugin was turned on, or restored where it ran) is not free to
+// give: it is reported unhealthy, which keeps it out of allocatable.
+func (p *Plugin) Devices() []deviceplugin.Device {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	granted := map[string]cpuset.CPUSet{} // "<pod uid>/<container>" -> CPUs
+	for _, g := range p.grants.byToken {
+		if g.PodUID != "" {
+			granted[g.PodUID+"/"+g.Container] = g.cpusOf()
+		}
+	}
+	// CPUs of any grant are the kubelet's to account for, even while the
+	// container of an ending pod still runs on them.
+	kubelets := cpuset.New()
+	for _, g := range p.grants.byToken {
+		kubelets = kubelets.Union(g.cpusOf())
+	}
+	notFree := cpuset.New()
+	holders := p.alloc.Assignments()
+	for _, h := range p.alloc.Holds() {
+		holders = append(holders, h.Assignment)
+	}
+	for _, a := range holders {
+		if a.Pool != pools.Exclusive {
+			continue
+		}
+		if cpus, ok := granted[a.Pod.UID+"/"+a.Container]; ok && a.Held().IsSubsetOf(cpus) {
+			continue
+		}
+		notFree = notFree.Union(a.Held().Difference(kubelets))
+	}
+	excl := p.alloc.Layout().Exclusive
+	out := make([]deviceplugin.Device, 0, excl.Size())
+	for _, cpu := range excl.List() {
+		out = append(out, deviceplugin.Device{ID: strconv.Itoa(cpu), NUMA: p.numaOf(cpu), Healthy: !notFree.Contains(cpu)})
+	}
+	return out
+}
+
+// parseDeviceIDs turns the kubelet's device ids into CPUs of the exclusive
+// pool.
+func (p *Plugin) parseDeviceIDs(ids []string) (cpuset.CPUSet, error) {
+	cpus := make([]int, 0, len(ids))
+	excl := p.alloc.Layout().Exclusive
+	for _, id := range ids {
+		cpu, err := strconv.Atoi(id)
+		if err != nil || !excl.Contains(cpu) {
+			if len(id) > 16 {
+				id = id[:16] + "..."
+			}
+			return cpuset.New(), fmt.Errorf("device %q is not a CPU of the exclusive pool (%s)", id, excl)
+		}
+		cpus = append(cpus, cpu)
+	}
+	return cpuset.New(cpus...), nil
+}
+
+// Preferred applies the allocator's placement rules to the kubelet's
+// choice: fewest NUMA nodes, whole cores, fewest L3 groups.
+func (p *Plugin) Preferred(available, mustInclude []string, size int) ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	avail, err := p.parseDeviceIDs(available)
+	if err != nil {
+		return nil, err
+	}
+	must, err := p.parseDeviceIDs(mustInclude)
+	if err != nil {
+		return nil, err
+	}
+	cpus, err := p.alloc.Preferred(pools.Exclusive, avail, must, size, p.cfg.Allocation)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, cpus.Size())
+	for _, c := range cpus.List() {
+		out = append(out, strconv.Itoa(c))
+	}
+	return out, nil
+}
+
+// Grant records the kubelet's allocation of CPUs to a container it is about
+// to create. It refuses CPUs that a container holds without the kubelet's
+// knowledge (advertised unhealthy, so the kubelet does not offer them): the
+// kubelet never allocates a CPU an annotated container holds. CPUs of an
+// earlier grant are the kubelet's to give again: it does so once it considers
+// that pod ended, which can be a moment before its container has stopped;
+// the new container's creation then fails until they are free, and the
+// kubelet retries it. The earlier grant is dropped.
+func (p *Plugin) Grant(ids []string) (map[string]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cpus, err := p.parseDeviceIDs(ids)
+	if err != nil {
+		return nil, err
+	}
+	if cpus.IsEmpty() {
+		return nil, fmt.Errorf("no devices to allocate")
+	}
+	kubelets := cpuset.New()
+	for _, g := range p.grants.byToken {
+		kubelets = kubelets.Union(g.cpusOf())
+	}
+	if held := cpus.Difference(p.alloc.FreeCPUs(pools.Exclusive)).Difference(kubelets); !held.IsEmpty() {
+		return nil, fmt.Errorf("CPUs %s are held by containers the kubelet did not allocate them to (%s)", held, p.holders(held))
+	}
+	for tok, g := range p.grants.byToken {
+		if !g.cpusOf().Intersection(cpus).IsEmpty() {
+			delete(p.grants.byToken, tok)
+		}
+	}
+	tok := newToken()
+	p.grants.byToken[tok] = grant{CPUs: cpus.String()}
+	if err := p.grants.save(); err != nil {
+		delete(p.grants.byToken, tok)
+		return nil, err
+	}
+	p.notify()
+	return map[string]string{EnvGrant: tok}, nil
+}
+
+func (p *Plugin) holders(cpus cpuset.CPUSet) string {
+	var out []string
+	for _, a := range p.alloc.Assignments() {
+		if pools.IsExclusive(a.Pool) && !a.Held().Intersection(cpus).IsEmpty() {
+			out = append(out, fmt.Sprintf("%s/%s/%s", a.Pod.Namespace, a.Pod.Name, a.Container))
+		}
+	}
+	return fmt.Sprint(out)
+}
+
+// attachGrant fills in the CPUs the kubelet allocated to the container, if
+// its environment carries a grant token. A token that the daemon does not
+// know, or that belongs to another container, is refused. Pod annotations
+// play no part: only the environment the kubelet built counts.
+func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allocator.Container) error {
+	tok, present, err := grantToken(ctr.GetEnv())
+	if err != nil || !present {
+		return err
+	}
+	g, ok := p.grants.byToken[tok]
+	if !ok {
+		return fmt.Errorf("%s: unknown grant token; it is set by the kubelet when the container requests %s, and cannot be set by hand", EnvGrant, config.ResourceExclusive)
+	}
+	if g.PodUID == "" {
+		g.PodUID, g.Namespace, g.Pod, g.Container = pod.GetUid(), pod.GetNamespace(), pod.GetName(), ctr.GetName()
+		p.grants.byToken[tok] = g
+		if err := p.grants.save(); err != nil {
+			return err
+		}
+	} else if g.PodUID != pod.GetUid() || g.Container != ctr.GetName() {
+		return fmt.Errorf("%s: the grant belongs to container %s/%s/%s; it cannot be reused", EnvGrant, g.Namespace, g.Pod, g.Container)
+	}
+	info.KubeletCPUs = g.cpusOf()
+	return nil
+}
+
+// forgetGrants drops the grants of pods that are gone.
+func (p *Plugin) forgetGrants(gone func(uid string) bool) {
+	changed := false
+	for tok, g := range p.grants.byToken {
+		if g.PodUID != "" && gone(g.PodUID) {
+			delete(p.grants.byToken, tok)
+			changed = true
+		}
+	}
+	if changed {
+		if err := p.grants.save(); err != nil {
+			p.log.Warnf("%v", err)
+		}
+	}
+}
+
+func (p *Plugin) numaOf(cpu int) int {
+	if c, ok := p.topo.CPU(cpu); ok && c.NUMA != sysfs.Unknown {
+		return c.NUMA
+	}
+	return -1
+}
+
+// forgetGrantsOf drops the grants of a removed pod, unless the pod lives on
+// in another sandbox (the kubelet re-created it and removes the old one):
+// its containers, re-created with the kubelet's cached allocation, still
+// show their tokens.
+func (p *Plugin) forgetGrantsOf(pod *api.PodSandbox) {
+	for id, sb := range p.sandbox {
+		if id != pod.GetId() && sb.uid != "" && sb.uid == pod.GetUid() {
+			return
+		}
+	}
+	p.forgetGrants(func(uid string) bool { return uid == pod.GetUid() })
+}

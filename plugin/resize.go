@@ -1,0 +1,95 @@
+package plugin
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// resize applies an in-place resize: the container's new CPU request comes
+// in an UpdateContainer. The reply carries the container's new cpuset and,
+// when infra moved, its members' updates; sandboxes are re-pinned before
+// it returns. A refusal fails the update and changes nothing.
+func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocator.Assignment, milli int64) ([]*api.ContainerUpdate, error) {
+	who := fmt.Sprintf("%s/%s/%s", pod.GetNamespace(), pod.GetName(), ctr.GetName())
+	info := p.toContainer(pod, ctr)
+	info.MilliCPU = milli
+	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
+	if err != nil {
+		p.metrics.countResize(before.Pool, "refused")
+		return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm: %w", who, milli, err)
+	}
+	// A running container keeps its pool: only its size changes.
+	req.Pool = before.Pool
+	res, err := p.alloc.Resize(req)
+	if err != nil {
+		p.log.Errorf("refusing resize of container %s from %dm to %dm: %v", who, before.MilliCPU, milli, err)
+		p.metrics.countResize(before.Pool, "refused")
+		return nil, fmt.Errorf("nri-cpupool: %w", err)
+	}
+	p.recordPlacement(res)
+	if err := p.save(); err != nil {
+		// Without a durable record a restart would not know the new CPUs:
+		// undo and refuse.
+		back := req
+		back.MilliCPU = before.MilliCPU
+		if undo, uerr := p.alloc.Resize(back); uerr == nil {
+			p.recordPlacement(undo)
+		}
+		p.metrics.countResize(before.Pool, "refused")
+		return nil, fmt.Errorf("nri-cpupool: container %s not resized: %w", who, err)
+	}
+	a := res.Assignment
+	result := "unchanged"
+	switch {
+	case a.CPUs.Size() > before.CPUs.Size():
+		result = "grown"
+	case a.CPUs.Size() < before.CPUs.Size():
+		result = "shrunk"
+	}
+	p.metrics.countResize(a.Pool, result)
+	if pools.IsExclusive(a.Pool) {
+		p.log.Infof("container %s resized from %dm to %dm: CPUs %s (were %s), mems %s", who, before.MilliCPU, milli, a.CPUs, before.CPUs, a.Mems)
+	} else {
+		p.log.Infof("container %s resized from %dm to %dm: stays on pool %s", who, before.MilliCPU, milli, a.Pool)
+	}
+	u := cpuUpdate(a, p.cfg.PinMemory)
+	u.IgnoreFailure = false
+	if a.NoCPUQuota {
+		u.SetLinuxCPUQuota(noQuota) // the kubelet sent a quota for the new limit
+	}
+	delete(p.pending, a.ID)
+	return append([]*api.ContainerUpdate{u}, p.followers(res)...), nil
+}
+
+// formatOrdered writes CPU ids in their order (not as a sorted cpuset).
+func formatOrdered(ids []int) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(id)
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseOrdered reads formatOrdered's output; anything malformed reads as
+// nothing added, so the container keeps all its CPUs as its original set.
+func parseOrdered(s string) []int {
+	if s == "" {
+		return nil
+	}
+	var ids []int
+	for _, f := range strings.Split(s, ",") {
+		id, err := strconv.Atoi(f)
+		if err != nil || id < 0 {
+			return nil
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}

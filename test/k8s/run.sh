@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# Kubernetes end-to-end suite: a private one-node cluster (etcd,
+# kube-apiserver, kube-scheduler, kubelet on a private containerd with
+# nri-cpupool), driven with kubectl. Asserts on the kubelet-made cgroups,
+# pause containers included. Run as root: make k8s-e2e (make test runs it
+# when the Kubernetes binaries are there). Binaries: $NRI_CPUPOOL_K8S_TOOLS
+# (.ci/run points it at ../shared/tools/kubernetes-v1.36.3), else built once
+# and cached.
+set -uo pipefail
+source "$(dirname "$0")/cluster.sh"
+
+PASSED=0 FAILED=0
+check() { # check WHAT ACTUAL EXPECTED
+  if [ "$2" = "$3" ]; then PASSED=$((PASSED + 1)); printf '  ok    %s (%s)\n' "$1" "$2"
+  else FAILED=$((FAILED + 1)); printf '  FAIL  %s: got "%s", want "%s"\n' "$1" "$2" "$3"; fi
+}
+check_contains() { # check_contains WHAT TEXT NEEDLE
+  case "$2" in *"$3"*) PASSED=$((PASSED + 1)); printf '  ok    %s\n' "$1" ;;
+  *) FAILED=$((FAILED + 1)); printf '  FAIL  %s: "%s" does not contain "%s"\n' "$1" "$2" "$3" ;; esac
+}
+finish() {
+  local rc=$?
+  if [ "$FAILED" -gt 0 ] || [ "$rc" -ne 0 ]; then report; fi
+  teardown
+  echo
+  echo "k8s e2e: $PASSED passed, $FAILED failed"
+  [ "$FAILED" -eq 0 ] && [ "$rc" -eq 0 ] || exit 1
+}
+trap finish EXIT
+
+# pod NAME [--annotation K=V] [--env K=V] [--request cpu=X] [--limit R=X]...:
+# a host-network busybox pod with one container "app".
+pod() {
+  local name=$1 ann="" env="" req="" lim=""; shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --annotation) ann="$ann    ${2%%=*}: \"${2#*=}\""$'\n' ;;
+      --env) env="$env      - {name: ${2%%=*}, value: \"${2#*=}\"}"$'\n' ;;
+      --request) req="$req          ${2%%=*}: \"${2#*=}\""$'\n' ;;
+      --limit) lim="$lim          ${2%%=*}: \"${2#*=}\""$'\n' ;;
+    esac
+    shift 2
+  done
+  kubectl apply -f - >/dev/null <<YAML || die "creating pod $name"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  annotations:
+    e2e: "yes"
+$ann
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: app
+    image: $IMAGE
+    imagePullPolicy: Never
+    command: ["/bin/sleep", "inf"]
+    env:
+      - {name: E2E, value: "yes"}
+$env
+    resources:
+      requests:
+$req
+      limits:
+$lim
+YAML
+}
+
+running() { kubectl wait --for=jsonpath='{.status.phase}'=Running "pod/$1" --timeout=90s >/dev/null || die "pod $1 is not Running: $(kubectl get pod "$1" -o jsonpath='{.status}')"; }
+waiting_message() { # POD: the container's waiting reason and message, once it has one
+  local i m
+  for i in $(seq 1 150); do
+    m=$(kubectl get pod "$1" -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}: {.status.containerStatuses[0].state.waiting.message}' 2>/dev/null)
+    case $m in CreateContainerError:*|RunContainerError:*) echo "$m"; return ;; esac
+    sleep 0.4
+  done
+  echo "$m"
+}
+delete_pods() { kubectl delete pod "$@" --wait=true --timeout=90s >/dev/null 2>&1 || die "deleting $*"; }
+uid_of() { kubectl get pod "$1" -o jsonpath='{.metadata.uid}'; }
+ctr_of() { crictl ps -q --label "io.kubernetes.pod.name=$1" --label io.kubernetes.container.name=app | head -1; }
+sandbox_of() { crictl pods -q --name "^$1\$" --state ready | head -1; }
+cgroup_path() { # ID: the cgroupsPath the kubelet asked for (container or sandbox)
+  crictl inspect -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1" 2>/dev/null ||
+    crictl inspectp -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1"
+}
+cpuset_of() { cat "$CGROUP_FS/cpuset$(cgroup_path "$1")/cpuset.cpus"; }
+env_of() { crictl inspect -o go-template --template '{{range .info.runtimeSpec.process.env}}{{println .}}{{end}}' "$1"; }
+node_res() { kubectl get node localhost -o jsonpath="{.status.$1.${2//./\\.}}"; }
+
+# assert_pinned POD QOS CPUS: the container and its pause container run
+# where nri-cpupool put them, in the kubelet's cgroup of the pod's QoS class.
+assert_pinned() {
+  local pod=$1 qos=$2 want=$3 ctr sb parent uid
+  running "$pod"
+  ctr=$(ctr_of "$pod"); sb=$(sandbox_of "$pod"); uid=$(uid_of "$pod")
+  parent="$KUBE_CGROUP_ROOT/kubepods/$qos/pod$uid"
+  [ "$qos" = guaranteed ] && parent="$KUBE_CGROUP_ROOT/kubepods/pod$uid"
+  check "$pod: container cgroup under the kubelet's $qos pod cgroup" "$(dirname "$(cgroup_path "$ctr")")" "$parent"
+  check "$pod: container cpuset" "$(cpuset_of "$ctr")" "$want"
+  check "$pod: pause container cgroup" "$(dirname "$(cgroup_path "$sb")")" "$parent"
+  check "$pod: pause container cpuset (infra)" "$(cpuset_of "$sb")" "$INFRA"
+  check "$pod: QoS class" "$(kubectl get pod "$pod" -o jsonpath='{.status.qosClass}' | tr 'A-Z' 'a-z')" "$qos"
+}
+
+wait_allocatable() { # N: the node's allocatable cpupool.dev/exclusive
+  local i
+  for i in $(seq 1 150); do
+    [ "$(node_res allocatable cpupool.dev/exclusive)" = "$1" ] && return 0
+    sleep 0.4
+  done
+  return 1
+}
+
+ONLINE=$(cat /sys/devices/system/cpu/online)
+LAST=$(echo "$ONLINE" | tr ',' '\n' | tail -1 | sed 's/.*-//')
+INFRA=0
+[ "$LAST" = 1 ] || INFRA=0-$((LAST - 1))
+
+cat > /tmp/nri-cpupool-k8s-dp.$$.yaml <<YAML
+isolatedCPUs: "$LAST"
+pools: {exclusive: {cpus: "$LAST"}}
+guaranteedExclusive: true
+kubelet: {devicePlugin: true}
+YAML
+# The kubelet settings nri-cpupool validate recommends for this node and config.
+"$REPO/bin/nri-cpupool" validate --config /tmp/nri-cpupool-k8s-dp.$$.yaml > /tmp/nri-cpupool-k8s-validate.$$ 2>&1
+VALIDATE=$(cat /tmp/nri-cpupool-k8s-validate.$$)
+KUBELET_EXTRA=$(sed -n 's/^    \(kubeReserved: .*\)$/\1/p' /tmp/nri-cpupool-k8s-validate.$$)
+[ -n "$KUBELET_EXTRA" ] || die "validate recommends no kubeReserved: $VALIDATE"
+setup_cluster /tmp/nri-cpupool-k8s-dp.$$.yaml
+mv /tmp/nri-cpupool-k8s-dp.$$.yaml "$W/dp.yaml"; rm -f /tmp/nri-cpupool-k8s-validate.$$
+say "machine: CPUs $ONLINE; CPU $LAST is the exclusive pool, $INFRA infra; kubelet: $KUBELET_EXTRA"
+
+# ------------------------------------------------------------------ capacity
+say "the node advertises the exclusive pool"
+wait_allocatable 1 || true
+check "capacity cpupool.dev/exclusive" "$(node_res capacity cpupool.dev/exclusive)" 1
+check "allocatable cpupool.dev/exclusive" "$(node_res allocatable cpupool.dev/exclusive)" 1
+check "allocatable cpu is infra only (validate's kubeReserved)" "$(node_res allocatable cpu)" "$(echo "$INFRA" | awk -F- '{print ($2==""?1:$2-$1+1)}')"
+
+say "Guaranteed pod under guaranteedExclusive with the device plugin on: defaultPool (no exclusive-non-isolcpus here)"
+pod guaranteed --request cpu=1 --request memory=16Mi --limit cpu=1 --limit memory=16Mi
+assert_pinned guaranteed guaranteed "$INFRA"
+delete_pods guaranteed
+
+# ------------------------------------------------------------------ resource route
+say "a pod requesting cpupool.dev/exclusive, an infra pod"
+pod excl --limit cpupool.dev/exclusive=1
+pod infra --request cpu=100m
+assert_pinned excl besteffort "$LAST"
+assert_pinned infra burstable "$INFRA"
+EXCL=$(ctr_of excl)
+TOKEN=$(env_of "$EXCL" | sed -n 's/^CPUPOOL_GRANT=//p')
+check "the kubelet passed the grant token from Allocate" "${#TOKEN}" 32
+check_contains "the container is told its CPUs" "$(env_of "$EXCL")" "CPUPOOL_CPUS=$LAST"
+
+say "a ResourceQuota on cpupool.dev/exclusive limits a namespace natively"
+kubectl apply -f - >/dev/null <<YAML || die "creating the capped namespace"
+apiVersion: v1
+kind: Namespace
+metadata: {name: capped}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: default, namespace: capped}
+automountServiceAccountToken: false
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: exclusive-cpus, namespace: capped}
+spec: {hard: {requests.cpupool.dev/exclusive: "0"}}
+YAML
+# No kube-controller-manager here: fill in the status its quota controller would.
+kubectl -n capped patch resourcequota exclusive-cpus --subresource status --type merge \
+  -p '{"status": {"hard": {"requests.cpupool.dev/exclusive": "0"}, "used": {"requests.cpupool.dev/exclusive": "0"}}}' >/dev/null
+OUT=$(kubectl -n capped run capped --image "$IMAGE" --image-pull-policy Never --restart Never \
+  --overrides '{"spec": {"hostNetwork": true, "containers": [{"name": "capped", "image": "'"$IMAGE"'", "imagePullPolicy": "Never", "command": ["/bin/sleep", "inf"], "resources": {"limits": {"cpupool.dev/exclusive": "1"}}}]}}' 2>&1)
+check_contains "a pod over its namespace's quota is refused at admission" "$OUT" "exceeded quota: exclusive-cpus"
+
+say "a pod asking for more than is free stays Pending"
+pod more --limit cpupool.dev/exclusive=1
+sleep 3
+check "more: phase" "$(kubectl get pod more -o jsonpath='{.status.phase}')" Pending
+check_contains "more: the scheduler's reason" "$(kubectl get pod more -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}')" "Insufficient cpupool.dev/exclusive"
+
+say "annotations cannot reach the exclusive pool nor forge a grant"
+pod annotated --annotation pool.cpupool.dev=exclusive --request cpu=100m
+check_contains "annotated exclusive pod is refused, saying why" "$(waiting_message annotated)" "given only through the resource"
+pod replay --env "CPUPOOL_GRANT=$TOKEN" --request cpu=100m
+check_contains "a replayed grant token is refused" "$(waiting_message replay)" "the grant belongs to container default/excl/app"
+pod guess --env CPUPOOL_GRANT=0123456789abcdef0123456789abcdef --request cpu=100m
+check_contains "a guessed grant token is refused" "$(waiting_message guess)" "unknown grant token"
+pod by-annotation --annotation "CPUPOOL_GRANT=$TOKEN" --request cpu=100m
+assert_pinned by-annotation burstable "$INFRA"
+delete_pods annotated replay guess by-annotation
+
+
+# ------------------------------------------------------------------ restarts
+say "a kubelet restart keeps the advertised capacity and moves no container"
+stop_kubelet
+start_kubelet
+wait_allocatable 1 || true
+check "allocatable after the kubelet restart" "$(node_res allocatable cpupool.dev/exclusive)" 1
+check "excl: same container" "$(ctr_of excl)" "$EXCL"
+check "excl: same CPUs" "$(cpuset_of "$EXCL")" "$LAST"
+check "more: still Pending" "$(kubectl get pod more -o jsonpath='{.status.phase}')" Pending
+
+say "a plugin restart keeps the advertised capacity and moves no container"
+REGS=$(grep -c 'registered cpupool.dev/exclusive' "$W/plugin.log")
+stop_plugin
+start_plugin "$W/dp.yaml"
+wait_for "the plugin to register again" log_grew 'registered cpupool.dev/exclusive' "$REGS"
+wait_allocatable 1 || true
+check "allocatable after the plugin restart" "$(node_res allocatable cpupool.dev/exclusive)" 1
+check "excl: same container" "$(ctr_of excl)" "$EXCL"
+check "excl: same CPUs" "$(cpuset_of "$EXCL")" "$LAST"
+check "infra: same CPUs" "$(cpuset_of "$(ctr_of infra)")" "$INFRA"
+check "more: still Pending" "$(kubectl get pod more -o jsonpath='{.status.phase}')" Pending
+
+say "a deleted pod gives its capacity back"
+delete_pods excl
+assert_pinned more besteffort "$LAST"
+delete_pods more infra
+
+# ------------------------------------------------------------------ annotation route
+say "without the device plugin: annotated exclusive pod, Guaranteed pod with guaranteedExclusive"
+cat > "$W/annotations.yaml" <<YAML
+isolatedCPUs: "$LAST"
+pools: {exclusive: {cpus: "$LAST"}}
+guaranteedExclusive: true
+YAML
+stop_plugin
+start_plugin "$W/annotations.yaml"
+pod annotated --annotation pool.cpupool.dev=exclusive --request cpu=1
+assert_pinned annotated burstable "$LAST"
+delete_pods annotated
+pod guaranteed --request cpu=1 --request memory=16Mi --limit cpu=1 --limit memory=16Mi
+assert_pinned guaranteed guaranteed "$LAST"
+delete_pods guaranteed
+
+say "shared and infra pods"
+cat > "$W/shared.yaml" <<YAML
+isolatedCPUs: "$LAST"
+pools: {shared: {cpus: "$LAST"}}
+YAML
+stop_plugin
+start_plugin "$W/shared.yaml"
+pod shared --annotation pool.cpupool.dev=shared --request cpu=100m
+pod infra --request cpu=100m
+assert_pinned shared burstable "$LAST"
+assert_pinned infra burstable "$INFRA"
+pod besteffort
+assert_pinned besteffort besteffort "$INFRA"
+delete_pods shared infra besteffort
