@@ -47,7 +47,7 @@ packaging: build $(NFPM)
 	NFPM=$(NFPM) bash test/packaging.sh
 
 e2e: build
-	bash test/e2e/run.sh
+	bash test/e2e/e2e.sh
 
 # The focused end-to-end set in VMs with NUMA nodes, SMT siblings, kernel
 # isolcpus and cgroup v2 (and v1); skips with its reason where qemu cannot run.

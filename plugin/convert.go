@@ -80,12 +80,33 @@ func (p *Plugin) toContainer(pod *api.PodSandbox, ctr *api.Container) allocator.
 	return allocator.Container{
 		ID:          ctr.GetId(),
 		Pod:         allocator.PodRef{Namespace: pod.GetNamespace(), Name: pod.GetName(), UID: pod.GetUid()},
-		Name:        ctr.GetName(),
+		Name:        containerName(ctr),
 		Annotations: pod.GetAnnotations(),
 		QoS:         qosClass(pod),
 		MilliCPU:    milliCPU(ctr),
 		DeviceNUMA:  deviceNUMA(p.cfg.SysfsRoot, ctr),
 	}
+}
+
+// containerNameLabel is the label the kubelet sets to the container's name.
+// CRI-O takes the NRI container name from it rather than from the CRI
+// metadata, so a container created without it (by hand, with crictl) has an
+// empty name there.
+const containerNameLabel = "io.kubernetes.container.name"
+
+// containerName is the container's name within its pod, as the kubelet knows
+// it: it keys the CPUs remembered for a restart, so it must not be empty.
+// Without a name or the label, the container's id stands in (such a
+// container is not recognized when it restarts, but never mistaken for
+// another).
+func containerName(ctr *api.Container) string {
+	if n := ctr.GetName(); n != "" {
+		return n
+	}
+	if n := ctr.GetLabels()[containerNameLabel]; n != "" {
+		return n
+	}
+	return "id-" + ctr.GetId()
 }
 
 // currentCPUs is the cpuset the runtime reports for a container.

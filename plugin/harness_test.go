@@ -146,6 +146,8 @@ type podSpec struct {
 	annotations          map[string]string
 	// unified and systemd change the sandbox cgroup layout.
 	systemd bool
+	// crio lays cgroups out as CRI-O does with cgroupfs: <parent>/crio-<id>.
+	crio bool
 }
 
 // runPod creates a pod sandbox with a cgroup, as the runtime would.
@@ -161,6 +163,9 @@ func (f *fakeRuntime) runPod(spec podSpec) *api.PodSandbox {
 		parent = "/kubepods/" + spec.qos + "/pod" + uid
 	}
 	cgroupsPath := parent + "/" + id
+	if spec.crio {
+		cgroupsPath = parent + "/crio-" + id
+	}
 	dir := cgroupsPath
 	if spec.systemd {
 		parent = "kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
@@ -328,7 +333,7 @@ type testNode struct {
 	config  string
 }
 
-func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string) *runningPlugin {
+func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string, opts ...func(*Plugin)) *runningPlugin {
 	t.Helper()
 	cfg, err := config.Parse(strings.NewReader(node.config), "test config")
 	require.NoError(t, err)
@@ -345,6 +350,12 @@ func startPlugin(t testing.TB, f *fakeRuntime, node testNode, stateFile string) 
 	}
 	p, err := New(cfg, topo, NewFileStore(stateFile), log)
 	require.NoError(t, err)
+	// The fake runtime embeds this module's NRI (go.mod), which fixed
+	// containerd/nri#301; test binaries do not report it in their build info.
+	p.assumeNRIVersion = "v0.12.5"
+	for _, o := range opts {
+		o(p)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rp.p, rp.cancel = p, cancel
 	before := f.syncCount()

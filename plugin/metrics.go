@@ -44,7 +44,14 @@ type metrics struct {
 	members  *prometheus.Desc
 	held     *prometheus.Desc
 	refused  *prometheus.CounterVec
-	resizes  *prometheus.CounterVec
+	// synchronized counts Synchronize calls: 1 after the first registration,
+	// one more after each reconnect (a runtime restart).
+	synchronized prometheus.Counter
+	runtime      *prometheus.Desc
+	// connected is the runtime of the last Configure, published like the
+	// usage: scrapes read it without the plugin's lock.
+	connected atomic.Pointer[runtimeInfo]
+	resizes   *prometheus.CounterVec
 	// handlers times every NRI handler (see instrumented).
 	handlers *prometheus.HistogramVec
 }
@@ -70,6 +77,13 @@ func newMetrics(usage usageSource) *metrics {
 			Name: "cpupool_refused_containers_total",
 			Help: "Container creations refused, by reason (annotation, grant, placement, state).",
 		}, []string{"reason"}),
+		synchronized: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cpupool_runtime_synchronizations_total",
+			Help: "Times the runtime synchronized the plugin: at registration and after every reconnect.",
+		}),
+		runtime: prometheus.NewDesc("cpupool_runtime_info",
+			"The connected runtime, the NRI version it embeds, and whether the plugin sends updates on its own (NRI >= "+minNRIForPluginUpdates+") or only in replies.",
+			[]string{"runtime", "version", "nri_version", "plugin_updates"}, nil),
 		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_resizes_total",
 			Help: "In-place resizes (CPU request changes) by pool and result (grown, shrunk, unchanged, refused).",
@@ -90,8 +104,10 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.poolCPUs
 	ch <- m.freeCPUs
 	ch <- m.members
+	ch <- m.runtime
 	ch <- m.held
 	m.refused.Describe(ch)
+	m.synchronized.Describe(ch)
 	m.resizes.Describe(ch)
 	m.handlers.Describe(ch)
 }
@@ -106,7 +122,15 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.held, prometheus.GaugeValue, float64(u.Held.Size()), u.Pool)
 		}
 	}
+	if rt := m.connected.Load(); rt != nil {
+		mode := "replies-only"
+		if rt.pluginUpdatesSafe() {
+			mode = "unsolicited"
+		}
+		ch <- prometheus.MustNewConstMetric(m.runtime, prometheus.GaugeValue, 1, rt.name, rt.version, rt.nriVersion, mode)
+	}
 	m.refused.Collect(ch)
+	m.synchronized.Collect(ch)
 	m.resizes.Collect(ch)
 	m.handlers.Collect(ch)
 }

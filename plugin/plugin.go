@@ -62,6 +62,14 @@ type Plugin struct {
 	// updater sends unsolicited updates on the current connection; nil
 	// while disconnected.
 	updater func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+	// runtime is what the connected runtime said about itself; it decides
+	// whether updater may be used at all.
+	runtime runtimeInfo
+	// nriVersion reports the runtime's NRI version on the current
+	// connection (the NRI stub's view); set by Run. assumeNRIVersion, if
+	// set, replaces it (tests play old runtimes with today's NRI library).
+	nriVersion       func() string
+	assumeNRIVersion string
 	// grants are the kubelet's allocations of cpupool.dev/exclusive;
 	// changed tells the device plugin to re-read the devices.
 	grants  *grants
@@ -137,7 +145,21 @@ func (p *Plugin) configure(cfg *config.Config) error {
 func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api.EventMask, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.log.Infof("connected to %s %s", runtime, version)
+	p.runtime = runtimeInfo{name: runtime, version: version, nriVersion: api.UnknownVersion}
+	switch {
+	case p.assumeNRIVersion != "":
+		p.runtime.nriVersion = p.assumeNRIVersion
+	case p.nriVersion != nil:
+		p.runtime.nriVersion = p.nriVersion()
+	}
+	if p.runtime.pluginUpdatesSafe() {
+		p.log.Infof("connected to %s %s (NRI %s)", runtime, version, p.runtime.nriVersion)
+	} else {
+		p.log.Infof("connected to %s %s (NRI %s, before %s): updates after a removal wait for the next container event (containerd/nri#301)",
+			runtime, version, p.runtime.nriVersion, minNRIForPluginUpdates)
+	}
+	connected := p.runtime
+	p.metrics.connected.Store(&connected)
 	if strings.TrimSpace(cfg) != "" {
 		parsed, err := config.Parse(strings.NewReader(cfg), "NRI plugin config")
 		if err != nil {
@@ -202,6 +224,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 		return nil, err
 	}
 	p.pinSandboxes()
+	p.metrics.synchronized.Inc()
 	p.log.Infof("synchronized: %d containers kept, %d placed, %d forgotten, %d CPU sets held for stopped containers, %d updates",
 		len(known), len(unknown), p.countForgotten(remembered.Containers), len(p.memory.Held), len(updates))
 	return updates, nil
@@ -587,6 +610,10 @@ func (p *Plugin) takePending() []*api.ContainerUpdate {
 // deferFollowers records side effects of a handler that cannot return
 // updates and sends them once the handler has returned: calling
 // UpdateContainers inside a handler would deadlock on the runtime's lock.
+// On runtimes whose NRI can deadlock on any plugin-initiated update, they
+// wait for the next reply instead. That is safe because a removal only
+// ever grows the pools the updates concern: until then their members run
+// on a subset of their pool, never on CPUs given to someone else.
 func (p *Plugin) deferFollowers(res allocator.Result) {
 	for _, u := range res.Updates {
 		p.pending[u.ID] = true
@@ -595,6 +622,10 @@ func (p *Plugin) deferFollowers(res allocator.Result) {
 		p.pinSandboxes()
 	}
 	if len(p.pending) == 0 {
+		return
+	}
+	if !p.runtime.pluginUpdatesSafe() {
+		p.log.Debugf("%d container updates wait for the next reply (runtime NRI %s)", len(p.pending), p.runtime.nriVersion)
 		return
 	}
 	go func() {
@@ -640,7 +671,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		if override && !p.overrode[a.ID] {
 			p.overrode[a.ID] = true
 			p.log.Warnf("container %s/%s/%s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
-				pod.GetNamespace(), pod.GetName(), ctr.GetName(), a.CPUs, a.Pool, want)
+				pod.GetNamespace(), pod.GetName(), containerName(ctr), a.CPUs, a.Pool, want)
 		}
 	}
 	if !override && !quota {

@@ -266,7 +266,7 @@ func TestDevicesFromTheRuntimeSteerPlacement(t *testing.T) {
 // grown infra right after them.
 func TestRemovalWithoutStopStillUpdatesFollowers(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	startPlugin(t, f, desktop, statePath(f))
+	startPlugin(t, f, desktop, statePath(f), func(p *Plugin) { p.assumeNRIVersion = "v0.12.3" })
 	web := f.runPod(podSpec{name: "web", qos: "burstable"})
 	app, _, err := f.createContainer(web, "app", 500)
 	require.NoError(t, err)

@@ -70,6 +70,7 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		if err != nil {
 			return fmt.Errorf("creating NRI stub: %w", err)
 		}
+		p.setNRIVersion(s.RuntimeNRIVersion)
 		if err = s.Start(ctx); err == nil {
 			p.setUpdater(s.UpdateContainers)
 			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", p.cfg.PluginIndex, PluginName)))
@@ -109,4 +110,12 @@ func (p *Plugin) setUpdater(f func([]*api.ContainerUpdate) ([]*api.ContainerUpda
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.updater = f
+}
+
+// setNRIVersion sets where Configure learns the runtime's NRI version: the
+// stub knows it before it calls Configure.
+func (p *Plugin) setNRIVersion(f func() string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nriVersion = f
 }

@@ -15,8 +15,10 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// errNoCgroup means the sandbox has no cgroup of its own (CRI-O with
-// drop_infra_ctr, or a sandbox already gone); there is nothing to pin.
+// errNoCgroup means the sandbox has no cgroup of its own (a sandbox already
+// gone, a runtime that creates none); there is nothing to pin. CRI-O's pods
+// without an infra container (drop_infra_ctr) do have one, empty, and it is
+// pinned like any other.
 var errNoCgroup = errors.New("sandbox has no cgroup")
 
 // cgroupPinner writes cpusets into pod sandbox cgroups below a root, on the

@@ -1,4 +1,4 @@
-# Shared by test/e2e/run.sh and test/e2e/demo.sh: installs the runtime pieces,
+# Shared by test/e2e/demo.sh and test/e2e/tools.sh: installs the runtime pieces,
 # starts a private containerd with NRI and nri-cpupool, drives pods with
 # crictl, and tears everything down. Facts it relies on: shared/RUNTIME-NOTES.md.
 # shellcheck shell=bash

@@ -255,3 +255,78 @@ assert_pinned infra burstable "$INFRA"
 pod besteffort
 assert_pinned besteffort besteffort "$INFRA"
 delete_pods shared infra besteffort
+
+# ------------------------------------------------------------------ DaemonSet
+# deploy/kubernetes/nri-cpupool.yaml with this cluster's paths. This cluster
+# runs no kube-controller-manager, so the suite does the DaemonSet
+# controller's one job here: it creates the pod from the DaemonSet's own
+# template (as stored and defaulted by the API server) on this node.
+say "the plugin as a DaemonSet pod pins other pods, survives its own restarts, and its metrics answer"
+stop_plugin
+DS_IMAGE=ghcr.io/cpupool/nri-cpupool:e2e
+(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$W/nri-cpupool-static" ./cmd/nri-cpupool &&
+  go run ./tools/mkimage -plugin "$W/nri-cpupool-static" -name "$DS_IMAGE" -out "$W/plugin-image.tar") || die "building the plugin image"
+"$E2E_TOOLS/ctr" --address "$W/containerd.sock" -n k8s.io images import "$W/plugin-image.tar" >/dev/null || die "importing the plugin image"
+METRICS_PORT=$(free_port)
+mkdir -p "$W/ds-state"
+sed -e "s|ghcr.io/cpupool/nri-cpupool:dev|$DS_IMAGE|" -e "s|9464|$METRICS_PORT|g" \
+    -e "s|{path: /var/run/nri, |{path: $W, |" -e "s|{path: /var/lib/nri-cpupool, |{path: $W/ds-state, |" \
+    -e "s|{path: /sys/fs/cgroup, |{path: $CGROUP_FS, |" \
+    -e "s|^    sandboxAffinity: false\$|    sandboxAffinity: false\n    isolatedCPUs: \"$LAST\"\n    pools: {exclusive: {cpus: \"$LAST\"}}|" \
+    "$REPO/deploy/kubernetes/nri-cpupool.yaml" > "$W/ds.yaml"
+kubectl apply -f "$W/ds.yaml" >/dev/null || die "applying the DaemonSet manifest"
+ds_pod() { # NAME: the DaemonSet's pod template as a pod on this node
+  kubectl -n nri-cpupool get daemonset nri-cpupool -o json | python3 -c '
+import json, sys
+ds = json.load(sys.stdin)
+t = ds["spec"]["template"]
+pod = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": sys.argv[1], "namespace": "nri-cpupool", "labels": t["metadata"]["labels"],
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nri-cpupool",
+                                         "uid": ds["metadata"]["uid"], "controller": True}]},
+       "spec": dict(t["spec"], nodeName="localhost")}
+print(json.dumps(pod))' "$1" | kubectl apply -f - >/dev/null || die "creating the DaemonSet pod $1"
+  kubectl -n nri-cpupool wait --for=condition=Ready "pod/$1" --timeout=120s >/dev/null ||
+    die "DaemonSet pod $1 not Ready: $(kubectl -n nri-cpupool get pod "$1" -o jsonpath='{.status}')"
+}
+metrics_answer() { # (not curl | grep -q: with pipefail, grep's early exit fails curl)
+  local m
+  m=$(curl -sf "http://127.0.0.1:$METRICS_PORT/metrics") && grep -q '^cpupool_pool_cpus{pool="infra"}' <<<"$m"
+}
+ds_pod nri-cpupool-localhost
+wait_for "the DaemonSet pod's metrics" metrics_answer
+check "DaemonSet pod: metrics answer on the node's loopback" "$(metrics_answer && echo yes)" yes
+DS_CTR=$(crictl ps -q --label io.kubernetes.pod.namespace=nri-cpupool | head -1)
+check "DaemonSet pod: no capabilities, no new privileges, read-only root" "$(crictl inspect -o json "$DS_CTR" | python3 -c '
+import json, sys
+spec = json.load(sys.stdin)["info"]["runtimeSpec"]
+caps = spec["process"].get("capabilities", {})
+print(len(caps.get("effective", [])), len(caps.get("bounding", [])), spec["process"].get("noNewPrivileges", False), spec["root"].get("readonly", False))')" "0 0 True True"
+pod dsexcl --annotation pool.cpupool.dev=exclusive --request cpu=500m
+pod dsinfra --request cpu=100m
+assert_pinned dsexcl burstable "$LAST"
+assert_pinned dsinfra burstable "$INFRA"
+check "DaemonSet pod: itself confined to infra" "$(cpuset_of "$DS_CTR")" "$INFRA"
+DSEXCL=$(ctr_of dsexcl) DSINFRA=$(ctr_of dsinfra)
+
+say "the DaemonSet pod's container is restarted by the kubelet"
+crictl stop "$DS_CTR" >/dev/null || die "stopping the plugin's container"
+wait_for "the kubelet to restart the plugin's container" sh -c \
+  "[ \"\$(kubectl -n nri-cpupool get pod nri-cpupool-localhost -o jsonpath='{.status.containerStatuses[0].restartCount}')\" -ge 1 ]"
+wait_for "the restarted plugin's metrics" metrics_answer
+check "dsexcl: same container" "$(ctr_of dsexcl)" "$DSEXCL"
+check "dsexcl: same CPUs" "$(cpuset_of "$DSEXCL")" "$LAST"
+check "dsinfra: same CPUs" "$(cpuset_of "$DSINFRA")" "$INFRA"
+
+say "the DaemonSet pod is deleted and created again (a rollout)"
+kubectl -n nri-cpupool delete pod nri-cpupool-localhost --wait=true --timeout=90s >/dev/null || die "deleting the DaemonSet pod"
+check "metrics gone with the pod" "$(metrics_answer && echo yes || echo no)" no
+ds_pod nri-cpupool-localhost
+wait_for "the new DaemonSet pod's metrics" metrics_answer
+check "dsexcl: same container after the rollout" "$(ctr_of dsexcl)" "$DSEXCL"
+check "dsexcl: same CPUs after the rollout" "$(cpuset_of "$DSEXCL")" "$LAST"
+check "dsinfra: same CPUs after the rollout" "$(cpuset_of "$DSINFRA")" "$INFRA"
+pod dsexcl2 --annotation pool.cpupool.dev=exclusive --request cpu=100m
+check_contains "a second exclusive pod is refused: the restarted plugin remembers the first" "$(waiting_message dsexcl2)" "pool exclusive cannot fit"
+delete_pods dsexcl dsexcl2 dsinfra
+kubectl delete -f "$W/ds.yaml" --wait=true --timeout=90s >/dev/null 2>&1 || true

@@ -99,7 +99,9 @@ func buildBusybox(busyboxPath, name, out string) error {
 	for _, a := range applets {
 		entries = append(entries, symlink("bin/"+a, "busybox"))
 	}
-	return writeImage(entries, map[string]any{"Entrypoint": []string{"/bin/sleep", "inf"}, "Env": []string{"PATH=/bin"}}, name, out)
+	// sleep as PID 1 ignores SIGTERM: without SIGKILL every stop would wait
+	// out the runtime's whole timeout.
+	return writeImage(entries, map[string]any{"Entrypoint": []string{"/bin/sleep", "inf"}, "Env": []string{"PATH=/bin"}, "StopSignal": "SIGKILL"}, name, out)
 }
 
 // buildPlugin: the static nri-cpupool binary as /usr/bin/nri-cpupool, run
