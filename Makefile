@@ -36,6 +36,7 @@ build:
 test: lint unit packaging
 ifeq ($(RUN_E2E),yes)
 	$(MAKE) e2e
+	$(MAKE) e2e-vm
 ifeq ($(HAVE_K8S),yes)
 	$(MAKE) k8s-e2e
 else
@@ -77,6 +78,11 @@ packaging: build $(NFPM)
 
 e2e: build
 	bash test/e2e/e2e.sh
+
+# The focused end-to-end set in VMs with NUMA nodes, SMT siblings, kernel
+# isolcpus and cgroup v2 (and v1); skips with its reason where qemu cannot run.
+e2e-vm: build
+	bash test/vm/e2e.sh
 
 # A private one-node Kubernetes cluster with this plugin (test/k8s).
 k8s-e2e: build

@@ -66,7 +66,8 @@ start_runtime() {
   export PATH="$TOOLS:$PATH"
   export CONTAINER_RUNTIME_ENDPOINT="unix://$W/containerd.sock" IMAGE_SERVICE_ENDPOINT="unix://$W/containerd.sock"
   export CRI_CONFIG_FILE="$W/crictl.yaml"
-  printf 'runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 30\n' "$CONTAINER_RUNTIME_ENDPOINT" "$IMAGE_SERVICE_ENDPOINT" > "$CRI_CONFIG_FILE"
+  printf 'runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: %s\n' "$CONTAINER_RUNTIME_ENDPOINT" "$IMAGE_SERVICE_ENDPOINT" \
+    "${E2E_CRICTL_TIMEOUT:-30}" > "$CRI_CONFIG_FILE"
   cat > "$W/containerd.toml" <<TOML
 version = 3
 root = "$W/root"
@@ -92,8 +93,11 @@ state = "$W/state"
 TOML
   launch_containerd
   say "importing the busybox image"
-  (cd "$REPO" && go run ./tools/mkimage -busybox /bin/busybox -name "$IMAGE" -out "$W/busybox.tar")
-  ctr --address "$W/containerd.sock" -n k8s.io images import "$W/busybox.tar" >/dev/null
+  # E2E_IMAGE_TAR: an image archive built beforehand (test/vm builds it on the
+  # host, because the VM's root is read-only and compiling there is slow).
+  local tar=${E2E_IMAGE_TAR:-$W/busybox.tar}
+  [ -n "${E2E_IMAGE_TAR:-}" ] || (cd "$REPO" && go run ./tools/mkimage -busybox /bin/busybox -name "$IMAGE" -out "$tar")
+  ctr --address "$W/containerd.sock" -n k8s.io images import "$tar" >/dev/null
 }
 
 launch_containerd() {

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# The focused end-to-end set for a real kernel. It runs INSIDE a VM of shape
+# `prod` (test/vm/shapes.sh: 2 sockets x 2 cores x 2 threads, NUMA node 0 =
+# CPUs 0-3, node 1 = CPUs 4-7, isolcpus 2-3,6-7), on cgroup v2 or v1, with a
+# real containerd, runc and crictl (test/e2e/lib.sh) and bin/nri-cpupool.
+# test/vm/e2e.sh prepares the tools on the host and boots the VMs; by hand:
+#   test/vm/vm.sh --shape prod --cgroup v2 --env E2E_IMAGE_TAR=... -- bash test/vm/scenarios.sh
+# Nothing here overrides isolatedCPUs: the pools come from the kernel's own
+# isolated CPUs, SMT siblings and NUMA nodes.
+#   E2E_VM_SET=full (default) runs everything; quick stops after the first
+#   exclusive container (test/vm/e2e.sh uses it for cgroup v1, to stay in time
+#   under emulation).
+set -uo pipefail
+source "$(dirname "$0")/../e2e/lib.sh"
+
+PASSED=0 FAILED=0
+check() { # check WHAT ACTUAL EXPECTED
+  if [ "$2" = "$3" ]; then PASSED=$((PASSED + 1)); printf '  ok    %s (%s)\n' "$1" "$2"
+  else FAILED=$((FAILED + 1)); printf '  FAIL  %s: got "%s", want "%s"\n' "$1" "$2" "$3"; fi
+}
+check_contains() { # check_contains WHAT TEXT NEEDLE
+  case "$2" in *"$3"*) PASSED=$((PASSED + 1)); printf '  ok    %s\n' "$1" ;;
+  *) FAILED=$((FAILED + 1)); printf '  FAIL  %s: "%s" does not contain "%s"\n' "$1" "$2" "$3" ;; esac
+}
+
+finish() {
+  local rc=$?
+  if [ "$FAILED" -gt 0 ] || [ "$rc" -ne 0 ]; then report; fi
+  teardown
+  echo
+  echo "e2e-vm ($VM_SHAPE, cgroup $VM_CGROUP): $PASSED passed, $FAILED failed"
+  [ "$FAILED" -eq 0 ] && [ "$rc" -eq 0 ] || exit 1
+}
+
+# The numbers below are this shape's; another shape needs its own expectations.
+[ "${VM_SHAPE:-}" = prod ] || die "run inside a VM of shape prod (test/vm/e2e.sh), not VM_SHAPE='${VM_SHAPE:-}'"
+need_root_linux
+trap finish EXIT
+
+SET=${E2E_VM_SET:-full}
+case "$SET" in full|quick) ;; *) die "E2E_VM_SET=$SET: want full or quick" ;; esac
+# Section headers carry the seconds since the start: emulation is slow, and
+# this shows where the time goes.
+section() { say "[$SECONDS s] $*"; }
+
+ISOLATED=2-3,6-7 INFRA=0-1,4-5 RESERVED=0-1 LENDABLE=4-5
+BIN=$REPO/bin/nri-cpupool
+
+# cpu_list_expand LIST: one CPU per line.
+cpu_list_expand() {
+  local part
+  for part in ${1//,/ }; do
+    case "$part" in *-*) seq "${part%-*}" "${part#*-}" ;; *) echo "$part" ;; esac
+  done
+}
+# nodes_of LIST: the NUMA nodes of the CPUs in LIST, as a kernel list ("0", "0-1").
+nodes_of() {
+  local c
+  for c in $(cpu_list_expand "$1"); do
+    ls -d /sys/devices/system/cpu/cpu"$c"/node* | sed 's/.*node//'
+  done | sort -nu | awk 'NR == 1 {s = p = $1; next} $1 == p + 1 {p = $1; next}
+    {printf "%s%s,", s, (p > s ? "-" p : ""); s = p = $1} END {if (NR) printf "%s%s\n", s, (p > s ? "-" p : "")}'
+}
+siblings_of() { cat "/sys/devices/system/cpu/cpu$1/topology/thread_siblings_list"; }
+effective_cpus_of() {
+  local d; d=$(cgroup_of "$1")
+  cat "$d/cpuset.cpus.effective" 2>/dev/null || cat "$d/cpuset.effective_cpus"
+}
+
+# ------------------------------------------------------------- the machine
+section "the kernel: isolated CPUs, SMT siblings, NUMA nodes, cgroup $VM_CGROUP"
+check "kernel isolated CPUs (isolcpus=)" "$(cat /sys/devices/system/cpu/isolated)" "$ISOLATED"
+check "SMT siblings of CPU 2" "$(siblings_of 2)" "2-3"
+check "SMT siblings of CPU 7" "$(siblings_of 7)" "6-7"
+check "NUMA nodes of CPUs 0-3 / 4-7" "$(nodes_of 0-3)/$(nodes_of 4-7)" "0/1"
+FSTYPE=$(stat -fc %T /sys/fs/cgroup)
+if [ "$VM_CGROUP" = v2 ]; then check "cgroup v2 on /sys/fs/cgroup" "$FSTYPE" "cgroup2fs"
+else check "cgroup v1: /sys/fs/cgroup/cpuset" "$(stat -fc %T /sys/fs/cgroup/cpuset)" "cgroupfs"; fi
+
+cat > /tmp/kernel.yaml <<YAML
+# No isolatedCPUs: the exclusive pool is every CPU the kernel isolated.
+reservedCPUs: "$RESERVED"
+pools:
+  exclusive-non-isolcpus: {enabled: true}
+metricsAddress: "127.0.0.1:19464"
+YAML
+
+section "topology and validate on the real topology"
+TOPO=$("$BIN" topology)
+check "topology: CPUs" "$(echo "$TOPO" | head -1)" "CPUs: 8 online (0-7), offline: none, isolated: $ISOLATED (from sysfs)"
+check_contains "topology: sockets and NUMA nodes" "$TOPO" "Sockets: 2   NUMA nodes: 2"
+check_contains "topology: cores and threads" "$TOPO" "cores: 4   threads per core: 2   SMT active: true"
+check_contains "topology: NUMA distances" "$TOPO" "[10 20]"
+JSON=$("$BIN" topology --json --config /tmp/kernel.yaml | tr -d ' \n')
+check_contains "topology --json: isolated from sysfs" "$JSON" '"isolated":"2-3,6-7","isolatedSource":"sysfs"'
+check_contains "topology --json: node 1 distances" "$JSON" '"id":1,"cpus":"4-7","distance":[20,10]'
+check_contains "topology --json: CPU 6 on socket 1, node 1, siblings 6-7" "$JSON" '{"id":6,"online":true,"isolated":true,"socket":1,"die":0,"numa":1'
+check "pools: exclusive = the kernel's isolated CPUs" "$(pool_of /tmp/kernel.yaml exclusive)" "$ISOLATED"
+check "pools: infra" "$(pool_of /tmp/kernel.yaml infra)" "$INFRA"
+check "pools: exclusive-non-isolcpus lends" "$(pool_of /tmp/kernel.yaml exclusive-non-isolcpus)" "$LENDABLE"
+OUT=$("$BIN" validate --config /tmp/kernel.yaml 2>&1); RC=$?
+check "validate: exit status" "$RC" "0"
+check_contains "validate: summary" "$OUT" "valid for this node (8 online CPUs, 2 NUMA nodes), 0 warning(s)"
+printf 'pools:\n  exclusive: {cpus: "1-2,9"}\n' > /tmp/bad.yaml
+OUT=$("$BIN" validate --config /tmp/bad.yaml 2>&1); RC=$?
+check "validate bad config: exit status" "$RC" "1"
+check_contains "validate: a CPU the VM does not have" "$OUT" "pools.exclusive.cpus: CPUs 9 do not exist on this node (present: 0-7)"
+check_contains "validate: a pool that splits real SMT siblings" "$OUT" "splits the hyperthreads of cores with CPUs 1-2"
+check_contains "validate: isolated CPUs left to infra" "$OUT" "isolated CPUs 3,6-7 are in neither exclusive nor shared"
+
+# ------------------------------------------------------------- containers
+start_runtime
+start_plugin /tmp/kernel.yaml
+
+section "infra containers and pinned sandboxes in $VM_CGROUP cgroups"
+WEB=$(run_pod web default burstable) || die "run pod web"
+WEB_APP=$(create_ctr "$WEB" web app 500) || die "create web/app"
+if [ "$VM_CGROUP" = v2 ]; then
+  check "the container's cgroup is a v2 cgroup" "$(cat "$(cgroup_of "$WEB_APP")/cgroup.type")" "domain"
+fi
+check "infra container cpuset" "$(cpus_of "$WEB_APP")" "$INFRA"
+check "infra container cpuset.mems (both nodes)" "$(mems_of "$WEB_APP")" "0-1"
+check "infra process Cpus_allowed_list" "$(allowed_of "$WEB_APP")" "$INFRA"
+check "sandbox cgroup pinned to infra" "$(cpus_of "$WEB")" "$INFRA"
+check "sandbox cgroup effective cpuset" "$(effective_cpus_of "$WEB")" "$INFRA"
+check "pause process Cpus_allowed_list" "$(allowed_of "$WEB")" "$INFRA"
+
+section "exclusive containers on whole cores, memory on their own NUMA node"
+A=$(run_pod dpdk-a telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod dpdk-a"
+A_C=$(create_ctr "$A" dpdk-a fwd 2000) || die "create dpdk-a/fwd"
+B=$(run_pod dpdk-b telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod dpdk-b"
+B_C=$(create_ctr "$B" dpdk-b fwd 2000) || die "create dpdk-b/fwd"
+A_CPUS=$(cpus_of "$A_C") B_CPUS=$(cpus_of "$B_C")
+check "exclusive A: one whole core (its SMT siblings)" "$A_CPUS" "$(siblings_of "${A_CPUS%%[-,]*}")"
+check "exclusive B: one whole core (its SMT siblings)" "$B_CPUS" "$(siblings_of "${B_CPUS%%[-,]*}")"
+check "exclusive A and B: the two isolated cores" "$(printf '%s\n' "$A_CPUS" "$B_CPUS" | sort | paste -sd,)" "$ISOLATED"
+check "exclusive A cpuset.mems = its node" "$(mems_of "$A_C")" "$(nodes_of "$A_CPUS")"
+check "exclusive B cpuset.mems = its node" "$(mems_of "$B_C")" "$(nodes_of "$B_CPUS")"
+check "exclusive A effective cpuset" "$(effective_cpus_of "$A_C")" "$A_CPUS"
+check "exclusive A Cpus_allowed_list" "$(allowed_of "$A_C")" "$A_CPUS"
+check "exclusive B Cpus_allowed_list" "$(allowed_of "$B_C")" "$B_CPUS"
+check "exclusive B Mems_allowed_list" "$(awk '/^Mems_allowed_list/ {print $2}' "/proc/$(pid_of "$B_C")/status")" "$(nodes_of "$B_CPUS")"
+check "CPUPOOL_CPUS/MEMS in container A" "$(crictl exec "$A_C" /bin/sh -c 'echo $CPUPOOL_CPUS:$CPUPOOL_MEMS')" "$A_CPUS:$(nodes_of "$A_CPUS")"
+check "exclusive pod's sandbox on infra" "$(cpus_of "$A")" "$INFRA"
+check_contains "metrics over lo: no free exclusive CPU" "$(metrics)" 'cpupool_pool_free_cpus{pool="exclusive"} 0'
+
+if [ "$SET" = quick ]; then section "quick set: done"; exit 0; fi
+
+section "a container spanning both NUMA nodes"
+crictl rmp -f "$A" "$B" >/dev/null
+SPAN=$(run_pod span telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod span"
+SPAN_C=$(create_ctr "$SPAN" span big 4000) || die "create span/big"
+check "spanning container cpuset" "$(cpus_of "$SPAN_C")" "$ISOLATED"
+check "spanning container cpuset.mems" "$(mems_of "$SPAN_C")" "0-1"
+check "spanning container Cpus_allowed_list" "$(allowed_of "$SPAN_C")" "$ISOLATED"
+crictl rmp -f "$SPAN" >/dev/null
+
+section "infra shrinks while an exclusive-non-isolcpus container runs, and grows back"
+ENI=$(run_pod eni telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod eni"
+ENI_C=$(create_ctr "$ENI" eni c 2000) || die "create eni/c"
+check "exclusive-non-isolcpus container: the lendable core" "$(cpus_of "$ENI_C")" "$LENDABLE"
+check "exclusive-non-isolcpus cpuset.mems" "$(mems_of "$ENI_C")" "$(nodes_of "$LENDABLE")"
+check "infra container shrank" "$(cpus_of "$WEB_APP")" "$RESERVED"
+check "infra container cpuset.mems followed" "$(mems_of "$WEB_APP")" "$(nodes_of "$RESERVED")"
+check "infra process followed" "$(allowed_of "$WEB_APP")" "$RESERVED"
+check "sandbox cgroup followed" "$(cpus_of "$WEB")" "$RESERVED"
+check "pause process followed" "$(allowed_of "$WEB")" "$RESERVED"
+check_contains "metrics: infra has 2 CPUs" "$(metrics)" 'cpupool_pool_cpus{pool="infra"} 2'
+crictl stopp "$ENI" >/dev/null && crictl rmp "$ENI" >/dev/null
+# The grow-back update follows the removal (sent after the handler returns).
+check "infra container grew back" "$(wait_cpus "$WEB_APP" "$INFRA")" "$INFRA"
+check "infra container cpuset.mems grew back" "$(mems_of "$WEB_APP")" "0-1"
+check "infra process grew back" "$(allowed_of "$WEB_APP")" "$INFRA"
+check "sandbox cgroup grew back" "$(wait_cpus "$WEB" "$INFRA")" "$INFRA"
