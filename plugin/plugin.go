@@ -124,6 +124,9 @@ func (p *Plugin) loadState() error {
 	}
 	p.memory, p.loaded = st, true
 	p.writer.start(p.store)
+	if st.MigratedFrom != 0 {
+		p.log.Infof("state: %s is schema version %d; migrated to %d, rewritten at the next write", p.cfg.StateFile, st.MigratedFrom, SchemaVersion)
+	}
 	p.log.Infof("state: %d containers remembered, to reconcile with the runtime", len(st.Containers))
 	return nil
 }

@@ -17,9 +17,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SchemaVersion is the state file's format version; a file of another
-// version is moved aside and state is rebuilt from the runtime.
-const SchemaVersion = 1
+// SchemaVersion is the state file's format version. Files of an older
+// version are migrated when loaded (see migrations) and rewritten in this
+// one at the next write; a file of a newer or unknown version is moved
+// aside and state is rebuilt from the runtime.
+//
+// History:
+//   - 1: the first release (containers, previous, pools).
+//   - 2: held CPUs of stopped containers (held) replace previous; containers
+//     gain what resizes added and whether their CFS quota is lifted.
+const SchemaVersion = 2
 
 // State is what survives plugin, runtime and node restarts.
 type State struct {
@@ -35,6 +42,9 @@ type State struct {
 	// Pools are the pools' cpusets when the file was written, for
 	// `nri-cpupool status` and operators.
 	Pools map[string]string `json:"pools,omitempty"`
+	// MigratedFrom is the schema version the file was migrated from when
+	// loaded; 0 when it was already current. Never written.
+	MigratedFrom int `json:"-"`
 }
 
 // ContainerState is one container's assignment.
@@ -204,11 +214,24 @@ func decodeState(data []byte) (*State, error) {
 	if err := json.Unmarshal(data, &env); err != nil {
 		return nil, fmt.Errorf("not valid JSON (truncated?): %w", err)
 	}
-	if env.SchemaVersion != SchemaVersion {
-		return nil, fmt.Errorf("schema version %d, this build reads %d", env.SchemaVersion, SchemaVersion)
-	}
 	if want := checksum(env.State); env.Checksum != want {
 		return nil, fmt.Errorf("checksum mismatch (file says %s, content is %s)", env.Checksum, want)
+	}
+	if env.SchemaVersion != SchemaVersion {
+		migrate, ok := migrations[env.SchemaVersion]
+		switch {
+		case ok:
+			st, err := migrate(env.State)
+			if err != nil {
+				return nil, fmt.Errorf("schema version %d: %w", env.SchemaVersion, err)
+			}
+			st.MigratedFrom = env.SchemaVersion
+			return st, nil
+		case env.SchemaVersion > SchemaVersion:
+			return nil, fmt.Errorf("schema version %d was written by a newer nri-cpupool; this build reads versions 1 to %d", env.SchemaVersion, SchemaVersion)
+		default:
+			return nil, fmt.Errorf("unknown schema version %d; this build reads versions 1 to %d", env.SchemaVersion, SchemaVersion)
+		}
 	}
 	st := NewState()
 	dec := json.NewDecoder(bytes.NewReader(env.State))

@@ -37,7 +37,7 @@ func TestFileStoreRoundTrip(t *testing.T) {
 	assert.Equal(t, st, back)
 
 	raw, _ := os.ReadFile(path)
-	assert.Contains(t, string(raw), `"schemaVersion":1`)
+	assert.Contains(t, string(raw), fmt.Sprintf(`"schemaVersion":%d`, SchemaVersion))
 	assert.Contains(t, string(raw), `"checksum":"sha256:`)
 }
 
@@ -54,9 +54,9 @@ func TestFileStoreRemovesStaleTemporaryFiles(t *testing.T) {
 func TestFileStoreDiscardsBadFiles(t *testing.T) {
 	for name, content := range map[string]string{
 		"garbage":      "nope",
-		"wrong schema": `{"schemaVersion":2,"checksum":"","state":{}}`,
+		"newer schema": `{"schemaVersion":99,"checksum":"` + checksum([]byte(`{}`)) + `","state":{}}`,
 		"bad checksum": `{"schemaVersion":1,"checksum":"sha256:00","state":{"containers":{}}}`,
-		"unknown field in state": func() string {
+		"unknown field in a schema 1 state": func() string {
 			payload := `{"containers":{},"surprise":1}`
 			return `{"schemaVersion":1,"checksum":"` + checksum([]byte(payload)) + `","state":` + payload + `}`
 		}(),

@@ -1,0 +1,111 @@
+package plugin
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// v1File is a state file written by the first release's own FileStore
+// (2a6c3c2): two exclusive containers (one with hidden siblings), an infra
+// one, and the CPUs remembered for a stopped init container.
+const v1File = "testdata/state/v1-2a6c3c2.json"
+
+func copyFile(t *testing.T, from string) string {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	return path
+}
+
+func schemaOf(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var env struct {
+		SchemaVersion int `json:"schemaVersion"`
+	}
+	require.NoError(t, json.Unmarshal(data, &env))
+	return env.SchemaVersion
+}
+
+// TestMigrateV1: the previous schema's file loads with every assignment,
+// and the next save writes the current schema.
+func TestMigrateV1(t *testing.T) {
+	path := copyFile(t, v1File)
+	require.Equal(t, 1, schemaOf(t, path))
+	store := NewFileStore(path)
+	defer store.Close()
+	st, err := store.Load()
+	require.NoError(t, err, "an older schema is migrated, not moved aside")
+	assert.Equal(t, 1, st.MigratedFrom)
+	require.Len(t, st.Containers, 3)
+	fwd := st.Containers["6f1c0ffee0000000000000000000000000000000000000000000000000000001"]
+	assert.Equal(t, ContainerState{PodUID: "uid-dpdk", PodNamespace: "telco", PodName: "dpdk", Container: "fwd", Pool: "exclusive",
+		MilliCPU: 2000, CPUs: "4,12", Mems: "0"}, fwd)
+	assert.Equal(t, "13", st.Containers["6f1c0ffee0000000000000000000000000000000000000000000000000000002"].Reserved)
+	assert.Equal(t, map[string]string{"uid-dpdk/init": "6"}, st.Previous, "kept for Synchronize to turn into holds")
+	assert.Equal(t, "4-7,12-15", st.Pools["exclusive"])
+	aside, _ := filepath.Glob(path + ".corrupt-*")
+	assert.Empty(t, aside)
+
+	require.NoError(t, store.Save(st))
+	assert.Equal(t, SchemaVersion, schemaOf(t, path), "rewritten in the current schema")
+	again, err := NewFileStore(path).Load()
+	require.NoError(t, err)
+	assert.Zero(t, again.MigratedFrom)
+	assert.Equal(t, st.Containers, again.Containers)
+}
+
+// TestNewerOrUnknownSchemaIsMovedAside: only a file this build cannot
+// read is moved aside, with a reason that says which.
+func TestNewerOrUnknownSchemaIsMovedAside(t *testing.T) {
+	for _, tc := range []struct {
+		version int
+		want    string
+	}{
+		{SchemaVersion + 1, "written by a newer nri-cpupool"},
+		{0, "unknown schema version 0"},
+		{-3, "unknown schema version -3"},
+	} {
+		payload := []byte(`{"containers":{}}`)
+		data, err := encodeEnvelope(nil, payload, time.Time{})
+		require.NoError(t, err)
+		data = []byte(strings.Replace(string(data), `"schemaVersion":2`, `"schemaVersion":`+itoa(tc.version), 1))
+		path := filepath.Join(t.TempDir(), "state.json")
+		require.NoError(t, os.WriteFile(path, data, 0o600))
+		st, err := NewFileStore(path).Load()
+		require.ErrorIs(t, err, ErrStateDiscarded)
+		assert.Contains(t, err.Error(), tc.want)
+		assert.Empty(t, st.Containers)
+		aside, _ := filepath.Glob(path + ".corrupt-*")
+		assert.Len(t, aside, 1, "version %d moved aside", tc.version)
+	}
+}
+
+// TestV1FileStartsThePlugin: a plugin started on the previous schema's file
+// keeps the remembered containers where the runtime runs them and writes
+// the file back in the current schema.
+func TestV1FileStartsThePlugin(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	state := statePath(f)
+	require.NoError(t, os.MkdirAll(filepath.Dir(state), 0o755))
+	data, err := os.ReadFile(v1File)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(state, data, 0o600))
+	rp := startPlugin(t, f, desktop, state)
+	assert.Contains(t, rp.log.String(), "is schema version 1; migrated to 2")
+	st := rp.savedState(t)
+	assert.Equal(t, SchemaVersion, schemaOf(t, state))
+	assert.Empty(t, st.Containers, "the runtime runs none of them: forgotten, not invented")
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
