@@ -16,7 +16,7 @@ skip() {
   echo "e2e-vm: SKIPPED: $*"
   exit 0
 }
-[ "$(uname -s)" = Linux ] && [ "$(uname -m)" = x86_64 ] || skip "needs an x86_64 Linux host"
+if [ "$(uname -s)" != Linux ] || [ "$(uname -m)" != x86_64 ]; then skip "needs an x86_64 Linux host"; fi
 [ "$(id -u)" = 0 ] || skip "needs root (it installs qemu with apt-get, and the VM's containerd writes as root)"
 "$HERE/vm.sh" --prepare || skip "qemu or the Debian kernel could not be set up (see above)"
 [ -x "$REPO/bin/nri-cpupool" ] || die "build first: make build"

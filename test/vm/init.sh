@@ -8,14 +8,15 @@ export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+# shellcheck source=/dev/null # written into the initramfs by vm.sh
 . /vm.conf
 
 halt_vm() { sync; poweroff -f; sleep 10; }
 fail() { echo "vm-init: $*" >/dev/console; halt_vm; }
 
-for m in $(cat /modules.load); do
+while read -r m; do
   insmod "/modules/$m.ko" 2>/dev/null || grep -q "^$m " /proc/modules || echo "vm-init: insmod $m failed" >/dev/console
-done
+done < /modules.load
 
 R=/newroot
 mkdir -p $R
@@ -42,6 +43,7 @@ v2)
   ;;
 v1)
   mount -t tmpfs -o mode=755 cgroup $R/sys/fs/cgroup || fail "cannot mount the cgroup v1 tmpfs"
+  # shellcheck disable=SC2013 # one controller name per line, no spaces
   for c in $(awk 'NR > 1 && $4 == 1 {print $1}' /proc/cgroups); do
     mkdir -p "$R/sys/fs/cgroup/$c"
     mount -t cgroup -o "$c" cgroup "$R/sys/fs/cgroup/$c" || fail "cannot mount cgroup v1 $c"

@@ -57,7 +57,7 @@ cpu_list_expand() {
 nodes_of() {
   local c
   for c in $(cpu_list_expand "$1"); do
-    ls -d /sys/devices/system/cpu/cpu"$c"/node* | sed 's/.*node//'
+    find /sys/devices/system/cpu/cpu"$c" -maxdepth 1 -name 'node*' | sed 's/.*node//'
   done | sort -nu | awk 'NR == 1 {s = p = $1; next} $1 == p + 1 {p = $1; next}
     {printf "%s%s,", s, (p > s ? "-" p : ""); s = p = $1} END {if (NR) printf "%s%s\n", s, (p > s ? "-" p : "")}'
 }
@@ -140,7 +140,7 @@ check "exclusive A effective cpuset" "$(effective_cpus_of "$A_C")" "$A_CPUS"
 check "exclusive A Cpus_allowed_list" "$(allowed_of "$A_C")" "$A_CPUS"
 check "exclusive B Cpus_allowed_list" "$(allowed_of "$B_C")" "$B_CPUS"
 check "exclusive B Mems_allowed_list" "$(awk '/^Mems_allowed_list/ {print $2}' "/proc/$(pid_of "$B_C")/status")" "$(nodes_of "$B_CPUS")"
-check "CPUPOOL_CPUS/MEMS in container A" "$(crictl exec "$A_C" /bin/sh -c 'echo $CPUPOOL_CPUS:$CPUPOOL_MEMS')" "$A_CPUS:$(nodes_of "$A_CPUS")"
+check "CPUPOOL_CPUS/MEMS in container A" "$(crictl exec "$A_C" /bin/sh -c "echo \$CPUPOOL_CPUS:\$CPUPOOL_MEMS")" "$A_CPUS:$(nodes_of "$A_CPUS")"
 check "exclusive pod's sandbox on infra" "$(cpus_of "$A")" "$INFRA"
 check_contains "metrics over lo: no free exclusive CPU" "$(metrics)" 'cpupool_pool_free_cpus{pool="exclusive"} 0'
 

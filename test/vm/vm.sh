@@ -68,6 +68,7 @@ kernel_prepare() {
     pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[^ ]*\)$/\1/p' | head -1)
     if [ -z "$pkg" ]; then
       # A fresh machine may have no package lists yet; a cached kernel will do then.
+      # shellcheck disable=SC2012 # the newest cached kernel by time; names are package versions
       pkg=$(ls -t "$VM_CACHE/kernels" 2>/dev/null | head -1)
       if [ -z "$pkg" ]; then
         apt-get update -qq >/dev/null 2>&1 || true
@@ -213,6 +214,7 @@ fi
 
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/nri-cpupool-vm.XXXXXX")
 QEMU_PID="" TAIL_PID=""
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
   local rc=$?
   [ -n "$QEMU_PID" ] && kill -9 "$QEMU_PID" 2>/dev/null
@@ -253,7 +255,7 @@ if [ "$ACCEL" = kvm ]; then
 else
   # TCG on an AMD host shows no SMT siblings without topoext; an Intel vendor
   # makes the guest read the topology from CPUID leaf 0xB instead.
-  ACCEL_ARGS=(-accel "tcg,thread=${VM_TCG_THREAD:-single}" -cpu max,vendor=GenuineIntel)
+  ACCEL_ARGS=(-accel "tcg,thread=${VM_TCG_THREAD:-single}" -cpu "max,vendor=GenuineIntel")
   # The guest calibrates its TSC against the host's at boot, which goes wrong on
   # a busy host under emulation: its clock then ran twice as fast as ours and
   # timeouts fired early. The HPET is read from qemu's clock. Page-table
