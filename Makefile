@@ -36,7 +36,6 @@ build:
 test: lint unit packaging
 ifeq ($(RUN_E2E),yes)
 	$(MAKE) e2e
-	$(MAKE) e2e-vm
 ifeq ($(HAVE_K8S),yes)
 	$(MAKE) k8s-e2e
 else

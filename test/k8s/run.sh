@@ -240,6 +240,21 @@ pod guaranteed --request cpu=1 --request memory=16Mi --limit cpu=1 --limit memor
 assert_pinned guaranteed guaranteed "$LAST"
 delete_pods guaranteed
 
+say "an in-place resize of an exclusive pod (kubectl patch --subresource resize)"
+pod resized --annotation pool.cpupool.dev=exclusive --request cpu=500m
+assert_pinned resized burstable "$LAST"
+RESIZED=$(ctr_of resized)
+RESIZES=$(grep -c 'container default/resized/app resized from 500m to 800m' "$W/plugin.log")
+kubectl patch pod resized --subresource resize \
+  --patch '{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"800m"}}}]}}' >/dev/null || die "resizing pod resized"
+wait_for "the kubelet to apply the resize" sh -c \
+  "[ \"\$(kubectl get pod resized -o jsonpath='{.status.containerStatuses[0].resources.requests.cpu}')\" = 800m ]"
+wait_for "the plugin to see the resize" log_grew 'container default/resized/app resized from 500m to 800m' "$RESIZES"
+check "resized: same container (in place)" "$(ctr_of resized)" "$RESIZED"
+check "resized: still its exclusive CPU (800m is one CPU)" "$(cpuset_of "$RESIZED")" "$LAST"
+check "resized: the kubelet's cpu.shares follow the request" "$(cat "$CGROUP_FS/cpu$(cgroup_path "$RESIZED")/cpu.shares")" 819
+delete_pods resized
+
 say "shared and infra pods"
 cat > "$W/shared.yaml" <<YAML
 isolatedCPUs: "$LAST"

@@ -107,6 +107,13 @@ check "validate bad config: exit status" "$RC" "1"
 check_contains "validate: a CPU the VM does not have" "$OUT" "pools.exclusive.cpus: CPUs 9 do not exist on this node (present: 0-7)"
 check_contains "validate: a pool that splits real SMT siblings" "$OUT" "splits the hyperthreads of cores with CPUs 1-2"
 check_contains "validate: isolated CPUs left to infra" "$OUT" "isolated CPUs 3,6-7 are in neither exclusive nor shared"
+# The kernel's isolcpus= here has the domain flag: a shared pool of several
+# CPUs on them cannot balance its threads, and validate says what to use.
+printf 'pools:\n  shared: {cpus: "2-3"}\n' > /tmp/shared-domain.yaml
+OUT=$("$BIN" validate --config /tmp/shared-domain.yaml 2>&1); RC=$?
+check "validate shared pool on domain-isolated CPUs: exit status (a warning)" "$RC" "0"
+check_contains "validate: the isolcpus=domain warning" "$OUT" "taken out of the scheduler's load balancing (isolcpus= without flags or with the domain flag)"
+check_contains "validate: what to use instead" "$OUT" "isolcpus=managed_irq,"
 
 # ------------------------------------------------------------- containers
 start_runtime
