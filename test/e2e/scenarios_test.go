@@ -338,8 +338,9 @@ func testUpdateContainerOverride(c *tc) {
 	c.equal("the exclusive cpuset is kept", c.cpus(dpdk, fwd), c.last())
 	c.equal("the exclusive process stays", c.allowedOf(fwd), c.last())
 	log, _ := os.ReadFile(p.log)
+	// (The log quotes the requested list, escaped in logrus's text format.)
 	c.contains("the override is logged for the operator", string(log),
-		fmt.Sprintf("keeping CPUs %d (exclusive pool) instead of the requested %q", c.e.last, c.e.online.String()))
+		fmt.Sprintf(`keeping CPUs %d (exclusive pool) instead of the requested \"%s\"`, c.e.last, c.e.online.String()))
 }
 
 // testContainerRestart: the kubelet restarts a container as a new one with
