@@ -71,3 +71,27 @@ func TestHandlerLatencyMetrics(t *testing.T) {
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, n, 7)
 }
+
+// TestStateWriteLatencyMetrics: the background writer times its writes and
+// fsyncs, so operators see a slow disk without it touching the replies.
+func TestStateWriteLatencyMetrics(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "w", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	_, _, err := f.createContainer(pod, "c", 1000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.Flush()) // writes and fsyncs what changed
+
+	families, err := rp.p.Registry().Gather()
+	require.NoError(t, err)
+	counts := map[string]uint64{}
+	for _, mf := range families {
+		if mf.GetName() == "cpupool_state_write_duration_seconds" {
+			for _, m := range mf.GetMetric() {
+				counts[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, counts["write"], uint64(1), "writes timed")
+	assert.GreaterOrEqual(t, counts["sync"], uint64(1), "fsyncs timed")
+}

@@ -122,6 +122,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.stateErrors
 	ch <- m.stateAge
 	ch <- m.stateBehind
+	m.writer.durations.Describe(ch)
 	m.synchronized.Describe(ch)
 	m.resizes.Describe(ch)
 	m.handlers.Describe(ch)
@@ -146,6 +147,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.stateErrors, prometheus.CounterValue, float64(w.errors.Load()))
 	ch <- prometheus.MustNewConstMetric(m.stateAge, prometheus.GaugeValue, w.lastWriteAge().Seconds())
 	ch <- prometheus.MustNewConstMetric(m.stateBehind, prometheus.GaugeValue, w.behind().Seconds())
+	w.durations.Collect(ch)
 	m.synchronized.Collect(ch)
 	m.resizes.Collect(ch)
 	m.handlers.Collect(ch)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 )
 
@@ -55,6 +56,9 @@ type stateWriter struct {
 	lastWrite   atomic.Int64 // unix nanoseconds of the last successful write; 0 before
 	behindSince atomic.Int64 // unix nanoseconds of the oldest change not on disk; 0 when in sync
 	started     time.Time
+	// durations times each write (store.Save: encode, write, rename) and
+	// sync (fsync of the file and its directory); safe without mu.
+	durations *prometheus.HistogramVec
 }
 
 // Default writer timing: the first change after a quiet period is on disk
@@ -71,7 +75,12 @@ func newStateWriter(log *logrus.Logger, collect func(*State) uint64) *stateWrite
 	return &stateWriter{log: log, collect: collect,
 		delay: stateWriteDelay, minInterval: stateWriteInterval, syncEvery: stateSyncEvery, backoff: stateWriteBackoff,
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		mirror: NewState(), started: time.Now()}
+		mirror: NewState(), started: time.Now(),
+		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cpupool_state_write_duration_seconds",
+			Help:    "Time the background writer takes to write (op=write) or fsync (op=sync) the state file.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 12),
+		}, []string{"op"})}
 }
 
 // start begins writing to store, once; until then changes only wait.
@@ -150,7 +159,10 @@ func (w *stateWriter) write() error {
 	if gen == w.written {
 		return nil
 	}
-	if err := w.store.Save(w.mirror); err != nil {
+	start := time.Now()
+	err := w.store.Save(w.mirror)
+	w.durations.WithLabelValues("write").Observe(time.Since(start).Seconds())
+	if err != nil {
 		w.errors.Add(1)
 		w.failing++
 		w.log.Errorf("writing state failed (attempt %d; retrying with backoff, containers are still placed): %v", w.failing, err)
@@ -186,7 +198,10 @@ func (w *stateWriter) sync() error {
 	if w.stopped || w.store == nil || w.synced == w.written {
 		return nil
 	}
-	if err := w.store.Sync(); err != nil {
+	start := time.Now()
+	err := w.store.Sync()
+	w.durations.WithLabelValues("sync").Observe(time.Since(start).Seconds())
+	if err != nil {
 		w.errors.Add(1)
 		w.log.Errorf("syncing state to disk: %v", err)
 		return err
