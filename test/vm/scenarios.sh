@@ -174,7 +174,11 @@ check "sandbox cgroup followed" "$(cpus_of "$WEB")" "$RESERVED"
 check "pause process followed" "$(allowed_of "$WEB")" "$RESERVED"
 check_contains "metrics: infra has 2 CPUs" "$(metrics)" 'cpupool_pool_cpus{pool="infra"} 2'
 crictl stopp "$ENI" >/dev/null && crictl rmp "$ENI" >/dev/null
-# The grow-back update follows the removal (sent after the handler returns).
+# The pod's sandbox stop releases the CPU; sandboxes follow at once, the
+# infra containers with the next reply (updates never travel on their own),
+# here the next container's creation.
+check "sandbox cgroup grew back at once" "$(wait_cpus "$WEB" "$INFRA")" "$INFRA"
+create_ctr "$WEB" web next 100 >/dev/null || die "create web/next"
 check "infra container grew back" "$(wait_cpus "$WEB_APP" "$INFRA")" "$INFRA"
 check "infra container cpuset.mems grew back" "$(mems_of "$WEB_APP")" "0-1"
 check "infra process grew back" "$(allowed_of "$WEB_APP")" "$INFRA"
