@@ -21,6 +21,10 @@ type index struct {
 	nodes          []int // NUMA node ids, ascending
 	nodePos        map[int]int
 	distance       [][]int // by node position
+	// memNode is, by node position, the node whose memory serves the
+	// node's CPUs: itself, or for a memory-less node the nearest node with
+	// memory; sysfs.Unknown when no node has memory.
+	memNode []int
 }
 
 type cpuInfo struct {
@@ -35,6 +39,9 @@ func newIndex(topo *sysfs.Topology) *index {
 		maxID = max(maxID, c.ID)
 	}
 	x := &index{topo: topo, cpus: make([]cpuInfo, maxID+1), nodePos: map[int]int{}}
+	for id := range x.cpus { // ids the topology does not list
+		x.cpus[id] = cpuInfo{core: sysfs.Unknown, l3: sysfs.Unknown, numa: sysfs.Unknown, socket: sysfs.Unknown}
+	}
 	maxCore := -1
 	for _, c := range topo.CPUs {
 		x.cpus[c.ID] = cpuInfo{online: c.Online, core: c.Core, l3: c.L3, numa: c.NUMA, socket: c.Socket, baseFreqKHz: c.BaseFreqKHz}
@@ -67,6 +74,20 @@ func newIndex(topo *sysfs.Topology) *index {
 			}
 		}
 	}
+	x.memNode = make([]int, len(x.nodes))
+	for i, n := range topo.NUMANodes {
+		x.memNode[i] = sysfs.Unknown
+		if n.HasMemory {
+			x.memNode[i] = n.ID
+			continue
+		}
+		bestDist := 0
+		for j, other := range topo.NUMANodes {
+			if d := x.distance[i][j]; other.HasMemory && (x.memNode[i] == sysfs.Unknown || d < bestDist) {
+				x.memNode[i], bestDist = other.ID, d
+			}
+		}
+	}
 	return x
 }
 
@@ -76,24 +97,37 @@ func (x *index) online(id int) bool { return id >= 0 && id < len(x.cpus) && x.cp
 // own nodes, or for memory-less nodes the nearest node with memory.
 func (x *index) memsFor(cpus cpuset.CPUSet) cpuset.CPUSet {
 	var mems []int
-	for _, node := range x.topo.NUMANodesOf(cpus).List() {
-		n, _ := x.topo.NUMANode(node)
-		if n.HasMemory {
-			mems = append(mems, node)
-			continue
+	for _, node := range x.numaNodes(cpus) {
+		pos, ok := x.nodePos[node]
+		if !ok {
+			continue // a node sysfs did not list: no memory known there
 		}
-		best, bestDist := -1, 0
-		for j, other := range x.topo.NUMANodes {
-			d := x.distance[x.nodePos[node]][j]
-			if other.HasMemory && (best < 0 || d < bestDist) {
-				best, bestDist = other.ID, d
-			}
-		}
-		if best >= 0 {
-			mems = append(mems, best)
+		if m := x.memNode[pos]; m != sysfs.Unknown && !slices.Contains(mems, m) {
+			mems = append(mems, m)
 		}
 	}
 	return cpuset.New(mems...)
+}
+
+// numaNodes returns the distinct NUMA nodes of the CPUs, in no order: a
+// walk over the CPUs given, not over the whole topology, since decisions
+// ask it of a few CPUs on nodes with hundreds.
+func (x *index) numaNodes(cpus cpuset.CPUSet) []int {
+	var nodes []int
+	for _, id := range cpus.UnsortedList() {
+		if id < 0 || id >= len(x.cpus) {
+			continue
+		}
+		if n := x.cpus[id].numa; n != sysfs.Unknown && !slices.Contains(nodes, n) {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes
+}
+
+// numaNodesOf is numaNodes as a set.
+func (x *index) numaNodesOf(cpus cpuset.CPUSet) cpuset.CPUSet {
+	return cpuset.New(x.numaNodes(cpus)...)
 }
 
 // poolView groups a fixed set of CPUs by NUMA node, L3 group and core, in

@@ -120,7 +120,7 @@ func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.C
 	p := planner{a: a, mode: m, tpc: tpc}
 	if req.grow != nil {
 		p.self = req.grow.ID
-		p.home = a.x.topo.NUMANodesOf(req.grow.CPUs)
+		p.home = a.x.numaNodesOf(req.grow.CPUs)
 		for _, id := range req.grow.CPUs.UnsortedList() {
 			if !slices.Contains(p.homeSockets, a.x.cpus[id].socket) {
 				p.homeSockets = append(p.homeSockets, a.x.cpus[id].socket)
@@ -194,7 +194,7 @@ func (a *Allocator) ownHoldFits(req Request, n int) (*Hold, bool) {
 	if !ok || own.Pool != req.Pool || own.CPUs.Size() != n || !own.Held().IsSubsetOf(a.layout.Pool(req.Pool)) {
 		return nil, false
 	}
-	if !req.NUMANodes.IsEmpty() && !a.x.topo.NUMANodesOf(own.CPUs).IsSubsetOf(req.NUMANodes) {
+	if !req.NUMANodes.IsEmpty() && !a.x.numaNodesOf(own.CPUs).IsSubsetOf(req.NUMANodes) {
 		return nil, false
 	}
 	return own, true
@@ -231,16 +231,19 @@ type planner struct {
 
 // plan is a candidate placement with the figures it is judged by.
 type plan struct {
-	cpus, reserved cpuset.CPUSet
-	nodes          []int
-	homeMisses     int // nodes a growing container does not use yet
-	hintMisses     int
-	sockets        int
-	distance       int
-	cores          int // physical cores touched
-	splitCores     int // entirely free cores broken
-	l3Groups       int
-	leftover       int
+	// picked and reservedIDs are the CPUs taken; cpus and reserved are
+	// set from them for the chosen plan only.
+	picked, reservedIDs []int
+	cpus, reserved      cpuset.CPUSet
+	nodes               []int
+	homeMisses          int // nodes a growing container does not use yet
+	hintMisses          int
+	sockets             int
+	distance            int
+	cores               int // physical cores touched
+	splitCores          int // entirely free cores broken
+	l3Groups            int
+	leftover            int
 }
 
 // better orders plans by the placement rules (README "Placement rules"),
@@ -282,9 +285,20 @@ func (p *plan) better(q *plan) bool {
 
 // bestPlan tries the fewest NUMA nodes first and, among the combinations
 // of that many nodes that fit, returns the best plan.
+//
+// It is a branch and bound, so that a decision picks CPUs in few nodes
+// rather than in every combination: the figures of a combination that do
+// not depend on which CPUs are taken (nodes, sockets, distance, hints, room
+// left) are exact before any is picked, and the others have a floor (each
+// node touches at least one L3 group and the cores its share needs, and
+// breaks no whole core). Combinations are built in the order of those
+// bounds, and the search stops at the first whose bound is no better than
+// the best plan built: no plan can be better than its bound. better is a
+// total order (the node ids settle every tie), so the result is the plan an
+// exhaustive search would return.
 func (p *planner) bestPlan(nodes []nodeCap, need int, req Request) (*plan, bool) {
 	for k := 1; k <= len(nodes); k++ {
-		var best *plan
+		var cands []candidate
 		forEachCombination(len(nodes), k, func(idx []int) {
 			combo := make([]nodeCap, k)
 			sum := 0
@@ -299,17 +313,58 @@ func (p *planner) bestPlan(nodes []nodeCap, need int, req Request) (*plan, bool)
 			if !ok {
 				return
 			}
-			cand := p.build(combo, amounts, req)
-			cand.leftover = sum - need
-			if best == nil || cand.better(best) {
+			c := candidate{combo: combo, amounts: amounts, bound: p.outline(combo, req)}
+			c.bound.leftover = sum - need
+			c.bound.cores, c.bound.l3Groups = p.floors(amounts)
+			cands = append(cands, c)
+		})
+		if len(cands) == 0 {
+			continue
+		}
+		slices.SortFunc(cands, func(x, y candidate) int {
+			switch {
+			case x.bound.better(&y.bound):
+				return -1
+			case y.bound.better(&x.bound):
+				return 1
+			}
+			return 0 // the same combination: node ids settle every other tie
+		})
+		var best *plan
+		for i := range cands {
+			c := &cands[i]
+			if best != nil && !c.bound.better(best) {
+				break
+			}
+			if cand := p.build(c); best == nil || cand.better(best) {
 				best = cand
 			}
-		})
-		if best != nil {
-			return best, true
 		}
+		best.cpus, best.reserved = cpuset.New(best.picked...), cpuset.New(best.reservedIDs...)
+		return best, true
 	}
 	return nil, false
+}
+
+// candidate is a combination of nodes that has room for the request, with
+// each node's share and the bound of any plan built on it.
+type candidate struct {
+	combo   []nodeCap
+	amounts []int
+	bound   plan
+}
+
+// floors returns the fewest physical cores and L3 groups that taking
+// amounts from the nodes of a combination can touch.
+func (p *planner) floors(amounts []int) (cores, l3Groups int) {
+	for _, n := range amounts {
+		if p.mode == modeThreads {
+			cores += (n + p.tpc - 1) / p.tpc
+		} else {
+			cores += n // a unit is a whole core
+		}
+	}
+	return cores, len(amounts)
 }
 
 // amounts splits need over the nodes of a combination: as evenly as
@@ -399,19 +454,16 @@ func spread(combo []nodeCap, need, unit int) ([]int, bool) {
 	return out, true
 }
 
-func (p *planner) build(combo []nodeCap, amounts []int, req Request) *plan {
-	pl := &plan{}
-	var cpus, reserved []int
-	sockets := map[int]bool{}
+// outline returns the figures of a plan on combo that do not depend on
+// which CPUs are taken.
+func (p *planner) outline(combo []nodeCap, req Request) plan {
+	pl := plan{nodes: make([]int, 0, len(combo))}
+	sockets := append(make([]int, 0, len(combo)+len(p.homeSockets)), p.homeSockets...)
 	for i, nc := range combo {
-		pk := p.takeFromNode(nc.v, amounts[i])
-		cpus = append(cpus, pk.cpus...)
-		reserved = append(reserved, pk.reserved...)
-		pl.cores += pk.cores
-		pl.splitCores += pk.split
-		pl.l3Groups += pk.l3Groups
 		pl.nodes = append(pl.nodes, nc.v.id)
-		sockets[nc.v.socket] = true
+		if !slices.Contains(sockets, nc.v.socket) {
+			sockets = append(sockets, nc.v.socket)
+		}
 		for _, other := range combo[i+1:] {
 			pl.distance += p.a.x.distance[p.a.x.nodePos[nc.v.id]][p.a.x.nodePos[other.v.id]]
 		}
@@ -422,21 +474,29 @@ func (p *planner) build(combo []nodeCap, amounts []int, req Request) *plan {
 			}
 		}
 	}
-	for _, s := range p.homeSockets {
-		sockets[s] = true
-	}
 	pl.sockets = len(sockets)
 	for _, h := range req.PreferNUMA.UnsortedList() {
-		found := false
-		for _, id := range pl.nodes {
-			found = found || id == h
-		}
-		if !found {
+		if !slices.Contains(pl.nodes, h) {
 			pl.hintMisses++
 		}
 	}
-	pl.cpus, pl.reserved = cpuset.New(cpus...), cpuset.New(reserved...)
 	return pl
+}
+
+// build picks the CPUs of a candidate: its outline with the figures of the
+// CPUs taken from each node.
+func (p *planner) build(c *candidate) *plan {
+	pl := c.bound
+	pl.cores, pl.splitCores, pl.l3Groups = 0, 0, 0
+	for i, nc := range c.combo {
+		pk := p.takeFromNode(nc.v, c.amounts[i])
+		pl.picked = append(pl.picked, pk.cpus...)
+		pl.reservedIDs = append(pl.reservedIDs, pk.reserved...)
+		pl.cores += pk.cores
+		pl.splitCores += pk.split
+		pl.l3Groups += pk.l3Groups
+	}
+	return &pl
 }
 
 // coreState is a core's free threads at decision time.
