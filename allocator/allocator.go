@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -68,8 +69,12 @@ type Allocator struct {
 	pinMemory  bool
 	views      map[string]*poolView // exclusive pools only
 	containers map[string]*Assignment
-	// owner[cpu] is the container holding the CPU exclusively, "" if none.
+	// owner[cpu] is the container holding the CPU exclusively, "" if none;
+	// set only through setOwner.
 	owner []string
+	// busy[cpu] is owner[cpu] != "": what placement's walk over every
+	// core reads, 1 byte a CPU where owner takes 16 (see index.view).
+	busy []bool
 	// members lists each pool's static CPUs and inInfra marks infra's, so
 	// that pool figures are counted without building sets (see usage.go).
 	members map[string][]int
@@ -80,6 +85,8 @@ type Allocator struct {
 	// overlapped is set once a forced restore put two containers on one
 	// CPU; only then must a release look for another holder.
 	overlapped bool
+	// scratch is placement's working memory (see placement.go).
+	scratch scratch
 }
 
 // New returns an allocator with no containers.
@@ -92,6 +99,7 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		views:      map[string]*poolView{pools.Exclusive: x.view(layout.Exclusive), pools.ExclusiveNonIsolcpus: x.view(layout.ExclusiveNonIsolcpus)},
 		containers: map[string]*Assignment{},
 		owner:      make([]string, len(x.cpus)),
+		busy:       make([]bool, len(x.cpus)),
 		holds:      map[string]*Hold{},
 	}
 	a.indexPools()
@@ -186,7 +194,7 @@ func (a *Allocator) commit(as *Assignment, infraBefore cpuset.CPUSet) Result {
 			// holder keeps the CPU (see Release).
 			switch a.owner[id] {
 			case "":
-				a.owner[id] = as.ID
+				a.setOwner(id, as.ID)
 			case as.ID:
 			default:
 				a.overlapped = true
@@ -202,13 +210,13 @@ func (a *Allocator) commit(as *Assignment, infraBefore cpuset.CPUSet) Result {
 // changed since before.
 func (a *Allocator) followInfra(before cpuset.CPUSet) ([]Assignment, bool) {
 	now := a.PoolCPUs(pools.Infra)
-	if now.Equals(before) {
+	if cpulist.Equal(now, before) {
 		return nil, false
 	}
 	var updates []Assignment
 	for _, id := range a.sortedIDs() {
 		c := a.containers[id]
-		if c.Pool == pools.Infra && !c.CPUs.Equals(now) {
+		if c.Pool == pools.Infra && !cpulist.Equal(c.CPUs, now) {
 			c.CPUs = now
 			c.Mems = a.memsFor(now)
 			updates = append(updates, *c)
@@ -321,12 +329,12 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 // decision of ours — it stays there; otherwise it is placed like a new one.
 // Kept tells which happened.
 func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
-	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !current.Equals(req.CPUs) {
+	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !cpulist.Equal(current, req.CPUs) {
 		// The kubelet's allocation is the truth for its containers.
 		res, err = a.Allocate(req)
 		return res, false, err
 	}
-	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || current.Equals(req.CPUs)) {
+	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || cpulist.Equal(current, req.CPUs)) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
 			NoCPUQuota: req.Options.DisableCPUQuota}
 		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
@@ -439,4 +447,10 @@ func (a *Allocator) memsFor(cpus cpuset.CPUSet) cpuset.CPUSet {
 		return cpuset.New()
 	}
 	return a.x.memsFor(cpus)
+}
+
+// setOwner records the container holding a CPU exclusively ("" for none).
+func (a *Allocator) setOwner(cpu int, id string) {
+	a.owner[cpu] = id
+	a.busy[cpu] = id != ""
 }

@@ -149,7 +149,7 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 	hold := h
 	a.holds[key] = &hold
 	for _, cpu := range h.Held().UnsortedList() {
-		a.owner[cpu] = h.ID
+		a.setOwner(cpu, h.ID)
 	}
 	res := Result{Assignment: h.Assignment}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
@@ -195,7 +195,7 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet) {
 		}
 		for _, cpu := range reused.UnsortedList() {
 			if a.owner[cpu] == h.ID {
-				a.owner[cpu] = ""
+				a.setOwner(cpu, "")
 			}
 		}
 		h.CPUs, h.Reserved = h.CPUs.Difference(reused), h.Reserved.Difference(reused)
@@ -220,9 +220,9 @@ func (a *Allocator) free(c *Assignment) {
 	}
 	for _, cpu := range c.Held().UnsortedList() {
 		if a.owner[cpu] == c.ID {
-			a.owner[cpu] = ""
+			a.setOwner(cpu, "")
 			if a.overlapped {
-				a.owner[cpu] = a.otherHolder(cpu)
+				a.setOwner(cpu, a.otherHolder(cpu))
 			}
 		}
 	}
@@ -234,19 +234,19 @@ func (a *Allocator) lend(cpus cpuset.CPUSet, only bool, pool cpuset.CPUSet) (und
 	saved := map[int]string{}
 	for _, cpu := range cpus.UnsortedList() {
 		saved[cpu] = a.owner[cpu]
-		a.owner[cpu] = ""
+		a.setOwner(cpu, "")
 	}
 	if only {
 		for _, cpu := range pool.UnsortedList() {
 			if _, lent := saved[cpu]; !lent && a.owner[cpu] == "" {
 				saved[cpu] = ""
-				a.owner[cpu] = lentAway
+				a.setOwner(cpu, lentAway)
 			}
 		}
 	}
 	return func() {
 		for cpu, o := range saved {
-			a.owner[cpu] = o
+			a.setOwner(cpu, o)
 		}
 	}
 }

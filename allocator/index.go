@@ -169,12 +169,17 @@ func (x *index) view(cpus cpuset.CPUSet) *poolView {
 		}
 		byNode[c.numa][c.l3][c.core] = append(byNode[c.numa][c.l3][c.core], id)
 	}
+	// Every core's threads in one array, in walk order: a decision reads
+	// them all, and cold memory costs it more than the walk itself.
+	flat := make([]int, 0, cpus.Size())
 	for _, node := range slices.Sorted(maps.Keys(byNode)) {
 		nv := nodeView{id: node, socket: -1}
 		for _, l3 := range slices.Sorted(maps.Keys(byNode[node])) {
 			lv := l3View{id: l3}
 			for _, core := range slices.Sorted(maps.Keys(byNode[node][l3])) {
-				threads := byNode[node][l3][core]
+				start := len(flat)
+				flat = append(flat, byNode[node][l3][core]...)
+				threads := flat[start:len(flat):len(flat)]
 				nv.socket = x.cpus[threads[0]].socket
 				lv.cores = append(lv.cores, coreView{index: core, threads: threads, complete: len(threads) == len(x.cores[core])})
 			}

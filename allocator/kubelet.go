@@ -63,14 +63,14 @@ func (a *Allocator) Preferred(pool string, available, mustInclude cpuset.CPUSet,
 	for i, id := range members {
 		saved[i] = a.owner[id]
 		if available.Contains(id) && !mustInclude.Contains(id) {
-			a.owner[id] = ""
+			a.setOwner(id, "")
 		} else {
-			a.owner[id] = preferredSentinel
+			a.setOwner(id, preferredSentinel)
 		}
 	}
 	defer func() {
 		for i, id := range members {
-			a.owner[id] = saved[i]
+			a.setOwner(id, saved[i])
 		}
 	}()
 	opts.HideHyperthreads, opts.FullPCPUsOnly = false, false // one device is one CPU

@@ -112,34 +112,12 @@ func (a *Allocator) placeReusing(req Request, who string, n, need int, m mode) (
 // plan runs the placement rules over the CPUs that look free.
 func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.CPUSet, cpuset.CPUSet, error) {
 	view := a.views[req.Pool]
-	tpc := a.x.threadsPerCore
 	more := "" // a growing container asks for more CPUs
 	if req.grow != nil {
 		more = "more "
 	}
-	p := planner{a: a, mode: m, tpc: tpc}
-	if req.grow != nil {
-		p.self = req.grow.ID
-		p.home = a.x.numaNodesOf(req.grow.CPUs)
-		for _, id := range req.grow.CPUs.UnsortedList() {
-			if !slices.Contains(p.homeSockets, a.x.cpus[id].socket) {
-				p.homeSockets = append(p.homeSockets, a.x.cpus[id].socket)
-			}
-		}
-	}
-	var nodes []nodeCap
-	total := 0
-	for i := range view.nodes {
-		nv := &view.nodes[i]
-		if !req.NUMANodes.IsEmpty() && !req.NUMANodes.Contains(nv.id) {
-			continue
-		}
-		c := p.nodeCapacity(nv)
-		if c > 0 {
-			nodes = append(nodes, nodeCap{nv, c})
-			total += c
-		}
-	}
+	p := a.newPlanner(req, m)
+	nodes, total := p.candidateNodes(view, req)
 	if total < need {
 		free := a.FreeCPUs(req.Pool)
 		where := ""
@@ -162,6 +140,39 @@ func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.C
 		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: distribute-across-numa gives each NUMA node used an equal share of the %d CPUs, and no set of nodes has room for equal shares (free CPUs by node: %s); lower the request or turn distribute-across-numa off", req.Pool, who, n, freeByNode(nodes))
 	}
 	return best.cpus, best.reserved, nil
+}
+
+// newPlanner prepares the evaluation of placements for req in mode m.
+func (a *Allocator) newPlanner(req Request, m mode) *planner {
+	p := &planner{a: a, mode: m, tpc: a.x.threadsPerCore, s: &a.scratch}
+	if req.grow != nil {
+		p.self = req.grow.ID
+		p.home = a.x.numaNodesOf(req.grow.CPUs)
+		for _, id := range req.grow.CPUs.UnsortedList() {
+			if !slices.Contains(p.homeSockets, a.x.cpus[id].socket) {
+				p.homeSockets = append(p.homeSockets, a.x.cpus[id].socket)
+			}
+		}
+	}
+	return p
+}
+
+// candidateNodes returns the view's nodes the request may use that have
+// room, with their room in units, and the total.
+func (p *planner) candidateNodes(view *poolView, req Request) ([]nodeCap, int) {
+	var nodes []nodeCap
+	total := 0
+	for i := range view.nodes {
+		nv := &view.nodes[i]
+		if !req.NUMANodes.IsEmpty() && !req.NUMANodes.Contains(nv.id) {
+			continue
+		}
+		if nc := p.nodeCapacity(nv); nc.cap > 0 {
+			nodes = append(nodes, nc)
+			total += nc.cap
+		}
+	}
+	return nodes, total
 }
 
 // checkInfraBudget refuses an exclusive-non-isolcpus placement that would
@@ -209,9 +220,12 @@ func freeByNode(nodes []nodeCap) string {
 	return strings.Join(parts, ", ")
 }
 
+// nodeCap is a node's room for a request: cap units in all, and in
+// threads mode byFree[f] cores with f free threads.
 type nodeCap struct {
-	v   *nodeView
-	cap int
+	v      *nodeView
+	cap    int
+	byFree []int
 }
 
 // planner evaluates candidate placements for one request.
@@ -225,8 +239,22 @@ type planner struct {
 	self        string
 	home        cpuset.CPUSet
 	homeSockets []int
-	// states is scratch space for takeFromNode.
-	states []coreState
+	// s is the allocator's working memory, reused by every decision.
+	s *scratch
+}
+
+// scratch is the working memory of takeFromNode and its passes, kept by
+// the allocator between decisions: a decision visits every core of each
+// node it weighs, and allocating for each visit was half its time. Each
+// takeFromNode starts over; what it returns is copied out.
+type scratch struct {
+	states  []coreState // by position in the node, then in the walk order
+	threads []int       // the free threads of partly free cores
+	used    []bool      // threadTaker: cores already taken from
+	partial []int       // threadTaker: partly used cores
+	whole   []int       // threadTaker: whole free cores
+	groups  []int       // takeFromNode: per L3 group figures and order
+	mine    []bool
 }
 
 // plan is a candidate placement with the figures it is judged by.
@@ -315,7 +343,7 @@ func (p *planner) bestPlan(nodes []nodeCap, need int, req Request) (*plan, bool)
 			}
 			c := candidate{combo: combo, amounts: amounts, bound: p.outline(combo, req)}
 			c.bound.leftover = sum - need
-			c.bound.cores, c.bound.l3Groups = p.floors(amounts)
+			c.bound.cores, c.bound.l3Groups = p.floors(combo, amounts)
 			cands = append(cands, c)
 		})
 		if len(cands) == 0 {
@@ -355,13 +383,20 @@ type candidate struct {
 }
 
 // floors returns the fewest physical cores and L3 groups that taking
-// amounts from the nodes of a combination can touch.
-func (p *planner) floors(amounts []int) (cores, l3Groups int) {
-	for _, n := range amounts {
-		if p.mode == modeThreads {
-			cores += (n + p.tpc - 1) / p.tpc
-		} else {
-			cores += n // a unit is a whole core
+// amounts from the nodes of combo can touch: the cores with the most free
+// threads first, in threads mode; one core per unit otherwise; at least
+// one L3 group per node.
+func (p *planner) floors(combo []nodeCap, amounts []int) (cores, l3Groups int) {
+	for i, n := range amounts {
+		if p.mode != modeThreads {
+			cores += n
+			continue
+		}
+		byFree := combo[i].byFree
+		for f := len(byFree) - 1; f > 0 && n > 0; f-- {
+			k := min(byFree[f], (n+f-1)/f)
+			cores += k
+			n -= k * f
 		}
 	}
 	return cores, len(amounts)
@@ -532,13 +567,14 @@ func (p *planner) state(c *coreView) coreState {
 	case 0:
 		return coreState{core: c}
 	}
-	s := coreState{core: c, free: make([]int, 0, n), mine: mine}
+	start := len(p.s.threads)
 	for _, t := range c.threads {
 		if p.a.owner[t] == "" {
-			s.free = append(s.free, t)
+			p.s.threads = append(p.s.threads, t)
 		}
 	}
-	return s
+	end := len(p.s.threads)
+	return coreState{core: c, free: p.s.threads[start:end:end], mine: mine}
 }
 
 // unitsOf tells how many units a core gives in the current mode.
@@ -558,14 +594,40 @@ func (p *planner) unitsOf(s coreState) int {
 	return len(s.free)
 }
 
-func (p *planner) nodeCapacity(nv *nodeView) int {
-	c := 0
+func (p *planner) nodeCapacity(nv *nodeView) nodeCap {
+	nc := nodeCap{v: nv, byFree: make([]int, p.tpc+1)}
 	for i := range nv.l3s {
 		for j := range nv.l3s[i].cores {
-			c += p.unitsOf(p.state(&nv.l3s[i].cores[j]))
+			units, free := p.coreUnits(&nv.l3s[i].cores[j])
+			nc.cap += units
+			nc.byFree[free]++
 		}
 	}
-	return c
+	return nc
+}
+
+// coreUnits is unitsOf(state(c)) without building the state, and the
+// number of the core's free threads.
+func (p *planner) coreUnits(c *coreView) (units, free int) {
+	for _, t := range c.threads {
+		if !p.a.busy[t] {
+			free++
+		}
+	}
+	whole := free == len(c.threads) && c.complete
+	switch p.mode {
+	case modeFullCores:
+		if whole && free == p.tpc {
+			return 1, free
+		}
+		return 0, free
+	case modeHideSiblings:
+		if whole {
+			return 1, free
+		}
+		return 0, free
+	}
+	return free, free
 }
 
 // pick is what taking units from some cores gives, with the figures a
@@ -583,20 +645,22 @@ type pick struct {
 // the most whole cores first, so that few groups are used.
 func (p *planner) takeFromNode(nv *nodeView, need int) pick {
 	n := len(nv.l3s)
-	caps := make([]int, n)
-	wholes := make([]int, n)
-	mine := make([]bool, n)
-	bounds := make([]int, n+1)
 	total := 0
 	for g := range nv.l3s {
 		total += len(nv.l3s[g].cores)
 	}
-	// The states live in the planner's scratch space: a decision visits
-	// every node of every combination it weighs.
-	if cap(p.states) < 2*total {
-		p.states = make([]coreState, 2*total)
+	sc := p.s
+	sc.threads = sc.threads[:0]
+	if cap(sc.states) < 2*total {
+		sc.states = make([]coreState, 2*total)
 	}
-	states, flat := p.states[:total], p.states[total:2*total]
+	states, flat := sc.states[:total], sc.states[total:2*total]
+	sc.groups = slices.Grow(sc.groups[:0], 4*n+1)[:4*n+1]
+	clear(sc.groups)
+	caps, wholes, order, bounds := sc.groups[:n], sc.groups[n:2*n], sc.groups[2*n:3*n], sc.groups[3*n:]
+	sc.mine = slices.Grow(sc.mine[:0], n)[:n]
+	clear(sc.mine)
+	mine := sc.mine
 	for g := range nv.l3s {
 		l3 := &nv.l3s[g]
 		bounds[g+1] = bounds[g] + len(l3.cores)
@@ -615,18 +679,17 @@ func (p *planner) takeFromNode(nv *nodeView, need int) pick {
 	if n == 1 {
 		return p.takeFromCores(states, need)
 	}
-	order := make([]int, n)
 	for g := range order {
 		order[g] = g
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		if mine[order[a]] != mine[order[b]] {
-			return mine[order[a]]
+	slices.SortStableFunc(order, func(a, b int) int {
+		if mine[a] != mine[b] {
+			return boolFirst(mine[a])
 		}
-		if wholes[order[a]] != wholes[order[b]] {
-			return wholes[order[a]] > wholes[order[b]]
+		if wholes[a] != wholes[b] {
+			return wholes[b] - wholes[a]
 		}
-		return caps[order[a]] > caps[order[b]]
+		return caps[b] - caps[a]
 	})
 	flat = flat[:0]
 	for _, g := range order {
@@ -635,11 +698,11 @@ func (p *planner) takeFromNode(nv *nodeView, need int) pick {
 	best := p.takeFromCores(flat, need)
 	// One group when one reaches the node's figures: a growing container's
 	// own group first, then the fullest.
-	sort.SliceStable(order, func(a, b int) bool {
-		if mine[order[a]] != mine[order[b]] {
-			return mine[order[a]]
+	slices.SortStableFunc(order, func(a, b int) int {
+		if mine[a] != mine[b] {
+			return boolFirst(mine[a])
 		}
-		return caps[order[a]] < caps[order[b]]
+		return caps[a] - caps[b]
 	})
 	for _, g := range order {
 		if caps[g] < need {
@@ -706,8 +769,12 @@ func (p *planner) takeCores(states []coreState, need int) pick {
 // while they fit (the largest first), then the rest of the partly used
 // cores, and breaks a whole core only when nothing else is left.
 func (p *planner) takeThreads(states []coreState, need int) pick {
-	t := threadTaker{states: states, used: make([]bool, len(states)), need: need}
+	sc := p.s
+	sc.used = slices.Grow(sc.used[:0], len(states))[:len(states)]
+	clear(sc.used)
+	t := threadTaker{states: states, used: sc.used, need: need, partial: sc.partial[:0], whole: sc.whole[:0]}
 	partial, whole := t.partlyUsedFullestFirst(), t.wholeLargestFirst()
+	sc.partial, sc.whole = partial, whole // keep what they grew to
 	t.remainderFrom(partial, need%p.tpc)
 	t.wholeCoresThatFit(whole)
 	t.restFrom(partial)
@@ -718,11 +785,12 @@ func (p *planner) takeThreads(states []coreState, need int) pick {
 // threadTaker is the bookkeeping of takeThreads' passes: each core is taken
 // from at most once.
 type threadTaker struct {
-	states []coreState
-	used   []bool
-	need   int
-	pk     pick
-	groups groupSet
+	states         []coreState
+	used           []bool
+	need           int
+	pk             pick
+	groups         groupSet
+	partial, whole []int // empty buffers for the lists of cores below
 }
 
 func (t *threadTaker) take(i, k int) {
@@ -741,7 +809,7 @@ func (t *threadTaker) take(i, k int) {
 // in another pool) and some free: a growing container's own cores first,
 // then the fewest free first. They are where a remainder belongs.
 func (t *threadTaker) partlyUsedFullestFirst() []int {
-	var partial []int
+	partial := t.partial
 	for i, s := range t.states {
 		if !s.whole && len(s.free) > 0 {
 			partial = append(partial, i)
@@ -750,10 +818,7 @@ func (t *threadTaker) partlyUsedFullestFirst() []int {
 	slices.SortStableFunc(partial, func(a, b int) int {
 		sa, sb := t.states[a], t.states[b]
 		if sa.mine != sb.mine {
-			if sa.mine {
-				return -1
-			}
-			return 1
+			return boolFirst(sa.mine)
 		}
 		return len(sa.free) - len(sb.free)
 	})
@@ -763,7 +828,7 @@ func (t *threadTaker) partlyUsedFullestFirst() []int {
 // wholeLargestFirst lists the whole free cores, those with the most
 // threads first (a core whose siblings are offline has fewer).
 func (t *threadTaker) wholeLargestFirst() []int {
-	var whole []int
+	whole := t.whole
 	uniform := true
 	for i, s := range t.states {
 		if s.whole {
@@ -863,4 +928,12 @@ func forEachCombination(n, k int, fn func([]int)) {
 			idx[j] = idx[j-1] + 1
 		}
 	}
+}
+
+// boolFirst orders two different booleans, true first, for a sort's cmp.
+func boolFirst(a bool) int {
+	if a {
+		return -1
+	}
+	return 1
 }

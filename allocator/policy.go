@@ -97,11 +97,25 @@ func (e *AnnotationError) Error() string {
 
 // lookup finds an annotation for a container the NRI way and returns the
 // key that matched.
+//
+// The scoped keys are built in a stack buffer and looked up without
+// becoming strings (the compiler does not copy string(b) in a map index):
+// a decision makes seven lookups, most of them misses.
 func lookup(ann map[string]string, key, container string) (string, string, bool) {
-	for _, k := range []string{key + "/container." + container, key + "/pod", key} {
-		if v, ok := ann[k]; ok {
-			return k, v, true
-		}
+	if len(ann) == 0 {
+		return "", "", false
+	}
+	var buf [128]byte
+	b := append(append(append(buf[:0], key...), "/container."...), container...)
+	if v, ok := ann[string(b)]; ok {
+		return string(b), v, true
+	}
+	b = append(append(b[:0], key...), "/pod"...)
+	if v, ok := ann[string(b)]; ok {
+		return string(b), v, true
+	}
+	if v, ok := ann[key]; ok {
+		return key, v, true
 	}
 	return "", "", false
 }

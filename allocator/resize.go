@@ -65,7 +65,7 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 	// leave their holds.
 	a.takeFromHolds(g, cpus.Union(reserved))
 	for _, id := range cpus.Union(reserved).UnsortedList() {
-		a.owner[id] = c.ID
+		a.setOwner(id, c.ID)
 	}
 	c.CPUs = c.CPUs.Union(cpus)
 	c.Reserved = c.Reserved.Union(reserved)
@@ -119,9 +119,9 @@ func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 	c.Reserved = c.Reserved.Difference(cpuset.New(unhide...))
 	for _, id := range give.Union(cpuset.New(unhide...)).UnsortedList() {
 		if a.owner[id] == c.ID {
-			a.owner[id] = ""
+			a.setOwner(id, "")
 			if a.overlapped {
-				a.owner[id] = a.otherHolder(id)
+				a.setOwner(id, a.otherHolder(id))
 			}
 		}
 	}

@@ -1,6 +1,10 @@
 package cpulist
 
-import "testing"
+import (
+	"testing"
+
+	"k8s.io/utils/cpuset"
+)
 
 func TestParse(t *testing.T) {
 	for _, tc := range []struct {
@@ -23,6 +27,25 @@ func TestParse(t *testing.T) {
 		got, err = Parse(tc.in)
 		if bad := tc.bad || tc.spaced; bad != (err != nil) || (!bad && got.String() != tc.want) {
 			t.Errorf("Parse(%q) = %q, %v", tc.in, got, err)
+		}
+	}
+}
+
+func TestEqual(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"", "", true}, {"0-3", "0-3", true}, {"0,1", "1,0", true},
+		{"0-3", "0-2", false}, {"0-2", "0-3", false}, {"0,2", "0,3", false}, {"", "0", false},
+	} {
+		a, errA := cpuset.Parse(c.a)
+		b, errB := cpuset.Parse(c.b)
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		if got := Equal(a, b); got != c.want || got != a.Equals(b) {
+			t.Errorf("Equal(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
 		}
 	}
 }
