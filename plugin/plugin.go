@@ -421,7 +421,7 @@ func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate
 		if !ok || pools.IsExclusive(a.Pool) {
 			continue
 		}
-		if cur, pinned := p.runtimeCPUs(c); !pinned || !cur.Equals(a.CPUs) {
+		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, a.CPUs) {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
 	}
@@ -464,7 +464,7 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
 	case !p.alloc.HeldByOthers(a.Held(), a.ID).IsEmpty():
 		// Two containers on one exclusive CPU: the first keeps it.
 		return false
-	case cur.Equals(a.CPUs):
+	case cpulist.Equal(cur, a.CPUs):
 		if _, err := p.alloc.Restore(a, true); err != nil {
 			p.log.Warnf("kept container %s on CPUs %s although %v", who, a.CPUs, err)
 		}
@@ -694,8 +694,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if a, ok := p.alloc.Get(ctr.GetId()); ok {
 		// A repeated event (after a reconnect): answer the same, record
 		// nothing, and never undo what an earlier call decided.
-		p.log.Infof("container %s: already placed in pool %s on CPUs %s", who, a.Pool, a.CPUs)
-		return p.adjustment(a), p.takePending(), nil
+		st := containerState(a)
+		p.log.Infof("container %s: already placed in pool %s on CPUs %s", who, a.Pool, st.CPUs)
+		return p.adjustment(st), p.takePending(), nil
 	}
 	info := p.toContainer(pod, ctr)
 	if err := p.attachGrant(pod, ctr, &info); err != nil {
@@ -721,28 +722,28 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// The reply does not wait for the state file: the writer persists the
 	// decision in the background, and if this process dies before it does,
 	// the next Synchronize finds the container where the runtime runs it.
-	p.recordPlacement(res)
+	st := p.recordPlacement(res)
 	p.stateChanged()
-	a := res.Assignment
-	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, a.Pool, a.CPUs, a.Mems)
+	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, st.Pool, st.CPUs, st.Mems)
 	updates := p.followers(res)
 	p.persistedHook("CreateContainer", ctr.GetId())
-	return p.adjustment(a), updates, nil
+	return p.adjustment(st), updates, nil
 }
 
-// adjustment pins a new container to its assignment.
-func (p *Plugin) adjustment(a allocator.Assignment) *api.ContainerAdjustment {
+// adjustment pins a new container to its assignment, from its record (the
+// CPU lists already written out).
+func (p *Plugin) adjustment(st ContainerState) *api.ContainerAdjustment {
 	adj := &api.ContainerAdjustment{}
-	adj.SetLinuxCPUSetCPUs(a.CPUs.String())
-	if p.cfg.PinMemory && a.Mems.Size() > 0 {
-		adj.SetLinuxCPUSetMems(a.Mems.String())
+	adj.SetLinuxCPUSetCPUs(st.CPUs)
+	if p.cfg.PinMemory && st.Mems != "" {
+		adj.SetLinuxCPUSetMems(st.Mems)
 	}
-	if a.NoCPUQuota {
+	if st.NoCPUQuota {
 		adj.SetLinuxCPUQuota(noQuota)
 	}
-	adj.AddEnv(EnvCPUs, a.CPUs.String())
-	adj.AddEnv(EnvMems, a.Mems.String())
-	adj.AddEnv(EnvPool, a.Pool)
+	adj.AddEnv(EnvCPUs, st.CPUs)
+	adj.AddEnv(EnvMems, st.Mems)
+	adj.AddEnv(EnvPool, st.Pool)
 	return adj
 }
 
@@ -772,13 +773,16 @@ func (p *Plugin) followers(res allocator.Result) []*api.ContainerUpdate {
 // takePending turns the pending containers into updates with their
 // current assignment.
 func (p *Plugin) takePending() []*api.ContainerUpdate {
+	if len(p.pending) == 0 {
+		return nil
+	}
 	var updates []*api.ContainerUpdate
 	for _, id := range slices.Sorted(maps.Keys(p.pending)) {
 		if a, ok := p.alloc.Get(id); ok {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
 	}
-	p.pending = map[string]bool{}
+	clear(p.pending)
 	return updates
 }
 
@@ -826,7 +830,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	override := false
 	if want := res.GetCpu().GetCpus(); want != "" {
 		set, err := cpulist.Parse(want)
-		override = err != nil || !set.Equals(a.CPUs)
+		override = err != nil || !cpulist.Equal(set, a.CPUs)
 		if override && !p.overrode[a.ID] {
 			p.overrode[a.ID] = true
 			p.log.Warnf("container %s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
@@ -958,10 +962,12 @@ func (p *Plugin) pinSandbox(id string, sb sandbox, infra, mems cpuset.CPUSet) {
 
 // recordPlacement remembers a placed container and every container the
 // placement moved.
-func (p *Plugin) recordPlacement(res allocator.Result) {
-	p.memory.Containers[res.Assignment.ID] = containerState(res.Assignment)
+func (p *Plugin) recordPlacement(res allocator.Result) ContainerState {
+	st := containerState(res.Assignment)
+	p.memory.Containers[res.Assignment.ID] = st
 	p.dirty[res.Assignment.ID] = true
 	p.recordMoved(res)
+	return st
 }
 
 // recordRelease forgets a released container and remembers every

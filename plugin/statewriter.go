@@ -48,6 +48,12 @@ type stateWriter struct {
 	stopped bool       // no write after Close (or a simulated crash)
 	failing int        // failed attempts since the last successful write
 
+	// due is set while a write is scheduled and has not collected yet: a
+	// change then needs no kick (waking the writer costs a handler more
+	// than its decision). It is cleared before the write collects, under
+	// the plugin's lock, so a change that skipped the kick is collected.
+	due atomic.Bool
+
 	// Read by metrics without mu (a write may hold mu for long).
 	want        atomic.Uint64 // newest generation in memory
 	onDisk      atomic.Uint64 // generation of the last successful write
@@ -99,6 +105,9 @@ func (w *stateWriter) start(store Store) {
 func (w *stateWriter) changed(gen uint64) {
 	w.want.Store(gen)
 	w.behindSince.CompareAndSwap(0, time.Now().UnixNano())
+	if w.due.Load() {
+		return // the scheduled write has not collected yet: it takes this change
+	}
 	select {
 	case w.kick <- struct{}{}:
 	default: // a write is already due; it will take this change too
@@ -126,13 +135,16 @@ func (w *stateWriter) run() {
 			if !armed {
 				timer.Reset(max(w.delay, time.Until(lastStart.Add(w.minInterval))))
 				armed = true
+				w.due.Store(true)
 			}
 		case <-timer.C:
 			armed = false
+			w.due.Store(false)
 			lastStart = time.Now()
 			if err := w.write(); err != nil {
 				timer.Reset(wait)
 				armed = true
+				w.due.Store(true)
 				wait = min(wait*2, w.backoff.Max)
 				continue
 			}
