@@ -62,7 +62,7 @@ var ignoredDeviceMajors = map[int64]bool{1: true, 4: true, 5: true, 10: true, 13
 const maxDeviceLookups = 32
 
 // deviceNUMA returns the NUMA nodes of the container's devices.
-func deviceNUMA(sysfsRoot string, ctr *api.Container) cpuset.CPUSet {
+func (p *Plugin) deviceNUMA(ctr *api.Container) cpuset.CPUSet {
 	var nodes []int
 	lookups := 0
 	for _, d := range ctr.GetLinux().GetDevices() {
@@ -72,9 +72,9 @@ func deviceNUMA(sysfsRoot string, ctr *api.Container) cpuset.CPUSet {
 		if lookups++; lookups > maxDeviceLookups {
 			break
 		}
-		loc, err := sysfs.DeviceNodeLocality(sysfsRoot, d.Path, d.Type, d.Major, d.Minor)
-		if err == nil && loc.NUMA != sysfs.Unknown {
-			nodes = append(nodes, loc.NUMA)
+		node, err := p.devNodeNUMA(d.Path, d.Type, d.Major, d.Minor)
+		if err == nil && node != sysfs.Unknown {
+			nodes = append(nodes, node)
 		}
 	}
 	return cpuset.New(nodes...)
@@ -89,7 +89,7 @@ func (p *Plugin) toContainer(pod *api.PodSandbox, ctr *api.Container) allocator.
 		Annotations: pod.GetAnnotations(),
 		QoS:         qosClass(pod),
 		MilliCPU:    milliCPU(ctr),
-		DeviceNUMA:  deviceNUMA(p.cfg.SysfsRoot, ctr),
+		DeviceNUMA:  p.deviceNUMA(ctr),
 	}
 }
 

@@ -60,11 +60,13 @@ type Plugin struct {
 	dirty    map[string]bool
 	dirtyAll bool
 	// writer persists the state in the background, off the reply path.
-	writer   *stateWriter
-	sandbox  map[string]sandbox // pod sandboxes to keep pinned to infra, by id
-	pins     sandboxPins        // pins them in the background (sandboxpins.go)
-	overrode map[string]bool    // containers whose cpuset change we refused, logged once
-	metrics  *metrics
+	writer  *stateWriter
+	sandbox map[string]sandbox // pod sandboxes to keep pinned to infra, by id
+	pins    sandboxPins        // pins them in the background (sandboxpins.go)
+	// localities are device NUMA nodes already found (devices.go).
+	localities localityCache
+	overrode   map[string]bool // containers whose cpuset change we refused, logged once
+	metrics    *metrics
 	// usage is the pools' usage for the metrics, published by the state
 	// writer's collection (a few milliseconds after a decision) rather
 	// than by each decision: computing it walks every container and CPU,
@@ -97,6 +99,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logg
 	p := &Plugin{topo: topo, store: store, log: log, memory: NewState(), sandbox: map[string]sandbox{}, overrode: map[string]bool{},
 		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1)}
 	p.pins = newSandboxPins(&p.mu)
+	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(&p.usage, p.writer)
 	g, err := loadGrants(GrantsFile(cfg.StateFile))
@@ -527,7 +530,7 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	if err := p.attachGrant(pod, c, &info); err != nil {
 		return p.confine(c, who, err)
 	}
-	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
+	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return p.confine(c, who, err)
 	}
@@ -705,7 +708,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.metrics.countRefusal(refusedGrant)
 		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
 	}
-	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
+	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		p.log.Errorf("refusing container %s: %v", who, err)
 		p.metrics.countRefusal(refusedAnnotation)

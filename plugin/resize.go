@@ -9,7 +9,6 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/pools"
-	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // resize applies an in-place resize: the container's new CPU request comes
@@ -20,7 +19,7 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	who := before.Pod.ContainerName(before.Container)
 	info := p.toContainer(pod, ctr)
 	info.MilliCPU = milli
-	req, err := p.policy.Request(info, sysfs.DeviceNUMAResolver(p.cfg.SysfsRoot))
+	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		p.metrics.countResize(before.Pool, "refused")
 		return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm: %w", who, milli, err)
