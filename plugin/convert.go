@@ -84,7 +84,7 @@ func (p *Plugin) deviceNUMA(ctr *api.Container) cpuset.CPUSet {
 func (p *Plugin) toContainer(pod *api.PodSandbox, ctr *api.Container) allocator.Container {
 	return allocator.Container{
 		ID:          ctr.GetId(),
-		Pod:         allocator.PodRef{Namespace: pod.GetNamespace(), Name: pod.GetName(), UID: pod.GetUid()},
+		Pod:         podRef(pod),
 		Name:        containerName(ctr),
 		Annotations: pod.GetAnnotations(),
 		QoS:         qosClass(pod),

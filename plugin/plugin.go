@@ -364,10 +364,15 @@ func splitRemembered(containers []*api.Container, remembered map[string]Containe
 	return known, unknown
 }
 
-// containerRef names a container in log lines and errors:
-// namespace/pod/container.
+// containerRef names a container in log lines and errors, the one way
+// (allocator.PodRef.ContainerName): namespace/pod/container.
 func containerRef(pod *api.PodSandbox, ctr *api.Container) string {
-	return fmt.Sprintf("%s/%s/%s", pod.GetNamespace(), pod.GetName(), containerName(ctr))
+	return podRef(pod).ContainerName(containerName(ctr))
+}
+
+// podRef is the allocator's reference to a pod.
+func podRef(pod *api.PodSandbox) allocator.PodRef {
+	return allocator.PodRef{Namespace: pod.GetNamespace(), Name: pod.GetName(), UID: pod.GetUid()}
 }
 
 func sortContainers(cs []*api.Container) {
