@@ -61,7 +61,6 @@ func GrantsFile(stateFile string) string {
 
 func loadGrants(path string) (*grants, error) {
 	g := &grants{byToken: map[string]grant{}, file: newGrantsFile(path)}
-	g.file.removeStaleTemps()
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):

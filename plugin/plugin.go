@@ -101,6 +101,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logg
 	if err != nil {
 		return nil, err
 	}
+	g.file.removeStaleTemps() // nothing writes it yet
 	p.grants = g
 	if err := p.configure(cfg); err != nil {
 		return nil, err
