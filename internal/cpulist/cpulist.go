@@ -21,11 +21,19 @@ const MaxCPUs = 1 << 16
 const maxEcho = 32
 
 // Echo quotes at most a short prefix of a value for an error message.
+// The prefix is shortened until its quoted form fits in twice maxEcho:
+// a byte that is not printable quotes to four characters.
 func Echo(s string) string {
-	if len(s) <= maxEcho {
-		return strconv.Quote(s)
+	n := min(len(s), maxEcho)
+	q := strconv.Quote(s[:n])
+	for len(q) > 2*maxEcho && n > 1 {
+		n /= 2
+		q = strconv.Quote(s[:n])
 	}
-	return strconv.Quote(s[:maxEcho]) + fmt.Sprintf("… (%d bytes)", len(s))
+	if n == len(s) {
+		return q
+	}
+	return q + fmt.Sprintf("… (%d bytes)", len(s))
 }
 
 // ListError is a malformed or out-of-range list.
@@ -58,7 +66,6 @@ func ParseBelow(s string, limit int) (cpuset.CPUSet, error) {
 		return cpuset.New(), &ListError{s, "no ids are valid here"}
 	}
 	limit = min(limit, MaxCPUs)
-	type span struct{ first, last int }
 	var spans []span
 	top := 0
 	rest := s
@@ -85,6 +92,9 @@ func ParseBelow(s string, limit int) (cpuset.CPUSet, error) {
 		spans = append(spans, span{first, last})
 		top = max(top, last)
 	}
+	if ids, ok := ascending(spans); ok {
+		return cpuset.New(ids...), nil
+	}
 	// depth[i] counts the ranges covering i, as differences (+1 at a
 	// range's first id, -1 after its last): overlapping ranges cost
 	// nothing extra.
@@ -101,6 +111,29 @@ func ParseBelow(s string, limit int) (cpuset.CPUSet, error) {
 		}
 	}
 	return cpuset.New(ids...), nil
+}
+
+type span struct{ first, last int }
+
+// ascending lists the ids of spans that are in order and do not overlap,
+// as the kernel and cpuset.String write them: the common case, in time
+// proportional to the ids rather than to the largest. ok is false for any
+// other order, which the caller resolves.
+func ascending(spans []span) ([]int, bool) {
+	n := 0
+	for i, r := range spans {
+		if i > 0 && r.first <= spans[i-1].last {
+			return nil, false
+		}
+		n += r.last - r.first + 1
+	}
+	ids := make([]int, 0, n)
+	for _, r := range spans {
+		for id := r.first; id <= r.last; id++ {
+			ids = append(ids, id)
+		}
+	}
+	return ids, true
 }
 
 // listID parses one id: decimal digits only, below limit.

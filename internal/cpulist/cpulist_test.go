@@ -1,6 +1,9 @@
 package cpulist
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"k8s.io/utils/cpuset"
@@ -47,5 +50,25 @@ func TestEqual(t *testing.T) {
 		if got := Equal(a, b); got != c.want || got != a.Equals(b) {
 			t.Errorf("Equal(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
 		}
+	}
+}
+
+// TestEchoIsShort: an echo is short whatever the bytes, a printable prefix
+// keeps its length, and the full value's size is told when cut.
+func TestEchoIsShort(t *testing.T) {
+	for _, s := range []string{"0-3", strings.Repeat("7", 40), strings.Repeat("\xb4", 40), strings.Repeat("\x00", 1000), strings.Repeat("é", 40)} {
+		e := Echo(s)
+		if len(e) > 2*maxEcho+len("… (1000 bytes)") {
+			t.Errorf("Echo(%d bytes) is %d bytes: %s", len(s), len(e), e)
+		}
+		if len(s) > maxEcho && !strings.HasSuffix(e, fmt.Sprintf("(%d bytes)", len(s))) {
+			t.Errorf("Echo(%d bytes) = %s: does not tell the size", len(s), e)
+		}
+	}
+	if got, want := Echo(strings.Repeat("7", 40)), strconv.Quote(strings.Repeat("7", maxEcho))+"… (40 bytes)"; got != want {
+		t.Errorf("printable prefix: got %s, want %s", got, want)
+	}
+	if got := Echo("0-3"); got != `"0-3"` {
+		t.Errorf("short value: got %s", got)
 	}
 }
