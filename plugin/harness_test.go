@@ -43,6 +43,9 @@ type fakeRuntime struct {
 	// updateDelay holds unsolicited updates back before applying them, as
 	// a busy runtime may.
 	updateDelay time.Duration
+	// settle, when set, waits for the running plugin's sandbox pins: what
+	// sandboxCPUs reads is what the plugin has settled on.
+	settle func()
 	// proxy forwards plugin connections from socket to the adaptation's own
 	// socket, so that a restart can cut them as a dying runtime process
 	// does (Adaptation.Stop leaves external plugins connected).
@@ -266,9 +269,16 @@ func (f *fakeRuntime) mkCgroup(dir string) {
 	require.NoError(f.t, os.WriteFile(filepath.Join(path, "cpuset.mems"), nil, 0o644))
 }
 
-// sandboxCPUs reads what the plugin wrote into a sandbox's cgroup.
+// sandboxCPUs reads what the plugin wrote into a sandbox's cgroup, once it
+// has pinned every sandbox it was asked to (it pins in the background).
 func (f *fakeRuntime) sandboxCPUs(pod *api.PodSandbox) string {
 	f.t.Helper()
+	f.mu.Lock()
+	settle := f.settle
+	f.mu.Unlock()
+	if settle != nil {
+		settle()
+	}
 	dir, err := cgroupDir(pod.Linux.CgroupsPath)
 	require.NoError(f.t, err)
 	b, err := os.ReadFile(filepath.Join(f.hierarchy(), dir, "cpuset.cpus"))
@@ -465,6 +475,9 @@ func startPluginSetUp(t testing.TB, f *fakeRuntime, node testNode, stateFile str
 		setup(rp)
 	}
 	before := f.syncCount()
+	f.mu.Lock()
+	f.settle = p.waitSandboxesPinned
+	f.mu.Unlock()
 	go func() {
 		rp.done <- p.Run(ctx, f.socket, Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond})
 	}()
@@ -477,6 +490,7 @@ func startPluginSetUp(t testing.TB, f *fakeRuntime, node testNode, stateFile str
 // file has caught up with the decisions, and the runtime hears no goodbye.
 func (rp *runningPlugin) stop() {
 	rp.once.Do(func() {
+		rp.p.waitSandboxesPinned()
 		if err := rp.p.Flush(); err != nil {
 			panic(err)
 		}
@@ -492,6 +506,7 @@ func (rp *runningPlugin) kill() {
 
 func (rp *runningPlugin) halt() {
 	rp.p.writer.crash()
+	rp.p.stopPinning() // a dead process pins nothing more
 	rp.cancel()
 	select {
 	case <-rp.done:

@@ -62,6 +62,7 @@ type Plugin struct {
 	// writer persists the state in the background, off the reply path.
 	writer   *stateWriter
 	sandbox  map[string]sandbox // pod sandboxes to keep pinned to infra, by id
+	pins     sandboxPins        // pins them in the background (sandboxpins.go)
 	overrode map[string]bool    // containers whose cpuset change we refused, logged once
 	metrics  *metrics
 	// usage is the pools' usage for the metrics, published by the state
@@ -95,6 +96,7 @@ type Plugin struct {
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, memory: NewState(), sandbox: map[string]sandbox{}, overrode: map[string]bool{},
 		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1)}
+	p.pins = newSandboxPins(&p.mu)
 	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(&p.usage, p.writer)
 	g, err := loadGrants(GrantsFile(cfg.StateFile))
@@ -142,6 +144,7 @@ func (p *Plugin) Flush() error {
 // store's resources. It must not be called with the lock held: the final
 // write collects the state under it.
 func (p *Plugin) Close() {
+	p.stopPinning()
 	if err := p.writer.Close(); err != nil {
 		p.log.Errorf("final state write: %v", err)
 	}
@@ -262,7 +265,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	p.rememberAssignments()
 	p.synced = true
 	p.stateChanged()
-	p.pinSandboxes()
+	p.pinSandboxesLater()
 	p.metrics.synchronized.Inc()
 	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d CPU sets held for stopped containers, %d updates",
 		len(known)-len(repair), len(repair), len(unknown), confined+confinedNew, p.countForgotten(remembered.Containers), len(p.alloc.Holds()), len(updates))
@@ -579,10 +582,8 @@ func (p *Plugin) confine(c *api.Container, who string, reason error) (*api.Conta
 func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	sb := sandboxOf(pod)
-	p.sandbox[pod.GetId()] = sb
-	infra := p.alloc.PoolCPUs(pools.Infra)
-	p.pinSandbox(pod.GetId(), sb, infra, p.infraMems(infra))
+	p.sandbox[pod.GetId()] = sandboxOf(pod)
+	p.pinSandboxLater(pod.GetId())
 	return nil
 }
 
@@ -766,7 +767,7 @@ func (p *Plugin) followers(res allocator.Result) []*api.ContainerUpdate {
 	}
 	if res.InfraChanged {
 		p.log.Infof("infra is now %s: updating %d containers and %d sandboxes", p.alloc.PoolCPUs(pools.Infra), len(p.pending), len(p.sandbox))
-		p.pinSandboxes()
+		p.pinSandboxesLater()
 	}
 	return p.takePending()
 }
@@ -795,13 +796,13 @@ func (p *Plugin) takePending() []*api.ContainerUpdate {
 // container on a CPU lent to an exclusive one. Only pools growing are ever
 // deferred (a release never shrinks one), so until then members run on a
 // subset of their pool, never on a CPU someone else holds. Sandboxes follow
-// at once: pinning them is synchronous.
+// without waiting for a reply: the pinner takes them at once.
 func (p *Plugin) deferFollowers(res allocator.Result) {
 	for _, u := range res.Updates {
 		p.pending[u.ID] = true
 	}
 	if res.InfraChanged {
-		p.pinSandboxes()
+		p.pinSandboxesLater()
 	}
 }
 
@@ -924,14 +925,6 @@ func sandboxOf(pod *api.PodSandbox) sandbox {
 	return sandbox{uid: pod.GetUid(), namespace: pod.GetNamespace(), name: pod.GetName(), cgroupsPath: pod.GetLinux().GetCgroupsPath(), pid: pod.GetPid()}
 }
 
-func (p *Plugin) pinSandboxes() {
-	infra := p.alloc.PoolCPUs(pools.Infra)
-	mems := p.infraMems(infra) // once, not per sandbox: Synchronize pins a thousand
-	for _, id := range slices.Sorted(maps.Keys(p.sandbox)) {
-		p.pinSandbox(id, p.sandbox[id], infra, mems)
-	}
-}
-
 // infraMems are the memory nodes a sandbox on infra is pinned to, when
 // memory is pinned.
 func (p *Plugin) infraMems(infra cpuset.CPUSet) cpuset.CPUSet {
@@ -941,11 +934,22 @@ func (p *Plugin) infraMems(infra cpuset.CPUSet) cpuset.CPUSet {
 	return p.topo.NUMANodesOf(infra)
 }
 
-func (p *Plugin) pinSandbox(id string, sb sandbox, infra, mems cpuset.CPUSet) {
-	if !p.cfg.PinSandboxes {
+// pinTarget is what the pinner pins sandboxes to, and how, as it was when
+// it took them.
+type pinTarget struct {
+	pinner           *cgroupPinner
+	infra, mems      cpuset.CPUSet
+	cgroup, affinity bool // config pinSandboxes and sandboxAffinity
+}
+
+// pinSandbox writes a sandbox's cgroup (and the pause process's affinity).
+// The pinner calls it outside the lock.
+func (p *Plugin) pinSandbox(id string, sb sandbox, t pinTarget) {
+	if !t.cgroup {
 		return
 	}
-	err := p.pinner.Pin(sb.cgroupsPath, infra, mems)
+	infra := t.infra
+	err := t.pinner.Pin(sb.cgroupsPath, infra, t.mems)
 	switch {
 	case errors.Is(err, errNoCgroup):
 		p.log.Debugf("pod %s/%s: sandbox %s has no cgroup to pin (%q)", sb.namespace, sb.name, id, sb.cgroupsPath)
@@ -954,7 +958,7 @@ func (p *Plugin) pinSandbox(id string, sb sandbox, infra, mems cpuset.CPUSet) {
 	default:
 		p.log.Debugf("pod %s/%s: sandbox pinned to infra %s", sb.namespace, sb.name, infra)
 	}
-	if p.cfg.SandboxAffinity && sb.pid > 0 {
+	if t.affinity && sb.pid > 0 {
 		if err := setAffinity(sb.pid, infra); err != nil {
 			p.log.Warnf("pod %s/%s: %v", sb.namespace, sb.name, err)
 		}

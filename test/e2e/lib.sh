@@ -218,6 +218,19 @@ wait_cpus() {
   done
   echo "$got"
 }
+# eventually WANT CMD [ARGS...]: runs CMD until it prints WANT (5 s at
+# most) and prints its last output. The plugin pins sandboxes right after
+# its reply, not before.
+eventually() {
+  local want=$1 got
+  shift
+  for _ in $(seq 1 50); do
+    got=$("$@" 2>/dev/null)
+    [ "$got" = "$want" ] && break
+    sleep 0.1
+  done
+  echo "$got"
+}
 mems_of()  { cat "$(cgroup_of "$1")/cpuset.mems"; }
 pid_of()   { crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null || crictl inspectp -o go-template --template '{{.info.pid}}' "$1"; }
 allowed_of() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/$(pid_of "$1")/status"; }

@@ -57,11 +57,13 @@ func nodeOf(cpu int) string {
 
 // checkSandbox checks that a pod's own cgroup (which exists even when the
 // runtime runs no infra container) and its infra process, if any, are on want.
+// The plugin pins sandboxes in the background, right after its reply: the
+// check waits for it.
 func (c *tc) checkSandbox(what string, p *pod, want string) {
 	c.Helper()
-	c.equal(what+": sandbox cgroup", c.sandboxCPUs(p), want)
+	c.wantEventually(what+": sandbox cgroup", func() string { return c.sandboxCPUs(p) }, want)
 	if c.e.rt.HasInfraContainer(p.spec.pid) {
-		c.equal(what+": pause process Cpus_allowed_list", allowed(c.sandboxPid(p)), want)
+		c.wantEventually(what+": pause process Cpus_allowed_list", func() string { return allowed(c.sandboxPid(p)) }, want)
 	}
 }
 

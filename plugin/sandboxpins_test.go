@@ -1,0 +1,68 @@
+package plugin
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// rawSandboxCPUs reads a sandbox's cgroup as it is now, without waiting for
+// the plugin's pins.
+func (f *fakeRuntime) rawSandboxCPUs(pod *api.PodSandbox) string {
+	f.t.Helper()
+	dir, err := cgroupDir(pod.Linux.CgroupsPath)
+	require.NoError(f.t, err)
+	b, err := os.ReadFile(filepath.Join(f.hierarchy(), dir, "cpuset.cpus"))
+	require.NoError(f.t, err)
+	return strings.TrimSpace(string(b))
+}
+
+// TestSandboxPinsOffTheReplyPath: RunPodSandbox and a CreateContainer that
+// shrinks infra reply while the sandbox pinner is stuck in a cgroup write,
+// and once it is free the sandbox ends on the newest infra, not on the one
+// the stuck round took.
+func TestSandboxPinsOffTheReplyPath(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	gate, entered := make(chan struct{}), make(chan struct{}, 8)
+	startPluginWith(t, f, desktop, statePath(f), func(rp *runningPlugin) {
+		rp.p.pins.hold = func() {
+			entered <- struct{}{}
+			<-gate
+		}
+	})
+	released := false
+	release := func() {
+		if !released {
+			close(gate)
+			released = true
+		}
+	}
+	t.Cleanup(release)
+
+	replied := make(chan *api.PodSandbox)
+	go func() { replied <- f.runPod(podSpec{name: "web", qos: "burstable"}) }()
+	var web *api.PodSandbox
+	select {
+	case web = <-replied:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunPodSandbox waited for the sandbox's cgroup write")
+	}
+	<-entered // the pinner took web with infra 0-1,8-9 and is stuck
+	assert.Equal(t, "", f.rawSandboxCPUs(web), "not pinned yet")
+
+	dpdk := f.runPod(podSpec{name: "dpdk", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
+	eni, _, err := f.createContainer(dpdk, "eni", 1000)
+	require.NoError(t, err, "CreateContainer replied while the pinner is stuck")
+	assert.Equal(t, "1", f.cpus(eni), "lent from infra")
+	assert.Equal(t, "", f.rawSandboxCPUs(web), "still not pinned: the pinner is stuck")
+
+	release()
+	assert.Equal(t, "0,8-9", f.sandboxCPUs(web), "the last round pins the newest infra")
+	assert.Equal(t, "0,8-9", f.sandboxCPUs(dpdk))
+}
