@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,9 +37,20 @@ type grant struct {
 
 // grants are the kubelet's allocations the daemon knows of, by token, kept
 // in a small file next to the state file so that a restarted daemon still
-// recognises containers the kubelet restarts.
+// recognises containers the kubelet restarts. byToken and gen change only
+// under the plugin's lock.
 type grants struct {
-	path    string
+	byToken map[string]grant
+	// gen counts the changes to byToken: it orders the copies that reach
+	// the file, so that an older map never replaces a newer one.
+	gen  uint64
+	file *grantsFile
+}
+
+// grantsSnapshot is a copy of the grants as of one generation, taken under
+// the plugin's lock and written without it.
+type grantsSnapshot struct {
+	gen     uint64
 	byToken map[string]grant
 }
 
@@ -48,7 +60,7 @@ func GrantsFile(stateFile string) string {
 }
 
 func loadGrants(path string) (*grants, error) {
-	g := &grants{path: path, byToken: map[string]grant{}}
+	g := &grants{byToken: map[string]grant{}, file: newGrantsFile(path)}
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -65,34 +77,13 @@ func loadGrants(path string) (*grants, error) {
 	return g, nil
 }
 
-// save writes the grants durably (temp file, fsync, rename).
-func (g *grants) save() error {
-	data, err := json.MarshalIndent(g.byToken, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(g.path), 0o700); err != nil {
-		return fmt.Errorf("saving kubelet grants: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(g.path), ".kubelet-grants-*")
-	if err != nil {
-		return fmt.Errorf("saving kubelet grants: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	// A failed write or sync must stop the rename: keep its error.
-	if _, err = tmp.Write(data); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), g.path)
-	}
-	if err != nil {
-		return fmt.Errorf("saving kubelet grants: %w", err)
-	}
-	return nil
+// changed notes a change to byToken; the caller tells whoever writes it.
+func (g *grants) changed() { g.gen++ }
+
+// snapshot copies the grants for the file (a map of at most one entry per
+// exclusive CPU).
+func (g *grants) snapshot() grantsSnapshot {
+	return grantsSnapshot{gen: g.gen, byToken: maps.Clone(g.byToken)}
 }
 
 func newToken() string {

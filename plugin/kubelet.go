@@ -124,22 +124,51 @@ func (p *Plugin) Preferred(available, mustInclude []string, size int) ([]string,
 // that pod ended, which can be a moment before its container has stopped;
 // the new container's creation then fails until they are free, and the
 // kubelet retries it. The earlier grant is dropped.
+//
+// Unlike the NRI handlers, Grant writes the grants file itself and fsyncs
+// it before it returns the token. The kubelet checkpoints the token with its
+// allocation and shows it again for every container it re-creates from
+// that allocation, even after a node reboot; a token the daemon forgot
+// would get those containers refused. Grant is the device plugin's Allocate
+// (a gRPC call from the kubelet before it creates the container), not an
+// NRI reply, and it writes without the plugin's lock, so no handler waits
+// for that fsync.
 func (p *Plugin) Grant(ids []string) (map[string]string, error) {
+	g, tok, snap, err := p.grant(ids)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.file.save(snap, true); err != nil {
+		// Nobody knows the token yet: take it back.
+		p.mu.Lock()
+		delete(g.byToken, tok)
+		g.changed()
+		p.stateChanged()
+		p.mu.Unlock()
+		return nil, err
+	}
+	p.notify()
+	return map[string]string{EnvGrant: tok}, nil
+}
+
+// grant decides a Grant under the lock: it records the new grant in memory
+// and returns the grants with their copy to write.
+func (p *Plugin) grant(ids []string) (*grants, string, grantsSnapshot, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cpus, err := p.parseDeviceIDs(ids)
 	if err != nil {
-		return nil, err
+		return nil, "", grantsSnapshot{}, err
 	}
 	if cpus.IsEmpty() {
-		return nil, fmt.Errorf("no devices to allocate")
+		return nil, "", grantsSnapshot{}, fmt.Errorf("no devices to allocate")
 	}
 	kubelets := cpuset.New()
 	for _, g := range p.grants.byToken {
 		kubelets = kubelets.Union(g.cpusOf())
 	}
 	if held := cpus.Difference(p.alloc.FreeCPUs(pools.Exclusive)).Difference(kubelets); !held.IsEmpty() {
-		return nil, fmt.Errorf("CPUs %s are held by containers the kubelet did not allocate them to (%s)", held, p.holders(held))
+		return nil, "", grantsSnapshot{}, fmt.Errorf("CPUs %s are held by containers the kubelet did not allocate them to (%s)", held, p.holders(held))
 	}
 	for tok, g := range p.grants.byToken {
 		if !g.cpusOf().Intersection(cpus).IsEmpty() {
@@ -148,12 +177,8 @@ func (p *Plugin) Grant(ids []string) (map[string]string, error) {
 	}
 	tok := newToken()
 	p.grants.byToken[tok] = grant{CPUs: cpus.String()}
-	if err := p.grants.save(); err != nil {
-		delete(p.grants.byToken, tok)
-		return nil, err
-	}
-	p.notify()
-	return map[string]string{EnvGrant: tok}, nil
+	p.grants.changed()
+	return p.grants, tok, p.grants.snapshot(), nil
 }
 
 func (p *Plugin) holders(cpus cpuset.CPUSet) string {
@@ -167,7 +192,8 @@ func (p *Plugin) holders(cpus cpuset.CPUSet) string {
 }
 
 // attachGrant fills in the CPUs the kubelet allocated to the container, if
-// its environment carries a grant token. A token that the daemon does not
+// its environment carries a grant token, and binds an unbound grant to the
+// container (in memory; see grantsChanged). A token that the daemon does not
 // know, or that belongs to another container, is refused. Pod annotations
 // play no part: only the environment the kubelet built counts.
 func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allocator.Container) error {
@@ -182,9 +208,7 @@ func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allo
 	if g.PodUID == "" {
 		g.PodUID, g.Namespace, g.Pod, g.Container = pod.GetUid(), pod.GetNamespace(), pod.GetName(), ctr.GetName()
 		p.grants.byToken[tok] = g
-		if err := p.grants.save(); err != nil {
-			return err
-		}
+		p.grantsChanged()
 	} else if g.PodUID != pod.GetUid() || g.Container != ctr.GetName() {
 		return fmt.Errorf("%s: the grant belongs to container %s/%s/%s; it cannot be reused", EnvGrant, g.Namespace, g.Pod, g.Container)
 	}
@@ -202,10 +226,20 @@ func (p *Plugin) forgetGrants(gone func(uid string) bool) {
 		}
 	}
 	if changed {
-		if err := p.grants.save(); err != nil {
-			p.log.Warnf("%v", err)
-		}
+		p.grantsChanged()
 	}
+}
+
+// grantsChanged tells the state writer that an NRI handler changed the
+// grants: the writer persists them with the state, in the background, so
+// that the handler replies without waiting for the disk. A kill -9 before
+// that write loses nothing that matters: a binding not on disk is made
+// again by the first container that shows the token (the runtime re-reports
+// it at Synchronize, and the kubelet re-creates with the same token), and
+// grants of pods that are gone are forgotten again at Synchronize.
+func (p *Plugin) grantsChanged() {
+	p.grants.changed()
+	p.stateChanged()
 }
 
 func (p *Plugin) numaOf(cpu int) int {

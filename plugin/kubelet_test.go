@@ -91,9 +91,10 @@ func TestResourceRoutePinsKubeletCPUs(t *testing.T) {
 	p.mu.Lock()
 	assert.Empty(t, p.grants.byToken, "the removed pod's grant is forgotten")
 	p.mu.Unlock()
+	require.NoError(t, p.Flush())
 	reloaded, err := loadGrants(GrantsFile(statePath(f)))
 	require.NoError(t, err)
-	assert.Empty(t, reloaded.byToken, "and the file says so")
+	assert.Empty(t, reloaded.byToken, "and the file says so once the writer wrote it")
 }
 
 // TestGrantCannotBeForged: the token comes only from the daemon, is bound

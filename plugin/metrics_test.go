@@ -58,7 +58,7 @@ cpupool_refused_containers_total{reason="annotation"} 1
 	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(want),
 		"cpupool_pool_cpus", "cpupool_pool_free_cpus", "cpupool_held_cpus", "cpupool_containers", "cpupool_refused_containers_total"))
 	writer := `
-# HELP cpupool_state_write_errors_total Failed attempts to write or sync the state file (each is retried).
+# HELP cpupool_state_write_errors_total Failed attempts to write or sync the state file or the kubelet grants file (each is retried; the log names the file).
 # TYPE cpupool_state_write_errors_total counter
 cpupool_state_write_errors_total 0
 # HELP cpupool_state_behind_seconds Seconds the oldest decision not yet in the state file has waited; 0 when the file is current.

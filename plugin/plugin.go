@@ -106,6 +106,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logg
 	if err != nil {
 		return nil, err
 	}
+	g.file.removeStaleTemps() // nothing writes it yet
 	p.grants = g
 	if err := p.configure(cfg); err != nil {
 		return nil, err
@@ -128,7 +129,7 @@ func (p *Plugin) loadState() error {
 		return err
 	}
 	p.memory, p.loaded = st, true
-	p.writer.start(p.store)
+	p.writer.start(p.store, p.grants.file)
 	if st.MigratedFrom != 0 {
 		p.log.Infof("state: %s is schema version %d; migrated to %d, rewritten at the next write", p.cfg.StateFile, st.MigratedFrom, SchemaVersion)
 	}
@@ -1030,11 +1031,15 @@ func (p *Plugin) stateChanged() {
 // collectState brings the writer's copy of the state up to date, under the
 // lock: only the containers changed since the last call are copied, so the
 // lock is held for the size of the change, not of the node (plus the
-// holds and the pools' usage, which it publishes for the metrics). It
-// returns the generation the copy now holds.
-func (p *Plugin) collectState(st *State) uint64 {
+// holds and the pools' usage, which it publishes for the metrics), and
+// the grants when they changed. It returns the generation the copy now
+// holds.
+func (p *Plugin) collectState(st *State, grants *grantsSnapshot) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if grants.gen != p.grants.gen {
+		*grants = p.grants.snapshot()
+	}
 	if p.dirtyAll {
 		st.Containers = maps.Clone(p.memory.Containers)
 		p.dirtyAll = false

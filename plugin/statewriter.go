@@ -12,7 +12,9 @@ import (
 
 // stateWriter persists the state in the background, so that no handler
 // waits for the disk: a handler changes memory, bumps the generation and
-// replies; the writer copies what changed and writes it.
+// replies; the writer copies what changed and writes it. The kubelet
+// grants, which live in a file of their own, are collected with the state
+// and written after it by the same writer, under the same guarantees.
 //
 // Guarantees:
 //   - One goroutine writes, and each write takes its copy and writes it
@@ -21,17 +23,22 @@ import (
 //   - Bursts coalesce: a write starts at least delay after the first change
 //     and at least minInterval after the previous write started; every
 //     change made before a write takes its copy is in that write.
-//   - A failed write is logged, counted and retried with backoff; the next
-//     successful write carries every change since the last one.
+//   - A failed write (of either file) is logged, counted and retried with
+//     backoff; the next successful write carries every change since the
+//     last one.
 //   - Nothing is fsynced per write (a crashed process loses nothing the
-//     kernel has); the store is synced every syncEvery while it has unsynced
-//     writes, and on Flush and Close.
+//     kernel has); the store and the grants file are synced every
+//     syncEvery while they have unsynced writes, and on Flush and Close.
 type stateWriter struct {
 	store Store
-	log   *logrus.Logger
-	// collect brings the mirror up to date with the plugin's memory, under
-	// the plugin's lock, and returns the generation the mirror now holds.
-	collect func(mirror *State) uint64
+	// grants is the kubelet grants file, nil when there is none (tests of
+	// the writer alone). Grant writes it too; grantsFile orders the two.
+	grants *grantsFile
+	log    *logrus.Logger
+	// collect brings the mirrors up to date with the plugin's memory, under
+	// the plugin's lock, and returns the generation the mirror now holds
+	// (a change to the grants is a change of that generation too).
+	collect func(mirror *State, grants *grantsSnapshot) uint64
 
 	delay, minInterval, syncEvery time.Duration
 	backoff                       Backoff
@@ -43,10 +50,15 @@ type stateWriter struct {
 
 	mu      sync.Mutex // held for a whole write: one write at a time, in order
 	mirror  *State     // the writer's own copy, read by the store outside the plugin's lock
-	written uint64     // generation of the last successful write
+	written uint64     // generation of the last successful write (of both files)
 	synced  uint64     // generation of the last successful sync
 	stopped bool       // no write after Close (or a simulated crash)
 	failing int        // failed attempts since the last successful write
+	// grantsMirror is the writer's copy of the grants, replaced by collect
+	// when they changed; saved is the generation of the last state the
+	// store saved (ahead of written while the grants fail to write).
+	grantsMirror grantsSnapshot
+	saved        uint64
 
 	// due is set while a write is scheduled and has not collected yet: a
 	// change then needs no kick (waking the writer costs a handler more
@@ -77,7 +89,7 @@ const (
 
 var stateWriteBackoff = Backoff{Initial: 50 * time.Millisecond, Max: 5 * time.Second}
 
-func newStateWriter(log *logrus.Logger, collect func(*State) uint64) *stateWriter {
+func newStateWriter(log *logrus.Logger, collect func(*State, *grantsSnapshot) uint64) *stateWriter {
 	return &stateWriter{log: log, collect: collect,
 		delay: stateWriteDelay, minInterval: stateWriteInterval, syncEvery: stateSyncEvery, backoff: stateWriteBackoff,
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
@@ -89,14 +101,15 @@ func newStateWriter(log *logrus.Logger, collect func(*State) uint64) *stateWrite
 		}, []string{"op"})}
 }
 
-// start begins writing to store, once; until then changes only wait.
-func (w *stateWriter) start(store Store) {
+// start begins writing to store and grants (which may be nil), once; until
+// then changes only wait.
+func (w *stateWriter) start(store Store, grants *grantsFile) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.store != nil || w.stopped {
 		return
 	}
-	w.store = store
+	w.store, w.grants = store, grants
 	go w.run()
 }
 
@@ -155,15 +168,16 @@ func (w *stateWriter) run() {
 	}
 }
 
-// write brings the mirror up to date and stores it if it is newer than
-// what is on disk.
+// write brings the mirrors up to date and stores them if they are newer
+// than what is on disk: the state, then the grants. A state saved before
+// the grants failed is not saved again by the retry.
 func (w *stateWriter) write() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped || w.store == nil || w.want.Load() == w.written {
 		return nil
 	}
-	gen := w.collect(w.mirror)
+	gen := w.collect(w.mirror, &w.grantsMirror)
 	if gen < w.written {
 		// Generations only grow under the plugin's lock; never write back.
 		return fmt.Errorf("state generation went back from %d to %d", w.written, gen)
@@ -171,14 +185,21 @@ func (w *stateWriter) write() error {
 	if gen == w.written {
 		return nil
 	}
-	start := time.Now()
-	err := w.store.Save(w.mirror)
-	w.durations.WithLabelValues("write").Observe(time.Since(start).Seconds())
-	if err != nil {
-		w.errors.Add(1)
-		w.failing++
-		w.log.Errorf("writing state failed (attempt %d; retrying with backoff, containers are still placed): %v", w.failing, err)
-		return err
+	if gen != w.saved {
+		start := time.Now()
+		err := w.store.Save(w.mirror)
+		w.durations.WithLabelValues("write").Observe(time.Since(start).Seconds())
+		if err != nil {
+			return w.failed("writing state", err)
+		}
+		w.saved = gen
+	}
+	if w.grants != nil {
+		// A no-op unless the grants changed since the file was written
+		// (by this writer or by Grant).
+		if err := w.grants.save(w.grantsMirror, false); err != nil {
+			return w.failed("writing kubelet grants", err)
+		}
 	}
 	if w.failing > 0 {
 		w.log.Infof("state written again after %d failed attempts", w.failing)
@@ -202,8 +223,16 @@ func (w *stateWriter) write() error {
 	return nil
 }
 
-// sync makes the written state durable if a write happened since the
-// last sync.
+// failed counts and logs a failed write; the caller retries with backoff.
+func (w *stateWriter) failed(what string, err error) error {
+	w.errors.Add(1)
+	w.failing++
+	w.log.Errorf("%s failed (attempt %d; retrying with backoff, containers are still placed): %v", what, w.failing, err)
+	return err
+}
+
+// sync makes the written state and grants durable if a write happened
+// since the last sync.
 func (w *stateWriter) sync() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -212,6 +241,9 @@ func (w *stateWriter) sync() error {
 	}
 	start := time.Now()
 	err := w.store.Sync()
+	if err == nil && w.grants != nil {
+		err = w.grants.sync()
+	}
 	w.durations.WithLabelValues("sync").Observe(time.Since(start).Seconds())
 	if err != nil {
 		w.errors.Add(1)

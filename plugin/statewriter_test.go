@@ -90,7 +90,7 @@ func (m *fakeMemory) change() {
 	m.w.changed(m.gen)
 }
 
-func (m *fakeMemory) collect(st *State) uint64 {
+func (m *fakeMemory) collect(st *State, _ *grantsSnapshot) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st.Pools["gen"] = strconv.FormatUint(m.gen, 10)
@@ -108,7 +108,7 @@ func newTestWriter(t *testing.T, store Store, tune ...func(*stateWriter)) (*stat
 	for _, f := range tune {
 		f(m.w)
 	}
-	m.w.start(store)
+	m.w.start(store, nil)
 	t.Cleanup(m.w.crash)
 	return m.w, m
 }
