@@ -810,10 +810,15 @@ func (t *threadTaker) take(i, k int) {
 // then the fewest free first. They are where a remainder belongs.
 func (t *threadTaker) partlyUsedFullestFirst() []int {
 	partial := t.partial
+	uniform := true // no core of a growing container, all as free: already in order
 	for i, s := range t.states {
 		if !s.whole && len(s.free) > 0 {
+			uniform = uniform && !s.mine && (len(partial) == 0 || len(s.free) == len(t.states[partial[0]].free))
 			partial = append(partial, i)
 		}
+	}
+	if uniform { // the common case on SMT-2 nodes: one free thread each
+		return partial
 	}
 	slices.SortStableFunc(partial, func(a, b int) int {
 		sa, sb := t.states[a], t.states[b]

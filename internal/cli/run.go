@@ -16,6 +16,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/deviceplugin"
+	"github.com/cpupool/nri-cpupool/internal/logsink"
 	"github.com/cpupool/nri-cpupool/internal/sdnotify"
 	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -48,7 +49,11 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		return problems.Errors().In("flags and " + *cfgPath)
 	}
 	log := logrus.New()
-	log.SetOutput(stderr)
+	// Lines are written off the handlers' path (see logsink); the queue is
+	// written out when run returns, after the plugin's last words.
+	logOut := logsink.NewAsync(stderr, 4096)
+	defer logOut.Close()
+	log.SetOutput(logOut)
 	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
 	level, _ := logrus.ParseLevel(cfg.LogLevel)
 	log.SetLevel(level)
