@@ -87,6 +87,12 @@ type Allocator struct {
 	overlapped bool
 	// scratch is placement's working memory (see placement.go).
 	scratch scratch
+	// infraGen counts the owner changes of infra's CPUs, the only thing
+	// infra's cpuset depends on; infraCPUs is that cpuset as of
+	// infraCPUsGen, so that a decision that leaves infra alone (most)
+	// neither builds it nor compares it (see markInfra).
+	infraGen, infraCPUsGen uint64
+	infraCPUs              *cpuset.CPUSet
 }
 
 // New returns an allocator with no containers.
@@ -152,7 +158,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	if cur, ok := a.containers[req.ID]; ok {
 		return Result{Assignment: *cur}, nil
 	}
-	infraBefore := a.PoolCPUs(pools.Infra)
+	infraBefore := a.markInfra()
 	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New()}
 	switch req.Pool {
 	case pools.Shared, pools.Infra:
@@ -186,7 +192,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 
 // commit records an assignment and computes the updates it causes since
 // infra was infraBefore.
-func (a *Allocator) commit(as *Assignment, infraBefore cpuset.CPUSet) Result {
+func (a *Allocator) commit(as *Assignment, infraBefore infraMark) Result {
 	a.containers[as.ID] = as
 	if pools.IsExclusive(as.Pool) {
 		for _, id := range as.Held().UnsortedList() {
@@ -206,12 +212,28 @@ func (a *Allocator) commit(as *Assignment, infraBefore cpuset.CPUSet) Result {
 	return res
 }
 
+// infraMark is infra as it was before an operation, to tell whether the
+// operation changed it.
+type infraMark struct {
+	gen  uint64
+	cpus cpuset.CPUSet
+}
+
+// markInfra remembers infra now; it costs nothing while infra is as it was
+// at the last mark.
+func (a *Allocator) markInfra() infraMark {
+	return infraMark{gen: a.infraGen, cpus: a.PoolCPUs(pools.Infra)}
+}
+
 // followInfra moves infra members to the current infra cpuset if it
 // changed since before.
-func (a *Allocator) followInfra(before cpuset.CPUSet) ([]Assignment, bool) {
+func (a *Allocator) followInfra(before infraMark) ([]Assignment, bool) {
+	if a.infraGen == before.gen {
+		return nil, false // no owner of an infra CPU changed
+	}
 	now := a.PoolCPUs(pools.Infra)
-	if cpulist.Equal(now, before) {
-		return nil, false
+	if cpulist.Equal(now, before.cpus) {
+		return nil, false // changed and changed back (a CPU lent and returned)
 	}
 	var updates []Assignment
 	for _, id := range a.sortedIDs() {
@@ -232,7 +254,7 @@ func (a *Allocator) Release(id string) Result {
 	if !ok {
 		return Result{}
 	}
-	infraBefore := a.PoolCPUs(pools.Infra)
+	infraBefore := a.markInfra()
 	delete(a.containers, id)
 	a.free(c)
 	res := Result{Assignment: *c}
@@ -285,7 +307,7 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 	if !cpuset.New(as.Added...).IsSubsetOf(as.CPUs) {
 		as.Added = nil // a record that does not match where it runs: all original
 	}
-	infraBefore := a.PoolCPUs(pools.Infra)
+	infraBefore := a.markInfra()
 	if h, ok := a.holds[as.restartKey()]; ok && as.Pod.UID != "" {
 		// The container runs again: its last run's hold is over.
 		a.dropHold(as.restartKey(), h)
@@ -359,6 +381,18 @@ func (a *Allocator) PoolCPUs(pool string) cpuset.CPUSet {
 	if pools.IsExclusive(pool) {
 		return cpus
 	}
+	if pool == pools.Infra {
+		if a.infraCPUs == nil || a.infraCPUsGen != a.infraGen {
+			now := a.poolLessHeld(cpus)
+			a.infraCPUs, a.infraCPUsGen = &now, a.infraGen
+		}
+		return *a.infraCPUs
+	}
+	return a.poolLessHeld(cpus)
+}
+
+// poolLessHeld is cpus without those an exclusive container holds.
+func (a *Allocator) poolLessHeld(cpus cpuset.CPUSet) cpuset.CPUSet {
 	var held []int
 	for _, id := range cpus.UnsortedList() {
 		if a.owner[id] != "" {
@@ -451,6 +485,9 @@ func (a *Allocator) memsFor(cpus cpuset.CPUSet) cpuset.CPUSet {
 
 // setOwner records the container holding a CPU exclusively ("" for none).
 func (a *Allocator) setOwner(cpu int, id string) {
+	if cpu < len(a.inInfra) && a.inInfra[cpu] && (a.owner[cpu] == "") != (id == "") {
+		a.infraGen++
+	}
 	a.owner[cpu] = id
 	a.busy[cpu] = id != ""
 }

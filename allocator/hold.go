@@ -62,7 +62,7 @@ func (a *Allocator) ReleasePod(uid string) (released []Assignment, res Result) {
 	if uid == "" {
 		return nil, Result{}
 	}
-	infraBefore := a.PoolCPUs(pools.Infra)
+	infraBefore := a.markInfra()
 	for _, key := range a.podHoldKeys(uid) {
 		a.dropHold(key, a.holds[key])
 	}
@@ -142,7 +142,7 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 	if old, ok := a.holds[key]; ok {
 		a.dropHold(key, old)
 	}
-	infraBefore := a.PoolCPUs(pools.Infra)
+	infraBefore := a.markInfra()
 	if h.Mems.Size() == 0 {
 		h.Mems = a.memsFor(h.CPUs)
 	}

@@ -75,12 +75,12 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 			return own.CPUs, own.Reserved, nil
 		}
 	}
-	infraBefore := a.PoolCPUs(pools.Infra)
+	infraBefore := a.markInfra()
 	cpus, reserved, err := a.placeReusing(req, who, n, need, m)
 	if err != nil {
 		return cpuset.New(), cpuset.New(), err
 	}
-	if err := a.checkInfraBudget(req, who, infraBefore, cpus.Union(reserved)); err != nil {
+	if err := a.checkInfraBudget(req, who, infraBefore.cpus, cpus.Union(reserved)); err != nil {
 		return cpuset.New(), cpuset.New(), err
 	}
 	return cpus, reserved, nil

@@ -60,7 +60,7 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("%w; it keeps CPUs %s", err, c.CPUs)
 	}
-	infraBefore := a.PoolCPUs(pools.Infra)
+	infraBefore := a.markInfra()
 	// CPUs held for the pod's stopped containers that the growth reuses
 	// leave their holds.
 	a.takeFromHolds(g, cpus.Union(reserved))
@@ -102,7 +102,7 @@ func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 	}
 	k := c.CPUs.Size() - n
 	give := cpuset.New(c.Added[len(c.Added)-k:]...)
-	infraBefore := a.PoolCPUs(pools.Infra)
+	infraBefore := a.markInfra()
 	c.Added = slices.Clone(c.Added[:len(c.Added)-k])
 	c.CPUs = c.CPUs.Difference(give)
 	// Hidden siblings go back with the last CPU of their core.
