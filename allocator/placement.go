@@ -3,7 +3,6 @@ package allocator
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"k8s.io/utils/cpuset"
@@ -145,6 +144,7 @@ func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.C
 // newPlanner prepares the evaluation of placements for req in mode m.
 func (a *Allocator) newPlanner(req Request, m mode) *planner {
 	p := &planner{a: a, mode: m, tpc: a.x.threadsPerCore, s: &a.scratch}
+	p.s.arena, p.s.flags, p.s.combos, p.s.cands = p.s.arena[:0], p.s.flags[:0], p.s.combos[:0], p.s.cands[:0]
 	if req.grow != nil {
 		p.self = req.grow.ID
 		p.home = a.x.numaNodesOf(req.grow.CPUs)
@@ -160,7 +160,7 @@ func (a *Allocator) newPlanner(req Request, m mode) *planner {
 // candidateNodes returns the view's nodes the request may use that have
 // room, with their room in units, and the total.
 func (p *planner) candidateNodes(view *poolView, req Request) ([]nodeCap, int) {
-	var nodes []nodeCap
+	nodes := p.s.nodeCaps(len(view.nodes))
 	total := 0
 	for i := range view.nodes {
 		nv := &view.nodes[i]
@@ -255,6 +255,38 @@ type scratch struct {
 	whole   []int       // threadTaker: whole free cores
 	groups  []int       // takeFromNode: per L3 group figures and order
 	mine    []bool
+	// The planner's own small slices (a node's room, a combination, its
+	// shares and outline), carved out one after the other for one
+	// decision: reset by newPlanner.
+	arena  []int
+	flags  []bool
+	combos []nodeCap
+	cands  []candidate
+}
+
+// ints returns n zeroed ints from the decision's arena.
+func (sc *scratch) ints(n int) []int {
+	start := len(sc.arena)
+	sc.arena = slices.Grow(sc.arena, n)[:start+n]
+	out := sc.arena[start : start+n : start+n]
+	clear(out)
+	return out
+}
+
+// bools returns n false bools from the decision's arena.
+func (sc *scratch) bools(n int) []bool {
+	start := len(sc.flags)
+	sc.flags = slices.Grow(sc.flags, n)[:start+n]
+	out := sc.flags[start : start+n : start+n]
+	clear(out)
+	return out
+}
+
+// nodeCaps returns room for n nodes from the decision's arena.
+func (sc *scratch) nodeCaps(n int) []nodeCap {
+	start := len(sc.combos)
+	sc.combos = slices.Grow(sc.combos, n)[:start+n]
+	return sc.combos[start : start : start+n]
 }
 
 // plan is a candidate placement with the figures it is judged by.
@@ -326,12 +358,12 @@ func (p *plan) better(q *plan) bool {
 // exhaustive search would return.
 func (p *planner) bestPlan(nodes []nodeCap, need int, req Request) (*plan, bool) {
 	for k := 1; k <= len(nodes); k++ {
-		var cands []candidate
+		cands := p.s.cands[:0]
 		forEachCombination(len(nodes), k, func(idx []int) {
-			combo := make([]nodeCap, k)
+			combo := p.s.nodeCaps(k)
 			sum := 0
-			for i, j := range idx {
-				combo[i] = nodes[j]
+			for _, j := range idx {
+				combo = append(combo, nodes[j])
 				sum += nodes[j].cap
 			}
 			if sum < need {
@@ -346,6 +378,7 @@ func (p *planner) bestPlan(nodes []nodeCap, need int, req Request) (*plan, bool)
 			c.bound.cores, c.bound.l3Groups = p.floors(combo, amounts)
 			cands = append(cands, c)
 		})
+		p.s.cands = cands[:0] // keep what it grew to
 		if len(cands) == 0 {
 			continue
 		}
@@ -409,12 +442,16 @@ func (p *planner) amounts(combo []nodeCap, need int, distribute bool) ([]int, bo
 	if distribute {
 		return p.distribute(combo, need)
 	}
-	out := make([]int, len(combo))
-	order := make([]int, len(combo))
+	out := p.s.ints(len(combo))
+	if len(combo) == 1 {
+		out[0] = min(combo[0].cap, need)
+		return out, out[0] == need && need > 0
+	}
+	order := p.s.ints(len(combo))
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool { return combo[order[a]].cap < combo[order[b]].cap })
+	slices.SortStableFunc(order, func(a, b int) int { return combo[a].cap - combo[b].cap })
 	rest := need
 	for _, i := range order {
 		out[i] = min(combo[i].cap, rest)
@@ -492,8 +529,8 @@ func spread(combo []nodeCap, need, unit int) ([]int, bool) {
 // outline returns the figures of a plan on combo that do not depend on
 // which CPUs are taken.
 func (p *planner) outline(combo []nodeCap, req Request) plan {
-	pl := plan{nodes: make([]int, 0, len(combo))}
-	sockets := append(make([]int, 0, len(combo)+len(p.homeSockets)), p.homeSockets...)
+	pl := plan{nodes: p.s.ints(len(combo))[:0]}
+	sockets := append(p.s.ints(len(combo) + len(p.homeSockets))[:0], p.homeSockets...)
 	for i, nc := range combo {
 		pl.nodes = append(pl.nodes, nc.v.id)
 		if !slices.Contains(sockets, nc.v.socket) {
@@ -523,6 +560,11 @@ func (p *planner) outline(combo []nodeCap, req Request) plan {
 func (p *planner) build(c *candidate) *plan {
 	pl := c.bound
 	pl.cores, pl.splitCores, pl.l3Groups = 0, 0, 0
+	units := 0
+	for _, n := range c.amounts {
+		units += n
+	}
+	pl.picked, pl.reservedIDs = p.s.ints(units * p.tpc)[:0], p.s.ints(units * p.tpc)[:0]
 	for i, nc := range c.combo {
 		pk := p.takeFromNode(nc.v, c.amounts[i])
 		pl.picked = append(pl.picked, pk.cpus...)
@@ -595,7 +637,7 @@ func (p *planner) unitsOf(s coreState) int {
 }
 
 func (p *planner) nodeCapacity(nv *nodeView) nodeCap {
-	nc := nodeCap{v: nv, byFree: make([]int, p.tpc+1)}
+	nc := nodeCap{v: nv, byFree: p.s.ints(p.tpc + 1)}
 	for i := range nv.l3s {
 		for j := range nv.l3s[i].cores {
 			units, free := p.coreUnits(&nv.l3s[i].cores[j])
@@ -773,6 +815,8 @@ func (p *planner) takeThreads(states []coreState, need int) pick {
 	sc.used = slices.Grow(sc.used[:0], len(states))[:len(states)]
 	clear(sc.used)
 	t := threadTaker{states: states, used: sc.used, need: need, partial: sc.partial[:0], whole: sc.whole[:0]}
+	t.pk.cpus = sc.ints(need)[:0]
+	t.groups = groupSet(sc.bools(8)[:0])
 	partial, whole := t.partlyUsedFullestFirst(), t.wholeLargestFirst()
 	sc.partial, sc.whole = partial, whole // keep what they grew to
 	t.remainderFrom(partial, need%p.tpc)
