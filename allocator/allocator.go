@@ -59,7 +59,15 @@ func (a *Assignment) Original() cpuset.CPUSet { return a.CPUs.Difference(cpuset.
 func (a *Assignment) restartKey() string { return a.Pod.UID + "/" + a.Container }
 
 // Held returns every CPU the assignment keeps from others.
-func (a *Assignment) Held() cpuset.CPUSet { return a.CPUs.Union(a.Reserved) }
+//
+// Sets are never modified in place, so without reserved CPUs (the common
+// case) it is the CPUs themselves, not a copy.
+func (a *Assignment) Held() cpuset.CPUSet {
+	if a.Reserved.IsEmpty() {
+		return a.CPUs
+	}
+	return a.CPUs.Union(a.Reserved)
+}
 
 // Allocator tracks every container's assignment and makes new ones. It is
 // not safe for concurrent use; the plugin serializes calls with its lock.
