@@ -129,7 +129,7 @@ func TestInPlaceResizeOfExclusiveNonIsolcpusMovesInfraInTheSameReply(t *testing.
 	lent := mustParse(f.cpus(eni))
 	assert.Equal(t, 3, lent.Size())
 	assert.Equal(t, infraBefore.Difference(lent).String(), f.cpus(app))
-	assert.Equal(t, f.cpus(app), f.sandboxCPUs(web), "sandboxes follow before the reply")
+	assert.Equal(t, f.cpus(app), f.sandboxCPUs(web), "sandboxes follow (right after the reply)")
 	assert.Equal(t, f.cpus(app), f.sandboxCPUs(pod))
 
 	resp, err = f.updateContainer(pod, eni, 1000)
