@@ -264,30 +264,25 @@ type scratch struct {
 	cands  []candidate
 }
 
-// ints returns n zeroed ints from the decision's arena.
-func (sc *scratch) ints(n int) []int {
-	start := len(sc.arena)
-	sc.arena = slices.Grow(sc.arena, n)[:start+n]
-	out := sc.arena[start : start+n : start+n]
+// carve returns n zero values from the end of arena, which it grows: a
+// slice of its own (capped, so that appending to it never reaches the
+// next), valid until the arena is reset even if the arena moves.
+func carve[T any](arena *[]T, n int) []T {
+	start := len(*arena)
+	*arena = slices.Grow(*arena, n)[:start+n]
+	out := (*arena)[start : start+n : start+n]
 	clear(out)
 	return out
 }
+
+// ints returns n zeroed ints from the decision's arena.
+func (sc *scratch) ints(n int) []int { return carve(&sc.arena, n) }
 
 // bools returns n false bools from the decision's arena.
-func (sc *scratch) bools(n int) []bool {
-	start := len(sc.flags)
-	sc.flags = slices.Grow(sc.flags, n)[:start+n]
-	out := sc.flags[start : start+n : start+n]
-	clear(out)
-	return out
-}
+func (sc *scratch) bools(n int) []bool { return carve(&sc.flags, n) }
 
 // nodeCaps returns room for n nodes from the decision's arena.
-func (sc *scratch) nodeCaps(n int) []nodeCap {
-	start := len(sc.combos)
-	sc.combos = slices.Grow(sc.combos, n)[:start+n]
-	return sc.combos[start : start : start+n]
-}
+func (sc *scratch) nodeCaps(n int) []nodeCap { return carve(&sc.combos, n)[:0] }
 
 // plan is a candidate placement with the figures it is judged by.
 type plan struct {
