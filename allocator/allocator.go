@@ -77,6 +77,9 @@ type Allocator struct {
 	pinMemory  bool
 	views      map[string]*poolView // exclusive pools only
 	containers map[string]*Assignment
+	// byPod indexes containers by pod UID, so that a pod's release
+	// visits its own containers, not the node's (see addContainer).
+	byPod map[string]map[string]bool
 	// owner[cpu] is the container holding the CPU exclusively, "" if none;
 	// set only through setOwner.
 	owner []string
@@ -112,6 +115,7 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		pinMemory:  pinMemory,
 		views:      map[string]*poolView{pools.Exclusive: x.view(layout.Exclusive), pools.ExclusiveNonIsolcpus: x.view(layout.ExclusiveNonIsolcpus)},
 		containers: map[string]*Assignment{},
+		byPod:      map[string]map[string]bool{},
 		owner:      make([]string, len(x.cpus)),
 		busy:       make([]bool, len(x.cpus)),
 		holds:      map[string]*Hold{},
@@ -201,7 +205,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 // commit records an assignment and computes the updates it causes since
 // infra was infraBefore.
 func (a *Allocator) commit(as *Assignment, infraBefore infraMark) Result {
-	a.containers[as.ID] = as
+	a.addContainer(as)
 	if pools.IsExclusive(as.Pool) {
 		for _, id := range as.Held().UnsortedList() {
 			// A forced restore may overlap another container; the first
@@ -263,7 +267,7 @@ func (a *Allocator) Release(id string) Result {
 		return Result{}
 	}
 	infraBefore := a.markInfra()
-	delete(a.containers, id)
+	a.removeContainer(id)
 	a.free(c)
 	res := Result{Assignment: *c}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
@@ -498,4 +502,29 @@ func (a *Allocator) setOwner(cpu int, id string) {
 	}
 	a.owner[cpu] = id
 	a.busy[cpu] = id != ""
+}
+
+// addContainer records an assignment, indexed by id and by pod.
+func (a *Allocator) addContainer(as *Assignment) {
+	if old, ok := a.containers[as.ID]; ok {
+		a.removeContainer(old.ID)
+	}
+	a.containers[as.ID] = as
+	if a.byPod[as.Pod.UID] == nil {
+		a.byPod[as.Pod.UID] = map[string]bool{}
+	}
+	a.byPod[as.Pod.UID][as.ID] = true
+}
+
+// removeContainer forgets an assignment.
+func (a *Allocator) removeContainer(id string) {
+	c, ok := a.containers[id]
+	if !ok {
+		return
+	}
+	delete(a.containers, id)
+	delete(a.byPod[c.Pod.UID], id)
+	if len(a.byPod[c.Pod.UID]) == 0 {
+		delete(a.byPod, c.Pod.UID)
+	}
 }

@@ -43,7 +43,7 @@ func (a *Allocator) Stop(id string, exitCode *int32) Result {
 	if !pools.IsExclusive(c.Pool) || c.Pod.UID == "" {
 		return a.Release(id)
 	}
-	delete(a.containers, id)
+	a.removeContainer(id)
 	key := c.restartKey()
 	if old, ok := a.holds[key]; ok && old.ID != id {
 		// Two runs of one container stopped without a create in between
@@ -66,12 +66,12 @@ func (a *Allocator) ReleasePod(uid string) (released []Assignment, res Result) {
 	for _, key := range a.podHoldKeys(uid) {
 		a.dropHold(key, a.holds[key])
 	}
-	for _, id := range a.sortedIDs() {
-		if c := a.containers[id]; c.Pod.UID == uid {
-			released = append(released, *c)
-			a.free(c)
-			delete(a.containers, id)
-		}
+	// The pod's own containers, not every container on the node.
+	for _, id := range slices.Sorted(maps.Keys(a.byPod[uid])) {
+		c := a.containers[id]
+		released = append(released, *c)
+		a.free(c)
+		a.removeContainer(id)
 	}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return released, res

@@ -524,6 +524,16 @@ func checkInvariants(t *testing.T, a *Allocator) {
 	require.True(t, a.PoolCPUs(pools.Infra).Intersection(held).IsEmpty(), "infra never overlaps exclusive")
 	require.Equal(t, l.Online, exclusiveNow.Union(l.Shared).Union(a.PoolCPUs(pools.Infra)), "pools add up to the online CPUs")
 	require.GreaterOrEqual(t, a.PoolCPUs(pools.Infra).Size(), min(l.MinInfraCPUs, l.Infra.Size()))
+	indexed := 0
+	for uid, ids := range a.byPod {
+		require.NotEmpty(t, ids, "no empty pod in the index")
+		for id := range ids {
+			require.Contains(t, a.containers, id, "indexed container %s exists", id)
+			require.Equal(t, uid, a.containers[id].Pod.UID, "container %s indexed under its pod", id)
+			indexed++
+		}
+	}
+	require.Equal(t, len(a.containers), indexed, "every container indexed by its pod")
 }
 
 // TestRandomChurnWithHolds runs random pod lives: containers of a few pods

@@ -122,3 +122,49 @@ func benchContainer(cid string, milli int64) *api.Container {
 	return &api.Container{Id: cid, Name: "c", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{
 		Shares: api.UInt64(uint64(milli * 1024 / 1000))}}}}
 }
+
+// BenchmarkPodRemoval measures StopPodSandbox then RemovePodSandbox (the
+// handlers, state in memory) of a pod with one 2-CPU exclusive container
+// on the 384-CPU node with 1,000 running containers: replies that must
+// not grow with the node (a pod's release once sorted every container).
+func BenchmarkPodRemoval(b *testing.B) {
+	cfg, err := config.Parse(strings.NewReader(largeNode.config), "bench")
+	require.NoError(b, err)
+	cfg.SysfsRoot = fixture.Root(b, largeNode.fixture)
+	cfg.CgroupRoot = b.TempDir()
+	topo, err := sysfs.Discover(cfg.SysfsRoot)
+	require.NoError(b, err)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	ctx := context.Background()
+	p, err := New(cfg, topo, memoryStore{}, log)
+	require.NoError(b, err)
+	_, err = p.Synchronize(ctx, nil, nil)
+	require.NoError(b, err)
+	for i := 0; i < 1000; i++ {
+		pod := &api.PodSandbox{Id: "sb" + id(i), Uid: "u" + id(i), Name: "p" + id(i), Namespace: "ns", Annotations: exclusiveEvery(i)}
+		require.NoError(b, p.RunPodSandbox(ctx, pod))
+		_, _, err := p.CreateContainer(ctx, pod, benchContainer("bg"+id(i), 1000))
+		require.NoError(b, err)
+	}
+	samples := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		pod := &api.PodSandbox{Id: "sb-x" + id(i), Uid: "u-x" + id(i), Name: "x" + id(i), Namespace: "ns",
+			Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}
+		require.NoError(b, p.RunPodSandbox(ctx, pod))
+		ctr := benchContainer("x-"+id(i), 2000)
+		_, _, err := p.CreateContainer(ctx, pod, ctr)
+		require.NoError(b, err)
+		_, err = p.StopContainer(ctx, pod, ctr)
+		require.NoError(b, err)
+		b.StartTimer()
+		start := time.Now()
+		require.NoError(b, p.StopPodSandbox(ctx, pod))
+		require.NoError(b, p.RemovePodSandbox(ctx, pod))
+		samples = append(samples, time.Since(start))
+	}
+	b.StopTimer()
+	benchutil.ReportLatency(b, samples)
+}

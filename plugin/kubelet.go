@@ -254,10 +254,8 @@ func (p *Plugin) numaOf(cpu int) int {
 // its containers, re-created with the kubelet's cached allocation, still
 // show their tokens.
 func (p *Plugin) forgetGrantsOf(pod *api.PodSandbox) {
-	for id, sb := range p.sandbox {
-		if id != pod.GetId() && sb.uid != "" && sb.uid == pod.GetUid() {
-			return
-		}
+	if p.podLivesOn(pod) {
+		return
 	}
 	p.forgetGrants(func(uid string) bool { return uid == pod.GetUid() })
 }

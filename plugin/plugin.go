@@ -60,9 +60,14 @@ type Plugin struct {
 	dirty    map[string]bool
 	dirtyAll bool
 	// writer persists the state in the background, off the reply path.
-	writer  *stateWriter
-	sandbox map[string]sandbox // pod sandboxes to keep pinned to infra, by id
-	pins    sandboxPins        // pins them in the background (sandboxpins.go)
+	writer *stateWriter
+	// sandbox are the pod sandboxes to keep pinned to infra, by id, and
+	// podSandboxes counts them by pod UID, so that a sandbox's stop asks
+	// whether its pod lives on without a walk over every pod; both change
+	// through addSandbox and dropSandbox only.
+	sandbox      map[string]sandbox
+	podSandboxes map[string]int
+	pins         sandboxPins // pins them in the background (sandboxpins.go)
 	// localities are device NUMA nodes already found (devices.go).
 	localities localityCache
 	overrode   map[string]bool // containers whose cpuset change we refused, logged once
@@ -96,7 +101,7 @@ type Plugin struct {
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
-	p := &Plugin{topo: topo, store: store, log: log, memory: NewState(), sandbox: map[string]sandbox{}, overrode: map[string]bool{},
+	p := &Plugin{topo: topo, store: store, log: log, memory: NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, overrode: map[string]bool{},
 		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1)}
 	p.pins = newSandboxPins(&p.mu)
 	p.localities = localityCache{}
@@ -281,9 +286,9 @@ func (p *Plugin) startOver(pods []*api.PodSandbox) {
 	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)
 	p.memory = NewState()
 	p.pending = map[string]bool{} // Synchronize's updates cover every container
-	p.sandbox = map[string]sandbox{}
+	p.sandbox, p.podSandboxes = map[string]sandbox{}, map[string]int{}
 	for _, pod := range pods {
-		p.sandbox[pod.GetId()] = sandboxOf(pod)
+		p.addSandbox(pod)
 	}
 }
 
@@ -590,7 +595,7 @@ func (p *Plugin) confine(c *api.Container, who string, reason error) (*api.Conta
 func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.sandbox[pod.GetId()] = sandboxOf(pod)
+	p.addSandbox(pod)
 	p.pinSandboxLater(pod.GetId())
 	return nil
 }
@@ -604,7 +609,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.sandbox, pod.GetId())
+	p.dropSandbox(pod.GetId())
 	return p.releasePod(pod)
 }
 
@@ -613,7 +618,7 @@ func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.sandbox, pod.GetId())
+	p.dropSandbox(pod.GetId())
 	p.forgetGrantsOf(pod)
 	return p.releasePod(pod)
 }
@@ -623,13 +628,11 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 // can carry updates: infra members learn of a grown infra right after the
 // handler returns.
 func (p *Plugin) releasePod(pod *api.PodSandbox) error {
-	for id, sb := range p.sandbox {
-		if id != pod.GetId() && sb.uid != "" && sb.uid == pod.GetUid() {
-			// The kubelet re-created the pod's sandbox and now stops or
-			// removes the old one: the pod lives on in the new one.
-			p.log.Debugf("pod %s/%s: old sandbox %s gone, the pod runs in sandbox %s", pod.GetNamespace(), pod.GetName(), pod.GetId(), id)
-			return nil
-		}
+	if p.podLivesOn(pod) {
+		// The kubelet re-created the pod's sandbox and now stops or
+		// removes the old one: the pod lives on in the new one.
+		p.log.Debugf("pod %s/%s: old sandbox %s gone, the pod runs in another sandbox", pod.GetNamespace(), pod.GetName(), pod.GetId())
+		return nil
 	}
 	holds := len(p.alloc.HoldsOf(pod.GetUid()))
 	released, res := p.alloc.ReleasePod(pod.GetUid())
@@ -674,7 +677,7 @@ func (p *Plugin) reapGoneSandboxes() int {
 			continue
 		}
 		for _, id := range bySandbox[uid] {
-			delete(p.sandbox, id)
+			p.dropSandbox(id)
 		}
 		_, res := p.alloc.ReleasePod(uid)
 		p.recordRelease(res)
@@ -927,6 +930,44 @@ func (p *Plugin) Shutdown(context.Context) {
 type sandbox struct {
 	uid, namespace, name, cgroupsPath string
 	pid                               uint32
+}
+
+// addSandbox remembers a pod's sandbox (replacing one of the same id).
+func (p *Plugin) addSandbox(pod *api.PodSandbox) {
+	p.dropSandbox(pod.GetId())
+	sb := sandboxOf(pod)
+	p.sandbox[pod.GetId()] = sb
+	if sb.uid != "" {
+		p.podSandboxes[sb.uid]++
+	}
+}
+
+// dropSandbox forgets a sandbox.
+func (p *Plugin) dropSandbox(id string) {
+	sb, ok := p.sandbox[id]
+	if !ok {
+		return
+	}
+	delete(p.sandbox, id)
+	if sb.uid == "" {
+		return
+	}
+	if p.podSandboxes[sb.uid]--; p.podSandboxes[sb.uid] <= 0 {
+		delete(p.podSandboxes, sb.uid)
+	}
+}
+
+// podLivesOn tells whether a sandbox of the pod other than this one is
+// known (the kubelet re-created the pod's sandbox).
+func (p *Plugin) podLivesOn(pod *api.PodSandbox) bool {
+	if pod.GetUid() == "" {
+		return false
+	}
+	n := p.podSandboxes[pod.GetUid()]
+	if sb, ok := p.sandbox[pod.GetId()]; ok && sb.uid == pod.GetUid() {
+		n-- // this very sandbox
+	}
+	return n > 0
 }
 
 func sandboxOf(pod *api.PodSandbox) sandbox {

@@ -107,6 +107,10 @@ func main() {
 		p99, _ := get("Synchronize1000", "p99-µs")
 		row("Synchronize of 1,000 containers (median / p99)", fmt.Sprintf("%.1f / %.1f ms", m/1e3, p99/1e3), "≤ 20 ms")
 	}
+	if m, ok := get("PodRemoval", "median-µs"); ok {
+		p99, _ := get("PodRemoval", "p99-µs")
+		row("StopPodSandbox + RemovePodSandbox handlers, 1,000 running (median / p99)", fmt.Sprintf("%.0f / %.0f µs", m, p99), "")
+	}
 	if w, ok := get("StateBurst1000", "state-writes"); ok {
 		settle, _ := get("StateBurst1000", "settle-ms")
 		burst, _ := get("StateBurst1000", "burst-ms")
