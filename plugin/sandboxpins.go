@@ -1,11 +1,13 @@
 package plugin
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"sync"
 
 	"github.com/cpupool/nri-cpupool/pools"
+	"k8s.io/utils/cpuset"
 )
 
 // sandboxPins pins pod sandboxes to infra in the background. NRI cannot
@@ -147,5 +149,45 @@ func (p *Plugin) stopPinning() {
 	p.mu.Unlock()
 	if running {
 		<-p.pins.exited
+	}
+}
+
+// infraMems are the memory nodes a sandbox on infra is pinned to, when
+// memory is pinned.
+func (p *Plugin) infraMems(infra cpuset.CPUSet) cpuset.CPUSet {
+	if !p.cfg.PinMemory {
+		return cpuset.New()
+	}
+	return p.topo.NUMANodesOf(infra)
+}
+
+// pinTarget is what the pinner pins sandboxes to, and how, as it was when
+// it took them.
+type pinTarget struct {
+	pinner           *cgroupPinner
+	infra, mems      cpuset.CPUSet
+	cgroup, affinity bool // config pinSandboxes and sandboxAffinity
+}
+
+// pinSandbox writes a sandbox's cgroup (and the pause process's affinity).
+// The pinner calls it outside the lock.
+func (p *Plugin) pinSandbox(id string, sb sandbox, t pinTarget) {
+	if !t.cgroup {
+		return
+	}
+	infra := t.infra
+	err := t.pinner.Pin(sb.cgroupsPath, infra, t.mems)
+	switch {
+	case errors.Is(err, errNoCgroup):
+		p.log.Debugf("pod %s/%s: sandbox %s has no cgroup to pin (%q)", sb.namespace, sb.name, id, sb.cgroupsPath)
+	case err != nil:
+		p.log.Warnf("pod %s/%s: pinning sandbox to infra %s: %v", sb.namespace, sb.name, infra, err)
+	default:
+		p.log.Debugf("pod %s/%s: sandbox pinned to infra %s", sb.namespace, sb.name, infra)
+	}
+	if t.affinity && sb.pid > 0 {
+		if err := setAffinity(sb.pid, infra); err != nil {
+			p.log.Warnf("pod %s/%s: %v", sb.namespace, sb.name, err)
+		}
 	}
 }
