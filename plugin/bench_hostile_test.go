@@ -75,16 +75,11 @@ func unknownKeys(n int) map[string]string {
 // containers already placed. Target: ≤ 1 ms each. (The state is written in
 // the background, so no file I/O is part of it either way.)
 func BenchmarkWorstCaseAnnotation(b *testing.B) {
-	cfg, err := config.Parse(strings.NewReader(`isolatedCPUs: "2-39,42-79"
+	cfg, topo := benchNode(b, testNode{fixture: "xeon-2s-interleaved", config: `isolatedCPUs: "2-39,42-79"
 pools:
   shared: {cpus: "2-9,42-49"}
   exclusive-non-isolcpus: {enabled: true}
-`), "bench")
-	require.NoError(b, err)
-	cfg.SysfsRoot = fixture.Root(b, "xeon-2s-interleaved")
-	cfg.CgroupRoot = b.TempDir()
-	topo, err := sysfs.Discover(cfg.SysfsRoot)
-	require.NoError(b, err)
+`})
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	ctx := context.Background()
@@ -128,12 +123,7 @@ func benchContainer(cid string, milli int64) *api.Container {
 // on the 384-CPU node with 1,000 running containers: replies that must
 // not grow with the node (a pod's release once sorted every container).
 func BenchmarkPodRemoval(b *testing.B) {
-	cfg, err := config.Parse(strings.NewReader(largeNode.config), "bench")
-	require.NoError(b, err)
-	cfg.SysfsRoot = fixture.Root(b, largeNode.fixture)
-	cfg.CgroupRoot = b.TempDir()
-	topo, err := sysfs.Discover(cfg.SysfsRoot)
-	require.NoError(b, err)
+	cfg, topo := benchNode(b, largeNode)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	ctx := context.Background()
@@ -167,4 +157,17 @@ func BenchmarkPodRemoval(b *testing.B) {
 	}
 	b.StopTimer()
 	benchutil.ReportLatency(b, samples)
+}
+
+// benchNode is a plugin configuration on a fixture, with a cgroup root of
+// its own, and the fixture's topology, for benchmarks that call the
+// handlers directly.
+func benchNode(b *testing.B, node testNode) (*config.Config, *sysfs.Topology) {
+	cfg, err := config.Parse(strings.NewReader(node.config), "bench")
+	require.NoError(b, err)
+	cfg.SysfsRoot = fixture.Root(b, node.fixture)
+	cfg.CgroupRoot = b.TempDir()
+	topo, err := sysfs.Discover(cfg.SysfsRoot)
+	require.NoError(b, err)
+	return cfg, topo
 }

@@ -20,9 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/benchutil"
-	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
@@ -260,12 +258,7 @@ func BenchmarkStateBurst1000(b *testing.B) {
 // remembered exclusive ones, 200 infra) after a restart; the state is
 // written in the background, as after a real Synchronize.
 func BenchmarkSynchronize1000(b *testing.B) {
-	cfg, err := config.Parse(strings.NewReader(largeNode.config), "bench")
-	require.NoError(b, err)
-	cfg.SysfsRoot = fixture.Root(b, largeNode.fixture)
-	cfg.CgroupRoot = b.TempDir()
-	topo, err := sysfs.Discover(cfg.SysfsRoot)
-	require.NoError(b, err)
+	cfg, topo := benchNode(b, largeNode)
 	log := logrus.New()
 	log.SetLevel(logrus.ErrorLevel)
 	store := NewFileStore(filepath.Join(b.TempDir(), "state.json"))
