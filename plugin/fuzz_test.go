@@ -92,6 +92,11 @@ func FuzzStateSynchronize(f *testing.F) {
 				t.Fatalf("running container %s left unplaced", c.GetId())
 			}
 		}
+		// The writer persists in the background: a state moved aside as
+		// corrupt is replaced by its first write, which Flush waits for.
+		if err := p.Flush(); err != nil {
+			t.Fatalf("writing the state after Synchronize: %v", err)
+		}
 		if _, err := ReadState(path); err != nil {
 			t.Fatalf("state after Synchronize: %v", err)
 		}
