@@ -6,8 +6,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/cpupool/nri-cpupool/pools"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // sandboxPins pins pod sandboxes to infra in the background. NRI cannot
