@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // grantsFile writes copies of the grants to the grants file. Two writers
@@ -107,13 +105,8 @@ func replaceFile(path string, data []byte, durable bool) error {
 // syncFile fdatasyncs the file at path and fsyncs its directory, which
 // holds the rename that put it there.
 func syncFile(path string) error {
-	file, err := os.Open(path)
-	if err != nil {
+	if err := fdatasync(path); err != nil {
 		return err
-	}
-	defer file.Close()
-	if err := unix.Fdatasync(int(file.Fd())); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
 	}
 	return syncDir(filepath.Dir(path))
 }

@@ -310,23 +310,31 @@ func (f *FileStore) Save(st *State) error {
 // Sync makes the last Save durable: fdatasync of the file, then fsync of
 // the directory that holds the rename.
 func (f *FileStore) Sync() error {
-	file, err := os.Open(f.Path)
-	if err != nil {
+	if err := fdatasync(f.Path); err != nil {
 		return fmt.Errorf("syncing state: %w", err)
-	}
-	defer file.Close()
-	// fdatasync: the data and the size, not the timestamps.
-	if err := unix.Fdatasync(int(file.Fd())); err != nil {
-		return fmt.Errorf("syncing state %s: %w", f.Path, err)
 	}
 	dir := filepath.Dir(f.Path)
 	if f.dir == nil {
+		var err error
 		if f.dir, err = os.Open(dir); err != nil {
 			return fmt.Errorf("syncing state directory: %w", err)
 		}
 	}
 	if err := f.dir.Sync(); err != nil {
 		return fmt.Errorf("syncing state directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// fdatasync makes a file's data and size durable, not its timestamps.
+func fdatasync(path string) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	if err := unix.Fdatasync(int(file.Fd())); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }
