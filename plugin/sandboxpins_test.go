@@ -66,3 +66,42 @@ func TestSandboxPinsOffTheReplyPath(t *testing.T) {
 	assert.Equal(t, "0,8-9", f.sandboxCPUs(web), "the last round pins the newest infra")
 	assert.Equal(t, "0,8-9", f.sandboxCPUs(dpdk))
 }
+
+// TestSandboxPinFailureIsLoggedAndLeavesOthersPinned: a sandbox whose
+// cgroup cannot be written is logged, the round goes on with the other
+// sandboxes, and the next round (here the next infra change) pins it once
+// it can be written.
+func TestSandboxPinFailureIsLoggedAndLeavesOthersPinned(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	var broken string
+	rp := startPluginWith(t, f, desktop, statePath(f), func(rp *runningPlugin) {
+		rp.p.pins.hold = func() {
+			if broken != "" { // a cpuset.cpus that is a directory cannot be written
+				os.Remove(broken)
+				os.Mkdir(broken, 0o755)
+				broken = ""
+			}
+		}
+	})
+	web := f.runPod(podSpec{name: "app", qos: "burstable"}) // pinned before eni: ids sort by name
+	require.Equal(t, "0-1,8-9", f.sandboxCPUs(web))
+	dir, err := cgroupDir(web.Linux.CgroupsPath)
+	require.NoError(t, err)
+	cpus := filepath.Join(f.hierarchy(), dir, "cpuset.cpus")
+	broken = cpus
+
+	// Infra shrinks: every sandbox is due, web's write fails.
+	eni := f.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
+	c, _, err := f.createContainer(eni, "c", 1000)
+	require.NoError(t, err, "the reply does not depend on the sandboxes' cgroups")
+	assert.Equal(t, "0,8-9", f.sandboxCPUs(eni), "the other sandbox is pinned")
+	assert.Contains(t, rp.log.String(), "pod default/app: pinning sandbox to infra 0,8-9")
+
+	// The fault clears; infra grows back and web is pinned again.
+	require.NoError(t, os.Remove(cpus))
+	require.NoError(t, os.WriteFile(cpus, nil, 0o644))
+	f.stopContainer(c)
+	f.removeContainer(c)
+	f.removePod(eni)
+	assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web))
+}
