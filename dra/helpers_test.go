@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -136,4 +137,36 @@ func mustNode(tb testing.TB, topo *sysfs.Topology, n int) cpuset.CPUSet {
 	node, ok := topo.NUMANode(n)
 	require.True(tb, ok, "NUMA node %d", n)
 	return node.CPUs
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// changingPools are Static pools where a test decides what containers
+// hold.
+type changingPools struct {
+	*Static
+	mu      sync.Mutex
+	held    cpuset.CPUSet
+	changed chan struct{}
+}
+
+func (p *changingPools) Held(string) cpuset.CPUSet {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
+
+func (p *changingPools) Changed() <-chan struct{} { return p.changed }
+
+func (p *changingPools) hold(cpus cpuset.CPUSet) {
+	p.mu.Lock()
+	p.held = cpus
+	p.mu.Unlock()
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
 }

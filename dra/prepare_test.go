@@ -24,7 +24,7 @@ const epycConfig = `isolatedCPUs: "4-191,196-383"
 pools:
   exclusive-non-isolcpus: {enabled: true}`
 
-func prepare(t *testing.T, d *Driver, claims ...*resourceapi.ResourceClaim) map[types.UID]kubeletplugin.PrepareResult {
+func prepare(t testing.TB, d *Driver, claims ...*resourceapi.ResourceClaim) map[types.UID]kubeletplugin.PrepareResult {
 	t.Helper()
 	out, err := d.PrepareResourceClaims(context.Background(), claims)
 	require.NoError(t, err)
@@ -32,7 +32,7 @@ func prepare(t *testing.T, d *Driver, claims ...*resourceapi.ResourceClaim) map[
 	return out
 }
 
-func unprepare(t *testing.T, d *Driver, uids ...string) {
+func unprepare(t testing.TB, d *Driver, uids ...string) {
 	t.Helper()
 	var refs []kubeletplugin.NamespacedObject
 	for _, uid := range uids {

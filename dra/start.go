@@ -64,6 +64,11 @@ type Paths struct {
 // Claims the driver remembers that the API server no longer has are
 // forgotten first: their pods ended while nobody unprepared them.
 func (d *Driver) Serve(ctx context.Context, client kubernetes.Interface, paths Paths) error {
+	// The kubelet makes its registration directory; the driver's own
+	// directory is the driver's to make.
+	if err := os.MkdirAll(paths.PluginDir, 0o750); err != nil {
+		return fmt.Errorf("DRA: %w", err)
+	}
 	d.ForgetStale(ctx, client)
 	helper, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(DriverName),
