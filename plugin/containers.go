@@ -65,7 +65,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.stateChanged()
 	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, st.Pool, st.CPUs, st.Mems)
 	updates := p.followers(res)
-	p.persistedHook("CreateContainer", ctr.GetId())
+	p.decidedHook("CreateContainer", ctr.GetId())
 	return p.adjustment(st), updates, nil
 }
 
@@ -86,13 +86,13 @@ func (p *Plugin) adjustment(st ContainerState) *api.ContainerAdjustment {
 	return adj
 }
 
-// persistedHook runs the test hook, if any, between a decision (recorded in
-// memory; the writer persists it in the background) and
+// decidedHook runs the test hook, if any, between a decision (recorded in
+// memory; the writer persists it in the background, perhaps not yet) and
 // its reply: the window in which a crash leaves the runtime without the
-// reply while the state file already has the decision.
-func (p *Plugin) persistedHook(event, id string) {
-	if p.afterPersist != nil {
-		p.afterPersist(event, id)
+// reply while the plugin has decided.
+func (p *Plugin) decidedHook(event, id string) {
+	if p.beforeReply != nil {
+		p.beforeReply(event, id)
 	}
 }
 
@@ -202,7 +202,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	delete(p.overrode, ctr.GetId())
 	p.stateChanged()
 	updates := p.followers(res)
-	p.persistedHook("StopContainer", ctr.GetId())
+	p.decidedHook("StopContainer", ctr.GetId())
 	return updates, nil
 }
 

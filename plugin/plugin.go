@@ -84,9 +84,10 @@ type Plugin struct {
 	// set, replaces it (tests play old runtimes with today's NRI library).
 	nriVersion       func() string
 	assumeNRIVersion string
-	// afterPersist, when set (by tests), runs after a handler has recorded
-	// its decision and before it replies: where a crash hurts most.
-	afterPersist func(event, id string)
+	// beforeReply, when set (by tests), runs after a handler has recorded
+	// its decision in memory and before it replies: where a crash hurts
+	// most.
+	beforeReply func(event, id string)
 	// grants are the kubelet's allocations of cpupool.dev/exclusive;
 	// changed tells the device plugin to re-read the devices.
 	grants  *grants
