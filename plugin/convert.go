@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -139,6 +138,18 @@ func podRef(pod *api.PodSandbox) allocator.PodRef {
 	return allocator.PodRef{Namespace: pod.GetNamespace(), Name: pod.GetName(), UID: pod.GetUid()}
 }
 
+// rememberedPod is the allocator's reference to a remembered container's
+// pod.
+func rememberedPod(st ContainerState) allocator.PodRef {
+	return allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID}
+}
+
+// rememberedRef names a remembered container the one way, as containerRef
+// names a running one.
+func rememberedRef(st ContainerState) string {
+	return rememberedPod(st).ContainerName(st.Container)
+}
+
 func sortContainers(cs []*api.Container) {
 	slices.SortFunc(cs, func(a, b *api.Container) int { return strings.Compare(a.GetId(), b.GetId()) })
 }
@@ -155,14 +166,14 @@ func podsByID(pods []*api.PodSandbox) map[string]*api.PodSandbox {
 // set was malformed or named CPUs this node does not have (dropped, with a
 // warning): the container must then be pinned again.
 func (p *Plugin) assignmentFromState(id string, st ContainerState) (allocator.Assignment, bool) {
-	what := fmt.Sprintf("state of container %s/%s/%s", st.PodNamespace, st.PodName, st.Container)
+	what := "state of container " + rememberedRef(st)
 	cpus, ok1 := p.nodeCPUs(st.CPUs, what+", cpus")
 	reserved, ok2 := p.nodeCPUs(st.Reserved, what+", reserved")
 	mems, err := cpulist.Parse(st.Mems)
 	if err != nil {
 		mems = cpuset.New()
 	}
-	return allocator.Assignment{ID: id, Pod: allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID},
+	return allocator.Assignment{ID: id, Pod: rememberedPod(st),
 		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: cpus, Reserved: reserved, Mems: mems,
 		Added: addedWithin(parseOrdered(st.Added), cpus), NoCPUQuota: st.NoCPUQuota}, ok1 && ok2
 }

@@ -232,7 +232,7 @@ func (p *Plugin) countForgotten(remembered map[string]ContainerState) int {
 // again (see repairKnown).
 func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
 	a, clean := p.assignmentFromState(c.GetId(), st)
-	who := fmt.Sprintf("%s/%s/%s", st.PodNamespace, st.PodName, st.Container)
+	who := rememberedRef(st)
 	if !pools.IsExclusive(st.Pool) {
 		// Shared and infra members follow their pool; the caller updates
 		// them if they run elsewhere.
@@ -272,7 +272,7 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
 // anew, else confined to infra. ok is false when it was confined.
 func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st ContainerState) (*api.ContainerUpdate, bool) {
 	a, clean := p.assignmentFromState(c.GetId(), st)
-	who := fmt.Sprintf("%s/%s/%s", st.PodNamespace, st.PodName, st.Container)
+	who := rememberedRef(st)
 	cur, pinned := p.runtimeCPUs(c)
 	runs := "every CPU"
 	if pinned {
@@ -345,7 +345,7 @@ func (p *Plugin) confine(c *api.Container, who string, reason error) (*api.Conta
 	p.metrics.countRefusal(refusedSynchronize)
 	var pod allocator.PodRef
 	if st, ok := p.memory.Containers[c.GetId()]; ok {
-		pod = allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID}
+		pod = rememberedPod(st)
 	}
 	_, err := p.alloc.Allocate(allocator.Request{ID: c.GetId(), Pod: pod, Container: c.GetName(), Pool: pools.Infra,
 		NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
