@@ -221,7 +221,7 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 	if err := p.loadState(); err != nil {
 		return 0, err
 	}
-	return api.MustParseEventMask("RunPodSandbox,StopPodSandbox,RemovePodSandbox,CreateContainer,UpdateContainer,StopContainer,RemoveContainer"), nil
+	return subscribed, nil
 }
 
 // Shutdown is called when the runtime closes the connection (it is
