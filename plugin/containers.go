@@ -15,6 +15,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // CreateContainer decides the container's pool and CPUs and returns the
@@ -71,7 +72,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 
 // adjustment pins a new container to its assignment, from its record (the
 // CPU lists already written out).
-func (p *Plugin) adjustment(st ContainerState) *api.ContainerAdjustment {
+func (p *Plugin) adjustment(st state.ContainerState) *api.ContainerAdjustment {
 	adj := &api.ContainerAdjustment{}
 	adj.SetLinuxCPUSetCPUs(st.CPUs)
 	if p.cfg.PinMemory && st.Mems != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // Synchronize reconciles the remembered state with the runtime, which is the
@@ -74,7 +75,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 // stale as the file. The pod sandboxes to pin are the runtime's.
 func (p *Plugin) startOver(pods []*api.PodSandbox) {
 	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)
-	p.memory = NewState()
+	p.memory = state.NewState()
 	p.pending = map[string]bool{} // Synchronize's updates cover every container
 	p.sandbox, p.podSandboxes = map[string]sandbox{}, map[string]int{}
 	for _, pod := range pods {
@@ -86,7 +87,7 @@ func (p *Plugin) startOver(pods []*api.PodSandbox) {
 // makes holds of remembered exclusive containers that stopped or vanished
 // while the plugin was away (their exit code is unknown). Holds whose
 // container runs again, or whose CPUs a running container took, end.
-func (p *Plugin) restoreHolds(remembered *State, pods []*api.PodSandbox, running []*api.Container) {
+func (p *Plugin) restoreHolds(remembered *state.State, pods []*api.PodSandbox, running []*api.Container) {
 	podUIDs, runs := map[string]bool{}, map[string]bool{}
 	for _, pod := range pods {
 		podUIDs[pod.GetUid()] = true
@@ -144,7 +145,7 @@ func (p *Plugin) migratePrevious(previous map[string]string, podUIDs map[string]
 // splitRemembered separates the running containers the state remembers
 // from those it does not, each sorted by id. Stopped containers hold no
 // CPUs and are left out.
-func splitRemembered(containers []*api.Container, remembered map[string]ContainerState) (known, unknown []*api.Container) {
+func splitRemembered(containers []*api.Container, remembered map[string]state.ContainerState) (known, unknown []*api.Container) {
 	for _, c := range containers {
 		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
@@ -180,7 +181,7 @@ func (p *Plugin) adoptAll(unknown []*api.Container, pods []*api.PodSandbox) ([]*
 
 // repairAll pins again the remembered containers restoreKnown could not
 // keep where they run, and counts those it had to confine.
-func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]ContainerState, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
+func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]state.ContainerState, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
 	podByID := podsByID(pods)
 	var updates []*api.ContainerUpdate
 	confined := 0
@@ -214,7 +215,7 @@ func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate
 
 // countForgotten counts the remembered containers the runtime no longer
 // runs.
-func (p *Plugin) countForgotten(remembered map[string]ContainerState) int {
+func (p *Plugin) countForgotten(remembered map[string]state.ContainerState) int {
 	n := 0
 	for id := range remembered {
 		if _, ok := p.alloc.Get(id); !ok {
@@ -230,7 +231,7 @@ func (p *Plugin) countForgotten(remembered map[string]ContainerState) int {
 // configuration (e.g. the pool changed) keeps it there and is reported. It
 // returns false, having added nothing, when the container must be pinned
 // again (see repairKnown).
-func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
+func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 	a, clean := p.assignmentFromState(c.GetId(), st)
 	who := rememberedRef(st)
 	if !pools.IsExclusive(st.Pool) {
@@ -270,7 +271,7 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
 // repairKnown pins a remembered exclusive container that does not run
 // where it may: back on its remembered CPUs when they are free, else placed
 // anew, else confined to infra. ok is false when it was confined.
-func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st ContainerState) (*api.ContainerUpdate, bool) {
+func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.ContainerState) (*api.ContainerUpdate, bool) {
 	a, clean := p.assignmentFromState(c.GetId(), st)
 	who := rememberedRef(st)
 	cur, pinned := p.runtimeCPUs(c)

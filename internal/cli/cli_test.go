@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
@@ -266,14 +266,14 @@ func TestValidateRecommendsKubeletSettings(t *testing.T) {
 
 func TestStatusShowsHeldCPUs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
-	st := plugin.NewState()
-	st.Containers["0123456789abcdef"] = plugin.ContainerState{PodUID: "u1", PodNamespace: "telco", PodName: "dpdk", Container: "fwd", Pool: "exclusive", MilliCPU: 2000, CPUs: "4,12", Mems: "0"}
+	st := state.NewState()
+	st.Containers["0123456789abcdef"] = state.ContainerState{PodUID: "u1", PodNamespace: "telco", PodName: "dpdk", Container: "fwd", Pool: "exclusive", MilliCPU: 2000, CPUs: "4,12", Mems: "0"}
 	code := int32(137)
-	st.Held["u2/app"] = plugin.HeldState{ContainerID: "fedcba9876543210", ExitCode: &code,
-		ContainerState: plugin.ContainerState{PodUID: "u2", PodNamespace: "telco", PodName: "crash", Container: "app", Pool: "exclusive", MilliCPU: 1000, CPUs: "5", Reserved: "13", Mems: "0"}}
-	st.Held["u3/init"] = plugin.HeldState{ContainerID: "init1",
-		ContainerState: plugin.ContainerState{PodUID: "u3", PodNamespace: "ml", PodName: "job", Container: "init", Pool: "exclusive-non-isolcpus", MilliCPU: 1000, CPUs: "1", Mems: "0"}}
-	store := plugin.NewFileStore(path)
+	st.Held["u2/app"] = state.HeldState{ContainerID: "fedcba9876543210", ExitCode: &code,
+		ContainerState: state.ContainerState{PodUID: "u2", PodNamespace: "telco", PodName: "crash", Container: "app", Pool: "exclusive", MilliCPU: 1000, CPUs: "5", Reserved: "13", Mems: "0"}}
+	st.Held["u3/init"] = state.HeldState{ContainerID: "init1",
+		ContainerState: state.ContainerState{PodUID: "u3", PodNamespace: "ml", PodName: "job", Container: "init", Pool: "exclusive-non-isolcpus", MilliCPU: 1000, CPUs: "1", Mems: "0"}}
+	store := state.NewFileStore(path)
 	require.NoError(t, store.Save(st))
 	store.Close() // no spare temporary file left behind in t.TempDir()
 

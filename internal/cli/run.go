@@ -19,6 +19,7 @@ import (
 	"github.com/cpupool/nri-cpupool/internal/logsink"
 	"github.com/cpupool/nri-cpupool/internal/sdnotify"
 	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -62,7 +63,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p, err := plugin.New(cfg, topo, plugin.NewFileStore(cfg.StateFile), log)
+	p, err := plugin.New(cfg, topo, state.NewFileStore(cfg.StateFile), log)
 	if err != nil {
 		return err
 	}

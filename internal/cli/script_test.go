@@ -19,7 +19,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
@@ -67,9 +67,9 @@ func cmdSaveState(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: savestate IN OUT")
 	}
-	st := plugin.NewState()
+	st := state.NewState()
 	ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[0])), st))
-	store := plugin.NewFileStore(ts.MkAbs(args[1]))
+	store := state.NewFileStore(ts.MkAbs(args[1]))
 	defer store.Close()
 	ts.Check(store.Save(st))
 }
