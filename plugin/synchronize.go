@@ -226,64 +226,60 @@ func (p *Plugin) countForgotten(remembered map[string]state.ContainerState) int 
 }
 
 // restoreKnown re-adds a remembered container where the runtime says it
-// runs, if that is a place it may run: its remembered CPUs, or another
-// whole set of its pool that nobody else holds. A conflict with the
-// configuration (e.g. the pool changed) keeps it there and is reported. It
-// returns false, having added nothing, when the container must be pinned
-// again (see repairKnown).
+// runs, if that is a place it may run (allocator.Readmit). A conflict with
+// the configuration (e.g. the pool changed) keeps it there and is reported.
+// It returns false, having added nothing, when the container must be
+// pinned again (see repairKnown).
 func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
-	a, clean := p.assignmentFromState(c.GetId(), st)
+	r := p.remembered(c, st)
 	who := rememberedRef(st)
-	if !pools.IsExclusive(st.Pool) {
-		// Shared and infra members follow their pool; the caller updates
-		// them if they run elsewhere.
-		if _, err := p.alloc.Restore(a, true); err != nil {
+	_, outcome, err := p.alloc.Readmit(r)
+	switch outcome {
+	case allocator.Kept:
+		switch {
+		case err == nil:
+		case pools.IsExclusive(st.Pool):
+			p.log.Warnf("kept container %s on CPUs %s although %v", who, r.Assignment.CPUs, err)
+		default:
 			p.log.Warnf("kept container %s in pool %s although %v", who, st.Pool, err)
 		}
 		return true
-	}
-	cur, pinned := p.runtimeCPUs(c)
-	switch {
-	case !pinned || !clean:
-		return false
-	case !p.alloc.HeldByOthers(a.Held(), a.ID).IsEmpty():
-		// Two containers on one exclusive CPU: the first keeps it.
-		return false
-	case cpulist.Equal(cur, a.CPUs):
-		if _, err := p.alloc.Restore(a, true); err != nil {
-			p.log.Warnf("kept container %s on CPUs %s although %v", who, a.CPUs, err)
-		}
+	case allocator.KeptWhereItRuns:
+		p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", who, r.RunsOn, r.Assignment.CPUs)
 		return true
-	case cur.Size() == a.CPUs.Size():
-		moved := a
-		moved.CPUs = cur
-		if !a.Reserved.IsEmpty() {
-			moved.Reserved = p.alloc.HiddenSiblings(cur)
-		}
-		if _, err := p.alloc.Restore(moved, false); err == nil {
-			p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", who, cur, a.CPUs)
-			return true
-		}
 	}
 	return false
 }
 
-// repairKnown pins a remembered exclusive container that does not run
-// where it may: back on its remembered CPUs when they are free, else placed
-// anew, else confined to infra. ok is false when it was confined.
-func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.ContainerState) (*api.ContainerUpdate, bool) {
+// remembered reads a remembered container for the recovery rules: its
+// record, and where the runtime runs it. Only an exclusive container's
+// place is read: shared and infra members follow their pool wherever they
+// run (followPools updates them).
+func (p *Plugin) remembered(c *api.Container, st state.ContainerState) allocator.Remembered {
 	a, clean := p.assignmentFromState(c.GetId(), st)
-	who := rememberedRef(st)
-	cur, pinned := p.runtimeCPUs(c)
-	runs := "every CPU"
-	if pinned {
-		runs = "CPUs " + cur.String()
-	}
-	if clean {
-		if _, err := p.alloc.Restore(a, false); err == nil {
-			p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, a.CPUs)
-			return cpuUpdate(a, p.cfg.PinMemory), true
+	r := allocator.Remembered{Assignment: a, Damaged: !clean, RunsOn: cpuset.New()}
+	if pools.IsExclusive(st.Pool) {
+		if cur, pinned := p.runtimeCPUs(c); pinned {
+			r.RunsOn = cur
 		}
+	}
+	return r
+}
+
+// repairKnown pins a remembered exclusive container that does not run
+// where it may: back on its remembered CPUs when they are free
+// (allocator.Repin), else placed anew, else confined to infra. ok is false
+// when it was confined.
+func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.ContainerState) (*api.ContainerUpdate, bool) {
+	r := p.remembered(c, st)
+	who := rememberedRef(st)
+	runs := "every CPU"
+	if !r.RunsOn.IsEmpty() {
+		runs = "CPUs " + r.RunsOn.String()
+	}
+	if _, outcome, _ := p.alloc.Repin(r); outcome == allocator.Repinned {
+		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, r.Assignment.CPUs)
+		return cpuUpdate(r.Assignment, p.cfg.PinMemory), true
 	}
 	if pod == nil {
 		return p.confine(c, who, fmt.Errorf("its pod sandbox is gone"))
