@@ -2,6 +2,11 @@
 // and which memory nodes. It is pure — topology, configuration and the
 // current assignments in, decisions out — and never touches the node, so
 // the plugin, the simulator and the tests all run the same code.
+//
+// The pools come from layout.go, a container's pool and options from its
+// annotations in policy.go, its exclusive CPUs from placement.go; resize.go
+// grows and shrinks them in place, hold.go keeps a stopped container's CPUs
+// for its pod, and recover.go decides what a restart keeps.
 package allocator
 
 import (

@@ -2,6 +2,15 @@
 // decisions and those into container adjustments and updates, pins pod
 // sandboxes through cgroupfs and keeps the state file (package state) up to
 // date in the background.
+//
+// A file per question: plugin.go holds the Plugin and its life (New,
+// configuration, Flush, Close, Shutdown); run.go the connection to the
+// runtime; synchronize.go the reconciliation after a (re)connect;
+// containers.go and sandboxes.go the container and pod handlers; memory.go
+// the record of decisions that statewriter.go persists; cgroup.go and
+// sandboxpins.go the sandboxes' pinning; grants.go, grantsfile.go and
+// kubelet.go the kubelet device plugin's grants; convert.go the
+// translations between NRI's types and the allocator's.
 package plugin
 
 import (

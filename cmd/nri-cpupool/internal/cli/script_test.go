@@ -5,7 +5,7 @@ package cli
 // stdout and stderr with the expected files checked in beside the script.
 // After an intended change of the output, regenerate them with
 //
-//	go test ./internal/cli -run TestScripts -update
+//	go test ./cmd/nri-cpupool/internal/cli -run TestScripts -update
 //
 // and review the diff. Fixtures are rendered into each script's work
 // directory and named relatively, so no temporary path reaches the output.
@@ -38,7 +38,7 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
 			// The repository's example configs and requests, as the README uses them.
-			dir, err := filepath.Abs("../../testdata")
+			dir, err := filepath.Abs("../../../../testdata")
 			env.Setenv("TESTDATA", dir)
 			return err
 		},

@@ -66,7 +66,7 @@ func TestValidateOnEveryFixtureAndThisMachine(t *testing.T) {
 		assert.Contains(t, out, "valid for this node", name)
 	}
 	if runtime.GOOS == "linux" {
-		code, out, errOut := run(t, "validate", "--sysfs-root", "/", "--config", "../../packaging/config.yaml")
+		code, out, errOut := run(t, "validate", "--sysfs-root", "/", "--config", "../../../../packaging/config.yaml")
 		assert.Equal(t, 0, code, errOut)
 		assert.Contains(t, out, "valid for this node")
 		code, out, errOut = run(t, "topology", "--sysfs-root", "/", "--json")
@@ -133,7 +133,7 @@ func TestValidate(t *testing.T) {
 
 func TestSimulateReadmeExample(t *testing.T) {
 	root := fixture.Root(t, "xeon-2s-interleaved")
-	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", "../../testdata/requests/readme.yaml", "--json")
+	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", "../../../../testdata/requests/readme.yaml", "--json")
 	require.Equal(t, 0, code, errOut)
 	var r struct {
 		Steps []map[string]any `json:"steps"`
@@ -150,15 +150,15 @@ func TestSimulateReadmeExample(t *testing.T) {
 	assert.Equal(t, "0-1,40-41", r.Steps[1]["cpus"])
 	assert.Equal(t, "", r.Steps[2]["error"])
 
-	code, out, _ = run(t, "simulate", "--sysfs-root", root, "--requests", "../../testdata/requests/readme.yaml")
+	code, out, _ = run(t, "simulate", "--sysfs-root", root, "--requests", "../../../../testdata/requests/readme.yaml")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "default/dpdk/fwd")
 }
 
 func TestSimulateCapacityPlanning(t *testing.T) {
 	root := fixture.Root(t, "xeon-2s-interleaved")
-	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--config", "../../testdata/configs/xeon.yaml",
-		"--requests", "../../testdata/requests/capacity.yaml", "--json")
+	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--config", "../../../../testdata/configs/xeon.yaml",
+		"--requests", "../../../../testdata/requests/capacity.yaml", "--json")
 	require.Equal(t, 0, code, errOut)
 	var r struct {
 		Steps []struct {
@@ -175,7 +175,7 @@ func TestSimulateCapacityPlanning(t *testing.T) {
 
 func TestSimulateResize(t *testing.T) {
 	root := fixture.Root(t, "xeon-2s-interleaved")
-	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", "../../testdata/requests/resize.yaml", "--json")
+	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", "../../../../testdata/requests/resize.yaml", "--json")
 	require.Equal(t, 0, code, errOut)
 	var r struct {
 		Steps []struct {

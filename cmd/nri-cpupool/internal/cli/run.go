@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 
+	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/logsink"
+	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/sdnotify"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/deviceplugin"
-	"github.com/cpupool/nri-cpupool/internal/logsink"
-	"github.com/cpupool/nri-cpupool/internal/sdnotify"
 	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
