@@ -63,6 +63,11 @@ func TestDiscoverFixtures(t *testing.T) {
 				{id: 95, socket: 0, numa: 3, siblings: "95,287", l3CPUsWith: 88},
 				{id: 96, socket: 1, numa: 4, siblings: "96,288", l3CPUsWith: 103},
 			}},
+		{fixture: "epyc-2s-nps0", online: "0-127", sockets: 2, numaNodes: 1, l3Groups: 8, cores: 64, smtActive: true,
+			cpus: []cpuFact{
+				{id: 32, socket: 1, numa: 0, siblings: "32,96", l3CPUsWith: 39},
+				{id: 64, socket: 0, numa: 0, siblings: "0,64", l3CPUsWith: 7},
+			}},
 		{fixture: "xeon-1s-nosmt", online: "0-15", offline: "16-31", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 16,
 			cpus: []cpuFact{{id: 5, socket: 0, numa: 0, siblings: "5", l3CPUsWith: 6}}},
 		{fixture: "server-offline-isolcpus", online: "0-6,8-14,16-30", offline: "7,15,31",
