@@ -6,12 +6,12 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// nodeCap is a node's room for a request: cap units in all, and in
-// threads mode byFree[f] cores with f free threads.
+// nodeCap is a node's room for a request: cap units in all, and its
+// cores tallied by what they give.
 type nodeCap struct {
-	v      *nodeView
-	cap    int
-	byFree []int
+	v   *nodeView
+	cap int
+	t   tally
 }
 
 // planner evaluates candidate placements for one request.
@@ -41,7 +41,7 @@ type plan struct {
 	sockets             int
 	distance            int
 	cores               int // physical cores touched
-	splitCores          int // entirely free cores broken
+	wholeCores          int // entirely free cores taken from, fully or in part
 	l3Groups            int
 	leftover            int
 }
@@ -50,10 +50,13 @@ type plan struct {
 // rule 1, the number of NUMA nodes, being fixed by the caller (a growing
 // container's own nodes come first of all: see Resize):
 //  2. the devices' NUMA nodes (fewest devices' nodes missed),
-//  3. fewest sockets, then the closest nodes,
+//  3. fewest sockets (of the CPUs taken: a NUMA node may span two), then
+//     the closest nodes,
 //  4. fewest physical cores touched — whole cores, so that no thread of a
 //     core the container runs on belongs to anyone else — then fewest
-//     entirely free cores broken,
+//     entirely free cores taken: the odd CPU of an odd request goes to a
+//     core already partly used, and lone threads beside someone else's
+//     only when no whole core is left,
 //  5. fewest L3 groups,
 //  6. best fit (least room left in the nodes used), then lowest node ids.
 func (p *plan) better(q *plan) bool {
@@ -68,8 +71,8 @@ func (p *plan) better(q *plan) bool {
 		return p.distance < q.distance
 	case p.cores != q.cores:
 		return p.cores < q.cores
-	case p.splitCores != q.splitCores:
-		return p.splitCores < q.splitCores
+	case p.wholeCores != q.wholeCores:
+		return p.wholeCores < q.wholeCores
 	case p.l3Groups != q.l3Groups:
 		return p.l3Groups < q.l3Groups
 	case p.leftover != q.leftover:
@@ -88,35 +91,25 @@ func (p *plan) better(q *plan) bool {
 //
 // It is a branch and bound, so that a decision picks CPUs in few nodes
 // rather than in every combination: the figures of a combination that do
-// not depend on which CPUs are taken (nodes, sockets, distance, hints, room
-// left) are exact before any is picked, and the others have a floor (each
-// node touches at least one L3 group and the cores its share needs, and
-// breaks no whole core). Combinations are built in the order of those
-// bounds, and the search stops at the first whose bound is no better than
-// the best plan built: no plan can be better than its bound. better is a
-// total order (the node ids settle every tie), so the result is the plan an
-// exhaustive search would return.
+// not depend on which CPUs are taken (nodes, distance, hints, room left)
+// are exact before any is picked, and the others have a floor (the sockets
+// of the nodes that lie in one socket, the fewest cores and whole cores
+// the nodes' tallies allow, one L3 group per node). Combinations are built
+// in the order of those bounds, and the search stops at the first whose
+// bound is no better than the best plan built: no plan can be better than
+// its bound. better is a total order (the node ids settle every tie), so
+// the result is the plan an exhaustive search would return.
 func (p *planner) bestPlan(nodes []nodeCap, need int, req Request) (*plan, bool) {
 	for k := 1; k <= len(nodes); k++ {
 		cands := p.s.cands[:0]
 		forEachCombination(len(nodes), k, func(idx []int) {
 			combo := p.s.nodeCaps(k)
-			sum := 0
 			for _, j := range idx {
 				combo = append(combo, nodes[j])
-				sum += nodes[j].cap
 			}
-			if sum < need {
-				return
+			if c, ok := p.candidate(combo, need, req); ok {
+				cands = append(cands, c)
 			}
-			amounts, ok := p.amounts(combo, need, req.Options.DistributeAcrossNUMA)
-			if !ok {
-				return
-			}
-			c := candidate{combo: combo, amounts: amounts, bound: p.outline(combo, req)}
-			c.bound.leftover = sum - need
-			c.bound.cores, c.bound.l3Groups = p.floors(combo, amounts)
-			cands = append(cands, c)
 		})
 		p.s.cands = cands[:0] // keep what it grew to
 		if len(cands) == 0 {
@@ -148,62 +141,58 @@ func (p *planner) bestPlan(nodes []nodeCap, need int, req Request) (*plan, bool)
 }
 
 // candidate is a combination of nodes that has room for the request, with
-// each node's share and the bound of any plan built on it.
+// the bound of any plan built on it. Its nodes share the request as the
+// cores they offer decide (amounts is nil), or, when distributing, each
+// takes its amount.
 type candidate struct {
 	combo   []nodeCap
+	need    int
 	amounts []int
 	bound   plan
 }
 
-// floors returns the fewest physical cores and L3 groups that taking
-// amounts from the nodes of combo can touch: the cores with the most free
-// threads first, in threads mode; one core per unit otherwise; at least
-// one L3 group per node.
-func (p *planner) floors(combo []nodeCap, amounts []int) (cores, l3Groups int) {
-	for i, n := range amounts {
-		if p.mode != modeThreads {
-			cores += n
-			continue
-		}
-		byFree := combo[i].byFree
-		for f := len(byFree) - 1; f > 0 && n > 0; f-- {
-			k := min(byFree[f], (n+f-1)/f)
-			cores += k
-			n -= k * f
+// candidate returns the combination as a candidate, or false when it has
+// not the room (or, distributing, no equal shares).
+func (p *planner) candidate(combo []nodeCap, need int, req Request) (candidate, bool) {
+	sum := 0
+	for _, nc := range combo {
+		sum += nc.cap
+	}
+	if sum < need {
+		return candidate{}, false
+	}
+	c := candidate{combo: combo, need: need, bound: p.outline(combo, req)}
+	if req.Options.DistributeAcrossNUMA {
+		var ok bool
+		if c.amounts, ok = p.distribute(combo, need); !ok {
+			return candidate{}, false
 		}
 	}
-	return cores, len(amounts)
+	c.bound.leftover = sum - need
+	c.bound.cores, c.bound.wholeCores, c.bound.l3Groups = p.floors(&c)
+	return c, true
 }
 
-// amounts splits need over the nodes of a combination: as evenly as
-// possible when distributing, otherwise filling the nodes with the least
-// room first so that roomier nodes stay whole for later requests.
-func (p *planner) amounts(combo []nodeCap, need int, distribute bool) ([]int, bool) {
-	if distribute {
-		return p.distribute(combo, need)
-	}
-	out := p.s.ints(len(combo))
-	if len(combo) == 1 {
-		out[0] = min(combo[0].cap, need)
-		return out, out[0] == need && need > 0
-	}
-	order := p.s.ints(len(combo))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return combo[a].cap - combo[b].cap })
-	rest := need
-	for _, i := range order {
-		out[i] = min(combo[i].cap, rest)
-		rest -= out[i]
-	}
-	// Every node of a minimal combination must contribute.
-	for _, v := range out {
-		if v == 0 {
-			return nil, false
+// floors returns the fewest physical cores and whole cores that the nodes'
+// tallies allow, and one L3 group per node. Without distributing, the
+// nodes' cores together: which node gives what is the cores' choice. No
+// node of a minimal combination can be left out (a smaller combination
+// would have had the room), so the floors are those of the union.
+func (p *planner) floors(c *candidate) (cores, whole, l3Groups int) {
+	if c.amounts == nil {
+		all := p.newTally()
+		for _, nc := range c.combo {
+			all.add(nc.t)
 		}
+		cores, whole, _ = all.fewest(c.need)
+		return cores, whole, len(c.combo)
 	}
-	return out, rest == 0
+	for i, n := range c.amounts {
+		cn, wn, _ := c.combo[i].t.fewest(n)
+		cores += cn
+		whole += wn
+	}
+	return cores, whole, len(c.combo)
 }
 
 // distribute splits need evenly over every node of a combination, in whole
@@ -273,7 +262,9 @@ func (p *planner) outline(combo []nodeCap, req Request) plan {
 	sockets := append(p.s.ints(len(combo) + len(p.homeSockets))[:0], p.homeSockets...)
 	for i, nc := range combo {
 		pl.nodes = append(pl.nodes, nc.v.id)
-		if !slices.Contains(sockets, nc.v.socket) {
+		// A node that spans sockets counts none here: which of them it
+		// uses is known once CPUs are picked (a plan uses at least one).
+		if nc.v.socket >= 0 && !slices.Contains(sockets, nc.v.socket) {
 			sockets = append(sockets, nc.v.socket)
 		}
 		for _, other := range combo[i+1:] {
@@ -286,7 +277,7 @@ func (p *planner) outline(combo []nodeCap, req Request) plan {
 			}
 		}
 	}
-	pl.sockets = len(sockets)
+	pl.sockets = max(len(sockets), 1)
 	for _, h := range req.PreferNUMA.UnsortedList() {
 		if !slices.Contains(pl.nodes, h) {
 			pl.hintMisses++
@@ -296,23 +287,32 @@ func (p *planner) outline(combo []nodeCap, req Request) plan {
 }
 
 // build picks the CPUs of a candidate: its outline with the figures of the
-// CPUs taken from each node.
+// CPUs taken, from the nodes together or, distributing, from each node.
 func (p *planner) build(c *candidate) *plan {
 	pl := c.bound
-	pl.cores, pl.splitCores, pl.l3Groups = 0, 0, 0
-	units := 0
-	for _, n := range c.amounts {
-		units += n
-	}
-	pl.picked, pl.reservedIDs = p.s.ints(units * p.tpc)[:0], p.s.ints(units * p.tpc)[:0]
-	for i, nc := range c.combo {
-		pk := p.takeFromNode(nc.v, c.amounts[i])
+	pl.cores, pl.wholeCores, pl.l3Groups = 0, 0, 0
+	pl.picked, pl.reservedIDs = p.s.ints(c.need * p.tpc)[:0], p.s.ints(c.need * p.tpc)[:0]
+	sockets := append(p.s.ints(len(p.homeSockets) + 2*len(c.combo))[:0], p.homeSockets...)
+	add := func(pk pick) {
 		pl.picked = append(pl.picked, pk.cpus...)
 		pl.reservedIDs = append(pl.reservedIDs, pk.reserved...)
 		pl.cores += pk.cores
-		pl.splitCores += pk.split
+		pl.wholeCores += pk.whole
 		pl.l3Groups += pk.l3Groups
+		for _, s := range pk.sockets {
+			if !slices.Contains(sockets, s) {
+				sockets = append(sockets, s)
+			}
+		}
 	}
+	if c.amounts == nil {
+		add(p.take(p.groups(c.combo), c.need))
+	} else {
+		for i := range c.combo {
+			add(p.take(p.groups(c.combo[i:i+1]), c.amounts[i]))
+		}
+	}
+	pl.sockets = len(sockets)
 	return &pl
 }
 

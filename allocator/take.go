@@ -4,6 +4,18 @@ import (
 	"slices"
 )
 
+// Which cores and threads a plan takes inside its NUMA nodes.
+//
+// The cores of the nodes are tallied by L3 group. The tallies alone tell the
+// figures the rules judge by: the fewest sockets that can hold the request,
+// then the fewest cores, then the fewest entirely free cores among them
+// (the odd CPU of an odd request goes to a core that is already partly
+// used, rather than breaking a whole one), then the fewest L3 groups that
+// still reach those figures. Only then are the chosen groups' cores walked
+// for their threads. Deciding on tallies first is what keeps a whole core
+// of one node from losing to a lone thread of another: the figures are
+// those of the whole pool, not of a share fixed in advance.
+
 // coreState is a core's free threads at decision time.
 type coreState struct {
 	core *coreView
@@ -14,7 +26,6 @@ type coreState struct {
 	// makes the core partly used; an offline sibling runs nothing and does
 	// not count.
 	whole bool
-	group int // position of the core's L3 group in its node view
 	// mine is true when a growing container already runs on another
 	// thread of the core: taking it completes the container's core.
 	mine bool
@@ -64,125 +75,457 @@ func (p *planner) unitsOf(s coreState) int {
 	return len(s.free)
 }
 
+// nodeCapacity returns a node's room for the request, with its cores
+// tallied.
 func (p *planner) nodeCapacity(nv *nodeView) nodeCap {
-	nc := nodeCap{v: nv, byFree: p.s.ints(p.tpc + 1)}
+	nc := nodeCap{v: nv, t: p.newTally()}
 	for i := range nv.l3s {
 		for j := range nv.l3s[i].cores {
-			units, free := p.coreUnits(&nv.l3s[i].cores[j])
+			units, whole := p.coreUnits(&nv.l3s[i].cores[j])
 			nc.cap += units
-			nc.byFree[free]++
+			nc.t.count(units, whole, p.mode)
 		}
 	}
 	return nc
 }
 
-// coreUnits is unitsOf(state(c)) without building the state, and the
-// number of the core's free threads.
-func (p *planner) coreUnits(c *coreView) (units, free int) {
+// coreUnits is unitsOf(state(c)) without building the state, and whether
+// the core is entirely free.
+func (p *planner) coreUnits(c *coreView) (units int, whole bool) {
+	free := 0
 	for _, t := range c.threads {
 		if !p.a.busy[t] {
 			free++
 		}
 	}
-	whole := free == len(c.threads) && c.complete
+	whole = free == len(c.threads) && c.complete
 	switch p.mode {
 	case modeFullCores:
 		if whole && free == p.tpc {
-			return 1, free
+			return 1, true
 		}
-		return 0, free
+		return 0, false
 	case modeHideSiblings:
 		if whole {
-			return 1, free
+			return 1, true
 		}
-		return 0, free
+		return 0, false
 	}
-	return free, free
+	return free, whole
+}
+
+// tally counts cores by what they give: part[f] partly used cores with f
+// free threads (their other threads belong to someone else), whole[f]
+// entirely free cores of f threads. In the whole-core modes every core
+// that gives a unit is counted as a whole core of one unit.
+type tally struct{ part, whole []int }
+
+func (p *planner) newTally() tally {
+	return tally{part: p.s.ints(p.tpc + 1), whole: p.s.ints(p.tpc + 1)}
+}
+
+// count adds a core that gives units.
+func (t tally) count(units int, whole bool, m mode) {
+	switch {
+	case units == 0:
+	case m != modeThreads:
+		t.whole[1]++
+	case whole:
+		t.whole[units]++
+	default:
+		t.part[units]++
+	}
+}
+
+func (t tally) add(u tally) {
+	for f := range t.part {
+		t.part[f] += u.part[f]
+		t.whole[f] += u.whole[f]
+	}
+}
+
+// fewest returns the fewest cores that can give need units, and the
+// fewest entirely free cores among that many cores; ok is false when the
+// tally cannot give need. Cores are counted largest first; then whole
+// cores are traded for partly used ones for as long as that many cores
+// still give need.
+func (t tally) fewest(need int) (cores, whole int, ok bool) {
+	rem := need
+	for f := len(t.part) - 1; f >= 1 && rem > 0; f-- {
+		k := min(t.part[f]+t.whole[f], (rem+f-1)/f)
+		cores += k
+		rem -= k * f
+	}
+	if rem > 0 {
+		return 0, 0, false
+	}
+	for whole = 0; whole < cores; whole++ {
+		if give(t.whole, whole)+give(t.part, cores-whole) >= need {
+			break
+		}
+	}
+	return cores, whole, true
+}
+
+// give is what the k largest cores of a histogram give, or -1 when it has
+// fewer than k.
+func give(byFree []int, k int) int {
+	sum := 0
+	for f := len(byFree) - 1; f >= 1 && k > 0; f-- {
+		n := min(byFree[f], k)
+		sum += n * f
+		k -= n
+	}
+	if k > 0 {
+		return -1 << 30
+	}
+	return sum
+}
+
+// group is an L3 group of the nodes a plan uses: its cores' states, their
+// tally and room, its socket, and whether a growing container runs in it.
+type group struct {
+	states []coreState
+	t      tally
+	cap    int
+	socket int
+	mine   bool
 }
 
 // pick is what taking units from some cores gives, with the figures a
 // plan is judged by.
 type pick struct {
 	cpus, reserved []int
-	cores, split   int
+	cores          int
+	whole          int // entirely free cores taken from, fully or not
 	l3Groups       int
+	sockets        []int
 }
 
-// takeFromNode picks need units inside one NUMA node. The fewest cores
-// touched (and whole cores broken) the node can offer is found first, over
-// all its cores; one L3 group is used when one reaches those figures (the
-// fullest such group), otherwise the cores are taken from the groups with
-// the most whole cores first, so that few groups are used.
-func (p *planner) takeFromNode(nv *nodeView, need int) pick {
-	n := len(nv.l3s)
-	total := 0
-	for g := range nv.l3s {
-		total += len(nv.l3s[g].cores)
-	}
+// groups gathers the L3 groups of the nodes with their cores' states.
+func (p *planner) groups(nodes []nodeCap) []group {
 	sc := p.s
 	sc.threads = sc.threads[:0]
-	if cap(sc.states) < 2*total {
-		sc.states = make([]coreState, 2*total)
+	total := 0
+	for _, nc := range nodes {
+		for g := range nc.v.l3s {
+			total += len(nc.v.l3s[g].cores)
+		}
 	}
-	states, flat := sc.states[:total], sc.states[total:2*total]
-	sc.groups = slices.Grow(sc.groups[:0], 4*n+1)[:4*n+1]
-	clear(sc.groups)
-	caps, wholes, order, bounds := sc.groups[:n], sc.groups[n:2*n], sc.groups[2*n:3*n], sc.groups[3*n:]
-	sc.mine = slices.Grow(sc.mine[:0], n)[:n]
-	clear(sc.mine)
-	mine := sc.mine
-	for g := range nv.l3s {
-		l3 := &nv.l3s[g]
-		bounds[g+1] = bounds[g] + len(l3.cores)
-		for i := range l3.cores {
-			s := p.state(&l3.cores[i])
-			s.group = g
-			states[bounds[g]+i] = s
-			caps[g] += p.unitsOf(s)
-			if s.whole {
-				wholes[g]++
+	sc.states = slices.Grow(sc.states[:0], total)[:total]
+	gs := sc.groups[:0]
+	at := 0
+	for _, nc := range nodes {
+		for g := range nc.v.l3s {
+			l3 := &nc.v.l3s[g]
+			gr := group{states: sc.states[at : at+len(l3.cores) : at+len(l3.cores)], t: p.newTally(), socket: l3.socket}
+			for i := range l3.cores {
+				s := p.state(&l3.cores[i])
+				gr.states[i] = s
+				units := p.unitsOf(s)
+				gr.cap += units
+				gr.t.count(units, s.whole, p.mode)
+				gr.mine = gr.mine || s.mine || p.ownsAny(&l3.cores[i])
 			}
-			mine[g] = mine[g] || s.mine || p.ownsAny(&l3.cores[i])
+			at += len(l3.cores)
+			gs = append(gs, gr)
 		}
 	}
-	group := func(g int) []coreState { return states[bounds[g]:bounds[g+1]] }
-	if n == 1 {
-		return p.takeFromCores(states, need)
-	}
-	for g := range order {
-		order[g] = g
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		if mine[a] != mine[b] {
-			return boolFirst(mine[a])
+	sc.groups = gs // keep what it grew to
+	return gs
+}
+
+// take picks need units from the groups: inside the fewest sockets that can
+// hold them, the best of those (a growing container's own sockets first,
+// then fewest cores, whole cores, L3 groups, then the least room left: the
+// fullest sockets).
+func (p *planner) take(gs []group, need int) pick {
+	sockets := p.s.ints(len(gs))[:0]
+	for _, g := range gs {
+		if !slices.Contains(sockets, g.socket) {
+			sockets = append(sockets, g.socket)
 		}
-		if wholes[a] != wholes[b] {
-			return wholes[b] - wholes[a]
+	}
+	if len(sockets) == 1 {
+		return p.takeWithin(gs, need)
+	}
+	room := p.s.ints(len(sockets))
+	for _, g := range gs {
+		room[slices.Index(sockets, g.socket)] += g.cap
+	}
+	fewest := p.fewestSockets(room, need)
+	if fewest == len(sockets) {
+		return p.takeWithin(gs, need)
+	}
+	var best pick
+	bestRoom, bestNew := 0, 0
+	forEachCombination(len(sockets), fewest, func(idx []int) {
+		sum, added := 0, 0
+		for _, i := range idx {
+			sum += room[i]
+			if !slices.Contains(p.homeSockets, sockets[i]) {
+				added++
+			}
 		}
-		return caps[b] - caps[a]
+		if sum < need || (best.cpus != nil && added > bestNew) {
+			return
+		}
+		pk := p.takeWithin(p.s.groupsIn(gs, sockets, idx), need)
+		if best.cpus == nil || added < bestNew || pk.better(&best, sum, bestRoom) {
+			best, bestRoom, bestNew = pk, sum, added
+		}
 	})
-	flat = flat[:0]
-	for _, g := range order {
-		flat = append(flat, group(g)...)
+	return best
+}
+
+// fewestSockets is the fewest sockets whose room holds need.
+func (p *planner) fewestSockets(room []int, need int) int {
+	sorted := append(p.s.ints(len(room))[:0], room...)
+	slices.Sort(sorted)
+	sum := 0
+	for i := len(sorted) - 1; i >= 0; i-- {
+		sum += sorted[i]
+		if sum >= need {
+			return len(sorted) - i
+		}
 	}
-	best := p.takeFromCores(flat, need)
-	// One group when one reaches the node's figures: a growing container's
-	// own group first, then the fullest.
-	slices.SortStableFunc(order, func(a, b int) int {
-		if mine[a] != mine[b] {
-			return boolFirst(mine[a])
+	return len(sorted)
+}
+
+// better orders the picks of socket sets that hold a request: fewest
+// cores, whole cores and L3 groups, then the least room in the sockets
+// (roomier ones stay whole for larger requests); the first set on a tie.
+func (pk *pick) better(q *pick, room, qRoom int) bool {
+	switch {
+	case pk.cores != q.cores:
+		return pk.cores < q.cores
+	case pk.whole != q.whole:
+		return pk.whole < q.whole
+	case pk.l3Groups != q.l3Groups:
+		return pk.l3Groups < q.l3Groups
+	}
+	return room < qRoom
+}
+
+// takeWithin picks need units from the groups of one set of sockets. The
+// fewest cores and whole cores the groups together can give need in are
+// found from their tallies; then the fewest groups that still reach those
+// figures: one group when one does (a growing container's own group
+// first, then the fullest), else two, else the groups with the most whole
+// cores first.
+func (p *planner) takeWithin(gs []group, need int) pick {
+	all := p.newTally()
+	for _, g := range gs {
+		all.add(g.t)
+	}
+	cores, whole, _ := all.fewest(need)
+	reaches := func(t tally, room int) bool {
+		if room < need {
+			return false
 		}
-		return caps[a] - caps[b]
-	})
-	for _, g := range order {
-		if caps[g] < need {
-			continue
+		c, w, ok := t.fewest(need)
+		return ok && c == cores && w == whole
+	}
+	order := p.s.ints(len(gs))
+	for i := range order {
+		order[i] = i
+	}
+	fullestFirst := func(a, b int) int {
+		if gs[a].mine != gs[b].mine {
+			return boolFirst(gs[a].mine)
 		}
-		if pk := p.takeFromCores(group(g), need); pk.cores == best.cores && pk.split == best.split {
-			return pk
+		return gs[a].cap - gs[b].cap
+	}
+	slices.SortStableFunc(order, fullestFirst)
+	chosen := p.s.ints(len(gs))[:0]
+	for _, i := range order {
+		if reaches(gs[i].t, gs[i].cap) {
+			chosen = append(chosen, i)
+			break
+		}
+	}
+	if len(chosen) == 0 {
+		chosen = p.twoGroups(gs, order, reaches)
+	}
+	if len(chosen) == 0 {
+		chosen = p.groupsWithMostWholeCores(gs, order, reaches)
+	}
+	slices.SortStableFunc(chosen, fullestFirst)
+	return p.takeCores(gs, chosen, cores, whole, need)
+}
+
+// twoGroups returns the two groups that reach the figures together, the
+// fullest pair first, or nothing.
+func (p *planner) twoGroups(gs []group, order []int, reaches func(tally, int) bool) []int {
+	pair := p.newTally()
+	best, bestRoom := p.s.ints(2)[:0], 0
+	for x, i := range order {
+		for _, j := range order[x+1:] {
+			room := gs[i].cap + gs[j].cap
+			if len(best) > 0 && room >= bestRoom {
+				continue
+			}
+			clear(pair.part)
+			clear(pair.whole)
+			pair.add(gs[i].t)
+			pair.add(gs[j].t)
+			if reaches(pair, room) {
+				best, bestRoom = append(best[:0], i, j), room
+			}
 		}
 	}
 	return best
+}
+
+// groupsWithMostWholeCores adds groups, those with the most whole cores
+// (then room) first, until together they reach the figures.
+func (p *planner) groupsWithMostWholeCores(gs []group, order []int, reaches func(tally, int) bool) []int {
+	byWhole := append(p.s.ints(len(order))[:0], order...)
+	slices.SortStableFunc(byWhole, func(a, b int) int {
+		if gs[a].mine != gs[b].mine {
+			return boolFirst(gs[a].mine)
+		}
+		if wa, wb := give(gs[a].t.whole, len(gs[a].states)), give(gs[b].t.whole, len(gs[b].states)); wa != wb {
+			return wb - wa
+		}
+		return gs[b].cap - gs[a].cap
+	})
+	sum, room := p.newTally(), 0
+	for n, i := range byWhole {
+		sum.add(gs[i].t)
+		room += gs[i].cap
+		if reaches(sum, room) {
+			return byWhole[:n+1]
+		}
+	}
+	return byWhole
+}
+
+// takeCores takes need units from the cores of the chosen groups, in the
+// groups' order: the whole cores the figures allow (the largest first),
+// then partly used cores, and takes from the whole cores only what the
+// partly used ones cannot give.
+func (p *planner) takeCores(gs []group, chosen []int, cores, whole, need int) pick {
+	takeWhole, takePart := p.chooseCores(gs, chosen, cores, whole, need)
+	amounts := p.shares(gs, takeWhole, takePart, need)
+	var pk pick
+	sc := p.s
+	pk.cpus, pk.reserved = sc.ints(need * p.tpc)[:0], sc.ints(need * p.tpc)[:0]
+	pk.sockets = sc.ints(len(gs))[:0]
+	seen := groupSet(sc.bools(len(gs))[:0])
+	for i, k := range amounts {
+		r := chosenAt(takeWhole, takePart, i)
+		s := coreAt(gs, r)
+		switch p.mode {
+		case modeHideSiblings:
+			pk.cpus = append(pk.cpus, s.free[0])
+			pk.reserved = append(pk.reserved, s.free[1:]...)
+		case modeFullCores:
+			pk.cpus = append(pk.cpus, s.free...)
+		default:
+			pk.cpus = append(pk.cpus, s.free[:k]...)
+		}
+		pk.cores++
+		if s.whole {
+			pk.whole++
+		}
+		pk.l3Groups += seen.add(r >> 16)
+		if g := gs[r>>16]; !slices.Contains(pk.sockets, g.socket) {
+			pk.sockets = append(pk.sockets, g.socket)
+		}
+	}
+	return pk
+}
+
+// A core of the pool is referred to by its group and its position in it:
+// a group holds far fewer than 1<<16 cores.
+func coreRef(group, i int) int             { return group<<16 | i }
+func coreAt(gs []group, ref int) coreState { return gs[ref>>16].states[ref&0xffff] }
+
+// chosenAt is the i-th chosen core: the whole ones, then the partly used.
+func chosenAt(whole, part []int, i int) int {
+	if i < len(whole) {
+		return whole[i]
+	}
+	return part[i-len(whole)]
+}
+
+// chooseCores returns the whole cores to take (the largest first) and the
+// partly used ones: a growing container's own first, then the largest,
+// traded for smaller ones while they still give need, so that the
+// remainder goes to the fullest partly used cores.
+func (p *planner) chooseCores(gs []group, chosen []int, cores, whole, need int) (takeWhole, takePart []int) {
+	sc := p.s
+	sc.whole, sc.partial = sc.whole[:0], sc.partial[:0]
+	for _, g := range chosen {
+		for i, s := range gs[g].states {
+			switch {
+			case p.unitsOf(s) == 0:
+			case s.whole || p.mode != modeThreads:
+				sc.whole = append(sc.whole, coreRef(g, i))
+			default:
+				sc.partial = append(sc.partial, coreRef(g, i))
+			}
+		}
+	}
+	units := func(ref int) int { return p.unitsOf(coreAt(gs, ref)) }
+	slices.SortStableFunc(sc.whole, func(a, b int) int { return units(b) - units(a) })
+	takeWhole = sc.whole[:min(whole, len(sc.whole))]
+	target := need
+	for _, r := range takeWhole {
+		target -= units(r)
+	}
+	slices.SortStableFunc(sc.partial, func(a, b int) int {
+		if ua, ub := units(a), units(b); ua != ub {
+			return ub - ua
+		}
+		return trueFirst(coreAt(gs, a).mine, coreAt(gs, b).mine)
+	})
+	takePart = sc.partial[:min(cores-len(takeWhole), len(sc.partial))]
+	p.smallerPartlyUsed(gs, takePart, sc.partial[len(takePart):], target)
+	return takeWhole, takePart
+}
+
+// shares returns what each chosen core gives: all its units, less the
+// excess over need, cut from the partly used cores first (the last chosen
+// first) and from whole cores only then.
+func (p *planner) shares(gs []group, takeWhole, takePart []int, need int) []int {
+	sc := p.s
+	n := len(takeWhole) + len(takePart)
+	sc.amounts = slices.Grow(sc.amounts[:0], n)[:n]
+	excess := -need
+	for i := range sc.amounts {
+		sc.amounts[i] = p.unitsOf(coreAt(gs, chosenAt(takeWhole, takePart, i)))
+		excess += sc.amounts[i]
+	}
+	for i := n - 1; i >= 0 && excess > 0; i-- {
+		cut := min(excess, sc.amounts[i]-1)
+		sc.amounts[i] -= cut
+		excess -= cut
+	}
+	return sc.amounts
+}
+
+// smallerPartlyUsed trades chosen partly used cores for smaller ones (or a
+// growing container's own) while the chosen still give target: the
+// remainder of a request goes to the fullest partly used cores, and the
+// roomier ones stay for larger remainders.
+func (p *planner) smallerPartlyUsed(gs []group, chosen, rest []int, target int) {
+	units := func(ref int) int { return p.unitsOf(coreAt(gs, ref)) }
+	sum := 0
+	for _, r := range chosen {
+		sum += units(r)
+	}
+	for i := len(chosen) - 1; i >= 0; i-- {
+		for j, r := range rest {
+			c := chosen[i]
+			better := units(r) < units(c) || (units(r) == units(c) && coreAt(gs, r).mine && !coreAt(gs, c).mine)
+			if better && sum-units(c)+units(r) >= target {
+				sum += units(r) - units(c)
+				chosen[i], rest[j] = r, c
+			}
+		}
+	}
 }
 
 // ownsAny tells whether the growing container runs on a thread of the core.
@@ -198,178 +541,7 @@ func (p *planner) ownsAny(c *coreView) bool {
 	return false
 }
 
-// takeFromCores picks need units from cores, in their order: whole cores
-// (full-cores and hide-siblings modes) in takeCores, threads in the passes
-// of takeThreads.
-func (p *planner) takeFromCores(states []coreState, need int) pick {
-	if p.mode == modeThreads {
-		return p.takeThreads(states, need)
-	}
-	return p.takeCores(states, need)
-}
-
-// takeCores takes need whole cores. With hidden siblings, only the first
-// thread of each runs the container; the others are held idle (reserved).
-func (p *planner) takeCores(states []coreState, need int) pick {
-	var pk pick
-	var groups groupSet
-	for _, s := range states {
-		if need == 0 {
-			break
-		}
-		if p.unitsOf(s) == 0 {
-			continue
-		}
-		pk.cores++
-		pk.l3Groups += groups.add(s.group)
-		if p.mode == modeHideSiblings {
-			pk.cpus = append(pk.cpus, s.free[0])
-			pk.reserved = append(pk.reserved, s.free[1:]...)
-		} else {
-			pk.cpus = append(pk.cpus, s.free...)
-		}
-		need--
-	}
-	return pk
-}
-
-// takeThreads takes need threads touching the fewest cores and breaking
-// the fewest whole free cores: it serves a remainder (what whole cores
-// cannot) from a core that is already partly used, takes whole free cores
-// while they fit (the largest first), then the rest of the partly used
-// cores, and breaks a whole core only when nothing else is left.
-func (p *planner) takeThreads(states []coreState, need int) pick {
-	sc := p.s
-	sc.used = slices.Grow(sc.used[:0], len(states))[:len(states)]
-	clear(sc.used)
-	t := threadTaker{states: states, used: sc.used, need: need, partial: sc.partial[:0], whole: sc.whole[:0]}
-	t.pk.cpus = sc.ints(need)[:0]
-	t.groups = groupSet(sc.bools(8)[:0])
-	partial, whole := t.partlyUsedFullestFirst(), t.wholeLargestFirst()
-	sc.partial, sc.whole = partial, whole // keep what they grew to
-	t.remainderFrom(partial, need%p.tpc)
-	t.wholeCoresThatFit(whole)
-	t.restFrom(partial)
-	t.breakWholeCores(whole)
-	return t.pk
-}
-
-// threadTaker is the bookkeeping of takeThreads' passes: each core is taken
-// from at most once.
-type threadTaker struct {
-	states         []coreState
-	used           []bool
-	need           int
-	pk             pick
-	groups         groupSet
-	partial, whole []int // empty buffers for the lists of cores below
-}
-
-func (t *threadTaker) take(i, k int) {
-	s := t.states[i]
-	t.pk.cpus = append(t.pk.cpus, s.free[:k]...)
-	t.pk.cores++
-	if s.whole && k < len(s.free) {
-		t.pk.split++
-	}
-	t.pk.l3Groups += t.groups.add(s.group)
-	t.used[i] = true
-	t.need -= k
-}
-
-// partlyUsedFullestFirst lists the cores with some threads busy (held, or
-// in another pool) and some free: a growing container's own cores first,
-// then the fewest free first. They are where a remainder belongs.
-func (t *threadTaker) partlyUsedFullestFirst() []int {
-	partial := t.partial
-	uniform := true // no core of a growing container, all as free: already in order
-	for i, s := range t.states {
-		if !s.whole && len(s.free) > 0 {
-			uniform = uniform && !s.mine && (len(partial) == 0 || len(s.free) == len(t.states[partial[0]].free))
-			partial = append(partial, i)
-		}
-	}
-	if uniform { // the common case on SMT-2 nodes: one free thread each
-		return partial
-	}
-	slices.SortStableFunc(partial, func(a, b int) int {
-		sa, sb := t.states[a], t.states[b]
-		if sa.mine != sb.mine {
-			return boolFirst(sa.mine)
-		}
-		return len(sa.free) - len(sb.free)
-	})
-	return partial
-}
-
-// wholeLargestFirst lists the whole free cores, those with the most
-// threads first (a core whose siblings are offline has fewer).
-func (t *threadTaker) wholeLargestFirst() []int {
-	whole := t.whole
-	uniform := true
-	for i, s := range t.states {
-		if s.whole {
-			uniform = uniform && (len(whole) == 0 || len(s.free) == len(t.states[whole[0]].free))
-			whole = append(whole, i)
-		}
-	}
-	if !uniform { // only offline siblings make cores differ
-		slices.SortStableFunc(whole, func(a, b int) int { return len(t.states[b].free) - len(t.states[a].free) })
-	}
-	return whole
-}
-
-// remainderFrom serves rem threads from the first partly used core that
-// has room.
-func (t *threadTaker) remainderFrom(partial []int, rem int) {
-	if rem == 0 {
-		return
-	}
-	for _, i := range partial {
-		if len(t.states[i].free) >= rem {
-			t.take(i, rem)
-			return
-		}
-	}
-}
-
-// wholeCoresThatFit takes whole free cores that fit in what is still needed.
-func (t *threadTaker) wholeCoresThatFit(whole []int) {
-	for _, i := range whole {
-		if t.need == 0 {
-			return
-		}
-		if !t.used[i] && len(t.states[i].free) <= t.need {
-			t.take(i, len(t.states[i].free))
-		}
-	}
-}
-
-// restFrom takes what partly used cores still have.
-func (t *threadTaker) restFrom(partial []int) {
-	for _, i := range partial {
-		if t.need == 0 {
-			return
-		}
-		if !t.used[i] {
-			t.take(i, min(t.need, len(t.states[i].free)))
-		}
-	}
-}
-
-// breakWholeCores takes what is left from whole free cores, breaking them.
-func (t *threadTaker) breakWholeCores(whole []int) {
-	for _, i := range whole {
-		if t.need == 0 {
-			return
-		}
-		if !t.used[i] {
-			t.take(i, t.need)
-		}
-	}
-}
-
-// groupSet counts distinct L3 groups by their position in a node view.
+// groupSet counts distinct L3 groups by their position in the pool.
 type groupSet []bool
 
 // add marks group g and returns 1 when it was not marked yet.
@@ -390,4 +562,12 @@ func boolFirst(a bool) int {
 		return -1
 	}
 	return 1
+}
+
+// trueFirst orders two booleans, true first, for a sort's cmp.
+func trueFirst(a, b bool) int {
+	if a == b {
+		return 0
+	}
+	return boolFirst(a)
 }
