@@ -39,8 +39,19 @@ func CPUsFor(milliCPU int64) int {
 	return int(min(n, cpulist.MaxCPUs+1))
 }
 
-// placeExclusive chooses CPUs for an exclusive request; see README
-// "Placement rules" for the order of preferences.
+// placeExclusive chooses CPUs for an exclusive request, by the rules of
+// README "Placement rules":
+//
+//  1. The unit the request is counted in: CPUs, or whole cores with
+//     full-pcpus-only and hide-hyperthreads (which keeps the siblings idle).
+//  2. The hold of the container's last run, when it fits as it is.
+//  3. The CPUs its pod holds for stopped containers, alone or with the
+//     free ones (placeReusing).
+//  4. The NUMA nodes: the fewest that have room, the best combination of
+//     them by plan.better, found by branch and bound (plan.go, bestPlan).
+//  5. Inside them, the fewest sockets, cores, whole cores and L3 groups,
+//     and then the threads (take.go, take).
+//  6. Infra's minimum, for exclusive-non-isolcpus.
 func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, error) {
 	who := "container " + req.Pod.ContainerName(req.Container)
 	if req.grow != nil {
@@ -55,6 +66,7 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 	if view.cpus.IsEmpty() {
 		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s has no CPUs on this node; configure pools.%s", req.Pool, req.Pool)
 	}
+	// 1. The unit.
 	tpc := a.x.threadsPerCore
 	m := modeThreads
 	need := n
@@ -68,17 +80,20 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 		m, need = modeFullCores, n/tpc
 	}
 
+	// 2. The last run's hold.
 	if req.grow == nil {
 		if own, ok := a.ownHoldFits(req, n); ok {
 			// Already held: infra does not change.
 			return own.CPUs, own.Reserved, nil
 		}
 	}
+	// 3. to 5. The pod's held CPUs, the NUMA nodes, the cores.
 	infraBefore := a.markInfra()
 	cpus, reserved, err := a.placeReusing(req, who, n, need, m)
 	if err != nil {
 		return cpuset.New(), cpuset.New(), err
 	}
+	// 6. Infra's minimum.
 	if err := a.checkInfraBudget(req, who, infraBefore.cpus, cpus.Union(reserved)); err != nil {
 		return cpuset.New(), cpuset.New(), err
 	}
@@ -134,6 +149,7 @@ func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.C
 			req.Pool, who, n, more, unit, where, free.Size(), a.layout.Pool(req.Pool).Size(), free.String())
 	}
 
+	// 4. and 5.: the best plan over the nodes, its cores taken inside them.
 	best, ok := p.bestPlan(nodes, need, req)
 	if !ok {
 		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: distribute-across-numa gives each NUMA node used an equal share of the %d CPUs, and no set of nodes has room for equal shares (free CPUs by node: %s); lower the request or turn distribute-across-numa off", req.Pool, who, n, freeByNode(nodes))
