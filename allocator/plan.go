@@ -180,9 +180,12 @@ func (p *planner) candidate(combo []nodeCap, need int, req Request) (candidate, 
 // would have had the room), so the floors are those of the union.
 func (p *planner) floors(c *candidate) (cores, whole, l3Groups int) {
 	if c.amounts == nil {
-		all := p.newTally()
-		for _, nc := range c.combo {
-			all.add(nc.t)
+		all := c.combo[0].t
+		if len(c.combo) > 1 {
+			all = p.newTally()
+			for _, nc := range c.combo {
+				all.add(nc.t)
+			}
 		}
 		cores, whole, _ = all.fewest(c.need)
 		return cores, whole, len(c.combo)

@@ -79,13 +79,23 @@ func (p *planner) unitsOf(s coreState) int {
 // tallied.
 func (p *planner) nodeCapacity(nv *nodeView) nodeCap {
 	nc := nodeCap{v: nv, t: p.newTally()}
+	// Every node is weighed at each decision: the count is done here
+	// without tally.count's checks (whole-core modes count units as whole
+	// cores of one unit, so units index whole alike).
+	part, whole := nc.t.part, nc.t.whole
+	threads := p.mode == modeThreads
 	for i := range nv.l3s {
 		for j := range nv.l3s[i].cores {
-			units, whole := p.coreUnits(&nv.l3s[i].cores[j])
+			units, w := p.coreUnits(&nv.l3s[i].cores[j])
 			nc.cap += units
-			nc.t.count(units, whole, p.mode)
+			if w || !threads {
+				whole[units]++
+			} else {
+				part[units]++
+			}
 		}
 	}
+	part[0], whole[0] = 0, 0 // cores that give nothing
 	return nc
 }
 
@@ -121,7 +131,8 @@ func (p *planner) coreUnits(c *coreView) (units int, whole bool) {
 type tally struct{ part, whole []int }
 
 func (p *planner) newTally() tally {
-	return tally{part: p.s.ints(p.tpc + 1), whole: p.s.ints(p.tpc + 1)}
+	n := p.s.ints(2 * (p.tpc + 1))
+	return tally{part: n[: p.tpc+1 : p.tpc+1], whole: n[p.tpc+1:]}
 }
 
 // count adds a core that gives units.
@@ -225,7 +236,7 @@ func (p *planner) groups(nodes []nodeCap) []group {
 				units := p.unitsOf(s)
 				gr.cap += units
 				gr.t.count(units, s.whole, p.mode)
-				gr.mine = gr.mine || s.mine || p.ownsAny(&l3.cores[i])
+				gr.mine = gr.mine || s.mine || (p.self != "" && p.ownsAny(&l3.cores[i]))
 			}
 			at += len(l3.cores)
 			gs = append(gs, gr)
@@ -314,9 +325,12 @@ func (pk *pick) better(q *pick, room, qRoom int) bool {
 // first, then the fullest), else two, else the groups with the most whole
 // cores first.
 func (p *planner) takeWithin(gs []group, need int) pick {
-	all := p.newTally()
-	for _, g := range gs {
-		all.add(g.t)
+	all := gs[0].t
+	if len(gs) > 1 {
+		all = p.newTally()
+		for _, g := range gs {
+			all.add(g.t)
+		}
 	}
 	cores, whole, _ := all.fewest(need)
 	reaches := func(t tally, room int) bool {
@@ -457,32 +471,45 @@ func chosenAt(whole, part []int, i int) int {
 func (p *planner) chooseCores(gs []group, chosen []int, cores, whole, need int) (takeWhole, takePart []int) {
 	sc := p.s
 	sc.whole, sc.partial = sc.whole[:0], sc.partial[:0]
+	// Cores that all give as much, none a growing container's, are in
+	// order already: the common case, which needs no sort.
+	wholeUniform, partUniform := true, true
+	wholeUnits, partUnits := 0, 0
 	for _, g := range chosen {
 		for i, s := range gs[g].states {
+			u := p.unitsOf(s)
 			switch {
-			case p.unitsOf(s) == 0:
+			case u == 0:
 			case s.whole || p.mode != modeThreads:
+				wholeUniform = wholeUniform && (wholeUnits == 0 || u == wholeUnits)
+				wholeUnits = u
 				sc.whole = append(sc.whole, coreRef(g, i))
 			default:
+				partUniform = partUniform && !s.mine && (partUnits == 0 || u == partUnits)
+				partUnits = u
 				sc.partial = append(sc.partial, coreRef(g, i))
 			}
 		}
 	}
 	units := func(ref int) int { return p.unitsOf(coreAt(gs, ref)) }
-	slices.SortStableFunc(sc.whole, func(a, b int) int { return units(b) - units(a) })
+	if !wholeUniform {
+		slices.SortStableFunc(sc.whole, func(a, b int) int { return units(b) - units(a) })
+	}
 	takeWhole = sc.whole[:min(whole, len(sc.whole))]
 	target := need
 	for _, r := range takeWhole {
 		target -= units(r)
 	}
-	slices.SortStableFunc(sc.partial, func(a, b int) int {
-		if ua, ub := units(a), units(b); ua != ub {
-			return ub - ua
-		}
-		return trueFirst(coreAt(gs, a).mine, coreAt(gs, b).mine)
-	})
 	takePart = sc.partial[:min(cores-len(takeWhole), len(sc.partial))]
-	p.smallerPartlyUsed(gs, takePart, sc.partial[len(takePart):], target)
+	if !partUniform {
+		slices.SortStableFunc(sc.partial, func(a, b int) int {
+			if ua, ub := units(a), units(b); ua != ub {
+				return ub - ua
+			}
+			return trueFirst(coreAt(gs, a).mine, coreAt(gs, b).mine)
+		})
+		p.smallerPartlyUsed(gs, takePart, sc.partial[len(takePart):], target)
+	}
 	return takeWhole, takePart
 }
 
