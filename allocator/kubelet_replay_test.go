@@ -76,8 +76,10 @@ func kubeletCases() []kubeletCase {
 	fullUnc := kubeletOptions{fullPCPUs: true, uncore: true}
 	dis2 := kubeletOptions{distribute: true, fullPCPUs: true}
 	spr := kubeletOptions{spread: true}
-	return []kubeletCase{
-		// cpu_assignment_test.go, the cases every take runs.
+	// cpu_assignment_test.go, the cases every take runs: packed, and through
+	// takeByTopologyNUMADistributed with cpuGroupSize 1. "take zero cpus"
+	// is left out: a request of no CPU is refused here (TestPlacementErrors).
+	commonCases := []kubeletCase{
 		{from: common + "take more cpus than are available from single socket with HT", fixture: sht, free: "0,2,4,6", n: one(5), refused: true},
 		{from: common + "take one cpu from single socket with HT", fixture: sht, free: "0-7", n: one(1), want: "0"},
 		{from: common + "take one cpu from single socket with HT, some cpus are taken", fixture: sht, free: "1,3,5,6,7", n: one(1), want: "6"},
@@ -87,15 +89,17 @@ func kubeletCases() []kubeletCase {
 		{from: common + "take a socket of cpus from dual socket with HT", fixture: dht, free: "0-11", n: one(6), want: "0,2,4,6,8,10"},
 		{from: common + "take a socket of cpus from dual socket with multi-numa-per-socket with HT", fixture: mn, free: "0-79", n: one(40), want: "0-19,40-59"},
 		{from: common + "take a NUMA node of cpus from dual socket with multi-numa-per-socket with HT", fixture: mn, free: "0-79", n: one(20), want: "0-9,40-49"},
-		{from: common + "take a NUMA node ..., with 1 NUMA node already taken", fixture: mn, free: "10-39,50-79", n: one(20), want: "10-19,50-59"},
+		{from: common + "take a NUMA node of cpus from dual socket with multi-numa-per-socket with HT, with 1 NUMA node already taken", fixture: mn, free: "10-39,50-79", n: one(20), want: "10-19,50-59"},
 		{from: common + "take a socket and a NUMA node of cpus from dual socket with multi-numa-per-socket with HT", fixture: mn, free: "0-79", n: one(60), want: "0-29,40-69"},
-		{from: common + "take a socket and a NUMA node ..., a core taken", fixture: mn, free: "1-39,41-79", n: one(60), want: "10-39,50-79"},
-		// The same through takeByTopologyNUMADistributed (cpuGroupSize 1).
-		{from: dist + "common: take one cpu from single socket with HT", fixture: sht, free: "0-7", n: one(1), opts: dis, want: "0"},
-		{from: dist + "common: take two cpus from single socket with HT, only one core totally free", fixture: sht, free: "0-3,6", n: one(2), opts: dis, want: "2,6"},
-		{from: dist + "common: take a socket of cpus from dual socket with HT", fixture: dht, free: "0-11", n: one(6), opts: dis, want: "0,2,4,6,8,10"},
-		{from: dist + "common: take a socket and a NUMA node ..., a core taken", fixture: mn, free: "1-39,41-79", n: one(60), opts: dis, want: "10-39,50-79"},
-
+		{from: common + "take a socket and a NUMA node of cpus from dual socket with multi-numa-per-socket with HT, a core taken", fixture: mn, free: "1-39,41-79", n: one(60), want: "10-39,50-79"},
+	}
+	cases := append([]kubeletCase(nil), commonCases...)
+	for _, tc := range commonCases {
+		tc.from = dist + "common: " + strings.TrimPrefix(tc.from, common)
+		tc.opts = dis
+		cases = append(cases, tc)
+	}
+	return append(cases, []kubeletCase{
 		// TestTakeByTopologyNUMAPacked.
 		{from: packed + "take one cpu from dual socket with HT - core from Socket 0", fixture: dht, free: "1-5,7-11", n: one(1), want: "2"},
 		{from: packed + "allocate 4 full cores with 3 coming from the first NUMA node (filling it up) and 1 coming from the second NUMA node", fixture: dht, free: "0-11", n: one(8), want: "0-2,4,6-8,10"},
@@ -246,11 +250,11 @@ func kubeletCases() []kubeletCase {
 		{from: "ours: dual socket, three cpus, a whole core and a half core", fixture: dht, free: "0,2,4,6", n: one(3), want: "0,2,6"},
 		{from: "ours: multi-numa, whole cores on the node that has them, not half cores on the fuller one", fixture: mn, free: "0-19,50-59", n: one(4), want: "10,11,50,51"},
 		{from: "ours: distribute, an odd request: whole cores and one CPU", fixture: mn, free: "0-79", n: one(25), opts: dis, want: "0-6,10-15,40-45,50-55"},
-		// Issue 20's second example: one NUMA node spans sockets 0 and 1;
-		// 4 CPUs fit socket 1's whole cores. The kubelet takes its free
-		// whole cores socket by socket, the emptier socket first.
-		{from: "ours: issue 20, a NUMA node spanning two sockets", fixture: "kubelet-multi-socket-dual-socket-per-numa-ht", free: "0,40,10-19,50-59", n: one(4), want: "10,11,50,51"},
-	}
+		// One NUMA node spans sockets 0 and 1, and 4 CPUs fit socket 1's
+		// whole cores; the kubelet takes free whole cores socket by socket,
+		// the emptier socket first (0,40), then socket 1's first.
+		{from: "ours: a NUMA node spanning two sockets", fixture: "kubelet-multi-socket-dual-socket-per-numa-ht", free: "0,40,10-19,50-59", n: one(4), want: "0,10,40,50"},
+	}...)
 }
 
 // TestAtLeastAsGoodAsKubelet replays every kubelet placement case above on
@@ -442,10 +446,15 @@ func l3ByLowestCPU(topo *sysfs.Topology) []cpuset.CPUSet {
 }
 
 // TestKubeletCasesAreFaithful checks the table against what the kubelet
-// states: every answer lies within the CPUs it may take, and the uncore
+// states: every case has an answer to compare with (CPUs, uncore caches or
+// a refusal), every answer lies within the CPUs it may take, and the
 // expressions name the groups the kubelet's comments describe.
 func TestKubeletCasesAreFaithful(t *testing.T) {
+	seen := map[string]bool{}
 	for _, tc := range kubeletCases() {
+		assert.False(t, seen[tc.from], "%s: one row per case", tc.from)
+		seen[tc.from] = true
+		assert.True(t, tc.want != "" || tc.uncore > 0 || tc.refused, "%s: nothing to compare with", tc.from)
 		topo := topology(t, tc.fixture)
 		free := cpusOf(t, topo, tc.free).Difference(cpusOf(t, topo, tc.reserved))
 		if tc.want != "" {
