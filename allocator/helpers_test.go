@@ -102,14 +102,3 @@ func wholeFreeCores(a *Allocator, pool string) int {
 	}
 	return n
 }
-
-// Restore is the recovery rules' re-adding as the placement tests call it:
-// force keeps the container where it runs whatever the conflicts (keep),
-// else it is re-added only where it may run (restore). The plugin's way in
-// is Readmit and Repin (recover.go).
-func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
-	if force {
-		return a.keep(as)
-	}
-	return a.restore(as)
-}

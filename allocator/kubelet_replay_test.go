@@ -306,7 +306,7 @@ func replayKubelet(t *testing.T, tc kubeletCase, how string) {
 		if trade, ok := kubeletTrades[tc.from]; ok {
 			assertTrade(t, measure(topo, first), measure(topo, want), trade, first, want)
 		} else if len(tc.n) == 1 {
-			_, err := theirs.Restore(Assignment{ID: "x", Pool: "exclusive", CPUs: want}, false)
+			_, err := theirs.restore(Assignment{ID: "x", Pool: "exclusive", CPUs: want})
 			require.NoError(t, err)
 			assertNotWorse(t, topo, ours, theirs, first, want)
 		} else {

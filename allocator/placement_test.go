@@ -193,15 +193,15 @@ func TestRestartGetsPreviousCPUs(t *testing.T) {
 
 func TestRestore(t *testing.T) {
 	a := newAllocator(t, "xeon-2s-interleaved", "")
-	_, err := a.Restore(Assignment{ID: "a", Pool: pools.Exclusive, CPUs: set(t, "10,50")}, false)
+	_, err := a.restore(Assignment{ID: "a", Pool: pools.Exclusive, CPUs: set(t, "10,50")})
 	require.NoError(t, err)
-	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")}, false)
+	_, err = a.restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")})
 	assert.ErrorContains(t, err, "CPU 50 is already held by container a")
-	_, err = a.Restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")}, false)
+	_, err = a.restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")})
 	assert.ErrorContains(t, err, "outside pool exclusive")
 	_, ok := a.Get("c")
 	assert.False(t, ok)
-	_, err = a.Restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")}, true)
+	_, err = a.keep(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")})
 	assert.Error(t, err, "forced restores still report the problem")
 	got, ok := a.Get("c")
 	require.True(t, ok)
@@ -211,7 +211,7 @@ func TestRestore(t *testing.T) {
 
 	// Two containers forced onto the same CPUs: freeing one must not free
 	// the CPUs the other still runs on.
-	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")}, true)
+	_, err = a.keep(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")})
 	assert.ErrorContains(t, err, "already held by container a")
 	a.Release("a")
 	assert.False(t, a.FreeCPUs(pools.Exclusive).Contains(50), "b still runs on 50")
@@ -311,7 +311,7 @@ func kubeletPair(t *testing.T, topo *sysfs.Topology, free cpuset.CPUSet, how str
 	ours, theirs = New(topo, layout, true), New(topo, layout, true)
 	if !held.IsEmpty() {
 		for _, a := range []*Allocator{ours, theirs} {
-			_, err := a.Restore(Assignment{ID: "taken", Pool: pools.Exclusive, CPUs: held}, false)
+			_, err := a.restore(Assignment{ID: "taken", Pool: pools.Exclusive, CPUs: held})
 			require.NoError(t, err)
 		}
 	}
@@ -511,7 +511,7 @@ func TestAdopt(t *testing.T) {
 
 func TestRestoreKeepsMembersOfAVanishedPool(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"")
-	res, err := a.Restore(Assignment{ID: "s", Pool: pools.Shared, CPUs: set(t, "2,10")}, true)
+	res, err := a.keep(Assignment{ID: "s", Pool: pools.Shared, CPUs: set(t, "2,10")})
 	assert.ErrorContains(t, err, "pool shared has no CPUs as now configured")
 	assert.Equal(t, "2,10", res.Assignment.CPUs.String(), "never moved to an empty cpuset")
 }
@@ -574,7 +574,7 @@ func TestPlacementRulesOnEveryFixture(t *testing.T) {
 
 func TestRestartCannotBypassInfraMinimum(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0\"\npools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 2}}")
-	_, err := a.Restore(Assignment{ID: "b", Pool: pools.ExclusiveNonIsolcpus, CPUs: set(t, "1")}, false)
+	_, err := a.restore(Assignment{ID: "b", Pool: pools.ExclusiveNonIsolcpus, CPUs: set(t, "1")})
 	require.NoError(t, err)
 	r := exclusive("a", 1)
 	r.Pool = pools.ExclusiveNonIsolcpus
