@@ -9,7 +9,6 @@ import (
 	"errors"
 	"maps"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -32,16 +32,16 @@ import (
 type failingStore struct {
 	mu     sync.Mutex
 	broken bool
-	saved  *State
+	saved  *state.State
 }
 
-func (f *failingStore) Load() (*State, error) { return NewState(), nil }
+func (f *failingStore) Load() (*state.State, error) { return state.NewState(), nil }
 
 func (f *failingStore) Close() {}
 
 func (f *failingStore) Sync() error { return nil }
 
-func (f *failingStore) Save(st *State) error {
+func (f *failingStore) Save(st *state.State) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.broken {
@@ -59,7 +59,7 @@ func (f *failingStore) setBroken(b bool) {
 	f.broken = b
 }
 
-func (f *failingStore) containers() map[string]ContainerState {
+func (f *failingStore) containers() map[string]state.ContainerState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.saved == nil {
@@ -68,7 +68,7 @@ func (f *failingStore) containers() map[string]ContainerState {
 	return f.saved.Containers
 }
 
-func newUnitPlugin(t *testing.T, store Store, yaml string) *Plugin {
+func newUnitPlugin(t *testing.T, store state.Store, yaml string) *Plugin {
 	t.Helper()
 	cfg, err := config.Parse(strings.NewReader(yaml), "test")
 	require.NoError(t, err)
@@ -131,6 +131,7 @@ type metricNamed struct {
 }
 
 func (f metricNamed) Describe(ch chan<- *prometheus.Desc) { f.c.Describe(ch) }
+
 func (f metricNamed) Collect(ch chan<- prometheus.Metric) {
 	all := make(chan prometheus.Metric, 64)
 	go func() { f.c.Collect(all); close(all) }()
@@ -155,26 +156,4 @@ func TestConfigureFromRuntime(t *testing.T) {
 	_, err = p.Configure(ctx, "isolatedCPUs: \"99\"", "containerd", "v2.4.2")
 	assert.ErrorContains(t, err, "CPUs 99 do not exist")
 	assert.Equal(t, "6-7,14-15", p.alloc.Layout().Exclusive.String(), "a refused config changes nothing")
-}
-
-// TestSynchronizeMigratesPreviousCPUs: a state file from before holds
-// remembered stopped containers' CPUs as "previous"; those of pods that
-// still exist become holds, the others are forgotten.
-func TestSynchronizeMigratesPreviousCPUs(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.json")
-	store := NewFileStore(path)
-	st := NewState()
-	st.Previous["uid-gone/c"] = "4,12"
-	st.Previous["uid-here/c"] = "5,13"
-	require.NoError(t, store.Save(st))
-	p := newUnitPlugin(t, store, `isolatedCPUs: "4-7,12-15"`)
-	_, err := p.Synchronize(context.Background(), []*api.PodSandbox{{Id: "sb", Uid: "uid-here", Name: "here", Namespace: "ns"}}, nil)
-	require.NoError(t, err)
-	require.NoError(t, p.Flush())
-	back, err := ReadState(path)
-	require.NoError(t, err)
-	assert.Empty(t, back.Previous, "no longer written")
-	require.Len(t, back.Held, 1)
-	assert.Equal(t, "5,13", back.Held["uid-here/c"].CPUs)
-	assert.Equal(t, "exclusive", back.Held["uid-here/c"].Pool)
 }
