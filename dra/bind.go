@@ -46,8 +46,8 @@ func (d *Driver) Bind(env []string, ctr Container) (g Grant, ok bool, err error)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	type bound struct {
-		req  *Request
-		name string
+		req   *Request
+		claim string
 	}
 	var todo []bound
 	g.CPUs = cpuset.New()
@@ -73,12 +73,13 @@ func (d *Driver) Bind(env []string, ctr Container) (g Grant, ok bool, err error)
 		g.Pool = r.Pool
 		g.CPUs = g.CPUs.Union(r.CPUSet())
 		g.Claims = append(g.Claims, name)
-		todo = append(todo, bound{r, name})
+		todo = append(todo, bound{r, ref.claim})
 	}
 	changed := false
 	for _, b := range todo {
 		if b.req.PodUID == "" {
 			b.req.PodUID, b.req.Container = ctr.PodUID, ctr.Name
+			d.encodeLocked(b.claim)
 			changed = true
 		}
 	}

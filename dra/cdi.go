@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 )
 
 // CDI: each prepared claim gets one spec file in the CDI directory, one
@@ -68,7 +70,7 @@ func writeCDISpec(dir, claimUID string, c *Claim) error {
 	if err != nil {
 		return fmt.Errorf("CDI spec of claim %s: %w", claimUID, err)
 	}
-	if err := replaceFile(cdiFile(dir, claimUID), data, false); err != nil {
+	if err := atomicfile.Replace(cdiFile(dir, claimUID), data, false); err != nil {
 		return fmt.Errorf("writing the CDI spec of claim %s: %w", claimUID, err)
 	}
 	return nil

@@ -45,15 +45,20 @@ type Request struct {
 	// PodUID and Container name the container bound to the request.
 	PodUID    string `json:"podUID,omitempty"`
 	Container string `json:"container,omitempty"`
+	// cpus is CPUs parsed, once.
+	cpus *cpuset.CPUSet
 }
 
 // CPUSet returns the request's CPUs.
 func (r *Request) CPUSet() cpuset.CPUSet {
-	s, err := cpuset.Parse(r.CPUs)
-	if err != nil {
-		return cpuset.New()
+	if r.cpus == nil {
+		s, err := cpuset.Parse(r.CPUs)
+		if err != nil {
+			s = cpuset.New()
+		}
+		r.cpus = &s
 	}
-	return s
+	return *r.cpus
 }
 
 func (r *Request) clone() *Request {

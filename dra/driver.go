@@ -2,11 +2,13 @@ package dra
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -31,6 +33,7 @@ import (
 type Driver struct {
 	pools    Pools
 	nodeName string
+	model    string
 	cdiDir   string
 	log      *logrus.Logger
 	store    *store
@@ -40,6 +43,10 @@ type Driver struct {
 	mu      sync.Mutex
 	claims  map[string]*Claim // by claim UID
 	byToken map[string]tokenRef
+	// claimed is every claim's CPUs (claims never share one).
+	claimed cpuset.CPUSet
+	// enc holds each claim's JSON for the file, made when it changes.
+	enc map[string][]byte
 	// gen counts the changes to claims, to order the copies that reach
 	// the file.
 	gen uint64
@@ -58,6 +65,8 @@ type Options struct {
 	// NodeName is the Node this driver serves; its ResourceSlice pool
 	// has that name, and allocations from other pools are refused.
 	NodeName string
+	// Model is the device model, ModelNUMANode (the default) or ModelCPU.
+	Model string
 	// ClaimsFile keeps the prepared claims (see ClaimsFile).
 	ClaimsFile string
 	// CDIDir is where the runtime reads CDI specs (/var/run/cdi).
@@ -73,8 +82,15 @@ func New(p Pools, o Options) (*Driver, error) {
 	if o.Log == nil {
 		o.Log = logrus.New()
 	}
-	d := &Driver{pools: p, nodeName: o.NodeName, cdiDir: o.CDIDir, log: o.Log, store: &store{path: o.ClaimsFile},
-		byToken: map[string]tokenRef{}, dirty: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
+	switch o.Model {
+	case "":
+		o.Model = ModelNUMANode
+	case ModelNUMANode, ModelCPU:
+	default:
+		return nil, fmt.Errorf("DRA driver: unknown device model %q; use %s", o.Model, strings.Join(Models(), " or "))
+	}
+	d := &Driver{pools: p, nodeName: o.NodeName, model: o.Model, cdiDir: o.CDIDir, log: o.Log, store: &store{path: o.ClaimsFile},
+		byToken: map[string]tokenRef{}, claimed: cpuset.New(), enc: map[string][]byte{}, dirty: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	claims, warning, err := d.store.load()
 	if err != nil {
 		return nil, err
@@ -82,11 +98,9 @@ func New(p Pools, o Options) (*Driver, error) {
 	if warning != "" {
 		d.log.Warn(warning)
 	}
-	d.claims = claims
+	d.claims = map[string]*Claim{}
 	for uid, c := range claims {
-		for name, r := range c.Requests {
-			d.byToken[r.Token] = tokenRef{uid, name}
-		}
+		d.setLocked(uid, c)
 	}
 	return d, nil
 }
@@ -165,11 +179,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	}
 	// A claim deallocated and allocated again keeps its UID: its old CPUs
 	// are not in the way of its new ones.
-	exclude := cpuset.New()
-	for other, c := range d.claims {
-		if other != uid {
-			exclude = exclude.Union(c.cpus())
-		}
+	exclude := d.claimed
+	if before != nil {
+		exclude = exclude.Difference(before.cpus())
 	}
 	d.mu.Unlock()
 
@@ -189,7 +201,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 			}
 			got, exclude = got.Union(cpus), exclude.Union(cpus)
 		}
-		r.CPUs = got.String()
+		r.CPUs, r.cpus = got.String(), &got
 		c.Requests[name] = r
 	}
 	d.mu.Lock()
@@ -221,9 +233,15 @@ func (d *Driver) allocated(claim *resourceapi.ResourceClaim) (map[string]wanted,
 		if res.AdminAccess != nil && *res.AdminAccess {
 			return nil, fmt.Errorf("request %s asks for admin access, which %s does not give: its CPUs belong to one container", res.Request, DriverName)
 		}
-		pool, numa, err := ParseSlotName(res.Device)
+		pool, numa, slot, err := ParseDeviceName(res.Device)
 		if err != nil {
 			return nil, err
+		}
+		n := 1
+		if !slot {
+			if n, err = consumedCPUs(res); err != nil {
+				return nil, err
+			}
 		}
 		name := resourceclaim.BaseRequestRef(res.Request)
 		w, ok := want[name]
@@ -233,11 +251,28 @@ func (d *Driver) allocated(claim *resourceapi.ResourceClaim) (map[string]wanted,
 		if w.pool != pool {
 			return nil, fmt.Errorf("request %s was given devices of pools %s and %s; a request's CPUs come from one pool (use a DeviceClass of one pool, e.g. cpupool-%s)", name, w.pool, pool, pools.Exclusive)
 		}
-		w.slots[numa]++
+		w.slots[numa] += n
 		want[name] = w
 	}
 	return want, nil
 }
+
+// consumedCPUs is the number of CPUs a share of a ModelNUMANode device
+// stands for: the capacity the scheduler counted.
+func consumedCPUs(res resourceapi.DeviceRequestAllocationResult) (int, error) {
+	q, ok := res.ConsumedCapacity[CapacityCPUs]
+	if !ok {
+		return 0, fmt.Errorf("device %s was allocated without consumed capacity %s; the scheduler needs the DRAConsumableCapacity feature (beta, on by default since 1.36) for dra.devices: %s, or use dra.devices: %s", res.Device, CapacityCPUs, ModelNUMANode, ModelCPU)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n < 1 || n > maxCPUs {
+		return 0, fmt.Errorf("device %s was allocated %s CPUs; a request takes a whole number of CPUs", res.Device, q.String())
+	}
+	return int(n), nil
+}
+
+// maxCPUs bounds a count from the API server.
+const maxCPUs = 1 << 16
 
 // sameAllocation tells whether a prepared claim was prepared for want.
 func sameAllocation(c *Claim, want map[string]wanted) bool {
@@ -283,7 +318,7 @@ func (d *Driver) result(claim *resourceapi.ResourceClaim) kubeletplugin.PrepareR
 			continue
 		}
 		name := resourceclaim.BaseRequestRef(r.Request)
-		dev := kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device}
+		dev := kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device, ShareID: r.ShareID}
 		if !given[name] {
 			dev.CDIDeviceIDs = []string{CDIDeviceID(uid, name)}
 			given[name] = true
@@ -348,23 +383,36 @@ func (d *Driver) setLocked(uid string, c *Claim) {
 		for _, r := range old.Requests {
 			delete(d.byToken, r.Token)
 		}
+		d.claimed = d.claimed.Difference(old.cpus())
 	}
 	if c == nil {
 		delete(d.claims, uid)
+		delete(d.enc, uid)
 		return
 	}
 	d.claims[uid] = c
 	for name, r := range c.Requests {
 		d.byToken[r.Token] = tokenRef{uid, name}
 	}
+	d.claimed = d.claimed.Union(c.cpus())
+	d.encodeLocked(uid)
+}
+
+// encodeLocked makes a claim's JSON for the file.
+func (d *Driver) encodeLocked(uid string) {
+	data, err := json.Marshal(d.claims[uid])
+	if err != nil {
+		panic(fmt.Sprintf("encoding claim %s: %v", uid, err)) // plain strings, ints and maps
+	}
+	d.enc[uid] = data
 }
 
 // save writes the claims as they are now.
 func (d *Driver) save() error {
 	d.mu.Lock()
-	gen, snap := d.gen, d.snapshotLocked()
+	gen, data := d.gen, encodeClaims(d.enc)
 	d.mu.Unlock()
-	return d.store.save(gen, snap)
+	return d.store.save(gen, data)
 }
 
 func (d *Driver) snapshotLocked() map[string]*Claim {
@@ -393,7 +441,7 @@ func (d *Driver) Claims() map[string]*Claim {
 
 // Resources computes the ResourceSlices of the node as it is now.
 func (d *Driver) Resources() resourceslice.DriverResources {
-	return Resources(d.nodeName, d.Offer())
+	return Resources(d.nodeName, d.model, d.Offer())
 }
 
 // Offer computes the node's slots: the pools, less the CPUs containers
@@ -426,7 +474,7 @@ func (d *Driver) Run(ctx context.Context, publish func(resourceslice.DriverResou
 		if last != nil && reflect.DeepEqual(groups, last) {
 			return
 		}
-		if err := publish(Resources(d.nodeName, groups)); err != nil {
+		if err := publish(Resources(d.nodeName, d.model, groups)); err != nil {
 			d.log.Errorf("DRA: publishing ResourceSlices: %v", err)
 			return
 		}

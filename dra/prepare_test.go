@@ -292,11 +292,13 @@ func TestPrepareRefusesWhatIsNotOurs(t *testing.T) {
 	*admin.Status.Allocation.Devices.Results[0].AdminAccess = true
 	mixed := allocatedClaim("uid-3", "z", slots{"cpus": {SlotName(pools.Exclusive, 0, 0), SlotName(pools.ExclusiveNonIsolcpus, 0, 0)}}, "pod-1")
 	badName := allocatedClaim("uid-4", "w", slots{"cpus": {"gpu-0"}}, "pod-1")
-	res := prepare(t, d.Driver, other, admin, mixed, badName)
+	noCapacity := allocatedClaim("uid-6", "u", slots{"cpus": {GroupName(pools.Exclusive, 0)}}, "pod-1")
+	res := prepare(t, d.Driver, other, admin, mixed, badName, noCapacity)
+	assert.ErrorContains(t, res["uid-6"].Err, "allocated without consumed capacity cpupool.dev/cpus; the scheduler needs the DRAConsumableCapacity feature")
 	assert.ErrorContains(t, res["uid-1"].Err, `claim ns/x: device exclusive-numa0-0 is from pool "node-b", not this node's (node-a)`)
 	assert.ErrorContains(t, res["uid-2"].Err, "asks for admin access")
 	assert.ErrorContains(t, res["uid-3"].Err, "a request's CPUs come from one pool")
-	assert.ErrorContains(t, res["uid-4"].Err, `device "gpu-0" is not a slot of cpupool.dev`)
+	assert.ErrorContains(t, res["uid-4"].Err, `device "gpu-0" is not a device of cpupool.dev`)
 	assert.Empty(t, d.Claims())
 
 	// Other drivers' devices of the claim are none of our business.

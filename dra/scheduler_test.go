@@ -13,12 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/cpuset"
 	"k8s.io/utils/ptr"
 
 	"github.com/cpupool/nri-cpupool/pools"
@@ -84,10 +86,10 @@ func published(driver string, res map[string][]resourceapi.Device) []*resourceap
 	return out
 }
 
-func ourSlices(t *testing.T, p Pools) []*resourceapi.ResourceSlice {
+func ourSlices(t *testing.T, p Pools, model string, heldOutside map[string]cpuset.CPUSet) []*resourceapi.ResourceSlice {
 	t.Helper()
 	topo, layout := p.Layout()
-	res := Resources(testNode, Offer(topo, layout, nil))
+	res := Resources(testNode, model, Offer(topo, layout, heldOutside))
 	var out []*resourceapi.ResourceSlice
 	for name, pool := range res.Pools {
 		for i, sl := range pool.Slices {
@@ -105,17 +107,20 @@ func nicOn(name string, numa int64) resourceapi.Device {
 		AttrNUMANode: {IntValue: ptr.To(numa)}}}
 }
 
-// schedule runs the scheduler's allocator for claims on the node, with
-// allocated devices already taken; nil means unschedulable.
-func schedule(t *testing.T, cls classes, sl []*resourceapi.ResourceSlice, allocated sets.Set[structured.DeviceID], claims ...*resourceapi.ResourceClaim) []resourceapi.AllocationResult {
+// schedule runs the scheduler's allocator for claims on a node where
+// nothing is allocated yet; nil means unschedulable.
+func schedule(t *testing.T, cls classes, sl []*resourceapi.ResourceSlice, claims ...*resourceapi.ResourceClaim) []resourceapi.AllocationResult {
+	t.Helper()
+	return scheduleIn(t, cls, sl, structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](),
+		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}, claims...)
+}
+
+// scheduleIn runs it with what is allocated already; features are
+// kube-scheduler 1.36's defaults.
+func scheduleIn(t *testing.T, cls classes, sl []*resourceapi.ResourceSlice, state structured.AllocatedState, claims ...*resourceapi.ResourceClaim) []resourceapi.AllocationResult {
 	t.Helper()
 	features := structured.Features{AdminAccess: true, ConsumableCapacity: true, DeviceBindingAndStatus: true, DeviceTaints: true,
 		PartitionableDevices: true, PrioritizedList: true}
-	if allocated == nil {
-		allocated = sets.New[structured.DeviceID]()
-	}
-	state := structured.AllocatedState{AllocatedDevices: allocated, AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity: structured.NewConsumedCapacityCollection()}
 	a, err := structured.NewAllocator(context.Background(), features, state, cls, sl, cel.NewCache(10, cel.Features{EnableConsumableCapacity: true}))
 	require.NoError(t, err)
 	res, err := a.Allocate(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}, claims)
@@ -145,63 +150,129 @@ func withAllocation(c *resourceapi.ResourceClaim, a resourceapi.AllocationResult
 
 var sameNUMANode = []resourceapi.DeviceConstraint{{Requests: []string{"cpus", "nic"}, MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(AttrNUMANode))}}
 
-// "4 exclusive CPUs on the NIC's NUMA node": the scheduler puts the CPU
-// slots on the NIC's node, and Prepare pins CPUs of that node.
+// capacity asks for n CPUs of one ModelNUMANode device.
+func capacity(r resourceapi.DeviceRequest, n int64) resourceapi.DeviceRequest {
+	r.Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
+		CapacityCPUs: *resource.NewQuantity(n, resource.DecimalSI)}}
+	return r
+}
+
+// nodesOf returns the NUMA nodes of our devices in an allocation.
+func nodesOf(t *testing.T, a resourceapi.AllocationResult) []int {
+	t.Helper()
+	var out []int
+	for _, r := range a.Devices.Results {
+		if r.Driver == DriverName {
+			_, numa, _, err := ParseDeviceName(r.Device)
+			require.NoError(t, err)
+			out = append(out, numa)
+		}
+	}
+	return out
+}
+
+// "8 exclusive CPUs on the NIC's NUMA node", in the default model: one
+// request of capacity 8, one device, on the NIC's node, in any order of
+// the requests; Prepare pins 8 CPUs of that node.
 func TestSchedulerAlignsCPUsWithANIC(t *testing.T) {
 	s := static(t, "epyc-2s-384", epycConfig)
 	topo, _ := s.Layout()
 	cls := shippedClasses(t)
-	sl := append(ourSlices(t, s), published(nicDriver, map[string][]resourceapi.Device{testNode: {nicOn("eth5", 5)}})...)
+	sl := append(ourSlices(t, s, ModelNUMANode, nil), published(nicDriver, map[string][]resourceapi.Device{testNode: {nicOn("eth5", 5)}})...)
 
-	claim := claimFor("uid-1", sameNUMANode, request("nic", "nic", 1), request("cpus", "cpupool-exclusive", 4))
-	res := schedule(t, cls, sl, nil, claim)
+	claim := claimFor("uid-1", sameNUMANode, capacity(request("cpus", "cpupool-exclusive", 1), 8), request("nic", "nic", 1))
+	res := schedule(t, cls, sl, claim)
 	require.Len(t, res, 1)
-	for _, r := range res[0].Devices.Results {
-		if r.Driver == DriverName {
-			pool, numa, err := ParseSlotName(r.Device)
-			require.NoError(t, err)
-			assert.Equal(t, pools.Exclusive, pool)
-			assert.Equal(t, 5, numa, "slot %s is on the NIC's node", r.Device)
-		}
-	}
+	assert.Equal(t, []int{5}, nodesOf(t, res[0]))
+	cpusResult := res[0].Devices.Results[0]
+	require.NotNil(t, cpusResult.ShareID, "a share of the node's device")
+	assert.Equal(t, "8", ptr.To(cpusResult.ConsumedCapacity[CapacityCPUs]).String())
 
 	d := newTestDriver(t, s)
 	prep := prepare(t, d.Driver, withAllocation(claim, res[0], "pod-1"))["uid-1"]
 	require.NoError(t, prep.Err)
-	assert.Len(t, prep.Devices, 4, "our devices only; the NIC is its driver's")
+	require.Len(t, prep.Devices, 1, "our device only; the NIC is its driver's")
+	assert.Equal(t, cpusResult.ShareID, prep.Devices[0].ShareID)
 	cpus := cpusOf(t, d.Driver, "uid-1", "cpus")
-	assert.Equal(t, 4, cpus.Size())
+	assert.Equal(t, 8, cpus.Size())
 	assert.Equal(t, "[5]", numaOf(topo, cpus))
+	assert.Equal(t, "120-123,312-315", cpus.String(), "four whole cores of one L3 group")
 
-	// Without the constraint the scheduler takes the first free slots:
-	// node 0, away from the NIC. The constraint is what aligns.
-	loose := claimFor("uid-2", nil, request("cpus", "cpupool-exclusive", 4), request("nic", "nic", 1))
-	res = schedule(t, cls, sl, nil, loose)
+	// Requests in the other order: the same.
+	swapped := claimFor("uid-2", sameNUMANode, request("nic", "nic", 1), capacity(request("cpus", "cpupool-exclusive", 1), 8))
+	res = schedule(t, cls, sl, swapped)
 	require.Len(t, res, 1)
-	_, numa, _ := ParseSlotName(res[0].Devices.Results[0].Device)
-	assert.Equal(t, 0, numa)
+	assert.Equal(t, []int{5}, nodesOf(t, res[0]))
+
+	// A request never spans NUMA nodes in this model: 48 CPUs fit no node
+	// (node 0 has 40, each other node 48 but one is asked with a NIC).
+	tooBig := claimFor("uid-3", sameNUMANode, capacity(request("cpus", "cpupool-exclusive", 1), 49), request("nic", "nic", 1))
+	assert.Empty(t, schedule(t, cls, sl, tooBig))
 }
 
-// A claim that cannot be aligned is not allocated: the pod stays
-// Pending (unschedulable) instead of running across the interconnect.
+// A claim that cannot be aligned is not allocated: the pod stays Pending
+// (unschedulable) instead of running across the interconnect.
 func TestSchedulerLeavesAnUnalignableClaimUnallocated(t *testing.T) {
 	s := static(t, "epyc-2s-384", epycConfig)
+	topo, layout := s.Layout()
 	cls := shippedClasses(t)
-	sl := append(ourSlices(t, s), published(nicDriver, map[string][]resourceapi.Device{testNode: {nicOn("eth5", 5)}})...)
-	// Node 5's 48 exclusive slots are taken but 2.
-	taken := sets.New[structured.DeviceID]()
-	for i := range 46 {
-		taken.Insert(structured.MakeDeviceID(DriverName, testNode, SlotName(pools.Exclusive, 5, i)))
+	nic := published(nicDriver, map[string][]resourceapi.Device{testNode: {nicOn("eth5", 5)}})
+	// All but 2 of node 5's exclusive CPUs are held.
+	held := map[string]cpuset.CPUSet{pools.Exclusive: cpuset.New(layout.Exclusive.Intersection(mustNode(t, topo, 5)).List()[2:]...)}
+	for _, model := range Models() {
+		t.Run(model, func(t *testing.T) {
+			sl := append(ourSlices(t, s, model, held), nic...)
+			cpus := func(n int64) resourceapi.DeviceRequest {
+				if model == ModelCPU {
+					return request("cpus", "cpupool-exclusive", n)
+				}
+				return capacity(request("cpus", "cpupool-exclusive", 1), n)
+			}
+			// In the cpu model, the NIC request comes first: see
+			// TestCPUModelSearchOrder.
+			claim := claimFor("uid-1", sameNUMANode, request("nic", "nic", 1), cpus(4))
+			assert.Empty(t, schedule(t, cls, sl, claim))
+			small := claimFor("uid-2", sameNUMANode, request("nic", "nic", 1), cpus(2))
+			res := schedule(t, cls, sl, small)
+			require.Len(t, res, 1, "what still fits on the NIC's node is allocated")
+			for _, n := range nodesOf(t, res[0]) {
+				assert.Equal(t, 5, n)
+			}
+		})
 	}
-	claim := claimFor("uid-1", sameNUMANode, request("nic", "nic", 1), request("cpus", "cpupool-exclusive", 4))
-	assert.Empty(t, schedule(t, cls, sl, taken, claim))
-	small := claimFor("uid-2", sameNUMANode, request("nic", "nic", 1), request("cpus", "cpupool-exclusive", 2))
-	assert.Len(t, schedule(t, cls, sl, taken, small), 1, "what still fits on the NIC's node is allocated")
+}
+
+// In the cpu model every CPU is a device, and the scheduler's search
+// backtracks over them: with the CPU request before its constraint partner
+// it tries combinations of interchangeable devices, which grows with the
+// node's free CPUs (4 CPUs and a NIC on the far node of an 80-CPU node
+// took 2.8 s on the development VM; 8 CPUs did not finish in 10 minutes,
+// far beyond the scheduler's 10 s filter timeout). With the partner first
+// the constraint fixes the node before any CPU is tried, and the search
+// is linear. This is why numaNode is the default model.
+func TestCPUModelSearchOrder(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	cls := shippedClasses(t)
+	sl := append(ourSlices(t, s, ModelCPU, nil), published(nicDriver, map[string][]resourceapi.Device{testNode: {nicOn("eth5", 5)}})...)
+	claim := claimFor("uid-1", sameNUMANode, request("nic", "nic", 1), request("cpus", "cpupool-exclusive", 16))
+	res := schedule(t, cls, sl, claim)
+	require.Len(t, res, 1)
+	for _, n := range nodesOf(t, res[0]) {
+		assert.Equal(t, 5, n)
+	}
+	// Without any constraint the scheduler takes the first free slots:
+	// node 0, whatever the NIC.
+	loose := claimFor("uid-2", nil, request("cpus", "cpupool-exclusive", 4), request("nic", "nic", 1))
+	res = schedule(t, cls, sl, loose)
+	require.Len(t, res, 1)
+	assert.Equal(t, []int{0, 0, 0, 0}, nodesOf(t, res[0]))
 }
 
 // The claim the scheduler makes for a container that asks for
 // cpupool.dev/exclusive: N (DRAExtendedResource) is a count request of the
-// class that names the resource; it is served like any other.
+// class that names the resource. That class selects the cpu model's
+// devices only: a count of numaNode devices would be one CPU on each of N
+// nodes.
 func TestSchedulerServesTheExtendedResourceShape(t *testing.T) {
 	s := static(t, "epyc-2s-384", epycConfig)
 	cls := shippedClasses(t)
@@ -211,47 +282,64 @@ func TestSchedulerServesTheExtendedResourceShape(t *testing.T) {
 			class = name
 		}
 	}
-	require.Equal(t, "cpupool-exclusive", class)
+	require.Equal(t, "cpupool-exclusive-cpus", class)
 	claim := claimFor("uid-1", nil, request("container-0-request-0", class, 6))
-	res := schedule(t, cls, ourSlices(t, s), nil, claim)
+	res := schedule(t, cls, ourSlices(t, s, ModelCPU, nil), claim)
 	require.Len(t, res, 1)
 	d := newTestDriver(t, s)
 	require.NoError(t, prepare(t, d.Driver, withAllocation(claim, res[0], "pod-1"))["uid-1"].Err)
 	assert.Equal(t, 6, cpusOf(t, d.Driver, "uid-1", "container-0-request-0").Size())
+
+	assert.Empty(t, schedule(t, cls, ourSlices(t, s, ModelNUMANode, nil), claim), "not served by numaNode devices")
 }
 
-// The scheduler's count and the driver's CPUs agree exactly: claims that
-// fill every slot of a node are all prepared, on distinct CPUs that are
-// the node's whole exclusive pool; one more slot is not offered.
+// The scheduler's count and the driver's CPUs agree exactly, in both
+// models: claims that fill a node are all prepared, on distinct CPUs that
+// are the node's whole exclusive pool; one more CPU is not offered.
 func TestSchedulerAndDriverCountTheSameCPUs(t *testing.T) {
 	s := static(t, "epyc-2s-384", epycConfig)
 	topo, layout := s.Layout()
 	cls := shippedClasses(t)
-	sl := ourSlices(t, s)
-	d := newTestDriver(t, s)
 	node := 3
-	pinned := map[int]bool{}
-	taken := sets.New[structured.DeviceID]()
-	for i, size := range []int64{5, 1, 7, 3, 8, 2, 6, 4, 12} { // 48
-		uid := "uid-" + strconv.Itoa(i)
-		claim := claimFor(uid, nil, request("cpus", "cpupool-exclusive", size))
-		claim.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: `device.attributes["resource.kubernetes.io"].numaNode == ` + strconv.Itoa(node)}}}
-		res := schedule(t, cls, sl, taken, claim)
-		require.Len(t, res, 1, "claim %d", i)
-		for _, r := range res[0].Devices.Results {
-			taken.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
-		}
-		require.NoError(t, prepare(t, d.Driver, withAllocation(claim, res[0], "pod-"+uid))[types.UID(uid)].Err)
-		for _, c := range cpusOf(t, d.Driver, uid, "cpus").List() {
-			assert.False(t, pinned[c], "CPU %d given twice", c)
-			pinned[c] = true
-		}
+	onNode := []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+		Expression: `device.attributes["resource.kubernetes.io"].numaNode == ` + strconv.Itoa(node)}}}
+	for _, model := range Models() {
+		t.Run(model, func(t *testing.T) {
+			sl := ourSlices(t, s, model, nil)
+			d := newTestDriver(t, s)
+			ask := func(uid string, n int64) *resourceapi.ResourceClaim {
+				r := request("cpus", "cpupool-exclusive", n)
+				if model == ModelNUMANode {
+					r = capacity(request("cpus", "cpupool-exclusive", 1), n)
+				}
+				r.Exactly.Selectors = onNode
+				return claimFor(uid, nil, r)
+			}
+			pinned := map[int]bool{}
+			state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](),
+				AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}
+			for i, size := range []int64{5, 1, 7, 3, 8, 2, 6, 4, 12} { // 48
+				uid := "uid-" + strconv.Itoa(i)
+				claim := ask(uid, size)
+				res := scheduleIn(t, cls, sl, state, claim)
+				require.Len(t, res, 1, "claim %d", i)
+				for _, r := range res[0].Devices.Results {
+					id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+					if r.ShareID == nil {
+						state.AllocatedDevices.Insert(id)
+					} else {
+						state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
+						state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+					}
+				}
+				require.NoError(t, prepare(t, d.Driver, withAllocation(claim, res[0], "pod-"+uid))[types.UID(uid)].Err)
+				for _, c := range cpusOf(t, d.Driver, uid, "cpus").List() {
+					assert.False(t, pinned[c], "CPU %d given twice", c)
+					pinned[c] = true
+				}
+			}
+			assert.Equal(t, layout.Exclusive.Intersection(mustNode(t, topo, node)).Size(), len(pinned))
+			assert.Empty(t, scheduleIn(t, cls, sl, state, ask("uid-x", 1)))
+		})
 	}
-	want := layout.Exclusive.Intersection(mustNode(t, topo, node))
-	assert.Equal(t, want.Size(), len(pinned))
-	one := claimFor("uid-x", nil, request("cpus", "cpupool-exclusive", 1))
-	one.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-		Expression: `device.attributes["resource.kubernetes.io"].numaNode == 3`}}}
-	assert.Empty(t, schedule(t, cls, sl, taken, one))
 }

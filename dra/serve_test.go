@@ -99,6 +99,22 @@ func (s *served) slices(t *testing.T) []resourceapi.ResourceSlice {
 	return list.Items
 }
 
+// cpus counts the CPUs the published slices offer, in either model.
+func (s *served) cpus(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, sl := range s.slices(t) {
+		for _, dev := range sl.Spec.Devices {
+			if c, ok := dev.Capacity[CapacityCPUs]; ok {
+				n += int(c.Value.Value())
+			} else {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Through the kubelet's gRPC API: the helper fetches the claim from the
 // API server and calls Prepare; the answer carries the CDI device; the
 // slices are published for the node; Unprepare releases.
@@ -107,20 +123,18 @@ func TestServeOverTheKubeletAPI(t *testing.T) {
 	claim := allocatedClaim("uid-1", "app-cpus", slots{"cpus": slotsOn(pools.Exclusive, 3, 0, 4)}, "pod-1")
 	s := serve(t, td, claim)
 
-	// ResourceSlices: 376 exclusive slots and 7 exclusive-non-isolcpus
-	// ones (infra's 8 CPUs, less the minInfraCPUs of 1 it keeps).
-	require.Eventually(t, func() bool { return len(s.slices(t)) == 3 }, 10*time.Second, 20*time.Millisecond)
-	devices := 0
-	for _, sl := range s.slices(t) {
-		assert.Equal(t, DriverName, sl.Spec.Driver)
-		assert.Equal(t, testNode, *sl.Spec.NodeName)
-		assert.Equal(t, testNode, sl.Spec.Pool.Name)
-		assert.Equal(t, int64(3), sl.Spec.Pool.ResourceSliceCount)
-		require.Len(t, sl.OwnerReferences, 1, "owned by the Node, so they go with it")
-		assert.Equal(t, "Node", sl.OwnerReferences[0].Kind)
-		devices += len(sl.Spec.Devices)
-	}
-	assert.Equal(t, 376+7, devices)
+	// ResourceSlices: one device per NUMA node for the 376 exclusive
+	// CPUs, one for 7 exclusive-non-isolcpus ones (infra's 8 CPUs, less
+	// the minInfraCPUs of 1 it keeps).
+	require.Eventually(t, func() bool { return s.cpus(t) == 376+7 }, 10*time.Second, 20*time.Millisecond)
+	sl := s.slices(t)
+	require.Len(t, sl, 1)
+	assert.Equal(t, DriverName, sl[0].Spec.Driver)
+	assert.Equal(t, testNode, *sl[0].Spec.NodeName)
+	assert.Equal(t, testNode, sl[0].Spec.Pool.Name)
+	assert.Len(t, sl[0].Spec.Devices, 9)
+	require.Len(t, sl[0].OwnerReferences, 1, "owned by the Node, so they go with it")
+	assert.Equal(t, "Node", sl[0].OwnerReferences[0].Kind)
 
 	resp, err := s.dra.NodePrepareResources(context.Background(), &drapb.NodePrepareResourcesRequest{
 		Claims: []*drapb.Claim{{Namespace: "ns", Name: "app-cpus", Uid: "uid-1"}}})
@@ -154,13 +168,7 @@ func TestServeRepublishesWhenThePoolsChange(t *testing.T) {
 pools: {exclusive: {count: 60}}`), changed: make(chan struct{}, 1)}
 	td := newTestDriver(t, p)
 	s := serve(t, td)
-	count := func() int {
-		n := 0
-		for _, sl := range s.slices(t) {
-			n += len(sl.Spec.Devices)
-		}
-		return n
-	}
+	count := func() int { return s.cpus(t) }
 	require.Eventually(t, func() bool { return count() == 60 }, 10*time.Second, 20*time.Millisecond)
 	p.hold(set(t, "3,5,7"))
 	require.Eventually(t, func() bool { return count() == 57 }, 10*time.Second, 20*time.Millisecond)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/cpuset"
 	"k8s.io/utils/ptr"
@@ -99,21 +100,64 @@ func groupByNode(topo *sysfs.Topology, cpus, held cpuset.CPUSet, pool string) []
 	return out
 }
 
-// Resources turns the groups into the driver's ResourceSlices: one pool
-// named after the node, slices of at most 128 devices (the API's limit),
-// devices in the groups' order. An empty offer still publishes one empty
-// slice, which tells the scheduler the node has nothing rather than that
-// its driver has not spoken.
-func Resources(nodeName string, groups []Group) resourceslice.DriverResources {
+// The device models (config dra.devices). Both describe the same slots;
+// they differ in what the scheduler can express (see README "DRA").
+const (
+	// ModelNUMANode publishes one device per pool and NUMA node that many
+	// claims share, with the consumable capacity cpupool.dev/cpus: a
+	// request asks for capacity, gets one node, and a constraint such as
+	// matchAttribute is decided over a handful of devices.
+	ModelNUMANode = "numaNode"
+	// ModelCPU publishes one device per CPU slot: a request counts
+	// devices, which is what the extended-resource alias
+	// (cpupool.dev/exclusive: N) asks for.
+	ModelCPU = "cpu"
+)
+
+// Models lists the device models.
+func Models() []string { return []string{ModelNUMANode, ModelCPU} }
+
+// CapacityCPUs is the consumable capacity of a ModelNUMANode device: its
+// free CPUs.
+const CapacityCPUs = DriverName + "/cpus"
+
+// AttrModel tells a device's model, so that a DeviceClass can select one
+// (the extended-resource alias counts devices: only ModelCPU fits it).
+const AttrModel = DriverName + "/model"
+
+// Resources turns the groups into the driver's ResourceSlices in a model:
+// one pool named after the node, slices of at most 128 devices (the API's
+// limit), devices in the groups' order. An empty offer still publishes one
+// empty slice, which tells the scheduler the node has nothing rather than
+// that its driver has not spoken.
+func Resources(nodeName, model string, groups []Group) resourceslice.DriverResources {
 	var slices []resourceslice.Slice
 	var devices []resourceapi.Device
+	add := func(dev resourceapi.Device) {
+		if len(devices) == resourceapi.ResourceSliceMaxDevices {
+			slices = append(slices, resourceslice.Slice{Devices: devices})
+			devices = nil
+		}
+		devices = append(devices, dev)
+	}
 	for _, g := range groups {
-		for i := range g.Slots {
-			if len(devices) == resourceapi.ResourceSliceMaxDevices {
-				slices = append(slices, resourceslice.Slice{Devices: devices})
-				devices = nil
+		switch {
+		case g.Slots == 0:
+		case model == ModelCPU:
+			for i := range g.Slots {
+				add(g.device(SlotName(g.Pool, g.NUMA, i), model))
 			}
-			devices = append(devices, g.device(i))
+		default:
+			dev := g.device(GroupName(g.Pool, g.NUMA), model)
+			one := resource.MustParse("1")
+			dev.AllowMultipleAllocations = ptr.To(true)
+			dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{CapacityCPUs: {
+				Value: *resource.NewQuantity(int64(g.Slots), resource.DecimalSI),
+				// Whole CPUs; a request without capacity takes one.
+				RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: &one,
+					ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: &one, Step: &one}},
+			}}
+			add(dev)
 		}
 	}
 	if len(devices) > 0 || len(slices) == 0 {
@@ -122,9 +166,10 @@ func Resources(nodeName string, groups []Group) resourceslice.DriverResources {
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: {Slices: slices}}}
 }
 
-func (g Group) device(i int) resourceapi.Device {
+func (g Group) device(name, model string) resourceapi.Device {
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		AttrPool: {StringValue: ptr.To(g.Pool)},
+		AttrPool:  {StringValue: ptr.To(g.Pool)},
+		AttrModel: {StringValue: ptr.To(model)},
 	}
 	if g.NUMA != sysfs.Unknown {
 		attrs[AttrNUMANode] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.NUMA))}
@@ -132,41 +177,49 @@ func (g Group) device(i int) resourceapi.Device {
 	if g.Socket != sysfs.Unknown {
 		attrs[AttrSocket] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Socket))}
 	}
-	return resourceapi.Device{Name: SlotName(g.Pool, g.NUMA, i), Attributes: attrs}
+	return resourceapi.Device{Name: name, Attributes: attrs}
 }
 
-// SlotName names slot i of a pool on a NUMA node: "exclusive-numa1-7",
-// "exclusive-non-isolcpus-nonuma-0". The name says nothing of a CPU: slots
-// are interchangeable.
+// GroupName names the ModelNUMANode device of a pool on a NUMA node:
+// "exclusive-numa1", "exclusive-non-isolcpus-nonuma".
+func GroupName(pool string, numa int) string { return pool + "-" + nodePart(numa) }
+
+// SlotName names ModelCPU slot i of a pool on a NUMA node:
+// "exclusive-numa1-7". The name says nothing of a CPU: slots are
+// interchangeable.
 func SlotName(pool string, numa, i int) string {
-	node := "nonuma"
-	if numa != sysfs.Unknown {
-		node = "numa" + strconv.Itoa(numa)
-	}
-	return pool + "-" + node + "-" + strconv.Itoa(i)
+	return GroupName(pool, numa) + "-" + strconv.Itoa(i)
 }
 
-// ParseSlotName returns the pool and NUMA node of a slot's name.
-func ParseSlotName(name string) (pool string, numa int, err error) {
-	bad := func() (string, int, error) {
+func nodePart(numa int) string {
+	if numa == sysfs.Unknown {
+		return "nonuma"
+	}
+	return "numa" + strconv.Itoa(numa)
+}
+
+// ParseDeviceName returns the pool and NUMA node of a device's name, and
+// whether it is a ModelCPU slot.
+func ParseDeviceName(name string) (pool string, numa int, slot bool, err error) {
+	bad := func() (string, int, bool, error) {
 		if len(name) > 64 {
 			name = name[:64] + "..."
 		}
-		return "", 0, fmt.Errorf("device %q is not a slot of %s (<pool>-numa<node>-<n>)", name, DriverName)
+		return "", 0, false, fmt.Errorf("device %q is not a device of %s (<pool>-numa<node>, or <pool>-numa<node>-<n>)", name, DriverName)
 	}
-	rest, idx, ok := cutLast(name, "-")
-	if !ok {
-		return bad()
-	}
-	if _, err := strconv.Atoi(idx); err != nil {
-		return bad()
+	rest := name
+	if before, idx, ok := cutLast(name, "-"); ok && idx != "" && strings.Trim(idx, "0123456789") == "" {
+		if idx != strconv.Itoa(mustAtoi(idx)) {
+			return bad()
+		}
+		rest, slot = before, true
 	}
 	pool, node, ok := cutLast(rest, "-")
 	if !ok || !pools.IsExclusive(pool) {
 		return bad()
 	}
 	if node == "nonuma" {
-		return pool, sysfs.Unknown, nil
+		return pool, sysfs.Unknown, slot, nil
 	}
 	n, ok := strings.CutPrefix(node, "numa")
 	if !ok {
@@ -176,7 +229,16 @@ func ParseSlotName(name string) (pool string, numa int, err error) {
 	if err != nil || numa < 0 || strconv.Itoa(numa) != n {
 		return bad()
 	}
-	return pool, numa, nil
+	return pool, numa, slot, nil
+}
+
+// mustAtoi parses digits, -1 when they overflow.
+func mustAtoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 func cutLast(s, sep string) (before, after string, ok bool) {

@@ -43,77 +43,96 @@ pools:
 func TestSlicesDescribeThePools(t *testing.T) {
 	for _, tc := range sliceCases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := static(t, tc.fixture, tc.config)
-			topo, layout := s.Layout()
-			res := Resources(testNode, Offer(topo, layout, nil))
-			require.Len(t, res.Pools, 1)
-			pool, ok := res.Pools[testNode]
-			require.True(t, ok, "the pool is named after the node")
-			require.NotEmpty(t, pool.Slices)
-
-			// What the slices say, counted by pool and node.
-			got := map[string]map[int]int{}
-			names := map[string]bool{}
-			total := 0
-			for _, sl := range pool.Slices {
-				assert.LessOrEqual(t, len(sl.Devices), resourceapi.ResourceSliceMaxDevices)
-				for _, dev := range sl.Devices {
-					assert.Empty(t, validation.IsDNS1123Label(dev.Name), "device name %q", dev.Name)
-					assert.False(t, names[dev.Name], "duplicate device %s", dev.Name)
-					names[dev.Name] = true
-					total++
-					p, numa, err := ParseSlotName(dev.Name)
-					require.NoError(t, err)
-					assert.Equal(t, p, *dev.Attributes[AttrPool].StringValue)
-					assert.Equal(t, int64(numa), *dev.Attributes[AttrNUMANode].IntValue)
-					node, ok := topo.NUMANode(numa)
-					require.True(t, ok)
-					socket, _ := topo.CPU(node.CPUs.List()[0])
-					assert.Equal(t, int64(socket.Socket), *dev.Attributes[AttrSocket].IntValue)
-					assert.LessOrEqual(t, len(dev.Attributes)+len(dev.Capacity), resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
-					if got[p] == nil {
-						got[p] = map[int]int{}
-					}
-					got[p][numa]++
-				}
+			for _, model := range Models() {
+				t.Run(model, func(t *testing.T) { checkSlices(t, static(t, tc.fixture, tc.config), model) })
 			}
-
-			// What the pools are.
-			want := map[string]map[int]int{}
-			wantTotal := 0
-			for _, p := range []string{pools.Exclusive, pools.ExclusiveNonIsolcpus} {
-				cpus := layout.Pool(p)
-				for _, n := range topo.NUMANodes {
-					if c := cpus.Intersection(n.CPUs).Intersection(topo.Online).Size(); c > 0 {
-						if want[p] == nil {
-							want[p] = map[int]int{}
-						}
-						want[p][n.ID] = c
-						wantTotal += c
-					}
-				}
-			}
-			if eni := layout.ExclusiveNonIsolcpus; !eni.IsEmpty() {
-				// Infra keeps minInfraCPUs: what its reserved CPUs do not
-				// cover is taken from the highest node.
-				deficit := layout.MinInfraCPUs - (layout.Infra.Size() - eni.Size())
-				nodes := want[pools.ExclusiveNonIsolcpus]
-				for n := len(topo.NUMANodes) - 1; n >= 0 && deficit > 0; n-- {
-					d := min(deficit, nodes[n])
-					nodes[n] -= d
-					deficit -= d
-					wantTotal -= d
-					if nodes[n] == 0 {
-						delete(nodes, n)
-					}
-				}
-			}
-			assert.Equal(t, want, got)
-			assert.Equal(t, wantTotal, total)
-			wantSlices := max(1, (total+resourceapi.ResourceSliceMaxDevices-1)/resourceapi.ResourceSliceMaxDevices)
-			assert.Len(t, pool.Slices, wantSlices)
 		})
 	}
+}
+
+func checkSlices(t *testing.T, s *Static, model string) {
+	topo, layout := s.Layout()
+	res := Resources(testNode, model, Offer(topo, layout, nil))
+	require.Len(t, res.Pools, 1)
+	pool, ok := res.Pools[testNode]
+	require.True(t, ok, "the pool is named after the node")
+	require.NotEmpty(t, pool.Slices)
+
+	// What the slices say, counted by pool and node.
+	got := map[string]map[int]int{}
+	names := map[string]bool{}
+	total := 0
+	for _, sl := range pool.Slices {
+		assert.LessOrEqual(t, len(sl.Devices), resourceapi.ResourceSliceMaxDevices)
+		for _, dev := range sl.Devices {
+			assert.Empty(t, validation.IsDNS1123Label(dev.Name), "device name %q", dev.Name)
+			assert.False(t, names[dev.Name], "duplicate device %s", dev.Name)
+			names[dev.Name] = true
+			p, numa, slot, err := ParseDeviceName(dev.Name)
+			require.NoError(t, err)
+			assert.Equal(t, model, *dev.Attributes[AttrModel].StringValue)
+			n := 1
+			if model == ModelCPU {
+				assert.True(t, slot)
+				assert.Empty(t, dev.Capacity)
+				assert.Nil(t, dev.AllowMultipleAllocations)
+			} else {
+				assert.False(t, slot)
+				assert.True(t, *dev.AllowMultipleAllocations, "claims share it")
+				c := dev.Capacity[CapacityCPUs]
+				n = int(c.Value.Value())
+				assert.Equal(t, "1", c.RequestPolicy.Default.String())
+				assert.Equal(t, "1", c.RequestPolicy.ValidRange.Step.String(), "whole CPUs")
+			}
+			total += n
+			assert.Equal(t, p, *dev.Attributes[AttrPool].StringValue)
+			assert.Equal(t, int64(numa), *dev.Attributes[AttrNUMANode].IntValue)
+			node, ok := topo.NUMANode(numa)
+			require.True(t, ok)
+			socket, _ := topo.CPU(node.CPUs.List()[0])
+			assert.Equal(t, int64(socket.Socket), *dev.Attributes[AttrSocket].IntValue)
+			assert.LessOrEqual(t, len(dev.Attributes)+len(dev.Capacity), resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
+			if got[p] == nil {
+				got[p] = map[int]int{}
+			}
+			got[p][numa] += n
+		}
+	}
+
+	// What the pools are.
+	want := map[string]map[int]int{}
+	wantTotal := 0
+	for _, p := range []string{pools.Exclusive, pools.ExclusiveNonIsolcpus} {
+		cpus := layout.Pool(p)
+		for _, n := range topo.NUMANodes {
+			if c := cpus.Intersection(n.CPUs).Intersection(topo.Online).Size(); c > 0 {
+				if want[p] == nil {
+					want[p] = map[int]int{}
+				}
+				want[p][n.ID] = c
+				wantTotal += c
+			}
+		}
+	}
+	if eni := layout.ExclusiveNonIsolcpus; !eni.IsEmpty() {
+		// Infra keeps minInfraCPUs: what its reserved CPUs do not
+		// cover is taken from the highest node.
+		deficit := layout.MinInfraCPUs - (layout.Infra.Size() - eni.Size())
+		nodes := want[pools.ExclusiveNonIsolcpus]
+		for n := len(topo.NUMANodes) - 1; n >= 0 && deficit > 0; n-- {
+			d := min(deficit, nodes[n])
+			nodes[n] -= d
+			deficit -= d
+			wantTotal -= d
+			if nodes[n] == 0 {
+				delete(nodes, n)
+			}
+		}
+	}
+	assert.Equal(t, want, got)
+	assert.Equal(t, wantTotal, total)
+	wantSlices := max(1, (len(names)+resourceapi.ResourceSliceMaxDevices-1)/resourceapi.ResourceSliceMaxDevices)
+	assert.Len(t, pool.Slices, wantSlices)
 }
 
 // The 384-CPU node needs three slices: devices are not lost or repeated at
@@ -121,7 +140,7 @@ func TestSlicesDescribeThePools(t *testing.T) {
 func TestSlicesSplitAt128Devices(t *testing.T) {
 	s := static(t, "epyc-2s-384", `isolatedCPUs: "4-191,196-383"`)
 	topo, layout := s.Layout()
-	res := Resources(testNode, Offer(topo, layout, nil))
+	res := Resources(testNode, ModelCPU, Offer(topo, layout, nil))
 	sl := res.Pools[testNode].Slices
 	require.Len(t, sl, 3)
 	assert.Len(t, sl[0].Devices, 128)
@@ -129,6 +148,14 @@ func TestSlicesSplitAt128Devices(t *testing.T) {
 	assert.Len(t, sl[2].Devices, 376-256)
 	assert.Equal(t, "exclusive-numa0-0", sl[0].Devices[0].Name)
 	assert.Equal(t, "exclusive-numa7-47", sl[2].Devices[len(sl[2].Devices)-1].Name) // node 0 has the 8 CPUs that are not isolated
+
+	// One device per node in the other model.
+	grouped := Resources(testNode, ModelNUMANode, Offer(topo, layout, nil)).Pools[testNode].Slices
+	require.Len(t, grouped, 1)
+	require.Len(t, grouped[0].Devices, 8)
+	assert.Equal(t, "exclusive-numa0", grouped[0].Devices[0].Name)
+	capa := grouped[0].Devices[0].Capacity[CapacityCPUs]
+	assert.Equal(t, int64(40), capa.Value.Value())
 }
 
 // CPUs that containers hold without a claim are not offered: the
@@ -172,35 +199,36 @@ pools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 6}}`)
 	assert.Equal(t, topo.Online.Size()-6, total)
 }
 
-func TestParseSlotName(t *testing.T) {
+func TestParseDeviceName(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		pool string
 		numa int
+		slot int // -1: a ModelNUMANode device
 	}{
-		{"exclusive-numa0-0", pools.Exclusive, 0},
-		{"exclusive-numa12-127", pools.Exclusive, 12},
-		{"exclusive-non-isolcpus-numa1-3", pools.ExclusiveNonIsolcpus, 1},
-		{"exclusive-nonuma-5", pools.Exclusive, sysfs.Unknown},
+		{"exclusive-numa0-0", pools.Exclusive, 0, 0},
+		{"exclusive-numa12-127", pools.Exclusive, 12, 127},
+		{"exclusive-non-isolcpus-numa1-3", pools.ExclusiveNonIsolcpus, 1, 3},
+		{"exclusive-nonuma-5", pools.Exclusive, sysfs.Unknown, 5},
+		{"exclusive-numa0", pools.Exclusive, 0, -1},
+		{"exclusive-non-isolcpus-numa3", pools.ExclusiveNonIsolcpus, 3, -1},
+		{"exclusive-nonuma", pools.Exclusive, sysfs.Unknown, -1},
 	} {
-		pool, numa, err := ParseSlotName(tc.name)
+		pool, numa, slot, err := ParseDeviceName(tc.name)
 		require.NoError(t, err, tc.name)
 		assert.Equal(t, tc.pool, pool, tc.name)
 		assert.Equal(t, tc.numa, numa, tc.name)
-		assert.Equal(t, tc.name, SlotName(pool, numa, mustIndex(t, tc.name)))
+		assert.Equal(t, tc.slot >= 0, slot, tc.name)
+		if slot {
+			assert.Equal(t, tc.name, SlotName(pool, numa, tc.slot))
+		} else {
+			assert.Equal(t, tc.name, GroupName(pool, numa))
+		}
 	}
-	for _, bad := range []string{"", "exclusive", "exclusive-numa0", "shared-numa0-1", "infra-numa0-1", "exclusive-numa-1-2",
-		"exclusive-numa01-2", "exclusive-numa0-x", "exclusive-node0-1", "gpu-0", "exclusive-numa99999999999999999999-1"} {
-		_, _, err := ParseSlotName(bad)
+	for _, bad := range []string{"", "exclusive", "shared-numa0-1", "infra-numa0", "exclusive-numa-1-2", "exclusive-numa01-2",
+		"exclusive-numa0-01", "exclusive-numa0-x", "exclusive-node0-1", "gpu-0", "exclusive-numa99999999999999999999-1",
+		"exclusive-numa0-99999999999999999999", "exclusive-numa0-", "-numa0"} {
+		_, _, _, err := ParseDeviceName(bad)
 		assert.Error(t, err, "%q", bad)
 	}
-}
-
-func mustIndex(t *testing.T, name string) int {
-	_, idx, _ := cutLast(name, "-")
-	var n int
-	for _, c := range idx {
-		n = n*10 + int(c-'0')
-	}
-	return n
 }

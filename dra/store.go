@@ -4,10 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 )
 
 // ClaimsFile is the claims file for a state file: next to it.
@@ -90,19 +95,37 @@ func checkClaims(claims map[string]*Claim) error {
 	return nil
 }
 
-// save writes claims as of generation gen, unless the file already holds
+// encodeClaims builds the file from each claim's encoding (see
+// Driver.enc), so that a Prepare re-encodes its own claim only.
+func encodeClaims(enc map[string][]byte) []byte {
+	size := 32
+	for uid, e := range enc {
+		size += len(uid) + len(e) + 8
+	}
+	out := make([]byte, 0, size)
+	out = append(out, `{"version":`...)
+	out = strconv.AppendInt(out, claimsVersion, 10)
+	out = append(out, `,"claims":{`...)
+	for i, uid := range slices.Sorted(maps.Keys(enc)) {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendQuote(out, uid)
+		out = append(out, ':')
+		out = append(out, enc[uid]...)
+	}
+	return append(out, "}}\n"...)
+}
+
+// save writes the file as of generation gen, unless the file already holds
 // that generation or a newer one.
-func (s *store) save(gen uint64, claims map[string]*Claim) error {
+func (s *store) save(gen uint64, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if gen <= s.written {
 		return nil
 	}
-	data, err := json.MarshalIndent(claimsDoc{Version: claimsVersion, Claims: claims}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("saving DRA claims: %w", err)
-	}
-	if err := replaceFile(s.path, data, false); err != nil {
+	if err := atomicfile.Replace(s.path, data, false); err != nil {
 		return fmt.Errorf("saving DRA claims: %w", err)
 	}
 	s.written, s.synced = gen, false
@@ -116,64 +139,9 @@ func (s *store) sync() error {
 	if s.synced || s.written == 0 {
 		return nil
 	}
-	if err := syncPath(s.path); err != nil {
+	if err := atomicfile.Sync(s.path); err != nil {
 		return fmt.Errorf("syncing DRA claims: %w", err)
 	}
 	s.synced = true
 	return nil
-}
-
-// replaceFile writes data to a temporary file next to path (mode 0600,
-// named without the final extension so that no reader of the directory
-// takes it for a file of its own) and renames it over path; with durable,
-// the file is fsynced before the rename and its directory after it.
-func replaceFile(path string, data []byte, durable bool) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	base := filepath.Base(path)
-	tmp, err := os.CreateTemp(dir, "."+base[:len(base)-len(filepath.Ext(base))]+"-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err = tmp.Write(data); err == nil && durable {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err == nil && durable {
-		err = syncDir(dir)
-	}
-	return err
-}
-
-// syncPath fsyncs a file and its directory.
-func syncPath(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
