@@ -19,6 +19,8 @@ func TestDefaults(t *testing.T) {
 	assert.True(t, cfg.PinMemory)
 	assert.Equal(t, "/var/lib/nri-cpupool/state.json", cfg.StateFile)
 	assert.Equal(t, 10, cfg.PluginIndex)
+	assert.False(t, cfg.DRA.Enabled, "the DRA driver is off by default")
+	assert.Equal(t, DRA{Devices: "numaNode", CDIDir: "/var/run/cdi", PluginDir: "/var/lib/kubelet/plugins/cpupool.dev", RegistryDir: "/var/lib/kubelet/plugins_registry"}, cfg.DRA)
 }
 
 func TestParseFull(t *testing.T) {
@@ -66,6 +68,9 @@ func TestParseErrors(t *testing.T) {
 		{"metrics address", "metricsAddress: 9464", []string{"metricsAddress: \"9464\" is not host:port"}},
 		{"min infra", "pools: {exclusive-non-isolcpus: {minInfraCPUs: 0}}", []string{"minInfraCPUs: 0: infra needs at least 1 CPU"}},
 		{"every problem at once", "logLevel: loud\npluginIndex: -1", []string{"logLevel", "pluginIndex"}},
+		{"DRA and the device plugin", "dra: {enabled: true}\nkubelet: {devicePlugin: true}", []string{"dra.enabled: the DRA driver and the kubelet device plugin (kubelet.devicePlugin) would both hand out the exclusive pool; turn one off"}},
+		{"DRA device model", "dra: {devices: cores}", []string{`dra.devices: unknown device model "cores"; use numaNode`}},
+		{"DRA relative kubeconfig", "dra: {kubeconfig: kubeconfig}", []string{`dra.kubeconfig: "kubeconfig" is not an absolute path`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -107,11 +108,11 @@ const (
 	// claims share, with the consumable capacity cpupool.dev/cpus: a
 	// request asks for capacity, gets one node, and a constraint such as
 	// matchAttribute is decided over a handful of devices.
-	ModelNUMANode = "numaNode"
+	ModelNUMANode = config.DRADevicesNUMANode
 	// ModelCPU publishes one device per CPU slot: a request counts
 	// devices, which is what the extended-resource alias
 	// (cpupool.dev/exclusive: N) asks for.
-	ModelCPU = "cpu"
+	ModelCPU = config.DRADevicesCPU
 )
 
 // Models lists the device models.
