@@ -103,6 +103,9 @@ type Plugin struct {
 	// changed tells the device plugin to re-read the devices.
 	grants  *grants
 	changed chan struct{}
+	// claims binds containers to DRA claims when the DRA driver is on
+	// (dra.go); nil otherwise.
+	claims ClaimBinder
 }
 
 // New builds a plugin for a node. The state is loaded here; it is

@@ -305,6 +305,9 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	if err := p.attachGrant(pod, c, &info); err != nil {
 		return p.confine(c, who, err)
 	}
+	if err := p.attachClaims(pod, c, &info); err != nil {
+		return p.confine(c, who, err)
+	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return p.confine(c, who, err)
