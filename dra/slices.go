@@ -150,14 +150,9 @@ func Resources(nodeName, model string, groups []Group) resourceslice.DriverResou
 			}
 		default:
 			dev := g.device(GroupName(g.Pool, g.NUMA), model)
-			one := resource.MustParse("1")
 			dev.AllowMultipleAllocations = ptr.To(true)
 			dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{CapacityCPUs: {
-				Value: *resource.NewQuantity(int64(g.Slots), resource.DecimalSI),
-				// Whole CPUs; a request without capacity takes one.
-				RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: &one,
-					ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: &one, Step: &one}},
-			}}
+				Value: *resource.NewQuantity(int64(g.Slots), resource.DecimalSI), RequestPolicy: wholeCPUs(g.Slots)}}
 			add(dev)
 		}
 	}
@@ -165,6 +160,21 @@ func Resources(nodeName, model string, groups []Group) resourceslice.DriverResou
 		slices = append(slices, resourceslice.Slice{Devices: devices})
 	}
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: {Slices: slices}}}
+}
+
+// wholeCPUs is the request policy of a ModelNUMANode device: whole CPUs (a
+// request of 1500m takes 2), one when a request names none. The API wants
+// min + step within the capacity, so a device of one CPU lists its one
+// valid value instead.
+func wholeCPUs(capacity int) *resourceapi.CapacityRequestPolicy {
+	one := resource.MustParse("1")
+	p := &resourceapi.CapacityRequestPolicy{Default: &one}
+	if capacity < 2 {
+		p.ValidValues = []resource.Quantity{one}
+	} else {
+		p.ValidRange = &resourceapi.CapacityRequestPolicyRange{Min: &one, Step: &one}
+	}
+	return p
 }
 
 func (g Group) device(name, model string) resourceapi.Device {

@@ -82,7 +82,7 @@ func checkSlices(t *testing.T, s *Static, model string) {
 				c := dev.Capacity[CapacityCPUs]
 				n = int(c.Value.Value())
 				assert.Equal(t, "1", c.RequestPolicy.Default.String())
-				assert.Equal(t, "1", c.RequestPolicy.ValidRange.Step.String(), "whole CPUs")
+				checkRequestPolicy(t, c)
 			}
 			total += n
 			assert.Equal(t, p, *dev.Attributes[AttrPool].StringValue)
@@ -230,5 +230,39 @@ func TestParseDeviceName(t *testing.T) {
 		"exclusive-numa0-99999999999999999999", "exclusive-numa0-", "-numa0"} {
 		_, _, _, err := ParseDeviceName(bad)
 		assert.Error(t, err, "%q", bad)
+	}
+}
+
+// checkRequestPolicy applies the API server's rules for a capacity's
+// request policy (k8s.io/kubernetes pkg/apis/resource/validation, which
+// the fake clientset does not run): the default within the range or among
+// the valid values, min + step within the capacity, and whole CPUs.
+func checkRequestPolicy(t *testing.T, c resourceapi.DeviceCapacity) {
+	t.Helper()
+	p := c.RequestPolicy
+	require.NotNil(t, p.Default)
+	require.True(t, (p.ValidRange == nil) != (len(p.ValidValues) == 0), "one of validRange and validValues")
+	if r := p.ValidRange; r != nil {
+		sum := r.Min.DeepCopy()
+		sum.Add(*r.Step)
+		assert.LessOrEqual(t, sum.Cmp(c.Value), 0, "min %s + step %s within the capacity %s", r.Min, r.Step, c.Value.String())
+		assert.Equal(t, "1", r.Step.String(), "whole CPUs")
+		assert.GreaterOrEqual(t, p.Default.Cmp(*r.Min), 0)
+	} else {
+		assert.Contains(t, p.ValidValues, *p.Default)
+		for _, v := range p.ValidValues {
+			assert.LessOrEqual(t, v.Cmp(c.Value), 0)
+		}
+	}
+}
+
+// A pool with one CPU on a NUMA node: the API server refused the policy
+// of min 1 + step 1 above a capacity of 1 (found on the cluster suite).
+func TestOneCPUDevicePolicy(t *testing.T) {
+	res := Resources(testNode, ModelNUMANode, []Group{{Pool: pools.Exclusive, NUMA: 0, Socket: 0, Slots: 1}, {Pool: pools.Exclusive, NUMA: 1, Socket: 0, Slots: 2}})
+	devices := res.Pools[testNode].Slices[0].Devices
+	require.Len(t, devices, 2)
+	for _, dev := range devices {
+		checkRequestPolicy(t, dev.Capacity[CapacityCPUs])
 	}
 }
