@@ -51,6 +51,16 @@ func startDRA(t *testing.T, f *fakeRuntime) *draNode {
 // pods; it returns the environment the claim's CDI spec gives.
 func (n *draNode) prepare(t *testing.T, uid string, numa, cpus int, pods ...*api.PodSandbox) []string {
 	t.Helper()
+	claim := n.claim(uid, numa, cpus, pods...)
+	res, err := n.driver.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
+	require.NoError(t, err)
+	require.NoError(t, res[claim.UID].Err)
+	return n.cdiEnv(t, uid)
+}
+
+// claim is a claim the scheduler allocated: cpus CPUs of the exclusive
+// pool on a NUMA node (the default model's device), reserved for pods.
+func (n *draNode) claim(uid string, numa, cpus int, pods ...*api.PodSandbox) *resourceapi.ResourceClaim {
 	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "telco", Name: "claim-" + uid, UID: types.UID(uid)},
 		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
 			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "cpus", Driver: dra.DriverName, Pool: "node-a",
@@ -59,10 +69,7 @@ func (n *draNode) prepare(t *testing.T, uid string, numa, cpus int, pods ...*api
 	for _, pod := range pods {
 		claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: types.UID(pod.Uid)})
 	}
-	res, err := n.driver.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
-	require.NoError(t, err)
-	require.NoError(t, res[claim.UID].Err)
-	return n.cdiEnv(t, uid)
+	return claim
 }
 
 // cdiEnv is the environment a claim's CDI spec adds, as the runtime
@@ -206,4 +213,34 @@ func slotsOf(groups []dra.Group, numa int) int {
 		}
 	}
 	return 0
+}
+
+// containerd sends no StopPodSandbox for pods created before its restart:
+// the claim of such a pod is unprepared when it ends, and its container's
+// CPUs stay held until Prepare finds its sandbox cgroup gone (found on the
+// cluster suite, after a containerd restart).
+func TestDRAPrepareReleasesHoldsOfGoneSandboxes(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	n := startDRA(t, f)
+	pod := f.runPod(podSpec{name: "old", namespace: "telco"})
+	env := n.prepare(t, "uid-1", 0, 30, pod) // all of node 0's exclusive CPUs
+	ctr, _, err := f.createWithEnv(pod, "c", 10, env...)
+	require.NoError(t, err)
+	f.stopContainer(ctr)
+	unprep, err := n.driver.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "uid-1"}})
+	require.NoError(t, err)
+	require.NoError(t, unprep["uid-1"])
+
+	next := f.runPod(podSpec{name: "next", namespace: "telco"})
+	claim := func() error {
+		res, err := n.driver.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{n.claim("uid-2", 0, 2, next)})
+		require.NoError(t, err)
+		return res["uid-2"].Err
+	}
+	assert.ErrorContains(t, claim(), "pool exclusive has 0 free CPUs on NUMA node 0", "the sandbox lives: its pod keeps the CPUs")
+
+	dir, err := cgroupDir(pod.Linux.CgroupsPath)
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(filepath.Join(f.hierarchy(), dir))) // stopped, without a word
+	require.NoError(t, claim())
 }
