@@ -83,9 +83,11 @@ e2e: build
 e2e-vm: build
 	bash test/vm/e2e.sh
 
-# A private one-node Kubernetes cluster with this plugin (test/k8s).
+# A private one-node Kubernetes cluster with this plugin (test/k8s): the
+# annotation, device plugin and DaemonSet routes, then the DRA driver.
 k8s-e2e: build
 	bash test/k8s/run.sh
+	bash test/k8s/dra.sh
 
 # Speed and memory figures (medians and p99 from one run). Not a pass/fail gate.
 # -p 1: packages one after the other, so benchmarks do not share the CPUs.

@@ -24,7 +24,7 @@ KUBE_CGROUP_ROOT=/nri-cpupool-k8s-$$
 DP_DIR=/var/lib/kubelet/device-plugins # hardcoded in the kubelet
 LOCK=/run/lock/nri-cpupool-k8s.lock
 W=""
-PIDS_etcd="" PIDS_apiserver="" PIDS_scheduler="" PIDS_containerd="" PIDS_kubelet="" PIDS_plugin=""
+PIDS_etcd="" PIDS_apiserver="" PIDS_scheduler="" PIDS_controller_manager="" PIDS_containerd="" PIDS_kubelet="" PIDS_plugin=""
 CREATED=() # paths outside $W this run created, removed by teardown
 
 say()  { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -36,12 +36,13 @@ die()  { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
 # that is unset or missing, building them with the recipe of its README.
 k8s_bin_dir() {
   local out=$K8S_CACHE/kubernetes-$K8S_VERSION b
-  if [ -f "$out/.complete" ]; then echo "$out"; return; fi
+  # A cache unpacked before the DRA suite lacks kube-controller-manager.
+  if [ -f "$out/.complete" ] && [ -x "$out/kube-controller-manager" ]; then echo "$out"; return; fi
   mkdir -p "$out"
   local src=${NRI_CPUPOOL_K8S_TOOLS:-}
   if [ -n "$src" ] && [ -f "$src/kubelet.xz" ]; then
     (cd "$src" && sha256sum --quiet -c SHA256SUMS) >&2 || die "$src: checksums do not match SHA256SUMS"
-    for b in kubelet kube-apiserver kube-scheduler kubectl etcd; do
+    for b in kubelet kube-apiserver kube-scheduler kube-controller-manager kubectl etcd; do
       xz -dc "$src/$b.xz" > "$out/$b" && chmod +x "$out/$b"
     done
   else
@@ -72,7 +73,7 @@ build_k8s() {
     chmod -R u+w staging
     LD="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 \
         -X k8s.io/component-base/version.gitMinor=36 -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
-    for c in kubelet kube-apiserver kube-scheduler kubectl; do
+    for c in kubelet kube-apiserver kube-scheduler kube-controller-manager kubectl; do
       GOWORK=off CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$LD" -o "$out/$c" "./cmd/$c" || exit 1
     done
   ) || die "building Kubernetes failed"
@@ -132,17 +133,20 @@ wait_for() {
   die "timed out waiting for $what"
 }
 
+# cert NAME SUBJECT [SAN]: a certificate of the private CA.
+cert() {
+  local d=$W/pki
+  openssl req -newkey rsa:2048 -nodes -keyout "$d/$1.key" -out "$d/$1.csr" -subj "$2" 2>/dev/null
+  if [ -n "${3:-}" ]; then printf 'subjectAltName=%s\n' "$3" > "$d/$1.ext"; else : > "$d/$1.ext"; fi
+  openssl x509 -req -in "$d/$1.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 2 -extfile "$d/$1.ext" -out "$d/$1.crt" 2>/dev/null
+}
+
 # certs makes a private CA and the certificates of every component.
 certs() {
   local d=$W/pki
   mkdir -p "$d"
   openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.crt" -days 2 -subj "/CN=nri-cpupool-e2e-ca" 2>/dev/null
   openssl genrsa -out "$d/sa.key" 2048 2>/dev/null && openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
-  cert() { # NAME SUBJECT [SAN]
-    openssl req -newkey rsa:2048 -nodes -keyout "$d/$1.key" -out "$d/$1.csr" -subj "$2" 2>/dev/null
-    if [ -n "${3:-}" ]; then printf 'subjectAltName=%s\n' "$3" > "$d/$1.ext"; else : > "$d/$1.ext"; fi
-    openssl x509 -req -in "$d/$1.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 2 -extfile "$d/$1.ext" -out "$d/$1.crt" 2>/dev/null
-  }
   cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
   cert admin "/O=system:masters/CN=admin"
   cert kubelet "/O=system:nodes/CN=system:node:localhost"
@@ -194,7 +198,7 @@ YAML
 }
 
 start_containerd() {
-  mkdir -p "$W/nri-plugins" "$W/nri-conf"
+  mkdir -p "$W/nri-plugins" "$W/nri-conf" "$W/cdi"
   export CONTAINER_RUNTIME_ENDPOINT="unix://$W/containerd.sock" IMAGE_SERVICE_ENDPOINT="unix://$W/containerd.sock"
   export CRI_CONFIG_FILE="$W/crictl.yaml"
   printf 'runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 30\n' "$CONTAINER_RUNTIME_ENDPOINT" "$IMAGE_SERVICE_ENDPOINT" > "$CRI_CONFIG_FILE"
@@ -213,6 +217,7 @@ state = "$W/state"
   plugin_config_path = "$W/nri-conf"
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
+  cdi_spec_dirs = ['$W/cdi']
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
@@ -226,6 +231,29 @@ TOML
   wait_for "containerd" crictl version
   (cd "$REPO" && go run ./tools/mkimage -busybox /bin/busybox -name "$IMAGE" -out "$W/busybox.tar") || die "building the image"
   ctr --address "$W/containerd.sock" -n k8s.io images import "$W/busybox.tar" >/dev/null || die "importing the image"
+}
+
+# restart_containerd: the runtime goes away and comes back; containers keep
+# running (their shims stay).
+restart_containerd() {
+  stop_pids "$PIDS_containerd"
+  containerd --config "$W/containerd.toml" >>"$W/containerd.log" 2>&1 &
+  PIDS_containerd=$!
+  wait_for "containerd" crictl version
+}
+
+# start_controller_manager: kube-controller-manager with the controllers
+# DRA needs: resourceclaim-controller (claims from templates, deallocation
+# when pods end) and the garbage collector (pod-owned claims).
+start_controller_manager() {
+  # As admin: the controllers' own roles are bound to service accounts this
+  # cluster does not make.
+  kubeconfig controller-manager admin
+  "$KBIN/kube-controller-manager" --kubeconfig "$W/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$W/controller-manager.kubeconfig" --authorization-kubeconfig "$W/controller-manager.kubeconfig" \
+    --controllers resourceclaim-controller,garbage-collector-controller --leader-elect=false \
+    --bind-address 127.0.0.1 --secure-port "$(free_port)" >"$W/controller-manager.log" 2>&1 &
+  PIDS_controller_manager=$!
 }
 
 # start_plugin CONFIG: bin/nri-cpupool as an external NRI plugin (and device
@@ -317,7 +345,7 @@ stop_kubelet() {
 report() {
   [ -n "$W" ] || return 0
   local f
-  for f in plugin kubelet containerd scheduler apiserver; do
+  for f in plugin kubelet containerd scheduler controller-manager apiserver; do
     echo "---------- $f log (last 30 lines) ----------"
     tail -30 "$W/$f.log" 2>/dev/null
   done
@@ -347,7 +375,7 @@ teardown() {
   if [ -n "$PIDS_kubelet" ] && [ -n "$PIDS_apiserver" ]; then
     timeout 60 kubectl delete pods --all --grace-period 0 --force >/dev/null 2>&1 || true
   fi
-  stop_pids "$PIDS_kubelet" "$PIDS_scheduler" "$PIDS_apiserver" "$PIDS_etcd" "$PIDS_plugin"
+  stop_pids "$PIDS_kubelet" "$PIDS_scheduler" "$PIDS_controller_manager" "$PIDS_apiserver" "$PIDS_etcd" "$PIDS_plugin"
   if [ -n "$PIDS_containerd" ] && kill -0 "$PIDS_containerd" 2>/dev/null; then
     timeout 60 crictl rmp -fa >/dev/null 2>&1 || true
     stop_pids "$PIDS_containerd"
@@ -375,7 +403,9 @@ teardown() {
   W=""
 }
 
-# setup_cluster: everything up to a kubelet with nri-cpupool (config $1).
+# setup_cluster CONFIG [HOOK]: everything up to a kubelet with nri-cpupool
+# (config CONFIG); HOOK, if given, runs before the plugin starts (with the
+# control plane and containerd up).
 setup_cluster() {
   if [ "$(id -u)" != 0 ] || [ "$(uname -s)" != Linux ]; then die "needs root on Linux"; fi
   exec 9>"$LOCK"
@@ -386,6 +416,7 @@ setup_cluster() {
   certs
   start_control_plane
   start_containerd
+  if [ -n "${2:-}" ]; then "$2"; fi
   start_plugin "$1"
   start_kubelet
 }

@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# The DRA suite: the private one-node cluster of run.sh plus
+# kube-controller-manager (claims from templates, deallocation), with
+# nri-cpupool as the DRA driver cpupool.dev (README "DRA"). Run as root:
+# make k8s-e2e runs it after run.sh.
+set -uo pipefail
+source "$(dirname "$0")/cluster.sh"
+source "$(dirname "$0")/checks.sh"
+
+CONFIG=/tmp/nri-cpupool-k8s-dra.$$.yaml
+cat > "$CONFIG" <<YAML
+isolatedCPUs: "$LAST"
+pools: {exclusive: {cpus: "$LAST"}}
+dra: {enabled: true, nodeName: localhost}
+YAML
+"$REPO/bin/nri-cpupool" validate --config "$CONFIG" > "$CONFIG.validate" 2>&1
+VALIDATE=$(cat "$CONFIG.validate")
+KUBELET_EXTRA=$(sed -n 's/^    \(kubeReserved: .*\)$/\1/p' "$CONFIG.validate")
+rm -f "$CONFIG.validate"
+[ -n "$KUBELET_EXTRA" ] || die "validate recommends no kubeReserved: $VALIDATE"
+
+# driver_access: the shipped role for the driver's service account, a token
+# for it in the plugin's kubeconfig, and the DRA keys of the plugin's config
+# (this cluster's paths). Runs inside setup_cluster, before the plugin.
+driver_access() {
+  start_controller_manager
+  python3 - "$REPO/deploy/kubernetes/dra/nri-cpupool-dra.yaml" > "$W/dra-rbac.yaml" <<'PY' || die "reading the DRA manifest"
+import sys
+docs = open(sys.argv[1]).read().split("\n---\n")
+keep = ("kind: Namespace", "kind: ServiceAccount", "kind: ClusterRole\n", "kind: ClusterRoleBinding")
+print("\n---\n".join(d for d in docs if any(k in d + "\n" for k in keep)))
+PY
+  kubectl apply -f "$W/dra-rbac.yaml" >/dev/null || die "applying the driver's role"
+  kubectl apply -f "$REPO/deploy/kubernetes/dra/deviceclasses.yaml" >/dev/null || die "applying the DeviceClasses"
+  local token
+  token=$(kubectl -n nri-cpupool create token nri-cpupool --duration 3h) || die "creating the driver's token"
+  cat > "$W/driver.kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+clusters: [{name: e2e, cluster: {server: "https://127.0.0.1:$API_PORT", certificate-authority: "$W/pki/ca.crt"}}]
+users: [{name: driver, user: {token: "$token"}}]
+contexts: [{name: e2e, context: {cluster: e2e, user: driver}}]
+current-context: e2e
+YAML
+  mkdir -p "$W/kubelet/plugins_registry"
+  cat >> "$CONFIG" <<YAML
+dra:
+  enabled: true
+  nodeName: localhost
+  kubeconfig: $W/driver.kubeconfig
+  cdiDir: $W/cdi
+  pluginDir: $W/kubelet/plugins/cpupool.dev
+  registryDir: $W/kubelet/plugins_registry
+YAML
+  # The first dra line above is the one validate read; keep the full one.
+  sed -i '0,/^dra: {enabled: true, nodeName: localhost}$/{//d}' "$CONFIG"
+}
+setup_cluster "$CONFIG" driver_access
+mv "$CONFIG" "$W/dra.yaml"
+say "machine: CPUs $ONLINE; CPU $LAST is the exclusive pool, $INFRA infra; kubelet: $KUBELET_EXTRA"
+
+claims_are() { [ "$(claims_file)" = "$1" ]; }
+claim_gone() { ! kubectl get resourceclaim "$1" >/dev/null 2>&1; }
+claims_file() { python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["claims"]))' "$W/plugin-state/dra-claims.json" 2>/dev/null || echo 0; }
+cdi_specs() { find "$W/cdi" -name 'cpupool.dev-claim_*.json' | wc -l; }
+scheduled_message() { kubectl get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}'; }
+claim_of() { kubectl get pod "$1" -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}'; }
+# our_slices: driver, node, then each device's name, pool, numaNode and
+# capacity, one per line.
+our_slices() {
+  kubectl get resourceslices -o json | python3 -c '
+import json, sys
+for s in json.load(sys.stdin)["items"]:
+    sp = s["spec"]
+    if sp["driver"] != "cpupool.dev" or sp.get("nodeName") != sys.argv[1]:
+        continue
+    for d in sp.get("devices", []):
+        a = d.get("attributes", {})
+        cap = d.get("capacity", {}).get("cpupool.dev/cpus", {}).get("value", "-")
+        print(d["name"], a["cpupool.dev/pool"]["string"], a["resource.kubernetes.io/numaNode"]["int"], a["cpupool.dev/model"]["string"], cap)' "$1"
+}
+slices_show() { [ "$(our_slices localhost)" = "$1" ]; }
+
+# ------------------------------------------------------------------ slices
+say "the node's ResourceSlices appear with the documented attributes"
+wait_for "the driver's ResourceSlices" slices_show "exclusive-numa0 exclusive 0 numaNode 1"
+check "ResourceSlices of localhost (device pool numaNode model capacity)" "$(our_slices localhost)" "exclusive-numa0 exclusive 0 numaNode 1"
+
+# ------------------------------------------------------------------ claims
+kubectl apply -f - >/dev/null <<YAML || die "creating the claim template"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-cpu}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: cpus
+        exactly:
+          deviceClassName: cpupool-exclusive
+          capacity: {requests: {cpupool.dev/cpus: "1"}}
+YAML
+say "a pod with a ResourceClaimTemplate for 1 exclusive CPU runs pinned to it (pause on infra)"
+pod first --claim-template one-cpu --request cpu=10m
+assert_pinned first burstable "$LAST"
+FIRST=$(ctr_of first)
+FIRST_ENV=$(env_of "$FIRST" | grep '^CPUPOOL_CLAIM_')
+FIRST_TOKEN=${FIRST_ENV#*=}
+check "first: one claim variable, carrying a 32-character token" "$(echo "$FIRST_ENV" | wc -l) ${#FIRST_TOKEN}" "1 32"
+check_contains "first: told its CPUs" "$(env_of "$FIRST")" "CPUPOOL_CPUS=$LAST"
+quota_of() { # CTR: cpu.cfs_quota_us (v1) or the quota of cpu.max (v2)
+  if [ -f "$CGROUP_FS/cgroup.controllers" ]; then sed 's/ .*//' "$CGROUP_FS$(cgroup_path "$1")/cpu.max"
+  else sed 's/^max$/-1/' "$CGROUP_FS/cpu$(cgroup_path "$1")/cpu.cfs_quota_us"; fi
+}
+check "first: no CFS quota (a 10m quota would throttle it)" "$(quota_of "$FIRST" | sed 's/^max$/-1/')" -1
+check "the driver remembers one claim" "$(claims_file)" 1
+check "one CDI spec" "$(cdi_specs)" 1
+
+say "a second such pod stays Pending with the scheduler's reason"
+pod second --claim-template one-cpu --request cpu=10m
+sleep 3
+check "second: phase" "$(kubectl get pod second -o jsonpath='{.status.phase}')" Pending
+check_contains "second: the scheduler's reason" "$(scheduled_message second)" "cannot allocate all claims"
+
+say "a pod that sets the claim's variable itself is not pinned to anyone's CPUs"
+pod copied --env "$FIRST_ENV" --request cpu=100m
+check_contains "a copied claim variable is refused" "$(waiting_message copied)" "is reserved for other pods"
+pod guessed --env "${FIRST_ENV%%=*}=0123456789abcdef0123456789abcdef" --request cpu=100m
+check_contains "a guessed claim token is refused" "$(waiting_message guessed)" "unknown claim token"
+pod annotated --annotation pool.cpupool.dev=exclusive --request cpu=100m
+check_contains "an exclusive annotation is refused" "$(waiting_message annotated)" "given only through ResourceClaims"
+delete_pods copied guessed annotated
+
+# ------------------------------------------------------------------ restarts
+say "kill -9 of the plugin, a kubelet restart and a containerd restart move nothing and leak nothing"
+kill -9 "$PIDS_plugin"; wait "$PIDS_plugin" 2>/dev/null; PIDS_plugin=""
+start_plugin "$W/dra.yaml"
+check "first: same container after kill -9" "$(ctr_of first)" "$FIRST"
+check "first: same CPUs after kill -9" "$(cpuset_of "$FIRST")" "$LAST"
+stop_kubelet
+start_kubelet
+check "first: same container after the kubelet restart" "$(ctr_of first)" "$FIRST"
+check "first: same CPUs after the kubelet restart" "$(cpuset_of "$FIRST")" "$LAST"
+SYNCS=$(grep -c synchronized "$W/plugin.log")
+restart_containerd
+wait_for "the plugin to synchronize with the restarted runtime" log_grew synchronized "$SYNCS"
+check "first: same container after the containerd restart" "$(ctr_of first)" "$FIRST"
+check "first: same CPUs after the containerd restart" "$(cpuset_of "$FIRST")" "$LAST"
+check "second: still Pending" "$(kubectl get pod second -o jsonpath='{.status.phase}')" Pending
+check "still one claim remembered" "$(claims_file)" 1
+check "still one CDI spec" "$(cdi_specs)" 1
+
+say "deleting the first pod deallocates its claim; the second then runs on the freed CPU"
+FIRST_CLAIM=$(claim_of first)
+delete_pods first
+assert_pinned second burstable "$LAST"
+wait_for "the first claim to be deleted" claim_gone "$FIRST_CLAIM"
+check "the driver remembers the second claim only" "$(claims_file)" 1
+check "one CDI spec" "$(cdi_specs)" 1
+delete_pods second
+wait_for "the driver to forget the second claim" claims_are 0
+check "no claim remembered" "$(claims_file)" 0
+check "no CDI spec left" "$(cdi_specs)" 0
+
+# ------------------------------------------------------------------ alias
+say "the extended-resource alias: cpupool.dev/exclusive: 1 served by DRA (dra.devices: cpu)"
+sed -i 's/^  enabled: true$/  enabled: true\n  devices: cpu/' "$W/dra.yaml"
+stop_plugin
+start_plugin "$W/dra.yaml"
+wait_for "the per-CPU slices" slices_show "exclusive-numa0-0 exclusive 0 cpu -"
+check "ResourceSlices in the cpu model" "$(our_slices localhost)" "exclusive-numa0-0 exclusive 0 cpu -"
+pod alias --limit cpupool.dev/exclusive=1 --request cpu=10m
+assert_pinned alias burstable "$LAST"
+check_contains "the scheduler made the extended-resource claim" \
+  "$(kubectl get resourceclaims -o jsonpath='{.items[*].metadata.annotations}')" "resource.kubernetes.io/extended-resource-claim"
+delete_pods alias
+
+# ------------------------------------------------------------------ NUMA alignment
+# A second Node without a kubelet, with the slices the driver would publish
+# for a 2-socket Xeon (tools/draslices: the driver's code on a fixture) and
+# a test "NIC" driver's device on NUMA node 1. Pods bound there never run;
+# the allocated claims show the scheduler's choice.
+say "NUMA alignment on a second, multi-NUMA node: CPUs and NIC on one NUMA node, or unschedulable"
+(cd "$REPO" && go run ./tools/mksysfs -out "$W/sysfs" testdata/topologies/xeon-2s-interleaved.yaml >/dev/null &&
+  go run ./tools/draslices -sysfs-root "$W/sysfs/xeon-2s-interleaved" -config testdata/configs/xeon.yaml -node node-b > "$W/node-b-slices.json") ||
+  die "making node-b's slices"
+kubectl apply -f - >/dev/null <<YAML || die "creating node-b"
+apiVersion: v1
+kind: Node
+metadata: {name: node-b, labels: {kubernetes.io/hostname: node-b}}
+YAML
+kubectl patch node node-b --subresource status --type merge -p '{"status": {"capacity": {"cpu": "80", "memory": "64Gi", "pods": "10"},
+  "allocatable": {"cpu": "80", "memory": "64Gi", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True", "reason": "e2e",
+  "lastHeartbeatTime": "'"$(date -u +%FT%TZ)"'", "lastTransitionTime": "'"$(date -u +%FT%TZ)"'"}]}}' >/dev/null || die "node-b's status"
+kubectl apply -f "$W/node-b-slices.json" >/dev/null || die "publishing node-b's slices"
+check "node-b's slices (the driver's code on the Xeon fixture)" "$(our_slices node-b | tr '\n' ';')" \
+  "exclusive-numa0 exclusive 0 numaNode 30;exclusive-numa1 exclusive 1 numaNode 30;exclusive-non-isolcpus-numa0 exclusive-non-isolcpus 0 numaNode 4;exclusive-non-isolcpus-numa1 exclusive-non-isolcpus 1 numaNode 6;"
+kubectl apply -f - >/dev/null <<YAML || die "the NIC driver's objects"
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: nic}
+spec: {selectors: [{cel: {expression: 'device.driver == "nic.example.com"'}}]}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-b-nic}
+spec:
+  driver: nic.example.com
+  nodeName: node-b
+  pool: {name: node-b, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: eth1
+    attributes: {resource.kubernetes.io/numaNode: {int: 1}}
+  - name: eth2
+    attributes: {resource.kubernetes.io/numaNode: {int: 1}}
+YAML
+near_nic() { # NAME CPUS [alone]: a claim for CPUS exclusive CPUs on the NIC's NUMA node (alone: no NIC)
+  local nic="    - name: nic
+      exactly: {deviceClassName: nic, count: 1}
+    constraints:
+    - requests: [cpus, nic]
+      matchAttribute: resource.kubernetes.io/numaNode"
+  [ "${3:-}" = alone ] && nic=""
+  kubectl apply -f - >/dev/null <<YAML || die "creating claim $1"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: $1}
+spec:
+  devices:
+    requests:
+    - name: cpus
+      exactly:
+        deviceClassName: cpupool-exclusive
+        capacity: {requests: {cpupool.dev/cpus: "$2"}}
+$nic
+YAML
+}
+claim_allocated() { [ -n "$(kubectl get resourceclaim "$1" -o jsonpath='{.status.allocation}')" ]; }
+allocated() { kubectl get resourceclaim "$1" -o jsonpath='{range .status.allocation.devices.results[*]}{.request}={.device}@{.pool} {end}'; }
+near_nic aligned 4
+pod aligned --claim aligned --node node-b
+wait_for "the aligned claim's allocation" claim_allocated aligned
+check "the aligned claim: CPUs and NIC on NUMA node 1 of node-b" "$(allocated aligned)" "cpus=exclusive-numa1@node-b nic=eth1@node-b "
+check "the aligned claim: 4 CPUs counted" "$(kubectl get resourceclaim aligned -o jsonpath='{.status.allocation.devices.results[0].consumedCapacity.cpupool\.dev/cpus}')" 4
+# Node 1 has 26 exclusive CPUs left and a free NIC (eth2); node 0 has 30
+# CPUs and no NIC. 27 CPUs fit node 0, but not beside a NIC.
+near_nic unalignable 27
+pod unalignable --claim unalignable --node node-b
+sleep 3
+check "the unalignable claim is not allocated" "$(kubectl get resourceclaim unalignable -o jsonpath='{.status.allocation}')" ""
+check "its pod stays Pending" "$(kubectl get pod unalignable -o jsonpath='{.status.phase}')" Pending
+check_contains "with the scheduler's reason" "$(scheduled_message unalignable)" "cannot allocate all claims"
+near_nic elsewhere 27 alone
+pod elsewhere --claim elsewhere --node node-b
+wait_for "the claim without a NIC to be allocated" claim_allocated elsewhere
+check "the same 27 CPUs without a NIC: allocated on NUMA node 0" "$(allocated elsewhere)" "cpus=exclusive-numa0@node-b "
+kubectl delete pod aligned unalignable elsewhere --force --grace-period 0 >/dev/null 2>&1
