@@ -34,11 +34,13 @@ type draNode struct {
 	cdi    string
 }
 
-func startDRA(t *testing.T, f *fakeRuntime) *draNode {
+func startDRA(t testing.TB, f *fakeRuntime) *draNode { return startDRAOn(t, f, xeonDRA) }
+
+func startDRAOn(t testing.TB, f *fakeRuntime, node testNode) *draNode {
 	t.Helper()
 	n := &draNode{f: f, cdi: filepath.Join(f.dir, "cdi")}
-	n.runningPlugin = startPluginWith(t, f, xeonDRA, statePath(f), func(rp *runningPlugin) {
-		d, err := dra.New(rp.p, dra.Options{NodeName: "node-a", ClaimsFile: dra.ClaimsFile(statePath(f)), CDIDir: n.cdi})
+	n.runningPlugin = startPluginWith(t, f, node, statePath(f), func(rp *runningPlugin) {
+		d, err := dra.New(rp.p, dra.Options{NodeName: "node-a", ClaimsFile: dra.ClaimsFile(statePath(f)), CDIDir: n.cdi, Log: rp.p.log})
 		require.NoError(t, err)
 		rp.p.UseClaims(d)
 		n.driver = d
@@ -49,7 +51,7 @@ func startDRA(t *testing.T, f *fakeRuntime) *draNode {
 // prepare prepares a claim the scheduler allocated: cpus CPUs of the
 // exclusive pool on a NUMA node (the default model's device), reserved for
 // pods; it returns the environment the claim's CDI spec gives.
-func (n *draNode) prepare(t *testing.T, uid string, numa, cpus int, pods ...*api.PodSandbox) []string {
+func (n *draNode) prepare(t testing.TB, uid string, numa, cpus int, pods ...*api.PodSandbox) []string {
 	t.Helper()
 	claim := n.claim(uid, numa, cpus, pods...)
 	res, err := n.driver.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
@@ -74,7 +76,7 @@ func (n *draNode) claim(uid string, numa, cpus int, pods ...*api.PodSandbox) *re
 
 // cdiEnv is the environment a claim's CDI spec adds, as the runtime
 // applies it.
-func (n *draNode) cdiEnv(t *testing.T, uid string) []string {
+func (n *draNode) cdiEnv(t testing.TB, uid string) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(n.cdi, "*_"+uid+".json"))
 	require.NoError(t, err)
