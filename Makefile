@@ -93,7 +93,7 @@ k8s-e2e: build
 # -p 1: packages one after the other, so benchmarks do not share the CPUs.
 bench:
 	mkdir -p bin
-	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|Synchronize|PodRemoval|WorstCaseAnnotation' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin | tee bin/bench.txt
+	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|Synchronize|PodRemoval|WorstCaseAnnotation|DRAPrepare' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin ./dra | tee bin/bench.txt
 	$(GO) test -run '^$$' -bench 'PluginRSS|StateBurst' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
 

@@ -103,6 +103,16 @@ func main() {
 		row("  nri-cpupool (median / p99)", fmt.Sprintf("%.0f / %.0f µs (%.0f fsyncs)", oursMed, ours, syncs), "")
 		row("  added p99", fmt.Sprintf("%.0f µs", ours-noop), "≤ 1 ms")
 	}
+	if ours, ok := get("CreateContainerRoundTripDRA", "median-µs"); ok {
+		noop, _ := get("CreateContainerRoundTripDRA", "noop-median-µs")
+		added, _ := get("CreateContainerRoundTripDRA", "added-median-µs")
+		row("round trip of a DRA claim's container, 200 running: no-op / nri-cpupool (median)", fmt.Sprintf("%.0f / %.0f µs", noop, ours), "")
+		row("  added: median of paired differences", fmt.Sprintf("%.0f µs", added), "≤ 150 µs")
+	}
+	if m, ok := get("DRAPrepare", "median-µs"); ok {
+		p99, _ := get("DRAPrepare", "p99-µs")
+		row("DRA Prepare after the claim is fetched, 384 CPUs (median / p99)", fmt.Sprintf("%.0f / %.0f µs", m, p99), "median ≤ 1 ms")
+	}
 	if m, ok := get("Synchronize1000", "median-µs"); ok {
 		p99, _ := get("Synchronize1000", "p99-µs")
 		row("Synchronize of 1,000 containers (median / p99)", fmt.Sprintf("%.1f / %.1f ms", m/1e3, p99/1e3), "≤ 20 ms")
