@@ -1,0 +1,492 @@
+package hostfiles
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Change is one host file a Source wants changed.
+type Change struct {
+	Path string
+	// Want computes the content wanted from the file's original content
+	// (the journal's record once the file has been changed, else the file
+	// as it is). An error is reported like a permanent write error.
+	Want func(original string) (string, error)
+	// Satisfied tells whether content already meets the want (nil: equal
+	// after trimming white space). An IRQ affinity is satisfied by any set
+	// that avoids the banned CPUs, so that irqbalance may place the IRQ
+	// within it without the plugin writing it back. A file whose original
+	// content is satisfied is neither recorded nor written.
+	Satisfied func(content, want string) bool
+}
+
+// Plan is what a Source wants in one pass.
+type Plan struct {
+	Changes []Change
+	// Before runs after the pass recorded new originals and before it
+	// writes; After runs after its writes and restores. Both carry state
+	// outside files that must follow the files (irqbalance's banned CPUs).
+	// An error is transient: the pass is retried.
+	Before, After func() error
+}
+
+// Source is an owner of host file changes.
+type Source interface {
+	// Owner names the source in the journal, logs and Status ("irq").
+	Owner() string
+	// Plan lists the files the source wants changed now. It runs on the
+	// reconciler's goroutine, off every reply path, and may read files.
+	// On error the source's files are left as they are (neither written
+	// nor restored) and the pass is retried.
+	Plan() (Plan, error)
+}
+
+// Explainer is an optional interface of a Source: a hint for the log and
+// Status when the kernel refuses one of its files for good.
+type Explainer interface {
+	Explain(path string, err error) string
+}
+
+// Timing paces the passes; see the package comment.
+type Timing struct {
+	Delay, MinInterval, Rescan time.Duration
+	BackoffInitial, BackoffMax time.Duration
+}
+
+// DefaultTiming coalesces a burst of container events into one pass and
+// rescans every 10 s.
+var DefaultTiming = Timing{Delay: 10 * time.Millisecond, MinInterval: 100 * time.Millisecond, Rescan: 10 * time.Second,
+	BackoffInitial: 100 * time.Millisecond, BackoffMax: 30 * time.Second}
+
+// Failure is a file the kernel refused for good; it is not retried while
+// its owner wants the same value.
+type Failure struct {
+	Path  string `json:"path"`
+	Owner string `json:"owner"`
+	// Value is what was being written: the wanted value, or the original
+	// when Restore is true.
+	Value   string `json:"value"`
+	Restore bool   `json:"restore,omitempty"`
+	Error   string `json:"error"`
+	Hint    string `json:"hint,omitempty"`
+	errno   syscall.Errno
+}
+
+// Status is a snapshot for metrics, status and the audit.
+type Status struct {
+	Passes, Writes, Restores, TransientErrors, PermanentErrors uint64
+	// Records counts the journal's records by owner: files changed and not
+	// yet restored.
+	Records map[string]int
+	// Failures are the files refused for good, by path.
+	Failures []Failure
+	// LastPass is when the last pass ended; LastError its transient
+	// errors, empty when it completed.
+	LastPass  time.Time
+	LastError string
+}
+
+// Reconciler applies the Sources' plans in the background; see the package
+// comment.
+type Reconciler struct {
+	fs      FS
+	journal *Journal
+	log     *logrus.Logger
+	sources []Source
+	timing  Timing
+
+	// ready is set by the first Kick: until then the owners have not said
+	// what they want, and a pass would restore everything.
+	ready atomic.Bool
+	kick  chan struct{}
+	quit  chan struct{}
+	done  chan struct{}
+	start sync.Once
+	stop  sync.Once
+
+	mu      sync.Mutex // held for a whole pass
+	failed  map[string]Failure
+	stopped bool
+
+	passes, writes, restores, transient, permanent atomic.Uint64
+	statMu                                         sync.Mutex
+	records                                        map[string]int
+	failures                                       []Failure
+	lastPass                                       time.Time
+	lastError                                      string
+}
+
+// NewReconciler returns a reconciler of the journal's files for sources,
+// whose owner names must differ. It does nothing before Start and Kick.
+func NewReconciler(fsys FS, journal *Journal, log *logrus.Logger, timing Timing, sources ...Source) *Reconciler {
+	r := &Reconciler{fs: fsys, journal: journal, log: log, sources: sources, timing: timing,
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), failed: map[string]Failure{}}
+	r.publish(nil)
+	return r
+}
+
+// Start runs the background goroutine, once.
+func (r *Reconciler) Start() {
+	r.start.Do(func() { go r.run() })
+}
+
+// Kick says that a Source's wants changed (or, the first time, that they
+// are known). It never blocks and does no I/O.
+func (r *Reconciler) Kick() {
+	r.ready.Store(true)
+	select {
+	case r.kick <- struct{}{}:
+	default: // a pass is due already; it will take this change
+	}
+}
+
+// Close stops the goroutine. It restores nothing: the plugin stopping
+// (for an upgrade) leaves the containers running, and their CPUs must stay
+// as they are; the next process restores what it no longer wants.
+func (r *Reconciler) Close() {
+	r.stop.Do(func() { close(r.quit) })
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	select {
+	case <-r.done:
+	default:
+		r.start.Do(func() { close(r.done) }) // never started
+		<-r.done
+	}
+}
+
+// Flush makes a pass now, as if kicked, and returns its transient errors.
+func (r *Reconciler) Flush() error {
+	r.ready.Store(true)
+	return r.pass()
+}
+
+func (r *Reconciler) run() {
+	defer close(r.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	rescan := time.NewTicker(r.timing.Rescan)
+	defer rescan.Stop()
+	var (
+		armed     bool
+		lastStart time.Time
+		wait      = r.timing.BackoffInitial
+	)
+	arm := func(d time.Duration) {
+		timer.Reset(d)
+		armed = true
+	}
+	for {
+		select {
+		case <-r.quit:
+			return
+		case <-r.kick:
+			if !armed {
+				arm(max(r.timing.Delay, time.Until(lastStart.Add(r.timing.MinInterval))))
+			}
+		case <-rescan.C:
+			if !armed && r.ready.Load() {
+				arm(0)
+			}
+		case <-timer.C:
+			armed = false
+			lastStart = time.Now()
+			if err := r.pass(); err != nil {
+				arm(wait)
+				wait = min(wait*2, r.timing.BackoffMax)
+				continue
+			}
+			wait = r.timing.BackoffInitial
+		}
+	}
+}
+
+// write is one host file a pass writes.
+type write struct {
+	path, value, owner string
+	// fresh: its original was recorded in this pass (the file still holds
+	// it).
+	fresh bool
+}
+
+// pass brings the host files to the Sources' plans; see the package
+// comment for the order. It returns the transient errors, joined.
+func (r *Reconciler) pass() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || !r.ready.Load() {
+		return nil
+	}
+	r.passes.Add(1)
+	var (
+		problems   []error
+		planned    = map[string]string{} // path → owner
+		planOK     = map[string]bool{}   // owners whose plan succeeded
+		writes     []write
+		fresh      = map[string]Record{}
+		drops      []string
+		befores    []func() error
+		afters     []func() error
+		newlyFails []Failure
+	)
+	transient := func(err error) {
+		r.transient.Add(1)
+		problems = append(problems, err)
+	}
+	refused := func(f Failure, err error, src Source) {
+		r.permanent.Add(1)
+		f.Error, f.errno = err.Error(), errnoOf(err)
+		if ex, ok := src.(Explainer); ok {
+			f.Hint = ex.Explain(f.Path, err)
+		}
+		if prev, ok := r.failed[f.Path]; !ok || prev.Value != f.Value || prev.Restore != f.Restore {
+			newlyFails = append(newlyFails, f)
+		}
+		r.failed[f.Path] = f
+	}
+	sourceOf := map[string]Source{}
+	for _, src := range r.sources {
+		owner := src.Owner()
+		sourceOf[owner] = src
+		plan, err := src.Plan()
+		if err != nil {
+			transient(fmt.Errorf("%s: planning: %w", owner, err))
+			continue
+		}
+		planOK[owner] = true
+		if plan.Before != nil {
+			befores = append(befores, plan.Before)
+		}
+		if plan.After != nil {
+			afters = append(afters, plan.After)
+		}
+		for _, ch := range plan.Changes {
+			if other, dup := planned[ch.Path]; dup {
+				transient(fmt.Errorf("%s and %s both want to change %s; %s's change is ignored", other, owner, ch.Path, owner))
+				continue
+			}
+			planned[ch.Path] = owner
+			rec, journaled := r.journal.Get(ch.Path)
+			original := rec.Original
+			if !journaled {
+				data, err := r.fs.ReadFile(ch.Path)
+				if err != nil {
+					if Classify(err) != Gone {
+						transient(fmt.Errorf("%s: reading %s: %w", owner, ch.Path, err))
+					}
+					continue
+				}
+				original = trim(data)
+			}
+			want, err := ch.Want(original)
+			if err != nil {
+				refused(Failure{Path: ch.Path, Owner: owner, Value: ""}, err, src)
+				continue
+			}
+			if f, ok := r.failed[ch.Path]; ok && !f.Restore && f.Value == want {
+				continue // refused for good; not retried
+			}
+			if !journaled {
+				if satisfied(ch, original, want) {
+					delete(r.failed, ch.Path)
+					continue
+				}
+				fresh[ch.Path] = Record{Original: original, Owner: owner}
+				writes = append(writes, write{path: ch.Path, value: want, owner: owner, fresh: true})
+				continue
+			}
+			data, err := r.fs.ReadFile(ch.Path)
+			if err != nil {
+				if Classify(err) == Gone {
+					drops = append(drops, ch.Path)
+				} else {
+					transient(fmt.Errorf("%s: reading %s: %w", owner, ch.Path, err))
+				}
+				continue
+			}
+			if satisfied(ch, trim(data), want) {
+				continue
+			}
+			writes = append(writes, write{path: ch.Path, value: want, owner: owner})
+		}
+	}
+	// Record first: a file is written only once its original is on disk.
+	if len(fresh) > 0 {
+		if err := r.journal.Add(fresh); err != nil {
+			transient(fmt.Errorf("recording %d original values: %w; their files are not changed", len(fresh), err))
+			writes = slices.DeleteFunc(writes, func(w write) bool { return w.fresh })
+		}
+	}
+	for _, f := range befores {
+		if err := f(); err != nil {
+			transient(err)
+		}
+	}
+	slices.SortFunc(writes, func(a, b write) int { return strings.Compare(a.path, b.path) })
+	for _, w := range writes {
+		err := r.fs.WriteFile(w.path, []byte(w.value))
+		switch {
+		case err == nil:
+			r.writes.Add(1)
+			delete(r.failed, w.path)
+		case Classify(err) == Gone:
+			drops = append(drops, w.path)
+		case Classify(err) == Permanent:
+			refused(Failure{Path: w.path, Owner: w.owner, Value: w.value}, err, sourceOf[w.owner])
+			if w.fresh {
+				// The kernel left the file as it was: nothing to restore.
+				drops = append(drops, w.path)
+			}
+		default:
+			transient(fmt.Errorf("%s: writing %s: %w", w.owner, w.path, err))
+		}
+	}
+	// Restore what no Source wants any more, for owners that said so.
+	records := r.journal.Records()
+	for _, path := range slices.Sorted(maps.Keys(records)) {
+		rec := records[path]
+		if _, wanted := planned[path]; wanted || !planOK[rec.Owner] && sourceOf[rec.Owner] != nil {
+			continue
+		}
+		if f, ok := r.failed[path]; ok && f.Restore && f.Value == rec.Original {
+			continue // refused for good; tried again by the next process
+		}
+		err := r.fs.WriteFile(path, []byte(rec.Original))
+		switch {
+		case err == nil:
+			r.restores.Add(1)
+			delete(r.failed, path)
+			drops = append(drops, path)
+		case Classify(err) == Gone:
+			delete(r.failed, path)
+			drops = append(drops, path)
+		case Classify(err) == Permanent:
+			// The record stays: losing the original would be worse than
+			// trying it again after a restart.
+			refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true}, err, sourceOf[rec.Owner])
+		default:
+			transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
+		}
+	}
+	if len(drops) > 0 || r.journal.Unsaved() {
+		var err error
+		if len(drops) > 0 {
+			err = r.journal.Drop(drops)
+		} else {
+			err = r.journal.Save()
+		}
+		if err != nil {
+			transient(fmt.Errorf("dropping %d restored values from the journal: %w", len(drops), err))
+		}
+	}
+	for _, f := range afters {
+		if err := f(); err != nil {
+			transient(err)
+		}
+	}
+	// A refusal of a file nobody wants and nobody changed is history.
+	for path, f := range r.failed {
+		if _, wanted := planned[path]; !wanted && !f.Restore {
+			delete(r.failed, path)
+		} else if _, rec := r.journal.Get(path); f.Restore && !rec {
+			delete(r.failed, path)
+		}
+	}
+	r.logRefusals(newlyFails)
+	err := errors.Join(problems...)
+	if err != nil {
+		r.log.Warnf("host files: pass incomplete, retrying with backoff: %v", err)
+	}
+	r.publish(err)
+	return err
+}
+
+// logRefusals logs new permanent refusals once, one line per owner, errno
+// and kind (write or restore), naming a few files: a node may have
+// hundreds of kernel-managed IRQs.
+func (r *Reconciler) logRefusals(fails []Failure) {
+	type group struct {
+		owner   string
+		errno   syscall.Errno
+		restore bool
+	}
+	byGroup := map[group][]Failure{}
+	var order []group
+	for _, f := range fails {
+		g := group{f.Owner, f.errno, f.Restore}
+		if _, ok := byGroup[g]; !ok {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], f)
+	}
+	const named = 5
+	for _, g := range order {
+		fs := byGroup[g]
+		var paths []string
+		for i, f := range fs {
+			if i == named {
+				paths = append(paths, fmt.Sprintf("and %d more", len(fs)-named))
+				break
+			}
+			paths = append(paths, f.Path)
+		}
+		what := "refused the wanted value"
+		if g.restore {
+			what = "refused the original value (the record is kept; the next start tries again)"
+		}
+		hint := ""
+		if fs[0].Hint != "" {
+			hint = " (" + fs[0].Hint + ")"
+		}
+		r.log.Warnf("host files: %s: the kernel %s for %d files, not retried while it stays wanted: %s: %s%s",
+			g.owner, what, len(fs), strings.Join(paths, ", "), fs[0].Error, hint)
+	}
+}
+
+// publish updates the Status snapshot; called at the end of a pass.
+func (r *Reconciler) publish(err error) {
+	records := map[string]int{}
+	if r.journal != nil {
+		for _, rec := range r.journal.records {
+			records[rec.Owner]++
+		}
+	}
+	fails := slices.SortedFunc(maps.Values(r.failed), func(a, b Failure) int { return strings.Compare(a.Path, b.Path) })
+	r.statMu.Lock()
+	defer r.statMu.Unlock()
+	r.records, r.failures = records, fails
+	r.lastPass = time.Now()
+	r.lastError = ""
+	if err != nil {
+		r.lastError = err.Error()
+	}
+}
+
+// Status returns a snapshot; it never waits for a pass.
+func (r *Reconciler) Status() Status {
+	r.statMu.Lock()
+	defer r.statMu.Unlock()
+	return Status{Passes: r.passes.Load(), Writes: r.writes.Load(), Restores: r.restores.Load(),
+		TransientErrors: r.transient.Load(), PermanentErrors: r.permanent.Load(),
+		Records: maps.Clone(r.records), Failures: slices.Clone(r.failures), LastPass: r.lastPass, LastError: r.lastError}
+}
+
+func satisfied(ch Change, content, want string) bool {
+	if ch.Satisfied != nil {
+		return ch.Satisfied(content, want)
+	}
+	return strings.TrimSpace(content) == strings.TrimSpace(want)
+}
+
+func trim(data []byte) string { return strings.TrimRight(string(data), "\n") }
