@@ -231,7 +231,8 @@ func (r *Reconciler) pass() error {
 	r.passes.Add(1)
 	var (
 		problems   []error
-		planned    = map[string]string{} // path → owner
+		claimed    = map[string]string{} // path → owner, for every change
+		planned    = map[string]string{} // path → owner, for changes to keep
 		planOK     = map[string]bool{}   // owners whose plan succeeded
 		writes     []write
 		fresh      = map[string]Record{}
@@ -272,10 +273,11 @@ func (r *Reconciler) pass() error {
 			afters = append(afters, plan.After)
 		}
 		for _, ch := range plan.Changes {
-			if other, dup := planned[ch.Path]; dup {
+			if other, dup := claimed[ch.Path]; dup {
 				transient(fmt.Errorf("%s and %s both want to change %s; %s's change is ignored", other, owner, ch.Path, owner))
 				continue
 			}
+			claimed[ch.Path] = owner
 			planned[ch.Path] = owner
 			rec, journaled := r.journal.Get(ch.Path)
 			original := rec.Original
@@ -294,14 +296,19 @@ func (r *Reconciler) pass() error {
 				refused(Failure{Path: ch.Path, Owner: owner, Value: ""}, err, src)
 				continue
 			}
+			if satisfied(ch, original, want) {
+				// The original meets the want: a file never changed is
+				// left alone, a changed one gets its original back.
+				delete(planned, ch.Path)
+				if !journaled {
+					delete(r.failed, ch.Path)
+				}
+				continue
+			}
 			if f, ok := r.failed[ch.Path]; ok && !f.Restore && f.Value == want {
 				continue // refused for good; not retried
 			}
 			if !journaled {
-				if satisfied(ch, original, want) {
-					delete(r.failed, ch.Path)
-					continue
-				}
 				fresh[ch.Path] = Record{Original: original, Owner: owner}
 				writes = append(writes, write{path: ch.Path, value: want, owner: owner, fresh: true})
 				continue

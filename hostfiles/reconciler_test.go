@@ -366,3 +366,21 @@ func TestTwoOwnersOneFile(t *testing.T) {
 	assert.Contains(t, err.Error(), "one and two both want")
 	assert.Equal(t, "1", tr.read(t, "a"))
 }
+
+// TestChangedFileWhoseOriginalNowSatisfiesIsRestored: once the original
+// meets the want again (the CPU it was on is no longer banned), the file
+// gets its original back, even though its current value also meets it.
+func TestChangedFileWhoseOriginalNowSatisfiesIsRestored(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "2"})
+	src := newSource("irq")
+	bannedChar := "2"
+	src.satisfied = func(content, _ string) bool { return !strings.Contains(content, bannedChar) }
+	in := openInstance(t, OS{}, tr, bootA, src)
+	src.set(map[string]string{tr.path("a"): "0-1"})
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "0-1", tr.read(t, "a"))
+	bannedChar = "3"
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "2", tr.read(t, "a"))
+	assert.Empty(t, onDisk(t, tr))
+}
