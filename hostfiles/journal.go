@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -39,6 +40,9 @@ type Record struct {
 type journalContent struct {
 	BootID  string            `json:"bootID"`
 	Records map[string]Record `json:"records"`
+	// Refused are the files the kernel refused for good in this boot, with
+	// the reason, for the audit (a kernel-managed IRQ is not movable).
+	Refused map[string]string `json:"refused,omitempty"`
 }
 
 // journalEnvelope adds a version and a checksum over the exact bytes of
@@ -57,6 +61,7 @@ type Journal struct {
 	path    string
 	bootID  string
 	records map[string]Record
+	refused map[string]string
 	// unsaved tells that the file lists records memory has dropped.
 	unsaved bool
 	now     func() time.Time
@@ -98,7 +103,32 @@ func OpenJournal(fsys FS, path, bootID string) (j *Journal, note string, err err
 	for p, r := range content.Records {
 		j.records[p] = r
 	}
+	j.refused = content.Refused
 	return j, "", nil
+}
+
+// ReadJournal reads a journal without changing anything (for the audit
+// and status): its records and refusals, and whether it is of the boot
+// named (a journal of another boot is history).
+func ReadJournal(path, bootID string) (records map[string]Record, refused map[string]string, thisBoot bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]Record{}, map[string]string{}, true, nil
+	}
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("reading %s: %w", path, err)
+	}
+	c, err := decodeJournal(data)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("journal %s: %w", path, err)
+	}
+	if c.Records == nil {
+		c.Records = map[string]Record{}
+	}
+	if c.Refused == nil {
+		c.Refused = map[string]string{}
+	}
+	return c.Records, c.Refused, c.BootID == strings.TrimSpace(bootID), nil
 }
 
 func decodeJournal(data []byte) (*journalContent, error) {
@@ -184,6 +214,22 @@ func (j *Journal) Drop(paths []string) error {
 	return j.save(j.records)
 }
 
+// SetRefused replaces the refusals kept for the audit, saving them if they
+// changed. They need no durability: a lost list is rebuilt by the next
+// pass.
+func (j *Journal) SetRefused(refused map[string]string) error {
+	if maps.Equal(refused, j.refused) || len(refused) == 0 && len(j.refused) == 0 {
+		return nil
+	}
+	prev := j.refused
+	j.refused = refused
+	if err := j.save(j.records); err != nil {
+		j.refused = prev
+		return err
+	}
+	return nil
+}
+
 // Unsaved tells that a Drop could not be saved: Save should be retried.
 func (j *Journal) Unsaved() bool { return j.unsaved }
 
@@ -191,7 +237,7 @@ func (j *Journal) Unsaved() bool { return j.unsaved }
 func (j *Journal) Save() error { return j.save(j.records) }
 
 func (j *Journal) save(records map[string]Record) error {
-	content, err := json.Marshal(journalContent{BootID: j.bootID, Records: records})
+	content, err := json.Marshal(journalContent{BootID: j.bootID, Records: records, Refused: j.refused})
 	if err != nil {
 		return fmt.Errorf("encoding journal: %w", err)
 	}

@@ -411,6 +411,16 @@ func (r *Reconciler) pass() error {
 		}
 	}
 	r.logRefusals(newlyFails)
+	kept := make(map[string]string, len(r.failed))
+	for path, f := range r.failed {
+		kept[path] = f.Error
+		if f.Hint != "" {
+			kept[path] += " (" + f.Hint + ")"
+		}
+	}
+	if err := r.journal.SetRefused(kept); err != nil {
+		r.log.Warnf("host files: keeping the refused files for the audit: %v", err)
+	}
 	err := errors.Join(problems...)
 	if err != nil {
 		r.log.Warnf("host files: pass incomplete, retrying with backoff: %v", err)

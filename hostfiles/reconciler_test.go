@@ -142,6 +142,10 @@ func TestManagedIRQRefusedOnceNotRetried(t *testing.T) {
 			assert.EqualValues(t, 1, st.PermanentErrors)
 			require.Len(t, in.warnings(), 1, "logged once")
 			assert.Contains(t, in.warnings()[0], managed)
+			_, refused, thisBoot, err := ReadJournal(tr.journal(), bootA)
+			require.NoError(t, err)
+			assert.True(t, thisBoot)
+			assert.Contains(t, refused[managed], errno.Error(), "kept for the audit")
 
 			src.set(map[string]string{managed: "0", tr.path("irq/41/smp_affinity_list"): "0-1"})
 			require.NoError(t, in.r.Flush())
@@ -150,6 +154,9 @@ func TestManagedIRQRefusedOnceNotRetried(t *testing.T) {
 			src.set(nil)
 			require.NoError(t, in.r.Flush())
 			assert.Empty(t, in.r.Status().Failures, "no longer wanted: no longer a failure")
+			_, refused, _, err = ReadJournal(tr.journal(), bootA)
+			require.NoError(t, err)
+			assert.Empty(t, refused)
 			tr.requireOriginals(t, "released")
 		})
 	}
