@@ -65,6 +65,8 @@ type Process struct {
 	// when empty, allowed on AllowedCPUs.
 	Threads     []Thread
 	AllowedCPUs cpuset.CPUSet
+	// Cgroup is /proc/<pid>/cgroup ("0::/kubepods/pod1/<id>").
+	Cgroup string
 }
 
 // Thread is one task.
@@ -122,6 +124,7 @@ func Write(t testing.TB, dir string, s Spec) string {
 			env += kv + "\x00"
 		}
 		w(filepath.Join(pd, "environ"), env)
+		w(filepath.Join(pd, "cgroup"), p.Cgroup+"\n")
 		threads := p.Threads
 		if len(threads) == 0 {
 			threads = []Thread{{TID: p.PID, Comm: p.Comm, AllowedCPUs: p.AllowedCPUs}}
