@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
@@ -124,4 +125,97 @@ func cpuUpdate(a allocator.Assignment, pinMemory bool) *api.ContainerUpdate {
 	// A container that is stopping must not fail the request that moved it.
 	u.SetIgnoreFailure()
 	return u
+}
+
+// containerRef names a container in log lines and errors, the one way
+// (allocator.PodRef.ContainerName): namespace/pod/container.
+func containerRef(pod *api.PodSandbox, ctr *api.Container) string {
+	return podRef(pod).ContainerName(containerName(ctr))
+}
+
+// podRef is the allocator's reference to a pod.
+func podRef(pod *api.PodSandbox) allocator.PodRef {
+	return allocator.PodRef{Namespace: pod.GetNamespace(), Name: pod.GetName(), UID: pod.GetUid()}
+}
+
+// rememberedPod is the allocator's reference to a remembered container's
+// pod.
+func rememberedPod(st ContainerState) allocator.PodRef {
+	return allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID}
+}
+
+// rememberedRef names a remembered container the one way, as containerRef
+// names a running one.
+func rememberedRef(st ContainerState) string {
+	return rememberedPod(st).ContainerName(st.Container)
+}
+
+func sortContainers(cs []*api.Container) {
+	slices.SortFunc(cs, func(a, b *api.Container) int { return strings.Compare(a.GetId(), b.GetId()) })
+}
+
+func podsByID(pods []*api.PodSandbox) map[string]*api.PodSandbox {
+	m := make(map[string]*api.PodSandbox, len(pods))
+	for _, pod := range pods {
+		m[pod.GetId()] = pod
+	}
+	return m
+}
+
+// assignmentFromState reads a remembered assignment. clean is false when a
+// set was malformed or named CPUs this node does not have (dropped, with a
+// warning): the container must then be pinned again.
+func (p *Plugin) assignmentFromState(id string, st ContainerState) (allocator.Assignment, bool) {
+	what := "state of container " + rememberedRef(st)
+	cpus, ok1 := p.nodeCPUs(st.CPUs, what+", cpus")
+	reserved, ok2 := p.nodeCPUs(st.Reserved, what+", reserved")
+	mems, err := cpulist.Parse(st.Mems)
+	if err != nil {
+		mems = cpuset.New()
+	}
+	return allocator.Assignment{ID: id, Pod: rememberedPod(st),
+		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: cpus, Reserved: reserved, Mems: mems,
+		Added: addedWithin(parseOrdered(st.Added), cpus), NoCPUQuota: st.NoCPUQuota}, ok1 && ok2
+}
+
+// addedWithin keeps the remembered order of added CPUs only for CPUs the
+// assignment has: the file may name CPUs this node lacks.
+func addedWithin(ids []int, cpus cpuset.CPUSet) []int {
+	var out []int
+	for _, id := range ids {
+		if cpus.Contains(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// nodeCPUs parses a CPU list from the state file or the runtime, bounded,
+// and drops the CPUs this node does not have online (a state file from
+// another node, a hot-unplugged vCPU), saying so. clean is false if the
+// list was malformed or anything was dropped.
+func (p *Plugin) nodeCPUs(s, what string) (cpuset.CPUSet, bool) {
+	set, err := cpulist.Parse(s)
+	if err != nil {
+		p.log.Warnf("%s: %v; ignored", what, err)
+		return cpuset.New(), false
+	}
+	if unknown := p.alloc.Unknown(set); !unknown.IsEmpty() {
+		p.log.Warnf("%s: CPUs %s are not on this node; dropped", what, unknown)
+		return set.Difference(unknown), false
+	}
+	return set, true
+}
+
+// runtimeCPUs is the cpuset the runtime reports for a container. pinned is
+// false when the container may run on every CPU: no cpuset (the runtime
+// created it without our adjustment), a malformed one, or one naming CPUs
+// this node does not have.
+func (p *Plugin) runtimeCPUs(c *api.Container) (cpuset.CPUSet, bool) {
+	s := c.GetLinux().GetResources().GetCpu().GetCpus()
+	if s == "" {
+		return cpuset.New(), false
+	}
+	set, clean := p.nodeCPUs(s, "runtime's cpuset of container "+c.GetId())
+	return set, clean && !set.IsEmpty()
 }

@@ -210,7 +210,7 @@ func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allo
 		p.grants.byToken[tok] = g
 		p.grantsChanged()
 	} else if g.PodUID != pod.GetUid() || g.Container != ctr.GetName() {
-		return fmt.Errorf("%s: the grant belongs to container %s/%s/%s; it cannot be reused", EnvGrant, g.Namespace, g.Pod, g.Container)
+		return fmt.Errorf("%s: the grant belongs to container %s; it cannot be reused", EnvGrant, allocator.PodRef{Namespace: g.Namespace, Name: g.Pod}.ContainerName(g.Container))
 	}
 	info.KubeletCPUs = g.cpusOf()
 	return nil

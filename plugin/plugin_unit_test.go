@@ -9,7 +9,6 @@ import (
 	"errors"
 	"maps"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -131,6 +130,7 @@ type metricNamed struct {
 }
 
 func (f metricNamed) Describe(ch chan<- *prometheus.Desc) { f.c.Describe(ch) }
+
 func (f metricNamed) Collect(ch chan<- prometheus.Metric) {
 	all := make(chan prometheus.Metric, 64)
 	go func() { f.c.Collect(all); close(all) }()
@@ -155,26 +155,4 @@ func TestConfigureFromRuntime(t *testing.T) {
 	_, err = p.Configure(ctx, "isolatedCPUs: \"99\"", "containerd", "v2.4.2")
 	assert.ErrorContains(t, err, "CPUs 99 do not exist")
 	assert.Equal(t, "6-7,14-15", p.alloc.Layout().Exclusive.String(), "a refused config changes nothing")
-}
-
-// TestSynchronizeMigratesPreviousCPUs: a state file from before holds
-// remembered stopped containers' CPUs as "previous"; those of pods that
-// still exist become holds, the others are forgotten.
-func TestSynchronizeMigratesPreviousCPUs(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.json")
-	store := NewFileStore(path)
-	st := NewState()
-	st.Previous["uid-gone/c"] = "4,12"
-	st.Previous["uid-here/c"] = "5,13"
-	require.NoError(t, store.Save(st))
-	p := newUnitPlugin(t, store, `isolatedCPUs: "4-7,12-15"`)
-	_, err := p.Synchronize(context.Background(), []*api.PodSandbox{{Id: "sb", Uid: "uid-here", Name: "here", Namespace: "ns"}}, nil)
-	require.NoError(t, err)
-	require.NoError(t, p.Flush())
-	back, err := ReadState(path)
-	require.NoError(t, err)
-	assert.Empty(t, back.Previous, "no longer written")
-	require.Len(t, back.Held, 1)
-	assert.Equal(t, "5,13", back.Held["uid-here/c"].CPUs)
-	assert.Equal(t, "exclusive", back.Held["uid-here/c"].Pool)
 }

@@ -101,11 +101,11 @@ func (pt *propTest) start() {
 	pt.killed.Store(false)
 	pt.rp = startPluginWith(pt.t, pt.f, desktop, pt.state, func(rp *runningPlugin) {
 		rp.p.log.SetLevel(logrus.WarnLevel)
-		rp.p.afterPersist = func(event, id string) {
+		rp.p.beforeReply = func(event, id string) {
 			if !pt.killNext.CompareAndSwap(true, false) {
 				return
 			}
-			// kill -9 after the write, before the reply: the connection
+			// kill -9 after the decision, before the reply: the connection
 			// goes away under the handler, and the runtime proceeds
 			// without the plugin.
 			pt.killed.Store(true)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -21,6 +22,46 @@ type Backoff struct {
 
 // DefaultBackoff retries quickly first, then every 10 s.
 var DefaultBackoff = Backoff{Initial: 250 * time.Millisecond, Max: 10 * time.Second}
+
+// subscribed are the NRI events the plugin asks for: exactly those whose
+// handler it implements, derived the way the NRI stub derives its own
+// subscription, so that a handler added or removed needs no mask kept by
+// hand.
+var subscribed = handledEvents(&Plugin{})
+
+// eventHandlers pairs each NRI event with the stub interface that handles
+// it (stub.setupHandlers).
+var eventHandlers = []struct {
+	event   api.Event
+	handler reflect.Type
+}{
+	{api.Event_RUN_POD_SANDBOX, reflect.TypeFor[stub.RunPodInterface]()},
+	{api.Event_UPDATE_POD_SANDBOX, reflect.TypeFor[stub.UpdatePodInterface]()},
+	{api.Event_POST_UPDATE_POD_SANDBOX, reflect.TypeFor[stub.PostUpdatePodInterface]()},
+	{api.Event_STOP_POD_SANDBOX, reflect.TypeFor[stub.StopPodInterface]()},
+	{api.Event_REMOVE_POD_SANDBOX, reflect.TypeFor[stub.RemovePodInterface]()},
+	{api.Event_CREATE_CONTAINER, reflect.TypeFor[stub.CreateContainerInterface]()},
+	{api.Event_START_CONTAINER, reflect.TypeFor[stub.StartContainerInterface]()},
+	{api.Event_UPDATE_CONTAINER, reflect.TypeFor[stub.UpdateContainerInterface]()},
+	{api.Event_STOP_CONTAINER, reflect.TypeFor[stub.StopContainerInterface]()},
+	{api.Event_REMOVE_CONTAINER, reflect.TypeFor[stub.RemoveContainerInterface]()},
+	{api.Event_POST_CREATE_CONTAINER, reflect.TypeFor[stub.PostCreateContainerInterface]()},
+	{api.Event_POST_START_CONTAINER, reflect.TypeFor[stub.PostStartContainerInterface]()},
+	{api.Event_POST_UPDATE_CONTAINER, reflect.TypeFor[stub.PostUpdateContainerInterface]()},
+	{api.Event_VALIDATE_CONTAINER_ADJUSTMENT, reflect.TypeFor[stub.ValidateContainerAdjustmentInterface]()},
+}
+
+// handledEvents is the mask of the events whose handler plugin implements.
+func handledEvents(plugin any) api.EventMask {
+	var mask api.EventMask
+	t := reflect.TypeOf(plugin)
+	for _, h := range eventHandlers {
+		if t.Implements(h.handler) {
+			mask.Set(h.event)
+		}
+	}
+	return mask
+}
 
 // runtimeLaunched tells whether the runtime started this process (it then
 // passes a connected socket in the environment and restarts the plugin).

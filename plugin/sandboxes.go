@@ -1,9 +1,14 @@
 package plugin
 
-// The pod sandboxes the plugin knows, kept by id and counted by pod.
+// The pod handlers, and the pod sandboxes the plugin knows, kept by id and
+// counted by pod.
 
 import (
+	"context"
+
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cpupool/nri-cpupool/allocator"
 )
 
 // sandbox is what pinning a pod's infra container needs. Sandboxes are not
@@ -53,4 +58,105 @@ func (p *Plugin) podLivesOn(pod *api.PodSandbox) bool {
 
 func sandboxOf(pod *api.PodSandbox) sandbox {
 	return sandbox{uid: pod.GetUid(), namespace: pod.GetNamespace(), name: pod.GetName(), cgroupsPath: pod.GetLinux().GetCgroupsPath(), pid: pod.GetPid()}
+}
+
+// RunPodSandbox pins the new pod's infra (pause) container to infra, since
+// NRI cannot adjust sandboxes.
+func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.addSandbox(pod)
+	p.pinSandboxLater(pod.GetId())
+	return nil
+}
+
+// StopPodSandbox ends the pod's life on this node: the kubelet stops a
+// sandbox when the pod is deleted or has finished (for instance a
+// restartPolicy Never pod whose containers all ended), which is when its
+// CPU manager releases the pod's CPUs. The CPUs held for its stopped
+// containers are released, and defensively those of any container the
+// runtime did not report as stopped.
+func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropSandbox(pod.GetId())
+	return p.releasePod(pod)
+}
+
+// RemovePodSandbox forgets the pod, as StopPodSandbox does (the runtime
+// may remove a sandbox without stopping it first).
+func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropSandbox(pod.GetId())
+	p.forgetGrantsOf(pod)
+	return p.releasePod(pod)
+}
+
+// releasePod ends the holds and assignments of a pod whose sandbox stopped
+// or was removed, unless another sandbox of the pod is known. Neither event
+// can carry updates: infra members learn of a grown infra right after the
+// handler returns.
+func (p *Plugin) releasePod(pod *api.PodSandbox) error {
+	if p.podLivesOn(pod) {
+		// The kubelet re-created the pod's sandbox and now stops or
+		// removes the old one: the pod lives on in the new one.
+		p.log.Debugf("pod %s/%s: old sandbox %s gone, the pod runs in another sandbox", pod.GetNamespace(), pod.GetName(), pod.GetId())
+		return nil
+	}
+	holds := len(p.alloc.HoldsOf(pod.GetUid()))
+	released, res := p.alloc.ReleasePod(pod.GetUid())
+	if holds == 0 && len(released) == 0 {
+		return nil
+	}
+	for _, a := range released {
+		p.recordRelease(allocator.Result{Assignment: a})
+	}
+	p.recordRelease(res)
+	p.deferFollowers(res)
+	p.log.Infof("pod %s/%s: sandbox gone, %d held CPU sets and %d containers released", pod.GetNamespace(), pod.GetName(), holds, len(released))
+	p.stateChanged()
+	return nil
+}
+
+// reapGoneSandboxes releases the holds of pods whose every known sandbox
+// has lost its cgroup and that run no container: their sandbox stopped
+// without the runtime saying so. containerd sends no StopPodSandbox or
+// RemovePodSandbox for pods created before its own restart. It is called
+// only before refusing a container, and returns the pods released.
+func (p *Plugin) reapGoneSandboxes() int {
+	running := map[string]bool{}
+	for _, a := range p.alloc.Assignments() {
+		running[a.Pod.UID] = true
+	}
+	bySandbox := map[string][]string{}
+	for id, sb := range p.sandbox {
+		bySandbox[sb.uid] = append(bySandbox[sb.uid], id)
+	}
+	released := 0
+	for _, h := range p.alloc.Holds() {
+		uid := h.Pod.UID
+		if running[uid] || len(p.alloc.HoldsOf(uid)) == 0 {
+			continue // running, or released with an earlier hold of the pod
+		}
+		gone := true
+		for _, id := range bySandbox[uid] {
+			gone = gone && p.pinner.Gone(p.sandbox[id].cgroupsPath)
+		}
+		if !gone {
+			continue
+		}
+		for _, id := range bySandbox[uid] {
+			p.dropSandbox(id)
+		}
+		_, res := p.alloc.ReleasePod(uid)
+		p.recordRelease(res)
+		p.deferFollowers(res)
+		p.log.Infof("pod %s/%s: sandbox gone without a stop from the runtime; CPUs held for its stopped containers released", h.Pod.Namespace, h.Pod.Name)
+		released++
+	}
+	if released > 0 {
+		p.stateChanged()
+	}
+	return released
 }

@@ -1,0 +1,243 @@
+package plugin
+
+// The container handlers: a container's creation, update, stop and removal,
+// and the updates they carry for the containers that follow a pool.
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// CreateContainer decides the container's pool and CPUs and returns the
+// adjustment, plus updates for containers whose pool changed as a result.
+func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	who := containerRef(pod, ctr)
+	// Tenant input is bounded before it can hold the lock that every
+	// other container waits for.
+	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
+		p.log.Errorf("refusing container %s: %v", who, err)
+		p.metrics.countRefusal(refusedAnnotation)
+		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a, ok := p.alloc.Get(ctr.GetId()); ok {
+		// A repeated event (after a reconnect): answer the same, record
+		// nothing, and never undo what an earlier call decided.
+		st := containerState(a)
+		p.log.Infof("container %s: already placed in pool %s on CPUs %s", who, a.Pool, st.CPUs)
+		return p.adjustment(st), p.takePending(), nil
+	}
+	info := p.toContainer(pod, ctr)
+	if err := p.attachGrant(pod, ctr, &info); err != nil {
+		p.log.Errorf("refusing container %s: %v", who, err)
+		p.metrics.countRefusal(refusedGrant)
+		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+	}
+	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
+	if err != nil {
+		p.log.Errorf("refusing container %s: %v", who, err)
+		p.metrics.countRefusal(refusedAnnotation)
+		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+	}
+	res, err := p.alloc.Allocate(req)
+	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes() > 0 {
+		res, err = p.alloc.Allocate(req)
+	}
+	if err != nil {
+		p.log.Errorf("refusing container %s: %v", who, err)
+		p.metrics.countRefusal(refusedPlacement)
+		return nil, nil, fmt.Errorf("nri-cpupool: %w", err)
+	}
+	// The reply does not wait for the state file: the writer persists the
+	// decision in the background, and if this process dies before it does,
+	// the next Synchronize finds the container where the runtime runs it.
+	st := p.recordPlacement(res)
+	p.stateChanged()
+	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, st.Pool, st.CPUs, st.Mems)
+	updates := p.followers(res)
+	p.decidedHook("CreateContainer", ctr.GetId())
+	return p.adjustment(st), updates, nil
+}
+
+// adjustment pins a new container to its assignment, from its record (the
+// CPU lists already written out).
+func (p *Plugin) adjustment(st ContainerState) *api.ContainerAdjustment {
+	adj := &api.ContainerAdjustment{}
+	adj.SetLinuxCPUSetCPUs(st.CPUs)
+	if p.cfg.PinMemory && st.Mems != "" {
+		adj.SetLinuxCPUSetMems(st.Mems)
+	}
+	if st.NoCPUQuota {
+		adj.SetLinuxCPUQuota(noQuota)
+	}
+	adj.AddEnv(EnvCPUs, st.CPUs)
+	adj.AddEnv(EnvMems, st.Mems)
+	adj.AddEnv(EnvPool, st.Pool)
+	return adj
+}
+
+// decidedHook runs the test hook, if any, between a decision (recorded in
+// memory; the writer persists it in the background, perhaps not yet) and
+// its reply: the window in which a crash leaves the runtime without the
+// reply while the plugin has decided.
+func (p *Plugin) decidedHook(event, id string) {
+	if p.beforeReply != nil {
+		p.beforeReply(event, id)
+	}
+}
+
+// followers converts a decision's side effects, and any pending ones, into
+// updates and re-pins the sandboxes when infra changed.
+func (p *Plugin) followers(res allocator.Result) []*api.ContainerUpdate {
+	for _, u := range res.Updates {
+		p.pending[u.ID] = true
+	}
+	if res.InfraChanged {
+		p.log.Infof("infra is now %s: updating %d containers and %d sandboxes", p.alloc.PoolCPUs(pools.Infra), len(p.pending), len(p.sandbox))
+		p.pinSandboxesLater()
+	}
+	return p.takePending()
+}
+
+// takePending turns the pending containers into updates with their
+// current assignment.
+func (p *Plugin) takePending() []*api.ContainerUpdate {
+	if len(p.pending) == 0 {
+		return nil
+	}
+	var updates []*api.ContainerUpdate
+	for _, id := range slices.Sorted(maps.Keys(p.pending)) {
+		if a, ok := p.alloc.Get(id); ok {
+			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
+		}
+	}
+	clear(p.pending)
+	return updates
+}
+
+// deferFollowers records side effects of a handler that cannot return
+// updates (RemoveContainer, RemovePodSandbox); the next reply carries them,
+// computed when it is sent. They are never sent on their own: an
+// unsolicited update travels beside the replies, so the runtime could apply
+// an older "infra grew" after a newer "infra shrank" and put an infra
+// container on a CPU lent to an exclusive one. Only pools growing are ever
+// deferred (a release never shrinks one), so until then members run on a
+// subset of their pool, never on a CPU someone else holds. Sandboxes follow
+// without waiting for a reply: the pinner takes them at once.
+func (p *Plugin) deferFollowers(res allocator.Result) {
+	for _, u := range res.Updates {
+		p.pending[u.ID] = true
+	}
+	if res.InfraChanged {
+		p.pinSandboxesLater()
+	}
+}
+
+// UpdateContainer resizes a container whose CPU request changed (an
+// in-place pod resize) and keeps a pinned container's cpuset when someone
+// (the kubelet's static CPU manager, an operator) tries to change it.
+func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, ok := p.alloc.Get(ctr.GetId())
+	if !ok {
+		return nil, nil
+	}
+	if milli := milliOf(res.GetCpu()); milli > 0 && milli != a.MilliCPU {
+		if _, granted, _ := grantToken(ctr.GetEnv()); granted && pools.IsExclusive(a.Pool) {
+			// The kubelet counted cpupool.dev/exclusive devices, not the CPU
+			// request: growing or shrinking the cpuset would part the
+			// kubelet's accounting from the real CPUs.
+			p.metrics.countResize(a.Pool, "refused")
+			return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are the %s devices the kubelet allocated; change the resource count (a new pod) instead",
+				a.Pod.ContainerName(a.Container), milli, a.CPUs, config.ResourceExclusive)
+		}
+		return p.resize(pod, ctr, a, milli)
+	}
+	// The kubelet sets a quota with every update; a lifted one stays lifted.
+	quota := a.NoCPUQuota && res.GetCpu().GetQuota().GetValue() > 0
+	override := false
+	if want := res.GetCpu().GetCpus(); want != "" {
+		set, err := cpulist.Parse(want)
+		override = err != nil || !cpulist.Equal(set, a.CPUs)
+		if override && !p.overrode[a.ID] {
+			p.overrode[a.ID] = true
+			p.log.Warnf("container %s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
+				containerRef(pod, ctr), a.CPUs, a.Pool, cpulist.Echo(want))
+		}
+	}
+	if !override && !quota {
+		return nil, nil
+	}
+	u := cpuUpdate(a, p.cfg.PinMemory)
+	u.IgnoreFailure = false
+	if quota {
+		u.SetLinuxCPUQuota(noQuota)
+	}
+	delete(p.pending, a.ID)
+	return append([]*api.ContainerUpdate{u}, p.takePending()...), nil
+}
+
+// noQuota is the CFS quota that means none: cpu.cfs_quota_us -1 on cgroup
+// v1, "max" in cpu.max on v2.
+const noQuota = -1
+
+// StopContainer ends a container's run. Exclusive CPUs stay held for its
+// pod (its next run, or the pod's later containers) until the pod's
+// sandbox stops; shared and infra members simply leave their pool.
+func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res := p.stop(ctr)
+	delete(p.overrode, ctr.GetId())
+	p.stateChanged()
+	updates := p.followers(res)
+	p.decidedHook("StopContainer", ctr.GetId())
+	return updates, nil
+}
+
+// RemoveContainer forgets a container. A removed container's held CPUs
+// stay held: the kubelet removes dead containers (garbage collection,
+// pruning of init containers) while their pod is active and may still run
+// the container again. One removed without a stop is stopped here.
+func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.alloc.Get(ctr.GetId()); !ok {
+		return nil
+	}
+	res := p.stop(ctr)
+	p.deferFollowers(res)
+	p.stateChanged()
+	return nil
+}
+
+// stop ends a container's run; its exclusive CPUs stay held for its pod.
+func (p *Plugin) stop(ctr *api.Container) allocator.Result {
+	res := p.alloc.Stop(ctr.GetId(), exitCode(ctr))
+	p.recordRelease(res)
+	if a := res.Assignment; pools.IsExclusive(a.Pool) && a.Pod.UID != "" {
+		p.log.Infof("container %s stopped: CPUs %s held for its pod until the pod sandbox stops", a.Pod.ContainerName(a.Container), a.Held())
+	}
+	return res
+}
+
+// exitCode is the exit code the runtime reported for a stopped container,
+// nil if it reported none (no finish time).
+func exitCode(ctr *api.Container) *int32 {
+	if ctr.GetFinishedAt() == 0 {
+		return nil
+	}
+	code := ctr.GetExitCode()
+	return &code
+}

@@ -1,0 +1,358 @@
+package plugin
+
+// Synchronize: how the remembered state meets the runtime's after a
+// (re)connect.
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// Synchronize reconciles the remembered state with the runtime, which is the
+// truth about which containers exist and where they run: containers that
+// still exist keep exactly their CPUs, vanished ones are freed, and ones
+// created while the plugin was away are placed and updated.
+func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.loadState(); err != nil {
+		return nil, err
+	}
+	if p.synced {
+		// The runtime reconnected: memory is newer than the file, and the
+		// holds live in the allocator.
+		p.rememberHolds()
+	}
+	remembered := p.memory
+	p.startOver(pods)
+	podUIDs := map[string]bool{}
+	for _, pod := range pods {
+		podUIDs[pod.GetUid()] = true
+	}
+	p.forgetGrants(func(uid string) bool { return !podUIDs[uid] })
+	// Remembered containers first, so that they keep their CPUs before
+	// anything new is placed.
+	known, unknown := splitRemembered(containers, remembered.Containers)
+	var repair []*api.Container
+	for _, c := range known {
+		if !p.restoreKnown(c, remembered.Containers[c.GetId()]) {
+			repair = append(repair, c)
+		}
+	}
+	// Then the holds of pods that still exist, before anything new is
+	// placed: a container restarted while the plugin was away gets its own.
+	p.restoreHolds(remembered, pods, known)
+	// Containers that do not run where they should (the runtime created
+	// them without our adjustment, or on CPUs this node lacks) are pinned
+	// again once every container that runs correctly, and every hold, has
+	// its CPUs.
+	updates, confined := p.repairAll(repair, remembered.Containers, pods)
+	adopted, confinedNew := p.adoptAll(unknown, pods)
+	updates = append(updates, adopted...)
+	updates = append(updates, p.followPools(append(known, unknown...))...)
+	p.rememberAssignments()
+	p.synced = true
+	p.stateChanged()
+	p.pinSandboxesLater()
+	p.metrics.synchronized.Inc()
+	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d CPU sets held for stopped containers, %d updates",
+		len(known)-len(repair), len(repair), len(unknown), confined+confinedNew, p.countForgotten(remembered.Containers), len(p.alloc.Holds()), len(updates))
+	return updates, nil
+}
+
+// startOver empties the in-memory view: after a runtime restart it is as
+// stale as the file. The pod sandboxes to pin are the runtime's.
+func (p *Plugin) startOver(pods []*api.PodSandbox) {
+	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)
+	p.memory = NewState()
+	p.pending = map[string]bool{} // Synchronize's updates cover every container
+	p.sandbox, p.podSandboxes = map[string]sandbox{}, map[string]int{}
+	for _, pod := range pods {
+		p.addSandbox(pod)
+	}
+}
+
+// restoreHolds re-adds the remembered holds of pods that still exist, and
+// makes holds of remembered exclusive containers that stopped or vanished
+// while the plugin was away (their exit code is unknown). Holds whose
+// container runs again, or whose CPUs a running container took, end.
+func (p *Plugin) restoreHolds(remembered *State, pods []*api.PodSandbox, running []*api.Container) {
+	podUIDs, runs := map[string]bool{}, map[string]bool{}
+	for _, pod := range pods {
+		podUIDs[pod.GetUid()] = true
+	}
+	for _, c := range running {
+		runs[c.GetId()] = true
+	}
+	var holds []allocator.Hold
+	for _, key := range slices.Sorted(maps.Keys(remembered.Held)) {
+		h := remembered.Held[key]
+		a, _ := p.assignmentFromState(h.ContainerID, h.ContainerState)
+		holds = append(holds, allocator.Hold{Assignment: a, ExitCode: h.ExitCode})
+	}
+	for _, id := range slices.Sorted(maps.Keys(remembered.Containers)) {
+		if st := remembered.Containers[id]; !runs[id] && pools.IsExclusive(st.Pool) {
+			a, _ := p.assignmentFromState(id, st)
+			holds = append(holds, allocator.Hold{Assignment: a})
+		}
+	}
+	holds = append(holds, p.migratePrevious(remembered.Previous, podUIDs)...)
+	for _, h := range holds {
+		who := h.Pod.ContainerName(h.Container)
+		if !podUIDs[h.Pod.UID] {
+			p.log.Infof("synchronize: pod of stopped container %s is gone; CPUs %s released", who, h.Held())
+			continue
+		}
+		if _, err := p.alloc.RestoreHold(h); err != nil {
+			p.log.Warnf("synchronize: CPUs %s of stopped container %s no longer held: %v", h.Held(), who, err)
+		}
+	}
+}
+
+// migratePrevious turns the remembered CPUs of stopped containers from a
+// state file written before holds existed into holds, if they are free;
+// the pool is the exclusive pool that contains them.
+func (p *Plugin) migratePrevious(previous map[string]string, podUIDs map[string]bool) []allocator.Hold {
+	var holds []allocator.Hold
+	for _, key := range slices.Sorted(maps.Keys(previous)) {
+		uid, name, _ := strings.Cut(key, "/")
+		cpus, clean := p.nodeCPUs(previous[key], "remembered CPUs of "+key)
+		if !clean || cpus.IsEmpty() || !podUIDs[uid] {
+			continue
+		}
+		for _, pool := range []string{pools.Exclusive, pools.ExclusiveNonIsolcpus} {
+			if cpus.IsSubsetOf(p.alloc.Layout().Pool(pool)) {
+				holds = append(holds, allocator.Hold{Assignment: allocator.Assignment{ID: "previous:" + key, Pod: allocator.PodRef{UID: uid},
+					Container: name, Pool: pool, MilliCPU: int64(cpus.Size()) * 1000, CPUs: cpus, Reserved: cpuset.New()}})
+				break
+			}
+		}
+	}
+	return holds
+}
+
+// splitRemembered separates the running containers the state remembers
+// from those it does not, each sorted by id. Stopped containers hold no
+// CPUs and are left out.
+func splitRemembered(containers []*api.Container, remembered map[string]ContainerState) (known, unknown []*api.Container) {
+	for _, c := range containers {
+		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		if _, ok := remembered[c.GetId()]; ok {
+			known = append(known, c)
+		} else {
+			unknown = append(unknown, c)
+		}
+	}
+	sortContainers(known)
+	sortContainers(unknown)
+	return known, unknown
+}
+
+// adoptAll places the containers the state does not know and returns the
+// updates that pin those that must move, and how many were confined.
+func (p *Plugin) adoptAll(unknown []*api.Container, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
+	podByID := podsByID(pods)
+	var updates []*api.ContainerUpdate
+	confined := 0
+	for _, c := range unknown {
+		u, ok := p.adoptUnknown(podByID[c.GetPodSandboxId()], c)
+		if u != nil {
+			updates = append(updates, u)
+		}
+		if !ok {
+			confined++
+		}
+	}
+	return updates, confined
+}
+
+// repairAll pins again the remembered containers restoreKnown could not
+// keep where they run, and counts those it had to confine.
+func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]ContainerState, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
+	podByID := podsByID(pods)
+	var updates []*api.ContainerUpdate
+	confined := 0
+	for _, c := range repair {
+		u, ok := p.repairKnown(podByID[c.GetPodSandboxId()], c, remembered[c.GetId()])
+		if u != nil {
+			updates = append(updates, u)
+		}
+		if !ok {
+			confined++
+		}
+	}
+	return updates, confined
+}
+
+// followPools returns updates for shared and infra members that do not run
+// on their pool as it is now.
+func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate {
+	var updates []*api.ContainerUpdate
+	for _, c := range containers {
+		a, ok := p.alloc.Get(c.GetId())
+		if !ok || pools.IsExclusive(a.Pool) {
+			continue
+		}
+		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, a.CPUs) {
+			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
+		}
+	}
+	return updates
+}
+
+// countForgotten counts the remembered containers the runtime no longer
+// runs.
+func (p *Plugin) countForgotten(remembered map[string]ContainerState) int {
+	n := 0
+	for id := range remembered {
+		if _, ok := p.alloc.Get(id); !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// restoreKnown re-adds a remembered container where the runtime says it
+// runs, if that is a place it may run: its remembered CPUs, or another
+// whole set of its pool that nobody else holds. A conflict with the
+// configuration (e.g. the pool changed) keeps it there and is reported. It
+// returns false, having added nothing, when the container must be pinned
+// again (see repairKnown).
+func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
+	a, clean := p.assignmentFromState(c.GetId(), st)
+	who := rememberedRef(st)
+	if !pools.IsExclusive(st.Pool) {
+		// Shared and infra members follow their pool; the caller updates
+		// them if they run elsewhere.
+		if _, err := p.alloc.Restore(a, true); err != nil {
+			p.log.Warnf("kept container %s in pool %s although %v", who, st.Pool, err)
+		}
+		return true
+	}
+	cur, pinned := p.runtimeCPUs(c)
+	switch {
+	case !pinned || !clean:
+		return false
+	case !p.alloc.HeldByOthers(a.Held(), a.ID).IsEmpty():
+		// Two containers on one exclusive CPU: the first keeps it.
+		return false
+	case cpulist.Equal(cur, a.CPUs):
+		if _, err := p.alloc.Restore(a, true); err != nil {
+			p.log.Warnf("kept container %s on CPUs %s although %v", who, a.CPUs, err)
+		}
+		return true
+	case cur.Size() == a.CPUs.Size():
+		moved := a
+		moved.CPUs = cur
+		if !a.Reserved.IsEmpty() {
+			moved.Reserved = p.alloc.HiddenSiblings(cur)
+		}
+		if _, err := p.alloc.Restore(moved, false); err == nil {
+			p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", who, cur, a.CPUs)
+			return true
+		}
+	}
+	return false
+}
+
+// repairKnown pins a remembered exclusive container that does not run
+// where it may: back on its remembered CPUs when they are free, else placed
+// anew, else confined to infra. ok is false when it was confined.
+func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st ContainerState) (*api.ContainerUpdate, bool) {
+	a, clean := p.assignmentFromState(c.GetId(), st)
+	who := rememberedRef(st)
+	cur, pinned := p.runtimeCPUs(c)
+	runs := "every CPU"
+	if pinned {
+		runs = "CPUs " + cur.String()
+	}
+	if clean {
+		if _, err := p.alloc.Restore(a, false); err == nil {
+			p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, a.CPUs)
+			return cpuUpdate(a, p.cfg.PinMemory), true
+		}
+	}
+	if pod == nil {
+		return p.confine(c, who, fmt.Errorf("its pod sandbox is gone"))
+	}
+	p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored; placing it again", who, runs, st.CPUs)
+	return p.adoptUnknown(pod, c)
+}
+
+// adoptUnknown handles a container the state does not know (created while
+// the plugin was away, or the state was lost) and returns the update that
+// pins it, if it must move. A container it cannot place is confined to
+// infra (ok false): left alone it would run on every CPU, exclusive ones
+// included.
+func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.ContainerUpdate, bool) {
+	if pod == nil {
+		return p.confine(c, c.GetId(), fmt.Errorf("it has no pod sandbox"))
+	}
+	who := containerRef(pod, c)
+	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
+		return p.confine(c, who, err)
+	}
+	info := p.toContainer(pod, c)
+	if err := p.attachGrant(pod, c, &info); err != nil {
+		return p.confine(c, who, err)
+	}
+	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
+	if err != nil {
+		return p.confine(c, who, err)
+	}
+	current, pinned := p.runtimeCPUs(c)
+	if !pinned {
+		current = cpuset.New()
+	}
+	res, kept, err := p.alloc.Adopt(req, current)
+	switch {
+	case err != nil:
+		return p.confine(c, who, err)
+	case kept:
+		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
+		if res.Assignment.NoCPUQuota && c.GetLinux().GetResources().GetCpu().GetQuota().GetValue() > 0 {
+			u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
+			u.SetLinuxCPUQuota(noQuota)
+			return u, true
+		}
+		return nil, true
+	case pools.IsExclusive(req.Pool):
+		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
+		u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
+		if res.Assignment.NoCPUQuota {
+			u.SetLinuxCPUQuota(noQuota)
+		}
+		return u, true
+	}
+	return nil, true // shared/infra members are updated by the caller if needed
+}
+
+// confine puts a container Synchronize cannot place into infra, where it
+// overlaps no exclusive CPU, and says why.
+func (p *Plugin) confine(c *api.Container, who string, reason error) (*api.ContainerUpdate, bool) {
+	p.metrics.countRefusal(refusedSynchronize)
+	var pod allocator.PodRef
+	if st, ok := p.memory.Containers[c.GetId()]; ok {
+		pod = rememberedPod(st)
+	}
+	_, err := p.alloc.Allocate(allocator.Request{ID: c.GetId(), Pod: pod, Container: c.GetName(), Pool: pools.Infra,
+		NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
+	if err != nil {
+		p.log.Errorf("synchronize: container %s cannot be placed (%v) nor confined to infra: %v", who, reason, err)
+		return nil, false
+	}
+	p.log.Errorf("synchronize: container %s confined to infra: %v", who, reason)
+	return nil, false // the caller updates infra members
+}
