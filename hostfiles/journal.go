@@ -33,6 +33,8 @@ type Record struct {
 	Original string `json:"original"`
 	// Owner is the Source that changed it ("irq").
 	Owner string `json:"owner"`
+	// Order is the change's Order: restores run in descending order.
+	Order int `json:"order,omitempty"`
 }
 
 // journalContent is the file's content: the boot the records belong to
@@ -62,8 +64,6 @@ type Journal struct {
 	bootID  string
 	records map[string]Record
 	refused map[string]string
-	// unsaved tells that the file lists records memory has dropped.
-	unsaved bool
 	now     func() time.Time
 }
 
@@ -176,13 +176,21 @@ func (j *Journal) Records() map[string]Record { return maps.Clone(j.records) }
 // Len is the number of records.
 func (j *Journal) Len() int { return len(j.records) }
 
-// Add records originals durably. Only when it returns nil are they in the
-// journal, in memory and on disk; on error neither has changed, and the
-// files must not be written. A path already recorded keeps its first
-// original.
-func (j *Journal) Add(add map[string]Record) error {
+// Commit records new originals and drops the records of files that have
+// their original back (or are gone), in one durable write. Only when it
+// returns nil has memory changed; on error neither memory nor the file
+// has, so new originals' files must not be written, and dropped records
+// stay (their restore is repeated, harmlessly). A path already recorded
+// keeps its first original.
+func (j *Journal) Commit(add map[string]Record, drop []string) error {
 	next := maps.Clone(j.records)
 	changed := false
+	for _, p := range drop {
+		if _, ok := next[p]; ok {
+			delete(next, p)
+			changed = true
+		}
+	}
 	for p, r := range add {
 		if _, ok := next[p]; !ok {
 			next[p] = r
@@ -197,21 +205,6 @@ func (j *Journal) Add(add map[string]Record) error {
 	}
 	j.records = next
 	return nil
-}
-
-// Drop removes records whose originals are back (or whose files are gone).
-// Memory changes at once; the error says the file still lists them, which
-// is harmless (a later restore writes the same originals again) until the
-// next successful save.
-func (j *Journal) Drop(paths []string) error {
-	if len(paths) == 0 {
-		return nil
-	}
-	for _, p := range paths {
-		delete(j.records, p)
-	}
-	j.unsaved = true
-	return j.save(j.records)
 }
 
 // SetRefused replaces the refusals kept for the audit, saving them if they
@@ -230,12 +223,6 @@ func (j *Journal) SetRefused(refused map[string]string) error {
 	return nil
 }
 
-// Unsaved tells that a Drop could not be saved: Save should be retried.
-func (j *Journal) Unsaved() bool { return j.unsaved }
-
-// Save writes the records as they are in memory.
-func (j *Journal) Save() error { return j.save(j.records) }
-
 func (j *Journal) save(records map[string]Record) error {
 	content, err := json.Marshal(journalContent{BootID: j.bootID, Records: records, Refused: j.refused})
 	if err != nil {
@@ -248,8 +235,5 @@ func (j *Journal) save(records map[string]Record) error {
 	if err := j.fs.ReplaceFile(j.path, append(data, '\n')); err != nil {
 		return fmt.Errorf("writing journal %s: %w", j.path, err)
 	}
-	// Whatever map was saved, every record memory lacks is gone from the
-	// file too: Add saves memory plus the new records.
-	j.unsaved = false
 	return nil
 }

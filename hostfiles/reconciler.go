@@ -25,8 +25,13 @@ type Change struct {
 	// after trimming white space). An IRQ affinity is satisfied by any set
 	// that avoids the banned CPUs, so that irqbalance may place the IRQ
 	// within it without the plugin writing it back. A file whose original
-	// content is satisfied is neither recorded nor written.
+	// content is satisfied is neither recorded nor written, and a changed
+	// one gets its original back.
 	Satisfied func(content, want string) bool
+	// Order sorts the writes of a pass, ascending, and the restores,
+	// descending (then by path): a cgroup's parents take CPUs before it,
+	// and give them back after it.
+	Order int
 }
 
 // Plan is what a Source wants in one pass.
@@ -215,13 +220,18 @@ func (r *Reconciler) run() {
 // write is one host file a pass writes.
 type write struct {
 	path, value, owner string
-	// fresh: its original was recorded in this pass (the file still holds
+	order              int
+	// fresh: its original is recorded in this pass (the file still holds
 	// it).
 	fresh bool
 }
 
-// pass brings the host files to the Sources' plans; see the package
-// comment for the order. It returns the transient errors, joined.
+// pass brings the host files to the Sources' plans: it plans, restores
+// what no owner wants any more, records the new originals (and drops the
+// restored ones) in one journal write, runs the Before hooks, writes, and
+// runs the After hooks. Restores come first so that what a released
+// owner held (a CPU in a cgroup partition) is free before anything new
+// claims it. It returns the transient errors, joined.
 func (r *Reconciler) pass() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -234,6 +244,7 @@ func (r *Reconciler) pass() error {
 		claimed    = map[string]string{} // path → owner, for every change
 		planned    = map[string]string{} // path → owner, for changes to keep
 		planOK     = map[string]bool{}   // owners whose plan succeeded
+		sourceOf   = map[string]Source{}
 		writes     []write
 		fresh      = map[string]Record{}
 		drops      []string
@@ -245,10 +256,10 @@ func (r *Reconciler) pass() error {
 		r.transient.Add(1)
 		problems = append(problems, err)
 	}
-	refused := func(f Failure, err error, src Source) {
+	refused := func(f Failure, err error) {
 		r.permanent.Add(1)
 		f.Error, f.errno = err.Error(), errnoOf(err)
-		if ex, ok := src.(Explainer); ok {
+		if ex, ok := sourceOf[f.Owner].(Explainer); ok {
 			f.Hint = ex.Explain(f.Path, err)
 		}
 		if prev, ok := r.failed[f.Path]; !ok || prev.Value != f.Value || prev.Restore != f.Restore {
@@ -256,7 +267,8 @@ func (r *Reconciler) pass() error {
 		}
 		r.failed[f.Path] = f
 	}
-	sourceOf := map[string]Source{}
+
+	// Plan.
 	for _, src := range r.sources {
 		owner := src.Owner()
 		sourceOf[owner] = src
@@ -293,7 +305,7 @@ func (r *Reconciler) pass() error {
 			}
 			want, err := ch.Want(original)
 			if err != nil {
-				refused(Failure{Path: ch.Path, Owner: owner, Value: ""}, err, src)
+				refused(Failure{Path: ch.Path, Owner: owner}, err)
 				continue
 			}
 			if satisfied(ch, original, want) {
@@ -309,8 +321,8 @@ func (r *Reconciler) pass() error {
 				continue // refused for good; not retried
 			}
 			if !journaled {
-				fresh[ch.Path] = Record{Original: original, Owner: owner}
-				writes = append(writes, write{path: ch.Path, value: want, owner: owner, fresh: true})
+				fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order}
+				writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true})
 				continue
 			}
 			data, err := r.fs.ReadFile(ch.Path)
@@ -325,43 +337,21 @@ func (r *Reconciler) pass() error {
 			if satisfied(ch, trim(data), want) {
 				continue
 			}
-			writes = append(writes, write{path: ch.Path, value: want, owner: owner})
+			writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order})
 		}
 	}
-	// Record first: a file is written only once its original is on disk.
-	if len(fresh) > 0 {
-		if err := r.journal.Add(fresh); err != nil {
-			transient(fmt.Errorf("recording %d original values: %w; their files are not changed", len(fresh), err))
-			writes = slices.DeleteFunc(writes, func(w write) bool { return w.fresh })
-		}
-	}
-	for _, f := range befores {
-		if err := f(); err != nil {
-			transient(err)
-		}
-	}
-	slices.SortFunc(writes, func(a, b write) int { return strings.Compare(a.path, b.path) })
-	for _, w := range writes {
-		err := r.fs.WriteFile(w.path, []byte(w.value))
-		switch {
-		case err == nil:
-			r.writes.Add(1)
-			delete(r.failed, w.path)
-		case Classify(err) == Gone:
-			drops = append(drops, w.path)
-		case Classify(err) == Permanent:
-			refused(Failure{Path: w.path, Owner: w.owner, Value: w.value}, err, sourceOf[w.owner])
-			if w.fresh {
-				// The kernel left the file as it was: nothing to restore.
-				drops = append(drops, w.path)
-			}
-		default:
-			transient(fmt.Errorf("%s: writing %s: %w", w.owner, w.path, err))
-		}
-	}
-	// Restore what no Source wants any more, for owners that said so.
+
+	// Restore what no Source wants any more, for owners that said so (and
+	// for owners this process does not have).
 	records := r.journal.Records()
-	for _, path := range slices.Sorted(maps.Keys(records)) {
+	restores := slices.Collect(maps.Keys(records))
+	slices.SortFunc(restores, func(a, b string) int {
+		if d := records[b].Order - records[a].Order; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	for _, path := range restores {
 		rec := records[path]
 		if _, wanted := planned[path]; wanted || !planOK[rec.Owner] && sourceOf[rec.Owner] != nil {
 			continue
@@ -369,7 +359,7 @@ func (r *Reconciler) pass() error {
 		if f, ok := r.failed[path]; ok && f.Restore && f.Value == rec.Original {
 			continue // refused for good; tried again by the next process
 		}
-		err := r.fs.WriteFile(path, []byte(rec.Original))
+		err := r.fs.WriteFile(path, []byte(writable(rec.Original)))
 		switch {
 		case err == nil:
 			r.restores.Add(1)
@@ -381,21 +371,49 @@ func (r *Reconciler) pass() error {
 		case Classify(err) == Permanent:
 			// The record stays: losing the original would be worse than
 			// trying it again after a restart.
-			refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true}, err, sourceOf[rec.Owner])
+			refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true}, err)
 		default:
 			transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
 		}
 	}
-	if len(drops) > 0 || r.journal.Unsaved() {
-		var err error
-		if len(drops) > 0 {
-			err = r.journal.Drop(drops)
-		} else {
-			err = r.journal.Save()
+
+	// Record first: a file is written only once its original is on disk.
+	if err := r.journal.Commit(fresh, drops); err != nil {
+		transient(fmt.Errorf("recording %d original values and dropping %d restored ones: %w; the new values are not written", len(fresh), len(drops), err))
+		writes = slices.DeleteFunc(writes, func(w write) bool { return w.fresh })
+	}
+	drops = nil
+	for _, f := range befores {
+		if err := f(); err != nil {
+			transient(err)
 		}
-		if err != nil {
-			transient(fmt.Errorf("dropping %d restored values from the journal: %w", len(drops), err))
+	}
+	slices.SortFunc(writes, func(a, b write) int {
+		if a.order != b.order {
+			return a.order - b.order
 		}
+		return strings.Compare(a.path, b.path)
+	})
+	for _, w := range writes {
+		err := r.fs.WriteFile(w.path, []byte(writable(w.value)))
+		switch {
+		case err == nil:
+			r.writes.Add(1)
+			delete(r.failed, w.path)
+		case Classify(err) == Gone:
+			drops = append(drops, w.path)
+		case Classify(err) == Permanent:
+			refused(Failure{Path: w.path, Owner: w.owner, Value: w.value}, err)
+			if w.fresh {
+				// The kernel left the file as it was: nothing to restore.
+				drops = append(drops, w.path)
+			}
+		default:
+			transient(fmt.Errorf("%s: writing %s: %w", w.owner, w.path, err))
+		}
+	}
+	if err := r.journal.Commit(nil, drops); err != nil {
+		transient(fmt.Errorf("dropping %d records of unchanged files: %w", len(drops), err))
 	}
 	for _, f := range afters {
 		if err := f(); err != nil {
@@ -427,6 +445,16 @@ func (r *Reconciler) pass() error {
 	}
 	r.publish(err)
 	return err
+}
+
+// restoreValue is what is written to put an original back: an empty
+// original as a newline, since some kernel files (cgroup v2's
+// cpuset.cpus.exclusive) take an empty write as no write at all.
+func writable(value string) string {
+	if value == "" {
+		return "\n"
+	}
+	return value
 }
 
 // logRefusals logs new permanent refusals once, one line per owner, errno

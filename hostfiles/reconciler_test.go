@@ -104,7 +104,7 @@ func TestJournalFailureChangesNothing(t *testing.T) {
 	src.set(map[string]string{tr.path("a"): "y"})
 	err := in.r.Flush()
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "their files are not changed")
+	assert.Contains(t, err.Error(), "the new values are not written")
 	assert.Equal(t, "x", tr.read(t, "a"))
 	assert.Zero(t, fsys.writesTo(tr.path("a")))
 	_, recorded := in.j.Get(tr.path("a"))
@@ -390,4 +390,43 @@ func TestChangedFileWhoseOriginalNowSatisfiesIsRestored(t *testing.T) {
 	require.NoError(t, in.r.Flush())
 	assert.Equal(t, "2", tr.read(t, "a"))
 	assert.Empty(t, onDisk(t, tr))
+}
+
+// orderedSource wants fixed values with an Order per path.
+type orderedSource struct {
+	want  map[string]string
+	order map[string]int
+}
+
+func (o *orderedSource) Owner() string { return "cgroup" }
+
+func (o *orderedSource) Plan() (Plan, error) {
+	var p Plan
+	for path, v := range o.want {
+		p.Changes = append(p.Changes, Change{Path: path, Want: func(string) (string, error) { return v, nil }, Order: o.order[path]})
+	}
+	return p, nil
+}
+
+// TestOrderAndRestoresFirst: writes run in ascending Order whatever the
+// paths, restores in descending Order, and a pass restores what was
+// released before it writes what is new (a CPU given back before it is
+// given again). An empty value is written as a newline.
+func TestOrderAndRestoresFirst(t *testing.T) {
+	tr := newTree(t, map[string]string{"z-parent": "", "m-child": "", "a-leaf": "member", "other": "x"})
+	fsys := &faultFS{}
+	src := &orderedSource{order: map[string]int{tr.path("z-parent"): 0, tr.path("m-child"): 1, tr.path("a-leaf"): 2}}
+	in := openInstance(t, fsys, tr, bootA, src)
+	src.want = map[string]string{tr.path("z-parent"): "5", tr.path("m-child"): "5", tr.path("a-leaf"): "isolated"}
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []op{{"replace", tr.journal()}, {"write", tr.path("z-parent")}, {"write", tr.path("m-child")}, {"write", tr.path("a-leaf")}}, fsys.takeOps())
+
+	src.want = map[string]string{tr.path("other"): "y"}
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []op{{"write", tr.path("a-leaf")}, {"write", tr.path("m-child")}, {"write", tr.path("z-parent")},
+		{"replace", tr.journal()}, {"write", tr.path("other")}}, fsys.takeOps())
+	data, err := os.ReadFile(tr.path("z-parent"))
+	require.NoError(t, err)
+	assert.Equal(t, "\n", string(data), "an empty original is written as a newline")
+	assert.Equal(t, "member", tr.read(t, "a-leaf"))
 }
