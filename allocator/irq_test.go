@@ -70,4 +70,12 @@ func TestIsolateIRQsIsCarried(t *testing.T) {
 	holds := a.Holds()
 	require.Len(t, holds, 1)
 	assert.True(t, holds[0].IsolateIRQs, "held CPUs stay free of IRQs")
+	assert.Equal(t, res.Assignment.Held().String(), a.IRQIsolated().String())
+
+	other := exclusive("c2", 1)
+	_, err = a.Allocate(other)
+	require.NoError(t, err)
+	assert.Equal(t, res.Assignment.Held().String(), a.IRQIsolated().String(), "a container that did not ask adds nothing")
+	a.ReleasePod("uid-c1")
+	assert.True(t, a.IRQIsolated().IsEmpty(), "the pod ended: nothing kept free")
 }

@@ -36,6 +36,9 @@ type Config struct {
 	// NodeCPUs are the CPUs of each NUMA node, for IRQs whose affinity
 	// was entirely banned.
 	NodeCPUs map[int]cpuset.CPUSet
+	// Banned, when set, is asked for the CPUs to keep IRQs off at each
+	// pass (on the reconciler's goroutine); SetBanned replaces it.
+	Banned func() cpuset.CPUSet
 }
 
 // Source is the hostfiles.Source of IRQ affinities.
@@ -43,8 +46,9 @@ type Source struct {
 	cfg Config
 	log *logrus.Logger
 
-	mu     sync.Mutex // guards banned only: SetBanned runs on reply paths
-	banned cpuset.CPUSet
+	mu     sync.Mutex // guards banned and last: SetBanned runs on reply paths
+	banned func() cpuset.CPUSet
+	last   cpuset.CPUSet
 
 	irqbalance *irqbalance
 }
@@ -56,7 +60,10 @@ var (
 
 // NewSource returns a Source that bans nothing until SetBanned.
 func NewSource(cfg Config, log *logrus.Logger) *Source {
-	s := &Source{cfg: cfg, log: log, banned: cpuset.New()}
+	s := &Source{cfg: cfg, log: log, banned: cfg.Banned, last: cpuset.New()}
+	if s.banned == nil {
+		s.banned = func() cpuset.CPUSet { return cpuset.New() }
+	}
 	if cfg.IrqbalanceDir != "" {
 		s.irqbalance = newIrqbalance(cfg, log)
 	}
@@ -67,15 +74,15 @@ func NewSource(cfg Config, log *logrus.Logger) *Source {
 // caller then kicks the reconciler.
 func (s *Source) SetBanned(cpus cpuset.CPUSet) {
 	s.mu.Lock()
-	s.banned = cpus
+	s.banned = func() cpuset.CPUSet { return cpus }
 	s.mu.Unlock()
 }
 
-// Banned is the set last given to SetBanned.
-func (s *Source) Banned() cpuset.CPUSet {
+// LastBanned is the set the last pass kept IRQs off.
+func (s *Source) LastBanned() cpuset.CPUSet {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.banned
+	return s.last
 }
 
 // Owner names the Source in the journal.
@@ -86,7 +93,13 @@ func (s *Source) Owner() string { return Owner }
 // restores what it changed. irqbalance is told before the writes when
 // CPUs are banned and after the restores when none are.
 func (s *Source) Plan() (hostfiles.Plan, error) {
-	banned := s.Banned()
+	s.mu.Lock()
+	get := s.banned
+	s.mu.Unlock()
+	banned := get()
+	s.mu.Lock()
+	s.last = banned
+	s.mu.Unlock()
 	var plan hostfiles.Plan
 	if s.irqbalance != nil {
 		tell := func() error { return s.irqbalance.sync(banned) }

@@ -12,6 +12,13 @@ import (
 // rather than half understood.
 var migrations = map[int]func(payload []byte) (*State, error){
 	1: migrateV1,
+	2: migrateV2,
+}
+
+// migrateV2: schema 3 only added an optional field (isolateIRQs), so a
+// version 2 payload is a version 3 one without it.
+func migrateV2(payload []byte) (*State, error) {
+	return decodePayload(payload)
 }
 
 // stateV1 is schema 1, the first release's file (2a6c3c2).
