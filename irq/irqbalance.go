@@ -42,10 +42,13 @@ type irqbalance struct {
 	mu     sync.Mutex
 	st     IrqbalanceStatus
 	warned map[int]bool
+	// own caches each process's own banned set (it cannot change without
+	// a restart, which is a new pid).
+	own map[int]cpuset.CPUSet
 }
 
 func newIrqbalance(cfg Config, log *logrus.Logger) *irqbalance {
-	return &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}}
+	return &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, own: map[int]cpuset.CPUSet{}}
 }
 
 var socketName = regexp.MustCompile(`^irqbalance([0-9]{1,9})\.sock$`)
@@ -69,7 +72,7 @@ func (b *irqbalance) sync(banned cpuset.CPUSet) error {
 	}
 	arg := "NULL"
 	if !banned.IsEmpty() {
-		own, err := b.ownBanned(pid)
+		own, err := b.ownSet(pid, sock)
 		if err != nil {
 			return fmt.Errorf("irqbalance (pid %d): %w", pid, err)
 		}
@@ -144,6 +147,34 @@ func (b *irqbalance) warnWithoutSocket() {
 			b.log.Warnf("irqbalance (pid %d) runs without a control socket in %s: it may move IRQs back onto CPUs kept free of them until the plugin's next rescan moves them off again; use an irqbalance built with its UI socket (Debian's is), or ban the exclusive pool's CPUs with IRQBALANCE_BANNED_CPULIST", pid, b.cfg.IrqbalanceDir)
 		}
 	}
+}
+
+// ownSet is the set irqbalance bans by itself: computed from its
+// environment (ownBanned) when the plugin may read it, else asked of
+// irqbalance ("setup") before the plugin first tells this process
+// anything: a plugin confined by systemd (CapabilityBoundingSet without
+// CAP_SYS_PTRACE) may not read the environment of an irqbalance with more
+// capabilities than its own.
+func (b *irqbalance) ownSet(pid int, sock string) (cpuset.CPUSet, error) {
+	if own, ok := b.own[pid]; ok {
+		return own, nil
+	}
+	own, err := b.ownBanned(pid)
+	if err != nil {
+		b.mu.Lock()
+		told := b.st.PID == pid && b.st.Told != ""
+		b.mu.Unlock()
+		if told {
+			return cpuset.New(), fmt.Errorf("%w; and it has been told a list already, so its answer would not be its own", err)
+		}
+		var qerr error
+		if own, qerr = queryBanned(sock); qerr != nil {
+			return cpuset.New(), fmt.Errorf("%w; asking it: %w", err, qerr)
+		}
+		b.log.Infof("irqbalance (pid %d): its own banned CPUs are %s (asked; %v)", pid, own, err)
+	}
+	b.own[pid] = own
+	return own, nil
 }
 
 // ownBanned is the set irqbalance bans by itself, computed as irqbalance
@@ -227,15 +258,23 @@ func QueryBanned(procRoot, irqbalanceDir string) (pid int, banned cpuset.CPUSet,
 	if err != nil || pid == 0 {
 		return pid, cpuset.New(), err
 	}
+	banned, err = queryBanned(sock)
+	if err != nil {
+		return pid, cpuset.New(), fmt.Errorf("irqbalance (pid %d): %w", pid, err)
+	}
+	return pid, banned, nil
+}
+
+// queryBanned sends "setup" and reads BANNED <mask> from the answer.
+func queryBanned(sock string) (cpuset.CPUSet, error) {
 	out, err := command(sock, "setup", true)
 	if err != nil {
-		return pid, cpuset.New(), fmt.Errorf("asking irqbalance (pid %d): %w", pid, err)
+		return cpuset.New(), fmt.Errorf("asking through %s: %w", sock, err)
 	}
 	fields := strings.Fields(out)
 	i := slices.Index(fields, "BANNED")
 	if i < 0 || i+1 >= len(fields) {
-		return pid, cpuset.New(), fmt.Errorf("irqbalance (pid %d) answered %s, without BANNED", pid, cpulist.Echo(out))
+		return cpuset.New(), fmt.Errorf("it answered %s, without BANNED", cpulist.Echo(out))
 	}
-	banned, err = ParseMask(fields[i+1])
-	return pid, banned, err
+	return ParseMask(fields[i+1])
 }

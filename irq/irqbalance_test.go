@@ -217,3 +217,23 @@ func TestCommandTooLong(t *testing.T) {
 	_, err := command("/nonexistent", "settings cpus "+strings.Repeat("1,", 300), false)
 	assert.ErrorContains(t, err, "at most 499")
 }
+
+// TestIrqbalanceOwnSetAsked: when its environment cannot be read (a
+// plugin confined by systemd), irqbalance is asked for its own set before
+// it is told anything.
+func TestIrqbalanceOwnSetAsked(t *testing.T) {
+	skipUnlessRoot(t)
+	spec := twoNodes()
+	spec.Processes = []procfixture.Process{irqbalanceProc(300)}
+	sockets := filepath.Join(t.TempDir(), "run-irqbalance")
+	events := &eventLog{}
+	startFakeIrqbalance(t, sockets, 300, cpuset.New(5, 7), events)
+	n := newNode(t, spec, sockets)
+	require.NoError(t, os.Remove(filepath.Join(n.proc, "300", "environ")))
+	n.ban(2)
+	got := events.take()
+	require.GreaterOrEqual(t, len(got), 2)
+	assert.Equal(t, []string{"irqbalance: setup", "irqbalance: settings cpus 2,5,7"}, got[:2])
+	n.ban(2, 3)
+	assert.Equal(t, "irqbalance: settings cpus 2-3,5,7", events.take()[0], "asked once")
+}
