@@ -49,7 +49,9 @@
 // it; the journal's drops and new records are then committed in one
 // durable write. Writes run in ascending Change.Order, restores in
 // descending Order (a cgroup's parents take CPUs before it and give them
-// back after it), then by path. Files whose allowed values depend on each
+// back after it), then by path; writes that give something back
+// (Change.Gives: a parent's exclusive CPUs shrink) run first, in
+// descending Order like the restores. Files whose allowed values depend on each
 // other in ways no order fixes (a frequency minimum and maximum) can fail
 // transiently once and succeed on the retry, after the other has moved.
 package hostfiles

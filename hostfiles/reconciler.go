@@ -32,6 +32,11 @@ type Change struct {
 	// descending (then by path): a cgroup's parents take CPUs before it,
 	// and give them back after it.
 	Order int
+	// Gives, when set, tells whether writing want over content gives
+	// something back (a cgroup's exclusive CPUs shrink): such writes run
+	// right after the restores, in descending Order like them, before
+	// every other write.
+	Gives func(content, want string) bool
 }
 
 // Plan is what a Source wants in one pass.
@@ -222,8 +227,8 @@ type write struct {
 	path, value, owner string
 	order              int
 	// fresh: its original is recorded in this pass (the file still holds
-	// it).
-	fresh bool
+	// it); gives: it gives something back (Change.Gives).
+	fresh, gives bool
 }
 
 // pass brings the host files to the Sources' plans: it plans, restores
@@ -337,7 +342,8 @@ func (r *Reconciler) pass() error {
 			if satisfied(ch, trim(data), want) {
 				continue
 			}
-			writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order})
+			gives := ch.Gives != nil && ch.Gives(trim(data), want)
+			writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives})
 		}
 	}
 
@@ -389,7 +395,15 @@ func (r *Reconciler) pass() error {
 		}
 	}
 	slices.SortFunc(writes, func(a, b write) int {
-		if a.order != b.order {
+		switch {
+		case a.gives != b.gives:
+			if a.gives {
+				return -1
+			}
+			return 1
+		case a.order != b.order && a.gives:
+			return b.order - a.order
+		case a.order != b.order:
 			return a.order - b.order
 		}
 		return strings.Compare(a.path, b.path)

@@ -430,3 +430,37 @@ func TestOrderAndRestoresFirst(t *testing.T) {
 	assert.Equal(t, "\n", string(data), "an empty original is written as a newline")
 	assert.Equal(t, "member", tr.read(t, "a-leaf"))
 }
+
+// givingSource wants a parent and a child file, each a number of CPUs;
+// giving back is writing a smaller number.
+type givingSource struct{ want map[string]string }
+
+func (g *givingSource) Owner() string { return "cgroup" }
+
+func (g *givingSource) Plan() (Plan, error) {
+	var p Plan
+	for path, v := range g.want {
+		order := 0
+		if strings.HasSuffix(path, "child") {
+			order = 1
+		}
+		p.Changes = append(p.Changes, Change{Path: path, Order: order, Want: func(string) (string, error) { return v, nil },
+			Gives: func(content, want string) bool { return want < content }})
+	}
+	return p, nil
+}
+
+// TestGivingBackRunsFirstBottomUp: a parent that gives CPUs back is
+// written after its child gives them back, and before anything takes.
+func TestGivingBackRunsFirstBottomUp(t *testing.T) {
+	tr := newTree(t, map[string]string{"parent": "0", "child": "0", "other": "0"})
+	fsys := &faultFS{}
+	src := &givingSource{want: map[string]string{}}
+	in := openInstance(t, fsys, tr, bootA, src)
+	src.want = map[string]string{tr.path("parent"): "5", tr.path("child"): "5"}
+	require.NoError(t, in.r.Flush())
+	fsys.takeOps()
+	src.want = map[string]string{tr.path("parent"): "3", tr.path("child"): "3", tr.path("other"): "1"}
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []op{{"replace", tr.journal()}, {"write", tr.path("child")}, {"write", tr.path("parent")}, {"write", tr.path("other")}}, fsys.takeOps())
+}
