@@ -47,6 +47,10 @@ type Plan struct {
 	// outside files that must follow the files (irqbalance's banned CPUs).
 	// An error is transient: the pass is retried.
 	Before, After func() error
+	// Pending says that some wanted files do not exist yet (a container's
+	// cgroup the runtime creates after the reply): the pass is repeated
+	// with backoff, without an error.
+	Pending bool
 }
 
 // Source is an owner of host file changes.
@@ -178,8 +182,14 @@ func (r *Reconciler) Close() {
 // Flush makes a pass now, as if kicked, and returns its transient errors.
 func (r *Reconciler) Flush() error {
 	r.ready.Store(true)
-	return r.pass()
+	if err := r.pass(); !errors.Is(err, errPending) {
+		return err
+	}
+	return nil
 }
+
+// errPending is a pass's result when a Source waits for files to appear.
+var errPending = errors.New("wanted files do not exist yet")
 
 func (r *Reconciler) run() {
 	defer close(r.done)
@@ -256,6 +266,7 @@ func (r *Reconciler) pass() error {
 		befores    []func() error
 		afters     []func() error
 		newlyFails []Failure
+		pending    bool
 	)
 	transient := func(err error) {
 		r.transient.Add(1)
@@ -283,6 +294,7 @@ func (r *Reconciler) pass() error {
 			continue
 		}
 		planOK[owner] = true
+		pending = pending || plan.Pending
 		if plan.Before != nil {
 			befores = append(befores, plan.Before)
 		}
@@ -458,6 +470,9 @@ func (r *Reconciler) pass() error {
 		r.log.Warnf("host files: pass incomplete, retrying with backoff: %v", err)
 	}
 	r.publish(err)
+	if err == nil && pending {
+		return errPending
+	}
 	return err
 }
 

@@ -464,3 +464,34 @@ func TestGivingBackRunsFirstBottomUp(t *testing.T) {
 	require.NoError(t, in.r.Flush())
 	assert.Equal(t, []op{{"replace", tr.journal()}, {"write", tr.path("child")}, {"write", tr.path("parent")}, {"write", tr.path("other")}}, fsys.takeOps())
 }
+
+// pendingSource waits for a file to appear.
+type pendingSource struct{ path string }
+
+func (p *pendingSource) Owner() string { return "cpuset" }
+
+func (p *pendingSource) Plan() (Plan, error) {
+	if _, err := os.Stat(p.path); err != nil {
+		return Plan{Pending: true}, nil
+	}
+	return Plan{Changes: []Change{{Path: p.path, Want: func(string) (string, error) { return "isolated", nil }}}}, nil
+}
+
+// TestPendingIsPassedAgain: a Source waiting for a file (a cgroup the
+// runtime creates after the reply) gets passes again, with backoff and
+// without an error, until it appears.
+func TestPendingIsPassedAgain(t *testing.T) {
+	tr := newTree(t, map[string]string{})
+	src := &pendingSource{path: tr.path("ctr/cpuset.cpus.partition")}
+	in := openInstance(t, OS{}, tr, bootA, src)
+	in.r.timing = Timing{Delay: time.Millisecond, MinInterval: time.Millisecond, Rescan: time.Hour, BackoffInitial: 2 * time.Millisecond, BackoffMax: 10 * time.Millisecond}
+	require.NoError(t, in.r.Flush(), "pending is not an error")
+	in.r.Start()
+	in.r.Kick()
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, os.MkdirAll(tr.path("ctr"), 0o755))
+	require.NoError(t, os.WriteFile(src.path, []byte("member\n"), 0o644))
+	require.Eventually(t, func() bool { return tr.read(t, "ctr/cpuset.cpus.partition") == "isolated" }, 5*time.Second, time.Millisecond)
+	assert.Zero(t, in.r.Status().TransientErrors)
+	assert.Empty(t, in.warnings())
+}

@@ -109,7 +109,9 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	for _, w := range slices.SortedFunc(slices.Values(wants), func(a, b Want) int { return strings.Compare(a.Dir, b.Dir) }) {
 		dir := filepath.Join(s.root, w.Dir)
 		if _, err := os.Stat(dir); err != nil {
-			continue // not created yet (the next pass), or gone
+			// Not created yet: the runtime creates it after the reply.
+			plan.Pending = true
+			continue
 		}
 		if _, err := os.Stat(filepath.Join(dir, exclusiveFile)); err != nil {
 			s.warnOnce(w.Dir, fmt.Sprintf("container %s: not in an isolated partition: %s has no %s (it needs Linux 6.7 or later, and the cpuset controller enabled down to it)", w.Who, dir, exclusiveFile))
