@@ -79,3 +79,48 @@ func TestIsolateIRQsIsCarried(t *testing.T) {
 	a.ReleasePod("uid-c1")
 	assert.True(t, a.IRQIsolated().IsEmpty(), "the pod ended: nothing kept free")
 }
+
+// TestPolicyIsolatedPartition: like IRQ isolation, without always.
+func TestPolicyIsolatedPartition(t *testing.T) {
+	const key = "isolated-partition.cpupool.dev"
+	for _, tc := range []struct {
+		name, config, pool string
+		ann                map[string]string
+		want               bool
+		err                string
+	}{
+		{"off", "", pools.Exclusive, nil, false, ""},
+		{"off, asked", "", pools.Exclusive, map[string]string{key: "true"}, false, "pool exclusive does not offer isolated partitions (pools.exclusive.isolatedPartition is off)"},
+		{"optIn, asked", "pools: {exclusive: {isolatedPartition: optIn}}", pools.Exclusive, map[string]string{key + "/container.c": "true"}, true, ""},
+		{"optIn, not asked", "pools: {exclusive: {isolatedPartition: optIn}}", pools.Exclusive, nil, false, ""},
+		{"optOut", "pools: {exclusive-non-isolcpus: {enabled: true, isolatedPartition: optOut}}", pools.ExclusiveNonIsolcpus, nil, true, ""},
+		{"optOut, declined", "pools: {exclusive-non-isolcpus: {enabled: true, isolatedPartition: optOut}}", pools.ExclusiveNonIsolcpus, map[string]string{key: "false"}, false, ""},
+		{"shared asks", "pools: {shared: {cpus: \"2\"}}", pools.Shared, map[string]string{key: "true"}, false, "an isolated partition is for containers with exclusive CPUs"},
+		{"not a boolean", "pools: {exclusive: {isolatedPartition: optIn}}", pools.Exclusive, map[string]string{key: "isolated"}, false, "not a boolean"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewPolicy(parseConfig(t, tc.config), nil)
+			ann := map[string]string{"pool.cpupool.dev": tc.pool}
+			for k, v := range tc.ann {
+				ann[k] = v
+			}
+			req, err := p.Request(Container{Name: "c", Pod: PodRef{Namespace: "telco"}, MilliCPU: 1000, Annotations: ann}, nil)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, req.IsolatedPartition)
+		})
+	}
+}
+
+// TestUnknownAnnotationNamesTheKnownOnes: the error lists every key, the
+// domain once, and stays short.
+func TestUnknownAnnotationNamesTheKnownOnes(t *testing.T) {
+	err := CheckAnnotations(map[string]string{"irq-isolate.cpupool.dev": "true"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "known keys are {pool,numa,device,hide-hyperthreads,full-pcpus-only,distribute-across-numa,disable-cpu-quota,irq-isolation,isolated-partition}.cpupool.dev")
+	assert.Less(t, len(err.Error()), 300)
+}

@@ -26,10 +26,11 @@ const (
 	AnnotationDistributeAcrossNUMA = "distribute-across-numa.cpupool.dev"
 	AnnotationDisableCPUQuota      = "disable-cpu-quota.cpupool.dev"
 	AnnotationIRQIsolation         = "irq-isolation.cpupool.dev"
+	AnnotationIsolatedPartition    = "isolated-partition.cpupool.dev"
 )
 
 var knownAnnotations = []string{AnnotationPool, AnnotationNUMA, AnnotationDevice, AnnotationHideHyperthreads, AnnotationFullPCPUsOnly, AnnotationDistributeAcrossNUMA,
-	AnnotationDisableCPUQuota, AnnotationIRQIsolation}
+	AnnotationDisableCPUQuota, AnnotationIRQIsolation, AnnotationIsolatedPartition}
 
 // QoS classes, as the kubelet derives them.
 const (
@@ -148,6 +149,9 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 	if req.IsolateIRQs, err = p.irqIsolation(c, req.Pool); err != nil {
 		return Request{}, err
 	}
+	if req.IsolatedPartition, err = p.isolatedPartition(c, req.Pool); err != nil {
+		return Request{}, err
+	}
 	if req.NUMANodes, err = p.numaNodes(c); err != nil {
 		return Request{}, err
 	}
@@ -263,6 +267,35 @@ func (p *Policy) irqIsolation(c Container, pool string) (bool, error) {
 	}
 	if annotated && want {
 		return false, &AnnotationError{key, v, fmt.Sprintf("pool %s does not offer IRQ isolation (pools.%s.irqIsolation is off); the node's operator can set it to optIn", pool, pool)}
+	}
+	return false, nil
+}
+
+// isolatedPartition decides whether an exclusive container's cgroup
+// becomes an isolated partition, like irqIsolation (without always).
+func (p *Policy) isolatedPartition(c Container, pool string) (bool, error) {
+	key, v, annotated := lookup(c.Annotations, AnnotationIsolatedPartition, c.Name)
+	want := false
+	if annotated {
+		var err error
+		if want, err = strconv.ParseBool(strings.TrimSpace(v)); err != nil {
+			return false, &AnnotationError{key, v, "not a boolean; use true or false"}
+		}
+	}
+	if !pools.IsExclusive(pool) {
+		if annotated && want {
+			return false, &AnnotationError{key, v, "an isolated partition is for containers with exclusive CPUs, and the container goes to " + pool}
+		}
+		return false, nil
+	}
+	switch p.cfg.IsolatedPartition(pool) {
+	case config.IRQIsolationOptIn:
+		return want, nil
+	case config.IRQIsolationOptOut:
+		return !annotated || want, nil
+	}
+	if annotated && want {
+		return false, &AnnotationError{key, v, fmt.Sprintf("pool %s does not offer isolated partitions (pools.%s.isolatedPartition is off); the node's operator can set it to optIn", pool, pool)}
 	}
 	return false, nil
 }
@@ -390,7 +423,7 @@ func CheckAnnotations(ann map[string]string) error {
 		}
 		base, scope, _ := strings.Cut(k, "/")
 		if !slices.Contains(knownAnnotations, base) {
-			return &AnnotationError{k, v, "unknown annotation; known keys are " + strings.Join(knownAnnotations, ", ")}
+			return &AnnotationError{k, v, "unknown annotation; known keys are " + knownKeys()}
 		}
 		if scope != "" && scope != "pod" && !strings.HasPrefix(scope, "container.") {
 			return &AnnotationError{k, v, "unknown scope " + cpulist.Echo(scope) + "; use <key>, <key>/pod or <key>/container.<name>"}
@@ -410,6 +443,15 @@ func CheckAnnotations(ann map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// knownKeys lists the known keys for an error, short: the domain once.
+func knownKeys() string {
+	names := make([]string, len(knownAnnotations))
+	for i, k := range knownAnnotations {
+		names[i] = strings.TrimSuffix(k, "."+AnnotationDomain)
+	}
+	return "{" + strings.Join(names, ",") + "}." + AnnotationDomain
 }
 
 // ours tells whether an annotation key is in our domain.

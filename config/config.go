@@ -107,6 +107,10 @@ type PoolSpec struct {
 	// IRQIsolation keeps device IRQs off the pool's CPUs: one of the
 	// IRQIsolation* values ("" is off).
 	IRQIsolation string `yaml:"irqIsolation"`
+	// IsolatedPartition makes containers' cgroups isolated cgroup v2
+	// partitions (no load balancing onto their CPUs): off, optIn or
+	// optOut; exclusive pools only.
+	IsolatedPartition string `yaml:"isolatedPartition"`
 }
 
 // ExclusiveNonIsolcpusSpec enables exclusive CPUs taken from infra.
@@ -118,6 +122,8 @@ type ExclusiveNonIsolcpusSpec struct {
 	// IRQIsolation: as PoolSpec's, without always (the pool's CPUs are
 	// infra's until lent).
 	IRQIsolation string `yaml:"irqIsolation"`
+	// IsolatedPartition: as PoolSpec's.
+	IsolatedPartition string `yaml:"isolatedPartition"`
 }
 
 // Values of pools.<pool>.irqIsolation.
@@ -178,6 +184,22 @@ func (c *Config) IRQIsolation(pool string) string {
 		v = c.Pools.Shared.IRQIsolation
 	case pools.ExclusiveNonIsolcpus:
 		v = c.Pools.ExclusiveNonIsolcpus.IRQIsolation
+	}
+	if v == "" {
+		return IRQIsolationOff
+	}
+	return v
+}
+
+// IsolatedPartition returns a pool's isolatedPartition value ("" reads
+// as off).
+func (c *Config) IsolatedPartition(pool string) string {
+	var v string
+	switch pool {
+	case pools.Exclusive:
+		v = c.Pools.Exclusive.IsolatedPartition
+	case pools.ExclusiveNonIsolcpus:
+		v = c.Pools.ExclusiveNonIsolcpus.IsolatedPartition
 	}
 	if v == "" {
 		return IRQIsolationOff
@@ -336,6 +358,20 @@ func (c *Config) checkIRQ(p *Problems) {
 	} {
 		if pk.value != "" && !slices.Contains(pk.modes, pk.value) {
 			p.Errorf("pools."+pk.pool+".irqIsolation", "%q is not one of %s%s", pk.value, strings.Join(pk.modes, ", "), pk.why)
+		}
+	}
+	for _, pk := range []struct{ pool, value string }{
+		{pools.Exclusive, c.Pools.Exclusive.IsolatedPartition},
+		{pools.ExclusiveNonIsolcpus, c.Pools.ExclusiveNonIsolcpus.IsolatedPartition},
+		{pools.Shared, c.Pools.Shared.IsolatedPartition},
+	} {
+		modes := []string{IRQIsolationOff, IRQIsolationOptIn, IRQIsolationOptOut}
+		why := ""
+		if pk.pool == pools.Shared {
+			modes, why = modes[:1], "; a partition belongs to one container, so only exclusive pools can have them"
+		}
+		if pk.value != "" && !slices.Contains(modes, pk.value) {
+			p.Errorf("pools."+pk.pool+".isolatedPartition", "%q is not one of %s%s", pk.value, strings.Join(modes, ", "), why)
 		}
 	}
 	if c.IRQ.RescanInterval.Duration < time.Second {

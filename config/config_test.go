@@ -65,6 +65,12 @@ irq: {rescanInterval: 30s, irqbalance: "off", irqbalanceDir: /host/run/irqbalanc
 	assert.Equal(t, 30*time.Second, cfg.IRQ.RescanInterval.Duration)
 	assert.Equal(t, "off", cfg.IRQ.Irqbalance)
 	assert.True(t, cfg.IRQIsolationEnabled())
+	assert.Equal(t, IRQIsolationOff, cfg.IsolatedPartition(PoolExclusive))
+	cfg, err = Parse(strings.NewReader("pools: {exclusive: {isolatedPartition: optIn}, exclusive-non-isolcpus: {isolatedPartition: optOut}}"), "p.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, IRQIsolationOptIn, cfg.IsolatedPartition(PoolExclusive))
+	assert.Equal(t, IRQIsolationOptOut, cfg.IsolatedPartition(PoolExclusiveNonIsolcpus))
+	assert.Equal(t, IRQIsolationOff, cfg.IsolatedPartition(PoolShared))
 
 	def := Default()
 	assert.False(t, def.IRQIsolationEnabled(), "off unless a pool asks for it")
@@ -99,6 +105,8 @@ func TestParseErrors(t *testing.T) {
 		{"rescan too often", "irq: {rescanInterval: 100ms}", []string{"irq.rescanInterval: 100ms is shorter than 1s"}},
 		{"rescan not a duration", "irq: {rescanInterval: often}", []string{`"often" is not a duration`}},
 		{"irqbalance", "irq: {irqbalance: restart}", []string{`irq.irqbalance: "restart" is not socket or off`}},
+		{"partition value", "pools: {exclusive: {isolatedPartition: always}}", []string{`pools.exclusive.isolatedPartition: "always" is not one of off, optIn, optOut`}},
+		{"partition of shared", "pools: {shared: {isolatedPartition: optIn}}", []string{`pools.shared.isolatedPartition: "optIn" is not one of off; a partition belongs to one container`}},
 		{"relative proc root", "procRoot: proc", []string{`procRoot: "proc" is not an absolute path`}},
 	}
 	for _, tc := range tests {

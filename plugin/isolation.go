@@ -5,28 +5,33 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/irq"
+	"github.com/cpupool/nri-cpupool/partition"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // isolation is the plugin's side of the host files it changes to isolate
 // exclusive CPUs (package hostfiles): the journal of original values next
-// to the state file, one background reconciler, and the IRQ source. A
-// handler only kicks the reconciler (no I/O, no computing); the pass asks
-// the plugin, under its lock, which CPUs to keep IRQs off (irqBanned), and
-// writes in the background.
+// to the state file, one background reconciler, the IRQ source and the
+// isolated partitions' source. A handler only kicks the reconciler (no
+// I/O, no computing); the pass asks the plugin, under its lock, which CPUs
+// to keep IRQs off (irqBanned) and which containers to partition
+// (partitionWants), and writes in the background.
 type isolation struct {
 	journal *hostfiles.Journal
 	recon   *hostfiles.Reconciler
 	// irq is nil when no pool keeps IRQs off its CPUs and the journal
 	// holds no IRQ record of this boot (nothing to move, nothing to put
-	// back).
-	irq *irq.Source
+	// back); partition likewise for isolated partitions.
+	irq       *irq.Source
+	partition *partition.Source
 }
 
 // openIsolation reads the journal for this boot and starts the
@@ -60,6 +65,13 @@ func (p *Plugin) openIsolation() error {
 		iso.irq = irq.NewSource(cfg, p.log)
 		sources = append(sources, iso.irq)
 	}
+	if p.partitionsEnabled() || hasOwner(j, partition.Owner) {
+		if ok, why := partition.Supported(p.cfg.CgroupRoot); !ok && p.partitionsEnabled() {
+			p.log.Warnf("isolation: isolated partitions are configured, but %s; containers that ask for them run without", why)
+		}
+		iso.partition = partition.NewSource(p.cfg.CgroupRoot, p.partitionWants, p.log)
+		sources = append(sources, iso.partition)
+	}
 	timing := p.isolationTiming
 	timing.Rescan = p.cfg.IRQ.RescanInterval.Duration
 	iso.recon = hostfiles.NewReconciler(p.isolationFS, j, p.log, timing, sources...)
@@ -83,9 +95,53 @@ func hasOwner(j *hostfiles.Journal, owner string) bool {
 // isolationChanged tells the reconciler that what the plugin holds moved
 // on. Called under the lock; it never blocks.
 func (p *Plugin) isolationChanged() {
-	if iso := p.isolation.Load(); iso != nil && iso.irq != nil && p.synced {
+	if iso := p.isolation.Load(); iso != nil && (iso.irq != nil || iso.partition != nil) && p.synced {
 		iso.recon.Kick()
 	}
+}
+
+func (p *Plugin) partitionsEnabled() bool {
+	return p.cfg.IsolatedPartition(pools.Exclusive) != config.IRQIsolationOff ||
+		p.cfg.IsolatedPartition(pools.ExclusiveNonIsolcpus) != config.IRQIsolationOff
+}
+
+// rememberCgroup notes the cgroup of a container placed in an isolated
+// partition. Called under the lock.
+func (p *Plugin) rememberCgroup(a allocator.Assignment, ctr *api.Container) {
+	if a.IsolatedPartition {
+		p.cgroups[a.ID] = ctr.GetLinux().GetCgroupsPath()
+	}
+}
+
+// rememberCgroups notes the cgroups of the running containers in isolated
+// partitions, after Synchronize rebuilt the allocator.
+func (p *Plugin) rememberCgroups(running []*api.Container) {
+	clear(p.cgroups)
+	for _, c := range running {
+		if a, ok := p.alloc.Get(c.GetId()); ok {
+			p.rememberCgroup(a, c)
+		}
+	}
+}
+
+// partitionWants are the containers whose cgroups are isolated
+// partitions, for the reconciler's pass.
+func (p *Plugin) partitionWants() []partition.Want {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []partition.Want
+	for id, path := range p.cgroups {
+		a, ok := p.alloc.Get(id)
+		if !ok || !a.IsolatedPartition {
+			continue
+		}
+		dir, err := cgroupDir(path)
+		if err != nil {
+			continue // a container without a cgroup path has nothing to partition
+		}
+		out = append(out, partition.Want{Dir: dir, CPUs: a.CPUs, Who: a.Pod.ContainerName(a.Container)})
+	}
+	return out
 }
 
 // irqBanned is the CPUs to keep IRQs off, for the reconciler's pass: the
@@ -132,7 +188,7 @@ var _ prometheus.Collector = (*isolationMetrics)(nil)
 
 func newIsolationMetrics(p *Plugin) *isolationMetrics {
 	return &isolationMetrics{p: p,
-		changed:  prometheus.NewDesc("cpupool_host_files_changed", "Host files the plugin changed and has not restored yet (their originals are in the journal), by owner (irq).", []string{"owner"}, nil),
+		changed:  prometheus.NewDesc("cpupool_host_files_changed", "Host files the plugin changed and has not restored yet (their originals are in the journal), by owner (irq, cpuset).", []string{"owner"}, nil),
 		refused:  prometheus.NewDesc("cpupool_host_files_refused", "Host files the kernel refuses to change (kernel-managed IRQs) or to restore; not retried while the value stays the same.", []string{"owner"}, nil),
 		writes:   prometheus.NewDesc("cpupool_host_file_writes_total", "Host file writes that set a wanted value.", nil, nil),
 		restores: prometheus.NewDesc("cpupool_host_file_restores_total", "Host files given their original value back.", nil, nil),
@@ -155,7 +211,7 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	st := iso.recon.Status()
-	owners := map[string]bool{irq.Owner: true}
+	owners := map[string]bool{irq.Owner: true, partition.Owner: true}
 	refused := map[string]int{}
 	for _, f := range st.Failures {
 		refused[f.Owner]++

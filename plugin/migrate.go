@@ -15,8 +15,9 @@ var migrations = map[int]func(payload []byte) (*State, error){
 	2: migrateV2,
 }
 
-// migrateV2: schema 3 only added an optional field (isolateIRQs), so a
-// version 2 payload is a version 3 one without it.
+// migrateV2: schema 3 only added optional fields (isolateIRQs,
+// isolatedPartition), so a version 2 payload is a version 3 one without
+// them.
 func migrateV2(payload []byte) (*State, error) {
 	return decodePayload(payload)
 }

@@ -99,7 +99,10 @@ type Plugin struct {
 	// without the lock. isolationTiming paces it and isolationFS is its
 	// file access (tests shorten the one and inject kernel errors into the
 	// other).
-	isolation       atomic.Pointer[isolation]
+	isolation atomic.Pointer[isolation]
+	// cgroups are the cgroups paths of running containers whose cgroup is
+	// an isolated partition, by id, from the runtime.
+	cgroups         map[string]string
 	isolationTiming hostfiles.Timing
 	isolationFS     hostfiles.FS
 }
@@ -108,7 +111,7 @@ type Plugin struct {
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, memory: NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, overrode: map[string]bool{},
-		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1)}
+		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
 	p.pins = newSandboxPins(&p.mu)
 	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, hostfiles.OS{}
 	p.localities = localityCache{}

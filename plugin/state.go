@@ -27,7 +27,8 @@ import (
 //   - 2: held CPUs of stopped containers (held) replace previous; containers
 //     gain what resizes added and whether their CFS quota is lifted.
 //   - 3: containers and holds gain whether device IRQs are kept off their
-//     CPUs (isolateIRQs).
+//     CPUs (isolateIRQs) and whether their cgroup is an isolated partition
+//     (isolatedPartition).
 const SchemaVersion = 3
 
 // State is what survives plugin, runtime and node restarts.
@@ -67,6 +68,9 @@ type ContainerState struct {
 	NoCPUQuota bool `json:"noCPUQuota,omitempty"`
 	// IsolateIRQs tells that device IRQs are kept off its CPUs.
 	IsolateIRQs bool `json:"isolateIRQs,omitempty"`
+	// IsolatedPartition tells that its cgroup is made an isolated cgroup
+	// v2 partition.
+	IsolatedPartition bool `json:"isolatedPartition,omitempty"`
 }
 
 // HeldState is a stopped exclusive container's CPUs, kept for its pod.

@@ -61,6 +61,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	updates = append(updates, adopted...)
 	updates = append(updates, p.followPools(append(known, unknown...))...)
 	p.rememberAssignments()
+	p.rememberCgroups(append(known, unknown...))
 	p.synced = true
 	p.stateChanged()
 	// The reconciler's first pass: what the journal holds and nobody
