@@ -46,6 +46,12 @@ type Assignment struct {
 	// NoCPUQuota tells that the container's CFS quota is lifted: it has
 	// exclusive CPUs and disableCPUQuota applies to it.
 	NoCPUQuota bool `json:"-"`
+	// IsolateIRQs tells that device IRQs are kept off its CPUs (and its
+	// reserved siblings) while it holds them.
+	IsolateIRQs bool `json:"-"`
+	// IsolatedPartition tells that its cgroup is made an isolated cgroup
+	// v2 partition of its CPUs while it runs.
+	IsolatedPartition bool `json:"-"`
 	// Added are the CPUs in-place resizes added to the container, in the
 	// order they were added; the rest of CPUs is its original set, which a
 	// resize never gives back.
@@ -157,6 +163,10 @@ type Request struct {
 	// allocated (the cpupool.dev/exclusive resource); they are checked, not
 	// chosen.
 	CPUs cpuset.CPUSet
+	// IsolateIRQs keeps device IRQs off an exclusive container's CPUs.
+	IsolateIRQs bool
+	// IsolatedPartition makes its cgroup an isolated partition.
+	IsolatedPartition bool
 	// grow is the running container a resize adds CPUs to.
 	grow *Assignment
 }
@@ -180,6 +190,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		}
 		as.CPUs = cpus
 	case pools.Exclusive, pools.ExclusiveNonIsolcpus:
+		as.IsolateIRQs, as.IsolatedPartition = req.IsolateIRQs, req.IsolatedPartition
 		if req.CPUs.Size() > 0 {
 			cpus, err := a.placeExact(req)
 			if err != nil {
@@ -370,7 +381,7 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept 
 	}
 	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || cpulist.Equal(current, req.CPUs)) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
-			NoCPUQuota: req.Options.DisableCPUQuota}
+			NoCPUQuota: req.Options.DisableCPUQuota, IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition}
 		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
 			// The siblings it was given idle are not in its cpuset; the
 			// annotation says they are its.

@@ -44,8 +44,14 @@
 // Source fails to plan, the files it changed are left as they are rather
 // than restored, since the failure says nothing about what it wants.
 //
-// Within a pass, writes come before restores, each in path order. Writing
-// several files whose allowed values depend on each other (a frequency
-// minimum and maximum) can fail transiently in one order and succeed on
-// the retry, when the other file has moved.
+// Within a pass, restores come before writes, so that what a released
+// owner held (CPUs of a cgroup partition) is free before a new want claims
+// it; the journal's drops and new records are then committed in one
+// durable write. Writes run in ascending Change.Order, restores in
+// descending Order (a cgroup's parents take CPUs before it and give them
+// back after it), then by path; writes that give something back
+// (Change.Gives: a parent's exclusive CPUs shrink) run first, in
+// descending Order like the restores. Files whose allowed values depend on each
+// other in ways no order fixes (a frequency minimum and maximum) can fail
+// transiently once and succeed on the retry, after the other has moved.
 package hostfiles

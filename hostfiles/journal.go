@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -32,6 +33,8 @@ type Record struct {
 	Original string `json:"original"`
 	// Owner is the Source that changed it ("irq").
 	Owner string `json:"owner"`
+	// Order is the change's Order: restores run in descending order.
+	Order int `json:"order,omitempty"`
 }
 
 // journalContent is the file's content: the boot the records belong to
@@ -39,6 +42,9 @@ type Record struct {
 type journalContent struct {
 	BootID  string            `json:"bootID"`
 	Records map[string]Record `json:"records"`
+	// Refused are the files the kernel refused for good in this boot, with
+	// the reason, for the audit (a kernel-managed IRQ is not movable).
+	Refused map[string]string `json:"refused,omitempty"`
 }
 
 // journalEnvelope adds a version and a checksum over the exact bytes of
@@ -57,8 +63,7 @@ type Journal struct {
 	path    string
 	bootID  string
 	records map[string]Record
-	// unsaved tells that the file lists records memory has dropped.
-	unsaved bool
+	refused map[string]string
 	now     func() time.Time
 }
 
@@ -98,7 +103,32 @@ func OpenJournal(fsys FS, path, bootID string) (j *Journal, note string, err err
 	for p, r := range content.Records {
 		j.records[p] = r
 	}
+	j.refused = content.Refused
 	return j, "", nil
+}
+
+// ReadJournal reads a journal without changing anything (for the audit
+// and status): its records and refusals, and whether it is of the boot
+// named (a journal of another boot is history).
+func ReadJournal(path, bootID string) (records map[string]Record, refused map[string]string, thisBoot bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]Record{}, map[string]string{}, true, nil
+	}
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("reading %s: %w", path, err)
+	}
+	c, err := decodeJournal(data)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("journal %s: %w", path, err)
+	}
+	if c.Records == nil {
+		c.Records = map[string]Record{}
+	}
+	if c.Refused == nil {
+		c.Refused = map[string]string{}
+	}
+	return c.Records, c.Refused, c.BootID == strings.TrimSpace(bootID), nil
 }
 
 func decodeJournal(data []byte) (*journalContent, error) {
@@ -146,13 +176,21 @@ func (j *Journal) Records() map[string]Record { return maps.Clone(j.records) }
 // Len is the number of records.
 func (j *Journal) Len() int { return len(j.records) }
 
-// Add records originals durably. Only when it returns nil are they in the
-// journal, in memory and on disk; on error neither has changed, and the
-// files must not be written. A path already recorded keeps its first
-// original.
-func (j *Journal) Add(add map[string]Record) error {
+// Commit records new originals and drops the records of files that have
+// their original back (or are gone), in one durable write. Only when it
+// returns nil has memory changed; on error neither memory nor the file
+// has, so new originals' files must not be written, and dropped records
+// stay (their restore is repeated, harmlessly). A path already recorded
+// keeps its first original.
+func (j *Journal) Commit(add map[string]Record, drop []string) error {
 	next := maps.Clone(j.records)
 	changed := false
+	for _, p := range drop {
+		if _, ok := next[p]; ok {
+			delete(next, p)
+			changed = true
+		}
+	}
 	for p, r := range add {
 		if _, ok := next[p]; !ok {
 			next[p] = r
@@ -169,29 +207,24 @@ func (j *Journal) Add(add map[string]Record) error {
 	return nil
 }
 
-// Drop removes records whose originals are back (or whose files are gone).
-// Memory changes at once; the error says the file still lists them, which
-// is harmless (a later restore writes the same originals again) until the
-// next successful save.
-func (j *Journal) Drop(paths []string) error {
-	if len(paths) == 0 {
+// SetRefused replaces the refusals kept for the audit, saving them if they
+// changed. They need no durability: a lost list is rebuilt by the next
+// pass.
+func (j *Journal) SetRefused(refused map[string]string) error {
+	if maps.Equal(refused, j.refused) || len(refused) == 0 && len(j.refused) == 0 {
 		return nil
 	}
-	for _, p := range paths {
-		delete(j.records, p)
+	prev := j.refused
+	j.refused = refused
+	if err := j.save(j.records); err != nil {
+		j.refused = prev
+		return err
 	}
-	j.unsaved = true
-	return j.save(j.records)
+	return nil
 }
 
-// Unsaved tells that a Drop could not be saved: Save should be retried.
-func (j *Journal) Unsaved() bool { return j.unsaved }
-
-// Save writes the records as they are in memory.
-func (j *Journal) Save() error { return j.save(j.records) }
-
 func (j *Journal) save(records map[string]Record) error {
-	content, err := json.Marshal(journalContent{BootID: j.bootID, Records: records})
+	content, err := json.Marshal(journalContent{BootID: j.bootID, Records: records, Refused: j.refused})
 	if err != nil {
 		return fmt.Errorf("encoding journal: %w", err)
 	}
@@ -202,8 +235,5 @@ func (j *Journal) save(records map[string]Record) error {
 	if err := j.fs.ReplaceFile(j.path, append(data, '\n')); err != nil {
 		return fmt.Errorf("writing journal %s: %w", j.path, err)
 	}
-	// Whatever map was saved, every record memory lacks is gone from the
-	// file too: Add saves memory plus the new records.
-	j.unsaved = false
 	return nil
 }

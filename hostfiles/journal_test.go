@@ -64,8 +64,7 @@ func journalBytes(t *testing.T, records map[string]Record) string {
 	path := filepath.Join(t.TempDir(), JournalFile)
 	j, _, err := OpenJournal(OS{}, path, bootA)
 	require.NoError(t, err)
-	j.records = records
-	require.NoError(t, j.Save())
+	require.NoError(t, j.save(records))
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(data)
@@ -76,7 +75,7 @@ func TestJournalFileIsPrivate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state", JournalFile)
 	j, _, err := OpenJournal(OS{}, path, bootA)
 	require.NoError(t, err)
-	require.NoError(t, j.Add(map[string]Record{"/proc/irq/1/smp_affinity_list": {Original: "0-3", Owner: "irq"}}))
+	require.NoError(t, j.Commit(map[string]Record{"/proc/irq/1/smp_affinity_list": {Original: "0-3", Owner: "irq"}}, nil))
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())

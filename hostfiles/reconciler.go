@@ -25,8 +25,18 @@ type Change struct {
 	// after trimming white space). An IRQ affinity is satisfied by any set
 	// that avoids the banned CPUs, so that irqbalance may place the IRQ
 	// within it without the plugin writing it back. A file whose original
-	// content is satisfied is neither recorded nor written.
+	// content is satisfied is neither recorded nor written, and a changed
+	// one gets its original back.
 	Satisfied func(content, want string) bool
+	// Order sorts the writes of a pass, ascending, and the restores,
+	// descending (then by path): a cgroup's parents take CPUs before it,
+	// and give them back after it.
+	Order int
+	// Gives, when set, tells whether writing want over content gives
+	// something back (a cgroup's exclusive CPUs shrink): such writes run
+	// right after the restores, in descending Order like them, before
+	// every other write.
+	Gives func(content, want string) bool
 }
 
 // Plan is what a Source wants in one pass.
@@ -37,6 +47,10 @@ type Plan struct {
 	// outside files that must follow the files (irqbalance's banned CPUs).
 	// An error is transient: the pass is retried.
 	Before, After func() error
+	// Pending says that some wanted files do not exist yet (a container's
+	// cgroup the runtime creates after the reply): the pass is repeated
+	// with backoff, without an error.
+	Pending bool
 }
 
 // Source is an owner of host file changes.
@@ -168,8 +182,14 @@ func (r *Reconciler) Close() {
 // Flush makes a pass now, as if kicked, and returns its transient errors.
 func (r *Reconciler) Flush() error {
 	r.ready.Store(true)
-	return r.pass()
+	if err := r.pass(); !errors.Is(err, errPending) {
+		return err
+	}
+	return nil
 }
+
+// errPending is a pass's result when a Source waits for files to appear.
+var errPending = errors.New("wanted files do not exist yet")
 
 func (r *Reconciler) run() {
 	defer close(r.done)
@@ -215,13 +235,18 @@ func (r *Reconciler) run() {
 // write is one host file a pass writes.
 type write struct {
 	path, value, owner string
-	// fresh: its original was recorded in this pass (the file still holds
-	// it).
-	fresh bool
+	order              int
+	// fresh: its original is recorded in this pass (the file still holds
+	// it); gives: it gives something back (Change.Gives).
+	fresh, gives bool
 }
 
-// pass brings the host files to the Sources' plans; see the package
-// comment for the order. It returns the transient errors, joined.
+// pass brings the host files to the Sources' plans: it plans, restores
+// what no owner wants any more, records the new originals (and drops the
+// restored ones) in one journal write, runs the Before hooks, writes, and
+// runs the After hooks. Restores come first so that what a released
+// owner held (a CPU in a cgroup partition) is free before anything new
+// claims it. It returns the transient errors, joined.
 func (r *Reconciler) pass() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -231,23 +256,26 @@ func (r *Reconciler) pass() error {
 	r.passes.Add(1)
 	var (
 		problems   []error
-		planned    = map[string]string{} // path → owner
+		claimed    = map[string]string{} // path → owner, for every change
+		planned    = map[string]string{} // path → owner, for changes to keep
 		planOK     = map[string]bool{}   // owners whose plan succeeded
+		sourceOf   = map[string]Source{}
 		writes     []write
 		fresh      = map[string]Record{}
 		drops      []string
 		befores    []func() error
 		afters     []func() error
 		newlyFails []Failure
+		pending    bool
 	)
 	transient := func(err error) {
 		r.transient.Add(1)
 		problems = append(problems, err)
 	}
-	refused := func(f Failure, err error, src Source) {
+	refused := func(f Failure, err error) {
 		r.permanent.Add(1)
 		f.Error, f.errno = err.Error(), errnoOf(err)
-		if ex, ok := src.(Explainer); ok {
+		if ex, ok := sourceOf[f.Owner].(Explainer); ok {
 			f.Hint = ex.Explain(f.Path, err)
 		}
 		if prev, ok := r.failed[f.Path]; !ok || prev.Value != f.Value || prev.Restore != f.Restore {
@@ -255,7 +283,8 @@ func (r *Reconciler) pass() error {
 		}
 		r.failed[f.Path] = f
 	}
-	sourceOf := map[string]Source{}
+
+	// Plan.
 	for _, src := range r.sources {
 		owner := src.Owner()
 		sourceOf[owner] = src
@@ -265,6 +294,7 @@ func (r *Reconciler) pass() error {
 			continue
 		}
 		planOK[owner] = true
+		pending = pending || plan.Pending
 		if plan.Before != nil {
 			befores = append(befores, plan.Before)
 		}
@@ -272,10 +302,11 @@ func (r *Reconciler) pass() error {
 			afters = append(afters, plan.After)
 		}
 		for _, ch := range plan.Changes {
-			if other, dup := planned[ch.Path]; dup {
+			if other, dup := claimed[ch.Path]; dup {
 				transient(fmt.Errorf("%s and %s both want to change %s; %s's change is ignored", other, owner, ch.Path, owner))
 				continue
 			}
+			claimed[ch.Path] = owner
 			planned[ch.Path] = owner
 			rec, journaled := r.journal.Get(ch.Path)
 			original := rec.Original
@@ -291,19 +322,24 @@ func (r *Reconciler) pass() error {
 			}
 			want, err := ch.Want(original)
 			if err != nil {
-				refused(Failure{Path: ch.Path, Owner: owner, Value: ""}, err, src)
+				refused(Failure{Path: ch.Path, Owner: owner}, err)
+				continue
+			}
+			if satisfied(ch, original, want) {
+				// The original meets the want: a file never changed is
+				// left alone, a changed one gets its original back.
+				delete(planned, ch.Path)
+				if !journaled {
+					delete(r.failed, ch.Path)
+				}
 				continue
 			}
 			if f, ok := r.failed[ch.Path]; ok && !f.Restore && f.Value == want {
 				continue // refused for good; not retried
 			}
 			if !journaled {
-				if satisfied(ch, original, want) {
-					delete(r.failed, ch.Path)
-					continue
-				}
-				fresh[ch.Path] = Record{Original: original, Owner: owner}
-				writes = append(writes, write{path: ch.Path, value: want, owner: owner, fresh: true})
+				fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order}
+				writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true})
 				continue
 			}
 			data, err := r.fs.ReadFile(ch.Path)
@@ -318,43 +354,22 @@ func (r *Reconciler) pass() error {
 			if satisfied(ch, trim(data), want) {
 				continue
 			}
-			writes = append(writes, write{path: ch.Path, value: want, owner: owner})
+			gives := ch.Gives != nil && ch.Gives(trim(data), want)
+			writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives})
 		}
 	}
-	// Record first: a file is written only once its original is on disk.
-	if len(fresh) > 0 {
-		if err := r.journal.Add(fresh); err != nil {
-			transient(fmt.Errorf("recording %d original values: %w; their files are not changed", len(fresh), err))
-			writes = slices.DeleteFunc(writes, func(w write) bool { return w.fresh })
-		}
-	}
-	for _, f := range befores {
-		if err := f(); err != nil {
-			transient(err)
-		}
-	}
-	slices.SortFunc(writes, func(a, b write) int { return strings.Compare(a.path, b.path) })
-	for _, w := range writes {
-		err := r.fs.WriteFile(w.path, []byte(w.value))
-		switch {
-		case err == nil:
-			r.writes.Add(1)
-			delete(r.failed, w.path)
-		case Classify(err) == Gone:
-			drops = append(drops, w.path)
-		case Classify(err) == Permanent:
-			refused(Failure{Path: w.path, Owner: w.owner, Value: w.value}, err, sourceOf[w.owner])
-			if w.fresh {
-				// The kernel left the file as it was: nothing to restore.
-				drops = append(drops, w.path)
-			}
-		default:
-			transient(fmt.Errorf("%s: writing %s: %w", w.owner, w.path, err))
-		}
-	}
-	// Restore what no Source wants any more, for owners that said so.
+
+	// Restore what no Source wants any more, for owners that said so (and
+	// for owners this process does not have).
 	records := r.journal.Records()
-	for _, path := range slices.Sorted(maps.Keys(records)) {
+	restores := slices.Collect(maps.Keys(records))
+	slices.SortFunc(restores, func(a, b string) int {
+		if d := records[b].Order - records[a].Order; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	for _, path := range restores {
 		rec := records[path]
 		if _, wanted := planned[path]; wanted || !planOK[rec.Owner] && sourceOf[rec.Owner] != nil {
 			continue
@@ -362,7 +377,7 @@ func (r *Reconciler) pass() error {
 		if f, ok := r.failed[path]; ok && f.Restore && f.Value == rec.Original {
 			continue // refused for good; tried again by the next process
 		}
-		err := r.fs.WriteFile(path, []byte(rec.Original))
+		err := r.fs.WriteFile(path, []byte(writable(rec.Original)))
 		switch {
 		case err == nil:
 			r.restores.Add(1)
@@ -374,21 +389,57 @@ func (r *Reconciler) pass() error {
 		case Classify(err) == Permanent:
 			// The record stays: losing the original would be worse than
 			// trying it again after a restart.
-			refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true}, err, sourceOf[rec.Owner])
+			refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true}, err)
 		default:
 			transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
 		}
 	}
-	if len(drops) > 0 || r.journal.Unsaved() {
-		var err error
-		if len(drops) > 0 {
-			err = r.journal.Drop(drops)
-		} else {
-			err = r.journal.Save()
+
+	// Record first: a file is written only once its original is on disk.
+	if err := r.journal.Commit(fresh, drops); err != nil {
+		transient(fmt.Errorf("recording %d original values and dropping %d restored ones: %w; the new values are not written", len(fresh), len(drops), err))
+		writes = slices.DeleteFunc(writes, func(w write) bool { return w.fresh })
+	}
+	drops = nil
+	for _, f := range befores {
+		if err := f(); err != nil {
+			transient(err)
 		}
-		if err != nil {
-			transient(fmt.Errorf("dropping %d restored values from the journal: %w", len(drops), err))
+	}
+	slices.SortFunc(writes, func(a, b write) int {
+		switch {
+		case a.gives != b.gives:
+			if a.gives {
+				return -1
+			}
+			return 1
+		case a.order != b.order && a.gives:
+			return b.order - a.order
+		case a.order != b.order:
+			return a.order - b.order
 		}
+		return strings.Compare(a.path, b.path)
+	})
+	for _, w := range writes {
+		err := r.fs.WriteFile(w.path, []byte(writable(w.value)))
+		switch {
+		case err == nil:
+			r.writes.Add(1)
+			delete(r.failed, w.path)
+		case Classify(err) == Gone:
+			drops = append(drops, w.path)
+		case Classify(err) == Permanent:
+			refused(Failure{Path: w.path, Owner: w.owner, Value: w.value}, err)
+			if w.fresh {
+				// The kernel left the file as it was: nothing to restore.
+				drops = append(drops, w.path)
+			}
+		default:
+			transient(fmt.Errorf("%s: writing %s: %w", w.owner, w.path, err))
+		}
+	}
+	if err := r.journal.Commit(nil, drops); err != nil {
+		transient(fmt.Errorf("dropping %d records of unchanged files: %w", len(drops), err))
 	}
 	for _, f := range afters {
 		if err := f(); err != nil {
@@ -404,12 +455,35 @@ func (r *Reconciler) pass() error {
 		}
 	}
 	r.logRefusals(newlyFails)
+	kept := make(map[string]string, len(r.failed))
+	for path, f := range r.failed {
+		kept[path] = f.Error
+		if f.Hint != "" {
+			kept[path] += " (" + f.Hint + ")"
+		}
+	}
+	if err := r.journal.SetRefused(kept); err != nil {
+		r.log.Warnf("host files: keeping the refused files for the audit: %v", err)
+	}
 	err := errors.Join(problems...)
 	if err != nil {
 		r.log.Warnf("host files: pass incomplete, retrying with backoff: %v", err)
 	}
 	r.publish(err)
+	if err == nil && pending {
+		return errPending
+	}
 	return err
+}
+
+// restoreValue is what is written to put an original back: an empty
+// original as a newline, since some kernel files (cgroup v2's
+// cpuset.cpus.exclusive) take an empty write as no write at all.
+func writable(value string) string {
+	if value == "" {
+		return "\n"
+	}
+	return value
 }
 
 // logRefusals logs new permanent refusals once, one line per owner, errno

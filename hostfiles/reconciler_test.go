@@ -104,7 +104,7 @@ func TestJournalFailureChangesNothing(t *testing.T) {
 	src.set(map[string]string{tr.path("a"): "y"})
 	err := in.r.Flush()
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "their files are not changed")
+	assert.Contains(t, err.Error(), "the new values are not written")
 	assert.Equal(t, "x", tr.read(t, "a"))
 	assert.Zero(t, fsys.writesTo(tr.path("a")))
 	_, recorded := in.j.Get(tr.path("a"))
@@ -142,6 +142,10 @@ func TestManagedIRQRefusedOnceNotRetried(t *testing.T) {
 			assert.EqualValues(t, 1, st.PermanentErrors)
 			require.Len(t, in.warnings(), 1, "logged once")
 			assert.Contains(t, in.warnings()[0], managed)
+			_, refused, thisBoot, err := ReadJournal(tr.journal(), bootA)
+			require.NoError(t, err)
+			assert.True(t, thisBoot)
+			assert.Contains(t, refused[managed], errno.Error(), "kept for the audit")
 
 			src.set(map[string]string{managed: "0", tr.path("irq/41/smp_affinity_list"): "0-1"})
 			require.NoError(t, in.r.Flush())
@@ -150,6 +154,9 @@ func TestManagedIRQRefusedOnceNotRetried(t *testing.T) {
 			src.set(nil)
 			require.NoError(t, in.r.Flush())
 			assert.Empty(t, in.r.Status().Failures, "no longer wanted: no longer a failure")
+			_, refused, _, err = ReadJournal(tr.journal(), bootA)
+			require.NoError(t, err)
+			assert.Empty(t, refused)
 			tr.requireOriginals(t, "released")
 		})
 	}
@@ -365,4 +372,126 @@ func TestTwoOwnersOneFile(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "one and two both want")
 	assert.Equal(t, "1", tr.read(t, "a"))
+}
+
+// TestChangedFileWhoseOriginalNowSatisfiesIsRestored: once the original
+// meets the want again (the CPU it was on is no longer banned), the file
+// gets its original back, even though its current value also meets it.
+func TestChangedFileWhoseOriginalNowSatisfiesIsRestored(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "2"})
+	src := newSource("irq")
+	bannedChar := "2"
+	src.satisfied = func(content, _ string) bool { return !strings.Contains(content, bannedChar) }
+	in := openInstance(t, OS{}, tr, bootA, src)
+	src.set(map[string]string{tr.path("a"): "0-1"})
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "0-1", tr.read(t, "a"))
+	bannedChar = "3"
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "2", tr.read(t, "a"))
+	assert.Empty(t, onDisk(t, tr))
+}
+
+// orderedSource wants fixed values with an Order per path.
+type orderedSource struct {
+	want  map[string]string
+	order map[string]int
+}
+
+func (o *orderedSource) Owner() string { return "cgroup" }
+
+func (o *orderedSource) Plan() (Plan, error) {
+	var p Plan
+	for path, v := range o.want {
+		p.Changes = append(p.Changes, Change{Path: path, Want: func(string) (string, error) { return v, nil }, Order: o.order[path]})
+	}
+	return p, nil
+}
+
+// TestOrderAndRestoresFirst: writes run in ascending Order whatever the
+// paths, restores in descending Order, and a pass restores what was
+// released before it writes what is new (a CPU given back before it is
+// given again). An empty value is written as a newline.
+func TestOrderAndRestoresFirst(t *testing.T) {
+	tr := newTree(t, map[string]string{"z-parent": "", "m-child": "", "a-leaf": "member", "other": "x"})
+	fsys := &faultFS{}
+	src := &orderedSource{order: map[string]int{tr.path("z-parent"): 0, tr.path("m-child"): 1, tr.path("a-leaf"): 2}}
+	in := openInstance(t, fsys, tr, bootA, src)
+	src.want = map[string]string{tr.path("z-parent"): "5", tr.path("m-child"): "5", tr.path("a-leaf"): "isolated"}
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []op{{"replace", tr.journal()}, {"write", tr.path("z-parent")}, {"write", tr.path("m-child")}, {"write", tr.path("a-leaf")}}, fsys.takeOps())
+
+	src.want = map[string]string{tr.path("other"): "y"}
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []op{{"write", tr.path("a-leaf")}, {"write", tr.path("m-child")}, {"write", tr.path("z-parent")},
+		{"replace", tr.journal()}, {"write", tr.path("other")}}, fsys.takeOps())
+	data, err := os.ReadFile(tr.path("z-parent"))
+	require.NoError(t, err)
+	assert.Equal(t, "\n", string(data), "an empty original is written as a newline")
+	assert.Equal(t, "member", tr.read(t, "a-leaf"))
+}
+
+// givingSource wants a parent and a child file, each a number of CPUs;
+// giving back is writing a smaller number.
+type givingSource struct{ want map[string]string }
+
+func (g *givingSource) Owner() string { return "cgroup" }
+
+func (g *givingSource) Plan() (Plan, error) {
+	var p Plan
+	for path, v := range g.want {
+		order := 0
+		if strings.HasSuffix(path, "child") {
+			order = 1
+		}
+		p.Changes = append(p.Changes, Change{Path: path, Order: order, Want: func(string) (string, error) { return v, nil },
+			Gives: func(content, want string) bool { return want < content }})
+	}
+	return p, nil
+}
+
+// TestGivingBackRunsFirstBottomUp: a parent that gives CPUs back is
+// written after its child gives them back, and before anything takes.
+func TestGivingBackRunsFirstBottomUp(t *testing.T) {
+	tr := newTree(t, map[string]string{"parent": "0", "child": "0", "other": "0"})
+	fsys := &faultFS{}
+	src := &givingSource{want: map[string]string{}}
+	in := openInstance(t, fsys, tr, bootA, src)
+	src.want = map[string]string{tr.path("parent"): "5", tr.path("child"): "5"}
+	require.NoError(t, in.r.Flush())
+	fsys.takeOps()
+	src.want = map[string]string{tr.path("parent"): "3", tr.path("child"): "3", tr.path("other"): "1"}
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []op{{"replace", tr.journal()}, {"write", tr.path("child")}, {"write", tr.path("parent")}, {"write", tr.path("other")}}, fsys.takeOps())
+}
+
+// pendingSource waits for a file to appear.
+type pendingSource struct{ path string }
+
+func (p *pendingSource) Owner() string { return "cpuset" }
+
+func (p *pendingSource) Plan() (Plan, error) {
+	if _, err := os.Stat(p.path); err != nil {
+		return Plan{Pending: true}, nil
+	}
+	return Plan{Changes: []Change{{Path: p.path, Want: func(string) (string, error) { return "isolated", nil }}}}, nil
+}
+
+// TestPendingIsPassedAgain: a Source waiting for a file (a cgroup the
+// runtime creates after the reply) gets passes again, with backoff and
+// without an error, until it appears.
+func TestPendingIsPassedAgain(t *testing.T) {
+	tr := newTree(t, map[string]string{})
+	src := &pendingSource{path: tr.path("ctr/cpuset.cpus.partition")}
+	in := openInstance(t, OS{}, tr, bootA, src)
+	in.r.timing = Timing{Delay: time.Millisecond, MinInterval: time.Millisecond, Rescan: time.Hour, BackoffInitial: 2 * time.Millisecond, BackoffMax: 10 * time.Millisecond}
+	require.NoError(t, in.r.Flush(), "pending is not an error")
+	in.r.Start()
+	in.r.Kick()
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, os.MkdirAll(tr.path("ctr"), 0o755))
+	require.NoError(t, os.WriteFile(src.path, []byte("member\n"), 0o644))
+	require.Eventually(t, func() bool { return tr.read(t, "ctr/cpuset.cpus.partition") == "isolated" }, 5*time.Second, time.Millisecond)
+	assert.Zero(t, in.r.Status().TransientErrors)
+	assert.Empty(t, in.warnings())
 }

@@ -62,6 +62,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// decision in the background, and if this process dies before it does,
 	// the next Synchronize finds the container where the runtime runs it.
 	st := p.recordPlacement(res)
+	p.rememberCgroup(res.Assignment, ctr)
 	p.stateChanged()
 	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, st.Pool, st.CPUs, st.Mems)
 	updates := p.followers(res)
@@ -225,6 +226,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // stop ends a container's run; its exclusive CPUs stay held for its pod.
 func (p *Plugin) stop(ctr *api.Container) allocator.Result {
 	res := p.alloc.Stop(ctr.GetId(), exitCode(ctr))
+	delete(p.cgroups, ctr.GetId())
 	p.recordRelease(res)
 	if a := res.Assignment; pools.IsExclusive(a.Pool) && a.Pod.UID != "" {
 		p.log.Infof("container %s stopped: CPUs %s held for its pod until the pod sandbox stops", a.Pod.ContainerName(a.Container), a.Held())

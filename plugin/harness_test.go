@@ -111,6 +111,10 @@ func newFakeRuntime(t testing.TB, unified bool) *fakeRuntime {
 	return f
 }
 
+// procRoot is the node's /proc for the plugin: a fixture tree that tests
+// of IRQ isolation write (procfixture); absent otherwise.
+func (f *fakeRuntime) procRoot() string { return filepath.Join(f.dir, "proc") }
+
 // runtimeSocket is where the adaptation listens, behind the proxy.
 func (f *fakeRuntime) runtimeSocket() string { return filepath.Join(f.dir, "rt.sock") }
 
@@ -452,6 +456,7 @@ func startPluginSetUp(t testing.TB, f *fakeRuntime, node testNode, stateFile str
 	require.NoError(t, err)
 	cfg.SysfsRoot = fixture.Root(t, node.fixture)
 	cfg.CgroupRoot = f.cgroupRoot
+	cfg.ProcRoot = f.procRoot()
 	cfg.StateFile = stateFile
 	topo, err := sysfs.Discover(cfg.SysfsRoot)
 	require.NoError(t, err)
@@ -506,7 +511,8 @@ func (rp *runningPlugin) kill() {
 
 func (rp *runningPlugin) halt() {
 	rp.p.writer.crash()
-	rp.p.stopPinning() // a dead process pins nothing more
+	rp.p.stopPinning()    // a dead process pins nothing more
+	rp.p.closeIsolation() // nor writes host files
 	rp.cancel()
 	select {
 	case <-rp.done:

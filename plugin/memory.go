@@ -53,7 +53,8 @@ func (p *Plugin) publishUsage() { p.usage.publish(p.alloc.Usage()) }
 func containerState(a allocator.Assignment) ContainerState {
 	return ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
-		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota}
+		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota, IsolateIRQs: a.IsolateIRQs,
+		IsolatedPartition: a.IsolatedPartition}
 }
 
 // stateChanged tells the writer that memory moved on (it persists the
@@ -62,6 +63,7 @@ func containerState(a allocator.Assignment) ContainerState {
 func (p *Plugin) stateChanged() {
 	p.gen++
 	p.writer.changed(p.gen)
+	p.isolationChanged()
 	p.notify()
 }
 

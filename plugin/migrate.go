@@ -12,6 +12,14 @@ import (
 // rather than half understood.
 var migrations = map[int]func(payload []byte) (*State, error){
 	1: migrateV1,
+	2: migrateV2,
+}
+
+// migrateV2: schema 3 only added optional fields (isolateIRQs,
+// isolatedPartition), so a version 2 payload is a version 3 one without
+// them.
+func migrateV2(payload []byte) (*State, error) {
+	return decodePayload(payload)
 }
 
 // stateV1 is schema 1, the first release's file (2a6c3c2).

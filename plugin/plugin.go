@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -92,14 +94,26 @@ type Plugin struct {
 	// changed tells the device plugin to re-read the devices.
 	grants  *grants
 	changed chan struct{}
+	// isolation changes host files (IRQ affinities) in the background
+	// (isolation.go); set once the state is loaded, read by metrics
+	// without the lock. isolationTiming paces it and isolationFS is its
+	// file access (tests shorten the one and inject kernel errors into the
+	// other).
+	isolation atomic.Pointer[isolation]
+	// cgroups are the cgroups paths of running containers whose cgroup is
+	// an isolated partition, by id, from the runtime.
+	cgroups         map[string]string
+	isolationTiming hostfiles.Timing
+	isolationFS     hostfiles.FS
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, memory: NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, overrode: map[string]bool{},
-		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1)}
+		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
 	p.pins = newSandboxPins(&p.mu)
+	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, hostfiles.OS{}
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(&p.usage, p.writer)
@@ -131,6 +145,9 @@ func (p *Plugin) loadState() error {
 	}
 	p.memory, p.loaded = st, true
 	p.writer.start(p.store, p.grants.file)
+	if err := p.openIsolation(); err != nil {
+		return err
+	}
 	if st.MigratedFrom != 0 {
 		p.log.Infof("state: %s is schema version %d; migrated to %d, rewritten at the next write", p.cfg.StateFile, st.MigratedFrom, SchemaVersion)
 	}
@@ -149,6 +166,7 @@ func (p *Plugin) Flush() error {
 // write collects the state under it.
 func (p *Plugin) Close() {
 	p.stopPinning()
+	p.closeIsolation()
 	if err := p.writer.Close(); err != nil {
 		p.log.Errorf("final state write: %v", err)
 	}

@@ -26,7 +26,10 @@ import (
 //   - 1: the first release (containers, previous, pools).
 //   - 2: held CPUs of stopped containers (held) replace previous; containers
 //     gain what resizes added and whether their CFS quota is lifted.
-const SchemaVersion = 2
+//   - 3: containers and holds gain whether device IRQs are kept off their
+//     CPUs (isolateIRQs) and whether their cgroup is an isolated partition
+//     (isolatedPartition).
+const SchemaVersion = 3
 
 // State is what survives plugin, runtime and node restarts.
 type State struct {
@@ -63,6 +66,11 @@ type ContainerState struct {
 	Added string `json:"added,omitempty"`
 	// NoCPUQuota tells that the plugin lifted the container's CFS quota.
 	NoCPUQuota bool `json:"noCPUQuota,omitempty"`
+	// IsolateIRQs tells that device IRQs are kept off its CPUs.
+	IsolateIRQs bool `json:"isolateIRQs,omitempty"`
+	// IsolatedPartition tells that its cgroup is made an isolated cgroup
+	// v2 partition.
+	IsolatedPartition bool `json:"isolatedPartition,omitempty"`
 }
 
 // HeldState is a stopped exclusive container's CPUs, kept for its pod.
@@ -233,8 +241,14 @@ func decodeState(data []byte) (*State, error) {
 			return nil, fmt.Errorf("unknown schema version %d; this build reads versions 1 to %d", env.SchemaVersion, SchemaVersion)
 		}
 	}
+	return decodePayload(env.State)
+}
+
+// decodePayload reads the state of the current schema strictly: an unknown
+// field is an error.
+func decodePayload(payload []byte) (*State, error) {
 	st := NewState()
-	dec := json.NewDecoder(bytes.NewReader(env.State))
+	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(st); err != nil {
 		return nil, fmt.Errorf("state content: %w", err)

@@ -61,8 +61,14 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	updates = append(updates, adopted...)
 	updates = append(updates, p.followPools(append(known, unknown...))...)
 	p.rememberAssignments()
+	p.rememberCgroups(append(known, unknown...))
 	p.synced = true
 	p.stateChanged()
+	// The reconciler's first pass: what the journal holds and nobody
+	// wants any more is restored, whatever the node's config says now.
+	if iso := p.isolation.Load(); iso != nil {
+		iso.recon.Kick()
+	}
 	p.pinSandboxesLater()
 	p.metrics.synchronized.Inc()
 	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d CPU sets held for stopped containers, %d updates",

@@ -31,6 +31,7 @@ func commands() []command {
 		{"validate", "check a configuration against the node", runValidate},
 		{"simulate", "replay container requests through the allocator", runSimulate},
 		{"status", "show pools and assignments from the state file", runStatus},
+		{"audit", "show what still disturbs each held exclusive CPU (IRQs, threads, isolation)", runAudit},
 		{"version", "print the version", runVersion},
 	}
 }
