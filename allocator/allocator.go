@@ -52,6 +52,9 @@ type Assignment struct {
 	// IsolatedPartition tells that its cgroup is made an isolated cgroup
 	// v2 partition of its CPUs while it runs.
 	IsolatedPartition bool `json:"-"`
+	// PowerClass is the power class of an exclusive container's CPUs ("":
+	// as the node has them), also while they are held for its pod.
+	PowerClass string `json:"-"`
 	// Added are the CPUs in-place resizes added to the container, in the
 	// order they were added; the rest of CPUs is its original set, which a
 	// resize never gives back.
@@ -167,6 +170,8 @@ type Request struct {
 	IsolateIRQs bool
 	// IsolatedPartition makes its cgroup an isolated partition.
 	IsolatedPartition bool
+	// PowerClass is an exclusive container's power class.
+	PowerClass string
 	// grow is the running container a resize adds CPUs to.
 	grow *Assignment
 }
@@ -190,7 +195,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		}
 		as.CPUs = cpus
 	case pools.Exclusive, pools.ExclusiveNonIsolcpus:
-		as.IsolateIRQs, as.IsolatedPartition = req.IsolateIRQs, req.IsolatedPartition
+		as.IsolateIRQs, as.IsolatedPartition, as.PowerClass = req.IsolateIRQs, req.IsolatedPartition, req.PowerClass
 		if req.CPUs.Size() > 0 {
 			cpus, err := a.placeExact(req)
 			if err != nil {
@@ -381,7 +386,8 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept 
 	}
 	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || cpulist.Equal(current, req.CPUs)) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
-			NoCPUQuota: req.Options.DisableCPUQuota, IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition}
+			NoCPUQuota: req.Options.DisableCPUQuota, IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
+			PowerClass: req.PowerClass}
 		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
 			// The siblings it was given idle are not in its cpuset; the
 			// annotation says they are its.

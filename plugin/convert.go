@@ -176,7 +176,7 @@ func (p *Plugin) assignmentFromState(id string, st ContainerState) (allocator.As
 	return allocator.Assignment{ID: id, Pod: rememberedPod(st),
 		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: cpus, Reserved: reserved, Mems: mems,
 		Added: addedWithin(parseOrdered(st.Added), cpus), NoCPUQuota: st.NoCPUQuota, IsolateIRQs: st.IsolateIRQs,
-		IsolatedPartition: st.IsolatedPartition}, ok1 && ok2
+		IsolatedPartition: st.IsolatedPartition, PowerClass: st.PowerClass}, ok1 && ok2
 }
 
 // addedWithin keeps the remembered order of added CPUs only for CPUs the

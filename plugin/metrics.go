@@ -157,6 +157,6 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // serve.
 func (p *Plugin) Registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(p.metrics, newIsolationMetrics(p), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(p.metrics, newIsolationMetrics(p), newPowerMetrics(p), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }

@@ -186,6 +186,7 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	p.cfg = cfg
 	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)
 	p.policy = allocator.NewPolicy(cfg, p.topo)
+	p.configurePower(cfg)
 	p.pinner = newCgroupPinner(cfg.CgroupRoot)
 	p.publishUsage()
 	p.log.Infof("pools: %s", layout.Describe())

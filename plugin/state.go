@@ -29,7 +29,9 @@ import (
 //   - 3: containers and holds gain whether device IRQs are kept off their
 //     CPUs (isolateIRQs) and whether their cgroup is an isolated partition
 //     (isolatedPartition).
-const SchemaVersion = 3
+//   - 4: containers and holds gain their power class (powerClass); the
+//     file gains each power class's CPUs (powerClasses).
+const SchemaVersion = 4
 
 // State is what survives plugin, runtime and node restarts.
 type State struct {
@@ -45,6 +47,9 @@ type State struct {
 	// Pools are the pools' cpusets when the file was written, for
 	// `nri-cpupool status` and operators.
 	Pools map[string]string `json:"pools,omitempty"`
+	// PowerClasses are each power class's CPUs when the file was written,
+	// for `nri-cpupool status`.
+	PowerClasses map[string]string `json:"powerClasses,omitempty"`
 	// MigratedFrom is the schema version the file was migrated from when
 	// loaded; 0 when it was already current. Never written.
 	MigratedFrom int `json:"-"`
@@ -71,6 +76,8 @@ type ContainerState struct {
 	// IsolatedPartition tells that its cgroup is made an isolated cgroup
 	// v2 partition.
 	IsolatedPartition bool `json:"isolatedPartition,omitempty"`
+	// PowerClass is the power class of an exclusive container's CPUs.
+	PowerClass string `json:"powerClass,omitempty"`
 }
 
 // HeldState is a stopped exclusive container's CPUs, kept for its pod.
@@ -472,7 +479,7 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 	for _, m := range []struct {
 		key string
 		val map[string]string
-	}{{"previous", st.Previous}, {"pools", st.Pools}} {
+	}{{"previous", st.Previous}, {"pools", st.Pools}, {"powerClasses", st.PowerClasses}} {
 		if len(m.val) == 0 {
 			continue // omitempty
 		}
