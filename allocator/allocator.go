@@ -55,6 +55,11 @@ type Assignment struct {
 	// PowerClass is the power class of an exclusive container's CPUs ("":
 	// as the node has them), also while they are held for its pod.
 	PowerClass string `json:"-"`
+	// WithShared tells that an exclusive container also runs on the
+	// shared pool, whose CPUs are Shared (as of its last update): its
+	// cpuset is Cpuset(), its CPUs stay the exclusive part.
+	WithShared bool          `json:"-"`
+	Shared     cpuset.CPUSet `json:"-"`
 	// Added are the CPUs in-place resizes added to the container, in the
 	// order they were added; the rest of CPUs is its original set, which a
 	// resize never gives back.
@@ -172,6 +177,8 @@ type Request struct {
 	IsolatedPartition bool
 	// PowerClass is an exclusive container's power class.
 	PowerClass string
+	// WithShared adds the shared pool to an exclusive container's cpuset.
+	WithShared bool
 	// grow is the running container a resize adds CPUs to.
 	grow *Assignment
 }
@@ -213,7 +220,10 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	default:
 		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
 	}
-	as.Mems = a.memsFor(as.CPUs)
+	if err := a.withSharedPart(as, req); err != nil {
+		return Result{}, err
+	}
+	as.Mems = a.memsFor(as.Cpuset())
 	a.takeFromHolds(req, as.Held())
 	return a.commit(as, infraBefore), nil
 }
@@ -329,6 +339,14 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 	if as.Reserved.Size() == 0 {
 		as.Reserved = cpuset.New()
 	}
+	if as.WithShared && pools.IsExclusive(as.Pool) {
+		// The shared part follows the pool as it is now, as a shared
+		// member does; kept where it was when the pool is gone.
+		if now := a.PoolCPUs(pools.Shared); !now.IsEmpty() {
+			as.Shared = now
+		}
+		as.Mems = a.memsFor(as.Cpuset())
+	}
 	if as.Mems.Size() == 0 {
 		as.Mems = a.memsFor(as.CPUs)
 	}
@@ -379,6 +397,10 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 // decision of ours — it stays there; otherwise it is placed like a new one.
 // Kept tells which happened.
 func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
+	if req.WithShared {
+		// Its exclusive part is what it runs on beyond the shared pool.
+		current = current.Difference(a.PoolCPUs(pools.Shared))
+	}
 	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !cpulist.Equal(current, req.CPUs) {
 		// The kubelet's allocation is the truth for its containers.
 		res, err = a.Allocate(req)
@@ -386,8 +408,8 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept 
 	}
 	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || cpulist.Equal(current, req.CPUs)) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
-			NoCPUQuota: req.Options.DisableCPUQuota, IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
-			PowerClass: req.PowerClass}
+			NoCPUQuota: req.Options.DisableCPUQuota || req.WithShared, IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
+			PowerClass: req.PowerClass, WithShared: req.WithShared, Shared: a.PoolCPUs(pools.Shared)}
 		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
 			// The siblings it was given idle are not in its cpuset; the
 			// annotation says they are its.

@@ -28,10 +28,11 @@ const (
 	AnnotationIRQIsolation         = "irq-isolation.cpupool.dev"
 	AnnotationIsolatedPartition    = "isolated-partition.cpupool.dev"
 	AnnotationPowerClass           = "power-class.cpupool.dev"
+	AnnotationSharedCPUs           = "shared-cpus.cpupool.dev"
 )
 
 var knownAnnotations = []string{AnnotationPool, AnnotationNUMA, AnnotationDevice, AnnotationHideHyperthreads, AnnotationFullPCPUsOnly, AnnotationDistributeAcrossNUMA,
-	AnnotationDisableCPUQuota, AnnotationIRQIsolation, AnnotationIsolatedPartition, AnnotationPowerClass}
+	AnnotationDisableCPUQuota, AnnotationIRQIsolation, AnnotationIsolatedPartition, AnnotationPowerClass, AnnotationSharedCPUs}
 
 // QoS classes, as the kubelet derives them.
 const (
@@ -157,6 +158,9 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		return Request{}, err
 	}
 	if req.PowerClass, err = p.powerClass(c, req.Pool); err != nil {
+		return Request{}, err
+	}
+	if req.WithShared, err = p.withShared(c, req.Pool); err != nil {
 		return Request{}, err
 	}
 	if req.NUMANodes, err = p.numaNodes(c); err != nil {

@@ -54,7 +54,7 @@ func containerState(a allocator.Assignment) ContainerState {
 	return ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
 		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota, IsolateIRQs: a.IsolateIRQs,
-		IsolatedPartition: a.IsolatedPartition, PowerClass: a.PowerClass}
+		IsolatedPartition: a.IsolatedPartition, PowerClass: a.PowerClass, WithShared: a.WithShared, SharedCPUs: sharedPart(a)}
 }
 
 // stateChanged tells the writer that memory moved on (it persists the

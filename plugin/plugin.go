@@ -27,6 +27,11 @@ const (
 	EnvCPUs = "CPUPOOL_CPUS"
 	EnvMems = "CPUPOOL_MEMS"
 	EnvPool = "CPUPOOL_POOL"
+	// EnvExclusiveCPUs and EnvSharedCPUs tell a container with exclusive
+	// and shared CPUs (shared-cpus.cpupool.dev) which of CPUPOOL_CPUS are
+	// which, for it to pin its threads (withshared.go).
+	EnvExclusiveCPUs = "CPUPOOL_EXCLUSIVE_CPUS"
+	EnvSharedCPUs    = "CPUPOOL_SHARED_CPUS"
 )
 
 // Plugin handles NRI events. One mutex serializes decisions and state.

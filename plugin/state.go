@@ -29,8 +29,9 @@ import (
 //   - 3: containers and holds gain whether device IRQs are kept off their
 //     CPUs (isolateIRQs) and whether their cgroup is an isolated partition
 //     (isolatedPartition).
-//   - 4: containers and holds gain their power class (powerClass); the
-//     file gains each power class's CPUs (powerClasses).
+//   - 4: containers and holds gain their power class (powerClass) and
+//     whether they also run on the shared pool (withShared, sharedCPUs);
+//     the file gains each power class's CPUs (powerClasses).
 const SchemaVersion = 4
 
 // State is what survives plugin, runtime and node restarts.
@@ -78,6 +79,11 @@ type ContainerState struct {
 	IsolatedPartition bool `json:"isolatedPartition,omitempty"`
 	// PowerClass is the power class of an exclusive container's CPUs.
 	PowerClass string `json:"powerClass,omitempty"`
+	// WithShared tells that an exclusive container also runs on the
+	// shared pool, whose CPUs were SharedCPUs at its last update; CPUs are
+	// its exclusive part.
+	WithShared bool   `json:"withShared,omitempty"`
+	SharedCPUs string `json:"sharedCPUs,omitempty"`
 }
 
 // HeldState is a stopped exclusive container's CPUs, kept for its pod.

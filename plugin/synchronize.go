@@ -59,6 +59,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	updates, confined := p.repairAll(repair, remembered.Containers, pods)
 	adopted, confinedNew := p.adoptAll(unknown, pods)
 	updates = append(updates, adopted...)
+	p.alloc.FollowShared()
 	updates = append(updates, p.followPools(append(known, unknown...))...)
 	p.rememberAssignments()
 	p.rememberCgroups(append(known, unknown...))
@@ -202,16 +203,17 @@ func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]Contai
 	return updates, confined
 }
 
-// followPools returns updates for shared and infra members that do not run
-// on their pool as it is now.
+// followPools returns updates for shared and infra members, and exclusive
+// containers with a shared part, that do not run on their pool as it is
+// now.
 func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate {
 	var updates []*api.ContainerUpdate
 	for _, c := range containers {
 		a, ok := p.alloc.Get(c.GetId())
-		if !ok || pools.IsExclusive(a.Pool) {
+		if !ok || pools.IsExclusive(a.Pool) && !a.WithShared {
 			continue
 		}
-		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, a.CPUs) {
+		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, a.Cpuset()) {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
 	}
@@ -254,6 +256,16 @@ func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
 	case !p.alloc.HeldByOthers(a.Held(), a.ID).IsEmpty():
 		// Two containers on one exclusive CPU: the first keeps it.
 		return false
+	case a.WithShared:
+		// Its exclusive part must be where it runs; the shared part
+		// follows the pool (followPools).
+		if !a.CPUs.IsSubsetOf(cur) {
+			return false
+		}
+		if _, err := p.alloc.Restore(a, true); err != nil {
+			p.log.Warnf("kept container %s on CPUs %s although %v", who, a.CPUs, err)
+		}
+		return true
 	case cpulist.Equal(cur, a.CPUs):
 		if _, err := p.alloc.Restore(a, true); err != nil {
 			p.log.Warnf("kept container %s on CPUs %s although %v", who, a.CPUs, err)
@@ -285,9 +297,9 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st Container
 		runs = "CPUs " + cur.String()
 	}
 	if clean {
-		if _, err := p.alloc.Restore(a, false); err == nil {
-			p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, a.CPUs)
-			return cpuUpdate(a, p.cfg.PinMemory), true
+		if res, err := p.alloc.Restore(a, false); err == nil {
+			p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
+			return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
 		}
 	}
 	if pod == nil {
