@@ -223,7 +223,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	if err := a.withSharedPart(as, req); err != nil {
 		return Result{}, err
 	}
-	as.Mems = a.memsFor(as.Cpuset())
+	as.Mems = a.memsFor(as.CPUs)
 	a.takeFromHolds(req, as.Held())
 	return a.commit(as, infraBefore), nil
 }
@@ -345,7 +345,6 @@ func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
 		if now := a.PoolCPUs(pools.Shared); !now.IsEmpty() {
 			as.Shared = now
 		}
-		as.Mems = a.memsFor(as.Cpuset())
 	}
 	if as.Mems.Size() == 0 {
 		as.Mems = a.memsFor(as.CPUs)

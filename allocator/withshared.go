@@ -17,7 +17,10 @@ import (
 // exclusive CPUs like any exclusive container (placement, holds, resizes
 // and the exclusive pools' accounting see only them); its cpuset is
 // those plus the shared pool as it is now (Assignment.Shared), which
-// follows the pool as a shared member does.
+// follows the pool as a shared member does. Its memory nodes are those of
+// its exclusive part (pinMemory): what it polls on gets local memory, and
+// its control threads on a shared CPU of another node use that node's
+// memory remotely.
 
 // Cpuset is the container's cpuset as the runtime applies it: its CPUs,
 // plus the shared pool's when it has asked for them.
@@ -91,13 +94,12 @@ func (a *Allocator) FollowShared() []Assignment {
 		c := a.containers[id]
 		switch {
 		case c.Pool == pools.Shared && !now.IsEmpty() && !cpulist.Equal(c.CPUs, now):
-			c.CPUs = now
-		case c.WithShared && !cpulist.Equal(c.Shared, now):
+			c.CPUs, c.Mems = now, a.memsFor(now)
+		case c.WithShared && !now.IsEmpty() && !cpulist.Equal(c.Shared, now):
 			c.Shared = now
 		default:
 			continue
 		}
-		c.Mems = a.memsFor(c.Cpuset())
 		moved = append(moved, *c)
 	}
 	return moved

@@ -88,3 +88,19 @@ func TestWithSharedRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), `nri-cpupool: container telco/dpdk/fwd: annotation shared-cpus.cpupool.dev="true": namespace "telco" may not use pool shared (allowedNamespaces.shared: [web])`)
 	assert.Equal(t, 8, usageOf(rp.p, "exclusive").Free)
 }
+
+// TestWithSharedOnTheResourceRoute: a container of cpupool.dev/exclusive
+// gets the kubelet's CPUs plus the shared pool; the kubelet's devices
+// stay the exclusive part.
+func TestWithSharedOnTheResourceRoute(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktopKubelet, statePath(f))
+	env := grantEnv(t, rp.p, "6", "14")
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort", annotations: map[string]string{"shared-cpus.cpupool.dev": "true"}})
+	_, resp, err := f.createWithEnv(pod, "app", 0, env)
+	require.NoError(t, err)
+	assert.Equal(t, "2-3,6,10-11,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+	assert.Equal(t, "6,14", envOf(resp)[EnvExclusiveCPUs])
+	assert.Equal(t, "2-3,10-11", envOf(resp)[EnvSharedCPUs])
+	assert.Equal(t, "4@0 5@0 6@0 7@0 12@0 13@0 14@0 15@0", healthOf(rp.p.Devices()))
+}
