@@ -7,11 +7,14 @@
 // nohz_full, and its idle-state and frequency settings where they exist.
 //
 // A held CPU is clean when, during the sample, no device IRQ fired on it,
-// and no thread may run on it but the owner's and the per-CPU kernel
-// threads bound to it alone (ksoftirqd/N, migration/N, kworker/N:*, which
-// every CPU has). The architecture's per-CPU interrupts (LOC, RES, CAL,
-// TLB, ...) are reported with their counts, not judged: they are the
-// kernel's own (nohz_full reduces the timer's).
+// and no thread of another process (user space) may run on it. What the
+// kernel keeps for itself is reported, not judged: the architecture's
+// per-CPU interrupts (LOC, RES, CAL, TLB, ...; nohz_full reduces the
+// timer's), the per-CPU kernel threads bound to it alone (ksoftirqd/N,
+// migration/N, kworker/N:*, which every CPU has), and the unbound kernel
+// threads allowed on it (workqueue rescuers such as kblockd or rcu_gp,
+// which a real kernel leaves allowed on every CPU, even isolcpus ones, and
+// which run only under memory pressure or for queued work).
 //
 // A device IRQ is movable unless the plugin's journal lists its affinity
 // file as refused by the kernel (a kernel-managed IRQ).
@@ -83,12 +86,14 @@ type CPU struct {
 	Problems []string `json:"problems,omitempty"`
 	// IRQs fired on it during the sample.
 	IRQs []IRQ `json:"irqs,omitempty"`
-	// ForeignThreads counts the threads of other processes allowed on it;
-	// Threads lists the first of them.
+	// ForeignThreads counts the user-space threads of other processes
+	// allowed on it; Threads lists the first of them.
 	ForeignThreads int      `json:"foreignThreads"`
 	Threads        []Thread `json:"threads,omitempty"`
-	// PerCPUKernelThreads counts the kernel threads bound to it alone.
-	PerCPUKernelThreads int  `json:"perCPUKernelThreads"`
+	// PerCPUKernelThreads counts the kernel threads bound to it alone,
+	// UnboundKernelThreads those allowed on it and on other CPUs.
+	PerCPUKernelThreads  int `json:"perCPUKernelThreads"`
+	UnboundKernelThreads int `json:"unboundKernelThreads"`
 	DomainIsolated      bool `json:"domainIsolated"`
 	NohzFull            bool `json:"nohzFull"`
 	// IsolatedPartition is nil where the kernel does not say (cgroup v1,
@@ -111,13 +116,12 @@ type IRQ struct {
 	Reason   string `json:"reason,omitempty"`
 }
 
-// Thread is a thread allowed to run on a CPU.
+// Thread is a thread of another process allowed to run on a CPU.
 type Thread struct {
 	PID     int    `json:"pid"`
 	TID     int    `json:"tid"`
 	Comm    string `json:"comm"`
 	Allowed string `json:"allowed"`
-	Kernel  bool   `json:"kernel,omitempty"`
 }
 
 // Power is a CPU's idle and frequency settings, empty where the files do
@@ -195,9 +199,13 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 				cpu.PerCPUKernelThreads++
 				continue
 			}
+			if t.kernel {
+				cpu.UnboundKernelThreads++
+				continue
+			}
 			cpu.ForeignThreads++
 			if len(cpu.Threads) < opt.MaxThreads {
-				cpu.Threads = append(cpu.Threads, Thread{PID: t.pid, TID: t.tid, Comm: t.comm, Allowed: t.allowed.String(), Kernel: t.kernel})
+				cpu.Threads = append(cpu.Threads, Thread{PID: t.pid, TID: t.tid, Comm: t.comm, Allowed: t.allowed.String()})
 			}
 		}
 		judge(&cpu)
