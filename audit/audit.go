@@ -69,7 +69,9 @@ type Options struct {
 
 // Report is the audit of every held exclusive CPU.
 type Report struct {
-	Sample string `json:"sample"`
+	// At is when the sample ended.
+	At     time.Time `json:"at"`
+	Sample string    `json:"sample"`
 	// Clean tells whether every held exclusive CPU is clean.
 	Clean bool  `json:"clean"`
 	CPUs  []CPU `json:"cpus"`
@@ -92,10 +94,10 @@ type CPU struct {
 	Threads        []Thread `json:"threads,omitempty"`
 	// PerCPUKernelThreads counts the kernel threads bound to it alone,
 	// UnboundKernelThreads those allowed on it and on other CPUs.
-	PerCPUKernelThreads  int `json:"perCPUKernelThreads"`
-	UnboundKernelThreads int `json:"unboundKernelThreads"`
-	DomainIsolated      bool `json:"domainIsolated"`
-	NohzFull            bool `json:"nohzFull"`
+	PerCPUKernelThreads  int  `json:"perCPUKernelThreads"`
+	UnboundKernelThreads int  `json:"unboundKernelThreads"`
+	DomainIsolated       bool `json:"domainIsolated"`
+	NohzFull             bool `json:"nohzFull"`
 	// IsolatedPartition is nil where the kernel does not say (cgroup v1,
 	// or a kernel without cpuset.cpus.isolated).
 	IsolatedPartition *bool `json:"isolatedPartition,omitempty"`
@@ -175,7 +177,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 		return nil, err
 	}
 	k := kernelSets(opt)
-	rep := &Report{Sample: opt.Sample.String(), Clean: true}
+	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true}
 	for _, c := range held.List() {
 		h := owners[c]
 		cpu := CPU{CPU: c, Owner: h.Owner, Pool: h.Pool, ContainerID: h.ContainerID,

@@ -157,6 +157,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // serve.
 func (p *Plugin) Registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(p.metrics, newIsolationMetrics(p), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.startAuditing()
+	reg.MustRegister(p.metrics, newIsolationMetrics(p), newAuditMetrics(p), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }

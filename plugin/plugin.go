@@ -99,12 +99,15 @@ type Plugin struct {
 	// without the lock. isolationTiming paces it and isolationFS is its
 	// file access (tests shorten the one and inject kernel errors into the
 	// other).
-	isolation atomic.Pointer[isolation]
-	// cgroups are the cgroups paths of running containers whose cgroup is
-	// an isolated partition, by id, from the runtime.
-	cgroups         map[string]string
+	isolation       atomic.Pointer[isolation]
 	isolationTiming hostfiles.Timing
 	isolationFS     hostfiles.FS
+	// cgroups are the cgroups paths of running containers whose cgroup is
+	// an isolated partition, by id, from the runtime.
+	cgroups map[string]string
+	// auditor audits the held exclusive CPUs every minute for the metrics,
+	// once they are served (audit.go).
+	auditor atomic.Pointer[auditor]
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
@@ -166,6 +169,7 @@ func (p *Plugin) Flush() error {
 // write collects the state under it.
 func (p *Plugin) Close() {
 	p.stopPinning()
+	p.stopAuditing()
 	p.closeIsolation()
 	if err := p.writer.Close(); err != nil {
 		p.log.Errorf("final state write: %v", err)
