@@ -1,7 +1,7 @@
 # nri-cpupool — see README.md. `make test` is the project's test command.
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X github.com/cpupool/nri-cpupool/internal/cli.Version=$(VERSION)
+LDFLAGS  := -X github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/cli.Version=$(VERSION)
 BIN      := bin/nri-cpupool
 PREFIX   ?= /usr/local
 DESTDIR  ?=
@@ -55,7 +55,7 @@ unit:
 # the checked-in corpora in testdata/fuzz as plain tests).
 FUZZTIME ?= 30s
 FUZZ_TARGETS := FuzzParse:./internal/cpulist FuzzParse:./config FuzzAnnotations:./allocator \
-  FuzzStateSynchronize:./plugin FuzzRequests:./internal/simulate
+  FuzzStateSynchronize:./plugin FuzzRequests:./cmd/nri-cpupool/internal/simulate
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  name=$${t%%:*}; pkg=$${t#*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \

@@ -2,6 +2,11 @@
 // and which memory nodes. It is pure — topology, configuration and the
 // current assignments in, decisions out — and never touches the node, so
 // the plugin, the simulator and the tests all run the same code.
+//
+// The pools come from layout.go, a container's pool and options from its
+// annotations in policy.go, its exclusive CPUs from placement.go; resize.go
+// grows and shrinks them in place, hold.go keeps a stopped container's CPUs
+// for its pod, and recover.go decides what a restart keeps.
 package allocator
 
 import (
@@ -107,7 +112,7 @@ type Allocator struct {
 	// holds keep stopped exclusive containers' CPUs for their pods, by
 	// restartKey; their CPUs stay owned by the stopped container's id.
 	holds map[string]*Hold
-	// overlapped is set once a forced restore put two containers on one
+	// overlapped is set once keep (recover.go) put two containers on one
 	// CPU; only then must a release look for another holder.
 	overlapped bool
 	// scratch is placement's working memory (see placement.go).
@@ -234,8 +239,8 @@ func (a *Allocator) commit(as *Assignment, infraBefore infraMark) Result {
 	a.addContainer(as)
 	if pools.IsExclusive(as.Pool) {
 		for _, id := range as.Held().UnsortedList() {
-			// A forced restore may overlap another container; the first
-			// holder keeps the CPU (see Release).
+			// A container kept where it runs (keep) may overlap
+			// another; the first holder keeps the CPU (see Release).
 			switch a.owner[id] {
 			case "":
 				a.setOwner(id, as.ID)
@@ -301,7 +306,7 @@ func (a *Allocator) Release(id string) Result {
 }
 
 // otherHolder finds an exclusive container that still runs on cpu, or a
-// hold that keeps it, after a forced restore made two overlap, so the CPU
+// hold that keeps it, after keep (recover.go) made two overlap, so the CPU
 // is not handed out while in use.
 func (a *Allocator) otherHolder(cpu int) string {
 	for _, id := range a.sortedIDs() {
@@ -316,110 +321,6 @@ func (a *Allocator) otherHolder(cpu int) string {
 		}
 	}
 	return ""
-}
-
-// Restore re-adds a container exactly where it runs (after a restart of the
-// plugin). It never moves the container: if its CPUs conflict with another
-// exclusive container or lie outside its pool, the error says so and the
-// caller decides; Force adopts it anyway.
-func (a *Allocator) Restore(as Assignment, force bool) (Result, error) {
-	var problem error
-	// CPUs this node does not have (a state file from another node, a
-	// hot-unplugged vCPU) are dropped: nothing may index past the node.
-	if unknown := a.Unknown(as.CPUs.Union(as.Reserved)); !unknown.IsEmpty() {
-		problem = fmt.Errorf("container %s: CPUs %s are not on this node", as.ID, unknown)
-		as.CPUs, as.Reserved = as.CPUs.Difference(unknown), as.Reserved.Difference(unknown)
-	}
-	if as.CPUs.IsEmpty() {
-		if problem != nil {
-			return Result{}, problem
-		}
-		return Result{}, fmt.Errorf("container %s: empty cpuset", as.ID)
-	}
-	if as.Reserved.Size() == 0 {
-		as.Reserved = cpuset.New()
-	}
-	if as.WithShared && pools.IsExclusive(as.Pool) {
-		// The shared part follows the pool as it is now, as a shared
-		// member does; kept where it was when the pool is gone.
-		if now := a.PoolCPUs(pools.Shared); !now.IsEmpty() {
-			as.Shared = now
-		}
-	}
-	if as.Mems.Size() == 0 {
-		as.Mems = a.memsFor(as.CPUs)
-	}
-	if !cpuset.New(as.Added...).IsSubsetOf(as.CPUs) {
-		as.Added = nil // a record that does not match where it runs: all original
-	}
-	infraBefore := a.markInfra()
-	if h, ok := a.holds[as.restartKey()]; ok && as.Pod.UID != "" {
-		// The container runs again: its last run's hold is over.
-		a.dropHold(as.restartKey(), h)
-	}
-	if pools.IsExclusive(as.Pool) && problem == nil {
-		for _, cpu := range as.Held().List() {
-			if !a.x.online(cpu) {
-				problem = fmt.Errorf("container %s: CPU %d is not online", as.ID, cpu)
-				break
-			}
-			if o := a.owner[cpu]; o != "" && o != as.ID {
-				problem = fmt.Errorf("container %s: CPU %d is already held by container %s", as.ID, cpu, o)
-				break
-			}
-		}
-		if problem == nil && !as.Held().IsSubsetOf(a.layout.Pool(as.Pool)) {
-			problem = fmt.Errorf("container %s: CPUs %s are outside pool %s (%s) as now configured", as.ID, as.Held().Difference(a.layout.Pool(as.Pool)), as.Pool, a.layout.Pool(as.Pool))
-		}
-	}
-	if problem != nil && !force {
-		return Result{}, problem
-	}
-	cp := as
-	if cp.Pool == pools.Shared || cp.Pool == pools.Infra {
-		// Members of a shared pool follow the pool as it is now, unless the
-		// pool no longer exists: then they stay where they run.
-		if now := a.PoolCPUs(cp.Pool); !now.IsEmpty() {
-			cp.CPUs = now
-			cp.Mems = a.memsFor(cp.CPUs)
-		} else if problem == nil {
-			problem = fmt.Errorf("container %s: pool %s has no CPUs as now configured; it stays on %s", as.ID, as.Pool, as.CPUs)
-		}
-	}
-	res := a.commit(&cp, infraBefore)
-	return res, problem
-}
-
-// Adopt takes in a running container the allocator has no record of (it
-// was created while the plugin was away, or the state was lost). If it
-// already runs on a free exclusive set of the requested size — an earlier
-// decision of ours — it stays there; otherwise it is placed like a new one.
-// Kept tells which happened.
-func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
-	if req.WithShared {
-		// Its exclusive part is what it runs on beyond the shared pool.
-		current = current.Difference(a.PoolCPUs(pools.Shared))
-	}
-	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !cpulist.Equal(current, req.CPUs) {
-		// The kubelet's allocation is the truth for its containers.
-		res, err = a.Allocate(req)
-		return res, false, err
-	}
-	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || cpulist.Equal(current, req.CPUs)) {
-		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
-			NoCPUQuota: req.Options.DisableCPUQuota || req.WithShared, IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
-			PowerClass: req.PowerClass, WithShared: req.WithShared, Shared: a.PoolCPUs(pools.Shared)}
-		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
-			// The siblings it was given idle are not in its cpuset; the
-			// annotation says they are its.
-			as.Reserved = a.HiddenSiblings(current)
-		}
-		if res, err := a.Restore(as, false); err == nil {
-			return res, true, nil
-		}
-	}
-	res, err = a.Allocate(req)
-	return res, false, err
 }
 
 // PoolCPUs returns a pool's current cpuset. Shared and infra pools leave
@@ -484,41 +385,12 @@ func (a *Allocator) Assignments() []Assignment {
 	return out
 }
 
-// HeldByOthers returns the CPUs of cpus that an exclusive container (or a
-// hold) other than id has.
-func (a *Allocator) HeldByOthers(cpus cpuset.CPUSet, id string) cpuset.CPUSet {
-	var out []int
-	for _, c := range cpus.UnsortedList() {
-		if a.x.online(c) && a.owner[c] != "" && a.owner[c] != id {
-			out = append(out, c)
-		}
-	}
-	return cpuset.New(out...)
-}
-
 // Unknown returns the CPUs of a set that this node does not have online.
 func (a *Allocator) Unknown(cpus cpuset.CPUSet) cpuset.CPUSet {
 	var out []int
 	for _, id := range cpus.UnsortedList() {
 		if !a.x.online(id) {
 			out = append(out, id)
-		}
-	}
-	return cpuset.New(out...)
-}
-
-// HiddenSiblings returns the other threads of the cores of cpus: what a
-// hide-hyperthreads container keeps idle.
-func (a *Allocator) HiddenSiblings(cpus cpuset.CPUSet) cpuset.CPUSet {
-	var out []int
-	for _, id := range cpus.UnsortedList() {
-		if !a.x.online(id) || a.x.cpus[id].core < 0 {
-			continue
-		}
-		for _, t := range a.x.cores[a.x.cpus[id].core] {
-			if !cpus.Contains(t) {
-				out = append(out, t)
-			}
 		}
 	}
 	return cpuset.New(out...)

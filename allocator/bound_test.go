@@ -17,21 +17,14 @@ func exhaustivePlan(p *planner, nodes []nodeCap, need int, req Request) (*plan, 
 	for k := 1; k <= len(nodes); k++ {
 		var best *plan
 		forEachCombination(len(nodes), k, func(idx []int) {
-			c := candidate{}
-			sum := 0
+			var combo []nodeCap
 			for _, j := range idx {
-				c.combo = append(c.combo, nodes[j])
-				sum += nodes[j].cap
+				combo = append(combo, nodes[j])
 			}
-			if sum < need {
-				return
-			}
-			amounts, ok := p.amounts(c.combo, need, req.Options.DistributeAcrossNUMA)
+			c, ok := p.candidate(combo, need, req)
 			if !ok {
 				return
 			}
-			c.amounts, c.bound = amounts, p.outline(c.combo, req)
-			c.bound.leftover = sum - need
 			if cand := p.build(&c); best == nil || cand.better(best) {
 				best = cand
 			}
@@ -54,6 +47,10 @@ func TestBoundedSearchMatchesExhaustiveSearch(t *testing.T) {
 		"epyc-2s-384":             "isolatedCPUs: \"2-191,194-383\"",
 		"xeon-1s-nosmt":           "isolatedCPUs: \"2-15\"",
 		"server-offline-isolcpus": "pools: {exclusive: {count: 6}, shared: {count: 4}}",
+		// NUMA nodes that span sockets, and four threads a core.
+		"kubelet-multi-socket-dual-socket-per-numa-ht": "isolatedCPUs: \"1-39,41-79\"",
+		"epyc-2s-nps0":                    "isolatedCPUs: \"1-63,65-127\"",
+		"kubelet-quad-socket-four-way-ht": "isolatedCPUs: \"1-108,110-168,170-228,230-287\"",
 	}
 	compared := 0
 	for name, cfg := range fixtures {

@@ -33,12 +33,12 @@ func TestHugeCPURequestIsRefusedNotPanics(t *testing.T) {
 func TestRestoreDropsCPUsTheNodeLacks(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", `isolatedCPUs: "4-7,12-15"`)
 	as := Assignment{ID: "x", Pod: PodRef{UID: "u"}, Container: "c", Pool: pools.Exclusive, MilliCPU: 2000, CPUs: cpuset.New(4, 40), Reserved: cpuset.New(1 << 20)}
-	_, err := a.Restore(as, true)
+	_, err := a.keep(as)
 	assert.ErrorContains(t, err, "not on this node")
 	got, ok := a.Get("x")
 	require.True(t, ok)
 	assert.Equal(t, "4", got.CPUs.String())
-	_, err = a.Restore(Assignment{ID: "y", Pool: pools.Exclusive, CPUs: cpuset.New(99)}, true)
+	_, err = a.keep(Assignment{ID: "y", Pool: pools.Exclusive, CPUs: cpuset.New(99)})
 	assert.Error(t, err)
 	_, err = a.RestoreHold(Hold{Assignment: Assignment{ID: "z", Pod: PodRef{UID: "u"}, Container: "z", Pool: pools.Exclusive,
 		CPUs: cpuset.New(5, 4000)}})

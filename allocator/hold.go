@@ -1,7 +1,6 @@
 package allocator
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 
@@ -109,51 +108,6 @@ func (a *Allocator) podHoldKeys(uid string) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// RestoreHold re-adds a remembered hold (after a restart of the plugin). It
-// is refused, and the caller forgets it, if a CPU is offline, outside its
-// pool as now configured, or taken by a container that runs: the runtime
-// is the truth about running containers, a hold only a memory.
-func (a *Allocator) RestoreHold(h Hold) (Result, error) {
-	if h.Pod.UID == "" || h.Container == "" || !pools.IsExclusive(h.Pool) || h.CPUs.IsEmpty() {
-		return Result{}, fmt.Errorf("hold %s/%s: incomplete (pool %q, CPUs %q)", h.Pod.UID, h.Container, h.Pool, h.CPUs)
-	}
-	if h.Reserved.Size() == 0 {
-		h.Reserved = cpuset.New()
-	}
-	key := h.restartKey()
-	for _, cpu := range h.Held().List() {
-		if !a.x.online(cpu) {
-			return Result{}, fmt.Errorf("hold %s: CPU %d is not online", key, cpu)
-		}
-		if o := a.owner[cpu]; o != "" && o != h.ID {
-			return Result{}, fmt.Errorf("hold %s: CPU %d is in use by container %s", key, cpu, o)
-		}
-	}
-	if !h.Held().IsSubsetOf(a.layout.Pool(h.Pool)) {
-		return Result{}, fmt.Errorf("hold %s: CPUs %s are outside pool %s (%s) as now configured", key, h.Held().Difference(a.layout.Pool(h.Pool)), h.Pool, a.layout.Pool(h.Pool))
-	}
-	for _, c := range a.containers {
-		if c.ID == h.ID || (c.Pod.UID == h.Pod.UID && c.Container == h.Container) {
-			return Result{}, fmt.Errorf("hold %s: the container runs again (%s)", key, c.ID)
-		}
-	}
-	if old, ok := a.holds[key]; ok {
-		a.dropHold(key, old)
-	}
-	infraBefore := a.markInfra()
-	if h.Mems.Size() == 0 {
-		h.Mems = a.memsFor(h.CPUs)
-	}
-	hold := h
-	a.holds[key] = &hold
-	for _, cpu := range h.Held().UnsortedList() {
-		a.setOwner(cpu, h.ID)
-	}
-	res := Result{Assignment: h.Assignment}
-	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
-	return res, nil
 }
 
 // reusableFor returns the CPUs a new run of container req may take from

@@ -187,7 +187,7 @@ func TestRestoreHold(t *testing.T) {
 	assert.Len(t, a.Holds(), 1)
 
 	// A running container of the same pod and name ends the hold.
-	_, err = a.Restore(Assignment{ID: "new", Pod: PodRef{UID: "u"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "12,52")}, false)
+	_, err = a.restore(Assignment{ID: "new", Pod: PodRef{UID: "u"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "12,52")})
 	require.NoError(t, err)
 	assert.Empty(t, a.Holds())
 	assert.True(t, a.FreeCPUs(pools.Exclusive).Contains(10))

@@ -138,14 +138,17 @@ type poolView struct {
 }
 
 type nodeView struct {
-	id     int
+	id int
+	// socket is the node's socket, or -1 when the node spans several (a
+	// BIOS that interleaves memory across sockets shows one node for two).
 	socket int
 	l3s    []l3View
 }
 
 type l3View struct {
-	id    int
-	cores []coreView
+	id     int
+	socket int // an L3 cache never spans sockets
+	cores  []coreView
 }
 
 // coreView holds the threads of one core that belong to the pool.
@@ -164,24 +167,37 @@ func (x *index) view(cpus cpuset.CPUSet) *poolView {
 		if byNode[c.numa] == nil {
 			byNode[c.numa] = map[int]map[int][]int{}
 		}
-		if byNode[c.numa][c.l3] == nil {
-			byNode[c.numa][c.l3] = map[int][]int{}
+		// A CPU without L3 information is grouped with its socket's, never
+		// with another socket's: no L3 group spans sockets.
+		l3 := c.l3
+		if l3 == sysfs.Unknown {
+			l3 = -2 - c.socket
 		}
-		byNode[c.numa][c.l3][c.core] = append(byNode[c.numa][c.l3][c.core], id)
+		if byNode[c.numa][l3] == nil {
+			byNode[c.numa][l3] = map[int][]int{}
+		}
+		byNode[c.numa][l3][c.core] = append(byNode[c.numa][l3][c.core], id)
 	}
 	// Every core's threads in one array, in walk order: a decision reads
 	// them all, and cold memory costs it more than the walk itself.
 	flat := make([]int, 0, cpus.Size())
 	for _, node := range slices.Sorted(maps.Keys(byNode)) {
-		nv := nodeView{id: node, socket: -1}
+		nv := nodeView{id: node, socket: -2}
 		for _, l3 := range slices.Sorted(maps.Keys(byNode[node])) {
 			lv := l3View{id: l3}
 			for _, core := range slices.Sorted(maps.Keys(byNode[node][l3])) {
 				start := len(flat)
 				flat = append(flat, byNode[node][l3][core]...)
 				threads := flat[start:len(flat):len(flat)]
-				nv.socket = x.cpus[threads[0]].socket
+				lv.socket = x.cpus[threads[0]].socket
 				lv.cores = append(lv.cores, coreView{index: core, threads: threads, complete: len(threads) == len(x.cores[core])})
+			}
+			switch nv.socket {
+			case -2:
+				nv.socket = lv.socket
+			case lv.socket:
+			default:
+				nv.socket = -1
 			}
 			nv.l3s = append(nv.l3s, lv)
 		}

@@ -193,15 +193,15 @@ func TestRestartGetsPreviousCPUs(t *testing.T) {
 
 func TestRestore(t *testing.T) {
 	a := newAllocator(t, "xeon-2s-interleaved", "")
-	_, err := a.Restore(Assignment{ID: "a", Pool: pools.Exclusive, CPUs: set(t, "10,50")}, false)
+	_, err := a.restore(Assignment{ID: "a", Pool: pools.Exclusive, CPUs: set(t, "10,50")})
 	require.NoError(t, err)
-	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")}, false)
+	_, err = a.restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")})
 	assert.ErrorContains(t, err, "CPU 50 is already held by container a")
-	_, err = a.Restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")}, false)
+	_, err = a.restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")})
 	assert.ErrorContains(t, err, "outside pool exclusive")
 	_, ok := a.Get("c")
 	assert.False(t, ok)
-	_, err = a.Restore(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")}, true)
+	_, err = a.keep(Assignment{ID: "c", Pool: pools.Exclusive, CPUs: set(t, "0")})
 	assert.Error(t, err, "forced restores still report the problem")
 	got, ok := a.Get("c")
 	require.True(t, ok)
@@ -211,132 +211,13 @@ func TestRestore(t *testing.T) {
 
 	// Two containers forced onto the same CPUs: freeing one must not free
 	// the CPUs the other still runs on.
-	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")}, true)
+	_, err = a.keep(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "50,52")})
 	assert.ErrorContains(t, err, "already held by container a")
 	a.Release("a")
 	assert.False(t, a.FreeCPUs(pools.Exclusive).Contains(50), "b still runs on 50")
 	assert.True(t, a.FreeCPUs(pools.Exclusive).Contains(10), "10 was a's alone")
 	a.Release("b")
 	assert.True(t, a.FreeCPUs(pools.Exclusive).Contains(50))
-}
-
-// TestAtLeastAsGoodAsKubelet replays the kubelet static policy's published
-// test cases (pkg/kubelet/cm/cpumanager/cpu_assignment_test.go,
-// TestTakeByTopologyNUMAPacked and friends) on the same topologies, plus
-// cases of our own with the kubelet's answer worked out by its algorithm:
-// our placement must span no more NUMA nodes, sockets or cores, and leave
-// at least as many whole free cores.
-//
-// Each case runs three ways, because for the kubelet an unavailable CPU is
-// unavailable whatever the reason: the CPUs that are not free are held by
-// another exclusive container; they are outside the exclusive pool
-// (infra, shared or reserved CPUs that split a core); or half of each.
-func TestAtLeastAsGoodAsKubelet(t *testing.T) {
-	tests := []struct {
-		name, fixture, free string
-		n                   int
-		kubelet             string
-	}{
-		{"take one cpu from single socket with HT", "kubelet-single-socket-ht", "0-7", 1, "0"},
-		{"take one cpu from single socket with HT, some cpus are taken", "kubelet-single-socket-ht", "1,3,5-7", 1, "6"},
-		{"take two cpus from single socket with HT", "kubelet-single-socket-ht", "0-7", 2, "0,4"},
-		{"take all cpus from single socket with HT", "kubelet-single-socket-ht", "0-7", 8, "0-7"},
-		{"take two cpus from single socket with HT, only one core totally free", "kubelet-single-socket-ht", "0-3,6", 2, "2,6"},
-		// Issue 11's second example: 0, 2, 3, 6 and 7 unavailable.
-		{"two cpus, the only whole core is 1,5", "kubelet-single-socket-ht", "1,4,5", 2, "1,5"},
-		{"three cpus: a whole core and the fullest partial core", "kubelet-single-socket-ht", "0,1,2,5,6", 3, "1,2,5"},
-		{"take one cpu from dual socket with HT - core from Socket 0", "kubelet-dual-socket-ht", "1-5,7-11", 1, "2"},
-		{"take a socket of cpus from dual socket with HT", "kubelet-dual-socket-ht", "0-11", 6, "0,2,4,6,8,10"},
-		{"allocate 4 full cores, 3 from the first NUMA node and 1 from the second", "kubelet-dual-socket-ht", "0-11", 8, "0-2,4,6-8,10"},
-		{"dual socket: two cpus, a whole core besides half cores", "kubelet-dual-socket-ht", "0-4,8,10", 2, "2,8"},
-		{"dual socket: three cpus, a whole core and a half core", "kubelet-dual-socket-ht", "0,2,4,6", 3, "0,2,6"},
-		{"take a NUMA node of cpus from dual socket with multi-numa-per-socket with HT", "kubelet-dual-socket-multi-numa-ht", "0-79", 20, "0-9,40-49"},
-		{"take a socket of cpus from dual socket with multi-numa-per-socket with HT", "kubelet-dual-socket-multi-numa-ht", "0-79", 40, "0-19,40-59"},
-		{"take a NUMA node with 1 NUMA node already taken", "kubelet-dual-socket-multi-numa-ht", "10-39,50-79", 20, "10-19,50-59"},
-		{"take a socket and a NUMA node", "kubelet-dual-socket-multi-numa-ht", "0-79", 60, "0-29,40-69"},
-		{"take a socket and a NUMA node, a core taken", "kubelet-dual-socket-multi-numa-ht", "1-39,41-79", 60, "10-39,50-79"},
-		{"allocate 32 full cores, 30 from the first 3 NUMA nodes", "kubelet-dual-socket-multi-numa-ht", "0-79", 64, "0-31,40-71"},
-		{"multi-numa: whole cores on the node that has them, not half cores on the fuller one", "kubelet-dual-socket-multi-numa-ht", "0-19,50-59", 4, "10,11,50,51"},
-	}
-	for _, tc := range tests {
-		for _, how := range []string{"held by a container", "outside the pool", "half held, half outside"} {
-			for _, fullPCPUs := range []bool{false, true} {
-				name := tc.name + "/" + how
-				if fullPCPUs {
-					// The kubelet's full-pcpus-only only refuses requests
-					// that are not whole cores; it places the rest alike.
-					if tc.n%2 != 0 {
-						continue
-					}
-					name += "/full-pcpus-only"
-				}
-				t.Run(name, func(t *testing.T) {
-					topo := topology(t, tc.fixture)
-					free := set(t, tc.free)
-					ours, theirs := kubeletPair(t, topo, free, how)
-					r := exclusive("x", tc.n)
-					r.Options.FullPCPUsOnly = fullPCPUs
-					res, err := ours.Allocate(r)
-					require.NoError(t, err)
-					_, err = theirs.Restore(Assignment{ID: "x", Pool: pools.Exclusive, CPUs: set(t, tc.kubelet)}, false)
-					require.NoError(t, err)
-					assertNotWorse(t, topo, ours, theirs, res.Assignment.CPUs, set(t, tc.kubelet))
-				})
-			}
-		}
-	}
-}
-
-// TestDistributeAcrossNUMAAsKubelet replays the kubelet's
-// TestTakeByTopologyNUMADistributed cases. kubelet is its answer with CPU
-// groups of 1; whole, where given, its answer with groups of a whole core
-// (what it does under full-pcpus-only). Ours must be no worse than either
-// on the comparison's figures, and as balanced as the whole-core answer:
-// the same number of CPUs on each NUMA node.
-func TestDistributeAcrossNUMAAsKubelet(t *testing.T) {
-	tests := []struct {
-		name, fixture, free string
-		n                   int
-		kubelet, whole      string
-	}{
-		{"take one cpu from dual socket with HT - core from Socket 0", "kubelet-dual-socket-ht", "1-5,7-11", 1, "1", ""},
-		{"allocate 13 full cores distributed across the first 2 NUMA nodes", "kubelet-dual-socket-multi-numa-ht", "0-79", 26,
-			"0-6,10-16,40-45,50-55", "0-6,10-15,40-46,50-55"},
-		{"allocate 31 full cores, 1 or 2 CPUs spilling over", "kubelet-dual-socket-multi-numa-ht", "0-79", 62,
-			"0-7,10-17,20-27,30-37,40-47,50-57,60-66,70-76", "0-7,10-17,20-27,30-36,40-47,50-57,60-67,70-76"},
-		{"allocate 31 full cores, the spill-over keeps the balance", "kubelet-dual-socket-multi-numa-ht", "0-8,10-18,20-39,40-48,50-58,60-79", 62,
-			"0-7,10-17,20-27,30-37,40-46,50-56,60-67,70-77", "0-7,10-16,20-27,30-37,40-47,50-56,60-67,70-77"},
-		{"ensure bestRemainder chosen with NUMA nodes that have enough CPUs to satisfy the request", "kubelet-dual-socket-multi-numa-ht",
-			"0-3,10-13,20-23,30-36,40-43,50-53,60-63,70-76", 34,
-			"0-3,10-13,20-23,30-34,40-43,50-53,60-63,70-74", "0-3,10-13,20-23,30-34,40-43,50-53,60-63,70-74"},
-		{"an odd request: whole cores and one CPU", "kubelet-dual-socket-multi-numa-ht", "0-79", 25,
-			"0-6,10-15,40-45,50-55", ""},
-	}
-	for _, tc := range tests {
-		for _, how := range []string{"held by a container", "outside the pool", "half held, half outside"} {
-			t.Run(tc.name+"/"+how, func(t *testing.T) {
-				topo := topology(t, tc.fixture)
-				free := set(t, tc.free)
-				r := exclusive("x", tc.n)
-				r.Options.DistributeAcrossNUMA = true
-				answers := []string{tc.kubelet}
-				if tc.whole != "" {
-					answers = append(answers, tc.whole)
-				}
-				for _, kubelet := range answers {
-					ours, theirs := kubeletPair(t, topo, free, how)
-					res, err := ours.Allocate(r)
-					require.NoError(t, err)
-					_, err = theirs.Restore(Assignment{ID: "x", Pool: pools.Exclusive, CPUs: set(t, kubelet)}, false)
-					require.NoError(t, err)
-					assertNotWorse(t, topo, ours, theirs, res.Assignment.CPUs, set(t, kubelet))
-					if tc.whole != "" {
-						assert.Equal(t, perNode(topo, set(t, tc.whole)), perNode(topo, res.Assignment.CPUs), "CPUs per NUMA node: ours %s", res.Assignment.CPUs)
-					}
-				}
-			})
-		}
-	}
 }
 
 // TestDistributeRefusal: a spread that no set of nodes can hold is refused
@@ -354,16 +235,6 @@ func TestDistributeRefusal(t *testing.T) {
 	require.NoError(t, err, "without the option it fits")
 }
 
-// perNode counts a placement's CPUs on each NUMA node.
-func perNode(topo *sysfs.Topology, cpus cpuset.CPUSet) map[int]int {
-	out := map[int]int{}
-	for _, id := range cpus.List() {
-		c, _ := topo.CPU(id)
-		out[c.NUMA]++
-	}
-	return out
-}
-
 // TestIssue11WholeCoreExamples pins the two examples of issue 11 exactly:
 // CPUs whose siblings belong to another pool are not whole cores.
 func TestIssue11WholeCoreExamples(t *testing.T) {
@@ -377,6 +248,28 @@ func TestIssue11WholeCoreExamples(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, res.Assignment.CPUs.String(), "free %s", tc.free)
 	}
+}
+
+// TestIssue20WholeCoresAndOneSocket pins the examples of issue 20: whole
+// free cores before lone threads beside another pool, whichever node they
+// are on, and one socket of a NUMA node that spans two when one holds the
+// request.
+func TestIssue20WholeCoresAndOneSocket(t *testing.T) {
+	t.Run("whole cores of both nodes, not lone threads beside infra", func(t *testing.T) {
+		// 0, 1 and 5 are infra: 6, 7 and 11 share a core with it.
+		a := newAllocator(t, "kubelet-dual-socket-ht", "isolatedCPUs: \"0-11\"\npools: {exclusive: {cpus: \"2-4,6-11\"}}")
+		res, err := a.Allocate(exclusive("x", 6))
+		require.NoError(t, err)
+		assert.Equal(t, "2-4,8-10", res.Assignment.CPUs.String(), "three whole cores, as the kubelet")
+	})
+	t.Run("one socket of a NUMA node that spans two", func(t *testing.T) {
+		topo := topology(t, "epyc-2s-nps0")
+		// Socket 1's L3 groups have 6 and 4 whole cores free, socket 0's 5.
+		ours, _ := kubeletPair(t, topo, set(t, "32-37,96-101,40-43,104-107,0-4,64-68"), "outside the pool")
+		res, err := ours.Allocate(exclusive("x", 20))
+		require.NoError(t, err)
+		assert.Equal(t, shape{numaNodes: 1, sockets: 1, cores: 10, l3Groups: 2}, measure(topo, res.Assignment.CPUs), "%s", res.Assignment.CPUs)
+	})
 }
 
 // TestFewerNUMANodesOutrankWholeCoresLeft is the one trade the comparison
@@ -418,23 +311,11 @@ func kubeletPair(t *testing.T, topo *sysfs.Topology, free cpuset.CPUSet, how str
 	ours, theirs = New(topo, layout, true), New(topo, layout, true)
 	if !held.IsEmpty() {
 		for _, a := range []*Allocator{ours, theirs} {
-			_, err := a.Restore(Assignment{ID: "taken", Pool: pools.Exclusive, CPUs: held}, false)
+			_, err := a.restore(Assignment{ID: "taken", Pool: pools.Exclusive, CPUs: held})
 			require.NoError(t, err)
 		}
 	}
 	return ours, theirs
-}
-
-// assertNotWorse compares our placement with the kubelet's on the
-// comparison's four figures.
-func assertNotWorse(t *testing.T, topo *sysfs.Topology, ours, theirs *Allocator, got, kubelet cpuset.CPUSet) {
-	t.Helper()
-	o, k := measure(topo, got), measure(topo, kubelet)
-	assert.LessOrEqual(t, o.numaNodes, k.numaNodes, "NUMA nodes: ours %s, kubelet %s", got, kubelet)
-	assert.LessOrEqual(t, o.sockets, k.sockets, "sockets: ours %s, kubelet %s", got, kubelet)
-	assert.LessOrEqual(t, o.cores, k.cores, "cores touched: ours %s, kubelet %s", got, kubelet)
-	assert.GreaterOrEqual(t, wholeFreeCores(ours, pools.Exclusive), wholeFreeCores(theirs, pools.Exclusive),
-		"whole free cores left: ours %s, kubelet %s", got, kubelet)
 }
 
 // TestRandomChurnInvariants runs random create/remove sequences on every
@@ -630,7 +511,7 @@ func TestAdopt(t *testing.T) {
 
 func TestRestoreKeepsMembersOfAVanishedPool(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"")
-	res, err := a.Restore(Assignment{ID: "s", Pool: pools.Shared, CPUs: set(t, "2,10")}, true)
+	res, err := a.keep(Assignment{ID: "s", Pool: pools.Shared, CPUs: set(t, "2,10")})
 	assert.ErrorContains(t, err, "pool shared has no CPUs as now configured")
 	assert.Equal(t, "2,10", res.Assignment.CPUs.String(), "never moved to an empty cpuset")
 }
@@ -693,7 +574,7 @@ func TestPlacementRulesOnEveryFixture(t *testing.T) {
 
 func TestRestartCannotBypassInfraMinimum(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0\"\npools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 2}}")
-	_, err := a.Restore(Assignment{ID: "b", Pool: pools.ExclusiveNonIsolcpus, CPUs: set(t, "1")}, false)
+	_, err := a.restore(Assignment{ID: "b", Pool: pools.ExclusiveNonIsolcpus, CPUs: set(t, "1")})
 	require.NoError(t, err)
 	r := exclusive("a", 1)
 	r.Pool = pools.ExclusiveNonIsolcpus
@@ -720,11 +601,12 @@ func TestRankingOrder(t *testing.T) {
 	// The comparator itself: a plan better on one figure wins over a plan
 	// better on every later figure.
 	fields := []func(*plan) *int{
+		func(p *plan) *int { return &p.homeMisses },
 		func(p *plan) *int { return &p.hintMisses },
 		func(p *plan) *int { return &p.sockets },
 		func(p *plan) *int { return &p.distance },
 		func(p *plan) *int { return &p.cores },
-		func(p *plan) *int { return &p.splitCores },
+		func(p *plan) *int { return &p.wholeCores },
 		func(p *plan) *int { return &p.l3Groups },
 		func(p *plan) *int { return &p.leftover },
 	}
@@ -739,6 +621,8 @@ func TestRankingOrder(t *testing.T) {
 	}
 
 	mc := "kubelet-dual-socket-multi-numa-ht" // nodes 0,1 on socket 0, 2,3 on socket 1; siblings N and N+40
+	// Node 0 spans sockets 0 (0-9,40-49) and 1 (10-19,50-59); node 1 sockets 2 and 3.
+	spanning := "kubelet-multi-socket-dual-socket-per-numa-ht"
 	tests := []struct {
 		name, fixture, free string
 		n                   int
@@ -756,6 +640,23 @@ func TestRankingOrder(t *testing.T) {
 		// 3 > 4: socket 0's nodes have only half cores, node 2 whole ones, node 3 none.
 		{name: "fewest sockets over whole cores", fixture: mc, free: "0-19,20-24,60-64", n: 14, device: -1, within: "0-19",
 			shape: &shape{numaNodes: 2, sockets: 1, cores: 14, l3Groups: 1, splitCores: 14}},
+		// 3 > 4, sockets counted inside NUMA nodes: node 0 holds 4 CPUs on
+		// one socket in 3 cores, node 1 in 2 whole cores on two sockets.
+		{name: "fewest sockets over whole cores, nodes spanning sockets", fixture: spanning, free: "0-2,40,20,60,30,70", n: 4, device: -1, within: "0-2,40",
+			shape: &shape{numaNodes: 1, sockets: 1, cores: 3, l3Groups: 1, splitCores: 2}},
+		// The same inside one node: each socket of node 0 has one whole
+		// core and two lone threads; one socket holds 4 CPUs in 3 cores,
+		// both in 2 whole cores.
+		{name: "fewest sockets over whole cores, inside a NUMA node", fixture: spanning, free: "0-2,40,10-12,50", n: 4, device: -1, within: "0-2,40",
+			shape: &shape{numaNodes: 1, sockets: 1, cores: 3, l3Groups: 1, splitCores: 2}},
+		// 4: fewest cores over fewest whole cores taken: two CPUs are node
+		// 0's whole core, not node 1's two lone threads (50, 51 held).
+		{name: "fewest cores over fewest whole cores taken", fixture: mc, free: "0,40,10,11", n: 2, device: -1, within: "0,40"},
+		// 4 > 5: three CPUs are node 1's whole core and a lone thread in
+		// another L3 group (88 held), rather than breaking one of node 0's
+		// two whole cores in one group.
+		{name: "fewest whole cores taken over fewest L3 groups", fixture: "epyc-1s-nps4", free: "0,1,64,65,16,80,24", n: 3, device: -1, within: "16,24,80",
+			shape: &shape{numaNodes: 1, sockets: 1, cores: 2, l3Groups: 2, splitCores: 1}},
 		// 4 > 5: on node 0 of the EPYC (L3 groups of cores 0-7 and 8-15,
 		// siblings N and N+64), one group holds 4 CPUs only with half cores.
 		{name: "whole cores over fewest L3 groups", fixture: "epyc-1s-nps4", free: "0-6,70,8,72", n: 4, device: -1, within: "6,8,70,72",
@@ -764,6 +665,11 @@ func TestRankingOrder(t *testing.T) {
 		// room to spare in one group.
 		{name: "fewest L3 groups over best fit", fixture: "epyc-1s-nps4", free: "0-1,64-65,8-9,72-73,16-31,80-95", n: 8, device: -1, within: "16-31,80-95",
 			shape: &shape{numaNodes: 1, sockets: 1, cores: 4, l3Groups: 1}},
+		// 5: two L3 groups when two reach the figures (two whole cores and
+		// a lone thread: 24-25 and 16, whose sibling 208 is held), though
+		// whole cores of other groups come first in the pool.
+		{name: "fewest L3 groups, two when two do", fixture: "kubelet-dual-socket-smt-uncore", free: "0,192,8,200,16,24,216,25,217", n: 5, device: -1,
+			within: "16,24-25,216-217", shape: &shape{numaNodes: 1, sockets: 1, cores: 3, l3Groups: 2, splitCores: 1}},
 		// 6: the fuller node.
 		{name: "best fit over lowest node id", fixture: mc, free: "0-9,40-49,10-13,50-53", n: 4, device: -1, within: "10-13,50-53"},
 	}

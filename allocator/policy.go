@@ -211,8 +211,8 @@ func (p *Policy) kubeletPool(c Container) error {
 		return &AnnotationError{key, v, fmt.Sprintf("the container requests %s, which is the exclusive pool; remove the annotation", config.ResourceExclusive)}
 	}
 	if !p.Allowed(pools.Exclusive, c.Pod.Namespace) {
-		return fmt.Errorf("namespace %q may not use pool exclusive (allowedNamespaces.exclusive: %v); a ResourceQuota on %s refuses such pods before they are scheduled",
-			c.Pod.Namespace, p.cfg.AllowedNamespaces[pools.Exclusive], config.ResourceExclusive)
+		return &Refusal{Reason: ReasonNamespace, Err: fmt.Errorf("namespace %q may not use pool exclusive (allowedNamespaces.exclusive: %v); a ResourceQuota on %s refuses such pods before they are scheduled",
+			c.Pod.Namespace, p.cfg.AllowedNamespaces[pools.Exclusive], config.ResourceExclusive)}
 	}
 	return nil
 }

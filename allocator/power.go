@@ -81,7 +81,7 @@ func (p *Policy) powerClass(c Container, pool string) (string, error) {
 			return "", nil
 		}
 		if why, refused := p.powerRefusals[pp.Class]; refused {
-			return "", fmt.Errorf("the power class %s of pool %s (power.pools.%s.class) cannot be applied on this node: %s (power.unsupported: refuse)", pp.Class, pool, pool, why)
+			return "", &Refusal{Reason: ReasonPower, Err: fmt.Errorf("the power class %s of pool %s (power.pools.%s.class) cannot be applied on this node: %s (power.unsupported: refuse)", pp.Class, pool, pool, why)}
 		}
 		return pp.Class, nil
 	}
@@ -104,7 +104,7 @@ func (p *Policy) powerClass(c Container, pool string) (string, error) {
 		return "", &AnnotationError{key, v, fmt.Sprintf("pool %s offers the power classes %s (power.pools.%s)", pool, strings.Join(allowed, ", "), pool)}
 	}
 	if why, refused := p.powerRefusals[class]; refused {
-		return "", &AnnotationError{key, v, fmt.Sprintf("this node cannot apply the class: %s (power.unsupported: refuse)", why)}
+		return "", &Refusal{Reason: ReasonPower, Err: &AnnotationError{key, v, fmt.Sprintf("this node cannot apply the class: %s (power.unsupported: refuse)", why)}}
 	}
 	return class, nil
 }

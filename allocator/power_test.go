@@ -59,6 +59,9 @@ func TestPolicyPowerClass(t *testing.T) {
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
+				if tc.refuse != nil {
+					assert.Equal(t, ReasonPower, ReasonOf(err), "counted as power")
+				}
 				return
 			}
 			require.NoError(t, err)

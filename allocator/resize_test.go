@@ -174,13 +174,13 @@ func TestResizeWithHiddenSiblings(t *testing.T) {
 
 func TestRestoreKeepsWhatResizesAdded(t *testing.T) {
 	a := newAllocator(t, "xeon-2s-interleaved", "")
-	_, err := a.Restore(Assignment{ID: "a", Pod: PodRef{Namespace: "ns", Name: "pod-a", UID: "uid-a"}, Container: "c", Pool: pools.Exclusive,
-		CPUs: set(t, "2,4,42,44"), Added: []int{4, 44}}, false)
+	_, err := a.restore(Assignment{ID: "a", Pod: PodRef{Namespace: "ns", Name: "pod-a", UID: "uid-a"}, Container: "c", Pool: pools.Exclusive,
+		CPUs: set(t, "2,4,42,44"), Added: []int{4, 44}})
 	require.NoError(t, err)
 	res, err := a.Resize(resize("a", 2))
 	require.NoError(t, err)
 	assert.Equal(t, "2,42", res.Assignment.CPUs.String())
-	_, err = a.Restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "6,46"), Added: []int{8}}, false)
+	_, err = a.restore(Assignment{ID: "b", Pool: pools.Exclusive, CPUs: set(t, "6,46"), Added: []int{8}})
 	require.NoError(t, err)
 	b, _ := a.Get("b")
 	assert.Equal(t, "6,46", b.Original().String(), "a record that does not match is all original")

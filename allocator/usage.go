@@ -89,7 +89,7 @@ func (a *Allocator) Usage() []PoolUsage {
 		}
 	}
 	if len(a.holds) > 0 {
-		// Distinct CPUs: holds of one pod may overlap after a forced restore.
+		// Distinct CPUs: holds of one pod may overlap after keep (recover.go).
 		seen := make([]bool, len(a.owner))
 		for _, h := range a.holds {
 			i, ok := index[h.Pool]

@@ -142,12 +142,12 @@ func TestAdoptWithShared(t *testing.T) {
 // holds one of the pool's CPUs.
 func TestFollowShared(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", desktopShared)
-	_, err := a.Restore(Assignment{ID: "dpdk", Pod: PodRef{UID: "u1"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "6"),
-		WithShared: true, Shared: set(t, "2-3,10-11")}, false)
+	_, err := a.restore(Assignment{ID: "dpdk", Pod: PodRef{UID: "u1"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "6"),
+		WithShared: true, Shared: set(t, "2-3,10-11")})
 	require.NoError(t, err)
-	_, err = a.Restore(Assignment{ID: "member", Pod: PodRef{UID: "u2"}, Container: "c", Pool: pools.Shared, CPUs: set(t, "2-3,10-11")}, false)
+	_, err = a.restore(Assignment{ID: "member", Pod: PodRef{UID: "u2"}, Container: "c", Pool: pools.Shared, CPUs: set(t, "2-3,10-11")})
 	require.NoError(t, err)
-	_, err = a.Restore(Assignment{ID: "old", Pod: PodRef{UID: "u3"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "3")}, true)
+	_, err = a.keep(Assignment{ID: "old", Pod: PodRef{UID: "u3"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "3")})
 	require.Error(t, err, "outside its pool as now configured: kept anyway")
 	moved := a.FollowShared()
 	require.Len(t, moved, 2)

@@ -7,11 +7,14 @@
 // nohz_full, and its idle-state and frequency settings where they exist.
 //
 // A held CPU is clean when, during the sample, no device IRQ fired on it,
-// and no thread may run on it but the owner's and the per-CPU kernel
-// threads bound to it alone (ksoftirqd/N, migration/N, kworker/N:*, which
-// every CPU has). The architecture's per-CPU interrupts (LOC, RES, CAL,
-// TLB, ...) are reported with their counts, not judged: they are the
-// kernel's own (nohz_full reduces the timer's).
+// and no thread of another process (user space) may run on it. What the
+// kernel keeps for itself is reported, not judged: the architecture's
+// per-CPU interrupts (LOC, RES, CAL, TLB, ...; nohz_full reduces the
+// timer's), the per-CPU kernel threads bound to it alone (ksoftirqd/N,
+// migration/N, kworker/N:*, which every CPU has), and the unbound kernel
+// threads allowed on it (workqueue rescuers such as kblockd or rcu_gp,
+// which a real kernel leaves allowed on every CPU, even isolcpus ones, and
+// which run only under memory pressure or for queued work).
 //
 // A device IRQ is movable unless the plugin's journal lists its affinity
 // file as refused by the kernel (a kernel-managed IRQ).
@@ -66,7 +69,9 @@ type Options struct {
 
 // Report is the audit of every held exclusive CPU.
 type Report struct {
-	Sample string `json:"sample"`
+	// At is when the sample ended.
+	At     time.Time `json:"at"`
+	Sample string    `json:"sample"`
 	// Clean tells whether every held exclusive CPU is clean.
 	Clean bool  `json:"clean"`
 	CPUs  []CPU `json:"cpus"`
@@ -83,14 +88,16 @@ type CPU struct {
 	Problems []string `json:"problems,omitempty"`
 	// IRQs fired on it during the sample.
 	IRQs []IRQ `json:"irqs,omitempty"`
-	// ForeignThreads counts the threads of other processes allowed on it;
-	// Threads lists the first of them.
+	// ForeignThreads counts the user-space threads of other processes
+	// allowed on it; Threads lists the first of them.
 	ForeignThreads int      `json:"foreignThreads"`
 	Threads        []Thread `json:"threads,omitempty"`
-	// PerCPUKernelThreads counts the kernel threads bound to it alone.
-	PerCPUKernelThreads int  `json:"perCPUKernelThreads"`
-	DomainIsolated      bool `json:"domainIsolated"`
-	NohzFull            bool `json:"nohzFull"`
+	// PerCPUKernelThreads counts the kernel threads bound to it alone,
+	// UnboundKernelThreads those allowed on it and on other CPUs.
+	PerCPUKernelThreads  int  `json:"perCPUKernelThreads"`
+	UnboundKernelThreads int  `json:"unboundKernelThreads"`
+	DomainIsolated       bool `json:"domainIsolated"`
+	NohzFull             bool `json:"nohzFull"`
 	// IsolatedPartition is nil where the kernel does not say (cgroup v1,
 	// or a kernel without cpuset.cpus.isolated).
 	IsolatedPartition *bool `json:"isolatedPartition,omitempty"`
@@ -111,13 +118,12 @@ type IRQ struct {
 	Reason   string `json:"reason,omitempty"`
 }
 
-// Thread is a thread allowed to run on a CPU.
+// Thread is a thread of another process allowed to run on a CPU.
 type Thread struct {
 	PID     int    `json:"pid"`
 	TID     int    `json:"tid"`
 	Comm    string `json:"comm"`
 	Allowed string `json:"allowed"`
-	Kernel  bool   `json:"kernel,omitempty"`
 }
 
 // Power is a CPU's idle and frequency settings, empty where the files do
@@ -171,7 +177,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 		return nil, err
 	}
 	k := kernelSets(opt)
-	rep := &Report{Sample: opt.Sample.String(), Clean: true}
+	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true}
 	for _, c := range held.List() {
 		h := owners[c]
 		cpu := CPU{CPU: c, Owner: h.Owner, Pool: h.Pool, ContainerID: h.ContainerID,
@@ -195,9 +201,13 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 				cpu.PerCPUKernelThreads++
 				continue
 			}
+			if t.kernel {
+				cpu.UnboundKernelThreads++
+				continue
+			}
 			cpu.ForeignThreads++
 			if len(cpu.Threads) < opt.MaxThreads {
-				cpu.Threads = append(cpu.Threads, Thread{PID: t.pid, TID: t.tid, Comm: t.comm, Allowed: t.allowed.String(), Kernel: t.kernel})
+				cpu.Threads = append(cpu.Threads, Thread{PID: t.pid, TID: t.tid, Comm: t.comm, Allowed: t.allowed.String()})
 			}
 		}
 		judge(&cpu)

@@ -41,6 +41,8 @@ func newMachine(t *testing.T, hostAllowed cpuset.CPUSet) *machine {
 		Processes: []procfixture.Process{
 			{PID: 1, Comm: "systemd", AllowedCPUs: hostAllowed, Cgroup: "0::/init.scope"},
 			{PID: 2, Comm: "kthreadd", Kernel: true, AllowedCPUs: hostAllowed, Cgroup: "0::/"},
+			// A workqueue rescuer: a real kernel leaves it allowed everywhere.
+			{PID: 85, Comm: "kblockd", Kernel: true, AllowedCPUs: all, Cgroup: "0::/"},
 			{PID: 22, Comm: "ksoftirqd/2", Kernel: true, AllowedCPUs: cpuset.New(2), Cgroup: "0::/"},
 			{PID: 23, Comm: "ksoftirqd/3", Kernel: true, AllowedCPUs: cpuset.New(3), Cgroup: "0::/"},
 			{PID: 100, Comm: "dpdk-fwd", Cgroup: "0::/kubepods/pod-telco/" + fwdID, Threads: []procfixture.Thread{
@@ -121,16 +123,17 @@ func TestNotClean(t *testing.T) {
 	require.Len(t, c2.IRQs, 2)
 	assert.Equal(t, IRQ{ID: "25", Description: "PCI-MSI 49153-edge virtio0-input.0", Count: 3, Device: true, Movable: true, Affinity: "0-1,4-7"}, c2.IRQs[0])
 	assert.Equal(t, IRQ{ID: "LOC", Description: "Local timer interrupts", Count: 250, Reason: "a per-CPU interrupt of the kernel"}, c2.IRQs[1])
-	assert.Equal(t, 2, c2.ForeignThreads, "systemd and kthreadd; not the owner's threads")
-	assert.Equal(t, []Thread{{PID: 1, TID: 1, Comm: "systemd", Allowed: "0-7"}, {PID: 2, TID: 2, Comm: "kthreadd", Allowed: "0-7", Kernel: true}}, c2.Threads)
+	assert.Equal(t, 1, c2.ForeignThreads, "systemd; not the owner's threads, not kthreadd")
+	assert.Equal(t, []Thread{{PID: 1, TID: 1, Comm: "systemd", Allowed: "0-7"}}, c2.Threads)
 	assert.Equal(t, 1, c2.PerCPUKernelThreads)
-	assert.Equal(t, []string{"device IRQs fired on it: 25 (3)", "2 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)"}, c2.Problems)
+	assert.Equal(t, 2, c2.UnboundKernelThreads, "kthreadd and kblockd: reported, not judged")
+	assert.Equal(t, []string{"device IRQs fired on it: 25 (3)", "1 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)"}, c2.Problems)
 	assert.Equal(t, Power{ResumeLatencyUS: "0", IdleStates: []IdleState{{"POLL", false}, {"C1", true}, {"C10", false}},
 		Governor: "performance", MinKHz: "800000", MaxKHz: "3500000", CurKHz: "3499000"}, c2.Power)
 	require.NotNil(t, c2.IsolatedPartition)
 	assert.False(t, *c2.IsolatedPartition)
 
-	assert.Equal(t, []string{"device IRQs fired on it: 28 (40); not movable: 28", "2 threads of other processes may run on it"}, c3.Problems)
+	assert.Equal(t, []string{"device IRQs fired on it: 28 (40); not movable: 28", "1 threads of other processes may run on it"}, c3.Problems)
 	assert.False(t, c3.IRQs[0].Movable)
 	assert.Contains(t, c3.IRQs[0].Reason, "kernel-managed")
 	assert.True(t, *c3.IsolatedPartition)
@@ -152,7 +155,8 @@ func TestNotClean(t *testing.T) {
 }
 
 // TestClean: the host's threads are kept off the held CPUs and no device
-// IRQ fires there (the timer does): clean.
+// IRQ fires there (the timer does, and a workqueue rescuer may run there):
+// clean.
 func TestClean(t *testing.T) {
 	m := newMachine(t, cpuset.New(0, 1))
 	rep, err := Gather(holdings, m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}, "LOC": {2: 250}})))
@@ -160,6 +164,7 @@ func TestClean(t *testing.T) {
 	assert.True(t, rep.Clean, "%+v", rep)
 	for _, c := range rep.CPUs {
 		assert.True(t, c.Clean, "CPU %d: %v", c.CPU, c.Problems)
+		assert.Equal(t, 1, c.UnboundKernelThreads)
 	}
 	var text bytes.Buffer
 	require.NoError(t, WriteText(&text, rep))

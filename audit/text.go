@@ -52,8 +52,8 @@ func WriteText(w io.Writer, rep *Report) error {
 		if c.IsolatedPartition != nil {
 			partition = yesNo(*c.IsolatedPartition)
 		}
-		fmt.Fprintf(&b, "  kernel: domain-isolated %s, isolated partition %s, nohz_full %s; %d per-CPU kernel threads\n",
-			yesNo(c.DomainIsolated), partition, yesNo(c.NohzFull), c.PerCPUKernelThreads)
+		fmt.Fprintf(&b, "  kernel: domain-isolated %s, isolated partition %s, nohz_full %s; %d per-CPU and %d unbound kernel threads\n",
+			yesNo(c.DomainIsolated), partition, yesNo(c.NohzFull), c.PerCPUKernelThreads, c.UnboundKernelThreads)
 		if s := c.Power.describe(); s != "" {
 			fmt.Fprintf(&b, "  power: %s\n", s)
 		}

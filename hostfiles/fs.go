@@ -2,11 +2,11 @@ package hostfiles
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 )
 
 // FS is the file access the package needs; OS is the real one. Tests use
@@ -52,48 +52,10 @@ func (OS) WriteFile(path string, data []byte) error {
 func (OS) Rename(from, to string) error { return os.Rename(from, to) }
 
 // ReplaceFile writes a temporary file in the same directory, fsyncs it,
-// renames it over path and fsyncs the directory. Mode 0600.
-func (OS) ReplaceFile(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating directory of %s: %w", path, err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	renamed := false
-	defer func() {
-		if !renamed {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	renamed = true
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	return nil
+// renames it over path and fsyncs the directory (internal/atomicfile, as
+// the state file). Mode 0600.
+func (OS) ReplaceFile(path string, data []byte) error {
+	return atomicfile.Replace(path, data, true)
 }
 
 // Kind sorts a write error by what to do about it.

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 )
 
 // JournalFile is the journal's name in the state directory.
@@ -79,6 +81,7 @@ var ErrJournalDiscarded = errors.New("journal of original host values discarded"
 // held are lost, which the operator must hear about.
 func OpenJournal(fsys FS, path, bootID string) (j *Journal, note string, err error) {
 	j = &Journal{fs: fsys, path: path, bootID: strings.TrimSpace(bootID), records: map[string]Record{}, now: time.Now}
+	atomicfile.RemoveStale(path) // a crash during a write leaves its temporary file
 	data, err := fsys.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return j, "", nil

@@ -79,7 +79,7 @@ func TestJournalFileIsPrivate(t *testing.T) {
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
-	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*tmp*"))
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*tmp*"))
 	assert.Empty(t, left, "no temporary file left")
 	assert.Equal(t, "/var/lib/nri-cpupool/"+JournalFile, JournalPath("/var/lib/nri-cpupool/state.json"))
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/benchutil"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -22,10 +23,10 @@ import (
 // with issue 10).
 type memoryStore struct{}
 
-func (memoryStore) Load() (*State, error) { return NewState(), nil }
-func (memoryStore) Save(*State) error     { return nil }
-func (memoryStore) Close()                {}
-func (memoryStore) Sync() error           { return nil }
+func (memoryStore) Load() (*state.State, error) { return state.NewState(), nil }
+func (memoryStore) Save(*state.State) error     { return nil }
+func (memoryStore) Close()                      {}
+func (memoryStore) Sync() error                 { return nil }
 
 // worstAnnotations are the costliest annotation sets: hostile ones (the
 // slowest inputs of the fuzzers and of issue 9, refused before the lock or

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/internal/benchutil"
 	"github.com/cpupool/nri-cpupool/internal/procfixture"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
@@ -271,7 +272,7 @@ func BenchmarkStateBurst1000(b *testing.B) {
 	b.StopTimer()
 	writes := w.writes.Load() - writesBefore
 
-	st, err := ReadState(statePath(f))
+	st, err := state.ReadState(statePath(f))
 	require.NoError(b, err)
 	rp.p.mu.Lock()
 	memory := maps.Clone(rp.p.memory.Containers)
@@ -290,9 +291,9 @@ func BenchmarkSynchronize1000(b *testing.B) {
 	cfg, topo := benchNode(b, largeNode)
 	log := logrus.New()
 	log.SetLevel(logrus.ErrorLevel)
-	store := NewFileStore(filepath.Join(b.TempDir(), "state.json"))
+	store := state.NewFileStore(filepath.Join(b.TempDir(), "state.json"))
 
-	st := NewState()
+	st := state.NewState()
 	var pods []*api.PodSandbox
 	var ctrs []*api.Container
 	cpu := 2
@@ -307,7 +308,7 @@ func BenchmarkSynchronize1000(b *testing.B) {
 				cpu++
 			}
 			cs := strconv.Itoa(cpu)
-			st.Containers[ctr.Id] = ContainerState{PodUID: pod.Uid, PodNamespace: "ns", PodName: pod.Name, Container: "c", Pool: "exclusive", MilliCPU: 1000, CPUs: cs}
+			st.Containers[ctr.Id] = state.ContainerState{PodUID: pod.Uid, PodNamespace: "ns", PodName: pod.Name, Container: "c", Pool: "exclusive", MilliCPU: 1000, CPUs: cs}
 			ctr.Linux.Resources.Cpu.Cpus = cs
 			ctr.Linux.Resources.Cpu.Shares = api.UInt64(1024)
 			pod.Annotations = map[string]string{"pool.cpupool.dev": "exclusive"}

@@ -15,6 +15,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // CreateContainer decides the container's pool and CPUs and returns the
@@ -24,9 +25,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// Tenant input is bounded before it can hold the lock that every
 	// other container waits for.
 	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
-		p.log.Errorf("refusing container %s: %v", who, err)
-		p.metrics.countRefusal(refusedAnnotation)
-		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+		return nil, nil, p.refuse(who, err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -39,24 +38,18 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	info := p.toContainer(pod, ctr)
 	if err := p.attachGrant(pod, ctr, &info); err != nil {
-		p.log.Errorf("refusing container %s: %v", who, err)
-		p.metrics.countRefusal(refusedGrant)
-		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
 	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
-		p.log.Errorf("refusing container %s: %v", who, err)
-		p.metrics.countRefusal(refusedAnnotation)
-		return nil, nil, fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+		return nil, nil, p.refuse(who, err)
 	}
 	res, err := p.alloc.Allocate(req)
 	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes() > 0 {
 		res, err = p.alloc.Allocate(req)
 	}
 	if err != nil {
-		p.log.Errorf("refusing container %s: %v", who, err)
-		p.metrics.countRefusal(refusedPlacement)
-		return nil, nil, fmt.Errorf("nri-cpupool: %w", err)
+		return nil, nil, p.refuse(who, err)
 	}
 	// The reply does not wait for the state file: the writer persists the
 	// decision in the background, and if this process dies before it does,
@@ -70,9 +63,24 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	return p.adjustment(st), updates, nil
 }
 
+// refuse logs and counts a refused creation by the reason its error carries
+// (allocator.ReasonOf), and wraps the error for the runtime, which shows it
+// to the user: "nri-cpupool: container <namespace/pod/name>: <why>". The
+// allocator's placement refusals pass as they are ("nri-cpupool: <why>"):
+// they name the container themselves, with what it asked for.
+func (p *Plugin) refuse(who string, err error) error {
+	reason := allocator.ReasonOf(err)
+	p.log.Errorf("refusing container %s: %v", who, err)
+	p.metrics.countRefusal(reason)
+	if reason == allocator.ReasonPlacement {
+		return fmt.Errorf("nri-cpupool: %w", err)
+	}
+	return fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+}
+
 // adjustment pins a new container to its assignment, from its record (the
 // CPU lists already written out).
-func (p *Plugin) adjustment(st ContainerState) *api.ContainerAdjustment {
+func (p *Plugin) adjustment(st state.ContainerState) *api.ContainerAdjustment {
 	adj := &api.ContainerAdjustment{}
 	cpus := cpusetOf(st)
 	adj.SetLinuxCPUSetCPUs(cpus)

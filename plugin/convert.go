@@ -9,6 +9,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -140,13 +141,13 @@ func podRef(pod *api.PodSandbox) allocator.PodRef {
 
 // rememberedPod is the allocator's reference to a remembered container's
 // pod.
-func rememberedPod(st ContainerState) allocator.PodRef {
+func rememberedPod(st state.ContainerState) allocator.PodRef {
 	return allocator.PodRef{Namespace: st.PodNamespace, Name: st.PodName, UID: st.PodUID}
 }
 
 // rememberedRef names a remembered container the one way, as containerRef
 // names a running one.
-func rememberedRef(st ContainerState) string {
+func rememberedRef(st state.ContainerState) string {
 	return rememberedPod(st).ContainerName(st.Container)
 }
 
@@ -165,7 +166,7 @@ func podsByID(pods []*api.PodSandbox) map[string]*api.PodSandbox {
 // assignmentFromState reads a remembered assignment. clean is false when a
 // set was malformed or named CPUs this node does not have (dropped, with a
 // warning): the container must then be pinned again.
-func (p *Plugin) assignmentFromState(id string, st ContainerState) (allocator.Assignment, bool) {
+func (p *Plugin) assignmentFromState(id string, st state.ContainerState) (allocator.Assignment, bool) {
 	what := "state of container " + rememberedRef(st)
 	cpus, ok1 := p.nodeCPUs(st.CPUs, what+", cpus")
 	reserved, ok2 := p.nodeCPUs(st.Reserved, what+", reserved")

@@ -12,6 +12,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // Finding 4: updates caused by a removal travelled asynchronously, and an
@@ -50,13 +52,13 @@ func TestUnknownCPUsAreDroppedAndTheContainerRepinned(t *testing.T) {
 	first := startPlugin(t, f, desktop, statePath(f))
 	fwd, eni, app := populate(t, f)
 	first.stop()
-	st, err := ReadState(statePath(f))
+	st, err := state.ReadState(statePath(f))
 	require.NoError(t, err)
 	c := st.Containers[fwd.Id]
 	c.CPUs, c.Reserved = "4,300", "1000"
 	st.Containers[fwd.Id] = c
 	st.Previous["uid-dpdk/old"] = "5,4000"
-	require.NoError(t, NewFileStore(statePath(f)).Save(st))
+	require.NoError(t, state.NewFileStore(statePath(f)).Save(st))
 	f.setCPUs(fwd, "4,300")
 	f.setCPUs(eni, "1,65000")
 
@@ -72,11 +74,11 @@ func TestUnknownCPUsAreDroppedAndTheContainerRepinned(t *testing.T) {
 // flakyStore fails saves while fail is set. The background writer calls
 // Save while the test sets fail, hence the atomic.
 type flakyStore struct {
-	Store
+	state.Store
 	fail atomic.Bool
 }
 
-func (s *flakyStore) Save(st *State) error {
+func (s *flakyStore) Save(st *state.State) error {
 	if s.fail.Load() {
 		return errors.New("disk full")
 	}
@@ -86,7 +88,7 @@ func (s *flakyStore) Save(st *State) error {
 // Finding 6: a repeated CreateContainer for a container the plugin holds,
 // followed by a failed state write, freed the running container's CPUs.
 func TestRepeatedCreateIsIdempotent(t *testing.T) {
-	store := &flakyStore{Store: NewFileStore(t.TempDir() + "/state.json")}
+	store := &flakyStore{Store: state.NewFileStore(t.TempDir() + "/state.json")}
 	p := newUnitPlugin(t, store, `isolatedCPUs: "4-7,12-15"`)
 	ctx := context.Background()
 	_, err := p.Synchronize(ctx, nil, nil)

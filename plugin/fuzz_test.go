@@ -14,6 +14,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -43,7 +44,7 @@ func FuzzStateSynchronize(f *testing.F) {
 	f.Cleanup(func() { os.RemoveAll(dir) })
 	f.Fuzz(func(t *testing.T, payload []byte, cpus1, cpus2 string) {
 		path := filepath.Join(dir, "state.json")
-		data, err := encodeEnvelope(nil, payload, time.Time{})
+		data, err := state.EncodeEnvelope(nil, payload, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +58,7 @@ func FuzzStateSynchronize(f *testing.F) {
 		cfg.SysfsRoot, cfg.CgroupRoot, cfg.StateFile = root, filepath.Join(dir, "cgroup"), path
 		log := logrus.New()
 		log.SetOutput(io.Discard)
-		store := NewFileStore(path)
+		store := state.NewFileStore(path)
 		p, err := New(cfg, topo, store, log)
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +98,7 @@ func FuzzStateSynchronize(f *testing.F) {
 		if err := p.Flush(); err != nil {
 			t.Fatalf("writing the state after Synchronize: %v", err)
 		}
-		if _, err := ReadState(path); err != nil {
+		if _, err := state.ReadState(path); err != nil {
 			t.Fatalf("state after Synchronize: %v", err)
 		}
 	})

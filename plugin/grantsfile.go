@@ -3,10 +3,11 @@ package plugin
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 )
 
 // grantsFile writes copies of the grants to the grants file. Two writers
@@ -27,7 +28,7 @@ type grantsFile struct {
 }
 
 func newGrantsFile(path string) *grantsFile {
-	return &grantsFile{path: path, replace: replaceFile}
+	return &grantsFile{path: path, replace: atomicfile.Replace}
 }
 
 // save writes s unless the file already holds it or a newer map. durable
@@ -66,71 +67,23 @@ func (f *grantsFile) syncLocked() error {
 	if f.synced == f.written {
 		return nil
 	}
-	if err := syncFile(f.path); err != nil {
+	if err := atomicfile.Sync(f.path); err != nil {
 		return fmt.Errorf("syncing kubelet grants: %w", err)
 	}
 	f.synced = f.written
 	return nil
 }
 
-// replaceFile writes data to a temporary file next to path (mode 0600) and
-// renames it over path; with durable, the file is fsynced before the rename
-// and its directory after it.
-func replaceFile(path string, data []byte, durable bool) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, tempPattern(path))
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	// A failed write or sync must stop the rename: keep its error.
-	if _, err = tmp.Write(data); err == nil && durable {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err == nil && durable {
-		err = syncDir(dir)
-	}
-	return err
-}
-
-// syncFile fdatasyncs the file at path and fsyncs its directory, which
-// holds the rename that put it there.
-func syncFile(path string) error {
-	if err := fdatasync(path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// tempPattern names the temporary files of replaceFile for path:
-// .kubelet-grants-* for kubelet-grants.json, as earlier releases did.
-func tempPattern(path string) string {
+// legacyTempPattern names the temporary files releases before
+// internal/atomicfile gave the grants file: .kubelet-grants-* for
+// kubelet-grants.json.
+func legacyTempPattern(path string) string {
 	base := filepath.Base(path)
 	return "." + strings.TrimSuffix(base, filepath.Ext(base)) + "-*"
 }
 
-// removeStaleTemps deletes temporary files a crash left behind.
+// removeStaleTemps deletes temporary files a crash left behind, also those
+// of an earlier release.
 func (f *grantsFile) removeStaleTemps() {
-	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(f.path), tempPattern(f.path)))
-	for _, s := range stale {
-		os.Remove(s)
-	}
+	atomicfile.RemoveStale(f.path, legacyTempPattern(f.path))
 }

@@ -14,6 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // grantsOnDisk reads the grants file as a restarted daemon would.
@@ -81,7 +84,7 @@ func TestCreateWithGrantDoesNotWriteTheGrantsFile(t *testing.T) {
 	assert.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
 	require.Eventually(t, func() bool { return writeErrors(p) >= 2 }, 10*time.Second, time.Millisecond, "failures are counted and retried")
 	assert.Contains(t, rp.log.String(), "writing kubelet grants failed")
-	st, err := ReadState(statePath(f))
+	st, err := state.ReadState(statePath(f))
 	require.NoError(t, err)
 	assert.Contains(t, st.Containers, ctr.Id, "the state file is written all the same")
 	assert.Error(t, p.Flush(), "a flush reports the failure")
@@ -121,7 +124,7 @@ func TestHandlersDoNotWaitForABlockedGrantsWrite(t *testing.T) {
 		default:
 		}
 		<-release
-		return replaceFile(path, data, durable)
+		return atomicfile.Replace(path, data, durable)
 	})
 	unblocked := false
 	defer func() {
@@ -209,7 +212,7 @@ func TestGrantsFileFollowsMemory(t *testing.T) {
 	info, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
-	temps, err := filepath.Glob(filepath.Join(filepath.Dir(path), ".kubelet-grants-*"))
+	temps, err := filepath.Glob(path + ".tmp-*")
 	require.NoError(t, err)
 	assert.Empty(t, temps, "no temporary file is left behind")
 }
@@ -231,7 +234,7 @@ func TestGrantsFileNeverGoesBack(t *testing.T) {
 		// Each copy holds one entry per generation up to its own.
 		written = append(written, uint64(len(m)))
 		time.Sleep(time.Duration(rand.Int64N(int64(200 * time.Microsecond))))
-		return replaceFile(path, data, durable)
+		return atomicfile.Replace(path, data, durable)
 	}
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -268,7 +271,7 @@ func TestGrantRacingTheWriterKeepsItsToken(t *testing.T) {
 	path := GrantsFile(statePath(f))
 	setReplace(p, func(path string, data []byte, durable bool) error {
 		time.Sleep(time.Duration(rand.Int64N(int64(time.Millisecond)))) // widen the windows
-		return replaceFile(path, data, durable)
+		return atomicfile.Replace(path, data, durable)
 	})
 	var wg sync.WaitGroup
 	for i, cpu := range []string{"4", "5", "12", "13"} {
@@ -309,7 +312,7 @@ func TestFailedGrantWriteTakesTheTokenBack(t *testing.T) {
 	_, err := p.Grant([]string{"4"})
 	require.ErrorContains(t, err, "saving kubelet grants: read-only file system")
 	assert.Empty(t, grantsInMemory(p))
-	setReplace(p, replaceFile)
+	setReplace(p, atomicfile.Replace)
 	require.NoError(t, p.Flush())
 	assert.Empty(t, grantsOnDisk(t, filepath.Join(filepath.Dir(statePath(f)), "kubelet-grants.json")))
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -482,7 +483,7 @@ func startPluginSetUp(t testing.TB, f *fakeRuntime, node testNode, stateFile str
 	if testing.Verbose() {
 		log.SetOutput(io.MultiWriter(&rp.log, os.Stderr))
 	}
-	p, err := New(cfg, topo, NewFileStore(stateFile), log)
+	p, err := New(cfg, topo, state.NewFileStore(stateFile), log)
 	require.NoError(t, err)
 	// The fake runtime embeds this module's NRI (go.mod); test binaries do
 	// not report it in their build info.
@@ -537,10 +538,10 @@ func (rp *runningPlugin) halt() {
 }
 
 // savedState is the state file once the writer has caught up.
-func (rp *runningPlugin) savedState(t testing.TB) *State {
+func (rp *runningPlugin) savedState(t testing.TB) *state.State {
 	t.Helper()
 	require.NoError(t, rp.p.Flush())
-	st, err := ReadState(rp.p.cfg.StateFile)
+	st, err := state.ReadState(rp.p.cfg.StateFile)
 	require.NoError(t, err)
 	return st
 }

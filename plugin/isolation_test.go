@@ -391,3 +391,30 @@ func usageOf(p *Plugin, pool string) allocator.PoolUsage {
 	}
 	return allocator.PoolUsage{}
 }
+
+// TestAuditMetrics: with metrics served, the daemon audits the held
+// exclusive CPUs in the background and exports the verdicts: the IRQs are
+// off the isolated container's CPU, but a host process may still run
+// there, so it is not clean.
+func TestAuditMetrics(t *testing.T) {
+	f := irqNode(t)
+	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+	procfixture.Write(t, f.procRoot(), procfixture.Spec{CPUs: all, Processes: []procfixture.Process{{PID: 700, Comm: "sshd", AllowedCPUs: all, Cgroup: "0::/system.slice/ssh.service"}}})
+	rp := startPlugin(t, f, isolatedDesktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev": "true"}})
+	ctr, _, err := f.createContainer(pod, "fwd", 1000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation())
+	reg := rp.p.Registry()
+	require.Eventually(t, func() bool { a := rp.p.auditor.Load(); return a != nil && a.last.Load() != nil }, 10*time.Second, 10*time.Millisecond)
+	cpu := f.cpus(ctr)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP cpupool_exclusive_cpu_clean 1 when the held exclusive CPU was clean at the last audit (no device IRQ fired on it, no user-space thread of another process may run on it), else 0.
+# TYPE cpupool_exclusive_cpu_clean gauge
+cpupool_exclusive_cpu_clean{cpu="`+cpu+`",pool="exclusive"} 0
+# HELP cpupool_exclusive_cpu_foreign_threads User-space threads of other processes allowed on the held exclusive CPU at the last audit.
+# TYPE cpupool_exclusive_cpu_foreign_threads gauge
+cpupool_exclusive_cpu_foreign_threads{cpu="`+cpu+`",pool="exclusive"} 1
+`), "cpupool_exclusive_cpu_clean", "cpupool_exclusive_cpu_foreign_threads"))
+}

@@ -8,11 +8,12 @@ import (
 	"maps"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // recordPlacement remembers a placed container and every container the
 // placement moved.
-func (p *Plugin) recordPlacement(res allocator.Result) ContainerState {
+func (p *Plugin) recordPlacement(res allocator.Result) state.ContainerState {
 	st := containerState(res.Assignment)
 	p.memory.Containers[res.Assignment.ID] = st
 	p.dirty[res.Assignment.ID] = true
@@ -38,7 +39,7 @@ func (p *Plugin) recordMoved(res allocator.Result) {
 // rememberAssignments rebuilds the memory of containers from the
 // allocator, after Synchronize rebuilt the allocator from the runtime.
 func (p *Plugin) rememberAssignments() {
-	p.memory.Containers = map[string]ContainerState{}
+	p.memory.Containers = map[string]state.ContainerState{}
 	for _, a := range p.alloc.Assignments() {
 		p.memory.Containers[a.ID] = containerState(a)
 	}
@@ -50,8 +51,8 @@ func (p *Plugin) rememberAssignments() {
 // without the lock.
 func (p *Plugin) publishUsage() { p.usage.publish(p.alloc.Usage()) }
 
-func containerState(a allocator.Assignment) ContainerState {
-	return ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
+func containerState(a allocator.Assignment) state.ContainerState {
+	return state.ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
 		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota, IsolateIRQs: a.IsolateIRQs,
 		IsolatedPartition: a.IsolatedPartition, PowerClass: a.PowerClass, WithShared: a.WithShared, SharedCPUs: sharedPart(a)}
@@ -73,7 +74,7 @@ func (p *Plugin) stateChanged() {
 // holds and the pools' usage, which it publishes for the metrics), and
 // the grants when they changed. It returns the generation the copy now
 // holds.
-func (p *Plugin) collectState(st *State, grants *grantsSnapshot) uint64 {
+func (p *Plugin) collectState(st *state.State, grants *grantsSnapshot) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if grants.gen != p.grants.gen {
@@ -110,12 +111,12 @@ func (p *Plugin) collectState(st *State, grants *grantsSnapshot) uint64 {
 // Synchronize after a runtime restart.
 func (p *Plugin) rememberHolds() {
 	p.memory.Previous = map[string]string{}
-	p.memory.Held = map[string]HeldState{}
+	p.memory.Held = map[string]state.HeldState{}
 	for _, h := range p.alloc.Holds() {
 		p.memory.Held[h.Pod.UID+"/"+h.Container] = heldState(h)
 	}
 }
 
-func heldState(h allocator.Hold) HeldState {
-	return HeldState{ContainerID: h.ID, ContainerState: containerState(h.Assignment), ExitCode: h.ExitCode}
+func heldState(h allocator.Hold) state.HeldState {
+	return state.HeldState{ContainerID: h.ID, ContainerState: containerState(h.Assignment), ExitCode: h.ExitCode}
 }

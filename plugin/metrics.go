@@ -62,15 +62,10 @@ type metrics struct {
 
 var _ prometheus.Collector = (*metrics)(nil)
 
-// Refusal reasons, the values of the refusal counter's "reason" label.
-const (
-	refusedAnnotation = "annotation"
-	refusedGrant      = "grant"
-	refusedPlacement  = "placement"
-	// refusedSynchronize counts running containers Synchronize could not
-	// place and confined to infra.
-	refusedSynchronize = "synchronize"
-)
+// refusedSynchronize is the refusal counter's "reason" for running
+// containers Synchronize could not place and confined to infra; refused
+// creations count under the reasons their errors carry (allocator.ReasonOf).
+const refusedSynchronize = "synchronize"
 
 func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 	return &metrics{
@@ -82,7 +77,7 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
-			Help: "Container creations refused, by reason (annotation, grant, placement), and running containers Synchronize could not place and confined to infra (synchronize).",
+			Help: "Container creations refused, by reason (annotation, namespace, grant, placement, power), and running containers Synchronize could not place and confined to infra (synchronize).",
 		}, []string{"reason"}),
 		synchronized: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cpupool_runtime_synchronizations_total",
@@ -103,7 +98,7 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 	}
 }
 
-// countRefusal counts one refused container creation.
+// countRefusal counts one refused container, by reason.
 func (m *metrics) countRefusal(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // countResize counts one in-place resize by its result: grown, shrunk,
@@ -157,6 +152,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // serve.
 func (p *Plugin) Registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(p.metrics, newIsolationMetrics(p), newPowerMetrics(p), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.startAuditing()
+	reg.MustRegister(p.metrics, newIsolationMetrics(p), newAuditMetrics(p), newPowerMetrics(p), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }

@@ -48,7 +48,7 @@ cpupool_containers{pool="exclusive"} 1
 cpupool_containers{pool="exclusive-non-isolcpus"} 1
 cpupool_containers{pool="infra"} 1
 cpupool_containers{pool="shared"} 0
-# HELP cpupool_refused_containers_total Container creations refused, by reason (annotation, grant, placement), and running containers Synchronize could not place and confined to infra (synchronize).
+# HELP cpupool_refused_containers_total Container creations refused, by reason (annotation, namespace, grant, placement, power), and running containers Synchronize could not place and confined to infra (synchronize).
 # TYPE cpupool_refused_containers_total counter
 cpupool_refused_containers_total{reason="annotation"} 1
 `
@@ -90,5 +90,58 @@ func TestScrapeNeverWaitsForTheLock(t *testing.T) {
 		assert.Equal(t, 4, n, "one figure per pool")
 	case <-time.After(10 * time.Second):
 		t.Fatal("a scrape waited for the plugin's lock")
+	}
+}
+
+// TestRefusalsAreCountedByTheirReason: each kind of refused creation is
+// counted under its own reason and reaches the runtime in one form; a
+// namespace that may not use the exclusive pool it gets through the
+// kubelet's resource counts as namespace, not annotation.
+func TestRefusalsAreCountedByTheirReason(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktopKubelet, statePath(f))
+	p := rp.p
+	refused := func(reason string) float64 { return testutil.ToFloat64(p.metrics.refused.WithLabelValues(reason)) }
+	tests := []struct {
+		name, namespace string
+		annotations     map[string]string
+		env             string
+		milli           int64
+		reason, says    string
+	}{
+		{"bad annotation", "telco", map[string]string{"pool.cpupool.dev": "nope"}, "", 1000,
+			"annotation", `nri-cpupool: container telco/bad-annotation/c: annotation pool.cpupool.dev="nope": unknown pool`},
+		{"namespace by annotation", "web", map[string]string{"pool.cpupool.dev": "exclusive"}, "", 1000,
+			"annotation", `nri-cpupool: container web/namespace-by-annotation/c: annotation pool.cpupool.dev="exclusive": namespace "web" may not use pool exclusive`},
+		{"namespace by resource", "web", nil, grantEnv(t, p, "4"), 0,
+			"namespace", `nri-cpupool: container web/namespace-by-resource/c: namespace "web" may not use pool exclusive (allowedNamespaces.exclusive: [telco])`},
+		{"unknown grant", "telco", nil, EnvGrant + "=0123456789abcdef0123456789abcdef", 0,
+			"grant", "nri-cpupool: container telco/unknown-grant/c: CPUPOOL_GRANT: unknown grant token"},
+		{"pool full", "telco", map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}, "", 64000,
+			"placement", "nri-cpupool: pool exclusive-non-isolcpus cannot fit container telco/pool-full/c"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := map[string]float64{}
+			for _, r := range []string{"annotation", "namespace", "grant", "placement"} {
+				before[r] = refused(r)
+			}
+			pod := f.runPod(podSpec{name: strings.ReplaceAll(tc.name, " ", "-"), namespace: tc.namespace, annotations: tc.annotations})
+			var err error
+			if tc.env != "" {
+				_, _, err = f.createWithEnv(pod, "c", tc.milli, tc.env)
+			} else {
+				_, _, err = f.createContainer(pod, "c", tc.milli)
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.says)
+			for r, n := range before {
+				want := n
+				if r == tc.reason {
+					want++
+				}
+				assert.Equal(t, want, refused(r), "reason %s", r)
+			}
+		})
 	}
 }

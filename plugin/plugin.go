@@ -1,6 +1,16 @@
 // Package plugin is the NRI glue: it turns runtime events into allocator
 // decisions and those into container adjustments and updates, pins pod
-// sandboxes through cgroupfs and keeps the state file.
+// sandboxes through cgroupfs and keeps the state file (package state) up to
+// date in the background.
+//
+// A file per question: plugin.go holds the Plugin and its life (New,
+// configuration, Flush, Close, Shutdown); run.go the connection to the
+// runtime; synchronize.go the reconciliation after a (re)connect;
+// containers.go and sandboxes.go the container and pod handlers; memory.go
+// the record of decisions that statewriter.go persists; cgroup.go and
+// sandboxpins.go the sandboxes' pinning; grants.go, grantsfile.go and
+// kubelet.go the kubelet device plugin's grants; convert.go the
+// translations between NRI's types and the allocator's.
 package plugin
 
 import (
@@ -17,6 +27,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -41,7 +52,7 @@ type Plugin struct {
 	topo   *sysfs.Topology
 	alloc  *allocator.Allocator
 	policy *allocator.Policy
-	store  Store
+	store  state.Store
 	pinner *cgroupPinner
 	log    *logrus.Logger
 	// loaded tells that the state file has been read: it is read once,
@@ -54,7 +65,7 @@ type Plugin struct {
 	// re-derive them. The writer persists it (with the holds and pools,
 	// which it takes from the allocator) in the background. Synchronize
 	// reconciles it with the runtime.
-	memory *State
+	memory *state.State
 	// gen counts changes to memory, the allocator's holds and the pools;
 	// dirty are the containers changed since the writer last collected
 	// them (all of them after Synchronize: dirtyAll).
@@ -104,18 +115,21 @@ type Plugin struct {
 	// without the lock. isolationTiming paces it and isolationFS is its
 	// file access (tests shorten the one and inject kernel errors into the
 	// other).
-	isolation atomic.Pointer[isolation]
-	// cgroups are the cgroups paths of running containers whose cgroup is
-	// an isolated partition, by id, from the runtime.
-	cgroups         map[string]string
+	isolation       atomic.Pointer[isolation]
 	isolationTiming hostfiles.Timing
 	isolationFS     hostfiles.FS
+	// cgroups are the cgroups paths of running containers whose cgroup is
+	// an isolated partition, by id, from the runtime.
+	cgroups map[string]string
+	// auditor audits the held exclusive CPUs every minute for the metrics,
+	// once they are served (audit.go).
+	auditor atomic.Pointer[auditor]
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
-func New(cfg *config.Config, topo *sysfs.Topology, store Store, log *logrus.Logger) (*Plugin, error) {
-	p := &Plugin{topo: topo, store: store, log: log, memory: NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, overrode: map[string]bool{},
+func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logrus.Logger) (*Plugin, error) {
+	p := &Plugin{topo: topo, store: store, log: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, overrode: map[string]bool{},
 		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
 	p.pins = newSandboxPins(&p.mu)
 	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, hostfiles.OS{}
@@ -143,7 +157,7 @@ func (p *Plugin) loadState() error {
 	}
 	st, err := p.store.Load()
 	switch {
-	case errors.Is(err, ErrStateDiscarded):
+	case errors.Is(err, state.ErrStateDiscarded):
 		p.log.Warnf("%v", err)
 	case err != nil:
 		return err
@@ -154,7 +168,7 @@ func (p *Plugin) loadState() error {
 		return err
 	}
 	if st.MigratedFrom != 0 {
-		p.log.Infof("state: %s is schema version %d; migrated to %d, rewritten at the next write", p.cfg.StateFile, st.MigratedFrom, SchemaVersion)
+		p.log.Infof("state: %s is schema version %d; migrated to %d, rewritten at the next write", p.cfg.StateFile, st.MigratedFrom, state.SchemaVersion)
 	}
 	p.log.Infof("state: %d containers remembered, to reconcile with the runtime", len(st.Containers))
 	return nil
@@ -171,6 +185,7 @@ func (p *Plugin) Flush() error {
 // write collects the state under it.
 func (p *Plugin) Close() {
 	p.stopPinning()
+	p.stopAuditing()
 	p.closeIsolation()
 	if err := p.writer.Close(); err != nil {
 		p.log.Errorf("final state write: %v", err)
@@ -229,7 +244,7 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 		case parsed.StateFile == config.Default().StateFile || parsed.StateFile == p.cfg.StateFile:
 			parsed.StateFile = p.cfg.StateFile
 		case !p.loaded:
-			p.store = NewFileStore(parsed.StateFile)
+			p.store = state.NewFileStore(parsed.StateFile)
 			g, err := loadGrants(GrantsFile(parsed.StateFile))
 			if err != nil {
 				return 0, err

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -31,16 +32,16 @@ import (
 type failingStore struct {
 	mu     sync.Mutex
 	broken bool
-	saved  *State
+	saved  *state.State
 }
 
-func (f *failingStore) Load() (*State, error) { return NewState(), nil }
+func (f *failingStore) Load() (*state.State, error) { return state.NewState(), nil }
 
 func (f *failingStore) Close() {}
 
 func (f *failingStore) Sync() error { return nil }
 
-func (f *failingStore) Save(st *State) error {
+func (f *failingStore) Save(st *state.State) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.broken {
@@ -58,7 +59,7 @@ func (f *failingStore) setBroken(b bool) {
 	f.broken = b
 }
 
-func (f *failingStore) containers() map[string]ContainerState {
+func (f *failingStore) containers() map[string]state.ContainerState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.saved == nil {
@@ -67,7 +68,7 @@ func (f *failingStore) containers() map[string]ContainerState {
 	return f.saved.Containers
 }
 
-func newUnitPlugin(t *testing.T, store Store, yaml string) *Plugin {
+func newUnitPlugin(t *testing.T, store state.Store, yaml string) *Plugin {
 	t.Helper()
 	cfg, err := config.Parse(strings.NewReader(yaml), "test")
 	require.NoError(t, err)

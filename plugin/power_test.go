@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // poweredDesktop is the desktop (siblings N and N+8, intel_pstate without
@@ -151,7 +152,7 @@ func TestPowerRestoredAfterKillBeforeStateWrite(t *testing.T) {
 			require.NoError(t, first.p.FlushIsolation())
 			mine := cpusOf(t, f, f.cpus(ctr))
 			requireClass(t, f, mine, turboCPU, "applied")
-			_, err = ReadState(statePath(f))
+			_, err = state.ReadState(statePath(f))
 			require.Error(t, err, "no state file yet")
 			first.kill()
 			if podEnds {
@@ -221,11 +222,12 @@ cpupool_power_settings{class="low-latency",result="unsupported"} 2
 
 	g := newFakeRuntime(t, false)
 	refusing := testNode{fixture: vmPowered.fixture, config: vmPowered.config + "  unsupported: refuse\n"}
-	startPlugin(t, g, refusing, statePath(g))
+	rg := startPlugin(t, g, refusing, statePath(g))
 	pod = g.runPod(podSpec{name: "rt", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
 	_, _, err = g.createContainer(pod, "loop", 1000)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "nri-cpupool: container default/rt/loop: the power class low-latency of pool exclusive (power.pools.exclusive.class) cannot be applied on this node: disabledIdleStates: no cpuidle")
+	assert.Equal(t, 1.0, testutil.ToFloat64(rg.p.metrics.refused.WithLabelValues("power")))
 }
 
 // TestPowerClassAnnotationRefused: a class the pool does not offer is an

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // The property test drives the whole plugin over the real ttRPC adaptation
@@ -417,7 +418,7 @@ func (pt *propTest) check(where string) {
 	}
 	p.mu.Lock()
 	assignments := p.alloc.Assignments()
-	persisted := make(map[string]ContainerState, len(p.memory.Containers))
+	persisted := make(map[string]state.ContainerState, len(p.memory.Containers))
 	for k, v := range p.memory.Containers {
 		persisted[k] = v
 	}
@@ -430,7 +431,7 @@ func (pt *propTest) check(where string) {
 		t.Fatalf("%s: %s\nlast events:\n%s\nplugin log:\n%s", where, fmt.Sprintf(format, args...), strings.Join(pt.trace, "\n"), tail(pt.rp.log.String(), 3000))
 	}
 	// The state file equals memory.
-	st, err := ReadState(pt.state)
+	st, err := state.ReadState(pt.state)
 	if err != nil {
 		fail("state file: %v", err)
 	}
@@ -442,7 +443,7 @@ func (pt *propTest) check(where string) {
 			fail("state file says %+v for %s, memory %+v", got, id, want)
 		}
 	}
-	byID := map[string]ContainerState{}
+	byID := map[string]state.ContainerState{}
 	for _, a := range assignments {
 		byID[a.ID] = containerState(a)
 		if persisted[a.ID] != byID[a.ID] {

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // populate runs an exclusive, an exclusive-non-isolcpus and an infra
@@ -179,7 +182,7 @@ func TestRuntimeLaunchedPlugin(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1", f.cpus(ctr), "configuration from the runtime's drop-in")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		st, err := ReadState(stateFile)
+		st, err := state.ReadState(stateFile)
 		require.NoError(c, err, "state file from the runtime's drop-in")
 		assert.Contains(c, st.Containers, ctr.Id)
 	}, 5*time.Second, 5*time.Millisecond, "the writer catches up within milliseconds")
@@ -208,4 +211,36 @@ pools:
 	c, _, err := f.createContainer(pod, "c", 4000)
 	require.NoError(t, err)
 	assert.Equal(t, "6-7,14-15", f.cpus(c))
+}
+
+// v1File is a state file written by the first release (see state's
+// TestMigrateV1).
+const v1File = "../state/testdata/v1-2a6c3c2.json"
+
+func schemaOf(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var env struct {
+		SchemaVersion int `json:"schemaVersion"`
+	}
+	require.NoError(t, json.Unmarshal(data, &env))
+	return env.SchemaVersion
+}
+
+// TestV1FileStartsThePlugin: a plugin started on the previous schema's file
+// keeps the remembered containers where the runtime runs them and writes
+// the file back in the current schema.
+func TestV1FileStartsThePlugin(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	path := statePath(f)
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	data, err := os.ReadFile(v1File)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	rp := startPlugin(t, f, desktop, path)
+	assert.Contains(t, rp.log.String(), fmt.Sprintf("is schema version 1; migrated to %d", state.SchemaVersion))
+	st := rp.savedState(t)
+	assert.Equal(t, state.SchemaVersion, schemaOf(t, path))
+	assert.Empty(t, st.Containers, "the runtime runs none of them: forgotten, not invented")
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // TestKillAfterReplyBeforeStateWriteLosesNoPinning: the plugin replies
@@ -31,7 +32,7 @@ func TestKillAfterReplyBeforeStateWriteLosesNoPinning(t *testing.T) {
 			fwd, eni, _ := populate(t, f)
 			if tc.written {
 				require.NoError(t, first.p.Flush())
-				st, err := ReadState(statePath(f))
+				st, err := state.ReadState(statePath(f))
 				require.NoError(t, err)
 				require.Len(t, st.Containers, 3)
 			}
@@ -62,7 +63,7 @@ func TestKillAfterReplyBeforeStateWriteLosesNoPinning(t *testing.T) {
 			_, _, err = f.createContainer(web, "app", 500)
 			require.NoError(t, err)
 			if tc.written {
-				st, err := ReadState(statePath(f))
+				st, err := state.ReadState(statePath(f))
 				require.NoError(t, err)
 				require.Contains(t, st.Containers, fwd.Id, "the file still holds the old decisions")
 			}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // stateWriter persists the state in the background, so that no handler
@@ -30,7 +32,7 @@ import (
 //     kernel has); the store and the grants file are synced every
 //     syncEvery while they have unsynced writes, and on Flush and Close.
 type stateWriter struct {
-	store Store
+	store state.Store
 	// grants is the kubelet grants file, nil when there is none (tests of
 	// the writer alone). Grant writes it too; grantsFile orders the two.
 	grants *grantsFile
@@ -38,7 +40,7 @@ type stateWriter struct {
 	// collect brings the mirrors up to date with the plugin's memory, under
 	// the plugin's lock, and returns the generation the mirror now holds
 	// (a change to the grants is a change of that generation too).
-	collect func(mirror *State, grants *grantsSnapshot) uint64
+	collect func(mirror *state.State, grants *grantsSnapshot) uint64
 
 	delay, minInterval, syncEvery time.Duration
 	backoff                       Backoff
@@ -48,12 +50,12 @@ type stateWriter struct {
 	done chan struct{}
 	once sync.Once
 
-	mu      sync.Mutex // held for a whole write: one write at a time, in order
-	mirror  *State     // the writer's own copy, read by the store outside the plugin's lock
-	written uint64     // generation of the last successful write (of both files)
-	synced  uint64     // generation of the last successful sync
-	stopped bool       // no write after Close (or a simulated crash)
-	failing int        // failed attempts since the last successful write
+	mu      sync.Mutex   // held for a whole write: one write at a time, in order
+	mirror  *state.State // the writer's own copy, read by the store outside the plugin's lock
+	written uint64       // generation of the last successful write (of both files)
+	synced  uint64       // generation of the last successful sync
+	stopped bool         // no write after Close (or a simulated crash)
+	failing int          // failed attempts since the last successful write
 	// grantsMirror is the writer's copy of the grants, replaced by collect
 	// when they changed; saved is the generation of the last state the
 	// store saved (ahead of written while the grants fail to write).
@@ -89,11 +91,11 @@ const (
 
 var stateWriteBackoff = Backoff{Initial: 50 * time.Millisecond, Max: 5 * time.Second}
 
-func newStateWriter(log *logrus.Logger, collect func(*State, *grantsSnapshot) uint64) *stateWriter {
+func newStateWriter(log *logrus.Logger, collect func(*state.State, *grantsSnapshot) uint64) *stateWriter {
 	return &stateWriter{log: log, collect: collect,
 		delay: stateWriteDelay, minInterval: stateWriteInterval, syncEvery: stateSyncEvery, backoff: stateWriteBackoff,
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		mirror: NewState(), started: time.Now(),
+		mirror: state.NewState(), started: time.Now(),
 		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "cpupool_state_write_duration_seconds",
 			Help:    "Time the background writer takes to write (op=write) or fsync (op=sync) the state file.",
@@ -103,7 +105,7 @@ func newStateWriter(log *logrus.Logger, collect func(*State, *grantsSnapshot) ui
 
 // start begins writing to store and grants (which may be nil), once; until
 // then changes only wait.
-func (w *stateWriter) start(store Store, grants *grantsFile) {
+func (w *stateWriter) start(store state.Store, grants *grantsFile) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.store != nil || w.stopped {

@@ -12,6 +12,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // crash stops the writer as kill -9 would stop the process: whatever it
@@ -34,10 +36,10 @@ type recordingStore struct {
 	tries int
 }
 
-func (s *recordingStore) Load() (*State, error) { return NewState(), nil }
-func (s *recordingStore) Close()                {}
+func (s *recordingStore) Load() (*state.State, error) { return state.NewState(), nil }
+func (s *recordingStore) Close()                      {}
 
-func (s *recordingStore) Save(st *State) error {
+func (s *recordingStore) Save(st *state.State) error {
 	if s.slow > 0 {
 		time.Sleep(time.Duration(rand.Int64N(int64(s.slow))))
 	}
@@ -90,7 +92,7 @@ func (m *fakeMemory) change() {
 	m.w.changed(m.gen)
 }
 
-func (m *fakeMemory) collect(st *State, _ *grantsSnapshot) uint64 {
+func (m *fakeMemory) collect(st *state.State, _ *grantsSnapshot) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st.Pools["gen"] = strconv.FormatUint(m.gen, 10)
@@ -99,7 +101,7 @@ func (m *fakeMemory) collect(st *State, _ *grantsSnapshot) uint64 {
 
 // newTestWriter starts a writer over store; tune adjusts its timing
 // before it starts.
-func newTestWriter(t *testing.T, store Store, tune ...func(*stateWriter)) (*stateWriter, *fakeMemory) {
+func newTestWriter(t *testing.T, store state.Store, tune ...func(*stateWriter)) (*stateWriter, *fakeMemory) {
 	t.Helper()
 	log := logrus.New()
 	log.SetOutput(io.Discard)

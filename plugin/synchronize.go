@@ -16,6 +16,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // Synchronize reconciles the remembered state with the runtime, which is the
@@ -81,7 +82,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 // stale as the file. The pod sandboxes to pin are the runtime's.
 func (p *Plugin) startOver(pods []*api.PodSandbox) {
 	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)
-	p.memory = NewState()
+	p.memory = state.NewState()
 	p.pending = map[string]bool{} // Synchronize's updates cover every container
 	p.sandbox, p.podSandboxes = map[string]sandbox{}, map[string]int{}
 	for _, pod := range pods {
@@ -93,7 +94,7 @@ func (p *Plugin) startOver(pods []*api.PodSandbox) {
 // makes holds of remembered exclusive containers that stopped or vanished
 // while the plugin was away (their exit code is unknown). Holds whose
 // container runs again, or whose CPUs a running container took, end.
-func (p *Plugin) restoreHolds(remembered *State, pods []*api.PodSandbox, running []*api.Container) {
+func (p *Plugin) restoreHolds(remembered *state.State, pods []*api.PodSandbox, running []*api.Container) {
 	podUIDs, runs := map[string]bool{}, map[string]bool{}
 	for _, pod := range pods {
 		podUIDs[pod.GetUid()] = true
@@ -151,7 +152,7 @@ func (p *Plugin) migratePrevious(previous map[string]string, podUIDs map[string]
 // splitRemembered separates the running containers the state remembers
 // from those it does not, each sorted by id. Stopped containers hold no
 // CPUs and are left out.
-func splitRemembered(containers []*api.Container, remembered map[string]ContainerState) (known, unknown []*api.Container) {
+func splitRemembered(containers []*api.Container, remembered map[string]state.ContainerState) (known, unknown []*api.Container) {
 	for _, c := range containers {
 		if c.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
@@ -187,7 +188,7 @@ func (p *Plugin) adoptAll(unknown []*api.Container, pods []*api.PodSandbox) ([]*
 
 // repairAll pins again the remembered containers restoreKnown could not
 // keep where they run, and counts those it had to confine.
-func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]ContainerState, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
+func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]state.ContainerState, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
 	podByID := podsByID(pods)
 	var updates []*api.ContainerUpdate
 	confined := 0
@@ -222,7 +223,7 @@ func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate
 
 // countForgotten counts the remembered containers the runtime no longer
 // runs.
-func (p *Plugin) countForgotten(remembered map[string]ContainerState) int {
+func (p *Plugin) countForgotten(remembered map[string]state.ContainerState) int {
 	n := 0
 	for id := range remembered {
 		if _, ok := p.alloc.Get(id); !ok {
@@ -233,74 +234,60 @@ func (p *Plugin) countForgotten(remembered map[string]ContainerState) int {
 }
 
 // restoreKnown re-adds a remembered container where the runtime says it
-// runs, if that is a place it may run: its remembered CPUs, or another
-// whole set of its pool that nobody else holds. A conflict with the
-// configuration (e.g. the pool changed) keeps it there and is reported. It
-// returns false, having added nothing, when the container must be pinned
-// again (see repairKnown).
-func (p *Plugin) restoreKnown(c *api.Container, st ContainerState) bool {
-	a, clean := p.assignmentFromState(c.GetId(), st)
+// runs, if that is a place it may run (allocator.Readmit). A conflict with
+// the configuration (e.g. the pool changed) keeps it there and is reported.
+// It returns false, having added nothing, when the container must be
+// pinned again (see repairKnown).
+func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
+	r := p.remembered(c, st)
 	who := rememberedRef(st)
-	if !pools.IsExclusive(st.Pool) {
-		// Shared and infra members follow their pool; the caller updates
-		// them if they run elsewhere.
-		if _, err := p.alloc.Restore(a, true); err != nil {
+	_, outcome, err := p.alloc.Readmit(r)
+	switch outcome {
+	case allocator.Kept:
+		switch {
+		case err == nil:
+		case pools.IsExclusive(st.Pool):
+			p.log.Warnf("kept container %s on CPUs %s although %v", who, r.Assignment.CPUs, err)
+		default:
 			p.log.Warnf("kept container %s in pool %s although %v", who, st.Pool, err)
 		}
 		return true
-	}
-	cur, pinned := p.runtimeCPUs(c)
-	switch {
-	case !pinned || !clean:
-		return false
-	case !p.alloc.HeldByOthers(a.Held(), a.ID).IsEmpty():
-		// Two containers on one exclusive CPU: the first keeps it.
-		return false
-	case a.WithShared:
-		// Its exclusive part must be where it runs; the shared part
-		// follows the pool (followPools).
-		if !a.CPUs.IsSubsetOf(cur) {
-			return false
-		}
-		if _, err := p.alloc.Restore(a, true); err != nil {
-			p.log.Warnf("kept container %s on CPUs %s although %v", who, a.CPUs, err)
-		}
+	case allocator.KeptWhereItRuns:
+		p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", who, r.RunsOn, r.Assignment.CPUs)
 		return true
-	case cpulist.Equal(cur, a.CPUs):
-		if _, err := p.alloc.Restore(a, true); err != nil {
-			p.log.Warnf("kept container %s on CPUs %s although %v", who, a.CPUs, err)
-		}
-		return true
-	case cur.Size() == a.CPUs.Size():
-		moved := a
-		moved.CPUs = cur
-		if !a.Reserved.IsEmpty() {
-			moved.Reserved = p.alloc.HiddenSiblings(cur)
-		}
-		if _, err := p.alloc.Restore(moved, false); err == nil {
-			p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", who, cur, a.CPUs)
-			return true
-		}
 	}
 	return false
 }
 
-// repairKnown pins a remembered exclusive container that does not run
-// where it may: back on its remembered CPUs when they are free, else placed
-// anew, else confined to infra. ok is false when it was confined.
-func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st ContainerState) (*api.ContainerUpdate, bool) {
+// remembered reads a remembered container for the recovery rules: its
+// record, and where the runtime runs it. Only an exclusive container's
+// place is read: shared and infra members follow their pool wherever they
+// run (followPools updates them).
+func (p *Plugin) remembered(c *api.Container, st state.ContainerState) allocator.Remembered {
 	a, clean := p.assignmentFromState(c.GetId(), st)
-	who := rememberedRef(st)
-	cur, pinned := p.runtimeCPUs(c)
-	runs := "every CPU"
-	if pinned {
-		runs = "CPUs " + cur.String()
-	}
-	if clean {
-		if res, err := p.alloc.Restore(a, false); err == nil {
-			p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
-			return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
+	r := allocator.Remembered{Assignment: a, Damaged: !clean, RunsOn: cpuset.New()}
+	if pools.IsExclusive(st.Pool) {
+		if cur, pinned := p.runtimeCPUs(c); pinned {
+			r.RunsOn = cur
 		}
+	}
+	return r
+}
+
+// repairKnown pins a remembered exclusive container that does not run
+// where it may: back on its remembered CPUs when they are free
+// (allocator.Repin), else placed anew, else confined to infra. ok is false
+// when it was confined.
+func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.ContainerState) (*api.ContainerUpdate, bool) {
+	r := p.remembered(c, st)
+	who := rememberedRef(st)
+	runs := "every CPU"
+	if !r.RunsOn.IsEmpty() {
+		runs = "CPUs " + r.RunsOn.String()
+	}
+	if res, outcome, _ := p.alloc.Repin(r); outcome == allocator.Repinned {
+		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
+		return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
 	}
 	if pod == nil {
 		return p.confine(c, who, fmt.Errorf("its pod sandbox is gone"))

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // Finding 2: a creation whose reply the runtime gave up on (slow disk, a
@@ -77,8 +79,8 @@ func TestSynchronizeConfinesContainersItCannotPlace(t *testing.T) {
 // still exist become holds, the others are forgotten.
 func TestSynchronizeMigratesPreviousCPUs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
-	store := NewFileStore(path)
-	st := NewState()
+	store := state.NewFileStore(path)
+	st := state.NewState()
 	st.Previous["uid-gone/c"] = "4,12"
 	st.Previous["uid-here/c"] = "5,13"
 	require.NoError(t, store.Save(st))
@@ -86,7 +88,7 @@ func TestSynchronizeMigratesPreviousCPUs(t *testing.T) {
 	_, err := p.Synchronize(context.Background(), []*api.PodSandbox{{Id: "sb", Uid: "uid-here", Name: "here", Namespace: "ns"}}, nil)
 	require.NoError(t, err)
 	require.NoError(t, p.Flush())
-	back, err := ReadState(path)
+	back, err := state.ReadState(path)
 	require.NoError(t, err)
 	assert.Empty(t, back.Previous, "no longer written")
 	require.Len(t, back.Held, 1)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // sharedPart is the shared part of an assignment for its record, "" for
@@ -24,7 +25,7 @@ func sharedPart(a allocator.Assignment) string {
 // cpusetOf is a recorded container's cpuset as the runtime applies it.
 // Both lists were written by the plugin from sets (containerState), so
 // they parse; a container without a shared part costs nothing.
-func cpusetOf(st ContainerState) string {
+func cpusetOf(st state.ContainerState) string {
 	if !st.WithShared || st.SharedCPUs == "" {
 		return st.CPUs
 	}
@@ -37,7 +38,7 @@ func cpusetOf(st ContainerState) string {
 }
 
 // withSharedNote says a container's shared part in a log line.
-func withSharedNote(st ContainerState) string {
+func withSharedNote(st state.ContainerState) string {
 	if !st.WithShared {
 		return ""
 	}
@@ -46,7 +47,7 @@ func withSharedNote(st ContainerState) string {
 
 // rememberedShared reads a remembered shared part; Restore replaces it by
 // the pool as it is now, so CPUs this node lacks are merely dropped.
-func (p *Plugin) rememberedShared(st ContainerState) cpuset.CPUSet {
+func (p *Plugin) rememberedShared(st state.ContainerState) cpuset.CPUSet {
 	if !st.WithShared {
 		return cpuset.New()
 	}

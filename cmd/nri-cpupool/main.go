@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/cpupool/nri-cpupool/internal/cli"
+	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/cli"
 )
 
 func main() {

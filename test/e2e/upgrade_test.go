@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // testUpgradeKeepsPinning replaces the plugin's binary under running
@@ -69,7 +69,7 @@ func testUpgradeKeepsPinning(c *tc) {
 		if err := json.Unmarshal(data, &env); err != nil {
 			return err.Error(), false
 		}
-		return string(data[:min(len(data), 80)]), env.SchemaVersion == plugin.SchemaVersion
+		return string(data[:min(len(data), 80)]), env.SchemaVersion == state.SchemaVersion
 	})
 	aside, _ := filepath.Glob(p.state + ".corrupt-*")
 	c.equal("no state file moved aside", fmt.Sprint(len(aside)), "0")

@@ -13,15 +13,8 @@
 set -uo pipefail
 source "$(dirname "$0")/../e2e/lib.sh"
 
-PASSED=0 FAILED=0
-check() { # check WHAT ACTUAL EXPECTED
-  if [ "$2" = "$3" ]; then PASSED=$((PASSED + 1)); printf '  ok    %s (%s)\n' "$1" "$2"
-  else FAILED=$((FAILED + 1)); printf '  FAIL  %s: got "%s", want "%s"\n' "$1" "$2" "$3"; fi
-}
-check_contains() { # check_contains WHAT TEXT NEEDLE
-  case "$2" in *"$3"*) PASSED=$((PASSED + 1)); printf '  ok    %s\n' "$1" ;;
-  *) FAILED=$((FAILED + 1)); printf '  FAIL  %s: "%s" does not contain "%s"\n' "$1" "$2" "$3" ;; esac
-}
+# shellcheck source=test/vm/checks.sh
+source "$(dirname "$0")/checks.sh"
 
 finish() {
   local rc=$?

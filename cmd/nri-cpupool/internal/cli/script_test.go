@@ -5,7 +5,7 @@ package cli
 // stdout and stderr with the expected files checked in beside the script.
 // After an intended change of the output, regenerate them with
 //
-//	go test ./internal/cli -run TestScripts -update
+//	go test ./cmd/nri-cpupool/internal/cli -run TestScripts -update
 //
 // and review the diff. Fixtures are rendered into each script's work
 // directory and named relatively, so no temporary path reaches the output.
@@ -19,7 +19,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
@@ -38,7 +38,7 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
 			// The repository's example configs and requests, as the README uses them.
-			dir, err := filepath.Abs("../../testdata")
+			dir, err := filepath.Abs("../../../../testdata")
 			env.Setenv("TESTDATA", dir)
 			return err
 		},
@@ -67,9 +67,9 @@ func cmdSaveState(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: savestate IN OUT")
 	}
-	st := plugin.NewState()
+	st := state.NewState()
 	ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[0])), st))
-	store := plugin.NewFileStore(ts.MkAbs(args[1]))
+	store := state.NewFileStore(ts.MkAbs(args[1]))
 	defer store.Close()
 	ts.Check(store.Save(st))
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
-	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // auditNotClean is audit's exit code when a held exclusive CPU is not
@@ -48,7 +48,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	if *sample <= 0 || *sample > time.Minute {
 		return fmt.Errorf("--sample %s: give a duration between 1ms and 1m", *sample)
 	}
-	st, err := plugin.ReadState(cfg.StateFile)
+	st, err := state.ReadState(cfg.StateFile)
 	if err != nil {
 		return err
 	}
@@ -86,9 +86,9 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 // auditHoldings are the exclusive CPUs the state says are held: running
 // exclusive containers (with their reserved siblings) and holds for
 // stopped ones.
-func auditHoldings(st *plugin.State) ([]audit.Holding, error) {
+func auditHoldings(st *state.State) ([]audit.Holding, error) {
 	var out []audit.Holding
-	add := func(id, suffix string, c plugin.ContainerState) error {
+	add := func(id, suffix string, c state.ContainerState) error {
 		if !pools.IsExclusive(c.Pool) {
 			return nil
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
@@ -66,7 +66,7 @@ func TestValidateOnEveryFixtureAndThisMachine(t *testing.T) {
 		assert.Contains(t, out, "valid for this node", name)
 	}
 	if runtime.GOOS == "linux" {
-		code, out, errOut := run(t, "validate", "--sysfs-root", "/", "--config", "../../packaging/config.yaml")
+		code, out, errOut := run(t, "validate", "--sysfs-root", "/", "--config", "../../../../packaging/config.yaml")
 		assert.Equal(t, 0, code, errOut)
 		assert.Contains(t, out, "valid for this node")
 		code, out, errOut = run(t, "topology", "--sysfs-root", "/", "--json")
@@ -133,7 +133,7 @@ func TestValidate(t *testing.T) {
 
 func TestSimulateReadmeExample(t *testing.T) {
 	root := fixture.Root(t, "xeon-2s-interleaved")
-	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", "../../testdata/requests/readme.yaml", "--json")
+	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", "../../../../testdata/requests/readme.yaml", "--json")
 	require.Equal(t, 0, code, errOut)
 	var r struct {
 		Steps []map[string]any `json:"steps"`
@@ -150,15 +150,15 @@ func TestSimulateReadmeExample(t *testing.T) {
 	assert.Equal(t, "0-1,40-41", r.Steps[1]["cpus"])
 	assert.Equal(t, "", r.Steps[2]["error"])
 
-	code, out, _ = run(t, "simulate", "--sysfs-root", root, "--requests", "../../testdata/requests/readme.yaml")
+	code, out, _ = run(t, "simulate", "--sysfs-root", root, "--requests", "../../../../testdata/requests/readme.yaml")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "default/dpdk/fwd")
 }
 
 func TestSimulateCapacityPlanning(t *testing.T) {
 	root := fixture.Root(t, "xeon-2s-interleaved")
-	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--config", "../../testdata/configs/xeon.yaml",
-		"--requests", "../../testdata/requests/capacity.yaml", "--json")
+	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--config", "../../../../testdata/configs/xeon.yaml",
+		"--requests", "../../../../testdata/requests/capacity.yaml", "--json")
 	require.Equal(t, 0, code, errOut)
 	var r struct {
 		Steps []struct {
@@ -175,7 +175,7 @@ func TestSimulateCapacityPlanning(t *testing.T) {
 
 func TestSimulateResize(t *testing.T) {
 	root := fixture.Root(t, "xeon-2s-interleaved")
-	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", "../../testdata/requests/resize.yaml", "--json")
+	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", "../../../../testdata/requests/resize.yaml", "--json")
 	require.Equal(t, 0, code, errOut)
 	var r struct {
 		Steps []struct {
@@ -266,14 +266,14 @@ func TestValidateRecommendsKubeletSettings(t *testing.T) {
 
 func TestStatusShowsHeldCPUs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
-	st := plugin.NewState()
-	st.Containers["0123456789abcdef"] = plugin.ContainerState{PodUID: "u1", PodNamespace: "telco", PodName: "dpdk", Container: "fwd", Pool: "exclusive", MilliCPU: 2000, CPUs: "4,12", Mems: "0"}
+	st := state.NewState()
+	st.Containers["0123456789abcdef"] = state.ContainerState{PodUID: "u1", PodNamespace: "telco", PodName: "dpdk", Container: "fwd", Pool: "exclusive", MilliCPU: 2000, CPUs: "4,12", Mems: "0"}
 	code := int32(137)
-	st.Held["u2/app"] = plugin.HeldState{ContainerID: "fedcba9876543210", ExitCode: &code,
-		ContainerState: plugin.ContainerState{PodUID: "u2", PodNamespace: "telco", PodName: "crash", Container: "app", Pool: "exclusive", MilliCPU: 1000, CPUs: "5", Reserved: "13", Mems: "0"}}
-	st.Held["u3/init"] = plugin.HeldState{ContainerID: "init1",
-		ContainerState: plugin.ContainerState{PodUID: "u3", PodNamespace: "ml", PodName: "job", Container: "init", Pool: "exclusive-non-isolcpus", MilliCPU: 1000, CPUs: "1", Mems: "0"}}
-	store := plugin.NewFileStore(path)
+	st.Held["u2/app"] = state.HeldState{ContainerID: "fedcba9876543210", ExitCode: &code,
+		ContainerState: state.ContainerState{PodUID: "u2", PodNamespace: "telco", PodName: "crash", Container: "app", Pool: "exclusive", MilliCPU: 1000, CPUs: "5", Reserved: "13", Mems: "0"}}
+	st.Held["u3/init"] = state.HeldState{ContainerID: "init1",
+		ContainerState: state.ContainerState{PodUID: "u3", PodNamespace: "ml", PodName: "job", Container: "init", Pool: "exclusive-non-isolcpus", MilliCPU: 1000, CPUs: "1", Mems: "0"}}
+	store := state.NewFileStore(path)
 	require.NoError(t, store.Save(st))
 	store.Close() // no spare temporary file left behind in t.TempDir()
 

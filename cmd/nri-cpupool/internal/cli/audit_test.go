@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/internal/procfixture"
-	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 const auditFwd = "8d1f5e0c9a7b6d4e3f2a1b0c9d8e7f6a"
@@ -19,10 +19,10 @@ const auditFwd = "8d1f5e0c9a7b6d4e3f2a1b0c9d8e7f6a"
 // auditNode writes a state file (an exclusive container on CPUs 4-5, CPU 6
 // held for a stopped one, a shared container) and a /proc where the host's
 // processes may run on hostCPUs.
-func auditNode(t *testing.T, hostCPUs cpuset.CPUSet) (state, proc string) {
+func auditNode(t *testing.T, hostCPUs cpuset.CPUSet) (stateFile, proc string) {
 	t.Helper()
 	dir := t.TempDir()
-	st := plugin.NewState()
+	st := state.NewState()
 	require.NoError(t, json.Unmarshal([]byte(`{
   "containers": {
     "`+auditFwd+`": {"podUID": "uid-1", "podNamespace": "telco", "podName": "dpdk", "container": "fwd", "pool": "exclusive", "milliCPU": 2000, "cpus": "4-5", "mems": "0"},
@@ -30,8 +30,8 @@ func auditNode(t *testing.T, hostCPUs cpuset.CPUSet) (state, proc string) {
   },
   "held": {"uid-1/old": {"containerID": "0123", "podUID": "uid-1", "podNamespace": "telco", "podName": "dpdk", "container": "old", "pool": "exclusive", "milliCPU": 1000, "cpus": "6", "mems": "0"}}
 }`), st))
-	state = filepath.Join(dir, "state.json")
-	store := plugin.NewFileStore(state)
+	stateFile = filepath.Join(dir, "state.json")
+	store := state.NewFileStore(stateFile)
 	require.NoError(t, store.Save(st))
 	store.Close()
 	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)
@@ -41,7 +41,7 @@ func auditNode(t *testing.T, hostCPUs cpuset.CPUSet) (state, proc string) {
 			{PID: 1, Comm: "systemd", AllowedCPUs: hostCPUs, Cgroup: "0::/init.scope"},
 			{PID: 300, Comm: "dpdk-fwd", AllowedCPUs: cpuset.New(4, 5), Cgroup: "0::/kubepods/poduid-1/" + auditFwd},
 		}})
-	return state, proc
+	return stateFile, proc
 }
 
 // TestAuditExitCode: 0 when every held exclusive CPU is clean, 3 when one
@@ -49,21 +49,21 @@ func auditNode(t *testing.T, hostCPUs cpuset.CPUSet) (state, proc string) {
 // carries the same.
 func TestAuditExitCode(t *testing.T) {
 	sys := t.TempDir()
-	state, proc := auditNode(t, cpuset.New(0, 1))
-	code, out, errOut := run(t, "audit", "--state-file", state, "--proc-root", proc, "--sysfs-root", sys, "--cgroup-root", sys, "--sample", "1ms")
+	stateFile, proc := auditNode(t, cpuset.New(0, 1))
+	code, out, errOut := run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--cgroup-root", sys, "--sample", "1ms")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "CPU 4  telco/dpdk/fwd (exclusive)  clean\n")
 	assert.Contains(t, out, "CPU 6  telco/dpdk/old (stopped, held) (exclusive)  clean\n")
 	assert.NotContains(t, out, "CPU 2", "shared CPUs are not audited")
 	assert.Contains(t, out, "every held exclusive CPU is clean")
 
-	state, proc = auditNode(t, cpuset.New(0, 1, 2, 3, 4, 5, 6, 7))
-	code, out, _ = run(t, "audit", "--state-file", state, "--proc-root", proc, "--sysfs-root", sys, "--cgroup-root", sys, "--sample", "1ms")
+	stateFile, proc = auditNode(t, cpuset.New(0, 1, 2, 3, 4, 5, 6, 7))
+	code, out, _ = run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--cgroup-root", sys, "--sample", "1ms")
 	assert.Equal(t, auditNotClean, code)
 	assert.Contains(t, out, "CPU 5  telco/dpdk/fwd (exclusive)  NOT CLEAN\n  - 1 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)\n")
 	assert.Contains(t, out, "threads: 1/1 systemd (0-7)")
 
-	code, out, _ = run(t, "audit", "--state-file", state, "--proc-root", proc, "--sysfs-root", sys, "--sample", "1ms", "--json")
+	code, out, _ = run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--sample", "1ms", "--json")
 	assert.Equal(t, auditNotClean, code)
 	var rep struct {
 		Clean bool `json:"clean"`
@@ -86,14 +86,14 @@ func TestAuditErrors(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "is the plugin running with this --state-file?")
 
-	state, _ := auditNode(t, cpuset.New(0))
-	code, _, errOut = run(t, "audit", "--state-file", state, "--sample", "2h")
+	stateFile, _ := auditNode(t, cpuset.New(0))
+	code, _, errOut = run(t, "audit", "--state-file", stateFile, "--sample", "2h")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "--sample 2h0m0s: give a duration between 1ms and 1m")
 
 	empty := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(empty, "irq"), 0o755))
-	code, _, errOut = run(t, "audit", "--state-file", state, "--proc-root", empty, "--sample", "1ms")
+	code, _, errOut = run(t, "audit", "--state-file", stateFile, "--proc-root", empty, "--sample", "1ms")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "reading interrupts")
 }

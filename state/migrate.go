@@ -1,4 +1,4 @@
-package plugin
+package state
 
 import (
 	"bytes"
@@ -44,7 +44,8 @@ type containerV1 struct {
 
 // migrateV1: containers keep every field; the CPUs remembered for stopped
 // containers (previous) are kept in State.Previous, which Synchronize turns
-// into holds for the pods that still exist (see migratePrevious), since
+// into holds for the pods that still exist (see the plugin's
+// migratePrevious), since
 // only the runtime knows which pods do.
 func migrateV1(payload []byte) (*State, error) {
 	var old stateV1

@@ -1,4 +1,5 @@
-// Package cli implements the nri-cpupool subcommands.
+// Package cli implements the nri-cpupool subcommands. It is the top floor
+// of the module: it may import any package, and only main imports it.
 package cli
 
 import (
@@ -16,7 +17,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 )
 
-// Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
+// Version is set at build time with -ldflags "-X .../cmd/nri-cpupool/internal/cli.Version=...".
 var Version = "dev"
 
 type command struct {

@@ -1,4 +1,4 @@
-package plugin
+package state
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ import (
 // v1File is a state file written by the first release's own FileStore
 // (2a6c3c2): two exclusive containers (one with hidden siblings), an infra
 // one, and the CPUs remembered for a stopped init container.
-const v1File = "testdata/state/v1-2a6c3c2.json"
+const v1File = "testdata/v1-2a6c3c2.json"
 
 func copyFile(t *testing.T, from string) string {
 	t.Helper()
@@ -77,7 +77,7 @@ func TestNewerOrUnknownSchemaIsMovedAside(t *testing.T) {
 		{-3, "unknown schema version -3"},
 	} {
 		payload := []byte(`{"containers":{}}`)
-		data, err := encodeEnvelope(nil, payload, time.Time{})
+		data, err := EncodeEnvelope(nil, payload, time.Time{})
 		require.NoError(t, err)
 		data = []byte(strings.Replace(string(data), `"schemaVersion":`+itoa(SchemaVersion), `"schemaVersion":`+itoa(tc.version), 1))
 		path := filepath.Join(t.TempDir(), "state.json")
@@ -91,30 +91,14 @@ func TestNewerOrUnknownSchemaIsMovedAside(t *testing.T) {
 	}
 }
 
-// TestV1FileStartsThePlugin: a plugin started on the previous schema's file
-// keeps the remembered containers where the runtime runs them and writes
-// the file back in the current schema.
-func TestV1FileStartsThePlugin(t *testing.T) {
-	f := newFakeRuntime(t, false)
-	state := statePath(f)
-	require.NoError(t, os.MkdirAll(filepath.Dir(state), 0o755))
-	data, err := os.ReadFile(v1File)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(state, data, 0o600))
-	rp := startPlugin(t, f, desktop, state)
-	assert.Contains(t, rp.log.String(), "is schema version 1; migrated to "+itoa(SchemaVersion))
-	st := rp.savedState(t)
-	assert.Equal(t, SchemaVersion, schemaOf(t, state))
-	assert.Empty(t, st.Containers, "the runtime runs none of them: forgotten, not invented")
-}
-
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
-// TestV2FileIsRead: schema 3 only added isolateIRQs; a version 2 file is
-// read as it is, its containers without IRQ isolation.
+// TestV2FileIsRead: schema 3 only added isolateIRQs and
+// isolatedPartition; a version 2 file is read as it is, its containers
+// without either.
 func TestV2FileIsRead(t *testing.T) {
 	payload := []byte(`{"containers":{"c1":{"podUID":"u","podNamespace":"n","podName":"p","container":"c","pool":"exclusive","milliCPU":1000,"cpus":"2","mems":"0","noCPUQuota":true}},"held":{}}`)
-	data, err := encodeEnvelope(nil, payload, time.Time{})
+	data, err := EncodeEnvelope(nil, payload, time.Time{})
 	require.NoError(t, err)
 	data = []byte(strings.Replace(string(data), `"schemaVersion":`+itoa(SchemaVersion), `"schemaVersion":2`, 1))
 	path := filepath.Join(t.TempDir(), "state.json")

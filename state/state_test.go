@@ -1,4 +1,4 @@
-package plugin
+package state
 
 import (
 	"encoding/json"

@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/cpupool/nri-cpupool/config"
-	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -21,7 +21,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	st, err := plugin.ReadState(*stateFile)
+	st, err := state.ReadState(*stateFile)
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 
 // printHeld lists the CPUs held for stopped containers: nobody else gets
 // them until the pod's sandbox stops.
-func printHeld(stdout io.Writer, st *plugin.State) {
+func printHeld(stdout io.Writer, st *state.State) {
 	keys := slices.SortedFunc(maps.Keys(st.Held), func(x, y string) int {
 		a, b := st.Held[x], st.Held[y]
 		return cmp.Or(strings.Compare(a.PodNamespace+"/"+a.PodName+"/"+a.Container, b.PodNamespace+"/"+b.PodName+"/"+b.Container),

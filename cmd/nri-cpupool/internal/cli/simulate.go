@@ -5,8 +5,8 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/simulate"
 	"github.com/cpupool/nri-cpupool/config"
-	"github.com/cpupool/nri-cpupool/internal/simulate"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )

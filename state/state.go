@@ -1,4 +1,9 @@
-package plugin
+// Package state is what the plugin remembers across restarts of itself, of
+// the runtime and of the node: the state file's types, its envelope (schema
+// version and checksum), the migrations from older schema versions, and the
+// FileStore that writes it atomically. It imports no part of the plugin, so
+// that `nri-cpupool status` reads the file without the NRI glue.
+package state
 
 import (
 	"bytes"
@@ -14,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 )
 
 // SchemaVersion is the state file's format version. Files of an older
@@ -43,7 +48,7 @@ type State struct {
 	Held map[string]HeldState `json:"held,omitempty"`
 	// Previous is the form of Held before holds existed: the CPUs of
 	// stopped containers, to be given back if still free. It is read from
-	// older files (see migratePrevious) and no longer written.
+	// older files (see the plugin's migratePrevious) and no longer written.
 	Previous map[string]string `json:"previous,omitempty"`
 	// Pools are the pools' cpusets when the file was written, for
 	// `nri-cpupool status` and operators.
@@ -146,21 +151,19 @@ func NewFileStore(path string) *FileStore {
 	return &FileStore{Path: path, now: time.Now, spare: make(chan *os.File, 1)}
 }
 
-const tmpPattern = ".tmp-*"
-
 // tempFile returns the prepared spare file, or creates one.
-func (f *FileStore) tempFile(dir string) (*os.File, error) {
+func (f *FileStore) tempFile() (*os.File, error) {
 	select {
 	case tmp := <-f.spare:
 		return tmp, nil
 	default:
-		return os.CreateTemp(dir, filepath.Base(f.Path)+tmpPattern)
+		return atomicfile.CreateTemp(f.Path)
 	}
 }
 
 // prepareSpare creates the next temporary file off the request path.
-func (f *FileStore) prepareSpare(dir string) {
-	tmp, err := os.CreateTemp(dir, filepath.Base(f.Path)+tmpPattern)
+func (f *FileStore) prepareSpare() {
+	tmp, err := atomicfile.CreateTemp(f.Path)
 	if err != nil {
 		return // the next save creates its own
 	}
@@ -196,10 +199,7 @@ func (f *FileStore) Close() {
 // removeStaleTemps deletes temporary files a crash left behind.
 func (f *FileStore) removeStaleTemps() {
 	f.Close()
-	stale, _ := filepath.Glob(f.Path + tmpPattern)
-	for _, s := range stale {
-		os.Remove(s)
-	}
+	atomicfile.RemoveStale(f.Path)
 }
 
 // ErrStateDiscarded wraps the reason a state file could not be used; the
@@ -280,9 +280,10 @@ func decodePayload(payload []byte) (*State, error) {
 	return st, nil
 }
 
-// encodeEnvelope appends the envelope around the payload as it is to dst:
-// json.Marshal would re-scan (compact) the whole payload.
-func encodeEnvelope(dst, payload []byte, written time.Time) ([]byte, error) {
+// EncodeEnvelope appends the envelope around the payload as it is to dst:
+// json.Marshal would re-scan (compact) the whole payload. Outside this
+// package, tests use it to hand any payload to Load past the checksum.
+func EncodeEnvelope(dst, payload []byte, written time.Time) ([]byte, error) {
 	head, err := json.Marshal(struct {
 		SchemaVersion int       `json:"schemaVersion"`
 		Checksum      string    `json:"checksum"`
@@ -312,7 +313,7 @@ func (f *FileStore) Save(st *State) error {
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
 	}
-	data, err := encodeEnvelope(f.out[:0], payload, f.now().UTC())
+	data, err := EncodeEnvelope(f.out[:0], payload, f.now().UTC())
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
 	}
@@ -321,23 +322,23 @@ func (f *FileStore) Save(st *State) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating state directory: %w", err)
 	}
-	tmp, err := f.tempFile(dir)
+	tmp, err := f.tempFile()
 	if err != nil {
 		return fmt.Errorf("writing state: %w", err)
 	}
-	pending := &pendingFile{File: tmp}
-	defer pending.cleanup()
-	if err := pending.replace(f.Path, data); err != nil {
-		return err
+	pending := &atomicfile.Pending{File: tmp}
+	defer pending.Cleanup()
+	if err := pending.Replace(f.Path, data, false); err != nil {
+		return fmt.Errorf("replacing state %s: %w", f.Path, err)
 	}
-	f.preparing.Go(func() { f.prepareSpare(dir) })
+	f.preparing.Go(f.prepareSpare)
 	return nil
 }
 
 // Sync makes the last Save durable: fdatasync of the file, then fsync of
 // the directory that holds the rename.
 func (f *FileStore) Sync() error {
-	if err := fdatasync(f.Path); err != nil {
+	if err := atomicfile.Fdatasync(f.Path); err != nil {
 		return fmt.Errorf("syncing state: %w", err)
 	}
 	dir := filepath.Dir(f.Path)
@@ -351,57 +352,6 @@ func (f *FileStore) Sync() error {
 		return fmt.Errorf("syncing state directory %s: %w", dir, err)
 	}
 	return nil
-}
-
-// fdatasync makes a file's data and size durable, not its timestamps.
-func fdatasync(path string) error {
-	file, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer file.Close()
-	if err := unix.Fdatasync(int(file.Fd())); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
-// pendingFile is a temporary file on its way to replace another, after
-// renameio's PendingFile: whatever step fails, one deferred cleanup closes
-// and removes it, and after the rename it does nothing.
-type pendingFile struct {
-	*os.File
-	closed, renamed bool
-}
-
-// replace writes data and renames the file over path, without fsync (see
-// FileStore.Save).
-func (t *pendingFile) replace(path string, data []byte) error {
-	if err := t.Chmod(0o600); err != nil {
-		return fmt.Errorf("writing state: %w", err)
-	}
-	if _, err := t.Write(data); err != nil {
-		return fmt.Errorf("writing state %s: %w", t.Name(), err)
-	}
-	t.closed = true
-	if err := t.File.Close(); err != nil {
-		return fmt.Errorf("writing state %s: %w", t.Name(), err)
-	}
-	if err := os.Rename(t.Name(), path); err != nil {
-		return fmt.Errorf("replacing state %s: %w", path, err)
-	}
-	t.renamed = true
-	return nil
-}
-
-// cleanup closes and removes the file unless replace got that far.
-func (t *pendingFile) cleanup() {
-	if !t.closed {
-		t.File.Close()
-	}
-	if !t.renamed {
-		os.Remove(t.Name())
-	}
 }
 
 // ReadState reads a state file without touching it (for `status`); unlike

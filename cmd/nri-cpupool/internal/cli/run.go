@@ -14,11 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 
+	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/logsink"
+	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/sdnotify"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/deviceplugin"
-	"github.com/cpupool/nri-cpupool/internal/logsink"
-	"github.com/cpupool/nri-cpupool/internal/sdnotify"
 	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -62,7 +63,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p, err := plugin.New(cfg, topo, plugin.NewFileStore(cfg.StateFile), log)
+	p, err := plugin.New(cfg, topo, state.NewFileStore(cfg.StateFile), log)
 	if err != nil {
 		return err
 	}

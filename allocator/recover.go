@@ -1,0 +1,345 @@
+package allocator
+
+// The recovery rules: what becomes of the containers and holds a restart
+// of the plugin finds, given what the state file remembers and where the
+// runtime runs them. The runtime is the truth about where a container
+// runs; the file is a memory, checked against the node and the
+// configuration before anything is taken from it.
+//
+// Synchronize takes the containers back in three rounds, so that a
+// container that runs where it may is never displaced by one that does
+// not:
+//
+//  1. Readmit each remembered container the runtime runs: Kept,
+//     KeptWhereItRuns, or NeedsRepin.
+//  2. RestoreHold the holds of stopped containers whose pods still exist.
+//  3. Repin each container of round 1 that NeedsRepin: Repinned, or
+//     NeedsPlacement (the caller places it as new, with Adopt's rules, or
+//     confines it).
+//
+// Containers the file does not know are adopted (Adopt).
+
+import (
+	"fmt"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// Remembered is a container the state file remembers and the runtime runs.
+type Remembered struct {
+	// Assignment is the record, with CPUs this node lacks dropped.
+	Assignment Assignment
+	// Damaged tells that the record was malformed or named CPUs this node
+	// lacks: what is left of it cannot say where the container belongs.
+	Damaged bool
+	// RunsOn is the runtime's cpuset for the container; empty when it may
+	// run on every CPU (no cpuset, a malformed one, or one naming CPUs
+	// this node lacks). Shared and infra members need none.
+	RunsOn cpuset.CPUSet
+}
+
+// Readmitted is what became of a remembered container at a restart.
+type Readmitted int
+
+const (
+	// Kept: it keeps its remembered CPUs, where it runs; a shared or infra
+	// member keeps its pool, wherever it runs. A conflict with the
+	// configuration (the pool changed) does not move it: the error says
+	// what it is.
+	Kept Readmitted = iota + 1
+	// KeptWhereItRuns: it runs on another set of its exclusive pool, of
+	// the size it remembered, that no other container holds, and keeps it.
+	KeptWhereItRuns
+	// NeedsRepin: it does not run where it may. Nothing was added: Repin
+	// it once every container that does, and every hold, has its CPUs.
+	NeedsRepin
+	// Repinned: its remembered CPUs were free; it has them again, and the
+	// runtime must be told to pin it there.
+	Repinned
+	// NeedsPlacement: its remembered CPUs cannot be had; nothing was added.
+	NeedsPlacement
+)
+
+func (r Readmitted) String() string {
+	switch r {
+	case Kept:
+		return "kept"
+	case KeptWhereItRuns:
+		return "kept where it runs"
+	case NeedsRepin:
+		return "needs repin"
+	case Repinned:
+		return "repinned"
+	case NeedsPlacement:
+		return "needs placement"
+	}
+	return fmt.Sprintf("Readmitted(%d)", int(r))
+}
+
+// Readmit is round 1 of a restart for a remembered container the runtime
+// runs: it keeps the container where the runtime runs it if that is a place
+// it may run, its remembered CPUs or another whole set of its pool that
+// nobody else holds. Two containers on one exclusive CPU: the first one
+// readmitted keeps it, and the other NeedsRepin. A Kept container's error
+// reports a conflict it was kept despite.
+func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
+	as := r.Assignment
+	if !pools.IsExclusive(as.Pool) {
+		// Shared and infra members follow their pool; the caller updates
+		// them if they run elsewhere.
+		res, err := a.keep(as)
+		return res, Kept, err
+	}
+	runsOn := r.RunsOn
+	if as.WithShared {
+		// Its exclusive part is what it runs on beside the shared pool
+		// (as it is now, or as the record knew it); readd gives it the
+		// pool as it is now.
+		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared))
+	}
+	switch {
+	case r.Damaged || runsOn.IsEmpty():
+		return Result{}, NeedsRepin, nil
+	case !a.heldByOthers(as.Held(), as.ID).IsEmpty():
+		return Result{}, NeedsRepin, nil
+	case cpulist.Equal(runsOn, as.CPUs):
+		res, err := a.keep(as)
+		return res, Kept, err
+	case runsOn.Size() == as.CPUs.Size():
+		moved := as
+		moved.CPUs = runsOn
+		if !as.Reserved.IsEmpty() {
+			moved.Reserved = a.hiddenSiblings(runsOn)
+		}
+		if res, err := a.restore(moved); err == nil {
+			return res, KeptWhereItRuns, nil
+		}
+	}
+	return Result{}, NeedsRepin, nil
+}
+
+// Repin is round 3 for a container Readmit found NeedsRepin: back on its
+// remembered CPUs when the record is whole and they are free (Repinned),
+// else NeedsPlacement, and the error says why.
+func (a *Allocator) Repin(r Remembered) (Result, Readmitted, error) {
+	if r.Damaged {
+		return Result{}, NeedsPlacement, fmt.Errorf("container %s: the remembered CPUs are damaged", r.Assignment.ID)
+	}
+	res, err := a.restore(r.Assignment)
+	if err != nil {
+		return Result{}, NeedsPlacement, err
+	}
+	return res, Repinned, nil
+}
+
+// restore re-adds a container exactly where it runs, and only if it may run
+// there: on online CPUs of its pool as now configured that no other
+// container holds. It never moves the container; the error says what is
+// wrong, and nothing is added.
+func (a *Allocator) restore(as Assignment) (Result, error) {
+	as, infraBefore, problem, err := a.prepareReadd(as)
+	if err != nil {
+		return Result{}, err
+	}
+	if problem != nil {
+		return Result{}, problem
+	}
+	return a.readd(as, infraBefore)
+}
+
+// keep re-adds a container exactly where it runs even when it may not run
+// there (its CPUs conflict with another container's, or lie outside its
+// pool as now configured): the error then says so. On a CPU two containers
+// claim, the first holder keeps it (see Release).
+func (a *Allocator) keep(as Assignment) (Result, error) {
+	as, infraBefore, problem, err := a.prepareReadd(as)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := a.readd(as, infraBefore)
+	if problem != nil {
+		return res, problem
+	}
+	return res, err
+}
+
+// prepareReadd normalizes a remembered assignment and checks it against
+// the node and the configuration: problem is a conflict keep accepts and
+// restore refuses; err, an assignment that cannot be re-added at all (no
+// CPU of this node left). A hold of the container's last run ends: it runs
+// again.
+func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, problem, err error) {
+	// CPUs this node does not have (a state file from another node, a
+	// hot-unplugged vCPU) are dropped: nothing may index past the node.
+	if unknown := a.Unknown(as.CPUs.Union(as.Reserved)); !unknown.IsEmpty() {
+		problem = fmt.Errorf("container %s: CPUs %s are not on this node", as.ID, unknown)
+		as.CPUs, as.Reserved = as.CPUs.Difference(unknown), as.Reserved.Difference(unknown)
+	}
+	if as.CPUs.IsEmpty() {
+		if problem != nil {
+			return as, infraMark{}, nil, problem
+		}
+		return as, infraMark{}, nil, fmt.Errorf("container %s: empty cpuset", as.ID)
+	}
+	if as.Reserved.Size() == 0 {
+		as.Reserved = cpuset.New()
+	}
+	if as.Mems.Size() == 0 {
+		as.Mems = a.memsFor(as.CPUs)
+	}
+	if !cpuset.New(as.Added...).IsSubsetOf(as.CPUs) {
+		as.Added = nil // a record that does not match where it runs: all original
+	}
+	infraBefore := a.markInfra()
+	if h, ok := a.holds[as.restartKey()]; ok && as.Pod.UID != "" {
+		// The container runs again: its last run's hold is over.
+		a.dropHold(as.restartKey(), h)
+	}
+	if pools.IsExclusive(as.Pool) && problem == nil {
+		for _, cpu := range as.Held().List() {
+			if !a.x.online(cpu) {
+				problem = fmt.Errorf("container %s: CPU %d is not online", as.ID, cpu)
+				break
+			}
+			if o := a.owner[cpu]; o != "" && o != as.ID {
+				problem = fmt.Errorf("container %s: CPU %d is already held by container %s", as.ID, cpu, o)
+				break
+			}
+		}
+		if problem == nil && !as.Held().IsSubsetOf(a.layout.Pool(as.Pool)) {
+			problem = fmt.Errorf("container %s: CPUs %s are outside pool %s (%s) as now configured", as.ID, as.Held().Difference(a.layout.Pool(as.Pool)), as.Pool, a.layout.Pool(as.Pool))
+		}
+	}
+	return as, infraBefore, problem, nil
+}
+
+// readd adds a prepared assignment. Members of a shared pool follow the
+// pool as it is now, unless the pool no longer exists: then they stay where
+// they run, and the error says so. So does the shared part of an
+// exclusive container that asked for it.
+func (a *Allocator) readd(as Assignment, infraBefore infraMark) (Result, error) {
+	var problem error
+	if as.WithShared && pools.IsExclusive(as.Pool) {
+		if now := a.PoolCPUs(pools.Shared); !now.IsEmpty() {
+			as.Shared = now
+		}
+	}
+	if as.Pool == pools.Shared || as.Pool == pools.Infra {
+		if now := a.PoolCPUs(as.Pool); !now.IsEmpty() {
+			as.CPUs = now
+			as.Mems = a.memsFor(as.CPUs)
+		} else {
+			problem = fmt.Errorf("container %s: pool %s has no CPUs as now configured; it stays on %s", as.ID, as.Pool, as.CPUs)
+		}
+	}
+	return a.commit(&as, infraBefore), problem
+}
+
+// Adopt takes in a running container the allocator has no record of (it
+// was created while the plugin was away, or the state was lost). If it
+// already runs on a free exclusive set of the requested size — an earlier
+// decision of ours — it stays there; otherwise it is placed like a new one.
+// Kept tells which happened.
+func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
+	if req.WithShared {
+		// Its exclusive part is what it runs on beside the shared pool.
+		current = current.Difference(a.PoolCPUs(pools.Shared))
+	}
+	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !cpulist.Equal(current, req.CPUs) {
+		// The kubelet's allocation is the truth for its containers.
+		res, err = a.Allocate(req)
+		return res, false, err
+	}
+	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || cpulist.Equal(current, req.CPUs)) {
+		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
+			NoCPUQuota: req.Options.DisableCPUQuota || req.WithShared, IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
+			PowerClass: req.PowerClass, WithShared: req.WithShared, Shared: a.PoolCPUs(pools.Shared)}
+		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
+			// The siblings it was given idle are not in its cpuset; the
+			// annotation says they are its.
+			as.Reserved = a.hiddenSiblings(current)
+		}
+		if res, err := a.restore(as); err == nil {
+			return res, true, nil
+		}
+	}
+	res, err = a.Allocate(req)
+	return res, false, err
+}
+
+// RestoreHold re-adds a remembered hold (after a restart of the plugin). It
+// is refused, and the caller forgets it, if a CPU is offline, outside its
+// pool as now configured, or taken by a container that runs: the runtime
+// is the truth about running containers, a hold only a memory.
+func (a *Allocator) RestoreHold(h Hold) (Result, error) {
+	if h.Pod.UID == "" || h.Container == "" || !pools.IsExclusive(h.Pool) || h.CPUs.IsEmpty() {
+		return Result{}, fmt.Errorf("hold %s/%s: incomplete (pool %q, CPUs %q)", h.Pod.UID, h.Container, h.Pool, h.CPUs)
+	}
+	if h.Reserved.Size() == 0 {
+		h.Reserved = cpuset.New()
+	}
+	key := h.restartKey()
+	for _, cpu := range h.Held().List() {
+		if !a.x.online(cpu) {
+			return Result{}, fmt.Errorf("hold %s: CPU %d is not online", key, cpu)
+		}
+		if o := a.owner[cpu]; o != "" && o != h.ID {
+			return Result{}, fmt.Errorf("hold %s: CPU %d is in use by container %s", key, cpu, o)
+		}
+	}
+	if !h.Held().IsSubsetOf(a.layout.Pool(h.Pool)) {
+		return Result{}, fmt.Errorf("hold %s: CPUs %s are outside pool %s (%s) as now configured", key, h.Held().Difference(a.layout.Pool(h.Pool)), h.Pool, a.layout.Pool(h.Pool))
+	}
+	for _, c := range a.containers {
+		if c.ID == h.ID || (c.Pod.UID == h.Pod.UID && c.Container == h.Container) {
+			return Result{}, fmt.Errorf("hold %s: the container runs again (%s)", key, c.ID)
+		}
+	}
+	if old, ok := a.holds[key]; ok {
+		a.dropHold(key, old)
+	}
+	infraBefore := a.markInfra()
+	if h.Mems.Size() == 0 {
+		h.Mems = a.memsFor(h.CPUs)
+	}
+	hold := h
+	a.holds[key] = &hold
+	for _, cpu := range h.Held().UnsortedList() {
+		a.setOwner(cpu, h.ID)
+	}
+	res := Result{Assignment: h.Assignment}
+	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
+	return res, nil
+}
+
+// heldByOthers returns the CPUs of cpus that an exclusive container (or a
+// hold) other than id has.
+func (a *Allocator) heldByOthers(cpus cpuset.CPUSet, id string) cpuset.CPUSet {
+	var out []int
+	for _, c := range cpus.UnsortedList() {
+		if a.x.online(c) && a.owner[c] != "" && a.owner[c] != id {
+			out = append(out, c)
+		}
+	}
+	return cpuset.New(out...)
+}
+
+// hiddenSiblings returns the other threads of the cores of cpus: what a
+// hide-hyperthreads container keeps idle.
+func (a *Allocator) hiddenSiblings(cpus cpuset.CPUSet) cpuset.CPUSet {
+	var out []int
+	for _, id := range cpus.UnsortedList() {
+		if !a.x.online(id) || a.x.cpus[id].core < 0 {
+			continue
+		}
+		for _, t := range a.x.cores[a.x.cpus[id].core] {
+			if !cpus.Contains(t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return cpuset.New(out...)
+}

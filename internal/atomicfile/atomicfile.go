@@ -1,0 +1,139 @@
+// Package atomicfile replaces a file so that a reader, or the program after
+// a crash, sees the old content or the new, never a mix: the data goes to a
+// temporary file beside it, which is then renamed over it. The state file
+// and the kubelet grants file are both written this way.
+//
+// Durability is the caller's choice: a rename survives a crash of the
+// process without any sync, and survives a power loss only once the file
+// and its directory are synced (Replace with durable, or Sync later).
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// tempSuffix follows the file's name in its temporary files:
+// state.json.tmp-123 for state.json.
+const tempSuffix = ".tmp-*"
+
+// CreateTemp creates a temporary file beside path, for a Pending to rename
+// over it.
+func CreateTemp(path string) (*os.File, error) {
+	return os.CreateTemp(filepath.Dir(path), filepath.Base(path)+tempSuffix)
+}
+
+// Replace writes data over path atomically, mode 0600, creating its
+// directory (mode 0700) if needed. With durable, the file is fsynced before
+// the rename and its directory after it.
+func Replace(path string, data []byte, durable bool) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := CreateTemp(path)
+	if err != nil {
+		return err
+	}
+	pending := &Pending{File: tmp}
+	defer pending.Cleanup()
+	return pending.Replace(path, data, durable)
+}
+
+// Pending is a temporary file on its way to replace another, after
+// renameio's PendingFile: whatever step fails, one deferred Cleanup closes
+// and removes it, and after the rename Cleanup does nothing.
+type Pending struct {
+	*os.File
+	closed, renamed bool
+}
+
+// Replace writes data into the temporary file (mode 0600) and renames it
+// over path; with durable, the file is fsynced before the rename and the
+// directory after it. A failed step stops the rename; its error names the
+// file and the step.
+func (t *Pending) Replace(path string, data []byte, durable bool) error {
+	if err := t.Chmod(0o600); err != nil {
+		return err
+	}
+	if _, err := t.Write(data); err != nil {
+		return err
+	}
+	if durable {
+		if err := t.Sync(); err != nil {
+			return err
+		}
+	}
+	t.closed = true
+	if err := t.File.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(t.Name(), path); err != nil {
+		return err
+	}
+	t.renamed = true
+	if durable {
+		return SyncDir(filepath.Dir(path))
+	}
+	return nil
+}
+
+// Cleanup closes and removes the temporary file unless Replace got that far.
+func (t *Pending) Cleanup() {
+	if !t.closed {
+		t.File.Close()
+	}
+	if !t.renamed {
+		os.Remove(t.Name())
+	}
+}
+
+// Sync makes a replaced file durable: fdatasync of the file, then fsync of
+// the directory that holds the rename.
+func Sync(path string) error {
+	if err := Fdatasync(path); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// Fdatasync makes a file's data and size durable, not its timestamps.
+func Fdatasync(path string) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	if err := unix.Fdatasync(int(file.Fd())); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: path, Err: err}
+	}
+	return nil
+}
+
+// SyncDir makes the renames in a directory durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// RemoveStale deletes the temporary files a crash left beside path, and
+// those matching legacy, glob patterns of names in path's directory that
+// earlier releases gave their temporary files (so that an upgrade cleans
+// up after the version it replaces). Nothing may be writing path.
+func RemoveStale(path string, legacy ...string) {
+	patterns := []string{path + tempSuffix}
+	for _, l := range legacy {
+		patterns = append(patterns, filepath.Join(filepath.Dir(path), l))
+	}
+	for _, pattern := range patterns {
+		stale, _ := filepath.Glob(pattern)
+		for _, s := range stale {
+			os.Remove(s)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func temps(t *testing.T, path string) []string {
+	t.Helper()
+	found, err := filepath.Glob(path + tempSuffix)
+	require.NoError(t, err)
+	return found
+}
+
+func TestReplace(t *testing.T) {
+	for _, durable := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "sub", "file.json")
+		require.NoError(t, Replace(path, []byte("one"), durable), "creates the directory")
+		require.NoError(t, Replace(path, []byte("two"), durable))
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, "two", string(data))
+		info, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+		dir, err := os.Stat(filepath.Dir(path))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o700), dir.Mode().Perm())
+		assert.Empty(t, temps(t, path), "durable %v: no temporary file left behind", durable)
+		require.NoError(t, Sync(path))
+	}
+}
+
+// TestFailedReplaceKeepsTheOldFile: a rename that fails (a directory is in
+// the way) removes the temporary file and leaves what was there.
+func TestFailedReplaceKeepsTheOldFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "file.json")
+	require.NoError(t, os.MkdirAll(filepath.Join(path, "in-the-way"), 0o700))
+	for _, durable := range []bool{false, true} {
+		err := Replace(path, []byte("new"), durable)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "rename")
+		assert.Empty(t, temps(t, path))
+		assert.DirExists(t, filepath.Join(path, "in-the-way"))
+	}
+}
+
+// TestPendingCleanupAfterAFailedWrite: the temporary file of a Replace that
+// failed before the rename goes with Cleanup, and Cleanup after a
+// successful Replace removes nothing.
+func TestPendingCleanupAfterAFailedWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "file.json")
+	tmp, err := CreateTemp(path)
+	require.NoError(t, err)
+	tmp.Close() // every step before the rename fails
+	pending := &Pending{File: tmp}
+	require.Error(t, pending.Replace(path, []byte("x"), false))
+	pending.Cleanup()
+	assert.Empty(t, temps(t, path))
+	assert.NoFileExists(t, path)
+
+	tmp, err = CreateTemp(path)
+	require.NoError(t, err)
+	pending = &Pending{File: tmp}
+	require.NoError(t, pending.Replace(path, []byte("x"), false))
+	pending.Cleanup()
+	assert.FileExists(t, path)
+}
+
+// TestRemoveStale: the temporary files of path, and those matching the
+// legacy patterns, go; everything else stays.
+func TestRemoveStale(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "grants.json")
+	for _, name := range []string{"grants.json", "grants.json.tmp-1", ".grants-2", "other.json.tmp-3", ".other-4"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), nil, 0o600))
+	}
+	RemoveStale(path, ".grants-*")
+	left, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	assert.ElementsMatch(t, []string{"grants.json", "other.json.tmp-3", ".other-4"}, names)
+}
+
+func TestFdatasyncOfAMissingFile(t *testing.T) {
+	err := Fdatasync(filepath.Join(t.TempDir(), "missing"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
