@@ -158,3 +158,25 @@ func TestFollowShared(t *testing.T) {
 	assert.Equal(t, "2,10-11", member.CPUs.String())
 	assert.Empty(t, a.FollowShared(), "nothing more to follow")
 }
+
+// TestReadmitWithShared: a remembered container with a shared part is kept
+// by its exclusive part, wherever the shared pool was when the runtime last
+// pinned it, and gets the pool as it is now; one whose exclusive part is
+// not where it runs needs a repin, which gives it both parts again.
+func TestReadmitWithShared(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", desktopShared)
+	rec := Assignment{ID: "dpdk", Pod: PodRef{UID: "u1"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "6,14"),
+		WithShared: true, Shared: set(t, "2-3,9-11")}
+	res, outcome, err := a.Readmit(Remembered{Assignment: rec, RunsOn: set(t, "2-3,6,9-11,14")})
+	require.NoError(t, err)
+	assert.Equal(t, Kept, outcome)
+	assert.Equal(t, "2-3,6,10-11,14", res.Assignment.Cpuset().String(), "the shared pool as it is now")
+
+	b := newAllocator(t, "desktop-8c16t", desktopShared)
+	_, outcome, _ = b.Readmit(Remembered{Assignment: rec, RunsOn: set(t, "0-15")})
+	require.Equal(t, NeedsRepin, outcome)
+	res, outcome, err = b.Repin(Remembered{Assignment: rec, RunsOn: set(t, "0-15")})
+	require.NoError(t, err)
+	assert.Equal(t, Repinned, outcome)
+	assert.Equal(t, "2-3,6,10-11,14", res.Assignment.Cpuset().String())
+}
