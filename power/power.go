@@ -108,7 +108,7 @@ func (n *Node) Check(cfg *config.Config) config.Problems {
 	var p config.Problems
 	consequence := "containers of the class start without it (power.unsupported: warn)"
 	if cfg.Power.Unsupported == config.PowerUnsupportedRefuse {
-		consequence = "containers that choose the class are refused (power.unsupported: refuse); the pools' own CPUs go without it"
+		consequence = "containers of the class are refused (power.unsupported: refuse); CPUs a pool gives the class without a container (idle, shared, infra) go without it"
 	}
 	for _, note := range n.Unsupported(cfg) {
 		p.Warnf("power.classes."+note.Class+"."+note.Setting, "%s on CPUs %s of this node; %s", note.Reason, note.CPUs, consequence)

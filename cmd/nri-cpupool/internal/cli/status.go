@@ -34,6 +34,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\n", p, orDash(st.Pools[p]))
 	}
 	tw.Flush()
+	if len(st.PowerClasses) > 0 {
+		printPowerClasses(stdout, st)
+	}
 	fmt.Fprintln(stdout)
 	ids := slices.SortedFunc(maps.Keys(st.Containers), func(x, y string) int {
 		a, b := st.Containers[x], st.Containers[y]
@@ -44,7 +47,11 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tPOOL\tCPUS\tMEMS\tREQUEST\tID")
 	for _, id := range ids {
 		c := st.Containers[id]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%dm\t%s\n", c.PodNamespace, c.PodName, c.Container, c.Pool, c.CPUs, orDash(c.Mems), c.MilliCPU, shortID(id))
+		cpus := c.CPUs
+		if c.WithShared {
+			cpus += "+" + c.SharedCPUs // the shared pool's, beside its exclusive CPUs
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%dm\t%s\n", c.PodNamespace, c.PodName, c.Container, c.Pool, cpus, orDash(c.Mems), c.MilliCPU, shortID(id))
 	}
 	tw.Flush()
 	if len(st.Held) > 0 {
@@ -56,6 +63,18 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout)
 	return nil
+}
+
+// printPowerClasses lists each power class's CPUs (every CPU that has
+// one: its pool's, or its exclusive container's).
+func printPowerClasses(stdout io.Writer, st *state.State) {
+	fmt.Fprintln(stdout)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POWER CLASS\tCPUS")
+	for _, class := range slices.Sorted(maps.Keys(st.PowerClasses)) {
+		fmt.Fprintf(tw, "%s\t%s\n", class, st.PowerClasses[class])
+	}
+	tw.Flush()
 }
 
 // printHeld lists the CPUs held for stopped containers: nobody else gets
