@@ -219,6 +219,9 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	st := iso.recon.Status()
 	owners := map[string]bool{irq.Owner: true, partition.Owner: true}
+	if iso.power != nil {
+		owners[power.Owner] = true
+	}
 	refused := map[string]int{}
 	for _, f := range st.Failures {
 		refused[f.Owner]++
