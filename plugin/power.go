@@ -41,7 +41,10 @@ func (p *Plugin) powerSource(j *hostfiles.Journal) *power.Source {
 	if !p.cfg.PowerEnabled() && !hasOwner(j, power.Owner) {
 		return nil
 	}
-	return power.NewSource(power.NewNode(p.cfg.SysfsRoot, p.topo), p.cfg.Power.Classes, p.powerWants, j, p.log)
+	node := power.NewNode(p.cfg.SysfsRoot, p.topo)
+	src := power.NewSource(node, p.cfg.Power.Classes, p.powerWants, j, p.log)
+	src.Warned(node.Unsupported(p.cfg)) // configurePower said them
+	return src
 }
 
 // powerWants is every CPU's class, for the reconciler's pass.

@@ -55,6 +55,16 @@ func NewSource(node *Node, classes map[string]config.PowerClass, want func() map
 	return &Source{node: node, classes: classes, want: want, journal: journal, log: log, warned: map[string]bool{}}
 }
 
+// Warned marks notes as logged already (Node.Check's warnings at start):
+// a pass logs only what they did not say.
+func (s *Source) Warned(notes []Note) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range notes {
+		s.warned[n.key()] = true
+	}
+}
+
 // Owner names the Source in the journal.
 func (s *Source) Owner() string { return Owner }
 

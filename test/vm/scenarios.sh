@@ -231,7 +231,7 @@ for c in $(cpu_list_expand "$RT_CPUS"); do
 done
 check "CPU 0 (infra, no class) as it was" "$(qos_of 0)" "$(orig_qos_of 0)"
 check "the container runs without what the guest lacks" "$(state_of "$RT_C")" "CONTAINER_RUNNING"
-check_contains "the plugin warned: no cpufreq" "$(cat "$W/plugin.log")" "power: class low-latency: governor: no cpufreq"
+check_contains "the plugin warned at start: no cpufreq" "$(cat "$W/plugin.log")" "power.classes.low-latency.governor: no cpufreq"
 M=$(metrics)
 check_contains "metrics: the PM QoS settings applied" "$M" 'cpupool_power_settings{class="low-latency",result="applied"} 2'
 check_contains "metrics: governor, idle states and uncore unsupported on 2 CPUs" "$M" 'cpupool_power_settings{class="low-latency",result="unsupported"} 6'
