@@ -24,25 +24,29 @@ if [ "$(uname -s)" != Linux ] || [ "$(uname -m)" != x86_64 ]; then skip "needs a
 install_tools
 VM_CACHE=${VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-vm}
 mkdir -p "$VM_CACHE"
-# Outside /tmp, which the VM covers with its own tmpfs.
 SHARE=$(mktemp -d "$VM_CACHE/e2e.XXXXXX")
 trap 'rm -rf "$SHARE"' EXIT
 (cd "$REPO" && go run ./tools/mkimage -busybox /bin/busybox -name "$IMAGE" -out "$SHARE/busybox.tar")
 
 # One KVM probe for all the VMs.
 if [ "${VM_ACCEL:-auto}" = auto ]; then
-  if [ -w /dev/kvm ] && "$HERE/vm.sh" --shape tiny --accel kvm --timeout "${VM_KVM_PROBE_TIMEOUT:-40}" -- /bin/true >/dev/null 2>&1; then
+  if [ -w /dev/kvm ] && "$HERE/vm.sh" --shape tiny --accel kvm --cwd / --timeout "${VM_KVM_PROBE_TIMEOUT:-40}" -- /bin/true >/dev/null 2>&1; then
     export VM_ACCEL=kvm
   else
     export VM_ACCEL=tcg
   fi
 fi
 
+# The VM sees the host's root read-only but covers /tmp, /var/tmp and /run
+# with its own tmpfs: the checkout, the image and the tools are shared
+# explicitly, so that they are found wherever they are (a clone under /tmp,
+# a HOME under /run).
+SHARES=(--share "$REPO" --share "$SHARE" --share "$TOOLS")
 START=$SECONDS FAILED=""
 for run in ${E2E_VM_RUNS:-v2:full v1:quick}; do
   cg=${run%%:*} set=${run#*:} t=$SECONDS
   say "e2e-vm: shape prod on cgroup $cg, $set set ($VM_ACCEL)"
-  if "$HERE/vm.sh" --shape prod --cgroup "$cg" --timeout "${E2E_VM_TIMEOUT:-1800}" \
+  if "$HERE/vm.sh" --shape prod --cgroup "$cg" --timeout "${E2E_VM_TIMEOUT:-1800}" "${SHARES[@]}" \
        --env "E2E_VM_SET=$set" --env "E2E_IMAGE_TAR=$SHARE/busybox.tar" --env "E2E_TOOLS=$TOOLS" \
        --env "E2E_CRICTL_TIMEOUT=${E2E_CRICTL_TIMEOUT:-180}" --cwd "$REPO" -- bash test/vm/scenarios.sh; then
     info "cgroup $cg: passed in $((SECONDS - t)) s"
