@@ -37,7 +37,8 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return p.adjustment(st), p.takePending(), nil
 	}
 	info := p.toContainer(pod, ctr)
-	if err := p.attachGrant(pod, ctr, &info); err != nil {
+	tok, err := p.attachGrant(pod, ctr, &info)
+	if err != nil {
 		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
 	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
@@ -55,6 +56,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// decision in the background, and if this process dies before it does,
 	// the next Synchronize finds the container where the runtime runs it.
 	st := p.recordPlacement(res)
+	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
 	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, st.Pool, st.CPUs, st.Mems)
 	updates := p.followers(res)

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/utils/cpuset"
@@ -26,7 +28,9 @@ const maxGrantValue = 64
 
 // grant is one kubelet allocation: CPUs, and once a container showed the
 // token, the container it belongs to (kept across container restarts, which
-// reuse the kubelet's cached Allocate response).
+// reuse the kubelet's cached Allocate response). A grant with a pod and no
+// container is its pod's but not shown yet: a container of that pod bound
+// a token for the same CPUs (see bindGrant).
 type grant struct {
 	CPUs      string `json:"cpus"`
 	PodUID    string `json:"podUID,omitempty"`
@@ -41,6 +45,10 @@ type grant struct {
 // under the plugin's lock.
 type grants struct {
 	byToken map[string]grant
+	// born is the generation at which this process added each grant (0
+	// for grants read from the file): the age of unbound grants, the
+	// oldest of which go first when there are too many.
+	born map[string]uint64
 	// gen counts the changes to byToken: it orders the copies that reach
 	// the file, so that an older map never replaces a newer one.
 	gen  uint64
@@ -60,7 +68,7 @@ func GrantsFile(stateFile string) string {
 }
 
 func loadGrants(path string) (*grants, error) {
-	g := &grants{byToken: map[string]grant{}, file: newGrantsFile(path)}
+	g := &grants{byToken: map[string]grant{}, born: map[string]uint64{}, file: newGrantsFile(path)}
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -79,6 +87,44 @@ func loadGrants(path string) (*grants, error) {
 
 // changed notes a change to byToken; the caller tells whoever writes it.
 func (g *grants) changed() { g.gen++ }
+
+// add records a new grant and notes the change.
+func (g *grants) add(tok string, gr grant) {
+	g.changed()
+	g.byToken[tok] = gr
+	g.born[tok] = g.gen
+}
+
+// remove forgets a grant; the caller notes the change.
+func (g *grants) remove(tok string) {
+	delete(g.byToken, tok)
+	delete(g.born, tok)
+}
+
+// trimUnbound forgets the oldest grants that no pod has claimed while there
+// are more than limit of them, and returns their CPUs. Forgetting one
+// changes the grants.
+func (g *grants) trimUnbound(limit int) []string {
+	var unbound []string
+	for tok, gr := range g.byToken {
+		if gr.PodUID == "" {
+			unbound = append(unbound, tok)
+		}
+	}
+	if len(unbound) <= limit {
+		return nil
+	}
+	slices.SortFunc(unbound, func(a, b string) int {
+		return cmp.Or(cmp.Compare(g.born[a], g.born[b]), strings.Compare(a, b))
+	})
+	var dropped []string
+	for _, tok := range unbound[:len(unbound)-limit] {
+		dropped = append(dropped, g.byToken[tok].CPUs)
+		g.remove(tok)
+	}
+	g.changed()
+	return dropped
+}
 
 // snapshot copies the grants for the file (a map of at most one entry per
 // exclusive CPU).

@@ -302,7 +302,8 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 		return p.confine(c, who, err)
 	}
 	info := p.toContainer(pod, c)
-	if err := p.attachGrant(pod, c, &info); err != nil {
+	tok, err := p.attachGrant(pod, c, &info)
+	if err != nil {
 		return p.confine(c, who, err)
 	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
@@ -314,6 +315,9 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 		current = cpuset.New()
 	}
 	res, kept, err := p.alloc.Adopt(req, current)
+	if err == nil {
+		p.bindGrant(tok, pod, c)
+	}
 	switch {
 	case err != nil:
 		return p.confine(c, who, err)
