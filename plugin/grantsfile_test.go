@@ -370,3 +370,46 @@ func TestKillBeforeTheGrantsWriteLosesNoContainer(t *testing.T) {
 	require.NoError(t, second.p.Flush())
 	assert.Equal(t, grantsInMemory(second.p), grantsOnDisk(t, path), "the file catches up")
 }
+
+// TestKillBetweenTheStateWriteAndTheGrantsWrite: the state file records a
+// container of the resource, the grants file does not record its binding
+// yet, and the daemon is killed. Synchronize binds the token to the running
+// container again, so a tenant who hands the token to another pod gets it
+// refused; the owner restarts normally; and when the owner's pod ends the
+// token goes with it instead of letting the other pod run on CPUs the
+// kubelet never allocated to it.
+func TestKillBetweenTheStateWriteAndTheGrantsWrite(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	path := GrantsFile(statePath(f))
+	first := startPlugin(t, f, desktopKubelet, statePath(f))
+	env := grantEnv(t, first.p, "6", "14")
+	tok := env[len(EnvGrant)+1:]
+	setReplace(first.p, func(string, []byte, bool) error { return errors.New("disk full") })
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco"})
+	ctr, _, err := f.createWithEnv(pod, "app", 0, env)
+	require.NoError(t, err)
+	require.Error(t, first.p.Flush(), "the grants write fails after the state write")
+	st, err := state.ReadState(statePath(f))
+	require.NoError(t, err)
+	require.Contains(t, st.Containers, ctr.Id, "the state file has the container")
+	require.Empty(t, grantsOnDisk(t, path)[tok].PodUID, "the grants file has the token unbound")
+	first.kill()
+
+	second := startPlugin(t, f, desktopKubelet, statePath(f))
+	assert.Equal(t, grant{CPUs: "6,14", PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, grantsInMemory(second.p)[tok],
+		"Synchronize binds the running container's token again")
+	other := f.runPod(podSpec{name: "other", namespace: "telco"})
+	_, _, err = f.createWithEnv(other, "app", 0, env)
+	require.ErrorContains(t, err, "the grant belongs to container telco/dpdk/app")
+
+	f.exitContainer(ctr, 1)
+	f.removeContainer(ctr)
+	_, resp, err := f.createWithEnv(pod, "app", 0, env)
+	require.NoError(t, err, "the owner's restart is admitted")
+	assert.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+
+	f.removePod(pod)
+	_, _, err = f.createWithEnv(other, "app", 0, env)
+	require.ErrorContains(t, err, "unknown grant token", "the token ended with its pod")
+	assert.Empty(t, grantsInMemory(second.p))
+}

@@ -60,6 +60,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	updates, confined := p.repairAll(repair, remembered.Containers, pods)
 	adopted, confinedNew := p.adoptAll(unknown, pods)
 	updates = append(updates, adopted...)
+	p.rebindGrants(append(known, unknown...), pods)
 	updates = append(updates, p.followPools(append(known, unknown...))...)
 	p.rememberAssignments()
 	p.synced = true
@@ -302,9 +303,8 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 		return p.confine(c, who, err)
 	}
 	info := p.toContainer(pod, c)
-	tok, err := p.attachGrant(pod, c, &info)
-	if err != nil {
-		return p.confine(c, who, err)
+	if _, err := p.attachGrant(pod, c, &info); err != nil {
+		return p.confine(c, who, err) // the token is bound by rebindGrants if it is placed
 	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
@@ -315,9 +315,6 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 		current = cpuset.New()
 	}
 	res, kept, err := p.alloc.Adopt(req, current)
-	if err == nil {
-		p.bindGrant(tok, pod, c)
-	}
 	switch {
 	case err != nil:
 		return p.confine(c, who, err)
@@ -356,4 +353,42 @@ func (p *Plugin) confine(c *api.Container, who string, reason error) (*api.Conta
 	}
 	p.log.Errorf("synchronize: container %s confined to infra: %v", who, reason)
 	return nil, false // the caller updates infra members
+}
+
+// rebindGrants binds the token of every running container of the resource
+// to it again, once every container is placed: the runtime is the truth.
+// A binding made since the grants file was last written (a kill between
+// the state write and the grants write) is not on disk, and a token left
+// unbound while its container runs could be shown by another pod, which
+// would then run on CPUs the kubelet never allocated to it once the owner's
+// pod ended. A token the daemon no longer knows (the grants file was
+// damaged and moved aside) is made again from where the container runs: it
+// was admitted with that token, since an unknown token refuses the
+// creation. A token bound to another container stays with it: a binding
+// never moves.
+func (p *Plugin) rebindGrants(running []*api.Container, pods []*api.PodSandbox) {
+	podByID := podsByID(pods)
+	for _, c := range running {
+		pod := podByID[c.GetPodSandboxId()]
+		a, ok := p.alloc.Get(c.GetId())
+		if pod == nil || !ok || a.Pool != pools.Exclusive {
+			continue
+		}
+		tok, present, err := grantToken(c.GetEnv())
+		if err != nil || !present {
+			continue
+		}
+		who := containerRef(pod, c)
+		g, known := p.grants.byToken[tok]
+		switch {
+		case !known:
+			p.grants.add(tok, grant{CPUs: a.CPUs.String(), PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Container: c.GetName()})
+			p.grantsChanged()
+			p.log.Warnf("synchronize: kubelet grant of container %s (CPUs %s) was not in the grants file; made again from where it runs", who, a.CPUs)
+		case g.PodUID != "" && (g.PodUID != pod.GetUid() || (g.Container != "" && g.Container != c.GetName())):
+			p.log.Warnf("synchronize: container %s shows the grant of container %s; the grant stays with it", who, allocator.PodRef{Namespace: g.Namespace, Name: g.Pod}.ContainerName(g.Container))
+			continue
+		}
+		p.bindGrant(tok, pod, c)
+	}
 }
