@@ -12,8 +12,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 // EnvGrant carries the token of a kubelet allocation of cpupool.dev/exclusive
@@ -67,7 +70,20 @@ func GrantsFile(stateFile string) string {
 	return filepath.Join(filepath.Dir(stateFile), "kubelet-grants.json")
 }
 
-func loadGrants(path string) (*grants, error) {
+// errGrantsDiscarded wraps the reason a grants file could not be used; the
+// file has been moved aside and the grants start empty.
+var errGrantsDiscarded = errors.New("kubelet grants file discarded")
+
+// loadGrants reads the grants file. A missing file is no grants. A file
+// that is not a map from token to CPUs (empty, torn, edited by hand) is
+// treated as the state file is: renamed to <path>.corrupt-<time>, and the
+// grants start empty with an error wrapping errGrantsDiscarded, for the
+// caller to log and count. Synchronize then makes the grants of running
+// containers again from the runtime (see rebindGrants); an allocation no
+// container had shown yet is lost, and its container is refused until the
+// kubelet re-creates the pod. Only a file that cannot be read stops the
+// daemon.
+func loadGrants(path string, now time.Time) (*grants, error) {
 	g := &grants{byToken: map[string]grant{}, born: map[string]uint64{}, file: newGrantsFile(path)}
 	data, err := os.ReadFile(path)
 	switch {
@@ -76,13 +92,38 @@ func loadGrants(path string) (*grants, error) {
 	case err != nil:
 		return nil, fmt.Errorf("reading kubelet grants: %w", err)
 	}
-	if err := json.Unmarshal(data, &g.byToken); err != nil {
-		return nil, fmt.Errorf("kubelet grants %s: %w (move it aside to start over; containers of the cpupool.dev/exclusive resource are then re-admitted only when their pods are recreated)", path, err)
+	problem := decodeGrants(data, g.byToken)
+	if problem == nil {
+		return g, nil
 	}
-	if g.byToken == nil {
-		g.byToken = map[string]grant{}
+	clear(g.byToken)
+	aside := fmt.Sprintf("%s.corrupt-%s", path, now.UTC().Format("20060102T150405.000000000Z"))
+	if err := os.Rename(path, aside); err != nil {
+		return nil, fmt.Errorf("kubelet grants %s are unusable (%v) and could not be moved aside: %w", path, problem, err)
 	}
-	return g, nil
+	return g, fmt.Errorf("%w: %s: %v; moved to %s, rebuilding the grants of running containers from the runtime", errGrantsDiscarded, path, problem, aside)
+}
+
+// decodeGrants fills byToken from the file's content, or says what is wrong
+// with it.
+func decodeGrants(data []byte, byToken map[string]grant) error {
+	var m map[string]grant
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("not valid JSON (truncated?): %w", err)
+	}
+	if m == nil {
+		return fmt.Errorf("not a map from token to grant")
+	}
+	for tok, gr := range m {
+		if len(tok) == 0 || len(tok) > maxGrantValue {
+			return fmt.Errorf("token %s is not a grant token", cpulist.Echo(tok))
+		}
+		if cpus, err := cpulist.Parse(gr.CPUs); err != nil || cpus.IsEmpty() {
+			return fmt.Errorf("grant %s… has no CPUs (%s)", tok[:min(8, len(tok))], cpulist.Echo(gr.CPUs))
+		}
+		byToken[tok] = gr
+	}
+	return nil
 }
 
 // changed notes a change to byToken; the caller tells whoever writes it.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
@@ -92,7 +93,7 @@ func TestResourceRoutePinsKubeletCPUs(t *testing.T) {
 	assert.Empty(t, p.grants.byToken, "the removed pod's grant is forgotten")
 	p.mu.Unlock()
 	require.NoError(t, p.Flush())
-	reloaded, err := loadGrants(GrantsFile(statePath(f)))
+	reloaded, err := loadGrants(GrantsFile(statePath(f)), time.Now())
 	require.NoError(t, err)
 	assert.Empty(t, reloaded.byToken, "and the file says so once the writer wrote it")
 }
