@@ -46,7 +46,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil, p.refuse(who, err)
 	}
 	res, err := p.alloc.Allocate(req)
-	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes() > 0 {
+	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes(pod) > 0 {
 		res, err = p.alloc.Allocate(req)
 	}
 	if err != nil {
