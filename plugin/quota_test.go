@@ -154,3 +154,33 @@ func TestCPUQuotaLiftedForResourceRoute(t *testing.T) {
 	q, _ = quotaOf(updateFor(up, app.Id).GetLinux().GetResources())
 	assert.Equal(t, int64(-1), q, "remembered across a restart")
 }
+
+// TestCPUQuotaLiftedWhenSynchronizeRepins: a remembered exclusive container
+// that the runtime created without the plugin's adjustment (a kill between
+// the decision and the reply) runs unpinned with the kubelet's quota;
+// Synchronize pins it again and lifts the quota in the same update, as for
+// a container it adopts, and lifts the quota the kubelet gave back to a
+// correctly pinned one while the plugin was down.
+func TestCPUQuotaLiftedWhenSynchronizeRepins(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, xeon, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	unpinned, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	pinned, _, err := f.createContainer(pod, "rx", 1000)
+	require.NoError(t, err)
+	cpus := f.cpus(unpinned)
+	first.stop()
+	f.mu.Lock()
+	unpinned.Linux.Resources.Cpu.Cpus = ""
+	unpinned.Linux.Resources.Cpu.Quota = api.Int64(200000)
+	pinned.Linux.Resources.Cpu.Quota = api.Int64(100000)
+	f.mu.Unlock()
+
+	startPlugin(t, f, xeon, statePath(f))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Equal(t, cpus, unpinned.Linux.Resources.Cpu.Cpus, "pinned again on its CPUs")
+	assert.Equal(t, int64(-1), unpinned.Linux.Resources.Cpu.Quota.GetValue(), "and its quota lifted")
+	assert.Equal(t, int64(-1), pinned.Linux.Resources.Cpu.Quota.GetValue())
+}

@@ -62,6 +62,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	updates = append(updates, adopted...)
 	p.rebindGrants(append(known, unknown...), pods)
 	updates = append(updates, p.followPools(append(known, unknown...))...)
+	updates = p.liftQuotas(append(known, unknown...), updates)
 	p.rememberAssignments()
 	p.synced = true
 	p.stateChanged()
@@ -320,19 +321,10 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 		return p.confine(c, who, err)
 	case kept:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
-		if res.Assignment.NoCPUQuota && c.GetLinux().GetResources().GetCpu().GetQuota().GetValue() > 0 {
-			u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
-			u.SetLinuxCPUQuota(noQuota)
-			return u, true
-		}
-		return nil, true
+		return nil, true // its quota, if any, is lifted by liftQuotas
 	case pools.IsExclusive(req.Pool):
 		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
-		u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
-		if res.Assignment.NoCPUQuota {
-			u.SetLinuxCPUQuota(noQuota)
-		}
-		return u, true
+		return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
 	}
 	return nil, true // shared/infra members are updated by the caller if needed
 }
@@ -391,4 +383,32 @@ func (p *Plugin) rebindGrants(running []*api.Container, pods []*api.PodSandbox) 
 		}
 		p.bindGrant(tok, pod, c)
 	}
+}
+
+// liftQuotas lifts the CFS quota of every running container whose quota the
+// allocator's rule lifts (exclusive, disableCPUQuota) but that the runtime
+// reports with one, whichever way Synchronize kept or placed it: created
+// while the plugin was away or without its adjustment (a kill between the
+// decision and the reply), adopted without a record, or given its quota
+// back by the kubelet while the plugin was down. The lift joins the
+// container's update if it has one.
+func (p *Plugin) liftQuotas(running []*api.Container, updates []*api.ContainerUpdate) []*api.ContainerUpdate {
+	byID := make(map[string]*api.ContainerUpdate, len(updates))
+	for _, u := range updates {
+		byID[u.GetContainerId()] = u
+	}
+	for _, c := range running {
+		a, ok := p.alloc.Get(c.GetId())
+		if !ok || !a.NoCPUQuota || c.GetLinux().GetResources().GetCpu().GetQuota().GetValue() <= 0 {
+			continue
+		}
+		u := byID[c.GetId()]
+		if u == nil {
+			u = cpuUpdate(a, p.cfg.PinMemory)
+			byID[c.GetId()] = u
+			updates = append(updates, u)
+		}
+		u.SetLinuxCPUQuota(noQuota)
+	}
+	return updates
 }
