@@ -33,9 +33,12 @@ const maxGrantValue = 64
 // token, the container it belongs to (kept across container restarts, which
 // reuse the kubelet's cached Allocate response). A grant with a pod and no
 // container is its pod's but not shown yet: a container of that pod bound
-// a token for the same CPUs (see bindGrant).
+// a newer token for the same CPUs (see bindGrant).
 type grant struct {
-	CPUs      string `json:"cpus"`
+	CPUs string `json:"cpus"`
+	// Seq orders the allocations: a larger Seq was made later. 0 for
+	// grants written before Seq existed (older than any that has one).
+	Seq       uint64 `json:"seq,omitempty"`
 	PodUID    string `json:"podUID,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	Pod       string `json:"pod,omitempty"`
@@ -48,10 +51,8 @@ type grant struct {
 // under the plugin's lock.
 type grants struct {
 	byToken map[string]grant
-	// born is the generation at which this process added each grant (0
-	// for grants read from the file): the age of unbound grants, the
-	// oldest of which go first when there are too many.
-	born map[string]uint64
+	// seq is the largest grant.Seq given so far.
+	seq uint64
 	// gen counts the changes to byToken: it orders the copies that reach
 	// the file, so that an older map never replaces a newer one.
 	gen  uint64
@@ -84,7 +85,7 @@ var errGrantsDiscarded = errors.New("kubelet grants file discarded")
 // kubelet re-creates the pod. Only a file that cannot be read stops the
 // daemon.
 func loadGrants(path string, now time.Time) (*grants, error) {
-	g := &grants{byToken: map[string]grant{}, born: map[string]uint64{}, file: newGrantsFile(path)}
+	g := &grants{byToken: map[string]grant{}, file: newGrantsFile(path)}
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -94,6 +95,9 @@ func loadGrants(path string, now time.Time) (*grants, error) {
 	}
 	problem := decodeGrants(data, g.byToken)
 	if problem == nil {
+		for _, gr := range g.byToken {
+			g.seq = max(g.seq, gr.Seq)
+		}
 		return g, nil
 	}
 	clear(g.byToken)
@@ -129,18 +133,16 @@ func decodeGrants(data []byte, byToken map[string]grant) error {
 // changed notes a change to byToken; the caller tells whoever writes it.
 func (g *grants) changed() { g.gen++ }
 
-// add records a new grant and notes the change.
+// add records a new grant, the newest, and notes the change.
 func (g *grants) add(tok string, gr grant) {
-	g.changed()
+	g.seq++
+	gr.Seq = g.seq
 	g.byToken[tok] = gr
-	g.born[tok] = g.gen
+	g.changed()
 }
 
 // remove forgets a grant; the caller notes the change.
-func (g *grants) remove(tok string) {
-	delete(g.byToken, tok)
-	delete(g.born, tok)
-}
+func (g *grants) remove(tok string) { delete(g.byToken, tok) }
 
 // trimUnbound forgets the oldest grants that no pod has claimed while there
 // are more than limit of them, and returns their CPUs. Forgetting one
@@ -156,7 +158,7 @@ func (g *grants) trimUnbound(limit int) []string {
 		return nil
 	}
 	slices.SortFunc(unbound, func(a, b string) int {
-		return cmp.Or(cmp.Compare(g.born[a], g.born[b]), strings.Compare(a, b))
+		return cmp.Or(cmp.Compare(g.byToken[a].Seq, g.byToken[b].Seq), strings.Compare(a, b))
 	})
 	var dropped []string
 	for _, tok := range unbound[:len(unbound)-limit] {

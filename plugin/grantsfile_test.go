@@ -96,7 +96,7 @@ func TestCreateWithGrantDoesNotWriteTheGrantsFile(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond, "the retry writes the binding once the fault clears")
 	require.NoError(t, p.Flush())
 	assert.Equal(t, grantsInMemory(p), grantsOnDisk(t, path))
-	assert.Equal(t, grant{CPUs: "6,14", PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, onlyGrant(grantsOnDisk(t, path)))
+	assert.Equal(t, grant{CPUs: "6,14", Seq: 1, PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, onlyGrant(grantsOnDisk(t, path)))
 }
 
 func onlyGrant(m map[string]grant) grant {
@@ -355,7 +355,7 @@ func TestKillBeforeTheGrantsWriteLosesNoContainer(t *testing.T) {
 	assertEveryCPUAccounted(t, f, second.p)
 	tok := env[len(EnvGrant)+1:]
 	mem := grantsInMemory(second.p)
-	assert.Equal(t, grant{CPUs: "6,14", PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, mem[tok], "bound again to the container that shows it")
+	assert.Equal(t, grant{CPUs: "6,14", Seq: 1, PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, mem[tok], "bound again to the container that shows it")
 	assert.Len(t, mem, 2, "the removed pod's grant is unbound, so kept until the kubelet reallocates its CPUs")
 
 	// The kubelet re-creates the container from its checkpointed allocation.
@@ -396,7 +396,7 @@ func TestKillBetweenTheStateWriteAndTheGrantsWrite(t *testing.T) {
 	first.kill()
 
 	second := startPlugin(t, f, desktopKubelet, statePath(f))
-	assert.Equal(t, grant{CPUs: "6,14", PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, grantsInMemory(second.p)[tok],
+	assert.Equal(t, grant{CPUs: "6,14", Seq: 1, PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, grantsInMemory(second.p)[tok],
 		"Synchronize binds the running container's token again")
 	other := f.runPod(podSpec{name: "other", namespace: "telco"})
 	_, _, err = f.createWithEnv(other, "app", 0, env)
@@ -456,7 +456,7 @@ func TestDamagedGrantsFileIsMovedAside(t *testing.T) {
 			assert.Equal(t, damage, string(kept))
 			assert.Equal(t, 1.0, testutil.ToFloat64(second.p.metrics.discarded.WithLabelValues("kubelet-grants")))
 			tok := env[len(EnvGrant)+1:]
-			assert.Equal(t, map[string]grant{tok: {CPUs: "6,14", PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}},
+			assert.Equal(t, map[string]grant{tok: {CPUs: "6,14", Seq: 1, PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}},
 				grantsInMemory(second.p), "the running container's grant is made again from the runtime")
 			require.NoError(t, second.p.Flush())
 			assert.Equal(t, grantsInMemory(second.p), grantsOnDisk(t, path), "and written")

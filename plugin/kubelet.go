@@ -232,48 +232,45 @@ func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allo
 }
 
 // bindGrant binds the grant tok to the container that was just placed on
-// its CPUs (in memory; see grantsChanged), and decides what the grants that
-// share those CPUs are now. The kubelet's accounting gives a CPU to one
-// active pod at a time, and this pod now runs on the CPUs:
-//   - a grant of another pod that ended in the kubelet's view (its
-//     container stopped, or the placement would have failed) is dropped;
-//   - a grant no container has shown yet is this pod's (a later container
-//     of it, such as the app container that reuses its init container's
-//     devices) or an allocation that never became a container: it is
-//     marked as this pod's, so that no other pod can show it and it goes
-//     with this pod;
-//   - a grant of this pod stays.
+// its CPUs (in memory; see grantsChanged). The first time a container binds
+// it, it also settles the older grants that share those CPUs: the
+// kubelet's accounting gives a CPU to one pod at a time, and it allocated
+// these CPUs to this pod after them, so their pods had ended by then:
+//   - an older grant of another pod is dropped (the ending-pod case: its
+//     container stopped, or this placement would have failed);
+//   - an older grant no container has shown yet is an allocation that
+//     never became a container, or this pod's own earlier one (the init
+//     container's, when the app container binds first because the daemon
+//     was away while the init container ran): it becomes this pod's, so
+//     that no other pod can show it, and it goes with this pod;
+//   - a grant of this pod stays, and so does every newer one: a later
+//     container of this pod (the app container reusing the init container's
+//     devices), or a pod admitted after this one ended, whose container
+//     this one's binding must never take from.
+//
+// A binding made again (a restart of the container, Synchronize) settles
+// nothing: the pod may have ended in the kubelet's view meanwhile.
 func (p *Plugin) bindGrant(tok string, pod *api.PodSandbox, ctr *api.Container) {
 	g, ok := p.grants.byToken[tok]
-	if tok == "" || !ok {
+	if tok == "" || !ok || g.Container != "" {
 		return
 	}
-	changed := false
-	if g.Container == "" {
-		g.PodUID, g.Namespace, g.Pod, g.Container = pod.GetUid(), pod.GetNamespace(), pod.GetName(), ctr.GetName()
-		p.grants.byToken[tok] = g
-		changed = true
-	}
+	g.PodUID, g.Namespace, g.Pod, g.Container = pod.GetUid(), pod.GetNamespace(), pod.GetName(), ctr.GetName()
+	p.grants.byToken[tok] = g
 	cpus := g.cpusOf()
 	for other, o := range p.grants.byToken {
-		if other == tok || o.cpusOf().Intersection(cpus).IsEmpty() {
+		if other == tok || o.PodUID == pod.GetUid() || o.Seq >= g.Seq || o.cpusOf().Intersection(cpus).IsEmpty() {
 			continue
 		}
-		switch o.PodUID {
-		case pod.GetUid():
-			continue
-		case "":
+		if o.PodUID == "" {
 			o.PodUID, o.Namespace, o.Pod = pod.GetUid(), pod.GetNamespace(), pod.GetName()
 			p.grants.byToken[other] = o
-		default:
-			p.log.Infof("kubelet grant of container %s dropped: the kubelet gave CPUs %s to pod %s/%s", allocator.PodRef{Namespace: o.Namespace, Name: o.Pod}.ContainerName(o.Container), o.cpusOf().Intersection(cpus), pod.GetNamespace(), pod.GetName())
-			p.grants.remove(other)
+			continue
 		}
-		changed = true
+		p.log.Infof("kubelet grant of container %s dropped: the kubelet gave CPUs %s to pod %s/%s", allocator.PodRef{Namespace: o.Namespace, Name: o.Pod}.ContainerName(o.Container), o.cpusOf().Intersection(cpus), pod.GetNamespace(), pod.GetName())
+		p.grants.remove(other)
 	}
-	if changed {
-		p.grantsChanged()
-	}
+	p.grantsChanged()
 }
 
 // forgetGrants drops the grants of pods that are gone.

@@ -3,6 +3,8 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -343,16 +345,20 @@ func TestInitAndAppContainersOfOnePod(t *testing.T) {
 }
 
 // TestAppContainerBindsFirst: when the app container is the first to show
-// its token (the daemon was down while the init container ran), the init
-// container's grant becomes its pod's, so no other pod can show it, and
-// the pod's own init container still can.
+// its token (the daemon was down while the init container ran), the older
+// grants for its CPUs that no container has shown become its pod's: the
+// init container's, and an allocation that never became a container (a
+// pod deleted before its containers started). No other pod can show them,
+// the pod's own init container still can, and they go with the pod. A
+// newer allocation for those CPUs, of a pod admitted once this one ended,
+// is never taken.
 func TestAppContainerBindsFirst(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	rp := startPlugin(t, f, desktopKubelet, statePath(f))
 	p := rp.p
+	stale := grantEnv(t, p, "6", "14")
 	initEnv := grantEnv(t, p, "6")
 	appEnv := grantEnv(t, p, "6")
-	stale := grantEnv(t, p, "6", "14") // a pod deleted before its containers started
 	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco"})
 	app, _, err := f.createWithEnv(pod, "app", 0, appEnv)
 	require.NoError(t, err)
@@ -365,10 +371,21 @@ func TestAppContainerBindsFirst(t *testing.T) {
 	_, resp, err := f.createWithEnv(pod, "init", 0, initEnv)
 	require.NoError(t, err)
 	assert.Equal(t, "6", resp.Adjust.Linux.Resources.Cpu.Cpus)
-	f.removePod(pod)
+
+	newer := grantEnv(t, p, "6") // the kubelet gave CPU 6 again: dpdk is ending
+	f.stopPod(pod)               // and restarts nothing
+	_, _, err = f.createWithEnv(pod, "app", 0, appEnv)
+	require.NoError(t, err, "a binding made again settles nothing")
 	p.mu.Lock()
-	assert.Empty(t, p.grants.byToken, "the stale grant went with the pod that claimed its CPUs")
+	_, kept := p.grants.byToken[strings.TrimPrefix(newer, EnvGrant+"=")]
 	p.mu.Unlock()
+	assert.True(t, kept, "the newer allocation is not taken")
+	f.removePod(pod)
+	assert.Equal(t, []string{strings.TrimPrefix(newer, EnvGrant+"=")}, slices.Collect(maps.Keys(grantsInMemory(p))),
+		"dpdk's grants, and the stale one, went with it")
+	_, resp, err = f.createWithEnv(other, "app", 0, newer)
+	require.NoError(t, err)
+	assert.Equal(t, "6", resp.Adjust.Linux.Resources.Cpu.Cpus)
 }
 
 // TestUnboundGrantsAreBounded: allocations no container ever shows (pods
