@@ -213,7 +213,9 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 			if err != nil {
 				return Result{}, err
 			}
-			as.CPUs = cpus
+			// Exclusive CPUs whoever chose them: the cpuset bounds the
+			// container, and a quota could only throttle it.
+			as.CPUs, as.NoCPUQuota = cpus, req.Options.DisableCPUQuota
 			break
 		}
 		cpus, reserved, err := a.placeExclusive(req)

@@ -17,6 +17,10 @@ const (
 	// ReasonGrant: the container shows a kubelet grant token that is
 	// unknown or belongs to another container.
 	ReasonGrant = "grant"
+	// ReasonClaim: the container shows a DRA claim token that is unknown,
+	// of a claim reserved for other pods, or of a request another container
+	// uses.
+	ReasonClaim = "claim"
 	// ReasonPlacement: the pool cannot give the container what it asks for
 	// (it is full, has no CPUs, or the options cannot be met).
 	ReasonPlacement = "placement"

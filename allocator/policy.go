@@ -53,8 +53,12 @@ type Container struct {
 	// DeviceNUMA are the NUMA nodes of the container's devices.
 	DeviceNUMA cpuset.CPUSet
 	// KubeletCPUs are the exclusive CPUs the kubelet allocated to the
-	// container through the cpupool.dev/exclusive resource, if any.
+	// container through the cpupool.dev/exclusive resource or a DRA claim,
+	// if any; KubeletPool is their pool (empty: exclusive) and Claims names
+	// the claims, for messages.
 	KubeletCPUs cpuset.CPUSet
+	KubeletPool string
+	Claims      []string
 }
 
 // DeviceResolver maps a sysfs device path to its NUMA node; the caller
@@ -144,7 +148,7 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		if err := p.kubeletPool(c); err != nil {
 			return Request{}, err
 		}
-		req.Pool, req.CPUs = pools.Exclusive, c.KubeletCPUs
+		req.Pool, req.CPUs = c.kubeletPool(), c.KubeletCPUs
 	} else if req.Pool, err = p.pool(c); err != nil {
 		return Request{}, err
 	}
@@ -168,6 +172,9 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 	}
 	if !req.NUMANodes.IsEmpty() && req.CPUs.Size() > 0 {
 		key, v, _ := lookup(c.Annotations, AnnotationNUMA, c.Name)
+		if len(c.Claims) > 0 {
+			return Request{}, &AnnotationError{key, v, "the CPUs come from the container's ResourceClaim; choose their NUMA node in the claim (a selector or matchAttribute on resource.kubernetes.io/numaNode) instead"}
+		}
 		return Request{}, &AnnotationError{key, v, fmt.Sprintf("the kubelet chose the CPUs of %s; align them with its Topology Manager instead", config.ResourceExclusive)}
 	}
 	devices, err := deviceNodes(c, resolve)
@@ -195,6 +202,9 @@ func (p *Policy) pool(c Container) (string, error) {
 	if !p.Allowed(pool, c.Pod.Namespace) {
 		return "", &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool %s (allowedNamespaces.%s: %v)", c.Pod.Namespace, pool, pool, p.cfg.AllowedNamespaces[pool])}
 	}
+	if pools.IsExclusive(pool) && p.cfg.DRA.Enabled {
+		return "", &AnnotationError{key, v, fmt.Sprintf("with the DRA driver on, pool %s is given only through ResourceClaims; use a claim of DeviceClass cpupool-%s in the pod's resourceClaims instead", pool, pool)}
+	}
 	if pool == pools.Exclusive && p.cfg.Kubelet.DevicePlugin {
 		return "", &AnnotationError{key, v, fmt.Sprintf("with the kubelet device plugin on, the exclusive pool is given only through the resource; request %s: N in resources.limits instead (or use exclusive-non-isolcpus)", config.ResourceExclusive)}
 	}
@@ -204,15 +214,31 @@ func (p *Policy) pool(c Container) (string, error) {
 	return pool, nil
 }
 
-// kubeletPool checks a container of the cpupool.dev/exclusive resource: the
-// resource decides the pool, and a pool annotation may only agree with it.
-func (p *Policy) kubeletPool(c Container) error {
-	if key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name); ok && strings.TrimSpace(v) != pools.Exclusive {
-		return &AnnotationError{key, v, fmt.Sprintf("the container requests %s, which is the exclusive pool; remove the annotation", config.ResourceExclusive)}
+// kubeletPool is the pool of the CPUs the kubelet allocated.
+func (c Container) kubeletPool() string {
+	if c.KubeletPool == "" {
+		return pools.Exclusive
 	}
-	if !p.Allowed(pools.Exclusive, c.Pod.Namespace) {
-		return &Refusal{Reason: ReasonNamespace, Err: fmt.Errorf("namespace %q may not use pool exclusive (allowedNamespaces.exclusive: %v); a ResourceQuota on %s refuses such pods before they are scheduled",
-			c.Pod.Namespace, p.cfg.AllowedNamespaces[pools.Exclusive], config.ResourceExclusive)}
+	return c.KubeletPool
+}
+
+// kubeletPool checks a container of the cpupool.dev/exclusive resource or
+// of a DRA claim: the resource or the claim decides the pool, and a pool
+// annotation may only agree with it.
+func (p *Policy) kubeletPool(c Container) error {
+	pool := c.kubeletPool()
+	what := "requests " + config.ResourceExclusive
+	quota := "a ResourceQuota on " + config.ResourceExclusive
+	if len(c.Claims) > 0 {
+		what = "uses ResourceClaims of pool " + pool + " (" + strings.Join(c.Claims, ", ") + ")"
+		quota = "a ResourceQuota on the DeviceClass cpupool-" + pool
+	}
+	if key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name); ok && strings.TrimSpace(v) != pool {
+		return &AnnotationError{key, v, fmt.Sprintf("the container %s, which is the %s pool; remove the annotation", what, pool)}
+	}
+	if !p.Allowed(pool, c.Pod.Namespace) {
+		return &Refusal{Reason: ReasonNamespace, Err: fmt.Errorf("namespace %q may not use pool %s (allowedNamespaces.%s: %v); %s refuses such pods before they are scheduled",
+			c.Pod.Namespace, pool, pool, p.cfg.AllowedNamespaces[pool], quota)}
 	}
 	return nil
 }
@@ -369,6 +395,10 @@ func deviceNodes(c Container, resolve DeviceResolver) (cpuset.CPUSet, error) {
 // resource, so the rule uses exclusive-non-isolcpus (CPUs lent by infra,
 // which the scheduler counts in allocatable cpu) when it is enabled.
 func (p *Policy) defaultPool(c Container) string {
+	if p.cfg.DRA.Enabled {
+		// Both exclusive pools belong to the claims.
+		return p.cfg.DefaultPool
+	}
 	pool := pools.Exclusive
 	if p.cfg.Kubelet.DevicePlugin {
 		if !p.cfg.Pools.ExclusiveNonIsolcpus.Enabled {

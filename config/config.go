@@ -75,6 +75,9 @@ type Config struct {
 	Kubelet Kubelet `yaml:"kubelet"`
 	// Power gives pools and containers power classes (power.go).
 	Power Power `yaml:"power"`
+	// DRA makes the daemon the cpupool.dev DRA driver: the scheduler then
+	// allocates exclusive CPUs by NUMA node through ResourceClaims.
+	DRA DRA `yaml:"dra"`
 	// MetricsAddress serves Prometheus metrics on /metrics when set
 	// ("127.0.0.1:9464"); empty turns them off.
 	MetricsAddress string `yaml:"metricsAddress"`
@@ -93,6 +96,37 @@ type Kubelet struct {
 	// and the plugin's own socket.
 	DevicePluginDir string `yaml:"devicePluginDir"`
 }
+
+// DRA configures the DRA driver (README "DRA").
+type DRA struct {
+	// Enabled makes the daemon the DRA driver cpupool.dev. With it on, the
+	// exclusive pools are given only through ResourceClaims.
+	Enabled bool `yaml:"enabled"`
+	// Devices is the device model the node publishes: DRADevicesNUMANode
+	// or DRADevicesCPU.
+	Devices string `yaml:"devices"`
+	// NodeName is this node's Node name; empty takes $NODE_NAME.
+	NodeName string `yaml:"nodeName"`
+	// Kubeconfig is the API server's kubeconfig file; empty uses the pod's
+	// service account (in-cluster credentials).
+	Kubeconfig string `yaml:"kubeconfig"`
+	// CDIDir is where the runtime reads CDI specs.
+	CDIDir string `yaml:"cdiDir"`
+	// PluginDir holds the driver's socket for the kubelet; RegistryDir is
+	// the kubelet's plugin registration directory.
+	PluginDir   string `yaml:"pluginDir"`
+	RegistryDir string `yaml:"registryDir"`
+}
+
+// The DRA device models (dra.devices).
+const (
+	// DRADevicesNUMANode publishes one device per pool and NUMA node,
+	// shared by claims through the consumable capacity cpupool.dev/cpus.
+	DRADevicesNUMANode = "numaNode"
+	// DRADevicesCPU publishes one device per CPU: what the
+	// extended-resource alias cpupool.dev/exclusive: N counts.
+	DRADevicesCPU = "cpu"
+)
 
 // Pools carves the node's CPUs; infra is always what the others leave.
 type Pools struct {
@@ -251,6 +285,8 @@ func Default() *Config {
 		Allocation:   Allocation{DisableCPUQuota: true},
 		Kubelet:      Kubelet{DevicePluginDir: "/var/lib/kubelet/device-plugins"},
 		Power:        Power{Unsupported: PowerUnsupportedWarn},
+		DRA: DRA{Devices: DRADevicesNUMANode, CDIDir: "/var/run/cdi", PluginDir: "/var/lib/kubelet/plugins/cpupool.dev",
+			RegistryDir: "/var/lib/kubelet/plugins_registry"},
 	}
 }
 
@@ -328,8 +364,21 @@ func (c *Config) Check() Problems {
 	}
 	c.checkIRQ(&p)
 	c.checkPower(&p)
+	if c.DRA.Enabled && c.Kubelet.DevicePlugin {
+		p.Errorf("dra.enabled", "the DRA driver and the kubelet device plugin (kubelet.devicePlugin) would both hand out the exclusive pool; turn one off (pods that request %s are served by DRA through a DeviceClass with extendedResourceName, see README \"DRA\")", ResourceExclusive)
+	}
+	if c.DRA.Devices != DRADevicesNUMANode && c.DRA.Devices != DRADevicesCPU {
+		p.Errorf("dra.devices", "unknown device model %q; use %s (one device per NUMA node and pool) or %s (one device per CPU)", c.DRA.Devices, DRADevicesNUMANode, DRADevicesCPU)
+	}
+	if c.DRA.Enabled && c.GuaranteedExclusive {
+		p.Warnf("guaranteedExclusive", "with dra.enabled, the exclusive pools are given only through ResourceClaims, so Guaranteed containers without a claim go to defaultPool (%s)", c.DefaultPool)
+	}
 	paths := map[string]string{"stateFile": c.StateFile, "nriSocket": c.NRISocket, "cgroupRoot": c.CgroupRoot, "sysfsRoot": c.SysfsRoot,
-		"procRoot": c.ProcRoot, "irq.irqbalanceDir": c.IRQ.IrqbalanceDir, "kubelet.devicePluginDir": c.Kubelet.DevicePluginDir}
+		"procRoot": c.ProcRoot, "irq.irqbalanceDir": c.IRQ.IrqbalanceDir, "kubelet.devicePluginDir": c.Kubelet.DevicePluginDir,
+		"dra.cdiDir": c.DRA.CDIDir, "dra.pluginDir": c.DRA.PluginDir, "dra.registryDir": c.DRA.RegistryDir}
+	if c.DRA.Kubeconfig != "" {
+		paths["dra.kubeconfig"] = c.DRA.Kubeconfig
+	}
 	for _, key := range slices.Sorted(maps.Keys(paths)) {
 		if path := paths[key]; !filepath.IsAbs(path) {
 			p.Errorf(key, "%q is not an absolute path", path)

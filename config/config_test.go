@@ -19,6 +19,8 @@ func TestDefaults(t *testing.T) {
 	assert.True(t, cfg.PinMemory)
 	assert.Equal(t, "/var/lib/nri-cpupool/state.json", cfg.StateFile)
 	assert.Equal(t, 10, cfg.PluginIndex)
+	assert.False(t, cfg.DRA.Enabled, "the DRA driver is off by default")
+	assert.Equal(t, DRA{Devices: "numaNode", CDIDir: "/var/run/cdi", PluginDir: "/var/lib/kubelet/plugins/cpupool.dev", RegistryDir: "/var/lib/kubelet/plugins_registry"}, cfg.DRA)
 }
 
 func TestParseFull(t *testing.T) {
@@ -108,6 +110,9 @@ func TestParseErrors(t *testing.T) {
 		{"partition value", "pools: {exclusive: {isolatedPartition: always}}", []string{`pools.exclusive.isolatedPartition: "always" is not one of off, optIn, optOut`}},
 		{"partition of shared", "pools: {shared: {isolatedPartition: optIn}}", []string{`pools.shared.isolatedPartition: "optIn" is not one of off; a partition belongs to one container`}},
 		{"relative proc root", "procRoot: proc", []string{`procRoot: "proc" is not an absolute path`}},
+		{"DRA and the device plugin", "dra: {enabled: true}\nkubelet: {devicePlugin: true}", []string{"dra.enabled: the DRA driver and the kubelet device plugin (kubelet.devicePlugin) would both hand out the exclusive pool; turn one off"}},
+		{"DRA device model", "dra: {devices: cores}", []string{`dra.devices: unknown device model "cores"; use numaNode`}},
+		{"DRA relative kubeconfig", "dra: {kubeconfig: kubeconfig}", []string{`dra.kubeconfig: "kubeconfig" is not an absolute path`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,6 +41,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
 	}
+	if err := p.attachClaims(pod, ctr, &info); err != nil {
+		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonClaim, Err: err})
+	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return nil, nil, p.refuse(who, err)
@@ -177,6 +180,12 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 			p.metrics.countResize(a.Pool, "refused")
 			return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are the %s devices the kubelet allocated; change the resource count (a new pod) instead",
 				a.Pod.ContainerName(a.Container), milli, a.CPUs, config.ResourceExclusive)
+		}
+		if claimsShown(ctr.GetEnv()) && pools.IsExclusive(a.Pool) {
+			// The scheduler counted the claim's CPUs, not the CPU request.
+			p.metrics.countResize(a.Pool, "refused")
+			return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are its ResourceClaim's; change the claim (a new pod) instead",
+				a.Pod.ContainerName(a.Container), milli, a.CPUs)
 		}
 		return p.resize(pod, ctr, a, milli)
 	}

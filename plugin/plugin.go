@@ -125,6 +125,9 @@ type Plugin struct {
 	// auditor audits the held exclusive CPUs every minute for the metrics,
 	// once they are served (audit.go).
 	auditor atomic.Pointer[auditor]
+	// claims binds containers to DRA claims when the DRA driver is on
+	// (dra.go); nil otherwise.
+	claims ClaimBinder
 }
 
 // New builds a plugin for a node. The state is loaded here; it is

@@ -315,6 +315,9 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	if _, err := p.attachGrant(pod, c, &info); err != nil {
 		return p.confine(c, who, err) // the token is bound by rebindGrants if it is placed
 	}
+	if err := p.attachClaims(pod, c, &info); err != nil {
+		return p.confine(c, who, err)
+	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return p.confine(c, who, err)

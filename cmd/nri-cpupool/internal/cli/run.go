@@ -18,6 +18,7 @@ import (
 	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/sdnotify"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/deviceplugin"
+	"github.com/cpupool/nri-cpupool/dra"
 	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -84,11 +85,48 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		go dp.Run(ctx)
 		log.Infof("kubelet device plugin on: advertising %s through %s", config.ResourceExclusive, cfg.Kubelet.DevicePluginDir)
 	}
+	draDone, err := startDRA(ctx, stop, cfg, p, log)
+	if err != nil {
+		return err
+	}
 	err = p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff, systemdHooks(log))
+	stop()
+	<-draDone // the driver's last claims write
 	if _, nerr := sdnotify.Notify(sdnotify.Stopping); nerr != nil {
 		log.Warnf("%v", nerr)
 	}
 	return err
+}
+
+// startDRA makes the daemon the DRA driver when dra.enabled: it binds
+// containers to their claims and serves the kubelet until ctx ends. A
+// driver that stops on its own (it cannot serve the kubelet) stops the
+// daemon, so that systemd or the DaemonSet restarts it. The channel closes
+// when the driver has written its last state.
+func startDRA(ctx context.Context, stop func(), cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (<-chan struct{}, error) {
+	done := make(chan struct{})
+	if !cfg.DRA.Enabled {
+		close(done)
+		return done, nil
+	}
+	client, err := dra.NewClient(cfg.DRA.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	d, err := dra.New(p, dra.Options{NodeName: dra.NodeName(cfg.DRA.NodeName), Model: cfg.DRA.Devices,
+		ClaimsFile: dra.ClaimsFile(cfg.StateFile), CDIDir: cfg.DRA.CDIDir, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	p.UseClaims(d)
+	go func() {
+		defer close(done)
+		if err := d.Serve(ctx, client, dra.Paths{PluginDir: cfg.DRA.PluginDir, RegistryDir: cfg.DRA.RegistryDir}); err != nil {
+			log.Errorf("%v; stopping", err)
+			stop()
+		}
+	}()
+	return done, nil
 }
 
 // systemdHooks report the connection to systemd (Type=notify): READY=1 once

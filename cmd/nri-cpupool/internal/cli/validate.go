@@ -7,6 +7,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/dra"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -73,6 +74,10 @@ func printPoolPowerClasses(w io.Writer, cfg *config.Config) {
 // infra as allocatable cpu, and shared in neither (its containers' cpu
 // requests are counted against infra, so infra is never overcommitted).
 func printKubeletSettings(w io.Writer, cfg *config.Config, topo *sysfs.Topology, layout *allocator.Layout) {
+	if cfg.DRA.Enabled {
+		printDRASettings(w, cfg, topo, layout)
+		return
+	}
 	if !cfg.Kubelet.DevicePlugin {
 		fmt.Fprintf(w, "kubelet: the device plugin is off (kubelet.devicePlugin); exclusive CPUs are asked for by annotation and counted in allocatable cpu\n")
 		return
@@ -90,4 +95,34 @@ func printKubeletSettings(w io.Writer, cfg *config.Config, topo *sysfs.Topology,
 	if len(topo.NUMANodes) > 1 {
 		fmt.Fprintf(w, "  topologyManagerPolicy aligns %s with GPUs and NICs on %d NUMA nodes (restricted or single-numa-node refuse misaligned pods)\n", config.ResourceExclusive, len(topo.NUMANodes))
 	}
+}
+
+// printDRASettings is printKubeletSettings for the DRA route. The claims'
+// CPUs are counted by the scheduler through the ResourceSlices, and not in
+// allocatable cpu (KEP-5517, which would, is alpha and off in 1.36): the
+// exclusive and shared CPUs are reserved from cpu as on the device plugin
+// route, and the CPUs of exclusive-non-isolcpus claims, which infra lends,
+// are counted by the pod's own cpu request.
+func printDRASettings(w io.Writer, cfg *config.Config, topo *sysfs.Topology, layout *allocator.Layout) {
+	var offer []string
+	for _, g := range dra.Offer(topo, layout, nil) {
+		offer = append(offer, fmt.Sprintf("%s on NUMA node %d: %d", g.Pool, g.NUMA, g.Slots))
+	}
+	unit := "one device per pool and NUMA node, capacity " + dra.CapacityCPUs
+	if cfg.DRA.Devices == config.DRADevicesCPU {
+		unit = "one device per CPU"
+	}
+	fmt.Fprintf(w, "kubelet: DRA driver %s (dra.devices: %s, %s) offers %s\n", dra.DriverName, cfg.DRA.Devices, unit, orDash(strings.Join(offer, ", ")))
+	reserve := layout.Exclusive.Size() + layout.Shared.Size()
+	fmt.Fprintf(w, "  recommended KubeletConfiguration (add your own system reservation to kubeReserved.cpu):\n")
+	fmt.Fprintf(w, "    cpuManagerPolicy: none\n")
+	fmt.Fprintf(w, "    kubeReserved: {cpu: \"%d\"}\n", reserve)
+	fmt.Fprintf(w, "  so: allocatable cpu = %d online - %d exclusive - %d shared = %d (infra %s)\n",
+		topo.Online.Size(), layout.Exclusive.Size(), layout.Shared.Size(), topo.Online.Size()-reserve, orDash(layout.Infra.String()))
+	fmt.Fprintf(w, "  the scheduler does not count claims in cpu (KEP-5517 is alpha and off in 1.36), so:\n")
+	fmt.Fprintf(w, "    containers with a claim of cpupool-exclusive request a token cpu (e.g. 10m); their CFS quota is lifted\n")
+	if !layout.ExclusiveNonIsolcpus.IsEmpty() {
+		fmt.Fprintf(w, "    containers with a claim of cpupool-exclusive-non-isolcpus request as much cpu as the claim has CPUs: infra lends them\n")
+	}
+	fmt.Fprintf(w, "  the Topology Manager does not see claims: align CPUs and devices in the claim (matchAttribute: %s)\n", dra.AttrNUMANode)
 }

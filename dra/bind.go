@@ -1,0 +1,91 @@
+package dra
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+)
+
+// Container names the container that shows claim tokens.
+type Container struct {
+	PodUID, Namespace, Pod, Name string
+}
+
+func (c Container) String() string { return c.Namespace + "/" + c.Pod + "/" + c.Name }
+
+// Grant is what a container gets from the claims it shows.
+type Grant struct {
+	Pool string
+	CPUs cpuset.CPUSet
+	// Claims names the claims and requests, "namespace/name/request", for
+	// messages.
+	Claims []string
+}
+
+// Bind finds the claims a container shows in its environment (see Tokens)
+// and gives it their CPUs. The first container that shows a request's
+// token owns the request: a container of another pod, or a second
+// container of the pod, is refused. A container may show several requests
+// (of one claim or several) of one pool; it gets all their CPUs. ok is
+// false when the environment shows no token.
+//
+// Bind changes the bindings in memory; Run writes them in the background.
+// A binding lost to a kill -9 before that write is made again by the same
+// container, which the runtime reports again and the kubelet re-creates
+// with the same variables.
+func (d *Driver) Bind(env []string, ctr Container) (g Grant, ok bool, err error) {
+	tokens, err := Tokens(env)
+	if err != nil {
+		return Grant{}, true, err
+	}
+	if len(tokens) == 0 {
+		return Grant{}, false, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	type bound struct {
+		req   *Request
+		claim string
+	}
+	var todo []bound
+	g.CPUs = cpuset.New()
+	for _, tok := range tokens {
+		ref, known := d.byToken[tok]
+		if !known {
+			return Grant{}, true, fmt.Errorf("%s…: unknown claim token; the %s driver sets it through CDI when a container uses a ResourceClaim of its devices, and it cannot be set by hand", EnvPrefix, DriverName)
+		}
+		c := d.claims[ref.claim]
+		r := c.Requests[ref.request]
+		name := c.Namespace + "/" + c.Name + "/" + ref.request
+		if !slices.Contains(c.Pods, ctr.PodUID) {
+			return Grant{}, true, fmt.Errorf("claim %s/%s is reserved for other pods (%s), not for pod %s/%s (%s); its CPUs cannot be used here",
+				c.Namespace, c.Name, strings.Join(c.Pods, ", "), ctr.Namespace, ctr.Pod, ctr.PodUID)
+		}
+		if r.PodUID != "" && (r.PodUID != ctr.PodUID || r.Container != ctr.Name) {
+			return Grant{}, true, fmt.Errorf("claim %s/%s request %s already gives its CPUs to container %s of pod %s; a request of %s gives its CPUs to one container: give each container its own claim (a ResourceClaimTemplate) or its own request (resources.claims[].request)",
+				c.Namespace, c.Name, ref.request, r.Container, r.PodUID, DriverName)
+		}
+		if g.Pool != "" && g.Pool != r.Pool {
+			return Grant{}, true, fmt.Errorf("container %s uses claims of pools %s and %s (%s); a container's exclusive CPUs come from one pool", ctr, g.Pool, r.Pool, strings.Join(append(g.Claims, name), ", "))
+		}
+		g.Pool = r.Pool
+		g.CPUs = g.CPUs.Union(r.CPUSet())
+		g.Claims = append(g.Claims, name)
+		todo = append(todo, bound{r, ref.claim})
+	}
+	changed := false
+	for _, b := range todo {
+		if b.req.PodUID == "" {
+			b.req.PodUID, b.req.Container = ctr.PodUID, ctr.Name
+			d.encodeLocked(b.claim)
+			changed = true
+		}
+	}
+	if changed {
+		d.gen++
+		d.signal(d.dirty)
+	}
+	return g, true, nil
+}

@@ -1,0 +1,95 @@
+package dra
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// The container's environment as the runtime builds it: the pod spec's
+// variables and the CDI edits of the devices the kubelet named.
+func envWith(extra ...[]string) []string {
+	env := []string{"PATH=/usr/bin", "HOSTNAME=p"}
+	for _, e := range extra {
+		env = append(env, e...)
+	}
+	return env
+}
+
+func TestBindGivesTheClaimsCPUsToItsContainerOnly(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	prepare(t, td.Driver,
+		allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4), "more": slotsOn(pools.Exclusive, 2, 0, 2),
+			"eni": slotsOn(pools.ExclusiveNonIsolcpus, 0, 0, 1)}, "pod-1"),
+		allocatedClaim("uid-2", "other", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 2)}, "pod-2"))
+	env := cdiEnv(t, td.cdi, "uid-1")
+	cpus, more, eni := env[CDIDeviceID("uid-1", "cpus")], env[CDIDeviceID("uid-1", "more")], env[CDIDeviceID("uid-1", "eni")]
+	app := Container{PodUID: "pod-1", Namespace: "ns", Pod: "app", Name: "c"}
+
+	// No token: not a claim's container.
+	_, ok, err := td.Bind(envWith(), app)
+	require.NoError(t, err)
+	assert.False(t, ok)
+
+	g, ok, err := td.Bind(envWith(cpus), app)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, pools.Exclusive, g.Pool)
+	assert.Equal(t, cpusOf(t, td.Driver, "uid-1", "cpus"), g.CPUs)
+	assert.Equal(t, []string{"ns/app/cpus"}, g.Claims)
+
+	// The same container again (a restart, a repeated event): same answer.
+	again, _, err := td.Bind(envWith(cpus), app)
+	require.NoError(t, err)
+	assert.Equal(t, g, again)
+
+	// A second container of the pod that shows the same request.
+	_, _, err = td.Bind(envWith(cpus), Container{PodUID: "pod-1", Namespace: "ns", Pod: "app", Name: "sidecar"})
+	assert.EqualError(t, err, "claim ns/app request cpus already gives its CPUs to container c of pod pod-1; a request of cpupool.dev gives its CPUs to one container: give each container its own claim (a ResourceClaimTemplate) or its own request (resources.claims[].request)")
+
+	// Two requests of one pool in one container: all their CPUs.
+	both, _, err := td.Bind(envWith(cpus, more), app)
+	require.NoError(t, err)
+	assert.Equal(t, cpusOf(t, td.Driver, "uid-1", "cpus").Union(cpusOf(t, td.Driver, "uid-1", "more")), both.CPUs)
+
+	// Requests of two pools in one container.
+	_, _, err = td.Bind(envWith(cpus, eni), app)
+	assert.ErrorContains(t, err, "uses claims of pools exclusive and exclusive-non-isolcpus")
+
+	// A pod the claim is not reserved for gets nothing, even with the
+	// token (a CDI device named by annotation, a copied variable).
+	_, _, err = td.Bind(envWith(more), Container{PodUID: "pod-2", Namespace: "ns", Pod: "other", Name: "c"})
+	assert.EqualError(t, err, "claim ns/app is reserved for other pods (pod-1), not for pod ns/other (pod-2); its CPUs cannot be used here")
+}
+
+// A tenant who writes the variable by hand gets nothing: an unknown token
+// is refused, and so is the variable set twice (by the pod spec as well as
+// by CDI), or a value longer than a token.
+func TestBindRefusesHandWrittenVariables(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	prepare(t, td.Driver, allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1"))
+	real := cdiEnv(t, td.cdi, "uid-1")[CDIDeviceID("uid-1", "cpus")][0]
+	app := Container{PodUID: "pod-1", Namespace: "ns", Pod: "app", Name: "c"}
+	for name, env := range map[string][]string{
+		"guessed token":      {"CPUPOOL_CLAIM_uid_1_cpus=00000000000000000000000000000000"},
+		"made-up name":       {"CPUPOOL_CLAIM_mine=0123"},
+		"set twice":          {"CPUPOOL_CLAIM_uid_1_cpus=abc", real},
+		"too long":           {"CPUPOOL_CLAIM_x=" + string(make([]byte, 65))},
+		"empty value":        {"CPUPOOL_CLAIM_x="},
+		"real and a made-up": {real, "CPUPOOL_CLAIM_y=1"},
+		"no equals sign":     {"CPUPOOL_CLAIM_uid_1_cpus"},
+	} {
+		_, ok, err := td.Bind(envWith(env), app)
+		assert.Error(t, err, name)
+		assert.True(t, ok, name)
+	}
+	assert.Empty(t, td.Claims()["uid-1"].Requests["cpus"].PodUID, "nothing was bound")
+
+	// A pool annotation-like variable name that is not ours is ignored.
+	_, ok, err := td.Bind(envWith([]string{"CPUPOOL_CLAIMS=1", "CPUPOOL_GRANT=x"}), app)
+	require.NoError(t, err)
+	assert.False(t, ok)
+}

@@ -1,0 +1,86 @@
+package dra
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/cpupool/nri-cpupool/config"
+)
+
+// TestShippedManifest checks deploy/kubernetes/dra/nri-cpupool-dra.yaml
+// against what the driver does: its config turns DRA on with the device
+// plugin off, the role allows what the kubelet plugin helper and the stale
+// claim check call, and the DaemonSet gives the node name and the kubelet's
+// and CDI's directories where the config says.
+func TestShippedManifest(t *testing.T) {
+	data, err := os.ReadFile("../deploy/kubernetes/dra/nri-cpupool-dra.yaml")
+	require.NoError(t, err)
+	docs := map[string][]byte{}
+	dec := k8syaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := dec.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		var meta struct{ Kind string }
+		require.NoError(t, k8syaml.Unmarshal(doc, &meta))
+		docs[meta.Kind] = doc
+	}
+
+	var cm corev1.ConfigMap
+	require.NoError(t, k8syaml.Unmarshal(docs["ConfigMap"], &cm))
+	cfg, err := config.Parse(strings.NewReader(cm.Data["config.yaml"]), "ConfigMap")
+	require.NoError(t, err)
+	assert.True(t, cfg.DRA.Enabled)
+	assert.False(t, cfg.Kubelet.DevicePlugin)
+	assert.Empty(t, cfg.DRA.Kubeconfig, "in-cluster credentials")
+	assert.Empty(t, cfg.DRA.NodeName, "from NODE_NAME")
+
+	var role rbacv1.ClusterRole
+	require.NoError(t, k8syaml.Unmarshal(docs["ClusterRole"], &role))
+	allowed := func(group, resource, verb string) bool {
+		for _, r := range role.Rules {
+			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, verb := range []string{"get", "list", "watch", "create", "update", "delete"} {
+		assert.True(t, allowed("resource.k8s.io", "resourceslices", verb), verb)
+	}
+	assert.True(t, allowed("resource.k8s.io", "resourceclaims", "get"))
+	assert.False(t, allowed("resource.k8s.io", "resourceclaims", "update"), "claims are read only")
+	assert.True(t, allowed("", "nodes", "get"))
+
+	var ds appsv1.DaemonSet
+	require.NoError(t, k8syaml.Unmarshal(docs["DaemonSet"], &ds))
+	pod := ds.Spec.Template.Spec
+	assert.True(t, pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken, "the driver needs its token")
+	c := pod.Containers[0]
+	require.Len(t, c.Env, 1)
+	assert.Equal(t, NodeNameEnv, c.Env[0].Name)
+	assert.Equal(t, "spec.nodeName", c.Env[0].ValueFrom.FieldRef.FieldPath)
+	mounts := map[string]bool{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = !m.ReadOnly
+	}
+	for _, dir := range []string{cfg.DRA.CDIDir, "/var/lib/kubelet/plugins", cfg.DRA.RegistryDir} {
+		assert.True(t, mounts[dir], "%s is mounted read-write", dir)
+	}
+	assert.True(t, strings.HasPrefix(cfg.DRA.PluginDir, "/var/lib/kubelet/plugins/"))
+}

@@ -1,0 +1,502 @@
+package dra
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// Driver is the DRA driver: it prepares and unprepares claims for the
+// kubelet (kubeletplugin.DRAPlugin), tells the NRI plugin which claims a
+// container shows (Bind), and computes the ResourceSlices.
+//
+// Locks: prepareMu serializes Prepare and Unprepare (they place and
+// release) and is held while they call into Pools; mu guards the claims
+// and is never held while calling out, so the plugin may call Bind under
+// its own lock while a Prepare waits for that lock.
+type Driver struct {
+	pools    Pools
+	nodeName string
+	model    string
+	cdiDir   string
+	log      *logrus.Logger
+	store    *store
+
+	prepareMu sync.Mutex
+
+	mu      sync.Mutex
+	claims  map[string]*Claim // by claim UID
+	byToken map[string]tokenRef
+	// claimed is every claim's CPUs (claims never share one).
+	claimed cpuset.CPUSet
+	// enc holds each claim's JSON for the file, made when it changes.
+	enc map[string][]byte
+	// gen counts the changes to claims, to order the copies that reach
+	// the file.
+	gen uint64
+	// dirty and changed wake Run: a binding to write, slices to publish.
+	dirty   chan struct{}
+	changed chan struct{}
+}
+
+// tokenRef locates a token's request.
+type tokenRef struct{ claim, request string }
+
+var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
+
+// Options configure a Driver.
+type Options struct {
+	// NodeName is the Node this driver serves; its ResourceSlice pool
+	// has that name, and allocations from other pools are refused.
+	NodeName string
+	// Model is the device model, ModelNUMANode (the default) or ModelCPU.
+	Model string
+	// ClaimsFile keeps the prepared claims (see ClaimsFile).
+	ClaimsFile string
+	// CDIDir is where the runtime reads CDI specs (/var/run/cdi).
+	CDIDir string
+	Log    *logrus.Logger
+}
+
+// New returns a driver with the claims its file remembers.
+func New(p Pools, o Options) (*Driver, error) {
+	if o.NodeName == "" {
+		return nil, errors.New("DRA driver: no node name; set dra.nodeName or the NODE_NAME environment variable")
+	}
+	if o.Log == nil {
+		o.Log = logrus.New()
+	}
+	switch o.Model {
+	case "":
+		o.Model = ModelNUMANode
+	case ModelNUMANode, ModelCPU:
+	default:
+		return nil, fmt.Errorf("DRA driver: unknown device model %q; use %s", o.Model, strings.Join(Models(), " or "))
+	}
+	d := &Driver{pools: p, nodeName: o.NodeName, model: o.Model, cdiDir: o.CDIDir, log: o.Log, store: &store{path: o.ClaimsFile},
+		byToken: map[string]tokenRef{}, claimed: cpuset.New(), enc: map[string][]byte{}, dirty: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
+	claims, warning, err := d.store.load()
+	if err != nil {
+		return nil, err
+	}
+	if warning != "" {
+		d.log.Warn(warning)
+	}
+	d.claims = map[string]*Claim{}
+	for uid, c := range claims {
+		d.setLocked(uid, c)
+	}
+	return d, nil
+}
+
+// wanted is what the scheduler allocated to one request of a claim.
+type wanted struct {
+	pool  string
+	slots map[int]int
+}
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin: for each claim,
+// the CPUs of each of its requests, chosen within what the scheduler
+// allocated (this many slots of this pool on that NUMA node) by the
+// placement rules, recorded in the claims file and written into a CDI spec.
+// A claim prepared before with the same allocation keeps its CPUs and
+// tokens; its spec is written again (after a reboot the kubelet prepares
+// again, and the spec, in tmpfs, is gone).
+func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	d.prepareMu.Lock()
+	defer d.prepareMu.Unlock()
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	var done []*resourceapi.ResourceClaim
+	undo := map[string]*Claim{} // claim UID -> record before this call (nil: none)
+	for _, claim := range claims {
+		uid := string(claim.UID)
+		before, err := d.prepare(claim)
+		if err != nil {
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)}
+			continue
+		}
+		if _, seen := undo[uid]; !seen {
+			undo[uid] = before
+		}
+		done = append(done, claim)
+	}
+	if len(done) == 0 {
+		return out, nil
+	}
+	if err := d.save(); err != nil {
+		// Nobody knows these tokens yet: take the claims back.
+		d.mu.Lock()
+		for uid, before := range undo {
+			d.setLocked(uid, before)
+		}
+		d.gen++
+		d.mu.Unlock()
+		for _, claim := range done {
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)}
+		}
+		return out, nil
+	}
+	d.signal(d.changed)
+	for _, claim := range done {
+		out[claim.UID] = d.result(claim)
+	}
+	return out, nil
+}
+
+// prepare decides one claim in memory and returns its record from before.
+func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
+	uid := string(claim.UID)
+	want, err := d.allocated(claim)
+	if err != nil {
+		return nil, err
+	}
+	pods := reservedPods(claim)
+	d.mu.Lock()
+	before := d.claims[uid]
+	if before != nil && sameAllocation(before, want) {
+		c := before.clone()
+		c.Namespace, c.Name, c.Pods = claim.Namespace, claim.Name, pods
+		d.setLocked(uid, c)
+		d.gen++
+		d.mu.Unlock()
+		return before, nil
+	}
+	// A claim deallocated and allocated again keeps its UID: its old CPUs
+	// are not in the way of its new ones.
+	exclude := d.claimed
+	if before != nil {
+		exclude = exclude.Difference(before.cpus())
+	}
+	d.mu.Unlock()
+
+	c := &Claim{Namespace: claim.Namespace, Name: claim.Name, Pods: pods, Requests: map[string]*Request{}}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		w := want[name]
+		r := &Request{Pool: w.pool, Slots: w.slots, Token: newToken()}
+		got := cpuset.New()
+		for _, numa := range slices.Sorted(maps.Keys(w.slots)) {
+			n := w.slots[numa]
+			cpus, err := d.pools.Place(w.pool, numa, n, exclude)
+			if err != nil {
+				return nil, fmt.Errorf("request %s: %w (a container of an ending pod may still hold them; the kubelet retries)", name, err)
+			}
+			if cpus.Size() != n || !cpus.Intersection(exclude).IsEmpty() {
+				return nil, fmt.Errorf("request %s: placement gave %q for %d CPUs on NUMA node %s", name, cpus.String(), n, nodeName(numa))
+			}
+			got, exclude = got.Union(cpus), exclude.Union(cpus)
+		}
+		r.CPUs, r.cpus = got.String(), &got
+		c.Requests[name] = r
+	}
+	d.mu.Lock()
+	d.setLocked(uid, c)
+	d.gen++
+	d.mu.Unlock()
+	if before != nil {
+		d.log.Infof("DRA: claim %s/%s (%s) was allocated again: CPUs %q replace %q", claim.Namespace, claim.Name, uid, c.cpus().String(), before.cpus().String())
+	} else {
+		d.log.Infof("DRA: claim %s/%s (%s) prepared: CPUs %q", claim.Namespace, claim.Name, uid, c.cpus().String())
+	}
+	return before, nil
+}
+
+// allocated reads what the scheduler allocated from this driver, by
+// request: one pool each, slots by NUMA node.
+func (d *Driver) allocated(claim *resourceapi.ResourceClaim) (map[string]wanted, error) {
+	if claim.Status.Allocation == nil {
+		return nil, errors.New("not allocated")
+	}
+	want := map[string]wanted{}
+	for _, res := range claim.Status.Allocation.Devices.Results {
+		if res.Driver != DriverName {
+			continue
+		}
+		if res.Pool != d.nodeName {
+			return nil, fmt.Errorf("device %s is from pool %q, not this node's (%s)", res.Device, res.Pool, d.nodeName)
+		}
+		if res.AdminAccess != nil && *res.AdminAccess {
+			return nil, fmt.Errorf("request %s asks for admin access, which %s does not give: its CPUs belong to one container", res.Request, DriverName)
+		}
+		pool, numa, slot, err := ParseDeviceName(res.Device)
+		if err != nil {
+			return nil, err
+		}
+		n := 1
+		if !slot {
+			if n, err = consumedCPUs(res); err != nil {
+				return nil, err
+			}
+		}
+		name := resourceclaim.BaseRequestRef(res.Request)
+		w, ok := want[name]
+		if !ok {
+			w = wanted{pool: pool, slots: map[int]int{}}
+		}
+		if w.pool != pool {
+			return nil, fmt.Errorf("request %s was given devices of pools %s and %s; a request's CPUs come from one pool (use a DeviceClass of one pool, e.g. cpupool-%s)", name, w.pool, pool, pools.Exclusive)
+		}
+		w.slots[numa] += n
+		want[name] = w
+	}
+	return want, nil
+}
+
+// consumedCPUs is the number of CPUs a share of a ModelNUMANode device
+// stands for: the capacity the scheduler counted.
+func consumedCPUs(res resourceapi.DeviceRequestAllocationResult) (int, error) {
+	q, ok := res.ConsumedCapacity[CapacityCPUs]
+	if !ok {
+		return 0, fmt.Errorf("device %s was allocated without consumed capacity %s; the scheduler needs the DRAConsumableCapacity feature (beta, on by default since 1.36) for dra.devices: %s, or use dra.devices: %s", res.Device, CapacityCPUs, ModelNUMANode, ModelCPU)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n < 1 || n > maxCPUs {
+		return 0, fmt.Errorf("device %s was allocated %s CPUs; a request takes a whole number of CPUs", res.Device, q.String())
+	}
+	return int(n), nil
+}
+
+// maxCPUs bounds a count from the API server.
+const maxCPUs = 1 << 16
+
+// sameAllocation tells whether a prepared claim was prepared for want.
+func sameAllocation(c *Claim, want map[string]wanted) bool {
+	if len(c.Requests) != len(want) {
+		return false
+	}
+	for name, w := range want {
+		r, ok := c.Requests[name]
+		if !ok || r.Pool != w.pool || !reflect.DeepEqual(r.Slots, w.slots) {
+			return false
+		}
+	}
+	return true
+}
+
+// reservedPods returns the UIDs of the pods a claim is reserved for.
+func reservedPods(claim *resourceapi.ResourceClaim) []string {
+	var out []string
+	for _, ref := range claim.Status.ReservedFor {
+		if ref.APIGroup == "" && ref.Resource == "pods" {
+			out = append(out, string(ref.UID))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// result lists a prepared claim's devices for the kubelet, each with its
+// request's CDI device; only the first device of a request carries it, so
+// that a container gets each variable once.
+func (d *Driver) result(claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
+	uid := string(claim.UID)
+	d.mu.Lock()
+	c := d.claims[uid].clone()
+	d.mu.Unlock()
+	if err := writeCDISpec(d.cdiDir, uid, c); err != nil {
+		return kubeletplugin.PrepareResult{Err: err}
+	}
+	var res kubeletplugin.PrepareResult
+	given := map[string]bool{}
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver != DriverName {
+			continue
+		}
+		name := resourceclaim.BaseRequestRef(r.Request)
+		dev := kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device, ShareID: r.ShareID}
+		if !given[name] {
+			dev.CDIDeviceIDs = []string{CDIDeviceID(uid, name)}
+			given[name] = true
+		}
+		res.Devices = append(res.Devices, dev)
+	}
+	return res
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin: the claims'
+// CPUs are released and their CDI specs removed. A claim this driver does
+// not know is fine (the kubelet may ask twice).
+func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	d.prepareMu.Lock()
+	defer d.prepareMu.Unlock()
+	out := make(map[types.UID]error, len(claims))
+	var gone []string
+	d.mu.Lock()
+	for _, ref := range claims {
+		uid := string(ref.UID)
+		out[ref.UID] = nil
+		if c, ok := d.claims[uid]; ok {
+			d.log.Infof("DRA: claim %s/%s (%s) unprepared: CPUs %q released", c.Namespace, c.Name, uid, c.cpus().String())
+			d.setLocked(uid, nil)
+			d.gen++
+			gone = append(gone, uid)
+		}
+	}
+	d.mu.Unlock()
+	if len(gone) > 0 {
+		if err := d.save(); err != nil {
+			// Released in memory: the next write carries it. Until then a
+			// restart would remember the claims, and the kubelet, which
+			// asks again, or the check of stale claims forgets them.
+			d.log.Warnf("DRA: %v", err)
+			d.signal(d.dirty)
+		}
+		d.signal(d.changed)
+	}
+	for _, ref := range claims {
+		if err := removeCDISpec(d.cdiDir, string(ref.UID)); err != nil {
+			out[ref.UID] = err
+		}
+	}
+	return out, nil
+}
+
+// HandleError implements kubeletplugin.DRAPlugin: errors of the background
+// work (publishing slices, the gRPC servers) are logged; publishing
+// retries by itself.
+func (d *Driver) HandleError(_ context.Context, err error, msg string) {
+	if errors.Is(err, kubeletplugin.ErrRecoverable) {
+		d.log.Warnf("DRA: %s: %v", msg, err)
+		return
+	}
+	d.log.Errorf("DRA: %s: %v", msg, err)
+}
+
+// setLocked replaces (c nil: removes) a claim and its tokens.
+func (d *Driver) setLocked(uid string, c *Claim) {
+	if old, ok := d.claims[uid]; ok {
+		for _, r := range old.Requests {
+			delete(d.byToken, r.Token)
+		}
+		d.claimed = d.claimed.Difference(old.cpus())
+	}
+	if c == nil {
+		delete(d.claims, uid)
+		delete(d.enc, uid)
+		return
+	}
+	d.claims[uid] = c
+	for name, r := range c.Requests {
+		d.byToken[r.Token] = tokenRef{uid, name}
+	}
+	d.claimed = d.claimed.Union(c.cpus())
+	d.encodeLocked(uid)
+}
+
+// encodeLocked makes a claim's JSON for the file.
+func (d *Driver) encodeLocked(uid string) {
+	data, err := json.Marshal(d.claims[uid])
+	if err != nil {
+		panic(fmt.Sprintf("encoding claim %s: %v", uid, err)) // plain strings, ints and maps
+	}
+	d.enc[uid] = data
+}
+
+// save writes the claims as they are now.
+func (d *Driver) save() error {
+	d.mu.Lock()
+	gen, data := d.gen, encodeClaims(d.enc)
+	d.mu.Unlock()
+	return d.store.save(gen, data)
+}
+
+func (d *Driver) snapshotLocked() map[string]*Claim {
+	out := make(map[string]*Claim, len(d.claims))
+	for uid, c := range d.claims {
+		out[uid] = c.clone()
+	}
+	return out
+}
+
+// signal wakes Run without blocking: one pending signal covers any number
+// of changes.
+func (d *Driver) signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Claims returns a copy of the prepared claims, by UID.
+func (d *Driver) Claims() map[string]*Claim {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.snapshotLocked()
+}
+
+// Resources computes the ResourceSlices of the node as it is now.
+func (d *Driver) Resources() resourceslice.DriverResources {
+	return Resources(d.nodeName, d.model, d.Offer())
+}
+
+// Offer computes the node's slots: the pools, less the CPUs containers
+// hold outside any prepared claim.
+func (d *Driver) Offer() []Group {
+	topo, layout := d.pools.Layout()
+	held := map[string]cpuset.CPUSet{}
+	for _, pool := range []string{pools.Exclusive, pools.ExclusiveNonIsolcpus} {
+		held[pool] = d.pools.Held(pool)
+	}
+	d.mu.Lock()
+	claimed := cpuset.New()
+	for _, c := range d.claims {
+		claimed = claimed.Union(c.cpus())
+	}
+	d.mu.Unlock()
+	for pool, cpus := range held {
+		held[pool] = cpus.Difference(claimed)
+	}
+	return Offer(topo, layout, held)
+}
+
+// Run publishes the slices whenever the pools or the claims change, and
+// writes container bindings in the background, until ctx ends; then it
+// writes and syncs the claims file.
+func (d *Driver) Run(ctx context.Context, publish func(resourceslice.DriverResources) error) error {
+	var last []Group
+	republish := func() {
+		groups := d.Offer()
+		if last != nil && reflect.DeepEqual(groups, last) {
+			return
+		}
+		if err := publish(Resources(d.nodeName, d.model, groups)); err != nil {
+			d.log.Errorf("DRA: publishing ResourceSlices: %v", err)
+			return
+		}
+		last = groups
+	}
+	republish()
+	for {
+		select {
+		case <-ctx.Done():
+			err := d.save()
+			if serr := d.store.sync(); err == nil {
+				err = serr
+			}
+			return err
+		case <-d.pools.Changed():
+			republish()
+		case <-d.changed:
+			republish()
+		case <-d.dirty:
+			if err := d.save(); err != nil {
+				d.log.Warnf("DRA: %v", err)
+			}
+		}
+	}
+}

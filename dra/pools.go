@@ -1,0 +1,99 @@
+package dra
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// Pools is what the driver needs from the daemon: the pools as they are now
+// and a placement by its rules.
+type Pools interface {
+	// Layout returns the node's topology and its pools as configured now.
+	Layout() (*sysfs.Topology, *allocator.Layout)
+	// Held returns the CPUs of an exclusive pool that containers hold,
+	// running or held for their pods.
+	Held(pool string) cpuset.CPUSet
+	// Place chooses n CPUs of pool on NUMA node numa that no container
+	// holds and that are not in exclude, by the placement rules (whole
+	// cores, fewest L3 groups, best fit). It changes nothing.
+	Place(pool string, numa, n int, exclude cpuset.CPUSet) (cpuset.CPUSet, error)
+	// Changed is signalled (not necessarily once per change) when Layout
+	// or Held may have changed.
+	Changed() <-chan struct{}
+}
+
+// Static is the Pools of a node where no container holds exclusive CPUs
+// (the tests, and publishing slices for a node from a fixture). It is safe
+// for concurrent use.
+type Static struct {
+	mu    sync.Mutex
+	alloc *allocator.Allocator
+	opts  config.Allocation
+}
+
+var _ Pools = (*Static)(nil)
+
+// NewStatic builds the pools of cfg on topo.
+func NewStatic(topo *sysfs.Topology, cfg *config.Config) (*Static, error) {
+	layout, problems := allocator.BuildLayout(topo, cfg)
+	if problems.HasErrors() {
+		return nil, fmt.Errorf("pools: %w", problems.Errors())
+	}
+	return &Static{alloc: allocator.New(topo, layout, cfg.PinMemory), opts: cfg.Allocation}, nil
+}
+
+// Layout implements Pools.
+func (s *Static) Layout() (*sysfs.Topology, *allocator.Layout) {
+	return s.alloc.Topology(), s.alloc.Layout()
+}
+
+// Held implements Pools: nothing is held.
+func (s *Static) Held(string) cpuset.CPUSet { return cpuset.New() }
+
+// Place implements Pools.
+func (s *Static) Place(pool string, numa, n int, exclude cpuset.CPUSet) (cpuset.CPUSet, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return PlaceOn(s.alloc, s.opts, pool, numa, n, exclude)
+}
+
+// Changed implements Pools: the pools never change.
+func (s *Static) Changed() <-chan struct{} { return nil }
+
+// PlaceOn places n CPUs of pool on NUMA node numa with alloc, over the CPUs
+// that alloc sees free minus exclude, by the placement rules. Every slot is
+// one CPU, so placement options that take more CPUs than asked
+// (hideHyperthreads) or refuse some counts (fullPCPUsOnly) do not apply:
+// the scheduler counted n CPUs, and n CPUs are given, as on the device
+// plugin route.
+func PlaceOn(alloc *allocator.Allocator, opts config.Allocation, pool string, numa, n int, exclude cpuset.CPUSet) (cpuset.CPUSet, error) {
+	if !pools.IsExclusive(pool) {
+		return cpuset.New(), fmt.Errorf("pool %s is not an exclusive pool", pool)
+	}
+	topo := alloc.Topology()
+	onNode := topo.CPUsWhere(func(c sysfs.CPU) bool { return c.NUMA == numa })
+	free := alloc.AvailableCPUs(pool).Intersection(onNode)
+	available := free.Difference(exclude)
+	if available.Size() < n {
+		return cpuset.New(), fmt.Errorf("pool %s has %d free CPUs on NUMA node %s (%q), fewer than the %d the scheduler allocated; other claims hold %q and containers %q",
+			pool, available.Size(), nodeName(numa), available.String(), n,
+			exclude.Intersection(onNode).Intersection(alloc.Layout().Pool(pool)).String(),
+			alloc.Layout().Pool(pool).Intersection(onNode).Difference(free).String())
+	}
+	return alloc.Preferred(pool, available, cpuset.New(), n, opts)
+}
+
+// nodeName names a NUMA node in messages.
+func nodeName(numa int) string {
+	if numa == sysfs.Unknown {
+		return "(none)"
+	}
+	return fmt.Sprint(numa)
+}

@@ -1,0 +1,196 @@
+package dra
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// served is a driver served over the kubelet's DRA gRPC API by the
+// kubeletplugin helper, against a fake API server.
+type served struct {
+	*testDriver
+	client *fake.Clientset
+	dra    drapb.DRAPluginClient
+	cancel func()
+	done   chan error
+}
+
+func serve(t *testing.T, td *testDriver, objects ...*resourceapi.ResourceClaim) *served {
+	t.Helper()
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})
+	// The API server names objects created with generateName; the fake
+	// one does not.
+	var generated atomic.Int64
+	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		obj := action.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice)
+		if obj.Name == "" {
+			obj.Name = obj.GenerateName + strconv.FormatInt(generated.Add(1), 10)
+		}
+		return false, nil, nil
+	})
+	for _, c := range objects {
+		_, err := client.ResourceV1().ResourceClaims(c.Namespace).Create(context.Background(), c, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	dir := t.TempDir()
+	paths := Paths{PluginDir: filepath.Join(dir, "plugins", DriverName), RegistryDir: filepath.Join(dir, "registry")}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &served{testDriver: td, client: client, cancel: cancel, done: make(chan error, 1)}
+	// The kubelet makes its registry directory before any plugin starts;
+	// made after Serve, the registrar could find it missing.
+	require.NoError(t, os.MkdirAll(paths.RegistryDir, 0o750), "the kubelet's")
+	go func() { s.done <- td.Serve(ctx, client, paths) }()
+	sock := filepath.Join(paths.PluginDir, "dra.sock")
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-s.done:
+			require.NoError(t, err, "Serve returned")
+		default:
+		}
+		return fileExists(sock)
+	}, 10*time.Second, 10*time.Millisecond)
+	require.FileExists(t, filepath.Join(paths.RegistryDir, DriverName+"-reg.sock"), "registration socket for the kubelet")
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	s.dra = drapb.NewDRAPluginClient(conn)
+	t.Cleanup(func() {
+		conn.Close()
+		s.stop(t)
+	})
+	return s
+}
+
+func (s *served) stop(t *testing.T) {
+	t.Helper()
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	s.cancel = nil
+	select {
+	case err := <-s.done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+}
+
+func (s *served) slices(t *testing.T) []resourceapi.ResourceSlice {
+	t.Helper()
+	list, err := s.client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	return list.Items
+}
+
+// cpus counts the CPUs the published slices offer, in either model.
+func (s *served) cpus(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, sl := range s.slices(t) {
+		for _, dev := range sl.Spec.Devices {
+			if c, ok := dev.Capacity[CapacityCPUs]; ok {
+				n += int(c.Value.Value())
+			} else {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Through the kubelet's gRPC API: the helper fetches the claim from the
+// API server and calls Prepare; the answer carries the CDI device; the
+// slices are published for the node; Unprepare releases.
+func TestServeOverTheKubeletAPI(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	claim := allocatedClaim("uid-1", "app-cpus", slots{"cpus": slotsOn(pools.Exclusive, 3, 0, 4)}, "pod-1")
+	s := serve(t, td, claim)
+
+	// ResourceSlices: one device per NUMA node for the 376 exclusive
+	// CPUs, one for 7 exclusive-non-isolcpus ones (infra's 8 CPUs, less
+	// the minInfraCPUs of 1 it keeps).
+	require.Eventually(t, func() bool { return s.cpus(t) == 376+7 }, 10*time.Second, 20*time.Millisecond)
+	sl := s.slices(t)
+	require.Len(t, sl, 1)
+	assert.Equal(t, DriverName, sl[0].Spec.Driver)
+	assert.Equal(t, testNode, *sl[0].Spec.NodeName)
+	assert.Equal(t, testNode, sl[0].Spec.Pool.Name)
+	assert.Len(t, sl[0].Spec.Devices, 9)
+	require.Len(t, sl[0].OwnerReferences, 1, "owned by the Node, so they go with it")
+	assert.Equal(t, "Node", sl[0].OwnerReferences[0].Kind)
+
+	resp, err := s.dra.NodePrepareResources(context.Background(), &drapb.NodePrepareResourcesRequest{
+		Claims: []*drapb.Claim{{Namespace: "ns", Name: "app-cpus", Uid: "uid-1"}}})
+	require.NoError(t, err)
+	got := resp.Claims["uid-1"]
+	require.NotNil(t, got)
+	require.Empty(t, got.Error)
+	require.Len(t, got.Devices, 4)
+	assert.Equal(t, []string{CDIDeviceID("uid-1", "cpus")}, got.Devices[0].CdiDeviceIds)
+	assert.FileExists(t, cdiFile(td.cdi, "uid-1"))
+	assert.Equal(t, 4, cpusOf(t, td.Driver, "uid-1", "cpus").Size())
+
+	// A claim the API server does not have.
+	resp, err = s.dra.NodePrepareResources(context.Background(), &drapb.NodePrepareResourcesRequest{
+		Claims: []*drapb.Claim{{Namespace: "ns", Name: "nope", Uid: "uid-9"}}})
+	assert.Error(t, err)
+	assert.Nil(t, resp)
+
+	un, err := s.dra.NodeUnprepareResources(context.Background(), &drapb.NodeUnprepareResourcesRequest{
+		Claims: []*drapb.Claim{{Namespace: "ns", Name: "app-cpus", Uid: "uid-1"}}})
+	require.NoError(t, err)
+	assert.Empty(t, un.Claims["uid-1"].Error)
+	assert.NoFileExists(t, cdiFile(td.cdi, "uid-1"))
+	assert.Empty(t, td.Claims())
+}
+
+// The slices follow the node: CPUs a container holds outside any claim
+// leave the offer, and come back when it lets them go.
+func TestServeRepublishesWhenThePoolsChange(t *testing.T) {
+	p := &changingPools{Static: static(t, "xeon-2s-interleaved", `reservedCPUs: "0,40"
+pools: {exclusive: {count: 60}}`), changed: make(chan struct{}, 1)}
+	td := newTestDriver(t, p)
+	s := serve(t, td)
+	count := func() int { return s.cpus(t) }
+	require.Eventually(t, func() bool { return count() == 60 }, 10*time.Second, 20*time.Millisecond)
+	p.hold(set(t, "3,5,7"))
+	require.Eventually(t, func() bool { return count() == 57 }, 10*time.Second, 20*time.Millisecond)
+	p.hold(set(t, ""))
+	require.Eventually(t, func() bool { return count() == 60 }, 10*time.Second, 20*time.Millisecond)
+}
+
+// Claims the API server no longer has are forgotten when the driver
+// starts: their pods ended while nobody could unprepare them.
+func TestServeForgetsStaleClaims(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	live := allocatedClaim("uid-1", "live", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 2)}, "pod-1")
+	prepare(t, td.Driver, live,
+		allocatedClaim("uid-2", "gone", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 2)}, "pod-2"),
+		allocatedClaim("uid-3", "replaced", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 2)}, "pod-3"))
+	td.Driver = td.restart(t)
+	replaced := allocatedClaim("uid-4", "replaced", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 2)}, "pod-4")
+	serve(t, td, live, replaced)
+	assert.Eventually(t, func() bool { return len(td.Claims()) == 1 }, 10*time.Second, 10*time.Millisecond)
+	assert.Contains(t, td.Claims(), "uid-1")
+	assert.NoFileExists(t, cdiFile(td.cdi, "uid-2"))
+	assert.Len(t, td.restart(t).Claims(), 1, "and the file says so")
+}

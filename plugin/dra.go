@@ -1,0 +1,85 @@
+package plugin
+
+import (
+	"fmt"
+
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// The DRA route to the exclusive pools: the cpupool.dev driver (package
+// dra) prepares the scheduler's claims, choosing their CPUs here (Place)
+// over what no container holds (Held), and the runtime applies the claim's
+// CDI spec, whose variable carries a token. At CreateContainer the
+// container that shows the token is bound to the claim and pinned to
+// exactly its CPUs, as a device plugin grant's container is.
+
+var _ dra.Pools = (*Plugin)(nil)
+
+// ClaimBinder finds the CPUs of the DRA claims a container shows (the
+// dra.Driver).
+type ClaimBinder interface {
+	Bind(env []string, ctr dra.Container) (dra.Grant, bool, error)
+}
+
+// UseClaims turns the DRA route on: containers that show claim tokens get
+// their claims' CPUs. Call it before Run.
+func (p *Plugin) UseClaims(b ClaimBinder) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.claims = b
+}
+
+// Layout implements dra.Pools.
+func (p *Plugin) Layout() (*sysfs.Topology, *allocator.Layout) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.topo, p.alloc.Layout()
+}
+
+// Held implements dra.Pools: the CPUs of an exclusive pool that a
+// container, running or stopped and held for its pod, keeps from others.
+func (p *Plugin) Held(pool string) cpuset.CPUSet {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.alloc.Layout().Pool(pool).Difference(p.alloc.FreeCPUs(pool))
+}
+
+// Place implements dra.Pools with the plugin's allocator: the placement
+// rules see every container's CPUs.
+func (p *Plugin) Place(pool string, numa, n int, exclude cpuset.CPUSet) (cpuset.CPUSet, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return dra.PlaceOn(p.alloc, p.cfg.Allocation, pool, numa, n, exclude)
+}
+
+// attachClaims fills in the CPUs of the DRA claims the container shows, if
+// its environment carries claim tokens. A token the driver does not know,
+// of a claim reserved for other pods, or of a request another container
+// uses is refused. A container cannot show a device plugin grant as well.
+func (p *Plugin) attachClaims(pod *api.PodSandbox, ctr *api.Container, info *allocator.Container) error {
+	if p.claims == nil {
+		return nil
+	}
+	g, ok, err := p.claims.Bind(ctr.GetEnv(), dra.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: ctr.GetName()})
+	if err != nil || !ok {
+		return err
+	}
+	if info.KubeletCPUs.Size() > 0 {
+		return fmt.Errorf("the container shows both a %s grant and ResourceClaims (%v); it gets its exclusive CPUs one way", EnvGrant, g.Claims)
+	}
+	info.KubeletCPUs, info.KubeletPool, info.Claims = g.CPUs, g.Pool, g.Claims
+	return nil
+}
+
+// claimsShown tells whether a container's environment carries claim
+// tokens (the container's CPUs are then its claims', which a resize of
+// its CPU request cannot change).
+func claimsShown(env []string) bool {
+	tokens, err := dra.Tokens(env)
+	return err != nil || len(tokens) > 0
+}

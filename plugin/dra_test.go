@@ -1,0 +1,209 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/utils/ptr"
+
+	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// xeonDRA is the 2-socket Xeon (even CPUs on NUMA node 0, odd on node 1)
+// with the DRA driver on.
+var xeonDRA = testNode{fixture: "xeon-2s-interleaved", config: xeon.config + "dra: {enabled: true}\n"}
+
+// draNode is a plugin with its DRA driver, as `run` wires them.
+type draNode struct {
+	*runningPlugin
+	f      *fakeRuntime
+	driver *dra.Driver
+	cdi    string
+}
+
+func startDRA(t *testing.T, f *fakeRuntime) *draNode {
+	t.Helper()
+	n := &draNode{f: f, cdi: filepath.Join(f.dir, "cdi")}
+	n.runningPlugin = startPluginWith(t, f, xeonDRA, statePath(f), func(rp *runningPlugin) {
+		d, err := dra.New(rp.p, dra.Options{NodeName: "node-a", ClaimsFile: dra.ClaimsFile(statePath(f)), CDIDir: n.cdi})
+		require.NoError(t, err)
+		rp.p.UseClaims(d)
+		n.driver = d
+	})
+	return n
+}
+
+// prepare prepares a claim the scheduler allocated: cpus CPUs of the
+// exclusive pool on a NUMA node (the default model's device), reserved for
+// pods; it returns the environment the claim's CDI spec gives.
+func (n *draNode) prepare(t *testing.T, uid string, numa, cpus int, pods ...*api.PodSandbox) []string {
+	t.Helper()
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "telco", Name: "claim-" + uid, UID: types.UID(uid)},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "cpus", Driver: dra.DriverName, Pool: "node-a",
+				Device: dra.GroupName(pools.Exclusive, numa), ShareID: ptr.To(types.UID("share-" + uid)),
+				ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{dra.CapacityCPUs: *resource.NewQuantity(int64(cpus), resource.DecimalSI)}}}}}}}
+	for _, pod := range pods {
+		claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: types.UID(pod.Uid)})
+	}
+	res, err := n.driver.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
+	require.NoError(t, err)
+	require.NoError(t, res[claim.UID].Err)
+	return n.cdiEnv(t, uid)
+}
+
+// cdiEnv is the environment a claim's CDI spec adds, as the runtime
+// applies it.
+func (n *draNode) cdiEnv(t *testing.T, uid string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(n.cdi, "*_"+uid+".json"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	data, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	var spec struct {
+		Devices []struct {
+			ContainerEdits struct{ Env []string } `json:"containerEdits"`
+		} `json:"devices"`
+	}
+	require.NoError(t, json.Unmarshal(data, &spec))
+	var env []string
+	for _, d := range spec.Devices {
+		env = append(env, d.ContainerEdits.Env...)
+	}
+	return env
+}
+
+func (n *draNode) claimCPUs(t *testing.T, uid string) string {
+	t.Helper()
+	c, ok := n.driver.Claims()[uid]
+	require.True(t, ok)
+	return c.Requests["cpus"].CPUs
+}
+
+// A container that shows its claim's token runs on exactly the claim's
+// CPUs, with its memory on their node and no CFS quota, like a container
+// of any exclusive pool; its restart gets them again.
+func TestDRAClaimPinsItsContainer(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	n := startDRA(t, f)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
+	env := n.prepare(t, "uid-1", 1, 4, pod)
+	cpus := n.claimCPUs(t, "uid-1")
+	assert.Equal(t, "3,5,43,45", cpus, "two whole cores of node 1 (odd CPUs; siblings N and N+40)")
+
+	ctr, resp, err := f.createWithEnv(pod, "fwd", 10, append([]string{"PATH=/bin"}, env...)...)
+	require.NoError(t, err)
+	assert.Equal(t, cpus, resp.Adjust.Linux.Resources.Cpu.Cpus)
+	assert.Equal(t, "1", resp.Adjust.Linux.Resources.Cpu.Mems, "memory on the CPUs' node")
+	q, set := quotaOf(resp.GetAdjust().GetLinux().GetResources())
+	assert.True(t, set)
+	assert.Equal(t, int64(-1), q, "a 10m CPU request would throttle the claim's CPUs: no quota")
+	assert.Equal(t, "exclusive", envOf(resp)[EnvPool])
+
+	// The kubelet restarts the container: the CDI spec gives the same
+	// token, the held CPUs come back.
+	f.stopContainer(ctr)
+	f.removeContainer(ctr)
+	_, resp, err = f.createWithEnv(pod, "fwd", 10, env...)
+	require.NoError(t, err)
+	assert.Equal(t, cpus, resp.Adjust.Linux.Resources.Cpu.Cpus)
+
+	// The status shows it as any exclusive container.
+	st := n.savedState(t)
+	var found bool
+	for _, c := range st.Containers {
+		if c.Container == "fwd" {
+			found = true
+			assert.Equal(t, "exclusive", c.Pool)
+			assert.Equal(t, cpus, c.CPUs)
+			assert.True(t, c.NoCPUQuota)
+		}
+	}
+	assert.True(t, found)
+}
+
+// A claim gives its CPUs to one container: a second container of the pod,
+// a container of another pod and a hand-written variable get nothing, and
+// each refusal says why.
+func TestDRAClaimCannotBeSharedOrForged(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	n := startDRA(t, f)
+	pod := f.runPod(podSpec{name: "app", namespace: "telco"})
+	other := f.runPod(podSpec{name: "other", namespace: "telco"})
+	env := n.prepare(t, "uid-1", 0, 2, pod)
+	_, _, err := f.createWithEnv(pod, "first", 10, env...)
+	require.NoError(t, err)
+
+	_, _, err = f.createWithEnv(pod, "second", 10, env...)
+	assert.ErrorContains(t, err, "nri-cpupool: container telco/app/second: claim telco/claim-uid-1 request cpus already gives its CPUs to container first")
+	_, _, err = f.createWithEnv(other, "c", 10, env...)
+	assert.ErrorContains(t, err, "claim telco/claim-uid-1 is reserved for other pods")
+	name, _, _ := strings.Cut(env[0], "=")
+	_, _, err = f.createWithEnv(other, "forged", 10, name+"=0123456789abcdef0123456789abcdef")
+	assert.ErrorContains(t, err, "unknown claim token")
+	_, _, err = f.createWithEnv(pod, "twice", 10, append([]string{name + "=x"}, env...)...)
+	assert.ErrorContains(t, err, "is set more than once")
+
+	// An annotation cannot ask for the exclusive pools any more.
+	ann := f.runPod(podSpec{name: "ann", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
+	_, _, err = f.createContainer(ann, "c", 2000)
+	assert.ErrorContains(t, err, "with the DRA driver on, pool exclusive-non-isolcpus is given only through ResourceClaims; use a claim of DeviceClass cpupool-exclusive-non-isolcpus")
+
+	// A CPU request resize cannot change a claim's CPUs.
+	ctr := f.ctrs["ctr-app-first"]
+	_, err = f.updateContainer(pod, ctr, 4000)
+	assert.ErrorContains(t, err, "resize to 4000m refused: its CPUs 2,42 are its ResourceClaim's")
+}
+
+// Prepare chooses among the CPUs no container holds, and the slices leave
+// out CPUs a container holds after its claim was unprepared (the kubelet
+// unprepares when the pod ends, a moment before its container stops).
+func TestDRAPrepareAndSlicesFollowTheContainers(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	n := startDRA(t, f)
+	pod := f.runPod(podSpec{name: "app", namespace: "telco"})
+	env := n.prepare(t, "uid-1", 1, 4, pod)
+	_, _, err := f.createWithEnv(pod, "c", 10, env...)
+	require.NoError(t, err)
+	full := n.driver.Offer()
+
+	_, err = n.driver.UnprepareResourceClaims(context.Background(), nil)
+	require.NoError(t, err)
+	unprep, err := n.driver.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "uid-1"}})
+	require.NoError(t, err)
+	assert.NoError(t, unprep["uid-1"])
+	less := n.driver.Offer()
+	assert.Equal(t, slotsOf(full, 1)-4, slotsOf(less, 1), "the container still holds 4 CPUs of node 1")
+
+	// A new claim on node 1 does not get them.
+	pod2 := f.runPod(podSpec{name: "app2", namespace: "telco"})
+	n.prepare(t, "uid-2", 1, 26, pod2) // all of node 1's 30 but the 4 held
+	assert.True(t, mustParse(n.claimCPUs(t, "uid-2")).Intersection(mustParse("3,5,43,45")).IsEmpty())
+
+	// The pod ends: its CPUs come back to the offer.
+	f.removePod(pod)
+	assert.Equal(t, slotsOf(full, 1), slotsOf(n.driver.Offer(), 1))
+}
+
+func slotsOf(groups []dra.Group, numa int) int {
+	for _, g := range groups {
+		if g.Pool == pools.Exclusive && g.NUMA == numa {
+			return g.Slots
+		}
+	}
+	return 0
+}
