@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -37,6 +39,11 @@ const (
 	EnvCPUs = "CPUPOOL_CPUS"
 	EnvMems = "CPUPOOL_MEMS"
 	EnvPool = "CPUPOOL_POOL"
+	// EnvExclusiveCPUs and EnvSharedCPUs tell a container with exclusive
+	// and shared CPUs (shared-cpus.cpupool.dev) which of CPUPOOL_CPUS are
+	// which, for it to pin its threads (withshared.go).
+	EnvExclusiveCPUs = "CPUPOOL_EXCLUSIVE_CPUS"
+	EnvSharedCPUs    = "CPUPOOL_SHARED_CPUS"
 )
 
 // Plugin handles NRI events. One mutex serializes decisions and state.
@@ -104,14 +111,29 @@ type Plugin struct {
 	// changed tells the device plugin to re-read the devices.
 	grants  *grants
 	changed chan struct{}
+	// isolation changes host files (IRQ affinities) in the background
+	// (isolation.go); set once the state is loaded, read by metrics
+	// without the lock. isolationTiming paces it and isolationFS is its
+	// file access (tests shorten the one and inject kernel errors into the
+	// other).
+	isolation       atomic.Pointer[isolation]
+	isolationTiming hostfiles.Timing
+	isolationFS     hostfiles.FS
+	// cgroups are the cgroups paths of running containers whose cgroup is
+	// an isolated partition, by id, from the runtime.
+	cgroups map[string]string
+	// auditor audits the held exclusive CPUs every minute for the metrics,
+	// once they are served (audit.go).
+	auditor atomic.Pointer[auditor]
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, overrode: map[string]bool{},
-		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1)}
+		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
 	p.pins = newSandboxPins(&p.mu)
+	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, hostfiles.OS{}
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(&p.usage, p.writer)
@@ -156,6 +178,9 @@ func (p *Plugin) loadState() error {
 	}
 	p.memory, p.loaded = st, true
 	p.writer.start(p.store, p.grants.file)
+	if err := p.openIsolation(); err != nil {
+		return err
+	}
 	if st.MigratedFrom != 0 {
 		p.log.Infof("state: %s is schema version %d; migrated to %d, rewritten at the next write", p.cfg.StateFile, st.MigratedFrom, state.SchemaVersion)
 	}
@@ -174,6 +199,8 @@ func (p *Plugin) Flush() error {
 // write collects the state under it.
 func (p *Plugin) Close() {
 	p.stopPinning()
+	p.stopAuditing()
+	p.closeIsolation()
 	if err := p.writer.Close(); err != nil {
 		p.log.Errorf("final state write: %v", err)
 	}
@@ -193,6 +220,7 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	p.cfg = cfg
 	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)
 	p.policy = allocator.NewPolicy(cfg, p.topo)
+	p.configurePower(cfg)
 	p.pinner = newCgroupPinner(cfg.CgroupRoot)
 	p.publishUsage()
 	p.log.Infof("pools: %s", layout.Describe())

@@ -61,11 +61,18 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	adopted, confinedNew := p.adoptAll(unknown, pods)
 	updates = append(updates, adopted...)
 	p.rebindGrants(append(known, unknown...), pods)
+	p.alloc.FollowShared()
 	updates = append(updates, p.followPools(append(known, unknown...))...)
 	updates = p.liftQuotas(append(known, unknown...), updates)
 	p.rememberAssignments()
+	p.rememberCgroups(append(known, unknown...))
 	p.synced = true
 	p.stateChanged()
+	// The reconciler's first pass: what the journal holds and nobody
+	// wants any more is restored, whatever the node's config says now.
+	if iso := p.isolation.Load(); iso != nil {
+		iso.recon.Kick()
+	}
 	p.pinSandboxesLater()
 	p.metrics.synchronized.Inc()
 	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d CPU sets held for stopped containers, %d updates",
@@ -199,16 +206,17 @@ func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]state.
 	return updates, confined
 }
 
-// followPools returns updates for shared and infra members that do not run
-// on their pool as it is now.
+// followPools returns updates for shared and infra members, and exclusive
+// containers with a shared part, that do not run on their pool as it is
+// now.
 func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate {
 	var updates []*api.ContainerUpdate
 	for _, c := range containers {
 		a, ok := p.alloc.Get(c.GetId())
-		if !ok || pools.IsExclusive(a.Pool) {
+		if !ok || pools.IsExclusive(a.Pool) && !a.WithShared {
 			continue
 		}
-		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, a.CPUs) {
+		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, a.Cpuset()) {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
 	}
@@ -279,9 +287,9 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 	if !r.RunsOn.IsEmpty() {
 		runs = "CPUs " + r.RunsOn.String()
 	}
-	if _, outcome, _ := p.alloc.Repin(r); outcome == allocator.Repinned {
-		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, r.Assignment.CPUs)
-		return cpuUpdate(r.Assignment, p.cfg.PinMemory), true
+	if res, outcome, _ := p.alloc.Repin(r); outcome == allocator.Repinned {
+		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
+		return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
 	}
 	if pod == nil {
 		return p.confine(c, who, fmt.Errorf("its pod sandbox is gone"))

@@ -109,6 +109,8 @@ kernel_prepare() {
     done
     mkdir -p "$dir/modules"
     (cd "$mods" && tar -cf - "${keep[@]}") | tar -xf - -C "$dir/modules" || { rm -rf "$tmp"; vm_die "cannot copy the modules of $pkg"; }
+    # Newer kernels (6.12) ship modules compressed; busybox insmod wants them plain.
+    find "$dir/modules" -name '*.ko.xz' -exec xz -d {} + || { rm -rf "$tmp"; vm_die "cannot decompress the modules of $pkg"; }
     basename "$mods" > "$dir/version"
     rm -rf "$tmp"
     touch "$dir/ready"
