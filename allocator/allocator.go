@@ -238,8 +238,9 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 // devices, adoption at Synchronize): a container of an exclusive pool owns
 // its CPUs, and a quota would throttle it on them (a pod of the resource
 // that requests cpu: 10m would get 1% of one CPU), so it is lifted unless
-// disableCPUQuota (or its annotation) keeps it. Members of shared and
-// infra keep the kubelet's quota.
+// disableCPUQuota (or its annotation) keeps it. A container with exclusive
+// plus shared CPUs has its quota lifted too (see withshared.go). Members of
+// shared and infra keep the kubelet's quota.
 func liftsCPUQuota(req Request) bool {
 	return pools.IsExclusive(req.Pool) && (req.Options.DisableCPUQuota || req.WithShared)
 }

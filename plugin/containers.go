@@ -56,8 +56,8 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// decision in the background, and if this process dies before it does,
 	// the next Synchronize finds the container where the runtime runs it.
 	st := p.recordPlacement(res)
-	p.bindGrant(tok, pod, ctr)
 	p.rememberCgroup(res.Assignment, ctr)
+	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
 	p.log.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
 	updates := p.followers(res)
