@@ -32,6 +32,7 @@ var scenarios = []scenario{
 	{"KubeletStylePods", 2, testKubeletStylePods},
 	{"PodLifeHoldsExclusiveCPUs", 2, testPodLife},
 	{"InPlaceResizeAndCPUQuota", 2, testInPlaceResize},
+	{"ResourceRouteInitContainerAndCPUQuota", 2, testResourceRoute},
 	{"UpgradeKeepsPinning", 2, testUpgradeKeepsPinning},
 	{"FailClosed", 2, testFailClosed},
 }
@@ -539,6 +540,9 @@ func testInPlaceResize(c *tc) {
 	c.equal("exclusive container", c.cpus(rz, fwd), c.last())
 	c.equal("no CFS quota on exclusive CPUs", c.quota(rz, fwd), "-1")
 	c.equal("infra container keeps the kubelet's quota", c.quota(rz, app), "50000")
+	// request reads the state file as `status` does; the background writer
+	// writes it a few milliseconds after the reply, so checks of a change
+	// wait for it.
 	request := func(name string) string {
 		out, _ := exec.Command(pluginBin, "status", "--state-file", p.state).CombinedOutput()
 		for _, l := range strings.Split(string(out), "\n") {
@@ -571,13 +575,13 @@ func testInPlaceResize(c *tc) {
 	}
 	c.equal("500m: still one exclusive CPU", c.cpus(rz, fwd), c.last())
 	c.equal("500m: the kubelet's quota is lifted again", c.quota(rz, fwd), "-1")
-	c.equal("500m: the state records the request", request("fwd"), "500m")
+	c.wantEventually("500m: the state records the request", func() string { return request("fwd") }, "500m")
 	if err := update(app, 1024, 100000); err != nil {
 		c.Fatalf("resizing app: %v", err)
 	}
 	c.equal("infra resize: cpuset unchanged", c.cpus(rz, app), infra)
 	c.equal("infra resize: the kubelet's quota applies", c.quota(rz, app), "100000")
-	c.equal("infra resize: the state records the request", request("app"), "1000m")
+	c.wantEventually("infra resize: the state records the request", func() string { return request("app") }, "1000m")
 	c.wantMetric(`cpupool_resizes_total{pool="exclusive",result="refused"}`, 1)
 	c.wantMetric(`cpupool_resizes_total{pool="exclusive",result="unchanged"}`, 1)
 	c.wantMetric(`cpupool_resizes_total{pool="infra",result="unchanged"}`, 1)

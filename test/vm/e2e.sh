@@ -62,6 +62,7 @@ fi
 # explicitly, so that they are found wherever they are (a clone under /tmp,
 # a HOME under /run).
 SHARES=(--share "$REPO" --share "$SHARE" --share "$TOOLS")
+[ -d "$VM_CACHE/irqbalance" ] && SHARES+=(--share "$VM_CACHE/irqbalance")
 START=$SECONDS FAILED=""
 for run in ${E2E_VM_RUNS:-v2:full v1:quick v2:isolation v2:isolation:6.12}; do
   IFS=: read -r cg set series <<<"$run"
