@@ -57,6 +57,14 @@ type Assignment struct {
 	// IsolatedPartition tells that its cgroup is made an isolated cgroup
 	// v2 partition of its CPUs while it runs.
 	IsolatedPartition bool `json:"-"`
+	// PowerClass is the power class of an exclusive container's CPUs ("":
+	// as the node has them), also while they are held for its pod.
+	PowerClass string `json:"-"`
+	// WithShared tells that an exclusive container also runs on the
+	// shared pool, whose CPUs are Shared (as of its last update): its
+	// cpuset is Cpuset(), its CPUs stay the exclusive part.
+	WithShared bool          `json:"-"`
+	Shared     cpuset.CPUSet `json:"-"`
 	// Added are the CPUs in-place resizes added to the container, in the
 	// order they were added; the rest of CPUs is its original set, which a
 	// resize never gives back.
@@ -172,6 +180,10 @@ type Request struct {
 	IsolateIRQs bool
 	// IsolatedPartition makes its cgroup an isolated partition.
 	IsolatedPartition bool
+	// PowerClass is an exclusive container's power class.
+	PowerClass string
+	// WithShared adds the shared pool to an exclusive container's cpuset.
+	WithShared bool
 	// grow is the running container a resize adds CPUs to.
 	grow *Assignment
 }
@@ -195,7 +207,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		}
 		as.CPUs = cpus
 	case pools.Exclusive, pools.ExclusiveNonIsolcpus:
-		as.IsolateIRQs, as.IsolatedPartition = req.IsolateIRQs, req.IsolatedPartition
+		as.IsolateIRQs, as.IsolatedPartition, as.PowerClass = req.IsolateIRQs, req.IsolatedPartition, req.PowerClass
 		if req.CPUs.Size() > 0 {
 			cpus, err := a.placeExact(req)
 			if err != nil {
@@ -212,6 +224,9 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		as.NoCPUQuota = req.Options.DisableCPUQuota
 	default:
 		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
+	}
+	if err := a.withSharedPart(as, req); err != nil {
+		return Result{}, err
 	}
 	as.Mems = a.memsFor(as.CPUs)
 	a.takeFromHolds(req, as.Held())

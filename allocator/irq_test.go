@@ -121,6 +121,6 @@ func TestPolicyIsolatedPartition(t *testing.T) {
 func TestUnknownAnnotationNamesTheKnownOnes(t *testing.T) {
 	err := CheckAnnotations(map[string]string{"irq-isolate.cpupool.dev": "true"})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "known keys are {pool,numa,device,hide-hyperthreads,full-pcpus-only,distribute-across-numa,disable-cpu-quota,irq-isolation,isolated-partition}.cpupool.dev")
+	assert.Contains(t, err.Error(), "known keys are {pool,numa,device,hide-hyperthreads,full-pcpus-only,distribute-across-numa,disable-cpu-quota,irq-isolation,isolated-partition,power-class,shared-cpus}.cpupool.dev")
 	assert.Less(t, len(err.Error()), 300)
 }

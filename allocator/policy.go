@@ -27,10 +27,12 @@ const (
 	AnnotationDisableCPUQuota      = "disable-cpu-quota.cpupool.dev"
 	AnnotationIRQIsolation         = "irq-isolation.cpupool.dev"
 	AnnotationIsolatedPartition    = "isolated-partition.cpupool.dev"
+	AnnotationPowerClass           = "power-class.cpupool.dev"
+	AnnotationSharedCPUs           = "shared-cpus.cpupool.dev"
 )
 
 var knownAnnotations = []string{AnnotationPool, AnnotationNUMA, AnnotationDevice, AnnotationHideHyperthreads, AnnotationFullPCPUsOnly, AnnotationDistributeAcrossNUMA,
-	AnnotationDisableCPUQuota, AnnotationIRQIsolation, AnnotationIsolatedPartition}
+	AnnotationDisableCPUQuota, AnnotationIRQIsolation, AnnotationIsolatedPartition, AnnotationPowerClass, AnnotationSharedCPUs}
 
 // QoS classes, as the kubelet derives them.
 const (
@@ -65,6 +67,9 @@ type Policy struct {
 	// numaLimit bounds NUMA node ids in annotations: one past the node's
 	// highest NUMA node.
 	numaLimit int
+	// powerRefusals are the power classes containers may not have on
+	// this node, with the reason (see SetPowerRefusals).
+	powerRefusals map[string]string
 }
 
 // maxNUMANodes is the kernel's largest MAX_NUMNODES, the bound when the
@@ -150,6 +155,12 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		return Request{}, err
 	}
 	if req.IsolatedPartition, err = p.isolatedPartition(c, req.Pool); err != nil {
+		return Request{}, err
+	}
+	if req.PowerClass, err = p.powerClass(c, req.Pool); err != nil {
+		return Request{}, err
+	}
+	if req.WithShared, err = p.withShared(c, req.Pool); err != nil {
 		return Request{}, err
 	}
 	if req.NUMANodes, err = p.numaNodes(c); err != nil {
@@ -439,6 +450,10 @@ func CheckAnnotations(ann map[string]string) error {
 		case AnnotationDevice:
 			if n := strings.Count(v, ",") + 1; n > MaxDevicePaths {
 				return &AnnotationError{k, v, fmt.Sprintf("%d device paths; at most %d are accepted", n, MaxDevicePaths)}
+			}
+		case AnnotationPowerClass:
+			if n := len(strings.TrimSpace(v)); n == 0 || n > config.MaxPowerClassName {
+				return &AnnotationError{k, v, fmt.Sprintf("not a power class name (1 to %d bytes)", config.MaxPowerClassName)}
 			}
 		}
 	}

@@ -49,6 +49,8 @@ type Holding struct {
 	// a stopped container. The owner's threads are found by it in
 	// /proc/<pid>/cgroup.
 	ContainerID string
+	// PowerClass is the owner's power class, "" for none.
+	PowerClass string
 }
 
 // Options say where to look and how long to sample.
@@ -129,6 +131,8 @@ type Thread struct {
 // Power is a CPU's idle and frequency settings, empty where the files do
 // not exist (a VM without cpuidle or cpufreq).
 type Power struct {
+	// Class is the power class the plugin gives the CPU (its owner's).
+	Class           string      `json:"class,omitempty"`
 	ResumeLatencyUS string      `json:"resumeLatencyUS,omitempty"`
 	IdleStates      []IdleState `json:"idleStates,omitempty"`
 	Governor        string      `json:"governor,omitempty"`
@@ -182,6 +186,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 		h := owners[c]
 		cpu := CPU{CPU: c, Owner: h.Owner, Pool: h.Pool, ContainerID: h.ContainerID,
 			DomainIsolated: k.isolated.Contains(c), NohzFull: k.nohzFull.Contains(c), Power: readPower(opt.SysfsRoot, c)}
+		cpu.Power.Class = h.PowerClass
 		if k.partitionKnown {
 			in := k.partition.Contains(c)
 			cpu.IsolatedPartition = &in

@@ -96,7 +96,7 @@ func (m *machine) fire(t *testing.T, add map[string]map[int]uint64) func(time.Du
 }
 
 var holdings = []Holding{
-	{CPUs: cpuset.New(2, 3), Owner: "telco/dpdk/fwd", Pool: "exclusive", ContainerID: fwdID},
+	{CPUs: cpuset.New(2, 3), Owner: "telco/dpdk/fwd", Pool: "exclusive", ContainerID: fwdID, PowerClass: "low-latency"},
 	{CPUs: cpuset.New(5), Owner: "telco/dpdk/init", Pool: "exclusive-non-isolcpus"},
 }
 
@@ -128,7 +128,7 @@ func TestNotClean(t *testing.T) {
 	assert.Equal(t, 1, c2.PerCPUKernelThreads)
 	assert.Equal(t, 2, c2.UnboundKernelThreads, "kthreadd and kblockd: reported, not judged")
 	assert.Equal(t, []string{"device IRQs fired on it: 25 (3)", "1 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)"}, c2.Problems)
-	assert.Equal(t, Power{ResumeLatencyUS: "0", IdleStates: []IdleState{{"POLL", false}, {"C1", true}, {"C10", false}},
+	assert.Equal(t, Power{Class: "low-latency", ResumeLatencyUS: "0", IdleStates: []IdleState{{"POLL", false}, {"C1", true}, {"C10", false}},
 		Governor: "performance", MinKHz: "800000", MaxKHz: "3500000", CurKHz: "3499000"}, c2.Power)
 	require.NotNil(t, c2.IsolatedPartition)
 	assert.False(t, *c2.IsolatedPartition)

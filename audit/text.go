@@ -71,6 +71,9 @@ func WriteText(w io.Writer, rep *Report) error {
 
 func (p Power) describe() string {
 	var parts []string
+	if p.Class != "" {
+		parts = append(parts, "class "+p.Class)
+	}
 	if p.ResumeLatencyUS != "" {
 		parts = append(parts, "resume latency limit "+p.ResumeLatencyUS+" µs (0: none)")
 	}

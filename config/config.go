@@ -73,6 +73,8 @@ type Config struct {
 	// Kubelet makes the exclusive pool visible to the scheduler through the
 	// kubelet's device plugin API.
 	Kubelet Kubelet `yaml:"kubelet"`
+	// Power gives pools and containers power classes (power.go).
+	Power Power `yaml:"power"`
 	// MetricsAddress serves Prometheus metrics on /metrics when set
 	// ("127.0.0.1:9464"); empty turns them off.
 	MetricsAddress string `yaml:"metricsAddress"`
@@ -248,6 +250,7 @@ func Default() *Config {
 		Pools:        Pools{ExclusiveNonIsolcpus: ExclusiveNonIsolcpusSpec{MinInfraCPUs: 1}},
 		Allocation:   Allocation{DisableCPUQuota: true},
 		Kubelet:      Kubelet{DevicePluginDir: "/var/lib/kubelet/device-plugins"},
+		Power:        Power{Unsupported: PowerUnsupportedWarn},
 	}
 }
 
@@ -324,6 +327,7 @@ func (c *Config) Check() Problems {
 		p.Warnf("guaranteedExclusive", "with kubelet.devicePlugin on, the exclusive pool is given only through %s, so Guaranteed containers that do not request it go to exclusive-non-isolcpus, which is not enabled: they go to defaultPool (%s)", ResourceExclusive, c.DefaultPool)
 	}
 	c.checkIRQ(&p)
+	c.checkPower(&p)
 	paths := map[string]string{"stateFile": c.StateFile, "nriSocket": c.NRISocket, "cgroupRoot": c.CgroupRoot, "sysfsRoot": c.SysfsRoot,
 		"procRoot": c.ProcRoot, "irq.irqbalanceDir": c.IRQ.IrqbalanceDir, "kubelet.devicePluginDir": c.Kubelet.DevicePluginDir}
 	for _, key := range slices.Sorted(maps.Keys(paths)) {

@@ -79,11 +79,11 @@ func (p *Plugin) auditNow(sample time.Duration) (*audit.Report, error) {
 	var holdings []audit.Holding
 	for _, a := range p.alloc.Assignments() {
 		if pools.IsExclusive(a.Pool) {
-			holdings = append(holdings, audit.Holding{CPUs: a.Held(), Owner: a.Pod.ContainerName(a.Container), Pool: a.Pool, ContainerID: a.ID})
+			holdings = append(holdings, audit.Holding{CPUs: a.Held(), Owner: a.Pod.ContainerName(a.Container), Pool: a.Pool, ContainerID: a.ID, PowerClass: a.PowerClass})
 		}
 	}
 	for _, h := range p.alloc.Holds() {
-		holdings = append(holdings, audit.Holding{CPUs: h.Held(), Owner: h.Pod.ContainerName(h.Container) + " (stopped, held)", Pool: h.Pool})
+		holdings = append(holdings, audit.Holding{CPUs: h.Held(), Owner: h.Pod.ContainerName(h.Container) + " (stopped, held)", Pool: h.Pool, PowerClass: h.PowerClass})
 	}
 	cfg := p.cfg
 	p.mu.Unlock()

@@ -100,6 +100,33 @@ func BenchmarkCreateContainerRoundTripIRQIsolation(b *testing.B) {
 	b.ReportMetric(float64(st.Writes+st.Restores), "irq-writes")
 }
 
+// BenchmarkCreateContainerRoundTripPowerClasses is the round trip with 200
+// running containers while every CPU has a power class (exclusive
+// containers theirs, idle exclusive CPUs and infra another): each creation
+// kicks the background pass, which plans the classes of 384 CPUs and
+// writes their PM QoS files (the fixture, like a VM, has no cpufreq: the
+// governor is reported unsupported) while the next creations are measured.
+func BenchmarkCreateContainerRoundTripPowerClasses(b *testing.B) {
+	noop, ours := newFakeRuntime(b, false), newFakeRuntime(b, false)
+	startNoop(b, noop)
+	node := testNode{fixture: largeNode.fixture, config: largeNode.config + `
+power:
+  classes:
+    low-latency: {resumeLatencyUS: n/a, governor: performance}
+    saver: {resumeLatencyUS: 100}
+  pools:
+    exclusive: {class: low-latency, idleClass: saver}
+    infra: {class: saver}
+`}
+	rp := startPlugin(b, ours, node, statePath(ours))
+	fillNode(b, noop, 200)
+	fillNode(b, ours, 200)
+	measurePaired(b, noop, ours)
+	st := rp.p.isolation.Load().recon.Status()
+	b.ReportMetric(float64(st.Passes), "power-passes")
+	b.ReportMetric(float64(st.Writes+st.Restores), "power-writes")
+}
+
 // BenchmarkCreateContainerRoundTripBusyDisk is the round trip with 200
 // running containers while another process writes and fsyncs a file in
 // the state file's directory, without pause: what a node pulling images

@@ -57,7 +57,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	st := p.recordPlacement(res)
 	p.rememberCgroup(res.Assignment, ctr)
 	p.stateChanged()
-	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, st.Pool, st.CPUs, st.Mems)
+	p.log.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
 	updates := p.followers(res)
 	p.decidedHook("CreateContainer", ctr.GetId())
 	return p.adjustment(st), updates, nil
@@ -82,16 +82,21 @@ func (p *Plugin) refuse(who string, err error) error {
 // CPU lists already written out).
 func (p *Plugin) adjustment(st state.ContainerState) *api.ContainerAdjustment {
 	adj := &api.ContainerAdjustment{}
-	adj.SetLinuxCPUSetCPUs(st.CPUs)
+	cpus := cpusetOf(st)
+	adj.SetLinuxCPUSetCPUs(cpus)
 	if p.cfg.PinMemory && st.Mems != "" {
 		adj.SetLinuxCPUSetMems(st.Mems)
 	}
 	if st.NoCPUQuota {
 		adj.SetLinuxCPUQuota(noQuota)
 	}
-	adj.AddEnv(EnvCPUs, st.CPUs)
+	adj.AddEnv(EnvCPUs, cpus)
 	adj.AddEnv(EnvMems, st.Mems)
 	adj.AddEnv(EnvPool, st.Pool)
+	if st.WithShared {
+		adj.AddEnv(EnvExclusiveCPUs, st.CPUs)
+		adj.AddEnv(EnvSharedCPUs, st.SharedCPUs)
+	}
 	return adj
 }
 
@@ -178,11 +183,11 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	override := false
 	if want := res.GetCpu().GetCpus(); want != "" {
 		set, err := cpulist.Parse(want)
-		override = err != nil || !cpulist.Equal(set, a.CPUs)
+		override = err != nil || !cpulist.Equal(set, a.Cpuset())
 		if override && !p.overrode[a.ID] {
 			p.overrode[a.ID] = true
 			p.log.Warnf("container %s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
-				containerRef(pod, ctr), a.CPUs, a.Pool, cpulist.Echo(want))
+				containerRef(pod, ctr), a.Cpuset(), a.Pool, cpulist.Echo(want))
 		}
 	}
 	if !override && !quota {

@@ -15,6 +15,7 @@ import (
 	"github.com/cpupool/nri-cpupool/irq"
 	"github.com/cpupool/nri-cpupool/partition"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/power"
 )
 
 // isolation is the plugin's side of the host files it changes to isolate
@@ -32,6 +33,9 @@ type isolation struct {
 	// back); partition likewise for isolated partitions.
 	irq       *irq.Source
 	partition *partition.Source
+	// power is nil when no pool has a power class and the journal holds
+	// no power record of this boot (power.go).
+	power *power.Source
 }
 
 // openIsolation reads the journal for this boot and starts the
@@ -72,6 +76,9 @@ func (p *Plugin) openIsolation() error {
 		iso.partition = partition.NewSource(p.cfg.CgroupRoot, p.partitionWants, p.log)
 		sources = append(sources, iso.partition)
 	}
+	if iso.power = p.powerSource(j); iso.power != nil {
+		sources = append(sources, iso.power)
+	}
 	timing := p.isolationTiming
 	timing.Rescan = p.cfg.IRQ.RescanInterval.Duration
 	iso.recon = hostfiles.NewReconciler(p.isolationFS, j, p.log, timing, sources...)
@@ -95,7 +102,7 @@ func hasOwner(j *hostfiles.Journal, owner string) bool {
 // isolationChanged tells the reconciler that what the plugin holds moved
 // on. Called under the lock; it never blocks.
 func (p *Plugin) isolationChanged() {
-	if iso := p.isolation.Load(); iso != nil && (iso.irq != nil || iso.partition != nil) && p.synced {
+	if iso := p.isolation.Load(); iso != nil && (iso.irq != nil || iso.partition != nil || iso.power != nil) && p.synced {
 		iso.recon.Kick()
 	}
 }
@@ -212,6 +219,9 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	st := iso.recon.Status()
 	owners := map[string]bool{irq.Owner: true, partition.Owner: true}
+	if iso.power != nil {
+		owners[power.Owner] = true
+	}
 	refused := map[string]int{}
 	for _, f := range st.Failures {
 		refused[f.Owner]++

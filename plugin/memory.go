@@ -55,7 +55,7 @@ func containerState(a allocator.Assignment) state.ContainerState {
 	return state.ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
 		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota, IsolateIRQs: a.IsolateIRQs,
-		IsolatedPartition: a.IsolatedPartition}
+		IsolatedPartition: a.IsolatedPartition, PowerClass: a.PowerClass, WithShared: a.WithShared, SharedCPUs: sharedPart(a)}
 }
 
 // stateChanged tells the writer that memory moved on (it persists the
@@ -103,6 +103,7 @@ func (p *Plugin) collectState(st *state.State, grants *grantsSnapshot) uint64 {
 	for _, u := range usage {
 		st.Pools[u.Pool] = p.alloc.PoolCPUs(u.Pool).String()
 	}
+	st.PowerClasses = p.powerState()
 	return p.gen
 }
 

@@ -38,6 +38,11 @@ const (
 	EnvCPUs = "CPUPOOL_CPUS"
 	EnvMems = "CPUPOOL_MEMS"
 	EnvPool = "CPUPOOL_POOL"
+	// EnvExclusiveCPUs and EnvSharedCPUs tell a container with exclusive
+	// and shared CPUs (shared-cpus.cpupool.dev) which of CPUPOOL_CPUS are
+	// which, for it to pin its threads (withshared.go).
+	EnvExclusiveCPUs = "CPUPOOL_EXCLUSIVE_CPUS"
+	EnvSharedCPUs    = "CPUPOOL_SHARED_CPUS"
 )
 
 // Plugin handles NRI events. One mutex serializes decisions and state.
@@ -201,6 +206,7 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	p.cfg = cfg
 	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)
 	p.policy = allocator.NewPolicy(cfg, p.topo)
+	p.configurePower(cfg)
 	p.pinner = newCgroupPinner(cfg.CgroupRoot)
 	p.publishUsage()
 	p.log.Infof("pools: %s", layout.Describe())

@@ -60,6 +60,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	updates, confined := p.repairAll(repair, remembered.Containers, pods)
 	adopted, confinedNew := p.adoptAll(unknown, pods)
 	updates = append(updates, adopted...)
+	p.alloc.FollowShared()
 	updates = append(updates, p.followPools(append(known, unknown...))...)
 	p.rememberAssignments()
 	p.rememberCgroups(append(known, unknown...))
@@ -203,16 +204,17 @@ func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]state.
 	return updates, confined
 }
 
-// followPools returns updates for shared and infra members that do not run
-// on their pool as it is now.
+// followPools returns updates for shared and infra members, and exclusive
+// containers with a shared part, that do not run on their pool as it is
+// now.
 func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate {
 	var updates []*api.ContainerUpdate
 	for _, c := range containers {
 		a, ok := p.alloc.Get(c.GetId())
-		if !ok || pools.IsExclusive(a.Pool) {
+		if !ok || pools.IsExclusive(a.Pool) && !a.WithShared {
 			continue
 		}
-		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, a.CPUs) {
+		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, a.Cpuset()) {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
 	}
@@ -283,9 +285,9 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 	if !r.RunsOn.IsEmpty() {
 		runs = "CPUs " + r.RunsOn.String()
 	}
-	if _, outcome, _ := p.alloc.Repin(r); outcome == allocator.Repinned {
-		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, r.Assignment.CPUs)
-		return cpuUpdate(r.Assignment, p.cfg.PinMemory), true
+	if res, outcome, _ := p.alloc.Repin(r); outcome == allocator.Repinned {
+		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
+		return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
 	}
 	if pod == nil {
 		return p.confine(c, who, fmt.Errorf("its pod sandbox is gone"))

@@ -13,11 +13,12 @@ import (
 var migrations = map[int]func(payload []byte) (*State, error){
 	1: migrateV1,
 	2: migrateV2,
+	3: migrateV2,
 }
 
-// migrateV2: schema 3 only added optional fields (isolateIRQs,
-// isolatedPartition), so a version 2 payload is a version 3 one without
-// them.
+// migrateV2: schemas 3 and 4 only added optional fields (isolateIRQs,
+// isolatedPartition; powerClass, powerClasses), so a version 2 or 3
+// payload is a current one without them.
 func migrateV2(payload []byte) (*State, error) {
 	return decodePayload(payload)
 }

@@ -19,6 +19,7 @@ var scenarios = []scenario{
 	{"ExclusivePool", 2, testExclusivePool},
 	{"SharedPool", 2, testSharedPool},
 	{"ExclusiveAndSharedSideBySide", 3, testExclusiveAndShared},
+	{"ExclusiveWithSharedCPUs", 3, testExclusiveWithSharedCPUs},
 	{"ExclusiveNonIsolcpusInfraShrinksAndGrows", 2, testExclusiveNonIsolcpus},
 	{"UpdatesAfterRemovals", 2, testUpdatesAfterRemovals},
 	{"FullPoolAndBadAnnotations", 2, testFullPoolAndBadAnnotations},
@@ -134,6 +135,38 @@ func testExclusiveAndShared(c *tc) {
 	c.equal("shared", c.cpus(p, lg), fmt.Sprint(shared))
 	c.equal("no annotation for this container: infra", c.cpus(p, other), infra)
 	c.checkSandbox("pod", p, infra)
+}
+
+// testExclusiveWithSharedCPUs: a container with an exclusive CPU and the
+// shared pool (shared-cpus.cpupool.dev) runs on both, is told which is
+// which, has no CFS quota; when the plugin comes back with the shared pool
+// on another CPU, its shared part follows and its exclusive CPU stays.
+// Three CPUs: infra, shared, exclusive; then shared and infra swap.
+func testExclusiveWithSharedCPUs(c *tc) {
+	cpus := c.e.online.List()
+	infra, shared, excl := cpus[0], cpus[1], c.e.last
+	config := func(infra, shared int) string {
+		iso := c.e.online.Difference(cpuset.New(infra))
+		return fmt.Sprintf("isolatedCPUs: %q\npools:\n  shared: {cpus: \"%d\"}\n  exclusive: {cpus: \"%d\"}\n", iso, shared, excl)
+	}
+	p := c.startPlugin(config(infra, shared))
+	pd := c.runPod(podSpec{name: "dpdk", annotations: map[string]string{poolAnnotation: "exclusive", "shared-cpus.cpupool.dev/container.fwd": "true"}})
+	fwd := c.mustCreate(pd, "fwd", 1000)
+	both := cpuset.New(shared, excl).String()
+	c.equal("cpuset: the exclusive CPU and the shared pool", c.cpus(pd, fwd), both)
+	c.equal("Cpus_allowed_list", c.allowedOf(fwd), both)
+	c.equal("CPUPOOL_CPUS:CPUPOOL_EXCLUSIVE_CPUS:CPUPOOL_SHARED_CPUS:CPUPOOL_POOL",
+		c.exec(fwd, "/bin/sh", "-c", "echo $CPUPOOL_CPUS:$CPUPOOL_EXCLUSIVE_CPUS:$CPUPOOL_SHARED_CPUS:$CPUPOOL_POOL"),
+		fmt.Sprintf("%s:%d:%d:exclusive", both, excl, shared))
+	c.equal("no CFS quota", c.quota(pd, fwd), "-1")
+	c.wantMetric(`cpupool_pool_free_cpus{pool="exclusive"}`, 0)
+
+	p.stop()
+	c.preparePlugin(p, config(shared, infra))
+	p.start(c)
+	moved := cpuset.New(infra, excl).String()
+	c.equal("the shared part followed the pool; the exclusive CPU stayed", c.cpus(pd, fwd), moved)
+	c.equal("Cpus_allowed_list followed", c.allowedOf(fwd), moved)
 }
 
 func (c *tc) eniConfig() string {

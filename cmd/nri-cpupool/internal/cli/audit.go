@@ -100,7 +100,8 @@ func auditHoldings(st *state.State) ([]audit.Holding, error) {
 		if err != nil {
 			return fmt.Errorf("state: container %s: %w", id, err)
 		}
-		out = append(out, audit.Holding{CPUs: cpus.Union(reserved), Owner: c.PodNamespace + "/" + c.PodName + "/" + c.Container + suffix, Pool: c.Pool, ContainerID: id})
+		out = append(out, audit.Holding{CPUs: cpus.Union(reserved), Owner: c.PodNamespace + "/" + c.PodName + "/" + c.Container + suffix, Pool: c.Pool, ContainerID: id,
+			PowerClass: c.PowerClass})
 		return nil
 	}
 	for _, id := range slices.Sorted(maps.Keys(st.Containers)) {
