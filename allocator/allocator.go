@@ -221,16 +221,28 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 			return Result{}, err
 		}
 		as.CPUs, as.Reserved = cpus, reserved
-		as.NoCPUQuota = req.Options.DisableCPUQuota
 	default:
 		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
 	}
+	as.NoCPUQuota = liftsCPUQuota(req)
 	if err := a.withSharedPart(as, req); err != nil {
 		return Result{}, err
 	}
 	as.Mems = a.memsFor(as.CPUs)
 	a.takeFromHolds(req, as.Held())
 	return a.commit(as, infraBefore), nil
+}
+
+// liftsCPUQuota is the one rule for the CFS quota, whichever route placed
+// the container (an annotation, the kubelet's cpupool.dev/exclusive
+// devices, adoption at Synchronize): a container of an exclusive pool owns
+// its CPUs, and a quota would throttle it on them (a pod of the resource
+// that requests cpu: 10m would get 1% of one CPU), so it is lifted unless
+// disableCPUQuota (or its annotation) keeps it. A container with exclusive
+// plus shared CPUs has its quota lifted too (see withshared.go). Members of
+// shared and infra keep the kubelet's quota.
+func liftsCPUQuota(req Request) bool {
+	return pools.IsExclusive(req.Pool) && (req.Options.DisableCPUQuota || req.WithShared)
 }
 
 // commit records an assignment and computes the updates it causes since

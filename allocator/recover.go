@@ -255,7 +255,7 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept 
 	}
 	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || cpulist.Equal(current, req.CPUs)) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
-			NoCPUQuota: req.Options.DisableCPUQuota || req.WithShared, IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
+			NoCPUQuota: liftsCPUQuota(req), IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
 			PowerClass: req.PowerClass, WithShared: req.WithShared, Shared: a.PoolCPUs(pools.Shared)}
 		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
 			// The siblings it was given idle are not in its cpuset; the

@@ -37,7 +37,8 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return p.adjustment(st), p.takePending(), nil
 	}
 	info := p.toContainer(pod, ctr)
-	if err := p.attachGrant(pod, ctr, &info); err != nil {
+	tok, err := p.attachGrant(pod, ctr, &info)
+	if err != nil {
 		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
 	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
@@ -45,7 +46,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil, p.refuse(who, err)
 	}
 	res, err := p.alloc.Allocate(req)
-	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes() > 0 {
+	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes(pod) > 0 {
 		res, err = p.alloc.Allocate(req)
 	}
 	if err != nil {
@@ -56,6 +57,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// the next Synchronize finds the container where the runtime runs it.
 	st := p.recordPlacement(res)
 	p.rememberCgroup(res.Assignment, ctr)
+	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
 	p.log.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
 	updates := p.followers(res)

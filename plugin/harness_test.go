@@ -207,6 +207,9 @@ func (f *fakeRuntime) apply(updates []*api.ContainerUpdate) {
 			if mems := u.GetLinux().GetResources().GetCpu().GetMems(); mems != "" {
 				c.Linux.Resources.Cpu.Mems = mems
 			}
+			if q := u.GetLinux().GetResources().GetCpu().GetQuota(); q != nil {
+				c.Linux.Resources.Cpu.Quota = api.Int64(q.GetValue())
+			}
 		}
 	}
 }

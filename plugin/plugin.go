@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
@@ -136,7 +137,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(&p.usage, p.writer)
-	g, err := loadGrants(GrantsFile(cfg.StateFile))
+	g, err := p.loadGrants(GrantsFile(cfg.StateFile))
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +147,18 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 		return nil, err
 	}
 	return p, nil
+}
+
+// loadGrants reads the grants file; a damaged one is moved aside, logged
+// and counted, and the grants start empty (see loadGrants).
+func (p *Plugin) loadGrants(path string) (*grants, error) {
+	g, err := loadGrants(path, time.Now())
+	if errors.Is(err, errGrantsDiscarded) {
+		p.log.Warnf("%v", err)
+		p.metrics.countDiscarded(discardedGrants)
+		return g, nil
+	}
+	return g, err
 }
 
 // loadState reads the state once, before the first Synchronize: late, so
@@ -159,6 +172,7 @@ func (p *Plugin) loadState() error {
 	switch {
 	case errors.Is(err, state.ErrStateDiscarded):
 		p.log.Warnf("%v", err)
+		p.metrics.countDiscarded(discardedState)
 	case err != nil:
 		return err
 	}
@@ -245,7 +259,7 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 			parsed.StateFile = p.cfg.StateFile
 		case !p.loaded:
 			p.store = state.NewFileStore(parsed.StateFile)
-			g, err := loadGrants(GrantsFile(parsed.StateFile))
+			g, err := p.loadGrants(GrantsFile(parsed.StateFile))
 			if err != nil {
 				return 0, err
 			}

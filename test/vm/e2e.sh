@@ -30,7 +30,6 @@ if [ "$(uname -s)" != Linux ] || [ "$(uname -m)" != x86_64 ]; then skip "needs a
 install_tools
 VM_CACHE=${VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-vm}
 mkdir -p "$VM_CACHE"
-# Outside /tmp, which the VM covers with its own tmpfs.
 SHARE=$(mktemp -d "$VM_CACHE/e2e.XXXXXX")
 trap 'rm -rf "$SHARE"' EXIT
 (cd "$REPO" && go run ./tools/mkimage -busybox /bin/busybox -name "$IMAGE" -out "$SHARE/busybox.tar")
@@ -51,13 +50,18 @@ fi
 
 # One KVM probe for all the VMs.
 if [ "${VM_ACCEL:-auto}" = auto ]; then
-  if [ -w /dev/kvm ] && "$HERE/vm.sh" --shape tiny --accel kvm --timeout "${VM_KVM_PROBE_TIMEOUT:-40}" -- /bin/true >/dev/null 2>&1; then
+  if [ -w /dev/kvm ] && "$HERE/vm.sh" --shape tiny --accel kvm --cwd / --timeout "${VM_KVM_PROBE_TIMEOUT:-40}" -- /bin/true >/dev/null 2>&1; then
     export VM_ACCEL=kvm
   else
     export VM_ACCEL=tcg
   fi
 fi
 
+# The VM sees the host's root read-only but covers /tmp, /var/tmp and /run
+# with its own tmpfs: the checkout, the image and the tools are shared
+# explicitly, so that they are found wherever they are (a clone under /tmp,
+# a HOME under /run).
+SHARES=(--share "$REPO" --share "$SHARE" --share "$TOOLS")
 START=$SECONDS FAILED=""
 for run in ${E2E_VM_RUNS:-v2:full v1:quick v2:isolation v2:isolation:6.12}; do
   IFS=: read -r cg set series <<<"$run"
@@ -72,7 +76,7 @@ for run in ${E2E_VM_RUNS:-v2:full v1:quick v2:isolation v2:isolation:6.12}; do
     fi
   fi
   say "e2e-vm: shape prod on cgroup $cg, $set set${pkg:+, $pkg} ($VM_ACCEL)"
-  if VM_KERNEL_PKG=$pkg "$HERE/vm.sh" --shape prod --cgroup "$cg" --timeout "${E2E_VM_TIMEOUT:-1800}" \
+  if VM_KERNEL_PKG=$pkg "$HERE/vm.sh" --shape prod --cgroup "$cg" --timeout "${E2E_VM_TIMEOUT:-1800}" "${SHARES[@]}" \
        --env "E2E_VM_SET=$set" --env "E2E_IMAGE_TAR=$SHARE/busybox.tar" --env "E2E_TOOLS=$TOOLS" \
        --env "IRQBALANCE_BIN=$IRQBALANCE_BIN" \
        --env "E2E_CRICTL_TIMEOUT=${E2E_CRICTL_TIMEOUT:-180}" --cwd "$REPO" -- bash "test/vm/$script"; then
