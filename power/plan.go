@@ -66,7 +66,7 @@ func (pl *planner) cpu(cpu int, class string, pc config.PowerClass) {
 	if v := string(pc.ResumeLatencyUS); v != "" {
 		path := filepath.Join(dir, "power/pm_qos_resume_latency_us")
 		if exists(path) {
-			pl.claim(path, v, class, cpu, orderGovernor)
+			pl.claim(path, v, class, cpu, orderFirst)
 		} else {
 			pl.notes.add(class, ResumeLatency, "no power/pm_qos_resume_latency_us (the kernel exposes no PM QoS for the CPU)", cpu)
 		}
@@ -106,7 +106,7 @@ func (pl *planner) idleStates(cpu int, dir, class string, names []string) {
 			pl.notes.add(class, DisabledIdleStates, fmt.Sprintf("no idle state %q (the CPU has %s)", name, strings.Join(slices.Sorted(maps.Keys(found)), ", ")), cpu)
 			continue
 		}
-		pl.claim(filepath.Join(state, "disable"), "1", class, cpu, orderGovernor)
+		pl.claim(filepath.Join(state, "disable"), "1", class, cpu, orderFirst)
 	}
 }
 
@@ -141,7 +141,7 @@ func (pl *planner) cpufreq(cpu int, dir, class string, pc config.PowerClass) {
 	if g := pc.Governor; g != "" {
 		avail, _ := readText(filepath.Join(policy, "scaling_available_governors"))
 		if slices.Contains(strings.Fields(avail), g) {
-			pl.claim(filepath.Join(policy, "scaling_governor"), g, class, cpu, orderGovernor)
+			pl.claim(filepath.Join(policy, "scaling_governor"), g, class, cpu, orderFirst)
 			governor = g
 		} else {
 			pl.notes.add(class, Governor, fmt.Sprintf("governor %s is not offered (scaling_available_governors: %s)", g, avail), cpu)

@@ -64,11 +64,11 @@ const (
 	UncoreMaxFreq      = "uncoreMaxFreqKHz"
 )
 
-// Orders of the changes (hostfiles.Change.Order): a governor is written
-// before the frequencies and the preference it governs, and restored
-// after them.
+// Orders of the changes (hostfiles.Change.Order): a governor (like the
+// files that depend on no other) is written before the frequencies and the
+// preference it governs, and restored after them.
 const (
-	orderGovernor = iota
+	orderFirst = iota
 	orderFrequency
 	orderPreference
 )

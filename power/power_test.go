@@ -418,7 +418,6 @@ func TestWhatTheCPUDoesNotOffer(t *testing.T) {
 	cfg := loadClasses(t, `
     odd: {disabledIdleStates: [C2, C6], governor: schedutil, energyPerformancePreference: balance_power}
 `)
-	cfg.Power.Classes["odd"] = config.PowerClass{DisabledIdleStates: []string{"C2", "C6"}, Governor: "schedutil", EnergyPerformancePreference: "balance_power"}
 	require.NoError(t, os.WriteFile(n.cpu(1, "cpufreq/scaling_governor"), []byte("performance\n"), 0o644))
 	orig := n.snapshot(t)
 	p := n.start(t, cfg, hostfiles.OS{})
