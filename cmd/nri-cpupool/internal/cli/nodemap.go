@@ -71,6 +71,10 @@ var (
 	markIsolated = mark{"^", "isolated by the kernel"}
 	markHeld     = mark{"*", "held for a stopped container"}
 	markIdle     = mark{"_", "kept idle for its core's owner"}
+	// The plugin's isolation of a container's CPUs (README "IRQ isolation",
+	// "Isolated partitions"), as its state file records it.
+	markIRQsOff   = mark{"~", "device IRQs kept off"}
+	markPartition = mark{"#", "isolated cpuset partition"}
 )
 
 // markedCPUs are the CPUs that have a mark.
@@ -79,9 +83,10 @@ type markedCPUs struct {
 	cpus cpuset.CPUSet
 }
 
-// nodeMarks are the marks of the node itself, which both maps draw.
-// IRQ-free CPUs and isolated cpuset partitions belong here once the
-// plugin manages them: one mark and one entry each.
+// nodeMarks are the marks of the node itself, which both maps draw. The
+// marks of what the plugin does to a container's CPUs (held, idle
+// siblings, IRQs kept off, a partition) come from the state file
+// (stateMap).
 func nodeMarks(topo *sysfs.Topology) []markedCPUs {
 	return []markedCPUs{
 		{markIsolated, topo.Isolated},

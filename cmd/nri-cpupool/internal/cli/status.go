@@ -106,7 +106,7 @@ func stateMap(topo *sysfs.Topology, st *state.State) (nodeMap, error) {
 		}
 		m.pools[name] = cpus
 	}
-	held, idle := cpuset.New(), cpuset.New()
+	held, idle, irqOff, partitioned := cpuset.New(), cpuset.New(), cpuset.New(), cpuset.New()
 	owner := func(c state.ContainerState, what string) (mapOwner, error) {
 		cpus, err := cpuset.Parse(c.CPUs)
 		if err != nil {
@@ -117,6 +117,12 @@ func stateMap(topo *sysfs.Topology, st *state.State) (nodeMap, error) {
 			return mapOwner{}, fmt.Errorf("%s.reserved %q: %w", what, c.Reserved, err)
 		}
 		idle = idle.Union(reserved)
+		if c.IsolateIRQs {
+			irqOff = irqOff.Union(cpus).Union(reserved)
+		}
+		if c.IsolatedPartition {
+			partitioned = partitioned.Union(cpus)
+		}
 		return mapOwner{name: containerName(c), pool: c.Pool, cpus: cpus.Union(reserved)}, nil
 	}
 	for _, id := range sortedContainers(st) {
@@ -139,7 +145,8 @@ func stateMap(topo *sysfs.Topology, st *state.State) (nodeMap, error) {
 		held = held.Union(o.cpus)
 		m.owners = append(m.owners, o)
 	}
-	m.marks = append(nodeMarks(topo), markedCPUs{markHeld, held}, markedCPUs{markIdle, idle})
+	m.marks = append(nodeMarks(topo), markedCPUs{markHeld, held}, markedCPUs{markIdle, idle},
+		markedCPUs{markIRQsOff, irqOff}, markedCPUs{markPartition, partitioned})
 	return m, nil
 }
 
