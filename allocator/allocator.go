@@ -51,6 +51,20 @@ type Assignment struct {
 	// NoCPUQuota tells that the container's CFS quota is lifted: it has
 	// exclusive CPUs and disableCPUQuota applies to it.
 	NoCPUQuota bool `json:"-"`
+	// IsolateIRQs tells that device IRQs are kept off its CPUs (and its
+	// reserved siblings) while it holds them.
+	IsolateIRQs bool `json:"-"`
+	// IsolatedPartition tells that its cgroup is made an isolated cgroup
+	// v2 partition of its CPUs while it runs.
+	IsolatedPartition bool `json:"-"`
+	// PowerClass is the power class of an exclusive container's CPUs ("":
+	// as the node has them), also while they are held for its pod.
+	PowerClass string `json:"-"`
+	// WithShared tells that an exclusive container also runs on the
+	// shared pool, whose CPUs are Shared (as of its last update): its
+	// cpuset is Cpuset(), its CPUs stay the exclusive part.
+	WithShared bool          `json:"-"`
+	Shared     cpuset.CPUSet `json:"-"`
 	// Added are the CPUs in-place resizes added to the container, in the
 	// order they were added; the rest of CPUs is its original set, which a
 	// resize never gives back.
@@ -162,6 +176,14 @@ type Request struct {
 	// allocated (the cpupool.dev/exclusive resource); they are checked, not
 	// chosen.
 	CPUs cpuset.CPUSet
+	// IsolateIRQs keeps device IRQs off an exclusive container's CPUs.
+	IsolateIRQs bool
+	// IsolatedPartition makes its cgroup an isolated partition.
+	IsolatedPartition bool
+	// PowerClass is an exclusive container's power class.
+	PowerClass string
+	// WithShared adds the shared pool to an exclusive container's cpuset.
+	WithShared bool
 	// grow is the running container a resize adds CPUs to.
 	grow *Assignment
 }
@@ -185,6 +207,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		}
 		as.CPUs = cpus
 	case pools.Exclusive, pools.ExclusiveNonIsolcpus:
+		as.IsolateIRQs, as.IsolatedPartition, as.PowerClass = req.IsolateIRQs, req.IsolatedPartition, req.PowerClass
 		if req.CPUs.Size() > 0 {
 			cpus, err := a.placeExact(req)
 			if err != nil {
@@ -200,13 +223,28 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 			return Result{}, err
 		}
 		as.CPUs, as.Reserved = cpus, reserved
-		as.NoCPUQuota = req.Options.DisableCPUQuota
 	default:
 		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
+	}
+	as.NoCPUQuota = liftsCPUQuota(req)
+	if err := a.withSharedPart(as, req); err != nil {
+		return Result{}, err
 	}
 	as.Mems = a.memsFor(as.CPUs)
 	a.takeFromHolds(req, as.Held())
 	return a.commit(as, infraBefore), nil
+}
+
+// liftsCPUQuota is the one rule for the CFS quota, whichever route placed
+// the container (an annotation, the kubelet's cpupool.dev/exclusive
+// devices, adoption at Synchronize): a container of an exclusive pool owns
+// its CPUs, and a quota would throttle it on them (a pod of the resource
+// that requests cpu: 10m would get 1% of one CPU), so it is lifted unless
+// disableCPUQuota (or its annotation) keeps it. A container with exclusive
+// plus shared CPUs has its quota lifted too (see withshared.go). Members of
+// shared and infra keep the kubelet's quota.
+func liftsCPUQuota(req Request) bool {
+	return pools.IsExclusive(req.Pool) && (req.Options.DisableCPUQuota || req.WithShared)
 }
 
 // commit records an assignment and computes the updates it causes since

@@ -24,6 +24,9 @@ const (
 	// ReasonPlacement: the pool cannot give the container what it asks for
 	// (it is full, has no CPUs, or the options cannot be met).
 	ReasonPlacement = "placement"
+	// ReasonPower: the container's power class has a setting this node
+	// cannot apply, and power.unsupported is refuse.
+	ReasonPower = "power"
 )
 
 // Refusal is an error that refuses a container, with its reason.

@@ -209,3 +209,22 @@ func (a *Allocator) lend(cpus cpuset.CPUSet, only bool, pool cpuset.CPUSet) (und
 const lentAway = "\x00"
 
 func (a *Allocator) sortedHoldKeys() []string { return slices.Sorted(maps.Keys(a.holds)) }
+
+// IRQIsolated returns the CPUs device IRQs are kept off: every CPU (and
+// reserved sibling) of an exclusive container or hold that asked for it.
+// The plugin's background IRQ pass calls it, under the plugin's lock: it
+// walks the map without sorting.
+func (a *Allocator) IRQIsolated() cpuset.CPUSet {
+	var ids []int
+	for _, c := range a.containers {
+		if c.IsolateIRQs {
+			ids = append(ids, c.Held().UnsortedList()...)
+		}
+	}
+	for _, h := range a.holds {
+		if h.IsolateIRQs {
+			ids = append(ids, h.Held().UnsortedList()...)
+		}
+	}
+	return cpuset.New(ids...)
+}

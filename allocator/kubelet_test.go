@@ -52,6 +52,42 @@ func TestPolicyWithDevicePlugin(t *testing.T) {
 	}
 }
 
+// TestCPUQuotaOneRuleForEveryRoute: the CFS quota of an exclusive
+// container is lifted whether the kubelet chose its CPUs or the allocator
+// did, on creation and on adoption, and kept where the options keep it.
+func TestCPUQuotaOneRuleForEveryRoute(t *testing.T) {
+	lifted, kept := config.Allocation{DisableCPUQuota: true}, config.Allocation{}
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want bool
+	}{
+		{"kubelet's CPUs", Request{Pool: pools.Exclusive, CPUs: cpuset.New(5, 13), MilliCPU: 10, Options: lifted}, true},
+		{"kubelet's CPUs, quota kept", Request{Pool: pools.Exclusive, CPUs: cpuset.New(5, 13), MilliCPU: 10, Options: kept}, false},
+		{"annotation", Request{Pool: pools.Exclusive, MilliCPU: 2000, Options: lifted}, true},
+		{"annotation, quota kept", Request{Pool: pools.Exclusive, MilliCPU: 2000, Options: kept}, false},
+		{"infra", Request{Pool: pools.Infra, MilliCPU: 2000, Options: lifted}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, adopt := range []bool{false, true} {
+				a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"\npools: {exclusive: {cpus: \"4-7,12-15\"}}\n")
+				req := tc.req
+				req.ID, req.Container, req.Pod = "c", "c", PodRef{UID: "u", Namespace: "n", Name: "p"}
+				req.NUMANodes, req.PreferNUMA = cpuset.New(), cpuset.New()
+				var res Result
+				var err error
+				if adopt {
+					res, _, err = a.Adopt(req, req.CPUs)
+				} else {
+					res, err = a.Allocate(req)
+				}
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, res.Assignment.NoCPUQuota, "adopt %v", adopt)
+			}
+		})
+	}
+}
+
 // TestExactPlacement: kubelet-chosen CPUs are taken as they are, and
 // refused when held, offline or outside the pool.
 func TestExactPlacement(t *testing.T) {

@@ -25,10 +25,14 @@ const (
 	AnnotationFullPCPUsOnly        = "full-pcpus-only.cpupool.dev"
 	AnnotationDistributeAcrossNUMA = "distribute-across-numa.cpupool.dev"
 	AnnotationDisableCPUQuota      = "disable-cpu-quota.cpupool.dev"
+	AnnotationIRQIsolation         = "irq-isolation.cpupool.dev"
+	AnnotationIsolatedPartition    = "isolated-partition.cpupool.dev"
+	AnnotationPowerClass           = "power-class.cpupool.dev"
+	AnnotationSharedCPUs           = "shared-cpus.cpupool.dev"
 )
 
 var knownAnnotations = []string{AnnotationPool, AnnotationNUMA, AnnotationDevice, AnnotationHideHyperthreads, AnnotationFullPCPUsOnly, AnnotationDistributeAcrossNUMA,
-	AnnotationDisableCPUQuota}
+	AnnotationDisableCPUQuota, AnnotationIRQIsolation, AnnotationIsolatedPartition, AnnotationPowerClass, AnnotationSharedCPUs}
 
 // QoS classes, as the kubelet derives them.
 const (
@@ -67,6 +71,9 @@ type Policy struct {
 	// numaLimit bounds NUMA node ids in annotations: one past the node's
 	// highest NUMA node.
 	numaLimit int
+	// powerRefusals are the power classes containers may not have on
+	// this node, with the reason (see SetPowerRefusals).
+	powerRefusals map[string]string
 }
 
 // maxNUMANodes is the kernel's largest MAX_NUMNODES, the bound when the
@@ -146,6 +153,18 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		return Request{}, err
 	}
 	if err := placementOptions(c, &req.Options); err != nil {
+		return Request{}, err
+	}
+	if req.IsolateIRQs, err = p.irqIsolation(c, req.Pool); err != nil {
+		return Request{}, err
+	}
+	if req.IsolatedPartition, err = p.isolatedPartition(c, req.Pool); err != nil {
+		return Request{}, err
+	}
+	if req.PowerClass, err = p.powerClass(c, req.Pool); err != nil {
+		return Request{}, err
+	}
+	if req.WithShared, err = p.withShared(c, req.Pool); err != nil {
 		return Request{}, err
 	}
 	if req.NUMANodes, err = p.numaNodes(c); err != nil {
@@ -245,6 +264,77 @@ func placementOptions(c Container, opts *config.Allocation) error {
 		}
 	}
 	return nil
+}
+
+// irqIsolation decides whether device IRQs are kept off an exclusive
+// container's CPUs: the pool's irqIsolation mode, and the annotation where
+// the mode lets the pod choose. Asking for what the pool does not offer is
+// an error, not ignored. The pool's namespace rules have already admitted
+// the container to the pool.
+func (p *Policy) irqIsolation(c Container, pool string) (bool, error) {
+	key, v, annotated := lookup(c.Annotations, AnnotationIRQIsolation, c.Name)
+	want := false
+	if annotated {
+		var err error
+		if want, err = strconv.ParseBool(strings.TrimSpace(v)); err != nil {
+			return false, &AnnotationError{key, v, "not a boolean; use true or false"}
+		}
+	}
+	mode := p.cfg.IRQIsolation(pool)
+	if !pools.IsExclusive(pool) {
+		if annotated && want {
+			why := "IRQ isolation is for containers with exclusive CPUs, and the container goes to " + pool
+			if mode == config.IRQIsolationAlways {
+				why += ", whose CPUs are kept free of IRQs anyway (pools." + pool + ".irqIsolation: always)"
+			}
+			return false, &AnnotationError{key, v, why}
+		}
+		return false, nil
+	}
+	switch mode {
+	case config.IRQIsolationOptIn:
+		return want, nil
+	case config.IRQIsolationOptOut:
+		return !annotated || want, nil
+	case config.IRQIsolationAlways:
+		if annotated && !want {
+			return false, &AnnotationError{key, v, fmt.Sprintf("pool %s keeps its CPUs free of IRQs for every container (pools.%s.irqIsolation: always)", pool, pool)}
+		}
+		return true, nil
+	}
+	if annotated && want {
+		return false, &AnnotationError{key, v, fmt.Sprintf("pool %s does not offer IRQ isolation (pools.%s.irqIsolation is off); the node's operator can set it to optIn", pool, pool)}
+	}
+	return false, nil
+}
+
+// isolatedPartition decides whether an exclusive container's cgroup
+// becomes an isolated partition, like irqIsolation (without always).
+func (p *Policy) isolatedPartition(c Container, pool string) (bool, error) {
+	key, v, annotated := lookup(c.Annotations, AnnotationIsolatedPartition, c.Name)
+	want := false
+	if annotated {
+		var err error
+		if want, err = strconv.ParseBool(strings.TrimSpace(v)); err != nil {
+			return false, &AnnotationError{key, v, "not a boolean; use true or false"}
+		}
+	}
+	if !pools.IsExclusive(pool) {
+		if annotated && want {
+			return false, &AnnotationError{key, v, "an isolated partition is for containers with exclusive CPUs, and the container goes to " + pool}
+		}
+		return false, nil
+	}
+	switch p.cfg.IsolatedPartition(pool) {
+	case config.IRQIsolationOptIn:
+		return want, nil
+	case config.IRQIsolationOptOut:
+		return !annotated || want, nil
+	}
+	if annotated && want {
+		return false, &AnnotationError{key, v, fmt.Sprintf("pool %s does not offer isolated partitions (pools.%s.isolatedPartition is off); the node's operator can set it to optIn", pool, pool)}
+	}
+	return false, nil
 }
 
 // numaNodes are the NUMA nodes the annotation restricts the container to;
@@ -374,7 +464,7 @@ func CheckAnnotations(ann map[string]string) error {
 		}
 		base, scope, _ := strings.Cut(k, "/")
 		if !slices.Contains(knownAnnotations, base) {
-			return &AnnotationError{k, v, "unknown annotation; known keys are " + strings.Join(knownAnnotations, ", ")}
+			return &AnnotationError{k, v, "unknown annotation; known keys are " + knownKeys()}
 		}
 		if scope != "" && scope != "pod" && !strings.HasPrefix(scope, "container.") {
 			return &AnnotationError{k, v, "unknown scope " + cpulist.Echo(scope) + "; use <key>, <key>/pod or <key>/container.<name>"}
@@ -391,9 +481,22 @@ func CheckAnnotations(ann map[string]string) error {
 			if n := strings.Count(v, ",") + 1; n > MaxDevicePaths {
 				return &AnnotationError{k, v, fmt.Sprintf("%d device paths; at most %d are accepted", n, MaxDevicePaths)}
 			}
+		case AnnotationPowerClass:
+			if n := len(strings.TrimSpace(v)); n == 0 || n > config.MaxPowerClassName {
+				return &AnnotationError{k, v, fmt.Sprintf("not a power class name (1 to %d bytes)", config.MaxPowerClassName)}
+			}
 		}
 	}
 	return nil
+}
+
+// knownKeys lists the known keys for an error, short: the domain once.
+func knownKeys() string {
+	names := make([]string, len(knownAnnotations))
+	for i, k := range knownAnnotations {
+		names[i] = strings.TrimSuffix(k, "."+AnnotationDomain)
+	}
+	return "{" + strings.Join(names, ",") + "}." + AnnotationDomain
 }
 
 // ours tells whether an annotation key is in our domain.

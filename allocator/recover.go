@@ -93,19 +93,26 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		res, err := a.keep(as)
 		return res, Kept, err
 	}
+	runsOn := r.RunsOn
+	if as.WithShared {
+		// Its exclusive part is what it runs on beside the shared pool
+		// (as it is now, or as the record knew it); readd gives it the
+		// pool as it is now.
+		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared))
+	}
 	switch {
-	case r.Damaged || r.RunsOn.IsEmpty():
+	case r.Damaged || runsOn.IsEmpty():
 		return Result{}, NeedsRepin, nil
 	case !a.heldByOthers(as.Held(), as.ID).IsEmpty():
 		return Result{}, NeedsRepin, nil
-	case cpulist.Equal(r.RunsOn, as.CPUs):
+	case cpulist.Equal(runsOn, as.CPUs):
 		res, err := a.keep(as)
 		return res, Kept, err
-	case r.RunsOn.Size() == as.CPUs.Size():
+	case runsOn.Size() == as.CPUs.Size():
 		moved := as
-		moved.CPUs = r.RunsOn
+		moved.CPUs = runsOn
 		if !as.Reserved.IsEmpty() {
-			moved.Reserved = a.hiddenSiblings(r.RunsOn)
+			moved.Reserved = a.hiddenSiblings(runsOn)
 		}
 		if res, err := a.restore(moved); err == nil {
 			return res, KeptWhereItRuns, nil
@@ -211,9 +218,15 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 
 // readd adds a prepared assignment. Members of a shared pool follow the
 // pool as it is now, unless the pool no longer exists: then they stay where
-// they run, and the error says so.
+// they run, and the error says so. So does the shared part of an
+// exclusive container that asked for it.
 func (a *Allocator) readd(as Assignment, infraBefore infraMark) (Result, error) {
 	var problem error
+	if as.WithShared && pools.IsExclusive(as.Pool) {
+		if now := a.PoolCPUs(pools.Shared); !now.IsEmpty() {
+			as.Shared = now
+		}
+	}
 	if as.Pool == pools.Shared || as.Pool == pools.Infra {
 		if now := a.PoolCPUs(as.Pool); !now.IsEmpty() {
 			as.CPUs = now
@@ -231,6 +244,10 @@ func (a *Allocator) readd(as Assignment, infraBefore infraMark) (Result, error) 
 // decision of ours — it stays there; otherwise it is placed like a new one.
 // Kept tells which happened.
 func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
+	if req.WithShared {
+		// Its exclusive part is what it runs on beside the shared pool.
+		current = current.Difference(a.PoolCPUs(pools.Shared))
+	}
 	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !cpulist.Equal(current, req.CPUs) {
 		// The kubelet's allocation is the truth for its containers.
 		res, err = a.Allocate(req)
@@ -238,7 +255,8 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept 
 	}
 	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || cpulist.Equal(current, req.CPUs)) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
-			NoCPUQuota: req.Options.DisableCPUQuota}
+			NoCPUQuota: liftsCPUQuota(req), IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
+			PowerClass: req.PowerClass, WithShared: req.WithShared, Shared: a.PoolCPUs(pools.Shared)}
 		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
 			// The siblings it was given idle are not in its cpuset; the
 			// annotation says they are its.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 	"k8s.io/utils/cpuset"
@@ -63,10 +64,17 @@ type Config struct {
 	PluginIndex     int    `yaml:"pluginIndex"`
 	CgroupRoot      string `yaml:"cgroupRoot"`
 	SysfsRoot       string `yaml:"sysfsRoot"`
-	LogLevel        string `yaml:"logLevel"`
+	// ProcRoot is where procfs is mounted: /proc/irq is written and
+	// /proc/interrupts read there (IRQ isolation, the audit).
+	ProcRoot string `yaml:"procRoot"`
+	// IRQ configures how IRQs are kept off CPUs (pools.*.irqIsolation).
+	IRQ      IRQ    `yaml:"irq"`
+	LogLevel string `yaml:"logLevel"`
 	// Kubelet makes the exclusive pool visible to the scheduler through the
 	// kubelet's device plugin API.
 	Kubelet Kubelet `yaml:"kubelet"`
+	// Power gives pools and containers power classes (power.go).
+	Power Power `yaml:"power"`
 	// DRA makes the daemon the cpupool.dev DRA driver: the scheduler then
 	// allocates exclusive CPUs by NUMA node through ResourceClaims.
 	DRA DRA `yaml:"dra"`
@@ -132,6 +140,13 @@ type Pools struct {
 type PoolSpec struct {
 	CPUs  string `yaml:"cpus"`
 	Count int    `yaml:"count"`
+	// IRQIsolation keeps device IRQs off the pool's CPUs: one of the
+	// IRQIsolation* values ("" is off).
+	IRQIsolation string `yaml:"irqIsolation"`
+	// IsolatedPartition makes containers' cgroups isolated cgroup v2
+	// partitions (no load balancing onto their CPUs): off, optIn or
+	// optOut; exclusive pools only.
+	IsolatedPartition string `yaml:"isolatedPartition"`
 }
 
 // ExclusiveNonIsolcpusSpec enables exclusive CPUs taken from infra.
@@ -140,6 +155,102 @@ type ExclusiveNonIsolcpusSpec struct {
 	// MinInfraCPUs is how many CPUs infra keeps however many
 	// exclusive-non-isolcpus containers run.
 	MinInfraCPUs int `yaml:"minInfraCPUs"`
+	// IRQIsolation: as PoolSpec's, without always (the pool's CPUs are
+	// infra's until lent).
+	IRQIsolation string `yaml:"irqIsolation"`
+	// IsolatedPartition: as PoolSpec's.
+	IsolatedPartition string `yaml:"isolatedPartition"`
+}
+
+// Values of pools.<pool>.irqIsolation.
+const (
+	// IRQIsolationOff never moves IRQs for the pool (the default).
+	IRQIsolationOff = "off"
+	// IRQIsolationOptIn moves IRQs off the CPUs of the pool's containers
+	// whose pod or container annotation asks for it.
+	IRQIsolationOptIn = "optIn"
+	// IRQIsolationOptOut moves IRQs off the CPUs of every container of the
+	// pool, unless its annotation says false.
+	IRQIsolationOptOut = "optOut"
+	// IRQIsolationAlways keeps the pool's CPUs free of IRQs whether or not
+	// a container holds them.
+	IRQIsolationAlways = "always"
+)
+
+// IRQ configures IRQ isolation for every pool.
+type IRQ struct {
+	// RescanInterval is how often IRQs are listed again, to move IRQs
+	// that appeared since (a driver loaded, a VF created) and to undo
+	// other programs' writes.
+	RescanInterval Duration `yaml:"rescanInterval"`
+	// Irqbalance is "socket" (tell a running irqbalance the banned CPUs
+	// through its control socket) or "off" (leave irqbalance alone).
+	Irqbalance string `yaml:"irqbalance"`
+	// IrqbalanceDir holds irqbalance's control sockets.
+	IrqbalanceDir string `yaml:"irqbalanceDir"`
+}
+
+// Duration is a time.Duration written as "10s" in YAML.
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML reads "10s", "1m30s".
+func (d *Duration) UnmarshalYAML(node *yaml.Node) error {
+	var s string
+	if err := node.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration; write e.g. \"10s\"", node.Line, s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalYAML writes the duration as text.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// IRQIsolation returns a pool's irqIsolation value ("" reads as off).
+func (c *Config) IRQIsolation(pool string) string {
+	var v string
+	switch pool {
+	case pools.Exclusive:
+		v = c.Pools.Exclusive.IRQIsolation
+	case pools.Shared:
+		v = c.Pools.Shared.IRQIsolation
+	case pools.ExclusiveNonIsolcpus:
+		v = c.Pools.ExclusiveNonIsolcpus.IRQIsolation
+	}
+	if v == "" {
+		return IRQIsolationOff
+	}
+	return v
+}
+
+// IsolatedPartition returns a pool's isolatedPartition value ("" reads
+// as off).
+func (c *Config) IsolatedPartition(pool string) string {
+	var v string
+	switch pool {
+	case pools.Exclusive:
+		v = c.Pools.Exclusive.IsolatedPartition
+	case pools.ExclusiveNonIsolcpus:
+		v = c.Pools.ExclusiveNonIsolcpus.IsolatedPartition
+	}
+	if v == "" {
+		return IRQIsolationOff
+	}
+	return v
+}
+
+// IRQIsolationEnabled tells whether any pool may move IRQs.
+func (c *Config) IRQIsolationEnabled() bool {
+	for _, pool := range []string{pools.Exclusive, pools.Shared, pools.ExclusiveNonIsolcpus} {
+		if c.IRQIsolation(pool) != IRQIsolationOff {
+			return true
+		}
+	}
+	return false
 }
 
 // Allocation holds placement options; pods may override them by annotation.
@@ -167,10 +278,13 @@ func Default() *Config {
 		PluginIndex:  10,
 		CgroupRoot:   "/sys/fs/cgroup",
 		SysfsRoot:    "/",
+		ProcRoot:     "/proc",
+		IRQ:          IRQ{RescanInterval: Duration{10 * time.Second}, Irqbalance: "socket", IrqbalanceDir: "/run/irqbalance"},
 		LogLevel:     "info",
 		Pools:        Pools{ExclusiveNonIsolcpus: ExclusiveNonIsolcpusSpec{MinInfraCPUs: 1}},
 		Allocation:   Allocation{DisableCPUQuota: true},
 		Kubelet:      Kubelet{DevicePluginDir: "/var/lib/kubelet/device-plugins"},
+		Power:        Power{Unsupported: PowerUnsupportedWarn},
 		DRA: DRA{Devices: DRADevicesNUMANode, CDIDir: "/var/run/cdi", PluginDir: "/var/lib/kubelet/plugins/cpupool.dev",
 			RegistryDir: "/var/lib/kubelet/plugins_registry"},
 	}
@@ -248,6 +362,8 @@ func (c *Config) Check() Problems {
 	if c.Kubelet.DevicePlugin && c.GuaranteedExclusive && !c.Pools.ExclusiveNonIsolcpus.Enabled {
 		p.Warnf("guaranteedExclusive", "with kubelet.devicePlugin on, the exclusive pool is given only through %s, so Guaranteed containers that do not request it go to exclusive-non-isolcpus, which is not enabled: they go to defaultPool (%s)", ResourceExclusive, c.DefaultPool)
 	}
+	c.checkIRQ(&p)
+	c.checkPower(&p)
 	if c.DRA.Enabled && c.Kubelet.DevicePlugin {
 		p.Errorf("dra.enabled", "the DRA driver and the kubelet device plugin (kubelet.devicePlugin) would both hand out the exclusive pool; turn one off (pods that request %s are served by DRA through a DeviceClass with extendedResourceName, see README \"DRA\")", ResourceExclusive)
 	}
@@ -257,7 +373,8 @@ func (c *Config) Check() Problems {
 	if c.DRA.Enabled && c.GuaranteedExclusive {
 		p.Warnf("guaranteedExclusive", "with dra.enabled, the exclusive pools are given only through ResourceClaims, so Guaranteed containers without a claim go to defaultPool (%s)", c.DefaultPool)
 	}
-	paths := map[string]string{"stateFile": c.StateFile, "nriSocket": c.NRISocket, "cgroupRoot": c.CgroupRoot, "sysfsRoot": c.SysfsRoot, "kubelet.devicePluginDir": c.Kubelet.DevicePluginDir,
+	paths := map[string]string{"stateFile": c.StateFile, "nriSocket": c.NRISocket, "cgroupRoot": c.CgroupRoot, "sysfsRoot": c.SysfsRoot,
+		"procRoot": c.ProcRoot, "irq.irqbalanceDir": c.IRQ.IrqbalanceDir, "kubelet.devicePluginDir": c.Kubelet.DevicePluginDir,
 		"dra.cdiDir": c.DRA.CDIDir, "dra.pluginDir": c.DRA.PluginDir, "dra.registryDir": c.DRA.RegistryDir}
 	if c.DRA.Kubeconfig != "" {
 		paths["dra.kubeconfig"] = c.DRA.Kubeconfig
@@ -276,6 +393,46 @@ func (c *Config) Check() Problems {
 		p.Errorf("logLevel", "%v", err)
 	}
 	return p
+}
+
+// checkIRQ validates the IRQ isolation keys.
+func (c *Config) checkIRQ(p *Problems) {
+	for _, pk := range []struct {
+		pool  string
+		value string
+		modes []string
+		why   string
+	}{
+		{pools.Exclusive, c.Pools.Exclusive.IRQIsolation, []string{IRQIsolationOff, IRQIsolationOptIn, IRQIsolationOptOut, IRQIsolationAlways}, ""},
+		{pools.Shared, c.Pools.Shared.IRQIsolation, []string{IRQIsolationOff, IRQIsolationAlways},
+			"; a shared pool's CPUs are not any one container's, so only the whole pool can be kept free of IRQs"},
+		{pools.ExclusiveNonIsolcpus, c.Pools.ExclusiveNonIsolcpus.IRQIsolation, []string{IRQIsolationOff, IRQIsolationOptIn, IRQIsolationOptOut},
+			"; the pool's CPUs belong to infra until lent, so they cannot always be free of IRQs"},
+	} {
+		if pk.value != "" && !slices.Contains(pk.modes, pk.value) {
+			p.Errorf("pools."+pk.pool+".irqIsolation", "%q is not one of %s%s", pk.value, strings.Join(pk.modes, ", "), pk.why)
+		}
+	}
+	for _, pk := range []struct{ pool, value string }{
+		{pools.Exclusive, c.Pools.Exclusive.IsolatedPartition},
+		{pools.ExclusiveNonIsolcpus, c.Pools.ExclusiveNonIsolcpus.IsolatedPartition},
+		{pools.Shared, c.Pools.Shared.IsolatedPartition},
+	} {
+		modes := []string{IRQIsolationOff, IRQIsolationOptIn, IRQIsolationOptOut}
+		why := ""
+		if pk.pool == pools.Shared {
+			modes, why = modes[:1], "; a partition belongs to one container, so only exclusive pools can have them"
+		}
+		if pk.value != "" && !slices.Contains(modes, pk.value) {
+			p.Errorf("pools."+pk.pool+".isolatedPartition", "%q is not one of %s%s", pk.value, strings.Join(modes, ", "), why)
+		}
+	}
+	if c.IRQ.RescanInterval.Duration < time.Second {
+		p.Errorf("irq.rescanInterval", "%s is shorter than 1s; each rescan reads every IRQ's affinity", c.IRQ.RescanInterval.Duration)
+	}
+	if c.IRQ.Irqbalance != "socket" && c.IRQ.Irqbalance != "off" {
+		p.Errorf("irq.irqbalance", "%q is not socket or off", c.IRQ.Irqbalance)
+	}
 }
 
 // ParseCPUList parses a CPU list as written in the config ("0-3, 8"):

@@ -49,6 +49,39 @@ logLevel: debug
 	assert.True(t, cfg.Allocation.DistributeAcrossNUMA)
 }
 
+func TestIRQIsolationKeys(t *testing.T) {
+	cfg, err := Parse(strings.NewReader(`
+procRoot: /host/proc
+pools:
+  exclusive: {irqIsolation: optOut}
+  shared: {cpus: "6-7", irqIsolation: always}
+  exclusive-non-isolcpus: {enabled: true, irqIsolation: optIn}
+irq: {rescanInterval: 30s, irqbalance: "off", irqbalanceDir: /host/run/irqbalance}
+`), "irq.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "/host/proc", cfg.ProcRoot)
+	assert.Equal(t, IRQIsolationOptOut, cfg.IRQIsolation(PoolExclusive))
+	assert.Equal(t, IRQIsolationAlways, cfg.IRQIsolation(PoolShared))
+	assert.Equal(t, IRQIsolationOptIn, cfg.IRQIsolation(PoolExclusiveNonIsolcpus))
+	assert.Equal(t, IRQIsolationOff, cfg.IRQIsolation(PoolInfra))
+	assert.Equal(t, 30*time.Second, cfg.IRQ.RescanInterval.Duration)
+	assert.Equal(t, "off", cfg.IRQ.Irqbalance)
+	assert.True(t, cfg.IRQIsolationEnabled())
+	assert.Equal(t, IRQIsolationOff, cfg.IsolatedPartition(PoolExclusive))
+	cfg, err = Parse(strings.NewReader("pools: {exclusive: {isolatedPartition: optIn}, exclusive-non-isolcpus: {isolatedPartition: optOut}}"), "p.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, IRQIsolationOptIn, cfg.IsolatedPartition(PoolExclusive))
+	assert.Equal(t, IRQIsolationOptOut, cfg.IsolatedPartition(PoolExclusiveNonIsolcpus))
+	assert.Equal(t, IRQIsolationOff, cfg.IsolatedPartition(PoolShared))
+
+	def := Default()
+	assert.False(t, def.IRQIsolationEnabled(), "off unless a pool asks for it")
+	assert.Equal(t, IRQIsolationOff, def.IRQIsolation(PoolExclusive))
+	assert.Equal(t, "/proc", def.ProcRoot)
+	assert.Equal(t, 10*time.Second, def.IRQ.RescanInterval.Duration)
+	assert.Equal(t, "socket", def.IRQ.Irqbalance)
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml string
@@ -68,6 +101,15 @@ func TestParseErrors(t *testing.T) {
 		{"metrics address", "metricsAddress: 9464", []string{"metricsAddress: \"9464\" is not host:port"}},
 		{"min infra", "pools: {exclusive-non-isolcpus: {minInfraCPUs: 0}}", []string{"minInfraCPUs: 0: infra needs at least 1 CPU"}},
 		{"every problem at once", "logLevel: loud\npluginIndex: -1", []string{"logLevel", "pluginIndex"}},
+		{"irq isolation value", "pools: {exclusive: {irqIsolation: yes}}", []string{`pools.exclusive.irqIsolation: "yes" is not one of off, optIn, optOut, always`}},
+		{"irq isolation of shared containers", "pools: {shared: {irqIsolation: optIn}}", []string{`pools.shared.irqIsolation: "optIn" is not one of off, always; a shared pool's CPUs are not any one container's`}},
+		{"irq isolation always of lent CPUs", "pools: {exclusive-non-isolcpus: {irqIsolation: always}}", []string{"pools.exclusive-non-isolcpus.irqIsolation", "belong to infra until lent"}},
+		{"rescan too often", "irq: {rescanInterval: 100ms}", []string{"irq.rescanInterval: 100ms is shorter than 1s"}},
+		{"rescan not a duration", "irq: {rescanInterval: often}", []string{`"often" is not a duration`}},
+		{"irqbalance", "irq: {irqbalance: restart}", []string{`irq.irqbalance: "restart" is not socket or off`}},
+		{"partition value", "pools: {exclusive: {isolatedPartition: always}}", []string{`pools.exclusive.isolatedPartition: "always" is not one of off, optIn, optOut`}},
+		{"partition of shared", "pools: {shared: {isolatedPartition: optIn}}", []string{`pools.shared.isolatedPartition: "optIn" is not one of off; a partition belongs to one container`}},
+		{"relative proc root", "procRoot: proc", []string{`procRoot: "proc" is not an absolute path`}},
 		{"DRA and the device plugin", "dra: {enabled: true}\nkubelet: {devicePlugin: true}", []string{"dra.enabled: the DRA driver and the kubelet device plugin (kubelet.devicePlugin) would both hand out the exclusive pool; turn one off"}},
 		{"DRA device model", "dra: {devices: cores}", []string{`dra.devices: unknown device model "cores"; use numaNode`}},
 		{"DRA relative kubeconfig", "dra: {kubeconfig: kubeconfig}", []string{`dra.kubeconfig: "kubeconfig" is not an absolute path`}},

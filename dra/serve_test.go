@@ -55,9 +55,11 @@ func serve(t *testing.T, td *testDriver, objects ...*resourceapi.ResourceClaim) 
 	paths := Paths{PluginDir: filepath.Join(dir, "plugins", DriverName), RegistryDir: filepath.Join(dir, "registry")}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{testDriver: td, client: client, cancel: cancel, done: make(chan error, 1)}
+	// The kubelet makes its registry directory before any plugin starts;
+	// made after Serve, the registrar could find it missing.
+	require.NoError(t, os.MkdirAll(paths.RegistryDir, 0o750), "the kubelet's")
 	go func() { s.done <- td.Serve(ctx, client, paths) }()
 	sock := filepath.Join(paths.PluginDir, "dra.sock")
-	require.NoError(t, os.MkdirAll(paths.RegistryDir, 0o750), "the kubelet's")
 	require.Eventually(t, func() bool {
 		select {
 		case err := <-s.done:

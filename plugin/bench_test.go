@@ -19,8 +19,10 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/internal/benchutil"
+	"github.com/cpupool/nri-cpupool/internal/procfixture"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -69,6 +71,60 @@ func BenchmarkCreateContainerRoundTrip(b *testing.B) {
 			measurePaired(b, noop, ours)
 		})
 	}
+}
+
+// BenchmarkCreateContainerRoundTripIRQIsolation is the round trip with 200
+// running containers while every exclusive container's CPUs are kept free
+// of IRQs (pools.exclusive.irqIsolation: optOut): each creation kicks the
+// background pass, which rewrites the affinities of 512 IRQs of a fixture
+// /proc while the next creations are measured.
+func BenchmarkCreateContainerRoundTripIRQIsolation(b *testing.B) {
+	noop, ours := newFakeRuntime(b, false), newFakeRuntime(b, false)
+	all := make([]int, 384)
+	for i := range all {
+		all[i] = i
+	}
+	spec := procfixture.Spec{CPUs: cpuset.New(all...), BootID: "bench"}
+	for n := range 512 {
+		spec.IRQs = append(spec.IRQs, procfixture.IRQ{N: 32 + n, Affinity: cpuset.New(all...), Node: n % 8, Description: "PCI-MSI edge mlx5_comp" + strconv.Itoa(n)})
+	}
+	procfixture.Write(b, ours.procRoot(), spec)
+	startNoop(b, noop)
+	node := testNode{fixture: largeNode.fixture, config: largeNode.config + "\npools: {exclusive: {irqIsolation: optOut}}\n"}
+	rp := startPlugin(b, ours, node, statePath(ours))
+	fillNode(b, noop, 200)
+	fillNode(b, ours, 200)
+	measurePaired(b, noop, ours)
+	st := rp.p.isolation.Load().recon.Status()
+	b.ReportMetric(float64(st.Passes), "irq-passes")
+	b.ReportMetric(float64(st.Writes+st.Restores), "irq-writes")
+}
+
+// BenchmarkCreateContainerRoundTripPowerClasses is the round trip with 200
+// running containers while every CPU has a power class (exclusive
+// containers theirs, idle exclusive CPUs and infra another): each creation
+// kicks the background pass, which plans the classes of 384 CPUs and
+// writes their PM QoS files (the fixture, like a VM, has no cpufreq: the
+// governor is reported unsupported) while the next creations are measured.
+func BenchmarkCreateContainerRoundTripPowerClasses(b *testing.B) {
+	noop, ours := newFakeRuntime(b, false), newFakeRuntime(b, false)
+	startNoop(b, noop)
+	node := testNode{fixture: largeNode.fixture, config: largeNode.config + `
+power:
+  classes:
+    low-latency: {resumeLatencyUS: n/a, governor: performance}
+    saver: {resumeLatencyUS: 100}
+  pools:
+    exclusive: {class: low-latency, idleClass: saver}
+    infra: {class: saver}
+`}
+	rp := startPlugin(b, ours, node, statePath(ours))
+	fillNode(b, noop, 200)
+	fillNode(b, ours, 200)
+	measurePaired(b, noop, ours)
+	st := rp.p.isolation.Load().recon.Status()
+	b.ReportMetric(float64(st.Passes), "power-passes")
+	b.ReportMetric(float64(st.Writes+st.Restores), "power-writes")
 }
 
 // BenchmarkCreateContainerRoundTripBusyDisk is the round trip with 200

@@ -85,20 +85,33 @@ func expandSlice(slice string) (string, error) {
 	return path, nil
 }
 
-// Gone tells whether a sandbox's cgroup is known to have been removed,
-// which the runtime does when it stops the sandbox. A sandbox without a
-// cgroup path, or one that cannot be checked, is not known to be gone.
+// Gone tells whether a sandbox's cgroup is absent, which it is once the
+// runtime stopped the sandbox, but also when the root is not the node's
+// cgroup tree (a wrong cgroupRoot, a container without the node's cgroup
+// mount): the caller trusts an absence only once Exists has seen a live
+// sandbox's cgroup under the same root. A sandbox without a cgroup path,
+// or one that cannot be checked, is not known to be gone.
 func (c *cgroupPinner) Gone(cgroupsPath string) bool {
+	_, err := c.stat(cgroupsPath)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// Exists tells whether a sandbox's cgroup is there.
+func (c *cgroupPinner) Exists(cgroupsPath string) bool {
+	fi, err := c.stat(cgroupsPath)
+	return err == nil && fi.IsDir()
+}
+
+func (c *cgroupPinner) stat(cgroupsPath string) (fs.FileInfo, error) {
 	dir, err := cgroupDir(cgroupsPath)
 	if err != nil {
-		return false
+		return nil, err
 	}
 	path := filepath.Join(c.root, dir)
 	if !c.unified {
 		path = cgroup1.NewCpuset(c.root).Path(dir)
 	}
-	_, err = os.Stat(path)
-	return errors.Is(err, fs.ErrNotExist)
+	return os.Stat(path)
 }
 
 // Pin writes cpus (and mems, if not empty) into the sandbox's cgroup. It

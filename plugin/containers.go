@@ -37,7 +37,8 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return p.adjustment(st), p.takePending(), nil
 	}
 	info := p.toContainer(pod, ctr)
-	if err := p.attachGrant(pod, ctr, &info); err != nil {
+	tok, err := p.attachGrant(pod, ctr, &info)
+	if err != nil {
 		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
 	}
 	if err := p.attachClaims(pod, ctr, &info); err != nil {
@@ -48,7 +49,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil, p.refuse(who, err)
 	}
 	res, err := p.alloc.Allocate(req)
-	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes() > 0 {
+	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes(pod) > 0 {
 		res, err = p.alloc.Allocate(req)
 	}
 	if err != nil {
@@ -58,8 +59,10 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// decision in the background, and if this process dies before it does,
 	// the next Synchronize finds the container where the runtime runs it.
 	st := p.recordPlacement(res)
+	p.rememberCgroup(res.Assignment, ctr)
+	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
-	p.log.Infof("container %s: pool %s, CPUs %s, mems %s", who, st.Pool, st.CPUs, st.Mems)
+	p.log.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
 	updates := p.followers(res)
 	p.decidedHook("CreateContainer", ctr.GetId())
 	return p.adjustment(st), updates, nil
@@ -84,16 +87,21 @@ func (p *Plugin) refuse(who string, err error) error {
 // CPU lists already written out).
 func (p *Plugin) adjustment(st state.ContainerState) *api.ContainerAdjustment {
 	adj := &api.ContainerAdjustment{}
-	adj.SetLinuxCPUSetCPUs(st.CPUs)
+	cpus := cpusetOf(st)
+	adj.SetLinuxCPUSetCPUs(cpus)
 	if p.cfg.PinMemory && st.Mems != "" {
 		adj.SetLinuxCPUSetMems(st.Mems)
 	}
 	if st.NoCPUQuota {
 		adj.SetLinuxCPUQuota(noQuota)
 	}
-	adj.AddEnv(EnvCPUs, st.CPUs)
+	adj.AddEnv(EnvCPUs, cpus)
 	adj.AddEnv(EnvMems, st.Mems)
 	adj.AddEnv(EnvPool, st.Pool)
+	if st.WithShared {
+		adj.AddEnv(EnvExclusiveCPUs, st.CPUs)
+		adj.AddEnv(EnvSharedCPUs, st.SharedCPUs)
+	}
 	return adj
 }
 
@@ -186,11 +194,11 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	override := false
 	if want := res.GetCpu().GetCpus(); want != "" {
 		set, err := cpulist.Parse(want)
-		override = err != nil || !cpulist.Equal(set, a.CPUs)
+		override = err != nil || !cpulist.Equal(set, a.Cpuset())
 		if override && !p.overrode[a.ID] {
 			p.overrode[a.ID] = true
 			p.log.Warnf("container %s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
-				containerRef(pod, ctr), a.CPUs, a.Pool, cpulist.Echo(want))
+				containerRef(pod, ctr), a.Cpuset(), a.Pool, cpulist.Echo(want))
 		}
 	}
 	if !override && !quota {
@@ -242,6 +250,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // stop ends a container's run; its exclusive CPUs stay held for its pod.
 func (p *Plugin) stop(ctr *api.Container) allocator.Result {
 	res := p.alloc.Stop(ctr.GetId(), exitCode(ctr))
+	delete(p.cgroups, ctr.GetId())
 	p.recordRelease(res)
 	if a := res.Assignment; pools.IsExclusive(a.Pool) && a.Pod.UID != "" {
 		p.log.Infof("container %s stopped: CPUs %s held for its pod until the pod sandbox stops", a.Pod.ContainerName(a.Container), a.Held())

@@ -119,7 +119,7 @@ func containerName(ctr *api.Container) string {
 func cpuUpdate(a allocator.Assignment, pinMemory bool) *api.ContainerUpdate {
 	u := &api.ContainerUpdate{}
 	u.SetContainerId(a.ID)
-	u.SetLinuxCPUSetCPUs(a.CPUs.String())
+	u.SetLinuxCPUSetCPUs(a.Cpuset().String())
 	if pinMemory && a.Mems.Size() > 0 {
 		u.SetLinuxCPUSetMems(a.Mems.String())
 	}
@@ -176,7 +176,9 @@ func (p *Plugin) assignmentFromState(id string, st state.ContainerState) (alloca
 	}
 	return allocator.Assignment{ID: id, Pod: rememberedPod(st),
 		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: cpus, Reserved: reserved, Mems: mems,
-		Added: addedWithin(parseOrdered(st.Added), cpus), NoCPUQuota: st.NoCPUQuota}, ok1 && ok2
+		Added: addedWithin(parseOrdered(st.Added), cpus), NoCPUQuota: st.NoCPUQuota, IsolateIRQs: st.IsolateIRQs,
+		IsolatedPartition: st.IsolatedPartition, PowerClass: st.PowerClass, WithShared: st.WithShared,
+		Shared: p.rememberedShared(st)}, ok1 && ok2
 }
 
 // addedWithin keeps the remembered order of added CPUs only for CPUs the

@@ -50,19 +50,11 @@ func (p *Plugin) Held(pool string) cpuset.CPUSet {
 }
 
 // Place implements dra.Pools with the plugin's allocator: the placement
-// rules see every container's CPUs. As before refusing a container, the
-// holds of pods whose sandboxes are gone without a stop from the runtime
-// (containerd sends none for pods created before its restart) are
-// released first: the scheduler gave their claims' CPUs away when the pods
-// ended.
+// rules see every container's CPUs.
 func (p *Plugin) Place(pool string, numa, n int, exclude cpuset.CPUSet) (cpuset.CPUSet, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	cpus, err := dra.PlaceOn(p.alloc, p.cfg.Allocation, pool, numa, n, exclude)
-	if err != nil && p.reapGoneSandboxes() > 0 {
-		cpus, err = dra.PlaceOn(p.alloc, p.cfg.Allocation, pool, numa, n, exclude)
-	}
-	return cpus, err
+	return dra.PlaceOn(p.alloc, p.cfg.Allocation, pool, numa, n, exclude)
 }
 
 // attachClaims fills in the CPUs of the DRA claims the container shows, if

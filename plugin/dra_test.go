@@ -216,33 +216,3 @@ func slotsOf(groups []dra.Group, numa int) int {
 	}
 	return 0
 }
-
-// containerd sends no StopPodSandbox for pods created before its restart:
-// the claim of such a pod is unprepared when it ends, and its container's
-// CPUs stay held until Prepare finds its sandbox cgroup gone (found on the
-// cluster suite, after a containerd restart).
-func TestDRAPrepareReleasesHoldsOfGoneSandboxes(t *testing.T) {
-	f := newFakeRuntime(t, false)
-	n := startDRA(t, f)
-	pod := f.runPod(podSpec{name: "old", namespace: "telco"})
-	env := n.prepare(t, "uid-1", 0, 30, pod) // all of node 0's exclusive CPUs
-	ctr, _, err := f.createWithEnv(pod, "c", 10, env...)
-	require.NoError(t, err)
-	f.stopContainer(ctr)
-	unprep, err := n.driver.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "uid-1"}})
-	require.NoError(t, err)
-	require.NoError(t, unprep["uid-1"])
-
-	next := f.runPod(podSpec{name: "next", namespace: "telco"})
-	claim := func() error {
-		res, err := n.driver.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{n.claim("uid-2", 0, 2, next)})
-		require.NoError(t, err)
-		return res["uid-2"].Err
-	}
-	assert.ErrorContains(t, claim(), "pool exclusive has 0 free CPUs on NUMA node 0", "the sandbox lives: its pod keeps the CPUs")
-
-	dir, err := cgroupDir(pod.Linux.CgroupsPath)
-	require.NoError(t, err)
-	require.NoError(t, os.RemoveAll(filepath.Join(f.hierarchy(), dir))) // stopped, without a word
-	require.NoError(t, claim())
-}

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -9,9 +10,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 // EnvGrant carries the token of a kubelet allocation of cpupool.dev/exclusive
@@ -26,9 +31,14 @@ const maxGrantValue = 64
 
 // grant is one kubelet allocation: CPUs, and once a container showed the
 // token, the container it belongs to (kept across container restarts, which
-// reuse the kubelet's cached Allocate response).
+// reuse the kubelet's cached Allocate response). A grant with a pod and no
+// container is its pod's but not shown yet: a container of that pod bound
+// a newer token for the same CPUs (see bindGrant).
 type grant struct {
-	CPUs      string `json:"cpus"`
+	CPUs string `json:"cpus"`
+	// Seq orders the allocations: a larger Seq was made later. 0 for
+	// grants written before Seq existed (older than any that has one).
+	Seq       uint64 `json:"seq,omitempty"`
 	PodUID    string `json:"podUID,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	Pod       string `json:"pod,omitempty"`
@@ -41,6 +51,8 @@ type grant struct {
 // under the plugin's lock.
 type grants struct {
 	byToken map[string]grant
+	// seq is the largest grant.Seq given so far.
+	seq uint64
 	// gen counts the changes to byToken: it orders the copies that reach
 	// the file, so that an older map never replaces a newer one.
 	gen  uint64
@@ -59,7 +71,20 @@ func GrantsFile(stateFile string) string {
 	return filepath.Join(filepath.Dir(stateFile), "kubelet-grants.json")
 }
 
-func loadGrants(path string) (*grants, error) {
+// errGrantsDiscarded wraps the reason a grants file could not be used; the
+// file has been moved aside and the grants start empty.
+var errGrantsDiscarded = errors.New("kubelet grants file discarded")
+
+// loadGrants reads the grants file. A missing file is no grants. A file
+// that is not a map from token to CPUs (empty, torn, edited by hand) is
+// treated as the state file is: renamed to <path>.corrupt-<time>, and the
+// grants start empty with an error wrapping errGrantsDiscarded, for the
+// caller to log and count. Synchronize then makes the grants of running
+// containers again from the runtime (see rebindGrants); an allocation no
+// container had shown yet is lost, and its container is refused until the
+// kubelet re-creates the pod. Only a file that cannot be read stops the
+// daemon.
+func loadGrants(path string, now time.Time) (*grants, error) {
 	g := &grants{byToken: map[string]grant{}, file: newGrantsFile(path)}
 	data, err := os.ReadFile(path)
 	switch {
@@ -68,17 +93,81 @@ func loadGrants(path string) (*grants, error) {
 	case err != nil:
 		return nil, fmt.Errorf("reading kubelet grants: %w", err)
 	}
-	if err := json.Unmarshal(data, &g.byToken); err != nil {
-		return nil, fmt.Errorf("kubelet grants %s: %w (move it aside to start over; containers of the cpupool.dev/exclusive resource are then re-admitted only when their pods are recreated)", path, err)
+	problem := decodeGrants(data, g.byToken)
+	if problem == nil {
+		for _, gr := range g.byToken {
+			g.seq = max(g.seq, gr.Seq)
+		}
+		return g, nil
 	}
-	if g.byToken == nil {
-		g.byToken = map[string]grant{}
+	clear(g.byToken)
+	aside := fmt.Sprintf("%s.corrupt-%s", path, now.UTC().Format("20060102T150405.000000000Z"))
+	if err := os.Rename(path, aside); err != nil {
+		return nil, fmt.Errorf("kubelet grants %s are unusable (%v) and could not be moved aside: %w", path, problem, err)
 	}
-	return g, nil
+	return g, fmt.Errorf("%w: %s: %v; moved to %s, rebuilding the grants of running containers from the runtime", errGrantsDiscarded, path, problem, aside)
+}
+
+// decodeGrants fills byToken from the file's content, or says what is wrong
+// with it.
+func decodeGrants(data []byte, byToken map[string]grant) error {
+	var m map[string]grant
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("not valid JSON (truncated?): %w", err)
+	}
+	if m == nil {
+		return fmt.Errorf("not a map from token to grant")
+	}
+	for tok, gr := range m {
+		if len(tok) == 0 || len(tok) > maxGrantValue {
+			return fmt.Errorf("token %s is not a grant token", cpulist.Echo(tok))
+		}
+		if cpus, err := cpulist.Parse(gr.CPUs); err != nil || cpus.IsEmpty() {
+			return fmt.Errorf("grant %s… has no CPUs (%s)", tok[:min(8, len(tok))], cpulist.Echo(gr.CPUs))
+		}
+		byToken[tok] = gr
+	}
+	return nil
 }
 
 // changed notes a change to byToken; the caller tells whoever writes it.
 func (g *grants) changed() { g.gen++ }
+
+// add records a new grant, the newest, and notes the change.
+func (g *grants) add(tok string, gr grant) {
+	g.seq++
+	gr.Seq = g.seq
+	g.byToken[tok] = gr
+	g.changed()
+}
+
+// remove forgets a grant; the caller notes the change.
+func (g *grants) remove(tok string) { delete(g.byToken, tok) }
+
+// trimUnbound forgets the oldest grants that no pod has claimed while there
+// are more than limit of them, and returns their CPUs. Forgetting one
+// changes the grants.
+func (g *grants) trimUnbound(limit int) []string {
+	var unbound []string
+	for tok, gr := range g.byToken {
+		if gr.PodUID == "" {
+			unbound = append(unbound, tok)
+		}
+	}
+	if len(unbound) <= limit {
+		return nil
+	}
+	slices.SortFunc(unbound, func(a, b string) int {
+		return cmp.Or(cmp.Compare(g.byToken[a].Seq, g.byToken[b].Seq), strings.Compare(a, b))
+	})
+	var dropped []string
+	for _, tok := range unbound[:len(unbound)-limit] {
+		dropped = append(dropped, g.byToken[tok].CPUs)
+		g.remove(tok)
+	}
+	g.changed()
+	return dropped
+}
 
 // snapshot copies the grants for the file (a map of at most one entry per
 // exclusive CPU).

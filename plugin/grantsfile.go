@@ -11,11 +11,23 @@ import (
 )
 
 // grantsFile writes copies of the grants to the grants file. Two writers
-// share it: the state writer, in the background and without fsync, for the
-// changes NRI handlers make (a container binding its grant, a pod's grants
-// forgotten), and Grant, durably, before the kubelet gets its token. Each
-// write holds mu and skips a copy older than the file's, so the file only
-// moves forward whichever of the two comes last.
+// share it: the state writer, in the background, for the changes NRI
+// handlers make (a container binding its grant, a pod's grants forgotten),
+// and Grant, before the kubelet gets its token. Each write holds mu and
+// skips a copy older than the file's, so the file only moves forward
+// whichever of the two comes last.
+//
+// Both writers fsync (the temporary file before the rename, the directory
+// after it), unlike the state file's writer. The state file may be lost to
+// a power loss because no container survives one: the runtime then has
+// nothing left for it to describe. The kubelet's checkpoint survives it,
+// and the kubelet re-creates every container of the resource with its
+// token after the reboot, so the grants must too: a background write
+// renamed without fsync could leave the file empty or torn after a power
+// loss, losing the tokens Grant had made durable. A grants write is rare (a
+// container of the resource bound, a pod removed) and happens in the
+// background, so the fsync delays no reply. A file damaged anyway (a disk
+// fault, a hand edit) is moved aside at start (see loadGrants).
 type grantsFile struct {
 	path    string
 	mu      sync.Mutex

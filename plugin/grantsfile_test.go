@@ -22,7 +22,7 @@ import (
 // grantsOnDisk reads the grants file as a restarted daemon would.
 func grantsOnDisk(t *testing.T, path string) map[string]grant {
 	t.Helper()
-	g, err := loadGrants(path)
+	g, err := loadGrants(path, time.Now())
 	require.NoError(t, err)
 	return g.byToken
 }
@@ -91,12 +91,12 @@ func TestCreateWithGrantDoesNotWriteTheGrantsFile(t *testing.T) {
 
 	require.NoError(t, os.RemoveAll(path))
 	require.Eventually(t, func() bool {
-		g, err := loadGrants(path)
+		g, err := loadGrants(path, time.Now())
 		return err == nil && len(g.byToken) == 1 && onlyGrant(g.byToken).Container == "app"
 	}, 10*time.Second, 5*time.Millisecond, "the retry writes the binding once the fault clears")
 	require.NoError(t, p.Flush())
 	assert.Equal(t, grantsInMemory(p), grantsOnDisk(t, path))
-	assert.Equal(t, grant{CPUs: "6,14", PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, onlyGrant(grantsOnDisk(t, path)))
+	assert.Equal(t, grant{CPUs: "6,14", Seq: 1, PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, onlyGrant(grantsOnDisk(t, path)))
 }
 
 func onlyGrant(m map[string]grant) grant {
@@ -222,7 +222,7 @@ func TestGrantsFileFollowsMemory(t *testing.T) {
 // disk, and no write ever replaces a newer map with an older one.
 func TestGrantsFileNeverGoesBack(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kubelet-grants.json")
-	g, err := loadGrants(path)
+	g, err := loadGrants(path, time.Now())
 	require.NoError(t, err)
 	var mu sync.Mutex // plays the plugin's lock
 	var written []uint64
@@ -355,7 +355,7 @@ func TestKillBeforeTheGrantsWriteLosesNoContainer(t *testing.T) {
 	assertEveryCPUAccounted(t, f, second.p)
 	tok := env[len(EnvGrant)+1:]
 	mem := grantsInMemory(second.p)
-	assert.Equal(t, grant{CPUs: "6,14", PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, mem[tok], "bound again to the container that shows it")
+	assert.Equal(t, grant{CPUs: "6,14", Seq: 1, PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, mem[tok], "bound again to the container that shows it")
 	assert.Len(t, mem, 2, "the removed pod's grant is unbound, so kept until the kubelet reallocates its CPUs")
 
 	// The kubelet re-creates the container from its checkpointed allocation.
@@ -369,4 +369,108 @@ func TestKillBeforeTheGrantsWriteLosesNoContainer(t *testing.T) {
 	require.ErrorContains(t, err, "the grant belongs to container telco/dpdk/app")
 	require.NoError(t, second.p.Flush())
 	assert.Equal(t, grantsInMemory(second.p), grantsOnDisk(t, path), "the file catches up")
+}
+
+// TestKillBetweenTheStateWriteAndTheGrantsWrite: the state file records a
+// container of the resource, the grants file does not record its binding
+// yet, and the daemon is killed. Synchronize binds the token to the running
+// container again, so a tenant who hands the token to another pod gets it
+// refused; the owner restarts normally; and when the owner's pod ends the
+// token goes with it instead of letting the other pod run on CPUs the
+// kubelet never allocated to it.
+func TestKillBetweenTheStateWriteAndTheGrantsWrite(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	path := GrantsFile(statePath(f))
+	first := startPlugin(t, f, desktopKubelet, statePath(f))
+	env := grantEnv(t, first.p, "6", "14")
+	tok := env[len(EnvGrant)+1:]
+	setReplace(first.p, func(string, []byte, bool) error { return errors.New("disk full") })
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco"})
+	ctr, _, err := f.createWithEnv(pod, "app", 0, env)
+	require.NoError(t, err)
+	require.Error(t, first.p.Flush(), "the grants write fails after the state write")
+	st, err := state.ReadState(statePath(f))
+	require.NoError(t, err)
+	require.Contains(t, st.Containers, ctr.Id, "the state file has the container")
+	require.Empty(t, grantsOnDisk(t, path)[tok].PodUID, "the grants file has the token unbound")
+	first.kill()
+
+	second := startPlugin(t, f, desktopKubelet, statePath(f))
+	assert.Equal(t, grant{CPUs: "6,14", Seq: 1, PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}, grantsInMemory(second.p)[tok],
+		"Synchronize binds the running container's token again")
+	other := f.runPod(podSpec{name: "other", namespace: "telco"})
+	_, _, err = f.createWithEnv(other, "app", 0, env)
+	require.ErrorContains(t, err, "the grant belongs to container telco/dpdk/app")
+
+	f.exitContainer(ctr, 1)
+	f.removeContainer(ctr)
+	_, resp, err := f.createWithEnv(pod, "app", 0, env)
+	require.NoError(t, err, "the owner's restart is admitted")
+	assert.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+
+	f.removePod(pod)
+	_, _, err = f.createWithEnv(other, "app", 0, env)
+	require.ErrorContains(t, err, "unknown grant token", "the token ended with its pod")
+	assert.Empty(t, grantsInMemory(second.p))
+}
+
+// TestDamagedGrantsFileIsMovedAside: a grants file torn by a power loss
+// (or emptied, or edited by hand) does not stop the daemon: it is moved
+// aside, logged and counted, as a damaged state file is, and the grants of
+// the containers that run are made again from the runtime, so that their
+// restarts are admitted and their tokens stay theirs. Background writes of
+// the grants file are durable, so that a power loss cannot tear it.
+func TestDamagedGrantsFileIsMovedAside(t *testing.T) {
+	for _, damage := range []string{"", "{\"3b2a", "null", `{"x": {"cpus": "not-a-list"}}`} {
+		t.Run(strconv.Quote(damage), func(t *testing.T) {
+			f := newFakeRuntime(t, false)
+			path := GrantsFile(statePath(f))
+			first := startPlugin(t, f, desktopKubelet, statePath(f))
+			var durable []bool
+			var mu sync.Mutex
+			setReplace(first.p, func(path string, data []byte, d bool) error {
+				mu.Lock()
+				durable = append(durable, d)
+				mu.Unlock()
+				return atomicfile.Replace(path, data, d)
+			})
+			env := grantEnv(t, first.p, "6", "14")
+			pending := grantEnv(t, first.p, "7") // no container shows it before the damage
+			pod := f.runPod(podSpec{name: "dpdk", namespace: "telco"})
+			ctr, _, err := f.createWithEnv(pod, "app", 0, env)
+			require.NoError(t, err)
+			require.NoError(t, first.p.Flush())
+			mu.Lock()
+			assert.Equal(t, []bool{true, true, true}, durable, "Grant's writes and the writer's are all durable")
+			mu.Unlock()
+			first.kill()
+			require.NoError(t, os.WriteFile(path, []byte(damage), 0o600))
+
+			second := startPlugin(t, f, desktopKubelet, statePath(f))
+			assert.Contains(t, second.log.String(), "kubelet grants file discarded")
+			aside, err := filepath.Glob(path + ".corrupt-*")
+			require.NoError(t, err)
+			require.Len(t, aside, 1, "moved aside")
+			kept, err := os.ReadFile(aside[0])
+			require.NoError(t, err)
+			assert.Equal(t, damage, string(kept))
+			assert.Equal(t, 1.0, testutil.ToFloat64(second.p.metrics.discarded.WithLabelValues("kubelet-grants")))
+			tok := env[len(EnvGrant)+1:]
+			assert.Equal(t, map[string]grant{tok: {CPUs: "6,14", Seq: 1, PodUID: "uid-dpdk", Namespace: "telco", Pod: "dpdk", Container: "app"}},
+				grantsInMemory(second.p), "the running container's grant is made again from the runtime")
+			require.NoError(t, second.p.Flush())
+			assert.Equal(t, grantsInMemory(second.p), grantsOnDisk(t, path), "and written")
+
+			other := f.runPod(podSpec{name: "other", namespace: "telco"})
+			_, _, err = f.createWithEnv(other, "app", 0, env)
+			require.ErrorContains(t, err, "the grant belongs to container telco/dpdk/app")
+			_, _, err = f.createWithEnv(other, "app", 0, pending)
+			require.ErrorContains(t, err, "unknown grant token", "an allocation no container had shown is lost with the file")
+			f.exitContainer(ctr, 1)
+			f.removeContainer(ctr)
+			_, resp, err := f.createWithEnv(pod, "app", 0, env)
+			require.NoError(t, err, "the owner's restart is admitted")
+			assert.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+		})
+	}
 }

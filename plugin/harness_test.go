@@ -51,6 +51,10 @@ type fakeRuntime struct {
 	// socket, so that a restart can cut them as a dying runtime process
 	// does (Adaptation.Stop leaves external plugins connected).
 	proxy *connProxy
+	// sysfsRoots are the node's sysfs trees by fixture, written once: a
+	// plugin restarted on this node finds the files as the last one left
+	// them (power classes change some).
+	sysfsRoots map[string]string
 }
 
 // connProxy relays unix socket connections and can cut them all.
@@ -102,7 +106,7 @@ func newFakeRuntime(t testing.TB, unified bool) *fakeRuntime {
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	f := &fakeRuntime{t: t, dir: dir, socket: filepath.Join(dir, "nri.sock"), cgroupRoot: filepath.Join(dir, "cgroup"),
-		pods: map[string]*api.PodSandbox{}, ctrs: map[string]*api.Container{}}
+		pods: map[string]*api.PodSandbox{}, ctrs: map[string]*api.Container{}, sysfsRoots: map[string]string{}}
 	require.NoError(t, os.MkdirAll(f.cgroupRoot, 0o755))
 	if unified {
 		require.NoError(t, os.WriteFile(filepath.Join(f.cgroupRoot, "cgroup.controllers"), []byte("cpuset cpu io memory pids\n"), 0o644))
@@ -111,6 +115,22 @@ func newFakeRuntime(t testing.TB, unified bool) *fakeRuntime {
 	f.start()
 	return f
 }
+
+// sysfsRoot is the node's sysfs tree of a fixture shape.
+func (f *fakeRuntime) sysfsRoot(shape string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if root, ok := f.sysfsRoots[shape]; ok {
+		return root
+	}
+	root := fixture.Root(f.t, shape)
+	f.sysfsRoots[shape] = root
+	return root
+}
+
+// procRoot is the node's /proc for the plugin: a fixture tree that tests
+// of IRQ isolation write (procfixture); absent otherwise.
+func (f *fakeRuntime) procRoot() string { return filepath.Join(f.dir, "proc") }
 
 // runtimeSocket is where the adaptation listens, behind the proxy.
 func (f *fakeRuntime) runtimeSocket() string { return filepath.Join(f.dir, "rt.sock") }
@@ -186,6 +206,9 @@ func (f *fakeRuntime) apply(updates []*api.ContainerUpdate) {
 			}
 			if mems := u.GetLinux().GetResources().GetCpu().GetMems(); mems != "" {
 				c.Linux.Resources.Cpu.Mems = mems
+			}
+			if q := u.GetLinux().GetResources().GetCpu().GetQuota(); q != nil {
+				c.Linux.Resources.Cpu.Quota = api.Int64(q.GetValue())
 			}
 		}
 	}
@@ -451,8 +474,9 @@ func startPluginSetUp(t testing.TB, f *fakeRuntime, node testNode, stateFile str
 	t.Helper()
 	cfg, err := config.Parse(strings.NewReader(node.config), "test config")
 	require.NoError(t, err)
-	cfg.SysfsRoot = fixture.Root(t, node.fixture)
+	cfg.SysfsRoot = f.sysfsRoot(node.fixture)
 	cfg.CgroupRoot = f.cgroupRoot
+	cfg.ProcRoot = f.procRoot()
 	cfg.StateFile = stateFile
 	topo, err := sysfs.Discover(cfg.SysfsRoot)
 	require.NoError(t, err)
@@ -507,7 +531,8 @@ func (rp *runningPlugin) kill() {
 
 func (rp *runningPlugin) halt() {
 	rp.p.writer.crash()
-	rp.p.stopPinning() // a dead process pins nothing more
+	rp.p.stopPinning()    // a dead process pins nothing more
+	rp.p.closeIsolation() // nor writes host files
 	rp.cancel()
 	select {
 	case <-rp.done:

@@ -202,3 +202,25 @@ func TestSandboxGoneWithoutAStop(t *testing.T) {
 	st := rp.savedState(t)
 	assert.Empty(t, st.Held)
 }
+
+// TestInvisibleCgroupTreeReleasesNothing: with a cgroup root that is not
+// the node's tree (a wrong cgroupRoot, a DaemonSet without the cgroup
+// mount), every sandbox's cgroup looks gone. The holds of live pods must
+// not be reaped then: the crash-looping container keeps its CPU, the other
+// pod is refused, and the log says why nothing was released.
+func TestInvisibleCgroupTreeReleasesNothing(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	elsewhere := t.TempDir()
+	rp := startPluginTuned(t, f, vm2, statePath(f), func(p *Plugin) { p.pinner = newCgroupPinner(elsewhere) })
+	crash := exclusivePod(f, "crash")
+	c, _, err := f.createContainer(crash, "app", 1000)
+	require.NoError(t, err)
+	f.exitContainer(c, 2)
+	other := exclusivePod(f, "other")
+	_, _, err = f.createContainer(other, "c", 1000)
+	require.ErrorContains(t, err, "cannot fit", "the crash-looping container's CPU is not given away")
+	assert.Contains(t, rp.log.String(), "is not under cgroup v1 at "+elsewhere+"; releasing nothing")
+	again, _, err := f.createAttempt(crash, "app", 1, 1000)
+	require.NoError(t, err)
+	assert.Equal(t, "1", f.cpus(again), "its restart gets it back")
+}

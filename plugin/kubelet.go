@@ -3,6 +3,7 @@ package plugin
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
@@ -120,10 +121,15 @@ func (p *Plugin) Preferred(available, mustInclude []string, size int) ([]string,
 // to create. It refuses CPUs that a container holds without the kubelet's
 // knowledge (advertised unhealthy, so the kubelet does not offer them): the
 // kubelet never allocates a CPU an annotated container holds. CPUs of an
-// earlier grant are the kubelet's to give again: it does so once it considers
-// that pod ended, which can be a moment before its container has stopped;
-// the new container's creation then fails until they are free, and the
-// kubelet retries it. The earlier grant is dropped.
+// earlier grant are the kubelet's to give again, and Grant keeps the earlier
+// grant: Allocate does not say for which pod it is called, and the earlier
+// grant may be the same pod's (the kubelet allocates for every container of
+// a pod at admission, init containers first, and an app container reuses
+// an init container's devices), so which one stays is decided when a
+// container binds its token (see bindGrant). The kubelet also gives CPUs
+// again once it considers a pod ended, which can be a moment before its
+// container has stopped; the new container's creation then fails until they
+// are free, and the kubelet retries it.
 //
 // Unlike the NRI handlers, Grant writes the grants file itself and fsyncs
 // it before it returns the token. The kubelet checkpoints the token with its
@@ -141,7 +147,7 @@ func (p *Plugin) Grant(ids []string) (map[string]string, error) {
 	if err := g.file.save(snap, true); err != nil {
 		// Nobody knows the token yet: take it back.
 		p.mu.Lock()
-		delete(g.byToken, tok)
+		g.remove(tok)
 		g.changed()
 		p.stateChanged()
 		p.mu.Unlock()
@@ -170,16 +176,22 @@ func (p *Plugin) grant(ids []string) (*grants, string, grantsSnapshot, error) {
 	if held := cpus.Difference(p.alloc.FreeCPUs(pools.Exclusive)).Difference(kubelets); !held.IsEmpty() {
 		return nil, "", grantsSnapshot{}, fmt.Errorf("CPUs %s are held by containers the kubelet did not allocate them to (%s)", held, p.holders(held))
 	}
-	for tok, g := range p.grants.byToken {
-		if !g.cpusOf().Intersection(cpus).IsEmpty() {
-			delete(p.grants.byToken, tok)
-		}
-	}
 	tok := newToken()
-	p.grants.byToken[tok] = grant{CPUs: cpus.String()}
-	p.grants.changed()
+	p.grants.add(tok, grant{CPUs: cpus.String()})
+	if dropped := p.grants.trimUnbound(maxUnboundGrants(p.alloc.Layout().Exclusive.Size())); len(dropped) > 0 {
+		p.log.Warnf("kubelet grants: %d allocations were never shown by a container; the oldest (CPUs %s) forgotten", len(dropped), strings.Join(dropped, " "))
+	}
 	return p.grants, tok, p.grants.snapshot(), nil
 }
+
+// maxUnboundGrants bounds the allocations no container has shown yet. The
+// kubelet makes them at admission, one per container asking for the
+// resource, and a pod deleted before its containers started leaves its
+// grants unbound until a pod binds their CPUs (bindGrant): a tenant
+// churning such pods must not grow the grants file without end. The
+// bound leaves room for every exclusive CPU being allocated to pods with
+// many containers each.
+func maxUnboundGrants(exclusiveCPUs int) int { return 16 * max(exclusiveCPUs, 4) }
 
 func (p *Plugin) holders(cpus cpuset.CPUSet) string {
 	var out []string
@@ -192,28 +204,73 @@ func (p *Plugin) holders(cpus cpuset.CPUSet) string {
 }
 
 // attachGrant fills in the CPUs the kubelet allocated to the container, if
-// its environment carries a grant token, and binds an unbound grant to the
-// container (in memory; see grantsChanged). A token that the daemon does not
-// know, or that belongs to another container, is refused. Pod annotations
-// play no part: only the environment the kubelet built counts.
-func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allocator.Container) error {
+// its environment carries a grant token, and returns the token ("" when it
+// carries none), for bindGrant once the container is placed. A token that
+// the daemon does not know, or that belongs to another container (or,
+// unbound to a container yet, to another pod), is refused. Pod annotations
+// play no part: only the environment the kubelet built counts. It changes
+// nothing: a creation that fails binds nothing.
+func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allocator.Container) (string, error) {
 	tok, present, err := grantToken(ctr.GetEnv())
 	if err != nil || !present {
-		return err
+		return "", err
 	}
 	g, ok := p.grants.byToken[tok]
 	if !ok {
-		return fmt.Errorf("%s: unknown grant token; it is set by the kubelet when the container requests %s, and cannot be set by hand", EnvGrant, config.ResourceExclusive)
+		return "", fmt.Errorf("%s: unknown grant token; it is set by the kubelet when the container requests %s, and cannot be set by hand", EnvGrant, config.ResourceExclusive)
 	}
-	if g.PodUID == "" {
-		g.PodUID, g.Namespace, g.Pod, g.Container = pod.GetUid(), pod.GetNamespace(), pod.GetName(), ctr.GetName()
-		p.grants.byToken[tok] = g
-		p.grantsChanged()
-	} else if g.PodUID != pod.GetUid() || g.Container != ctr.GetName() {
-		return fmt.Errorf("%s: the grant belongs to container %s; it cannot be reused", EnvGrant, allocator.PodRef{Namespace: g.Namespace, Name: g.Pod}.ContainerName(g.Container))
+	owner := allocator.PodRef{Namespace: g.Namespace, Name: g.Pod}
+	switch {
+	case g.PodUID == "":
+	case g.PodUID != pod.GetUid() && g.Container == "":
+		return "", fmt.Errorf("%s: the grant belongs to pod %s/%s; it cannot be reused", EnvGrant, g.Namespace, g.Pod)
+	case g.PodUID != pod.GetUid() || (g.Container != "" && g.Container != ctr.GetName()):
+		return "", fmt.Errorf("%s: the grant belongs to container %s; it cannot be reused", EnvGrant, owner.ContainerName(g.Container))
 	}
 	info.KubeletCPUs = g.cpusOf()
-	return nil
+	return tok, nil
+}
+
+// bindGrant binds the grant tok to the container that was just placed on
+// its CPUs (in memory; see grantsChanged). The first time a container binds
+// it, it also settles the older grants that share those CPUs: the
+// kubelet's accounting gives a CPU to one pod at a time, and it allocated
+// these CPUs to this pod after them, so their pods had ended by then:
+//   - an older grant of another pod is dropped (the ending-pod case: its
+//     container stopped, or this placement would have failed);
+//   - an older grant no container has shown yet is an allocation that
+//     never became a container, or this pod's own earlier one (the init
+//     container's, when the app container binds first because the daemon
+//     was away while the init container ran): it becomes this pod's, so
+//     that no other pod can show it, and it goes with this pod;
+//   - a grant of this pod stays, and so does every newer one: a later
+//     container of this pod (the app container reusing the init container's
+//     devices), or a pod admitted after this one ended, whose container
+//     this one's binding must never take from.
+//
+// A binding made again (a restart of the container, Synchronize) settles
+// nothing: the pod may have ended in the kubelet's view meanwhile.
+func (p *Plugin) bindGrant(tok string, pod *api.PodSandbox, ctr *api.Container) {
+	g, ok := p.grants.byToken[tok]
+	if tok == "" || !ok || g.Container != "" {
+		return
+	}
+	g.PodUID, g.Namespace, g.Pod, g.Container = pod.GetUid(), pod.GetNamespace(), pod.GetName(), ctr.GetName()
+	p.grants.byToken[tok] = g
+	cpus := g.cpusOf()
+	for other, o := range p.grants.byToken {
+		if other == tok || o.PodUID == pod.GetUid() || o.Seq >= g.Seq || o.cpusOf().Intersection(cpus).IsEmpty() {
+			continue
+		}
+		if o.PodUID == "" {
+			o.PodUID, o.Namespace, o.Pod = pod.GetUid(), pod.GetNamespace(), pod.GetName()
+			p.grants.byToken[other] = o
+			continue
+		}
+		p.log.Infof("kubelet grant of container %s dropped: the kubelet gave CPUs %s to pod %s/%s", allocator.PodRef{Namespace: o.Namespace, Name: o.Pod}.ContainerName(o.Container), o.cpusOf().Intersection(cpus), pod.GetNamespace(), pod.GetName())
+		p.grants.remove(other)
+	}
+	p.grantsChanged()
 }
 
 // forgetGrants drops the grants of pods that are gone.
@@ -221,7 +278,7 @@ func (p *Plugin) forgetGrants(gone func(uid string) bool) {
 	changed := false
 	for tok, g := range p.grants.byToken {
 		if g.PodUID != "" && gone(g.PodUID) {
-			delete(p.grants.byToken, tok)
+			p.grants.remove(tok)
 			changed = true
 		}
 	}

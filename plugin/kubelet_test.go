@@ -3,9 +3,12 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
@@ -92,7 +95,7 @@ func TestResourceRoutePinsKubeletCPUs(t *testing.T) {
 	assert.Empty(t, p.grants.byToken, "the removed pod's grant is forgotten")
 	p.mu.Unlock()
 	require.NoError(t, p.Flush())
-	reloaded, err := loadGrants(GrantsFile(statePath(f)))
+	reloaded, err := loadGrants(GrantsFile(statePath(f)), time.Now())
 	require.NoError(t, err)
 	assert.Empty(t, reloaded.byToken, "and the file says so once the writer wrote it")
 }
@@ -252,8 +255,9 @@ func TestPreferredFollowsPlacementRules(t *testing.T) {
 // TestKubeletReallocatesCPUsOfAnEndingPod: the kubelet frees a terminating
 // pod's devices before its container has stopped. The new allocation is
 // accepted, the new container waits (its creation fails and the kubelet
-// retries) until the old one stopped, the CPU stays advertised healthy, and
-// the old container cannot come back with its dropped grant.
+// retries) until the old pod let the CPU go, the CPU stays advertised
+// healthy, and once the new pod runs on it the old pod's grant is dropped:
+// its container cannot come back on the CPU the kubelet gave away.
 func TestKubeletReallocatesCPUsOfAnEndingPod(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	rp := startPlugin(t, f, desktopKubelet, statePath(f))
@@ -268,17 +272,140 @@ func TestKubeletReallocatesCPUsOfAnEndingPod(t *testing.T) {
 	newPod := f.runPod(podSpec{name: "new", namespace: "telco"})
 	_, _, err = f.createWithEnv(newPod, "app", 0, newEnv)
 	require.ErrorContains(t, err, "container ctr-old-app still holds it (its pod is ending; the kubelet retries the creation)")
+	p.mu.Lock()
+	assert.Len(t, p.grants.byToken, 2, "a failed creation binds nothing and drops nothing")
+	p.mu.Unlock()
 
 	f.stopContainer(oldCtr)
-	_, _, err = f.createWithEnv(oldPod, "app", 0, oldEnv)
-	require.ErrorContains(t, err, "unknown grant token", "the old container cannot come back on the CPUs the kubelet gave away")
 	_, _, err = f.createWithEnv(newPod, "app", 0, newEnv)
 	require.ErrorContains(t, err, "still holds it", "held for the old pod until its sandbox stops")
-	f.removeContainer(oldCtr)
-	f.removePod(oldPod)
+	f.stopPod(oldPod) // stopped, not yet removed: its grant is not forgotten with it
 	_, resp, err := f.createWithEnv(newPod, "app", 0, newEnv)
 	require.NoError(t, err)
 	assert.Equal(t, "6", resp.Adjust.Linux.Resources.Cpu.Cpus)
+	_, _, err = f.createWithEnv(oldPod, "app", 0, oldEnv)
+	require.ErrorContains(t, err, "unknown grant token", "the old container cannot come back on the CPUs the kubelet gave away")
+	assert.Contains(t, healthOf(p.Devices()), " 6@0 ")
+}
+
+// TestInitAndAppContainersOfOnePod: the kubelet admits a pod by allocating
+// for every container, init containers first, and the app container reuses
+// the init container's devices, so both grants name the same CPUs. Both
+// tokens stay valid for their pod, in either order, also when the pod's
+// sandbox is re-created (a node reboot) and its init container runs again;
+// no other pod can show either; the pod's removal forgets both.
+func TestInitAndAppContainersOfOnePod(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktopKubelet, statePath(f))
+	p := rp.p
+	initEnv := grantEnv(t, p, "6", "14")
+	appEnv := grantEnv(t, p, "6", "14")
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco"})
+	initCtr, resp, err := f.createWithEnv(pod, "init", 0, initEnv)
+	require.NoError(t, err, "the init container's token survives the app container's Allocate")
+	assert.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+	f.exitContainer(initCtr, 0)
+	app, resp, err := f.createWithEnv(pod, "app", 0, appEnv)
+	require.NoError(t, err)
+	assert.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus, "the app container reuses the init container's CPUs")
+	assert.Equal(t, "4@0 5@0 6@0 7@0 12@0 13@0 14@0 15@0", healthOf(p.Devices()))
+
+	other := f.runPod(podSpec{name: "other", namespace: "telco"})
+	for _, env := range []string{initEnv, appEnv} {
+		_, _, err = f.createWithEnv(other, "init", 0, env)
+		require.ErrorContains(t, err, "the grant belongs to container telco/dpdk/")
+	}
+
+	// A node reboot: the kubelet runs the pod in a new sandbox, its init
+	// container first, with the tokens of its checkpoint.
+	f.exitContainer(app, 137)
+	f.removeContainer(app)
+	f.removeContainer(initCtr)
+	f.stopPod(pod)
+	fresh := &api.PodSandbox{Id: "sb-dpdk-1", Name: pod.Name, Uid: pod.Uid, Namespace: pod.Namespace,
+		Linux: &api.LinuxPodSandbox{CgroupParent: pod.Linux.CgroupParent, CgroupsPath: pod.Linux.CgroupParent + "/sb-dpdk-1"}}
+	f.mkCgroup(fresh.Linux.CgroupsPath)
+	f.mu.Lock()
+	f.pods[fresh.Id] = fresh
+	f.mu.Unlock()
+	require.NoError(t, f.r.RunPodSandbox(t.Context(), &api.RunPodSandboxRequest{Pod: fresh}))
+	f.removePod(pod)
+	initCtr, resp, err = f.createWithEnv(fresh, "init", 0, initEnv)
+	require.NoError(t, err, "the init container runs again in the new sandbox")
+	assert.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+	f.exitContainer(initCtr, 0)
+	_, resp, err = f.createWithEnv(fresh, "app", 0, appEnv)
+	require.NoError(t, err)
+	assert.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+
+	f.removePod(fresh)
+	p.mu.Lock()
+	assert.Empty(t, p.grants.byToken, "the pod's grants go with it")
+	p.mu.Unlock()
+}
+
+// TestAppContainerBindsFirst: when the app container is the first to show
+// its token (the daemon was down while the init container ran), the older
+// grants for its CPUs that no container has shown become its pod's: the
+// init container's, and an allocation that never became a container (a
+// pod deleted before its containers started). No other pod can show them,
+// the pod's own init container still can, and they go with the pod. A
+// newer allocation for those CPUs, of a pod admitted once this one ended,
+// is never taken.
+func TestAppContainerBindsFirst(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktopKubelet, statePath(f))
+	p := rp.p
+	stale := grantEnv(t, p, "6", "14")
+	initEnv := grantEnv(t, p, "6")
+	appEnv := grantEnv(t, p, "6")
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco"})
+	app, _, err := f.createWithEnv(pod, "app", 0, appEnv)
+	require.NoError(t, err)
+	other := f.runPod(podSpec{name: "other", namespace: "telco"})
+	_, _, err = f.createWithEnv(other, "init", 0, initEnv)
+	require.ErrorContains(t, err, "the grant belongs to pod telco/dpdk")
+	_, _, err = f.createWithEnv(other, "init", 0, stale)
+	require.ErrorContains(t, err, "the grant belongs to pod telco/dpdk")
+	f.exitContainer(app, 0)
+	_, resp, err := f.createWithEnv(pod, "init", 0, initEnv)
+	require.NoError(t, err)
+	assert.Equal(t, "6", resp.Adjust.Linux.Resources.Cpu.Cpus)
+
+	newer := grantEnv(t, p, "6") // the kubelet gave CPU 6 again: dpdk is ending
+	f.stopPod(pod)               // and restarts nothing
+	_, _, err = f.createWithEnv(pod, "app", 0, appEnv)
+	require.NoError(t, err, "a binding made again settles nothing")
+	p.mu.Lock()
+	_, kept := p.grants.byToken[strings.TrimPrefix(newer, EnvGrant+"=")]
+	p.mu.Unlock()
+	assert.True(t, kept, "the newer allocation is not taken")
+	f.removePod(pod)
+	assert.Equal(t, []string{strings.TrimPrefix(newer, EnvGrant+"=")}, slices.Collect(maps.Keys(grantsInMemory(p))),
+		"dpdk's grants, and the stale one, went with it")
+	_, resp, err = f.createWithEnv(other, "app", 0, newer)
+	require.NoError(t, err)
+	assert.Equal(t, "6", resp.Adjust.Linux.Resources.Cpu.Cpus)
+}
+
+// TestUnboundGrantsAreBounded: allocations no container ever shows (pods
+// deleted before their containers started) cannot grow without end; the
+// oldest go first.
+func TestUnboundGrantsAreBounded(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktopKubelet, statePath(f))
+	p := rp.p
+	limit := maxUnboundGrants(8)
+	first := grantEnv(t, p, "4")
+	for range limit {
+		grantEnv(t, p, "5")
+	}
+	p.mu.Lock()
+	assert.Len(t, p.grants.byToken, limit)
+	_, kept := p.grants.byToken[strings.TrimPrefix(first, EnvGrant+"=")]
+	p.mu.Unlock()
+	assert.False(t, kept, "the oldest unbound grant went first")
+	assert.Contains(t, rp.log.String(), "allocations were never shown by a container; the oldest (CPUs 4) forgotten")
 }
 
 // TestResourceRouteRefusesCPUResize: the kubelet accounts for a

@@ -54,7 +54,8 @@ func (p *Plugin) publishUsage() { p.usage.publish(p.alloc.Usage()) }
 func containerState(a allocator.Assignment) state.ContainerState {
 	return state.ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
-		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota}
+		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota, IsolateIRQs: a.IsolateIRQs,
+		IsolatedPartition: a.IsolatedPartition, PowerClass: a.PowerClass, WithShared: a.WithShared, SharedCPUs: sharedPart(a)}
 }
 
 // stateChanged tells the writer that memory moved on (it persists the
@@ -63,6 +64,7 @@ func containerState(a allocator.Assignment) state.ContainerState {
 func (p *Plugin) stateChanged() {
 	p.gen++
 	p.writer.changed(p.gen)
+	p.isolationChanged()
 	p.notify()
 }
 
@@ -101,6 +103,7 @@ func (p *Plugin) collectState(st *state.State, grants *grantsSnapshot) uint64 {
 	for _, u := range usage {
 		st.Pools[u.Pool] = p.alloc.PoolCPUs(u.Pool).String()
 	}
+	st.PowerClasses = p.powerState()
 	return p.gen
 }
 

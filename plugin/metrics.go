@@ -56,6 +56,8 @@ type metrics struct {
 	// usage: scrapes read it without the plugin's lock.
 	connected atomic.Pointer[runtimeInfo]
 	resizes   *prometheus.CounterVec
+	// discarded counts damaged files moved aside at start, by file.
+	discarded *prometheus.CounterVec
 	// handlers times every NRI handler (see instrumented).
 	handlers *prometheus.HistogramVec
 }
@@ -77,7 +79,7 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
-			Help: "Container creations refused, by reason (annotation, namespace, grant, placement), and running containers Synchronize could not place and confined to infra (synchronize).",
+			Help: "Container creations refused, by reason (annotation, namespace, grant, placement, power), and running containers Synchronize could not place and confined to infra (synchronize).",
 		}, []string{"reason"}),
 		synchronized: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cpupool_runtime_synchronizations_total",
@@ -90,6 +92,10 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 			Name: "cpupool_resizes_total",
 			Help: "In-place resizes (CPU request changes) by pool and result (grown, shrunk, unchanged, refused).",
 		}, []string{"pool", "result"}),
+		discarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cpupool_files_discarded_total",
+			Help: "Damaged files moved aside when loaded (file: state, kubelet-grants); what they held is rebuilt from the runtime.",
+		}, []string{"file"}),
 		stateWrites: prometheus.NewDesc("cpupool_state_writes_total", "Successful writes of the state file.", nil, nil),
 		stateErrors: prometheus.NewDesc("cpupool_state_write_errors_total", "Failed attempts to write or sync the state file or the kubelet grants file (each is retried; the log names the file).", nil, nil),
 		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
@@ -100,6 +106,15 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 
 // countRefusal counts one refused container, by reason.
 func (m *metrics) countRefusal(reason string) { m.refused.WithLabelValues(reason).Inc() }
+
+// The files countDiscarded counts.
+const (
+	discardedState  = "state"
+	discardedGrants = "kubelet-grants"
+)
+
+// countDiscarded counts a damaged file moved aside.
+func (m *metrics) countDiscarded(file string) { m.discarded.WithLabelValues(file).Inc() }
 
 // countResize counts one in-place resize by its result: grown, shrunk,
 // unchanged or refused.
@@ -120,6 +135,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.writer.durations.Describe(ch)
 	m.synchronized.Describe(ch)
 	m.resizes.Describe(ch)
+	m.discarded.Describe(ch)
 	m.handlers.Describe(ch)
 }
 
@@ -145,6 +161,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	w.durations.Collect(ch)
 	m.synchronized.Collect(ch)
 	m.resizes.Collect(ch)
+	m.discarded.Collect(ch)
 	m.handlers.Collect(ch)
 }
 
@@ -152,6 +169,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // serve.
 func (p *Plugin) Registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(p.metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.startAuditing()
+	reg.MustRegister(p.metrics, newIsolationMetrics(p), newAuditMetrics(p), newPowerMetrics(p), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }

@@ -19,12 +19,15 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -36,6 +39,11 @@ const (
 	EnvCPUs = "CPUPOOL_CPUS"
 	EnvMems = "CPUPOOL_MEMS"
 	EnvPool = "CPUPOOL_POOL"
+	// EnvExclusiveCPUs and EnvSharedCPUs tell a container with exclusive
+	// and shared CPUs (shared-cpus.cpupool.dev) which of CPUPOOL_CPUS are
+	// which, for it to pin its threads (withshared.go).
+	EnvExclusiveCPUs = "CPUPOOL_EXCLUSIVE_CPUS"
+	EnvSharedCPUs    = "CPUPOOL_SHARED_CPUS"
 )
 
 // Plugin handles NRI events. One mutex serializes decisions and state.
@@ -103,6 +111,20 @@ type Plugin struct {
 	// changed tells the device plugin to re-read the devices.
 	grants  *grants
 	changed chan struct{}
+	// isolation changes host files (IRQ affinities) in the background
+	// (isolation.go); set once the state is loaded, read by metrics
+	// without the lock. isolationTiming paces it and isolationFS is its
+	// file access (tests shorten the one and inject kernel errors into the
+	// other).
+	isolation       atomic.Pointer[isolation]
+	isolationTiming hostfiles.Timing
+	isolationFS     hostfiles.FS
+	// cgroups are the cgroups paths of running containers whose cgroup is
+	// an isolated partition, by id, from the runtime.
+	cgroups map[string]string
+	// auditor audits the held exclusive CPUs every minute for the metrics,
+	// once they are served (audit.go).
+	auditor atomic.Pointer[auditor]
 	// claims binds containers to DRA claims when the DRA driver is on
 	// (dra.go); nil otherwise.
 	claims ClaimBinder
@@ -112,12 +134,13 @@ type Plugin struct {
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, overrode: map[string]bool{},
-		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1)}
+		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
 	p.pins = newSandboxPins(&p.mu)
+	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, hostfiles.OS{}
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(&p.usage, p.writer)
-	g, err := loadGrants(GrantsFile(cfg.StateFile))
+	g, err := p.loadGrants(GrantsFile(cfg.StateFile))
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +150,18 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 		return nil, err
 	}
 	return p, nil
+}
+
+// loadGrants reads the grants file; a damaged one is moved aside, logged
+// and counted, and the grants start empty (see loadGrants).
+func (p *Plugin) loadGrants(path string) (*grants, error) {
+	g, err := loadGrants(path, time.Now())
+	if errors.Is(err, errGrantsDiscarded) {
+		p.log.Warnf("%v", err)
+		p.metrics.countDiscarded(discardedGrants)
+		return g, nil
+	}
+	return g, err
 }
 
 // loadState reads the state once, before the first Synchronize: late, so
@@ -140,11 +175,15 @@ func (p *Plugin) loadState() error {
 	switch {
 	case errors.Is(err, state.ErrStateDiscarded):
 		p.log.Warnf("%v", err)
+		p.metrics.countDiscarded(discardedState)
 	case err != nil:
 		return err
 	}
 	p.memory, p.loaded = st, true
 	p.writer.start(p.store, p.grants.file)
+	if err := p.openIsolation(); err != nil {
+		return err
+	}
 	if st.MigratedFrom != 0 {
 		p.log.Infof("state: %s is schema version %d; migrated to %d, rewritten at the next write", p.cfg.StateFile, st.MigratedFrom, state.SchemaVersion)
 	}
@@ -163,6 +202,8 @@ func (p *Plugin) Flush() error {
 // write collects the state under it.
 func (p *Plugin) Close() {
 	p.stopPinning()
+	p.stopAuditing()
+	p.closeIsolation()
 	if err := p.writer.Close(); err != nil {
 		p.log.Errorf("final state write: %v", err)
 	}
@@ -182,6 +223,7 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	p.cfg = cfg
 	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)
 	p.policy = allocator.NewPolicy(cfg, p.topo)
+	p.configurePower(cfg)
 	p.pinner = newCgroupPinner(cfg.CgroupRoot)
 	p.publishUsage()
 	p.log.Infof("pools: %s", layout.Describe())
@@ -220,7 +262,7 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 			parsed.StateFile = p.cfg.StateFile
 		case !p.loaded:
 			p.store = state.NewFileStore(parsed.StateFile)
-			g, err := loadGrants(GrantsFile(parsed.StateFile))
+			g, err := p.loadGrants(GrantsFile(parsed.StateFile))
 			if err != nil {
 				return 0, err
 			}

@@ -33,7 +33,25 @@ import (
 //   - no running container is on a shared CPU unless it is a shared member;
 //   - infra members and pod sandboxes are never on a held CPU;
 //   - every running container is pinned (a non-empty cpuset);
+//   - no exclusive container runs with a CFS quota, whichever way it was
+//     placed;
 //   - the state file equals the plugin's memory.
+//
+// Halfway through, the plugin is restarted with the kubelet device plugin
+// on (property_kubelet_test.go): pods of cpupool.dev/exclusive are admitted
+// with an Allocate per container, init container first, both for the same
+// CPUs; their init containers complete and their app containers run; their
+// sandboxes are re-created, the kubelet restarts (and re-admits pods that
+// have not started), pods end while their containers still run, and the
+// grants file is damaged while the plugin is down. Then also:
+//   - a container of the resource runs on exactly the CPUs the kubelet
+//     allocated, and its token is bound to it;
+//   - a pod of the resource is never refused for its own tokens unless its
+//     grants were lost with the damaged file, and every such pod starts
+//     once the CPUs are free (checked at the end);
+//   - a CPU held by an exclusive container that shows no token is
+//     advertised unhealthy;
+//   - the grants file equals the plugin's memory.
 //
 // CPUPOOL_PROPERTY_EVENTS sets the number of events (make soak: 20000),
 // CPUPOOL_PROPERTY_SEED the seed.
@@ -42,6 +60,7 @@ func TestPropertyWholePlugin(t *testing.T) {
 	seed := uint64(envInt("CPUPOOL_PROPERTY_SEED", int(time.Now().UnixNano()%1_000_000)))
 	t.Logf("seed %d (CPUPOOL_PROPERTY_SEED=%d reproduces), %d events", seed, seed, events)
 	pt := newPropTest(t, seed)
+	pt.switchAt = events / 2
 	for pt.stats.events < events {
 		pt.step()
 		if pt.stats.events%2000 == 0 {
@@ -50,8 +69,9 @@ func TestPropertyWholePlugin(t *testing.T) {
 	}
 	pt.ensureUp()
 	pt.check("end")
-	summary := fmt.Sprintf("property: %d events, %d kills (%d between state write and reply), %d runtime restarts, %d invariant checks, %d creations refused, %d containers created unpinned (plugin down or reply lost), seed %d",
-		pt.stats.events, pt.stats.kills, pt.stats.replyKills, pt.stats.runtimeRestarts, pt.stats.checks, pt.stats.refused, pt.stats.unpinned, seed)
+	pt.finishKube()
+	summary := fmt.Sprintf("property: %d events, %d kills (%d between state write and reply), %d runtime restarts, %d invariant checks, %d creations refused, %d containers created unpinned (plugin down or reply lost); kubelet route: %s; seed %d",
+		pt.stats.events, pt.stats.kills, pt.stats.replyKills, pt.stats.runtimeRestarts, pt.stats.checks, pt.stats.refused, pt.stats.unpinned, pt.kstats, seed)
 	t.Log(summary)
 	// make test and make soak print this line (go test hides a passing
 	// test's output).
@@ -88,11 +108,16 @@ type propTest struct {
 	pods     []*api.PodSandbox
 	trace    []string                  // the last events, for a failure report
 	running  map[string]*api.Container // by id, as the runtime has them
+	// node is the plugin's node and configuration; switchAt is the event at
+	// which the device plugin is turned on (see property_kubelet_test.go).
+	node     testNode
+	switchAt int
+	kubeModel
 }
 
 func newPropTest(t *testing.T, seed uint64) *propTest {
 	pt := &propTest{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), f: newFakeRuntime(t, false),
-		pinnedAt: map[string]string{}, running: map[string]*api.Container{}}
+		pinnedAt: map[string]string{}, running: map[string]*api.Container{}, node: desktop, kubeModel: newKubeModel()}
 	pt.state = statePath(pt.f)
 	pt.start()
 	return pt
@@ -100,7 +125,7 @@ func newPropTest(t *testing.T, seed uint64) *propTest {
 
 func (pt *propTest) start() {
 	pt.killed.Store(false)
-	pt.rp = startPluginWith(pt.t, pt.f, desktop, pt.state, func(rp *runningPlugin) {
+	pt.rp = startPluginWith(pt.t, pt.f, pt.node, pt.state, func(rp *runningPlugin) {
 		rp.p.log.SetLevel(logrus.WarnLevel)
 		rp.p.beforeReply = func(event, id string) {
 			if !pt.killNext.CompareAndSwap(true, false) {
@@ -118,6 +143,7 @@ func (pt *propTest) start() {
 			}
 		}
 	})
+	pt.markLost()
 }
 
 func (pt *propTest) kill() {
@@ -168,6 +194,10 @@ func (pt *propTest) step() {
 	r := pt.rng.IntN(100)
 	pt.note("r=%d up=%v", r, up)
 	switch {
+	case !pt.kubeletMode && pt.stats.events >= pt.switchAt:
+		pt.turnOnDevicePlugin()
+	case pt.kubeletMode && pt.rng.IntN(4) == 0:
+		pt.kubeStep()
 	case r < 4 && up:
 		pt.kill()
 	case r < 10 && !up:
@@ -201,6 +231,14 @@ func (pt *propTest) step() {
 	default:
 		pt.removePod()
 	}
+	pt.endKilled()
+	if pt.rp != nil {
+		pt.check(fmt.Sprintf("event %d", pt.stats.events))
+	}
+}
+
+// endKilled ends a plugin that the hook killed before its reply.
+func (pt *propTest) endKilled() {
 	if pt.killed.Load() {
 		pt.stats.replyKills++
 		pt.stats.kills++
@@ -208,9 +246,6 @@ func (pt *propTest) step() {
 		pt.rp.p.Close()
 		pt.rp = nil
 		pt.killed.Store(false)
-	}
-	if pt.rp != nil {
-		pt.check(fmt.Sprintf("event %d", pt.stats.events))
 	}
 }
 
@@ -225,25 +260,42 @@ func (pt *propTest) runPod() {
 }
 
 // create makes a container the way the runtime does: with the plugins'
-// adjustment if they give one, unpinned if no plugin answered.
+// adjustment if they give one, unpinned if no plugin answered. A container
+// of the resource gets its token and its cpu: 10m (see createKube).
 func (pt *propTest) create(pod *api.PodSandbox, name string) {
+	if kp := pt.kube[pod.Uid]; kp != nil {
+		pt.createKube(kp, name)
+		return
+	}
+	pt.createWith(pod, name, []int64{0, 500, 1000, 2000, 3000}[pt.rng.IntN(5)], "")
+}
+
+// createWith creates a container with a CPU request of milli (as shares,
+// and a quota as its limit) and env, if not empty; it returns the
+// container, or nil and the error when it was refused.
+func (pt *propTest) createWith(pod *api.PodSandbox, name string, milli int64, env string) (*api.Container, error) {
 	for _, c := range pt.running {
 		if c.PodSandboxId == pod.Id && c.Name == name {
-			return // one container of a name per pod at a time
+			return nil, nil // one container of a name per pod at a time
 		}
 	}
-	milli := []int64{0, 500, 1000, 2000, 3000}[pt.rng.IntN(5)]
 	pt.seq++
+	cpu := &api.LinuxCPU{Shares: api.UInt64(max(2, uint64(milli*1024/1000))), Period: api.UInt64(100000)}
+	if milli > 0 {
+		cpu.Quota = api.Int64(milli * 100)
+	}
 	ctr := &api.Container{Id: fmt.Sprintf("ctr%05d", pt.seq), PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED,
-		Linux: &api.LinuxContainer{CgroupsPath: pod.Linux.CgroupParent + "/ctr" + strconv.Itoa(pt.seq),
-			Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(max(2, uint64(milli*1024/1000))), Period: api.UInt64(100000)}}}}
+		Linux: &api.LinuxContainer{CgroupsPath: pod.Linux.CgroupParent + "/ctr" + strconv.Itoa(pt.seq), Resources: &api.LinuxResources{Cpu: cpu}}}
+	if env != "" {
+		ctr.Env = []string{env}
+	}
 	block := pt.f.r.BlockPluginSync() // as containerd does; see fakeRuntime.createContainer
 	defer block.Unblock()
 	resp, err := pt.f.r.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod, Container: proto(ctr)})
-	pt.note("create %s in %s (%s %v) %dm: %v %q", ctr.Id, pod.Name, pod.Namespace, pod.Annotations, milli, err, resp.GetAdjust().GetLinux().GetResources().GetCpu().GetCpus())
+	pt.note("create %s %s in %s (%s %v) %dm: %v %q", ctr.Id, name, pod.Name, pod.Namespace, pod.Annotations, milli, err, resp.GetAdjust().GetLinux().GetResources().GetCpu().GetCpus())
 	if err != nil {
 		pt.stats.refused++
-		return
+		return nil, err
 	}
 	pt.f.mu.Lock()
 	defer pt.f.mu.Unlock()
@@ -253,10 +305,14 @@ func (pt *propTest) create(pod *api.PodSandbox, name string) {
 	} else {
 		pt.stats.unpinned++
 	}
+	if q := resp.GetAdjust().GetLinux().GetResources().GetCpu().GetQuota(); q != nil {
+		ctr.Linux.Resources.Cpu.Quota = api.Int64(q.GetValue())
+	}
 	ctr.State = api.ContainerState_CONTAINER_RUNNING
 	pt.f.ctrs[ctr.Id] = ctr
 	pt.running[ctr.Id] = ctr
 	pt.f.apply(resp.GetUpdate())
+	return ctr, nil
 }
 
 // proto copies a container as the runtime sends it, so that the plugin's
@@ -477,6 +533,10 @@ func (pt *propTest) check(where string) {
 		held := cpus
 		if pools.IsExclusive(a.Pool) {
 			held = held.Union(mustParse(a.Reserved))
+			if q := c.Linux.Resources.Cpu.Quota; q != nil && q.GetValue() > 0 {
+				pt.f.mu.Unlock()
+				fail("exclusive container %s (%s) runs with a CFS quota of %d", id, a.Pool, q.GetValue())
+			}
 			if s != a.CPUs {
 				pt.f.mu.Unlock()
 				fail("exclusive container %s runs on %s, the plugin says %s", id, s, a.CPUs)
@@ -519,6 +579,9 @@ func (pt *propTest) check(where string) {
 		if s := pt.f.sandboxCPUs(pod); s != "" && !mustParse(s).Intersection(allHeld).IsEmpty() {
 			fail("sandbox of %s on %s, held: %s", pod.Name, s, allHeld)
 		}
+	}
+	if pt.kubeletMode {
+		pt.checkKube(fail)
 	}
 }
 

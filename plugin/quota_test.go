@@ -119,3 +119,68 @@ func TestCPUQuotaLiftedForContainersAdoptedOnSynchronize(t *testing.T) {
 	}
 	assert.True(t, found, "Synchronize lifts the adopted container's quota")
 }
+
+// TestCPUQuotaLiftedForResourceRoute: a Guaranteed pod of the resource
+// that requests cpu: 10m, as the README suggests, would be throttled to 1%
+// of one CPU while it owns two. Its quota is lifted at creation, stays
+// lifted on the kubelet's updates and across a restart, and is kept where
+// the annotation keeps it: the same rule as for annotated containers and
+// containers adopted at Synchronize.
+func TestCPUQuotaLiftedForResourceRoute(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktopKubelet, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "guaranteed",
+		annotations: map[string]string{"disable-cpu-quota.cpupool.dev/container.throttled": "false"}})
+	app, resp, err := f.createWithEnv(pod, "app", 10, grantEnv(t, rp.p, "6", "14"))
+	require.NoError(t, err)
+	require.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+	q, set := quotaOf(resp.GetAdjust().GetLinux().GetResources())
+	assert.True(t, set, "the resource route lifts the quota, as the annotation route does")
+	assert.Equal(t, int64(-1), q)
+	up, err := f.updateContainer(pod, app, 10)
+	require.NoError(t, err)
+	q, _ = quotaOf(updateFor(up, app.Id).GetLinux().GetResources())
+	assert.Equal(t, int64(-1), q, "the kubelet's update does not bring the quota back")
+
+	_, resp, err = f.createWithEnv(pod, "throttled", 10, grantEnv(t, rp.p, "7"))
+	require.NoError(t, err)
+	_, set = quotaOf(resp.GetAdjust().GetLinux().GetResources())
+	assert.False(t, set, "the annotation keeps the quota")
+
+	rp.stop()
+	startPlugin(t, f, desktopKubelet, statePath(f))
+	up, err = f.updateContainer(pod, app, 10)
+	require.NoError(t, err)
+	q, _ = quotaOf(updateFor(up, app.Id).GetLinux().GetResources())
+	assert.Equal(t, int64(-1), q, "remembered across a restart")
+}
+
+// TestCPUQuotaLiftedWhenSynchronizeRepins: a remembered exclusive container
+// that the runtime created without the plugin's adjustment (a kill between
+// the decision and the reply) runs unpinned with the kubelet's quota;
+// Synchronize pins it again and lifts the quota in the same update, as for
+// a container it adopts, and lifts the quota the kubelet gave back to a
+// correctly pinned one while the plugin was down.
+func TestCPUQuotaLiftedWhenSynchronizeRepins(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, xeon, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	unpinned, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	pinned, _, err := f.createContainer(pod, "rx", 1000)
+	require.NoError(t, err)
+	cpus := f.cpus(unpinned)
+	first.stop()
+	f.mu.Lock()
+	unpinned.Linux.Resources.Cpu.Cpus = ""
+	unpinned.Linux.Resources.Cpu.Quota = api.Int64(200000)
+	pinned.Linux.Resources.Cpu.Quota = api.Int64(100000)
+	f.mu.Unlock()
+
+	startPlugin(t, f, xeon, statePath(f))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Equal(t, cpus, unpinned.Linux.Resources.Cpu.Cpus, "pinned again on its CPUs")
+	assert.Equal(t, int64(-1), unpinned.Linux.Resources.Cpu.Quota.GetValue(), "and its quota lifted")
+	assert.Equal(t, int64(-1), pinned.Linux.Resources.Cpu.Quota.GetValue())
+}

@@ -22,7 +22,8 @@ pools:
 
 // updateContainer sends the runtime's UpdateContainer with a new CPU
 // request (as cpu.shares, the way the kubelet passes it) and applies the
-// reply as the runtime would.
+// reply as the runtime would: the container then has the new shares (a
+// later Synchronize reports them).
 func (f *fakeRuntime) updateContainer(pod *api.PodSandbox, ctr *api.Container, milli int64) (*api.UpdateContainerResponse, error) {
 	shares := uint64(milli * 1024 / 1000)
 	resp, err := f.r.UpdateContainer(f.t.Context(), &api.UpdateContainerRequest{Pod: pod, Container: ctr,
@@ -32,6 +33,7 @@ func (f *fakeRuntime) updateContainer(pod *api.PodSandbox, ctr *api.Container, m
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	ctr.Linux.Resources.Cpu.Shares = api.UInt64(shares)
 	f.apply(resp.GetUpdate())
 	return resp, nil
 }

@@ -124,7 +124,23 @@ func (p *Plugin) releasePod(pod *api.PodSandbox) error {
 // without the runtime saying so. containerd sends no StopPodSandbox or
 // RemovePodSandbox for pods created before its own restart. It is called
 // only before refusing a container, and returns the pods released.
-func (p *Plugin) reapGoneSandboxes() int {
+//
+// "Gone" must mean gone: a cgroup tree the plugin cannot see (a wrong
+// cgroupRoot, a DaemonSet without the node's cgroup mount) makes every
+// sandbox look gone, and releasing the holds of live pods would give a
+// crash-looping container's CPUs to another pod. So an absence counts only
+// when the cgroup of the sandbox asking for CPUs, which lives, is seen
+// under the same root; otherwise nothing is released and the reason is
+// logged.
+func (p *Plugin) reapGoneSandboxes(asking *api.PodSandbox) int {
+	if len(p.alloc.Holds()) == 0 {
+		return 0
+	}
+	if path := asking.GetLinux().GetCgroupsPath(); !p.pinner.Exists(path) {
+		p.log.Warnf("cannot tell whether the sandboxes of pods with held CPUs are gone: the cgroup of pod %s/%s's own sandbox (%q) is not under %s; releasing nothing (is cgroupRoot the node's cgroup tree, mounted into the plugin's container?)",
+			asking.GetNamespace(), asking.GetName(), path, p.pinner.Hierarchy())
+		return 0
+	}
 	running := map[string]bool{}
 	for _, a := range p.alloc.Assignments() {
 		running[a.Pod.UID] = true

@@ -198,8 +198,9 @@ func (w *stateWriter) write() error {
 	}
 	if w.grants != nil {
 		// A no-op unless the grants changed since the file was written
-		// (by this writer or by Grant).
-		if err := w.grants.save(w.grantsMirror, false); err != nil {
+		// (by this writer or by Grant). Durable, unlike the state: see
+		// grantsFile.
+		if err := w.grants.save(w.grantsMirror, true); err != nil {
 			return w.failed("writing kubelet grants", err)
 		}
 	}

@@ -60,10 +60,19 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	updates, confined := p.repairAll(repair, remembered.Containers, pods)
 	adopted, confinedNew := p.adoptAll(unknown, pods)
 	updates = append(updates, adopted...)
+	p.alloc.FollowShared()
+	p.rebindGrants(append(known, unknown...), pods)
 	updates = append(updates, p.followPools(append(known, unknown...))...)
+	updates = p.liftQuotas(append(known, unknown...), updates)
 	p.rememberAssignments()
+	p.rememberCgroups(append(known, unknown...))
 	p.synced = true
 	p.stateChanged()
+	// The reconciler's first pass: what the journal holds and nobody
+	// wants any more is restored, whatever the node's config says now.
+	if iso := p.isolation.Load(); iso != nil {
+		iso.recon.Kick()
+	}
 	p.pinSandboxesLater()
 	p.metrics.synchronized.Inc()
 	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d CPU sets held for stopped containers, %d updates",
@@ -197,16 +206,17 @@ func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]state.
 	return updates, confined
 }
 
-// followPools returns updates for shared and infra members that do not run
-// on their pool as it is now.
+// followPools returns updates for shared and infra members, and exclusive
+// containers with a shared part, that do not run on their pool as it is
+// now.
 func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate {
 	var updates []*api.ContainerUpdate
 	for _, c := range containers {
 		a, ok := p.alloc.Get(c.GetId())
-		if !ok || pools.IsExclusive(a.Pool) {
+		if !ok || pools.IsExclusive(a.Pool) && !a.WithShared {
 			continue
 		}
-		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, a.CPUs) {
+		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, a.Cpuset()) {
 			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
 		}
 	}
@@ -277,9 +287,9 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 	if !r.RunsOn.IsEmpty() {
 		runs = "CPUs " + r.RunsOn.String()
 	}
-	if _, outcome, _ := p.alloc.Repin(r); outcome == allocator.Repinned {
-		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, r.Assignment.CPUs)
-		return cpuUpdate(r.Assignment, p.cfg.PinMemory), true
+	if res, outcome, _ := p.alloc.Repin(r); outcome == allocator.Repinned {
+		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
+		return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
 	}
 	if pod == nil {
 		return p.confine(c, who, fmt.Errorf("its pod sandbox is gone"))
@@ -302,8 +312,8 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 		return p.confine(c, who, err)
 	}
 	info := p.toContainer(pod, c)
-	if err := p.attachGrant(pod, c, &info); err != nil {
-		return p.confine(c, who, err)
+	if _, err := p.attachGrant(pod, c, &info); err != nil {
+		return p.confine(c, who, err) // the token is bound by rebindGrants if it is placed
 	}
 	if err := p.attachClaims(pod, c, &info); err != nil {
 		return p.confine(c, who, err)
@@ -322,19 +332,10 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 		return p.confine(c, who, err)
 	case kept:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
-		if res.Assignment.NoCPUQuota && c.GetLinux().GetResources().GetCpu().GetQuota().GetValue() > 0 {
-			u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
-			u.SetLinuxCPUQuota(noQuota)
-			return u, true
-		}
-		return nil, true
+		return nil, true // its quota, if any, is lifted by liftQuotas
 	case pools.IsExclusive(req.Pool):
 		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
-		u := cpuUpdate(res.Assignment, p.cfg.PinMemory)
-		if res.Assignment.NoCPUQuota {
-			u.SetLinuxCPUQuota(noQuota)
-		}
-		return u, true
+		return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
 	}
 	return nil, true // shared/infra members are updated by the caller if needed
 }
@@ -355,4 +356,70 @@ func (p *Plugin) confine(c *api.Container, who string, reason error) (*api.Conta
 	}
 	p.log.Errorf("synchronize: container %s confined to infra: %v", who, reason)
 	return nil, false // the caller updates infra members
+}
+
+// rebindGrants binds the token of every running container of the resource
+// to it again, once every container is placed: the runtime is the truth.
+// A binding made since the grants file was last written (a kill between
+// the state write and the grants write) is not on disk, and a token left
+// unbound while its container runs could be shown by another pod, which
+// would then run on CPUs the kubelet never allocated to it once the owner's
+// pod ended. A token the daemon no longer knows (the grants file was
+// damaged and moved aside) is made again from where the container runs: it
+// was admitted with that token, since an unknown token refuses the
+// creation. A token bound to another container stays with it: a binding
+// never moves.
+func (p *Plugin) rebindGrants(running []*api.Container, pods []*api.PodSandbox) {
+	podByID := podsByID(pods)
+	for _, c := range running {
+		pod := podByID[c.GetPodSandboxId()]
+		a, ok := p.alloc.Get(c.GetId())
+		if pod == nil || !ok || a.Pool != pools.Exclusive {
+			continue
+		}
+		tok, present, err := grantToken(c.GetEnv())
+		if err != nil || !present {
+			continue
+		}
+		who := containerRef(pod, c)
+		g, known := p.grants.byToken[tok]
+		switch {
+		case !known:
+			p.grants.add(tok, grant{CPUs: a.CPUs.String(), PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Container: c.GetName()})
+			p.grantsChanged()
+			p.log.Warnf("synchronize: kubelet grant of container %s (CPUs %s) was not in the grants file; made again from where it runs", who, a.CPUs)
+		case g.PodUID != "" && (g.PodUID != pod.GetUid() || (g.Container != "" && g.Container != c.GetName())):
+			p.log.Warnf("synchronize: container %s shows the grant of container %s; the grant stays with it", who, allocator.PodRef{Namespace: g.Namespace, Name: g.Pod}.ContainerName(g.Container))
+			continue
+		}
+		p.bindGrant(tok, pod, c)
+	}
+}
+
+// liftQuotas lifts the CFS quota of every running container whose quota the
+// allocator's rule lifts (exclusive, disableCPUQuota) but that the runtime
+// reports with one, whichever way Synchronize kept or placed it: created
+// while the plugin was away or without its adjustment (a kill between the
+// decision and the reply), adopted without a record, or given its quota
+// back by the kubelet while the plugin was down. The lift joins the
+// container's update if it has one.
+func (p *Plugin) liftQuotas(running []*api.Container, updates []*api.ContainerUpdate) []*api.ContainerUpdate {
+	byID := make(map[string]*api.ContainerUpdate, len(updates))
+	for _, u := range updates {
+		byID[u.GetContainerId()] = u
+	}
+	for _, c := range running {
+		a, ok := p.alloc.Get(c.GetId())
+		if !ok || !a.NoCPUQuota || c.GetLinux().GetResources().GetCpu().GetQuota().GetValue() <= 0 {
+			continue
+		}
+		u := byID[c.GetId()]
+		if u == nil {
+			u = cpuUpdate(a, p.cfg.PinMemory)
+			byID[c.GetId()] = u
+			updates = append(updates, u)
+		}
+		u.SetLinuxCPUQuota(noQuota)
+	}
+	return updates
 }

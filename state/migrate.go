@@ -12,6 +12,15 @@ import (
 // rather than half understood.
 var migrations = map[int]func(payload []byte) (*State, error){
 	1: migrateV1,
+	2: migrateV2,
+	3: migrateV2,
+}
+
+// migrateV2: schemas 3 and 4 only added optional fields (isolateIRQs,
+// isolatedPartition; powerClass, powerClasses), so a version 2 or 3
+// payload is a current one without them.
+func migrateV2(payload []byte) (*State, error) {
+	return decodePayload(payload)
 }
 
 // stateV1 is schema 1, the first release's file (2a6c3c2).

@@ -79,7 +79,7 @@ func TestNewerOrUnknownSchemaIsMovedAside(t *testing.T) {
 		payload := []byte(`{"containers":{}}`)
 		data, err := EncodeEnvelope(nil, payload, time.Time{})
 		require.NoError(t, err)
-		data = []byte(strings.Replace(string(data), `"schemaVersion":2`, `"schemaVersion":`+itoa(tc.version), 1))
+		data = []byte(strings.Replace(string(data), `"schemaVersion":`+itoa(SchemaVersion), `"schemaVersion":`+itoa(tc.version), 1))
 		path := filepath.Join(t.TempDir(), "state.json")
 		require.NoError(t, os.WriteFile(path, data, 0o600))
 		st, err := NewFileStore(path).Load()
@@ -92,3 +92,19 @@ func TestNewerOrUnknownSchemaIsMovedAside(t *testing.T) {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// TestV2FileIsRead: schema 3 only added isolateIRQs and
+// isolatedPartition; a version 2 file is read as it is, its containers
+// without either.
+func TestV2FileIsRead(t *testing.T) {
+	payload := []byte(`{"containers":{"c1":{"podUID":"u","podNamespace":"n","podName":"p","container":"c","pool":"exclusive","milliCPU":1000,"cpus":"2","mems":"0","noCPUQuota":true}},"held":{}}`)
+	data, err := EncodeEnvelope(nil, payload, time.Time{})
+	require.NoError(t, err)
+	data = []byte(strings.Replace(string(data), `"schemaVersion":`+itoa(SchemaVersion), `"schemaVersion":2`, 1))
+	path := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	st, err := NewFileStore(path).Load()
+	require.NoError(t, err)
+	assert.Equal(t, 2, st.MigratedFrom)
+	assert.Equal(t, ContainerState{PodUID: "u", PodNamespace: "n", PodName: "p", Container: "c", Pool: "exclusive", MilliCPU: 1000, CPUs: "2", Mems: "0", NoCPUQuota: true}, st.Containers["c1"])
+}

@@ -31,7 +31,13 @@ import (
 //   - 1: the first release (containers, previous, pools).
 //   - 2: held CPUs of stopped containers (held) replace previous; containers
 //     gain what resizes added and whether their CFS quota is lifted.
-const SchemaVersion = 2
+//   - 3: containers and holds gain whether device IRQs are kept off their
+//     CPUs (isolateIRQs) and whether their cgroup is an isolated partition
+//     (isolatedPartition).
+//   - 4: containers and holds gain their power class (powerClass) and
+//     whether they also run on the shared pool (withShared, sharedCPUs);
+//     the file gains each power class's CPUs (powerClasses).
+const SchemaVersion = 4
 
 // State is what survives plugin, runtime and node restarts.
 type State struct {
@@ -47,6 +53,9 @@ type State struct {
 	// Pools are the pools' cpusets when the file was written, for
 	// `nri-cpupool status` and operators.
 	Pools map[string]string `json:"pools,omitempty"`
+	// PowerClasses are each power class's CPUs when the file was written,
+	// for `nri-cpupool status`.
+	PowerClasses map[string]string `json:"powerClasses,omitempty"`
 	// MigratedFrom is the schema version the file was migrated from when
 	// loaded; 0 when it was already current. Never written.
 	MigratedFrom int `json:"-"`
@@ -68,6 +77,18 @@ type ContainerState struct {
 	Added string `json:"added,omitempty"`
 	// NoCPUQuota tells that the plugin lifted the container's CFS quota.
 	NoCPUQuota bool `json:"noCPUQuota,omitempty"`
+	// IsolateIRQs tells that device IRQs are kept off its CPUs.
+	IsolateIRQs bool `json:"isolateIRQs,omitempty"`
+	// IsolatedPartition tells that its cgroup is made an isolated cgroup
+	// v2 partition.
+	IsolatedPartition bool `json:"isolatedPartition,omitempty"`
+	// PowerClass is the power class of an exclusive container's CPUs.
+	PowerClass string `json:"powerClass,omitempty"`
+	// WithShared tells that an exclusive container also runs on the
+	// shared pool, whose CPUs were SharedCPUs at its last update; CPUs are
+	// its exclusive part.
+	WithShared bool   `json:"withShared,omitempty"`
+	SharedCPUs string `json:"sharedCPUs,omitempty"`
 }
 
 // HeldState is a stopped exclusive container's CPUs, kept for its pod.
@@ -233,8 +254,14 @@ func decodeState(data []byte) (*State, error) {
 			return nil, fmt.Errorf("unknown schema version %d; this build reads versions 1 to %d", env.SchemaVersion, SchemaVersion)
 		}
 	}
+	return decodePayload(env.State)
+}
+
+// decodePayload reads the state of the current schema strictly: an unknown
+// field is an error.
+func decodePayload(payload []byte) (*State, error) {
 	st := NewState()
-	dec := json.NewDecoder(bytes.NewReader(env.State))
+	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(st); err != nil {
 		return nil, fmt.Errorf("state content: %w", err)
@@ -408,7 +435,7 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 	for _, m := range []struct {
 		key string
 		val map[string]string
-	}{{"previous", st.Previous}, {"pools", st.Pools}} {
+	}{{"previous", st.Previous}, {"pools", st.Pools}, {"powerClasses", st.PowerClasses}} {
 		if len(m.val) == 0 {
 			continue // omitempty
 		}

@@ -90,7 +90,8 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 		if step%5 == 4 {
 			delete(st.Containers, id)
 		} else {
-			st.Containers[id] = ContainerState{PodUID: "u", PodName: "p\"quoted\"", Container: "c", Pool: "exclusive", CPUs: fmt.Sprint(step), MilliCPU: int64(step)}
+			st.Containers[id] = ContainerState{PodUID: "u", PodName: "p\"quoted\"", Container: "c", Pool: "exclusive", CPUs: fmt.Sprint(step), MilliCPU: int64(step),
+				PowerClass: []string{"", "turbo"}[step%2]}
 		}
 		if step%7 == 0 {
 			st.Previous["u/c"+id] = fmt.Sprint(step)
@@ -100,6 +101,11 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 			st.Held["u/h"+id] = HeldState{ContainerID: id, ContainerState: ContainerState{PodUID: "u", Container: "h" + id, CPUs: fmt.Sprint(step)}, ExitCode: &code}
 		}
 		st.Pools["infra"] = fmt.Sprintf("0-%d", step)
+		if step%4 == 1 {
+			st.PowerClasses = map[string]string{"low-latency": fmt.Sprint(step), "saver": "0-1"}
+		} else if step%4 == 3 {
+			st.PowerClasses = nil
+		}
 		got, err := enc.encode(st)
 		require.NoError(t, err)
 		want, err := json.Marshal(st)

@@ -333,6 +333,10 @@ func TestParseCmdlineCPUs(t *testing.T) {
 		{"-- isolcpus=1", "isolcpus", "", false, false},
 		{"isolcpus=1,domain", "isolcpus", "", true, true},
 		{"isolcpus=3-1", "isolcpus", "", true, true},
+		{"isolcpus=0-7:2/4", "isolcpus", "0-1,4-5", true, false},
+		{"isolcpus=managed_irq,domain,1,16-31:1/2", "isolcpus", "1,16,18,20,22,24,26,28,30", true, false},
+		{"nohz_full=2-15:2/4 isolcpus=1", "nohz_full", "2-3,6-7,10-11,14-15", true, false},
+		{"isolcpus=0-7:2/0", "isolcpus", "", true, true},
 	}
 	for _, tc := range tests {
 		set, found, err := sysfs.ParseCmdlineCPUs(tc.cmdline, tc.param)

@@ -6,6 +6,8 @@ package cpulist
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,16 +48,21 @@ func (e *ListError) Error() string {
 	return fmt.Sprintf("malformed CPU list %s: %s", Echo(e.Value), e.Reason)
 }
 
-// Parse parses a kernel list ("0-3,8,10-11"), tolerating surrounding
-// white space and an empty list, with ids below MaxCPUs.
+// Parse parses a kernel list ("0-3,8,10-11", "0-7:2/4"), tolerating
+// surrounding white space and an empty list, with ids below MaxCPUs.
 func Parse(s string) (cpuset.CPUSet, error) {
 	return ParseBelow(s, MaxCPUs)
 }
 
 // ParseBelow parses a kernel list whose ids must all be below limit
-// (the node's CPU or NUMA node count). It runs in time proportional to
-// len(s) plus limit, whatever the text: ranges are never expanded one by
-// one, numbers longer than the limit's are refused before conversion, and
+// (the node's CPU or NUMA node count). The syntax is the kernel's
+// (Documentation/admin-guide/kernel-parameters.rst, "cpu lists"): ids and
+// ranges separated by commas, and a range may take a stride,
+// "<first>-<last>:<used>/<group>", which splits the range into groups of
+// <group> ids and keeps the first <used> of each ("0-7:2/4" is 0,1,4,5).
+// It runs in time proportional to len(s) plus limit times its square root
+// at worst, whatever the text: ranges and strides are never expanded id by
+// id, numbers longer than the limit's are refused before conversion, and
 // only the kernel's syntax is accepted (no signs, no spaces inside).
 func ParseBelow(s string, limit int) (cpuset.CPUSet, error) {
 	s = strings.TrimSpace(s)
@@ -67,6 +74,7 @@ func ParseBelow(s string, limit int) (cpuset.CPUSet, error) {
 	}
 	limit = min(limit, MaxCPUs)
 	var spans []span
+	var strides []stride
 	top := 0
 	rest := s
 	for rest != "" {
@@ -75,25 +83,30 @@ func ParseBelow(s string, limit int) (cpuset.CPUSet, error) {
 		if item == "" || (tail == "" && strings.HasSuffix(s, ",")) {
 			return cpuset.New(), &ListError{s, "empty item"}
 		}
-		lo, hi, isRange := strings.Cut(item, "-")
-		first, err := listID(lo, limit)
+		r, err := parseItem(item, limit)
 		if err != nil {
 			return cpuset.New(), &ListError{s, err.Error()}
 		}
-		last := first
-		if isRange {
-			if last, err = listID(hi, limit); err != nil {
-				return cpuset.New(), &ListError{s, err.Error()}
+		switch {
+		case r.used == 0:
+			// "0-7:0/4" keeps no id of any group, as in the kernel.
+			continue
+		case r.used >= r.group || r.last-r.first < r.group:
+			// Every id of the range, or only its first group.
+			last := r.last
+			if r.used < r.group {
+				last = r.first + r.used - 1
 			}
-			if last < first {
-				return cpuset.New(), &ListError{s, fmt.Sprintf("range %d-%d is reversed", first, last)}
-			}
+			spans = append(spans, span{r.first, min(last, r.last)})
+		default:
+			strides = append(strides, r)
 		}
-		spans = append(spans, span{first, last})
-		top = max(top, last)
+		top = max(top, r.last)
 	}
-	if ids, ok := ascending(spans); ok {
-		return cpuset.New(ids...), nil
+	if len(strides) == 0 {
+		if ids, ok := ascending(spans); ok {
+			return cpuset.New(ids...), nil
+		}
 	}
 	// depth[i] counts the ranges covering i, as differences (+1 at a
 	// range's first id, -1 after its last): overlapping ranges cost
@@ -103,6 +116,7 @@ func ParseBelow(s string, limit int) (cpuset.CPUSet, error) {
 		depth[r.first]++
 		depth[r.last+1]--
 	}
+	addStrides(depth, strides, limit)
 	var ids []int
 	cover := int32(0)
 	for i := 0; i <= top; i++ {
@@ -114,6 +128,155 @@ func ParseBelow(s string, limit int) (cpuset.CPUSet, error) {
 }
 
 type span struct{ first, last int }
+
+// stride is one item of a list: the ids first..last, split into groups of
+// group ids of which the first used are kept. A plain id or range has
+// used = group = its length.
+type stride struct{ first, last, used, group int }
+
+// parseItem parses one item: "<id>", "<id>-<id>" or
+// "<id>-<id>:<used>/<group>".
+func parseItem(item string, limit int) (stride, error) {
+	rng, pattern, strided := strings.Cut(item, ":")
+	lo, hi, isRange := strings.Cut(rng, "-")
+	first, err := listID(lo, limit)
+	if err != nil {
+		return stride{}, err
+	}
+	last := first
+	if isRange {
+		if last, err = listID(hi, limit); err != nil {
+			return stride{}, err
+		}
+		if last < first {
+			return stride{}, fmt.Errorf("range %d-%d is reversed", first, last)
+		}
+	}
+	r := stride{first, last, last - first + 1, last - first + 1}
+	if !strided {
+		return r, nil
+	}
+	if !isRange {
+		return stride{}, fmt.Errorf("stride %s after a single id; a stride follows a range (0-7:2/4)", Echo(item))
+	}
+	used, group, ok := strings.Cut(pattern, "/")
+	if !ok {
+		return stride{}, fmt.Errorf("stride %s is not <used>/<group> (0-7:2/4)", Echo(pattern))
+	}
+	if r.used, err = strideSize(used); err != nil {
+		return stride{}, err
+	}
+	if r.group, err = strideSize(group); err != nil {
+		return stride{}, err
+	}
+	if r.group == 0 {
+		return stride{}, fmt.Errorf("stride %s has groups of 0 ids", Echo(pattern))
+	}
+	if r.used > r.group {
+		return stride{}, fmt.Errorf("stride %s uses more ids than a group has", Echo(pattern))
+	}
+	return r, nil
+}
+
+// maxStrideDigits bounds a stride's sizes as the kernel does (32 bits);
+// sizes beyond the node only mean "one group".
+const maxStrideDigits = 10
+
+// strideSize parses a stride's used or group size: decimal digits only.
+func strideSize(s string) (int, error) {
+	if s == "" {
+		return 0, fmt.Errorf("missing number")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("%s is not a number", Echo(s))
+		}
+	}
+	v, err := strconv.ParseUint(s, 10, 32)
+	if len(s) > maxStrideDigits || err != nil {
+		return 0, fmt.Errorf("stride size %s is out of range (at most %d)", Echo(s), uint32(math.MaxUint32))
+	}
+	return int(v), nil
+}
+
+// addStrides adds the groups of strided ranges to the difference array
+// depth in time proportional to the ranges plus len(depth) times the square
+// root of limit. A range of few groups adds each group as a range. The
+// groups of a range of many groups (hence a small group size g) start g
+// apart, so their differences (+1 at each group's first id, -1 after its
+// last) form two trains of period g: those are written once, as the
+// first group's differences and their cancellation after the last full
+// group, into a scratch array that a running sum with step g then
+// spreads to every group. One pass per distinct small g, and there are at
+// most √limit of them.
+func addStrides(depth []int32, strides []stride, limit int) {
+	few := isqrt(limit)
+	byGroup := map[int][]stride{}
+	for _, r := range strides {
+		full := (r.last-r.first+1)/r.group - 1 // groups before the last, all within the range
+		if full <= few {
+			for g := 0; g <= full; g++ {
+				first := r.first + g*r.group
+				depth[first]++
+				depth[min(first+r.used-1, r.last)+1]--
+			}
+			// The last group, whole or cut short by the range's end.
+			if first := r.first + (full+1)*r.group; first <= r.last {
+				depth[first]++
+				depth[min(first+r.used-1, r.last)+1]--
+			}
+			continue
+		}
+		byGroup[r.group] = append(byGroup[r.group], r)
+	}
+	if len(byGroup) == 0 {
+		return
+	}
+	groups := make([]int, 0, len(byGroup))
+	for g := range byGroup {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups) // the same work in the same order each time
+	train := make([]int32, len(depth))
+	for _, g := range groups {
+		clear(train)
+		for _, r := range byGroup[g] {
+			// Groups 0..n-1 lie whole within the range (used < group);
+			// the rest, a last whole or partial group, is added as a range.
+			n := (r.last - r.first + 1) / g
+			train[r.first]++
+			train[r.first+r.used]--
+			if end := r.first + n*g; end < len(train) {
+				train[end]--
+				if end+r.used < len(train) {
+					train[end+r.used]++
+				}
+			}
+			if first := r.first + n*g; first <= r.last {
+				depth[first]++
+				depth[min(first+r.used-1, r.last)+1]--
+			}
+		}
+		for i := range train {
+			if i >= g {
+				train[i] += train[i-g]
+			}
+			depth[i] += train[i]
+		}
+	}
+}
+
+// isqrt is the integer square root of n ≥ 0.
+func isqrt(n int) int {
+	r := int(math.Sqrt(float64(n)))
+	for r*r > n {
+		r--
+	}
+	for (r+1)*(r+1) <= n {
+		r++
+	}
+	return r
+}
 
 // ascending lists the ids of spans that are in order and do not overlap,
 // as the kernel and cpuset.String write them: the common case, in time

@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,6 +91,13 @@ func (c *tc) create(p *pod, name string, milli int64, noStart ...bool) (string, 
 // in the pod (as the kubelet re-creates a container), and starts it if asked.
 func (c *tc) createCmd(p *pod, name string, milli int64, cmd []string, start bool) (string, error) {
 	c.Helper()
+	return c.createEnv(p, name, milli, cmd, start, nil)
+}
+
+// createEnv is createCmd with environment variables, as the kubelet passes
+// a device plugin's Allocate response.
+func (c *tc) createEnv(p *pod, name string, milli int64, cmd []string, start bool, env map[string]string) (string, error) {
+	c.Helper()
 	shares := milli * 1024 / 1000
 	if shares < 2 {
 		shares = 2
@@ -98,6 +107,10 @@ func (c *tc) createCmd(p *pod, name string, milli int64, cmd []string, start boo
 	p.ctrs[name] = attempt + 1
 	labels := kubeletLabels(p.spec, p.cfg.Metadata.Uid)
 	labels["io.kubernetes.container.name"] = name
+	var envs []*runtimeapi.KeyValue
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		envs = append(envs, &runtimeapi.KeyValue{Key: k, Value: []byte(env[k])})
+	}
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: p.spec.pid}}
 	if p.spec.seccomp {
 		sc.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
@@ -106,6 +119,7 @@ func (c *tc) createCmd(p *pod, name string, milli int64, cmd []string, start boo
 		Metadata: &runtimeapi.ContainerMetadata{Name: name, Attempt: uint32(attempt)},
 		Image:    &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image},
 		Command:  cmd,
+		Envs:     envs,
 		Labels:   labels,
 		LogPath:  fmt.Sprintf("%s-%d.log", name, attempt),
 		Linux: &runtimeapi.LinuxContainerConfig{

@@ -23,7 +23,7 @@ STOP
     say "left running (KEEP=1). Talk to it with:"
     info "export PATH=$TOOLS:\$PATH CRI_CONFIG_FILE=$W/crictl.yaml"
     info "crictl pods; crictl ps"
-    info "$REPO/bin/nri-cpupool status --state-file $W/state/nri-cpupool.json"
+    info "$REPO/bin/nri-cpupool status --state-file $W/state/nri-cpupool.json     # --map draws it"
     info "tail -f $W/plugin.log        # the plugin's decisions"
     info "pod and container specs to copy: $W/pod-*.json $W/ctr-*.json"
     info "stop everything: $W/stop.sh"
@@ -105,4 +105,10 @@ say "where everything runs (read back from the kernel)"
 } | column -t -s $'\t' | sed 's/^/    /'
 say "nri-cpupool status"
 "$REPO/bin/nri-cpupool" status --state-file "$W/state/nri-cpupool.json" | sed 's/^/    /'
+# The map goes through sed too, so it cannot see the terminal: colour is
+# decided here, as the map would decide it (NO_COLOR, a terminal).
+MAP_COLOR=never
+[ -t 1 ] && [ -z "${NO_COLOR:-}" ] && [ "${TERM:-}" != dumb ] && MAP_COLOR=always
+say "nri-cpupool status --map (this machine, with each CPU's pool and owner)"
+"$REPO/bin/nri-cpupool" status --map --color "$MAP_COLOR" --state-file "$W/state/nri-cpupool.json" | sed 's/^/    /'
 info "plugin peak RSS: $(awk '/VmHWM/ {print $2 " kB"}' "/proc/$PLUGIN_PID/status")"

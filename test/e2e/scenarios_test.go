@@ -19,6 +19,7 @@ var scenarios = []scenario{
 	{"ExclusivePool", 2, testExclusivePool},
 	{"SharedPool", 2, testSharedPool},
 	{"ExclusiveAndSharedSideBySide", 3, testExclusiveAndShared},
+	{"ExclusiveWithSharedCPUs", 3, testExclusiveWithSharedCPUs},
 	{"ExclusiveNonIsolcpusInfraShrinksAndGrows", 2, testExclusiveNonIsolcpus},
 	{"UpdatesAfterRemovals", 2, testUpdatesAfterRemovals},
 	{"FullPoolAndBadAnnotations", 2, testFullPoolAndBadAnnotations},
@@ -31,6 +32,7 @@ var scenarios = []scenario{
 	{"KubeletStylePods", 2, testKubeletStylePods},
 	{"PodLifeHoldsExclusiveCPUs", 2, testPodLife},
 	{"InPlaceResizeAndCPUQuota", 2, testInPlaceResize},
+	{"ResourceRouteInitContainerAndCPUQuota", 2, testResourceRoute},
 	{"UpgradeKeepsPinning", 2, testUpgradeKeepsPinning},
 	{"FailClosed", 2, testFailClosed},
 }
@@ -134,6 +136,38 @@ func testExclusiveAndShared(c *tc) {
 	c.equal("shared", c.cpus(p, lg), fmt.Sprint(shared))
 	c.equal("no annotation for this container: infra", c.cpus(p, other), infra)
 	c.checkSandbox("pod", p, infra)
+}
+
+// testExclusiveWithSharedCPUs: a container with an exclusive CPU and the
+// shared pool (shared-cpus.cpupool.dev) runs on both, is told which is
+// which, has no CFS quota; when the plugin comes back with the shared pool
+// on another CPU, its shared part follows and its exclusive CPU stays.
+// Three CPUs: infra, shared, exclusive; then shared and infra swap.
+func testExclusiveWithSharedCPUs(c *tc) {
+	cpus := c.e.online.List()
+	infra, shared, excl := cpus[0], cpus[1], c.e.last
+	config := func(infra, shared int) string {
+		iso := c.e.online.Difference(cpuset.New(infra))
+		return fmt.Sprintf("isolatedCPUs: %q\npools:\n  shared: {cpus: \"%d\"}\n  exclusive: {cpus: \"%d\"}\n", iso, shared, excl)
+	}
+	p := c.startPlugin(config(infra, shared))
+	pd := c.runPod(podSpec{name: "dpdk", annotations: map[string]string{poolAnnotation: "exclusive", "shared-cpus.cpupool.dev/container.fwd": "true"}})
+	fwd := c.mustCreate(pd, "fwd", 1000)
+	both := cpuset.New(shared, excl).String()
+	c.equal("cpuset: the exclusive CPU and the shared pool", c.cpus(pd, fwd), both)
+	c.equal("Cpus_allowed_list", c.allowedOf(fwd), both)
+	c.equal("CPUPOOL_CPUS:CPUPOOL_EXCLUSIVE_CPUS:CPUPOOL_SHARED_CPUS:CPUPOOL_POOL",
+		c.exec(fwd, "/bin/sh", "-c", "echo $CPUPOOL_CPUS:$CPUPOOL_EXCLUSIVE_CPUS:$CPUPOOL_SHARED_CPUS:$CPUPOOL_POOL"),
+		fmt.Sprintf("%s:%d:%d:exclusive", both, excl, shared))
+	c.equal("no CFS quota", c.quota(pd, fwd), "-1")
+	c.wantMetric(`cpupool_pool_free_cpus{pool="exclusive"}`, 0)
+
+	p.stop()
+	c.preparePlugin(p, config(shared, infra))
+	p.start(c)
+	moved := cpuset.New(infra, excl).String()
+	c.equal("the shared part followed the pool; the exclusive CPU stayed", c.cpus(pd, fwd), moved)
+	c.equal("Cpus_allowed_list followed", c.allowedOf(fwd), moved)
 }
 
 func (c *tc) eniConfig() string {
@@ -506,6 +540,9 @@ func testInPlaceResize(c *tc) {
 	c.equal("exclusive container", c.cpus(rz, fwd), c.last())
 	c.equal("no CFS quota on exclusive CPUs", c.quota(rz, fwd), "-1")
 	c.equal("infra container keeps the kubelet's quota", c.quota(rz, app), "50000")
+	// request reads the state file as `status` does; the background writer
+	// writes it a few milliseconds after the reply, so checks of a change
+	// wait for it.
 	request := func(name string) string {
 		out, _ := exec.Command(pluginBin, "status", "--state-file", p.state).CombinedOutput()
 		for _, l := range strings.Split(string(out), "\n") {
@@ -538,13 +575,13 @@ func testInPlaceResize(c *tc) {
 	}
 	c.equal("500m: still one exclusive CPU", c.cpus(rz, fwd), c.last())
 	c.equal("500m: the kubelet's quota is lifted again", c.quota(rz, fwd), "-1")
-	c.equal("500m: the state records the request", request("fwd"), "500m")
+	c.wantEventually("500m: the state records the request", func() string { return request("fwd") }, "500m")
 	if err := update(app, 1024, 100000); err != nil {
 		c.Fatalf("resizing app: %v", err)
 	}
 	c.equal("infra resize: cpuset unchanged", c.cpus(rz, app), infra)
 	c.equal("infra resize: the kubelet's quota applies", c.quota(rz, app), "100000")
-	c.equal("infra resize: the state records the request", request("app"), "1000m")
+	c.wantEventually("infra resize: the state records the request", func() string { return request("app") }, "1000m")
 	c.wantMetric(`cpupool_resizes_total{pool="exclusive",result="refused"}`, 1)
 	c.wantMetric(`cpupool_resizes_total{pool="exclusive",result="unchanged"}`, 1)
 	c.wantMetric(`cpupool_resizes_total{pool="infra",result="unchanged"}`, 1)

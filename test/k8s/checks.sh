@@ -41,6 +41,12 @@ cgroup_path() { # ID: the cgroupsPath the kubelet asked for (container or sandbo
     crictl inspectp -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1"
 }
 cpuset_of() { cat "$CGROUP_FS/cpuset$(cgroup_path "$1")/cpuset.cpus"; }
+# quota_of ID: the container's CFS quota in microseconds, -1 for none:
+# cpu.cfs_quota_us on cgroup v1, the first field of cpu.max on v2.
+quota_of() {
+  if [ -f "$CGROUP_FS/cgroup.controllers" ]; then awk '{print ($1 == "max") ? -1 : $1}' "$CGROUP_FS$(cgroup_path "$1")/cpu.max"
+  else cat "$CGROUP_FS/cpu$(cgroup_path "$1")/cpu.cfs_quota_us"; fi
+}
 env_of() { crictl inspect -o go-template --template '{{range .info.runtimeSpec.process.env}}{{println .}}{{end}}' "$1"; }
 # The machine's CPUs: the last one is the suites' exclusive pool, the rest
 # infra.

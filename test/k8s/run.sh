@@ -46,12 +46,14 @@ assert_pinned guaranteed guaranteed "$INFRA"
 delete_pods guaranteed
 
 # ------------------------------------------------------------------ resource route
-say "a pod requesting cpupool.dev/exclusive, an infra pod"
-pod excl --limit cpupool.dev/exclusive=1
-pod infra --request cpu=100m
-assert_pinned excl besteffort "$LAST"
+say "a Guaranteed pod requesting cpupool.dev/exclusive and a token cpu: 10m, an infra pod"
+pod excl --request cpu=10m --request memory=16Mi --limit cpu=10m --limit memory=16Mi --limit cpupool.dev/exclusive=1
+pod infra --request cpu=100m --limit cpu=200m
+assert_pinned excl guaranteed "$LAST"
 assert_pinned infra burstable "$INFRA"
 EXCL=$(ctr_of excl)
+check "excl: no CFS quota on its own CPU (the kubelet's for 10m is 1000)" "$(quota_of "$EXCL")" -1
+check "infra: the kubelet's CFS quota for its 200m limit" "$(quota_of "$(ctr_of infra)")" 20000
 TOKEN=$(env_of "$EXCL" | sed -n 's/^CPUPOOL_GRANT=//p')
 check "the kubelet passed the grant token from Allocate" "${#TOKEN}" 32
 check_contains "the container is told its CPUs" "$(env_of "$EXCL")" "CPUPOOL_CPUS=$LAST"
@@ -123,6 +125,47 @@ say "a deleted pod gives its capacity back"
 delete_pods excl
 assert_pinned more besteffort "$LAST"
 delete_pods more infra
+
+say "a pod whose init container and app container both request cpupool.dev/exclusive"
+# The kubelet allocates for both at admission, init container first; the app
+# container reuses the init container's CPU, so both tokens name it.
+kubectl apply -f - >/dev/null <<YAML || die "creating pod initapp"
+apiVersion: v1
+kind: Pod
+metadata: {name: initapp, annotations: {e2e: "yes"}}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 0
+  initContainers:
+  - name: init
+    image: $IMAGE
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"]
+    resources: {limits: {cpupool.dev/exclusive: "1"}}
+  containers:
+  - name: app
+    image: $IMAGE
+    imagePullPolicy: Never
+    command: ["/bin/sleep", "inf"]
+    resources: {limits: {cpupool.dev/exclusive: "1"}}
+YAML
+assert_pinned initapp besteffort "$LAST"
+init_of() { crictl ps -a -q --label io.kubernetes.pod.name=initapp --label io.kubernetes.container.name=init | head -1; }
+INIT=$(init_of) APP=$(ctr_of initapp) SB=$(sandbox_of initapp)
+check "initapp: the init container completed" "$(kubectl get pod initapp -o jsonpath='{.status.initContainerStatuses[0].state.terminated.exitCode}')" 0
+check_contains "initapp: the init container ran on the exclusive CPU" "$(crictl logs "$INIT" 2>&1)" "Cpus_allowed_list:	$LAST"
+INIT_TOKEN=$(env_of "$INIT" | sed -n 's/^CPUPOOL_GRANT=//p') APP_TOKEN=$(env_of "$APP" | sed -n 's/^CPUPOOL_GRANT=//p')
+check "initapp: two tokens, one per container" "${#INIT_TOKEN} ${#APP_TOKEN} $([ "$INIT_TOKEN" != "$APP_TOKEN" ] && echo distinct)" "32 32 distinct"
+
+say "the kubelet re-creates initapp's sandbox: the init container runs again with its token, then the app container"
+crictl stopp "$SB" >/dev/null || die "stopping initapp's sandbox"
+new_sandbox() { local s; s=$(sandbox_of initapp); [ -n "$s" ] && [ "$s" != "$SB" ]; }
+wait_for "the kubelet to re-create initapp's sandbox" new_sandbox
+wait_for "initapp's app container in the new sandbox" sh -c "[ -n \"\$(crictl ps -q --pod \"\$(crictl pods -q --name '^initapp\$' --state ready | head -1)\" --label io.kubernetes.container.name=app)\" ]"
+assert_pinned initapp besteffort "$LAST"
+check "initapp: a new app container" "$([ "$(ctr_of initapp)" != "$APP" ] && echo new)" new
+check "initapp: the init container ran twice on the exclusive CPU" "$(grep -c "container default/initapp/init: pool exclusive, CPUs $LAST, " "$W/plugin.log")" 2
+delete_pods initapp
 
 # ------------------------------------------------------------------ annotation route
 say "without the device plugin: annotated exclusive pod, Guaranteed pod with guaranteedExclusive"

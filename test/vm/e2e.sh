@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# `make e2e-vm`: the focused end-to-end set (test/vm/scenarios.sh) on real
-# kernels, in VMs of shape `prod` (2 sockets x 2 cores x 2 threads, 2 NUMA
-# nodes, isolcpus) on cgroup v2 (the production case) and on cgroup v1.
-#   E2E_VM_RUNS="v2:full v1:quick"   the VMs to boot, in order: cgroup version and
-#                            scenario set (scenarios.sh: quick stops after the
-#                            exclusive containers)
+# `make e2e-vm`: the focused end-to-end set (test/vm/scenarios.sh) and the
+# isolation set (test/vm/isolation.sh) on real kernels, in VMs of shape
+# `prod` (2 sockets x 2 cores x 2 threads, 2 NUMA nodes, isolcpus) on cgroup
+# v2 (the production case) and on cgroup v1.
+#   E2E_VM_RUNS="v2:full v1:quick v2:isolation v2:isolation:6.12"
+#                            the VMs to boot, in order: cgroup version, set
+#                            (full or quick: scenarios.sh, quick stops after the
+#                            exclusive containers; isolation: isolation.sh) and
+#                            optionally a kernel series (6.12: Debian's
+#                            linux-image-6.12.*-amd64-unsigned, from
+#                            bookworm-backports; skipped, saying so, when apt
+#                            does not know it)
 #   E2E_VM_REQUIRED=1        fail instead of skipping when qemu cannot run here
 # Everything vm.sh reads (VM_ACCEL, VM_KERNEL_PKG, ...) applies too.
 set -euo pipefail
@@ -24,32 +30,62 @@ if [ "$(uname -s)" != Linux ] || [ "$(uname -m)" != x86_64 ]; then skip "needs a
 install_tools
 VM_CACHE=${VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-vm}
 mkdir -p "$VM_CACHE"
-# Outside /tmp, which the VM covers with its own tmpfs.
 SHARE=$(mktemp -d "$VM_CACHE/e2e.XXXXXX")
 trap 'rm -rf "$SHARE"' EXIT
 (cd "$REPO" && go run ./tools/mkimage -busybox /bin/busybox -name "$IMAGE" -out "$SHARE/busybox.tar")
 
+# Debian's irqbalance for the isolation set, unpacked into the cache (the
+# VM sees the host's root; its libraries are the host's), not installed:
+# installing it would start it on the host.
+IRQBALANCE_BIN=$VM_CACHE/irqbalance/usr/sbin/irqbalance
+if ! [ -x "$IRQBALANCE_BIN" ]; then
+  t=$(mktemp -d "$VM_CACHE/.irqb.XXXXXX")
+  if (cd "$t" && apt-get download irqbalance >/dev/null 2>&1) && dpkg-deb -x "$t"/irqbalance_*.deb "$t/x"; then
+    rm -rf "$VM_CACHE/irqbalance" && mv "$t/x" "$VM_CACHE/irqbalance"
+  else
+    info "irqbalance could not be downloaded: the isolation set skips its irqbalance part"
+  fi
+  rm -rf "$t"
+fi
+
 # One KVM probe for all the VMs.
 if [ "${VM_ACCEL:-auto}" = auto ]; then
-  if [ -w /dev/kvm ] && "$HERE/vm.sh" --shape tiny --accel kvm --timeout "${VM_KVM_PROBE_TIMEOUT:-40}" -- /bin/true >/dev/null 2>&1; then
+  if [ -w /dev/kvm ] && "$HERE/vm.sh" --shape tiny --accel kvm --cwd / --timeout "${VM_KVM_PROBE_TIMEOUT:-40}" -- /bin/true >/dev/null 2>&1; then
     export VM_ACCEL=kvm
   else
     export VM_ACCEL=tcg
   fi
 fi
 
+# The VM sees the host's root read-only but covers /tmp, /var/tmp and /run
+# with its own tmpfs: the checkout, the image and the tools are shared
+# explicitly, so that they are found wherever they are (a clone under /tmp,
+# a HOME under /run).
+SHARES=(--share "$REPO" --share "$SHARE" --share "$TOOLS")
+[ -d "$VM_CACHE/irqbalance" ] && SHARES+=(--share "$VM_CACHE/irqbalance")
 START=$SECONDS FAILED=""
-for run in ${E2E_VM_RUNS:-v2:full v1:quick}; do
-  cg=${run%%:*} set=${run#*:} t=$SECONDS
-  say "e2e-vm: shape prod on cgroup $cg, $set set ($VM_ACCEL)"
-  if "$HERE/vm.sh" --shape prod --cgroup "$cg" --timeout "${E2E_VM_TIMEOUT:-1800}" \
+for run in ${E2E_VM_RUNS:-v2:full v1:quick v2:isolation v2:isolation:6.12}; do
+  IFS=: read -r cg set series <<<"$run"
+  t=$SECONDS script=scenarios.sh pkg=${VM_KERNEL_PKG:-}
+  [ "$set" = isolation ] && script=isolation.sh
+  if [ -n "$series" ]; then
+    re="^linux-image-${series//./[.]}[.][0-9.]*[+]deb[0-9]*-amd64-unsigned\$"
+    pkg=$(apt-cache search --names-only "$re" 2>/dev/null | cut -d' ' -f1 | sort -V | tail -1)
+    if [ -z "$pkg" ]; then
+      info "$run: SKIPPED: apt knows no linux-image-$series.*-amd64-unsigned (add the bookworm-backports suite)"
+      continue
+    fi
+  fi
+  say "e2e-vm: shape prod on cgroup $cg, $set set${pkg:+, $pkg} ($VM_ACCEL)"
+  if VM_KERNEL_PKG=$pkg "$HERE/vm.sh" --shape prod --cgroup "$cg" --timeout "${E2E_VM_TIMEOUT:-1800}" "${SHARES[@]}" \
        --env "E2E_VM_SET=$set" --env "E2E_IMAGE_TAR=$SHARE/busybox.tar" --env "E2E_TOOLS=$TOOLS" \
-       --env "E2E_CRICTL_TIMEOUT=${E2E_CRICTL_TIMEOUT:-180}" --cwd "$REPO" -- bash test/vm/scenarios.sh; then
-    info "cgroup $cg: passed in $((SECONDS - t)) s"
+       --env "IRQBALANCE_BIN=$IRQBALANCE_BIN" \
+       --env "E2E_CRICTL_TIMEOUT=${E2E_CRICTL_TIMEOUT:-180}" --cwd "$REPO" -- bash "test/vm/$script"; then
+    info "$run: passed in $((SECONDS - t)) s"
   else
-    info "cgroup $cg: FAILED after $((SECONDS - t)) s"
-    FAILED="$FAILED $cg"
+    info "$run: FAILED after $((SECONDS - t)) s"
+    FAILED="$FAILED $run"
   fi
 done
-echo "e2e-vm: $((SECONDS - START)) s in all ($VM_ACCEL)${FAILED:+; failed on cgroup$FAILED}"
+echo "e2e-vm: $((SECONDS - START)) s in all ($VM_ACCEL)${FAILED:+; failed:$FAILED}"
 [ -z "$FAILED" ]

@@ -1,7 +1,8 @@
 #!/bin/sh
 # /init of the VM's initramfs (busybox sh). Loads the modules the harness put
 # in /modules, mounts the host's root read-only over 9p, gives it private
-# tmpfs, proc, sys, dev and a cgroup hierarchy, runs /run/vm/cmd.sh in it and
+# tmpfs, proc, sys, dev and a cgroup hierarchy, mounts the host directories
+# listed in /shares (vm.sh --share) over them, runs /run/vm/cmd.sh in it and
 # writes the exit status to /run/vm/status (a writable 9p share that the host
 # reads). Settings come from /vm.conf (CGROUP=v1|v2, VM_HOSTNAME).
 export PATH=/bin
@@ -33,6 +34,13 @@ mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm
 mount -t tmpfs -o mode=1777 tmpfs $R/tmp
 mount -t tmpfs -o mode=1777 tmpfs $R/var/tmp
 [ -d $R/var/run ] && [ ! -L $R/var/run ] && mount -t tmpfs -o mode=755 tmpfs $R/var/run
+# The host's directories given with --share, read-only at the same path,
+# over the tmpfs above where one hides them (a checkout under /tmp).
+while read -r tag dir; do
+  if ! mkdir -p "$R$dir" || ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose,ro "$tag" "$R$dir"; then
+    fail "cannot mount the host's $dir (--share) at $dir"
+  fi
+done < /shares
 
 case "$CGROUP" in
 v2)

@@ -13,15 +13,8 @@
 set -uo pipefail
 source "$(dirname "$0")/../e2e/lib.sh"
 
-PASSED=0 FAILED=0
-check() { # check WHAT ACTUAL EXPECTED
-  if [ "$2" = "$3" ]; then PASSED=$((PASSED + 1)); printf '  ok    %s (%s)\n' "$1" "$2"
-  else FAILED=$((FAILED + 1)); printf '  FAIL  %s: got "%s", want "%s"\n' "$1" "$2" "$3"; fi
-}
-check_contains() { # check_contains WHAT TEXT NEEDLE
-  case "$2" in *"$3"*) PASSED=$((PASSED + 1)); printf '  ok    %s\n' "$1" ;;
-  *) FAILED=$((FAILED + 1)); printf '  FAIL  %s: "%s" does not contain "%s"\n' "$1" "$2" "$3" ;; esac
-}
+# shellcheck source=test/vm/checks.sh
+source "$(dirname "$0")/checks.sh"
 
 finish() {
   local rc=$?
@@ -184,3 +177,75 @@ check "infra container grew back" "$(wait_cpus "$WEB_APP" "$INFRA")" "$INFRA"
 check "infra container cpuset.mems grew back" "$(mems_of "$WEB_APP")" "0-1"
 check "infra process grew back" "$(allowed_of "$WEB_APP")" "$INFRA"
 check "sandbox cgroup grew back" "$(wait_cpus "$WEB" "$INFRA")" "$INFRA"
+
+section "exclusive plus shared CPUs in one container, its shared part following the pool"
+crictl rmp -fa >/dev/null
+stop_plugin
+mixed_config() { # mixed_config SHARED: exclusive 2-3, the shared pool SHARED
+  printf 'reservedCPUs: "%s"\npools:\n  exclusive: {cpus: "2-3"}\n  shared: {cpus: "%s"}\nmetricsAddress: "127.0.0.1:19464"\n' "$RESERVED" "$1"
+}
+mixed_config 6-7 > /tmp/mixed.yaml
+start_plugin /tmp/mixed.yaml
+MX=$(run_pod mixed telco guaranteed '{"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev/container.fwd": "true"}') || die "run pod mixed"
+MX_C=$(create_ctr "$MX" mixed fwd 2000) || die "create mixed/fwd"
+check "mixed container cpuset: its core and the shared pool" "$(cpus_of "$MX_C")" "2-3,6-7"
+check "mixed container Cpus_allowed_list" "$(allowed_of "$MX_C")" "2-3,6-7"
+check "mixed container cpuset.mems: its exclusive CPUs' node" "$(mems_of "$MX_C")" "$(nodes_of 2-3)"
+check "CPUPOOL_CPUS, _EXCLUSIVE_CPUS, _SHARED_CPUS" \
+  "$(crictl exec "$MX_C" /bin/sh -c "echo \$CPUPOOL_CPUS:\$CPUPOOL_EXCLUSIVE_CPUS:\$CPUPOOL_SHARED_CPUS")" "2-3,6-7:2-3:6-7"
+check "mixed container: no CFS quota" "$(quota_of "$MX_C")" "-1"
+stop_plugin
+mixed_config 7 > /tmp/mixed.yaml
+start_plugin /tmp/mixed.yaml
+check "the shared part followed the pool, the exclusive part stayed" "$(wait_cpus "$MX_C" 2-3,7)" "2-3,7"
+check "Cpus_allowed_list followed" "$(allowed_of "$MX_C")" "2-3,7"
+crictl rmp -f "$MX" >/dev/null
+
+section "power classes: the resume latency limit applied and restored; what the guest lacks reported"
+stop_plugin
+qos_of() { cat "/sys/devices/system/cpu/cpu$1/power/pm_qos_resume_latency_us"; }
+all_qos() { for c in 0 1 2 3 4 5 6 7; do qos_of "$c"; done | paste -sd,; }
+ORIG_QOS=$(all_qos)
+orig_qos_of() { echo "$ORIG_QOS" | cut -d, -f$(($1 + 1)); }
+cat > /tmp/power.yaml <<YAML
+reservedCPUs: "$RESERVED"
+metricsAddress: "127.0.0.1:19464"
+power:
+  classes:
+    low-latency: {resumeLatencyUS: 10, governor: performance, disabledIdleStates: [C6], uncoreMaxFreqKHz: 2400000}
+  pools:
+    exclusive: {class: low-latency}
+YAML
+OUT=$("$BIN" validate --config /tmp/power.yaml 2>&1); RC=$?
+check "validate a class the guest cannot apply in full: exit status (warnings only)" "$RC" "0"
+check_contains "validate: no cpufreq in the guest" "$OUT" "power.classes.low-latency.governor: no cpufreq"
+check_contains "validate: no cpuidle in the guest" "$OUT" "power.classes.low-latency.disabledIdleStates: no cpuidle"
+check_contains "validate: no uncore driver" "$OUT" "power.classes.low-latency.uncoreMaxFreqKHz: no intel_uncore_frequency driver"
+check "validate: the PM QoS file exists, nothing said" "$(echo "$OUT" | grep -c resumeLatencyUS)" "0"
+start_plugin /tmp/power.yaml
+RT=$(run_pod rt telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod rt"
+RT_C=$(create_ctr "$RT" rt loop 2000) || die "create rt/loop"
+RT_CPUS=$(cpus_of "$RT_C")
+for c in $(cpu_list_expand "$RT_CPUS"); do
+  check "CPU $c of the container: resume latency limit 10 µs" "$(eventually 10 qos_of "$c")" "10"
+done
+check "CPU 0 (infra, no class) as it was" "$(qos_of 0)" "$(orig_qos_of 0)"
+check "the container runs without what the guest lacks" "$(state_of "$RT_C")" "CONTAINER_RUNNING"
+check_contains "the plugin warned at start: no cpufreq" "$(cat "$W/plugin.log")" "power.classes.low-latency.governor: no cpufreq"
+M=$(metrics)
+check_contains "metrics: the PM QoS settings applied" "$M" 'cpupool_power_settings{class="low-latency",result="applied"} 2'
+check_contains "metrics: governor, idle states and uncore unsupported on 2 CPUs" "$M" 'cpupool_power_settings{class="low-latency",result="unsupported"} 6'
+crictl rmp -f "$RT" >/dev/null
+check "the pod ended: every CPU's limit as it was" "$(eventually "$ORIG_QOS" all_qos)" "$ORIG_QOS"
+
+# The plugin is killed while the limit is applied, and the pod ends while
+# it is away: the next one restores the files from its journal.
+RT=$(run_pod rt2 telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod rt2"
+RT_C=$(create_ctr "$RT" rt2 loop 1000) || die "create rt2/loop"
+RT_CPU=$(cpus_of "$RT_C")
+check "applied again" "$(eventually 10 qos_of "$RT_CPU")" "10"
+stop_plugin -KILL
+crictl rmp -f "$RT" >/dev/null
+check "kill -9: the limit stays while nobody runs" "$(qos_of "$RT_CPU")" "10"
+start_plugin /tmp/power.yaml
+check "the next plugin restored it from the journal" "$(eventually "$(orig_qos_of "$RT_CPU")" qos_of "$RT_CPU")" "$(orig_qos_of "$RT_CPU")"

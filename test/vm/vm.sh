@@ -4,16 +4,19 @@
 # v2, runs one command in it and exits with that command's status.
 #
 #   test/vm/vm.sh [--shape NAME] [--cgroup v1|v2] [--append 'KERNEL ARGS']
-#                 [--env NAME=VALUE]... [--cwd DIR] [--timeout SECONDS]
-#                 [--accel auto|kvm|tcg] -- COMMAND [ARG...]
+#                 [--env NAME=VALUE]... [--share DIR]... [--cwd DIR]
+#                 [--timeout SECONDS] [--accel auto|kvm|tcg] -- COMMAND [ARG...]
 #   test/vm/vm.sh --list        # the shapes
 #   test/vm/vm.sh --prepare     # fetch the kernel and check qemu, boot nothing
 #
 # Inside the VM the command sees the host's root filesystem read-only (9p),
 # with private tmpfs on /tmp, /var/tmp, /run and /dev/shm, its own /proc, /sys,
 # /dev, a fresh cgroup hierarchy on /sys/fs/cgroup, `lo` up, and the host's
-# PATH, HOME and working directory. Its stdout and stderr (merged) stream to
-# ours. Exit status: the command's, or 125 when the VM itself failed (no
+# PATH, HOME and working directory. Each --share DIR is a host directory the
+# VM sees read-only at the same path, also where its own tmpfs would hide it
+# (a checkout under /tmp); a working directory that the VM would not see
+# without one is refused before the boot. Its stdout and stderr (merged)
+# stream to ours. Exit status: the command's, or 125 when the VM itself failed (no
 # boot, timeout), with the VM's console printed.
 #
 # It downloads nothing but a Debian kernel package (apt-get download, unpacked
@@ -36,6 +39,10 @@ VM_CACHE=${VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-vm}
 MODULES="virtio_pci 9pnet_virtio 9p overlay"
 # The VM's exit status when the VM, not the command, failed.
 VM_FAILED=125
+
+# Where the VM mounts its own file systems over the host's root: a host
+# directory below one of these is not seen in the VM unless it is shared.
+VM_HIDDEN="/tmp /var/tmp /run /var/run /dev/shm /dev /proc /sys"
 
 vm_say() { printf 'vm: %s\n' "$*" >&2; }
 vm_die() { vm_say "$*"; exit "$VM_FAILED"; }
@@ -102,6 +109,8 @@ kernel_prepare() {
     done
     mkdir -p "$dir/modules"
     (cd "$mods" && tar -cf - "${keep[@]}") | tar -xf - -C "$dir/modules" || { rm -rf "$tmp"; vm_die "cannot copy the modules of $pkg"; }
+    # Newer kernels (6.12) ship modules compressed; busybox insmod wants them plain.
+    find "$dir/modules" -name '*.ko.xz' -exec xz -d {} + || { rm -rf "$tmp"; vm_die "cannot decompress the modules of $pkg"; }
     basename "$mods" > "$dir/version"
     rm -rf "$tmp"
     touch "$dir/ready"
@@ -140,6 +149,10 @@ initramfs_build() {
   done
   cp "$HERE/init.sh" "$root/init"; chmod 755 "$root/init"
   printf 'CGROUP=%s\nVM_HOSTNAME=%s\n' "$CGROUP" "vm-$SHAPE" > "$root/vm.conf"
+  # "tag path" lines, parents first: the --share directories.
+  local i
+  : > "$root/shares"
+  for i in "${!SHARES[@]}"; do printf 'share%d %s\n' "$i" "${SHARES[$i]}" >> "$root/shares"; done
   : > "$root/modules.load"
   if [ -n "$MODDIR" ] && [ -d "$MODDIR" ]; then
     # "name path" lines; module names use '_' where file names may use '-'.
@@ -155,18 +168,41 @@ initramfs_build() {
   (cd "$root" && find . | "$BUSYBOX" cpio -o -H newc 2>/dev/null) > "$1"
 }
 
+# hidden_by DIR: prints the VM's own mount that hides DIR (a canonical path),
+# or fails when the VM sees DIR through the host's root.
+hidden_by() {
+  local h
+  for h in $VM_HIDDEN; do
+    case "$1/" in "$h"/*) echo "$h"; return 0 ;; esac
+  done
+  return 1
+}
+
+# shared DIR: whether DIR lies in one of the --share directories.
+shared() {
+  local d
+  for d in ${SHARES[@]+"${SHARES[@]}"}; do
+    case "$1/" in "$d"/*|"$d"/) return 0 ;; esac
+  done
+  return 1
+}
+
+# canonical DIR: DIR with symbolic links resolved, or fails when it is no
+# directory of this host.
+canonical() { (cd "$1" 2>/dev/null && pwd -P); }
+
 # kvm_works: a probe boot with KVM and the command `true` (nested KVM can
 # fail to start, or hang, where /dev/kvm exists).
 kvm_works() {
   [ -w /dev/kvm ] || return 1
   local probe
-  probe=$("${BASH_SOURCE[0]}" --shape tiny --cgroup v2 --accel kvm --timeout "${VM_KVM_PROBE_TIMEOUT:-40}" -- /bin/true 2>&1) && return 0
+  probe=$("${BASH_SOURCE[0]}" --shape tiny --cgroup v2 --accel kvm --cwd / --timeout "${VM_KVM_PROBE_TIMEOUT:-40}" -- /bin/true 2>&1) && return 0
   vm_say "KVM does not work here, using TCG (probe: $(echo "$probe" | grep -o 'qemu-system-x86_64: [^:]*error.*' | head -1 | cut -c1-160))"
   return 1
 }
 
 SHAPE=prod CGROUP=v2 APPEND="" TIMEOUT=${VM_TIMEOUT:-1200} ACCEL=${VM_ACCEL:-auto} CWD=$PWD
-ENVS=() PREPARE=""
+ENVS=() SHARES=() PREPARE=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --shape) SHAPE=$2; shift 2 ;;
@@ -174,6 +210,7 @@ while [ $# -gt 0 ]; do
     --append) APPEND=$2; shift 2 ;;
     --env) ENVS+=("$2"); shift 2 ;;
     --cwd) CWD=$2; shift 2 ;;
+    --share) SHARES+=("$2"); shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --accel) ACCEL=$2; shift 2 ;;
     --list) for s in $(shape_names); do "shape_$s"; printf '%-10s %s\n' "$s" "$SHAPE_DOC"; done; exit 0 ;;
@@ -189,6 +226,30 @@ declare -F "shape_$SHAPE" >/dev/null || vm_die "unknown shape '$SHAPE' (known: $
 case "$CGROUP" in v1|v2) ;; *) vm_die "--cgroup $CGROUP: want v1 or v2" ;; esac
 case "$ACCEL" in auto|kvm|tcg) ;; *) vm_die "--accel $ACCEL: want auto, kvm or tcg" ;; esac
 [ "$(uname -m)" = x86_64 ] || vm_die "needs an x86_64 host (uname -m: $(uname -m))"
+
+# The shares as canonical paths, parents before children (a prefix sorts
+# first), so that the VM mounts a child over its parent's share.
+for i in "${!SHARES[@]}"; do
+  d=$(canonical "${SHARES[$i]}") || vm_die "--share ${SHARES[$i]}: not a directory of this host"
+  case "$d" in
+    *$'\n'*) vm_die "--share ${SHARES[$i]}: a path with a newline cannot be shared" ;;
+    /) vm_die "--share /: the VM sees the host's root already (read-only)" ;;
+    /proc|/proc/*|/sys|/sys/*) vm_die "--share $d: the VM has its own /proc and /sys" ;;
+    /dev/shm|/dev/shm/*) ;;
+    /dev|/dev/*) vm_die "--share $d: the VM has its own /dev" ;;
+  esac
+  SHARES[i]=$d
+done
+if [ ${#SHARES[@]} -gt 0 ]; then
+  mapfile -t SHARES < <(printf '%s\n' "${SHARES[@]}" | sort -u)
+fi
+if [ -z "$PREPARE" ]; then
+  dir=$(canonical "$CWD") || vm_die "--cwd $CWD: not a directory of this host"
+  if h=$(hidden_by "$dir") && ! shared "$dir"; then
+    vm_die "the command's directory $dir is under $h, which the VM covers with its own file system, so the command would not find it there: share it with --share $dir (or a parent of it), or run from a directory outside $VM_HIDDEN"
+  fi
+  CWD=$dir
+fi
 
 ensure_debs qemu-system-x86:qemu-system-x86_64
 BUSYBOX=/bin/busybox
@@ -234,7 +295,7 @@ mkdir -p "$RUN/io"
     case "$e" in *=*) ;; *) vm_die "--env $e: want NAME=VALUE" ;; esac
     echo "export ${e%%=*}=$(printf %q "${e#*=}")"
   done
-  echo "cd $(printf %q "$CWD") || exit $VM_FAILED"
+  printf 'cd %q || { echo "vm: the command'"'"'s directory is not visible in the VM; share it with --share" >&2; exit %d; }\n' "$CWD" "$VM_FAILED"
   printf 'exec'; printf ' %q' "$@"; echo
 } > "$RUN/io/cmd.sh"
 initramfs_build "$RUN/initramfs.cpio"
@@ -262,6 +323,11 @@ else
   # isolation flushes emulated TLBs on every system call; nothing here tests it.
   ACCEL_CMDLINE="clocksource=hpet mitigations=off"
 fi
+# qemu reads a comma in an option's value as ",,".
+SHARE_ARGS=()
+for i in "${!SHARES[@]}"; do
+  SHARE_ARGS+=(-virtfs "local,path=${SHARES[$i]//,/,,},mount_tag=share$i,security_model=none,multidevs=remap,readonly=on")
+done
 CMDLINE="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic ${ACCEL_CMDLINE:-} $SHAPE_CMDLINE $APPEND"
 [ "$CGROUP" = v2 ] && CMDLINE="$CMDLINE cgroup_no_v1=all"
 
@@ -272,7 +338,7 @@ qemu-system-x86_64 -nodefaults -no-user-config -display none -monitor none -no-r
   -kernel "$KERNEL" -initrd "$RUN/initramfs.cpio" -append "$CMDLINE" \
   -serial "file:$RUN/console.log" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,multidevs=remap,readonly=on \
-  -virtfs "local,path=$RUN/io,mount_tag=vmio,security_model=none" \
+  -virtfs "local,path=$RUN/io,mount_tag=vmio,security_model=none" ${SHARE_ARGS[@]+"${SHARE_ARGS[@]}"} \
   >"$RUN/qemu.log" 2>&1 &
 QEMU_PID=$!
 # Polled below rather than waited for: bash would print its own line when qemu

@@ -32,6 +32,7 @@ func commands() []command {
 		{"validate", "check a configuration against the node", runValidate},
 		{"simulate", "replay container requests through the allocator", runSimulate},
 		{"status", "show pools and assignments from the state file", runStatus},
+		{"audit", "show what still disturbs each held exclusive CPU (IRQs, threads, isolation)", runAudit},
 		{"version", "print the version", runVersion},
 	}
 }
@@ -110,11 +111,17 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return errUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
-		fs.Usage()
-		return errUsage
+		return usageError(fs, "unexpected arguments: "+strings.Join(fs.Args(), " "))
 	}
 	return nil
+}
+
+// usageError explains a misuse of the flags, shows the usage and returns
+// errUsage.
+func usageError(fs *flag.FlagSet, msg string) error {
+	fmt.Fprintln(fs.Output(), msg)
+	fs.Usage()
+	return errUsage
 }
 
 func runVersion(args []string, stdout, stderr io.Writer) error {

@@ -61,7 +61,11 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 			outcome = fmt.Sprintf("ok, %d container(s) updated", len(r.Updates))
 		}
 		ex := r.Pools[pools.Exclusive]
-		fmt.Fprintf(tw, "%d\t%s\t%s/%s/%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", r.Step, r.Action, r.Namespace, r.Pod, simulate.ContainerOrAll(r.Container), orDash(r.Pool), orDash(r.CPUs), orDash(r.Mems),
+		cpus := orDash(r.CPUs)
+		if r.SharedCPUs != "" {
+			cpus += " (+shared " + r.SharedCPUs + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s/%s/%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", r.Step, r.Action, r.Namespace, r.Pod, simulate.ContainerOrAll(r.Container), orDash(r.Pool), cpus, orDash(r.Mems),
 			deref(ex.FreeSize), ex.Size, r.Pools[pools.Shared].Size, r.Pools[pools.Infra].Size, outcome)
 	}
 	return tw.Flush()

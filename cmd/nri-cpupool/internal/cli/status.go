@@ -9,17 +9,27 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("status", "status [--state-file F] [--json]", stderr)
+	fs := newFlags("status", "status [--state-file F] [--json | --map [--sysfs-root D] [--color WHEN]]", stderr)
 	stateFile := fs.String("state-file", config.Default().StateFile, "the plugin's state file")
 	asJSON := fs.Bool("json", false, "print the state as JSON")
+	asMap := fs.Bool("map", false, "draw the node: each CPU's pool and the container that has it")
+	root := fs.String("sysfs-root", "", "with --map: directory holding sys/ of the node the state file is from (default /)")
+	color := colorAuto
+	fs.Var(&color, "color", colorUsage)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *asJSON && *asMap {
+		return usageError(fs, "--json and --map: choose one")
 	}
 	st, err := state.ReadState(*stateFile)
 	if err != nil {
@@ -28,23 +38,38 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return printJSON(stdout, st)
 	}
+	if *asMap {
+		topo, err := sysfs.Discover(sysfsRoot(*root, nil))
+		if err != nil {
+			return err
+		}
+		m, err := stateMap(topo, st)
+		if err != nil {
+			return fmt.Errorf("%s: %w", *stateFile, err)
+		}
+		printMap(stdout, m, lookTerminal(color, stdout))
+		return nil
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tCPUS")
 	for _, p := range pools.Names() {
 		fmt.Fprintf(tw, "%s\t%s\n", p, orDash(st.Pools[p]))
 	}
 	tw.Flush()
+	if len(st.PowerClasses) > 0 {
+		printPowerClasses(stdout, st)
+	}
 	fmt.Fprintln(stdout)
-	ids := slices.SortedFunc(maps.Keys(st.Containers), func(x, y string) int {
-		a, b := st.Containers[x], st.Containers[y]
-		return cmp.Or(strings.Compare(a.PodNamespace+"/"+a.PodName+"/"+a.Container, b.PodNamespace+"/"+b.PodName+"/"+b.Container),
-			strings.Compare(x, y)) // the same name twice: by id, so the output is stable
-	})
+	ids := sortedContainers(st)
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tPOOL\tCPUS\tMEMS\tREQUEST\tID")
 	for _, id := range ids {
 		c := st.Containers[id]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%dm\t%s\n", c.PodNamespace, c.PodName, c.Container, c.Pool, c.CPUs, orDash(c.Mems), c.MilliCPU, shortID(id))
+		cpus := c.CPUs
+		if c.WithShared {
+			cpus += "+" + c.SharedCPUs // the shared pool's, beside its exclusive CPUs
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%dm\t%s\n", c.PodNamespace, c.PodName, c.Container, c.Pool, cpus, orDash(c.Mems), c.MilliCPU, shortID(id))
 	}
 	tw.Flush()
 	if len(st.Held) > 0 {
@@ -58,14 +83,77 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// printPowerClasses lists each power class's CPUs (every CPU that has
+// one: its pool's, or its exclusive container's).
+func printPowerClasses(stdout io.Writer, st *state.State) {
+	fmt.Fprintln(stdout)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POWER CLASS\tCPUS")
+	for _, class := range slices.Sorted(maps.Keys(st.PowerClasses)) {
+		fmt.Fprintf(tw, "%s\t%s\n", class, st.PowerClasses[class])
+	}
+	tw.Flush()
+}
+
+// stateMap is what status --map draws: the pools and owners the state
+// file remembers, on the node's topology.
+func stateMap(topo *sysfs.Topology, st *state.State) (nodeMap, error) {
+	m := nodeMap{topo: topo, pools: map[string]cpuset.CPUSet{}, showOwners: true}
+	for name, list := range st.Pools {
+		cpus, err := cpuset.Parse(list)
+		if err != nil {
+			return m, fmt.Errorf("pools.%s %q: %w", name, list, err)
+		}
+		m.pools[name] = cpus
+	}
+	held, idle, irqOff, partitioned := cpuset.New(), cpuset.New(), cpuset.New(), cpuset.New()
+	owner := func(c state.ContainerState, what string) (mapOwner, error) {
+		cpus, err := cpuset.Parse(c.CPUs)
+		if err != nil {
+			return mapOwner{}, fmt.Errorf("%s.cpus %q: %w", what, c.CPUs, err)
+		}
+		reserved, err := cpuset.Parse(c.Reserved)
+		if err != nil {
+			return mapOwner{}, fmt.Errorf("%s.reserved %q: %w", what, c.Reserved, err)
+		}
+		idle = idle.Union(reserved)
+		if c.IsolateIRQs {
+			irqOff = irqOff.Union(cpus).Union(reserved)
+		}
+		if c.IsolatedPartition {
+			partitioned = partitioned.Union(cpus)
+		}
+		return mapOwner{name: containerName(c), pool: c.Pool, cpus: cpus.Union(reserved)}, nil
+	}
+	for _, id := range sortedContainers(st) {
+		o, err := owner(st.Containers[id], "containers."+id)
+		if err != nil {
+			return m, err
+		}
+		m.owners = append(m.owners, o)
+	}
+	for _, k := range sortedHeld(st) {
+		h := st.Held[k]
+		o, err := owner(h.ContainerState, "held."+k)
+		if err != nil {
+			return m, err
+		}
+		o.held = true
+		if h.ExitCode != nil {
+			o.note = fmt.Sprintf("exit %d", *h.ExitCode)
+		}
+		held = held.Union(o.cpus)
+		m.owners = append(m.owners, o)
+	}
+	m.marks = append(nodeMarks(topo), markedCPUs{markHeld, held}, markedCPUs{markIdle, idle},
+		markedCPUs{markIRQsOff, irqOff}, markedCPUs{markPartition, partitioned})
+	return m, nil
+}
+
 // printHeld lists the CPUs held for stopped containers: nobody else gets
 // them until the pod's sandbox stops.
 func printHeld(stdout io.Writer, st *state.State) {
-	keys := slices.SortedFunc(maps.Keys(st.Held), func(x, y string) int {
-		a, b := st.Held[x], st.Held[y]
-		return cmp.Or(strings.Compare(a.PodNamespace+"/"+a.PodName+"/"+a.Container, b.PodNamespace+"/"+b.PodName+"/"+b.Container),
-			strings.Compare(x, y))
-	})
+	keys := sortedHeld(st)
 	fmt.Fprintln(stdout, "\nHELD FOR STOPPED CONTAINERS (until the pod's sandbox stops)")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tPOOL\tCPUS\tEXIT\tID")
@@ -82,6 +170,26 @@ func printHeld(stdout io.Writer, st *state.State) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(h.PodNamespace), orDash(h.PodName), h.Container, h.Pool, cpus, exit, shortID(h.ContainerID))
 	}
 	tw.Flush()
+}
+
+// sortedContainers are the containers' ids by namespace, pod and container
+// name; the same name twice by id, so that the output is stable.
+func sortedContainers(st *state.State) []string {
+	return slices.SortedFunc(maps.Keys(st.Containers), func(x, y string) int {
+		return cmp.Or(strings.Compare(containerName(st.Containers[x]), containerName(st.Containers[y])), strings.Compare(x, y))
+	})
+}
+
+// sortedHeld are the holds' keys by namespace, pod and container name.
+func sortedHeld(st *state.State) []string {
+	return slices.SortedFunc(maps.Keys(st.Held), func(x, y string) int {
+		return cmp.Or(strings.Compare(containerName(st.Held[x].ContainerState), containerName(st.Held[y].ContainerState)), strings.Compare(x, y))
+	})
+}
+
+// containerName is how status names a container: namespace/pod/container.
+func containerName(c state.ContainerState) string {
+	return c.PodNamespace + "/" + c.PodName + "/" + c.Container
 }
 
 func shortID(id string) string {

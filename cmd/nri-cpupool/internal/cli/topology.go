@@ -74,12 +74,18 @@ type NUMAPoolsReport struct {
 }
 
 func runTopology(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("topology", "topology [--sysfs-root D] [--config F] [--json]", stderr)
+	fs := newFlags("topology", "topology [--sysfs-root D] [--config F] [--json | --map [--color WHEN]]", stderr)
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	cfgPath := fs.String("config", "", "configuration file; when given, the pool layout is shown")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	asMap := fs.Bool("map", false, "draw the node: sockets, NUMA nodes, L3 groups, cores and, with --config, each CPU's pool")
+	color := colorAuto
+	fs.Var(&color, "color", colorUsage)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *asJSON && *asMap {
+		return usageError(fs, "--json and --map: choose one")
 	}
 	var cfg *config.Config
 	if *cfgPath != "" {
@@ -98,14 +104,32 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 		layout, problems = allocator.BuildLayout(topo, cfg)
 	}
 	report := buildTopologyReport(topo, layout, problems)
-	if *asJSON {
+	switch {
+	case *asJSON:
 		return printJSON(stdout, report)
+	case *asMap:
+		printMap(stdout, layoutMap(topo, layout), lookTerminal(color, stdout))
+		for _, p := range problems {
+			fmt.Fprintln(stdout, p)
+		}
+	default:
+		printTopology(stdout, topo, report)
 	}
-	printTopology(stdout, topo, report)
 	if problems.HasErrors() {
 		return fmt.Errorf("%s does not fit this node: %d error(s) above", *cfgPath, len(problems.Errors()))
 	}
 	return nil
+}
+
+// layoutMap is what topology --map draws: the node and, with a
+// configuration, its pool layout; nothing runs yet.
+func layoutMap(topo *sysfs.Topology, l *allocator.Layout) nodeMap {
+	m := nodeMap{topo: topo, marks: nodeMarks(topo)}
+	if l != nil {
+		m.pools = map[string]cpuset.CPUSet{pools.Exclusive: l.Exclusive, pools.Shared: l.Shared, pools.Infra: l.Infra,
+			pools.ExclusiveNonIsolcpus: l.ExclusiveNonIsolcpus}
+	}
+	return m
 }
 
 func poolOf(l *allocator.Layout, cpu int) string {

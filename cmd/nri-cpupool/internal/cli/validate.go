@@ -8,6 +8,8 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/power"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -23,11 +25,13 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
 	}
-	topo, err := sysfs.Discover(sysfsRoot(*root, cfg))
+	nodeRoot := sysfsRoot(*root, cfg)
+	topo, err := sysfs.Discover(nodeRoot)
 	if err != nil {
 		return err
 	}
 	layout, problems := allocator.BuildLayout(topo, cfg)
+	problems = append(problems, power.NewNode(nodeRoot, topo).Check(cfg)...)
 	for _, p := range problems {
 		fmt.Fprintln(stderr, p)
 	}
@@ -40,8 +44,29 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "  shared:                 %s (%d CPUs)\n", orDash(layout.Shared.String()), layout.Shared.Size())
 	fmt.Fprintf(stdout, "  infra:                  %s (%d CPUs, reserved %s)\n", orDash(layout.Infra.String()), layout.Infra.Size(), orDash(layout.Reserved.String()))
 	fmt.Fprintf(stdout, "  exclusive-non-isolcpus: %s (%d CPUs lendable)\n", orDash(layout.ExclusiveNonIsolcpus.String()), layout.ExclusiveNonIsolcpus.Size())
+	printPoolPowerClasses(stdout, cfg)
 	printKubeletSettings(stdout, cfg, topo, layout)
 	return nil
+}
+
+// printPoolPowerClasses says which class each pool's CPUs get.
+func printPoolPowerClasses(w io.Writer, cfg *config.Config) {
+	if !cfg.PowerEnabled() {
+		return
+	}
+	var parts []string
+	for _, pool := range pools.Names() {
+		pp := cfg.PowerPool(pool)
+		s := pool + " " + orDash(pp.Class)
+		if len(pp.Allowed) > 0 {
+			s += " (may choose " + strings.Join(pp.Allowed, ", ") + ")"
+		}
+		if pp.IdleClass != "" {
+			s += ", its idle CPUs " + pp.IdleClass
+		}
+		parts = append(parts, s)
+	}
+	fmt.Fprintf(w, "  power classes: %s\n", strings.Join(parts, "; "))
 }
 
 // printKubeletSettings recommends the kubelet's reservation so that the

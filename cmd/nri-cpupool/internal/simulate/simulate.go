@@ -104,17 +104,21 @@ func Parse(data []byte, path string) (*File, error) {
 
 // Result is one step's outcome; the JSON fields are a documented interface.
 type Result struct {
-	Step      int              `json:"step"`
-	Action    string           `json:"action"`
-	Pod       string           `json:"pod"`
-	Namespace string           `json:"namespace"`
-	Container string           `json:"container"`
-	Pool      string           `json:"pool"`
-	CPUs      string           `json:"cpus"`
-	Mems      string           `json:"mems"`
-	Error     string           `json:"error"`
-	Updates   []Update         `json:"updates,omitempty"`
-	Pools     map[string]Usage `json:"pools"`
+	Step      int    `json:"step"`
+	Action    string `json:"action"`
+	Pod       string `json:"pod"`
+	Namespace string `json:"namespace"`
+	Container string `json:"container"`
+	Pool      string `json:"pool"`
+	CPUs      string `json:"cpus"`
+	// SharedCPUs is the shared pool's part of the cpuset of an exclusive
+	// container that asked for it (shared-cpus.cpupool.dev); CPUs is its
+	// exclusive part.
+	SharedCPUs string           `json:"sharedCPUs,omitempty"`
+	Mems       string           `json:"mems"`
+	Error      string           `json:"error"`
+	Updates    []Update         `json:"updates,omitempty"`
+	Pools      map[string]Usage `json:"pools"`
 }
 
 // Update is another container moved by the step.
@@ -256,7 +260,7 @@ func (r *Runner) create(c *Create) Result {
 	if err != nil {
 		return fail(err)
 	}
-	res.CPUs, res.Mems = out.Assignment.CPUs.String(), out.Assignment.Mems.String()
+	res.CPUs, res.SharedCPUs, res.Mems = out.Assignment.CPUs.String(), sharedOf(out.Assignment), out.Assignment.Mems.String()
 	res.Updates = updates(out.Updates)
 	r.created[ctr.ID] = ctr
 	return res
@@ -289,9 +293,17 @@ func (r *Runner) resize(rs *Resize) Result {
 		res.Error = err.Error()
 		return res
 	}
-	res.Pool, res.CPUs, res.Mems = out.Assignment.Pool, out.Assignment.CPUs.String(), out.Assignment.Mems.String()
+	res.Pool, res.CPUs, res.SharedCPUs, res.Mems = out.Assignment.Pool, out.Assignment.CPUs.String(), sharedOf(out.Assignment), out.Assignment.Mems.String()
 	res.Updates = updates(out.Updates)
 	return res
+}
+
+// sharedOf is the shared part of an assignment, "" without one.
+func sharedOf(a allocator.Assignment) string {
+	if !a.WithShared {
+		return ""
+	}
+	return a.Shared.String()
 }
 
 func (r *Runner) remove(rm *Remove) Result {

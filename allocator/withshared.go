@@ -1,0 +1,106 @@
+package allocator
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// Exclusive and shared CPUs in one container (shared-cpus.cpupool.dev):
+// a DPDK application polls on its exclusive CPUs and runs its control and
+// housekeeping threads on the shared pool. The container holds its
+// exclusive CPUs like any exclusive container (placement, holds, resizes
+// and the exclusive pools' accounting see only them); its cpuset is
+// those plus the shared pool as it is now (Assignment.Shared), which
+// follows the pool as a shared member does. Its memory nodes are those of
+// its exclusive part (pinMemory): what it polls on gets local memory, and
+// its control threads on a shared CPU of another node use that node's
+// memory remotely.
+
+// Cpuset is the container's cpuset as the runtime applies it: its CPUs,
+// plus the shared pool's when it has asked for them.
+func (a *Assignment) Cpuset() cpuset.CPUSet {
+	if !a.WithShared {
+		return a.CPUs
+	}
+	return a.CPUs.Union(a.Shared)
+}
+
+// withShared decides whether an exclusive container also runs on the
+// shared pool: it asks with the annotation, and may use the shared pool
+// (allowedNamespaces.shared). Its CFS quota is lifted (withSharedPart):
+// asking to keep it is refused.
+func (p *Policy) withShared(c Container, pool string) (bool, error) {
+	key, v, annotated := lookup(c.Annotations, AnnotationSharedCPUs, c.Name)
+	if !annotated {
+		return false, nil
+	}
+	want, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, &AnnotationError{key, v, "not a boolean; use true or false"}
+	}
+	if !want {
+		return false, nil
+	}
+	if !pools.IsExclusive(pool) {
+		return false, &AnnotationError{key, v, "the shared pool is added to a container's exclusive CPUs, and the container goes to " + pool + " (use pool.cpupool.dev: shared for the shared pool alone)"}
+	}
+	if !p.Allowed(pools.Shared, c.Pod.Namespace) {
+		return false, &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool shared (allowedNamespaces.shared: %v)", c.Pod.Namespace, p.cfg.AllowedNamespaces[pools.Shared])}
+	}
+	if qk, qv, ok := lookup(c.Annotations, AnnotationDisableCPUQuota, c.Name); ok {
+		if lift, err := strconv.ParseBool(strings.TrimSpace(qv)); err == nil && !lift {
+			return false, &AnnotationError{key, v, fmt.Sprintf("the container's CFS quota would throttle its exclusive CPUs' threads whenever its shared CPUs' threads are busy (one quota covers the whole container), so it is always lifted with the shared pool; remove %s=%s", qk, cpulist.Echo(qv))}
+		}
+	}
+	return true, nil
+}
+
+// withSharedPart gives a placed exclusive container of a request that
+// asked for them the shared pool's CPUs, and lifts its CFS quota: one
+// quota covers the whole cgroup, so any quota below its exclusive and
+// shared CPUs together would throttle its exclusive CPUs' threads when
+// its shared ones are busy, and one at or above them limits nothing (it
+// is what CRI-O writes). The shared part is bounded by its cpuset and by
+// CFS weights (the kubelet's cpu.shares), as every shared member is.
+func (a *Allocator) withSharedPart(as *Assignment, req Request) error {
+	if !req.WithShared {
+		return nil
+	}
+	shared := a.PoolCPUs(pools.Shared)
+	if shared.IsEmpty() {
+		return fmt.Errorf("pool shared has no CPUs on this node, and container %s asks for them (%s); configure pools.shared or remove the annotation",
+			req.Pod.ContainerName(req.Container), AnnotationSharedCPUs)
+	}
+	as.WithShared, as.Shared, as.NoCPUQuota = true, shared, true
+	return nil
+}
+
+// FollowShared brings every container that runs on the shared pool (its
+// members, and the shared part of exclusive containers that asked for it)
+// to the pool as it is now, and returns those that moved. The pool
+// changes only when the plugin starts again with another config, or an
+// exclusive container kept where it ran after such a change holds one of
+// its CPUs: Synchronize calls it once every container is placed.
+func (a *Allocator) FollowShared() []Assignment {
+	now := a.PoolCPUs(pools.Shared)
+	var moved []Assignment
+	for _, id := range a.sortedIDs() {
+		c := a.containers[id]
+		switch {
+		case c.Pool == pools.Shared && !now.IsEmpty() && !cpulist.Equal(c.CPUs, now):
+			c.CPUs, c.Mems = now, a.memsFor(now)
+		case c.WithShared && !now.IsEmpty() && !cpulist.Equal(c.Shared, now):
+			c.Shared = now
+		default:
+			continue
+		}
+		moved = append(moved, *c)
+	}
+	return moved
+}

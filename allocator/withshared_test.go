@@ -1,0 +1,182 @@
+package allocator
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// desktopShared is the desktop (siblings N and N+8) with 8 exclusive
+// CPUs, a 4-CPU shared pool and CPUs lent by infra; the shared pool is
+// the telco and web namespaces'.
+const desktopShared = `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,12-15"}
+  shared: {cpus: "2-3,10-11"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  shared: [telco, web]
+`
+
+// TestPolicyWithShared: an exclusive container asks for the shared pool
+// too; the pool's namespace rules apply, only exclusive pools can add it,
+// and keeping the CFS quota with it is refused, saying why.
+func TestPolicyWithShared(t *testing.T) {
+	const key = "shared-cpus.cpupool.dev"
+	for _, tc := range []struct {
+		name, pool, ns string
+		ann            map[string]string
+		want           bool
+		err            string
+	}{
+		{"asked", pools.Exclusive, "telco", map[string]string{key: "true"}, true, ""},
+		{"asked by the container", pools.ExclusiveNonIsolcpus, "telco", map[string]string{key + "/container.c": "true", key + "/pod": "false"}, true, ""},
+		{"declined", pools.Exclusive, "telco", map[string]string{key: "false"}, false, ""},
+		{"not asked", pools.Exclusive, "telco", nil, false, ""},
+		{"namespace may not use shared", pools.Exclusive, "batch", map[string]string{key: "true"}, false, `annotation shared-cpus.cpupool.dev="true": namespace "batch" may not use pool shared (allowedNamespaces.shared: [telco web])`},
+		{"shared container", pools.Shared, "telco", map[string]string{key: "true"}, false, "the shared pool is added to a container's exclusive CPUs, and the container goes to shared (use pool.cpupool.dev: shared for the shared pool alone)"},
+		{"quota kept", pools.Exclusive, "telco", map[string]string{key: "true", "disable-cpu-quota.cpupool.dev/container.c": "false"}, false,
+			"the container's CFS quota would throttle its exclusive CPUs' threads whenever its shared CPUs' threads are busy (one quota covers the whole container), so it is always lifted with the shared pool; remove disable-cpu-quota.cpupool.dev/container.c=\"false\""},
+		{"quota lifted", pools.Exclusive, "telco", map[string]string{key: "true", "disable-cpu-quota.cpupool.dev": "true"}, true, ""},
+		{"not a boolean", pools.Exclusive, "telco", map[string]string{key: "both"}, false, `annotation shared-cpus.cpupool.dev="both": not a boolean`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewPolicy(parseConfig(t, desktopShared), nil)
+			ann := map[string]string{"pool.cpupool.dev": tc.pool}
+			maps.Copy(ann, tc.ann)
+			req, err := p.Request(Container{Name: "c", Pod: PodRef{Namespace: tc.ns}, MilliCPU: 1000, Annotations: ann}, nil)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, req.WithShared)
+		})
+	}
+}
+
+func mixed(id string, cpus int) Request {
+	req := exclusive(id, cpus)
+	req.WithShared = true
+	return req
+}
+
+// TestExclusiveWithShared: the container holds its exclusive CPUs like any
+// exclusive container (the pool's accounting, its hold, a resize); its
+// cpuset adds the shared pool, its memory nodes are those of both parts,
+// its quota is lifted even where the config keeps quotas.
+func TestExclusiveWithShared(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", desktopShared+"allocation: {disableCPUQuota: false}\n")
+	res, err := a.Allocate(mixed("dpdk", 2))
+	require.NoError(t, err)
+	as := res.Assignment
+	assert.Equal(t, 2, as.CPUs.Size())
+	assert.True(t, as.CPUs.IsSubsetOf(set(t, "4-7,12-15")))
+	assert.Equal(t, "2-3,10-11", as.Shared.String())
+	assert.Equal(t, as.CPUs.Union(set(t, "2-3,10-11")).String(), as.Cpuset().String())
+	assert.True(t, as.NoCPUQuota, "lifted whatever the config says")
+	assert.Equal(t, 6, a.FreeCPUs(pools.Exclusive).Size(), "only the exclusive part is the pool's")
+	assert.Equal(t, "2-3,10-11", a.PoolCPUs(pools.Shared).String(), "the shared pool stays whole")
+
+	plain, err := a.Allocate(exclusive("plain", 1))
+	require.NoError(t, err)
+	assert.False(t, plain.Assignment.NoCPUQuota, "the config's choice for the others")
+	assert.Equal(t, plain.Assignment.CPUs, plain.Assignment.Cpuset())
+
+	// The exclusive part grows; the shared part stays the pool.
+	grown, err := a.Resize(Request{ID: "dpdk", MilliCPU: 3000, NUMANodes: cpuset.New(), PreferNUMA: cpuset.New(), WithShared: true})
+	require.NoError(t, err)
+	assert.Equal(t, 3, grown.Assignment.CPUs.Size())
+	assert.True(t, as.CPUs.IsSubsetOf(grown.Assignment.CPUs), "the exclusive part never moves")
+	assert.Equal(t, "2-3,10-11", grown.Assignment.Shared.String())
+
+	// Stopped: the hold is the exclusive part; the next run gets it back
+	// with the shared pool.
+	code := int32(1)
+	a.Stop("dpdk", &code)
+	require.Len(t, a.Holds(), 1)
+	assert.Equal(t, grown.Assignment.CPUs.String(), a.Holds()[0].Held().String())
+	again := mixed("dpdk-1", 3)
+	again.Pod, again.Container = grown.Assignment.Pod, grown.Assignment.Container
+	next, err := a.Allocate(again)
+	require.NoError(t, err)
+	assert.Equal(t, grown.Assignment.CPUs.String(), next.Assignment.CPUs.String())
+	assert.Equal(t, grown.Assignment.Cpuset().String(), next.Assignment.Cpuset().String())
+}
+
+// TestWithSharedNeedsASharedPool: without shared CPUs the request is
+// refused, saying what to change, and nothing is held.
+func TestWithSharedNeedsASharedPool(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", `
+isolatedCPUs: "2-7,10-15"
+pools:
+  exclusive: {cpus: "4-7,12-15"}
+`)
+	_, err := a.Allocate(mixed("dpdk", 2))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pool shared has no CPUs on this node, and container ns/pod-dpdk/c asks for them (shared-cpus.cpupool.dev); configure pools.shared or remove the annotation")
+	assert.Equal(t, 8, a.FreeCPUs(pools.Exclusive).Size())
+}
+
+// TestAdoptWithShared: a container that runs on its exclusive CPUs and the
+// shared pool, unknown to the state, keeps its exclusive part.
+func TestAdoptWithShared(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", desktopShared)
+	res, kept, err := a.Adopt(mixed("dpdk", 2), set(t, "2-3,6,10-11,14"))
+	require.NoError(t, err)
+	assert.True(t, kept)
+	assert.Equal(t, "6,14", res.Assignment.CPUs.String())
+	assert.Equal(t, "2-3,6,10-11,14", res.Assignment.Cpuset().String())
+}
+
+// TestFollowShared: the shared part follows the pool as shared members do,
+// here when an exclusive container kept where it ran after a config change
+// holds one of the pool's CPUs.
+func TestFollowShared(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", desktopShared)
+	_, err := a.restore(Assignment{ID: "dpdk", Pod: PodRef{UID: "u1"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "6"),
+		WithShared: true, Shared: set(t, "2-3,10-11")})
+	require.NoError(t, err)
+	_, err = a.restore(Assignment{ID: "member", Pod: PodRef{UID: "u2"}, Container: "c", Pool: pools.Shared, CPUs: set(t, "2-3,10-11")})
+	require.NoError(t, err)
+	_, err = a.keep(Assignment{ID: "old", Pod: PodRef{UID: "u3"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "3")})
+	require.Error(t, err, "outside its pool as now configured: kept anyway")
+	moved := a.FollowShared()
+	require.Len(t, moved, 2)
+	dpdk, _ := a.Get("dpdk")
+	assert.Equal(t, "2,10-11", dpdk.Shared.String())
+	assert.Equal(t, "2,6,10-11", dpdk.Cpuset().String())
+	member, _ := a.Get("member")
+	assert.Equal(t, "2,10-11", member.CPUs.String())
+	assert.Empty(t, a.FollowShared(), "nothing more to follow")
+}
+
+// TestReadmitWithShared: a remembered container with a shared part is kept
+// by its exclusive part, wherever the shared pool was when the runtime last
+// pinned it, and gets the pool as it is now; one whose exclusive part is
+// not where it runs needs a repin, which gives it both parts again.
+func TestReadmitWithShared(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", desktopShared)
+	rec := Assignment{ID: "dpdk", Pod: PodRef{UID: "u1"}, Container: "c", Pool: pools.Exclusive, CPUs: set(t, "6,14"),
+		WithShared: true, Shared: set(t, "2-3,9-11")}
+	res, outcome, err := a.Readmit(Remembered{Assignment: rec, RunsOn: set(t, "2-3,6,9-11,14")})
+	require.NoError(t, err)
+	assert.Equal(t, Kept, outcome)
+	assert.Equal(t, "2-3,6,10-11,14", res.Assignment.Cpuset().String(), "the shared pool as it is now")
+
+	b := newAllocator(t, "desktop-8c16t", desktopShared)
+	_, outcome, _ = b.Readmit(Remembered{Assignment: rec, RunsOn: set(t, "0-15")})
+	require.Equal(t, NeedsRepin, outcome)
+	res, outcome, err = b.Repin(Remembered{Assignment: rec, RunsOn: set(t, "0-15")})
+	require.NoError(t, err)
+	assert.Equal(t, Repinned, outcome)
+	assert.Equal(t, "2-3,6,10-11,14", res.Assignment.Cpuset().String())
+}

@@ -1,0 +1,427 @@
+// Package audit tells an operator, per exclusive CPU that a container
+// holds, what may still disturb it: the device interrupts that fired on it
+// during a short sample (/proc/interrupts deltas) and whether they can be
+// moved, the threads of other processes allowed to run on it
+// (/proc/*/task/*/status Cpus_allowed_list), and what the kernel does for
+// it: domain isolation (isolcpus), an isolated cgroup v2 partition,
+// nohz_full, and its idle-state and frequency settings where they exist.
+//
+// A held CPU is clean when, during the sample, no device IRQ fired on it,
+// and no thread of another process (user space) may run on it. What the
+// kernel keeps for itself is reported, not judged: the architecture's
+// per-CPU interrupts (LOC, RES, CAL, TLB, ...; nohz_full reduces the
+// timer's), the per-CPU kernel threads bound to it alone (ksoftirqd/N,
+// migration/N, kworker/N:*, which every CPU has), and the unbound kernel
+// threads allowed on it (workqueue rescuers such as kblockd or rcu_gp,
+// which a real kernel leaves allowed on every CPU, even isolcpus ones, and
+// which run only under memory pressure or for queued work).
+//
+// A device IRQ is movable unless the plugin's journal lists its affinity
+// file as refused by the kernel (a kernel-managed IRQ).
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/irq"
+)
+
+// Holding is exclusive CPUs one container holds (or holds for its pod
+// while it is stopped).
+type Holding struct {
+	CPUs cpuset.CPUSet
+	// Owner is "namespace/pod/container".
+	Owner string
+	Pool  string
+	// ContainerID is the running container's id; empty for CPUs held for
+	// a stopped container. The owner's threads are found by it in
+	// /proc/<pid>/cgroup.
+	ContainerID string
+	// PowerClass is the owner's power class, "" for none.
+	PowerClass string
+}
+
+// Options say where to look and how long to sample.
+type Options struct {
+	ProcRoot   string // "/proc"
+	SysfsRoot  string // "/": sys/devices/system/cpu below it
+	CgroupRoot string // "/sys/fs/cgroup": cpuset.cpus.isolated on cgroup v2
+	// Sample is the time between the two readings of /proc/interrupts.
+	Sample time.Duration
+	// Wait waits out the sample (time.Sleep when nil).
+	Wait func(time.Duration)
+	// Refused are the host files the kernel refused for good, with why
+	// (hostfiles.ReadJournal).
+	Refused map[string]string
+	// MaxThreads bounds the threads listed per CPU (all are counted).
+	MaxThreads int
+}
+
+// Report is the audit of every held exclusive CPU.
+type Report struct {
+	// At is when the sample ended.
+	At     time.Time `json:"at"`
+	Sample string    `json:"sample"`
+	// Clean tells whether every held exclusive CPU is clean.
+	Clean bool  `json:"clean"`
+	CPUs  []CPU `json:"cpus"`
+}
+
+// CPU is the audit of one held exclusive CPU.
+type CPU struct {
+	CPU         int    `json:"cpu"`
+	Owner       string `json:"owner"`
+	Pool        string `json:"pool"`
+	ContainerID string `json:"containerID,omitempty"`
+	Clean       bool   `json:"clean"`
+	// Problems say why it is not clean, one line each.
+	Problems []string `json:"problems,omitempty"`
+	// IRQs fired on it during the sample.
+	IRQs []IRQ `json:"irqs,omitempty"`
+	// ForeignThreads counts the user-space threads of other processes
+	// allowed on it; Threads lists the first of them.
+	ForeignThreads int      `json:"foreignThreads"`
+	Threads        []Thread `json:"threads,omitempty"`
+	// PerCPUKernelThreads counts the kernel threads bound to it alone,
+	// UnboundKernelThreads those allowed on it and on other CPUs.
+	PerCPUKernelThreads  int  `json:"perCPUKernelThreads"`
+	UnboundKernelThreads int  `json:"unboundKernelThreads"`
+	DomainIsolated       bool `json:"domainIsolated"`
+	NohzFull             bool `json:"nohzFull"`
+	// IsolatedPartition is nil where the kernel does not say (cgroup v1,
+	// or a kernel without cpuset.cpus.isolated).
+	IsolatedPartition *bool `json:"isolatedPartition,omitempty"`
+	Power             Power `json:"power"`
+}
+
+// IRQ is an interrupt that fired on a CPU during the sample.
+type IRQ struct {
+	ID          string `json:"id"`
+	Description string `json:"description,omitempty"`
+	Count       uint64 `json:"count"`
+	// Device is true for a numbered IRQ, false for the architecture's
+	// per-CPU interrupts.
+	Device  bool `json:"device"`
+	Movable bool `json:"movable"`
+	// Affinity is a device IRQ's smp_affinity_list.
+	Affinity string `json:"affinity,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Thread is a thread of another process allowed to run on a CPU.
+type Thread struct {
+	PID     int    `json:"pid"`
+	TID     int    `json:"tid"`
+	Comm    string `json:"comm"`
+	Allowed string `json:"allowed"`
+}
+
+// Power is a CPU's idle and frequency settings, empty where the files do
+// not exist (a VM without cpuidle or cpufreq).
+type Power struct {
+	// Class is the power class the plugin gives the CPU (its owner's).
+	Class           string      `json:"class,omitempty"`
+	ResumeLatencyUS string      `json:"resumeLatencyUS,omitempty"`
+	IdleStates      []IdleState `json:"idleStates,omitempty"`
+	Governor        string      `json:"governor,omitempty"`
+	MinKHz          string      `json:"minKHz,omitempty"`
+	MaxKHz          string      `json:"maxKHz,omitempty"`
+	CurKHz          string      `json:"curKHz,omitempty"`
+}
+
+// IdleState is one cpuidle state.
+type IdleState struct {
+	Name     string `json:"name"`
+	Disabled bool   `json:"disabled"`
+}
+
+const defaultMaxThreads = 20
+
+// Gather audits the held CPUs. It reads /proc/interrupts, waits the
+// sample, reads it again, then reads the threads and sysfs.
+func Gather(holdings []Holding, opt Options) (*Report, error) {
+	if opt.Wait == nil {
+		opt.Wait = time.Sleep
+	}
+	if opt.MaxThreads == 0 {
+		opt.MaxThreads = defaultMaxThreads
+	}
+	before, err := readInterrupts(opt.ProcRoot)
+	if err != nil {
+		return nil, err
+	}
+	opt.Wait(opt.Sample)
+	after, err := readInterrupts(opt.ProcRoot)
+	if err != nil {
+		return nil, err
+	}
+	deltas := irq.Deltas(before, after)
+	owners := map[int]Holding{}
+	held := cpuset.New()
+	for _, h := range holdings {
+		for _, c := range h.CPUs.List() {
+			owners[c] = h
+		}
+		held = held.Union(h.CPUs)
+	}
+	threads, err := readThreads(opt.ProcRoot, held)
+	if err != nil {
+		return nil, err
+	}
+	k := kernelSets(opt)
+	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true}
+	for _, c := range held.List() {
+		h := owners[c]
+		cpu := CPU{CPU: c, Owner: h.Owner, Pool: h.Pool, ContainerID: h.ContainerID,
+			DomainIsolated: k.isolated.Contains(c), NohzFull: k.nohzFull.Contains(c), Power: readPower(opt.SysfsRoot, c)}
+		cpu.Power.Class = h.PowerClass
+		if k.partitionKnown {
+			in := k.partition.Contains(c)
+			cpu.IsolatedPartition = &in
+		}
+		for _, d := range deltas {
+			n := d.Fired[c]
+			if n == 0 {
+				continue
+			}
+			cpu.IRQs = append(cpu.IRQs, describeIRQ(opt, d.Interrupt, n))
+		}
+		for _, t := range threads {
+			if !t.allowed.Contains(c) || t.owner(h.ContainerID) {
+				continue
+			}
+			if t.kernel && t.allowed.Size() == 1 {
+				cpu.PerCPUKernelThreads++
+				continue
+			}
+			if t.kernel {
+				cpu.UnboundKernelThreads++
+				continue
+			}
+			cpu.ForeignThreads++
+			if len(cpu.Threads) < opt.MaxThreads {
+				cpu.Threads = append(cpu.Threads, Thread{PID: t.pid, TID: t.tid, Comm: t.comm, Allowed: t.allowed.String()})
+			}
+		}
+		judge(&cpu)
+		rep.Clean = rep.Clean && cpu.Clean
+		rep.CPUs = append(rep.CPUs, cpu)
+	}
+	return rep, nil
+}
+
+// judge sets Clean and Problems.
+func judge(cpu *CPU) {
+	var device, unmovable []string
+	for _, i := range cpu.IRQs {
+		if !i.Device {
+			continue
+		}
+		device = append(device, fmt.Sprintf("%s (%d)", i.ID, i.Count))
+		if !i.Movable {
+			unmovable = append(unmovable, i.ID)
+		}
+	}
+	if len(device) > 0 {
+		p := "device IRQs fired on it: " + strings.Join(device, ", ")
+		if len(unmovable) > 0 {
+			p += "; not movable: " + strings.Join(unmovable, ", ")
+		}
+		cpu.Problems = append(cpu.Problems, p)
+	}
+	if cpu.ForeignThreads > 0 {
+		p := fmt.Sprintf("%d threads of other processes may run on it", cpu.ForeignThreads)
+		if !cpu.DomainIsolated && (cpu.IsolatedPartition == nil || !*cpu.IsolatedPartition) {
+			p += " (it is neither domain-isolated nor in an isolated partition)"
+		}
+		cpu.Problems = append(cpu.Problems, p)
+	}
+	cpu.Clean = len(cpu.Problems) == 0
+}
+
+func describeIRQ(opt Options, i irq.Interrupt, n uint64) IRQ {
+	out := IRQ{ID: i.ID, Description: i.Description, Count: n, Device: i.Numbered()}
+	if !out.Device {
+		out.Reason = "a per-CPU interrupt of the kernel"
+		return out
+	}
+	file := filepath.Join(opt.ProcRoot, "irq", i.ID, "smp_affinity_list")
+	if data, err := os.ReadFile(file); err == nil {
+		out.Affinity = strings.TrimSpace(string(data))
+	}
+	if why, refused := opt.Refused[file]; refused {
+		out.Reason = why
+		return out
+	}
+	out.Movable = true
+	return out
+}
+
+func readInterrupts(procRoot string) ([]irq.Interrupt, error) {
+	data, err := os.ReadFile(filepath.Join(procRoot, "interrupts"))
+	if err != nil {
+		return nil, fmt.Errorf("reading interrupts: %w", err)
+	}
+	return irq.ParseInterrupts(data)
+}
+
+// kernelSet are the node-wide CPU sets the kernel isolates.
+type kernelSet struct {
+	isolated, nohzFull, partition cpuset.CPUSet
+	partitionKnown                bool
+}
+
+func kernelSets(opt Options) kernelSet {
+	read := func(path string) (cpuset.CPUSet, bool) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return cpuset.New(), false
+		}
+		set, err := cpulist.Parse(string(data))
+		return set, err == nil // nohz_full reads "(null)" on kernels without it
+	}
+	cpuDir := filepath.Join(opt.SysfsRoot, "sys/devices/system/cpu")
+	var k kernelSet
+	k.isolated, _ = read(filepath.Join(cpuDir, "isolated"))
+	k.nohzFull, _ = read(filepath.Join(cpuDir, "nohz_full"))
+	if opt.CgroupRoot != "" {
+		k.partition, k.partitionKnown = read(filepath.Join(opt.CgroupRoot, "cpuset.cpus.isolated"))
+	}
+	return k
+}
+
+func readPower(sysfsRoot string, c int) Power {
+	dir := filepath.Join(sysfsRoot, "sys/devices/system/cpu", "cpu"+strconv.Itoa(c))
+	text := func(rel string) string {
+		data, err := os.ReadFile(filepath.Join(dir, rel))
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(data))
+	}
+	p := Power{ResumeLatencyUS: text("power/pm_qos_resume_latency_us"), Governor: text("cpufreq/scaling_governor"),
+		MinKHz: text("cpufreq/scaling_min_freq"), MaxKHz: text("cpufreq/scaling_max_freq"), CurKHz: text("cpufreq/scaling_cur_freq")}
+	states, _ := filepath.Glob(filepath.Join(dir, "cpuidle", "state*"))
+	slices.SortFunc(states, func(a, b string) int { return stateIndex(a) - stateIndex(b) })
+	for _, s := range states {
+		rel, _ := filepath.Rel(dir, s)
+		p.IdleStates = append(p.IdleStates, IdleState{Name: text(filepath.Join(rel, "name")), Disabled: text(filepath.Join(rel, "disable")) == "1"})
+	}
+	return p
+}
+
+func stateIndex(path string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(path), "state"))
+	return n
+}
+
+// task is one thread allowed on a held CPU.
+type task struct {
+	pid, tid int
+	comm     string
+	allowed  cpuset.CPUSet
+	kernel   bool
+	cgroup   string
+}
+
+// owner tells whether the thread belongs to the container: its cgroup
+// path names the container's id, with every runtime and cgroup driver
+// (<parent>/<id>, crio-<id>.scope, cri-containerd-<id>.scope).
+func (t task) owner(containerID string) bool {
+	return containerID != "" && strings.Contains(t.cgroup, containerID)
+}
+
+// readThreads lists every thread allowed on one of the CPUs. Processes and
+// threads that exit while it reads are skipped.
+func readThreads(procRoot string, cpus cpuset.CPUSet) ([]task, error) {
+	entries, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	var out []task
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		pdir := filepath.Join(procRoot, e.Name())
+		kernel, ok := isKernelThread(pdir)
+		if !ok {
+			continue
+		}
+		cgroup, _ := os.ReadFile(filepath.Join(pdir, "cgroup"))
+		tasks, err := os.ReadDir(filepath.Join(pdir, "task"))
+		if err != nil {
+			continue
+		}
+		for _, te := range tasks {
+			tid, err := strconv.Atoi(te.Name())
+			if err != nil {
+				continue
+			}
+			comm, allowed, ok := readStatus(filepath.Join(pdir, "task", te.Name(), "status"))
+			if !ok || allowed.Intersection(cpus).IsEmpty() {
+				continue
+			}
+			out = append(out, task{pid: pid, tid: tid, comm: comm, allowed: allowed, kernel: kernel, cgroup: string(cgroup)})
+		}
+	}
+	return out, nil
+}
+
+// pfKthread is the kernel's PF_KTHREAD flag in /proc/<pid>/stat.
+const pfKthread = 0x00200000
+
+// isKernelThread reads the flags of /proc/<pid>/stat (the 9th field; the
+// comm before it may hold spaces and parentheses).
+func isKernelThread(pdir string) (kernel, ok bool) {
+	data, err := os.ReadFile(filepath.Join(pdir, "stat"))
+	if err != nil {
+		return false, false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return false, false
+	}
+	fields := strings.Fields(string(data[i+1:]))
+	if len(fields) < 7 {
+		return false, false
+	}
+	flags, err := strconv.ParseUint(fields[6], 10, 64)
+	if err != nil {
+		return false, false
+	}
+	return flags&pfKthread != 0, true
+}
+
+// readStatus reads Name and Cpus_allowed_list of a task's status.
+func readStatus(path string) (comm string, allowed cpuset.CPUSet, ok bool) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) || err != nil {
+		return "", cpuset.New(), false
+	}
+	found := false
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch k {
+		case "Name":
+			comm = strings.TrimSpace(v)
+		case "Cpus_allowed_list":
+			allowed, err = cpulist.Parse(v)
+			found = err == nil
+		}
+	}
+	return comm, allowed, found
+}

@@ -1,0 +1,189 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/procfixture"
+)
+
+const fwdID = "4f1c2a9b8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b"
+
+var all = cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)
+
+// machine is an 8-CPU node: a DPDK container holds CPUs 2-3, CPU 5 is held
+// for a stopped container.
+type machine struct {
+	proc, sys, cgroup string
+	spec              procfixture.Spec
+}
+
+func newMachine(t *testing.T, hostAllowed cpuset.CPUSet) *machine {
+	t.Helper()
+	dir := t.TempDir()
+	m := &machine{proc: filepath.Join(dir, "proc"), sys: filepath.Join(dir, "sysroot"), cgroup: filepath.Join(dir, "cgroup")}
+	m.spec = procfixture.Spec{
+		CPUs: all,
+		IRQs: []procfixture.IRQ{
+			{N: 25, Affinity: cpuset.New(0, 1, 4, 5, 6, 7), Node: 0, Description: "PCI-MSI 49153-edge virtio0-input.0", Counts: map[int]uint64{0: 1000, 2: 7}},
+			{N: 28, Affinity: cpuset.New(2, 3), Node: 0, Description: "PCI-MSI 524288-edge nvme0q2", Counts: map[int]uint64{3: 50}},
+		},
+		Arch: []procfixture.IRQ{{Name: "LOC", Description: "Local timer interrupts", Counts: map[int]uint64{0: 100, 2: 100, 3: 100, 5: 100}}},
+		Processes: []procfixture.Process{
+			{PID: 1, Comm: "systemd", AllowedCPUs: hostAllowed, Cgroup: "0::/init.scope"},
+			{PID: 2, Comm: "kthreadd", Kernel: true, AllowedCPUs: hostAllowed, Cgroup: "0::/"},
+			// A workqueue rescuer: a real kernel leaves it allowed everywhere.
+			{PID: 85, Comm: "kblockd", Kernel: true, AllowedCPUs: all, Cgroup: "0::/"},
+			{PID: 22, Comm: "ksoftirqd/2", Kernel: true, AllowedCPUs: cpuset.New(2), Cgroup: "0::/"},
+			{PID: 23, Comm: "ksoftirqd/3", Kernel: true, AllowedCPUs: cpuset.New(3), Cgroup: "0::/"},
+			{PID: 100, Comm: "dpdk-fwd", Cgroup: "0::/kubepods/pod-telco/" + fwdID, Threads: []procfixture.Thread{
+				{TID: 100, Comm: "dpdk-fwd", AllowedCPUs: cpuset.New(2, 3)},
+				{TID: 101, Comm: "lcore-worker-3", AllowedCPUs: cpuset.New(3)},
+			}},
+			{PID: 200, Comm: "nginx", AllowedCPUs: cpuset.New(0, 1), Cgroup: "0::/kubepods/pod-web/c2"},
+		},
+	}
+	procfixture.Write(t, m.proc, m.spec)
+	cpuDir := filepath.Join(m.sys, "sys/devices/system/cpu")
+	for rel, content := range map[string]string{
+		"isolated": "5", "nohz_full": "5",
+		"cpu2/power/pm_qos_resume_latency_us": "0",
+		"cpu2/cpuidle/state0/name":            "POLL", "cpu2/cpuidle/state0/disable": "0",
+		"cpu2/cpuidle/state1/name": "C1", "cpu2/cpuidle/state1/disable": "1",
+		"cpu2/cpuidle/state10/name": "C10", "cpu2/cpuidle/state10/disable": "0",
+		"cpu2/cpufreq/scaling_governor": "performance", "cpu2/cpufreq/scaling_min_freq": "800000",
+		"cpu2/cpufreq/scaling_max_freq": "3500000", "cpu2/cpufreq/scaling_cur_freq": "3499000",
+	} {
+		p := filepath.Join(cpuDir, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content+"\n"), 0o644))
+	}
+	require.NoError(t, os.MkdirAll(m.cgroup, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(m.cgroup, "cpuset.cpus.isolated"), []byte("3,5\n"), 0o644))
+	return m
+}
+
+// fire adds interrupts during the sample: what the kernel counts between
+// the two readings.
+func (m *machine) fire(t *testing.T, add map[string]map[int]uint64) func(time.Duration) {
+	return func(time.Duration) {
+		irqs := append(append([]procfixture.IRQ{}, m.spec.IRQs...), m.spec.Arch...)
+		for i := range irqs {
+			id := irqs[i].Name
+			if id == "" {
+				id = strconv.Itoa(irqs[i].N)
+			}
+			counts := map[int]uint64{}
+			for c, n := range irqs[i].Counts {
+				counts[c] = n
+			}
+			for c, n := range add[id] {
+				counts[c] += n
+			}
+			irqs[i].Counts = counts
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(m.proc, "interrupts"), []byte(procfixture.Interrupts(all, irqs)), 0o644))
+	}
+}
+
+var holdings = []Holding{
+	{CPUs: cpuset.New(2, 3), Owner: "telco/dpdk/fwd", Pool: "exclusive", ContainerID: fwdID, PowerClass: "low-latency"},
+	{CPUs: cpuset.New(5), Owner: "telco/dpdk/init", Pool: "exclusive-non-isolcpus"},
+}
+
+func (m *machine) options(wait func(time.Duration)) Options {
+	return Options{ProcRoot: m.proc, SysfsRoot: m.sys, CgroupRoot: m.cgroup, Sample: time.Second, Wait: wait,
+		Refused: map[string]string{filepath.Join(m.proc, "irq/28/smp_affinity_list"): "input/output error (a kernel-managed IRQ)"}}
+}
+
+// TestNotClean: a device IRQ fired on CPU 2 (movable) and a managed one on
+// CPU 3 (not movable); host threads may run on CPUs 2 and 3, which
+// neither isolcpus nor a partition covers for CPU 2. The owner's threads
+// and the per-CPU kernel threads are not held against them.
+func TestNotClean(t *testing.T) {
+	m := newMachine(t, all)
+	rep, err := Gather(holdings, m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10, 2: 3}, "28": {3: 40}, "LOC": {2: 250, 3: 250}})))
+	require.NoError(t, err)
+	assert.False(t, rep.Clean)
+	require.Len(t, rep.CPUs, 3)
+	c2, c3, c5 := rep.CPUs[0], rep.CPUs[1], rep.CPUs[2]
+
+	assert.Equal(t, 2, c2.CPU)
+	assert.Equal(t, "telco/dpdk/fwd", c2.Owner)
+	assert.False(t, c2.Clean)
+	require.Len(t, c2.IRQs, 2)
+	assert.Equal(t, IRQ{ID: "25", Description: "PCI-MSI 49153-edge virtio0-input.0", Count: 3, Device: true, Movable: true, Affinity: "0-1,4-7"}, c2.IRQs[0])
+	assert.Equal(t, IRQ{ID: "LOC", Description: "Local timer interrupts", Count: 250, Reason: "a per-CPU interrupt of the kernel"}, c2.IRQs[1])
+	assert.Equal(t, 1, c2.ForeignThreads, "systemd; not the owner's threads, not kthreadd")
+	assert.Equal(t, []Thread{{PID: 1, TID: 1, Comm: "systemd", Allowed: "0-7"}}, c2.Threads)
+	assert.Equal(t, 1, c2.PerCPUKernelThreads)
+	assert.Equal(t, 2, c2.UnboundKernelThreads, "kthreadd and kblockd: reported, not judged")
+	assert.Equal(t, []string{"device IRQs fired on it: 25 (3)", "1 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)"}, c2.Problems)
+	assert.Equal(t, Power{Class: "low-latency", ResumeLatencyUS: "0", IdleStates: []IdleState{{"POLL", false}, {"C1", true}, {"C10", false}},
+		Governor: "performance", MinKHz: "800000", MaxKHz: "3500000", CurKHz: "3499000"}, c2.Power)
+	require.NotNil(t, c2.IsolatedPartition)
+	assert.False(t, *c2.IsolatedPartition)
+
+	assert.Equal(t, []string{"device IRQs fired on it: 28 (40); not movable: 28", "1 threads of other processes may run on it"}, c3.Problems)
+	assert.False(t, c3.IRQs[0].Movable)
+	assert.Contains(t, c3.IRQs[0].Reason, "kernel-managed")
+	assert.True(t, *c3.IsolatedPartition)
+
+	assert.True(t, c5.DomainIsolated)
+	assert.True(t, c5.NohzFull)
+	assert.Empty(t, c5.ContainerID)
+	assert.Equal(t, Power{}, c5.Power, "no files, no settings")
+
+	var text bytes.Buffer
+	require.NoError(t, WriteText(&text, rep))
+	assert.Contains(t, text.String(), "CPU 2  telco/dpdk/fwd (exclusive)  NOT CLEAN\n  - device IRQs fired on it: 25 (3)\n")
+	assert.Contains(t, text.String(), "28 ×40 [PCI-MSI 524288-edge nvme0q2, not movable: input/output error (a kernel-managed IRQ)]")
+	assert.Contains(t, text.String(), "idle states POLL C1 (disabled) C10")
+	assert.Contains(t, text.String(), "some held exclusive CPUs are not clean\n")
+	data, err := json.Marshal(rep)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"cpu":2,"owner":"telco/dpdk/fwd","pool":"exclusive","containerID":"`+fwdID+`","clean":false`)
+}
+
+// TestClean: the host's threads are kept off the held CPUs and no device
+// IRQ fires there (the timer does, and a workqueue rescuer may run there):
+// clean.
+func TestClean(t *testing.T) {
+	m := newMachine(t, cpuset.New(0, 1))
+	rep, err := Gather(holdings, m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}, "LOC": {2: 250}})))
+	require.NoError(t, err)
+	assert.True(t, rep.Clean, "%+v", rep)
+	for _, c := range rep.CPUs {
+		assert.True(t, c.Clean, "CPU %d: %v", c.CPU, c.Problems)
+		assert.Equal(t, 1, c.UnboundKernelThreads)
+	}
+	var text bytes.Buffer
+	require.NoError(t, WriteText(&text, rep))
+	assert.Contains(t, text.String(), "every held exclusive CPU is clean\n")
+}
+
+// TestNothingHeld: nothing to audit is clean.
+func TestNothingHeld(t *testing.T) {
+	m := newMachine(t, all)
+	rep, err := Gather(nil, m.options(func(time.Duration) {}))
+	require.NoError(t, err)
+	assert.True(t, rep.Clean)
+	var text bytes.Buffer
+	require.NoError(t, WriteText(&text, rep))
+	assert.Equal(t, "no exclusive CPU is held\n", text.String())
+}
+
+// TestNoInterrupts: a /proc without interrupts is an error naming it.
+func TestNoInterrupts(t *testing.T) {
+	_, err := Gather(holdings, Options{ProcRoot: t.TempDir(), Wait: func(time.Duration) {}})
+	assert.ErrorContains(t, err, "interrupts")
+}

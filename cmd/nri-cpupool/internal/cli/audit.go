@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/cpupool/nri-cpupool/audit"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
+)
+
+// auditNotClean is audit's exit code when a held exclusive CPU is not
+// clean (1 is any other failure).
+const auditNotClean = 3
+
+func runAudit(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit", "audit [--config F] [--state-file F] [--proc-root D] [--sysfs-root D] [--cgroup-root D] [--sample 1s] [--json]", stderr)
+	cfgPath := fs.String("config", "", "configuration file (default: the defaults; its stateFile, procRoot, sysfsRoot and cgroupRoot apply)")
+	stateFile := fs.String("state-file", "", "the plugin's state file (default: the config's stateFile)")
+	procRoot := fs.String("proc-root", "", "where procfs is mounted (default: the config's procRoot, /proc)")
+	root := fs.String("sysfs-root", "", sysfsRootUsage)
+	cgroupRoot := fs.String("cgroup-root", "", "the cgroup mount (default: the config's cgroupRoot)")
+	sample := fs.Duration("sample", time.Second, "how long to count interrupts")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg := config.Default()
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	for _, o := range []struct{ flag, dst *string }{{stateFile, &cfg.StateFile}, {procRoot, &cfg.ProcRoot}, {cgroupRoot, &cfg.CgroupRoot}} {
+		if *o.flag != "" {
+			*o.dst = *o.flag
+		}
+	}
+	if *sample <= 0 || *sample > time.Minute {
+		return fmt.Errorf("--sample %s: give a duration between 1ms and 1m", *sample)
+	}
+	st, err := state.ReadState(cfg.StateFile)
+	if err != nil {
+		return err
+	}
+	holdings, err := auditHoldings(st)
+	if err != nil {
+		return err
+	}
+	bootID, _ := os.ReadFile(filepath.Join(cfg.ProcRoot, "sys/kernel/random/boot_id"))
+	_, refused, thisBoot, err := hostfiles.ReadJournal(hostfiles.JournalPath(cfg.StateFile), string(bootID))
+	if err != nil {
+		fmt.Fprintf(stderr, "nri-cpupool audit: %v; every device IRQ is taken as movable\n", err)
+	}
+	if !thisBoot {
+		refused = nil
+	}
+	rep, err := audit.Gather(holdings, audit.Options{ProcRoot: cfg.ProcRoot, SysfsRoot: sysfsRoot(*root, cfg), CgroupRoot: cgroupV2Root(cfg.CgroupRoot),
+		Sample: *sample, Refused: refused})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		err = printJSON(stdout, rep)
+	} else {
+		err = audit.WriteText(stdout, rep)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.Clean {
+		return exitError{auditNotClean}
+	}
+	return nil
+}
+
+// auditHoldings are the exclusive CPUs the state says are held: running
+// exclusive containers (with their reserved siblings) and holds for
+// stopped ones.
+func auditHoldings(st *state.State) ([]audit.Holding, error) {
+	var out []audit.Holding
+	add := func(id, suffix string, c state.ContainerState) error {
+		if !pools.IsExclusive(c.Pool) {
+			return nil
+		}
+		cpus, err := cpulist.Parse(c.CPUs)
+		if err != nil {
+			return fmt.Errorf("state: container %s: %w", id, err)
+		}
+		reserved, err := cpulist.Parse(c.Reserved)
+		if err != nil {
+			return fmt.Errorf("state: container %s: %w", id, err)
+		}
+		out = append(out, audit.Holding{CPUs: cpus.Union(reserved), Owner: c.PodNamespace + "/" + c.PodName + "/" + c.Container + suffix, Pool: c.Pool, ContainerID: id,
+			PowerClass: c.PowerClass})
+		return nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(st.Containers)) {
+		if err := add(id, "", st.Containers[id]); err != nil {
+			return nil, err
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(st.Held)) {
+		if err := add("", " (stopped, held)", st.Held[key].ContainerState); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// cgroupV2Root is the cgroup mount when it is the unified hierarchy (the
+// only one with isolated partitions), else "".
+func cgroupV2Root(root string) string {
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
+		return root
+	}
+	return ""
+}

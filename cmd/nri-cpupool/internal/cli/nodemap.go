@@ -1,0 +1,578 @@
+package cli
+
+// The node map of `status --map` and `topology --map`: the node as the
+// kernel sees it, sockets, NUMA nodes and L3 groups as nested boxes (see
+// maptree.go), and in them each core with its thread siblings between
+// brackets, one cell per CPU:
+//
+//	[ 4 eA^  12 eA^]
+//	   | ||`-- marks, one column each: ^ isolated by the kernel, * held, ...
+//	   | |`--- owner: a label from the legend, . free, + several containers
+//	   | `---- pool: e exclusive, s shared, i infra, n exclusive-non-isolcpus
+//	   `------ CPU id
+//
+// drawNodeMap is pure: the commands read the node and the state file and
+// hand it a nodeMap, the tests hand it fixtures. Colour and box-drawing
+// characters change how cells look, never where they are, so the plain
+// text is the same with and without colour.
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// nodeMap is what the map draws.
+type nodeMap struct {
+	topo *sysfs.Topology
+	// pools are the pools' CPUs; nil when no layout is known (topology
+	// without --config), and the cells then have no pool column.
+	pools map[string]cpuset.CPUSet
+	// owners are the containers and the stopped containers' holds, in the
+	// order the legend lists those that are not drawn.
+	owners []mapOwner
+	// showOwners gives the cells an owner column; false where nothing runs
+	// yet (topology).
+	showOwners bool
+	// marks are facts about CPUs, each drawn in a column of its own in
+	// every cell, in this order. Only marks some online CPU has take room.
+	marks []markedCPUs
+}
+
+// mapOwner is a container, or CPUs held for a stopped one.
+type mapOwner struct {
+	name string // namespace/pod/container
+	pool string
+	// cpus are every CPU it keeps from others, idle siblings included.
+	cpus cpuset.CPUSet
+	held bool
+	// note says more beside the pool in the legend: a held one's exit code.
+	note string
+}
+
+// exclusive tells whether the owner's CPUs are its own: nobody else runs
+// there, so its cells carry its label.
+func (o *mapOwner) exclusive() bool { return o.held || pools.IsExclusive(o.pool) }
+
+// mark is a fact about a CPU, drawn as one character after the owner and
+// explained in the key. A new fact is a mark and one markedCPUs entry where
+// the command builds its map (see nodeMarks).
+type mark struct {
+	glyph string
+	means string
+}
+
+var (
+	markIsolated = mark{"^", "isolated by the kernel"}
+	markHeld     = mark{"*", "held for a stopped container"}
+	markIdle     = mark{"_", "kept idle for its core's owner"}
+	// The plugin's isolation of a container's CPUs (README "IRQ isolation",
+	// "Isolated partitions"), as its state file records it.
+	markIRQsOff   = mark{"~", "device IRQs kept off"}
+	markPartition = mark{"#", "isolated cpuset partition"}
+)
+
+// markedCPUs are the CPUs that have a mark.
+type markedCPUs struct {
+	mark
+	cpus cpuset.CPUSet
+}
+
+// nodeMarks are the marks of the node itself, which both maps draw. The
+// marks of what the plugin does to a container's CPUs (held, idle
+// siblings, IRQs kept off, a partition) come from the state file
+// (stateMap).
+func nodeMarks(topo *sysfs.Topology) []markedCPUs {
+	return []markedCPUs{
+		{markIsolated, topo.Isolated},
+	}
+}
+
+// mapLook is how the map is drawn, never what it shows.
+type mapLook struct {
+	width int  // columns to fit in; at least one core a row whatever it is
+	color bool // ANSI colours
+	utf8  bool // box-drawing characters instead of ASCII
+}
+
+// glyphs are the characters of the boxes and of a free cell.
+type glyphs struct{ h, v, tl, tr, bl, br, free string }
+
+func (l mapLook) glyphs() glyphs {
+	if l.utf8 {
+		return glyphs{"─", "│", "┌", "┐", "└", "┘", "·"}
+	}
+	return glyphs{"-", "|", "+", "+", "+", "+", "."}
+}
+
+// poolLetter is a pool's one-character name in the cells.
+func poolLetter(pool string) string {
+	switch pool {
+	case pools.Exclusive:
+		return "e"
+	case pools.Shared:
+		return "s"
+	case pools.Infra:
+		return "i"
+	case pools.ExclusiveNonIsolcpus:
+		return "n"
+	case "":
+		return "-"
+	}
+	return "?" // a pool of a newer plugin than this command
+}
+
+// cell is what the map says about one online CPU.
+type cell struct {
+	pool  string
+	owner int // the owner whose label the cell shows; -1 for none
+	users int // how many owners run there
+	held  bool
+	marks []bool // by column
+}
+
+// drawing is one nodeMap being drawn.
+type drawing struct {
+	m      nodeMap
+	look   mapLook
+	g      glyphs
+	online cpuset.CPUSet
+	cells  map[int]*cell
+	// markCols are the marks that take a column: those some cell has.
+	markCols []mark
+	labels   map[int]string // by owner index, in order of first appearance
+	order    []int          // owner indexes by label
+	labelW   int
+	idW      int // digits of the highest CPU id
+	cellW    int
+	threads  int // the most threads of a core, and so of a bracket
+	tree     *mapGroup
+}
+
+// drawNodeMap draws the map: a summary line, the boxes, the key and the
+// legend of owner labels.
+func drawNodeMap(m nodeMap, look mapLook) []string {
+	d := &drawing{m: m, look: look, g: look.glyphs(), online: m.topo.Online, labels: map[int]string{}}
+	d.tree = groupNode(m.topo)
+	d.fillCells()
+	d.assignLabels()
+	d.measure()
+	var lines []mapLine
+	lines = append(lines, d.summary()...)
+	lines = append(lines, d.boxes()...)
+	lines = append(lines, d.key()...)
+	lines = append(lines, d.legend()...)
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = l.render(look.color)
+	}
+	return out
+}
+
+// fillCells works out each online CPU's pool, owner and marks.
+func (d *drawing) fillCells() {
+	d.cells = map[int]*cell{}
+	for _, id := range d.online.UnsortedList() {
+		d.cells[id] = &cell{owner: -1}
+	}
+	for i := range d.m.owners {
+		o := &d.m.owners[i]
+		for _, id := range o.cpus.UnsortedList() {
+			c, ok := d.cells[id]
+			if !ok {
+				continue
+			}
+			c.users++
+			switch {
+			case o.exclusive() && (c.owner < 0 || !d.m.owners[c.owner].exclusive()):
+				c.owner, c.held, c.pool = i, o.held, o.pool
+			case c.owner < 0:
+				c.owner = i
+			}
+		}
+	}
+	for _, c := range d.cells {
+		if c.owner >= 0 && !d.m.owners[c.owner].exclusive() && c.users > 1 {
+			c.owner = -1 // several share it: "+"
+		}
+	}
+	for id, c := range d.cells {
+		if c.pool == "" {
+			c.pool = d.poolOf(id)
+		}
+	}
+	for _, mc := range d.m.marks {
+		if mc.cpus.Intersection(d.online).IsEmpty() {
+			continue
+		}
+		d.markCols = append(d.markCols, mc.mark)
+		for id, c := range d.cells {
+			c.marks = append(c.marks, mc.cpus.Contains(id))
+		}
+	}
+}
+
+// poolOf is the pool a CPU is in: the first pool listing it, in the order
+// of pools.Names (a free exclusive-non-isolcpus CPU runs infra), else the
+// pool of a container running there.
+func (d *drawing) poolOf(id int) string {
+	for _, p := range pools.Names() {
+		if d.m.pools[p].Contains(id) {
+			return p
+		}
+	}
+	for _, o := range d.m.owners {
+		if o.cpus.Contains(id) {
+			return o.pool
+		}
+	}
+	return ""
+}
+
+// assignLabels labels the owners in the order the map shows them, so
+// that A comes first when reading it top to bottom.
+func (d *drawing) assignLabels() {
+	seen := map[int]bool{}
+	d.tree.walkCPUs(func(id int) {
+		if o := d.cells[id].owner; o >= 0 && !seen[o] {
+			seen[o] = true
+			d.order = append(d.order, o)
+		}
+	})
+	d.labelW = 1
+	for n := 26; n < len(d.order); n *= 26 {
+		d.labelW++
+	}
+	for i, o := range d.order {
+		d.labels[o] = label(i, d.labelW)
+	}
+}
+
+// label is the i-th label of the given width: A..Z, or AA, AB, ... ZZ.
+func label(i, width int) string {
+	b := make([]byte, width)
+	for k := width - 1; k >= 0; k-- {
+		b[k] = byte('A' + i%26)
+		i /= 26
+	}
+	return string(b)
+}
+
+// measure sizes the cells and the boxes and decides how many cores each
+// row of each group holds.
+func (d *drawing) measure() {
+	maxID := 0
+	for _, id := range d.online.UnsortedList() {
+		maxID = max(maxID, id)
+	}
+	d.idW = len(strconv.Itoa(maxID))
+	d.cellW = d.idW + len(d.markCols)
+	if d.m.pools != nil || d.m.showOwners {
+		d.cellW += 2 // " " and the pool letter
+	}
+	if d.m.showOwners {
+		d.cellW += d.labelW
+	}
+	d.tree.walkCores(func(threads []int) { d.threads = max(d.threads, len(threads)) })
+	d.tree.fit(d.look.width, d.coreWidth(), d.gap())
+}
+
+// coreWidth is the width of a core: its cells, between brackets when the
+// node has SMT.
+func (d *drawing) coreWidth() int {
+	if d.threads <= 1 {
+		return d.cellW
+	}
+	return 2 + d.threads*d.cellW + d.threads - 1
+}
+
+// gap separates cores in a row; cells without brackets need more air.
+func (d *drawing) gap() int {
+	if d.threads <= 1 {
+		return 2
+	}
+	return 1
+}
+
+// summary is the line above the boxes, and the offline CPUs they leave out.
+func (d *drawing) summary() []mapLine {
+	t := d.m.topo
+	s := fmt.Sprintf("%s online: %s, %s, %s, %s", plural(t.Online.Size(), "CPU"), plural(len(t.Sockets()), "socket"),
+		plural(len(t.NUMANodes), "NUMA node"), plural(len(t.L3Groups()), "L3 group"), plural(t.Cores(), "core"))
+	fewest := d.threads
+	d.tree.walkCores(func(threads []int) { fewest = min(fewest, len(threads)) })
+	switch {
+	case fewest != d.threads:
+		s += fmt.Sprintf(" of up to %d threads", d.threads)
+	case d.threads > 1:
+		s += fmt.Sprintf(" of %d threads", d.threads)
+	}
+	lines := []mapLine{line(s, styleTitle)}
+	if !t.Offline.IsEmpty() {
+		lines = append(lines, line("offline, not drawn: "+t.Offline.String(), stylePlain))
+	}
+	return lines
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// boxes draws the groups of the node, each top-level group a box.
+func (d *drawing) boxes() []mapLine {
+	var out []mapLine
+	for _, g := range d.tree.children {
+		out = append(out, d.group(g, d.tree.width)...)
+	}
+	return out
+}
+
+// group draws a group that is a box: its title in the top border, and in
+// it either its rows of cores or its children, boxes or headed rows.
+func (d *drawing) group(g *mapGroup, outer int) []mapLine {
+	if g.leaf() {
+		return d.box(g.title, outer, d.rows(g, ""))
+	}
+	var body []mapLine
+	for _, c := range g.children {
+		if c.leaf() {
+			body = append(body, line(c.title, styleTitle))
+			body = append(body, d.rows(c, "  ")...)
+		} else {
+			body = append(body, d.group(c, outer-4)...)
+		}
+	}
+	return d.box(g.title, outer, body)
+}
+
+// box frames body, whose lines are at most outer-4 wide.
+func (d *drawing) box(title string, outer int, body []mapLine) []mapLine {
+	g := d.g
+	top := mapLine{{g.tl + g.h + " ", styleBorder}, {title, styleTitle},
+		{" " + strings.Repeat(g.h, max(1, outer-5-len(title))) + g.tr, styleBorder}}
+	out := []mapLine{top}
+	for _, l := range body {
+		row := mapLine{{g.v + " ", styleBorder}}
+		row = append(row, l...)
+		row = append(row, span{strings.Repeat(" ", max(0, outer-4-l.width())) + " ", stylePlain}, span{g.v, styleBorder})
+		out = append(out, row)
+	}
+	return append(out, mapLine{{g.bl + strings.Repeat(g.h, outer-2) + g.br, styleBorder}})
+}
+
+// rows draws a leaf group's cores, perRow of them a row.
+func (d *drawing) rows(g *mapGroup, indent string) []mapLine {
+	var out []mapLine
+	for start := 0; start < len(g.cores); start += g.perRow {
+		row := mapLine{{indent, stylePlain}}
+		for i, threads := range g.cores[start:min(start+g.perRow, len(g.cores))] {
+			if i > 0 {
+				row = append(row, span{strings.Repeat(" ", d.gap()), stylePlain})
+			}
+			row = append(row, d.core(threads)...)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// core draws a core: its threads' cells, between brackets on SMT nodes,
+// padded to the most threads a core has here (an offline sibling leaves a
+// gap).
+func (d *drawing) core(threads []int) mapLine {
+	if d.threads <= 1 {
+		return d.cell(threads[0])
+	}
+	l := mapLine{{"[", stylePlain}}
+	for i := range d.threads {
+		if i > 0 {
+			l = append(l, span{" ", stylePlain})
+		}
+		if i < len(threads) {
+			l = append(l, d.cell(threads[i])...)
+		} else {
+			l = append(l, span{strings.Repeat(" ", d.cellW), stylePlain})
+		}
+	}
+	return append(l, span{"]", stylePlain})
+}
+
+// cell draws one CPU: id, pool letter, owner, marks.
+func (d *drawing) cell(id int) mapLine {
+	c := d.cells[id]
+	s := fmt.Sprintf("%*d", d.idW, id)
+	if d.m.pools != nil || d.m.showOwners {
+		s += " " + poolLetter(c.pool)
+	}
+	if d.m.showOwners {
+		s += fmt.Sprintf("%-*s", d.labelW, d.ownerText(c))
+	}
+	l := mapLine{{s, d.cellStyle(c)}}
+	if len(c.marks) > 0 {
+		var m strings.Builder
+		for i, has := range c.marks {
+			if has {
+				m.WriteString(d.markCols[i].glyph)
+			} else {
+				m.WriteString(" ")
+			}
+		}
+		l = append(l, span{m.String(), stylePlain})
+	}
+	return l
+}
+
+// ownerText is the owner column of a cell.
+func (d *drawing) ownerText(c *cell) string {
+	switch {
+	case c.owner >= 0:
+		return d.labels[c.owner]
+	case c.users > 1:
+		return "+"
+	}
+	return d.g.free
+}
+
+// cellStyle colours a cell by its pool: bold where something runs, dim
+// where nothing does, yellow where a stopped container holds it.
+func (d *drawing) cellStyle(c *cell) style {
+	s := style{fg: poolColor(c.pool)}
+	switch {
+	case !d.m.showOwners:
+	case c.held:
+		s = style{fg: colorYellow, bold: true}
+	case c.owner >= 0 || c.users > 0:
+		s.bold = true
+	default:
+		s.dim = true
+	}
+	return s
+}
+
+// key explains the letters and marks the map uses, and only those.
+func (d *drawing) key() []mapLine {
+	used := map[string]bool{}
+	free, several := false, false
+	for _, c := range d.cells {
+		used[c.pool] = true
+		free = free || (c.owner < 0 && c.users == 0)
+		several = several || (c.owner < 0 && c.users > 1)
+	}
+	var items []mapLine
+	if d.m.pools != nil || d.m.showOwners {
+		for _, p := range append(pools.Names(), "") {
+			if used[p] {
+				items = append(items, mapLine{{poolLetter(p), style{fg: poolColor(p)}}, {" " + orNoPool(p), stylePlain}})
+			}
+		}
+	}
+	if d.m.showOwners && free {
+		items = append(items, mapLine{{d.g.free, style{dim: true}}, {" free", stylePlain}})
+	}
+	if d.m.showOwners && several {
+		items = append(items, line("+ several containers", stylePlain))
+	}
+	for _, m := range d.markCols {
+		items = append(items, line(m.glyph+" "+m.means, stylePlain))
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	return d.wrap("key: ", items)
+}
+
+func orNoPool(p string) string {
+	if p == "" {
+		return "in no pool"
+	}
+	return p
+}
+
+// wrap lays items out after prefix, two spaces apart, in lines of the
+// map's width.
+func (d *drawing) wrap(prefix string, items []mapLine) []mapLine {
+	indent := strings.Repeat(" ", len(prefix))
+	out := []mapLine{line(prefix, stylePlain)}
+	for i, it := range items {
+		cur := &out[len(out)-1]
+		switch {
+		case i == 0:
+		case cur.width()+2+it.width() > d.look.width:
+			out = append(out, line(indent, stylePlain))
+			cur = &out[len(out)-1]
+		default:
+			*cur = append(*cur, span{"  ", stylePlain})
+		}
+		*cur = append(*cur, it...)
+	}
+	return out
+}
+
+// legend names the owners: those behind the labels, then those only
+// behind "+", then those the map cannot draw at all (a state file from
+// another node, CPUs gone offline); and the pools' CPUs it cannot draw.
+func (d *drawing) legend() []mapLine {
+	type entry struct {
+		label string
+		o     *mapOwner
+	}
+	var entries, notDrawn []entry
+	for _, i := range d.order {
+		entries = append(entries, entry{d.labels[i], &d.m.owners[i]})
+	}
+	for i := range d.m.owners {
+		o := &d.m.owners[i]
+		switch _, labelled := d.labels[i]; {
+		case labelled:
+		case o.cpus.Intersection(d.online).IsEmpty():
+			notDrawn = append(notDrawn, entry{strings.Repeat("-", d.labelW), o})
+		default:
+			entries = append(entries, entry{"+", o})
+		}
+	}
+	entries = append(entries, notDrawn...)
+	nameW, whatW := 0, 0
+	for _, e := range entries {
+		nameW, whatW = max(nameW, len(e.o.name)), max(whatW, len(e.o.what()))
+	}
+	var out []mapLine
+	for _, e := range entries {
+		text := fmt.Sprintf("  %-*s  %-*s  %s", nameW, e.o.name, whatW, e.o.what(), e.o.cpus)
+		if gone := e.o.cpus.Difference(d.online); !gone.IsEmpty() {
+			text += "  (CPUs " + gone.String() + " not online here)"
+		}
+		st := style{fg: poolColor(e.o.pool), bold: true}
+		if e.o.held {
+			st = style{fg: colorYellow, bold: true}
+		}
+		out = append(out, mapLine{{fmt.Sprintf("%-*s", d.labelW, e.label), st}, {text, stylePlain}})
+	}
+	named := cpuset.New()
+	for _, cpus := range d.m.pools {
+		named = named.Union(cpus)
+	}
+	if gone := named.Difference(d.online); !gone.IsEmpty() {
+		out = append(out, line("pools name CPUs not online here: "+gone.String(), stylePlain))
+	}
+	return out
+}
+
+// what is the owner's pool in the legend, and whether it is held.
+func (o *mapOwner) what() string {
+	s := o.pool
+	if o.held {
+		s += ", held"
+	}
+	if o.note != "" {
+		s += " (" + o.note + ")"
+	}
+	return s
+}

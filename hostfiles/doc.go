@@ -1,0 +1,57 @@
+// Package hostfiles changes host files that the kernel owns (/proc/irq,
+// /sys/devices/system/cpu, ...) so that every change can be put back
+// exactly, also after the plugin is killed at any point.
+//
+// Two parts:
+//
+//   - The Journal keeps the ORIGINAL content of every host file the plugin
+//     has changed and not yet put back, in one small file next to the state
+//     file (host-originals.json). A pass records an original durably
+//     (written to a temporary file, fsynced, renamed, directory fsynced)
+//     BEFORE it first changes that host file, and drops the record only
+//     AFTER the original is back. So whatever instant the process dies at,
+//     each changed file has its original on disk: the next process reads
+//     the journal and restores what is no longer wanted. The journal names
+//     the boot it belongs to (/proc/sys/kernel/random/boot_id): after a
+//     reboot the kernel has reset these files itself, and a record of the
+//     previous boot would put back a stale value, so such records are
+//     discarded.
+//
+//   - The Reconciler applies a desired state in the background. Owners
+//     (Sources, such as package irq's) keep what they want in memory and
+//     call Kick, which never blocks and does no I/O, so it can be called
+//     under the plugin's lock on a reply path. One goroutine then makes
+//     passes: each asks every Source for its Plan (the files it wants
+//     changed, and how, given each file's original content), records the
+//     new originals, writes what is not yet as wanted, and restores the
+//     files whose owner no longer wants them. Kicks coalesce: a pass starts
+//     Delay after the first kick and at least MinInterval after the
+//     previous pass, and takes every change made before it asked the
+//     Sources, so a burst of a hundred pods is one pass. Passes also run
+//     every Rescan, to find files that appeared later (an IRQ of a driver
+//     loaded after the pod started) and to undo drift (another program
+//     writing the file back).
+//
+// Errors are sorted by errno. A file that vanished (ENOENT: an IRQ freed
+// when its driver unloaded) has nothing to restore; its record is dropped.
+// Permanent refusals (EIO and EPERM from kernel-managed IRQs, EINVAL for a
+// value the kernel rejects, EROFS under a read-only /proc) are logged once,
+// counted and reported by Status, and not retried while the wanted value
+// stays the same. Anything else (ENOSPC when a vector space is full, EBUSY,
+// a failed journal write) is transient: the pass is retried with backoff.
+//
+// A Source owns its records (the journal keeps the owner's name): when a
+// Source fails to plan, the files it changed are left as they are rather
+// than restored, since the failure says nothing about what it wants.
+//
+// Within a pass, restores come before writes, so that what a released
+// owner held (CPUs of a cgroup partition) is free before a new want claims
+// it; the journal's drops and new records are then committed in one
+// durable write. Writes run in ascending Change.Order, restores in
+// descending Order (a cgroup's parents take CPUs before it and give them
+// back after it), then by path; writes that give something back
+// (Change.Gives: a parent's exclusive CPUs shrink) run first, in
+// descending Order like the restores. Files whose allowed values depend on each
+// other in ways no order fixes (a frequency minimum and maximum) can fail
+// transiently once and succeed on the retry, after the other has moved.
+package hostfiles

@@ -1,0 +1,242 @@
+package hostfiles
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
+)
+
+// JournalFile is the journal's name in the state directory.
+const JournalFile = "host-originals.json"
+
+// JournalPath is the journal that goes with a state file.
+func JournalPath(stateFile string) string {
+	return filepath.Join(filepath.Dir(stateFile), JournalFile)
+}
+
+// journalVersion is the journal's format version.
+const journalVersion = 1
+
+// Record is what the journal keeps of one changed host file.
+type Record struct {
+	// Original is the file's content before the plugin first changed it,
+	// as read (the kernel's own formatting, trailing newline removed).
+	Original string `json:"original"`
+	// Owner is the Source that changed it ("irq").
+	Owner string `json:"owner"`
+	// Order is the change's Order: restores run in descending order.
+	Order int `json:"order,omitempty"`
+}
+
+// journalContent is the file's content: the boot the records belong to
+// and the records by host path.
+type journalContent struct {
+	BootID  string            `json:"bootID"`
+	Records map[string]Record `json:"records"`
+	// Refused are the files the kernel refused for good in this boot, with
+	// the reason, for the audit (a kernel-managed IRQ is not movable).
+	Refused map[string]string `json:"refused,omitempty"`
+}
+
+// journalEnvelope adds a version and a checksum over the exact bytes of
+// the content, like the state file's.
+type journalEnvelope struct {
+	Version  int             `json:"version"`
+	Checksum string          `json:"checksum"`
+	Content  json.RawMessage `json:"content"`
+}
+
+// Journal is the durable record of the original content of host files the
+// plugin has changed. It is not safe for concurrent use: the Reconciler
+// owns it once started.
+type Journal struct {
+	fs      FS
+	path    string
+	bootID  string
+	records map[string]Record
+	refused map[string]string
+	now     func() time.Time
+}
+
+// ErrJournalDiscarded wraps the reason a journal could not be used.
+var ErrJournalDiscarded = errors.New("journal of original host values discarded")
+
+// OpenJournal reads the journal at path for the running boot. A missing
+// journal is empty. A journal of another boot is empty too (the kernel has
+// reset the files since), and the returned note says how many records were
+// set aside; it is replaced at the next write. A journal that cannot be
+// decoded is renamed to <path>.corrupt-<time>, and an empty journal is
+// returned with an error wrapping ErrJournalDiscarded: the originals it
+// held are lost, which the operator must hear about.
+func OpenJournal(fsys FS, path, bootID string) (j *Journal, note string, err error) {
+	j = &Journal{fs: fsys, path: path, bootID: strings.TrimSpace(bootID), records: map[string]Record{}, now: time.Now}
+	atomicfile.RemoveStale(path) // a crash during a write leaves its temporary file
+	data, err := fsys.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return j, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	content, problem := decodeJournal(data)
+	if problem != nil {
+		aside := fmt.Sprintf("%s.corrupt-%s", path, j.now().UTC().Format("20060102T150405.000000000Z"))
+		if err := fsys.Rename(path, aside); err != nil {
+			return nil, "", fmt.Errorf("journal %s is unusable (%v) and could not be moved aside: %w", path, problem, err)
+		}
+		return j, "", fmt.Errorf("%w: %s: %v; moved to %s: host files it listed keep their current values", ErrJournalDiscarded, path, problem, aside)
+	}
+	if content.BootID != j.bootID {
+		if n := len(content.Records); n > 0 {
+			note = fmt.Sprintf("%s: %d original values are of boot %s, not this boot %s; set aside (a reboot reset those files)", path, n, content.BootID, j.bootID)
+		}
+		return j, note, nil
+	}
+	for p, r := range content.Records {
+		j.records[p] = r
+	}
+	j.refused = content.Refused
+	return j, "", nil
+}
+
+// ReadJournal reads a journal without changing anything (for the audit
+// and status): its records and refusals, and whether it is of the boot
+// named (a journal of another boot is history).
+func ReadJournal(path, bootID string) (records map[string]Record, refused map[string]string, thisBoot bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]Record{}, map[string]string{}, true, nil
+	}
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("reading %s: %w", path, err)
+	}
+	c, err := decodeJournal(data)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("journal %s: %w", path, err)
+	}
+	if c.Records == nil {
+		c.Records = map[string]Record{}
+	}
+	if c.Refused == nil {
+		c.Refused = map[string]string{}
+	}
+	return c.Records, c.Refused, c.BootID == strings.TrimSpace(bootID), nil
+}
+
+func decodeJournal(data []byte) (*journalContent, error) {
+	var env journalEnvelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return nil, fmt.Errorf("not valid JSON (truncated?): %w", err)
+	}
+	if env.Version != journalVersion {
+		return nil, fmt.Errorf("version %d; this build reads version %d", env.Version, journalVersion)
+	}
+	if want := checksum(env.Content); env.Checksum != want {
+		return nil, fmt.Errorf("checksum mismatch (file says %s, content is %s)", env.Checksum, want)
+	}
+	var c journalContent
+	dec := json.NewDecoder(bytes.NewReader(env.Content))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("content: %w", err)
+	}
+	for p, r := range c.Records {
+		if !filepath.IsAbs(p) || r.Owner == "" {
+			return nil, fmt.Errorf("record %q: needs an absolute path and an owner", p)
+		}
+	}
+	return &c, nil
+}
+
+func checksum(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Path is where the journal lives.
+func (j *Journal) Path() string { return j.path }
+
+// Get returns the record of a host file.
+func (j *Journal) Get(path string) (Record, bool) {
+	r, ok := j.records[path]
+	return r, ok
+}
+
+// Records returns a copy of every record, by host path.
+func (j *Journal) Records() map[string]Record { return maps.Clone(j.records) }
+
+// Len is the number of records.
+func (j *Journal) Len() int { return len(j.records) }
+
+// Commit records new originals and drops the records of files that have
+// their original back (or are gone), in one durable write. Only when it
+// returns nil has memory changed; on error neither memory nor the file
+// has, so new originals' files must not be written, and dropped records
+// stay (their restore is repeated, harmlessly). A path already recorded
+// keeps its first original.
+func (j *Journal) Commit(add map[string]Record, drop []string) error {
+	next := maps.Clone(j.records)
+	changed := false
+	for _, p := range drop {
+		if _, ok := next[p]; ok {
+			delete(next, p)
+			changed = true
+		}
+	}
+	for p, r := range add {
+		if _, ok := next[p]; !ok {
+			next[p] = r
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := j.save(next); err != nil {
+		return err
+	}
+	j.records = next
+	return nil
+}
+
+// SetRefused replaces the refusals kept for the audit, saving them if they
+// changed. They need no durability: a lost list is rebuilt by the next
+// pass.
+func (j *Journal) SetRefused(refused map[string]string) error {
+	if maps.Equal(refused, j.refused) || len(refused) == 0 && len(j.refused) == 0 {
+		return nil
+	}
+	prev := j.refused
+	j.refused = refused
+	if err := j.save(j.records); err != nil {
+		j.refused = prev
+		return err
+	}
+	return nil
+}
+
+func (j *Journal) save(records map[string]Record) error {
+	content, err := json.Marshal(journalContent{BootID: j.bootID, Records: records, Refused: j.refused})
+	if err != nil {
+		return fmt.Errorf("encoding journal: %w", err)
+	}
+	data, err := json.Marshal(journalEnvelope{Version: journalVersion, Checksum: checksum(content), Content: content})
+	if err != nil {
+		return fmt.Errorf("encoding journal: %w", err)
+	}
+	if err := j.fs.ReplaceFile(j.path, append(data, '\n')); err != nil {
+		return fmt.Errorf("writing journal %s: %w", j.path, err)
+	}
+	return nil
+}

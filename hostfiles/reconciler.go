@@ -1,0 +1,566 @@
+package hostfiles
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Change is one host file a Source wants changed.
+type Change struct {
+	Path string
+	// Want computes the content wanted from the file's original content
+	// (the journal's record once the file has been changed, else the file
+	// as it is). An error is reported like a permanent write error.
+	Want func(original string) (string, error)
+	// Satisfied tells whether content already meets the want (nil: equal
+	// after trimming white space). An IRQ affinity is satisfied by any set
+	// that avoids the banned CPUs, so that irqbalance may place the IRQ
+	// within it without the plugin writing it back. A file whose original
+	// content is satisfied is neither recorded nor written, and a changed
+	// one gets its original back.
+	Satisfied func(content, want string) bool
+	// Order sorts the writes of a pass, ascending, and the restores,
+	// descending (then by path): a cgroup's parents take CPUs before it,
+	// and give them back after it.
+	Order int
+	// Gives, when set, tells whether writing want over content gives
+	// something back (a cgroup's exclusive CPUs shrink): such writes run
+	// right after the restores, in descending Order like them, before
+	// every other write.
+	Gives func(content, want string) bool
+}
+
+// Plan is what a Source wants in one pass.
+type Plan struct {
+	Changes []Change
+	// Before runs after the pass recorded new originals and before it
+	// writes; After runs after its writes and restores. Both carry state
+	// outside files that must follow the files (irqbalance's banned CPUs).
+	// An error is transient: the pass is retried.
+	Before, After func() error
+	// Pending says that some wanted files do not exist yet (a container's
+	// cgroup the runtime creates after the reply): the pass is repeated
+	// with backoff, without an error.
+	Pending bool
+}
+
+// Source is an owner of host file changes.
+type Source interface {
+	// Owner names the source in the journal, logs and Status ("irq").
+	Owner() string
+	// Plan lists the files the source wants changed now. It runs on the
+	// reconciler's goroutine, off every reply path, and may read files.
+	// On error the source's files are left as they are (neither written
+	// nor restored) and the pass is retried.
+	Plan() (Plan, error)
+}
+
+// Explainer is an optional interface of a Source: a hint for the log and
+// Status when the kernel refuses one of its files for good.
+type Explainer interface {
+	Explain(path string, err error) string
+}
+
+// Timing paces the passes; see the package comment.
+type Timing struct {
+	Delay, MinInterval, Rescan time.Duration
+	BackoffInitial, BackoffMax time.Duration
+}
+
+// DefaultTiming coalesces a burst of container events into one pass and
+// rescans every 10 s.
+var DefaultTiming = Timing{Delay: 10 * time.Millisecond, MinInterval: 100 * time.Millisecond, Rescan: 10 * time.Second,
+	BackoffInitial: 100 * time.Millisecond, BackoffMax: 30 * time.Second}
+
+// Failure is a file the kernel refused for good; it is not retried while
+// its owner wants the same value.
+type Failure struct {
+	Path  string `json:"path"`
+	Owner string `json:"owner"`
+	// Value is what was being written: the wanted value, or the original
+	// when Restore is true.
+	Value   string `json:"value"`
+	Restore bool   `json:"restore,omitempty"`
+	Error   string `json:"error"`
+	Hint    string `json:"hint,omitempty"`
+	errno   syscall.Errno
+}
+
+// Status is a snapshot for metrics, status and the audit.
+type Status struct {
+	Passes, Writes, Restores, TransientErrors, PermanentErrors uint64
+	// Records counts the journal's records by owner: files changed and not
+	// yet restored.
+	Records map[string]int
+	// Failures are the files refused for good, by path.
+	Failures []Failure
+	// LastPass is when the last pass ended; LastError its transient
+	// errors, empty when it completed.
+	LastPass  time.Time
+	LastError string
+}
+
+// Reconciler applies the Sources' plans in the background; see the package
+// comment.
+type Reconciler struct {
+	fs      FS
+	journal *Journal
+	log     *logrus.Logger
+	sources []Source
+	timing  Timing
+
+	// ready is set by the first Kick: until then the owners have not said
+	// what they want, and a pass would restore everything.
+	ready atomic.Bool
+	kick  chan struct{}
+	quit  chan struct{}
+	done  chan struct{}
+	start sync.Once
+	stop  sync.Once
+
+	mu      sync.Mutex // held for a whole pass
+	failed  map[string]Failure
+	stopped bool
+
+	passes, writes, restores, transient, permanent atomic.Uint64
+	statMu                                         sync.Mutex
+	records                                        map[string]int
+	failures                                       []Failure
+	lastPass                                       time.Time
+	lastError                                      string
+}
+
+// NewReconciler returns a reconciler of the journal's files for sources,
+// whose owner names must differ. It does nothing before Start and Kick.
+func NewReconciler(fsys FS, journal *Journal, log *logrus.Logger, timing Timing, sources ...Source) *Reconciler {
+	r := &Reconciler{fs: fsys, journal: journal, log: log, sources: sources, timing: timing,
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), failed: map[string]Failure{}}
+	r.publish(nil)
+	return r
+}
+
+// Start runs the background goroutine, once.
+func (r *Reconciler) Start() {
+	r.start.Do(func() { go r.run() })
+}
+
+// Kick says that a Source's wants changed (or, the first time, that they
+// are known). It never blocks and does no I/O.
+func (r *Reconciler) Kick() {
+	r.ready.Store(true)
+	select {
+	case r.kick <- struct{}{}:
+	default: // a pass is due already; it will take this change
+	}
+}
+
+// Close stops the goroutine. It restores nothing: the plugin stopping
+// (for an upgrade) leaves the containers running, and their CPUs must stay
+// as they are; the next process restores what it no longer wants.
+func (r *Reconciler) Close() {
+	r.stop.Do(func() { close(r.quit) })
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	select {
+	case <-r.done:
+	default:
+		r.start.Do(func() { close(r.done) }) // never started
+		<-r.done
+	}
+}
+
+// Flush makes a pass now, as if kicked, and returns its transient errors.
+func (r *Reconciler) Flush() error {
+	r.ready.Store(true)
+	if err := r.pass(); !errors.Is(err, errPending) {
+		return err
+	}
+	return nil
+}
+
+// errPending is a pass's result when a Source waits for files to appear.
+var errPending = errors.New("wanted files do not exist yet")
+
+func (r *Reconciler) run() {
+	defer close(r.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	rescan := time.NewTicker(r.timing.Rescan)
+	defer rescan.Stop()
+	var (
+		armed     bool
+		lastStart time.Time
+		wait      = r.timing.BackoffInitial
+	)
+	arm := func(d time.Duration) {
+		timer.Reset(d)
+		armed = true
+	}
+	for {
+		select {
+		case <-r.quit:
+			return
+		case <-r.kick:
+			if !armed {
+				arm(max(r.timing.Delay, time.Until(lastStart.Add(r.timing.MinInterval))))
+			}
+		case <-rescan.C:
+			if !armed && r.ready.Load() {
+				arm(0)
+			}
+		case <-timer.C:
+			armed = false
+			lastStart = time.Now()
+			if err := r.pass(); err != nil {
+				arm(wait)
+				wait = min(wait*2, r.timing.BackoffMax)
+				continue
+			}
+			wait = r.timing.BackoffInitial
+		}
+	}
+}
+
+// write is one host file a pass writes.
+type write struct {
+	path, value, owner string
+	order              int
+	// fresh: its original is recorded in this pass (the file still holds
+	// it); gives: it gives something back (Change.Gives).
+	fresh, gives bool
+}
+
+// pass brings the host files to the Sources' plans: it plans, restores
+// what no owner wants any more, records the new originals (and drops the
+// restored ones) in one journal write, runs the Before hooks, writes, and
+// runs the After hooks. Restores come first so that what a released
+// owner held (a CPU in a cgroup partition) is free before anything new
+// claims it. It returns the transient errors, joined.
+func (r *Reconciler) pass() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || !r.ready.Load() {
+		return nil
+	}
+	r.passes.Add(1)
+	var (
+		problems   []error
+		claimed    = map[string]string{} // path → owner, for every change
+		planned    = map[string]string{} // path → owner, for changes to keep
+		planOK     = map[string]bool{}   // owners whose plan succeeded
+		sourceOf   = map[string]Source{}
+		writes     []write
+		fresh      = map[string]Record{}
+		drops      []string
+		befores    []func() error
+		afters     []func() error
+		newlyFails []Failure
+		pending    bool
+	)
+	transient := func(err error) {
+		r.transient.Add(1)
+		problems = append(problems, err)
+	}
+	refused := func(f Failure, err error) {
+		r.permanent.Add(1)
+		f.Error, f.errno = err.Error(), errnoOf(err)
+		if ex, ok := sourceOf[f.Owner].(Explainer); ok {
+			f.Hint = ex.Explain(f.Path, err)
+		}
+		if prev, ok := r.failed[f.Path]; !ok || prev.Value != f.Value || prev.Restore != f.Restore {
+			newlyFails = append(newlyFails, f)
+		}
+		r.failed[f.Path] = f
+	}
+
+	// Plan.
+	for _, src := range r.sources {
+		owner := src.Owner()
+		sourceOf[owner] = src
+		plan, err := src.Plan()
+		if err != nil {
+			transient(fmt.Errorf("%s: planning: %w", owner, err))
+			continue
+		}
+		planOK[owner] = true
+		pending = pending || plan.Pending
+		if plan.Before != nil {
+			befores = append(befores, plan.Before)
+		}
+		if plan.After != nil {
+			afters = append(afters, plan.After)
+		}
+		for _, ch := range plan.Changes {
+			if other, dup := claimed[ch.Path]; dup {
+				transient(fmt.Errorf("%s and %s both want to change %s; %s's change is ignored", other, owner, ch.Path, owner))
+				continue
+			}
+			claimed[ch.Path] = owner
+			planned[ch.Path] = owner
+			rec, journaled := r.journal.Get(ch.Path)
+			original := rec.Original
+			if !journaled {
+				data, err := r.fs.ReadFile(ch.Path)
+				if err != nil {
+					if Classify(err) != Gone {
+						transient(fmt.Errorf("%s: reading %s: %w", owner, ch.Path, err))
+					}
+					continue
+				}
+				original = trim(data)
+			}
+			want, err := ch.Want(original)
+			if err != nil {
+				refused(Failure{Path: ch.Path, Owner: owner}, err)
+				continue
+			}
+			if satisfied(ch, original, want) {
+				// The original meets the want: a file never changed is
+				// left alone, a changed one gets its original back.
+				delete(planned, ch.Path)
+				if !journaled {
+					delete(r.failed, ch.Path)
+				}
+				continue
+			}
+			if f, ok := r.failed[ch.Path]; ok && !f.Restore && f.Value == want {
+				continue // refused for good; not retried
+			}
+			if !journaled {
+				fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order}
+				writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true})
+				continue
+			}
+			data, err := r.fs.ReadFile(ch.Path)
+			if err != nil {
+				if Classify(err) == Gone {
+					drops = append(drops, ch.Path)
+				} else {
+					transient(fmt.Errorf("%s: reading %s: %w", owner, ch.Path, err))
+				}
+				continue
+			}
+			if satisfied(ch, trim(data), want) {
+				continue
+			}
+			gives := ch.Gives != nil && ch.Gives(trim(data), want)
+			writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives})
+		}
+	}
+
+	// Restore what no Source wants any more, for owners that said so (and
+	// for owners this process does not have).
+	records := r.journal.Records()
+	restores := slices.Collect(maps.Keys(records))
+	slices.SortFunc(restores, func(a, b string) int {
+		if d := records[b].Order - records[a].Order; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	for _, path := range restores {
+		rec := records[path]
+		if _, wanted := planned[path]; wanted || !planOK[rec.Owner] && sourceOf[rec.Owner] != nil {
+			continue
+		}
+		if f, ok := r.failed[path]; ok && f.Restore && f.Value == rec.Original {
+			continue // refused for good; tried again by the next process
+		}
+		err := r.fs.WriteFile(path, []byte(writable(rec.Original)))
+		switch {
+		case err == nil:
+			r.restores.Add(1)
+			delete(r.failed, path)
+			drops = append(drops, path)
+		case Classify(err) == Gone:
+			delete(r.failed, path)
+			drops = append(drops, path)
+		case Classify(err) == Permanent:
+			// The record stays: losing the original would be worse than
+			// trying it again after a restart.
+			refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true}, err)
+		default:
+			transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
+		}
+	}
+
+	// Record first: a file is written only once its original is on disk.
+	if err := r.journal.Commit(fresh, drops); err != nil {
+		transient(fmt.Errorf("recording %d original values and dropping %d restored ones: %w; the new values are not written", len(fresh), len(drops), err))
+		writes = slices.DeleteFunc(writes, func(w write) bool { return w.fresh })
+	}
+	drops = nil
+	for _, f := range befores {
+		if err := f(); err != nil {
+			transient(err)
+		}
+	}
+	slices.SortFunc(writes, func(a, b write) int {
+		switch {
+		case a.gives != b.gives:
+			if a.gives {
+				return -1
+			}
+			return 1
+		case a.order != b.order && a.gives:
+			return b.order - a.order
+		case a.order != b.order:
+			return a.order - b.order
+		}
+		return strings.Compare(a.path, b.path)
+	})
+	for _, w := range writes {
+		err := r.fs.WriteFile(w.path, []byte(writable(w.value)))
+		switch {
+		case err == nil:
+			r.writes.Add(1)
+			delete(r.failed, w.path)
+		case Classify(err) == Gone:
+			drops = append(drops, w.path)
+		case Classify(err) == Permanent:
+			refused(Failure{Path: w.path, Owner: w.owner, Value: w.value}, err)
+			if w.fresh {
+				// The kernel left the file as it was: nothing to restore.
+				drops = append(drops, w.path)
+			}
+		default:
+			transient(fmt.Errorf("%s: writing %s: %w", w.owner, w.path, err))
+		}
+	}
+	if err := r.journal.Commit(nil, drops); err != nil {
+		transient(fmt.Errorf("dropping %d records of unchanged files: %w", len(drops), err))
+	}
+	for _, f := range afters {
+		if err := f(); err != nil {
+			transient(err)
+		}
+	}
+	// A refusal of a file nobody wants and nobody changed is history.
+	for path, f := range r.failed {
+		if _, wanted := planned[path]; !wanted && !f.Restore {
+			delete(r.failed, path)
+		} else if _, rec := r.journal.Get(path); f.Restore && !rec {
+			delete(r.failed, path)
+		}
+	}
+	r.logRefusals(newlyFails)
+	kept := make(map[string]string, len(r.failed))
+	for path, f := range r.failed {
+		kept[path] = f.Error
+		if f.Hint != "" {
+			kept[path] += " (" + f.Hint + ")"
+		}
+	}
+	if err := r.journal.SetRefused(kept); err != nil {
+		r.log.Warnf("host files: keeping the refused files for the audit: %v", err)
+	}
+	err := errors.Join(problems...)
+	if err != nil {
+		r.log.Warnf("host files: pass incomplete, retrying with backoff: %v", err)
+	}
+	r.publish(err)
+	if err == nil && pending {
+		return errPending
+	}
+	return err
+}
+
+// restoreValue is what is written to put an original back: an empty
+// original as a newline, since some kernel files (cgroup v2's
+// cpuset.cpus.exclusive) take an empty write as no write at all.
+func writable(value string) string {
+	if value == "" {
+		return "\n"
+	}
+	return value
+}
+
+// logRefusals logs new permanent refusals once, one line per owner, errno
+// and kind (write or restore), naming a few files: a node may have
+// hundreds of kernel-managed IRQs.
+func (r *Reconciler) logRefusals(fails []Failure) {
+	type group struct {
+		owner   string
+		errno   syscall.Errno
+		restore bool
+	}
+	byGroup := map[group][]Failure{}
+	var order []group
+	for _, f := range fails {
+		g := group{f.Owner, f.errno, f.Restore}
+		if _, ok := byGroup[g]; !ok {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], f)
+	}
+	const named = 5
+	for _, g := range order {
+		fs := byGroup[g]
+		var paths []string
+		for i, f := range fs {
+			if i == named {
+				paths = append(paths, fmt.Sprintf("and %d more", len(fs)-named))
+				break
+			}
+			paths = append(paths, f.Path)
+		}
+		what := "refused the wanted value"
+		if g.restore {
+			what = "refused the original value (the record is kept; the next start tries again)"
+		}
+		hint := ""
+		if fs[0].Hint != "" {
+			hint = " (" + fs[0].Hint + ")"
+		}
+		r.log.Warnf("host files: %s: the kernel %s for %d files, not retried while it stays wanted: %s: %s%s",
+			g.owner, what, len(fs), strings.Join(paths, ", "), fs[0].Error, hint)
+	}
+}
+
+// publish updates the Status snapshot; called at the end of a pass.
+func (r *Reconciler) publish(err error) {
+	records := map[string]int{}
+	if r.journal != nil {
+		for _, rec := range r.journal.records {
+			records[rec.Owner]++
+		}
+	}
+	fails := slices.SortedFunc(maps.Values(r.failed), func(a, b Failure) int { return strings.Compare(a.Path, b.Path) })
+	r.statMu.Lock()
+	defer r.statMu.Unlock()
+	r.records, r.failures = records, fails
+	r.lastPass = time.Now()
+	r.lastError = ""
+	if err != nil {
+		r.lastError = err.Error()
+	}
+}
+
+// Status returns a snapshot; it never waits for a pass.
+func (r *Reconciler) Status() Status {
+	r.statMu.Lock()
+	defer r.statMu.Unlock()
+	return Status{Passes: r.passes.Load(), Writes: r.writes.Load(), Restores: r.restores.Load(),
+		TransientErrors: r.transient.Load(), PermanentErrors: r.permanent.Load(),
+		Records: maps.Clone(r.records), Failures: slices.Clone(r.failures), LastPass: r.lastPass, LastError: r.lastError}
+}
+
+func satisfied(ch Change, content, want string) bool {
+	if ch.Satisfied != nil {
+		return ch.Satisfied(content, want)
+	}
+	return strings.TrimSpace(content) == strings.TrimSpace(want)
+}
+
+func trim(data []byte) string { return strings.TrimRight(string(data), "\n") }

@@ -1,0 +1,497 @@
+package hostfiles
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestChangeAndRestoreExactly: a wanted file is recorded, then written;
+// when no longer wanted it gets its original back and the record goes.
+func TestChangeAndRestoreExactly(t *testing.T) {
+	tr := newTree(t, map[string]string{"irq/24/smp_affinity_list": "0-7", "irq/25/smp_affinity_list": "3"})
+	fsys := &faultFS{}
+	src := newSource("irq")
+	in := openInstance(t, fsys, tr, bootA, src)
+
+	src.set(map[string]string{tr.path("irq/24/smp_affinity_list"): "0-1,4-7"})
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "0-1,4-7", tr.read(t, "irq/24/smp_affinity_list"))
+	assert.Equal(t, map[string]Record{tr.path("irq/24/smp_affinity_list"): {Original: "0-7", Owner: "irq"}}, onDisk(t, tr))
+	// Record first: the journal is on disk before the host file changes.
+	assert.Equal(t, []op{{"replace", tr.journal()}, {"write", tr.path("irq/24/smp_affinity_list")}}, fsys.takeOps())
+
+	// A second pass with the same want writes nothing.
+	require.NoError(t, in.r.Flush())
+	assert.Empty(t, fsys.takeOps())
+
+	src.set(nil)
+	require.NoError(t, in.r.Flush())
+	tr.requireOriginals(t, "released")
+	assert.Empty(t, onDisk(t, tr))
+	// Restore first, then drop the record.
+	assert.Equal(t, []op{{"write", tr.path("irq/24/smp_affinity_list")}, {"replace", tr.journal()}}, fsys.takeOps())
+	st := in.r.Status()
+	assert.EqualValues(t, 1, st.Writes)
+	assert.EqualValues(t, 1, st.Restores)
+	assert.Empty(t, st.Records["irq"])
+}
+
+// TestWantIsComputedFromTheOriginal: the journal's original, not the
+// changed file, is what a later want is computed from, in this process
+// and the next.
+func TestWantIsComputedFromTheOriginal(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "orig"})
+	src := newSource("s")
+	in := openInstance(t, OS{}, tr, bootA, src)
+	src.derive(names(tr, "a"), "+")
+	require.NoError(t, in.r.Flush())
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "orig+", tr.read(t, "a"))
+	in.r.Close()
+
+	next := openInstance(t, OS{}, tr, bootA, src)
+	require.NoError(t, next.r.Flush())
+	assert.Equal(t, "orig+", tr.read(t, "a"), "not orig++")
+}
+
+// TestSatisfiedOriginalIsNotTouched: a file that already meets the want is
+// neither recorded nor written, so it is never "restored" either.
+func TestSatisfiedOriginalIsNotTouched(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "0-1", "b": "0-3"})
+	fsys := &faultFS{}
+	src := newSource("irq")
+	// Anything without CPU 2 or 3 will do.
+	src.satisfied = func(content, _ string) bool { return !strings.ContainsAny(content, "23") }
+	in := openInstance(t, fsys, tr, bootA, src)
+	src.set(map[string]string{tr.path("a"): "0-1", tr.path("b"): "0-1"})
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []op{{"replace", tr.journal()}, {"write", tr.path("b")}}, fsys.takeOps())
+	assert.Equal(t, []string{tr.path("b")}, keys(onDisk(t, tr)))
+
+	// Another program moves b within the allowed CPUs: no rewrite.
+	require.NoError(t, os.WriteFile(tr.path("b"), []byte("1\n"), 0o644))
+	require.NoError(t, in.r.Flush())
+	assert.Empty(t, fsys.takeOps())
+	// It moves b onto a banned CPU: the pass puts it back off.
+	require.NoError(t, os.WriteFile(tr.path("b"), []byte("3\n"), 0o644))
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "0-1", tr.read(t, "b"))
+}
+
+func keys(m map[string]Record) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestJournalFailureChangesNothing: when the originals cannot be recorded,
+// their files are not written; the pass is retried and then succeeds.
+func TestJournalFailureChangesNothing(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	fsys := &faultFS{}
+	src := newSource("s")
+	in := openInstance(t, fsys, tr, bootA, src)
+	fsys.setErr(tr.journal(), syscall.ENOSPC)
+	src.set(map[string]string{tr.path("a"): "y"})
+	err := in.r.Flush()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the new values are not written")
+	assert.Equal(t, "x", tr.read(t, "a"))
+	assert.Zero(t, fsys.writesTo(tr.path("a")))
+	_, recorded := in.j.Get(tr.path("a"))
+	assert.False(t, recorded, "memory does not claim a record the disk lacks")
+
+	fsys.setErr(tr.journal(), nil)
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "y", tr.read(t, "a"))
+}
+
+// TestManagedIRQRefusedOnceNotRetried: EIO (a kernel-managed IRQ) is not
+// retried, logged once, counted and reported; the file keeps its value and
+// no record stays. A different wanted value is tried again.
+func TestManagedIRQRefusedOnceNotRetried(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EIO, syscall.EPERM} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			tr := newTree(t, map[string]string{"irq/40/smp_affinity_list": "2", "irq/41/smp_affinity_list": "2"})
+			fsys := &faultFS{}
+			src := newSource("irq")
+			in := openInstance(t, fsys, tr, bootA, src)
+			managed := tr.path("irq/40/smp_affinity_list")
+			fsys.setErr(managed, pathErr(managed, errno))
+			src.set(map[string]string{managed: "0-1", tr.path("irq/41/smp_affinity_list"): "0-1"})
+			for range 3 {
+				require.NoError(t, in.r.Flush(), "a permanent refusal is not a reason to retry")
+			}
+			assert.Equal(t, 1, fsys.writesTo(managed), "tried once")
+			assert.Equal(t, "0-1", tr.read(t, "irq/41/smp_affinity_list"), "the other IRQ moved")
+			assert.Equal(t, "2", tr.read(t, "irq/40/smp_affinity_list"))
+			assert.NotContains(t, onDisk(t, tr), managed, "nothing to restore")
+			st := in.r.Status()
+			require.Len(t, st.Failures, 1)
+			assert.Equal(t, managed, st.Failures[0].Path)
+			assert.Equal(t, "0-1", st.Failures[0].Value)
+			assert.EqualValues(t, 1, st.PermanentErrors)
+			require.Len(t, in.warnings(), 1, "logged once")
+			assert.Contains(t, in.warnings()[0], managed)
+			_, refused, thisBoot, err := ReadJournal(tr.journal(), bootA)
+			require.NoError(t, err)
+			assert.True(t, thisBoot)
+			assert.Contains(t, refused[managed], errno.Error(), "kept for the audit")
+
+			src.set(map[string]string{managed: "0", tr.path("irq/41/smp_affinity_list"): "0-1"})
+			require.NoError(t, in.r.Flush())
+			assert.Equal(t, 2, fsys.writesTo(managed), "a new value is tried")
+
+			src.set(nil)
+			require.NoError(t, in.r.Flush())
+			assert.Empty(t, in.r.Status().Failures, "no longer wanted: no longer a failure")
+			_, refused, _, err = ReadJournal(tr.journal(), bootA)
+			require.NoError(t, err)
+			assert.Empty(t, refused)
+			tr.requireOriginals(t, "released")
+		})
+	}
+}
+
+// TestTransientErrorRetried: ENOSPC (vector space full) fails the pass,
+// which the next pass completes.
+func TestTransientErrorRetried(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	fsys := &faultFS{}
+	src := newSource("s")
+	in := openInstance(t, fsys, tr, bootA, src)
+	fsys.setErr(tr.path("a"), pathErr(tr.path("a"), syscall.ENOSPC))
+	src.set(map[string]string{tr.path("a"): "y"})
+	require.ErrorIs(t, in.r.Flush(), syscall.ENOSPC)
+	assert.Contains(t, onDisk(t, tr), tr.path("a"), "recorded first, kept for the retry")
+	require.ErrorIs(t, in.r.Flush(), syscall.ENOSPC)
+	fsys.setErr(tr.path("a"), nil)
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "y", tr.read(t, "a"))
+	assert.EqualValues(t, 2, in.r.Status().TransientErrors)
+	src.set(nil)
+	require.NoError(t, in.r.Flush())
+	tr.requireOriginals(t, "released")
+}
+
+// TestRetryInBackground: the goroutine retries a failed pass with backoff
+// without another kick.
+func TestRetryInBackground(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	fsys := &faultFS{}
+	src := newSource("s")
+	in := openInstance(t, fsys, tr, bootA, src)
+	in.r.timing = Timing{Delay: time.Millisecond, MinInterval: time.Millisecond, Rescan: time.Hour, BackoffInitial: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+	fsys.setErr(tr.path("a"), pathErr(tr.path("a"), syscall.EBUSY))
+	src.set(map[string]string{tr.path("a"): "y"})
+	in.r.Start()
+	in.r.Kick()
+	require.Eventually(t, func() bool { return in.r.Status().TransientErrors >= 2 }, 5*time.Second, time.Millisecond)
+	fsys.setErr(tr.path("a"), nil)
+	require.Eventually(t, func() bool { return tr.read(t, "a") == "y" }, 5*time.Second, time.Millisecond)
+}
+
+// TestVanishedFile: a recorded file that disappears (its IRQ was freed)
+// has nothing to restore; its record goes.
+func TestVanishedFile(t *testing.T) {
+	tr := newTree(t, map[string]string{"irq/50/smp_affinity_list": "0-3"})
+	src := newSource("irq")
+	in := openInstance(t, OS{}, tr, bootA, src)
+	p := tr.path("irq/50/smp_affinity_list")
+	src.set(map[string]string{p: "0-1"})
+	require.NoError(t, in.r.Flush())
+	require.NoError(t, os.RemoveAll(tr.path("irq/50")))
+	require.NoError(t, in.r.Flush(), "still wanted, but gone")
+	assert.Empty(t, onDisk(t, tr))
+
+	// Wanted while absent: nothing happens. It appears later (a rescan).
+	require.NoError(t, in.r.Flush())
+	require.NoError(t, os.MkdirAll(tr.path("irq/50"), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte("2-3\n"), 0o644))
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "0-1", tr.read(t, "irq/50/smp_affinity_list"))
+	src.set(nil)
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "2-3", tr.read(t, "irq/50/smp_affinity_list"), "the value it appeared with")
+
+	// Released while absent: the record is dropped.
+	src.set(map[string]string{p: "0-1"})
+	require.NoError(t, in.r.Flush())
+	require.NoError(t, os.RemoveAll(tr.path("irq/50")))
+	src.set(nil)
+	require.NoError(t, in.r.Flush())
+	assert.Empty(t, onDisk(t, tr))
+}
+
+// TestRefusedRestoreKeepsTheRecord: an original the kernel refuses to take
+// back stays recorded (the next process tries again), is reported, and is
+// not retried in this process.
+func TestRefusedRestoreKeepsTheRecord(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	fsys := &faultFS{}
+	src := newSource("s")
+	in := openInstance(t, fsys, tr, bootA, src)
+	src.set(map[string]string{tr.path("a"): "y"})
+	require.NoError(t, in.r.Flush())
+	fsys.setErr(tr.path("a"), pathErr(tr.path("a"), syscall.EROFS))
+	src.set(nil)
+	require.NoError(t, in.r.Flush())
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, 2, fsys.writesTo(tr.path("a")), "one write, one refused restore")
+	assert.Contains(t, onDisk(t, tr), tr.path("a"))
+	require.Len(t, in.r.Status().Failures, 1)
+	assert.True(t, in.r.Status().Failures[0].Restore)
+	in.r.Close()
+
+	fsys.setErr(tr.path("a"), nil)
+	next := openInstance(t, fsys, tr, bootA, src)
+	require.NoError(t, next.r.Flush())
+	tr.requireOriginals(t, "the next process")
+	assert.Empty(t, onDisk(t, tr))
+}
+
+// TestFailingSourceKeepsItsFiles: a source that cannot plan leaves its
+// files as they are (it did not say it wants them back), and another
+// source's files are still handled.
+func TestFailingSourceKeepsItsFiles(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x", "b": "x"})
+	irq, power := newSource("irq"), newSource("power")
+	in := openInstance(t, OS{}, tr, bootA, irq, power)
+	irq.set(map[string]string{tr.path("a"): "y"})
+	power.set(map[string]string{tr.path("b"): "y"})
+	require.NoError(t, in.r.Flush())
+	irq.fail(errors.New("reading /proc/irq: EMFILE"))
+	power.set(nil)
+	err := in.r.Flush()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "irq: planning")
+	assert.Equal(t, "y", tr.read(t, "a"), "kept")
+	assert.Equal(t, "x", tr.read(t, "b"), "restored")
+	assert.Equal(t, 1, irq.beforeRan, "a failed plan runs no hooks")
+}
+
+// TestRecordsOfAnUnknownOwnerAreRestored: a journal written by a process
+// with a source this one lacks (IRQ isolation since turned off in the
+// config) is restored at the first pass.
+func TestRecordsOfAnUnknownOwnerAreRestored(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	first := openInstance(t, OS{}, tr, bootA, func() Source {
+		s := newSource("irq")
+		s.set(map[string]string{tr.path("a"): "y"})
+		return s
+	}())
+	require.NoError(t, first.r.Flush())
+	first.r.Close()
+	next := openInstance(t, OS{}, tr, bootA, newSource("power"))
+	require.NoError(t, next.r.Flush())
+	tr.requireOriginals(t, "unknown owner")
+}
+
+// TestNoPassBeforeTheOwnersSpeak: until the first Kick (the plugin knows
+// what it wants after the runtime's Synchronize), rescans restore
+// nothing, so a restart does not flap IRQs off and on.
+func TestNoPassBeforeTheOwnersSpeak(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	src := newSource("s")
+	first := openInstance(t, OS{}, tr, bootA, src)
+	src.set(map[string]string{tr.path("a"): "y"})
+	require.NoError(t, first.r.Flush())
+	first.r.Close()
+
+	idle := newSource("s")
+	next := openInstance(t, OS{}, tr, bootA, idle)
+	next.r.timing.Rescan = time.Millisecond
+	next.r.Start()
+	time.Sleep(30 * time.Millisecond)
+	assert.Equal(t, "y", tr.read(t, "a"))
+	assert.Zero(t, next.r.Status().Passes)
+	next.r.Kick()
+	require.Eventually(t, func() bool { return tr.read(t, "a") == "x" }, 5*time.Second, time.Millisecond)
+}
+
+// TestBurstIsOnePass: a hundred changes in a burst make one pass.
+func TestBurstIsOnePass(t *testing.T) {
+	files := map[string]string{}
+	for _, n := range []string{"a", "b", "c"} {
+		files[n] = "x"
+	}
+	tr := newTree(t, files)
+	src := newSource("s")
+	in := openInstance(t, OS{}, tr, bootA, src)
+	in.r.timing = Timing{Delay: 200 * time.Millisecond, MinInterval: time.Millisecond, Rescan: time.Hour, BackoffInitial: time.Second, BackoffMax: time.Second}
+	in.r.Start()
+	for i := range 100 {
+		src.set(map[string]string{tr.path("a"): "v" + string(rune('0'+i%10)), tr.path("b"): "y"})
+		in.r.Kick()
+	}
+	require.Eventually(t, func() bool { return in.r.Status().Passes == 1 }, 5*time.Second, time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	assert.EqualValues(t, 1, in.r.Status().Passes)
+	assert.Equal(t, "v9", tr.read(t, "a"), "the last want")
+	assert.EqualValues(t, 2, in.r.Status().Writes)
+}
+
+// TestRescanFindsLateFilesAndDrift: without a kick, the periodic pass
+// handles a file that appears later and one another program rewrote.
+func TestRescanFindsLateFilesAndDrift(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	src := newSource("s")
+	in := openInstance(t, OS{}, tr, bootA, src)
+	in.r.timing = Timing{Delay: time.Millisecond, MinInterval: time.Millisecond, Rescan: 5 * time.Millisecond, BackoffInitial: time.Millisecond, BackoffMax: time.Millisecond}
+	src.set(map[string]string{tr.path("a"): "y", tr.path("late"): "y"})
+	in.r.Start()
+	in.r.Kick()
+	require.Eventually(t, func() bool { return tr.read(t, "a") == "y" }, 5*time.Second, time.Millisecond)
+	require.NoError(t, os.WriteFile(tr.path("late"), []byte("x\n"), 0o644))
+	require.NoError(t, os.WriteFile(tr.path("a"), []byte("x\n"), 0o644))
+	require.Eventually(t, func() bool { return tr.read(t, "a") == "y" && tr.read(t, "late") == "y" }, 5*time.Second, time.Millisecond)
+	in.r.Close()
+	rec, ok := onDisk(t, tr)[tr.path("late")]
+	require.True(t, ok)
+	assert.Equal(t, "x", rec.Original)
+}
+
+// TestTwoOwnersOneFile: a second source wanting a file another source
+// owns is refused, loudly, and the first keeps it.
+func TestTwoOwnersOneFile(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	one, two := newSource("one"), newSource("two")
+	in := openInstance(t, OS{}, tr, bootA, one, two)
+	one.set(map[string]string{tr.path("a"): "1"})
+	two.set(map[string]string{tr.path("a"): "2"})
+	err := in.r.Flush()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "one and two both want")
+	assert.Equal(t, "1", tr.read(t, "a"))
+}
+
+// TestChangedFileWhoseOriginalNowSatisfiesIsRestored: once the original
+// meets the want again (the CPU it was on is no longer banned), the file
+// gets its original back, even though its current value also meets it.
+func TestChangedFileWhoseOriginalNowSatisfiesIsRestored(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "2"})
+	src := newSource("irq")
+	bannedChar := "2"
+	src.satisfied = func(content, _ string) bool { return !strings.Contains(content, bannedChar) }
+	in := openInstance(t, OS{}, tr, bootA, src)
+	src.set(map[string]string{tr.path("a"): "0-1"})
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "0-1", tr.read(t, "a"))
+	bannedChar = "3"
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "2", tr.read(t, "a"))
+	assert.Empty(t, onDisk(t, tr))
+}
+
+// orderedSource wants fixed values with an Order per path.
+type orderedSource struct {
+	want  map[string]string
+	order map[string]int
+}
+
+func (o *orderedSource) Owner() string { return "cgroup" }
+
+func (o *orderedSource) Plan() (Plan, error) {
+	var p Plan
+	for path, v := range o.want {
+		p.Changes = append(p.Changes, Change{Path: path, Want: func(string) (string, error) { return v, nil }, Order: o.order[path]})
+	}
+	return p, nil
+}
+
+// TestOrderAndRestoresFirst: writes run in ascending Order whatever the
+// paths, restores in descending Order, and a pass restores what was
+// released before it writes what is new (a CPU given back before it is
+// given again). An empty value is written as a newline.
+func TestOrderAndRestoresFirst(t *testing.T) {
+	tr := newTree(t, map[string]string{"z-parent": "", "m-child": "", "a-leaf": "member", "other": "x"})
+	fsys := &faultFS{}
+	src := &orderedSource{order: map[string]int{tr.path("z-parent"): 0, tr.path("m-child"): 1, tr.path("a-leaf"): 2}}
+	in := openInstance(t, fsys, tr, bootA, src)
+	src.want = map[string]string{tr.path("z-parent"): "5", tr.path("m-child"): "5", tr.path("a-leaf"): "isolated"}
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []op{{"replace", tr.journal()}, {"write", tr.path("z-parent")}, {"write", tr.path("m-child")}, {"write", tr.path("a-leaf")}}, fsys.takeOps())
+
+	src.want = map[string]string{tr.path("other"): "y"}
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []op{{"write", tr.path("a-leaf")}, {"write", tr.path("m-child")}, {"write", tr.path("z-parent")},
+		{"replace", tr.journal()}, {"write", tr.path("other")}}, fsys.takeOps())
+	data, err := os.ReadFile(tr.path("z-parent"))
+	require.NoError(t, err)
+	assert.Equal(t, "\n", string(data), "an empty original is written as a newline")
+	assert.Equal(t, "member", tr.read(t, "a-leaf"))
+}
+
+// givingSource wants a parent and a child file, each a number of CPUs;
+// giving back is writing a smaller number.
+type givingSource struct{ want map[string]string }
+
+func (g *givingSource) Owner() string { return "cgroup" }
+
+func (g *givingSource) Plan() (Plan, error) {
+	var p Plan
+	for path, v := range g.want {
+		order := 0
+		if strings.HasSuffix(path, "child") {
+			order = 1
+		}
+		p.Changes = append(p.Changes, Change{Path: path, Order: order, Want: func(string) (string, error) { return v, nil },
+			Gives: func(content, want string) bool { return want < content }})
+	}
+	return p, nil
+}
+
+// TestGivingBackRunsFirstBottomUp: a parent that gives CPUs back is
+// written after its child gives them back, and before anything takes.
+func TestGivingBackRunsFirstBottomUp(t *testing.T) {
+	tr := newTree(t, map[string]string{"parent": "0", "child": "0", "other": "0"})
+	fsys := &faultFS{}
+	src := &givingSource{want: map[string]string{}}
+	in := openInstance(t, fsys, tr, bootA, src)
+	src.want = map[string]string{tr.path("parent"): "5", tr.path("child"): "5"}
+	require.NoError(t, in.r.Flush())
+	fsys.takeOps()
+	src.want = map[string]string{tr.path("parent"): "3", tr.path("child"): "3", tr.path("other"): "1"}
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []op{{"replace", tr.journal()}, {"write", tr.path("child")}, {"write", tr.path("parent")}, {"write", tr.path("other")}}, fsys.takeOps())
+}
+
+// pendingSource waits for a file to appear.
+type pendingSource struct{ path string }
+
+func (p *pendingSource) Owner() string { return "cpuset" }
+
+func (p *pendingSource) Plan() (Plan, error) {
+	if _, err := os.Stat(p.path); err != nil {
+		return Plan{Pending: true}, nil
+	}
+	return Plan{Changes: []Change{{Path: p.path, Want: func(string) (string, error) { return "isolated", nil }}}}, nil
+}
+
+// TestPendingIsPassedAgain: a Source waiting for a file (a cgroup the
+// runtime creates after the reply) gets passes again, with backoff and
+// without an error, until it appears.
+func TestPendingIsPassedAgain(t *testing.T) {
+	tr := newTree(t, map[string]string{})
+	src := &pendingSource{path: tr.path("ctr/cpuset.cpus.partition")}
+	in := openInstance(t, OS{}, tr, bootA, src)
+	in.r.timing = Timing{Delay: time.Millisecond, MinInterval: time.Millisecond, Rescan: time.Hour, BackoffInitial: 2 * time.Millisecond, BackoffMax: 10 * time.Millisecond}
+	require.NoError(t, in.r.Flush(), "pending is not an error")
+	in.r.Start()
+	in.r.Kick()
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, os.MkdirAll(tr.path("ctr"), 0o755))
+	require.NoError(t, os.WriteFile(src.path, []byte("member\n"), 0o644))
+	require.Eventually(t, func() bool { return tr.read(t, "ctr/cpuset.cpus.partition") == "isolated" }, 5*time.Second, time.Millisecond)
+	assert.Zero(t, in.r.Status().TransientErrors)
+	assert.Empty(t, in.warnings())
+}

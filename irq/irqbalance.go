@@ -1,0 +1,280 @@
+package irq
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+)
+
+// IrqbalanceStatus is what the plugin did with irqbalance.
+type IrqbalanceStatus struct {
+	// PID is the irqbalance process last told, 0 if none was found.
+	PID    int    `json:"pid,omitempty"`
+	Socket string `json:"socket,omitempty"`
+	// Told is the banned CPU list last sent, "NULL" for irqbalance's own.
+	Told string `json:"told,omitempty"`
+	// WithoutSocket is an irqbalance process found running without a
+	// control socket: it may move IRQs back until the next rescan.
+	WithoutSocket int `json:"withoutSocket,omitempty"`
+}
+
+// irqbalance tells a running irqbalance which CPUs to leave alone, through
+// its control socket (see the package comment). It is used from the
+// reconciler's goroutine only; mu guards the status for readers.
+type irqbalance struct {
+	cfg    Config
+	log    *logrus.Logger
+	mu     sync.Mutex
+	st     IrqbalanceStatus
+	warned map[int]bool
+	// own caches each process's own banned set (it cannot change without
+	// a restart, which is a new pid).
+	own map[int]cpuset.CPUSet
+}
+
+func newIrqbalance(cfg Config, log *logrus.Logger) *irqbalance {
+	return &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, own: map[int]cpuset.CPUSet{}}
+}
+
+var socketName = regexp.MustCompile(`^irqbalance([0-9]{1,9})\.sock$`)
+
+// maxMessage is what irqbalance reads of a command (a 500-byte buffer).
+const maxMessage = 499
+
+// sync tells the running irqbalance, if any, the banned CPUs: its own set
+// plus banned, or NULL (its own set) when banned is empty. It sends only
+// what changed for that process.
+func (b *irqbalance) sync(banned cpuset.CPUSet) error {
+	pid, sock, err := b.find()
+	if err != nil {
+		return err
+	}
+	if pid == 0 {
+		if !banned.IsEmpty() {
+			b.warnWithoutSocket()
+		}
+		return nil
+	}
+	arg := "NULL"
+	if !banned.IsEmpty() {
+		own, err := b.ownSet(pid, sock)
+		if err != nil {
+			return fmt.Errorf("irqbalance (pid %d): %w", pid, err)
+		}
+		arg = own.Union(banned).String()
+	}
+	b.mu.Lock()
+	same := b.st.PID == pid && b.st.Told == arg
+	b.mu.Unlock()
+	if same {
+		return nil
+	}
+	if _, err := command(sock, "settings cpus "+arg, false); err != nil {
+		return fmt.Errorf("telling irqbalance (pid %d) to ban CPUs %s through %s: %w", pid, arg, sock, err)
+	}
+	b.mu.Lock()
+	b.st.PID, b.st.Socket, b.st.Told = pid, sock, arg
+	b.mu.Unlock()
+	if arg == "NULL" {
+		b.log.Infof("irqbalance (pid %d): banned CPUs back to its own (settings cpus NULL)", pid)
+	} else {
+		b.log.Infof("irqbalance (pid %d): banned CPUs %s (its own plus those kept free of IRQs)", pid, arg)
+	}
+	return nil
+}
+
+// find returns the newest running irqbalance with a control socket; pid 0
+// when there is none.
+func (b *irqbalance) find() (int, string, error) {
+	entries, err := os.ReadDir(b.cfg.IrqbalanceDir)
+	if os.IsNotExist(err) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("looking for irqbalance's socket: %w", err)
+	}
+	best, sock := 0, ""
+	for _, e := range entries {
+		m := socketName.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		pid, _ := strconv.Atoi(m[1])
+		if pid > best && isIrqbalance(b.cfg.ProcRoot, pid) {
+			best, sock = pid, filepath.Join(b.cfg.IrqbalanceDir, e.Name())
+		}
+	}
+	return best, sock, nil
+}
+
+func isIrqbalance(procRoot string, pid int) bool {
+	comm, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "comm"))
+	return err == nil && strings.TrimSpace(string(comm)) == "irqbalance"
+}
+
+// warnWithoutSocket warns once per process about an irqbalance without a
+// control socket (built without its UI, or its runtime directory missing).
+func (b *irqbalance) warnWithoutSocket() {
+	entries, err := os.ReadDir(b.cfg.ProcRoot)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !isIrqbalance(b.cfg.ProcRoot, pid) {
+			continue
+		}
+		b.mu.Lock()
+		b.st.WithoutSocket = pid
+		b.mu.Unlock()
+		if !b.warned[pid] {
+			b.warned[pid] = true
+			b.log.Warnf("irqbalance (pid %d) runs without a control socket in %s: it may move IRQs back onto CPUs kept free of them until the plugin's next rescan moves them off again; use an irqbalance built with its UI socket (Debian's is), or ban the exclusive pool's CPUs with IRQBALANCE_BANNED_CPULIST", pid, b.cfg.IrqbalanceDir)
+		}
+	}
+}
+
+// ownSet is the set irqbalance bans by itself: computed from its
+// environment (ownBanned) when the plugin may read it, else asked of
+// irqbalance ("setup") before the plugin first tells this process
+// anything: a plugin confined by systemd (CapabilityBoundingSet without
+// CAP_SYS_PTRACE) may not read the environment of an irqbalance with more
+// capabilities than its own.
+func (b *irqbalance) ownSet(pid int, sock string) (cpuset.CPUSet, error) {
+	if own, ok := b.own[pid]; ok {
+		return own, nil
+	}
+	own, err := b.ownBanned(pid)
+	if err != nil {
+		b.mu.Lock()
+		told := b.st.PID == pid && b.st.Told != ""
+		b.mu.Unlock()
+		if told {
+			return cpuset.New(), fmt.Errorf("%w; and it has been told a list already, so its answer would not be its own", err)
+		}
+		var qerr error
+		if own, qerr = queryBanned(sock); qerr != nil {
+			return cpuset.New(), fmt.Errorf("%w; asking it: %w", err, qerr)
+		}
+		b.log.Infof("irqbalance (pid %d): its own banned CPUs are %s (asked; %v)", pid, own, err)
+	}
+	b.own[pid] = own
+	return own, nil
+}
+
+// ownBanned is the set irqbalance bans by itself, computed as irqbalance
+// 1.9 does (cputree.c, setup_banned_cpus): IRQBALANCE_BANNED_CPUS (a hex
+// mask, deprecated but still honoured), else IRQBALANCE_BANNED_CPULIST,
+// else the kernel's isolated and nohz_full CPUs. Thermal bans, which
+// irqbalance adds itself, are not known here and are lost while the
+// plugin's list is in force.
+func (b *irqbalance) ownBanned(pid int) (cpuset.CPUSet, error) {
+	environ, err := os.ReadFile(filepath.Join(b.cfg.ProcRoot, strconv.Itoa(pid), "environ"))
+	if err != nil {
+		return cpuset.New(), fmt.Errorf("reading its environment: %w", err)
+	}
+	env := map[string]string{}
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		if k, v, ok := strings.Cut(string(kv), "="); ok {
+			env[k] = v
+		}
+	}
+	if v := env["IRQBALANCE_BANNED_CPUS"]; v != "" {
+		return ParseMask(v)
+	}
+	if v := env["IRQBALANCE_BANNED_CPULIST"]; v != "" {
+		return cpulist.Parse(v)
+	}
+	own := cpuset.New()
+	for _, name := range []string{"isolated", "nohz_full"} {
+		data, err := os.ReadFile(filepath.Join(b.cfg.SysfsRoot, "sys/devices/system/cpu", name))
+		if err != nil {
+			continue
+		}
+		// nohz_full reads "(null)" on kernels built without it.
+		if set, err := cpulist.Parse(string(data)); err == nil {
+			own = own.Union(set)
+		}
+	}
+	return own, nil
+}
+
+func (b *irqbalance) status() IrqbalanceStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.st
+}
+
+// command sends one command to irqbalance's socket, with the credentials
+// it insists on (root only), waits until irqbalance has handled it, and
+// returns the reply if asked for one.
+func command(sock, msg string, reply bool) (string, error) {
+	if len(msg) > maxMessage {
+		return "", fmt.Errorf("command of %d bytes; irqbalance reads at most %d", len(msg), maxMessage)
+	}
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		return "", err
+	}
+	creds := unix.UnixCredentials(&unix.Ucred{Pid: int32(os.Getpid()), Uid: uint32(os.Geteuid()), Gid: uint32(os.Getegid())})
+	if _, _, err := conn.WriteMsgUnix([]byte(msg), creds, nil); err != nil {
+		return "", err
+	}
+	// irqbalance closes the connection once it has handled the command:
+	// reading to the end waits for that, so the ban is in place (for its
+	// next rebalance) before the caller writes IRQs.
+	data, err := io.ReadAll(io.LimitReader(conn, 1<<20))
+	if !reply {
+		data = nil
+	}
+	return string(data), err
+}
+
+// QueryBanned asks a running irqbalance which CPUs it bans now ("setup";
+// a change takes effect at its next rebalance, up to its sleep interval
+// later). pid 0 means no irqbalance with a socket runs.
+func QueryBanned(procRoot, irqbalanceDir string) (pid int, banned cpuset.CPUSet, err error) {
+	b := &irqbalance{cfg: Config{ProcRoot: procRoot, IrqbalanceDir: irqbalanceDir}}
+	pid, sock, err := b.find()
+	if err != nil || pid == 0 {
+		return pid, cpuset.New(), err
+	}
+	banned, err = queryBanned(sock)
+	if err != nil {
+		return pid, cpuset.New(), fmt.Errorf("irqbalance (pid %d): %w", pid, err)
+	}
+	return pid, banned, nil
+}
+
+// queryBanned sends "setup" and reads BANNED <mask> from the answer.
+func queryBanned(sock string) (cpuset.CPUSet, error) {
+	out, err := command(sock, "setup", true)
+	if err != nil {
+		return cpuset.New(), fmt.Errorf("asking through %s: %w", sock, err)
+	}
+	fields := strings.Fields(out)
+	i := slices.Index(fields, "BANNED")
+	if i < 0 || i+1 >= len(fields) {
+		return cpuset.New(), fmt.Errorf("it answered %s, without BANNED", cpulist.Echo(out))
+	}
+	return ParseMask(fields[i+1])
+}

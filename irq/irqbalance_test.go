@@ -1,0 +1,239 @@
+package irq
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/procfixture"
+)
+
+// fakeIrqbalance speaks irqbalance 1.9's control protocol on
+// <dir>/irqbalance<pid>.sock: one message per connection, accepted only
+// with SCM_CREDENTIALS of root; "settings cpus <list|NULL>" sets the
+// banned CPUs from the UI, "setup" answers "SLEEP 10 BANNED <mask>".
+type fakeIrqbalance struct {
+	ln     *net.UnixListener
+	events *eventLog
+	mu     sync.Mutex
+	fromUI string // "" when unset (NULL)
+	own    cpuset.CPUSet
+}
+
+func startFakeIrqbalance(t *testing.T, dir string, pid int, own cpuset.CPUSet, events *eventLog) *fakeIrqbalance {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, "irqbalance"+strconv.Itoa(pid)+".sock"), Net: "unix"})
+	require.NoError(t, err)
+	raw, err := ln.SyscallConn()
+	require.NoError(t, err)
+	require.NoError(t, raw.Control(func(fd uintptr) {
+		require.NoError(t, unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSCRED, 1))
+	}))
+	f := &fakeIrqbalance{ln: ln, events: events, own: own}
+	t.Cleanup(func() { ln.Close() })
+	go f.serve()
+	return f
+}
+
+func (f *fakeIrqbalance) serve() {
+	for {
+		conn, err := f.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		f.handle(conn)
+	}
+}
+
+func (f *fakeIrqbalance) handle(conn *net.UnixConn) {
+	defer conn.Close()
+	buf, oob := make([]byte, 500), make([]byte, 128)
+	n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) == 0 {
+		f.events.add("irqbalance: refused, no credentials")
+		return
+	}
+	cred, err := unix.ParseUnixCredentials(&msgs[0])
+	if err != nil || cred.Uid != 0 {
+		f.events.add("irqbalance: refused, not root")
+		return
+	}
+	msg := string(buf[:n])
+	f.events.add("irqbalance: " + msg)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case strings.HasPrefix(msg, "settings cpus "):
+		f.fromUI = strings.TrimPrefix(msg, "settings cpus ")
+		if strings.HasPrefix(f.fromUI, "NULL") {
+			f.fromUI = ""
+		}
+	case msg == "setup":
+		banned := f.own
+		if f.fromUI != "" {
+			banned, _ = cpuParse(f.fromUI)
+		}
+		conn.Write([]byte("SLEEP 10 BANNED " + procfixture.Mask(banned, 8)))
+	}
+}
+
+func cpuParse(s string) (cpuset.CPUSet, error) { return cpuset.Parse(s) }
+
+func irqbalanceProc(pid int, env ...string) procfixture.Process {
+	return procfixture.Process{PID: pid, Comm: "irqbalance", Environ: env, AllowedCPUs: cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)}
+}
+
+func skipUnlessRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("irqbalance accepts commands from root only")
+	}
+}
+
+// TestIrqbalanceToldBeforeWritesAndReleasedAfter: with irqbalance running,
+// its banned CPUs become its own set (here IRQBALANCE_BANNED_CPULIST=7)
+// plus the banned ones, through the socket and before any IRQ is written;
+// when nothing is banned any more, NULL gives it its own set back, after
+// the restores. Nothing is sent twice to the same process.
+func TestIrqbalanceToldBeforeWritesAndReleasedAfter(t *testing.T) {
+	skipUnlessRoot(t)
+	spec := twoNodes()
+	spec.Processes = []procfixture.Process{irqbalanceProc(4242, "PATH=/usr/bin", "IRQBALANCE_BANNED_CPULIST=7")}
+	sockets := filepath.Join(t.TempDir(), "run-irqbalance")
+	events := &eventLog{}
+	fake := startFakeIrqbalance(t, sockets, 4242, cpuset.New(7), events)
+	n := newNode(t, spec, sockets)
+	n.fs.events = events
+
+	n.ban(2, 3)
+	got := events.take()
+	require.NotEmpty(t, got)
+	assert.Equal(t, "irqbalance: settings cpus 2-3,7", got[0], "told first: %v", got)
+	assert.Contains(t, got, "write "+filepath.Join(n.proc, "irq/24/smp_affinity_list"))
+	pid, banned, err := QueryBanned(n.proc, sockets)
+	require.NoError(t, err)
+	assert.Equal(t, 4242, pid)
+	assert.Equal(t, "2-3,7", banned.String())
+	events.take()
+
+	n.ban(2, 3)
+	assert.NotContains(t, events.take(), "irqbalance: settings cpus 2-3,7", "not sent again")
+
+	n.ban()
+	got = events.take()
+	require.NotEmpty(t, got)
+	assert.Equal(t, "irqbalance: settings cpus NULL", got[len(got)-1], "released last: %v", got)
+	fake.mu.Lock()
+	assert.Empty(t, fake.fromUI)
+	fake.mu.Unlock()
+	assert.Equal(t, IrqbalanceStatus{PID: 4242, Socket: filepath.Join(sockets, "irqbalance4242.sock"), Told: "NULL"}, n.src.Irqbalance())
+}
+
+// TestIrqbalanceOwnSetFromTheKernel: without the environment variables,
+// irqbalance bans the kernel's isolated and nohz_full CPUs; the list sent
+// keeps them. A restarted irqbalance (a new pid) is told again.
+func TestIrqbalanceOwnSetFromTheKernel(t *testing.T) {
+	skipUnlessRoot(t)
+	spec := twoNodes()
+	spec.Processes = []procfixture.Process{irqbalanceProc(100)}
+	sockets := filepath.Join(t.TempDir(), "run-irqbalance")
+	events := &eventLog{}
+	first := startFakeIrqbalance(t, sockets, 100, cpuset.New(6), events)
+	n := newNode(t, spec, sockets)
+	cpuDir := filepath.Join(n.sys, "sys/devices/system/cpu")
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "isolated"), []byte("6\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "nohz_full"), []byte("(null)\n"), 0o644))
+	n.ban(2)
+	assert.Contains(t, events.take(), "irqbalance: settings cpus 2,6")
+
+	// irqbalance restarts: the old socket goes, a new one appears.
+	first.ln.Close()
+	require.NoError(t, os.RemoveAll(filepath.Join(n.proc, "100")))
+	spec = procfixture.Spec{CPUs: spec.CPUs, Processes: []procfixture.Process{irqbalanceProc(200, "IRQBALANCE_BANNED_CPUS=00000010")}}
+	procfixture.Write(t, n.proc, spec)
+	startFakeIrqbalance(t, sockets, 200, cpuset.New(4), events)
+	n.ban(2)
+	assert.Contains(t, events.take(), "irqbalance: settings cpus 2,4", "the hex variable wins, as in irqbalance")
+}
+
+// TestIrqbalanceWithoutSocket: an irqbalance without its socket gets one
+// warning; the writes happen anyway.
+func TestIrqbalanceWithoutSocket(t *testing.T) {
+	spec := twoNodes()
+	spec.Processes = []procfixture.Process{irqbalanceProc(77)}
+	n := newNode(t, spec, filepath.Join(t.TempDir(), "no-such-dir"))
+	n.ban(2)
+	n.ban(2, 3)
+	var warned []string
+	for _, e := range n.hook.AllEntries() {
+		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "without a control socket") {
+			warned = append(warned, e.Message)
+		}
+	}
+	assert.Len(t, warned, 1)
+	assert.Equal(t, "0-1,4-7", n.affinity("24"))
+	assert.Equal(t, 77, n.src.Irqbalance().WithoutSocket)
+}
+
+// TestIrqbalanceUnreachableIsRetried: a socket that refuses the
+// connection (irqbalance died, the file stayed) fails the pass, which is
+// retried; the IRQs are still written.
+func TestIrqbalanceUnreachableIsRetried(t *testing.T) {
+	spec := twoNodes()
+	spec.Processes = []procfixture.Process{irqbalanceProc(55)}
+	sockets := t.TempDir()
+	// A stale socket file: nothing listens.
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(sockets, "irqbalance55.sock"), Net: "unix"})
+	require.NoError(t, err)
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	n := newNode(t, spec, sockets)
+	n.src.SetBanned(cpuset.New(2))
+	err = n.r.Flush()
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "%v", err)
+	assert.Equal(t, "0-1,3-7", n.affinity("24"))
+}
+
+// TestCommandTooLong: irqbalance reads 500 bytes; a longer list is an
+// error rather than a truncated ban.
+func TestCommandTooLong(t *testing.T) {
+	_, err := command("/nonexistent", "settings cpus "+strings.Repeat("1,", 300), false)
+	assert.ErrorContains(t, err, "at most 499")
+}
+
+// TestIrqbalanceOwnSetAsked: when its environment cannot be read (a
+// plugin confined by systemd), irqbalance is asked for its own set before
+// it is told anything.
+func TestIrqbalanceOwnSetAsked(t *testing.T) {
+	skipUnlessRoot(t)
+	spec := twoNodes()
+	spec.Processes = []procfixture.Process{irqbalanceProc(300)}
+	sockets := filepath.Join(t.TempDir(), "run-irqbalance")
+	events := &eventLog{}
+	startFakeIrqbalance(t, sockets, 300, cpuset.New(5, 7), events)
+	n := newNode(t, spec, sockets)
+	require.NoError(t, os.Remove(filepath.Join(n.proc, "300", "environ")))
+	n.ban(2)
+	got := events.take()
+	require.GreaterOrEqual(t, len(got), 2)
+	assert.Equal(t, []string{"irqbalance: setup", "irqbalance: settings cpus 2,5,7"}, got[:2])
+	n.ban(2, 3)
+	assert.Equal(t, "irqbalance: settings cpus 2-3,5,7", events.take()[0], "asked once")
+}

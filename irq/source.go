@@ -1,0 +1,226 @@
+package irq
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+)
+
+// Owner is the Source's name in the journal of original values.
+const Owner = "irq"
+
+// Config says where the Source finds the node.
+type Config struct {
+	// ProcRoot is where procfs is mounted ("/proc"); a fixture tree in
+	// tests.
+	ProcRoot string
+	// SysfsRoot holds sys/devices/system/cpu ("/").
+	SysfsRoot string
+	// IrqbalanceDir holds irqbalance's control sockets ("/run/irqbalance");
+	// empty leaves irqbalance alone.
+	IrqbalanceDir string
+	// Online are the node's online CPUs.
+	Online cpuset.CPUSet
+	// NodeCPUs are the CPUs of each NUMA node, for IRQs whose affinity
+	// was entirely banned.
+	NodeCPUs map[int]cpuset.CPUSet
+	// Banned, when set, is asked for the CPUs to keep IRQs off at each
+	// pass (on the reconciler's goroutine); SetBanned replaces it.
+	Banned func() cpuset.CPUSet
+}
+
+// Source is the hostfiles.Source of IRQ affinities.
+type Source struct {
+	cfg Config
+	log *logrus.Logger
+
+	mu     sync.Mutex // guards banned and last: SetBanned runs on reply paths
+	banned func() cpuset.CPUSet
+	last   cpuset.CPUSet
+
+	irqbalance *irqbalance
+}
+
+var (
+	_ hostfiles.Source    = (*Source)(nil)
+	_ hostfiles.Explainer = (*Source)(nil)
+)
+
+// NewSource returns a Source that bans nothing until SetBanned.
+func NewSource(cfg Config, log *logrus.Logger) *Source {
+	s := &Source{cfg: cfg, log: log, banned: cfg.Banned, last: cpuset.New()}
+	if s.banned == nil {
+		s.banned = func() cpuset.CPUSet { return cpuset.New() }
+	}
+	if cfg.IrqbalanceDir != "" {
+		s.irqbalance = newIrqbalance(cfg, log)
+	}
+	return s
+}
+
+// SetBanned sets the CPUs to keep IRQs off. It only stores the set: the
+// caller then kicks the reconciler.
+func (s *Source) SetBanned(cpus cpuset.CPUSet) {
+	s.mu.Lock()
+	s.banned = func() cpuset.CPUSet { return cpus }
+	s.mu.Unlock()
+}
+
+// LastBanned is the set the last pass kept IRQs off.
+func (s *Source) LastBanned() cpuset.CPUSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// Owner names the Source in the journal.
+func (s *Source) Owner() string { return Owner }
+
+// Plan lists default_smp_affinity and every IRQ's smp_affinity_list while
+// CPUs are banned; with none banned it wants nothing, so the reconciler
+// restores what it changed. irqbalance is told before the writes when
+// CPUs are banned and after the restores when none are.
+func (s *Source) Plan() (hostfiles.Plan, error) {
+	s.mu.Lock()
+	get := s.banned
+	s.mu.Unlock()
+	banned := get()
+	s.mu.Lock()
+	s.last = banned
+	s.mu.Unlock()
+	var plan hostfiles.Plan
+	if s.irqbalance != nil {
+		tell := func() error { return s.irqbalance.sync(banned) }
+		if banned.IsEmpty() {
+			plan.After = tell
+		} else {
+			plan.Before = tell
+		}
+	}
+	if banned.IsEmpty() {
+		return plan, nil
+	}
+	root := filepath.Join(s.cfg.ProcRoot, "irq")
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return hostfiles.Plan{}, fmt.Errorf("listing IRQs: %w", err)
+	}
+	avoids := func(content, _ string) bool { return avoidsBanned(cpulist.Parse(content))(banned) }
+	plan.Changes = append(plan.Changes, hostfiles.Change{
+		Path: filepath.Join(root, "default_smp_affinity"),
+		Want: func(original string) (string, error) {
+			orig, err := ParseMask(original)
+			if err != nil {
+				return "", err
+			}
+			want, err := s.allowed(orig, banned, -1)
+			if err != nil {
+				return "", err
+			}
+			return FormatMask(want, original)
+		},
+		Satisfied: func(content, _ string) bool { return avoidsBanned(ParseMask(content))(banned) },
+	})
+	var irqs []int
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() && n >= 0 {
+			irqs = append(irqs, n)
+		}
+	}
+	slices.Sort(irqs)
+	for _, n := range irqs {
+		dir := filepath.Join(root, strconv.Itoa(n))
+		plan.Changes = append(plan.Changes, hostfiles.Change{
+			Path: filepath.Join(dir, "smp_affinity_list"),
+			Want: func(original string) (string, error) {
+				orig, err := cpulist.Parse(original)
+				if err != nil {
+					return "", err
+				}
+				want, err := s.allowed(orig, banned, irqNode(dir))
+				if err != nil {
+					return "", err
+				}
+				return want.String(), nil
+			},
+			Satisfied: avoids,
+		})
+	}
+	return plan, nil
+}
+
+// allowed is an original affinity without the banned CPUs, or, when
+// nothing is left, the rule of the package comment.
+func (s *Source) allowed(orig, banned cpuset.CPUSet, node int) (cpuset.CPUSet, error) {
+	if want := orig.Difference(banned); !want.IsEmpty() {
+		return want, nil
+	}
+	if cpus, ok := s.cfg.NodeCPUs[node]; ok {
+		if want := cpus.Intersection(s.cfg.Online).Difference(banned); !want.IsEmpty() {
+			return want, nil
+		}
+	}
+	if want := s.cfg.Online.Difference(banned); !want.IsEmpty() {
+		return want, nil
+	}
+	return cpuset.New(), fmt.Errorf("every online CPU (%s) is banned; left as it is", s.cfg.Online)
+}
+
+// avoidsBanned tells whether a parsed affinity is usable as it is: not
+// empty and without a banned CPU. A value that does not parse is not.
+func avoidsBanned(set cpuset.CPUSet, err error) func(banned cpuset.CPUSet) bool {
+	return func(banned cpuset.CPUSet) bool {
+		return err == nil && !set.IsEmpty() && set.Intersection(banned).IsEmpty()
+	}
+}
+
+// irqNode is the NUMA node of an IRQ's device, -1 when unknown.
+func irqNode(dir string) int {
+	data, err := os.ReadFile(filepath.Join(dir, "node"))
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// Explain hints at the cause of a permanent refusal.
+func (s *Source) Explain(path string, err error) string {
+	var errno syscall.Errno
+	errors.As(err, &errno)
+	switch {
+	case errno == syscall.EIO || errno == syscall.EPERM:
+		return "a kernel-managed or per-CPU IRQ: its affinity cannot be set from user space; isolcpus=managed_irq keeps managed IRQs off isolated CPUs where it can"
+	case errno == syscall.EROFS:
+		return "/proc/irq is read-only here: a systemd unit with ProtectKernelTunables= needs ReadWritePaths=/proc/irq"
+	case errno == syscall.EINVAL || errno == syscall.EOVERFLOW:
+		return "the kernel rejects this mask for this IRQ"
+	case errno == 0 && strings.HasSuffix(path, "default_smp_affinity"):
+		return "default_smp_affinity could not be read as a CPU mask"
+	}
+	return ""
+}
+
+// Irqbalance reports what the Source knows of irqbalance, for status and
+// the audit.
+func (s *Source) Irqbalance() IrqbalanceStatus {
+	if s.irqbalance == nil {
+		return IrqbalanceStatus{}
+	}
+	return s.irqbalance.status()
+}

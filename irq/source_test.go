@@ -1,0 +1,301 @@
+package irq
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/procfixture"
+)
+
+const boot = "5b0a4c9e-1111-4b1e-8a7e-000000000001"
+
+// twoNodes is an 8-CPU node with NUMA nodes 0-3 and 4-7 and a handful of
+// IRQs of the kinds that matter.
+func twoNodes() procfixture.Spec {
+	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)
+	return procfixture.Spec{
+		CPUs:   all,
+		BootID: boot,
+		IRQs: []procfixture.IRQ{
+			{N: 0, Affinity: all, Node: -1, Description: "IO-APIC 2-edge timer"},
+			{N: 24, Affinity: all, Node: 0, Description: "PCI-MSI 49152-edge virtio0-config"},
+			{N: 25, Affinity: cpuset.New(2), Node: 0, Description: "PCI-MSI 49153-edge virtio0-input.0"},
+			{N: 26, Affinity: cpuset.New(6), Node: 1, Description: "PCI-MSI 49154-edge virtio0-output.0"},
+			{N: 27, Affinity: cpuset.New(3), Node: -1, Description: "PCI-MSI 49155-edge nvme0q1"},
+			{N: 28, Affinity: cpuset.New(2, 3), Node: 0, Description: "PCI-MSI 524288-edge nvme0q2"},
+		},
+	}
+}
+
+// node is a fixture /proc and /sys with a reconciler over an IRQ Source.
+type node struct {
+	t     *testing.T
+	proc  string
+	sys   string
+	fs    *kernelFS
+	src   *Source
+	r     *hostfiles.Reconciler
+	hook  *logtest.Hook
+	log   *logrus.Logger
+	state string
+}
+
+func newNode(t *testing.T, spec procfixture.Spec, irqbalanceDir string) *node {
+	t.Helper()
+	dir := t.TempDir()
+	n := &node{t: t, proc: procfixture.Write(t, filepath.Join(dir, "proc"), spec), sys: filepath.Join(dir, "sysroot"),
+		state: filepath.Join(dir, "state", "state.json")}
+	require.NoError(t, os.MkdirAll(filepath.Join(n.sys, "sys/devices/system/cpu"), 0o755))
+	n.fs = &kernelFS{refuse: map[string]syscall.Errno{}}
+	n.log, n.hook = logtest.NewNullLogger()
+	n.start(irqbalanceDir)
+	return n
+}
+
+// start opens the journal and a reconciler: a new plugin process.
+func (n *node) start(irqbalanceDir string) {
+	j, _, err := hostfiles.OpenJournal(n.fs, hostfiles.JournalPath(n.state), boot)
+	require.NoError(n.t, err)
+	n.src = NewSource(Config{ProcRoot: n.proc, SysfsRoot: n.sys, IrqbalanceDir: irqbalanceDir, Online: cpuset.New(0, 1, 2, 3, 4, 5, 6, 7),
+		NodeCPUs: map[int]cpuset.CPUSet{0: cpuset.New(0, 1, 2, 3), 1: cpuset.New(4, 5, 6, 7)}}, n.log)
+	n.r = hostfiles.NewReconciler(n.fs, j, n.log, hostfiles.DefaultTiming, n.src)
+	n.t.Cleanup(n.r.Close)
+}
+
+func (n *node) ban(cpus ...int) {
+	n.t.Helper()
+	n.src.SetBanned(cpuset.New(cpus...))
+	require.NoError(n.t, n.r.Flush())
+}
+
+func (n *node) affinity(irq string) string {
+	n.t.Helper()
+	data, err := os.ReadFile(filepath.Join(n.proc, "irq", irq, "smp_affinity_list"))
+	require.NoError(n.t, err)
+	return strings.TrimSpace(string(data))
+}
+
+func (n *node) defaultAffinity() string {
+	n.t.Helper()
+	data, err := os.ReadFile(filepath.Join(n.proc, "irq", "default_smp_affinity"))
+	require.NoError(n.t, err)
+	return strings.TrimSpace(string(data))
+}
+
+func (n *node) setAffinity(irq, list string) {
+	n.t.Helper()
+	require.NoError(n.t, os.WriteFile(filepath.Join(n.proc, "irq", irq, "smp_affinity_list"), []byte(list+"\n"), 0o644))
+}
+
+// kernelFS is the real file system plus what the kernel refuses: writes to
+// the listed files fail with their errno (a managed IRQ's EIO), and an
+// optional event log sees every write in order.
+type kernelFS struct {
+	hostfiles.OS
+	mu     sync.Mutex
+	refuse map[string]syscall.Errno
+	events *eventLog
+}
+
+func (k *kernelFS) WriteFile(path string, data []byte) error {
+	k.mu.Lock()
+	errno, refused := k.refuse[path]
+	k.mu.Unlock()
+	if k.events != nil {
+		k.events.add("write " + path)
+	}
+	if refused {
+		return &os.PathError{Op: "write", Path: path, Err: errno}
+	}
+	return k.OS.WriteFile(path, data)
+}
+
+func (k *kernelFS) managed(proc, irq string, errno syscall.Errno) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.refuse[filepath.Join(proc, "irq", irq, "smp_affinity_list")] = errno
+}
+
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) add(e string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.events
+	l.events = nil
+	return out
+}
+
+// TestMoveOffAndRestore: every IRQ on a banned CPU moves off, keeping its
+// other CPUs; an IRQ pinned only to banned CPUs goes to its node's free
+// CPUs (or every free CPU when its node is unknown); IRQs already off are
+// not touched; default_smp_affinity loses the CPUs in the kernel's width.
+// Unbanned, everything is exactly as before.
+func TestMoveOffAndRestore(t *testing.T) {
+	n := newNode(t, twoNodes(), "")
+	n.ban(2, 3)
+	assert.Equal(t, "0-1,4-7", n.affinity("24"))
+	assert.Equal(t, "0-1", n.affinity("25"), "pinned to a banned CPU: its node's free CPUs")
+	assert.Equal(t, "6", n.affinity("26"), "not on a banned CPU: untouched")
+	assert.Equal(t, "0-1,4-7", n.affinity("27"), "no node: every free CPU")
+	assert.Equal(t, "0-1", n.affinity("28"))
+	assert.Equal(t, "f3", n.defaultAffinity())
+	st := n.r.Status()
+	assert.Equal(t, 6, st.Records[Owner], "timer, 24, 25, 27, 28 and the default; not 26")
+
+	// Another CPU banned: computed from the originals, not from the
+	// changed values.
+	n.ban(3, 6)
+	assert.Equal(t, "0-2,4-5,7", n.affinity("24"))
+	assert.Equal(t, "2", n.affinity("25"), "back to its original, which avoids 3 and 6")
+	assert.Equal(t, "4-5,7", n.affinity("26"))
+	assert.Equal(t, "b7", n.defaultAffinity())
+
+	n.ban()
+	for irq, want := range map[string]string{"0": "0-7", "24": "0-7", "25": "2", "26": "6", "27": "3", "28": "2-3"} {
+		assert.Equal(t, want, n.affinity(irq), "IRQ %s restored", irq)
+	}
+	assert.Equal(t, "ff", n.defaultAffinity())
+	assert.Empty(t, n.r.Status().Records[Owner])
+}
+
+// TestManagedIRQsReportedNotRetried: the timer and a managed IRQ refuse
+// the write (EIO); the others move, the refusals are logged once and
+// reported with the hint.
+func TestManagedIRQsReportedNotRetried(t *testing.T) {
+	n := newNode(t, twoNodes(), "")
+	n.fs.managed(n.proc, "0", syscall.EIO)
+	n.fs.managed(n.proc, "28", syscall.EPERM)
+	n.ban(2, 3)
+	n.ban(2, 3)
+	assert.Equal(t, "0-1,4-7", n.affinity("24"))
+	assert.Equal(t, "2-3", n.affinity("28"))
+	st := n.r.Status()
+	require.Len(t, st.Failures, 2)
+	assert.Equal(t, filepath.Join(n.proc, "irq/0/smp_affinity_list"), st.Failures[0].Path)
+	assert.Contains(t, st.Failures[0].Hint, "kernel-managed")
+	var warned []string
+	for _, e := range n.hook.AllEntries() {
+		if e.Level == logrus.WarnLevel {
+			warned = append(warned, e.Message)
+		}
+	}
+	require.Len(t, warned, 2, "one line per errno, once: %v", warned)
+	n.ban()
+	assert.Empty(t, n.r.Status().Failures)
+	assert.Equal(t, "0-7", n.affinity("24"))
+}
+
+// TestLateIRQAndDrift: an IRQ requested after the ban (a driver loaded)
+// and an IRQ put back on a banned CPU by another program are both moved
+// by the next pass; the late one is restored to the value it came with.
+func TestLateIRQAndDrift(t *testing.T) {
+	n := newNode(t, twoNodes(), "")
+	n.ban(2, 3)
+	spec := twoNodes()
+	spec.IRQs = []procfixture.IRQ{{N: 40, Affinity: cpuset.New(0, 1, 2, 3, 4, 5, 6, 7), Node: 1, Description: "PCI-MSI 1-edge ice-vf0"}}
+	procfixture.Write(t, n.proc, procfixture.Spec{CPUs: spec.CPUs, IRQs: spec.IRQs, DefaultAffinity: ptr(cpuset.New(0, 1, 4, 5, 6, 7))})
+	n.setAffinity("24", "0-7")
+	require.NoError(t, n.r.Flush())
+	assert.Equal(t, "0-1,4-7", n.affinity("40"))
+	assert.Equal(t, "0-1,4-7", n.affinity("24"))
+	// irqbalance moving an IRQ within the allowed CPUs is fine.
+	n.setAffinity("24", "5")
+	require.NoError(t, n.r.Flush())
+	assert.Equal(t, "5", n.affinity("24"))
+	n.ban()
+	assert.Equal(t, "0-7", n.affinity("40"))
+	assert.Equal(t, "0-7", n.affinity("24"))
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestRestartRestoresWhatIsNoLongerWanted: a new process (after a crash)
+// that bans other CPUs restores the IRQs only the old ban moved, from the
+// journal, and computes the new ban from the originals.
+func TestRestartRestoresWhatIsNoLongerWanted(t *testing.T) {
+	n := newNode(t, twoNodes(), "")
+	n.ban(2, 3)
+	n.r.Close()
+	n.start("")
+	n.ban(6)
+	assert.Equal(t, "0-5,7", n.affinity("24"))
+	assert.Equal(t, "2", n.affinity("25"))
+	assert.Equal(t, "3", n.affinity("27"))
+	assert.Equal(t, "4-5,7", n.affinity("26"))
+	assert.Equal(t, "bf", n.defaultAffinity())
+	n.ban()
+	assert.Equal(t, "6", n.affinity("26"))
+	assert.Equal(t, "ff", n.defaultAffinity())
+}
+
+// TestEveryCPUBanned: nothing is left to move IRQs to; they stay and the
+// reason is reported.
+func TestEveryCPUBanned(t *testing.T) {
+	n := newNode(t, twoNodes(), "")
+	n.ban(0, 1, 2, 3, 4, 5, 6, 7)
+	assert.Equal(t, "0-7", n.affinity("24"))
+	st := n.r.Status()
+	require.NotEmpty(t, st.Failures)
+	assert.Contains(t, st.Failures[0].Error, "every online CPU")
+}
+
+// TestWideMask: on a 40-CPU node the default mask is two groups; it is
+// written back in exactly that width.
+func TestWideMask(t *testing.T) {
+	all := cpuset.New()
+	for i := range 40 {
+		all = all.Union(cpuset.New(i))
+	}
+	dir := procfixture.Write(t, t.TempDir(), procfixture.Spec{CPUs: all, IRQs: []procfixture.IRQ{{N: 30, Affinity: all, Node: -1}}})
+	require.Equal(t, "ff,ffffffff", strings.TrimSpace(read(t, filepath.Join(dir, "irq/default_smp_affinity"))))
+	log, _ := logtest.NewNullLogger()
+	j, _, err := hostfiles.OpenJournal(hostfiles.OS{}, filepath.Join(t.TempDir(), hostfiles.JournalFile), boot)
+	require.NoError(t, err)
+	src := NewSource(Config{ProcRoot: dir, Online: all}, log)
+	r := hostfiles.NewReconciler(hostfiles.OS{}, j, log, hostfiles.DefaultTiming, src)
+	src.SetBanned(cpuset.New(2, 3, 39))
+	require.NoError(t, r.Flush())
+	assert.Equal(t, "7f,fffffff3", strings.TrimSpace(read(t, filepath.Join(dir, "irq/default_smp_affinity"))))
+	assert.Equal(t, "0-1,4-38", strings.TrimSpace(read(t, filepath.Join(dir, "irq/30/smp_affinity_list"))))
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(data)
+}
+
+// TestNoProcIrq: a /proc without irq (a container without it mounted) is
+// a planning error, so nothing recorded is restored on its account.
+func TestNoProcIrq(t *testing.T) {
+	n := newNode(t, twoNodes(), "")
+	n.ban(2)
+	require.NoError(t, os.Rename(filepath.Join(n.proc, "irq"), filepath.Join(n.proc, "irq.away")))
+	n.src.SetBanned(cpuset.New(3))
+	err := n.r.Flush()
+	require.ErrorContains(t, err, "listing IRQs")
+	require.NoError(t, os.Rename(filepath.Join(n.proc, "irq.away"), filepath.Join(n.proc, "irq")))
+	assert.Equal(t, "0-1,3-7", n.affinity("24"), "left as it was")
+}

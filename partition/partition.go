@@ -1,0 +1,198 @@
+// Package partition takes exclusive containers' CPUs out of the
+// scheduler's load balancing at run time, without isolcpus, by making each
+// container's cgroup a remote isolated partition on cgroup v2 (kernel 6.7
+// or later; Documentation/admin-guide/cgroup-v2.rst, "cpuset.cpus.partition").
+//
+// For a container whose cgroup is C with CPUs X, below ancestors A1 … Ak
+// (the hierarchy's root excluded):
+//
+//   - Ai/cpuset.cpus.exclusive gains X, top-down (the kernel requires the
+//     exclusive CPUs to be written down the hierarchy before the partition
+//     root; each ancestor gets the union of the partitions below it plus
+//     what it had);
+//   - C/cpuset.cpus.exclusive becomes X;
+//   - C/cpuset.cpus.partition becomes "isolated".
+//
+// Undone in reverse when the container no longer holds the CPUs: C's files
+// go back to their originals ("member", empty) or vanish with the cgroup,
+// then the ancestors bottom-up, each to exactly what it had. The changes go
+// through package hostfiles (originals recorded first, restored exactly,
+// also after a crash). A shrinking ancestor or container (another
+// partition below it ended, a resize) is written bottom-up, before any
+// growing one, so that no parent ever loses CPUs a child still has.
+//
+// The partition's CPUs stay in the container's cpuset: the pool's
+// accounting does not change. A partition the kernel finds invalid (it
+// reads "isolated invalid (<reason>)") is left as it is and shown by the
+// audit. On cgroup v1, or a kernel without cpuset.cpus.exclusive, nothing
+// is written and a warning says why, once.
+package partition
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+)
+
+// Owner is the Source's name in the journal of original values.
+const Owner = "cpuset"
+
+// Want is one container to isolate.
+type Want struct {
+	// Dir is the container's cgroup, relative to the unified hierarchy's
+	// root ("/kubepods/pod<uid>/<id>").
+	Dir  string
+	CPUs cpuset.CPUSet
+	// Who names the container in warnings.
+	Who string
+}
+
+// Source is the hostfiles.Source of isolated partitions.
+type Source struct {
+	root  string
+	wants func() []Want
+	log   *logrus.Logger
+
+	mu     sync.Mutex // guards warned: Plan runs on the reconciler's goroutine, Problems anywhere
+	warned map[string]string
+}
+
+var _ hostfiles.Source = (*Source)(nil)
+
+// NewSource returns a Source below cgroupRoot; wants is asked for the
+// containers to isolate at each pass.
+func NewSource(cgroupRoot string, wants func() []Want, log *logrus.Logger) *Source {
+	return &Source{root: cgroupRoot, wants: wants, log: log, warned: map[string]string{}}
+}
+
+// Owner names the Source in the journal.
+func (s *Source) Owner() string { return Owner }
+
+// Supported tells whether the hierarchy below root can make remote
+// partitions, and if not, why.
+func Supported(root string) (bool, string) {
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err != nil {
+		return false, "cgroup v1: isolated partitions need the unified hierarchy (cgroup v2)"
+	}
+	return true, ""
+}
+
+const (
+	exclusiveFile = "cpuset.cpus.exclusive"
+	partitionFile = "cpuset.cpus.partition"
+)
+
+// Plan lists, for the containers to isolate whose cgroups exist, their
+// ancestors' and their own exclusive CPUs and partition type.
+func (s *Source) Plan() (hostfiles.Plan, error) {
+	wants := s.wants()
+	if len(wants) == 0 {
+		return hostfiles.Plan{}, nil
+	}
+	if ok, why := Supported(s.root); !ok {
+		for _, w := range wants {
+			s.warnOnce(w.Dir, fmt.Sprintf("container %s: not in an isolated partition: %s; its CPUs stay in the scheduler's load balancing unless isolcpus covers them", w.Who, why))
+		}
+		return hostfiles.Plan{}, nil
+	}
+	below := map[string]cpuset.CPUSet{} // ancestor → CPUs of the partitions below it
+	var plan hostfiles.Plan
+	for _, w := range slices.SortedFunc(slices.Values(wants), func(a, b Want) int { return strings.Compare(a.Dir, b.Dir) }) {
+		dir := filepath.Join(s.root, w.Dir)
+		if _, err := os.Stat(dir); err != nil {
+			// Not created yet: the runtime creates it after the reply.
+			plan.Pending = true
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, exclusiveFile)); err != nil {
+			s.warnOnce(w.Dir, fmt.Sprintf("container %s: not in an isolated partition: %s has no %s (it needs Linux 6.7 or later, and the cpuset controller enabled down to it)", w.Who, dir, exclusiveFile))
+			continue
+		}
+		s.clearWarning(w.Dir)
+		for a := filepath.Dir(filepath.Clean(w.Dir)); a != "/" && a != "."; a = filepath.Dir(a) {
+			below[a] = below[a].Union(w.CPUs)
+		}
+		cpus, depth := w.CPUs, depthOf(w.Dir)
+		plan.Changes = append(plan.Changes,
+			s.exclusive(dir, depth, func(string) (cpuset.CPUSet, error) { return cpus, nil }),
+			hostfiles.Change{Path: filepath.Join(dir, partitionFile), Order: 2*depth + 1,
+				Want:      func(string) (string, error) { return "isolated", nil },
+				Satisfied: func(content, _ string) bool { return strings.HasPrefix(strings.TrimSpace(content), "isolated") }})
+	}
+	for a, cpus := range below {
+		plan.Changes = append(plan.Changes, s.exclusive(filepath.Join(s.root, a), depthOf(a), func(original string) (cpuset.CPUSet, error) {
+			orig, err := cpulist.Parse(original)
+			if err != nil {
+				return cpuset.New(), err
+			}
+			return orig.Union(cpus), nil
+		}))
+	}
+	return plan, nil
+}
+
+// exclusive is the change of a cgroup's cpuset.cpus.exclusive to the set
+// want computes from its original: top-down when it grows, bottom-up
+// before anything grows when it gives CPUs back.
+func (s *Source) exclusive(dir string, depth int, want func(original string) (cpuset.CPUSet, error)) hostfiles.Change {
+	return hostfiles.Change{Path: filepath.Join(dir, exclusiveFile), Order: 2 * depth,
+		Want: func(original string) (string, error) {
+			set, err := want(original)
+			if err != nil {
+				return "", err
+			}
+			return set.String(), nil
+		},
+		Satisfied: func(content, want string) bool {
+			have, err1 := cpulist.Parse(content)
+			wanted, err2 := cpulist.Parse(want)
+			return err1 == nil && err2 == nil && cpulist.Equal(have, wanted)
+		},
+		Gives: func(content, want string) bool {
+			have, err1 := cpulist.Parse(content)
+			wanted, err2 := cpulist.Parse(want)
+			return err1 == nil && err2 == nil && !have.IsSubsetOf(wanted)
+		}}
+}
+
+func depthOf(dir string) int {
+	return strings.Count(strings.Trim(filepath.Clean(dir), "/"), "/") + 1
+}
+
+func (s *Source) warnOnce(key, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.warned[key] == msg {
+		return
+	}
+	s.warned[key] = msg
+	s.log.Warn(msg)
+}
+
+func (s *Source) clearWarning(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.warned, key)
+}
+
+// Problems are the containers that asked for a partition and cannot have
+// one, with why (for status).
+func (s *Source) Problems() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, msg := range s.warned {
+		out = append(out, msg)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,244 @@
+package plugin
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/irq"
+	"github.com/cpupool/nri-cpupool/partition"
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/power"
+)
+
+// isolation is the plugin's side of the host files it changes to isolate
+// exclusive CPUs (package hostfiles): the journal of original values next
+// to the state file, one background reconciler, the IRQ source and the
+// isolated partitions' source. A handler only kicks the reconciler (no
+// I/O, no computing); the pass asks the plugin, under its lock, which CPUs
+// to keep IRQs off (irqBanned) and which containers to partition
+// (partitionWants), and writes in the background.
+type isolation struct {
+	journal *hostfiles.Journal
+	recon   *hostfiles.Reconciler
+	// irq is nil when no pool keeps IRQs off its CPUs and the journal
+	// holds no IRQ record of this boot (nothing to move, nothing to put
+	// back); partition likewise for isolated partitions.
+	irq       *irq.Source
+	partition *partition.Source
+	// power is nil when no pool has a power class and the journal holds
+	// no power record of this boot (power.go).
+	power *power.Source
+}
+
+// openIsolation reads the journal for this boot and starts the
+// reconciler; its first pass waits for the first Synchronize's kick.
+func (p *Plugin) openIsolation() error {
+	bootID, err := os.ReadFile(filepath.Join(p.cfg.ProcRoot, "sys/kernel/random/boot_id"))
+	if err != nil {
+		p.log.Warnf("isolation: reading the boot id: %v; original values of host files are kept without one", err)
+	}
+	j, note, err := hostfiles.OpenJournal(p.isolationFS, hostfiles.JournalPath(p.cfg.StateFile), string(bootID))
+	switch {
+	case errors.Is(err, hostfiles.ErrJournalDiscarded):
+		p.log.Errorf("isolation: %v", err)
+	case err != nil:
+		return err
+	}
+	if note != "" {
+		p.log.Infof("isolation: %s", note)
+	}
+	iso := &isolation{journal: j}
+	var sources []hostfiles.Source
+	if p.cfg.IRQIsolationEnabled() || hasOwner(j, irq.Owner) {
+		cfg := irq.Config{ProcRoot: p.cfg.ProcRoot, SysfsRoot: p.cfg.SysfsRoot, Online: p.topo.Online,
+			NodeCPUs: map[int]cpuset.CPUSet{}, Banned: p.irqBanned}
+		if p.cfg.IRQ.Irqbalance == "socket" {
+			cfg.IrqbalanceDir = p.cfg.IRQ.IrqbalanceDir
+		}
+		for _, n := range p.topo.NUMANodes {
+			cfg.NodeCPUs[n.ID] = n.CPUs
+		}
+		iso.irq = irq.NewSource(cfg, p.log)
+		sources = append(sources, iso.irq)
+	}
+	if p.partitionsEnabled() || hasOwner(j, partition.Owner) {
+		if ok, why := partition.Supported(p.cfg.CgroupRoot); !ok && p.partitionsEnabled() {
+			p.log.Warnf("isolation: isolated partitions are configured, but %s; containers that ask for them run without", why)
+		}
+		iso.partition = partition.NewSource(p.cfg.CgroupRoot, p.partitionWants, p.log)
+		sources = append(sources, iso.partition)
+	}
+	if iso.power = p.powerSource(j); iso.power != nil {
+		sources = append(sources, iso.power)
+	}
+	timing := p.isolationTiming
+	timing.Rescan = p.cfg.IRQ.RescanInterval.Duration
+	iso.recon = hostfiles.NewReconciler(p.isolationFS, j, p.log, timing, sources...)
+	iso.recon.Start()
+	p.isolation.Store(iso)
+	if n := j.Len(); n > 0 {
+		p.log.Infof("isolation: %d host files changed by an earlier run; restored once the runtime says which containers still run", n)
+	}
+	return nil
+}
+
+func hasOwner(j *hostfiles.Journal, owner string) bool {
+	for _, r := range j.Records() {
+		if r.Owner == owner {
+			return true
+		}
+	}
+	return false
+}
+
+// isolationChanged tells the reconciler that what the plugin holds moved
+// on. Called under the lock; it never blocks.
+func (p *Plugin) isolationChanged() {
+	if iso := p.isolation.Load(); iso != nil && (iso.irq != nil || iso.partition != nil || iso.power != nil) && p.synced {
+		iso.recon.Kick()
+	}
+}
+
+func (p *Plugin) partitionsEnabled() bool {
+	return p.cfg.IsolatedPartition(pools.Exclusive) != config.IRQIsolationOff ||
+		p.cfg.IsolatedPartition(pools.ExclusiveNonIsolcpus) != config.IRQIsolationOff
+}
+
+// rememberCgroup notes the cgroup of a container placed in an isolated
+// partition. Called under the lock.
+func (p *Plugin) rememberCgroup(a allocator.Assignment, ctr *api.Container) {
+	if a.IsolatedPartition {
+		p.cgroups[a.ID] = ctr.GetLinux().GetCgroupsPath()
+	}
+}
+
+// rememberCgroups notes the cgroups of the running containers in isolated
+// partitions, after Synchronize rebuilt the allocator.
+func (p *Plugin) rememberCgroups(running []*api.Container) {
+	clear(p.cgroups)
+	for _, c := range running {
+		if a, ok := p.alloc.Get(c.GetId()); ok {
+			p.rememberCgroup(a, c)
+		}
+	}
+}
+
+// partitionWants are the containers whose cgroups are isolated
+// partitions, for the reconciler's pass.
+func (p *Plugin) partitionWants() []partition.Want {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []partition.Want
+	for id, path := range p.cgroups {
+		a, ok := p.alloc.Get(id)
+		if !ok || !a.IsolatedPartition {
+			continue
+		}
+		dir, err := cgroupDir(path)
+		if err != nil {
+			continue // a container without a cgroup path has nothing to partition
+		}
+		out = append(out, partition.Want{Dir: dir, CPUs: a.CPUs, Who: a.Pod.ContainerName(a.Container)})
+	}
+	return out
+}
+
+// irqBanned is the CPUs to keep IRQs off, for the reconciler's pass: the
+// CPUs of exclusive containers and holds that asked for it, and the pools
+// that keep their CPUs free of IRQs always.
+func (p *Plugin) irqBanned() cpuset.CPUSet {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	banned := p.alloc.IRQIsolated()
+	for _, pool := range []string{pools.Exclusive, pools.Shared} {
+		if p.cfg.IRQIsolation(pool) == config.IRQIsolationAlways {
+			banned = banned.Union(p.alloc.PoolCPUs(pool))
+		}
+	}
+	return banned
+}
+
+// closeIsolation stops the reconciler; it restores nothing (the containers
+// keep running, the next start decides). Not under the lock: a pass takes it.
+func (p *Plugin) closeIsolation() {
+	if iso := p.isolation.Load(); iso != nil {
+		iso.recon.Close()
+	}
+}
+
+// FlushIsolation makes a pass of the host files now (tests, the audit).
+// It must not be called with the lock held.
+func (p *Plugin) FlushIsolation() error {
+	if iso := p.isolation.Load(); iso != nil {
+		return iso.recon.Flush()
+	}
+	return nil
+}
+
+// isolationMetrics exports the reconciler's figures; they are read from
+// its status snapshot, never waiting for a pass.
+type isolationMetrics struct {
+	p                                        *Plugin
+	changed, refused, writes, restores, errs *prometheus.Desc
+	banned                                   *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*isolationMetrics)(nil)
+
+func newIsolationMetrics(p *Plugin) *isolationMetrics {
+	return &isolationMetrics{p: p,
+		changed:  prometheus.NewDesc("cpupool_host_files_changed", "Host files the plugin changed and has not restored yet (their originals are in the journal), by owner (irq, cpuset).", []string{"owner"}, nil),
+		refused:  prometheus.NewDesc("cpupool_host_files_refused", "Host files the kernel refuses to change (kernel-managed IRQs) or to restore; not retried while the value stays the same.", []string{"owner"}, nil),
+		writes:   prometheus.NewDesc("cpupool_host_file_writes_total", "Host file writes that set a wanted value.", nil, nil),
+		restores: prometheus.NewDesc("cpupool_host_file_restores_total", "Host files given their original value back.", nil, nil),
+		errs:     prometheus.NewDesc("cpupool_host_file_errors_total", "Failed host file operations: transient ones are retried with backoff, permanent ones are not.", []string{"kind"}, nil),
+		banned:   prometheus.NewDesc("cpupool_irq_banned_cpus", "CPUs the last pass kept device IRQs off.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *isolationMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.changed, m.refused, m.writes, m.restores, m.errs, m.banned} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
+	iso := m.p.isolation.Load()
+	if iso == nil {
+		return
+	}
+	st := iso.recon.Status()
+	owners := map[string]bool{irq.Owner: true, partition.Owner: true}
+	if iso.power != nil {
+		owners[power.Owner] = true
+	}
+	refused := map[string]int{}
+	for _, f := range st.Failures {
+		refused[f.Owner]++
+		owners[f.Owner] = true
+	}
+	for o := range st.Records {
+		owners[o] = true
+	}
+	for o := range owners {
+		ch <- prometheus.MustNewConstMetric(m.changed, prometheus.GaugeValue, float64(st.Records[o]), o)
+		ch <- prometheus.MustNewConstMetric(m.refused, prometheus.GaugeValue, float64(refused[o]), o)
+	}
+	ch <- prometheus.MustNewConstMetric(m.writes, prometheus.CounterValue, float64(st.Writes))
+	ch <- prometheus.MustNewConstMetric(m.restores, prometheus.CounterValue, float64(st.Restores))
+	ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(st.TransientErrors), "transient")
+	ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(st.PermanentErrors), "permanent")
+	if iso.irq != nil {
+		ch <- prometheus.MustNewConstMetric(m.banned, prometheus.GaugeValue, float64(iso.irq.LastBanned().Size()))
+	}
+}

@@ -1,0 +1,420 @@
+package plugin
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/procfixture"
+)
+
+// isolatedDesktop is desktop with IRQ isolation offered to exclusive
+// containers that ask, and given to exclusive-non-isolcpus ones unless
+// they decline.
+var isolatedDesktop = testNode{fixture: desktop.fixture, config: `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,12-15", irqIsolation: optIn}
+  shared: {cpus: "2-3,10-11"}
+  exclusive-non-isolcpus: {enabled: true, irqIsolation: optOut}
+allowedNamespaces:
+  exclusive: [telco]
+`}
+
+const bootID = "0d8a3c52-6f5e-4b1c-9e2a-4a1f3c5d7e90"
+
+// desktopIRQs is the desktop's /proc: 16 CPUs, a NIC queue IRQ on every
+// CPU, one pinned to CPU 5, one to infra, one on the exclusive CPUs only.
+func desktopIRQs() procfixture.Spec {
+	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+	return procfixture.Spec{CPUs: all, BootID: bootID, IRQs: []procfixture.IRQ{
+		{N: 0, Affinity: all, Node: -1, Description: "IO-APIC 2-edge timer"},
+		{N: 24, Affinity: all, Node: 0, Description: "PCI-MSI 524288-edge eth0-rx-0"},
+		{N: 25, Affinity: cpuset.New(5), Node: 0, Description: "PCI-MSI 524289-edge eth0-rx-1"},
+		{N: 26, Affinity: cpuset.New(0, 1), Node: 0, Description: "PCI-MSI 524290-edge ahci"},
+		{N: 27, Affinity: cpuset.New(4, 5, 6, 7, 12, 13, 14, 15), Node: 0, Description: "PCI-MSI 65536-edge nvme0q1"},
+	}}
+}
+
+// irqNode is a fake runtime whose /proc has IRQs.
+func irqNode(t *testing.T) *fakeRuntime {
+	t.Helper()
+	f := newFakeRuntime(t, false)
+	procfixture.Write(t, f.procRoot(), desktopIRQs())
+	return f
+}
+
+func affinities(t *testing.T, f *fakeRuntime) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, irq := range []string{"0", "24", "25", "26", "27"} {
+		data, err := os.ReadFile(filepath.Join(f.procRoot(), "irq", irq, "smp_affinity_list"))
+		require.NoError(t, err)
+		out[irq] = strings.TrimSpace(string(data))
+	}
+	data, err := os.ReadFile(filepath.Join(f.procRoot(), "irq", "default_smp_affinity"))
+	require.NoError(t, err)
+	out["default"] = strings.TrimSpace(string(data))
+	return out
+}
+
+var originalAffinities = map[string]string{"0": "0-15", "24": "0-15", "25": "5", "26": "0-1", "27": "4-7,12-15", "default": "ffff"}
+
+// requireIRQsOff checks that no IRQ and not the default affinity may use
+// cpus.
+func requireIRQsOff(t *testing.T, f *fakeRuntime, cpus cpuset.CPUSet) {
+	t.Helper()
+	for irq, list := range affinities(t, f) {
+		var set cpuset.CPUSet
+		var err error
+		if irq == "default" {
+			set = maskSet(t, list)
+		} else {
+			set, err = cpuset.Parse(list)
+			require.NoError(t, err)
+		}
+		assert.True(t, set.Intersection(cpus).IsEmpty(), "IRQ %s (%s) avoids %s", irq, list, cpus)
+		assert.False(t, set.IsEmpty(), "IRQ %s has CPUs", irq)
+	}
+}
+
+func maskSet(t *testing.T, mask string) cpuset.CPUSet {
+	t.Helper()
+	var ids []int
+	var v uint64
+	_, err := fmt.Sscanf(mask, "%x", &v)
+	require.NoError(t, err)
+	for i := 0; i < 64; i++ {
+		if v&(1<<i) != 0 {
+			ids = append(ids, i)
+		}
+	}
+	return cpuset.New(ids...)
+}
+
+func cpusOf(t *testing.T, f *fakeRuntime, ctrCPUs string) cpuset.CPUSet {
+	t.Helper()
+	set, err := cpuset.Parse(ctrCPUs)
+	require.NoError(t, err)
+	return set
+}
+
+// TestIRQsMoveOffAndComeBack: a container of a pool that offers IRQ
+// isolation and asks for it gets its CPUs free of device IRQs, also while
+// it is stopped and its CPUs are held for its pod; another exclusive
+// container that does not ask does not; when the pod ends every IRQ gets
+// exactly its original affinity back, over the real NRI protocol.
+func TestIRQsMoveOffAndComeBack(t *testing.T) {
+	f := irqNode(t)
+	rp := startPlugin(t, f, isolatedDesktop, statePath(f))
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, originalAffinities, affinities(t, f), "nothing held: nothing moved")
+
+	telco := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev/pod": "true"}})
+	fwd, _, err := f.createContainer(telco, "fwd", 2000)
+	require.NoError(t, err)
+	plain := f.runPod(podSpec{name: "plain", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	other, _, err := f.createContainer(plain, "app", 1000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation())
+
+	mine := cpusOf(t, f, f.cpus(fwd))
+	require.Equal(t, 2, mine.Size())
+	requireIRQsOff(t, f, mine)
+	theirs := cpusOf(t, f, f.cpus(other))
+	aff := affinities(t, f)
+	set, _ := cpuset.Parse(aff["24"])
+	assert.True(t, theirs.IsSubsetOf(set), "the container that did not ask keeps IRQs (%s on %s)", aff["24"], theirs)
+	st := rp.p.isolation.Load().recon.Status()
+	assert.Positive(t, st.Records["irq"])
+
+	f.stopContainer(fwd)
+	require.NoError(t, rp.p.FlushIsolation())
+	requireIRQsOff(t, f, mine)
+
+	f.removePod(telco)
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, originalAffinities, affinities(t, f), "the pod ended: everything as it was")
+	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
+	require.NoError(t, err)
+	assert.Empty(t, records)
+}
+
+// TestIRQIsolationAnnotationRefused: asking for IRQ isolation in a pool
+// that does not offer it is an error the tenant sees, and nothing is
+// placed.
+func TestIRQIsolationAnnotationRefused(t *testing.T) {
+	f := irqNode(t)
+	startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "p", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev": "true"}})
+	_, _, err := f.createContainer(pod, "c", 1000)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pool exclusive does not offer IRQ isolation (pools.exclusive.irqIsolation is off)")
+}
+
+// TestIRQsRestoredAfterKill: the plugin is killed while IRQs are off an
+// isolated container's CPUs. The pod ends while it is away; the next
+// plugin restores every IRQ exactly from the journal. A container still
+// running keeps its CPUs free of IRQs, computed from the originals.
+func TestIRQsRestoredAfterKill(t *testing.T) {
+	for _, podEnds := range []bool{true, false} {
+		t.Run(fmt.Sprintf("pod ends while away: %v", podEnds), func(t *testing.T) {
+			f := irqNode(t)
+			first := startPlugin(t, f, isolatedDesktop, statePath(f))
+			pod := f.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
+			ctr, _, err := f.createContainer(pod, "c", 1000)
+			require.NoError(t, err)
+			require.NoError(t, first.p.FlushIsolation())
+			mine := cpusOf(t, f, f.cpus(ctr))
+			requireIRQsOff(t, f, mine)
+			first.kill()
+			if podEnds {
+				f.removeContainer(ctr)
+				f.removePod(pod)
+			}
+
+			second := startPlugin(t, f, isolatedDesktop, statePath(f))
+			require.NoError(t, second.p.FlushIsolation())
+			if podEnds {
+				assert.Equal(t, originalAffinities, affinities(t, f))
+				return
+			}
+			requireIRQsOff(t, f, mine)
+			aff := affinities(t, f)
+			assert.Equal(t, cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15).Difference(mine).String(), aff["24"], "from the original, all CPUs")
+			f.removeContainer(ctr)
+			f.removePod(pod)
+			require.NoError(t, second.p.FlushIsolation())
+			assert.Equal(t, originalAffinities, affinities(t, f))
+		})
+	}
+}
+
+// TestSharedPoolAlwaysFreeOfIRQs: a pool configured so keeps its CPUs free
+// of IRQs with no container at all, from the first Synchronize.
+func TestSharedPoolAlwaysFreeOfIRQs(t *testing.T) {
+	f := irqNode(t)
+	node := testNode{fixture: desktop.fixture, config: strings.Replace(desktop.config, `shared: {cpus: "2-3,10-11"}`, `shared: {cpus: "2-3,10-11", irqIsolation: always}`, 1)}
+	rp := startPlugin(t, f, node, statePath(f))
+	require.NoError(t, rp.p.FlushIsolation())
+	requireIRQsOff(t, f, cpuset.New(2, 3, 10, 11))
+	assert.Equal(t, "0-1,4-9,12-15", affinities(t, f)["24"])
+}
+
+// refusingFS is the real file system where some IRQs refuse writes, as
+// kernel-managed IRQs do (EIO).
+type refusingFS struct {
+	hostfiles.OS
+	mu     sync.Mutex
+	refuse map[string]syscall.Errno
+}
+
+func (r *refusingFS) WriteFile(path string, data []byte) error {
+	r.mu.Lock()
+	errno, ok := r.refuse[path]
+	r.mu.Unlock()
+	if ok {
+		return &os.PathError{Op: "write", Path: path, Err: errno}
+	}
+	return r.OS.WriteFile(path, data)
+}
+
+// TestManagedIRQReported: an IRQ the kernel refuses to move stays, the
+// others move, and the refusal is a metric, logged once. (The
+// exclusive-non-isolcpus container gets CPU 1, lent by infra.)
+func TestManagedIRQReported(t *testing.T) {
+	f := irqNode(t)
+	fsys := &refusingFS{refuse: map[string]syscall.Errno{filepath.Join(f.procRoot(), "irq/24/smp_affinity_list"): syscall.EIO}}
+	rp := startPlugin(t, f, isolatedDesktop, statePath(f), func(p *Plugin) { p.isolationFS = fsys })
+	pod := f.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
+	_, _, err := f.createContainer(pod, "c", 1000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation())
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, "0-15", affinities(t, f)["24"], "refused: left as it is")
+	assert.Equal(t, "0,2-15", affinities(t, f)["0"], "the others moved")
+	lines := 0
+	for _, line := range strings.Split(rp.log.String(), "\n") {
+		if strings.Contains(line, "irq/24/smp_affinity_list") {
+			lines++
+		}
+	}
+	assert.Equal(t, 1, lines, "logged once:\n%s", rp.log.String())
+	assert.Contains(t, rp.log.String(), "kernel-managed")
+	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(`
+# HELP cpupool_host_files_refused Host files the kernel refuses to change (kernel-managed IRQs) or to restore; not retried while the value stays the same.
+# TYPE cpupool_host_files_refused gauge
+cpupool_host_files_refused{owner="cpuset"} 0
+cpupool_host_files_refused{owner="irq"} 1
+`), "cpupool_host_files_refused"))
+}
+
+// TestIRQBurstIsCoalesced: forty isolated containers created in a burst
+// cost a couple of passes, not forty, and every one of their CPUs ends up
+// free of IRQs.
+func TestIRQBurstIsCoalesced(t *testing.T) {
+	f := irqNode(t)
+	rp := startPlugin(t, f, isolatedDesktop, statePath(f), func(p *Plugin) {
+		p.isolationTiming = hostfiles.Timing{Delay: 2 * time.Second, MinInterval: 2 * time.Second, Rescan: time.Hour, BackoffInitial: time.Second, BackoffMax: time.Second}
+	})
+	require.Eventually(t, func() bool { return rp.p.isolation.Load().recon.Status().Passes >= 1 }, 5*time.Second, time.Millisecond)
+	before := rp.p.isolation.Load().recon.Status().Passes
+	held := cpuset.New()
+	start := time.Now()
+	for i := range 8 {
+		pod := f.runPod(podSpec{name: fmt.Sprintf("burst%d", i), namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev": "true"}})
+		ctr, _, err := f.createContainer(pod, "c", 1000)
+		require.NoError(t, err)
+		held = held.Union(cpusOf(t, f, f.cpus(ctr)))
+	}
+	burst := time.Since(start)
+	require.Eventually(t, func() bool { return rp.p.isolation.Load().recon.Status().Passes > before }, 10*time.Second, time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	// One pass per 2 s at most: a burst shorter than that is one or two.
+	assert.LessOrEqual(t, rp.p.isolation.Load().recon.Status().Passes-before, uint64(2+burst/(2*time.Second)), "coalesced (burst took %s)", burst)
+	requireIRQsOff(t, f, held)
+}
+
+// partitionedDesktop offers isolated partitions to exclusive containers
+// that ask.
+var partitionedDesktop = testNode{fixture: desktop.fixture, config: `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,12-15", isolatedPartition: optIn}
+  shared: {cpus: "2-3,10-11"}
+allowedNamespaces:
+  exclusive: [telco]
+`}
+
+// runcCreates makes a container's cgroup with the cpuset files a 6.12
+// kernel shows, and its ancestors' where they lack them, as runc does
+// between the reply and the container's start.
+func runcCreates(t *testing.T, f *fakeRuntime, ctr *api.Container) string {
+	t.Helper()
+	dir, err := cgroupDir(ctr.GetLinux().GetCgroupsPath())
+	require.NoError(t, err)
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		full := filepath.Join(f.cgroupRoot, d)
+		require.NoError(t, os.MkdirAll(full, 0o755))
+		for name, v := range map[string]string{"cpuset.cpus.exclusive": "", "cpuset.cpus.partition": "member"} {
+			if _, err := os.Stat(filepath.Join(full, name)); err != nil {
+				require.NoError(t, os.WriteFile(filepath.Join(full, name), []byte(v+"\n"), 0o644))
+			}
+		}
+	}
+	return dir
+}
+
+func cgroupFile(t *testing.T, f *fakeRuntime, dir, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(f.cgroupRoot, dir, name))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(data))
+}
+
+// TestIsolatedPartitionLifecycle: a container that asks gets its cgroup
+// made an isolated partition of its CPUs once the runtime has created it
+// (the pass waits for it), its ancestors taking the CPUs; after a kill
+// and restart the partition stays; when the container ends, every
+// ancestor gets back exactly what it had. The pool's accounting is the
+// same as without.
+func TestIsolatedPartitionLifecycle(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	first := startPlugin(t, f, partitionedDesktop, statePath(f))
+	pod := f.runPod(podSpec{name: "rt", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "isolated-partition.cpupool.dev": "true"}})
+	ctr, _, err := f.createContainer(pod, "loop", 2000)
+	require.NoError(t, err)
+	require.NoError(t, first.p.FlushIsolation(), "the cgroup does not exist yet: nothing, no error")
+	dir := runcCreates(t, f, ctr)
+	require.NoError(t, first.p.FlushIsolation())
+	cpus := f.cpus(ctr)
+	assert.Equal(t, "isolated", cgroupFile(t, f, dir, "cpuset.cpus.partition"))
+	assert.Equal(t, cpus, cgroupFile(t, f, dir, "cpuset.cpus.exclusive"))
+	assert.Equal(t, cpus, cgroupFile(t, f, "/kubepods", "cpuset.cpus.exclusive"))
+	assert.Equal(t, cpus, cgroupFile(t, f, filepath.Dir(dir), "cpuset.cpus.exclusive"))
+	free := usageOf(first.p, "exclusive").Free
+
+	first.kill()
+	second := startPlugin(t, f, partitionedDesktop, statePath(f))
+	require.NoError(t, second.p.FlushIsolation())
+	assert.Equal(t, "isolated", cgroupFile(t, f, dir, "cpuset.cpus.partition"), "kept across the restart")
+	assert.Equal(t, cpus, cgroupFile(t, f, "/kubepods", "cpuset.cpus.exclusive"))
+	assert.Equal(t, free, usageOf(second.p, "exclusive").Free, "accounting unchanged")
+
+	f.stopContainer(ctr)
+	require.NoError(t, os.RemoveAll(filepath.Join(f.cgroupRoot, dir)))
+	require.NoError(t, second.p.FlushIsolation())
+	assert.Equal(t, "", cgroupFile(t, f, "/kubepods", "cpuset.cpus.exclusive"))
+	assert.Equal(t, "", cgroupFile(t, f, filepath.Dir(dir), "cpuset.cpus.exclusive"))
+}
+
+// TestIsolatedPartitionOnCgroupV1: the container runs, without a
+// partition, and the log says why.
+func TestIsolatedPartitionOnCgroupV1(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, partitionedDesktop, statePath(f))
+	pod := f.runPod(podSpec{name: "rt", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "isolated-partition.cpupool.dev": "true"}})
+	_, _, err := f.createContainer(pod, "loop", 1000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Contains(t, rp.log.String(), "isolated partitions are configured, but cgroup v1")
+	assert.Contains(t, rp.log.String(), "container telco/rt/loop: not in an isolated partition: cgroup v1")
+}
+
+// usageOf is a pool's usage as the allocator counts it now.
+func usageOf(p *Plugin, pool string) allocator.PoolUsage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, u := range p.alloc.Usage() {
+		if u.Pool == pool {
+			return u
+		}
+	}
+	return allocator.PoolUsage{}
+}
+
+// TestAuditMetrics: with metrics served, the daemon audits the held
+// exclusive CPUs in the background and exports the verdicts: the IRQs are
+// off the isolated container's CPU, but a host process may still run
+// there, so it is not clean.
+func TestAuditMetrics(t *testing.T) {
+	f := irqNode(t)
+	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+	procfixture.Write(t, f.procRoot(), procfixture.Spec{CPUs: all, Processes: []procfixture.Process{{PID: 700, Comm: "sshd", AllowedCPUs: all, Cgroup: "0::/system.slice/ssh.service"}}})
+	rp := startPlugin(t, f, isolatedDesktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev": "true"}})
+	ctr, _, err := f.createContainer(pod, "fwd", 1000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation())
+	reg := rp.p.Registry()
+	require.Eventually(t, func() bool { a := rp.p.auditor.Load(); return a != nil && a.last.Load() != nil }, 10*time.Second, 10*time.Millisecond)
+	cpu := f.cpus(ctr)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP cpupool_exclusive_cpu_clean 1 when the held exclusive CPU was clean at the last audit (no device IRQ fired on it, no user-space thread of another process may run on it), else 0.
+# TYPE cpupool_exclusive_cpu_clean gauge
+cpupool_exclusive_cpu_clean{cpu="`+cpu+`",pool="exclusive"} 0
+# HELP cpupool_exclusive_cpu_foreign_threads User-space threads of other processes allowed on the held exclusive CPU at the last audit.
+# TYPE cpupool_exclusive_cpu_foreign_threads gauge
+cpupool_exclusive_cpu_foreign_threads{cpu="`+cpu+`",pool="exclusive"} 1
+`), "cpupool_exclusive_cpu_clean", "cpupool_exclusive_cpu_foreign_threads"))
+}

@@ -1,0 +1,106 @@
+package plugin
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestExclusiveWithSharedCPUs, over the real NRI protocol: a container
+// that asks for the shared pool too runs on its exclusive CPUs and the
+// shared pool, is told which is which, has no CFS quota; its exclusive
+// part grows by a resize, is held when it stops, and never moves; its
+// shared part follows the pool when the plugin comes back with another
+// one, and a plugin that lost its state finds the exclusive part where it
+// runs.
+func TestExclusiveWithSharedCPUs(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev/container.fwd": "true"}})
+	fwd, resp, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	env := envOf(resp)
+	excl := cpusOf(t, f, env[EnvExclusiveCPUs])
+	require.Equal(t, 2, excl.Size())
+	assert.True(t, excl.IsSubsetOf(mustParse("4-7,12-15")))
+	assert.Equal(t, "2-3,10-11", env[EnvSharedCPUs])
+	assert.Equal(t, excl.Union(mustParse("2-3,10-11")).String(), env[EnvCPUs])
+	assert.Equal(t, env[EnvCPUs], f.cpus(fwd), "the cpuset is both")
+	assert.Equal(t, "exclusive", env[EnvPool])
+	q, set := quotaOf(resp.GetAdjust().GetLinux().GetResources())
+	assert.True(t, set)
+	assert.Equal(t, int64(-1), q)
+	ctl, resp, err := f.createContainer(pod, "ctl", 1000)
+	require.NoError(t, err)
+	assert.NotContains(t, envOf(resp), EnvSharedCPUs, "only the container that asked")
+	assert.Equal(t, 1, cpusOf(t, f, f.cpus(ctl)).Size())
+	assert.Equal(t, 5, usageOf(rp.p, "exclusive").Free, "the exclusive parts only")
+
+	up, err := f.updateContainer(pod, fwd, 3000)
+	require.NoError(t, err)
+	grown := cpusOf(t, f, f.cpus(fwd)).Difference(mustParse("2-3,10-11"))
+	assert.Equal(t, 3, grown.Size())
+	assert.True(t, excl.IsSubsetOf(grown))
+	assert.Equal(t, grown.Union(mustParse("2-3,10-11")).String(), updateFor(up, fwd.Id).GetLinux().GetResources().GetCpu().GetCpus())
+	st := rp.savedState(t)
+	assert.Equal(t, grown.String(), st.Containers[fwd.Id].CPUs)
+	assert.True(t, st.Containers[fwd.Id].WithShared)
+	assert.Equal(t, "2-3,10-11", st.Containers[fwd.Id].SharedCPUs)
+
+	// The plugin comes back with a smaller shared pool: the shared part
+	// follows it, the exclusive part stays.
+	rp.stop()
+	smaller := testNode{fixture: desktop.fixture, config: strings.Replace(desktop.config, `shared: {cpus: "2-3,10-11"}`, `shared: {cpus: "2-3"}`, 1)}
+	rp = startPlugin(t, f, smaller, statePath(f))
+	assert.Equal(t, grown.Union(mustParse("2-3")).String(), f.cpus(fwd))
+
+	// It loses its state: the runtime's cpuset says where the exclusive
+	// part is.
+	rp.kill()
+	require.NoError(t, os.Remove(statePath(f)))
+	rp = startPlugin(t, f, smaller, statePath(f))
+	assert.Equal(t, grown.Union(mustParse("2-3")).String(), f.cpus(fwd))
+	assert.Equal(t, 8-4, usageOf(rp.p, "exclusive").Free, "its 3 exclusive CPUs and ctl's are held")
+
+	f.exitContainer(fwd, 1)
+	assert.Equal(t, map[string]string{"uid-dpdk/fwd": grown.String()}, holdsOf(rp.p), "the exclusive part is held for the pod")
+	again, resp, err := f.createAttempt(pod, "fwd", 1, 3000)
+	require.NoError(t, err)
+	assert.Equal(t, grown.Union(mustParse("2-3")).String(), f.cpus(again), "the next run: its exclusive CPUs and the shared pool")
+	assert.Equal(t, grown.String(), envOf(resp)[EnvExclusiveCPUs])
+}
+
+// TestWithSharedRefused: a namespace the shared pool does not admit, or a
+// container that keeps its quota, is refused with the reason; nothing is
+// placed.
+func TestWithSharedRefused(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	node := testNode{fixture: desktop.fixture, config: desktop.config + "  shared: [web]\n"}
+	rp := startPlugin(t, f, node, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev": "true"}})
+	_, _, err := f.createContainer(pod, "fwd", 2000)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `nri-cpupool: container telco/dpdk/fwd: annotation shared-cpus.cpupool.dev="true": namespace "telco" may not use pool shared (allowedNamespaces.shared: [web])`)
+	assert.Equal(t, 8, usageOf(rp.p, "exclusive").Free)
+}
+
+// TestWithSharedOnTheResourceRoute: a container of cpupool.dev/exclusive
+// gets the kubelet's CPUs plus the shared pool; the kubelet's devices
+// stay the exclusive part.
+func TestWithSharedOnTheResourceRoute(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktopKubelet, statePath(f))
+	env := grantEnv(t, rp.p, "6", "14")
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort", annotations: map[string]string{"shared-cpus.cpupool.dev": "true"}})
+	_, resp, err := f.createWithEnv(pod, "app", 0, env)
+	require.NoError(t, err)
+	assert.Equal(t, "2-3,6,10-11,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+	assert.Equal(t, "6,14", envOf(resp)[EnvExclusiveCPUs])
+	assert.Equal(t, "2-3,10-11", envOf(resp)[EnvSharedCPUs])
+	assert.Equal(t, "4@0 5@0 6@0 7@0 12@0 13@0 14@0 15@0", healthOf(rp.p.Devices()))
+}

@@ -1,0 +1,301 @@
+package power
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/hostfiles"
+)
+
+// planner turns CPUs' classes into the files to change.
+type planner struct {
+	n     *Node
+	notes *notes
+	// claims are the files wanted so far, by path: a cpufreq policy's
+	// files are claimed by each of its CPUs.
+	claims map[string]claim
+	// dies are the uncore dies wanted so far, by directory name.
+	dies map[string]*die
+	// policies are the cpufreq policies planned so far, by directory: the
+	// first CPU's class sets a policy shared by several CPUs.
+	policies map[string]claim
+	// original returns the journal's original of a file the plugin has
+	// changed (nil: none has been). A changed file that this pass does
+	// not want is restored before the pass writes, so its content now
+	// says nothing about what it will hold when the writes come.
+	original func(path string) (string, bool)
+}
+
+// claim is one file's wanted value and who wants it.
+type claim struct {
+	value, class string
+	cpu, order   int
+}
+
+// die is one uncore die's wanted range: the highest of its CPUs'
+// classes' values.
+type die struct {
+	dir                string
+	minKHz, maxKHz     int64
+	minClass, maxClass string
+	cpu                int
+}
+
+func newPlanner(n *Node, ns *notes) *planner {
+	return &planner{n: n, notes: ns, claims: map[string]claim{}, dies: map[string]*die{}, policies: map[string]claim{}}
+}
+
+// claim wants value in path for cpu's class. Only a policy's or a die's
+// files are claimed twice, by CPUs of one class (see cpufreq and
+// uncore), with one value.
+func (pl *planner) claim(path, value, class string, cpu, order int) {
+	if _, ok := pl.claims[path]; !ok {
+		pl.claims[path] = claim{value: value, class: class, cpu: cpu, order: order}
+	}
+}
+
+// cpu plans one CPU's class.
+func (pl *planner) cpu(cpu int, class string, pc config.PowerClass) {
+	dir := filepath.Join(pl.n.cpuRoot, "cpu"+strconv.Itoa(cpu))
+	if v := string(pc.ResumeLatencyUS); v != "" {
+		path := filepath.Join(dir, "power/pm_qos_resume_latency_us")
+		if exists(path) {
+			pl.claim(path, v, class, cpu, orderFirst)
+		} else {
+			pl.notes.add(class, ResumeLatency, "no power/pm_qos_resume_latency_us (the kernel exposes no PM QoS for the CPU)", cpu)
+		}
+	}
+	if len(pc.DisabledIdleStates) > 0 {
+		pl.idleStates(cpu, dir, class, pc.DisabledIdleStates)
+	}
+	if pc.Governor != "" || pc.MinFreqKHz != "" || pc.MaxFreqKHz != "" || pc.EnergyPerformancePreference != "" {
+		pl.cpufreq(cpu, dir, class, pc)
+	}
+	if pc.UncoreMinFreqKHz > 0 || pc.UncoreMaxFreqKHz > 0 {
+		pl.uncoreOf(cpu, class, pc)
+	}
+}
+
+// idleStates disables the named states of the CPU.
+func (pl *planner) idleStates(cpu int, dir, class string, names []string) {
+	entries, err := os.ReadDir(filepath.Join(dir, "cpuidle"))
+	if err != nil {
+		pl.notes.add(class, DisabledIdleStates, "no cpuidle (no idle driver: cpuidle/current_driver is none or the CPU has no cpuidle directory)", cpu)
+		return
+	}
+	found := map[string]string{} // name → state directory
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "state") {
+			continue
+		}
+		if name, ok := readText(filepath.Join(dir, "cpuidle", e.Name(), "name")); ok {
+			if _, dup := found[name]; !dup {
+				found[name] = filepath.Join(dir, "cpuidle", e.Name())
+			}
+		}
+	}
+	for _, name := range names {
+		state, ok := found[name]
+		if !ok {
+			pl.notes.add(class, DisabledIdleStates, fmt.Sprintf("no idle state %q (the CPU has %s)", name, strings.Join(slices.Sorted(maps.Keys(found)), ", ")), cpu)
+			continue
+		}
+		pl.claim(filepath.Join(state, "disable"), "1", class, cpu, orderFirst)
+	}
+}
+
+// cpufreq plans the governor, frequencies and preference of the CPU's
+// policy. A policy shared by CPUs of different classes (acpi-cpufreq on
+// some machines) gets the class of its first CPU; the others are told.
+func (pl *planner) cpufreq(cpu int, dir, class string, pc config.PowerClass) {
+	noteAll := func(reason string) {
+		for _, s := range []struct {
+			setting string
+			set     bool
+		}{{Governor, pc.Governor != ""}, {MinFreq, pc.MinFreqKHz != ""}, {MaxFreq, pc.MaxFreqKHz != ""}, {EPP, pc.EnergyPerformancePreference != ""}} {
+			if s.set {
+				pl.notes.add(class, s.setting, reason, cpu)
+			}
+		}
+	}
+	policy, err := filepath.EvalSymlinks(filepath.Join(dir, "cpufreq"))
+	if err != nil {
+		noteAll("no cpufreq (no frequency scaling driver: a VM, or none loaded)")
+		return
+	}
+	owner, planned := pl.policies[policy]
+	if planned && owner.class != class {
+		noteAll(fmt.Sprintf("its cpufreq policy (%s) is shared with CPU %d, whose class %s sets it", filepath.Base(policy), owner.cpu, owner.class))
+		return
+	}
+	if !planned {
+		pl.policies[policy] = claim{class: class, cpu: cpu}
+	}
+	governor := ""
+	if g := pc.Governor; g != "" {
+		avail, _ := readText(filepath.Join(policy, "scaling_available_governors"))
+		if slices.Contains(strings.Fields(avail), g) {
+			pl.claim(filepath.Join(policy, "scaling_governor"), g, class, cpu, orderFirst)
+			governor = g
+		} else {
+			pl.notes.add(class, Governor, fmt.Sprintf("governor %s is not offered (scaling_available_governors: %s)", g, avail), cpu)
+		}
+	}
+	lo, okLo := readKHz(filepath.Join(policy, "cpuinfo_min_freq"))
+	hi, okHi := readKHz(filepath.Join(policy, "cpuinfo_max_freq"))
+	resolve := func(setting string, f config.Frequency) (int64, bool) {
+		if !okLo || !okHi {
+			pl.notes.add(class, setting, "the policy has no cpuinfo_min_freq or cpuinfo_max_freq", cpu)
+			return 0, false
+		}
+		switch string(f) {
+		case config.FrequencyMin:
+			return lo, true
+		case config.FrequencyMax:
+			return hi, true
+		case config.FrequencyBase:
+			base, ok := readKHz(filepath.Join(policy, "base_frequency"))
+			if !ok {
+				pl.notes.add(class, setting, "base: the driver reports no base_frequency", cpu)
+			}
+			return min(max(base, lo), hi), ok
+		}
+		khz, _ := f.KHz()
+		return min(max(khz, lo), hi), true
+	}
+	minKHz, minOK := int64(0), false
+	if pc.MinFreqKHz != "" {
+		minKHz, minOK = resolve(MinFreq, pc.MinFreqKHz)
+	}
+	if pc.MaxFreqKHz != "" {
+		maxKHz, ok := resolve(MaxFreq, pc.MaxFreqKHz)
+		if ok && minOK && minKHz > maxKHz {
+			pl.notes.add(class, MinFreq, fmt.Sprintf("%s is %d kHz here, above %s (%d kHz)", pc.MinFreqKHz, minKHz, MaxFreq, maxKHz), cpu)
+			minOK = false
+		}
+		if ok {
+			pl.claim(filepath.Join(policy, "scaling_max_freq"), strconv.FormatInt(maxKHz, 10), class, cpu, orderFrequency)
+		}
+	}
+	if minOK {
+		pl.claim(filepath.Join(policy, "scaling_min_freq"), strconv.FormatInt(minKHz, 10), class, cpu, orderFrequency)
+	}
+	if epp := pc.EnergyPerformancePreference; epp != "" {
+		pl.preference(cpu, policy, class, epp, governor)
+	}
+}
+
+// preference plans the energy performance preference; governor is the
+// governor the pass writes, if any. intel_pstate and amd-pstate refuse
+// any preference but performance (EBUSY) while the governor is
+// performance: a class that leaves the governor alone on a CPU whose
+// governor will be performance when the pass writes (its original, if the
+// plugin changed it and restores it now, else what it holds) goes
+// without it.
+func (pl *planner) preference(cpu int, policy, class, epp, governor string) {
+	path := filepath.Join(policy, "energy_performance_preference")
+	if !exists(path) {
+		pl.notes.add(class, EPP, "no energy_performance_preference (the driver has no EPP: acpi-cpufreq, or HWP off)", cpu)
+		return
+	}
+	if _, err := strconv.Atoi(epp); err != nil {
+		avail, _ := readText(filepath.Join(policy, "energy_performance_available_preferences"))
+		if !slices.Contains(strings.Fields(avail), epp) {
+			pl.notes.add(class, EPP, fmt.Sprintf("preference %s is not offered (energy_performance_available_preferences: %s)", epp, avail), cpu)
+			return
+		}
+	}
+	if governor == "" && epp != "performance" && epp != "0" {
+		govPath := filepath.Join(policy, "scaling_governor")
+		governor, _ = readText(govPath)
+		if orig, changed := pl.originalOf(govPath); changed {
+			governor = orig
+		}
+		if governor == "performance" {
+			pl.notes.add(class, EPP, "the governor is performance, under which the driver fixes the preference at performance", cpu)
+			return
+		}
+	}
+	pl.claim(path, epp, class, cpu, orderPreference)
+}
+
+func (pl *planner) originalOf(path string) (string, bool) {
+	if pl.original == nil {
+		return "", false
+	}
+	return pl.original(path)
+}
+
+// uncoreOf adds the CPU's class to its die's uncore range.
+func (pl *planner) uncoreOf(cpu int, class string, pc config.PowerClass) {
+	c, ok := pl.n.cpuInfo(cpu)
+	name := fmt.Sprintf("package_%02d_die_%02d", c.Socket, max(c.Die, 0))
+	dir := filepath.Join(pl.n.cpuRoot, "intel_uncore_frequency", name)
+	if !ok || !exists(dir) {
+		reason := "no intel_uncore_frequency driver (Intel server parts only; modprobe intel-uncore-frequency)"
+		if exists(filepath.Dir(dir)) {
+			reason = "the uncore driver has no " + name
+		}
+		for _, s := range []struct {
+			setting string
+			khz     int64
+		}{{UncoreMinFreq, pc.UncoreMinFreqKHz}, {UncoreMaxFreq, pc.UncoreMaxFreqKHz}} {
+			if s.khz > 0 {
+				pl.notes.add(class, s.setting, reason, cpu)
+			}
+		}
+		return
+	}
+	d, ok := pl.dies[name]
+	if !ok {
+		d = &die{dir: dir, cpu: cpu}
+		pl.dies[name] = d
+	}
+	if pc.UncoreMinFreqKHz > d.minKHz {
+		d.minKHz, d.minClass = pc.UncoreMinFreqKHz, class
+	}
+	if pc.UncoreMaxFreqKHz > d.maxKHz {
+		d.maxKHz, d.maxClass = pc.UncoreMaxFreqKHz, class
+	}
+}
+
+// uncore claims the dies' ranges, clamped to what the die allows.
+func (pl *planner) uncore() {
+	for _, name := range slices.Sorted(maps.Keys(pl.dies)) {
+		d := pl.dies[name]
+		lo, okLo := readKHz(filepath.Join(d.dir, "initial_min_freq_khz"))
+		hi, okHi := readKHz(filepath.Join(d.dir, "initial_max_freq_khz"))
+		clamp := func(v int64) int64 {
+			if okLo {
+				v = max(v, lo)
+			}
+			if okHi {
+				v = min(v, hi)
+			}
+			return v
+		}
+		if d.minKHz > 0 {
+			pl.claim(filepath.Join(d.dir, "min_freq_khz"), strconv.FormatInt(clamp(d.minKHz), 10), d.minClass, d.cpu, orderFrequency)
+		}
+		if d.maxKHz > 0 {
+			pl.claim(filepath.Join(d.dir, "max_freq_khz"), strconv.FormatInt(clamp(d.maxKHz), 10), d.maxClass, d.cpu, orderFrequency)
+		}
+	}
+}
+
+// changes are the claims as hostfiles changes, by path.
+func (pl *planner) changes() []hostfiles.Change {
+	out := make([]hostfiles.Change, 0, len(pl.claims))
+	for _, path := range slices.Sorted(maps.Keys(pl.claims)) {
+		c := pl.claims[path]
+		value := c.value
+		out = append(out, hostfiles.Change{Path: path, Order: c.order, Want: func(string) (string, error) { return value, nil }})
+	}
+	return out
+}

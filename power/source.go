@@ -1,0 +1,140 @@
+package power
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/hostfiles"
+)
+
+// Source is the hostfiles.Source of power classes. Its owner keeps the
+// CPUs' classes in memory; each pass asks for them (Want) and plans the
+// files.
+type Source struct {
+	node    *Node
+	classes map[string]config.PowerClass
+	want    func() map[int]string
+	journal *hostfiles.Journal
+	log     *logrus.Logger
+
+	mu sync.Mutex // guards what follows: Report runs on scrapes
+	// warned are the notes already logged.
+	warned map[string]bool
+	report Report
+}
+
+var (
+	_ hostfiles.Source    = (*Source)(nil)
+	_ hostfiles.Explainer = (*Source)(nil)
+)
+
+// Report is what the last pass planned, for the metrics.
+type Report struct {
+	// CPUs are each class's CPUs.
+	CPUs map[string]cpuset.CPUSet
+	// Files are the files the pass wanted, with their class.
+	Files map[string]string
+	// Unsupported are the settings left out.
+	Unsupported []Note
+}
+
+// NewSource returns the Source of the classes; want returns every CPU's
+// class (CPUs without one are left out), and is called on the
+// reconciler's goroutine at each pass. The journal is the reconciler's:
+// Plan reads it (on that goroutine, within the pass) to know which files
+// the pass restores before it writes.
+func NewSource(node *Node, classes map[string]config.PowerClass, want func() map[int]string, journal *hostfiles.Journal, log *logrus.Logger) *Source {
+	return &Source{node: node, classes: classes, want: want, journal: journal, log: log, warned: map[string]bool{}}
+}
+
+// Warned marks notes as logged already (Node.Check's warnings at start):
+// a pass logs only what they did not say.
+func (s *Source) Warned(notes []Note) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range notes {
+		s.warned[n.key()] = true
+	}
+}
+
+// Owner names the Source in the journal.
+func (s *Source) Owner() string { return Owner }
+
+// Plan lists the files of every CPU's class. A CPU whose class is not
+// (any more) in the config is left as the node has it, and said so.
+func (s *Source) Plan() (hostfiles.Plan, error) {
+	want := s.want()
+	ns := newNotes()
+	pl := newPlanner(s.node, ns)
+	if s.journal != nil {
+		pl.original = func(path string) (string, bool) {
+			rec, ok := s.journal.Get(path)
+			return rec.Original, ok && rec.Owner == Owner
+		}
+	}
+	byClass := map[string][]int{}
+	for _, cpu := range slices.Sorted(maps.Keys(want)) {
+		class := want[cpu]
+		pc, ok := s.classes[class]
+		if !ok {
+			ns.add(class, "class", "no such class in power.classes (remembered from another configuration); left as the node has it", cpu)
+			continue
+		}
+		byClass[class] = append(byClass[class], cpu)
+		pl.cpu(cpu, class, pc)
+	}
+	pl.uncore()
+	report := Report{CPUs: map[string]cpuset.CPUSet{}, Files: map[string]string{}, Unsupported: ns.list()}
+	for class, cpus := range byClass {
+		report.CPUs[class] = cpuset.New(cpus...)
+	}
+	for path, c := range pl.claims {
+		report.Files[path] = c.class
+	}
+	var fresh []Note
+	s.mu.Lock()
+	s.report = report
+	for _, n := range report.Unsupported {
+		if !s.warned[n.key()] {
+			s.warned[n.key()] = true
+			fresh = append(fresh, n)
+		}
+	}
+	s.mu.Unlock()
+	for _, n := range fresh {
+		s.log.Warnf("power: %s; the CPUs run without it", n)
+	}
+	return hostfiles.Plan{Changes: pl.changes()}, nil
+}
+
+// Report returns what the last pass planned.
+func (s *Source) Report() Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.report
+}
+
+// Explain hints at the cause of a permanent refusal.
+func (s *Source) Explain(path string, err error) string {
+	var errno syscall.Errno
+	errors.As(err, &errno)
+	switch {
+	case errno == syscall.EROFS:
+		return "/sys is read-only here: a systemd unit with ProtectKernelTunables= needs ReadWritePaths=/sys/devices/system/cpu"
+	case errno == syscall.EINVAL && strings.Contains(path, "intel_uncore_frequency"):
+		return "the uncore driver rejects this frequency for this die"
+	case errno == syscall.EINVAL:
+		return "the driver rejects this value for this CPU"
+	case errno == syscall.EACCES || errno == syscall.EPERM:
+		return "not permitted: the plugin must run as root"
+	}
+	return ""
+}

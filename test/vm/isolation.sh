@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# IRQ isolation, irqbalance, the audit and isolated partitions on a real
+# kernel. It runs INSIDE a VM of shape `prod` on cgroup v2 (test/vm/e2e.sh:
+# the runs "v2:isolation" on Debian's 6.1 kernel and "v2:isolation:6.12" on
+# 6.12 from bookworm-backports), with the real containerd, runc and crictl
+# of test/e2e/lib.sh. The VM's virtio (9p) IRQs carry the traffic: they are
+# pinned to a CPU, then /proc/interrupts deltas show where they fire.
+#   IRQBALANCE_BIN  an irqbalance binary (test/vm/e2e.sh unpacks Debian's);
+#                   without it the irqbalance part is skipped, saying so.
+set -uo pipefail
+source "$(dirname "$0")/../e2e/lib.sh"
+# shellcheck source=test/vm/checks.sh
+source "$(dirname "$0")/checks.sh"
+
+if [ "${VM_SHAPE:-}" != prod ] || [ "${VM_CGROUP:-}" != v2 ]; then die "run inside a VM of shape prod on cgroup v2 (test/vm/e2e.sh)"; fi
+need_root_linux
+BIN=$REPO/bin/nri-cpupool
+IRQBALANCE_PID=""
+declare -A ORIG=()
+
+finish() {
+  local rc=$?
+  if [ "$FAILED" -gt 0 ] || [ "$rc" -ne 0 ]; then report; fi
+  [ -n "$IRQBALANCE_PID" ] && kill "$IRQBALANCE_PID" 2>/dev/null
+  teardown
+  echo
+  echo "e2e-vm isolation ($VM_SHAPE, cgroup $VM_CGROUP, Linux $(uname -r)): $PASSED passed, $FAILED failed"
+  [ "$FAILED" -eq 0 ] && [ "$rc" -eq 0 ] || exit 1
+}
+trap finish EXIT
+section() { say "[$SECONDS s] $*"; }
+
+# virtio_irqs: the virtio queues' IRQs (not their config interrupts).
+virtio_irqs() { awk '/virtio/ && !/-config/ {id = $1; sub(":", "", id); if (id ~ /^[0-9]+$/) print id}' /proc/interrupts; }
+# counts CPU: the sum of IRQS's counts on CPU (every CPU is online: column CPU+2).
+counts() { awk -v c="$1" -v list=" $IRQS " '{id = $1; sub(":", "", id)} index(list, " " id " ") {s += $(c + 2)} END {print s + 0}' /proc/interrupts; }
+# traffic: reads and writes over the VM's uncached 9p share.
+traffic() {
+  local _
+  for _ in $(seq 1 15); do
+    dd if=/dev/zero of=/run/vm/traffic bs=64k count=8 2>/dev/null
+    cat /run/vm/traffic >/dev/null
+  done
+  rm -f /run/vm/traffic
+}
+# fired CPU...: how many of IRQS fired on the CPUs during a burst of traffic.
+fired() {
+  local c before=0 after=0
+  for c in "$@"; do before=$((before + $(counts "$c"))); done
+  traffic
+  for c in "$@"; do after=$((after + $(counts "$c"))); done
+  echo $((after - before))
+}
+affinity() { cat "/proc/irq/$1/smp_affinity_list"; }
+set_affinity() { local irq; for irq in $IRQS; do echo "$1" > "/proc/irq/$irq/smp_affinity_list"; done; }
+# avoids LIST: "yes" when no IRQ of IRQS may use a CPU of LIST.
+avoids() {
+  local irq c
+  for irq in $IRQS; do
+    for c in $(cpu_list "$(affinity "$irq")"); do
+      case ",$(cpu_list "$1" | paste -sd,)," in *",$c,"*) echo no; return ;; esac
+    done
+  done
+  echo yes
+}
+cpu_list() { local p; for p in ${1//,/ }; do case "$p" in *-*) seq "${p%-*}" "${p#*-}" ;; *) echo "$p" ;; esac; done; }
+first_affinity() { affinity "${IRQS%% *}"; }
+# audit_busy: the audit while the 9p queues carry traffic; prints its
+# output and its exit status last.
+audit_busy() {
+  (while :; do traffic; done) &
+  local tp=$! out rc
+  out=$("$BIN" audit --state-file "$W/state/nri-cpupool.json" --sample 3s 2>&1); rc=$?
+  kill "$tp"; wait "$tp" 2>/dev/null
+  printf '%s\nexit %s\n' "$out" "$rc"
+}
+partition_of() { cat "$(cgroup_of "$1")/cpuset.cpus.partition"; }
+positive() { if [ "$1" -gt 0 ]; then echo yes; else echo "no ($1)"; fi; }
+
+section "the VM's virtio IRQs, pinned to exclusive CPU 2, fire there"
+IRQS=$(virtio_irqs | paste -sd' ')
+[ -n "$IRQS" ] || die "no virtio IRQ in /proc/interrupts"
+info "virtio IRQs: $IRQS"
+for irq in $IRQS; do ORIG[$irq]=$(affinity "$irq"); done
+set_affinity 2
+check "virtio IRQs pinned to CPU 2" "$(first_affinity)" "2"
+check "they fire on CPU 2 (delta > 0)" "$(positive "$(fired 2)")" yes
+
+cat > /tmp/isolation.yaml <<YAML
+reservedCPUs: "0-1"
+pools:
+  exclusive: {irqIsolation: optIn}
+  exclusive-non-isolcpus: {enabled: true, irqIsolation: optOut, isolatedPartition: optOut}
+irq: {rescanInterval: 2s}
+metricsAddress: "127.0.0.1:19464"
+YAML
+start_runtime
+start_plugin /tmp/isolation.yaml
+
+section "an exclusive container that does not ask: IRQs stay, the audit says not clean"
+PLAIN=$(run_pod plain telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod plain"
+PLAIN_C=$(create_ctr "$PLAIN" plain c 4000) || die "create plain/c"
+check "its CPUs: the whole exclusive pool" "$(cpus_of "$PLAIN_C")" "2-3,6-7"
+check "IRQs left on CPU 2" "$(first_affinity)" "2"
+OUT=$(audit_busy)
+check_contains "audit: CPU 2 not clean" "$OUT" "CPU 2  telco/plain/c (exclusive)  NOT CLEAN"
+check_contains "audit: the device IRQs that fired" "$OUT" "device IRQs fired on it"
+check_contains "audit: exit 3" "$OUT" "exit 3"
+crictl rmp -f "$PLAIN" >/dev/null
+
+section "an exclusive container that asks: IRQs move off its CPUs, the audit says clean"
+QUIET=$(run_pod quiet telco guaranteed '{"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev": "true"}') || die "run pod quiet"
+QUIET_C=$(create_ctr "$QUIET" quiet c 4000) || die "create quiet/c"
+check "its CPUs" "$(cpus_of "$QUIET_C")" "2-3,6-7"
+check "IRQs off 2-3,6-7" "$(eventually yes avoids 2-3,6-7)" "yes"
+check "default_smp_affinity without them" "$(cat /proc/irq/default_smp_affinity)" "33"
+check "no IRQ fires on CPU 2 (delta)" "$(fired 2 3 6 7)" "0"
+check "they fire on the other CPUs" "$(positive "$(fired 0 1 4 5)")" yes
+OUT=$(audit_busy)
+check_contains "audit: CPU 2 clean" "$OUT" "CPU 2  telco/quiet/c (exclusive)  clean"
+check_contains "audit: every held CPU clean, exit 0" "$OUT" "every held exclusive CPU is clean
+exit 0"
+check_contains "metrics: IRQ files changed" "$(metrics)" 'cpupool_host_files_changed{owner="irq"}'
+crictl rmp -f "$QUIET" >/dev/null
+check "the pod ended: IRQs back exactly on CPU 2" "$(eventually 2 first_affinity)" "2"
+check "default_smp_affinity back" "$(eventually ff cat /proc/irq/default_smp_affinity)" "ff"
+check "they fire on CPU 2 again" "$(positive "$(fired 2)")" yes
+
+section "irqbalance: told through its socket, no restart, IRQs stay off"
+if [ -x "${IRQBALANCE_BIN:-}" ]; then
+  mkdir -p /run/irqbalance
+  set_affinity 4
+  "$IRQBALANCE_BIN" --foreground >"$W/irqbalance.log" 2>&1 &
+  IRQBALANCE_PID=$!
+  for _ in $(seq 1 50); do [ -S "/run/irqbalance/irqbalance$IRQBALANCE_PID.sock" ] && break; sleep 0.1; done
+  check "irqbalance's control socket" "$([ -S "/run/irqbalance/irqbalance$IRQBALANCE_PID.sock" ] && echo yes)" "yes"
+  ENI=$(run_pod eni telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod eni"
+  ENI_C=$(create_ctr "$ENI" eni c 2000) || die "create eni/c"
+  check "exclusive-non-isolcpus CPUs" "$(cpus_of "$ENI_C")" "4-5"
+  check "IRQs off 4-5" "$(eventually yes avoids 4-5)" "yes"
+  wait_for_log "irqbalance (pid $IRQBALANCE_PID): banned CPUs 2-7" 0
+  check "irqbalance told its own set (2-3,6-7) plus 4-5" "$(log_count "irqbalance (pid $IRQBALANCE_PID): banned CPUs 2-7")" "1"
+  sleep 12 # longer than irqbalance's 10 s between rebalances
+  check "after irqbalance's rebalance, IRQs still off 4-5" "$(avoids 4-5)" "yes"
+  check "no IRQ fires on 4-5" "$(fired 4 5)" "0"
+  check "irqbalance still the same process (no restart)" "$(kill -0 "$IRQBALANCE_PID" 2>/dev/null && echo running)" "running"
+  crictl rmp -f "$ENI" >/dev/null
+  # The plugin gave a new irqbalance its own set once at first sight (nothing
+  # was kept free then), and again now.
+  wait_for_log "irqbalance (pid $IRQBALANCE_PID): banned CPUs back to its own" 1
+  check "irqbalance given its own set back last (settings cpus NULL)" \
+    "$(grep -o "irqbalance (pid $IRQBALANCE_PID): banned CPUs [^\"]*" "$W/plugin.log" | tail -1)" \
+    "irqbalance (pid $IRQBALANCE_PID): banned CPUs back to its own (settings cpus NULL)"
+  kill "$IRQBALANCE_PID"; wait "$IRQBALANCE_PID" 2>/dev/null; IRQBALANCE_PID=""
+else
+  info "SKIPPED: no irqbalance binary (IRQBALANCE_BIN)"
+fi
+
+section "isolated partitions (cgroup v2, Linux $(uname -r))"
+ISOLATED_BEFORE=$(cat /sys/fs/cgroup/cpuset.cpus.isolated 2>/dev/null || echo none)
+ENI2=$(run_pod eni2 telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod eni2"
+ENI2_C=$(create_ctr "$ENI2" eni2 c 2000) || die "create eni2/c"
+check "the container runs on 4-5" "$(cpus_of "$ENI2_C")" "4-5"
+if [ -e "$(cgroup_of "$ENI2_C")/cpuset.cpus.exclusive" ]; then
+  check "its cgroup: an isolated partition" "$(eventually isolated partition_of "$ENI2_C")" "isolated"
+  check "the kernel's isolated CPUs: isolcpus plus 4-5" "$(cat /sys/fs/cgroup/cpuset.cpus.isolated)" "2-7"
+  MINE=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+  check "host processes may no longer run on 4-5 (this shell: $MINE)" \
+    "$(case ",$(cpu_list "$MINE" | paste -sd,)," in *,4,*|*,5,*) echo yes ;; *) echo no ;; esac)" "no"
+  OUT=$(audit_busy)
+  check_contains "audit: CPU 4 in an isolated partition" "$OUT" "isolated partition yes"
+  check_contains "audit: CPU 4 clean (no IRQ, no foreign thread)" "$OUT" "CPU 4  telco/eni2/c (exclusive-non-isolcpus)  clean"
+  crictl rmp -f "$ENI2" >/dev/null
+  check "released: the kernel's isolated CPUs as before" "$(eventually "$ISOLATED_BEFORE" cat /sys/fs/cgroup/cpuset.cpus.isolated)" "$ISOLATED_BEFORE"
+  check "released: the pods' parent gives the CPUs back" "$(eventually "" cat "$CGROUP_ROOT/$CGROUP_PARENT/cpuset.cpus.exclusive")" ""
+else
+  wait_for_log "container telco/eni2/c: not in an isolated partition: .* needs Linux 6.7 or later" 0
+  check "older kernel: the plugin says why there is no partition, once" \
+    "$(log_count "container telco/eni2/c: not in an isolated partition")" "1"
+  crictl rmp -f "$ENI2" >/dev/null
+fi
+
+for irq in $IRQS; do echo "${ORIG[$irq]}" > "/proc/irq/$irq/smp_affinity_list"; done
