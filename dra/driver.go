@@ -335,19 +335,27 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 	d.prepareMu.Lock()
 	defer d.prepareMu.Unlock()
 	out := make(map[types.UID]error, len(claims))
-	var gone []string
+	var gone, pods []string
 	d.mu.Lock()
 	for _, ref := range claims {
 		uid := string(ref.UID)
 		out[ref.UID] = nil
 		if c, ok := d.claims[uid]; ok {
 			d.log.Infof("DRA: claim %s/%s (%s) unprepared: CPUs %q released", c.Namespace, c.Name, uid, c.cpus().String())
+			for _, r := range c.Requests {
+				if r.PodUID != "" && !slices.Contains(pods, r.PodUID) {
+					pods = append(pods, r.PodUID)
+				}
+			}
 			d.setLocked(uid, nil)
 			d.gen++
 			gone = append(gone, uid)
 		}
 	}
 	d.mu.Unlock()
+	if len(pods) > 0 {
+		d.pools.Release(pods)
+	}
 	if len(gone) > 0 {
 		if err := d.save(); err != nil {
 			// Released in memory: the next write carries it. Until then a

@@ -149,8 +149,9 @@ func fileExists(path string) bool {
 type changingPools struct {
 	*Static
 	mu      sync.Mutex
-	held    cpuset.CPUSet
-	changed chan struct{}
+	held     cpuset.CPUSet
+	changed  chan struct{}
+	released []string
 }
 
 func (p *changingPools) Held(string) cpuset.CPUSet {
@@ -160,6 +161,12 @@ func (p *changingPools) Held(string) cpuset.CPUSet {
 }
 
 func (p *changingPools) Changed() <-chan struct{} { return p.changed }
+
+func (p *changingPools) Release(pods []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.released = append(p.released, pods...)
+}
 
 func (p *changingPools) hold(cpus cpuset.CPUSet) {
 	p.mu.Lock()

@@ -24,6 +24,10 @@ type Pools interface {
 	// holds and that are not in exclude, by the placement rules (whole
 	// cores, fewest L3 groups, best fit). It changes nothing.
 	Place(pool string, numa, n int, exclude cpuset.CPUSet) (cpuset.CPUSet, error)
+	// Release tells that the claims used by these pods' containers were
+	// unprepared: the kubelet does so once the pods' containers ended, so
+	// CPUs held for them may go back.
+	Release(pods []string)
 	// Changed is signalled (not necessarily once per change) when Layout
 	// or Held may have changed.
 	Changed() <-chan struct{}
@@ -63,6 +67,9 @@ func (s *Static) Place(pool string, numa, n int, exclude cpuset.CPUSet) (cpuset.
 	defer s.mu.Unlock()
 	return PlaceOn(s.alloc, s.opts, pool, numa, n, exclude)
 }
+
+// Release implements Pools: nothing is held.
+func (s *Static) Release([]string) {}
 
 // Changed implements Pools: the pools never change.
 func (s *Static) Changed() <-chan struct{} { return nil }

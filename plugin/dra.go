@@ -57,6 +57,35 @@ func (p *Plugin) Place(pool string, numa, n int, exclude cpuset.CPUSet) (cpuset.
 	return dra.PlaceOn(p.alloc, p.cfg.Allocation, pool, numa, n, exclude)
 }
 
+// Release implements dra.Pools: the kubelet unprepared the claims of these
+// pods, which it does once their containers have ended, so the CPUs held
+// for their stopped containers go back now. The pod sandbox's stop would
+// release them too, but containerd sends none for pods created before its
+// own restart, and the scheduler has already given the claim's CPUs away.
+// A pod that still runs a container keeps its holds.
+func (p *Plugin) Release(pods []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	running := map[string]bool{}
+	for _, a := range p.alloc.Assignments() {
+		running[a.Pod.UID] = true
+	}
+	released := false
+	for _, uid := range pods {
+		if running[uid] || len(p.alloc.HoldsOf(uid)) == 0 {
+			continue
+		}
+		_, res := p.alloc.ReleasePod(uid)
+		p.recordRelease(res)
+		p.deferFollowers(res)
+		p.log.Infof("pod %s: its ResourceClaims were unprepared; CPUs held for its stopped containers released", uid)
+		released = true
+	}
+	if released {
+		p.stateChanged()
+	}
+}
+
 // attachClaims fills in the CPUs of the DRA claims the container shows, if
 // its environment carries claim tokens. A token the driver does not know,
 // of a claim reserved for other pods, or of a request another container

@@ -216,3 +216,40 @@ func slotsOf(groups []dra.Group, numa int) int {
 	}
 	return 0
 }
+
+// The kubelet unprepares a claim once its pod's containers have ended;
+// the CPUs held for them go back then, not at the sandbox's stop, which
+// containerd does not send for pods created before its restart (found on
+// the cluster suite, after a containerd restart). A pod that still runs a
+// container keeps its holds.
+func TestDRAUnprepareReleasesTheHoldsOfItsPod(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	n := startDRA(t, f)
+	pod := f.runPod(podSpec{name: "old", namespace: "telco"})
+	env := n.prepare(t, "uid-1", 0, 28, pod) // node 0's exclusive CPUs but 2
+	ctr, _, err := f.createWithEnv(pod, "c", 10, env...)
+	require.NoError(t, err)
+	sidecarEnv := n.prepare(t, "uid-s", 0, 2, pod)
+	_, _, err = f.createWithEnv(pod, "sidecar", 10, sidecarEnv...)
+	require.NoError(t, err)
+	f.stopContainer(ctr)
+	unprepare := func(uid string) {
+		t.Helper()
+		res, err := n.driver.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: types.UID(uid)}})
+		require.NoError(t, err)
+		require.NoError(t, res[types.UID(uid)])
+	}
+	next := f.runPod(podSpec{name: "next", namespace: "telco"})
+	claim := func() error {
+		t.Helper()
+		res, err := n.driver.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{n.claim("uid-2", 0, 2, next)})
+		require.NoError(t, err)
+		return res["uid-2"].Err
+	}
+	unprepare("uid-1")
+	assert.ErrorContains(t, claim(), "pool exclusive has 0 free CPUs on NUMA node 0", "the sidecar runs: the pod keeps its holds")
+
+	f.stopContainer(f.ctrs["ctr-old-sidecar"])
+	unprepare("uid-s")
+	require.NoError(t, claim(), "no container of the pod runs: its CPUs went back at the Unprepare, no sandbox stop needed")
+}
