@@ -148,7 +148,7 @@ func fileExists(path string) bool {
 // hold.
 type changingPools struct {
 	*Static
-	mu      sync.Mutex
+	mu       sync.Mutex
 	held     cpuset.CPUSet
 	changed  chan struct{}
 	released []string
