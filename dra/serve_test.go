@@ -60,15 +60,17 @@ func serve(t *testing.T, td *testDriver, objects ...*resourceapi.ResourceClaim) 
 	require.NoError(t, os.MkdirAll(paths.RegistryDir, 0o750), "the kubelet's")
 	go func() { s.done <- td.Serve(ctx, client, paths) }()
 	sock := filepath.Join(paths.PluginDir, "dra.sock")
+	reg := filepath.Join(paths.RegistryDir, DriverName+"-reg.sock")
+	// The helper starts the DRA service and the registrar one after the
+	// other: wait for both sockets, not for the first one only.
 	require.Eventually(t, func() bool {
 		select {
 		case err := <-s.done:
 			require.NoError(t, err, "Serve returned")
 		default:
 		}
-		return fileExists(sock)
-	}, 10*time.Second, 10*time.Millisecond)
-	require.FileExists(t, filepath.Join(paths.RegistryDir, DriverName+"-reg.sock"), "registration socket for the kubelet")
+		return fileExists(sock) && fileExists(reg)
+	}, 10*time.Second, 10*time.Millisecond, "the DRA socket and the registration socket for the kubelet")
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	s.dra = drapb.NewDRAPluginClient(conn)
