@@ -97,7 +97,10 @@ bench:
 	$(GO) test -run '^$$' -bench 'PluginRSS|StateBurst' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
 
-# gofmt, go vet, staticcheck, go.mod/go.sum tidiness and shellcheck.
+# gofmt, go vet, staticcheck, go.mod/go.sum tidiness, shellcheck, and
+# docscheck: every config key, annotation, metric, command, flag and make
+# target the code defines is documented in docs/, and every relative link
+# of README.md and docs/ resolves (tools/docscheck; -list shows the names).
 # govulncheck is not part of it: it needs its vulnerability database online.
 lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -106,6 +109,7 @@ lint: tools
 	$(STATICCHECK) ./...
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	shellcheck -x -P SCRIPTDIR $(SHELL_SCRIPTS)
+	$(GO) run ./tools/docscheck
 
 tools: $(STATICCHECK) shellcheck-installed
 

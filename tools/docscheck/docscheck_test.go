@@ -1,0 +1,556 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/cpupool/nri-cpupool/config"
+)
+
+// repoRoot is the repository, from this package's directory.
+const repoRoot = "../.."
+
+func write(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSlug(t *testing.T) {
+	for _, tc := range []struct{ heading, want string }{
+		{"IRQ isolation", "irq-isolation"},
+		{"`--map`", "--map"},
+		{"`topology --json`", "topology---json"},
+		{"`simulate` requests file", "simulate-requests-file"},
+		{"What's new? (v2.0)", "whats-new-v20"},
+		{"snake_case and kebab-case", "snake_case-and-kebab-case"},
+		{"[Linked](other.md) heading", "linked-heading"},
+		{"Größe <em>und</em> Ünïcode", "größe-und-ünïcode"},
+		{"CPU quota on exclusive CPUs", "cpu-quota-on-exclusive-cpus"},
+	} {
+		if got := Slug(headingText(tc.heading)); got != tc.want {
+			t.Errorf("slug of %q = %q, want %q", tc.heading, got, tc.want)
+		}
+	}
+	s := slugger{}
+	var got []string
+	for _, h := range []string{"Tests", "Tests", "Tests", "Tests 1", "Other"} {
+		got = append(got, s.slug(h))
+	}
+	if want := []string{"tests", "tests-1", "tests-2", "tests-1-1", "other"}; !slices.Equal(got, want) {
+		t.Errorf("repeated headings: %q, want %q", got, want)
+	}
+}
+
+func TestCodeSpans(t *testing.T) {
+	in := "a `b` c ``d ` e`` f \\`x and `` `y` `` `open"
+	spans, rest := codeSpans(in)
+	var texts []string
+	for _, sp := range spans {
+		texts = append(texts, sp.text)
+	}
+	// \` is no delimiter; one leading and trailing space is stripped; a
+	// run without its closing run is text.
+	if want := []string{"b", "d ` e", "`y`"}; !slices.Equal(texts, want) {
+		t.Errorf("spans %q, want %q", texts, want)
+	}
+	if len(rest) != len(in) || strings.Contains(rest, "b") || strings.Contains(rest, "y") || !strings.Contains(rest, "f \\`x and ") ||
+		!strings.HasSuffix(rest, " `open") {
+		t.Errorf("rest %q: the spans are not blanked out alone", rest)
+	}
+	spans, _ = codeSpans("see `pools.<pool>.irqIsolation` and\n`a\nb`")
+	if len(spans) != 2 || spans[0].text != "pools.<pool>.irqIsolation" || spans[1].text != "a b" || spans[1].line != 1 {
+		t.Errorf("spans %+v", spans)
+	}
+}
+
+func TestParseMarkdown(t *testing.T) {
+	md := parseMarkdown(strings.Join([]string{
+		"# Title",
+		"",
+		"Text with a [link](a.md#x) and `code [not](b.md)`.",
+		"",
+		"```yaml",
+		"# not a heading",
+		"[not a link](c.md)",
+		"pool.cpupool.dev: exclusive",
+		"```",
+		"",
+		"Setext heading",
+		"--------------",
+		"",
+		"| `key` | [row](d.md) |",
+		"- item [one](e.md)",
+		"[ref]: f.md",
+		"[web](https://example.com) <a name=\"custom\"></a>",
+		"## Title",
+	}, "\n"))
+	for _, a := range []string{"title", "setext-heading", "title-1", "custom"} {
+		if !md.anchors[a] {
+			t.Errorf("anchor %q missing from %v", a, md.anchors)
+		}
+	}
+	if md.anchors["not-a-heading"] {
+		t.Error("a # line in a fenced block counted as a heading")
+	}
+	var links []string
+	for _, l := range md.links {
+		links = append(links, l.Target)
+	}
+	if want := []string{"a.md#x", "d.md", "e.md", "f.md"}; !slices.Equal(links, want) {
+		t.Errorf("links %q, want %q", links, want)
+	}
+	if md.links[1].Line != 14 {
+		t.Errorf("d.md's line %d, want 14", md.links[1].Line)
+	}
+	if code := md.code.String(); !strings.Contains(code, "pool.cpupool.dev: exclusive") || !strings.Contains(code, "key") {
+		t.Errorf("code text %q lacks the fenced block or a span", code)
+	}
+}
+
+func TestCheckLinks(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "README.md"), strings.Join([]string{
+		"# Top",
+		"See [tuning](docs/tuning.md#irq-isolation), [typo](docs/tuning.md#irq-isolatoin),",
+		"[gone](docs/missing.md), [here](#top), [nowhere](#nowhere), [web](https://example.com/x#y),",
+		"[mail](mailto:a@b.c), [dir](docs/), [src](main.go#L3), [esc](docs/with%20space.md).",
+		"```",
+		"[in a fence](docs/absent.md)",
+		"```",
+		"`[in a span](docs/absent.md)`",
+	}, "\n"))
+	write(t, filepath.Join(root, "docs", "tuning.md"), "# Tuning\n\n## IRQ isolation\n\n## IRQ isolation\n\nBack to [the top](../README.md#top) and [the second](#irq-isolation-1) and [root](/README.md).\n")
+	write(t, filepath.Join(root, "docs", "with space.md"), "# x\n")
+	write(t, filepath.Join(root, "main.go"), "package main\n")
+	files := []string{filepath.Join(root, "README.md"), filepath.Join(root, "docs", "tuning.md"), filepath.Join(root, "docs", "with space.md")}
+	problems, n, err := CheckLinks(root, files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`README.md:2: link docs/tuning.md#irq-isolatoin: no heading "irq-isolatoin" in docs/tuning.md: did you mean #irq-isolation?`,
+		`README.md:3: link docs/missing.md: docs/missing.md does not exist: fix the path (it is relative to ./)`,
+		`README.md:3: link #nowhere: no heading "nowhere" in README.md: link to one of its headings' anchors (lower case, spaces as -, punctuation dropped)`,
+	}
+	if !slices.Equal(problems, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(problems, "\n"), strings.Join(want, "\n"))
+	}
+	if n != 11 {
+		t.Errorf("%d links checked, want 11 (web and mail links and code are skipped)", n)
+	}
+}
+
+func keyStrings(keys []ConfigKey) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, k.String())
+	}
+	return out
+}
+
+func TestConfigKeysOfTheConfig(t *testing.T) {
+	m, err := parseModule(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := ConfigKeys(reflect.TypeFor[config.Config](), m.typeFiles(filepath.Join(repoRoot, "config")))
+	got := keyStrings(keys)
+	for _, want := range []string{"dra.enabled", "pools.exclusive.count", "pools.exclusive-non-isolcpus.minInfraCPUs", "allocation.fullPCPUsOnly",
+		"irq.rescanInterval", "power.unsupported", "power.classes.<name>.governor", "power.pools.infra.class", "allowedNamespaces.<name>", "metricsAddress"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("key %s missing from %q", want, got)
+		}
+	}
+	for _, notWant := range []string{"pools", "irq.rescanInterval.Duration", "irq.rescanInterval.duration", "power.classes.<name>"} {
+		if slices.Contains(got, notWant) {
+			t.Errorf("%s is not a leaf key", notWant)
+		}
+	}
+	for _, k := range keys {
+		if k.String() == "power.unsupported" && k.File != "config/power.go" {
+			t.Errorf("power.unsupported is in %q, want config/power.go", k.File)
+		}
+		if k.String() == "dra.enabled" && k.File != "config/config.go" {
+			t.Errorf("dra.enabled is in %q, want config/config.go", k.File)
+		}
+	}
+}
+
+type selfDecoding struct{ A, B int }
+
+func (*selfDecoding) UnmarshalYAML(*yaml.Node) error { return nil }
+
+func TestConfigKeysWalk(t *testing.T) {
+	type inner struct {
+		Leaf string `yaml:"leaf"`
+	}
+	type common struct {
+		Shared int `yaml:"shared"`
+	}
+	type cfg struct {
+		common   `yaml:",inline"`
+		Plain    int                 `yaml:"plain"`
+		Skipped  int                 `yaml:"-"`
+		Untagged bool                // yaml.v3: "untagged"
+		Ptr      *inner              `yaml:"ptr"`
+		ByName   map[string]inner    `yaml:"byName"`
+		Lists    map[string][]string `yaml:"lists"`
+		Pools    struct {
+			Exclusive inner `yaml:"exclusive"`
+		} `yaml:"pools"`
+		Dur    config.Duration `yaml:"dur"`
+		Custom selfDecoding    `yaml:"custom"`
+		Items  []inner         `yaml:"items"`
+		hidden int
+	}
+	_ = cfg{}.hidden
+	keys := ConfigKeys(reflect.TypeFor[cfg](), nil)
+	want := []string{"shared", "plain", "untagged", "ptr.leaf", "byName.<name>.leaf", "lists.<name>", "pools.exclusive.leaf", "dur", "custom", "items.leaf"}
+	if got := keyStrings(keys); !slices.Equal(got, want) {
+		t.Errorf("keys %q, want %q", got, want)
+	}
+	for _, k := range keys {
+		if k.String() == "pools.exclusive.leaf" && k.Segments[1].kind != segPool {
+			t.Errorf("pools.exclusive: segment kind %v, want a pool", k.Segments[1].kind)
+		}
+		if k.String() == "byName.<name>.leaf" && k.Segments[1].kind != segMap {
+			t.Errorf("byName.<name>: segment kind %v, want a map key", k.Segments[1].kind)
+		}
+	}
+}
+
+// docsOf reads Markdown as the docs.
+func docsOf(texts ...string) docs {
+	var mds []*mdFile
+	for _, t := range texts {
+		mds = append(mds, parseMarkdown(t))
+	}
+	return collectDocs(mds)
+}
+
+func TestDocumentedKeyForms(t *testing.T) {
+	m, err := parseModule(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]ConfigKey{}
+	for _, k := range ConfigKeys(reflect.TypeFor[config.Config](), m.typeFiles(filepath.Join(repoRoot, "config"))) {
+		keys[k.String()] = k
+	}
+	d := docsOf(strings.Join([]string{
+		"| key | default | meaning |",
+		"|---|---|---|",
+		"| `pools.exclusive.cpus` / `.count` | all | sizes |",
+		"| `pools.<pool>.irqIsolation` | `off` | IRQs |",
+		"| `allocation.fullPCPUsOnly`, `.hideHyperthreads` | `false` | placement |",
+		"| `allowedNamespaces.<pool>` | open | namespaces |",
+		"| `power.classes.<name>` | none | a class: `governor`, `minFreqKHz` |",
+		"| `power.pools.exclusive.idleClass` | none | idle |",
+		"| `dra.*` | off | the DRA driver |",
+		"| `irq` | | `rescanInterval`: a bare parent starts no short forms |",
+		"",
+		"With `dra.devices: cpu` the node publishes CPUs.",
+		"",
+		"```yaml",
+		"dra:",
+		"  nodeName: x",
+		"power:",
+		"  unsupported: warn",
+		"```",
+		"",
+		"`kubelet.devicePlugin` is described here, and on the next row:",
+		"",
+		"| `.devicePluginDir` | no key before it on this row |",
+	}, "\n"))
+	for key, want := range map[string]bool{
+		"pools.exclusive.cpus":                      true,
+		"pools.exclusive.count":                     true,
+		"pools.shared.count":                        false,
+		"pools.exclusive.irqIsolation":              true,
+		"pools.exclusive-non-isolcpus.irqIsolation": true,
+		"allocation.fullPCPUsOnly":                  true,
+		"allocation.hideHyperthreads":               true,
+		"allocation.distributeAcrossNUMA":           false,
+		"allowedNamespaces.<name>":                  true,
+		"power.classes.<name>.governor":             true,
+		"power.classes.<name>.minFreqKHz":           true,
+		"power.classes.<name>.maxFreqKHz":           false,
+		"power.pools.exclusive.idleClass":           true,
+		"power.pools.shared.idleClass":              false,
+		"dra.enabled":                               false, // dra.* is no key
+		"dra.devices":                               true,
+		"dra.nodeName":                              false, // YAML examples document nothing
+		"power.unsupported":                         false,
+		"irq.rescanInterval":                        false, // `irq` is no dotted key
+		"kubelet.devicePlugin":                      true,
+		"kubelet.devicePluginDir":                   false,
+	} {
+		k, ok := keys[key]
+		if !ok {
+			t.Fatalf("no config key %s", key)
+		}
+		if got := d.documentsKey(k); got != want {
+			t.Errorf("%s documented: %v, want %v", key, got, want)
+		}
+	}
+}
+
+func TestAnnotationsAndMetricsOfTheModule(t *testing.T) {
+	m, err := parseModule(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anns := m.Annotations()
+	var names []string
+	for _, a := range anns {
+		names = append(names, a.Name)
+		if a.Name == "pool.cpupool.dev" && a.File != "allocator/policy.go" {
+			t.Errorf("pool.cpupool.dev is in %q", a.File)
+		}
+	}
+	for _, want := range []string{"pool.cpupool.dev", "numa.cpupool.dev", "shared-cpus.cpupool.dev"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("annotation %s missing from %q", want, names)
+		}
+	}
+	if slices.Contains(names, "cpupool.dev") {
+		t.Error("the domain itself is no annotation key")
+	}
+	metrics, problems := m.Metrics()
+	if len(problems) > 0 {
+		t.Errorf("problems: %q", problems)
+	}
+	names = nil
+	for _, mt := range metrics {
+		names = append(names, mt.Name)
+	}
+	for _, want := range []string{"cpupool_refused_containers_total", "cpupool_pool_cpus", "cpupool_state_write_duration_seconds", "cpupool_handler_duration_seconds"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("metric %s missing from %q", want, names)
+		}
+	}
+}
+
+func TestMetricsAndAnnotationsFromSource(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "go.mod"), "module example.com/m\n")
+	write(t, filepath.Join(root, "a", "a.go"), `package a
+
+import prom "github.com/prometheus/client_golang/prometheus"
+
+const prefix = "cpupool_"
+const AnnotationX = "x-y.cpupool.dev"
+const notAnnotation = "cpupool.dev/exclusive"
+
+var name = "dynamic"
+
+var (
+	_ = prom.NewDesc("cpupool_literal", "help", nil, nil)
+	_ = prom.NewDesc(prefix+"constant", "help", nil, nil)
+	_ = prom.NewCounter(prom.CounterOpts{Namespace: "cpupool", Subsystem: "sub", Name: "composed_total"})
+	_ = prom.NewDesc(name, "help", nil, nil)
+)
+`)
+	write(t, filepath.Join(root, "a", "a_test.go"), `package a
+
+import "github.com/prometheus/client_golang/prometheus"
+
+const AnnotationTest = "test.cpupool.dev"
+
+var _ = prometheus.NewDesc("cpupool_in_a_test", "help", nil, nil)
+`)
+	write(t, filepath.Join(root, "b", "testdata", "t.go"), "package t\n\nconst A = \"fixture.cpupool.dev\"\n")
+	m, err := parseModule(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, problems := m.Metrics()
+	var names []string
+	for _, mt := range metrics {
+		names = append(names, mt.Name)
+	}
+	if want := []string{"cpupool_constant", "cpupool_literal", "cpupool_sub_composed_total"}; !slices.Equal(names, want) {
+		t.Errorf("metrics %q, want %q", names, want)
+	}
+	if len(problems) != 1 || !strings.HasPrefix(problems[0], "a/a.go:15: cannot read the metric name") {
+		t.Errorf("problems %q, want one for a/a.go:15", problems)
+	}
+	anns := m.Annotations()
+	if len(anns) != 1 || anns[0] != (Name{"x-y.cpupool.dev", "a/a.go"}) {
+		t.Errorf("annotations %+v, want x-y.cpupool.dev only", anns)
+	}
+}
+
+func TestCommandsOfTheCLI(t *testing.T) {
+	m, err := parseModule(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := m.Commands(cliDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]Command{}
+	for _, c := range cmds {
+		byName[c.Name] = c
+	}
+	for _, want := range []string{"run", "topology", "validate", "simulate", "status", "audit", "version"} {
+		if _, ok := byName[want]; !ok {
+			t.Errorf("command %s missing from %+v", want, cmds)
+		}
+	}
+	status := byName["status"]
+	for _, f := range []string{"json", "map", "color", "state-file", "sysfs-root"} {
+		if !slices.Contains(status.Flags, f) {
+			t.Errorf("status flag %s missing from %q", f, status.Flags)
+		}
+	}
+	if status.File != cliDir+"/status.go" {
+		t.Errorf("status is in %q", status.File)
+	}
+}
+
+func TestCommandsFromSource(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "go.mod"), "module example.com/m\n")
+	write(t, filepath.Join(root, cliDir, "cli.go"), `package cli
+
+import "flag"
+
+type command struct {
+	name string
+	run  func(args []string) error
+}
+
+var table = []command{
+	{"plain", runPlain},
+	{run: runKeyed, name: "keyed"},
+}
+
+func runPlain(args []string) error {
+	fs := flag.NewFlagSet("plain", flag.ContinueOnError)
+	_ = fs.Bool("json", false, "JSON")
+	var n int
+	fs.IntVar(&n, "count", 1, "how many")
+	commonFlags(fs)
+	return fs.Parse(args)
+}
+
+func commonFlags(fs *flag.FlagSet) { fs.String("sysfs-root", "", "root") }
+
+func runKeyed(args []string) error { return nil }
+`)
+	m, err := parseModule(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := m.Commands(cliDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Command{
+		{Name: "plain", File: cliDir + "/cli.go", Flags: []string{"count", "json", "sysfs-root"}},
+		{Name: "keyed", File: cliDir + "/cli.go"},
+	}
+	if !reflect.DeepEqual(cmds, want) {
+		t.Errorf("commands %+v, want %+v", cmds, want)
+	}
+}
+
+func TestMakeTargets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "Makefile")
+	write(t, path, "GO ?= go\nX := a:b\n.PHONY: all build \\\n  test\n\nall: build\n\nbuild:\n\tgo build\ntest: build\n")
+	got, err := MakeTargets(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"build", "test"}; !slices.Equal(got, want) {
+		t.Errorf("targets %q, want %q (all, the default goal, left out)", got, want)
+	}
+}
+
+// fullDocs is a page that names everything the code defines but skip.
+func fullDocs(t *testing.T, skip ...string) string {
+	t.Helper()
+	names, err := CodeNames(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("# Everything\n\n")
+	for _, n := range names {
+		if !slices.Contains(skip, n.Name) {
+			b.WriteString("- `" + n.Name + "`\n")
+		}
+	}
+	return b.String()
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "all.md"), fullDocs(t)+"\nSee [the top](#everything).\n")
+	res, err := Check(Options{Root: repoRoot, Docs: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Problems) > 0 {
+		t.Errorf("problems with every name documented:\n%s", strings.Join(res.Problems, "\n"))
+	}
+	if res.ConfigKeys < 50 || res.Annotations < 10 || res.Metrics < 20 || res.Commands < 7 || res.Flags < 20 || res.Links < 1 || res.Files != 1 {
+		t.Errorf("checked too little: %s", res.Summary())
+	}
+}
+
+func TestCheckReportsWhatIsMissing(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "sub", "all.md"), fullDocs(t, "power.unsupported", "cpupool_refused_containers_total", "pool.cpupool.dev",
+		"nri-cpupool audit --sample", "make lint")+"\n[broken](../nowhere.md)\n")
+	res, err := Check(Options{Root: repoRoot, Docs: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"config key power.unsupported (config/power.go) is not documented in " + dir + "/: add it, in backticks, to " + dir + "/configuration.md",
+		"annotation pool.cpupool.dev (allocator/policy.go) is not documented in " + dir + "/",
+		"metric cpupool_refused_containers_total (plugin/metrics.go) is not documented in " + dir + "/: add it, in backticks, to " + dir + "/metrics.md",
+		"flag --sample of nri-cpupool audit (" + cliDir + "/audit.go) is not documented in " + dir + "/",
+		"make target lint (Makefile .PHONY) is not documented in " + dir + "/",
+		"link ../nowhere.md: " + filepath.Join(dir, "nowhere.md") + " does not exist",
+	}
+	if len(res.Problems) != len(want) {
+		t.Errorf("%d problems, want %d:\n%s", len(res.Problems), len(want), strings.Join(res.Problems, "\n"))
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(res.Problems, func(p string) bool { return strings.Contains(p, w) }) {
+			t.Errorf("no problem %q in:\n%s", w, strings.Join(res.Problems, "\n"))
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(Options{Root: repoRoot, Docs: dir}, &stdout, &stderr); code != 1 || stdout.Len() > 0 ||
+		!strings.HasPrefix(stderr.String(), "docscheck: config key power.unsupported") {
+		t.Errorf("run: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+func TestCheckWithoutDocs(t *testing.T) {
+	_, err := Check(Options{Root: repoRoot, Docs: filepath.Join(t.TempDir(), "docs")})
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("err %v, want the docs directory reported missing", err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(Options{Root: repoRoot, Docs: t.TempDir()}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "no .md files") {
+		t.Errorf("run on an empty docs directory: exit %d, stderr %q", code, stderr.String())
+	}
+}
