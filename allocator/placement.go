@@ -40,7 +40,7 @@ func CPUsFor(milliCPU int64) int {
 }
 
 // placeExclusive chooses CPUs for an exclusive request, by the rules of
-// README "Placement rules":
+// docs/placement.md:
 //
 //  1. The unit the request is counted in: CPUs, or whole cores with
 //     full-pcpus-only and hide-hyperthreads (which keeps the siblings idle).

@@ -596,7 +596,7 @@ func TestRestartCannotBypassInfraMinimum(t *testing.T) {
 }
 
 // TestRankingOrder pits each placement rule against the next one and
-// checks that the higher rule wins (README "Placement rules").
+// checks that the higher rule wins (docs/placement.md).
 func TestRankingOrder(t *testing.T) {
 	// The comparator itself: a plan better on one figure wins over a plan
 	// better on every later figure.

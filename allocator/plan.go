@@ -46,7 +46,7 @@ type plan struct {
 	leftover            int
 }
 
-// better orders plans by the placement rules (README "Placement rules"),
+// better orders plans by the placement rules (docs/placement.md),
 // rule 1, the number of NUMA nodes, being fixed by the caller (a growing
 // container's own nodes come first of all: see Resize):
 //  2. the devices' NUMA nodes (fewest devices' nodes missed),

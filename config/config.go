@@ -97,7 +97,7 @@ type Kubelet struct {
 	DevicePluginDir string `yaml:"devicePluginDir"`
 }
 
-// DRA configures the DRA driver (README "DRA").
+// DRA configures the DRA driver (docs/dra.md).
 type DRA struct {
 	// Enabled makes the daemon the DRA driver cpupool.dev. With it on, the
 	// exclusive pools are given only through ResourceClaims.
@@ -311,7 +311,7 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config %s: %s (keys are documented in README.md and packaging/config.yaml)", name, strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, fmt.Errorf("config %s: %s (keys are documented in docs/configuration.md and packaging/config.yaml)", name, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if problems := cfg.Check(); problems.HasErrors() {
 		return nil, problems.Errors().In(name)
@@ -365,7 +365,7 @@ func (c *Config) Check() Problems {
 	c.checkIRQ(&p)
 	c.checkPower(&p)
 	if c.DRA.Enabled && c.Kubelet.DevicePlugin {
-		p.Errorf("dra.enabled", "the DRA driver and the kubelet device plugin (kubelet.devicePlugin) would both hand out the exclusive pool; turn one off (pods that request %s are served by DRA through a DeviceClass with extendedResourceName, see README \"DRA\")", ResourceExclusive)
+		p.Errorf("dra.enabled", "the DRA driver and the kubelet device plugin (kubelet.devicePlugin) would both hand out the exclusive pool; turn one off (pods that request %s are served by DRA through a DeviceClass with extendedResourceName, see docs/dra.md)", ResourceExclusive)
 	}
 	if c.DRA.Devices != DRADevicesNUMANode && c.DRA.Devices != DRADevicesCPU {
 		p.Errorf("dra.devices", "unknown device model %q; use %s (one device per NUMA node and pool) or %s (one device per CPU)", c.DRA.Devices, DRADevicesNUMANode, DRADevicesCPU)

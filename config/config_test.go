@@ -87,7 +87,7 @@ func TestParseErrors(t *testing.T) {
 		name, yaml string
 		want       []string
 	}{
-		{"unknown key", "pools:\n  exclusiv: {count: 2}\n", []string{"bad.yaml", "line 2", "exclusiv", "README.md"}},
+		{"unknown key", "pools:\n  exclusiv: {count: 2}\n", []string{"bad.yaml", "line 2", "exclusiv", "docs/configuration.md"}},
 		{"infra is not configurable", "pools: {infra: {cpus: \"0\"}}", []string{"infra"}},
 		{"wrong type", "pinMemory: sometimes", []string{"line 1", "sometimes"}},
 		{"malformed list", "reservedCPUs: \"0-\"", []string{"error: reservedCPUs: malformed CPU list \"0-\""}},

@@ -14,7 +14,7 @@ import (
 )
 
 // Power configures power classes: named sets of idle and frequency
-// settings, and which class each pool's CPUs get (README "Power classes").
+// settings, and which class each pool's CPUs get (docs/tuning.md "Power classes").
 type Power struct {
 	// Classes are the named classes.
 	Classes map[string]PowerClass `yaml:"classes"`

@@ -6,7 +6,7 @@
 // them, and writes a CDI spec whose environment variable lets the NRI
 // plugin recognise the claim's container.
 //
-// The model (see README "DRA"): one device per CPU of a pool on a NUMA node,
+// The model (see docs/dra.md): one device per CPU of a pool on a NUMA node,
 // and the devices of one pool and node are interchangeable slots. The
 // scheduler decides how many CPUs of which pool a claim gets on which NUMA
 // node; which CPUs of that node is decided at Prepare by the allocator's

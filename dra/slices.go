@@ -102,7 +102,7 @@ func groupByNode(topo *sysfs.Topology, cpus, held cpuset.CPUSet, pool string) []
 }
 
 // The device models (config dra.devices). Both describe the same slots;
-// they differ in what the scheduler can express (see README "DRA").
+// they differ in what the scheduler can express (see docs/dra.md).
 const (
 	// ModelNUMANode publishes one device per pool and NUMA node that many
 	// claims share, with the consumable capacity cpupool.dev/cpus: a

@@ -121,7 +121,7 @@ func TestCPUQuotaLiftedForContainersAdoptedOnSynchronize(t *testing.T) {
 }
 
 // TestCPUQuotaLiftedForResourceRoute: a Guaranteed pod of the resource
-// that requests cpu: 10m, as the README suggests, would be throttled to 1%
+// that requests cpu: 10m, as docs/kubernetes.md suggests, would be throttled to 1%
 // of one CPU while it owns two. Its quota is lifted at creation, stays
 // lifted on the kubelet's updates and across a restart, and is kept where
 // the annotation keeps it: the same rule as for annotated containers and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks that `make install` and the packages (`make package`: .deb and .rpm from
-# packaging/nfpm.yaml) lay out what README "Install on a node" promises, that
+# packaging/nfpm.yaml) lay out what docs/install.md promises, that
 # the unit passes `systemd-analyze verify`, that the .deb installs into a
 # scratch root, and that an upgrade keeps a changed config and the state file.
 # Needs dpkg-deb and rpm (apt-get install rpm); NFPM names the nfpm binary.

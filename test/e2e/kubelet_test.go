@@ -82,7 +82,7 @@ func (k *fakeKubelet) allocator(t *testing.T) func(ids ...string) map[string]str
 // container and app container are allocated the same CPU at admission, init
 // container first, as the kubelet does when the app container reuses the
 // init container's devices; both run on it with their own tokens. The app
-// container, Guaranteed with the cpu: 10m the README suggests, runs without
+// container, Guaranteed with the cpu: 10m docs/kubernetes.md suggests, runs without
 // a CFS quota (cpu.max "max" on cgroup v2, cpu.cfs_quota_us -1 on v1): the
 // kubelet's quota for 10m would give it 1% of the CPU it owns.
 func testResourceRoute(c *tc) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The DRA suite: the private one-node cluster of run.sh plus
 # kube-controller-manager (claims from templates, deallocation), with
-# nri-cpupool as the DRA driver cpupool.dev (README "DRA"). Run as root:
+# nri-cpupool as the DRA driver cpupool.dev (docs/dra.md). Run as root:
 # make k8s-e2e runs it after run.sh.
 set -uo pipefail
 source "$(dirname "$0")/cluster.sh"

@@ -1,5 +1,5 @@
 // Command benchtable reads `go test -bench` output and prints the project's
-// speed and memory figures with their targets (README "Performance").
+// speed and memory figures with their targets (docs/performance.md).
 package main
 
 import (

@@ -247,7 +247,7 @@ func TestUsageAndHelp(t *testing.T) {
 
 // TestValidateRecommendsKubeletSettings: with the device plugin on, validate
 // tells how to reserve so that exclusive CPUs are counted once (as the
-// resource) and allocatable cpu is infra (README worked example).
+// resource) and allocatable cpu is infra (the worked example of docs/kubernetes.md).
 func TestValidateRecommendsKubeletSettings(t *testing.T) {
 	root := fixture.Root(t, "xeon-2s-interleaved")
 	cfg := writeFile(t, "pools: {exclusive: {count: 64}, shared: {count: 12}}\nreservedCPUs: \"0,40\"\nkubelet: {devicePlugin: true}\n")

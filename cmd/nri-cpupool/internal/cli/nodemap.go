@@ -71,7 +71,7 @@ var (
 	markIsolated = mark{"^", "isolated by the kernel"}
 	markHeld     = mark{"*", "held for a stopped container"}
 	markIdle     = mark{"_", "kept idle for its core's owner"}
-	// The plugin's isolation of a container's CPUs (README "IRQ isolation",
+	// The plugin's isolation of a container's CPUs (docs/tuning.md "IRQ isolation",
 	// "Isolated partitions"), as its state file records it.
 	markIRQsOff   = mark{"~", "device IRQs kept off"}
 	markPartition = mark{"#", "isolated cpuset partition"}

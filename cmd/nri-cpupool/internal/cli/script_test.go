@@ -37,7 +37,7 @@ func TestScripts(t *testing.T) {
 		UpdateScripts:       *update,
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
-			// The repository's example configs and requests, as the README uses them.
+			// The repository's example configs and requests, as the docs use them.
 			dir, err := filepath.Abs("../../../../testdata")
 			env.Setenv("TESTDATA", dir)
 			return err

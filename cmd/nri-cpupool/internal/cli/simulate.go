@@ -15,7 +15,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("simulate", "simulate [--sysfs-root D] [--config F] --requests R [--json]", stderr)
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	cfgPath := fs.String("config", "", "configuration file (default: built-in defaults)")
-	reqPath := fs.String("requests", "", "requests file (YAML, see README)")
+	reqPath := fs.String("requests", "", "requests file (YAML, see docs/commands.md)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if err := parse(fs, args); err != nil {
 		return err

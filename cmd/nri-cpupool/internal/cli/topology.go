@@ -18,7 +18,7 @@ import (
 )
 
 // TopologyReport is the JSON printed by `topology --json`; its fields are
-// an interface scripts depend on (README "topology --json").
+// an interface scripts depend on (docs/commands.md "topology --json").
 type TopologyReport struct {
 	Online         string            `json:"online"`
 	Offline        string            `json:"offline"`

@@ -19,7 +19,7 @@ import (
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
-// File is a requests file (README "simulate").
+// File is a requests file (docs/commands.md "simulate requests file").
 type File struct {
 	Steps []Step `yaml:"steps"`
 }
