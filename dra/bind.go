@@ -26,10 +26,11 @@ type Grant struct {
 
 // Bind finds the claims a container shows in its environment (see Tokens)
 // and gives it their CPUs. The first container that shows a request's
-// token owns the request: a container of another pod, or a second
-// container of the pod, is refused. A container may show several requests
-// (of one claim or several) of one pool; it gets all their CPUs. ok is
-// false when the environment shows no token.
+// token owns the request: any other container, of the pod or of another
+// pod, is refused, and a pod the claim was not reserved for when it was
+// prepared gets nothing from a request nobody owns yet. A container may
+// show several requests (of one claim or several) of one pool; it gets
+// all their CPUs. ok is false when the environment shows no token.
 //
 // Bind changes the bindings in memory; Run writes them in the background.
 // A binding lost to a kill -9 before that write is made again by the same
@@ -59,13 +60,21 @@ func (d *Driver) Bind(env []string, ctr Container) (g Grant, ok bool, err error)
 		c := d.claims[ref.claim]
 		r := c.Requests[ref.request]
 		name := c.Namespace + "/" + c.Name + "/" + ref.request
-		if !slices.Contains(c.Pods, ctr.PodUID) {
-			return Grant{}, true, fmt.Errorf("claim %s/%s is reserved for other pods (%s), not for pod %s/%s (%s); its CPUs cannot be used here",
-				c.Namespace, c.Name, strings.Join(c.Pods, ", "), ctr.Namespace, ctr.Pod, ctr.PodUID)
-		}
+		// A request bound to another container is refused as such before
+		// the pods are looked at: the kubelet prepares a claim once on a
+		// node, so a second pod sharing it (a resourceClaimName claim) is
+		// not among the pods recorded at that Prepare, and "reserved for
+		// other pods" would hide why it gets nothing.
 		if r.PodUID != "" && (r.PodUID != ctr.PodUID || r.Container != ctr.Name) {
 			return Grant{}, true, fmt.Errorf("claim %s/%s request %s already gives its CPUs to container %s of pod %s; a request of %s gives its CPUs to one container: give each container its own claim (a ResourceClaimTemplate) or its own request (resources.claims[].request)",
 				c.Namespace, c.Name, ref.request, r.Container, r.PodUID, DriverName)
+		}
+		// A token of a request nobody uses yet, shown by a pod the claim
+		// was not reserved for at Prepare: a copied variable, a CDI device
+		// named by annotation.
+		if !slices.Contains(c.Pods, ctr.PodUID) {
+			return Grant{}, true, fmt.Errorf("claim %s/%s is reserved for other pods (%s), not for pod %s/%s (%s); its CPUs cannot be used here",
+				c.Namespace, c.Name, strings.Join(c.Pods, ", "), ctr.Namespace, ctr.Pod, ctr.PodUID)
 		}
 		if g.Pool != "" && g.Pool != r.Pool {
 			return Grant{}, true, fmt.Errorf("container %s uses claims of pools %s and %s (%s); a container's exclusive CPUs come from one pool", ctr, g.Pool, r.Pool, strings.Join(append(g.Claims, name), ", "))

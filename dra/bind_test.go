@@ -59,9 +59,11 @@ func TestBindGivesTheClaimsCPUsToItsContainerOnly(t *testing.T) {
 	_, _, err = td.Bind(envWith(cpus, eni), app)
 	assert.ErrorContains(t, err, "uses claims of pools exclusive and exclusive-non-isolcpus")
 
-	// A pod the claim is not reserved for gets nothing, even with the
-	// token (a CDI device named by annotation, a copied variable).
-	_, _, err = td.Bind(envWith(more), Container{PodUID: "pod-2", Namespace: "ns", Pod: "other", Name: "c"})
+	// A pod the claim is not reserved for gets nothing from a request
+	// nobody uses yet, even with the token (a CDI device named by
+	// annotation, a copied variable). A request in use tells who uses it
+	// (TestBindOfAClaimSharedByTwoPods).
+	_, _, err = td.Bind(envWith(eni), Container{PodUID: "pod-2", Namespace: "ns", Pod: "other", Name: "c"})
 	assert.EqualError(t, err, "claim ns/app is reserved for other pods (pod-1), not for pod ns/other (pod-2); its CPUs cannot be used here")
 }
 
@@ -92,4 +94,25 @@ func TestBindRefusesHandWrittenVariables(t *testing.T) {
 	_, ok, err := td.Bind(envWith([]string{"CPUPOOL_CLAIMS=1", "CPUPOOL_GRANT=x"}), app)
 	require.NoError(t, err)
 	assert.False(t, ok)
+}
+
+// The kubelet prepares a claim once on a node, for the first pod that
+// uses it; a second pod sharing it (a resourceClaimName claim) calls no
+// Prepare, so the driver's pods are the first pod's only. That pod's
+// container showing a request another container owns is told so; a
+// request nobody owns yet stays refused to a pod that is not recorded.
+func TestBindOfAClaimSharedByTwoPods(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	prepare(t, td.Driver, allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4), "spare": slotsOn(pools.Exclusive, 1, 0, 2)}, "pod-1"))
+	env := cdiEnv(t, td.cdi, "uid-1")
+	cpus, spare := env[CDIDeviceID("uid-1", "cpus")], env[CDIDeviceID("uid-1", "spare")]
+	_, _, err := td.Bind(envWith(cpus), Container{PodUID: "pod-1", Namespace: "ns", Pod: "first", Name: "c"})
+	require.NoError(t, err)
+
+	second := Container{PodUID: "pod-2", Namespace: "ns", Pod: "second", Name: "c"}
+	_, _, err = td.Bind(envWith(cpus), second)
+	assert.EqualError(t, err, "claim ns/app request cpus already gives its CPUs to container c of pod pod-1; a request of cpupool.dev gives its CPUs to one container: give each container its own claim (a ResourceClaimTemplate) or its own request (resources.claims[].request)")
+	_, _, err = td.Bind(envWith(spare), second)
+	assert.EqualError(t, err, "claim ns/app is reserved for other pods (pod-1), not for pod ns/second (pod-2); its CPUs cannot be used here")
+	assert.Empty(t, td.Claims()["uid-1"].Requests["spare"].PodUID, "nothing was bound")
 }

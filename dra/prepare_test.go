@@ -164,11 +164,19 @@ func TestPrepareIsIdempotent(t *testing.T) {
 	assert.Equal(t, before, d.Claims()["uid-1"], "same CPUs, same token")
 	assert.Equal(t, envBefore, cdiEnv(t, d.cdi, "uid-1"))
 
-	// A Prepare for another pod of a shared claim lets that pod in too.
+	// The kubelet prepares a claim once on a node: for a pod that joins a
+	// prepared claim (a resourceClaimName claim) it calls no Prepare, and
+	// that pod's containers are refused (TestBindOfAClaimSharedByTwoPods). A
+	// Prepare does come again when the kubelet retries (it prepares all of
+	// a pod's claims again when one of them failed), or when a second pod
+	// of a shared claim starts while the first pod's Prepare is under way;
+	// it carries reservedFor as it is then. The pods it lists are
+	// recorded; the CPUs and tokens stay.
 	shared := allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 5, 0, 6)}, "pod-1", "pod-2")
-	prepare(t, d.Driver, shared)
+	assert.Equal(t, first, prepare(t, d.Driver, shared)["uid-1"])
 	assert.Equal(t, []string{"pod-1", "pod-2"}, d.Claims()["uid-1"].Pods)
 	assert.Equal(t, before.Requests, d.Claims()["uid-1"].Requests)
+	assert.Equal(t, envBefore, cdiEnv(t, d.cdi, "uid-1"))
 }
 
 func TestUnprepareReleasesAndIsIdempotent(t *testing.T) {

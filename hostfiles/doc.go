@@ -39,6 +39,11 @@
 // counted and reported by Status, and not retried while the wanted value
 // stays the same. Anything else (ENOSPC when a vector space is full, EBUSY,
 // a failed journal write) is transient: the pass is retried with backoff.
+// Some writes the kernel accepts and then reports a problem in the file
+// itself (a cgroup partition it found invalid reads "isolated invalid
+// (<reason>)"): a Change with Verify has the file read back after its
+// write and at every later pass, and such a problem is logged once,
+// counted and reported by Status like a refusal, for as long as it lasts.
 //
 // A Source owns its records (the journal keeps the owner's name): when a
 // Source fails to plan, the files it changed are left as they are rather

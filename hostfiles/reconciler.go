@@ -37,6 +37,14 @@ type Change struct {
 	// right after the restores, in descending Order like them, before
 	// every other write.
 	Gives func(content, want string) bool
+	// Verify, when set, checks the content of a file that meets the want:
+	// right after the pass wrote it, and at every later pass. An error is
+	// a problem the kernel reports in the file itself (a cgroup partition
+	// it found invalid, "isolated invalid (<reason>)"): the file is left as
+	// it is, and the problem is logged once, counted as a permanent error
+	// and listed in Status.Failures (Failure.Invalid) until the content
+	// passes again or the file is no longer wanted.
+	Verify func(content string) error
 }
 
 // Plan is what a Source wants in one pass.
@@ -90,6 +98,9 @@ type Failure struct {
 	// when Restore is true.
 	Value   string `json:"value"`
 	Restore bool   `json:"restore,omitempty"`
+	// Invalid: the write was accepted, but the file reads a state the
+	// kernel reports as invalid (Change.Verify); Error says why.
+	Invalid bool   `json:"invalid,omitempty"`
 	Error   string `json:"error"`
 	Hint    string `json:"hint,omitempty"`
 	errno   syscall.Errno
@@ -239,6 +250,7 @@ type write struct {
 	// fresh: its original is recorded in this pass (the file still holds
 	// it); gives: it gives something back (Change.Gives).
 	fresh, gives bool
+	verify       func(content string) error
 }
 
 // pass brings the host files to the Sources' plans: it plans, restores
@@ -278,10 +290,33 @@ func (r *Reconciler) pass() error {
 		if ex, ok := sourceOf[f.Owner].(Explainer); ok {
 			f.Hint = ex.Explain(f.Path, err)
 		}
-		if prev, ok := r.failed[f.Path]; !ok || prev.Value != f.Value || prev.Restore != f.Restore {
+		if prev, ok := r.failed[f.Path]; !ok || prev.Value != f.Value || prev.Restore != f.Restore || prev.Invalid {
 			newlyFails = append(newlyFails, f)
 		}
 		r.failed[f.Path] = f
+	}
+	// verified checks a file that meets its want (Change.Verify): a
+	// problem is counted and logged when it is new (another value, another
+	// reason), not at every pass it lasts.
+	verified := func(verify func(string) error, path, owner, want, content string) {
+		if verify == nil {
+			return
+		}
+		prev, had := r.failed[path]
+		err := verify(content)
+		if err == nil {
+			if had && prev.Invalid {
+				delete(r.failed, path)
+				r.log.Infof("host files: %s: %s is valid again", owner, path)
+			}
+			return
+		}
+		f := Failure{Path: path, Owner: owner, Value: want, Invalid: true, Error: err.Error()}
+		if !had || !prev.Invalid || prev.Value != want || prev.Error != f.Error {
+			r.permanent.Add(1)
+			newlyFails = append(newlyFails, f)
+		}
+		r.failed[path] = f
 	}
 
 	// Plan.
@@ -334,12 +369,12 @@ func (r *Reconciler) pass() error {
 				}
 				continue
 			}
-			if f, ok := r.failed[ch.Path]; ok && !f.Restore && f.Value == want {
+			if f, ok := r.failed[ch.Path]; ok && !f.Restore && !f.Invalid && f.Value == want {
 				continue // refused for good; not retried
 			}
 			if !journaled {
 				fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order}
-				writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true})
+				writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true, verify: ch.Verify})
 				continue
 			}
 			data, err := r.fs.ReadFile(ch.Path)
@@ -352,10 +387,11 @@ func (r *Reconciler) pass() error {
 				continue
 			}
 			if satisfied(ch, trim(data), want) {
+				verified(ch.Verify, ch.Path, owner, want, trim(data))
 				continue
 			}
 			gives := ch.Gives != nil && ch.Gives(trim(data), want)
-			writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives})
+			writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives, verify: ch.Verify})
 		}
 	}
 
@@ -425,7 +461,24 @@ func (r *Reconciler) pass() error {
 		switch {
 		case err == nil:
 			r.writes.Add(1)
+			prev, had := r.failed[w.path]
 			delete(r.failed, w.path)
+			if w.verify == nil {
+				break
+			}
+			// The kernel takes some writes and then reports the state it
+			// ended in (an invalid partition): read it back.
+			data, err := r.fs.ReadFile(w.path)
+			if err != nil {
+				if Classify(err) != Gone {
+					transient(fmt.Errorf("%s: reading back %s: %w", w.owner, w.path, err))
+				}
+				break
+			}
+			if had && prev.Invalid {
+				r.failed[w.path] = prev // the same problem again is not new
+			}
+			verified(w.verify, w.path, w.owner, w.value, trim(data))
 		case Classify(err) == Gone:
 			drops = append(drops, w.path)
 		case Classify(err) == Permanent:
@@ -488,7 +541,9 @@ func writable(value string) string {
 
 // logRefusals logs new permanent refusals once, one line per owner, errno
 // and kind (write or restore), naming a few files: a node may have
-// hundreds of kernel-managed IRQs.
+// hundreds of kernel-managed IRQs. A file the kernel reports invalid
+// (Change.Verify) gets a line of its own: its error names what it is for
+// and why.
 func (r *Reconciler) logRefusals(fails []Failure) {
 	type group struct {
 		owner   string
@@ -498,6 +553,10 @@ func (r *Reconciler) logRefusals(fails []Failure) {
 	byGroup := map[group][]Failure{}
 	var order []group
 	for _, f := range fails {
+		if f.Invalid {
+			r.log.Warnf("host files: %s: %s: %s (left as it is; reported while it stays so)", f.Owner, f.Path, f.Error)
+			continue
+		}
 		g := group{f.Owner, f.errno, f.Restore}
 		if _, ok := byGroup[g]; !ok {
 			order = append(order, g)

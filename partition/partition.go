@@ -23,9 +23,12 @@
 //
 // The partition's CPUs stay in the container's cpuset: the pool's
 // accounting does not change. A partition the kernel finds invalid (it
-// reads "isolated invalid (<reason>)") is left as it is and shown by the
-// audit. On cgroup v1, or a kernel without cpuset.cpus.exclusive, nothing
-// is written and a warning says why, once.
+// reads "isolated invalid (<reason>)", right after the write or later) is
+// left as it is and reported through hostfiles (Change.Verify): logged
+// once with the container and the reason, counted as a refused file of
+// owner "cpuset", and kept for the audit, until it is valid again or the
+// container ends. On cgroup v1, or a kernel without cpuset.cpus.exclusive,
+// nothing is written and a warning says why, once.
 package partition
 
 import (
@@ -121,12 +124,18 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		for a := filepath.Dir(filepath.Clean(w.Dir)); a != "/" && a != "."; a = filepath.Dir(a) {
 			below[a] = below[a].Union(w.CPUs)
 		}
-		cpus, depth := w.CPUs, depthOf(w.Dir)
+		cpus, depth, who := w.CPUs, depthOf(w.Dir), w.Who
 		plan.Changes = append(plan.Changes,
 			s.exclusive(dir, depth, func(string) (cpuset.CPUSet, error) { return cpus, nil }),
 			hostfiles.Change{Path: filepath.Join(dir, partitionFile), Order: 2*depth + 1,
 				Want:      func(string) (string, error) { return "isolated", nil },
-				Satisfied: func(content, _ string) bool { return strings.HasPrefix(strings.TrimSpace(content), "isolated") }})
+				Satisfied: func(content, _ string) bool { return strings.HasPrefix(strings.TrimSpace(content), "isolated") },
+				Verify: func(content string) error {
+					if reason, bad := invalid(content); bad {
+						return fmt.Errorf("container %s: the kernel made its isolated partition invalid (%s); its CPUs %s stay in the scheduler's load balancing", who, reason, cpus)
+					}
+					return nil
+				}})
 	}
 	for a, cpus := range below {
 		plan.Changes = append(plan.Changes, s.exclusive(filepath.Join(s.root, a), depthOf(a), func(original string) (cpuset.CPUSet, error) {
@@ -162,6 +171,23 @@ func (s *Source) exclusive(dir string, depth int, want func(original string) (cp
 			wanted, err2 := cpulist.Parse(want)
 			return err1 == nil && err2 == nil && !have.IsSubsetOf(wanted)
 		}}
+}
+
+// invalid tells whether a cpuset.cpus.partition reads an invalid
+// partition ("isolated invalid (<reason>)"; kernels before 6.2 give no
+// reason), and why.
+func invalid(content string) (string, bool) {
+	content = strings.TrimSpace(content)
+	i := strings.Index(content, " invalid")
+	if i < 0 {
+		return "", false
+	}
+	reason := strings.TrimSpace(content[i+len(" invalid"):])
+	reason = strings.TrimSuffix(strings.TrimPrefix(reason, "("), ")")
+	if reason == "" {
+		reason = "the kernel gives no reason"
+	}
+	return reason, true
 }
 
 func depthOf(dir string) int {

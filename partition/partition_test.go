@@ -92,17 +92,28 @@ type fixture struct {
 
 func newFixture(t *testing.T, root string) *fixture {
 	t.Helper()
+	return newFixtureFS(t, root, nil)
+}
+
+// newFixtureFS is newFixture on a file system that wrap makes of the
+// recording one (nil: the recording one).
+func newFixtureFS(t *testing.T, root string, wrap func(*recordingFS) hostfiles.FS) *fixture {
+	t.Helper()
 	f := &fixture{root: root, fs: &recordingFS{root: root}}
+	var fsys hostfiles.FS = f.fs
+	if wrap != nil {
+		fsys = wrap(f.fs)
+	}
 	log, hook := logtest.NewNullLogger()
 	f.hook = hook
-	j, _, err := hostfiles.OpenJournal(f.fs, filepath.Join(t.TempDir(), hostfiles.JournalFile), "boot")
+	j, _, err := hostfiles.OpenJournal(fsys, filepath.Join(t.TempDir(), hostfiles.JournalFile), "boot")
 	require.NoError(t, err)
 	f.src = NewSource(root, func() []Want {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return append([]Want(nil), f.wants...)
 	}, log)
-	f.r = hostfiles.NewReconciler(f.fs, j, log, hostfiles.DefaultTiming, f.src)
+	f.r = hostfiles.NewReconciler(fsys, j, log, hostfiles.DefaultTiming, f.src)
 	t.Cleanup(f.r.Close)
 	return f
 }
@@ -197,4 +208,93 @@ func TestFallbacks(t *testing.T) {
 	assert.Empty(t, f.want(t, Want{Dir: ctrA, CPUs: cpuset.New(4), Who: "a"}))
 	assert.Contains(t, f.hook.LastEntry().Message, "needs Linux 6.7 or later")
 	assert.Len(t, f.src.Problems(), 1)
+}
+
+// invalidatingFS is the real file system where the kernel accepts
+// "isolated" in some cgroups' cpuset.cpus.partition and then finds the
+// partition invalid, as it does when a sibling has the CPUs exclusively.
+type invalidatingFS struct {
+	*recordingFS
+	invalid map[string]bool
+}
+
+const notExclusive = "isolated invalid (Cpu list in cpuset.cpus not exclusive)"
+
+func (f *invalidatingFS) WriteFile(path string, data []byte) error {
+	if err := f.recordingFS.WriteFile(path, data); err != nil || !f.invalid[path] || strings.TrimSpace(string(data)) != "isolated" {
+		return err
+	}
+	return os.WriteFile(path, []byte(notExclusive+"\n"), 0o644)
+}
+
+// TestInvalidPartitionReported: a partition the kernel reads back as
+// "isolated invalid (<reason>)" is a problem, not done: logged once with
+// the container and the reason, counted once, listed as a refused file of
+// the owner cpuset; not written again while it stays so; cleared when the
+// kernel finds it valid again; found when it turns invalid later; and
+// restored like any partition when the container ends.
+func TestInvalidPartitionReported(t *testing.T) {
+	root := hierarchy(t, ctrA)
+	file := filepath.Join(root, ctrA, partitionFile)
+	f := newFixtureFS(t, root, func(r *recordingFS) hostfiles.FS {
+		return &invalidatingFS{recordingFS: r, invalid: map[string]bool{file: true}}
+	})
+	hook := f.hook
+	a := Want{Dir: ctrA, CPUs: cpuset.New(4, 5), Who: "telco/rt/loop"}
+
+	problems := func() []hostfiles.Failure {
+		var out []hostfiles.Failure
+		for _, fl := range f.r.Status().Failures {
+			if fl.Invalid {
+				out = append(out, fl)
+			}
+		}
+		return out
+	}
+	warnings := func() []string {
+		var out []string
+		for _, e := range hook.AllEntries() {
+			if e.Level == logrus.WarnLevel {
+				out = append(out, e.Message)
+			}
+		}
+		return out
+	}
+
+	f.want(t, a)
+	assert.Equal(t, notExclusive, read(t, root, filepath.Join(ctrA, partitionFile)), "left as the kernel has it")
+	require.Len(t, problems(), 1)
+	p := problems()[0]
+	assert.Equal(t, file, p.Path)
+	assert.Equal(t, Owner, p.Owner)
+	assert.Contains(t, p.Error, "container telco/rt/loop")
+	assert.Contains(t, p.Error, "Cpu list in cpuset.cpus not exclusive")
+	assert.EqualValues(t, 1, f.r.Status().PermanentErrors)
+	require.Len(t, warnings(), 1)
+	assert.Contains(t, warnings()[0], "container telco/rt/loop: the kernel made its isolated partition invalid (Cpu list in cpuset.cpus not exclusive)")
+	assert.Contains(t, warnings()[0], file)
+
+	assert.Empty(t, f.want(t, a), "not written again")
+	assert.Len(t, problems(), 1, "still reported")
+	assert.EqualValues(t, 1, f.r.Status().PermanentErrors, "counted once")
+	assert.Len(t, warnings(), 1, "logged once")
+
+	// The sibling gave its CPUs back: the kernel finds the partition valid.
+	require.NoError(t, os.WriteFile(file, []byte("isolated\n"), 0o644))
+	assert.Empty(t, f.want(t, a))
+	assert.Empty(t, problems(), "valid again")
+
+	// Later, the kernel invalidates it again, with no write of ours.
+	require.NoError(t, os.WriteFile(file, []byte("isolated invalid\n"), 0o644))
+	assert.Empty(t, f.want(t, a))
+	require.Len(t, problems(), 1, "found at the next pass")
+	assert.Contains(t, problems()[0].Error, "the kernel gives no reason")
+	assert.EqualValues(t, 2, f.r.Status().PermanentErrors)
+	assert.Len(t, warnings(), 2)
+
+	// The container ends with its cgroup still there: its files go back.
+	f.want(t)
+	assert.Equal(t, "member", read(t, root, filepath.Join(ctrA, partitionFile)))
+	assert.Equal(t, "", read(t, root, "kubepods/cpuset.cpus.exclusive"))
+	assert.Empty(t, f.r.Status().Failures)
 }

@@ -146,13 +146,17 @@ func TestDRAClaimPinsItsContainer(t *testing.T) {
 }
 
 // A claim gives its CPUs to one container: a second container of the pod,
-// a container of another pod and a hand-written variable get nothing, and
-// each refusal says why.
+// a container of another pod sharing the claim, a pod the claim is not
+// reserved for and a hand-written variable get nothing, and each refusal
+// says why.
 func TestDRAClaimCannotBeSharedOrForged(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	n := startDRA(t, f)
 	pod := f.runPod(podSpec{name: "app", namespace: "telco"})
 	other := f.runPod(podSpec{name: "other", namespace: "telco"})
+	// The kubelet prepares the claim for its first pod; a second pod that
+	// shares it (a resourceClaimName claim) finds it prepared and calls
+	// no Prepare: the driver knows the first pod only.
 	env := n.prepare(t, "uid-1", 0, 2, pod)
 	_, _, err := f.createWithEnv(pod, "first", 10, env...)
 	require.NoError(t, err)
@@ -160,7 +164,11 @@ func TestDRAClaimCannotBeSharedOrForged(t *testing.T) {
 	_, _, err = f.createWithEnv(pod, "second", 10, env...)
 	assert.ErrorContains(t, err, "nri-cpupool: container telco/app/second: claim telco/claim-uid-1 request cpus already gives its CPUs to container first")
 	_, _, err = f.createWithEnv(other, "c", 10, env...)
-	assert.ErrorContains(t, err, "claim telco/claim-uid-1 is reserved for other pods")
+	assert.ErrorContains(t, err, "nri-cpupool: container telco/other/c: claim telco/claim-uid-1 request cpus already gives its CPUs to container first of pod "+pod.Uid+"; a request of cpupool.dev gives its CPUs to one container")
+	// A request nobody uses yet, in a pod the claim is not reserved for.
+	unused := n.prepare(t, "uid-2", 0, 2, pod)
+	_, _, err = f.createWithEnv(other, "copied", 10, unused...)
+	assert.ErrorContains(t, err, "claim telco/claim-uid-2 is reserved for other pods ("+pod.Uid+"), not for pod telco/other")
 	name, _, _ := strings.Cut(env[0], "=")
 	_, _, err = f.createWithEnv(other, "forged", 10, name+"=0123456789abcdef0123456789abcdef")
 	assert.ErrorContains(t, err, "unknown claim token")
@@ -176,6 +184,38 @@ func TestDRAClaimCannotBeSharedOrForged(t *testing.T) {
 	ctr := f.ctrs["ctr-app-first"]
 	_, err = f.updateContainer(pod, ctr, 4000)
 	assert.ErrorContains(t, err, "resize to 4000m refused: its CPUs 2,42 are its ResourceClaim's")
+}
+
+// A resourceClaimName claim used by one pod after another (a rolling
+// update): the new pod is scheduled while the old one runs, and the
+// kubelet, which finds the claim prepared, calls no Prepare for it. Its
+// container is refused while the request is bound to the old pod's
+// container, also after that pod is gone: the kubelet unprepares a claim
+// only when no pod on the node uses it, and the new pod does. Once it is
+// deleted too, the claim is unprepared, and the next pod's Prepare places
+// it afresh.
+func TestDRAClaimReusedByAnotherPodWaitsForUnprepare(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	n := startDRA(t, f)
+	old := f.runPod(podSpec{name: "app-1", namespace: "telco"})
+	env := n.prepare(t, "uid-1", 0, 2, old)
+	ctr, _, err := f.createWithEnv(old, "c", 10, env...)
+	require.NoError(t, err)
+
+	surge := f.runPod(podSpec{name: "app-2", namespace: "telco"})
+	f.stopContainer(ctr)
+	f.removeContainer(ctr)
+	f.removePod(old)
+	_, _, err = f.createWithEnv(surge, "c", 10, env...)
+	assert.ErrorContains(t, err, "claim telco/claim-uid-1 request cpus already gives its CPUs to container c of pod "+old.Uid)
+
+	f.removePod(surge)
+	unprep, err := n.driver.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "uid-1"}})
+	require.NoError(t, err)
+	require.NoError(t, unprep["uid-1"])
+	next := f.runPod(podSpec{name: "app-3", namespace: "telco"})
+	_, _, err = f.createWithEnv(next, "c", 10, n.prepare(t, "uid-1", 0, 2, next)...)
+	require.NoError(t, err)
 }
 
 // Prepare chooses among the CPUs no container holds, and the slices leave

@@ -366,6 +366,68 @@ func TestIsolatedPartitionLifecycle(t *testing.T) {
 	assert.Equal(t, "", cgroupFile(t, f, filepath.Dir(dir), "cpuset.cpus.exclusive"))
 }
 
+// invalidatingFS is the real file system where the kernel takes
+// "isolated" in a cpuset.cpus.partition and then finds the partition
+// invalid, as it does when another cgroup has the CPUs exclusively.
+type invalidatingFS struct{ hostfiles.OS }
+
+const notExclusive = "isolated invalid (Cpu list in cpuset.cpus not exclusive)"
+
+func (i invalidatingFS) WriteFile(path string, data []byte) error {
+	if err := i.OS.WriteFile(path, data); err != nil || filepath.Base(path) != "cpuset.cpus.partition" || strings.TrimSpace(string(data)) != "isolated" {
+		return err
+	}
+	return os.WriteFile(path, []byte(notExclusive+"\n"), 0o644)
+}
+
+// TestInvalidPartitionReported: a partition the kernel reads back as
+// invalid is not taken as done: it is logged once with the container and
+// the reason, counted as a refused cpuset file and a permanent error, and
+// kept in the journal's refused files, which the audit reads; when the
+// container ends its files are restored and the problem goes.
+func TestInvalidPartitionReported(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, partitionedDesktop, statePath(f), func(p *Plugin) { p.isolationFS = invalidatingFS{} })
+	pod := f.runPod(podSpec{name: "rt", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "isolated-partition.cpupool.dev": "true"}})
+	ctr, _, err := f.createContainer(pod, "loop", 1000)
+	require.NoError(t, err)
+	dir := runcCreates(t, f, ctr)
+	require.NoError(t, rp.p.FlushIsolation())
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, notExclusive, cgroupFile(t, f, dir, "cpuset.cpus.partition"))
+
+	lines := 0
+	for _, line := range strings.Split(rp.log.String(), "\n") {
+		if strings.Contains(line, "invalid") {
+			lines++
+			assert.Contains(t, line, "container telco/rt/loop: the kernel made its isolated partition invalid (Cpu list in cpuset.cpus not exclusive)")
+		}
+	}
+	assert.Equal(t, 1, lines, "logged once:\n%s", rp.log.String())
+	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(`
+# HELP cpupool_host_files_refused Host files the kernel refuses to change (kernel-managed IRQs) or to restore; not retried while the value stays the same.
+# TYPE cpupool_host_files_refused gauge
+cpupool_host_files_refused{owner="cpuset"} 1
+cpupool_host_files_refused{owner="irq"} 0
+# HELP cpupool_host_file_errors_total Failed host file operations: transient ones are retried with backoff, permanent ones are not.
+# TYPE cpupool_host_file_errors_total counter
+cpupool_host_file_errors_total{kind="permanent"} 1
+cpupool_host_file_errors_total{kind="transient"} 0
+`), "cpupool_host_files_refused", "cpupool_host_file_errors_total"))
+	file := filepath.Join(f.cgroupRoot, dir, "cpuset.cpus.partition")
+	_, refused, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), "")
+	require.NoError(t, err)
+	assert.Contains(t, refused[file], "Cpu list in cpuset.cpus not exclusive", "for the audit")
+
+	f.stopContainer(ctr)
+	f.removeContainer(ctr)
+	f.removePod(pod)
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, "member", cgroupFile(t, f, dir, "cpuset.cpus.partition"), "restored (the fixture's cgroup outlives the container)")
+	assert.Empty(t, rp.p.isolation.Load().recon.Status().Failures)
+}
+
 // TestIsolatedPartitionOnCgroupV1: the container runs, without a
 // partition, and the log says why.
 func TestIsolatedPartitionOnCgroupV1(t *testing.T) {
