@@ -19,7 +19,9 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // Driver is the DRA driver: it prepares and unprepares claims for the
@@ -160,6 +162,9 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 }
 
 // prepare decides one claim in memory and returns its record from before.
+// A claim prepared before with the same allocation keeps each request whose
+// CPUs still fit it (see fits); a request that no longer fits, and every
+// request of a claim allocated anew, is placed anew with a new token.
 func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	uid := string(claim.UID)
 	want, err := d.allocated(claim)
@@ -167,26 +172,46 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 		return nil, err
 	}
 	pods := reservedPods(claim)
+	// The pools as laid out now, not when the claim was remembered: the
+	// daemon may have restarted with other pools or with CPUs offline.
+	topo, layout := d.pools.Layout()
+	c := &Claim{Namespace: claim.Namespace, Name: claim.Name, Pods: pods, Requests: map[string]*Request{}}
+	var kept, stale []string // remembered requests that fit, and that no longer do
 	d.mu.Lock()
 	before := d.claims[uid]
 	if before != nil && sameAllocation(before, want) {
-		c := before.clone()
-		c.Namespace, c.Name, c.Pods = claim.Namespace, claim.Name, pods
-		d.setLocked(uid, c)
-		d.gen++
-		d.mu.Unlock()
-		return before, nil
+		for name, r := range before.Requests {
+			if fits(r, topo, layout) {
+				c.Requests[name] = r.clone()
+				kept = append(kept, name)
+			} else {
+				stale = append(stale, name)
+			}
+		}
+		if len(stale) == 0 {
+			d.setLocked(uid, c)
+			d.gen++
+			d.mu.Unlock()
+			return before, nil
+		}
 	}
-	// A claim deallocated and allocated again keeps its UID: its old CPUs
-	// are not in the way of its new ones.
+	// What is placed anew is not in the way of its own new CPUs: a claim
+	// deallocated and allocated again keeps its UID, and a stale request's
+	// old CPUs are its own.
 	exclude := d.claimed
 	if before != nil {
-		exclude = exclude.Difference(before.cpus())
+		for name, r := range before.Requests {
+			if !slices.Contains(kept, name) {
+				exclude = exclude.Difference(r.CPUSet())
+			}
+		}
 	}
 	d.mu.Unlock()
 
-	c := &Claim{Namespace: claim.Namespace, Name: claim.Name, Pods: pods, Requests: map[string]*Request{}}
 	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if slices.Contains(kept, name) {
+			continue
+		}
 		w := want[name]
 		r := &Request{Pool: w.pool, Slots: w.slots, Token: newToken()}
 		got := cpuset.New()
@@ -205,15 +230,50 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 		c.Requests[name] = r
 	}
 	d.mu.Lock()
+	// A kept request may have been bound while the lock was free: take
+	// it as it is now (before is still the record; only Bind changes it).
+	for _, name := range kept {
+		c.Requests[name] = before.Requests[name].clone()
+	}
 	d.setLocked(uid, c)
 	d.gen++
 	d.mu.Unlock()
-	if before != nil {
+	switch {
+	case len(stale) > 0:
+		slices.Sort(stale)
+		for _, name := range stale {
+			old, r := before.Requests[name], c.Requests[name]
+			d.log.Warnf("DRA: claim %s/%s (%s) request %s: CPUs %q no longer fit its allocation in pool %s as now configured (%s, online CPUs only); placed anew on %q, with a new token",
+				claim.Namespace, claim.Name, uid, name, old.CPUs, old.Pool, layout.Pool(old.Pool).String(), r.CPUs)
+		}
+	case before != nil:
 		d.log.Infof("DRA: claim %s/%s (%s) was allocated again: CPUs %q replace %q", claim.Namespace, claim.Name, uid, c.cpus().String(), before.cpus().String())
-	} else {
+	default:
 		d.log.Infof("DRA: claim %s/%s (%s) prepared: CPUs %q", claim.Namespace, claim.Name, uid, c.cpus().String())
 	}
 	return before, nil
+}
+
+// fits tells whether a remembered request's CPUs still stand for its
+// allocation: all online CPUs of its pool as laid out now, as many on each
+// NUMA node as the scheduler counted there. After a restart with other
+// pools, or with CPUs offline, they may not; kept, they would make the
+// container refused at creation (outside its pool as now configured) at
+// every retry.
+func fits(r *Request, topo *sysfs.Topology, layout *allocator.Layout) bool {
+	cpus := r.CPUSet()
+	if !cpus.IsSubsetOf(layout.Pool(r.Pool)) {
+		return false
+	}
+	onNode := map[int]int{}
+	online := 0
+	for _, cpu := range topo.CPUs {
+		if cpu.Online && cpus.Contains(cpu.ID) {
+			onNode[cpu.NUMA]++
+			online++
+		}
+	}
+	return online == cpus.Size() && maps.Equal(onNode, r.Slots)
 }
 
 // allocated reads what the scheduler allocated from this driver, by

@@ -45,6 +45,28 @@ func topology(tb testing.TB, name string) *sysfs.Topology {
 	return t
 }
 
+// topologyWithOffline discovers a named fixture with CPUs taken offline
+// (a list, "7,15").
+func topologyWithOffline(tb testing.TB, name, offline string) *sysfs.Topology {
+	tb.Helper()
+	dir, err := fixture.SpecDir()
+	require.NoError(tb, err)
+	spec, err := fixture.LoadSpec(filepath.Join(dir, name+".yaml"))
+	require.NoError(tb, err)
+	spec.Offline = offline
+	// tmpfs, as fixture.Root: thousands of small files.
+	root, err := os.MkdirTemp("/dev/shm", "nri-cpupool-fixture-")
+	if err != nil {
+		root = tb.TempDir()
+	} else {
+		tb.Cleanup(func() { os.RemoveAll(root) })
+	}
+	require.NoError(tb, spec.Write(root))
+	t, err := sysfs.Discover(root)
+	require.NoError(tb, err)
+	return t
+}
+
 func parseConfig(tb testing.TB, yaml string) *config.Config {
 	tb.Helper()
 	cfg, err := config.Parse(strings.NewReader(yaml), "test.yaml")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -177,6 +178,73 @@ func TestPrepareIsIdempotent(t *testing.T) {
 	assert.Equal(t, []string{"pod-1", "pod-2"}, d.Claims()["uid-1"].Pods)
 	assert.Equal(t, before.Requests, d.Claims()["uid-1"].Requests)
 	assert.Equal(t, envBefore, cdiEnv(t, d.cdi, "uid-1"))
+}
+
+// A daemon restarted with other pools remembers its claims. At the next
+// Prepare, a request whose CPUs its pool no longer has is placed anew, as
+// for a reallocation: new CPUs, a new token, no container yet (kept, its
+// container would be refused at every creation, outside its pool as now
+// configured). A request whose CPUs still fit keeps them and its token.
+func TestPrepareReplacesARequestItsPoolNoLongerHas(t *testing.T) {
+	td := newTestDriver(t, static(t, "xeon-2s-interleaved", ""))
+	moved := allocatedClaim("uid-1", "moved", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1")
+	stays := allocatedClaim("uid-2", "stays", slots{"cpus": slotsOn(pools.Exclusive, 0, 0, 2)}, "pod-2")
+	first := prepare(t, td.Driver, moved, stays)
+	old := cpusOf(t, td.Driver, "uid-1", "cpus")
+	oldEnv := cdiEnv(t, td.cdi, "uid-1")[CDIDeviceID("uid-1", "cpus")]
+	ctr := Container{PodUID: "pod-1", Namespace: "ns", Pod: "p", Name: "c"}
+	_, _, err := td.Bind(oldEnv, ctr)
+	require.NoError(t, err)
+	require.NoError(t, td.save())
+	staysBefore := td.Claims()["uid-2"]
+
+	// The new config gives the first claim's CPUs to the shared pool.
+	td.pools = static(t, "xeon-2s-interleaved", `pools: {shared: {cpus: "`+old.String()+`"}}`)
+	restarted := td.restart(t)
+	require.Equal(t, old, cpusOf(t, restarted, "uid-1", "cpus"), "remembered until the kubelet prepares it")
+	res := prepare(t, restarted, moved, stays)
+	require.NoError(t, res["uid-1"].Err)
+	topo, layout := td.pools.Layout()
+	now := cpusOf(t, restarted, "uid-1", "cpus")
+	assert.Equal(t, 4, now.Size())
+	assert.True(t, now.IsSubsetOf(layout.Pool(pools.Exclusive)), "%s in the exclusive pool as now configured", now)
+	assert.Equal(t, "[1]", numaOf(topo, now), "on the node the scheduler chose")
+	assert.Empty(t, restarted.Claims()["uid-1"].Requests["cpus"].PodUID, "no container yet")
+	newEnv := cdiEnv(t, td.cdi, "uid-1")[CDIDeviceID("uid-1", "cpus")]
+	assert.NotEqual(t, oldEnv, newEnv, "a new token in the CDI spec")
+	_, _, err = restarted.Bind(oldEnv, ctr)
+	assert.ErrorContains(t, err, "unknown claim token")
+	g, ok, err := restarted.Bind(newEnv, ctr)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, now, g.CPUs, "the container, created again with the rewritten spec, gets the new CPUs")
+
+	assert.Equal(t, first["uid-2"], res["uid-2"])
+	assert.Equal(t, staysBefore, restarted.Claims()["uid-2"], "same CPUs, same token, same container")
+	require.NoError(t, restarted.save())
+	assert.Equal(t, now, cpusOf(t, td.restart(t), "uid-1", "cpus"), "and the file says so")
+}
+
+// A daemon restarted with CPUs offline: a request on one of them is placed
+// anew at the next Prepare, on online CPUs of the same NUMA node.
+func TestPrepareReplacesARequestOnCPUsGoneOffline(t *testing.T) {
+	td := newTestDriver(t, static(t, "xeon-2s-interleaved", ""))
+	claim := allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1")
+	require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err)
+	old := cpusOf(t, td.Driver, "uid-1", "cpus")
+	gone := old.List()[old.Size()-1]
+
+	offline := topologyWithOffline(t, "xeon-2s-interleaved", strconv.Itoa(gone))
+	s, err := NewStatic(offline, parseConfig(t, ""))
+	require.NoError(t, err)
+	td.pools = s
+	restarted := td.restart(t)
+	require.NoError(t, prepare(t, restarted, claim)["uid-1"].Err)
+	now := cpusOf(t, restarted, "uid-1", "cpus")
+	assert.Equal(t, 4, now.Size())
+	assert.False(t, now.Contains(gone), "%s avoids offline CPU %d", now, gone)
+	assert.True(t, now.IsSubsetOf(offline.Online))
+	assert.Equal(t, "[1]", numaOf(offline, now))
 }
 
 func TestUnprepareReleasesAndIsIdempotent(t *testing.T) {
