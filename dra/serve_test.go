@@ -180,6 +180,37 @@ pools: {exclusive: {count: 60}}`), changed: make(chan struct{}, 1)}
 	require.Eventually(t, func() bool { return count() == 60 }, 10*time.Second, 20*time.Millisecond)
 }
 
+// The config is read when the daemon starts: a daemon started with
+// another config publishes the slices of its pools, whatever the claims
+// file remembers.
+func TestServePublishesThePoolsOfANewConfig(t *testing.T) {
+	td := newTestDriver(t, static(t, "xeon-2s-interleaved", ""))
+	prepare(t, td.Driver, allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1"))
+	s := serve(t, td)
+	require.Eventually(t, func() bool { return s.cpus(t) == 76 }, 10*time.Second, 20*time.Millisecond, "the kernel's isolated CPUs")
+	s.stop(t)
+
+	// Four CPUs of node 1 go to the shared pool, and infra lends its CPUs
+	// but one (minInfraCPUs) through exclusive-non-isolcpus.
+	td.pools = static(t, "xeon-2s-interleaved", `pools:
+  shared: {cpus: "31,33,35,37"}
+  exclusive-non-isolcpus: {enabled: true}`)
+	td.Driver = td.restart(t)
+	s = serve(t, td)
+	capacity := func() map[string]int64 {
+		out := map[string]int64{}
+		for _, sl := range s.slices(t) {
+			for _, dev := range sl.Spec.Devices {
+				c := dev.Capacity[CapacityCPUs]
+				out[dev.Name] = c.Value.Value()
+			}
+		}
+		return out
+	}
+	want := map[string]int64{"exclusive-numa0": 38, "exclusive-numa1": 34, "exclusive-non-isolcpus-numa0": 2, "exclusive-non-isolcpus-numa1": 1}
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, capacity()) }, 10*time.Second, 20*time.Millisecond, "got %v", capacity())
+}
+
 // Claims the API server no longer has are forgotten when the driver
 // starts: their pods ended while nobody could unprepare them.
 func TestServeForgetsStaleClaims(t *testing.T) {
