@@ -691,3 +691,33 @@ func TestRankingOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestTakeRankingOrder is TestRankingOrder's comparator check for take:
+// inside a plan's nodes, the sets of the fewest sockets that hold the
+// request are weighed by pick.better, on cores touched, then whole cores
+// taken, then L3 groups, then the least room in the sockets (rules 4 to 6
+// inside the nodes). A set better on one figure wins over a set better on
+// every later figure, so swapping any two of them fails.
+func TestTakeRankingOrder(t *testing.T) {
+	type socketSet struct {
+		pk   pick
+		room int
+	}
+	fields := []func(*socketSet) *int{
+		func(s *socketSet) *int { return &s.pk.cores },
+		func(s *socketSet) *int { return &s.pk.whole },
+		func(s *socketSet) *int { return &s.pk.l3Groups },
+		func(s *socketSet) *int { return &s.room },
+	}
+	for i := range fields {
+		var winner, loser socketSet
+		*fields[i](&loser) = 1
+		for _, later := range fields[i+1:] {
+			*later(&winner) = 5
+		}
+		assert.True(t, winner.pk.better(&loser.pk, winner.room, loser.room), "take: figure %d outranks the later ones", i)
+		assert.False(t, loser.pk.better(&winner.pk, loser.room, winner.room), "take: figure %d outranks the later ones", i)
+	}
+	tie := socketSet{pk: pick{cores: 2, whole: 1, l3Groups: 1}, room: 4}
+	assert.False(t, tie.pk.better(&tie.pk, tie.room, tie.room), "take: the first set wins a tie")
+}
