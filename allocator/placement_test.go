@@ -270,6 +270,20 @@ func TestIssue20WholeCoresAndOneSocket(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, shape{numaNodes: 1, sockets: 1, cores: 10, l3Groups: 2}, measure(topo, res.Assignment.CPUs), "%s", res.Assignment.CPUs)
 	})
+	t.Run("one socket of a NUMA node that spans two, though both give fewer cores", func(t *testing.T) {
+		// Only the socket rule decides here: socket 0 (cores 0-31, siblings
+		// N and N+64) holds 10 CPUs in one L3 group as four whole cores and
+		// two lone threads (68 and 69 are infra); with socket 1's whole
+		// core 32, both sockets together would hold them in five whole
+		// cores (in two L3 groups). Rule 3 comes before rule 4 inside a
+		// NUMA node too, and no L3 choice stands in for it.
+		topo := topology(t, "epyc-2s-nps0")
+		ours, _ := kubeletPair(t, topo, set(t, "0-5,64-67,32,96"), "outside the pool")
+		res, err := ours.Allocate(exclusive("x", 10))
+		require.NoError(t, err)
+		assert.Equal(t, "0-5,64-67", res.Assignment.CPUs.String())
+		assert.Equal(t, shape{numaNodes: 1, sockets: 1, cores: 6, l3Groups: 1, splitCores: 2}, measure(topo, res.Assignment.CPUs), "%s", res.Assignment.CPUs)
+	})
 }
 
 // TestFewerNUMANodesOutrankWholeCoresLeft is the one trade the comparison
