@@ -31,8 +31,14 @@ type kubeletCase struct {
 	opts     kubeletOptions
 	// want is the kubelet's answer for the first container; empty when the
 	// case gives only the uncore caches the pod's containers use (uncore).
-	want    string
-	uncore  int  // the number of uncore caches of the kubelet's answer, when the case gives them
+	want string
+	// later are the kubelet's answers for the containers after the first,
+	// when the case gives them.
+	later []string
+	// uncore are the uncore caches the kubelet's answer uses, the pod's
+	// containers together (its expUncoreCache), when the case gives them:
+	// a list of the N of "l3:N".
+	uncore  string
 	refused bool // the kubelet refuses the request
 }
 
@@ -192,44 +198,44 @@ func kubeletCases() []kubeletCase {
 		{from: "TestStaticPolicyAddWithResvList: GuPodMultipleCores, SingleSocketHT, ExpectAllocOneCore", fixture: sht, free: "0,1,4,5", reserved: "0,1", n: one(2), want: "4,5"},
 		// TestStaticPolicyDoNotReuseCPUs: a restartable init container (a
 		// sidecar) keeps its CPUs; the app container takes 2,6.
-		{from: "TestStaticPolicyDoNotReuseCPUs: SingleSocketHT, Don't reuse CPUs of a restartable init container", fixture: sht, free: "0-7", n: []int{4, 2}, want: "0,1,4,5"},
+		{from: "TestStaticPolicyDoNotReuseCPUs: SingleSocketHT, Don't reuse CPUs of a restartable init container", fixture: sht, free: "0-7", n: []int{4, 2}, want: "0,1,4,5", later: []string{"2,6"}},
 
 		// TestStaticPolicyAddWithUncoreAlignment: most cases give only the
 		// uncore caches of the pod's containers.
 		{from: uncore + "GuPodSingleContainerSaturating, DualSocketHTUncore, ExpectAllocOneUncore, FullUncoreAvail", fixture: smtU,
-			free: "0-383 - l3:0,l3:12", reserved: "0,1,96,97,192,193,288,289", n: one(16), opts: fullUnc, uncore: 1},
+			free: "0-383 - l3:0,l3:12", reserved: "0,1,96,97,192,193,288,289", n: one(16), opts: fullUnc, uncore: "1"},
 		{from: uncore + "GuPodMainAndSidecarContainer, DualSocketHTUncore, ExpectAllocOneUncore, FullUncoreAvail", fixture: smtU,
-			free: "0-383 - l3:0,l3:12", reserved: "0,1,96,97,192,193,288,289", n: []int{12, 2}, opts: fullUnc, uncore: 1},
+			free: "0-383 - l3:0,l3:12", reserved: "0,1,96,97,192,193,288,289", n: []int{12, 2}, opts: fullUnc, uncore: "1"},
 		{from: uncore + "GuPodSidecarAndMainContainer, DualSocketHTUncore, ExpectAllocOneUncore, FullUncoreAvail", fixture: smtU,
-			free: "0-383 - l3:0,l3:12", reserved: "0,1,96,97,192,193,288,289", n: []int{2, 12}, opts: fullUnc, uncore: 1},
+			free: "0-383 - l3:0,l3:12", reserved: "0,1,96,97,192,193,288,289", n: []int{2, 12}, opts: fullUnc, uncore: "1"},
 		{from: uncore + "GuPodMainAndManySidecarContainer, DualSocketHTUncore, ExpectAllocOneUncore, FullUncoreAvail", fixture: smtU,
-			free: "0-383 - l3:0,l3:12", reserved: "0,1,96,97,192,193,288,289", n: []int{10, 2, 2, 2}, opts: fullUnc, uncore: 1},
+			free: "0-383 - l3:0,l3:12", reserved: "0,1,96,97,192,193,288,289", n: []int{10, 2, 2, 2}, opts: fullUnc, uncore: "1"},
 		{from: uncore + "GuPodMainAndSidecarContainer, DualSocketHTUncore, ExpectAllocTwoUncore", fixture: smtU,
-			free: "0-383", reserved: "0,1,96,97,192,193,288,289", n: []int{12, 2}, opts: fullUnc, uncore: 2},
+			free: "0-383", reserved: "0,1,96,97,192,193,288,289", n: []int{12, 2}, opts: fullUnc, uncore: "0,1"},
 		{from: uncore + "GuPodSingleContainer, SingleSocketSMTSmallUncore, ExpectAllocOneUncore", fixture: smallU,
-			free: "0-127", reserved: "0,1,64,65", n: one(8), opts: fullUnc, uncore: 1},
+			free: "0-127", reserved: "0,1,64,65", n: one(8), opts: fullUnc, uncore: "1"},
 		{from: uncore + "GuPodSingleContainer, SingleSocketSMTSmallUncore, ExpectAllocTwoUncore", fixture: smallU,
-			free: "0-127 - l3:1", reserved: "0,1,64,65", n: one(12), opts: fullUnc, uncore: 2},
+			free: "0-127 - l3:1", reserved: "0,1,64,65", n: one(12), opts: fullUnc, uncore: "0,2"},
 		{from: uncore + "GuPodSingleContainer, SingleSocketNoSMTSmallUncore, FragmentedUncore, ExpectAllocThreeUncore", fixture: "kubelet-single-socket-no-smt-small-uncore",
-			free: "0-63 - l3:2,l3:3,l3:5", reserved: "0-3", n: one(12), opts: fullUnc, uncore: 3},
+			free: "0-63 - l3:2,l3:3,l3:5", reserved: "0-3", n: one(12), opts: fullUnc, uncore: "1,4,6"},
 		{from: uncore + "GuPodMultiContainer, DualSocketSMTUncore, FragmentedUncore, ExpectAllocOneUncore", fixture: "kubelet-small-dual-socket-no-smt-uncore",
-			free: "0-63 - l3:1", reserved: "0,1,32,33", n: []int{4, 2}, opts: fullUnc, uncore: 1},
+			free: "0-63 - l3:1", reserved: "0,1,32,33", n: []int{4, 2}, opts: fullUnc, uncore: "0"},
 		{from: uncore + "GuPodMultiContainer, DualSocketSMTUncore, FragmentedUncore, ExpectAllocTwoUncore", fixture: "kubelet-small-dual-socket-no-smt-uncore",
-			free: "0-63 - l3:1", reserved: "0,1,32,33", n: []int{4, 4}, opts: fullUnc, uncore: 2},
+			free: "0-63 - l3:1", reserved: "0,1,32,33", n: []int{4, 4}, opts: fullUnc, uncore: "0,2"},
 		{from: uncore + "GuPodMultiContainer, LargeSingleSocketSMTUncore, PartialUncoreFit, ExpectAllocTwoUncore", fixture: "kubelet-large-single-socket-smt-uncore",
-			free: "0-255 - 8,9,136,137", reserved: "0,1,128,129", n: []int{12, 12}, opts: fullUnc, uncore: 2},
+			free: "0-255 - 8,9,136,137", reserved: "0,1,128,129", n: []int{12, 12}, opts: fullUnc, uncore: "0,1"},
 		{from: uncore + "GuPodMultiContainer, LargeSingleSocketSMTUncore, PartialUncoreNoFit, ExpectAllocTwoUncore", fixture: "kubelet-large-single-socket-smt-uncore",
-			free: "0-255 - 8,9,136,137", reserved: "0,1,128,129", n: []int{14, 14}, opts: fullUnc, uncore: 2},
+			free: "0-255 - 8,9,136,137", reserved: "0,1,128,129", n: []int{14, 14}, opts: fullUnc, uncore: "2,3"},
 		{from: uncore + "GuPodLargeSingleContainer, DualSocketNoSMTUncore, FullNUMAsAvail, ExpectAllocFullNUMA", fixture: "kubelet-dual-socket-multi-numa-uncore",
-			free: "0-191", reserved: "0-3", n: one(48), opts: fullUnc, uncore: 6},
+			free: "0-191", reserved: "0-3", n: one(48), opts: fullUnc, uncore: "6-11"},
 		{from: uncore + "GuPodSingleContainer, MonoUncoreCacheHT, ExpectAllocCPUSet", fixture: monoU,
 			free: "0-239", reserved: "0,1,120,121", n: one(6), opts: fullUnc, want: "2-4,122-124"},
 		{from: uncore + "GuPodSingleContainer, LargeSingleSocketUncore, ExpectAllocOneUncore", fixture: "kubelet-large-single-socket-uncore",
-			free: "0-127", reserved: "0-3", n: one(8), opts: fullUnc, uncore: 1},
+			free: "0-127", reserved: "0-3", n: one(8), opts: fullUnc, uncore: "1"},
 		{from: uncore + "GuPodSingleContainer, MonoUncoreCacheHT, ExpectFragmentedAllocCPUSet", fixture: "kubelet-single-socket-uncore",
 			free: "0-63 - 6-9,12-15,18,19", reserved: "0,1", n: one(12), opts: fullUnc, want: "2-5,10,11,16,17,20-23"},
 		{from: uncore + "GuPodSingleContainer, SingleSocketUncore, PartialUncore, ExpectBestEffortAllocTwoUncore", fixture: "kubelet-small-single-socket-no-smt-uncore",
-			free: "0-31 - 8-11,16-19,24-27", reserved: "0-3", n: one(8), opts: fullUnc, uncore: 2},
+			free: "0-31 - 8-11,16-19,24-27", reserved: "0-3", n: one(8), opts: fullUnc, uncore: "0,1"},
 		{from: uncore + "odd integer cpu required on smt-disabled", fixture: "kubelet-small-single-socket-no-smt-uncore",
 			free: "0-31", reserved: "0-3", n: one(5), opts: fullUnc, want: "8-12"},
 		{from: uncore + "odd integer required on smt-enabled", fixture: smallU, free: "0-127", reserved: "0,1,64,65", n: one(3), opts: unc, want: "2,3,66"},
@@ -265,7 +271,9 @@ func kubeletCases() []kubeletCase {
 // nodes, sockets or cores, no more L3 groups when the case prefers aligned
 // uncore caches, and leave no fewer whole free cores when it touches as
 // many cores; where the kubelet refuses, so must we (full-pcpus-only and
-// not enough CPUs). The kubelet's figures are measured on its answer.
+// not enough CPUs). The kubelet's figures are measured on its answer: on
+// each container's CPUs where the case gives them, on the uncore caches of
+// the pod where it gives only those.
 func TestAtLeastAsGoodAsKubelet(t *testing.T) {
 	for _, tc := range kubeletCases() {
 		for _, how := range []string{"held by a container", "outside the pool", "half held, half outside"} {
@@ -280,7 +288,18 @@ func replayKubelet(t *testing.T, tc kubeletCase, how string) {
 	topo := topology(t, tc.fixture)
 	free := cpusOf(t, topo, tc.free).Difference(cpusOf(t, topo, tc.reserved))
 	ours, theirs := kubeletPair(t, topo, free, how)
-	var first, all cpuset.CPUSet
+	wholeBefore := wholeFreeCores(theirs, "exclusive")
+	// The kubelet's answers are compared where the case gives them: per
+	// container when it names each container's CPUs (want, later), and
+	// over the pod when it names only the uncore caches the pod's
+	// containers use together (uncore, below).
+	var wants []cpuset.CPUSet
+	if tc.want != "" {
+		for _, w := range append([]string{tc.want}, tc.later...) {
+			wants = append(wants, cpusOf(t, topo, w))
+		}
+	}
+	var first, all, kubeletAll cpuset.CPUSet
 	for i, n := range tc.n {
 		r := exclusive(fmt.Sprintf("x%d", i), n)
 		r.Pod = PodRef{Namespace: "ns", Name: "pod", UID: "uid-pod"}
@@ -294,35 +313,80 @@ func replayKubelet(t *testing.T, tc kubeletCase, how string) {
 			return
 		}
 		require.NoError(t, err)
-		require.True(t, res.Assignment.CPUs.IsSubsetOf(free), "%s is within the kubelet's free CPUs %s", res.Assignment.CPUs, free)
+		got := res.Assignment.CPUs
+		require.True(t, got.IsSubsetOf(free), "%s is within the kubelet's free CPUs %s", got, free)
 		if i == 0 {
-			first = res.Assignment.CPUs
+			first = got
 		}
-		all = all.Union(res.Assignment.CPUs)
+		all = all.Union(got)
+		if i >= len(wants) {
+			continue
+		}
+		// Container i against the kubelet's container i, each allocator
+		// holding its own answers for the containers before it.
+		want := wants[i]
+		require.Equal(t, n, want.Size(), "the kubelet's answer for container %d has the size of its request", i)
+		kubeletAll = kubeletAll.Union(want)
+		if trade, ok := kubeletTrades[tc.from]; ok && i == 0 {
+			assertTrade(t, measure(topo, got), measure(topo, want), trade, got, want)
+			continue
+		}
+		_, err = theirs.restore(Assignment{ID: fmt.Sprintf("kubelet-x%d", i), Pool: "exclusive", CPUs: want})
+		require.NoError(t, err)
+		assertNotWorse(t, topo, ours, theirs, got, want)
 	}
-	if tc.want != "" {
-		want := cpusOf(t, topo, tc.want)
-		require.Equal(t, tc.n[0], want.Size(), "the kubelet's answer has the size of the request")
-		if trade, ok := kubeletTrades[tc.from]; ok {
-			assertTrade(t, measure(topo, first), measure(topo, want), trade, first, want)
-		} else if len(tc.n) == 1 {
-			_, err := theirs.restore(Assignment{ID: "x", Pool: "exclusive", CPUs: want})
-			require.NoError(t, err)
-			assertNotWorse(t, topo, ours, theirs, first, want)
-		} else {
-			assertFiguresNotWorse(t, measure(topo, first), measure(topo, want), first, want)
-		}
-		if tc.opts.uncore && len(tc.n) == 1 {
-			assert.LessOrEqual(t, measure(topo, all).l3Groups, measure(topo, want).l3Groups, "L3 groups: ours %s, kubelet %s", all, want)
-		}
+	if tc.opts.uncore && len(wants) == len(tc.n) {
+		assert.LessOrEqual(t, measure(topo, all).l3Groups, measure(topo, kubeletAll).l3Groups, "L3 groups: ours %s, kubelet %s", all, kubeletAll)
 	}
 	if tc.opts.distribute && tc.opts.fullPCPUs {
 		// The kubelet's whole-core spread is as balanced as can be: the
 		// same number of CPUs on each node.
 		assert.Equal(t, perNode(topo, cpusOf(t, topo, tc.want)), perNode(topo, first), "CPUs per NUMA node: ours %s", first)
 	}
-	if tc.uncore > 0 {
-		assert.LessOrEqual(t, measure(topo, all).l3Groups, tc.uncore, "L3 groups of the pod: ours %s, the kubelet's %d uncore caches", all, tc.uncore)
+	if tc.uncore != "" {
+		assertPodNotWorseThanUncore(t, topo, tc, ours, wholeBefore, all)
+	}
+}
+
+// assertPodNotWorseThanUncore compares the pod's placement, its containers
+// together, with a kubelet answer given as the uncore caches the pod's
+// containers use (the kubelet's expUncoreCache is a statement about the
+// pod, so the comparison is over the pod's union, not per container). The
+// kubelet's CPUs touch each of those caches and no other, so its NUMA
+// nodes and sockets are those of the caches (each cache lies in one node
+// and one socket, which is checked). Under full-pcpus-only it takes whole
+// cores only: it touches exactly the request's CPUs over threads per core,
+// and leaves that many fewer whole free cores. Without full-pcpus-only
+// (no such case gives only uncore caches) its cores are not known.
+func assertPodNotWorseThanUncore(t *testing.T, topo *sysfs.Topology, tc kubeletCase, ours *Allocator, wholeBefore int, all cpuset.CPUSet) {
+	t.Helper()
+	groups := l3ByLowestCPU(topo)
+	ids := set(t, tc.uncore)
+	caches := cpuset.New()
+	for _, id := range ids.List() {
+		require.Less(t, id, len(groups), "uncore cache %d", id)
+		g := measure(topo, groups[id])
+		require.True(t, g.numaNodes == 1 && g.sockets == 1, "uncore cache %d (%s) lies in one NUMA node and one socket", id, groups[id])
+		caches = caches.Union(groups[id])
+	}
+	o, k := measure(topo, all), measure(topo, caches)
+	assert.LessOrEqual(t, o.numaNodes, k.numaNodes, "NUMA nodes of the pod: ours %s, the kubelet's uncore caches %s (%s)", all, tc.uncore, caches)
+	assert.LessOrEqual(t, o.sockets, k.sockets, "sockets of the pod: ours %s, the kubelet's uncore caches %s (%s)", all, tc.uncore, caches)
+	assert.LessOrEqual(t, o.l3Groups, ids.Size(), "L3 groups of the pod: ours %s, the kubelet's uncore caches %s", all, tc.uncore)
+	if !tc.opts.fullPCPUs {
+		return
+	}
+	c, _ := topo.CPU(caches.List()[0])
+	tpc, total := c.Siblings.Size(), 0
+	for _, n := range tc.n {
+		require.Zero(t, n%tpc, "full-pcpus-only: the kubelet takes whole cores of %d threads", tpc)
+		total += n
+	}
+	kubeletCores := total / tpc
+	assert.LessOrEqual(t, o.cores, kubeletCores, "cores touched by the pod: ours %s, the kubelet's %d whole cores", all, kubeletCores)
+	if o.cores == kubeletCores {
+		assert.GreaterOrEqual(t, wholeFreeCores(ours, "exclusive"), wholeBefore-kubeletCores,
+			"whole free cores left, with as many cores touched: ours %s, the kubelet's %d whole cores", all, kubeletCores)
 	}
 }
 
@@ -454,12 +518,25 @@ func TestKubeletCasesAreFaithful(t *testing.T) {
 	for _, tc := range kubeletCases() {
 		assert.False(t, seen[tc.from], "%s: one row per case", tc.from)
 		seen[tc.from] = true
-		assert.True(t, tc.want != "" || tc.uncore > 0 || tc.refused, "%s: nothing to compare with", tc.from)
+		assert.True(t, tc.want != "" || tc.uncore != "" || tc.refused, "%s: nothing to compare with", tc.from)
+		assert.True(t, tc.want != "" || len(tc.later) == 0, "%s: later answers follow the first container's", tc.from)
+		assert.LessOrEqual(t, len(tc.later), len(tc.n)-1, "%s: an answer per later container at most", tc.from)
 		topo := topology(t, tc.fixture)
 		free := cpusOf(t, topo, tc.free).Difference(cpusOf(t, topo, tc.reserved))
-		if tc.want != "" {
-			want := cpusOf(t, topo, tc.want)
+		for _, a := range append([]string{tc.want}, tc.later...) {
+			if a == "" {
+				continue
+			}
+			want := cpusOf(t, topo, a)
 			assert.True(t, want.IsSubsetOf(free), "%s: answer %s within free %s", tc.from, want, free)
+		}
+		if tc.uncore != "" {
+			groups := l3ByLowestCPU(topo)
+			for _, id := range set(t, tc.uncore).List() {
+				if assert.Less(t, id, len(groups), "%s: uncore cache %d", tc.from, id) {
+					assert.False(t, groups[id].Intersection(free).IsEmpty(), "%s: uncore cache %d (%s) has free CPUs", tc.from, id, groups[id])
+				}
+			}
 		}
 	}
 	topo := topology(t, smtU)
