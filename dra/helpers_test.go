@@ -14,9 +14,11 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/cpuset"
+	"k8s.io/utils/ptr"
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -94,6 +96,8 @@ type testDriver struct {
 	pools  Pools
 	claims string
 	cdi    string
+	// model is the driver's device model; empty is the default.
+	model string
 }
 
 func newTestDriver(tb testing.TB, p Pools) *testDriver {
@@ -107,7 +111,7 @@ func newTestDriver(tb testing.TB, p Pools) *testDriver {
 // restart is a new driver process over the same files.
 func (td *testDriver) restart(tb testing.TB) *Driver {
 	tb.Helper()
-	d, err := New(td.pools, Options{NodeName: testNode, ClaimsFile: td.claims, CDIDir: td.cdi, Log: quietLog()})
+	d, err := New(td.pools, Options{NodeName: testNode, Model: td.model, ClaimsFile: td.claims, CDIDir: td.cdi, Log: quietLog()})
 	require.NoError(tb, err)
 	return d
 }
@@ -129,6 +133,17 @@ func allocatedClaim(uid, name string, alloc slots, pods ...string) *resourceapi.
 	for _, p := range pods {
 		c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: "pod-" + p, UID: types.UID(p)})
 	}
+	return c
+}
+
+// shareClaim builds a claim as the scheduler leaves it in the numaNode
+// model: one request given a share of cpus CPUs of a pool's device on a
+// NUMA node, reserved for pods.
+func shareClaim(uid, name, pool string, numa, cpus int, pods ...string) *resourceapi.ResourceClaim {
+	c := allocatedClaim(uid, name, slots{"cpus": {GroupName(pool, numa)}}, pods...)
+	res := &c.Status.Allocation.Devices.Results[0]
+	res.ShareID = ptr.To(types.UID("share-" + uid))
+	res.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{CapacityCPUs: *resource.NewQuantity(int64(cpus), resource.DecimalSI)}
 	return c
 }
 
