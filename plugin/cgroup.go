@@ -152,6 +152,106 @@ func (c *cgroupPinner) Pin(cgroupsPath string, cpus, mems cpuset.CPUSet) error {
 	return nil
 }
 
+// errNoPodCgroup means a pod has no cgroup of its own to lift the quota
+// of: a runtime that reports none, or one not under the plugin's root.
+var errNoPodCgroup = errors.New("no such pod cgroup")
+
+// errNoCPUController means a pod cgroup has no CFS quota to lift: the cpu
+// controller is not enabled for it (v2) or not mounted (v1).
+var errNoCPUController = errors.New("pod cgroup has no cpu controller")
+
+// podCgroupDir converts a pod's cgroup parent (NRI's
+// PodSandbox.Linux.CgroupParent) to a directory relative to the hierarchy.
+// The systemd driver names it by its slice alone
+// ("kubepods-burstable-pod1.slice"), which expands as systemd lays slices
+// out; cgroupfs paths are used as they are. The root is never a pod's
+// cgroup: a parent that names it has no pod cgroup to lift.
+func podCgroupDir(parent string) (string, error) {
+	dir := filepath.Clean("/" + parent)
+	if !strings.Contains(parent, "/") && strings.HasSuffix(parent, ".slice") {
+		var err error
+		if dir, err = expandSlice(parent); err != nil {
+			return "", err
+		}
+	}
+	if dir == "/" {
+		return "", errNoPodCgroup
+	}
+	return dir, nil
+}
+
+// LiftQuota lifts the CFS quota of a pod's cgroup, given its cgroup parent:
+// "max" in cpu.max on v2, keeping the period the kubelet set, or -1 in
+// cpu.cfs_quota_us of the cpu hierarchy on v1. It returns the file and the
+// quota it found there, or was "" when the quota was lifted already and
+// nothing was written (each pin round calls it again). A cgroup that is not
+// there is errNoPodCgroup, one without the cpu controller errNoCPUController.
+//
+// Plain files rather than containerd/cgroups: the file is read first anyway
+// (to keep the period and to skip a lifted quota), cgroup2's CPUMax needs
+// the period spelled out, and cgroup1's cpu controller looks only under
+// "cpu", not "cpu,cpuacct".
+func (c *cgroupPinner) LiftQuota(parent string) (file, was string, err error) {
+	dir, err := podCgroupDir(parent)
+	if err != nil {
+		return "", "", err
+	}
+	if c.unified {
+		return liftQuotaIn(filepath.Join(c.root, dir), "cpu.max", func(old string) (string, bool) {
+			f := strings.Fields(old)
+			if len(f) == 0 || f[0] == "max" {
+				return "", false
+			}
+			if len(f) > 1 {
+				return "max " + f[1], true
+			}
+			return "max", true
+		})
+	}
+	for _, ctl := range []string{"cpu", "cpu,cpuacct"} {
+		if _, err := os.Stat(filepath.Join(c.root, ctl)); err != nil {
+			continue
+		}
+		return liftQuotaIn(filepath.Join(c.root, ctl, dir), "cpu.cfs_quota_us", func(old string) (string, bool) {
+			return "-1", old != "-1"
+		})
+	}
+	return "", "", errNoCPUController
+}
+
+// liftQuotaIn reads a cgroup's quota file and writes what lift makes of
+// it, if anything. It never creates a file.
+func liftQuotaIn(dir, name string, lift func(old string) (string, bool)) (string, string, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return "", "", errNoPodCgroup
+	}
+	file := filepath.Join(dir, name)
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", errNoCPUController
+	}
+	if err != nil {
+		return file, "", fmt.Errorf("reading CFS quota: %w", err)
+	}
+	old := strings.TrimSpace(string(b))
+	value, ok := lift(old)
+	if !ok {
+		return file, "", nil
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return file, old, fmt.Errorf("lifting CFS quota %q: %w", old, err)
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return file, old, fmt.Errorf("lifting CFS quota %q: writing %q: %w", old, value, err)
+	}
+	return file, old, nil
+}
+
 // setAffinity pins a process (the sandbox's pause process) to cpus.
 func setAffinity(pid uint32, cpus cpuset.CPUSet) error {
 	var mask unix.CPUSet

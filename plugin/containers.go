@@ -60,6 +60,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// the next Synchronize finds the container where the runtime runs it.
 	st := p.recordPlacement(res)
 	p.rememberCgroup(res.Assignment, ctr)
+	if res.Assignment.NoCPUQuota {
+		p.pinSandboxLater(pod.GetId()) // to lift the pod cgroup's quota too (liftPodQuota)
+	}
 	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
 	p.log.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
@@ -172,6 +175,13 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if !ok {
 		return nil, nil
 	}
+	// An in-place resize of any of the pod's containers makes the kubelet
+	// write the pod cgroup's CFS quota again (SetPodCgroupConfig), and the
+	// pinner lifts it again if the pod needs it. The kubelet reads a lifted
+	// pod quota as no limit, so it takes any new limit for a larger one and
+	// writes it before this update (a smaller one would come after): the
+	// round asked for here comes after the kubelet's write.
+	p.pinSandboxLater(pod.GetId())
 	if milli := milliOf(res.GetCpu()); milli > 0 && milli != a.MilliCPU {
 		if _, granted, _ := grantToken(ctr.GetEnv()); granted && pools.IsExclusive(a.Pool) {
 			// The kubelet counted cpupool.dev/exclusive devices, not the CPU

@@ -243,7 +243,15 @@ type podSpec struct {
 	systemd bool
 	// crio lays cgroups out as CRI-O does with cgroupfs: <parent>/crio-<id>.
 	crio bool
+	// The pod cgroup (the cgroup parent) gets the kubelet's CFS quota for a
+	// Guaranteed pod of cpu: 10m, unless the pod has no cpu controller or
+	// the runtime reports no pod cgroup (its cgroup parent is empty).
+	noCPUController, noPodCgroup bool
 }
+
+// kubeletPodQuota is the CFS quota the kubelet puts on the cgroup of a pod
+// whose CPU limits add up to 10m (cpu.max on cgroup v2).
+const kubeletPodQuota = "1000 100000"
 
 // runPod creates a pod sandbox with a cgroup, as the runtime would.
 func (f *fakeRuntime) runPod(spec podSpec) *api.PodSandbox {
@@ -270,6 +278,10 @@ func (f *fakeRuntime) runPod(spec podSpec) *api.PodSandbox {
 		dir = d
 	}
 	f.mkCgroup(dir)
+	f.mkPodQuota(parent, spec)
+	if spec.noPodCgroup {
+		parent = ""
+	}
 	pod := &api.PodSandbox{Id: id, Name: spec.name, Uid: uid, Namespace: spec.namespace, Annotations: spec.annotations,
 		Linux: &api.LinuxPodSandbox{CgroupParent: parent, CgroupsPath: cgroupsPath}}
 	f.mu.Lock()
@@ -291,6 +303,26 @@ func (f *fakeRuntime) mkCgroup(dir string) {
 	require.NoError(f.t, os.MkdirAll(path, 0o755))
 	require.NoError(f.t, os.WriteFile(filepath.Join(path, "cpuset.cpus"), nil, 0o644))
 	require.NoError(f.t, os.WriteFile(filepath.Join(path, "cpuset.mems"), nil, 0o644))
+}
+
+// mkPodQuota writes the kubelet's CFS quota into the pod cgroup, as the
+// kubelet does before it runs the pod's sandbox: cpu.max on v2, the cpu
+// hierarchy's cpu.cfs_quota_us and cpu.cfs_period_us on v1.
+func (f *fakeRuntime) mkPodQuota(parent string, spec podSpec) {
+	if spec.noCPUController || spec.noPodCgroup {
+		return
+	}
+	dir, err := podCgroupDir(parent)
+	require.NoError(f.t, err)
+	if f.hierarchy() == f.cgroupRoot {
+		require.NoError(f.t, os.WriteFile(filepath.Join(f.cgroupRoot, dir, "cpu.max"), []byte(kubeletPodQuota+"\n"), 0o644))
+		return
+	}
+	path := filepath.Join(f.cgroupRoot, "cpu", dir)
+	require.NoError(f.t, os.MkdirAll(path, 0o755))
+	quota, period, _ := strings.Cut(kubeletPodQuota, " ")
+	require.NoError(f.t, os.WriteFile(filepath.Join(path, "cpu.cfs_quota_us"), []byte(quota+"\n"), 0o644))
+	require.NoError(f.t, os.WriteFile(filepath.Join(path, "cpu.cfs_period_us"), []byte(period+"\n"), 0o644))
 }
 
 // sandboxCPUs reads what the plugin wrote into a sandbox's cgroup, once it

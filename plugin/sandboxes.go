@@ -15,7 +15,13 @@ import (
 // persisted: Synchronize lists them again after any restart.
 type sandbox struct {
 	uid, namespace, name, cgroupsPath string
-	pid                               uint32
+	// cgroupParent is the pod's cgroup, whose CFS quota the pinner lifts
+	// for pods with exclusive CPUs (liftPodQuota).
+	cgroupParent string
+	pid          uint32
+	// noPodQuota: the pinner found no pod cgroup quota to lift and said so
+	// once; later rounds stay quiet about it.
+	noPodQuota bool
 }
 
 // addSandbox remembers a pod's sandbox (replacing one of the same id).
@@ -57,7 +63,8 @@ func (p *Plugin) podLivesOn(pod *api.PodSandbox) bool {
 }
 
 func sandboxOf(pod *api.PodSandbox) sandbox {
-	return sandbox{uid: pod.GetUid(), namespace: pod.GetNamespace(), name: pod.GetName(), cgroupsPath: pod.GetLinux().GetCgroupsPath(), pid: pod.GetPid()}
+	return sandbox{uid: pod.GetUid(), namespace: pod.GetNamespace(), name: pod.GetName(), cgroupsPath: pod.GetLinux().GetCgroupsPath(),
+		cgroupParent: pod.GetLinux().GetCgroupParent(), pid: pod.GetPid()}
 }
 
 // RunPodSandbox pins the new pod's infra (pause) container to infra, since

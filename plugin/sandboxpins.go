@@ -20,6 +20,9 @@ import (
 // processes sleep: a sandbox left on the previous infra for a few
 // milliseconds takes no time from the container its CPUs went to.
 //
+// The same rounds lift the CFS quota of the pod cgroups of pods with
+// exclusive CPUs (liftPodQuota): file I/O as well, which no reply waits for.
+//
 // Its fields are guarded by the plugin's lock, except the channels.
 type sandboxPins struct {
 	all bool            // every sandbox is due (infra changed, Synchronize)
@@ -91,9 +94,13 @@ func (p *Plugin) pinRound() {
 	}
 	slices.Sort(ids)
 	jobs := make([]sandboxJob, 0, len(ids))
+	var lifted map[string]bool
+	if len(ids) > 0 {
+		lifted = p.quotaLiftedPods()
+	}
 	for _, id := range ids {
 		if sb, ok := p.sandbox[id]; ok { // not removed meanwhile
-			jobs = append(jobs, sandboxJob{id, sb})
+			jobs = append(jobs, sandboxJob{id: id, sb: sb, liftQuota: sb.uid != "" && lifted[sb.uid]})
 		}
 	}
 	p.pins.all = false
@@ -107,11 +114,21 @@ func (p *Plugin) pinRound() {
 	if hold != nil && len(jobs) > 0 {
 		hold()
 	}
+	var unseen []sandboxJob
 	for _, j := range jobs {
 		p.pinSandbox(j.id, j.sb, target)
+		if j.liftQuota && !p.liftPodQuota(j.sb, target.pinner) {
+			unseen = append(unseen, j)
+		}
 	}
 
 	p.mu.Lock()
+	for _, j := range unseen {
+		if sb, ok := p.sandbox[j.id]; ok && sb.cgroupParent == j.sb.cgroupParent {
+			sb.noPodQuota = true
+			p.sandbox[j.id] = sb
+		}
+	}
 	p.pins.done = max(p.pins.done, asked)
 	p.pins.settled.Broadcast()
 	p.mu.Unlock()
@@ -120,6 +137,22 @@ func (p *Plugin) pinRound() {
 type sandboxJob struct {
 	id string
 	sb sandbox
+	// liftQuota: a container of the pod has its CFS quota lifted, so its
+	// pod cgroup's quota is lifted too.
+	liftQuota bool
+}
+
+// quotaLiftedPods are the pods, by UID, with a running container whose CFS
+// quota the plugin lifts (exclusive CPUs, disableCPUQuota or a shared part;
+// whichever route placed it). Called under the lock.
+func (p *Plugin) quotaLiftedPods() map[string]bool {
+	pods := map[string]bool{}
+	for _, a := range p.alloc.Assignments() {
+		if a.NoCPUQuota && a.Pod.UID != "" {
+			pods[a.Pod.UID] = true
+		}
+	}
+	return pods
 }
 
 // waitSandboxesPinned returns once every sandbox marked due before the call
@@ -191,4 +224,40 @@ func (p *Plugin) pinSandbox(id string, sb sandbox, t pinTarget) {
 			p.log.Warnf("pod %s/%s: %v", sb.namespace, sb.name, err)
 		}
 	}
+}
+
+// liftPodQuota lifts the CFS quota of a pod's cgroup when a container of
+// the pod has its own lifted. The kubelet puts a quota on the pod cgroup
+// too, the sum of its containers' CPU limits (1000 of 100000 for a
+// cpu: 10m pod of cpupool.dev/exclusive or of a DRA claim), and leaves it
+// off only for pods its own CPU manager gives exclusive CPUs
+// (DisableCPUQuotaWithExclusiveCPUs), which with cpuManagerPolicy: none it
+// never does. Left in place, that quota throttles the pod's exclusive
+// CPUs whatever the container's cgroup says; CRI-O lifts the pod cgroup's
+// quota for cpu-quota.crio.io the same way. The pause container's own
+// cgroup keeps the quota of the pod's sandbox config: it bounds only the
+// pause process.
+//
+// The quota is never restored: the pod keeps its exclusive CPUs, held for
+// its stopped containers, for its whole life, and its cgroup ends with it.
+// The kubelet writes the quota again when it resizes the pod in place
+// (SetPodCgroupConfig); UpdateContainer marks the sandbox due for that.
+// It reports false when the pod has no cgroup quota to lift (a runtime
+// without pod cgroups, a cgroup the plugin cannot see, no cpu
+// controller), said once at debug: that is no fault of the container's.
+// The pinner calls it outside the lock.
+func (p *Plugin) liftPodQuota(sb sandbox, pinner *cgroupPinner) bool {
+	file, was, err := pinner.LiftQuota(sb.cgroupParent)
+	switch {
+	case errors.Is(err, errNoPodCgroup), errors.Is(err, errNoCPUController):
+		if !sb.noPodQuota {
+			p.log.Debugf("pod %s/%s: no CFS quota of its pod cgroup %q to lift: %v", sb.namespace, sb.name, sb.cgroupParent, err)
+		}
+		return false
+	case err != nil:
+		p.log.Warnf("pod %s/%s: lifting the CFS quota of its pod cgroup %q: %v", sb.namespace, sb.name, sb.cgroupParent, err)
+	case was != "":
+		p.log.Infof("pod %s/%s: CFS quota %q of its pod cgroup lifted (%s): it has exclusive CPUs", sb.namespace, sb.name, was, file)
+	}
+	return true
 }
