@@ -17,7 +17,8 @@ package allocator
 //     NeedsPlacement (the caller places it as new, with Adopt's rules, or
 //     confines it).
 //
-// Containers the file does not know are adopted (Adopt).
+// Containers the file does not know are adopted (Adopt): StaysWhereItRuns
+// or PlacedAsNew.
 
 import (
 	"fmt"
@@ -238,20 +239,44 @@ func (a *Allocator) readd(as Assignment, infraBefore infraMark) (Result, error) 
 	return a.commit(&as, infraBefore), problem
 }
 
+// Adopted is what became of a running container the allocator had no
+// record of.
+type Adopted int
+
+const (
+	// StaysWhereItRuns: it runs on a free exclusive set of the size it
+	// asks for (or the kubelet's allocation), an earlier decision of ours,
+	// and keeps it; the runtime need not be told anything.
+	StaysWhereItRuns Adopted = iota + 1
+	// PlacedAsNew: it was placed like a new container (for an exclusive
+	// pool, the runtime must be told to pin it there), or, with an error,
+	// refused, and nothing was added.
+	PlacedAsNew
+)
+
+func (o Adopted) String() string {
+	switch o {
+	case StaysWhereItRuns:
+		return "stays where it runs"
+	case PlacedAsNew:
+		return "placed as new"
+	}
+	return fmt.Sprintf("Adopted(%d)", int(o))
+}
+
 // Adopt takes in a running container the allocator has no record of (it
 // was created while the plugin was away, or the state was lost). If it
 // already runs on a free exclusive set of the requested size — an earlier
-// decision of ours — it stays there; otherwise it is placed like a new one.
-// Kept tells which happened.
-func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept bool, err error) {
+// decision of ours — it StaysWhereItRuns; otherwise it is PlacedAsNew.
+func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (Result, Adopted, error) {
 	if req.WithShared {
 		// Its exclusive part is what it runs on beside the shared pool.
 		current = current.Difference(a.PoolCPUs(pools.Shared))
 	}
 	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !cpulist.Equal(current, req.CPUs) {
 		// The kubelet's allocation is the truth for its containers.
-		res, err = a.Allocate(req)
-		return res, false, err
+		res, err := a.Allocate(req)
+		return res, PlacedAsNew, err
 	}
 	if pools.IsExclusive(req.Pool) && current.Size() > 0 && (current.Size() == CPUsFor(req.MilliCPU) || cpulist.Equal(current, req.CPUs)) {
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
@@ -263,11 +288,11 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (res Result, kept 
 			as.Reserved = a.hiddenSiblings(current)
 		}
 		if res, err := a.restore(as); err == nil {
-			return res, true, nil
+			return res, StaysWhereItRuns, nil
 		}
 	}
-	res, err = a.Allocate(req)
-	return res, false, err
+	res, err := a.Allocate(req)
+	return res, PlacedAsNew, err
 }
 
 // RestoreHold re-adds a remembered hold (after a restart of the plugin). It

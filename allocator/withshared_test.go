@@ -130,9 +130,9 @@ pools:
 // shared pool, unknown to the state, keeps its exclusive part.
 func TestAdoptWithShared(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", desktopShared)
-	res, kept, err := a.Adopt(mixed("dpdk", 2), set(t, "2-3,6,10-11,14"))
+	res, how, err := a.Adopt(mixed("dpdk", 2), set(t, "2-3,6,10-11,14"))
 	require.NoError(t, err)
-	assert.True(t, kept)
+	assert.Equal(t, StaysWhereItRuns, how)
 	assert.Equal(t, "6,14", res.Assignment.CPUs.String())
 	assert.Equal(t, "2-3,6,10-11,14", res.Assignment.Cpuset().String())
 }

@@ -326,11 +326,11 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	if !pinned {
 		current = cpuset.New()
 	}
-	res, kept, err := p.alloc.Adopt(req, current)
+	res, how, err := p.alloc.Adopt(req, current)
 	switch {
 	case err != nil:
 		return p.confine(c, who, err)
-	case kept:
+	case how == allocator.StaysWhereItRuns:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
 		return nil, true // its quota, if any, is lifted by liftQuotas
 	case pools.IsExclusive(req.Pool):
