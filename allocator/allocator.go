@@ -3,10 +3,29 @@
 // current assignments in, decisions out — and never touches the node, so
 // the plugin, the simulator and the tests all run the same code.
 //
-// The pools come from layout.go, a container's pool and options from its
-// annotations in policy.go, its exclusive CPUs from placement.go; resize.go
-// grows and shrinks them in place, hold.go keeps a stopped container's CPUs
-// for its pod, and recover.go decides what a restart keeps.
+// A file per concern:
+//
+//   - allocator.go: the Allocator, its Request, Assignment and Result, and
+//     the shared and infra pools that follow the exclusive ones.
+//   - layout.go: the pools carved from config and topology (BuildLayout).
+//   - policy.go: a container's pool and options from its annotations
+//     (Policy.Request).
+//   - withshared.go: a container with exclusive and shared CPUs, its
+//     shared part following the pool.
+//   - power.go: which power class each CPU has, and which a container may
+//     choose.
+//   - placement.go: an exclusive request's CPUs, placeExclusive and its
+//     numbered steps; plan.go the NUMA-node combinations (plan.better,
+//     bestPlan); take.go the sockets, cores and threads inside them
+//     (take, pick.better); scratch.go the working memory they reuse.
+//   - index.go: the topology as plain slices, walked by every decision.
+//   - usage.go: which CPUs are free to hand out, and the pools' usage.
+//   - kubelet.go: the kubelet route, its allocation checked and its
+//     preferred CPUs offered.
+//   - hold.go: a stopped container's CPUs held for its pod, and their reuse.
+//   - resize.go: growing and shrinking a container's CPUs in place.
+//   - recover.go: what a restart keeps (Readmit, Repin, RestoreHold, Adopt).
+//   - errors.go: why a container is refused (Refusal, ReasonOf).
 package allocator
 
 import (
