@@ -47,6 +47,15 @@ quota_of() {
   if [ -f "$CGROUP_FS/cgroup.controllers" ]; then awk '{print ($1 == "max") ? -1 : $1}' "$CGROUP_FS$(cgroup_path "$1")/cpu.max"
   else cat "$CGROUP_FS/cpu$(cgroup_path "$1")/cpu.cfs_quota_us"; fi
 }
+# pod_quota_of ID: the CFS quota of the container's pod cgroup, the parent of
+# its cgroup (this cluster's cgroupfs driver), as quota_of says it. The
+# kubelet sets it to the sum of the pod's CPU limits.
+pod_quota_of() {
+  local parent
+  parent=$(dirname "$(cgroup_path "$1")")
+  if [ -f "$CGROUP_FS/cgroup.controllers" ]; then awk '{print ($1 == "max") ? -1 : $1}' "$CGROUP_FS$parent/cpu.max"
+  else cat "$CGROUP_FS/cpu$parent/cpu.cfs_quota_us"; fi
+}
 env_of() { crictl inspect -o go-template --template '{{range .info.runtimeSpec.process.env}}{{println .}}{{end}}' "$1"; }
 # The machine's CPUs: the last one is the suites' exclusive pool, the rest
 # infra.

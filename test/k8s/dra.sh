@@ -101,7 +101,8 @@ spec:
           capacity: {requests: {cpupool.dev/cpus: "1"}}
 YAML
 say "a pod with a ResourceClaimTemplate for 1 exclusive CPU runs pinned to it (pause on infra)"
-pod first --claim-template one-cpu --request cpu=10m
+# A limit too, so that the kubelet sets a quota (1000) on the container and on the pod.
+pod first --claim-template one-cpu --request cpu=10m --limit cpu=10m
 assert_pinned first burstable "$LAST"
 FIRST=$(ctr_of first)
 FIRST_ENV=$(env_of "$FIRST" | grep '^CPUPOOL_CLAIM_')
@@ -109,6 +110,7 @@ FIRST_TOKEN=${FIRST_ENV#*=}
 check "first: one claim variable, carrying a 32-character token" "$(echo "$FIRST_ENV" | wc -l) ${#FIRST_TOKEN}" "1 32"
 check_contains "first: told its CPUs" "$(env_of "$FIRST")" "CPUPOOL_CPUS=$LAST"
 check "first: no CFS quota (a 10m quota would throttle it)" "$(quota_of "$FIRST")" -1
+check "first: no CFS quota on its pod cgroup either" "$(pod_quota_of "$FIRST")" -1
 check "the driver remembers one claim" "$(claims_file)" 1
 check "one CDI spec" "$(cdi_specs)" 1
 

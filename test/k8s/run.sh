@@ -54,6 +54,10 @@ assert_pinned infra burstable "$INFRA"
 EXCL=$(ctr_of excl)
 check "excl: no CFS quota on its own CPU (the kubelet's for 10m is 1000)" "$(quota_of "$EXCL")" -1
 check "infra: the kubelet's CFS quota for its 200m limit" "$(quota_of "$(ctr_of infra)")" 20000
+# The kubelet puts the pod's limits on the pod cgroup too, and lifts that
+# only for its own CPU manager's exclusive CPUs: the plugin lifts it.
+check "excl: no CFS quota on its pod cgroup either (the kubelet's for 10m is 1000)" "$(pod_quota_of "$EXCL")" -1
+check "infra: its pod cgroup keeps the kubelet's CFS quota for its 200m limit" "$(pod_quota_of "$(ctr_of infra)")" 20000
 TOKEN=$(env_of "$EXCL" | sed -n 's/^CPUPOOL_GRANT=//p')
 check "the kubelet passed the grant token from Allocate" "${#TOKEN}" 32
 check_contains "the container is told its CPUs" "$(env_of "$EXCL")" "CPUPOOL_CPUS=$LAST"
@@ -107,6 +111,7 @@ wait_allocatable 1 || true
 check "allocatable after the kubelet restart" "$(node_res allocatable cpupool.dev/exclusive)" 1
 check "excl: same container" "$(ctr_of excl)" "$EXCL"
 check "excl: same CPUs" "$(cpuset_of "$EXCL")" "$LAST"
+check "excl: its pod cgroup's CFS quota still lifted" "$(pod_quota_of "$EXCL")" -1
 check "more: still Pending" "$(kubectl get pod more -o jsonpath='{.status.phase}')" Pending
 
 say "a plugin restart keeps the advertised capacity and moves no container"
