@@ -3,14 +3,35 @@
 // sandboxes through cgroupfs and keeps the state file (package state) up to
 // date in the background.
 //
-// A file per question: plugin.go holds the Plugin and its life (New,
-// configuration, Flush, Close, Shutdown); run.go the connection to the
-// runtime; synchronize.go the reconciliation after a (re)connect;
-// containers.go and sandboxes.go the container and pod handlers; memory.go
-// the record of decisions that statewriter.go persists; cgroup.go and
-// sandboxpins.go the sandboxes' pinning; grants.go, grantsfile.go and
-// kubelet.go the kubelet device plugin's grants; convert.go the
-// translations between NRI's types and the allocator's.
+// A file per question:
+//
+//   - plugin.go: the Plugin and its life (New, loading, configuration,
+//     Flush, Close, Shutdown).
+//   - run.go: the connection to the runtime, reconnects, and the NRI events
+//     subscribed to (handledEvents).
+//   - synchronize.go: the reconciliation with the runtime after a
+//     (re)connect, by the allocator's recovery rules.
+//   - containers.go: the container handlers (create, update, stop, remove)
+//     and the refusal of a container (refuse).
+//   - resize.go: a running container's in-place resize.
+//   - sandboxes.go: the pod handlers and the sandboxes the plugin knows.
+//   - sandboxpins.go: the background pinning of pod sandboxes; cgroup.go
+//     the cgroupfs writes it makes.
+//   - memory.go: the record of decisions kept across restarts;
+//     statewriter.go writes it (and the grants file) in the background.
+//   - kubelet.go: the kubelet device plugin's side (devices, preferred CPUs,
+//     grants); grants.go the grants, grantsfile.go their file.
+//   - dra.go: the DRA driver's side (claims' CPUs placed, bound, released).
+//   - devices.go: the NUMA nodes of a container's devices.
+//   - convert.go: translations between NRI's types and the allocator's.
+//   - withshared.go: the record of exclusive containers with a shared part.
+//   - isolation.go: IRQs kept off exclusive CPUs and isolated partitions,
+//     through the host files' reconciler.
+//   - power.go: power classes on the node, through the same reconciler.
+//   - audit.go: the background isolation audit and its metrics.
+//   - metrics.go: the Prometheus metrics, read from published usage.
+//   - instrument.go: the handlers' latency histogram.
+//   - runtimeinfo.go: what the runtime said about itself.
 package plugin
 
 import (
