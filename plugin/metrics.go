@@ -79,7 +79,7 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
-			Help: "Container creations refused, by reason (annotation, namespace, grant, placement, power), and running containers Synchronize could not place and confined to infra (synchronize).",
+			Help: "Container creations refused, by reason (annotation, namespace, grant, claim, placement, power), and running containers Synchronize could not place and confined to infra (synchronize).",
 		}, []string{"reason"}),
 		synchronized: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cpupool_runtime_synchronizations_total",

@@ -48,7 +48,7 @@ cpupool_containers{pool="exclusive"} 1
 cpupool_containers{pool="exclusive-non-isolcpus"} 1
 cpupool_containers{pool="infra"} 1
 cpupool_containers{pool="shared"} 0
-# HELP cpupool_refused_containers_total Container creations refused, by reason (annotation, namespace, grant, placement, power), and running containers Synchronize could not place and confined to infra (synchronize).
+# HELP cpupool_refused_containers_total Container creations refused, by reason (annotation, namespace, grant, claim, placement, power), and running containers Synchronize could not place and confined to infra (synchronize).
 # TYPE cpupool_refused_containers_total counter
 cpupool_refused_containers_total{reason="annotation"} 1
 `
