@@ -219,6 +219,46 @@ func TestSharedPoolAlwaysFreeOfIRQs(t *testing.T) {
 	assert.Equal(t, "0-1,4-9,12-15", affinities(t, f)["24"])
 }
 
+// TestExclusivePoolAlwaysFreeOfIRQs: an exclusive pool configured so
+// keeps all its CPUs free of IRQs with no container holding them, from the
+// first Synchronize, while containers come and go, and an IRQ pinned to
+// them moves to the free CPUs of its node; a container cannot decline it.
+// A plugin started without the setting puts every IRQ back.
+func TestExclusivePoolAlwaysFreeOfIRQs(t *testing.T) {
+	f := irqNode(t)
+	node := testNode{fixture: desktop.fixture, config: strings.Replace(desktop.config, `exclusive: {cpus: "4-7,12-15"}`, `exclusive: {cpus: "4-7,12-15", irqIsolation: always}`, 1)}
+	require.NotEqual(t, desktop.config, node.config)
+	pool := cpuset.New(4, 5, 6, 7, 12, 13, 14, 15)
+	free := map[string]string{"0": "0-3,8-11", "24": "0-3,8-11", "25": "0-3,8-11", "26": "0-1", "27": "0-3,8-11", "default": "0f0f"}
+	rp := startPlugin(t, f, node, statePath(f))
+	require.NoError(t, rp.p.FlushIsolation())
+	requireIRQsOff(t, f, pool)
+	assert.Equal(t, free, affinities(t, f), "nothing held: the pool's CPUs are kept free all the same")
+
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	ctr, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.True(t, cpusOf(t, f, f.cpus(ctr)).IsSubsetOf(pool))
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, free, affinities(t, f))
+	f.stopContainer(ctr)
+	f.removeContainer(ctr)
+	f.removePod(pod)
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, free, affinities(t, f), "the container ended: its CPUs stay free")
+
+	decline := f.runPod(podSpec{name: "decline", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev": "false"}})
+	_, _, err = f.createContainer(decline, "c", 1000)
+	require.Error(t, err, "the pool keeps its CPUs free of IRQs always")
+	assert.Contains(t, err.Error(), "irqIsolation")
+
+	rp.stop()
+	second := startPlugin(t, f, desktop, statePath(f))
+	require.NoError(t, second.p.FlushIsolation())
+	assert.Equal(t, originalAffinities, affinities(t, f), "without the setting: everything as it was")
+}
+
 // refusingFS is the real file system where some IRQs refuse writes, as
 // kernel-managed IRQs do (EIO).
 type refusingFS struct {
