@@ -11,6 +11,7 @@ import (
 	rtmetrics "runtime/metrics"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,8 +20,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/benchutil"
 	"github.com/cpupool/nri-cpupool/internal/procfixture"
 	"github.com/cpupool/nri-cpupool/state"
@@ -80,15 +81,7 @@ func BenchmarkCreateContainerRoundTrip(b *testing.B) {
 // /proc while the next creations are measured.
 func BenchmarkCreateContainerRoundTripIRQIsolation(b *testing.B) {
 	noop, ours := newFakeRuntime(b, false), newFakeRuntime(b, false)
-	all := make([]int, 384)
-	for i := range all {
-		all[i] = i
-	}
-	spec := procfixture.Spec{CPUs: cpuset.New(all...), BootID: "bench"}
-	for n := range 512 {
-		spec.IRQs = append(spec.IRQs, procfixture.IRQ{N: 32 + n, Affinity: cpuset.New(all...), Node: n % 8, Description: "PCI-MSI edge mlx5_comp" + strconv.Itoa(n)})
-	}
-	procfixture.Write(b, ours.procRoot(), spec)
+	procfixture.Write(b, ours.procRoot(), manyIRQs(384, 8, 512))
 	startNoop(b, noop)
 	node := testNode{fixture: largeNode.fixture, config: largeNode.config + "\npools: {exclusive: {irqIsolation: optOut}}\n"}
 	rp := startPlugin(b, ours, node, statePath(ours))
@@ -98,6 +91,70 @@ func BenchmarkCreateContainerRoundTripIRQIsolation(b *testing.B) {
 	st := rp.p.isolation.Load().recon.Status()
 	b.ReportMetric(float64(st.Passes), "irq-passes")
 	b.ReportMetric(float64(st.Writes+st.Restores), "irq-writes")
+}
+
+// BenchmarkCreateContainerRoundTripIsolation is the round trip with 200
+// running containers on cgroup v2 while every exclusive container's CPUs
+// are kept free of IRQs and its cgroup is made an isolated partition
+// (pools.exclusive.irqIsolation and isolatedPartition: optOut): each
+// creation kicks the background pass, which rewrites the affinities of 512
+// IRQs of a fixture /proc and writes the container's partition and its
+// ancestors' exclusive CPUs, then undoes them when it is removed (each
+// measured container runs while the next 32 are created, so that the
+// passes, at most every 100 ms, find it), while the next creations are
+// measured. The containers' cgroups exist with the
+// cpuset files of a 6.7+ kernel before they are created (made off the
+// clock, as runc would make them right after the reply), so the pass
+// writes the partitions at once rather than waiting for them.
+func BenchmarkCreateContainerRoundTripIsolation(b *testing.B) {
+	noop, ours := newFakeRuntime(b, true), newFakeRuntime(b, true)
+	procfixture.Write(b, ours.procRoot(), manyIRQs(384, 8, 512))
+	startNoop(b, noop)
+	node := testNode{fixture: largeNode.fixture, config: largeNode.config + "\npools: {exclusive: {irqIsolation: optOut, isolatedPartition: optOut}}\n"}
+	counted := &cgroupWrites{root: ours.cgroupRoot}
+	rp := startPlugin(b, ours, node, statePath(ours), func(p *Plugin) { p.isolationFS = counted })
+	fillNode(b, noop, 200)
+	for i := 0; i < 200; i++ {
+		pod := ours.runPod(podSpec{name: "run" + id(i), annotations: exclusiveEvery(i)})
+		runcWillCreate(b, ours, pod, "c")
+		_, _, err := ours.createContainer(pod, "c", 1000)
+		require.NoError(b, err)
+	}
+	for i := 0; i < b.N; i++ {
+		// measurePaired's pods and containers, by name.
+		partitionable(b, ours, "/kubepods/poduid-bench"+strconv.Itoa(i)+"/ctr-bench"+strconv.Itoa(i)+"-c")
+	}
+	require.NoError(b, rp.p.FlushIsolation())
+	require.Positive(b, counted.n.Load(), "the running containers' partitions are written")
+	before := counted.n.Load()
+	measurePairedKeeping(b, noop, ours, 32)
+	st := rp.p.isolation.Load().recon.Status()
+	during := counted.n.Load() - before
+	b.ReportMetric(float64(st.Passes), "iso-passes")
+	b.ReportMetric(float64(st.Writes+st.Restores), "iso-writes")
+	b.ReportMetric(float64(during), "partition-writes")
+	if during == 0 {
+		// No pass came during a short run: the last containers, still
+		// running, get their partitions now.
+		require.NoError(b, rp.p.FlushIsolation())
+		require.Positive(b, counted.n.Load()-before, "the measured containers' cgroups are partitioned")
+	}
+}
+
+// cgroupWrites is the real file system, counting the writes below root
+// that succeed.
+type cgroupWrites struct {
+	hostfiles.OS
+	root string
+	n    atomic.Int64
+}
+
+func (c *cgroupWrites) WriteFile(path string, data []byte) error {
+	err := c.OS.WriteFile(path, data)
+	if err == nil && strings.HasPrefix(path, c.root+"/") {
+		c.n.Add(1)
+	}
+	return err
 }
 
 // BenchmarkCreateContainerRoundTripPowerClasses is the round trip with 200
@@ -159,8 +216,15 @@ func fillNode(b *testing.B, f *fakeRuntime, n int) {
 // taken under the same machine conditions) and the objects nri-cpupool's
 // process side allocated per round trip, its background work included
 // (allocs-per-rt).
-func measurePaired(b *testing.B, noop, ours *fakeRuntime) {
+func measurePaired(b *testing.B, noop, ours *fakeRuntime) { measurePairedKeeping(b, noop, ours, 0) }
+
+// measurePairedKeeping is measurePaired where each measured container
+// keeps running while the next keep are created (then it is stopped and
+// removed with its pod, off the clock), so that background work on it
+// (its isolated partition) happens while later creations are measured.
+func measurePairedKeeping(b *testing.B, noop, ours *fakeRuntime, keep int) {
 	pods := map[*fakeRuntime][]*api.PodSandbox{}
+	ctrs := map[*fakeRuntime][]*api.Container{}
 	for _, f := range []*fakeRuntime{noop, ours} {
 		for i := 0; i < b.N; i++ {
 			pods[f] = append(pods[f], f.runPod(podSpec{name: "bench" + strconv.Itoa(i), annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}))
@@ -192,9 +256,12 @@ func measurePaired(b *testing.B, noop, ours *fakeRuntime) {
 				rtmetrics.Read(counter)
 				allocs += counter[0].Value.Uint64() - before
 			}
-			f.stopContainer(ctr)
-			f.removeContainer(ctr)
-			f.removePod(pods[f][i])
+			ctrs[f] = append(ctrs[f], ctr)
+			if j := i - keep; j >= 0 {
+				f.stopContainer(ctrs[f][j])
+				f.removeContainer(ctrs[f][j])
+				f.removePod(pods[f][j])
+			}
 			b.StartTimer()
 		}
 	}

@@ -419,10 +419,26 @@ allowedNamespaces:
 // runcCreates makes a container's cgroup with the cpuset files a 6.12
 // kernel shows, and its ancestors' where they lack them, as runc does
 // between the reply and the container's start.
-func runcCreates(t *testing.T, f *fakeRuntime, ctr *api.Container) string {
+func runcCreates(t testing.TB, f *fakeRuntime, ctr *api.Container) string {
 	t.Helper()
 	dir, err := cgroupDir(ctr.GetLinux().GetCgroupsPath())
 	require.NoError(t, err)
+	partitionable(t, f, dir)
+	return dir
+}
+
+// runcWillCreate makes, before the container is created, the cgroup that
+// runcCreates would make for the container name of pod (the fake
+// runtime's cgroup path for it).
+func runcWillCreate(t testing.TB, f *fakeRuntime, pod *api.PodSandbox, name string) {
+	t.Helper()
+	partitionable(t, f, pod.Linux.CgroupParent+"/ctr-"+pod.Name+"-"+name)
+}
+
+// partitionable makes cgroup dir and its ancestors with the cpuset files
+// of a 6.7+ kernel, where they lack them.
+func partitionable(t testing.TB, f *fakeRuntime, dir string) {
+	t.Helper()
 	for d := dir; d != "/"; d = filepath.Dir(d) {
 		full := filepath.Join(f.cgroupRoot, d)
 		require.NoError(t, os.MkdirAll(full, 0o755))
@@ -432,7 +448,6 @@ func runcCreates(t *testing.T, f *fakeRuntime, ctr *api.Container) string {
 			}
 		}
 	}
-	return dir
 }
 
 func cgroupFile(t *testing.T, f *fakeRuntime, dir, name string) string {
