@@ -61,7 +61,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	st := p.recordPlacement(res)
 	p.rememberCgroup(res.Assignment, ctr)
 	if res.Assignment.NoCPUQuota {
-		p.pinSandboxLater(pod.GetId()) // to lift the pod cgroup's quota too (liftPodQuota)
+		p.liftPodQuotaLater(pod.GetId()) // the pod cgroup's quota goes too
 	}
 	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
@@ -181,7 +181,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// pod quota as no limit, so it takes any new limit for a larger one and
 	// writes it before this update (a smaller one would come after): the
 	// round asked for here comes after the kubelet's write.
-	p.pinSandboxLater(pod.GetId())
+	p.liftPodQuotaLater(pod.GetId())
 	if milli := milliOf(res.GetCpu()); milli > 0 && milli != a.MilliCPU {
 		if _, granted, _ := grantToken(ctr.GetEnv()); granted && pools.IsExclusive(a.Pool) {
 			// The kubelet counted cpupool.dev/exclusive devices, not the CPU

@@ -27,6 +27,9 @@ import (
 type sandboxPins struct {
 	all bool            // every sandbox is due (infra changed, Synchronize)
 	due map[string]bool // sandboxes due, by id
+	// quota are sandboxes whose pod cgroup quota alone is due (a
+	// container's creation or update changes no pin), by id.
+	quota map[string]bool
 	// asked counts the requests, done the last one a finished round
 	// covered: waitSandboxesPinned waits for done to reach asked.
 	asked, done      uint64
@@ -42,7 +45,7 @@ type sandboxPins struct {
 }
 
 func newSandboxPins(mu *sync.Mutex) sandboxPins {
-	return sandboxPins{due: map[string]bool{}, settled: sync.NewCond(mu),
+	return sandboxPins{due: map[string]bool{}, quota: map[string]bool{}, settled: sync.NewCond(mu),
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), exited: make(chan struct{})}
 }
 
@@ -54,6 +57,19 @@ func (p *Plugin) pinSandboxLater(id string) {
 	} else {
 		p.pins.due[id] = true
 	}
+	p.wakePinner()
+}
+
+// liftPodQuotaLater marks the pod cgroup quota of a sandbox's pod due
+// (liftPodQuota), without pinning the sandbox again, and wakes the pinner.
+// Called under the plugin's lock; it never blocks.
+func (p *Plugin) liftPodQuotaLater(id string) {
+	p.pins.quota[id] = true
+	p.wakePinner()
+}
+
+// wakePinner counts a request and makes sure a round will take it.
+func (p *Plugin) wakePinner() {
 	p.pins.asked++
 	if p.pins.stopped {
 		return
@@ -83,14 +99,24 @@ func (p *Plugin) pinLoop() {
 	}
 }
 
-// pinRound takes the due sandboxes and infra under the lock and pins them
-// outside it.
+// pinRound takes the due sandboxes and pod quotas, and infra, under the
+// lock, and pins and lifts them outside it.
 func (p *Plugin) pinRound() {
 	p.mu.Lock()
 	asked := p.pins.asked
-	ids := slices.Collect(maps.Keys(p.pins.due))
+	pin := p.pins.due // taken: the next requests go to a new set
+	p.pins.due = map[string]bool{}
 	if p.pins.all {
-		ids = slices.Collect(maps.Keys(p.sandbox))
+		pin = make(map[string]bool, len(p.sandbox))
+		for id := range p.sandbox {
+			pin[id] = true
+		}
+	}
+	ids := slices.Collect(maps.Keys(pin))
+	for id := range p.pins.quota {
+		if !pin[id] {
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
 	jobs := make([]sandboxJob, 0, len(ids))
@@ -100,11 +126,11 @@ func (p *Plugin) pinRound() {
 	}
 	for _, id := range ids {
 		if sb, ok := p.sandbox[id]; ok { // not removed meanwhile
-			jobs = append(jobs, sandboxJob{id: id, sb: sb, liftQuota: sb.uid != "" && lifted[sb.uid]})
+			jobs = append(jobs, sandboxJob{id: id, sb: sb, pin: pin[id], liftQuota: sb.uid != "" && lifted[sb.uid]})
 		}
 	}
 	p.pins.all = false
-	clear(p.pins.due)
+	clear(p.pins.quota)
 	infra := p.alloc.PoolCPUs(pools.Infra)
 	target := pinTarget{pinner: p.pinner, infra: infra, mems: p.infraMems(infra),
 		cgroup: p.cfg.PinSandboxes, affinity: p.cfg.SandboxAffinity}
@@ -116,7 +142,9 @@ func (p *Plugin) pinRound() {
 	}
 	var unseen []sandboxJob
 	for _, j := range jobs {
-		p.pinSandbox(j.id, j.sb, target)
+		if j.pin {
+			p.pinSandbox(j.id, j.sb, target)
+		}
 		if j.liftQuota && !p.liftPodQuota(j.sb, target.pinner) {
 			unseen = append(unseen, j)
 		}
@@ -135,8 +163,9 @@ func (p *Plugin) pinRound() {
 }
 
 type sandboxJob struct {
-	id string
-	sb sandbox
+	id  string
+	sb  sandbox
+	pin bool // its cgroup (and pause process) is pinned to infra
 	// liftQuota: a container of the pod has its CFS quota lifted, so its
 	// pod cgroup's quota is lifted too.
 	liftQuota bool
@@ -241,7 +270,7 @@ func (p *Plugin) pinSandbox(id string, sb sandbox, t pinTarget) {
 // The quota is never restored: the pod keeps its exclusive CPUs, held for
 // its stopped containers, for its whole life, and its cgroup ends with it.
 // The kubelet writes the quota again when it resizes the pod in place
-// (SetPodCgroupConfig); UpdateContainer marks the sandbox due for that.
+// (SetPodCgroupConfig); UpdateContainer asks for another lift for that.
 // It reports false when the pod has no cgroup quota to lift (a runtime
 // without pod cgroups, a cgroup the plugin cannot see, no cpu
 // controller), said once at debug: that is no fault of the container's.
