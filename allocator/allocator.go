@@ -418,6 +418,19 @@ func (a *Allocator) Assignments() []Assignment {
 	return out
 }
 
+// PodsWithoutCPUQuota are the pods, by UID, of which a container has its
+// CFS quota lifted (NoCPUQuota). Unlike Assignments it neither sorts nor
+// copies: the sandbox pinner asks under the plugin's lock.
+func (a *Allocator) PodsWithoutCPUQuota() map[string]bool {
+	pods := map[string]bool{}
+	for _, c := range a.containers {
+		if c.NoCPUQuota && c.Pod.UID != "" {
+			pods[c.Pod.UID] = true
+		}
+	}
+	return pods
+}
+
 // Unknown returns the CPUs of a set that this node does not have online.
 func (a *Allocator) Unknown(cpus cpuset.CPUSet) cpuset.CPUSet {
 	var out []int

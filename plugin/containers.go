@@ -181,7 +181,9 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// pod quota as no limit, so it takes any new limit for a larger one and
 	// writes it before this update (a smaller one would come after): the
 	// round asked for here comes after the kubelet's write.
-	p.liftPodQuotaLater(pod.GetId())
+	if a.NoCPUQuota || p.sandbox[pod.GetId()].podQuotaLifted {
+		p.liftPodQuotaLater(pod.GetId())
+	}
 	if milli := milliOf(res.GetCpu()); milli > 0 && milli != a.MilliCPU {
 		if _, granted, _ := grantToken(ctr.GetEnv()); granted && pools.IsExclusive(a.Pool) {
 			// The kubelet counted cpupool.dev/exclusive devices, not the CPU

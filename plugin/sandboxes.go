@@ -22,6 +22,9 @@ type sandbox struct {
 	// noPodQuota: the pinner found no pod cgroup quota to lift and said so
 	// once; later rounds stay quiet about it.
 	noPodQuota bool
+	// podQuotaLifted: the pinner lifted the pod cgroup's quota (or found it
+	// lifted), so an update of any container of the pod asks for it again.
+	podQuotaLifted bool
 }
 
 // addSandbox remembers a pod's sandbox (replacing one of the same id).

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/utils/cpuset"
 
@@ -30,6 +31,8 @@ type sandboxPins struct {
 	// quota are sandboxes whose pod cgroup quota alone is due (a
 	// container's creation or update changes no pin), by id.
 	quota map[string]bool
+	// quotaWake is the pending wake-up for quota marks (podQuotaDelay).
+	quotaWake *time.Timer
 	// asked counts the requests, done the last one a finished round
 	// covered: waitSandboxesPinned waits for done to reach asked.
 	asked, done      uint64
@@ -60,17 +63,40 @@ func (p *Plugin) pinSandboxLater(id string) {
 	p.wakePinner()
 }
 
+// podQuotaDelay is how long a pod cgroup quota waits to be lifted, so that
+// the creations of a burst share one round: a round per creation competed
+// with the next creation's reply for the lock and the CPUs (and doubled the
+// plugin's added latency in BenchmarkCreateContainerRoundTrip). A container
+// throttled by its pod's quota for its first milliseconds loses nothing that
+// matters; one pinned on the wrong CPUs would, so sandbox pins are not
+// delayed.
+const podQuotaDelay = 20 * time.Millisecond
+
 // liftPodQuotaLater marks the pod cgroup quota of a sandbox's pod due
-// (liftPodQuota), without pinning the sandbox again, and wakes the pinner.
-// Called under the plugin's lock; it never blocks.
+// (liftPodQuota), without pinning the sandbox again, and wakes the pinner
+// after podQuotaDelay unless a wake-up is already set. Called under the
+// plugin's lock; it never blocks.
 func (p *Plugin) liftPodQuotaLater(id string) {
 	p.pins.quota[id] = true
-	p.wakePinner()
+	p.pins.asked++
+	if p.pins.quotaWake == nil && !p.pins.stopped {
+		p.pins.quotaWake = time.AfterFunc(podQuotaDelay, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.pins.quotaWake = nil
+			p.kickPinner()
+		})
+	}
 }
 
 // wakePinner counts a request and makes sure a round will take it.
 func (p *Plugin) wakePinner() {
 	p.pins.asked++
+	p.kickPinner()
+}
+
+// kickPinner makes sure a round will take the requests counted so far.
+func (p *Plugin) kickPinner() {
 	if p.pins.stopped {
 		return
 	}
@@ -112,25 +138,29 @@ func (p *Plugin) pinRound() {
 			pin[id] = true
 		}
 	}
+	quota := p.pins.quota // marked by the creation or update of a container whose quota is lifted
+	p.pins.quota = map[string]bool{}
 	ids := slices.Collect(maps.Keys(pin))
-	for id := range p.pins.quota {
+	for id := range quota {
 		if !pin[id] {
 			ids = append(ids, id)
 		}
 	}
 	slices.Sort(ids)
 	jobs := make([]sandboxJob, 0, len(ids))
+	// A round of every sandbox (Synchronize, infra changed) finds the pods
+	// to lift among the containers; the others were told by their marks.
 	var lifted map[string]bool
-	if len(ids) > 0 {
-		lifted = p.quotaLiftedPods()
+	if p.pins.all {
+		lifted = p.alloc.PodsWithoutCPUQuota()
 	}
 	for _, id := range ids {
 		if sb, ok := p.sandbox[id]; ok { // not removed meanwhile
-			jobs = append(jobs, sandboxJob{id: id, sb: sb, pin: pin[id], liftQuota: sb.uid != "" && lifted[sb.uid]})
+			lift := quota[id] || (sb.uid != "" && lifted[sb.uid])
+			jobs = append(jobs, sandboxJob{id: id, sb: sb, pin: pin[id], liftQuota: lift})
 		}
 	}
 	p.pins.all = false
-	clear(p.pins.quota)
 	infra := p.alloc.PoolCPUs(pools.Infra)
 	target := pinTarget{pinner: p.pinner, infra: infra, mems: p.infraMems(infra),
 		cgroup: p.cfg.PinSandboxes, affinity: p.cfg.SandboxAffinity}
@@ -140,17 +170,28 @@ func (p *Plugin) pinRound() {
 	if hold != nil && len(jobs) > 0 {
 		hold()
 	}
-	var unseen []sandboxJob
+	var seen, unseen []sandboxJob
 	for _, j := range jobs {
 		if j.pin {
 			p.pinSandbox(j.id, j.sb, target)
 		}
-		if j.liftQuota && !p.liftPodQuota(j.sb, target.pinner) {
+		if !j.liftQuota {
+			continue
+		}
+		if p.liftPodQuota(j.sb, target.pinner) {
+			seen = append(seen, j)
+		} else {
 			unseen = append(unseen, j)
 		}
 	}
 
 	p.mu.Lock()
+	for _, j := range seen {
+		if sb, ok := p.sandbox[j.id]; ok && sb.cgroupParent == j.sb.cgroupParent {
+			sb.podQuotaLifted = true
+			p.sandbox[j.id] = sb
+		}
+	}
 	for _, j := range unseen {
 		if sb, ok := p.sandbox[j.id]; ok && sb.cgroupParent == j.sb.cgroupParent {
 			sb.noPodQuota = true
@@ -169,19 +210,6 @@ type sandboxJob struct {
 	// liftQuota: a container of the pod has its CFS quota lifted, so its
 	// pod cgroup's quota is lifted too.
 	liftQuota bool
-}
-
-// quotaLiftedPods are the pods, by UID, with a running container whose CFS
-// quota the plugin lifts (exclusive CPUs, disableCPUQuota or a shared part;
-// whichever route placed it). Called under the lock.
-func (p *Plugin) quotaLiftedPods() map[string]bool {
-	pods := map[string]bool{}
-	for _, a := range p.alloc.Assignments() {
-		if a.NoCPUQuota && a.Pod.UID != "" {
-			pods[a.Pod.UID] = true
-		}
-	}
-	return pods
 }
 
 // waitSandboxesPinned returns once every sandbox marked due before the call
@@ -206,6 +234,10 @@ func (p *Plugin) stopPinning() {
 		return
 	}
 	p.pins.stopped = true
+	if p.pins.quotaWake != nil {
+		p.pins.quotaWake.Stop()
+		p.pins.quotaWake = nil
+	}
 	running := p.pins.running
 	close(p.pins.quit)
 	p.pins.settled.Broadcast()
