@@ -171,11 +171,26 @@ func splitRemembered(containers []*api.Container, remembered map[string]state.Co
 }
 
 // adoptAll places the containers the state does not know and returns the
-// updates that pin those that must move, and how many were confined.
+// updates that pin those that must move, and how many were confined. Those
+// the runtime runs pinned go first: they run where a decision whose record
+// a kill lost put them, and one created unpinned while the plugin was away
+// must not take their CPUs first (it would move them, or, showing a copy of
+// one's kubelet grant token, take its CPUs and its grant).
 func (p *Plugin) adoptAll(unknown []*api.Container, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
 	podByID := podsByID(pods)
 	var updates []*api.ContainerUpdate
 	confined := 0
+	unpinned := func(c *api.Container) bool { return c.GetLinux().GetResources().GetCpu().GetCpus() == "" }
+	unknown = slices.Clone(unknown)
+	slices.SortStableFunc(unknown, func(a, b *api.Container) int {
+		switch ua, ub := unpinned(a), unpinned(b); {
+		case ua == ub:
+			return 0
+		case ub:
+			return -1
+		}
+		return 1
+	})
 	for _, c := range unknown {
 		u, ok := p.adoptUnknown(podByID[c.GetPodSandboxId()], c)
 		if u != nil {
