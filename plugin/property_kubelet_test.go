@@ -23,7 +23,13 @@ import (
 // runs again), frees the pod's devices when the pod ends, a moment before
 // its containers are gone, and after a restart of its own re-admits the
 // pods that have not started. Grants files are damaged while the plugin is
-// down, as a disk fault would.
+// down, as a disk fault would, at moments that lose few grants (see
+// damageGrants).
+//
+// The kubelet half opens with a fixed sequence, so that even a short run
+// tests the route (see openKube): a pod admitted, its init container run to
+// completion and its app container started, a kubelet restart, and a
+// damaged grants file.
 
 // kubePod is a pod of the resource as the kubelet sees it.
 type kubePod struct {
@@ -44,11 +50,24 @@ type kubePod struct {
 
 type kubeStats struct {
 	admitted, started, refusedHeld, reAdmitted, recreated, ended, restarts, damaged, lost int
+	// checked and exempt are the containers of the resource that ran at a
+	// check, by id: exempt if a check ever skipped them because their grant
+	// was lost with a damaged file, checked otherwise.
+	checked, exempt map[string]bool
+	// looks and skipped count the checks of those containers, and the
+	// checks that skipped one.
+	looks, skipped int
 }
 
 func (s kubeStats) String() string {
-	return fmt.Sprintf("%d pods admitted (%d app containers started, %d creations waiting for an ending pod's CPUs), %d re-admitted after kubelet restarts, %d sandboxes re-created, %d pods ended, %d kubelet restarts, %d grants files damaged (%d pods lost grants)",
-		s.admitted, s.started, s.refusedHeld, s.reAdmitted, s.recreated, s.ended, s.restarts, s.damaged, s.lost)
+	exempt := 0
+	for id := range s.checked {
+		if s.exempt[id] {
+			exempt++
+		}
+	}
+	return fmt.Sprintf("%d pods admitted (%d app containers started, %d creations waiting for an ending pod's CPUs), %d re-admitted after kubelet restarts, %d sandboxes re-created, %d pods ended, %d kubelet restarts, %d grants files damaged (%d grants lost), %d containers of the resource ran at a check, %d of them exempt for a lost grant (%d of %d container checks skipped)",
+		s.admitted, s.started, s.refusedHeld, s.reAdmitted, s.recreated, s.ended, s.restarts, s.damaged, s.lost, len(s.checked), exempt, s.skipped, s.looks)
 }
 
 type kubeModel struct {
@@ -58,9 +77,18 @@ type kubeModel struct {
 	// damaged: the grants file was damaged while the plugin was down;
 	// which grants were lost is known once it has synchronized.
 	damaged bool
+	// rejected counts the pods whose admission failed because the daemon
+	// was down (the kubelet rejects them; their controller creates them
+	// again): the next kubelet step that finds it up admits one.
+	rejected int
+	// damageDue: a damage of the grants file is due, at the first moment
+	// that loses little (see damageGrants).
+	damageDue bool
 }
 
-func newKubeModel() kubeModel { return kubeModel{kube: map[string]*kubePod{}} }
+func newKubeModel() kubeModel {
+	return kubeModel{kube: map[string]*kubePod{}, kstats: kubeStats{checked: map[string]bool{}, exempt: map[string]bool{}}}
+}
 
 // turnOnDevicePlugin restarts the plugin with the device plugin on, as an
 // operator would: annotated exclusive containers keep their CPUs, and new
@@ -72,11 +100,89 @@ func (pt *propTest) turnOnDevicePlugin() {
 	}
 	pt.node, pt.kubeletMode = desktopKubelet, true
 	pt.ensureUp()
+	pt.openKube()
+}
+
+// openKube is the kubelet half's opening, the same in every run, so that
+// even a short one checks the route: a pod of the resource admitted, its
+// init container run to completion and its app container started, a
+// kubelet restart, and a damaged grants file once the app container runs.
+// Pods of annotated exclusive containers from the first half are removed
+// first if they leave no CPU to allocate (the operator drains them).
+func (pt *propTest) openKube() {
+	pt.note("kubelet route: opening")
+	pt.killNext.Store(false)
+	for pt.freeDevices().Size() < 2 && pt.drainAnnotated() {
+	}
+	kp := pt.admit()
+	if kp == nil {
+		pt.failKube("opening: no pod of the resource admitted (free devices %s)", pt.freeDevices())
+	}
+	pt.progress(kp)
+	pt.progress(kp)
+	if pt.runningIn(kp.pod, "app") == nil {
+		pt.failKube("opening: pod %s did not start its app container", kp.pod.Name)
+	}
+	pt.kubeletRestart()
+	if !pt.damageGrants() {
+		pt.failKube("opening: the grants file was not damaged")
+	}
+	if kp.lost["app"] || pt.runningIn(kp.pod, "app") == nil {
+		pt.failKube("opening: the running app container of %s lost its grant with the damaged file", kp.pod.Name)
+	}
+}
+
+// freeDevices is what the device manager may allocate: healthy devices it
+// has not allocated.
+func (pt *propTest) freeDevices() cpuset.CPUSet {
+	free := cpuset.New()
+	for _, d := range pt.rp.p.Devices() {
+		if id, _ := strconv.Atoi(d.ID); d.Healthy {
+			free = free.Union(cpuset.New(id))
+		}
+	}
+	return free.Difference(pt.allocated())
+}
+
+// drainAnnotated removes a pod that holds CPUs of the exclusive pool by
+// annotation (a container's or a hold), and says whether there was one.
+func (pt *propTest) drainAnnotated() bool {
+	p := pt.rp.p
+	p.mu.Lock()
+	holders := map[string]bool{}
+	for _, a := range p.alloc.Assignments() {
+		if a.Pool == pools.Exclusive {
+			holders[a.Pod.UID] = true
+		}
+	}
+	for _, h := range p.alloc.Holds() {
+		if h.Pool == pools.Exclusive {
+			holders[h.Pod.UID] = true
+		}
+	}
+	p.mu.Unlock()
+	for i, pod := range pt.pods {
+		if holders[pod.Uid] {
+			pt.note("drained %s", pod.Name)
+			pt.removePodAt(i)
+			return true
+		}
+	}
+	return false
 }
 
 func (pt *propTest) kubeUp() bool { return pt.rp != nil && !pt.killed.Load() }
 
 func (pt *propTest) kubeStep() {
+	switch {
+	case pt.rejected > 0 && pt.kubeUp():
+		pt.rejected--
+		pt.admit()
+		return
+	case pt.damageDue && pt.damageGrants():
+		pt.damageDue = false
+		return
+	}
 	k := pt.rng.IntN(100)
 	switch {
 	case k < 22:
@@ -98,7 +204,7 @@ func (pt *propTest) kubeStep() {
 	case k < 98:
 		pt.kubeletRestart()
 	default:
-		pt.damageGrants()
+		pt.damageDue = true
 	}
 }
 
@@ -149,33 +255,35 @@ func (pt *propTest) allocate(cpus cpuset.CPUSet) (map[string]string, bool) {
 	return env, true
 }
 
-func (pt *propTest) admit() {
-	if len(pt.kube) >= 6 || !pt.kubeUp() {
-		return
+// admit schedules a pod of the resource here and admits it, if the
+// device manager has the CPUs; it returns the pod, or nil.
+func (pt *propTest) admit() *kubePod {
+	if len(pt.kube) >= 6 {
+		return nil
 	}
-	free := cpuset.New()
-	for _, d := range pt.rp.p.Devices() {
-		if id, _ := strconv.Atoi(d.ID); d.Healthy {
-			free = free.Union(cpuset.New(id))
-		}
+	if !pt.kubeUp() {
+		pt.rejected = min(pt.rejected+1, 3)
+		return nil
 	}
-	free = free.Difference(pt.allocated())
+	free := pt.freeDevices()
 	size := 1 + pt.rng.IntN(2)
 	if free.Size() < size {
-		return // the scheduler does not place it here
+		return nil // the scheduler does not place it here
 	}
 	list := free.List()
 	pt.rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
 	cpus := cpuset.New(list[:size]...)
 	env, ok := pt.allocate(cpus)
 	if !ok {
-		return
+		return nil
 	}
 	pt.seq++
 	pod := pt.f.runPod(podSpec{name: "k" + strconv.Itoa(pt.seq), namespace: "telco", qos: "guaranteed"})
-	pt.kube[pod.Uid] = &kubePod{pod: pod, cpus: cpus, env: env, lost: map[string]bool{}}
+	kp := &kubePod{pod: pod, cpus: cpus, env: env, lost: map[string]bool{}}
+	pt.kube[pod.Uid] = kp
 	pt.kstats.admitted++
 	pt.note("admitted %s on %s", pod.Name, cpus)
+	return kp
 }
 
 // runningIn returns the running container of a name in a pod's sandbox.
@@ -375,21 +483,33 @@ func (pt *propTest) kubeletRestart() {
 	}
 }
 
-// damageGrants tears the grants file while the plugin is down, as a disk
-// fault would. The grants of containers that run are made again from the
-// runtime at the restart; a pod with a grant no running container shows
-// may be refused for it.
-func (pt *propTest) damageGrants() {
-	if pt.rp != nil {
-		if pt.killed.Load() {
-			return // the step ends the killed plugin first
-		}
-		pt.kill()
+// damageGrants tears the grants file, as a disk fault would, and restarts
+// the plugin, which finds it so; it says whether it did. The grants of
+// containers that run are made again from the runtime at the restart, and
+// a pod with a grant no running container shows may be refused for it,
+// which exempts its containers from the checks. So it damages the file
+// only when that loses little: the plugin is up (so the state file knows
+// every container that runs) and every pod of the resource that is not
+// ending runs its app container; a damage picked at another moment waits
+// for such a one (damageDue). What is lost then is the grants of completed
+// init containers: such a pod is refused when its sandbox is re-created,
+// and dropped.
+func (pt *propTest) damageGrants() bool {
+	if !pt.kubeUp() {
+		return false
 	}
+	for _, kp := range pt.kube {
+		if !kp.ending && pt.runningIn(kp.pod, "app") == nil {
+			return false
+		}
+	}
+	pt.kill()
 	pt.note("grants file damaged")
 	require.NoError(pt.t, os.WriteFile(GrantsFile(pt.state), []byte(`{"torn`), 0o600))
 	pt.kstats.damaged++
 	pt.damaged = true
+	pt.ensureUp()
+	return true
 }
 
 // markLost, once the plugin synchronized after a damage, notes the grants
@@ -477,6 +597,16 @@ func (pt *propTest) checkKubeContainers(fail func(format string, args ...any)) {
 		}
 	}) {
 		kp := pt.kube[uid]
+		for _, name := range []string{"init", "app"} {
+			if c := pt.runningIn(kp.pod, name); c != nil {
+				pt.kstats.checked[c.Id] = true
+				pt.kstats.looks++
+				if kp.lost[name] {
+					pt.kstats.exempt[c.Id] = true
+					pt.kstats.skipped++
+				}
+			}
+		}
 		if s := pt.f.sandboxCPUs(kp.pod); s != "" {
 			if infra := p.alloc.PoolCPUs(pools.Infra); !mustParse(s).IsSubsetOf(infra) {
 				fail("sandbox of %s on %s, outside infra %s", kp.pod.Name, s, infra)
@@ -490,6 +620,18 @@ func (pt *propTest) checkKubeContainers(fail func(format string, args ...any)) {
 		if !ok || a.Pool != pools.Exclusive || !cpulistEqual(a.CPUs, kp.cpus) {
 			fail("app container %s of pod %s: assignment %+v, the kubelet allocated %s", c.Id, kp.pod.Name, a, kp.cpus)
 		}
+	}
+}
+
+// checkKubeCoverage fails a run that tested nothing of the kubelet route:
+// no pod of the resource admitted, none started, checked, restarted by a
+// kubelet restart or through a damaged grants file. The opening makes each
+// of them happen; this says so if it ever stops.
+func (pt *propTest) checkKubeCoverage() {
+	pt.t.Helper()
+	s := pt.kstats
+	if s.admitted == 0 || s.started == 0 || len(s.checked) == 0 || s.restarts == 0 || s.damaged == 0 {
+		pt.t.Fatalf("the kubelet half tested too little of the device-plugin route: %s", s)
 	}
 }
 

@@ -43,7 +43,11 @@ import (
 // CPUs; their init containers complete and their app containers run; their
 // sandboxes are re-created, the kubelet restarts (and re-admits pods that
 // have not started), pods end while their containers still run, and the
-// grants file is damaged while the plugin is down. Then also:
+// grants file is damaged while the plugin is down (when every pod of the
+// resource runs its app container, so that few grants are lost). That half
+// opens with one pod admitted and started, a kubelet restart and a damage,
+// and a run of 300 events or more fails if it tested none of these. Then
+// also:
 //   - a container of the resource runs on exactly the CPUs the kubelet
 //     allocated, and its token is bound to it;
 //   - a pod of the resource is never refused for its own tokens unless its
@@ -77,6 +81,9 @@ func TestPropertyWholePlugin(t *testing.T) {
 	// test's output).
 	if report := os.Getenv("CPUPOOL_PROPERTY_REPORT"); report != "" {
 		require.NoError(t, os.WriteFile(report, []byte(summary+"\n"), 0o644))
+	}
+	if events >= 300 {
+		pt.checkKubeCoverage()
 	}
 }
 
@@ -428,7 +435,10 @@ func (pt *propTest) removePod() {
 	if len(pt.pods) == 0 {
 		return
 	}
-	i := pt.rng.IntN(len(pt.pods))
+	pt.removePodAt(pt.rng.IntN(len(pt.pods)))
+}
+
+func (pt *propTest) removePodAt(i int) {
 	pod := pt.pods[i]
 	pt.pods = append(pt.pods[:i], pt.pods[i+1:]...)
 	// The kubelet stops and removes the containers first, except when it
