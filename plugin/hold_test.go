@@ -195,6 +195,9 @@ func TestSandboxGoneWithoutAStop(t *testing.T) {
 
 	dir, err := cgroupDir(pod.Linux.CgroupsPath)
 	require.NoError(t, err)
+	// The background pinner may still be writing into the sandbox's cgroup
+	// (the removal then raced it and failed now and then): let it finish.
+	rp.p.waitSandboxesPinned()
 	require.NoError(t, os.RemoveAll(filepath.Join(f.hierarchy(), dir))) // the runtime stopped it, and said nothing
 	got, _, err := f.createContainer(other, "c", 1000)
 	require.NoError(t, err)

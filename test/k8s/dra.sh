@@ -122,7 +122,7 @@ check_contains "second: the scheduler's reason" "$(scheduled_message second)" "c
 
 say "a pod that sets the claim's variable itself is not pinned to anyone's CPUs"
 pod copied --env "$FIRST_ENV" --request cpu=100m
-check_contains "a copied claim variable is refused" "$(waiting_message copied)" "is reserved for other pods"
+check_contains "a copied claim variable is refused" "$(waiting_message copied)" "already gives its CPUs to container"
 pod guessed --env "${FIRST_ENV%%=*}=0123456789abcdef0123456789abcdef" --request cpu=100m
 check_contains "a guessed claim token is refused" "$(waiting_message guessed)" "unknown claim token"
 pod annotated --annotation pool.cpupool.dev=exclusive --request cpu=100m
