@@ -325,16 +325,22 @@ func (f *fakeRuntime) mkPodQuota(parent string, spec podSpec) {
 	require.NoError(f.t, os.WriteFile(filepath.Join(path, "cpu.cfs_period_us"), []byte(period+"\n"), 0o644))
 }
 
-// sandboxCPUs reads what the plugin wrote into a sandbox's cgroup, once it
-// has pinned every sandbox it was asked to (it pins in the background).
-func (f *fakeRuntime) sandboxCPUs(pod *api.PodSandbox) string {
-	f.t.Helper()
+// settleSandboxes waits until the plugin has done every sandbox round it
+// was asked for (pins and pod quotas are written in the background).
+func (f *fakeRuntime) settleSandboxes() {
 	f.mu.Lock()
 	settle := f.settle
 	f.mu.Unlock()
 	if settle != nil {
 		settle()
 	}
+}
+
+// sandboxCPUs reads what the plugin wrote into a sandbox's cgroup, once it
+// has pinned every sandbox it was asked to (it pins in the background).
+func (f *fakeRuntime) sandboxCPUs(pod *api.PodSandbox) string {
+	f.t.Helper()
+	f.settleSandboxes()
 	dir, err := cgroupDir(pod.Linux.CgroupsPath)
 	require.NoError(f.t, err)
 	b, err := os.ReadFile(filepath.Join(f.hierarchy(), dir, "cpuset.cpus"))

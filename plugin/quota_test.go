@@ -193,12 +193,7 @@ func TestCPUQuotaLiftedWhenSynchronizeRepins(t *testing.T) {
 // cpu.cfs_quota_us on v1.
 func (f *fakeRuntime) podQuota(pod *api.PodSandbox) string {
 	f.t.Helper()
-	f.mu.Lock()
-	settle := f.settle
-	f.mu.Unlock()
-	if settle != nil {
-		settle()
-	}
+	f.settleSandboxes()
 	dir, err := podCgroupDir(pod.Linux.CgroupParent)
 	require.NoError(f.t, err)
 	file := filepath.Join(f.cgroupRoot, "cpu", dir, "cpu.cfs_quota_us")
