@@ -39,6 +39,9 @@
 // counted and reported by Status, and not retried while the wanted value
 // stays the same. Anything else (ENOSPC when a vector space is full, EBUSY,
 // a failed journal write) is transient: the pass is retried with backoff.
+// Only the failed work backs off: a Kick during the backoff still gets its
+// pass at the normal pace (Delay, MinInterval), which tries the failed
+// work again too; if that fails, the backoff goes on from where it was.
 // Some writes the kernel accepts and then reports a problem in the file
 // itself (a cgroup partition it found invalid reads "isolated invalid
 // (<reason>)"): a Change with Verify has the file read back after its

@@ -211,20 +211,28 @@ func (r *Reconciler) run() {
 	defer rescan.Stop()
 	var (
 		armed     bool
+		due       time.Time // when the armed timer fires
 		lastStart time.Time
 		wait      = r.timing.BackoffInitial
 	)
 	arm := func(d time.Duration) {
 		timer.Reset(d)
-		armed = true
+		armed, due = true, time.Now().Add(d)
 	}
 	for {
 		select {
 		case <-r.quit:
 			return
 		case <-r.kick:
-			if !armed {
-				arm(max(r.timing.Delay, time.Until(lastStart.Add(r.timing.MinInterval))))
+			// A change gets its pass at the normal pace, even while a
+			// failed pass backs off: only the failed work may wait, not
+			// every change after it. A timer already due sooner (an
+			// earlier kick) is kept, so that kicks still coalesce. The
+			// kicked pass tries the failing work again too; if it fails
+			// again, the backoff goes on growing from where it was.
+			next := max(r.timing.Delay, time.Until(lastStart.Add(r.timing.MinInterval)))
+			if !armed || time.Until(due) > next {
+				arm(next)
 			}
 		case <-rescan.C:
 			if !armed && r.ready.Load() {

@@ -495,3 +495,40 @@ func TestPendingIsPassedAgain(t *testing.T) {
 	assert.Zero(t, in.r.Status().TransientErrors)
 	assert.Empty(t, in.warnings())
 }
+
+// TestKickDuringBackoffGetsItsPass: a file that keeps failing (ENOSPC)
+// backs off, but a change made meanwhile gets its pass at the normal
+// pace, not after the backoff (issue 30 defect 1). The backoff is an hour
+// here, so the new file is written only if the kick cuts it short; and
+// without kicks the failing file does not make passes spin.
+func TestKickDuringBackoffGetsItsPass(t *testing.T) {
+	tr := newTree(t, map[string]string{"irq/40/smp_affinity_list": "0-7", "irq/41/smp_affinity_list": "0-7"})
+	fsys := &faultFS{}
+	src := newSource("irq")
+	in := openInstance(t, fsys, tr, bootA, src)
+	in.r.timing = Timing{Delay: time.Millisecond, MinInterval: time.Millisecond, Rescan: time.Hour, BackoffInitial: time.Hour, BackoffMax: time.Hour}
+	full := tr.path("irq/40/smp_affinity_list")
+	fsys.setErr(full, pathErr(full, syscall.ENOSPC))
+	src.set(map[string]string{full: "0-1"})
+	in.r.Start()
+	in.r.Kick()
+	require.Eventually(t, func() bool { return in.r.Status().TransientErrors == 1 }, 5*time.Second, time.Millisecond)
+
+	// Without a kick, nothing runs before the backoff ends.
+	time.Sleep(50 * time.Millisecond)
+	assert.EqualValues(t, 1, in.r.Status().Passes, "no pass during the backoff")
+
+	// A new container: its IRQ moves now, and the failing one is tried
+	// again in the same pass.
+	src.set(map[string]string{full: "0-1", tr.path("irq/41/smp_affinity_list"): "0-1"})
+	in.r.Kick()
+	require.Eventually(t, func() bool { return tr.read(t, "irq/41/smp_affinity_list") == "0-1" }, 5*time.Second, time.Millisecond,
+		"a kick during a backoff gets its pass at the normal pace")
+	assert.Equal(t, 2, fsys.writesTo(full), "the failing file is tried again in the kicked pass")
+
+	// The failed pass backs off again: no spinning without kicks.
+	passes := in.r.Status().Passes
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, passes, in.r.Status().Passes, "the kicked pass failed again: it backs off")
+	assert.Equal(t, "0-7", tr.read(t, "irq/40/smp_affinity_list"))
+}
