@@ -36,8 +36,11 @@
 // when its driver unloaded) has nothing to restore; its record is dropped.
 // Permanent refusals (EIO and EPERM from kernel-managed IRQs, EINVAL for a
 // value the kernel rejects, EROFS under a read-only /proc) are logged once,
-// counted and reported by Status, and not retried while the wanted value
-// stays the same. Anything else (ENOSPC when a vector space is full, EBUSY,
+// counted once and reported by Status, and not retried while the wanted
+// value stays the same; except EINVAL, which for some files depends on
+// other files (a sibling cgroup's exclusive CPUs) and so is tried again at
+// the Rescan passes (writes and restores alike), still logged and counted
+// once. Anything else (ENOSPC when a vector space is full, EBUSY,
 // a failed journal write) is transient: the pass is retried with backoff.
 // Only the failed work backs off: a Kick during the backoff still gets its
 // pass at the normal pace (Delay, MinInterval), which tries the failed

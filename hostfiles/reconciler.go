@@ -90,7 +90,8 @@ var DefaultTiming = Timing{Delay: 10 * time.Millisecond, MinInterval: 100 * time
 	BackoffInitial: 100 * time.Millisecond, BackoffMax: 30 * time.Second}
 
 // Failure is a file the kernel refused for good; it is not retried while
-// its owner wants the same value.
+// its owner wants the same value (EINVAL only at the Rescan passes: see
+// retryDue).
 type Failure struct {
 	Path  string `json:"path"`
 	Owner string `json:"owner"`
@@ -104,6 +105,8 @@ type Failure struct {
 	Error   string `json:"error"`
 	Hint    string `json:"hint,omitempty"`
 	errno   syscall.Errno
+	// tried is when the refused write was last tried (retryDue).
+	tried time.Time
 }
 
 // Status is a snapshot for metrics, status and the audit.
@@ -128,6 +131,8 @@ type Reconciler struct {
 	log     *logrus.Logger
 	sources []Source
 	timing  Timing
+	// now is the clock of the retries of refusals (tests move it).
+	now func() time.Time
 
 	// ready is set by the first Kick: until then the owners have not said
 	// what they want, and a pass would restore everything.
@@ -153,7 +158,7 @@ type Reconciler struct {
 // NewReconciler returns a reconciler of the journal's files for sources,
 // whose owner names must differ. It does nothing before Start and Kick.
 func NewReconciler(fsys FS, journal *Journal, log *logrus.Logger, timing Timing, sources ...Source) *Reconciler {
-	r := &Reconciler{fs: fsys, journal: journal, log: log, sources: sources, timing: timing,
+	r := &Reconciler{fs: fsys, journal: journal, log: log, sources: sources, timing: timing, now: time.Now,
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), failed: map[string]Failure{}}
 	r.publish(nil)
 	return r
@@ -292,13 +297,15 @@ func (r *Reconciler) pass() error {
 		r.transient.Add(1)
 		problems = append(problems, err)
 	}
+	// refused notes a permanent refusal. It is counted and logged when
+	// it is new: a retry (retryDue) refused the same way is not.
 	refused := func(f Failure, err error) {
-		r.permanent.Add(1)
-		f.Error, f.errno = err.Error(), errnoOf(err)
+		f.Error, f.errno, f.tried = err.Error(), errnoOf(err), r.now()
 		if ex, ok := sourceOf[f.Owner].(Explainer); ok {
 			f.Hint = ex.Explain(f.Path, err)
 		}
-		if prev, ok := r.failed[f.Path]; !ok || prev.Value != f.Value || prev.Restore != f.Restore || prev.Invalid {
+		if prev, ok := r.failed[f.Path]; !ok || prev.Value != f.Value || prev.Restore != f.Restore || prev.Invalid || prev.errno != f.errno {
+			r.permanent.Add(1)
 			newlyFails = append(newlyFails, f)
 		}
 		r.failed[f.Path] = f
@@ -377,8 +384,8 @@ func (r *Reconciler) pass() error {
 				}
 				continue
 			}
-			if f, ok := r.failed[ch.Path]; ok && !f.Restore && !f.Invalid && f.Value == want {
-				continue // refused for good; not retried
+			if f, ok := r.failed[ch.Path]; ok && !f.Restore && !f.Invalid && f.Value == want && !r.retryDue(f) {
+				continue // refused for good; not retried (EINVAL: not yet)
 			}
 			if !journaled {
 				fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order}
@@ -418,13 +425,17 @@ func (r *Reconciler) pass() error {
 		if _, wanted := planned[path]; wanted || !planOK[rec.Owner] && sourceOf[rec.Owner] != nil {
 			continue
 		}
-		if f, ok := r.failed[path]; ok && f.Restore && f.Value == rec.Original {
-			continue // refused for good; tried again by the next process
+		prev, had := r.failed[path]
+		if had && prev.Restore && prev.Value == rec.Original && !r.retryDue(prev) {
+			continue // refused for good; tried again by the next process (EINVAL: at the next Rescan)
 		}
 		err := r.fs.WriteFile(path, []byte(writable(rec.Original)))
 		switch {
 		case err == nil:
 			r.restores.Add(1)
+			if had && prev.Restore {
+				r.log.Infof("host files: %s: %s took its original back on a retry", rec.Owner, path)
+			}
 			delete(r.failed, path)
 			drops = append(drops, path)
 		case Classify(err) == Gone:
@@ -470,6 +481,9 @@ func (r *Reconciler) pass() error {
 		case err == nil:
 			r.writes.Add(1)
 			prev, had := r.failed[w.path]
+			if had && !prev.Invalid && !prev.Restore && prev.Value == w.value {
+				r.log.Infof("host files: %s: %s took the wanted value on a retry", w.owner, w.path)
+			}
 			delete(r.failed, w.path)
 			if w.verify == nil {
 				break
@@ -537,6 +551,21 @@ func (r *Reconciler) pass() error {
 	return err
 }
 
+// retryDue tells whether a permanent refusal is due to be tried again.
+// EINVAL is the kernel rejecting a value, and for some files that depends
+// on other files: a cgroup's cpuset.cpus.exclusive is refused while a
+// sibling still holds those CPUs exclusively, which may change at any
+// time. So such a refusal is tried again at each Rescan pass (the pace at
+// which passes look for drift anyway) while the same value is wanted. It
+// is due half a Rescan after its last try: the ticker's next pass starts
+// a little less than a Rescan after the pass that tried, and kicked passes
+// in between retry it no more often than that. The others (EIO or EPERM
+// of a kernel-managed IRQ, EROFS) are properties of the file, not of its
+// neighbours: not retried.
+func (r *Reconciler) retryDue(f Failure) bool {
+	return f.errno == syscall.EINVAL && !r.now().Before(f.tried.Add(r.timing.Rescan/2))
+}
+
 // restoreValue is what is written to put an original back: an empty
 // original as a newline, since some kernel files (cgroup v2's
 // cpuset.cpus.exclusive) take an empty write as no write at all.
@@ -582,16 +611,20 @@ func (r *Reconciler) logRefusals(fails []Failure) {
 			}
 			paths = append(paths, f.Path)
 		}
-		what := "refused the wanted value"
+		what, retry := "refused the wanted value", "not retried while it stays wanted"
 		if g.restore {
-			what = "refused the original value (the record is kept; the next start tries again)"
+			what, retry = "refused the original value (the record is kept; the next start tries again)", "not retried"
+		}
+		if g.errno == syscall.EINVAL {
+			// retryDue: it may depend on other files.
+			retry = "tried again at each rescan, logged again only if the error changes"
 		}
 		hint := ""
 		if fs[0].Hint != "" {
 			hint = " (" + fs[0].Hint + ")"
 		}
-		r.log.Warnf("host files: %s: the kernel %s for %d files, not retried while it stays wanted: %s: %s%s",
-			g.owner, what, len(fs), strings.Join(paths, ", "), fs[0].Error, hint)
+		r.log.Warnf("host files: %s: the kernel %s for %d files, %s: %s: %s%s",
+			g.owner, what, len(fs), retry, strings.Join(paths, ", "), fs[0].Error, hint)
 	}
 }
 

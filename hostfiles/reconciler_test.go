@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -531,4 +532,98 @@ func TestKickDuringBackoffGetsItsPass(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	assert.Equal(t, passes, in.r.Status().Passes, "the kicked pass failed again: it backs off")
 	assert.Equal(t, "0-7", tr.read(t, "irq/40/smp_affinity_list"))
+}
+
+// fakeClock is a Reconciler's clock that moves only when told.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func withClock(r *Reconciler) *fakeClock {
+	c := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	r.now = c.now
+	return c
+}
+
+// TestEINVALIsTriedAgainAtTheRescanPace: a write the kernel refuses with
+// EINVAL may depend on other files (a sibling cgroup's stale exclusive
+// CPUs), so it is tried again at the Rescan passes while wanted, not at
+// every pass, and succeeds once the conflict is gone. It is logged and counted
+// once however often the retry fails the same way.
+func TestEINVALIsTriedAgainAtTheRescanPace(t *testing.T) {
+	tr := newTree(t, map[string]string{"cg/cpuset.cpus.exclusive": ""})
+	fsys := &faultFS{}
+	src := newSource("cpuset")
+	in := openInstance(t, fsys, tr, bootA, src)
+	clock := withClock(in.r)
+	p := tr.path("cg/cpuset.cpus.exclusive")
+	fsys.setErr(p, pathErr(p, syscall.EINVAL))
+	src.set(map[string]string{p: "4-5"})
+	require.NoError(t, in.r.Flush())
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, 1, fsys.writesTo(p), "not retried at every pass")
+
+	clock.advance(DefaultTiming.Rescan)
+	require.NoError(t, in.r.Flush())
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, 2, fsys.writesTo(p), "tried again once a Rescan later")
+	st := in.r.Status()
+	assert.EqualValues(t, 1, st.PermanentErrors, "counted once")
+	require.Len(t, st.Failures, 1)
+	require.Len(t, in.warnings(), 1, "logged once")
+
+	// The sibling's stale CPUs are gone.
+	fsys.setErr(p, nil)
+	clock.advance(DefaultTiming.Rescan / 4)
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "", tr.read(t, "cg/cpuset.cpus.exclusive"), "not at every pass")
+	clock.advance(DefaultTiming.Rescan * 3 / 4)
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "4-5", tr.read(t, "cg/cpuset.cpus.exclusive"))
+	assert.Empty(t, in.r.Status().Failures)
+	assert.EqualValues(t, 1, in.r.Status().PermanentErrors)
+	assert.Contains(t, onDisk(t, tr), p, "recorded before the write")
+
+	src.set(nil)
+	require.NoError(t, in.r.Flush())
+	tr.requireOriginals(t, "released")
+	assert.Empty(t, onDisk(t, tr))
+}
+
+// TestRefusedRestoreWithEINVALIsTriedAgain: an original the kernel
+// refuses with EINVAL (a child still holds the CPUs) is tried again at the
+// Rescan pace, not only by the next process.
+func TestRefusedRestoreWithEINVALIsTriedAgain(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	fsys := &faultFS{}
+	src := newSource("cpuset")
+	in := openInstance(t, fsys, tr, bootA, src)
+	clock := withClock(in.r)
+	src.set(map[string]string{tr.path("a"): "y"})
+	require.NoError(t, in.r.Flush())
+	fsys.setErr(tr.path("a"), pathErr(tr.path("a"), syscall.EINVAL))
+	src.set(nil)
+	require.NoError(t, in.r.Flush())
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, 2, fsys.writesTo(tr.path("a")), "one write, one refused restore")
+	fsys.setErr(tr.path("a"), nil)
+	clock.advance(DefaultTiming.Rescan)
+	require.NoError(t, in.r.Flush())
+	tr.requireOriginals(t, "restored on the retry")
+	assert.Empty(t, onDisk(t, tr))
+	assert.Empty(t, in.r.Status().Failures)
+	assert.EqualValues(t, 1, in.r.Status().PermanentErrors)
 }
