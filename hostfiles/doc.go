@@ -53,7 +53,14 @@
 //
 // A Source owns its records (the journal keeps the owner's name): when a
 // Source fails to plan, the files it changed are left as they are rather
-// than restored, since the failure says nothing about what it wants.
+// than restored, since the failure says nothing about what it wants. The
+// records of an owner no Source claims (the journal of another version)
+// are restored, as nothing here wants them, with a warning naming the
+// owner. The journal is a file a damaged disk or a hostile hand can
+// change, and the owner's name is as easy to forge as the path: what
+// bounds the restores is the roots given to RestoreOnlyUnder. A record of
+// a file outside them, lexically or through a symlink, is never written;
+// it is logged once, reported as an untrusted Failure and kept.
 //
 // Within a pass, restores come before writes, so that what a released
 // owner held (CPUs of a cgroup partition) is free before a new want claims

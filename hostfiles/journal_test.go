@@ -1,8 +1,11 @@
 package hostfiles
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,4 +85,71 @@ func TestJournalFileIsPrivate(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*tmp*"))
 	assert.Empty(t, left, "no temporary file left")
 	assert.Equal(t, "/var/lib/nri-cpupool/"+JournalFile, JournalPath("/var/lib/nri-cpupool/state.json"))
+}
+
+// damagedJournal writes a journal of this boot with records, as a damaged
+// or forged host-originals.json would hold them.
+func damagedJournal(t *testing.T, tr *tree, records map[string]Record) {
+	t.Helper()
+	j, _, err := OpenJournal(OS{}, tr.journal(), bootA)
+	require.NoError(t, err)
+	require.NoError(t, j.Commit(records, nil))
+}
+
+// TestRecordsOutsideTheRootsAreNotRestored: a journal record of a file
+// outside the roots the plugin changes (/etc/shadow, or an IRQ directory
+// that is a symlink leading out) is never written: it stays in the
+// journal (a later process with the right roots may own it), is logged
+// once, and is reported in Status as an untrusted failure, counted once.
+// A record inside the roots of an owner no Source claims (another
+// version's) is restored as nobody wants it, and said so once.
+func TestRecordsOutsideTheRootsAreNotRestored(t *testing.T) {
+	tr := newTree(t, map[string]string{"irq/24/smp_affinity_list": "0-3", "irq/25/smp_affinity_list": "2",
+		"etc/shadow": "secret", "outside/secret": "secret"})
+	require.NoError(t, os.WriteFile(tr.path("irq/24/smp_affinity_list"), []byte("0-1\n"), 0o644))
+	require.NoError(t, os.WriteFile(tr.path("irq/25/smp_affinity_list"), []byte("0-1\n"), 0o644))
+	require.NoError(t, os.Symlink(tr.path("outside"), tr.path("irq/99")))
+	shadow, escape := tr.path("etc/shadow"), tr.path("irq/99/secret")
+	dotdot := tr.path("irq") + "/../etc/shadow"
+	damagedJournal(t, tr, map[string]Record{
+		tr.path("irq/24/smp_affinity_list"): {Original: "0-3", Owner: "irq"},
+		tr.path("irq/25/smp_affinity_list"): {Original: "2", Owner: "ghost"},
+		shadow:                              {Original: "pwned", Owner: "irq"},
+		dotdot:                              {Original: "pwned", Owner: "irq"},
+		escape:                              {Original: "pwned", Owner: "irq"},
+	})
+	fsys := &faultFS{}
+	in := openInstance(t, fsys, tr, bootA, newSource("irq"))
+	in.r.RestoreOnlyUnder(tr.path("irq"))
+	require.NoError(t, in.r.Flush())
+	require.NoError(t, in.r.Flush())
+
+	assert.Equal(t, "secret", tr.read(t, "etc/shadow"))
+	assert.Equal(t, "secret", tr.read(t, "outside/secret"), "not through a symlink either")
+	for _, o := range fsys.takeOps() {
+		assert.NotContains(t, []string{shadow, dotdot, escape}, o.path, "never written")
+	}
+	tr.requireOriginals(t, "inside the roots")
+	assert.Equal(t, slices.Sorted(slices.Values([]string{dotdot, shadow, escape})), slices.Sorted(maps.Keys(onDisk(t, tr))), "kept in the journal")
+
+	st := in.r.Status()
+	assert.EqualValues(t, 3, st.PermanentErrors, "counted once each")
+	assert.EqualValues(t, 1, st.ForeignRestores)
+	assert.EqualValues(t, 2, st.Restores)
+	require.Len(t, st.Failures, 3)
+	for _, f := range st.Failures {
+		assert.True(t, f.Untrusted && f.Restore, "%+v", f)
+		assert.Contains(t, f.Error, "outside the host files this process may restore", f.Path)
+	}
+	var untrusted, ghost int
+	for _, e := range in.hook.AllEntries() {
+		if strings.Contains(e.Message, "not restored") {
+			untrusted++
+		}
+		if strings.Contains(e.Message, `"ghost"`) {
+			ghost++
+		}
+	}
+	assert.Equal(t, 3, untrusted, "one line each, once")
+	assert.Equal(t, 1, ghost, "the unknown owner is named once")
 }

@@ -3,7 +3,9 @@ package hostfiles
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -101,10 +103,14 @@ type Failure struct {
 	Restore bool   `json:"restore,omitempty"`
 	// Invalid: the write was accepted, but the file reads a state the
 	// kernel reports as invalid (Change.Verify); Error says why.
-	Invalid bool   `json:"invalid,omitempty"`
-	Error   string `json:"error"`
-	Hint    string `json:"hint,omitempty"`
-	errno   syscall.Errno
+	Invalid bool `json:"invalid,omitempty"`
+	// Untrusted: a journal record (Restore is set too) of a file outside
+	// the roots the Reconciler may restore (RestoreOnlyUnder): not
+	// written, and kept in the journal.
+	Untrusted bool   `json:"untrusted,omitempty"`
+	Error     string `json:"error"`
+	Hint      string `json:"hint,omitempty"`
+	errno     syscall.Errno
 	// tried is when the refused write was last tried (retryDue).
 	tried time.Time
 }
@@ -112,6 +118,9 @@ type Failure struct {
 // Status is a snapshot for metrics, status and the audit.
 type Status struct {
 	Passes, Writes, Restores, TransientErrors, PermanentErrors uint64
+	// ForeignRestores counts the restores of records whose owner no
+	// Source of this process claims (written by another version).
+	ForeignRestores uint64
 	// Records counts the journal's records by owner: files changed and not
 	// yet restored.
 	Records map[string]int
@@ -133,6 +142,9 @@ type Reconciler struct {
 	timing  Timing
 	// now is the clock of the retries of refusals (tests move it).
 	now func() time.Time
+	// roots and realRoots (symlinks resolved) confine the restores of
+	// journal records (RestoreOnlyUnder); nil: not confined.
+	roots, realRoots []string
 
 	// ready is set by the first Kick: until then the owners have not said
 	// what they want, and a pass would restore everything.
@@ -146,22 +158,87 @@ type Reconciler struct {
 	mu      sync.Mutex // held for a whole pass
 	failed  map[string]Failure
 	stopped bool
+	// foreign are the owners without a Source whose records were seen,
+	// so that each is logged once.
+	foreign map[string]bool
 
-	passes, writes, restores, transient, permanent atomic.Uint64
-	statMu                                         sync.Mutex
-	records                                        map[string]int
-	failures                                       []Failure
-	lastPass                                       time.Time
-	lastError                                      string
+	passes, writes, restores, transient, permanent, foreignRestores atomic.Uint64
+	statMu                                                          sync.Mutex
+	records                                                         map[string]int
+	failures                                                        []Failure
+	lastPass                                                        time.Time
+	lastError                                                       string
 }
 
 // NewReconciler returns a reconciler of the journal's files for sources,
 // whose owner names must differ. It does nothing before Start and Kick.
 func NewReconciler(fsys FS, journal *Journal, log *logrus.Logger, timing Timing, sources ...Source) *Reconciler {
 	r := &Reconciler{fs: fsys, journal: journal, log: log, sources: sources, timing: timing, now: time.Now,
-		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), failed: map[string]Failure{}}
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), failed: map[string]Failure{}, foreign: map[string]bool{}}
 	r.publish(nil)
 	return r
+}
+
+// ErrOutsideRoots is why a journal record is not restored: its file is
+// outside the roots given to RestoreOnlyUnder.
+var ErrOutsideRoots = errors.New("outside the host files this process may restore")
+
+// RestoreOnlyUnder confines the restores of journal records to files
+// under roots (the plugin's: /proc/irq, /sys/devices/system/cpu and the
+// cgroup root, under its configured procRoot, sysfsRoot and cgroupRoot).
+// The journal is a file, and a damaged or forged one must not make the
+// plugin write any other host file: a record of a file outside them,
+// lexically or once symlinks are resolved (/sys/devices/system/cpu/cpu0/
+// node0 leads to /sys/devices/system/node), is not written; it is logged
+// once, reported in Status as an untrusted Failure, and kept in the
+// journal, where a process with other roots may still restore it.
+// Without roots, every record may be restored (tests of one Source).
+// Call it before Start and Flush.
+func (r *Reconciler) RestoreOnlyUnder(roots ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.roots, r.realRoots = []string{}, []string{}
+	for _, root := range roots {
+		root = filepath.Clean(root)
+		r.roots = append(r.roots, root)
+		if real, err := filepath.EvalSymlinks(root); err == nil {
+			root = real
+		}
+		r.realRoots = append(r.realRoots, root)
+	}
+}
+
+// confined checks a journal record's path against the roots: an error
+// wrapping ErrOutsideRoots when it is outside, another error when its
+// symlinks could not be resolved (transient).
+func (r *Reconciler) confined(path string) error {
+	if r.roots == nil {
+		return nil
+	}
+	clean := filepath.Clean(path)
+	if !under(clean, r.roots) {
+		return fmt.Errorf("%w (%s)", ErrOutsideRoots, strings.Join(r.roots, ", "))
+	}
+	real, err := filepath.EvalSymlinks(clean)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // the write finds it gone (it never creates a file)
+	case err != nil:
+		return fmt.Errorf("resolving the symlinks of %s: %w", clean, err)
+	case !under(real, r.realRoots):
+		return fmt.Errorf("%w: it leads to %s (%s)", ErrOutsideRoots, real, strings.Join(r.roots, ", "))
+	}
+	return nil
+}
+
+// under tells whether path is one of roots or below one.
+func under(path string, roots []string) bool {
+	for _, root := range roots {
+		if rel, err := filepath.Rel(root, path); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return true
+		}
+	}
+	return false
 }
 
 // Start runs the background goroutine, once.
@@ -301,10 +378,10 @@ func (r *Reconciler) pass() error {
 	// it is new: a retry (retryDue) refused the same way is not.
 	refused := func(f Failure, err error) {
 		f.Error, f.errno, f.tried = err.Error(), errnoOf(err), r.now()
-		if ex, ok := sourceOf[f.Owner].(Explainer); ok {
+		if ex, ok := sourceOf[f.Owner].(Explainer); ok && !f.Untrusted {
 			f.Hint = ex.Explain(f.Path, err)
 		}
-		if prev, ok := r.failed[f.Path]; !ok || prev.Value != f.Value || prev.Restore != f.Restore || prev.Invalid || prev.errno != f.errno {
+		if prev, ok := r.failed[f.Path]; !ok || prev.Value != f.Value || prev.Restore != f.Restore || prev.Invalid || prev.errno != f.errno || prev.Untrusted != f.Untrusted {
 			r.permanent.Add(1)
 			newlyFails = append(newlyFails, f)
 		}
@@ -410,8 +487,12 @@ func (r *Reconciler) pass() error {
 		}
 	}
 
-	// Restore what no Source wants any more, for owners that said so (and
-	// for owners this process does not have).
+	// Restore what no Source wants any more, for owners that said so, and
+	// for owners this process does not have: a Source this build lacks
+	// (the journal of another version) wants nothing here either. What
+	// keeps a damaged or forged journal from writing just anything is the
+	// roots (RestoreOnlyUnder), not the owner's name, which is as easy to
+	// forge as the path.
 	records := r.journal.Records()
 	restores := slices.Collect(maps.Keys(records))
 	slices.SortFunc(restores, func(a, b string) int {
@@ -429,10 +510,31 @@ func (r *Reconciler) pass() error {
 		if had && prev.Restore && prev.Value == rec.Original && !r.retryDue(prev) {
 			continue // refused for good; tried again by the next process (EINVAL: at the next Rescan)
 		}
+		if err := r.confined(path); errors.Is(err, ErrOutsideRoots) {
+			refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true, Untrusted: true}, err)
+			continue
+		} else if err != nil {
+			transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
+			continue
+		}
+		foreign := sourceOf[rec.Owner] == nil
+		if foreign && !r.foreign[rec.Owner] {
+			r.foreign[rec.Owner] = true
+			n := 0
+			for _, other := range records {
+				if other.Owner == rec.Owner {
+					n++
+				}
+			}
+			r.log.Warnf("host files: the journal holds %d records of owner %q, which no source of this process claims (written by another version?); restoring them, as nothing here wants them", n, rec.Owner)
+		}
 		err := r.fs.WriteFile(path, []byte(writable(rec.Original)))
 		switch {
 		case err == nil:
 			r.restores.Add(1)
+			if foreign {
+				r.foreignRestores.Add(1)
+			}
 			if had && prev.Restore {
 				r.log.Infof("host files: %s: %s took its original back on a retry", rec.Owner, path)
 			}
@@ -590,6 +692,10 @@ func (r *Reconciler) logRefusals(fails []Failure) {
 	byGroup := map[group][]Failure{}
 	var order []group
 	for _, f := range fails {
+		if f.Untrusted {
+			r.log.Warnf("host files: %s: the journal's record of %s is not restored: %s (a damaged or forged journal?); the record is kept, reported while it stays", f.Owner, f.Path, f.Error)
+			continue
+		}
 		if f.Invalid {
 			r.log.Warnf("host files: %s: %s: %s (left as it is; reported while it stays so)", f.Owner, f.Path, f.Error)
 			continue
@@ -652,7 +758,7 @@ func (r *Reconciler) Status() Status {
 	r.statMu.Lock()
 	defer r.statMu.Unlock()
 	return Status{Passes: r.passes.Load(), Writes: r.writes.Load(), Restores: r.restores.Load(),
-		TransientErrors: r.transient.Load(), PermanentErrors: r.permanent.Load(),
+		TransientErrors: r.transient.Load(), PermanentErrors: r.permanent.Load(), ForeignRestores: r.foreignRestores.Load(),
 		Records: maps.Clone(r.records), Failures: slices.Clone(r.failures), LastPass: r.lastPass, LastError: r.lastError}
 }
 

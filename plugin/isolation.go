@@ -82,6 +82,9 @@ func (p *Plugin) openIsolation() error {
 	timing := p.isolationTiming
 	timing.Rescan = p.cfg.IRQ.RescanInterval.Duration
 	iso.recon = hostfiles.NewReconciler(p.isolationFS, j, p.log, timing, sources...)
+	// Every file a Source changes lies under these: a journal record of
+	// any other file (a damaged or forged journal) is never written.
+	iso.recon.RestoreOnlyUnder(filepath.Join(p.cfg.ProcRoot, "irq"), filepath.Join(p.cfg.SysfsRoot, "sys/devices/system/cpu"), p.cfg.CgroupRoot)
 	iso.recon.Start()
 	p.isolation.Store(iso)
 	if n := j.Len(); n > 0 {

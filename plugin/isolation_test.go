@@ -2,8 +2,10 @@ package plugin
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -607,4 +609,46 @@ cpupool_exclusive_cpu_clean{cpu="`+cpu+`",pool="exclusive"} 0
 # TYPE cpupool_exclusive_cpu_foreign_threads gauge
 cpupool_exclusive_cpu_foreign_threads{cpu="`+cpu+`",pool="exclusive"} 1
 `), "cpupool_exclusive_cpu_clean", "cpupool_exclusive_cpu_foreign_threads"))
+}
+
+// TestJournalRecordsOutsideTheRootsAreNotRestored: a journal of this boot
+// that names a file outside /proc/irq, /sys/devices/system/cpu and the
+// cgroup root (under the configured roots) does not make the plugin write
+// it; the record is reported as refused, and the IRQ records of the same
+// journal are restored.
+func TestJournalRecordsOutsideTheRootsAreNotRestored(t *testing.T) {
+	f := irqNode(t)
+	victim := filepath.Join(f.dir, "etc", "sudoers")
+	require.NoError(t, os.MkdirAll(filepath.Dir(victim), 0o755))
+	require.NoError(t, os.WriteFile(victim, []byte("root ALL=(ALL) ALL\n"), 0o644))
+	irq24 := filepath.Join(f.procRoot(), "irq/24/smp_affinity_list")
+	require.NoError(t, os.WriteFile(irq24, []byte("0-3\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Dir(statePath(f)), 0o755))
+	j, _, err := hostfiles.OpenJournal(hostfiles.OS{}, hostfiles.JournalPath(statePath(f)), bootID)
+	require.NoError(t, err)
+	require.NoError(t, j.Commit(map[string]hostfiles.Record{
+		victim: {Original: "ALL ALL=(ALL) NOPASSWD: ALL", Owner: "irq"},
+		irq24:  {Original: "0-15", Owner: "irq"},
+	}, nil))
+
+	rp := startPlugin(t, f, isolatedDesktop, statePath(f))
+	require.NoError(t, rp.p.FlushIsolation())
+	require.NoError(t, rp.p.FlushIsolation())
+	data, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	assert.Equal(t, "root ALL=(ALL) ALL\n", string(data), "never written")
+	assert.Equal(t, originalAffinities, affinities(t, f), "the IRQ record is restored")
+	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{victim}, slices.Collect(maps.Keys(records)), "kept in the journal")
+	st := rp.p.isolation.Load().recon.Status()
+	require.Len(t, st.Failures, 1)
+	assert.True(t, st.Failures[0].Untrusted)
+	assert.Equal(t, 1, strings.Count(rp.log.String(), "the journal's record of "+victim+" is not restored"), "logged once:\n%s", rp.log.String())
+	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(`
+# HELP cpupool_host_files_refused Host files the kernel refuses to change (kernel-managed IRQs) or to restore; not retried while the value stays the same.
+# TYPE cpupool_host_files_refused gauge
+cpupool_host_files_refused{owner="cpuset"} 0
+cpupool_host_files_refused{owner="irq"} 1
+`), "cpupool_host_files_refused"))
 }
