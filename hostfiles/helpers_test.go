@@ -164,6 +164,10 @@ func (f *faultFS) mutate(kind, path string, do func() error) error {
 	}
 	if err, ok := f.errs[path]; ok {
 		f.ops = append(f.ops, op{kind + "!", path})
+		if f.crashAt == f.mutations { // dies just after the refusal
+			f.crashed = true
+			return errCrashed
+		}
 		return err
 	}
 	f.ops = append(f.ops, op{kind, path})
