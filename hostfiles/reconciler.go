@@ -719,7 +719,7 @@ func (r *Reconciler) logRefusals(fails []Failure) {
 		}
 		what, retry := "refused the wanted value", "not retried while it stays wanted"
 		if g.restore {
-			what, retry = "refused the original value (the record is kept; the next start tries again)", "not retried"
+			what, retry = "refused the original value (the record is kept)", "tried again by the next start"
 		}
 		if g.errno == syscall.EINVAL {
 			// retryDue: it may depend on other files.
