@@ -336,11 +336,45 @@ type task struct {
 	cgroup   string
 }
 
-// owner tells whether the thread belongs to the container: its cgroup
-// path names the container's id, with every runtime and cgroup driver
-// (<parent>/<id>, crio-<id>.scope, cri-containerd-<id>.scope).
+// owner tells whether the thread belongs to the container: a whole
+// component of one of its cgroup paths (/proc/<pid>/cgroup: one line on
+// cgroup v2, one per hierarchy on v1) names the container, as each
+// runtime and cgroup driver does (containerInCgroup). A component that
+// merely contains the id is another process's: CRI-O's conmon runs in
+// crio-conmon-<id>.scope, outside the container, on CPUs the container
+// does not hold.
 func (t task) owner(containerID string) bool {
-	return containerID != "" && strings.Contains(t.cgroup, containerID)
+	if containerID == "" {
+		return false
+	}
+	for _, line := range strings.Split(t.cgroup, "\n") {
+		// hierarchy-ID:controllers:path; the path may hold colons.
+		_, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		if _, path, ok := strings.Cut(rest, ":"); ok && containerInCgroup(path, containerID) {
+			return true
+		}
+	}
+	return false
+}
+
+// containerInCgroup tells whether a component of a cgroup path is the
+// container's own cgroup: <id> (containerd's cgroupfs driver,
+// /kubepods/<qos>/pod<uid>/<id>), crio-<id> (CRI-O's cgroupfs driver),
+// crio-<id>.scope (CRI-O's systemd driver, whose processes may sit in a
+// child such as .../crio-<id>.scope/container) and
+// cri-containerd-<id>.scope (containerd's systemd driver). On cgroup v1
+// these are the same paths under each controller.
+func containerInCgroup(path, id string) bool {
+	for _, c := range strings.Split(path, "/") {
+		switch c {
+		case id, "crio-" + id, "crio-" + id + ".scope", "cri-containerd-" + id + ".scope":
+			return true
+		}
+	}
+	return false
 }
 
 // readThreads lists every thread allowed on one of the CPUs. Processes and

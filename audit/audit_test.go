@@ -187,3 +187,53 @@ func TestNoInterrupts(t *testing.T) {
 	_, err := Gather(holdings, Options{ProcRoot: t.TempDir(), Wait: func(time.Duration) {}})
 	assert.ErrorContains(t, err, "interrupts")
 }
+
+// TestConmonIsForeign: CRI-O's conmon runs in crio-conmon-<id>.scope, a
+// cgroup whose name contains the container's id but is not the
+// container's. Allowed on every CPU, it may run on the held ones: a
+// foreign thread (issue 30 defect 8). The container's own threads, in
+// the cgroups each runtime and driver gives them, are not.
+func TestConmonIsForeign(t *testing.T) {
+	m := newMachine(t, cpuset.New(0, 1))
+	m.spec.Processes = append(m.spec.Processes,
+		procfixture.Process{PID: 300, Comm: "conmon", AllowedCPUs: all,
+			Cgroup: "0::/system.slice/crio-conmon-" + fwdID + ".scope"},
+		// The container's own, with CRI-O's systemd driver (in a child).
+		procfixture.Process{PID: 301, Comm: "dpdk-helper", AllowedCPUs: cpuset.New(2, 3),
+			Cgroup: "0::/kubepods.slice/kubepods-pod1.slice/crio-" + fwdID + ".scope/container"})
+	procfixture.Write(t, m.proc, m.spec)
+	rep, err := Gather(holdings, m.options(m.fire(t, nil)))
+	require.NoError(t, err)
+	c2, c3 := rep.CPUs[0], rep.CPUs[1]
+	for _, c := range []CPU{c2, c3} {
+		assert.False(t, c.Clean, "CPU %d: conmon may run on it", c.CPU)
+		assert.Equal(t, 1, c.ForeignThreads, "CPU %d: conmon, not dpdk-helper", c.CPU)
+		assert.Equal(t, []Thread{{PID: 300, TID: 300, Comm: "conmon", Allowed: "0-7"}}, c.Threads)
+	}
+}
+
+// TestContainerInCgroup: only a whole component of a cgroup path, in the
+// forms the runtimes and cgroup drivers use, names the container.
+func TestContainerInCgroup(t *testing.T) {
+	const id = fwdID
+	for path, want := range map[string]bool{
+		"/kubepods/burstable/pod1/" + id:                                                     true, // containerd, cgroupfs
+		"/kubepods/burstable/pod1/crio-" + id:                                                true, // CRI-O, cgroupfs
+		"/kubepods.slice/kubepods-burstable.slice/kubepods-pod1.slice/crio-" + id + ".scope": true,
+		"/kubepods.slice/kubepods-pod1.slice/crio-" + id + ".scope/container":                true,
+		"/kubepods.slice/kubepods-pod1.slice/cri-containerd-" + id + ".scope":                true,
+		"/system.slice/crio-conmon-" + id + ".scope":                                         false,
+		"/kubepods/burstable/pod1/crio-conmon-" + id:                                         false,
+		"/kubepods/burstable/pod1/" + id + "-sidecar":                                        false,
+		"/kubepods/burstable/pod1/" + id[:20]:                                                false,
+		"/docker/x" + id:                                                                     false,
+		"/":                                                                                  false,
+	} {
+		assert.Equal(t, want, containerInCgroup(path, id), path)
+	}
+	// cgroup v1: one line per hierarchy; the container's in any of them.
+	v1 := "12:cpuset:/kubepods/burstable/pod1/" + id + "\n11:memory:/kubepods/burstable/pod1/" + id + "\n1:name=systemd:/kubepods/burstable/pod1/" + id + "\n"
+	assert.True(t, task{cgroup: v1}.owner(id))
+	assert.False(t, task{cgroup: "12:cpuset:/system.slice/crio-conmon-" + id + ".scope\n"}.owner(id))
+	assert.False(t, task{cgroup: v1}.owner(""), "a stopped container owns no thread")
+}
