@@ -75,7 +75,11 @@ var ErrJournalDiscarded = errors.New("journal of original host values discarded"
 // OpenJournal reads the journal at path for the running boot. A missing
 // journal is empty. A journal of another boot is empty too (the kernel has
 // reset the files since), and the returned note says how many records were
-// set aside; it is replaced at the next write. A journal that cannot be
+// set aside; it is replaced at the next write. An unknown boot id (empty:
+// boot_id could not be read now, or when the journal was written) is not
+// another boot: the records are kept, and the journal keeps the id it
+// has, so an empty id never replaces a real one (see sameBoot); the note
+// says so. A journal that cannot be
 // decoded is renamed to <path>.corrupt-<time>, and an empty journal is
 // returned with an error wrapping ErrJournalDiscarded: the originals it
 // held are lost, which the operator must hear about.
@@ -97,17 +101,23 @@ func OpenJournal(fsys FS, path, bootID string) (j *Journal, note string, err err
 		}
 		return j, "", fmt.Errorf("%w: %s: %v; moved to %s: host files it listed keep their current values", ErrJournalDiscarded, path, problem, aside)
 	}
-	if content.BootID != j.bootID {
+	if !sameBoot(content.BootID, j.bootID) {
 		if n := len(content.Records); n > 0 {
 			note = fmt.Sprintf("%s: %d original values are of boot %s, not this boot %s; set aside (a reboot reset those files)", path, n, content.BootID, j.bootID)
 		}
 		return j, note, nil
 	}
+	if j.bootID == "" {
+		j.bootID = content.BootID
+		if n := len(content.Records); n > 0 {
+			note = fmt.Sprintf("%s: this boot's id is unknown; the %d original values recorded in boot %s are kept as this boot's (restoring one after a reboot would write a value the kernel accepts, if not the one it booted with; dropping them would lose this boot's originals for good)", path, n, content.BootID)
+		}
+	}
 	for p, r := range content.Records {
 		j.records[p] = r
 	}
 	j.refused = content.Refused
-	return j, "", nil
+	return j, note, nil
 }
 
 // ReadJournal reads a journal without changing anything (for the audit
@@ -131,7 +141,17 @@ func ReadJournal(path, bootID string) (records map[string]Record, refused map[st
 	if c.Refused == nil {
 		c.Refused = map[string]string{}
 	}
-	return c.Records, c.Refused, c.BootID == strings.TrimSpace(bootID), nil
+	return c.Records, c.Refused, sameBoot(c.BootID, strings.TrimSpace(bootID)), nil
+}
+
+// sameBoot tells whether a journal written in boot stored is of the
+// running boot. An empty id is unknown, not another boot: a boot_id that
+// could not be read must not set aside the originals of this very boot,
+// whose files would then keep the plugin's values until the next reboot.
+// The other way round (the records are of an earlier boot) the restore
+// writes an earlier boot's original, a value the kernel accepted before.
+func sameBoot(stored, running string) bool {
+	return stored == "" || running == "" || stored == running
 }
 
 func decodeJournal(data []byte) (*journalContent, error) {

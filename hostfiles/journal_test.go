@@ -153,3 +153,73 @@ func TestRecordsOutsideTheRootsAreNotRestored(t *testing.T) {
 	assert.Equal(t, 3, untrusted, "one line each, once")
 	assert.Equal(t, 1, ghost, "the unknown owner is named once")
 }
+
+// storedBootID reads the boot id the journal's file names.
+func storedBootID(t *testing.T, tr *tree) string {
+	t.Helper()
+	data, err := os.ReadFile(tr.journal())
+	require.NoError(t, err)
+	c, err := decodeJournal(data)
+	require.NoError(t, err)
+	return c.BootID
+}
+
+// TestUnknownBootIDKeepsTheOriginals: a boot_id that cannot be read is
+// unknown, not another boot (issue 30 defect 5). The originals recorded
+// earlier in this boot are kept and restored, and the journal keeps its
+// real id: the next process, which reads boot_id again, keeps them too.
+func TestUnknownBootIDKeepsTheOriginals(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x", "b": "p"})
+	src := newSource("s")
+	first := openInstance(t, OS{}, tr, bootA, src)
+	src.set(map[string]string{tr.path("a"): "y"})
+	require.NoError(t, first.r.Flush())
+	first.r.Close()
+
+	j, note, err := OpenJournal(OS{}, tr.journal(), "")
+	require.NoError(t, err)
+	assert.Contains(t, note, "this boot's id is unknown; the 1 original values recorded in boot "+bootA+" are kept")
+	assert.Equal(t, map[string]Record{tr.path("a"): {Original: "x", Owner: "s"}}, j.Records())
+	src = newSource("s")
+	src.set(map[string]string{tr.path("b"): "q"}) // a is released, b is new
+	second := NewReconciler(OS{}, j, first.log, DefaultTiming, src)
+	require.NoError(t, second.Flush())
+	second.Close()
+	assert.Equal(t, "x", tr.read(t, "a"), "this boot's original restored")
+	assert.Equal(t, "q", tr.read(t, "b"))
+	assert.Equal(t, bootA, storedBootID(t, tr), "no empty id stamped over the real one")
+
+	third := openInstance(t, OS{}, tr, bootA, src)
+	assert.Equal(t, map[string]Record{tr.path("b"): {Original: "p", Owner: "s"}}, third.j.Records(), "the next process, knowing the boot, keeps b's original")
+	src.set(nil)
+	require.NoError(t, third.r.Flush())
+	tr.requireOriginals(t, "after the unknown boot id")
+}
+
+// TestJournalWithoutBootIDIsKept: a journal written while the boot id was
+// unknown (and no journal named one) is of an unknown boot: a process
+// that knows the id keeps its records and names the boot at its next
+// write.
+func TestJournalWithoutBootIDIsKept(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x", "b": "p"})
+	src := newSource("s")
+	first := openInstance(t, OS{}, tr, "", src)
+	src.set(map[string]string{tr.path("a"): "y"})
+	require.NoError(t, first.r.Flush())
+	first.r.Close()
+	assert.Empty(t, storedBootID(t, tr))
+
+	second := openInstance(t, OS{}, tr, bootA, src)
+	assert.Equal(t, map[string]Record{tr.path("a"): {Original: "x", Owner: "s"}}, second.j.Records())
+	src.set(map[string]string{tr.path("a"): "y", tr.path("b"): "q"})
+	require.NoError(t, second.r.Flush())
+	assert.Equal(t, bootA, storedBootID(t, tr))
+	src.set(nil)
+	require.NoError(t, second.r.Flush())
+	tr.requireOriginals(t, "journal without a boot id")
+
+	records, _, thisBoot, err := ReadJournal(tr.journal(), "")
+	require.NoError(t, err)
+	assert.True(t, thisBoot, "the audit, not knowing the boot, reads the refusals")
+	assert.Empty(t, records)
+}

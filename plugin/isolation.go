@@ -41,9 +41,12 @@ type isolation struct {
 // openIsolation reads the journal for this boot and starts the
 // reconciler; its first pass waits for the first Synchronize's kick.
 func (p *Plugin) openIsolation() error {
-	bootID, err := os.ReadFile(filepath.Join(p.cfg.ProcRoot, "sys/kernel/random/boot_id"))
-	if err != nil {
-		p.log.Warnf("isolation: reading the boot id: %v; original values of host files are kept without one", err)
+	bootID, bootErr := os.ReadFile(filepath.Join(p.cfg.ProcRoot, "sys/kernel/random/boot_id"))
+	if bootErr != nil {
+		// Unknown is not another boot: the journal keeps its records and
+		// the boot id it names (hostfiles.OpenJournal).
+		bootID = nil
+		p.log.Warnf("isolation: reading the boot id: %v; original values of host files recorded earlier are taken as this boot's", bootErr)
 	}
 	j, note, err := hostfiles.OpenJournal(p.isolationFS, hostfiles.JournalPath(p.cfg.StateFile), string(bootID))
 	switch {
@@ -52,7 +55,10 @@ func (p *Plugin) openIsolation() error {
 	case err != nil:
 		return err
 	}
-	if note != "" {
+	switch {
+	case note != "" && bootErr != nil:
+		p.log.Warnf("isolation: %s", note)
+	case note != "":
 		p.log.Infof("isolation: %s", note)
 	}
 	iso := &isolation{journal: j}
