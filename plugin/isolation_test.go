@@ -652,3 +652,77 @@ cpupool_host_files_refused{owner="cpuset"} 0
 cpupool_host_files_refused{owner="irq"} 1
 `), "cpupool_host_files_refused"))
 }
+
+// unreadableJournalFS fails the reads of the journal until it is told
+// the file is readable again (a disk error, a file the admin restores).
+type unreadableJournalFS struct {
+	hostfiles.OS
+	journal  string
+	mu       sync.Mutex
+	broken   bool
+	refusals int
+}
+
+func (u *unreadableJournalFS) ReadFile(path string) ([]byte, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if path == u.journal && u.broken {
+		u.refusals++
+		return nil, &os.PathError{Op: "read", Path: path, Err: syscall.EIO}
+	}
+	return u.OS.ReadFile(path)
+}
+
+func (u *unreadableJournalFS) fix() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.broken = false
+}
+
+// TestJournalReadErrorRetriedAtConfigure: the journal cannot be read at
+// the first Configure, which fails; the runtime connection is tried
+// again, and once the journal reads, the retried Configure opens it and
+// starts the reconciler (issue 30 defect 9). The earlier process's
+// originals are restored, and a new isolated container gets its IRQs
+// moved: isolation is not lost for the life of the process.
+func TestJournalReadErrorRetriedAtConfigure(t *testing.T) {
+	f := irqNode(t)
+	first := startPlugin(t, f, isolatedDesktop, statePath(f))
+	pod := f.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
+	ctr, _, err := f.createContainer(pod, "c", 1000)
+	require.NoError(t, err)
+	require.NoError(t, first.p.FlushIsolation())
+	requireIRQsOff(t, f, cpusOf(t, f, f.cpus(ctr)))
+	first.kill()
+	f.removeContainer(ctr)
+	f.removePod(pod)
+
+	fsys := &unreadableJournalFS{journal: hostfiles.JournalPath(statePath(f)), broken: true}
+	second := startPluginTuned(t, f, isolatedDesktop, statePath(f), func(p *Plugin) {
+		p.isolationFS = fsys
+		// The first Configure fails on the journal; the journal reads
+		// again before the retry.
+		go func() {
+			for {
+				fsys.mu.Lock()
+				n := fsys.refusals
+				fsys.mu.Unlock()
+				if n > 0 {
+					fsys.fix()
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	})
+	assert.Contains(t, second.log.String(), "input/output error", "the first Configure failed on the journal")
+	require.NotNil(t, second.p.isolation.Load(), "the retried Configure opened the journal")
+	require.NoError(t, second.p.FlushIsolation())
+	assert.Equal(t, originalAffinities, affinities(t, f), "the earlier process's originals restored")
+
+	again := f.runPod(podSpec{name: "eni2", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
+	ctr, _, err = f.createContainer(again, "c", 1000)
+	require.NoError(t, err)
+	require.NoError(t, second.p.FlushIsolation())
+	requireIRQsOff(t, f, cpusOf(t, f, f.cpus(ctr)))
+}

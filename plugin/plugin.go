@@ -187,28 +187,34 @@ func (p *Plugin) loadGrants(path string) (*grants, error) {
 
 // loadState reads the state once, before the first Synchronize: late, so
 // that a runtime-launched plugin can take its state file from the runtime's
-// configuration. Then the writer starts on that store.
+// configuration. Then the writer starts on that store. The journal of
+// host files is opened at each Configure until it opens: a journal that
+// could not be read (an I/O error) fails this Configure, and the retried
+// one tries again, so that a passing error does not leave the process
+// without IRQ isolation, partitions and power classes, and the originals
+// an earlier process recorded unrestored, for its whole life.
 func (p *Plugin) loadState() error {
-	if p.loaded {
-		return nil
+	if !p.loaded {
+		st, err := p.store.Load()
+		switch {
+		case errors.Is(err, state.ErrStateDiscarded):
+			p.log.Warnf("%v", err)
+			p.metrics.countDiscarded(discardedState)
+		case err != nil:
+			return err
+		}
+		p.memory, p.loaded = st, true
+		p.writer.start(p.store, p.grants.file)
+		if st.MigratedFrom != 0 {
+			p.log.Infof("state: %s is schema version %d; migrated to %d, rewritten at the next write", p.cfg.StateFile, st.MigratedFrom, state.SchemaVersion)
+		}
+		p.log.Infof("state: %d containers remembered, to reconcile with the runtime", len(st.Containers))
 	}
-	st, err := p.store.Load()
-	switch {
-	case errors.Is(err, state.ErrStateDiscarded):
-		p.log.Warnf("%v", err)
-		p.metrics.countDiscarded(discardedState)
-	case err != nil:
-		return err
+	if p.isolation.Load() == nil {
+		if err := p.openIsolation(); err != nil {
+			return fmt.Errorf("opening the journal of host files (retried at the next Configure): %w", err)
+		}
 	}
-	p.memory, p.loaded = st, true
-	p.writer.start(p.store, p.grants.file)
-	if err := p.openIsolation(); err != nil {
-		return err
-	}
-	if st.MigratedFrom != 0 {
-		p.log.Infof("state: %s is schema version %d; migrated to %d, rewritten at the next write", p.cfg.StateFile, st.MigratedFrom, state.SchemaVersion)
-	}
-	p.log.Infof("state: %d containers remembered, to reconcile with the runtime", len(st.Containers))
 	return nil
 }
 
