@@ -53,8 +53,83 @@ func newIrqbalance(cfg Config, log *logrus.Logger) *irqbalance {
 
 var socketName = regexp.MustCompile(`^irqbalance([0-9]{1,9})\.sock$`)
 
-// maxMessage is what irqbalance reads of a command (a 500-byte buffer).
-const maxMessage = 499
+// maxMessage is the longest command every irqbalance 1.9 reads whole.
+// sock_handle (irqbalance.c) reads a connection with one recvmsg into
+// char buff[500] in 1.9.0 to 1.9.4, dropping the rest: a longer list
+// would be cut mid-number, banning a prefix of the set and a CPU that
+// is not in it. 1.9.5 reads up to 16383 bytes and refuses longer ones.
+// Nothing tells the plugin which it talks to.
+const maxMessage = 500
+
+// setCPUs is the command that replaces irqbalance's banned CPUs.
+const setCPUs = "settings cpus "
+
+// fitBanList is the banned list to send as "settings cpus <list>": the
+// set itself when its list (in ranges) fits in a command, else the
+// smallest superset that fits, found by banning the CPUs of the shortest
+// gaps between its ranges, and how many CPUs that adds. irqbalance's
+// protocol has no other way: each "settings cpus" replaces the list the
+// last one set (irqbalance.c, sock_handle), so a set cannot be sent in
+// parts, and its parser takes numbers and ranges only (bitmap.c,
+// __bitmap_parselist: no strides). Banning more than asked only keeps
+// irqbalance from placing IRQs on the extra CPUs; banning less would let
+// it move IRQs onto the CPUs kept free of them.
+func fitBanList(set cpuset.CPUSet) (string, int) {
+	room := maxMessage - len(setCPUs)
+	if list := set.String(); len(list) <= room {
+		return list, 0
+	}
+	cpus := set.List()
+	type run struct{ first, last int }
+	var runs []run
+	for _, c := range cpus {
+		if n := len(runs); n > 0 && runs[n-1].last == c-1 {
+			runs[n-1].last = c
+			continue
+		}
+		runs = append(runs, run{c, c})
+	}
+	// gaps[i] is the gap after runs[i]; the shortest are closed first,
+	// the lower ones first among equals.
+	gaps := make([]int, len(runs)-1)
+	for i := range gaps {
+		gaps[i] = i
+	}
+	slices.SortStableFunc(gaps, func(a, b int) int {
+		return (runs[a+1].first - runs[a].last) - (runs[b+1].first - runs[b].last)
+	})
+	closing := func(k int) cpuset.CPUSet {
+		closed := make([]bool, len(runs))
+		for _, g := range gaps[:k] {
+			closed[g] = true
+		}
+		out := make([]int, 0, len(cpus))
+		for i, r := range runs {
+			last := r.last
+			if closed[i] {
+				last = runs[i+1].first - 1
+			}
+			for c := r.first; c <= last; c++ {
+				out = append(out, c)
+			}
+		}
+		return cpuset.New(out...)
+	}
+	// Closing a gap never lengthens the list ("1,3" and "1-3" are as
+	// long): the fewest closed gaps that fit are found by bisection.
+	// Closing them all leaves one range, which always fits.
+	lo, hi := 0, len(gaps)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if len(closing(mid).String()) <= room {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	wider := closing(lo)
+	return wider.String(), wider.Size() - set.Size()
+}
 
 // sync tells the running irqbalance, if any, the banned CPUs: its own set
 // plus banned, or NULL (its own set) when banned is empty. It sends only
@@ -70,13 +145,13 @@ func (b *irqbalance) sync(banned cpuset.CPUSet) error {
 		}
 		return nil
 	}
-	arg := "NULL"
+	arg, extra := "NULL", 0
 	if !banned.IsEmpty() {
 		own, err := b.ownSet(pid, sock)
 		if err != nil {
 			return fmt.Errorf("irqbalance (pid %d): %w", pid, err)
 		}
-		arg = own.Union(banned).String()
+		arg, extra = fitBanList(own.Union(banned))
 	}
 	b.mu.Lock()
 	same := b.st.PID == pid && b.st.Told == arg
@@ -84,15 +159,18 @@ func (b *irqbalance) sync(banned cpuset.CPUSet) error {
 	if same {
 		return nil
 	}
-	if _, err := command(sock, "settings cpus "+arg, false); err != nil {
+	if _, err := command(sock, setCPUs+arg, false); err != nil {
 		return fmt.Errorf("telling irqbalance (pid %d) to ban CPUs %s through %s: %w", pid, arg, sock, err)
 	}
 	b.mu.Lock()
 	b.st.PID, b.st.Socket, b.st.Told = pid, sock, arg
 	b.mu.Unlock()
-	if arg == "NULL" {
+	switch {
+	case arg == "NULL":
 		b.log.Infof("irqbalance (pid %d): banned CPUs back to its own (settings cpus NULL)", pid)
-	} else {
+	case extra > 0:
+		b.log.Warnf("irqbalance (pid %d): banned CPUs %s: its own plus those kept free of IRQs do not fit in the %d bytes of a command as a list, so %d CPUs between them are banned too; irqbalance places no IRQ on them", pid, arg, maxMessage, extra)
+	default:
 		b.log.Infof("irqbalance (pid %d): banned CPUs %s (its own plus those kept free of IRQs)", pid, arg)
 	}
 	return nil

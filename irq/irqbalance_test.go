@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -215,7 +216,78 @@ func TestIrqbalanceUnreachableIsRetried(t *testing.T) {
 // error rather than a truncated ban.
 func TestCommandTooLong(t *testing.T) {
 	_, err := command("/nonexistent", "settings cpus "+strings.Repeat("1,", 300), false)
-	assert.ErrorContains(t, err, "at most 499")
+	assert.ErrorContains(t, err, "at most 500")
+}
+
+// everyOther is a large node's fragmented banned set: CPUs 0, 2, ...,
+// 4094 of 4096 (its list is 9,7 kB).
+func everyOther() cpuset.CPUSet {
+	var even []int
+	for c := 0; c < 4096; c += 2 {
+		even = append(even, c)
+	}
+	return cpuset.New(even...)
+}
+
+// TestFitBanList: a list that fits is sent as it is, in ranges; one that
+// does not becomes the smallest superset that fits, by banning the CPUs
+// of the shortest gaps first, never a subset (issue 30: a fragmented set
+// on a large node was never told to irqbalance).
+func TestFitBanList(t *testing.T) {
+	list, extra := fitBanList(cpuset.New(2, 3, 4, 7, 9))
+	assert.Equal(t, "2-4,7,9", list)
+	assert.Zero(t, extra)
+
+	want := everyOther()
+	list, extra = fitBanList(want)
+	assert.LessOrEqual(t, len(setCPUs+list), maxMessage)
+	got, err := cpuset.Parse(list)
+	require.NoError(t, err)
+	assert.True(t, want.IsSubsetOf(got), "every CPU kept free of IRQs is banned")
+	assert.Equal(t, got.Size()-want.Size(), extra)
+	// Each open gap costs about 10 bytes ("a-b,"): some 48 stay open.
+	assert.Less(t, extra, 2048-40, "as few CPUs added as fit")
+	t.Logf("%d CPUs banned, %d of them added: %s", got.Size(), extra, list)
+
+	// The shortest gaps close first: one long gap stays open.
+	wide := everyOther().Difference(cpuset.New(1000, 1002, 1004, 1006, 1008))
+	list, _ = fitBanList(wide)
+	got, err = cpuset.Parse(list)
+	require.NoError(t, err)
+	assert.False(t, got.Contains(1003), "the 9-CPU gap 999-1009 stays open")
+}
+
+// TestIrqbalanceToldLargeFragmentedSet: on a 4096-CPU node with every
+// other CPU kept free of IRQs, irqbalance is told a list that fits in the
+// 500 bytes it reads, banning every kept CPU, and the pass succeeds; the
+// log warns of the CPUs banned beyond them.
+func TestIrqbalanceToldLargeFragmentedSet(t *testing.T) {
+	skipUnlessRoot(t)
+	dir := t.TempDir()
+	proc, sockets := filepath.Join(dir, "proc"), filepath.Join(dir, "run-irqbalance")
+	procfixture.Write(t, proc, procfixture.Spec{CPUs: cpuset.New(0, 1), Processes: []procfixture.Process{irqbalanceProc(4242, "PATH=/usr/bin")}})
+	events := &eventLog{}
+	fake := startFakeIrqbalance(t, sockets, 4242, cpuset.New(), events)
+	log, hook := logtest.NewNullLogger()
+	b := newIrqbalance(Config{ProcRoot: proc, SysfsRoot: filepath.Join(dir, "sysroot"), IrqbalanceDir: sockets}, log)
+
+	want := everyOther()
+	require.NoError(t, b.sync(want))
+	got := events.take()
+	require.Len(t, got, 1)
+	assert.LessOrEqual(t, len(strings.TrimPrefix(got[0], "irqbalance: ")), maxMessage)
+	fake.mu.Lock()
+	told, err := cpuset.Parse(fake.fromUI)
+	fake.mu.Unlock()
+	require.NoError(t, err, "irqbalance read the whole list")
+	assert.True(t, want.IsSubsetOf(told))
+	assert.Equal(t, told.String(), b.status().Told)
+	require.NotNil(t, hook.LastEntry())
+	assert.Equal(t, logrus.WarnLevel, hook.LastEntry().Level)
+	assert.Contains(t, hook.LastEntry().Message, "CPUs between them are banned too")
+
+	require.NoError(t, b.sync(want))
+	assert.Empty(t, events.take(), "not sent again")
 }
 
 // TestIrqbalanceOwnSetAsked: when its environment cannot be read (a
