@@ -67,10 +67,26 @@ type fakeSource struct {
 	satisfied           func(content, want string) bool
 	before, after       func() error
 	beforeRan, afterRan int
+	// ident are the files' identities (Identifier), by path.
+	ident map[string]string
 }
 
 func newSource(owner string) *fakeSource {
-	return &fakeSource{owner: owner, want: map[string]func(string) (string, error){}}
+	return &fakeSource{owner: owner, want: map[string]func(string) (string, error){}, ident: map[string]string{}}
+}
+
+// Identity implements Identifier: "" for a file not named.
+func (s *fakeSource) Identity(path string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ident[path]
+}
+
+// identify sets the identities of files: path → identity.
+func (s *fakeSource) identify(ids map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	maps.Copy(s.ident, ids)
 }
 
 func (s *fakeSource) Owner() string { return s.owner }

@@ -37,6 +37,11 @@ type Record struct {
 	Owner string `json:"owner"`
 	// Order is the change's Order: restores run in descending order.
 	Order int `json:"order,omitempty"`
+	// Identity is what the file belonged to when its original was
+	// recorded (Identifier), "" when its Source does not say: an IRQ
+	// number's device. A record whose file now belongs to something else
+	// is dropped, not restored.
+	Identity string `json:"identity,omitempty"`
 }
 
 // journalContent is the file's content: the boot the records belong to

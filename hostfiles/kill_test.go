@@ -39,6 +39,26 @@ var killScenario = []struct {
 	{nil, "", nil},
 }
 
+// killDevices are the identities of the kill files' objects: the device
+// of each IRQ (after a new device got IRQ 26, when reused names it).
+func killDevices(tr *tree, reused string) map[string]string {
+	ids := map[string]string{}
+	for f := range killFiles {
+		ids[tr.path(f)] = "device of " + f
+	}
+	if reused != "" {
+		ids[tr.path(reusedIRQ)] = reused
+	}
+	return ids
+}
+
+// reusedIRQ is the file whose IRQ number the kernel gives to another
+// device while the plugin is dead, and newDefault that device's affinity.
+const (
+	reusedIRQ  = "irq/26/smp_affinity_list"
+	newDefault = "0-7"
+)
+
 // killFiles are the files' originals. etc/shadow and outside/secret lie
 // outside the roots (the IRQ directory), and the journal the scenario
 // starts from names them (killTree): they must never change.
@@ -81,6 +101,7 @@ func killInstance(t *testing.T, fsys FS, tr *tree, src Source) (*instance, *fake
 func runScenario(t *testing.T, fsys *faultFS, tr *tree) int {
 	t.Helper()
 	src := newSource("irq")
+	src.identify(killDevices(tr, ""))
 	in, clock := killInstance(t, fsys, tr, src)
 	for i, step := range killScenario {
 		if step.setup != nil {
@@ -117,7 +138,7 @@ func TestKillAtEveryStep(t *testing.T) {
 
 	for k := 1; k <= steps; k++ {
 		for _, after := range []bool{false, true} {
-			for _, recovery := range []string{"release all", "want again"} {
+			for _, recovery := range []string{"release all", "want again", "IRQ 26 reused"} {
 				name := fmt.Sprintf("step %d %s, %s", k, map[bool]string{false: "before", true: "after"}[after], recovery)
 				t.Run(name, func(t *testing.T) {
 					tr, untrusted := killTree(t)
@@ -126,6 +147,17 @@ func TestKillAtEveryStep(t *testing.T) {
 					require.True(t, fsys.crashed, "died at step %d", k)
 
 					src := newSource("irq")
+					src.identify(killDevices(tr, ""))
+					if recovery == "IRQ 26 reused" {
+						// The kernel freed IRQ 26 and gave it to another
+						// device, with the default affinity: that is the
+						// file's original now, whatever the old device's
+						// was or the plugin had written.
+						require.NoError(t, os.WriteFile(tr.path(reusedIRQ), []byte(newDefault+"\n"), 0o644))
+						src.identify(killDevices(tr, "nvme0q3"))
+						tr.files = maps.Clone(tr.files)
+						tr.files[reusedIRQ] = newDefault
+					}
 					next, _ := killInstance(t, OS{}, tr, src)
 					if recovery == "want again" && died < len(killScenario) {
 						step := killScenario[died]

@@ -80,6 +80,34 @@ type Explainer interface {
 	Explain(path string, err error) string
 }
 
+// Identifier is an optional interface of a Source whose paths may come to
+// name another object while a record waits: the kernel frees an IRQ
+// number and gives it to another device, whose affinity starts from the
+// default. The original of the old object is not the new one's: a record
+// whose identity changed is dropped rather than restored, and a file
+// still wanted gets the new object's content recorded as its original.
+type Identifier interface {
+	// Identity names what the file at path belongs to now; "" when that
+	// is unknown, which matches any identity.
+	Identity(path string) string
+}
+
+// identity is what a Source says the file at path belongs to, "" when it
+// does not say.
+func identity(src Source, path string) string {
+	if id, ok := src.(Identifier); ok {
+		return id.Identity(path)
+	}
+	return ""
+}
+
+// reused tells whether the file of a record now belongs to something
+// else than when its original was recorded; an unknown identity, then or
+// now, is not a change.
+func reused(rec Record, now string) bool {
+	return rec.Identity != "" && now != "" && now != rec.Identity
+}
+
 // Timing paces the passes; see the package comment.
 type Timing struct {
 	Delay, MinInterval, Rescan time.Duration
@@ -369,6 +397,7 @@ func (r *Reconciler) pass() error {
 		afters     []func() error
 		newlyFails []Failure
 		pending    bool
+		stale      = map[string]bool{} // records of a reused path, dropped
 	)
 	transient := func(err error) {
 		r.transient.Add(1)
@@ -436,6 +465,15 @@ func (r *Reconciler) pass() error {
 			claimed[ch.Path] = owner
 			planned[ch.Path] = owner
 			rec, journaled := r.journal.Get(ch.Path)
+			ident := identity(src, ch.Path)
+			if journaled && reused(rec, ident) {
+				// Its original is another object's: the file's content
+				// now is this one's.
+				r.log.Infof("host files: %s: %s now belongs to %s, not %s; its recorded original %q is dropped, and what it holds now is its original", owner, ch.Path, ident, rec.Identity, rec.Original)
+				drops = append(drops, ch.Path)
+				stale[ch.Path] = true
+				journaled = false
+			}
 			original := rec.Original
 			if !journaled {
 				data, err := r.fs.ReadFile(ch.Path)
@@ -465,7 +503,7 @@ func (r *Reconciler) pass() error {
 				continue // refused for good; not retried (EINVAL: not yet)
 			}
 			if !journaled {
-				fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order}
+				fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: ident}
 				writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true, verify: ch.Verify})
 				continue
 			}
@@ -503,7 +541,7 @@ func (r *Reconciler) pass() error {
 	})
 	for _, path := range restores {
 		rec := records[path]
-		if _, wanted := planned[path]; wanted || !planOK[rec.Owner] && sourceOf[rec.Owner] != nil {
+		if _, wanted := planned[path]; wanted || stale[path] || !planOK[rec.Owner] && sourceOf[rec.Owner] != nil {
 			continue
 		}
 		prev, had := r.failed[path]
@@ -527,6 +565,14 @@ func (r *Reconciler) pass() error {
 				}
 			}
 			r.log.Warnf("host files: the journal holds %d records of owner %q, which no source of this process claims (written by another version?); restoring them, as nothing here wants them", n, rec.Owner)
+		}
+		if src := sourceOf[rec.Owner]; src != nil {
+			if now := identity(src, path); reused(rec, now) {
+				r.log.Infof("host files: %s: %s now belongs to %s, not %s; its recorded original %q is dropped, not restored", rec.Owner, path, now, rec.Identity, rec.Original)
+				delete(r.failed, path)
+				drops = append(drops, path)
+				continue
+			}
 		}
 		err := r.fs.WriteFile(path, []byte(writable(rec.Original)))
 		switch {

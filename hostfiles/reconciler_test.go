@@ -627,3 +627,35 @@ func TestRefusedRestoreWithEINVALIsTriedAgain(t *testing.T) {
 	assert.Empty(t, in.r.Status().Failures)
 	assert.EqualValues(t, 1, in.r.Status().PermanentErrors)
 }
+
+// TestReusedPathRecordedAgain: an IRQ number the kernel freed and gave to
+// another device while it was still wanted changed: the new device's
+// content is its original now. The want is computed from it, not from the
+// old device's original, and the release gives the new device its own
+// value back. A file whose identity is unknown now (a device unbound, no
+// action) is not taken for reused.
+func TestReusedPathRecordedAgain(t *testing.T) {
+	tr := newTree(t, map[string]string{"irq/25": "2", "irq/26": "5-6"})
+	src := newSource("irq")
+	src.identify(map[string]string{tr.path("irq/25"): "eth0-rx-1", tr.path("irq/26"): "eth0-rx-2"})
+	in := openInstance(t, OS{}, tr, bootA, src)
+	src.derive(names(tr, "irq/25", "irq/26"), "+1")
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, Record{Original: "2", Owner: "irq", Identity: "eth0-rx-1"}, onDisk(t, tr)[tr.path("irq/25")])
+
+	// IRQ 25 goes to nvme0q3 with the default affinity; IRQ 26 loses its
+	// handler (unknown).
+	require.NoError(t, os.WriteFile(tr.path("irq/25"), []byte("0-7\n"), 0o644))
+	src.identify(map[string]string{tr.path("irq/25"): "nvme0q3", tr.path("irq/26"): ""})
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "0-7+1", tr.read(t, "irq/25"), "computed from the new device's original")
+	assert.Equal(t, "5-6+1", tr.read(t, "irq/26"))
+	assert.Equal(t, Record{Original: "0-7", Owner: "irq", Identity: "nvme0q3"}, onDisk(t, tr)[tr.path("irq/25")])
+	assert.Equal(t, Record{Original: "5-6", Owner: "irq", Identity: "eth0-rx-2"}, onDisk(t, tr)[tr.path("irq/26")], "unknown is not another device")
+
+	src.derive(nil, "")
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "0-7", tr.read(t, "irq/25"), "the new device's own value")
+	assert.Equal(t, "5-6", tr.read(t, "irq/26"))
+	assert.Empty(t, onDisk(t, tr))
+}
