@@ -54,8 +54,9 @@ type Source struct {
 }
 
 var (
-	_ hostfiles.Source    = (*Source)(nil)
-	_ hostfiles.Explainer = (*Source)(nil)
+	_ hostfiles.Source     = (*Source)(nil)
+	_ hostfiles.Explainer  = (*Source)(nil)
+	_ hostfiles.Identifier = (*Source)(nil)
 )
 
 // NewSource returns a Source that bans nothing until SetBanned.
@@ -214,6 +215,31 @@ func (s *Source) Explain(path string, err error) string {
 		return "default_smp_affinity could not be read as a CPU mask"
 	}
 	return ""
+}
+
+// Identity names the device an IRQ's affinity file belongs to: the names
+// of the IRQ's handlers, which the kernel lists as the directories of
+// /proc/irq/N (one per action: "nvme0q2", "eth0-rx-0"), sorted and joined
+// with commas. An IRQ number freed and given to another device names
+// another handler, and its journaled original is the old device's. ""
+// (unknown) for default_smp_affinity, and for an IRQ without a handler
+// now or whose directory cannot be read.
+func (s *Source) Identity(path string) string {
+	if filepath.Base(path) != "smp_affinity_list" {
+		return ""
+	}
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return ""
+	}
+	var actions []string
+	for _, e := range entries {
+		if e.IsDir() {
+			actions = append(actions, e.Name())
+		}
+	}
+	slices.Sort(actions)
+	return strings.Join(actions, ",")
 }
 
 // Irqbalance reports what the Source knows of irqbalance, for status and

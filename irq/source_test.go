@@ -3,6 +3,7 @@ package irq
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -298,4 +299,53 @@ func TestNoProcIrq(t *testing.T) {
 	require.ErrorContains(t, err, "listing IRQs")
 	require.NoError(t, os.Rename(filepath.Join(n.proc, "irq.away"), filepath.Join(n.proc, "irq")))
 	assert.Equal(t, "0-1,3-7", n.affinity("24"), "left as it was")
+}
+
+// action gives IRQ n a handler of that name, as the kernel does with a
+// directory in /proc/irq/<n>; "" removes its handlers.
+func (n *node) action(irq int, name string) {
+	n.t.Helper()
+	dir := filepath.Join(n.proc, "irq", strconv.Itoa(irq))
+	entries, err := os.ReadDir(dir)
+	require.NoError(n.t, err)
+	for _, e := range entries {
+		if e.IsDir() {
+			require.NoError(n.t, os.RemoveAll(filepath.Join(dir, e.Name())))
+		}
+	}
+	if name != "" {
+		require.NoError(n.t, os.Mkdir(filepath.Join(dir, name), 0o755))
+	}
+}
+
+// TestReusedIRQNotRestored: the plugin dies with IRQ 25 moved off CPU 2;
+// while it is away the kernel frees IRQ 25 and gives the number to another
+// device, with the default affinity. The next process leaves the new
+// device's IRQ where it is rather than "restoring" the old device's
+// affinity (CPU 2), and restores the others (issue 30). The identity is
+// the IRQ's handler names (its directories in /proc/irq/25).
+func TestReusedIRQNotRestored(t *testing.T) {
+	n := newNode(t, twoNodes(), "")
+	n.action(25, "virtio0-input.0")
+	n.action(24, "virtio0-config")
+	n.ban(2, 3)
+	assert.Equal(t, "0-1", n.affinity("25"))
+	assert.Equal(t, "virtio0-input.0", n.src.Identity(filepath.Join(n.proc, "irq/25/smp_affinity_list")))
+	assert.Empty(t, n.src.Identity(filepath.Join(n.proc, "irq/default_smp_affinity")))
+	n.r.Close()
+
+	n.action(25, "nvme1q4")
+	require.NoError(t, os.WriteFile(filepath.Join(n.proc, "irq/25/smp_affinity_list"), []byte("0-7\n"), 0o644))
+	n.start("")
+	n.ban()
+	assert.Equal(t, "0-7", n.affinity("25"), "the new device's IRQ stays where the kernel put it")
+	assert.Equal(t, "0-7", n.affinity("24"), "restored")
+	assert.Equal(t, "3", n.affinity("27"), "restored (no handler named: unknown, not another device)")
+	assert.Equal(t, "ff", n.defaultAffinity())
+	assert.Empty(t, n.r.Status().Records[Owner])
+	var said bool
+	for _, e := range n.hook.AllEntries() {
+		said = said || strings.Contains(e.Message, "now belongs to nvme1q4, not virtio0-input.0")
+	}
+	assert.True(t, said, "the dropped original is logged")
 }
