@@ -87,8 +87,10 @@ type Explainer interface {
 // whose identity changed is dropped rather than restored, and a file
 // still wanted gets the new object's content recorded as its original.
 type Identifier interface {
-	// Identity names what the file at path belongs to now; "" when that
-	// is unknown, which matches any identity.
+	// Identity names what the file at path belongs to now: names
+	// separated by commas (an IRQ shared by several handlers), of which
+	// one in common is enough to be the same object; "" when that is
+	// unknown, which matches any identity.
 	Identity(path string) string
 }
 
@@ -105,7 +107,16 @@ func identity(src Source, path string) string {
 // else than when its original was recorded; an unknown identity, then or
 // now, is not a change.
 func reused(rec Record, now string) bool {
-	return rec.Identity != "" && now != "" && now != rec.Identity
+	if rec.Identity == "" || now == "" {
+		return false
+	}
+	names := strings.Split(now, ",")
+	for _, n := range strings.Split(rec.Identity, ",") {
+		if slices.Contains(names, n) {
+			return false
+		}
+	}
+	return true
 }
 
 // Timing paces the passes; see the package comment.

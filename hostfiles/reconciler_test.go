@@ -659,3 +659,21 @@ func TestReusedPathRecordedAgain(t *testing.T) {
 	assert.Equal(t, "5-6", tr.read(t, "irq/26"))
 	assert.Empty(t, onDisk(t, tr))
 }
+
+// TestReused: identities are sets of names; one in common is the same
+// object, unknown is never another.
+func TestReused(t *testing.T) {
+	for _, c := range []struct {
+		recorded, now string
+		reused        bool
+	}{
+		{"eth0-rx-1", "nvme0q3", true},
+		{"eth0-rx-1", "eth0-rx-1", false},
+		{"ahci,ehci_hcd:usb1", "ehci_hcd:usb1", false}, // a shared IRQ lost one handler
+		{"ahci,ehci_hcd:usb1", "i801_smbus", true},
+		{"", "nvme0q3", false},
+		{"eth0-rx-1", "", false},
+	} {
+		assert.Equal(t, c.reused, reused(Record{Identity: c.recorded}, c.now), "%q → %q", c.recorded, c.now)
+	}
+}

@@ -221,7 +221,8 @@ func (s *Source) Explain(path string, err error) string {
 // of the IRQ's handlers, which the kernel lists as the directories of
 // /proc/irq/N (one per action: "nvme0q2", "eth0-rx-0"), sorted and joined
 // with commas. An IRQ number freed and given to another device names
-// another handler, and its journaled original is the old device's. ""
+// other handlers, and its journaled original is the old device's; a
+// shared IRQ that keeps one of its handlers is the same IRQ. ""
 // (unknown) for default_smp_affinity, and for an IRQ without a handler
 // now or whose directory cannot be read.
 func (s *Source) Identity(path string) string {
