@@ -703,7 +703,7 @@ func TestJournalReadErrorRetriedAtConfigure(t *testing.T) {
 		// The first Configure fails on the journal; the journal reads
 		// again before the retry.
 		go func() {
-			for {
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 				fsys.mu.Lock()
 				n := fsys.refusals
 				fsys.mu.Unlock()
