@@ -22,9 +22,11 @@ type planner struct {
 	claims map[string]claim
 	// dies are the uncore dies wanted so far, by directory name.
 	dies map[string]*die
-	// policies are the cpufreq policies planned so far, by directory: the
-	// first CPU's class sets a policy shared by several CPUs.
-	policies map[string]claim
+	// classOf is every CPU's class, known to the config (ok false: the
+	// CPU has none): the class of a cpufreq policy's first CPU decides the
+	// policy for all its CPUs. Nil plans each class as if every CPU had
+	// it (Node.Unsupported).
+	classOf func(cpu int) (class string, ok bool)
 	// original returns the journal's original of a file the plugin has
 	// changed (nil: none has been). A changed file that this pass does
 	// not want is restored before the pass writes, so its content now
@@ -48,7 +50,7 @@ type die struct {
 }
 
 func newPlanner(n *Node, ns *notes) *planner {
-	return &planner{n: n, notes: ns, claims: map[string]claim{}, dies: map[string]*die{}, policies: map[string]claim{}}
+	return &planner{n: n, notes: ns, claims: map[string]claim{}, dies: map[string]*die{}}
 }
 
 // claim wants value in path for cpu's class. Only a policy's or a die's
@@ -111,8 +113,12 @@ func (pl *planner) idleStates(cpu int, dir, class string, names []string) {
 }
 
 // cpufreq plans the governor, frequencies and preference of the CPU's
-// policy. A policy shared by CPUs of different classes (acpi-cpufreq on
-// some machines) gets the class of its first CPU; the others are told.
+// policy. A policy shared by several CPUs (acpi-cpufreq on some machines)
+// belongs to its first CPU (related_cpus): only that CPU's class sets it,
+// whatever the class sets, and a first CPU without a class leaves it as
+// the node has it. Planning it for whichever CPU asks first would let a
+// tenant's class change the frequency of shared or infra CPUs; the other
+// CPUs' classes are told.
 func (pl *planner) cpufreq(cpu int, dir, class string, pc config.PowerClass) {
 	noteAll := func(reason string) {
 		for _, s := range []struct {
@@ -129,13 +135,20 @@ func (pl *planner) cpufreq(cpu int, dir, class string, pc config.PowerClass) {
 		noteAll("no cpufreq (no frequency scaling driver: a VM, or none loaded)")
 		return
 	}
-	owner, planned := pl.policies[policy]
-	if planned && owner.class != class {
-		noteAll(fmt.Sprintf("its cpufreq policy (%s) is shared with CPU %d, whose class %s sets it", filepath.Base(policy), owner.cpu, owner.class))
+	owner, ok := policyOwner(policy)
+	if !ok {
+		noteAll(fmt.Sprintf("its cpufreq policy (%s) has no readable related_cpus, so its owner is unknown", filepath.Base(policy)))
 		return
 	}
-	if !planned {
-		pl.policies[policy] = claim{class: class, cpu: cpu}
+	if owner != cpu && pl.classOf != nil {
+		switch ownerClass, has := pl.classOf(owner); {
+		case !has:
+			noteAll(fmt.Sprintf("its cpufreq policy (%s) is shared with CPU %d, which has no power class: the policy stays as the node has it", filepath.Base(policy), owner))
+			return
+		case ownerClass != class:
+			noteAll(fmt.Sprintf("its cpufreq policy (%s) is shared with CPU %d, whose class %s decides it", filepath.Base(policy), owner, ownerClass))
+			return
+		}
 	}
 	governor := ""
 	if g := pc.Governor; g != "" {
@@ -223,6 +236,27 @@ func (pl *planner) preference(cpu int, policy, class, epp, governor string) {
 		}
 	}
 	pl.claim(path, epp, class, cpu, orderPreference)
+}
+
+// policyOwner is a cpufreq policy's first CPU: the lowest of its
+// related_cpus (online or not, so that the owner does not change with
+// hotplug).
+func policyOwner(policy string) (int, bool) {
+	text, ok := readText(filepath.Join(policy, "related_cpus"))
+	if !ok {
+		return 0, false
+	}
+	owner, found := 0, false
+	for _, f := range strings.Fields(text) {
+		cpu, err := strconv.Atoi(f)
+		if err != nil {
+			return 0, false
+		}
+		if !found || cpu < owner {
+			owner, found = cpu, true
+		}
+	}
+	return owner, found
 }
 
 func (pl *planner) originalOf(path string) (string, bool) {

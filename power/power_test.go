@@ -438,14 +438,23 @@ func TestWhatTheCPUDoesNotOffer(t *testing.T) {
 	}, notes)
 }
 
+// sharePolicy makes CPU 4 share CPU 2's cpufreq policy, as acpi-cpufreq
+// does on some machines: its link points at policy2, whose related_cpus
+// list both.
+func sharePolicy(t *testing.T, n *node) {
+	t.Helper()
+	link := n.cpu(4, "cpufreq")
+	require.NoError(t, os.Remove(link))
+	require.NoError(t, os.Symlink("../cpufreq/policy2", link))
+	require.NoError(t, os.WriteFile(n.cpu(2, "cpufreq/related_cpus"), []byte("2 4\n"), 0o644))
+}
+
 // TestSharedPolicy: CPUs of one cpufreq policy (acpi-cpufreq on some
 // machines) share its files: the first CPU's class sets them, and a CPU
 // of another class that wants other values is told.
 func TestSharedPolicy(t *testing.T) {
 	n := newNode(t, "xeon-2s-interleaved")
-	link := n.cpu(4, "cpufreq")
-	require.NoError(t, os.Remove(link))
-	require.NoError(t, os.Symlink("../cpufreq/policy2", link))
+	sharePolicy(t, n)
 	cfg := loadClasses(t, "")
 	orig := n.snapshot(t)
 	p := n.start(t, cfg, hostfiles.OS{})
@@ -459,8 +468,41 @@ func TestSharedPolicy(t *testing.T) {
 	for _, note := range p.src.Report().Unsupported {
 		notes = append(notes, note.Setting+": "+note.Reason)
 	}
-	shared := ": its cpufreq policy (policy2) is shared with CPU 2, whose class saver sets it"
+	shared := ": its cpufreq policy (policy2) is shared with CPU 2, whose class saver decides it"
 	assert.Equal(t, []string{"governor" + shared, "maxFreqKHz" + shared, "minFreqKHz" + shared}, notes)
+}
+
+// TestSharedPolicyBelongsToItsFirstCPU: a shared cpufreq policy is its
+// first CPU's, also when that CPU's class sets no frequency, when it has
+// no class at all, or a class the config no longer has: a later CPU's
+// class (a tenant's choice) never sets it (issue 30, defect 6).
+func TestSharedPolicyBelongsToItsFirstCPU(t *testing.T) {
+	for name, want := range map[string]map[int]string{
+		"a class that sets no frequency": {2: "as-booted", 4: "low-latency"},
+		"no class":                       {4: "low-latency"},
+		"a class of another config":      {2: "gone", 4: "low-latency"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newNode(t, "xeon-2s-interleaved")
+			sharePolicy(t, n)
+			orig := n.snapshot(t)
+			p := n.start(t, loadClasses(t, ""), hostfiles.OS{})
+			p.pass(t, want)
+			ch := changed(orig, n.snapshot(t))
+			for path := range ch {
+				assert.False(t, strings.HasPrefix(path, "cpufreq/policy2/"), "CPU 2's policy changed: %s %s", path, ch[path])
+			}
+			assert.Equal(t, "0 → n/a", ch["cpu4/power/pm_qos_resume_latency_us"], "CPU 4's own files")
+			var notes []string
+			for _, note := range p.src.Report().Unsupported {
+				if note.Class == "low-latency" {
+					notes = append(notes, note.Setting)
+					assert.Contains(t, note.Reason, "its cpufreq policy (policy2) is shared with CPU 2")
+				}
+			}
+			assert.Equal(t, []string{"governor", "maxFreqKHz", "minFreqKHz"}, notes)
+		})
+	}
 }
 
 // TestRefusedSettingsAreReported: a value the driver rejects (EINVAL) is

@@ -80,6 +80,13 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			return rec.Original, ok && rec.Owner == Owner
 		}
 	}
+	pl.classOf = func(cpu int) (string, bool) {
+		class, ok := want[cpu]
+		if _, known := s.classes[class]; !ok || !known {
+			return "", false
+		}
+		return class, true
+	}
 	byClass := map[string][]int{}
 	for _, cpu := range slices.Sorted(maps.Keys(want)) {
 		class := want[cpu]
