@@ -32,6 +32,9 @@ type planner struct {
 	// not want is restored before the pass writes, so its content now
 	// says nothing about what it will hold when the writes come.
 	original func(path string) (string, bool)
+	// pending: a file is left for a later pass (Plan.Pending), whose
+	// reading of it will be its true original.
+	pending bool
 }
 
 // claim is one file's wanted value and who wants it.
@@ -235,7 +238,36 @@ func (pl *planner) preference(cpu int, policy, class, epp, governor string) {
 			return
 		}
 	}
+	if pl.underOwnPerformance(path) {
+		pl.pending = true
+		return
+	}
 	pl.claim(path, epp, class, cpu, orderPreference)
+}
+
+// underOwnPerformance tells whether the preference file at path cannot be
+// read for its original now: it is not recorded yet, and the plugin has
+// changed its policy's governor to performance. intel_pstate and
+// amd-pstate show the preference as performance under that governor, and
+// put the node's own preference back only when the governor leaves it;
+// journaling what the file shows now would make "performance" the
+// original, restored when no class wants the file any more. This pass
+// restores or rewrites the governor (no class wants performance with a
+// preference), and the preference is planned by the next one, from what
+// the file shows then. The decision reads only the journal and the
+// governor file: a process killed between the two passes decides the
+// same way from them.
+func (pl *planner) underOwnPerformance(path string) bool {
+	if _, recorded := pl.originalOf(path); recorded {
+		return false // its original was read under another governor
+	}
+	govPath := filepath.Join(filepath.Dir(path), "scaling_governor")
+	orig, changed := pl.originalOf(govPath)
+	if !changed || orig == "performance" {
+		return false // the node's own governor: what the file shows is the node's
+	}
+	cur, _ := readText(govPath)
+	return cur == "performance"
 }
 
 // policyOwner is a cpufreq policy's first CPU: the lowest of its

@@ -59,6 +59,8 @@ type node struct {
 	root  string
 	topo  *sysfs.Topology
 	state string
+	// kernel is the node's cpufreq driver as the processes see it.
+	kernel *pstate
 }
 
 func newNode(t *testing.T, shape string) *node {
@@ -97,7 +99,62 @@ func nodeAt(t *testing.T, root string) *node {
 	t.Helper()
 	topo, err := sysfs.Discover(root)
 	require.NoError(t, err)
-	return &node{root: root, topo: topo, state: filepath.Join(shmDir(t), "state.json")}
+	return &node{root: root, topo: topo, state: filepath.Join(shmDir(t), "state.json"), kernel: newPstate(hostfiles.OS{})}
+}
+
+// pstate is intel_pstate (amd-pstate alike) as its files show it: under
+// the performance governor the preference reads performance and any other
+// preference is refused with EBUSY; when the governor leaves performance
+// the driver puts back the preference the policy had before. It wraps the
+// host's files, and its memory is the kernel's: it outlives the processes
+// that write through it.
+type pstate struct {
+	hostfiles.FS
+	mu    sync.Mutex
+	saved map[string]string // policy directory → preference before performance
+}
+
+func newPstate(fsys hostfiles.FS) *pstate {
+	return &pstate{FS: fsys, saved: map[string]string{}}
+}
+
+func (k *pstate) WriteFile(path string, data []byte) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	dir := filepath.Dir(path)
+	gov := filepath.Join(dir, "scaling_governor")
+	epp := filepath.Join(dir, "energy_performance_preference")
+	readFile := func(p string) string {
+		b, _ := os.ReadFile(p)
+		return strings.TrimSpace(string(b))
+	}
+	switch filepath.Base(path) {
+	case "energy_performance_preference":
+		if readFile(gov) == "performance" && strings.TrimSpace(string(data)) != "performance" {
+			return &os.PathError{Op: "write", Path: path, Err: syscall.EBUSY}
+		}
+	case "scaling_governor":
+		before := readFile(gov)
+		err := k.FS.WriteFile(path, data)
+		// What the kernel did, whatever the caller was told.
+		switch after := readFile(gov); {
+		case before != "performance" && after == "performance":
+			if cur, err := os.ReadFile(epp); err == nil {
+				k.saved[dir] = strings.TrimSpace(string(cur))
+				if err := os.WriteFile(epp, []byte("performance\n"), 0o644); err != nil {
+					panic(err)
+				}
+			}
+		case before == "performance" && after != "performance":
+			if saved, ok := k.saved[dir]; ok {
+				if err := os.WriteFile(epp, []byte(saved+"\n"), 0o644); err != nil {
+					panic(err)
+				}
+			}
+		}
+		return err
+	}
+	return k.FS.WriteFile(path, data)
 }
 
 // cpu is a file of a CPU's directory (through the cpufreq link).
@@ -176,9 +233,13 @@ func (n *node) start(t *testing.T, cfg *config.Config, fsys hostfiles.FS) *proce
 	return &process{src: src, rec: r, want: w, log: hook}
 }
 
+// pass makes the passes a change takes: a second one plans what the
+// first left for later (a preference under the plugin's own performance
+// governor), and changes nothing when nothing was left.
 func (p *process) pass(t *testing.T, want map[int]string) {
 	t.Helper()
 	p.want.set(want)
+	require.NoError(t, p.rec.Flush())
 	require.NoError(t, p.rec.Flush())
 }
 
@@ -202,15 +263,18 @@ func TestClassesAppliedAndRestoredExactly(t *testing.T) {
 	n := newNode(t, "xeon-2s-interleaved")
 	cfg := loadClasses(t, "")
 	orig := n.snapshot(t)
-	p := n.start(t, cfg, hostfiles.OS{})
+	p := n.start(t, cfg, n.kernel)
 
 	p.pass(t, map[int]string{2: "low-latency", 3: "low-latency", 4: "saver", 6: "as-booted"})
 	assert.Equal(t, map[string]string{
-		"cpu2/power/pm_qos_resume_latency_us":           "0 → n/a",
-		"cpu2/cpuidle/state2/disable":                   "0 → 1",
-		"cpu2/cpuidle/state3/disable":                   "0 → 1",
-		"cpufreq/policy2/scaling_governor":              "powersave → performance",
-		"cpufreq/policy2/scaling_min_freq":              "1000000 → 3900000",
+		"cpu2/power/pm_qos_resume_latency_us": "0 → n/a",
+		"cpu2/cpuidle/state2/disable":         "0 → 1",
+		"cpu2/cpuidle/state3/disable":         "0 → 1",
+		"cpufreq/policy2/scaling_governor":    "powersave → performance",
+		"cpufreq/policy2/scaling_min_freq":    "1000000 → 3900000",
+		// The driver's, under the performance governor.
+		"cpufreq/policy2/energy_performance_preference": "balance_performance → performance",
+		"cpufreq/policy3/energy_performance_preference": "balance_performance → performance",
 		"cpu3/power/pm_qos_resume_latency_us":           "0 → n/a",
 		"cpu3/cpuidle/state2/disable":                   "0 → 1",
 		"cpu3/cpuidle/state3/disable":                   "0 → 1",
@@ -256,13 +320,13 @@ func TestRestoredAfterRestart(t *testing.T) {
 			n := newNode(t, "xeon-2s-interleaved")
 			cfg := loadClasses(t, "")
 			orig := n.snapshot(t)
-			first := n.start(t, cfg, hostfiles.OS{})
+			first := n.start(t, cfg, n.kernel)
 			want := map[int]string{2: "low-latency", 5: "saver"}
 			first.pass(t, want)
 			applied := n.snapshot(t)
 			first.rec.Close()
 
-			next := n.start(t, cfg, hostfiles.OS{})
+			next := n.start(t, cfg, n.kernel)
 			if again {
 				next.pass(t, want)
 				assert.Equal(t, applied, n.snapshot(t))
@@ -277,7 +341,7 @@ func TestRestoredAfterRestart(t *testing.T) {
 // mutating operation (a host file write or a journal replace), just
 // before or just after it; from then on nothing it does reaches the disk.
 type dyingFS struct {
-	hostfiles.OS
+	hostfiles.FS
 	at, n       int
 	after, dead bool
 }
@@ -302,11 +366,11 @@ func (d *dyingFS) mutate(do func() error) error {
 }
 
 func (d *dyingFS) WriteFile(path string, data []byte) error {
-	return d.mutate(func() error { return d.OS.WriteFile(path, data) })
+	return d.mutate(func() error { return d.FS.WriteFile(path, data) })
 }
 
 func (d *dyingFS) ReplaceFile(path string, data []byte) error {
-	return d.mutate(func() error { return d.OS.ReplaceFile(path, data) })
+	return d.mutate(func() error { return d.FS.ReplaceFile(path, data) })
 }
 
 // TestKillBetweenWriteAndJournal kills the process at every mutating step
@@ -320,7 +384,9 @@ func TestKillBetweenWriteAndJournal(t *testing.T) {
 		p := n.start(t, loadClasses(t, ""), fsys)
 		for i, want := range life {
 			p.want.set(want)
-			_ = p.rec.Flush() // a dying process's errors reach no one
+			for range 2 { // as process.pass
+				_ = p.rec.Flush() // a dying process's errors reach no one
+			}
 			if fsys.dead {
 				return i
 			}
@@ -329,8 +395,8 @@ func TestKillBetweenWriteAndJournal(t *testing.T) {
 	}
 	// A clean life says what each step's files are: a function of the
 	// originals and the step's want only.
-	clean := &dyingFS{}
 	n := smallXeon(t)
+	clean := &dyingFS{FS: n.kernel}
 	orig := n.snapshot(t)
 	p := n.start(t, loadClasses(t, ""), clean)
 	var expect []map[string]string
@@ -347,11 +413,11 @@ func TestKillBetweenWriteAndJournal(t *testing.T) {
 			t.Run(fmt.Sprintf("step %d after %v", k, after), func(t *testing.T) {
 				n := smallXeon(t)
 				orig := n.snapshot(t)
-				fsys := &dyingFS{at: k, after: after}
+				fsys := &dyingFS{FS: n.kernel, at: k, after: after}
 				died := run(t, n, fsys)
 				require.True(t, fsys.dead)
 
-				next := n.start(t, loadClasses(t, ""), hostfiles.OS{})
+				next := n.start(t, loadClasses(t, ""), n.kernel)
 				if died < len(life) {
 					// The step the process died in, from the originals.
 					next.pass(t, life[died])
@@ -362,6 +428,51 @@ func TestKillBetweenWriteAndJournal(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestPreferenceOriginalNotReadUnderOwnPerformanceGovernor: the docs'
+// example, on intel_pstate. An exclusive CPU idles in a class with a
+// preference (saver), a container's class sets the performance governor
+// (low-latency), the container ends. The preference's original is never
+// journaled while the plugin's own performance governor is in force (the
+// file shows performance then): the idle class's preference is planned
+// once the governor is back, and when no class wants anything the node's
+// balance_performance is back, not performance (issue 30, defect 2).
+func TestPreferenceOriginalNotReadUnderOwnPerformanceGovernor(t *testing.T) {
+	n := newNode(t, "xeon-2s-interleaved")
+	orig := n.snapshot(t)
+	require.Equal(t, "balance_performance", orig["cpufreq/policy2/energy_performance_preference"])
+	p := n.start(t, loadClasses(t, ""), n.kernel)
+	epp := n.cpu(2, "cpufreq/energy_performance_preference")
+
+	p.pass(t, map[int]string{2: "saver"})
+	assert.Equal(t, "power", n.read(t, epp))
+	p.pass(t, map[int]string{2: "low-latency"})
+	assert.Equal(t, "performance", n.read(t, n.cpu(2, "cpufreq/scaling_governor")))
+	assert.Equal(t, "performance", n.read(t, epp), "the driver's, under the performance governor")
+
+	// The container ends: its CPU idles in the saver class again.
+	p.want.set(map[int]string{2: "saver"})
+	require.NoError(t, p.rec.Flush())
+	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(n.state), boot)
+	require.NoError(t, err)
+	for path, rec := range records {
+		if filepath.Base(path) == "energy_performance_preference" {
+			assert.Equal(t, "balance_performance", rec.Original, "%s: the node's own preference", path)
+		}
+	}
+	require.NoError(t, p.rec.Flush())
+	assert.Equal(t, "powersave", n.read(t, n.cpu(2, "cpufreq/scaling_governor")))
+	assert.Equal(t, "power", n.read(t, epp), "the idle class's preference, once the governor is back")
+	records, _, _, err = hostfiles.ReadJournal(hostfiles.JournalPath(n.state), boot)
+	require.NoError(t, err)
+	resolved, err := filepath.EvalSymlinks(epp)
+	require.NoError(t, err)
+	assert.Equal(t, "balance_performance", records[resolved].Original)
+	assert.Empty(t, p.rec.Status().Failures, "no preference written under the performance governor")
+
+	p.pass(t, nil)
+	assert.Empty(t, changed(orig, n.snapshot(t)), "every file back to its original")
 }
 
 // TestUnsupportedOnAVM: the VM we run on has the PM QoS file and nothing
@@ -394,7 +505,7 @@ func TestUnsupportedOnAVM(t *testing.T) {
 		"saver":       "energyPerformancePreference: no cpufreq (no frequency scaling driver: a VM, or none loaded) on CPUs 0-1 of this node",
 	}, NewNode(n.root, n.topo).Refusals(refuse), "as-booted lacks nothing")
 
-	p := n.start(t, cfg, hostfiles.OS{})
+	p := n.start(t, cfg, n.kernel)
 	p.pass(t, map[int]string{0: "saver", 1: "low-latency"})
 	p.pass(t, map[int]string{0: "saver", 1: "low-latency"})
 	assert.Equal(t, map[string]string{
@@ -420,7 +531,7 @@ func TestWhatTheCPUDoesNotOffer(t *testing.T) {
 `)
 	require.NoError(t, os.WriteFile(n.cpu(1, "cpufreq/scaling_governor"), []byte("performance\n"), 0o644))
 	orig := n.snapshot(t)
-	p := n.start(t, cfg, hostfiles.OS{})
+	p := n.start(t, cfg, n.kernel)
 	p.pass(t, map[int]string{0: "odd", 1: "odd"})
 	assert.Equal(t, map[string]string{
 		"cpu0/cpuidle/state2/disable":                   "0 → 1",
@@ -457,7 +568,7 @@ func TestSharedPolicy(t *testing.T) {
 	sharePolicy(t, n)
 	cfg := loadClasses(t, "")
 	orig := n.snapshot(t)
-	p := n.start(t, cfg, hostfiles.OS{})
+	p := n.start(t, cfg, n.kernel)
 	p.pass(t, map[int]string{2: "saver", 4: "low-latency"})
 	ch := changed(orig, n.snapshot(t))
 	assert.Equal(t, "3900000 → 2500000", ch["cpufreq/policy2/scaling_max_freq"], "CPU 2's class")
@@ -486,7 +597,7 @@ func TestSharedPolicyBelongsToItsFirstCPU(t *testing.T) {
 			n := newNode(t, "xeon-2s-interleaved")
 			sharePolicy(t, n)
 			orig := n.snapshot(t)
-			p := n.start(t, loadClasses(t, ""), hostfiles.OS{})
+			p := n.start(t, loadClasses(t, ""), n.kernel)
 			p.pass(t, want)
 			ch := changed(orig, n.snapshot(t))
 			for path := range ch {

@@ -119,7 +119,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	for _, n := range fresh {
 		s.log.Warnf("power: %s; the CPUs run without it", n)
 	}
-	return hostfiles.Plan{Changes: pl.changes()}, nil
+	return hostfiles.Plan{Changes: pl.changes(), Pending: pl.pending}, nil
 }
 
 // Report returns what the last pass planned.
