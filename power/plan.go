@@ -331,7 +331,22 @@ func (pl *planner) uncoreOf(cpu int, class string, pc config.PowerClass) {
 	}
 }
 
-// uncore claims the dies' ranges, clamped to what the die allows.
+// uncore claims the dies' ranges, clamped to what the die allows. A die
+// has one range: the highest minimum and the highest maximum of its CPUs'
+// classes. The driver writes either bound as it comes, so the planner
+// keeps the minimum at or below the maximum itself: where they would
+// cross (a class sets only the minimum, another only a lower maximum; or
+// the die's own other bound is in the way) the floor wins, as the highest
+// value does, and the maximum is raised to it. When both bounds are
+// written and the new maximum is below the die's minimum now, the minimum
+// is written first (Order), so that no write in between crosses them.
+//
+// A pass restores before it writes, and restores the maximum first: a
+// bound the plugin changed and no class wants any more, whose original
+// would cross the other bound as it is now, is held as it is for one pass
+// (Plan.Pending) while the other bound moves; the next pass restores it.
+// The dies the journal holds bounds of are planned too (restoredDie),
+// so that their restores are checked when no class wants them.
 func (pl *planner) uncore() {
 	for _, name := range slices.Sorted(maps.Keys(pl.dies)) {
 		d := pl.dies[name]
@@ -346,12 +361,80 @@ func (pl *planner) uncore() {
 			}
 			return v
 		}
+		minPath, maxPath := filepath.Join(d.dir, "min_freq_khz"), filepath.Join(d.dir, "max_freq_khz")
+		// left is what a bound no class sets holds once the pass has
+		// written: its original when the plugin changed it (the pass
+		// restores it first), else what it holds.
+		left := func(path string) (int64, bool) {
+			if orig, changed := pl.originalOf(path); changed {
+				v, err := strconv.ParseInt(orig, 10, 64)
+				return v, err == nil
+			}
+			return readKHz(path)
+		}
+		var minKHz, maxKHz int64
+		maxClass := d.maxClass
 		if d.minKHz > 0 {
-			pl.claim(filepath.Join(d.dir, "min_freq_khz"), strconv.FormatInt(clamp(d.minKHz), 10), d.minClass, d.cpu, orderFrequency)
+			minKHz = clamp(d.minKHz)
 		}
 		if d.maxKHz > 0 {
-			pl.claim(filepath.Join(d.dir, "max_freq_khz"), strconv.FormatInt(clamp(d.maxKHz), 10), d.maxClass, d.cpu, orderFrequency)
+			maxKHz = clamp(d.maxKHz)
 		}
+		switch {
+		case minKHz > 0 && maxKHz > 0:
+			if minKHz > maxKHz {
+				maxKHz, maxClass = minKHz, d.minClass
+			}
+		case minKHz > 0:
+			if cur, ok := left(maxPath); ok && minKHz > cur {
+				maxKHz, maxClass = minKHz, d.minClass
+			}
+		case maxKHz > 0:
+			if cur, ok := left(minPath); ok && maxKHz < cur {
+				maxKHz = cur
+			}
+		}
+		minOrder := orderFrequency
+		curMin, okMin := readKHz(minPath)
+		curMax, okMax := readKHz(maxPath)
+		if okMin && minKHz > 0 && maxKHz > 0 && maxKHz < curMin {
+			minOrder = orderFirst
+		}
+		// hold keeps a restored bound as it is for this pass.
+		hold := func(path string, cur int64) {
+			pl.claim(path, strconv.FormatInt(cur, 10), "", d.cpu, orderFrequency)
+			pl.pending = true
+		}
+		origMin, restoreMin := pl.originalOf(minPath)
+		origMax, restoreMax := pl.originalOf(maxPath)
+		restoreMin, restoreMax = restoreMin && minKHz == 0, restoreMax && maxKHz == 0
+		if o, err := strconv.ParseInt(origMax, 10, 64); restoreMax && err == nil && okMin && okMax && o < curMin {
+			// Restored first, the maximum would fall below the
+			// minimum: the minimum moves (is written or restored) first.
+			hold(maxPath, curMax)
+		} else if o, err := strconv.ParseInt(origMin, 10, 64); restoreMin && err == nil && okMax && okMin && o > curMax {
+			// Restored before the maximum is written, the minimum
+			// would rise above it.
+			hold(minPath, curMin)
+		}
+		if minKHz > 0 {
+			pl.claim(minPath, strconv.FormatInt(minKHz, 10), d.minClass, d.cpu, minOrder)
+		}
+		if maxKHz > 0 {
+			pl.claim(maxPath, strconv.FormatInt(maxKHz, 10), maxClass, d.cpu, orderFrequency)
+		}
+	}
+}
+
+// restoredDie plans the uncore die of a bound the journal holds, so that
+// uncore checks its restore when no class wants it.
+func (pl *planner) restoredDie(path string) {
+	dir := filepath.Dir(path)
+	if filepath.Base(filepath.Dir(dir)) != "intel_uncore_frequency" {
+		return
+	}
+	if _, ok := pl.dies[filepath.Base(dir)]; !ok {
+		pl.dies[filepath.Base(dir)] = &die{dir: dir, cpu: -1}
 	}
 }
 

@@ -25,7 +25,8 @@
 //   - intel_uncore_frequency/package_PP_die_DD/{min,max}_freq_khz: the
 //     uncore range of every die with a CPU of a class that sets it; when
 //     classes on one die differ, the highest value wins (a die has one
-//     uncore), clamped to the die's initial_{min,max}_freq_khz.
+//     uncore), clamped to the die's initial_{min,max}_freq_khz; the
+//     maximum is raised to the minimum where they would cross.
 //
 // A setting whose file does not exist (a VM without cpufreq or cpuidle, a
 // node without the uncore driver, an idle state the CPU does not have, a

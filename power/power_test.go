@@ -475,6 +475,78 @@ func TestPreferenceOriginalNotReadUnderOwnPerformanceGovernor(t *testing.T) {
 	assert.Empty(t, changed(orig, n.snapshot(t)), "every file back to its original")
 }
 
+// uncoreWatch checks, after every write of an uncore bound, that the die's
+// minimum is not above its maximum: the driver writes either bound as it
+// comes.
+type uncoreWatch struct {
+	hostfiles.FS
+	crossed []string
+}
+
+func (u *uncoreWatch) WriteFile(path string, data []byte) error {
+	err := u.FS.WriteFile(path, data)
+	if dir := filepath.Dir(path); strings.Contains(dir, "intel_uncore_frequency") {
+		lo, _ := readKHz(filepath.Join(dir, "min_freq_khz"))
+		hi, _ := readKHz(filepath.Join(dir, "max_freq_khz"))
+		if lo > hi {
+			u.crossed = append(u.crossed, fmt.Sprintf("%s = %s: min %d above max %d", path, strings.TrimSpace(string(data)), lo, hi))
+		}
+	}
+	return err
+}
+
+// TestUncoreMinNeverAboveMax: a die has one uncore range. Two classes on
+// one die, one setting only the minimum and the other only a lower
+// maximum, or a class and the die's own other bound, never leave the
+// minimum above the maximum: the floor wins and the maximum is raised to
+// it. Going down, the minimum is written before the maximum, so no write
+// in between crosses them. Everything is restored exactly.
+func TestUncoreMinNeverAboveMax(t *testing.T) {
+	const die0 = "intel_uncore_frequency/package_00_die_00/"
+	extra := `
+    floor: {uncoreMinFreqKHz: 2000000}
+    cap: {uncoreMaxFreqKHz: 1600000}
+    low: {uncoreMinFreqKHz: 1300000, uncoreMaxFreqKHz: 1500000}
+`
+	for _, tc := range []struct {
+		name string
+		// node sets the die's bounds as the node has them.
+		node             map[string]string
+		steps            []map[int]string
+		wantMin, wantMax string
+	}{
+		// CPUs 2 and 4 are on package 0.
+		{name: "a floor and a lower cap", steps: []map[int]string{{2: "floor", 4: "cap"}}, wantMin: "2000000", wantMax: "2000000"},
+		{name: "a floor above the node's maximum", node: map[string]string{"max_freq_khz": "1800000"},
+			steps: []map[int]string{{2: "floor"}}, wantMin: "2000000", wantMax: "2000000"},
+		{name: "a cap below the node's minimum", node: map[string]string{"min_freq_khz": "2000000"},
+			steps: []map[int]string{{2: "cap"}}, wantMin: "2000000", wantMax: "2000000"},
+		{name: "both bounds down below the minimum", steps: []map[int]string{{2: "low-latency"}, {2: "low"}},
+			wantMin: "1300000", wantMax: "1500000"},
+		{name: "the node's minimum back under a cap", node: map[string]string{"min_freq_khz": "2000000"},
+			steps: []map[int]string{{2: "low"}, {2: "cap"}}, wantMin: "2000000", wantMax: "2000000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, "xeon-2s-interleaved")
+			for file, v := range tc.node {
+				require.NoError(t, os.WriteFile(filepath.Join(n.root, "sys/devices/system/cpu", die0, file), []byte(v+"\n"), 0o644))
+			}
+			orig := n.snapshot(t)
+			watch := &uncoreWatch{FS: n.kernel}
+			p := n.start(t, loadClasses(t, extra), watch)
+			for _, want := range tc.steps {
+				p.pass(t, want)
+			}
+			now := n.snapshot(t)
+			assert.Equal(t, tc.wantMin, now[die0+"min_freq_khz"])
+			assert.Equal(t, tc.wantMax, now[die0+"max_freq_khz"])
+			p.pass(t, nil)
+			assert.Empty(t, watch.crossed)
+			assert.Empty(t, changed(orig, n.snapshot(t)), "every file back to its original")
+		})
+	}
+}
+
 // TestUnsupportedOnAVM: the VM we run on has the PM QoS file and nothing
 // else. Check says so per class and setting for the node; a pass applies
 // what exists and warns once about the rest, whatever the number of CPUs

@@ -98,13 +98,22 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		byClass[class] = append(byClass[class], cpu)
 		pl.cpu(cpu, class, pc)
 	}
+	if s.journal != nil {
+		for path, rec := range s.journal.Records() {
+			if rec.Owner == Owner {
+				pl.restoredDie(path)
+			}
+		}
+	}
 	pl.uncore()
 	report := Report{CPUs: map[string]cpuset.CPUSet{}, Files: map[string]string{}, Unsupported: ns.list()}
 	for class, cpus := range byClass {
 		report.CPUs[class] = cpuset.New(cpus...)
 	}
 	for path, c := range pl.claims {
-		report.Files[path] = c.class
+		if c.class != "" { // "": a bound held for a pass, no class's
+			report.Files[path] = c.class
+		}
 	}
 	var fresh []Note
 	s.mu.Lock()
