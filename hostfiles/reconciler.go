@@ -30,6 +30,13 @@ type Change struct {
 	// content is satisfied is neither recorded nor written, and a changed
 	// one gets its original back.
 	Satisfied func(content, want string) bool
+	// KernelForm says that the kernel may show an accepted value in a form
+	// of its own (acpi-cpufreq resolves a frequency to its table,
+	// intel_pstate shows preference 128 as balance_performance): what the
+	// file reads right after a successful write of the want also meets
+	// that want, for as long as the file reads it; it is not rewritten at
+	// every rescan.
+	KernelForm bool
 	// Order sorts the writes of a pass, ascending, and the restores,
 	// descending (then by path): a cgroup's parents take CPUs before it,
 	// and give them back after it.
@@ -194,8 +201,11 @@ type Reconciler struct {
 	start sync.Once
 	stop  sync.Once
 
-	mu      sync.Mutex // held for a whole pass
-	failed  map[string]Failure
+	mu     sync.Mutex // held for a whole pass
+	failed map[string]Failure
+	// shown is what a KernelForm file read right after its want was
+	// written, by path.
+	shown   map[string]shown
 	stopped bool
 	// foreign are the owners without a Source whose records were seen,
 	// so that each is logged once.
@@ -213,7 +223,8 @@ type Reconciler struct {
 // whose owner names must differ. It does nothing before Start and Kick.
 func NewReconciler(fsys FS, journal *Journal, log *logrus.Logger, timing Timing, sources ...Source) *Reconciler {
 	r := &Reconciler{fs: fsys, journal: journal, log: log, sources: sources, timing: timing, now: time.Now,
-		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), failed: map[string]Failure{}, foreign: map[string]bool{}}
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), failed: map[string]Failure{}, foreign: map[string]bool{},
+		shown: map[string]shown{}}
 	r.publish(nil)
 	return r
 }
@@ -380,7 +391,11 @@ type write struct {
 	// it); gives: it gives something back (Change.Gives).
 	fresh, gives bool
 	verify       func(content string) error
+	kernelForm   bool
 }
+
+// shown is what a file read right after a write of want.
+type shown struct{ want, content string }
 
 // pass brings the host files to the Sources' plans: it plans, restores
 // what no owner wants any more, records the new originals (and drops the
@@ -501,7 +516,7 @@ func (r *Reconciler) pass() error {
 				refused(Failure{Path: ch.Path, Owner: owner}, err)
 				continue
 			}
-			if satisfied(ch, original, want) {
+			if r.satisfied(ch, original, want) {
 				// The original meets the want: a file never changed is
 				// left alone, a changed one gets its original back.
 				delete(planned, ch.Path)
@@ -515,7 +530,7 @@ func (r *Reconciler) pass() error {
 			}
 			if !journaled {
 				fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: ident}
-				writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true, verify: ch.Verify})
+				writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true, verify: ch.Verify, kernelForm: ch.KernelForm})
 				continue
 			}
 			data, err := r.fs.ReadFile(ch.Path)
@@ -527,12 +542,12 @@ func (r *Reconciler) pass() error {
 				}
 				continue
 			}
-			if satisfied(ch, trim(data), want) {
+			if r.satisfied(ch, trim(data), want) {
 				verified(ch.Verify, ch.Path, owner, want, trim(data))
 				continue
 			}
 			gives := ch.Gives != nil && ch.Gives(trim(data), want)
-			writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives, verify: ch.Verify})
+			writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives, verify: ch.Verify, kernelForm: ch.KernelForm})
 		}
 	}
 
@@ -644,16 +659,23 @@ func (r *Reconciler) pass() error {
 				r.log.Infof("host files: %s: %s took the wanted value on a retry", w.owner, w.path)
 			}
 			delete(r.failed, w.path)
-			if w.verify == nil {
+			if w.verify == nil && !w.kernelForm {
 				break
 			}
 			// The kernel takes some writes and then reports the state it
-			// ended in (an invalid partition): read it back.
+			// ended in (an invalid partition), or shows the value in its
+			// own form: read it back.
 			data, err := r.fs.ReadFile(w.path)
 			if err != nil {
 				if Classify(err) != Gone {
 					transient(fmt.Errorf("%s: reading back %s: %w", w.owner, w.path, err))
 				}
+				break
+			}
+			if w.kernelForm {
+				r.shown[w.path] = shown{want: w.value, content: trim(data)}
+			}
+			if w.verify == nil {
 				break
 			}
 			if had && prev.Invalid {
@@ -678,6 +700,11 @@ func (r *Reconciler) pass() error {
 	for _, f := range afters {
 		if err := f(); err != nil {
 			transient(err)
+		}
+	}
+	for path := range r.shown {
+		if _, wanted := claimed[path]; !wanted {
+			delete(r.shown, path) // the want is gone; the next write reads anew
 		}
 	}
 	// A refusal of a file nobody wants and nobody changed is history.
@@ -819,7 +846,10 @@ func (r *Reconciler) Status() Status {
 		Records: maps.Clone(r.records), Failures: slices.Clone(r.failures), LastPass: r.lastPass, LastError: r.lastError}
 }
 
-func satisfied(ch Change, content, want string) bool {
+func (r *Reconciler) satisfied(ch Change, content, want string) bool {
+	if s, ok := r.shown[ch.Path]; ok && ch.KernelForm && s.want == want && s.content == content {
+		return true // the kernel's form of this want, as written
+	}
 	if ch.Satisfied != nil {
 		return ch.Satisfied(content, want)
 	}

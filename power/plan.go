@@ -444,7 +444,12 @@ func (pl *planner) changes() []hostfiles.Change {
 	for _, path := range slices.Sorted(maps.Keys(pl.claims)) {
 		c := pl.claims[path]
 		value := c.value
-		out = append(out, hostfiles.Change{Path: path, Order: c.order, Want: func(string) (string, error) { return value, nil }})
+		// KernelForm: drivers show some accepted values their own way
+		// (acpi-cpufreq resolves a frequency to its table, intel_pstate
+		// shows preference 128 as balance_performance, the uncore driver
+		// drops what is below 100 MHz): such a file is not rewritten at
+		// every rescan.
+		out = append(out, hostfiles.Change{Path: path, Order: c.order, KernelForm: true, Want: func(string) (string, error) { return value, nil }})
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -545,6 +546,63 @@ func TestUncoreMinNeverAboveMax(t *testing.T) {
 			assert.Empty(t, changed(orig, n.snapshot(t)), "every file back to its original")
 		})
 	}
+}
+
+// kernelForms shows accepted values the way drivers do: acpi-cpufreq
+// resolves a frequency limit to its table (here, down to a multiple of
+// 300 MHz) and intel_pstate shows preference 128 by its name.
+type kernelForms struct {
+	hostfiles.FS
+	writes map[string]int // by file name
+}
+
+func (k *kernelForms) WriteFile(path string, data []byte) error {
+	value := strings.TrimSpace(string(data))
+	switch filepath.Base(path) {
+	case "scaling_max_freq", "scaling_min_freq":
+		khz, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return &os.PathError{Op: "write", Path: path, Err: syscall.EINVAL}
+		}
+		value = strconv.FormatInt(khz/300000*300000, 10)
+	case "energy_performance_preference":
+		if value == "128" {
+			value = "balance_performance"
+		}
+	}
+	k.writes[filepath.Base(path)]++
+	return k.FS.WriteFile(path, []byte(value+"\n"))
+}
+
+// TestKernelFormsAreSatisfied: a value the driver shows in its own form
+// (a frequency resolved to the driver's table, a numeric preference shown
+// by name) is written once, not again at every rescan; a file someone
+// else changes is written again; everything is restored exactly.
+func TestKernelFormsAreSatisfied(t *testing.T) {
+	n := newNode(t, "xeon-2s-interleaved")
+	require.NoError(t, os.WriteFile(n.cpu(2, "cpufreq/energy_performance_preference"), []byte("balance_power\n"), 0o644))
+	orig := n.snapshot(t)
+	fsys := &kernelForms{FS: n.kernel, writes: map[string]int{}}
+	p := n.start(t, loadClasses(t, `
+    tabled: {maxFreqKHz: 2500000, energyPerformancePreference: "128"}
+`), fsys)
+	want := map[int]string{2: "tabled"}
+	p.pass(t, want)
+	assert.Equal(t, "2400000", n.read(t, n.cpu(2, "cpufreq/scaling_max_freq")))
+	assert.Equal(t, "balance_performance", n.read(t, n.cpu(2, "cpufreq/energy_performance_preference")))
+	for range 3 { // rescans
+		p.pass(t, want)
+	}
+	assert.Equal(t, map[string]int{"scaling_max_freq": 1, "energy_performance_preference": 1}, fsys.writes, "written once")
+
+	// Someone else changes the limit: it is written again.
+	require.NoError(t, os.WriteFile(n.cpu(2, "cpufreq/scaling_max_freq"), []byte("3900000\n"), 0o644))
+	p.pass(t, want)
+	assert.Equal(t, "2400000", n.read(t, n.cpu(2, "cpufreq/scaling_max_freq")))
+	assert.Equal(t, 2, fsys.writes["scaling_max_freq"])
+
+	p.pass(t, nil)
+	assert.Empty(t, changed(orig, n.snapshot(t)), "every file back to its original")
 }
 
 // TestUnsupportedOnAVM: the VM we run on has the PM QoS file and nothing
