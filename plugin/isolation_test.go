@@ -302,7 +302,7 @@ func TestManagedIRQReported(t *testing.T) {
 	assert.Equal(t, 1, lines, "logged once:\n%s", rp.log.String())
 	assert.Contains(t, rp.log.String(), "kernel-managed")
 	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(`
-# HELP cpupool_host_files_refused Host files the kernel refuses to change (kernel-managed IRQs) or to restore; not retried while the value stays the same.
+# HELP cpupool_host_files_refused Host files the kernel refuses to change (kernel-managed IRQs) or to restore, and journal records outside the roots it may restore; EINVAL is tried again at each rescan, the others not while the value stays the same.
 # TYPE cpupool_host_files_refused gauge
 cpupool_host_files_refused{owner="cpuset"} 0
 cpupool_host_files_refused{owner="irq"} 1
@@ -536,7 +536,7 @@ func TestInvalidPartitionReported(t *testing.T) {
 	}
 	assert.Equal(t, 1, lines, "logged once:\n%s", rp.log.String())
 	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(`
-# HELP cpupool_host_files_refused Host files the kernel refuses to change (kernel-managed IRQs) or to restore; not retried while the value stays the same.
+# HELP cpupool_host_files_refused Host files the kernel refuses to change (kernel-managed IRQs) or to restore, and journal records outside the roots it may restore; EINVAL is tried again at each rescan, the others not while the value stays the same.
 # TYPE cpupool_host_files_refused gauge
 cpupool_host_files_refused{owner="cpuset"} 1
 cpupool_host_files_refused{owner="irq"} 0
@@ -646,7 +646,7 @@ func TestJournalRecordsOutsideTheRootsAreNotRestored(t *testing.T) {
 	assert.True(t, st.Failures[0].Untrusted)
 	assert.Equal(t, 1, strings.Count(rp.log.String(), "the journal's record of "+victim+" is not restored"), "logged once:\n%s", rp.log.String())
 	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(`
-# HELP cpupool_host_files_refused Host files the kernel refuses to change (kernel-managed IRQs) or to restore; not retried while the value stays the same.
+# HELP cpupool_host_files_refused Host files the kernel refuses to change (kernel-managed IRQs) or to restore, and journal records outside the roots it may restore; EINVAL is tried again at each rescan, the others not while the value stays the same.
 # TYPE cpupool_host_files_refused gauge
 cpupool_host_files_refused{owner="cpuset"} 0
 cpupool_host_files_refused{owner="irq"} 1
