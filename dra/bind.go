@@ -32,10 +32,12 @@ type Grant struct {
 // show several requests (of one claim or several) of one pool; it gets
 // all their CPUs. ok is false when the environment shows no token.
 //
-// Bind changes the bindings in memory; Run writes them in the background.
-// A binding lost to a kill -9 before that write is made again by the same
-// container, which the runtime reports again and the kubelet re-creates
-// with the same variables.
+// Bind changes the bindings in memory; keepWritten writes them in the
+// background, retrying a failed write. A binding lost to a kill -9 before
+// that write is made again at the runtime's Synchronize, which reports the
+// running container with its variables (the plugin binds the claims of the
+// containers it knows before it places any other), and by the same
+// container, which the kubelet re-creates with the same variables.
 func (d *Driver) Bind(env []string, ctr Container) (g Grant, ok bool, err error) {
 	tokens, err := Tokens(env)
 	if err != nil {

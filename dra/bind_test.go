@@ -1,11 +1,16 @@
 package dra
 
 import (
+	"context"
+	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -115,4 +120,56 @@ func TestBindOfAClaimSharedByTwoPods(t *testing.T) {
 	_, _, err = td.Bind(envWith(spare), second)
 	assert.EqualError(t, err, "claim ns/app is reserved for other pods (pod-1), not for pod ns/second (pod-2); its CPUs cannot be used here")
 	assert.Empty(t, td.Claims()["uid-1"].Requests["spare"].PodUID, "nothing was bound")
+}
+
+// A binding whose write fails is written again (issue 30, defect 7): the
+// background writer retries with backoff until the write lands, so a
+// restarted driver still knows which container owns the request. Before,
+// the failure was logged and the binding stayed in memory only.
+func TestABindingWhoseWriteFailsIsWrittenAgain(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	prepare(t, td.Driver, allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1", "pod-2"))
+	env := cdiEnv(t, td.cdi, "uid-1")[CDIDeviceID("uid-1", "cpus")]
+
+	var (
+		mu       sync.Mutex
+		attempts int
+	)
+	writes := make(chan int, 16)
+	td.store.replace = func(path string, data []byte, durable bool) error {
+		mu.Lock()
+		attempts++
+		n := attempts
+		mu.Unlock()
+		defer func() { writes <- n }()
+		if n == 1 {
+			return errors.New("disk full")
+		}
+		return atomicfile.Replace(path, data, durable)
+	}
+	td.retry = retry{initial: time.Millisecond, max: 10 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	written := make(chan error, 1)
+	go func() { written <- td.keepWritten(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-written)
+	}()
+
+	_, _, err := td.Bind(envWith(env), Container{PodUID: "pod-1", Namespace: "ns", Pod: "app", Name: "c"})
+	require.NoError(t, err)
+	require.Equal(t, 1, <-writes, "the binding's write, which fails")
+	select {
+	case n := <-writes:
+		require.Equal(t, 2, n)
+	case <-time.After(30 * time.Second): // not a threshold: the retry comes within milliseconds, or never
+		t.Fatal("the failed write was never retried")
+	}
+	r := td.restart(t).Claims()["uid-1"].Requests["cpus"]
+	assert.Equal(t, "pod-1", r.PodUID, "a restarted driver knows the owner")
+	assert.Equal(t, "c", r.Container)
+
+	// The other pod the claim is reserved for is refused by that driver.
+	_, _, err = td.restart(t).Bind(envWith(env), Container{PodUID: "pod-2", Namespace: "ns", Pod: "other", Name: "c"})
+	assert.ErrorContains(t, err, "already gives its CPUs to container c of pod pod-1")
 }

@@ -52,9 +52,13 @@ type Driver struct {
 	// gen counts the changes to claims, to order the copies that reach
 	// the file.
 	gen uint64
-	// dirty and changed wake Run: a binding to write, slices to publish.
+	// dirty wakes keepWritten (a binding to write), changed wakes Run
+	// (slices to publish).
 	dirty   chan struct{}
 	changed chan struct{}
+	// retry paces the writes that failed and the attempts to serve the
+	// kubelet.
+	retry retry
 }
 
 // tokenRef locates a token's request.
@@ -91,7 +95,7 @@ func New(p Pools, o Options) (*Driver, error) {
 	default:
 		return nil, fmt.Errorf("DRA driver: unknown device model %q; use %s", o.Model, strings.Join(Models(), " or "))
 	}
-	d := &Driver{pools: p, nodeName: o.NodeName, model: o.Model, cdiDir: o.CDIDir, log: o.Log, store: &store{path: o.ClaimsFile},
+	d := &Driver{pools: p, nodeName: o.NodeName, model: o.Model, cdiDir: o.CDIDir, log: o.Log, store: newStore(o.ClaimsFile), retry: defaultRetry,
 		byToken: map[string]tokenRef{}, claimed: cpuset.New(), enc: map[string][]byte{}, dirty: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	claims, warning, err := d.store.load()
 	if err != nil {
@@ -532,10 +536,9 @@ func (d *Driver) Offer() []Group {
 	return Offer(topo, layout, held)
 }
 
-// Run publishes the slices whenever the pools or the claims change, and
-// writes container bindings in the background, until ctx ends; then it
-// writes and syncs the claims file.
-func (d *Driver) Run(ctx context.Context, publish func(resourceslice.DriverResources) error) error {
+// Run publishes the slices whenever the pools or the claims change, until
+// ctx ends. Serve writes the bindings (keepWritten).
+func (d *Driver) Run(ctx context.Context, publish func(resourceslice.DriverResources) error) {
 	var last []Group
 	republish := func() {
 		groups := d.Offer()
@@ -552,19 +555,11 @@ func (d *Driver) Run(ctx context.Context, publish func(resourceslice.DriverResou
 	for {
 		select {
 		case <-ctx.Done():
-			err := d.save()
-			if serr := d.store.sync(); err == nil {
-				err = serr
-			}
-			return err
+			return
 		case <-d.pools.Changed():
 			republish()
 		case <-d.changed:
 			republish()
-		case <-d.dirty:
-			if err := d.save(); err != nil {
-				d.log.Warnf("DRA: %v", err)
-			}
 		}
 	}
 }

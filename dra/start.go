@@ -81,8 +81,11 @@ func (d *Driver) Serve(ctx context.Context, client kubernetes.Interface, paths P
 		return fmt.Errorf("DRA: starting the kubelet plugin: %w", err)
 	}
 	defer helper.Stop()
+	written := make(chan error, 1)
+	go func() { written <- d.keepWritten(ctx) }()
 	d.log.Infof("DRA driver %s on: node %s, socket %s/dra.sock, registered through %s", DriverName, d.nodeName, paths.PluginDir, paths.RegistryDir)
-	return d.Run(ctx, func(r resourceslice.DriverResources) error { return helper.PublishResources(ctx, r) })
+	d.Run(ctx, func(r resourceslice.DriverResources) error { return helper.PublishResources(ctx, r) })
+	return <-written
 }
 
 // ForgetStale releases the claims whose ResourceClaim is gone from the API

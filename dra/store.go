@@ -44,7 +44,12 @@ type store struct {
 	mu      sync.Mutex
 	written uint64
 	synced  bool
+	// replace writes data over path atomically (atomicfile.Replace).
+	// Tests replace it to make writes fail.
+	replace func(path string, data []byte, durable bool) error
 }
+
+func newStore(path string) *store { return &store{path: path, replace: atomicfile.Replace} }
 
 // load reads the claims file. A missing file is no claims. A file that
 // cannot be parsed is moved aside, with the reason, and the driver starts
@@ -125,7 +130,7 @@ func (s *store) save(gen uint64, data []byte) error {
 	if gen <= s.written {
 		return nil
 	}
-	if err := atomicfile.Replace(s.path, data, false); err != nil {
+	if err := s.replace(s.path, data, false); err != nil {
 		return fmt.Errorf("saving DRA claims: %w", err)
 	}
 	s.written, s.synced = gen, false

@@ -293,3 +293,61 @@ func TestDRAUnprepareReleasesTheHoldsOfItsPod(t *testing.T) {
 	unprepare("uid-s")
 	require.NoError(t, claim(), "no container of the pod runs: its CPUs went back at the Unprepare, no sandbox stop needed")
 }
+
+// A binding the claims file lacks (issue 30, defect 7): the driver writes
+// bindings in the background, and a kill -9 before that write (or a write
+// that failed until the kill) leaves the file with the request unbound
+// while its container runs. Synchronize binds it to the running container
+// again, so another pod the claim is reserved for that shows the token is
+// refused, and the owner keeps its CPUs. With the file gone altogether the
+// token is unknown, and refused too.
+func TestDRABindingLostToAKillIsMadeAgainAtSynchronize(t *testing.T) {
+	for _, file := range []string{"stale", "missing"} {
+		t.Run(file, func(t *testing.T) {
+			f := newFakeRuntime(t, false)
+			first := startDRA(t, f)
+			owner := f.runPod(podSpec{name: "owner", namespace: "telco"})
+			other := f.runPod(podSpec{name: "other", namespace: "telco"})
+			// A resourceClaimName claim both pods were scheduled with
+			// before the kubelet prepared it: reserved for both.
+			env := first.prepare(t, "uid-1", 1, 2, owner, other)
+			ctr, resp, err := f.createWithEnv(owner, "app", 10, env...)
+			require.NoError(t, err)
+			cpus := resp.Adjust.Linux.Resources.Cpu.Cpus
+			require.Equal(t, first.claimCPUs(t, "uid-1"), cpus)
+			require.Equal(t, owner.Uid, first.driver.Claims()["uid-1"].Requests["cpus"].PodUID, "bound in memory")
+			require.NoError(t, first.p.Flush(), "the state file knows the container")
+			claims := dra.ClaimsFile(statePath(f))
+			require.Empty(t, claimsOnDisk(t, claims)["uid-1"].Requests["cpus"].PodUID, "the binding never reached the claims file")
+			if file == "missing" {
+				require.NoError(t, os.Remove(claims))
+			}
+			first.kill()
+
+			second := startDRA(t, f)
+			assert.Equal(t, cpus, f.cpus(ctr), "the owner stays on its CPUs")
+			_, _, err = f.createWithEnv(other, "app", 10, env...)
+			if file == "missing" {
+				assert.ErrorContains(t, err, "unknown claim token")
+				return
+			}
+			assert.ErrorContains(t, err, "claim telco/claim-uid-1 request cpus already gives its CPUs to container app of pod "+owner.Uid)
+			r := second.driver.Claims()["uid-1"].Requests["cpus"]
+			assert.Equal(t, owner.Uid, r.PodUID, "bound to the owner again")
+			assert.Equal(t, "app", r.Container)
+			assertEveryCPUAccounted(t, f, second.p)
+		})
+	}
+}
+
+// claimsOnDisk reads the DRA claims file.
+func claimsOnDisk(t *testing.T, path string) map[string]*dra.Claim {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var doc struct {
+		Claims map[string]*dra.Claim `json:"claims"`
+	}
+	require.NoError(t, json.Unmarshal(data, &doc))
+	return doc.Claims
+}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/dra"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
@@ -50,6 +51,9 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 			repair = append(repair, c)
 		}
 	}
+	// The DRA claims of the remembered containers are theirs again before
+	// any other container is placed: it could show a copy of their tokens.
+	p.rebindClaims(known, pods)
 	// Then the holds of pods that still exist, before anything new is
 	// placed: a container restarted while the plugin was away gets its own.
 	p.restoreHolds(remembered, pods, known)
@@ -408,6 +412,35 @@ func (p *Plugin) rebindGrants(running []*api.Container, pods []*api.PodSandbox) 
 			continue
 		}
 		p.bindGrant(tok, pod, c)
+	}
+}
+
+// rebindClaims binds again the DRA claims that every running container
+// the state remembers shows, as rebindGrants does for kubelet grants: the
+// runtime is the truth. The claims file may lack a binding the state has
+// (a kill -9 before the driver's background write, or a write that
+// failed), and a request left unbound while its owner runs would go to the
+// next pod the claim is reserved for that shows the token, on CPUs the
+// owner runs on. A container the state remembers was admitted with its
+// tokens, so it owns what they stand for; a request bound to another
+// container, or a token the driver no longer knows (the claim was
+// prepared again with new tokens, or its file was lost), stays as it is
+// and is logged. Called before any container the state does not know is
+// placed: adoption binds their tokens.
+func (p *Plugin) rebindClaims(known []*api.Container, pods []*api.PodSandbox) {
+	if p.claims == nil {
+		return
+	}
+	podByID := podsByID(pods)
+	for _, c := range known {
+		pod := podByID[c.GetPodSandboxId()]
+		if pod == nil || !claimsShown(c.GetEnv()) {
+			continue
+		}
+		ctr := dra.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: c.GetName()}
+		if _, _, err := p.claims.Bind(c.GetEnv(), ctr); err != nil {
+			p.log.Warnf("synchronize: container %s: its ResourceClaims cannot be bound to it again: %v", containerRef(pod, c), err)
+		}
 	}
 }
 
