@@ -59,6 +59,11 @@ type Driver struct {
 	// retry paces the writes that failed and the attempts to serve the
 	// kubelet.
 	retry retry
+
+	// statusMu guards status, which Serve sets and metrics read.
+	statusMu   sync.Mutex
+	status     Status
+	statusFile string
 }
 
 // tokenRef locates a token's request.
@@ -77,7 +82,10 @@ type Options struct {
 	ClaimsFile string
 	// CDIDir is where the runtime reads CDI specs (/var/run/cdi).
 	CDIDir string
-	Log    *logrus.Logger
+	// StatusFile receives the driver's state at each change (see
+	// StatusFile); empty: none.
+	StatusFile string
+	Log        *logrus.Logger
 }
 
 // New returns a driver with the claims its file remembers.
@@ -108,6 +116,8 @@ func New(p Pools, o Options) (*Driver, error) {
 	for uid, c := range claims {
 		d.setLocked(uid, c)
 	}
+	d.statusFile = o.StatusFile
+	d.setState(StateStarting, "")
 	return d, nil
 }
 

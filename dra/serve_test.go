@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/cpupool/nri-cpupool/pools"
 )
@@ -226,4 +229,84 @@ func TestServeForgetsStaleClaims(t *testing.T) {
 	assert.Contains(t, td.Claims(), "uid-1")
 	assert.NoFileExists(t, cdiFile(td.cdi, "uid-2"))
 	assert.Len(t, td.restart(t).Claims(), 1, "and the file says so")
+}
+
+// A node's first boot starts the daemon before the kubelet (issue 30,
+// defect 10): the kubelet's plugin registration directory does not exist
+// yet. The driver waits for it, says so in its state, its status file and
+// its metric, and does not return (which stopped the whole daemon, NRI side
+// included); once the kubelet has made the directory the driver serves,
+// and the kubelet's confirmation makes it registered.
+func TestServeWaitsForTheKubeletsDirectories(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	td.retry = retry{initial: time.Millisecond, max: 20 * time.Millisecond}
+	dir := t.TempDir()
+	td.statusFile = filepath.Join(dir, "state", "dra-status.json")
+	require.NoError(t, os.MkdirAll(filepath.Dir(td.statusFile), 0o750))
+	kubelet := filepath.Join(dir, "kubelet")
+	paths := Paths{PluginDir: filepath.Join(kubelet, "plugins", DriverName), RegistryDir: filepath.Join(kubelet, "plugins_registry")}
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- td.Serve(ctx, client, paths) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve did not return")
+		}
+	}()
+
+	require.Eventually(t, func() bool { return td.Status().State == StateWaitingForKubelet }, 10*time.Second, time.Millisecond)
+	assert.Contains(t, td.Status().Detail, paths.RegistryDir+": it does not exist; the kubelet makes it when it starts")
+	st, ok, err := ReadStatus(td.statusFile)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, StateWaitingForKubelet, st.State, "the status file, for nri-cpupool status")
+	require.NoError(t, testutil.CollectAndCompare(td.Collector(), strings.NewReader(stateMetric(StateWaitingForKubelet)), "cpupool_dra_driver_state"))
+	// Several looks later it still waits, and nothing was made in the
+	// kubelet's place.
+	require.Eventually(t, func() bool { return td.Status().Since.Before(time.Now().Add(-50 * time.Millisecond)) }, 10*time.Second, 5*time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned while waiting for the kubelet: %v", err)
+	default:
+	}
+	assert.NoDirExists(t, kubelet, "the driver makes none of the kubelet's directories")
+
+	// The kubelet starts and makes its directories.
+	require.NoError(t, os.MkdirAll(paths.RegistryDir, 0o750))
+	reg := filepath.Join(paths.RegistryDir, DriverName+"-reg.sock")
+	require.Eventually(t, func() bool { return fileExists(reg) && td.Status().State == StateServing }, 10*time.Second, 5*time.Millisecond)
+	conn, err := grpc.NewClient("unix://"+reg, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	registration := registerapi.NewRegistrationClient(conn)
+	info, err := registration.GetInfo(context.Background(), &registerapi.InfoRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, DriverName, info.Name)
+	assert.Equal(t, filepath.Join(paths.PluginDir, "dra.sock"), info.Endpoint)
+	_, err = registration.NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{PluginRegistered: true})
+	require.NoError(t, err)
+	assert.Equal(t, StateRegistered, td.Status().State)
+	st, _, err = ReadStatus(td.statusFile)
+	require.NoError(t, err)
+	assert.Equal(t, StateRegistered, st.State)
+	require.NoError(t, testutil.CollectAndCompare(td.Collector(), strings.NewReader(stateMetric(StateRegistered)), "cpupool_dra_driver_state"))
+}
+
+// stateMetric is cpupool_dra_driver_state in the text format with the
+// driver in state now.
+func stateMetric(now State) string {
+	out := "# HELP cpupool_dra_driver_state " + stateHelp + "\n# TYPE cpupool_dra_driver_state gauge\n"
+	for _, s := range States() {
+		v := "0"
+		if s == now {
+			v = "1"
+		}
+		out += `cpupool_dra_driver_state{state="` + string(s) + `"} ` + v + "\n"
+	}
+	return out
 }

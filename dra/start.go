@@ -2,8 +2,12 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"time"
+
+	"google.golang.org/grpc"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
 // NodeNameEnv is the environment variable the node name comes from when
@@ -60,32 +65,99 @@ type Paths struct {
 }
 
 // Serve registers the driver with the kubelet, serves its DRA gRPC API,
-// publishes the ResourceSlices and keeps them current, until ctx ends.
-// Claims the driver remembers that the API server no longer has are
-// forgotten first: their pods ended while nobody unprepared them.
+// publishes the ResourceSlices and keeps them current, and writes the
+// claims file in the background, until ctx ends. Claims the driver
+// remembers that the API server no longer has are forgotten first: their
+// pods ended while nobody unprepared them.
+//
+// Serve never gives up before ctx ends, and returns only the error of the
+// claims file's last write: the NRI side pins containers whatever the
+// driver does, and a driver that stopped the daemon would stop pinning
+// too (under systemd, a unit restarted every 2 s that trips the start
+// limit and is left failed). Until the kubelet's plugin registration
+// directory exists, which the kubelet makes when it starts (a node's
+// first boot starts this daemon before the kubelet), the driver waits for
+// it (StateWaitingForKubelet); any other failure to start the kubelet
+// plugin is retried with backoff (StateRetrying). The driver does not
+// make the registration directory itself: made under a kubelet root
+// directory the kubelet does not use, it would leave the driver serving
+// where nobody looks, which looks like success; waiting says what is
+// missing, in the log, the metric and `nri-cpupool status`.
 func (d *Driver) Serve(ctx context.Context, client kubernetes.Interface, paths Paths) error {
-	// The kubelet makes its registration directory; the driver's own
-	// directory is the driver's to make.
-	if err := os.MkdirAll(paths.PluginDir, 0o750); err != nil {
-		return fmt.Errorf("DRA: %w", err)
-	}
+	written := make(chan error, 1)
+	go func() { written <- d.keepWritten(ctx) }()
 	d.ForgetStale(ctx, client)
+	wait := d.retry.initial
+	for ctx.Err() == nil {
+		if d.serveKubelet(ctx, client, paths) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, d.retry.max)
+	}
+	err := <-written
+	d.setState(StateStopped, "")
+	return err
+}
+
+// serveKubelet starts the kubelet plugin and serves until ctx ends (true),
+// or says why it cannot start (false): the caller tries again.
+func (d *Driver) serveKubelet(ctx context.Context, client kubernetes.Interface, paths Paths) bool {
+	if fi, err := os.Stat(paths.RegistryDir); err != nil || !fi.IsDir() {
+		why := "it does not exist"
+		if err == nil {
+			why = "it is not a directory"
+		} else if !errors.Is(err, os.ErrNotExist) {
+			why = err.Error()
+		}
+		d.setState(StateWaitingForKubelet, fmt.Sprintf("the kubelet's plugin registration directory %s: %s; the kubelet makes it when it starts (if its root directory is not /var/lib/kubelet, set dra.registryDir and dra.pluginDir); containers are pinned meanwhile, and no claim is prepared", paths.RegistryDir, why))
+		return false
+	}
+	// The driver's own directory is the driver's to make, once the
+	// kubelet's directories show where they are.
+	if err := os.MkdirAll(paths.PluginDir, 0o750); err != nil {
+		d.setState(StateRetrying, fmt.Sprintf("making the driver's directory: %v", err))
+		return false
+	}
 	helper, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(DriverName),
 		kubeletplugin.NodeName(d.nodeName),
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.PluginDataDirectoryPath(paths.PluginDir),
 		kubeletplugin.RegistrarDirectoryPath(paths.RegistryDir),
+		kubeletplugin.GRPCInterceptor(d.watchRegistration),
 	)
 	if err != nil {
-		return fmt.Errorf("DRA: starting the kubelet plugin: %w", err)
+		d.setState(StateRetrying, fmt.Sprintf("starting the kubelet plugin: %v", err))
+		return false
 	}
 	defer helper.Stop()
-	written := make(chan error, 1)
-	go func() { written <- d.keepWritten(ctx) }()
 	d.log.Infof("DRA driver %s on: node %s, socket %s/dra.sock, registered through %s", DriverName, d.nodeName, paths.PluginDir, paths.RegistryDir)
+	d.setState(StateServing, "waiting for the kubelet to register the driver")
 	d.Run(ctx, func(r resourceslice.DriverResources) error { return helper.PublishResources(ctx, r) })
-	return <-written
+	return true
+}
+
+// watchRegistration follows the kubelet's calls: its answer to the
+// registration, and any DRA call, which only a kubelet that registered the
+// driver makes.
+func (d *Driver) watchRegistration(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	switch r := req.(type) {
+	case *registerapi.RegistrationStatus:
+		if r.PluginRegistered {
+			d.setState(StateRegistered, "")
+		} else {
+			d.setState(StateServing, "the kubelet refused the registration: "+r.Error)
+		}
+	case *registerapi.InfoRequest:
+	default:
+		d.setState(StateRegistered, "")
+	}
+	return resp, err
 }
 
 // ForgetStale releases the claims whose ResourceClaim is gone from the API

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,8 +12,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/logsink"
 	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/sdnotify"
@@ -72,8 +75,16 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Infof("nri-cpupool %s: %d online CPUs, state %s, NRI socket %s", Version, topo.Online.Size(), cfg.StateFile, cfg.NRISocket)
+	driver, client, err := newDRA(cfg, p, log)
+	if err != nil {
+		return err
+	}
 	if cfg.MetricsAddress != "" {
-		stopMetrics, err := serveMetrics(cfg.MetricsAddress, p)
+		var extra []prometheus.Collector
+		if driver != nil {
+			extra = append(extra, driver.Collector())
+		}
+		stopMetrics, err := serveMetrics(cfg.MetricsAddress, p, extra...)
 		if err != nil {
 			return err
 		}
@@ -85,10 +96,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		go dp.Run(ctx)
 		log.Infof("kubelet device plugin on: advertising %s through %s", config.ResourceExclusive, cfg.Kubelet.DevicePluginDir)
 	}
-	draDone, err := startDRA(ctx, stop, cfg, p, log)
-	if err != nil {
-		return err
-	}
+	draDone := serveDRA(ctx, driver, client, cfg, log)
 	err = p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff, systemdHooks(log))
 	stop()
 	<-draDone // the driver's last claims write
@@ -98,35 +106,51 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// startDRA makes the daemon the DRA driver when dra.enabled: it binds
-// containers to their claims and serves the kubelet until ctx ends. A
-// driver that stops on its own (it cannot serve the kubelet) stops the
-// daemon, so that systemd or the DaemonSet restarts it. The channel closes
-// when the driver has written its last state.
-func startDRA(ctx context.Context, stop func(), cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (<-chan struct{}, error) {
-	done := make(chan struct{})
+// newDRA makes the DRA driver when dra.enabled and lets it bind containers
+// to their claims; nil when the driver is off. Its errors are the
+// configuration's (no node name, a kubeconfig that cannot be read), or a
+// claims file that cannot be read.
+func newDRA(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (*dra.Driver, kubernetes.Interface, error) {
+	statusFile := dra.StatusFile(cfg.StateFile)
 	if !cfg.DRA.Enabled {
-		close(done)
-		return done, nil
+		// A driver of an earlier run would otherwise still show in
+		// `nri-cpupool status`.
+		if err := os.Remove(statusFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Warnf("removing the DRA driver's status of an earlier run: %v", err)
+		}
+		return nil, nil, nil
 	}
 	client, err := dra.NewClient(cfg.DRA.Kubeconfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d, err := dra.New(p, dra.Options{NodeName: dra.NodeName(cfg.DRA.NodeName), Model: cfg.DRA.Devices,
-		ClaimsFile: dra.ClaimsFile(cfg.StateFile), CDIDir: cfg.DRA.CDIDir, Log: log})
+		ClaimsFile: dra.ClaimsFile(cfg.StateFile), CDIDir: cfg.DRA.CDIDir, StatusFile: statusFile, Log: log})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p.UseClaims(d)
+	return d, client, nil
+}
+
+// serveDRA serves the kubelet with the driver, if there is one, until ctx
+// ends. The driver waits for the kubelet and retries what fails by itself
+// (dra.Driver.Serve): nothing it meets stops the daemon, which pins
+// containers whatever the DRA side does. The channel closes when the
+// driver has written its last state.
+func serveDRA(ctx context.Context, d *dra.Driver, client kubernetes.Interface, cfg *config.Config, log *logrus.Logger) <-chan struct{} {
+	done := make(chan struct{})
+	if d == nil {
+		close(done)
+		return done
+	}
 	go func() {
 		defer close(done)
 		if err := d.Serve(ctx, client, dra.Paths{PluginDir: cfg.DRA.PluginDir, RegistryDir: cfg.DRA.RegistryDir}); err != nil {
-			log.Errorf("%v; stopping", err)
-			stop()
+			log.Errorf("DRA: %v", err)
 		}
 	}()
-	return done, nil
+	return done
 }
 
 // systemdHooks report the connection to systemd (Type=notify): READY=1 once
@@ -148,13 +172,15 @@ func systemdHooks(log *logrus.Logger) plugin.Hooks {
 
 // serveMetrics listens before returning, so a taken port is an error at
 // start rather than a log line later.
-func serveMetrics(addr string, p *plugin.Plugin) (func(), error) {
+func serveMetrics(addr string, p *plugin.Plugin, extra ...prometheus.Collector) (func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metricsAddress: %w", err)
 	}
+	reg := p.Registry()
+	reg.MustRegister(extra...)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(p.Registry(), promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(l)
 	return func() { srv.Close() }, nil

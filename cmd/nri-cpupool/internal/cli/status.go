@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/dra"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -80,7 +82,27 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, ", %d stopped holding CPUs", len(st.Held))
 	}
 	fmt.Fprintln(stdout)
+	printDRAStatus(stdout, *stateFile)
 	return nil
+}
+
+// printDRAStatus prints the DRA driver's state, which the driver writes
+// next to the state file when dra.enabled; nothing when it is off. The
+// driver's state says nothing about pinning, which runs whatever it is.
+func printDRAStatus(stdout io.Writer, stateFile string) {
+	s, ok, err := dra.ReadStatus(dra.StatusFile(stateFile))
+	switch {
+	case err != nil:
+		fmt.Fprintf(stdout, "DRA driver: unknown: %v\n", err)
+		return
+	case !ok:
+		return
+	}
+	fmt.Fprintf(stdout, "DRA driver: %s since %s", s.State, s.Since.UTC().Format(time.RFC3339))
+	if s.Detail != "" {
+		fmt.Fprintf(stdout, ": %s", s.Detail)
+	}
+	fmt.Fprintln(stdout)
 }
 
 // printPowerClasses lists each power class's CPUs (every CPU that has
