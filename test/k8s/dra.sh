@@ -42,7 +42,9 @@ users: [{name: driver, user: {token: "$token"}}]
 contexts: [{name: e2e, context: {cluster: e2e, user: driver}}]
 current-context: e2e
 YAML
-  mkdir -p "$W/kubelet/plugins_registry"
+  # The kubelet's plugin directories are not made here: the plugin starts
+  # before the kubelet, as at a node's first boot, and its driver waits
+  # for them (issue 30, defect 10; see the first-boot checks below).
   cat >> "$CONFIG" <<YAML
 dra:
   enabled: true
@@ -147,6 +149,51 @@ check "first: same CPUs after the containerd restart" "$(cpuset_of "$FIRST")" "$
 check "second: still Pending" "$(kubectl get pod second -o jsonpath='{.status.phase}')" Pending
 check "still one claim remembered" "$(claims_file)" 1
 check "still one CDI spec" "$(cdi_specs)" 1
+
+# ------------------------------------------------------------------ first boot
+say "first boot: the plugin starts before the kubelet has made its plugin directories; it pins, its driver waits, then registers"
+# The driver started before the kubelet at setup_cluster already, with no
+# plugins_registry: it waited, then registered.
+check_contains "at setup the driver waited for the kubelet's directories" "$(grep -m1 'DRA driver waiting-for-kubelet' "$W/plugin.log")" \
+  "the kubelet's plugin registration directory $W/kubelet/plugins_registry: it does not exist"
+check_contains "then registered" "$(grep -m1 'DRA driver registered' "$W/plugin.log")" "DRA driver registered"
+# Now again, with a running claim container: a node rebooted onto a fresh
+# kubelet root directory.
+stop_kubelet
+stop_plugin
+rm -rf "$W/kubelet/plugins_registry" "$W/kubelet/plugins/cpupool.dev"
+WAITS=$(grep -c 'DRA driver waiting-for-kubelet' "$W/plugin.log")
+REGS=$(grep -c 'DRA driver registered' "$W/plugin.log")
+start_plugin "$W/dra.yaml"
+wait_for "the driver to wait for the kubelet's directories" log_grew 'DRA driver waiting-for-kubelet' "$WAITS"
+check_contains "status: the driver waits for the kubelet" "$("$REPO/bin/nri-cpupool" status --state-file "$W/plugin-state/state.json")" \
+  "DRA driver: waiting-for-kubelet since"
+# A pod created through the CRI while the kubelet is away is pinned: the NRI
+# side does not wait for the driver.
+cat > "$W/pod-firstboot.json" <<JSON
+{"metadata": {"name": "firstboot", "namespace": "default", "uid": "uid-firstboot", "attempt": 0},
+ "log_directory": "$W/logs/firstboot",
+ "linux": {"cgroup_parent": "$KUBE_CGROUP_ROOT/firstboot", "security_context": {"namespace_options": {"network": 2}}}}
+JSON
+cat > "$W/ctr-firstboot.json" <<JSON
+{"metadata": {"name": "app", "attempt": 0}, "image": {"image": "$IMAGE"}, "command": ["/bin/sleep", "inf"],
+ "log_path": "app.0.log", "linux": {"resources": {"cpu_shares": 102, "cpu_quota": 10000, "cpu_period": 100000}}}
+JSON
+FB_POD=$(crictl runp "$W/pod-firstboot.json") || die "running the first-boot pod through the CRI"
+FB_CTR=$(crictl create "$FB_POD" "$W/ctr-firstboot.json" "$W/pod-firstboot.json") || die "creating its container"
+crictl start "$FB_CTR" >/dev/null || die "starting its container"
+check "a container created while the driver waits is pinned (infra)" "$(cpuset_of "$FB_CTR")" "$INFRA"
+check "first: same CPUs while the driver waits" "$(cpuset_of "$FIRST")" "$LAST"
+sleep 3
+check "the plugin still runs while the driver waits" "$(kill -0 "$PIDS_plugin" 2>/dev/null && echo running)" running
+check "the plugin made none of the kubelet's directories" "$([ -e "$W/kubelet/plugins_registry" ] && echo made || echo absent)" absent
+crictl rmp -f "$FB_POD" >/dev/null || die "removing the first-boot pod"
+start_kubelet
+wait_for "the driver to register with the kubelet" log_grew 'DRA driver registered' "$REGS"
+check_contains "status: the driver is registered" "$("$REPO/bin/nri-cpupool" status --state-file "$W/plugin-state/state.json")" \
+  "DRA driver: registered since"
+check "first: same CPUs after the first boot" "$(cpuset_of "$FIRST")" "$LAST"
+check "still one claim remembered after the first boot" "$(claims_file)" 1
 
 say "deleting the first pod deallocates its claim; the second then runs on the freed CPU"
 FIRST_CLAIM=$(claim_of first)
