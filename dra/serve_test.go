@@ -2,10 +2,12 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -61,7 +64,7 @@ func serve(t *testing.T, td *testDriver, objects ...*resourceapi.ResourceClaim) 
 	// The kubelet makes its registry directory before any plugin starts;
 	// made after Serve, the registrar could find it missing.
 	require.NoError(t, os.MkdirAll(paths.RegistryDir, 0o750), "the kubelet's")
-	go func() { s.done <- td.Serve(ctx, client, paths) }()
+	go func() { s.done <- td.Serve(ctx, connected(client), paths) }()
 	sock := filepath.Join(paths.PluginDir, "dra.sock")
 	reg := filepath.Join(paths.RegistryDir, DriverName+"-reg.sock")
 	// The helper starts the DRA service and the registrar one after the
@@ -248,7 +251,7 @@ func TestServeWaitsForTheKubeletsDirectories(t *testing.T) {
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- td.Serve(ctx, client, paths) }()
+	go func() { done <- td.Serve(ctx, connected(client), paths) }()
 	defer func() {
 		cancel()
 		select {
@@ -309,4 +312,66 @@ func stateMetric(now State) string {
 		out += `cpupool_dra_driver_state{state="` + string(s) + `"} ` + v + "\n"
 	}
 	return out
+}
+
+// connected is a Connect that gives client at once.
+func connected(client kubernetes.Interface) Connect {
+	return func() (kubernetes.Interface, error) { return client, nil }
+}
+
+// A kubeconfig that does not exist yet (a node that has not joined its
+// cluster: kubeadm join writes it later) is waited for, as the kubelet's
+// directories are: the driver says so in its state and metric, does not
+// return (which stopped the daemon, NRI side included), and goes on once
+// the client can be made.
+func TestServeWaitsForCredentials(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	td.retry = retry{initial: time.Millisecond, max: 20 * time.Millisecond}
+	dir := t.TempDir()
+	kubelet := filepath.Join(dir, "kubelet")
+	paths := Paths{PluginDir: filepath.Join(kubelet, "plugins", DriverName), RegistryDir: filepath.Join(kubelet, "plugins_registry")}
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})
+	var mu sync.Mutex
+	tries, joined := 0, false
+	connect := func() (kubernetes.Interface, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		tries++
+		if !joined {
+			return nil, errors.New("DRA: kubeconfig /etc/kubernetes/kubelet.conf: no such file or directory")
+		}
+		return client, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- td.Serve(ctx, connect, paths) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve did not return")
+		}
+	}()
+
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return tries >= 3 && td.Status().State == StateWaitingForCredentials
+	}, 10*time.Second, time.Millisecond, "tried again with backoff")
+	assert.Contains(t, td.Status().Detail, "kubelet.conf: no such file or directory")
+	require.NoError(t, testutil.CollectAndCompare(td.Collector(), strings.NewReader(stateMetric(StateWaitingForCredentials)), "cpupool_dra_driver_state"))
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned while waiting for credentials: %v", err)
+	default:
+	}
+
+	// The node joins: the client is made, and the driver goes on to wait
+	// for the kubelet's directories.
+	mu.Lock()
+	joined = true
+	mu.Unlock()
+	require.Eventually(t, func() bool { return td.Status().State == StateWaitingForKubelet }, 10*time.Second, time.Millisecond)
 }

@@ -83,24 +83,53 @@ type Paths struct {
 // directory the kubelet does not use, it would leave the driver serving
 // where nobody looks, which looks like success; waiting says what is
 // missing, in the log, the metric and `nri-cpupool status`.
-func (d *Driver) Serve(ctx context.Context, client kubernetes.Interface, paths Paths) error {
+func (d *Driver) Serve(ctx context.Context, connect Connect, paths Paths) error {
 	written := make(chan error, 1)
 	go func() { written <- d.keepWritten(ctx) }()
-	d.ForgetStale(ctx, client)
+	if client := d.connect(ctx, connect); client != nil {
+		d.ForgetStale(ctx, client)
+		wait := d.retry.initial
+		for ctx.Err() == nil {
+			if d.serveKubelet(ctx, client, paths) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			wait = min(wait*2, d.retry.max)
+		}
+	}
+	err := <-written
+	d.setState(StateStopped, "")
+	return err
+}
+
+// Connect makes the API server's client: NewClient with the configured
+// kubeconfig, in the daemon.
+type Connect func() (kubernetes.Interface, error)
+
+// connect makes the API client, trying again with backoff while it cannot
+// (StateWaitingForCredentials), until ctx ends (nil). A kubeconfig that
+// appears only when the node joins its cluster (kubeadm join writes the
+// kubelet's) must not stop the daemon, which pins containers meanwhile.
+// Making a client does not reach the API server: an unreachable one is
+// waited for later, by each call that needs it.
+func (d *Driver) connect(ctx context.Context, connect Connect) kubernetes.Interface {
 	wait := d.retry.initial
 	for ctx.Err() == nil {
-		if d.serveKubelet(ctx, client, paths) {
-			break
+		client, err := connect()
+		if err == nil {
+			return client
 		}
+		d.setState(StateWaitingForCredentials, err.Error())
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, d.retry.max)
 	}
-	err := <-written
-	d.setState(StateStopped, "")
-	return err
+	return nil
 }
 
 // serveKubelet starts the kubelet plugin and serves until ctx ends (true),

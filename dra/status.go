@@ -23,6 +23,11 @@ const (
 	// StateStarting: the driver is set up and has not looked for the
 	// kubelet yet.
 	StateStarting State = "starting"
+	// StateWaitingForCredentials: the API client cannot be made yet (a
+	// dra.kubeconfig that does not exist or cannot be read, as before a
+	// node joins its cluster; no in-cluster credentials). The driver
+	// tries again with backoff.
+	StateWaitingForCredentials State = "waiting-for-credentials"
 	// StateWaitingForKubelet: the kubelet's plugin registration directory
 	// does not exist (the kubelet has not started yet on this node, or
 	// dra.registryDir names another directory than the kubelet's). The
@@ -42,7 +47,7 @@ const (
 
 // States lists the states, for the metric's label values.
 func States() []State {
-	return []State{StateStarting, StateWaitingForKubelet, StateRetrying, StateServing, StateRegistered, StateStopped}
+	return []State{StateStarting, StateWaitingForCredentials, StateWaitingForKubelet, StateRetrying, StateServing, StateRegistered, StateStopped}
 }
 
 // Status is the driver's state, since when, and what it waits for or
@@ -102,7 +107,7 @@ func (d *Driver) setState(s State, detail string) {
 			line += ": " + detail
 		}
 		switch s {
-		case StateWaitingForKubelet, StateRetrying:
+		case StateWaitingForCredentials, StateWaitingForKubelet, StateRetrying:
 			d.log.Warn(line)
 		default:
 			d.log.Info(line)

@@ -45,8 +45,9 @@ func (b *lockedBuffer) String() string {
 
 // TestDRADaemonPinsWhileTheKubeletIsAway runs the real daemon with the DRA
 // driver on, started before the kubelet as at a node's first boot (issue
-// 30, defect 10): the kubelet's plugin registration directory does not
-// exist, nor does the API server answer. The daemon stays up and pins
+// 30, defect 10): its kubeconfig does not exist yet (the node has not
+// joined), the kubelet's plugin registration directory does not exist,
+// nor does the API server answer. The daemon stays up and pins
 // containers, its driver reports that it waits for the kubelet (status
 // file and metric); once the kubelet makes its directory and confirms the
 // registration, the driver is registered, and pinning went on throughout.
@@ -57,14 +58,9 @@ func TestDRADaemonPinsWhileTheKubeletIsAway(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	kubelet := filepath.Join(dir, "kubelet")
 	registry := filepath.Join(kubelet, "plugins_registry")
+	// The kubeconfig does not exist yet either: the node has not joined
+	// its cluster (kubeadm join writes it).
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: "t"}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	metricsAddr := l.Addr().String()
@@ -124,12 +120,6 @@ dra:
 		}
 		return "no cpupool_dra_driver_state for " + string(s)
 	}
-	f.waitSynced(before)
-	require.Eventually(t, func() bool { alive(); return state() == dra.StateWaitingForKubelet }, 30*time.Second, 20*time.Millisecond,
-		"the driver waits for the kubelet; status %q; log:\n%s", state(), out.String())
-	assert.Equal(t, `cpupool_dra_driver_state{state="waiting-for-kubelet"} 1`, metric(dra.StateWaitingForKubelet))
-	assert.Contains(t, out.String(), "DRA driver waiting-for-kubelet: the kubelet's plugin registration directory "+registry+": it does not exist")
-
 	pin := func(name string) {
 		t.Helper()
 		alive()
@@ -138,6 +128,25 @@ dra:
 		require.NoError(t, err, "log:\n%s", out.String())
 		assert.NotEmpty(t, resp.GetAdjust().GetLinux().GetResources().GetCpu().GetCpus(), "pinned")
 	}
+	f.waitSynced(before)
+	require.Eventually(t, func() bool { alive(); return state() == dra.StateWaitingForCredentials }, 30*time.Second, 20*time.Millisecond,
+		"the driver waits for its kubeconfig; status %q; log:\n%s", state(), out.String())
+	assert.Equal(t, `cpupool_dra_driver_state{state="waiting-for-credentials"} 1`, metric(dra.StateWaitingForCredentials))
+	assert.Contains(t, out.String(), "DRA driver waiting-for-credentials: DRA: kubeconfig "+kubeconfig)
+	pin("before-join")
+
+	// The node joins its cluster: the kubeconfig appears.
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: "t"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600))
+	require.Eventually(t, func() bool { alive(); return state() == dra.StateWaitingForKubelet }, 30*time.Second, 20*time.Millisecond,
+		"the driver waits for the kubelet; status %q; log:\n%s", state(), out.String())
+	assert.Equal(t, `cpupool_dra_driver_state{state="waiting-for-kubelet"} 1`, metric(dra.StateWaitingForKubelet))
+	assert.Contains(t, out.String(), "DRA driver waiting-for-kubelet: the kubelet's plugin registration directory "+registry+": it does not exist")
 	pin("before-kubelet")
 
 	// The kubelet starts: it makes its directory and registers the driver.

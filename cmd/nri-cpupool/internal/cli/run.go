@@ -75,7 +75,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Infof("nri-cpupool %s: %d online CPUs, state %s, NRI socket %s", Version, topo.Online.Size(), cfg.StateFile, cfg.NRISocket)
-	driver, client, err := newDRA(cfg, p, log)
+	driver, err := newDRA(cfg, p, log)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		go dp.Run(ctx)
 		log.Infof("kubelet device plugin on: advertising %s through %s", config.ResourceExclusive, cfg.Kubelet.DevicePluginDir)
 	}
-	draDone := serveDRA(ctx, driver, client, cfg, log)
+	draDone := serveDRA(ctx, driver, cfg, log)
 	err = p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff, systemdHooks(log))
 	stop()
 	<-draDone // the driver's last claims write
@@ -108,9 +108,10 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 
 // newDRA makes the DRA driver when dra.enabled and lets it bind containers
 // to their claims; nil when the driver is off. Its errors are the
-// configuration's (no node name, a kubeconfig that cannot be read), or a
-// claims file that cannot be read.
-func newDRA(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (*dra.Driver, kubernetes.Interface, error) {
+// configuration's (no node name), or a claims file that cannot be read. A
+// kubeconfig that cannot be read yet is not one: the driver waits for it
+// (serveDRA).
+func newDRA(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (*dra.Driver, error) {
 	statusFile := dra.StatusFile(cfg.StateFile)
 	if !cfg.DRA.Enabled {
 		// A driver of an earlier run would otherwise still show in
@@ -118,19 +119,15 @@ func newDRA(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (*dra.Driv
 		if err := os.Remove(statusFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			log.Warnf("removing the DRA driver's status of an earlier run: %v", err)
 		}
-		return nil, nil, nil
-	}
-	client, err := dra.NewClient(cfg.DRA.Kubeconfig)
-	if err != nil {
-		return nil, nil, err
+		return nil, nil
 	}
 	d, err := dra.New(p, dra.Options{NodeName: dra.NodeName(cfg.DRA.NodeName), Model: cfg.DRA.Devices,
 		ClaimsFile: dra.ClaimsFile(cfg.StateFile), CDIDir: cfg.DRA.CDIDir, StatusFile: statusFile, Log: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	p.UseClaims(d)
-	return d, client, nil
+	return d, nil
 }
 
 // serveDRA serves the kubelet with the driver, if there is one, until ctx
@@ -138,7 +135,7 @@ func newDRA(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (*dra.Driv
 // (dra.Driver.Serve): nothing it meets stops the daemon, which pins
 // containers whatever the DRA side does. The channel closes when the
 // driver has written its last state.
-func serveDRA(ctx context.Context, d *dra.Driver, client kubernetes.Interface, cfg *config.Config, log *logrus.Logger) <-chan struct{} {
+func serveDRA(ctx context.Context, d *dra.Driver, cfg *config.Config, log *logrus.Logger) <-chan struct{} {
 	done := make(chan struct{})
 	if d == nil {
 		close(done)
@@ -146,7 +143,8 @@ func serveDRA(ctx context.Context, d *dra.Driver, client kubernetes.Interface, c
 	}
 	go func() {
 		defer close(done)
-		if err := d.Serve(ctx, client, dra.Paths{PluginDir: cfg.DRA.PluginDir, RegistryDir: cfg.DRA.RegistryDir}); err != nil {
+		connect := func() (kubernetes.Interface, error) { return dra.NewClient(cfg.DRA.Kubeconfig) }
+		if err := d.Serve(ctx, connect, dra.Paths{PluginDir: cfg.DRA.PluginDir, RegistryDir: cfg.DRA.RegistryDir}); err != nil {
 			log.Errorf("DRA: %v", err)
 		}
 	}()
