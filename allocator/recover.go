@@ -98,8 +98,11 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 	if as.WithShared {
 		// Its exclusive part is what it runs on beside the shared pool
 		// (as it is now, or as the record knew it); readd gives it the
-		// pool as it is now.
-		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared))
+		// pool as it is now. The record says which CPUs are its exclusive
+		// part: a config change that hands them to the shared pool must not
+		// take them from it, or it would be placed again and its poll CPUs
+		// would join the shared pool. The exclusive part never moves.
+		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
 	}
 	switch {
 	case r.Damaged || runsOn.IsEmpty():
@@ -224,7 +227,10 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 func (a *Allocator) readd(as Assignment, infraBefore infraMark) (Result, error) {
 	var problem error
 	if as.WithShared && pools.IsExclusive(as.Pool) {
-		if now := a.PoolCPUs(pools.Shared); !now.IsEmpty() {
+		// Less its own exclusive CPUs, which the shared pool as now
+		// configured may name (a container kept where it runs after a
+		// config change): they are its exclusive part, not shared.
+		if now := a.PoolCPUs(pools.Shared).Difference(as.Held()); !now.IsEmpty() {
 			as.Shared = now
 		}
 	}

@@ -28,6 +28,22 @@ pools:
   shared: {cpus: "2-3,10-11"}
 `
 
+// sharedTookCore4 is the same node after the shared pool was given core 4
+// (CPUs 4 and 12) of the exclusive pool.
+const sharedTookCore4 = `isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "5-7,13-15"}
+  shared: {cpus: "2-4,10-12"}
+`
+
+// withShared is a remembered container that also runs on the shared pool,
+// which was shared when it was pinned.
+func withShared(a Assignment, shared cpuset.CPUSet) Assignment {
+	a.WithShared, a.Shared = true, shared
+	return a
+}
+
 // remembered is a remembered exclusive container of its own pod.
 func remembered(tb testing.TB, id, cpus, reserved string) Assignment {
 	r := cpuset.New()
@@ -54,6 +70,7 @@ func TestRecoveryRules(t *testing.T) {
 		repin      Readmitted // Repin's, when Readmit says NeedsRepin
 		cpus       string     // where it is then; "" when nothing was added
 		reserved   string
+		shared     string // its shared part then, for a shared-cpus container
 		problem    string // what a Kept container's error says
 	}{
 		{name: "runs on its remembered CPUs: kept", config: desktopPools,
@@ -91,6 +108,12 @@ func TestRecoveryRules(t *testing.T) {
 		{name: "pool shrank, runs on every CPU: placed again", config: shrunk,
 			remembered: remembered(t, "a", "4,12", ""), runsOn: "",
 			readmit: NeedsRepin, repin: NeedsPlacement},
+		{name: "shared-cpus container whose exclusive part the shared pool now has: kept where it runs, and told", config: sharedTookCore4,
+			remembered: withShared(remembered(t, "a", "4,12", ""), set(t, "2-3,10-11")), runsOn: "2-4,10-12",
+			readmit: Kept, cpus: "4,12", shared: "2-3,10-11", problem: "CPUs 4,12 are outside pool exclusive"},
+		{name: "shared-cpus container runs on another free set of its size: kept where it runs", config: desktopPools,
+			remembered: withShared(remembered(t, "a", "4,12", ""), set(t, "2-3,10-11")), runsOn: "2-3,5,10-11,13",
+			readmit: KeptWhereItRuns, cpus: "5,13", shared: "2-3,10-11"},
 		{name: "shared member follows its pool wherever it runs", config: desktopPools,
 			remembered: Assignment{ID: "s", Pool: pools.Shared, CPUs: set(t, "2"), Reserved: cpuset.New()}, runsOn: "",
 			readmit: Kept, cpus: "2-3,10-11"},
@@ -134,6 +157,9 @@ func TestRecoveryRules(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, tc.cpus, got.CPUs.String())
 			assert.Equal(t, tc.reserved, got.Reserved.String())
+			if got.WithShared {
+				assert.Equal(t, tc.shared, got.Shared.String(), "the shared part")
+			}
 		})
 	}
 }

@@ -180,3 +180,24 @@ func TestReadmitWithShared(t *testing.T) {
 	assert.Equal(t, Repinned, outcome)
 	assert.Equal(t, "2-3,6,10-11,14", res.Assignment.Cpuset().String())
 }
+
+// TestReadmitKeepsTheExclusivePartTheSharedPoolTook (issue 30, defect 4):
+// a config change hands a shared-cpus container's exclusive CPUs to the
+// shared pool. Like a plain exclusive container, it is kept where it runs,
+// and told; its exclusive part stays its own, out of the shared part of
+// every container, its own included.
+func TestReadmitKeepsTheExclusivePartTheSharedPoolTook(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", sharedTookCore4)
+	rec := withShared(remembered(t, "dpdk", "4,12", ""), set(t, "2-3,10-11"))
+	res, outcome, err := a.Readmit(Remembered{Assignment: rec, RunsOn: set(t, "2-4,10-12")})
+	assert.ErrorContains(t, err, "container dpdk: CPUs 4,12 are outside pool exclusive (5-7,13-15) as now configured")
+	require.Equal(t, Kept, outcome, "not placed again")
+	assert.Equal(t, "4,12", res.Assignment.CPUs.String(), "the exclusive part never moves")
+	assert.Equal(t, "2-3,10-11", res.Assignment.Shared.String(), "its own CPUs are not its shared part")
+	_, err = a.restore(Assignment{ID: "member", Pod: PodRef{UID: "u2"}, Container: "c", Pool: pools.Shared, CPUs: set(t, "2-3,10-11")})
+	require.NoError(t, err)
+	assert.Empty(t, a.FollowShared(), "nothing to follow: the shared pool is 2-3,10-11 while it holds 4,12")
+	member, _ := a.Get("member")
+	assert.Equal(t, "2-3,10-11", member.CPUs.String(), "no shared member runs on its poll CPUs")
+	assert.Equal(t, "2-3,10-11", a.PoolCPUs(pools.Shared).String())
+}

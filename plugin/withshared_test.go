@@ -74,6 +74,39 @@ func TestExclusiveWithSharedCPUs(t *testing.T) {
 	assert.Equal(t, grown.String(), envOf(resp)[EnvExclusiveCPUs])
 }
 
+// TestConfigChangeKeepsTheSharedCPUsContainersExclusivePart (issue 30,
+// defect 4): the plugin comes back with a config that hands a shared-cpus
+// container's exclusive CPUs to the shared pool. Like a plain exclusive
+// container it is kept where it runs, and the log says so: its exclusive
+// part does not move, and no shared member is put on it.
+func TestConfigChangeKeepsTheSharedCPUsContainersExclusivePart(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev": "true"}})
+	fwd, resp, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	excl := cpusOf(t, f, envOf(resp)[EnvExclusiveCPUs])
+	require.Equal(t, 2, excl.Size())
+	web := f.runPod(podSpec{name: "web", namespace: "web", annotations: map[string]string{"pool.cpupool.dev": "shared"}})
+	member, _, err := f.createContainer(web, "app", 500)
+	require.NoError(t, err)
+	require.Equal(t, "2-3,10-11", f.cpus(member))
+	rp.stop()
+
+	handed := testNode{fixture: desktop.fixture, config: strings.NewReplacer(
+		`exclusive: {cpus: "4-7,12-15"}`, `exclusive: {cpus: "`+mustParse("4-7,12-15").Difference(excl).String()+`"}`,
+		`shared: {cpus: "2-3,10-11"}`, `shared: {cpus: "`+mustParse("2-3,10-11").Union(excl).String()+`"}`).Replace(desktop.config)}
+	require.NotEqual(t, desktop.config, handed.config)
+	rp = startPlugin(t, f, handed, statePath(f))
+	assert.Equal(t, excl.Union(mustParse("2-3,10-11")).String(), f.cpus(fwd), "the exclusive part never moves")
+	assert.Contains(t, rp.log.String(), "CPUs "+excl.String()+" are outside pool exclusive")
+	assert.Equal(t, "2-3,10-11", f.cpus(member), "no shared member runs on its exclusive CPUs")
+	st := rp.savedState(t).Containers[fwd.Id]
+	assert.Equal(t, excl.String(), st.CPUs)
+	assert.Equal(t, "2-3,10-11", st.SharedCPUs)
+}
+
 // TestWithSharedRefused: a namespace the shared pool does not admit, or a
 // container that keeps its quota, is refused with the reason; nothing is
 // placed.
