@@ -203,6 +203,10 @@ type Request struct {
 	PowerClass string
 	// WithShared adds the shared pool to an exclusive container's cpuset.
 	WithShared bool
+	// PartitionSkipped tells that its pool would have made its cgroup an
+	// isolated partition (isolatedPartition: optOut), and does not because
+	// it runs on the shared pool too (see partitionOrShared).
+	PartitionSkipped bool
 	// grow is the running container a resize adds CPUs to.
 	grow *Assignment
 }

@@ -167,6 +167,9 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 	if req.WithShared, err = p.withShared(c, req.Pool); err != nil {
 		return Request{}, err
 	}
+	if err := partitionOrShared(c, &req); err != nil {
+		return Request{}, err
+	}
 	if req.NUMANodes, err = p.numaNodes(c); err != nil {
 		return Request{}, err
 	}
@@ -335,6 +338,29 @@ func (p *Policy) isolatedPartition(c Container, pool string) (bool, error) {
 		return false, &AnnotationError{key, v, fmt.Sprintf("pool %s does not offer isolated partitions (pools.%s.isolatedPartition is off); the node's operator can set it to optIn", pool, pool)}
 	}
 	return false, nil
+}
+
+// partitionOrShared settles an exclusive container that would be both an
+// isolated partition and on the shared pool. The kernel runs a valid
+// partition root's threads only on its exclusive CPUs, the exclusive part:
+// the threads on the shared pool would lose it, and sched_setaffinity to
+// CPUPOOL_SHARED_CPUS would fail. A container that asks for both with its
+// annotations is refused, naming both, as keeping its CFS quota with the
+// shared pool is (withShared): the tenant chooses. One whose partition is
+// only its pool's default (isolatedPartition: optOut) asked for the shared
+// pool and not for the partition: it runs without one (PartitionSkipped;
+// the plugin warns and counts it).
+func partitionOrShared(c Container, req *Request) error {
+	if !req.WithShared || !req.IsolatedPartition {
+		return nil
+	}
+	sk, sv, _ := lookup(c.Annotations, AnnotationSharedCPUs, c.Name)
+	if key, v, asked := lookup(c.Annotations, AnnotationIsolatedPartition, c.Name); asked {
+		return &AnnotationError{key, v, fmt.Sprintf("the kernel runs an isolated partition's threads only on its exclusive CPUs, so the container would lose the shared pool that %s=%s adds to them; choose one: remove one of the two annotations, or set %s/container.%s: \"false\"",
+			sk, cpulist.Echo(sv), AnnotationIsolatedPartition, c.Name)}
+	}
+	req.IsolatedPartition, req.PartitionSkipped = false, true
+	return nil
 }
 
 // numaNodes are the NUMA nodes the annotation restricts the container to;

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -200,4 +201,54 @@ func TestReadmitKeepsTheExclusivePartTheSharedPoolTook(t *testing.T) {
 	member, _ := a.Get("member")
 	assert.Equal(t, "2-3,10-11", member.CPUs.String(), "no shared member runs on its poll CPUs")
 	assert.Equal(t, "2-3,10-11", a.PoolCPUs(pools.Shared).String())
+}
+
+// TestPolicyPartitionWithShared (issue 30, defect 3): the kernel runs an
+// isolated partition's threads only on its exclusive CPUs, so a container
+// cannot be both one and on the shared pool. Asking for both is refused,
+// naming both annotations and how to choose; a partition that is only the
+// pool's default (optOut) yields to the shared pool the container asked
+// for, and the request says so.
+func TestPolicyPartitionWithShared(t *testing.T) {
+	const (
+		part   = "isolated-partition.cpupool.dev"
+		shared = "shared-cpus.cpupool.dev"
+	)
+	optOut := strings.Replace(desktopShared, `exclusive: {cpus: "4-7,12-15"}`, `exclusive: {cpus: "4-7,12-15", isolatedPartition: optOut}`, 1)
+	optIn := strings.Replace(desktopShared, `exclusive: {cpus: "4-7,12-15"}`, `exclusive: {cpus: "4-7,12-15", isolatedPartition: optIn}`, 1)
+	require.NotEqual(t, desktopShared, optOut)
+	for _, tc := range []struct {
+		name, config          string
+		ann                   map[string]string
+		partition, withShared bool
+		skipped               bool
+		err                   string
+	}{
+		{"optOut, shared asked: no partition, and told", optOut, map[string]string{shared: "true"}, false, true, true, ""},
+		{"optOut, not shared: the partition", optOut, nil, true, false, false, ""},
+		{"optOut, partition declined: nothing skipped", optOut, map[string]string{shared: "true", part: "false"}, false, true, false, ""},
+		{"optOut, both asked: refused", optOut, map[string]string{shared + "/container.c": "true", part: "true"},
+			false, false, false, `annotation isolated-partition.cpupool.dev="true": the kernel runs an isolated partition's threads only on its exclusive CPUs, so the container would lose the shared pool that shared-cpus.cpupool.dev/container.c="true" adds to them; choose one: remove one of the two annotations, or set isolated-partition.cpupool.dev/container.c: "false"`},
+		{"optIn, both asked: refused", optIn, map[string]string{shared: "true", part + "/pod": "true"},
+			false, false, false, `annotation isolated-partition.cpupool.dev/pod="true": the kernel runs an isolated partition's threads only on its exclusive CPUs, so the container would lose the shared pool that shared-cpus.cpupool.dev="true" adds`},
+		{"optIn, the pod asks, the container declines", optIn, map[string]string{shared: "true", part: "true", part + "/container.c": "false"}, false, true, false, ""},
+		{"optIn, shared asked: nothing skipped", optIn, map[string]string{shared: "true"}, false, true, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewPolicy(parseConfig(t, tc.config), nil)
+			ann := map[string]string{"pool.cpupool.dev": pools.Exclusive}
+			maps.Copy(ann, tc.ann)
+			req, err := p.Request(Container{Name: "c", Pod: PodRef{Namespace: "telco"}, MilliCPU: 1000, Annotations: ann}, nil)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				assert.Equal(t, ReasonAnnotation, ReasonOf(err))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.partition, req.IsolatedPartition, "partition")
+			assert.Equal(t, tc.withShared, req.WithShared, "shared")
+			assert.Equal(t, tc.skipped, req.PartitionSkipped, "skipped")
+		})
+	}
 }

@@ -66,6 +66,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
 	p.log.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
+	p.notePartitionSkipped(who, req)
 	updates := p.followers(res)
 	p.decidedHook("CreateContainer", ctr.GetId())
 	return p.adjustment(st), updates, nil

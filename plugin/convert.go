@@ -174,10 +174,16 @@ func (p *Plugin) assignmentFromState(id string, st state.ContainerState) (alloca
 	if err != nil {
 		mems = cpuset.New()
 	}
+	// An earlier release made a container on the shared pool too a
+	// partition root, which runs its threads only on its exclusive CPUs:
+	// its threads on the shared pool lost it. It is no longer one (the
+	// reconciler restores its cgroup's files), as a new container would
+	// not be (allocator's partitionOrShared); restoreKnown says so.
+	partition := st.IsolatedPartition && !st.WithShared
 	return allocator.Assignment{ID: id, Pod: rememberedPod(st),
 		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: cpus, Reserved: reserved, Mems: mems,
 		Added: addedWithin(parseOrdered(st.Added), cpus), NoCPUQuota: st.NoCPUQuota, IsolateIRQs: st.IsolateIRQs,
-		IsolatedPartition: st.IsolatedPartition, PowerClass: st.PowerClass, WithShared: st.WithShared,
+		IsolatedPartition: partition, PowerClass: st.PowerClass, WithShared: st.WithShared,
 		Shared: p.rememberedShared(st)}, ok1 && ok2
 }
 

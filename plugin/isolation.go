@@ -121,6 +121,24 @@ func (p *Plugin) partitionsEnabled() bool {
 		p.cfg.IsolatedPartition(pools.ExclusiveNonIsolcpus) != config.IRQIsolationOff
 }
 
+// partitionSkippedForShared is the label of cpupool_isolated_partitions_skipped_total
+// for a container that runs on the shared pool too.
+const partitionSkippedForShared = "shared-cpus"
+
+// notePartitionSkipped warns, and counts, that a container placed by req
+// runs without the isolated partition its pool gives by default
+// (isolatedPartition: optOut): it asked for the shared pool too, which a
+// partition would take from it (allocator.Request.PartitionSkipped).
+// Called under the lock.
+func (p *Plugin) notePartitionSkipped(who string, req allocator.Request) {
+	if !req.PartitionSkipped {
+		return
+	}
+	p.metrics.partitionsSkipped.WithLabelValues(partitionSkippedForShared).Inc()
+	p.log.Warnf("container %s: not in an isolated partition, which pools.%s.isolatedPartition: optOut gives, because it also runs on the shared pool (%s): the kernel runs a partition's threads only on its exclusive CPUs; its exclusive CPUs stay in the scheduler's load balancing unless isolcpus covers them",
+		who, req.Pool, allocator.AnnotationSharedCPUs)
+}
+
 // rememberCgroup notes the cgroup of a container placed in an isolated
 // partition. Called under the lock.
 func (p *Plugin) rememberCgroup(a allocator.Assignment, ctr *api.Container) {

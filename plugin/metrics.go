@@ -58,6 +58,9 @@ type metrics struct {
 	resizes   *prometheus.CounterVec
 	// discarded counts damaged files moved aside at start, by file.
 	discarded *prometheus.CounterVec
+	// partitionsSkipped counts containers placed without the isolated
+	// partition their pool gives by default, by reason.
+	partitionsSkipped *prometheus.CounterVec
 	// handlers times every NRI handler (see instrumented).
 	handlers *prometheus.HistogramVec
 }
@@ -96,6 +99,10 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 			Name: "cpupool_files_discarded_total",
 			Help: "Damaged files moved aside when loaded (file: state, kubelet-grants); what they held is rebuilt from the runtime.",
 		}, []string{"file"}),
+		partitionsSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cpupool_isolated_partitions_skipped_total",
+			Help: "Exclusive containers placed without the isolated partition their pool gives by default (isolatedPartition: optOut), by reason (shared-cpus: they run on the shared pool too, which a partition would take from them).",
+		}, []string{"reason"}),
 		stateWrites: prometheus.NewDesc("cpupool_state_writes_total", "Successful writes of the state file.", nil, nil),
 		stateErrors: prometheus.NewDesc("cpupool_state_write_errors_total", "Failed attempts to write or sync the state file or the kubelet grants file (each is retried; the log names the file).", nil, nil),
 		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
@@ -136,6 +143,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.synchronized.Describe(ch)
 	m.resizes.Describe(ch)
 	m.discarded.Describe(ch)
+	m.partitionsSkipped.Describe(ch)
 	m.handlers.Describe(ch)
 }
 
@@ -162,6 +170,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.synchronized.Collect(ch)
 	m.resizes.Collect(ch)
 	m.discarded.Collect(ch)
+	m.partitionsSkipped.Collect(ch)
 	m.handlers.Collect(ch)
 }
 

@@ -262,6 +262,9 @@ func (p *Plugin) countForgotten(remembered map[string]state.ContainerState) int 
 func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 	r := p.remembered(c, st)
 	who := rememberedRef(st)
+	if st.IsolatedPartition && st.WithShared {
+		p.log.Warnf("container %s: its cgroup is no longer an isolated partition: it runs on the shared pool too (%s), and the kernel runs a partition's threads only on its exclusive CPUs", who, allocator.AnnotationSharedCPUs)
+	}
 	_, outcome, err := p.alloc.Readmit(r)
 	switch outcome {
 	case allocator.Kept:
@@ -346,6 +349,9 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 		current = cpuset.New()
 	}
 	res, how, err := p.alloc.Adopt(req, current)
+	if err == nil {
+		p.notePartitionSkipped(who, req)
+	}
 	switch {
 	case err != nil:
 		return p.confine(c, who, err)

@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // TestExclusiveWithSharedCPUs, over the real NRI protocol: a container
@@ -136,4 +139,102 @@ func TestWithSharedOnTheResourceRoute(t *testing.T) {
 	assert.Equal(t, "6,14", envOf(resp)[EnvExclusiveCPUs])
 	assert.Equal(t, "2-3,10-11", envOf(resp)[EnvSharedCPUs])
 	assert.Equal(t, "4@0 5@0 6@0 7@0 12@0 13@0 14@0 15@0", healthOf(rp.p.Devices()))
+}
+
+// optOutDesktop makes every exclusive container's cgroup an isolated
+// partition unless it declines.
+var optOutDesktop = testNode{fixture: desktop.fixture, config: strings.Replace(partitionedDesktop.config, "isolatedPartition: optIn", "isolatedPartition: optOut", 1)}
+
+// TestSharedCPUsContainerIsNoPartition (issue 30, defect 3): the kernel
+// runs a valid partition root's threads only on its exclusive CPUs, so a
+// container that also runs on the shared pool is never made one. Where the
+// pool partitions every container (optOut), it runs without, with its
+// whole cpuset, and a warning and cpupool_isolated_partitions_skipped_total
+// say so; a container that asks for both is refused, naming both
+// annotations. A plain exclusive container still gets its partition.
+func TestSharedCPUsContainerIsNoPartition(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	require.NotEqual(t, partitionedDesktop.config, optOutDesktop.config)
+	rp := startPlugin(t, f, optOutDesktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev/container.fwd": "true"}})
+	fwd, resp, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	excl := cpusOf(t, f, envOf(resp)[EnvExclusiveCPUs])
+	loop, _, err := f.createContainer(pod, "loop", 1000)
+	require.NoError(t, err)
+	fwdDir, loopDir := runcCreates(t, f, fwd), runcCreates(t, f, loop)
+	require.NoError(t, rp.p.FlushIsolation())
+
+	assert.Equal(t, excl.Union(mustParse("2-3,10-11")).String(), f.cpus(fwd), "the exclusive part and the shared pool")
+	assert.Equal(t, "member", cgroupFile(t, f, fwdDir, "cpuset.cpus.partition"), "no partition: it would lose the shared pool")
+	assert.Equal(t, "", cgroupFile(t, f, fwdDir, "cpuset.cpus.exclusive"))
+	assert.Equal(t, "isolated", cgroupFile(t, f, loopDir, "cpuset.cpus.partition"), "the pool's default for the others")
+	assert.Equal(t, f.cpus(loop), cgroupFile(t, f, "/kubepods", "cpuset.cpus.exclusive"), "only the plain container's CPUs")
+	assert.Contains(t, rp.log.String(), "container telco/dpdk/fwd: not in an isolated partition, which pools.exclusive.isolatedPartition: optOut gives, because it also runs on the shared pool (shared-cpus.cpupool.dev)")
+	assert.NotContains(t, rp.log.String(), "container telco/dpdk/loop: not in an isolated partition")
+	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(`
+# HELP cpupool_isolated_partitions_skipped_total Exclusive containers placed without the isolated partition their pool gives by default (isolatedPartition: optOut), by reason (shared-cpus: they run on the shared pool too, which a partition would take from them).
+# TYPE cpupool_isolated_partitions_skipped_total counter
+cpupool_isolated_partitions_skipped_total{reason="shared-cpus"} 1
+`), "cpupool_isolated_partitions_skipped_total"))
+	st := rp.savedState(t).Containers[fwd.Id]
+	assert.False(t, st.IsolatedPartition, "the state, and status, say it has none")
+	assert.True(t, st.WithShared)
+
+	both := f.runPod(podSpec{name: "both", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev": "true", "isolated-partition.cpupool.dev": "true"}})
+	free := usageOf(rp.p, "exclusive").Free
+	_, _, err = f.createContainer(both, "fwd", 1000)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `nri-cpupool: container telco/both/fwd: annotation isolated-partition.cpupool.dev="true": the kernel runs an isolated partition's threads only on its exclusive CPUs, so the container would lose the shared pool that shared-cpus.cpupool.dev="true" adds to them; choose one: remove one of the two annotations, or set isolated-partition.cpupool.dev/container.fwd: "false"`)
+	assert.Equal(t, free, usageOf(rp.p, "exclusive").Free, "nothing placed")
+
+	// A plugin that lost its state adopts it as it runs, and says so again.
+	rp.kill()
+	require.NoError(t, os.Remove(statePath(f)))
+	rp = startPlugin(t, f, optOutDesktop, statePath(f))
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, excl.Union(mustParse("2-3,10-11")).String(), f.cpus(fwd))
+	assert.Equal(t, "member", cgroupFile(t, f, fwdDir, "cpuset.cpus.partition"))
+	assert.Equal(t, "isolated", cgroupFile(t, f, loopDir, "cpuset.cpus.partition"))
+	assert.Contains(t, rp.log.String(), "container telco/dpdk/fwd: not in an isolated partition, which pools.exclusive.isolatedPartition: optOut gives")
+	assert.Equal(t, 1.0, testutil.ToFloat64(rp.p.metrics.partitionsSkipped.WithLabelValues("shared-cpus")))
+}
+
+// TestSharedCPUsContainerPartitionedByAnEarlierRelease (issue 30, defect
+// 3): a running container that an earlier release made a partition
+// although it runs on the shared pool too is no longer one after the
+// restart: its cgroup and its ancestors get their files back, and its
+// threads the shared pool.
+func TestSharedCPUsContainerPartitionedByAnEarlierRelease(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, partitionedDesktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "isolated-partition.cpupool.dev": "true"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	dir := runcCreates(t, f, fwd)
+	require.NoError(t, rp.p.FlushIsolation())
+	require.Equal(t, "isolated", cgroupFile(t, f, dir, "cpuset.cpus.partition"))
+	excl := f.cpus(fwd)
+	st := rp.savedState(t)
+	rp.kill()
+
+	// What the earlier release recorded and had the runtime apply for a
+	// container with shared-cpus.cpupool.dev and a partition.
+	rec := st.Containers[fwd.Id]
+	rec.WithShared, rec.SharedCPUs, rec.NoCPUQuota = true, "2-3,10-11", true
+	st.Containers[fwd.Id] = rec
+	require.NoError(t, state.NewFileStore(statePath(f)).Save(st))
+	f.setCPUs(fwd, mustParse(excl).Union(mustParse("2-3,10-11")).String())
+
+	rp = startPlugin(t, f, partitionedDesktop, statePath(f))
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, "member", cgroupFile(t, f, dir, "cpuset.cpus.partition"), "restored")
+	assert.Equal(t, "", cgroupFile(t, f, dir, "cpuset.cpus.exclusive"))
+	assert.Equal(t, "", cgroupFile(t, f, "/kubepods", "cpuset.cpus.exclusive"))
+	assert.Equal(t, mustParse(excl).Union(mustParse("2-3,10-11")).String(), f.cpus(fwd), "kept where it runs")
+	assert.Contains(t, rp.log.String(), "container telco/dpdk/fwd: its cgroup is no longer an isolated partition: it runs on the shared pool too (shared-cpus.cpupool.dev)")
+	assert.False(t, rp.savedState(t).Containers[fwd.Id].IsolatedPartition)
 }
