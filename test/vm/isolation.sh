@@ -180,4 +180,33 @@ else
   crictl rmp -f "$ENI2" >/dev/null
 fi
 
+section "exclusive plus shared CPUs where every container is a partition: none, the shared pool kept (issue 30)"
+# A valid partition root runs its threads only on its exclusive CPUs: a
+# container that also runs on the shared pool is never made one.
+stop_plugin -TERM
+cat > /tmp/isolation-mixed.yaml <<YAML
+reservedCPUs: "0-1"
+pools:
+  exclusive: {cpus: "2-3"}
+  shared: {cpus: "6-7"}
+  exclusive-non-isolcpus: {enabled: true, isolatedPartition: optOut}
+metricsAddress: "127.0.0.1:19464"
+YAML
+start_plugin /tmp/isolation-mixed.yaml
+MIXED=$(run_pod mixedp telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus", "shared-cpus.cpupool.dev/container.fwd": "true"}') || die "run pod mixedp"
+MIXED_C=$(create_ctr "$MIXED" mixedp fwd 2000) || die "create mixedp/fwd"
+check "its cpuset: its exclusive CPUs 4-5 and the shared pool 6-7" "$(cpus_of "$MIXED_C")" "4-7"
+wait_for_log "container telco/mixedp/fwd: not in an isolated partition, which pools.exclusive-non-isolcpus.isolatedPartition: optOut gives" 0
+sleep 1 # several passes of the host files (at most every 100 ms)
+check "its cgroup: no partition" "$(partition_of "$MIXED_C")" "member"
+check "its cpuset.cpus.effective includes the shared pool" "$(cat "$(cgroup_of "$MIXED_C")/cpuset.cpus.effective")" "4-7"
+check "its process may run on the shared pool (Cpus_allowed_list)" "$(allowed_of "$MIXED_C")" "4-7"
+check_contains "metrics: counted" "$(metrics)" 'cpupool_isolated_partitions_skipped_total{reason="shared-cpus"} 1'
+BOTH=$(run_pod bothp telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus", "shared-cpus.cpupool.dev": "true", "isolated-partition.cpupool.dev": "true"}') || die "run pod bothp"
+if create_ctr "$BOTH" bothp fwd 1000 >/dev/null 2>&1; then BOTH_RC=created; else BOTH_RC=refused; fi
+check "a container that asks for both: refused" "$BOTH_RC" "refused"
+check "the refusal names both annotations" \
+  "$(log_count 'refusing container telco/bothp/fwd: annotation isolated-partition.cpupool.dev=\\"true\\": .* shared-cpus.cpupool.dev=\\"true\\"')" "1"
+crictl rmp -f "$MIXED" "$BOTH" >/dev/null
+
 for irq in $IRQS; do echo "${ORIG[$irq]}" > "/proc/irq/$irq/smp_affinity_list"; done
