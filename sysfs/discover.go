@@ -315,6 +315,9 @@ func readNUMA(r reader, t *Topology) error {
 		} else if ok {
 			n.MemTotalKB = memTotalKB(mi)
 		}
+		if n.HugePages, err = readNodeHugePages(r, dir); err != nil {
+			return err
+		}
 		if hasMemoryKnown {
 			n.HasMemory = hasMemory.Contains(id)
 		} else {

@@ -36,6 +36,8 @@ func TestDiscoverFixtures(t *testing.T) {
 	tests := []discoveryCase{
 		{fixture: "vm-2cpu", online: "0-1", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 2,
 			cpus: []cpuFact{{id: 1, socket: 0, numa: 0, siblings: "1", l3CPUsWith: 0}}},
+		{fixture: "vm-2numa-hugepages", online: "0-3", sockets: 2, numaNodes: 2, l3Groups: 2, cores: 4,
+			cpus: []cpuFact{{id: 2, socket: 1, numa: 1, siblings: "2", l3CPUsWith: 3}}},
 		{fixture: "desktop-8c16t", online: "0-15", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 8, smtActive: true,
 			cpus: []cpuFact{{id: 3, socket: 0, numa: 0, siblings: "3,11", l3CPUsWith: 12, baseFreqKHz: 3600000}}},
 		{fixture: "xeon-2s-interleaved", online: "0-79", isolated: "2-39,42-79", isolatedSource: "sysfs",
@@ -385,4 +387,31 @@ func TestDiscoverThisMachine(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, topo.Online.IsEmpty())
 	assert.Equal(t, runtime.NumCPU() <= topo.Online.Size(), true)
+}
+
+// TestDiscoverHugePages: every node lists the x86 sizes, with no pages
+// until some are reserved; the fixture's node 1 has 32 pages of 2 MiB, and
+// a read at decision time sees what was reserved or taken since.
+func TestDiscoverHugePages(t *testing.T) {
+	root := fixture.Root(t, "vm-2numa-hugepages")
+	topo, err := sysfs.Discover(root)
+	require.NoError(t, err)
+	require.Len(t, topo.NUMANodes, 2)
+	assert.Equal(t, []sysfs.HugePages{{SizeKB: 2048}, {SizeKB: 1048576}}, topo.NUMANodes[0].HugePages)
+	assert.Equal(t, []sysfs.HugePages{{SizeKB: 2048, Total: 32, Free: 32}, {SizeKB: 1048576}}, topo.NUMANodes[1].HugePages)
+	assert.Equal(t, int64(4194304), topo.NUMANodes[1].MemTotalKB)
+
+	dir := filepath.Join(root, "sys/devices/system/node/node1/hugepages/hugepages-2048kB")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "free_hugepages"), []byte("20\n"), 0o644))
+	now, err := sysfs.ReadHugePages(root, []int{0, 1})
+	require.NoError(t, err)
+	assert.Equal(t, sysfs.HugePages{SizeKB: 2048, Total: 32, Free: 20}, now[1][0])
+	assert.Equal(t, sysfs.HugePages{SizeKB: 2048}, now[0][0])
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nr_hugepages"), []byte("many\n"), 0o644))
+	_, err = sysfs.ReadHugePages(root, []int{1})
+	assert.ErrorContains(t, err, "nr_hugepages")
+	assert.Equal(t, "2Mi", sysfs.HugePageSizeName(2048))
+	assert.Equal(t, "1Gi", sysfs.HugePageSizeName(1048576))
+	assert.Equal(t, "64Ki", sysfs.HugePageSizeName(64))
 }

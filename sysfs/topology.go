@@ -84,8 +84,12 @@ type NUMANode struct {
 	// Topology.NUMANodes order as the kernel prints it.
 	Distance  []int `json:"distance"`
 	HasMemory bool  `json:"hasMemory"`
-	// MemTotalKB is MemTotal from the node's meminfo, 0 when unknown.
+	// MemTotalKB is MemTotal from the node's meminfo, 0 when unknown. It
+	// includes the memory of the node's hugepages.
 	MemTotalKB int64 `json:"memTotalKB"`
+	// HugePages are the node's hugepage pools by size, ascending, as
+	// discovered; decisions read the counts again (ReadHugePages).
+	HugePages []HugePages `json:"hugePages,omitempty"`
 }
 
 // CPU returns the CPU with the given ID.
