@@ -88,6 +88,10 @@ type Assignment struct {
 	// order they were added; the rest of CPUs is its original set, which a
 	// resize never gives back.
 	Added []int `json:"-"`
+	// Memory is what it holds of each NUMA node's memory (memory.go): set
+	// for exclusive containers whose mems are pinned, also while they are
+	// held for its pod.
+	Memory []NodeMemory `json:"-"`
 }
 
 // Original returns the CPUs the container was created with.
@@ -142,6 +146,15 @@ type Allocator struct {
 	// neither builds it nor compares it (see markInfra).
 	infraGen, infraCPUsGen uint64
 	infraCPUs              *cpuset.CPUSet
+	// mem counts the memory of NUMA nodes held by containers and holds
+	// (memory.go).
+	mem memAccount
+	// planNodes are the NUMA nodes of the last plan placement built: the
+	// nodes a container's memory may come from.
+	planNodes []int
+	// fit is the memory of the decision being made, nil when its memory
+	// is not counted (memplace.go).
+	fit *memFit
 }
 
 // New returns an allocator with no containers.
@@ -157,6 +170,7 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		owner:      make([]string, len(x.cpus)),
 		busy:       make([]bool, len(x.cpus)),
 		holds:      map[string]*Hold{},
+		mem:        newMemAccount(topo),
 	}
 	a.indexPools()
 	return a
@@ -177,6 +191,9 @@ type Result struct {
 	// InfraChanged tells that the infra pool changed, so pod sandboxes
 	// must follow.
 	InfraChanged bool
+	// Warning is what the operator should know of a placement that was
+	// made nonetheless (a memory limit no set of NUMA nodes holds).
+	Warning string
 }
 
 // Request asks for a container's placement.
@@ -207,6 +224,13 @@ type Request struct {
 	// isolated partition (isolatedPartition: optOut), and does not because
 	// it runs on the shared pool too (see partitionOrShared).
 	PartitionSkipped bool
+	// Demand is what the container asks of memory (memory.go); counted
+	// for exclusive containers whose mems are pinned.
+	Demand Demand
+	// HugePagesNow are the nodes' hugepage counts read for this decision,
+	// by node id; nil uses those last read. The caller reads them only
+	// for a container that asks for hugepages.
+	HugePagesNow map[int][]sysfs.HugePages
 	// grow is the running container a resize adds CPUs to.
 	grow *Assignment
 }
@@ -221,6 +245,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		return Result{Assignment: *cur}, nil
 	}
 	infraBefore := a.markInfra()
+	warning := ""
 	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New()}
 	switch req.Pool {
 	case pools.Shared, pools.Infra:
@@ -239,13 +264,16 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 			// Exclusive CPUs whoever chose them: the cpuset bounds the
 			// container, and a quota could only throttle it.
 			as.CPUs, as.NoCPUQuota = cpus, req.Options.DisableCPUQuota
+			if as.Memory, warning, err = a.memoryOnExact(req, cpus); err != nil {
+				return Result{}, err
+			}
 			break
 		}
-		cpus, reserved, err := a.placeExclusive(req)
+		pl, err := a.placeWithMemory(req)
 		if err != nil {
 			return Result{}, err
 		}
-		as.CPUs, as.Reserved = cpus, reserved
+		as.CPUs, as.Reserved, as.Memory, warning = pl.cpus, pl.reserved, pl.memory, pl.warning
 	default:
 		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
 	}
@@ -253,9 +281,11 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	if err := a.withSharedPart(as, req); err != nil {
 		return Result{}, err
 	}
-	as.Mems = a.memsFor(as.CPUs)
+	as.Mems = a.memsFor(as.CPUs).Union(memNodesSet(as.Memory))
 	a.takeFromHolds(req, as.Held())
-	return a.commit(as, infraBefore), nil
+	res := a.commit(as, infraBefore)
+	res.Warning = warning
+	return res, nil
 }
 
 // liftsCPUQuota is the one rule for the CFS quota, whichever route placed
@@ -275,6 +305,7 @@ func liftsCPUQuota(req Request) bool {
 func (a *Allocator) commit(as *Assignment, infraBefore infraMark) Result {
 	a.addContainer(as)
 	if pools.IsExclusive(as.Pool) {
+		a.setMemory(as.ID, as.Memory)
 		for _, id := range as.Held().UnsortedList() {
 			// A container kept where it runs (keep) may overlap
 			// another; the first holder keeps the CPU (see Release).

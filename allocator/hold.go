@@ -143,6 +143,12 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet) {
 			a.dropHold(key, h)
 			continue
 		}
+		if h.Reusable() && len(h.Memory) > 0 {
+			// A completed container's memory goes to the pod's next
+			// container with its CPUs (see lentMemory).
+			h.Memory = nil
+			a.setMemory(h.ID, nil)
+		}
 		reused := h.Held().Intersection(taken)
 		if reused.IsEmpty() {
 			continue
@@ -172,6 +178,7 @@ func (a *Allocator) free(c *Assignment) {
 	if !pools.IsExclusive(c.Pool) {
 		return
 	}
+	a.setMemory(c.ID, nil)
 	for _, cpu := range c.Held().UnsortedList() {
 		if a.owner[cpu] == c.ID {
 			a.setOwner(cpu, "")

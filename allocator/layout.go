@@ -28,6 +28,11 @@ type Layout struct {
 	ExclusiveNonIsolcpus cpuset.CPUSet
 	// MinInfraCPUs is how many CPUs infra keeps in any case.
 	MinInfraCPUs int
+	// MemoryReserve is the memory in bytes, and HugePagesReserve the
+	// pages by size in KiB, of each NUMA node kept for the host
+	// (memory.reservedPerNode, memory.reservedHugePagesPerNode).
+	MemoryReserve    int64
+	HugePagesReserve map[int64]int64
 }
 
 // Pool returns a pool's static CPUs by name.
@@ -52,7 +57,8 @@ func (l *Layout) Pool(name string) cpuset.CPUSet {
 // which is also the order of the problems they report.
 func BuildLayout(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Problems) {
 	b := &layoutBuilder{topo: topo, cfg: cfg, x: newIndex(topo),
-		l: &Layout{Online: topo.Online, MinInfraCPUs: cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs},
+		l: &Layout{Online: topo.Online, MinInfraCPUs: cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs,
+			MemoryReserve: cfg.Memory.ReservedBytes(), HugePagesReserve: cfg.Memory.ReservedPages()},
 		// Warnings about the config alone (errors stopped it loading) come first.
 		p: cfg.Check().Warnings(),
 	}

@@ -151,6 +151,19 @@ func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.C
 
 	// 4. and 5.: the best plan over the nodes, its cores taken inside them.
 	best, ok := p.bestPlan(nodes, need, req)
+	if !ok && a.fit != nil {
+		// 0.: memory. No set of nodes holds it: hugepages refuse, a memory
+		// limit is set aside.
+		if err, refused := a.memoryRefusal(req, who, nodes); refused {
+			return cpuset.New(), cpuset.New(), err
+		}
+		if a.fit.ignoreMemory {
+			best, ok = p.bestPlan(nodes, need, req)
+		}
+	}
+	if ok {
+		a.planNodes = append(a.planNodes[:0], best.nodes...)
+	}
 	if !ok {
 		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: distribute-across-numa gives each NUMA node used an equal share of the %d CPUs, and no set of nodes has room for equal shares (free CPUs by node: %s); lower the request or turn distribute-across-numa off", req.Pool, who, n, freeByNode(nodes))
 	}
@@ -183,7 +196,9 @@ func (p *planner) candidateNodes(view *poolView, req Request) ([]nodeCap, int) {
 		if !req.NUMANodes.IsEmpty() && !req.NUMANodes.Contains(nv.id) {
 			continue
 		}
-		if nc := p.nodeCapacity(nv); nc.cap > 0 {
+		// A node without free CPUs may still give a request its memory
+		// (rule 0): then its CPUs come from another node of the plan.
+		if nc := p.nodeCapacity(nv); nc.cap > 0 || p.a.fit != nil {
 			nodes = append(nodes, nc)
 			total += nc.cap
 		}
@@ -223,6 +238,9 @@ func (a *Allocator) ownHoldFits(req Request, n int) (*Hold, bool) {
 	}
 	if !req.NUMANodes.IsEmpty() && !a.x.numaNodesOf(own.CPUs).IsSubsetOf(req.NUMANodes) {
 		return nil, false
+	}
+	if a.fit != nil && !a.fit.fits(a.memNodesOf(a.x.numaNodes(own.CPUs))) {
+		return nil, false // its memory no longer fits there
 	}
 	return own, true
 }

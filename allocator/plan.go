@@ -161,6 +161,9 @@ func (p *planner) candidate(combo []nodeCap, need int, req Request) (candidate, 
 	if sum < need {
 		return candidate{}, false
 	}
+	if f := p.a.fit; f != nil && !f.fits(p.memNodes(combo)) {
+		return candidate{}, false // rule 0: its memory does not fit
+	}
 	c := candidate{combo: combo, need: need, bound: p.outline(combo, req)}
 	if req.Options.DistributeAcrossNUMA {
 		var ok bool
@@ -317,6 +320,15 @@ func (p *planner) build(c *candidate) *plan {
 	}
 	pl.sockets = len(sockets)
 	return &pl
+}
+
+// memNodes are the nodes whose memory serves a combination.
+func (p *planner) memNodes(combo []nodeCap) []int {
+	ids := p.s.ints(len(combo))[:0]
+	for _, nc := range combo {
+		ids = append(ids, nc.v.id)
+	}
+	return p.a.memNodesOf(ids)
 }
 
 // forEachCombination calls fn with every k-subset of 0..n-1 in

@@ -55,6 +55,9 @@ type Config struct {
 	AllowedNamespaces map[string][]string `yaml:"allowedNamespaces"`
 	// PinMemory also sets cpuset.mems to the NUMA nodes of the CPUs.
 	PinMemory bool `yaml:"pinMemory"`
+	// Memory keeps memory and hugepages of every NUMA node for the host:
+	// pinned containers are counted against the rest (memory.go).
+	Memory Memory `yaml:"memory"`
 	// PinSandboxes writes the infra pool into pod sandbox cgroups.
 	PinSandboxes bool `yaml:"pinSandboxes"`
 	// SandboxAffinity also sets the sandbox process's CPU affinity.
@@ -364,6 +367,7 @@ func (c *Config) Check() Problems {
 	}
 	c.checkIRQ(&p)
 	c.checkPower(&p)
+	c.checkMemory(&p)
 	if c.DRA.Enabled && c.Kubelet.DevicePlugin {
 		p.Errorf("dra.enabled", "the DRA driver and the kubelet device plugin (kubelet.devicePlugin) would both hand out the exclusive pool; turn one off (pods that request %s are served by DRA through a DeviceClass with extendedResourceName, see docs/dra.md)", ResourceExclusive)
 	}

@@ -164,3 +164,17 @@ func TestConfigCPUListsAreBounded(t *testing.T) {
 		})
 	}
 }
+
+func TestMemoryReserve(t *testing.T) {
+	cfg, err := Parse(strings.NewReader("memory: {reservedPerNode: 2Gi, reservedHugePagesPerNode: {2Mi: 64, 1Gi: 1}}\n"), "t")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2<<30), cfg.Memory.ReservedBytes())
+	assert.Equal(t, map[int64]int64{2048: 64, 1048576: 1}, cfg.Memory.ReservedPages())
+	assert.Zero(t, Default().Memory.ReservedBytes(), "no reserve by default")
+
+	for _, bad := range []string{"memory: {reservedPerNode: lots}", "memory: {reservedPerNode: -1Gi}",
+		"memory: {reservedHugePagesPerNode: {3Mi: 1}}", "memory: {reservedHugePagesPerNode: {2Mi: -1}}"} {
+		_, err := Parse(strings.NewReader(bad), "t")
+		assert.ErrorContains(t, err, "memory.reserved", bad)
+	}
+}

@@ -1,0 +1,410 @@
+package allocator
+
+// Memory follows the CPUs (docs/placement.md, "Memory follows the CPUs"):
+// the hugepages and memory limits of the containers whose memory the
+// allocator pins are counted per NUMA node, against each node's capacity
+// less the host's reserve, and an exclusive container's CPUs go where its
+// memory fits.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// Demand is what a container asks of its NUMA nodes' memory: its memory
+// limit and its hugepage limits, from its OCI spec. A container without a
+// memory limit asks for no memory: the kernel bounds it by nothing we could
+// count.
+type Demand struct {
+	// Memory is the memory limit in bytes; 0 asks for none.
+	Memory int64
+	// HugePages are the hugepages asked for, by size, ascending; every
+	// count is positive.
+	HugePages []Pages
+}
+
+// Pages is a number of hugepages of one size.
+type Pages struct {
+	SizeKB int64
+	Count  int64
+}
+
+// IsZero tells that the demand asks for nothing.
+func (d Demand) IsZero() bool { return d.Memory <= 0 && len(d.HugePages) == 0 }
+
+// NodeMemory is what a container holds of one NUMA node's memory.
+type NodeMemory struct {
+	Node      int
+	Memory    int64
+	HugePages []Pages
+}
+
+// DemandOf is the demand that holdings add up to.
+func DemandOf(held []NodeMemory) Demand {
+	var d Demand
+	for _, nm := range held {
+		d.Memory += nm.Memory
+		for _, p := range nm.HugePages {
+			d.HugePages = addPages(d.HugePages, p.SizeKB, p.Count)
+		}
+	}
+	return d
+}
+
+// Equal tells that two demands ask for the same.
+func (d Demand) Equal(o Demand) bool {
+	return max(d.Memory, 0) == max(o.Memory, 0) && slices.Equal(d.HugePages, o.HugePages)
+}
+
+// addPages adds n pages of a size to a list sorted by size.
+func addPages(ps []Pages, sizeKB, n int64) []Pages {
+	if n == 0 {
+		return ps
+	}
+	i, found := slices.BinarySearchFunc(ps, sizeKB, func(p Pages, s int64) int { return cmpInt64(p.SizeKB, s) })
+	if found {
+		out := slices.Clone(ps)
+		out[i].Count += n
+		return out
+	}
+	return slices.Insert(slices.Clone(ps), i, Pages{SizeKB: sizeKB, Count: n})
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// memAccount is the per-node accounting: what each container and hold
+// holds, their sum by node, and the nodes' capacity as last read.
+type memAccount struct {
+	// held is by container id (a hold keeps its stopped container's id):
+	// setting a holder's memory replaces what it held, so nothing is ever
+	// counted twice.
+	held map[string][]NodeMemory
+	used map[int]*nodeUse
+	// pages are the nodes' hugepage pools as last read: at discovery,
+	// then at each decision that involves hugepages.
+	pages map[int][]sysfs.HugePages
+}
+
+type nodeUse struct {
+	memory int64
+	pages  map[int64]int64 // by size in KiB
+}
+
+func newMemAccount(topo *sysfs.Topology) memAccount {
+	m := memAccount{held: map[string][]NodeMemory{}, used: map[int]*nodeUse{}, pages: map[int][]sysfs.HugePages{}}
+	for _, n := range topo.NUMANodes {
+		m.pages[n.ID] = n.HugePages
+	}
+	return m
+}
+
+// setMemory makes what holder id holds of the nodes' memory held; nil
+// gives it all back.
+func (a *Allocator) setMemory(id string, held []NodeMemory) {
+	m := &a.mem
+	for _, nm := range m.held[id] {
+		m.add(nm, -1)
+	}
+	delete(m.held, id)
+	if len(held) == 0 {
+		return
+	}
+	m.held[id] = held
+	for _, nm := range held {
+		m.add(nm, 1)
+	}
+}
+
+func (m *memAccount) add(nm NodeMemory, sign int64) {
+	u := m.used[nm.Node]
+	if u == nil {
+		u = &nodeUse{pages: map[int64]int64{}}
+		m.used[nm.Node] = u
+	}
+	u.memory += sign * nm.Memory
+	for _, p := range nm.HugePages {
+		u.pages[p.SizeKB] += sign * p.Count
+	}
+}
+
+// NodeMemoryUse is one node's memory figures, as the tests and status see
+// them: what is held by the containers and holds the allocator counts.
+type NodeMemoryUse struct {
+	Node      int
+	Memory    int64
+	HugePages map[int64]int64
+}
+
+// MemoryUse returns what the counted containers and holds hold, by node in
+// id order; nodes nobody holds anything of are left out.
+func (a *Allocator) MemoryUse() []NodeMemoryUse {
+	var out []NodeMemoryUse
+	for _, n := range a.x.nodes {
+		u := a.mem.used[n]
+		if u == nil {
+			continue
+		}
+		nu := NodeMemoryUse{Node: n, Memory: u.memory, HugePages: map[int64]int64{}}
+		for size, c := range u.pages {
+			if c != 0 {
+				nu.HugePages[size] = c
+			}
+		}
+		if nu.Memory != 0 || len(nu.HugePages) > 0 {
+			out = append(out, nu)
+		}
+	}
+	return out
+}
+
+// countsMemory tells whether the allocator counts a request's memory: an
+// exclusive container whose mems it pins, asking for some.
+func (a *Allocator) countsMemory(req Request) bool {
+	return a.pinMemory && pools.IsExclusive(req.Pool) && req.grow == nil && !req.Demand.IsZero()
+}
+
+// memFit is what a request may have of each node's memory, worked out
+// once per decision.
+type memFit struct {
+	demand Demand
+	// memory is the memory available by node; a node whose MemTotal is
+	// unknown is absent and holds any amount.
+	memory map[int]int64
+	// pages is, by position in demand.HugePages, the pages of that size
+	// available by node.
+	pages []map[int]int64
+	// ignoreMemory is set when no set of nodes holds the memory limit: the
+	// request is then placed by the other rules, with a warning.
+	ignoreMemory bool
+	warning      string
+}
+
+// memoryFit works out the request's memory on every node, by the rule of
+// docs/placement.md: a node's hugepages of a size available to it are
+//
+//	min(nr_hugepages − reserve − held, free_hugepages)
+//
+// where held are the pages our containers and holds hold there, less
+// those of the holds the request may reuse (its own last run's, and the
+// pod's completed containers'); its memory is MemTotal − the memory of its
+// hugepage pools − reserve − held. now, when not nil, are the hugepage
+// counts read for this decision.
+func (a *Allocator) memoryFit(req Request, now map[int][]sysfs.HugePages) *memFit {
+	for n, hp := range now {
+		a.mem.pages[n] = hp
+	}
+	lent := a.lentMemory(req)
+	f := &memFit{demand: req.Demand, memory: map[int]int64{}, pages: make([]map[int]int64, len(req.Demand.HugePages))}
+	for i := range f.pages {
+		f.pages[i] = map[int]int64{}
+	}
+	memReserve, pageReserve := a.layout.MemoryReserve, a.layout.HugePagesReserve
+	for _, node := range a.x.topo.NUMANodes {
+		if !node.HasMemory {
+			continue
+		}
+		u := a.mem.used[node.ID]
+		if u == nil {
+			u = &nodeUse{}
+		}
+		l := lent[node.ID]
+		inPages := int64(0)
+		for _, hp := range a.mem.pages[node.ID] {
+			inPages += hp.Total * hp.SizeKB * 1024
+		}
+		if node.MemTotalKB > 0 {
+			f.memory[node.ID] = max(0, node.MemTotalKB*1024-inPages-memReserve-u.memory+l.memory)
+		}
+		for i, want := range req.Demand.HugePages {
+			var total, free int64
+			for _, hp := range a.mem.pages[node.ID] {
+				if hp.SizeKB == want.SizeKB {
+					total, free = hp.Total, hp.Free
+				}
+			}
+			held := u.pages[want.SizeKB] - l.pages[want.SizeKB]
+			f.pages[i][node.ID] = max(0, min(total-pageReserve[want.SizeKB]-held, free))
+		}
+	}
+	return f
+}
+
+// lentMemory is what the holds a request may reuse hold, by node: its own
+// last run's (a new run ends it) and those of its pod's containers that
+// completed, as their CPUs are (see reusableFor).
+func (a *Allocator) lentMemory(req Request) map[int]nodeUse {
+	out := map[int]nodeUse{}
+	if req.Pod.UID == "" {
+		return out
+	}
+	for _, key := range a.podHoldKeys(req.Pod.UID) {
+		h := a.holds[key]
+		if h.Container != req.Container && !h.Reusable() {
+			continue
+		}
+		for _, nm := range a.mem.held[h.ID] {
+			u := out[nm.Node]
+			if u.pages == nil {
+				u.pages = map[int64]int64{}
+			}
+			u.memory += nm.Memory
+			for _, p := range nm.HugePages {
+				u.pages[p.SizeKB] += p.Count
+			}
+			out[nm.Node] = u
+		}
+	}
+	return out
+}
+
+// memNodesOf returns the nodes whose memory serves the NUMA nodes given (a
+// memory-less node's nearest node with memory), in id order.
+func (a *Allocator) memNodesOf(nodes []int) []int {
+	var out []int
+	for _, n := range nodes {
+		pos, ok := a.x.nodePos[n]
+		if !ok {
+			continue
+		}
+		if m := a.x.memNode[pos]; m != sysfs.Unknown && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fits tells whether the memory of the nodes can hold the request.
+func (f *memFit) fits(memNodes []int) bool {
+	for i, want := range f.demand.HugePages {
+		sum := int64(0)
+		for _, n := range memNodes {
+			sum += f.pages[i][n]
+		}
+		if sum < want.Count {
+			return false
+		}
+	}
+	if f.ignoreMemory || f.demand.Memory <= 0 {
+		return true
+	}
+	sum := int64(0)
+	for _, n := range memNodes {
+		avail, known := f.memory[n]
+		if !known {
+			return true
+		}
+		sum += avail
+	}
+	return sum >= f.demand.Memory
+}
+
+// split takes the request's memory from the nodes, in the order given
+// (the nodes of its CPUs first), each up to what it has; the last node
+// takes what is left of the memory limit when it is over-committed.
+func (f *memFit) split(order []int) []NodeMemory {
+	out := make([]NodeMemory, 0, len(order))
+	at := func(n int) *NodeMemory {
+		for i := range out {
+			if out[i].Node == n {
+				return &out[i]
+			}
+		}
+		out = append(out, NodeMemory{Node: n})
+		return &out[len(out)-1]
+	}
+	for i, want := range f.demand.HugePages {
+		left := want.Count
+		for _, n := range order {
+			if take := min(left, f.pages[i][n]); take > 0 {
+				nm := at(n)
+				nm.HugePages = addPages(nm.HugePages, want.SizeKB, take)
+				left -= take
+			}
+		}
+	}
+	if left := f.demand.Memory; left > 0 && len(order) > 0 {
+		for j, n := range order {
+			avail, known := f.memory[n]
+			take := min(left, avail)
+			if !known || j == len(order)-1 {
+				take = left
+			}
+			if take > 0 {
+				at(n).Memory += take
+				left -= take
+			}
+		}
+	}
+	out = slices.DeleteFunc(out, func(nm NodeMemory) bool { return nm.Memory == 0 && len(nm.HugePages) == 0 })
+	slices.SortFunc(out, func(x, y NodeMemory) int { return x.Node - y.Node })
+	return out
+}
+
+// splitOrder orders the memory nodes a placement may take memory from: the
+// nodes of its CPUs first, then the other nodes of its plan, in id order.
+func (a *Allocator) splitOrder(cpus cpuset.CPUSet, planNodes []int) []int {
+	local := a.memNodesOf(a.x.numaNodes(cpus))
+	for _, n := range a.memNodesOf(planNodes) {
+		if !slices.Contains(local, n) {
+			local = append(local, n)
+		}
+	}
+	return local
+}
+
+// shortage describes, per hugepage size the nodes cannot hold (and the
+// memory, when it cannot), what was asked and what each node has:
+// "hugepages-2Mi: asked 16, free node0 0 node1 0". hugePages tells that
+// hugepages are short, which refuses the container.
+func (f *memFit) shortage(memNodes []int) (msg string, hugePages bool) {
+	var parts []string
+	for i, want := range f.demand.HugePages {
+		sum := int64(0)
+		free := make([]string, 0, len(memNodes))
+		for _, n := range memNodes {
+			sum += f.pages[i][n]
+			free = append(free, fmt.Sprintf("node%d %d", n, f.pages[i][n]))
+		}
+		if sum < want.Count {
+			hugePages = true
+			parts = append(parts, fmt.Sprintf("hugepages-%s: asked %d, free %s", sysfs.HugePageSizeName(want.SizeKB), want.Count, strings.Join(free, " ")))
+		}
+	}
+	if f.demand.Memory > 0 && !f.fitsMemory(memNodes) {
+		free := make([]string, 0, len(memNodes))
+		for _, n := range memNodes {
+			free = append(free, fmt.Sprintf("node%d %s", n, Bytes(f.memory[n])))
+		}
+		parts = append(parts, fmt.Sprintf("memory: asked %s, free %s", Bytes(f.demand.Memory), strings.Join(free, " ")))
+	}
+	return strings.Join(parts, "; "), hugePages
+}
+
+// fitsMemory is fits for the memory limit alone.
+func (f *memFit) fitsMemory(memNodes []int) bool {
+	g := *f
+	g.demand.HugePages, g.ignoreMemory = nil, false
+	return g.fits(memNodes)
+}
+
+// Bytes writes an amount of memory the Kubernetes way: "8Gi", "1536Mi",
+// exact, in the largest binary unit that divides it.
+func Bytes(b int64) string {
+	return resource.NewQuantity(b, resource.BinarySI).String()
+}

@@ -1,0 +1,105 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/utils/cpuset"
+)
+
+// placed is an exclusive placement with the memory it holds.
+type placed struct {
+	cpus, reserved cpuset.CPUSet
+	memory         []NodeMemory
+	warning        string
+}
+
+// placeWithMemory places an exclusive request, its CPUs where its memory
+// fits when the allocator counts its memory (rule 0 of docs/placement.md):
+// only sets of NUMA nodes whose memory holds the request are candidates,
+// and the placement rules choose among them. When no set of nodes holds its
+// hugepages, the request is refused with what each node has; when no set
+// holds its memory limit, it is placed by the other rules with a warning.
+func (a *Allocator) placeWithMemory(req Request) (placed, error) {
+	if !a.countsMemory(req) {
+		cpus, reserved, err := a.placeExclusive(req)
+		return placed{cpus: cpus, reserved: reserved}, err
+	}
+	a.fit, a.planNodes = a.memoryFit(req, req.HugePagesNow), a.planNodes[:0]
+	defer func() { a.fit = nil }()
+	cpus, reserved, err := a.placeExclusive(req)
+	if err != nil {
+		return placed{}, err
+	}
+	pl := placed{cpus: cpus, reserved: reserved, warning: a.fit.warning}
+	pl.memory = a.fit.split(a.splitOrder(cpus, a.planNodes))
+	if err := a.fit.covered(pl.memory); err != nil {
+		return placed{}, fmt.Errorf("container %s: %w", req.Pod.ContainerName(req.Container), err)
+	}
+	return pl, nil
+}
+
+// memoryOnExact counts the memory of a container whose CPUs the kubelet
+// chose: it takes its memory from the nodes of those CPUs, and is refused
+// when their hugepages cannot hold it.
+func (a *Allocator) memoryOnExact(req Request, cpus cpuset.CPUSet) ([]NodeMemory, string, error) {
+	if !a.countsMemory(req) {
+		return nil, "", nil
+	}
+	fit := a.memoryFit(req, req.HugePagesNow)
+	nodes := a.memNodesOf(a.x.numaNodes(cpus))
+	warning := ""
+	if !fit.fits(nodes) {
+		msg, hugePages := fit.shortage(nodes)
+		if hugePages {
+			return nil, "", fmt.Errorf("pool %s cannot fit container %s on the CPUs %s the kubelet allocated: %s; reserve hugepages on those NUMA nodes, or align the CPUs with the hugepages with the kubelet's Topology Manager", req.Pool, req.Pod.ContainerName(req.Container), cpus, msg)
+		}
+		fit.ignoreMemory = true
+		warning = fmt.Sprintf("container %s: %s; placed on the CPUs the kubelet allocated anyway (a memory limit is a ceiling, not a reservation)", req.Pod.ContainerName(req.Container), msg)
+	}
+	return fit.split(nodes), warning, nil
+}
+
+// covered checks that a split holds every hugepage asked for: a container
+// is never pinned to nodes without its hugepages.
+func (f *memFit) covered(held []NodeMemory) error {
+	got := DemandOf(held)
+	for _, want := range f.demand.HugePages {
+		i := slices.IndexFunc(got.HugePages, func(p Pages) bool { return p.SizeKB == want.SizeKB })
+		if i < 0 || got.HugePages[i].Count != want.Count {
+			return fmt.Errorf("its hugepages do not fit the NUMA nodes of its CPUs (%v)", held)
+		}
+	}
+	return nil
+}
+
+// memoryRefusal is the refusal of a request whose hugepages no set of the
+// nodes holds, or false when only the memory limit is short: then the
+// memory limit is set aside (placed with a warning) and the caller tries
+// again.
+func (a *Allocator) memoryRefusal(req Request, who string, nodes []nodeCap) (error, bool) {
+	ids := make([]int, len(nodes))
+	for i, nc := range nodes {
+		ids[i] = nc.v.id
+	}
+	memNodes := a.memNodesOf(ids)
+	if a.fit.fits(memNodes) {
+		return nil, false // memory is not what is short
+	}
+	msg, hugePages := a.fit.shortage(memNodes)
+	if hugePages {
+		return fmt.Errorf("pool %s cannot fit %s: %s; reserve hugepages on a NUMA node of the pool (nodeN/hugepages/hugepages-<size>kB/nr_hugepages, or hugepagesz= and hugepages= on the kernel command line), wait for the pods that hold them to end, or lower the container's hugepages limit", req.Pool, who, msg), true
+	}
+	a.fit.ignoreMemory = true
+	a.fit.warning = fmt.Sprintf("%s: %s; no set of NUMA nodes holds its memory limit, so it is placed by the CPU rules and may be OOM-killed before the limit: lower memory.reservedPerNode or the limit", who, msg)
+	return nil, false
+}
+
+// memNodesSet is the nodes a container holds memory of.
+func memNodesSet(held []NodeMemory) cpuset.CPUSet {
+	ids := make([]int, len(held))
+	for i, nm := range held {
+		ids[i] = nm.Node
+	}
+	return cpuset.New(ids...)
+}
