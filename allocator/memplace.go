@@ -103,3 +103,24 @@ func memNodesSet(held []NodeMemory) cpuset.CPUSet {
 	}
 	return cpuset.New(ids...)
 }
+
+// MemoryOf is what a remembered container holds of the nodes' memory at a
+// restart, given its demand as the runtime shows it now: the record's
+// holdings when they add up to that demand, else (a record of an older
+// version, or one the demand outgrew) the demand taken from the nodes of
+// its mems, or of its CPUs, as they have it now. Nothing for a container
+// whose memory is not counted.
+func (a *Allocator) MemoryOf(as Assignment, d Demand) []NodeMemory {
+	req := Request{Pool: as.Pool, Demand: d}
+	if !a.countsMemory(req) {
+		return nil
+	}
+	if DemandOf(as.Memory).Equal(d) {
+		return as.Memory
+	}
+	nodes := as.Mems
+	if nodes.IsEmpty() {
+		nodes = a.memsFor(as.CPUs)
+	}
+	return a.memoryFit(req, nil).split(nodes.List())
+}

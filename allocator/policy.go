@@ -59,6 +59,8 @@ type Container struct {
 	KubeletCPUs cpuset.CPUSet
 	KubeletPool string
 	Claims      []string
+	// Demand is what it asks of memory (memory.go).
+	Demand Demand
 }
 
 // DeviceResolver maps a sysfs device path to its NUMA node; the caller
@@ -139,7 +141,7 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		return Request{}, err
 	}
 	req := Request{ID: c.ID, Pod: c.Pod, Container: c.Name, MilliCPU: c.MilliCPU, Options: p.cfg.Allocation,
-		NUMANodes: cpuset.New(), PreferNUMA: c.DeviceNUMA}
+		NUMANodes: cpuset.New(), PreferNUMA: c.DeviceNUMA, Demand: c.Demand}
 	if req.PreferNUMA.Size() == 0 {
 		req.PreferNUMA = cpuset.New()
 	}

@@ -293,6 +293,7 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (Result, Adopted, 
 			// annotation says they are its.
 			as.Reserved = a.hiddenSiblings(current)
 		}
+		as.Memory = a.MemoryOf(as, req.Demand) // counted where it runs
 		if res, err := a.restore(as); err == nil {
 			return res, StaysWhereItRuns, nil
 		}

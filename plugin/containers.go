@@ -27,6 +27,11 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
 		return nil, nil, p.refuse(who, err)
 	}
+	demand, err := demandOf(ctr)
+	if err != nil {
+		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: err})
+	}
+	hugePagesNow := p.hugePagesNow(demand) // a few sysfs reads, for hugepages only
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a, ok := p.alloc.Get(ctr.GetId()); ok {
@@ -37,6 +42,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return p.adjustment(st), p.takePending(), nil
 	}
 	info := p.toContainer(pod, ctr)
+	info.Demand = demand
 	tok, err := p.attachGrant(pod, ctr, &info)
 	if err != nil {
 		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
@@ -48,6 +54,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, nil, p.refuse(who, err)
 	}
+	req.HugePagesNow = hugePagesNow
 	res, err := p.alloc.Allocate(req)
 	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes(pod) > 0 {
 		res, err = p.alloc.Allocate(req)
@@ -67,6 +74,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.stateChanged()
 	p.log.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
 	p.notePartitionSkipped(who, req)
+	if res.Warning != "" {
+		p.log.Warnf("%s", res.Warning)
+	}
 	updates := p.followers(res)
 	p.decidedHook("CreateContainer", ctr.GetId())
 	return p.adjustment(st), updates, nil

@@ -180,11 +180,15 @@ func (p *Plugin) assignmentFromState(id string, st state.ContainerState) (alloca
 	// reconciler restores its cgroup's files), as a new container would
 	// not be (allocator's partitionOrShared); restoreKnown says so.
 	partition := st.IsolatedPartition && !st.WithShared
+	memory, err := parseMemory(st.Memory)
+	if err != nil {
+		p.log.Warnf("%s, memory: %v; derived again from the runtime", what, err)
+	}
 	return allocator.Assignment{ID: id, Pod: rememberedPod(st),
 		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: cpus, Reserved: reserved, Mems: mems,
 		Added: addedWithin(parseOrdered(st.Added), cpus), NoCPUQuota: st.NoCPUQuota, IsolateIRQs: st.IsolateIRQs,
 		IsolatedPartition: partition, PowerClass: st.PowerClass, WithShared: st.WithShared,
-		Shared: p.rememberedShared(st)}, ok1 && ok2
+		Shared: p.rememberedShared(st), Memory: memory}, ok1 && ok2
 }
 
 // addedWithin keeps the remembered order of added CPUs only for CPUs the

@@ -55,6 +55,9 @@ type fakeRuntime struct {
 	// plugin restarted on this node finds the files as the last one left
 	// them (power classes change some).
 	sysfsRoots map[string]string
+	// dress, when set, completes each container before its creation, as
+	// a pod spec does (hugepage and memory limits).
+	dress func(*api.Container)
 }
 
 // connProxy relays unix socket connections and can cut them all.
@@ -369,6 +372,9 @@ func (f *fakeRuntime) createAttempt(pod *api.PodSandbox, name string, attempt in
 		Annotations: map[string]string{"io.kubernetes.container.restartCount": fmt.Sprint(attempt)},
 		Linux: &api.LinuxContainer{CgroupsPath: pod.Linux.CgroupParent + "/" + id,
 			Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(shares), Period: api.UInt64(100000)}}}}
+	if f.dress != nil {
+		f.dress(ctr)
+	}
 	// Like containerd, hold plugin synchronization off until the container
 	// is recorded: a plugin registering meanwhile would miss it.
 	block := f.r.BlockPluginSync()

@@ -55,7 +55,8 @@ func containerState(a allocator.Assignment) state.ContainerState {
 	return state.ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
 		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota, IsolateIRQs: a.IsolateIRQs,
-		IsolatedPartition: a.IsolatedPartition, PowerClass: a.PowerClass, WithShared: a.WithShared, SharedCPUs: sharedPart(a)}
+		IsolatedPartition: a.IsolatedPartition, PowerClass: a.PowerClass, WithShared: a.WithShared, SharedCPUs: sharedPart(a),
+		Memory: formatMemory(a.Memory)}
 }
 
 // stateChanged tells the writer that memory moved on (it persists the

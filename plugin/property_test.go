@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	gproto "google.golang.org/protobuf/proto"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 )
@@ -35,7 +37,12 @@ import (
 //   - every running container is pinned (a non-empty cpuset);
 //   - no exclusive container runs with a CFS quota, whichever way it was
 //     placed;
-//   - the state file equals the plugin's memory.
+//   - the state file equals the plugin's memory;
+//   - each node's hugepages and memory counted are what the running
+//     containers and the holds hold there, never negative, never more
+//     hugepages than the node has (propHugePages, reserved on the node:
+//     containers of the annotation route ask for some, and memory limits),
+//     and an exclusive container's mems cover the nodes it holds memory of.
 //
 // Halfway through, the plugin is restarted with the kubelet device plugin
 // on (property_kubelet_test.go): pods of cpupool.dev/exclusive are admitted
@@ -74,8 +81,8 @@ func TestPropertyWholePlugin(t *testing.T) {
 	pt.ensureUp()
 	pt.check("end")
 	pt.finishKube()
-	summary := fmt.Sprintf("property: %d events, %d kills (%d between state write and reply), %d runtime restarts, %d invariant checks, %d creations refused, %d containers created unpinned (plugin down or reply lost); kubelet route: %s; seed %d",
-		pt.stats.events, pt.stats.kills, pt.stats.replyKills, pt.stats.runtimeRestarts, pt.stats.checks, pt.stats.refused, pt.stats.unpinned, pt.kstats, seed)
+	summary := fmt.Sprintf("property: %d events, %d kills (%d between state write and reply), %d runtime restarts, %d invariant checks, %d creations refused, %d containers created unpinned (plugin down or reply lost), %d checks with hugepages held; kubelet route: %s; seed %d",
+		pt.stats.events, pt.stats.kills, pt.stats.replyKills, pt.stats.runtimeRestarts, pt.stats.checks, pt.stats.refused, pt.stats.unpinned, pt.stats.hugePagesHeld, pt.kstats, seed)
 	t.Log(summary)
 	// make test and make soak print this line (go test hides a passing
 	// test's output).
@@ -84,6 +91,7 @@ func TestPropertyWholePlugin(t *testing.T) {
 	}
 	if events >= 300 {
 		pt.checkKubeCoverage()
+		require.Positive(t, pt.stats.hugePagesHeld, "no hugepages were ever held: the memory invariants tested nothing")
 	}
 }
 
@@ -96,6 +104,8 @@ func envInt(name string, def int) int {
 
 type propStats struct {
 	events, kills, replyKills, runtimeRestarts, checks, refused, unpinned int
+	// hugePagesHeld counts the checks at which some hugepages were held.
+	hugePagesHeld int
 }
 
 type propTest struct {
@@ -126,9 +136,19 @@ func newPropTest(t *testing.T, seed uint64) *propTest {
 	pt := &propTest{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), f: newFakeRuntime(t, false),
 		pinnedAt: map[string]string{}, running: map[string]*api.Container{}, node: desktop, kubeModel: newKubeModel()}
 	pt.state = statePath(pt.f)
+	dir := filepath.Join(pt.f.sysfsRoot(pt.node.fixture), "sys/devices/system/node/node0/hugepages/hugepages-2048kB")
+	for _, file := range []string{"nr_hugepages", "free_hugepages"} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.Itoa(propHugePages)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	pt.start()
 	return pt
 }
+
+// propHugePages are the pages of 2 MiB reserved on the property test's
+// node.
+const propHugePages = 24
 
 func (pt *propTest) start() {
 	pt.killed.Store(false)
@@ -293,6 +313,14 @@ func (pt *propTest) createWith(pod *api.PodSandbox, name string, milli int64, en
 	}
 	ctr := &api.Container{Id: fmt.Sprintf("ctr%05d", pt.seq), PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED,
 		Linux: &api.LinuxContainer{CgroupsPath: pod.Linux.CgroupParent + "/ctr" + strconv.Itoa(pt.seq), Resources: &api.LinuxResources{Cpu: cpu}}}
+	if env == "" {
+		// Hugepages and a memory limit (issue 31): counted for the
+		// exclusive containers, refused when the node has no pages left.
+		if pages := []uint64{0, 0, 4, 8}[pt.rng.IntN(4)]; pages > 0 {
+			ctr.Linux.Resources.HugepageLimits = []*api.HugepageLimit{{PageSize: "2MB", Limit: pages << 21}}
+		}
+		ctr.Linux.Resources.Memory = &api.LinuxMemory{Limit: api.Int64(int64(pt.rng.IntN(3)) << 30)}
+	}
 	if env != "" {
 		ctr.Env = []string{env}
 	}
@@ -490,6 +518,7 @@ func (pt *propTest) check(where string) {
 	}
 	infra := p.alloc.PoolCPUs(pools.Infra)
 	shared := p.alloc.Layout().Pool(pools.Shared)
+	memUse, holds := p.alloc.MemoryUse(), p.alloc.Holds()
 	p.mu.Unlock()
 
 	fail := func(format string, args ...any) {
@@ -590,9 +619,66 @@ func (pt *propTest) check(where string) {
 			fail("sandbox of %s on %s, held: %s", pod.Name, s, allHeld)
 		}
 	}
+	pt.checkMemory(fail, assignments, holds, memUse)
 	if pt.kubeletMode {
 		pt.checkKube(fail)
 	}
+}
+
+// checkMemory checks the per-node counts against what the containers and
+// holds hold (issue 31).
+func (pt *propTest) checkMemory(fail func(string, ...any), assignments []allocator.Assignment, holds []allocator.Hold, use []allocator.NodeMemoryUse) {
+	want := map[int]allocator.NodeMemoryUse{}
+	add := func(held []allocator.NodeMemory) {
+		for _, nm := range held {
+			u, ok := want[nm.Node]
+			if !ok {
+				u = allocator.NodeMemoryUse{Node: nm.Node, HugePages: map[int64]int64{}}
+			}
+			u.Memory += nm.Memory
+			for _, pg := range nm.HugePages {
+				u.HugePages[pg.SizeKB] += pg.Count
+			}
+			want[nm.Node] = u
+		}
+	}
+	for _, a := range assignments {
+		add(a.Memory)
+		if len(a.Memory) > 0 && !cpusetOfMemory(a.Memory).IsSubsetOf(a.Mems) {
+			fail("container %s holds memory of %v outside its mems %s", a.ID, a.Memory, a.Mems)
+		}
+	}
+	for _, h := range holds {
+		add(h.Memory)
+	}
+	for _, u := range use {
+		if len(u.HugePages) > 0 {
+			pt.stats.hugePagesHeld++
+		}
+		w := want[u.Node]
+		if u.Memory < 0 || u.Memory != w.Memory {
+			fail("node %d: %d bytes of memory counted, the containers and holds hold %d", u.Node, u.Memory, w.Memory)
+		}
+		for size, n := range u.HugePages {
+			if n < 0 || n != w.HugePages[size] || (size == 2048 && n > propHugePages) {
+				fail("node %d: %d pages of %d kB counted, the containers and holds hold %d, the node has %d", u.Node, n, size, w.HugePages[size], propHugePages)
+			}
+		}
+		delete(want, u.Node)
+	}
+	for n, w := range want {
+		if w.Memory != 0 || len(w.HugePages) > 0 {
+			fail("node %d: nothing counted, the containers and holds hold %+v", n, w)
+		}
+	}
+}
+
+func cpusetOfMemory(held []allocator.NodeMemory) cpuset.CPUSet {
+	var ids []int
+	for _, nm := range held {
+		ids = append(ids, nm.Node)
+	}
+	return cpuset.New(ids...)
 }
 
 func tail(s string, n int) string {

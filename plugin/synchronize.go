@@ -289,6 +289,7 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 // run (followPools updates them).
 func (p *Plugin) remembered(c *api.Container, st state.ContainerState) allocator.Remembered {
 	a, clean := p.assignmentFromState(c.GetId(), st)
+	a.Memory = p.alloc.MemoryOf(a, p.runtimeDemand(c, rememberedRef(st)))
 	r := allocator.Remembered{Assignment: a, Damaged: !clean, RunsOn: cpuset.New()}
 	if pools.IsExclusive(st.Pool) {
 		if cur, pinned := p.runtimeCPUs(c); pinned {
@@ -334,6 +335,7 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 		return p.confine(c, who, err)
 	}
 	info := p.toContainer(pod, c)
+	info.Demand = p.runtimeDemand(c, who)
 	if _, err := p.attachGrant(pod, c, &info); err != nil {
 		return p.confine(c, who, err) // the token is bound by rebindGrants if it is placed
 	}

@@ -14,11 +14,14 @@ var migrations = map[int]func(payload []byte) (*State, error){
 	1: migrateV1,
 	2: migrateV2,
 	3: migrateV2,
+	4: migrateV2,
 }
 
-// migrateV2: schemas 3 and 4 only added optional fields (isolateIRQs,
-// isolatedPartition; powerClass, powerClasses), so a version 2 or 3
-// payload is a current one without them.
+// migrateV2: schemas 3, 4 and 5 only added optional fields (isolateIRQs,
+// isolatedPartition; powerClass, powerClasses; memory), so a version 2, 3
+// or 4 payload is a current one without them. Containers without memory
+// get it again from the runtime at Synchronize; holds without it hold no
+// memory until their pod ends.
 func migrateV2(payload []byte) (*State, error) {
 	return decodePayload(payload)
 }

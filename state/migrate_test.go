@@ -108,3 +108,29 @@ func TestV2FileIsRead(t *testing.T) {
 	assert.Equal(t, 2, st.MigratedFrom)
 	assert.Equal(t, ContainerState{PodUID: "u", PodNamespace: "n", PodName: "p", Container: "c", Pool: "exclusive", MilliCPU: 1000, CPUs: "2", Mems: "0", NoCPUQuota: true}, st.Containers["c1"])
 }
+
+// TestV4FileIsRead: schema 5 only added what containers and holds hold of
+// each node's memory; a version 4 file is read with none (the plugin
+// derives it again from the runtime), and a version 5 file keeps it.
+func TestV4FileIsRead(t *testing.T) {
+	const container = `"c1":{"podUID":"u","podNamespace":"n","podName":"p","container":"c","pool":"exclusive","milliCPU":1000,"cpus":"2","mems":"1","powerClass":"fast"`
+	for _, tc := range []struct {
+		version int
+		payload string
+		memory  string
+	}{
+		{4, `{"containers":{` + container + `}}}`, ""},
+		{5, `{"containers":{` + container + `,"memory":"1:2048kB=16"}}}`, "1:2048kB=16"},
+	} {
+		data, err := EncodeEnvelope(nil, []byte(tc.payload), time.Time{})
+		require.NoError(t, err)
+		data = []byte(strings.Replace(string(data), `"schemaVersion":`+itoa(SchemaVersion), `"schemaVersion":`+itoa(tc.version), 1))
+		path := filepath.Join(t.TempDir(), "state.json")
+		require.NoError(t, os.WriteFile(path, data, 0o600))
+		st, err := NewFileStore(path).Load()
+		require.NoError(t, err, "version %d", tc.version)
+		assert.Equal(t, map[int]int{4: 4, 5: 0}[tc.version], st.MigratedFrom)
+		assert.Equal(t, tc.memory, st.Containers["c1"].Memory)
+		assert.Equal(t, "fast", st.Containers["c1"].PowerClass)
+	}
+}

@@ -37,7 +37,10 @@ import (
 //   - 4: containers and holds gain their power class (powerClass) and
 //     whether they also run on the shared pool (withShared, sharedCPUs);
 //     the file gains each power class's CPUs (powerClasses).
-const SchemaVersion = 4
+//   - 5: containers and holds gain what they hold of each NUMA node's
+//     memory and hugepages (memory); a record without it is derived again
+//     from the runtime at Synchronize (issue 31).
+const SchemaVersion = 5
 
 // State is what survives plugin, runtime and node restarts.
 type State struct {
@@ -89,6 +92,10 @@ type ContainerState struct {
 	// its exclusive part.
 	WithShared bool   `json:"withShared,omitempty"`
 	SharedCPUs string `json:"sharedCPUs,omitempty"`
+	// Memory is what an exclusive container whose mems are pinned holds of
+	// each NUMA node: "<node>:memory=<bytes>,<size>kB=<pages>;..." (the
+	// plugin's memstate.go).
+	Memory string `json:"memory,omitempty"`
 }
 
 // HeldState is a stopped exclusive container's CPUs, kept for its pod.

@@ -1,0 +1,121 @@
+package plugin
+
+// A container's demand of memory, from its OCI spec as NRI shows it: the
+// hugepage limits the kubelet writes for its hugepages-<size> requests, and
+// its memory limit. Parsed and bounded before the plugin's lock, as any
+// input a tenant shapes.
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+const (
+	// maxHugePageLimits bounds the hugepage limits read: a kernel has a
+	// handful of sizes.
+	maxHugePageLimits = 8
+	// maxMemoryBytes caps a limit before any arithmetic: 1 PiB is beyond
+	// any node, and nothing overflows below it.
+	maxMemoryBytes = int64(1) << 50
+)
+
+// demandOf reads the container's hugepage limits and memory limit. A
+// malformed or repeated page size is an error; a limit of 0 asks nothing.
+func demandOf(ctr *api.Container) (allocator.Demand, error) {
+	res := ctr.GetLinux().GetResources()
+	var d allocator.Demand
+	if limit := res.GetMemory().GetLimit().GetValue(); limit > 0 {
+		d.Memory = min(limit, maxMemoryBytes)
+	}
+	limits := res.GetHugepageLimits()
+	if len(limits) > maxHugePageLimits {
+		return allocator.Demand{}, fmt.Errorf("%d hugepage limits; a node has at most %d page sizes", len(limits), maxHugePageLimits)
+	}
+	for _, l := range limits {
+		if l.GetLimit() == 0 {
+			continue
+		}
+		sizeKB, err := ociPageSizeKB(l.GetPageSize())
+		if err != nil {
+			return allocator.Demand{}, err
+		}
+		for _, p := range d.HugePages {
+			if p.SizeKB == sizeKB {
+				return allocator.Demand{}, fmt.Errorf("hugepage size %s is limited twice", cpulist.Echo(l.GetPageSize()))
+			}
+		}
+		size := sizeKB * 1024
+		limit := int64(min(l.GetLimit(), uint64(maxMemoryBytes)))
+		d.HugePages = append(d.HugePages, allocator.Pages{SizeKB: sizeKB, Count: (limit + size - 1) / size})
+	}
+	sortPages(d.HugePages)
+	return d, nil
+}
+
+// ociPageSizeKB reads a page size as the OCI spec writes it ("2MB", "1GB",
+// "64KB": binary units, as runc reads them) in KiB.
+func ociPageSizeKB(s string) (int64, error) {
+	bad := fmt.Errorf("hugepage size %s is not a size such as 2MB or 1GB", cpulist.Echo(s))
+	if len(s) > 12 {
+		return 0, bad
+	}
+	shift := map[string]uint{"KB": 0, "MB": 10, "GB": 20, "TB": 30}
+	for unit, sh := range shift {
+		num, ok := strings.CutSuffix(s, unit)
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseInt(num, 10, 32)
+		if err != nil || v <= 0 || v&(v-1) != 0 {
+			return 0, bad
+		}
+		return v << sh, nil
+	}
+	return 0, bad
+}
+
+func sortPages(ps []allocator.Pages) {
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && ps[j].SizeKB < ps[j-1].SizeKB; j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+}
+
+// hugePagesNow reads the nodes' hugepage counts for a decision about a
+// container that asks for hugepages (nil for any other): pages are
+// reserved and taken at run time, by processes the plugin does not know.
+// A read that fails leaves the counts last read, with a warning.
+func (p *Plugin) hugePagesNow(d allocator.Demand) map[int][]sysfs.HugePages {
+	if len(d.HugePages) == 0 {
+		return nil
+	}
+	nodes := make([]int, 0, len(p.topo.NUMANodes))
+	for _, n := range p.topo.NUMANodes {
+		nodes = append(nodes, n.ID)
+	}
+	now, err := sysfs.ReadHugePages(p.cfg.SysfsRoot, nodes)
+	if err != nil {
+		p.log.Warnf("reading hugepage counts: %v; deciding on those last read", err)
+		return nil
+	}
+	return now
+}
+
+// runtimeDemand is a running container's demand at Synchronize, where the
+// runtime is the truth: a malformed one asks nothing, with a warning (the
+// container runs already; refusing it is not ours to do).
+func (p *Plugin) runtimeDemand(c *api.Container, who string) allocator.Demand {
+	d, err := demandOf(c)
+	if err != nil {
+		p.log.Warnf("synchronize: container %s: %v; its memory is not counted", who, err)
+	}
+	return d
+}

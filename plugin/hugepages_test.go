@@ -1,0 +1,115 @@
+package plugin
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/state"
+)
+
+// vmHugePages is issue 31's VM: 2 NUMA nodes of 2 CPUs, 32 pages of 2 MiB
+// reserved on node 1 only; CPU 0 is infra.
+var vmHugePages = testNode{fixture: "vm-2numa-hugepages", config: `
+isolatedCPUs: "1-3"
+pools:
+  exclusive: {cpus: "1-3"}
+`}
+
+// withHugePages makes every container the runtime creates ask for pages
+// of 2 MiB (its spec's hugepage limit) and 64 MiB of memory.
+func withHugePages(f *fakeRuntime, pages uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dress = func(ctr *api.Container) {
+		ctr.Linux.Resources.HugepageLimits = []*api.HugepageLimit{{PageSize: "2MB", Limit: pages << 21}}
+		ctr.Linux.Resources.Memory = &api.LinuxMemory{Limit: api.Int64(64 << 20)}
+	}
+}
+
+// setFreeHugePages writes node 1's free_hugepages, as the kernel shows
+// pages a process outside the plugin's knowledge took.
+func setFreeHugePages(t *testing.T, f *fakeRuntime, free string) {
+	dir := filepath.Join(f.sysfsRoot("vm-2numa-hugepages"), "sys/devices/system/node/node1/hugepages/hugepages-2048kB")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "free_hugepages"), []byte(free+"\n"), 0o644))
+}
+
+// TestHugePagesFollowTheCPUs is issue 31 through the real ttRPC: an
+// exclusive container that asks for 16 pages of 2 MiB gets its CPU and its
+// mems on node 1, the only node with hugepages (today it is pinned to node
+// 0 and its mmap fails); pages taken by something the plugin does not know
+// are not free; the third such container is refused at creation with what
+// each node has; and the count survives a kill -9 and a state file of the
+// previous version, which Synchronize completes from the runtime.
+func TestHugePagesFollowTheCPUs(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, vmHugePages, statePath(f))
+	withHugePages(f, 16)
+
+	setFreeHugePages(t, f, "10") // a host process took 22 pages
+	_, _, err := f.createContainer(exclusivePod(f, "early"), "dpdk", 1000)
+	require.ErrorContains(t, err, "hugepages-2Mi: asked 16, free node0 0 node1 10")
+	setFreeHugePages(t, f, "32")
+
+	podA := exclusivePod(f, "a")
+	a, resp, err := f.createContainer(podA, "dpdk", 1000)
+	require.NoError(t, err)
+	assert.Contains(t, []string{"2", "3"}, f.cpus(a), "a CPU of node 1")
+	assert.Equal(t, "1", resp.GetAdjust().GetLinux().GetResources().GetCpu().GetMems())
+	b, _, err := f.createContainer(exclusivePod(f, "b"), "dpdk", 1000)
+	require.NoError(t, err)
+	assert.Equal(t, "1", b.Linux.Resources.Cpu.Mems)
+
+	_, _, err = f.createContainer(exclusivePod(f, "c"), "dpdk", 1000)
+	require.ErrorContains(t, err, "hugepages-2Mi: asked 16, free node0 0 node1 0")
+	assert.Equal(t, "1:memory=67108864,2048kB=16", rp.savedState(t).Containers[a.Id].Memory)
+
+	// kill -9, and a state file as the previous version wrote it.
+	rp.kill()
+	st := rp.savedState(t)
+	for id, c := range st.Containers {
+		c.Memory = ""
+		st.Containers[id] = c
+	}
+	require.NoError(t, state.NewFileStore(statePath(f)).Save(st))
+	rp = startPlugin(t, f, vmHugePages, statePath(f))
+	_, _, err = f.createContainer(exclusivePod(f, "d"), "dpdk", 1000)
+	require.ErrorContains(t, err, "hugepages-2Mi: asked 16, free node0 0 node1 0", "the runtime's containers still hold their pages")
+	assert.Equal(t, "1:memory=67108864,2048kB=16", rp.savedState(t).Containers[a.Id].Memory, "derived again")
+
+	f.removeContainer(a)
+	f.removePod(podA)
+	e, _, err := f.createContainer(exclusivePod(f, "e"), "dpdk", 1000)
+	require.NoError(t, err, "pod a's end gave its pages back")
+	assert.Equal(t, "1", e.Linux.Resources.Cpu.Mems)
+}
+
+// TestHugePageLimitsAreBounded: a malformed page size is refused before
+// the lock, with a short echo.
+func TestHugePageLimitsAreBounded(t *testing.T) {
+	for _, tc := range []struct {
+		limits []*api.HugepageLimit
+		err    string
+	}{
+		{[]*api.HugepageLimit{{PageSize: "3MB", Limit: 1 << 21}}, `hugepage size "3MB"`},
+		{[]*api.HugepageLimit{{PageSize: "2MB", Limit: 1}, {PageSize: "2MB", Limit: 1}}, "limited twice"},
+		{make([]*api.HugepageLimit, 9), "9 hugepage limits"},
+		{[]*api.HugepageLimit{{PageSize: string(make([]byte, 4096)), Limit: 1}}, "is not a size"},
+	} {
+		ctr := &api.Container{Linux: &api.LinuxContainer{Resources: &api.LinuxResources{HugepageLimits: tc.limits}}}
+		_, err := demandOf(ctr)
+		require.ErrorContains(t, err, tc.err)
+		assert.Less(t, len(err.Error()), 120)
+	}
+	d, err := demandOf(&api.Container{Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
+		HugepageLimits: []*api.HugepageLimit{{PageSize: "1GB", Limit: 3 << 30}, {PageSize: "2MB", Limit: 5 << 20}, {PageSize: "64KB"}},
+		Memory:         &api.LinuxMemory{Limit: api.Int64(1 << 62)}}}})
+	require.NoError(t, err)
+	assert.Equal(t, "0:memory=1125899906842624,2048kB=3,1048576kB=3", formatMemory([]allocator.NodeMemory{{Memory: d.Memory, HugePages: d.HugePages}}),
+		"pages rounded up, sizes sorted, a limit of 0 asks nothing, the memory capped")
+}
