@@ -23,6 +23,9 @@
 //   - kubelet.go: the kubelet route, its allocation checked and its
 //     preferred CPUs offered.
 //   - hold.go: a stopped container's CPUs held for its pod, and their reuse.
+//   - memory.go: the hugepages and memory of NUMA nodes counted, and what a
+//     request may have of each node; memplace.go: placement where its
+//     memory fits (rule 0).
 //   - resize.go: growing and shrinking a container's CPUs in place.
 //   - recover.go: what a restart keeps (Readmit, Repin, RestoreHold, Adopt).
 //   - errors.go: why a container is refused (Refusal, ReasonOf).
