@@ -284,7 +284,12 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	if err := a.withSharedPart(as, req); err != nil {
 		return Result{}, err
 	}
-	as.Mems = a.memsFor(as.CPUs).Union(memNodesSet(as.Memory))
+	as.Mems = a.memsFor(as.CPUs)
+	if len(as.Memory) > 0 {
+		// Its memory may come from nodes without its CPUs (rule 0). Only
+		// then: a union costs a decision two allocations.
+		as.Mems = as.Mems.Union(memNodesSet(as.Memory))
+	}
 	a.takeFromHolds(req, as.Held())
 	res := a.commit(as, infraBefore)
 	res.Warning = warning

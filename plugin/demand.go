@@ -6,7 +6,9 @@ package plugin
 // input a tenant shapes.
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -82,11 +84,7 @@ func ociPageSizeKB(s string) (int64, error) {
 }
 
 func sortPages(ps []allocator.Pages) {
-	for i := 1; i < len(ps); i++ {
-		for j := i; j > 0 && ps[j].SizeKB < ps[j-1].SizeKB; j-- {
-			ps[j], ps[j-1] = ps[j-1], ps[j]
-		}
-	}
+	slices.SortFunc(ps, func(a, b allocator.Pages) int { return cmp.Compare(a.SizeKB, b.SizeKB) })
 }
 
 // hugePagesNow reads the nodes' hugepage counts for a decision about a
