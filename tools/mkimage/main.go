@@ -6,6 +6,11 @@
 //
 //	go run ./tools/mkimage -busybox /bin/busybox -name docker.io/library/busybox:e2e -out busybox.tar
 //
+// with -add HOST=/bin/NAME (repeatable) for another static binary in it, as
+// test/vm/e2e.sh adds tools/hugeprobe:
+//
+//	go run ./tools/mkimage -busybox /bin/busybox -add bin/hugeprobe=/bin/hugeprobe -out busybox.tar
+//
 // The nri-cpupool image for the DaemonSet (deploy/kubernetes), from the
 // static binary (CGO_ENABLED=0) and nothing else:
 //
@@ -22,10 +27,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -37,17 +45,37 @@ func main() {
 	plugin := flag.String("plugin", "", "build the nri-cpupool image from this static binary instead of the busybox image")
 	name := flag.String("name", "docker.io/library/busybox:e2e", "full image reference")
 	out := flag.String("out", "busybox-e2e.tar", "archive to write")
+	var extras extraFiles
+	flag.Var(&extras, "add", "HOST=/bin/NAME: also put the file HOST into the busybox image at /bin/NAME, executable (repeatable)")
 	flag.Parse()
 	var err error
 	if *plugin != "" {
-		err = buildPlugin(*plugin, *name, *out)
+		if len(extras) > 0 {
+			err = errors.New("-add is for the busybox image only")
+		} else {
+			err = buildPlugin(*plugin, *name, *out)
+		}
 	} else {
-		err = buildBusybox(*busybox, *name, *out)
+		err = buildBusybox(*busybox, extras, *name, *out)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mkimage: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// extraFiles are the -add flags: host file, path in the image.
+type extraFiles [][2]string
+
+func (e *extraFiles) String() string { return fmt.Sprint(*e) }
+
+func (e *extraFiles) Set(v string) error {
+	host, dst, ok := strings.Cut(v, "=")
+	if !ok || host == "" || path.Dir(dst) != "/bin" || path.Base(dst) == "busybox" {
+		return fmt.Errorf("%q: want HOST=/bin/NAME (a file beside busybox, not busybox itself)", v)
+	}
+	*e = append(*e, [2]string{host, dst[1:]})
+	return nil
 }
 
 type blob struct {
@@ -89,8 +117,9 @@ func symlink(name, target string) entry {
 	return entry{&tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777, ModTime: mtime}, nil}
 }
 
-// buildBusybox: /bin/busybox and one symlink per applet, `sleep inf`.
-func buildBusybox(busyboxPath, name, out string) error {
+// buildBusybox: /bin/busybox, one symlink per applet and the extra files,
+// `sleep inf`.
+func buildBusybox(busyboxPath string, extras extraFiles, name, out string) error {
 	bin, err := os.ReadFile(busyboxPath)
 	if err != nil {
 		return fmt.Errorf("reading busybox (apt-get install busybox-static): %w", err)
@@ -98,6 +127,13 @@ func buildBusybox(busyboxPath, name, out string) error {
 	entries := []entry{dir("bin/", 0o755), dir("tmp/", 0o1777), file("bin/busybox", 0o755, bin)}
 	for _, a := range applets {
 		entries = append(entries, symlink("bin/"+a, "busybox"))
+	}
+	for _, x := range extras {
+		data, err := os.ReadFile(x[0])
+		if err != nil {
+			return fmt.Errorf("-add: %w", err)
+		}
+		entries = append(entries, file(x[1], 0o755, data))
 	}
 	// sleep as PID 1 ignores SIGTERM: without SIGKILL every stop would wait
 	// out the runtime's whole timeout.
