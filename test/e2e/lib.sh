@@ -83,6 +83,10 @@ state = "$W/state"
   plugin_config_path = "$W/nri-conf"
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
+  # containerd drops a container's hugepage limits from its OCI spec unless
+  # told otherwise; the kubelet's hugepages-* limits must reach the plugin
+  # and the hugetlb cgroup (test/vm/scenarios.sh checks both).
+  disable_hugetlb_controller = false
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
