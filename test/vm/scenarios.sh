@@ -10,6 +10,8 @@
 #   E2E_VM_SET=full (default) runs everything; quick stops after the first
 #   exclusive container (test/vm/e2e.sh uses it for cgroup v1, to stay in time
 #   under emulation).
+#   E2E_VM_MEMORY=1 adds the hugepage check of issue 31 to the full set
+#   (needs /bin/hugeprobe in the image, as test/vm/e2e.sh builds it).
 set -uo pipefail
 source "$(dirname "$0")/../e2e/lib.sh"
 
@@ -154,6 +156,82 @@ check "spanning container cpuset" "$(cpus_of "$SPAN_C")" "$ISOLATED"
 check "spanning container cpuset.mems" "$(mems_of "$SPAN_C")" "0-1"
 check "spanning container Cpus_allowed_list" "$(allowed_of "$SPAN_C")" "$ISOLATED"
 crictl rmp -f "$SPAN" >/dev/null
+
+section "memory follows the CPUs: 2 MiB hugepages reserved on node 1 only (issue 31)"
+# An exclusive container of 1 CPU and 32 MiB of hugepages-2Mi runs
+# tools/hugeprobe (in the image: test/vm/e2e.sh), which maps them with
+# MAP_HUGETLB. The kernel takes them only from the nodes in its cpuset.mems:
+# pinned to node 0, its mmap fails with ENOMEM. It must land on node 1; a
+# second one must be refused at creation, node 1's hugepages being taken.
+HP_SIZE=$((32 << 20))
+hp_dir() { echo "/sys/devices/system/node/node$1/hugepages/hugepages-2048kB"; }
+hp_nr() { cat "$(hp_dir "$1")/nr_hugepages"; }
+hp_free() { cat "$(hp_dir "$1")/free_hugepages"; }
+# hugepage_ctr POD_ID POD_NAME: creates (does not start) the probe's
+# container with the limits the kubelet gives a Guaranteed container of 1 CPU,
+# 64 MiB of memory and 32 MiB of hugepages-2Mi; prints its id, or crictl's
+# error and fails.
+hugepage_ctr() {
+  cat > "$W/ctr-$2-probe.json" <<JSON
+{"metadata": {"name": "probe", "attempt": 0}, "image": {"image": "$IMAGE"},
+ "command": ["/bin/hugeprobe", "-size", "$HP_SIZE"], "log_path": "probe.0.log",
+ "linux": {"resources": {"cpu_shares": 1024, "cpu_quota": 100000, "cpu_period": 100000,
+   "memory_limit_in_bytes": $((64 << 20)), "hugepage_limits": [{"page_size": "2MB", "limit": $HP_SIZE}]}}}
+JSON
+  crictl create "$1" "$W/ctr-$2-probe.json" "$W/pod-$2.json" 2>&1
+}
+# probe_log ID: the probe's output once it has said how the mapping went.
+probe_log() {
+  local out
+  for _ in $(seq 1 100); do
+    out=$(crictl logs "$1" 2>&1)
+    case "$out" in *"hugepages "*) break ;; esac
+    sleep 0.2
+  done
+  echo "$out"
+}
+hugetlb_max_of() {
+  local path
+  path=$(crictl inspect -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1")
+  if [ "$VM_CGROUP" = v2 ]; then cat "$CGROUP_ROOT$path/hugetlb.2MB.max"
+  else cat "$CGROUP_ROOT/hugetlb$path/hugetlb.2MB.limit_in_bytes"; fi
+}
+if [ "${E2E_VM_MEMORY:-0}" != 1 ]; then
+  info "SKIPPED: E2E_VM_MEMORY=1 turns it on (the plugin does not count hugepages per node yet)"
+elif ! [ -d "$(hp_dir 1)" ] || { [ "$VM_CGROUP" = v2 ] && ! grep -qw hugetlb /sys/fs/cgroup/cgroup.controllers; }; then
+  info "SKIPPED: this kernel has no 2 MiB hugepages per node or no hugetlb cgroup controller"
+else
+  echo 32 > "$(hp_dir 1)/nr_hugepages"
+  check "hugepages reserved at run time: node 0 / node 1" "$(hp_nr 0)/$(hp_nr 1)" "0/32"
+  check "node 1's hugepages free" "$(hp_free 1)" "32"
+  HP1=$(run_pod hp1 telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod hp1"
+  HP1_C=$(hugepage_ctr "$HP1" hp1) || die "create hp1/probe: $HP1_C"
+  check "containerd passes the limit into the OCI spec (hugepageLimits)" \
+    "$(crictl inspect -o go-template --template '{{range .info.runtimeSpec.linux.resources.hugepageLimits}}{{.pageSize}}={{.limit}} {{end}}' "$HP1_C")" \
+    "2MB=$HP_SIZE "
+  crictl start "$HP1_C" >/dev/null || die "start hp1/probe"
+  # Read while the probe runs: a failed probe exits and its cgroup goes.
+  HP1_MAX=$(hugetlb_max_of "$HP1_C" 2>&1)
+  HP1_MEMS=$(mems_of "$HP1_C" 2>&1)
+  HP1_CPUS=$(spec_cpus_of "$HP1_C")
+  LOG=$(probe_log "$HP1_C")
+  info "probe: $(echo "$LOG" | paste -sd';')"
+  check "the cgroup's hugetlb limit" "$HP1_MAX" "$HP_SIZE"
+  check "the probe's CPU on node 1 (CPUs $HP1_CPUS)" "$(nodes_of "$HP1_CPUS")" "1"
+  check "the probe's cpuset.mems: node 1" "$HP1_MEMS" "1"
+  check "the probe's Mems_allowed_list: node 1" "$(echo "$LOG" | sed -n 's/.* mems=//p')" "1"
+  check_contains "the probe mapped and touched its 16 hugepages" "$LOG" "hugepages ok 16"
+  check "the probe runs, holding them" "$(state_of "$HP1_C")" "CONTAINER_RUNNING"
+  check "node 1's hugepages all taken, by the probe" "$(hp_free 1)" "0"
+  HP2=$(run_pod hp2 telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod hp2"
+  OUT=$(hugepage_ctr "$HP2" hp2) && GOT="created ($OUT)" || GOT=refused
+  check "a second such container: refused at creation" "$GOT" "refused"
+  check_contains "the refusal: what was asked" "$OUT" "hugepages-2Mi: asked 16"
+  check_contains "the refusal: what each node has free" "$OUT" "free node0 0 node1 0"
+  crictl rmp -f "$HP1" "$HP2" >/dev/null
+  echo 0 > "$(hp_dir 1)/nr_hugepages"
+  check "the pods ended: node 1's hugepages released" "$(eventually 0 hp_nr 1)" "0"
+fi
 
 section "infra shrinks while an exclusive-non-isolcpus container runs, and grows back"
 ENI=$(run_pod eni telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod eni"
