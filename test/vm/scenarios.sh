@@ -178,7 +178,9 @@ hugepage_ctr() {
  "linux": {"resources": {"cpu_shares": 1024, "cpu_quota": 100000, "cpu_period": 100000,
    "memory_limit_in_bytes": $((64 << 20)), "hugepage_limits": [{"page_size": "2MB", "limit": $HP_SIZE}]}}}
 JSON
-  crictl create "$1" "$W/ctr-$2-probe.json" "$W/pod-$2.json" 2>&1
+  local id
+  if id=$(crictl create "$1" "$W/ctr-$2-probe.json" "$W/pod-$2.json" 2>"$W/create-$2.err"); then echo "$id"
+  else cat "$W/create-$2.err"; return 1; fi
 }
 # probe_log ID: the probe's output once it has said how the mapping went.
 probe_log() {
