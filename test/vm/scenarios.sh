@@ -163,7 +163,9 @@ section "memory follows the CPUs: 2 MiB hugepages reserved on node 1 only (issue
 # MAP_HUGETLB. The kernel takes them only from the nodes in its cpuset.mems:
 # pinned to node 0, its mmap fails with ENOMEM. It must land on node 1; a
 # second one must be refused at creation, node 1's hugepages being taken.
-HP_SIZE=$((32 << 20))
+# Node 1 gets exactly one container's pages (16), so that the second finds
+# none free (with 32, as the issue first said, it would fit).
+HP_SIZE=$((32 << 20)) HP_PAGES=16
 hp_dir() { echo "/sys/devices/system/node/node$1/hugepages/hugepages-2048kB"; }
 hp_nr() { cat "$(hp_dir "$1")/nr_hugepages"; }
 hp_free() { cat "$(hp_dir "$1")/free_hugepages"; }
@@ -203,9 +205,9 @@ if [ "${E2E_VM_MEMORY:-0}" != 1 ]; then
 elif ! [ -d "$(hp_dir 1)" ] || { [ "$VM_CGROUP" = v2 ] && ! grep -qw hugetlb /sys/fs/cgroup/cgroup.controllers; }; then
   info "SKIPPED: this kernel has no 2 MiB hugepages per node or no hugetlb cgroup controller"
 else
-  echo 32 > "$(hp_dir 1)/nr_hugepages"
-  check "hugepages reserved at run time: node 0 / node 1" "$(hp_nr 0)/$(hp_nr 1)" "0/32"
-  check "node 1's hugepages free" "$(hp_free 1)" "32"
+  echo "$HP_PAGES" > "$(hp_dir 1)/nr_hugepages"
+  check "hugepages reserved at run time: node 0 / node 1" "$(hp_nr 0)/$(hp_nr 1)" "0/$HP_PAGES"
+  check "node 1's hugepages free" "$(hp_free 1)" "$HP_PAGES"
   HP1=$(run_pod hp1 telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod hp1"
   HP1_C=$(hugepage_ctr "$HP1" hp1) || die "create hp1/probe: $HP1_C"
   check "containerd passes the limit into the OCI spec (hugepageLimits)" \
@@ -223,13 +225,13 @@ else
   check "the probe's CPU on node 1 (CPUs $HP1_CPUS)" "$(nodes_of "$HP1_CPUS")" "1"
   check "the probe's cpuset.mems (its spec): node 1" "$HP1_MEMS" "1"
   check "the probe's Mems_allowed_list: node 1" "$(echo "$LOG" | sed -n 's/.* mems=//p')" "1"
-  check_contains "the probe mapped and touched its 16 hugepages" "$LOG" "hugepages ok 16"
+  check_contains "the probe mapped and touched its $HP_PAGES hugepages" "$LOG" "hugepages ok $HP_PAGES"
   check "the probe runs, holding them" "$(state_of "$HP1_C")" "CONTAINER_RUNNING"
   check "node 1's hugepages all taken, by the probe" "$(hp_free 1)" "0"
   HP2=$(run_pod hp2 telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod hp2"
   OUT=$(hugepage_ctr "$HP2" hp2) && GOT="created ($OUT)" || GOT=refused
   check "a second such container: refused at creation" "$GOT" "refused"
-  check_contains "the refusal: what was asked" "$OUT" "hugepages-2Mi: asked 16"
+  check_contains "the refusal: what was asked" "$OUT" "hugepages-2Mi: asked $HP_PAGES"
   check_contains "the refusal: what each node has free" "$OUT" "free node0 0 node1 0"
   crictl rmp -f "$HP1" "$HP2" >/dev/null
   echo 0 > "$(hp_dir 1)/nr_hugepages"
