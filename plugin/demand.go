@@ -26,6 +26,10 @@ const (
 	// maxMemoryBytes caps a limit before any arithmetic: 1 PiB is beyond
 	// any node, and nothing overflows below it.
 	maxMemoryBytes = int64(1) << 50
+	// maxPageSizeKB is the largest page size read, 16 GiB (POWER's
+	// largest; x86 has 1 GiB): a larger one is no page size, and its
+	// size in bytes could wrap (to 0: a division by zero).
+	maxPageSizeKB = int64(16) << 20
 )
 
 // demandOf reads the container's hugepage limits and memory limit. A
@@ -62,7 +66,7 @@ func demandOf(ctr *api.Container) (allocator.Demand, error) {
 }
 
 // ociPageSizeKB reads a page size as the OCI spec writes it ("2MB", "1GB",
-// "64KB": binary units, as runc reads them) in KiB.
+// "64KB": binary units, as runc reads them) in KiB, at most 16 GiB.
 func ociPageSizeKB(s string) (int64, error) {
 	bad := fmt.Errorf("hugepage size %s is not a size such as 2MB or 1GB", cpulist.Echo(s))
 	if len(s) > 12 {
@@ -75,7 +79,7 @@ func ociPageSizeKB(s string) (int64, error) {
 			continue
 		}
 		v, err := strconv.ParseInt(num, 10, 32)
-		if err != nil || v <= 0 || v&(v-1) != 0 {
+		if err != nil || v <= 0 || v&(v-1) != 0 || v > maxPageSizeKB>>sh {
 			return 0, bad
 		}
 		return v << sh, nil

@@ -100,6 +100,11 @@ func TestHugePageLimitsAreBounded(t *testing.T) {
 		{[]*api.HugepageLimit{{PageSize: "2MB", Limit: 1}, {PageSize: "2MB", Limit: 1}}, "limited twice"},
 		{make([]*api.HugepageLimit, 9), "9 hugepage limits"},
 		{[]*api.HugepageLimit{{PageSize: string(make([]byte, 4096)), Limit: 1}}, "is not a size"},
+		// Sizes whose bytes wrap an int64: to 0 (a division by zero that
+		// killed the plugin) and to its minimum (a count of 0).
+		{[]*api.HugepageLimit{{PageSize: "16777216TB", Limit: 1 << 21}}, `hugepage size "16777216TB"`},
+		{[]*api.HugepageLimit{{PageSize: "8388608TB", Limit: 1 << 21}}, "is not a size"},
+		{[]*api.HugepageLimit{{PageSize: "32GB", Limit: 1 << 35}}, "is not a size"},
 	} {
 		ctr := &api.Container{Linux: &api.LinuxContainer{Resources: &api.LinuxResources{HugepageLimits: tc.limits}}}
 		_, err := demandOf(ctr)
@@ -110,6 +115,33 @@ func TestHugePageLimitsAreBounded(t *testing.T) {
 		HugepageLimits: []*api.HugepageLimit{{PageSize: "1GB", Limit: 3 << 30}, {PageSize: "2MB", Limit: 5 << 20}, {PageSize: "64KB"}},
 		Memory:         &api.LinuxMemory{Limit: api.Int64(1 << 62)}}}})
 	require.NoError(t, err)
+	for _, p := range d.HugePages {
+		assert.Positive(t, p.Count, "every count is positive")
+	}
+	big, err := demandOf(&api.Container{Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
+		HugepageLimits: []*api.HugepageLimit{{PageSize: "16GB", Limit: 1 << 34}}}}})
+	require.NoError(t, err, "16 GiB pages exist (POWER)")
+	assert.Equal(t, []allocator.Pages{{SizeKB: 16 << 20, Count: 1}}, big.HugePages)
 	assert.Equal(t, "0:memory=1125899906842624,2048kB=3,1048576kB=3", formatMemory([]allocator.NodeMemory{{Memory: d.Memory, HugePages: d.HugePages}}),
 		"pages rounded up, sizes sorted, a limit of 0 asks nothing, the memory capped")
+}
+
+// TestMalformedHugePagesRefuseOnlyExclusive: a container's hugepage limits
+// count only where the plugin pins its mems (an exclusive container);
+// shared and infra containers keep their rules, which never read them, so
+// a page size the plugin cannot read does not refuse them.
+func TestMalformedHugePagesRefuseOnlyExclusive(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	startPlugin(t, f, vmHugePages, statePath(f))
+	f.mu.Lock()
+	f.dress = func(ctr *api.Container) {
+		ctr.Linux.Resources.HugepageLimits = []*api.HugepageLimit{{PageSize: "3MB", Limit: 3 << 20}}
+	}
+	f.mu.Unlock()
+	infra := f.runPod(podSpec{name: "web", namespace: "default", annotations: map[string]string{"pool.cpupool.dev": "infra"}})
+	ctr, _, err := f.createContainer(infra, "app", 500)
+	require.NoError(t, err, "an infra container is not refused for its hugepages")
+	assert.NotEmpty(t, f.cpus(ctr))
+	_, _, err = f.createContainer(exclusivePod(f, "dpdk"), "fwd", 1000)
+	require.ErrorContains(t, err, `hugepage size "3MB" is not a size such as 2MB or 1GB`)
 }
