@@ -27,10 +27,10 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
 		return nil, nil, p.refuse(who, err)
 	}
-	demand, err := demandOf(ctr)
-	if err != nil {
-		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: err})
-	}
+	// A malformed demand refuses only a container whose memory is counted
+	// (an exclusive one, below): shared and infra containers keep their
+	// rules, which never read it.
+	demand, demandErr := demandOf(ctr)
 	hugePagesNow := p.hugePagesNow(demand) // a few sysfs reads, for hugepages only
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -53,6 +53,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return nil, nil, p.refuse(who, err)
+	}
+	if demandErr != nil && pools.IsExclusive(req.Pool) {
+		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: demandErr})
 	}
 	req.HugePagesNow = hugePagesNow
 	res, err := p.alloc.Allocate(req)
