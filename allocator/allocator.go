@@ -284,12 +284,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	if err := a.withSharedPart(as, req); err != nil {
 		return Result{}, err
 	}
-	as.Mems = a.memsFor(as.CPUs)
-	if len(as.Memory) > 0 {
-		// Its memory may come from nodes without its CPUs (rule 0). Only
-		// then: a union costs a decision two allocations.
-		as.Mems = as.Mems.Union(memNodesSet(as.Memory))
-	}
+	as.Mems = a.memsOf(as)
 	a.takeFromHolds(req, as.Held())
 	res := a.commit(as, infraBefore)
 	res.Warning = warning
@@ -486,6 +481,20 @@ func (a *Allocator) Unknown(cpus cpuset.CPUSet) cpuset.CPUSet {
 }
 
 func (a *Allocator) sortedIDs() []string { return slices.Sorted(maps.Keys(a.containers)) }
+
+// memsOf is an assignment's mems: the nodes nearest its CPUs, and the
+// nodes it holds memory of, which may lie beyond them (rule 0). Every
+// place that recomputes an assignment's mems goes through it, so that a
+// change of CPUs (a resize, a hold giving CPUs away) never drops a node
+// whose hugepages it holds.
+func (a *Allocator) memsOf(as *Assignment) cpuset.CPUSet {
+	mems := a.memsFor(as.CPUs)
+	if len(as.Memory) > 0 {
+		// Only then: a union costs a decision two allocations.
+		mems = mems.Union(memNodesSet(as.Memory))
+	}
+	return mems
+}
 
 func (a *Allocator) memsFor(cpus cpuset.CPUSet) cpuset.CPUSet {
 	if !a.pinMemory {

@@ -162,7 +162,7 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet) {
 		if h.CPUs.IsEmpty() {
 			a.dropHold(key, h)
 		} else {
-			h.Mems = a.memsFor(h.CPUs)
+			h.Mems = a.memsOf(&h.Assignment)
 		}
 	}
 }

@@ -192,7 +192,7 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 		as.Reserved = cpuset.New()
 	}
 	if as.Mems.Size() == 0 {
-		as.Mems = a.memsFor(as.CPUs)
+		as.Mems = a.memsOf(&as)
 	}
 	if !cpuset.New(as.Added...).IsSubsetOf(as.CPUs) {
 		as.Added = nil // a record that does not match where it runs: all original
@@ -335,7 +335,7 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 	}
 	infraBefore := a.markInfra()
 	if h.Mems.Size() == 0 {
-		h.Mems = a.memsFor(h.CPUs)
+		h.Mems = a.memsOf(&h.Assignment)
 	}
 	hold := h
 	a.holds[key] = &hold

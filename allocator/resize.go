@@ -71,7 +71,7 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 	c.Reserved = c.Reserved.Union(reserved)
 	c.Added = append(slices.Clone(c.Added), a.returnOrder(c, cpus)...)
 	c.MilliCPU = req.MilliCPU
-	c.Mems = a.memsFor(c.CPUs)
+	c.Mems = a.memsOf(c)
 	res := Result{Assignment: *c}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res, nil
@@ -126,7 +126,7 @@ func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 		}
 	}
 	c.MilliCPU = req.MilliCPU
-	c.Mems = a.memsFor(c.CPUs)
+	c.Mems = a.memsOf(c)
 	res := Result{Assignment: *c}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res, nil
