@@ -192,6 +192,11 @@ type memFit struct {
 	// request is then placed by the other rules, with a warning.
 	ignoreMemory bool
 	warning      string
+	// running tells that the request's container runs already (counted at
+	// a restart): its own pages are faulted in, so free_hugepages is no
+	// floor, and split's last node takes the pages the others lack, as it
+	// does the memory.
+	running bool
 }
 
 // memoryFit works out the request's memory on every node, by the rule of
@@ -205,11 +210,21 @@ type memFit struct {
 // hugepage pools − reserve − held. now, when not nil, are the hugepage
 // counts read for this decision.
 func (a *Allocator) memoryFit(req Request, now map[int][]sysfs.HugePages) *memFit {
+	return a.fitFor(req, now, false)
+}
+
+// runningFit is memoryFit for a container that runs already: the pages it
+// touched are not free any more, but they are its own.
+func (a *Allocator) runningFit(req Request) *memFit {
+	return a.fitFor(req, nil, true)
+}
+
+func (a *Allocator) fitFor(req Request, now map[int][]sysfs.HugePages, running bool) *memFit {
 	for n, hp := range now {
 		a.mem.pages[n] = hp
 	}
 	lent := a.lentMemory(req)
-	f := &memFit{demand: req.Demand, memory: map[int]int64{}, pages: make([]map[int]int64, len(req.Demand.HugePages))}
+	f := &memFit{demand: req.Demand, memory: map[int]int64{}, pages: make([]map[int]int64, len(req.Demand.HugePages)), running: running}
 	for i := range f.pages {
 		f.pages[i] = map[int]int64{}
 	}
@@ -238,7 +253,11 @@ func (a *Allocator) memoryFit(req Request, now map[int][]sysfs.HugePages) *memFi
 				}
 			}
 			held := u.pages[want.SizeKB] - l.pages[want.SizeKB]
-			f.pages[i][node.ID] = max(0, min(total-pageReserve[want.SizeKB]-held, free))
+			avail := total - pageReserve[want.SizeKB] - held
+			if !running {
+				avail = min(avail, free)
+			}
+			f.pages[i][node.ID] = max(0, avail)
 		}
 	}
 	return f
@@ -316,7 +335,8 @@ func (f *memFit) fits(memNodes []int) bool {
 
 // split takes the request's memory from the nodes, in the order given
 // (the nodes of its CPUs first), each up to what it has; the last node
-// takes what is left of the memory limit when it is over-committed.
+// takes what is left of the memory limit when it is over-committed, and,
+// for a running container, of its hugepages.
 func (f *memFit) split(order []int) []NodeMemory {
 	out := make([]NodeMemory, 0, len(order))
 	at := func(n int) *NodeMemory {
@@ -330,8 +350,12 @@ func (f *memFit) split(order []int) []NodeMemory {
 	}
 	for i, want := range f.demand.HugePages {
 		left := want.Count
-		for _, n := range order {
-			if take := min(left, f.pages[i][n]); take > 0 {
+		for j, n := range order {
+			take := min(left, f.pages[i][n])
+			if f.running && j == len(order)-1 {
+				take = left
+			}
+			if take > 0 {
 				nm := at(n)
 				nm.HugePages = addPages(nm.HugePages, want.SizeKB, take)
 				left -= take

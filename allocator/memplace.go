@@ -108,8 +108,10 @@ func memNodesSet(held []NodeMemory) cpuset.CPUSet {
 // restart, given its demand as the runtime shows it now: the record's
 // holdings when they add up to that demand, else (a record of an older
 // version, or one the demand outgrew) the demand taken from the nodes of
-// its mems, or of its CPUs, as they have it now. Nothing for a container
-// whose memory is not counted.
+// its mems, or of its CPUs, in id order, each up to what the others do
+// not hold, the last taking the rest. The live free_hugepages is no floor:
+// the container runs, and the pages it touched are its own. Nothing for a
+// container whose memory is not counted.
 func (a *Allocator) MemoryOf(as Assignment, d Demand) []NodeMemory {
 	req := Request{Pool: as.Pool, Demand: d}
 	if !a.countsMemory(req) {
@@ -122,5 +124,5 @@ func (a *Allocator) MemoryOf(as Assignment, d Demand) []NodeMemory {
 	if nodes.IsEmpty() {
 		nodes = a.memsFor(as.CPUs)
 	}
-	return a.memoryFit(req, nil).split(nodes.List())
+	return a.runningFit(req).split(nodes.List())
 }

@@ -5,6 +5,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // TestResizeKeepsHugePageNodeInMems: a CPU resize recomputes mems from the
@@ -26,4 +29,27 @@ func TestResizeKeepsHugePageNodeInMems(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1,3", res.Assignment.Mems.String(), "shrunk: it still holds pages on node 3")
 	checkMemoryAccount(t, a)
+}
+
+// TestMemoryOfRunningContainer: at a restart, a running container's
+// touched hugepages are no longer free, and must not be taken for gone
+// (M1): its demand is counted on the nodes of its mems, whatever
+// free_hugepages says, the last node taking what the others lack.
+func TestMemoryOfRunningContainer(t *testing.T) {
+	a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
+	// The container faulted in all of node 1's 32 pages before the restart.
+	a.mem.pages[1] = []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 0}}
+	d := Demand{HugePages: []Pages{{kb2M, 32}}}
+	as := Assignment{ID: "a", Pool: pools.Exclusive, CPUs: set(t, "2"), Mems: set(t, "1")}
+	assert.Equal(t, []NodeMemory{{Node: 1, HugePages: []Pages{{kb2M, 32}}}}, a.MemoryOf(as, d))
+
+	// Mems over both nodes, node 0 without pages: node 1 has them.
+	as.Mems = set(t, "0-1")
+	assert.Equal(t, []NodeMemory{{Node: 1, HugePages: []Pages{{kb2M, 32}}}}, a.MemoryOf(as, d))
+
+	// Over-committed (a record of an older version that counted nothing):
+	// the last node takes the rest, so that the count adds up.
+	a.setMemory("other", []NodeMemory{{Node: 1, HugePages: []Pages{{kb2M, 20}}}})
+	as.Mems = set(t, "1")
+	assert.Equal(t, []NodeMemory{{Node: 1, HugePages: []Pages{{kb2M, 32}}}}, a.MemoryOf(as, d))
 }
