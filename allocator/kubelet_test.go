@@ -77,7 +77,7 @@ func TestCPUQuotaOneRuleForEveryRoute(t *testing.T) {
 				var res Result
 				var err error
 				if adopt {
-					res, _, err = a.Adopt(req, req.CPUs)
+					res, _, err = a.Adopt(req, req.CPUs, cpuset.New())
 				} else {
 					res, err = a.Allocate(req)
 				}

@@ -53,3 +53,29 @@ func TestMemoryOfRunningContainer(t *testing.T) {
 	as.Mems = set(t, "1")
 	assert.Equal(t, []NodeMemory{{Node: 1, HugePages: []Pages{{kb2M, 32}}}}, a.MemoryOf(as, d))
 }
+
+// TestAdoptCountsMemoryWhereTheRuntimeRunsIt: a container created while
+// the plugin was away (a kill -9 before the state write) runs with the
+// mems the runtime gave it, which may reach beyond its CPUs' nodes (M2):
+// its hugepages are counted on those nodes, and its mems recorded as it
+// runs.
+func TestAdoptCountsMemoryWhereTheRuntimeRunsIt(t *testing.T) {
+	a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
+	req := withMemory("a", 1, 0, Pages{kb2M, 32})
+	require.Equal(t, "0", a.x.numaNodesOf(set(t, "1")).String())
+	res, how, err := a.Adopt(req, set(t, "1"), set(t, "0-1"))
+	require.NoError(t, err)
+	require.Equal(t, StaysWhereItRuns, how)
+	assert.Equal(t, "0-1", res.Assignment.Mems.String(), "as it runs")
+	assert.Equal(t, []NodeMemory{{Node: 1, HugePages: []Pages{{kb2M, 32}}}}, res.Assignment.Memory)
+	_, err = a.Allocate(withMemory("b", 1, 0, Pages{kb2M, 1}))
+	require.ErrorContains(t, err, "free node0 0 node1 0", "its pages are counted")
+	checkMemoryAccount(t, a)
+
+	// Mems the runtime did not pin (or names no node of ours): its CPUs'.
+	a = newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
+	res, how, err = a.Adopt(exclusive("c", 1), set(t, "1"), set(t, "7"))
+	require.NoError(t, err)
+	require.Equal(t, StaysWhereItRuns, how)
+	assert.Equal(t, "0", res.Assignment.Mems.String())
+}

@@ -507,17 +507,17 @@ func TestAdopt(t *testing.T) {
 	_, err := a.Allocate(exclusive("other", 2)) // takes 2,42
 	require.NoError(t, err)
 
-	res, how, err := a.Adopt(exclusive("ours", 2), set(t, "3,43"))
+	res, how, err := a.Adopt(exclusive("ours", 2), set(t, "3,43"), cpuset.New())
 	require.NoError(t, err)
 	assert.Equal(t, StaysWhereItRuns, how, "a free set of the right size is our earlier decision: it stays")
 	assert.Equal(t, "3,43", res.Assignment.CPUs.String())
 
-	res, how, err = a.Adopt(exclusive("clash", 2), set(t, "2,42"))
+	res, how, err = a.Adopt(exclusive("clash", 2), set(t, "2,42"), cpuset.New())
 	require.NoError(t, err)
 	assert.Equal(t, PlacedAsNew, how, "CPUs held by another container: placed anew")
 	assert.True(t, res.Assignment.CPUs.Intersection(set(t, "2-3,42-43")).IsEmpty())
 
-	res, how, err = a.Adopt(exclusive("wrongsize", 2), set(t, "0-79"))
+	res, how, err = a.Adopt(exclusive("wrongsize", 2), set(t, "0-79"), cpuset.New())
 	require.NoError(t, err)
 	assert.Equal(t, PlacedAsNew, how, "an unpinned container is placed")
 	assert.Equal(t, 2, res.Assignment.CPUs.Size())

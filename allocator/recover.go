@@ -271,10 +271,14 @@ func (o Adopted) String() string {
 }
 
 // Adopt takes in a running container the allocator has no record of (it
-// was created while the plugin was away, or the state was lost). If it
-// already runs on a free exclusive set of the requested size — an earlier
-// decision of ours — it StaysWhereItRuns; otherwise it is PlacedAsNew.
-func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (Result, Adopted, error) {
+// was created while the plugin was away, or the state was lost). current
+// and mems are the cpuset and cpuset.mems the runtime runs it on (empty
+// when not pinned). If it already runs on a free exclusive set of the
+// requested size — an earlier decision of ours — it StaysWhereItRuns, its
+// memory counted on the nodes of its mems (which may reach beyond its
+// CPUs' nodes: rule 0) and its mems kept as they are; otherwise it is
+// PlacedAsNew.
+func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Adopted, error) {
 	if req.WithShared {
 		// Its exclusive part is what it runs on beside the shared pool.
 		current = current.Difference(a.PoolCPUs(pools.Shared))
@@ -293,6 +297,7 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (Result, Adopted, 
 			// annotation says they are its.
 			as.Reserved = a.hiddenSiblings(current)
 		}
+		as.Mems = a.knownMems(mems)
 		as.Memory = a.MemoryOf(as, req.Demand) // counted where it runs
 		if res, err := a.restore(as); err == nil {
 			return res, StaysWhereItRuns, nil
@@ -300,6 +305,22 @@ func (a *Allocator) Adopt(req Request, current cpuset.CPUSet) (Result, Adopted, 
 	}
 	res, err := a.Allocate(req)
 	return res, PlacedAsNew, err
+}
+
+// knownMems are the nodes of mems the runtime reported that pinned memory
+// may name: nodes of this machine with memory; empty (the CPUs' nodes then)
+// when it names none, or when memory is not pinned.
+func (a *Allocator) knownMems(mems cpuset.CPUSet) cpuset.CPUSet {
+	if !a.pinMemory || mems.IsEmpty() {
+		return cpuset.New()
+	}
+	var out []int
+	for _, node := range a.x.topo.NUMANodes {
+		if node.HasMemory && mems.Contains(node.ID) {
+			out = append(out, node.ID)
+		}
+	}
+	return cpuset.New(out...)
 }
 
 // RestoreHold re-adds a remembered hold (after a restart of the plugin). It

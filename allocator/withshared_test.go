@@ -131,7 +131,7 @@ pools:
 // shared pool, unknown to the state, keeps its exclusive part.
 func TestAdoptWithShared(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", desktopShared)
-	res, how, err := a.Adopt(mixed("dpdk", 2), set(t, "2-3,6,10-11,14"))
+	res, how, err := a.Adopt(mixed("dpdk", 2), set(t, "2-3,6,10-11,14"), cpuset.New())
 	require.NoError(t, err)
 	assert.Equal(t, StaysWhereItRuns, how)
 	assert.Equal(t, "6,14", res.Assignment.CPUs.String())

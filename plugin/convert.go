@@ -220,6 +220,17 @@ func (p *Plugin) nodeCPUs(s, what string) (cpuset.CPUSet, bool) {
 	return set, true
 }
 
+// runtimeMems is the cpuset.mems the runtime reports for a container;
+// empty when it has none or it is malformed (the allocator then takes its
+// CPUs' nodes, and keeps only nodes it knows).
+func runtimeMems(c *api.Container) cpuset.CPUSet {
+	mems, err := cpulist.Parse(c.GetLinux().GetResources().GetCpu().GetMems())
+	if err != nil {
+		return cpuset.New()
+	}
+	return mems
+}
+
 // runtimeCPUs is the cpuset the runtime reports for a container. pinned is
 // false when the container may run on every CPU: no cpuset (the runtime
 // created it without our adjustment), a malformed one, or one naming CPUs

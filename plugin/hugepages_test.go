@@ -145,3 +145,33 @@ func TestMalformedHugePagesRefuseOnlyExclusive(t *testing.T) {
 	_, _, err = f.createContainer(exclusivePod(f, "dpdk"), "fwd", 1000)
 	require.ErrorContains(t, err, `hugepage size "3MB" is not a size such as 2MB or 1GB`)
 }
+
+// TestHugePagesOfAnAdoptedContainer: a container created just before a
+// kill -9, whose record never reached the state file, runs with the mems
+// the runtime was told, beyond its CPU's node: Synchronize adopts it with
+// its hugepages counted there and its mems as it runs (M2).
+func TestHugePagesOfAnAdoptedContainer(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, vmHugePages, statePath(f))
+	podFull := exclusivePod(f, "full")
+	full, _, err := f.createContainer(podFull, "app", 2000)
+	require.NoError(t, err) // node 1's CPUs
+	withHugePages(f, 32)
+	b, _, err := f.createContainer(exclusivePod(f, "b"), "dpdk", 1000)
+	require.NoError(t, err)
+	require.Equal(t, "1", f.cpus(b), "node 0's CPU")
+	require.Equal(t, "0-1", b.Linux.Resources.Cpu.Mems)
+
+	rp.kill()
+	st := rp.savedState(t)
+	delete(st.Containers, b.Id)
+	require.NoError(t, state.NewFileStore(statePath(f)).Save(st))
+	rp = startPlugin(t, f, vmHugePages, statePath(f))
+	saved := rp.savedState(t).Containers[b.Id]
+	assert.Equal(t, "0-1", saved.Mems, "as it runs")
+	assert.Contains(t, saved.Memory, "1:2048kB=32")
+	f.removeContainer(full)
+	f.removePod(podFull)
+	_, _, err = f.createContainer(exclusivePod(f, "c"), "dpdk", 1000)
+	require.ErrorContains(t, err, "hugepages-2Mi: asked 32, free node0 0 node1 0", "its pages are counted")
+}

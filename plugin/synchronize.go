@@ -350,7 +350,7 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	if !pinned {
 		current = cpuset.New()
 	}
-	res, how, err := p.alloc.Adopt(req, current)
+	res, how, err := p.alloc.Adopt(req, current, runtimeMems(c))
 	if err == nil {
 		p.notePartitionSkipped(who, req)
 	}
