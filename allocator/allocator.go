@@ -285,7 +285,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		return Result{}, err
 	}
 	as.Mems = a.memsOf(as)
-	a.takeFromHolds(req, as.Held())
+	a.takeFromHolds(req, as.Held(), as.Memory)
 	res := a.commit(as, infraBefore)
 	res.Warning = warning
 	return res, nil

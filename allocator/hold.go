@@ -131,8 +131,9 @@ func (a *Allocator) reusableFor(req Request) cpuset.CPUSet {
 
 // takeFromHolds settles the holds of a new container's pod before it is
 // committed: its own hold ends (what the new run does not reuse is freed),
-// and CPUs it reuses leave the other containers' holds.
-func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet) {
+// and CPUs it reuses leave the other containers' holds. memory is what the
+// new container holds of the nodes' memory.
+func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []NodeMemory) {
 	if req.Pod.UID == "" {
 		return
 	}
@@ -143,13 +144,18 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet) {
 			a.dropHold(key, h)
 			continue
 		}
-		if h.Reusable() && len(h.Memory) > 0 {
+		reused := h.Held().Intersection(taken)
+		if len(h.Memory) > 0 && h.Reusable() && a.countsMemory(req) &&
+			(!reused.IsEmpty() || memNodesSet(h.Memory).Intersection(memNodesSet(memory)).Size() > 0) {
 			// A completed container's memory goes to the pod's next
-			// container with its CPUs (see lentMemory).
+			// container that counts memory and takes its CPUs, or takes
+			// memory of its nodes, which the decision counted as its own
+			// (see lentMemory): anything else of the pod (a sidecar, a
+			// container asking for no memory, one placed elsewhere)
+			// leaves the hold its memory.
 			h.Memory = nil
 			a.setMemory(h.ID, nil)
 		}
-		reused := h.Held().Intersection(taken)
 		if reused.IsEmpty() {
 			continue
 		}

@@ -79,3 +79,72 @@ func TestAdoptCountsMemoryWhereTheRuntimeRunsIt(t *testing.T) {
 	require.Equal(t, StaysWhereItRuns, how)
 	assert.Equal(t, "0", res.Assignment.Mems.String())
 }
+
+// TestHoldKeepsMemoryUnlessItGoesWithItsCPUs: a completed container's
+// memory goes to the pod's next container that takes it with its CPUs
+// (L1), not to any new container of the pod: a sidecar on a shared pool,
+// a container that asks for no memory, or one whose CPUs and memory are
+// elsewhere leave the hold its memory. The account never counts a page
+// beyond what a node has: a container whose memory may have come from the
+// hold's (on its nodes) takes it.
+func TestHoldKeepsMemoryUnlessItGoesWithItsCPUs(t *testing.T) {
+	held := []NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 16}}}
+	setup := func(t *testing.T) (*Allocator, Request) {
+		a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
+		init := withMemory("init", 2, 0, Pages{kb2M, 16})
+		res, err := a.Allocate(init)
+		require.NoError(t, err)
+		require.Equal(t, "1", res.Assignment.Mems.String())
+		ok := int32(0)
+		a.Stop("init", &ok)
+		require.Equal(t, held, a.MemoryUse())
+		return a, init
+	}
+	of := func(init Request, r Request, name string) Request {
+		r.Pod, r.Container = init.Pod, name
+		return r
+	}
+
+	t.Run("a sidecar on infra", func(t *testing.T) {
+		a, init := setup(t)
+		side := of(init, withMemory("side", 0, 0, Pages{kb2M, 16}), "side")
+		side.Pool = pools.Infra
+		_, err := a.Allocate(side)
+		require.NoError(t, err)
+		assert.Equal(t, held, a.MemoryUse())
+		checkMemoryAccount(t, a)
+	})
+	t.Run("CPUs and memory elsewhere", func(t *testing.T) {
+		a, init := setup(t)
+		r := of(init, withMemory("other", 1, gib), "other")
+		r.NUMANodes = set(t, "0")
+		res, err := a.Allocate(r)
+		require.NoError(t, err)
+		require.Equal(t, "0", res.Assignment.Mems.String())
+		assert.Equal(t, []NodeMemoryUse{{Node: 0, Memory: gib, HugePages: map[int64]int64{}}, held[0]}, a.MemoryUse())
+		checkMemoryAccount(t, a)
+	})
+	t.Run("no memory asked", func(t *testing.T) {
+		a, init := setup(t)
+		_, err := a.Allocate(of(init, exclusive("plain", 1), "plain"))
+		require.NoError(t, err)
+		assert.Contains(t, a.MemoryUse(), held[0])
+		checkMemoryAccount(t, a)
+	})
+	t.Run("its CPUs with memory: the pages go with them", func(t *testing.T) {
+		a, init := setup(t)
+		res, err := a.Allocate(of(init, withMemory("app", 1, 0, Pages{kb2M, 32}), "app"))
+		require.NoError(t, err)
+		assert.Equal(t, "1", a.x.numaNodesOf(res.Assignment.CPUs).String())
+		assert.Equal(t, []NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse())
+		checkMemoryAccount(t, a)
+	})
+	t.Run("other CPUs, the hold's pages", func(t *testing.T) {
+		// Its CPUs elsewhere, its memory on the hold's node, where the
+		// decision counted the hold's memory as its own (lentMemory).
+		a, init := setup(t)
+		r := of(init, withMemory("app", 1, 0, Pages{kb2M, 32}), "app")
+		a.takeFromHolds(r, set(t, "1"), []NodeMemory{{Node: 1, HugePages: []Pages{{kb2M, 32}}}})
+		assert.Empty(t, a.MemoryUse(), "the hold's memory went to it")
+	})
+}

@@ -63,7 +63,7 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 	infraBefore := a.markInfra()
 	// CPUs held for the pod's stopped containers that the growth reuses
 	// leave their holds.
-	a.takeFromHolds(g, cpus.Union(reserved))
+	a.takeFromHolds(g, cpus.Union(reserved), nil)
 	for _, id := range cpus.Union(reserved).UnsortedList() {
 		a.setOwner(id, c.ID)
 	}
