@@ -96,7 +96,8 @@ type memAccount struct {
 	held map[string][]NodeMemory
 	used map[int]*nodeUse
 	// pages are the nodes' hugepage pools as last read: at discovery,
-	// then at each decision that involves hugepages.
+	// then at each decision that involves hugepages. A reading replaces
+	// a node's only when it is no older (see keepPages).
 	pages map[int][]sysfs.HugePages
 }
 
@@ -178,6 +179,25 @@ func (a *Allocator) countsMemory(req Request) bool {
 	return a.pinMemory && pools.IsExclusive(req.Pool) && req.grow == nil && !req.Demand.IsZero()
 }
 
+// keepPages keeps a node's hugepage reading unless the one kept is newer:
+// a creation reads the counts before it takes the plugin's lock, so a
+// reading begun earlier may be handed over later, and must not replace
+// the newer counts (the decision then uses those).
+func (m *memAccount) keepPages(node int, hp []sysfs.HugePages) {
+	if readSeq(hp) >= readSeq(m.pages[node]) {
+		m.pages[node] = hp
+	}
+}
+
+// readSeq is the sequence number of a node's reading (0: discovery's).
+func readSeq(hp []sysfs.HugePages) uint64 {
+	var seq uint64
+	for _, p := range hp {
+		seq = max(seq, p.Seq)
+	}
+	return seq
+}
+
 // memFit is what a request may have of each node's memory, worked out
 // once per decision.
 type memFit struct {
@@ -221,7 +241,7 @@ func (a *Allocator) runningFit(req Request) *memFit {
 
 func (a *Allocator) fitFor(req Request, now map[int][]sysfs.HugePages, running bool) *memFit {
 	for n, hp := range now {
-		a.mem.pages[n] = hp
+		a.mem.keepPages(n, hp)
 	}
 	lent := a.lentMemory(req)
 	f := &memFit{demand: req.Demand, memory: map[int]int64{}, pages: make([]map[int]int64, len(req.Demand.HugePages)), running: running}

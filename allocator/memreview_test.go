@@ -148,3 +148,28 @@ func TestHoldKeepsMemoryUnlessItGoesWithItsCPUs(t *testing.T) {
 		assert.Empty(t, a.MemoryUse(), "the hold's memory went to it")
 	})
 }
+
+// TestOlderHugePageReadingIsNotKept: two creations read the hugepage
+// counts before the lock; the one that read first may decide second. Its
+// older reading must not replace the newer one (L4): the newer counts
+// stay, and its decision uses them.
+func TestOlderHugePageReadingIsNotKept(t *testing.T) {
+	a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
+	reading := func(seq uint64, free int64) map[int][]sysfs.HugePages {
+		now := hugeNow(kb2M, map[int][2]int64{0: {0, 0}, 1: {32, free}})
+		for _, hp := range now {
+			hp[0].Seq = seq
+		}
+		return now
+	}
+	newer := withMemory("newer", 1, 0, Pages{kb2M, 1})
+	newer.HugePagesNow = reading(2, 4) // a host process took 28 pages
+	_, err := a.Allocate(newer)
+	require.NoError(t, err)
+
+	older := withMemory("older", 1, 0, Pages{kb2M, 8})
+	older.HugePagesNow = reading(1, 32) // read before the host process took them
+	_, err = a.Allocate(older)
+	require.ErrorContains(t, err, "hugepages-2Mi: asked 8, free node0 0 node1 4", "decided on the newer reading")
+	assert.Equal(t, int64(4), a.mem.pages[1][0].Free, "the newer reading stays")
+}

@@ -405,8 +405,13 @@ func TestDiscoverHugePages(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "free_hugepages"), []byte("20\n"), 0o644))
 	now, err := sysfs.ReadHugePages(root, []int{0, 1})
 	require.NoError(t, err)
-	assert.Equal(t, sysfs.HugePages{SizeKB: 2048, Total: 32, Free: 20}, now[1][0])
-	assert.Equal(t, sysfs.HugePages{SizeKB: 2048}, now[0][0])
+	seq := now[1][0].Seq
+	assert.Positive(t, seq, "a reading is numbered")
+	assert.Equal(t, sysfs.HugePages{SizeKB: 2048, Total: 32, Free: 20, Seq: seq}, now[1][0])
+	assert.Equal(t, sysfs.HugePages{SizeKB: 2048, Seq: seq}, now[0][0])
+	again, err := sysfs.ReadHugePages(root, []int{1})
+	require.NoError(t, err)
+	assert.Greater(t, again[1][0].Seq, seq, "a later reading is newer")
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "nr_hugepages"), []byte("many\n"), 0o644))
 	_, err = sysfs.ReadHugePages(root, []int{1})
