@@ -47,6 +47,46 @@ func BenchmarkExclusiveDecision(b *testing.B) {
 	benchutil.ReportLatency(b, samples)
 }
 
+// BenchmarkMemoryDecision: one 4-CPU exclusive placement on the 384-CPU
+// node at 50% occupancy, by what it asks of memory (rule 0): nothing; a
+// memory limit that fits (the goal: within 10% of nothing); one no set of
+// nodes holds (placed with a warning); hugepages no node has (refused).
+// A placement's release is not timed.
+func BenchmarkMemoryDecision(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		demand Demand
+		refuse bool
+	}{
+		{name: "none"},
+		{name: "memory-fits", demand: Demand{Memory: 1 << 30}},
+		{name: "memory-nowhere", demand: Demand{Memory: 1 << 40}},
+		{name: "hugepages-nowhere", demand: Demand{HugePages: []Pages{{SizeKB: 2048, Count: 1}}}, refuse: true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			a, _ := halfFull(b)
+			samples := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r := exclusive(fmt.Sprintf("x%d", i), 4)
+				r.Demand = bc.demand
+				start := time.Now()
+				_, err := a.Allocate(r)
+				samples = append(samples, time.Since(start))
+				if (err != nil) != bc.refuse {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				a.Release(r.ID)
+				b.StartTimer()
+			}
+			b.StopTimer()
+			benchutil.ReportLatency(b, samples)
+		})
+	}
+}
+
 // BenchmarkRelease: freeing one exclusive container at 50% occupancy.
 func BenchmarkRelease(b *testing.B) {
 	a, rng := halfFull(b)

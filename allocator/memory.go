@@ -287,7 +287,7 @@ func (a *Allocator) fitFor(req Request, now map[int][]sysfs.HugePages, running b
 // last run's (a new run ends it) and those of its pod's containers that
 // completed, as their CPUs are (see reusableFor).
 func (a *Allocator) lentMemory(req Request) map[int]nodeUse {
-	out := map[int]nodeUse{}
+	var out map[int]nodeUse // nil, which reads as nothing lent, for most
 	if req.Pod.UID == "" {
 		return out
 	}
@@ -297,6 +297,9 @@ func (a *Allocator) lentMemory(req Request) map[int]nodeUse {
 			continue
 		}
 		for _, nm := range a.mem.held[h.ID] {
+			if out == nil {
+				out = map[int]nodeUse{}
+			}
 			u := out[nm.Node]
 			if u.pages == nil {
 				u.pages = map[int64]int64{}
@@ -314,7 +317,14 @@ func (a *Allocator) lentMemory(req Request) map[int]nodeUse {
 // memNodesOf returns the nodes whose memory serves the NUMA nodes given (a
 // memory-less node's nearest node with memory), in id order.
 func (a *Allocator) memNodesOf(nodes []int) []int {
-	var out []int
+	return a.memNodesInto(nil, nodes)
+}
+
+// memNodesInto is memNodesOf appended to out[:0], for callers with a
+// buffer of their own (the planner's scratch: it is asked once per
+// combination weighed).
+func (a *Allocator) memNodesInto(out, nodes []int) []int {
+	out = out[:0]
 	for _, n := range nodes {
 		pos, ok := a.x.nodePos[n]
 		if !ok {

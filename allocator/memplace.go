@@ -74,15 +74,10 @@ func (f *memFit) covered(held []NodeMemory) error {
 }
 
 // memoryRefusal is the refusal of a request whose hugepages no set of the
-// nodes holds, or false when only the memory limit is short: then the
+// memory nodes given holds, or false when only the memory limit is short: then the
 // memory limit is set aside (placed with a warning) and the caller tries
 // again.
-func (a *Allocator) memoryRefusal(req Request, who string, nodes []nodeCap) (error, bool) {
-	ids := make([]int, len(nodes))
-	for i, nc := range nodes {
-		ids[i] = nc.v.id
-	}
-	memNodes := a.memNodesOf(ids)
+func (a *Allocator) memoryRefusal(req Request, who string, memNodes []int) (error, bool) {
 	if a.fit.fits(memNodes) {
 		return nil, false // memory is not what is short
 	}

@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -172,4 +173,26 @@ func TestOlderHugePageReadingIsNotKept(t *testing.T) {
 	_, err = a.Allocate(older)
 	require.ErrorContains(t, err, "hugepages-2Mi: asked 8, free node0 0 node1 4", "decided on the newer reading")
 	assert.Equal(t, int64(4), a.mem.pages[1][0].Free, "the newer reading stays")
+}
+
+// TestMemoryShortageDecidedWithoutSearch: on the 8-node machine, a memory
+// limit or hugepages no set of nodes holds is found short once, over all
+// the candidate nodes, not after weighing every combination of them (M3):
+// such a decision costs about what one without memory does.
+func TestMemoryShortageDecidedWithoutSearch(t *testing.T) {
+	a := newAllocator(t, largeNode, `isolatedCPUs: "1-191,193-383"`)
+	i := 0
+	allocs := func(d Demand, refused bool) float64 {
+		return testing.AllocsPerRun(20, func() {
+			i++
+			r := exclusive(fmt.Sprintf("x%d", i), 4)
+			r.Demand = d
+			_, err := a.Allocate(r)
+			require.Equal(t, refused, err != nil, "%v", err)
+			a.Release(r.ID)
+		})
+	}
+	none := allocs(Demand{}, false)
+	assert.Less(t, allocs(Demand{Memory: 1 << 40}, false), none+100, "a memory limit no node holds")
+	assert.Less(t, allocs(Demand{HugePages: []Pages{{kb2M, 1}}}, true), none+100, "hugepages no node has")
 }

@@ -149,18 +149,16 @@ func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.C
 			req.Pool, who, n, more, unit, where, free.Size(), a.layout.Pool(req.Pool).Size(), free.String())
 	}
 
-	// 4. and 5.: the best plan over the nodes, its cores taken inside them.
-	best, ok := p.bestPlan(nodes, need, req)
-	if !ok && a.fit != nil {
-		// 0.: memory. No set of nodes holds it: hugepages refuse, a memory
-		// limit is set aside.
-		if err, refused := a.memoryRefusal(req, who, nodes); refused {
+	if a.fit != nil && !a.fit.ignoreMemory {
+		// 0.: memory. When the candidate nodes together cannot hold it, no
+		// set of them can: hugepages refuse, a memory limit is set aside,
+		// at once rather than after trying every combination.
+		if err, refused := a.memoryRefusal(req, who, p.memNodes(nodes)); refused {
 			return cpuset.New(), cpuset.New(), err
 		}
-		if a.fit.ignoreMemory {
-			best, ok = p.bestPlan(nodes, need, req)
-		}
 	}
+	// 4. and 5.: the best plan over the nodes, its cores taken inside them.
+	best, ok := p.bestPlan(nodes, need, req)
 	if ok {
 		a.planNodes = append(a.planNodes[:0], best.nodes...)
 	}
@@ -187,20 +185,37 @@ func (a *Allocator) newPlanner(req Request, m mode) *planner {
 }
 
 // candidateNodes returns the view's nodes the request may use that have
-// room, with their room in units, and the total.
+// room, with their room in units, and the total. A node without free CPUs
+// may still give a request its memory (rule 0): then its CPUs come from
+// another node of the plan. Such a node is a candidate for a request that
+// asks for hugepages, and for a memory limit only when the nodes with free
+// CPUs together cannot hold it: a combination is weighed for every subset
+// of the candidates, so each needless one doubles the search.
 func (p *planner) candidateNodes(view *poolView, req Request) ([]nodeCap, int) {
 	nodes := p.s.nodeCaps(len(view.nodes))
-	total := 0
+	total, idle := 0, 0
 	for i := range view.nodes {
 		nv := &view.nodes[i]
 		if !req.NUMANodes.IsEmpty() && !req.NUMANodes.Contains(nv.id) {
 			continue
 		}
-		// A node without free CPUs may still give a request its memory
-		// (rule 0): then its CPUs come from another node of the plan.
 		if nc := p.nodeCapacity(nv); nc.cap > 0 || p.a.fit != nil {
 			nodes = append(nodes, nc)
 			total += nc.cap
+			if nc.cap == 0 {
+				idle++
+			}
+		}
+	}
+	if f := p.a.fit; f != nil && idle > 0 && len(f.demand.HugePages) == 0 {
+		busy := p.s.nodeCaps(len(nodes) - idle)
+		for _, nc := range nodes {
+			if nc.cap > 0 {
+				busy = append(busy, nc)
+			}
+		}
+		if f.ignoreMemory || f.fits(p.memNodes(busy)) {
+			nodes = busy
 		}
 	}
 	return nodes, total

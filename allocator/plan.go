@@ -328,7 +328,7 @@ func (p *planner) memNodes(combo []nodeCap) []int {
 	for _, nc := range combo {
 		ids = append(ids, nc.v.id)
 	}
-	return p.a.memNodesOf(ids)
+	return p.a.memNodesInto(p.s.ints(len(combo)), ids)
 }
 
 // forEachCombination calls fn with every k-subset of 0..n-1 in
