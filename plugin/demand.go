@@ -103,7 +103,7 @@ func (p *Plugin) hugePagesNow(d allocator.Demand) map[int][]sysfs.HugePages {
 	for _, n := range p.topo.NUMANodes {
 		nodes = append(nodes, n.ID)
 	}
-	now, err := sysfs.ReadHugePages(p.cfg.SysfsRoot, nodes)
+	now, err := sysfs.ReadHugePages(p.cfg.SysfsRoot, nodes, p.hugePageReads.Add(1))
 	if err != nil {
 		p.log.Warnf("reading hugepage counts: %v; deciding on those last read", err)
 		return nil

@@ -69,14 +69,18 @@ const (
 
 // Plugin handles NRI events. One mutex serializes decisions and state.
 type Plugin struct {
-	mu     sync.Mutex
-	cfg    *config.Config
-	topo   *sysfs.Topology
-	alloc  *allocator.Allocator
-	policy *allocator.Policy
-	store  state.Store
-	pinner *cgroupPinner
-	log    *logrus.Logger
+	mu sync.Mutex
+	// hugePageReads numbers the hugepage readings taken before the lock
+	// (hugePagesNow), so that the allocator keeps the newest of two that
+	// race for it.
+	hugePageReads atomic.Uint64
+	cfg           *config.Config
+	topo          *sysfs.Topology
+	alloc         *allocator.Allocator
+	policy        *allocator.Policy
+	store         state.Store
+	pinner        *cgroupPinner
+	log           *logrus.Logger
 	// loaded tells that the state file has been read: it is read once,
 	// before the first Synchronize; synced, that a Synchronize has
 	// reconciled it.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 )
 
 // HugePages is one NUMA node's pool of one hugepage size, as the kernel
@@ -21,15 +20,12 @@ type HugePages struct {
 	// Free is free_hugepages: the pages no process has faulted in. A page
 	// a process mapped but has not touched yet still counts as free.
 	Free int64 `json:"free"`
-	// Seq orders ReadHugePages's readings in the process: a reading begun
-	// later has a higher Seq, so that one read before another but handed
-	// over after it (two decisions racing for a lock) can be told older.
-	// Discovery's counts have 0.
+	// Seq orders readings (ReadHugePages's caller numbers them): a reading
+	// begun later has a higher Seq, so that one read before another but
+	// handed over after it (two decisions racing for a lock) can be told
+	// older. Discovery's counts have 0.
 	Seq uint64 `json:"-"`
 }
-
-// readSeq numbers ReadHugePages's readings.
-var readSeq atomic.Uint64
 
 // maxHugePageSizes bounds the sizes read per node: architectures have a
 // handful (x86: 2 MiB and 1 GiB; arm64 with 4k pages: 64 KiB, 2 MiB, 32 MiB,
@@ -93,11 +89,10 @@ func hugePageDirSize(name string) (int64, bool) {
 // ReadHugePages reads the hugepage counts of the given nodes again, by node
 // id: what a decision about a container that asks for hugepages needs,
 // since pages are reserved and taken at run time by processes the plugin
-// does not know. It is a few small sysfs reads per node. Each reading has
-// a Seq above every earlier one's.
-func ReadHugePages(root string, nodes []int) (map[int][]HugePages, error) {
+// does not know. It is a few small sysfs reads per node. The counts carry
+// seq, which the caller makes larger for every later reading.
+func ReadHugePages(root string, nodes []int, seq uint64) (map[int][]HugePages, error) {
 	r := reader{root: root}
-	seq := readSeq.Add(1)
 	out := make(map[int][]HugePages, len(nodes))
 	for _, n := range nodes {
 		hp, err := readNodeHugePages(r, fmt.Sprintf("%s/node%d", nodeDir, n))
