@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,24 +22,6 @@ import (
 	"github.com/cpupool/nri-cpupool/dra"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
-
-// lockedBuffer collects a process's output for the test's messages.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestDRADaemonPinsWhileTheKubeletIsAway runs the real daemon with the DRA
 // driver on, started before the kubelet as at a node's first boot (issue
@@ -78,7 +58,7 @@ dra:
 	stateFile := filepath.Join(dir, "state", "state.json")
 	require.NoError(t, os.MkdirAll(filepath.Dir(stateFile), 0o750))
 
-	var out lockedBuffer
+	var out syncBuffer
 	before := f.syncCount()
 	cmd := exec.Command(bin, "run", "--config", cfgFile, "--nri-socket", f.socket, "--state-file", stateFile,
 		"--sysfs-root", fixture.Root(t, xeon.fixture), "--cgroup-root", f.cgroupRoot)
