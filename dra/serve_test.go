@@ -249,18 +249,7 @@ func TestServeWaitsForTheKubeletsDirectories(t *testing.T) {
 	kubelet := filepath.Join(dir, "kubelet")
 	paths := Paths{PluginDir: filepath.Join(kubelet, "plugins", DriverName), RegistryDir: filepath.Join(kubelet, "plugins_registry")}
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- td.Serve(ctx, connected(client), paths) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("Serve did not return")
-		}
-	}()
+	done := serving(t, td, connected(client), paths)
 
 	require.Eventually(t, func() bool { return td.Status().State == StateWaitingForKubelet }, 10*time.Second, time.Millisecond)
 	assert.Contains(t, td.Status().Detail, paths.RegistryDir+": it does not exist; the kubelet makes it when it starts")
@@ -342,18 +331,7 @@ func TestServeWaitsForCredentials(t *testing.T) {
 		}
 		return client, nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- td.Serve(ctx, connect, paths) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("Serve did not return")
-		}
-	}()
+	done := serving(t, td, connect, paths)
 
 	require.Eventually(t, func() bool {
 		mu.Lock()
@@ -374,4 +352,24 @@ func TestServeWaitsForCredentials(t *testing.T) {
 	joined = true
 	mu.Unlock()
 	require.Eventually(t, func() bool { return td.Status().State == StateWaitingForKubelet }, 10*time.Second, time.Millisecond)
+}
+
+// serving runs td.Serve in the background until the test ends, then
+// checks that it returns, without error, once its context is cancelled.
+// done has Serve's error if it returns before.
+func serving(t *testing.T, td *testDriver, connect Connect, paths Paths) (done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	go func() { returned <- td.Serve(ctx, connect, paths) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-returned:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve did not return")
+		}
+	})
+	return returned
 }
