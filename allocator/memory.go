@@ -8,6 +8,7 @@ package allocator
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -461,4 +462,74 @@ func (f *memFit) fitsMemory(memNodes []int) bool {
 // exact, in the largest binary unit that divides it.
 func Bytes(b int64) string {
 	return resource.NewQuantity(b, resource.BinarySI).String()
+}
+
+// NodeMemoryReport is one NUMA node's memory as the allocator counts it,
+// for the metrics: what it has, what the host keeps and what the counted
+// containers and holds hold.
+type NodeMemoryReport struct {
+	Node int
+	// Capacity is the memory in bytes the memory limits are counted
+	// against: MemTotal less the memory of the node's hugepage pools as
+	// last read; -1 when MemTotal is unknown.
+	Capacity int64
+	// Reserved is memory.reservedPerNode in bytes, and Held the memory
+	// limits counted on the node.
+	Reserved, Held int64
+	// HugePages are by size, ascending: every size the node has, and
+	// every size reserved or held there.
+	HugePages []PagesReport
+}
+
+// PagesReport is one hugepage size of a node: Total is nr_hugepages as
+// last read (never re-read for a report), Reserved the host's reserve and
+// Held the pages counted for our containers and holds.
+type PagesReport struct {
+	SizeKB                int64
+	Total, Reserved, Held int64
+}
+
+// MemoryReport reports every NUMA node with memory, in id order, from the
+// counts last read: it reads no file.
+func (a *Allocator) MemoryReport() []NodeMemoryReport {
+	var out []NodeMemoryReport
+	for _, node := range a.x.topo.NUMANodes {
+		if !node.HasMemory {
+			continue
+		}
+		r := NodeMemoryReport{Node: node.ID, Capacity: -1, Reserved: a.layout.MemoryReserve}
+		u := a.mem.used[node.ID]
+		if u == nil {
+			u = &nodeUse{}
+		}
+		r.Held = u.memory
+		sizes := map[int64]*PagesReport{}
+		at := func(size int64) *PagesReport {
+			if sizes[size] == nil {
+				sizes[size] = &PagesReport{SizeKB: size}
+			}
+			return sizes[size]
+		}
+		inPages := int64(0)
+		for _, hp := range a.mem.pages[node.ID] {
+			at(hp.SizeKB).Total = hp.Total
+			inPages += hp.Total * hp.SizeKB * 1024
+		}
+		for size, n := range a.layout.HugePagesReserve {
+			at(size).Reserved = n
+		}
+		for size, n := range u.pages {
+			if n != 0 {
+				at(size).Held = n
+			}
+		}
+		if node.MemTotalKB > 0 {
+			r.Capacity = max(0, node.MemTotalKB*1024-inPages)
+		}
+		for _, size := range slices.Sorted(maps.Keys(sizes)) {
+			r.HugePages = append(r.HugePages, *sizes[size])
+		}
+		out = append(out, r)
+	}
+	return out
 }

@@ -1,11 +1,14 @@
 package plugin
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -174,4 +177,59 @@ func TestHugePagesOfAnAdoptedContainer(t *testing.T) {
 	f.removePod(podFull)
 	_, _, err = f.createContainer(exclusivePod(f, "c"), "dpdk", 1000)
 	require.ErrorContains(t, err, "hugepages-2Mi: asked 32, free node0 0 node1 0", "its pages are counted")
+}
+
+// TestNUMAMemoryMetrics: the metrics show each NUMA node's memory and
+// hugepages, their reserves, and what the plugin's containers hold: a
+// container's pages held on node 1 while it runs, given back when its
+// pod ends.
+func TestNUMAMemoryMetrics(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	node := vmHugePages
+	node.config += `
+memory:
+  reservedPerNode: 1Gi
+  reservedHugePagesPerNode: {2Mi: 4}
+`
+	rp := startPlugin(t, f, node, statePath(f))
+	withHugePages(f, 16)
+	pod := exclusivePod(f, "a")
+	a, _, err := f.createContainer(pod, "dpdk", 1000)
+	require.NoError(t, err)
+
+	const help = `
+# HELP cpupool_numa_memory_bytes Memory of each NUMA node, by state: capacity (MemTotal less the node's hugepage pools, as last read), reserved (memory.reservedPerNode) and held (the memory limits of the containers and holds whose memory the plugin pins there).
+# TYPE cpupool_numa_memory_bytes gauge
+cpupool_numa_memory_bytes{node="0",state="capacity"} 4294967296
+cpupool_numa_memory_bytes{node="0",state="held"} 0
+cpupool_numa_memory_bytes{node="0",state="reserved"} 1073741824
+cpupool_numa_memory_bytes{node="1",state="capacity"} 4227858432
+cpupool_numa_memory_bytes{node="1",state="held"} %d
+cpupool_numa_memory_bytes{node="1",state="reserved"} 1073741824
+# HELP cpupool_numa_hugepages Hugepages of each NUMA node, by size (2Mi, 1Gi) and state: total (nr_hugepages as last read), reserved (memory.reservedHugePagesPerNode) and held (the hugepage limits of the containers and holds whose memory the plugin pins there).
+# TYPE cpupool_numa_hugepages gauge
+cpupool_numa_hugepages{node="0",size="1Gi",state="held"} 0
+cpupool_numa_hugepages{node="0",size="1Gi",state="reserved"} 0
+cpupool_numa_hugepages{node="0",size="1Gi",state="total"} 0
+cpupool_numa_hugepages{node="0",size="2Mi",state="held"} 0
+cpupool_numa_hugepages{node="0",size="2Mi",state="reserved"} 4
+cpupool_numa_hugepages{node="0",size="2Mi",state="total"} 0
+cpupool_numa_hugepages{node="1",size="1Gi",state="held"} 0
+cpupool_numa_hugepages{node="1",size="1Gi",state="reserved"} 0
+cpupool_numa_hugepages{node="1",size="1Gi",state="total"} 0
+cpupool_numa_hugepages{node="1",size="2Mi",state="held"} %d
+cpupool_numa_hugepages{node="1",size="2Mi",state="reserved"} 4
+cpupool_numa_hugepages{node="1",size="2Mi",state="total"} 32
+`
+	// The state writer publishes the figures after the decisions; a
+	// flush makes that now.
+	require.NoError(t, rp.p.Flush())
+	require.NoError(t, testutil.CollectAndCompare(rp.p.metrics, strings.NewReader(fmt.Sprintf(help, 64<<20, 16)),
+		"cpupool_numa_memory_bytes", "cpupool_numa_hugepages"), "held while it runs")
+
+	f.removeContainer(a)
+	f.removePod(pod)
+	require.NoError(t, rp.p.Flush())
+	require.NoError(t, testutil.CollectAndCompare(rp.p.metrics, strings.NewReader(fmt.Sprintf(help, 0, 0)),
+		"cpupool_numa_memory_bytes", "cpupool_numa_hugepages"), "given back when its pod ended")
 }

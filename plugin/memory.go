@@ -49,7 +49,7 @@ func (p *Plugin) rememberAssignments() {
 
 // publishUsage hands the pools' usage to the metrics, which read it
 // without the lock.
-func (p *Plugin) publishUsage() { p.usage.publish(p.alloc.Usage()) }
+func (p *Plugin) publishUsage() { p.usage.publish(p.alloc.Usage(), p.alloc.MemoryReport()) }
 
 func containerState(a allocator.Assignment) state.ContainerState {
 	return state.ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
@@ -100,7 +100,7 @@ func (p *Plugin) collectState(st *state.State, grants *grantsSnapshot) uint64 {
 		st.Held[h.Pod.UID+"/"+h.Container] = heldState(h)
 	}
 	usage := p.alloc.Usage()
-	p.usage.publish(usage)
+	p.usage.publish(usage, p.alloc.MemoryReport())
 	for _, u := range usage {
 		st.Pools[u.Pool] = p.alloc.PoolCPUs(u.Pool).String()
 	}

@@ -1,12 +1,14 @@
 package plugin
 
 import (
+	"strconv"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // usageSource gives the pools' usage for a scrape. Implementations must
@@ -14,22 +16,38 @@ import (
 // handler never waits for a scrape.
 type usageSource interface {
 	PoolUsage() []allocator.PoolUsage
+	MemoryReport() []allocator.NodeMemoryReport
 }
 
 // usageSnapshot is the usage as of the plugin's last decision. The plugin
 // publishes it under its lock; scrapes read it without any lock.
 type usageSnapshot struct {
 	last atomic.Pointer[[]allocator.PoolUsage]
+	// memory is the NUMA nodes' memory, published with the usage: it
+	// holds the hugepage counts last read, never reads them again.
+	memory atomic.Pointer[[]allocator.NodeMemoryReport]
 }
 
 var _ usageSource = (*usageSnapshot)(nil)
 
-func (s *usageSnapshot) publish(u []allocator.PoolUsage) { s.last.Store(&u) }
+func (s *usageSnapshot) publish(u []allocator.PoolUsage, mem []allocator.NodeMemoryReport) {
+	s.last.Store(&u)
+	s.memory.Store(&mem)
+}
 
 // PoolUsage returns the last published usage (none before the first).
 func (s *usageSnapshot) PoolUsage() []allocator.PoolUsage {
 	if u := s.last.Load(); u != nil {
 		return *u
+	}
+	return nil
+}
+
+// MemoryReport returns the last published memory of the NUMA nodes (none
+// before the first).
+func (s *usageSnapshot) MemoryReport() []allocator.NodeMemoryReport {
+	if m := s.memory.Load(); m != nil {
+		return *m
 	}
 	return nil
 }
@@ -44,7 +62,10 @@ type metrics struct {
 	freeCPUs *prometheus.Desc
 	members  *prometheus.Desc
 	held     *prometheus.Desc
-	refused  *prometheus.CounterVec
+	// numaMemory and numaPages are each NUMA node's memory and hugepages
+	// (docs/placement.md, "Memory follows the CPUs").
+	numaMemory, numaPages *prometheus.Desc
+	refused               *prometheus.CounterVec
 	// writer's figures are read from its atomic counters, without a lock.
 	writer                                          *stateWriter
 	stateWrites, stateErrors, stateAge, stateBehind *prometheus.Desc
@@ -80,6 +101,12 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 		freeCPUs: prometheus.NewDesc("cpupool_pool_free_cpus", "CPUs of an exclusive pool that no container holds.", []string{"pool"}, nil),
 		members:  prometheus.NewDesc("cpupool_containers", "Containers assigned to the pool.", []string{"pool"}, nil),
 		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
+		numaMemory: prometheus.NewDesc("cpupool_numa_memory_bytes",
+			"Memory of each NUMA node, by state: capacity (MemTotal less the node's hugepage pools, as last read), reserved (memory.reservedPerNode) and held (the memory limits of the containers and holds whose memory the plugin pins there).",
+			[]string{"node", "state"}, nil),
+		numaPages: prometheus.NewDesc("cpupool_numa_hugepages",
+			"Hugepages of each NUMA node, by size (2Mi, 1Gi) and state: total (nr_hugepages as last read), reserved (memory.reservedHugePagesPerNode) and held (the hugepage limits of the containers and holds whose memory the plugin pins there).",
+			[]string{"node", "size", "state"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
 			Help: "Container creations refused, by reason (annotation, namespace, grant, claim, placement, power), and running containers Synchronize could not place and confined to infra (synchronize).",
@@ -111,6 +138,15 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 	}
 }
 
+// The state label's values of cpupool_numa_memory_bytes and
+// cpupool_numa_hugepages.
+const (
+	memCapacity = "capacity"
+	memReserved = "reserved"
+	memHeld     = "held"
+	pagesTotal  = "total"
+)
+
 // countRefusal counts one refused container, by reason.
 func (m *metrics) countRefusal(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
@@ -134,6 +170,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.members
 	ch <- m.runtime
 	ch <- m.held
+	ch <- m.numaMemory
+	ch <- m.numaPages
 	m.refused.Describe(ch)
 	ch <- m.stateWrites
 	ch <- m.stateErrors
@@ -155,6 +193,20 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		if u.Exclusive() {
 			ch <- prometheus.MustNewConstMetric(m.freeCPUs, prometheus.GaugeValue, float64(u.Free), u.Pool)
 			ch <- prometheus.MustNewConstMetric(m.held, prometheus.GaugeValue, float64(u.Held), u.Pool)
+		}
+	}
+	for _, n := range m.usage.MemoryReport() {
+		node := strconv.Itoa(n.Node)
+		if n.Capacity >= 0 {
+			ch <- prometheus.MustNewConstMetric(m.numaMemory, prometheus.GaugeValue, float64(n.Capacity), node, memCapacity)
+		}
+		ch <- prometheus.MustNewConstMetric(m.numaMemory, prometheus.GaugeValue, float64(n.Reserved), node, memReserved)
+		ch <- prometheus.MustNewConstMetric(m.numaMemory, prometheus.GaugeValue, float64(n.Held), node, memHeld)
+		for _, p := range n.HugePages {
+			size := sysfs.HugePageSizeName(p.SizeKB)
+			ch <- prometheus.MustNewConstMetric(m.numaPages, prometheus.GaugeValue, float64(p.Total), node, size, pagesTotal)
+			ch <- prometheus.MustNewConstMetric(m.numaPages, prometheus.GaugeValue, float64(p.Reserved), node, size, memReserved)
+			ch <- prometheus.MustNewConstMetric(m.numaPages, prometheus.GaugeValue, float64(p.Held), node, size, memHeld)
 		}
 	}
 	if rt := m.connected.Load(); rt != nil {
