@@ -326,3 +326,23 @@ func TestEveryCommandReadsTheConfigsSysfsRoot(t *testing.T) {
 		assert.Contains(t, errOut, "is \"", args)
 	}
 }
+
+// TestValidateWarnsOfNodesWithoutHugePages: the warning is for a node of
+// the exclusive pools only, and only while the plugin pins memory (it
+// counts no pages otherwise).
+func TestValidateWarnsOfNodesWithoutHugePages(t *testing.T) {
+	root := fixture.Root(t, "vm-2numa-hugepages")
+	for _, tc := range []struct {
+		config string
+		warns  bool
+	}{
+		{"isolatedCPUs: \"1-3\"\npools: {exclusive: {cpus: \"1-3\"}}\n", true},
+		{"isolatedCPUs: \"1-3\"\npools: {exclusive: {cpus: \"1-3\"}}\npinMemory: false\n", false},
+		{"isolatedCPUs: \"2-3\"\npools: {exclusive: {cpus: \"2-3\"}}\n", false}, // node 1 only
+	} {
+		code, out, errOut := run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, tc.config))
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "NUMA node 1:            memory 4Gi, hugepages-2Mi 32, hugepages-1Gi 0", tc.config)
+		assert.Equal(t, tc.warns, strings.Contains(errOut, "NUMA node 0 has exclusive CPUs 1 but no hugepages"), "%s\n%s", tc.config, errOut)
+	}
+}

@@ -32,6 +32,9 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	}
 	layout, problems := allocator.BuildLayout(topo, cfg)
 	problems = append(problems, power.NewNode(nodeRoot, topo).Check(cfg)...)
+	if !problems.HasErrors() {
+		problems = append(problems, hugePageProblems(cfg, topo, layout)...)
+	}
 	for _, p := range problems {
 		fmt.Fprintln(stderr, p)
 	}
@@ -44,6 +47,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "  shared:                 %s (%d CPUs)\n", orDash(layout.Shared.String()), layout.Shared.Size())
 	fmt.Fprintf(stdout, "  infra:                  %s (%d CPUs, reserved %s)\n", orDash(layout.Infra.String()), layout.Infra.Size(), orDash(layout.Reserved.String()))
 	fmt.Fprintf(stdout, "  exclusive-non-isolcpus: %s (%d CPUs lendable)\n", orDash(layout.ExclusiveNonIsolcpus.String()), layout.ExclusiveNonIsolcpus.Size())
+	printNodeMemory(stdout, cfg, topo)
 	printPoolPowerClasses(stdout, cfg)
 	printKubeletSettings(stdout, cfg, topo, layout)
 	return nil
