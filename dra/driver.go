@@ -144,7 +144,11 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 		uid := string(claim.UID)
 		before, err := d.prepare(claim)
 		if err != nil {
-			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)}
+			err = fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)
+			// The kubelet retries, and logs it only at its own verbosity:
+			// the node's operator reads why here.
+			d.log.Warnf("DRA: preparing %v", err)
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: err}
 			continue
 		}
 		if _, seen := undo[uid]; !seen {

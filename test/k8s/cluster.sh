@@ -347,8 +347,14 @@ report() {
   local f
   for f in plugin kubelet containerd scheduler controller-manager apiserver; do
     echo "---------- $f log (last 30 lines) ----------"
-    tail -30 "$W/$f.log" 2>/dev/null
+    # The kubelet asks the DRA driver for resource health every 5 s and logs
+    # the driver's Unimplemented answer: left out, it would fill the tail.
+    grep -v 'WatchResources' "$W/$f.log" 2>/dev/null | tail -30
   done
+  echo "---------- plugin log: DRA lines (last 30) ----------"
+  grep 'DRA' "$W/plugin.log" 2>/dev/null | tail -30
+  echo "---------- kubelet log: resource claims (last 20) ----------"
+  grep -i -E 'claim|prepar' "$W/kubelet.log" 2>/dev/null | grep -v 'WatchResources' | tail -20
   echo "---------- pods ----------"
   kubectl get pods -A -o wide 2>&1 | head -30
 }
