@@ -64,9 +64,12 @@ type Plan struct {
 	// outside files that must follow the files (irqbalance's banned CPUs).
 	// An error is transient: the pass is retried.
 	Before, After func() error
-	// Pending says that some wanted files do not exist yet (a container's
-	// cgroup the runtime creates after the reply): the pass is repeated
-	// with backoff, without an error.
+	// Pending says that some wanted files cannot be planned in this pass:
+	// they do not exist yet (a container's cgroup the runtime creates
+	// after the reply), or their original can be read only once this pass
+	// has written others (power's preference under the performance
+	// governor it restores). The pass is repeated with backoff, without an
+	// error.
 	Pending bool
 }
 
@@ -331,8 +334,9 @@ func (r *Reconciler) Flush() error {
 	return nil
 }
 
-// errPending is a pass's result when a Source waits for files to appear.
-var errPending = errors.New("wanted files do not exist yet")
+// errPending is a pass's result when a Source left files for a later pass
+// (Plan.Pending).
+var errPending = errors.New("some wanted files are left for a later pass")
 
 func (r *Reconciler) run() {
 	defer close(r.done)
