@@ -101,8 +101,9 @@ func memNodesSet(held []NodeMemory) cpuset.CPUSet {
 
 // MemoryOf is what a remembered container holds of the nodes' memory at a
 // restart, given its demand as the runtime shows it now: the record's
-// holdings when they add up to that demand, else (a record of an older
-// version, or one the demand outgrew) the demand taken from the nodes of
+// holdings when they add up to that demand on nodes of its mems, else (a
+// record of an older version, one the demand outgrew, or one naming other
+// nodes) the demand taken from the nodes of
 // its mems, or of its CPUs, in id order, each up to what the others do
 // not hold, the last taking the rest. The live free_hugepages is no floor:
 // the container runs, and the pages it touched are its own. Nothing for a
@@ -112,12 +113,16 @@ func (a *Allocator) MemoryOf(as Assignment, d Demand) []NodeMemory {
 	if !a.countsMemory(req) {
 		return nil
 	}
-	if DemandOf(as.Memory).Equal(d) {
-		return as.Memory
-	}
 	nodes := as.Mems
 	if nodes.IsEmpty() {
 		nodes = a.memsFor(as.CPUs)
+	}
+	// The record is trusted only where the container's memory can be: on
+	// nodes of its mems. A record naming another node (another machine's
+	// state file, an edit) would count its pages where they are not, and
+	// leave its own free for another container.
+	if DemandOf(as.Memory).Equal(d) && memNodesSet(as.Memory).IsSubsetOf(nodes) {
+		return as.Memory
 	}
 	return a.runningFit(req).split(nodes.List())
 }

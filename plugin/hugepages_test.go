@@ -233,3 +233,35 @@ cpupool_numa_hugepages{node="1",size="2Mi",state="total"} 32
 	require.NoError(t, testutil.CollectAndCompare(rp.p.metrics, strings.NewReader(fmt.Sprintf(help, 0, 0)),
 		"cpupool_numa_memory_bytes", "cpupool_numa_hugepages"), "given back when its pod ended")
 }
+
+// TestDamagedMemoryRecordIsDerivedFromTheRuntime: a state file whose
+// memory record of a running container is malformed, or names a node the
+// container does not run on (another machine's file, an edit), is not
+// trusted: the container's memory is derived again from its limits as the
+// runtime shows them, on the nodes it runs on, so its pages are never
+// counted where they are not and given to another container.
+func TestDamagedMemoryRecordIsDerivedFromTheRuntime(t *testing.T) {
+	for _, damaged := range []string{"garbage", "1:2048kB=-5", "0:memory=67108864,2048kB=16", "9:memory=67108864,2048kB=16"} {
+		t.Run(damaged, func(t *testing.T) {
+			f := newFakeRuntime(t, true)
+			rp := startPlugin(t, f, vmHugePages, statePath(f))
+			withHugePages(f, 16)
+			a, _, err := f.createContainer(exclusivePod(f, "a"), "dpdk", 1000)
+			require.NoError(t, err)
+			_, _, err = f.createContainer(exclusivePod(f, "b"), "dpdk", 1000)
+			require.NoError(t, err)
+
+			st := rp.savedState(t) // flushed, then kill -9
+			rp.kill()
+			c, ok := st.Containers[a.Id]
+			require.True(t, ok)
+			c.Memory = damaged
+			st.Containers[a.Id] = c
+			require.NoError(t, state.NewFileStore(statePath(f)).Save(st))
+			rp = startPlugin(t, f, vmHugePages, statePath(f))
+			_, _, err = f.createContainer(exclusivePod(f, "c"), "dpdk", 1000)
+			require.ErrorContains(t, err, "hugepages-2Mi: asked 16, free node0 0 node1 0", "a still holds its pages on node 1")
+			assert.Equal(t, "1:memory=67108864,2048kB=16", rp.savedState(t).Containers[a.Id].Memory, "derived again")
+		})
+	}
+}
