@@ -79,8 +79,11 @@ type Plugin struct {
 	alloc         *allocator.Allocator
 	policy        *allocator.Policy
 	store         state.Store
-	pinner        *cgroupPinner
-	log           *logrus.Logger
+	// stateLock is the state directory's lock (KeepStateLock), nil in
+	// tests that run one plugin per directory.
+	stateLock *state.DirLock
+	pinner    *cgroupPinner
+	log       *logrus.Logger
 	// loaded tells that the state file has been read: it is read once,
 	// before the first Synchronize; synced, that a Synchronize has
 	// reconciled it.
@@ -241,6 +244,36 @@ func (p *Plugin) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.store.Close()
+	// Last: the next process may read the files once this is released.
+	if err := p.stateLock.Close(); err != nil {
+		p.log.Warnf("releasing the state directory lock: %v", err)
+	}
+	p.stateLock = nil
+}
+
+// KeepStateLock hands the plugin the lock of its state directory, which
+// the caller took before New read any of its files (state.Lock). The
+// plugin releases it at Close, and moves it with the state file that a
+// runtime's Configure names.
+func (p *Plugin) KeepStateLock(l *state.DirLock) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stateLock = l
+}
+
+// moveStateLock takes the lock of the directory of the state file that
+// Configure names, if it is another, and lets the first one go.
+func (p *Plugin) moveStateLock(stateFile string) error {
+	if p.stateLock == nil || state.LockPath(stateFile) == p.stateLock.Path() {
+		return nil
+	}
+	l, err := state.TryLock(stateFile)
+	if err != nil {
+		return fmt.Errorf("stateFile %s: %w", stateFile, err)
+	}
+	p.stateLock.Close()
+	p.stateLock = l
+	return nil
 }
 
 func (p *Plugin) configure(cfg *config.Config) error {
@@ -292,6 +325,9 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 		case parsed.StateFile == config.Default().StateFile || parsed.StateFile == p.cfg.StateFile:
 			parsed.StateFile = p.cfg.StateFile
 		case !p.loaded:
+			if err := p.moveStateLock(parsed.StateFile); err != nil {
+				return 0, err
+			}
 			p.store = state.NewFileStore(parsed.StateFile)
 			g, err := p.loadGrants(GrantsFile(parsed.StateFile))
 			if err != nil {

@@ -63,17 +63,25 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	level, _ := logrus.ParseLevel(cfg.LogLevel)
 	log.SetLevel(level)
 
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// The topology first: a process that waits for the lock is then
+	// ready to take over at once.
 	topo, err := sysfs.Discover(cfg.SysfsRoot)
 	if err != nil {
 		return err
 	}
-	p, err := plugin.New(cfg, topo, state.NewFileStore(cfg.StateFile), log)
-	if err != nil {
+	lock, err := lockStateDir(ctx, cfg.StateFile, log)
+	if err != nil || lock == nil {
 		return err
 	}
+	p, err := plugin.New(cfg, topo, state.NewFileStore(cfg.StateFile), log)
+	if err != nil {
+		lock.Close()
+		return err
+	}
+	p.KeepStateLock(lock)
 	defer p.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	log.Infof("nri-cpupool %s: %d online CPUs, state %s, NRI socket %s", Version, topo.Online.Size(), cfg.StateFile, cfg.NRISocket)
 	driver, err := newDRA(cfg, p, log)
 	if err != nil {
@@ -104,6 +112,32 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		log.Warnf("%v", nerr)
 	}
 	return err
+}
+
+// lockStateDir takes the state directory's lock before anything reads the
+// directory's files, waiting while another daemon holds it (an upgrade
+// that starts the new process before the old one is gone). A signal while
+// waiting ends the run without an error and without a lock (nil).
+func lockStateDir(ctx context.Context, stateFile string, log *logrus.Logger) (*state.DirLock, error) {
+	waited := ""
+	lock, err := state.Lock(ctx, stateFile, func(holder string) {
+		waited = holder
+		msg := fmt.Sprintf("another nri-cpupool holds the state directory lock %s (%s): waiting for it to exit", state.LockPath(stateFile), holder)
+		log.Warn(msg)
+		if _, err := sdnotify.Notify(sdnotify.Status(msg)); err != nil {
+			log.Warnf("%v", err)
+		}
+	})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		log.Infof("stopped while waiting for the state directory lock")
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case waited != "":
+		log.Infof("took the state directory lock %s over from %s", lock.Path(), waited)
+	}
+	return lock, nil
 }
 
 // newDRA makes the DRA driver when dra.enabled and lets it bind containers
