@@ -263,3 +263,24 @@ func setAffinity(pid uint32, cpus cpuset.CPUSet) error {
 	}
 	return nil
 }
+
+// CPUs reads the cpuset.cpus of a cgroup, errNoCgroup if it is not there.
+// An empty file (cgroup v2: the parent's CPUs) reads as an empty set.
+func (c *cgroupPinner) CPUs(cgroupsPath string) (cpuset.CPUSet, error) {
+	dir, err := cgroupDir(cgroupsPath)
+	if err != nil {
+		return cpuset.New(), err
+	}
+	path := filepath.Join(c.root, dir, "cpuset.cpus")
+	if !c.unified {
+		path = filepath.Join(cgroup1.NewCpuset(c.root).Path(dir), "cpuset.cpus")
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cpuset.New(), errNoCgroup
+	}
+	if err != nil {
+		return cpuset.New(), err
+	}
+	return cpuset.Parse(strings.TrimSpace(string(b)))
+}

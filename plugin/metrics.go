@@ -82,6 +82,9 @@ type metrics struct {
 	// partitionsSkipped counts containers placed without the isolated
 	// partition their pool gives by default, by reason.
 	partitionsSkipped *prometheus.CounterVec
+	// startRepins counts cgroups pinned after Synchronize's update reached
+	// only their container's spec (see startrace.go).
+	startRepins prometheus.Counter
 	// handlers times every NRI handler (see instrumented).
 	handlers *prometheus.HistogramVec
 }
@@ -130,6 +133,10 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 			Name: "cpupool_isolated_partitions_skipped_total",
 			Help: "Exclusive containers placed without the isolated partition their pool gives by default (isolatedPartition: optOut), by reason (shared-cpus: they run on the shared pool too, which a partition would take from them).",
 		}, []string{"reason"}),
+		startRepins: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cpupool_start_repins_total",
+			Help: "Containers the runtime started on the CPUs of their spec from before Synchronize (its update reached only the spec), whose cgroup the plugin then pinned through cgroupfs.",
+		}),
 		stateWrites: prometheus.NewDesc("cpupool_state_writes_total", "Successful writes of the state file.", nil, nil),
 		stateErrors: prometheus.NewDesc("cpupool_state_write_errors_total", "Failed attempts to write or sync the state file or the kubelet grants file (each is retried; the log names the file).", nil, nil),
 		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
@@ -182,6 +189,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.resizes.Describe(ch)
 	m.discarded.Describe(ch)
 	m.partitionsSkipped.Describe(ch)
+	m.startRepins.Describe(ch)
 	m.handlers.Describe(ch)
 }
 
@@ -223,6 +231,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.resizes.Collect(ch)
 	m.discarded.Collect(ch)
 	m.partitionsSkipped.Collect(ch)
+	m.startRepins.Collect(ch)
 	m.handlers.Collect(ch)
 }
 

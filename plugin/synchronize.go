@@ -78,6 +78,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 		iso.recon.Kick()
 	}
 	p.pinSandboxesLater()
+	p.checkStartsLater(createdWithUpdates(containers, updates))
 	p.metrics.synchronized.Inc()
 	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d CPU sets held for stopped containers, %d updates",
 		len(known)-len(repair), len(repair), len(unknown), confined+confinedNew, p.countForgotten(remembered.Containers), len(p.alloc.Holds()), len(updates))

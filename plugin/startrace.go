@@ -1,0 +1,116 @@
+package plugin
+
+// Containers that start across a Synchronize. containerd (2.0 to 2.4 at
+// least) creates a container's task, and with it its cgroup from the spec,
+// before StartContainer blocks plugin synchronization, and marks the
+// container running only after that. A Synchronize that falls in between
+// lists the container as created; containerd applies the update the plugin
+// returns for it to the stored spec only, since the container is not
+// running, and the cgroup keeps the CPUs of the old spec. That happens to
+// every container created while no plugin was registered (a restart, an
+// upgrade) and started just as the plugin comes back.
+//
+// So the cgroups of the created containers whose CPUs Synchronize changed
+// are checked in the background until they show their CPUs a few times in
+// a row, and written through cgroupfs where they do not: the runtime's spec
+// already says the same, so the two agree again.
+
+import (
+	"slices"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+)
+
+const (
+	// startCheckEvery paces the checks; startCheckFor bounds them: a
+	// container that has not started by then starts from its updated spec.
+	startCheckEvery = 100 * time.Millisecond
+	startCheckFor   = 30 * time.Second
+	// startCheckGood is how many checks in a row must find the CPUs right:
+	// the runtime may still be writing the cgroup of a task it creates.
+	startCheckGood = 3
+)
+
+// startCheck is a created container whose cgroup is checked.
+type startCheck struct {
+	id, cgroupsPath string
+	good            int
+}
+
+// createdWithUpdates picks the created containers whose CPUs an update
+// changes, with a cgroup path to check.
+func createdWithUpdates(containers []*api.Container, updates []*api.ContainerUpdate) []*startCheck {
+	updated := make(map[string]bool, len(updates))
+	for _, u := range updates {
+		if u.GetLinux().GetResources().GetCpu().GetCpus() != "" {
+			updated[u.GetContainerId()] = true
+		}
+	}
+	var out []*startCheck
+	for _, c := range containers {
+		if c.GetState() == api.ContainerState_CONTAINER_CREATED && updated[c.GetId()] && c.GetLinux().GetCgroupsPath() != "" {
+			out = append(out, &startCheck{id: c.GetId(), cgroupsPath: c.GetLinux().GetCgroupsPath()})
+		}
+	}
+	return out
+}
+
+// checkStartsLater checks the cgroups of checks in the background. Called
+// with the lock held.
+func (p *Plugin) checkStartsLater(checks []*startCheck) {
+	if len(checks) == 0 || p.pins.stopped {
+		return
+	}
+	quit := p.pins.quit
+	go func() {
+		t := time.NewTicker(startCheckEvery)
+		defer t.Stop()
+		deadline := time.Now().Add(startCheckFor)
+		for len(checks) > 0 && time.Now().Before(deadline) {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			checks = slices.DeleteFunc(checks, p.checkStart)
+		}
+	}()
+}
+
+// checkStart checks one container's cgroup, and pins it if its CPUs are
+// not the container's; true once it needs no more checks.
+func (p *Plugin) checkStart(c *startCheck) bool {
+	p.mu.Lock()
+	a, ok := p.alloc.Get(c.id)
+	pinner, pinMemory := p.pinner, p.cfg.PinMemory
+	p.mu.Unlock()
+	if !ok {
+		return true // removed, or placed again by a later Synchronize
+	}
+	got, err := pinner.CPUs(c.cgroupsPath)
+	if err != nil {
+		return false // no task yet
+	}
+	want := a.Cpuset()
+	if got.Equals(want) {
+		c.good++
+		return c.good >= startCheckGood
+	}
+	c.good = 0
+	mems := cpuset.New()
+	if pinMemory {
+		mems = a.Mems
+	}
+	who := a.Pod.ContainerName(a.Container)
+	if err := pinner.Pin(c.cgroupsPath, want, mems); err != nil {
+		p.log.Warnf("container %s started on CPUs %q, not its %s: the runtime created its task before Synchronize's update, which reached only its spec; writing its cgroup failed: %v",
+			who, got.String(), want.String(), err)
+		return false
+	}
+	p.metrics.startRepins.Inc()
+	p.log.Warnf("container %s started on CPUs %q, not its %s: the runtime created its task before Synchronize's update, which reached only its spec; its cgroup is pinned now",
+		who, got.String(), want.String())
+	return false
+}

@@ -1,0 +1,80 @@
+package plugin
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestAContainerStartedAcrossSynchronizeIsPinnedInItsCgroup: a container
+// created while no plugin was registered has its task, and its cgroup,
+// created from its unpinned spec, and is still "created" when Synchronize
+// lists it. The runtime applies Synchronize's update to its spec only (as
+// containerd does for a container that is not running), so the plugin pins
+// its cgroup itself once it is there.
+func TestAContainerStartedAcrossSynchronizeIsPinnedInItsCgroup(t *testing.T) {
+	for _, unified := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cgroup v1", true: "cgroup v2"}[unified], func(t *testing.T) {
+			f := newFakeRuntime(t, unified)
+			web := f.runPod(podSpec{name: "web", qos: "burstable"})
+			// No plugin: the runtime creates it as its spec says.
+			ctr, _, err := f.createContainer(web, "app", 500)
+			require.NoError(t, err)
+			f.mu.Lock()
+			ctr.State = api.ContainerState_CONTAINER_CREATED
+			f.mu.Unlock()
+			cpusFile := filepath.Join(f.hierarchy(), ctr.Linux.CgroupsPath, "cpuset.cpus")
+
+			rp := startPlugin(t, f, xeon, statePath(f))
+			infra := rp.p.alloc.Layout().Infra.String()
+			require.Equal(t, infra, f.cpus(ctr), "Synchronize's update reached the spec")
+
+			// The task comes after Synchronize, from the old spec.
+			f.mkCgroup(ctr.Linux.CgroupsPath)
+			require.NoError(t, os.WriteFile(cpusFile, []byte("0-79\n"), 0o644))
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				b, _ := os.ReadFile(cpusFile)
+				if strings.TrimSpace(string(b)) == infra {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "the cgroup still has %q, not infra %s", b, infra)
+				time.Sleep(20 * time.Millisecond)
+			}
+			assert.Equal(t, 1.0, testutil.ToFloat64(rp.p.metrics.startRepins))
+			assert.Contains(t, rp.log.String(), "container default/web/app started on CPUs")
+		})
+	}
+}
+
+func TestCreatedWithUpdatesPicksCreatedContainersWhoseCPUsChange(t *testing.T) {
+	ctr := func(id string, state api.ContainerState, path string) *api.Container {
+		return &api.Container{Id: id, State: state, Linux: &api.LinuxContainer{CgroupsPath: path}}
+	}
+	update := func(id, cpus string) *api.ContainerUpdate {
+		u := &api.ContainerUpdate{}
+		u.SetContainerId(id)
+		if cpus != "" {
+			u.SetLinuxCPUSetCPUs(cpus)
+		} else {
+			u.SetLinuxCPUQuota(-1)
+		}
+		return u
+	}
+	got := createdWithUpdates([]*api.Container{
+		ctr("created", api.ContainerState_CONTAINER_CREATED, "/a/created"),
+		ctr("running", api.ContainerState_CONTAINER_RUNNING, "/a/running"),
+		ctr("untouched", api.ContainerState_CONTAINER_CREATED, "/a/untouched"),
+		ctr("quota-only", api.ContainerState_CONTAINER_CREATED, "/a/quota"),
+		ctr("no-path", api.ContainerState_CONTAINER_CREATED, ""),
+	}, []*api.ContainerUpdate{update("created", "1"), update("running", "1"), update("quota-only", ""), update("no-path", "1")})
+	require.Len(t, got, 1)
+	assert.Equal(t, startCheck{id: "created", cgroupsPath: "/a/created"}, *got[0])
+}
