@@ -41,6 +41,8 @@ var (
 	_ stub.UpdateContainerInterface = instrumented{}
 	_ stub.StopContainerInterface   = instrumented{}
 	_ stub.RemoveContainerInterface = instrumented{}
+
+	_ stub.PostStartContainerInterface = instrumented{}
 )
 
 // observe records the time since start under the handler's name.
@@ -91,6 +93,11 @@ func (in instrumented) UpdateContainer(ctx context.Context, pod *api.PodSandbox,
 func (in instrumented) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
 	defer in.observe("StopContainer", time.Now())
 	return in.p.StopContainer(ctx, pod, ctr)
+}
+
+func (in instrumented) PostStartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	defer in.observe("PostStartContainer", time.Now())
+	return in.p.PostStartContainer(ctx, pod, ctr)
 }
 
 func (in instrumented) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {

@@ -20,7 +20,7 @@ func (stopOnly) StopContainer(context.Context, *api.PodSandbox, *api.Container) 
 // TestSubscribedEventsAreTheHandledOnes: the subscription follows the
 // handlers the plugin implements, as the NRI stub's own does.
 func TestSubscribedEventsAreTheHandledOnes(t *testing.T) {
-	assert.Equal(t, api.MustParseEventMask("RunPodSandbox,StopPodSandbox,RemovePodSandbox,CreateContainer,UpdateContainer,StopContainer,RemoveContainer"),
+	assert.Equal(t, api.MustParseEventMask("RunPodSandbox,StopPodSandbox,RemovePodSandbox,CreateContainer,PostStartContainer,UpdateContainer,StopContainer,RemoveContainer"),
 		subscribed, "the events handled today: %s", subscribed.PrettyString())
 	assert.Equal(t, api.MustParseEventMask("StopContainer"), handledEvents(stopOnly{}))
 	assert.Equal(t, api.EventMask(0), handledEvents(struct{}{}))

@@ -1,6 +1,6 @@
 package plugin
 
-// Containers that start across a Synchronize. containerd (2.0 to 2.4 at
+// Containers that start across a Synchronize, or that it never sees. containerd (2.0 to 2.4 at
 // least) creates a container's task, and with it its cgroup from the spec,
 // before StartContainer blocks plugin synchronization, and marks the
 // container running only after that. A Synchronize that falls in between
@@ -14,13 +14,20 @@ package plugin
 // are checked in the background until they show their CPUs a few times in
 // a row, and written through cgroupfs where they do not: the runtime's spec
 // already says the same, so the two agree again.
+//
+// CRI-O has the converse gap: it lists a new container only after its
+// CreateContainer hook, so one created while no plugin was registered can
+// miss Synchronize altogether; PostStartContainer adopts it.
 
 import (
+	"context"
 	"slices"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 const (
@@ -105,12 +112,59 @@ func (p *Plugin) checkStart(c *startCheck) bool {
 	}
 	who := a.Pod.ContainerName(a.Container)
 	if err := pinner.Pin(c.cgroupsPath, want, mems); err != nil {
-		p.log.Warnf("container %s started on CPUs %q, not its %s: the runtime created its task before Synchronize's update, which reached only its spec; writing its cgroup failed: %v",
+		p.log.Warnf("container %s started on CPUs %q, not its %s, from a spec the plugin had not adjusted; writing its cgroup failed: %v",
 			who, got.String(), want.String(), err)
 		return false
 	}
 	p.metrics.startRepins.Inc()
-	p.log.Warnf("container %s started on CPUs %q, not its %s: the runtime created its task before Synchronize's update, which reached only its spec; its cgroup is pinned now",
+	p.log.Warnf("container %s started on CPUs %q, not its %s, from a spec the plugin had not adjusted; its cgroup is pinned now",
 		who, got.String(), want.String())
 	return false
+}
+
+// PostStartContainer adopts a container that started without the plugin
+// having seen it, as Synchronize adopts the containers created while no
+// plugin was registered. CRI-O records a new container in the list that
+// Synchronize gets only after the container's CreateContainer hook: one
+// created while no plugin was registered and recorded just after a
+// plugin's Synchronize is seen by neither, and its start is the first the
+// plugin hears of it. Its cgroup is pinned now (in the background, as
+// above), and its CPUs, and those of the pool members the adoption moved,
+// go to the runtime with the next reply.
+func (p *Plugin) PostStartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.synced {
+		return nil
+	}
+	if _, ok := p.alloc.Get(ctr.GetId()); ok {
+		return nil
+	}
+	infra := p.alloc.PoolCPUs(pools.Infra)
+	p.adoptUnknown(pod, ctr)
+	a, ok := p.alloc.Get(ctr.GetId())
+	if !ok {
+		return nil
+	}
+	p.alloc.FollowShared()
+	p.pending[a.ID] = true
+	if !p.alloc.PoolCPUs(pools.Infra).Equals(infra) {
+		// An exclusive-non-isolcpus container took infra CPUs: its
+		// members follow, as after a creation.
+		for _, m := range p.alloc.Assignments() {
+			if !pools.IsExclusive(m.Pool) || m.WithShared {
+				p.pending[m.ID] = true
+			}
+		}
+		p.pinSandboxesLater()
+	}
+	p.rememberAssignments()
+	p.rememberCgroup(a, ctr)
+	p.stateChanged()
+	p.log.Warnf("container %s started without the plugin seeing its creation (created while no plugin was registered, listed by the runtime only after the plugin's Synchronize); adopted into pool %s on CPUs %s",
+		containerRef(pod, ctr), a.Pool, a.Cpuset().String())
+	if path := ctr.GetLinux().GetCgroupsPath(); path != "" {
+		p.checkStartsLater([]*startCheck{{id: a.ID, cgroupsPath: path}})
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,4 +78,46 @@ func TestCreatedWithUpdatesPicksCreatedContainersWhoseCPUsChange(t *testing.T) {
 	}, []*api.ContainerUpdate{update("created", "1"), update("running", "1"), update("quota-only", ""), update("no-path", "1")})
 	require.Len(t, got, 1)
 	assert.Equal(t, startCheck{id: "created", cgroupsPath: "/a/created"}, *got[0])
+}
+
+// TestAContainerListedOnlyAfterSynchronizeIsAdoptedAtItsStart: CRI-O lists
+// a new container only after its CreateContainer hook, so one created
+// while no plugin was registered can miss the plugin's Synchronize; its
+// start is the first the plugin hears of it.
+func TestAContainerListedOnlyAfterSynchronizeIsAdoptedAtItsStart(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, xeon, statePath(f))
+	infra := rp.p.alloc.Layout().Infra.String()
+	web := f.runPod(podSpec{name: "web", qos: "burstable"})
+	late := &api.Container{Id: "ctr-web-late", PodSandboxId: web.Id, Name: "late", State: api.ContainerState_CONTAINER_RUNNING,
+		Linux: &api.LinuxContainer{CgroupsPath: web.Linux.CgroupParent + "/ctr-web-late",
+			Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(512), Period: api.UInt64(100000)}}}}
+	f.mu.Lock()
+	f.ctrs[late.Id] = late
+	f.mu.Unlock()
+	f.mkCgroup(late.Linux.CgroupsPath)
+	cpusFile := filepath.Join(f.hierarchy(), late.Linux.CgroupsPath, "cpuset.cpus")
+	require.NoError(t, os.WriteFile(cpusFile, []byte("0-79\n"), 0o644))
+
+	require.NoError(t, f.r.PostStartContainer(context.Background(), &api.PostStartContainerRequest{Pod: web, Container: late}))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(cpusFile)
+		if strings.TrimSpace(string(b)) == infra {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the cgroup still has %q, not infra %s", b, infra)
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.Contains(t, rp.log.String(), "container default/web/late started without the plugin seeing its creation")
+	assert.Contains(t, rp.savedState(t).Containers, late.Id, "remembered")
+
+	// The runtime's own view follows with the next reply.
+	_, _, err := f.createContainer(web, "next", 500)
+	require.NoError(t, err)
+	assert.Equal(t, infra, f.cpus(late))
+
+	// A second start event (a repeat) changes nothing.
+	require.NoError(t, f.r.PostStartContainer(context.Background(), &api.PostStartContainerRequest{Pod: web, Container: late}))
+	assert.Equal(t, 1, strings.Count(rp.log.String(), "started without the plugin seeing its creation"))
 }
