@@ -34,6 +34,7 @@ var scenarios = []scenario{
 	{"InPlaceResizeAndCPUQuota", 2, testInPlaceResize},
 	{"ResourceRouteInitContainerAndCPUQuota", 2, testResourceRoute},
 	{"UpgradeKeepsPinning", 2, testUpgradeKeepsPinning},
+	{"OverlappingUpgradeUnderACreateStorm", 2, testOverlappingUpgrade},
 	{"FailClosed", 2, testFailClosed},
 }
 
