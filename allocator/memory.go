@@ -264,7 +264,7 @@ func (a *Allocator) fitFor(req Request, now map[int][]sysfs.HugePages, running b
 			inPages += hp.Total * hp.SizeKB * 1024
 		}
 		if node.MemTotalKB > 0 {
-			f.memory[node.ID] = max(0, node.MemTotalKB*1024-inPages-memReserve-u.memory+l.memory)
+			f.memory[node.ID] = freeMemory(node.MemTotalKB*1024-inPages, memReserve, u.memory-l.memory)
 		}
 		for i, want := range req.Demand.HugePages {
 			var total, free int64
@@ -273,15 +273,30 @@ func (a *Allocator) fitFor(req Request, now map[int][]sysfs.HugePages, running b
 					total, free = hp.Total, hp.Free
 				}
 			}
-			held := u.pages[want.SizeKB] - l.pages[want.SizeKB]
-			avail := total - pageReserve[want.SizeKB] - held
-			if !running {
-				avail = min(avail, free)
-			}
-			f.pages[i][node.ID] = max(0, avail)
+			f.pages[i][node.ID] = freePages(total, free, pageReserve[want.SizeKB], u.pages[want.SizeKB]-l.pages[want.SizeKB], running)
 		}
 	}
 	return f
+}
+
+// freeMemory is the memory of a node a container may have: its capacity
+// (MemTotal less its hugepage pools) less the host's reserve and what is
+// held there. The decision and the report (status, metrics) both use it,
+// so that what status calls free is what a container gets.
+func freeMemory(capacity, reserve, held int64) int64 {
+	return max(0, capacity-reserve-held)
+}
+
+// freePages is the pages of one size of a node a container may have:
+// nr_hugepages less the host's reserve and what is held there, and no more
+// than free_hugepages as last read (pages something we do not count took),
+// except for a running container, whose own touched pages are not free.
+func freePages(total, free, reserve, held int64, running bool) int64 {
+	avail := total - reserve - held
+	if !running {
+		avail = min(avail, free)
+	}
+	return max(0, avail)
 }
 
 // lentMemory is what the holds a request may reuse hold, by node: its own
@@ -476,17 +491,22 @@ type NodeMemoryReport struct {
 	// Reserved is memory.reservedPerNode in bytes, and Held the memory
 	// limits counted on the node.
 	Reserved, Held int64
+	// Free is what a container whose memory is pinned may still have of
+	// the node (the decision's rule, freeMemory); -1 with Capacity.
+	Free int64
 	// HugePages are by size, ascending: every size the node has, and
 	// every size reserved or held there.
 	HugePages []PagesReport
 }
 
 // PagesReport is one hugepage size of a node: Total is nr_hugepages as
-// last read (never re-read for a report), Reserved the host's reserve and
-// Held the pages counted for our containers and holds.
+// last read (never re-read for a report), Reserved the host's reserve,
+// Held the pages counted for our containers and holds, and Free what a
+// container may still have (the decision's rule, freePages, with
+// free_hugepages as last read).
 type PagesReport struct {
-	SizeKB                int64
-	Total, Reserved, Held int64
+	SizeKB                      int64
+	Total, Reserved, Held, Free int64
 }
 
 // MemoryReport reports every NUMA node with memory, in id order, from the
@@ -497,7 +517,7 @@ func (a *Allocator) MemoryReport() []NodeMemoryReport {
 		if !node.HasMemory {
 			continue
 		}
-		r := NodeMemoryReport{Node: node.ID, Capacity: -1, Reserved: a.layout.MemoryReserve}
+		r := NodeMemoryReport{Node: node.ID, Capacity: -1, Free: -1, Reserved: a.layout.MemoryReserve}
 		u := a.mem.used[node.ID]
 		if u == nil {
 			u = &nodeUse{}
@@ -510,9 +530,10 @@ func (a *Allocator) MemoryReport() []NodeMemoryReport {
 			}
 			return sizes[size]
 		}
-		inPages := int64(0)
+		inPages, lastFree := int64(0), map[int64]int64{}
 		for _, hp := range a.mem.pages[node.ID] {
 			at(hp.SizeKB).Total = hp.Total
+			lastFree[hp.SizeKB] = hp.Free
 			inPages += hp.Total * hp.SizeKB * 1024
 		}
 		for size, n := range a.layout.HugePagesReserve {
@@ -525,9 +546,12 @@ func (a *Allocator) MemoryReport() []NodeMemoryReport {
 		}
 		if node.MemTotalKB > 0 {
 			r.Capacity = max(0, node.MemTotalKB*1024-inPages)
+			r.Free = freeMemory(r.Capacity, r.Reserved, r.Held)
 		}
 		for _, size := range slices.Sorted(maps.Keys(sizes)) {
-			r.HugePages = append(r.HugePages, *sizes[size])
+			p := sizes[size]
+			p.Free = freePages(p.Total, lastFree[size], p.Reserved, p.Held, false)
+			r.HugePages = append(r.HugePages, *p)
 		}
 		out = append(out, r)
 	}
