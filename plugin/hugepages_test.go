@@ -198,39 +198,53 @@ memory:
 	require.NoError(t, err)
 
 	const help = `
-# HELP cpupool_numa_memory_bytes Memory of each NUMA node, by state: capacity (MemTotal less the node's hugepage pools, as last read), reserved (memory.reservedPerNode) and held (the memory limits of the containers and holds whose memory the plugin pins there).
+# HELP cpupool_numa_memory_bytes Memory of each NUMA node, by state: capacity (MemTotal less the node's hugepage pools, as last read), reserved (memory.reservedPerNode), held (the memory limits of the containers and holds whose memory the plugin pins there) and free (what such a container may still have: capacity less reserved and held).
 # TYPE cpupool_numa_memory_bytes gauge
 cpupool_numa_memory_bytes{node="0",state="capacity"} 4294967296
+cpupool_numa_memory_bytes{node="0",state="free"} 3221225472
 cpupool_numa_memory_bytes{node="0",state="held"} 0
 cpupool_numa_memory_bytes{node="0",state="reserved"} 1073741824
 cpupool_numa_memory_bytes{node="1",state="capacity"} 4227858432
-cpupool_numa_memory_bytes{node="1",state="held"} %d
+cpupool_numa_memory_bytes{node="1",state="free"} %[3]d
+cpupool_numa_memory_bytes{node="1",state="held"} %[1]d
 cpupool_numa_memory_bytes{node="1",state="reserved"} 1073741824
-# HELP cpupool_numa_hugepages Hugepages of each NUMA node, by size (2Mi, 1Gi) and state: total (nr_hugepages as last read), reserved (memory.reservedHugePagesPerNode) and held (the hugepage limits of the containers and holds whose memory the plugin pins there).
+# HELP cpupool_numa_hugepages Hugepages of each NUMA node, by size (2Mi, 1Gi) and state: total (nr_hugepages as last read), reserved (memory.reservedHugePagesPerNode), held (the hugepage limits of the containers and holds whose memory the plugin pins there) and free (what such a container may still have: total less reserved and held, and no more than free_hugepages as last read).
 # TYPE cpupool_numa_hugepages gauge
+cpupool_numa_hugepages{node="0",size="1Gi",state="free"} 0
 cpupool_numa_hugepages{node="0",size="1Gi",state="held"} 0
 cpupool_numa_hugepages{node="0",size="1Gi",state="reserved"} 0
 cpupool_numa_hugepages{node="0",size="1Gi",state="total"} 0
+cpupool_numa_hugepages{node="0",size="2Mi",state="free"} 0
 cpupool_numa_hugepages{node="0",size="2Mi",state="held"} 0
 cpupool_numa_hugepages{node="0",size="2Mi",state="reserved"} 4
 cpupool_numa_hugepages{node="0",size="2Mi",state="total"} 0
+cpupool_numa_hugepages{node="1",size="1Gi",state="free"} 0
 cpupool_numa_hugepages{node="1",size="1Gi",state="held"} 0
 cpupool_numa_hugepages{node="1",size="1Gi",state="reserved"} 0
 cpupool_numa_hugepages{node="1",size="1Gi",state="total"} 0
-cpupool_numa_hugepages{node="1",size="2Mi",state="held"} %d
+cpupool_numa_hugepages{node="1",size="2Mi",state="free"} %[4]d
+cpupool_numa_hugepages{node="1",size="2Mi",state="held"} %[2]d
 cpupool_numa_hugepages{node="1",size="2Mi",state="reserved"} 4
 cpupool_numa_hugepages{node="1",size="2Mi",state="total"} 32
 `
 	// The state writer publishes the figures after the decisions; a
 	// flush makes that now.
 	require.NoError(t, rp.p.Flush())
-	require.NoError(t, testutil.CollectAndCompare(rp.p.metrics, strings.NewReader(fmt.Sprintf(help, 64<<20, 16)),
+	const node1Free = 4227858432 - 1<<30
+	require.NoError(t, testutil.CollectAndCompare(rp.p.metrics, strings.NewReader(fmt.Sprintf(help, 64<<20, 16, node1Free-64<<20, 32-4-16)),
 		"cpupool_numa_memory_bytes", "cpupool_numa_hugepages"), "held while it runs")
+	// The state file carries the same figures, for status.
+	saved := rp.savedState(t).NUMAMemory
+	require.Len(t, saved, 2)
+	assert.Equal(t, state.NUMAHugePages{Size: "2Mi", Total: 32, Reserved: 4, Held: 16, Free: 12}, saved[1].HugePages[0])
+	assert.Equal(t, int64(64<<20), saved[1].Memory.Held)
+	require.NotNil(t, saved[1].Memory.Free)
+	assert.Equal(t, int64(node1Free-64<<20), *saved[1].Memory.Free)
 
 	f.removeContainer(a)
 	f.removePod(pod)
 	require.NoError(t, rp.p.Flush())
-	require.NoError(t, testutil.CollectAndCompare(rp.p.metrics, strings.NewReader(fmt.Sprintf(help, 0, 0)),
+	require.NoError(t, testutil.CollectAndCompare(rp.p.metrics, strings.NewReader(fmt.Sprintf(help, 0, 0, node1Free, 32-4)),
 		"cpupool_numa_memory_bytes", "cpupool_numa_hugepages"), "given back when its pod ended")
 }
 

@@ -72,7 +72,8 @@ func (p *Plugin) stateChanged() {
 // collectState brings the writer's copy of the state up to date, under the
 // lock: only the containers changed since the last call are copied, so the
 // lock is held for the size of the change, not of the node (plus the
-// holds and the pools' usage, which it publishes for the metrics), and
+// holds, the pools' usage and the NUMA nodes' memory, which it publishes
+// for the metrics too), and
 // the grants when they changed. It returns the generation the copy now
 // holds.
 func (p *Plugin) collectState(st *state.State, grants *grantsSnapshot) uint64 {
@@ -99,12 +100,13 @@ func (p *Plugin) collectState(st *state.State, grants *grantsSnapshot) uint64 {
 	for _, h := range p.alloc.Holds() {
 		st.Held[h.Pod.UID+"/"+h.Container] = heldState(h)
 	}
-	usage := p.alloc.Usage()
-	p.usage.publish(usage, p.alloc.MemoryReport())
+	usage, mem := p.alloc.Usage(), p.alloc.MemoryReport()
+	p.usage.publish(usage, mem)
 	for _, u := range usage {
 		st.Pools[u.Pool] = p.alloc.PoolCPUs(u.Pool).String()
 	}
 	st.PowerClasses = p.powerState()
+	st.NUMAMemory = allocator.NUMAMemoryStatus(mem)
 	return p.gen
 }
 

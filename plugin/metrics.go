@@ -105,10 +105,10 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 		members:  prometheus.NewDesc("cpupool_containers", "Containers assigned to the pool.", []string{"pool"}, nil),
 		held:     prometheus.NewDesc("cpupool_held_cpus", "CPUs of an exclusive pool held for stopped containers until their pod's sandbox stops.", []string{"pool"}, nil),
 		numaMemory: prometheus.NewDesc("cpupool_numa_memory_bytes",
-			"Memory of each NUMA node, by state: capacity (MemTotal less the node's hugepage pools, as last read), reserved (memory.reservedPerNode) and held (the memory limits of the containers and holds whose memory the plugin pins there).",
+			"Memory of each NUMA node, by state: capacity (MemTotal less the node's hugepage pools, as last read), reserved (memory.reservedPerNode), held (the memory limits of the containers and holds whose memory the plugin pins there) and free (what such a container may still have: capacity less reserved and held).",
 			[]string{"node", "state"}, nil),
 		numaPages: prometheus.NewDesc("cpupool_numa_hugepages",
-			"Hugepages of each NUMA node, by size (2Mi, 1Gi) and state: total (nr_hugepages as last read), reserved (memory.reservedHugePagesPerNode) and held (the hugepage limits of the containers and holds whose memory the plugin pins there).",
+			"Hugepages of each NUMA node, by size (2Mi, 1Gi) and state: total (nr_hugepages as last read), reserved (memory.reservedHugePagesPerNode), held (the hugepage limits of the containers and holds whose memory the plugin pins there) and free (what such a container may still have: total less reserved and held, and no more than free_hugepages as last read).",
 			[]string{"node", "size", "state"}, nil),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_refused_containers_total",
@@ -151,6 +151,7 @@ const (
 	memCapacity = "capacity"
 	memReserved = "reserved"
 	memHeld     = "held"
+	memFree     = "free"
 	pagesTotal  = "total"
 )
 
@@ -207,6 +208,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		node := strconv.Itoa(n.Node)
 		if n.Capacity >= 0 {
 			ch <- prometheus.MustNewConstMetric(m.numaMemory, prometheus.GaugeValue, float64(n.Capacity), node, memCapacity)
+			ch <- prometheus.MustNewConstMetric(m.numaMemory, prometheus.GaugeValue, float64(n.Free), node, memFree)
 		}
 		ch <- prometheus.MustNewConstMetric(m.numaMemory, prometheus.GaugeValue, float64(n.Reserved), node, memReserved)
 		ch <- prometheus.MustNewConstMetric(m.numaMemory, prometheus.GaugeValue, float64(n.Held), node, memHeld)
@@ -215,6 +217,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.numaPages, prometheus.GaugeValue, float64(p.Total), node, size, pagesTotal)
 			ch <- prometheus.MustNewConstMetric(m.numaPages, prometheus.GaugeValue, float64(p.Reserved), node, size, memReserved)
 			ch <- prometheus.MustNewConstMetric(m.numaPages, prometheus.GaugeValue, float64(p.Held), node, size, memHeld)
+			ch <- prometheus.MustNewConstMetric(m.numaPages, prometheus.GaugeValue, float64(p.Free), node, size, memFree)
 		}
 	}
 	if rt := m.connected.Load(); rt != nil {

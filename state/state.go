@@ -39,7 +39,8 @@ import (
 //     the file gains each power class's CPUs (powerClasses).
 //   - 5: containers and holds gain what they hold of each NUMA node's
 //     memory and hugepages (memory); a record without it is derived again
-//     from the runtime at Synchronize (issue 31).
+//     from the runtime at Synchronize; the file gains each NUMA node's
+//     memory and hugepages, for status (numaMemory) (issue 31).
 const SchemaVersion = 5
 
 // State is what survives plugin, runtime and node restarts.
@@ -59,6 +60,9 @@ type State struct {
 	// PowerClasses are each power class's CPUs when the file was written,
 	// for `nri-cpupool status`.
 	PowerClasses map[string]string `json:"powerClasses,omitempty"`
+	// NUMAMemory is each NUMA node's memory and hugepages when the file
+	// was written, for `nri-cpupool status` (numamemory.go).
+	NUMAMemory []NUMAMemory `json:"numaMemory,omitempty"`
 	// MigratedFrom is the schema version the file was migrated from when
 	// loaded; 0 when it was already current. Never written.
 	MigratedFrom int `json:"-"`
@@ -451,6 +455,14 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 			return nil, err
 		}
 		buf.WriteString(`,"` + m.key + `":`)
+		buf.Write(b)
+	}
+	if len(st.NUMAMemory) > 0 {
+		b, err := json.Marshal(st.NUMAMemory)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"numaMemory":`)
 		buf.Write(b)
 	}
 	buf.WriteByte('}')

@@ -106,6 +106,13 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 		} else if step%4 == 3 {
 			st.PowerClasses = nil
 		}
+		if step%6 == 2 {
+			capacity := int64(step) << 30
+			st.NUMAMemory = []NUMAMemory{{Node: 0, Memory: NUMAMemoryBytes{Capacity: &capacity, Held: int64(step)},
+				HugePages: []NUMAHugePages{{Size: "2Mi", Total: 32, Free: int64(step)}}}, {Node: 1}}
+		} else if step%6 == 5 {
+			st.NUMAMemory = nil
+		}
 		got, err := enc.encode(st)
 		require.NoError(t, err)
 		want, err := json.Marshal(st)
