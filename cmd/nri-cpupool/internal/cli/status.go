@@ -50,6 +50,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s: %w", *stateFile, err)
 		}
 		printMap(stdout, m, lookTerminal(color, stdout))
+		printStatusMemory(stdout, st)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -61,6 +62,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if len(st.PowerClasses) > 0 {
 		printPowerClasses(stdout, st)
 	}
+	printStatusMemory(stdout, st)
 	fmt.Fprintln(stdout)
 	ids := sortedContainers(st)
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -103,6 +105,16 @@ func printDRAStatus(stdout io.Writer, stateFile string) {
 		fmt.Fprintf(stdout, ": %s", s.Detail)
 	}
 	fmt.Fprintln(stdout)
+}
+
+// printStatusMemory prints the NUMA nodes' memory the plugin counted
+// when it last wrote the file.
+func printStatusMemory(stdout io.Writer, st *state.State) {
+	if len(st.NUMAMemory) == 0 {
+		return
+	}
+	fmt.Fprintln(stdout)
+	printNUMAMemory(stdout, "NUMA MEMORY (held: by pinned containers and holds; free: for them; reserved: for the host)", st.NUMAMemory)
 }
 
 // printPowerClasses lists each power class's CPUs (every CPU that has
