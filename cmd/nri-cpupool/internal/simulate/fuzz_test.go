@@ -18,6 +18,8 @@ func FuzzRequests(f *testing.F) {
 		"steps:\n  - create: {pod: a, container: b, cpus: \"1e300\", annotations: {pool.cpupool.dev: exclusive-non-isolcpus}}\n",
 		"steps:\n  - create: {pod: a, container: b, cpus: \"1\", annotations: {pool.cpupool.dev: exclusive, numa.cpupool.dev: \"0-3000000\"}}\n",
 		"steps:\n  - create: {pod: a, container: b, cpus: \"1\", devices: [/dev/vfio/../../sys], annotations: {pool.cpupool.dev: exclusive, hide-hyperthreads.cpupool.dev: \"true\"}}\n",
+		"steps:\n  - create: {pod: a, container: b, cpus: \"1\", memory: 1Gi, hugepages-2Mi: 64Mi, hugepages-1Gi: 1Gi, annotations: {pool.cpupool.dev: exclusive}}\n  - resize: {pod: a, container: b, cpus: \"2\"}\n",
+		"steps:\n  - create: {pod: a, container: b, cpus: \"1\", memory: 1e30, hugepages-4Ki: 9223372036854775807, annotations: {pool.cpupool.dev: exclusive}}\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -52,6 +53,14 @@ type Create struct {
 	// Devices are sysfs device paths the container uses (as NRI reports
 	// its Linux devices); their NUMA nodes are preferred.
 	Devices []string `yaml:"devices"`
+	// Memory is the memory limit, a Kubernetes quantity ("1Gi"); counted
+	// per NUMA node for exclusive containers whose mems are pinned
+	// (memory.go).
+	Memory string `yaml:"memory"`
+	// HugePages are the hugepage limits, by the keys hugepages-<size> as
+	// Kubernetes names the resources ("hugepages-2Mi": "64Mi"). The map
+	// takes every key that is not a field; Parse rejects any other.
+	HugePages map[string]string `yaml:",inline"`
 }
 
 // Remove deletes a container (or, without container, every container of
@@ -95,6 +104,11 @@ func Parse(data []byte, path string) (*File, error) {
 		if s.Create != nil && (s.Create.Pod == "" || s.Create.Container == "") {
 			return nil, fmt.Errorf("requests %s: step %d: create needs pod and container", path, i+1)
 		}
+		if s.Create != nil {
+			if err := checkLimitKeys(s.Create); err != nil {
+				return nil, fmt.Errorf("requests %s: step %d: create %s/%s/%s: %w", path, i+1, namespaceOf(s.Create.Namespace), s.Create.Pod, s.Create.Container, err)
+			}
+		}
 		if s.Remove != nil && s.Remove.Pod == "" {
 			return nil, fmt.Errorf("requests %s: step %d: remove needs pod", path, i+1)
 		}
@@ -114,11 +128,21 @@ type Result struct {
 	// SharedCPUs is the shared pool's part of the cpuset of an exclusive
 	// container that asked for it (shared-cpus.cpupool.dev); CPUs is its
 	// exclusive part.
-	SharedCPUs string           `json:"sharedCPUs,omitempty"`
-	Mems       string           `json:"mems"`
-	Error      string           `json:"error"`
-	Updates    []Update         `json:"updates,omitempty"`
-	Pools      map[string]Usage `json:"pools"`
+	SharedCPUs string `json:"sharedCPUs,omitempty"`
+	Mems       string `json:"mems"`
+	Error      string `json:"error"`
+	// Warning is what the plugin would log of a placement it made anyway
+	// (a memory limit no set of nodes holds).
+	Warning string           `json:"warning,omitempty"`
+	Updates []Update         `json:"updates,omitempty"`
+	Pools   map[string]Usage `json:"pools"`
+	// Memory is what the step's container holds of each NUMA node's
+	// memory (an exclusive container whose mems are pinned, asking for
+	// memory or hugepages).
+	Memory []HeldMemory `json:"memory,omitempty"`
+	// NUMAMemory is each NUMA node's memory after the step, as status
+	// shows it; given when a step of the file asks for memory.
+	NUMAMemory []state.NUMAMemory `json:"numaMemory,omitempty"`
 }
 
 // Update is another container moved by the step.
@@ -164,6 +188,7 @@ func (r *Runner) Allocator() *allocator.Allocator { return r.alloc }
 // Run replays every step; a failing step is reported and the run goes on.
 func (r *Runner) Run(f *File) []Result {
 	var out []Result
+	memory := asksMemory(f)
 	for i, s := range f.Steps {
 		var res Result
 		switch {
@@ -176,6 +201,9 @@ func (r *Runner) Run(f *File) []Result {
 		}
 		res.Step = i + 1
 		res.Pools = r.usage()
+		if memory {
+			res.NUMAMemory = allocator.NUMAMemoryStatus(r.alloc.MemoryReport())
+		}
 		out = append(out, res)
 	}
 	return out
@@ -246,10 +274,15 @@ func (r *Runner) create(c *Create) Result {
 			devNUMA = append(devNUMA, node)
 		}
 	}
+	demand, err := demandOf(c)
+	if err != nil {
+		return fail(err)
+	}
 	ctr := allocator.Container{
 		ID: containerID(ns, c.Pod, c.Container), Name: c.Container, Annotations: c.Annotations, QoS: qos, MilliCPU: request,
 		Pod:        allocator.PodRef{Namespace: ns, Name: c.Pod, UID: ns + "/" + c.Pod},
 		DeviceNUMA: cpuset.New(devNUMA...),
+		Demand:     demand,
 	}
 	req, err := r.policy.Request(ctr, r.resolveDevice)
 	if err != nil {
@@ -261,6 +294,7 @@ func (r *Runner) create(c *Create) Result {
 		return fail(err)
 	}
 	res.CPUs, res.SharedCPUs, res.Mems = out.Assignment.CPUs.String(), sharedOf(out.Assignment), out.Assignment.Mems.String()
+	res.Memory, res.Warning = heldMemory(out.Assignment.Memory), out.Warning
 	res.Updates = updates(out.Updates)
 	r.created[ctr.ID] = ctr
 	return res
@@ -294,6 +328,7 @@ func (r *Runner) resize(rs *Resize) Result {
 		return res
 	}
 	res.Pool, res.CPUs, res.SharedCPUs, res.Mems = out.Assignment.Pool, out.Assignment.CPUs.String(), sharedOf(out.Assignment), out.Assignment.Mems.String()
+	res.Memory, res.Warning = heldMemory(out.Assignment.Memory), out.Warning
 	res.Updates = updates(out.Updates)
 	return res
 }
