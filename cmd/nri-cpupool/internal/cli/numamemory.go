@@ -15,13 +15,17 @@ import (
 	"github.com/cpupool/nri-cpupool/state"
 )
 
-// printNUMAMemory writes the table under a heading; nothing for no nodes
-// (a state file written before the plugin counted memory).
+// numaMemoryLegend follows the table's heading: what its columns count.
+const numaMemoryLegend = "(held: by pinned containers and holds; free: for them; reserved: for the host)"
+
+// printNUMAMemory writes the table under a heading and the legend;
+// nothing for no nodes (a state file written before the plugin counted
+// memory).
 func printNUMAMemory(w io.Writer, heading string, nodes []state.NUMAMemory) {
 	if len(nodes) == 0 {
 		return
 	}
-	fmt.Fprintln(w, heading)
+	fmt.Fprintln(w, heading+" "+numaMemoryLegend)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NUMA NODE\tRESOURCE\tHELD\tFREE\tRESERVED\tTOTAL")
 	for _, n := range nodes {

@@ -36,7 +36,7 @@ func TestPrintNUMAMemory(t *testing.T) {
 	held := int64(2 << 30)
 	printNUMAMemory(&b, "HEADING", []state.NUMAMemory{{Node: 2, Memory: state.NUMAMemoryBytes{Held: held},
 		HugePages: []state.NUMAHugePages{{Size: "2Mi"}, {Size: "1Gi", Total: 8, Held: 2, Free: 6}}}})
-	assert.Equal(t, `HEADING
+	assert.Equal(t, `HEADING `+numaMemoryLegend+`
 NUMA NODE  RESOURCE       HELD  FREE     RESERVED  TOTAL
 2          memory         2Gi   unknown  0         unknown
 2          hugepages-1Gi  2     6        0         8

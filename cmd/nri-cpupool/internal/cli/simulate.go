@@ -95,7 +95,7 @@ func printSimulatedMemory(stdout io.Writer, cfg *config.Config, results []simula
 		fmt.Fprintln(stdout, "pinMemory is off: no container's mems are pinned, so no memory or hugepages are counted or placed")
 	}
 	last := results[len(results)-1]
-	printNUMAMemory(stdout, fmt.Sprintf("NUMA MEMORY AFTER STEP %d (held: by pinned containers and holds; free: for them; reserved: for the host)", last.Step), last.NUMAMemory)
+	printNUMAMemory(stdout, fmt.Sprintf("NUMA MEMORY AFTER STEP %d", last.Step), last.NUMAMemory)
 }
 
 // heldText says what a container holds the way a refusal says what is

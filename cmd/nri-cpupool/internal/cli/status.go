@@ -114,7 +114,7 @@ func printStatusMemory(stdout io.Writer, st *state.State) {
 		return
 	}
 	fmt.Fprintln(stdout)
-	printNUMAMemory(stdout, "NUMA MEMORY (held: by pinned containers and holds; free: for them; reserved: for the host)", st.NUMAMemory)
+	printNUMAMemory(stdout, "NUMA MEMORY", st.NUMAMemory)
 }
 
 // printPowerClasses lists each power class's CPUs (every CPU that has
