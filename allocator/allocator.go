@@ -158,6 +158,8 @@ type Allocator struct {
 	// fit is the memory of the decision being made, nil when its memory
 	// is not counted (memplace.go).
 	fit *memFit
+	// claims are the memory DRA claims reserve (claimmem.go).
+	claims claimBook
 }
 
 // New returns an allocator with no containers.

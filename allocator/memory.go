@@ -118,6 +118,7 @@ func newMemAccount(topo *sysfs.Topology) memAccount {
 // setMemory makes what holder id holds of the nodes' memory held; nil
 // gives it all back.
 func (a *Allocator) setMemory(id string, held []NodeMemory) {
+	defer a.followClaims(id) // a claim's container takes from its reservation
 	m := &a.mem
 	for _, nm := range m.held[id] {
 		m.add(nm, -1)
@@ -244,7 +245,7 @@ func (a *Allocator) fitFor(req Request, now map[int][]sysfs.HugePages, running b
 	for n, hp := range now {
 		a.mem.keepPages(n, hp)
 	}
-	lent := a.lentMemory(req)
+	lent := a.lendClaims(req, a.lentMemory(req))
 	f := &memFit{demand: req.Demand, memory: map[int]int64{}, pages: make([]map[int]int64, len(req.Demand.HugePages)), running: running}
 	for i := range f.pages {
 		f.pages[i] = map[int]int64{}

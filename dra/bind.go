@@ -22,6 +22,9 @@ type Grant struct {
 	// Claims names the claims and requests, "namespace/name/request", for
 	// messages.
 	Claims []string
+	// Keys name the requests' memory reservations (allocator.ClaimMemory):
+	// the container's memory comes from them first.
+	Keys []string
 }
 
 // Bind finds the claims a container shows in its environment (see Tokens)
@@ -84,6 +87,7 @@ func (d *Driver) Bind(env []string, ctr Container) (g Grant, ok bool, err error)
 		g.Pool = r.Pool
 		g.CPUs = g.CPUs.Union(r.CPUSet())
 		g.Claims = append(g.Claims, name)
+		g.Keys = append(g.Keys, memoryKey(ref.claim, ref.request))
 		todo = append(todo, bound{r, ref.claim})
 	}
 	changed := false

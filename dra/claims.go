@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
 )
 
 // EnvPrefix starts the environment variable that the CDI spec of a prepared
@@ -41,7 +43,12 @@ type Request struct {
 	// Prepare with other counts is a new allocation of the claim.
 	Slots map[int]int `json:"slots"`
 	CPUs  string      `json:"cpus"`
-	Token string      `json:"token"`
+	// Memory is the memory and hugepages the scheduler allocated with the
+	// CPUs (the consumed capacities cpupool.dev/memory and
+	// cpupool.dev/hugepages<size>), by node, reserved from Prepare to
+	// Unprepare; absent in files of older versions, which reserved none.
+	Memory []NodeMemory `json:"memory,omitempty"`
+	Token  string       `json:"token"`
 	// PodUID and Container name the container bound to the request.
 	PodUID    string `json:"podUID,omitempty"`
 	Container string `json:"container,omitempty"`
@@ -64,7 +71,43 @@ func (r *Request) CPUSet() cpuset.CPUSet {
 func (r *Request) clone() *Request {
 	c := *r
 	c.Slots = maps.Clone(r.Slots)
+	c.Memory = slices.Clone(r.Memory)
+	for i := range c.Memory {
+		c.Memory[i].HugePages = maps.Clone(r.Memory[i].HugePages)
+	}
 	return &c
+}
+
+// NodeMemory is what a request reserves of one NUMA node.
+type NodeMemory struct {
+	Node int `json:"node"`
+	// Memory is in bytes.
+	Memory int64 `json:"memory,omitempty"`
+	// HugePages are pages by page size in KiB.
+	HugePages map[int64]int64 `json:"hugePagesKB,omitempty"`
+}
+
+// held is the request's memory as the allocator counts it.
+func (r *Request) held() []allocator.NodeMemory {
+	out := make([]allocator.NodeMemory, 0, len(r.Memory))
+	for _, nm := range r.Memory {
+		am := allocator.NodeMemory{Node: nm.Node, Memory: nm.Memory}
+		for _, size := range slices.Sorted(maps.Keys(nm.HugePages)) {
+			if n := nm.HugePages[size]; n > 0 {
+				am.HugePages = append(am.HugePages, allocator.Pages{SizeKB: size, Count: n})
+			}
+		}
+		out = append(out, am)
+	}
+	return out
+}
+
+// memoryKey names a request's reservation (allocator.ClaimMemory.Key).
+func memoryKey(claimUID, request string) string { return claimUID + "/" + request }
+
+// reservation is what a request of a claim reserves.
+func (r *Request) reservation(claimUID, request string) allocator.ClaimMemory {
+	return allocator.ClaimMemory{Key: memoryKey(claimUID, request), PodUID: r.PodUID, Container: r.Container, Held: r.held()}
 }
 
 func (c *Claim) clone() *Claim {

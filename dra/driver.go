@@ -115,6 +115,9 @@ func New(p Pools, o Options) (*Driver, error) {
 	d.claims = map[string]*Claim{}
 	for uid, c := range claims {
 		d.setLocked(uid, c)
+		// Prepared before the restart: the memory is the claim's, as the
+		// scheduler still counts it.
+		d.reserveAll(uid, c)
 	}
 	d.statusFile = o.StatusFile
 	d.setState(StateStarting, "")
@@ -125,6 +128,18 @@ func New(p Pools, o Options) (*Driver, error) {
 type wanted struct {
 	pool  string
 	slots map[int]int
+	// memory is the memory and hugepages it consumed, by node; nil when
+	// none.
+	memory map[int]*NodeMemory
+}
+
+// memoryList is w.memory in node order.
+func (w wanted) memoryList() []NodeMemory {
+	var out []NodeMemory
+	for _, n := range slices.Sorted(maps.Keys(w.memory)) {
+		out = append(out, *w.memory[n])
+	}
+	return out
 }
 
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin: for each claim,
@@ -162,11 +177,19 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	if err := d.save(); err != nil {
 		// Nobody knows these tokens yet: take the claims back.
 		d.mu.Lock()
+		now := map[string]*Claim{}
 		for uid, before := range undo {
+			if c, ok := d.claims[uid]; ok {
+				now[uid] = c.clone()
+			}
 			d.setLocked(uid, before)
 		}
 		d.gen++
 		d.mu.Unlock()
+		for uid, before := range undo {
+			d.releaseAll(uid, now[uid])
+			d.reserveAll(uid, before)
+		}
 		for _, claim := range done {
 			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)}
 		}
@@ -231,7 +254,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 			continue
 		}
 		w := want[name]
-		r := &Request{Pool: w.pool, Slots: w.slots, Token: newToken()}
+		r := &Request{Pool: w.pool, Slots: w.slots, Memory: w.memoryList(), Token: newToken()}
 		got := cpuset.New()
 		for _, numa := range slices.Sorted(maps.Keys(w.slots)) {
 			n := w.slots[numa]
@@ -247,6 +270,10 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 		r.CPUs, r.cpus = got.String(), &got
 		c.Requests[name] = r
 	}
+	warnings, err := d.reserveNew(uid, before, c, kept)
+	if err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	// A kept request may have been bound while the lock was free: take
 	// it as it is now (before is still the record; only Bind changes it).
@@ -256,6 +283,22 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	d.setLocked(uid, c)
 	d.gen++
 	d.mu.Unlock()
+	if before != nil {
+		// Requests of the claim's last allocation that reserve nothing
+		// now give their memory back.
+		var gone []string
+		for name, r := range before.Requests {
+			if len(r.Memory) > 0 && len(c.Requests[name].memoryOrNil()) == 0 {
+				gone = append(gone, memoryKey(uid, name))
+			}
+		}
+		if len(gone) > 0 {
+			d.pools.ReleaseMemory(gone)
+		}
+	}
+	for _, w := range warnings {
+		d.log.Warnf("DRA: claim %s/%s (%s) %s", claim.Namespace, claim.Name, uid, w)
+	}
 	switch {
 	case len(stale) > 0:
 		slices.Sort(stale)
@@ -316,8 +359,12 @@ func (d *Driver) allocated(claim *resourceapi.ResourceClaim) (map[string]wanted,
 			return nil, err
 		}
 		n := 1
+		var mem NodeMemory
 		if !slot {
 			if n, err = consumedCPUs(res); err != nil {
+				return nil, err
+			}
+			if mem, err = consumedMemory(res, numa); err != nil {
 				return nil, err
 			}
 		}
@@ -330,6 +377,19 @@ func (d *Driver) allocated(claim *resourceapi.ResourceClaim) (map[string]wanted,
 			return nil, fmt.Errorf("request %s was given devices of pools %s and %s; a request's CPUs come from one pool (use a DeviceClass of one pool, e.g. cpupool-%s)", name, w.pool, pool, pools.Exclusive)
 		}
 		w.slots[numa] += n
+		if mem.Memory > 0 || len(mem.HugePages) > 0 {
+			if w.memory == nil {
+				w.memory = map[int]*NodeMemory{}
+			}
+			if have := w.memory[numa]; have != nil {
+				have.Memory += mem.Memory
+				for size, pages := range mem.HugePages {
+					have.HugePages[size] += pages
+				}
+			} else {
+				w.memory[numa] = &mem
+			}
+		}
 		want[name] = w
 	}
 	return want, nil
@@ -352,6 +412,126 @@ func consumedCPUs(res resourceapi.DeviceRequestAllocationResult) (int, error) {
 // maxCPUs bounds a count from the API server.
 const maxCPUs = 1 << 16
 
+// maxBytes bounds an amount of memory from the API server or the claims
+// file: 1 PiB, beyond any node, and nothing overflows below it.
+const maxBytes = int64(1) << 50
+
+// consumedMemory is the memory and hugepages a share of a ModelNUMANode
+// device stands for: the capacities cpupool.dev/memory and
+// cpupool.dev/hugepages<size> the scheduler counted, on the device's node.
+// Hugepages are whole pages (the device's request policy rounds a request
+// up to the page size).
+func consumedMemory(res resourceapi.DeviceRequestAllocationResult, numa int) (NodeMemory, error) {
+	nm := NodeMemory{Node: numa}
+	for _, name := range slices.Sorted(maps.Keys(res.ConsumedCapacity)) {
+		q := res.ConsumedCapacity[name]
+		sizeKB, isPages := hugePagesCapacitySize(name)
+		if name != CapacityMemory && !isPages {
+			continue
+		}
+		b, ok := q.AsInt64()
+		if !ok || b < 0 || b > maxBytes {
+			return NodeMemory{}, fmt.Errorf("device %s was allocated %s of %s; that is no amount of memory", res.Device, q.String(), name)
+		}
+		if b == 0 {
+			continue
+		}
+		if numa == sysfs.Unknown {
+			return NodeMemory{}, fmt.Errorf("device %s was allocated %s of %s, on no NUMA node", res.Device, q.String(), name)
+		}
+		if !isPages {
+			nm.Memory = b
+			continue
+		}
+		size := sizeKB * 1024
+		if nm.HugePages == nil {
+			nm.HugePages = map[int64]int64{}
+		}
+		nm.HugePages[sizeKB] = (b + size - 1) / size
+	}
+	return nm, nil
+}
+
+// memoryOrNil is the request's memory, nil for no request.
+func (r *Request) memoryOrNil() []NodeMemory {
+	if r == nil {
+		return nil
+	}
+	return r.Memory
+}
+
+// reserveNew reserves the memory of the requests of c placed anew (not in
+// kept), each checked against the nodes as they are now. When one does
+// not fit, those reserved here are given back (or, for a request of the
+// claim's record from before, reserved as they were) and the claim is not
+// prepared: the kubelet retries. It returns the warnings of requests
+// reserved beyond the memory the node has.
+func (d *Driver) reserveNew(uid string, before, c *Claim, kept []string) ([]string, error) {
+	var done, warnings []string
+	for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
+		r := c.Requests[name]
+		if slices.Contains(kept, name) || len(r.Memory) == 0 {
+			continue
+		}
+		warning, err := d.pools.ReserveMemory(r.reservation(uid, name), true)
+		if err != nil {
+			for _, n := range done {
+				if old := before.request(n); old != nil && len(old.Memory) > 0 {
+					_, _ = d.pools.ReserveMemory(old.reservation(uid, n), false)
+				} else {
+					d.pools.ReleaseMemory([]string{memoryKey(uid, n)})
+				}
+			}
+			return nil, fmt.Errorf("request %s: %w (the kubelet retries)", name, err)
+		}
+		done = append(done, name)
+		if warning != "" {
+			warnings = append(warnings, "request "+name+": "+warning)
+		}
+	}
+	return warnings, nil
+}
+
+// request is a claim's request by name, nil for none or no claim.
+func (c *Claim) request(name string) *Request {
+	if c == nil {
+		return nil
+	}
+	return c.Requests[name]
+}
+
+// reserveAll reserves, as they are, the memory of a claim's requests (a
+// claim remembered at a restart, or put back when a write failed).
+func (d *Driver) reserveAll(uid string, c *Claim) {
+	if c == nil {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
+		if r := c.Requests[name]; len(r.Memory) > 0 {
+			if _, err := d.pools.ReserveMemory(r.reservation(uid, name), false); err != nil {
+				d.log.Warnf("DRA: claim %s/%s (%s) request %s: reserving its memory: %v", c.Namespace, c.Name, uid, name, err)
+			}
+		}
+	}
+}
+
+// releaseAll gives back the memory of a claim's requests.
+func (d *Driver) releaseAll(uid string, c *Claim) {
+	if c == nil {
+		return
+	}
+	var keys []string
+	for name, r := range c.Requests {
+		if len(r.Memory) > 0 {
+			keys = append(keys, memoryKey(uid, name))
+		}
+	}
+	if len(keys) > 0 {
+		slices.Sort(keys)
+		d.pools.ReleaseMemory(keys)
+	}
+}
+
 // sameAllocation tells whether a prepared claim was prepared for want.
 func sameAllocation(c *Claim, want map[string]wanted) bool {
 	if len(c.Requests) != len(want) {
@@ -359,7 +539,20 @@ func sameAllocation(c *Claim, want map[string]wanted) bool {
 	}
 	for name, w := range want {
 		r, ok := c.Requests[name]
-		if !ok || r.Pool != w.pool || !reflect.DeepEqual(r.Slots, w.slots) {
+		if !ok || r.Pool != w.pool || !reflect.DeepEqual(r.Slots, w.slots) || !sameMemory(r.Memory, w.memoryList()) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameMemory tells whether two requests' memory is the same.
+func sameMemory(a, b []NodeMemory) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Node != b[i].Node || a[i].Memory != b[i].Memory || !maps.Equal(a[i].HugePages, b[i].HugePages) {
 			return false
 		}
 	}
@@ -414,11 +607,13 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 	defer d.prepareMu.Unlock()
 	out := make(map[types.UID]error, len(claims))
 	var gone, pods []string
+	released := map[string]*Claim{}
 	d.mu.Lock()
 	for _, ref := range claims {
 		uid := string(ref.UID)
 		out[ref.UID] = nil
 		if c, ok := d.claims[uid]; ok {
+			released[uid] = c
 			d.log.Infof("DRA: claim %s/%s (%s) unprepared: CPUs %q released", c.Namespace, c.Name, uid, c.cpus().String())
 			for _, r := range c.Requests {
 				if r.PodUID != "" && !slices.Contains(pods, r.PodUID) {
@@ -431,6 +626,9 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 		}
 	}
 	d.mu.Unlock()
+	for uid, c := range released {
+		d.releaseAll(uid, c)
+	}
 	if len(pods) > 0 {
 		d.pools.Release(pods)
 	}
@@ -547,7 +745,7 @@ func (d *Driver) Offer() []Group {
 	for pool, cpus := range held {
 		held[pool] = cpus.Difference(claimed)
 	}
-	return Offer(topo, layout, held)
+	return WithMemory(Offer(topo, layout, held), d.pools.MemoryOffer())
 }
 
 // Run publishes the slices whenever the pools or the claims change, until

@@ -28,9 +28,20 @@ type Pools interface {
 	// unprepared: the kubelet does so once the pods' containers ended, so
 	// CPUs held for them may go back.
 	Release(pods []string)
-	// Changed is signalled (not necessarily once per change) when Layout
-	// or Held may have changed.
+	// Changed is signalled (not necessarily once per change) when Layout,
+	// Held or MemoryOffer may have changed.
 	Changed() <-chan struct{}
+	// MemoryOffer is what claims may be given of each NUMA node's memory
+	// and hugepages (allocator.MemoryOffer): the claims' own reservations
+	// are not subtracted, the scheduler counts them.
+	MemoryOffer() []allocator.NodeOffer
+	// ReserveMemory reserves a claim request's memory until ReleaseMemory,
+	// replacing what its key reserved. With check it must fit the nodes
+	// as they are now, hugepages read again (allocator.ReserveClaim);
+	// without, it is a claim prepared before a restart, counted as it is.
+	ReserveMemory(c allocator.ClaimMemory, check bool) (warning string, err error)
+	// ReleaseMemory gives back the reservations of these keys.
+	ReleaseMemory(keys []string)
 }
 
 // Static is the Pools of a node where no container holds exclusive CPUs
@@ -73,6 +84,28 @@ func (s *Static) Release([]string) {}
 
 // Changed implements Pools: the pools never change.
 func (s *Static) Changed() <-chan struct{} { return nil }
+
+// MemoryOffer implements Pools: the nodes' memory as discovered, less the
+// reserve.
+func (s *Static) MemoryOffer() []allocator.NodeOffer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.alloc.MemoryOffer()
+}
+
+// ReserveMemory implements Pools, over the hugepage counts discovered.
+func (s *Static) ReserveMemory(c allocator.ClaimMemory, check bool) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.alloc.ReserveClaim(c, nil, check)
+}
+
+// ReleaseMemory implements Pools.
+func (s *Static) ReleaseMemory(keys []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.alloc.ReleaseClaims(keys)
+}
 
 // PlaceOn places n CPUs of pool on NUMA node numa with alloc, over the CPUs
 // that alloc sees free minus exclude, by the placement rules. Every slot is

@@ -89,7 +89,7 @@ func published(driver string, res map[string][]resourceapi.Device) []*resourceap
 func ourSlices(t *testing.T, p Pools, model string, heldOutside map[string]cpuset.CPUSet) []*resourceapi.ResourceSlice {
 	t.Helper()
 	topo, layout := p.Layout()
-	res := Resources(testNode, model, Offer(topo, layout, heldOutside))
+	res := Resources(testNode, model, WithMemory(Offer(topo, layout, heldOutside), p.MemoryOffer()))
 	var out []*resourceapi.ResourceSlice
 	for name, pool := range res.Pools {
 		for i, sl := range pool.Slices {

@@ -36,6 +36,31 @@ type Group struct {
 	// Socket is the node's socket, sysfs.Unknown if its CPUs span several.
 	Socket int
 	Slots  int
+	// Memory is what claims may have of the node's memory and hugepages,
+	// on the one device of the node that carries them (WithMemory); nil
+	// on the others.
+	Memory *allocator.NodeOffer
+}
+
+// WithMemory puts each NUMA node's memory offer on the first group of that
+// node: the first exclusive pool, in pool order (exclusive, then
+// exclusive-non-isolcpus), that has CPUs there as configured. A node's
+// memory is one: two devices carrying it would offer the same bytes twice,
+// since the scheduler counts each device's capacity apart. The rule reads
+// the layout, not the free slots, so the memory never moves to another
+// device while claims hold some of it. A node with memory and no CPU of an
+// exclusive pool (a memory-only node) offers none.
+func WithMemory(groups []Group, offer []allocator.NodeOffer) []Group {
+	for _, o := range offer {
+		for i := range groups {
+			if groups[i].NUMA == o.Node {
+				o := o
+				groups[i].Memory = &o
+				break
+			}
+		}
+	}
+	return groups
 }
 
 // Offer computes the slots the node offers: for each exclusive pool and
@@ -122,6 +147,35 @@ func Models() []string { return []string{ModelNUMANode, ModelCPU} }
 // free CPUs.
 const CapacityCPUs = DriverName + "/cpus"
 
+// CapacityMemory is the consumable capacity of a ModelNUMANode device that
+// carries its node's memory: bytes, counted against memory limits.
+const CapacityMemory = DriverName + "/memory"
+
+// capacityHugePagesPrefix starts the capacity of one hugepage size, in
+// bytes: cpupool.dev/hugepages2Mi, cpupool.dev/hugepages1Gi. A capacity's
+// name after the domain is a C identifier, so the resource's own name
+// (hugepages-2Mi) cannot be used.
+const capacityHugePagesPrefix = DriverName + "/hugepages"
+
+// CapacityHugePages names the capacity of a page size.
+func CapacityHugePages(sizeKB int64) resourceapi.QualifiedName {
+	return resourceapi.QualifiedName(capacityHugePagesPrefix + sysfs.HugePageSizeName(sizeKB))
+}
+
+// hugePagesCapacitySize is the page size in KiB a capacity names, false
+// for another capacity.
+func hugePagesCapacitySize(name resourceapi.QualifiedName) (int64, bool) {
+	size, ok := strings.CutPrefix(string(name), capacityHugePagesPrefix)
+	if !ok {
+		return 0, false
+	}
+	kb, err := config.HugePageSizeKB(size)
+	if err != nil || CapacityHugePages(kb) != name {
+		return 0, false
+	}
+	return kb, true
+}
+
 // AttrModel tells a device's model, so that a DeviceClass can select one
 // (the extended-resource alias counts devices: only ModelCPU fits it).
 const AttrModel = DriverName + "/model"
@@ -153,6 +207,7 @@ func Resources(nodeName, model string, groups []Group) resourceslice.DriverResou
 			dev.AllowMultipleAllocations = ptr.To(true)
 			dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{CapacityCPUs: {
 				Value: *resource.NewQuantity(int64(g.Slots), resource.DecimalSI), RequestPolicy: wholeCPUs(g.Slots)}}
+			g.memoryCapacities(dev.Capacity)
 			add(dev)
 		}
 	}
@@ -175,6 +230,36 @@ func wholeCPUs(capacity int) *resourceapi.CapacityRequestPolicy {
 		p.ValidRange = &resourceapi.CapacityRequestPolicyRange{Min: &one, Step: &one}
 	}
 	return p
+}
+
+// memoryCapacities adds the node's memory and hugepages to a device's
+// capacities, when the group carries them. A request that names none of
+// them consumes none (a default of 0: without one, a request would consume
+// the whole capacity, and a claim for CPUs alone would take the node's
+// memory). Hugepages are consumed in whole pages: a request is rounded up
+// to a multiple of the page size.
+func (g Group) memoryCapacities(caps map[resourceapi.QualifiedName]resourceapi.DeviceCapacity) {
+	if g.Memory == nil {
+		return
+	}
+	zero := resource.MustParse("0")
+	if g.Memory.Memory >= 0 {
+		caps[CapacityMemory] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(g.Memory.Memory, resource.BinarySI),
+			RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: &zero}}
+	}
+	for _, p := range g.Memory.HugePages {
+		size := p.SizeKB * 1024
+		value := *resource.NewQuantity(p.Count*size, resource.BinarySI)
+		policy := &resourceapi.CapacityRequestPolicy{Default: &zero}
+		if p.Count > 0 {
+			// The API wants min + step within the capacity: a node without
+			// a page of the size lists 0 as its one valid value.
+			policy.ValidRange = &resourceapi.CapacityRequestPolicyRange{Min: &zero, Step: resource.NewQuantity(size, resource.BinarySI)}
+		} else {
+			policy.ValidValues = []resource.Quantity{zero}
+		}
+		caps[CapacityHugePages(p.SizeKB)] = resourceapi.DeviceCapacity{Value: value, RequestPolicy: policy}
+	}
 }
 
 func (g Group) device(name, model string) resourceapi.Device {

@@ -95,6 +95,16 @@ func checkClaims(claims map[string]*Claim) error {
 			if r == nil || r.Token == "" || r.Pool == "" {
 				return fmt.Errorf("claim %s request %s is incomplete", uid, name)
 			}
+			for _, nm := range r.Memory {
+				if nm.Node < 0 || nm.Memory < 0 || nm.Memory > maxBytes {
+					return fmt.Errorf("claim %s request %s reserves a bad amount of memory", uid, name)
+				}
+				for size, n := range nm.HugePages {
+					if size <= 0 || n < 0 || n > maxBytes/1024/size {
+						return fmt.Errorf("claim %s request %s reserves a bad number of hugepages", uid, name)
+					}
+				}
+			}
 		}
 	}
 	return nil

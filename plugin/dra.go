@@ -102,6 +102,7 @@ func (p *Plugin) attachClaims(pod *api.PodSandbox, ctr *api.Container, info *all
 		return fmt.Errorf("the container shows both a %s grant and ResourceClaims (%v); it gets its exclusive CPUs one way", EnvGrant, g.Claims)
 	}
 	info.KubeletCPUs, info.KubeletPool, info.Claims = g.CPUs, g.Pool, g.Claims
+	p.bindClaimMemory(g.Keys, pod.GetUid(), ctr.GetName())
 	return nil
 }
 

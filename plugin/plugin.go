@@ -139,6 +139,9 @@ type Plugin struct {
 	// changed tells the device plugin to re-read the devices.
 	grants  *grants
 	changed chan struct{}
+	// claimMemory are the memory reservations of the prepared DRA claims,
+	// by key (dramem.go), counted again in every new allocator.
+	claimMemory map[string]allocator.ClaimMemory
 	// isolation changes host files (IRQ affinities) in the background
 	// (isolation.go); set once the state is loaded, read by metrics
 	// without the lock. isolationTiming paces it and isolationFS is its
@@ -286,6 +289,7 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	}
 	p.cfg = cfg
 	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)
+	p.recountClaimMemory()
 	p.policy = allocator.NewPolicy(cfg, p.topo)
 	p.configurePower(cfg)
 	p.pinner = newCgroupPinner(cfg.CgroupRoot)

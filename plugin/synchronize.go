@@ -89,6 +89,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 // stale as the file. The pod sandboxes to pin are the runtime's.
 func (p *Plugin) startOver(pods []*api.PodSandbox) {
 	p.alloc = allocator.New(p.topo, p.alloc.Layout(), p.cfg.PinMemory)
+	p.recountClaimMemory()
 	p.memory = state.NewState()
 	p.pending = map[string]bool{} // Synchronize's updates cover every container
 	p.sandbox, p.podSandboxes = map[string]sandbox{}, map[string]int{}

@@ -1,0 +1,86 @@
+package plugin
+
+// The memory of DRA claims (docs/dra.md, "Memory and hugepages"): the
+// driver reserves what the scheduler allocated of a NUMA node's memory and
+// hugepages from Prepare to Unprepare, in the allocator's per-node
+// accounting, where no other container can take it. The plugin keeps the
+// reservations too, because Synchronize builds a new allocator: they are
+// counted again before any container is.
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// MemoryOffer implements dra.Pools.
+func (p *Plugin) MemoryOffer() []allocator.NodeOffer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.alloc.MemoryOffer()
+}
+
+// ReserveMemory implements dra.Pools: with check, the hugepage counts are
+// read again, as a decision reads them, so that pages taken by something
+// the plugin does not know are not given to the claim.
+func (p *Plugin) ReserveMemory(c allocator.ClaimMemory, check bool) (string, error) {
+	now := p.hugePagesNowFor(allocator.DemandOf(c.Held), check)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	warning, err := p.alloc.ReserveClaim(c, now, check)
+	if err != nil {
+		return "", err
+	}
+	if p.claimMemory == nil {
+		p.claimMemory = map[string]allocator.ClaimMemory{}
+	}
+	p.claimMemory[c.Key] = p.alloc.ClaimReservations()[c.Key]
+	p.publishUsage()
+	return warning, nil
+}
+
+// hugePagesNowFor is hugePagesNow for a reservation that is checked.
+func (p *Plugin) hugePagesNowFor(d allocator.Demand, check bool) map[int][]sysfs.HugePages {
+	if !check {
+		return nil
+	}
+	return p.hugePagesNow(d)
+}
+
+// ReleaseMemory implements dra.Pools.
+func (p *Plugin) ReleaseMemory(keys []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.alloc.ReleaseClaims(keys)
+	for _, key := range keys {
+		delete(p.claimMemory, key)
+	}
+	p.publishUsage()
+}
+
+// bindClaimMemory tells the allocator that the container showed these
+// requests' tokens: its memory is taken from their reservations first, so
+// it is not counted twice.
+func (p *Plugin) bindClaimMemory(keys []string, podUID, container string) {
+	for _, key := range keys {
+		c, ok := p.claimMemory[key]
+		if !ok {
+			continue
+		}
+		p.alloc.BindClaim(key, podUID, container)
+		c.PodUID, c.Container = podUID, container
+		p.claimMemory[key] = c
+	}
+}
+
+// recountClaimMemory counts the reservations in a new allocator, before
+// any container: a container bound to one then takes from it.
+func (p *Plugin) recountClaimMemory() {
+	for _, key := range slices.Sorted(maps.Keys(p.claimMemory)) {
+		if _, err := p.alloc.ReserveClaim(p.claimMemory[key], nil, false); err != nil {
+			p.log.Warnf("DRA: reservation %s: %v", key, err) // unchecked: never
+		}
+	}
+}
