@@ -33,6 +33,11 @@ func (f *fakeRuntime) createWithEnv(pod *api.PodSandbox, name string, milli int6
 	ctr := &api.Container{Id: "ctr-" + pod.Name + "-" + name, PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_CREATED, Env: env,
 		Linux: &api.LinuxContainer{CgroupsPath: pod.Linux.CgroupParent + "/ctr-" + pod.Name + "-" + name,
 			Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(shares), Period: api.UInt64(100000)}}}}
+	f.mu.Lock()
+	if f.dress != nil {
+		f.dress(ctr)
+	}
+	f.mu.Unlock()
 	resp, err := f.r.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod, Container: ctr})
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,120 @@
+package plugin
+
+import (
+	"context"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+)
+
+// vmHugePagesDRA is the 2-node VM with 32 pages of 2 MiB on node 1 only,
+// with the DRA driver on.
+var vmHugePagesDRA = testNode{fixture: vmHugePages.fixture, config: vmHugePages.config + "dra: {enabled: true}\n"}
+
+// prepareHugePages prepares a claim for cpus CPUs and pages 2 MiB pages of
+// the exclusive pool's device on a NUMA node.
+func (n *draNode) prepareHugePages(t *testing.T, uid string, numa, cpus int, pages int64, pod *api.PodSandbox) ([]string, error) {
+	t.Helper()
+	claim := n.claim(uid, numa, cpus, pod)
+	if pages > 0 {
+		claim.Status.Allocation.Devices.Results[0].ConsumedCapacity["cpupool.dev/hugepages2Mi"] = *resource.NewQuantity(pages<<21, resource.BinarySI)
+	}
+	res, err := n.driver.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
+	require.NoError(t, err)
+	if res[claim.UID].Err != nil {
+		return nil, res[claim.UID].Err
+	}
+	return n.cdiEnv(t, uid), nil
+}
+
+func (n *draNode) memoryUse() []allocator.NodeMemoryUse {
+	n.p.mu.Lock()
+	defer n.p.mu.Unlock()
+	return n.p.alloc.MemoryUse()
+}
+
+// pagesOn1 is node 1 holding n pages and the memory limits of ctrs
+// containers (withHugePages: 64 MiB each).
+func pagesOn1(n int64, ctrs int64) []allocator.NodeMemoryUse {
+	return []allocator.NodeMemoryUse{{Node: 1, Memory: ctrs << 26, HugePages: map[int64]int64{2048: n}}}
+}
+
+// A claim's hugepages are the claim's from Prepare to Unprepare: another
+// claim's container cannot take them; the container bound to the claim
+// takes them from the reservation, counted once, across a kill -9 and
+// Synchronize; Unprepare gives them back, and nothing goes negative.
+func TestDRAClaimReservesItsHugePages(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	n := startDRAOn(t, f, vmHugePagesDRA)
+	podA := f.runPod(podSpec{name: "a", namespace: "telco", qos: "besteffort"})
+	podB := f.runPod(podSpec{name: "b", namespace: "telco", qos: "besteffort"})
+	envA, err := n.prepareHugePages(t, "uid-a", 1, 1, 16, podA)
+	require.NoError(t, err)
+	envB, err := n.prepareHugePages(t, "uid-b", 1, 1, 0, podB) // CPUs only
+	require.NoError(t, err)
+	assert.Equal(t, pagesOn1(16, 0), n.memoryUse(), "reserved at Prepare")
+
+	// B's container asks for more than the reservation leaves.
+	withHugePages(f, 24)
+	_, _, err = f.createWithEnv(podB, "app", 10, envB...)
+	require.ErrorContains(t, err, "hugepages-2Mi: asked 24, free node1 16")
+
+	// A's container takes the claim's pages: counted once.
+	withHugePages(f, 16)
+	a, resp, err := f.createWithEnv(podA, "fwd", 10, envA...)
+	require.NoError(t, err)
+	assert.Equal(t, "1", resp.Adjust.Linux.Resources.Cpu.Mems)
+	assert.Equal(t, pagesOn1(16, 1), n.memoryUse(), "the bound container's pages are its claim's")
+	// So B's container fits in the other 16.
+	_, _, err = f.createWithEnv(podB, "app", 10, envB...)
+	require.NoError(t, err)
+	assert.Equal(t, pagesOn1(32, 2), n.memoryUse())
+
+	// kill -9: the claims file and the runtime give back the same count.
+	n.kill()
+	n = startDRAOn(t, f, vmHugePagesDRA)
+	assert.Equal(t, pagesOn1(32, 2), n.memoryUse(), "after a restart")
+	n.p.mu.Lock()
+	res := n.p.alloc.ClaimReservations()["uid-a/cpus"]
+	n.p.mu.Unlock()
+	assert.Equal(t, podA.Uid, res.PodUID)
+
+	// A's container ends: its pages stay the claim's until Unprepare.
+	f.stopContainer(a)
+	f.removeContainer(a)
+	assert.Equal(t, 32, int(n.memoryUse()[0].HugePages[2048]))
+	out, err := n.driver.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: types.UID("uid-a")}})
+	require.NoError(t, err)
+	require.NoError(t, out["uid-a"])
+	assert.Equal(t, pagesOn1(16, 1), n.memoryUse(), "B's container's only")
+	for _, u := range n.memoryUse() {
+		for _, c := range u.HugePages {
+			assert.GreaterOrEqual(t, c, int64(0))
+		}
+		assert.GreaterOrEqual(t, u.Memory, int64(0))
+	}
+}
+
+// A Prepare reads the hugepages again: pages a process the plugin does not
+// know took since are not given to the claim.
+func TestDRAPrepareReadsTheHugePagesLive(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	n := startDRAOn(t, f, vmHugePagesDRA)
+	pod := f.runPod(podSpec{name: "a", namespace: "telco", qos: "besteffort"})
+	setFreeHugePages(t, f, "10")
+	_, err := n.prepareHugePages(t, "uid-a", 1, 1, 16, pod)
+	require.ErrorContains(t, err, "hugepages-2Mi: asked 16, free node1 10")
+	assert.Empty(t, n.memoryUse())
+	setFreeHugePages(t, f, "32")
+	_, err = n.prepareHugePages(t, "uid-a", 1, 1, 16, pod)
+	require.NoError(t, err)
+	assert.Equal(t, pagesOn1(16, 0), n.memoryUse())
+}
