@@ -300,3 +300,83 @@ pod elsewhere --claim elsewhere --node node-b
 wait_for "the claim without a NIC to be allocated" claim_allocated elsewhere
 check "the same 27 CPUs without a NIC: allocated on NUMA node 0" "$(allocated elsewhere)" "cpus=exclusive-numa0@node-b "
 kubectl delete pod aligned unalignable elsewhere --force --grace-period 0 >/dev/null 2>&1
+
+say "memory follows the CPUs through the scheduler: a third node whose 2 MiB hugepages are on NUMA node 1 only (issue 31)"
+(cd "$REPO" && go run ./tools/mksysfs -out "$W/sysfs" testdata/topologies/xeon-2s-hugepages.yaml >/dev/null &&
+  go run ./tools/draslices -sysfs-root "$W/sysfs/xeon-2s-hugepages" -config testdata/configs/xeon.yaml -node node-c > "$W/node-c-slices.json") ||
+  die "making node-c's slices"
+kubectl apply -f - >/dev/null <<YAML || die "creating node-c"
+apiVersion: v1
+kind: Node
+metadata: {name: node-c, labels: {kubernetes.io/hostname: node-c}}
+YAML
+kubectl patch node node-c --subresource status --type merge -p '{"status": {"capacity": {"cpu": "80", "memory": "128Gi", "hugepages-2Mi": "1Gi", "pods": "10"},
+  "allocatable": {"cpu": "80", "memory": "127Gi", "hugepages-2Mi": "1Gi", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True", "reason": "e2e",
+  "lastHeartbeatTime": "'"$(date -u +%FT%TZ)"'", "lastTransitionTime": "'"$(date -u +%FT%TZ)"'"}]}}' >/dev/null || die "node-c's status"
+kubectl apply -f "$W/node-c-slices.json" >/dev/null || die "publishing node-c's slices (the API server validates the memory capacities' request policies)"
+# memory_caps NODE: each device's memory capacities, "name memory hugepages2Mi hugepages1Gi".
+memory_caps() {
+  kubectl get resourceslices -o json | python3 -c '
+import json, sys
+for s in json.load(sys.stdin)["items"]:
+    sp = s["spec"]
+    if sp["driver"] != "cpupool.dev" or sp.get("nodeName") != sys.argv[1]:
+        continue
+    for d in sp.get("devices", []):
+        c = d.get("capacity", {})
+        print(d["name"], *[c.get("cpupool.dev/" + n, {}).get("value", "-") for n in ("memory", "hugepages2Mi", "hugepages1Gi")])' "$1"
+}
+check "node-c's memory capacities: on the exclusive pool's device of each node only" "$(memory_caps node-c | tr '\n' ';')" \
+  "exclusive-numa0 64Gi 0 0;exclusive-numa1 63Gi 1Gi 0;exclusive-non-isolcpus-numa0 - - -;exclusive-non-isolcpus-numa1 - - -;"
+kubectl apply -f - >/dev/null <<YAML || die "node-c's NICs"
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-c-nic}
+spec:
+  driver: nic.example.com
+  nodeName: node-c
+  pool: {name: node-c, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: eth0
+    attributes: {resource.kubernetes.io/numaNode: {int: 0}}
+  - name: eth1
+    attributes: {resource.kubernetes.io/numaNode: {int: 1}}
+YAML
+huge_claim() { # NAME CPUS HUGEPAGES [nic]: a claim for CPUS exclusive CPUs and HUGEPAGES of 2 MiB pages (nic: and a NIC on their NUMA node)
+  local nic=""
+  [ "${4:-}" = nic ] && nic="    - name: nic
+      exactly: {deviceClassName: nic, count: 1}
+    constraints:
+    - requests: [cpus, nic]
+      matchAttribute: resource.kubernetes.io/numaNode"
+  kubectl apply -f - >/dev/null <<YAML || die "creating claim $1"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: $1}
+spec:
+  devices:
+    requests:
+    - name: cpus
+      exactly:
+        deviceClassName: cpupool-exclusive
+        capacity: {requests: {cpupool.dev/cpus: "$2", cpupool.dev/hugepages2Mi: "$3"}}
+$nic
+YAML
+}
+huge_claim huge 4 64Mi
+pod huge --claim huge --node node-c
+wait_for "the hugepages claim's allocation" claim_allocated huge
+check "CPUs and hugepages: allocated on NUMA node 1, the node with the hugepages" "$(allocated huge)" "cpus=exclusive-numa1@node-c "
+check "64Mi of hugepages counted" "$(kubectl get resourceclaim huge -o jsonpath='{.status.allocation.devices.results[0].consumedCapacity.cpupool\.dev/hugepages2Mi}')" 64Mi
+check "no memory named, none counted" "$(kubectl get resourceclaim huge -o jsonpath='{.status.allocation.devices.results[0].consumedCapacity.cpupool\.dev/memory}')" 0
+huge_claim huge-nic 4 64Mi nic
+pod huge-nic --claim huge-nic --node node-c
+wait_for "the hugepages-and-NIC claim's allocation" claim_allocated huge-nic
+check "CPUs, hugepages and a NIC: on NUMA node 1, with its NIC" "$(allocated huge-nic)" "cpus=exclusive-numa1@node-c nic=eth1@node-c "
+huge_claim too-many 4 2Gi
+pod too-many --claim too-many --node node-c
+sleep 3
+check "a claim for more hugepages than any NUMA node has is not allocated" "$(kubectl get resourceclaim too-many -o jsonpath='{.status.allocation}')" ""
+check "its pod stays Pending" "$(kubectl get pod too-many -o jsonpath='{.status.phase}')" Pending
+check_contains "with the scheduler's reason" "$(scheduled_message too-many)" "cannot allocate all claims"
+kubectl delete pod huge huge-nic too-many --force --grace-period 0 >/dev/null 2>&1

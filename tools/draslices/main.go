@@ -1,6 +1,6 @@
 // Command draslices prints, as ResourceSlice objects for kubectl, what the
-// cpupool.dev DRA driver publishes for a node: the same code (dra.Offer and
-// dra.Resources) over a sysfs tree and a config, for a Node that has no
+// cpupool.dev DRA driver publishes for a node: the same code (dra.Offer,
+// dra.WithMemory and dra.Resources) over a sysfs tree and a config, for a Node that has no
 // kubelet of its own. The Kubernetes suite uses it to give the scheduler a
 // multi-NUMA node on a machine with one NUMA node:
 //
@@ -55,7 +55,7 @@ func run(root, cfgPath, node, devices string) error {
 		return err
 	}
 	t, layout := pools.Layout()
-	res := dra.Resources(node, devices, dra.Offer(t, layout, nil))
+	res := dra.Resources(node, devices, dra.WithMemory(dra.Offer(t, layout, nil), pools.MemoryOffer()))
 	list := struct {
 		APIVersion string                      `json:"apiVersion"`
 		Kind       string                      `json:"kind"`
