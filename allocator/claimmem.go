@@ -73,6 +73,10 @@ func (a *Allocator) ReserveClaim(c ClaimMemory, now map[int][]sysfs.HugePages, c
 	}
 	c.Held = slices.Clone(c.Held)
 	a.addClaim(&c)
+	if had && old.PodUID != "" && (old.PodUID != c.PodUID || old.Container != c.Container) {
+		// Its container's other claims take what this one no longer does.
+		a.refreshOwner(ownerKey(old.PodUID, old.Container))
+	}
 	return warning, nil
 }
 
