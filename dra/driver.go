@@ -383,6 +383,9 @@ func (d *Driver) allocated(claim *resourceapi.ResourceClaim) (map[string]wanted,
 			}
 			if have := w.memory[numa]; have != nil {
 				have.Memory += mem.Memory
+				if have.HugePages == nil && len(mem.HugePages) > 0 {
+					have.HugePages = map[int64]int64{}
+				}
 				for size, pages := range mem.HugePages {
 					have.HugePages[size] += pages
 				}

@@ -262,3 +262,21 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// A request given two shares on one node (memory on one, pages on the
+// other) adds them up.
+func TestAllocatedAddsMemoryOfOneNode(t *testing.T) {
+	s := hugeXeon(t, 0, xeonConfig)
+	d := newTestDriver(t, s)
+	c := shareClaim("uid-1", "c", pools.Exclusive, 1, 1, "p")
+	first := c.Status.Allocation.Devices.Results[0]
+	first.ConsumedCapacity[CapacityMemory] = resource.MustParse("1Gi")
+	second := *first.DeepCopy()
+	second.ShareID = ptr.To(types.UID("share-2"))
+	second.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{CapacityCPUs: resource.MustParse("1"), "cpupool.dev/hugepages2Mi": resource.MustParse("4Mi")}
+	c.Status.Allocation.Devices.Results = []resourceapi.DeviceRequestAllocationResult{first, second}
+	w, err := d.allocated(c)
+	require.NoError(t, err)
+	assert.Equal(t, []NodeMemory{{Node: 1, Memory: 1 << 30, HugePages: map[int64]int64{2048: 2}}}, w["cpus"].memoryList())
+	assert.Equal(t, map[int]int{1: 2}, w["cpus"].slots)
+}
