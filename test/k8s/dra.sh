@@ -207,6 +207,27 @@ wait_for "the driver to forget the second claim" claims_are 0
 check "no claim remembered" "$(claims_file)" 0
 check "no CDI spec left" "$(cdi_specs)" 0
 
+say "a claim for a CPU and memory: Prepare reserves the memory the scheduler counted (issue 31)"
+kubectl apply -f - >/dev/null <<YAML || die "creating the claim template with memory"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-cpu-memory}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: cpus
+        exactly:
+          deviceClassName: cpupool-exclusive
+          capacity: {requests: {cpupool.dev/cpus: "1", cpupool.dev/memory: 64Mi}}
+YAML
+pod withmem --claim-template one-cpu-memory --request cpu=10m --request memory=64Mi --limit memory=64Mi
+assert_pinned withmem burstable "$LAST"
+claim_memory() { python3 -c 'import json,sys; print(*[m.get("memory", 0) for c in json.load(open(sys.argv[1]))["claims"].values() for r in c["requests"].values() for m in r.get("memory", [])])' "$W/plugin-state/dra-claims.json" 2>/dev/null; }
+check "the claim's memory is recorded on its NUMA node" "$(claim_memory)" 67108864
+delete_pods withmem
+wait_for "the driver to forget the memory claim" claims_are 0
+
 # ------------------------------------------------------------------ alias
 say "the extended-resource alias: cpupool.dev/exclusive: 1 served by DRA (dra.devices: cpu)"
 sed -i 's/^  enabled: true$/  enabled: true\n  devices: cpu/' "$W/dra.yaml"
