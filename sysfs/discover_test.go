@@ -47,6 +47,11 @@ func TestDiscoverFixtures(t *testing.T) {
 				{id: 1, socket: 1, numa: 1, siblings: "1,41", l3CPUsWith: 3},
 				{id: 41, socket: 1, numa: 1, siblings: "1,41", l3CPUsWith: 79},
 			}},
+		// xeon-2s-interleaved with 2 MiB pages reserved on node 1 (the DRA
+		// memory section of the Kubernetes suite): the CPUs read the same.
+		{fixture: "xeon-2s-hugepages", online: "0-79", isolated: "2-39,42-79", isolatedSource: "sysfs",
+			sockets: 2, numaNodes: 2, l3Groups: 2, cores: 40, smtActive: true,
+			cpus: []cpuFact{{id: 1, socket: 1, numa: 1, siblings: "1,41", l3CPUsWith: 3}}},
 		{fixture: "xeon-2s-snc2", online: "0-79", sockets: 2, numaNodes: 4, l3Groups: 2, cores: 40, smtActive: true,
 			cpus: []cpuFact{
 				{id: 0, socket: 0, numa: 0, siblings: "0,40", l3CPUsWith: 38, baseFreqKHz: 2100000},
