@@ -78,7 +78,10 @@ func TestDRAClaimReservesItsHugePages(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, pagesOn1(32, 2), n.memoryUse())
 
-	// kill -9: the claims file and the runtime give back the same count.
+	// kill -9 once the state file knows the containers (so that they are
+	// restored as known, not adopted): the claims file and the runtime
+	// give back the same count.
+	require.NoError(t, n.p.Flush())
 	n.kill()
 	n = startDRAOn(t, f, vmHugePagesDRA)
 	assert.Equal(t, pagesOn1(32, 2), n.memoryUse(), "after a restart")

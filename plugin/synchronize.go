@@ -448,8 +448,16 @@ func (p *Plugin) rebindClaims(known []*api.Container, pods []*api.PodSandbox) {
 			continue
 		}
 		ctr := dra.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: c.GetName()}
-		if _, _, err := p.claims.Bind(c.GetEnv(), ctr); err != nil {
+		g, ok, err := p.claims.Bind(c.GetEnv(), ctr)
+		if err != nil {
 			p.log.Warnf("synchronize: container %s: its ResourceClaims cannot be bound to it again: %v", containerRef(pod, c), err)
+			continue
+		}
+		if ok {
+			// The claims' memory is its own again too: a binding a kill
+			// kept from the claims file would otherwise leave the claim's
+			// reservation and the container's memory counted twice.
+			p.bindClaimMemory(g.Keys, pod.GetUid(), c.GetName())
 		}
 	}
 }
