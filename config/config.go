@@ -150,6 +150,9 @@ type PoolSpec struct {
 	// partitions (no load balancing onto their CPUs): off, optIn or
 	// optOut; exclusive pools only.
 	IsolatedPartition string `yaml:"isolatedPartition"`
+	// Housekeeping keeps host processes and unbound kernel work off the
+	// pool's CPUs: one of the Housekeeping* values ("" is off).
+	Housekeeping string `yaml:"housekeeping"`
 }
 
 // ExclusiveNonIsolcpusSpec enables exclusive CPUs taken from infra.
@@ -163,6 +166,9 @@ type ExclusiveNonIsolcpusSpec struct {
 	IRQIsolation string `yaml:"irqIsolation"`
 	// IsolatedPartition: as PoolSpec's.
 	IsolatedPartition string `yaml:"isolatedPartition"`
+	// Housekeeping: as PoolSpec's, without always (the pool's CPUs are
+	// infra's until lent).
+	Housekeeping string `yaml:"housekeeping"`
 }
 
 // Values of pools.<pool>.irqIsolation.
@@ -178,6 +184,19 @@ const (
 	// IRQIsolationAlways keeps the pool's CPUs free of IRQs whether or not
 	// a container holds them.
 	IRQIsolationAlways = "always"
+)
+
+// Values of pools.<pool>.housekeeping (housekeeping.go).
+const (
+	// HousekeepingOff leaves host processes where they are (the default).
+	HousekeepingOff = "off"
+	// HousekeepingHeld keeps host processes off the CPUs the pool's
+	// containers hold (and holds for their stopped runs), for as long as
+	// they hold them.
+	HousekeepingHeld = "held"
+	// HousekeepingAlways keeps host processes off the pool's CPUs whether
+	// or not a container holds them.
+	HousekeepingAlways = "always"
 )
 
 // IRQ configures IRQ isolation for every pool.
@@ -366,6 +385,7 @@ func (c *Config) Check() Problems {
 		p.Warnf("guaranteedExclusive", "with kubelet.devicePlugin on, the exclusive pool is given only through %s, so Guaranteed containers that do not request it go to exclusive-non-isolcpus, which is not enabled: they go to defaultPool (%s)", ResourceExclusive, c.DefaultPool)
 	}
 	c.checkIRQ(&p)
+	c.checkHousekeeping(&p)
 	c.checkPower(&p)
 	c.checkMemory(&p)
 	if c.DRA.Enabled && c.Kubelet.DevicePlugin {
