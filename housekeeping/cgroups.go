@@ -1,0 +1,107 @@
+package housekeeping
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+)
+
+// podTrees are the top-level cgroups of the pods (the kubelet's systemd
+// and cgroupfs drivers): the pools pin them, housekeeping leaves them.
+var podTrees = []string{"kubepods.slice", "kubepods"}
+
+// ErrNotDone wraps why the top-level cgroups are not confined on this
+// node: what this slice of issue 32 does not do yet.
+var ErrNotDone = errors.New("not done")
+
+// Systemd tells whether systemd manages the cgroup hierarchy: its
+// init.scope is at the top (cgroup v2), or PID 1 is systemd. Its slices
+// are then its own: a cpuset.cpus written behind its back is undone at the
+// next daemon-reload, so they must be changed through its D-Bus API.
+func Systemd(cgroupRoot, procRoot string) bool {
+	if st, err := os.Stat(filepath.Join(cgroupRoot, "init.scope")); err == nil && st.IsDir() {
+		return true
+	}
+	comm, err := os.ReadFile(filepath.Join(procRoot, "1", "comm"))
+	return err == nil && strings.TrimSpace(string(comm)) == "systemd"
+}
+
+// cgroupTargets lists the top-level cgroups whose cpuset.cpus housekeeping
+// writes, and the ones it skips with why. An error wrapping ErrNotDone
+// says why none is written (cgroup v1, systemd, no cpuset delegated).
+func cgroupTargets(cgroupRoot, procRoot string) (dirs []string, skipped map[string]string, err error) {
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err != nil {
+		return nil, nil, fmt.Errorf("%w: %s is not a cgroup v2 (unified) hierarchy; cgroup v1 needs its own way (issue 32)", ErrNotDone, cgroupRoot)
+	}
+	if Systemd(cgroupRoot, procRoot) {
+		return nil, nil, fmt.Errorf("%w: systemd manages the cgroups (%s/init.scope, or PID 1), and would undo a cpuset.cpus written behind its back at the next daemon-reload; its slices need AllowedCPUs= through its D-Bus API (issue 32)", ErrNotDone, cgroupRoot)
+	}
+	subtree, err := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.subtree_control"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the controllers the root delegates: %w", err)
+	}
+	if !slices.Contains(strings.Fields(string(subtree)), "cpuset") {
+		return nil, nil, fmt.Errorf("%w: the root cgroup does not delegate the cpuset controller (%s/cgroup.subtree_control), and the plugin never enables controllers", ErrNotDone, cgroupRoot)
+	}
+	entries, err := os.ReadDir(cgroupRoot)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the top-level cgroups: %w", err)
+	}
+	skipped = map[string]string{}
+	for _, e := range entries {
+		if !e.IsDir() || slices.Contains(podTrees, e.Name()) {
+			continue
+		}
+		dir := filepath.Join(cgroupRoot, e.Name())
+		if _, err := os.Stat(filepath.Join(dir, "cpuset.cpus")); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				return nil, nil, fmt.Errorf("cgroup %s: %w", dir, err)
+			}
+			skipped[dir] = "it has no cpuset.cpus (a threaded cgroup?)"
+			continue
+		}
+		if part, err := os.ReadFile(filepath.Join(dir, "cpuset.cpus.partition")); err == nil && strings.TrimSpace(string(part)) != "member" {
+			skipped[dir] = fmt.Sprintf("it is a cpuset partition (%s), whose CPUs someone chose", strings.TrimSpace(string(part)))
+			continue
+		}
+		dirs = append(dirs, dir)
+	}
+	return dirs, skipped, nil
+}
+
+// cgroupChange narrows a top-level cgroup's cpuset.cpus: its original
+// less what set leaves out, or set itself when the original is empty (in
+// cgroup v2 an empty cpuset.cpus means every CPU of the parent). An
+// original with no CPU of the set (the cgroup was pinned to CPUs now
+// kept) is refused, not emptied: empty would mean every CPU.
+func cgroupChange(dir string, set cpuset.CPUSet) hostfiles.Change {
+	return hostfiles.Change{Path: filepath.Join(dir, "cpuset.cpus"),
+		Want: func(original string) (string, error) {
+			if strings.TrimSpace(original) == "" {
+				return set.String(), nil
+			}
+			orig, err := cpulist.Parse(original)
+			if err != nil {
+				return "", fmt.Errorf("cgroup %s: cpuset.cpus: %w", dir, err)
+			}
+			want := orig.Intersection(set)
+			if want.IsEmpty() {
+				return "", fmt.Errorf("cgroup %s is pinned to CPUs %s, none of the housekeeping set %s: left as it is", dir, orig, set)
+			}
+			return want.String(), nil
+		},
+		Satisfied: func(content, want string) bool {
+			have, err1 := cpulist.Parse(content)
+			wanted, err2 := cpulist.Parse(want)
+			return err1 == nil && err2 == nil && cpulist.Equal(have, wanted)
+		}}
+}

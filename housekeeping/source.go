@@ -1,0 +1,138 @@
+package housekeeping
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/hostfiles"
+)
+
+// Owner is the Source's name in the journal of original values.
+const Owner = "housekeeping"
+
+// Config is where the Source writes and what it asks at each pass.
+type Config struct {
+	SysfsRoot, CgroupRoot, ProcRoot string
+	Online                          cpuset.CPUSet
+	// Floor is the fewest CPUs the set may have
+	// (pools.exclusive-non-isolcpus.minInfraCPUs).
+	Floor int
+	// Kept is asked at each pass (on the reconciler's goroutine): the CPUs
+	// to keep host processes off. Nothing kept: every file is restored.
+	Kept func() Kept
+}
+
+// Source is the hostfiles.Source of housekeeping confinement.
+type Source struct {
+	cfg Config
+	log *logrus.Logger
+
+	mu sync.Mutex // guards the fields below: Plan runs on the reconciler's goroutine, the readers anywhere
+	// warned holds the last warning of each topic, so each is logged once
+	// while it stays the same.
+	warned map[string]string
+	last   cpuset.CPUSet
+}
+
+var _ hostfiles.Source = (*Source)(nil)
+
+// NewSource returns the Source.
+func NewSource(cfg Config, log *logrus.Logger) *Source {
+	return &Source{cfg: cfg, log: log, warned: map[string]string{}, last: cfg.Online}
+}
+
+// Owner names the Source in the journal.
+func (s *Source) Owner() string { return Owner }
+
+// Plan lists the workqueue mask and the top-level cgroups, narrowed to the
+// housekeeping set; nothing when nothing is kept, so that every file the
+// journal holds goes back to its original.
+func (s *Source) Plan() (hostfiles.Plan, error) {
+	kept := s.cfg.Kept()
+	set, widened := Set(s.cfg.Online, kept, s.cfg.Floor)
+	s.setLast(set)
+	if kept.Empty() || set.Equals(s.cfg.Online) {
+		s.clearWarning("floor")
+		return hostfiles.Plan{}, nil
+	}
+	if widened.IsEmpty() {
+		s.clearWarning("floor")
+	} else {
+		s.warnOnce("floor", fmt.Sprintf("housekeeping: host processes keep CPUs %s, which should be kept free, so that they have %d CPUs (pools.exclusive-non-isolcpus.minInfraCPUs): housekeeping set %s", widened, s.cfg.Floor, set))
+	}
+	var plan hostfiles.Plan
+	wq := filepath.Join(s.cfg.SysfsRoot, WorkqueueMask)
+	if _, err := os.Stat(wq); err != nil {
+		s.warnOnce("workqueue", fmt.Sprintf("housekeeping: unbound kernel work is not confined: %v", err))
+	} else {
+		s.clearWarning("workqueue")
+		plan.Changes = append(plan.Changes, workqueueChange(s.cfg.SysfsRoot, set))
+	}
+	dirs, skipped, err := cgroupTargets(s.cfg.CgroupRoot, s.cfg.ProcRoot)
+	switch {
+	case errors.Is(err, ErrNotDone):
+		s.warnOnce("cgroups", fmt.Sprintf("housekeeping: host processes are not confined: %v", err))
+	case err != nil:
+		return hostfiles.Plan{}, fmt.Errorf("housekeeping: %w", err)
+	default:
+		s.clearWarning("cgroups")
+	}
+	for _, dir := range dirs {
+		plan.Changes = append(plan.Changes, cgroupChange(dir, set))
+		s.clearWarning(dir)
+	}
+	for dir, why := range skipped {
+		s.warnOnce(dir, fmt.Sprintf("housekeeping: cgroup %s is not confined: %s", dir, why))
+	}
+	return plan, nil
+}
+
+// LastSet is the housekeeping set of the last pass (every online CPU
+// before the first).
+func (s *Source) LastSet() cpuset.CPUSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+func (s *Source) setLast(set cpuset.CPUSet) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = set
+}
+
+func (s *Source) warnOnce(key, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.warned[key] == msg {
+		return
+	}
+	s.warned[key] = msg
+	s.log.Warn(msg)
+}
+
+func (s *Source) clearWarning(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.warned, key)
+}
+
+// Problems are what housekeeping cannot confine now, with why (for
+// status and tests).
+func (s *Source) Problems() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, msg := range s.warned {
+		out = append(out, msg)
+	}
+	slices.Sort(out)
+	return out
+}

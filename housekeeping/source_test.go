@@ -1,0 +1,128 @@
+package housekeeping
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/hostfiles"
+)
+
+// TestShrinksAndWidens: the workqueue mask and the top-level cgroups lose
+// the CPUs granted, each from its own original, and get exactly their
+// originals back when nothing is kept. The pods' tree, a partition root
+// and a cgroup without cpuset.cpus are left alone; a cgroup pinned only to
+// kept CPUs is refused (counted), not emptied, and narrowed once one of
+// its CPUs is free again.
+func TestShrinksAndWidens(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t, hostfiles.OS{}, 1)
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, originals, n.files(t), "nothing kept: nothing changed")
+
+	p.keep.set(cpuset.New(6, 7))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, with(map[string]string{"wq": "3f", "system/cpuset.cpus": "0-5"}), n.files(t))
+	st := p.r.Status()
+	assert.Equal(t, 2, st.Records[Owner], "the mask and system.slice; user was within the set already")
+	require.Len(t, st.Failures, 1)
+	assert.Equal(t, n.path("pinned/cpuset.cpus"), st.Failures[0].Path)
+	assert.Contains(t, st.Failures[0].Error, "pinned to CPUs 6-7, none of the housekeeping set 0-5")
+	assert.Equal(t, "0-5", p.src.LastSet().String())
+	problems := strings.Join(p.src.Problems(), "\n")
+	assert.Contains(t, problems, "part is not confined: it is a cpuset partition (root)")
+	assert.Contains(t, problems, "threaded is not confined: it has no cpuset.cpus")
+	assert.NotContains(t, problems, "kubepods")
+
+	p.keep.set(cpuset.New(7))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, with(map[string]string{"wq": "7f", "system/cpuset.cpus": "0-6", "pinned/cpuset.cpus": "6"}), n.files(t), "widened from the originals")
+	assert.Empty(t, p.r.Status().Failures)
+
+	p.keep.set(cpuset.New())
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, originals, n.files(t), "released: every file exactly as it was")
+	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(n.state), boot)
+	require.NoError(t, err)
+	assert.Empty(t, records)
+}
+
+// TestNeverBelowTheFloor: with minInfraCPUs 3 and CPUs 2-7 granted, the
+// host keeps 3 CPUs, and the log says which kept CPUs it keeps.
+func TestNeverBelowTheFloor(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t, hostfiles.OS{}, 3)
+	p.keep.set(cpuset.New(2, 3, 4, 5, 6, 7))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "0-2", n.read(t, "system/cpuset.cpus"))
+	assert.Equal(t, "07", n.read(t, "wq")[len(n.read(t, "wq"))-2:])
+	assert.Contains(t, strings.Join(p.src.Problems(), "\n"), "host processes keep CPUs 2, which should be kept free, so that they have 3 CPUs (pools.exclusive-non-isolcpus.minInfraCPUs)")
+}
+
+// TestCgroupsNotWrittenUnderSystemd: where systemd manages the cgroups
+// (its init.scope, or PID 1), the slices are left to the D-Bus path that
+// this slice does not have: not one cgroup file is written, the log says
+// why once; the workqueue mask is confined all the same.
+func TestCgroupsNotWrittenUnderSystemd(t *testing.T) {
+	for name, systemd := range map[string]func(n *node) error{
+		"init.scope": func(n *node) error { return os.MkdirAll(filepath.Join(n.cgroup, "init.scope"), 0o755) },
+		"PID 1": func(n *node) error {
+			return os.WriteFile(filepath.Join(n.proc, "1", "comm"), []byte("systemd\n"), 0o644)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newNode(t)
+			require.NoError(t, systemd(n))
+			assert.True(t, Systemd(n.cgroup, n.proc))
+			p := n.start(t, hostfiles.OS{}, 1)
+			p.keep.set(cpuset.New(6, 7))
+			require.NoError(t, p.r.Flush())
+			require.NoError(t, p.r.Flush())
+			assert.Equal(t, with(map[string]string{"wq": "3f"}), n.files(t))
+			var warned []string
+			for _, e := range p.hook.AllEntries() {
+				if strings.Contains(e.Message, "D-Bus") {
+					warned = append(warned, e.Message)
+				}
+			}
+			require.Len(t, warned, 1, "said once")
+			assert.Contains(t, warned[0], "housekeeping: host processes are not confined: not done: systemd manages the cgroups")
+			assert.Contains(t, warned[0], "AllowedCPUs= through its D-Bus API (issue 32)")
+		})
+	}
+}
+
+// TestCgroupsSkippedWithoutCpuset: a root that does not delegate cpuset,
+// or a cgroup v1 hierarchy, is reported and left alone; the plugin never
+// enables a controller.
+func TestCgroupsSkippedWithoutCpuset(t *testing.T) {
+	for name, tc := range map[string]struct {
+		change func(n *node) error
+		says   string
+	}{
+		"not delegated": {func(n *node) error {
+			return os.WriteFile(filepath.Join(n.cgroup, "cgroup.subtree_control"), []byte("cpu memory\n"), 0o644)
+		}, "the root cgroup does not delegate the cpuset controller"},
+		"cgroup v1": {func(n *node) error { return os.Remove(filepath.Join(n.cgroup, "cgroup.controllers")) }, "is not a cgroup v2 (unified) hierarchy"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newNode(t)
+			require.NoError(t, tc.change(n))
+			p := n.start(t, hostfiles.OS{}, 1)
+			p.keep.set(cpuset.New(6, 7))
+			require.NoError(t, p.r.Flush())
+			assert.Equal(t, with(map[string]string{"wq": "3f"}), n.files(t))
+			if name == "not delegated" {
+				data, err := os.ReadFile(filepath.Join(n.cgroup, "cgroup.subtree_control"))
+				require.NoError(t, err)
+				assert.Equal(t, "cpu memory\n", string(data), "no controller enabled")
+			}
+			assert.Contains(t, strings.Join(p.src.Problems(), "\n"), tc.says)
+		})
+	}
+}
