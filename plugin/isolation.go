@@ -12,6 +12,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/irq"
 	"github.com/cpupool/nri-cpupool/partition"
 	"github.com/cpupool/nri-cpupool/pools"
@@ -36,6 +37,10 @@ type isolation struct {
 	// power is nil when no pool has a power class and the journal holds
 	// no power record of this boot (power.go).
 	power *power.Source
+	// housekeeping is nil when no pool keeps host processes off its CPUs
+	// and the journal holds no housekeeping record of this boot
+	// (housekeeping.go).
+	housekeeping *housekeeping.Source
 }
 
 // openIsolation reads the journal for this boot and starts the
@@ -85,12 +90,16 @@ func (p *Plugin) openIsolation() error {
 	if iso.power = p.powerSource(j); iso.power != nil {
 		sources = append(sources, iso.power)
 	}
+	if iso.housekeeping = p.housekeepingSource(j); iso.housekeeping != nil {
+		sources = append(sources, iso.housekeeping)
+	}
 	timing := p.isolationTiming
 	timing.Rescan = p.cfg.IRQ.RescanInterval.Duration
 	iso.recon = hostfiles.NewReconciler(p.isolationFS, j, p.log, timing, sources...)
 	// Every file a Source changes lies under these: a journal record of
 	// any other file (a damaged or forged journal) is never written.
-	iso.recon.RestoreOnlyUnder(filepath.Join(p.cfg.ProcRoot, "irq"), filepath.Join(p.cfg.SysfsRoot, "sys/devices/system/cpu"), p.cfg.CgroupRoot)
+	iso.recon.RestoreOnlyUnder(filepath.Join(p.cfg.ProcRoot, "irq"), filepath.Join(p.cfg.SysfsRoot, "sys/devices/system/cpu"), p.cfg.CgroupRoot,
+		filepath.Join(p.cfg.SysfsRoot, filepath.Dir(housekeeping.WorkqueueMask)))
 	iso.recon.Start()
 	p.isolation.Store(iso)
 	if n := j.Len(); n > 0 {
@@ -111,7 +120,7 @@ func hasOwner(j *hostfiles.Journal, owner string) bool {
 // isolationChanged tells the reconciler that what the plugin holds moved
 // on. Called under the lock; it never blocks.
 func (p *Plugin) isolationChanged() {
-	if iso := p.isolation.Load(); iso != nil && (iso.irq != nil || iso.partition != nil || iso.power != nil) && p.synced {
+	if iso := p.isolation.Load(); iso != nil && (iso.irq != nil || iso.partition != nil || iso.power != nil || iso.housekeeping != nil) && p.synced {
 		iso.recon.Kick()
 	}
 }
@@ -248,6 +257,9 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	owners := map[string]bool{irq.Owner: true, partition.Owner: true}
 	if iso.power != nil {
 		owners[power.Owner] = true
+	}
+	if iso.housekeeping != nil {
+		owners[housekeeping.Owner] = true
 	}
 	refused := map[string]int{}
 	for _, f := range st.Failures {

@@ -1,0 +1,60 @@
+package plugin
+
+// Housekeeping confinement: the plugin's side of package housekeeping. A
+// decision only changes the allocator and kicks the host files'
+// reconciler; its background pass asks which CPUs to keep host processes
+// off (housekeepingKept) and narrows the workqueue mask and the top-level
+// cgroups to the rest.
+
+import (
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/housekeeping"
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// housekeepingSource is the Source of housekeeping confinement for the
+// reconciler: when a pool asks for it, or the journal holds files an
+// earlier run changed (restored once nothing wants them: a restart with
+// the feature off). Nil otherwise.
+func (p *Plugin) housekeepingSource(j *hostfiles.Journal) *housekeeping.Source {
+	if !p.cfg.HousekeepingEnabled() && !hasOwner(j, housekeeping.Owner) {
+		return nil
+	}
+	return housekeeping.NewSource(housekeeping.Config{SysfsRoot: p.cfg.SysfsRoot, CgroupRoot: p.cfg.CgroupRoot, ProcRoot: p.cfg.ProcRoot,
+		Online: p.topo.Online, Floor: p.cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs, Kept: p.housekeepingKept}, p.log)
+}
+
+// housekeepingKept is what the pools keep host processes off, for the
+// reconciler's pass: the CPUs the containers and holds of pools with
+// housekeeping hold (their hidden siblings too), and the whole of the
+// pools kept always.
+func (p *Plugin) housekeepingKept() housekeeping.Kept {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var kept housekeeping.Kept
+	if !p.cfg.HousekeepingEnabled() {
+		return kept // nothing kept: every file restored
+	}
+	var held []int
+	for _, a := range p.alloc.Assignments() {
+		if p.cfg.Housekeeping(a.Pool) != config.HousekeepingOff && pools.IsExclusive(a.Pool) {
+			held = append(held, a.Held().UnsortedList()...)
+		}
+	}
+	for _, h := range p.alloc.Holds() {
+		if p.cfg.Housekeeping(h.Pool) != config.HousekeepingOff && pools.IsExclusive(h.Pool) {
+			held = append(held, h.Held().UnsortedList()...)
+		}
+	}
+	kept.Held, kept.Idle = cpuset.New(held...), cpuset.New()
+	for _, pool := range []string{pools.Exclusive, pools.Shared} {
+		if p.cfg.Housekeeping(pool) == config.HousekeepingAlways {
+			kept.Idle = kept.Idle.Union(p.alloc.PoolCPUs(pool))
+		}
+	}
+	kept.Idle = kept.Idle.Difference(kept.Held)
+	return kept
+}
