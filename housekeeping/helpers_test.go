@@ -28,11 +28,12 @@ type node struct {
 }
 
 // originals are the node's files as it booted, relative to the cgroup
-// root, or "wq" for the workqueue mask. "pinned" is a service someone
-// pinned to CPUs 6-7; "user" is confined already; "kubepods" is the pods'
-// tree; "part" a partition root; "threaded" has no cpuset.cpus.
+// root, or "wq" for the workqueue mask, which leaves out CPU 0 (as
+// isolcpus= leaves CPUs out of it). "pinned" is a service someone pinned
+// to CPUs 6-7; "user" is confined already; "kubepods" is the pods' tree;
+// "part" a partition root; "threaded" has no cpuset.cpus.
 var originals = map[string]string{
-	"wq":                           "ff",
+	"wq":                           "fe",
 	"system/cpuset.cpus":           "",
 	"user/cpuset.cpus":             "0-5",
 	"pinned/cpuset.cpus":           "6-7",

@@ -18,9 +18,9 @@ var killLife = []struct {
 	held  cpuset.CPUSet
 	files map[string]string
 }{
-	{cpuset.New(6, 7), with(map[string]string{"wq": "3f", "system/cpuset.cpus": "0-5"})},
-	{cpuset.New(5, 6, 7), with(map[string]string{"wq": "1f", "system/cpuset.cpus": "0-4", "user/cpuset.cpus": "0-4"})},
-	{cpuset.New(7), with(map[string]string{"wq": "7f", "system/cpuset.cpus": "0-6", "pinned/cpuset.cpus": "6"})},
+	{cpuset.New(6, 7), with(map[string]string{"wq": "3e", "system/cpuset.cpus": "0-5"})},
+	{cpuset.New(5, 6, 7), with(map[string]string{"wq": "1e", "system/cpuset.cpus": "0-4", "user/cpuset.cpus": "0-4"})},
+	{cpuset.New(7), with(map[string]string{"wq": "7e", "system/cpuset.cpus": "0-6", "pinned/cpuset.cpus": "6"})},
 	{cpuset.New(), originals},
 }
 
