@@ -162,6 +162,7 @@ func TestHousekeepingAfterKill(t *testing.T) {
 				records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
 				require.NoError(t, err)
 				assert.Empty(t, records)
+				assert.NotContains(t, second.log.String(), "no source of this process claims", "its own records, not another version's")
 				return
 			}
 			assert.Equal(t, housekeptFor(t, held), housekeptNow(t, f), "from the originals")
