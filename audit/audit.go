@@ -16,6 +16,10 @@
 // which a real kernel leaves allowed on every CPU, even isolcpus ones, and
 // which run only under memory pressure or for queued work).
 //
+// Each foreign thread, and each unbound kernel thread listed, says why it
+// may still run there (reasons.go): its own affinity, a cgroup not
+// confined, the root cgroup, or the kernel keeping its affinity.
+//
 // A device IRQ is movable unless the plugin's journal lists its affinity
 // file as refused by the kernel (a kernel-managed IRQ).
 package audit
@@ -94,6 +98,11 @@ type CPU struct {
 	// allowed on it; Threads lists the first of them.
 	ForeignThreads int      `json:"foreignThreads"`
 	Threads        []Thread `json:"threads,omitempty"`
+	// ForeignKinds counts the foreign threads by Thread.Kind.
+	ForeignKinds map[string]int `json:"foreignKinds,omitempty"`
+	// KernelThreads lists the first unbound kernel threads allowed on it,
+	// with why (Thread.Kind); the per-CPU ones are only counted.
+	KernelThreads []Thread `json:"kernelThreads,omitempty"`
 	// PerCPUKernelThreads counts the kernel threads bound to it alone,
 	// UnboundKernelThreads those allowed on it and on other CPUs.
 	PerCPUKernelThreads  int  `json:"perCPUKernelThreads"`
@@ -126,6 +135,10 @@ type Thread struct {
 	TID     int    `json:"tid"`
 	Comm    string `json:"comm"`
 	Allowed string `json:"allowed"`
+	// Kind is why it may run there (the Foreign* and Kernel* values of
+	// reasons.go), Reason the same for people.
+	Kind   string `json:"kind,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Power is a CPU's idle and frequency settings, empty where the files do
@@ -181,6 +194,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 		return nil, err
 	}
 	k := kernelSets(opt)
+	cgroups := newCgroupCPUs(opt.CgroupRoot)
 	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true}
 	for _, c := range held.List() {
 		h := owners[c]
@@ -208,11 +222,20 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 			}
 			if t.kernel {
 				cpu.UnboundKernelThreads++
+				if len(cpu.KernelThreads) < opt.MaxThreads {
+					kind, why := kernelReason(t)
+					cpu.KernelThreads = append(cpu.KernelThreads, Thread{PID: t.pid, TID: t.tid, Comm: t.comm, Allowed: t.allowed.String(), Kind: kind, Reason: why})
+				}
 				continue
 			}
 			cpu.ForeignThreads++
+			kind, why := foreignReason(t, c, cgroups)
+			if cpu.ForeignKinds == nil {
+				cpu.ForeignKinds = map[string]int{}
+			}
+			cpu.ForeignKinds[kind]++
 			if len(cpu.Threads) < opt.MaxThreads {
-				cpu.Threads = append(cpu.Threads, Thread{PID: t.pid, TID: t.tid, Comm: t.comm, Allowed: t.allowed.String()})
+				cpu.Threads = append(cpu.Threads, Thread{PID: t.pid, TID: t.tid, Comm: t.comm, Allowed: t.allowed.String(), Kind: kind, Reason: why})
 			}
 		}
 		judge(&cpu)
@@ -333,7 +356,9 @@ type task struct {
 	comm     string
 	allowed  cpuset.CPUSet
 	kernel   bool
-	cgroup   string
+	// flags are the task flags of /proc/<pid>/stat.
+	flags  uint64
+	cgroup string
 }
 
 // owner tells whether the thread belongs to the container: a whole
@@ -391,7 +416,7 @@ func readThreads(procRoot string, cpus cpuset.CPUSet) ([]task, error) {
 			continue
 		}
 		pdir := filepath.Join(procRoot, e.Name())
-		kernel, ok := isKernelThread(pdir)
+		flags, ok := taskFlags(pdir)
 		if !ok {
 			continue
 		}
@@ -409,7 +434,7 @@ func readThreads(procRoot string, cpus cpuset.CPUSet) ([]task, error) {
 			if !ok || allowed.Intersection(cpus).IsEmpty() {
 				continue
 			}
-			out = append(out, task{pid: pid, tid: tid, comm: comm, allowed: allowed, kernel: kernel, cgroup: string(cgroup)})
+			out = append(out, task{pid: pid, tid: tid, comm: comm, allowed: allowed, kernel: flags&pfKthread != 0, flags: flags, cgroup: string(cgroup)})
 		}
 	}
 	return out, nil
@@ -418,26 +443,26 @@ func readThreads(procRoot string, cpus cpuset.CPUSet) ([]task, error) {
 // pfKthread is the kernel's PF_KTHREAD flag in /proc/<pid>/stat.
 const pfKthread = 0x00200000
 
-// isKernelThread reads the flags of /proc/<pid>/stat (the 9th field; the
-// comm before it may hold spaces and parentheses).
-func isKernelThread(pdir string) (kernel, ok bool) {
+// taskFlags reads the flags of /proc/<pid>/stat (the 9th field; the comm
+// before it may hold spaces and parentheses).
+func taskFlags(pdir string) (flags uint64, ok bool) {
 	data, err := os.ReadFile(filepath.Join(pdir, "stat"))
 	if err != nil {
-		return false, false
+		return 0, false
 	}
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return false, false
+		return 0, false
 	}
 	fields := strings.Fields(string(data[i+1:]))
 	if len(fields) < 7 {
-		return false, false
+		return 0, false
 	}
-	flags, err := strconv.ParseUint(fields[6], 10, 64)
+	flags, err = strconv.ParseUint(fields[6], 10, 64)
 	if err != nil {
-		return false, false
+		return 0, false
 	}
-	return flags&pfKthread != 0, true
+	return flags, true
 }
 
 // readStatus reads Name and Cpus_allowed_list of a task's status.

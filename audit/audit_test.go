@@ -69,7 +69,17 @@ func newMachine(t *testing.T, hostAllowed cpuset.CPUSet) *machine {
 	}
 	require.NoError(t, os.MkdirAll(m.cgroup, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(m.cgroup, "cpuset.cpus.isolated"), []byte("3,5\n"), 0o644))
+	m.cgroupCPUs(t, "/", all)
+	m.cgroupCPUs(t, "/init.scope", all)
 	return m
+}
+
+// cgroupCPUs gives a cgroup v2 path its effective CPUs.
+func (m *machine) cgroupCPUs(t *testing.T, path string, cpus cpuset.CPUSet) {
+	t.Helper()
+	dir := filepath.Join(m.cgroup, path)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cpuset.cpus.effective"), []byte(cpus.String()+"\n"), 0o644))
 }
 
 // fire adds interrupts during the sample: what the kernel counts between
@@ -124,7 +134,7 @@ func TestNotClean(t *testing.T) {
 	assert.Equal(t, IRQ{ID: "25", Description: "PCI-MSI 49153-edge virtio0-input.0", Count: 3, Device: true, Movable: true, Affinity: "0-1,4-7"}, c2.IRQs[0])
 	assert.Equal(t, IRQ{ID: "LOC", Description: "Local timer interrupts", Count: 250, Reason: "a per-CPU interrupt of the kernel"}, c2.IRQs[1])
 	assert.Equal(t, 1, c2.ForeignThreads, "systemd; not the owner's threads, not kthreadd")
-	assert.Equal(t, []Thread{{PID: 1, TID: 1, Comm: "systemd", Allowed: "0-7"}}, c2.Threads)
+	assert.Equal(t, []Thread{{PID: 1, TID: 1, Comm: "systemd", Allowed: "0-7", Kind: ForeignCgroup, Reason: "its cgroup /init.scope allows CPU 2 (CPUs 0-7): not confined"}}, c2.Threads)
 	assert.Equal(t, 1, c2.PerCPUKernelThreads)
 	assert.Equal(t, 2, c2.UnboundKernelThreads, "kthreadd and kblockd: reported, not judged")
 	assert.Equal(t, []string{"device IRQs fired on it: 25 (3)", "1 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)"}, c2.Problems)
@@ -202,13 +212,15 @@ func TestConmonIsForeign(t *testing.T) {
 		procfixture.Process{PID: 301, Comm: "dpdk-helper", AllowedCPUs: cpuset.New(2, 3),
 			Cgroup: "0::/kubepods.slice/kubepods-pod1.slice/crio-" + fwdID + ".scope/container"})
 	procfixture.Write(t, m.proc, m.spec)
+	m.cgroupCPUs(t, "/system.slice/crio-conmon-"+fwdID+".scope", all)
 	rep, err := Gather(holdings, m.options(m.fire(t, nil)))
 	require.NoError(t, err)
 	c2, c3 := rep.CPUs[0], rep.CPUs[1]
 	for _, c := range []CPU{c2, c3} {
 		assert.False(t, c.Clean, "CPU %d: conmon may run on it", c.CPU)
 		assert.Equal(t, 1, c.ForeignThreads, "CPU %d: conmon, not dpdk-helper", c.CPU)
-		assert.Equal(t, []Thread{{PID: 300, TID: 300, Comm: "conmon", Allowed: "0-7"}}, c.Threads)
+		require.Len(t, c.Threads, 1)
+		assert.Equal(t, Thread{PID: 300, TID: 300, Comm: "conmon", Allowed: "0-7", Kind: ForeignCgroup}, Thread{PID: c.Threads[0].PID, TID: c.Threads[0].TID, Comm: c.Threads[0].Comm, Allowed: c.Threads[0].Allowed, Kind: c.Threads[0].Kind})
 	}
 }
 

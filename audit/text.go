@@ -40,13 +40,24 @@ func WriteText(w io.Writer, rep *Report) error {
 		if len(c.Threads) > 0 {
 			var ts []string
 			for _, t := range c.Threads {
-				ts = append(ts, fmt.Sprintf("%d/%d %s (%s)", t.PID, t.TID, t.Comm, t.Allowed))
+				ts = append(ts, describeThread(t))
 			}
 			more := ""
 			if n := c.ForeignThreads - len(c.Threads); n > 0 {
 				more = fmt.Sprintf(" and %d more", n)
 			}
 			fmt.Fprintf(&b, "  threads: %s%s\n", strings.Join(ts, ", "), more)
+		}
+		if len(c.KernelThreads) > 0 {
+			var ts []string
+			for _, t := range c.KernelThreads {
+				ts = append(ts, describeThread(t))
+			}
+			more := ""
+			if n := c.UnboundKernelThreads - len(c.KernelThreads); n > 0 {
+				more = fmt.Sprintf(" and %d more", n)
+			}
+			fmt.Fprintf(&b, "  unbound kernel threads: %s%s\n", strings.Join(ts, ", "), more)
 		}
 		partition := "unknown"
 		if c.IsolatedPartition != nil {
@@ -67,6 +78,14 @@ func WriteText(w io.Writer, rep *Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// describeThread is "pid/tid comm (allowed: why)".
+func describeThread(t Thread) string {
+	if t.Reason == "" {
+		return fmt.Sprintf("%d/%d %s (%s)", t.PID, t.TID, t.Comm, t.Allowed)
+	}
+	return fmt.Sprintf("%d/%d %s (%s: %s)", t.PID, t.TID, t.Comm, t.Allowed, t.Reason)
 }
 
 func (p Power) describe() string {

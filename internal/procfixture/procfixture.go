@@ -61,6 +61,9 @@ type Process struct {
 	Environ []string
 	// Kernel marks a kernel thread (PF_KTHREAD in stat's flags).
 	Kernel bool
+	// NoSetAffinity marks a thread whose affinity only the kernel sets
+	// (PF_NO_SETAFFINITY: per-CPU kthreads, workqueue workers).
+	NoSetAffinity bool
 	// Threads are its tasks; the first is the main thread (TID = PID)
 	// when empty, allowed on AllowedCPUs.
 	Threads     []Thread
@@ -76,8 +79,11 @@ type Thread struct {
 	AllowedCPUs cpuset.CPUSet
 }
 
-// pfKthread is the kernel's PF_KTHREAD task flag.
-const pfKthread = 0x00200000
+// The kernel's task flags: PF_KTHREAD, PF_NO_SETAFFINITY.
+const (
+	pfKthread       = 0x00200000
+	pfNoSetAffinity = 0x04000000
+)
 
 // Write creates the tree under dir and returns dir.
 func Write(t testing.TB, dir string, s Spec) string {
@@ -132,6 +138,9 @@ func Write(t testing.TB, dir string, s Spec) string {
 		flags := 0
 		if p.Kernel {
 			flags = pfKthread
+		}
+		if p.NoSetAffinity {
+			flags |= pfNoSetAffinity
 		}
 		w(filepath.Join(pd, "stat"), stat(p.PID, p.Comm, flags))
 		w(filepath.Join(pd, "status"), status(p.Comm, p.PID, p.PID, threads[0].AllowedCPUs))

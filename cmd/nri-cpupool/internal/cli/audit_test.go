@@ -61,7 +61,7 @@ func TestAuditExitCode(t *testing.T) {
 	code, out, _ = run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--cgroup-root", sys, "--sample", "1ms")
 	assert.Equal(t, auditNotClean, code)
 	assert.Contains(t, out, "CPU 5  telco/dpdk/fwd (exclusive)  NOT CLEAN\n  - 1 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)\n")
-	assert.Contains(t, out, "threads: 1/1 systemd (0-7)")
+	assert.Contains(t, out, "threads: 1/1 systemd (0-7: its cgroup /init.scope has no cpuset to confine it")
 
 	code, out, _ = run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--sample", "1ms", "--json")
 	assert.Equal(t, auditNotClean, code)

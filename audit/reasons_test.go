@@ -1,0 +1,67 @@
+package audit
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/procfixture"
+)
+
+// TestForeignReasons: after housekeeping confined system.slice to CPUs
+// 0-1, the threads still allowed on held CPU 2 are each said why: a
+// process that set its own affinity in a cgroup not confined, one in a
+// cgroup not confined, one in the root cgroup, one whose cgroup's CPUs
+// cannot be read; the unbound kernel threads are listed with theirs (a
+// workqueue worker the kernel manages, one this version does not move),
+// and the per-CPU ones only counted. A confined daemon is not foreign.
+func TestForeignReasons(t *testing.T) {
+	m := newMachine(t, cpuset.New(0, 1))
+	m.spec.Processes = append(m.spec.Processes,
+		procfixture.Process{PID: 400, Comm: "sshd", AllowedCPUs: cpuset.New(0, 1), Cgroup: "0::/system.slice/ssh.service"},
+		procfixture.Process{PID: 401, Comm: "loop", AllowedCPUs: cpuset.New(2), Cgroup: "0::/user.slice/session-1.scope"},
+		procfixture.Process{PID: 402, Comm: "bash", AllowedCPUs: all, Cgroup: "0::/user.slice/session-1.scope"},
+		procfixture.Process{PID: 403, Comm: "busybox-init", AllowedCPUs: all, Cgroup: "0::/"},
+		procfixture.Process{PID: 404, Comm: "agent", AllowedCPUs: all, Cgroup: "0::/machine.slice/agent.scope"},
+		procfixture.Process{PID: 90, Comm: "kworker/u16:1-events_unbound", Kernel: true, NoSetAffinity: true, AllowedCPUs: all, Cgroup: "0::/"},
+		procfixture.Process{PID: 24, Comm: "migration/2", Kernel: true, NoSetAffinity: true, AllowedCPUs: cpuset.New(2), Cgroup: "0::/"},
+	)
+	procfixture.Write(t, m.proc, m.spec)
+	m.cgroupCPUs(t, "/system.slice/ssh.service", cpuset.New(0, 1))
+	m.cgroupCPUs(t, "/user.slice/session-1.scope", all)
+
+	rep, err := Gather(holdings[:1], m.options(m.fire(t, nil)))
+	require.NoError(t, err)
+	c2 := rep.CPUs[0]
+	require.Equal(t, 2, c2.CPU)
+	assert.False(t, c2.Clean)
+	assert.Equal(t, 4, c2.ForeignThreads, "loop, bash, busybox-init, agent; not sshd")
+	assert.Equal(t, map[string]int{ForeignOwnAffinity: 1, ForeignCgroup: 1, ForeignRootCgroup: 1, ForeignNoCpuset: 1}, c2.ForeignKinds)
+	why := map[string]Thread{}
+	for _, th := range c2.Threads {
+		why[th.Comm] = th
+	}
+	assert.Equal(t, ForeignOwnAffinity, why["loop"].Kind)
+	assert.Equal(t, "its own affinity (2, narrower than its cgroup's CPUs 0-7) includes CPU 2", why["loop"].Reason)
+	assert.Equal(t, ForeignCgroup, why["bash"].Kind)
+	assert.Equal(t, "its cgroup /user.slice/session-1.scope allows CPU 2 (CPUs 0-7): not confined", why["bash"].Reason)
+	assert.Equal(t, ForeignRootCgroup, why["busybox-init"].Kind)
+	assert.Equal(t, "it runs in the root cgroup, whose CPUs (0-7) cannot be narrowed", why["busybox-init"].Reason)
+	assert.Equal(t, ForeignNoCpuset, why["agent"].Kind)
+
+	assert.Equal(t, 2, c2.PerCPUKernelThreads, "ksoftirqd/2 and migration/2")
+	kernel := map[string]string{}
+	for _, th := range c2.KernelThreads {
+		kernel[th.Comm] = th.Kind
+	}
+	assert.Equal(t, map[string]string{"kblockd": KernelUnbound, "kworker/u16:1-events_unbound": KernelManaged}, kernel)
+
+	var text bytes.Buffer
+	require.NoError(t, WriteText(&text, rep))
+	assert.Contains(t, text.String(), "401/401 loop (2: its own affinity (2, narrower than its cgroup's CPUs 0-7) includes CPU 2)")
+	assert.Contains(t, text.String(), "  unbound kernel threads: ")
+	assert.Contains(t, text.String(), "90/90 kworker/u16:1-events_unbound (0-7: the kernel manages its affinity")
+}
