@@ -346,3 +346,14 @@ func TestValidateWarnsOfNodesWithoutHugePages(t *testing.T) {
 		assert.Equal(t, tc.warns, strings.Contains(errOut, "NUMA node 0 has exclusive CPUs 1 but no hugepages"), "%s\n%s", tc.config, errOut)
 	}
 }
+
+// TestValidateWarnsOfASmallHousekeepingSet: on a 2-CPU VM that lends its
+// second CPU, host processes may be left one CPU: validate warns, and the
+// config stays valid.
+func TestValidateWarnsOfASmallHousekeepingSet(t *testing.T) {
+	cfg := writeFile(t, "pools: {exclusive-non-isolcpus: {enabled: true, housekeeping: held}}\n")
+	code, out, errOut := run(t, "validate", "--sysfs-root", fixture.Root(t, "vm-2cpu"), "--config", cfg)
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "valid for this node")
+	assert.Contains(t, errOut, "warning: pools.exclusive-non-isolcpus.housekeeping: host processes may be left 1 of this node's 2 CPUs")
+}

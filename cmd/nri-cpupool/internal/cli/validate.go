@@ -8,6 +8,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -34,6 +35,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	problems = append(problems, power.NewNode(nodeRoot, topo).Check(cfg)...)
 	if !problems.HasErrors() {
 		problems = append(problems, hugePageProblems(cfg, topo, layout)...)
+		problems = append(problems, housekeeping.Check(cfg, layout)...)
 	}
 	for _, p := range problems {
 		fmt.Fprintln(stderr, p)
