@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
@@ -92,6 +93,19 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		s.warnOnce(dir, fmt.Sprintf("housekeeping: cgroup %s is not confined: %s", dir, why))
 	}
 	return plan, nil
+}
+
+var _ hostfiles.Explainer = (*Source)(nil)
+
+// Explain hints at why a file is refused for good.
+func (s *Source) Explain(path string, err error) string {
+	if !errors.Is(err, syscall.EROFS) {
+		return ""
+	}
+	if path == filepath.Join(s.cfg.SysfsRoot, WorkqueueMask) {
+		return "/sys is read-only here: a systemd unit with ProtectKernelTunables= needs ReadWritePaths=/sys/devices/virtual/workqueue"
+	}
+	return "the cgroup tree is read-only here: a systemd unit needs ReadWritePaths=/sys/fs/cgroup"
 }
 
 // LastSet is the housekeeping set of the last pass (every online CPU

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -125,4 +126,38 @@ func TestCgroupsSkippedWithoutCpuset(t *testing.T) {
 			assert.Contains(t, strings.Join(p.src.Problems(), "\n"), tc.says)
 		})
 	}
+}
+
+// roFS is the host's file system where /sys is read-only, as under a
+// systemd unit with ProtectKernelTunables= and no ReadWritePaths= for it.
+type roFS struct {
+	hostfiles.OS
+	sysfs string
+}
+
+func (f roFS) WriteFile(path string, data []byte) error {
+	if strings.HasPrefix(path, f.sysfs) {
+		return &os.PathError{Op: "write", Path: path, Err: syscall.EROFS}
+	}
+	return f.OS.WriteFile(path, data)
+}
+
+// TestReadOnlySysfsIsRefused: a read-only /sys is a refusal, counted and
+// explained with the unit's fix, not retried; the cgroups are confined
+// all the same.
+func TestReadOnlySysfsIsRefused(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t, roFS{sysfs: n.sysfs}, 1)
+	p.keep.set(cpuset.New(6, 7))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, with(map[string]string{"system/cpuset.cpus": "0-5"}), n.files(t))
+	st := p.r.Status()
+	var hint string
+	for _, f := range st.Failures {
+		if f.Path == n.path("wq") {
+			hint = f.Hint
+		}
+	}
+	assert.Equal(t, "/sys is read-only here: a systemd unit with ProtectKernelTunables= needs ReadWritePaths=/sys/devices/virtual/workqueue", hint)
+	assert.Equal(t, 1, st.Records[Owner], "the refused write left the mask as it was: nothing to restore")
 }
