@@ -38,7 +38,9 @@ func Systemd(cgroupRoot, procRoot string) bool {
 // cgroupTargets lists the top-level cgroups whose cpuset.cpus housekeeping
 // writes, and the ones it skips with why. An error wrapping ErrNotDone
 // says why none is written (cgroup v1, systemd, no cpuset delegated).
-func cgroupTargets(cgroupRoot, procRoot string) (dirs []string, skipped map[string]string, err error) {
+// pods are further top-level cgroups of the pods, left alone like
+// podTrees.
+func cgroupTargets(cgroupRoot, procRoot string, pods []string) (dirs []string, skipped map[string]string, err error) {
 	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err != nil {
 		return nil, nil, fmt.Errorf("%w: %s is not a cgroup v2 (unified) hierarchy; cgroup v1 needs its own way (issue 32)", ErrNotDone, cgroupRoot)
 	}
@@ -58,7 +60,7 @@ func cgroupTargets(cgroupRoot, procRoot string) (dirs []string, skipped map[stri
 	}
 	skipped = map[string]string{}
 	for _, e := range entries {
-		if !e.IsDir() || slices.Contains(podTrees, e.Name()) {
+		if !e.IsDir() || slices.Contains(podTrees, e.Name()) || slices.Contains(pods, e.Name()) {
 			continue
 		}
 		dir := filepath.Join(cgroupRoot, e.Name())

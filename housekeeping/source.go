@@ -28,6 +28,12 @@ type Config struct {
 	// Kept is asked at each pass (on the reconciler's goroutine): the CPUs
 	// to keep host processes off. Nothing kept: every file is restored.
 	Kept func() Kept
+	// PodCgroups, when set, is asked at each pass for the top-level
+	// cgroups the runtime's pods are in ("kubepods", or what a kubelet's
+	// --cgroup-root names), left alone like kubepods.slice and kubepods:
+	// confining them would confine the exclusive containers below them to
+	// the host's CPUs.
+	PodCgroups func() []string
 }
 
 // Source is the hostfiles.Source of housekeeping confinement.
@@ -76,7 +82,11 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		s.clearWarning("workqueue")
 		plan.Changes = append(plan.Changes, workqueueChange(s.cfg.SysfsRoot, set))
 	}
-	dirs, skipped, err := cgroupTargets(s.cfg.CgroupRoot, s.cfg.ProcRoot)
+	var pods []string
+	if s.cfg.PodCgroups != nil {
+		pods = s.cfg.PodCgroups()
+	}
+	dirs, skipped, err := cgroupTargets(s.cfg.CgroupRoot, s.cfg.ProcRoot, pods)
 	switch {
 	case errors.Is(err, ErrNotDone):
 		s.warnOnce("cgroups", fmt.Sprintf("housekeeping: host processes are not confined: %v", err))
@@ -92,6 +102,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	for dir, why := range skipped {
 		s.warnOnce(dir, fmt.Sprintf("housekeeping: cgroup %s is not confined: %s", dir, why))
 	}
+	s.forgetGone(skipped)
 	return plan, nil
 }
 
@@ -130,6 +141,18 @@ func (s *Source) warnOnce(key, msg string) {
 	}
 	s.warned[key] = msg
 	s.log.Warn(msg)
+}
+
+// forgetGone drops the warnings of cgroups no longer skipped (removed,
+// or since confined), so that Problems lists only what stays.
+func (s *Source) forgetGone(skipped map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.warned {
+		if _, still := skipped[key]; !still && filepath.IsAbs(key) {
+			delete(s.warned, key)
+		}
+	}
 }
 
 func (s *Source) clearWarning(key string) {

@@ -161,3 +161,22 @@ func TestReadOnlySysfsIsRefused(t *testing.T) {
 	assert.Equal(t, "/sys is read-only here: a systemd unit with ProtectKernelTunables= needs ReadWritePaths=/sys/devices/virtual/workqueue", hint)
 	assert.Equal(t, 1, st.Records[Owner], "the refused write left the mask as it was: nothing to restore")
 }
+
+// TestPodCgroupsLeftAlone: a kubelet whose cgroup root is not kubepods
+// (--cgroup-root) has its pods' tree named by the runtime's sandboxes:
+// it is left alone like kubepods, or the exclusive containers below it
+// would be confined to the host's CPUs.
+func TestPodCgroupsLeftAlone(t *testing.T) {
+	n := newNode(t)
+	k8s := filepath.Join(n.cgroup, "k8s", "cpuset.cpus")
+	require.NoError(t, os.MkdirAll(filepath.Dir(k8s), 0o755))
+	require.NoError(t, os.WriteFile(k8s, []byte("\n"), 0o644))
+	p := n.start(t, hostfiles.OS{}, 1)
+	p.src.cfg.PodCgroups = func() []string { return []string{"k8s"} }
+	p.keep.set(cpuset.New(6, 7))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "0-5", n.read(t, "system/cpuset.cpus"))
+	data, err := os.ReadFile(k8s)
+	require.NoError(t, err)
+	assert.Equal(t, "\n", string(data), "the pods' tree is not touched")
+}

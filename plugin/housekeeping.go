@@ -7,6 +7,8 @@ package plugin
 // cgroups to the rest.
 
 import (
+	"strings"
+
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
@@ -24,7 +26,7 @@ func (p *Plugin) housekeepingSource(j *hostfiles.Journal) *housekeeping.Source {
 		return nil
 	}
 	return housekeeping.NewSource(housekeeping.Config{SysfsRoot: p.cfg.SysfsRoot, CgroupRoot: p.cfg.CgroupRoot, ProcRoot: p.cfg.ProcRoot,
-		Online: p.topo.Online, Floor: p.cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs, Kept: p.housekeepingKept}, p.log)
+		Online: p.topo.Online, Floor: p.cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs, Kept: p.housekeepingKept, PodCgroups: p.podCgroups}, p.log)
 }
 
 // housekeepingKept is what the pools keep host processes off, for the
@@ -57,4 +59,26 @@ func (p *Plugin) housekeepingKept() housekeeping.Kept {
 	}
 	kept.Idle = kept.Idle.Difference(kept.Held)
 	return kept
+}
+
+// podCgroups are the top-level cgroups the pods' sandboxes are in, for the
+// reconciler's pass: housekeeping leaves them alone, whatever the
+// kubelet's cgroup root is called.
+func (p *Plugin) podCgroups() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, sb := range p.sandbox {
+		dir, err := podCgroupDir(sb.cgroupParent)
+		if err != nil {
+			continue
+		}
+		top, _, _ := strings.Cut(strings.TrimPrefix(dir, "/"), "/")
+		if top != "" && !seen[top] {
+			seen[top] = true
+			out = append(out, top)
+		}
+	}
+	return out
 }

@@ -102,6 +102,8 @@ func TestHousekeepingFollowsGrants(t *testing.T) {
 		assert.Equal(c, housekeptFor(t, held), housekeptNow(t, f))
 	}, 5*time.Second, 10*time.Millisecond, "within a pass of the grant")
 
+	assert.Equal(t, []string{"kubepods"}, rp.p.podCgroups(), "the pods' tree, from the sandboxes")
+
 	eni := f.runPod(podSpec{name: "eni", namespace: "default", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
 	lent, _, err := f.createContainer(eni, "app", 1000)
 	require.NoError(t, err)
