@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
@@ -112,7 +113,13 @@ func TestHousekeepingFollowsGrants(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, housekeptFor(t, held), housekeptNow(t, f))
 	}, 5*time.Second, 10*time.Millisecond, "the lent CPU too")
-	assert.Equal(t, 3, rp.p.isolation.Load().recon.Status().Records[housekeeping.Owner], "the workqueue mask, system and service")
+	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(`
+# HELP cpupool_host_files_changed Host files the plugin changed and has not restored yet (their originals are in the journal), by owner (irq, cpuset, power, housekeeping).
+# TYPE cpupool_host_files_changed gauge
+cpupool_host_files_changed{owner="cpuset"} 0
+cpupool_host_files_changed{owner="housekeeping"} 3
+cpupool_host_files_changed{owner="irq"} 0
+`), "cpupool_host_files_changed"), "the workqueue mask, system and service")
 
 	for _, pod := range []*api.PodSandbox{telco, eni} {
 		f.removePod(pod)

@@ -231,7 +231,7 @@ var _ prometheus.Collector = (*isolationMetrics)(nil)
 
 func newIsolationMetrics(p *Plugin) *isolationMetrics {
 	return &isolationMetrics{p: p,
-		changed:  prometheus.NewDesc("cpupool_host_files_changed", "Host files the plugin changed and has not restored yet (their originals are in the journal), by owner (irq, cpuset).", []string{"owner"}, nil),
+		changed:  prometheus.NewDesc("cpupool_host_files_changed", "Host files the plugin changed and has not restored yet (their originals are in the journal), by owner (irq, cpuset, power, housekeeping).", []string{"owner"}, nil),
 		refused:  prometheus.NewDesc("cpupool_host_files_refused", "Host files the kernel refuses to change (kernel-managed IRQs) or to restore, and journal records outside the roots it may restore; EINVAL is tried again at each rescan, the others not while the value stays the same.", []string{"owner"}, nil),
 		writes:   prometheus.NewDesc("cpupool_host_file_writes_total", "Host file writes that set a wanted value.", nil, nil),
 		restores: prometheus.NewDesc("cpupool_host_file_restores_total", "Host files given their original value back.", nil, nil),
