@@ -135,8 +135,9 @@ cpupool_host_files_changed{owner="irq"} 0
 
 // TestHousekeepingAfterKill: the plugin is killed while host processes
 // are kept off a container's CPUs. The next plugin puts every file back
-// exactly when it runs without the feature (the container still running)
-// or when the pod ended while it was away; with the feature and the
+// exactly when it runs without the feature or with a config that no
+// longer keeps the container's pool (the container still running), or
+// when the pod ended while it was away; with the feature and the
 // container still there, it keeps the CPUs free, computed from the
 // originals, and restores them when the pod ends.
 func TestHousekeepingAfterKill(t *testing.T) {
@@ -146,6 +147,8 @@ func TestHousekeepingAfterKill(t *testing.T) {
 		podEnds bool
 	}{
 		{"restart without the feature", desktop, false},
+		{"restart with another config", testNode{fixture: desktop.fixture, config: strings.Replace(housekeptDesktop.config,
+			"exclusive-non-isolcpus: {enabled: true, housekeeping: held}", "exclusive-non-isolcpus: {enabled: true}", 1)}, false},
 		{"pod ends while away", housekeptDesktop, true},
 		{"container still runs", housekeptDesktop, false},
 	} {
@@ -166,7 +169,7 @@ func TestHousekeepingAfterKill(t *testing.T) {
 
 			second := startPlugin(t, f, tc.next, statePath(f))
 			require.NoError(t, second.p.FlushIsolation())
-			if tc.podEnds || tc.next.config == desktop.config {
+			if tc.podEnds || tc.next.config != housekeptDesktop.config {
 				assert.Equal(t, housekeptFiles, housekeptNow(t, f), "every file exactly as it was")
 				records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
 				require.NoError(t, err)
