@@ -185,3 +185,18 @@ func TestHousekeepingAfterKill(t *testing.T) {
 		})
 	}
 }
+
+// TestHousekeepingAlways: a pool kept always keeps the host off all its
+// CPUs from the first Synchronize, with no container; a shared pool too.
+func TestHousekeepingAlways(t *testing.T) {
+	f := housekeptNode(t)
+	node := testNode{fixture: desktop.fixture, config: strings.NewReplacer(
+		"exclusive: {cpus: \"4-7,12-15\", housekeeping: held}", "exclusive: {cpus: \"4-7,12-15\", housekeeping: always}",
+		"shared: {cpus: \"2-3,10-11\"}", "shared: {cpus: \"2-3,10-11\", housekeeping: always}").Replace(housekeptDesktop.config)}
+	require.Contains(t, node.config, "housekeeping: always}\n  shared")
+	rp := startPlugin(t, f, node, statePath(f))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, housekeptFor(t, cpuset.New(2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15)), housekeptNow(t, f))
+	}, 5*time.Second, 10*time.Millisecond, "the host keeps infra: 0-1,8-9")
+	require.NoError(t, rp.p.FlushIsolation())
+}
