@@ -45,6 +45,10 @@ func cgroupTargets(cgroupRoot, procRoot string, pods []string) (dirs []string, s
 		return nil, nil, fmt.Errorf("%w: %s is not a cgroup v2 (unified) hierarchy; cgroup v1 needs its own way (issue 32)", ErrNotDone, cgroupRoot)
 	}
 	if Systemd(cgroupRoot, procRoot) {
+		// The later change of issue 32 sets AllowedCPUs= on system.slice,
+		// user.slice, machine.slice and init.scope here, as runtime
+		// properties (go-systemd's dbus SetUnitPropertiesContext), with
+		// their originals in the journal like the files'.
 		return nil, nil, fmt.Errorf("%w: systemd manages the cgroups (%s/init.scope, or PID 1), and would undo a cpuset.cpus written behind its back at the next daemon-reload; its slices need AllowedCPUs= through its D-Bus API (issue 32)", ErrNotDone, cgroupRoot)
 	}
 	subtree, err := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.subtree_control"))
