@@ -160,6 +160,9 @@ type Allocator struct {
 	fit *memFit
 	// claims are the memory DRA claims reserve (claimmem.go).
 	claims claimBook
+	// fitBuf is the figures a decision's fit is worked out in, kept
+	// between decisions (memoryFit).
+	fitBuf memFit
 }
 
 // New returns an allocator with no containers.
@@ -491,9 +494,12 @@ func (a *Allocator) sortedIDs() []string { return slices.Sorted(maps.Keys(a.cont
 // whose hugepages it holds.
 func (a *Allocator) memsOf(as *Assignment) cpuset.CPUSet {
 	mems := a.memsFor(as.CPUs)
-	if len(as.Memory) > 0 {
-		// Only then: a union costs a decision two allocations.
-		mems = mems.Union(memNodesSet(as.Memory))
+	for _, nm := range as.Memory {
+		if !mems.Contains(nm.Node) {
+			// Only then: a union costs a decision two allocations, and
+			// most containers' memory is on the nodes of their CPUs.
+			return mems.Union(memNodesSet(as.Memory))
+		}
 	}
 	return mems
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cpupool/nri-cpupool/internal/benchutil"
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // largeNode is the 384-CPU, 8-NUMA fixture with all but one core exclusive.
@@ -49,17 +50,21 @@ func BenchmarkExclusiveDecision(b *testing.B) {
 
 // BenchmarkMemoryDecision: one 4-CPU exclusive placement on the 384-CPU
 // node at 50% occupancy, by what it asks of memory (rule 0): nothing; a
-// memory limit that fits (the goal: within 10% of nothing); one no set of
-// nodes holds (placed with a warning); hugepages no node has (refused).
-// A placement's release is not timed.
+// memory limit that fits (the goal: within 10% of nothing); that and 4
+// pages of 2 MiB, which every node has (the counts handed over as read for
+// the decision, as the plugin does); a memory limit no set of nodes holds
+// (placed with a warning); hugepages no node has (refused). A placement's
+// release is not timed.
 func BenchmarkMemoryDecision(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
 		demand Demand
+		now    map[int][]sysfs.HugePages
 		refuse bool
 	}{
 		{name: "none"},
 		{name: "memory-fits", demand: Demand{Memory: 1 << 30}},
+		{name: "hugepages-fits", demand: Demand{Memory: 1 << 30, HugePages: []Pages{{SizeKB: 2048, Count: 4}}}, now: everyNode(8, 1024)},
 		{name: "memory-nowhere", demand: Demand{Memory: 1 << 40}},
 		{name: "hugepages-nowhere", demand: Demand{HugePages: []Pages{{SizeKB: 2048, Count: 1}}}, refuse: true},
 	} {
@@ -70,7 +75,7 @@ func BenchmarkMemoryDecision(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				r := exclusive(fmt.Sprintf("x%d", i), 4)
-				r.Demand = bc.demand
+				r.Demand, r.HugePagesNow = bc.demand, bc.now
 				start := time.Now()
 				_, err := a.Allocate(r)
 				samples = append(samples, time.Since(start))
@@ -144,4 +149,13 @@ func BenchmarkUsage(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_ = a.Usage()
 	}
+}
+
+// everyNode is a hugepage reading of n nodes with pages of 2 MiB, all free.
+func everyNode(n int, pages int64) map[int][]sysfs.HugePages {
+	out := make(map[int][]sysfs.HugePages, n)
+	for i := 0; i < n; i++ {
+		out[i] = []sysfs.HugePages{{SizeKB: 2048, Total: pages, Free: pages}}
+	}
+	return out
 }

@@ -82,7 +82,7 @@ func (a *Allocator) ReserveClaim(c ClaimMemory, now map[int][]sysfs.HugePages, c
 
 // claimFits tells whether the nodes hold a reservation now.
 func (a *Allocator) claimFits(c ClaimMemory, now map[int][]sysfs.HugePages) (string, error) {
-	fit := a.fitFor(Request{Demand: DemandOf(c.Held)}, now, false)
+	fit := a.fitFor(new(memFit), Request{Demand: DemandOf(c.Held)}, now, false)
 	var short, warnings []string
 	for _, nm := range c.Held {
 		// The fit of this node's part alone, in memFit's form, so that
@@ -352,23 +352,20 @@ func (a *Allocator) MemoryOffer() []NodeOffer {
 		if !node.HasMemory {
 			continue
 		}
-		used, cl := a.mem.used[node.ID], claimed[node.ID]
-		if used == nil {
-			used = &nodeUse{}
-		}
+		used, cl := a.mem.use(node.ID), claimed[node.ID]
 		if cl == nil {
 			cl = &nodeUse{}
 		}
 		o := NodeOffer{Node: node.ID, Memory: -1}
 		inPages := int64(0)
-		for _, hp := range a.mem.pages[node.ID] {
+		for _, hp := range a.mem.pagesOf(node.ID) {
 			inPages += hp.Total * hp.SizeKB * 1024
-			outside := max(0, used.pages[hp.SizeKB]-cl.pages[hp.SizeKB])
+			outside := max(0, used.count(hp.SizeKB)-cl.pages[hp.SizeKB])
 			n := min(hp.Total-a.layout.HugePagesReserve[hp.SizeKB]-outside, hp.Free+cl.pages[hp.SizeKB])
 			o.HugePages = append(o.HugePages, Pages{SizeKB: hp.SizeKB, Count: max(0, n)})
 		}
 		if node.MemTotalKB > 0 {
-			outside := max(0, used.memory-cl.memory)
+			outside := max(0, used.held()-cl.memory)
 			o.Memory = max(0, node.MemTotalKB*1024-inPages-a.layout.MemoryReserve-outside)
 		}
 		out = append(out, o)

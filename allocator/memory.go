@@ -89,30 +89,104 @@ func cmpInt64(a, b int64) int {
 }
 
 // memAccount is the per-node accounting: what each container and hold
-// holds, their sum by node, and the nodes' capacity as last read.
+// holds, their sum by node, and the nodes' capacity as last read. The
+// per-node figures are slices indexed by node id, not maps: a decision
+// reads every node's, and NUMA node ids are small and dense.
 type memAccount struct {
 	// held is by container id (a hold keeps its stopped container's id):
 	// setting a holder's memory replaces what it held, so nothing is ever
 	// counted twice.
 	held map[string][]NodeMemory
-	used map[int]*nodeUse
-	// pages are the nodes' hugepage pools as last read: at discovery,
-	// then at each decision that involves hugepages. A reading replaces
-	// a node's only when it is no older (see keepPages).
-	pages map[int][]sysfs.HugePages
+	// used is by node id; it grows for a holding that names a node the
+	// topology lacks (a state file's), so that giving it back balances.
+	used []nodeCount
+	// pages are, by node id, the nodes' hugepage pools as last read: at
+	// discovery, then at each decision that involves hugepages. A reading
+	// replaces a node's only when it is no older (see keepPages).
+	pages [][]sysfs.HugePages
 }
 
+// nodeUse is memory and hugepages by size, summed over some holdings:
+// what a request may reuse (lentMemory, lendClaims) and what claims hold.
 type nodeUse struct {
 	memory int64
 	pages  map[int64]int64 // by size in KiB
 }
 
+// nodeCount is one node's counts in the account: a short list of sizes,
+// which a decision reads without hashing.
+type nodeCount struct {
+	memory int64
+	pages  []Pages // by size, ascending; a count may fall back to 0
+}
+
+// held is the memory held on the node; nil holds none.
+func (u *nodeCount) held() int64 {
+	if u == nil {
+		return 0
+	}
+	return u.memory
+}
+
+// heldPages is the pages held on the node by size; nil holds none.
+func (u *nodeCount) heldPages() []Pages {
+	if u == nil {
+		return nil
+	}
+	return u.pages
+}
+
+// count is the pages of a size held on the node; nil holds none.
+func (u *nodeCount) count(sizeKB int64) int64 {
+	if u == nil {
+		return 0
+	}
+	for _, p := range u.pages {
+		if p.SizeKB == sizeKB {
+			return p.Count
+		}
+	}
+	return 0
+}
+
+// addCount adds n pages of a size, in place: the list is the account's own.
+func (u *nodeCount) addCount(sizeKB, n int64) {
+	i, found := slices.BinarySearchFunc(u.pages, sizeKB, func(p Pages, s int64) int { return cmpInt64(p.SizeKB, s) })
+	if found {
+		u.pages[i].Count += n
+		return
+	}
+	u.pages = slices.Insert(u.pages, i, Pages{SizeKB: sizeKB, Count: n})
+}
+
 func newMemAccount(topo *sysfs.Topology) memAccount {
-	m := memAccount{held: map[string][]NodeMemory{}, used: map[int]*nodeUse{}, pages: map[int][]sysfs.HugePages{}}
+	maxID := -1
 	for _, n := range topo.NUMANodes {
-		m.pages[n.ID] = n.HugePages
+		maxID = max(maxID, n.ID)
+	}
+	m := memAccount{held: map[string][]NodeMemory{}, used: make([]nodeCount, maxID+1), pages: make([][]sysfs.HugePages, maxID+1)}
+	for _, n := range topo.NUMANodes {
+		if n.ID >= 0 {
+			m.pages[n.ID] = n.HugePages
+		}
 	}
 	return m
+}
+
+// use is the node's counts; nil for a node nobody ever held anything of.
+func (m *memAccount) use(node int) *nodeCount {
+	if node < 0 || node >= len(m.used) {
+		return nil
+	}
+	return &m.used[node]
+}
+
+// pagesOf is the node's hugepage pools as last read.
+func (m *memAccount) pagesOf(node int) []sysfs.HugePages {
+	if node < 0 || node >= len(m.pages) {
+		return nil
+	}
+	return m.pages[node]
 }
 
 // setMemory makes what holder id holds of the nodes' memory held; nil
@@ -134,14 +208,16 @@ func (a *Allocator) setMemory(id string, held []NodeMemory) {
 }
 
 func (m *memAccount) add(nm NodeMemory, sign int64) {
-	u := m.used[nm.Node]
-	if u == nil {
-		u = &nodeUse{pages: map[int64]int64{}}
-		m.used[nm.Node] = u
+	if nm.Node < 0 {
+		return // no node: never counted, so never given back either
 	}
+	if nm.Node >= len(m.used) {
+		m.used = append(m.used, make([]nodeCount, nm.Node+1-len(m.used))...)
+	}
+	u := &m.used[nm.Node]
 	u.memory += sign * nm.Memory
 	for _, p := range nm.HugePages {
-		u.pages[p.SizeKB] += sign * p.Count
+		u.addCount(p.SizeKB, sign*p.Count)
 	}
 }
 
@@ -158,14 +234,14 @@ type NodeMemoryUse struct {
 func (a *Allocator) MemoryUse() []NodeMemoryUse {
 	var out []NodeMemoryUse
 	for _, n := range a.x.nodes {
-		u := a.mem.used[n]
+		u := a.mem.use(n)
 		if u == nil {
 			continue
 		}
 		nu := NodeMemoryUse{Node: n, Memory: u.memory, HugePages: map[int64]int64{}}
-		for size, c := range u.pages {
-			if c != 0 {
-				nu.HugePages[size] = c
+		for _, p := range u.pages {
+			if p.Count != 0 {
+				nu.HugePages[p.SizeKB] = p.Count
 			}
 		}
 		if nu.Memory != 0 || len(nu.HugePages) > 0 {
@@ -186,6 +262,9 @@ func (a *Allocator) countsMemory(req Request) bool {
 // reading begun earlier may be handed over later, and must not replace
 // the newer counts (the decision then uses those).
 func (m *memAccount) keepPages(node int, hp []sysfs.HugePages) {
+	if node < 0 || node >= len(m.pages) {
+		return // not a node of the topology: no decision reads it
+	}
 	if readSeq(hp) >= readSeq(m.pages[node]) {
 		m.pages[node] = hp
 	}
@@ -204,12 +283,17 @@ func readSeq(hp []sysfs.HugePages) uint64 {
 // once per decision.
 type memFit struct {
 	demand Demand
-	// memory is the memory available by node; a node whose MemTotal is
-	// unknown is absent and holds any amount.
-	memory map[int]int64
+	// memory is the memory available by node id; -1 for a node whose
+	// MemTotal is unknown, or that has no memory: it holds any amount.
+	memory []int64
 	// pages is, by position in demand.HugePages, the pages of that size
-	// available by node.
-	pages []map[int]int64
+	// available by node id.
+	pages [][]int64
+	// anyNodes tells that each NUMA node's memory alone holds the whole
+	// demand: rule 0 then rules out no set of nodes, and the placement is
+	// the one without memory (the common case: a memory limit on a node
+	// with room), with none of the search's memory checks.
+	anyNodes bool
 	// ignoreMemory is set when no set of nodes holds the memory limit: the
 	// request is then placed by the other rules, with a warning.
 	ignoreMemory bool
@@ -231,52 +315,62 @@ type memFit struct {
 // pod's completed containers'); its memory is MemTotal − the memory of its
 // hugepage pools − reserve − held. now, when not nil, are the hugepage
 // counts read for this decision.
+//
+// The fit is the allocator's own, reused by the next decision: a decision
+// makes one, and allocating its figures was a third of what memory added
+// to it.
 func (a *Allocator) memoryFit(req Request, now map[int][]sysfs.HugePages) *memFit {
-	return a.fitFor(req, now, false)
+	return a.fitFor(&a.fitBuf, req, now, false)
 }
 
 // runningFit is memoryFit for a container that runs already: the pages it
 // touched are not free any more, but they are its own.
 func (a *Allocator) runningFit(req Request) *memFit {
-	return a.fitFor(req, nil, true)
+	return a.fitFor(new(memFit), req, nil, true)
 }
 
-func (a *Allocator) fitFor(req Request, now map[int][]sysfs.HugePages, running bool) *memFit {
+func (a *Allocator) fitFor(f *memFit, req Request, now map[int][]sysfs.HugePages, running bool) *memFit {
 	for n, hp := range now {
 		a.mem.keepPages(n, hp)
 	}
 	lent := a.lendClaims(req, a.lentMemory(req))
-	f := &memFit{demand: req.Demand, memory: map[int]int64{}, pages: make([]map[int]int64, len(req.Demand.HugePages)), running: running}
-	for i := range f.pages {
-		f.pages[i] = map[int]int64{}
+	ids := len(a.mem.pages)
+	*f = memFit{demand: req.Demand, memory: fill(f.memory, ids, -1), pages: f.pages[:0], running: running}
+	for range req.Demand.HugePages {
+		i := len(f.pages)
+		if i < cap(f.pages) {
+			f.pages = f.pages[:i+1]
+		} else {
+			f.pages = append(f.pages, nil)
+		}
+		f.pages[i] = fill(f.pages[i], ids, 0)
 	}
 	memReserve, pageReserve := a.layout.MemoryReserve, a.layout.HugePagesReserve
 	for _, node := range a.x.topo.NUMANodes {
-		if !node.HasMemory {
+		if !node.HasMemory || node.ID < 0 {
 			continue
 		}
-		u := a.mem.used[node.ID]
-		if u == nil {
-			u = &nodeUse{}
-		}
+		u := a.mem.use(node.ID)
 		l := lent[node.ID]
+		hps := a.mem.pagesOf(node.ID)
 		inPages := int64(0)
-		for _, hp := range a.mem.pages[node.ID] {
+		for _, hp := range hps {
 			inPages += hp.Total * hp.SizeKB * 1024
 		}
 		if node.MemTotalKB > 0 {
-			f.memory[node.ID] = freeMemory(node.MemTotalKB*1024-inPages, memReserve, u.memory-l.memory)
+			f.memory[node.ID] = freeMemory(node.MemTotalKB*1024-inPages, memReserve, u.held()-l.memory)
 		}
 		for i, want := range req.Demand.HugePages {
 			var total, free int64
-			for _, hp := range a.mem.pages[node.ID] {
+			for _, hp := range hps {
 				if hp.SizeKB == want.SizeKB {
 					total, free = hp.Total, hp.Free
 				}
 			}
-			f.pages[i][node.ID] = freePages(total, free, pageReserve[want.SizeKB], u.pages[want.SizeKB]-l.pages[want.SizeKB], running)
+			f.pages[i][node.ID] = freePages(total, free, pageReserve[want.SizeKB], u.count(want.SizeKB)-l.pages[want.SizeKB], running)
 		}
 	}
+	f.anyNodes = a.eachNodeHolds(f)
 	return f
 }
 
@@ -298,6 +392,50 @@ func freePages(total, free, reserve, held int64, running bool) int64 {
 		avail = min(avail, free)
 	}
 	return max(0, avail)
+}
+
+// fill returns buf resized to n, every value v.
+func fill(buf []int64, n int, v int64) []int64 {
+	buf = slices.Grow(buf[:0], n)[:n]
+	for i := range buf {
+		buf[i] = v
+	}
+	return buf
+}
+
+// eachNodeHolds tells whether the memory serving each NUMA node holds the
+// whole demand by itself: then every set of nodes does.
+func (a *Allocator) eachNodeHolds(f *memFit) bool {
+	for _, m := range a.x.memNode {
+		if m == sysfs.Unknown {
+			return false
+		}
+		for i, want := range f.demand.HugePages {
+			if f.pagesAt(i, m) < want.Count {
+				return false
+			}
+		}
+		if avail := f.memoryAt(m); f.demand.Memory > 0 && avail >= 0 && avail < f.demand.Memory {
+			return false
+		}
+	}
+	return true
+}
+
+// memoryAt is the memory available on a node, -1 when it holds any amount.
+func (f *memFit) memoryAt(n int) int64 {
+	if n < 0 || n >= len(f.memory) {
+		return -1
+	}
+	return f.memory[n]
+}
+
+// pagesAt is the pages of the demand's i-th size available on a node.
+func (f *memFit) pagesAt(i, n int) int64 {
+	if n < 0 || n >= len(f.pages[i]) {
+		return 0
+	}
+	return f.pages[i][n]
 }
 
 // lentMemory is what the holds a request may reuse hold, by node: its own
@@ -357,10 +495,13 @@ func (a *Allocator) memNodesInto(out, nodes []int) []int {
 
 // fits tells whether the memory of the nodes can hold the request.
 func (f *memFit) fits(memNodes []int) bool {
+	if f.anyNodes && len(memNodes) > 0 {
+		return true
+	}
 	for i, want := range f.demand.HugePages {
 		sum := int64(0)
 		for _, n := range memNodes {
-			sum += f.pages[i][n]
+			sum += f.pagesAt(i, n)
 		}
 		if sum < want.Count {
 			return false
@@ -371,8 +512,8 @@ func (f *memFit) fits(memNodes []int) bool {
 	}
 	sum := int64(0)
 	for _, n := range memNodes {
-		avail, known := f.memory[n]
-		if !known {
+		avail := f.memoryAt(n)
+		if avail < 0 {
 			return true
 		}
 		sum += avail
@@ -398,7 +539,7 @@ func (f *memFit) split(order []int) []NodeMemory {
 	for i, want := range f.demand.HugePages {
 		left := want.Count
 		for j, n := range order {
-			take := min(left, f.pages[i][n])
+			take := min(left, f.pagesAt(i, n))
 			if f.running && j == len(order)-1 {
 				take = left
 			}
@@ -411,9 +552,9 @@ func (f *memFit) split(order []int) []NodeMemory {
 	}
 	if left := f.demand.Memory; left > 0 && len(order) > 0 {
 		for j, n := range order {
-			avail, known := f.memory[n]
+			avail := f.memoryAt(n)
 			take := min(left, avail)
-			if !known || j == len(order)-1 {
+			if avail < 0 || j == len(order)-1 {
 				take = left
 			}
 			if take > 0 {
@@ -449,8 +590,8 @@ func (f *memFit) shortage(memNodes []int) (msg string, hugePages bool) {
 		sum := int64(0)
 		free := make([]string, 0, len(memNodes))
 		for _, n := range memNodes {
-			sum += f.pages[i][n]
-			free = append(free, fmt.Sprintf("node%d %d", n, f.pages[i][n]))
+			sum += f.pagesAt(i, n)
+			free = append(free, fmt.Sprintf("node%d %d", n, f.pagesAt(i, n)))
 		}
 		if sum < want.Count {
 			hugePages = true
@@ -460,7 +601,7 @@ func (f *memFit) shortage(memNodes []int) (msg string, hugePages bool) {
 	if f.demand.Memory > 0 && !f.fitsMemory(memNodes) {
 		free := make([]string, 0, len(memNodes))
 		for _, n := range memNodes {
-			free = append(free, fmt.Sprintf("node%d %s", n, Bytes(f.memory[n])))
+			free = append(free, fmt.Sprintf("node%d %s", n, Bytes(max(0, f.memoryAt(n)))))
 		}
 		parts = append(parts, fmt.Sprintf("memory: asked %s, free %s", Bytes(f.demand.Memory), strings.Join(free, " ")))
 	}
@@ -470,7 +611,7 @@ func (f *memFit) shortage(memNodes []int) (msg string, hugePages bool) {
 // fitsMemory is fits for the memory limit alone.
 func (f *memFit) fitsMemory(memNodes []int) bool {
 	g := *f
-	g.demand.HugePages, g.ignoreMemory = nil, false
+	g.demand.HugePages, g.ignoreMemory, g.anyNodes = nil, false, false
 	return g.fits(memNodes)
 }
 
@@ -519,11 +660,8 @@ func (a *Allocator) MemoryReport() []NodeMemoryReport {
 			continue
 		}
 		r := NodeMemoryReport{Node: node.ID, Capacity: -1, Free: -1, Reserved: a.layout.MemoryReserve}
-		u := a.mem.used[node.ID]
-		if u == nil {
-			u = &nodeUse{}
-		}
-		r.Held = u.memory
+		u := a.mem.use(node.ID)
+		r.Held = u.held()
 		sizes := map[int64]*PagesReport{}
 		at := func(size int64) *PagesReport {
 			if sizes[size] == nil {
@@ -532,7 +670,7 @@ func (a *Allocator) MemoryReport() []NodeMemoryReport {
 			return sizes[size]
 		}
 		inPages, lastFree := int64(0), map[int64]int64{}
-		for _, hp := range a.mem.pages[node.ID] {
+		for _, hp := range a.mem.pagesOf(node.ID) {
 			at(hp.SizeKB).Total = hp.Total
 			lastFree[hp.SizeKB] = hp.Free
 			inPages += hp.Total * hp.SizeKB * 1024
@@ -540,9 +678,9 @@ func (a *Allocator) MemoryReport() []NodeMemoryReport {
 		for size, n := range a.layout.HugePagesReserve {
 			at(size).Reserved = n
 		}
-		for size, n := range u.pages {
-			if n != 0 {
-				at(size).Held = n
+		for _, p := range u.heldPages() {
+			if p.Count != 0 {
+				at(p.SizeKB).Held = p.Count
 			}
 		}
 		if node.MemTotalKB > 0 {

@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"fmt"
-	"slices"
 
 	"k8s.io/utils/cpuset"
 )
@@ -25,15 +24,30 @@ func (a *Allocator) placeWithMemory(req Request) (placed, error) {
 		cpus, reserved, err := a.placeExclusive(req)
 		return placed{cpus: cpus, reserved: reserved}, err
 	}
-	a.fit, a.planNodes = a.memoryFit(req, req.HugePagesNow), a.planNodes[:0]
+	fit := a.memoryFit(req, req.HugePagesNow)
+	var planNodes []int
+	if fit.anyNodes {
+		// Every node holds it alone: rule 0 rules nothing out, and the
+		// nodes of its CPUs hold all of it.
+		cpus, reserved, err := a.placeExclusive(req)
+		if err != nil {
+			return placed{}, err
+		}
+		return a.withMemory(req, fit, placed{cpus: cpus, reserved: reserved}, planNodes)
+	}
+	a.fit, a.planNodes = fit, a.planNodes[:0]
 	defer func() { a.fit = nil }()
 	cpus, reserved, err := a.placeExclusive(req)
 	if err != nil {
 		return placed{}, err
 	}
-	pl := placed{cpus: cpus, reserved: reserved, warning: a.fit.warning}
-	pl.memory = a.fit.split(a.splitOrder(cpus, a.planNodes))
-	if err := a.fit.covered(pl.memory); err != nil {
+	return a.withMemory(req, fit, placed{cpus: cpus, reserved: reserved, warning: fit.warning}, a.planNodes)
+}
+
+// withMemory splits a placement's memory over its nodes, its CPUs' first.
+func (a *Allocator) withMemory(req Request, fit *memFit, pl placed, planNodes []int) (placed, error) {
+	pl.memory = fit.split(a.splitOrder(pl.cpus, planNodes))
+	if err := fit.covered(pl.memory); err != nil {
 		return placed{}, fmt.Errorf("container %s: %w", req.Pod.ContainerName(req.Container), err)
 	}
 	return pl, nil
@@ -63,10 +77,16 @@ func (a *Allocator) memoryOnExact(req Request, cpus cpuset.CPUSet) ([]NodeMemory
 // covered checks that a split holds every hugepage asked for: a container
 // is never pinned to nodes without its hugepages.
 func (f *memFit) covered(held []NodeMemory) error {
-	got := DemandOf(held)
 	for _, want := range f.demand.HugePages {
-		i := slices.IndexFunc(got.HugePages, func(p Pages) bool { return p.SizeKB == want.SizeKB })
-		if i < 0 || got.HugePages[i].Count != want.Count {
+		got := int64(0)
+		for _, nm := range held {
+			for _, p := range nm.HugePages {
+				if p.SizeKB == want.SizeKB {
+					got += p.Count
+				}
+			}
+		}
+		if got != want.Count {
 			return fmt.Errorf("its hugepages do not fit the NUMA nodes of its CPUs (%v)", held)
 		}
 	}
