@@ -257,26 +257,37 @@ func (a *Allocator) countsMemory(req Request) bool {
 	return a.pinMemory && pools.IsExclusive(req.Pool) && req.grow == nil && !req.Demand.IsZero()
 }
 
-// keepPages keeps a node's hugepage reading unless the one kept is newer:
-// a creation reads the counts before it takes the plugin's lock, so a
-// reading begun earlier may be handed over later, and must not replace
-// the newer counts (the decision then uses those).
+// keepPages keeps a node's hugepage reading, size by size, unless the one
+// kept is newer: a creation reads the counts before it takes the plugin's
+// lock, so a reading begun earlier may be handed over later, and must not
+// replace the newer counts (the decision then uses those). A reading may
+// hold only the sizes a decision asks for; the other sizes keep theirs.
 func (m *memAccount) keepPages(node int, hp []sysfs.HugePages) {
 	if node < 0 || node >= len(m.pages) {
 		return // not a node of the topology: no decision reads it
 	}
-	if readSeq(hp) >= readSeq(m.pages[node]) {
-		m.pages[node] = hp
-	}
-}
-
-// readSeq is the sequence number of a node's reading (0: discovery's).
-func readSeq(hp []sysfs.HugePages) uint64 {
-	var seq uint64
+	var out []sysfs.HugePages // copied before the first change: discovery shares the slice
 	for _, p := range hp {
-		seq = max(seq, p.Seq)
+		cur := m.pages[node]
+		if out != nil {
+			cur = out
+		}
+		i, found := slices.BinarySearchFunc(cur, p.SizeKB, func(q sysfs.HugePages, s int64) int { return cmpInt64(q.SizeKB, s) })
+		if found && cur[i].Seq > p.Seq {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(m.pages[node])
+		}
+		if found {
+			out[i] = p
+		} else {
+			out = slices.Insert(out, i, p)
+		}
 	}
-	return seq
+	if out != nil {
+		m.pages[node] = out
+	}
 }
 
 // memFit is what a request may have of each node's memory, worked out

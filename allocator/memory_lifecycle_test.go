@@ -196,3 +196,16 @@ func TestMemoryShortageDecidedWithoutSearch(t *testing.T) {
 	assert.Less(t, allocs(Demand{Memory: 1 << 40}, false), none+100, "a memory limit no node holds")
 	assert.Less(t, allocs(Demand{HugePages: []Pages{{kb2M, 1}}}, true), none+100, "hugepages no node has")
 }
+
+// TestReadingOfSomeSizes: the plugin reads only the sizes a container asks
+// for; the other sizes keep the counts last read, and each size keeps the
+// newer of two readings.
+func TestReadingOfSomeSizes(t *testing.T) {
+	a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
+	a.mem.keepPages(1, []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 8, Seq: 5}})
+	assert.Equal(t, []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 8, Seq: 5}, {SizeKB: 1048576}}, a.mem.pages[1])
+	a.mem.keepPages(1, []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 32, Seq: 4}, {SizeKB: 1048576, Total: 2, Free: 2, Seq: 4}})
+	assert.Equal(t, []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 8, Seq: 5}, {SizeKB: 1048576, Total: 2, Free: 2, Seq: 4}}, a.mem.pages[1])
+	assert.Equal(t, []sysfs.HugePages{{SizeKB: kb2M}, {SizeKB: 1048576}}, a.x.topo.NUMANodes[0].HugePages, "discovery's counts are not written through")
+	assert.Equal(t, []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 32}, {SizeKB: 1048576}}, a.x.topo.NUMANodes[1].HugePages)
+}

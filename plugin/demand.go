@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -68,23 +67,32 @@ func demandOf(ctr *api.Container) (allocator.Demand, error) {
 // ociPageSizeKB reads a page size as the OCI spec writes it ("2MB", "1GB",
 // "64KB": binary units, as runc reads them) in KiB, at most 16 GiB.
 func ociPageSizeKB(s string) (int64, error) {
-	bad := fmt.Errorf("hugepage size %s is not a size such as 2MB or 1GB", cpulist.Echo(s))
-	if len(s) > 12 {
-		return 0, bad
-	}
-	shift := map[string]uint{"KB": 0, "MB": 10, "GB": 20, "TB": 30}
-	for unit, sh := range shift {
-		num, ok := strings.CutSuffix(s, unit)
-		if !ok {
-			continue
+	if len(s) <= 12 && len(s) > 2 {
+		var sh uint
+		switch s[len(s)-2:] {
+		case "KB":
+			sh = 0
+		case "MB":
+			sh = 10
+		case "GB":
+			sh = 20
+		case "TB":
+			sh = 30
+		default:
+			return 0, badPageSize(s)
 		}
-		v, err := strconv.ParseInt(num, 10, 32)
-		if err != nil || v <= 0 || v&(v-1) != 0 || v > maxPageSizeKB>>sh {
-			return 0, bad
+		v, err := strconv.ParseInt(s[:len(s)-2], 10, 32)
+		if err == nil && v > 0 && v&(v-1) == 0 && v <= maxPageSizeKB>>sh {
+			return v << sh, nil
 		}
-		return v << sh, nil
 	}
-	return 0, bad
+	return 0, badPageSize(s)
+}
+
+// badPageSize is built only on failure: the reply path reads every
+// container's page sizes.
+func badPageSize(s string) error {
+	return fmt.Errorf("hugepage size %s is not a size such as 2MB or 1GB", cpulist.Echo(s))
 }
 
 func sortPages(ps []allocator.Pages) {
@@ -99,11 +107,19 @@ func (p *Plugin) hugePagesNow(d allocator.Demand) map[int][]sysfs.HugePages {
 	if len(d.HugePages) == 0 {
 		return nil
 	}
+	// Only the sizes asked for, on the nodes with memory: the reply waits
+	// for these reads.
 	nodes := make([]int, 0, len(p.topo.NUMANodes))
 	for _, n := range p.topo.NUMANodes {
-		nodes = append(nodes, n.ID)
+		if n.HasMemory {
+			nodes = append(nodes, n.ID)
+		}
 	}
-	now, err := sysfs.ReadHugePages(p.cfg.SysfsRoot, nodes, p.hugePageReads.Add(1))
+	sizes := make([]int64, len(d.HugePages))
+	for i, hp := range d.HugePages {
+		sizes[i] = hp.SizeKB
+	}
+	now, err := sysfs.ReadHugePageCounts(p.cfg.SysfsRoot, nodes, sizes, p.hugePageReads.Add(1))
 	if err != nil {
 		p.log.Warnf("reading hugepage counts: %v; deciding on those last read", err)
 		return nil

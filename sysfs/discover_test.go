@@ -412,9 +412,19 @@ func TestDiscoverHugePages(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sysfs.HugePages{SizeKB: 2048, Total: 32, Free: 20, Seq: 7}, now[1][0], "numbered as the caller says")
 	assert.Equal(t, sysfs.HugePages{SizeKB: 2048, Seq: 7}, now[0][0])
+	// The reply path's reading: only the sizes asked for; a size the
+	// kernel lacks is no pool.
+	counts, err := sysfs.ReadHugePageCounts(root, []int{0, 1}, []int64{2048, 64}, 9)
+	require.NoError(t, err)
+	assert.Equal(t, map[int][]sysfs.HugePages{
+		0: {{SizeKB: 2048, Seq: 9}, {SizeKB: 64, Seq: 9}},
+		1: {{SizeKB: 2048, Total: 32, Free: 20, Seq: 9}, {SizeKB: 64, Seq: 9}},
+	}, counts)
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "nr_hugepages"), []byte("many\n"), 0o644))
 	_, err = sysfs.ReadHugePages(root, []int{1}, 8)
+	assert.ErrorContains(t, err, "nr_hugepages")
+	_, err = sysfs.ReadHugePageCounts(root, []int{1}, []int64{2048}, 10)
 	assert.ErrorContains(t, err, "nr_hugepages")
 	assert.Equal(t, "2Mi", sysfs.HugePageSizeName(2048))
 	assert.Equal(t, "1Gi", sysfs.HugePageSizeName(1048576))
