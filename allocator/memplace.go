@@ -133,7 +133,7 @@ func (a *Allocator) MemoryOf(as Assignment, d Demand) []NodeMemory {
 	if !a.countsMemory(req) {
 		return nil
 	}
-	nodes := as.Mems
+	nodes := a.knownMems(as.Mems) // the runtime's may name nodes this machine lacks
 	if nodes.IsEmpty() {
 		nodes = a.memsFor(as.CPUs)
 	}

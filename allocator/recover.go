@@ -191,6 +191,11 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 	if as.Reserved.Size() == 0 {
 		as.Reserved = cpuset.New()
 	}
+	if pools.IsExclusive(as.Pool) {
+		// Mems as the runtime shows them, or a state file from another
+		// machine, may name nodes this one lacks: writing them would fail.
+		as.Mems = a.knownMems(as.Mems)
+	}
 	if as.Mems.Size() == 0 {
 		as.Mems = a.memsOf(&as)
 	}

@@ -291,6 +291,13 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 // run (followPools updates them).
 func (p *Plugin) remembered(c *api.Container, st state.ContainerState) allocator.Remembered {
 	a, clean := p.assignmentFromState(c.GetId(), st)
+	if now := runtimeMems(c); p.cfg.PinMemory && pools.IsExclusive(st.Pool) && !now.IsEmpty() {
+		// The runtime is the truth about where a container's memory is:
+		// its pages are on the nodes of the mems it runs with, whatever we
+		// wrote. They stay its mems (moving a running container's memory
+		// is not ours to do) and its memory is counted there.
+		a.Mems = now
+	}
 	a.Memory = p.alloc.MemoryOf(a, p.runtimeDemand(c, rememberedRef(st)))
 	r := allocator.Remembered{Assignment: a, Damaged: !clean, RunsOn: cpuset.New()}
 	if pools.IsExclusive(st.Pool) {

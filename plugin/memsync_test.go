@@ -1,0 +1,51 @@
+package plugin
+
+import (
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/state"
+)
+
+// setRuntimeMems makes the runtime run a container with other mems, as the
+// kubelet's Memory Manager (or anything writing cpuset.mems) would.
+func setRuntimeMems(f *fakeRuntime, c *api.Container, mems string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c.Linux.Resources.Cpu.Mems = mems
+}
+
+// TestRememberedMemoryOnRuntimeMems: a remembered container's memory is
+// counted on the nodes of the mems the runtime runs it with, not on those
+// the state file names: the runtime is the truth about where its pages
+// are. The state here says node 0 (a record from before a change the
+// plugin never saw); the container runs with mems 1, where its hugepages
+// are.
+func TestRememberedMemoryOnRuntimeMems(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, vmHugePages, statePath(f))
+	withHugePages(f, 16)
+	a, _, err := f.createContainer(exclusivePod(f, "a"), "dpdk", 1000)
+	require.NoError(t, err)
+	require.Equal(t, "1", a.Linux.Resources.Cpu.Mems)
+
+	rp.stop()
+	st := rp.savedState(t)
+	c := st.Containers[a.Id]
+	c.Mems, c.Memory = "0", "0:memory=67108864,2048kB=16"
+	st.Containers[a.Id] = c
+	require.NoError(t, state.NewFileStore(statePath(f)).Save(st))
+	rp = startPlugin(t, f, vmHugePages, statePath(f))
+
+	rp.p.mu.Lock()
+	use := rp.p.alloc.MemoryUse()
+	rp.p.mu.Unlock()
+	assert.Equal(t, []allocator.NodeMemoryUse{{Node: 1, Memory: 64 << 20, HugePages: map[int64]int64{2048: 16}}}, use, "counted where it runs")
+	saved := rp.savedState(t).Containers[a.Id]
+	assert.Equal(t, "1", saved.Mems)
+	assert.Equal(t, "1:memory=67108864,2048kB=16", saved.Memory)
+}
