@@ -77,6 +77,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.stateChanged()
 	p.log.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
 	p.notePartitionSkipped(who, req)
+	p.foreignMemsAtCreation(who, ctr, res.Assignment)
 	if res.Warning != "" {
 		p.log.Warnf("%s", res.Warning)
 	}
@@ -227,6 +228,9 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 				containerRef(pod, ctr), a.Cpuset(), a.Pool, cpulist.Echo(want))
 		}
 	}
+	if p.foreignMemsAsked(pod, ctr, a, res) {
+		override = true // our mems, where its memory is counted
+	}
 	if !override && !quota {
 		return nil, nil
 	}
@@ -251,6 +255,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	defer p.mu.Unlock()
 	res := p.stop(ctr)
 	delete(p.overrode, ctr.GetId())
+	delete(p.memsOverrode, ctr.GetId())
 	p.stateChanged()
 	updates := p.followers(res)
 	p.decidedHook("StopContainer", ctr.GetId())

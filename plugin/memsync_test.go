@@ -48,4 +48,5 @@ func TestRememberedMemoryOnRuntimeMems(t *testing.T) {
 	saved := rp.savedState(t).Containers[a.Id]
 	assert.Equal(t, "1", saved.Mems)
 	assert.Equal(t, "1:memory=67108864,2048kB=16", saved.Memory)
+	assert.Contains(t, rp.log.String(), "runs with mems 1, the plugin wrote 0", "the difference is warned about")
 }

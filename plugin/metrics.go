@@ -87,6 +87,9 @@ type metrics struct {
 	startRepins prometheus.Counter
 	// handlers times every NRI handler (see instrumented).
 	handlers *prometheus.HistogramVec
+	// foreignMems counts containers seen with mems the plugin did not
+	// write, by event (foreignmems.go).
+	foreignMems *prometheus.CounterVec
 }
 
 var _ prometheus.Collector = (*metrics)(nil)
@@ -137,6 +140,10 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 			Name: "cpupool_start_repins_total",
 			Help: "Containers the runtime started on the CPUs of their spec from before Synchronize (its update reached only the spec), whose cgroup the plugin then pinned through cgroupfs.",
 		}),
+		foreignMems: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cpupool_foreign_mems_total",
+			Help: "Containers seen with cpuset.mems the plugin did not write (another memory policy, such as the kubelet's Memory Manager, sets them), by event: create (a spec whose mems the plugin replaces), update (a request the plugin answers with its own mems) or synchronize (a running container, counted on its mems as they are).",
+		}, []string{"event"}),
 		stateWrites: prometheus.NewDesc("cpupool_state_writes_total", "Successful writes of the state file.", nil, nil),
 		stateErrors: prometheus.NewDesc("cpupool_state_write_errors_total", "Failed attempts to write or sync the state file or the kubelet grants file (each is retried; the log names the file).", nil, nil),
 		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
@@ -167,6 +174,10 @@ const (
 // countDiscarded counts a damaged file moved aside.
 func (m *metrics) countDiscarded(file string) { m.discarded.WithLabelValues(file).Inc() }
 
+// countForeignMems counts one container seen with mems the plugin did not
+// write.
+func (m *metrics) countForeignMems(event string) { m.foreignMems.WithLabelValues(event).Inc() }
+
 // countResize counts one in-place resize by its result: grown, shrunk,
 // unchanged or refused.
 func (m *metrics) countResize(pool, result string) { m.resizes.WithLabelValues(pool, result).Inc() }
@@ -188,6 +199,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.writer.durations.Describe(ch)
 	m.synchronized.Describe(ch)
 	m.resizes.Describe(ch)
+	m.foreignMems.Describe(ch)
 	m.discarded.Describe(ch)
 	m.partitionsSkipped.Describe(ch)
 	m.startRepins.Describe(ch)
@@ -232,6 +244,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	w.durations.Collect(ch)
 	m.synchronized.Collect(ch)
 	m.resizes.Collect(ch)
+	m.foreignMems.Collect(ch)
 	m.discarded.Collect(ch)
 	m.partitionsSkipped.Collect(ch)
 	m.startRepins.Collect(ch)

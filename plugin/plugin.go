@@ -113,7 +113,10 @@ type Plugin struct {
 	// localities are device NUMA nodes already found (devices.go).
 	localities localityCache
 	overrode   map[string]bool // containers whose cpuset change we refused, logged once
-	metrics    *metrics
+	// memsOverrode are containers whose mems change we refused, logged
+	// and counted once (foreignmems.go).
+	memsOverrode map[string]bool
+	metrics      *metrics
 	// usage is the pools' usage for the metrics, published by the state
 	// writer's collection (a few milliseconds after a decision) rather
 	// than by each decision: computing it walks every container and CPU,
@@ -165,7 +168,8 @@ type Plugin struct {
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, overrode: map[string]bool{},
-		dirty: map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
+		memsOverrode: map[string]bool{},
+		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
 	p.pins = newSandboxPins(&p.mu)
 	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, hostfiles.OS{}
 	p.localities = localityCache{}

@@ -296,6 +296,9 @@ func (p *Plugin) remembered(c *api.Container, st state.ContainerState) allocator
 		// its pages are on the nodes of the mems it runs with, whatever we
 		// wrote. They stay its mems (moving a running container's memory
 		// is not ours to do) and its memory is counted there.
+		if !now.Equals(a.Mems) {
+			p.noteForeignMems(foreignAtSynchronize, rememberedRef(st), a.Mems, now.String())
+		}
 		a.Mems = now
 	}
 	a.Memory = p.alloc.MemoryOf(a, p.runtimeDemand(c, rememberedRef(st)))
