@@ -167,7 +167,8 @@ func newMemAccount(topo *sysfs.Topology) memAccount {
 	m := memAccount{held: map[string][]NodeMemory{}, used: make([]nodeCount, maxID+1), pages: make([][]sysfs.HugePages, maxID+1)}
 	for _, n := range topo.NUMANodes {
 		if n.ID >= 0 {
-			m.pages[n.ID] = n.HugePages
+			// The account's own copy, which a reading updates in place.
+			m.pages[n.ID] = slices.Clone(n.HugePages)
 		}
 	}
 	return m
@@ -266,27 +267,15 @@ func (m *memAccount) keepPages(node int, hp []sysfs.HugePages) {
 	if node < 0 || node >= len(m.pages) {
 		return // not a node of the topology: no decision reads it
 	}
-	var out []sysfs.HugePages // copied before the first change: discovery shares the slice
 	for _, p := range hp {
-		cur := m.pages[node]
-		if out != nil {
-			cur = out
-		}
+		cur := m.pages[node] // the account's own (newMemAccount): updated in place
 		i, found := slices.BinarySearchFunc(cur, p.SizeKB, func(q sysfs.HugePages, s int64) int { return cmpInt64(q.SizeKB, s) })
-		if found && cur[i].Seq > p.Seq {
-			continue
+		switch {
+		case !found:
+			m.pages[node] = slices.Insert(cur, i, p)
+		case cur[i].Seq <= p.Seq:
+			cur[i] = p
 		}
-		if out == nil {
-			out = slices.Clone(m.pages[node])
-		}
-		if found {
-			out[i] = p
-		} else {
-			out = slices.Insert(out, i, p)
-		}
-	}
-	if out != nil {
-		m.pages[node] = out
 	}
 }
 
@@ -581,13 +570,18 @@ func (f *memFit) split(order []int) []NodeMemory {
 
 // splitOrder orders the memory nodes a placement may take memory from: the
 // nodes of its CPUs first, then the other nodes of its plan, in id order.
+// The order is built in the allocator's scratch, valid until the next
+// decision: split copies what it keeps.
 func (a *Allocator) splitOrder(cpus cpuset.CPUSet, planNodes []int) []int {
-	local := a.memNodesOf(a.x.numaNodes(cpus))
-	for _, n := range a.memNodesOf(planNodes) {
+	sc := &a.scratch
+	local := a.memNodesInto(sc.memOrder, a.x.numaNodes(cpus))
+	sc.memPlan = a.memNodesInto(sc.memPlan, planNodes)
+	for _, n := range sc.memPlan {
 		if !slices.Contains(local, n) {
 			local = append(local, n)
 		}
 	}
+	sc.memOrder = local
 	return local
 }
 

@@ -23,6 +23,9 @@ type scratch struct {
 	flags  []bool
 	combos []nodeCap
 	cands  []candidate
+	// The memory nodes a placement's memory is split over (splitOrder):
+	// those of its CPUs, then those of its plan.
+	memOrder, memPlan []int
 }
 
 // carve returns n zero values from the end of arena, which it grows: a

@@ -17,24 +17,34 @@ import (
 // hundred NUMA nodes and a handful of page sizes.
 const maxMemoryRecord = 4096
 
+// formatMemory runs in the reply of every creation whose memory is
+// counted: it appends to one buffer, with no string per part.
 func formatMemory(held []allocator.NodeMemory) string {
-	var b strings.Builder
+	if len(held) == 0 {
+		return ""
+	}
+	b := make([]byte, 0, 48*len(held))
 	for i, nm := range held {
 		if i > 0 {
-			b.WriteByte(';')
+			b = append(b, ';')
 		}
-		b.WriteString(strconv.Itoa(nm.Node))
-		b.WriteByte(':')
-		var parts []string
+		b = strconv.AppendInt(b, int64(nm.Node), 10)
+		b = append(b, ':')
+		sep := false
 		if nm.Memory > 0 {
-			parts = append(parts, "memory="+strconv.FormatInt(nm.Memory, 10))
+			b = strconv.AppendInt(append(b, "memory="...), nm.Memory, 10)
+			sep = true
 		}
 		for _, p := range nm.HugePages {
-			parts = append(parts, strconv.FormatInt(p.SizeKB, 10)+"kB="+strconv.FormatInt(p.Count, 10))
+			if sep {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, p.SizeKB, 10)
+			b = strconv.AppendInt(append(b, "kB="...), p.Count, 10)
+			sep = true
 		}
-		b.WriteString(strings.Join(parts, ","))
 	}
-	return b.String()
+	return string(b)
 }
 
 // parseMemory reads formatMemory's form; anything malformed is an error,
