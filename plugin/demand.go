@@ -119,7 +119,7 @@ func (p *Plugin) hugePagesNow(d allocator.Demand) map[int][]sysfs.HugePages {
 	for i, hp := range d.HugePages {
 		sizes[i] = hp.SizeKB
 	}
-	now, err := sysfs.ReadHugePageCounts(p.cfg.SysfsRoot, nodes, sizes, p.hugePageReads.Add(1))
+	now, err := p.hugePages.Read(nodes, sizes, p.hugePageReads.Add(1))
 	if err != nil {
 		p.log.Warnf("reading hugepage counts: %v; deciding on those last read", err)
 		return nil

@@ -84,6 +84,9 @@ type Plugin struct {
 	stateLock *state.DirLock
 	pinner    *cgroupPinner
 	log       *logrus.Logger
+	// hugePages reads the hugepage counts through files it keeps open; closed
+	// when Run returns.
+	hugePages *sysfs.HugePageCounter
 	// loaded tells that the state file has been read: it is read once,
 	// before the first Synchronize; synced, that a Synchronize has
 	// reconciled it.
@@ -171,6 +174,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 		memsOverrode: map[string]bool{},
 		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
 	p.pins = newSandboxPins(&p.mu)
+	p.hugePages = sysfs.NewHugePageCounter(cfg.SysfsRoot) // the root stays across reloads
 	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, hostfiles.OS{}
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)

@@ -100,6 +100,9 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		if err := p.Flush(); err != nil {
 			p.log.Errorf("writing state on the way out: %v", err)
 		}
+		if err := p.hugePages.Close(); err != nil {
+			p.log.Warnf("%v", err)
+		}
 	}()
 	var h Hooks
 	if len(hooks) > 0 {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -413,18 +414,29 @@ func TestDiscoverHugePages(t *testing.T) {
 	assert.Equal(t, sysfs.HugePages{SizeKB: 2048, Total: 32, Free: 20, Seq: 7}, now[1][0], "numbered as the caller says")
 	assert.Equal(t, sysfs.HugePages{SizeKB: 2048, Seq: 7}, now[0][0])
 	// The reply path's reading: only the sizes asked for; a size the
-	// kernel lacks is no pool.
-	counts, err := sysfs.ReadHugePageCounts(root, []int{0, 1}, []int64{2048, 64}, 9)
-	require.NoError(t, err)
-	assert.Equal(t, map[int][]sysfs.HugePages{
-		0: {{SizeKB: 2048, Seq: 9}, {SizeKB: 64, Seq: 9}},
-		1: {{SizeKB: 2048, Total: 32, Free: 20, Seq: 9}, {SizeKB: 64, Seq: 9}},
-	}, counts)
+	// kernel lacks is no pool. The files it keeps open show each new
+	// count, as sysfs does at each read from offset 0.
+	counter := sysfs.NewHugePageCounter(root)
+	for i, free := range []string{"20", "5", "32"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "free_hugepages"), []byte(free+"\n"), 0o644))
+		counts, err := counter.Read([]int{0, 1}, []int64{2048, 64}, uint64(9+i))
+		require.NoError(t, err)
+		n, _ := strconv.ParseInt(free, 10, 64)
+		assert.Equal(t, map[int][]sysfs.HugePages{
+			0: {{SizeKB: 2048, Seq: uint64(9 + i)}, {SizeKB: 64, Seq: uint64(9 + i)}},
+			1: {{SizeKB: 2048, Total: 32, Free: n, Seq: uint64(9 + i)}, {SizeKB: 64, Seq: uint64(9 + i)}},
+		}, counts)
+	}
+	require.NoError(t, counter.Close())
+	counts, err := counter.Read([]int{1}, []int64{2048}, 12)
+	require.NoError(t, err, "read after Close: each file opened and closed")
+	assert.Equal(t, int64(32), counts[1][0].Free)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "free_hugepages"), []byte("20\n"), 0o644))
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "nr_hugepages"), []byte("many\n"), 0o644))
 	_, err = sysfs.ReadHugePages(root, []int{1}, 8)
 	assert.ErrorContains(t, err, "nr_hugepages")
-	_, err = sysfs.ReadHugePageCounts(root, []int{1}, []int64{2048}, 10)
+	_, err = sysfs.NewHugePageCounter(root).Read([]int{1}, []int64{2048}, 13)
 	assert.ErrorContains(t, err, "nr_hugepages")
 	assert.Equal(t, "2Mi", sysfs.HugePageSizeName(2048))
 	assert.Equal(t, "1Gi", sysfs.HugePageSizeName(1048576))

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // HugePages is one NUMA node's pool of one hugepage size, as the kernel
@@ -107,66 +105,6 @@ func ReadHugePages(root string, nodes []int, seq uint64) (map[int][]HugePages, e
 		out[n] = hp
 	}
 	return out, nil
-}
-
-// ReadHugePageCounts reads again, by node id, the counts of the page sizes
-// given, on the nodes given: what a decision about a container that asks
-// for those sizes needs. It is ReadHugePages for the reply path: two small
-// reads per node and size, no directory listing, each file opened and read
-// without the buffering of os.ReadFile (a decision reads 16 of them on an
-// 8-node machine). A node without a size's directory has no pool of it.
-func ReadHugePageCounts(root string, nodes []int, sizesKB []int64, seq uint64) (map[int][]HugePages, error) {
-	out := make(map[int][]HugePages, len(nodes))
-	var buf [32]byte
-	for _, n := range nodes {
-		hps := make([]HugePages, 0, len(sizesKB))
-		for _, size := range sizesKB {
-			dir := root + "/" + nodeDir + "/node" + strconv.Itoa(n) + "/hugepages/hugepages-" + strconv.FormatInt(size, 10) + "kB/"
-			total, ok, err := readCount(dir+"nr_hugepages", buf[:])
-			if err != nil {
-				return nil, err
-			}
-			hp := HugePages{SizeKB: size, Seq: seq}
-			if ok {
-				hp.Total = total
-				if hp.Free, _, err = readCount(dir+"free_hugepages", buf[:]); err != nil {
-					return nil, err
-				}
-			}
-			hps = append(hps, hp)
-		}
-		out[n] = hps
-	}
-	return out, nil
-}
-
-// readCount reads a sysfs file of one non-negative integer into buf; ok is
-// false when it does not exist. A negative count reads as 0.
-func readCount(path string, buf []byte) (int64, bool, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	for errors.Is(err, unix.EINTR) { // the runtime's preemption signal
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	}
-	if errors.Is(err, unix.ENOENT) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("reading %s: %w", path, err)
-	}
-	defer unix.Close(fd)
-	n, err := unix.Read(fd, buf)
-	for errors.Is(err, unix.EINTR) {
-		n, err = unix.Read(fd, buf)
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("reading %s: %w", path, err)
-	}
-	s := strings.TrimSpace(string(buf[:max(n, 0)]))
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n == len(buf) {
-		return 0, false, fmt.Errorf("%s: %q is not an integer", path, s)
-	}
-	return max(v, 0), true, nil
 }
 
 // HugePageSizeName names a page size the Kubernetes way, as in the resource
