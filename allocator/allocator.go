@@ -253,7 +253,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		return Result{Assignment: *cur}, nil
 	}
 	infraBefore := a.markInfra()
-	warning := ""
+	warning, onFirst := "", false
 	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New()}
 	switch req.Pool {
 	case pools.Shared, pools.Infra:
@@ -281,7 +281,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		as.CPUs, as.Reserved, as.Memory, warning = pl.cpus, pl.reserved, pl.memory, pl.warning
+		as.CPUs, as.Reserved, as.Memory, warning, onFirst = pl.cpus, pl.reserved, pl.memory, pl.warning, pl.onFirst
 	default:
 		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
 	}
@@ -290,6 +290,9 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		return Result{}, err
 	}
 	as.Mems = a.memsOf(as)
+	if onFirst {
+		as.Memory = a.onFirstNode(req.Demand, as.Mems)
+	}
 	a.takeFromHolds(req, as.Held(), as.Memory)
 	res := a.commit(as, infraBefore)
 	res.Warning = warning

@@ -195,10 +195,17 @@ func (m *memAccount) pagesOf(node int) []sysfs.HugePages {
 func (a *Allocator) setMemory(id string, held []NodeMemory) {
 	defer a.followClaims(id) // a claim's container takes from its reservation
 	m := &a.mem
-	for _, nm := range m.held[id] {
-		m.add(nm, -1)
+	// One map operation in the usual cases, a new holder or one giving
+	// all back: they run in every decision and release.
+	if old, ok := m.held[id]; ok {
+		for _, nm := range old {
+			m.add(nm, -1)
+		}
+		if len(held) == 0 {
+			delete(m.held, id)
+			return
+		}
 	}
-	delete(m.held, id)
 	if len(held) == 0 {
 		return
 	}
@@ -269,9 +276,12 @@ func (m *memAccount) keepPages(node int, hp []sysfs.HugePages) {
 	}
 	for _, p := range hp {
 		cur := m.pages[node] // the account's own (newMemAccount): updated in place
-		i, found := slices.BinarySearchFunc(cur, p.SizeKB, func(q sysfs.HugePages, s int64) int { return cmpInt64(q.SizeKB, s) })
+		i := 0               // a handful of sizes: a scan is quicker than a search
+		for i < len(cur) && cur[i].SizeKB < p.SizeKB {
+			i++
+		}
 		switch {
-		case !found:
+		case i == len(cur) || cur[i].SizeKB != p.SizeKB:
 			m.pages[node] = slices.Insert(cur, i, p)
 		case cur[i].Seq <= p.Seq:
 			cur[i] = p
@@ -289,6 +299,9 @@ type memFit struct {
 	// pages is, by position in demand.HugePages, the pages of that size
 	// available by node id.
 	pages [][]int64
+	// reserve is, by position in demand.HugePages, the host's reserve of
+	// that size per node.
+	reserve []int64
 	// anyNodes tells that each NUMA node's memory alone holds the whole
 	// demand: rule 0 then rules out no set of nodes, and the placement is
 	// the one without memory (the common case: a memory limit on a node
@@ -330,12 +343,16 @@ func (a *Allocator) runningFit(req Request) *memFit {
 }
 
 func (a *Allocator) fitFor(f *memFit, req Request, now map[int][]sysfs.HugePages, running bool) *memFit {
-	for n, hp := range now {
-		a.mem.keepPages(n, hp)
+	if len(now) > 0 {
+		for _, node := range a.x.topo.NUMANodes { // lookups by id are quicker than ranging over the map
+			if hp, ok := now[node.ID]; ok {
+				a.mem.keepPages(node.ID, hp)
+			}
+		}
 	}
 	lent := a.lendClaims(req, a.lentMemory(req))
 	ids := len(a.mem.pages)
-	*f = memFit{demand: req.Demand, memory: fill(f.memory, ids, -1), pages: f.pages[:0], running: running}
+	*f = memFit{demand: req.Demand, memory: fill(f.memory, ids, -1), pages: f.pages[:0], reserve: f.reserve, running: running}
 	for range req.Demand.HugePages {
 		i := len(f.pages)
 		if i < cap(f.pages) {
@@ -345,7 +362,11 @@ func (a *Allocator) fitFor(f *memFit, req Request, now map[int][]sysfs.HugePages
 		}
 		f.pages[i] = fill(f.pages[i], ids, 0)
 	}
-	memReserve, pageReserve := a.layout.MemoryReserve, a.layout.HugePagesReserve
+	memReserve := a.layout.MemoryReserve
+	f.reserve = f.reserve[:0]
+	for _, want := range req.Demand.HugePages {
+		f.reserve = append(f.reserve, a.layout.HugePagesReserve[want.SizeKB]) // once, not per node
+	}
 	for _, node := range a.x.topo.NUMANodes {
 		if !node.HasMemory || node.ID < 0 {
 			continue
@@ -367,7 +388,7 @@ func (a *Allocator) fitFor(f *memFit, req Request, now map[int][]sysfs.HugePages
 					total, free = hp.Total, hp.Free
 				}
 			}
-			f.pages[i][node.ID] = freePages(total, free, pageReserve[want.SizeKB], u.count(want.SizeKB)-l.pages[want.SizeKB], running)
+			f.pages[i][node.ID] = freePages(total, free, f.reserve[i], u.count(want.SizeKB)-l.pages[want.SizeKB], running)
 		}
 	}
 	f.anyNodes = a.eachNodeHolds(f)

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/utils/cpuset"
 )
@@ -11,6 +12,10 @@ type placed struct {
 	cpus, reserved cpuset.CPUSet
 	memory         []NodeMemory
 	warning        string
+	// onFirst tells that each node holds the whole demand: it is all
+	// taken from the first node of the CPUs' mems (onFirstNode), which
+	// the caller works out anyway.
+	onFirst bool
 }
 
 // placeWithMemory places an exclusive request, its CPUs where its memory
@@ -25,15 +30,12 @@ func (a *Allocator) placeWithMemory(req Request) (placed, error) {
 		return placed{cpus: cpus, reserved: reserved}, err
 	}
 	fit := a.memoryFit(req, req.HugePagesNow)
-	var planNodes []int
 	if fit.anyNodes {
 		// Every node holds it alone: rule 0 rules nothing out, and the
-		// nodes of its CPUs hold all of it.
+		// first node of its CPUs' mems holds all of it, as split would
+		// find, without working out their order.
 		cpus, reserved, err := a.placeExclusive(req)
-		if err != nil {
-			return placed{}, err
-		}
-		return a.withMemory(req, fit, placed{cpus: cpus, reserved: reserved}, planNodes)
+		return placed{cpus: cpus, reserved: reserved, onFirst: true}, err
 	}
 	a.fit, a.planNodes = fit, a.planNodes[:0]
 	defer func() { a.fit = nil }()
@@ -72,6 +74,17 @@ func (a *Allocator) memoryOnExact(req Request, cpus cpuset.CPUSet) ([]NodeMemory
 		warning = fmt.Sprintf("container %s: %s; placed on the CPUs the kubelet allocated anyway (a memory limit is a ceiling, not a reservation)", req.Pod.ContainerName(req.Container), msg)
 	}
 	return fit.split(nodes), warning, nil
+}
+
+// onFirstNode is a demand held on the lowest node of mems: split's answer
+// when that node holds all of it.
+func (a *Allocator) onFirstNode(d Demand, mems cpuset.CPUSet) []NodeMemory {
+	for _, n := range a.x.nodes {
+		if mems.Contains(n) {
+			return []NodeMemory{{Node: n, Memory: max(d.Memory, 0), HugePages: slices.Clone(d.HugePages)}}
+		}
+	}
+	return nil
 }
 
 // covered checks that a split holds every hugepage asked for: a container
