@@ -76,6 +76,31 @@ func TestDiscoverFixtures(t *testing.T) {
 				{id: 32, socket: 1, numa: 0, siblings: "32,96", l3CPUsWith: 39},
 				{id: 64, socket: 0, numa: 0, siblings: "0,64", l3CPUsWith: 7},
 			}},
+		// The big and sparse shapes (issue 33).
+		{fixture: "xeon-2s-gnr-snc3", online: "0-479", sockets: 2, numaNodes: 6, l3Groups: 2, cores: 240, smtActive: true,
+			cpus: []cpuFact{
+				{id: 40, socket: 0, numa: 1, siblings: "40,280", l3CPUsWith: 0},
+				{id: 479, socket: 1, numa: 5, siblings: "239,479", l3CPUsWith: 120},
+			}},
+		{fixture: "epyc-2s-turin-nps4", online: "0-767", sockets: 2, numaNodes: 8, l3Groups: 24, cores: 384, smtActive: true,
+			cpus: []cpuFact{
+				{id: 15, socket: 0, numa: 0, siblings: "15,399", l3CPUsWith: 0},
+				{id: 400, socket: 0, numa: 0, siblings: "16,400", l3CPUsWith: 31},
+				{id: 767, socket: 1, numa: 7, siblings: "383,767", l3CPUsWith: 368},
+			}},
+		{fixture: "epyc-2s-1024", online: "0-1023", sockets: 2, numaNodes: 4, l3Groups: 16, cores: 512, smtActive: true,
+			cpus: []cpuFact{
+				{id: 1023, socket: 1, numa: 3, siblings: "511,1023", l3CPUsWith: 480},
+				{id: 512, socket: 0, numa: 0, siblings: "0,512", l3CPUsWith: 31},
+			}},
+		{fixture: "sparse-4096", online: "0-47,1024-1029,1031-1055,2032-2049,2051-2095,3072-3077,3079-3103,4080-4094",
+			offline: "1030,2050,3078,4095", sockets: 2, numaNodes: 2, l3Groups: 12, cores: 95, smtActive: true,
+			cpus: []cpuFact{
+				{id: 2, numa: 0, siblings: "2", l3CPUsWith: 7},
+				{id: 2047, socket: 1, numa: 1, siblings: "2047", l3CPUsWith: 2040},
+				{id: 4094, socket: 1, numa: 1, siblings: "2046,4094", l3CPUsWith: 2040},
+				{id: 3079, socket: 1, numa: 1, siblings: "1031,3079", l3CPUsWith: 1024},
+			}},
 		{fixture: "xeon-1s-nosmt", online: "0-15", offline: "16-31", sockets: 1, numaNodes: 1, l3Groups: 1, cores: 16,
 			cpus: []cpuFact{{id: 5, socket: 0, numa: 0, siblings: "5", l3CPUsWith: 6}}},
 		{fixture: "server-offline-isolcpus", online: "0-6,8-14,16-30", offline: "7,15,31",
