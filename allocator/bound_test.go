@@ -51,6 +51,11 @@ func TestBoundedSearchMatchesExhaustiveSearch(t *testing.T) {
 		"kubelet-multi-socket-dual-socket-per-numa-ht": "isolatedCPUs: \"1-39,41-79\"",
 		"epyc-2s-nps0":                    "isolatedCPUs: \"1-63,65-127\"",
 		"kubelet-quad-socket-four-way-ht": "isolatedCPUs: \"1-108,110-168,170-228,230-287\"",
+		// The big and sparse shapes (issue 33).
+		"xeon-2s-gnr-snc3":   "isolatedCPUs: \"1-239,241-479\"",
+		"epyc-2s-turin-nps4": "isolatedCPUs: \"1-383,385-767\"",
+		"epyc-2s-1024":       "isolatedCPUs: \"1-511,513-1023\"",
+		"sparse-4096":        "isolatedCPUs: \"1-47,1024-1029,1031-1055,2032-2047,2049,2051-2095,3072-3077,3079-3103,4080-4094\"",
 	}
 	compared := 0
 	for name, cfg := range fixtures {

@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"math/rand"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -344,6 +345,11 @@ func TestRandomChurnInvariants(t *testing.T) {
 		"epyc-2s-384":             "isolatedCPUs: \"2-191,194-383\"",
 		"xeon-1s-nosmt":           "isolatedCPUs: \"2-15\"",
 		"server-offline-isolcpus": "pools: {exclusive: {count: 6}, shared: {count: 4}}",
+		// The big and sparse shapes (issue 33).
+		"xeon-2s-gnr-snc3":   "isolatedCPUs: \"2-239,242-479\"\npools: {exclusive-non-isolcpus: {enabled: true}}",
+		"epyc-2s-turin-nps4": "isolatedCPUs: \"2-383,386-767\"",
+		"epyc-2s-1024":       "isolatedCPUs: \"2-511,514-1023\"",
+		"sparse-4096":        "isolatedCPUs: \"2-47,1024-1029,1031-1055,2032-2047,2051-2095,3072-3077,3079-3103,4080-4094\"\npools: {shared: {count: 8}, exclusive-non-isolcpus: {enabled: true}}",
 	}
 	for name, cfg := range fixtures {
 		t.Run(name, func(t *testing.T) {
@@ -351,7 +357,14 @@ func TestRandomChurnInvariants(t *testing.T) {
 			rng := rand.New(rand.NewSource(int64(len(name))))
 			var live []string
 			choices := []string{pools.Exclusive, pools.Exclusive, pools.Infra, pools.Shared, pools.ExclusiveNonIsolcpus}
-			for step := 0; step < 400; step++ {
+			// The invariants are checked after every step and cost in
+			// proportion to the CPUs: the shapes above 400 CPUs take
+			// fewer steps, which still fill a node many times over.
+			steps := 400
+			if topology(t, name).Online.Size() > 400 {
+				steps = 120
+			}
+			for step := 0; step < steps; step++ {
 				if len(live) > 0 && rng.Intn(4) == 0 {
 					// In-place resize of a live container.
 					id := live[rng.Intn(len(live))]
@@ -557,8 +570,11 @@ func TestPlacementRulesOnEveryFixture(t *testing.T) {
 					minL3 = min(minL3, c)
 				}
 			}
-			for n := 1; n <= pool.Size(); n++ {
-				a := newAllocator(t, name, cfg)
+			// One allocator, emptied after each size: building the layout
+			// of a 1,024-CPU shape again for every size costs more than
+			// the decisions.
+			a := newAllocator(t, name, cfg)
+			for _, n := range placementSizes(pool.Size(), minNode, minL3, x.threadsPerCore) {
 				res, err := a.Allocate(exclusive("x", n))
 				require.NoError(t, err, "%d CPUs", n)
 				s := measure(topo, res.Assignment.CPUs)
@@ -572,6 +588,8 @@ func TestPlacementRulesOnEveryFixture(t *testing.T) {
 				if n%x.threadsPerCore == 0 && n <= minNode {
 					assert.Equal(t, 0, s.splitCores, "%d CPUs are whole cores: %s", n, res.Assignment.CPUs)
 				}
+				a.Release("x")
+				require.Equal(t, pool, a.PoolCPUs(pools.Exclusive), "the pool is whole again after a release")
 			}
 			if len(topo.NUMANodes) > 1 {
 				last := topo.NUMANodes[len(topo.NUMANodes)-1]
@@ -584,6 +602,43 @@ func TestPlacementRulesOnEveryFixture(t *testing.T) {
 			}
 		})
 	}
+}
+
+// placementSizes are the request sizes TestPlacementRulesOnEveryFixture
+// tries on a pool: every size up to 512 CPUs; above, where each decision
+// costs milliseconds under -race, every size to 64, a few either side of
+// the smallest L3 group and NUMA node and of their multiples, and every
+// 29th, which keeps a 1,024-CPU shape near a second.
+func placementSizes(pool, minNode, minL3, tpc int) []int {
+	if pool <= 512 {
+		sizes := make([]int, pool)
+		for i := range sizes {
+			sizes[i] = i + 1
+		}
+		return sizes
+	}
+	set := map[int]bool{pool: true}
+	for n := 1; n <= 64; n++ {
+		set[n] = true
+	}
+	for _, unit := range []int{minL3, minNode} {
+		for m := unit; m <= pool; m += unit {
+			for d := -tpc; d <= tpc; d++ {
+				set[m+d] = true
+			}
+		}
+	}
+	for n := 1; n <= pool; n += 29 {
+		set[n] = true
+	}
+	var sizes []int
+	for n := range set {
+		if n >= 1 && n <= pool {
+			sizes = append(sizes, n)
+		}
+	}
+	sort.Ints(sizes)
+	return sizes
 }
 
 func TestRestartCannotBypassInfraMinimum(t *testing.T) {
