@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/utils/cpuset"
 
@@ -312,11 +313,37 @@ func (d *drawing) summary() []mapLine {
 	case d.threads > 1:
 		s += fmt.Sprintf(" of %d threads", d.threads)
 	}
-	lines := []mapLine{line(s, styleTitle)}
+	var lines []mapLine
+	for _, l := range wrapAfterCommas(s, d.look.width) {
+		lines = append(lines, line(l, styleTitle))
+	}
 	if !t.Offline.IsEmpty() {
-		lines = append(lines, line("offline, not drawn: "+t.Offline.String(), stylePlain))
+		for _, l := range wrapAfterCommas("offline, not drawn: "+t.Offline.String(), d.look.width) {
+			lines = append(lines, line(l, stylePlain))
+		}
 	}
 	return lines
+}
+
+// wrapAfterCommas breaks s after commas into lines of at most width
+// columns, the later ones indented: a sparse node's summary and its list
+// of offline CPUs outgrow 80 columns. A piece wider than width alone
+// stays whole.
+func wrapAfterCommas(s string, width int) []string {
+	if width <= 0 || utf8.RuneCountInString(s) <= width {
+		return []string{s}
+	}
+	var out []string
+	cur := ""
+	for _, piece := range strings.SplitAfter(s, ",") {
+		if cur != "" && utf8.RuneCountInString(strings.TrimRight(cur+piece, " ")) > width {
+			out = append(out, strings.TrimRight(cur, " "))
+			cur = "  " + strings.TrimLeft(piece, " ")
+			continue
+		}
+		cur += piece
+	}
+	return append(out, cur)
 }
 
 func plural(n int, noun string) string {

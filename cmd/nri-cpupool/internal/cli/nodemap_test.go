@@ -192,3 +192,17 @@ func TestNodeMapColourIsOnlyPaint(t *testing.T) {
 	assert.Contains(t, colored[2], "\x1b[1;33m40 eAB\x1b[0m", "a held cell: yellow")
 	assert.Contains(t, colored[1], "\x1b[1msocket 0, NUMA 0, L3 0\x1b[0m", "titles bold")
 }
+
+// TestSummaryWrapsAtCommas: the lines above the boxes wrap after a comma
+// when a sparse node's figures or offline list outgrow the width; nothing
+// is lost.
+func TestSummaryWrapsAtCommas(t *testing.T) {
+	long := "offline, not drawn: 1030,1090,1150,1210,1270,1330,1390,1450,1510,1570,1630,1690,1750,1810,2050,3078,4095"
+	lines := wrapAfterCommas(long, 40)
+	for _, l := range lines {
+		assert.LessOrEqual(t, len(l), 40, l)
+	}
+	assert.Equal(t, strings.ReplaceAll(long, " ", ""), strings.ReplaceAll(strings.Join(lines, ""), " ", ""), "every id kept, in order")
+	assert.Equal(t, []string{"short, enough"}, wrapAfterCommas("short, enough", 80))
+	assert.Equal(t, []string{"nocommasatalltoolong"}, wrapAfterCommas("nocommasatalltoolong", 5), "an unbreakable piece stays whole")
+}
