@@ -13,8 +13,23 @@ import (
 // largeNode is the 384-CPU, 8-NUMA fixture with all but one core exclusive.
 const largeNode = "epyc-2s-384"
 
+// decisionShapes are the nodes the decision is measured on: today's
+// largest, and the big shapes of issue 33 (Turin dense in NPS4, 1,024
+// CPUs), each with all but CPU 0's core exclusive.
+var decisionShapes = []struct{ name, fixture, config string }{
+	{"cpus=384", largeNode, `isolatedCPUs: "1-191,193-383"`},
+	{"cpus=768", "epyc-2s-turin-nps4", `isolatedCPUs: "1-383,385-767"`},
+	{"cpus=1024", "epyc-2s-1024", `isolatedCPUs: "1-511,513-1023"`},
+}
+
 func halfFull(b *testing.B) (*Allocator, *rand.Rand) {
-	a := newAllocator(b, largeNode, `isolatedCPUs: "1-191,193-383"`)
+	return halfFullOn(b, largeNode, `isolatedCPUs: "1-191,193-383"`)
+}
+
+// halfFullOn fills a node's exclusive pool to half with 1-8 CPU
+// containers.
+func halfFullOn(b *testing.B, fixture, config string) (*Allocator, *rand.Rand) {
+	a := newAllocator(b, fixture, config)
 	rng := rand.New(rand.NewSource(1))
 	for i := 0; a.FreeCPUs("exclusive").Size() > a.Layout().Exclusive.Size()/2; i++ {
 		if _, err := a.Allocate(exclusive(fmt.Sprintf("fill%d", i), 1+rng.Intn(8))); err != nil {
@@ -24,28 +39,32 @@ func halfFull(b *testing.B) (*Allocator, *rand.Rand) {
 	return a, rng
 }
 
-// BenchmarkExclusiveDecision: one exclusive placement (1-8 CPUs) on the
-// 384-CPU node at 50% occupancy; the release that keeps occupancy steady
-// is not timed.
+// BenchmarkExclusiveDecision: one exclusive placement (1-8 CPUs) at 50%
+// occupancy on the 384-, 768- and 1,024-CPU nodes; the release that keeps
+// occupancy steady is not timed. The median and p99 are reported.
 func BenchmarkExclusiveDecision(b *testing.B) {
-	a, rng := halfFull(b)
-	samples := make([]time.Duration, 0, b.N)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		r := exclusive(fmt.Sprintf("x%d", i), 1+rng.Intn(8))
-		start := time.Now()
-		_, err := a.Allocate(r)
-		samples = append(samples, time.Since(start))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		a.Release(r.ID)
-		b.StartTimer()
+	for _, shape := range decisionShapes {
+		b.Run(shape.name, func(b *testing.B) {
+			a, rng := halfFullOn(b, shape.fixture, shape.config)
+			samples := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r := exclusive(fmt.Sprintf("x%d", i), 1+rng.Intn(8))
+				start := time.Now()
+				_, err := a.Allocate(r)
+				samples = append(samples, time.Since(start))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				a.Release(r.ID)
+				b.StartTimer()
+			}
+			b.StopTimer()
+			benchutil.ReportLatency(b, samples)
+		})
 	}
-	b.StopTimer()
-	benchutil.ReportLatency(b, samples)
 }
 
 // BenchmarkMemoryDecision: one 4-CPU exclusive placement on the 384-CPU

@@ -31,6 +31,11 @@ import (
 // largeNode: 384 CPUs, 8 NUMA nodes; one core kept for infra.
 var largeNode = testNode{fixture: "epyc-2s-384", config: `isolatedCPUs: "1-191,193-383"`}
 
+// bigNode: 1,024 CPUs, 4 NUMA nodes (issue 33); one core kept for infra.
+// It holds 5,000 running containers with every eighth a 1-CPU exclusive
+// one, which the 384-CPU node cannot.
+var bigNode = testNode{fixture: "epyc-2s-1024", config: `isolatedCPUs: "1-511,513-1023"`}
+
 // noopPlugin subscribes to the same events and decides nothing: the
 // baseline for the cost the runtime pays for any NRI plugin.
 type noopPlugin struct{}
@@ -69,6 +74,24 @@ func BenchmarkCreateContainerRoundTrip(b *testing.B) {
 			startPlugin(b, ours, largeNode, statePath(ours))
 			fillNode(b, noop, running)
 			fillNode(b, ours, running)
+			measurePaired(b, noop, ours)
+		})
+	}
+}
+
+// BenchmarkCreateContainerRoundTripAtScale is BenchmarkCreateContainerRoundTrip
+// on the 1,024-CPU node with 0, 1,000 and 5,000 running containers, every
+// eighth a 1-CPU exclusive one and the others infra (a quarter exclusive,
+// 5,000 would take 1,250 CPUs): the budget is 0.15 ms added over the no-op
+// plugin at each count.
+func BenchmarkCreateContainerRoundTripAtScale(b *testing.B) {
+	for _, running := range []int{0, 1000, 5000} {
+		b.Run(fmt.Sprintf("running=%d", running), func(b *testing.B) {
+			noop, ours := newFakeRuntime(b, false), newFakeRuntime(b, false)
+			startNoop(b, noop)
+			startPlugin(b, ours, bigNode, statePath(ours))
+			fillNodeEvery(b, noop, running, 8)
+			fillNodeEvery(b, ours, running, 8)
 			measurePaired(b, noop, ours)
 		})
 	}
@@ -200,11 +223,19 @@ func BenchmarkCreateContainerRoundTripBusyDisk(b *testing.B) {
 }
 
 // fillNode runs n containers, a quarter of them 1-CPU exclusive.
-func fillNode(b *testing.B, f *fakeRuntime, n int) {
+func fillNode(b *testing.B, f *fakeRuntime, n int) { fillNodeEvery(b, f, n, 4) }
+
+// fillNodeEvery runs n containers, every nth a 1-CPU exclusive one, the
+// others infra members.
+func fillNodeEvery(b *testing.B, f *fakeRuntime, n, every int) {
 	for i := 0; i < n; i++ {
-		pod := f.runPod(podSpec{name: "run" + id(i), annotations: exclusiveEvery(i)})
+		var ann map[string]string
+		if i%every == every-1 {
+			ann = map[string]string{"pool.cpupool.dev": "exclusive"}
+		}
+		pod := f.runPod(podSpec{name: "run" + id(i), annotations: ann})
 		_, _, err := f.createContainer(pod, "c", 1000)
-		require.NoError(b, err)
+		require.NoError(b, err, "running container %d", i)
 	}
 }
 
@@ -378,11 +409,37 @@ func BenchmarkStateBurst1000(b *testing.B) {
 	b.ReportMetric(float64(last.Sub(start).Microseconds())/1e3, "burst-ms")
 }
 
-// BenchmarkSynchronize1000 measures reconciling 1,000 containers (800
-// remembered exclusive ones, 200 infra) after a restart; the state is
-// written in the background, as after a real Synchronize.
+// BenchmarkSynchronize1000 measures reconciling 1,000 containers (380
+// remembered exclusive ones, the others infra) after a restart on the
+// 384-CPU node; the state is written in the background, as after a real
+// Synchronize.
 func BenchmarkSynchronize1000(b *testing.B) {
-	cfg, topo := benchNode(b, largeNode)
+	benchSynchronize(b, largeNode, 1000, 1, exclusiveCPUs(383, 192))
+}
+
+// BenchmarkSynchronize5000 is the same with 5,000 containers on the
+// 1,024-CPU node (issue 33): every fifth a remembered exclusive one, on
+// 1,000 distinct CPUs, the others infra.
+func BenchmarkSynchronize5000(b *testing.B) {
+	benchSynchronize(b, bigNode, 5000, 5, exclusiveCPUs(1023, 512)[:1000])
+}
+
+// exclusiveCPUs are CPUs 2 to last-1 without skip: one for each
+// remembered exclusive container (CPU 0's core is infra's).
+func exclusiveCPUs(last, skip int) []int {
+	var cpus []int
+	for c := 2; c < last; c++ {
+		if c != skip {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
+
+// benchSynchronize reconciles n containers of which every every-th, while
+// cpus last, is a remembered exclusive container on a CPU of its own.
+func benchSynchronize(b *testing.B, node testNode, n, every int, cpus []int) {
+	cfg, topo := benchNode(b, node)
 	log := logrus.New()
 	log.SetLevel(logrus.ErrorLevel)
 	store := state.NewFileStore(filepath.Join(b.TempDir(), "state.json"))
@@ -390,23 +447,18 @@ func BenchmarkSynchronize1000(b *testing.B) {
 	st := state.NewState()
 	var pods []*api.PodSandbox
 	var ctrs []*api.Container
-	cpu := 2
-	for i := 0; i < 1000; i++ {
+	for i := 0; i < n; i++ {
 		pod := &api.PodSandbox{Id: "sb" + id(i), Name: "p" + id(i), Uid: "u" + id(i), Namespace: "ns",
 			Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/podu" + id(i), CgroupsPath: "/kubepods/podu" + id(i) + "/sb" + id(i)}}
 		ctr := &api.Container{Id: "c" + id(i), PodSandboxId: pod.Id, Name: "c", State: api.ContainerState_CONTAINER_RUNNING,
 			Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(2)}}}}
-		if i < 800 && cpu < 383 {
-			// Remembered: give each a distinct exclusive CPU (skipping 192).
-			if cpu == 192 {
-				cpu++
-			}
-			cs := strconv.Itoa(cpu)
+		if i%every == 0 && len(cpus) > 0 {
+			cs := strconv.Itoa(cpus[0])
+			cpus = cpus[1:]
 			st.Containers[ctr.Id] = state.ContainerState{PodUID: pod.Uid, PodNamespace: "ns", PodName: pod.Name, Container: "c", Pool: "exclusive", MilliCPU: 1000, CPUs: cs}
 			ctr.Linux.Resources.Cpu.Cpus = cs
 			ctr.Linux.Resources.Cpu.Shares = api.UInt64(1024)
 			pod.Annotations = map[string]string{"pool.cpupool.dev": "exclusive"}
-			cpu++
 		}
 		pods, ctrs = append(pods, pod), append(ctrs, ctr)
 	}
@@ -429,33 +481,38 @@ func BenchmarkSynchronize1000(b *testing.B) {
 }
 
 // BenchmarkPluginRSS builds the real binary, runs it against the runtime
-// side with 500 containers on the 384-CPU node and reports its peak RSS.
-// It measures once whatever b.N is: run it with -benchtime=1x.
+// side and reports its peak RSS: with 500 containers on the 384-CPU node
+// (every second a 1-CPU exclusive one), 1,000 there (every fourth), and
+// 5,000 on the 1,024-CPU node (every eighth). It measures once whatever
+// b.N is: run it with -benchtime=1x.
 func BenchmarkPluginRSS(b *testing.B) {
-	bin := buildBinary(b)
-	dir := b.TempDir()
+	for _, tc := range []struct {
+		containers, every int
+		node              testNode
+	}{
+		{500, 2, largeNode},
+		{1000, 4, largeNode},
+		{5000, 8, bigNode},
+	} {
+		b.Run(fmt.Sprintf("containers=%d", tc.containers), func(b *testing.B) {
+			bin := buildBinary(b)
+			dir := b.TempDir()
 
-	f := newFakeRuntime(b, false)
-	cfgFile := filepath.Join(dir, "config.yaml")
-	require.NoError(b, os.WriteFile(cfgFile, []byte(largeNode.config), 0o644))
-	before := f.syncCount()
-	cmd := exec.Command(bin, "run", "--config", cfgFile, "--nri-socket", f.socket, "--state-file", filepath.Join(dir, "state.json"),
-		"--sysfs-root", fixture.Root(b, largeNode.fixture), "--cgroup-root", f.cgroupRoot, "--log-level", "warn")
-	require.NoError(b, cmd.Start())
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	f.waitSynced(before)
-	for i := 0; i < 500; i++ {
-		var ann map[string]string // every second one a 1-CPU exclusive, the others infra
-		if i%2 == 1 {
-			ann = map[string]string{"pool.cpupool.dev": "exclusive"}
-		}
-		pod := f.runPod(podSpec{name: "rss" + id(i), annotations: ann})
-		_, _, err := f.createContainer(pod, "c", 1000)
-		require.NoError(b, err)
+			f := newFakeRuntime(b, false)
+			cfgFile := filepath.Join(dir, "config.yaml")
+			require.NoError(b, os.WriteFile(cfgFile, []byte(tc.node.config), 0o644))
+			before := f.syncCount()
+			cmd := exec.Command(bin, "run", "--config", cfgFile, "--nri-socket", f.socket, "--state-file", filepath.Join(dir, "state.json"),
+				"--sysfs-root", fixture.Root(b, tc.node.fixture), "--cgroup-root", f.cgroupRoot, "--log-level", "warn")
+			require.NoError(b, cmd.Start())
+			defer func() { cmd.Process.Kill(); cmd.Wait() }()
+			f.waitSynced(before)
+			fillNodeEvery(b, f, tc.containers, tc.every)
+			hwm, err := peakRSS(cmd.Process.Pid)
+			require.NoError(b, err)
+			b.ReportMetric(float64(hwm)/1024, "peak-RSS-MiB")
+		})
 	}
-	hwm, err := peakRSS(cmd.Process.Pid)
-	require.NoError(b, err)
-	b.ReportMetric(float64(hwm)/1024, "peak-RSS-MiB")
 }
 
 func peakRSS(pid int) (int64, error) {

@@ -62,11 +62,16 @@ func main() {
 	row := func(what, value, target string) { fmt.Printf("%-84s %-28s %s\n", what, value, target) }
 	fmt.Println()
 	row("FIGURE (one run; medians and p99)", "VALUE", "TARGET")
-	if m, ok := get("ExclusiveDecision", "median-µs"); ok {
-		p99, _ := get("ExclusiveDecision", "p99-µs")
-		al, _ := get("ExclusiveDecision", "allocs/op")
-		row("exclusive decision, 384 CPUs at 50% (median / p99)", fmt.Sprintf("%.1f / %.1f µs", m, p99), "median ≤ 50 µs")
-		row("  allocations per decision", fmt.Sprintf("%.0f", al), "")
+	// The decision on today's largest node and on the big shapes of issue
+	// 33 (768 CPUs: Turin dense NPS4; 1,024 CPUs).
+	for _, cpus := range []string{"384", "768", "1024"} {
+		name := "ExclusiveDecision/cpus=" + cpus
+		if m, ok := get(name, "median-µs"); ok {
+			p99, _ := get(name, "p99-µs")
+			al, _ := get(name, "allocs/op")
+			row(fmt.Sprintf("exclusive decision, %s CPUs at 50%% (median / p99)", cpus), fmt.Sprintf("%.1f / %.1f µs", m, p99), "median ≤ 50 µs")
+			row("  allocations per decision", fmt.Sprintf("%.0f", al), "")
+		}
 	}
 	if m, ok := get("Release", "median-µs"); ok {
 		p99, _ := get("Release", "p99-µs")
@@ -91,6 +96,21 @@ func main() {
 		added, _ := get(name, "added-median-µs")
 		row(fmt.Sprintf("CreateContainer round trip, %s running: no-op plugin (median / p99)", running), fmt.Sprintf("%.0f / %.0f µs", noop, noopP99), "")
 		row("  nri-cpupool (median / p99)", fmt.Sprintf("%.0f / %.0f µs", ours, oursP99), "")
+		row("  added: median of paired differences; difference of medians (ratio)", fmt.Sprintf("%.0f µs; %.0f µs (%.2fx)", added, ours-noop, ours/noop), "≤ 150 µs")
+		row("  allocations per round trip", fmt.Sprintf("%.0f", allocs), "flat")
+	}
+	// The same on the 1,024-CPU node, up to 5,000 running (every eighth
+	// exclusive).
+	for _, running := range []string{"0", "1000", "5000"} {
+		name := "CreateContainerRoundTripAtScale/running=" + running
+		ours, ok1 := get(name, "median-µs")
+		noop, ok2 := get(name, "noop-median-µs")
+		if !ok1 || !ok2 {
+			continue
+		}
+		added, _ := get(name, "added-median-µs")
+		allocs, _ := get(name, "allocs-per-rt")
+		row(fmt.Sprintf("round trip, 1,024 CPUs, %s running: no-op / nri-cpupool (median)", running), fmt.Sprintf("%.0f / %.0f µs", noop, ours), "")
 		row("  added: median of paired differences; difference of medians (ratio)", fmt.Sprintf("%.0f µs; %.0f µs (%.2fx)", added, ours-noop, ours/noop), "≤ 150 µs")
 		row("  allocations per round trip", fmt.Sprintf("%.0f", allocs), "flat")
 	}
@@ -147,6 +167,10 @@ func main() {
 		p99, _ := get("Synchronize1000", "p99-µs")
 		row("Synchronize of 1,000 containers (median / p99)", fmt.Sprintf("%.1f / %.1f ms", m/1e3, p99/1e3), "≤ 20 ms")
 	}
+	if m, ok := get("Synchronize5000", "median-µs"); ok {
+		p99, _ := get("Synchronize5000", "p99-µs")
+		row("Synchronize of 5,000 containers, 1,024 CPUs (median / p99)", fmt.Sprintf("%.1f / %.1f ms", m/1e3, p99/1e3), "")
+	}
 	if m, ok := get("PodRemoval", "median-µs"); ok {
 		p99, _ := get("PodRemoval", "p99-µs")
 		row("StopPodSandbox + RemovePodSandbox handlers, 1,000 running (median / p99)", fmt.Sprintf("%.0f / %.0f µs", m, p99), "")
@@ -169,7 +193,9 @@ func main() {
 		p99, _ := get(name, "p99-µs")
 		row("CreateContainer, annotation "+strings.TrimPrefix(name, "WorstCaseAnnotation/")+" (median / p99)", fmt.Sprintf("%.0f / %.0f µs", m, p99), "≤ 1 ms")
 	}
-	if v, ok := get("PluginRSS", "peak-RSS-MiB"); ok {
-		row("plugin process peak RSS, 500 containers, 384 CPUs", fmt.Sprintf("%.1f MiB", v), "≤ 40 MiB")
+	for _, c := range []struct{ n, cpus string }{{"500", "384"}, {"1000", "384"}, {"5000", "1,024"}} {
+		if v, ok := get("PluginRSS/containers="+c.n, "peak-RSS-MiB"); ok {
+			row(fmt.Sprintf("plugin process peak RSS, %s containers, %s CPUs", c.n, c.cpus), fmt.Sprintf("%.1f MiB", v), "≤ 40 MiB")
+		}
 	}
 }
