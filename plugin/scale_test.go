@@ -14,22 +14,27 @@ import (
 )
 
 // sparseNode is sparse-4096 (issue 33): present CPUs among ids 0-4095,
-// offline ones inside cores; the exclusive pool is NUMA node 1, all of it
-// at or above 1024, with IRQs kept off its containers and isolated
-// partitions.
+// offline ones inside cores; the exclusive pool is NUMA node 1 but for its
+// last CPUs, all of it at or above 1024, with IRQs kept off its
+// containers and isolated partitions; infra has the rest, up to 4094.
 var sparseNode = testNode{fixture: "sparse-4096", config: `
-isolatedCPUs: "2-47,1024-1029,1031-1055,2032-2047,2051-2095,3072-3077,3079-3103,4080-4094"
+isolatedCPUs: "2-47,1024-1029,1031-1055,2032-2047,2051-2095,3072-3077,3079-3103"
 reservedCPUs: "0,2048"
 pools:
-  exclusive: {cpus: "1024-1029,1031-1055,2032-2047,3072-3077,3079-3103,4080-4094", irqIsolation: optOut, isolatedPartition: optIn}
+  exclusive: {cpus: "` + sparseExclusive + `", irqIsolation: optOut, isolatedPartition: optIn}
 `}
 
-// TestSparseIdsReachEveryFile follows a container pinned to CPUs up to
-// 4094 through every place its CPUs become text or a mask: the runtime's
-// cpuset, the state file, the cgroup files of its isolated partition,
-// default_smp_affinity (4,096 bits wide) and the IRQs' lists, and back
-// from the state file after a restart. runc and crun lost CPUs at or
-// above 1024 until 2026; none of ours may.
+const (
+	sparseExclusive = "1024-1029,1031-1055,2032-2047,3072-3077,3079-3103"
+	sparseInfra     = "0-47,2048-2049,2051-2095,4080-4094" // the rest of the online CPUs
+)
+
+// TestSparseIdsReachEveryFile follows containers pinned to CPUs from 1024
+// to 4094 through every place their CPUs become text or a mask: the
+// runtime's cpusets, the state file, the cgroup files of an isolated
+// partition and of a sandbox, default_smp_affinity (4,096 bits wide) and
+// the IRQs' lists, and back from the state file after a restart. runc and
+// crun lost CPUs at or above 1024 until 2026; none of ours may.
 func TestSparseIdsReachEveryFile(t *testing.T) {
 	f := newFakeRuntime(t, true)
 	topoOnline := mustParse("0-47,1024-1029,1031-1055,2032-2049,2051-2095,3072-3077,3079-3103,4080-4094")
@@ -51,6 +56,12 @@ func TestSparseIdsReachEveryFile(t *testing.T) {
 	require.Equal(t, 60, cpus.Size(), "the runtime's cpuset has every CPU: %s", f.cpus(ctr))
 	assert.True(t, cpus.IsSubsetOf(mustParse(sparseExclusive)), "within the pool: %s", cpus)
 	assert.Equal(t, cpus.String(), first.savedState(t).Containers[ctr.Id].CPUs, "the state file lists them in full")
+
+	assert.Equal(t, sparseInfra, f.sandboxCPUs(pod), "the sandbox's cgroup: infra, up to 4094")
+	web := f.runPod(podSpec{name: "web"})
+	infraCtr, _, err := f.createContainer(web, "app", 500)
+	require.NoError(t, err)
+	assert.Equal(t, sparseInfra, f.cpus(infraCtr), "an infra member's cpuset, up to 4094")
 
 	dir := runcCreates(t, f, ctr)
 	require.NoError(t, first.p.FlushIsolation())
@@ -80,5 +91,3 @@ func TestSparseIdsReachEveryFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, strings.TrimSpace(string(original)), strings.TrimSpace(string(back)), "default_smp_affinity restored, every group")
 }
-
-const sparseExclusive = "1024-1029,1031-1055,2032-2047,3072-3077,3079-3103,4080-4094"
