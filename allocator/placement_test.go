@@ -362,7 +362,7 @@ func TestRandomChurnInvariants(t *testing.T) {
 			// fewer steps, which still fill a node many times over.
 			steps := 400
 			if topology(t, name).Online.Size() > 400 {
-				steps = 120
+				steps = 80
 			}
 			for step := 0; step < steps; step++ {
 				if len(live) > 0 && rng.Intn(4) == 0 {
@@ -615,8 +615,9 @@ func TestPlacementRulesOnEveryFixture(t *testing.T) {
 // placementSizes are the request sizes TestPlacementRulesOnEveryFixture
 // tries on a pool: every size up to 512 CPUs; above, where each decision
 // costs milliseconds under -race, every size to 64, a few either side of
-// the smallest L3 group and NUMA node and of their multiples, and every
-// 29th, which keeps a 1,024-CPU shape near a second.
+// the multiples of the smallest L3 group (up to a node and one group more,
+// where the L3 rule applies) and of the smallest NUMA node, and every
+// 61st, which keeps a 1,024-CPU shape near a second.
 func placementSizes(pool, minNode, minL3, tpc int) []int {
 	if pool <= 512 {
 		sizes := make([]int, pool)
@@ -629,14 +630,14 @@ func placementSizes(pool, minNode, minL3, tpc int) []int {
 	for n := 1; n <= 64; n++ {
 		set[n] = true
 	}
-	for _, unit := range []int{minL3, minNode} {
-		for m := unit; m <= pool; m += unit {
+	for _, u := range []struct{ unit, upTo int }{{minL3, minNode + minL3}, {minNode, pool}} {
+		for m := u.unit; m <= u.upTo; m += u.unit {
 			for d := -tpc; d <= tpc; d++ {
 				set[m+d] = true
 			}
 		}
 	}
-	for n := 1; n <= pool; n += 29 {
+	for n := 1; n <= pool; n += 61 {
 		set[n] = true
 	}
 	var sizes []int
