@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"syscall"
 
@@ -41,18 +40,19 @@ type Source struct {
 	cfg Config
 	log *logrus.Logger
 
-	mu sync.Mutex // guards the fields below: Plan runs on the reconciler's goroutine, the readers anywhere
 	// warned holds the last warning of each topic, so each is logged once
 	// while it stays the same.
-	warned map[string]string
-	last   cpuset.CPUSet
+	warned *hostfiles.Warnings
+
+	mu   sync.Mutex // guards last: Plan runs on the reconciler's goroutine, the readers anywhere
+	last cpuset.CPUSet
 }
 
 var _ hostfiles.Source = (*Source)(nil)
 
 // NewSource returns the Source.
 func NewSource(cfg Config, log *logrus.Logger) *Source {
-	return &Source{cfg: cfg, log: log, warned: map[string]string{}, last: cfg.Online}
+	return &Source{cfg: cfg, log: log, warned: hostfiles.NewWarnings(log), last: cfg.Online}
 }
 
 // Owner names the Source in the journal.
@@ -66,20 +66,20 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	set, widened := Set(s.cfg.Online, kept, s.cfg.Floor)
 	s.setLast(set)
 	if kept.Empty() || set.Equals(s.cfg.Online) {
-		s.clearWarning("floor")
+		s.warned.Clear("floor")
 		return hostfiles.Plan{}, nil
 	}
 	if widened.IsEmpty() {
-		s.clearWarning("floor")
+		s.warned.Clear("floor")
 	} else {
-		s.warnOnce("floor", fmt.Sprintf("housekeeping: host processes keep CPUs %s, which should be kept free, so that they have %d CPUs (pools.exclusive-non-isolcpus.minInfraCPUs): housekeeping set %s", widened, s.cfg.Floor, set))
+		s.warned.Once("floor", fmt.Sprintf("housekeeping: host processes keep CPUs %s, which should be kept free, so that they have %d CPUs (pools.exclusive-non-isolcpus.minInfraCPUs): housekeeping set %s", widened, s.cfg.Floor, set))
 	}
 	var plan hostfiles.Plan
 	wq := filepath.Join(s.cfg.SysfsRoot, WorkqueueMask)
 	if _, err := os.Stat(wq); err != nil {
-		s.warnOnce("workqueue", fmt.Sprintf("housekeeping: unbound kernel work is not confined: %v", err))
+		s.warned.Once("workqueue", fmt.Sprintf("housekeeping: unbound kernel work is not confined: %v", err))
 	} else {
-		s.clearWarning("workqueue")
+		s.warned.Clear("workqueue")
 		plan.Changes = append(plan.Changes, workqueueChange(s.cfg.SysfsRoot, set))
 	}
 	var pods []string
@@ -89,18 +89,18 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	dirs, skipped, err := cgroupTargets(s.cfg.CgroupRoot, s.cfg.ProcRoot, pods)
 	switch {
 	case errors.Is(err, ErrNotDone):
-		s.warnOnce("cgroups", fmt.Sprintf("housekeeping: host processes are not confined: %v", err))
+		s.warned.Once("cgroups", fmt.Sprintf("housekeeping: host processes are not confined: %v", err))
 	case err != nil:
 		return hostfiles.Plan{}, fmt.Errorf("housekeeping: %w", err)
 	default:
-		s.clearWarning("cgroups")
+		s.warned.Clear("cgroups")
 	}
 	for _, dir := range dirs {
 		plan.Changes = append(plan.Changes, cgroupChange(dir, set))
-		s.clearWarning(dir)
+		s.warned.Clear(dir)
 	}
 	for dir, why := range skipped {
-		s.warnOnce(dir, fmt.Sprintf("housekeeping: cgroup %s is not confined: %s", dir, why))
+		s.warned.Once(dir, fmt.Sprintf("housekeeping: cgroup %s is not confined: %s", dir, why))
 	}
 	s.forgetGone(skipped)
 	return plan, nil
@@ -133,43 +133,15 @@ func (s *Source) setLast(set cpuset.CPUSet) {
 	s.last = set
 }
 
-func (s *Source) warnOnce(key, msg string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.warned[key] == msg {
-		return
-	}
-	s.warned[key] = msg
-	s.log.Warn(msg)
-}
-
 // forgetGone drops the warnings of cgroups no longer skipped (removed,
 // or since confined), so that Problems lists only what stays.
 func (s *Source) forgetGone(skipped map[string]string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for key := range s.warned {
-		if _, still := skipped[key]; !still && filepath.IsAbs(key) {
-			delete(s.warned, key)
-		}
-	}
-}
-
-func (s *Source) clearWarning(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.warned, key)
+	s.warned.Retain(func(key string) bool {
+		_, still := skipped[key]
+		return still || !filepath.IsAbs(key)
+	})
 }
 
 // Problems are what housekeeping cannot confine now, with why (for
 // status and tests).
-func (s *Source) Problems() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, msg := range s.warned {
-		out = append(out, msg)
-	}
-	slices.Sort(out)
-	return out
-}
+func (s *Source) Problems() []string { return s.warned.List() }

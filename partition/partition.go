@@ -37,7 +37,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
@@ -64,9 +63,8 @@ type Source struct {
 	root  string
 	wants func() []Want
 	log   *logrus.Logger
-
-	mu     sync.Mutex // guards warned: Plan runs on the reconciler's goroutine, Problems anywhere
-	warned map[string]string
+	// warned: what cannot be a partition, logged once per cgroup.
+	warned *hostfiles.Warnings
 }
 
 var _ hostfiles.Source = (*Source)(nil)
@@ -74,7 +72,7 @@ var _ hostfiles.Source = (*Source)(nil)
 // NewSource returns a Source below cgroupRoot; wants is asked for the
 // containers to isolate at each pass.
 func NewSource(cgroupRoot string, wants func() []Want, log *logrus.Logger) *Source {
-	return &Source{root: cgroupRoot, wants: wants, log: log, warned: map[string]string{}}
+	return &Source{root: cgroupRoot, wants: wants, log: log, warned: hostfiles.NewWarnings(log)}
 }
 
 // Owner names the Source in the journal.
@@ -103,7 +101,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	}
 	if ok, why := Supported(s.root); !ok {
 		for _, w := range wants {
-			s.warnOnce(w.Dir, fmt.Sprintf("container %s: not in an isolated partition: %s; its CPUs stay in the scheduler's load balancing unless isolcpus covers them", w.Who, why))
+			s.warned.Once(w.Dir, fmt.Sprintf("container %s: not in an isolated partition: %s; its CPUs stay in the scheduler's load balancing unless isolcpus covers them", w.Who, why))
 		}
 		return hostfiles.Plan{}, nil
 	}
@@ -117,10 +115,10 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(dir, exclusiveFile)); err != nil {
-			s.warnOnce(w.Dir, fmt.Sprintf("container %s: not in an isolated partition: %s has no %s (it needs Linux 6.7 or later, and the cpuset controller enabled down to it)", w.Who, dir, exclusiveFile))
+			s.warned.Once(w.Dir, fmt.Sprintf("container %s: not in an isolated partition: %s has no %s (it needs Linux 6.7 or later, and the cpuset controller enabled down to it)", w.Who, dir, exclusiveFile))
 			continue
 		}
-		s.clearWarning(w.Dir)
+		s.warned.Clear(w.Dir)
 		for a := filepath.Dir(filepath.Clean(w.Dir)); a != "/" && a != "."; a = filepath.Dir(a) {
 			below[a] = below[a].Union(w.CPUs)
 		}
@@ -194,31 +192,6 @@ func depthOf(dir string) int {
 	return strings.Count(strings.Trim(filepath.Clean(dir), "/"), "/") + 1
 }
 
-func (s *Source) warnOnce(key, msg string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.warned[key] == msg {
-		return
-	}
-	s.warned[key] = msg
-	s.log.Warn(msg)
-}
-
-func (s *Source) clearWarning(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.warned, key)
-}
-
 // Problems are the containers that asked for a partition and cannot have
 // one, with why (for status).
-func (s *Source) Problems() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, msg := range s.warned {
-		out = append(out, msg)
-	}
-	slices.Sort(out)
-	return out
-}
+func (s *Source) Problems() []string { return s.warned.List() }
