@@ -40,15 +40,7 @@ func TestAContainerStartedAcrossSynchronizeIsPinnedInItsCgroup(t *testing.T) {
 			// The task comes after Synchronize, from the old spec.
 			f.mkCgroup(ctr.Linux.CgroupsPath)
 			require.NoError(t, os.WriteFile(cpusFile, []byte("0-79\n"), 0o644))
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				b, _ := os.ReadFile(cpusFile)
-				if strings.TrimSpace(string(b)) == infra {
-					break
-				}
-				require.True(t, time.Now().Before(deadline), "the cgroup still has %q, not infra %s", b, infra)
-				time.Sleep(20 * time.Millisecond)
-			}
+			waitForFile(t, cpusFile, infra)
 			assert.Equal(t, 1.0, testutil.ToFloat64(rp.p.metrics.startRepins))
 			assert.Contains(t, rp.log.String(), "container default/web/app started on CPUs")
 		})
@@ -100,15 +92,7 @@ func TestAContainerListedOnlyAfterSynchronizeIsAdoptedAtItsStart(t *testing.T) {
 	require.NoError(t, os.WriteFile(cpusFile, []byte("0-79\n"), 0o644))
 
 	require.NoError(t, f.r.PostStartContainer(context.Background(), &api.PostStartContainerRequest{Pod: web, Container: late}))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, _ := os.ReadFile(cpusFile)
-		if strings.TrimSpace(string(b)) == infra {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the cgroup still has %q, not infra %s", b, infra)
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitForFile(t, cpusFile, infra)
 	assert.Contains(t, rp.log.String(), "container default/web/late started without the plugin seeing its creation")
 	assert.Contains(t, rp.savedState(t).Containers, late.Id, "remembered")
 
@@ -120,4 +104,19 @@ func TestAContainerListedOnlyAfterSynchronizeIsAdoptedAtItsStart(t *testing.T) {
 	// A second start event (a repeat) changes nothing.
 	require.NoError(t, f.r.PostStartContainer(context.Background(), &api.PostStartContainerRequest{Pod: web, Container: late}))
 	assert.Equal(t, 1, strings.Count(rp.log.String(), "started without the plugin seeing its creation"))
+}
+
+// waitForFile waits until a file says want (the background pinner's
+// write), or fails after 10 s.
+func waitForFile(t *testing.T, path, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.TrimSpace(string(b)) == want {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%s still says %q, not %q", path, b, want)
+		time.Sleep(20 * time.Millisecond)
+	}
 }
