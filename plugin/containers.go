@@ -253,6 +253,7 @@ const noQuota = -1
 func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.ended.add(ctr.GetId())
 	res := p.stop(ctr)
 	delete(p.overrode, ctr.GetId())
 	delete(p.memsOverrode, ctr.GetId())
@@ -269,6 +270,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.ended.add(ctr.GetId())
 	if _, ok := p.alloc.Get(ctr.GetId()); !ok {
 		return nil
 	}

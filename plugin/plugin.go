@@ -129,6 +129,9 @@ type Plugin struct {
 	// return updates (RemoveContainer, RemovePodSandbox); the next reply
 	// carries them (see deferFollowers).
 	pending map[string]bool
+	// ended are the containers last seen stopping or removed, which a
+	// late PostStartContainer must not adopt (startrace.go).
+	ended endedRuns
 	// runtime is what the connected runtime said about itself (for
 	// cpupool_runtime_info).
 	runtime runtimeInfo

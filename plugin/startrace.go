@@ -137,7 +137,7 @@ func (p *Plugin) PostStartContainer(_ context.Context, pod *api.PodSandbox, ctr 
 	if !p.synced {
 		return nil
 	}
-	if _, ok := p.alloc.Get(ctr.GetId()); ok {
+	if _, ok := p.alloc.Get(ctr.GetId()); ok || p.ended.has(ctr.GetId()) {
 		return nil
 	}
 	infra := p.alloc.PoolCPUs(pools.Infra)
@@ -168,3 +168,34 @@ func (p *Plugin) PostStartContainer(_ context.Context, pod *api.PodSandbox, ctr 
 	}
 	return nil
 }
+
+// endedRuns remembers the ids of the last containers that stopped or were
+// removed, so that a PostStartContainer that arrives after its container's
+// stop (a container that exits at once: the runtime may handle its exit
+// before it sends the start's post event) does not adopt a dead container,
+// whose assignment would hold CPUs until the next Synchronize. Bounded: a
+// post event comes right after its start, long before thousands of other
+// containers end.
+type endedRuns struct {
+	ids  map[string]bool
+	ring []string
+	next int
+}
+
+const endedRunsKept = 4096
+
+func (e *endedRuns) add(id string) {
+	if e.ids == nil {
+		e.ids, e.ring = map[string]bool{}, make([]string, endedRunsKept)
+	}
+	if e.ids[id] {
+		return
+	}
+	if old := e.ring[e.next]; old != "" {
+		delete(e.ids, old)
+	}
+	e.ring[e.next], e.ids[id] = id, true
+	e.next = (e.next + 1) % endedRunsKept
+}
+
+func (e *endedRuns) has(id string) bool { return e.ids[id] }

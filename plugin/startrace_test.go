@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,4 +120,46 @@ func waitForFile(t *testing.T, path, want string) {
 		require.True(t, time.Now().Before(deadline), "%s still says %q, not %q", path, b, want)
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestAStartEventAfterItsContainerStoppedAdoptsNothing: a container that
+// exits at once may have its stop handled before its start's post event
+// arrives; adopting it then would give a dead container the CPUs its pod
+// holds (containerd 2.0 did this in the end-to-end suite).
+func TestAStartEventAfterItsContainerStoppedAdoptsNothing(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, xeon, statePath(f))
+	crash := f.runPod(podSpec{name: "crash", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	ctr, _, err := f.createContainer(crash, "app", 1000)
+	require.NoError(t, err)
+	f.stopContainer(ctr)
+	require.NoError(t, f.r.PostStartContainer(context.Background(), &api.PostStartContainerRequest{Pod: crash, Container: ctr}))
+	assert.NotContains(t, rp.log.String(), "started without the plugin seeing its creation")
+	rp.p.mu.Lock()
+	_, running := rp.p.alloc.Get(ctr.Id)
+	holds := len(rp.p.alloc.HoldsOf(crash.Uid))
+	rp.p.mu.Unlock()
+	assert.False(t, running, "the stopped container is not running again")
+	assert.Equal(t, 1, holds, "its CPU stays held for its pod")
+
+	// Removed without a stop first: the same.
+	gone, _, err := f.createContainer(crash, "other", 1000)
+	require.NoError(t, err)
+	f.removeContainer(gone)
+	require.NoError(t, f.r.PostStartContainer(context.Background(), &api.PostStartContainerRequest{Pod: crash, Container: gone}))
+	assert.NotContains(t, rp.log.String(), "started without the plugin seeing its creation")
+}
+
+func TestEndedRunsKeepsTheLastOnes(t *testing.T) {
+	var e endedRuns
+	for i := range endedRunsKept + 10 {
+		e.add(fmt.Sprint(i))
+	}
+	assert.False(t, e.has("0"), "the oldest are forgotten")
+	assert.False(t, e.has("9"))
+	assert.True(t, e.has("10"))
+	assert.True(t, e.has(fmt.Sprint(endedRunsKept+9)))
+	assert.Len(t, e.ids, endedRunsKept)
+	e.add("10") // again: nothing moves
+	assert.True(t, e.has("11"))
 }
