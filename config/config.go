@@ -234,41 +234,43 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
 // IRQIsolation returns a pool's irqIsolation value ("" reads as off).
 func (c *Config) IRQIsolation(pool string) string {
-	var v string
-	switch pool {
-	case pools.Exclusive:
-		v = c.Pools.Exclusive.IRQIsolation
-	case pools.Shared:
-		v = c.Pools.Shared.IRQIsolation
-	case pools.ExclusiveNonIsolcpus:
-		v = c.Pools.ExclusiveNonIsolcpus.IRQIsolation
-	}
-	if v == "" {
-		return IRQIsolationOff
-	}
-	return v
+	return poolValue(pool, c.Pools.Exclusive.IRQIsolation, c.Pools.Shared.IRQIsolation, c.Pools.ExclusiveNonIsolcpus.IRQIsolation, IRQIsolationOff)
 }
 
 // IsolatedPartition returns a pool's isolatedPartition value ("" reads
 // as off).
 func (c *Config) IsolatedPartition(pool string) string {
-	var v string
-	switch pool {
-	case pools.Exclusive:
-		v = c.Pools.Exclusive.IsolatedPartition
-	case pools.ExclusiveNonIsolcpus:
-		v = c.Pools.ExclusiveNonIsolcpus.IsolatedPartition
-	}
-	if v == "" {
-		return IRQIsolationOff
-	}
-	return v
+	return poolValue(pool, c.Pools.Exclusive.IsolatedPartition, "", c.Pools.ExclusiveNonIsolcpus.IsolatedPartition, IRQIsolationOff)
 }
 
 // IRQIsolationEnabled tells whether any pool may move IRQs.
 func (c *Config) IRQIsolationEnabled() bool {
+	return anyPool(c.IRQIsolation, IRQIsolationOff)
+}
+
+// poolValue picks a per-pool setting by pool name: the exclusive, shared
+// or exclusive-non-isolcpus pool's value, off for an empty one or another
+// pool.
+func poolValue(pool, exclusive, shared, nonIsolcpus, off string) string {
+	var v string
+	switch pool {
+	case pools.Exclusive:
+		v = exclusive
+	case pools.Shared:
+		v = shared
+	case pools.ExclusiveNonIsolcpus:
+		v = nonIsolcpus
+	}
+	if v == "" {
+		return off
+	}
+	return v
+}
+
+// anyPool tells whether a per-pool setting is other than off for any pool.
+func anyPool(setting func(pool string) string, off string) bool {
 	for _, pool := range []string{pools.Exclusive, pools.Shared, pools.ExclusiveNonIsolcpus} {
-		if c.IRQIsolation(pool) != IRQIsolationOff {
+		if setting(pool) != off {
 			return true
 		}
 	}

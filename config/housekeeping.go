@@ -9,31 +9,12 @@ import (
 
 // Housekeeping returns a pool's housekeeping value ("" reads as off).
 func (c *Config) Housekeeping(pool string) string {
-	var v string
-	switch pool {
-	case pools.Exclusive:
-		v = c.Pools.Exclusive.Housekeeping
-	case pools.Shared:
-		v = c.Pools.Shared.Housekeeping
-	case pools.ExclusiveNonIsolcpus:
-		v = c.Pools.ExclusiveNonIsolcpus.Housekeeping
-	}
-	if v == "" {
-		return HousekeepingOff
-	}
-	return v
+	return poolValue(pool, c.Pools.Exclusive.Housekeeping, c.Pools.Shared.Housekeeping, c.Pools.ExclusiveNonIsolcpus.Housekeeping, HousekeepingOff)
 }
 
 // HousekeepingEnabled tells whether any pool keeps host processes off
 // its CPUs.
-func (c *Config) HousekeepingEnabled() bool {
-	for _, pool := range []string{pools.Exclusive, pools.Shared, pools.ExclusiveNonIsolcpus} {
-		if c.Housekeeping(pool) != HousekeepingOff {
-			return true
-		}
-	}
-	return false
-}
+func (c *Config) HousekeepingEnabled() bool { return anyPool(c.Housekeeping, HousekeepingOff) }
 
 // checkHousekeeping validates pools.<pool>.housekeeping: a shared pool's
 // CPUs are no one container's, so only the whole pool can be kept; the
