@@ -242,44 +242,61 @@ check_contains "the scheduler made the extended-resource claim" \
 delete_pods alias
 
 # ------------------------------------------------------------------ NUMA alignment
+# fake_node NAME FIXTURE CAPACITY ALLOCATABLE: a Ready Node without a
+# kubelet, with the ResourceSlices the driver would publish for the fixture
+# (tools/draslices: the driver's own code on it) under the Xeon config.
+# CAPACITY and ALLOCATABLE are the status's JSON objects.
+fake_node() {
+  local name=$1 fixture=$2 capacity=$3 allocatable=$4 now
+  (cd "$REPO" && go run ./tools/mksysfs -out "$W/sysfs" "testdata/topologies/$fixture.yaml" >/dev/null &&
+    go run ./tools/draslices -sysfs-root "$W/sysfs/$fixture" -config testdata/configs/xeon.yaml -node "$name" > "$W/$name-slices.json") ||
+    die "making $name's slices"
+  kubectl apply -f - >/dev/null <<YAML || die "creating $name"
+apiVersion: v1
+kind: Node
+metadata: {name: $name, labels: {kubernetes.io/hostname: $name}}
+YAML
+  now=$(date -u +%FT%TZ)
+  kubectl patch node "$name" --subresource status --type merge -p '{"status": {"capacity": '"$capacity"', "allocatable": '"$allocatable"',
+    "conditions": [{"type": "Ready", "status": "True", "reason": "e2e", "lastHeartbeatTime": "'"$now"'", "lastTransitionTime": "'"$now"'"}]}}' >/dev/null ||
+    die "$name's status"
+  kubectl apply -f "$W/$name-slices.json" >/dev/null || die "publishing $name's slices (the API server validates the capacities' request policies)"
+}
+# nic_slice NODE NAME:NUMA...: the test NIC driver's devices on NODE.
+nic_slice() {
+  local node=$1 devices="" d
+  shift
+  for d in "$@"; do
+    devices+="
+  - name: ${d%%:*}
+    attributes: {resource.kubernetes.io/numaNode: {int: ${d##*:}}}"
+  done
+  kubectl apply -f - >/dev/null <<YAML || die "$node's NICs"
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: $node-nic}
+spec:
+  driver: nic.example.com
+  nodeName: $node
+  pool: {name: $node, generation: 1, resourceSliceCount: 1}
+  devices:$devices
+YAML
+}
 # A second Node without a kubelet, with the slices the driver would publish
 # for a 2-socket Xeon (tools/draslices: the driver's code on a fixture) and
 # a test "NIC" driver's device on NUMA node 1. Pods bound there never run;
 # the allocated claims show the scheduler's choice.
 say "NUMA alignment on a second, multi-NUMA node: CPUs and NIC on one NUMA node, or unschedulable"
-(cd "$REPO" && go run ./tools/mksysfs -out "$W/sysfs" testdata/topologies/xeon-2s-interleaved.yaml >/dev/null &&
-  go run ./tools/draslices -sysfs-root "$W/sysfs/xeon-2s-interleaved" -config testdata/configs/xeon.yaml -node node-b > "$W/node-b-slices.json") ||
-  die "making node-b's slices"
-kubectl apply -f - >/dev/null <<YAML || die "creating node-b"
-apiVersion: v1
-kind: Node
-metadata: {name: node-b, labels: {kubernetes.io/hostname: node-b}}
-YAML
-kubectl patch node node-b --subresource status --type merge -p '{"status": {"capacity": {"cpu": "80", "memory": "64Gi", "pods": "10"},
-  "allocatable": {"cpu": "80", "memory": "64Gi", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True", "reason": "e2e",
-  "lastHeartbeatTime": "'"$(date -u +%FT%TZ)"'", "lastTransitionTime": "'"$(date -u +%FT%TZ)"'"}]}}' >/dev/null || die "node-b's status"
-kubectl apply -f "$W/node-b-slices.json" >/dev/null || die "publishing node-b's slices"
+fake_node node-b xeon-2s-interleaved '{"cpu": "80", "memory": "64Gi", "pods": "10"}' '{"cpu": "80", "memory": "64Gi", "pods": "10"}'
 check "node-b's slices (the driver's code on the Xeon fixture)" "$(our_slices node-b | tr '\n' ';')" \
   "exclusive-numa0 exclusive 0 numaNode 30;exclusive-numa1 exclusive 1 numaNode 30;exclusive-non-isolcpus-numa0 exclusive-non-isolcpus 0 numaNode 4;exclusive-non-isolcpus-numa1 exclusive-non-isolcpus 1 numaNode 6;"
-kubectl apply -f - >/dev/null <<YAML || die "the NIC driver's objects"
+kubectl apply -f - >/dev/null <<YAML || die "the NIC driver's DeviceClass"
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
 metadata: {name: nic}
 spec: {selectors: [{cel: {expression: 'device.driver == "nic.example.com"'}}]}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: node-b-nic}
-spec:
-  driver: nic.example.com
-  nodeName: node-b
-  pool: {name: node-b, generation: 1, resourceSliceCount: 1}
-  devices:
-  - name: eth1
-    attributes: {resource.kubernetes.io/numaNode: {int: 1}}
-  - name: eth2
-    attributes: {resource.kubernetes.io/numaNode: {int: 1}}
 YAML
+nic_slice node-b eth1:1 eth2:1
 near_nic() { # NAME CPUS [alone]: a claim for CPUS exclusive CPUs on the NIC's NUMA node (alone: no NIC)
   local nic="    - name: nic
       exactly: {deviceClassName: nic, count: 1}
@@ -323,18 +340,8 @@ check "the same 27 CPUs without a NIC: allocated on NUMA node 0" "$(allocated el
 kubectl delete pod aligned unalignable elsewhere --force --grace-period 0 >/dev/null 2>&1
 
 say "memory follows the CPUs through the scheduler: a third node whose 2 MiB hugepages are on NUMA node 1 only (issue 31)"
-(cd "$REPO" && go run ./tools/mksysfs -out "$W/sysfs" testdata/topologies/xeon-2s-hugepages.yaml >/dev/null &&
-  go run ./tools/draslices -sysfs-root "$W/sysfs/xeon-2s-hugepages" -config testdata/configs/xeon.yaml -node node-c > "$W/node-c-slices.json") ||
-  die "making node-c's slices"
-kubectl apply -f - >/dev/null <<YAML || die "creating node-c"
-apiVersion: v1
-kind: Node
-metadata: {name: node-c, labels: {kubernetes.io/hostname: node-c}}
-YAML
-kubectl patch node node-c --subresource status --type merge -p '{"status": {"capacity": {"cpu": "80", "memory": "128Gi", "hugepages-2Mi": "1Gi", "pods": "10"},
-  "allocatable": {"cpu": "80", "memory": "127Gi", "hugepages-2Mi": "1Gi", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True", "reason": "e2e",
-  "lastHeartbeatTime": "'"$(date -u +%FT%TZ)"'", "lastTransitionTime": "'"$(date -u +%FT%TZ)"'"}]}}' >/dev/null || die "node-c's status"
-kubectl apply -f "$W/node-c-slices.json" >/dev/null || die "publishing node-c's slices (the API server validates the memory capacities' request policies)"
+fake_node node-c xeon-2s-hugepages '{"cpu": "80", "memory": "128Gi", "hugepages-2Mi": "1Gi", "pods": "10"}' \
+  '{"cpu": "80", "memory": "127Gi", "hugepages-2Mi": "1Gi", "pods": "10"}'
 # memory_caps NODE: each device's memory capacities, "name memory hugepages2Mi hugepages1Gi".
 memory_caps() {
   kubectl get resourceslices -o json | python3 -c '
@@ -349,20 +356,7 @@ for s in json.load(sys.stdin)["items"]:
 }
 check "node-c's memory capacities: on the exclusive pool's device of each node only" "$(memory_caps node-c | tr '\n' ';')" \
   "exclusive-numa0 64Gi 0 0;exclusive-numa1 63Gi 1Gi 0;exclusive-non-isolcpus-numa0 - - -;exclusive-non-isolcpus-numa1 - - -;"
-kubectl apply -f - >/dev/null <<YAML || die "node-c's NICs"
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: node-c-nic}
-spec:
-  driver: nic.example.com
-  nodeName: node-c
-  pool: {name: node-c, generation: 1, resourceSliceCount: 1}
-  devices:
-  - name: eth0
-    attributes: {resource.kubernetes.io/numaNode: {int: 0}}
-  - name: eth1
-    attributes: {resource.kubernetes.io/numaNode: {int: 1}}
-YAML
+nic_slice node-c eth0:0 eth1:1
 huge_claim() { # NAME CPUS HUGEPAGES [nic]: a claim for CPUS exclusive CPUs and HUGEPAGES of 2 MiB pages (nic: and a NIC on their NUMA node)
   local nic=""
   [ "${4:-}" = nic ] && nic="    - name: nic
