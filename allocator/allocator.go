@@ -160,6 +160,10 @@ type Allocator struct {
 	fit *memFit
 	// claims are the memory DRA claims reserve (claimmem.go).
 	claims claimBook
+	// liveNodes and liveSizes are what a decision hands its hugepage
+	// reader (hugelive.go), kept between decisions.
+	liveNodes []int
+	liveSizes []int64
 	// fitBuf is the figures a decision's fit is worked out in, kept
 	// between decisions (memoryFit).
 	fitBuf memFit
@@ -239,6 +243,9 @@ type Request struct {
 	// by node id; nil uses those last read. The caller reads them only
 	// for a container that asks for hugepages.
 	HugePagesNow map[int][]sysfs.HugePages
+	// ReadHugePages, when HugePagesNow is nil, reads the counts of the
+	// nodes the decision needs, no more (hugelive.go).
+	ReadHugePages HugePageReader
 	// grow is the running container a resize adds CPUs to.
 	grow *Assignment
 }
@@ -252,6 +259,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	if cur, ok := a.containers[req.ID]; ok {
 		return Result{Assignment: *cur}, nil
 	}
+	cachedFit := a.liveCounts(&req)
 	infraBefore := a.markInfra()
 	warning, onFirst := "", false
 	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New()}
@@ -277,7 +285,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 			}
 			break
 		}
-		pl, err := a.placeWithMemory(req)
+		pl, err := a.placeWithMemory(req, cachedFit)
 		if err != nil {
 			return Result{}, err
 		}
@@ -292,6 +300,10 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	as.Mems = a.memsOf(as)
 	if onFirst {
 		as.Memory = a.onFirstNode(req.Demand, as.Mems)
+	}
+	if cachedFit != nil && !a.heldStillFits(req, cachedFit, as.Memory) {
+		// Nothing is committed yet: decide again on every node's counts.
+		return a.Allocate(a.rereadAll(req))
 	}
 	a.takeFromHolds(req, as.Held(), as.Memory)
 	res := a.commit(as, infraBefore)

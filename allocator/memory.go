@@ -311,6 +311,9 @@ type memFit struct {
 	// request is then placed by the other rules, with a warning.
 	ignoreMemory bool
 	warning      string
+	// lent is what the holds and claims the request may reuse hold, by
+	// node (lentMemory, lendClaims).
+	lent map[int]nodeUse
 	// running tells that the request's container runs already (counted at
 	// a restart): its own pages are faulted in, so free_hugepages is no
 	// floor, and split's last node takes the pages the others lack, as it
@@ -362,37 +365,44 @@ func (a *Allocator) fitFor(f *memFit, req Request, now map[int][]sysfs.HugePages
 		}
 		f.pages[i] = fill(f.pages[i], ids, 0)
 	}
-	memReserve := a.layout.MemoryReserve
 	f.reserve = f.reserve[:0]
 	for _, want := range req.Demand.HugePages {
 		f.reserve = append(f.reserve, a.layout.HugePagesReserve[want.SizeKB]) // once, not per node
 	}
-	for _, node := range a.x.topo.NUMANodes {
-		if !node.HasMemory || node.ID < 0 {
-			continue
-		}
-		u := a.mem.use(node.ID)
-		l := lent[node.ID]
-		hps := a.mem.pagesOf(node.ID)
-		inPages := int64(0)
-		for _, hp := range hps {
-			inPages += hp.Total * hp.SizeKB * 1024
-		}
-		if node.MemTotalKB > 0 {
-			f.memory[node.ID] = freeMemory(node.MemTotalKB*1024-inPages, memReserve, u.held()-l.memory)
-		}
-		for i, want := range req.Demand.HugePages {
-			var total, free int64
-			for _, hp := range hps {
-				if hp.SizeKB == want.SizeKB {
-					total, free = hp.Total, hp.Free
-				}
-			}
-			f.pages[i][node.ID] = freePages(total, free, f.reserve[i], u.count(want.SizeKB)-l.pages[want.SizeKB], running)
-		}
+	f.lent = lent
+	for i := range a.x.topo.NUMANodes {
+		a.fitNode(f, &a.x.topo.NUMANodes[i])
 	}
 	f.anyNodes = a.eachNodeHolds(f)
 	return f
+}
+
+// fitNode works out what a fit's request may have of one node, from the
+// counts last read (again for the nodes whose counts a decision read
+// after its placement: heldStillFits).
+func (a *Allocator) fitNode(f *memFit, node *sysfs.NUMANode) {
+	if !node.HasMemory || node.ID < 0 {
+		return
+	}
+	u := a.mem.use(node.ID)
+	l := f.lent[node.ID]
+	hps := a.mem.pagesOf(node.ID)
+	inPages := int64(0)
+	for _, hp := range hps {
+		inPages += hp.Total * hp.SizeKB * 1024
+	}
+	if node.MemTotalKB > 0 {
+		f.memory[node.ID] = freeMemory(node.MemTotalKB*1024-inPages, a.layout.MemoryReserve, u.held()-l.memory)
+	}
+	for i, want := range f.demand.HugePages {
+		var total, free int64
+		for _, hp := range hps {
+			if hp.SizeKB == want.SizeKB {
+				total, free = hp.Total, hp.Free
+			}
+		}
+		f.pages[i][node.ID] = freePages(total, free, f.reserve[i], u.count(want.SizeKB)-l.pages[want.SizeKB], f.running)
+	}
 }
 
 // freeMemory is the memory of a node a container may have: its capacity

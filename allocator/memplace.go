@@ -24,12 +24,17 @@ type placed struct {
 // and the placement rules choose among them. When no set of nodes holds its
 // hugepages, the request is refused with what each node has; when no set
 // holds its memory limit, it is placed by the other rules with a warning.
-func (a *Allocator) placeWithMemory(req Request) (placed, error) {
+// cached, when not nil, is the request's fit already worked out
+// (liveCounts).
+func (a *Allocator) placeWithMemory(req Request, cached *memFit) (placed, error) {
 	if !a.countsMemory(req) {
 		cpus, reserved, err := a.placeExclusive(req)
 		return placed{cpus: cpus, reserved: reserved}, err
 	}
-	fit := a.memoryFit(req, req.HugePagesNow)
+	fit := cached
+	if fit == nil {
+		fit = a.memoryFit(req, req.HugePagesNow)
+	}
 	if fit.anyNodes {
 		// Every node holds it alone: rule 0 rules nothing out, and the
 		// first node of its CPUs' mems holds all of it, as split would

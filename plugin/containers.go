@@ -31,7 +31,6 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// (an exclusive one, below): shared and infra containers keep their
 	// rules, which never read it.
 	demand, demandErr := demandOf(ctr)
-	hugePagesNow := p.hugePagesNow(demand) // a few sysfs reads, for hugepages only
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a, ok := p.alloc.Get(ctr.GetId()); ok {
@@ -57,7 +56,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if demandErr != nil && pools.IsExclusive(req.Pool) {
 		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: demandErr})
 	}
-	req.HugePagesNow = hugePagesNow
+	req.ReadHugePages = p.readHugePager // the nodes the decision needs, read under the lock: a few files
 	res, err := p.alloc.Allocate(req)
 	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes(pod) > 0 {
 		res, err = p.alloc.Allocate(req)

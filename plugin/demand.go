@@ -99,16 +99,16 @@ func sortPages(ps []allocator.Pages) {
 	slices.SortFunc(ps, func(a, b allocator.Pages) int { return cmp.Compare(a.SizeKB, b.SizeKB) })
 }
 
-// hugePagesNow reads the nodes' hugepage counts for a decision about a
+// hugePagesNow reads every node's hugepage counts for a decision about a
 // container that asks for hugepages (nil for any other): pages are
 // reserved and taken at run time, by processes the plugin does not know.
-// A read that fails leaves the counts last read, with a warning.
+// A read that fails leaves the counts last read, with a warning. A
+// creation hands the allocator readHugePages instead, which reads only the
+// nodes its decision needs (allocator/hugelive.go).
 func (p *Plugin) hugePagesNow(d allocator.Demand) map[int][]sysfs.HugePages {
 	if len(d.HugePages) == 0 {
 		return nil
 	}
-	// Only the sizes asked for, on the nodes with memory: the reply waits
-	// for these reads.
 	nodes := make([]int, 0, len(p.topo.NUMANodes))
 	for _, n := range p.topo.NUMANodes {
 		if n.HasMemory {
@@ -119,7 +119,15 @@ func (p *Plugin) hugePagesNow(d allocator.Demand) map[int][]sysfs.HugePages {
 	for i, hp := range d.HugePages {
 		sizes[i] = hp.SizeKB
 	}
-	now, err := p.hugePages.Read(nodes, sizes, p.hugePageReads.Add(1))
+	return p.readHugePages(nodes, sizes)
+}
+
+// readHugePages is the allocator's HugePageReader: the counts of the sizes
+// given on the nodes given, read now through the files kept open (a few
+// tenths of a microsecond a file on sysfs); nil, with a warning, when a
+// read fails, and the decision is made on the counts last read.
+func (p *Plugin) readHugePages(nodes []int, sizesKB []int64) map[int][]sysfs.HugePages {
+	now, err := p.hugePages.Read(nodes, sizesKB, p.hugePageReads.Add(1))
 	if err != nil {
 		p.log.Warnf("reading hugepage counts: %v; deciding on those last read", err)
 		return nil

@@ -92,6 +92,34 @@ func TestHugePagesFollowTheCPUs(t *testing.T) {
 	assert.Equal(t, "1", e.Linux.Resources.Cpu.Mems)
 }
 
+// TestPagesTakenSinceTheLastReadOnTheNodeChosen: both nodes had pages at
+// the last read (the plugin's start), so the decision reads again only the
+// node the CPU rules choose (allocator/hugelive.go): node 0, whose one
+// free CPU fits best. A host process took node 0's pages since. The check
+// of node 0 sees it, and the containers are pinned to node 1, where their
+// pages are, never to the node without them.
+func TestPagesTakenSinceTheLastReadOnTheNodeChosen(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	root := f.sysfsRoot(vmHugePages.fixture)
+	reserveHugePages(t, root, 2, 32)
+	startPlugin(t, f, vmHugePages, statePath(f))
+	withHugePages(f, 8)
+	probePod := exclusivePod(f, "probe")
+	probe, _, err := f.createContainer(probePod, "dpdk", 1000)
+	require.NoError(t, err)
+	require.Equal(t, "0", probe.Linux.Resources.Cpu.Mems, "the CPU rules choose node 0 first")
+	f.removeContainer(probe)
+	f.removePod(probePod) // its CPU and pages are free again
+
+	dir := filepath.Join(root, "sys/devices/system/node/node0/hugepages/hugepages-2048kB")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "free_hugepages"), []byte("3\n"), 0o644)) // a host process took 29
+	for _, name := range []string{"a", "b"} {
+		ctr, _, err := f.createContainer(exclusivePod(f, name), "dpdk", 1000)
+		require.NoError(t, err)
+		assert.Equal(t, "1", ctr.Linux.Resources.Cpu.Mems, "container %s is pinned to node 1, not to node 0, which has 3 free pages", name)
+	}
+}
+
 // TestHugePageLimitsAreBounded: a malformed page size is refused before
 // the lock, with a short echo.
 func TestHugePageLimitsAreBounded(t *testing.T) {

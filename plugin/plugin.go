@@ -70,10 +70,13 @@ const (
 // Plugin handles NRI events. One mutex serializes decisions and state.
 type Plugin struct {
 	mu sync.Mutex
-	// hugePageReads numbers the hugepage readings taken before the lock
-	// (hugePagesNow), so that the allocator keeps the newest of two that
-	// race for it.
+	// hugePageReads numbers the hugepage readings (readHugePages), some
+	// taken before the lock (a DRA reservation's), so that the allocator
+	// keeps the newest of two that race for it.
 	hugePageReads atomic.Uint64
+	// readHugePager is readHugePages, made once: a creation hands it to
+	// the allocator.
+	readHugePager allocator.HugePageReader
 	cfg           *config.Config
 	topo          *sysfs.Topology
 	alloc         *allocator.Allocator
@@ -178,6 +181,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
 	p.pins = newSandboxPins(&p.mu)
 	p.hugePages = sysfs.NewHugePageCounter(cfg.SysfsRoot) // the root stays across reloads
+	p.readHugePager = p.readHugePages
 	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, hostfiles.OS{}
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)

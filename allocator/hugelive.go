@@ -1,0 +1,131 @@
+package allocator
+
+// Which hugepage counts a decision reads live (issue 31): pages are
+// reserved and taken at run time by processes the plugin does not know, so
+// a decision never trusts a count it did not read for itself; but reading
+// every node's counts (two files per node and size) costs the reply more
+// than the decision does on a machine of many nodes. So a request that
+// hands over a reader (Request.ReadHugePages) rather than counts
+// (Request.HugePagesNow) is decided thus:
+//
+//   - When the counts last read let every NUMA node hold its whole demand,
+//     memory rules no node out (memFit.anyNodes): the placement is the one
+//     the CPU rules make. Only the nodes it then holds hugepages on are read
+//     again; if they still hold them, that placement is the one a decision
+//     on every node's live counts makes (the set it chose is the best of all
+//     sets, and it fits, so it is the best of those that fit). If they do
+//     not, every node is read and the request decided again.
+//   - Otherwise (some node is short, by the counts last read) every node is
+//     read before the decision, as the search needs them all.
+//   - A container whose CPUs are given (the kubelet's) reads the nodes of
+//     those CPUs only.
+//
+// Either way the nodes a container is pinned to were read for its decision,
+// and the live free_hugepages is a floor there.
+
+import "github.com/cpupool/nri-cpupool/sysfs"
+
+// HugePageReader reads the hugepage counts of the sizes given on the nodes
+// given, now; nil when the read failed (the decision then uses the counts
+// last read, and the reader says why). It must not keep the slices it is
+// given: they are the allocator's buffers.
+type HugePageReader func(nodes []int, sizesKB []int64) map[int][]sysfs.HugePages
+
+// liveCounts settles what a request reads before its placement: it reads
+// them into req.HugePagesNow where the placement needs them. When the
+// placement must be checked against the counts of its own nodes afterwards
+// (heldStillFits), it returns the fit worked out on the counts last read,
+// which the placement uses as it is.
+func (a *Allocator) liveCounts(req *Request) (cached *memFit) {
+	if req.ReadHugePages == nil || req.HugePagesNow != nil || len(req.Demand.HugePages) == 0 || !a.countsMemory(*req) {
+		return nil
+	}
+	read := req.ReadHugePages
+	req.ReadHugePages = nil // read once: here, or in heldStillFits and perhaps rereadAll
+	if req.CPUs.Size() > 0 {
+		req.HugePagesNow = a.readOrEmpty(read, a.memNodesOf(a.x.numaNodes(req.CPUs)), req.Demand)
+		return nil
+	}
+	if fit := a.memoryFit(*req, nil); fit.anyNodes {
+		req.ReadHugePages = read
+		return fit
+	}
+	req.HugePagesNow = a.readOrEmpty(read, a.memoryNodes(), req.Demand)
+	return nil
+}
+
+// heldStillFits reads the counts of the nodes a placement holds hugepages
+// on, and tells whether they still hold what it holds there (its memory
+// too: a grown hugepage pool shrinks the node's memory). fit is the one the
+// placement was made on; it is worked out again for those nodes.
+func (a *Allocator) heldStillFits(req Request, fit *memFit, held []NodeMemory) bool {
+	nodes := a.liveNodes[:0]
+	for _, nm := range held {
+		if len(nm.HugePages) > 0 {
+			nodes = append(nodes, nm.Node)
+		}
+	}
+	a.liveNodes = nodes
+	now := req.ReadHugePages(nodes, a.demandSizes(req.Demand))
+	if now == nil {
+		return true // unread: decided on the counts last read, as any decision whose read fails
+	}
+	for _, n := range nodes {
+		a.mem.keepPages(n, now[n])
+		if pos, ok := a.x.nodePos[n]; ok {
+			a.fitNode(fit, &a.x.topo.NUMANodes[pos])
+		}
+	}
+	for _, nm := range held {
+		for i, want := range req.Demand.HugePages {
+			for _, p := range nm.HugePages {
+				if p.SizeKB == want.SizeKB && p.Count > fit.pagesAt(i, nm.Node) {
+					return false
+				}
+			}
+		}
+		if avail := fit.memoryAt(nm.Node); !fit.ignoreMemory && avail >= 0 && nm.Memory > avail {
+			return false
+		}
+	}
+	return true
+}
+
+// rereadAll is a request that failed heldStillFits, with every node's
+// counts read now.
+func (a *Allocator) rereadAll(req Request) Request {
+	req.HugePagesNow = a.readOrEmpty(req.ReadHugePages, a.memoryNodes(), req.Demand)
+	req.ReadHugePages = nil
+	return req
+}
+
+// readOrEmpty reads the counts of nodes; a failed read is an empty
+// reading, which decides on the counts last read and is not read again.
+func (a *Allocator) readOrEmpty(read HugePageReader, nodes []int, d Demand) map[int][]sysfs.HugePages {
+	if now := read(nodes, a.demandSizes(d)); now != nil {
+		return now
+	}
+	return map[int][]sysfs.HugePages{}
+}
+
+// memoryNodes are the ids of the NUMA nodes with memory.
+func (a *Allocator) memoryNodes() []int {
+	out := make([]int, 0, len(a.x.topo.NUMANodes))
+	for _, n := range a.x.topo.NUMANodes {
+		if n.HasMemory && n.ID >= 0 {
+			out = append(out, n.ID)
+		}
+	}
+	return out
+}
+
+// demandSizes are the hugepage sizes a demand asks for, in kB, in a buffer
+// kept between decisions (a reader must not keep it).
+func (a *Allocator) demandSizes(d Demand) []int64 {
+	sizes := a.liveSizes[:0]
+	for _, hp := range d.HugePages {
+		sizes = append(sizes, hp.SizeKB)
+	}
+	a.liveSizes = sizes
+	return sizes
+}
