@@ -70,8 +70,10 @@ func BenchmarkExclusiveDecision(b *testing.B) {
 // BenchmarkMemoryDecision: one 4-CPU exclusive placement on the 384-CPU
 // node at 50% occupancy, by what it asks of memory (rule 0): nothing; a
 // memory limit that fits (the goal: within 10% of nothing); that and 4
-// pages of 2 MiB, which every node has (the counts handed over as read for
-// the decision, as the plugin does); a memory limit no set of nodes holds
+// pages of 2 MiB, which every node has (the counts of every node handed
+// over as read for the decision; and, hugepages-read, through a reader
+// that the decision asks for the nodes it needs, as a creation does, here
+// without the files' I/O); a memory limit no set of nodes holds
 // (placed with a warning); hugepages no node has (refused). A placement's
 // release is not timed.
 func BenchmarkMemoryDecision(b *testing.B) {
@@ -79,11 +81,13 @@ func BenchmarkMemoryDecision(b *testing.B) {
 		name   string
 		demand Demand
 		now    map[int][]sysfs.HugePages
+		read   bool // the counts handed over through a reader, as a creation does
 		refuse bool
 	}{
 		{name: "none"},
 		{name: "memory-fits", demand: Demand{Memory: 1 << 30}},
 		{name: "hugepages-fits", demand: Demand{Memory: 1 << 30, HugePages: []Pages{{SizeKB: 2048, Count: 4}}}, now: everyNode(8, 1024)},
+		{name: "hugepages-read", demand: Demand{Memory: 1 << 30, HugePages: []Pages{{SizeKB: 2048, Count: 4}}}, now: everyNode(8, 1024), read: true},
 		{name: "memory-nowhere", demand: Demand{Memory: 1 << 40}},
 		{name: "hugepages-nowhere", demand: Demand{HugePages: []Pages{{SizeKB: 2048, Count: 1}}}, refuse: true},
 	} {
@@ -95,6 +99,9 @@ func BenchmarkMemoryDecision(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				r := exclusive(fmt.Sprintf("x%d", i), 4)
 				r.Demand, r.HugePagesNow = bc.demand, bc.now
+				if bc.read {
+					r.HugePagesNow, r.ReadHugePages = nil, func([]int, []int64) map[int][]sysfs.HugePages { return bc.now }
+				}
 				start := time.Now()
 				_, err := a.Allocate(r)
 				samples = append(samples, time.Since(start))
@@ -108,6 +115,65 @@ func BenchmarkMemoryDecision(b *testing.B) {
 			b.StopTimer()
 			benchutil.ReportLatency(b, samples)
 		})
+	}
+}
+
+// BenchmarkMemoryDecisionPaired is issue 31's budget, in one process, so
+// that the machine's noise falls on every kind alike: a 4-CPU exclusive
+// placement on the 384-CPU node at 50% occupancy asking for no memory, for
+// a memory limit that fits, and for that and 4 pages of 2 MiB handed over
+// through a reader (as a creation does; the reader returns counts without
+// the files' I/O), on three allocators, creation after creation in turn.
+// It reports each kind's median and the per-round ratio's median against
+// no memory (the budget: ×1.10).
+func BenchmarkMemoryDecisionPaired(b *testing.B) {
+	every := everyNode(8, 1024)
+	reader := func([]int, []int64) map[int][]sysfs.HugePages { return every }
+	kinds := []struct {
+		name string
+		ask  func(*Request)
+	}{
+		{"none", func(*Request) {}},
+		{"memory", func(r *Request) { r.Demand = Demand{Memory: 1 << 30} }},
+		{"hugepages", func(r *Request) {
+			r.Demand, r.ReadHugePages = Demand{Memory: 1 << 30, HugePages: []Pages{{SizeKB: 2048, Count: 4}}}, reader
+		}},
+	}
+	allocs := make([]*Allocator, len(kinds))
+	for i := range kinds {
+		allocs[i], _ = halfFull(b)
+	}
+	samples := make([][]time.Duration, len(kinds))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k, kind := range kinds {
+			r := exclusive(fmt.Sprintf("x%d", i), 4)
+			kind.ask(&r)
+			start := time.Now()
+			_, err := allocs[k].Allocate(r)
+			samples[k] = append(samples[k], time.Since(start))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			allocs[k].Release(r.ID)
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	ratios := make([][]time.Duration, len(kinds))
+	for i := range samples[0] {
+		for k := 1; k < len(kinds); k++ { // a ratio kept as a Duration of 1 µs per 1.0, which Latency's median reads back
+			ratios[k] = append(ratios[k], time.Duration(1000*samples[k][i]/max(samples[0][i], 1)))
+		}
+	}
+	for k, kind := range kinds {
+		median, _ := benchutil.Latency(samples[k])
+		b.ReportMetric(median, kind.name+"-median-µs")
+		if k > 0 {
+			ratio, _ := benchutil.Latency(ratios[k]) // in µs: the ratio
+			b.ReportMetric(ratio, kind.name+"-ratio-x")
+		}
 	}
 }
 

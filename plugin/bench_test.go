@@ -254,60 +254,70 @@ func measurePaired(b *testing.B, noop, ours *fakeRuntime) { measurePairedKeeping
 // removed with its pod, off the clock), so that background work on it
 // (its isolated partition) happens while later creations are measured.
 func measurePairedKeeping(b *testing.B, noop, ours *fakeRuntime, keep int) {
-	pods := map[*fakeRuntime][]*api.PodSandbox{}
-	ctrs := map[*fakeRuntime][]*api.Container{}
-	for _, f := range []*fakeRuntime{noop, ours} {
+	samples, allocs := measureRounds(b, []*fakeRuntime{noop, ours}, ours, keep)
+	added := make([]time.Duration, b.N)
+	for i := range added {
+		added[i] = samples[1][i] - samples[0][i]
+	}
+	addedMedian, _ := benchutil.Latency(added)
+	b.ReportMetric(addedMedian, "added-median-µs")
+	benchutil.ReportLatency(b, samples[1])
+	noopMedian, noopP99 := benchutil.Latency(samples[0])
+	b.ReportMetric(noopMedian, "noop-median-µs")
+	b.ReportMetric(noopP99, "noop-p99-µs")
+	b.ReportMetric(allocs, "allocs-per-rt")
+}
+
+// measureRounds times b.N rounds of creations of a 2-CPU exclusive
+// container, one behind each runtime per round, in an order that rotates
+// from round to round, and returns the times by runtime and round, and the
+// objects allocated per creation behind counted (its background work
+// included; nil counts none). Each measured container runs while the
+// next keep are created; then it is stopped and removed with its pod, off
+// the clock.
+func measureRounds(b *testing.B, rts []*fakeRuntime, counted *fakeRuntime, keep int) ([][]time.Duration, float64) {
+	pods := make([][]*api.PodSandbox, len(rts))
+	ctrs := make([][]*api.Container, len(rts))
+	for k, f := range rts {
 		for i := 0; i < b.N; i++ {
-			pods[f] = append(pods[f], f.runPod(podSpec{name: "bench" + strconv.Itoa(i), annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}))
+			pods[k] = append(pods[k], f.runPod(podSpec{name: "bench" + strconv.Itoa(i), annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}))
+		}
+		if f.settle != nil {
+			f.settle() // the sandboxes just run are pinned before the clock starts
 		}
 	}
-	if ours.settle != nil {
-		ours.settle() // the sandboxes just run are pinned before the clock starts
-	}
-	samples := map[*fakeRuntime][]time.Duration{}
+	samples := make([][]time.Duration, len(rts))
 	var allocs uint64
 	counter := []rtmetrics.Sample{{Name: "/gc/heap/allocs:objects"}}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		order := []*fakeRuntime{noop, ours}
-		if i%2 == 1 {
-			order[0], order[1] = ours, noop
-		}
-		for _, f := range order {
+		for j := range rts {
+			k := (i + j) % len(rts)
+			f := rts[k]
 			rtmetrics.Read(counter)
 			before := counter[0].Value.Uint64()
 			start := time.Now()
-			ctr, _, err := f.createContainer(pods[f][i], "c", 2000)
-			samples[f] = append(samples[f], time.Since(start))
+			ctr, _, err := f.createContainer(pods[k][i], "c", 2000)
+			samples[k] = append(samples[k], time.Since(start))
 			b.StopTimer()
 			if err != nil {
 				b.Fatal(err)
 			}
-			if f == ours {
+			if f == counted {
 				rtmetrics.Read(counter)
 				allocs += counter[0].Value.Uint64() - before
 			}
-			ctrs[f] = append(ctrs[f], ctr)
-			if j := i - keep; j >= 0 {
-				f.stopContainer(ctrs[f][j])
-				f.removeContainer(ctrs[f][j])
-				f.removePod(pods[f][j])
+			ctrs[k] = append(ctrs[k], ctr)
+			if i2 := i - keep; i2 >= 0 {
+				f.stopContainer(ctrs[k][i2])
+				f.removeContainer(ctrs[k][i2])
+				f.removePod(pods[k][i2])
 			}
 			b.StartTimer()
 		}
 	}
 	b.StopTimer()
-	added := make([]time.Duration, b.N)
-	for i := range added {
-		added[i] = samples[ours][i] - samples[noop][i]
-	}
-	addedMedian, _ := benchutil.Latency(added)
-	b.ReportMetric(addedMedian, "added-median-µs")
-	benchutil.ReportLatency(b, samples[ours])
-	noopMedian, noopP99 := benchutil.Latency(samples[noop])
-	b.ReportMetric(noopMedian, "noop-median-µs")
-	b.ReportMetric(noopP99, "noop-p99-µs")
-	b.ReportMetric(float64(allocs)/float64(b.N), "allocs-per-rt")
+	return samples, float64(allocs) / float64(b.N)
 }
 
 // exclusiveEvery makes every fourth container a 1-CPU exclusive one and

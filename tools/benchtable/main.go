@@ -73,6 +73,19 @@ func main() {
 			row("  allocations per decision", fmt.Sprintf("%.0f", al), "")
 		}
 	}
+	// Issue 31's budgets: what memory accounting adds to a decision and to
+	// a round trip, each measured against the plain one in the same process
+	// (BenchmarkMemoryDecisionPaired, BenchmarkCreateContainerRoundTripMemory).
+	if mem, ok := get("MemoryDecisionPaired", "memory-ratio-x"); ok {
+		huge, _ := get("MemoryDecisionPaired", "hugepages-ratio-x")
+		none, _ := get("MemoryDecisionPaired", "none-median-µs")
+		row("4-CPU decision, 384 CPUs: a memory limit / that and hugepages, against none (paired)", fmt.Sprintf("×%.2f / ×%.2f (none %.1f µs)", mem, huge, none), "≤ ×1.10")
+	}
+	if plain, ok := get("CreateContainerRoundTripMemory", "plain-added-median-µs"); ok {
+		mem, _ := get("CreateContainerRoundTripMemory", "memory-extra-median-µs")
+		huge, _ := get("CreateContainerRoundTripMemory", "hugepages-extra-median-µs")
+		row("round trip, 200 running: what a memory limit / hugepages add to a plain one's added", fmt.Sprintf("%.0f / %.0f µs (plain %.0f µs)", mem, huge, plain), fmt.Sprintf("≤ %.0f µs (10%%)", plain/10))
+	}
 	if m, ok := get("Release", "median-µs"); ok {
 		p99, _ := get("Release", "p99-µs")
 		row("release (median / p99)", fmt.Sprintf("%.1f / %.1f µs", m, p99), "")
