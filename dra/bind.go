@@ -8,25 +8,6 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// Container names the container that shows claim tokens.
-type Container struct {
-	PodUID, Namespace, Pod, Name string
-}
-
-func (c Container) String() string { return c.Namespace + "/" + c.Pod + "/" + c.Name }
-
-// Grant is what a container gets from the claims it shows.
-type Grant struct {
-	Pool string
-	CPUs cpuset.CPUSet
-	// Claims names the claims and requests, "namespace/name/request", for
-	// messages.
-	Claims []string
-	// Keys name the requests' memory reservations (allocator.ClaimMemory):
-	// the container's memory comes from them first.
-	Keys []string
-}
-
 // Bind finds the claims a container shows in its environment (see Tokens)
 // and gives it their CPUs. The first container that shows a request's
 // token owns the request: any other container, of the pod or of another

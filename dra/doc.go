@@ -15,9 +15,7 @@
 //
 // What the CPUs are and who holds them is the Pools' business (the plugin,
 // or Static for a node without containers); this package speaks the
-// kubelet's DRA API, the ResourceSlice API and CDI.
+// kubelet's DRA API, the ResourceSlice API and CDI. What needs no
+// Kubernetes library is in package dracore (see core.go), which the
+// binary without the driver links; this package is in nri-cpupool-dra.
 package dra
-
-// DriverName is the DRA driver's name, in ResourceSlices, DeviceClasses and
-// allocation results; also the domain of the driver's attributes.
-const DriverName = "cpupool.dev"

@@ -14,6 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
@@ -183,19 +185,19 @@ func TestSchedulerPutsHugePagesWhereTheyAre(t *testing.T) {
 	r := d.Claims()["uid-1"].Requests["cpus"]
 	assert.Equal(t, []NodeMemory{{Node: 1, HugePages: map[int64]int64{2048: 32}}}, r.Memory)
 	assert.Equal(t, map[string]allocator.ClaimMemory{"uid-1/cpus": {Key: "uid-1/cpus", Held: []allocator.NodeMemory{{Node: 1, HugePages: []allocator.Pages{{SizeKB: 2048, Count: 32}}}}}},
-		s.alloc.ClaimReservations())
-	assert.Equal(t, []allocator.NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{2048: 32}}}, s.alloc.MemoryUse())
+		s.Allocator().ClaimReservations())
+	assert.Equal(t, []allocator.NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{2048: 32}}}, s.Allocator().MemoryUse())
 	assert.Equal(t, "1Gi", offered(t, d.Driver, "exclusive-numa1", "cpupool.dev/hugepages2Mi"), "the scheduler counts the claim: the offer stays")
 
 	// The restarted driver reserves it again.
-	s2 := &Static{alloc: allocator.New(s.alloc.Topology(), s.alloc.Layout(), true)}
+	s2 := dracore.StaticOf(allocator.New(s.Allocator().Topology(), s.Allocator().Layout(), true), config.Allocation{})
 	td2 := &testDriver{pools: s2, claims: d.claims, cdi: d.cdi}
 	td2.Driver = td2.restart(t)
-	assert.Equal(t, s.alloc.ClaimReservations(), s2.alloc.ClaimReservations())
+	assert.Equal(t, s.Allocator().ClaimReservations(), s2.Allocator().ClaimReservations())
 
 	unprepare(t, d.Driver, "uid-1")
-	assert.Empty(t, s.alloc.ClaimReservations())
-	assert.Empty(t, s.alloc.MemoryUse())
+	assert.Empty(t, s.Allocator().ClaimReservations())
+	assert.Empty(t, s.Allocator().MemoryUse())
 }
 
 // offered is a capacity of a device the driver publishes now.
@@ -224,7 +226,7 @@ func TestPrepareFailsWhenTheHugePagesAreGone(t *testing.T) {
 	require.Error(t, res.Err)
 	assert.Contains(t, res.Err.Error(), "hugepages-2Mi: asked 16, free node1 0")
 	assert.Empty(t, d.Claims())
-	assert.Empty(t, s.alloc.ClaimReservations())
+	assert.Empty(t, s.Allocator().ClaimReservations())
 	assert.Equal(t, "0", offered(t, d.Driver, "exclusive-numa1", "cpupool.dev/hugepages2Mi"), "pages others took are not offered")
 
 	// Two claims that each fit but not together: the second fails.
@@ -234,7 +236,7 @@ func TestPrepareFailsWhenTheHugePagesAreGone(t *testing.T) {
 	res = prepare(t, d.Driver, hugePagesClaim("uid-2", 1, 2, 300, "pod-2"))["uid-2"]
 	require.Error(t, res.Err)
 	assert.Contains(t, res.Err.Error(), "hugepages-2Mi: asked 300, free node1 212")
-	assert.Len(t, s.alloc.ClaimReservations(), 1)
+	assert.Len(t, s.Allocator().ClaimReservations(), 1)
 }
 
 // A claims file of a version before memory was reserved loads: its
@@ -248,7 +250,7 @@ func TestOldClaimsFileLoads(t *testing.T) {
 	d2 := d.restart(t)
 	require.Contains(t, d2.Claims(), "uid-1")
 	assert.Empty(t, d2.Claims()["uid-1"].Requests["cpus"].Memory)
-	assert.Empty(t, s.alloc.ClaimReservations())
+	assert.Empty(t, s.Allocator().ClaimReservations())
 	// And the same claim prepared again is the same allocation.
 	c := shareClaim("uid-1", "c", pools.Exclusive, 1, 2, "p")
 	require.NoError(t, prepare(t, d2, c)[types.UID("uid-1")].Err)

@@ -391,12 +391,12 @@ func TestPrepareRefusesWhatIsNotOurs(t *testing.T) {
 func TestPrepareAvoidsCPUsContainersHold(t *testing.T) {
 	s := static(t, "epyc-2s-384", epycConfig)
 	d := newTestDriver(t, s)
-	_, err := s.alloc.Allocate(allocator.Request{ID: "old", Pod: allocator.PodRef{Namespace: "ns", Name: "old", UID: "old"}, Container: "c",
+	_, err := s.Allocator().Allocate(allocator.Request{ID: "old", Pod: allocator.PodRef{Namespace: "ns", Name: "old", UID: "old"}, Container: "c",
 		Pool: pools.Exclusive, MilliCPU: 38000, NUMANodes: set(t, "0"), PreferNUMA: cpuset.New()})
 	require.NoError(t, err)
 	res := prepare(t, d.Driver, allocatedClaim("uid-1", "a", slots{"cpus": slotsOn(pools.Exclusive, 0, 0, 4)}, "pod-1"))["uid-1"]
 	assert.ErrorContains(t, res.Err, `pool exclusive has 2 free CPUs on NUMA node 0 ("`)
 	require.NoError(t, prepare(t, d.Driver, allocatedClaim("uid-1", "a", slots{"cpus": slotsOn(pools.Exclusive, 0, 0, 2)}, "pod-1"))["uid-1"].Err)
-	held, _ := s.alloc.Get("old")
+	held, _ := s.Allocator().Get("old")
 	assert.True(t, cpusOf(t, d.Driver, "uid-1", "cpus").Intersection(held.CPUs).IsEmpty())
 }

@@ -7,7 +7,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
-	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -18,12 +18,12 @@ import (
 // container that shows the token is bound to the claim and pinned to
 // exactly its CPUs, as a device plugin grant's container is.
 
-var _ dra.Pools = (*Plugin)(nil)
+var _ dracore.Pools = (*Plugin)(nil)
 
 // ClaimBinder finds the CPUs of the DRA claims a container shows (the
 // dra.Driver).
 type ClaimBinder interface {
-	Bind(env []string, ctr dra.Container) (dra.Grant, bool, error)
+	Bind(env []string, ctr dracore.Container) (dracore.Grant, bool, error)
 }
 
 // UseClaims turns the DRA route on: containers that show claim tokens get
@@ -34,14 +34,14 @@ func (p *Plugin) UseClaims(b ClaimBinder) {
 	p.claims = b
 }
 
-// Layout implements dra.Pools.
+// Layout implements dracore.Pools.
 func (p *Plugin) Layout() (*sysfs.Topology, *allocator.Layout) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.topo, p.alloc.Layout()
 }
 
-// Held implements dra.Pools: the CPUs of an exclusive pool that a
+// Held implements dracore.Pools: the CPUs of an exclusive pool that a
 // container, running or stopped and held for its pod, keeps from others.
 func (p *Plugin) Held(pool string) cpuset.CPUSet {
 	p.mu.Lock()
@@ -49,15 +49,15 @@ func (p *Plugin) Held(pool string) cpuset.CPUSet {
 	return p.alloc.Layout().Pool(pool).Difference(p.alloc.FreeCPUs(pool))
 }
 
-// Place implements dra.Pools with the plugin's allocator: the placement
+// Place implements dracore.Pools with the plugin's allocator: the placement
 // rules see every container's CPUs.
 func (p *Plugin) Place(pool string, numa, n int, exclude cpuset.CPUSet) (cpuset.CPUSet, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return dra.PlaceOn(p.alloc, p.cfg.Allocation, pool, numa, n, exclude)
+	return dracore.PlaceOn(p.alloc, p.cfg.Allocation, pool, numa, n, exclude)
 }
 
-// Release implements dra.Pools: the kubelet unprepared the claims of these
+// Release implements dracore.Pools: the kubelet unprepared the claims of these
 // pods, which it does once their containers have ended, so the CPUs held
 // for their stopped containers go back now. The pod sandbox's stop would
 // release them too, but containerd sends none for pods created before its
@@ -94,7 +94,7 @@ func (p *Plugin) attachClaims(pod *api.PodSandbox, ctr *api.Container, info *all
 	if p.claims == nil {
 		return nil
 	}
-	g, ok, err := p.claims.Bind(ctr.GetEnv(), dra.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: ctr.GetName()})
+	g, ok, err := p.claims.Bind(ctr.GetEnv(), dracore.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: ctr.GetName()})
 	if err != nil || !ok {
 		return err
 	}
@@ -110,6 +110,6 @@ func (p *Plugin) attachClaims(pod *api.PodSandbox, ctr *api.Container, info *all
 // tokens (the container's CPUs are then its claims', which a resize of
 // its CPU request cannot change).
 func claimsShown(env []string) bool {
-	tokens, err := dra.Tokens(env)
+	tokens, err := dracore.Tokens(env)
 	return err != nil || len(tokens) > 0
 }

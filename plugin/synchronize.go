@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
-	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
@@ -457,7 +457,7 @@ func (p *Plugin) rebindClaims(known []*api.Container, pods []*api.PodSandbox) {
 		if pod == nil || !claimsShown(c.GetEnv()) {
 			continue
 		}
-		ctr := dra.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: c.GetName()}
+		ctr := dracore.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: c.GetName()}
 		g, ok, err := p.claims.Bind(c.GetEnv(), ctr)
 		if err != nil {
 			p.log.Warnf("synchronize: container %s: its ResourceClaims cannot be bound to it again: %v", containerRef(pod, c), err)

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
-	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -92,7 +92,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 // next to the state file when dra.enabled; nothing when it is off. The
 // driver's state says nothing about pinning, which runs whatever it is.
 func printDRAStatus(stdout io.Writer, stateFile string) {
-	s, ok, err := dra.ReadStatus(dra.StatusFile(stateFile))
+	s, ok, err := dracore.ReadStatus(dracore.StatusFile(stateFile))
 	switch {
 	case err != nil:
 		fmt.Fprintf(stdout, "DRA driver: unknown: %v\n", err)

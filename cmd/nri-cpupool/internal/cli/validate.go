@@ -7,7 +7,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
-	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
@@ -111,14 +111,14 @@ func printKubeletSettings(w io.Writer, cfg *config.Config, topo *sysfs.Topology,
 // are counted by the pod's own cpu request.
 func printDRASettings(w io.Writer, cfg *config.Config, topo *sysfs.Topology, layout *allocator.Layout) {
 	var offer []string
-	for _, g := range dra.Offer(topo, layout, nil) {
+	for _, g := range dracore.Offer(topo, layout, nil) {
 		offer = append(offer, fmt.Sprintf("%s on NUMA node %d: %d", g.Pool, g.NUMA, g.Slots))
 	}
-	unit := "one device per pool and NUMA node, capacity " + dra.CapacityCPUs
+	unit := "one device per pool and NUMA node, capacity " + dracore.CapacityCPUs
 	if cfg.DRA.Devices == config.DRADevicesCPU {
 		unit = "one device per CPU"
 	}
-	fmt.Fprintf(w, "kubelet: DRA driver %s (dra.devices: %s, %s) offers %s\n", dra.DriverName, cfg.DRA.Devices, unit, orDash(strings.Join(offer, ", ")))
+	fmt.Fprintf(w, "kubelet: DRA driver %s (dra.devices: %s, %s) offers %s\n", dracore.DriverName, cfg.DRA.Devices, unit, orDash(strings.Join(offer, ", ")))
 	reserve := layout.Exclusive.Size() + layout.Shared.Size()
 	fmt.Fprintf(w, "  recommended KubeletConfiguration (add your own system reservation to kubeReserved.cpu):\n")
 	fmt.Fprintf(w, "    cpuManagerPolicy: none\n")
@@ -130,5 +130,5 @@ func printDRASettings(w io.Writer, cfg *config.Config, topo *sysfs.Topology, lay
 	if !layout.ExclusiveNonIsolcpus.IsEmpty() {
 		fmt.Fprintf(w, "    containers with a claim of cpupool-exclusive-non-isolcpus request as much cpu as the claim has CPUs: infra lends them\n")
 	}
-	fmt.Fprintf(w, "  the Topology Manager does not see claims: align CPUs and devices in the claim (matchAttribute: %s)\n", dra.AttrNUMANode)
+	fmt.Fprintf(w, "  the Topology Manager does not see claims: align CPUs and devices in the claim (matchAttribute: %s)\n", dracore.AttrNUMANode)
 }

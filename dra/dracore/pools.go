@@ -1,4 +1,4 @@
-package dra
+package dracore
 
 import (
 	"fmt"
@@ -64,6 +64,16 @@ func NewStatic(topo *sysfs.Topology, cfg *config.Config) (*Static, error) {
 	return &Static{alloc: allocator.New(topo, layout, cfg.PinMemory), opts: cfg.Allocation}, nil
 }
 
+// StaticOf is the Static over an allocator as it is (the tests: one
+// that already holds CPUs or memory).
+func StaticOf(alloc *allocator.Allocator, opts config.Allocation) *Static {
+	return &Static{alloc: alloc, opts: opts}
+}
+
+// Allocator is the allocator under the pools, for tests that look into
+// it or place containers on it.
+func (s *Static) Allocator() *allocator.Allocator { return s.alloc }
+
 // Layout implements Pools.
 func (s *Static) Layout() (*sysfs.Topology, *allocator.Layout) {
 	return s.alloc.Topology(), s.alloc.Layout()
@@ -123,15 +133,16 @@ func PlaceOn(alloc *allocator.Allocator, opts config.Allocation, pool string, nu
 	available := free.Difference(exclude)
 	if available.Size() < n {
 		return cpuset.New(), fmt.Errorf("pool %s has %d free CPUs on NUMA node %s (%q), fewer than the %d the scheduler allocated; other claims hold %q and containers %q",
-			pool, available.Size(), nodeName(numa), available.String(), n,
+			pool, available.Size(), NUMAName(numa), available.String(), n,
 			exclude.Intersection(onNode).Intersection(alloc.Layout().Pool(pool)).String(),
 			alloc.Layout().Pool(pool).Intersection(onNode).Difference(free).String())
 	}
 	return alloc.Preferred(pool, available, cpuset.New(), n, opts)
 }
 
-// nodeName names a NUMA node in messages.
-func nodeName(numa int) string {
+// NUMAName names a NUMA node in messages: its number, "(none)" for CPUs
+// on no node.
+func NUMAName(numa int) string {
 	if numa == sysfs.Unknown {
 		return "(none)"
 	}
