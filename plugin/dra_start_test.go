@@ -33,7 +33,8 @@ import (
 // registration, the driver is registered, and pinning went on throughout.
 // Before, the driver's failure to listen stopped the daemon.
 func TestDRADaemonPinsWhileTheKubeletIsAway(t *testing.T) {
-	bin := buildBinary(t)
+	// nri-cpupool, which execs nri-cpupool-dra for dra.enabled (issue 33).
+	bin := buildBinaries(t)
 	dir := t.TempDir()
 	f := newFakeRuntime(t, false)
 	kubelet := filepath.Join(dir, "kubelet")

@@ -620,3 +620,17 @@ func buildBinary(tb testing.TB) string {
 	require.NoError(tb, build.Run())
 	return bin
 }
+
+// buildBinaries builds bin/nri-cpupool and bin/nri-cpupool-dra into a
+// temporary directory and returns nri-cpupool's path: with dra.enabled,
+// it execs its sibling.
+func buildBinaries(tb testing.TB) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	for pkg, name := range map[string]string{"../cmd/nri-cpupool": "nri-cpupool", "../cmd/nri-cpupool/nri-cpupool-dra": "nri-cpupool-dra"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		build.Stderr = os.Stderr
+		require.NoError(tb, build.Run())
+	}
+	return filepath.Join(dir, "nri-cpupool")
+}

@@ -357,3 +357,19 @@ func TestValidateWarnsOfASmallHousekeepingSet(t *testing.T) {
 	assert.Contains(t, out, "valid for this node")
 	assert.Contains(t, errOut, "warning: pools.exclusive-non-isolcpus.housekeeping: host processes may be left 1 of this node's 2 CPUs")
 }
+
+// TestRunWithDRANeedsItsSibling: nri-cpupool (NewDriver nil) runs
+// nri-cpupool-dra from its own directory for dra.enabled (issue 33); where
+// there is none, run says which binary is missing and where, before it
+// touches the state directory.
+func TestRunWithDRANeedsItsSibling(t *testing.T) {
+	require.Nil(t, NewDriver, "the test binary links no driver")
+	dir := t.TempDir()
+	cfg := writeFile(t, "dra: {enabled: true, nodeName: node-a}\n")
+	code, _, errOut := run(t, "run", "--config", cfg, "--state-file", filepath.Join(dir, "state.json"), "--nri-socket", filepath.Join(dir, "nri.sock"))
+	assert.Equal(t, 1, code)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	assert.Contains(t, errOut, "dra.enabled: the DRA driver is in nri-cpupool-dra, which should be next to "+self)
+	assert.NoFileExists(t, filepath.Join(dir, "state.json"))
+}

@@ -9,19 +9,19 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/logsink"
 	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/sdnotify"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/deviceplugin"
-	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -52,6 +52,9 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	}
 	if problems := cfg.Check(); problems.HasErrors() {
 		return problems.Errors().In("flags and " + *cfgPath)
+	}
+	if cfg.DRA.Enabled && NewDriver == nil {
+		return execDRA(args)
 	}
 	log := logrus.New()
 	// Lines are written off the handlers' path (see logsink); the queue is
@@ -104,7 +107,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		go dp.Run(ctx)
 		log.Infof("kubelet device plugin on: advertising %s through %s", config.ResourceExclusive, cfg.Kubelet.DevicePluginDir)
 	}
-	draDone := serveDRA(ctx, driver, cfg, log)
+	draDone := serveDRA(ctx, driver)
 	err = p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff, systemdHooks(log))
 	stop()
 	<-draDone // the driver's last claims write
@@ -140,49 +143,73 @@ func lockStateDir(ctx context.Context, stateFile string, log *logrus.Logger) (*s
 	return lock, nil
 }
 
-// newDRA makes the DRA driver when dra.enabled and lets it bind containers
-// to their claims; nil when the driver is off. Its errors are the
-// configuration's (no node name), or a claims file that cannot be read. A
-// kubeconfig that cannot be read yet is not one: the driver waits for it
-// (serveDRA).
-func newDRA(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (*dra.Driver, error) {
-	statusFile := dra.StatusFile(cfg.StateFile)
+// DRABinary is the binary with the DRA driver: nri-cpupool-dra, next to
+// nri-cpupool, which runs it in its place when dra.enabled is set.
+const DRABinary = "nri-cpupool-dra"
+
+// Driver is the DRA driver as run starts it.
+type Driver interface {
+	// Collector returns the driver's metrics.
+	Collector() prometheus.Collector
+	// Serve serves the kubelet until ctx ends; the channel closes when the
+	// driver has written its last state.
+	Serve(ctx context.Context) <-chan struct{}
+}
+
+// NewDriver makes the DRA driver of a run with dra.enabled, and lets it
+// bind containers to their claims. nri-cpupool-dra sets it (package
+// drarun); in nri-cpupool, which links no Kubernetes client, it is nil,
+// and run execs nri-cpupool-dra instead (execDRA).
+var NewDriver func(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (Driver, error)
+
+// execDRA runs nri-cpupool-dra in this process's place with the same
+// arguments: the DRA driver's Kubernetes libraries cost every node that
+// links them about 25 MiB of memory, DRA or not (issue 33), so they are in
+// a binary of their own, and the one command (the unit's, the
+// DaemonSet's) starts whichever the config needs. The process stays the
+// same (systemd's main PID, the DaemonSet's container): only the program
+// changes. It returns only when it cannot.
+func execDRA(args []string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("dra.enabled: finding %s: %w", DRABinary, err)
+	}
+	bin := filepath.Join(filepath.Dir(self), DRABinary)
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("dra.enabled: the DRA driver is in %s, which should be next to %s: %w (the packages and the image install both; or set dra.enabled: false)", DRABinary, self, err)
+	}
+	argv := append([]string{bin, "run"}, args...)
+	if err := syscall.Exec(bin, argv, os.Environ()); err != nil {
+		return fmt.Errorf("dra.enabled: running %s: %w", bin, err)
+	}
+	return nil
+}
+
+// newDRA makes the DRA driver when dra.enabled (NewDriver); nil when the
+// driver is off.
+func newDRA(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (Driver, error) {
 	if !cfg.DRA.Enabled {
 		// A driver of an earlier run would otherwise still show in
 		// `nri-cpupool status`.
-		if err := os.Remove(statusFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(dracore.StatusFile(cfg.StateFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			log.Warnf("removing the DRA driver's status of an earlier run: %v", err)
 		}
 		return nil, nil
 	}
-	d, err := dra.New(p, dra.Options{NodeName: dra.NodeName(cfg.DRA.NodeName), Model: cfg.DRA.Devices,
-		ClaimsFile: dra.ClaimsFile(cfg.StateFile), CDIDir: cfg.DRA.CDIDir, StatusFile: statusFile, Log: log})
-	if err != nil {
-		return nil, err
-	}
-	p.UseClaims(d)
-	return d, nil
+	return NewDriver(cfg, p, log)
 }
 
 // serveDRA serves the kubelet with the driver, if there is one, until ctx
-// ends. The driver waits for the kubelet and retries what fails by itself
-// (dra.Driver.Serve): nothing it meets stops the daemon, which pins
+// ends (Driver.Serve): nothing it meets stops the daemon, which pins
 // containers whatever the DRA side does. The channel closes when the
 // driver has written its last state.
-func serveDRA(ctx context.Context, d *dra.Driver, cfg *config.Config, log *logrus.Logger) <-chan struct{} {
-	done := make(chan struct{})
+func serveDRA(ctx context.Context, d Driver) <-chan struct{} {
 	if d == nil {
+		done := make(chan struct{})
 		close(done)
 		return done
 	}
-	go func() {
-		defer close(done)
-		connect := func() (kubernetes.Interface, error) { return dra.NewClient(cfg.DRA.Kubeconfig) }
-		if err := d.Serve(ctx, connect, dra.Paths{PluginDir: cfg.DRA.PluginDir, RegistryDir: cfg.DRA.RegistryDir}); err != nil {
-			log.Errorf("DRA: %v", err)
-		}
-	}()
-	return done
+	return d.Serve(ctx)
 }
 
 // systemdHooks report the connection to systemd (Type=notify): READY=1 once

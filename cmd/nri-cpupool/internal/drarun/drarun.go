@@ -1,0 +1,58 @@
+// Package drarun starts the DRA driver (package dra) in `run`: only
+// nri-cpupool-dra links it, and with it the Kubernetes client libraries
+// (issue 33: nri-cpupool, which the nodes without DRA run, stays small).
+package drarun
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/cli"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/plugin"
+)
+
+// New makes the DRA driver of a run with dra.enabled and lets it bind
+// containers to their claims (cli.NewDriver). Its errors are the
+// configuration's (no node name), or a claims file that cannot be read. A
+// kubeconfig that cannot be read yet is not one: the driver waits for it
+// (Serve).
+func New(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (cli.Driver, error) {
+	d, err := dra.New(p, dra.Options{NodeName: dra.NodeName(cfg.DRA.NodeName), Model: cfg.DRA.Devices,
+		ClaimsFile: dra.ClaimsFile(cfg.StateFile), CDIDir: cfg.DRA.CDIDir, StatusFile: dra.StatusFile(cfg.StateFile), Log: log})
+	if err != nil {
+		return nil, err
+	}
+	p.UseClaims(d)
+	return &driver{d: d, cfg: cfg, log: log}, nil
+}
+
+type driver struct {
+	d   *dra.Driver
+	cfg *config.Config
+	log *logrus.Logger
+}
+
+// Collector implements cli.Driver.
+func (r *driver) Collector() prometheus.Collector { return r.d.Collector() }
+
+// Serve implements cli.Driver: it serves the kubelet until ctx ends. The
+// driver waits for the kubelet and retries what fails by itself
+// (dra.Driver.Serve): nothing it meets stops the daemon, which pins
+// containers whatever the DRA side does. The channel closes when the
+// driver has written its last state.
+func (r *driver) Serve(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		connect := func() (kubernetes.Interface, error) { return dra.NewClient(r.cfg.DRA.Kubeconfig) }
+		if err := r.d.Serve(ctx, connect, dra.Paths{PluginDir: r.cfg.DRA.PluginDir, RegistryDir: r.cfg.DRA.RegistryDir}); err != nil {
+			r.log.Errorf("DRA: %v", err)
+		}
+	}()
+	return done
+}
