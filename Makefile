@@ -3,6 +3,10 @@ GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/cli.Version=$(VERSION)
 BIN      := bin/nri-cpupool
+# The same commands with the DRA driver and the Kubernetes client libraries
+# it needs; nri-cpupool runs it in its place when dra.enabled is set, so
+# that a node without DRA does not pay for them (docs/architecture.md).
+BIN_DRA  := bin/nri-cpupool-dra
 PREFIX   ?= /usr/local
 DESTDIR  ?=
 SPECS    := $(wildcard testdata/topologies/*.yaml)
@@ -30,6 +34,7 @@ all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nri-cpupool
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DRA) ./cmd/nri-cpupool/nri-cpupool-dra
 
 # Unit + integration tests (real ttRPC through the NRI adaptation library),
 # lint, then the end-to-end suite with a real containerd when run as root.
@@ -130,6 +135,7 @@ fixtures:
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/nri-cpupool
+	install -D -m 0755 $(BIN_DRA) $(DESTDIR)$(PREFIX)/bin/nri-cpupool-dra
 	install -d $(DESTDIR)/etc/systemd/system
 	sed 's|/usr/bin/nri-cpupool|$(PREFIX)/bin/nri-cpupool|g' packaging/nri-cpupool.service > $(DESTDIR)/etc/systemd/system/nri-cpupool.service
 	@if [ ! -e $(DESTDIR)/etc/nri-cpupool/config.yaml ]; then \
@@ -143,7 +149,7 @@ install: build
 	@echo "installed; next: nri-cpupool validate && systemctl daemon-reload && systemctl enable --now nri-cpupool"
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/nri-cpupool $(DESTDIR)/etc/systemd/system/nri-cpupool.service \
+	rm -f $(DESTDIR)$(PREFIX)/bin/nri-cpupool $(DESTDIR)$(PREFIX)/bin/nri-cpupool-dra $(DESTDIR)/etc/systemd/system/nri-cpupool.service \
 	  $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf \
 	  $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/containerd-fail-closed.toml \
 	  $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/crio-fail-closed.conf
@@ -159,12 +165,14 @@ deb: build $(NFPM)
 rpm: build $(NFPM)
 	NFPM=$(NFPM) bash packaging/package.sh $(VERSION) rpm
 
-# The DaemonSet's image (deploy/kubernetes): the static binary in an OCI
-# archive, built without a container engine or registry.
+# The DaemonSet's image (deploy/kubernetes): the static binaries (nri-cpupool
+# and nri-cpupool-dra) in an OCI archive, built without a container engine or
+# registry.
 IMAGE ?= ghcr.io/cpupool/nri-cpupool:dev
 image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nri-cpupool-static ./cmd/nri-cpupool
-	$(GO) run ./tools/mkimage -plugin bin/nri-cpupool-static -name $(IMAGE) -out bin/nri-cpupool-image.tar
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nri-cpupool-dra-static ./cmd/nri-cpupool/nri-cpupool-dra
+	$(GO) run ./tools/mkimage -plugin bin/nri-cpupool-static -plugin-dra bin/nri-cpupool-dra-static -name $(IMAGE) -out bin/nri-cpupool-image.tar
 	@echo "bin/nri-cpupool-image.tar ($(IMAGE)): ctr -n k8s.io images import bin/nri-cpupool-image.tar"
 
 nfpm: $(NFPM)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds bin/nri-cpupool_<version>_<arch>.deb and bin/nri-cpupool-<version>-1.<arch>.rpm
-# from packaging/nfpm.yaml (one recipe for both) and the built binary.
+# from packaging/nfpm.yaml (one recipe for both) and the built binaries.
 # Usage: package.sh VERSION [deb|rpm ...]   (default: both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,9 @@ version=${raw#v}
 version=${version//-/.}
 [[ $version =~ ^[0-9] ]] || version="0.0.0~${version}"
 export VERSION=$version ARCH=${ARCH:-$(go env GOARCH)}
-[ -x bin/nri-cpupool ] || { echo "package.sh: build bin/nri-cpupool first (make build)" >&2; exit 1; }
+for b in bin/nri-cpupool bin/nri-cpupool-dra; do
+  [ -x "$b" ] || { echo "package.sh: build $b first (make build)" >&2; exit 1; }
+done
 for f in "${formats[@]}"; do
   case $f in
     deb) out="bin/nri-cpupool_${VERSION}_${ARCH}.deb" ;;

@@ -21,11 +21,12 @@ fi
 # --- make install ------------------------------------------------------------
 root=$work/install
 make --no-print-directory install DESTDIR="$root" >/dev/null
-for f in usr/local/bin/nri-cpupool etc/systemd/system/nri-cpupool.service etc/nri-cpupool/config.yaml \
+for f in usr/local/bin/nri-cpupool usr/local/bin/nri-cpupool-dra etc/systemd/system/nri-cpupool.service etc/nri-cpupool/config.yaml \
          etc/containerd/conf.d/nri-cpupool.toml etc/crio/crio.conf.d/10-nri-cpupool.conf var/lib/nri-cpupool; do
   expect test -e "$root/$f"
 done
 expect "$root/usr/local/bin/nri-cpupool" validate --config "$root/etc/nri-cpupool/config.yaml"
+expect "$root/usr/local/bin/nri-cpupool-dra" validate --config "$root/etc/nri-cpupool/config.yaml"
 echo "custom: keep me" > "$root/etc/nri-cpupool/config.yaml"
 make --no-print-directory install DESTDIR="$root" >/dev/null
 expect grep -q "keep me" "$root/etc/nri-cpupool/config.yaml"   # an operator's config survives reinstalls
@@ -38,7 +39,7 @@ old_deb=$(grep '\.deb$' <<<"$old"); old_rpm=$(grep '\.rpm$' <<<"$old")
 new_deb=$(grep '\.deb$' <<<"$new"); new_rpm=$(grep '\.rpm$' <<<"$new")
 mv "$old_deb" "$old_rpm" "$new_deb" "$new_rpm" "$work/"
 old_deb=$work/${old_deb#bin/}; old_rpm=$work/${old_rpm#bin/}; new_deb=$work/${new_deb#bin/}; new_rpm=$work/${new_rpm#bin/}
-files=(/usr/bin/nri-cpupool /usr/lib/systemd/system/nri-cpupool.service /etc/nri-cpupool/config.yaml
+files=(/usr/bin/nri-cpupool /usr/bin/nri-cpupool-dra /usr/lib/systemd/system/nri-cpupool.service /etc/nri-cpupool/config.yaml
        /etc/containerd/conf.d/nri-cpupool.toml /etc/crio/crio.conf.d/10-nri-cpupool.conf /var/lib/nri-cpupool)
 conffiles=(/etc/nri-cpupool/config.yaml /etc/containerd/conf.d/nri-cpupool.toml /etc/crio/crio.conf.d/10-nri-cpupool.conf)
 
@@ -47,6 +48,7 @@ contents=$(dpkg-deb -c "$old_deb")
 for f in "${files[@]}"; do expect grep -qE " \.$f/?\$" <<<"$contents"; done
 expect grep -qE '^drwx------ .* \./var/lib/nri-cpupool/$' <<<"$contents"
 expect grep -qE '^-rwxr-xr-x .* \./usr/bin/nri-cpupool$' <<<"$contents"
+expect grep -qE '^-rwxr-xr-x .* \./usr/bin/nri-cpupool-dra$' <<<"$contents"
 expect test "$(dpkg-deb -f "$old_deb" Package)" = nri-cpupool
 expect test "$(dpkg-deb -f "$old_deb" Version)" = 1.0.0-1
 expect test "$(dpkg-deb -f "$old_deb" Architecture)" = "$(go env GOARCH)"
@@ -103,6 +105,7 @@ expect test "$(sha256sum < "$droot/etc/nri-cpupool/config.yaml")" = "$edited"
 expect test "$(sha256sum < "$droot/var/lib/nri-cpupool/state.json")" = "$state"
 expect dpkg_root -r nri-cpupool
 expect_not test -e "$droot/usr/bin/nri-cpupool"
+expect_not test -e "$droot/usr/bin/nri-cpupool-dra"
 expect test "$(sha256sum < "$droot/etc/nri-cpupool/config.yaml")" = "$edited"   # removal keeps conffiles
 expect test "$(sha256sum < "$droot/var/lib/nri-cpupool/state.json")" = "$state"  # and the state
 

@@ -227,7 +227,8 @@ say "the plugin as a DaemonSet pod pins other pods, survives its own restarts, a
 stop_plugin
 DS_IMAGE=ghcr.io/cpupool/nri-cpupool:e2e
 (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$W/nri-cpupool-static" ./cmd/nri-cpupool &&
-  go run ./tools/mkimage -plugin "$W/nri-cpupool-static" -name "$DS_IMAGE" -out "$W/plugin-image.tar") || die "building the plugin image"
+  CGO_ENABLED=0 go build -trimpath -o "$W/nri-cpupool-dra-static" ./cmd/nri-cpupool/nri-cpupool-dra &&
+  go run ./tools/mkimage -plugin "$W/nri-cpupool-static" -plugin-dra "$W/nri-cpupool-dra-static" -name "$DS_IMAGE" -out "$W/plugin-image.tar") || die "building the plugin image"
 "$E2E_TOOLS/ctr" --address "$W/containerd.sock" -n k8s.io images import "$W/plugin-image.tar" >/dev/null || die "importing the plugin image"
 METRICS_PORT=$(free_port)
 mkdir -p "$W/ds-state"

@@ -43,6 +43,7 @@ var applets = []string{"sh", "sleep", "cat", "grep", "ls", "ps", "true", "echo",
 func main() {
 	busybox := flag.String("busybox", "/bin/busybox", "a statically linked busybox binary")
 	plugin := flag.String("plugin", "", "build the nri-cpupool image from this static binary instead of the busybox image")
+	pluginDRA := flag.String("plugin-dra", "", "with -plugin: the static nri-cpupool-dra binary, which nri-cpupool runs when dra.enabled is set")
 	name := flag.String("name", "docker.io/library/busybox:e2e", "full image reference")
 	out := flag.String("out", "busybox-e2e.tar", "archive to write")
 	var extras extraFiles
@@ -53,8 +54,10 @@ func main() {
 		if len(extras) > 0 {
 			err = errors.New("-add is for the busybox image only")
 		} else {
-			err = buildPlugin(*plugin, *name, *out)
+			err = buildPlugin(*plugin, *pluginDRA, *name, *out)
 		}
+	} else if *pluginDRA != "" {
+		err = errors.New("-plugin-dra goes with -plugin")
 	} else {
 		err = buildBusybox(*busybox, extras, *name, *out)
 	}
@@ -141,14 +144,24 @@ func buildBusybox(busyboxPath string, extras extraFiles, name, out string) error
 }
 
 // buildPlugin: the static nri-cpupool binary as /usr/bin/nri-cpupool, run
-// with the config the DaemonSet mounts at /etc/nri-cpupool/config.yaml.
-func buildPlugin(binPath, name, out string) error {
+// with the config the DaemonSet mounts at /etc/nri-cpupool/config.yaml, and
+// nri-cpupool-dra next to it when draPath is set (nri-cpupool runs it in
+// its place when the config sets dra.enabled; without it, such a config
+// fails to start with a message that says so).
+func buildPlugin(binPath, draPath, name, out string) error {
 	bin, err := os.ReadFile(binPath)
 	if err != nil {
 		return fmt.Errorf("reading the plugin binary (make image builds it with CGO_ENABLED=0): %w", err)
 	}
-	entries := []entry{dir("usr/", 0o755), dir("usr/bin/", 0o755), file("usr/bin/nri-cpupool", 0o755, bin),
-		dir("etc/", 0o755), dir("etc/nri-cpupool/", 0o755), dir("tmp/", 0o1777)}
+	entries := []entry{dir("usr/", 0o755), dir("usr/bin/", 0o755), file("usr/bin/nri-cpupool", 0o755, bin)}
+	if draPath != "" {
+		dra, err := os.ReadFile(draPath)
+		if err != nil {
+			return fmt.Errorf("reading the nri-cpupool-dra binary (make image builds it with CGO_ENABLED=0): %w", err)
+		}
+		entries = append(entries, file("usr/bin/nri-cpupool-dra", 0o755, dra))
+	}
+	entries = append(entries, dir("etc/", 0o755), dir("etc/nri-cpupool/", 0o755), dir("tmp/", 0o1777))
 	return writeImage(entries, map[string]any{
 		"Entrypoint": []string{"/usr/bin/nri-cpupool"},
 		"Cmd":        []string{"run", "--config", "/etc/nri-cpupool/config.yaml"},
