@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/benchutil"
 	"github.com/cpupool/nri-cpupool/internal/procfixture"
@@ -225,12 +226,12 @@ func BenchmarkCreateContainerRoundTripBusyDisk(b *testing.B) {
 // fillNode runs n containers, a quarter of them 1-CPU exclusive.
 func fillNode(b *testing.B, f *fakeRuntime, n int) { fillNodeEvery(b, f, n, 4) }
 
-// fillNodeEvery runs n containers, every nth a 1-CPU exclusive one, the
-// others infra members.
+// fillNodeEvery runs n containers, every nth a 1-CPU exclusive one (none
+// when every is 0), the others infra members.
 func fillNodeEvery(b *testing.B, f *fakeRuntime, n, every int) {
 	for i := 0; i < n; i++ {
 		var ann map[string]string
-		if i%every == every-1 {
+		if every > 0 && i%every == every-1 {
 			ann = map[string]string{"pool.cpupool.dev": "exclusive"}
 		}
 		pod := f.runPod(podSpec{name: "run" + id(i), annotations: ann})
@@ -490,39 +491,148 @@ func benchSynchronize(b *testing.B, node testNode, n, every int, cpus []int) {
 	benchutil.ReportLatency(b, samples)
 }
 
-// BenchmarkPluginRSS builds the real binary, runs it against the runtime
-// side and reports its peak RSS: with 500 containers on the 384-CPU node
-// (every second a 1-CPU exclusive one), 1,000 there (every fourth), and
-// 5,000 on the 1,024-CPU node (every eighth). It measures once whatever
-// b.N is: run it with -benchtime=1x.
+// BenchmarkPluginRSS builds the real binaries, runs the daemon against the
+// runtime side and reports its peak RSS: with 500 containers on the
+// 384-CPU node (every second a 1-CPU exclusive one), 1,000 there (every
+// fourth), and 5,000 on the 1,024-CPU node (every eighth). It measures
+// once whatever b.N is: run it with -benchtime=1x.
+//
+// containers=N runs without DRA: nri-cpupool, which links no Kubernetes
+// client (issue 33). dra/containers=N runs the same with dra.enabled:
+// nri-cpupool execs nri-cpupool-dra, whose driver serves the kubelet's
+// sockets and tries to publish its slices to an API server that does not
+// answer (this measures the libraries and the driver, not a cluster's
+// answers), with the same containers in the default pools (with the
+// driver on, exclusive CPUs are given only through claims). Besides the peak, each reports the peak once synchronized
+// with no container (idle-peak-RSS-MiB) and, at the end, the RSS's parts
+// from /proc/PID/smaps_rollup: anonymous memory, file-backed (the
+// binary's text and data, mostly), and how much of that the kernel maps
+// with huge pages (FilePmdMapped).
 func BenchmarkPluginRSS(b *testing.B) {
-	for _, tc := range []struct {
-		containers, every int
-		node              testNode
-	}{
-		{500, 2, largeNode},
-		{1000, 4, largeNode},
-		{5000, 8, bigNode},
-	} {
-		b.Run(fmt.Sprintf("containers=%d", tc.containers), func(b *testing.B) {
-			bin := buildBinary(b)
-			dir := b.TempDir()
-
-			f := newFakeRuntime(b, false)
-			cfgFile := filepath.Join(dir, "config.yaml")
-			require.NoError(b, os.WriteFile(cfgFile, []byte(tc.node.config), 0o644))
-			before := f.syncCount()
-			cmd := exec.Command(bin, "run", "--config", cfgFile, "--nri-socket", f.socket, "--state-file", filepath.Join(dir, "state.json"),
-				"--sysfs-root", fixture.Root(b, tc.node.fixture), "--cgroup-root", f.cgroupRoot, "--log-level", "warn")
-			require.NoError(b, cmd.Start())
-			defer func() { cmd.Process.Kill(); cmd.Wait() }()
-			f.waitSynced(before)
-			fillNodeEvery(b, f, tc.containers, tc.every)
-			hwm, err := peakRSS(cmd.Process.Pid)
-			require.NoError(b, err)
-			b.ReportMetric(float64(hwm)/1024, "peak-RSS-MiB")
-		})
+	for _, dra := range []bool{false, true} {
+		for _, tc := range []struct {
+			containers, every int
+			node              testNode
+		}{
+			{500, 2, largeNode},
+			{1000, 4, largeNode},
+			{5000, 8, bigNode},
+		} {
+			name := fmt.Sprintf("containers=%d", tc.containers)
+			if dra {
+				name = "dra/" + name
+			}
+			b.Run(name, func(b *testing.B) {
+				var bin string
+				if dra {
+					bin = buildBinaries(b)
+				} else {
+					bin = buildBinary(b)
+				}
+				dir := b.TempDir()
+				f := newFakeRuntime(b, false)
+				stateFile := filepath.Join(dir, "state", "state.json")
+				require.NoError(b, os.MkdirAll(filepath.Dir(stateFile), 0o750))
+				config := tc.node.config + "\n"
+				if dra {
+					config += draBenchConfig(b, dir)
+				}
+				cfgFile := filepath.Join(dir, "config.yaml")
+				require.NoError(b, os.WriteFile(cfgFile, []byte(config), 0o644))
+				before := f.syncCount()
+				cmd := exec.Command(bin, "run", "--config", cfgFile, "--nri-socket", f.socket, "--state-file", stateFile,
+					"--sysfs-root", fixture.Root(b, tc.node.fixture), "--cgroup-root", f.cgroupRoot, "--log-level", "warn")
+				require.NoError(b, cmd.Start())
+				defer func() { cmd.Process.Kill(); cmd.Wait() }()
+				f.waitSynced(before)
+				if dra {
+					waitDRAState(b, stateFile, "serving")
+				}
+				idle, err := peakRSS(cmd.Process.Pid)
+				require.NoError(b, err)
+				every := tc.every
+				if dra {
+					// The driver gives exclusive CPUs only through claims,
+					// which need an API server: the same containers, in the
+					// default pools.
+					every = 0
+				}
+				fillNodeEvery(b, f, tc.containers, every)
+				hwm, err := peakRSS(cmd.Process.Pid)
+				require.NoError(b, err)
+				parts, err := rssParts(cmd.Process.Pid)
+				require.NoError(b, err)
+				b.ReportMetric(float64(hwm)/1024, "peak-RSS-MiB")
+				b.ReportMetric(float64(idle)/1024, "idle-peak-RSS-MiB")
+				b.ReportMetric(float64(parts["Anonymous"])/1024, "anon-MiB")
+				b.ReportMetric(float64(parts["Rss"]-parts["Anonymous"])/1024, "file-MiB")
+				b.ReportMetric(float64(parts["FilePmdMapped"])/1024, "file-pmd-MiB")
+			})
+		}
 	}
+}
+
+// draBenchConfig turns the DRA driver on for a daemon of the benchmarks:
+// its kubeconfig names an API server that does not answer, and the
+// kubelet's registration directory exists, so the driver serves.
+func draBenchConfig(tb testing.TB, dir string) string {
+	tb.Helper()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	require.NoError(tb, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: "t"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600))
+	kubelet := filepath.Join(dir, "kubelet")
+	registry := filepath.Join(kubelet, "plugins_registry")
+	require.NoError(tb, os.MkdirAll(registry, 0o750))
+	return fmt.Sprintf(`dra:
+  enabled: true
+  nodeName: node-a
+  kubeconfig: %s
+  cdiDir: %s
+  pluginDir: %s
+  registryDir: %s
+`, kubeconfig, filepath.Join(dir, "cdi"), filepath.Join(kubelet, "plugins", "cpupool.dev"), registry)
+}
+
+// waitDRAState waits until the driver's status file (next to the state
+// file) shows state.
+func waitDRAState(tb testing.TB, stateFile, state string) {
+	tb.Helper()
+	path := dracore.StatusFile(stateFile)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		data, _ := os.ReadFile(path)
+		if strings.Contains(string(data), `"state":"`+state+`"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the DRA driver did not reach %s: %s", state, data)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// rssParts reads /proc/PID/smaps_rollup, in KiB by field.
+func rssParts(pid int) (map[string]int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64); err == nil {
+			out[k] = n
+		}
+	}
+	return out, nil
 }
 
 func peakRSS(pid int) (int64, error) {

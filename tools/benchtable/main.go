@@ -206,9 +206,18 @@ func main() {
 		p99, _ := get(name, "p99-µs")
 		row("CreateContainer, annotation "+strings.TrimPrefix(name, "WorstCaseAnnotation/")+" (median / p99)", fmt.Sprintf("%.0f / %.0f µs", m, p99), "≤ 1 ms")
 	}
-	for _, c := range []struct{ n, cpus string }{{"500", "384"}, {"1000", "384"}, {"5000", "1,024"}} {
-		if v, ok := get("PluginRSS/containers="+c.n, "peak-RSS-MiB"); ok {
-			row(fmt.Sprintf("plugin process peak RSS, %s containers, %s CPUs", c.n, c.cpus), fmt.Sprintf("%.1f MiB", v), "≤ 40 MiB")
+	for _, dra := range []struct{ prefix, what, target string }{{"", "", "≤ 40 MiB"}, {"dra/", ", DRA on", ""}} {
+		for _, c := range []struct{ n, cpus string }{{"500", "384"}, {"1000", "384"}, {"5000", "1,024"}} {
+			name := "PluginRSS/" + dra.prefix + "containers=" + c.n
+			if v, ok := get(name, "peak-RSS-MiB"); ok {
+				anon, _ := get(name, "anon-MiB")
+				file, _ := get(name, "file-MiB")
+				idle, _ := get(name, "idle-peak-RSS-MiB")
+				// The idle peak, then the RSS at the end: anonymous +
+				// file-backed.
+				row(fmt.Sprintf("plugin process peak RSS, %s containers, %s CPUs%s", c.n, c.cpus, dra.what),
+					fmt.Sprintf("%.1f MiB (idle %.1f; %.1f+%.1f)", v, idle, anon, file), dra.target)
+			}
 		}
 	}
 }
