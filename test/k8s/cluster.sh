@@ -242,16 +242,18 @@ restart_containerd() {
   wait_for "containerd" crictl version
 }
 
-# start_controller_manager: kube-controller-manager with the controllers
-# DRA needs: resourceclaim-controller (claims from templates, deallocation
-# when pods end) and the garbage collector (pod-owned claims).
+# start_controller_manager [CONTROLLERS]: kube-controller-manager with the
+# controllers given, by default those DRA needs: resourceclaim-controller
+# (claims from templates, deallocation when pods end) and the garbage
+# collector (pod-owned claims).
 start_controller_manager() {
+  local controllers=${1:-resourceclaim-controller,garbage-collector-controller}
   # As admin: the controllers' own roles are bound to service accounts this
   # cluster does not make.
   kubeconfig controller-manager admin
   "$KBIN/kube-controller-manager" --kubeconfig "$W/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$W/controller-manager.kubeconfig" --authorization-kubeconfig "$W/controller-manager.kubeconfig" \
-    --controllers resourceclaim-controller,garbage-collector-controller --leader-elect=false \
+    --controllers "$controllers" --leader-elect=false \
     --bind-address 127.0.0.1 --secure-port "$(free_port)" >"$W/controller-manager.log" 2>&1 &
   PIDS_controller_manager=$!
 }

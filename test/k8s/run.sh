@@ -289,7 +289,64 @@ wait_for "the new DaemonSet pod's metrics" metrics_answer
 check "dsexcl: same container after the rollout" "$(ctr_of dsexcl)" "$DSEXCL"
 check "dsexcl: same CPUs after the rollout" "$(cpuset_of "$DSEXCL")" "$LAST"
 check "dsinfra: same CPUs after the rollout" "$(cpuset_of "$DSINFRA")" "$INFRA"
+say "the DaemonSet controller rolls the plugin out (maxSurge 1) under a create storm (issue 34)"
+# The real controller now: the new pod starts beside the old one, waits for
+# the state directory lock, and takes over when the controller deletes the
+# old one. Pods created meanwhile are pinned by one of the two, or, created
+# in between, at the new one's Synchronize: none is left unpinned, and no
+# record is lost.
+kubectl -n nri-cpupool delete pod nri-cpupool-localhost --wait=true --timeout=90s >/dev/null || die "deleting the DaemonSet pod"
+start_controller_manager daemonset-controller,garbage-collector-controller
+ds_pods() { kubectl -n nri-cpupool get pods -l app.kubernetes.io/name=nri-cpupool -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'; }
+ds_settled() { # one plugin pod, ready, of the DaemonSet's current template
+  [ "$(kubectl -n nri-cpupool get daemonset nri-cpupool -o jsonpath='{.status.numberReady}/{.status.updatedNumberScheduled}/{.status.desiredNumberScheduled}')" = 1/1/1 ] &&
+    [ "$(ds_pods | wc -l)" = 1 ]
+}
+wait_for "the DaemonSet controller's pod" ds_settled
+wait_for "its metrics" metrics_answer
+OLD_DS_POD=$(ds_pods)
+STORM=20
+(for i in $(seq 1 "$STORM"); do pod "storm$i" --request cpu=100m; done) &
+STORM_PID=$!
+kubectl -n nri-cpupool patch daemonset nri-cpupool --type merge \
+  -p '{"spec": {"template": {"metadata": {"annotations": {"e2e.cpupool.dev/rollout": "2"}}}}}' >/dev/null || die "patching the DaemonSet"
+wait "$STORM_PID" || die "creating the storm's pods"
+kubectl -n nri-cpupool rollout status daemonset/nri-cpupool --timeout=180s >/dev/null || die "the rollout did not finish: $(ds_pods)"
+wait_for "one plugin pod of the new template" ds_settled
+NEW_DS_POD=$(ds_pods)
+check "rollout: one plugin pod, not the old one" "$(ds_pods | wc -l) $([ "$NEW_DS_POD" != "$OLD_DS_POD" ] && echo new)" "1 new"
+NEW_LOG=$(kubectl -n nri-cpupool logs "$NEW_DS_POD" 2>&1)
+if grep -q "waiting for it to exit" <<<"$NEW_LOG"; then
+  check_contains "rollout: the new pod waited for the old one's lock and says it took over" "$NEW_LOG" "took the state directory lock"
+else
+  info "the new pod found the lock free (the old one had exited before it asked)"
+fi
+wait_for "the new pod's metrics" metrics_answer
+pinned=0 unpinned=""
+for i in $(seq 1 "$STORM"); do
+  running "storm$i"
+  ctr=$(ctr_of "storm$i") sb=$(sandbox_of "storm$i")
+  if [ "$(cpuset_of "$ctr")" = "$INFRA" ] && [ "$(cpuset_of "$sb")" = "$INFRA" ]; then
+    pinned=$((pinned + 1))
+  else
+    unpinned="$unpinned storm$i:$(cpuset_of "$ctr")/$(cpuset_of "$sb")"
+  fi
+done
+check "rollout: every storm pod and its pause container on infra$unpinned" "$pinned" "$STORM"
+storm_recorded() {
+  local n=0 i
+  for i in $(seq 1 "$STORM"); do grep -q "$(ctr_of "storm$i")" "$W"/ds-state/*.json && n=$((n + 1)); done
+  [ "$n" = "$STORM" ]
+}
+wait_for "every storm container in the state file" storm_recorded
+check "rollout: every storm container in the state file" "$(storm_recorded && echo yes)" yes
+check "dsexcl: same container after the controller's rollout" "$(ctr_of dsexcl)" "$DSEXCL"
+check "dsexcl: same CPUs after the controller's rollout" "$(cpuset_of "$DSEXCL")" "$LAST"
+storms=()
+for i in $(seq 1 "$STORM"); do storms+=("storm$i"); done
+delete_pods "${storms[@]}"
 pod dsexcl2 --annotation pool.cpupool.dev=exclusive --request cpu=100m
 check_contains "a second exclusive pod is refused: the restarted plugin remembers the first" "$(waiting_message dsexcl2)" "pool exclusive cannot fit"
 delete_pods dsexcl dsexcl2 dsinfra
 kubectl delete -f "$W/ds.yaml" --wait=true --timeout=90s >/dev/null 2>&1 || true
+stop_pids "$PIDS_controller_manager"; PIDS_controller_manager=""
