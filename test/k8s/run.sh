@@ -306,10 +306,10 @@ wait_for "the DaemonSet controller's pod" ds_settled
 wait_for "its metrics" metrics_answer
 OLD_DS_POD=$(ds_pods)
 STORM=20
-(for i in $(seq 1 "$STORM"); do pod "storm$i" --request cpu=100m; done) &
+(for i in $(seq 1 "$STORM"); do pod "storm$i" --request cpu=10m; done) &
 STORM_PID=$!
 kubectl -n nri-cpupool patch daemonset nri-cpupool --type merge \
-  -p '{"spec": {"template": {"metadata": {"annotations": {"e2e.cpupool.dev/rollout": "2"}}}}}' >/dev/null || die "patching the DaemonSet"
+  -p '{"spec": {"template": {"metadata": {"annotations": {"example.com/rollout": "2"}}}}}' >/dev/null || die "patching the DaemonSet"
 wait "$STORM_PID" || die "creating the storm's pods"
 kubectl -n nri-cpupool rollout status daemonset/nri-cpupool --timeout=180s >/dev/null || die "the rollout did not finish: $(ds_pods)"
 wait_for "one plugin pod of the new template" ds_settled
