@@ -56,7 +56,20 @@ func (l *Layout) Pool(name string) cpuset.CPUSet {
 // usable when none of them is an error. The steps below run in this order,
 // which is also the order of the problems they report.
 func BuildLayout(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Problems) {
-	b := &layoutBuilder{topo: topo, cfg: cfg, x: newIndex(topo),
+	return buildLayout(topo, cfg, false)
+}
+
+// BuildLayoutRunning is BuildLayout for a daemon that runs (a config
+// reload, a CPU that came online): a listed CPU that is offline now is a
+// warning, not an error. The kernel took it offline under a running
+// daemon, which follows it back online (HotplugLayout); at start and in
+// validate it is still an error.
+func BuildLayoutRunning(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Problems) {
+	return buildLayout(topo, cfg, true)
+}
+
+func buildLayout(topo *sysfs.Topology, cfg *config.Config, offlineListed bool) (*Layout, config.Problems) {
+	b := &layoutBuilder{topo: topo, cfg: cfg, x: newIndex(topo), offlineListed: offlineListed,
 		l: &Layout{Online: topo.Online, MinInfraCPUs: cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs,
 			MemoryReserve: cfg.Memory.ReservedBytes(), HugePagesReserve: cfg.Memory.ReservedPages()},
 		// Warnings about the config alone (errors stopped it loading) come first.
@@ -80,6 +93,9 @@ type layoutBuilder struct {
 	x    *index
 	l    *Layout
 	p    config.Problems
+	// offlineListed makes offline CPUs in a list a warning
+	// (BuildLayoutRunning).
+	offlineListed bool
 }
 
 // checked parses a list key and keeps only online CPUs, reporting the rest.
@@ -92,7 +108,9 @@ func (b *layoutBuilder) checked(key, list string) cpuset.CPUSet {
 	if missing := set.Difference(b.topo.Present); !missing.IsEmpty() {
 		b.p.Errorf(key, "CPUs %s do not exist on this node (present: %s); list only existing CPUs", missing, b.topo.Present)
 	}
-	if off := set.Intersection(b.topo.Offline); !off.IsEmpty() {
+	if off := set.Intersection(b.topo.Offline); !off.IsEmpty() && b.offlineListed {
+		b.p.Warnf(key, "CPUs %s are offline; they join the pool when they come online", off)
+	} else if !off.IsEmpty() {
 		b.p.Errorf(key, "CPUs %s are offline (online: %s); bring them online or remove them from the list", off, b.topo.Online)
 	}
 	return set.Intersection(b.topo.Online)
