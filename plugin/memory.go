@@ -49,7 +49,14 @@ func (p *Plugin) rememberAssignments() {
 
 // publishUsage hands the pools' usage to the metrics, which read it
 // without the lock.
-func (p *Plugin) publishUsage() { p.usage.publish(p.alloc.Usage(), p.alloc.MemoryReport()) }
+func (p *Plugin) publishUsage() {
+	p.usage.publish(p.alloc.Usage(), p.alloc.MemoryReport())
+	if p.topo.Offline.IsEmpty() {
+		p.metrics.offlineHeld.Set(0) // no walk while every CPU is online
+		return
+	}
+	p.metrics.offlineHeld.Set(float64(offlineHeldCount(p.alloc)))
+}
 
 func containerState(a allocator.Assignment) state.ContainerState {
 	return state.ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,

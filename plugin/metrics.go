@@ -90,6 +90,12 @@ type metrics struct {
 	// foreignMems counts containers seen with mems the plugin did not
 	// write, by event (foreignmems.go).
 	foreignMems *prometheus.CounterVec
+	// reloads counts config reloads by result; hotplug, CPUs seen going
+	// online and offline; offlineHeld is the CPUs containers and holds
+	// keep while offline, as of the last change (reload.go, hotplug.go).
+	reloads     *prometheus.CounterVec
+	hotplug     *prometheus.CounterVec
+	offlineHeld prometheus.Gauge
 }
 
 var _ prometheus.Collector = (*metrics)(nil)
@@ -144,6 +150,18 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 			Name: "cpupool_foreign_mems_total",
 			Help: "Containers seen with cpuset.mems the plugin did not write (another memory policy, such as the kubelet's Memory Manager, sets them), by event: create (a spec whose mems the plugin replaces), update (a request the plugin answers with its own mems) or synchronize (a running container, counted on its mems as they are).",
 		}, []string{"event"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cpupool_config_reloads_total",
+			Help: "Config reloads (SIGHUP, systemctl reload, the file changing, the runtime's Configure) by result: applied, refused (a running container or a hold would move; the log names each) or invalid (the file does not parse, fails validate's checks, or changes stateFile or sysfsRoot).",
+		}, []string{"result"}),
+		hotplug: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cpupool_cpu_hotplug_total",
+			Help: "CPUs seen going online or offline (event: online, offline).",
+		}, []string{"event"}),
+		offlineHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cpupool_offline_held_cpus",
+			Help: "Exclusive CPUs that are offline while a container or a hold for a stopped container keeps them: the kernel took them from the container's cpuset; they stay its own, and are handed to no one else, while it lives.",
+		}),
 		stateWrites: prometheus.NewDesc("cpupool_state_writes_total", "Successful writes of the state file.", nil, nil),
 		stateErrors: prometheus.NewDesc("cpupool_state_write_errors_total", "Failed attempts to write or sync the state file or the kubelet grants file (each is retried; the log names the file).", nil, nil),
 		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
@@ -204,6 +222,9 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.partitionsSkipped.Describe(ch)
 	m.startRepins.Describe(ch)
 	m.handlers.Describe(ch)
+	m.reloads.Describe(ch)
+	m.hotplug.Describe(ch)
+	m.offlineHeld.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -249,6 +270,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.partitionsSkipped.Collect(ch)
 	m.startRepins.Collect(ch)
 	m.handlers.Collect(ch)
+	m.reloads.Collect(ch)
+	m.hotplug.Collect(ch)
+	m.offlineHeld.Collect(ch)
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to

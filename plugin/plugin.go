@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,6 +172,15 @@ type Plugin struct {
 	// claims binds containers to DRA claims when the DRA driver is on
 	// (dra.go); nil otherwise.
 	claims ClaimBinder
+	// status is the last reload and the offline CPUs, for `nri-cpupool
+	// status` (daemonstatus.go); statusMu orders its writes.
+	status   DaemonStatus
+	statusMu sync.Mutex
+	// push sends updates to the runtime outside a reply (push.go); nil
+	// while not connected.
+	push atomic.Pointer[pushFunc]
+	// hotplug follows CPUs going online and offline (hotplug.go).
+	hotplug hotplugWatch
 }
 
 // New builds a plugin for a node. The state is loaded here; it is
@@ -318,10 +328,33 @@ func (p *Plugin) configure(cfg *config.Config) error {
 }
 
 // Configure receives the runtime's configuration for runtime-launched
-// plugins: a non-empty config replaces the file's.
+// plugins: a non-empty config replaces the file's. Once a Synchronize has
+// placed containers (the runtime reconnected), it is a reload: applied
+// only if no running container has to move (reload.go), else the config in
+// force stays, and Configure succeeds either way, so that the plugin keeps
+// pinning.
 func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api.EventMask, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	reloaded, restartIsolation, reloadErr, err := p.configureRuntime(cfg, runtime, version)
+	p.mu.Unlock()
+	if reloaded {
+		if restartIsolation {
+			p.restartIsolation()
+		}
+		p.reloadDone(reloadSourceNRI, reloadErr, true)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return subscribed, nil
+}
+
+// reloadSourceNRI names a reload by the runtime's Configure.
+const reloadSourceNRI = "NRI Configure"
+
+// configureRuntime is Configure under the lock. reloaded tells that the
+// config went through a reload's check (reloadErr, if it was not applied).
+func (p *Plugin) configureRuntime(cfg, runtime, version string) (reloaded, restartIsolation bool, reloadErr, err error) {
 	p.runtime = runtimeInfo{name: runtime, version: version, nriVersion: api.UnknownVersion}
 	switch {
 	case p.assumeNRIVersion != "":
@@ -335,7 +368,10 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 	if strings.TrimSpace(cfg) != "" {
 		parsed, err := config.Parse(strings.NewReader(cfg), "NRI plugin config")
 		if err != nil {
-			return 0, err
+			if p.synced {
+				return true, false, &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", reloadSourceNRI, err)}, nil
+			}
+			return false, false, nil, err
 		}
 		// The topology was read from the configured sysfs root; a state file
 		// named here applies only before any state was loaded.
@@ -345,25 +381,31 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 			parsed.StateFile = p.cfg.StateFile
 		case !p.loaded:
 			if err := p.moveStateLock(parsed.StateFile); err != nil {
-				return 0, err
+				return false, false, nil, err
 			}
 			p.store = state.NewFileStore(parsed.StateFile)
 			g, err := p.loadGrants(GrantsFile(parsed.StateFile))
 			if err != nil {
-				return 0, err
+				return false, false, nil, err
 			}
 			p.grants = g
 		default:
-			return 0, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
+			return false, false, nil, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
 		}
-		if err := p.configure(parsed); err != nil {
-			return 0, err
+		if p.synced && reflect.DeepEqual(parsed, p.cfg) {
+			// A reconnect with the config in force: nothing to reload.
+		} else if p.synced {
+			// Containers run: the same check as any reload.
+			restartIsolation, reloadErr = p.reloadLocked(parsed, reloadSourceNRI)
+			reloaded = true
+		} else if err := p.configure(parsed); err != nil {
+			return false, false, nil, err
 		}
 	}
 	if err := p.loadState(); err != nil {
-		return 0, err
+		return reloaded, restartIsolation, reloadErr, err
 	}
-	return subscribed, nil
+	return reloaded, restartIsolation, reloadErr, nil
 }
 
 // Shutdown is called when the runtime closes the connection (it is

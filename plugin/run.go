@@ -96,7 +96,15 @@ func (h Hooks) disconnected(reason string) {
 //
 // When it returns, the state file holds every decision (see Flush).
 func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks ...Hooks) error {
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	hotplugDone := make(chan struct{})
+	go func() {
+		defer close(hotplugDone)
+		p.watchHotplug(watchCtx)
+	}()
 	defer func() {
+		stopWatching()
+		<-hotplugDone
 		if err := p.Flush(); err != nil {
 			p.log.Errorf("writing state on the way out: %v", err)
 		}
@@ -126,11 +134,14 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", p.cfg.PluginIndex, PluginName)))
 			wait = backoff.Initial
 			h.registered()
+			p.setPush(s.UpdateContainers)
 			select {
 			case <-closed:
+				p.setPush(nil)
 				p.log.Warn("lost the connection to the runtime; reconnecting")
 				h.disconnected("lost the connection to the runtime; reconnecting")
 			case <-ctx.Done():
+				p.setPush(nil)
 				s.Stop()
 				return nil
 			}

@@ -1,0 +1,73 @@
+package plugin
+
+// The daemon's status beside the state file, for `nri-cpupool status`:
+// the last config reload. It is not state:
+// nothing reads it back, and it lives in its own file so that the state
+// file's schema does not change for it.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
+)
+
+// DaemonStatus is what `nri-cpupool status` shows of the running daemon
+// beyond the state.
+type DaemonStatus struct {
+	// LastReload is the last config reload, nil before the first.
+	LastReload *ReloadStatus `json:"lastReload,omitempty"`
+}
+
+// ReloadStatus is one config reload: when, what asked for it, its result
+// (ReloadApplied, ReloadRefused, ReloadInvalid) and why it was not applied.
+type ReloadStatus struct {
+	Time   time.Time `json:"time"`
+	Source string    `json:"source"`
+	Result string    `json:"result"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// DaemonStatusFile is the status file for a state file: beside it.
+func DaemonStatusFile(stateFile string) string {
+	return filepath.Join(filepath.Dir(stateFile), "daemon-status.json")
+}
+
+// ReadDaemonStatus reads a status file; ok is false when there is none
+// (no reload since the daemon's first start).
+func ReadDaemonStatus(path string) (s DaemonStatus, ok bool, err error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return s, false, nil
+	case err != nil:
+		return s, false, err
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, true, nil
+}
+
+// noteStatus changes the daemon's status and writes it. It must not be
+// called with the lock held: the write is a file's, and statusMu keeps
+// two writes in the order of their changes.
+func (p *Plugin) noteStatus(change func(*DaemonStatus)) {
+	p.statusMu.Lock()
+	defer p.statusMu.Unlock()
+	p.mu.Lock()
+	change(&p.status)
+	data, err := json.MarshalIndent(p.status, "", "  ")
+	path := DaemonStatusFile(p.cfg.StateFile)
+	p.mu.Unlock()
+	if err == nil {
+		err = atomicfile.Replace(path, append(data, '\n'), false)
+	}
+	if err != nil {
+		p.log.Warnf("writing the daemon's status %s: %v", path, err)
+	}
+}

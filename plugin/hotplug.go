@@ -1,0 +1,178 @@
+package plugin
+
+// CPU hotplug: the kernel takes CPUs offline and brings them back
+// (echo 0 > /sys/devices/system/cpu/cpuN/online, a fault, a hypervisor
+// unplugging a vCPU). The plugin follows:
+//
+//   - A free CPU that goes offline leaves its pool: it is no longer handed
+//     out, counted, advertised to the kubelet or in the DRA slices.
+//   - A held CPU that goes offline is what the kernel already did to its
+//     container: the container's effective cpuset shrank. It is reported
+//     (log, cpupool_offline_held_cpus, status, audit) and stays the
+//     container's in its record and in the allocator: cgroup v2 gives it
+//     back to the container when it comes online again, and it is handed
+//     to no one else while the container, or the hold of its stopped
+//     container, lives.
+//   - A CPU that comes online joins the pool the config gives it
+//     (allocator.HotplugLayout), or infra; one still held stays its
+//     holder's.
+//
+// The watcher reads <sysfsRoot>/sys/devices/system/cpu/online, a few
+// bytes, every HotplugInterval, and reads the topology again only when it
+// changed, outside the lock.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// HotplugInterval is how often the hotplug watcher reads the online mask:
+// a CPU going offline is seen within it.
+const HotplugInterval = 500 * time.Millisecond
+
+// hotplugWatch paces the watcher; interval 0 is HotplugInterval (tests
+// shorten it).
+type hotplugWatch struct {
+	interval time.Duration
+}
+
+// watchHotplug follows the online CPUs until ctx ends.
+func (p *Plugin) watchHotplug(ctx context.Context) {
+	p.mu.Lock()
+	root, every := p.cfg.SysfsRoot, p.hotplug.interval
+	p.mu.Unlock()
+	if every <= 0 {
+		every = HotplugInterval
+	}
+	path := filepath.Join(root, "sys/devices/system/cpu/online")
+	var last []byte
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now, err := os.ReadFile(path)
+		if err != nil || bytes.Equal(now, last) {
+			continue // a node without the file has no hotplug
+		}
+		if err := p.checkHotplug(root); err != nil {
+			p.log.Warnf("hotplug: %v; trying again", err)
+			continue
+		}
+		last = now
+	}
+}
+
+// checkHotplug reads the topology again and follows it if its online
+// CPUs changed.
+func (p *Plugin) checkHotplug(root string) error {
+	topo, err := sysfs.Discover(root)
+	if err != nil {
+		return fmt.Errorf("reading the topology again: %w", err)
+	}
+	p.mu.Lock()
+	changed := !topo.Online.Equals(p.topo.Online)
+	if changed {
+		p.applyHotplug(topo)
+	}
+	p.mu.Unlock()
+	if changed {
+		// The IRQ source knows the online CPUs it was made with.
+		p.restartIsolation()
+	}
+	return nil
+}
+
+// applyHotplug makes topo the node's topology: the pools lose the CPUs
+// that went offline and gain those that came online, and every container
+// and hold keeps its CPUs (allocator.Rebase). Called under the lock.
+func (p *Plugin) applyHotplug(topo *sysfs.Topology) {
+	old := p.alloc
+	wentOff, cameOn := p.topo.Online.Difference(topo.Online), topo.Online.Difference(p.topo.Online)
+	layout, problems := allocator.HotplugLayout(old.Layout(), topo, p.cfg)
+	for _, w := range problems {
+		p.log.Warnf("hotplug: CPUs %s that came online join infra: config: %s", cameOn, w)
+	}
+	next, _ := old.Rebase(topo, layout)
+	owners := ownersOf(next)
+	for _, cpu := range wentOff.List() {
+		p.metrics.hotplug.WithLabelValues("offline").Inc()
+		if who, ok := owners[cpu]; ok {
+			p.log.Warnf("hotplug: CPU %d went offline under %s: the kernel took it from its cpuset; it stays its own, and is given to no one else while it lives", cpu, who)
+			continue
+		}
+		p.log.Warnf("hotplug: CPU %d went offline: it leaves pool %s", cpu, layoutPoolOf(old.Layout(), cpu))
+	}
+	for _, cpu := range cameOn.List() {
+		p.metrics.hotplug.WithLabelValues("online").Inc()
+		if who, ok := owners[cpu]; ok {
+			p.log.Infof("hotplug: CPU %d came online: still held by %s", cpu, who)
+			continue
+		}
+		p.log.Infof("hotplug: CPU %d came online: it joins pool %s", cpu, layoutPoolOf(layout, cpu))
+	}
+	infraBefore := old.PoolCPUs(pools.Infra)
+	p.topo = topo
+	p.policy = allocator.NewPolicy(p.cfg, topo)
+	p.configurePower(p.cfg)
+	p.swapAllocator(next)
+	if !infraBefore.Equals(p.alloc.PoolCPUs(pools.Infra)) {
+		p.pinSandboxesLater()
+	}
+	p.log.Infof("hotplug: online CPUs %s; pools: %s", topo.Online, layout.Describe())
+}
+
+// offlineHeldCount is how many CPUs containers and holds keep while
+// offline, for cpupool_offline_held_cpus.
+func offlineHeldCount(a *allocator.Allocator) int {
+	n := 0
+	for _, cpus := range a.OfflineHeld() {
+		n += cpus.Size()
+	}
+	return n
+}
+
+// ownersOf names, by CPU, the container or stopped container that holds
+// each exclusive CPU.
+func ownersOf(a *allocator.Allocator) map[int]string {
+	out := map[int]string{}
+	for _, c := range a.Assignments() {
+		if pools.IsExclusive(c.Pool) {
+			for _, cpu := range c.Held().List() {
+				out[cpu] = "container " + c.Pod.ContainerName(c.Container)
+			}
+		}
+	}
+	for _, h := range a.Holds() {
+		for _, cpu := range h.Held().List() {
+			out[cpu] = "stopped container " + h.Pod.ContainerName(h.Container) + " (held for its pod)"
+		}
+	}
+	return out
+}
+
+// layoutPoolOf names the pool a layout gives a CPU.
+func layoutPoolOf(l *allocator.Layout, cpu int) string {
+	var names []string
+	for _, name := range pools.Names() {
+		if l.Pool(name).Contains(cpu) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, " and ")
+}

@@ -1,0 +1,105 @@
+package plugin
+
+// Updates sent to the runtime outside a reply, for what changes without a
+// container event: a config reload or a CPU going offline changes the
+// shared and infra pools under running members.
+//
+// The handlers never do this (see runtimeinfo.go): an update beside the
+// replies may be applied after a newer reply's. Here it is needed, since
+// no reply may come for minutes on a quiet node, so it is made safe
+// instead: the members are also marked pending, so the next reply carries
+// their cpusets as they are then; and once the runtime has applied the
+// push, the members' cpusets are compared with what it sent, and sent
+// again if a decision moved them meanwhile, so the last update the runtime
+// applies is the current one. It is sent only to runtimes whose NRI
+// handles an unsolicited update while a plugin call is pending
+// (containerd/nri#301, fixed in v0.12.1); others get it with the next reply.
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+)
+
+// pushFunc is the NRI stub's UpdateContainers on the current connection.
+type pushFunc func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+
+// pushAttempts bounds the resends when decisions keep moving the members.
+const pushAttempts = 5
+
+// setPush sets (nil: clears) how updates reach the runtime.
+func (p *Plugin) setPush(f pushFunc) {
+	if f == nil {
+		p.push.Store(nil)
+		return
+	}
+	p.push.Store(&f)
+}
+
+// pushLater sends the current cpusets of the containers ids to the runtime
+// in the background. Called under the lock.
+func (p *Plugin) pushLater(ids []string) {
+	if !pushSafe(p.runtime.nriVersion) {
+		p.log.Infof("the runtime's NRI (%s) may not take an update outside a reply: %d containers follow their pool at the next reply", p.runtime.nriVersion, len(ids))
+		return
+	}
+	go p.pushNow(ids)
+}
+
+func (p *Plugin) pushNow(ids []string) {
+	for range pushAttempts {
+		p.mu.Lock()
+		sent := map[string]string{}
+		var updates []*api.ContainerUpdate
+		for _, id := range ids {
+			if a, ok := p.alloc.Get(id); ok {
+				sent[id] = a.Cpuset().String()
+				updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
+			}
+		}
+		p.mu.Unlock()
+		send := p.push.Load()
+		if send == nil || len(updates) == 0 {
+			return // the next reply carries them (pending)
+		}
+		failed, err := (*send)(updates)
+		if err != nil {
+			p.log.Warnf("updating %d containers that follow their pool: %v; the next reply carries them", len(updates), err)
+			return
+		}
+		for _, f := range failed {
+			p.log.Warnf("the runtime could not update container %s to its pool's CPUs", f.GetContainerId())
+		}
+		p.mu.Lock()
+		current := true
+		for id, cpus := range sent {
+			if a, ok := p.alloc.Get(id); ok && a.Cpuset().String() != cpus {
+				current = false
+			}
+		}
+		p.mu.Unlock()
+		if current {
+			return
+		}
+	}
+}
+
+// pushSafe tells whether a runtime of this NRI version takes an unsolicited
+// update while it waits for the plugin: v0.12.1 and later.
+func pushSafe(version string) bool {
+	parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
+	if len(parts) < 3 {
+		return false // "unknown": CRI-O sends none
+	}
+	n := make([]int, 3)
+	for i, s := range parts {
+		s, _, _ = strings.Cut(s, "-")
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			return false
+		}
+		n[i] = v
+	}
+	return n[0] > 0 || n[1] > 12 || n[1] == 12 && n[2] >= 1
+}

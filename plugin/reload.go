@@ -1,0 +1,225 @@
+package plugin
+
+// A config reload: SIGHUP, `systemctl reload`, the file changing
+// (reloadwatch.go), or the runtime's Configure of a runtime-launched
+// plugin. The new config is checked as validate checks it, then applied
+// only if no running container and no hold of a stopped one has to move
+// (allocator.Relayout); otherwise the old config stays in force and the
+// log names each container and CPU in the way.
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/housekeeping"
+	"github.com/cpupool/nri-cpupool/power"
+)
+
+// The results of a reload: the label values of cpupool_config_reloads_total.
+const (
+	ReloadApplied = "applied"
+	ReloadRefused = "refused"
+	ReloadInvalid = "invalid"
+)
+
+// ReloadError is why a reload was not applied.
+type ReloadError struct {
+	// Result is ReloadRefused or ReloadInvalid.
+	Result string
+	// Blockers are the containers and holds a refused config would move.
+	Blockers []allocator.Blocker
+	Err      error
+}
+
+func (e *ReloadError) Error() string { return e.Err.Error() }
+func (e *ReloadError) Unwrap() error { return e.Err }
+
+// Reload applies a config read again, from source (for the log and
+// status: "SIGHUP", "file", "NRI Configure"). A config that could not be
+// read or parsed comes as loadErr: it is counted and shown as invalid.
+// Parse the file before calling: Reload takes the plugin's lock only to
+// decide and swap.
+func (p *Plugin) Reload(cfg *config.Config, loadErr error, source string) error {
+	if loadErr != nil {
+		err := &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", source, loadErr)}
+		p.reloadDone(source, err, false)
+		return err
+	}
+	p.mu.Lock()
+	restartIsolation, err := p.reloadLocked(cfg, source)
+	p.mu.Unlock()
+	if restartIsolation {
+		p.restartIsolation()
+	}
+	p.reloadDone(source, err, true)
+	return err
+}
+
+// reloadLocked decides a reload and, if it may, applies it. It tells
+// whether the host files' sources must be made again (outside the lock:
+// closing the reconciler waits for its pass, which takes the lock).
+func (p *Plugin) reloadLocked(cfg *config.Config, source string) (bool, error) {
+	invalid := func(err error) (bool, error) {
+		return false, &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", source, err)}
+	}
+	old := p.cfg
+	// Where the state and the node are read is the daemon's identity: the
+	// state directory's lock, the journal of host files and the topology
+	// are theirs.
+	if cfg.StateFile != old.StateFile {
+		return invalid(fmt.Errorf("stateFile cannot change from %s to %s while running; restart the daemon to move it", old.StateFile, cfg.StateFile))
+	}
+	if cfg.SysfsRoot != old.SysfsRoot {
+		return invalid(fmt.Errorf("sysfsRoot cannot change from %s to %s while running; restart the daemon", old.SysfsRoot, cfg.SysfsRoot))
+	}
+	if problems := cfg.Check(); problems.HasErrors() {
+		return invalid(problems.Errors().In("configuration"))
+	}
+	keepRestartOnly(old, cfg, p.log)
+	layout, problems := allocator.BuildLayoutRunning(p.topo, cfg)
+	problems = append(problems, power.NewNode(cfg.SysfsRoot, p.topo).Check(cfg)...)
+	if !problems.HasErrors() {
+		problems = append(problems, housekeeping.Check(cfg, layout)...)
+	}
+	if problems.HasErrors() {
+		return invalid(problems.Errors().In("configuration"))
+	}
+	next, blockers := p.alloc.Relayout(layout)
+	if len(blockers) > 0 {
+		for _, b := range blockers {
+			p.log.Warnf("reload (%s) refused: %s would move: %s", source, b.Who, b)
+		}
+		names := make([]string, 0, len(blockers))
+		for _, b := range blockers {
+			names = append(names, fmt.Sprintf("%s (CPUs %s)", b.Who, b.CPUs))
+		}
+		return false, &ReloadError{Result: ReloadRefused, Blockers: blockers,
+			Err: fmt.Errorf("reload (%s) refused: the new pools would move %s; the old config stays in force", source, strings.Join(names, ", "))}
+	}
+	for _, w := range problems.Warnings() {
+		p.log.Warnf("config: %s", w)
+	}
+	infraBefore := p.alloc.PoolCPUs("infra")
+	p.cfg = cfg
+	p.swapAllocator(next)
+	p.policy = allocator.NewPolicy(cfg, p.topo)
+	p.configurePower(cfg)
+	if level, err := logrus.ParseLevel(cfg.LogLevel); err == nil && level != p.log.GetLevel() {
+		p.log.SetLevel(level)
+	}
+	if !infraBefore.Equals(p.alloc.PoolCPUs("infra")) {
+		p.pinSandboxesLater()
+	}
+	p.log.Infof("reload (%s) applied: pools: %s", source, layout.Describe())
+	return isolationChanged(old, cfg), nil
+}
+
+// swapAllocator makes next the plugin's allocator (its containers and
+// holds those of the last one, carried over: Relayout, Rebase) and tells
+// everyone who follows the pools: the members whose cpuset changed (an
+// update now and with the next reply), the state file, the metrics, the
+// device plugin and the DRA driver.
+func (p *Plugin) swapAllocator(next *allocator.Allocator) {
+	before := map[string]string{}
+	for _, a := range p.alloc.Assignments() {
+		before[a.ID] = a.Cpuset().String()
+	}
+	p.alloc = next
+	p.recountClaimMemory()
+	var moved []string
+	for _, a := range p.alloc.Assignments() {
+		if was, ok := before[a.ID]; ok && was != a.Cpuset().String() {
+			p.pending[a.ID] = true
+			moved = append(moved, a.ID)
+		}
+	}
+	p.rememberAssignments()
+	p.stateChanged()
+	if len(moved) > 0 {
+		p.log.Infof("pools changed: updating %d containers that follow them", len(moved))
+		p.pushLater(moved)
+	}
+}
+
+// keepRestartOnly keeps the old values of the keys a running daemon
+// cannot change (the runtime connection, the served endpoints, the
+// directories it was started with, whether memory is pinned, which would
+// change every running container's mems), and says so.
+func keepRestartOnly(old, cfg *config.Config, log *logrus.Logger) {
+	keys := []struct {
+		key      string
+		old, new any
+	}{
+		{"nriSocket", &old.NRISocket, &cfg.NRISocket},
+		{"pluginIndex", &old.PluginIndex, &cfg.PluginIndex},
+		{"metricsAddress", &old.MetricsAddress, &cfg.MetricsAddress},
+		{"cgroupRoot", &old.CgroupRoot, &cfg.CgroupRoot},
+		{"procRoot", &old.ProcRoot, &cfg.ProcRoot},
+		{"pinMemory", &old.PinMemory, &cfg.PinMemory},
+		{"kubelet", &old.Kubelet, &cfg.Kubelet},
+		{"dra", &old.DRA, &cfg.DRA},
+	}
+	for _, k := range keys {
+		o, n := reflect.ValueOf(k.old).Elem(), reflect.ValueOf(k.new).Elem()
+		if !reflect.DeepEqual(o.Interface(), n.Interface()) {
+			log.Warnf("reload: %s changes only at the next restart; it stays as it is", k.key)
+			n.Set(o)
+		}
+	}
+}
+
+// isolationChanged tells whether the host files' sources depend on what
+// the reload changed: IRQ isolation, partitions, housekeeping and power
+// classes are chosen per pool, and the reconciler's sources are made for
+// the config they were opened with.
+func isolationChanged(old, cfg *config.Config) bool {
+	return !reflect.DeepEqual(old.Pools, cfg.Pools) || !reflect.DeepEqual(old.IRQ, cfg.IRQ) ||
+		!reflect.DeepEqual(old.Power, cfg.Power)
+}
+
+// restartIsolation makes the host files' sources again for the config
+// now in force: the reconciler restores nothing when it closes, and the
+// new one reads the journal of originals and restores, exactly, what the
+// new config no longer wants (a power class removed, IRQ isolation turned
+// off) in its first pass. It must not be called with the lock held.
+func (p *Plugin) restartIsolation() {
+	p.closeIsolation()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.isolation.Load() == nil || !p.loaded {
+		return // opened at the first Configure, with this config
+	}
+	p.isolation.Store(nil)
+	if err := p.openIsolation(); err != nil {
+		p.log.Errorf("reload: opening the journal of host files again: %v; retried at the next reload", err)
+		return
+	}
+	if p.synced {
+		p.isolation.Load().recon.Kick()
+	}
+}
+
+// reloadDone counts a reload, logs an invalid one, and shows it in
+// status. decided tells that the lock was taken (the log has the rest).
+func (p *Plugin) reloadDone(source string, err error, decided bool) {
+	result, reason := ReloadApplied, ""
+	if err != nil {
+		result, reason = ReloadInvalid, err.Error()
+		if re, ok := err.(*ReloadError); ok {
+			result = re.Result
+		}
+		if result == ReloadInvalid || !decided {
+			p.log.Errorf("%v; the old config stays in force", err)
+		}
+	}
+	p.metrics.reloads.WithLabelValues(result).Inc()
+	p.noteStatus(func(s *DaemonStatus) {
+		s.LastReload = &ReloadStatus{Time: time.Now().UTC(), Source: source, Result: result, Reason: reason}
+	})
+}
