@@ -38,20 +38,29 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadRunConfig(*cfgPath)
+	// load reads the config as this run's flags amend it: at start, and
+	// again at each reload.
+	load := func() (*config.Config, error) {
+		cfg, err := loadRunConfig(*cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range []struct {
+			flag string
+			dst  *string
+		}{{*socket, &cfg.NRISocket}, {*stateFile, &cfg.StateFile}, {*sysfsRoot, &cfg.SysfsRoot}, {*cgroupRoot, &cfg.CgroupRoot}, {*logLevel, &cfg.LogLevel}} {
+			if o.flag != "" {
+				*o.dst = o.flag
+			}
+		}
+		if problems := cfg.Check(); problems.HasErrors() {
+			return nil, problems.Errors().In("flags and " + *cfgPath)
+		}
+		return cfg, nil
+	}
+	cfg, err := load()
 	if err != nil {
 		return err
-	}
-	for _, o := range []struct {
-		flag string
-		dst  *string
-	}{{*socket, &cfg.NRISocket}, {*stateFile, &cfg.StateFile}, {*sysfsRoot, &cfg.SysfsRoot}, {*cgroupRoot, &cfg.CgroupRoot}, {*logLevel, &cfg.LogLevel}} {
-		if o.flag != "" {
-			*o.dst = o.flag
-		}
-	}
-	if problems := cfg.Check(); problems.HasErrors() {
-		return problems.Errors().In("flags and " + *cfgPath)
 	}
 	if cfg.DRA.Enabled && NewDriver == nil {
 		return execDRA(args)
@@ -68,6 +77,11 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP (systemctl reload) reloads the config; caught from the start,
+	// so that one sent early does not end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	// The topology first: a process that waits for the lock is then
 	// ready to take over at once.
 	topo, err := sysfs.Discover(cfg.SysfsRoot)
@@ -108,6 +122,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		log.Infof("kubelet device plugin on: advertising %s through %s", config.ResourceExclusive, cfg.Kubelet.DevicePluginDir)
 	}
 	draDone := serveDRA(ctx, driver)
+	go p.WatchConfig(ctx, *cfgPath, hup, load)
 	err = p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff, systemdHooks(log))
 	stop()
 	<-draDone // the driver's last claims write
