@@ -19,8 +19,7 @@ import (
 // Blocker is a running container, or a hold of a stopped one, that a new
 // layout would move: the reason a reload is refused.
 type Blocker struct {
-	// Who names the container for people (namespace/pod/container), or
-	// the hold's pod UID and container name.
+	// Who names the container for people (namespace/pod/container).
 	Who string
 	// ID is the container's id (the stopped container's, for a hold).
 	ID string
@@ -83,7 +82,7 @@ func (a *Allocator) Relayout(layout *Layout) (*Allocator, []Blocker) {
 			continue
 		}
 		if _, err := trial.RestoreHold(h); err != nil {
-			blockers = append(blockers, Blocker{Who: key, ID: h.ID, Pool: h.Pool, CPUs: outside(h.Assignment, layout), Held: true, Reason: err.Error()})
+			blockers = append(blockers, Blocker{Who: h.Pod.ContainerName(h.Container), ID: h.ID, Pool: h.Pool, CPUs: outside(h.Assignment, layout), Held: true, Reason: err.Error()})
 		}
 	}
 	if len(blockers) > 0 {

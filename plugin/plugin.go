@@ -392,7 +392,9 @@ func (p *Plugin) configureRuntime(cfg, runtime, version string) (reloaded, resta
 		default:
 			return false, false, nil, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
 		}
-		if p.synced && reflect.DeepEqual(parsed, p.cfg) {
+		probe := *parsed
+		keepRestartOnly(p.cfg, &probe, nil)
+		if p.synced && reflect.DeepEqual(&probe, p.cfg) {
 			// A reconnect with the config in force: nothing to reload.
 		} else if p.synced {
 			// Containers run: the same check as any reload.

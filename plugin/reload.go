@@ -150,7 +150,8 @@ func (p *Plugin) swapAllocator(next *allocator.Allocator) {
 // keepRestartOnly keeps the old values of the keys a running daemon
 // cannot change (the runtime connection, the served endpoints, the
 // directories it was started with, whether memory is pinned, which would
-// change every running container's mems), and says so.
+// change every running container's mems), and says so (to log, if not
+// nil).
 func keepRestartOnly(old, cfg *config.Config, log *logrus.Logger) {
 	keys := []struct {
 		key      string
@@ -168,7 +169,9 @@ func keepRestartOnly(old, cfg *config.Config, log *logrus.Logger) {
 	for _, k := range keys {
 		o, n := reflect.ValueOf(k.old).Elem(), reflect.ValueOf(k.new).Elem()
 		if !reflect.DeepEqual(o.Interface(), n.Interface()) {
-			log.Warnf("reload: %s changes only at the next restart; it stays as it is", k.key)
+			if log != nil {
+				log.Warnf("reload: %s changes only at the next restart; it stays as it is", k.key)
+			}
 			n.Set(o)
 		}
 	}
