@@ -113,6 +113,9 @@ type CPU struct {
 	// or a kernel without cpuset.cpus.isolated).
 	IsolatedPartition *bool `json:"isolatedPartition,omitempty"`
 	Power             Power `json:"power"`
+	// Offline tells that the CPU went offline under its holder: the
+	// kernel took it from the container's cpuset (CPU hotplug).
+	Offline bool `json:"offline,omitempty"`
 }
 
 // IRQ is an interrupt that fired on a CPU during the sample.
@@ -201,6 +204,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 		cpu := CPU{CPU: c, Owner: h.Owner, Pool: h.Pool, ContainerID: h.ContainerID,
 			DomainIsolated: k.isolated.Contains(c), NohzFull: k.nohzFull.Contains(c), Power: readPower(opt.SysfsRoot, c)}
 		cpu.Power.Class = h.PowerClass
+		cpu.Offline = k.offline.Contains(c)
 		if k.partitionKnown {
 			in := k.partition.Contains(c)
 			cpu.IsolatedPartition = &in
@@ -247,6 +251,11 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 
 // judge sets Clean and Problems.
 func judge(cpu *CPU) {
+	if cpu.Offline {
+		// Not a disturbance, but the container runs on one CPU fewer than
+		// it was given until the CPU is back.
+		cpu.Problems = append(cpu.Problems, "offline: the kernel took it from the container's cpuset; it stays the container's and comes back to it when online")
+	}
 	var device, unmovable []string
 	for _, i := range cpu.IRQs {
 		if !i.Device {
@@ -304,6 +313,9 @@ func readInterrupts(procRoot string) ([]irq.Interrupt, error) {
 type kernelSet struct {
 	isolated, nohzFull, partition cpuset.CPUSet
 	partitionKnown                bool
+	// offline are the present CPUs that are not online; empty when the
+	// kernel does not say.
+	offline cpuset.CPUSet
 }
 
 func kernelSets(opt Options) kernelSet {
@@ -319,6 +331,12 @@ func kernelSets(opt Options) kernelSet {
 	var k kernelSet
 	k.isolated, _ = read(filepath.Join(cpuDir, "isolated"))
 	k.nohzFull, _ = read(filepath.Join(cpuDir, "nohz_full"))
+	k.offline = cpuset.New()
+	if present, ok := read(filepath.Join(cpuDir, "present")); ok {
+		if online, ok := read(filepath.Join(cpuDir, "online")); ok {
+			k.offline = present.Difference(online)
+		}
+	}
 	if opt.CgroupRoot != "" {
 		k.partition, k.partitionKnown = read(filepath.Join(opt.CgroupRoot, "cpuset.cpus.isolated"))
 	}

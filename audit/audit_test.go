@@ -249,3 +249,30 @@ func TestContainerInCgroup(t *testing.T) {
 	assert.False(t, task{cgroup: "12:cpuset:/system.slice/crio-conmon-" + id + ".scope\n"}.owner(id))
 	assert.False(t, task{cgroup: v1}.owner(""), "a stopped container owns no thread")
 }
+
+// TestOfflineHeldCPU: a held CPU the kernel took offline (CPU hotplug) is
+// reported, and not clean: its container runs on one CPU fewer than it
+// was given until the CPU is back.
+func TestOfflineHeldCPU(t *testing.T) {
+	m := newMachine(t, cpuset.New(0, 1))
+	cpuDir := filepath.Join(m.sys, "sys/devices/system/cpu")
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "present"), []byte("0-7\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "online"), []byte("0-2,4-7\n"), 0o644))
+	rep, err := Gather(holdings, m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}})))
+	require.NoError(t, err)
+	assert.False(t, rep.Clean)
+	require.Len(t, rep.CPUs, 3)
+	assert.False(t, rep.CPUs[0].Offline)
+	assert.True(t, rep.CPUs[0].Clean)
+	c3 := rep.CPUs[1]
+	assert.True(t, c3.Offline)
+	assert.False(t, c3.Clean)
+	require.Len(t, c3.Problems, 1)
+	assert.Contains(t, c3.Problems[0], "offline")
+
+	// Back online: clean again.
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "online"), []byte("0-7\n"), 0o644))
+	rep, err = Gather(holdings, m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}})))
+	require.NoError(t, err)
+	assert.True(t, rep.Clean, "%+v", rep)
+}
