@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -38,7 +42,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		return printJSON(stdout, st)
+		return printStatusJSON(stdout, st, *stateFile)
 	}
 	if *asMap {
 		topo, err := sysfs.Discover(sysfsRoot(*root, nil))
@@ -85,7 +89,92 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout)
 	printDRAStatus(stdout, *stateFile)
+	printOfflineHeld(stdout, st, sysfsRoot(*root, nil))
+	printLastReload(stdout, *stateFile)
 	return nil
+}
+
+// printStatusJSON prints the state file as it is, and, once the daemon
+// has reloaded its config, the daemon's status beside it ("daemon").
+func printStatusJSON(stdout io.Writer, st *state.State, stateFile string) error {
+	ds, ok, err := plugin.ReadDaemonStatus(plugin.DaemonStatusFile(stateFile))
+	if err != nil || !ok {
+		return printJSON(stdout, st)
+	}
+	return printJSON(stdout, struct {
+		*state.State
+		Daemon plugin.DaemonStatus `json:"daemon"`
+	}{st, ds})
+}
+
+// printLastReload prints the daemon's last config reload: when, what asked
+// for it, its result and, if it was not applied, why.
+func printLastReload(stdout io.Writer, stateFile string) {
+	ds, ok, err := plugin.ReadDaemonStatus(plugin.DaemonStatusFile(stateFile))
+	switch {
+	case err != nil:
+		fmt.Fprintf(stdout, "Last reload: unknown: %v\n", err)
+		return
+	case !ok || ds.LastReload == nil:
+		return
+	}
+	r := ds.LastReload
+	fmt.Fprintf(stdout, "Last reload: %s at %s (%s)", r.Result, r.Time.UTC().Format(time.RFC3339), r.Source)
+	if r.Reason != "" {
+		fmt.Fprintf(stdout, ": %s", r.Reason)
+	}
+	fmt.Fprintln(stdout)
+}
+
+// printOfflineHeld lists the CPUs containers and holds keep that the
+// kernel has taken offline (CPU hotplug), read from the node now: the
+// state keeps them as the containers' own.
+func printOfflineHeld(stdout io.Writer, st *state.State, root string) {
+	offline := offlineCPUs(root)
+	if offline.IsEmpty() {
+		return
+	}
+	type entry struct{ who, cpus string }
+	var out []entry
+	add := func(c state.ContainerState, note string) {
+		cpus, err := cpuset.Parse(c.CPUs)
+		if err != nil || !pools.IsExclusive(c.Pool) {
+			return
+		}
+		reserved, _ := cpuset.Parse(c.Reserved)
+		if off := cpus.Union(reserved).Intersection(offline); !off.IsEmpty() {
+			out = append(out, entry{containerName(c) + note, off.String()})
+		}
+	}
+	for _, id := range sortedContainers(st) {
+		add(st.Containers[id], "")
+	}
+	for _, k := range sortedHeld(st) {
+		add(st.Held[k].ContainerState, " (stopped, held)")
+	}
+	fmt.Fprintf(stdout, "Offline CPUs: %s\n", offline)
+	for _, e := range out {
+		fmt.Fprintf(stdout, "  CPUs %s of %s are offline: the kernel took them from its cpuset; they stay its own\n", e.cpus, e.who)
+	}
+}
+
+// offlineCPUs are the present CPUs of the node below root that are not
+// online; none when it cannot tell.
+func offlineCPUs(root string) cpuset.CPUSet {
+	read := func(name string) (cpuset.CPUSet, bool) {
+		data, err := os.ReadFile(filepath.Join(root, "sys/devices/system/cpu", name))
+		if err != nil {
+			return cpuset.New(), false
+		}
+		set, err := cpulist.Parse(string(data))
+		return set, err == nil
+	}
+	present, ok := read("present")
+	online, ok2 := read("online")
+	if !ok || !ok2 {
+		return cpuset.New()
+	}
+	return present.Difference(online)
 }
 
 // printDRAStatus prints the DRA driver's state, which the driver writes
