@@ -9,6 +9,8 @@ package plugin
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"reflect"
 	"strings"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/housekeeping"
+	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
 )
 
@@ -91,6 +94,7 @@ func (p *Plugin) reloadLocked(cfg *config.Config, source string) (bool, error) {
 		return invalid(problems.Errors().In("configuration"))
 	}
 	next, blockers := p.alloc.Relayout(layout)
+	blockers = append(blockers, p.grantBlockers(layout)...)
 	if len(blockers) > 0 {
 		for _, b := range blockers {
 			p.log.Warnf("reload (%s) refused: %s would move: %s", source, b.Who, b)
@@ -105,7 +109,7 @@ func (p *Plugin) reloadLocked(cfg *config.Config, source string) (bool, error) {
 	for _, w := range problems.Warnings() {
 		p.log.Warnf("config: %s", w)
 	}
-	infraBefore := p.alloc.PoolCPUs("infra")
+	infraBefore := p.alloc.PoolCPUs(pools.Infra)
 	p.cfg = cfg
 	p.swapAllocator(next)
 	p.policy = allocator.NewPolicy(cfg, p.topo)
@@ -113,7 +117,7 @@ func (p *Plugin) reloadLocked(cfg *config.Config, source string) (bool, error) {
 	if level, err := logrus.ParseLevel(cfg.LogLevel); err == nil && level != p.log.GetLevel() {
 		p.log.SetLevel(level)
 	}
-	if !infraBefore.Equals(p.alloc.PoolCPUs("infra")) {
+	if !infraBefore.Equals(p.alloc.PoolCPUs(pools.Infra)) {
 		p.pinSandboxesLater()
 	}
 	p.log.Infof("reload (%s) applied: pools: %s", source, layout.Describe())
@@ -132,6 +136,14 @@ func (p *Plugin) swapAllocator(next *allocator.Allocator) {
 	}
 	p.alloc = next
 	p.recountClaimMemory()
+	if !p.synced {
+		// Before the first Synchronize the allocator holds nobody, and
+		// memory is the state file's, which Synchronize reconciles with
+		// the runtime under the new pools.
+		p.publishUsage()
+		p.notify()
+		return
+	}
 	var moved []string
 	for _, a := range p.alloc.Assignments() {
 		if was, ok := before[a.ID]; ok && was != a.Cpuset().String() {
@@ -145,6 +157,27 @@ func (p *Plugin) swapAllocator(next *allocator.Allocator) {
 		p.log.Infof("pools changed: updating %d containers that follow them", len(moved))
 		p.pushLater(moved)
 	}
+}
+
+// grantBlockers are the kubelet's allocations of cpupool.dev/exclusive
+// that no container shows yet (the kubelet allocated them, the container
+// is about to be created) whose CPUs the layout takes out of the
+// exclusive pool: the creation would be refused. Bound ones are their
+// containers' and holds' (Relayout). Offline CPUs are left out: they are
+// in no pool.
+func (p *Plugin) grantBlockers(layout *allocator.Layout) []allocator.Blocker {
+	var out []allocator.Blocker
+	for _, tok := range slices.Sorted(maps.Keys(p.grants.byToken)) {
+		g := p.grants.byToken[tok]
+		if g.PodUID != "" {
+			continue
+		}
+		if off := g.cpusOf().Intersection(layout.Online).Difference(layout.Exclusive); !off.IsEmpty() {
+			out = append(out, allocator.Blocker{Who: "kubelet allocation " + tok, Pool: pools.Exclusive, CPUs: off,
+				Reason: fmt.Sprintf("the kubelet allocated CPUs %s as %s devices, and the container has not been created yet", g.CPUs, config.ResourceExclusive)})
+		}
+	}
+	return out
 }
 
 // keepRestartOnly keeps the old values of the keys a running daemon
@@ -221,8 +254,9 @@ func (p *Plugin) reloadDone(source string, err error, decided bool) {
 			p.log.Errorf("%v; the old config stays in force", err)
 		}
 	}
-	p.metrics.reloads.WithLabelValues(result).Inc()
 	p.noteStatus(func(s *DaemonStatus) {
 		s.LastReload = &ReloadStatus{Time: time.Now().UTC(), Source: source, Result: result, Reason: reason}
 	})
+	p.metrics.reloads.WithLabelValues(result).Inc() // last: status shows it once counted
+
 }

@@ -361,3 +361,20 @@ func TestReloadThroughConfigure(t *testing.T) {
 	require.NoError(t, err, "a bad config from the runtime keeps the one in force")
 	assert.Equal(t, 1.0, reloads(rp, ReloadInvalid))
 }
+
+// TestReloadKeepsKubeletAllocations: CPUs the kubelet allocated as
+// cpupool.dev/exclusive devices for a container not created yet block a
+// reload that takes them from the exclusive pool: its creation would be
+// refused.
+func TestReloadKeepsKubeletAllocations(t *testing.T) {
+	_, rp, _ := runDesktop(t)
+	env, err := rp.p.Grant([]string{"7"})
+	require.NoError(t, err)
+	err = rp.p.Reload(reloadConfig(t, rp, desktopGrown), nil, "test")
+	var re *ReloadError
+	require.ErrorAs(t, err, &re)
+	require.Len(t, re.Blockers, 1)
+	assert.Equal(t, "kubelet allocation "+env[EnvGrant], re.Blockers[0].Who)
+	assert.Equal(t, "7", re.Blockers[0].CPUs.String())
+	assert.Equal(t, "4-7,12-15", rp.p.alloc.Layout().Exclusive.String())
+}
