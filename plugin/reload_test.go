@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
 )
@@ -377,4 +378,30 @@ func TestReloadKeepsKubeletAllocations(t *testing.T) {
 	assert.Equal(t, "kubelet allocation "+env[EnvGrant], re.Blockers[0].Who)
 	assert.Equal(t, "7", re.Blockers[0].CPUs.String())
 	assert.Equal(t, "4-7,12-15", rp.p.alloc.Layout().Exclusive.String())
+}
+
+// TestReloadPowerClasses: a reload that drops the power classes puts every
+// CPU's files back exactly as the node booted (the journal of originals),
+// and one that brings them back applies them again; a running exclusive
+// container keeps its CPUs throughout.
+func TestReloadPowerClasses(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, poweredDesktop, statePath(f), slowPasses)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation())
+	requireClass(t, f, cpuset.New(0, 1, 8, 9), saverCPU, "infra")
+	requireClass(t, f, cpusOf(t, f, f.cpus(fwd)), lowLatencyCPU, "the exclusive container")
+
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, desktop.config), nil, "test"))
+	require.NoError(t, rp.p.FlushIsolation())
+	requireClass(t, f, cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), bootedCPU, "no classes: every file as booted")
+	assert.Equal(t, "4,12", f.cpus(fwd))
+
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, poweredDesktop.config), nil, "test"))
+	require.NoError(t, rp.p.FlushIsolation())
+	requireClass(t, f, cpuset.New(0, 1, 8, 9), saverCPU, "infra again")
+	requireClass(t, f, cpuset.New(2, 3, 10, 11), balancedCPU, "shared again")
+	requireClass(t, f, cpuset.New(4, 12), lowLatencyCPU, "the exclusive container's class, from its pool")
 }
