@@ -32,6 +32,11 @@
 //   - metrics.go: the Prometheus metrics, read from published usage.
 //   - instrument.go: the handlers' latency histogram.
 //   - runtimeinfo.go: what the runtime said about itself.
+//   - reload.go: a config reload, applied only if nobody moves;
+//     reloadwatch.go what asks for one (SIGHUP, the file changing).
+//   - hotplug.go: CPUs going offline and online.
+//   - push.go: updates sent to the runtime outside a reply.
+//   - daemonstatus.go: the daemon's status file for `nri-cpupool status`.
 package plugin
 
 import (
