@@ -10,8 +10,8 @@ package plugin
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
