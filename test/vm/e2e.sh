@@ -3,10 +3,11 @@
 # isolation set (test/vm/isolation.sh) on real kernels, in VMs of shape
 # `prod` (2 sockets x 2 cores x 2 threads, 2 NUMA nodes, isolcpus) on cgroup
 # v2 (the production case) and on cgroup v1.
-#   E2E_VM_RUNS="v2:full v1:quick v2:isolation v2:isolation:6.12"
+#   E2E_VM_RUNS="v2:full v1:quick v2:isolation v2:isolation:6.12 v2:reload"
 #                            the VMs to boot, in order: cgroup version, set
 #                            (full or quick: scenarios.sh, quick stops after the
-#                            exclusive containers; isolation: isolation.sh) and
+#                            exclusive containers; isolation: isolation.sh;
+#                            reload: reload.sh, config reload and CPU hotplug) and
 #                            optionally a kernel series (6.12: Debian's
 #                            linux-image-6.12.*-amd64-unsigned, from
 #                            bookworm-backports; skipped, saying so, when apt
@@ -71,10 +72,11 @@ fi
 SHARES=(--share "$REPO" --share "$SHARE" --share "$TOOLS")
 [ -d "$VM_CACHE/irqbalance" ] && SHARES+=(--share "$VM_CACHE/irqbalance")
 START=$SECONDS FAILED=""
-for run in ${E2E_VM_RUNS:-v2:full v1:quick v2:isolation v2:isolation:6.12}; do
+for run in ${E2E_VM_RUNS:-v2:full v1:quick v2:isolation v2:isolation:6.12 v2:reload}; do
   IFS=: read -r cg set series <<<"$run"
   t=$SECONDS script=scenarios.sh pkg=${VM_KERNEL_PKG:-}
   [ "$set" = isolation ] && script=isolation.sh
+  [ "$set" = reload ] && script=reload.sh
   if [ -n "$series" ]; then
     re="^linux-image-${series//./[.]}[.][0-9.]*[+]deb[0-9]*-amd64-unsigned\$"
     pkg=$(apt-cache search --names-only "$re" 2>/dev/null | cut -d' ' -f1 | sort -V | tail -1)

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Config reload and CPU hotplug on a real kernel (issue 34). It runs INSIDE a
+# VM of shape `prod` (2 sockets x 2 cores x 2 threads, isolcpus 2-3,6-7) on
+# cgroup v2, with the real containerd, runc and crictl of test/e2e/lib.sh:
+# test/vm/e2e.sh's run "v2:reload". By hand:
+#   test/vm/vm.sh --shape prod --cgroup v2 --env E2E_IMAGE_TAR=... -- bash test/vm/reload.sh
+# The timed checks read the cgroup files and the metrics, not `status`: a Go
+# binary's start alone can take most of a second under emulation.
+set -uo pipefail
+source "$(dirname "$0")/../e2e/lib.sh"
+# shellcheck source=test/vm/checks.sh
+source "$(dirname "$0")/checks.sh"
+
+if [ "${VM_SHAPE:-}" != prod ] || [ "${VM_CGROUP:-}" != v2 ]; then die "run inside a VM of shape prod on cgroup v2 (test/vm/e2e.sh)"; fi
+need_root_linux
+BIN=$REPO/bin/nri-cpupool
+STATE=$W/state/nri-cpupool.json
+
+finish() {
+  local rc=$?
+  # Every CPU back online, whatever failed: the VM's other runs need them.
+  for c in 1 2 3 4 5 6 7; do echo 1 > "/sys/devices/system/cpu/cpu$c/online" 2>/dev/null; done
+  if [ "$FAILED" -gt 0 ] || [ "$rc" -ne 0 ]; then report; fi
+  teardown
+  echo
+  echo "e2e-vm reload ($VM_SHAPE, cgroup $VM_CGROUP, Linux $(uname -r)): $PASSED passed, $FAILED failed"
+  [ "$FAILED" -eq 0 ] && [ "$rc" -eq 0 ] || exit 1
+}
+trap finish EXIT
+section() { say "[$SECONDS s] $*"; }
+
+# within_1s WANT CMD [ARGS...]: runs CMD until it prints WANT, for one second
+# at most; prints "WANT in N ms", or what CMD printed last.
+within_1s() {
+  local want=$1 got start now
+  shift
+  start=$(date +%s%N)
+  while :; do
+    got=$("$@" 2>/dev/null)
+    now=$(date +%s%N)
+    if [ "$got" = "$want" ]; then echo "in time"; info "$want after $(((now - start) / 1000000)) ms"; return; fi
+    [ $((now - start)) -ge 1000000000 ] && break
+    sleep 0.02
+  done
+  echo "$got (after 1 s)"
+}
+metric() { metrics | awk -v m="$1" '$1 == m {print $2}'; }
+online() { echo "$2" > "/sys/devices/system/cpu/cpu$1/online"; }
+effective_cpus() { cat "$(cgroup_of "$1")/cpuset.cpus.effective"; }
+status_pool() { "$BIN" status --state-file "$STATE" | awk -v p="$1" '$1 == p {print $2}'; }
+
+# The pools: exclusive on every isolated CPU, a shared pool of one CPU that
+# is not isolated (5; a warning), infra 0-1,4.
+config() { # config EXCLUSIVE SHARED
+  printf 'reservedCPUs: "0-1"\npools:\n  exclusive: {cpus: "%s"}\n  shared: {cpus: "%s"}\nmetricsAddress: "127.0.0.1:19464"\n' "$1" "$2"
+}
+CFG=$W/config.yaml
+config 2-3,6-7 5 > "$CFG"
+start_runtime
+start_plugin "$CFG"
+
+section "an exclusive container on a whole core, a shared one"
+X=$(run_pod fwd telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod fwd"
+X_C=$(create_ctr "$X" fwd fwd 2000) || die "create fwd/fwd"
+S=$(run_pod ctl telco burstable '{"pool.cpupool.dev": "shared"}') || die "run pod ctl"
+S_C=$(create_ctr "$S" ctl ctl 500) || die "create ctl/ctl"
+XC=$(cpus_of "$X_C")
+case "$XC" in 2-3) FREE=6-7 ;; 6-7) FREE=2-3 ;; *) die "the exclusive container runs on $XC, not a whole isolated core" ;; esac
+F1=${FREE%-*} F2=${FREE#*-}
+check "shared container on the shared pool" "$(cpus_of "$S_C")" "5"
+info "exclusive container on $XC; free isolated core $FREE"
+
+section "a reload that grows the shared pool while the exclusive container runs: applied in < 1 s"
+config "$XC,$F1" "5,$F2" > "$CFG.new" && mv "$CFG.new" "$CFG" # an editor's save
+check "the shared member has the grown pool within 1 s (the file changed)" "$(within_1s "5,$F2" cpus_of "$S_C")" "in time"
+check "the exclusive container did not move" "$(cpus_of "$X_C")" "$XC"
+check "its Cpus_allowed_list did not either" "$(allowed_of "$X_C")" "$XC"
+check "the shared member's process follows" "$(eventually "5,$F2" allowed_of "$S_C")" "5,$F2"
+check "metrics: one reload applied" "$(metric 'cpupool_config_reloads_total{result="applied"}')" "1"
+check "metrics: the exclusive pool has 3 CPUs" "$(metric 'cpupool_pool_cpus{pool="exclusive"}')" "3"
+check_contains "status: the last reload" "$("$BIN" status --state-file "$STATE")" "Last reload: applied at"
+
+section "a reload that would move the exclusive container: refused, naming it; the old config stays"
+config "$FREE" "5,$XC" > "$CFG.new" && mv "$CFG.new" "$CFG"
+check "metrics: the changed file's reload refused" "$(eventually 1 metric 'cpupool_config_reloads_total{result="refused"}')" "1"
+kill -HUP "$PLUGIN_PID" # systemctl reload: the same file again
+check "metrics: SIGHUP's reload refused too" "$(eventually 2 metric 'cpupool_config_reloads_total{result="refused"}')" "2"
+check_contains "the log names the container and its CPUs" "$(cat "$W/plugin.log")" "refused: telco/fwd/fwd would move"
+check_contains "status: refused, and why" "$("$BIN" status --state-file "$STATE")" "telco/fwd/fwd (CPUs $XC)"
+check "the exclusive container did not move" "$(cpus_of "$X_C")" "$XC"
+check "the shared member kept the pool in force" "$(cpus_of "$S_C")" "5,$F2"
+check "the daemon still runs" "$(kill -0 "$PLUGIN_PID" && echo yes)" "yes"
+config "$XC,$F1" "5,$F2" > "$CFG" # back to the config in force
+
+section "a free exclusive CPU offline: out of the pool within 1 s, back with echo 1"
+online "$F1" 0
+check "metrics: exclusive has 2 CPUs within 1 s" "$(within_1s 2 metric 'cpupool_pool_cpus{pool="exclusive"}')" "in time"
+check "status: exclusive without CPU $F1" "$(status_pool exclusive)" "$XC"
+check "metrics: counted" "$(metric 'cpupool_cpu_hotplug_total{event="offline"}')" "1"
+online "$F1" 1
+check "metrics: exclusive has 3 CPUs again within 1 s" "$(within_1s 3 metric 'cpupool_pool_cpus{pool="exclusive"}')" "in time"
+check "status: exclusive with CPU $F1 again" "$(status_pool exclusive)" "$XC,$F1"
+
+section "a held CPU offline: reported, kept, not given to anyone else"
+H=${XC#*-}
+online "$H" 0
+check "metrics: one held CPU offline within 1 s" "$(within_1s 1 metric cpupool_offline_held_cpus)" "in time"
+check "the kernel shrank the container's effective cpuset" "$(cat "$(cgroup_of "$X_C")/cpuset.cpus.effective")" "${XC%-*}"
+check_contains "the log says so" "$(cat "$W/plugin.log")" "CPU $H went offline under container telco/fwd/fwd"
+check_contains "status lists it" "$("$BIN" status --state-file "$STATE")" "CPUs $H of telco/fwd/fwd are offline"
+AUDIT=$("$BIN" audit --state-file "$STATE" --sample 100ms 2>&1)
+check_contains "audit reports it offline" "$AUDIT" "offline: the kernel took it"
+Y=$(run_pod more telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod more"
+Y_C=$(create_ctr "$Y" more one 1000) || die "create more/one"
+check "a new exclusive container gets the free CPU, not the offline held one" "$(cpus_of "$Y_C")" "$F1"
+OUT=$(create_ctr "$Y" more two 1000 2>&1) && GOT="created on $(cpus_of "$OUT")" || GOT=refused
+check "another one: refused (CPU $H is the container's)" "$GOT" "refused"
+online "$H" 1
+check "back online: nothing held offline within 1 s" "$(within_1s 0 metric cpupool_offline_held_cpus)" "in time"
+check "the container has its CPU back" "$(eventually "$XC" effective_cpus "$X_C")" "$XC"
+OUT=$(create_ctr "$Y" more three 1000 2>&1) && GOT="created on $(cpus_of "$OUT")" || GOT=refused
+check "still the container's: refused" "$GOT" "refused"
