@@ -186,6 +186,9 @@ type Plugin struct {
 	push atomic.Pointer[pushFunc]
 	// hotplug follows CPUs going online and offline (hotplug.go).
 	hotplug hotplugWatch
+	// isolationRestart keeps the host files' reconciler made again by one
+	// reload or hotplug at a time (restartIsolation).
+	isolationRestart sync.Mutex
 }
 
 // New builds a plugin for a node. The state is loaded here; it is

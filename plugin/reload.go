@@ -22,6 +22,7 @@ import (
 	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // The results of a reload: the label values of cpupool_config_reloads_total.
@@ -44,10 +45,11 @@ func (e *ReloadError) Error() string { return e.Err.Error() }
 func (e *ReloadError) Unwrap() error { return e.Err }
 
 // Reload applies a config read again, from source (for the log and
-// status: "SIGHUP", "file", "NRI Configure"). A config that could not be
-// read or parsed comes as loadErr: it is counted and shown as invalid.
-// Parse the file before calling: Reload takes the plugin's lock only to
-// decide and swap.
+// status: "SIGHUP", "file changed", "NRI Configure"). A config that could
+// not be read or parsed comes as loadErr: it is counted and shown as
+// invalid. The checks that read the node (the layout, the power classes'
+// files) are made before the lock is taken; under it, only the decision
+// and the swap.
 func (p *Plugin) Reload(cfg *config.Config, loadErr error, source string) error {
 	if loadErr != nil {
 		err := &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", source, loadErr)}
@@ -55,8 +57,25 @@ func (p *Plugin) Reload(cfg *config.Config, loadErr error, source string) error 
 		return err
 	}
 	p.mu.Lock()
-	restartIsolation, err := p.reloadLocked(cfg, source)
+	old, topo := p.cfg, p.topo
 	p.mu.Unlock()
+	plan, err := planReload(old, topo, cfg, p.log)
+	restartIsolation := false
+	if err == nil {
+		p.mu.Lock()
+		if p.cfg != old || p.topo != topo {
+			// Another reload or a hotplug came first: plan again on what
+			// is in force now (rare; the lock is held for it).
+			plan, err = planReload(p.cfg, p.topo, cfg, p.log)
+		}
+		if err == nil {
+			restartIsolation, err = p.applyReload(plan, source)
+		}
+		p.mu.Unlock()
+	}
+	if _, decided := err.(*ReloadError); err != nil && !decided {
+		err = &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", source, err)}
+	}
 	if restartIsolation {
 		p.restartIsolation()
 	}
@@ -64,64 +83,96 @@ func (p *Plugin) Reload(cfg *config.Config, loadErr error, source string) error 
 	return err
 }
 
-// reloadLocked decides a reload and, if it may, applies it. It tells
-// whether the host files' sources must be made again (outside the lock:
-// closing the reconciler waits for its pass, which takes the lock).
+// reloadLocked is Reload for a caller that holds the lock (Configure).
 func (p *Plugin) reloadLocked(cfg *config.Config, source string) (bool, error) {
-	invalid := func(err error) (bool, error) {
+	plan, err := planReload(p.cfg, p.topo, cfg, p.log)
+	if err != nil {
 		return false, &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", source, err)}
 	}
-	old := p.cfg
+	return p.applyReload(plan, source)
+}
+
+// reloadPlan is a config checked against the node as validate checks it,
+// and the config and topology it was checked against.
+type reloadPlan struct {
+	old, cfg *config.Config
+	topo     *sysfs.Topology
+	layout   *allocator.Layout
+	problems config.Problems
+	// powerRefusals are the power classes this node refuses
+	// (power.unsupported: refuse).
+	powerRefusals map[string]string
+}
+
+// planReload checks cfg as the config that replaces old on topo. It needs
+// no lock: it reads the node's power files, not the plugin.
+func planReload(old *config.Config, topo *sysfs.Topology, cfg *config.Config, log *logrus.Logger) (*reloadPlan, error) {
 	// Where the state and the node are read is the daemon's identity: the
 	// state directory's lock, the journal of host files and the topology
 	// are theirs.
 	if cfg.StateFile != old.StateFile {
-		return invalid(fmt.Errorf("stateFile cannot change from %s to %s while running; restart the daemon to move it", old.StateFile, cfg.StateFile))
+		return nil, fmt.Errorf("stateFile cannot change from %s to %s while running; restart the daemon to move it", old.StateFile, cfg.StateFile)
 	}
 	if cfg.SysfsRoot != old.SysfsRoot {
-		return invalid(fmt.Errorf("sysfsRoot cannot change from %s to %s while running; restart the daemon", old.SysfsRoot, cfg.SysfsRoot))
+		return nil, fmt.Errorf("sysfsRoot cannot change from %s to %s while running; restart the daemon", old.SysfsRoot, cfg.SysfsRoot)
 	}
 	if problems := cfg.Check(); problems.HasErrors() {
-		return invalid(problems.Errors().In("configuration"))
+		return nil, problems.Errors().In("configuration")
 	}
-	keepRestartOnly(old, cfg, p.log)
-	layout, problems := allocator.BuildLayoutRunning(p.topo, cfg)
-	problems = append(problems, power.NewNode(cfg.SysfsRoot, p.topo).Check(cfg)...)
+	cfg = ptrClone(cfg)
+	keepRestartOnly(old, cfg, log)
+	layout, problems := allocator.BuildLayoutRunning(topo, cfg)
+	node := power.NewNode(cfg.SysfsRoot, topo)
+	problems = append(problems, node.Check(cfg)...)
 	if !problems.HasErrors() {
 		problems = append(problems, housekeeping.Check(cfg, layout)...)
 	}
 	if problems.HasErrors() {
-		return invalid(problems.Errors().In("configuration"))
+		return nil, problems.Errors().In("configuration")
 	}
-	next, blockers := p.alloc.Relayout(layout)
-	blockers = append(blockers, p.grantBlockers(layout)...)
+	return &reloadPlan{old: old, cfg: cfg, topo: topo, layout: layout, problems: problems, powerRefusals: node.Refusals(cfg)}, nil
+}
+
+// ptrClone is a shallow copy: keepRestartOnly changes the copy's fields,
+// never the caller's config.
+func ptrClone(cfg *config.Config) *config.Config {
+	c := *cfg
+	return &c
+}
+
+// applyReload decides a planned reload under the lock and, if no running
+// container, hold or kubelet allocation has to move, applies it. It tells
+// whether the host files' sources must be made again (outside the lock:
+// closing the reconciler waits for its pass, which takes the lock).
+func (p *Plugin) applyReload(plan *reloadPlan, source string) (bool, error) {
+	next, blockers := p.alloc.Relayout(plan.layout)
+	blockers = append(blockers, p.grantBlockers(plan.layout)...)
 	if len(blockers) > 0 {
-		for _, b := range blockers {
-			p.log.Warnf("reload (%s) refused: %s would move: %s", source, b.Who, b)
-		}
 		names := make([]string, 0, len(blockers))
 		for _, b := range blockers {
+			p.log.Warnf("reload (%s) refused: %s would move: %s", source, b.Who, b)
 			names = append(names, fmt.Sprintf("%s (CPUs %s)", b.Who, b.CPUs))
 		}
 		return false, &ReloadError{Result: ReloadRefused, Blockers: blockers,
 			Err: fmt.Errorf("reload (%s) refused: the new pools would move %s; the old config stays in force", source, strings.Join(names, ", "))}
 	}
-	for _, w := range problems.Warnings() {
+	for _, w := range plan.problems.Warnings() {
 		p.log.Warnf("config: %s", w)
 	}
+	cfg := plan.cfg
 	infraBefore := p.alloc.PoolCPUs(pools.Infra)
 	p.cfg = cfg
 	p.swapAllocator(next)
 	p.policy = allocator.NewPolicy(cfg, p.topo)
-	p.configurePower(cfg)
+	p.policy.SetPowerRefusals(plan.powerRefusals)
 	if level, err := logrus.ParseLevel(cfg.LogLevel); err == nil && level != p.log.GetLevel() {
 		p.log.SetLevel(level)
 	}
 	if !infraBefore.Equals(p.alloc.PoolCPUs(pools.Infra)) {
 		p.pinSandboxesLater()
 	}
-	p.log.Infof("reload (%s) applied: pools: %s", source, layout.Describe())
-	return isolationChanged(old, cfg), nil
+	p.log.Infof("reload (%s) applied: pools: %s", source, plan.layout.Describe())
+	return isolationChanged(plan.old, cfg), nil
 }
 
 // swapAllocator makes next the plugin's allocator (its containers and
@@ -225,13 +276,24 @@ func isolationChanged(old, cfg *config.Config) bool {
 // new config no longer wants (a power class removed, IRQ isolation turned
 // off) in its first pass. It must not be called with the lock held.
 func (p *Plugin) restartIsolation() {
-	p.closeIsolation()
+	// One restart at a time (a reload and a hotplug may both ask): the
+	// one that closes a reconciler is the one that opens the next.
+	p.isolationRestart.Lock()
+	defer p.isolationRestart.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.isolation.Load() == nil || !p.loaded {
-		return // opened at the first Configure, with this config
+	iso := p.isolation.Load()
+	if iso == nil || !p.loaded {
+		p.mu.Unlock()
+		return // opened at the next Configure, with the config then in force
 	}
 	p.isolation.Store(nil)
+	p.mu.Unlock()
+	iso.recon.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.isolation.Load() != nil {
+		return // a Configure opened it meanwhile (loadState)
+	}
 	if err := p.openIsolation(); err != nil {
 		p.log.Errorf("reload: opening the journal of host files again: %v; retried at the next reload", err)
 		return

@@ -14,7 +14,6 @@ source "$(dirname "$0")/checks.sh"
 if [ "${VM_SHAPE:-}" != prod ] || [ "${VM_CGROUP:-}" != v2 ]; then die "run inside a VM of shape prod on cgroup v2 (test/vm/e2e.sh)"; fi
 need_root_linux
 BIN=$REPO/bin/nri-cpupool
-STATE=$W/state/nri-cpupool.json
 
 finish() {
   local rc=$?
@@ -54,9 +53,9 @@ status_pool() { "$BIN" status --state-file "$STATE" | awk -v p="$1" '$1 == p {pr
 config() { # config EXCLUSIVE SHARED
   printf 'reservedCPUs: "0-1"\npools:\n  exclusive: {cpus: "%s"}\n  shared: {cpus: "%s"}\nmetricsAddress: "127.0.0.1:19464"\n' "$1" "$2"
 }
-CFG=$W/config.yaml
+start_runtime # makes $W
+CFG=$W/config.yaml STATE=$W/state/nri-cpupool.json
 config 2-3,6-7 5 > "$CFG"
-start_runtime
 start_plugin "$CFG"
 
 section "an exclusive container on a whole core, a shared one"
