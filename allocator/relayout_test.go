@@ -1,0 +1,159 @@
+package allocator
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+const relayoutPools = `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,12-15"}
+  shared: {cpus: "2-3,10-11"}
+`
+
+// withOffline is topo with cpus offline, as the kernel shows it after
+// echo 0 > cpuN/online.
+func withOffline(topo *sysfs.Topology, cpus ...int) *sysfs.Topology {
+	t := *topo
+	t.CPUs = slices.Clone(topo.CPUs)
+	off := cpuset.New(cpus...)
+	for i := range t.CPUs {
+		if off.Contains(t.CPUs[i].ID) {
+			t.CPUs[i].Online = false
+		}
+	}
+	t.Online, t.Offline = topo.Online.Difference(off), topo.Offline.Union(off)
+	return &t
+}
+
+func layoutOf(t *testing.T, topo *sysfs.Topology, yaml string) *Layout {
+	t.Helper()
+	l, problems := BuildLayoutRunning(topo, parseConfig(t, yaml))
+	require.False(t, problems.HasErrors(), "%v", problems)
+	return l
+}
+
+func shared(id string) Request {
+	return Request{ID: id, Pod: PodRef{Namespace: "ns", Name: "pod-" + id, UID: "uid-" + id}, Container: "c", Pool: pools.Shared,
+		NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()}
+}
+
+// TestRelayout: a layout that leaves every exclusive container and hold on
+// its CPUs is taken, the shared members following; one that takes an
+// exclusive container's CPUs, or a hold's, names them; the receiver is
+// never changed.
+func TestRelayout(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", relayoutPools)
+	x, err := a.Allocate(exclusive("x", 2))
+	require.NoError(t, err)
+	require.Equal(t, "4,12", x.Assignment.CPUs.String())
+	_, err = a.Allocate(shared("s"))
+	require.NoError(t, err)
+	topo := a.Topology()
+
+	next, blockers := a.Relayout(layoutOf(t, topo, `{isolatedCPUs: "2-7,10-15", reservedCPUs: "0,8", pools: {exclusive: {cpus: "4-6,12-14"}, shared: {cpus: "2-3,7,10-11,15"}}}`))
+	require.Empty(t, blockers)
+	s, _ := next.Get("s")
+	assert.Equal(t, "2-3,7,10-11,15", s.CPUs.String())
+	xa, _ := next.Get("x")
+	assert.Equal(t, "4,12", xa.CPUs.String())
+	old, _ := a.Get("s")
+	assert.Equal(t, "2-3,10-11", old.CPUs.String(), "the receiver is not changed")
+	_, err = next.Allocate(exclusive("y", 6))
+	require.Error(t, err, "5-6,13-14 are 4 CPUs")
+
+	shifted := layoutOf(t, topo, `{isolatedCPUs: "2-7,10-15", reservedCPUs: "0,8", pools: {exclusive: {cpus: "5-7,13-15"}, shared: {cpus: "2-4,10-12"}}}`)
+	_, blockers = a.Relayout(shifted)
+	require.Len(t, blockers, 1)
+	assert.Equal(t, "ns/pod-x/c", blockers[0].Who)
+	assert.Equal(t, "4,12", blockers[0].CPUs.String())
+	assert.False(t, blockers[0].Held)
+
+	a.Stop("x", nil)
+	_, blockers = a.Relayout(shifted)
+	require.Len(t, blockers, 1, "the hold")
+	assert.True(t, blockers[0].Held)
+
+	_, blockers = a.Relayout(layoutOf(t, topo, `{isolatedCPUs: "2-7,10-15", reservedCPUs: "0,8", pools: {exclusive: {cpus: "2-7,10-15"}}}`))
+	require.Len(t, blockers, 1, "the shared member's pool is gone: it would have to move")
+	assert.Equal(t, "ns/pod-s/c", blockers[0].Who)
+}
+
+// TestHotplugKeepsOfflineHeldCPUs: a held CPU that goes offline stays its
+// container's (never handed out, offline or back online, while it lives);
+// a free one leaves its pool and comes back to it.
+func TestHotplugKeepsOfflineHeldCPUs(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", relayoutPools)
+	cfg := parseConfig(t, relayoutPools)
+	_, err := a.Allocate(exclusive("x", 2)) // 4,12
+	require.NoError(t, err)
+	full := a.Topology()
+
+	off := withOffline(full, 12, 7)
+	l, problems := HotplugLayout(a.Layout(), off, cfg)
+	require.Empty(t, problems)
+	assert.Equal(t, "4-6,13-15", l.Exclusive.String())
+	b, moved := a.Rebase(off, l)
+	assert.Empty(t, moved)
+	assert.Equal(t, map[string]cpuset.CPUSet{"x": cpuset.New(12)}, b.OfflineHeld())
+	xa, _ := b.Get("x")
+	assert.Equal(t, "4,12", xa.CPUs.String(), "the record keeps it")
+	y, err := b.Allocate(exclusive("y", 4))
+	require.NoError(t, err)
+	assert.Equal(t, "5-6,13-14", y.Assignment.CPUs.String())
+	z, err := b.Allocate(exclusive("z", 1))
+	require.NoError(t, err)
+	assert.Equal(t, "15", z.Assignment.CPUs.String())
+	_, err = b.Allocate(exclusive("w", 1))
+	require.Error(t, err, "12 is offline and x's")
+	b.Release("z")
+
+	l2, _ := HotplugLayout(l, full, cfg)
+	assert.Equal(t, "4-7,12-15", l2.Exclusive.String(), "both back in exclusive")
+	c, _ := b.Rebase(full, l2)
+	assert.Empty(t, c.OfflineHeld())
+	assert.Equal(t, "7,15", c.FreeCPUs(pools.Exclusive).String(), "12 is still x's")
+
+	// Offline, its owner gone: free, but in no pool until it is back.
+	d, _ := c.Rebase(off, l)
+	d.Release("x")
+	assert.Equal(t, "4,15", d.FreeCPUs(pools.Exclusive).String())
+	e, _ := d.Rebase(full, l2)
+	assert.Equal(t, "4,7,12,15", e.FreeCPUs(pools.Exclusive).String())
+}
+
+// TestHotplugLayoutNewCPUs: a CPU that comes online joins the pool the
+// config gives it; infra, when the config cannot be laid out on the node as
+// it is (a count that does not fit while another CPU is offline).
+func TestHotplugLayoutNewCPUs(t *testing.T) {
+	full := topology(t, "desktop-8c16t")
+	counted := `{isolatedCPUs: "2-7,10-15", reservedCPUs: "0,8", pools: {exclusive: {count: 12}}}`
+	cfg := parseConfig(t, counted)
+	start, problems := BuildLayout(full, cfg)
+	require.False(t, problems.HasErrors())
+	require.Equal(t, "2-7,10-15", start.Exclusive.String())
+
+	both := withOffline(full, 7, 15)
+	l, _ := HotplugLayout(start, both, cfg)
+	assert.Equal(t, "2-6,10-14", l.Exclusive.String())
+
+	one := withOffline(full, 15)
+	l2, problems := HotplugLayout(l, one, cfg)
+	assert.True(t, problems.HasErrors(), "12 CPUs cannot be carved from 11")
+	assert.Equal(t, "2-6,10-14", l2.Exclusive.String())
+	assert.True(t, l2.Infra.Contains(7), "7 joins infra: %s", l2.Infra)
+
+	l3, problems := HotplugLayout(l, full, cfg)
+	assert.False(t, problems.HasErrors())
+	assert.Equal(t, "2-7,10-15", l3.Exclusive.String(), "both back where the config puts them")
+	assert.Equal(t, "0-1,8-9", l3.Infra.String())
+}
