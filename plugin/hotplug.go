@@ -32,6 +32,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/power"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -82,10 +83,20 @@ func (p *Plugin) checkHotplug(root string) error {
 	if err != nil {
 		return fmt.Errorf("reading the topology again: %w", err)
 	}
+	// The power classes' files of the CPUs online now are read before
+	// the lock, for the config in force then; a reload meanwhile reads
+	// them again under it.
+	p.mu.Lock()
+	cfg := p.cfg
+	p.mu.Unlock()
+	refusals := power.NewNode(root, topo).Refusals(cfg)
 	p.mu.Lock()
 	changed := !topo.Online.Equals(p.topo.Online)
 	if changed {
-		p.applyHotplug(topo)
+		if p.cfg != cfg {
+			refusals = power.NewNode(root, topo).Refusals(p.cfg)
+		}
+		p.applyHotplug(topo, refusals)
 	}
 	p.mu.Unlock()
 	if changed {
@@ -98,7 +109,7 @@ func (p *Plugin) checkHotplug(root string) error {
 // applyHotplug makes topo the node's topology: the pools lose the CPUs
 // that went offline and gain those that came online, and every container
 // and hold keeps its CPUs (allocator.Rebase). Called under the lock.
-func (p *Plugin) applyHotplug(topo *sysfs.Topology) {
+func (p *Plugin) applyHotplug(topo *sysfs.Topology, powerRefusals map[string]string) {
 	old := p.alloc
 	wentOff, cameOn := p.topo.Online.Difference(topo.Online), topo.Online.Difference(p.topo.Online)
 	layout, problems := allocator.HotplugLayout(old.Layout(), topo, p.cfg)
@@ -126,7 +137,7 @@ func (p *Plugin) applyHotplug(topo *sysfs.Topology) {
 	infraBefore := old.PoolCPUs(pools.Infra)
 	p.topo = topo
 	p.policy = allocator.NewPolicy(p.cfg, topo)
-	p.configurePower(p.cfg)
+	p.policy.SetPowerRefusals(powerRefusals)
 	p.swapAllocator(next)
 	if !infraBefore.Equals(p.alloc.PoolCPUs(pools.Infra)) {
 		p.pinSandboxesLater()

@@ -78,6 +78,14 @@ func (p *Plugin) pushNow(ids []string) {
 				current = false
 			}
 		}
+		if current {
+			// The runtime has them as they are: the next reply need not
+			// carry them again (a reload can move every infra member, and
+			// a creation's reply must stay small).
+			for id := range sent {
+				delete(p.pending, id)
+			}
+		}
 		p.mu.Unlock()
 		if current {
 			return

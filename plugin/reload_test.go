@@ -109,6 +109,11 @@ func TestReloadGrowsSharedWhileExclusiveRun(t *testing.T) {
 	require.Eventually(t, func() bool { return ctrCPUs(f, ids["logger"]) == "2-3,7,10-11,15" }, 2*time.Second, 10*time.Millisecond,
 		"the shared member follows the grown pool with no event of its own; it runs on %s", ctrCPUs(f, ids["logger"]))
 	assert.Equal(t, "0-1,8-9", ctrCPUs(f, ids["app"]), "infra did not change")
+	require.Eventually(t, func() bool {
+		rp.p.mu.Lock()
+		defer rp.p.mu.Unlock()
+		return len(rp.p.pending) == 0
+	}, time.Second, 5*time.Millisecond, "pushed and current: the next reply does not carry the member again")
 
 	assert.Equal(t, 1.0, reloads(rp, ReloadApplied))
 	r := lastReload(t, rp)
