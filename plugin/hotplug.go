@@ -36,9 +36,10 @@ import (
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
-// HotplugInterval is how often the hotplug watcher reads the online mask:
-// a CPU going offline is seen within it.
-const HotplugInterval = 500 * time.Millisecond
+// HotplugInterval is how often the hotplug watcher reads the online mask
+// (one read of a few bytes): a CPU going offline is seen within it, and
+// the pools follow well within a second.
+const HotplugInterval = 250 * time.Millisecond
 
 // hotplugWatch paces the watcher; interval 0 is HotplugInterval (tests
 // shorten it).
@@ -100,8 +101,10 @@ func (p *Plugin) checkHotplug(root string) error {
 	}
 	p.mu.Unlock()
 	if changed {
-		// The IRQ source knows the online CPUs it was made with.
-		p.restartIsolation()
+		// The IRQ source knows the online CPUs it was made with. Made
+		// again in the background: closing the reconciler waits for its
+		// pass, and the next CPU going offline must not wait for it.
+		go p.restartIsolation()
 	}
 	return nil
 }
@@ -113,8 +116,9 @@ func (p *Plugin) applyHotplug(topo *sysfs.Topology, powerRefusals map[string]str
 	old := p.alloc
 	wentOff, cameOn := p.topo.Online.Difference(topo.Online), topo.Online.Difference(p.topo.Online)
 	layout, problems := allocator.HotplugLayout(old.Layout(), topo, p.cfg)
-	for _, w := range problems {
-		p.log.Warnf("hotplug: CPUs %s that came online join infra: config: %s", cameOn, w)
+	if problems.HasErrors() {
+		// Its warnings were said at start and at each reload.
+		p.log.Warnf("hotplug: CPUs %s that came online join infra: the config cannot be laid out on the node as it is now: %v", cameOn, problems.Errors())
 	}
 	next, _ := old.Rebase(topo, layout)
 	owners := ownersOf(next)

@@ -50,6 +50,14 @@ func layoutNow(rp *runningPlugin) (exclusive, infra string) {
 	return l.Exclusive.String(), l.Infra.String()
 }
 
+// waitLayout waits for the exclusive pool to be want, and shows the log if
+// it never is.
+func waitLayout(t *testing.T, rp *runningPlugin, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool { ex, _ := layoutNow(rp); return ex == want }, time.Second, 5*time.Millisecond,
+		"exclusive %s; log:\n%s", func() string { ex, _ := layoutNow(rp); return ex }(), rp.log.String())
+}
+
 func deviceIDs(rp *runningPlugin) []string {
 	var out []string
 	for _, d := range rp.p.Devices() {
@@ -76,7 +84,7 @@ func TestHotplugFreeCPU(t *testing.T) {
 	require.Equal(t, "0-1,8-9", f.cpus(app))
 
 	setOnline(t, rp, 7, false)
-	require.Eventually(t, func() bool { ex, _ := layoutNow(rp); return ex == "4-6,12-15" }, time.Second, 5*time.Millisecond)
+	waitLayout(t, rp, "4-6,12-15")
 	assert.NotContains(t, deviceIDs(rp), "7")
 	topo, _ := rp.p.Layout()
 	assert.False(t, topo.Online.Contains(7), "the DRA driver's topology follows")
@@ -86,7 +94,7 @@ func TestHotplugFreeCPU(t *testing.T) {
 	assert.Equal(t, 0.0, testutil.ToFloat64(rp.p.metrics.offlineHeld))
 
 	setOnline(t, rp, 7, true)
-	require.Eventually(t, func() bool { ex, _ := layoutNow(rp); return ex == "4-7,12-15" }, time.Second, 5*time.Millisecond)
+	waitLayout(t, rp, "4-7,12-15")
 	assert.Contains(t, deviceIDs(rp), "7")
 	assert.Contains(t, rp.log.String(), "CPU 7 came online: it joins pool exclusive")
 
@@ -127,7 +135,7 @@ func TestHotplugHeldCPU(t *testing.T) {
 	require.Error(t, err, "CPU 12 is offline and fwd's")
 
 	setOnline(t, rp, 12, true)
-	require.Eventually(t, func() bool { ex, _ := layoutNow(rp); return ex == "4-7,12-15" }, time.Second, 5*time.Millisecond)
+	waitLayout(t, rp, "4-7,12-15")
 	assert.Contains(t, rp.log.String(), "CPU 12 came online: still held by container telco/dpdk/fwd")
 	assert.Equal(t, 0.0, testutil.ToFloat64(rp.p.metrics.offlineHeld))
 	_, _, err = f.createContainer(other, "one", 1000)
@@ -147,7 +155,7 @@ func TestHotplugHeldCPU(t *testing.T) {
 	_, _, err = f.createContainer(other, "two", 1000)
 	require.Error(t, err)
 	setOnline(t, rp, 12, true)
-	require.Eventually(t, func() bool { ex, _ := layoutNow(rp); return ex == "4-7,12-15" }, time.Second, 5*time.Millisecond)
+	waitLayout(t, rp, "4-7,12-15")
 	two, _, err := f.createContainer(other, "two", 1000)
 	require.NoError(t, err)
 	assert.Equal(t, "12", f.cpus(two))

@@ -205,6 +205,11 @@ func (p *Plugin) irqBanned() cpuset.CPUSet {
 // closeIsolation stops the reconciler; it restores nothing (the containers
 // keep running, the next start decides). Not under the lock: a pass takes it.
 func (p *Plugin) closeIsolation() {
+	// After a restart under way (restartIsolation), and for good: none
+	// is made again.
+	p.isolationRestart.Lock()
+	defer p.isolationRestart.Unlock()
+	p.isolationClosed = true
 	if iso := p.isolation.Load(); iso != nil {
 		iso.recon.Close()
 	}

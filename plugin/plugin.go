@@ -187,8 +187,10 @@ type Plugin struct {
 	// hotplug follows CPUs going online and offline (hotplug.go).
 	hotplug hotplugWatch
 	// isolationRestart keeps the host files' reconciler made again by one
-	// reload or hotplug at a time (restartIsolation).
+	// reload or hotplug at a time (restartIsolation), and closed for good
+	// (isolationClosed, under it) by closeIsolation.
 	isolationRestart sync.Mutex
+	isolationClosed  bool
 }
 
 // New builds a plugin for a node. The state is loaded here; it is

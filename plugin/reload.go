@@ -280,6 +280,9 @@ func (p *Plugin) restartIsolation() {
 	// one that closes a reconciler is the one that opens the next.
 	p.isolationRestart.Lock()
 	defer p.isolationRestart.Unlock()
+	if p.isolationClosed {
+		return // the plugin is stopping
+	}
 	p.mu.Lock()
 	iso := p.isolation.Load()
 	if iso == nil || !p.loaded {
