@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/dra"
 )
 
 // setOnline flips CPUs of the plugin's sysfs tree as the kernel does: the
@@ -58,6 +60,19 @@ func waitLayout(t *testing.T, rp *runningPlugin, want string) {
 		"exclusive %s; log:\n%s", func() string { ex, _ := layoutNow(rp); return ex }(), rp.log.String())
 }
 
+// exclusiveSlots is how many exclusive CPUs the DRA driver's slices offer,
+// from what the plugin tells it (dra.Pools).
+func exclusiveSlots(rp *runningPlugin) int {
+	topo, layout := rp.p.Layout()
+	n := 0
+	for _, g := range dra.Offer(topo, layout, map[string]cpuset.CPUSet{"exclusive": rp.p.Held("exclusive")}) {
+		if g.Pool == "exclusive" {
+			n += g.Slots
+		}
+	}
+	return n
+}
+
 func deviceIDs(rp *runningPlugin) []string {
 	var out []string
 	for _, d := range rp.p.Devices() {
@@ -86,6 +101,7 @@ func TestHotplugFreeCPU(t *testing.T) {
 	setOnline(t, rp, 7, false)
 	waitLayout(t, rp, "4-6,12-15")
 	assert.NotContains(t, deviceIDs(rp), "7")
+	assert.Equal(t, 7, exclusiveSlots(rp), "the DRA slices offer 7 exclusive CPUs")
 	topo, _ := rp.p.Layout()
 	assert.False(t, topo.Online.Contains(7), "the DRA driver's topology follows")
 	assert.Equal(t, "4-6,12-15", rp.savedState(t).Pools["exclusive"])
@@ -96,6 +112,7 @@ func TestHotplugFreeCPU(t *testing.T) {
 	setOnline(t, rp, 7, true)
 	waitLayout(t, rp, "4-7,12-15")
 	assert.Contains(t, deviceIDs(rp), "7")
+	assert.Equal(t, 8, exclusiveSlots(rp))
 	assert.Contains(t, rp.log.String(), "CPU 7 came online: it joins pool exclusive")
 
 	setOnline(t, rp, 9, false)
