@@ -410,3 +410,27 @@ func TestReloadPowerClasses(t *testing.T) {
 	requireClass(t, f, cpuset.New(2, 3, 10, 11), balancedCPU, "shared again")
 	requireClass(t, f, cpuset.New(4, 12), lowLatencyCPU, "the exclusive container's class, from its pool")
 }
+
+// TestReloadIRQIsolation: a reload that turns a pool's IRQ isolation on
+// moves the IRQs off its CPUs, and one that turns it off again puts every
+// IRQ back exactly as it was, with the containers where they run.
+func TestReloadIRQIsolation(t *testing.T) {
+	f := irqNode(t)
+	rp := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation())
+	require.Equal(t, originalAffinities, affinities(t, f))
+
+	always := strings.Replace(desktop.config, `shared: {cpus: "2-3,10-11"}`, `shared: {cpus: "2-3,10-11", irqIsolation: always}`, 1)
+	require.NotEqual(t, desktop.config, always)
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, always), nil, "test"))
+	require.NoError(t, rp.p.FlushIsolation())
+	requireIRQsOff(t, f, cpuset.New(2, 3, 10, 11))
+
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, desktop.config), nil, "test"))
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, originalAffinities, affinities(t, f), "every IRQ back exactly")
+	assert.Equal(t, "4,12", f.cpus(fwd))
+}
