@@ -409,6 +409,13 @@ func TestReloadPowerClasses(t *testing.T) {
 	requireClass(t, f, cpuset.New(0, 1, 8, 9), saverCPU, "infra again")
 	requireClass(t, f, cpuset.New(2, 3, 10, 11), balancedCPU, "shared again")
 	requireClass(t, f, cpuset.New(4, 12), lowLatencyCPU, "the exclusive container's class, from its pool")
+
+	// A class changed: its CPUs get the new settings, from the originals.
+	saver100 := strings.Replace(poweredDesktop.config, "saver: {resumeLatencyUS: 200, maxFreqKHz: base}", "saver: {resumeLatencyUS: 100}", 1)
+	require.NotEqual(t, poweredDesktop.config, saver100)
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, saver100), nil, "test"))
+	require.NoError(t, rp.p.FlushIsolation())
+	requireClass(t, f, cpuset.New(0, 1, 8, 9), with(bootedCPU, "power/pm_qos_resume_latency_us", "100"), "the changed class, its max frequency back")
 }
 
 // TestReloadIRQIsolation: a reload that turns a pool's IRQ isolation on
