@@ -31,6 +31,8 @@ echo "custom: keep me" > "$root/etc/nri-cpupool/config.yaml"
 make --no-print-directory install DESTDIR="$root" >/dev/null
 expect grep -q "keep me" "$root/etc/nri-cpupool/config.yaml"   # an operator's config survives reinstalls
 expect grep -q "ExecStart=/usr/local/bin/nri-cpupool run --config /etc/nri-cpupool/config.yaml" "$root/etc/systemd/system/nri-cpupool.service"
+# shellcheck disable=SC2016 # $MAINPID is systemd's, not the shell's
+expect grep -qxF 'ExecReload=/bin/kill -HUP $MAINPID' "$root/etc/systemd/system/nri-cpupool.service" # systemctl reload: SIGHUP
 
 # --- the packages --------------------------------------------------------------
 old=$(NFPM=$NFPM bash packaging/package.sh 1.0.0 deb rpm)
