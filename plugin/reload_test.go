@@ -441,3 +441,22 @@ func TestReloadIRQIsolation(t *testing.T) {
 	assert.Equal(t, originalAffinities, affinities(t, f), "every IRQ back exactly")
 	assert.Equal(t, "4,12", f.cpus(fwd))
 }
+
+// TestReloadPolicyForNewContainers: namespaces, placement options and the
+// log level of a reload apply to the containers created after it; the
+// running ones stay where they are.
+func TestReloadPolicyForNewContainers(t *testing.T) {
+	f, rp, ids := runDesktop(t)
+	ml := f.runPod(podSpec{name: "infer", namespace: "ml", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	_, _, err := f.createContainer(ml, "model", 2000)
+	require.Error(t, err, "ml may not use exclusive yet")
+
+	opened := strings.Replace(desktop.config, "exclusive: [telco]", "exclusive: [telco, ml]", 1) +
+		"allocation: {hideHyperthreads: true}\nlogLevel: debug\n"
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, opened), nil, "test"))
+	assert.Equal(t, "debug", rp.p.log.GetLevel().String())
+	c, _, err := f.createContainer(ml, "model", 2000)
+	require.NoError(t, err, "the namespace may use exclusive now")
+	assert.Equal(t, "5-6", f.cpus(c), "two CPUs of two cores, their siblings kept idle (hideHyperthreads)")
+	assert.Equal(t, "4,12", ctrCPUs(f, ids["fwd"]))
+}
