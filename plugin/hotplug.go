@@ -9,10 +9,10 @@ package plugin
 //   - A held CPU that goes offline is what the kernel already did to its
 //     container: the container's effective cpuset shrank. It is reported
 //     (log, cpupool_offline_held_cpus, status, audit) and stays the
-//     container's in its record and in the allocator: cgroup v2 gives it
-//     back to the container when it comes online again, and it is handed
-//     to no one else while the container, or the hold of its stopped
-//     container, lives.
+//     container's in its record and in the allocator: it is handed to no
+//     one else while the container, or the hold of its stopped container,
+//     lives, and the container gets it back when it comes online (cgroup
+//     v2 by itself, v1 through an update: giveBack).
 //   - A CPU that comes online joins the pool the config gives it
 //     (allocator.HotplugLayout), or infra; one still held stays its
 //     holder's.
@@ -29,6 +29,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/pools"
@@ -146,7 +148,29 @@ func (p *Plugin) applyHotplug(topo *sysfs.Topology, powerRefusals map[string]str
 	if !infraBefore.Equals(p.alloc.PoolCPUs(pools.Infra)) {
 		p.pinSandboxesLater()
 	}
+	p.giveBack(cameOn)
 	p.log.Infof("hotplug: online CPUs %s; pools: %s", topo.Online, layout.Describe())
+}
+
+// giveBack sends the running exclusive containers that hold CPUs that came
+// online their cpusets again: cgroup v1 dropped the CPU from their
+// cpuset.cpus when it went offline and does not put it back (v2 does, and
+// the update changes nothing there). Called under the lock.
+func (p *Plugin) giveBack(cameOn cpuset.CPUSet) {
+	if cameOn.IsEmpty() || !p.synced {
+		return
+	}
+	var back []string
+	for _, a := range p.alloc.Assignments() {
+		if pools.IsExclusive(a.Pool) && !a.Held().Intersection(cameOn).IsEmpty() {
+			back = append(back, a.ID)
+			p.pending[a.ID] = true
+		}
+	}
+	if len(back) > 0 {
+		p.log.Infof("hotplug: %d containers get their CPUs that came back online again", len(back))
+		p.pushLater(back)
+	}
 }
 
 // offlineHeldCount is how many CPUs containers and holds keep while

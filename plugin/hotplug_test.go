@@ -151,9 +151,13 @@ func TestHotplugHeldCPU(t *testing.T) {
 	_, _, err = f.createContainer(other, "one", 1000)
 	require.Error(t, err, "CPU 12 is offline and fwd's")
 
+	// cgroup v1 drops an offline CPU from the cpuset for good; the plugin
+	// gives it back when it comes online.
+	f.setCPUs(fwd, "4")
 	setOnline(t, rp, 12, true)
 	waitLayout(t, rp, "4-7,12-15")
 	assert.Contains(t, rp.log.String(), "CPU 12 came online: still held by container telco/dpdk/fwd")
+	require.Eventually(t, func() bool { return f.cpus(fwd) == "4,12" }, time.Second, 5*time.Millisecond, "fwd runs on %s", f.cpus(fwd))
 	assert.Equal(t, 0.0, testutil.ToFloat64(rp.p.metrics.offlineHeld))
 	_, _, err = f.createContainer(other, "one", 1000)
 	require.Error(t, err, "back online, CPU 12 is still fwd's")
