@@ -33,6 +33,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -52,13 +53,20 @@ type hotplugWatch struct {
 // watchHotplug follows the online CPUs until ctx ends.
 func (p *Plugin) watchHotplug(ctx context.Context) {
 	p.mu.Lock()
-	root, every := p.cfg.SysfsRoot, p.hotplug.interval
+	root, every, online := p.cfg.SysfsRoot, p.hotplug.interval, p.topo.Online
 	p.mu.Unlock()
 	if every <= 0 {
 		every = HotplugInterval
 	}
 	path := filepath.Join(root, "sys/devices/system/cpu/online")
+	// The mask as the topology was read: no second discovery at start
+	// (a node of a thousand CPUs reads thousands of files for it).
 	var last []byte
+	if now, err := os.ReadFile(path); err == nil {
+		if set, err := cpulist.Parse(string(now)); err == nil && set.Equals(online) {
+			last = now
+		}
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
