@@ -42,8 +42,11 @@ func TestAContainerStartedAcrossSynchronizeIsPinnedInItsCgroup(t *testing.T) {
 			f.mkCgroup(ctr.Linux.CgroupsPath)
 			require.NoError(t, os.WriteFile(cpusFile, []byte("0-79\n"), 0o644))
 			waitForFile(t, cpusFile, infra)
-			assert.Equal(t, 1.0, testutil.ToFloat64(rp.p.metrics.startRepins))
-			assert.Contains(t, rp.log.String(), "container default/web/app started on CPUs")
+			// Counted and logged just after the write the file shows.
+			assert.Eventually(t, func() bool {
+				return testutil.ToFloat64(rp.p.metrics.startRepins) == 1 &&
+					strings.Contains(rp.log.String(), "container default/web/app started on CPUs")
+			}, 5*time.Second, 5*time.Millisecond, "repins counted: %v; log: %s", testutil.ToFloat64(rp.p.metrics.startRepins), rp.log.String())
 		})
 	}
 }

@@ -242,12 +242,12 @@ restart_containerd() {
   wait_for "containerd" crictl version
 }
 
-# start_controller_manager [CONTROLLERS]: kube-controller-manager with the
-# controllers given, by default those DRA needs: resourceclaim-controller
+# start_controller_manager CONTROLLERS: kube-controller-manager with the
+# controllers given (comma-separated): DRA needs resourceclaim-controller
 # (claims from templates, deallocation when pods end) and the garbage
-# collector (pod-owned claims).
+# collector (pod-owned claims); the rollout test the DaemonSet controller.
 start_controller_manager() {
-  local controllers=${1:-resourceclaim-controller,garbage-collector-controller}
+  local controllers=$1
   # As admin: the controllers' own roles are bound to service accounts this
   # cluster does not make.
   kubeconfig controller-manager admin

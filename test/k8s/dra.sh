@@ -23,7 +23,7 @@ rm -f "$CONFIG.validate"
 # for it in the plugin's kubeconfig, and the DRA keys of the plugin's config
 # (this cluster's paths). Runs inside setup_cluster, before the plugin.
 driver_access() {
-  start_controller_manager
+  start_controller_manager resourceclaim-controller,garbage-collector-controller
   python3 - "$REPO/deploy/kubernetes/dra/nri-cpupool-dra.yaml" > "$W/dra-rbac.yaml" <<'PY' || die "reading the DRA manifest"
 import sys
 docs = open(sys.argv[1]).read().split("\n---\n")
