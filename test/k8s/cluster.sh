@@ -26,6 +26,9 @@ LOCK=/run/lock/nri-cpupool-k8s.lock
 W=""
 PIDS_etcd="" PIDS_apiserver="" PIDS_scheduler="" PIDS_controller_manager="" PIDS_containerd="" PIDS_kubelet="" PIDS_plugin=""
 CREATED=() # paths outside $W this run created, removed by teardown
+# More flags for kube-scheduler and kube-controller-manager (scale.sh
+# raises their client QPS).
+SCHEDULER_ARGS=() CONTROLLER_MANAGER_ARGS=()
 
 say()  { printf '\033[1m==> %s\033[0m\n' "$*"; }
 info() { printf '    %s\n' "$*"; }
@@ -186,7 +189,7 @@ start_control_plane() {
   wait_for "kube-apiserver" kubectl get --raw /readyz
   "$KBIN/kube-scheduler" --kubeconfig "$W/scheduler.kubeconfig" --authentication-kubeconfig "$W/scheduler.kubeconfig" \
     --authorization-kubeconfig "$W/scheduler.kubeconfig" --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" \
-    >"$W/scheduler.log" 2>&1 &
+    "${SCHEDULER_ARGS[@]}" >"$W/scheduler.log" 2>&1 &
   PIDS_scheduler=$!
   wait_for "the default namespace" kubectl get namespace default
   kubectl apply -f - >/dev/null <<YAML || die "creating the default ServiceAccount"
@@ -254,7 +257,7 @@ start_controller_manager() {
   "$KBIN/kube-controller-manager" --kubeconfig "$W/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$W/controller-manager.kubeconfig" --authorization-kubeconfig "$W/controller-manager.kubeconfig" \
     --controllers "$controllers" --leader-elect=false \
-    --bind-address 127.0.0.1 --secure-port "$(free_port)" >"$W/controller-manager.log" 2>&1 &
+    --bind-address 127.0.0.1 --secure-port "$(free_port)" "${CONTROLLER_MANAGER_ARGS[@]}" >"$W/controller-manager.log" 2>&1 &
   PIDS_controller_manager=$!
 }
 
