@@ -12,7 +12,9 @@
 #
 #   NODES=500 PODS=3000 MODELS="numaNode cpu" bash test/k8s/scale.sh   (make scale-scheduler)
 #
-# One JSON line a phase goes to bin/scale-scheduler.jsonl (SCALE_OUT).
+# One JSON line a phase goes to bin/scale-scheduler.jsonl (SCALE_OUT). With
+# PROFILE=1, a CPU profile of the scheduler in each claims phase goes to
+# bin/scale-scheduler-MODEL-NODES.pprof (go tool pprof -top reads it).
 # Needs root on Linux only for cluster.sh's lock; no cgroup, no mount.
 set -uo pipefail
 source "$(dirname "$0")/cluster.sh"
@@ -73,7 +75,7 @@ scale_report() {
 
 # one_model MODEL: a fresh cluster with the model's slices, both phases.
 one_model() {
-  local model=$1 t0
+  local model=$1 t0 profile=()
   W=$(mktemp -d /tmp/nri-cpupool-scale.XXXXXX)
   say "$model: $NODES kwok nodes in $W, $PODS pods a phase, $CPUS CPUs and a NIC a claim"
   certs
@@ -97,8 +99,12 @@ YAML
   kubectl create -f "$W/cluster.json" >/dev/null || die "creating the nodes and their slices"
   wait_long "$NODES Ready kwok nodes" 300 nodes_ready
   info "$NODES nodes with $(kubectl get resourceslices --no-headers | wc -l) ResourceSlices in $((SECONDS - t0)) s"
+  if [ "${PROFILE:-}" = 1 ]; then
+    profile=(-profile "$REPO/bin/scale-scheduler-$model-$NODES.pprof" -scheduler-url "https://127.0.0.1:$SCHED_PORT"
+      -cert "$W/pki/admin.crt" -key "$W/pki/admin.key")
+  fi
   "$REPO/bin/schedscale" -kubeconfig "$W/admin.kubeconfig" -pods "$PODS" -cpus "$CPUS" -model "$model" \
-    -scheduler-pid "$PIDS_scheduler" > "$W/phases.jsonl" || { cat "$W/phases.jsonl"; die "$model: the scale run failed"; }
+    -scheduler-pid "$PIDS_scheduler" "${profile[@]}" > "$W/phases.jsonl" || { cat "$W/phases.jsonl"; die "$model: the scale run failed"; }
   python3 - "$W/phases.jsonl" "$(date -u +%FT%TZ)" >> "$OUT" <<'PY' || die "recording the figures"
 import json, sys
 for line in open(sys.argv[1]):

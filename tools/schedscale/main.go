@@ -14,10 +14,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -55,6 +58,11 @@ type options struct {
 	workers   int
 	nicFirst  bool
 	namespace string
+	// profile, when set, receives a CPU profile of the scheduler
+	// (profileSecs long, from its resumption) in the claims phase, read
+	// from schedURL's /debug/pprof with the client certificate.
+	profile, schedURL, cert, key string
+	profileSecs                  int
 }
 
 // Phase is one phase's figures, printed as a JSON line.
@@ -71,6 +79,10 @@ type Phase struct {
 	// first binding and the last.
 	PodsPerSecond float64 `json:"podsPerSecond"`
 	Median        float64 `json:"medianPerSecond"`
+	// FirstHalf and SecondHalf are the rates of the first half of the
+	// bindings (from the resumption) and of the second.
+	FirstHalf  float64 `json:"firstHalfPerSecond"`
+	SecondHalf float64 `json:"secondHalfPerSecond"`
 	// RSSMiB and PeakMiB are the scheduler's VmRSS and VmHWM after the phase.
 	RSSMiB  float64 `json:"schedulerRSSMiB"`
 	PeakMiB float64 `json:"schedulerPeakMiB"`
@@ -88,6 +100,11 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 8, "goroutines creating pods")
 	flag.BoolVar(&o.nicFirst, "nic-first", true, "put the NIC request before the CPU request in the template (docs/dra.md: the cpu model's search)")
 	flag.StringVar(&o.namespace, "namespace", "scale", "namespace prefix")
+	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the scheduler in the claims phase to this file")
+	flag.IntVar(&o.profileSecs, "profile-seconds", 20, "how long the profile runs")
+	flag.StringVar(&o.schedURL, "scheduler-url", "", "the scheduler's secure port, https://127.0.0.1:PORT")
+	flag.StringVar(&o.cert, "cert", "", "client certificate for the scheduler's port")
+	flag.StringVar(&o.key, "key", "", "its key")
 	phases := flag.String("phases", "plain,claims", "phases to run, in order")
 	flag.Parse()
 	if err := run(*kubeconfig, o, strings.Split(*phases, ",")); err != nil {
@@ -217,6 +234,12 @@ func runPhase(ctx context.Context, client kubernetes.Interface, o options, phase
 			return p, fmt.Errorf("resuming the scheduler: %w", err)
 		}
 	}
+	profiled := make(chan error, 1)
+	if claims && o.profile != "" {
+		go func() { profiled <- profile(o) }()
+	} else {
+		profiled <- nil
+	}
 	deadline := start.Add(o.timeout)
 	for {
 		mu.Lock()
@@ -241,6 +264,12 @@ func runPhase(ctx context.Context, client kubernetes.Interface, o options, phase
 	last := times[len(times)-1]
 	p.PodsPerSecond = round1(float64(p.Bound) / last.Sub(start).Seconds())
 	p.Median = medianPerSecond(times)
+	half := times[len(times)/2]
+	p.FirstHalf = round1(float64(len(times)/2) / half.Sub(start).Seconds())
+	p.SecondHalf = round1(float64(len(times)-len(times)/2) / last.Sub(half).Seconds())
+	if err := <-profiled; err != nil {
+		fmt.Fprintf(os.Stderr, "schedscale: profiling the scheduler: %v\n", err)
+	}
 	p.RSSMiB, p.PeakMiB = memory(o.schedPID)
 
 	if claims {
@@ -462,4 +491,32 @@ func cleanup(ctx context.Context, client kubernetes.Interface, ns string, claims
 		time.Sleep(500 * time.Millisecond)
 	}
 	return fmt.Errorf("namespace %s: pods or claims still there after 5 minutes", ns)
+}
+
+// profile fetches a CPU profile from the scheduler's /debug/pprof.
+func profile(o options) error {
+	cert, err := tls.LoadX509KeyPair(o.cert, o.key)
+	if err != nil {
+		return err
+	}
+	// The scheduler's serving certificate is self-signed, on loopback.
+	client := &http.Client{Timeout: time.Duration(o.profileSecs+30) * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true}}} //nolint:gosec // loopback, our own cluster
+	resp, err := client.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", o.schedURL, o.profileSecs))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", o.schedURL, resp.Status)
+	}
+	fh, err := os.Create(o.profile)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(fh, resp.Body); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
 }
