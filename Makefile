@@ -28,7 +28,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
 SHELL_SCRIPTS := .ci/run $(wildcard packaging/*.sh packaging/scripts/*.sh test/*.sh test/*/*.sh)
 
-.PHONY: all build test unit soak fuzz packaging e2e e2e-vm k8s-e2e bench lint tools shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
+.PHONY: all build test unit soak fuzz packaging e2e e2e-vm k8s-e2e scale-scheduler bench lint tools shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -43,6 +43,7 @@ ifeq ($(RUN_E2E),yes)
 	$(MAKE) e2e
 ifeq ($(HAVE_K8S),yes)
 	$(MAKE) k8s-e2e
+	$(MAKE) scale-scheduler NODES=20 PODS=100
 else
 	@echo "make test: skipping the Kubernetes suite: no Kubernetes binaries (set NRI_CPUPOOL_K8S_TOOLS to a directory like shared/tools/kubernetes-v1.36.3, or run 'make k8s-e2e', which builds them once, 15-25 min)"
 endif
@@ -93,6 +94,21 @@ e2e-vm: build
 k8s-e2e: build
 	bash test/k8s/run.sh
 	bash test/k8s/dra.sh
+
+# The scheduler with NODES kwok nodes that carry the slices our driver would
+# publish for mixed fixture shapes and a NIC driver's devices
+# (test/k8s/scale.sh, issue 33): PODS pods without claims, then PODS with a
+# claim for CPUS CPUs on a NIC's NUMA node, in each device model of MODELS;
+# pods/s, the scheduler's memory, and a check of every allocation. make test
+# runs a short one (20 nodes, 100 pods); figures in docs/performance.md. The
+# cpu model's phases make CPU_PODS pods: its claims go at 1 to 2 pods/s.
+NODES    ?= 100
+PODS     ?= 2000
+CPU_PODS ?= 300
+MODELS   ?= numaNode cpu
+CPUS     ?= 2
+scale-scheduler:
+	NODES=$(NODES) PODS=$(PODS) CPU_PODS=$(CPU_PODS) MODELS="$(MODELS)" CPUS=$(CPUS) bash test/k8s/scale.sh
 
 # Speed and memory figures (medians and p99 from one run). Not a pass/fail gate.
 # -p 1: packages one after the other, so benchmarks do not share the CPUs.

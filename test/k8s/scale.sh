@@ -10,7 +10,7 @@
 # schedules PODS pods without claims, then PODS pods each with a claim for
 # CPUS exclusive CPUs on a NIC's NUMA node, and checks the allocations.
 #
-#   NODES=500 PODS=3000 MODELS="numaNode cpu" bash test/k8s/scale.sh   (make scale-scheduler)
+#   NODES=500 PODS=3000 CPU_PODS=200 MODELS="numaNode cpu" bash test/k8s/scale.sh   (make scale-scheduler)
 #
 # One JSON line a phase goes to bin/scale-scheduler.jsonl (SCALE_OUT). With
 # PROFILE=1, a CPU profile of the scheduler in each claims phase goes to
@@ -21,6 +21,9 @@ source "$(dirname "$0")/cluster.sh"
 
 NODES=${NODES:-20}
 PODS=${PODS:-100}
+# The cpu model's claims are scheduled at 1 to 2 pods/s here (100 to 500
+# nodes; docs/performance.md): its phases make CPU_PODS pods, at most PODS.
+CPU_PODS=${CPU_PODS:-300}
 MODELS=${MODELS:-numaNode cpu}
 CPUS=${CPUS:-2}
 NICS=${NICS:-8}  # NIC devices (say, VFs) per NUMA node: a claim takes one
@@ -75,14 +78,15 @@ scale_report() {
 
 # one_model MODEL: a fresh cluster with the model's slices, both phases.
 one_model() {
-  local model=$1 t0 profile=()
+  local model=$1 t0 profile=() pods=$PODS
+  if [ "$model" = cpu ] && [ "$CPU_PODS" -lt "$PODS" ]; then pods=$CPU_PODS; fi
   W=$(mktemp -d /tmp/nri-cpupool-scale.XXXXXX)
-  say "$model: $NODES kwok nodes in $W, $PODS pods a phase, $CPUS CPUs and a NIC a claim"
+  say "$model: $NODES kwok nodes in $W, $pods pods a phase, $CPUS CPUs and a NIC a claim"
   certs
   SCHEDULER_ARGS=(--kube-api-qps "$SCHED_QPS" --kube-api-burst "$SCHED_QPS")
   CONTROLLER_MANAGER_ARGS=(--kube-api-qps "$SCHED_QPS" --kube-api-burst "$SCHED_QPS")
   start_control_plane
-  start_controller_manager
+  start_controller_manager resourceclaim-controller,garbage-collector-controller
   kubectl apply -f "$REPO/deploy/kubernetes/dra/deviceclasses.yaml" >/dev/null || die "applying the DeviceClasses"
   kubectl apply -f - >/dev/null <<YAML || die "the NIC driver's DeviceClass"
 apiVersion: resource.k8s.io/v1
@@ -103,7 +107,7 @@ YAML
     profile=(-profile "$REPO/bin/scale-scheduler-$model-$NODES.pprof" -scheduler-url "https://127.0.0.1:$SCHED_PORT"
       -cert "$W/pki/admin.crt" -key "$W/pki/admin.key")
   fi
-  "$REPO/bin/schedscale" -kubeconfig "$W/admin.kubeconfig" -pods "$PODS" -cpus "$CPUS" -model "$model" \
+  "$REPO/bin/schedscale" -kubeconfig "$W/admin.kubeconfig" -pods "$pods" -cpus "$CPUS" -model "$model" \
     -scheduler-pid "$PIDS_scheduler" "${profile[@]}" > "$W/phases.jsonl" || { cat "$W/phases.jsonl"; die "$model: the scale run failed"; }
   python3 - "$W/phases.jsonl" "$(date -u +%FT%TZ)" >> "$OUT" <<'PY' || die "recording the figures"
 import json, sys
