@@ -43,7 +43,7 @@ ifeq ($(RUN_E2E),yes)
 	$(MAKE) e2e
 ifeq ($(HAVE_K8S),yes)
 	$(MAKE) k8s-e2e
-	$(MAKE) scale-scheduler NODES=20 PODS=100
+	$(MAKE) scale-scheduler NODES=20 PODS=100 MODELS=numaNode
 else
 	@echo "make test: skipping the Kubernetes suite: no Kubernetes binaries (set NRI_CPUPOOL_K8S_TOOLS to a directory like shared/tools/kubernetes-v1.36.3, or run 'make k8s-e2e', which builds them once, 15-25 min)"
 endif
