@@ -4,7 +4,10 @@
 # tmpfs, proc, sys, dev and a cgroup hierarchy, mounts the host directories
 # listed in /shares (vm.sh --share) over them, runs /run/vm/cmd.sh in it and
 # writes the exit status to /run/vm/status (a writable 9p share that the host
-# reads). Settings come from /vm.conf (CGROUP=v1|v2, VM_HOSTNAME).
+# reads). Settings come from /vm.conf (CGROUP=v1|v2, VM_HOSTNAME, SYSTEMD).
+# With SYSTEMD=1 (vm.sh --systemd) the root is a writable overlay of the
+# host's and the host's own systemd becomes PID 1, running the command as a
+# unit (init-systemd.sh).
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -21,7 +24,18 @@ done < /modules.load
 
 R=/newroot
 mkdir -p $R
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose,ro hostroot $R || fail "cannot mount the host's root over 9p"
+if [ "${SYSTEMD:-}" = 1 ]; then
+  # systemd as PID 1 writes /etc, /var and its units: the host's root,
+  # read-only over 9p, is the lower layer of an overlay whose upper layer
+  # is a tmpfs, so every write stays in the VM and is gone at power-off.
+  mkdir -p /lower /rw
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose,ro hostroot /lower || fail "cannot mount the host's root over 9p"
+  mount -t tmpfs -o mode=755 tmpfs /rw || fail "no tmpfs for the overlay"
+  mkdir -p /rw/upper /rw/work
+  mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work overlay $R || fail "cannot mount the overlay over the host's root"
+else
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose,ro hostroot $R || fail "cannot mount the host's root over 9p"
+fi
 mount -t tmpfs -o mode=755 tmpfs $R/run || fail "no /run in the host's root"
 mkdir -p $R/run/vm
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 vmio $R/run/vm || fail "cannot mount the exchange share"
@@ -41,6 +55,20 @@ while read -r tag dir; do
     fail "cannot mount the host's $dir (--share) at $dir"
   fi
 done < /shares
+
+if [ "${SYSTEMD:-}" = 1 ]; then
+  # systemd mounts the cgroup hierarchy itself (the kernel command line
+  # says which), brings up lo, sets the hostname and runs the command as
+  # a unit (init-systemd.sh): hand over to it.
+  # shellcheck source=test/vm/init-systemd.sh # copied to /init-systemd.sh by vm.sh
+  . /init-systemd.sh
+  systemd_setup $R || fail "cannot set up the units for systemd"
+  echo "$VM_HOSTNAME" > $R/etc/hostname
+  # The new root has its own /proc, /sys and /dev already; the
+  # initramfs's go (lazily: the console is still open).
+  umount -l /proc /sys /dev 2>/dev/null
+  exec switch_root $R /lib/systemd/systemd
+fi
 
 case "$CGROUP" in
 v2)

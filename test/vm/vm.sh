@@ -4,7 +4,7 @@
 # v2, runs one command in it and exits with that command's status.
 #
 #   test/vm/vm.sh [--shape NAME] [--cgroup v1|v2] [--append 'KERNEL ARGS']
-#                 [--env NAME=VALUE]... [--share DIR]... [--cwd DIR]
+#                 [--env NAME=VALUE]... [--share DIR]... [--cwd DIR] [--systemd]
 #                 [--timeout SECONDS] [--accel auto|kvm|tcg] -- COMMAND [ARG...]
 #   test/vm/vm.sh --list        # the shapes
 #   test/vm/vm.sh --prepare     # fetch the kernel and check qemu, boot nothing
@@ -18,6 +18,16 @@
 # without one is refused before the boot. Its stdout and stderr (merged)
 # stream to ours. Exit status: the command's, or 125 when the VM itself failed (no
 # boot, timeout), with the VM's console printed.
+#
+# With --systemd the host's own systemd (/lib/systemd/systemd) is PID 1
+# instead of a busybox init: the root is a writable overlay (tmpfs upper
+# layer, gone at power-off) of the host's read-only root, systemd mounts the
+# cgroup hierarchy (v1: systemd.unified_cgroup_hierarchy=0, legacy), and the
+# command runs as the unit vm-command.service in system.slice once
+# basic.target is up, with the system bus (dbus.socket); timers, gettys,
+# the network, udev and the like are masked (test/vm/init-systemd.sh), and the
+# VM powers off after the command. "booted in N s" is then the time until
+# systemd started the command.
 #
 # It downloads nothing but a Debian kernel package (apt-get download, unpacked
 # with dpkg-deb into ${XDG_CACHE_HOME:-~/.cache}/nri-cpupool-vm), installs
@@ -144,11 +154,12 @@ initramfs_build() {
   mkdir -p "$root"/{bin,proc,sys,dev,modules,newroot}
   cp "$BUSYBOX" "$root/bin/busybox"
   local applet
-  for applet in sh mount umount insmod mkdir cat echo grep awk poweroff sleep sync chroot ip hostname mv; do
+  for applet in sh mount umount insmod mkdir cat echo grep awk poweroff sleep sync chroot ip hostname mv ln switch_root; do
     ln -s busybox "$root/bin/$applet"
   done
   cp "$HERE/init.sh" "$root/init"; chmod 755 "$root/init"
-  printf 'CGROUP=%s\nVM_HOSTNAME=%s\n' "$CGROUP" "vm-$SHAPE" > "$root/vm.conf"
+  cp "$HERE/init-systemd.sh" "$root/init-systemd.sh"
+  printf 'CGROUP=%s\nVM_HOSTNAME=%s\nSYSTEMD=%s\n' "$CGROUP" "vm-$SHAPE" "$SYSTEMD" > "$root/vm.conf"
   # "tag path" lines, parents first: the --share directories.
   local i
   : > "$root/shares"
@@ -202,7 +213,7 @@ kvm_works() {
 }
 
 SHAPE=prod CGROUP=v2 APPEND="" TIMEOUT=${VM_TIMEOUT:-1200} ACCEL=${VM_ACCEL:-auto} CWD=$PWD
-ENVS=() SHARES=() PREPARE=""
+ENVS=() SHARES=() PREPARE="" SYSTEMD=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --shape) SHAPE=$2; shift 2 ;;
@@ -213,6 +224,7 @@ while [ $# -gt 0 ]; do
     --share) SHARES+=("$2"); shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --accel) ACCEL=$2; shift 2 ;;
+    --systemd) SYSTEMD=1; shift ;;
     --list) for s in $(shape_names); do "shape_$s"; printf '%-10s %s\n' "$s" "$SHAPE_DOC"; done; exit 0 ;;
     --prepare) PREPARE=yes; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -290,7 +302,7 @@ mkdir -p "$RUN/io"
 # The command, with the host's environment essentials and the --env pairs.
 {
   echo "export PATH=$(printf %q "$PATH") HOME=$(printf %q "$HOME") TERM=dumb LANG=C.UTF-8"
-  echo "export VM_SHAPE=$(printf %q "$SHAPE") VM_CGROUP=$CGROUP VM_ACCEL=$ACCEL"
+  echo "export VM_SHAPE=$(printf %q "$SHAPE") VM_CGROUP=$CGROUP VM_ACCEL=$ACCEL VM_SYSTEMD=$SYSTEMD"
   for e in ${ENVS[@]+"${ENVS[@]}"}; do
     case "$e" in *=*) ;; *) vm_die "--env $e: want NAME=VALUE" ;; esac
     echo "export ${e%%=*}=$(printf %q "${e#*=}")"
@@ -330,8 +342,17 @@ for i in "${!SHARES[@]}"; do
 done
 CMDLINE="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic ${ACCEL_CMDLINE:-} $SHAPE_CMDLINE $APPEND"
 [ "$CGROUP" = v2 ] && CMDLINE="$CMDLINE cgroup_no_v1=all"
+if [ "$SYSTEMD" = 1 ]; then
+  [ -x /lib/systemd/systemd ] || vm_die "--systemd: this host has no /lib/systemd/systemd"
+  # No fstab, GPT or getty generators: the host's fstab names its disks,
+  # which the VM does not have. The legacy hierarchy for v1, as the
+  # busybox init mounts it.
+  CMDLINE="$CMDLINE systemd.unit=vm.target fstab=0 systemd.gpt_auto=0 systemd.getty_auto=0 systemd.firstboot=0 systemd.show_status=0"
+  if [ "$CGROUP" = v2 ]; then CMDLINE="$CMDLINE systemd.unified_cgroup_hierarchy=1"
+  else CMDLINE="$CMDLINE systemd.unified_cgroup_hierarchy=0 systemd.legacy_systemd_cgroup_controller=1"; fi
+fi
 
-vm_say "booting shape $SHAPE ($SHAPE_DOC), cgroup $CGROUP, $ACCEL"
+vm_say "booting shape $SHAPE ($SHAPE_DOC), cgroup $CGROUP, $ACCEL$([ "$SYSTEMD" = 1 ] && echo ", systemd as PID 1")"
 qemu-system-x86_64 -nodefaults -no-user-config -display none -monitor none -no-reboot \
   -machine q35 "${ACCEL_ARGS[@]}" \
   -smp "$CPUS,sockets=$SOCKETS,cores=$CORES,threads=$THREADS" -m "$((NODES * MEM_PER_NODE))M" "${NUMA[@]}" \
@@ -353,6 +374,12 @@ START=$SECONDS TIMED_OUT="" BOOTED=""
 while kill -0 "$QEMU_PID" 2>/dev/null; do
   if [ -z "$BOOTED" ] && [ -f "$RUN/io/booted" ]; then BOOTED=$((SECONDS - START)); vm_say "booted in ${BOOTED} s"; fi
   if [ $((SECONDS - START)) -ge "$TIMEOUT" ]; then TIMED_OUT=yes; kill -9 "$QEMU_PID" 2>/dev/null; break; fi
+  # The status is synced before the VM powers off: a VM that does not
+  # power off (a systemd that hangs in its shutdown) is not waited for.
+  if [ -f "$RUN/io/status" ]; then
+    [ -n "${STATUS_AT:-}" ] || STATUS_AT=$SECONDS
+    if [ $((SECONDS - STATUS_AT)) -ge 20 ]; then vm_say "the VM did not power off 20 s after the command's status: killed (console: $(tail -3 "$RUN/console.log" | tr -d '\r' | tr '\n' ' ' | cut -c1-300))"; kill -9 "$QEMU_PID" 2>/dev/null; break; fi
+  fi
   sleep 0.5
 done
 QEMU_PID=""
