@@ -23,6 +23,12 @@ var podTrees = []string{"kubepods.slice", "kubepods"}
 // node: what this slice of issue 32 does not do yet.
 var ErrNotDone = errors.New("not done")
 
+// unified tells whether cgroupRoot is a cgroup v2 (unified) hierarchy.
+func unified(cgroupRoot string) bool {
+	_, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers"))
+	return err == nil
+}
+
 // Systemd tells whether systemd manages the cgroup hierarchy: its
 // init.scope is at the top (cgroup v2), or PID 1 is systemd. Its slices
 // are then its own: a cpuset.cpus written behind its back is undone at the
@@ -36,20 +42,14 @@ func Systemd(cgroupRoot, procRoot string) bool {
 }
 
 // cgroupTargets lists the top-level cgroups whose cpuset.cpus housekeeping
-// writes, and the ones it skips with why. An error wrapping ErrNotDone
-// says why none is written (cgroup v1, systemd, no cpuset delegated).
+// writes where systemd does not manage them (systemdManaged), and the
+// ones it skips with why. An error wrapping ErrNotDone says why none is
+// written (cgroup v1, no cpuset delegated).
 // pods are further top-level cgroups of the pods, left alone like
 // podTrees.
-func cgroupTargets(cgroupRoot, procRoot string, pods []string) (dirs []string, skipped map[string]string, err error) {
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err != nil {
+func cgroupTargets(cgroupRoot string, pods []string) (dirs []string, skipped map[string]string, err error) {
+	if !unified(cgroupRoot) {
 		return nil, nil, fmt.Errorf("%w: %s is not a cgroup v2 (unified) hierarchy; cgroup v1 needs its own way (issue 32)", ErrNotDone, cgroupRoot)
-	}
-	if Systemd(cgroupRoot, procRoot) {
-		// The later change of issue 32 sets AllowedCPUs= on system.slice,
-		// user.slice, machine.slice and init.scope here, as runtime
-		// properties (go-systemd's dbus SetUnitPropertiesContext), with
-		// their originals in the journal like the files'.
-		return nil, nil, fmt.Errorf("%w: systemd manages the cgroups (%s/init.scope, or PID 1), and would undo a cpuset.cpus written behind its back at the next daemon-reload; its slices need AllowedCPUs= through its D-Bus API (issue 32)", ErrNotDone, cgroupRoot)
 	}
 	subtree, err := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.subtree_control"))
 	if err != nil {
@@ -90,18 +90,29 @@ func cgroupTargets(cgroupRoot, procRoot string, pods []string) (dirs []string, s
 // original with no CPU of the set (the cgroup was pinned to CPUs now
 // kept) is refused, not emptied: empty would mean every CPU.
 func cgroupChange(dir string, set cpuset.CPUSet) hostfiles.Change {
-	return hostfiles.Change{Path: filepath.Join(dir, "cpuset.cpus"),
+	ch := narrowChange("cgroup "+dir+": cpuset.cpus", set)
+	ch.Path = filepath.Join(dir, "cpuset.cpus")
+	return ch
+}
+
+// narrowChange is the Want and Satisfied of a CPU list where empty means
+// every CPU of the parent (a cgroup v2 cpuset.cpus, a unit's
+// AllowedCPUs): the original less what set leaves out, or set itself for
+// an empty original; refused when no CPU of the set is left. what names
+// the list in errors.
+func narrowChange(what string, set cpuset.CPUSet) hostfiles.Change {
+	return hostfiles.Change{
 		Want: func(original string) (string, error) {
 			if strings.TrimSpace(original) == "" {
 				return set.String(), nil
 			}
 			orig, err := cpulist.Parse(original)
 			if err != nil {
-				return "", fmt.Errorf("cgroup %s: cpuset.cpus: %w", dir, err)
+				return "", fmt.Errorf("%s: %w", what, err)
 			}
 			want := orig.Intersection(set)
 			if want.IsEmpty() {
-				return "", fmt.Errorf("cgroup %s is pinned to CPUs %s, none of the housekeeping set %s: left as it is", dir, orig, set)
+				return "", fmt.Errorf("%s is pinned to CPUs %s, none of the housekeeping set %s: left as it is", what, orig, set)
 			}
 			return want.String(), nil
 		},

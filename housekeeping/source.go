@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/sirupsen/logrus"
@@ -27,6 +28,11 @@ type Config struct {
 	// Kept is asked at each pass (on the reconciler's goroutine): the CPUs
 	// to keep host processes off. Nothing kept: every file is restored.
 	Kept func() Kept
+	// Systemd, when set, is systemd's D-Bus API (SystemdFS, the
+	// reconciler's FS): where systemd manages the cgroups, the host's
+	// units get AllowedCPUs= through it. Without it they are left alone,
+	// and the log says so.
+	Systemd interface{ Reachable() error }
 	// PodCgroups, when set, is asked at each pass for the top-level
 	// cgroups the runtime's pods are in ("kubepods", or what a kubelet's
 	// --cgroup-root names), left alone like kubepods.slice and kubepods:
@@ -43,6 +49,9 @@ type Source struct {
 	// warned holds the last warning of each topic, so each is logged once
 	// while it stays the same.
 	warned *hostfiles.Warnings
+
+	// unreachable counts the passes systemd's API could not be reached.
+	unreachable atomic.Uint64
 
 	mu   sync.Mutex // guards last: Plan runs on the reconciler's goroutine, the readers anywhere
 	last cpuset.CPUSet
@@ -82,11 +91,20 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		s.warned.Clear("workqueue")
 		plan.Changes = append(plan.Changes, workqueueChange(s.cfg.SysfsRoot, set))
 	}
+	if unified(s.cfg.CgroupRoot) && Systemd(s.cfg.CgroupRoot, s.cfg.ProcRoot) {
+		// systemd owns the slices: AllowedCPUs= through its D-Bus API,
+		// never their cpuset.cpus.
+		s.warned.Clear("cgroups")
+		plan.Changes = append(plan.Changes, s.systemdChanges(set)...)
+		s.forgetGone(nil)
+		return plan, nil
+	}
+	s.warned.Clear("systemd")
 	var pods []string
 	if s.cfg.PodCgroups != nil {
 		pods = s.cfg.PodCgroups()
 	}
-	dirs, skipped, err := cgroupTargets(s.cfg.CgroupRoot, s.cfg.ProcRoot, pods)
+	dirs, skipped, err := cgroupTargets(s.cfg.CgroupRoot, pods)
 	switch {
 	case errors.Is(err, ErrNotDone):
 		s.warned.Once("cgroups", fmt.Sprintf("housekeeping: host processes are not confined: %v", err))
@@ -106,10 +124,47 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	return plan, nil
 }
 
+// systemdChanges are the AllowedCPUs of the host's units (SystemdUnits)
+// whose cgroup exists (a unit that is not active has none), or nothing
+// when systemd's API cannot be reached now: pinning never depends on
+// systemd, so the pass goes on without them, and the next pass tries
+// again. A unit changed earlier and not planned now is restored by the
+// reconciler (retried while systemd cannot be reached).
+func (s *Source) systemdChanges(set cpuset.CPUSet) []hostfiles.Change {
+	if s.cfg.Systemd == nil {
+		s.warned.Once("systemd", fmt.Sprintf("housekeeping: host processes are not confined: systemd manages the cgroups (%s/init.scope, or PID 1), and this process has no access to its D-Bus API", s.cfg.CgroupRoot))
+		return nil
+	}
+	if err := s.cfg.Systemd.Reachable(); err != nil {
+		s.unreachable.Add(1)
+		s.warned.Once("systemd", fmt.Sprintf("housekeeping: host processes are not confined for now: systemd manages the cgroups, and its D-Bus API cannot be reached: %v; tried again at each pass (pinning does not depend on it)", err))
+		return nil
+	}
+	s.warned.Clear("systemd")
+	var changes []hostfiles.Change
+	for _, unit := range SystemdUnits {
+		if st, err := os.Stat(filepath.Join(s.cfg.CgroupRoot, unit)); err != nil || !st.IsDir() {
+			continue
+		}
+		changes = append(changes, systemdChange(unit, set))
+	}
+	return changes
+}
+
+// SystemdUnreachable counts the passes that found systemd's D-Bus API
+// unreachable and left the host's units as they were.
+func (s *Source) SystemdUnreachable() uint64 { return s.unreachable.Load() }
+
 var _ hostfiles.Explainer = (*Source)(nil)
 
 // Explain hints at why a file is refused for good.
 func (s *Source) Explain(path string, err error) string {
+	if IsSystemdPath(path) {
+		if errors.Is(err, syscall.EACCES) {
+			return "systemd lets a caller set unit properties when it is root with CAP_SYS_ADMIN, or when polkit allows org.freedesktop.systemd1.manage-units"
+		}
+		return ""
+	}
 	if !errors.Is(err, syscall.EROFS) {
 		return ""
 	}

@@ -25,8 +25,14 @@ func (p *Plugin) housekeepingSource(j *hostfiles.Journal) *housekeeping.Source {
 	if !p.cfg.HousekeepingEnabled() && !hasOwner(j, housekeeping.Owner) {
 		return nil
 	}
-	return housekeeping.NewSource(housekeeping.Config{SysfsRoot: p.cfg.SysfsRoot, CgroupRoot: p.cfg.CgroupRoot, ProcRoot: p.cfg.ProcRoot,
-		Online: p.topo.Online, Floor: p.cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs, Kept: p.housekeepingKept, PodCgroups: p.podCgroups}, p.log)
+	cfg := housekeeping.Config{SysfsRoot: p.cfg.SysfsRoot, CgroupRoot: p.cfg.CgroupRoot, ProcRoot: p.cfg.ProcRoot,
+		Online: p.topo.Online, Floor: p.cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs, Kept: p.housekeepingKept, PodCgroups: p.podCgroups}
+	if sfs, ok := p.isolationFS.(*housekeeping.SystemdFS); ok {
+		// Under systemd the host's slices get AllowedCPUs= through the
+		// reconciler's FS, which serves their properties.
+		cfg.Systemd = sfs
+	}
+	return housekeeping.NewSource(cfg, p.log)
 }
 
 // housekeepingKept is what the pools keep host processes off, for the

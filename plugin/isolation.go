@@ -99,7 +99,7 @@ func (p *Plugin) openIsolation() error {
 	// Every file a Source changes lies under these: a journal record of
 	// any other file (a damaged or forged journal) is never written.
 	iso.recon.RestoreOnlyUnder(filepath.Join(p.cfg.ProcRoot, "irq"), filepath.Join(p.cfg.SysfsRoot, "sys/devices/system/cpu"), p.cfg.CgroupRoot,
-		filepath.Join(p.cfg.SysfsRoot, filepath.Dir(housekeeping.WorkqueueMask)))
+		filepath.Join(p.cfg.SysfsRoot, filepath.Dir(housekeeping.WorkqueueMask)), housekeeping.SystemdRoot)
 	iso.recon.Start()
 	p.isolation.Store(iso)
 	if n := j.Len(); n > 0 {
@@ -229,7 +229,7 @@ func (p *Plugin) FlushIsolation() error {
 type isolationMetrics struct {
 	p                                        *Plugin
 	changed, refused, writes, restores, errs *prometheus.Desc
-	banned                                   *prometheus.Desc
+	banned, systemdUnreachable               *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*isolationMetrics)(nil)
@@ -242,12 +242,14 @@ func newIsolationMetrics(p *Plugin) *isolationMetrics {
 		restores: prometheus.NewDesc("cpupool_host_file_restores_total", "Host files given their original value back.", nil, nil),
 		errs:     prometheus.NewDesc("cpupool_host_file_errors_total", "Failed host file operations: transient ones are retried with backoff, permanent ones are not.", []string{"kind"}, nil),
 		banned:   prometheus.NewDesc("cpupool_irq_banned_cpus", "CPUs the last pass kept device IRQs off.", nil, nil),
+		systemdUnreachable: prometheus.NewDesc("cpupool_housekeeping_systemd_unreachable_total",
+			"Passes of housekeeping that found systemd's D-Bus API unreachable where systemd manages the cgroups, and left the host's units as they were.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (m *isolationMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.changed, m.refused, m.writes, m.restores, m.errs, m.banned} {
+	for _, d := range []*prometheus.Desc{m.changed, m.refused, m.writes, m.restores, m.errs, m.banned, m.systemdUnreachable} {
 		ch <- d
 	}
 }
@@ -282,6 +284,9 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.restores, prometheus.CounterValue, float64(st.Restores))
 	ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(st.TransientErrors), "transient")
 	ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(st.PermanentErrors), "permanent")
+	if iso.housekeeping != nil {
+		ch <- prometheus.MustNewConstMetric(m.systemdUnreachable, prometheus.CounterValue, float64(iso.housekeeping.SystemdUnreachable()))
+	}
 	if iso.irq != nil {
 		ch <- prometheus.MustNewConstMetric(m.banned, prometheus.GaugeValue, float64(iso.irq.LastBanned().Size()))
 	}

@@ -55,6 +55,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -202,7 +203,9 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 	p.pins = newSandboxPins(&p.mu)
 	p.hugePages = sysfs.NewHugePageCounter(cfg.SysfsRoot) // the root stays across reloads
 	p.readHugePager = p.readHugePages
-	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, hostfiles.OS{}
+	// The host's files, and systemd's unit properties for housekeeping
+	// under systemd (dialled only when first needed).
+	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, housekeeping.NewSystemdFS(hostfiles.OS{}, housekeeping.DialSystemd)
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(&p.usage, p.writer)
