@@ -28,7 +28,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
 SHELL_SCRIPTS := .ci/run $(wildcard packaging/*.sh packaging/scripts/*.sh test/*.sh test/*/*.sh)
 
-.PHONY: all build test unit soak fuzz packaging e2e e2e-vm k8s-e2e scale-scheduler bench lint tools shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
+.PHONY: all build test unit soak fuzz packaging e2e e2e-vm e2e-vm-systemd k8s-e2e scale-scheduler bench lint tools shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -88,6 +88,11 @@ e2e: build
 # isolcpus and cgroup v2 (and v1); skips with its reason where qemu cannot run.
 e2e-vm: build
 	bash test/vm/e2e.sh
+
+# The packaged unit under the host's own systemd as PID 1 in a VM (install,
+# Type=notify, the hardening, housekeeping through D-Bus, upgrade, removal).
+e2e-vm-systemd: build $(NFPM)
+	E2E_VM_RUNS=v2:systemd NFPM=$(NFPM) bash test/vm/e2e.sh
 
 # A private one-node Kubernetes cluster with this plugin (test/k8s): the
 # annotation, device plugin and DaemonSet routes, then the DRA driver.

@@ -59,9 +59,12 @@ install_tools() {
   fi
 }
 
-# start_runtime starts a containerd whose every path is inside $W.
+# start_runtime starts a containerd whose every path is inside $W, a new
+# directory below E2E_WORK_PARENT (default /tmp; test/vm/systemd.sh uses
+# /run, since the packaged unit's PrivateTmp= hides the /tmp it would find
+# the NRI socket in).
 start_runtime() {
-  W=$(mktemp -d /tmp/nri-cpupool-e2e.XXXXXX)
+  W=$(mktemp -d "${E2E_WORK_PARENT:-/tmp}/nri-cpupool-e2e.XXXXXX")
   mkdir -p "$W/nri-plugins" "$W/nri-conf" "$W/logs"
   export PATH="$TOOLS:$PATH"
   export CONTAINER_RUNTIME_ENDPOINT="unix://$W/containerd.sock" IMAGE_SERVICE_ENDPOINT="unix://$W/containerd.sock"

@@ -7,7 +7,9 @@
 #                            the VMs to boot, in order: cgroup version, set
 #                            (full or quick: scenarios.sh, quick stops after the
 #                            exclusive containers; isolation: isolation.sh;
-#                            reload: reload.sh, config reload and CPU hotplug) and
+#                            reload: reload.sh, config reload and CPU hotplug;
+#                            systemd: systemd.sh in a VM booted with the host's
+#                            systemd as PID 1, `make e2e-vm-systemd`) and
 #                            optionally a kernel series (6.12: Debian's
 #                            linux-image-6.12.*-amd64-unsigned, from
 #                            bookworm-backports; skipped, saying so, when apt
@@ -56,6 +58,26 @@ if ! [ -x "$IRQBALANCE_BIN" ]; then
   rm -rf "$t"
 fi
 
+# Two builds of the packages, of two versions, for the systemd set's
+# install and upgrade: packaged from a copy of the recipe's inputs, so
+# that bin/ keeps the build it has.
+PKG_ENVS=()
+case " ${E2E_VM_RUNS:-} " in *:systemd" "*|*:systemd:*)
+  [ -x "${NFPM:-}" ] || die "the systemd set needs nfpm: run it with make e2e-vm-systemd"
+  for v in 1 2; do
+    d=$SHARE/pkg$v
+    mkdir -p "$d/bin"
+    cp -r "$REPO/packaging" "$REPO/docs" "$REPO/README.md" "$d/"
+    (cd "$REPO" && go build -trimpath -ldflags "-X github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/cli.Version=0.0.$v-e2e" -o "$d/bin/nri-cpupool" ./cmd/nri-cpupool)
+    (cd "$d" && VERSION=0.0.$v~e2e ARCH=$(go env GOARCH) "$NFPM" package --config packaging/nfpm.yaml --packager deb --target "$SHARE/nri-cpupool_$v.deb" >/dev/null &&
+      VERSION=0.0.$v~e2e ARCH=$(go env GOARCH) "$NFPM" package --config packaging/nfpm.yaml --packager rpm --target "$SHARE/nri-cpupool_$v.rpm" >/dev/null) ||
+      die "packaging build $v failed"
+  done
+  PKG_ENVS=(--env "E2E_DEB=$SHARE/nri-cpupool_1.deb" --env "E2E_DEB2=$SHARE/nri-cpupool_2.deb"
+    --env "E2E_RPM=$SHARE/nri-cpupool_1.rpm" --env "E2E_RPM2=$SHARE/nri-cpupool_2.rpm")
+  ;;
+esac
+
 # One KVM probe for all the VMs.
 if [ "${VM_ACCEL:-auto}" = auto ]; then
   if [ -w /dev/kvm ] && "$HERE/vm.sh" --shape tiny --accel kvm --cwd / --timeout "${VM_KVM_PROBE_TIMEOUT:-40}" -- /bin/true >/dev/null 2>&1; then
@@ -74,9 +96,10 @@ SHARES=(--share "$REPO" --share "$SHARE" --share "$TOOLS")
 START=$SECONDS FAILED=""
 for run in ${E2E_VM_RUNS:-v2:full v1:quick v2:isolation v2:isolation:6.12 v2:reload}; do
   IFS=: read -r cg set series <<<"$run"
-  t=$SECONDS script=scenarios.sh pkg=${VM_KERNEL_PKG:-}
+  t=$SECONDS script=scenarios.sh pkg=${VM_KERNEL_PKG:-} mode=()
   [ "$set" = isolation ] && script=isolation.sh
   [ "$set" = reload ] && script=reload.sh
+  if [ "$set" = systemd ]; then script=systemd.sh mode=(--systemd "${PKG_ENVS[@]}"); fi
   if [ -n "$series" ]; then
     re="^linux-image-${series//./[.]}[.][0-9.]*[+]deb[0-9]*-amd64-unsigned\$"
     pkg=$(apt-cache search --names-only "$re" 2>/dev/null | cut -d' ' -f1 | sort -V | tail -1)
@@ -90,7 +113,7 @@ for run in ${E2E_VM_RUNS:-v2:full v1:quick v2:isolation v2:isolation:6.12 v2:rel
        --env "E2E_VM_SET=$set" --env "E2E_IMAGE_TAR=$SHARE/busybox.tar" --env "E2E_TOOLS=$TOOLS" \
        --env "E2E_VM_MEMORY=${E2E_VM_MEMORY:-1}" \
        --env "IRQBALANCE_BIN=$IRQBALANCE_BIN" \
-       --env "E2E_CRICTL_TIMEOUT=${E2E_CRICTL_TIMEOUT:-180}" --cwd "$REPO" -- bash "test/vm/$script"; then
+       --env "E2E_CRICTL_TIMEOUT=${E2E_CRICTL_TIMEOUT:-180}" ${mode[@]+"${mode[@]}"} --cwd "$REPO" -- bash "test/vm/$script"; then
     info "$run: passed in $((SECONDS - t)) s"
   else
     info "$run: FAILED after $((SECONDS - t)) s"

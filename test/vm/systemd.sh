@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# The packaged unit under a real systemd, and housekeeping through its D-Bus
+# API (issues 32 and 34). It runs INSIDE a VM of shape `prod` booted with
+# vm.sh --systemd on cgroup v2 (test/vm/e2e.sh: the run "v2:systemd"), as the
+# unit vm-command.service in system.slice, with the real containerd, runc
+# and crictl of test/e2e/lib.sh for the plugin to register with.
+#   E2E_DEB, E2E_DEB2  two builds of the .deb, of two versions (test/vm/e2e.sh
+#                      builds them); E2E_DEB2 for the upgrade
+#   E2E_RPM, E2E_RPM2  the same as .rpm; without them, or without rpm, the rpm
+#                      part is skipped, saying so
+# It checks: dpkg -i and `systemctl start` up to Type=notify's READY; the
+# hardened unit's writable paths (/proc/irq, the cgroup tree, the workqueue
+# mask, the CPUs' files) and read-only ones; a busy loop in system.slice
+# kept off an exclusive-non-isolcpus container's CPUs by AllowedCPUs= on the
+# host's units, through daemon-reload and a kill -9; a restart without the
+# feature restores every unit exactly; `dpkg -i` of another version while
+# running restarts the unit once and loses no record; stop, dpkg -r and -P
+# leave the host as it was.
+set -uo pipefail
+export E2E_WORK_PARENT=/run
+source "$(dirname "$0")/../e2e/lib.sh"
+# shellcheck source=test/vm/checks.sh
+source "$(dirname "$0")/checks.sh"
+
+if [ "${VM_SHAPE:-}" != prod ] || [ "${VM_SYSTEMD:-}" != 1 ]; then die "run inside a VM of shape prod booted with --systemd (test/vm/e2e.sh)"; fi
+need_root_linux
+UNIT=nri-cpupool.service
+CONF=/etc/nri-cpupool/config.yaml
+STATE=/var/lib/nri-cpupool/state.json
+UNITS="system.slice user.slice machine.slice init.scope"
+BUSY=vm-busy.service
+
+finish() {
+  local rc=$?
+  if [ "$FAILED" -gt 0 ] || [ "$rc" -ne 0 ]; then
+    echo "---------- journal of $UNIT (last 40 lines) ----------"
+    journalctl -u "$UNIT" -o short-monotonic --no-pager 2>/dev/null | tail -40
+    report
+  fi
+  systemctl stop "$BUSY" 2>/dev/null
+  teardown
+  echo
+  echo "e2e-vm systemd ($VM_SHAPE, cgroup $VM_CGROUP, Linux $(uname -r), $(systemctl --version | head -1)): $PASSED passed, $FAILED failed in $SECONDS s"
+  [ "$FAILED" -eq 0 ] && [ "$rc" -eq 0 ] || exit 1
+}
+trap finish EXIT
+section() { say "[$SECONDS s] $*"; }
+
+cpu_list() { local p; for p in ${1//,/ }; do case "$p" in *-*) seq "${p%-*}" "${p#*-}" ;; *) echo "$p" ;; esac; done; }
+# overlaps LIST1 LIST2: "yes" when the CPU lists share a CPU.
+overlaps() {
+  local c
+  for c in $(cpu_list "$1"); do
+    case ",$(cpu_list "$2" | paste -sd,)," in *",$c,"*) echo yes; return ;; esac
+  done
+  echo no
+}
+# allowed UNIT: the unit's AllowedCPUs as a CPU list ("" when unset).
+allowed() { systemctl show -p AllowedCPUs --value "$1" | tr ' ' ','; }
+units_allowed() { local u; for u in $UNITS; do printf '%s=%s ' "$u" "$(allowed "$u")"; done; }
+busy_allowed() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/$(systemctl show -p MainPID --value "$BUSY")/status"; }
+# host: what the plugin may change on this host, in one line per kind.
+host() {
+  echo "units: $(units_allowed)"
+  echo "workqueue: $(cat /sys/devices/virtual/workqueue/cpumask)"
+  echo "irqs: $(for i in /proc/irq/[0-9]*; do printf '%s=%s ' "${i##*/}" "$(cat "$i/smp_affinity_list")"; done)"
+  echo "default_smp_affinity: $(cat /proc/irq/default_smp_affinity)"
+}
+# within SECONDS WANT COMMAND...: COMMAND's output once it is WANT, or its
+# last output after SECONDS (emulation is slow; a pass is ~100 ms on a node).
+within() {
+  local t=$1 want=$2 got
+  shift 2
+  for _ in $(seq 1 $((t * 5))); do
+    got=$("$@" 2>/dev/null)
+    [ "$got" = "$want" ] && break
+    sleep 0.2
+  done
+  echo "$got"
+}
+prop() { systemctl show -p "$1" --value "$UNIT"; }
+journal_count() { journalctl -u "$UNIT" -o cat --no-pager 2>/dev/null | grep -c "$1"; }
+# writable_in PID PATH: "rw" or "ro", the mount option PATH has in PID's
+# mount namespace (the unit's sandbox).
+writable_in() { findmnt -N "$1" -no OPTIONS -T "$2" | cut -d, -f1; }
+state_containers() { /usr/bin/nri-cpupool status --state-file "$STATE" 2>/dev/null | awk '$3 != "" && $1 != "POD" {print $1 "/" $2 "/" $3}' | sort | paste -sd' '; }
+
+section "the machine: systemd as PID 1, cgroup v2"
+check "PID 1" "$(cat /proc/1/comm)" "systemd"
+check "cgroup v2" "$(stat -fc %T /sys/fs/cgroup)" "cgroup2fs"
+check "the system is up" "$(systemctl is-system-running)" "running"
+check "this check runs in system.slice" "$(cut -d: -f3 /proc/self/cgroup)" "/system.slice/vm-command.service"
+BEFORE=$(host)
+
+section "dpkg -i, then systemctl start: Type=notify says READY once registered"
+if ! [ -r "${E2E_DEB:-}" ] || ! [ -r "${E2E_DEB2:-}" ]; then die "E2E_DEB and E2E_DEB2 must name two .deb builds"; fi
+t=$SECONDS
+check "dpkg -i" "$(dpkg -i "$E2E_DEB" >/tmp/dpkg.log 2>&1 && echo installed)" "installed"
+info "dpkg -i took $((SECONDS - t)) s"
+check "the unit is loaded from the package" "$(systemctl show -p FragmentPath --value "$UNIT")" "/usr/lib/systemd/system/nri-cpupool.service"
+check "not enabled by the package" "$(systemctl is-enabled "$UNIT")" "disabled"
+V1=$(/usr/bin/nri-cpupool version | head -1)
+start_runtime
+cat > "$CONF" <<YAML
+nriSocket: $W/nri.sock
+reservedCPUs: "0-1"
+pools:
+  exclusive-non-isolcpus: {enabled: true, housekeeping: held, irqIsolation: optOut}
+irq: {rescanInterval: 2s}
+metricsAddress: "127.0.0.1:19464"
+YAML
+t=$SECONDS
+check "systemctl start returns (READY=1)" "$(timeout 150 systemctl start "$UNIT" && echo started)" "started"
+info "systemctl start took $((SECONDS - t)) s"
+check "ActiveState/SubState" "$(prop ActiveState)/$(prop SubState)" "active/running"
+check "StatusText" "$(prop StatusText)" "registered with the runtime"
+PID1=$(prop MainPID)
+
+section "the hardened unit: what it may write, what it may not"
+check "/proc/irq writable" "$(writable_in "$PID1" /proc/irq)" "rw"
+check "the cgroup tree writable" "$(writable_in "$PID1" /sys/fs/cgroup)" "rw"
+check "/sys/devices/system/cpu writable" "$(writable_in "$PID1" /sys/devices/system/cpu)" "rw"
+check "the workqueue mask writable" "$(writable_in "$PID1" /sys/devices/virtual/workqueue)" "rw"
+check "its state directory writable" "$(writable_in "$PID1" /var/lib/nri-cpupool)" "rw"
+check "/proc/sys read-only (ProtectKernelTunables)" "$(writable_in "$PID1" /proc/sys)" "ro"
+check "/sys/kernel read-only" "$(writable_in "$PID1" /sys/kernel)" "ro"
+check "/etc read-only (ProtectSystem=strict)" "$(writable_in "$PID1" /etc)" "ro"
+check "/usr read-only" "$(writable_in "$PID1" /usr)" "ro"
+# The same sandbox, for a shell: a write the unit should never make fails.
+SANDBOX=(-p ProtectSystem=strict -p ProtectKernelTunables=yes -p ReadWritePaths=/sys/fs/cgroup -p ReadWritePaths=/proc/irq
+  -p ReadWritePaths=/sys/devices/system/cpu -p ReadWritePaths=/sys/devices/virtual/workqueue -p CapabilityBoundingSet=CAP_SYS_NICE)
+check "in the same sandbox, /proc/sys/kernel/sysrq is refused" \
+  "$(systemd-run --wait --pipe -q "${SANDBOX[@]}" /bin/sh -c 'echo 1 > /proc/sys/kernel/sysrq' >/dev/null 2>&1 && echo written || echo refused)" "refused"
+check "in the same sandbox, the workqueue mask is written" \
+  "$(systemd-run --wait --pipe -q "${SANDBOX[@]}" /bin/sh -c 'cat /sys/devices/virtual/workqueue/cpumask > /sys/devices/virtual/workqueue/cpumask' >/dev/null 2>&1 && echo written || echo refused)" "written"
+
+section "housekeeping through D-Bus: a busy loop in system.slice leaves the held CPUs"
+systemd-run -q --unit="$BUSY" --slice=system.slice /bin/sh -c 'while :; do :; done' || die "systemd-run $BUSY"
+sleep 1
+BUSY_BEFORE=$(busy_allowed)
+info "the busy loop may run on $BUSY_BEFORE"
+check "units unset before" "$(units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
+ENI=$(run_pod eni telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod eni"
+ENI_C=$(create_ctr "$ENI" eni c 2000) || die "create eni/c"
+HELD=$(cpus_of "$ENI_C")
+check "the container holds 4-5" "$HELD" "4-5"
+check "system.slice AllowedCPUs without them (one pass)" "$(within 10 0-3,6-7 allowed system.slice)" "0-3,6-7"
+check "init.scope too" "$(allowed init.scope)" "0-3,6-7"
+check "the busy loop no longer may run on 4-5" "$(within 10 no overlaps "$(busy_allowed)" "$HELD")" "no"
+check "the workqueue mask without 4-5" "$(within 10 cf cat /sys/devices/virtual/workqueue/cpumask)" "cf"
+check "IRQs kept off 4-5 (/proc/irq written)" "$(within 10 cf cat /proc/irq/default_smp_affinity)" "cf"
+check "no refused write in the daemon's log" "$(journal_count 'refused')" "0"
+check_contains "metrics: units changed through D-Bus" "$(metrics)" 'cpupool_host_files_changed{owner="housekeeping"} 3'
+check_contains "metrics: nothing refused" "$(metrics)" 'cpupool_host_files_refused{owner="housekeeping"} 0'
+check_contains "metrics: systemd reachable" "$(metrics)" 'cpupool_housekeeping_systemd_unreachable_total 0'
+check "kubepods left alone: no runtime property of the pods' tree" "$(find /run/systemd/system.control -name 'kubepods*' 2>/dev/null | wc -l)" "0"
+
+section "systemctl daemon-reload keeps it"
+systemctl daemon-reload
+check "system.slice after daemon-reload" "$(allowed system.slice)" "0-3,6-7"
+check "the busy loop still off 4-5" "$(overlaps "$(busy_allowed)" "$HELD")" "no"
+sleep 3 # a rescan
+check "and after a rescan" "$(allowed system.slice)" "0-3,6-7"
+
+section "kill -9: the next process keeps the units confined"
+systemctl kill -s KILL "$UNIT"
+check "restarted by Restart=always" "$(within 30 yes sh -c "[ \"\$(systemctl show -p MainPID --value $UNIT)\" != $PID1 ] && [ \"\$(systemctl show -p SubState --value $UNIT)\" = running ] && echo yes")" "yes"
+check "system.slice still without 4-5" "$(within 10 0-3,6-7 allowed system.slice)" "0-3,6-7"
+check "the busy loop still off 4-5" "$(overlaps "$(busy_allowed)" "$HELD")" "no"
+
+section "a restart without the feature: every unit exactly as before"
+sed -i 's/housekeeping: held, //' "$CONF"
+systemctl restart "$UNIT"
+check "units as before" "$(within 10 "system.slice= user.slice= machine.slice= init.scope= " units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
+check "the busy loop may run where it could" "$(within 10 "$BUSY_BEFORE" busy_allowed)" "$BUSY_BEFORE"
+check "the workqueue mask as before" "$(within 10 "$(echo "$BEFORE" | sed -n 's/^workqueue: //p')" cat /sys/devices/virtual/workqueue/cpumask)" "$(echo "$BEFORE" | sed -n 's/^workqueue: //p')"
+check "the container keeps its CPUs" "$(cpus_of "$ENI_C")" "4-5"
+sed -i 's/irqIsolation: optOut/housekeeping: held, irqIsolation: optOut/' "$CONF"
+systemctl restart "$UNIT"
+check "the feature back on: system.slice without 4-5" "$(within 10 0-3,6-7 allowed system.slice)" "0-3,6-7"
+
+section "the packaged upgrade (issue 34): dpkg -i of another version while running"
+RECORDS=$(state_containers)
+info "records before: $RECORDS"
+PID2=$(prop MainPID) INV=$(prop InvocationID) STARTED=$(journal_count '^Started ')
+t=$SECONDS
+check "dpkg -i of the second build" "$(dpkg -i "$E2E_DEB2" >>/tmp/dpkg.log 2>&1 && echo upgraded)" "upgraded"
+info "the upgrade took $((SECONDS - t)) s"
+check "the unit restarted exactly once" "$(( $(journal_count '^Started ') - STARTED ))" "1"
+check "a new process, active" "$([ "$(prop MainPID)" != "$PID2" ] && [ "$(prop InvocationID)" != "$INV" ] && echo "new $(prop ActiveState)")" "new active"
+check "the new version runs" "$([ "$(/usr/bin/nri-cpupool version | head -1)" != "$V1" ] && echo yes)" "yes"
+check "the state directory lock is the new process's" "$(sed -n 's/^pid \([0-9]*\),.*/\1/p' /var/lib/nri-cpupool/nri-cpupool.lock)" "$(prop MainPID)"
+check "no record lost" "$(state_containers)" "$RECORDS"
+check "the container keeps its CPUs" "$(cpus_of "$ENI_C")" "4-5"
+check "system.slice still without 4-5" "$(within 10 0-3,6-7 allowed system.slice)" "0-3,6-7"
+
+section "the pod ends, stop, dpkg -r, dpkg -P: the host as before"
+crictl rmp -f "$ENI" >/dev/null
+check "released: units as before" "$(within 10 "system.slice= user.slice= machine.slice= init.scope= " units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
+check "released: the busy loop may run where it could" "$(within 10 "$BUSY_BEFORE" busy_allowed)" "$BUSY_BEFORE"
+sleep 1
+check "systemctl stop" "$(systemctl stop "$UNIT" && prop ActiveState)" "inactive"
+systemctl stop "$BUSY"
+check "the host as before (units, workqueue, IRQs)" "$(host)" "$BEFORE"
+check "dpkg -r" "$(dpkg -r nri-cpupool >>/tmp/dpkg.log 2>&1 && echo removed)" "removed"
+check "the unit is gone" "$(systemctl show -p LoadState --value "$UNIT")" "not-found"
+check "the config stays after -r" "$([ -f "$CONF" ] && echo kept)" "kept"
+check "dpkg -P" "$(dpkg -P nri-cpupool >>/tmp/dpkg.log 2>&1 && echo purged)" "purged"
+check "no config after -P" "$([ -e "$CONF" ] && echo left || echo gone)" "gone"
+check "no process left" "$(pgrep -x nri-cpupool | wc -l)" "0"
+check "the host still as before" "$(host)" "$BEFORE"
+
+section "the .rpm"
+if [ -r "${E2E_RPM:-}" ] && [ -r "${E2E_RPM2:-}" ] && command -v rpm >/dev/null; then
+  # rpm on Debian has its own, empty database: --nodeps for systemd and
+  # the shell, which dpkg provides.
+  check "rpm -i" "$(rpm -i --nodeps "$E2E_RPM" >/tmp/rpm.log 2>&1 && echo installed)" "installed"
+  printf 'nriSocket: %s\nmetricsAddress: "127.0.0.1:19464"\n' "$W/nri.sock" > "$CONF"
+  check "systemctl start" "$(timeout 150 systemctl start "$UNIT" && prop SubState)" "running"
+  PID3=$(prop MainPID) STARTED=$(journal_count '^Started ')
+  check "rpm -U of the second build" "$(rpm -U --nodeps "$E2E_RPM2" >>/tmp/rpm.log 2>&1 && echo upgraded)" "upgraded"
+  check "the unit restarted exactly once" "$(( $(journal_count '^Started ') - STARTED ))" "1"
+  check "a new process, running" "$([ "$(prop MainPID)" != "$PID3" ] && prop SubState)" "running"
+  check "rpm -e" "$(rpm -e --nodeps nri-cpupool >>/tmp/rpm.log 2>&1 && echo removed)" "removed"
+  check "stopped and gone" "$(systemctl show -p LoadState --value "$UNIT")/$(pgrep -x nri-cpupool | wc -l)" "not-found/0"
+  rm -f "$CONF" "$CONF.rpmsave"
+else
+  info "SKIPPED: no E2E_RPM and E2E_RPM2, or no rpm"
+fi
