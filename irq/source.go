@@ -208,7 +208,10 @@ func (s *Source) Explain(path string, err error) string {
 	case errno == syscall.EIO || errno == syscall.EPERM:
 		return "a kernel-managed or per-CPU IRQ: its affinity cannot be set from user space; isolcpus=managed_irq keeps managed IRQs off isolated CPUs where it can"
 	case errno == syscall.EROFS:
-		return "/proc/irq is read-only here: a systemd unit with ProtectKernelTunables= needs ReadWritePaths=/proc/irq"
+		// systemd keeps /proc/irq read-only under ProtectKernelTunables=
+		// even with ReadWritePaths=/proc/irq (the same path as its own
+		// read-only entry): the packaged unit lists what it protects instead.
+		return "/proc/irq is read-only here: a systemd unit needs ReadWritePaths=/proc/irq and no ProtectKernelTunables= (which keeps /proc/irq read-only even so; list its other paths in ReadOnlyPaths= as the packaged unit does)"
 	case errno == syscall.EINVAL || errno == syscall.EOVERFLOW:
 		return "the kernel rejects this mask for this IRQ"
 	case errno == 0 && strings.HasSuffix(path, "default_smp_affinity"):
