@@ -22,6 +22,13 @@ const Owner = "housekeeping"
 type Config struct {
 	SysfsRoot, CgroupRoot, ProcRoot string
 	Online                          cpuset.CPUSet
+	// DomainIsolated are the CPUs isolcpus= took out of the scheduler's
+	// domains: host processes never ran there (PID 1's affinity leaves them
+	// out, and every process inherits it). A cpuset change resets the
+	// affinity of a cgroup's tasks to its CPUs, so the cgroups and units
+	// get the housekeeping set without them, or the confinement would move
+	// host processes onto isolated CPUs (seen in the VM suite).
+	DomainIsolated cpuset.CPUSet
 	// Floor is the fewest CPUs the set may have
 	// (pools.exclusive-non-isolcpus.minInfraCPUs).
 	Floor int
@@ -91,11 +98,17 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		s.warned.Clear("workqueue")
 		plan.Changes = append(plan.Changes, workqueueChange(s.cfg.SysfsRoot, set))
 	}
+	// The host's processes: the set less the CPUs they never ran on,
+	// unless that leaves none.
+	host := set.Difference(s.cfg.DomainIsolated)
+	if host.IsEmpty() {
+		host = set
+	}
 	if unified(s.cfg.CgroupRoot) && Systemd(s.cfg.CgroupRoot, s.cfg.ProcRoot) {
 		// systemd owns the slices: AllowedCPUs= through its D-Bus API,
 		// never their cpuset.cpus.
 		s.warned.Clear("cgroups")
-		plan.Changes = append(plan.Changes, s.systemdChanges(set)...)
+		plan.Changes = append(plan.Changes, s.systemdChanges(host)...)
 		s.forgetGone(nil)
 		return plan, nil
 	}
@@ -114,7 +127,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		s.warned.Clear("cgroups")
 	}
 	for _, dir := range dirs {
-		plan.Changes = append(plan.Changes, cgroupChange(dir, set))
+		plan.Changes = append(plan.Changes, cgroupChange(dir, host))
 		s.warned.Clear(dir)
 	}
 	for dir, why := range skipped {

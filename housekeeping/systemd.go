@@ -82,17 +82,18 @@ func DialSystemd(ctx context.Context) (Bus, error) {
 // off the reply path).
 type SystemdFS struct {
 	hostfiles.FS
-	dial    Dialer
-	timeout time.Duration
+	dial       Dialer
+	timeout    time.Duration
+	cgroupRoot string
 
 	mu  sync.Mutex
 	bus Bus
 }
 
 // NewSystemdFS serves SystemdRoot through dial's connections, every other
-// path through fsys.
-func NewSystemdFS(fsys hostfiles.FS, dial Dialer) *SystemdFS {
-	return &SystemdFS{FS: fsys, dial: dial, timeout: 5 * time.Second}
+// path through fsys; cgroupRoot is where the units' cgroups are.
+func NewSystemdFS(fsys hostfiles.FS, dial Dialer, cgroupRoot string) *SystemdFS {
+	return &SystemdFS{FS: fsys, dial: dial, timeout: 5 * time.Second, cgroupRoot: cgroupRoot}
 }
 
 // systemdUnit is the unit of a path below SystemdRoot.
@@ -229,6 +230,31 @@ func (f *SystemdFS) WriteFile(p string, data []byte) error {
 	})
 	if err != nil {
 		return systemdError("setting", unit, err)
+	}
+	if set.IsEmpty() {
+		return f.unsetCgroup(unit)
+	}
+	return nil
+}
+
+// unsetCgroup empties a unit's cpuset.cpus once its AllowedCPUs= is
+// unset. systemd (252) writes cpuset.cpus only while the unit needs the
+// cpuset controller: unset, it no longer does, but the controller stays
+// enabled when another cgroup needs it (a runtime's), and the file keeps
+// the CPUs systemd wrote last, so the unit stayed confined (seen in the
+// VM suite). An empty cpuset.cpus is what systemd itself writes for an
+// unset AllowedCPUs=: every CPU of the parent.
+func (f *SystemdFS) unsetCgroup(unit string) error {
+	if f.cgroupRoot == "" {
+		return nil
+	}
+	file := path.Join(f.cgroupRoot, unit, "cpuset.cpus")
+	data, err := f.FS.ReadFile(file)
+	if err != nil || strings.TrimSpace(string(data)) == "" {
+		return nil // no cpuset controller for it, or empty already
+	}
+	if err := f.FS.WriteFile(file, []byte("\n")); err != nil {
+		return fmt.Errorf("unit %s: %s unset, emptying %s (still %s): %w", unit, allowedCPUs, file, strings.TrimSpace(string(data)), err)
 	}
 	return nil
 }

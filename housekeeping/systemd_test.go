@@ -136,7 +136,7 @@ func sdNode(t *testing.T) *node {
 // serves the units' properties through sd.
 func (n *node) startSystemd(t *testing.T, sd *fakeSystemd, base hostfiles.FS) *process {
 	t.Helper()
-	sfs := NewSystemdFS(base, sd.dial)
+	sfs := NewSystemdFS(base, sd.dial, n.cgroup)
 	p := n.start(t, sfs, 1)
 	p.src.cfg.Systemd = sfs
 	p.r.RestoreOnlyUnder(filepath.Join(n.sysfs, "sys/devices/virtual/workqueue"), n.cgroup, SystemdRoot)
@@ -187,10 +187,17 @@ func TestSystemdSlicesConfined(t *testing.T) {
 	require.NoError(t, p.r.Flush())
 	assert.Equal(t, "0-6", sd.units()["system.slice"])
 
+	// systemd wrote the unit's cpuset.cpus while it needed the controller;
+	// unset, it leaves the file as it is: the plugin empties it.
+	stale := filepath.Join(n.cgroup, "system.slice", "cpuset.cpus")
+	require.NoError(t, os.WriteFile(stale, []byte("0-6\n"), 0o644))
 	p.keep.set(cpuset.New())
 	require.NoError(t, p.r.Flush())
 	assert.Equal(t, sdOriginals, sd.units(), "released: every unit exactly as it was")
 	assert.Equal(t, originals, n.files(t))
+	data, err := os.ReadFile(stale)
+	require.NoError(t, err)
+	assert.Equal(t, "\n", string(data), "unset: every CPU of the parent, as systemd writes it")
 	records, _, _, err = hostfiles.ReadJournal(hostfiles.JournalPath(n.state), boot)
 	require.NoError(t, err)
 	assert.Empty(t, records)
@@ -331,4 +338,25 @@ func TestSystemdMask(t *testing.T) {
 	assert.True(t, ok)
 	_, ok = systemdUnit("/sys/fs/cgroup/system.slice/cpuset.cpus")
 	assert.False(t, ok)
+}
+
+// TestDomainIsolatedLeftOut: CPUs isolcpus= took out of the scheduler's
+// domains are never given to the host's units or cgroups (a cpuset change
+// resets their tasks' affinity to it, which would move host processes
+// onto isolated CPUs), unless nothing else is left.
+func TestDomainIsolatedLeftOut(t *testing.T) {
+	n, sd := sdNode(t), newFakeSystemd()
+	p := n.startSystemd(t, sd, hostfiles.OS{})
+	p.src.cfg.DomainIsolated = cpuset.New(2, 3)
+	p.keep.set(cpuset.New(6, 7))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, withUnits(map[string]string{"system.slice": "0-1,4-5", "init.scope": "0-1,4-5", "user.slice": "0-1"}), sd.units())
+	assert.Equal(t, "3e", n.read(t, "wq"), "the mask: the set, from its original")
+
+	q := newNode(t)
+	c := q.start(t, hostfiles.OS{}, 1)
+	c.src.cfg.DomainIsolated = cpuset.New(0, 1, 2, 3, 4, 5)
+	c.keep.set(cpuset.New(6, 7))
+	require.NoError(t, c.r.Flush())
+	assert.Equal(t, "0-5", q.read(t, "system/cpuset.cpus"), "nothing but isolated CPUs left: the set as it is")
 }

@@ -26,7 +26,7 @@ func (p *Plugin) housekeepingSource(j *hostfiles.Journal) *housekeeping.Source {
 		return nil
 	}
 	cfg := housekeeping.Config{SysfsRoot: p.cfg.SysfsRoot, CgroupRoot: p.cfg.CgroupRoot, ProcRoot: p.cfg.ProcRoot,
-		Online: p.topo.Online, Floor: p.cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs, Kept: p.housekeepingKept, PodCgroups: p.podCgroups}
+		Online: p.topo.Online, DomainIsolated: p.topo.DomainIsolated, Floor: p.cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs, Kept: p.housekeepingKept, PodCgroups: p.podCgroups}
 	if sfs, ok := p.isolationFS.(*housekeeping.SystemdFS); ok {
 		// Under systemd the host's slices get AllowedCPUs= through the
 		// reconciler's FS, which serves their properties.

@@ -205,7 +205,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 	p.readHugePager = p.readHugePages
 	// The host's files, and systemd's unit properties for housekeeping
 	// under systemd (dialled only when first needed).
-	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, housekeeping.NewSystemdFS(hostfiles.OS{}, housekeeping.DialSystemd)
+	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, housekeeping.NewSystemdFS(hostfiles.OS{}, housekeeping.DialSystemd, cfg.CgroupRoot)
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(&p.usage, p.writer)
