@@ -10,7 +10,7 @@
 #                      part is skipped, saying so
 # It checks: dpkg -i and `systemctl start` up to Type=notify's READY; the
 # hardened unit's writable paths (/proc/irq, the cgroup tree, the workqueue
-# mask, the CPUs' files) and read-only ones; a busy loop in system.slice
+# mask, the CPUs' files) and read-only ones; a shell loop in system.slice
 # kept off an exclusive-non-isolcpus container's CPUs by AllowedCPUs= on the
 # host's units, through daemon-reload and a kill -9; a restart without the
 # feature restores every unit exactly; `dpkg -i` of another version while
@@ -29,12 +29,16 @@ CONF=/etc/nri-cpupool/config.yaml
 STATE=/var/lib/nri-cpupool/state.json
 UNITS="system.slice user.slice machine.slice init.scope"
 BUSY=vm-busy.service
+# The housekeeping set for host processes while 4-5 are held: every CPU
+# less 4-5 and less the CPUs isolcpus=domain took (2-3, 6-7), which host
+# processes never ran on.
+HOSTSET=0-1
 
 finish() {
   local rc=$?
   if [ "$FAILED" -gt 0 ] || [ "$rc" -ne 0 ]; then
     echo "---------- journal of $UNIT (last 40 lines) ----------"
-    journalctl -u "$UNIT" -o short-monotonic --no-pager 2>/dev/null | tail -40
+    journalctl -u "$UNIT" -o short-monotonic --no-pager 2>/dev/null | grep -v ' level=debug ' | tail -40
     report
   fi
   systemctl stop "$BUSY" 2>/dev/null
@@ -58,6 +62,9 @@ overlaps() {
 # allowed UNIT: the unit's AllowedCPUs as a CPU list ("" when unset).
 allowed() { systemctl show -p AllowedCPUs --value "$1" | tr ' ' ','; }
 units_allowed() { local u; for u in $UNITS; do printf '%s=%s ' "$u" "$(allowed "$u")"; done; }
+# wq_has_held: "yes" when the unbound workqueue mask has CPU 4 or 5.
+wq_has_held() { if (( 0x$(cat /sys/devices/virtual/workqueue/cpumask) & 0x30 )); then echo yes; else echo no; fi; }
+busy_overlaps() { overlaps "$(busy_allowed)" "$HELD"; }
 busy_allowed() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/$(systemctl show -p MainPID --value "$BUSY")/status"; }
 # host: what the plugin may change on this host, in one line per kind.
 host() {
@@ -83,7 +90,7 @@ journal_count() { journalctl -u "$UNIT" -o cat --no-pager 2>/dev/null | grep -c 
 # writable_in PID PATH: "rw" or "ro", the mount option PATH has in PID's
 # mount namespace (the unit's sandbox).
 writable_in() { findmnt -N "$1" -no OPTIONS -T "$2" | cut -d, -f1; }
-state_containers() { /usr/bin/nri-cpupool status --state-file "$STATE" 2>/dev/null | awk '$3 != "" && $1 != "POD" {print $1 "/" $2 "/" $3}' | sort | paste -sd' '; }
+state_containers() { /usr/bin/nri-cpupool status --state-file "$STATE" 2>/dev/null | grep -o 'telco/[a-z0-9-]*/[a-z0-9-]*' | sort -u | paste -sd' '; }
 
 section "the machine: systemd as PID 1, cgroup v2"
 check "PID 1" "$(cat /proc/1/comm)" "systemd"
@@ -97,7 +104,8 @@ if ! [ -r "${E2E_DEB:-}" ] || ! [ -r "${E2E_DEB2:-}" ]; then die "E2E_DEB and E2
 t=$SECONDS
 check "dpkg -i" "$(dpkg -i "$E2E_DEB" >/tmp/dpkg.log 2>&1 && echo installed)" "installed"
 info "dpkg -i took $((SECONDS - t)) s"
-check "the unit is loaded from the package" "$(systemctl show -p FragmentPath --value "$UNIT")" "/usr/lib/systemd/system/nri-cpupool.service"
+# /lib is /usr/lib on a merged-/usr system (Debian 12): systemd names either.
+check "the unit is loaded from the package" "$(systemctl show -p FragmentPath --value "$UNIT" | sed 's|^/usr/lib/|/lib/|')" "/lib/systemd/system/nri-cpupool.service"
 check "not enabled by the package" "$(systemctl is-enabled "$UNIT")" "disabled"
 V1=$(/usr/bin/nri-cpupool version | head -1)
 start_runtime
@@ -122,34 +130,41 @@ check "the cgroup tree writable" "$(writable_in "$PID1" /sys/fs/cgroup)" "rw"
 check "/sys/devices/system/cpu writable" "$(writable_in "$PID1" /sys/devices/system/cpu)" "rw"
 check "the workqueue mask writable" "$(writable_in "$PID1" /sys/devices/virtual/workqueue)" "rw"
 check "its state directory writable" "$(writable_in "$PID1" /var/lib/nri-cpupool)" "rw"
-check "/proc/sys read-only (ProtectKernelTunables)" "$(writable_in "$PID1" /proc/sys)" "ro"
+check "/proc/sys read-only" "$(writable_in "$PID1" /proc/sys)" "ro"
 check "/sys/kernel read-only" "$(writable_in "$PID1" /sys/kernel)" "ro"
 check "/etc read-only (ProtectSystem=strict)" "$(writable_in "$PID1" /etc)" "ro"
 check "/usr read-only" "$(writable_in "$PID1" /usr)" "ro"
-# The same sandbox, for a shell: a write the unit should never make fails.
-SANDBOX=(-p ProtectSystem=strict -p ProtectKernelTunables=yes -p ReadWritePaths=/sys/fs/cgroup -p ReadWritePaths=/proc/irq
-  -p ReadWritePaths=/sys/devices/system/cpu -p ReadWritePaths=/sys/devices/virtual/workqueue -p CapabilityBoundingSet=CAP_SYS_NICE)
-check "in the same sandbox, /proc/sys/kernel/sysrq is refused" \
-  "$(systemd-run --wait --pipe -q "${SANDBOX[@]}" /bin/sh -c 'echo 1 > /proc/sys/kernel/sysrq' >/dev/null 2>&1 && echo written || echo refused)" "refused"
-check "in the same sandbox, the workqueue mask is written" \
-  "$(systemd-run --wait --pipe -q "${SANDBOX[@]}" /bin/sh -c 'cat /sys/devices/virtual/workqueue/cpumask > /sys/devices/virtual/workqueue/cpumask' >/dev/null 2>&1 && echo written || echo refused)" "written"
+# The unit's own sandbox for a shell (its properties, as systemd-run -p):
+# a write the unit should never make is refused, the ones it needs pass.
+SANDBOX=()
+for p in ProtectSystem ReadWritePaths ReadOnlyPaths InaccessiblePaths ProtectKernelTunables CapabilityBoundingSet PrivateDevices; do
+  while read -r line; do [ -n "$line" ] && SANDBOX+=(-p "$line"); done < <(systemctl cat "$UNIT" | grep "^$p=")
+done
+sandboxed() { systemd-run --wait --pipe -q "${SANDBOX[@]}" /bin/sh -c "$1" 2>&1 && echo written; }
+# sandboxed_rewrite FILE: writes FILE's own content back to it.
+sandboxed_rewrite() { sandboxed "v=\$(cat $1) && echo \"\$v\" > $1"; }
+check "in the unit's sandbox, /proc/sys/kernel/sysrq is refused" "$(sandboxed 'cat /proc/sys/kernel/sysrq > /proc/sys/kernel/sysrq' | tail -1 | grep -o 'Read-only file system')" "Read-only file system"
+check "in the unit's sandbox, an IRQ's affinity is written" "$(sandboxed_rewrite /proc/irq/default_smp_affinity | tail -1)" "written"
+check "in the unit's sandbox, the workqueue mask is written" "$(sandboxed_rewrite /sys/devices/virtual/workqueue/cpumask | tail -1)" "written"
 
-section "housekeeping through D-Bus: a busy loop in system.slice leaves the held CPUs"
-systemd-run -q --unit="$BUSY" --slice=system.slice /bin/sh -c 'while :; do :; done' || die "systemd-run $BUSY"
+section "housekeeping through D-Bus: a shell loop in system.slice leaves the held CPUs"
+# A shell loop that sleeps: a spinning one starves the emulated CPUs under
+# TCG (RCU stalls); what is checked is where it may run.
+systemd-run -q --unit="$BUSY" --slice=system.slice /bin/sh -c 'while :; do sleep 0.2; done' || die "systemd-run $BUSY"
 sleep 1
 BUSY_BEFORE=$(busy_allowed)
-info "the busy loop may run on $BUSY_BEFORE"
+info "the shell loop may run on $BUSY_BEFORE"
 check "units unset before" "$(units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
 ENI=$(run_pod eni telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod eni"
 ENI_C=$(create_ctr "$ENI" eni c 2000) || die "create eni/c"
 HELD=$(cpus_of "$ENI_C")
 check "the container holds 4-5" "$HELD" "4-5"
-check "system.slice AllowedCPUs without them (one pass)" "$(within 10 0-3,6-7 allowed system.slice)" "0-3,6-7"
-check "init.scope too" "$(allowed init.scope)" "0-3,6-7"
-check "the busy loop no longer may run on 4-5" "$(within 10 no overlaps "$(busy_allowed)" "$HELD")" "no"
-check "the workqueue mask without 4-5" "$(within 10 cf cat /sys/devices/virtual/workqueue/cpumask)" "cf"
-check "IRQs kept off 4-5 (/proc/irq written)" "$(within 10 cf cat /proc/irq/default_smp_affinity)" "cf"
-check "no refused write in the daemon's log" "$(journal_count 'refused')" "0"
+check "system.slice AllowedCPUs without them (one pass)" "$(within 30 $HOSTSET allowed system.slice)" "$HOSTSET"
+check "init.scope too" "$(within 30 $HOSTSET allowed init.scope)" "$HOSTSET"
+check "the shell loop no longer may run on 4-5" "$(within 30 no busy_overlaps)" "no"
+check "the workqueue mask without 4-5" "$(within 30 no wq_has_held)" "no"
+check "IRQs kept off 4-5 (/proc/irq written)" "$(within 30 cf cat /proc/irq/default_smp_affinity)" "cf"
+check "no write refused for the sandbox or by systemd" "$(journal_count 'Read-only file system\|read-only here\|Access denied\|AccessDenied')" "0"
 check_contains "metrics: units changed through D-Bus" "$(metrics)" 'cpupool_host_files_changed{owner="housekeeping"} 3'
 check_contains "metrics: nothing refused" "$(metrics)" 'cpupool_host_files_refused{owner="housekeeping"} 0'
 check_contains "metrics: systemd reachable" "$(metrics)" 'cpupool_housekeeping_systemd_unreachable_total 0'
@@ -157,27 +172,31 @@ check "kubepods left alone: no runtime property of the pods' tree" "$(find /run/
 
 section "systemctl daemon-reload keeps it"
 systemctl daemon-reload
-check "system.slice after daemon-reload" "$(allowed system.slice)" "0-3,6-7"
-check "the busy loop still off 4-5" "$(overlaps "$(busy_allowed)" "$HELD")" "no"
+check "system.slice after daemon-reload" "$(allowed system.slice)" "$HOSTSET"
+check "the shell loop still off 4-5" "$(busy_overlaps)" "no"
 sleep 3 # a rescan
-check "and after a rescan" "$(allowed system.slice)" "0-3,6-7"
+check "and after a rescan" "$(allowed system.slice)" "$HOSTSET"
 
 section "kill -9: the next process keeps the units confined"
 systemctl kill -s KILL "$UNIT"
 check "restarted by Restart=always" "$(within 30 yes sh -c "[ \"\$(systemctl show -p MainPID --value $UNIT)\" != $PID1 ] && [ \"\$(systemctl show -p SubState --value $UNIT)\" = running ] && echo yes")" "yes"
-check "system.slice still without 4-5" "$(within 10 0-3,6-7 allowed system.slice)" "0-3,6-7"
-check "the busy loop still off 4-5" "$(overlaps "$(busy_allowed)" "$HELD")" "no"
+check "system.slice still without 4-5" "$(within 30 $HOSTSET allowed system.slice)" "$HOSTSET"
+check "the shell loop still off 4-5" "$(busy_overlaps)" "no"
 
 section "a restart without the feature: every unit exactly as before"
 sed -i 's/housekeeping: held, //' "$CONF"
 systemctl restart "$UNIT"
-check "units as before" "$(within 10 "system.slice= user.slice= machine.slice= init.scope= " units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
-check "the busy loop may run where it could" "$(within 10 "$BUSY_BEFORE" busy_allowed)" "$BUSY_BEFORE"
-check "the workqueue mask as before" "$(within 10 "$(echo "$BEFORE" | sed -n 's/^workqueue: //p')" cat /sys/devices/virtual/workqueue/cpumask)" "$(echo "$BEFORE" | sed -n 's/^workqueue: //p')"
+check "units as before" "$(within 30 "system.slice= user.slice= machine.slice= init.scope= " units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
+check "system.slice's cpuset.cpus empty again (every CPU of the root)" "$(within 30 "" cat /sys/fs/cgroup/system.slice/cpuset.cpus)" ""
+# A cpuset change resets the affinity of the cgroup's tasks to its CPUs:
+# the loop had inherited PID 1's, without the isolated CPUs; now it has
+# its cgroup's (docs/limitations.md).
+check "the shell loop may run on its cgroup's CPUs" "$(busy_allowed)" "$(cat /sys/fs/cgroup/system.slice/cpuset.cpus.effective)"
+check "the workqueue mask as before" "$(within 30 "$(echo "$BEFORE" | sed -n 's/^workqueue: //p')" cat /sys/devices/virtual/workqueue/cpumask)" "$(echo "$BEFORE" | sed -n 's/^workqueue: //p')"
 check "the container keeps its CPUs" "$(cpus_of "$ENI_C")" "4-5"
 sed -i 's/irqIsolation: optOut/housekeeping: held, irqIsolation: optOut/' "$CONF"
 systemctl restart "$UNIT"
-check "the feature back on: system.slice without 4-5" "$(within 10 0-3,6-7 allowed system.slice)" "0-3,6-7"
+check "the feature back on: system.slice without 4-5" "$(within 30 $HOSTSET allowed system.slice)" "$HOSTSET"
 
 section "the packaged upgrade (issue 34): dpkg -i of another version while running"
 RECORDS=$(state_containers)
@@ -192,12 +211,12 @@ check "the new version runs" "$([ "$(/usr/bin/nri-cpupool version | head -1)" !=
 check "the state directory lock is the new process's" "$(sed -n 's/^pid \([0-9]*\),.*/\1/p' /var/lib/nri-cpupool/nri-cpupool.lock)" "$(prop MainPID)"
 check "no record lost" "$(state_containers)" "$RECORDS"
 check "the container keeps its CPUs" "$(cpus_of "$ENI_C")" "4-5"
-check "system.slice still without 4-5" "$(within 10 0-3,6-7 allowed system.slice)" "0-3,6-7"
+check "system.slice still without 4-5" "$(within 30 $HOSTSET allowed system.slice)" "$HOSTSET"
 
 section "the pod ends, stop, dpkg -r, dpkg -P: the host as before"
 crictl rmp -f "$ENI" >/dev/null
-check "released: units as before" "$(within 10 "system.slice= user.slice= machine.slice= init.scope= " units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
-check "released: the busy loop may run where it could" "$(within 10 "$BUSY_BEFORE" busy_allowed)" "$BUSY_BEFORE"
+check "released: units as before" "$(within 30 "system.slice= user.slice= machine.slice= init.scope= " units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
+check "released: the shell loop may run on its cgroup's CPUs again" "$(within 30 0-7 busy_allowed)" "0-7"
 sleep 1
 check "systemctl stop" "$(systemctl stop "$UNIT" && prop ActiveState)" "inactive"
 systemctl stop "$BUSY"
