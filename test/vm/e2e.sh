@@ -69,6 +69,9 @@ case " ${E2E_VM_RUNS:-} " in *:systemd" "*|*:systemd:*)
     mkdir -p "$d/bin"
     cp -r "$REPO/packaging" "$REPO/docs" "$REPO/README.md" "$d/"
     (cd "$REPO" && go build -trimpath -ldflags "-X github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/cli.Version=0.0.$v-e2e" -o "$d/bin/nri-cpupool" ./cmd/nri-cpupool)
+    # The other binaries the recipe ships (nri-cpupool-dra), as make build
+    # left them: only nri-cpupool's version is checked.
+    if [ -x "$REPO/bin/nri-cpupool-dra" ]; then cp "$REPO/bin/nri-cpupool-dra" "$d/bin/"; fi
     (cd "$d" && VERSION=0.0.$v~e2e ARCH=$(go env GOARCH) "$NFPM" package --config packaging/nfpm.yaml --packager deb --target "$SHARE/nri-cpupool_$v.deb" >/dev/null &&
       VERSION=0.0.$v~e2e ARCH=$(go env GOARCH) "$NFPM" package --config packaging/nfpm.yaml --packager rpm --target "$SHARE/nri-cpupool_$v.rpm" >/dev/null) ||
       die "packaging build $v failed"
