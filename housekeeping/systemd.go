@@ -142,9 +142,11 @@ func (f *SystemdFS) connected() (Bus, error) {
 	if f.bus != nil {
 		return f.bus, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	defer cancel()
-	bus, err := f.dial(ctx)
+	// Not a context with a deadline: godbus closes a connection when the
+	// context it was dialled with is done, so a cancelled one gave "use of
+	// closed network connection" on the next call (seen in the VM suite).
+	// Each call has its deadline instead.
+	bus, err := f.dial(context.Background())
 	if err != nil {
 		return nil, err
 	}

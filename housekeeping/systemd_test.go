@@ -33,6 +33,9 @@ type fakeSystemd struct {
 	// set counts as one of its mutating calls.
 	crash          *crashFS
 	dials, sets    int
+	// dialCtx is the context of the last dial: godbus closes a connection
+	// once its dial context is done, which the fake's calls then fail as.
+	dialCtx context.Context
 	notRuntime     []string
 	touchedPodTree bool
 }
@@ -50,9 +53,10 @@ func newFakeSystemd() *fakeSystemd {
 	return f
 }
 
-func (f *fakeSystemd) dial(context.Context) (Bus, error) {
+func (f *fakeSystemd) dial(ctx context.Context) (Bus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.dialCtx = ctx
 	if f.down {
 		return nil, errors.New("dial unix /run/systemd/private: connect: connection refused")
 	}
@@ -76,6 +80,9 @@ type fakeConn struct{ f *fakeSystemd }
 func (c fakeConn) GetUnitTypePropertyContext(_ context.Context, unit, unitType, name string) (*sddbus.Property, error) {
 	c.f.mu.Lock()
 	defer c.f.mu.Unlock()
+	if c.f.dialCtx.Err() != nil {
+		return nil, errors.New("read unix @->/run/systemd/private: use of closed network connection")
+	}
 	if strings.HasPrefix(unit, "kubepods") {
 		c.f.touchedPodTree = true
 	}
@@ -95,6 +102,9 @@ func (c fakeConn) SetUnitPropertiesContext(_ context.Context, unit string, runti
 		c.f.mu.Lock()
 		defer c.f.mu.Unlock()
 		c.f.sets++
+		if c.f.dialCtx.Err() != nil {
+			return errors.New("write unix @->/run/systemd/private: use of closed network connection")
+		}
 		if strings.HasPrefix(unit, "kubepods") {
 			c.f.touchedPodTree = true
 		}

@@ -90,7 +90,9 @@ journal_count() { journalctl -u "$UNIT" -o cat --no-pager 2>/dev/null | grep -c 
 # writable_in PID PATH: "rw" or "ro", the mount option PATH has in PID's
 # mount namespace (the unit's sandbox).
 writable_in() { findmnt -N "$1" -no OPTIONS -T "$2" | cut -d, -f1; }
-state_containers() { /usr/bin/nri-cpupool status --state-file "$STATE" 2>/dev/null | grep -o 'telco/[a-z0-9-]*/[a-z0-9-]*' | sort -u | paste -sd' '; }
+# state_containers: the containers the state file holds (status's NAMESPACE
+# POD CONTAINER columns; the pods here are in namespace telco).
+state_containers() { /usr/bin/nri-cpupool status --state-file "$STATE" 2>/dev/null | awk '$1 == "telco" {print $1 "/" $2 "/" $3}' | sort -u | paste -sd' '; }
 
 section "the machine: systemd as PID 1, cgroup v2"
 check "PID 1" "$(cat /proc/1/comm)" "systemd"
@@ -209,6 +211,7 @@ check "the unit restarted exactly once" "$(( $(journal_count '^Started ') - STAR
 check "a new process, active" "$([ "$(prop MainPID)" != "$PID2" ] && [ "$(prop InvocationID)" != "$INV" ] && echo "new $(prop ActiveState)")" "new active"
 check "the new version runs" "$([ "$(/usr/bin/nri-cpupool version | head -1)" != "$V1" ] && echo yes)" "yes"
 check "the state directory lock is the new process's" "$(sed -n 's/^pid \([0-9]*\),.*/\1/p' /var/lib/nri-cpupool/nri-cpupool.lock)" "$(prop MainPID)"
+check "the state holds the container before the upgrade" "$RECORDS" "telco/eni/c"
 check "no record lost" "$(state_containers)" "$RECORDS"
 check "the container keeps its CPUs" "$(cpus_of "$ENI_C")" "4-5"
 check "system.slice still without 4-5" "$(within 30 $HOSTSET allowed system.slice)" "$HOSTSET"
