@@ -31,11 +31,11 @@ type fakeSystemd struct {
 	setErr map[string]error
 	// crash, when set, is the dying process's file system: a property
 	// set counts as one of its mutating calls.
-	crash          *crashFS
-	dials, sets    int
+	crash       *crashFS
+	dials, sets int
 	// dialCtx is the context of the last dial: godbus closes a connection
 	// once its dial context is done, which the fake's calls then fail as.
-	dialCtx context.Context
+	dialCtx        context.Context
 	notRuntime     []string
 	touchedPodTree bool
 }
