@@ -245,7 +245,8 @@ func (f *SystemdFS) WriteFile(p string, data []byte) error {
 // enabled when another cgroup needs it (a runtime's), and the file keeps
 // the CPUs systemd wrote last, so the unit stayed confined (seen in the
 // VM suite). An empty cpuset.cpus is what systemd itself writes for an
-// unset AllowedCPUs=: every CPU of the parent.
+// unset AllowedCPUs=: every CPU of the parent; where the kernel refuses
+// that, the parent's CPUs themselves.
 func (f *SystemdFS) unsetCgroup(unit string) error {
 	if f.cgroupRoot == "" {
 		return nil
@@ -255,8 +256,19 @@ func (f *SystemdFS) unsetCgroup(unit string) error {
 	if err != nil || strings.TrimSpace(string(data)) == "" {
 		return nil // no cpuset controller for it, or empty already
 	}
-	if err := f.FS.WriteFile(file, []byte("\n")); err != nil {
-		return fmt.Errorf("unit %s: %s unset, emptying %s (still %s): %w", unit, allowedCPUs, file, strings.TrimSpace(string(data)), err)
+	err = f.FS.WriteFile(file, []byte("\n"))
+	if errors.Is(err, syscall.ENOSPC) {
+		// The kernel refuses to empty the cpuset.cpus of a cgroup that
+		// has tasks (the VM suite saw ENOSPC): the parent's CPUs, which
+		// an empty one would inherit, are the nearest (the units are at
+		// the top: the root's).
+		var root []byte
+		if root, err = f.FS.ReadFile(path.Join(f.cgroupRoot, "cpuset.cpus.effective")); err == nil {
+			err = f.FS.WriteFile(file, root)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("unit %s: %s unset, widening %s (still %s): %w", unit, allowedCPUs, file, strings.TrimSpace(string(data)), err)
 	}
 	return nil
 }

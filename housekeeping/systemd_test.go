@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
@@ -369,4 +370,33 @@ func TestDomainIsolatedLeftOut(t *testing.T) {
 	c.keep.set(cpuset.New(6, 7))
 	require.NoError(t, c.r.Flush())
 	assert.Equal(t, "0-5", q.read(t, "system/cpuset.cpus"), "nothing but isolated CPUs left: the set as it is")
+}
+
+// populatedFS refuses to empty a cpuset.cpus, as the kernel does for a
+// cgroup with tasks (ENOSPC).
+type populatedFS struct{ hostfiles.OS }
+
+func (f populatedFS) WriteFile(path string, data []byte) error {
+	if strings.HasSuffix(path, "/cpuset.cpus") && strings.TrimSpace(string(data)) == "" {
+		return &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}
+	}
+	return f.OS.WriteFile(path, data)
+}
+
+// TestUnsetStaleCgroupWithTasks: a unit's stale cpuset.cpus that the
+// kernel will not empty gets the root's CPUs, which an empty one inherits.
+func TestUnsetStaleCgroupWithTasks(t *testing.T) {
+	n, sd := sdNode(t), newFakeSystemd()
+	require.NoError(t, os.WriteFile(filepath.Join(n.cgroup, "cpuset.cpus.effective"), []byte("0-7\n"), 0o644))
+	p := n.startSystemd(t, sd, populatedFS{})
+	p.keep.set(cpuset.New(6, 7))
+	require.NoError(t, p.r.Flush())
+	stale := filepath.Join(n.cgroup, "system.slice", "cpuset.cpus")
+	require.NoError(t, os.WriteFile(stale, []byte("0-5\n"), 0o644))
+	p.keep.set(cpuset.New())
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, sdOriginals, sd.units())
+	data, err := os.ReadFile(stale)
+	require.NoError(t, err)
+	assert.Equal(t, "0-7\n", string(data))
 }
