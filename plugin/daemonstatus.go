@@ -7,9 +7,6 @@ package plugin
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -40,17 +37,8 @@ func DaemonStatusFile(stateFile string) string {
 // ReadDaemonStatus reads a status file; ok is false when there is none
 // (no reload since the daemon's first start).
 func ReadDaemonStatus(path string) (s DaemonStatus, ok bool, err error) {
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return s, false, nil
-	case err != nil:
-		return s, false, err
-	}
-	if err := json.Unmarshal(data, &s); err != nil {
-		return s, false, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, true, nil
+	ok, err = atomicfile.ReadJSON(path, &s)
+	return s, ok, err
 }
 
 // noteStatus changes the daemon's status and writes it. It must not be

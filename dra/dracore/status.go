@@ -1,12 +1,11 @@
 package dracore
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 )
 
 // State is where the driver is in serving the kubelet. Whatever it is,
@@ -63,15 +62,8 @@ func StatusFile(stateFile string) string {
 // ReadStatus reads a status file; ok is false when there is none (the
 // driver is off).
 func ReadStatus(path string) (s Status, ok bool, err error) {
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return Status{}, false, nil
-	case err != nil:
+	if ok, err = atomicfile.ReadJSON(path, &s); err != nil {
 		return Status{}, false, fmt.Errorf("reading the DRA driver's status: %w", err)
 	}
-	if err := json.Unmarshal(data, &s); err != nil {
-		return Status{}, false, fmt.Errorf("DRA driver status %s: %w", path, err)
-	}
-	return s, true, nil
+	return s, ok, nil
 }

@@ -9,6 +9,9 @@
 package atomicfile
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -136,4 +139,21 @@ func RemoveStale(path string, legacy ...string) {
 			os.Remove(s)
 		}
 	}
+}
+
+// ReadJSON reads into v a JSON file that Replace wrote (a status file: a
+// reader sees the old or the new one whole); ok is false when there is
+// none.
+func ReadJSON(path string, v any) (ok bool, err error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return true, nil
 }

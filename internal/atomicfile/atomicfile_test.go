@@ -93,3 +93,21 @@ func TestFdatasyncOfAMissingFile(t *testing.T) {
 	err := Fdatasync(filepath.Join(t.TempDir(), "missing"))
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }
+
+func TestReadJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "status.json")
+	var v struct{ State string }
+	ok, err := ReadJSON(path, &v)
+	require.NoError(t, err)
+	assert.False(t, ok, "no file")
+
+	require.NoError(t, Replace(path, []byte(`{"State": "serving"}`), false))
+	ok, err = ReadJSON(path, &v)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, "serving", v.State)
+
+	require.NoError(t, Replace(path, []byte(`{"State": `), false))
+	_, err = ReadJSON(path, &v)
+	require.ErrorContains(t, err, path+": unexpected end of JSON input")
+}
