@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,6 +67,13 @@ func checkSlices(t *testing.T, s *Static, model string) {
 		assert.LessOrEqual(t, len(sl.Devices), resourceapi.ResourceSliceMaxDevices)
 		for _, dev := range sl.Devices {
 			assert.Empty(t, validation.IsDNS1123Label(dev.Name), "device name %q", dev.Name)
+			for name := range dev.Attributes {
+				checkQualifiedName(t, string(name))
+			}
+			for name := range dev.Capacity {
+				checkQualifiedName(t, string(name))
+			}
+			assert.LessOrEqual(t, len(dev.Attributes)+len(dev.Capacity), resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice, "device %s", dev.Name)
 			assert.False(t, names[dev.Name], "duplicate device %s", dev.Name)
 			names[dev.Name] = true
 			p, numa, slot, err := ParseDeviceName(dev.Name)
@@ -265,4 +273,17 @@ func TestOneCPUDevicePolicy(t *testing.T) {
 	for _, dev := range devices {
 		checkRequestPolicy(t, dev.Capacity[CapacityCPUs])
 	}
+}
+
+// checkQualifiedName: an attribute's or a capacity's name is within the
+// API's lengths (<domain>/<ID>), which validation would refuse the slice
+// for.
+func checkQualifiedName(t *testing.T, name string) {
+	t.Helper()
+	domain, id, found := strings.Cut(name, "/")
+	if !found {
+		domain, id = "", name
+	}
+	assert.LessOrEqual(t, len(domain), resourceapi.DeviceMaxDomainLength, "%s", name)
+	assert.LessOrEqual(t, len(id), resourceapi.DeviceMaxIDLength, "%s", name)
 }
