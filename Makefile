@@ -90,9 +90,13 @@ e2e-vm: build
 	bash test/vm/e2e.sh
 
 # The packaged unit under the host's own systemd as PID 1 in a VM (install,
-# Type=notify, the hardening, housekeeping through D-Bus, upgrade, removal).
+# Type=notify, the hardening, housekeeping through D-Bus, the audit,
+# upgrade, removal), on Debian's Linux 6.1 and on 6.12 (from
+# bookworm-backports, skipped saying so without it): VM_SYSTEMD_RUNS
+# picks (e.g. VM_SYSTEMD_RUNS=v2:systemd for 6.1 alone).
+VM_SYSTEMD_RUNS ?= v2:systemd v2:systemd:6.12
 e2e-vm-systemd: build $(NFPM)
-	E2E_VM_RUNS=v2:systemd NFPM=$(NFPM) bash test/vm/e2e.sh
+	E2E_VM_RUNS="$(VM_SYSTEMD_RUNS)" NFPM=$(NFPM) bash test/vm/e2e.sh
 
 # A private one-node Kubernetes cluster with this plugin (test/k8s): the
 # annotation, device plugin and DaemonSet routes, then the DRA driver.

@@ -85,6 +85,15 @@ within() {
   done
   echo "$got"
 }
+# audit_foreign: the user-space threads of other processes that the audit
+# finds allowed on the held CPUs 4-5 (its JSON's foreignThreads, summed);
+# audit_why: the audit's kinds and threads of those, for the log when not 0.
+audit_json() { /usr/bin/nri-cpupool audit --config "$CONF" --state-file "$STATE" --sample 1s --json 2>/dev/null; }
+audit_foreign() {
+  audit_json | tr -d ' \n' | sed 's/{"cpu":/\n/g' | grep -E '^[45],' | grep -o '"foreignThreads":[0-9]*' | cut -d: -f2 |
+    awk '{n += $1} END {print NR ? n : "no held CPU in the audit"}'
+}
+audit_why() { audit_json | tr -d '\n' | grep -o '"foreignKinds":{[^}]*}\|"threads":\[[^]]*\]' | head -4; }
 prop() { systemctl show -p "$1" --value "$UNIT"; }
 journal_count() { journalctl -u "$UNIT" -o cat --no-pager 2>/dev/null | grep -c "$1"; }
 # writable_in PID PATH: "rw" or "ro", the mount option PATH has in PID's
@@ -166,6 +175,9 @@ check "init.scope too" "$(within 30 $HOSTSET allowed init.scope)" "$HOSTSET"
 check "the shell loop no longer may run on 4-5" "$(within 30 no busy_overlaps)" "no"
 check "the workqueue mask without 4-5" "$(within 30 no wq_has_held)" "no"
 check "IRQs kept off 4-5 (/proc/irq written)" "$(within 30 cf cat /proc/irq/default_smp_affinity)" "cf"
+FOREIGN=$(within 30 0 audit_foreign)
+check "audit: no foreign user-space thread on 4-5" "$FOREIGN" "0"
+[ "$FOREIGN" = 0 ] || info "audit: $(audit_why)"
 check "no write refused for the sandbox or by systemd" "$(journal_count 'Read-only file system\|read-only here\|Access denied\|AccessDenied')" "0"
 check_contains "metrics: units changed through D-Bus" "$(metrics)" 'cpupool_host_files_changed{owner="housekeeping"} 3'
 check_contains "metrics: nothing refused" "$(metrics)" 'cpupool_host_files_refused{owner="housekeeping"} 0'
@@ -178,12 +190,14 @@ check "system.slice after daemon-reload" "$(allowed system.slice)" "$HOSTSET"
 check "the shell loop still off 4-5" "$(busy_overlaps)" "no"
 sleep 3 # a rescan
 check "and after a rescan" "$(allowed system.slice)" "$HOSTSET"
+check "audit after daemon-reload: no foreign user-space thread on 4-5" "$(audit_foreign)" "0"
 
 section "kill -9: the next process keeps the units confined"
 systemctl kill -s KILL "$UNIT"
 check "restarted by Restart=always" "$(within 30 yes sh -c "[ \"\$(systemctl show -p MainPID --value $UNIT)\" != $PID1 ] && [ \"\$(systemctl show -p SubState --value $UNIT)\" = running ] && echo yes")" "yes"
 check "system.slice still without 4-5" "$(within 30 $HOSTSET allowed system.slice)" "$HOSTSET"
 check "the shell loop still off 4-5" "$(busy_overlaps)" "no"
+check "audit after kill -9: no foreign user-space thread on 4-5" "$(audit_foreign)" "0"
 
 section "a restart without the feature: every unit exactly as before"
 sed -i 's/housekeeping: held, //' "$CONF"
