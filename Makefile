@@ -123,7 +123,7 @@ scale-scheduler:
 # -p 1: packages one after the other, so benchmarks do not share the CPUs.
 bench:
 	mkdir -p bin
-	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|Synchronize|PodRemoval|WorstCaseAnnotation|DRAPrepare' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin ./dra | tee bin/bench.txt
+	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|HandlerMemory|Synchronize|PodRemoval|WorstCaseAnnotation|DRAPrepare' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin ./dra | tee bin/bench.txt
 	$(GO) test -run '^$$' -bench 'PluginRSS|StateBurst' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
 

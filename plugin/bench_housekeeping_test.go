@@ -22,8 +22,9 @@ import (
 // top-level cgroups while the next creations are measured; each measured
 // container runs while the next 32 are created, so the passes also widen
 // them again. The three runtimes (the no-op plugin, nri-cpupool without and
-// with housekeeping) take turns, round after round, so that the machine's
-// noise falls on all alike. It reports what each plugin adds to the no-op
+// with housekeeping) go in a new random order each round (measureRounds),
+// so that the machine's noise, and each plugin's background work, falls on
+// all alike. It reports what each plugin adds to the no-op
 // plugin's creation (plain- and housekeeping-added-median-µs, medians of
 // per-round differences), what housekeeping adds to that
 // (housekeeping-extra-median-µs, the median of per-round differences of the

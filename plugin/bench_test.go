@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,12 +271,22 @@ func measurePairedKeeping(b *testing.B, noop, ours *fakeRuntime, keep int) {
 }
 
 // measureRounds times b.N rounds of creations of a 2-CPU exclusive
-// container, one behind each runtime per round, in an order that rotates
-// from round to round, and returns the times by runtime and round, and the
+// container, one behind each runtime per round, and returns the times by
+// runtime and round, and the
 // objects allocated per creation behind counted (its background work
 // included; nil counts none). Each measured container runs while the
 // next keep are created; then it is stopped and removed with its pod, off
 // the clock.
+//
+// The order within a round is what makes the comparison fair: a creation
+// behind nri-cpupool leaves background work (the state writer, host file
+// passes) that runs during the next creation, whichever runtime that is.
+// Two runtimes alternate which goes first. With more, a fixed rotation
+// would always put the same runtime after the same one (the third behind
+// the second's background work, the first behind the last's), a bias as
+// large as the few microseconds being compared; so each round takes its
+// own order, a permutation from a seeded generator, and every runtime
+// follows every other alike.
 func measureRounds(b *testing.B, rts []*fakeRuntime, counted *fakeRuntime, keep int) ([][]time.Duration, float64) {
 	pods := make([][]*api.PodSandbox, len(rts))
 	ctrs := make([][]*api.Container, len(rts))
@@ -290,10 +301,10 @@ func measureRounds(b *testing.B, rts []*fakeRuntime, counted *fakeRuntime, keep 
 	samples := make([][]time.Duration, len(rts))
 	var allocs uint64
 	counter := []rtmetrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	order := roundOrders(b.N, len(rts))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for j := range rts {
-			k := (i + j) % len(rts)
+		for _, k := range order[i] {
 			f := rts[k]
 			rtmetrics.Read(counter)
 			before := counter[0].Value.Uint64()
@@ -319,6 +330,25 @@ func measureRounds(b *testing.B, rts []*fakeRuntime, counted *fakeRuntime, keep 
 	}
 	b.StopTimer()
 	return samples, float64(allocs) / float64(b.N)
+}
+
+// roundOrders is the order of the runtimes in each of rounds rounds
+// (measureRounds): two alternate, more are permuted at random, from a
+// fixed seed so that a run can be repeated.
+func roundOrders(rounds, runtimes int) [][]int {
+	rng := rand.New(rand.NewPCG(31, 32))
+	orders := make([][]int, rounds)
+	for i := range orders {
+		order := make([]int, runtimes)
+		for j := range order {
+			order[j] = (i + j) % runtimes
+		}
+		if runtimes > 2 {
+			rng.Shuffle(runtimes, func(a, b int) { order[a], order[b] = order[b], order[a] })
+		}
+		orders[i] = order
+	}
+	return orders
 }
 
 // exclusiveEvery makes every fourth container a 1-CPU exclusive one and

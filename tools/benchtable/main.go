@@ -86,6 +86,12 @@ func main() {
 		huge, _ := get("CreateContainerRoundTripMemory", "hugepages-extra-median-µs")
 		row("round trip, 200 running: what a memory limit / hugepages add to a plain one's added", fmt.Sprintf("%.0f / %.0f µs (plain %.0f µs)", mem, huge, plain), fmt.Sprintf("≤ %.0f µs (10%%)", plain/10))
 	}
+	if plain, ok := get("CreateContainerHandlerMemory", "plain-median-µs"); ok {
+		mem, _ := get("CreateContainerHandlerMemory", "memory-extra-median-µs")
+		huge, _ := get("CreateContainerHandlerMemory", "hugepages-extra-median-µs")
+		reads, _ := get("CreateContainerHandlerMemory", "reads-median-µs")
+		row("CreateContainer handler, 200 placed: what a memory limit / hugepages add (paired), and the hugepage reads alone", fmt.Sprintf("%.1f / %.1f µs of %.1f; reads %.1f µs", mem, huge, plain, reads), "")
+	}
 	// Issue 32: housekeeping's passes are off the reply path
 	// (BenchmarkCreateContainerRoundTripHousekeeping).
 	if plain, ok := get("CreateContainerRoundTripHousekeeping", "plain-added-median-µs"); ok {
