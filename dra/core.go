@@ -30,6 +30,9 @@ const (
 	CapacityMemory = dracore.CapacityMemory
 	ModelNUMANode  = dracore.ModelNUMANode
 	ModelCPU       = dracore.ModelCPU
+	// MaxResultsPerClaim is dracore.MaxResultsPerClaim, the API's
+	// resourceapi.AllocationResultsMaxSize.
+	MaxResultsPerClaim = dracore.MaxResultsPerClaim
 )
 
 // The driver's states (dracore.State).
@@ -72,6 +75,9 @@ func PlaceOn(alloc *allocator.Allocator, opts config.Allocation, pool string, nu
 
 // Tokens is dracore.Tokens.
 func Tokens(env []string) ([]string, error) { return dracore.Tokens(env) }
+
+// ClaimLimit is dracore.ClaimLimit.
+func ClaimLimit(model string, groups []Group) string { return dracore.ClaimLimit(model, groups) }
 
 // Offer is dracore.Offer.
 func Offer(topo *sysfs.Topology, layout *allocator.Layout, heldOutside map[string]cpuset.CPUSet) []Group {

@@ -121,6 +121,12 @@ func New(p Pools, o Options) (*Driver, error) {
 	}
 	d.statusFile = o.StatusFile
 	d.setState(StateStarting, "")
+	// Said once, at start, in the log the node's operator reads: a claim
+	// the API's limit keeps Pending never reaches this driver.
+	topo, layout := p.Layout()
+	if w := ClaimLimit(d.model, Offer(topo, layout, nil)); w != "" {
+		d.log.Warnf("DRA: dra.devices: %s", w)
+	}
 	return d, nil
 }
 
@@ -342,6 +348,12 @@ func fits(r *Request, topo *sysfs.Topology, layout *allocator.Layout) bool {
 func (d *Driver) allocated(claim *resourceapi.ResourceClaim) (map[string]wanted, error) {
 	if claim.Status.Allocation == nil {
 		return nil, errors.New("not allocated")
+	}
+	// The API server refuses a status with more results, so none should
+	// come here; one that did would be a claim the scheduler cannot have
+	// counted, and its CPUs are not given.
+	if n := len(claim.Status.Allocation.Devices.Results); n > MaxResultsPerClaim {
+		return nil, fmt.Errorf("the allocation has %d results, more than the API's %d per claim (AllocationResultsMaxSize); in dra.devices: %s a CPU is one result, so a claim of more than %d CPUs needs dra.devices: %s", n, MaxResultsPerClaim, ModelCPU, MaxResultsPerClaim, ModelNUMANode)
 	}
 	want := map[string]wanted{}
 	for _, res := range claim.Status.Allocation.Devices.Results {

@@ -297,7 +297,7 @@ func TestRestartKeepsClaims(t *testing.T) {
 	assert.ErrorContains(t, err, "already gives its CPUs to container c", "the binding survived the restart")
 
 	// Its CPUs are not given to another claim.
-	prepare(t, restarted, allocatedClaim("uid-2", "b", slots{"cpus": slotsOn(pools.Exclusive, 4, 0, 40)}, "pod-2"))
+	prepare(t, restarted, shareClaim("uid-2", "b", pools.Exclusive, 4, 40, "pod-2"))
 	assert.True(t, cpusOf(t, restarted, "uid-2", "cpus").Intersection(cpusOf(t, restarted, "uid-1", "cpus")).IsEmpty())
 }
 

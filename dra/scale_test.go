@@ -42,7 +42,9 @@ func TestPrepareAboveCPU1023(t *testing.T) {
 	s := static(t, "sparse-4096", bigSliceCases[3].config)
 	td := newTestDriver(t, s)
 	topo, _ := s.Layout()
-	res := prepare(t, td.Driver, allocatedClaim("uid-1", "big", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 93)}, "pod-1"))
+	// A share of the node's device (numaNode model): in the cpu model a
+	// claim gets at most 32 CPUs (TestClaimLimitOfTheCPUModel).
+	res := prepare(t, td.Driver, shareClaim("uid-1", "big", pools.Exclusive, 1, 93, "pod-1"))
 	require.NoError(t, res["uid-1"].Err)
 	cpus := cpusOf(t, td.Driver, "uid-1", "cpus")
 	require.Equal(t, 93, cpus.Size(), "every online CPU of node 1 (96 less 3 offline)")

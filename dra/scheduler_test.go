@@ -119,13 +119,20 @@ func schedule(t *testing.T, cls classes, sl []*resourceapi.ResourceSlice, claims
 // kube-scheduler 1.36's defaults.
 func scheduleIn(t *testing.T, cls classes, sl []*resourceapi.ResourceSlice, state structured.AllocatedState, claims ...*resourceapi.ResourceClaim) []resourceapi.AllocationResult {
 	t.Helper()
+	res, err := allocate(t, cls, sl, state, claims...)
+	require.NoError(t, err)
+	return res
+}
+
+// allocate is scheduleIn that returns the allocator's error: what the
+// scheduler's Filter reports, and the pod's Pending reason.
+func allocate(t *testing.T, cls classes, sl []*resourceapi.ResourceSlice, state structured.AllocatedState, claims ...*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
+	t.Helper()
 	features := structured.Features{AdminAccess: true, ConsumableCapacity: true, DeviceBindingAndStatus: true, DeviceTaints: true,
 		PartitionableDevices: true, PrioritizedList: true}
 	a, err := structured.NewAllocator(context.Background(), features, state, cls, sl, cel.NewCache(10, cel.Features{EnableConsumableCapacity: true}))
 	require.NoError(t, err)
-	res, err := a.Allocate(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}, claims)
-	require.NoError(t, err)
-	return res
+	return a.Allocate(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}, claims)
 }
 
 // request asks for count devices of a class.

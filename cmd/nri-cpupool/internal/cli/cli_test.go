@@ -373,3 +373,26 @@ func TestRunWithDRANeedsItsSibling(t *testing.T) {
 	assert.Contains(t, errOut, "dra.enabled: the DRA driver is in nri-cpupool-dra, which should be next to "+self)
 	assert.NoFileExists(t, filepath.Join(dir, "state.json"))
 }
+
+// TestValidateWarnsOfTheCPUModelsClaimLimit: in dra.devices: cpu a CPU is
+// one allocation result, and the API allows 32 a claim (issue 33):
+// validate says so where a pool offers more, and not in the numaNode model
+// or where no claim could ask for more.
+func TestValidateWarnsOfTheCPUModelsClaimLimit(t *testing.T) {
+	root := fixture.Root(t, "epyc-2s-384")
+	for _, tc := range []struct {
+		config string
+		warns  bool
+	}{
+		{"isolatedCPUs: \"4-191\"\ndra: {enabled: true, devices: cpu}\n", true},
+		{"isolatedCPUs: \"4-191\"\ndra: {enabled: true, devices: numaNode}\n", false},
+		{"isolatedCPUs: \"4-35\"\ndra: {enabled: true, devices: cpu}\n", false},
+		{"isolatedCPUs: \"4-191\"\ndra: {devices: cpu}\n", false}, // DRA off
+	} {
+		code, _, errOut := run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, tc.config))
+		require.Equal(t, 0, code, errOut)
+		assert.Equal(t, tc.warns, strings.Contains(errOut,
+			"warning: dra.devices: in the cpu model a claim gets at most 32 CPUs (the API's 32 allocation results per claim, one per CPU here), and a container's cpupool.dev/exclusive at most 32, of the 188 exclusive CPUs this node offers"),
+			"%s\n%s", tc.config, errOut)
+	}
+}

@@ -36,6 +36,11 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if !problems.HasErrors() {
 		problems = append(problems, hugePageProblems(cfg, topo, layout)...)
 		problems = append(problems, housekeeping.Check(cfg, layout)...)
+		if cfg.DRA.Enabled {
+			if w := dracore.ClaimLimit(cfg.DRA.Devices, dracore.Offer(topo, layout, nil)); w != "" {
+				problems.Warnf("dra.devices", "%s", w)
+			}
+		}
 	}
 	for _, p := range problems {
 		fmt.Fprintln(stderr, p)
