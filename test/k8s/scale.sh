@@ -27,6 +27,9 @@ CPU_PODS=${CPU_PODS:-300}
 MODELS=${MODELS:-numaNode cpu}
 CPUS=${CPUS:-2}
 NICS=${NICS:-8}  # NIC devices (say, VFs) per NUMA node: a claim takes one
+# How the claims come to be (schedscale -release): template (the
+# resourceclaim controller makes them as the pods appear) or precreated.
+RELEASE=${RELEASE:-template}
 # The scheduler's and controller-manager's client QPS: their defaults (50
 # and 20) would measure the client's rate limiter, not the scheduler; the
 # upstream scheduler_perf runs unthrottled too.
@@ -103,11 +106,11 @@ YAML
   kubectl create -f "$W/cluster.json" >/dev/null || die "creating the nodes and their slices"
   wait_long "$NODES Ready kwok nodes" 300 nodes_ready
   info "$NODES nodes with $(kubectl get resourceslices --no-headers | wc -l) ResourceSlices in $((SECONDS - t0)) s"
-  if [ "${PROFILE:-}" = 1 ]; then
-    profile=(-profile "$REPO/bin/scale-scheduler-$model-$NODES.pprof" -scheduler-url "https://127.0.0.1:$SCHED_PORT"
-      -cert "$W/pki/admin.crt" -key "$W/pki/admin.key")
-  fi
-  "$REPO/bin/schedscale" -kubeconfig "$W/admin.kubeconfig" -pods "$pods" -cpus "$CPUS" -model "$model" \
+  # The scheduler's port: its /metrics for every phase, its profile on request.
+  profile=(-scheduler-url "https://127.0.0.1:$SCHED_PORT" -cert "$W/pki/admin.crt" -key "$W/pki/admin.key")
+  if [ "${PROFILE:-}" = 1 ]; then profile+=(-profile "$REPO/bin/scale-scheduler-$model-$NODES.pprof"); fi
+  if [ "${TRACE:-}" = 1 ]; then profile+=(-trace); fi
+  "$REPO/bin/schedscale" -kubeconfig "$W/admin.kubeconfig" -pods "$pods" -cpus "$CPUS" -model "$model" -release "$RELEASE" \
     -scheduler-pid "$PIDS_scheduler" "${profile[@]}" > "$W/phases.jsonl" || { cat "$W/phases.jsonl"; die "$model: the scale run failed"; }
   python3 - "$W/phases.jsonl" "$(date -u +%FT%TZ)" >> "$OUT" <<'PY' || die "recording the figures"
 import json, sys

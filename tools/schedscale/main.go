@@ -41,6 +41,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/dra/dracore"
 )
 
 const (
@@ -63,7 +64,18 @@ type options struct {
 	// from schedURL's /debug/pprof with the client certificate.
 	profile, schedURL, cert, key string
 	profileSecs                  int
+	// release is how a claims phase's claims come to be: "template"
+	// (the resourceclaim controller makes them from the template as the
+	// pods appear) or "precreated" (made before the pods, named by them).
+	release string
+	// trace prints the scheduler's queues every sample to stderr.
+	trace bool
 }
+
+const (
+	releaseTemplate   = "template"
+	releasePrecreated = "precreated"
+)
 
 // Phase is one phase's figures, printed as a JSON line.
 type Phase struct {
@@ -87,6 +99,13 @@ type Phase struct {
 	RSSMiB  float64 `json:"schedulerRSSMiB"`
 	PeakMiB float64 `json:"schedulerPeakMiB"`
 	Check   string  `json:"check,omitempty"`
+	// Release is the claims phase's release (options.release).
+	Release string `json:"release,omitempty"`
+	// Queue is what the scheduler's metrics say of the phase, when its
+	// port is given; Unschedulable counts the scheduler's reasons for pods
+	// it found unschedulable (PodScheduled false), once per pod and reason.
+	Queue         *Queue         `json:"queue,omitempty"`
+	Unschedulable map[string]int `json:"unschedulable,omitempty"`
 }
 
 func main() {
@@ -105,6 +124,8 @@ func main() {
 	flag.StringVar(&o.schedURL, "scheduler-url", "", "the scheduler's secure port, https://127.0.0.1:PORT")
 	flag.StringVar(&o.cert, "cert", "", "client certificate for the scheduler's port")
 	flag.StringVar(&o.key, "key", "", "its key")
+	flag.StringVar(&o.release, "release", releaseTemplate, "how the claims come to be: template (the resourceclaim controller makes them as the pods appear) or precreated (made before the pods, which name them)")
+	flag.BoolVar(&o.trace, "trace", false, "print the scheduler's queues every second to stderr")
 	phases := flag.String("phases", "plain,claims", "phases to run, in order")
 	flag.Parse()
 	if err := run(*kubeconfig, o, strings.Split(*phases, ",")); err != nil {
@@ -114,6 +135,12 @@ func main() {
 }
 
 func run(kubeconfig string, o options, phases []string) error {
+	// In the cpu model a CPU is one allocation result: the scheduler
+	// refuses a claim of more than the API's 32, and every pod would wait.
+	if o.model == config.DRADevicesCPU && o.cpus > dracore.MaxResultsPerClaim {
+		return fmt.Errorf("-cpus %d: in the %s model a claim gets at most %d CPUs (the API's %d allocation results per claim); use -model %s",
+			o.cpus, o.model, dracore.MaxResultsPerClaim, dracore.MaxResultsPerClaim, config.DRADevicesNUMANode)
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -168,6 +195,12 @@ func runPhase(ctx context.Context, client kubernetes.Interface, o options, phase
 	}
 	ns := o.namespace + "-" + phase
 	p := Phase{Phase: phase, Model: o.model, Nodes: nodes, Pods: o.pods}
+	if claims {
+		p.Release = o.release
+		if o.release != releaseTemplate && o.release != releasePrecreated {
+			return p, fmt.Errorf("-release %q: template or precreated", o.release)
+		}
+	}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return p, err
 	}
@@ -176,24 +209,46 @@ func runPhase(ctx context.Context, client kubernetes.Interface, o options, phase
 		return p, err
 	}
 	if claims {
-		if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, claimTemplate(o), metav1.CreateOptions{}); err != nil {
+		tmpl := claimTemplate(o)
+		if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 			return p, err
+		}
+		if o.release == releasePrecreated {
+			// With the scheduler running: its claim cache holds them all
+			// before the first pod arrives.
+			if err := createClaims(ctx, client, o, ns, tmpl.Spec.Spec); err != nil {
+				return p, err
+			}
+			if err := waitClaims(ctx, client, ns, o.pods, o.timeout); err != nil {
+				return p, err
+			}
 		}
 	}
 
 	// Bindings are seen through an informer, timed as they arrive.
 	var mu sync.Mutex
 	bound := map[string]time.Time{}
+	reasons := map[string]int{}
+	reasonOf := map[string]string{} // pod → its last counted reason
 	seen := func(obj any) {
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Spec.NodeName == "" {
+		if !ok {
 			return
 		}
 		mu.Lock()
+		defer mu.Unlock()
+		if pod.Spec.NodeName == "" {
+			for _, c := range pod.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && reasonOf[pod.Name] != c.Message {
+					reasonOf[pod.Name] = c.Message
+					reasons[shorten(c.Message)]++
+				}
+			}
+			return
+		}
 		if _, ok := bound[pod.Name]; !ok {
 			bound[pod.Name] = time.Now()
 		}
-		mu.Unlock()
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().Pods().Informer()
@@ -212,6 +267,17 @@ func runPhase(ctx context.Context, client kubernetes.Interface, o options, phase
 	// creating them is slower than scheduling them, and would be measured
 	// instead. It resumes with every pod waiting, as the upstream
 	// scheduler_perf's pods do.
+	var sc *scraper
+	var before map[string]map[string]float64
+	if o.schedURL != "" {
+		var err error
+		if sc, err = newScraper(o); err != nil {
+			return p, err
+		}
+		if before, err = sc.scrape(); err != nil {
+			return p, err
+		}
+	}
 	if o.schedPID != 0 {
 		if err := syscall.Kill(o.schedPID, syscall.SIGSTOP); err != nil {
 			return p, fmt.Errorf("stopping the scheduler: %w", err)
@@ -223,7 +289,7 @@ func runPhase(ctx context.Context, client kubernetes.Interface, o options, phase
 		return p, err
 	}
 	p.Create = time.Since(created).Round(time.Millisecond).String()
-	if claims {
+	if claims && o.release == releaseTemplate {
 		if err := waitClaims(ctx, client, ns, o.pods, o.timeout); err != nil {
 			return p, err
 		}
@@ -233,6 +299,15 @@ func runPhase(ctx context.Context, client kubernetes.Interface, o options, phase
 		if err := syscall.Kill(o.schedPID, syscall.SIGCONT); err != nil {
 			return p, fmt.Errorf("resuming the scheduler: %w", err)
 		}
+	}
+	var queue func() Queue
+	sampling := make(chan struct{})
+	if sc != nil {
+		var trace io.Writer
+		if o.trace {
+			trace = os.Stderr
+		}
+		queue = sc.watchQueue(before, sampling, time.Second, trace)
 	}
 	profiled := make(chan error, 1)
 	if claims && o.profile != "" {
@@ -249,11 +324,18 @@ func runPhase(ctx context.Context, client kubernetes.Interface, o options, phase
 			break
 		}
 		if time.Now().After(deadline) {
+			close(sampling)
 			return p, fmt.Errorf("%d of %d pods bound after %s; %s", n, o.pods, o.timeout, pendingReason(ctx, client, ns))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	close(sampling)
+	if queue != nil {
+		q := queue()
+		p.Queue = &q
+	}
 	mu.Lock()
+	p.Unschedulable = reasons
 	times := make([]time.Time, 0, len(bound))
 	for _, t := range bound {
 		times = append(times, t)
@@ -376,17 +458,26 @@ func claimTemplate(o options) *resourceapi.ResourceClaimTemplate {
 }
 
 // createPods makes o.pods pods, o.workers at a time; with claims each has
-// a claim from the template.
+// a claim, from the template or precreated.
 func createPods(ctx context.Context, client kubernetes.Interface, o options, ns string, claims bool) error {
+	return parallel(o.pods, o.workers, func(i int) error {
+		_, err := client.CoreV1().Pods(ns).Create(ctx, pod(i, claims, o.release), metav1.CreateOptions{})
+		return err
+	})
+}
+
+// parallel runs do(0) to do(n-1), workers at a time, and returns the first
+// error; after one, the items not started are skipped.
+func parallel(n, workers int, do func(i int) error) error {
 	next := make(chan int)
-	errs := make(chan error, o.workers)
+	errs := make(chan error, workers)
 	var wg sync.WaitGroup
-	for range o.workers {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				if _, err := client.CoreV1().Pods(ns).Create(ctx, pod(i, claims), metav1.CreateOptions{}); err != nil {
+				if err := do(i); err != nil {
 					errs <- err
 					for range next {
 					}
@@ -395,7 +486,7 @@ func createPods(ctx context.Context, client kubernetes.Interface, o options, ns 
 			}
 		}()
 	}
-	for i := range o.pods {
+	for i := range n {
 		next <- i
 	}
 	close(next)
@@ -404,7 +495,7 @@ func createPods(ctx context.Context, client kubernetes.Interface, o options, ns 
 	return <-errs
 }
 
-func pod(i int, claims bool) *corev1.Pod {
+func pod(i int, claims bool, release string) *corev1.Pod {
 	ctr := corev1.Container{Name: "app", Image: "registry.example/app:1",
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}}
@@ -412,9 +503,35 @@ func pod(i int, claims bool) *corev1.Pod {
 		Spec: corev1.PodSpec{Containers: []corev1.Container{ctr}, TerminationGracePeriodSeconds: ptr.To(int64(0))}}
 	if claims {
 		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "dev", ResourceClaimTemplateName: ptr.To(template)}}
+		if release == releasePrecreated {
+			p.Spec.ResourceClaims[0] = corev1.PodResourceClaim{Name: "dev", ResourceClaimName: ptr.To(claimName(i))}
+		}
 		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "dev"}}
 	}
 	return p
+}
+
+func claimName(i int) string { return fmt.Sprintf("claim-%05d", i) }
+
+// createClaims makes the claims of o.pods pods, as the template would,
+// o.workers at a time.
+func createClaims(ctx context.Context, client kubernetes.Interface, o options, ns string, spec resourceapi.ResourceClaimSpec) error {
+	return parallel(o.pods, o.workers, func(i int) error {
+		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: claimName(i)}, Spec: spec}
+		if _, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating claim %s: %w", c.Name, err)
+		}
+		return nil
+	})
+}
+
+// shorten keeps a scheduler message's first 160 bytes: enough to tell
+// its kind, few enough to count.
+func shorten(msg string) string {
+	if len(msg) > 160 {
+		return msg[:160] + "..."
+	}
+	return msg
 }
 
 // pendingReason counts the pods not bound and gives one's scheduler message.
@@ -472,6 +589,13 @@ func cleanup(ctx context.Context, client kubernetes.Interface, ns string, claims
 		// its deletions done so far stay.
 		if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}, metav1.ListOptions{}); err != nil {
 			fmt.Fprintf(os.Stderr, "schedscale: deleting the pods of %s: %v; again\n", ns, err)
+		}
+		if claims {
+			// Precreated claims have no owner for the garbage collector;
+			// one still reserved for a pod waits for it to go.
+			if err := client.ResourceV1().ResourceClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+				fmt.Fprintf(os.Stderr, "schedscale: deleting the claims of %s: %v; again\n", ns, err)
+			}
 		}
 		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
