@@ -98,7 +98,11 @@ type Phase struct {
 	// RSSMiB and PeakMiB are the scheduler's VmRSS and VmHWM after the phase.
 	RSSMiB  float64 `json:"schedulerRSSMiB"`
 	PeakMiB float64 `json:"schedulerPeakMiB"`
-	Check   string  `json:"check,omitempty"`
+	// CPUms is the scheduler's CPU time (user and system, /proc) from its
+	// resumption to the last binding, per pod bound: what a pod costs it,
+	// whatever share of the shared cores it got.
+	CPUms float64 `json:"schedulerCPUmsPerPod,omitempty"`
+	Check string  `json:"check,omitempty"`
 	// Release is the claims phase's release (options.release).
 	Release string `json:"release,omitempty"`
 	// Queue is what the scheduler's metrics say of the phase, when its
@@ -295,6 +299,7 @@ func runPhase(ctx context.Context, client kubernetes.Interface, o options, phase
 		}
 	}
 	start := time.Now()
+	cpu0 := cpuTime(o.schedPID)
 	if o.schedPID != 0 {
 		if err := syscall.Kill(o.schedPID, syscall.SIGCONT); err != nil {
 			return p, fmt.Errorf("resuming the scheduler: %w", err)
@@ -328,6 +333,9 @@ func runPhase(ctx context.Context, client kubernetes.Interface, o options, phase
 			return p, fmt.Errorf("%d of %d pods bound after %s; %s", n, o.pods, o.timeout, pendingReason(ctx, client, ns))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if cpu0 > 0 {
+		p.CPUms = round1((cpuTime(o.schedPID) - cpu0).Seconds() * 1000 / float64(o.pods))
 	}
 	close(sampling)
 	if queue != nil {
@@ -403,6 +411,26 @@ func medianPerSecond(times []time.Time) float64 {
 		return float64(counts[secs/2])
 	}
 	return float64(counts[secs/2-1]+counts[secs/2]) / 2
+}
+
+// cpuTime is a process's user and system time so far (/proc/PID/stat,
+// fields 14 and 15, in clock ticks of 1/100 s on Linux), 0 when unknown.
+func cpuTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name, field 2, may hold spaces: count from its ')'.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // memory reads the scheduler's VmRSS and VmHWM in MiB.

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,4 +36,16 @@ process_start_time_seconds 1.7e+09
 	assert.ErrorContains(t, err, `metric line "scheduler_pending_pods{queue=\"active\"} many"`)
 
 	assert.Equal(t, map[string]float64{"a": 2}, growth(map[string]float64{"a": 1, "b": 4}, map[string]float64{"a": 3, "b": 4}))
+}
+
+// cpuTime reads this process's own /proc/PID/stat: it grows with work.
+func TestCPUTime(t *testing.T) {
+	before := cpuTime(os.Getpid())
+	require.Positive(t, before+1, "readable")
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for x := 0; time.Now().Before(deadline); x++ {
+		_ = x * x
+	}
+	assert.Greater(t, cpuTime(os.Getpid()), before)
+	assert.Zero(t, cpuTime(0))
 }
