@@ -2,8 +2,9 @@
 // that carry the cpupool.dev slices of real fixture shapes and a NIC
 // driver's devices (test/k8s/scale.sh makes it; issue 33). In one run it
 // schedules the same pods twice: without claims, then each with a claim
-// from a template for CPUs on a NIC's NUMA node (matchAttribute
-// resource.kubernetes.io/numaNode). For each phase it prints the pods bound
+// for CPUs on a NIC's NUMA node (matchAttribute
+// resource.kubernetes.io/numaNode), made before the pods (-release
+// precreated) or by the resourceclaim controller from a template. For each phase it prints the pods bound
 // per second, and the scheduler's memory from /proc; after the claims phase
 // it checks the allocations themselves (check), and that the check fails on
 // a broken copy of them (broken). It prints one JSON line per phase for
@@ -128,7 +129,7 @@ func main() {
 	flag.StringVar(&o.schedURL, "scheduler-url", "", "the scheduler's secure port, https://127.0.0.1:PORT")
 	flag.StringVar(&o.cert, "cert", "", "client certificate for the scheduler's port")
 	flag.StringVar(&o.key, "key", "", "its key")
-	flag.StringVar(&o.release, "release", releaseTemplate, "how the claims come to be: template (the resourceclaim controller makes them as the pods appear) or precreated (made before the pods, which name them)")
+	flag.StringVar(&o.release, "release", releasePrecreated, "how the claims come to be: precreated (made before the pods, which name them) or template (the resourceclaim controller makes them as the pods appear; released at once, every pod waits gated for its claim)")
 	flag.BoolVar(&o.trace, "trace", false, "print the scheduler's queues every second to stderr")
 	phases := flag.String("phases", "plain,claims", "phases to run, in order")
 	flag.Parse()
