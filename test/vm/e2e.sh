@@ -64,6 +64,13 @@ fi
 PKG_ENVS=()
 case " ${E2E_VM_RUNS:-} " in *:systemd" "*|*:systemd:*)
   [ -x "${NFPM:-}" ] || die "the systemd set needs nfpm: run it with make e2e-vm-systemd"
+  # rpm for the set's .rpm install and upgrade (the VM runs the host's
+  # root read-only, so it must be here); without it that part is skipped.
+  if ! command -v rpm >/dev/null; then
+    info "installing rpm (apt-get) for the systemd set's .rpm checks"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rpm; } >/dev/null 2>&1 ||
+      info "apt-get could not install rpm: the .rpm checks will be skipped"
+  fi
   for v in 1 2; do
     d=$SHARE/pkg$v
     mkdir -p "$d/bin"
