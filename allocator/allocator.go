@@ -489,11 +489,14 @@ func (a *Allocator) PodsWithoutCPUQuota() map[string]bool {
 	return pods
 }
 
-// Unknown returns the CPUs of a set that this node does not have online.
-func (a *Allocator) Unknown(cpus cpuset.CPUSet) cpuset.CPUSet {
+// Absent returns the CPUs of a set that this node does not have at all
+// (not present: a state file from another node, a vCPU unplugged). An
+// offline CPU is not absent: the kernel may take a container's CPU offline
+// and bring it back, and its record keeps it meanwhile.
+func (a *Allocator) Absent(cpus cpuset.CPUSet) cpuset.CPUSet {
 	var out []int
 	for _, id := range cpus.UnsortedList() {
-		if !a.x.online(id) {
+		if !a.x.present(id) {
 			out = append(out, id)
 		}
 	}

@@ -42,5 +42,5 @@ func TestRestoreDropsCPUsTheNodeLacks(t *testing.T) {
 	assert.Error(t, err)
 	_, err = a.RestoreHold(Hold{Assignment: Assignment{ID: "z", Pod: PodRef{UID: "u"}, Container: "z", Pool: pools.Exclusive,
 		CPUs: cpuset.New(5, 4000)}})
-	assert.ErrorContains(t, err, "not online")
+	assert.ErrorContains(t, err, "CPUs 4000 are not on this node")
 }

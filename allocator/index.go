@@ -28,7 +28,9 @@ type index struct {
 }
 
 type cpuInfo struct {
-	online                 bool
+	// present: the topology lists it (online or offline); ids it does not
+	// list are holes of the index.
+	present, online        bool
 	core, l3, numa, socket int
 	baseFreqKHz            int64
 }
@@ -44,7 +46,7 @@ func newIndex(topo *sysfs.Topology) *index {
 	}
 	maxCore := -1
 	for _, c := range topo.CPUs {
-		x.cpus[c.ID] = cpuInfo{online: c.Online, core: c.Core, l3: c.L3, numa: c.NUMA, socket: c.Socket, baseFreqKHz: c.BaseFreqKHz}
+		x.cpus[c.ID] = cpuInfo{present: true, online: c.Online, core: c.Core, l3: c.L3, numa: c.NUMA, socket: c.Socket, baseFreqKHz: c.BaseFreqKHz}
 		maxCore = max(maxCore, c.Core)
 	}
 	x.cores = make([][]int, maxCore+1)
@@ -92,6 +94,10 @@ func newIndex(topo *sysfs.Topology) *index {
 }
 
 func (x *index) online(id int) bool { return id >= 0 && id < len(x.cpus) && x.cpus[id].online }
+
+// present tells whether the node has the CPU, online or offline: an
+// offline one still has its place in the index, and may have an owner.
+func (x *index) present(id int) bool { return id >= 0 && id < len(x.cpus) && x.cpus[id].present }
 
 // memsFor returns the NUMA nodes holding memory closest to the CPUs: their
 // own nodes, or for memory-less nodes the nearest node with memory.

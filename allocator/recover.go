@@ -109,7 +109,7 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		return Result{}, NeedsRepin, nil
 	case !a.heldByOthers(as.Held(), as.ID).IsEmpty():
 		return Result{}, NeedsRepin, nil
-	case cpulist.Equal(runsOn, as.CPUs):
+	case cpulist.Equal(runsOn, as.CPUs), a.sameWhileOffline(runsOn, as.CPUs):
 		res, err := a.keep(as)
 		return res, Kept, err
 	case runsOn.Size() == as.CPUs.Size():
@@ -123,6 +123,23 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		}
 	}
 	return Result{}, NeedsRepin, nil
+}
+
+// sameWhileOffline tells whether a container runs on its remembered CPUs
+// but for some the kernel took offline: cgroup v1 drops an offline CPU
+// from the cpuset for good, and a runtime that reads it back reports the
+// rest. The record keeps them (held offline, see Rebase).
+func (a *Allocator) sameWhileOffline(runsOn, remembered cpuset.CPUSet) bool {
+	off := remembered.Difference(runsOn)
+	if off.IsEmpty() || !runsOn.IsSubsetOf(remembered) {
+		return false
+	}
+	for _, cpu := range off.UnsortedList() {
+		if a.x.online(cpu) || !a.x.present(cpu) {
+			return false
+		}
+	}
+	return true
 }
 
 // Repin is round 3 for a container Readmit found NeedsRepin: back on its
@@ -142,7 +159,9 @@ func (a *Allocator) Repin(r Remembered) (Result, Readmitted, error) {
 // restore re-adds a container exactly where it runs, and only if it may run
 // there: on online CPUs of its pool as now configured that no other
 // container holds. It never moves the container; the error says what is
-// wrong, and nothing is added.
+// wrong, and nothing is added. It is for a container that must be pinned
+// (again): an update naming an offline CPU fails on cgroup v1, so a set
+// with one is refused.
 func (a *Allocator) restore(as Assignment) (Result, error) {
 	as, infraBefore, problem, err := a.prepareReadd(as)
 	if err != nil {
@@ -151,13 +170,18 @@ func (a *Allocator) restore(as Assignment) (Result, error) {
 	if problem != nil {
 		return Result{}, problem
 	}
+	if off := a.offline(&as); !off.IsEmpty() {
+		return Result{}, fmt.Errorf("container %s: CPUs %s are offline", as.ID, off)
+	}
 	return a.readd(as, infraBefore)
 }
 
 // keep re-adds a container exactly where it runs even when it may not run
 // there (its CPUs conflict with another container's, or lie outside its
 // pool as now configured): the error then says so. On a CPU two containers
-// claim, the first holder keeps it (see Release).
+// claim, the first holder keeps it (see Release). Its CPUs that are
+// offline are no conflict: the kernel took them from its cpuset, and they
+// stay its own (held offline).
 func (a *Allocator) keep(as Assignment) (Result, error) {
 	as, infraBefore, problem, err := a.prepareReadd(as)
 	if err != nil {
@@ -178,7 +202,8 @@ func (a *Allocator) keep(as Assignment) (Result, error) {
 func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, problem, err error) {
 	// CPUs this node does not have (a state file from another node, a
 	// hot-unplugged vCPU) are dropped: nothing may index past the node.
-	if unknown := a.Unknown(as.CPUs.Union(as.Reserved)); !unknown.IsEmpty() {
+	// Offline ones are the node's, and stay the container's.
+	if unknown := a.Absent(as.CPUs.Union(as.Reserved)); !unknown.IsEmpty() {
 		problem = fmt.Errorf("container %s: CPUs %s are not on this node", as.ID, unknown)
 		as.CPUs, as.Reserved = as.CPUs.Difference(unknown), as.Reserved.Difference(unknown)
 	}
@@ -209,17 +234,14 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 	}
 	if pools.IsExclusive(as.Pool) && problem == nil {
 		for _, cpu := range as.Held().List() {
-			if !a.x.online(cpu) {
-				problem = fmt.Errorf("container %s: CPU %d is not online", as.ID, cpu)
-				break
-			}
 			if o := a.owner[cpu]; o != "" && o != as.ID {
 				problem = fmt.Errorf("container %s: CPU %d is already held by container %s", as.ID, cpu, o)
 				break
 			}
 		}
-		if problem == nil && !as.Held().IsSubsetOf(a.layout.Pool(as.Pool)) {
-			problem = fmt.Errorf("container %s: CPUs %s are outside pool %s (%s) as now configured", as.ID, as.Held().Difference(a.layout.Pool(as.Pool)), as.Pool, a.layout.Pool(as.Pool))
+		// An offline CPU is in no pool; the pool is checked on the others.
+		if on := as.Held().Difference(a.offline(&as)); problem == nil && !on.IsSubsetOf(a.layout.Pool(as.Pool)) {
+			problem = fmt.Errorf("container %s: CPUs %s are outside pool %s (%s) as now configured", as.ID, on.Difference(a.layout.Pool(as.Pool)), as.Pool, a.layout.Pool(as.Pool))
 		}
 	}
 	return as, infraBefore, problem, nil
@@ -340,16 +362,18 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 		h.Reserved = cpuset.New()
 	}
 	key := h.restartKey()
+	if absent := a.Absent(h.Held()); !absent.IsEmpty() {
+		return Result{}, fmt.Errorf("hold %s: CPUs %s are not on this node", key, absent)
+	}
 	for _, cpu := range h.Held().List() {
-		if !a.x.online(cpu) {
-			return Result{}, fmt.Errorf("hold %s: CPU %d is not online", key, cpu)
-		}
 		if o := a.owner[cpu]; o != "" && o != h.ID {
 			return Result{}, fmt.Errorf("hold %s: CPU %d is in use by container %s", key, cpu, o)
 		}
 	}
-	if !h.Held().IsSubsetOf(a.layout.Pool(h.Pool)) {
-		return Result{}, fmt.Errorf("hold %s: CPUs %s are outside pool %s (%s) as now configured", key, h.Held().Difference(a.layout.Pool(h.Pool)), h.Pool, a.layout.Pool(h.Pool))
+	// Its offline CPUs stay the hold's (the kernel may bring them back
+	// while the pod lives); the others must be in the pool.
+	if on := h.Held().Difference(a.offline(&h.Assignment)); !on.IsSubsetOf(a.layout.Pool(h.Pool)) {
+		return Result{}, fmt.Errorf("hold %s: CPUs %s are outside pool %s (%s) as now configured", key, on.Difference(a.layout.Pool(h.Pool)), h.Pool, a.layout.Pool(h.Pool))
 	}
 	for _, c := range a.containers {
 		if c.ID == h.ID || (c.Pod.UID == h.Pod.UID && c.Container == h.Container) {
@@ -375,11 +399,11 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 }
 
 // heldByOthers returns the CPUs of cpus that an exclusive container (or a
-// hold) other than id has.
+// hold) other than id has, online or offline.
 func (a *Allocator) heldByOthers(cpus cpuset.CPUSet, id string) cpuset.CPUSet {
 	var out []int
 	for _, c := range cpus.UnsortedList() {
-		if a.x.online(c) && a.owner[c] != "" && a.owner[c] != id {
+		if a.x.present(c) && a.owner[c] != "" && a.owner[c] != id {
 			out = append(out, c)
 		}
 	}

@@ -195,27 +195,33 @@ func (a *Allocator) Rebase(topo *sysfs.Topology, layout *Layout) (*Allocator, []
 // keeps them.
 func (a *Allocator) OfflineHeld() map[string]cpuset.CPUSet {
 	out := map[string]cpuset.CPUSet{}
-	add := func(as *Assignment) {
-		if !pools.IsExclusive(as.Pool) {
-			return
-		}
-		var off []int
-		for _, cpu := range as.Held().UnsortedList() {
-			if !a.x.online(cpu) {
-				off = append(off, cpu)
-			}
-		}
-		if len(off) > 0 {
-			out[as.ID] = cpuset.New(off...)
-		}
-	}
 	for _, c := range a.containers {
-		add(c)
+		if off := a.offline(c); !off.IsEmpty() {
+			out[c.ID] = off
+		}
 	}
 	for _, h := range a.holds {
-		add(&h.Assignment)
+		if off := a.offline(&h.Assignment); !off.IsEmpty() {
+			out[h.ID] = off
+		}
 	}
 	return out
+}
+
+// offline are the CPUs an exclusive assignment keeps that are offline
+// (present, so that they have an owner in the index); none for a shared
+// or infra member, which follows its pool.
+func (a *Allocator) offline(as *Assignment) cpuset.CPUSet {
+	if !pools.IsExclusive(as.Pool) {
+		return cpuset.New()
+	}
+	var off []int
+	for _, cpu := range as.Held().UnsortedList() {
+		if !a.x.online(cpu) {
+			off = append(off, cpu)
+		}
+	}
+	return cpuset.New(off...)
 }
 
 // HotplugLayout is the layout once the node's online CPUs are topo's:

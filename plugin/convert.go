@@ -204,16 +204,19 @@ func addedWithin(ids []int, cpus cpuset.CPUSet) []int {
 }
 
 // nodeCPUs parses a CPU list from the state file or the runtime, bounded,
-// and drops the CPUs this node does not have online (a state file from
-// another node, a hot-unplugged vCPU), saying so. clean is false if the
-// list was malformed or anything was dropped.
+// and drops the CPUs this node does not have (a state file from another
+// node, a hot-unplugged vCPU), saying so. clean is false if the list was
+// malformed or anything was dropped. CPUs that are offline are kept: one
+// the kernel took from a running container is still the container's
+// (allocator.Readmit keeps it, held offline), and a runtime's cpuset that
+// names one is no cpuset of another node.
 func (p *Plugin) nodeCPUs(s, what string) (cpuset.CPUSet, bool) {
 	set, err := cpulist.Parse(s)
 	if err != nil {
 		p.log.Warnf("%s: %v; ignored", what, err)
 		return cpuset.New(), false
 	}
-	if unknown := p.alloc.Unknown(set); !unknown.IsEmpty() {
+	if unknown := p.alloc.Absent(set); !unknown.IsEmpty() {
 		p.log.Warnf("%s: CPUs %s are not on this node; dropped", what, unknown)
 		return set.Difference(unknown), false
 	}

@@ -75,7 +75,7 @@ func FuzzStateSynchronize(f *testing.F) {
 		}
 		owner := map[int]string{}
 		for _, a := range p.alloc.Assignments() {
-			if !p.alloc.Unknown(a.Held()).IsEmpty() {
+			if !p.alloc.Absent(a.Held()).IsEmpty() {
 				t.Fatalf("%s holds CPUs the node lacks: %s", a.ID, a.Held())
 			}
 			if !pools.IsExclusive(a.Pool) {

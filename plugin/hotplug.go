@@ -25,8 +25,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -189,6 +191,28 @@ func offlineHeldCount(a *allocator.Allocator) int {
 		n += cpus.Size()
 	}
 	return n
+}
+
+// reportOfflineHeld logs, once Synchronize has taken the containers and
+// holds back, the CPUs they keep that are offline (the kernel took them
+// while the plugin was away, or before): they stay their owners', as they
+// would have had the plugin seen them go (applyHotplug). Called under the
+// lock.
+func (p *Plugin) reportOfflineHeld() {
+	off := p.alloc.OfflineHeld()
+	if len(off) == 0 {
+		return
+	}
+	who := map[string]string{}
+	for _, c := range p.alloc.Assignments() {
+		who[c.ID] = "container " + c.Pod.ContainerName(c.Container)
+	}
+	for _, h := range p.alloc.Holds() {
+		who[h.ID] = "stopped container " + h.Pod.ContainerName(h.Container) + " (held for its pod)"
+	}
+	for _, id := range slices.Sorted(maps.Keys(off)) {
+		p.log.Warnf("synchronize: CPUs %s of %s are offline: the kernel took them from its cpuset; they stay its own, and are given to no one else while it lives", off[id], who[id])
+	}
 }
 
 // ownersOf names, by CPU, the container or stopped container that holds

@@ -20,13 +20,24 @@ import (
 func setOnline(t *testing.T, rp *runningPlugin, cpu int, online bool) {
 	t.Helper()
 	rp.p.mu.Lock()
-	root, topo := rp.p.cfg.SysfsRoot, rp.p.topo
+	root := rp.p.cfg.SysfsRoot
 	rp.p.mu.Unlock()
+	setOnlineAt(t, root, cpu, online)
+}
+
+// setOnlineAt is setOnline on a sysfs tree that no plugin runs on (one
+// that is away, restarting).
+func setOnlineAt(t *testing.T, root string, cpu int, online bool) {
+	t.Helper()
 	dir := filepath.Join(root, "sys/devices/system/cpu")
-	data, err := os.ReadFile(filepath.Join(dir, "online"))
-	require.NoError(t, err)
-	set, err := cpuset.Parse(string(trimNL(data)))
-	require.NoError(t, err)
+	read := func(name string) cpuset.CPUSet {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		set, err := cpuset.Parse(string(trimNL(data)))
+		require.NoError(t, err)
+		return set
+	}
+	set, present := read("online"), read("present")
 	flag := "0"
 	if online {
 		set, flag = set.Union(cpuset.New(cpu)), "1"
@@ -34,7 +45,7 @@ func setOnline(t *testing.T, rp *runningPlugin, cpu int, online bool) {
 		set = set.Difference(cpuset.New(cpu))
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "online"), []byte(set.String()+"\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "offline"), []byte(topo.Present.Difference(set).String()+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "offline"), []byte(present.Difference(set).String()+"\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "cpu"+strconv.Itoa(cpu), "online"), []byte(flag+"\n"), 0o644))
 }
 

@@ -65,6 +65,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	adopted, confinedNew := p.adoptAll(unknown, pods)
 	updates = append(updates, adopted...)
 	p.alloc.FollowShared()
+	p.reportOfflineHeld()
 	p.rebindGrants(append(known, unknown...), pods)
 	updates = append(updates, p.followPools(append(known, unknown...))...)
 	updates = p.liftQuotas(append(known, unknown...), updates)
