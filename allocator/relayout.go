@@ -28,16 +28,22 @@ type Blocker struct {
 	Pool string
 	CPUs cpuset.CPUSet
 	// Held tells that it is a hold of a stopped container.
-	Held   bool
-	Reason string
+	Held bool
+	// Pending tells that it is CPUs given for a container not created
+	// yet (a kubelet allocation, a prepared DRA claim): Who says what.
+	Pending bool
+	Reason  string
 }
 
 func (b Blocker) String() string {
-	what := "container"
-	if b.Held {
-		what = "CPUs held for stopped container"
+	what := "container "
+	switch {
+	case b.Held:
+		what = "CPUs held for stopped container "
+	case b.Pending:
+		what = ""
 	}
-	return fmt.Sprintf("%s %s (%s, CPUs %s): %s", what, b.Who, b.Pool, b.CPUs, b.Reason)
+	return fmt.Sprintf("%s%s (%s, CPUs %s): %s", what, b.Who, b.Pool, b.CPUs, b.Reason)
 }
 
 // Relayout is a reload's decision: an allocator for the new layout on the

@@ -2,6 +2,7 @@ package dra
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -84,4 +85,24 @@ func (d *Driver) Bind(env []string, ctr Container) (g Grant, ok bool, err error)
 		d.signal(d.dirty)
 	}
 	return g, true, nil
+}
+
+// Pending lists the requests of the prepared claims that no container has
+// shown yet, by claim and request name: the plugin refuses a config reload
+// that would take their CPUs out of their pool. Bound requests are their
+// containers' (running, or held for their pods), which the reload checks
+// as such.
+func (d *Driver) Pending() []Pending {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []Pending
+	for _, uid := range slices.Sorted(maps.Keys(d.claims)) {
+		c := d.claims[uid]
+		for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
+			if r := c.Requests[name]; r.PodUID == "" {
+				out = append(out, Pending{Claim: c.Namespace + "/" + c.Name + "/" + name, Pods: slices.Clone(c.Pods), Pool: r.Pool, CPUs: r.CPUSet()})
+			}
+		}
+	}
+	return out
 }

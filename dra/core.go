@@ -55,6 +55,8 @@ type (
 	Container = dracore.Container
 	// Grant is dracore.Grant.
 	Grant = dracore.Grant
+	// Pending is dracore.Pending.
+	Pending = dracore.Pending
 	// Group is dracore.Group.
 	Group = dracore.Group
 	// State is dracore.State.

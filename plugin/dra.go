@@ -21,9 +21,11 @@ import (
 var _ dracore.Pools = (*Plugin)(nil)
 
 // ClaimBinder finds the CPUs of the DRA claims a container shows (the
-// dra.Driver).
+// dra.Driver), and lists the prepared requests no container has shown yet
+// (a reload must leave their CPUs in their pools).
 type ClaimBinder interface {
 	Bind(env []string, ctr dracore.Container) (dracore.Grant, bool, error)
+	Pending() []dracore.Pending
 }
 
 // UseClaims turns the DRA route on: containers that show claim tokens get

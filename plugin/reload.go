@@ -147,6 +147,7 @@ func ptrClone(cfg *config.Config) *config.Config {
 func (p *Plugin) applyReload(plan *reloadPlan, source string) (bool, error) {
 	next, blockers := p.alloc.Relayout(plan.layout)
 	blockers = append(blockers, p.grantBlockers(plan.layout)...)
+	blockers = append(blockers, p.claimBlockers(plan.layout)...)
 	if len(blockers) > 0 {
 		names := make([]string, 0, len(blockers))
 		for _, b := range blockers {
@@ -224,8 +225,29 @@ func (p *Plugin) grantBlockers(layout *allocator.Layout) []allocator.Blocker {
 			continue
 		}
 		if off := g.cpusOf().Intersection(layout.Online).Difference(layout.Exclusive); !off.IsEmpty() {
-			out = append(out, allocator.Blocker{Who: "kubelet allocation " + tok, Pool: pools.Exclusive, CPUs: off,
+			out = append(out, allocator.Blocker{Who: "kubelet allocation " + tok, Pool: pools.Exclusive, CPUs: off, Pending: true,
 				Reason: fmt.Sprintf("the kubelet allocated CPUs %s as %s devices, and the container has not been created yet", g.CPUs, config.ResourceExclusive)})
+		}
+	}
+	return out
+}
+
+// claimBlockers are the requests of prepared DRA claims whose containers
+// have not started (no container showed their token yet) whose CPUs the
+// layout takes out of their pool: the container's creation would be
+// refused, and the claim would have to be prepared again. Bound requests
+// are their containers' and holds' (Relayout). Offline CPUs are left out:
+// they are in no pool. The driver's lock is taken under the plugin's, as
+// Bind's is.
+func (p *Plugin) claimBlockers(layout *allocator.Layout) []allocator.Blocker {
+	if p.claims == nil {
+		return nil
+	}
+	var out []allocator.Blocker
+	for _, c := range p.claims.Pending() {
+		if off := c.CPUs.Intersection(layout.Online).Difference(layout.Pool(c.Pool)); !off.IsEmpty() {
+			out = append(out, allocator.Blocker{Who: "DRA claim " + c.Claim, Pool: c.Pool, CPUs: off, Pending: true,
+				Reason: fmt.Sprintf("the claim was prepared with CPUs %s of pool %s for pods %s, whose container has not started yet", c.CPUs, c.Pool, strings.Join(c.Pods, ", "))})
 		}
 	}
 	return out

@@ -20,3 +20,16 @@ type Grant struct {
 	// the container's memory comes from them first.
 	Keys []string
 }
+
+// Pending is a request of a prepared claim that no container has shown
+// yet: its CPUs are the claim's until its container starts, and a config
+// reload must leave them in their pool (the container's creation would be
+// refused otherwise).
+type Pending struct {
+	// Claim names the claim and request, "namespace/name/request".
+	Claim string
+	// Pods are the UIDs of the pods the claim is reserved for.
+	Pods []string
+	Pool string
+	CPUs cpuset.CPUSet
+}
