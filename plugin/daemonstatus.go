@@ -27,6 +27,16 @@ type ReloadStatus struct {
 	Source string    `json:"source"`
 	Result string    `json:"result"`
 	Reason string    `json:"reason,omitempty"`
+	// Trigger is when it was asked for (the signal, the file's first
+	// change, the runtime's Configure); DurationMS, the milliseconds from
+	// then until it was applied (the new pools in force and the updates
+	// of the containers that follow them answered by the runtime) or
+	// decided. Absent in files of versions that did not measure it.
+	Trigger    time.Time `json:"trigger,omitzero"`
+	DurationMS float64   `json:"durationMs,omitempty"`
+	// Updated counts the containers that follow the pools whose update
+	// the runtime took with the reload (others follow at the next reply).
+	Updated int `json:"updated,omitempty"`
 }
 
 // DaemonStatusFile is the status file for a state file: beside it.

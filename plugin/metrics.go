@@ -90,10 +90,13 @@ type metrics struct {
 	// foreignMems counts containers seen with mems the plugin did not
 	// write, by event (foreignmems.go).
 	foreignMems *prometheus.CounterVec
-	// reloads counts config reloads by result; hotplug, CPUs seen going
-	// online and offline; offlineHeld is the CPUs containers and holds
-	// keep while offline, as of the last change (reload.go, hotplug.go).
-	reloads     *prometheus.CounterVec
+	// reloads counts config reloads by result, and reloadSeconds times
+	// them from their trigger until applied or decided; hotplug, CPUs seen
+	// going online and offline; offlineHeld is the CPUs containers and
+	// holds keep while offline, as of the last change (reload.go,
+	// hotplug.go).
+	reloads       *prometheus.CounterVec
+	reloadSeconds *prometheus.HistogramVec
 	hotplug     *prometheus.CounterVec
 	offlineHeld prometheus.Gauge
 }
@@ -153,6 +156,13 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_config_reloads_total",
 			Help: "Config reloads (SIGHUP, systemctl reload, the file changing, the runtime's Configure) by result: applied, refused (a running container or a hold would move; the log names each) or invalid (the file does not parse, fails validate's checks, or changes stateFile or sysfsRoot).",
+		}, []string{"result"}),
+		reloadSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "cpupool_config_reload_seconds",
+			Help: "Time from a config reload's trigger (the signal, the file's first change, the runtime's Configure) until it was applied (the new pools in force and the updates of the containers that follow them answered by the runtime) or refused, by result.",
+			// From a millisecond to the second the budget allows,
+			// and beyond for emulated machines.
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}, []string{"result"}),
 		hotplug: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_cpu_hotplug_total",
@@ -223,6 +233,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.startRepins.Describe(ch)
 	m.handlers.Describe(ch)
 	m.reloads.Describe(ch)
+	m.reloadSeconds.Describe(ch)
 	m.hotplug.Describe(ch)
 	m.offlineHeld.Describe(ch)
 }
@@ -271,6 +282,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.startRepins.Collect(ch)
 	m.handlers.Collect(ch)
 	m.reloads.Collect(ch)
+	m.reloadSeconds.Collect(ch)
 	m.hotplug.Collect(ch)
 	m.offlineHeld.Collect(ch)
 }

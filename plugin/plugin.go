@@ -352,14 +352,21 @@ func (p *Plugin) configure(cfg *config.Config) error {
 // force stays, and Configure succeeds either way, so that the plugin keeps
 // pinning.
 func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api.EventMask, error) {
+	trigger := time.Now()
 	p.mu.Lock()
-	reloaded, restartIsolation, reloadErr, err := p.configureRuntime(cfg, runtime, version)
+	reloaded, done, reloadErr, err := p.configureRuntime(cfg, runtime, version)
 	p.mu.Unlock()
 	if reloaded {
-		if restartIsolation {
+		if done != nil && done.restartIsolation {
 			p.restartIsolation()
 		}
-		p.reloadDone(reloadSourceNRI, reloadErr, true)
+		if done != nil && done.push != nil {
+			// The runtime answers the members' updates once this call
+			// returns, perhaps: the reload is measured in the background.
+			go p.reloadDone(reloadSourceNRI, trigger, done, reloadErr, true)
+		} else {
+			p.reloadDone(reloadSourceNRI, trigger, done, reloadErr, true)
+		}
 	}
 	if err != nil {
 		return 0, err
@@ -372,7 +379,7 @@ const reloadSourceNRI = "NRI Configure"
 
 // configureRuntime is Configure under the lock. reloaded tells that the
 // config went through a reload's check (reloadErr, if it was not applied).
-func (p *Plugin) configureRuntime(cfg, runtime, version string) (reloaded, restartIsolation bool, reloadErr, err error) {
+func (p *Plugin) configureRuntime(cfg, runtime, version string) (reloaded bool, done *appliedReload, reloadErr, err error) {
 	p.runtime = runtimeInfo{name: runtime, version: version, nriVersion: api.UnknownVersion}
 	switch {
 	case p.assumeNRIVersion != "":
@@ -387,9 +394,9 @@ func (p *Plugin) configureRuntime(cfg, runtime, version string) (reloaded, resta
 		parsed, err := config.Parse(strings.NewReader(cfg), "NRI plugin config")
 		if err != nil {
 			if p.synced {
-				return true, false, &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", reloadSourceNRI, err)}, nil
+				return true, nil, &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", reloadSourceNRI, err)}, nil
 			}
-			return false, false, nil, err
+			return false, nil, nil, err
 		}
 		// The topology was read from the configured sysfs root; a state file
 		// named here applies only before any state was loaded.
@@ -399,16 +406,16 @@ func (p *Plugin) configureRuntime(cfg, runtime, version string) (reloaded, resta
 			parsed.StateFile = p.cfg.StateFile
 		case !p.loaded:
 			if err := p.moveStateLock(parsed.StateFile); err != nil {
-				return false, false, nil, err
+				return false, nil, nil, err
 			}
 			p.store = state.NewFileStore(parsed.StateFile)
 			g, err := p.loadGrants(GrantsFile(parsed.StateFile))
 			if err != nil {
-				return false, false, nil, err
+				return false, nil, nil, err
 			}
 			p.grants = g
 		default:
-			return false, false, nil, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
+			return false, nil, nil, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
 		}
 		probe := *parsed
 		keepRestartOnly(p.cfg, &probe, nil)
@@ -416,16 +423,16 @@ func (p *Plugin) configureRuntime(cfg, runtime, version string) (reloaded, resta
 			// A reconnect with the config in force: nothing to reload.
 		} else if p.synced {
 			// Containers run: the same check as any reload.
-			restartIsolation, reloadErr = p.reloadLocked(parsed, reloadSourceNRI)
+			done, reloadErr = p.reloadLocked(parsed, reloadSourceNRI)
 			reloaded = true
 		} else if err := p.configure(parsed); err != nil {
-			return false, false, nil, err
+			return false, nil, nil, err
 		}
 	}
 	if err := p.loadState(); err != nil {
-		return reloaded, restartIsolation, reloadErr, err
+		return reloaded, done, reloadErr, err
 	}
-	return reloaded, restartIsolation, reloadErr, nil
+	return reloaded, done, reloadErr, nil
 }
 
 // Shutdown is called when the runtime closes the connection (it is

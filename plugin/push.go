@@ -37,17 +37,34 @@ func (p *Plugin) setPush(f pushFunc) {
 	p.push.Store(&f)
 }
 
-// pushLater sends the current cpusets of the containers ids to the runtime
-// in the background. Called under the lock.
-func (p *Plugin) pushLater(ids []string) {
-	if !pushSafe(p.runtime.nriVersion) {
-		p.log.Infof("the runtime's NRI (%s) may not take an update outside a reply: %d containers follow their pool at the next reply", p.runtime.nriVersion, len(ids))
-		return
-	}
-	go p.pushNow(ids)
+// pushed is the outcome of a push, for a reload's measure: done is closed
+// once the runtime has answered it (or it was left to the next reply);
+// then updated is how many containers the runtime took the update for.
+type pushed struct {
+	done    chan struct{}
+	updated int
 }
 
-func (p *Plugin) pushNow(ids []string) {
+// pushLater sends the current cpusets of the containers ids to the runtime
+// in the background. Called under the lock. The result is nil when nothing
+// is sent (the next reply carries them).
+func (p *Plugin) pushLater(ids []string) *pushed {
+	if !pushSafe(p.runtime.nriVersion) {
+		p.log.Infof("the runtime's NRI (%s) may not take an update outside a reply: %d containers follow their pool at the next reply", p.runtime.nriVersion, len(ids))
+		return nil
+	}
+	out := &pushed{done: make(chan struct{})}
+	go func() {
+		defer close(out.done)
+		out.updated = p.pushNow(ids)
+	}()
+	return out
+}
+
+// pushNow sends the updates and returns how many containers the runtime
+// took the last one for (0 when it was left to the next reply).
+func (p *Plugin) pushNow(ids []string) int {
+	updated := 0
 	for range pushAttempts {
 		p.mu.Lock()
 		sent := map[string]string{}
@@ -61,16 +78,17 @@ func (p *Plugin) pushNow(ids []string) {
 		p.mu.Unlock()
 		send := p.push.Load()
 		if send == nil || len(updates) == 0 {
-			return // the next reply carries them (pending)
+			return updated // the next reply carries them (pending)
 		}
 		failed, err := (*send)(updates)
 		if err != nil {
 			p.log.Warnf("updating %d containers that follow their pool: %v; the next reply carries them", len(updates), err)
-			return
+			return updated
 		}
 		for _, f := range failed {
 			p.log.Warnf("the runtime could not update container %s to its pool's CPUs", f.GetContainerId())
 		}
+		updated = len(updates) - len(failed)
 		p.mu.Lock()
 		current := true
 		for id, cpus := range sent {
@@ -88,9 +106,10 @@ func (p *Plugin) pushNow(ids []string) {
 		}
 		p.mu.Unlock()
 		if current {
-			return
+			return updated
 		}
 	}
+	return updated
 }
 
 // pushSafe tells whether a runtime of this NRI version takes an unsolicited

@@ -49,18 +49,26 @@ func (e *ReloadError) Unwrap() error { return e.Err }
 // not be read or parsed comes as loadErr: it is counted and shown as
 // invalid. The checks that read the node (the layout, the power classes'
 // files) are made before the lock is taken; under it, only the decision
-// and the swap.
+// and the swap. It returns once the reload is applied: the new pools in
+// force and the updates of the members that follow them answered by the
+// runtime.
 func (p *Plugin) Reload(cfg *config.Config, loadErr error, source string) error {
+	return p.reload(cfg, loadErr, source, time.Now())
+}
+
+// reload is Reload for a trigger seen at trigger (the signal, the file's
+// first event): the time until the reload is applied is measured from it.
+func (p *Plugin) reload(cfg *config.Config, loadErr error, source string, trigger time.Time) error {
 	if loadErr != nil {
 		err := &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", source, loadErr)}
-		p.reloadDone(source, err, false)
+		p.reloadDone(source, trigger, nil, err, false)
 		return err
 	}
 	p.mu.Lock()
 	old, topo := p.cfg, p.topo
 	p.mu.Unlock()
 	plan, err := planReload(old, topo, cfg, p.log)
-	restartIsolation := false
+	var done *appliedReload
 	if err == nil {
 		p.mu.Lock()
 		if p.cfg != old || p.topo != topo {
@@ -69,27 +77,42 @@ func (p *Plugin) Reload(cfg *config.Config, loadErr error, source string) error 
 			plan, err = planReload(p.cfg, p.topo, cfg, p.log)
 		}
 		if err == nil {
-			restartIsolation, err = p.applyReload(plan, source)
+			done, err = p.applyReload(plan, source)
 		}
 		p.mu.Unlock()
 	}
 	if _, decided := err.(*ReloadError); err != nil && !decided {
 		err = &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", source, err)}
 	}
-	if restartIsolation {
+	if done != nil && done.restartIsolation {
 		p.restartIsolation()
 	}
-	p.reloadDone(source, err, true)
+	p.reloadDone(source, trigger, done, err, true)
 	return err
 }
 
 // reloadLocked is Reload for a caller that holds the lock (Configure).
-func (p *Plugin) reloadLocked(cfg *config.Config, source string) (bool, error) {
+func (p *Plugin) reloadLocked(cfg *config.Config, source string) (*appliedReload, error) {
 	plan, err := planReload(p.cfg, p.topo, cfg, p.log)
 	if err != nil {
-		return false, &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", source, err)}
+		return nil, &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", source, err)}
 	}
 	return p.applyReload(plan, source)
+}
+
+// appliedReload is what an applied reload leaves to finish outside the
+// lock: the host files' sources to make again, and the updates of the
+// members that follow the pools, which the runtime answers in the
+// background.
+type appliedReload struct {
+	restartIsolation bool
+	// moved counts the containers whose cpuset the reload changed; push
+	// is their update, nil when none was sent (none moved, or the runtime
+	// takes them with the next reply).
+	moved int
+	push  *pushed
+	// pools describes the layout now in force.
+	pools string
 }
 
 // reloadPlan is a config checked against the node as validate checks it,
@@ -141,10 +164,10 @@ func ptrClone(cfg *config.Config) *config.Config {
 }
 
 // applyReload decides a planned reload under the lock and, if no running
-// container, hold or kubelet allocation has to move, applies it. It tells
-// whether the host files' sources must be made again (outside the lock:
-// closing the reconciler waits for its pass, which takes the lock).
-func (p *Plugin) applyReload(plan *reloadPlan, source string) (bool, error) {
+// container, hold, kubelet allocation or prepared claim has to move,
+// applies it. The result tells what is left to finish outside the lock:
+// closing the reconciler waits for its pass, which takes the lock.
+func (p *Plugin) applyReload(plan *reloadPlan, source string) (*appliedReload, error) {
 	next, blockers := p.alloc.Relayout(plan.layout)
 	blockers = append(blockers, p.grantBlockers(plan.layout)...)
 	blockers = append(blockers, p.claimBlockers(plan.layout)...)
@@ -154,7 +177,7 @@ func (p *Plugin) applyReload(plan *reloadPlan, source string) (bool, error) {
 			p.log.Warnf("reload (%s) refused: %s would move: %s", source, b.Who, b)
 			names = append(names, fmt.Sprintf("%s (CPUs %s)", b.Who, b.CPUs))
 		}
-		return false, &ReloadError{Result: ReloadRefused, Blockers: blockers,
+		return nil, &ReloadError{Result: ReloadRefused, Blockers: blockers,
 			Err: fmt.Errorf("reload (%s) refused: the new pools would move %s; the old config stays in force", source, strings.Join(names, ", "))}
 	}
 	for _, w := range plan.problems.Warnings() {
@@ -163,7 +186,7 @@ func (p *Plugin) applyReload(plan *reloadPlan, source string) (bool, error) {
 	cfg := plan.cfg
 	infraBefore := p.alloc.PoolCPUs(pools.Infra)
 	p.cfg = cfg
-	p.swapAllocator(next)
+	moved, push := p.swapAllocator(next)
 	p.policy = allocator.NewPolicy(cfg, p.topo)
 	p.policy.SetPowerRefusals(plan.powerRefusals)
 	if level, err := logrus.ParseLevel(cfg.LogLevel); err == nil && level != p.log.GetLevel() {
@@ -172,16 +195,16 @@ func (p *Plugin) applyReload(plan *reloadPlan, source string) (bool, error) {
 	if !infraBefore.Equals(p.alloc.PoolCPUs(pools.Infra)) {
 		p.pinSandboxesLater()
 	}
-	p.log.Infof("reload (%s) applied: pools: %s", source, plan.layout.Describe())
-	return isolationChanged(plan.old, cfg), nil
+	return &appliedReload{restartIsolation: isolationChanged(plan.old, cfg), moved: moved, push: push, pools: plan.layout.Describe()}, nil
 }
 
 // swapAllocator makes next the plugin's allocator (its containers and
 // holds those of the last one, carried over: Relayout, Rebase) and tells
 // everyone who follows the pools: the members whose cpuset changed (an
 // update now and with the next reply), the state file, the metrics, the
-// device plugin and the DRA driver.
-func (p *Plugin) swapAllocator(next *allocator.Allocator) {
+// device plugin and the DRA driver. It returns how many containers'
+// cpusets changed and their update, nil when none was sent.
+func (p *Plugin) swapAllocator(next *allocator.Allocator) (int, *pushed) {
 	before := map[string]string{}
 	for _, a := range p.alloc.Assignments() {
 		before[a.ID] = a.Cpuset().String()
@@ -194,7 +217,7 @@ func (p *Plugin) swapAllocator(next *allocator.Allocator) {
 		// the runtime under the new pools.
 		p.publishUsage()
 		p.notify()
-		return
+		return 0, nil
 	}
 	var moved []string
 	for _, a := range p.alloc.Assignments() {
@@ -205,10 +228,11 @@ func (p *Plugin) swapAllocator(next *allocator.Allocator) {
 	}
 	p.rememberAssignments()
 	p.stateChanged()
-	if len(moved) > 0 {
-		p.log.Infof("pools changed: updating %d containers that follow them", len(moved))
-		p.pushLater(moved)
+	if len(moved) == 0 {
+		return 0, nil
 	}
+	p.log.Infof("pools changed: updating %d containers that follow them", len(moved))
+	return len(moved), p.pushLater(moved)
 }
 
 // grantBlockers are the kubelet's allocations of cpupool.dev/exclusive
@@ -328,10 +352,17 @@ func (p *Plugin) restartIsolation() {
 	}
 }
 
-// reloadDone counts a reload, logs an invalid one, and shows it in
-// status. decided tells that the lock was taken (the log has the rest).
-func (p *Plugin) reloadDone(source string, err error, decided bool) {
-	result, reason := ReloadApplied, ""
+// reloadPushWait bounds how long a reload's measure waits for the
+// runtime to answer the members' updates: the reload is in force, and a
+// runtime that does not answer is logged, not waited for.
+const reloadPushWait = 10 * time.Second
+
+// reloadDone counts a reload, logs it, and shows it in status, with the
+// time from its trigger until it was applied (the members' updates
+// answered: it waits for them) or decided. decided tells that the lock
+// was taken (the log has the reason of a refusal).
+func (p *Plugin) reloadDone(source string, trigger time.Time, done *appliedReload, err error, decided bool) {
+	result, reason, updated := ReloadApplied, "", 0
 	if err != nil {
 		result, reason = ReloadInvalid, err.Error()
 		if re, ok := err.(*ReloadError); ok {
@@ -341,9 +372,31 @@ func (p *Plugin) reloadDone(source string, err error, decided bool) {
 			p.log.Errorf("%v; the old config stays in force", err)
 		}
 	}
+	if done != nil && done.push != nil {
+		select {
+		case <-done.push.done:
+			updated = done.push.updated
+		case <-time.After(reloadPushWait):
+			p.log.Warnf("reload (%s): the runtime has not answered the update of %d containers in %s; they follow at the next reply", source, done.moved, reloadPushWait)
+		}
+	}
+	took := time.Since(trigger)
+	if done != nil {
+		p.log.Infof("reload (%s) applied in %s (%d of %d containers that follow the pools updated): pools: %s",
+			source, durationMS(took), updated, done.moved, done.pools)
+	}
 	p.noteStatus(func(s *DaemonStatus) {
-		s.LastReload = &ReloadStatus{Time: time.Now().UTC(), Source: source, Result: result, Reason: reason}
+		if s.LastReload != nil && s.LastReload.Trigger.After(trigger) {
+			return // a later reload was shown first (a Configure's measure waits in the background)
+		}
+		s.LastReload = &ReloadStatus{Time: time.Now().UTC(), Trigger: trigger.UTC(), Source: source, Result: result, Reason: reason,
+			DurationMS: float64(took.Microseconds()) / 1000, Updated: updated}
 	})
 	p.metrics.reloads.WithLabelValues(result).Inc() // last: status shows it once counted
+	p.metrics.reloadSeconds.WithLabelValues(result).Observe(took.Seconds())
+}
 
+// durationMS prints a duration in milliseconds, to a tenth.
+func durationMS(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
 }

@@ -103,7 +103,17 @@ func TestReloadGrowsSharedWhileExclusiveRun(t *testing.T) {
 	f, rp, ids := runDesktop(t)
 	start := time.Now()
 	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, desktopGrown), nil, "test"))
-	assert.Less(t, time.Since(start), time.Second)
+	took := time.Since(start)
+	assert.Less(t, took, time.Second)
+	// Reload returns once applied: the member's update answered.
+	assert.Equal(t, "2-3,7,10-11,15", ctrCPUs(f, ids["logger"]), "the runtime has the member's update when Reload returns")
+	r := lastReload(t, rp)
+	assert.Positive(t, r.DurationMS)
+	assert.LessOrEqual(t, r.DurationMS, float64(took.Microseconds())/1000, "measured from the trigger to the update's answer, within Reload")
+	assert.Equal(t, 1, r.Updated, "the shared member")
+	assert.Contains(t, rp.log.String(), "reload (test) applied in ")
+	assert.Contains(t, rp.log.String(), " (1 of 1 containers that follow the pools updated): pools: exclusive=")
+	assert.Equal(t, uint64(1), histogramCount(t, rp, "cpupool_config_reload_seconds"))
 
 	assert.Equal(t, "4,12", ctrCPUs(f, ids["fwd"]), "the exclusive container does not move")
 	require.Eventually(t, func() bool { return ctrCPUs(f, ids["logger"]) == "2-3,7,10-11,15" }, 2*time.Second, 10*time.Millisecond,
@@ -116,7 +126,7 @@ func TestReloadGrowsSharedWhileExclusiveRun(t *testing.T) {
 	}, time.Second, 5*time.Millisecond, "pushed and current: the next reply does not carry the member again")
 
 	assert.Equal(t, 1.0, reloads(rp, ReloadApplied))
-	r := lastReload(t, rp)
+	r = lastReload(t, rp)
 	assert.Equal(t, ReloadApplied, r.Result)
 	assert.Equal(t, "test", r.Source)
 	assert.WithinDuration(t, time.Now(), r.Time, 5*time.Second)
@@ -293,7 +303,10 @@ func TestReloadWhenTheFileChanges(t *testing.T) {
 	writeConfig(t, path, desktopGrown)
 	waitReloads(t, rp, ReloadApplied, 1)
 	require.Eventually(t, func() bool { return ctrCPUs(f, ids["logger"]) == "2-3,7,10-11,15" }, 2*time.Second, 10*time.Millisecond)
-	assert.Equal(t, "file changed", lastReload(t, rp).Source)
+	r := lastReload(t, rp)
+	assert.Equal(t, "file changed", r.Source)
+	assert.GreaterOrEqual(t, r.DurationMS, float64(ConfigDebounce.Milliseconds()), "timed from the save, the debounce included")
+	assert.False(t, r.Trigger.After(r.Time.Add(-ConfigDebounce)), "the trigger is the save's event: %s, applied %s", r.Trigger, r.Time)
 
 	// Touching it changes nothing.
 	now := time.Now()
@@ -356,8 +369,14 @@ func TestReloadThroughConfigure(t *testing.T) {
 
 	_, err = rp.p.Configure(ctx, desktopGrown, "fake-runtime", "v0")
 	require.NoError(t, err)
-	assert.Equal(t, 1.0, reloads(rp, ReloadApplied))
+	// The member's update is answered once Configure has returned: the
+	// reload is counted then, in the background.
+	waitReloads(t, rp, ReloadApplied, 1)
 	require.Eventually(t, func() bool { return ctrCPUs(f, ids["logger"]) == "2-3,7,10-11,15" }, 2*time.Second, 10*time.Millisecond)
+	r := lastReload(t, rp)
+	assert.Equal(t, "NRI Configure", r.Source)
+	assert.Equal(t, ReloadApplied, r.Result, "the earlier refusal does not overwrite it")
+	assert.Positive(t, r.DurationMS)
 
 	_, err = rp.p.Configure(ctx, desktopGrown, "fake-runtime", "v0")
 	require.NoError(t, err)
@@ -459,4 +478,21 @@ func TestReloadPolicyForNewContainers(t *testing.T) {
 	require.NoError(t, err, "the namespace may use exclusive now")
 	assert.Equal(t, "5-6", f.cpus(c), "two CPUs of two cores, their siblings kept idle (hideHyperthreads)")
 	assert.Equal(t, "4,12", ctrCPUs(f, ids["fwd"]))
+}
+
+// histogramCount is how many observations a histogram of the plugin's
+// registry has, over its labels.
+func histogramCount(t *testing.T, rp *runningPlugin, name string) uint64 {
+	t.Helper()
+	families, err := rp.p.Registry().Gather()
+	require.NoError(t, err)
+	var n uint64
+	for _, mf := range families {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
 }

@@ -38,15 +38,19 @@ const (
 // meanwhile.
 func (p *Plugin) WatchConfig(ctx context.Context, path string, hup <-chan os.Signal, load func() (*config.Config, error)) {
 	last, _ := os.ReadFile(path)
-	reload := func(source string) {
+	// A reload is timed from its trigger: the signal, or the first event
+	// of the burst that ended quiet (the save), so that the debounce is
+	// part of the measure.
+	reload := func(source string, trigger time.Time) {
 		data, _ := os.ReadFile(path)
 		if source == reloadSourceFile && bytes.Equal(data, last) {
 			return // touched, or its directory changed around it
 		}
 		last = data
 		cfg, err := load()
-		p.Reload(cfg, err, source) // counted, logged and shown in status
+		p.reload(cfg, err, source, trigger) // counted, logged and shown in status
 	}
+	var burst time.Time // the first event since the last reload, zero if none
 	var events <-chan fsnotify.Event
 	var errs <-chan error
 	w, err := watchDir(filepath.Dir(path))
@@ -63,8 +67,9 @@ func (p *Plugin) WatchConfig(ctx context.Context, path string, hup <-chan os.Sig
 		case <-ctx.Done():
 			return
 		case <-hup:
+			trigger := time.Now()
 			p.log.Infof("config: SIGHUP: reloading %s", path)
-			reload(reloadSourceSignal)
+			reload(reloadSourceSignal, trigger)
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -73,9 +78,14 @@ func (p *Plugin) WatchConfig(ctx context.Context, path string, hup <-chan os.Sig
 			if ev.Op == fsnotify.Chmod && filepath.Base(ev.Name) != filepath.Base(path) {
 				continue
 			}
+			if burst.IsZero() {
+				burst = time.Now()
+			}
 			quiet.Reset(ConfigDebounce)
 		case <-quiet.C:
-			reload(reloadSourceFile)
+			trigger := burst
+			burst = time.Time{}
+			reload(reloadSourceFile, trigger)
 		case err, ok := <-errs:
 			if !ok {
 				errs = nil

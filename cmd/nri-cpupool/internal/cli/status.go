@@ -120,6 +120,11 @@ func printLastReload(stdout io.Writer, stateFile string) {
 	}
 	r := ds.LastReload
 	fmt.Fprintf(stdout, "Last reload: %s at %s (%s)", r.Result, r.Time.UTC().Format(time.RFC3339), r.Source)
+	if r.DurationMS > 0 {
+		// From its trigger until applied (the members' updates answered)
+		// or decided.
+		fmt.Fprintf(stdout, " in %.1f ms", r.DurationMS)
+	}
 	if r.Reason != "" {
 		fmt.Fprintf(stdout, ": %s", r.Reason)
 	}
