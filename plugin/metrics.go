@@ -97,8 +97,8 @@ type metrics struct {
 	// hotplug.go).
 	reloads       *prometheus.CounterVec
 	reloadSeconds *prometheus.HistogramVec
-	hotplug     *prometheus.CounterVec
-	offlineHeld prometheus.Gauge
+	hotplug       *prometheus.CounterVec
+	offlineHeld   prometheus.Gauge
 }
 
 var _ prometheus.Collector = (*metrics)(nil)
