@@ -174,6 +174,17 @@ func main() {
 		row("  nri-cpupool (median / p99)", fmt.Sprintf("%.0f / %.0f µs (%.0f fsyncs)", oursMed, ours, syncs), "")
 		row("  added p99", fmt.Sprintf("%.0f µs", ours-noop), "≤ 1 ms")
 	}
+	// Issue 34: the round trip while config reloads are applied back to
+	// back (each moving the 50 shared members, its updates answered),
+	// paired with a plugin that does not reload, in the same run.
+	if ratio, ok := get("CreateContainerRoundTripReloading", "reload-ratio-median-x"); ok {
+		quiet, _ := get("CreateContainerRoundTripReloading", "quiet-median-µs")
+		ours, _ := get("CreateContainerRoundTripReloading", "median-µs")
+		n, _ := get("CreateContainerRoundTripReloading", "reloads")
+		took, _ := get("CreateContainerRoundTripReloading", "reload-median-ms")
+		row("round trip, 200 running, reloads back to back: quiet / reloading (median)", fmt.Sprintf("%.0f / %.0f µs", quiet, ours), "")
+		row("  median of paired ratios, reloading over quiet", fmt.Sprintf("×%.2f (%.0f reloads, %.1f ms each)", ratio, n, took), "≤ ×1.10")
+	}
 	if ours, ok := get("CreateContainerRoundTripDRA", "median-µs"); ok {
 		noop, _ := get("CreateContainerRoundTripDRA", "noop-median-µs")
 		added, _ := get("CreateContainerRoundTripDRA", "added-median-µs")
