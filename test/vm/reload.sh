@@ -137,3 +137,21 @@ check "back online: nothing held offline within 1 s" "$(within_1s 0 metric cpupo
 check "the container has its CPU back" "$(eventually "$XC" effective_cpus "$X_C")" "$XC"
 OUT=$(create_ctr "$Y" more three 1000 2>&1) && GOT="created on $(cpus_of "$OUT")" || GOT=refused
 check "still the container's: refused" "$GOT" "refused"
+
+section "a restart while a held CPU is offline: it stays the container's"
+online "$H" 0
+check "metrics: one held CPU offline within 1 s" "$(within_1s 1 metric cpupool_offline_held_cpus)" "in time"
+stop_plugin -KILL
+start_plugin "$CFG" # the config lists CPU $H, offline: a warning now, not a refusal to start
+check_contains "the daemon started: the offline CPU in the config is a warning" "$(cat "$W/plugin.log")" "CPUs $H are offline; they join the pool when they come online"
+check "the container did not move" "$(cpus_of "$X_C")" "$XC"
+check "metrics after the restart: one held CPU offline" "$(eventually 1 metric cpupool_offline_held_cpus)" "1"
+check_contains "the log says it stays the container's" "$(cat "$W/plugin.log")" "synchronize: CPUs $H of container telco/fwd/fwd are offline"
+check_contains "status lists it (the state keeps it)" "$("$BIN" status --state-file "$STATE")" "CPUs $H of telco/fwd/fwd are offline"
+OUT=$(create_ctr "$Y" more four 1000 2>&1) && GOT="created on $(cpus_of "$OUT")" || GOT=refused
+check "a new exclusive container while it is offline: refused" "$GOT" "refused"
+online "$H" 1
+check "back online: nothing held offline within 1 s" "$(within_1s 0 metric cpupool_offline_held_cpus)" "in time"
+check "the container has its CPU back" "$(eventually "$XC" effective_cpus "$X_C")" "$XC"
+OUT=$(create_ctr "$Y" more five 1000 2>&1) && GOT="created on $(cpus_of "$OUT")" || GOT=refused
+check "back online after the restart, still the container's: refused" "$GOT" "refused"
