@@ -1,12 +1,16 @@
 package plugin
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
 )
 
 // TestRestartKeepsHeldOfflineCPUs (issue 34): CPUs that a running
@@ -106,4 +110,120 @@ func TestRestartKeepsHeldOfflineCPUsOnCgroupV1(t *testing.T) {
 	c, _, err := f.createContainer(other, "c", 6000)
 	require.NoError(t, err)
 	assert.Equal(t, "5-7,13-15", f.cpus(c), "12 is fwd's")
+}
+
+// TestPropertyRestartWithOfflineCPUs (issue 34): in random rounds, a few
+// exclusive containers run or stopped (held for their pods), a random set
+// of the exclusive pool's CPUs goes offline while the plugin is away, and
+// the runtime reports either the cpuset it was given (cgroup v2) or what
+// the kernel left of it (v1). After the restart, and after every CPU is
+// back online: no container moved, every record and hold keeps its CPUs,
+// and no new container ever gets a CPU that one of them owns.
+// CPUPOOL_PROPERTY_SEED sets the first seed.
+func TestPropertyRestartWithOfflineCPUs(t *testing.T) {
+	first := uint64(envInt("CPUPOOL_PROPERTY_SEED", int(time.Now().UnixNano()%1_000_000)))
+	rounds := envInt("CPUPOOL_PROPERTY_ROUNDS", 6)
+	t.Logf("seeds %d to %d (CPUPOOL_PROPERTY_SEED=%d reproduces)", first, first+uint64(rounds)-1, first)
+	for i := range uint64(rounds) {
+		seed := first + i
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { restartWithOfflineRound(t, seed) })
+	}
+}
+
+func restartWithOfflineRound(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 34))
+	unified := rng.IntN(2) == 0
+	f := newFakeRuntime(t, unified)
+	before := startPlugin(t, f, desktop, statePath(f))
+	owned := map[int]string{} // CPU -> the container or hold that owns it
+	var running []*api.Container
+	given := map[string]cpuset.CPUSet{}
+	for i := range 1 + rng.IntN(4) {
+		pod := f.runPod(podSpec{name: fmt.Sprintf("p%d", i), namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/pod": "exclusive"}})
+		ctr, _, err := f.createContainer(pod, "c", int64(1+rng.IntN(2))*1000)
+		if err != nil {
+			break // the pool is full
+		}
+		cpus := mustParse(f.cpus(ctr))
+		given[ctr.Id] = cpus
+		for _, c := range cpus.List() {
+			owned[c] = ctr.Id
+		}
+		if rng.IntN(3) == 0 {
+			f.stopContainer(ctr) // its CPUs are held for its pod
+			continue
+		}
+		running = append(running, ctr)
+	}
+	before.stop()
+
+	root := f.sysfsRoot(desktop.fixture)
+	offline := cpuset.New()
+	for _, c := range mustParse("4-7,12-15").List() {
+		if rng.IntN(3) == 0 {
+			setOnlineAt(t, root, c, false)
+			offline = offline.Union(cpuset.New(c))
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range offline.List() {
+			setOnlineAt(t, root, c, true)
+		}
+	})
+	for _, ctr := range running {
+		if left := given[ctr.Id].Difference(offline); !unified && !left.IsEmpty() {
+			f.setCPUs(ctr, left.String()) // what cgroup v1 leaves
+		}
+	}
+	reported := map[string]string{}
+	for _, ctr := range running {
+		reported[ctr.Id] = f.cpus(ctr)
+	}
+
+	rp := startPlugin(t, f, desktop, statePath(f), fastHotplug)
+	t.Logf("cgroup v2 %v, given %v, running %d, offline %s", unified, given, len(running), offline)
+	st := rp.savedState(t)
+	heldOffline := 0
+	for id, cpus := range given {
+		if rec, ok := st.Containers[id]; ok {
+			assert.Equal(t, cpus.String(), rec.CPUs, "the record of %s keeps its CPUs", id)
+		} else {
+			var found bool
+			for _, h := range st.Held {
+				found = found || h.ContainerID == id && h.CPUs == cpus.String()
+			}
+			assert.True(t, found, "the hold of stopped %s keeps its CPUs %s: %v", id, cpus, st.Held)
+		}
+		heldOffline += cpus.Intersection(offline).Size()
+	}
+	assert.Equal(t, float64(heldOffline), testutil.ToFloat64(rp.p.metrics.offlineHeld))
+	for _, ctr := range running {
+		assert.Equal(t, reported[ctr.Id], f.cpus(ctr), "container %s not moved", ctr.Id)
+	}
+
+	greedy := f.runPod(podSpec{name: "greedy", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/pod": "exclusive"}})
+	n := 0
+	takeAll := func(when string) {
+		for {
+			ctr, _, err := f.createContainer(greedy, fmt.Sprintf("g%d", n), 1000)
+			n++
+			if err != nil {
+				return
+			}
+			for _, c := range mustParse(f.cpus(ctr)).List() {
+				require.NotContains(t, owned, c, "%s: a new container got CPU %d of %s", when, c, owned[c])
+				require.False(t, offline.Contains(c) && when == "offline", "a new container got offline CPU %d", c)
+				owned[c] = ctr.Id
+			}
+		}
+	}
+	takeAll("offline")
+	for _, c := range offline.List() {
+		setOnline(t, rp, c, true)
+	}
+	waitLayout(t, rp, "4-7,12-15")
+	takeAll("back online")
+	for _, ctr := range running {
+		assert.Equal(t, given[ctr.Id].String(), mustParse(f.cpus(ctr)).Union(given[ctr.Id]).String(), "container %s runs within its CPUs", ctr.Id)
+	}
 }
