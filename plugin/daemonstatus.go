@@ -34,6 +34,10 @@ type ReloadStatus struct {
 	// decided. Absent in files of versions that did not measure it.
 	Trigger    time.Time `json:"trigger,omitzero"`
 	DurationMS float64   `json:"durationMs,omitempty"`
+	// InForceMS is the plugin's own part of DurationMS: the milliseconds
+	// from the trigger until the new pools were in force and the
+	// members' updates sent (the rest is the runtime applying them).
+	InForceMS float64 `json:"inForceMs,omitempty"`
 	// Updated counts the containers that follow the pools whose update
 	// the runtime took with the reload (others follow at the next reply).
 	Updated int `json:"updated,omitempty"`

@@ -113,6 +113,10 @@ type appliedReload struct {
 	push  *pushed
 	// pools describes the layout now in force.
 	pools string
+	// inForce is when the new pools were in force and the members'
+	// updates sent: the plugin's own part of the reload, before the
+	// runtime answers them.
+	inForce time.Time
 }
 
 // reloadPlan is a config checked against the node as validate checks it,
@@ -195,7 +199,7 @@ func (p *Plugin) applyReload(plan *reloadPlan, source string) (*appliedReload, e
 	if !infraBefore.Equals(p.alloc.PoolCPUs(pools.Infra)) {
 		p.pinSandboxesLater()
 	}
-	return &appliedReload{restartIsolation: isolationChanged(plan.old, cfg), moved: moved, push: push, pools: plan.layout.Describe()}, nil
+	return &appliedReload{restartIsolation: isolationChanged(plan.old, cfg), moved: moved, push: push, pools: plan.layout.Describe(), inForce: time.Now()}, nil
 }
 
 // swapAllocator makes next the plugin's allocator (its containers and
@@ -381,16 +385,18 @@ func (p *Plugin) reloadDone(source string, trigger time.Time, done *appliedReloa
 		}
 	}
 	took := time.Since(trigger)
+	var inForce time.Duration
 	if done != nil {
-		p.log.Infof("reload (%s) applied in %s (%d of %d containers that follow the pools updated): pools: %s",
-			source, durationMS(took), updated, done.moved, done.pools)
+		inForce = done.inForce.Sub(trigger)
+		p.log.Infof("reload (%s) applied in %s, in force after %s (%d of %d containers that follow the pools updated): pools: %s",
+			source, durationMS(took), durationMS(inForce), updated, done.moved, done.pools)
 	}
 	p.noteStatus(func(s *DaemonStatus) {
 		if s.LastReload != nil && s.LastReload.Trigger.After(trigger) {
 			return // a later reload was shown first (a Configure's measure waits in the background)
 		}
 		s.LastReload = &ReloadStatus{Time: time.Now().UTC(), Trigger: trigger.UTC(), Source: source, Result: result, Reason: reason,
-			DurationMS: float64(took.Microseconds()) / 1000, Updated: updated}
+			DurationMS: float64(took.Microseconds()) / 1000, InForceMS: float64(inForce.Microseconds()) / 1000, Updated: updated}
 	})
 	p.metrics.reloads.WithLabelValues(result).Inc() // last: status shows it once counted
 	p.metrics.reloadSeconds.WithLabelValues(result).Observe(took.Seconds())

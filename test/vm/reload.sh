@@ -88,14 +88,19 @@ check "the shared member's process follows" "$(eventually "5,$F2" allowed_of "$S
 check "metrics: one reload applied" "$(metric 'cpupool_config_reloads_total{result="applied"}')" "1"
 check "metrics: the exclusive pool has 3 CPUs" "$(metric 'cpupool_pool_cpus{pool="exclusive"}')" "3"
 check_contains "status: the last reload" "$("$BIN" status --state-file "$STATE")" "Last reload: applied at"
-# The plugin's own measure, from the save's first file event until the new
-# pools were in force and the runtime had answered the shared member's
-# update: < 1 s even under TCG (the end-to-end checks above include runc's
-# update and the polling, which TCG slows far more).
-RELOAD_MS=$("$BIN" status --state-file "$STATE" | sed -n 's/^Last reload: applied at .* (file changed) in \([0-9.]*\) ms.*/\1/p')
-info "the plugin applied the reload in ${RELOAD_MS:-?} ms (its own measure, ${VM_ACCEL:-?})"
-check "the plugin's own measure of the reload: < 1000 ms" "$(awk -v ms="${RELOAD_MS:-x}" 'BEGIN { print (ms ~ /^[0-9.]+$/ && ms < 1000) ? "under 1 s" : "not: " ms }')" "under 1 s"
-check "the plugin's log says it, with the member updated" "$(grep -c 'reload (file changed) applied in .* (1 of 1 containers that follow the pools updated)' "$W/plugin.log")" "1"
+# The plugin's own measures, from the save's first file event (the 200 ms
+# debounce included): until the new pools were in force and the shared
+# member's update sent, < 1 s even under TCG; and until the runtime had
+# answered that update (runc's update of the cgroup, which TCG slows far
+# more), within the timed limit (1 s; 15 s under TCG).
+LAST=$("$BIN" status --state-file "$STATE" | grep '^Last reload: applied at .* (file changed) in ')
+RELOAD_MS=$(echo "$LAST" | sed -n 's/.* in \([0-9.]*\) ms.*/\1/p')
+INFORCE_MS=$(echo "$LAST" | sed -n 's/.*(in force after \([0-9.]*\) ms).*/\1/p')
+info "the plugin had the reload in force after ${INFORCE_MS:-?} ms, applied with the runtime's answer after ${RELOAD_MS:-?} ms (its own measures, ${VM_ACCEL:-?})"
+under() { awk -v ms="${1:-x}" -v lim="$2" 'BEGIN { print (ms ~ /^[0-9.]+$/ && ms < lim) ? "under " lim " ms" : "not: " ms }'; }
+check "the plugin's own measure until in force: < 1000 ms" "$(under "$INFORCE_MS" 1000)" "under 1000 ms"
+check "and until the runtime answered: < $LIMIT_MS ms" "$(under "$RELOAD_MS" "$LIMIT_MS")" "under $LIMIT_MS ms"
+check "the plugin's log says it, with the member updated" "$(grep -c 'reload (file changed) applied in .*, in force after .* (1 of 1 containers that follow the pools updated)' "$W/plugin.log")" "1"
 
 section "a reload that would move the exclusive container: refused, naming it; the old config stays"
 config "$FREE" "5,$XC" > "$CFG.new" && mv "$CFG.new" "$CFG"

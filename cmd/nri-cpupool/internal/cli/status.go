@@ -124,6 +124,11 @@ func printLastReload(stdout io.Writer, stateFile string) {
 		// From its trigger until applied (the members' updates answered)
 		// or decided.
 		fmt.Fprintf(stdout, " in %.1f ms", r.DurationMS)
+		if r.InForceMS > 0 {
+			// The plugin's own part: until the new pools were in force
+			// and the members' updates sent.
+			fmt.Fprintf(stdout, " (in force after %.1f ms)", r.InForceMS)
+		}
 	}
 	if r.Reason != "" {
 		fmt.Fprintf(stdout, ": %s", r.Reason)
