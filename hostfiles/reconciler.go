@@ -54,6 +54,13 @@ type Change struct {
 	// and listed in Status.Failures (Failure.Invalid) until the content
 	// passes again or the file is no longer wanted.
 	Verify func(content string) error
+	// Original, when set, is the original to record for a file first seen
+	// with content (not yet in the journal): what it held before someone
+	// else's change that the file only inherited. A thread forked while
+	// housekeeping confined its parent inherits the narrow affinity: its
+	// original is taken as that affinity widened again, so that it gets
+	// the CPUs back when released. The want is then computed from it.
+	Original func(content string) string
 }
 
 // Plan is what a Source wants in one pass.
@@ -514,6 +521,9 @@ func (r *Reconciler) pass() error {
 					continue
 				}
 				original = trim(data)
+				if ch.Original != nil {
+					original = ch.Original(original)
+				}
 			}
 			want, err := ch.Want(original)
 			if err != nil {
