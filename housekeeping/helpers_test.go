@@ -148,6 +148,9 @@ func (n *node) start(t *testing.T, fsys hostfiles.FS, floor int) *process {
 // call fails, as if the process were gone.
 type crashFS struct {
 	hostfiles.OS
+	// inner, when set, is the file system that does the work (an
+	// AffinityFS), else the host's.
+	inner              hostfiles.FS
 	mu                 sync.Mutex
 	crashAt, mutations int
 	after, crashed     bool
@@ -174,14 +177,23 @@ func (f *crashFS) mutate(do func() error) error {
 	return err
 }
 
+func (f *crashFS) fs() hostfiles.FS {
+	if f.inner != nil {
+		return f.inner
+	}
+	return f.OS
+}
+
+func (f *crashFS) ReadFile(path string) ([]byte, error) { return f.fs().ReadFile(path) }
+
 func (f *crashFS) WriteFile(path string, data []byte) error {
-	return f.mutate(func() error { return f.OS.WriteFile(path, data) })
+	return f.mutate(func() error { return f.fs().WriteFile(path, data) })
 }
 
 func (f *crashFS) ReplaceFile(path string, data []byte) error {
-	return f.mutate(func() error { return f.OS.ReplaceFile(path, data) })
+	return f.mutate(func() error { return f.fs().ReplaceFile(path, data) })
 }
 
 func (f *crashFS) Rename(from, to string) error {
-	return f.mutate(func() error { return f.OS.Rename(from, to) })
+	return f.mutate(func() error { return f.fs().Rename(from, to) })
 }

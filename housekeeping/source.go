@@ -46,6 +46,14 @@ type Config struct {
 	// confining them would confine the exclusive containers below them to
 	// the host's CPUs.
 	PodCgroups func() []string
+	// ThreadAffinity says that the reconciler's FS serves AffinityRoot
+	// (AffinityFS): the unbound kernel threads, and on cgroup v1 the
+	// host's user-space threads, are then confined by their affinity
+	// (threads.go). Without it they are left alone, and the log says so.
+	ThreadAffinity bool
+	// Self is the plugin's process id, whose threads keep their affinity
+	// (0: this process's).
+	Self int
 }
 
 // Source is the hostfiles.Source of housekeeping confinement.
@@ -62,13 +70,26 @@ type Source struct {
 
 	mu   sync.Mutex // guards last: Plan runs on the reconciler's goroutine, the readers anywhere
 	last cpuset.CPUSet
+
+	// self is Config.Self, or this process's id.
+	self int
+	// prevHost is the set the previous pass gave host processes (empty
+	// before the first: unknown), which a thread forked since inherited;
+	// seen are the thread affinities that pass planned (threads.go). Only
+	// Plan uses them, on the reconciler's goroutine.
+	prevHost cpuset.CPUSet
+	seen     map[string]bool
 }
 
 var _ hostfiles.Source = (*Source)(nil)
 
 // NewSource returns the Source.
 func NewSource(cfg Config, log *logrus.Logger) *Source {
-	return &Source{cfg: cfg, log: log, warned: hostfiles.NewWarnings(log), last: cfg.Online}
+	self := cfg.Self
+	if self == 0 {
+		self = os.Getpid()
+	}
+	return &Source{cfg: cfg, log: log, warned: hostfiles.NewWarnings(log), last: cfg.Online, self: self, prevHost: cpuset.New()}
 }
 
 // Owner names the Source in the journal.
@@ -83,6 +104,9 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	s.setLast(set)
 	if kept.Empty() || set.Equals(s.cfg.Online) {
 		s.warned.Clear("floor")
+		// Nothing confined: a thread forked from now on has its
+		// parent's own affinity.
+		s.prevHost, s.seen = s.cfg.Online, nil
 		return hostfiles.Plan{}, nil
 	}
 	if widened.IsEmpty() {
@@ -100,41 +124,82 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	}
 	// The host's processes: the set less the CPUs they never ran on,
 	// unless that leaves none.
+	base := s.cfg.Online.Difference(s.cfg.DomainIsolated)
+	if base.IsEmpty() {
+		base = s.cfg.Online
+	}
 	host := set.Difference(s.cfg.DomainIsolated)
 	if host.IsEmpty() {
 		host = set
 	}
-	if unified(s.cfg.CgroupRoot) && Systemd(s.cfg.CgroupRoot, s.cfg.ProcRoot) {
+	prev := s.prevHost
+	s.prevHost = host
+	var pods []string
+	if s.cfg.PodCgroups != nil {
+		pods = s.cfg.PodCgroups()
+	}
+	v1 := !unified(s.cfg.CgroupRoot)
+	switch {
+	case v1:
+		// No cpuset in cgroup v2: the host's user-space threads are
+		// confined by affinity, with the kernel threads.
+		s.warned.Clear("cgroups")
+		s.warned.Clear("systemd")
+		s.forgetGone(nil)
+	case Systemd(s.cfg.CgroupRoot, s.cfg.ProcRoot):
 		// systemd owns the slices: AllowedCPUs= through its D-Bus API,
 		// never their cpuset.cpus.
 		s.warned.Clear("cgroups")
 		plan.Changes = append(plan.Changes, s.systemdChanges(host)...)
 		s.forgetGone(nil)
+	default:
+		s.warned.Clear("systemd")
+		changes, err := s.cgroupChanges(host, pods)
+		if err != nil {
+			return hostfiles.Plan{}, err
+		}
+		plan.Changes = append(plan.Changes, changes...)
+	}
+	if !s.cfg.ThreadAffinity {
+		what := "unbound kernel threads are"
+		if v1 {
+			what = "host processes (cgroup v1) and unbound kernel threads are"
+		}
+		s.warned.Once("affinity", fmt.Sprintf("housekeeping: %s not confined: this process does not set threads' affinity", what))
 		return plan, nil
 	}
-	s.warned.Clear("systemd")
-	var pods []string
-	if s.cfg.PodCgroups != nil {
-		pods = s.cfg.PodCgroups()
+	s.warned.Clear("affinity")
+	th, err := s.threadChanges(host, prev, base, v1, pods)
+	if err != nil {
+		return hostfiles.Plan{}, fmt.Errorf("housekeeping: %w", err)
 	}
+	s.log.Debugf("housekeeping: narrowing the affinity of %d kernel threads and %d host threads to CPUs %s", th.kernel, th.users, host)
+	plan.Changes = append(plan.Changes, th.changes...)
+	return plan, nil
+}
+
+// cgroupChanges are the cpuset.cpus of the top-level cgroups other than
+// the pods' (cgroup v2 without systemd).
+func (s *Source) cgroupChanges(host cpuset.CPUSet, pods []string) ([]hostfiles.Change, error) {
 	dirs, skipped, err := cgroupTargets(s.cfg.CgroupRoot, pods)
 	switch {
 	case errors.Is(err, ErrNotDone):
 		s.warned.Once("cgroups", fmt.Sprintf("housekeeping: host processes are not confined: %v", err))
 	case err != nil:
-		return hostfiles.Plan{}, fmt.Errorf("housekeeping: %w", err)
+		return nil, fmt.Errorf("housekeeping: %w", err)
 	default:
 		s.warned.Clear("cgroups")
 	}
+	var changes []hostfiles.Change
 	for _, dir := range dirs {
-		plan.Changes = append(plan.Changes, cgroupChange(dir, host))
+		changes = append(changes, cgroupChange(dir, host))
 		s.warned.Clear(dir)
 	}
 	for dir, why := range skipped {
 		s.warned.Once(dir, fmt.Sprintf("housekeeping: cgroup %s is not confined: %s", dir, why))
 	}
 	s.forgetGone(skipped)
-	return plan, nil
+	return changes, nil
 }
 
 // systemdChanges are the AllowedCPUs of the host's units (SystemdUnits)

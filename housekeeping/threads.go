@@ -1,0 +1,183 @@
+package housekeeping
+
+// Confinement by thread affinity (issue 32), through AffinityFS:
+//
+//   - every unbound kernel thread that allows it (PF_KTHREAD, without
+//     PF_NO_SETAFFINITY, allowed on more than one CPU), on any hierarchy:
+//     its cgroup is the root's, which no cpuset narrows;
+//   - on cgroup v1 (legacy or hybrid: no cpuset in cgroup v2), every
+//     user-space thread outside the pods' tree and this process: systemd
+//     does not manage the v1 cpuset hierarchy, and a cpuset cgroup of our
+//     own would move processes between cgroups that systemd and the
+//     runtimes believe they own. TuneD's cpu-partitioning and tuna set the
+//     threads' affinity instead; so does this.
+//
+// The scan reads /proc/<pid>/stat of each process and, on v1, its cgroup
+// file and each thread's stat, and the reconciler one affinity per
+// planned thread: linear in the threads, and the journal is written once
+// per pass whatever their number (Journal.Commit).
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+)
+
+// threads are the affinity changes of one pass, and how many threads of
+// each kind were planned (for the log and tests).
+type threads struct {
+	changes       []hostfiles.Change
+	kernel, users int
+}
+
+// threadChanges lists the threads whose affinity housekeeping narrows to
+// host: the unbound kernel threads, and when users is set (cgroup v1) the
+// host's user-space threads outside the top-level cgroups pods.
+//
+// A thread forked while its parent was confined inherits the narrow
+// affinity, and left so it would keep it after the release. So a thread
+// that the previous pass did not see (forked since) and whose affinity is
+// exactly the set that pass gave host processes (prev; on the first pass
+// of this process, which does not know it, the set of this pass, as a
+// restart keeps the CPUs held) is taken as having inherited it: its
+// original is recorded as that affinity with base (every CPU host
+// processes have when nothing is kept) added back, so that it is widened
+// when released. A thread seen before keeps what it has as its original.
+func (s *Source) threadChanges(host, prev, base cpuset.CPUSet, users bool, pods []string) (threads, error) {
+	entries, err := os.ReadDir(s.cfg.ProcRoot)
+	if err != nil {
+		return threads{}, fmt.Errorf("listing processes: %w", err)
+	}
+	inherited := prev
+	if inherited.IsEmpty() {
+		inherited = host
+	}
+	seen, next := s.seen, make(map[string]bool, len(s.seen))
+	defer func() { s.seen = next }()
+	original := func(p string) func(string) string {
+		next[p] = true
+		if seen[p] {
+			return nil
+		}
+		return func(content string) string {
+			have, err := cpulist.Parse(content)
+			if err != nil || have.Equals(base) || !have.Equals(inherited) {
+				return content
+			}
+			return have.Union(base).String()
+		}
+	}
+	var out threads
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		pdir := filepath.Join(s.cfg.ProcRoot, e.Name())
+		st, err := readStat(filepath.Join(pdir, "stat"))
+		if err != nil {
+			continue // gone since listed, or not a process
+		}
+		if st.flags&pfKthread != 0 {
+			if st.flags&pfNoSetAffinity != 0 {
+				continue // per-CPU, or a workqueue worker: the kernel's
+			}
+			// A kernel thread is one thread: its pid is its tid.
+			p := AffinityPath(pid, st.start)
+			out.changes = append(out.changes, affinityChange(p, host, true, original(p)))
+			out.kernel++
+			continue
+		}
+		if !users || pid == s.self {
+			continue
+		}
+		cgroup, err := os.ReadFile(filepath.Join(pdir, "cgroup"))
+		if err != nil || inPods(string(cgroup), pods) {
+			continue
+		}
+		tasks, err := os.ReadDir(filepath.Join(pdir, "task"))
+		if err != nil {
+			continue
+		}
+		for _, te := range tasks {
+			tid, err := strconv.Atoi(te.Name())
+			if err != nil {
+				continue
+			}
+			tst, err := readStat(filepath.Join(pdir, "task", te.Name(), "stat"))
+			if err != nil || tst.flags&pfNoSetAffinity != 0 {
+				continue
+			}
+			p := AffinityPath(tid, tst.start)
+			out.changes = append(out.changes, affinityChange(p, host, false, original(p)))
+			out.users++
+		}
+	}
+	return out, nil
+}
+
+// inPods tells whether a process's cgroups (/proc/<pid>/cgroup, one line
+// per hierarchy on cgroup v1) put it in the pods' tree: the first
+// component of its path in ANY hierarchy is kubepods.slice, kubepods or
+// one of pods. Any, not only the cpuset hierarchy's: never confine a
+// container's process, which the pools pin.
+func inPods(cgroup string, pods []string) bool {
+	for _, line := range strings.Split(cgroup, "\n") {
+		_, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		_, path, ok := strings.Cut(rest, ":")
+		if !ok {
+			continue
+		}
+		top, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(path), "/"), "/")
+		if top != "" && (slices.Contains(podTrees, top) || slices.Contains(pods, top)) {
+			return true
+		}
+	}
+	return false
+}
+
+// affinityChange narrows a thread's affinity to its original's CPUs in
+// host. A thread allowed on one CPU only (a per-CPU kernel thread, a
+// process pinned there) is left as it is. An original with no CPU of host
+// is a kernel thread's: it gets host; or a process's own choice of kept
+// CPUs: left as it is, since a process that pins itself means it.
+// original, when set, maps the affinity of a thread not yet recorded to
+// the original recorded (Change.Original).
+func affinityChange(p string, host cpuset.CPUSet, kernel bool, original func(string) string) hostfiles.Change {
+	return hostfiles.Change{Path: p,
+		Want: func(original string) (string, error) {
+			orig, err := cpulist.Parse(original)
+			if err != nil {
+				return "", fmt.Errorf("thread affinity %s: %w", p, err)
+			}
+			if orig.Size() <= 1 {
+				return original, nil
+			}
+			want := orig.Intersection(host)
+			switch {
+			case !want.IsEmpty():
+				return want.String(), nil
+			case kernel:
+				return host.String(), nil
+			}
+			return original, nil
+		},
+		Satisfied: func(content, want string) bool {
+			have, err1 := cpulist.Parse(content)
+			wanted, err2 := cpulist.Parse(want)
+			return err1 == nil && err2 == nil && have.Equals(wanted)
+		},
+		Original: original,
+	}
+}
