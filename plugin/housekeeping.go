@@ -3,8 +3,8 @@ package plugin
 // Housekeeping confinement: the plugin's side of package housekeeping. A
 // decision only changes the allocator and kicks the host files'
 // reconciler; its background pass asks which CPUs to keep host processes
-// off (housekeepingKept) and narrows the workqueue mask and the top-level
-// cgroups to the rest.
+// off (housekeepingKept) and narrows the workqueue mask, the top-level
+// cgroups or systemd's slices, and threads' affinities to the rest.
 
 import (
 	"strings"
@@ -27,6 +27,9 @@ func (p *Plugin) housekeepingSource(j *hostfiles.Journal) *housekeeping.Source {
 	}
 	cfg := housekeeping.Config{SysfsRoot: p.cfg.SysfsRoot, CgroupRoot: p.cfg.CgroupRoot, ProcRoot: p.cfg.ProcRoot,
 		Online: p.topo.Online, DomainIsolated: p.topo.DomainIsolated, Floor: p.cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs, Kept: p.housekeepingKept, PodCgroups: p.podCgroups}
+	// Kernel threads, and on cgroup v1 the host's processes, by affinity
+	// through the reconciler's FS.
+	cfg.ThreadAffinity = housekeeping.ServesAffinity(p.isolationFS)
 	if sfs, ok := p.isolationFS.(*housekeeping.SystemdFS); ok {
 		// Under systemd the host's slices get AllowedCPUs= through the
 		// reconciler's FS, which serves their properties.

@@ -99,7 +99,7 @@ func (p *Plugin) openIsolation() error {
 	// Every file a Source changes lies under these: a journal record of
 	// any other file (a damaged or forged journal) is never written.
 	iso.recon.RestoreOnlyUnder(filepath.Join(p.cfg.ProcRoot, "irq"), filepath.Join(p.cfg.SysfsRoot, "sys/devices/system/cpu"), p.cfg.CgroupRoot,
-		filepath.Join(p.cfg.SysfsRoot, filepath.Dir(housekeeping.WorkqueueMask)), housekeeping.SystemdRoot)
+		filepath.Join(p.cfg.SysfsRoot, filepath.Dir(housekeeping.WorkqueueMask)), housekeeping.SystemdRoot, housekeeping.AffinityRoot)
 	iso.recon.Start()
 	p.isolation.Store(iso)
 	if n := j.Len(); n > 0 {

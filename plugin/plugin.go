@@ -43,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -204,8 +205,14 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 	p.hugePages = sysfs.NewHugePageCounter(cfg.SysfsRoot) // the root stays across reloads
 	p.readHugePager = p.readHugePages
 	// The host's files, and systemd's unit properties for housekeeping
-	// under systemd (dialled only when first needed).
-	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, housekeeping.NewSystemdFS(hostfiles.OS{}, housekeeping.DialSystemd, cfg.CgroupRoot)
+	// under systemd (dialled only when first needed), and threads'
+	// affinities: only over the host's own /proc, since the system calls
+	// act on this kernel's threads whatever a fixture's /proc says.
+	var files hostfiles.FS = hostfiles.OS{}
+	if filepath.Clean(cfg.ProcRoot) == "/proc" {
+		files = housekeeping.NewAffinityFS(files, cfg.ProcRoot, housekeeping.KernelAffinity{})
+	}
+	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, housekeeping.NewSystemdFS(files, housekeeping.DialSystemd, cfg.CgroupRoot)
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(&p.usage, p.writer)
