@@ -18,7 +18,8 @@
 //
 // Each foreign thread, and each unbound kernel thread listed, says why it
 // may still run there (reasons.go): its own affinity, a cgroup not
-// confined, the root cgroup, or the kernel keeping its affinity.
+// confined, the root cgroup, the kernel keeping its affinity or refusing
+// to narrow it (the journal's refusals), or housekeeping not narrowing it.
 //
 // A device IRQ is movable unless the plugin's journal lists its affinity
 // file as refused by the kernel (a kernel-managed IRQ).
@@ -198,6 +199,10 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 	}
 	k := kernelSets(opt)
 	cgroups := newCgroupCPUs(opt.CgroupRoot)
+	refused := refusedThreads(opt.Refused)
+	// What a host process may run on when nothing confines it: on cgroup
+	// v1, a narrower affinity is its own.
+	host := k.online.Difference(k.isolated)
 	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true}
 	for _, c := range held.List() {
 		h := owners[c]
@@ -227,13 +232,13 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 			if t.kernel {
 				cpu.UnboundKernelThreads++
 				if len(cpu.KernelThreads) < opt.MaxThreads {
-					kind, why := kernelReason(t)
+					kind, why := kernelReason(t, refused)
 					cpu.KernelThreads = append(cpu.KernelThreads, Thread{PID: t.pid, TID: t.tid, Comm: t.comm, Allowed: t.allowed.String(), Kind: kind, Reason: why})
 				}
 				continue
 			}
 			cpu.ForeignThreads++
-			kind, why := foreignReason(t, c, cgroups)
+			kind, why := foreignReason(t, c, cgroups, host, refused)
 			if cpu.ForeignKinds == nil {
 				cpu.ForeignKinds = map[string]int{}
 			}
@@ -316,6 +321,8 @@ type kernelSet struct {
 	// offline are the present CPUs that are not online; empty when the
 	// kernel does not say.
 	offline cpuset.CPUSet
+	// online are the online CPUs; empty when the kernel does not say.
+	online cpuset.CPUSet
 }
 
 func kernelSets(opt Options) kernelSet {
@@ -331,9 +338,10 @@ func kernelSets(opt Options) kernelSet {
 	var k kernelSet
 	k.isolated, _ = read(filepath.Join(cpuDir, "isolated"))
 	k.nohzFull, _ = read(filepath.Join(cpuDir, "nohz_full"))
-	k.offline = cpuset.New()
-	if present, ok := read(filepath.Join(cpuDir, "present")); ok {
-		if online, ok := read(filepath.Join(cpuDir, "online")); ok {
+	k.offline, k.online = cpuset.New(), cpuset.New()
+	if online, ok := read(filepath.Join(cpuDir, "online")); ok {
+		k.online = online
+		if present, ok := read(filepath.Join(cpuDir, "present")); ok {
 			k.offline = present.Difference(online)
 		}
 	}

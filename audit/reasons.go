@@ -8,34 +8,47 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 // Why a thread is still foreign on a held CPU (Thread.Kind), after
 // housekeeping confinement (pools.<pool>.housekeeping) narrowed the host's
-// cgroups, or without it.
+// cgroups (cgroup v2) or threads' affinity (cgroup v1, kernel threads), or
+// without it.
 const (
-	// ForeignOwnAffinity: a process that set its own affinity, narrower
-	// than its cgroup's CPUs. Confinement by affinity (cgroup v1, TuneD)
-	// does not reach it, and a cgroup's CPUs reach it only while they are
-	// narrower still.
+	// ForeignOwnAffinity: a process with an affinity of its own: on cgroup
+	// v2, narrower than its cgroup's CPUs, which reach it only while they
+	// are narrower still; on cgroup v1, where housekeeping confines by
+	// affinity, not every CPU of the host: a process pinned to kept CPUs
+	// keeps them, and one that set its affinity since the last pass is
+	// narrowed at the next.
 	ForeignOwnAffinity = "ownAffinity"
 	// ForeignCgroup: its cgroup's CPUs include the held CPU: the cgroup is
-	// not confined (housekeeping off, a systemd slice, cgroup v1, ...).
+	// not confined (housekeeping off, systemd's API unreachable, ...).
 	ForeignCgroup = "cgroup"
 	// ForeignRootCgroup: it runs in the root cgroup, whose CPUs cannot be
 	// changed.
 	ForeignRootCgroup = "rootCgroup"
 	// ForeignNoCpuset: its cgroup's CPUs could not be read (cgroup v1, or
-	// no cpuset controller down to it).
+	// no cpuset controller down to it), and its affinity is every CPU of
+	// the host: housekeeping has not narrowed it (off for the CPU's pool,
+	// or its first pass has not run).
 	ForeignNoCpuset = "noCpuset"
+	// ForeignRefused: the kernel refused to narrow its affinity (the
+	// journal's refusals): EINVAL when its cpuset allows none of the
+	// housekeeping CPUs, EPERM without the privilege.
+	ForeignRefused = "refused"
 	// KernelManaged: a kernel thread whose affinity the kernel keeps to
 	// itself (PF_NO_SETAFFINITY: a workqueue worker follows the workqueue
 	// mask).
 	KernelManaged = "kernelManaged"
-	// KernelUnbound: an unbound kernel thread whose affinity could be
-	// changed, which this version does not do (issue 32).
+	// KernelUnbound: an unbound kernel thread whose affinity the kernel
+	// refused to narrow (the journal's refusals).
 	KernelUnbound = "kernelUnbound"
+	// KernelNotConfined: an unbound kernel thread housekeeping has not
+	// narrowed: off for the CPU's pool, or its first pass has not run.
+	KernelNotConfined = "kernelNotConfined"
 )
 
 // pfNoSetAffinity is the kernel's PF_NO_SETAFFINITY flag in
@@ -82,20 +95,27 @@ func unifiedPath(cgroup string) string {
 }
 
 // foreignReason says why a user-space thread of another process may run
-// on held CPU cpu: its kind and a line for people.
-func foreignReason(t task, cpu int, cgroups *cgroupCPUs) (kind, why string) {
+// on held CPU cpu: its kind and a line for people. host are the CPUs a
+// host process has when nothing confines it (online, not isolated);
+// refused the kernel's refusals of affinities, by thread id.
+func foreignReason(t task, cpu int, cgroups *cgroupCPUs, host cpuset.CPUSet, refused map[int]string) (kind, why string) {
+	if r, ok := refused[t.tid]; ok {
+		return ForeignRefused, "the kernel refused to narrow its affinity: " + r
+	}
 	path := unifiedPath(t.cgroup)
 	var cg *cpuset.CPUSet
 	if path != "" {
 		cg = cgroups.of(path)
 	}
 	switch {
+	case cg == nil && path == "" && !host.IsEmpty() && !t.allowed.Equals(host):
+		return ForeignOwnAffinity, fmt.Sprintf("its own affinity (%s, not every CPU of the host, %s) includes CPU %d: a process pinned to kept CPUs keeps them, and one that set its affinity since the last pass is narrowed at the next", t.allowed, host, cpu)
 	case cg == nil:
 		where := "its cgroup"
 		if path != "" {
 			where = "its cgroup " + path
 		}
-		return ForeignNoCpuset, fmt.Sprintf("%s has no cpuset to confine it (cgroup v1, or no cpuset controller down to it)", where)
+		return ForeignNoCpuset, fmt.Sprintf("%s has no cpuset to confine it (cgroup v1, or no cpuset controller down to it), and its affinity is not narrowed (housekeeping off for this CPU's pool, or its first pass has not run)", where)
 	case t.allowed.IsSubsetOf(*cg) && !t.allowed.Equals(*cg):
 		return ForeignOwnAffinity, fmt.Sprintf("its own affinity (%s, narrower than its cgroup's CPUs %s) includes CPU %d", t.allowed, *cg, cpu)
 	case path == "/":
@@ -105,9 +125,24 @@ func foreignReason(t task, cpu int, cgroups *cgroupCPUs) (kind, why string) {
 }
 
 // kernelReason says why an unbound kernel thread may run on a held CPU.
-func kernelReason(t task) (kind, why string) {
+func kernelReason(t task, refused map[int]string) (kind, why string) {
 	if t.flags&pfNoSetAffinity != 0 {
 		return KernelManaged, "the kernel manages its affinity (PF_NO_SETAFFINITY; a workqueue worker follows the workqueue mask)"
 	}
-	return KernelUnbound, "an unbound kernel thread; this version does not change kernel threads' affinity (issue 32)"
+	if r, ok := refused[t.tid]; ok {
+		return KernelUnbound, "an unbound kernel thread whose affinity the kernel refused to narrow: " + r
+	}
+	return KernelNotConfined, "an unbound kernel thread that housekeeping has not narrowed (off for this CPU's pool, or its first pass has not run)"
+}
+
+// refusedThreads are the journal's refusals of thread affinities
+// (housekeeping.AffinityRoot), by thread id.
+func refusedThreads(refused map[string]string) map[int]string {
+	out := map[int]string{}
+	for path, why := range refused {
+		if tid, _, ok := housekeeping.AffinityThread(path); ok {
+			out[tid] = why
+		}
+	}
+	return out
 }

@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,8 +18,9 @@ import (
 // process that set its own affinity in a cgroup not confined, one in a
 // cgroup not confined, one in the root cgroup, one whose cgroup's CPUs
 // cannot be read; the unbound kernel threads are listed with theirs (a
-// workqueue worker the kernel manages, one this version does not move),
-// and the per-CPU ones only counted. A confined daemon is not foreign.
+// workqueue worker the kernel manages, one housekeeping has not narrowed,
+// one whose narrowing the kernel refused), and the per-CPU ones only
+// counted. A confined daemon is not foreign.
 func TestForeignReasons(t *testing.T) {
 	m := newMachine(t, cpuset.New(0, 1))
 	m.spec.Processes = append(m.spec.Processes,
@@ -28,12 +31,15 @@ func TestForeignReasons(t *testing.T) {
 		procfixture.Process{PID: 404, Comm: "agent", AllowedCPUs: all, Cgroup: "0::/machine.slice/agent.scope"},
 		procfixture.Process{PID: 90, Comm: "kworker/u16:1-events_unbound", Kernel: true, NoSetAffinity: true, AllowedCPUs: all, Cgroup: "0::/"},
 		procfixture.Process{PID: 24, Comm: "migration/2", Kernel: true, NoSetAffinity: true, AllowedCPUs: cpuset.New(2), Cgroup: "0::/"},
+		procfixture.Process{PID: 91, Comm: "rcu_preempt", Kernel: true, AllowedCPUs: all, Cgroup: "0::/"},
 	)
 	procfixture.Write(t, m.proc, m.spec)
 	m.cgroupCPUs(t, "/system.slice/ssh.service", cpuset.New(0, 1))
 	m.cgroupCPUs(t, "/user.slice/session-1.scope", all)
 
-	rep, err := Gather(holdings[:1], m.options(m.fire(t, nil)))
+	opt := m.options(m.fire(t, nil))
+	opt.Refused["/affinity/91/17"] = "write /affinity/91/17: invalid argument"
+	rep, err := Gather(holdings[:1], opt)
 	require.NoError(t, err)
 	c2 := rep.CPUs[0]
 	require.Equal(t, 2, c2.CPU)
@@ -57,11 +63,45 @@ func TestForeignReasons(t *testing.T) {
 	for _, th := range c2.KernelThreads {
 		kernel[th.Comm] = th.Kind
 	}
-	assert.Equal(t, map[string]string{"kblockd": KernelUnbound, "kworker/u16:1-events_unbound": KernelManaged}, kernel)
+	assert.Equal(t, map[string]string{"kblockd": KernelNotConfined, "kworker/u16:1-events_unbound": KernelManaged, "rcu_preempt": KernelUnbound}, kernel)
 
 	var text bytes.Buffer
 	require.NoError(t, WriteText(&text, rep))
 	assert.Contains(t, text.String(), "401/401 loop (2: its own affinity (2, narrower than its cgroup's CPUs 0-7) includes CPU 2)")
 	assert.Contains(t, text.String(), "  unbound kernel threads: ")
 	assert.Contains(t, text.String(), "90/90 kworker/u16:1-events_unbound (0-7: the kernel manages its affinity")
+}
+
+// TestForeignReasonsV1: on cgroup v1, where housekeeping confines host
+// processes by affinity, a thread allowed every CPU of the host (the
+// online ones, not isolated) was not narrowed
+// (noCpuset), one with an affinity of its own says so (ownAffinity), and
+// one whose narrowing the kernel refused says why (refused).
+func TestForeignReasonsV1(t *testing.T) {
+	m := newMachine(t, cpuset.New(0, 1))
+	host := all.Difference(cpuset.New(5)) // the machine's CPU 5 is isolated
+	v1 := "4:cpuset:/system.slice\n1:name=systemd:/system.slice/x.service"
+	m.spec.Processes = append(m.spec.Processes,
+		procfixture.Process{PID: 500, Comm: "confined", AllowedCPUs: cpuset.New(0, 1), Cgroup: v1},
+		procfixture.Process{PID: 501, Comm: "everywhere", AllowedCPUs: host, Cgroup: v1},
+		procfixture.Process{PID: 502, Comm: "pinned", AllowedCPUs: cpuset.New(2, 3), Cgroup: v1},
+		procfixture.Process{PID: 503, Comm: "refused", AllowedCPUs: all, Cgroup: v1},
+	)
+	procfixture.Write(t, m.proc, m.spec)
+	require.NoError(t, os.MkdirAll(filepath.Join(m.sys, "sys/devices/system/cpu"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(m.sys, "sys/devices/system/cpu/online"), []byte("0-7\n"), 0o644))
+	opt := m.options(m.fire(t, nil))
+	opt.Refused["/affinity/503/42"] = "write /affinity/503/42: invalid argument"
+	rep, err := Gather(holdings[:1], opt)
+	require.NoError(t, err)
+	why := map[string]Thread{}
+	for _, th := range rep.CPUs[0].Threads {
+		why[th.Comm] = th
+	}
+	assert.NotContains(t, why, "confined")
+	assert.Equal(t, ForeignNoCpuset, why["everywhere"].Kind)
+	assert.Equal(t, ForeignOwnAffinity, why["pinned"].Kind)
+	assert.Contains(t, why["pinned"].Reason, "its own affinity (2-3, not every CPU of the host, 0-4,6-7) includes CPU 2")
+	assert.Equal(t, ForeignRefused, why["refused"].Kind)
+	assert.Equal(t, "the kernel refused to narrow its affinity: write /affinity/503/42: invalid argument", why["refused"].Reason)
 }

@@ -44,8 +44,9 @@ func IsAffinityPath(p string) bool {
 	return p == AffinityRoot || strings.HasPrefix(path.Clean(p), AffinityRoot+"/")
 }
 
-// affinityThread is the thread of a path below AffinityRoot.
-func affinityThread(p string) (tid int, start uint64, ok bool) {
+// AffinityThread is the thread of a path below AffinityRoot: its id and
+// start time.
+func AffinityThread(p string) (tid int, start uint64, ok bool) {
 	rel, found := strings.CutPrefix(path.Clean(p), AffinityRoot+"/")
 	if !found {
 		return 0, 0, false
@@ -81,7 +82,7 @@ func (f *AffinityFS) same(tid int, start uint64) bool {
 
 // ReadFile reads a thread's affinity as a CPU list, or a host file.
 func (f *AffinityFS) ReadFile(p string) ([]byte, error) {
-	tid, start, ok := affinityThread(p)
+	tid, start, ok := AffinityThread(p)
 	if !ok {
 		if IsAffinityPath(p) {
 			return nil, &pathError{op: "read", path: p, err: syscall.ENOENT}
@@ -105,7 +106,7 @@ func (f *AffinityFS) ReadFile(p string) ([]byte, error) {
 // file. The start time is checked before the call: a thread id reused
 // between the check and the call (microseconds) is the one race left.
 func (f *AffinityFS) WriteFile(p string, data []byte) error {
-	tid, start, ok := affinityThread(p)
+	tid, start, ok := AffinityThread(p)
 	if !ok {
 		if IsAffinityPath(p) {
 			return &pathError{op: "write", path: p, err: syscall.ENOENT}
