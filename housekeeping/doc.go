@@ -4,28 +4,54 @@
 // keep (pools.<pool>.housekeeping), so it shrinks when such a CPU is
 // granted and widens when it is released.
 //
-// It is a hostfiles.Source: every file goes through the journal of
+// It is a hostfiles.Source: every change goes through the journal of
 // originals (recorded durably before the first write, restored exactly
-// when no longer wanted, also after a kill -9), and it is planned and
-// written in the reconciler's coalesced background passes, never on a
-// container's reply path. What it writes:
+// when no longer wanted, also after a kill -9 and by a restart without the
+// feature), and it is planned and written in the reconciler's coalesced
+// background passes, never on a container's reply path. Values that are
+// not files are virtual paths the reconciler's FS serves: systemd's unit
+// properties below SystemdRoot (SystemdFS), threads' affinities below
+// AffinityRoot (AffinityFS). What it changes:
 //
 //   - the unbound workqueue mask, /sys/devices/virtual/workqueue/cpumask
 //     (a hex mask, as /proc/irq's): its original less the kept CPUs;
 //   - on cgroup v2 without systemd, each top-level cgroup other than the
-//     pods' tree (kubepods.slice, kubepods): cpuset.cpus becomes its
-//     original (or, when empty, every CPU) less the kept CPUs. Only the
-//     top level is written: in cgroup v2 a child's effective CPUs are
-//     within its parent's, so the whole subtree follows, and the root
-//     cgroup's cpuset cannot be written at all.
+//     pods' tree (kubepods.slice, kubepods, Config.PodCgroups):
+//     cpuset.cpus becomes its original (or, when empty, every CPU) less
+//     the kept CPUs. Only the top level is written: a child's effective
+//     CPUs are within its parent's, and the root's cpuset cannot be
+//     written. A root that does not delegate cpuset is skipped and
+//     reported: the plugin never enables a controller;
+//   - on cgroup v2 under systemd, AllowedCPUs= of system.slice,
+//     user.slice, machine.slice and init.scope, as runtime properties
+//     through systemd's D-Bus API (systemd.go): their cpuset.cpus are
+//     systemd's, rewritten at every daemon-reload;
+//   - the affinity of every unbound kernel thread that allows it
+//     (PF_KTHREAD without PF_NO_SETAFFINITY, allowed on more than one
+//     CPU): its original less the kept CPUs, or the set when none is left;
+//   - on cgroup v1 (legacy or hybrid), which has no cpuset systemd manages,
+//     the affinity of every thread outside the pods' tree (any hierarchy's
+//     path in /proc/<pid>/cgroup) and this process: its original less the
+//     kept CPUs; left alone when it is allowed on one CPU only or only on
+//     kept ones (a process's own choice). threads.go.
 //
-// What it does not do (issue 32): under systemd, the slices are systemd's,
-// and a write to their cpuset.cpus is undone at the next daemon-reload:
-// they need AllowedCPUs= through systemd's D-Bus API, which this package
-// does not have yet, so it skips them and says so once. cgroup v1 is not
-// handled either, nor the affinity of unbound kernel threads. It never
-// enables a controller: a hierarchy whose root does not delegate cpuset to
-// its children is skipped and reported.
+// Thread affinities are recorded as AffinityRoot/<tid>/<starttime>: a
+// thread id the kernel reuses names another path, so no thread gets
+// another's original. A thread forked while its parent was confined
+// inherits the narrow affinity: a thread the previous pass did not see
+// whose affinity is exactly the set that pass gave the host (on a
+// process's first pass: this pass's set) is recorded with an original of
+// every CPU host processes have when nothing is kept (online, not
+// isolcpus), so it is widened when released (hostfiles.Change.Original).
+//
+// Limits: a process that sets its own affinity after a pass runs there
+// until the next pass, which narrows it from the original it had when
+// first confined and restores that one on release, not its later choice;
+// a thread forked between the last confining pass and the release keeps
+// the narrow affinity; a process that set exactly the host set itself is
+// widened on release. On cgroup v2 the root cgroup's processes are not
+// confined. The kernel's refusals (EINVAL, EPERM) are counted and
+// reported like a file's, and audit says them.
 //
 // The set never has fewer CPUs than the floor (pools.exclusive-non-isolcpus.
 // minInfraCPUs): when fewer would be left, kept CPUs are given back, idle
