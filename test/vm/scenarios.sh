@@ -146,6 +146,58 @@ check "CPUPOOL_CPUS/MEMS in container A" "$(crictl exec "$A_C" /bin/sh -c "echo 
 check "exclusive pod's sandbox on infra" "$(eventually "$INFRA" cpus_of "$A")" "$INFRA"
 check_contains "metrics over lo: no free exclusive CPU" "$(metrics)" 'cpupool_pool_free_cpus{pool="exclusive"} 0'
 
+# ------------------------------------------------------------- cgroup v1 housekeeping
+# Issue 32 on cgroup v1: no cpuset systemd manages, so housekeeping narrows
+# the host threads' affinity (and the unbound kernel threads'), and puts
+# each back exactly once the CPU is released.
+if [ "$VM_CGROUP" = v1 ]; then
+  section "cgroup v1 housekeeping: a host shell loop and kthreadd leave a held exclusive-non-isolcpus CPU"
+  affinity_of_pid() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/$1/status"; }
+  # overlaps A B: "yes" when the CPU lists share a CPU.
+  overlaps() { comm -12 <(cpu_list_expand "$1" | sort) <(cpu_list_expand "$2" | sort) | grep -q . && echo yes || echo no; }
+  within() {
+    local t=$1 want=$2 got
+    shift 2
+    for _ in $(seq 1 $((t * 5))); do
+      got=$("$@" 2>/dev/null)
+      [ "$got" = "$want" ] && break
+      sleep 0.2
+    done
+    echo "$got"
+  }
+  # A loop that sleeps: a spinning one starves the emulated CPUs (TCG).
+  sh -c 'while :; do sleep 0.2; done' &
+  LOOP=$!
+  # kthreadd: an unbound kernel thread that lets userland move it.
+  KFLAGS=$(awk '{print $9}' /proc/2/stat)
+  check "kthreadd is a kernel thread userland may move" "$(( (KFLAGS & 0x00200000) != 0 && (KFLAGS & 0x04000000) == 0 ))" "1"
+  LOOP_BEFORE=$(affinity_of_pid "$LOOP") KT_BEFORE=$(affinity_of_pid 2)
+  info "before: the shell loop may run on $LOOP_BEFORE, kthreadd on $KT_BEFORE"
+  sed 's/exclusive-non-isolcpus: {enabled: true}/exclusive-non-isolcpus: {enabled: true, housekeeping: held}/' /tmp/kernel.yaml > /tmp/hk.yaml
+  stop_plugin
+  start_plugin /tmp/hk.yaml
+  ENI=$(run_pod eni telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod eni"
+  ENI_C=$(create_ctr "$ENI" eni c 2000) || die "create eni/c"
+  HELD=$(cpus_of "$ENI_C")
+  check "the container holds the lendable core" "$HELD" "$LENDABLE"
+  loop_on_held() { overlaps "$(affinity_of_pid "$LOOP")" "$HELD"; }
+  kthreadd_on_held() { overlaps "$(affinity_of_pid 2)" "$HELD"; }
+  check "the shell loop no longer may run on the held CPUs (one pass)" "$(within 30 no loop_on_held)" "no"
+  check "kthreadd no longer may run on them" "$(within 30 no kthreadd_on_held)" "no"
+  check "the container still runs on its CPUs" "$(allowed_of "$ENI_C")" "$HELD"
+  check "exclusive A still runs on its CPUs" "$(allowed_of "$A_C")" "$A_CPUS"
+  FOREIGN=$("$BIN" audit --config /tmp/hk.yaml --state-file "$W/state/nri-cpupool.json" --sample 100ms --json 2>/dev/null |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); print(sum(c.get("foreignThreads", 0) for c in r["cpus"] if c["cpu"] in (4, 5)))')
+  check "audit: no foreign user-space thread on the held CPUs" "$FOREIGN" "0"
+  check_contains "metrics: thread affinities recorded" "$(metrics)" 'cpupool_host_files_changed{owner="housekeeping"}'
+  crictl stopp "$ENI" >/dev/null && crictl rmp "$ENI" >/dev/null
+  check "released: the shell loop exactly as before" "$(within 30 "$LOOP_BEFORE" affinity_of_pid "$LOOP")" "$LOOP_BEFORE"
+  check "released: kthreadd exactly as before" "$(within 30 "$KT_BEFORE" affinity_of_pid 2)" "$KT_BEFORE"
+  kill "$LOOP" 2>/dev/null
+  stop_plugin
+  start_plugin /tmp/kernel.yaml
+fi
+
 if [ "$SET" = quick ]; then section "quick set: done"; exit 0; fi
 
 section "a container spanning both NUMA nodes"
