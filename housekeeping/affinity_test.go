@@ -51,4 +51,3 @@ func TestKernelAffinity(t *testing.T) {
 	_, err = k.Get(1 << 30)
 	assert.ErrorIs(t, affinityErrno(err), syscall.ENOENT)
 }
-

@@ -243,6 +243,15 @@ func (s *Source) Explain(path string, err error) string {
 		}
 		return ""
 	}
+	if IsAffinityPath(path) {
+		switch {
+		case errors.Is(err, syscall.EINVAL):
+			return "the kernel allows the thread none of those CPUs: its cpuset (cgroup v1) does not include them, or it is a kernel thread the kernel keeps where it is"
+		case errors.Is(err, syscall.EPERM):
+			return "setting another process's affinity needs CAP_SYS_NICE"
+		}
+		return ""
+	}
 	if !errors.Is(err, syscall.EROFS) {
 		return ""
 	}

@@ -198,6 +198,7 @@ func TestThreadsConfinedOnV1(t *testing.T) {
 	require.Len(t, st.Failures, 1, "rcu_preempt, refused")
 	assert.Equal(t, AffinityPath(13, 5), st.Failures[0].Path)
 	assert.Contains(t, st.Failures[0].Error, "invalid argument")
+	assert.Contains(t, st.Failures[0].Hint, "its cpuset (cgroup v1) does not include them")
 	assert.Equal(t, uint64(1), st.PermanentErrors)
 	assert.Equal(t, 7, st.Records[Owner], "the workqueue mask and 6 threads")
 	assert.Equal(t, with(map[string]string{"wq": "3e"}), n.files(t), "cgroup v1: no cgroup file written")
