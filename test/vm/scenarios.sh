@@ -189,6 +189,8 @@ if [ "$VM_CGROUP" = v1 ]; then
   FOREIGN=$("$BIN" audit --config /tmp/hk.yaml --state-file "$W/state/nri-cpupool.json" --sample 100ms --json 2>/dev/null |
     python3 -c 'import json,sys; r=json.load(sys.stdin); print(sum(c.get("foreignThreads", 0) for c in r["cpus"] if c["cpu"] in (4, 5)))')
   check "audit: no foreign user-space thread on the held CPUs" "$FOREIGN" "0"
+  [ "$FOREIGN" = 0 ] || info "audit: $("$BIN" audit --config /tmp/hk.yaml --state-file "$W/state/nri-cpupool.json" --sample 100ms --json 2>/dev/null |
+    python3 -c 'import json,sys,collections; r=json.load(sys.stdin); print(dict(collections.Counter((t["comm"], t["kind"]) for c in r["cpus"] if c["cpu"] in (4, 5) for t in c.get("threads") or [])))')"
   check_contains "metrics: thread affinities recorded" "$(metrics)" 'cpupool_host_files_changed{owner="housekeeping"}'
   crictl stopp "$ENI" >/dev/null && crictl rmp "$ENI" >/dev/null
   check "released: the shell loop exactly as before" "$(within 30 "$LOOP_BEFORE" affinity_of_pid "$LOOP")" "$LOOP_BEFORE"
