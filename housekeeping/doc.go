@@ -31,7 +31,7 @@
 //     CPU): its original less the kept CPUs, or the set when none is left;
 //   - on cgroup v1 (legacy or hybrid), which has no cpuset systemd manages,
 //     the affinity of every thread outside the pods' tree (any hierarchy's
-//     path in /proc/<pid>/cgroup) and this process: its original less the
+//     path in /proc/<pid>/cgroup), this process's included: its original less the
 //     kept CPUs; left alone when it is allowed on one CPU only or only on
 //     kept ones (a process's own choice). threads.go.
 //

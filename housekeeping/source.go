@@ -51,9 +51,6 @@ type Config struct {
 	// host's user-space threads, are then confined by their affinity
 	// (threads.go). Without it they are left alone, and the log says so.
 	ThreadAffinity bool
-	// Self is the plugin's process id, whose threads keep their affinity
-	// (0: this process's).
-	Self int
 }
 
 // Source is the hostfiles.Source of housekeeping confinement.
@@ -71,8 +68,6 @@ type Source struct {
 	mu   sync.Mutex // guards last: Plan runs on the reconciler's goroutine, the readers anywhere
 	last cpuset.CPUSet
 
-	// self is Config.Self, or this process's id.
-	self int
 	// prevHost is the set the previous pass gave host processes (empty
 	// before the first: unknown), which a thread forked since inherited;
 	// seen are the thread affinities that pass planned (threads.go). Only
@@ -85,11 +80,7 @@ var _ hostfiles.Source = (*Source)(nil)
 
 // NewSource returns the Source.
 func NewSource(cfg Config, log *logrus.Logger) *Source {
-	self := cfg.Self
-	if self == 0 {
-		self = os.Getpid()
-	}
-	return &Source{cfg: cfg, log: log, warned: hostfiles.NewWarnings(log), last: cfg.Online, self: self, prevHost: cpuset.New()}
+	return &Source{cfg: cfg, log: log, warned: hostfiles.NewWarnings(log), last: cfg.Online, prevHost: cpuset.New()}
 }
 
 // Owner names the Source in the journal.

@@ -6,7 +6,9 @@ package housekeeping
 //     PF_NO_SETAFFINITY, allowed on more than one CPU), on any hierarchy:
 //     its cgroup is the root's, which no cpuset narrows;
 //   - on cgroup v1 (legacy or hybrid: no cpuset in cgroup v2), every
-//     user-space thread outside the pods' tree and this process: systemd
+//     user-space thread outside the pods' tree, this process's too (a
+//     host process like any other: left alone, its threads would run on
+//     the held CPUs, as the audit showed in the VM): systemd
 //     does not manage the v1 cpuset hierarchy, and a cpuset cgroup of our
 //     own would move processes between cgroups that systemd and the
 //     runtimes believe they own. TuneD's cpu-partitioning and tuna set the
@@ -96,7 +98,7 @@ func (s *Source) threadChanges(host, prev, base cpuset.CPUSet, users bool, pods 
 			out.kernel++
 			continue
 		}
-		if !users || pid == s.self {
+		if !users {
 			continue
 		}
 		cgroup, err := os.ReadFile(filepath.Join(pdir, "cgroup"))

@@ -158,7 +158,6 @@ func (n *node) startThreads(t *testing.T, k *fakeKernel, fsys *crashFS) *process
 	p := n.start(t, fsys, 1)
 	p.src.cfg.ThreadAffinity = true
 	p.src.cfg.PodCgroups = func() []string { return []string{"custompods"} }
-	p.src.self = self
 	p.r.RestoreOnlyUnder(filepath.Join(n.sysfs, "sys/devices/virtual/workqueue"), n.cgroup, AffinityRoot)
 	return p
 }
@@ -182,10 +181,10 @@ func affinitiesWith(changes map[int]string) map[int]string {
 }
 
 // TestThreadsConfinedOnV1: on cgroup v1, CPUs 6-7 held, every host
-// thread outside the pods' tree and the plugin loses them, each from its
+// thread outside the pods' tree, the plugin's own too, loses them, each from its
 // own affinity, and the unbound kernel threads too; a per-CPU kernel
 // thread, one pinned to a CPU, a container's process, a pod cgroup the
-// runtime names, the plugin itself and a process pinned to the kept CPUs
+// runtime names and a process pinned to the kept CPUs
 // are left alone; the kernel's refusal is counted and reported. Released,
 // every affinity is exactly as before and the journal is empty.
 func TestThreadsConfinedOnV1(t *testing.T) {
@@ -193,14 +192,14 @@ func TestThreadsConfinedOnV1(t *testing.T) {
 	p := n.startThreads(t, k, nil)
 	p.keep.set(cpuset.New(6, 7))
 	require.NoError(t, p.r.Flush())
-	assert.Equal(t, affinitiesWith(map[int]string{2: "0-5", 12: "0-5", 1: "0-5", 100: "0-5", 101: "1-5", 301: "1-5"}), k.affinities())
+	assert.Equal(t, affinitiesWith(map[int]string{2: "0-5", 12: "0-5", 1: "0-5", 100: "0-5", 101: "1-5", 301: "1-5", self: "0-5"}), k.affinities())
 	st := p.r.Status()
 	require.Len(t, st.Failures, 1, "rcu_preempt, refused")
 	assert.Equal(t, AffinityPath(13, 5), st.Failures[0].Path)
 	assert.Contains(t, st.Failures[0].Error, "invalid argument")
 	assert.Contains(t, st.Failures[0].Hint, "its cpuset (cgroup v1) does not include them")
 	assert.Equal(t, uint64(1), st.PermanentErrors)
-	assert.Equal(t, 7, st.Records[Owner], "the workqueue mask and 6 threads")
+	assert.Equal(t, 8, st.Records[Owner], "the workqueue mask and 7 threads")
 	assert.Equal(t, with(map[string]string{"wq": "3e"}), n.files(t), "cgroup v1: no cgroup file written")
 
 	require.NoError(t, p.r.Flush())
@@ -208,7 +207,7 @@ func TestThreadsConfinedOnV1(t *testing.T) {
 
 	p.keep.set(cpuset.New(7))
 	require.NoError(t, p.r.Flush())
-	assert.Equal(t, affinitiesWith(map[int]string{2: "0-6", 12: "6", 1: "0-6", 100: "0-6", 101: "1-6", 301: "1-6", 300: "6"}), k.affinities(), "widened from the originals")
+	assert.Equal(t, affinitiesWith(map[int]string{2: "0-6", 12: "6", 1: "0-6", 100: "0-6", 101: "1-6", 301: "1-6", 300: "6", self: "0-6"}), k.affinities(), "widened from the originals")
 
 	p.keep.set(cpuset.New())
 	require.NoError(t, p.r.Flush())
@@ -315,9 +314,9 @@ var threadLife = []struct {
 	held cpuset.CPUSet
 	aff  map[int]string
 }{
-	{cpuset.New(6, 7), affinitiesWith(map[int]string{2: "0-5", 12: "0-5", 1: "0-5", 100: "0-5", 101: "1-5", 301: "1-5"})},
-	{cpuset.New(5, 6, 7), affinitiesWith(map[int]string{2: "0-4", 12: "0-4", 1: "0-4", 100: "0-4", 101: "1-4", 301: "1-4"})},
-	{cpuset.New(7), affinitiesWith(map[int]string{2: "0-6", 12: "6", 1: "0-6", 100: "0-6", 101: "1-6", 301: "1-6", 300: "6"})},
+	{cpuset.New(6, 7), affinitiesWith(map[int]string{2: "0-5", 12: "0-5", 1: "0-5", 100: "0-5", 101: "1-5", 301: "1-5", self: "0-5"})},
+	{cpuset.New(5, 6, 7), affinitiesWith(map[int]string{2: "0-4", 12: "0-4", 1: "0-4", 100: "0-4", 101: "1-4", 301: "1-4", self: "0-4"})},
+	{cpuset.New(7), affinitiesWith(map[int]string{2: "0-6", 12: "6", 1: "0-6", 100: "0-6", 101: "1-6", 301: "1-6", 300: "6", self: "0-6"})},
 	{cpuset.New(), booted()},
 }
 
