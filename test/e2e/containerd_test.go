@@ -49,6 +49,10 @@ state = "%[1]s/state"
   plugin_config_path = "%[1]s/nri-conf"
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  # Its own, which containerd makes at start: not the host's /etc/cni
+  # (the pods here use the host's network).
+  conf_dir = "%[1]s/cni/net.d"
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]

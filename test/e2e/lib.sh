@@ -65,7 +65,7 @@ install_tools() {
 # the NRI socket in).
 start_runtime() {
   W=$(mktemp -d "${E2E_WORK_PARENT:-/tmp}/nri-cpupool-e2e.XXXXXX")
-  mkdir -p "$W/nri-plugins" "$W/nri-conf" "$W/logs"
+  mkdir -p "$W/nri-plugins" "$W/nri-conf" "$W/logs" "$W/cni/net.d"
   export PATH="$TOOLS:$PATH"
   export CONTAINER_RUNTIME_ENDPOINT="unix://$W/containerd.sock" IMAGE_SERVICE_ENDPOINT="unix://$W/containerd.sock"
   export CRI_CONFIG_FILE="$W/crictl.yaml"
@@ -90,6 +90,11 @@ state = "$W/state"
   # told otherwise; the kubelet's hugepages-* limits must reach the plugin
   # and the hugetlb cgroup (test/vm/scenarios.sh checks both).
   disable_hugetlb_controller = false
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  # containerd makes its CNI config directory at start; /etc/cni is
+  # read-only in the VM suite (the host's root), and need not exist on a
+  # fresh host. The pods here use the host's network.
+  conf_dir = "$W/cni/net.d"
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
