@@ -194,6 +194,19 @@ if [ "$VM_CGROUP" = v1 ]; then
   check "audit: no foreign user-space thread on the held CPUs" "$FOREIGN" "0"
   [ "$FOREIGN" = 0 ] || info "audit: $(audit_hk | grep -o '"comm":"[^"]*","allowed":"[^"]*","kind":"[^"]*"' | sort | uniq -c | head -8 | paste -sd' ')"
   check_contains "metrics: thread affinities recorded" "$(metrics)" 'cpupool_host_files_changed{owner="housekeeping"}'
+  section "cgroup v1 housekeeping: kill -9 and a restart keep it; a restart without the feature puts back every affinity"
+  stop_plugin -KILL
+  start_plugin /tmp/hk.yaml
+  check "after kill -9 and a restart: the shell loop still off the held CPUs" "$(within 30 no loop_on_held)" "no"
+  check "and kthreadd" "$(within 30 no kthreadd_on_held)" "no"
+  stop_plugin
+  start_plugin /tmp/kernel.yaml
+  check "a restart without the feature: the shell loop exactly as before" "$(within 30 "$LOOP_BEFORE" affinity_of_pid "$LOOP")" "$LOOP_BEFORE"
+  check "kthreadd exactly as before" "$(within 30 "$KT_BEFORE" affinity_of_pid 2)" "$KT_BEFORE"
+  check "the container keeps its CPUs" "$(allowed_of "$ENI_C")" "$HELD"
+  stop_plugin
+  start_plugin /tmp/hk.yaml
+  check "the feature back on: the shell loop off the held CPUs again" "$(within 30 no loop_on_held)" "no"
   crictl stopp "$ENI" >/dev/null && crictl rmp "$ENI" >/dev/null
   check "released: the shell loop exactly as before" "$(within 30 "$LOOP_BEFORE" affinity_of_pid "$LOOP")" "$LOOP_BEFORE"
   check "released: kthreadd exactly as before" "$(within 30 "$KT_BEFORE" affinity_of_pid 2)" "$KT_BEFORE"
