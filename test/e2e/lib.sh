@@ -200,9 +200,14 @@ JSON
 
 # cgroup_of ID: the container's (or sandbox's) cpuset cgroup directory.
 cgroup_of() {
-  local path
-  path=$(crictl inspect -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1" 2>/dev/null) || \
-    path=$(crictl inspectp -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1")
+  local path="" try
+  # A container's (tried three times: under emulation an inspect has
+  # failed once in a run, which read the root cgroup), else a sandbox's.
+  for try in 1 2 3; do
+    path=$(crictl inspect -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1" 2>/dev/null) && break
+    path=$(crictl inspectp -o go-template --template '{{.info.runtimeSpec.linux.cgroupsPath}}' "$1" 2>/dev/null) && break
+    [ "$try" = 3 ] || sleep 1
+  done
   if [ -d "$CGROUP_ROOT/cpuset" ]; then echo "$CGROUP_ROOT/cpuset$path"; else echo "$CGROUP_ROOT$path"; fi
 }
 
