@@ -59,13 +59,13 @@ online() { echo "$2" > "/sys/devices/system/cpu/cpu$1/online"; }
 # line the plugin logged after T0 saying which online CPUs and pools are
 # in force after a hotplug, "" when there is none.
 hotplug_ms() {
-  local line t
-  while read -r line; do
+  # A pipe, not a process substitution: the VM has no /dev/fd.
+  grep 'hotplug: online CPUs .*; pools: ' "$W/plugin.log" | while read -r line; do
     t=$(date -d "$(echo "$line" | sed -n 's/^time="\([^"]*\)".*/\1/p')" +%s%3N 2>/dev/null) || continue
     [ "$t" -ge "$1" ] || continue
     echo $((t - $1))
-    return
-  done < <(grep 'hotplug: online CPUs .*; pools: ' "$W/plugin.log")
+    break
+  done
 }
 effective_cpus() { cat "$(cgroup_of "$1")/cpuset.cpus.effective"; }
 status_pool() { "$BIN" status --state-file "$STATE" | awk -v p="$1" '$1 == p {print $2}'; }
