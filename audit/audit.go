@@ -26,7 +26,6 @@
 package audit
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -40,6 +39,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/procfs"
 	"github.com/cpupool/nri-cpupool/irq"
 )
 
@@ -382,8 +382,8 @@ type task struct {
 	comm     string
 	allowed  cpuset.CPUSet
 	kernel   bool
-	// flags are the task flags of /proc/<pid>/stat.
-	flags  uint64
+	// pinned: userland may not change its affinity (PF_NO_SETAFFINITY).
+	pinned bool
 	cgroup string
 }
 
@@ -398,13 +398,8 @@ func (t task) owner(containerID string) bool {
 	if containerID == "" {
 		return false
 	}
-	for _, line := range strings.Split(t.cgroup, "\n") {
-		// hierarchy-ID:controllers:path; the path may hold colons.
-		_, rest, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		if _, path, ok := strings.Cut(rest, ":"); ok && containerInCgroup(path, containerID) {
+	for _, path := range procfs.CgroupPaths(t.cgroup) {
+		if containerInCgroup(path, containerID) {
 			return true
 		}
 	}
@@ -442,9 +437,9 @@ func readThreads(procRoot string, cpus cpuset.CPUSet) ([]task, error) {
 			continue
 		}
 		pdir := filepath.Join(procRoot, e.Name())
-		flags, ok := taskFlags(pdir)
-		if !ok {
-			continue
+		st, err := procfs.ReadStat(filepath.Join(pdir, "stat"))
+		if err != nil {
+			continue // gone since listed
 		}
 		cgroup, _ := os.ReadFile(filepath.Join(pdir, "cgroup"))
 		tasks, err := os.ReadDir(filepath.Join(pdir, "task"))
@@ -460,35 +455,10 @@ func readThreads(procRoot string, cpus cpuset.CPUSet) ([]task, error) {
 			if !ok || allowed.Intersection(cpus).IsEmpty() {
 				continue
 			}
-			out = append(out, task{pid: pid, tid: tid, comm: comm, allowed: allowed, kernel: flags&pfKthread != 0, flags: flags, cgroup: string(cgroup)})
+			out = append(out, task{pid: pid, tid: tid, comm: comm, allowed: allowed, kernel: st.Kernel(), pinned: st.Pinned(), cgroup: string(cgroup)})
 		}
 	}
 	return out, nil
-}
-
-// pfKthread is the kernel's PF_KTHREAD flag in /proc/<pid>/stat.
-const pfKthread = 0x00200000
-
-// taskFlags reads the flags of /proc/<pid>/stat (the 9th field; the comm
-// before it may hold spaces and parentheses).
-func taskFlags(pdir string) (flags uint64, ok bool) {
-	data, err := os.ReadFile(filepath.Join(pdir, "stat"))
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, false
-	}
-	fields := strings.Fields(string(data[i+1:]))
-	if len(fields) < 7 {
-		return 0, false
-	}
-	flags, err = strconv.ParseUint(fields[6], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return flags, true
 }
 
 // readStatus reads Name and Cpus_allowed_list of a task's status.

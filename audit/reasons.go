@@ -51,10 +51,6 @@ const (
 	KernelNotConfined = "kernelNotConfined"
 )
 
-// pfNoSetAffinity is the kernel's PF_NO_SETAFFINITY flag in
-// /proc/<pid>/stat: userland may not change the thread's affinity.
-const pfNoSetAffinity = 0x04000000
-
 // cgroupCPUs reads the CPUs of cgroup v2 paths (cpuset.cpus.effective),
 // once each.
 type cgroupCPUs struct {
@@ -126,7 +122,7 @@ func foreignReason(t task, cpu int, cgroups *cgroupCPUs, host cpuset.CPUSet, ref
 
 // kernelReason says why an unbound kernel thread may run on a held CPU.
 func kernelReason(t task, refused map[int]string) (kind, why string) {
-	if t.flags&pfNoSetAffinity != 0 {
+	if t.pinned {
 		return KernelManaged, "the kernel manages its affinity (PF_NO_SETAFFINITY; a workqueue worker follows the workqueue mask)"
 	}
 	if r, ok := refused[t.tid]; ok {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/procfs"
 )
 
 // TestKernelAffinity reads, narrows and restores this test's own thread
@@ -27,10 +28,10 @@ func TestKernelAffinity(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, orig.IsEmpty())
 
-	st, err := readStat("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
+	st, err := procfs.ReadStat("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
 	require.NoError(t, err)
 	fsys := NewAffinityFS(hostfiles.OS{}, "/proc", k)
-	p := AffinityPath(tid, st.start)
+	p := AffinityPath(tid, st.Start)
 	data, err := fsys.ReadFile(p)
 	require.NoError(t, err)
 	assert.Equal(t, orig.String(), string(data))
@@ -46,7 +47,7 @@ func TestKernelAffinity(t *testing.T) {
 	assert.Equal(t, orig.String(), now.String())
 
 	assert.ErrorIs(t, k.Set(tid, cpuset.New(MaxAffinityCPUs)), syscall.EINVAL)
-	_, err = fsys.ReadFile(AffinityPath(tid, st.start+1))
+	_, err = fsys.ReadFile(AffinityPath(tid, st.Start+1))
 	assert.Equal(t, hostfiles.Gone, hostfiles.Classify(err), "another start time: another thread")
 	_, err = k.Get(1 << 30)
 	assert.ErrorIs(t, affinityErrno(err), syscall.ENOENT)

@@ -18,7 +18,6 @@ package housekeeping
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/procfs"
 )
 
 // AffinityRoot is where the journal keeps thread affinities:
@@ -76,8 +76,8 @@ func NewAffinityFS(fsys hostfiles.FS, procRoot string, kernel Affinity) *Affinit
 
 // same tells whether tid is still the thread that started at start.
 func (f *AffinityFS) same(tid int, start uint64) bool {
-	st, err := readStat(filepath.Join(f.procRoot, strconv.Itoa(tid), "stat"))
-	return err == nil && st.start == start
+	st, err := procfs.ReadStat(filepath.Join(f.procRoot, strconv.Itoa(tid), "stat"))
+	return err == nil && st.Start == start
 }
 
 // ReadFile reads a thread's affinity as a CPU list, or a host file.
@@ -133,53 +133,6 @@ func affinityErrno(err error) error {
 		return syscall.ENOENT
 	}
 	return err
-}
-
-// stat is what housekeeping reads of /proc/<pid>/stat.
-type stat struct {
-	comm  string
-	ppid  int
-	flags uint64
-	start uint64
-}
-
-// Task flags of /proc/<pid>/stat (include/linux/sched.h).
-const (
-	// pfKthread marks a kernel thread.
-	pfKthread = 0x00200000
-	// pfNoSetAffinity: userland may not change the thread's affinity
-	// (per-CPU threads, workqueue workers, which follow the workqueue
-	// mask).
-	pfNoSetAffinity = 0x04000000
-)
-
-// readStat parses /proc/<pid>/stat: the comm in parentheses (which may
-// hold spaces and parentheses: the last ')' ends it), then fields 3 on.
-func readStat(file string) (stat, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return stat{}, err
-	}
-	open, end := strings.IndexByte(string(data), '('), strings.LastIndexByte(string(data), ')')
-	if open < 0 || end < open {
-		return stat{}, fmt.Errorf("%s: no comm in parentheses", file)
-	}
-	fields := strings.Fields(string(data[end+1:]))
-	// fields[0] is field 3 (state): field n is fields[n-3].
-	if len(fields) < 20 {
-		return stat{}, fmt.Errorf("%s: %d fields after the comm, want at least 20", file, len(fields))
-	}
-	st := stat{comm: string(data[open+1 : end])}
-	var errs [3]error
-	st.ppid, errs[0] = strconv.Atoi(fields[4-3])
-	st.flags, errs[1] = strconv.ParseUint(fields[9-3], 10, 64)
-	st.start, errs[2] = strconv.ParseUint(fields[22-3], 10, 64)
-	for _, err := range errs {
-		if err != nil {
-			return stat{}, fmt.Errorf("%s: %w", file, err)
-		}
-	}
-	return st, nil
 }
 
 // ServesAffinity tells whether fsys serves AffinityRoot: an AffinityFS,

@@ -31,6 +31,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/procfs"
 )
 
 // threads are the affinity changes of one pass, and how many threads of
@@ -84,16 +85,16 @@ func (s *Source) threadChanges(host, prev, base cpuset.CPUSet, users bool, pods 
 			continue
 		}
 		pdir := filepath.Join(s.cfg.ProcRoot, e.Name())
-		st, err := readStat(filepath.Join(pdir, "stat"))
+		st, err := procfs.ReadStat(filepath.Join(pdir, "stat"))
 		if err != nil {
 			continue // gone since listed, or not a process
 		}
-		if st.flags&pfKthread != 0 {
-			if st.flags&pfNoSetAffinity != 0 {
+		if st.Kernel() {
+			if st.Pinned() {
 				continue // per-CPU, or a workqueue worker: the kernel's
 			}
 			// A kernel thread is one thread: its pid is its tid.
-			p := AffinityPath(pid, st.start)
+			p := AffinityPath(pid, st.Start)
 			out.changes = append(out.changes, affinityChange(p, host, true, original(p)))
 			out.kernel++
 			continue
@@ -114,11 +115,11 @@ func (s *Source) threadChanges(host, prev, base cpuset.CPUSet, users bool, pods 
 			if err != nil {
 				continue
 			}
-			tst, err := readStat(filepath.Join(pdir, "task", te.Name(), "stat"))
-			if err != nil || tst.flags&pfNoSetAffinity != 0 {
+			tst, err := procfs.ReadStat(filepath.Join(pdir, "task", te.Name(), "stat"))
+			if err != nil || tst.Pinned() {
 				continue
 			}
-			p := AffinityPath(tid, tst.start)
+			p := AffinityPath(tid, tst.Start)
 			out.changes = append(out.changes, affinityChange(p, host, false, original(p)))
 			out.users++
 		}
@@ -132,16 +133,8 @@ func (s *Source) threadChanges(host, prev, base cpuset.CPUSet, users bool, pods 
 // one of pods. Any, not only the cpuset hierarchy's: never confine a
 // container's process, which the pools pin.
 func inPods(cgroup string, pods []string) bool {
-	for _, line := range strings.Split(cgroup, "\n") {
-		_, rest, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		_, path, ok := strings.Cut(rest, ":")
-		if !ok {
-			continue
-		}
-		top, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(path), "/"), "/")
+	for _, path := range procfs.CgroupPaths(cgroup) {
+		top, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
 		if top != "" && (slices.Contains(podTrees, top) || slices.Contains(pods, top)) {
 			return true
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/procfs"
 )
 
 // fakeKernel is the kernel's thread affinities: ESRCH for a thread it
@@ -84,11 +85,11 @@ const (
 // that pinned itself to CPUs 6-7, one to 1-7), a container's process in
 // the pods' tree, one in a pod cgroup of another name, and the plugin.
 var hostThreads = []fakeThread{
-	{pid: 2, tid: 2, comm: "kthreadd", flags: pfKthread, start: 1, cgroup: v1Root, affinity: "0-7"},
-	{pid: 10, tid: 10, comm: "ksoftirqd/0", flags: pfKthread | pfNoSetAffinity, start: 2, cgroup: v1Root, affinity: "0"},
-	{pid: 11, tid: 11, comm: "irq/9-acpi", flags: pfKthread, start: 3, cgroup: v1Root, affinity: "3"},
-	{pid: 12, tid: 12, comm: "kswapd1", flags: pfKthread, start: 4, cgroup: v1Root, affinity: "6-7"},
-	{pid: 13, tid: 13, comm: "rcu_preempt", flags: pfKthread, start: 5, cgroup: v1Root, affinity: "0-7"},
+	{pid: 2, tid: 2, comm: "kthreadd", flags: procfs.PFKthread, start: 1, cgroup: v1Root, affinity: "0-7"},
+	{pid: 10, tid: 10, comm: "ksoftirqd/0", flags: procfs.PFKthread | procfs.PFNoSetAffinity, start: 2, cgroup: v1Root, affinity: "0"},
+	{pid: 11, tid: 11, comm: "irq/9-acpi", flags: procfs.PFKthread, start: 3, cgroup: v1Root, affinity: "3"},
+	{pid: 12, tid: 12, comm: "kswapd1", flags: procfs.PFKthread, start: 4, cgroup: v1Root, affinity: "6-7"},
+	{pid: 13, tid: 13, comm: "rcu_preempt", flags: procfs.PFKthread, start: 5, cgroup: v1Root, affinity: "0-7"},
 	{pid: 1, tid: 1, comm: "systemd", start: 1, cgroup: v1Root, affinity: "0-7"},
 	{pid: 100, tid: 100, comm: "sshd", start: 100, cgroup: v1System, affinity: "0-7"},
 	{pid: 100, tid: 101, comm: "sshd worker", start: 101, cgroup: v1System, affinity: "1-7"},
