@@ -136,12 +136,32 @@ pool_of() {
 stop_plugin() {
   [ -n "$PLUGIN_PID" ] || return 0
   kill "${1:--TERM}" "$PLUGIN_PID" 2>/dev/null
+  # A plugin that ignores SIGTERM is a failure, diagnosed by its stacks, not
+  # a test that waits for the VM's timeout.
+  wait_exit "$PLUGIN_PID" 600 || { dump_plugin; die "the plugin did not exit within 60 s of SIG${1:-TERM}"; }
   wait "$PLUGIN_PID" 2>/dev/null || true
   PLUGIN_PID=""
 }
 
+# running PID: the process exists and has not exited (a child that exited
+# and was not reaped yet is a zombie, which kill -0 still finds).
+running() {
+  local st
+  { read -r _ _ st _ < "/proc/$1/stat"; } 2>/dev/null || return 1
+  [ "$st" != Z ]
+}
+
+# wait_exit PID TENTHS: waits up to TENTHS tenths of a second for PID to end.
+wait_exit() {
+  local _i
+  for _i in $(seq 1 "$2"); do running "$1" || return 0; sleep 0.1; done
+  return 1
+}
+
 # start_plugin CONFIG_FILE: runs bin/nri-cpupool as an external plugin.
 start_plugin() {
+  # A marker, so that a report shows this start's lines whatever came before.
+  echo "---- start_plugin $1 at $(date -u +%H:%M:%S.%3N)" >> "$W/plugin.log"
   "$REPO/bin/nri-cpupool" run --config "$1" --nri-socket "$W/nri.sock" --state-file "$W/state/nri-cpupool.json" \
     --log-level debug >>"$W/plugin.log" 2>&1 &
   PLUGIN_PID=$!
@@ -159,9 +179,34 @@ log_count() {
 wait_for_log() {
   for _ in $(seq 1 150); do
     [ "$(log_count "$1")" -gt "${2:-0}" ] && return 0
+    if [ -n "$PLUGIN_PID" ] && ! running "$PLUGIN_PID"; then
+      local rc=0
+      wait "$PLUGIN_PID" 2>/dev/null || rc=$?
+      PLUGIN_PID=""
+      die "the plugin exited (status $rc) before its log said '$1'; its last lines are in the report"
+    fi
     sleep 0.1
   done
+  dump_plugin
   die "the plugin log never said '$1'"
+}
+
+# dump_plugin: a plugin that did not get where it should is asked for its
+# goroutines (SIGQUIT: Go prints every stack to stderr, the plugin log, and
+# exits), so that a hang is diagnosed from the log and never outlives the
+# test. The stacks are kept in $W/plugin-stacks.txt and their first lines
+# printed, since the report shows only the log's tail.
+dump_plugin() {
+  [ -n "$PLUGIN_PID" ] && running "$PLUGIN_PID" || return 0
+  local before
+  before=$(wc -l < "$W/plugin.log")
+  kill -QUIT "$PLUGIN_PID" 2>/dev/null
+  wait_exit "$PLUGIN_PID" 50
+  tail -n +"$((before + 1))" "$W/plugin.log" > "$W/plugin-stacks.txt"
+  echo "---------- the plugin's goroutines when it was stopped ($W/plugin-stacks.txt) ----------" >&2
+  # Goroutines blocked on a lock or a channel are what a hang is made of.
+  grep -A14 -E '^goroutine [0-9]+ \[(sync\.|chan |select|semacquire)' "$W/plugin-stacks.txt" | head -300 >&2
+  PLUGIN_PID=""
 }
 
 # run_pod NAME NAMESPACE QOS ANNOTATIONS_JSON: prints the pod sandbox id.
@@ -254,6 +299,14 @@ allowed_of() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/$(pid_of "$1")/statu
 
 report() {
   [ -n "$W" ] || return 0
+  # The last start's lines come first: a failure is most often there, and
+  # a long log's tail may not reach back to it.
+  local last
+  last=$(grep -n '^---- start_plugin ' "$W/plugin.log" 2>/dev/null | tail -1 | cut -d: -f1)
+  if [ -n "$last" ]; then
+    echo "---------- plugin log from its last start (first 40 lines) ----------"
+    tail -n +"$last" "$W/plugin.log" | grep -v '^goroutine \|^\s\|^$\|^created by' | head -40
+  fi
   echo "---------- plugin log (last 40 lines) ----------"
   tail -40 "$W/plugin.log" 2>/dev/null
   echo "---------- containerd log (last 25 lines) ----------"
@@ -275,7 +328,13 @@ teardown() {
   fi
   [ -n "$PLUGIN_PID" ] && kill "$PLUGIN_PID" 2>/dev/null
   [ -n "$CONTAINERD_PID" ] && kill "$CONTAINERD_PID" 2>/dev/null
-  wait 2>/dev/null
+  # A plugin or containerd that does not exit on SIGTERM must not hold the
+  # test (a VM run) until its timeout: 30 s, then the pgrep sweep's -9.
+  if [ -n "$PLUGIN_PID" ] && ! wait_exit "$PLUGIN_PID" 300; then
+    echo "teardown: the plugin ignored SIGTERM for 30 s" >&2
+    dump_plugin
+  fi
+  [ -z "$CONTAINERD_PID" ] || wait_exit "$CONTAINERD_PID" 300 || echo "teardown: containerd ignored SIGTERM for 30 s" >&2
   # Shims and anything else started with a path inside $W (not this shell,
   # which may itself be $W/stop.sh).
   local p left
