@@ -1,5 +1,6 @@
-# check and check_contains for the VM scripts (scenarios.sh, isolation.sh):
-# each prints ok or FAIL and counts it in PASSED or FAILED.
+# check and check_contains for the VM scripts (scenarios.sh, isolation.sh,
+# reload.sh, systemd.sh): each prints ok or FAIL and counts it in PASSED or
+# FAILED; within waits for a value.
 # shellcheck shell=bash
 PASSED=0 FAILED=0
 check() { # check WHAT ACTUAL EXPECTED
@@ -9,4 +10,16 @@ check() { # check WHAT ACTUAL EXPECTED
 check_contains() { # check_contains WHAT TEXT NEEDLE
   case "$2" in *"$3"*) PASSED=$((PASSED + 1)); printf '  ok    %s\n' "$1" ;;
   *) FAILED=$((FAILED + 1)); printf '  FAIL  %s: "%s" does not contain "%s"\n' "$1" "$2" "$3" ;; esac
+}
+# within SECONDS WANT COMMAND...: COMMAND's output once it is WANT, or its
+# last output after SECONDS (emulation is slow; a pass is ~100 ms on a node).
+within() {
+  local t=$1 want=$2 got
+  shift 2
+  for _ in $(seq 1 $((t * 5))); do
+    got=$("$@" 2>/dev/null)
+    [ "$got" = "$want" ] && break
+    sleep 0.2
+  done
+  echo "$got"
 }

@@ -77,18 +77,6 @@ host() {
   echo "default_smp_affinity: $(cat /proc/irq/default_smp_affinity)"
   echo "kthreadd: $(awk '/^Cpus_allowed_list/ {print $2}' /proc/2/status)"
 }
-# within SECONDS WANT COMMAND...: COMMAND's output once it is WANT, or its
-# last output after SECONDS (emulation is slow; a pass is ~100 ms on a node).
-within() {
-  local t=$1 want=$2 got
-  shift 2
-  for _ in $(seq 1 $((t * 5))); do
-    got=$("$@" 2>/dev/null)
-    [ "$got" = "$want" ] && break
-    sleep 0.2
-  done
-  echo "$got"
-}
 # audit_foreign: the user-space threads of other processes that the audit
 # finds allowed on the held CPUs 4-5 (its JSON's foreignThreads, summed);
 # audit_why: the audit's kinds and threads of those, for the log when not 0.
