@@ -165,7 +165,9 @@ start_plugin() {
   "$REPO/bin/nri-cpupool" run --config "$1" --nri-socket "$W/nri.sock" --state-file "$W/state/nri-cpupool.json" \
     --log-level debug >>"$W/plugin.log" 2>&1 &
   PLUGIN_PID=$!
-  wait_for_log "synchronized" "$(log_count synchronized)"
+  # 60 s: a start is about a second, even under emulation; only a stall
+  # (diagnosed by wait_for_log's stacks) takes longer.
+  wait_for_log "synchronized" "$(log_count synchronized)" 600
 }
 
 # log_count PATTERN: how many plugin log lines match.
@@ -175,9 +177,10 @@ log_count() {
   echo "${n:-0}"
 }
 
-# wait_for_log PATTERN COUNT: waits until the plugin log has more than COUNT matches.
+# wait_for_log PATTERN COUNT [TENTHS]: waits up to TENTHS tenths of a second
+# (default 150) until the plugin log has more than COUNT matches.
 wait_for_log() {
-  for _ in $(seq 1 150); do
+  for _ in $(seq 1 "${3:-150}"); do
     [ "$(log_count "$1")" -gt "${2:-0}" ] && return 0
     if [ -n "$PLUGIN_PID" ] && ! running "$PLUGIN_PID"; then
       local rc=0
