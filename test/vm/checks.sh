@@ -13,13 +13,16 @@ check_contains() { # check_contains WHAT TEXT NEEDLE
 }
 # within SECONDS WANT COMMAND...: COMMAND's output once it is WANT, or its
 # last output after SECONDS (emulation is slow; a pass is ~100 ms on a node).
+# A wait of more than 5 s is told on stderr: under emulation, where the
+# time of a section goes.
 within() {
-  local t=$1 want=$2 got
+  local t=$1 want=$2 got start=$SECONDS
   shift 2
   for _ in $(seq 1 $((t * 5))); do
     got=$("$@" 2>/dev/null)
     [ "$got" = "$want" ] && break
     sleep 0.2
   done
+  [ $((SECONDS - start)) -le 5 ] || echo "    ($* took $((SECONDS - start)) s)" >&2
   echo "$got"
 }
