@@ -85,6 +85,10 @@ func main() {
 		mem, _ := get("CreateContainerRoundTripMemory", "memory-extra-median-µs")
 		huge, _ := get("CreateContainerRoundTripMemory", "hugepages-extra-median-µs")
 		row("round trip, 200 running: what a memory limit / hugepages add to a plain one's added", fmt.Sprintf("%.0f / %.0f µs (plain %.0f µs)", mem, huge, plain), fmt.Sprintf("≤ %.0f µs (10%%)", plain/10))
+		if reads, ok := get("CreateContainerRoundTripMemory", "reads-in-round-trip-median-µs"); ok {
+			unread, _ := get("CreateContainerRoundTripMemory", "unread-extra-median-µs")
+			row("the same hugepages: their two count reads / the rest (counts handed over from memory)", fmt.Sprintf("%.0f / %.0f µs", reads, unread), "")
+		}
 	}
 	if plain, ok := get("CreateContainerHandlerMemory", "plain-median-µs"); ok {
 		mem, _ := get("CreateContainerHandlerMemory", "memory-extra-median-µs")
