@@ -160,6 +160,11 @@ wait_exit() {
 
 # start_plugin CONFIG_FILE: runs bin/nri-cpupool as an external plugin.
 start_plugin() {
+  # Counted before the start: counted after it, a plugin that synchronized
+  # before the count (a second under emulation, while the shell forks grep)
+  # is waited for a second time, and never says it again.
+  local synced
+  synced=$(log_count synchronized)
   # A marker, so that a report shows this start's lines whatever came before.
   echo "---- start_plugin $1 at $(date -u +%H:%M:%S.%3N)" >> "$W/plugin.log"
   "$REPO/bin/nri-cpupool" run --config "$1" --nri-socket "$W/nri.sock" --state-file "$W/state/nri-cpupool.json" \
@@ -167,7 +172,7 @@ start_plugin() {
   PLUGIN_PID=$!
   # 60 s: a start is about a second, even under emulation; only a stall
   # (diagnosed by wait_for_log's stacks) takes longer.
-  wait_for_log "synchronized" "$(log_count synchronized)" 600
+  wait_for_log "synchronized" "$synced" 600
 }
 
 # log_count PATTERN: how many plugin log lines match.
