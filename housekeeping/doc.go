@@ -53,7 +53,9 @@
 // confined. The kernel's refusals (EINVAL, EPERM) are counted and
 // reported like a file's, and audit says them.
 //
-// The set never has fewer CPUs than the floor (pools.exclusive-non-isolcpus.
-// minInfraCPUs): when fewer would be left, kept CPUs are given back, idle
-// ones before held ones, and a warning names them.
+// Host processes never get fewer CPUs than the floor (pools.exclusive-non-
+// isolcpus.minInfraCPUs), counting only the CPUs of the set they run on
+// (not isolcpus): when fewer would be left, kept CPUs that are not
+// isolated are given back, idle ones before held ones, and a warning
+// names them (Set).
 package housekeeping

@@ -91,7 +91,8 @@ func (s *Source) Owner() string { return Owner }
 // journal holds goes back to its original.
 func (s *Source) Plan() (hostfiles.Plan, error) {
 	kept := s.cfg.Kept()
-	set, widened := Set(s.cfg.Online, kept, s.cfg.Floor)
+	// The floor counts the CPUs host processes run on: not the isolated ones.
+	set, widened := Set(s.cfg.Online, s.cfg.DomainIsolated, kept, s.cfg.Floor)
 	s.setLast(set)
 	if kept.Empty() || set.Equals(s.cfg.Online) {
 		s.warned.Clear("floor")
@@ -99,19 +100,6 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		// parent's own affinity.
 		s.prevHost, s.seen = s.cfg.Online, nil
 		return hostfiles.Plan{}, nil
-	}
-	if widened.IsEmpty() {
-		s.warned.Clear("floor")
-	} else {
-		s.warned.Once("floor", fmt.Sprintf("housekeeping: host processes keep CPUs %s, which should be kept free, so that they have %d CPUs (pools.exclusive-non-isolcpus.minInfraCPUs): housekeeping set %s", widened, s.cfg.Floor, set))
-	}
-	var plan hostfiles.Plan
-	wq := filepath.Join(s.cfg.SysfsRoot, WorkqueueMask)
-	if _, err := os.Stat(wq); err != nil {
-		s.warned.Once("workqueue", fmt.Sprintf("housekeeping: unbound kernel work is not confined: %v", err))
-	} else {
-		s.warned.Clear("workqueue")
-		plan.Changes = append(plan.Changes, workqueueChange(s.cfg.SysfsRoot, set))
 	}
 	// The host's processes: the set less the CPUs they never ran on,
 	// unless that leaves none.
@@ -122,6 +110,22 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	host := set.Difference(s.cfg.DomainIsolated)
 	if host.IsEmpty() {
 		host = set
+	}
+	switch {
+	case widened.IsEmpty():
+		s.warned.Clear("floor")
+	case host.Size() < s.cfg.Floor:
+		s.warned.Once("floor", fmt.Sprintf("housekeeping: host processes keep CPUs %s, which should be kept free, so that they have as many as the node has outside isolcpus (%d, fewer than %d: pools.exclusive-non-isolcpus.minInfraCPUs): housekeeping set %s", widened, host.Size(), s.cfg.Floor, set))
+	default:
+		s.warned.Once("floor", fmt.Sprintf("housekeeping: host processes keep CPUs %s, which should be kept free, so that they have %d CPUs (pools.exclusive-non-isolcpus.minInfraCPUs): housekeeping set %s", widened, s.cfg.Floor, set))
+	}
+	var plan hostfiles.Plan
+	wq := filepath.Join(s.cfg.SysfsRoot, WorkqueueMask)
+	if _, err := os.Stat(wq); err != nil {
+		s.warned.Once("workqueue", fmt.Sprintf("housekeeping: unbound kernel work is not confined: %v", err))
+	} else {
+		s.warned.Clear("workqueue")
+		plan.Changes = append(plan.Changes, workqueueChange(s.cfg.SysfsRoot, set))
 	}
 	prev := s.prevHost
 	s.prevHost = host

@@ -65,6 +65,44 @@ func TestNeverBelowTheFloor(t *testing.T) {
 	assert.Contains(t, strings.Join(p.src.Problems(), "\n"), "host processes keep CPUs 2, which should be kept free, so that they have 3 CPUs (pools.exclusive-non-isolcpus.minInfraCPUs)")
 }
 
+// TestFloorCountsWhereHostProcessesRun (issue 41, item 9): the floor
+// (minInfraCPUs) is what host processes get, the housekeeping set less
+// the isolcpus= CPUs they never run on: kept CPUs that are not isolated
+// are given back until they have it, and when they cannot (every CPU
+// that is not isolated is kept and the floor is higher), every such CPU
+// is given back, as the floor does above the node's size. An isolated
+// kept CPU is never given back for it: host processes would not run there.
+func TestFloorCountsWhereHostProcessesRun(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		isolated, held cpuset.CPUSet
+		floor          int
+		host, wq, warn string
+	}{
+		{"isolated CPUs do not count", cpuset.New(6, 7), cpuset.New(1, 2, 3, 4, 5), 2, "0-1", "c2", "host processes keep CPUs 1, which should be kept free, so that they have 2 CPUs"},
+		{"met without giving back", cpuset.New(6, 7), cpuset.New(2, 3, 4, 5), 2, "0-1", "c2", ""},
+		{"isolated held CPUs stay kept", cpuset.New(6, 7), cpuset.New(1, 2, 3, 4, 5, 6, 7), 3, "0-2", "06", "host processes keep CPUs 1-2, which should be kept free, so that they have 3 CPUs"},
+		{"cannot be met", cpuset.New(4, 5, 6, 7), cpuset.New(0, 1, 2, 3, 4, 5, 6, 7), 6, "0-3", "0e", "host processes keep CPUs 0-3, which should be kept free, so that they have as many as the node has outside isolcpus (4, fewer than 6"},
+		{"no CPU isolated", cpuset.New(), cpuset.New(1, 2, 3, 4, 5), 2, "0,6-7", "c0", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t)
+			p := n.start(t, hostfiles.OS{}, tc.floor)
+			p.src.cfg.DomainIsolated = tc.isolated
+			p.keep.set(tc.held)
+			require.NoError(t, p.r.Flush())
+			assert.Equal(t, tc.host, n.read(t, "system/cpuset.cpus"), "the host processes' cgroup")
+			assert.Equal(t, tc.wq, n.read(t, "wq"))
+			problems := strings.Join(p.src.Problems(), "\n")
+			if tc.warn == "" {
+				assert.NotContains(t, problems, "minInfraCPUs")
+			} else {
+				assert.Contains(t, problems, tc.warn)
+			}
+		})
+	}
+}
+
 // TestCgroupsNotWrittenUnderSystemd: where systemd manages the cgroups
 // (its init.scope, or PID 1), their cpuset.cpus are systemd's: not one
 // cgroup file is written. Without access to systemd's D-Bus API (no
