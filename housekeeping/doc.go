@@ -40,16 +40,21 @@
 // another's original. A thread forked while its parent was confined
 // inherits the narrow affinity: a thread the previous pass did not see
 // whose affinity is exactly the set that pass gave the host (on a
-// process's first pass: this pass's set) is recorded with an original of
-// every CPU host processes have when nothing is kept (online, not
-// isolcpus), so it is widened when released (hostfiles.Change.Original).
+// process's first pass, when the journal holds threads an earlier one
+// left confined: this pass's set) is recorded with an original of every
+// CPU host processes have when nothing is kept (online, not isolcpus), so
+// it is widened when released (hostfiles.Change.Original). Never where
+// that cannot be told from a choice: a set of one CPU (a thread pinned
+// there is its own choice), nothing confined before the pass, or a thread
+// that existed when an earlier process last looked (threads.go).
 //
 // Limits: a process that sets its own affinity after a pass runs there
 // until the next pass, which narrows it from the original it had when
 // first confined and restores that one on release, not its later choice;
-// a thread forked between the last confining pass and the release keeps
-// the narrow affinity; a process that set exactly the host set itself is
-// widened on release. On cgroup v2 the root cgroup's processes are not
+// a thread forked between the last confining pass and the release, or
+// while the host set was one CPU, keeps the narrow affinity; a process
+// that set exactly the host set (of several CPUs) itself, after the
+// confinement began, is widened on release. On cgroup v2 the root cgroup's processes are not
 // confined. The kernel's refusals (EINVAL, EPERM) are counted and
 // reported like a file's, and audit says them.
 //

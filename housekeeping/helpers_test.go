@@ -136,7 +136,7 @@ func (n *node) start(t *testing.T, fsys hostfiles.FS, floor int) *process {
 	j, _, err := hostfiles.OpenJournal(fsys, hostfiles.JournalPath(n.state), boot)
 	require.NoError(t, err)
 	k := &keeper{}
-	src := NewSource(Config{SysfsRoot: n.sysfs, CgroupRoot: n.cgroup, ProcRoot: n.proc, Online: n.online, Floor: floor, Kept: k.get}, log)
+	src := NewSource(Config{SysfsRoot: n.sysfs, CgroupRoot: n.cgroup, ProcRoot: n.proc, Online: n.online, Floor: floor, Kept: k.get, Recorded: j.Records()}, log)
 	r := hostfiles.NewReconciler(fsys, j, log, hostfiles.DefaultTiming, src)
 	r.RestoreOnlyUnder(filepath.Join(n.sysfs, "sys/devices/virtual/workqueue"), n.cgroup)
 	t.Cleanup(r.Close)

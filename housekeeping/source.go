@@ -46,6 +46,12 @@ type Config struct {
 	// confining them would confine the exclusive containers below them to
 	// the host's CPUs.
 	PodCgroups func() []string
+	// Recorded are the journal's records when this process started
+	// (hostfiles.Journal.Records): the thread affinities an earlier
+	// process of this boot left confined say that host threads were
+	// confined before this process's first pass, and since when the
+	// threads it did not record were its own choice (threads.go).
+	Recorded map[string]hostfiles.Record
 	// ThreadAffinity says that the reconciler's FS serves AffinityRoot
 	// (AffinityFS): the unbound kernel threads, and on cgroup v1 the
 	// host's user-space threads, are then confined by their affinity
@@ -68,19 +74,33 @@ type Source struct {
 	mu   sync.Mutex // guards last: Plan runs on the reconciler's goroutine, the readers anywhere
 	last cpuset.CPUSet
 
-	// prevHost is the set the previous pass gave host processes (empty
-	// before the first: unknown), which a thread forked since inherited;
-	// seen are the thread affinities that pass planned (threads.go). Only
-	// Plan uses them, on the reconciler's goroutine.
+	// prevHost is the set the previous pass gave host processes, which a
+	// thread forked since inherited (empty when that pass confined
+	// nothing); seen are the thread affinities that pass planned;
+	// planned tells whether a pass ran (threads.go). Only Plan uses them,
+	// on the reconciler's goroutine.
 	prevHost cpuset.CPUSet
 	seen     map[string]bool
+	planned  bool
+	// resumed says that an earlier process left host threads confined
+	// (Config.Recorded); lookedAfter is the latest start time of a thread
+	// it recorded: it last planned after that tick, so a thread started
+	// by then that it did not record was not confined by inheritance.
+	resumed     bool
+	lookedAfter uint64
 }
 
 var _ hostfiles.Source = (*Source)(nil)
 
 // NewSource returns the Source.
 func NewSource(cfg Config, log *logrus.Logger) *Source {
-	return &Source{cfg: cfg, log: log, warned: hostfiles.NewWarnings(log), last: cfg.Online, prevHost: cpuset.New()}
+	s := &Source{cfg: cfg, log: log, warned: hostfiles.NewWarnings(log), last: cfg.Online, prevHost: cpuset.New()}
+	for path, rec := range cfg.Recorded {
+		if _, start, ok := AffinityThread(path); ok && rec.Owner == Owner {
+			s.resumed, s.lookedAfter = true, max(s.lookedAfter, start)
+		}
+	}
+	return s
 }
 
 // Owner names the Source in the journal.
@@ -98,7 +118,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		s.warned.Clear("floor")
 		// Nothing confined: a thread forked from now on has its
 		// parent's own affinity.
-		s.prevHost, s.seen = s.cfg.Online, nil
+		s.prevHost, s.seen, s.planned = cpuset.New(), nil, true
 		return hostfiles.Plan{}, nil
 	}
 	// The host's processes: the set less the CPUs they never ran on,
@@ -127,8 +147,6 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		s.warned.Clear("workqueue")
 		plan.Changes = append(plan.Changes, workqueueChange(s.cfg.SysfsRoot, set))
 	}
-	prev := s.prevHost
-	s.prevHost = host
 	var pods []string
 	if s.cfg.PodCgroups != nil {
 		pods = s.cfg.PodCgroups()
@@ -164,10 +182,17 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		return plan, nil
 	}
 	s.warned.Clear("affinity")
-	th, err := s.threadChanges(host, prev, base, v1, pods)
+	prev := s.prevHost
+	if !s.planned && s.resumed {
+		// An earlier process left the host confined: as a restart keeps
+		// the CPUs held, to this pass's set.
+		prev = host
+	}
+	th, err := s.threadChanges(host, prev, s.lookedAfter, base, v1, pods)
 	if err != nil {
 		return hostfiles.Plan{}, fmt.Errorf("housekeeping: %w", err)
 	}
+	s.prevHost, s.planned = host, true
 	s.log.Debugf("housekeeping: narrowing the affinity of %d kernel threads and %d host threads to CPUs %s", th.kernel, th.users, host)
 	plan.Changes = append(plan.Changes, th.changes...)
 	return plan, nil

@@ -47,27 +47,33 @@ type threads struct {
 //
 // A thread forked while its parent was confined inherits the narrow
 // affinity, and left so it would keep it after the release. So a thread
-// that the previous pass did not see (forked since) and whose affinity is
-// exactly the set that pass gave host processes (prev; on the first pass
-// of this process, which does not know it, the set of this pass, as a
-// restart keeps the CPUs held) is taken as having inherited it: its
+// that the previous pass did not see (forked since), started after
+// lookedAfter, and whose affinity is exactly inherited, the set the
+// previous pass gave host processes, is taken as having inherited it: its
 // original is recorded as that affinity with base (every CPU host
 // processes have when nothing is kept) added back, so that it is widened
 // when released. A thread seen before keeps what it has as its original.
-func (s *Source) threadChanges(host, prev, base cpuset.CPUSet, users bool, pods []string) (threads, error) {
+//
+// The guess never applies where inheriting cannot be told from a choice:
+//   - inherited is empty when nothing was confined before this pass (the
+//     previous pass kept nothing, or this process's first pass found no
+//     thread an earlier one left confined): no thread can have inherited;
+//   - a set of one CPU: a thread allowed on that CPU alone (an
+//     administrator's taskset -c 0) is its own choice, and never widened,
+//     even if it was forked while confined;
+//   - a thread started at or before lookedAfter (the latest start time
+//     of a thread an earlier process recorded): that process planned it
+//     and, not recording it, took its affinity as its own.
+func (s *Source) threadChanges(host, inherited cpuset.CPUSet, lookedAfter uint64, base cpuset.CPUSet, users bool, pods []string) (threads, error) {
 	entries, err := os.ReadDir(s.cfg.ProcRoot)
 	if err != nil {
 		return threads{}, fmt.Errorf("listing processes: %w", err)
 	}
-	inherited := prev
-	if inherited.IsEmpty() {
-		inherited = host
-	}
 	seen, next := s.seen, make(map[string]bool, len(s.seen))
 	defer func() { s.seen = next }()
-	original := func(p string) func(string) string {
+	original := func(p string, start uint64) func(string) string {
 		next[p] = true
-		if seen[p] {
+		if seen[p] || inherited.Size() <= 1 || start <= lookedAfter {
 			return nil
 		}
 		return func(content string) string {
@@ -95,7 +101,7 @@ func (s *Source) threadChanges(host, prev, base cpuset.CPUSet, users bool, pods 
 			}
 			// A kernel thread is one thread: its pid is its tid.
 			p := AffinityPath(pid, st.Start)
-			out.changes = append(out.changes, affinityChange(p, host, true, original(p)))
+			out.changes = append(out.changes, affinityChange(p, host, true, original(p, st.Start)))
 			out.kernel++
 			continue
 		}
@@ -120,7 +126,7 @@ func (s *Source) threadChanges(host, prev, base cpuset.CPUSet, users bool, pods 
 				continue
 			}
 			p := AffinityPath(tid, tst.Start)
-			out.changes = append(out.changes, affinityChange(p, host, false, original(p)))
+			out.changes = append(out.changes, affinityChange(p, host, false, original(p, tst.Start)))
 			out.users++
 		}
 	}

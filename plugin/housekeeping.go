@@ -26,7 +26,8 @@ func (p *Plugin) housekeepingSource(j *hostfiles.Journal) *housekeeping.Source {
 		return nil
 	}
 	cfg := housekeeping.Config{SysfsRoot: p.cfg.SysfsRoot, CgroupRoot: p.cfg.CgroupRoot, ProcRoot: p.cfg.ProcRoot,
-		Online: p.topo.Online, DomainIsolated: p.topo.DomainIsolated, Floor: p.cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs, Kept: p.housekeepingKept, PodCgroups: p.podCgroups}
+		Online: p.topo.Online, DomainIsolated: p.topo.DomainIsolated, Floor: p.cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs, Kept: p.housekeepingKept, PodCgroups: p.podCgroups,
+		Recorded: j.Records()}
 	// Kernel threads, and on cgroup v1 the host's processes, by affinity
 	// through the reconciler's FS.
 	cfg.ThreadAffinity = housekeeping.ServesAffinity(p.isolationFS)
