@@ -7,7 +7,9 @@
 //
 //   - allocator.go: the Allocator, its Request, Assignment and Result, and
 //     the shared and infra pools that follow the exclusive ones.
-//   - layout.go: the pools carved from config and topology (BuildLayout).
+//   - layout.go: the pools carved from config and topology (BuildLayout);
+//     present.go: the node as if every present CPU were online, which
+//     counts are carved on before the offline CPUs are dropped.
 //   - policy.go: a container's pool and options from its annotations
 //     (Policy.Request).
 //   - withshared.go: a container with exclusive and shared CPUs, its

@@ -11,7 +11,8 @@ import (
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
-// Layout is the static carving of the node's online CPUs into pools.
+// Layout is the static carving of the node's online CPUs into pools: the
+// pools are carved on the present CPUs and hold the online ones.
 // Exclusive-non-isolcpus CPUs are lent out of infra at run time, so infra
 // here is the most it can ever be.
 type Layout struct {
@@ -75,9 +76,14 @@ func buildLayout(topo *sysfs.Topology, cfg *config.Config, offlineListed bool) (
 		// Warnings about the config alone (errors stopped it loading) come first.
 		p: cfg.Check().Warnings(),
 	}
+	b.present = b.x
+	if whole := presentTopology(topo); whole != topo {
+		b.present = newIndex(whole)
+	}
 	b.isolatedAndReserved()
 	exCPUs, shCPUs := b.listedPools()
 	b.carvePools(exCPUs, shCPUs)
+	b.dropOffline()
 	b.warnUnbalancedShared()
 	b.infra()
 	b.lendable()
@@ -91,14 +97,21 @@ type layoutBuilder struct {
 	topo *sysfs.Topology
 	cfg  *config.Config
 	x    *index
-	l    *Layout
-	p    config.Problems
+	// present is the index of the node as if every present CPU were
+	// online (presentTopology): the pools are carved on it, then lose
+	// the offline CPUs (dropOffline), so that a CPU being offline at a
+	// start or a reload changes no other CPU's pool. It is x when every
+	// CPU is online.
+	present *index
+	l       *Layout
+	p       config.Problems
 	// offlineListed makes offline CPUs in a list a warning
 	// (BuildLayoutRunning).
 	offlineListed bool
 }
 
-// checked parses a list key and keeps only online CPUs, reporting the rest.
+// checked parses a list key and keeps the present CPUs, reporting the
+// rest, and the offline ones.
 func (b *layoutBuilder) checked(key, list string) cpuset.CPUSet {
 	set, err := config.ParseCPUList(list)
 	if err != nil {
@@ -113,7 +126,7 @@ func (b *layoutBuilder) checked(key, list string) cpuset.CPUSet {
 	} else if !off.IsEmpty() {
 		b.p.Errorf(key, "CPUs %s are offline (online: %s); bring them online or remove them from the list", off, b.topo.Online)
 	}
-	return set.Intersection(b.topo.Online)
+	return set.Intersection(b.topo.Present)
 }
 
 // isolatedAndReserved decides the isolated set (the config's, else the
@@ -122,9 +135,9 @@ func (b *layoutBuilder) isolatedAndReserved() {
 	if b.cfg.IsolatedCPUs != nil {
 		b.l.Isolated = b.checked("isolatedCPUs", *b.cfg.IsolatedCPUs)
 	} else {
-		b.l.Isolated = b.topo.Isolated.Intersection(b.topo.Online)
-		if off := b.topo.Isolated.Difference(b.topo.Online); !off.IsEmpty() {
-			b.p.Warnf("isolatedCPUs", "the kernel isolates offline CPUs %s; they are ignored", off)
+		b.l.Isolated = b.topo.Isolated.Intersection(b.topo.Present)
+		if off := b.topo.Isolated.Intersection(b.topo.Offline); !off.IsEmpty() {
+			b.p.Warnf("isolatedCPUs", "the kernel isolates offline CPUs %s; they join their pool when they come online", off)
 		}
 	}
 	b.l.Reserved = b.checked("reservedCPUs", b.cfg.ReservedCPUs)
@@ -148,7 +161,9 @@ func (b *layoutBuilder) listedPools() (exclusive, shared cpuset.CPUSet) {
 
 // carvePools completes exclusive and shared: the listed CPUs plus counts
 // carved from the isolated CPUs nobody took; an unsized exclusive pool gets
-// every isolated CPU shared leaves.
+// every isolated CPU shared leaves. It works on the present CPUs, offline
+// ones included: a count that fits them is never an error because some
+// are offline.
 func (b *layoutBuilder) carvePools(exCPUs, shCPUs cpuset.CPUSet) {
 	ex, sh := b.cfg.Pools.Exclusive, b.cfg.Pools.Shared
 	carvable := b.l.Isolated.Difference(b.l.Reserved).Difference(exCPUs).Difference(shCPUs)
@@ -192,7 +207,15 @@ func (b *layoutBuilder) carve(key string, count int, carvable cpuset.CPUSet) cpu
 			count, carvable.Size(), source, b.l.Isolated.String())
 		return cpuset.New()
 	}
-	return carveByCount(b.x, carvable, count)
+	return carveByCount(b.present, carvable, count)
+}
+
+// dropOffline takes the offline CPUs out of the sets carved on the
+// present ones: an offline CPU is in no pool until it comes online.
+func (b *layoutBuilder) dropOffline() {
+	for _, set := range []*cpuset.CPUSet{&b.l.Isolated, &b.l.Reserved, &b.l.Exclusive, &b.l.Shared} {
+		*set = set.Intersection(b.topo.Online)
+	}
 }
 
 // warnUnbalancedShared reports a shared pool of more than one CPU on CPUs

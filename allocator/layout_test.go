@@ -93,7 +93,7 @@ func TestBuildLayoutProblems(t *testing.T) {
 		{"not isolated", "desktop-8c16t", "pools: {exclusive: {cpus: \"2,10\"}}", "pools.exclusive.cpus", "not isolated", true},
 		{"leftover isolated", "xeon-2s-interleaved", "pools: {exclusive: {count: 4}}", "pools", "in neither exclusive nor shared", true},
 		{"offline CPU in isolatedCPUs", "server-offline-isolcpus", "isolatedCPUs: \"2-7\"", "isolatedCPUs", "CPUs 7 are offline", false},
-		{"kernel isolates an offline CPU", "server-offline-isolcpus", "", "isolatedCPUs", "the kernel isolates offline CPUs 7; they are ignored", true},
+		{"kernel isolates an offline CPU", "server-offline-isolcpus", "", "isolatedCPUs", "the kernel isolates offline CPUs 7; they join their pool when they come online", true},
 		{"exclusive overlaps reserved", "desktop-8c16t", "reservedCPUs: \"2\"\npools: {exclusive: {cpus: \"2-3\"}}", "pools.exclusive.cpus", "overlaps reservedCPUs on CPUs 2", false},
 		{"exclusive default pool", "desktop-8c16t", "defaultPool: exclusive", "defaultPool", "makes every container without a CPU request fail", true},
 		{"eni with nothing to lend", "vm-2cpu", "isolatedCPUs: \"1\"\npools: {exclusive-non-isolcpus: {enabled: true}}", "pools.exclusive-non-isolcpus", "no CPU to lend", true},

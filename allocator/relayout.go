@@ -233,9 +233,11 @@ func (a *Allocator) offline(as *Assignment) cpuset.CPUSet {
 // HotplugLayout is the layout once the node's online CPUs are topo's:
 // the old layout less the CPUs that went offline, so that no CPU that
 // stayed online changes pools, and each CPU that came online in the pool
-// the config gives it (BuildLayoutRunning), or in infra when the config
-// cannot be laid out on the node as it is now (a count that no longer
-// fits: the problems say why).
+// the config gives it (BuildLayoutRunning, which carves on the present
+// CPUs as a start and a reload do), or in infra when the config cannot be
+// laid out on the node as it is now (a count that no longer fits the
+// present CPUs: the problems say why); a reserved CPU is reserved again
+// then too.
 func HotplugLayout(old *Layout, topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Problems) {
 	online := topo.Online
 	l := *old
@@ -249,9 +251,13 @@ func HotplugLayout(old *Layout, topo *sysfs.Topology, cfg *config.Config) (*Layo
 	}
 	fresh, problems := BuildLayoutRunning(topo, cfg)
 	if problems.HasErrors() {
+		// The lists the config gives do not depend on the counts that
+		// failed: a reserved CPU is reserved again, and never lent.
+		l.Isolated = l.Isolated.Union(fresh.Isolated.Intersection(added))
+		l.Reserved = l.Reserved.Union(fresh.Reserved.Intersection(added))
 		l.Infra = l.Infra.Union(added)
 		if cfg.Pools.ExclusiveNonIsolcpus.Enabled {
-			l.ExclusiveNonIsolcpus = l.ExclusiveNonIsolcpus.Union(added)
+			l.ExclusiveNonIsolcpus = l.ExclusiveNonIsolcpus.Union(added.Difference(l.Reserved))
 		}
 		return &l, problems
 	}

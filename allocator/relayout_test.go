@@ -132,8 +132,9 @@ func TestHotplugKeepsOfflineHeldCPUs(t *testing.T) {
 }
 
 // TestHotplugLayoutNewCPUs: a CPU that comes online joins the pool the
-// config gives it; infra, when the config cannot be laid out on the node as
-// it is (a count that does not fit while another CPU is offline).
+// config gives it, also while another CPU of a counted pool is still
+// offline (counts are carved on the present CPUs); infra, when the config
+// cannot be laid out on the node as it is (TestHotplugLayoutKeepsReserved).
 func TestHotplugLayoutNewCPUs(t *testing.T) {
 	full := topology(t, "desktop-8c16t")
 	counted := `{isolatedCPUs: "2-7,10-15", reservedCPUs: "0,8", pools: {exclusive: {count: 12}}}`
@@ -148,12 +149,61 @@ func TestHotplugLayoutNewCPUs(t *testing.T) {
 
 	one := withOffline(full, 15)
 	l2, problems := HotplugLayout(l, one, cfg)
-	assert.True(t, problems.HasErrors(), "12 CPUs cannot be carved from 11")
-	assert.Equal(t, "2-6,10-14", l2.Exclusive.String())
-	assert.True(t, l2.Infra.Contains(7), "7 joins infra: %s", l2.Infra)
+	assert.False(t, problems.HasErrors(), "12 CPUs are carved from the 12 present: %v", problems)
+	assert.Equal(t, "2-7,10-14", l2.Exclusive.String())
+	assert.Equal(t, "0-1,8-9", l2.Infra.String(), "7 joins exclusive, not infra")
 
 	l3, problems := HotplugLayout(l, full, cfg)
 	assert.False(t, problems.HasErrors())
 	assert.Equal(t, "2-7,10-15", l3.Exclusive.String(), "both back where the config puts them")
 	assert.Equal(t, "0-1,8-9", l3.Infra.String())
+}
+
+// unplugged is topo without cpus at all: a hypervisor took the vCPUs away
+// (they are not even present).
+func unplugged(topo *sysfs.Topology, cpus ...int) *sysfs.Topology {
+	t := *topo
+	gone := cpuset.New(cpus...)
+	t.CPUs = slices.DeleteFunc(slices.Clone(topo.CPUs), func(c sysfs.CPU) bool { return gone.Contains(c.ID) })
+	t.Present, t.Online, t.Offline = topo.Present.Difference(gone), topo.Online.Difference(gone), topo.Offline.Difference(gone)
+	return &t
+}
+
+// TestHotplugLayoutKeepsReserved (issue 41, item 5): a reserved CPU that
+// comes online is reserved again, and never lent to
+// exclusive-non-isolcpus, also when the config cannot be laid out on the
+// node as it is now and the CPUs that came online join infra.
+func TestHotplugLayoutKeepsReserved(t *testing.T) {
+	full := topology(t, "desktop-8c16t")
+	cfg := parseConfig(t, `{isolatedCPUs: "2-7,10-15", reservedCPUs: "0,8", pools: {exclusive: {count: 12}, exclusive-non-isolcpus: {enabled: true}}}`)
+	start, problems := BuildLayout(full, cfg)
+	require.False(t, problems.HasErrors())
+
+	down, _ := HotplugLayout(start, withOffline(full, 7, 8, 15), cfg)
+	require.Equal(t, "0", down.Reserved.String())
+
+	// 7 and 8 come back; 15 comes back too (a count that fits): the pools
+	// as the config gives them.
+	back, problems := HotplugLayout(down, full, cfg)
+	require.False(t, problems.HasErrors(), "%v", problems)
+	assert.Equal(t, "0,8", back.Reserved.String())
+	assert.Equal(t, "1,9", back.ExclusiveNonIsolcpus.String())
+
+	// 15 was unplugged for good: 12 CPUs no longer fit the present ones,
+	// so 7 and 8 join infra, and 8 is reserved there.
+	fallback, problems := HotplugLayout(down, unplugged(full, 15), cfg)
+	require.True(t, problems.HasErrors(), "12 CPUs cannot be carved from 11")
+	assert.Equal(t, "2-6,10-14", fallback.Exclusive.String())
+	assert.Equal(t, "0-1,7-9", fallback.Infra.String())
+	assert.Equal(t, "0,8", fallback.Reserved.String())
+	assert.Equal(t, "1,7,9", fallback.ExclusiveNonIsolcpus.String(), "8 is reserved: never lent")
+	assert.True(t, fallback.Isolated.Contains(7))
+
+	// After a restart while 7 and 15 were offline, 7 coming back while 15
+	// is still offline joins exclusive: the count fits the present CPUs.
+	l, problems := BuildLayoutRunning(withOffline(full, 7, 15), cfg)
+	require.False(t, problems.HasErrors(), "%v", problems)
+	one, problems := HotplugLayout(l, withOffline(full, 15), cfg)
+	require.False(t, problems.HasErrors(), "%v", problems)
+	assert.Equal(t, "2-7,10-14", one.Exclusive.String())
 }
