@@ -76,9 +76,9 @@ func buildLayout(topo *sysfs.Topology, cfg *config.Config, offlineListed bool) (
 		// Warnings about the config alone (errors stopped it loading) come first.
 		p: cfg.Check().Warnings(),
 	}
-	b.present = b.x
+	b.present, b.usable = b.x, topo.Online
 	if whole := presentTopology(topo); whole != topo {
-		b.present = newIndex(whole)
+		b.present, b.usable = newIndex(whole), topo.Present
 	}
 	b.isolatedAndReserved()
 	exCPUs, shCPUs := b.listedPools()
@@ -103,8 +103,12 @@ type layoutBuilder struct {
 	// start or a reload changes no other CPU's pool. It is x when every
 	// CPU is online.
 	present *index
-	l       *Layout
-	p       config.Problems
+	// usable are the CPUs the pools are carved on: the present ones, or
+	// the online ones where the offline ones can never come online
+	// (presentTopology).
+	usable cpuset.CPUSet
+	l      *Layout
+	p      config.Problems
 	// offlineListed makes offline CPUs in a list a warning
 	// (BuildLayoutRunning).
 	offlineListed bool
@@ -126,7 +130,7 @@ func (b *layoutBuilder) checked(key, list string) cpuset.CPUSet {
 	} else if !off.IsEmpty() {
 		b.p.Errorf(key, "CPUs %s are offline (online: %s); bring them online or remove them from the list", off, b.topo.Online)
 	}
-	return set.Intersection(b.topo.Present)
+	return set.Intersection(b.usable)
 }
 
 // isolatedAndReserved decides the isolated set (the config's, else the
@@ -135,7 +139,7 @@ func (b *layoutBuilder) isolatedAndReserved() {
 	if b.cfg.IsolatedCPUs != nil {
 		b.l.Isolated = b.checked("isolatedCPUs", *b.cfg.IsolatedCPUs)
 	} else {
-		b.l.Isolated = b.topo.Isolated.Intersection(b.topo.Present)
+		b.l.Isolated = b.topo.Isolated.Intersection(b.usable)
 		if off := b.topo.Isolated.Intersection(b.topo.Offline); !off.IsEmpty() {
 			b.p.Warnf("isolatedCPUs", "the kernel isolates offline CPUs %s; they join their pool when they come online", off)
 		}

@@ -27,9 +27,14 @@ import (
 // CPUs, no L3 group, and the lowest base frequency of the node's CPUs, so
 // that it is never taken for a priority core. Core indexes are renumbered
 // by each core's lowest CPU, as Discover numbers them when all are
-// online. topo itself is returned when no CPU is offline.
+// online. topo itself is returned when no CPU is offline, and when SMT is
+// disabled (nosmt, smt/control off): the kernel then keeps every core's
+// second threads offline for good, and carving them as if online would
+// give count pools fewer CPUs than their counts on a node that never
+// changes. An offline CPU there cannot be told from such a thread, so the
+// pools are carved on the online CPUs, as before.
 func presentTopology(topo *sysfs.Topology) *sysfs.Topology {
-	if topo.Offline.IsEmpty() {
+	if topo.Offline.IsEmpty() || topo.SMTDisabled() {
 		return topo
 	}
 	t := *topo

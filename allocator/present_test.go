@@ -148,3 +148,25 @@ func TestCountFitsPresentCPUs(t *testing.T) {
 	require.True(t, problems.HasErrors())
 	assert.Contains(t, problems.Errors()[0].String(), "asks for 13 CPUs but only 12 are left to carve")
 }
+
+// TestSMTOffCarvesOnline: with SMT disabled (nosmt) the second threads are
+// present but can never come online, so counts are carved on the online
+// CPUs alone and every CPU of a count pool is online: carving the siblings
+// too would leave the pool short of its count on a node that never
+// changes.
+func TestSMTOffCarvesOnline(t *testing.T) {
+	topo := topology(t, "xeon-1s-nosmt")
+	require.True(t, topo.SMTDisabled(), "the fixture's smt/control is off")
+	require.Equal(t, "16-31", topo.Offline.String())
+	// isolcpus= as an administrator writes it for the machine with SMT
+	// on: the offline siblings are named too (a warning while they are
+	// offline).
+	l, problems := BuildLayoutRunning(topo, parseConfig(t, `{isolatedCPUs: "2-15,18-31", pools: {shared: {count: 2}, exclusive: {count: 12}}}`))
+	require.False(t, problems.HasErrors(), "%v", problems)
+	assert.Equal(t, 2, l.Shared.Size(), "shared %s", l.Shared)
+	assert.Equal(t, 12, l.Exclusive.Size(), "exclusive %s", l.Exclusive)
+	assert.True(t, l.Shared.Union(l.Exclusive).IsSubsetOf(topo.Online))
+
+	_, problems = BuildLayoutRunning(topo, parseConfig(t, `{isolatedCPUs: "2-15,18-31", pools: {shared: {count: 2}, exclusive: {count: 13}}}`))
+	require.True(t, problems.HasErrors(), "a count more than the online CPUs is an error where the rest can never come online")
+}

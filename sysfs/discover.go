@@ -91,6 +91,11 @@ func Discover(root string) (*Topology, error) {
 	} else {
 		t.SMTActive = ok && smt == 1
 	}
+	if control, ok, err := r.text(cpuDir + "/smt/control"); err != nil {
+		return nil, err
+	} else if ok {
+		t.SMTControl = control
+	}
 
 	for _, id := range present.List() {
 		c, err := readCPU(r, id, online.Contains(id))

@@ -34,6 +34,16 @@ type Topology struct {
 	NUMANodes []NUMANode
 	// SMTActive mirrors /sys/devices/system/cpu/smt/active when present.
 	SMTActive bool
+	// SMTControl is /sys/devices/system/cpu/smt/control ("on", "off",
+	// "forceoff", "notsupported", "notimplemented"; "" when absent).
+	SMTControl string
+}
+
+// SMTDisabled tells whether the kernel keeps every core's second threads
+// offline and refuses to bring them online (nosmt, or smt/control set to
+// off): such offline CPUs are present but can never be used.
+func (t *Topology) SMTDisabled() bool {
+	return t.SMTControl == "off" || t.SMTControl == "forceoff"
 }
 
 // CPU describes one logical CPU.
