@@ -325,12 +325,9 @@ func (p *Plugin) moveStateLock(stateFile string) error {
 }
 
 func (p *Plugin) configure(cfg *config.Config) error {
-	// A listed CPU that is offline is a warning here, as at a reload, not
-	// the error validate makes it: the kernel may have taken it offline
-	// under a running container while the daemon was away, and a daemon
-	// that refused to start would leave every new container unpinned. It
-	// joins its pool when it comes online (hotplug.go).
-	layout, problems := allocator.BuildLayoutRunning(p.topo, cfg)
+	// The check validate makes too (CheckConfig): a listed CPU that is
+	// offline is a warning, so that the daemon starts.
+	layout, problems := CheckConfig(p.topo, cfg)
 	for _, w := range problems.Warnings() {
 		p.log.Warnf("config: %s", w)
 	}

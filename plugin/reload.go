@@ -19,7 +19,6 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
-	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -148,16 +147,11 @@ func planReload(old *config.Config, topo *sysfs.Topology, cfg *config.Config, lo
 	}
 	cfg = ptrClone(cfg)
 	keepRestartOnly(old, cfg, log)
-	layout, problems := allocator.BuildLayoutRunning(topo, cfg)
-	node := power.NewNode(cfg.SysfsRoot, topo)
-	problems = append(problems, node.Check(cfg)...)
-	if !problems.HasErrors() {
-		problems = append(problems, housekeeping.Check(cfg, layout)...)
-	}
+	layout, problems := CheckConfig(topo, cfg)
 	if problems.HasErrors() {
 		return nil, problems.Errors().In("configuration")
 	}
-	return &reloadPlan{old: old, cfg: cfg, topo: topo, layout: layout, problems: problems, powerRefusals: node.Refusals(cfg)}, nil
+	return &reloadPlan{old: old, cfg: cfg, topo: topo, layout: layout, problems: problems, powerRefusals: power.NewNode(cfg.SysfsRoot, topo).Refusals(cfg)}, nil
 }
 
 // ptrClone is a shallow copy: keepRestartOnly changes the copy's fields,
