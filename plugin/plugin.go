@@ -319,6 +319,9 @@ func (p *Plugin) moveStateLock(stateFile string) error {
 	if err != nil {
 		return fmt.Errorf("stateFile %s: %w", stateFile, err)
 	}
+	if w := l.Warning(); w != "" {
+		p.log.Warn(w)
+	}
 	p.stateLock.Close()
 	p.stateLock = l
 	return nil
