@@ -102,6 +102,9 @@ type Plugin struct {
 	// before the first Synchronize; synced, that a Synchronize has
 	// reconciled it.
 	loaded, synced bool
+	// queuedReload is a reload that came before the first Synchronize,
+	// decided right after it (reload.go).
+	queuedReload *queuedReload
 	// memory is what survives a restart, in the state file's form: read
 	// from the file, then kept equal to the allocator's assignments by each
 	// decision (recordPlacement, recordRelease), so that a write does not
