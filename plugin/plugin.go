@@ -33,7 +33,9 @@
 //   - instrument.go: the handlers' latency histogram.
 //   - runtimeinfo.go: what the runtime said about itself.
 //   - reload.go: a config reload, applied only if nobody moves;
-//     reloadwatch.go what asks for one (SIGHUP, the file changing).
+//     reloadwatch.go what asks for one (SIGHUP, the file changing);
+//     configcheck.go the check of a config against the node that the
+//     start, a reload and `validate` share.
 //   - hotplug.go: CPUs going offline and online.
 //   - push.go: updates sent to the runtime outside a reply.
 //   - daemonstatus.go: the daemon's status file for `nri-cpupool status`.

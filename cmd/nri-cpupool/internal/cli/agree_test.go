@@ -2,6 +2,7 @@ package cli
 
 import (
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -61,3 +63,16 @@ func TestValidateAcceptsWhatRunStartsWith(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestValidateReadsAMissingDefaultFileAsRunDoes: run takes the built-in
+// defaults when the default config file is absent; validate checks those
+// too, and says so, rather than failing where run would start.
+func TestValidateReadsAMissingDefaultFileAsRunDoes(t *testing.T) {
+	if _, err := os.Stat(config.DefaultPath); err == nil {
+		t.Skipf("%s exists on this machine", config.DefaultPath)
+	}
+	code, out, errOut := run(t, "validate", "--sysfs-root", fixture.Root(t, "desktop-8c16t"))
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, config.DefaultPath+": valid for this node")
+	assert.Contains(t, errOut, "warning: "+config.DefaultPath+" does not exist: checking the built-in defaults, which run uses then")
+}
