@@ -52,7 +52,8 @@ type queuedReload struct {
 
 // ReloadError is why a reload was not applied.
 type ReloadError struct {
-	// Result is ReloadRefused or ReloadInvalid.
+	// Result is ReloadRefused or ReloadInvalid, or ReloadPending for one
+	// that waits for the first Synchronize (not applied yet).
 	Result string
 	// Blockers are the containers and holds a refused config would move.
 	Blockers []allocator.Blocker

@@ -44,7 +44,7 @@ type DirLock struct {
 	warning string
 }
 
-// ErrLocked is returned by TryLock when another process holds it.
+// ErrLocked is returned by TryLock when another process holds the lock.
 var ErrLocked = errors.New("the state directory is locked by another nri-cpupool")
 
 // TryLock takes the lock of stateFile's directory if it is free. When
