@@ -60,11 +60,13 @@ func BuildLayout(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Prob
 	return buildLayout(topo, cfg, false)
 }
 
-// BuildLayoutRunning is BuildLayout for a daemon that runs (a config
-// reload, a CPU that came online): a listed CPU that is offline now is a
-// warning, not an error. The kernel took it offline under a running
-// daemon, which follows it back online (HotplugLayout); at start and in
-// validate it is still an error.
+// BuildLayoutRunning is BuildLayout as the daemon judges a config (its
+// start, a reload, a CPU that came online, and validate, which the unit
+// runs before it: plugin.CheckConfig): a listed CPU that is offline now is
+// a warning, not an error. The kernel took it offline (under a running
+// daemon, or a node rebooted with a failed core), and the daemon follows
+// it back online (HotplugLayout); a daemon that refused to start would
+// leave every container unpinned.
 func BuildLayoutRunning(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Problems) {
 	return buildLayout(topo, cfg, true)
 }
@@ -126,7 +128,7 @@ func (b *layoutBuilder) checked(key, list string) cpuset.CPUSet {
 		b.p.Errorf(key, "CPUs %s do not exist on this node (present: %s); list only existing CPUs", missing, b.topo.Present)
 	}
 	if off := set.Intersection(b.topo.Offline); !off.IsEmpty() && b.offlineListed {
-		b.p.Warnf(key, "CPUs %s are offline; they join the pool when they come online", off)
+		b.p.Warnf(key, "CPUs %s are offline (online: %s); the daemon runs without them and they join the pool when they come online; if they are gone for good, remove them from the list", off, b.topo.Online)
 	} else if !off.IsEmpty() {
 		b.p.Errorf(key, "CPUs %s are offline (online: %s); bring them online or remove them from the list", off, b.topo.Online)
 	}

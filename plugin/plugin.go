@@ -33,7 +33,9 @@
 //   - instrument.go: the handlers' latency histogram.
 //   - runtimeinfo.go: what the runtime said about itself.
 //   - reload.go: a config reload, applied only if nobody moves;
-//     reloadwatch.go what asks for one (SIGHUP, the file changing).
+//     reloadwatch.go what asks for one (SIGHUP, the file changing);
+//     configcheck.go the check of a config against the node that the
+//     start, a reload and `validate` share.
 //   - hotplug.go: CPUs going offline and online.
 //   - push.go: updates sent to the runtime outside a reply.
 //   - daemonstatus.go: the daemon's status file for `nri-cpupool status`.
@@ -102,6 +104,9 @@ type Plugin struct {
 	// before the first Synchronize; synced, that a Synchronize has
 	// reconciled it.
 	loaded, synced bool
+	// queuedReload is a reload that came before the first Synchronize,
+	// decided right after it (reload.go).
+	queuedReload *queuedReload
 	// memory is what survives a restart, in the state file's form: read
 	// from the file, then kept equal to the allocator's assignments by each
 	// decision (recordPlacement, recordRelease), so that a write does not
@@ -319,18 +324,18 @@ func (p *Plugin) moveStateLock(stateFile string) error {
 	if err != nil {
 		return fmt.Errorf("stateFile %s: %w", stateFile, err)
 	}
+	if w := l.Warning(); w != "" {
+		p.log.Warn(w)
+	}
 	p.stateLock.Close()
 	p.stateLock = l
 	return nil
 }
 
 func (p *Plugin) configure(cfg *config.Config) error {
-	// A listed CPU that is offline is a warning here, as at a reload, not
-	// the error validate makes it: the kernel may have taken it offline
-	// under a running container while the daemon was away, and a daemon
-	// that refused to start would leave every new container unpinned. It
-	// joins its pool when it comes online (hotplug.go).
-	layout, problems := allocator.BuildLayoutRunning(p.topo, cfg)
+	// The check validate makes too (CheckConfig): a listed CPU that is
+	// offline is a warning, so that the daemon starts.
+	layout, problems := CheckConfig(p.topo, cfg)
 	for _, w := range problems.Warnings() {
 		p.log.Warnf("config: %s", w)
 	}

@@ -19,19 +19,15 @@ import (
 )
 
 // configurePower reads what the node offers for the config's classes,
-// once: it warns about what is missing (a VM without cpufreq) and, under
-// power.unsupported: refuse, tells the policy which classes to refuse.
-// Called at start and when the runtime passes a config, never on a
+// once: under power.unsupported: refuse, it tells the policy which classes
+// to refuse (what is missing, a VM without cpufreq, CheckConfig warned
+// about). Called at start and when the runtime passes a config, never on a
 // container's reply path.
 func (p *Plugin) configurePower(cfg *config.Config) {
 	if len(cfg.Power.Classes) == 0 {
 		return
 	}
-	node := power.NewNode(cfg.SysfsRoot, p.topo)
-	for _, w := range node.Check(cfg) {
-		p.log.Warnf("config: %s", w)
-	}
-	p.policy.SetPowerRefusals(node.Refusals(cfg))
+	p.policy.SetPowerRefusals(power.NewNode(cfg.SysfsRoot, p.topo).Refusals(cfg))
 }
 
 // powerSource is the Source of power classes for the reconciler: when a

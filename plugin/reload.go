@@ -19,7 +19,6 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
-	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -32,9 +31,29 @@ const (
 	ReloadInvalid = "invalid"
 )
 
+// ReloadPending is what status shows of a reload that waits for the
+// runtime's first Synchronize (queuedReload); it is counted in
+// cpupool_config_reloads_total once decided, under that result.
+const ReloadPending = "pending"
+
+// queuedReload is a valid reload that came before the first Synchronize
+// (after a restart, before the runtime connects): the running containers
+// are not known yet, the state file's may not even be read, so nothing
+// tells whether the new pools would move one. Applied then, it would be
+// reported applied unchecked, and a remembered exclusive container kept
+// where it runs on CPUs the new layout gives to shared. It is checked, and
+// applied or refused, right after that Synchronize; a later reload
+// replaces it.
+type queuedReload struct {
+	cfg     *config.Config
+	source  string
+	trigger time.Time
+}
+
 // ReloadError is why a reload was not applied.
 type ReloadError struct {
-	// Result is ReloadRefused or ReloadInvalid.
+	// Result is ReloadRefused or ReloadInvalid, or ReloadPending for one
+	// that waits for the first Synchronize (not applied yet).
 	Result string
 	// Blockers are the containers and holds a refused config would move.
 	Blockers []allocator.Blocker
@@ -60,6 +79,7 @@ func (p *Plugin) Reload(cfg *config.Config, loadErr error, source string) error 
 // first event): the time until the reload is applied is measured from it.
 func (p *Plugin) reload(cfg *config.Config, loadErr error, source string, trigger time.Time) error {
 	if loadErr != nil {
+		p.dropQueuedReload(source)
 		err := &ReloadError{Result: ReloadInvalid, Err: fmt.Errorf("reload (%s): %w", source, loadErr)}
 		p.reloadDone(source, trigger, nil, err, false)
 		return err
@@ -69,8 +89,15 @@ func (p *Plugin) reload(cfg *config.Config, loadErr error, source string, trigge
 	p.mu.Unlock()
 	plan, err := planReload(old, topo, cfg, p.log)
 	var done *appliedReload
-	if err == nil {
+	if err != nil {
+		p.dropQueuedReload(source)
+	} else {
 		p.mu.Lock()
+		if !p.synced {
+			p.queueReloadLocked(&queuedReload{cfg: cfg, source: source, trigger: trigger})
+			p.mu.Unlock()
+			return p.reloadWaits(source, trigger)
+		}
 		if p.cfg != old || p.topo != topo {
 			// Another reload or a hotplug came first: plan again on what
 			// is in force now (rare; the lock is held for it).
@@ -89,6 +116,55 @@ func (p *Plugin) reload(cfg *config.Config, loadErr error, source string, trigge
 	}
 	p.reloadDone(source, trigger, done, err, true)
 	return err
+}
+
+// queueReloadLocked keeps q for the first Synchronize, in place of any
+// reload queued before it. Called under the lock.
+func (p *Plugin) queueReloadLocked(q *queuedReload) {
+	if prev := p.queuedReload; prev != nil {
+		p.log.Infof("reload (%s), waiting for the runtime's first Synchronize, is replaced by reload (%s)", prev.source, q.source)
+	}
+	p.queuedReload = q
+}
+
+// dropQueuedReload forgets a queued reload because a later one (source)
+// was invalid: the file as it reads now is what was asked for, and, as
+// after any invalid reload, the config in force stays.
+func (p *Plugin) dropQueuedReload(source string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if prev := p.queuedReload; prev != nil && !p.synced {
+		p.log.Warnf("reload (%s), waiting for the runtime's first Synchronize, is dropped: reload (%s) is invalid", prev.source, source)
+		p.queuedReload = nil
+	}
+}
+
+// reloadWaits tells (log and status, not the reloads' count, which
+// counts it once decided) that a reload waits for the first Synchronize.
+func (p *Plugin) reloadWaits(source string, trigger time.Time) error {
+	err := &ReloadError{Result: ReloadPending, Err: fmt.Errorf("reload (%s) waits for the runtime's first Synchronize: until then the running containers are not known, so whether the new pools would move one cannot be checked; it is checked, and applied or refused, right after it", source)}
+	p.log.Infof("%v", err)
+	p.noteStatus(func(s *DaemonStatus) {
+		if s.LastReload != nil && s.LastReload.Trigger.After(trigger) {
+			return
+		}
+		s.LastReload = &ReloadStatus{Time: time.Now().UTC(), Trigger: trigger.UTC(), Source: source, Result: ReloadPending, Reason: err.Error()}
+	})
+	return err
+}
+
+// applyQueuedReloadLater checks, and applies or refuses, the reload queued
+// before the first Synchronize, which has just placed the running
+// containers. Called under the lock at its end: the reload waits for the
+// lock, so it is decided after the Synchronize's reply is made.
+func (p *Plugin) applyQueuedReloadLater() {
+	q := p.queuedReload
+	if q == nil {
+		return
+	}
+	p.queuedReload = nil
+	p.log.Infof("reload (%s) waited for the first Synchronize: checking it now", q.source)
+	go p.reload(q.cfg, nil, q.source, q.trigger) //nolint:errcheck // counted, logged and shown in status
 }
 
 // reloadLocked is Reload for a caller that holds the lock (Configure).
@@ -148,16 +224,11 @@ func planReload(old *config.Config, topo *sysfs.Topology, cfg *config.Config, lo
 	}
 	cfg = ptrClone(cfg)
 	keepRestartOnly(old, cfg, log)
-	layout, problems := allocator.BuildLayoutRunning(topo, cfg)
-	node := power.NewNode(cfg.SysfsRoot, topo)
-	problems = append(problems, node.Check(cfg)...)
-	if !problems.HasErrors() {
-		problems = append(problems, housekeeping.Check(cfg, layout)...)
-	}
+	layout, problems := CheckConfig(topo, cfg)
 	if problems.HasErrors() {
 		return nil, problems.Errors().In("configuration")
 	}
-	return &reloadPlan{old: old, cfg: cfg, topo: topo, layout: layout, problems: problems, powerRefusals: node.Refusals(cfg)}, nil
+	return &reloadPlan{old: old, cfg: cfg, topo: topo, layout: layout, problems: problems, powerRefusals: power.NewNode(cfg.SysfsRoot, topo).Refusals(cfg)}, nil
 }
 
 // ptrClone is a shallow copy: keepRestartOnly changes the copy's fields,

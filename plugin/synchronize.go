@@ -73,6 +73,9 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	p.rememberCgroups(append(known, unknown...))
 	p.synced = true
 	p.stateChanged()
+	// A reload that came before this first Synchronize is checked
+	// against the containers now known.
+	p.applyQueuedReloadLater()
 	// The reconciler's first pass: what the journal holds and nobody
 	// wants any more is restored, whatever the node's config says now.
 	if iso := p.isolation.Load(); iso != nil {

@@ -34,10 +34,14 @@ func LockPath(stateFile string) string {
 // runtime has no plugin for at most this long after the holder exits.
 const lockPoll = 5 * time.Millisecond
 
-// DirLock is a held state directory lock.
+// DirLock is a held state directory lock, or, when its file could not be
+// opened at all, the note that the daemon runs without one (Warning).
 type DirLock struct {
 	f    *os.File
 	path string
+	// warning says how the lock is weaker than asked: taken on a
+	// read-only descriptor, or not taken at all.
+	warning string
 }
 
 // ErrLocked is returned by TryLock when another process holds the lock.
@@ -45,14 +49,19 @@ var ErrLocked = errors.New("the state directory is locked by another nri-cpupool
 
 // TryLock takes the lock of stateFile's directory if it is free. When
 // another process holds it, the error wraps ErrLocked and names the holder.
+//
+// A state directory that cannot be written (a read-only disk, a full one)
+// never stops the daemon: pinning does not depend on a writable disk
+// (docs/state.md). The lock file is then opened read-only, which flock
+// needs no more than, so a second daemon is still kept out; and when the
+// file cannot even be opened (it does not exist and cannot be created),
+// the lock is returned untaken, with a Warning to log: two daemons could
+// then overlap, which is less harm than none pinning at all.
 func TryLock(stateFile string) (*DirLock, error) {
 	path := LockPath(stateFile)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("state directory lock: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, readOnly, err := openLock(path)
 	if err != nil {
-		return nil, fmt.Errorf("state directory lock: %w", err)
+		return &DirLock{path: path, warning: fmt.Sprintf("state directory lock %s cannot be opened (%v): running without it, so a second nri-cpupool on this state directory is not kept out; make the directory writable (StateDirectory=, the DaemonSet's hostPath) and restart", path, err)}, nil
 	}
 	if err := flock(f); err != nil {
 		f.Close()
@@ -62,12 +71,35 @@ func TryLock(stateFile string) (*DirLock, error) {
 		return nil, fmt.Errorf("state directory lock %s: %w", path, err)
 	}
 	l := &DirLock{f: f, path: path}
+	if readOnly {
+		l.warning = fmt.Sprintf("state directory lock %s is on a read-only file system or not writable: locked through a read-only descriptor, so a second nri-cpupool still waits, but the file cannot say who holds it", path)
+		return l, nil
+	}
 	// Who holds it, for the next process's message; the lock holds
 	// without it.
 	if err := f.Truncate(0); err == nil {
 		fmt.Fprintf(f, "pid %d, since %s\n", os.Getpid(), time.Now().UTC().Format(time.RFC3339))
 	}
 	return l, nil
+}
+
+// openLock opens the lock file read-write, creating it (and its
+// directory) if needed, or read-only when it exists but cannot be written
+// (readOnly).
+func openLock(path string) (f *os.File, readOnly bool, err error) {
+	mkErr := os.MkdirAll(filepath.Dir(path), 0o700)
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil {
+		return f, false, nil
+	}
+	if mkErr != nil {
+		err = mkErr // the directory's problem: it says more
+	}
+	rf, rerr := os.Open(path)
+	if rerr != nil {
+		return nil, false, err // the read-write error: why it is not writable
+	}
+	return rf, true, nil
 }
 
 func flock(f *os.File) error {
@@ -116,6 +148,15 @@ func Holder(lockPath string) string {
 
 // Path is the lock file's path.
 func (l *DirLock) Path() string { return l.path }
+
+// Warning says, for the log, how the lock is weaker than an exclusive
+// lock on a file that names its holder: empty when it is not.
+func (l *DirLock) Warning() string {
+	if l == nil {
+		return ""
+	}
+	return l.warning
+}
 
 // Close releases the lock. The file stays: removing it would let a waiter
 // lock a file that a third process then creates anew beside it.

@@ -3,10 +3,12 @@ package state
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestASecondTryLockIsRefusedNamingTheHolder(t *testing.T) {
@@ -132,4 +135,103 @@ func TestHolderOfAnEmptyOrMissingFile(t *testing.T) {
 	p := filepath.Join(dir, LockFile)
 	require.NoError(t, os.WriteFile(p, []byte(strings.Repeat("x", 300)), 0o600))
 	assert.Equal(t, "a process that did not say which", Holder(p), "a long file is not echoed")
+}
+
+// onReadOnly runs f on a thread that sees dir as a read-only bind mount of
+// itself: a mount namespace of that thread's own, so neither the host nor
+// the test's other threads see the mount, and it ends with the thread. The
+// test is skipped where mounting is not permitted (no CAP_SYS_ADMIN).
+func onReadOnly(t *testing.T, dir string, f func()) {
+	t.Helper()
+	done := make(chan string)
+	go func() {
+		// Never unlocked: the thread, and its namespace, end with the
+		// goroutine.
+		runtime.LockOSThread()
+		for _, step := range []struct {
+			what string
+			do   func() error
+		}{
+			{"unshare", func() error { return unix.Unshare(unix.CLONE_NEWNS) }},
+			{"private /", func() error { return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
+			{"bind", func() error { return unix.Mount(dir, dir, "", unix.MS_BIND, "") }},
+			{"read-only", func() error { return unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, "") }},
+		} {
+			if err := step.do(); err != nil {
+				done <- fmt.Sprintf("a read-only mount is not permitted here (%s: %v)", step.what, err)
+				return
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "probe"), nil, 0o600); !errors.Is(err, syscall.EROFS) {
+			done <- fmt.Sprintf("the mount is not read-only: %v", err)
+			return
+		}
+		f()
+		done <- ""
+	}()
+	if skip := <-done; skip != "" {
+		t.Skip(skip)
+	}
+}
+
+// TestLockOnAReadOnlyStateDirectory: a read-only state directory does not
+// stop the daemon (issue 41, item 4): the existing lock file is locked
+// through a read-only descriptor, which still keeps a second daemon out
+// (both ways), and the lock's Warning says so.
+func TestLockOnAReadOnlyStateDirectory(t *testing.T) {
+	dir := t.TempDir()
+	stateFile := filepath.Join(dir, "state.json")
+	earlier, err := TryLock(stateFile) // a daemon that ran while it was writable
+	require.NoError(t, err)
+	require.NoError(t, earlier.Close())
+
+	var l *DirLock
+	onReadOnly(t, dir, func() { l, err = TryLock(stateFile) })
+	require.NoError(t, err, "EROFS must not end run")
+	require.NotNil(t, l)
+	defer l.Close()
+	assert.Contains(t, l.Warning(), "read-only descriptor")
+	_, err = TryLock(stateFile)
+	require.ErrorIs(t, err, ErrLocked, "a second daemon still waits")
+	require.NoError(t, l.Close())
+
+	// The other way round: a daemon holds it; the one on the read-only
+	// view waits for it.
+	holder, err := TryLock(stateFile)
+	require.NoError(t, err)
+	onReadOnly(t, dir, func() { _, err = TryLock(stateFile) })
+	require.ErrorIs(t, err, ErrLocked)
+	assert.Contains(t, err.Error(), fmt.Sprintf("held by pid %d, since ", os.Getpid()))
+	require.NoError(t, holder.Close())
+}
+
+// TestLockThatCannotBeOpenedRunsUnlocked: on a read-only state directory
+// without a lock file (a first start on a read-only disk), the daemon runs
+// without the lock, and the Warning says what that risks and how to fix it.
+func TestLockThatCannotBeOpenedRunsUnlocked(t *testing.T) {
+	dir := t.TempDir()
+	stateFile := filepath.Join(dir, "state.json")
+	var l *DirLock
+	var err error
+	onReadOnly(t, dir, func() {
+		l, err = Lock(context.Background(), stateFile, func(string) { t.Error("nothing to wait for") })
+	})
+	require.NoError(t, err, "EROFS must not end run")
+	require.NotNil(t, l)
+	assert.Contains(t, l.Warning(), "read-only file system")
+	assert.Contains(t, l.Warning(), "running without it, so a second nri-cpupool on this state directory is not kept out; make the directory writable")
+	assert.NoError(t, l.Close())
+}
+
+// TestLockInAStateDirectoryThatCannotBeMade: the same without privileges
+// to mount: the state file's directory cannot be made (a file is in the
+// way), so the lock cannot be opened, and the daemon runs unlocked.
+func TestLockInAStateDirectoryThatCannotBeMade(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	l, err := TryLock(filepath.Join(file, "state", "state.json"))
+	require.NoError(t, err)
+	assert.Contains(t, l.Warning(), "not a directory")
+	assert.Contains(t, l.Warning(), "running without it")
+	assert.NoError(t, l.Close())
 }

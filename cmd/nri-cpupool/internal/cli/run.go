@@ -142,7 +142,9 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 // lockStateDir takes the state directory's lock before anything reads the
 // directory's files, waiting while another daemon holds it (an upgrade
 // that starts the new process before the old one is gone). A signal while
-// waiting ends the run without an error and without a lock (nil).
+// waiting ends the run without an error and without a lock (nil). A
+// state directory that cannot be written does not end it: the lock is
+// taken read-only, or not at all, with a warning (state.TryLock).
 func lockStateDir(ctx context.Context, stateFile string, log *logrus.Logger) (*state.DirLock, error) {
 	waited := ""
 	lock, err := state.Lock(ctx, stateFile, func(holder string) {
@@ -161,6 +163,10 @@ func lockStateDir(ctx context.Context, stateFile string, log *logrus.Logger) (*s
 		return nil, err
 	case waited != "":
 		log.Infof("took the state directory lock %s over from %s", lock.Path(), waited)
+	}
+	if w := lock.Warning(); w != "" {
+		// A read-only state directory: pinning goes on (docs/state.md).
+		log.Warn(w)
 	}
 	return lock, nil
 }

@@ -3,14 +3,14 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
-	"github.com/cpupool/nri-cpupool/housekeeping"
+	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/pools"
-	"github.com/cpupool/nri-cpupool/power"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -21,21 +21,27 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*cfgPath)
+	// Read as run reads it: a missing default file is the built-in
+	// defaults there, so it is valid here too.
+	cfg, err := loadRunConfig(*cfgPath)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
 	}
-	nodeRoot := sysfsRoot(*root, cfg)
-	topo, err := sysfs.Discover(nodeRoot)
+	if _, err := os.Stat(*cfgPath); err != nil {
+		fmt.Fprintf(stderr, "warning: %s does not exist: checking the built-in defaults, which run uses then\n", *cfgPath)
+	}
+	cfg.SysfsRoot = sysfsRoot(*root, cfg) // as run's --sysfs-root
+	topo, err := sysfs.Discover(cfg.SysfsRoot)
 	if err != nil {
 		return err
 	}
-	layout, problems := allocator.BuildLayout(topo, cfg)
-	problems = append(problems, power.NewNode(nodeRoot, topo).Check(cfg)...)
+	// The daemon's own check (start and reload): validate fails exactly
+	// when run would not start, since the unit runs it first.
+	layout, problems := plugin.CheckConfig(topo, cfg)
 	if !problems.HasErrors() {
+		// What only validate says: warnings, never an error run lacks.
 		problems = append(problems, hugePageProblems(cfg, topo, layout)...)
-		problems = append(problems, housekeeping.Check(cfg, layout)...)
 		if cfg.DRA.Enabled {
 			if w := dracore.ClaimLimit(cfg.DRA.Devices, dracore.Offer(topo, layout, nil)); w != "" {
 				problems.Warnf("dra.devices", "%s", w)

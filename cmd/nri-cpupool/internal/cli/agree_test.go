@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/state"
+	"github.com/cpupool/nri-cpupool/sysfs"
+	"github.com/cpupool/nri-cpupool/sysfs/fixture"
+)
+
+// TestValidateAcceptsWhatRunStartsWith: the packaged unit runs validate
+// before run (ExecStartPre=), so a config run starts with must pass
+// validate. A CPU isolatedCPUs names that is offline (a node rebooted with
+// a failed core) is a warning for both, saying what and how to fix; it made
+// validate exit 1 while run started (issue 41, item 2), and the unit then
+// never started: every container ran unpinned.
+func TestValidateAcceptsWhatRunStartsWith(t *testing.T) {
+	root := fixture.Root(t, "server-offline-isolcpus") // 7, 15 and 31 offline
+	cfgFile := writeFile(t, "isolatedCPUs: \"2-7,18-23\"\nreservedCPUs: \"0\"\npools: {shared: {cpus: \"2-3,18-19\"}}\n")
+	want := "warning: isolatedCPUs: CPUs 7 are offline (online: 0-6,8-14,16-30); the daemon runs without them and they join the pool when they come online; if they are gone for good, remove them from the list"
+
+	code, out, errOut := run(t, "validate", "--sysfs-root", root, "--config", cfgFile)
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "valid for this node")
+	assert.Contains(t, out, "exclusive:              4-6,20-23 (7 CPUs)")
+	assert.Contains(t, errOut, want)
+
+	code, out, errOut = run(t, "topology", "--sysfs-root", root, "--config", cfgFile)
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out+errOut, want)
+
+	// run's start: the config as run reads it, on the same node, makes a
+	// plugin (New lays the pools out with the same check).
+	cfg, err := loadRunConfig(cfgFile)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	cfg.SysfsRoot, cfg.StateFile, cfg.CgroupRoot, cfg.ProcRoot = root, filepath.Join(dir, "state.json"), dir, filepath.Join(dir, "proc")
+	topo, err := sysfs.Discover(root)
+	require.NoError(t, err)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	p, err := plugin.New(cfg, topo, state.NewFileStore(cfg.StateFile), log)
+	require.NoError(t, err, "run starts with what validate accepts")
+	p.Close()
+
+	// And what stops run stops validate: a CPU the node does not have.
+	code, _, errOut = run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, "isolatedCPUs: \"2-7,18-40\"\n"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "error: isolatedCPUs: CPUs 32-40 do not exist")
+	cfg.IsolatedCPUs = ptr("2-7,18-40")
+	_, err = plugin.New(cfg, topo, state.NewFileStore(cfg.StateFile), log)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "CPUs 32-40 do not exist")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestValidateReadsAMissingDefaultFileAsRunDoes: run takes the built-in
+// defaults when the default config file is absent; validate checks those
+// too, and says so, rather than failing where run would start.
+func TestValidateReadsAMissingDefaultFileAsRunDoes(t *testing.T) {
+	if _, err := os.Stat(config.DefaultPath); err == nil {
+		t.Skipf("%s exists on this machine", config.DefaultPath)
+	}
+	code, out, errOut := run(t, "validate", "--sysfs-root", fixture.Root(t, "desktop-8c16t"))
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, config.DefaultPath+": valid for this node")
+	assert.Contains(t, errOut, "warning: "+config.DefaultPath+" does not exist: checking the built-in defaults, which run uses then")
+}
