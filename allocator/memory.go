@@ -334,9 +334,11 @@ type memFit struct {
 //
 // The fit is the allocator's own, reused by the next decision: a decision
 // makes one, and allocating its figures was a third of what memory added
-// to it.
+// to it. For a container that runs already (req.running) free_hugepages is
+// no floor, as in runningFit: every path that decides a running
+// container's memory uses the same rule.
 func (a *Allocator) memoryFit(req Request, now map[int][]sysfs.HugePages) *memFit {
-	return a.fitFor(&a.fitBuf, req, now, false)
+	return a.fitFor(&a.fitBuf, req, now, req.running)
 }
 
 // runningFit is memoryFit for a container that runs already: the pages it

@@ -209,3 +209,52 @@ func TestReadingOfSomeSizes(t *testing.T) {
 	assert.Equal(t, []sysfs.HugePages{{SizeKB: kb2M}, {SizeKB: 1048576}}, a.x.topo.NUMANodes[0].HugePages, "discovery's counts are not written through")
 	assert.Equal(t, []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 32}, {SizeKB: 1048576}}, a.x.topo.NUMANodes[1].HugePages)
 }
+
+// TestAdoptPlacesARunningContainerWithoutTheFreeFloor: a running container
+// Synchronize places anew (it runs unpinned, or not on the CPUs the
+// kubelet allocated it) has faulted its hugepages in: they are missing
+// from free_hugepages because they are its own (issue 41, item 7). The
+// decision must not take the free count as a floor, as MemoryOf does not
+// for one that stays where it runs; it is refused only when the pages
+// the others hold leave too few.
+func TestAdoptPlacesARunningContainerWithoutTheFreeFloor(t *testing.T) {
+	setup := func(t *testing.T) *Allocator {
+		a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
+		// b and the container adopted below faulted in all 32 pages.
+		a.mem.pages[1] = []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 0}}
+		_, how, err := a.Adopt(withMemory("b", 1, 0, Pages{kb2M, 16}), set(t, "2"), set(t, "1"))
+		require.NoError(t, err)
+		require.Equal(t, StaysWhereItRuns, how)
+		return a
+	}
+	t.Run("unpinned", func(t *testing.T) {
+		a := setup(t)
+		res, how, err := a.Adopt(withMemory("c", 1, 0, Pages{kb2M, 16}), set(t, ""), set(t, ""))
+		require.NoError(t, err, "its own pages are not free, but they are its own")
+		assert.Equal(t, PlacedAsNew, how)
+		assert.Equal(t, "3", res.Assignment.CPUs.String())
+		assert.Equal(t, "1", res.Assignment.Mems.String())
+		assert.Equal(t, []NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse())
+		checkMemoryAccount(t, a)
+
+		// A third one does not fit what the others hold: refused.
+		_, _, err = a.Adopt(withMemory("d", 1, 0, Pages{kb2M, 1}), set(t, ""), set(t, ""))
+		require.ErrorContains(t, err, "hugepages-2Mi: asked 1, free node0 0 node1 0")
+	})
+	t.Run("the kubelet's CPUs", func(t *testing.T) {
+		a := setup(t)
+		req := withMemory("c", 1, 0, Pages{kb2M, 16})
+		req.CPUs = set(t, "3")
+		res, how, err := a.Adopt(req, set(t, ""), set(t, ""))
+		require.NoError(t, err)
+		assert.Equal(t, PlacedAsNew, how)
+		assert.Equal(t, "1", res.Assignment.Mems.String())
+		checkMemoryAccount(t, a)
+	})
+	t.Run("a creation keeps the floor", func(t *testing.T) {
+		a := setup(t)
+		a.mem.pages[1] = []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 8}} // a host process took 8
+		_, err := a.Allocate(withMemory("c", 1, 0, Pages{kb2M, 16}))
+		require.ErrorContains(t, err, "hugepages-2Mi: asked 16, free node0 0 node1 8")
+	})
+}
