@@ -474,9 +474,13 @@ func (f *memFit) pagesAt(i, n int) int64 {
 // lentMemory is what the holds a request may reuse hold, by node: its own
 // last run's (a new run ends it) and those of its pod's containers that
 // completed, as their CPUs are (see reusableFor).
+//
+// A resize (req.grow) reuses no hold's memory: its growth takes CPUs of
+// holds without their memory (takeFromHolds), and a hold's memory is only
+// given to a new container that takes it.
 func (a *Allocator) lentMemory(req Request) map[int]nodeUse {
 	var out map[int]nodeUse // nil, which reads as nothing lent, for most
-	if req.Pod.UID == "" {
+	if req.Pod.UID == "" || req.grow != nil {
 		return out
 	}
 	for _, key := range a.podHoldKeys(req.Pod.UID) {
