@@ -258,3 +258,45 @@ func TestAdoptPlacesARunningContainerWithoutTheFreeFloor(t *testing.T) {
 		require.ErrorContains(t, err, "hugepages-2Mi: asked 16, free node0 0 node1 8")
 	})
 }
+
+// TestResizeNeverNarrowsTheMemsItRunsWith: a CPU resize widens a running
+// container's mems to the nodes of the CPUs it adds, and never narrows
+// them: narrowing cpuset.mems migrates the pages the container has on the
+// nodes it loses (cgroup v2 always, v1 with memory_migrate), and a running
+// container's memory is not ours to move. A container Synchronize kept
+// with the mems the runtime runs it with (wider than its CPUs' nodes)
+// keeps them through a grow and a shrink; so does one whose grow reached
+// another node, when it shrinks back.
+func TestResizeNeverNarrowsTheMemsItRunsWith(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	res, how, err := a.Adopt(exclusive("a", 2), set(t, "2,42"), set(t, "0-1"))
+	require.NoError(t, err)
+	require.Equal(t, StaysWhereItRuns, how)
+	require.Equal(t, "0-1", res.Assignment.Mems.String(), "as the runtime runs it")
+	res, err = a.Resize(resize("a", 4))
+	require.NoError(t, err)
+	assert.Equal(t, "0-1", res.Assignment.Mems.String(), "grown on node 0: its mems stay")
+	res, err = a.Resize(resize("a", 2))
+	require.NoError(t, err)
+	assert.Equal(t, "0-1", res.Assignment.Mems.String(), "shrunk: its mems stay")
+
+	// Node 0's other exclusive CPUs are taken: b grows onto node 1.
+	b := newAllocator(t, "xeon-2s-interleaved", `pools: {exclusive: {cpus: "2,4,42,44,3,43"}}`)
+	onNode0 := func(id string) Request {
+		r := exclusive(id, 2)
+		r.NUMANodes = set(t, "0")
+		return r
+	}
+	res, err = b.Allocate(onNode0("b"))
+	require.NoError(t, err)
+	require.Equal(t, "0", res.Assignment.Mems.String())
+	_, err = b.Allocate(onNode0("other"))
+	require.NoError(t, err)
+	res, err = b.Resize(resize("b", 4))
+	require.NoError(t, err)
+	require.Equal(t, "0-1", res.Assignment.Mems.String(), "widened to the node of the CPUs it added")
+	res, err = b.Resize(resize("b", 2))
+	require.NoError(t, err)
+	assert.Equal(t, 1, b.x.numaNodesOf(res.Assignment.CPUs).Size(), "its CPUs are back on one node")
+	assert.Equal(t, "0-1", res.Assignment.Mems.String(), "its pages on node 1 are not moved")
+}
