@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -119,5 +120,47 @@ func TestResizeMemory(t *testing.T) {
 				checkMemoryAccount(t, a)
 			}
 		})
+	}
+}
+
+// TestResizeMemoryOfAClaimsContainer: a container bound to a DRA claim
+// takes its memory from the claim's reservation first, after a resize as
+// at its creation: a growth within the reservation adds nothing to the
+// node's count, one beyond it adds only what exceeds it, with no warning
+// while the node has it; a shrink gives the reservation its part back.
+func TestResizeMemoryOfAClaimsContainer(t *testing.T) {
+	a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
+	req := withMemory("a", 1, gib)
+	res, err := a.Allocate(req)
+	require.NoError(t, err)
+	node := res.Assignment.Memory[0].Node
+	_, err = a.ReserveClaim(ClaimMemory{Key: "claim/r", PodUID: req.Pod.UID, Container: req.Container, Held: []NodeMemory{{Node: node, Memory: 2 * gib}}}, nil, false)
+	require.NoError(t, err)
+	onNode := func(memory int64) []NodeMemoryUse {
+		return []NodeMemoryUse{{Node: node, Memory: memory, HugePages: map[int64]int64{}}}
+	}
+	require.Equal(t, onNode(2*gib), a.MemoryUse(), "the claim's 2 GiB, its container's 1 GiB among them")
+	// Another claim takes the rest of the node (4 GiB).
+	_, err = a.ReserveClaim(ClaimMemory{Key: "other/r", Held: []NodeMemory{{Node: node, Memory: 2 * gib}}}, nil, false)
+	require.NoError(t, err)
+
+	for _, s := range []struct {
+		limit, use int64
+		warn       string
+	}{
+		{limit: 2 * gib, use: 4 * gib},
+		{limit: 3 * gib, use: 5 * gib, warn: "memory: asked 1Gi, free node" + fmt.Sprint(node) + " 0"},
+		{limit: gib / 2, use: 4 * gib},
+	} {
+		res, changed, err := a.ResizeMemory("a", s.limit)
+		require.NoError(t, err)
+		require.True(t, changed)
+		if s.warn == "" {
+			assert.Empty(t, res.Warning, "limit %s: within its claim", Bytes(s.limit))
+		} else {
+			assert.Contains(t, res.Warning, s.warn)
+		}
+		assert.Equal(t, []NodeMemory{{Node: node, Memory: s.limit}}, res.Assignment.Memory)
+		assert.Equal(t, onNode(s.use), a.MemoryUse(), "limit %s", Bytes(s.limit))
 	}
 }
