@@ -42,7 +42,10 @@ func (a *Allocator) ResizeMemory(id string, limit int64) (Result, bool, error) {
 	if nodes.IsEmpty() {
 		nodes = a.memsFor(c.CPUs)
 	}
-	order := slices.Clone(a.splitOrder(c.CPUs, nodes.List()))
+	// Its CPUs' nodes first, but only those of its mems: mems the runtime
+	// runs it with (kept at a restart) may leave its CPUs' nodes out, and
+	// its memory cannot be there.
+	order := slices.DeleteFunc(slices.Clone(a.splitOrder(c.CPUs, nodes.List())), func(n int) bool { return !nodes.Contains(n) })
 	held := cloneHoldings(c.Memory)
 	var warning string
 	if limit > had {

@@ -79,6 +79,20 @@ func TestResizeMemory(t *testing.T) {
 			},
 		},
 		{
+			name: "mems the runtime runs it with, without its CPUs' node: counted there",
+			setup: func(t *testing.T, a *Allocator) {
+				// CPU 1 is on node 0; the runtime runs it with mems 1.
+				res, how, err := a.Adopt(exclusive("a", 1), set(t, "1"), set(t, "1"))
+				require.NoError(t, err)
+				require.Equal(t, StaysWhereItRuns, how)
+				require.Equal(t, "1", res.Assignment.Mems.String())
+			},
+			steps: []step{
+				{id: "a", limit: gib, held: []NodeMemory{{Node: 1, Memory: gib}}},
+				{id: "a", limit: 5 * gib, held: []NodeMemory{{Node: 1, Memory: 5 * gib}}, warn: "asked 4Gi, free node1 3008Mi"},
+			},
+		},
+		{
 			name:  "unknown container",
 			setup: func(*testing.T, *Allocator) {},
 			steps: []step{{id: "gone", limit: gib, err: "container gone is not known"}},
