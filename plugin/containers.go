@@ -180,8 +180,9 @@ func (p *Plugin) deferFollowers(res allocator.Result) {
 }
 
 // UpdateContainer resizes a container whose CPU request or memory limit
-// changed (an in-place pod resize) and keeps a pinned container's cpuset when someone
-// (the kubelet's static CPU manager, an operator) tries to change it.
+// changed (an in-place pod resize) and keeps a pinned container's cpuset
+// when someone (the kubelet's static CPU manager, an operator) tries to
+// change it.
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	// The new memory limit, read before the lock as a creation's is.
 	memLimit, memAsked := memoryLimitOf(res)
