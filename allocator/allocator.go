@@ -250,6 +250,11 @@ type Request struct {
 	ReadHugePages HugePageReader
 	// grow is the running container a resize adds CPUs to.
 	grow *Assignment
+	// running tells that the container runs already (Synchronize places
+	// it anew, Adopt): the hugepages it touched are missing from
+	// free_hugepages because they are its own, so the free count is no
+	// floor for it (runningFit).
+	running bool
 }
 
 // Allocate places a new container. A container that is already known keeps

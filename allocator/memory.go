@@ -334,9 +334,11 @@ type memFit struct {
 //
 // The fit is the allocator's own, reused by the next decision: a decision
 // makes one, and allocating its figures was a third of what memory added
-// to it.
+// to it. For a container that runs already (req.running) free_hugepages is
+// no floor, as in runningFit: every path that decides a running
+// container's memory uses the same rule.
 func (a *Allocator) memoryFit(req Request, now map[int][]sysfs.HugePages) *memFit {
-	return a.fitFor(&a.fitBuf, req, now, false)
+	return a.fitFor(&a.fitBuf, req, now, req.running)
 }
 
 // runningFit is memoryFit for a container that runs already: the pages it
@@ -472,9 +474,13 @@ func (f *memFit) pagesAt(i, n int) int64 {
 // lentMemory is what the holds a request may reuse hold, by node: its own
 // last run's (a new run ends it) and those of its pod's containers that
 // completed, as their CPUs are (see reusableFor).
+//
+// A resize (req.grow) reuses no hold's memory: its growth takes CPUs of
+// holds without their memory (takeFromHolds), and a hold's memory is only
+// given to a new container that takes it.
 func (a *Allocator) lentMemory(req Request) map[int]nodeUse {
 	var out map[int]nodeUse // nil, which reads as nothing lent, for most
-	if req.Pod.UID == "" {
+	if req.Pod.UID == "" || req.grow != nil {
 		return out
 	}
 	for _, key := range a.podHoldKeys(req.Pod.UID) {

@@ -209,3 +209,94 @@ func TestReadingOfSomeSizes(t *testing.T) {
 	assert.Equal(t, []sysfs.HugePages{{SizeKB: kb2M}, {SizeKB: 1048576}}, a.x.topo.NUMANodes[0].HugePages, "discovery's counts are not written through")
 	assert.Equal(t, []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 32}, {SizeKB: 1048576}}, a.x.topo.NUMANodes[1].HugePages)
 }
+
+// TestAdoptPlacesARunningContainerWithoutTheFreeFloor: a running container
+// Synchronize places anew (it runs unpinned, or not on the CPUs the
+// kubelet allocated it) has faulted its hugepages in: they are missing
+// from free_hugepages because they are its own (issue 41, item 7). The
+// decision must not take the free count as a floor, as MemoryOf does not
+// for one that stays where it runs; it is refused only when the pages
+// the others hold leave too few.
+func TestAdoptPlacesARunningContainerWithoutTheFreeFloor(t *testing.T) {
+	setup := func(t *testing.T) *Allocator {
+		a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
+		// b and the container adopted below faulted in all 32 pages.
+		a.mem.pages[1] = []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 0}}
+		_, how, err := a.Adopt(withMemory("b", 1, 0, Pages{kb2M, 16}), set(t, "2"), set(t, "1"))
+		require.NoError(t, err)
+		require.Equal(t, StaysWhereItRuns, how)
+		return a
+	}
+	t.Run("unpinned", func(t *testing.T) {
+		a := setup(t)
+		res, how, err := a.Adopt(withMemory("c", 1, 0, Pages{kb2M, 16}), set(t, ""), set(t, ""))
+		require.NoError(t, err, "its own pages are not free, but they are its own")
+		assert.Equal(t, PlacedAsNew, how)
+		assert.Equal(t, "3", res.Assignment.CPUs.String())
+		assert.Equal(t, "1", res.Assignment.Mems.String())
+		assert.Equal(t, []NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse())
+		checkMemoryAccount(t, a)
+
+		// A third one does not fit what the others hold: refused.
+		_, _, err = a.Adopt(withMemory("d", 1, 0, Pages{kb2M, 1}), set(t, ""), set(t, ""))
+		require.ErrorContains(t, err, "hugepages-2Mi: asked 1, free node0 0 node1 0")
+	})
+	t.Run("the kubelet's CPUs", func(t *testing.T) {
+		a := setup(t)
+		req := withMemory("c", 1, 0, Pages{kb2M, 16})
+		req.CPUs = set(t, "3")
+		res, how, err := a.Adopt(req, set(t, ""), set(t, ""))
+		require.NoError(t, err)
+		assert.Equal(t, PlacedAsNew, how)
+		assert.Equal(t, "1", res.Assignment.Mems.String())
+		checkMemoryAccount(t, a)
+	})
+	t.Run("a creation keeps the floor", func(t *testing.T) {
+		a := setup(t)
+		a.mem.pages[1] = []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 8}} // a host process took 8
+		_, err := a.Allocate(withMemory("c", 1, 0, Pages{kb2M, 16}))
+		require.ErrorContains(t, err, "hugepages-2Mi: asked 16, free node0 0 node1 8")
+	})
+}
+
+// TestResizeNeverNarrowsTheMemsItRunsWith: a CPU resize widens a running
+// container's mems to the nodes of the CPUs it adds, and never narrows
+// them: narrowing cpuset.mems migrates the pages the container has on the
+// nodes it loses (cgroup v2 always, v1 with memory_migrate), and a running
+// container's memory is not ours to move. A container Synchronize kept
+// with the mems the runtime runs it with (wider than its CPUs' nodes)
+// keeps them through a grow and a shrink; so does one whose grow reached
+// another node, when it shrinks back.
+func TestResizeNeverNarrowsTheMemsItRunsWith(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	res, how, err := a.Adopt(exclusive("a", 2), set(t, "2,42"), set(t, "0-1"))
+	require.NoError(t, err)
+	require.Equal(t, StaysWhereItRuns, how)
+	require.Equal(t, "0-1", res.Assignment.Mems.String(), "as the runtime runs it")
+	res, err = a.Resize(resize("a", 4))
+	require.NoError(t, err)
+	assert.Equal(t, "0-1", res.Assignment.Mems.String(), "grown on node 0: its mems stay")
+	res, err = a.Resize(resize("a", 2))
+	require.NoError(t, err)
+	assert.Equal(t, "0-1", res.Assignment.Mems.String(), "shrunk: its mems stay")
+
+	// Node 0's other exclusive CPUs are taken: b grows onto node 1.
+	b := newAllocator(t, "xeon-2s-interleaved", `pools: {exclusive: {cpus: "2,4,42,44,3,43"}}`)
+	onNode0 := func(id string) Request {
+		r := exclusive(id, 2)
+		r.NUMANodes = set(t, "0")
+		return r
+	}
+	res, err = b.Allocate(onNode0("b"))
+	require.NoError(t, err)
+	require.Equal(t, "0", res.Assignment.Mems.String())
+	_, err = b.Allocate(onNode0("other"))
+	require.NoError(t, err)
+	res, err = b.Resize(resize("b", 4))
+	require.NoError(t, err)
+	require.Equal(t, "0-1", res.Assignment.Mems.String(), "widened to the node of the CPUs it added")
+	res, err = b.Resize(resize("b", 2))
+	require.NoError(t, err)
+	assert.Equal(t, 1, b.x.numaNodesOf(res.Assignment.CPUs).Size(), "its CPUs are back on one node")
+	assert.Equal(t, "0-1", res.Assignment.Mems.String(), "its pages on node 1 are not moved")
+}

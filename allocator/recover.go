@@ -304,8 +304,12 @@ func (o Adopted) String() string {
 // requested size — an earlier decision of ours — it StaysWhereItRuns, its
 // memory counted on the nodes of its mems (which may reach beyond its
 // CPUs' nodes: rule 0) and its mems kept as they are; otherwise it is
-// PlacedAsNew.
+// PlacedAsNew, by the creation's rules but for free_hugepages, which is no
+// floor for a container that runs.
 func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Adopted, error) {
+	// It runs: placed anew or not, the pages it touched are its own, and
+	// free_hugepages, which lacks them, is no floor (issue 41, item 7).
+	req.running = true
 	if req.WithShared {
 		// Its exclusive part is what it runs on beside the shared pool.
 		current = current.Difference(a.PoolCPUs(pools.Shared))

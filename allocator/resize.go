@@ -71,7 +71,7 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 	c.Reserved = c.Reserved.Union(reserved)
 	c.Added = append(slices.Clone(c.Added), a.returnOrder(c, cpus)...)
 	c.MilliCPU = req.MilliCPU
-	c.Mems = a.memsOf(c)
+	c.Mems = a.resizedMems(c)
 	res := Result{Assignment: *c}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res, nil
@@ -126,8 +126,22 @@ func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 		}
 	}
 	c.MilliCPU = req.MilliCPU
-	c.Mems = a.memsOf(c)
+	c.Mems = a.resizedMems(c)
 	res := Result{Assignment: *c}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res, nil
+}
+
+// resizedMems are a resized container's mems: those it runs with, and the
+// nodes of its CPUs and memory now. They never narrow: narrowing
+// cpuset.mems migrates the pages the container has on the nodes it loses
+// (cgroup v2 always, v1 with memory_migrate), and a running container's
+// memory is not ours to move, whether the mems are ours from a CPU the
+// last grow added or the runtime's, which Synchronize kept.
+func (a *Allocator) resizedMems(c *Assignment) cpuset.CPUSet {
+	now := a.memsOf(c)
+	if c.Mems.IsSubsetOf(now) {
+		return now
+	}
+	return now.Union(c.Mems)
 }

@@ -91,6 +91,11 @@ func WithMemory(groups []Group, offer []allocator.NodeOffer) []Group {
 	return dracore.WithMemory(groups, offer)
 }
 
+// WithMemoryHeld is dracore.WithMemoryHeld.
+func WithMemoryHeld(groups []Group, offer []allocator.NodeOffer, heldBy map[int]string) []Group {
+	return dracore.WithMemoryHeld(groups, offer, heldBy)
+}
+
 // Models is dracore.Models.
 func Models() []string { return dracore.Models() }
 

@@ -756,11 +756,35 @@ func (d *Driver) Offer() []Group {
 	for _, c := range d.claims {
 		claimed = claimed.Union(c.cpus())
 	}
+	memoryHeld := d.memoryHeldLocked()
 	d.mu.Unlock()
 	for pool, cpus := range held {
 		held[pool] = cpus.Difference(claimed)
 	}
-	return WithMemory(Offer(topo, layout, held), d.pools.MemoryOffer())
+	return WithMemoryHeld(Offer(topo, layout, held), d.pools.MemoryOffer(), memoryHeld)
+}
+
+// memoryHeldLocked names, by NUMA node, the pool of the device the prepared
+// claims that hold some of the node's memory were allocated it on: the
+// node's memory stays on that device while they do (WithMemoryHeld). Were
+// claims of both pools to hold some (a file from another layout), the
+// first pool in pool order keeps it, as the layout's rule would.
+func (d *Driver) memoryHeldLocked() map[int]string {
+	var out map[int]string
+	for _, c := range d.claims {
+		for _, r := range c.Requests {
+			for _, nm := range r.Memory {
+				if cur, ok := out[nm.Node]; ok && (cur == pools.Exclusive || cur == r.Pool) {
+					continue
+				}
+				if out == nil {
+					out = map[int]string{}
+				}
+				out[nm.Node] = r.Pool
+			}
+		}
+	}
+	return out
 }
 
 // Run publishes the slices whenever the pools or the claims change, until

@@ -282,3 +282,33 @@ func TestAllocatedAddsMemoryOfOneNode(t *testing.T) {
 	assert.Equal(t, []NodeMemory{{Node: 1, Memory: 1 << 30, HugePages: map[int64]int64{2048: 2}}}, w["cpus"].memoryList())
 	assert.Equal(t, map[int]int{1: 2}, w["cpus"].slots)
 }
+
+// TestMemoryStaysWhereClaimsHoldIt: a node's memory is on the device its
+// prepared claims were allocated it on, whatever the layout's rule says
+// now (issue 41, item 10); when that device is not offered (its pool has no
+// CPU online there) the node's memory is offered on no device; other nodes
+// follow the rule.
+func TestMemoryStaysWhereClaimsHoldIt(t *testing.T) {
+	s := hugeXeon(t, 0, xeonConfig)
+	topo, layout := s.Layout()
+	carrier := func(groups []Group) map[int]string {
+		out := map[int]string{}
+		for _, g := range groups {
+			if g.Memory != nil {
+				out[g.NUMA] = GroupName(g.Pool, g.NUMA)
+			}
+		}
+		return out
+	}
+	assert.Equal(t, map[int]string{0: "exclusive-numa0", 1: "exclusive-numa1"}, carrier(WithMemoryHeld(Offer(topo, layout, nil), s.MemoryOffer(), nil)))
+	assert.Equal(t, map[int]string{0: "exclusive-numa0", 1: "exclusive-non-isolcpus-numa1"},
+		carrier(WithMemoryHeld(Offer(topo, layout, nil), s.MemoryOffer(), map[int]string{1: pools.ExclusiveNonIsolcpus})))
+
+	// The exclusive pool's CPUs of node 1 went offline.
+	off := *layout
+	off.Exclusive = layout.Exclusive.Difference(topo.NUMANodes[1].CPUs)
+	assert.Equal(t, map[int]string{0: "exclusive-numa0"},
+		carrier(WithMemoryHeld(Offer(topo, &off, nil), s.MemoryOffer(), map[int]string{1: pools.Exclusive})), "not moved to exclusive-non-isolcpus-numa1")
+	assert.Equal(t, map[int]string{0: "exclusive-numa0", 1: "exclusive-non-isolcpus-numa1"},
+		carrier(WithMemory(Offer(topo, &off, nil), s.MemoryOffer())), "no claim holds any: the rule")
+}

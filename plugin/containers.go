@@ -179,10 +179,13 @@ func (p *Plugin) deferFollowers(res allocator.Result) {
 	}
 }
 
-// UpdateContainer resizes a container whose CPU request changed (an
-// in-place pod resize) and keeps a pinned container's cpuset when someone
-// (the kubelet's static CPU manager, an operator) tries to change it.
+// UpdateContainer resizes a container whose CPU request or memory limit
+// changed (an in-place pod resize) and keeps a pinned container's cpuset
+// when someone (the kubelet's static CPU manager, an operator) tries to
+// change it.
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	// The new memory limit, read before the lock as a creation's is.
+	memLimit, memAsked := memoryLimitOf(res)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a, ok := p.alloc.Get(ctr.GetId())
@@ -213,7 +216,10 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 			return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are its ResourceClaim's; change the claim (a new pod) instead",
 				a.Pod.ContainerName(a.Container), milli, a.CPUs)
 		}
-		return p.resize(pod, ctr, a, milli)
+		return p.resize(pod, ctr, a, milli, memLimit, memAsked)
+	}
+	if memAsked && p.resizeMemory(a, memLimit) {
+		p.stateChanged()
 	}
 	// The kubelet sets a quota with every update; a lifted one stays lifted.
 	quota := a.NoCPUQuota && res.GetCpu().GetQuota().GetValue() > 0

@@ -64,6 +64,18 @@ func demandOf(ctr *api.Container) (allocator.Demand, error) {
 	return d, nil
 }
 
+// memoryLimitOf is the memory limit an UpdateContainer asks for, read and
+// bounded as demandOf reads a creation's (a limit of 0 or less asks for no
+// memory); ok is false when the update names none: it leaves the memory
+// limit as it is.
+func memoryLimitOf(res *api.LinuxResources) (limit int64, ok bool) {
+	l := res.GetMemory().GetLimit()
+	if l == nil {
+		return 0, false
+	}
+	return min(max(l.GetValue(), 0), maxMemoryBytes), true
+}
+
 // ociPageSizeKB reads a page size as the OCI spec writes it ("2MB", "1GB",
 // "64KB": binary units, as runc reads them) in KiB, at most 16 GiB.
 func ociPageSizeKB(s string) (int64, error) {

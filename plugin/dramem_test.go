@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/dra"
 )
 
 // vmHugePagesDRA is the 2-node VM with 32 pages of 2 MiB on node 1 only,
@@ -120,4 +122,81 @@ func TestDRAPrepareReadsTheHugePagesLive(t *testing.T) {
 	_, err = n.prepareHugePages(t, "uid-a", 1, 1, 16, pod)
 	require.NoError(t, err)
 	assert.Equal(t, pagesOn1(16, 0), n.memoryUse())
+}
+
+// vmBothPoolsDRA is the 2-node VM with the exclusive pool on CPU 3 alone
+// and exclusive-non-isolcpus lending infra's CPUs 1-2: node 1 (CPUs 2-3,
+// the 32 pages of 2 MiB) has a device of each pool, and its memory is on
+// the exclusive pool's.
+var vmBothPoolsDRA = testNode{fixture: vmHugePages.fixture, config: `
+isolatedCPUs: "3"
+reservedCPUs: "0"
+pools:
+  exclusive: {cpus: "3"}
+  exclusive-non-isolcpus: {enabled: true}
+dra: {enabled: true}
+`}
+
+// memoryDevice names the device of the driver's offer that carries a
+// node's memory, "" for none.
+func (n *draNode) memoryDevice(node int) string {
+	for _, g := range n.driver.Offer() {
+		if g.NUMA == node && g.Memory != nil {
+			return dra.GroupName(g.Pool, g.NUMA)
+		}
+	}
+	return ""
+}
+
+// TestDRANodeMemoryStaysOnItsDevice is issue 41, item 10: a claim holds 16
+// pages of node 1, allocated on the exclusive pool's device there. The
+// pool's one CPU on node 1 goes offline: the device leaves the offer, and
+// the node's memory must not move to the exclusive-non-isolcpus device of
+// the node, whose capacity the scheduler has not charged the claim's
+// pages to (it would allocate them twice). It is not offered while the
+// claim holds some; once the claim is unprepared it goes where the rule
+// puts it, and stays there while a claim holds some of it, also when the
+// exclusive pool's CPU comes back.
+func TestDRANodeMemoryStaysOnItsDevice(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	n := &draNode{f: f, cdi: filepath.Join(f.dir, "cdi")}
+	n.runningPlugin = startPluginWith(t, f, vmBothPoolsDRA, statePath(f), func(rp *runningPlugin) {
+		d, err := dra.New(rp.p, dra.Options{NodeName: "node-a", ClaimsFile: dra.ClaimsFile(statePath(f)), CDIDir: n.cdi, Log: rp.p.log})
+		require.NoError(t, err)
+		rp.p.UseClaims(d)
+		n.driver = d
+		fastHotplug(rp.p)
+	})
+	ex, _ := layoutNow(n.runningPlugin)
+	require.Equal(t, "3", ex)
+	require.Equal(t, "exclusive-numa1", n.memoryDevice(1))
+	pod := f.runPod(podSpec{name: "a", namespace: "telco", qos: "besteffort"})
+	_, err := n.prepareHugePages(t, "uid-a", 1, 1, 16, pod)
+	require.NoError(t, err)
+
+	setOnline(t, n.runningPlugin, 3, false)
+	waitLayout(t, n.runningPlugin, "")
+	assert.Equal(t, "", n.memoryDevice(1), "node 1's memory stays with the claim's device, which has no CPU online")
+	for _, dev := range n.driver.Resources().Pools["node-a"].Slices[0].Devices {
+		if dev.Name == "exclusive-non-isolcpus-numa1" {
+			assert.NotContains(t, dev.Capacity, resourceapi.QualifiedName(dra.CapacityMemory), "the slices say so")
+		}
+	}
+	assert.Equal(t, "exclusive-non-isolcpus-numa0", n.memoryDevice(0), "node 0 (no exclusive CPU): where it was")
+
+	out, err := n.driver.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: types.UID("uid-a")}})
+	require.NoError(t, err)
+	require.NoError(t, out["uid-a"])
+	assert.Equal(t, "exclusive-non-isolcpus-numa1", n.memoryDevice(1), "no claim holds any: the rule's device")
+
+	// A claim of that device takes some; the exclusive CPU comes back.
+	claim := n.claim("uid-b", 1, 1, pod)
+	claim.Status.Allocation.Devices.Results[0].Device = dra.GroupName("exclusive-non-isolcpus", 1)
+	claim.Status.Allocation.Devices.Results[0].ConsumedCapacity["cpupool.dev/hugepages2Mi"] = *resource.NewQuantity(8<<21, resource.BinarySI)
+	res, err := n.driver.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
+	require.NoError(t, err)
+	require.NoError(t, res[claim.UID].Err)
+	setOnline(t, n.runningPlugin, 3, true)
+	waitLayout(t, n.runningPlugin, "3")
+	assert.Equal(t, "exclusive-non-isolcpus-numa1", n.memoryDevice(1), "it stays while a claim holds some")
 }

@@ -15,7 +15,11 @@ import (
 // in an UpdateContainer. The reply carries the container's new cpuset and,
 // when infra moved, its members' updates; sandboxes are re-pinned before
 // it returns. A refusal fails the update and changes nothing.
-func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocator.Assignment, milli int64) ([]*api.ContainerUpdate, error) {
+//
+// A new memory limit in the same update (memAsked) is counted once the CPUs
+// are: a refusal fails the whole update, and the runtime then applies
+// neither.
+func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocator.Assignment, milli, memLimit int64, memAsked bool) ([]*api.ContainerUpdate, error) {
 	who := before.Pod.ContainerName(before.Container)
 	info := p.toContainer(pod, ctr)
 	info.MilliCPU = milli
@@ -34,6 +38,10 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	}
 	// Persisted in the background, like every decision.
 	p.recordPlacement(res)
+	if memAsked {
+		p.resizeMemory(res.Assignment, memLimit)
+		res.Assignment, _ = p.alloc.Get(res.Assignment.ID)
+	}
 	p.stateChanged()
 	a := res.Assignment
 	result := "unchanged"
@@ -56,6 +64,25 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	}
 	delete(p.pending, a.ID)
 	return append([]*api.ContainerUpdate{u}, p.followers(res)...), nil
+}
+
+// resizeMemory counts a running container's new memory limit in place of
+// the one counted (allocator.ResizeMemory) and records it; it tells
+// whether anything changed. The runtime applies the limit itself: the reply
+// carries nothing for it. Called under the lock.
+func (p *Plugin) resizeMemory(before allocator.Assignment, limit int64) bool {
+	res, changed, err := p.alloc.ResizeMemory(before.ID, limit)
+	if err != nil || !changed {
+		return false
+	}
+	p.recordPlacement(res)
+	who := before.Pod.ContainerName(before.Container)
+	p.log.Infof("container %s: memory limit resized from %s to %s: memory %s, mems %s",
+		who, allocator.Bytes(allocator.DemandOf(before.Memory).Memory), allocator.Bytes(limit), formatMemory(res.Assignment.Memory), res.Assignment.Mems)
+	if res.Warning != "" {
+		p.log.Warnf("%s", res.Warning)
+	}
+	return true
 }
 
 // formatOrdered writes CPU ids in their order (not as a sorted cpuset).

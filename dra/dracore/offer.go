@@ -43,17 +43,32 @@ type Group struct {
 // exclusive-non-isolcpus), that has CPUs there as configured. A node's
 // memory is one: two devices carrying it would offer the same bytes twice,
 // since the scheduler counts each device's capacity apart. The rule reads
-// the layout, not the free slots, so the memory never moves to another
-// device while claims hold some of it. A node with memory and no CPU of an
+// the layout, not the free slots, so that the memory does not move while
+// the pools stay as they are; WithMemoryHeld keeps it where claims hold
+// some of it when they do not. A node with memory and no CPU of an
 // exclusive pool (a memory-only node) offers none.
 func WithMemory(groups []Group, offer []allocator.NodeOffer) []Group {
+	return WithMemoryHeld(groups, offer, nil)
+}
+
+// WithMemoryHeld is WithMemory for a node whose memory prepared claims
+// hold some of: heldBy names, by node, the pool of the device they were
+// allocated it on. The scheduler charged their memory to that device's
+// capacity only, so the node's memory stays there whatever the layout says
+// now: on another device the same bytes would be allocated again. When that
+// device has no group (its pool has no CPU online on the node: they went
+// offline, or a reload gave them to another pool) the node's memory is not
+// offered at all until the claims are unprepared or the device comes back.
+func WithMemoryHeld(groups []Group, offer []allocator.NodeOffer, heldBy map[int]string) []Group {
 	for _, o := range offer {
+		pool, held := heldBy[o.Node]
 		for i := range groups {
-			if groups[i].NUMA == o.Node {
-				o := o
-				groups[i].Memory = &o
-				break
+			if groups[i].NUMA != o.Node || held && groups[i].Pool != pool {
+				continue
 			}
+			o := o
+			groups[i].Memory = &o
+			break
 		}
 	}
 	return groups

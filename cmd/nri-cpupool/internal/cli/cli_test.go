@@ -196,6 +196,47 @@ func TestSimulateResize(t *testing.T) {
 	assert.Equal(t, r.Steps[4].CPUs, r.Steps[5].CPUs)
 }
 
+// TestSimulateMemoryResize: a resize step with memory replays an in-place
+// resize of the memory limit (issue 41, item 6): counted in place of the
+// old limit on the container's node, which the next step sees, and with a
+// warning when the node cannot hold it; a bad quantity fails the step.
+func TestSimulateMemoryResize(t *testing.T) {
+	root := fixture.Root(t, "vm-2numa-hugepages")
+	cfg := writeFile(t, "isolatedCPUs: \"1-3\"\npools: {exclusive: {cpus: \"1-3\"}}\n")
+	requests := writeFile(t, `steps:
+  - create: {pod: dpdk, container: fwd, cpus: "1", memory: 64Mi, hugepages-2Mi: 32Mi, annotations: {pool.cpupool.dev: exclusive}}
+  - resize: {pod: dpdk, container: fwd, memory: 3Gi}
+  - resize: {pod: dpdk, container: fwd, cpus: "1", memory: 5Gi}
+  - resize: {pod: dpdk, container: fwd, memory: lots}
+`)
+	code, out, errOut := run(t, "simulate", "--sysfs-root", root, "--config", cfg, "--requests", requests, "--json")
+	require.Equal(t, 0, code, errOut)
+	var r struct {
+		Steps []struct {
+			Mems, Error, Warning string
+			Memory               []struct {
+				Node   int
+				Memory int64
+			}
+			NUMAMemory []struct {
+				Node   int
+				Memory struct{ Free *int64 }
+			} `json:"numaMemory"`
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.Len(t, r.Steps, 4)
+	require.Equal(t, "1", r.Steps[0].Mems)
+	require.Len(t, r.Steps[1].Memory, 1)
+	assert.Equal(t, int64(3<<30), r.Steps[1].Memory[0].Memory)
+	assert.Equal(t, "1", r.Steps[1].Mems, "its memory never moves")
+	assert.Equal(t, int64(960<<20), *r.Steps[1].NUMAMemory[1].Memory.Free, "4Gi less 64Mi of pages and 3Gi")
+	assert.Empty(t, r.Steps[1].Warning)
+	assert.Equal(t, int64(5<<30), r.Steps[2].Memory[0].Memory)
+	assert.Contains(t, r.Steps[2].Warning, "memory: asked 2Gi, free node1 960Mi")
+	assert.Contains(t, r.Steps[3].Error, `memory "lots" is not a quantity of memory`)
+}
+
 func TestSimulateBadInput(t *testing.T) {
 	root := fixture.Root(t, "vm-2cpu")
 	tests := []struct{ requests, want string }{
@@ -220,7 +261,7 @@ func TestSimulateBadInput(t *testing.T) {
 	assert.Contains(t, errOut, "step 1: create needs pod and container")
 	code, _, errOut = run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, "steps:\n  - resize: {pod: a, container: b}\n"))
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "step 1: resize needs pod, container and cpus")
+	assert.Contains(t, errOut, "step 1: resize needs pod, container and cpus or memory")
 	code, _, errOut = run(t, "simulate", "--sysfs-root", root, "--requests", writeFile(t, "steps:\n  - crate: {pod: a}\n"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "crate")

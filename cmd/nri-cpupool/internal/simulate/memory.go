@@ -135,6 +135,9 @@ func asksMemory(f *File) bool {
 		if c := s.Create; c != nil && (strings.TrimSpace(c.Memory) != "" || len(c.HugePages) > 0) {
 			return true
 		}
+		if rs := s.Resize; rs != nil && strings.TrimSpace(rs.Memory) != "" {
+			return true
+		}
 	}
 	return false
 }

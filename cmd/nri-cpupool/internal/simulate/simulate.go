@@ -39,6 +39,10 @@ type Resize struct {
 	Namespace string `yaml:"namespace"`
 	Container string `yaml:"container"`
 	CPUs      string `yaml:"cpus"` // the new CPU request, Kubernetes quantity
+	// Memory is the new memory limit, a Kubernetes quantity ("2Gi"):
+	// counted in place of the old one as an UpdateContainer's memory.limit
+	// is (allocator.ResizeMemory).
+	Memory string `yaml:"memory"`
 }
 
 // Create adds a container.
@@ -98,8 +102,8 @@ func Parse(data []byte, path string) (*File, error) {
 		if given != 1 {
 			return nil, fmt.Errorf("requests %s: step %d: give exactly one of create, remove or resize", path, i+1)
 		}
-		if s.Resize != nil && (s.Resize.Pod == "" || s.Resize.Container == "" || strings.TrimSpace(s.Resize.CPUs) == "") {
-			return nil, fmt.Errorf("requests %s: step %d: resize needs pod, container and cpus", path, i+1)
+		if s.Resize != nil && (s.Resize.Pod == "" || s.Resize.Container == "" || strings.TrimSpace(s.Resize.CPUs) == "" && strings.TrimSpace(s.Resize.Memory) == "") {
+			return nil, fmt.Errorf("requests %s: step %d: resize needs pod, container and cpus or memory", path, i+1)
 		}
 		if s.Create != nil && (s.Create.Pod == "" || s.Create.Container == "") {
 			return nil, fmt.Errorf("requests %s: step %d: create needs pod and container", path, i+1)
@@ -311,21 +315,44 @@ func (r *Runner) resize(rs *Resize) Result {
 		res.Error = fmt.Sprintf("no container %s in pod %s/%s", rs.Container, ns, rs.Pod)
 		return res
 	}
+	// Both are read before anything changes: a step that fails changes
+	// nothing, as a refused UpdateContainer.
 	request, err := milli("cpus", rs.CPUs)
 	if err != nil {
 		res.Error = err.Error()
 		return res
 	}
-	ctr.MilliCPU = request
-	req, err := r.policy.Request(ctr, r.resolveDevice)
-	if err != nil {
-		res.Error = err.Error()
-		return res
+	var limit int64
+	if strings.TrimSpace(rs.Memory) != "" {
+		if limit, err = bytesOf("memory", strings.TrimSpace(rs.Memory)); err != nil {
+			res.Error = err.Error()
+			return res
+		}
 	}
-	out, err := r.alloc.Resize(req)
-	if err != nil {
-		res.Error = err.Error()
-		return res
+	out := allocator.Result{}
+	out.Assignment, _ = r.alloc.Get(ctr.ID)
+	if strings.TrimSpace(rs.CPUs) != "" {
+		ctr.MilliCPU = request
+		req, err := r.policy.Request(ctr, r.resolveDevice)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		if out, err = r.alloc.Resize(req); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		r.created[ctr.ID] = ctr
+	}
+	if strings.TrimSpace(rs.Memory) != "" {
+		mem, _, err := r.alloc.ResizeMemory(ctr.ID, limit)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		out.Assignment, out.Warning = mem.Assignment, mem.Warning
+		ctr.Demand.Memory = limit
+		r.created[ctr.ID] = ctr
 	}
 	res.Pool, res.CPUs, res.SharedCPUs, res.Mems = out.Assignment.Pool, out.Assignment.CPUs.String(), sharedOf(out.Assignment), out.Assignment.Mems.String()
 	res.Memory, res.Warning = heldMemory(out.Assignment.Memory), out.Warning
