@@ -107,6 +107,9 @@ type Plugin struct {
 	// queuedReload is a reload that came before the first Synchronize,
 	// decided right after it (reload.go).
 	queuedReload *queuedReload
+	// queuedReloads are the queued reloads being decided (reload.go),
+	// which Close waits for.
+	queuedReloads sync.WaitGroup
 	// memory is what survives a restart, in the state file's form: read
 	// from the file, then kept equal to the allocator's assignments by each
 	// decision (recordPlacement, recordRelease), so that a write does not
@@ -288,6 +291,7 @@ func (p *Plugin) Flush() error {
 // store's resources. It must not be called with the lock held: the final
 // write collects the state under it.
 func (p *Plugin) Close() {
+	p.queuedReloads.Wait()
 	p.stopPinning()
 	p.stopAuditing()
 	p.closeIsolation()

@@ -164,7 +164,13 @@ func (p *Plugin) applyQueuedReloadLater() {
 	}
 	p.queuedReload = nil
 	p.log.Infof("reload (%s) waited for the first Synchronize: checking it now", q.source)
-	go p.reload(q.cfg, nil, q.source, q.trigger) //nolint:errcheck // counted, logged and shown in status
+	// Close waits for it: a reload that ran on after Close would write
+	// through a state writer and host files already closed.
+	p.queuedReloads.Add(1)
+	go func() {
+		defer p.queuedReloads.Done()
+		p.reload(q.cfg, nil, q.source, q.trigger) //nolint:errcheck // counted, logged and shown in status
+	}()
 }
 
 // reloadLocked is Reload for a caller that holds the lock (Configure).
