@@ -39,6 +39,9 @@ type fakeSystemd struct {
 	dialCtx        context.Context
 	notRuntime     []string
 	touchedPodTree bool
+	// onSet, when set, is told each AllowedCPUs= set, as systemd writes
+	// the unit's cpuset.
+	onSet func(unit string, cpus cpuset.CPUSet)
 }
 
 // sdOriginals are the units' AllowedCPUs as the node booted: user.slice
@@ -121,6 +124,9 @@ func (c fakeConn) SetUnitPropertiesContext(_ context.Context, unit string, runti
 				return godbus.Error{Name: "org.freedesktop.DBus.Error.InvalidArgs", Body: []any{"Cannot set property " + p.Name}}
 			}
 			c.f.allowed[unit] = mask
+			if c.f.onSet != nil {
+				c.f.onSet(unit, maskToSet(mask))
+			}
 		}
 		return nil
 	}
