@@ -606,6 +606,11 @@ func (r *Reconciler) pass() error {
 	// roots (RestoreOnlyUnder), not the owner's name, which is as easy to
 	// forge as the path.
 	records := r.journal.Records()
+	// heldBack is, by owner, the Order of a restore that failed for now
+	// in this pass: the owner's records of lower Order wait for it (a
+	// thread's affinity restored before its cgroup would be reset by the
+	// cgroup's restore, its record gone).
+	heldBack := map[string]int{}
 	restores := slices.Collect(maps.Keys(records))
 	slices.SortFunc(restores, func(a, b string) int {
 		if d := records[b].Order - records[a].Order; d != 0 {
@@ -618,6 +623,9 @@ func (r *Reconciler) pass() error {
 		if _, wanted := planned[path]; wanted || stale[path] || !planOK[rec.Owner] && sourceOf[rec.Owner] != nil {
 			continue
 		}
+		if o, held := heldBack[rec.Owner]; held && rec.Order < o {
+			continue
+		}
 		prev, had := r.failed[path]
 		if had && prev.Restore && prev.Value == rec.Original && !r.retryDue(prev) {
 			continue // refused for good; tried again by the next process (EINVAL: at the next Rescan)
@@ -627,6 +635,7 @@ func (r *Reconciler) pass() error {
 			continue
 		} else if err != nil {
 			transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
+			holdBack(heldBack, rec)
 			continue
 		}
 		foreign := sourceOf[rec.Owner] == nil
@@ -669,6 +678,7 @@ func (r *Reconciler) pass() error {
 			refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true}, err)
 		default:
 			transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
+			holdBack(heldBack, rec)
 		}
 	}
 
@@ -805,6 +815,14 @@ func (r *Reconciler) pass() error {
 		return errPending
 	}
 	return err
+}
+
+// holdBack notes a restore that failed for now: the owner's records of
+// lower Order wait for a later pass.
+func holdBack(heldBack map[string]int, rec Record) {
+	if _, held := heldBack[rec.Owner]; !held {
+		heldBack[rec.Owner] = rec.Order
+	}
 }
 
 // resettableWrite is the write of a Resettable change, made after every

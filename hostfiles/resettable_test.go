@@ -1,6 +1,7 @@
 package hostfiles
 
 import (
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -14,9 +15,14 @@ import (
 type resetFS struct {
 	OS
 	tr *tree
+	// down, when set, fails the writes of "cpus" for now (systemd away).
+	down *bool
 }
 
 func (f resetFS) WriteFile(path string, data []byte) error {
+	if filepath.Base(path) == "cpus" && f.down != nil && *f.down {
+		return errors.New("connecting to systemd: connection refused")
+	}
 	if err := f.OS.WriteFile(path, data); err != nil {
 		return err
 	}
@@ -79,4 +85,26 @@ func TestResettable(t *testing.T) {
 	require.NoError(t, next.r.Flush())
 	tr.requireOriginals(t, "restored by the next process")
 	assert.Equal(t, 0, next.j.Len())
+}
+
+// TestRestoreHeldBackByAFailedOne: while the restore of a record fails
+// for now (systemd cannot be reached), the same owner's records of lower
+// Order wait: restored first and dropped, the task's affinity would be
+// reset by its cgroup's later restore, and its original lost.
+func TestRestoreHeldBackByAFailedOne(t *testing.T) {
+	tr := newTree(t, map[string]string{"cpus": "0-7", "task": "0-1"})
+	down := false
+	fsys := resetFS{tr: tr, down: &down}
+	src := &resetSource{tr: tr, want: "0-3", affinity: "0-1"}
+	in := openInstance(t, fsys, tr, bootA, src)
+	require.NoError(t, in.r.Flush())
+
+	src.want, down = "", true
+	require.Error(t, in.r.Flush(), "the cgroup's restore failed")
+	_, ok := in.j.Get(tr.path("task"))
+	assert.True(t, ok, "the task's record waits for its cgroup's restore")
+	down = false
+	require.NoError(t, in.r.Flush())
+	tr.requireOriginals(t, "once the cgroup is back")
+	assert.Equal(t, 0, in.j.Len())
 }
