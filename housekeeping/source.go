@@ -171,11 +171,11 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		plan.Changes = append(plan.Changes, changes...)
 	}
 	if !s.cfg.ThreadAffinity {
-		what := "unbound kernel threads are"
+		what := "unbound kernel threads are not confined, and the host threads' affinities, which a cpuset change resets, are not recorded"
 		if v1 {
-			what = "host processes (cgroup v1) and unbound kernel threads are"
+			what = "host processes (cgroup v1) and unbound kernel threads are not confined"
 		}
-		s.warned.Once("affinity", fmt.Sprintf("housekeeping: %s not confined: this process does not set threads' affinity", what))
+		s.warned.Once("affinity", fmt.Sprintf("housekeeping: %s: this process does not set threads' affinity", what))
 		return plan, nil
 	}
 	s.warned.Clear("affinity")
@@ -225,7 +225,11 @@ func (s *Source) cgroupChanges(host cpuset.CPUSet, pods []string) ([]hostfiles.C
 	dirs, skipped, err := cgroupTargets(s.cfg.CgroupRoot, pods)
 	switch {
 	case errors.Is(err, ErrNotDone):
-		s.warned.Once("cgroups", fmt.Sprintf("housekeeping: host processes are not confined: %v", err))
+		what := "host processes are not confined"
+		if s.cfg.ThreadAffinity {
+			what = "the host's cgroups are not confined (their threads are, by affinity)"
+		}
+		s.warned.Once("cgroups", fmt.Sprintf("housekeeping: %s: %v", what, err))
 	case err != nil:
 		return nil, fmt.Errorf("housekeeping: %w", err)
 	default:
