@@ -175,8 +175,20 @@ func TestEveryTopLevelUnitConfined(t *testing.T) {
 // without the feature; a process forked while confined is widened from
 // what it inherited.
 func TestSystemdHostEndsAsItBegan(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		t.Run(map[bool]string{false: "systemd realizing as it answers", true: "systemd realizing after it answers"}[async], func(t *testing.T) {
+			hostEndsAsItBegan(t, async)
+		})
+	}
+}
+
+// hostEndsAsItBegan is TestSystemdHostEndsAsItBegan with systemd
+// applying a unit's property to the cgroups after its answer (async), as
+// systemd does: before it reads the next request.
+func hostEndsAsItBegan(t *testing.T, async bool) {
 	t.Run("release", func(t *testing.T) {
 		n, sd, k := resetNode(t)
+		sd.async = async
 		p := n.startReset(t, sd, k, nil)
 		p.keep.set(cpuset.New(4))
 		require.NoError(t, p.r.Flush())
@@ -185,9 +197,11 @@ func TestSystemdHostEndsAsItBegan(t *testing.T) {
 		k.top[150] = "system.slice"
 		p.keep.set(cpuset.New())
 		require.NoError(t, p.r.Flush())
+		sd.settle()
 		assert.Equal(t, withUnits(map[string]string{"ceph.slice": ""}), sd.units())
 		assert.Equal(t, sdBootedWith(map[int]string{150: "0-1,4-5"}), k.affinities(), "every one exactly as it began; the child widened")
 		require.NoError(t, p.r.Flush())
+		sd.settle()
 		assert.Equal(t, sdBootedWith(map[int]string{150: "0-1,4-5"}), k.affinities())
 		records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(n.state), boot)
 		require.NoError(t, err)
@@ -195,12 +209,16 @@ func TestSystemdHostEndsAsItBegan(t *testing.T) {
 	})
 	t.Run("kill -9, the pod gone, a restart", func(t *testing.T) {
 		n, sd, k := resetNode(t)
+		sd.async = async
 		p := n.startReset(t, sd, k, nil)
 		p.keep.set(cpuset.New(4))
 		require.NoError(t, p.r.Flush())
+		sd.settle()
+		assert.Equal(t, sdBootedWith(map[int]string{1: "0-1,5", 2: "0-1,5", 100: "0-1,5", 120: "0-1,5"}), k.affinities(), "confined")
 		p.r.Close() // killed: nothing restored
 		q := n.startReset(t, sd, k, nil)
 		require.NoError(t, q.r.Flush())
+		sd.settle()
 		assert.Equal(t, withUnits(map[string]string{"ceph.slice": ""}), sd.units())
 		assert.Equal(t, sdBooted(), k.affinities(), "every one exactly as it began, not every CPU")
 	})

@@ -263,7 +263,19 @@ func (f *SystemdFS) WriteFile(p string, data []byte) error {
 		return &pathError{op: "write", path: p, err: fmt.Errorf("%w: %v", syscall.EINVAL, err)}
 	}
 	err = f.call(func(ctx context.Context, bus Bus) error {
-		return bus.SetUnitPropertiesContext(ctx, unit, true, sddbus.Property{Name: allowedCPUs, Value: godbus.MakeVariant(setToMask(set))})
+		if err := bus.SetUnitPropertiesContext(ctx, unit, true, sddbus.Property{Name: allowedCPUs, Value: godbus.MakeVariant(setToMask(set))}); err != nil {
+			return err
+		}
+		// systemd answers before it applies the property to the
+		// cgroups (its realize queue, drained before it reads the next
+		// request): the unit's cpuset, and the cpuset controller of its
+		// siblings, whose changes reset their tasks' affinities. The
+		// answer to one more request says it has, so that what the pass
+		// writes after this (the threads' affinities) is not reset
+		// behind it (seen in the VM: every loop on every CPU after the
+		// restore). Its own error is not this write's.
+		_, _ = bus.GetUnitTypePropertyContext(ctx, unit, unitType(unit), allowedCPUs)
+		return nil
 	})
 	if err != nil {
 		return systemdError("setting", unit, err)
