@@ -76,9 +76,11 @@ busy_overlaps() { overlaps "$(busy_allowed)" "$HELD"; }
 # narrows by affinity, may run on the held CPUs.
 kthreadd_overlaps() { overlaps "$(awk '/^Cpus_allowed_list/ {print $2}' /proc/2/status)" "$HELD"; }
 busy_allowed() { loop_allowed "$BUSY"; }
-# loop_allowed UNIT: the affinity of the unit's main process; loops_allowed:
+# loop_allowed UNIT: the affinity of the unit's main process (LOOP_PID,
+# read once: a systemctl call per poll is slow under TCG); loops_allowed:
 # every loop's, in one line.
-loop_allowed() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/$(systemctl show -p MainPID --value "$1")/status"; }
+declare -A LOOP_PID=()
+loop_allowed() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/${LOOP_PID[$1]:-$(systemctl show -p MainPID --value "$1")}/status"; }
 loops_allowed() { local u; for u in "${LOOPS[@]}"; do printf '%s=%s ' "$u" "$(loop_allowed "$u")"; done; }
 # minus LIST1 LIST2: the CPUs of LIST1 not in LIST2, comma-separated;
 # expanded LIST: the same form of LIST.
@@ -177,6 +179,7 @@ systemd-run -q --unit=vm-user.service --slice=user.slice /bin/sh -c 'while :; do
 # A top-level slice of its own, as a storage daemon's packaging makes.
 systemd-run -q --unit=vm-ceph.service --slice=ceph.slice /bin/sh -c 'while :; do sleep 0.2; done' || die "systemd-run vm-ceph.service"
 sleep 1
+for u in "${LOOPS[@]}"; do LOOP_PID[$u]=$(systemctl show -p MainPID --value "$u"); done
 LOOPS_BEFORE=$(loops_allowed)
 info "the loops may run on: $LOOPS_BEFORE"
 check "units unset before" "$(units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
