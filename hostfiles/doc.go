@@ -69,7 +69,11 @@
 // descending Order (a cgroup's parents take CPUs before it and give them
 // back after it), then by path; writes that give something back
 // (Change.Gives: a parent's exclusive CPUs shrink) run first, in
-// descending Order like the restores. Files whose allowed values depend on each
+// descending Order like the restores. A restore that fails for now holds
+// back the same owner's restores of lower Order until a later pass. Files
+// the pass's own writes may reset (Change.Resettable: a thread's affinity,
+// which its cgroup's cpuset change resets) are written last, read again
+// first. Files whose allowed values depend on each
 // other in ways no order fixes (a frequency minimum and maximum) can fail
 // transiently once and succeed on the retry, after the other has moved.
 package hostfiles

@@ -61,6 +61,18 @@ type Change struct {
 	// original is taken as that affinity widened again, so that it gets
 	// the CPUs back when released. The want is then computed from it.
 	Original func(content string) string
+	// Resettable says that the kernel may change the file behind the
+	// writes of the same pass: a thread's affinity, which the kernel
+	// resets to its cgroup's CPUs whenever that cgroup's cpuset changes
+	// (a unit's AllowedCPUs=, a top-level cgroup's cpuset.cpus). Its
+	// original is recorded even when it meets the want, so that it is
+	// given back after such a reset; it is written after every other
+	// write of the pass, read again just before (skipped when it meets the
+	// want then), and so set again after a reset the pass itself caused.
+	// Give it an Order below the changes that reset it, so that it is
+	// restored after them too (also by the next process after a kill -9:
+	// the journal keeps the Order).
+	Resettable bool
 }
 
 // Plan is what a Source wants in one pass.
@@ -403,6 +415,10 @@ type write struct {
 	fresh, gives bool
 	verify       func(content string) error
 	kernelForm   bool
+	// resettable: written after every other write, and only when the
+	// file does not meet the want when it is written (Change.Resettable).
+	resettable bool
+	satisfied  func(content string) bool
 }
 
 // shown is what a file read right after a write of want.
@@ -530,6 +546,15 @@ func (r *Reconciler) pass() error {
 				refused(Failure{Path: ch.Path, Owner: owner}, err)
 				continue
 			}
+			if ch.Resettable && r.satisfied(ch, original, want) {
+				// Recorded all the same, and checked again after the
+				// pass's other writes, which may reset it.
+				if !journaled {
+					fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: ident}
+				}
+				writes = append(writes, r.resettableWrite(ch, want, owner, !journaled))
+				continue
+			}
 			if r.satisfied(ch, original, want) {
 				// The original meets the want: a file never changed is
 				// left alone, a changed one gets its original back.
@@ -544,7 +569,16 @@ func (r *Reconciler) pass() error {
 			}
 			if !journaled {
 				fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: ident}
+				if ch.Resettable {
+					writes = append(writes, r.resettableWrite(ch, want, owner, true))
+					continue
+				}
 				writes = append(writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true, verify: ch.Verify, kernelForm: ch.KernelForm})
+				continue
+			}
+			if ch.Resettable {
+				// Read when it is written, after the others.
+				writes = append(writes, r.resettableWrite(ch, want, owner, false))
 				continue
 			}
 			data, err := r.fs.ReadFile(ch.Path)
@@ -572,6 +606,11 @@ func (r *Reconciler) pass() error {
 	// roots (RestoreOnlyUnder), not the owner's name, which is as easy to
 	// forge as the path.
 	records := r.journal.Records()
+	// heldBack is, by owner, the Order of a restore that failed for now
+	// in this pass: the owner's records of lower Order wait for it (a
+	// thread's affinity restored before its cgroup would be reset by the
+	// cgroup's restore, its record gone).
+	heldBack := map[string]int{}
 	restores := slices.Collect(maps.Keys(records))
 	slices.SortFunc(restores, func(a, b string) int {
 		if d := records[b].Order - records[a].Order; d != 0 {
@@ -584,6 +623,9 @@ func (r *Reconciler) pass() error {
 		if _, wanted := planned[path]; wanted || stale[path] || !planOK[rec.Owner] && sourceOf[rec.Owner] != nil {
 			continue
 		}
+		if o, held := heldBack[rec.Owner]; held && rec.Order < o {
+			continue
+		}
 		prev, had := r.failed[path]
 		if had && prev.Restore && prev.Value == rec.Original && !r.retryDue(prev) {
 			continue // refused for good; tried again by the next process (EINVAL: at the next Rescan)
@@ -593,6 +635,7 @@ func (r *Reconciler) pass() error {
 			continue
 		} else if err != nil {
 			transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
+			holdBack(heldBack, rec)
 			continue
 		}
 		foreign := sourceOf[rec.Owner] == nil
@@ -635,6 +678,7 @@ func (r *Reconciler) pass() error {
 			refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true}, err)
 		default:
 			transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
+			holdBack(heldBack, rec)
 		}
 	}
 
@@ -651,6 +695,11 @@ func (r *Reconciler) pass() error {
 	}
 	slices.SortFunc(writes, func(a, b write) int {
 		switch {
+		case a.resettable != b.resettable:
+			if a.resettable {
+				return 1
+			}
+			return -1
 		case a.gives != b.gives:
 			if a.gives {
 				return -1
@@ -664,6 +713,21 @@ func (r *Reconciler) pass() error {
 		return strings.Compare(a.path, b.path)
 	})
 	for _, w := range writes {
+		if w.resettable {
+			// What the file holds after the pass's other writes.
+			data, err := r.fs.ReadFile(w.path)
+			if err != nil {
+				if Classify(err) == Gone {
+					drops = append(drops, w.path)
+				} else {
+					transient(fmt.Errorf("%s: reading %s: %w", w.owner, w.path, err))
+				}
+				continue
+			}
+			if w.satisfied(trim(data)) {
+				continue
+			}
+		}
 		err := r.fs.WriteFile(w.path, []byte(writable(w.value)))
 		switch {
 		case err == nil:
@@ -700,8 +764,10 @@ func (r *Reconciler) pass() error {
 			drops = append(drops, w.path)
 		case Classify(err) == Permanent:
 			refused(Failure{Path: w.path, Owner: w.owner, Value: w.value}, err)
-			if w.fresh {
+			if w.fresh && !w.resettable {
 				// The kernel left the file as it was: nothing to restore.
+				// A resettable one may have been reset since its original
+				// was read: the record stays.
 				drops = append(drops, w.path)
 			}
 		default:
@@ -749,6 +815,21 @@ func (r *Reconciler) pass() error {
 		return errPending
 	}
 	return err
+}
+
+// holdBack notes a restore that failed for now: the owner's records of
+// lower Order wait for a later pass.
+func holdBack(heldBack map[string]int, rec Record) {
+	if _, held := heldBack[rec.Owner]; !held {
+		heldBack[rec.Owner] = rec.Order
+	}
+}
+
+// resettableWrite is the write of a Resettable change, made after every
+// other write of the pass if the file does not meet want then.
+func (r *Reconciler) resettableWrite(ch Change, want, owner string, fresh bool) write {
+	return write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: fresh, resettable: true,
+		satisfied: func(content string) bool { return r.satisfied(ch, content, want) }}
 }
 
 // retryDue tells whether a permanent refusal is due to be tried again.

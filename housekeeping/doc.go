@@ -22,18 +22,22 @@
 //     CPUs are within its parent's, and the root's cpuset cannot be
 //     written. A root that does not delegate cpuset is skipped and
 //     reported: the plugin never enables a controller;
-//   - on cgroup v2 under systemd, AllowedCPUs= of system.slice,
-//     user.slice, machine.slice and init.scope, as runtime properties
+//   - on cgroup v2 under systemd, AllowedCPUs= of every active unit
+//     directly in -.slice (system.slice, user.slice, machine.slice,
+//     init.scope, a package's ceph.slice...), as runtime properties
 //     through systemd's D-Bus API (systemd.go): their cpuset.cpus are
 //     systemd's, rewritten at every daemon-reload;
 //   - the affinity of every unbound kernel thread that allows it
 //     (PF_KTHREAD without PF_NO_SETAFFINITY, allowed on more than one
 //     CPU): its original less the kept CPUs, or the set when none is left;
-//   - on cgroup v1 (legacy or hybrid), which has no cpuset systemd manages,
-//     the affinity of every thread outside the pods' tree (any hierarchy's
-//     path in /proc/<pid>/cgroup), this process's included: its original less the
-//     kept CPUs; left alone when it is allowed on one CPU only or only on
-//     kept ones (a process's own choice). threads.go.
+//   - the affinity of every thread outside the pods' tree (any hierarchy's
+//     path in /proc/<pid>/cgroup), this process's included: its original
+//     less the kept CPUs; left alone when it is allowed on one CPU only or
+//     only on kept ones (a process's own choice). On cgroup v1, which has
+//     no cpuset systemd manages, that is what confines them; on cgroup v2
+//     it keeps the cgroups' cpuset changes, which reset their tasks'
+//     affinities, from widening them: recorded before the first change,
+//     set again after each, restored after the cgroups (threads.go).
 //
 // Thread affinities are recorded as AffinityRoot/<tid>/<starttime>: a
 // thread id the kernel reuses names another path, so no thread gets
@@ -51,11 +55,12 @@
 // Limits: a process that sets its own affinity after a pass runs there
 // until the next pass, which narrows it from the original it had when
 // first confined and restores that one on release, not its later choice;
-// a thread forked between the last confining pass and the release, or
-// while the host set was one CPU, keeps the narrow affinity; a process
-// that set exactly the host set (of several CPUs) itself, after the
-// confinement began, is widened on release. On cgroup v2 the root cgroup's processes are not
-// confined. The kernel's refusals (EINVAL, EPERM) are counted and
+// on cgroup v1 a thread forked between the last confining pass and the
+// release keeps the narrow affinity (on cgroup v2 the release pass widens
+// it, unless a kill -9 came first), and on either so does one forked while
+// the host set was one CPU; a process that set exactly the host set (of
+// several CPUs) itself, after the confinement began, is widened on
+// release. The kernel's refusals (EINVAL, EPERM) are counted and
 // reported like a file's, and audit says them.
 //
 // Host processes never get fewer CPUs than the floor (pools.exclusive-non-

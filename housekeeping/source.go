@@ -88,6 +88,13 @@ type Source struct {
 	// by then that it did not record was not confined by inheritance.
 	resumed     bool
 	lookedAfter uint64
+	// resetting says that the previous pass confined the host's
+	// user-space threads on cgroup v2, whose cgroups' cpusets a release
+	// resets: the release pass gives them their originals back right
+	// after (threadChanges' release). unitsHost is the set the previous
+	// pass gave systemd's units.
+	resetting bool
+	unitsHost cpuset.CPUSet
 }
 
 var _ hostfiles.Source = (*Source)(nil)
@@ -116,10 +123,14 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	s.setLast(set)
 	if kept.Empty() || set.Equals(s.cfg.Online) {
 		s.warned.Clear("floor")
+		plan, err := s.releasePlan()
+		if err != nil {
+			return hostfiles.Plan{}, err
+		}
 		// Nothing confined: a thread forked from now on has its
 		// parent's own affinity.
-		s.prevHost, s.seen, s.planned = cpuset.New(), nil, true
-		return hostfiles.Plan{}, nil
+		s.prevHost, s.seen, s.planned, s.resetting, s.unitsHost = cpuset.New(), nil, true, false, cpuset.New()
+		return plan, nil
 	}
 	// The host's processes: the set less the CPUs they never ran on,
 	// unless that leaves none.
@@ -163,8 +174,16 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		// systemd owns the slices: AllowedCPUs= through its D-Bus API,
 		// never their cpuset.cpus.
 		s.warned.Clear("cgroups")
-		plan.Changes = append(plan.Changes, s.systemdChanges(host)...)
-		s.forgetGone(nil)
+		changes, skipped := s.systemdChanges(host, pods)
+		plan.Changes = append(plan.Changes, changes...)
+		s.forgetGone(skipped)
+		if len(changes) > 0 && !host.Equals(s.unitsHost) {
+			// systemd writes the units' cgroups after it answers: one
+			// more pass right after sets the threads' affinities again
+			// where that reset them.
+			plan.Pending = true
+		}
+		s.unitsHost = host
 	default:
 		s.warned.Clear("systemd")
 		changes, err := s.cgroupChanges(host, pods)
@@ -174,11 +193,11 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		plan.Changes = append(plan.Changes, changes...)
 	}
 	if !s.cfg.ThreadAffinity {
-		what := "unbound kernel threads are"
+		what := "unbound kernel threads are not confined, and the host threads' affinities, which a cpuset change resets, are not recorded"
 		if v1 {
-			what = "host processes (cgroup v1) and unbound kernel threads are"
+			what = "host processes (cgroup v1) and unbound kernel threads are not confined"
 		}
-		s.warned.Once("affinity", fmt.Sprintf("housekeeping: %s not confined: this process does not set threads' affinity", what))
+		s.warned.Once("affinity", fmt.Sprintf("housekeeping: %s: this process does not set threads' affinity", what))
 		return plan, nil
 	}
 	s.warned.Clear("affinity")
@@ -188,14 +207,44 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		// the CPUs held, to this pass's set.
 		prev = host
 	}
-	th, err := s.threadChanges(host, prev, s.lookedAfter, base, v1, pods)
+	// Every host thread, on cgroup v2 too: a cpuset change resets its
+	// affinity (threads.go).
+	th, err := s.threadChanges(host, prev, s.lookedAfter, base, true, !v1, false, pods)
 	if err != nil {
 		return hostfiles.Plan{}, fmt.Errorf("housekeeping: %w", err)
 	}
-	s.prevHost, s.planned = host, true
+	s.prevHost, s.planned, s.resetting = host, true, !v1
 	s.log.Debugf("housekeeping: narrowing the affinity of %d kernel threads and %d host threads to CPUs %s", th.kernel, th.users, host)
 	plan.Changes = append(plan.Changes, th.changes...)
 	return plan, nil
+}
+
+// releasePlan is the plan of the pass that releases the host on cgroup
+// v2 after a confining pass: the journal restores the cgroups or units,
+// which resets their tasks' affinities to every CPU, and then each host
+// thread gets its original affinity back, a thread forked since the
+// last pass too (threadChanges' release). Nothing when the previous pass
+// did not confine them: the journal restores what it holds, in its
+// order (the affinities after the cgroups). Pending: one more pass right
+// after restores the records, once systemd has written the units'
+// cgroups.
+func (s *Source) releasePlan() (hostfiles.Plan, error) {
+	if !s.resetting || !s.cfg.ThreadAffinity {
+		return hostfiles.Plan{}, nil
+	}
+	base := s.cfg.Online.Difference(s.cfg.DomainIsolated)
+	if base.IsEmpty() {
+		base = s.cfg.Online
+	}
+	var pods []string
+	if s.cfg.PodCgroups != nil {
+		pods = s.cfg.PodCgroups()
+	}
+	th, err := s.threadChanges(base, s.prevHost, s.lookedAfter, base, true, true, true, pods)
+	if err != nil {
+		return hostfiles.Plan{}, fmt.Errorf("housekeeping: %w", err)
+	}
+	return hostfiles.Plan{Changes: th.changes, Pending: true}, nil
 }
 
 // cgroupChanges are the cpuset.cpus of the top-level cgroups other than
@@ -204,7 +253,11 @@ func (s *Source) cgroupChanges(host cpuset.CPUSet, pods []string) ([]hostfiles.C
 	dirs, skipped, err := cgroupTargets(s.cfg.CgroupRoot, pods)
 	switch {
 	case errors.Is(err, ErrNotDone):
-		s.warned.Once("cgroups", fmt.Sprintf("housekeeping: host processes are not confined: %v", err))
+		what := "host processes are not confined"
+		if s.cfg.ThreadAffinity {
+			what = "the host's cgroups are not confined (their threads are, by affinity)"
+		}
+		s.warned.Once("cgroups", fmt.Sprintf("housekeeping: %s: %v", what, err))
 	case err != nil:
 		return nil, fmt.Errorf("housekeeping: %w", err)
 	default:
@@ -222,31 +275,37 @@ func (s *Source) cgroupChanges(host cpuset.CPUSet, pods []string) ([]hostfiles.C
 	return changes, nil
 }
 
-// systemdChanges are the AllowedCPUs of the host's units (SystemdUnits)
-// whose cgroup exists (a unit that is not active has none), or nothing
-// when systemd's API cannot be reached now: pinning never depends on
-// systemd, so the pass goes on without them, and the next pass tries
-// again. A unit changed earlier and not planned now is restored by the
-// reconciler (retried while systemd cannot be reached).
-func (s *Source) systemdChanges(set cpuset.CPUSet) []hostfiles.Change {
+// systemdChanges are the AllowedCPUs of the host's top-level units (the
+// units below -.slice whose cgroup exists: a unit that is not active has
+// none; systemdTargets), or nothing when systemd's API cannot be reached
+// now: pinning never depends on systemd, so the pass goes on without
+// them, and the next pass tries again. A unit changed earlier and not
+// planned now is restored by the reconciler (retried while systemd
+// cannot be reached). skipped are the units left alone, with why.
+func (s *Source) systemdChanges(set cpuset.CPUSet, pods []string) (changes []hostfiles.Change, skipped map[string]string) {
 	if s.cfg.Systemd == nil {
 		s.warned.Once("systemd", fmt.Sprintf("housekeeping: host processes are not confined: systemd manages the cgroups (%s/init.scope, or PID 1), and this process has no access to its D-Bus API", s.cfg.CgroupRoot))
-		return nil
+		return nil, nil
 	}
 	if err := s.cfg.Systemd.Reachable(); err != nil {
 		s.unreachable.Add(1)
 		s.warned.Once("systemd", fmt.Sprintf("housekeeping: host processes are not confined for now: systemd manages the cgroups, and its D-Bus API cannot be reached: %v; tried again at each pass (pinning does not depend on it)", err))
-		return nil
+		return nil, nil
 	}
 	s.warned.Clear("systemd")
-	var changes []hostfiles.Change
-	for _, unit := range SystemdUnits {
-		if st, err := os.Stat(filepath.Join(s.cfg.CgroupRoot, unit)); err != nil || !st.IsDir() {
-			continue
-		}
-		changes = append(changes, systemdChange(unit, set))
+	units, skipped, err := systemdTargets(s.cfg.CgroupRoot, pods)
+	if err != nil {
+		s.warned.Once("systemd", fmt.Sprintf("housekeeping: host processes are not confined for now: %v", err))
+		return nil, nil
 	}
-	return changes
+	for _, unit := range units {
+		changes = append(changes, systemdChange(unit, set))
+		s.warned.Clear(filepath.Join(s.cfg.CgroupRoot, unit))
+	}
+	for dir, why := range skipped {
+		s.warned.Once(dir, fmt.Sprintf("housekeeping: unit %s is not confined: %s", filepath.Base(dir), why))
+	}
+	return changes, skipped
 }
 
 // SystemdUnreachable counts the passes that found systemd's D-Bus API

@@ -18,7 +18,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,10 +43,42 @@ const SystemdRoot = "/dbus/org.freedesktop.systemd1/unit"
 // allowedCPUs is the one property housekeeping sets.
 const allowedCPUs = "AllowedCPUs"
 
-// SystemdUnits are the host's top-level units housekeeping confines when
-// systemd manages the cgroups. The pods' slice (kubepods.slice) is not
-// one of them: the pools pin it.
-var SystemdUnits = []string{"system.slice", "user.slice", "machine.slice", "init.scope"}
+// unitSuffixes are the unit types that have a cgroup: a top-level cgroup
+// named so is a unit systemd manages (a slice, or a scope or service
+// directly in -.slice, such as init.scope).
+var unitSuffixes = []string{".slice", ".scope", ".service", ".socket", ".mount", ".swap"}
+
+// systemdTargets lists the host's top-level units housekeeping confines
+// when systemd manages the cgroups: every unit directly below -.slice
+// whose cgroup exists (it is active), not only system.slice, user.slice,
+// machine.slice and init.scope: a slice a package creates (ceph.slice)
+// holds host processes too, and once the units' AllowedCPUs= enable the
+// cpuset controller at the root, the kernel resets the tasks of every
+// other top-level cgroup to every CPU, isolcpus= ones included (issue 41,
+// item 11). The pods' tree (kubepods.slice, kubepods, pods) is the
+// pools'. A top-level cgroup of another name is not systemd's: its
+// threads are confined by affinity (threads.go). A unit that is a cpuset
+// partition root has CPUs someone chose: skipped, with why.
+func systemdTargets(cgroupRoot string, pods []string) (units []string, skipped map[string]string, err error) {
+	entries, err := os.ReadDir(cgroupRoot)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the top-level units' cgroups: %w", err)
+	}
+	skipped = map[string]string{}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || slices.Contains(podTrees, name) || slices.Contains(pods, name) || !slices.Contains(unitSuffixes, path.Ext(name)) {
+			continue
+		}
+		dir := filepath.Join(cgroupRoot, name)
+		if part, err := os.ReadFile(filepath.Join(dir, "cpuset.cpus.partition")); err == nil && strings.TrimSpace(string(part)) != "member" {
+			skipped[dir] = fmt.Sprintf("it is a cpuset partition (%s), whose CPUs someone chose", strings.TrimSpace(string(part)))
+			continue
+		}
+		units = append(units, name)
+	}
+	return units, skipped, nil
+}
 
 // SystemdPath is the journal's path of a unit's AllowedCPUs.
 func SystemdPath(unit string) string { return path.Join(SystemdRoot, unit, allowedCPUs) }
@@ -228,7 +263,19 @@ func (f *SystemdFS) WriteFile(p string, data []byte) error {
 		return &pathError{op: "write", path: p, err: fmt.Errorf("%w: %v", syscall.EINVAL, err)}
 	}
 	err = f.call(func(ctx context.Context, bus Bus) error {
-		return bus.SetUnitPropertiesContext(ctx, unit, true, sddbus.Property{Name: allowedCPUs, Value: godbus.MakeVariant(setToMask(set))})
+		if err := bus.SetUnitPropertiesContext(ctx, unit, true, sddbus.Property{Name: allowedCPUs, Value: godbus.MakeVariant(setToMask(set))}); err != nil {
+			return err
+		}
+		// systemd answers before it applies the property to the
+		// cgroups (its realize queue, drained before it reads the next
+		// request): the unit's cpuset, and the cpuset controller of its
+		// siblings, whose changes reset their tasks' affinities. The
+		// answer to one more request says it has, so that what the pass
+		// writes after this (the threads' affinities) is not reset
+		// behind it (seen in the VM: every loop on every CPU after the
+		// restore). Its own error is not this write's.
+		_, _ = bus.GetUnitTypePropertyContext(ctx, unit, unitType(unit), allowedCPUs)
+		return nil
 	})
 	if err != nil {
 		return systemdError("setting", unit, err)

@@ -39,6 +39,28 @@ type fakeSystemd struct {
 	dialCtx        context.Context
 	notRuntime     []string
 	touchedPodTree bool
+	// onSet, when set, is told each AllowedCPUs= set, as systemd writes
+	// the unit's cpuset.
+	onSet func(unit string, cpus cpuset.CPUSet)
+	// async: onSet runs after the answer, as systemd realizes a unit's
+	// cgroup: before it handles the next request, or at settle.
+	async  bool
+	queued []func()
+}
+
+// flush runs the queued onSet calls. Called with mu.
+func (f *fakeSystemd) flush() {
+	for _, fn := range f.queued {
+		fn()
+	}
+	f.queued = nil
+}
+
+// settle is systemd's event loop running on with no request.
+func (f *fakeSystemd) settle() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.flush()
 }
 
 // sdOriginals are the units' AllowedCPUs as the node booted: user.slice
@@ -81,6 +103,7 @@ type fakeConn struct{ f *fakeSystemd }
 func (c fakeConn) GetUnitTypePropertyContext(_ context.Context, unit, unitType, name string) (*sddbus.Property, error) {
 	c.f.mu.Lock()
 	defer c.f.mu.Unlock()
+	c.f.flush()
 	if c.f.dialCtx.Err() != nil {
 		return nil, errors.New("read unix @->/run/systemd/private: use of closed network connection")
 	}
@@ -102,6 +125,7 @@ func (c fakeConn) SetUnitPropertiesContext(_ context.Context, unit string, runti
 	set := func() error {
 		c.f.mu.Lock()
 		defer c.f.mu.Unlock()
+		c.f.flush()
 		c.f.sets++
 		if c.f.dialCtx.Err() != nil {
 			return errors.New("write unix @->/run/systemd/private: use of closed network connection")
@@ -121,6 +145,14 @@ func (c fakeConn) SetUnitPropertiesContext(_ context.Context, unit string, runti
 				return godbus.Error{Name: "org.freedesktop.DBus.Error.InvalidArgs", Body: []any{"Cannot set property " + p.Name}}
 			}
 			c.f.allowed[unit] = mask
+			if on := c.f.onSet; on != nil {
+				cpus := maskToSet(mask)
+				if c.f.async {
+					c.f.queued = append(c.f.queued, func() { on(unit, cpus) })
+				} else {
+					on(unit, cpus)
+				}
+			}
 		}
 		return nil
 	}

@@ -13,6 +13,20 @@ package housekeeping
 //     own would move processes between cgroups that systemd and the
 //     runtimes believe they own. TuneD's cpu-partitioning and tuna set the
 //     threads' affinity instead; so does this.
+//   - on cgroup v2, the same user-space threads, although the top-level
+//     cgroups or units confine them: the kernel resets the affinity of a
+//     cgroup's tasks to its CPUs whenever its cpuset changes (ours, and
+//     the root's cpuset controller that a unit's AllowedCPUs= enables, for
+//     every other top-level cgroup), so a process that had inherited
+//     PID 1's affinity without the isolcpus= CPUs, or chose its own, would
+//     end on every CPU (issue 41, items 11 and 12). Each is recorded before
+//     the first cpuset change (Change.Resettable: also when it meets the
+//     want), set again after the cpuset writes of the pass, and restored
+//     after the cgroups are (affinityOrder), also by the next process
+//     after a kill -9. The release pass (release) gives them their
+//     originals back right after the cgroups', so that a thread forked
+//     since the last pass is widened from what it inherited, not left on
+//     every CPU.
 //
 // The scan reads /proc/<pid>/stat of each process and, on v1, its cgroup
 // file and each thread's stat, and the reconciler one affinity per
@@ -33,6 +47,11 @@ import (
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/internal/procfs"
 )
+
+// affinityOrder is the Order of the host's user-space threads on cgroup
+// v2: below the cgroups' and units' (0), whose cpuset changes reset them,
+// so that they are restored after those.
+const affinityOrder = -1
 
 // threads are the affinity changes of one pass, and how many threads of
 // each kind were planned (for the log and tests).
@@ -64,7 +83,13 @@ type threads struct {
 //   - a thread started at or before lookedAfter (the latest start time
 //     of a thread an earlier process recorded): that process planned it
 //     and, not recording it, took its affinity as its own.
-func (s *Source) threadChanges(host, inherited cpuset.CPUSet, lookedAfter uint64, base cpuset.CPUSet, users bool, pods []string) (threads, error) {
+//
+// resets says that the cgroups' cpusets are changed (cgroup v2): the
+// user-space threads' changes are Resettable, below them. release says
+// that this pass restores them: each user-space thread is planned at its
+// original (recorded, or the one it gets now), written after the
+// cgroups' restores; the kernel threads are left to the journal.
+func (s *Source) threadChanges(host, inherited cpuset.CPUSet, lookedAfter uint64, base cpuset.CPUSet, users, resets, release bool, pods []string) (threads, error) {
 	entries, err := os.ReadDir(s.cfg.ProcRoot)
 	if err != nil {
 		return threads{}, fmt.Errorf("listing processes: %w", err)
@@ -96,7 +121,7 @@ func (s *Source) threadChanges(host, inherited cpuset.CPUSet, lookedAfter uint64
 			continue // gone since listed, or not a process
 		}
 		if st.Kernel() {
-			if st.Pinned() {
+			if st.Pinned() || release {
 				continue // per-CPU, or a workqueue worker: the kernel's
 			}
 			// A kernel thread is one thread: its pid is its tid.
@@ -126,7 +151,14 @@ func (s *Source) threadChanges(host, inherited cpuset.CPUSet, lookedAfter uint64
 				continue
 			}
 			p := AffinityPath(tid, tst.Start)
-			out.changes = append(out.changes, affinityChange(p, host, false, original(p, tst.Start)))
+			ch := affinityChange(p, host, false, original(p, tst.Start))
+			if release {
+				ch = releaseChange(p, original(p, tst.Start))
+			}
+			if resets {
+				ch.Order, ch.Resettable = affinityOrder, true
+			}
+			out.changes = append(out.changes, ch)
 			out.users++
 		}
 	}
@@ -174,6 +206,23 @@ func affinityChange(p string, host cpuset.CPUSet, kernel bool, original func(str
 			}
 			return original, nil
 		},
+		Satisfied: func(content, want string) bool {
+			have, err1 := cpulist.Parse(content)
+			wanted, err2 := cpulist.Parse(want)
+			return err1 == nil && err2 == nil && have.Equals(wanted)
+		},
+		Original: original,
+	}
+}
+
+// releaseChange wants a thread's original affinity back: on cgroup v2,
+// the pass that restores the cgroups (which resets their tasks to every
+// CPU) writes it after them, and records it first for a thread not
+// recorded yet (forked since the last pass: original widens what it
+// inherited).
+func releaseChange(p string, original func(string) string) hostfiles.Change {
+	return hostfiles.Change{Path: p,
+		Want: func(original string) (string, error) { return original, nil },
 		Satisfied: func(content, want string) bool {
 			have, err1 := cpulist.Parse(content)
 			wanted, err2 := cpulist.Parse(want)

@@ -12,9 +12,13 @@
 # hardened unit's writable paths (/proc/irq, the cgroup tree, the workqueue
 # mask, the CPUs' files) and read-only ones; a shell loop in system.slice
 # kept off an exclusive-non-isolcpus container's CPUs by AllowedCPUs= on the
-# host's units, through daemon-reload and a kill -9; a restart without the
-# feature restores every unit exactly; `dpkg -i` of another version while
-# running restarts the unit once and loses no record; stop, dpkg -r and -P
+# host's units, through daemon-reload and a kill -9; loops in user.slice and
+# in a slice of a package's (ceph.slice) kept off them too, each with its own
+# affinity less the held CPUs, never widened (issue 41, item 11); a restart
+# without the feature restores every unit exactly, and every loop's affinity
+# (item 12); `dpkg -i` of another version while running restarts the unit
+# once and loses no record; a release gives every loop its affinity back; a
+# kill -9, the pod removed while down and a restart too; stop, dpkg -r and -P
 # leave the host as it was.
 set -uo pipefail
 export E2E_WORK_PARENT=/run
@@ -33,6 +37,9 @@ BUSY=vm-busy.service
 # less 4-5 and less the CPUs isolcpus=domain took (2-3, 6-7), which host
 # processes never ran on.
 HOSTSET=0-1
+# The sleeping loops whose affinity is checked: in system.slice, user.slice
+# and a top-level slice none of the four named units is (issue 41, item 11).
+LOOPS=("$BUSY" vm-user.service vm-ceph.service)
 
 finish() {
   local rc=$?
@@ -41,7 +48,7 @@ finish() {
     journalctl -u "$UNIT" -o short-monotonic --no-pager 2>/dev/null | grep -v ' level=debug ' | tail -40
     report
   fi
-  systemctl stop "$BUSY" 2>/dev/null
+  systemctl stop "${LOOPS[@]}" 2>/dev/null
   teardown
   echo
   echo "e2e-vm systemd ($VM_SHAPE, cgroup $VM_CGROUP, Linux $(uname -r), $(systemctl --version | head -1)): $PASSED passed, $FAILED failed in $SECONDS s"
@@ -68,7 +75,21 @@ busy_overlaps() { overlaps "$(busy_allowed)" "$HELD"; }
 # kthreadd_overlaps: whether kthreadd, an unbound kernel thread housekeeping
 # narrows by affinity, may run on the held CPUs.
 kthreadd_overlaps() { overlaps "$(awk '/^Cpus_allowed_list/ {print $2}' /proc/2/status)" "$HELD"; }
-busy_allowed() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/$(systemctl show -p MainPID --value "$BUSY")/status"; }
+busy_allowed() { loop_allowed "$BUSY"; }
+# loop_allowed UNIT: the affinity of the unit's main process (LOOP_PID,
+# read once: a systemctl call per poll is slow under TCG); loops_allowed:
+# every loop's, in one line.
+declare -A LOOP_PID=()
+loop_allowed() { awk '/^Cpus_allowed_list/ {print $2}' "/proc/${LOOP_PID[$1]:-$(systemctl show -p MainPID --value "$1")}/status"; }
+loops_allowed() { local u; for u in "${LOOPS[@]}"; do printf '%s=%s ' "$u" "$(loop_allowed "$u")"; done; }
+# minus LIST1 LIST2: the CPUs of LIST1 not in LIST2, comma-separated;
+# expanded LIST: the same form of LIST.
+minus() { local c; for c in $(cpu_list "$1"); do [ "$(overlaps "$c" "$2")" = no ] && echo "$c"; done | paste -sd,; }
+expanded() { cpu_list "$1" | paste -sd,; }
+# loop_now UNIT: the loop's affinity, expanded (compared with minus's).
+loop_now() { expanded "$(loop_allowed "$1")"; }
+ceph_confined() { if [ -n "$(allowed ceph.slice)" ]; then echo yes; else echo no; fi; }
+ceph_overlaps() { overlaps "$(loop_allowed vm-ceph.service)" "$HELD"; }
 # host: what the plugin may change on this host, in one line per kind.
 host() {
   echo "units: $(units_allowed)"
@@ -87,6 +108,16 @@ audit_foreign() {
 }
 audit_why() { audit_json | tr -d '\n' | grep -o '"foreignKinds":{[^}]*}\|"threads":\[[^]]*\]' | head -4; }
 prop() { systemctl show -p "$1" --value "$UNIT"; }
+# loops_why: what the journal of originals and the plugin's log say of the
+# loops, for the log when their affinity is not what it was.
+loops_why() {
+  local u
+  for u in "${LOOPS[@]}"; do
+    echo "    $u: pid ${LOOP_PID[$u]}, $(cat "/proc/${LOOP_PID[$u]}/cgroup"), record: $(tr -d ' \n' < /var/lib/nri-cpupool/host-originals.json 2>/dev/null | grep -o "\"/affinity/${LOOP_PID[$u]}/[0-9]*\":{[^}]*}" || echo none)"
+  done
+  echo "    top-level cgroups: $(find /sys/fs/cgroup -mindepth 1 -maxdepth 1 -type d -printf '%f ')"
+  journalctl -u "$UNIT" -o cat --no-pager 2>/dev/null | grep -iE 'host files|housekeeping' | tail -15 | sed 's/^/    log: /'
+}
 journal_count() { journalctl -u "$UNIT" -o cat --no-pager 2>/dev/null | grep -c "$1"; }
 # writable_in PID PATH: "rw" or "ro", the mount option PATH has in PID's
 # mount namespace (the unit's sandbox).
@@ -118,6 +149,7 @@ reservedCPUs: "0-1"
 pools:
   exclusive-non-isolcpus: {enabled: true, housekeeping: held, irqIsolation: optOut}
 irq: {rescanInterval: 2s}
+logLevel: debug
 metricsAddress: "127.0.0.1:19464"
 YAML
 t=$SECONDS
@@ -153,18 +185,35 @@ check "in the unit's sandbox, the workqueue mask is written" "$(sandboxed_rewrit
 section "housekeeping through D-Bus: a shell loop in system.slice leaves the held CPUs"
 # A shell loop that sleeps: a spinning one starves the emulated CPUs under
 # TCG (RCU stalls); what is checked is where it may run.
-systemd-run -q --unit="$BUSY" --slice=system.slice /bin/sh -c 'while :; do sleep 0.2; done' || die "systemd-run $BUSY"
-sleep 1
-BUSY_BEFORE=$(busy_allowed)
-info "the shell loop may run on $BUSY_BEFORE"
-check "units unset before" "$(units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
 ENI=$(run_pod eni telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod eni"
+# The loops start once the pod's sandbox is up: runc enables the cpuset
+# controller at the root for it, which resets every top-level cgroup's
+# tasks to every CPU (issue 42), before the plugin holds anything. Each
+# loop then sets the affinity PID 1 had at boot (every CPU but the
+# isolcpus= ones, 2-3 and 6-7) as its own: what the plugin must give back.
+for u in "${LOOPS[@]}"; do
+  slice=system.slice
+  case $u in vm-user.service) slice=user.slice ;; vm-ceph.service) slice=ceph.slice ;; esac # ceph.slice: a top-level slice of a package's
+  systemd-run -q --unit="$u" --slice="$slice" /usr/bin/taskset -c 0-1,4-5 /bin/sh -c 'while :; do sleep 0.2; done' || die "systemd-run $u"
+done
+sleep 1
+for u in "${LOOPS[@]}"; do LOOP_PID[$u]=$(systemctl show -p MainPID --value "$u"); done
+LOOPS_BEFORE=$(loops_allowed)
+info "the loops may run on: $LOOPS_BEFORE"
+check "units unset before" "$(units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
 ENI_C=$(create_ctr "$ENI" eni c 2000) || die "create eni/c"
 HELD=$(cpus_of "$ENI_C")
 check "the container holds 4-5" "$HELD" "4-5"
 check "system.slice AllowedCPUs without them (one pass)" "$(within 30 $HOSTSET allowed system.slice)" "$HOSTSET"
 check "init.scope too" "$(within 30 $HOSTSET allowed init.scope)" "$HOSTSET"
 check "the shell loop no longer may run on 4-5" "$(within 30 no busy_overlaps)" "no"
+sleep 3
+info "while confined:"; loops_why
+check "ceph.slice AllowedCPUs without them (a slice not named)" "$(within 30 $HOSTSET allowed ceph.slice)" "$HOSTSET"
+for u in "${LOOPS[@]}"; do
+  before=$(echo "$LOOPS_BEFORE" | tr ' ' '\n' | sed -n "s/^$u=//p")
+  check "$u: its own affinity less 4-5, never widened" "$(within 30 "$(minus "$before" "$HELD,2-3,6-7")" loop_now "$u")" "$(minus "$before" "$HELD,2-3,6-7")"
+done
 check "the workqueue mask without 4-5" "$(within 30 no wq_has_held)" "no"
 check "IRQs kept off 4-5 (/proc/irq written)" "$(within 30 cf cat /proc/irq/default_smp_affinity)" "cf"
 FOREIGN=$(within 30 0 audit_foreign)
@@ -201,10 +250,12 @@ check "units as before" "$(within 30 "system.slice= user.slice= machine.slice= i
 # Empty, or the root's CPUs where the kernel refuses to empty a cgroup
 # with tasks: either way every CPU of the root.
 check "system.slice has every CPU of the root again" "$(within 30 0-7 cat /sys/fs/cgroup/system.slice/cpuset.cpus.effective)" "0-7"
+check "ceph.slice as before" "$(within 30 "" allowed ceph.slice)" ""
 # A cpuset change resets the affinity of the cgroup's tasks to its CPUs:
-# the loop had inherited PID 1's, without the isolated CPUs; now it has
-# its cgroup's (docs/limitations.md).
-check "the shell loop may run on its cgroup's CPUs" "$(busy_allowed)" "$(cat /sys/fs/cgroup/system.slice/cpuset.cpus.effective)"
+# the loops had inherited PID 1's, without the isolated CPUs; the plugin
+# recorded and gives back each one's (issue 41, item 12).
+check "every loop's affinity exactly as before" "$(within 30 "$LOOPS_BEFORE" loops_allowed)" "$LOOPS_BEFORE"
+[ "$(loops_allowed)" = "$LOOPS_BEFORE" ] || loops_why
 check "the workqueue mask as before" "$(within 30 "$(echo "$BEFORE" | sed -n 's/^workqueue: //p')" cat /sys/devices/virtual/workqueue/cpumask)" "$(echo "$BEFORE" | sed -n 's/^workqueue: //p')"
 check "the container keeps its CPUs" "$(cpus_of "$ENI_C")" "4-5"
 sed -i 's/irqIsolation: optOut/housekeeping: held, irqIsolation: optOut/' "$CONF"
@@ -227,13 +278,36 @@ check "no record lost" "$(state_containers)" "$RECORDS"
 check "the container keeps its CPUs" "$(cpus_of "$ENI_C")" "4-5"
 check "system.slice still without 4-5" "$(within 30 $HOSTSET allowed system.slice)" "$HOSTSET"
 
-section "the pod ends, stop, dpkg -r, dpkg -P: the host as before"
+section "the pod ends: every unit and every loop exactly as before"
 crictl rmp -f "$ENI" >/dev/null
 check "released: units as before" "$(within 30 "system.slice= user.slice= machine.slice= init.scope= " units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
-check "released: the shell loop may run on its cgroup's CPUs again" "$(within 30 0-7 busy_allowed)" "0-7"
+check "released: ceph.slice as before" "$(within 30 "" allowed ceph.slice)" ""
+check "released: every loop's affinity exactly as before" "$(within 30 "$LOOPS_BEFORE" loops_allowed)" "$LOOPS_BEFORE"
+
+section "kill -9, the pod removed while the plugin is down, a start: every loop exactly as before (issue 41, item 12)"
+ENI2=$(run_pod eni2 telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod eni2"
+ENI2_C=$(create_ctr "$ENI2" eni2 c 2000) || die "create eni2/c"
+HELD=$(cpus_of "$ENI2_C")
+info "the second container holds $HELD"
+check "ceph.slice confined again" "$(within 30 yes ceph_confined)" "yes"
+check "the ceph loop off the held CPUs" "$(within 30 no ceph_overlaps)" "no"
+# No restart by Restart=always until the pod is gone: a runtime drop-in.
+mkdir -p /run/systemd/system/$UNIT.d
+printf '[Service]\nRestart=no\n' > /run/systemd/system/$UNIT.d/50-e2e-norestart.conf
+systemctl daemon-reload
+systemctl kill -s KILL "$UNIT"
+check "killed, not restarted" "$(within 30 failed prop ActiveState)" "failed"
+crictl rmp -f "$ENI2" >/dev/null
+rm -f /run/systemd/system/$UNIT.d/50-e2e-norestart.conf
+systemctl daemon-reload
+systemctl reset-failed "$UNIT"
+check "started again" "$(timeout 150 systemctl start "$UNIT" && prop SubState)" "running"
+check "units as before" "$(within 30 "system.slice= user.slice= machine.slice= init.scope= " units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
+check "ceph.slice as before" "$(within 30 "" allowed ceph.slice)" ""
+check "every loop's affinity exactly as before" "$(within 30 "$LOOPS_BEFORE" loops_allowed)" "$LOOPS_BEFORE"
 sleep 1
 check "systemctl stop" "$(systemctl stop "$UNIT" && prop ActiveState)" "inactive"
-systemctl stop "$BUSY"
+systemctl stop "${LOOPS[@]}"
 check "the host as before (units, workqueue, IRQs)" "$(host)" "$BEFORE"
 check "dpkg -r" "$(dpkg -r nri-cpupool >>/tmp/dpkg.log 2>&1 && echo removed)" "removed"
 check "the unit is gone" "$(systemctl show -p LoadState --value "$UNIT")" "not-found"
