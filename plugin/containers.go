@@ -33,6 +33,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	demand, demandErr := demandOf(ctr)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.noteContainer(pod, ctr)
 	if a, ok := p.alloc.Get(ctr.GetId()); ok {
 		// A repeated event (after a reconnect): answer the same, record
 		// nothing, and never undo what an earlier call decided.
