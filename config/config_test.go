@@ -169,8 +169,8 @@ func TestEditDistance(t *testing.T) {
 		a, b string
 		want int
 	}{{"", "", 0}, {"shared", "shared", 0}, {"sahred", "shared", 1}, {"exclusiv", "exclusive", 1}, {"infra", "shared", 5}, {"", "abc", 3}} {
-		assert.Equal(t, tc.want, editDistance(tc.a, tc.b), "%q %q", tc.a, tc.b)
-		assert.Equal(t, tc.want, editDistance(tc.b, tc.a), "%q %q", tc.b, tc.a)
+		assert.Equal(t, tc.want, EditDistance(tc.a, tc.b), "%q %q", tc.a, tc.b)
+		assert.Equal(t, tc.want, EditDistance(tc.b, tc.a), "%q %q", tc.b, tc.a)
 	}
 }
 

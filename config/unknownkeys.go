@@ -145,7 +145,7 @@ func closest(k string, known map[string]reflect.Type) string {
 	}
 	best, bestD := "", -1
 	for name := range known {
-		d := editDistance(strings.ToLower(k), strings.ToLower(name))
+		d := EditDistance(strings.ToLower(k), strings.ToLower(name))
 		if d > max(2, len(name)/3) {
 			continue
 		}
@@ -156,9 +156,10 @@ func closest(k string, known map[string]reflect.Type) string {
 	return best
 }
 
-// editDistance is the optimal-string-alignment distance: insertions,
-// deletions, substitutions and swaps of adjacent bytes, one edit each.
-func editDistance(a, b string) int {
+// EditDistance is the optimal-string-alignment distance: insertions,
+// deletions, substitutions and swaps of adjacent bytes, one edit each. It
+// takes time proportional to len(a)*len(b): callers bound the lengths.
+func EditDistance(a, b string) int {
 	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)

@@ -21,6 +21,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
@@ -46,17 +47,19 @@ func (p *Plugin) watchContainers(pod *api.PodSandbox) {
 }
 
 // noteContainer remembers that a container of this name was created in
-// the sandbox, refused or not: the pod has it either way.
-func (p *Plugin) noteContainer(pod *api.PodSandbox, ctr *api.Container) {
+// the sandbox, refused or not: the pod has it either way. It tells whether
+// the name is new to the sandbox (not a restart of the container).
+func (p *Plugin) noteContainer(pod *api.PodSandbox, ctr *api.Container) bool {
 	s, ok := p.seen[pod.GetId()]
 	if !ok || s.overflow || s.names[ctr.GetName()] {
-		return
+		return false
 	}
 	if len(s.names) == maxSeenContainers {
 		s.overflow, s.names = true, nil
-		return
+		return false
 	}
 	s.names[ctr.GetName()] = true
+	return true
 }
 
 // checkUnmatched warns, when a sandbox seen from its start stops, about
@@ -79,6 +82,55 @@ func (p *Plugin) checkUnmatched(pod *api.PodSandbox) {
 	}
 }
 
+// maxHintKeys bounds the container-scoped keys a creation compares with
+// its container's name (a pod may have 128 keys of our domain).
+const maxHintKeys = 16
+
+// hintTypo warns, at a container's creation, when the container has no
+// container-scoped annotation of its own but the pod has one for a name
+// one or two edits from it that no container of the pod has had so far:
+// most likely a typo, which the stop of the sandbox would report too, but
+// late. It may be a container still to come ("web2" beside "web"), so it
+// is worded as a question. It runs once per name, not at each restart.
+func (p *Plugin) hintTypo(pod *api.PodSandbox, ctr *api.Container, pool string) {
+	s, ok := p.seen[pod.GetId()]
+	name := ctr.GetName()
+	if !ok || s.overflow || len(name) > 63 {
+		return
+	}
+	var near []unmatchedKey
+	for i, u := range unmatchedAnnotations(pod.GetAnnotations(), s.names) {
+		if i == maxHintKeys {
+			break
+		}
+		if d := len(u.name) - len(name); d >= -2 && d <= 2 && config.EditDistance(u.name, name) <= 2 {
+			near = append(near, u)
+		}
+	}
+	if len(near) == 0 || hasContainerKey(pod.GetAnnotations(), name) {
+		return
+	}
+	for _, u := range near {
+		p.log.Warnf("container %s: placed in pool %s without annotation %s, which names container %s, not created in this pod so far; if it is meant for %s, correct the name (a container of that name created later still gets it)",
+			containerRef(pod, ctr), pool, u.key, cpulist.Echo(u.name), cpulist.Echo(name))
+	}
+}
+
+// hasContainerKey tells whether any of our keys is scoped to the container.
+func hasContainerKey(ann map[string]string, name string) bool {
+	for k := range ann {
+		if base, scope, _ := strings.Cut(k, "/"); scope == "container."+name && ours(base) {
+			return true
+		}
+	}
+	return false
+}
+
+// ours tells whether an annotation key's base is in our domain.
+func ours(base string) bool {
+	return strings.HasSuffix(base, "."+allocator.AnnotationDomain) || base == allocator.AnnotationDomain
+}
+
 type unmatchedKey struct{ key, name string }
 
 // unmatchedAnnotations lists, sorted, the container-scoped keys of our
@@ -88,7 +140,7 @@ func unmatchedAnnotations(ann map[string]string, created map[string]bool) []unma
 	for _, k := range slices.Sorted(maps.Keys(ann)) {
 		base, scope, _ := strings.Cut(k, "/")
 		name, ok := strings.CutPrefix(scope, "container.")
-		if !ok || !strings.HasSuffix(base, "."+allocator.AnnotationDomain) && base != allocator.AnnotationDomain {
+		if !ok || !ours(base) {
 			continue
 		}
 		if !created[name] {

@@ -25,9 +25,16 @@ func TestAnnotationForAContainerThePodNeverCreated(t *testing.T) {
 	web, _, err := f.createContainer(typo, "web", 500)
 	require.NoError(t, err)
 	assert.Equal(t, "0-1,8-9", f.cpus(web), "the annotation matches no container: the default pool")
+	assert.Contains(t, strings.ReplaceAll(rp.log.String(), `\"`, `"`),
+		`container telco/typo/web: placed in pool infra without annotation pool.cpupool.dev/container.wbe, which names container "wbe", not created in this pod so far; if it is meant for "web", correct the name`,
+		"a name two edits away is asked about at once")
 	_, _, err = f.createContainer(typo, "sidecar", 100)
 	require.NoError(t, err)
 	assert.NotContains(t, rp.log.String(), warning, "while the pod runs, a container named wbe may still come")
+	assert.NotContains(t, rp.log.String(), "telco/typo/sidecar: placed", "sidecar is far from wbe, and has its own annotation")
+	_, _, err = f.createAttempt(typo, "web", 1, 500)
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(rp.log.String(), "not created in this pod so far"), "asked once per name, not at each restart")
 
 	f.stopPod(typo)
 	f.removePod(typo)
@@ -37,11 +44,15 @@ func TestAnnotationForAContainerThePodNeverCreated(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(log, warning), "once, at the stop, not again at the removal")
 	assert.Equal(t, 1.0, testutil.ToFloat64(rp.p.metrics.unmatched))
 
-	fine := f.runPod(podSpec{name: "fine", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/container.web": "shared"}})
+	fine := f.runPod(podSpec{name: "fine", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev/container.web": "shared", "pool.cpupool.dev/container.web2": "shared"}})
 	_, _, err = f.createContainer(fine, "web", 500)
+	require.NoError(t, err)
+	_, _, err = f.createContainer(fine, "web2", 500)
 	require.NoError(t, err)
 	f.stopPod(fine)
 	assert.Equal(t, 1, strings.Count(rp.log.String(), warning), "every annotated container came")
+	assert.Equal(t, 1, strings.Count(rp.log.String(), "not created in this pod so far"), "web has its own annotation: web2 is not asked about")
 	assert.Equal(t, 1.0, testutil.ToFloat64(rp.p.metrics.unmatched))
 }
 
