@@ -85,6 +85,7 @@ func buildLayout(topo *sysfs.Topology, cfg *config.Config, offlineListed bool) (
 	b.isolatedAndReserved()
 	exCPUs, shCPUs := b.listedPools()
 	b.carvePools(exCPUs, shCPUs)
+	b.warnNothingIsolated()
 	b.dropOffline()
 	b.warnUnbalancedShared()
 	b.infra()
@@ -197,6 +198,37 @@ func (b *layoutBuilder) carvePools(exCPUs, shCPUs cpuset.CPUSet) {
 			b.p.Warnf(pool.key, "CPUs %s are not isolated, so kernel threads and other tasks may run there too", notIso)
 		}
 	}
+}
+
+// warnNothingIsolated reports an exclusive pool left empty because the
+// kernel isolates no CPU (a node booted without isolcpus=): every
+// container that asks for exclusive CPUs would be refused, which the
+// operator should learn from validate, topology and the daemon's start,
+// not from the first refused pod. An exclusive pool the config empties
+// itself (isolatedCPUs: "", or shared taking every isolated CPU) is the
+// operator's choice and is not reported.
+func (b *layoutBuilder) warnNothingIsolated() {
+	ex := b.cfg.Pools.Exclusive
+	if b.cfg.IsolatedCPUs != nil || ex.CPUs != "" || ex.Count > 0 || !b.l.Isolated.IsEmpty() || !b.l.Exclusive.IsEmpty() {
+		return
+	}
+	example := b.usable.Difference(b.l.Reserved)
+	if first := b.usable.List(); len(first) > 0 && b.present.cpus[first[0]].present {
+		// Keep the first core (its threads) for the host in the example.
+		for _, sib := range b.present.cores[b.present.cpus[first[0]].core] {
+			example = example.Difference(cpuset.New(sib))
+		}
+	}
+	list := "<cpus>"
+	if !example.IsEmpty() {
+		list = example.String()
+	}
+	eni := "or enable pools.exclusive-non-isolcpus to lend infra CPUs to containers that ask for that pool"
+	if b.cfg.Pools.ExclusiveNonIsolcpus.Enabled {
+		eni = "or have containers ask for pools.exclusive-non-isolcpus (enabled) instead"
+	}
+	b.p.Warnf("pools.exclusive", "is empty: the kernel isolates no CPU (no isolcpus= or nohz_full= on the kernel command line), so every container that asks for the exclusive pool is refused; boot with isolcpus=managed_irq,%s nohz_full=%s, or name CPUs in isolatedCPUs or pools.exclusive.cpus, %s (isolatedCPUs: \"\" says no CPU is isolated on purpose, without this warning)",
+		list, list, eni)
 }
 
 // carve takes count CPUs from carvable, or reports why it cannot.

@@ -96,6 +96,9 @@ func TestBuildLayoutProblems(t *testing.T) {
 		{"kernel isolates an offline CPU", "server-offline-isolcpus", "", "isolatedCPUs", "the kernel isolates offline CPUs 7; they join their pool when they come online", true},
 		{"exclusive overlaps reserved", "desktop-8c16t", "reservedCPUs: \"2\"\npools: {exclusive: {cpus: \"2-3\"}}", "pools.exclusive.cpus", "overlaps reservedCPUs on CPUs 2", false},
 		{"exclusive default pool", "desktop-8c16t", "defaultPool: exclusive", "defaultPool", "makes every container without a CPU request fail", true},
+		{"nothing isolated", "desktop-8c16t", "", "pools.exclusive", "is empty: the kernel isolates no CPU (no isolcpus= or nohz_full= on the kernel command line), so every container that asks for the exclusive pool is refused; boot with isolcpus=managed_irq,1-7,9-15 nohz_full=1-7,9-15, or name CPUs in isolatedCPUs or pools.exclusive.cpus, or enable pools.exclusive-non-isolcpus", true},
+		{"nothing isolated, reserved CPUs out of the example", "desktop-8c16t", "reservedCPUs: \"1,9\"", "pools.exclusive", "isolcpus=managed_irq,2-7,10-15 ", true},
+		{"nothing isolated, exclusive-non-isolcpus on", "desktop-8c16t", "pools: {exclusive-non-isolcpus: {enabled: true}}", "pools.exclusive", "or have containers ask for pools.exclusive-non-isolcpus (enabled) instead", true},
 		{"eni with nothing to lend", "vm-2cpu", "isolatedCPUs: \"1\"\npools: {exclusive-non-isolcpus: {enabled: true}}", "pools.exclusive-non-isolcpus", "no CPU to lend", true},
 	}
 	for _, tc := range tests {
@@ -108,6 +111,34 @@ func TestBuildLayoutProblems(t *testing.T) {
 				}
 			}
 			assert.True(t, found, "want a %v at %s containing %q, got %v", map[bool]string{true: "warning", false: "error"}[tc.warning], tc.key, tc.contains, problems)
+		})
+	}
+}
+
+// TestEmptyExclusiveWarnsOnlyWhenNothingIsIsolated: the warning is for a
+// node booted without isolcpus=, not for an exclusive pool the config
+// empties or fills itself.
+func TestEmptyExclusiveWarnsOnlyWhenNothingIsIsolated(t *testing.T) {
+	for _, tc := range []struct {
+		name, fixture, config string
+		warn                  bool
+	}{
+		{"no isolcpus, no config", "desktop-8c16t", "", true},
+		{"no isolcpus, shared listed", "desktop-8c16t", "pools: {shared: {cpus: \"2-3\"}}", true},
+		{"isolcpus", "xeon-2s-interleaved", "", false},
+		{"isolatedCPUs names CPUs", "desktop-8c16t", "isolatedCPUs: \"2-7\"", false},
+		{"isolatedCPUs empty on purpose", "desktop-8c16t", "isolatedCPUs: \"\"", false},
+		{"exclusive listed", "desktop-8c16t", "pools: {exclusive: {cpus: \"2-3\"}}", false},
+		{"shared takes every isolated CPU", "xeon-2s-interleaved", "pools: {shared: {count: 76}}", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, problems := BuildLayout(topology(t, tc.fixture), parseConfig(t, tc.config))
+			require.False(t, problems.HasErrors(), "%v", problems)
+			found := false
+			for _, w := range problems.Warnings() {
+				found = found || w.Key == "pools.exclusive" && strings.Contains(w.Message, "the kernel isolates no CPU")
+			}
+			assert.Equal(t, tc.warn, found, "%v", problems)
 		})
 	}
 }

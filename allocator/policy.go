@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
@@ -496,6 +497,12 @@ func CheckAnnotations(ann map[string]string) error {
 		}
 		if scope != "" && scope != "pod" && !strings.HasPrefix(scope, "container.") {
 			return &AnnotationError{k, v, "unknown scope " + cpulist.Echo(scope) + "; use <key>, <key>/pod or <key>/container.<name>"}
+		}
+		if name, ok := strings.CutPrefix(scope, "container."); ok && len(validation.IsDNS1123Label(name)) > 0 {
+			// No container of any pod has this name (Kubernetes names
+			// containers with DNS labels), so the key could only ever
+			// be ignored: a typo ("container.Web", "container.my_app").
+			return &AnnotationError{k, v, "names a container no pod can have: container names are lower-case letters, digits and '-', at most 63 bytes, starting and ending with a letter or digit"}
 		}
 		if len(v) > MaxAnnotationValue {
 			return &AnnotationError{k, v, fmt.Sprintf("%d bytes; at most %d are accepted", len(v), MaxAnnotationValue)}

@@ -85,6 +85,8 @@ func TestPolicyRefusesBadAnnotations(t *testing.T) {
 		{"unknown key", map[string]string{"poool.cpupool.dev": "exclusive"}, "telco", 1000, `annotation poool.cpupool.dev="exclusive": unknown annotation`},
 		{"unknown scope", map[string]string{"pool.cpupool.dev/containr.x": "shared"}, "telco", 1000, `unknown scope "containr.x"`},
 		{"bad boolean", map[string]string{"hide-hyperthreads.cpupool.dev": "yes please"}, "telco", 1000, "not a boolean"},
+		{"container name no pod has", map[string]string{"pool.cpupool.dev/container.My_App": "shared"}, "telco", 1000, `annotation pool.cpupool.dev/container.My_App="shared": names a container no pod can have`},
+		{"empty container name", map[string]string{"pool.cpupool.dev/container.": "shared"}, "telco", 1000, "names a container no pod can have"},
 		{"bad NUMA list", map[string]string{"pool.cpupool.dev": "exclusive", "numa.cpupool.dev": "zero"}, "telco", 1000, "not a NUMA node list"},
 		{"NUMA for a shared pool", map[string]string{"numa.cpupool.dev": "0"}, "telco", 1000, "applies to exclusive pools only"},
 		{"unknown device", map[string]string{"pool.cpupool.dev": "exclusive", "device.cpupool.dev": "/sys/class/net/nope"}, "telco", 1000, "not a sysfs device with a known NUMA node"},

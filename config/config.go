@@ -335,12 +335,33 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config %s: %s (keys are documented in docs/configuration.md and packaging/config.yaml)", name, strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, fmt.Errorf("config %s: %s (keys are documented in docs/configuration.md and packaging/config.yaml)", name, decodeError(err, data))
 	}
 	if problems := cfg.Check(); problems.HasErrors() {
 		return nil, problems.Errors().In(name)
 	}
 	return cfg, nil
+}
+
+// decodeError says what the strict decoder refused, naming unknown keys by
+// their YAML path with the nearest known key instead of the decoder's Go
+// type names; its other findings (a string where a number goes) follow.
+func decodeError(err error, data []byte) string {
+	unknown := unknownKeys(data)
+	var te *yaml.TypeError
+	if len(unknown) == 0 || !errors.As(err, &te) {
+		return strings.TrimPrefix(err.Error(), "yaml: ")
+	}
+	lines := make([]string, 0, len(unknown)+len(te.Errors))
+	for _, u := range unknown {
+		lines = append(lines, u.String())
+	}
+	for _, e := range te.Errors {
+		if !strings.Contains(e, " not found in type ") {
+			lines = append(lines, e)
+		}
+	}
+	return strings.Join(lines, "\n  ")
 }
 
 // Check validates what can be judged without the node's topology.

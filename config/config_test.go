@@ -125,6 +125,55 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestUnknownKeysNameTheirPath: an unknown key is named by its YAML path,
+// with the known key it is probably a typo of, never by Go type names
+// (issue 43, item 5).
+func TestUnknownKeysNameTheirPath(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"swapped letters", "pools:\n  sahred: {count: 2}\n", []string{"line 2: unknown key pools.sahred; did you mean pools.shared?"}},
+		{"top level, wrong case", "isolatedcpus: \"2-5\"\n", []string{"line 1: unknown key isolatedcpus; did you mean isolatedCPUs?"}},
+		{"deep", "pools:\n  exclusive:\n    irqIsolaton: optIn\n", []string{"line 3: unknown key pools.exclusive.irqIsolaton; did you mean pools.exclusive.irqIsolation?"}},
+		{"under a map", "power:\n  classes:\n    fast: {goveror: performance}\n", []string{"unknown key power.classes.fast.goveror; did you mean power.classes.fast.governor?"}},
+		{"nothing close", "frobnicate: true\n", []string{"line 1: unknown key frobnicate ("}},
+		{"every one, and other errors too", "pools: {exclusiv: {count: 2}}\npinMemory: sometimes\nlogLevl: info\n",
+			[]string{"unknown key pools.exclusiv; did you mean pools.exclusive?", "unknown key logLevl; did you mean logLevel?", "sometimes"}},
+		{"a hostile key is bounded", "? " + strings.Repeat("k", 5000) + "\n: 1\n", []string{"… (5000 bytes)"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tc.yaml), "bad.yaml")
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			assert.NotContains(t, err.Error(), "not found in type")
+			assert.NotContains(t, err.Error(), "type config.")
+			assert.Less(t, len(err.Error()), 1000)
+		})
+	}
+	assert.NotContains(t, mustFail(t, "frobnicate: true\n"), "did you mean")
+}
+
+func mustFail(t *testing.T, yaml string) string {
+	t.Helper()
+	_, err := Parse(strings.NewReader(yaml), "bad.yaml")
+	require.Error(t, err)
+	return err.Error()
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{{"", "", 0}, {"shared", "shared", 0}, {"sahred", "shared", 1}, {"exclusiv", "exclusive", 1}, {"infra", "shared", 5}, {"", "abc", 3}} {
+		assert.Equal(t, tc.want, EditDistance(tc.a, tc.b), "%q %q", tc.a, tc.b)
+		assert.Equal(t, tc.want, EditDistance(tc.b, tc.a), "%q %q", tc.b, tc.a)
+	}
+}
+
 func TestLoad(t *testing.T) {
 	_, err := Load(filepath.Join(t.TempDir(), "missing.yaml"))
 	assert.ErrorContains(t, err, "missing.yaml")

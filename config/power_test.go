@@ -71,7 +71,7 @@ func TestPowerErrors(t *testing.T) {
 		{"governor word", `power: {classes: {a: {governor: "per formance"}}}`, "is not a cpufreq governor name"},
 		{"idle state word", `power: {classes: {a: {disabledIdleStates: ["C6 "]}}}`, "is not an idle state name"},
 		{"unsupported", `power: {unsupported: ignore}`, `power.unsupported: "ignore" is not warn or refuse`},
-		{"unknown key", `power: {classes: {a: {maxFreq: 1}}}`, "field maxFreq not found"},
+		{"unknown key", `power: {classes: {a: {maxFreq: 1}}}`, "unknown key power.classes.a.maxFreq; did you mean power.classes.a.maxFreqKHz?"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(strings.NewReader(tc.yaml), "power.yaml")

@@ -33,6 +33,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	demand, demandErr := demandOf(ctr)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	firstOfName := p.noteContainer(pod, ctr)
 	if a, ok := p.alloc.Get(ctr.GetId()); ok {
 		// A repeated event (after a reconnect): answer the same, record
 		// nothing, and never undo what an earlier call decided.
@@ -75,6 +76,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
 	p.log.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
+	if firstOfName {
+		p.hintTypo(pod, ctr, st.Pool)
+	}
 	p.notePartitionSkipped(who, req)
 	p.foreignMemsAtCreation(who, ctr, res.Assignment)
 	if res.Warning != "" {

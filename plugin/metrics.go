@@ -99,6 +99,9 @@ type metrics struct {
 	reloadSeconds *prometheus.HistogramVec
 	hotplug       *prometheus.CounterVec
 	offlineHeld   prometheus.Gauge
+	// unmatched counts container-scoped annotations whose container the
+	// pod never created, counted when its sandbox stops (unmatched.go).
+	unmatched prometheus.Counter
 }
 
 var _ prometheus.Collector = (*metrics)(nil)
@@ -172,6 +175,10 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 			Name: "cpupool_offline_held_cpus",
 			Help: "Exclusive CPUs that are offline while a container or a hold for a stopped container keeps them: the kernel took them from the container's cpuset; they stay its own, and are handed to no one else, while it lives.",
 		}),
+		unmatched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cpupool_unmatched_annotations_total",
+			Help: "Container-scoped annotations (<key>/container.<name>) that named a container the pod never created, counted when the pod's sandbox stopped; the log names the pod, the key and the containers it had.",
+		}),
 		stateWrites: prometheus.NewDesc("cpupool_state_writes_total", "Successful writes of the state file.", nil, nil),
 		stateErrors: prometheus.NewDesc("cpupool_state_write_errors_total", "Failed attempts to write or sync the state file or the kubelet grants file (each is retried; the log names the file).", nil, nil),
 		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
@@ -236,6 +243,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.reloadSeconds.Describe(ch)
 	m.hotplug.Describe(ch)
 	m.offlineHeld.Describe(ch)
+	m.unmatched.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -285,6 +293,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.reloadSeconds.Collect(ch)
 	m.hotplug.Collect(ch)
 	m.offlineHeld.Collect(ch)
+	m.unmatched.Collect(ch)
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to

@@ -132,6 +132,9 @@ type Plugin struct {
 	sandbox      map[string]sandbox
 	podSandboxes map[string]int
 	pins         sandboxPins // pins them in the background (sandboxpins.go)
+	// seen are the names of the containers created in each sandbox seen
+	// from its start, by sandbox id (unmatched.go).
+	seen map[string]*seenContainers
 	// localities are device NUMA nodes already found (devices.go).
 	localities localityCache
 	overrode   map[string]bool // containers whose cpuset change we refused, logged once
@@ -206,7 +209,7 @@ type Plugin struct {
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logrus.Logger) (*Plugin, error) {
-	p := &Plugin{topo: topo, store: store, log: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, overrode: map[string]bool{},
+	p := &Plugin{topo: topo, store: store, log: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
 		memsOverrode: map[string]bool{},
 		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
 	p.pins = newSandboxPins(&p.mu)

@@ -39,6 +39,7 @@ func (p *Plugin) addSandbox(pod *api.PodSandbox) {
 
 // dropSandbox forgets a sandbox.
 func (p *Plugin) dropSandbox(id string) {
+	delete(p.seen, id)
 	sb, ok := p.sandbox[id]
 	if !ok {
 		return
@@ -76,6 +77,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.addSandbox(pod)
+	p.watchContainers(pod)
 	p.pinSandboxLater(pod.GetId())
 	return nil
 }
@@ -89,6 +91,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.checkUnmatched(pod)
 	p.dropSandbox(pod.GetId())
 	return p.releasePod(pod)
 }
@@ -98,6 +101,7 @@ func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.checkUnmatched(pod)
 	p.dropSandbox(pod.GetId())
 	p.forgetGrantsOf(pod)
 	return p.releasePod(pod)

@@ -20,15 +20,28 @@ const MaxCPUs = 1 << 16
 
 // maxEcho is how much of a bad value an error repeats: values come from
 // tenants and other nodes, and errors reach logs and Kubernetes events.
-const maxEcho = 32
+// It fits the longest value a tenant writes in earnest, a sysfs PCI device
+// path ("/sys/devices/pci0000:00/0000:00:1c.0/0000:3b:00.0"), whole.
+const maxEcho = 64
+
+// maxEchoLong is how much of a bad value from the configuration file an
+// error repeats: the file is the administrator's, whose values (paths,
+// lists) may be longer, but an error still must not carry a whole file.
+const maxEchoLong = 256
 
 // Echo quotes at most a short prefix of a value for an error message.
 // The prefix is shortened until its quoted form fits in twice maxEcho:
-// a byte that is not printable quotes to four characters.
-func Echo(s string) string {
-	n := min(len(s), maxEcho)
+// a byte that is not printable quotes to four characters. A cut value
+// ends in "…" and its size.
+func Echo(s string) string { return echoWithin(s, maxEcho) }
+
+// EchoLong is Echo for the administrator's configuration file.
+func EchoLong(s string) string { return echoWithin(s, maxEchoLong) }
+
+func echoWithin(s string, limit int) string {
+	n := min(len(s), limit)
 	q := strconv.Quote(s[:n])
-	for len(q) > 2*maxEcho && n > 1 {
+	for len(q) > 2*limit && n > 1 {
 		n /= 2
 		q = strconv.Quote(s[:n])
 	}
@@ -321,11 +334,12 @@ func listID(s string, limit int) (int, error) {
 
 // ParseSpaced parses a list as people write it ("0-3, 8"): the kernel's
 // syntax with spaces anywhere. The error does not explain the kernel
-// syntax; callers say what to write instead.
+// syntax; callers say what to write instead. The configuration file
+// writes such lists, so the error repeats more of the value (EchoLong).
 func ParseSpaced(s string) (cpuset.CPUSet, error) {
 	set, err := Parse(strings.ReplaceAll(s, " ", ""))
 	if err != nil {
-		return cpuset.New(), fmt.Errorf("malformed CPU list %s", Echo(s))
+		return cpuset.New(), fmt.Errorf("malformed CPU list %s", EchoLong(s))
 	}
 	return set, nil
 }

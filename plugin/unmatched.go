@@ -1,0 +1,168 @@
+package plugin
+
+// Container-scoped annotations ("pool.cpupool.dev/container.<name>") that
+// name a container the pod never creates. One CreateContainer cannot tell:
+// NRI's PodSandbox lists no containers, the kubelet creates a pod's
+// containers one by one (init containers first, each after its image is
+// pulled), and ephemeral containers come later still. What is knowable is
+// the set of containers the runtime created in the pod over its whole life,
+// and that is complete when its sandbox stops. So the plugin remembers the
+// names of the containers created in each sandbox it saw start, and when
+// the sandbox stops, warns about every container-scoped annotation whose
+// container never came (docs/pools.md, "Annotations that match no
+// container").
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+)
+
+// maxSeenContainers bounds the names remembered per sandbox; a pod with
+// more containers is not checked (it would be reported wrongly).
+const maxSeenContainers = 64
+
+// maxNamedInWarning bounds the created containers a warning lists.
+const maxNamedInWarning = 8
+
+// seenContainers are the names of the containers created in one sandbox
+// since the plugin saw it start.
+type seenContainers struct {
+	names    map[string]bool
+	overflow bool
+}
+
+// watchContainers starts remembering a new sandbox's containers. Only a
+// sandbox seen from its start is checked: for one found at Synchronize,
+// the containers created and removed before are unknown.
+func (p *Plugin) watchContainers(pod *api.PodSandbox) {
+	p.seen[pod.GetId()] = &seenContainers{names: map[string]bool{}}
+}
+
+// noteContainer remembers that a container of this name was created in
+// the sandbox, refused or not: the pod has it either way. It tells whether
+// the name is new to the sandbox (not a restart of the container).
+func (p *Plugin) noteContainer(pod *api.PodSandbox, ctr *api.Container) bool {
+	s, ok := p.seen[pod.GetId()]
+	if !ok || s.overflow || s.names[ctr.GetName()] {
+		return false
+	}
+	if len(s.names) == maxSeenContainers {
+		s.overflow, s.names = true, nil
+		return false
+	}
+	s.names[ctr.GetName()] = true
+	return true
+}
+
+// checkUnmatched warns, when a sandbox seen from its start stops, about
+// each container-scoped annotation of the pod whose container was never
+// created in it, and forgets the sandbox's names.
+func (p *Plugin) checkUnmatched(pod *api.PodSandbox) {
+	s, ok := p.seen[pod.GetId()]
+	delete(p.seen, pod.GetId())
+	if !ok || s.overflow || allocator.CheckAnnotations(pod.GetAnnotations()) != nil {
+		// A pod with bad annotations had every container refused
+		// with the reason already.
+		return
+	}
+	for _, u := range unmatchedAnnotations(pod.GetAnnotations(), s.names) {
+		p.metrics.unmatched.Inc()
+		// The key is printed whole: CheckAnnotations passed it, so its
+		// base is one of ours and the name a short DNS label.
+		p.log.Warnf("pod %s/%s: annotation %s names container %s, which the pod never created (it created %s); the annotation had no effect, the pod's containers were placed by its other annotations and rules; correct the container name",
+			pod.GetNamespace(), pod.GetName(), u.key, cpulist.Echo(u.name), createdList(s.names))
+	}
+}
+
+// maxHintKeys bounds the container-scoped keys a creation compares with
+// its container's name (a pod may have 128 keys of our domain).
+const maxHintKeys = 16
+
+// hintTypo warns, at a container's creation, when the container has no
+// container-scoped annotation of its own but the pod has one for a name
+// one or two edits from it that no container of the pod has had so far:
+// most likely a typo, which the stop of the sandbox would report too, but
+// late. It may be a container still to come ("web2" beside "web"), so it
+// is worded as a question. It runs once per name, not at each restart.
+func (p *Plugin) hintTypo(pod *api.PodSandbox, ctr *api.Container, pool string) {
+	s, ok := p.seen[pod.GetId()]
+	name := ctr.GetName()
+	if !ok || s.overflow || len(name) > 63 {
+		return
+	}
+	var near []unmatchedKey
+	for i, u := range unmatchedAnnotations(pod.GetAnnotations(), s.names) {
+		if i == maxHintKeys {
+			break
+		}
+		if d := len(u.name) - len(name); d >= -2 && d <= 2 && config.EditDistance(u.name, name) <= 2 {
+			near = append(near, u)
+		}
+	}
+	if len(near) == 0 || hasContainerKey(pod.GetAnnotations(), name) {
+		return
+	}
+	for _, u := range near {
+		p.log.Warnf("container %s: placed in pool %s without annotation %s, which names container %s, not created in this pod so far; if it is meant for %s, correct the name (a container of that name created later still gets it)",
+			containerRef(pod, ctr), pool, u.key, cpulist.Echo(u.name), cpulist.Echo(name))
+	}
+}
+
+// hasContainerKey tells whether any of our keys is scoped to the container.
+func hasContainerKey(ann map[string]string, name string) bool {
+	for k := range ann {
+		if base, scope, _ := strings.Cut(k, "/"); scope == "container."+name && ours(base) {
+			return true
+		}
+	}
+	return false
+}
+
+// ours tells whether an annotation key's base is in our domain.
+func ours(base string) bool {
+	return strings.HasSuffix(base, "."+allocator.AnnotationDomain) || base == allocator.AnnotationDomain
+}
+
+type unmatchedKey struct{ key, name string }
+
+// unmatchedAnnotations lists, sorted, the container-scoped keys of our
+// domain whose container is not among created.
+func unmatchedAnnotations(ann map[string]string, created map[string]bool) []unmatchedKey {
+	var out []unmatchedKey
+	for _, k := range slices.Sorted(maps.Keys(ann)) {
+		base, scope, _ := strings.Cut(k, "/")
+		name, ok := strings.CutPrefix(scope, "container.")
+		if !ok || !ours(base) {
+			continue
+		}
+		if !created[name] {
+			out = append(out, unmatchedKey{k, name})
+		}
+	}
+	return out
+}
+
+// createdList names the created containers, at most maxNamedInWarning.
+func createdList(names map[string]bool) string {
+	if len(names) == 0 {
+		return "no container"
+	}
+	sorted := slices.Sorted(maps.Keys(names))
+	shown := make([]string, 0, min(len(sorted), maxNamedInWarning))
+	for _, n := range sorted[:min(len(sorted), maxNamedInWarning)] {
+		shown = append(shown, cpulist.Echo(n))
+	}
+	s := strings.Join(shown, ", ")
+	if more := len(sorted) - len(shown); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
+}
