@@ -277,9 +277,9 @@ func TestUsageAndHelp(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `unknown command "frobnicate"`)
 	for _, c := range commands() {
-		code, _, errOut = run(t, c.name, "--help")
+		code, out, _ := run(t, c.name, "--help")
 		assert.Equal(t, 0, code, c.name)
-		assert.Contains(t, errOut, "Usage: nri-cpupool "+c.name, c.name)
+		assert.Contains(t, out, "Usage: nri-cpupool "+c.name, c.name)
 	}
 	code, out, _ := run(t, "version")
 	assert.Equal(t, 0, code)

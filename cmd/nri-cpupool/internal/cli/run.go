@@ -39,7 +39,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	sysfsRoot := fs.String("sysfs-root", "", "directory holding sys/ and proc/ (overrides sysfsRoot)")
 	cgroupRoot := fs.String("cgroup-root", "", "cgroup hierarchy root (overrides cgroupRoot)")
 	logLevel := fs.String("log-level", "", "trace, debug, info, warn or error (overrides logLevel)")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	// load reads the config as this run's flags amend it: at start, and

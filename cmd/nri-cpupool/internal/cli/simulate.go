@@ -20,7 +20,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	cfgPath := fs.String("config", "", "configuration file (default: built-in defaults)")
 	reqPath := fs.String("requests", "", "requests file (YAML, see docs/commands.md)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if *reqPath == "" {

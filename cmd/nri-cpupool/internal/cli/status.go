@@ -31,7 +31,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	root := fs.String("sysfs-root", "", "with --map: directory holding sys/ of the node the state file is from (default /)")
 	color := colorAuto
 	fs.Var(&color, "color", colorUsage)
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if *asJSON && *asMap {

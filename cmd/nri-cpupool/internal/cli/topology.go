@@ -81,7 +81,7 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 	asMap := fs.Bool("map", false, "draw the node: sockets, NUMA nodes, L3 groups, cores and, with --config, each CPU's pool")
 	color := colorAuto
 	fs.Var(&color, "color", colorUsage)
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if *asJSON && *asMap {

@@ -18,7 +18,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("validate", "validate --config F [--sysfs-root D]", stderr)
 	cfgPath := fs.String("config", config.DefaultPath, "configuration file to check")
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	// Read as run reads it: a missing default file is the built-in
