@@ -42,26 +42,15 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	// load reads the config as this run's flags amend it: at start, and
-	// again at each reload.
-	load := func() (*config.Config, error) {
-		cfg, err := loadRunConfig(*cfgPath)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range []struct {
-			flag string
-			dst  *string
-		}{{*socket, &cfg.NRISocket}, {*stateFile, &cfg.StateFile}, {*sysfsRoot, &cfg.SysfsRoot}, {*cgroupRoot, &cfg.CgroupRoot}, {*logLevel, &cfg.LogLevel}} {
-			if o.flag != "" {
-				*o.dst = o.flag
-			}
-		}
-		if problems := cfg.Check(); problems.HasErrors() {
-			return nil, problems.Errors().In("flags and " + *cfgPath)
-		}
-		return cfg, nil
+	// Paths given on the command line are the caller's, relative to where
+	// it stands, as with the other commands (`topology --sysfs-root
+	// fixture`); the config's must be absolute, so they are resolved here,
+	// once: a reload reads them as they were at start.
+	overrides := runOverrides{nriSocket: *socket, stateFile: *stateFile, sysfsRoot: *sysfsRoot, cgroupRoot: *cgroupRoot, logLevel: *logLevel}
+	if err := overrides.resolve(); err != nil {
+		return err
 	}
+	load := runConfigLoader(*cfgPath, overrides)
 	cfg, err := load()
 	if err != nil {
 		return err
@@ -137,6 +126,53 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		log.Warnf("%v", nerr)
 	}
 	return err
+}
+
+// runOverrides are run's flags that override the config's keys; empty
+// ones do not.
+type runOverrides struct {
+	nriSocket, stateFile, sysfsRoot, cgroupRoot, logLevel string
+}
+
+// resolve makes the paths absolute against the working directory.
+func (o *runOverrides) resolve() error {
+	for _, p := range []struct {
+		flag string
+		path *string
+	}{{"--nri-socket", &o.nriSocket}, {"--state-file", &o.stateFile}, {"--sysfs-root", &o.sysfsRoot}, {"--cgroup-root", &o.cgroupRoot}} {
+		if *p.path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p.path)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", p.flag, *p.path, err)
+		}
+		*p.path = abs
+	}
+	return nil
+}
+
+// runConfigLoader reads the config as run's flags amend it: at start, and
+// again at each reload.
+func runConfigLoader(cfgPath string, o runOverrides) func() (*config.Config, error) {
+	return func() (*config.Config, error) {
+		cfg, err := loadRunConfig(cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range []struct {
+			flag string
+			dst  *string
+		}{{o.nriSocket, &cfg.NRISocket}, {o.stateFile, &cfg.StateFile}, {o.sysfsRoot, &cfg.SysfsRoot}, {o.cgroupRoot, &cfg.CgroupRoot}, {o.logLevel, &cfg.LogLevel}} {
+			if v.flag != "" {
+				*v.dst = v.flag
+			}
+		}
+		if problems := cfg.Check(); problems.HasErrors() {
+			return nil, problems.Errors().In("flags and " + cfgPath)
+		}
+		return cfg, nil
+	}
 }
 
 // lockStateDir takes the state directory's lock before anything reads the

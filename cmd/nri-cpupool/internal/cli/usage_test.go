@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/config"
 )
 
 // TestHelpGoesToStdout: help that is asked for is output (stdout, exit 0),
@@ -32,4 +37,28 @@ func TestBadDurationSaysWhatIsExpected(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `invalid value "5" for flag -sample: want a duration with its unit, such as 500ms, 2s or 1m`)
 	assert.NotContains(t, errOut, "parse error")
+}
+
+// TestRunTakesRelativePaths: run takes a relative --sysfs-root (and
+// --state-file, --cgroup-root, --nri-socket) as the other commands do,
+// resolved against the working directory, instead of refusing it as "not
+// an absolute path" (issue 43, item 5). The bad log level stops it before
+// it starts.
+func TestRunTakesRelativePaths(t *testing.T) {
+	code, _, errOut := run(t, "run", "--config", writeFile(t, ""), "--log-level", "loud",
+		"--sysfs-root", "fixture", "--state-file", "state/state.json", "--cgroup-root", "cg", "--nri-socket", "nri.sock")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `logLevel: unknown level "loud"`)
+	assert.NotContains(t, errOut, "not an absolute path")
+
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	o := runOverrides{sysfsRoot: "fixture", stateFile: "state/state.json", logLevel: "debug"}
+	require.NoError(t, o.resolve())
+	got, err := runConfigLoader(writeFile(t, ""), o)()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(wd, "fixture"), got.SysfsRoot)
+	assert.Equal(t, filepath.Join(wd, "state/state.json"), got.StateFile)
+	assert.Equal(t, "debug", got.LogLevel)
+	assert.Equal(t, config.Default().CgroupRoot, got.CgroupRoot, "an empty flag leaves the config's")
 }
