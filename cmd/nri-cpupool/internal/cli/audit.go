@@ -48,7 +48,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	if *sample <= 0 || *sample > time.Minute {
 		return fmt.Errorf("--sample %s: give a duration between 1ms and 1m", *sample)
 	}
-	st, err := state.ReadState(cfg.StateFile)
+	st, err := readState(cfg.StateFile)
 	if err != nil {
 		return err
 	}
