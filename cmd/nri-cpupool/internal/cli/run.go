@@ -95,7 +95,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	}
 	p.KeepStateLock(lock)
 	defer p.Close()
-	log.Infof("nri-cpupool %s: %d online CPUs, state %s, NRI socket %s", Version, topo.Online.Size(), cfg.StateFile, cfg.NRISocket)
+	log.Infof("nri-cpupool %s: %s, state %s, NRI socket %s", Version, plural(topo.Online.Size(), "online CPU"), cfg.StateFile, cfg.NRISocket)
 	driver, err := newDRA(cfg, p, log)
 	if err != nil {
 		return err

@@ -61,7 +61,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		if r.Error != "" {
 			outcome = "error: " + r.Error
 		} else if len(r.Updates) > 0 {
-			outcome = fmt.Sprintf("ok, %d container(s) updated", len(r.Updates))
+			outcome = fmt.Sprintf("ok, %s updated", plural(len(r.Updates), "container"))
 		}
 		if r.Error == "" && len(r.Memory) > 0 {
 			outcome += "; holds " + heldText(r.Memory)

@@ -85,7 +85,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if len(st.Held) > 0 {
 		printHeld(stdout, st)
 	}
-	fmt.Fprintf(stdout, "\n%d containers", len(st.Containers))
+	fmt.Fprintf(stdout, "\n%s", plural(len(st.Containers), "container"))
 	if len(st.Held) > 0 {
 		fmt.Fprintf(stdout, ", %d stopped holding CPUs", len(st.Held))
 	}

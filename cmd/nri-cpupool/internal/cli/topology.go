@@ -118,7 +118,7 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 		printTopology(stdout, topo, report)
 	}
 	if problems.HasErrors() {
-		return fmt.Errorf("%s does not fit this node: %d error(s) above", *cfgPath, len(problems.Errors()))
+		return fmt.Errorf("%s does not fit this node: %s above", *cfgPath, plural(len(problems.Errors()), "error"))
 	}
 	return nil
 }
