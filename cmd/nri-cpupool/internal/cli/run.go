@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
@@ -58,18 +59,8 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	if cfg.DRA.Enabled && NewDriver == nil {
 		return execDRA(args)
 	}
-	log := logrus.New()
-	// Lines are written off the handlers' path (see logsink); the queue is
-	// written out when run returns, after the plugin's last words.
-	logOut := logsink.NewAsync(stderr, 4096)
+	log, logOut := daemonLog(stderr, cfg.LogLevel)
 	defer logOut.Close()
-	log.SetOutput(logOut)
-	// Milliseconds: what a decision, a reload or a CPU going offline takes
-	// is told by the lines' times (the VM suite measures the plugin's
-	// reaction to a hotplug so); seconds would hide it.
-	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: logTimeFormat})
-	level, _ := logrus.ParseLevel(cfg.LogLevel)
-	log.SetLevel(level)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -173,6 +164,26 @@ func runConfigLoader(cfgPath string, o runOverrides) func() (*config.Config, err
 		}
 		return cfg, nil
 	}
+}
+
+// daemonLog is the daemon's log on stderr, and the queue to close when
+// run returns (after the plugin's last words). The NRI library logs into
+// it too (logsink.NRILogger): through the queue, in the same time format,
+// and a line its stub repeats at each reconnect at info only once. Set
+// once per process, before the stub is made, as the library wants.
+func daemonLog(stderr io.Writer, logLevel string) (*logrus.Logger, *logsink.Async) {
+	log := logrus.New()
+	// Lines are written off the handlers' path (see logsink).
+	logOut := logsink.NewAsync(stderr, 4096)
+	log.SetOutput(logOut)
+	// Milliseconds: what a decision, a reload or a CPU going offline takes
+	// is told by the lines' times (the VM suite measures the plugin's
+	// reaction to a hotplug so); seconds would hide it.
+	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: logTimeFormat})
+	level, _ := logrus.ParseLevel(logLevel)
+	log.SetLevel(level)
+	nrilog.Set(logsink.NRILogger(log))
+	return log, logOut
 }
 
 // lockStateDir takes the state directory's lock before anything reads the

@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	nrilog "github.com/containerd/nri/pkg/log"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,4 +66,20 @@ func TestRunTakesRelativePaths(t *testing.T) {
 	assert.Equal(t, filepath.Join(wd, "state/state.json"), got.StateFile)
 	assert.Equal(t, "debug", got.LogLevel)
 	assert.Equal(t, config.Default().CgroupRoot, got.CgroupRoot, "an empty flag leaves the config's")
+}
+
+// TestDaemonLogTakesTheNRILibrarysLines: the NRI library's lines reach the
+// daemon's log in its time format (milliseconds), not logrus's standard
+// logger in seconds, and the stub's "Created plugin", which it says at
+// every reconnect, is at info once (issue 43, item 5).
+func TestDaemonLogTakesTheNRILibrarysLines(t *testing.T) {
+	defer nrilog.Set(nrilog.Get())
+	var out bytes.Buffer
+	_, q := daemonLog(&out, "info")
+	for range 3 {
+		nrilog.Infof(context.Background(), "Created plugin %s", "10-cpupool")
+	}
+	q.Close()
+	assert.Equal(t, 1, strings.Count(out.String(), "Created plugin"), out.String())
+	assert.Regexp(t, `^time="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}.*component=nri`, out.String())
 }
