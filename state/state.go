@@ -276,8 +276,12 @@ func decodeState(data []byte) (*State, error) {
 }
 
 // missingEnvelope names the envelope's fields a file lacks ("" when it
-// has all): schemaVersion, checksum and state.
+// has checksum and state): schemaVersion, checksum and state. A file with
+// both whose schemaVersion is 0 or absent is refused for its version.
 func missingEnvelope(env envelope) string {
+	if env.Checksum != "" && env.State != nil {
+		return ""
+	}
 	var missing []string
 	if env.SchemaVersion == 0 {
 		missing = append(missing, "schemaVersion")
