@@ -153,7 +153,8 @@ func printRuntime(stdout io.Writer, stateFile string) {
 }
 
 // printStatusJSON prints the state file as it is, and, once the daemon
-// has reloaded its config, the daemon's status beside it ("daemon").
+// has written its status beside it (its runtime connection, its last
+// reload), that as "daemon".
 func printStatusJSON(stdout io.Writer, st *state.State, stateFile string) error {
 	ds, ok, err := plugin.ReadDaemonStatus(plugin.DaemonStatusFile(stateFile))
 	if err != nil || !ok {
