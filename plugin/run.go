@@ -135,8 +135,10 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", p.cfg.PluginIndex, PluginName)))
 			wait = backoff.Initial
 			h.registered()
-			p.noteRuntime(RuntimeRegistered, socket, "")
 			p.setPush(s.UpdateContainers)
+			// After setPush: a reload the first Synchronize applies pushes
+			// its updates at once, not at the next reply.
+			p.noteRuntime(RuntimeRegistered, socket, "")
 			select {
 			case <-closed:
 				p.setPush(nil)
