@@ -1,6 +1,11 @@
 # nri-cpupool — see README.md. `make test` is the project's test command.
 GO       ?= go
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The binaries' and the packages' version: packaging/version.sh (the tag,
+# or 0.0.0~git<commit date>.<hash>, which dpkg and rpm order by age where
+# bare hashes would not); make VERSION=1.2.3 overrides it (docs/install.md).
+ifeq ($(origin VERSION),undefined)
+VERSION  := $(shell bash packaging/version.sh 2>/dev/null || echo dev)
+endif
 LDFLAGS  := -X github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/cli.Version=$(VERSION)
 BIN      := bin/nri-cpupool
 # The same commands with the DRA driver and the Kubernetes client libraries

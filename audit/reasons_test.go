@@ -67,9 +67,9 @@ func TestForeignReasons(t *testing.T) {
 
 	var text bytes.Buffer
 	require.NoError(t, WriteText(&text, rep))
-	assert.Contains(t, text.String(), "401/401 loop (2: its own affinity (2, narrower than its cgroup's CPUs 0-7) includes CPU 2)")
-	assert.Contains(t, text.String(), "  unbound kernel threads: ")
-	assert.Contains(t, text.String(), "90/90 kworker/u16:1-events_unbound (0-7: the kernel manages its affinity")
+	assert.Contains(t, text.String(), "\n    1 ownAffinity: their own affinity includes it (pinned to kept CPUs, or set since housekeeping's last pass); e.g. 401/401 loop (2)\n")
+	assert.Contains(t, text.String(), "  unbound kernel threads: 3\n")
+	assert.Contains(t, text.String(), "\n    1 kernelManaged: the kernel manages their affinity (PF_NO_SETAFFINITY; workqueue workers follow the workqueue mask); e.g. 90/90 kworker/u16:1-events_unbound (0-7)\n")
 }
 
 // TestForeignReasonsV1: on cgroup v1, where housekeeping confines host

@@ -1,13 +1,17 @@
 package audit
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 )
 
 // WriteText prints the report for people: one block per held CPU, its
-// verdict first.
+// verdict first. The threads that may run on a CPU are summarised by kind,
+// with a few examples; --json has each with its reason.
 func WriteText(w io.Writer, rep *Report) error {
 	var b strings.Builder
 	if len(rep.CPUs) == 0 {
@@ -37,27 +41,21 @@ func WriteText(w io.Writer, rep *Report) error {
 			}
 			fmt.Fprintf(&b, "  interrupts in %s: %s\n", rep.Sample, strings.Join(irqs, "; "))
 		}
-		if len(c.Threads) > 0 {
-			var ts []string
-			for _, t := range c.Threads {
-				ts = append(ts, describeThread(t))
-			}
-			more := ""
-			if n := c.ForeignThreads - len(c.Threads); n > 0 {
-				more = fmt.Sprintf(" and %d more", n)
-			}
-			fmt.Fprintf(&b, "  threads: %s%s\n", strings.Join(ts, ", "), more)
+		if c.ForeignThreads > 0 {
+			fmt.Fprintf(&b, "  threads of other processes: %d\n", c.ForeignThreads)
+			writeKinds(&b, c.ForeignKinds, c.Threads)
 		}
 		if len(c.KernelThreads) > 0 {
-			var ts []string
+			counts := map[string]int{}
 			for _, t := range c.KernelThreads {
-				ts = append(ts, describeThread(t))
+				counts[t.Kind]++
 			}
-			more := ""
-			if n := c.UnboundKernelThreads - len(c.KernelThreads); n > 0 {
-				more = fmt.Sprintf(" and %d more", n)
+			listed := ""
+			if len(c.KernelThreads) < c.UnboundKernelThreads {
+				listed = fmt.Sprintf(" (by kind: the first %d)", len(c.KernelThreads))
 			}
-			fmt.Fprintf(&b, "  unbound kernel threads: %s%s\n", strings.Join(ts, ", "), more)
+			fmt.Fprintf(&b, "  unbound kernel threads: %d%s\n", c.UnboundKernelThreads, listed)
+			writeKinds(&b, counts, c.KernelThreads)
 		}
 		partition := "unknown"
 		if c.IsolatedPartition != nil {
@@ -68,6 +66,9 @@ func WriteText(w io.Writer, rep *Report) error {
 		if s := c.Power.describe(); s != "" {
 			fmt.Fprintf(&b, "  power: %s\n", s)
 		}
+	}
+	if slices.ContainsFunc(rep.CPUs, func(c CPU) bool { return c.ForeignThreads > 0 || len(c.KernelThreads) > 0 }) {
+		b.WriteString("each thread and its own reason: nri-cpupool audit --json\n")
 	}
 	if len(rep.CPUs) > 0 {
 		if rep.Clean {
@@ -80,12 +81,52 @@ func WriteText(w io.Writer, rep *Report) error {
 	return err
 }
 
-// describeThread is "pid/tid comm (allowed: why)".
-func describeThread(t Thread) string {
-	if t.Reason == "" {
-		return fmt.Sprintf("%d/%d %s (%s)", t.PID, t.TID, t.Comm, t.Allowed)
+// threadExamples is how many threads of a kind the text names; --json
+// lists the first Options.MaxThreads of them with their own reason.
+const threadExamples = 3
+
+// kindSummary says for people, once per kind, why threads of that kind
+// may still run on a held CPU; each thread's own reason (its cgroup, its
+// affinity) is in --json.
+var kindSummary = map[string]string{
+	ForeignOwnAffinity: "their own affinity includes it (pinned to kept CPUs, or set since housekeeping's last pass)",
+	ForeignCgroup:      "their cgroup allows it: not confined (housekeeping off for this pool, or systemd's API unreachable)",
+	ForeignRootCgroup:  "in the root cgroup, whose CPUs cannot be narrowed",
+	ForeignNoCpuset:    "no cpuset confines them and their affinity is not narrowed (housekeeping off for this pool, or its first pass has not run)",
+	ForeignRefused:     "the kernel refused to narrow their affinity",
+	KernelManaged:      "the kernel manages their affinity (PF_NO_SETAFFINITY; workqueue workers follow the workqueue mask)",
+	KernelUnbound:      "the kernel refused to narrow their affinity",
+	KernelNotConfined:  "housekeeping has not narrowed them (off for this pool, or its first pass has not run)",
+}
+
+// writeKinds writes one line per kind, most threads first: the count, why
+// and a few of the listed threads as examples. Every thread with the same
+// long reason was one line each (issue 43).
+func writeKinds(b *strings.Builder, counts map[string]int, listed []Thread) {
+	kinds := slices.SortedFunc(maps.Keys(counts), func(x, y string) int {
+		return cmp.Or(counts[y]-counts[x], strings.Compare(x, y))
+	})
+	for _, kind := range kinds {
+		why := kindSummary[kind]
+		if why == "" {
+			why = "see --json"
+		}
+		var examples []string
+		for _, t := range listed {
+			if t.Kind == kind && len(examples) < threadExamples {
+				examples = append(examples, fmt.Sprintf("%d/%d %s (%s)", t.PID, t.TID, t.Comm, t.Allowed))
+			}
+		}
+		name := kind
+		if name == "" {
+			name = "unknown"
+		}
+		fmt.Fprintf(b, "    %d %s: %s", counts[kind], name, why)
+		if len(examples) > 0 {
+			fmt.Fprintf(b, "; e.g. %s", strings.Join(examples, ", "))
+		}
+		b.WriteString("\n")
 	}
-	return fmt.Sprintf("%d/%d %s (%s: %s)", t.PID, t.TID, t.Comm, t.Allowed, t.Reason)
 }
 
 func (p Power) describe() string {

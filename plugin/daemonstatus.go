@@ -1,12 +1,14 @@
 package plugin
 
 // The daemon's status beside the state file, for `nri-cpupool status`:
-// the last config reload. It is not state:
+// its connection to the runtime and the last config reload. It is not
+// state:
 // nothing reads it back, and it lives in its own file so that the state
 // file's schema does not change for it.
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -18,6 +20,31 @@ import (
 type DaemonStatus struct {
 	// LastReload is the last config reload, nil before the first.
 	LastReload *ReloadStatus `json:"lastReload,omitempty"`
+	// Runtime is the daemon's connection to the runtime; nil in files of
+	// versions that did not write it.
+	Runtime *RuntimeStatus `json:"runtime,omitempty"`
+}
+
+// The states of the daemon's connection to the runtime (RuntimeStatus).
+const (
+	// RuntimeWaiting: the daemon runs and cannot reach the runtime (not
+	// started yet, restarting, NRI off); it retries. The state file is
+	// written once the runtime has synchronized the plugin.
+	RuntimeWaiting = "waiting-for-runtime"
+	// RuntimeRegistered: registered with the runtime.
+	RuntimeRegistered = "registered"
+	// RuntimeStopped: the daemon has stopped.
+	RuntimeStopped = "stopped"
+)
+
+// RuntimeStatus is the daemon's connection to the runtime: since when it
+// is in State, the daemon's pid and socket, and, while it waits, why.
+type RuntimeStatus struct {
+	State  string    `json:"state"`
+	Since  time.Time `json:"since"`
+	PID    int       `json:"pid"`
+	Socket string    `json:"socket,omitempty"`
+	Detail string    `json:"detail,omitempty"`
 }
 
 // ReloadStatus is one config reload: when, what asked for it, its result
@@ -53,6 +80,21 @@ func DaemonStatusFile(stateFile string) string {
 func ReadDaemonStatus(path string) (s DaemonStatus, ok bool, err error) {
 	ok, err = atomicfile.ReadJSON(path, &s)
 	return s, ok, err
+}
+
+// noteRuntime records a change of the connection to the runtime; the same
+// state again (each retry) writes nothing.
+func (p *Plugin) noteRuntime(state, socket, detail string) {
+	p.mu.Lock()
+	r := p.status.Runtime
+	same := r != nil && r.State == state && r.Detail == detail
+	p.mu.Unlock()
+	if same {
+		return
+	}
+	p.noteStatus(func(s *DaemonStatus) {
+		s.Runtime = &RuntimeStatus{State: state, Since: time.Now().UTC(), PID: os.Getpid(), Socket: socket, Detail: detail}
+	})
 }
 
 // noteStatus changes the daemon's status and writes it. It must not be

@@ -105,6 +105,7 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 	defer func() {
 		stopWatching()
 		<-hotplugDone
+		p.noteRuntime(RuntimeStopped, socket, "")
 		if err := p.Flush(); err != nil {
 			p.log.Errorf("writing state on the way out: %v", err)
 		}
@@ -135,11 +136,15 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 			wait = backoff.Initial
 			h.registered()
 			p.setPush(s.UpdateContainers)
+			// After setPush: a reload the first Synchronize applies pushes
+			// its updates at once, not at the next reply.
+			p.noteRuntime(RuntimeRegistered, socket, "")
 			select {
 			case <-closed:
 				p.setPush(nil)
 				p.log.Warn("lost the connection to the runtime; reconnecting")
 				h.disconnected("lost the connection to the runtime; reconnecting")
+				p.noteRuntime(RuntimeWaiting, socket, "lost the connection to the runtime; reconnecting")
 			case <-ctx.Done():
 				p.setPush(nil)
 				s.Stop()
@@ -155,6 +160,9 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 			}
 			p.log.Warnf("cannot reach the runtime at %s (%v); retrying in %s", socket, err, wait)
 			h.disconnected(fmt.Sprintf("cannot reach the runtime at %s; retrying", socket))
+			// Beside the state file, which is not written until the
+			// runtime synchronizes: status tells why it is missing.
+			p.noteRuntime(RuntimeWaiting, socket, fmt.Sprintf("cannot reach the runtime at %s (%v); retrying", socket, err))
 		}
 		select {
 		case <-time.After(wait):

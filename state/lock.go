@@ -146,6 +146,33 @@ func Holder(lockPath string) string {
 	return s
 }
 
+// Held tells whether a process holds the lock of stateFile's directory,
+// for `nri-cpupool status` to tell a daemon that runs from a status file
+// a dead one left. known is false when it cannot tell (no lock file, or
+// one it cannot open). It only opens the file read-only and takes a shared
+// lock for an instant: a daemon trying the lock then tries again at its
+// next poll.
+func Held(stateFile string) (held, known bool) {
+	f, err := os.Open(LockPath(stateFile))
+	if err != nil {
+		return false, false
+	}
+	defer f.Close()
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	switch {
+	case err == nil:
+		return false, true // closing the file drops the shared lock
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return true, true
+	}
+	return false, false
+}
+
 // Path is the lock file's path.
 func (l *DirLock) Path() string { return l.path }
 

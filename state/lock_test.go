@@ -235,3 +235,24 @@ func TestLockInAStateDirectoryThatCannotBeMade(t *testing.T) {
 	assert.Contains(t, l.Warning(), "running without it")
 	assert.NoError(t, l.Close())
 }
+
+// TestHeld: status can tell a held state directory lock from a free one,
+// and says it cannot tell without a lock file; asking leaves the lock
+// free for the daemon.
+func TestHeld(t *testing.T) {
+	stateFile := filepath.Join(t.TempDir(), "state.json")
+	_, known := Held(stateFile)
+	assert.False(t, known, "no lock file")
+	l, err := TryLock(stateFile)
+	require.NoError(t, err)
+	held, known := Held(stateFile)
+	assert.True(t, known)
+	assert.True(t, held)
+	require.NoError(t, l.Close())
+	held, known = Held(stateFile)
+	assert.True(t, known)
+	assert.False(t, held)
+	l, err = TryLock(stateFile)
+	require.NoError(t, err, "asking left the lock free")
+	l.Close()
+}

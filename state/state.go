@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -246,6 +247,12 @@ func decodeState(data []byte) (*State, error) {
 	if err := json.Unmarshal(data, &env); err != nil {
 		return nil, fmt.Errorf("not valid JSON (truncated?): %w", err)
 	}
+	if missing := missingEnvelope(env); missing != "" {
+		// Not the plugin's file, or a hand-made one: without this, the
+		// checksum's refusal read "file says ," (issue 43).
+		return nil, fmt.Errorf("not a state file of nri-cpupool: it has no %s (the plugin writes {\"schemaVersion\": %d, \"checksum\": \"sha256:…\", \"written\": …, \"state\": {…}}); "+
+			"name the plugin's state file (--state-file, the config's stateFile); a daemon that finds such a file at start moves it aside and rebuilds the state from the runtime", missing, SchemaVersion)
+	}
 	if want := checksum(env.State); env.Checksum != want {
 		return nil, fmt.Errorf("checksum mismatch (file says %s, content is %s)", env.Checksum, want)
 	}
@@ -266,6 +273,32 @@ func decodeState(data []byte) (*State, error) {
 		}
 	}
 	return decodePayload(env.State)
+}
+
+// missingEnvelope names the envelope's fields a file lacks ("" when it
+// has checksum and state): schemaVersion, checksum and state. A file with
+// both whose schemaVersion is 0 or absent is refused for its version.
+func missingEnvelope(env envelope) string {
+	if env.Checksum != "" && env.State != nil {
+		return ""
+	}
+	var missing []string
+	if env.SchemaVersion == 0 {
+		missing = append(missing, "schemaVersion")
+	}
+	if env.Checksum == "" {
+		missing = append(missing, "checksum")
+	}
+	if env.State == nil {
+		missing = append(missing, "state")
+	}
+	switch len(missing) {
+	case 0:
+		return ""
+	case 1:
+		return missing[0]
+	}
+	return strings.Join(missing[:len(missing)-1], ", ") + " or " + missing[len(missing)-1]
 }
 
 // decodePayload reads the state of the current schema strictly: an unknown

@@ -56,6 +56,7 @@ func TestFileStoreDiscardsBadFiles(t *testing.T) {
 		"garbage":      "nope",
 		"newer schema": `{"schemaVersion":99,"checksum":"` + checksum([]byte(`{}`)) + `","state":{}}`,
 		"bad checksum": `{"schemaVersion":1,"checksum":"sha256:00","state":{"containers":{}}}`,
+		"empty object": `{}`,
 		"unknown field in a schema 1 state": func() string {
 			payload := `{"containers":{},"surprise":1}`
 			return `{"schemaVersion":1,"checksum":"` + checksum([]byte(payload)) + `","state":` + payload + `}`
@@ -77,6 +78,26 @@ func TestFileStoreDiscardsBadFiles(t *testing.T) {
 			kept, _ := os.ReadFile(aside[0])
 			assert.Equal(t, content, string(kept), "the bad file is kept as it was")
 		})
+	}
+}
+
+// TestReadStateSaysWhatANonStateFileIs: a file without the envelope
+// (`{}`, a bare state) is named for what it is and what to do, not as a
+// checksum mismatch with an empty "file says" (issue 43, item 5).
+func TestReadStateSaysWhatANonStateFileIs(t *testing.T) {
+	for content, want := range map[string]string{
+		`{}`:                             "not a state file of nri-cpupool: it has no schemaVersion, checksum or state",
+		`{"containers": {}}`:             "it has no schemaVersion, checksum or state",
+		`{"schemaVersion":5}`:            "it has no checksum or state",
+		`{"schemaVersion":5,"state":{}}`: "it has no checksum (",
+	} {
+		path := filepath.Join(t.TempDir(), "state.json")
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+		_, err := ReadState(path)
+		require.Error(t, err, content)
+		assert.Contains(t, err.Error(), want, content)
+		assert.Contains(t, err.Error(), "name the plugin's state file (--state-file, the config's stateFile)", content)
+		assert.NotContains(t, err.Error(), "file says", content)
 	}
 }
 

@@ -34,6 +34,44 @@ expect grep -q "ExecStart=/usr/local/bin/nri-cpupool run --config /etc/nri-cpupo
 # shellcheck disable=SC2016 # $MAINPID is systemd's, not the shell's
 expect grep -qxF 'ExecReload=/bin/kill -HUP $MAINPID' "$root/etc/systemd/system/nri-cpupool.service" # systemctl reload: SIGHUP
 
+# --- versions that sort (packaging/version.sh) --------------------------------------
+# A bare commit hash (538d4e5-1) orders packages at random; without a tag the
+# version is 0.0.0~git<commit date>.<hash>, so the later commit is the newer
+# package for dpkg and rpm whatever the hashes. A tag is the release; commits
+# after it come between it and the next one. VERSION= overrides it.
+top=$(pwd)
+repo=$work/repo
+git init -q "$repo"
+commit() { GIT_AUTHOR_DATE="$1" GIT_COMMITTER_DATE="$1" git -C "$repo" -c user.name=t -c user.email=t@example.org commit -q --allow-empty -m "$1"; }
+version() { (cd "$repo" && bash "$top/packaging/version.sh"); }
+both_order() { # both_order OLDER NEWER: dpkg and rpm agree that OLDER < NEWER
+  dpkg --compare-versions "$1-1" lt "$2-1" &&
+    [ "$(rpm --eval "%{lua: print(rpm.vercmp('$1', '$2'))}")" = -1 ]
+}
+commit 2026-01-01T00:00:00Z; v1=$(version)
+commit 2026-02-01T00:00:00Z; v2=$(version)
+expect grep -qxE '0\.0\.0~git20260101000000\.[0-9a-f]{7,}' <<<"$v1"
+expect both_order "$v1" "$v2"
+expect_not both_order "$v2" "$v1"   # the check itself can fail
+git -C "$repo" tag v1.2.0
+expect test "$(version)" = 1.2.0
+expect both_order "$v2" 1.2.0
+commit 2026-03-01T00:00:00Z; v3=$(version)
+expect grep -qxE '1\.2\.0\+git20260301000000\.[0-9a-f]{7,}' <<<"$v3"
+expect both_order 1.2.0 "$v3"
+expect both_order "$v3" 1.2.1
+commit 2026-04-01T00:00:00Z; git -C "$repo" tag v1.3.0-rc1
+expect test "$(version)" = 1.3.0~rc1
+expect both_order "$v3" 1.3.0~rc1
+expect both_order 1.3.0~rc1 1.3.0
+echo x > "$repo/f"; git -C "$repo" add f
+expect test "$(version)" = 1.3.0~rc1.dirty
+expect grep -qF "Version=$(bash packaging/version.sh)'" <(make --no-print-directory -n build)
+expect grep -qF "Version=9.9.9'" <(make --no-print-directory -n build VERSION=9.9.9)
+v2_deb=$(NFPM=$NFPM bash packaging/package.sh "$v2" deb)
+expect test "$(dpkg-deb -f "$v2_deb" Version)" = "$v2-1"
+rm -f "$v2_deb"
+
 # --- the packages --------------------------------------------------------------
 old=$(NFPM=$NFPM bash packaging/package.sh 1.0.0 deb rpm)
 new=$(NFPM=$NFPM bash packaging/package.sh 1.0.1 deb rpm)

@@ -106,9 +106,9 @@ say "where everything runs (read back from the kernel)"
 say "nri-cpupool status"
 "$REPO/bin/nri-cpupool" status --state-file "$W/state/nri-cpupool.json" | sed 's/^/    /'
 # The map goes through sed too, so it cannot see the terminal: colour is
-# decided here, as the map would decide it (NO_COLOR, a terminal).
+# decided here, as the map would decide it (want_color: NO_COLOR, a terminal).
 MAP_COLOR=never
-[ -t 1 ] && [ -z "${NO_COLOR:-}" ] && [ "${TERM:-}" != dumb ] && MAP_COLOR=always
+want_color && MAP_COLOR=always
 say "nri-cpupool status --map (this machine, with each CPU's pool and owner)"
 "$REPO/bin/nri-cpupool" status --map --color "$MAP_COLOR" --state-file "$W/state/nri-cpupool.json" | sed 's/^/    /'
 info "plugin peak RSS: $(awk '/VmHWM/ {print $2 " kB"}' "/proc/$PLUGIN_PID/status")"

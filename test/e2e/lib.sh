@@ -23,9 +23,8 @@ W=""            # private work directory
 CONTAINERD_PID=""
 PLUGIN_PID=""
 
-say()  { printf '\033[1m==> %s\033[0m\n' "$*"; }
-info() { printf '    %s\n' "$*"; }
-die()  { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=../say.sh
+source "$REPO/test/say.sh"
 
 need_root_linux() {
   [ "$(uname -s)" = Linux ] || die "needs Linux"

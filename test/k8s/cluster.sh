@@ -30,9 +30,8 @@ CREATED=() # paths outside $W this run created, removed by teardown
 # raises their client QPS).
 SCHEDULER_ARGS=() CONTROLLER_MANAGER_ARGS=()
 
-say()  { printf '\033[1m==> %s\033[0m\n' "$*"; }
-info() { printf '    %s\n' "$*"; }
-die()  { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=../say.sh
+source "$REPO/test/say.sh"
 
 # k8s_bin_dir prints where unpacked Kubernetes binaries are, unpacking the
 # .xz files of $NRI_CPUPOOL_K8S_TOOLS (checked against SHA256SUMS) or, when

@@ -95,7 +95,7 @@ check "pools: infra" "$(pool_of /tmp/kernel.yaml infra)" "$INFRA"
 check "pools: exclusive-non-isolcpus lends" "$(pool_of /tmp/kernel.yaml exclusive-non-isolcpus)" "$LENDABLE"
 OUT=$("$BIN" validate --config /tmp/kernel.yaml 2>&1); RC=$?
 check "validate: exit status" "$RC" "0"
-check_contains "validate: summary" "$OUT" "valid for this node (8 online CPUs, 2 NUMA nodes), 0 warning(s)"
+check_contains "validate: summary" "$OUT" "valid for this node (8 online CPUs, 2 NUMA nodes), 0 warnings"
 printf 'pools:\n  exclusive: {cpus: "1-2,9"}\n' > /tmp/bad.yaml
 OUT=$("$BIN" validate --config /tmp/bad.yaml 2>&1); RC=$?
 check "validate bad config: exit status" "$RC" "1"

@@ -61,7 +61,8 @@ func TestAuditExitCode(t *testing.T) {
 	code, out, _ = run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--cgroup-root", sys, "--sample", "1ms")
 	assert.Equal(t, auditNotClean, code)
 	assert.Contains(t, out, "CPU 5  telco/dpdk/fwd (exclusive)  NOT CLEAN\n  - 1 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)\n")
-	assert.Contains(t, out, "threads: 1/1 systemd (0-7: its cgroup /init.scope has no cpuset to confine it")
+	assert.Contains(t, out, "  threads of other processes: 1\n    1 noCpuset: no cpuset confines them and their affinity is not narrowed (housekeeping off for this pool, or its first pass has not run); e.g. 1/1 systemd (0-7)\n")
+	assert.Contains(t, out, "each thread and its own reason: nri-cpupool audit --json\n")
 
 	code, out, _ = run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--sample", "1ms", "--json")
 	assert.Equal(t, auditNotClean, code)

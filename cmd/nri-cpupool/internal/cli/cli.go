@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -51,12 +53,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		// Launched by the runtime from its plugin directory, without arguments.
 		args = []string{"run"}
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+	// Asked for, help is the output (stdout, exit 0), as with any Go
+	// tool and as `nri-cpupool --help | less` wants; a misuse (no command,
+	// an unknown one) is an error: its usage goes to stderr, exit 2.
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
+		usage(stdout)
 		return 0
+	}
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {
@@ -96,24 +102,57 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: nri-cpupool %s\n\nFlags:\n", synopsis)
+		// fs.Output(): parse sends it to stdout when --help asked for it.
+		fmt.Fprintf(fs.Output(), "Usage: nri-cpupool %s\n\nFlags:\n", synopsis)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
-// parse parses flags and refuses stray arguments.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+// parse parses flags and refuses stray arguments. The usage that --help
+// (-h) asks for is printed on stdout; a misuse's message and usage go to
+// the flag set's output, stderr (exit 2).
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	errOut := fs.Output()
+	var printed bytes.Buffer
+	fs.SetOutput(&printed)
+	err := fs.Parse(args)
+	fs.SetOutput(errOut)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			stdout.Write(printed.Bytes())
 			return err
 		}
+		errOut.Write(printed.Bytes())
 		return errUsage
 	}
 	if fs.NArg() > 0 {
 		return usageError(fs, "unexpected arguments: "+strings.Join(fs.Args(), " "))
 	}
 	return nil
+}
+
+// durationFlag is a duration flag whose refusal says what a duration is:
+// the flag package's own says only "parse error" (`--sample 5`). The flag
+// package adds the flag's name and the value given.
+type durationFlag time.Duration
+
+func (d *durationFlag) String() string { return time.Duration(*d).String() }
+
+func (d *durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration with its unit, such as 500ms, 2s or 1m (a bare number has none)")
+	}
+	*d = durationFlag(v)
+	return nil
+}
+
+// durationVar defines a duration flag (durationFlag).
+func durationVar(fs *flag.FlagSet, name string, value time.Duration, usage string) *time.Duration {
+	d := durationFlag(value)
+	fs.Var(&d, name, usage)
+	return (*time.Duration)(&d)
 }
 
 // usageError explains a misuse of the flags, shows the usage and returns
@@ -126,7 +165,7 @@ func usageError(fs *flag.FlagSet, msg string) error {
 
 func runVersion(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("version", "version", stderr)
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "nri-cpupool %s\n", Version)

@@ -97,7 +97,7 @@ func TestTopologyWithAConfigThatDoesNotFit(t *testing.T) {
 	code, out, errOut := run(t, "topology", "--sysfs-root", fixture.Root(t, "vm-2cpu"), "--config", writeFile(t, "isolatedCPUs: \"1-3\""))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, out, "error: isolatedCPUs: CPUs 2-3 do not exist", "problems are listed with the layout")
-	assert.Contains(t, errOut, "does not fit this node: 1 error(s) above")
+	assert.Contains(t, errOut, "does not fit this node: 1 error above")
 }
 
 func TestValidate(t *testing.T) {
@@ -111,7 +111,7 @@ func TestValidate(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "error: isolatedCPUs: CPUs 16-20 do not exist")
 	assert.Contains(t, errOut, "error: pools.exclusive.cpus: overlaps pools.shared.cpus on CPUs 5")
-	assert.Contains(t, errOut, "2 error(s)")
+	assert.Contains(t, errOut, "2 errors")
 
 	// A shared pool on CPUs isolcpus= takes out of load balancing.
 	xeon := fixture.Root(t, "xeon-2s-interleaved")
@@ -277,9 +277,9 @@ func TestUsageAndHelp(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `unknown command "frobnicate"`)
 	for _, c := range commands() {
-		code, _, errOut = run(t, c.name, "--help")
+		code, out, _ := run(t, c.name, "--help")
 		assert.Equal(t, 0, code, c.name)
-		assert.Contains(t, errOut, "Usage: nri-cpupool "+c.name, c.name)
+		assert.Contains(t, out, "Usage: nri-cpupool "+c.name, c.name)
 	}
 	code, out, _ := run(t, "version")
 	assert.Equal(t, 0, code)
@@ -323,7 +323,7 @@ func TestStatusShowsHeldCPUs(t *testing.T) {
 	assert.Contains(t, out, "HELD FOR STOPPED CONTAINERS (until the pod's sandbox stops)")
 	assert.Regexp(t, `telco\s+crash\s+app\s+exclusive\s+5 \(\+13 idle\)\s+137\s+fedcba987654`, out)
 	assert.Regexp(t, `ml\s+job\s+init\s+exclusive-non-isolcpus\s+1\s+-\s+init1`, out)
-	assert.True(t, strings.HasSuffix(out, "\n1 containers, 2 stopped holding CPUs\n"), out)
+	assert.True(t, strings.HasSuffix(out, "\n1 container, 2 stopped holding CPUs\n"), out)
 
 	code2, out, errOut = run(t, "status", "--state-file", path, "--json")
 	require.Equal(t, 0, code2, errOut)

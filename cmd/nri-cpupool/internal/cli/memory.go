@@ -27,7 +27,9 @@ func printNodeMemory(w io.Writer, cfg *config.Config, topo *sysfs.Topology) {
 		case !n.HasMemory:
 			s = "no memory (CPUs only)"
 		case n.MemTotalKB > 0:
-			s = "memory " + allocator.Bytes(n.MemTotalKB*1024)
+			// As status prints memory (memoryAmount): "62.7Gi", not
+			// the kernel's "65842732Ki".
+			s = "memory " + memoryAmount(n.MemTotalKB*1024)
 		default:
 			s = "memory unknown"
 		}
@@ -43,7 +45,7 @@ func printNodeMemory(w io.Writer, cfg *config.Config, topo *sysfs.Topology) {
 	}
 	var kept []string
 	if b := cfg.Memory.ReservedBytes(); b > 0 {
-		kept = append(kept, "memory "+allocator.Bytes(b))
+		kept = append(kept, "memory "+memoryAmount(b))
 	}
 	pages := cfg.Memory.ReservedPages()
 	for _, size := range slices.Sorted(maps.Keys(pages)) {

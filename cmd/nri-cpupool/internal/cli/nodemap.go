@@ -346,13 +346,6 @@ func wrapAfterCommas(s string, width int) []string {
 	return append(out, cur)
 }
 
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // boxes draws the groups of the node, each top-level group a box.
 func (d *drawing) boxes() []mapLine {
 	var out []mapLine

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
@@ -39,29 +40,18 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	sysfsRoot := fs.String("sysfs-root", "", "directory holding sys/ and proc/ (overrides sysfsRoot)")
 	cgroupRoot := fs.String("cgroup-root", "", "cgroup hierarchy root (overrides cgroupRoot)")
 	logLevel := fs.String("log-level", "", "trace, debug, info, warn or error (overrides logLevel)")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	// load reads the config as this run's flags amend it: at start, and
-	// again at each reload.
-	load := func() (*config.Config, error) {
-		cfg, err := loadRunConfig(*cfgPath)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range []struct {
-			flag string
-			dst  *string
-		}{{*socket, &cfg.NRISocket}, {*stateFile, &cfg.StateFile}, {*sysfsRoot, &cfg.SysfsRoot}, {*cgroupRoot, &cfg.CgroupRoot}, {*logLevel, &cfg.LogLevel}} {
-			if o.flag != "" {
-				*o.dst = o.flag
-			}
-		}
-		if problems := cfg.Check(); problems.HasErrors() {
-			return nil, problems.Errors().In("flags and " + *cfgPath)
-		}
-		return cfg, nil
+	// Paths given on the command line are the caller's, relative to where
+	// it stands, as with the other commands (`topology --sysfs-root
+	// fixture`); the config's must be absolute, so they are resolved here,
+	// once: a reload reads them as they were at start.
+	overrides := runOverrides{nriSocket: *socket, stateFile: *stateFile, sysfsRoot: *sysfsRoot, cgroupRoot: *cgroupRoot, logLevel: *logLevel}
+	if err := overrides.resolve(); err != nil {
+		return err
 	}
+	load := runConfigLoader(*cfgPath, overrides)
 	cfg, err := load()
 	if err != nil {
 		return err
@@ -69,18 +59,8 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	if cfg.DRA.Enabled && NewDriver == nil {
 		return execDRA(args)
 	}
-	log := logrus.New()
-	// Lines are written off the handlers' path (see logsink); the queue is
-	// written out when run returns, after the plugin's last words.
-	logOut := logsink.NewAsync(stderr, 4096)
+	log, logOut := daemonLog(stderr, cfg.LogLevel)
 	defer logOut.Close()
-	log.SetOutput(logOut)
-	// Milliseconds: what a decision, a reload or a CPU going offline takes
-	// is told by the lines' times (the VM suite measures the plugin's
-	// reaction to a hotplug so); seconds would hide it.
-	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: logTimeFormat})
-	level, _ := logrus.ParseLevel(cfg.LogLevel)
-	log.SetLevel(level)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -106,7 +86,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	}
 	p.KeepStateLock(lock)
 	defer p.Close()
-	log.Infof("nri-cpupool %s: %d online CPUs, state %s, NRI socket %s", Version, topo.Online.Size(), cfg.StateFile, cfg.NRISocket)
+	log.Infof("nri-cpupool %s: %s, state %s, NRI socket %s", Version, plural(topo.Online.Size(), "online CPU"), cfg.StateFile, cfg.NRISocket)
 	driver, err := newDRA(cfg, p, log)
 	if err != nil {
 		return err
@@ -137,6 +117,73 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		log.Warnf("%v", nerr)
 	}
 	return err
+}
+
+// runOverrides are run's flags that override the config's keys; empty
+// ones do not.
+type runOverrides struct {
+	nriSocket, stateFile, sysfsRoot, cgroupRoot, logLevel string
+}
+
+// resolve makes the paths absolute against the working directory.
+func (o *runOverrides) resolve() error {
+	for _, p := range []struct {
+		flag string
+		path *string
+	}{{"--nri-socket", &o.nriSocket}, {"--state-file", &o.stateFile}, {"--sysfs-root", &o.sysfsRoot}, {"--cgroup-root", &o.cgroupRoot}} {
+		if *p.path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p.path)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", p.flag, *p.path, err)
+		}
+		*p.path = abs
+	}
+	return nil
+}
+
+// runConfigLoader reads the config as run's flags amend it: at start, and
+// again at each reload.
+func runConfigLoader(cfgPath string, o runOverrides) func() (*config.Config, error) {
+	return func() (*config.Config, error) {
+		cfg, err := loadRunConfig(cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range []struct {
+			flag string
+			dst  *string
+		}{{o.nriSocket, &cfg.NRISocket}, {o.stateFile, &cfg.StateFile}, {o.sysfsRoot, &cfg.SysfsRoot}, {o.cgroupRoot, &cfg.CgroupRoot}, {o.logLevel, &cfg.LogLevel}} {
+			if v.flag != "" {
+				*v.dst = v.flag
+			}
+		}
+		if problems := cfg.Check(); problems.HasErrors() {
+			return nil, problems.Errors().In("flags and " + cfgPath)
+		}
+		return cfg, nil
+	}
+}
+
+// daemonLog is the daemon's log on stderr, and the queue to close when
+// run returns (after the plugin's last words). The NRI library logs into
+// it too (logsink.NRILogger): through the queue, in the same time format,
+// and a line its stub repeats at each reconnect at info only once. Set
+// once per process, before the stub is made, as the library wants.
+func daemonLog(stderr io.Writer, logLevel string) (*logrus.Logger, *logsink.Async) {
+	log := logrus.New()
+	// Lines are written off the handlers' path (see logsink).
+	logOut := logsink.NewAsync(stderr, 4096)
+	log.SetOutput(logOut)
+	// Milliseconds: what a decision, a reload or a CPU going offline takes
+	// is told by the lines' times (the VM suite measures the plugin's
+	// reaction to a hotplug so); seconds would hide it.
+	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: logTimeFormat})
+	level, _ := logrus.ParseLevel(logLevel)
+	log.SetLevel(level)
+	nrilog.Set(logsink.NRILogger(log))
+	return log, logOut
 }
 
 // lockStateDir takes the state directory's lock before anything reads the

@@ -20,7 +20,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	cfgPath := fs.String("config", "", "configuration file (default: built-in defaults)")
 	reqPath := fs.String("requests", "", "requests file (YAML, see docs/commands.md)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if *reqPath == "" {
@@ -61,7 +61,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		if r.Error != "" {
 			outcome = "error: " + r.Error
 		} else if len(r.Updates) > 0 {
-			outcome = fmt.Sprintf("ok, %d container(s) updated", len(r.Updates))
+			outcome = fmt.Sprintf("ok, %s updated", plural(len(r.Updates), "container"))
 		}
 		if r.Error == "" && len(r.Memory) > 0 {
 			outcome += "; holds " + heldText(r.Memory)

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -31,13 +33,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	root := fs.String("sysfs-root", "", "with --map: directory holding sys/ of the node the state file is from (default /)")
 	color := colorAuto
 	fs.Var(&color, "color", colorUsage)
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if *asJSON && *asMap {
 		return usageError(fs, "--json and --map: choose one")
 	}
-	st, err := state.ReadState(*stateFile)
+	st, err := readState(*stateFile)
 	if err != nil {
 		return err
 	}
@@ -83,19 +85,76 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if len(st.Held) > 0 {
 		printHeld(stdout, st)
 	}
-	fmt.Fprintf(stdout, "\n%d containers", len(st.Containers))
+	fmt.Fprintf(stdout, "\n%s", plural(len(st.Containers), "container"))
 	if len(st.Held) > 0 {
 		fmt.Fprintf(stdout, ", %d stopped holding CPUs", len(st.Held))
 	}
 	fmt.Fprintln(stdout)
+	printRuntime(stdout, *stateFile)
 	printDRAStatus(stdout, *stateFile)
 	printOfflineHeld(stdout, st, sysfsRoot(*root, nil))
 	printLastReload(stdout, *stateFile)
 	return nil
 }
 
+// readState reads the state file for status and audit. A missing one is
+// explained by the daemon's status beside it when there is one: a daemon
+// that waits for the runtime has not written it yet, which the state
+// package's "is the plugin running?" does not know.
+func readState(stateFile string) (*state.State, error) {
+	st, err := state.ReadState(stateFile)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return st, err
+	}
+	if why := noStateYet(stateFile); why != "" {
+		return nil, fmt.Errorf("no state file %s yet: %s", stateFile, why)
+	}
+	return nil, err
+}
+
+// noStateYet says why a running daemon has not written its state file,
+// from its status file and the state directory's lock; "" when the status
+// file says nothing of the runtime, or is that of a daemon that is gone.
+func noStateYet(stateFile string) string {
+	ds, ok, err := plugin.ReadDaemonStatus(plugin.DaemonStatusFile(stateFile))
+	if err != nil || !ok || ds.Runtime == nil {
+		return ""
+	}
+	r := ds.Runtime
+	if held, known := state.Held(stateFile); r.State == plugin.RuntimeStopped || (known && !held) {
+		return "" // no daemon runs: the question stays whether one should
+	}
+	since := r.Since.UTC().Format(time.RFC3339)
+	switch r.State {
+	case plugin.RuntimeWaiting:
+		return fmt.Sprintf("the daemon (pid %d) runs and has waited for the runtime since %s: %s. It writes the state file once the runtime has synchronized it; start the runtime (containerd, CRI-O) with NRI enabled, or set nriSocket to its socket", r.PID, since, r.Detail)
+	case plugin.RuntimeRegistered:
+		return fmt.Sprintf("the daemon (pid %d) has been registered with the runtime at %s since %s; it writes the state file once the runtime has synchronized it, within moments", r.PID, r.Socket, since)
+	}
+	return ""
+}
+
+// printRuntime prints the daemon's connection to the runtime when it is
+// not registered: waiting for the runtime, or stopped.
+func printRuntime(stdout io.Writer, stateFile string) {
+	ds, ok, err := plugin.ReadDaemonStatus(plugin.DaemonStatusFile(stateFile))
+	if err != nil || !ok || ds.Runtime == nil || ds.Runtime.State == plugin.RuntimeRegistered {
+		return
+	}
+	r := ds.Runtime
+	if held, known := state.Held(stateFile); r.State == plugin.RuntimeWaiting && known && !held {
+		return // a daemon killed while it waited: nothing runs to wait
+	}
+	fmt.Fprintf(stdout, "Runtime: %s since %s", r.State, r.Since.UTC().Format(time.RFC3339))
+	if r.Detail != "" {
+		fmt.Fprintf(stdout, ": %s", r.Detail)
+	}
+	fmt.Fprintln(stdout)
+}
+
 // printStatusJSON prints the state file as it is, and, once the daemon
-// has reloaded its config, the daemon's status beside it ("daemon").
+// has written its status beside it (its runtime connection, its last
+// reload), that as "daemon".
 func printStatusJSON(stdout io.Writer, st *state.State, stateFile string) error {
 	ds, ok, err := plugin.ReadDaemonStatus(plugin.DaemonStatusFile(stateFile))
 	if err != nil || !ok {

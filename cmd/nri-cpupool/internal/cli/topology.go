@@ -81,7 +81,7 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 	asMap := fs.Bool("map", false, "draw the node: sockets, NUMA nodes, L3 groups, cores and, with --config, each CPU's pool")
 	color := colorAuto
 	fs.Var(&color, "color", colorUsage)
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if *asJSON && *asMap {
@@ -118,7 +118,7 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 		printTopology(stdout, topo, report)
 	}
 	if problems.HasErrors() {
-		return fmt.Errorf("%s does not fit this node: %d error(s) above", *cfgPath, len(problems.Errors()))
+		return fmt.Errorf("%s does not fit this node: %s above", *cfgPath, plural(len(problems.Errors()), "error"))
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("validate", "validate --config F [--sysfs-root D]", stderr)
 	cfgPath := fs.String("config", config.DefaultPath, "configuration file to check")
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	// Read as run reads it: a missing default file is the built-in
@@ -52,14 +52,14 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, p)
 	}
 	if problems.HasErrors() {
-		fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s): not valid for this node\n", *cfgPath, len(problems.Errors()), len(problems.Warnings()))
+		fmt.Fprintf(stderr, "%s: %s, %s: not valid for this node\n", *cfgPath, plural(len(problems.Errors()), "error"), plural(len(problems.Warnings()), "warning"))
 		return exitError{1}
 	}
-	fmt.Fprintf(stdout, "%s: valid for this node (%d online CPUs, %d NUMA nodes), %d warning(s)\n", *cfgPath, topo.Online.Size(), len(topo.NUMANodes), len(problems.Warnings()))
-	fmt.Fprintf(stdout, "  exclusive:              %s (%d CPUs)\n", orDash(layout.Exclusive.String()), layout.Exclusive.Size())
-	fmt.Fprintf(stdout, "  shared:                 %s (%d CPUs)\n", orDash(layout.Shared.String()), layout.Shared.Size())
-	fmt.Fprintf(stdout, "  infra:                  %s (%d CPUs, reserved %s)\n", orDash(layout.Infra.String()), layout.Infra.Size(), orDash(layout.Reserved.String()))
-	fmt.Fprintf(stdout, "  exclusive-non-isolcpus: %s (%d CPUs lendable)\n", orDash(layout.ExclusiveNonIsolcpus.String()), layout.ExclusiveNonIsolcpus.Size())
+	fmt.Fprintf(stdout, "%s: valid for this node (%s, %s), %s\n", *cfgPath, plural(topo.Online.Size(), "online CPU"), plural(len(topo.NUMANodes), "NUMA node"), plural(len(problems.Warnings()), "warning"))
+	fmt.Fprintf(stdout, "  exclusive:              %s (%s)\n", orDash(layout.Exclusive.String()), plural(layout.Exclusive.Size(), "CPU"))
+	fmt.Fprintf(stdout, "  shared:                 %s (%s)\n", orDash(layout.Shared.String()), plural(layout.Shared.Size(), "CPU"))
+	fmt.Fprintf(stdout, "  infra:                  %s (%s, reserved %s)\n", orDash(layout.Infra.String()), plural(layout.Infra.Size(), "CPU"), orDash(layout.Reserved.String()))
+	fmt.Fprintf(stdout, "  exclusive-non-isolcpus: %s (%s lendable)\n", orDash(layout.ExclusiveNonIsolcpus.String()), plural(layout.ExclusiveNonIsolcpus.Size(), "CPU"))
 	printNodeMemory(stdout, cfg, topo)
 	printPoolPowerClasses(stdout, cfg)
 	printKubeletSettings(stdout, cfg, topo, layout)
@@ -110,7 +110,7 @@ func printKubeletSettings(w io.Writer, cfg *config.Config, topo *sysfs.Topology,
 	fmt.Fprintf(w, "  so: allocatable cpu = %d online - %d exclusive - %d shared = %d (infra %s); pods of %s request it, not cpu\n",
 		topo.Online.Size(), layout.Exclusive.Size(), layout.Shared.Size(), topo.Online.Size()-reserve, orDash(layout.Infra.String()), config.ResourceExclusive)
 	if len(topo.NUMANodes) > 1 {
-		fmt.Fprintf(w, "  topologyManagerPolicy aligns %s with GPUs and NICs on %d NUMA nodes (restricted or single-numa-node refuse misaligned pods)\n", config.ResourceExclusive, len(topo.NUMANodes))
+		fmt.Fprintf(w, "  topologyManagerPolicy aligns %s with GPUs and NICs on %s (restricted or single-numa-node refuse misaligned pods)\n", config.ResourceExclusive, plural(len(topo.NUMANodes), "NUMA node"))
 	}
 }
 

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	nrilog "github.com/containerd/nri/pkg/log"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/config"
+)
+
+// TestHelpGoesToStdout: help that is asked for is output (stdout, exit 0),
+// as with Go's own tools, so that `nri-cpupool --help | less` shows it; a
+// misuse is an error: its message and usage on stderr, exit 2 (issue 43,
+// item 5).
+func TestHelpGoesToStdout(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"status", "--help"}, {"audit", "-h"}, {"run", "--help"}, {"version", "-help"}} {
+		code, out, errOut := run(t, args...)
+		assert.Equal(t, 0, code, "%v", args)
+		assert.Contains(t, out, "Usage: nri-cpupool", "%v: help on stdout", args)
+		assert.Empty(t, errOut, "%v: nothing on stderr", args)
+	}
+	for _, args := range [][]string{{}, {"nosuch"}, {"status", "--nosuch"}, {"status", "stray"}, {"audit", "--sample", "5"}} {
+		code, out, errOut := run(t, args...)
+		assert.Equal(t, 2, code, "%v", args)
+		assert.Empty(t, out, "%v: nothing on stdout", args)
+		assert.Contains(t, errOut, "Usage: nri-cpupool", "%v: usage on stderr", args)
+	}
+}
+
+// TestBadDurationSaysWhatIsExpected: `--sample 5` names the flag, the
+// value and what a duration is, not the flag package's "parse error".
+func TestBadDurationSaysWhatIsExpected(t *testing.T) {
+	code, _, errOut := run(t, "audit", "--sample", "5")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `invalid value "5" for flag -sample: want a duration with its unit, such as 500ms, 2s or 1m`)
+	assert.NotContains(t, errOut, "parse error")
+}
+
+// TestRunTakesRelativePaths: run takes a relative --sysfs-root (and
+// --state-file, --cgroup-root, --nri-socket) as the other commands do,
+// resolved against the working directory, instead of refusing it as "not
+// an absolute path" (issue 43, item 5). The bad log level stops it before
+// it starts.
+func TestRunTakesRelativePaths(t *testing.T) {
+	code, _, errOut := run(t, "run", "--config", writeFile(t, ""), "--log-level", "loud",
+		"--sysfs-root", "fixture", "--state-file", "state/state.json", "--cgroup-root", "cg", "--nri-socket", "nri.sock")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `logLevel: unknown level "loud"`)
+	assert.NotContains(t, errOut, "not an absolute path")
+
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	o := runOverrides{sysfsRoot: "fixture", stateFile: "state/state.json", logLevel: "debug"}
+	require.NoError(t, o.resolve())
+	got, err := runConfigLoader(writeFile(t, ""), o)()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(wd, "fixture"), got.SysfsRoot)
+	assert.Equal(t, filepath.Join(wd, "state/state.json"), got.StateFile)
+	assert.Equal(t, "debug", got.LogLevel)
+	assert.Equal(t, config.Default().CgroupRoot, got.CgroupRoot, "an empty flag leaves the config's")
+}
+
+// TestDaemonLogTakesTheNRILibrarysLines: the NRI library's lines reach the
+// daemon's log in its time format (milliseconds), not logrus's standard
+// logger in seconds, and the stub's "Created plugin", which it says at
+// every reconnect, is at info once (issue 43, item 5).
+func TestDaemonLogTakesTheNRILibrarysLines(t *testing.T) {
+	defer nrilog.Set(nrilog.Get())
+	var out bytes.Buffer
+	_, q := daemonLog(&out, "info")
+	for range 3 {
+		nrilog.Infof(context.Background(), "Created plugin %s", "10-cpupool")
+	}
+	q.Close()
+	assert.Equal(t, 1, strings.Count(out.String(), "Created plugin"), out.String())
+	assert.Regexp(t, `^time="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}.*component=nri`, out.String())
+}
