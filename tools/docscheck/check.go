@@ -439,30 +439,9 @@ func checkLink(root, path string, l Link, load func(string) (*mdFile, error)) st
 func closest(a string, anchors map[string]bool) string {
 	best, bestD := "", len(a)/3+2
 	for _, c := range slices.Sorted(maps.Keys(anchors)) {
-		if dist := editDistance(a, c); dist < bestD {
+		if dist := config.EditDistance(a, c); dist < bestD {
 			best, bestD = c, dist
 		}
 	}
 	return best
-}
-
-// editDistance is Levenshtein's distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }

@@ -534,6 +534,42 @@ func takesFlagSet(fd *ast.FuncDecl) bool {
 	return false
 }
 
+// flagNameParams are the positions of fd's parameters that it passes as
+// the name of a flag it defines (fs.Var(&d, name, usage)).
+func flagNameParams(fd *ast.FuncDecl) []int {
+	pos := map[string]int{}
+	n := 0
+	for _, p := range fd.Type.Params.List {
+		for _, id := range p.Names {
+			pos[id.Name] = n
+			n++
+		}
+		if len(p.Names) == 0 {
+			n++
+		}
+	}
+	var out []int
+	ast.Inspect(fd.Body, func(node ast.Node) bool {
+		call, ok := node.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if i, ok := flagNameArg[sel.Sel.Name]; ok && i < len(call.Args) {
+			if id, ok := call.Args[i].(*ast.Ident); ok {
+				if at, ok := pos[id.Name]; ok {
+					out = append(out, at)
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
+
 // flags are the flags fd defines, itself or through the package's
 // functions it calls that take a *flag.FlagSet.
 func (m *goModule) flags(fd *ast.FuncDecl, funcs map[string]*ast.FuncDecl, dir string, visited map[string]bool) []string {
@@ -552,7 +588,20 @@ func (m *goModule) flags(fd *ast.FuncDecl, funcs map[string]*ast.FuncDecl, dir s
 				}
 			}
 		case *ast.Ident:
-			if callee := funcs[fun.Name]; callee != nil && !visited[fun.Name] && takesFlagSet(callee) {
+			callee := funcs[fun.Name]
+			if callee == nil || !takesFlagSet(callee) {
+				break
+			}
+			// A helper that defines a flag named by its caller
+			// (durationVar(fs, "sample", …)): the name is at the call.
+			for _, i := range flagNameParams(callee) {
+				if i < len(call.Args) {
+					if s, ok := m.stringValue(call.Args[i], dir); ok {
+						out = append(out, s)
+					}
+				}
+			}
+			if !visited[fun.Name] {
 				out = append(out, m.flags(callee, funcs, dir, visited)...)
 			}
 		}
