@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
@@ -498,7 +497,7 @@ func CheckAnnotations(ann map[string]string) error {
 		if scope != "" && scope != "pod" && !strings.HasPrefix(scope, "container.") {
 			return &AnnotationError{k, v, "unknown scope " + cpulist.Echo(scope) + "; use <key>, <key>/pod or <key>/container.<name>"}
 		}
-		if name, ok := strings.CutPrefix(scope, "container."); ok && len(validation.IsDNS1123Label(name)) > 0 {
+		if name, ok := strings.CutPrefix(scope, "container."); ok && !isDNSLabel(name) {
 			// No container of any pod has this name (Kubernetes names
 			// containers with DNS labels), so the key could only ever
 			// be ignored: a typo ("container.Web", "container.my_app").
@@ -538,4 +537,24 @@ func knownKeys() string {
 func ours(k string) bool {
 	base, _, _ := strings.Cut(k, "/")
 	return strings.HasSuffix(base, "."+AnnotationDomain) || base == AnnotationDomain
+}
+
+// isDNSLabel tells whether name is an RFC 1123 label, as Kubernetes
+// requires of a container's name: 1 to 63 bytes of lower-case letters,
+// digits and '-', starting and ending with a letter or digit. Written
+// here, not taken from apimachinery's validation package, which would
+// link the Kubernetes client libraries into nri-cpupool
+// (TestLinksNoKubernetesClient).
+func isDNSLabel(name string) bool {
+	if len(name) == 0 || len(name) > 63 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (c != '-' || i == 0 || i == len(name)-1) {
+			return false
+		}
+	}
+	return true
 }

@@ -166,3 +166,14 @@ func TestPolicyDeviceErrorsRevealNothing(t *testing.T) {
 	assert.Equal(t, msgs[0], msgs[2])
 	assert.NotContains(t, msgs[0], "no such file")
 }
+
+// TestIsDNSLabel: the container names Kubernetes allows, and no others.
+func TestIsDNSLabel(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a": true, "0": true, "web": true, "web-2": true, "a-b-c": true, strings.Repeat("a", 63): true,
+		"": false, "Web": false, "my_app": false, "-a": false, "a-": false, "a.b": false, "é": false,
+		strings.Repeat("a", 64): false,
+	} {
+		assert.Equal(t, want, isDNSLabel(name), "%q", name)
+	}
+}
