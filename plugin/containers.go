@@ -31,6 +31,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// (an exclusive one, below): shared and infra containers keep their
 	// rules, which never read it.
 	demand, demandErr := demandOf(ctr)
+	near := typoCandidates(pod.GetAnnotations(), ctr.GetName())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	firstOfName := p.noteContainer(pod, ctr)
@@ -76,8 +77,8 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
 	p.log.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
-	if firstOfName {
-		p.hintTypo(pod, ctr, st.Pool)
+	if firstOfName && len(near) > 0 {
+		p.hintTypo(pod, ctr, st.Pool, near)
 	}
 	p.notePartitionSkipped(who, req)
 	p.foreignMemsAtCreation(who, ctr, res.Assignment)

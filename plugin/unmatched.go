@@ -86,33 +86,46 @@ func (p *Plugin) checkUnmatched(pod *api.PodSandbox) {
 // its container's name (a pod may have 128 keys of our domain).
 const maxHintKeys = 16
 
-// hintTypo warns, at a container's creation, when the container has no
-// container-scoped annotation of its own but the pod has one for a name
-// one or two edits from it that no container of the pod has had so far:
-// most likely a typo, which the stop of the sandbox would report too, but
-// late. It may be a container still to come ("web2" beside "web"), so it
-// is worded as a question. It runs once per name, not at each restart.
-func (p *Plugin) hintTypo(pod *api.PodSandbox, ctr *api.Container, pool string) {
-	s, ok := p.seen[pod.GetId()]
-	name := ctr.GetName()
-	if !ok || s.overflow || len(name) > 63 {
-		return
+// typoCandidates are the pod's container-scoped keys for a name one or
+// two edits from the container's, none when the container has a key of
+// its own (it is then not missing one). A pure function of the pod's
+// annotations (bounded by CheckAnnotations) and the name, so that it runs
+// before the lock: hintTypo then only asks which of them no container of
+// the pod has had.
+func typoCandidates(ann map[string]string, name string) []unmatchedKey {
+	if len(name) > 63 || hasContainerKey(ann, name) {
+		return nil
 	}
 	var near []unmatchedKey
-	for i, u := range unmatchedAnnotations(pod.GetAnnotations(), s.names) {
+	for i, u := range unmatchedAnnotations(ann, nil) {
 		if i == maxHintKeys {
 			break
 		}
-		if d := len(u.name) - len(name); d >= -2 && d <= 2 && config.EditDistance(u.name, name) <= 2 {
+		if d := len(u.name) - len(name); d >= -2 && d <= 2 && u.name != name && config.EditDistance(u.name, name) <= 2 {
 			near = append(near, u)
 		}
 	}
-	if len(near) == 0 || hasContainerKey(pod.GetAnnotations(), name) {
+	return near
+}
+
+// hintTypo warns, at a container's creation, when the container has no
+// container-scoped annotation of its own but the pod has one for a name
+// one or two edits from it (near, typoCandidates) that no container of
+// the pod has had so far: most likely a typo, which the stop of the
+// sandbox would report too, but late. It may be a container still to
+// come ("web2" beside "web"), so it is worded as a question. It runs once
+// per name, not at each restart. Called under the lock.
+func (p *Plugin) hintTypo(pod *api.PodSandbox, ctr *api.Container, pool string, near []unmatchedKey) {
+	s, ok := p.seen[pod.GetId()]
+	if !ok || s.overflow {
 		return
 	}
 	for _, u := range near {
+		if s.names[u.name] {
+			continue
+		}
 		p.log.Warnf("container %s: placed in pool %s without annotation %s, which names container %s, not created in this pod so far; if it is meant for %s, correct the name (a container of that name created later still gets it)",
-			containerRef(pod, ctr), pool, u.key, cpulist.Echo(u.name), cpulist.Echo(name))
+			containerRef(pod, ctr), pool, u.key, cpulist.Echo(u.name), cpulist.Echo(ctr.GetName()))
 	}
 }
 
