@@ -44,6 +44,14 @@ type Config struct {
 	// ReservedCPUs always stay in infra and are never handed out exclusively.
 	ReservedCPUs string `yaml:"reservedCPUs"`
 	Pools        Pools  `yaml:"pools"`
+	// KeepHostOffIsolcpus keeps host processes and unbound kernel work off
+	// the CPUs that isolcpus= takes out of the scheduler's domains and the
+	// exclusive or shared pool has (the isolated CPUs no pool lends to
+	// host work), as isolcpus= promised at boot: on cgroup v2 the
+	// runtime's enabling of the cpuset controller at the root resets every
+	// host process's affinity to every CPU (housekeeping.go). On by
+	// default.
+	KeepHostOffIsolcpus bool `yaml:"keepHostOffIsolcpus"`
 	// DefaultPool is the pool of containers without a pool annotation.
 	DefaultPool string `yaml:"defaultPool"`
 	// GuaranteedExclusive applies the kubelet static policy's rule:
@@ -294,21 +302,23 @@ type Allocation struct {
 // Default returns the configuration used when a key is absent.
 func Default() *Config {
 	return &Config{
-		DefaultPool:  pools.Infra,
-		PinMemory:    true,
-		PinSandboxes: true,
-		StateFile:    "/var/lib/nri-cpupool/state.json",
-		NRISocket:    "/var/run/nri/nri.sock",
-		PluginIndex:  10,
-		CgroupRoot:   "/sys/fs/cgroup",
-		SysfsRoot:    "/",
-		ProcRoot:     "/proc",
-		IRQ:          IRQ{RescanInterval: Duration{10 * time.Second}, Irqbalance: "socket", IrqbalanceDir: "/run/irqbalance"},
-		LogLevel:     "info",
-		Pools:        Pools{ExclusiveNonIsolcpus: ExclusiveNonIsolcpusSpec{MinInfraCPUs: 1}},
-		Allocation:   Allocation{DisableCPUQuota: true},
-		Kubelet:      Kubelet{DevicePluginDir: "/var/lib/kubelet/device-plugins"},
-		Power:        Power{Unsupported: PowerUnsupportedWarn},
+		DefaultPool: pools.Infra,
+		// isolcpus= CPUs stay free of host processes, as at boot.
+		KeepHostOffIsolcpus: true,
+		PinMemory:           true,
+		PinSandboxes:        true,
+		StateFile:           "/var/lib/nri-cpupool/state.json",
+		NRISocket:           "/var/run/nri/nri.sock",
+		PluginIndex:         10,
+		CgroupRoot:          "/sys/fs/cgroup",
+		SysfsRoot:           "/",
+		ProcRoot:            "/proc",
+		IRQ:                 IRQ{RescanInterval: Duration{10 * time.Second}, Irqbalance: "socket", IrqbalanceDir: "/run/irqbalance"},
+		LogLevel:            "info",
+		Pools:               Pools{ExclusiveNonIsolcpus: ExclusiveNonIsolcpusSpec{MinInfraCPUs: 1}},
+		Allocation:          Allocation{DisableCPUQuota: true},
+		Kubelet:             Kubelet{DevicePluginDir: "/var/lib/kubelet/device-plugins"},
+		Power:               Power{Unsupported: PowerUnsupportedWarn},
 		DRA: DRA{Devices: DRADevicesNUMANode, CDIDir: "/var/run/cdi", PluginDir: "/var/lib/kubelet/plugins/cpupool.dev",
 			RegistryDir: "/var/lib/kubelet/plugins_registry"},
 	}

@@ -18,11 +18,12 @@ import (
 )
 
 // housekeepingSource is the Source of housekeeping confinement for the
-// reconciler: when a pool asks for it, or the journal holds files an
-// earlier run changed (restored once nothing wants them: a restart with
-// the feature off). Nil otherwise.
+// reconciler: when a pool asks for it, when isolcpus= CPUs of the pools
+// are kept free of host processes (keepHostOffIsolcpus, the default), or
+// when the journal holds files an earlier run changed (restored once
+// nothing wants them: a restart with the feature off). Nil otherwise.
 func (p *Plugin) housekeepingSource(j *hostfiles.Journal) *housekeeping.Source {
-	if !p.cfg.HousekeepingEnabled() && !hasOwner(j, housekeeping.Owner) {
+	if !p.housekeepingWanted() && !hasOwner(j, housekeeping.Owner) {
 		return nil
 	}
 	cfg := housekeeping.Config{SysfsRoot: p.cfg.SysfsRoot, CgroupRoot: p.cfg.CgroupRoot, ProcRoot: p.cfg.ProcRoot,
@@ -39,16 +40,44 @@ func (p *Plugin) housekeepingSource(j *hostfiles.Journal) *housekeeping.Source {
 	return housekeeping.NewSource(cfg, p.log)
 }
 
+// housekeepingWanted tells whether anything keeps host processes off
+// CPUs: a pool's housekeeping, or isolcpus= CPUs of the pools.
+func (p *Plugin) housekeepingWanted() bool {
+	return p.cfg.HousekeepingEnabled() || !p.isolcpusKept().IsEmpty()
+}
+
+// isolcpusKept are the CPUs isolcpus= took out of the scheduler's domains
+// that the exclusive and shared pools have (keepHostOffIsolcpus): kept
+// free of host processes whether or not a container holds them. At boot
+// PID 1's affinity leaves them out and every host process inherits it;
+// on cgroup v2 the runtime enables the cpuset controller at the root for
+// the pods' cgroups, and the kernel resets the affinity of every task of
+// a cgroup whose cpuset changes to that cgroup's CPUs, every CPU. An
+// isolated CPU has no scheduling domain, so nothing balances a task that
+// lands there away again: without this the pools' isolated CPUs run the
+// host's processes (issue 42). An isolated CPU the pools leave to infra
+// is lent to host work, and left alone.
+func (p *Plugin) isolcpusKept() cpuset.CPUSet {
+	if !p.cfg.KeepHostOffIsolcpus || p.alloc == nil {
+		return cpuset.New()
+	}
+	l := p.alloc.Layout()
+	return p.topo.DomainIsolated.Intersection(l.Exclusive.Union(l.Shared)).Intersection(p.topo.Online)
+}
+
 // housekeepingKept is what the pools keep host processes off, for the
 // reconciler's pass: the CPUs the containers and holds of pools with
-// housekeeping hold (their hidden siblings too), and the whole of the
-// pools kept always.
+// housekeeping hold (their hidden siblings too), the whole of the pools
+// kept always, and the pools' isolcpus= CPUs (isolcpusKept).
 func (p *Plugin) housekeepingKept() housekeeping.Kept {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var kept housekeeping.Kept
+	isolcpus := p.isolcpusKept()
 	if !p.cfg.HousekeepingEnabled() {
-		return kept // nothing kept: every file restored
+		// Nothing kept (every file restored), or the isolated CPUs only.
+		kept.Held, kept.Idle = cpuset.New(), isolcpus
+		return kept
 	}
 	var held []int
 	for _, a := range p.alloc.Assignments() {
@@ -67,7 +96,7 @@ func (p *Plugin) housekeepingKept() housekeeping.Kept {
 			kept.Idle = kept.Idle.Union(p.alloc.PoolCPUs(pool))
 		}
 	}
-	kept.Idle = kept.Idle.Difference(kept.Held)
+	kept.Idle = kept.Idle.Union(isolcpus).Difference(kept.Held)
 	return kept
 }
 

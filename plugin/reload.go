@@ -390,11 +390,12 @@ func keepRestartOnly(old, cfg *config.Config, log *logrus.Logger) {
 
 // isolationChanged tells whether the host files' sources depend on what
 // the reload changed: IRQ isolation, partitions, housekeeping and power
-// classes are chosen per pool, and the reconciler's sources are made for
-// the config they were opened with.
+// classes are chosen per pool, the isolcpus= CPUs kept free of host
+// processes node-wide, and the reconciler's sources are made for the
+// config they were opened with.
 func isolationChanged(old, cfg *config.Config) bool {
 	return !reflect.DeepEqual(old.Pools, cfg.Pools) || !reflect.DeepEqual(old.IRQ, cfg.IRQ) ||
-		!reflect.DeepEqual(old.Power, cfg.Power)
+		!reflect.DeepEqual(old.Power, cfg.Power) || old.KeepHostOffIsolcpus != cfg.KeepHostOffIsolcpus
 }
 
 // restartIsolation makes the host files' sources again for the config
