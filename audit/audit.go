@@ -18,7 +18,8 @@
 //
 // Each foreign thread, and each unbound kernel thread listed, says why it
 // may still run there (reasons.go): its own affinity, a cgroup not
-// confined, the root cgroup, the kernel keeping its affinity or refusing
+// confined, an isolcpus= CPU that a cgroup v2 cpuset change put back in
+// its affinity, the root cgroup, the kernel keeping its affinity or refusing
 // to narrow it (the journal's refusals), or housekeeping not narrowing it.
 //
 // A device IRQ is movable unless the plugin's journal lists its affinity
@@ -238,7 +239,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 				continue
 			}
 			cpu.ForeignThreads++
-			kind, why := foreignReason(t, c, cgroups, host, refused)
+			kind, why := foreignReason(t, c, cpu.DomainIsolated, cgroups, host, refused)
 			if cpu.ForeignKinds == nil {
 				cpu.ForeignKinds = map[string]int{}
 			}
@@ -282,6 +283,9 @@ func judge(cpu *CPU) {
 		p := fmt.Sprintf("%d threads of other processes may run on it", cpu.ForeignThreads)
 		if !cpu.DomainIsolated && (cpu.IsolatedPartition == nil || !*cpu.IsolatedPartition) {
 			p += " (it is neither domain-isolated nor in an isolated partition)"
+		}
+		if n := cpu.ForeignKinds[ForeignIsolcpusReset]; n > 0 {
+			p += fmt.Sprintf("; %d of them although it is an isolcpus= CPU: a cgroup v2 cpuset change reset their affinity to every CPU, and nothing balances a task off an isolated CPU (keepHostOffIsolcpus keeps them off)", n)
 		}
 		cpu.Problems = append(cpu.Problems, p)
 	}

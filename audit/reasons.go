@@ -27,6 +27,14 @@ const (
 	// ForeignCgroup: its cgroup's CPUs include the held CPU: the cgroup is
 	// not confined (housekeeping off, systemd's API unreachable, ...).
 	ForeignCgroup = "cgroup"
+	// ForeignIsolcpusReset: the held CPU is an isolcpus= CPU, which PID
+	// 1's affinity leaves out, yet its cgroup v2 cgroup allows it: the
+	// runtime enabled the cpuset controller at the root, the kernel reset
+	// the affinity of the cgroup's tasks to its CPUs (every CPU), and an
+	// isolated CPU has no scheduling domain that would balance a task
+	// away. keepHostOffIsolcpus (on by default) confines the host's
+	// cgroups: off, or its first pass has not run.
+	ForeignIsolcpusReset = "isolcpusAffinityReset"
 	// ForeignRootCgroup: it runs in the root cgroup, whose CPUs cannot be
 	// changed.
 	ForeignRootCgroup = "rootCgroup"
@@ -93,8 +101,9 @@ func unifiedPath(cgroup string) string {
 // foreignReason says why a user-space thread of another process may run
 // on held CPU cpu: its kind and a line for people. host are the CPUs a
 // host process has when nothing confines it (online, not isolated);
-// refused the kernel's refusals of affinities, by thread id.
-func foreignReason(t task, cpu int, cgroups *cgroupCPUs, host cpuset.CPUSet, refused map[int]string) (kind, why string) {
+// isolated says that cpu is an isolcpus= CPU; refused the kernel's
+// refusals of affinities, by thread id.
+func foreignReason(t task, cpu int, isolated bool, cgroups *cgroupCPUs, host cpuset.CPUSet, refused map[int]string) (kind, why string) {
 	if r, ok := refused[t.tid]; ok {
 		return ForeignRefused, "the kernel refused to narrow its affinity: " + r
 	}
@@ -116,6 +125,11 @@ func foreignReason(t task, cpu int, cgroups *cgroupCPUs, host cpuset.CPUSet, ref
 		return ForeignOwnAffinity, fmt.Sprintf("its own affinity (%s, narrower than its cgroup's CPUs %s) includes CPU %d", t.allowed, *cg, cpu)
 	case path == "/":
 		return ForeignRootCgroup, fmt.Sprintf("it runs in the root cgroup, whose CPUs (%s) cannot be narrowed", *cg)
+	case isolated:
+		// isolcpus= should have kept it off: say what undid that.
+		return ForeignIsolcpusReset, fmt.Sprintf("CPU %d is an isolcpus= CPU, which PID 1's affinity leaves out, but its cgroup %s allows it (CPUs %s): "+
+			"on cgroup v2 the runtime enables the cpuset controller at the root, the kernel then resets the affinity of the cgroup's tasks to its CPUs, "+
+			"and an isolated CPU has no scheduling domain that balances a task away; keepHostOffIsolcpus (on by default) keeps the host's cgroups off it: turned off, or its first pass has not run", cpu, path, *cg)
 	}
 	return ForeignCgroup, fmt.Sprintf("its cgroup %s allows CPU %d (CPUs %s): not confined", path, cpu, *cg)
 }

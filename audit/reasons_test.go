@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -104,4 +105,44 @@ func TestForeignReasonsV1(t *testing.T) {
 	assert.Contains(t, why["pinned"].Reason, "its own affinity (2-3, not every CPU of the host, 0-4,6-7) includes CPU 2")
 	assert.Equal(t, ForeignRefused, why["refused"].Kind)
 	assert.Equal(t, "the kernel refused to narrow its affinity: write /affinity/503/42: invalid argument", why["refused"].Reason)
+}
+
+// TestForeignReasonsIsolcpus (issue 42, item 2): a host process in a
+// cgroup v2 slice whose cpuset is every CPU runs on a held isolcpus= CPU
+// (its affinity reset by the cgroup's cpuset change): the audit names
+// that cause, in the text and in --json, not a mere cgroup not confined.
+func TestForeignReasonsIsolcpus(t *testing.T) {
+	host := all.Difference(cpuset.New(5)) // PID 1's affinity: not isolated CPU 5
+	m := newMachine(t, host)
+	m.spec.Processes = append(m.spec.Processes,
+		procfixture.Process{PID: 500, Comm: "stress-ng", AllowedCPUs: all, Cgroup: "0::/system.slice/load.service"},
+		procfixture.Process{PID: 501, Comm: "init-child", AllowedCPUs: all, Cgroup: "0::/"},
+	)
+	procfixture.Write(t, m.proc, m.spec)
+	m.cgroupCPUs(t, "/system.slice/load.service", all)
+
+	rep, err := Gather([]Holding{{CPUs: cpuset.New(5), Owner: "telco/dpdk/fwd", Pool: "exclusive"}}, m.options(m.fire(t, nil)))
+	require.NoError(t, err)
+	c5 := rep.CPUs[0]
+	require.True(t, c5.DomainIsolated)
+	assert.Equal(t, map[string]int{ForeignIsolcpusReset: 1, ForeignRootCgroup: 1}, c5.ForeignKinds, "the root cgroup's CPUs are no cpuset change's")
+	var th Thread
+	for _, x := range c5.Threads {
+		if x.Comm == "stress-ng" {
+			th = x
+		}
+	}
+	assert.Equal(t, ForeignIsolcpusReset, th.Kind)
+	assert.Contains(t, th.Reason, "CPU 5 is an isolcpus= CPU, which PID 1's affinity leaves out, but its cgroup /system.slice/load.service allows it (CPUs 0-7)")
+	assert.Contains(t, th.Reason, "resets the affinity of the cgroup's tasks")
+	assert.Contains(t, th.Reason, "keepHostOffIsolcpus")
+	assert.Contains(t, c5.Problems, "2 threads of other processes may run on it; 1 of them although it is an isolcpus= CPU: a cgroup v2 cpuset change reset their affinity to every CPU, and nothing balances a task off an isolated CPU (keepHostOffIsolcpus keeps them off)")
+
+	var text bytes.Buffer
+	require.NoError(t, WriteText(&text, rep))
+	assert.Contains(t, text.String(), "\n    1 isolcpusAffinityReset: on an isolcpus= CPU because their cgroup's cpuset")
+	js, err := json.Marshal(rep)
+	require.NoError(t, err)
+	assert.Contains(t, string(js), `"kind":"isolcpusAffinityReset"`)
+	assert.Contains(t, string(js), `"isolcpusAffinityReset":1`)
 }

@@ -89,14 +89,15 @@ const threadExamples = 3
 // may still run on a held CPU; each thread's own reason (its cgroup, its
 // affinity) is in --json.
 var kindSummary = map[string]string{
-	ForeignOwnAffinity: "their own affinity includes it (pinned to kept CPUs, or set since housekeeping's last pass)",
-	ForeignCgroup:      "their cgroup allows it: not confined (housekeeping off for this pool, or systemd's API unreachable)",
-	ForeignRootCgroup:  "in the root cgroup, whose CPUs cannot be narrowed",
-	ForeignNoCpuset:    "no cpuset confines them and their affinity is not narrowed (housekeeping off for this pool, or its first pass has not run)",
-	ForeignRefused:     "the kernel refused to narrow their affinity",
-	KernelManaged:      "the kernel manages their affinity (PF_NO_SETAFFINITY; workqueue workers follow the workqueue mask)",
-	KernelUnbound:      "the kernel refused to narrow their affinity",
-	KernelNotConfined:  "housekeeping has not narrowed them (off for this pool, or its first pass has not run)",
+	ForeignOwnAffinity:   "their own affinity includes it (pinned to kept CPUs, or set since housekeeping's last pass)",
+	ForeignCgroup:        "their cgroup allows it: not confined (housekeeping off for this pool, or systemd's API unreachable)",
+	ForeignRootCgroup:    "in the root cgroup, whose CPUs cannot be narrowed",
+	ForeignIsolcpusReset: "on an isolcpus= CPU because their cgroup's cpuset (every CPU, once the runtime enabled the controller at the root) reset their affinity, and nothing balances a task off an isolated CPU: keepHostOffIsolcpus off, or its first pass has not run",
+	ForeignNoCpuset:      "no cpuset confines them and their affinity is not narrowed (housekeeping off for this pool, or its first pass has not run)",
+	ForeignRefused:       "the kernel refused to narrow their affinity",
+	KernelManaged:        "the kernel manages their affinity (PF_NO_SETAFFINITY; workqueue workers follow the workqueue mask)",
+	KernelUnbound:        "the kernel refused to narrow their affinity",
+	KernelNotConfined:    "housekeeping has not narrowed them (off for this pool, or its first pass has not run)",
 }
 
 // writeKinds writes one line per kind, most threads first: the count, why
