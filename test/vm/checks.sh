@@ -26,3 +26,18 @@ within() {
   [ $((SECONDS - start)) -le 5 ] || echo "    ($* took $((SECONDS - start)) s)" >&2
   echo "$got"
 }
+# settled SECONDS WANT COMMAND...: as within, but bounded by the clock:
+# for a COMMAND that itself takes seconds under emulation (an audit), where
+# within's count of tries would wait many times SECONDS.
+settled() {
+  local t=$1 want=$2 got start=$SECONDS
+  shift 2
+  while :; do
+    got=$("$@" 2>/dev/null)
+    [ "$got" = "$want" ] && break
+    [ $((SECONDS - start)) -lt "$t" ] || break
+    sleep 1
+  done
+  [ $((SECONDS - start)) -le 5 ] || echo "    ($* took $((SECONDS - start)) s)" >&2
+  echo "$got"
+}

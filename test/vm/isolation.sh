@@ -144,10 +144,14 @@ if [ -x "${IRQBALANCE_BIN:-}" ]; then
   check "after irqbalance's rebalance, IRQs still off 4-5" "$(avoids 4-5)" "yes"
   check "no IRQ fires on 4-5" "$(fired 4 5)" "0"
   check "irqbalance still the same process (no restart)" "$(kill -0 "$IRQBALANCE_PID" 2>/dev/null && echo running)" "running"
+  # The plugin tells irqbalance NULL (its own set) only when that is not
+  # what it told that process last (irq/irqbalance.go): at first sight only
+  # if a pass saw irqbalance before the container held 4-5 (a race with
+  # its start), but always on the release, since it was told 2-7. So one
+  # more such line than before the release, whatever first sight did.
+  BACK=$(log_count "irqbalance (pid $IRQBALANCE_PID): banned CPUs back to its own")
   crictl rmp -f "$ENI" >/dev/null
-  # The plugin gave a new irqbalance its own set once at first sight (nothing
-  # was kept free then), and again now.
-  wait_for_log "irqbalance (pid $IRQBALANCE_PID): banned CPUs back to its own" 1
+  wait_for_log "irqbalance (pid $IRQBALANCE_PID): banned CPUs back to its own" "$BACK"
   check "irqbalance given its own set back last (settings cpus NULL)" \
     "$(grep -o "irqbalance (pid $IRQBALANCE_PID): banned CPUs [^\"]*" "$W/plugin.log" | tail -1)" \
     "irqbalance (pid $IRQBALANCE_PID): banned CPUs back to its own (settings cpus NULL)"
