@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -159,4 +160,36 @@ pools:
 	require.NoError(t, rp.p.FlushIsolation())
 	assert.Equal(t, isolcpusFiles, isolcpusNow(t, g), "isolatedCPUs that the kernel does not isolate: not kept")
 	assert.Nil(t, rp.p.isolation.Load().housekeeping, "no source")
+}
+
+// TestIsolcpusKeptReload: keepHostOffIsolcpus follows a reload: started
+// with it off nothing is changed; a reload that turns it on keeps the
+// CPUs free (the host files' sources are made again for it); one that
+// turns it off restores every file and affinity exactly, without a
+// restart.
+func TestIsolcpusKeptReload(t *testing.T) {
+	f := isolcpusFakeNode(t)
+	all := cpuset.New()
+	for c := range 80 {
+		all = all.Union(cpuset.New(c))
+	}
+	k := &threadKernel{aff: map[int]cpuset.CPUSet{}}
+	k.addUserThread(t, f, 500, "stress-ng", "/system/load.service", 100, all)
+	rp := startPlugin(t, f, testNode{fixture: isolcpusNode.fixture, config: "keepHostOffIsolcpus: false\n"}, statePath(f), func(p *Plugin) {
+		p.isolationFS = housekeeping.NewAffinityFS(hostfiles.OS{}, f.procRoot(), k)
+	})
+	require.NoError(t, rp.p.FlushIsolation())
+	require.Equal(t, isolcpusFiles, isolcpusNow(t, f), "off: nothing changed")
+
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, ""), nil, "test"))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, isolcpusHost.String(), isolcpusNow(t, f)["system"])
+		assert.Equal(c, isolcpusHost.String(), k.get(500))
+	}, 5*time.Second, 10*time.Millisecond, "turned on by a reload")
+
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, "keepHostOffIsolcpus: false\n"), nil, "test"))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, isolcpusFiles, isolcpusNow(t, f))
+		assert.Equal(c, all.String(), k.get(500))
+	}, 5*time.Second, 10*time.Millisecond, "turned off by a reload: exactly as before")
 }
