@@ -16,11 +16,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/sched-switch.sh"
 ISOLCPUS_LOAD=vm-isolcpus-load.service
 
 # isolcpus_load_start: CPU and memory load in system.slice on every CPU
-# its cgroup allows: stress-ng at half load (a spinning one at full load
-# starves the emulated CPUs under TCG), else four busy shell loops.
+# its cgroup allows: stress-ng at a quarter load (more starves the
+# emulated CPUs under TCG: a container's start then timed out), else four
+# busy shell loops.
 isolcpus_load_start() {
   if command -v stress-ng >/dev/null; then
-    systemd-run -q --unit="$ISOLCPUS_LOAD" --slice=system.slice stress-ng --cpu 4 --cpu-load 50 --vm 1 --vm-bytes 32m --timeout 600 >/dev/null
+    systemd-run -q --unit="$ISOLCPUS_LOAD" --slice=system.slice stress-ng --cpu 4 --cpu-load 25 --vm 1 --vm-bytes 16m --timeout 600 >/dev/null
   else
     info "no stress-ng here: busy shell loops instead"
     # shellcheck disable=SC2016 # the loop's own variables
@@ -64,7 +65,6 @@ isolcpus_default_check() {
   cp "$CONF" "$saved"
   # The config of the sections before: keepHostOffIsolcpus false.
   check "the config before turns it off" "$(grep -c '^keepHostOffIsolcpus: false' "$CONF")" "1"
-  isolcpus_load_start || die "systemd-run $ISOLCPUS_LOAD"
   probe=$(run_pod probe telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod probe"
   # Bursts of work and 10 ms sleeps in one process (read -t on a FIFO no
   # one writes: no fork), so that the CPU goes idle, where a task allowed
@@ -74,6 +74,9 @@ isolcpus_default_check() {
     '["/bin/sh", "-c", "mkfifo /dev/shm/probe && exec 3<>/dev/shm/probe && while :; do i=0; while [ $i -lt 2000 ]; do i=$((i + 1)); done; read -t 0.01 x <&3; done"]') ||
     die "create probe/c"
   cpu=$(cpus_of "$probe_c")
+  # The load once the probe runs: a container's start under it is slow.
+  isolcpus_load_start || die "systemd-run $ISOLCPUS_LOAD"
+  sleep 2
   check "the probe holds one isolcpus= CPU" "$(overlaps "$cpu" 2-3,6-7)/$(cpu_list "$cpu" | wc -l)" "yes/1"
   before=$(isolcpus_window "$cpu" "$probe_c")
   info "keepHostOffIsolcpus: false, CPU $cpu, 10 s: $before foreign user-space switches (what isolcpus= alone gives on cgroup v2)"
