@@ -394,7 +394,7 @@ func keepRestartOnly(old, cfg *config.Config, log *logrus.Logger) {
 // the config they were opened with.
 func isolationChanged(old, cfg *config.Config) bool {
 	return !reflect.DeepEqual(old.Pools, cfg.Pools) || !reflect.DeepEqual(old.IRQ, cfg.IRQ) ||
-		!reflect.DeepEqual(old.Power, cfg.Power)
+		!reflect.DeepEqual(old.Power, cfg.Power) || old.KernelWork != cfg.KernelWork
 }
 
 // restartIsolation makes the host files' sources again for the config
