@@ -18,9 +18,11 @@ import (
 // kernelWorkSources are the Sources of kernelWork.*: each when its knob
 // is on, or the journal holds masks an earlier run changed (restored once
 // nothing wants them: a restart with the knob off). Nil otherwise.
-// housekeeping tells whether housekeeping runs: it owns the global
-// workqueue mask then, narrowed to its housekeeping set.
-func (p *Plugin) kernelWorkSources(j *hostfiles.Journal, housekeeping bool) (*kernelwork.RPSSource, *kernelwork.WorkqueueSource) {
+// The global workqueue mask is housekeeping's when a pool has it
+// (narrowed to its housekeeping set; two owners of one file would fight
+// over it); housekeeping never plans it otherwise, not even to restore it
+// (the journal does), so the workqueue source may then.
+func (p *Plugin) kernelWorkSources(j *hostfiles.Journal) (*kernelwork.RPSSource, *kernelwork.WorkqueueSource) {
 	cfg := kernelwork.Config{SysfsRoot: p.cfg.SysfsRoot, Online: p.topo.Online, DomainIsolated: p.topo.DomainIsolated}
 	var rps *kernelwork.RPSSource
 	if p.cfg.RPSHeld() || hasOwner(j, kernelwork.RPSOwner) {
@@ -32,7 +34,7 @@ func (p *Plugin) kernelWorkSources(j *hostfiles.Journal, housekeeping bool) (*ke
 	if p.cfg.WorkqueuesHeld() || hasOwner(j, kernelwork.WorkqueueOwner) {
 		c := cfg
 		c.Held = p.kernelWorkHeld((*config.Config).WorkqueuesHeld)
-		wq = kernelwork.NewWorkqueueSource(kernelwork.WorkqueueConfig{Config: c, Global: !housekeeping}, p.log)
+		wq = kernelwork.NewWorkqueueSource(kernelwork.WorkqueueConfig{Config: c, Global: !p.cfg.HousekeepingEnabled()}, p.log)
 	}
 	return rps, wq
 }

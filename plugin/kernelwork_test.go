@@ -204,3 +204,37 @@ func TestKernelWorkReload(t *testing.T) {
 	assert.Equal(t, kernelWorkFiles, kernelWorkNow(t, f), "both off: every mask as it was")
 	assert.Equal(t, "4,12", f.cpus(fwd))
 }
+
+// TestKernelWorkWithHousekeeping: with housekeeping on, the global
+// workqueue mask is housekeeping's alone (no pass finds two owners of
+// it), narrowed to the housekeeping set; writeback's own mask is the
+// workqueue knob's; both come back exactly.
+func TestKernelWorkWithHousekeeping(t *testing.T) {
+	f := housekeptNode(t)
+	sys := f.sysfsRoot(desktop.fixture)
+	writeback := filepath.Join(sys, kernelwork.WorkqueueDir, "writeback", "cpumask")
+	require.NoError(t, os.MkdirAll(filepath.Dir(writeback), 0o755))
+	require.NoError(t, os.WriteFile(writeback, []byte("ffff\n"), 0o644))
+	node := testNode{fixture: desktop.fixture, config: housekeptDesktop.config + "kernelWork: {workqueues: held}\n"}
+	rp := startPlugin(t, f, node, statePath(f))
+	telco := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	fwd, _, err := f.createContainer(telco, "fwd", 2000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation(), "one owner per file")
+	held := cpusOf(t, f, f.cpus(fwd))
+	assert.Equal(t, housekeptFor(t, held), housekeptNow(t, f))
+	read := func() string {
+		data, err := os.ReadFile(writeback)
+		require.NoError(t, err)
+		return strings.TrimSpace(string(data))
+	}
+	assert.Equal(t, kernelWorkFor(held)["writeback"], read())
+	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
+	require.NoError(t, err)
+	assert.Equal(t, "housekeeping", records[filepath.Join(sys, kernelwork.GlobalWorkqueueMask)].Owner)
+
+	f.removePod(telco)
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, housekeptFiles, housekeptNow(t, f))
+	assert.Equal(t, "ffff", read())
+}
