@@ -32,7 +32,9 @@ func TestRestoreAlsoWhere(t *testing.T) {
 	})
 	in := openInstance(t, OS{}, tr, bootA)
 	in.r.RestoreOnlyUnder(tr.path("irq"))
-	in.r.RestoreAlsoWhere(func(path string) bool { return strings.HasSuffix(path, "/rps_cpus") && filepath.Base(filepath.Dir(filepath.Dir(path))) == "net" })
+	in.r.RestoreAlsoWhere(func(path string) bool {
+		return strings.HasSuffix(path, "/rps_cpus") && filepath.Base(filepath.Dir(filepath.Dir(path))) == "net"
+	})
 	require.NoError(t, in.r.Flush())
 	tr.requireOriginals(t, "restored")
 	var untrusted []string
