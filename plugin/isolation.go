@@ -98,7 +98,8 @@ func (p *Plugin) openIsolation() error {
 	if iso.housekeeping = p.housekeepingSource(j); iso.housekeeping != nil {
 		sources = append(sources, iso.housekeeping)
 	}
-	if iso.rps, iso.workqueues = p.kernelWorkSources(j); iso.rps != nil {
+	iso.rps, iso.workqueues = p.kernelWorkSources(j)
+	if iso.rps != nil {
 		sources = append(sources, iso.rps)
 	}
 	if iso.workqueues != nil {
