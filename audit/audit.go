@@ -71,8 +71,14 @@ type Options struct {
 	// Refused are the host files the kernel refused for good, with why
 	// (hostfiles.ReadJournal).
 	Refused map[string]string
-	// MaxThreads bounds the threads listed per CPU (all are counted).
+	// MaxThreads bounds the threads listed per CPU (all are counted), and
+	// the kernel masks (kernelwork.go).
 	MaxThreads int
+	// RPSKept and WorkqueuesKept say that the plugin keeps receive packet
+	// steering and unbound workqueues off held CPUs (kernelWork.*: held):
+	// a mask that names a held CPU is then a problem; else it is listed
+	// as information.
+	RPSKept, WorkqueuesKept bool
 }
 
 // Report is the audit of every held exclusive CPU.
@@ -118,6 +124,11 @@ type CPU struct {
 	// Offline tells that the CPU went offline under its holder: the
 	// kernel took it from the container's cpuset (CPU hotplug).
 	Offline bool `json:"offline,omitempty"`
+	// RPS and Workqueues are the kernel masks that name it: receive
+	// packet steering and unbound workqueues (kernelwork.go); nil when
+	// none does.
+	RPS        *MaskUse `json:"rps,omitempty"`
+	Workqueues *MaskUse `json:"workqueues,omitempty"`
 }
 
 // IRQ is an interrupt that fired on a CPU during the sample.
@@ -201,6 +212,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 	k := kernelSets(opt)
 	cgroups := newCgroupCPUs(opt.CgroupRoot)
 	refused := refusedThreads(opt.Refused)
+	rpsMasks, wqMasks := readKernelMasks(opt.SysfsRoot)
 	// What a host process may run on when nothing confines it: on cgroup
 	// v1, a narrower affinity is its own.
 	host := k.online.Difference(k.isolated)
@@ -211,6 +223,8 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 			DomainIsolated: k.isolated.Contains(c), NohzFull: k.nohzFull.Contains(c), Power: readPower(opt.SysfsRoot, c)}
 		cpu.Power.Class = h.PowerClass
 		cpu.Offline = k.offline.Contains(c)
+		cpu.RPS = maskUse(rpsMasks, c, opt.RPSKept, opt.MaxThreads)
+		cpu.Workqueues = maskUse(wqMasks, c, opt.WorkqueuesKept, opt.MaxThreads)
 		if k.partitionKnown {
 			in := k.partition.Contains(c)
 			cpu.IsolatedPartition = &in
@@ -289,6 +303,7 @@ func judge(cpu *CPU) {
 		}
 		cpu.Problems = append(cpu.Problems, p)
 	}
+	judgeKernelWork(cpu)
 	cpu.Clean = len(cpu.Problems) == 0
 }
 

@@ -63,6 +63,14 @@ func WriteText(w io.Writer, rep *Report) error {
 		}
 		fmt.Fprintf(&b, "  kernel: domain-isolated %s, isolated partition %s, nohz_full %s; %d per-CPU and %d unbound kernel threads\n",
 			yesNo(c.DomainIsolated), partition, yesNo(c.NohzFull), c.PerCPUKernelThreads, c.UnboundKernelThreads)
+		for _, k := range []struct {
+			use       *MaskUse
+			what, key string
+		}{{c.RPS, "receive packet steering masks (rps_cpus)", "kernelWork.receivePacketSteering"}, {c.Workqueues, "unbound workqueue masks", "kernelWork.workqueues"}} {
+			if k.use != nil && !k.use.Kept {
+				fmt.Fprintf(&b, "  %s naming it: %d (%s is off): %s\n", k.what, k.use.Count, k.key, strings.Join(k.use.Masks, ", "))
+			}
+		}
 		if s := c.Power.describe(); s != "" {
 			fmt.Fprintf(&b, "  power: %s\n", s)
 		}

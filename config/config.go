@@ -86,6 +86,9 @@ type Config struct {
 	Kubelet Kubelet `yaml:"kubelet"`
 	// Power gives pools and containers power classes (power.go).
 	Power Power `yaml:"power"`
+	// KernelWork keeps RPS and unbound workqueues off held CPUs
+	// (kernelwork.go).
+	KernelWork KernelWork `yaml:"kernelWork"`
 	// DRA makes the daemon the cpupool.dev DRA driver: the scheduler then
 	// allocates exclusive CPUs by NUMA node through ResourceClaims.
 	DRA DRA `yaml:"dra"`
@@ -419,6 +422,7 @@ func (c *Config) Check() Problems {
 	}
 	c.checkIRQ(&p)
 	c.checkHousekeeping(&p)
+	c.checkKernelWork(&p)
 	c.checkPower(&p)
 	c.checkMemory(&p)
 	if c.DRA.Enabled && c.Kubelet.DevicePlugin {

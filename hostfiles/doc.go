@@ -58,9 +58,11 @@
 // are restored, as nothing here wants them, with a warning naming the
 // owner. The journal is a file a damaged disk or a hostile hand can
 // change, and the owner's name is as easy to forge as the path: what
-// bounds the restores is the roots given to RestoreOnlyUnder. A record of
-// a file outside them, lexically or through a symlink, is never written;
-// it is logged once, reported as an untrusted Failure and kept.
+// bounds the restores is the roots given to RestoreOnlyUnder, and the
+// rules given to RestoreAlsoWhere for files of a fixed shape with no
+// narrow root (a network device's rps_cpus). A record of a file outside
+// them, lexically or through a symlink, is never written; it is logged
+// once, reported as an untrusted Failure and kept.
 //
 // Within a pass, restores come before writes, so that what a released
 // owner held (CPUs of a cgroup partition) is free before a new want claims

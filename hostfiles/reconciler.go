@@ -211,8 +211,10 @@ type Reconciler struct {
 	// now is the clock of the retries of refusals (tests move it).
 	now func() time.Time
 	// roots and realRoots (symlinks resolved) confine the restores of
-	// journal records (RestoreOnlyUnder); nil: not confined.
+	// journal records (RestoreOnlyUnder); nil: not confined. rules admit
+	// single files outside them (RestoreAlsoWhere, confine.go).
 	roots, realRoots []string
+	rules            []func(path string) bool
 
 	// ready is set by the first Kick: until then the owners have not said
 	// what they want, and a pass would restore everything.
@@ -288,7 +290,7 @@ func (r *Reconciler) confined(path string) error {
 		return nil
 	}
 	clean := filepath.Clean(path)
-	if !under(clean, r.roots) {
+	if !under(clean, r.roots) && !r.admitted(clean) {
 		return fmt.Errorf("%w (%s)", ErrOutsideRoots, strings.Join(r.roots, ", "))
 	}
 	real, err := filepath.EvalSymlinks(clean)
@@ -297,7 +299,7 @@ func (r *Reconciler) confined(path string) error {
 		return nil // the write finds it gone (it never creates a file)
 	case err != nil:
 		return fmt.Errorf("resolving the symlinks of %s: %w", clean, err)
-	case !under(real, r.realRoots):
+	case !under(real, r.realRoots) && !r.admitted(real):
 		return fmt.Errorf("%w: it leads to %s (%s)", ErrOutsideRoots, real, strings.Join(r.roots, ", "))
 	}
 	return nil

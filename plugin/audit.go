@@ -98,7 +98,8 @@ func (p *Plugin) auditNow(sample time.Duration) (*audit.Report, error) {
 	if _, err := os.Stat(filepath.Join(cfg.CgroupRoot, "cgroup.controllers")); err == nil {
 		cgroupRoot = cfg.CgroupRoot
 	}
-	return audit.Gather(holdings, audit.Options{ProcRoot: cfg.ProcRoot, SysfsRoot: cfg.SysfsRoot, CgroupRoot: cgroupRoot, Sample: sample, Refused: refused})
+	return audit.Gather(holdings, audit.Options{ProcRoot: cfg.ProcRoot, SysfsRoot: cfg.SysfsRoot, CgroupRoot: cgroupRoot, Sample: sample, Refused: refused,
+		RPSKept: cfg.RPSHeld(), WorkqueuesKept: cfg.WorkqueuesHeld()})
 }
 
 // auditMetrics exports the last report.

@@ -14,6 +14,7 @@ import (
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/irq"
+	"github.com/cpupool/nri-cpupool/kernelwork"
 	"github.com/cpupool/nri-cpupool/partition"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
@@ -41,6 +42,10 @@ type isolation struct {
 	// and the journal holds no housekeeping record of this boot
 	// (housekeeping.go).
 	housekeeping *housekeeping.Source
+	// rps and workqueues are nil when their kernelWork knob is off and
+	// the journal holds no record of theirs of this boot (kernelwork.go).
+	rps        *kernelwork.RPSSource
+	workqueues *kernelwork.WorkqueueSource
 }
 
 // openIsolation reads the journal for this boot and starts the
@@ -93,6 +98,13 @@ func (p *Plugin) openIsolation() error {
 	if iso.housekeeping = p.housekeepingSource(j); iso.housekeeping != nil {
 		sources = append(sources, iso.housekeeping)
 	}
+	iso.rps, iso.workqueues = p.kernelWorkSources(j)
+	if iso.rps != nil {
+		sources = append(sources, iso.rps)
+	}
+	if iso.workqueues != nil {
+		sources = append(sources, iso.workqueues)
+	}
 	timing := p.isolationTiming
 	timing.Rescan = p.cfg.IRQ.RescanInterval.Duration
 	iso.recon = hostfiles.NewReconciler(p.isolationFS, j, p.log, timing, sources...)
@@ -100,6 +112,9 @@ func (p *Plugin) openIsolation() error {
 	// any other file (a damaged or forged journal) is never written.
 	iso.recon.RestoreOnlyUnder(filepath.Join(p.cfg.ProcRoot, "irq"), filepath.Join(p.cfg.SysfsRoot, "sys/devices/system/cpu"), p.cfg.CgroupRoot,
 		filepath.Join(p.cfg.SysfsRoot, filepath.Dir(housekeeping.WorkqueueMask)), housekeeping.SystemdRoot, housekeeping.AffinityRoot)
+	// rps_cpus files lie under their device's directory, anywhere below
+	// /sys/devices: admitted one by one.
+	iso.recon.RestoreAlsoWhere(kernelwork.RPSFileRule(p.cfg.SysfsRoot))
 	iso.recon.Start()
 	p.isolation.Store(iso)
 	if n := j.Len(); n > 0 {
@@ -120,7 +135,7 @@ func hasOwner(j *hostfiles.Journal, owner string) bool {
 // isolationChanged tells the reconciler that what the plugin holds moved
 // on. Called under the lock; it never blocks.
 func (p *Plugin) isolationChanged() {
-	if iso := p.isolation.Load(); iso != nil && (iso.irq != nil || iso.partition != nil || iso.power != nil || iso.housekeeping != nil) && p.synced {
+	if iso := p.isolation.Load(); iso != nil && (iso.irq != nil || iso.partition != nil || iso.power != nil || iso.housekeeping != nil || iso.rps != nil || iso.workqueues != nil) && p.synced {
 		iso.recon.Kick()
 	}
 }
@@ -267,6 +282,12 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	if iso.housekeeping != nil {
 		owners[housekeeping.Owner] = true
+	}
+	if iso.rps != nil {
+		owners[kernelwork.RPSOwner] = true
+	}
+	if iso.workqueues != nil {
+		owners[kernelwork.WorkqueueOwner] = true
 	}
 	refused := map[string]int{}
 	for _, f := range st.Failures {

@@ -395,7 +395,8 @@ func keepRestartOnly(old, cfg *config.Config, log *logrus.Logger) {
 // config they were opened with.
 func isolationChanged(old, cfg *config.Config) bool {
 	return !reflect.DeepEqual(old.Pools, cfg.Pools) || !reflect.DeepEqual(old.IRQ, cfg.IRQ) ||
-		!reflect.DeepEqual(old.Power, cfg.Power) || old.KeepHostOffIsolcpus != cfg.KeepHostOffIsolcpus
+		!reflect.DeepEqual(old.Power, cfg.Power) || old.KeepHostOffIsolcpus != cfg.KeepHostOffIsolcpus ||
+		old.KernelWork != cfg.KernelWork
 }
 
 // restartIsolation makes the host files' sources again for the config

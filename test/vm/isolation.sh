@@ -213,4 +213,49 @@ check "the refusal names both annotations" \
   "$(log_count 'refusing container telco/bothp/fwd: annotation isolated-partition.cpupool.dev=\\"true\\": .* shared-cpus.cpupool.dev=\\"true\\"')" "1"
 crictl rmp -f "$MIXED" "$BOTH" >/dev/null
 
+section "kernelWork: a held CPU leaves rps_cpus and the workqueue masks, and comes back exactly (issue 42)"
+# The loopback's receive queue stands for a NIC's (the VM's disks and share
+# are virtio, without a network device): RPS on every CPU the kernel lets
+# it have (it drops the isolcpus= CPUs from what is written).
+stop_plugin -TERM
+RPS=/sys/class/net/lo/queues/rx-0/rps_cpus
+WQ=/sys/devices/virtual/workqueue/cpumask
+WB=/sys/devices/virtual/workqueue/writeback/cpumask
+RPS_BOOT=$(cat "$RPS")
+echo ff > "$RPS"
+RPS_ORIG=$(cat "$RPS") WQ_ORIG=$(cat "$WQ") WB_ORIG=$(cat "$WB" 2>/dev/null || echo none)
+info "rps_cpus $RPS_ORIG (was $RPS_BOOT), workqueue cpumask $WQ_ORIG, writeback $WB_ORIG"
+cat > /tmp/isolation-kernelwork.yaml <<YAML
+reservedCPUs: "0-1"
+pools:
+  exclusive-non-isolcpus: {enabled: true}
+kernelWork: {receivePacketSteering: held, workqueues: held}
+irq: {rescanInterval: 2s}
+metricsAddress: "127.0.0.1:19464"
+YAML
+start_plugin /tmp/isolation-kernelwork.yaml
+# mask_has MASK CPU: "yes" when the hex mask names CPU.
+mask_has() { local m=${1//,/}; if (( (16#${m: -8} >> $2) & 1 )); then echo yes; else echo no; fi; }
+rps_has() { mask_has "$(cat "$RPS")" "$1"; }
+wq_has() { mask_has "$(cat "$WQ")" "$1"; }
+KW=$(run_pod kw telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod kw"
+KW_C=$(create_ctr "$KW" kw c 1000) || die "create kw/c"
+KW_CPU=$(cpus_of "$KW_C")
+check "the container holds one non-isolcpus CPU" "$(case "$KW_CPU" in 4|5) echo yes ;; *) echo "no ($KW_CPU)" ;; esac)" "yes"
+check "rps_cpus had it" "$(mask_has "$RPS_ORIG" "$KW_CPU")" "yes"
+check "rps_cpus without it" "$(eventually no rps_has "$KW_CPU")" "no"
+check "the workqueue cpumask without it" "$(eventually no wq_has "$KW_CPU")" "no"
+if [ "$WB_ORIG" != none ]; then
+  check "writeback's cpumask without it" "$(mask_has "$(cat "$WB")" "$KW_CPU")" "no"
+fi
+OUT=$(audit_busy)
+check_contains "audit: no mask names it" "$OUT" "CPU $KW_CPU  telco/kw/c (exclusive-non-isolcpus)"
+check "audit: no rps_cpus or workqueue mask names it" "$(case "$OUT" in *"masks naming it"*|*"masks name it"*) echo named ;; *) echo none ;; esac)" "none"
+check_contains "metrics: rps files changed" "$(metrics)" 'cpupool_host_files_changed{owner="rps"} 1'
+crictl rmp -f "$KW" >/dev/null
+check "released: rps_cpus exactly as it was" "$(eventually "$RPS_ORIG" cat "$RPS")" "$RPS_ORIG"
+check "released: the workqueue cpumask exactly as it was" "$(eventually "$WQ_ORIG" cat "$WQ")" "$WQ_ORIG"
+[ "$WB_ORIG" = none ] || check "released: writeback's cpumask exactly as it was" "$(eventually "$WB_ORIG" cat "$WB")" "$WB_ORIG"
+echo "$RPS_BOOT" > "$RPS"
+
 for irq in $IRQS; do echo "${ORIG[$irq]}" > "/proc/irq/$irq/smp_affinity_list"; done

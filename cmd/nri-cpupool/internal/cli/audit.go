@@ -65,7 +65,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 		refused = nil
 	}
 	rep, err := audit.Gather(holdings, audit.Options{ProcRoot: cfg.ProcRoot, SysfsRoot: sysfsRoot(*root, cfg), CgroupRoot: cgroupV2Root(cfg.CgroupRoot),
-		Sample: *sample, Refused: refused})
+		Sample: *sample, Refused: refused, RPSKept: cfg.RPSHeld(), WorkqueuesKept: cfg.WorkqueuesHeld()})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,25 @@
+package kernelwork
+
+import (
+	"k8s.io/utils/cpuset"
+)
+
+// Config is where a Source looks and what it asks at each pass.
+type Config struct {
+	// SysfsRoot is the root of sysfs ("/": sys/class/net below it).
+	SysfsRoot string
+	// Online are the online CPUs, DomainIsolated those of isolcpus=: a
+	// mask whose CPUs are all held gets Online less the held and the
+	// isolated CPUs (the kernel drops isolated CPUs from rps_cpus and
+	// the unbound workqueue mask itself).
+	Online, DomainIsolated cpuset.CPUSet
+	// Held is asked at each pass (on the reconciler's goroutine): the CPUs
+	// to keep the work off. Nothing held: every mask is restored.
+	Held func() cpuset.CPUSet
+}
+
+// fallback is what a mask whose CPUs are all held gets: the CPUs the host
+// keeps.
+func (c Config) fallback(held cpuset.CPUSet) cpuset.CPUSet {
+	return c.Online.Difference(held).Difference(c.DomainIsolated)
+}

@@ -1,0 +1,80 @@
+package kernelwork
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+)
+
+// TestNarrowed: a mask loses the held CPUs and keeps the kernel's exact
+// layout (%*pb: 32-bit groups, most significant first, the first as wide
+// as the CPU count needs), on odd widths and machines of more than 32
+// CPUs; RPS off stays off; a mask of held CPUs only gets the fallback.
+func TestNarrowed(t *testing.T) {
+	all := func(from, to int) []int {
+		var out []int
+		for c := from; c <= to; c++ {
+			out = append(out, c)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, original string
+		held, fallback cpuset.CPUSet
+		want           string
+	}{
+		{"8 CPUs", "7f", cpuset.New(2, 3), cpuset.New(0, 1), "73"},
+		{"8 CPUs, uppercase as written by hand", "7F", cpuset.New(2, 3), cpuset.New(0, 1), "73"},
+		{"a trailing newline", "7f\n", cpuset.New(2, 3), cpuset.New(0, 1), "73"},
+		{"RPS off stays off", "00", cpuset.New(2, 3), cpuset.New(0, 1), "00"},
+		{"RPS off, one digit", "0", cpuset.New(0), cpuset.New(1), "0"},
+		{"RPS off, 72 CPUs", "00,00000000,00000000", cpuset.New(3), cpuset.New(1), "00,00000000,00000000"},
+		{"held CPUs only: the fallback", "0c", cpuset.New(2, 3), cpuset.New(0, 1, 4, 5, 6), "73"},
+		{"6 CPUs (one odd digit group)", "3f", cpuset.New(5), cpuset.New(0), "1f"},
+		{"4 CPUs", "f", cpuset.New(0), cpuset.New(1), "e"},
+		{"9 CPUs", "1ff", cpuset.New(8), cpuset.New(0), "0ff"},
+		{"36 CPUs: a group of one digit", "f,ffffffff", cpuset.New(35), cpuset.New(0), "7,ffffffff"},
+		{"40 CPUs: a whole group held", "ff,ffffffff", cpuset.New(all(32, 39)...), cpuset.New(0), "00,ffffffff"},
+		{"72 CPUs: three groups", "ff,ffffffff,ffffffff", cpuset.New(append(all(64, 71), 0, 33)...), cpuset.New(1), "00,fffffffd,fffffffe"},
+		{"72 CPUs: held only in the top group, fallback in another", "01,00000000,00000000", cpuset.New(64), cpuset.New(all(0, 3)...), "00,00000000,0000000f"},
+		{"256 CPUs", "ffffffff,ffffffff,ffffffff,ffffffff,ffffffff,ffffffff,ffffffff,ffffffff", cpuset.New(255, 128, 0),
+			cpuset.New(1), "7fffffff,ffffffff,ffffffff,fffffffe,ffffffff,ffffffff,ffffffff,fffffffe"},
+		{"nothing held", "ff", cpuset.New(), cpuset.New(), "ff"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := narrowed("test mask", tc.original, tc.held, tc.fallback)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			assert.True(t, avoids(got, tc.held), "%s avoids %s", got, tc.held)
+		})
+	}
+	for _, tc := range []struct{ name, original string }{
+		{"not hex", "fg"},
+		{"empty", ""},
+		{"an empty group", "ff,,ff"},
+		{"a group of 9 digits", "1ffffffff"},
+		{"0x prefix", "0xff"},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			_, err := narrowed("the mask of eth0 rx-0", tc.original, cpuset.New(1), cpuset.New(0))
+			assert.ErrorContains(t, err, "the mask of eth0 rx-0: ")
+		})
+	}
+	_, err := narrowed("the unbound workqueue mask", "0c", cpuset.New(2, 3), cpuset.New())
+	assert.EqualError(t, err, "the unbound workqueue mask: every CPU of the mask 2-3 is held, and the host keeps no CPU to give it: left as it is")
+}
+
+// TestAvoids: any mask free of held CPUs meets the want (the kernel
+// drops isolcpus= CPUs from rps_cpus, an operator may narrow it further):
+// it is not written back; one that cannot be read does not.
+func TestAvoids(t *testing.T) {
+	held := cpuset.New(2, 3)
+	for content, want := range map[string]bool{
+		"73": true, "03": true, "00": true, "0": true, "7f": false, "04": false,
+		"00,00000004": false, "ff,00000000": true, "zz": false, "": false,
+	} {
+		assert.Equal(t, want, avoids(content, held), "%q", content)
+	}
+}

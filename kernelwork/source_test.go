@@ -1,0 +1,214 @@
+package kernelwork
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/hostfiles"
+)
+
+// TestNarrowsAndRestores: with CPUs held, every rps_cpus and workqueue
+// mask that names one loses them (a mask of held CPUs only gets the CPUs
+// the host keeps: online, not held, not isolcpus=; RPS off stays off; a
+// bound workqueue has no mask); only those are recorded; at release each
+// gets exactly its original back and the journal is empty.
+func TestNarrowsAndRestores(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t, hostfiles.OS{}, true)
+	p.held.set(cpuset.New(2, 3))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, with(map[string]string{
+		"eth0 rx-0": "73", "eth0 rx-1": "73", "veth1a2 rx-0": "73",
+		"wq": "73", "wq writeback": "f3", "wq nvme-wq": "73",
+	}), n.files(t))
+	records := n.journal(t)
+	assert.Len(t, records, 6, "lo's RPS is off: nothing to record")
+	assert.Equal(t, hostfiles.Record{Original: "7f", Owner: RPSOwner, Identity: "ifindex 2"}, records[n.path("eth0 rx-0")])
+	assert.Equal(t, hostfiles.Record{Original: "ff", Owner: WorkqueueOwner}, records[n.path("wq writeback")])
+
+	// A pass with nothing new writes nothing.
+	st := p.r.Status()
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, st.Writes, p.r.Status().Writes)
+
+	p.held.set(cpuset.New())
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, originals, n.files(t))
+	assert.Empty(t, n.journal(t))
+	assert.Empty(t, p.r.Status().Failures)
+}
+
+// TestHeldSetChanges: when the held CPUs change (a container released
+// and another placed, a reload, a CPU hotplug that restarts the sources
+// with other online CPUs), every mask is computed from its original, never
+// from the value written before.
+func TestHeldSetChanges(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t, hostfiles.OS{}, true)
+	p.held.set(cpuset.New(2, 3))
+	require.NoError(t, p.r.Flush())
+	p.held.set(cpuset.New(3, 6))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, with(map[string]string{
+		"eth0 rx-0": "37", "eth0 rx-1": "04", "veth1a2 rx-0": "37",
+		"wq": "37", "wq writeback": "b7", "wq nvme-wq": "04",
+	}), n.files(t), "2 is back where it was, 3 and 6 are gone")
+
+	// A hotplug: CPU 0 went offline; the sources start again with the
+	// online CPUs, on the same journal (plugin restartIsolation).
+	p.r.Close()
+	n.online = cpuset.New(1, 2, 3, 4, 5, 6, 7)
+	next := n.start(t, hostfiles.OS{}, true)
+	next.held.set(cpuset.New(2, 3))
+	require.NoError(t, next.r.Flush())
+	assert.Equal(t, with(map[string]string{
+		"eth0 rx-0": "73", "eth0 rx-1": "72", "veth1a2 rx-0": "73",
+		"wq": "73", "wq writeback": "f3", "wq nvme-wq": "72",
+	}), n.files(t), "eth0 rx-1 and nvme-wq held only held CPUs: the fallback leaves out the offline CPU")
+	next.held.set(cpuset.New())
+	require.NoError(t, next.r.Flush())
+	assert.Equal(t, originals, n.files(t))
+	assert.Empty(t, n.journal(t))
+}
+
+// TestDevicesComeAndGo: a device that appears while CPUs are held (a new
+// pod's veth, a hotplugged NIC) is narrowed at the next pass; one that
+// goes away has its record dropped, not an error; a device name taken
+// again by another device (another ifindex) is that device's: its
+// content now is its original, not the old one's.
+func TestDevicesComeAndGo(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t, hostfiles.OS{}, false)
+	p.held.set(cpuset.New(4))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "6f", n.read(t, "veth1a2 rx-0"))
+
+	newVeth := device{"sys/devices/virtual/net/veth9f8", "11", []string{"ff", "f0"}}
+	n.addDevice(t, "veth9f8", newVeth)
+	require.NoError(t, p.r.Flush())
+	path := func(dev, q string) string { return filepath.Join(n.sysfs, NetClass, dev, "queues", q, "rps_cpus") }
+	read := func(path string) string {
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		return string(data)
+	}
+	assert.Equal(t, "ef", read(path("veth9f8", "rx-0")))
+	assert.Equal(t, "e0", read(path("veth9f8", "rx-1")))
+
+	// The pod goes: its veth with it, while the CPU is still held.
+	require.NoError(t, os.RemoveAll(filepath.Join(n.sysfs, newVeth.dir)))
+	require.NoError(t, os.Remove(filepath.Join(n.sysfs, NetClass, "veth9f8")))
+	require.NoError(t, p.r.Flush())
+	assert.NotContains(t, n.journal(t), path("veth9f8", "rx-0"))
+
+	// veth1a2 goes and another device takes its name (ifindex 12), with
+	// RPS on CPUs 0-3: its original is 0f, not the old device's 7f.
+	n.removeDevice(t, "veth1a2")
+	n.addDevice(t, "veth1a2", device{"sys/devices/virtual/net/veth1a2", "12", []string{"1f"}})
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "0f", n.read(t, "veth1a2 rx-0"))
+	assert.Equal(t, hostfiles.Record{Original: "1f", Owner: RPSOwner, Identity: "ifindex 12"}, n.journal(t)[n.path("veth1a2 rx-0")])
+
+	p.held.set(cpuset.New())
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, with(map[string]string{"veth1a2 rx-0": "1f"}), n.files(t))
+	assert.Empty(t, n.journal(t))
+	assert.Empty(t, p.r.Status().Failures)
+}
+
+// TestGlobalMaskLeftToHousekeeping: without Global the global mask is not
+// touched (housekeeping owns it when it runs), the workqueues' own masks
+// are.
+func TestGlobalMaskLeftToHousekeeping(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t, hostfiles.OS{}, false)
+	p.held.set(cpuset.New(0))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "7f", n.read(t, "wq"))
+	assert.Equal(t, "fe", n.read(t, "wq writeback"))
+	assert.NotContains(t, n.journal(t), n.path("wq"))
+}
+
+// TestKernelShowsItsOwnForm: the kernel drops isolcpus= CPUs from an
+// rps_cpus mask written (and may show the mask narrower than written):
+// a mask free of held CPUs meets the want, and is not written again at
+// every pass.
+func TestKernelShowsItsOwnForm(t *testing.T) {
+	n := newNode(t)
+	fsys := &crashFS{}
+	p := n.start(t, fsys, true)
+	p.held.set(cpuset.New(2))
+	require.NoError(t, p.r.Flush())
+	// What the kernel shows after the write: CPU 6 dropped too.
+	write(t, n.path("eth0 rx-0"), "3b")
+	for range 3 {
+		require.NoError(t, p.r.Flush())
+	}
+	assert.Equal(t, 1, fsys.writes[n.path("eth0 rx-0")], "written once")
+	p.held.set(cpuset.New())
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, originals, n.files(t))
+}
+
+// TestRefusedMask: a mask the kernel refuses for good (EINVAL) is reported
+// with the hint, and its record dropped (the kernel left it as it was).
+func TestRefusedAndUnreadable(t *testing.T) {
+	n := newNode(t)
+	write(t, n.path("wq nvme-wq"), "not a mask")
+	p := n.start(t, hostfiles.OS{}, true)
+	p.held.set(cpuset.New(2))
+	require.NoError(t, p.r.Flush())
+	fails := p.r.Status().Failures
+	require.Len(t, fails, 1)
+	assert.Equal(t, n.path("wq nvme-wq"), fails[0].Path)
+	assert.Contains(t, fails[0].Error, "the mask of workqueue nvme-wq: malformed CPU mask")
+	assert.Equal(t, "not a mask", n.read(t, "wq nvme-wq"))
+}
+
+// TestForgedJournal: the journal's records are restored only for the
+// files these sources change: an rps_cpus file through its symlink, a
+// workqueue mask. A record of another device file (a PCI device's
+// remove) is not written, whatever its owner says.
+func TestForgedJournal(t *testing.T) {
+	n := newNode(t)
+	remove := filepath.Join(n.sysfs, "sys/devices/pci0000:00/0000:00:03.0/remove")
+	write(t, remove, "0")
+	// Lexically of the shape until cleaned.
+	dotted := n.sysfs + "/sys/devices/pci0000:00/0000:00:03.0/net/eth0/queues/rx-0/../../../../remove"
+	// Of the shape, but through a symlink out of sysfs.
+	outside := filepath.Join(n.dir, "outside", "queues", "rx-0", "rps_cpus")
+	write(t, outside, "0")
+	require.NoError(t, os.Symlink(filepath.Join(n.dir, "outside"), filepath.Join(n.sysfs, NetClass, "evil")))
+	linked := filepath.Join(n.sysfs, NetClass, "evil", "queues", "rx-0", "rps_cpus")
+	write(t, n.path("eth0 rx-0"), "0f") // left narrowed by a dead process
+	j, _, err := hostfiles.OpenJournal(hostfiles.OS{}, hostfiles.JournalPath(n.state), boot)
+	require.NoError(t, err)
+	require.NoError(t, j.Commit(map[string]hostfiles.Record{
+		n.path("eth0 rx-0"): {Original: "7f", Owner: RPSOwner},
+		remove:              {Original: "1", Owner: RPSOwner},
+		dotted:              {Original: "1", Owner: RPSOwner},
+		linked:              {Original: "ff", Owner: RPSOwner},
+	}, nil))
+	p := n.start(t, hostfiles.OS{}, true)
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, originals, n.files(t))
+	data, err := os.ReadFile(remove)
+	require.NoError(t, err)
+	assert.Equal(t, "0\n", string(data), "never written")
+	data, err = os.ReadFile(outside)
+	require.NoError(t, err)
+	assert.Equal(t, "0\n", string(data), "never written")
+	untrusted := 0
+	for _, f := range p.r.Status().Failures {
+		if f.Untrusted {
+			untrusted++
+		}
+	}
+	assert.Equal(t, 3, untrusted, "%+v", p.r.Status().Failures)
+	assert.Len(t, n.journal(t), 3, "the untrusted records are kept")
+}

@@ -1,0 +1,66 @@
+package plugin
+
+// Kernel work kept off held CPUs: the plugin's side of package
+// kernelwork. A decision only changes the allocator and kicks the host
+// files' reconciler; its background pass asks which CPUs the exclusive
+// containers hold (kernelWorkHeld) and narrows the rps_cpus and
+// workqueue masks.
+
+import (
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/kernelwork"
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// kernelWorkSources are the Sources of kernelWork.*: each when its knob
+// is on, or the journal holds masks an earlier run changed (restored once
+// nothing wants them: a restart with the knob off). Nil otherwise.
+// The global workqueue mask is housekeeping's when a pool has it
+// (narrowed to its housekeeping set; two owners of one file would fight
+// over it); housekeeping never plans it otherwise, not even to restore it
+// (the journal does), so the workqueue source may then.
+func (p *Plugin) kernelWorkSources(j *hostfiles.Journal) (*kernelwork.RPSSource, *kernelwork.WorkqueueSource) {
+	cfg := kernelwork.Config{SysfsRoot: p.cfg.SysfsRoot, Online: p.topo.Online, DomainIsolated: p.topo.DomainIsolated}
+	var rps *kernelwork.RPSSource
+	if p.cfg.RPSHeld() || hasOwner(j, kernelwork.RPSOwner) {
+		c := cfg
+		c.Held = p.kernelWorkHeld((*config.Config).RPSHeld)
+		rps = kernelwork.NewRPSSource(c, p.log)
+	}
+	var wq *kernelwork.WorkqueueSource
+	if p.cfg.WorkqueuesHeld() || hasOwner(j, kernelwork.WorkqueueOwner) {
+		c := cfg
+		c.Held = p.kernelWorkHeld((*config.Config).WorkqueuesHeld)
+		wq = kernelwork.NewWorkqueueSource(kernelwork.WorkqueueConfig{Config: c, Global: !p.cfg.HousekeepingEnabled()}, p.log)
+	}
+	return rps, wq
+}
+
+// kernelWorkHeld returns, for the reconciler's pass, the CPUs the
+// containers and holds of the exclusive pools hold (their hidden siblings
+// too) while the knob is on in the config in force; none when it is off,
+// so that every mask is restored.
+func (p *Plugin) kernelWorkHeld(on func(*config.Config) bool) func() cpuset.CPUSet {
+	return func() cpuset.CPUSet {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !on(p.cfg) {
+			return cpuset.New()
+		}
+		var held []int
+		for _, a := range p.alloc.Assignments() {
+			if pools.IsExclusive(a.Pool) {
+				held = append(held, a.Held().UnsortedList()...)
+			}
+		}
+		for _, h := range p.alloc.Holds() {
+			if pools.IsExclusive(h.Pool) {
+				held = append(held, h.Held().UnsortedList()...)
+			}
+		}
+		return cpuset.New(held...)
+	}
+}
