@@ -31,6 +31,13 @@ HAVE_K8S ?= $(shell { [ -f "$(NRI_CPUPOOL_K8S_TOOLS)/kubelet.xz" ] || [ -f "$(K8
 # version; shellcheck from Debian (apt-get, as root).
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
+# promtool checks deploy/monitoring's alerting rules and runs their unit
+# tests. Prometheus 3.x's Go module versions are v0.3MM.P for v3.MM.P.
+# Built without the service discovery plugins (remove_all_sd), whose cloud
+# SDKs would take most of its build and which rules do not use.
+PROMTOOL_VERSION := v0.316.0
+PROMTOOL := $(TOOLS_BIN)/promtool-$(PROMTOOL_VERSION)
+MONITORING := deploy/monitoring
 SHELL_SCRIPTS := .ci/run $(wildcard packaging/*.sh packaging/scripts/*.sh test/*.sh test/*/*.sh)
 
 .PHONY: all build test unit soak fuzz packaging e2e e2e-vm e2e-vm-systemd k8s-e2e scale-scheduler bench lint tools shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
@@ -132,10 +139,12 @@ bench:
 	$(GO) test -run '^$$' -bench 'PluginRSS|StateBurst' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
 
-# gofmt, go vet, staticcheck, go.mod/go.sum tidiness, shellcheck, and
-# docscheck: every config key, annotation, metric, command, flag and make
-# target the code defines is documented in docs/, and every relative link
-# of README.md and docs/ resolves (tools/docscheck; -list shows the names).
+# gofmt, go vet, staticcheck, go.mod/go.sum tidiness, shellcheck, promtool
+# on the alerting rules (checked, and their unit tests run), and docscheck:
+# every config key, annotation, metric, command, flag and make target the
+# code defines is documented in docs/, every relative link of README.md and
+# docs/ resolves, and the rules and the dashboard of deploy/monitoring name
+# only metrics the code exports (tools/docscheck; -list shows the names).
 # govulncheck is not part of it: it needs its vulnerability database online.
 lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -144,14 +153,21 @@ lint: tools
 	$(STATICCHECK) ./...
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	shellcheck -x -P SCRIPTDIR $(SHELL_SCRIPTS)
-	$(GO) run ./tools/docscheck
+	$(PROMTOOL) check rules $(MONITORING)/nri-cpupool.rules.yaml
+	$(PROMTOOL) test rules $(MONITORING)/nri-cpupool.rules.test.yaml
+	$(GO) run ./tools/docscheck -monitoring $(MONITORING)
 
-tools: $(STATICCHECK) shellcheck-installed
+tools: $(STATICCHECK) $(PROMTOOL) shellcheck-installed
 
 $(STATICCHECK):
 	mkdir -p $(TOOLS_BIN)/.staticcheck
 	GOBIN=$(abspath $(TOOLS_BIN))/.staticcheck GOFLAGS=-buildvcs=false $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	mv $(TOOLS_BIN)/.staticcheck/staticcheck $(STATICCHECK)
+
+$(PROMTOOL):
+	mkdir -p $(TOOLS_BIN)/.promtool
+	GOBIN=$(abspath $(TOOLS_BIN))/.promtool GOFLAGS=-buildvcs=false $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+	mv $(TOOLS_BIN)/.promtool/promtool $(PROMTOOL)
 
 shellcheck-installed:
 	@command -v shellcheck >/dev/null 2>&1 || { \

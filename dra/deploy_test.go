@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -26,20 +27,7 @@ import (
 // claim check call, and the DaemonSet gives the node name and the kubelet's
 // and CDI's directories where the config says.
 func TestShippedManifest(t *testing.T) {
-	data, err := os.ReadFile("../deploy/kubernetes/dra/nri-cpupool-dra.yaml")
-	require.NoError(t, err)
-	docs := map[string][]byte{}
-	dec := k8syaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := dec.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		var meta struct{ Kind string }
-		require.NoError(t, k8syaml.Unmarshal(doc, &meta))
-		docs[meta.Kind] = doc
-	}
+	docs := manifestDocs(t, "../deploy/kubernetes/dra/nri-cpupool-dra.yaml")
 
 	var cm corev1.ConfigMap
 	require.NoError(t, k8syaml.Unmarshal(docs["ConfigMap"], &cm))
@@ -83,4 +71,56 @@ func TestShippedManifest(t *testing.T) {
 		assert.True(t, mounts[dir], "%s is mounted read-write", dir)
 	}
 	assert.True(t, strings.HasPrefix(cfg.DRA.PluginDir, "/var/lib/kubelet/plugins/"))
+}
+
+// manifestDocs are a manifest's documents by kind.
+func manifestDocs(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	docs := map[string][]byte{}
+	dec := k8syaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := dec.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		var meta struct{ Kind string }
+		require.NoError(t, k8syaml.Unmarshal(doc, &meta))
+		docs[meta.Kind] = doc
+	}
+	return docs
+}
+
+// TestShippedManifestsProbeHealth: both DaemonSets probe the daemon's
+// /healthz for liveness and /readyz for readiness, on the address the
+// config serves its metrics on (issue 43, item 4: the liveness probe read
+// /metrics, and nothing probed readiness).
+func TestShippedManifestsProbeHealth(t *testing.T) {
+	for _, path := range []string{"../deploy/kubernetes/nri-cpupool.yaml", "../deploy/kubernetes/dra/nri-cpupool-dra.yaml"} {
+		t.Run(path, func(t *testing.T) {
+			docs := manifestDocs(t, path)
+			var cm corev1.ConfigMap
+			require.NoError(t, k8syaml.Unmarshal(docs["ConfigMap"], &cm))
+			cfg, err := config.Parse(strings.NewReader(cm.Data["config.yaml"]), "ConfigMap")
+			require.NoError(t, err)
+			host, port, err := net.SplitHostPort(cfg.MetricsAddress)
+			require.NoError(t, err, "metricsAddress")
+
+			var ds appsv1.DaemonSet
+			require.NoError(t, k8syaml.Unmarshal(docs["DaemonSet"], &ds))
+			c := ds.Spec.Template.Spec.Containers[0]
+			for _, p := range []struct {
+				probe *corev1.Probe
+				path  string
+			}{{c.LivenessProbe, "/healthz"}, {c.ReadinessProbe, "/readyz"}} {
+				require.NotNil(t, p.probe, p.path)
+				require.NotNil(t, p.probe.HTTPGet, p.path)
+				assert.Equal(t, p.path, p.probe.HTTPGet.Path)
+				assert.Equal(t, host, p.probe.HTTPGet.Host, p.path)
+				assert.Equal(t, port, p.probe.HTTPGet.Port.String(), p.path)
+			}
+		})
+	}
 }

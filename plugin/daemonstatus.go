@@ -92,9 +92,11 @@ func (p *Plugin) noteRuntime(state, socket, detail string) {
 	if same {
 		return
 	}
-	p.noteStatus(func(s *DaemonStatus) {
-		s.Runtime = &RuntimeStatus{State: state, Since: time.Now().UTC(), PID: os.Getpid(), Socket: socket, Detail: detail}
-	})
+	rs := &RuntimeStatus{State: state, Since: time.Now().UTC(), PID: os.Getpid(), Socket: socket, Detail: detail}
+	// Readiness reads the same record without the lock (health.go);
+	// nothing changes a record once made.
+	p.conn.now.Store(rs)
+	p.noteStatus(func(s *DaemonStatus) { s.Runtime = rs })
 }
 
 // noteStatus changes the daemon's status and writes it. It must not be

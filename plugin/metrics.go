@@ -69,6 +69,10 @@ type metrics struct {
 	// writer's figures are read from its atomic counters, without a lock.
 	writer                                          *stateWriter
 	stateWrites, stateErrors, stateAge, stateBehind *prometheus.Desc
+	// stateFailing and runtimeConnected are /readyz's checks as gauges
+	// (health.go), read from the same atomics.
+	stateFailing, runtimeConnected *prometheus.Desc
+	conn                           *runtimeConn
 	// synchronized counts Synchronize calls: 1 after the first registration,
 	// one more after each reconnect (a runtime restart).
 	synchronized prometheus.Counter
@@ -111,10 +115,11 @@ var _ prometheus.Collector = (*metrics)(nil)
 // creations count under the reasons their errors carry (allocator.ReasonOf).
 const refusedSynchronize = "synchronize"
 
-func newMetrics(usage usageSource, writer *stateWriter) *metrics {
+func newMetrics(usage usageSource, writer *stateWriter, conn *runtimeConn) *metrics {
 	return &metrics{
 		usage:    usage,
 		writer:   writer,
+		conn:     conn,
 		poolCPUs: prometheus.NewDesc("cpupool_pool_cpus", "CPUs in the pool now (infra shrinks while exclusive-non-isolcpus containers run).", []string{"pool"}, nil),
 		freeCPUs: prometheus.NewDesc("cpupool_pool_free_cpus", "CPUs of an exclusive pool that no container holds.", []string{"pool"}, nil),
 		members:  prometheus.NewDesc("cpupool_containers", "Containers assigned to the pool.", []string{"pool"}, nil),
@@ -183,7 +188,11 @@ func newMetrics(usage usageSource, writer *stateWriter) *metrics {
 		stateErrors: prometheus.NewDesc("cpupool_state_write_errors_total", "Failed attempts to write or sync the state file or the kubelet grants file (each is retried; the log names the file).", nil, nil),
 		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
 		stateBehind: prometheus.NewDesc("cpupool_state_behind_seconds", "Seconds the oldest decision not yet in the state file has waited; 0 when the file is current.", nil, nil),
-		handlers:    newHandlerSeconds(),
+		stateFailing: prometheus.NewDesc("cpupool_state_write_failing",
+			"1 while the state writer's last write or fsync of the state or kubelet grants file failed (it retries with backoff; /readyz fails meanwhile), 0 otherwise.", nil, nil),
+		runtimeConnected: prometheus.NewDesc("cpupool_runtime_connected",
+			"1 while the plugin is registered with the runtime and the runtime has synchronized it on that connection (/readyz's runtime check), 0 otherwise.", nil, nil),
+		handlers: newHandlerSeconds(),
 	}
 }
 
@@ -231,6 +240,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.stateErrors
 	ch <- m.stateAge
 	ch <- m.stateBehind
+	ch <- m.stateFailing
+	ch <- m.runtimeConnected
 	m.writer.durations.Describe(ch)
 	m.synchronized.Describe(ch)
 	m.resizes.Describe(ch)
@@ -281,6 +292,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.stateErrors, prometheus.CounterValue, float64(w.errors.Load()))
 	ch <- prometheus.MustNewConstMetric(m.stateAge, prometheus.GaugeValue, w.lastWriteAge().Seconds())
 	ch <- prometheus.MustNewConstMetric(m.stateBehind, prometheus.GaugeValue, w.behind().Seconds())
+	ch <- prometheus.MustNewConstMetric(m.stateFailing, prometheus.GaugeValue, boolGauge(w.ready() != nil))
+	ch <- prometheus.MustNewConstMetric(m.runtimeConnected, prometheus.GaugeValue, boolGauge(m.conn.ready() == nil))
 	w.durations.Collect(ch)
 	m.synchronized.Collect(ch)
 	m.resizes.Collect(ch)
@@ -294,6 +307,14 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.hotplug.Collect(ch)
 	m.offlineHeld.Collect(ch)
 	m.unmatched.Collect(ch)
+}
+
+// boolGauge is a gauge's value for a yes or no.
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Registry returns a registry with the plugin's metrics, for the caller to

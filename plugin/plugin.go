@@ -104,6 +104,9 @@ type Plugin struct {
 	// before the first Synchronize; synced, that a Synchronize has
 	// reconciled it.
 	loaded, synced bool
+	// conn follows the connection to the runtime for readiness, without
+	// the lock (health.go).
+	conn runtimeConn
 	// queuedReload is a reload that came before the first Synchronize,
 	// decided right after it (reload.go).
 	queuedReload *queuedReload
@@ -226,7 +229,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, housekeeping.NewSystemdFS(files, housekeeping.DialSystemd, cfg.CgroupRoot)
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
-	p.metrics = newMetrics(&p.usage, p.writer)
+	p.metrics = newMetrics(&p.usage, p.writer, &p.conn)
 	g, err := p.loadGrants(GrantsFile(cfg.StateFile))
 	if err != nil {
 		return nil, err

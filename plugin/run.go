@@ -131,6 +131,9 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 			return fmt.Errorf("creating NRI stub: %w", err)
 		}
 		p.setNRIVersion(s.RuntimeNRIVersion)
+		// Before Start: the runtime may synchronize the plugin before
+		// Start returns, and that Synchronize belongs to this attempt.
+		p.conn.attempt.Add(1)
 		if err = s.Start(ctx); err == nil {
 			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", p.cfg.PluginIndex, PluginName)))
 			wait = backoff.Initial

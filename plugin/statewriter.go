@@ -76,6 +76,10 @@ type stateWriter struct {
 	lastWrite   atomic.Int64 // unix nanoseconds of the last successful write; 0 before
 	behindSince atomic.Int64 // unix nanoseconds of the oldest change not on disk; 0 when in sync
 	started     time.Time
+	// writeFailure and syncFailure are the failing write and sync, nil
+	// once one succeeds again (health.go: /readyz and
+	// cpupool_state_write_failing).
+	writeFailure, syncFailure atomic.Pointer[writerFailure]
 	// durations times each write (store.Save: encode, write, rename) and
 	// sync (fsync of the file and its directory); safe without mu.
 	durations *prometheus.HistogramVec
@@ -208,6 +212,7 @@ func (w *stateWriter) write() error {
 		w.log.Infof("state written again after %d failed attempts", w.failing)
 		w.failing = 0
 	}
+	w.writeFailure.Store(nil)
 	w.written = gen
 	w.onDisk.Store(gen)
 	w.writes.Add(1)
@@ -230,6 +235,7 @@ func (w *stateWriter) write() error {
 func (w *stateWriter) failed(what string, err error) error {
 	w.errors.Add(1)
 	w.failing++
+	noteFailure(&w.writeFailure, what, err)
 	w.log.Errorf("%s failed (attempt %d; retrying with backoff, containers are still placed): %v", what, w.failing, err)
 	return err
 }
@@ -250,9 +256,11 @@ func (w *stateWriter) sync() error {
 	w.durations.WithLabelValues("sync").Observe(time.Since(start).Seconds())
 	if err != nil {
 		w.errors.Add(1)
+		noteFailure(&w.syncFailure, "syncing state to disk", err)
 		w.log.Errorf("syncing state to disk: %v", err)
 		return err
 	}
+	w.syncFailure.Store(nil)
 	w.synced = w.written
 	return nil
 }

@@ -34,6 +34,8 @@ type recordingStore struct {
 	slow  time.Duration
 	fail  func(attempt int) error
 	tries int
+	// syncFail, when set, is what Sync returns.
+	syncFail error
 }
 
 func (s *recordingStore) Load() (*state.State, error) { return state.NewState(), nil }
@@ -59,6 +61,9 @@ func (s *recordingStore) Save(st *state.State) error {
 func (s *recordingStore) Sync() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.syncFail != nil {
+		return s.syncFail
+	}
 	s.syncs++
 	return nil
 }

@@ -72,6 +72,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	p.rememberAssignments()
 	p.rememberCgroups(append(known, unknown...))
 	p.synced = true
+	p.conn.synced.Store(p.conn.attempt.Load()) // ready (health.go)
 	p.stateChanged()
 	// A reload that came before this first Synchronize is checked
 	// against the containers now known.

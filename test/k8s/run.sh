@@ -259,6 +259,9 @@ metrics_answer() { # (not curl | grep -q: with pipefail, grep's early exit fails
 ds_pod nri-cpupool-localhost
 wait_for "the DaemonSet pod's metrics" metrics_answer
 check "DaemonSet pod: metrics answer on the node's loopback" "$(metrics_answer && echo yes)" yes
+# Ready (the readiness probe passed, above) means registered and synchronized.
+check "DaemonSet pod: /healthz and /readyz answer ok" \
+  "$(curl -sf "http://127.0.0.1:$METRICS_PORT/healthz") $(curl -sf "http://127.0.0.1:$METRICS_PORT/readyz")" "ok ok"
 DS_CTR=$(crictl ps -q --label io.kubernetes.pod.namespace=nri-cpupool | head -1)
 check "DaemonSet pod: no capabilities, no new privileges, read-only root" "$(crictl inspect -o json "$DS_CTR" | python3 -c '
 import json, sys

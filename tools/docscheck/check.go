@@ -24,6 +24,10 @@ type Options struct {
 	Root   string // the repository root
 	Docs   string // the docs directory, relative to Root unless absolute
 	Readme string // the README, relative to Root unless absolute; "" for none
+	// Monitoring is the directory of the Prometheus rules and Grafana
+	// dashboards, relative to Root unless absolute; "" for none. Every
+	// metric they name must be one the code exports (monitoring.go).
+	Monitoring string
 }
 
 // Result is what Check found.
@@ -31,12 +35,14 @@ type Result struct {
 	Problems []string
 	// What was checked.
 	ConfigKeys, Annotations, Metrics, Commands, Flags, MakeTargets, Links, Files int
+	// MonitoringFiles are the rule, test and dashboard files checked.
+	MonitoringFiles int
 }
 
 // Summary counts what was checked.
 func (r Result) Summary() string {
-	return fmt.Sprintf("%d config keys, %d annotations, %d metrics, %d commands with %d flags, %d make targets, %d links in %d files",
-		r.ConfigKeys, r.Annotations, r.Metrics, r.Commands, r.Flags, r.MakeTargets, r.Links, r.Files)
+	return fmt.Sprintf("%d config keys, %d annotations, %d metrics, %d commands with %d flags, %d make targets, %d links in %d files, the metrics of %d monitoring files",
+		r.ConfigKeys, r.Annotations, r.Metrics, r.Commands, r.Flags, r.MakeTargets, r.Links, r.Files, r.MonitoringFiles)
 }
 
 // docs is what the documentation names.
@@ -131,6 +137,15 @@ func Check(opts Options) (Result, error) {
 		if !re.MatchString(d.code) {
 			add("make target %s (Makefile .PHONY) is not documented in %s: add `make %s`, in backticks, to %s", t, docsName, t, hint("development.md"))
 		}
+	}
+
+	if opts.Monitoring != "" {
+		mp, n, err := CheckMonitoring(root, opts.Monitoring, code.metrics)
+		if err != nil {
+			return res, err
+		}
+		problems = append(problems, mp...)
+		res.MonitoringFiles = n
 	}
 
 	// Links.

@@ -554,3 +554,101 @@ func TestCheckWithoutDocs(t *testing.T) {
 		t.Errorf("run on an empty docs directory: exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+func TestPromQLMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		want []string
+	}{
+		{`cpupool_runtime_connected == 0`, []string{"cpupool_runtime_connected"}},
+		{`sum by (instance, reason) (increase(cpupool_refused_containers_total{reason=~"placement|power"}[10m])) > 0
+		  or sum by (instance, reason) (cpupool_refused_containers_total unless cpupool_refused_containers_total offset 10m) > 0`,
+			[]string{"cpupool_refused_containers_total", "cpupool_refused_containers_total", "cpupool_refused_containers_total"}},
+		{`histogram_quantile(0.99, sum(rate(cpupool_handler_duration_seconds_bucket{instance=~"$instance"}[$__rate_interval])) by (le, handler))`,
+			[]string{"cpupool_handler_duration_seconds_bucket"}},
+		{`time() - cpupool_audit_timestamp_seconds > 300`, []string{"cpupool_audit_timestamp_seconds"}},
+		{`max without (state) (x{a="}{", b='['}) * on (node) group_left (pool) y / ignoring(z) 1e3 # cpupool_not_here`,
+			[]string{"x", "y"}},
+		{`topk(5, cpupool_exclusive_cpu_device_irqs) and bool process_resident_memory_bytes @ start()`,
+			[]string{"cpupool_exclusive_cpu_device_irqs", "process_resident_memory_bytes"}},
+		{`label_replace(up, "dst", "$1", "src", "(.*)")`, []string{"up"}},
+	} {
+		if got := PromQLMetrics(tc.expr); !slices.Equal(got, tc.want) {
+			t.Errorf("PromQLMetrics(%q) = %q, want %q", tc.expr, got, tc.want)
+		}
+	}
+}
+
+// TestShippedMonitoringNamesExportedMetrics: deploy/monitoring's rules,
+// their tests and the dashboard name only metrics the daemon exports.
+func TestShippedMonitoringNamesExportedMetrics(t *testing.T) {
+	c, err := readCode(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, files, err := CheckMonitoring(repoRoot, "deploy/monitoring", c.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		t.Errorf("problems:\n%s", strings.Join(problems, "\n"))
+	}
+	if files < 3 {
+		t.Errorf("%d files checked, want the rules, their tests and the dashboard", files)
+	}
+}
+
+// TestCheckFailsOnAnUnknownMetric: a rule, a rule test's series or a
+// dashboard panel that names a metric the code does not export (a typo,
+// a renamed metric) fails the check, naming the file, the line and the
+// metric (issue 43, item 5); the Go and process collectors' metrics and
+// up are exported.
+func TestCheckFailsOnAnUnknownMetric(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "all.md"), fullDocs(t))
+	mon := filepath.Join(dir, "monitoring")
+	write(t, filepath.Join(mon, "rules.yaml"), `groups:
+  - name: x
+    rules:
+      - alert: Refused
+        expr: increase(cpupool_refused_container_total[5m]) > 0
+        annotations:
+          description: see cpupool_state_write_failing and cpupool_gone
+      - alert: Fine
+        expr: cpupool_runtime_connected == 0 or up == 0 or process_resident_memory_bytes > 1e9
+`)
+	write(t, filepath.Join(mon, "rules.test.yaml"), `tests:
+  - input_series:
+      - series: 'cpupool_held_cpu{pool="exclusive"}'
+        values: '1'
+      - series: 'cpupool_handler_duration_seconds_bucket{le="+Inf"}'
+        values: '1'
+`)
+	write(t, filepath.Join(mon, "dashboard.json"), `{"panels": [{"targets": [{"expr": "sum(rate(go_gc_duration_seconds_count[5m])) + nope_metric"}]}]}`)
+	write(t, filepath.Join(mon, "notes.txt"), "cpupool_not_checked")
+	res, err := Check(Options{Root: repoRoot, Docs: dir, Monitoring: mon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"rules.yaml:5: an expression names metric cpupool_refused_container_total, which nri-cpupool does not export",
+		"rules.yaml:7: the text names metric cpupool_gone,",
+		"rules.test.yaml:3: a test series names metric cpupool_held_cpu,",
+		"dashboard.json:1: an expression names metric nope_metric,",
+	}
+	if len(res.Problems) != len(want) || res.MonitoringFiles != 3 {
+		t.Errorf("%d problems in %d files, want %d in 3:\n%s", len(res.Problems), res.MonitoringFiles, len(want), strings.Join(res.Problems, "\n"))
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(res.Problems, func(p string) bool { return strings.Contains(p, w) }) {
+			t.Errorf("no problem %q in:\n%s", w, strings.Join(res.Problems, "\n"))
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(Options{Root: repoRoot, Docs: dir, Monitoring: mon}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "cpupool_refused_container_total") {
+		t.Errorf("run: exit %d, stderr %q", code, stderr.String())
+	}
+	if _, err := Check(Options{Root: repoRoot, Docs: dir, Monitoring: filepath.Join(dir, "none")}); err == nil || !strings.Contains(err.Error(), "-monitoring") {
+		t.Errorf("a missing monitoring directory: %v", err)
+	}
+}

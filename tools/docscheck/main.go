@@ -4,7 +4,7 @@
 // README.md and docs/ must resolve. `make lint` runs it from the
 // repository root:
 //
-//	go run ./tools/docscheck [-root .] [-docs docs] [-readme README.md]
+//	go run ./tools/docscheck [-root .] [-docs docs] [-readme README.md] [-monitoring deploy/monitoring]
 //	go run ./tools/docscheck -list   # the names it reads from the code
 //
 // No list of names is kept here; each kind is read from the code:
@@ -51,6 +51,14 @@
 //     (`dra.*`) or a parent alone (`dra`) documents nothing: each key has
 //     to be named.
 //
+// Monitoring: every metric that the Prometheus rules, their promtool tests
+// and the Grafana dashboards of deploy/monitoring name must be one the
+// code exports (the metrics above, or the Go and process collectors' that
+// the daemon registers): the daemon's own names (cpupool_*) wherever they
+// appear, and every metric an expression (expr) or a test's series
+// selects. A renamed metric would otherwise leave an alert that never
+// fires.
+//
 // Links: every [text](target) and [label]: target outside code whose
 // target has no URL scheme must name an existing file or directory,
 // relative to the linking file (a leading / is the repository root). An
@@ -75,6 +83,7 @@ func main() {
 	flag.StringVar(&opts.Root, "root", ".", "the repository root (go.mod, Makefile, the Go packages)")
 	flag.StringVar(&opts.Docs, "docs", "docs", "the documentation directory, relative to -root unless absolute")
 	flag.StringVar(&opts.Readme, "readme", "README.md", "the README whose links are checked too, relative to -root unless absolute (empty: none)")
+	flag.StringVar(&opts.Monitoring, "monitoring", "deploy/monitoring", "the Prometheus rules and Grafana dashboards, whose metrics must be the code's, relative to -root unless absolute (empty: none)")
 	list := flag.Bool("list", false, "print the names read from the code, and check nothing")
 	flag.Parse()
 	if flag.NArg() > 0 {

@@ -92,16 +92,12 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if cfg.MetricsAddress != "" {
-		var extra []prometheus.Collector
-		if driver != nil {
-			extra = append(extra, driver.Collector())
-		}
-		stopMetrics, err := serveMetrics(cfg.MetricsAddress, p, extra...)
+		stopMetrics, err := serveMetrics(cfg.MetricsAddress, p, driver)
 		if err != nil {
 			return err
 		}
 		defer stopMetrics()
-		log.Infof("serving Prometheus metrics on http://%s/metrics", cfg.MetricsAddress)
+		log.Infof("serving Prometheus metrics on http://%s/metrics, and /healthz and /readyz", cfg.MetricsAddress)
 	}
 	if cfg.Kubelet.DevicePlugin {
 		dp := deviceplugin.New(p, cfg.Kubelet.DevicePluginDir, config.ResourceExclusive, log)
@@ -226,6 +222,8 @@ const DRABinary = "nri-cpupool-dra"
 type Driver interface {
 	// Collector returns the driver's metrics.
 	Collector() prometheus.Collector
+	// Status is the driver's state, for /readyz?verbose.
+	Status() dracore.Status
 	// Serve serves the kubelet until ctx ends; the channel closes when the
 	// driver has written its last state.
 	Serve(ctx context.Context) <-chan struct{}
@@ -304,20 +302,31 @@ func systemdHooks(log *logrus.Logger) plugin.Hooks {
 	}
 }
 
-// serveMetrics listens before returning, so a taken port is an error at
-// start rather than a log line later.
-func serveMetrics(addr string, p *plugin.Plugin, extra ...prometheus.Collector) (func(), error) {
+// serveMetrics serves the metrics of the plugin and of the DRA driver (d,
+// nil when off), and the health endpoints (health.go). It listens before
+// returning, so a taken port is an error at start rather than a log line
+// later.
+func serveMetrics(addr string, p *plugin.Plugin, d Driver) (func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metricsAddress: %w", err)
 	}
-	reg := p.Registry()
-	reg.MustRegister(extra...)
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: metricsHandler(p, d), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(l)
 	return func() { srv.Close() }, nil
+}
+
+// metricsHandler routes the metrics address: /metrics, /healthz, /readyz.
+func metricsHandler(p *plugin.Plugin, d Driver) http.Handler {
+	reg := p.Registry()
+	if d != nil {
+		reg.MustRegister(d.Collector())
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", healthz)
+	mux.Handle("/readyz", readyz(readyChecks(p, d)))
+	return mux
 }
 
 // loadRunConfig reads the config; only the default path may be absent.

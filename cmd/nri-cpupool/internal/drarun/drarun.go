@@ -13,6 +13,7 @@ import (
 	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/cli"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/plugin"
 )
 
@@ -39,6 +40,9 @@ type driver struct {
 
 // Collector implements cli.Driver.
 func (r *driver) Collector() prometheus.Collector { return r.d.Collector() }
+
+// Status implements cli.Driver.
+func (r *driver) Status() dracore.Status { return r.d.Status() }
 
 // Serve implements cli.Driver: it serves the kubelet until ctx ends. The
 // driver waits for the kubelet and retries what fails by itself
