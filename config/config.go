@@ -92,6 +92,9 @@ type Config struct {
 	// DRA makes the daemon the cpupool.dev DRA driver: the scheduler then
 	// allocates exclusive CPUs by NUMA node through ResourceClaims.
 	DRA DRA `yaml:"dra"`
+	// Kubernetes is the connection to the API server, for the pod Events
+	// and the DRA driver (docs/kubernetes.md).
+	Kubernetes Kubernetes `yaml:"kubernetes"`
 	// MetricsAddress serves Prometheus metrics on /metrics when set
 	// ("127.0.0.1:9464"); empty turns them off.
 	MetricsAddress string `yaml:"metricsAddress"`
@@ -131,6 +134,46 @@ type DRA struct {
 	PluginDir   string `yaml:"pluginDir"`
 	RegistryDir string `yaml:"registryDir"`
 }
+
+// Kubernetes configures the connection to the API server. Nothing uses it
+// unless kubernetes.events or dra.enabled is on: pinning never depends on
+// the API server.
+type Kubernetes struct {
+	// Kubeconfig is the API server's kubeconfig file; empty uses the pod's
+	// service account (in-cluster credentials). dra.kubeconfig, its
+	// older name, is read when this is empty.
+	Kubeconfig string `yaml:"kubeconfig"`
+	// NodeName is this node's Node name; empty takes dra.nodeName, then
+	// $NODE_NAME.
+	NodeName string `yaml:"nodeName"`
+	// Events posts Kubernetes Events on the pods whose containers are
+	// refused, placed degraded or pinned exclusive (docs/kubernetes.md).
+	Events bool `yaml:"events"`
+}
+
+// APIKubeconfig is the kubeconfig file the API clients use:
+// kubernetes.kubeconfig, else dra.kubeconfig (the key DRA had before
+// kubernetes.kubeconfig existed, still read); empty means in-cluster
+// credentials.
+func (c *Config) APIKubeconfig() string {
+	if c.Kubernetes.Kubeconfig != "" {
+		return c.Kubernetes.Kubeconfig
+	}
+	return c.DRA.Kubeconfig
+}
+
+// APINodeName is the configured node name: kubernetes.nodeName, else
+// dra.nodeName; empty means $NODE_NAME.
+func (c *Config) APINodeName() string {
+	if c.Kubernetes.NodeName != "" {
+		return c.Kubernetes.NodeName
+	}
+	return c.DRA.NodeName
+}
+
+// NeedsKubernetes tells whether the daemon talks to the API server: the
+// Kubernetes client libraries are then needed (nri-cpupool-dra).
+func (c *Config) NeedsKubernetes() bool { return c.DRA.Enabled || c.Kubernetes.Events }
 
 // The DRA device models (dra.devices).
 const (
@@ -439,6 +482,17 @@ func (c *Config) Check() Problems {
 		"dra.cdiDir": c.DRA.CDIDir, "dra.pluginDir": c.DRA.PluginDir, "dra.registryDir": c.DRA.RegistryDir}
 	if c.DRA.Kubeconfig != "" {
 		paths["dra.kubeconfig"] = c.DRA.Kubeconfig
+	}
+	if c.Kubernetes.Kubeconfig != "" {
+		paths["kubernetes.kubeconfig"] = c.Kubernetes.Kubeconfig
+	}
+	// One API server connection: two different files would leave one
+	// of them unused without a word.
+	if k, d := c.Kubernetes.Kubeconfig, c.DRA.Kubeconfig; k != "" && d != "" && k != d {
+		p.Errorf("kubernetes.kubeconfig", "%q differs from dra.kubeconfig %q; the daemon has one API server connection: set kubernetes.kubeconfig only (dra.kubeconfig is its older name)", k, d)
+	}
+	if k, d := c.Kubernetes.NodeName, c.DRA.NodeName; k != "" && d != "" && k != d {
+		p.Errorf("kubernetes.nodeName", "%q differs from dra.nodeName %q; set kubernetes.nodeName only (dra.nodeName is its older name)", k, d)
 	}
 	for _, key := range slices.Sorted(maps.Keys(paths)) {
 		if path := paths[key]; !filepath.IsAbs(path) {

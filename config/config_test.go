@@ -113,6 +113,9 @@ func TestParseErrors(t *testing.T) {
 		{"DRA and the device plugin", "dra: {enabled: true}\nkubelet: {devicePlugin: true}", []string{"dra.enabled: the DRA driver and the kubelet device plugin (kubelet.devicePlugin) would both hand out the exclusive pool; turn one off"}},
 		{"DRA device model", "dra: {devices: cores}", []string{`dra.devices: unknown device model "cores"; use numaNode`}},
 		{"DRA relative kubeconfig", "dra: {kubeconfig: kubeconfig}", []string{`dra.kubeconfig: "kubeconfig" is not an absolute path`}},
+		{"relative kubeconfig", "kubernetes: {kubeconfig: kubeconfig}", []string{`kubernetes.kubeconfig: "kubeconfig" is not an absolute path`}},
+		{"two kubeconfigs", "kubernetes: {kubeconfig: /a}\ndra: {kubeconfig: /b}", []string{`kubernetes.kubeconfig: "/a" differs from dra.kubeconfig "/b"; the daemon has one API server connection`}},
+		{"two node names", "kubernetes: {nodeName: a}\ndra: {nodeName: b}", []string{`kubernetes.nodeName: "a" differs from dra.nodeName "b"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,6 +126,28 @@ func TestParseErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKubernetesKeys: kubernetes.kubeconfig and kubernetes.nodeName are
+// the API connection of the Events and of DRA; dra.kubeconfig and
+// dra.nodeName, their older names, still work (config keys are
+// contracts), and the same value under both names is no conflict.
+func TestKubernetesKeys(t *testing.T) {
+	for _, tc := range []struct{ yaml, kubeconfig, node string }{
+		{"{}", "", ""},
+		{"dra: {kubeconfig: /etc/k.conf, nodeName: n1}", "/etc/k.conf", "n1"},
+		{"kubernetes: {kubeconfig: /etc/k.conf, nodeName: n1}", "/etc/k.conf", "n1"},
+		{"kubernetes: {kubeconfig: /etc/k.conf, nodeName: n1}\ndra: {kubeconfig: /etc/k.conf, nodeName: n1}", "/etc/k.conf", "n1"},
+	} {
+		cfg, err := Parse(strings.NewReader(tc.yaml), "test")
+		require.NoError(t, err, tc.yaml)
+		assert.Equal(t, tc.kubeconfig, cfg.APIKubeconfig(), tc.yaml)
+		assert.Equal(t, tc.node, cfg.APINodeName(), tc.yaml)
+		assert.False(t, cfg.NeedsKubernetes(), "a kubeconfig alone starts no client: %s", tc.yaml)
+	}
+	cfg, err := Parse(strings.NewReader("kubernetes: {events: true}"), "test")
+	require.NoError(t, err)
+	assert.True(t, cfg.NeedsKubernetes())
 }
 
 // TestUnknownKeysNameTheirPath: an unknown key is named by its YAML path,

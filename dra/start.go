@@ -41,7 +41,7 @@ func NewClient(kubeconfig string) (kubernetes.Interface, error) {
 	if kubeconfig == "" {
 		cfg, err = rest.InClusterConfig()
 		if err != nil {
-			return nil, fmt.Errorf("DRA: in-cluster credentials: %w (outside a pod, set dra.kubeconfig)", err)
+			return nil, fmt.Errorf("DRA: in-cluster credentials: %w (outside a pod, set kubernetes.kubeconfig)", err)
 		}
 	} else if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
 		return nil, fmt.Errorf("DRA: kubeconfig %s: %w", kubeconfig, err)

@@ -25,7 +25,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// Tenant input is bounded before it can hold the lock that every
 	// other container waits for.
 	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
-		return nil, nil, p.refuse(who, err)
+		return nil, nil, p.refuse(pod, who, err)
 	}
 	// A malformed demand refuses only a container whose memory is counted
 	// (an exclusive one, below): shared and infra containers keep their
@@ -46,17 +46,17 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	info.Demand = demand
 	tok, err := p.attachGrant(pod, ctr, &info)
 	if err != nil {
-		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
+		return nil, nil, p.refuse(pod, who, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
 	}
 	if err := p.attachClaims(pod, ctr, &info); err != nil {
-		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonClaim, Err: err})
+		return nil, nil, p.refuse(pod, who, &allocator.Refusal{Reason: allocator.ReasonClaim, Err: err})
 	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
-		return nil, nil, p.refuse(who, err)
+		return nil, nil, p.refuse(pod, who, err)
 	}
 	if demandErr != nil && pools.IsExclusive(req.Pool) {
-		return nil, nil, p.refuse(who, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: demandErr})
+		return nil, nil, p.refuse(pod, who, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: demandErr})
 	}
 	req.ReadHugePages = p.readHugePager // the nodes the decision needs, read under the lock: a few files
 	res, err := p.alloc.Allocate(req)
@@ -64,7 +64,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		res, err = p.alloc.Allocate(req)
 	}
 	if err != nil {
-		return nil, nil, p.refuse(who, err)
+		return nil, nil, p.refuse(pod, who, err)
 	}
 	// The reply does not wait for the state file: the writer persists the
 	// decision in the background, and if this process dies before it does,
@@ -84,6 +84,10 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.foreignMemsAtCreation(who, ctr, res.Assignment)
 	if res.Warning != "" {
 		p.log.Warnf("%s", res.Warning)
+		p.postEvent(res.Assignment.Pod, true, EventMemoryNotLocal, res.Warning)
+	}
+	if pools.IsExclusive(st.Pool) {
+		p.eventPinned(res.Assignment.Pod, containerName(ctr), st)
 	}
 	updates := p.followers(res)
 	p.decidedHook("CreateContainer", ctr.GetId())
@@ -95,14 +99,19 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // to the user: "nri-cpupool: container <namespace/pod/name>: <why>". The
 // allocator's placement refusals pass as they are ("nri-cpupool: <why>"):
 // they name the container themselves, with what it asked for.
-func (p *Plugin) refuse(who string, err error) error {
+func (p *Plugin) refuse(pod *api.PodSandbox, who string, err error) error {
 	reason := allocator.ReasonOf(err)
 	p.log.Errorf("refusing container %s: %v", who, err)
 	p.metrics.countRefusal(reason)
 	if reason == allocator.ReasonPlacement {
-		return fmt.Errorf("nri-cpupool: %w", err)
+		err = fmt.Errorf("nri-cpupool: %w", err)
+	} else {
+		err = fmt.Errorf("nri-cpupool: container %s: %w", who, err)
 	}
-	return fmt.Errorf("nri-cpupool: container %s: %w", who, err)
+	// The pod's owner sees it in `kubectl describe pod` too, with the
+	// runtime's words.
+	p.eventRefused(pod, err)
+	return err
 }
 
 // adjustment pins a new container to its assignment, from its record (the

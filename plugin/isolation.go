@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -159,8 +160,10 @@ func (p *Plugin) notePartitionSkipped(who string, req allocator.Request) {
 		return
 	}
 	p.metrics.partitionsSkipped.WithLabelValues(partitionSkippedForShared).Inc()
-	p.log.Warnf("container %s: not in an isolated partition, which pools.%s.isolatedPartition: optOut gives, because it also runs on the shared pool (%s): the kernel runs a partition's threads only on its exclusive CPUs; its exclusive CPUs stay in the scheduler's load balancing unless isolcpus covers them",
+	msg := fmt.Sprintf("container %s: not in an isolated partition, which pools.%s.isolatedPartition: optOut gives, because it also runs on the shared pool (%s): the kernel runs a partition's threads only on its exclusive CPUs; its exclusive CPUs stay in the scheduler's load balancing unless isolcpus covers them",
 		who, req.Pool, allocator.AnnotationSharedCPUs)
+	p.log.Warnf("%s", msg)
+	p.postEvent(req.Pod, true, EventPartitionSkipped, msg)
 }
 
 // rememberCgroup notes the cgroup of a container placed in an isolated

@@ -87,11 +87,14 @@ type Plugin struct {
 	// readHugePager is readHugePages, made once: a creation hands it to
 	// the allocator.
 	readHugePager allocator.HugePageReader
-	cfg           *config.Config
-	topo          *sysfs.Topology
-	alloc         *allocator.Allocator
-	policy        *allocator.Policy
-	store         state.Store
+	// events posts Events on pods (podevents.go), when set; read without
+	// the lock, since a refusal of bounded input answers before it.
+	events eventsRef
+	cfg    *config.Config
+	topo   *sysfs.Topology
+	alloc  *allocator.Allocator
+	policy *allocator.Policy
+	store  state.Store
 	// stateLock is the state directory's lock (KeepStateLock), nil in
 	// tests that run one plugin per directory.
 	stateLock *state.DirLock

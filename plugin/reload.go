@@ -257,6 +257,7 @@ func (p *Plugin) applyReload(plan *reloadPlan, source string) (*appliedReload, e
 		for _, b := range blockers {
 			p.log.Warnf("reload (%s) refused: %s would move: %s", source, b.Who, b)
 			names = append(names, fmt.Sprintf("%s (CPUs %s)", b.Who, b.CPUs))
+			p.eventReloadBlocked(b, source)
 		}
 		return nil, &ReloadError{Result: ReloadRefused, Blockers: blockers,
 			Err: fmt.Errorf("reload (%s) refused: the new pools would move %s; the old config stays in force", source, strings.Join(names, ", "))}
@@ -314,6 +315,21 @@ func (p *Plugin) swapAllocator(next *allocator.Allocator) (int, *pushed) {
 	}
 	p.log.Infof("pools changed: updating %d containers that follow them", len(moved))
 	return len(moved), p.pushLater(moved)
+}
+
+// eventReloadBlocked tells a running container's pod that a reload was
+// refused because of it: an operator's change waits for it to end. Holds
+// and pending allocations have no running container to tell. Called
+// under the lock.
+func (p *Plugin) eventReloadBlocked(b allocator.Blocker, source string) {
+	if !p.wantsEvents() || b.Held || b.Pending {
+		return
+	}
+	a, ok := p.alloc.Get(b.ID)
+	if !ok {
+		return
+	}
+	p.postEvent(a.Pod, true, EventReloadBlocked, fmt.Sprintf("nri-cpupool's new config (%s) was not applied: it would move container %s (pool %s, CPUs %s): %s; the old config stays in force until the container ends or the config keeps its CPUs", source, a.Container, b.Pool, b.CPUs, b.Reason))
 }
 
 // grantBlockers are the kubelet's allocations of cpupool.dev/exclusive
@@ -376,6 +392,7 @@ func keepRestartOnly(old, cfg *config.Config, log *logrus.Logger) {
 		{"pinMemory", &old.PinMemory, &cfg.PinMemory},
 		{"kubelet", &old.Kubelet, &cfg.Kubelet},
 		{"dra", &old.DRA, &cfg.DRA},
+		{"kubernetes", &old.Kubernetes, &cfg.Kubernetes},
 	}
 	for _, k := range keys {
 		o, n := reflect.ValueOf(k.old).Elem(), reflect.ValueOf(k.new).Elem()

@@ -124,8 +124,10 @@ func (p *Plugin) hintTypo(pod *api.PodSandbox, ctr *api.Container, pool string, 
 		if s.names[u.name] {
 			continue
 		}
-		p.log.Warnf("container %s: placed in pool %s without annotation %s, which names container %s, not created in this pod so far; if it is meant for %s, correct the name (a container of that name created later still gets it)",
+		msg := fmt.Sprintf("container %s: placed in pool %s without annotation %s, which names container %s, not created in this pod so far; if it is meant for %s, correct the name (a container of that name created later still gets it)",
 			containerRef(pod, ctr), pool, u.key, cpulist.Echo(u.name), cpulist.Echo(ctr.GetName()))
+		p.log.Warnf("%s", msg)
+		p.postEvent(podRef(pod), true, EventAnnotationUnmatched, msg)
 	}
 }
 

@@ -9,6 +9,7 @@
 set -uo pipefail
 source "$(dirname "$0")/cluster.sh"
 source "$(dirname "$0")/checks.sh"
+source "$(dirname "$0")/events.sh"
 
 wait_allocatable() { # N: the node's allocatable cpupool.dev/exclusive
   for _ in $(seq 1 150); do
@@ -187,6 +188,7 @@ delete_pods annotated
 pod guaranteed --request cpu=1 --request memory=16Mi --limit cpu=1 --limit memory=16Mi
 assert_pinned guaranteed guaranteed "$LAST"
 delete_pods guaranteed
+check_pod_events "$W/annotations.yaml"
 
 say "an in-place resize of an exclusive pod (kubectl patch --subresource resize)"
 pod resized --annotation pool.cpupool.dev=exclusive --request cpu=500m
@@ -238,6 +240,9 @@ sed -e "s|ghcr.io/cpupool/nri-cpupool:dev|$DS_IMAGE|" -e "s|9464|$METRICS_PORT|g
     -e "s|^    sandboxAffinity: false\$|    sandboxAffinity: false\n    isolatedCPUs: \"$LAST\"\n    pools: {exclusive: {cpus: \"$LAST\"}}|" \
     "$REPO/deploy/kubernetes/nri-cpupool.yaml" > "$W/ds.yaml"
 kubectl apply -f "$W/ds.yaml" >/dev/null || die "applying the DaemonSet manifest"
+# The manifest's pod has a service account token (for its pod Events),
+# which mounts the namespace's kube-root-ca.crt.
+publish_root_ca nri-cpupool
 ds_pod() { # NAME: the DaemonSet's pod template as a pod on this node
   kubectl -n nri-cpupool get daemonset nri-cpupool -o json | python3 -c '
 import json, sys

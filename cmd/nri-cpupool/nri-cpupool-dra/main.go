@@ -14,5 +14,6 @@ import (
 
 func main() {
 	cli.NewDriver = drarun.New
+	cli.NewPodEvents = drarun.NewPodEvents
 	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -9,9 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -400,19 +403,43 @@ func TestValidateWarnsOfASmallHousekeepingSet(t *testing.T) {
 }
 
 // TestRunWithDRANeedsItsSibling: nri-cpupool (NewDriver nil) runs
-// nri-cpupool-dra from its own directory for dra.enabled (issue 33); where
-// there is none, run says which binary is missing and where, before it
-// touches the state directory.
+// nri-cpupool-dra from its own directory for dra.enabled (issue 33), and
+// for kubernetes.events, whose client is there too (issue 43); where there
+// is none, run says which binary is missing and where, before it touches
+// the state directory.
 func TestRunWithDRANeedsItsSibling(t *testing.T) {
 	require.Nil(t, NewDriver, "the test binary links no driver")
-	dir := t.TempDir()
-	cfg := writeFile(t, "dra: {enabled: true, nodeName: node-a}\n")
-	code, _, errOut := run(t, "run", "--config", cfg, "--state-file", filepath.Join(dir, "state.json"), "--nri-socket", filepath.Join(dir, "nri.sock"))
-	assert.Equal(t, 1, code)
+	require.Nil(t, NewPodEvents, "nor any Kubernetes client")
 	self, err := os.Executable()
 	require.NoError(t, err)
-	assert.Contains(t, errOut, "dra.enabled: the DRA driver is in nri-cpupool-dra, which should be next to "+self)
-	assert.NoFileExists(t, filepath.Join(dir, "state.json"))
+	for key, yaml := range map[string]string{
+		"dra.enabled":       "dra: {enabled: true, nodeName: node-a}\n",
+		"kubernetes.events": "kubernetes: {events: true}\n",
+	} {
+		dir := t.TempDir()
+		cfg := writeFile(t, yaml)
+		code, _, errOut := run(t, "run", "--config", cfg, "--state-file", filepath.Join(dir, "state.json"), "--nri-socket", filepath.Join(dir, "nri.sock"))
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errOut, key+": the Kubernetes client (the DRA driver, the pod Events) is in nri-cpupool-dra, which should be next to "+self)
+		assert.Contains(t, errOut, "or set "+key+": false")
+		assert.NoFileExists(t, filepath.Join(dir, "state.json"))
+	}
+}
+
+// TestNoPodEventsUnlessConfigured: without kubernetes.events, run makes
+// nothing of the Kubernetes client for Events, even in nri-cpupool-dra
+// (NewPodEvents set): not even with a kubeconfig given to DRA.
+func TestNoPodEventsUnlessConfigured(t *testing.T) {
+	made := 0
+	NewPodEvents = func(*config.Config, *plugin.Plugin, *logrus.Logger) PodEvents { made++; return nil }
+	t.Cleanup(func() { NewPodEvents = nil })
+	cfg := config.Default()
+	cfg.DRA.Kubeconfig = "/etc/kubernetes/kubelet.conf"
+	assert.Nil(t, newPodEvents(cfg, nil, logrus.New()))
+	assert.Zero(t, made)
+	cfg.Kubernetes.Events = true
+	newPodEvents(cfg, nil, logrus.New())
+	assert.Equal(t, 1, made, "made when configured")
 }
 
 // TestValidateWarnsOfTheCPUModelsClaimLimit: in dra.devices: cpu a CPU is

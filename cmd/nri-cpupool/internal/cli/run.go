@@ -56,8 +56,8 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.DRA.Enabled && NewDriver == nil {
-		return execDRA(args)
+	if cfg.NeedsKubernetes() && NewDriver == nil {
+		return execDRA(args, kubernetesKey(cfg))
 	}
 	log, logOut := daemonLog(stderr, cfg.LogLevel)
 	defer logOut.Close()
@@ -91,8 +91,13 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	events := newPodEvents(cfg, p, log)
 	if cfg.MetricsAddress != "" {
-		stopMetrics, err := serveMetrics(cfg.MetricsAddress, p, driver)
+		var extra []prometheus.Collector
+		if events != nil {
+			extra = append(extra, events.Collector())
+		}
+		stopMetrics, err := serveMetrics(cfg.MetricsAddress, p, driver, extra...)
 		if err != nil {
 			return err
 		}
@@ -105,10 +110,12 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		log.Infof("kubelet device plugin on: advertising %s through %s", config.ResourceExclusive, cfg.Kubelet.DevicePluginDir)
 	}
 	draDone := serveDRA(ctx, driver)
+	eventsDone := servePodEvents(ctx, events)
 	go p.WatchConfig(ctx, *cfgPath, hup, load)
 	err = p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff, systemdHooks(log))
 	stop()
 	<-draDone // the driver's last claims write
+	<-eventsDone
 	if _, nerr := sdnotify.Notify(sdnotify.Stopping); nerr != nil {
 		log.Warnf("%v", nerr)
 	}
@@ -214,8 +221,9 @@ func lockStateDir(ctx context.Context, stateFile string, log *logrus.Logger) (*s
 	return lock, nil
 }
 
-// DRABinary is the binary with the DRA driver: nri-cpupool-dra, next to
-// nri-cpupool, which runs it in its place when dra.enabled is set.
+// DRABinary is the binary with the DRA driver and the pod Events:
+// nri-cpupool-dra, next to nri-cpupool, which runs it in its place when
+// dra.enabled or kubernetes.events is set.
 const DRABinary = "nri-cpupool-dra"
 
 // Driver is the DRA driver as run starts it.
@@ -242,20 +250,62 @@ var NewDriver func(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (Dr
 // DaemonSet's) starts whichever the config needs. The process stays the
 // same (systemd's main PID, the DaemonSet's container): only the program
 // changes. It returns only when it cannot.
-func execDRA(args []string) error {
+func execDRA(args []string, key string) error {
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("dra.enabled: finding %s: %w", DRABinary, err)
+		return fmt.Errorf("%s: finding %s: %w", key, DRABinary, err)
 	}
 	bin := filepath.Join(filepath.Dir(self), DRABinary)
 	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("dra.enabled: the DRA driver is in %s, which should be next to %s: %w (the packages and the image install both; or set dra.enabled: false)", DRABinary, self, err)
+		return fmt.Errorf("%s: the Kubernetes client (the DRA driver, the pod Events) is in %s, which should be next to %s: %w (the packages and the image install both; or set %s: false)", key, DRABinary, self, err, key)
 	}
 	argv := append([]string{bin, "run"}, args...)
 	if err := syscall.Exec(bin, argv, os.Environ()); err != nil {
-		return fmt.Errorf("dra.enabled: running %s: %w", bin, err)
+		return fmt.Errorf("%s: running %s: %w", key, bin, err)
 	}
 	return nil
+}
+
+// kubernetesKey names the key that needs the Kubernetes client, for
+// execDRA's errors.
+func kubernetesKey(cfg *config.Config) string {
+	if cfg.DRA.Enabled {
+		return "dra.enabled"
+	}
+	return "kubernetes.events"
+}
+
+// PodEvents posts Events on pods (package kubeevents) as run starts it.
+type PodEvents interface {
+	// Collector returns its metrics.
+	Collector() prometheus.Collector
+	// Serve posts Events in the background until ctx ends; the channel
+	// closes when it has stopped.
+	Serve(ctx context.Context) <-chan struct{}
+}
+
+// NewPodEvents makes the pod Events of a run with kubernetes.events, and
+// hands them to the plugin. nri-cpupool-dra sets it; nri-cpupool, which
+// links no Kubernetes client, never gets that far (execDRA).
+var NewPodEvents func(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) PodEvents
+
+// newPodEvents makes the pod Events when kubernetes.events is on; nil,
+// and nothing of the Kubernetes client made, when it is off.
+func newPodEvents(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) PodEvents {
+	if !cfg.Kubernetes.Events || NewPodEvents == nil {
+		return nil
+	}
+	return NewPodEvents(cfg, p, log)
+}
+
+// servePodEvents serves the pod Events, if any, until ctx ends.
+func servePodEvents(ctx context.Context, e PodEvents) <-chan struct{} {
+	if e == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return e.Serve(ctx)
 }
 
 // newDRA makes the DRA driver when dra.enabled (NewDriver); nil when the
@@ -306,22 +356,24 @@ func systemdHooks(log *logrus.Logger) plugin.Hooks {
 // nil when off), and the health endpoints (health.go). It listens before
 // returning, so a taken port is an error at start rather than a log line
 // later.
-func serveMetrics(addr string, p *plugin.Plugin, d Driver) (func(), error) {
+func serveMetrics(addr string, p *plugin.Plugin, d Driver, extra ...prometheus.Collector) (func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metricsAddress: %w", err)
 	}
-	srv := &http.Server{Handler: metricsHandler(p, d), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: metricsHandler(p, d, extra...), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(l)
 	return func() { srv.Close() }, nil
 }
 
 // metricsHandler routes the metrics address: /metrics, /healthz, /readyz.
-func metricsHandler(p *plugin.Plugin, d Driver) http.Handler {
+// extra are further collectors to serve (the pod Events' counters).
+func metricsHandler(p *plugin.Plugin, d Driver, extra ...prometheus.Collector) http.Handler {
 	reg := p.Registry()
 	if d != nil {
 		reg.MustRegister(d.Collector())
 	}
+	reg.MustRegister(extra...)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", healthz)

@@ -14,6 +14,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
+	"github.com/cpupool/nri-cpupool/kubeevents"
 	"github.com/cpupool/nri-cpupool/plugin"
 )
 
@@ -23,7 +24,7 @@ import (
 // kubeconfig that cannot be read yet is not one: the driver waits for it
 // (Serve).
 func New(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (cli.Driver, error) {
-	d, err := dra.New(p, dra.Options{NodeName: dra.NodeName(cfg.DRA.NodeName), Model: cfg.DRA.Devices,
+	d, err := dra.New(p, dra.Options{NodeName: dra.NodeName(cfg.APINodeName()), Model: cfg.DRA.Devices,
 		ClaimsFile: dra.ClaimsFile(cfg.StateFile), CDIDir: cfg.DRA.CDIDir, StatusFile: dra.StatusFile(cfg.StateFile), Log: log})
 	if err != nil {
 		return nil, err
@@ -53,10 +54,26 @@ func (r *driver) Serve(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		connect := func() (kubernetes.Interface, error) { return dra.NewClient(r.cfg.DRA.Kubeconfig) }
+		connect := func() (kubernetes.Interface, error) { return dra.NewClient(r.cfg.APIKubeconfig()) }
 		if err := r.d.Serve(ctx, connect, dra.Paths{PluginDir: r.cfg.DRA.PluginDir, RegistryDir: r.cfg.DRA.RegistryDir}); err != nil {
 			r.log.Errorf("DRA: %v", err)
 		}
 	}()
 	return done
+}
+
+// NewPodEvents makes the pod Events of a run with kubernetes.events
+// (cli.NewPodEvents) and hands them to the plugin. The client is made in
+// the background (kubeevents.Poster.Serve): the start does not wait for
+// the API server, nor for a kubeconfig that is not there yet.
+func NewPodEvents(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) cli.PodEvents {
+	kubeconfig := cfg.APIKubeconfig()
+	e := kubeevents.New(kubeevents.Options{
+		Connect:  func() (kubernetes.Interface, error) { return kubeevents.NewClient(kubeconfig) },
+		NodeName: dra.NodeName(cfg.APINodeName()),
+		Log:      log,
+	})
+	p.UsePodEvents(e)
+	log.Infof("pod Events on: posted on the pods as %s", kubeevents.Component)
+	return e
 }

@@ -1,0 +1,134 @@
+package plugin
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+)
+
+// eventLog is a PodEvents sink that keeps what it is given.
+type eventLog struct {
+	mu  sync.Mutex
+	evs []PodEvent
+}
+
+func (l *eventLog) Post(ev PodEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.evs = append(l.evs, ev)
+}
+
+// of returns the Events of a reason.
+func (l *eventLog) of(reason string) []PodEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []PodEvent
+	for _, ev := range l.evs {
+		if ev.Reason == reason {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func withEvents(l *eventLog) func(*Plugin) { return func(p *Plugin) { p.UsePodEvents(l) } }
+
+// TestRefusalPostsPodEvent: a refused container's pod gets a Warning with
+// the runtime's own message, on the pod the sandbox names.
+func TestRefusalPostsPodEvent(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	events := &eventLog{}
+	startPlugin(t, f, vm2, statePath(f), withEvents(events))
+	pod := f.runPod(podSpec{name: "bad", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "turbo"}})
+	_, _, err := f.createContainer(pod, "app", 1000)
+	require.Error(t, err)
+	got := events.of(EventRefused)
+	require.Len(t, got, 1, "all: %+v", events.evs)
+	assert.True(t, got[0].Warning)
+	assert.Equal(t, allocator.PodRef{Namespace: "telco", Name: "bad", UID: "uid-bad"}, got[0].Pod)
+	assert.Contains(t, got[0].Message, "nri-cpupool: container telco/bad/app: ")
+	assert.Contains(t, got[0].Message, "turbo")
+	assert.Contains(t, err.Error(), got[0].Message, "the runtime's words")
+}
+
+// TestDegradedPlacementsPostPodEvents: a memory limit no NUMA node holds,
+// and an annotation for a container of another name (the container falls
+// back to the default pool), are told on the pod.
+func TestDegradedPlacementsPostPodEvents(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	events := &eventLog{}
+	startPlugin(t, f, vmHugePages, statePath(f), withEvents(events))
+	f.mu.Lock()
+	f.dress = func(ctr *api.Container) { ctr.Linux.Resources.Memory = &api.LinuxMemory{Limit: api.Int64(64 << 30)} }
+	f.mu.Unlock()
+	_, _, err := f.createContainer(exclusivePod(f, "big"), "db", 1000)
+	require.NoError(t, err, "placed nonetheless")
+	got := events.of(EventMemoryNotLocal)
+	require.Len(t, got, 1, "all: %+v", events.evs)
+	assert.True(t, got[0].Warning)
+	assert.Equal(t, "big", got[0].Pod.Name)
+	assert.Contains(t, got[0].Message, "no set of NUMA nodes holds its memory limit")
+
+	f.mu.Lock()
+	f.dress = nil
+	f.mu.Unlock()
+	typo := f.runPod(podSpec{name: "typo", annotations: map[string]string{"pool.cpupool.dev/container.ap": "exclusive"}})
+	_, _, err = f.createContainer(typo, "app", 1000)
+	require.NoError(t, err)
+	got = events.of(EventAnnotationUnmatched)
+	require.Len(t, got, 1, "all: %+v", events.evs)
+	assert.Equal(t, "typo", got[0].Pod.Name)
+	assert.Contains(t, got[0].Message, "placed in pool infra without annotation pool.cpupool.dev/container.ap")
+}
+
+// TestReloadRefusedPostsPodEvent: the pod whose running container keeps a
+// reload from being applied is told.
+func TestReloadRefusedPostsPodEvent(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	events := &eventLog{}
+	rp := startPlugin(t, f, desktop, statePath(f), withEvents(events))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/container.fwd": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.Equal(t, "4,12", f.cpus(fwd))
+	require.Error(t, rp.p.Reload(reloadConfig(t, rp, desktopShifted), nil, "SIGHUP"))
+	got := events.of(EventReloadBlocked)
+	require.Len(t, got, 1, "all: %+v", events.evs)
+	assert.True(t, got[0].Warning)
+	assert.Equal(t, allocator.PodRef{Namespace: "telco", Name: "dpdk", UID: "uid-dpdk"}, got[0].Pod)
+	assert.Contains(t, got[0].Message, "(SIGHUP) was not applied: it would move container fwd (pool exclusive, CPUs 4,12)")
+}
+
+// TestPinnedEventsAreRateLimited: where an exclusive container was pinned
+// is news, not a problem: a burst of PinnedEventBurst, then one per
+// PinnedEventEvery. A shared container gets none.
+func TestPinnedEventsAreRateLimited(t *testing.T) {
+	events := &eventLog{}
+	p := newUnitPlugin(t, &failingStore{}, `isolatedCPUs: "2-15"`)
+	p.UsePodEvents(events)
+	ctx := context.Background()
+	_, err := p.Synchronize(ctx, nil, nil)
+	require.NoError(t, err)
+	const n = 14
+	for i := range n {
+		pod := &api.PodSandbox{Id: "sb" + string(rune('a'+i)), Name: "p" + string(rune('a'+i)), Uid: "u" + string(rune('a'+i)), Namespace: "ns",
+			Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}
+		ctr := &api.Container{Id: "c" + string(rune('a'+i)), Name: "c", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(1024)}}}}
+		_, _, err := p.CreateContainer(ctx, pod, ctr)
+		require.NoError(t, err, "container %d", i)
+	}
+	got := events.of(EventPinned)
+	// One more may have been earned if the loop took PinnedEventEvery.
+	require.GreaterOrEqual(t, len(got), PinnedEventBurst)
+	require.LessOrEqual(t, len(got), PinnedEventBurst+1, "at a low rate")
+	assert.False(t, got[0].Warning)
+	assert.Equal(t, allocator.PodRef{Namespace: "ns", Name: "pa", UID: "ua"}, got[0].Pod)
+	assert.Regexp(t, `^container c pinned to pool exclusive: CPUs \d+, memory nodes `, got[0].Message)
+	assert.Len(t, events.evs, len(got), "nothing else to tell")
+}
