@@ -97,6 +97,8 @@ type Assignment struct {
 	// for exclusive containers whose mems are pinned, also while they are
 	// held for its pod.
 	Memory []NodeMemory `json:"-"`
+	// Rule is what decided its pool and CPUs (rule.go), for explain.
+	Rule Rule `json:"-"`
 }
 
 // Original returns the CPUs the container was created with.
@@ -241,6 +243,8 @@ type Request struct {
 	// Demand is what the container asks of memory (memory.go); counted
 	// for exclusive containers whose mems are pinned.
 	Demand Demand
+	// Rule is what decided the pool (rule.go), for the assignment.
+	Rule Rule
 	// HugePagesNow are the nodes' hugepage counts read for this decision,
 	// by node id; nil uses those last read. The caller reads them only
 	// for a container that asks for hugepages.
@@ -269,7 +273,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	cachedFit := a.liveCounts(&req)
 	infraBefore := a.markInfra()
 	warning, onFirst := "", false
-	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New()}
+	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New(), Rule: req.Rule}
 	switch req.Pool {
 	case pools.Shared, pools.Infra:
 		cpus := a.PoolCPUs(req.Pool)
@@ -312,7 +316,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 		// Nothing is committed yet: decide again on every node's counts.
 		return a.Allocate(a.rereadAll(req))
 	}
-	a.takeFromHolds(req, as.Held(), as.Memory)
+	as.Rule.FromHold = a.takeFromHolds(req, as.Held(), as.Memory)
 	res := a.commit(as, infraBefore)
 	res.Warning = warning
 	return res, nil

@@ -132,15 +132,19 @@ func (a *Allocator) reusableFor(req Request) cpuset.CPUSet {
 // takeFromHolds settles the holds of a new container's pod before it is
 // committed: its own hold ends (what the new run does not reuse is freed),
 // and CPUs it reuses leave the other containers' holds. memory is what the
-// new container holds of the nodes' memory.
-func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []NodeMemory) {
+// new container holds of the nodes' memory. It returns the stopped
+// container whose held CPUs it took, for its Rule ("" for none).
+func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []NodeMemory) (from string) {
 	if req.Pod.UID == "" {
-		return
+		return ""
 	}
 	own := req.Pod.UID + "/" + req.Container
 	for _, key := range a.podHoldKeys(req.Pod.UID) {
 		h := a.holds[key]
 		if key == own {
+			if !h.Held().Intersection(taken).IsEmpty() {
+				from = h.Container
+			}
 			a.dropHold(key, h)
 			continue
 		}
@@ -159,6 +163,9 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []Nod
 		if reused.IsEmpty() {
 			continue
 		}
+		if from == "" {
+			from = h.Container
+		}
 		for _, cpu := range reused.UnsortedList() {
 			if a.owner[cpu] == h.ID {
 				a.setOwner(cpu, "")
@@ -171,6 +178,7 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []Nod
 			h.Mems = a.memsOf(&h.Assignment)
 		}
 	}
+	return from
 }
 
 // dropHold ends a hold and frees its CPUs.

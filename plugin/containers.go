@@ -25,7 +25,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// Tenant input is bounded before it can hold the lock that every
 	// other container waits for.
 	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
-		return nil, nil, p.refuse(pod, who, err)
+		p.mu.Lock() // to record the refusal, once the input is checked
+		defer p.mu.Unlock()
+		return nil, nil, p.refuse(pod, ctr, err)
 	}
 	// A malformed demand refuses only a container whose memory is counted
 	// (an exclusive one, below): shared and infra containers keep their
@@ -46,17 +48,17 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	info.Demand = demand
 	tok, err := p.attachGrant(pod, ctr, &info)
 	if err != nil {
-		return nil, nil, p.refuse(pod, who, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
+		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
 	}
 	if err := p.attachClaims(pod, ctr, &info); err != nil {
-		return nil, nil, p.refuse(pod, who, &allocator.Refusal{Reason: allocator.ReasonClaim, Err: err})
+		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonClaim, Err: err})
 	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
-		return nil, nil, p.refuse(pod, who, err)
+		return nil, nil, p.refuse(pod, ctr, err)
 	}
 	if demandErr != nil && pools.IsExclusive(req.Pool) {
-		return nil, nil, p.refuse(pod, who, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: demandErr})
+		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: demandErr})
 	}
 	req.ReadHugePages = p.readHugePager // the nodes the decision needs, read under the lock: a few files
 	res, err := p.alloc.Allocate(req)
@@ -64,12 +66,13 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		res, err = p.alloc.Allocate(req)
 	}
 	if err != nil {
-		return nil, nil, p.refuse(pod, who, err)
+		return nil, nil, p.refuse(pod, ctr, err)
 	}
 	// The reply does not wait for the state file: the writer persists the
 	// decision in the background, and if this process dies before it does,
 	// the next Synchronize finds the container where the runtime runs it.
 	st := p.recordPlacement(res)
+	p.forgetRefusal(pod, ctr)
 	p.rememberCgroup(res.Assignment, ctr)
 	if res.Assignment.NoCPUQuota {
 		p.liftPodQuotaLater(pod.GetId()) // the pod cgroup's quota goes too
@@ -95,11 +98,13 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 }
 
 // refuse logs and counts a refused creation by the reason its error carries
-// (allocator.ReasonOf), and wraps the error for the runtime, which shows it
-// to the user: "nri-cpupool: container <namespace/pod/name>: <why>". The
-// allocator's placement refusals pass as they are ("nri-cpupool: <why>"):
-// they name the container themselves, with what it asked for.
-func (p *Plugin) refuse(pod *api.PodSandbox, who string, err error) error {
+// (allocator.ReasonOf), records it for explain (refusals.go), and wraps the
+// error for the runtime, which shows it to the user: "nri-cpupool:
+// container <namespace/pod/name>: <why>". The allocator's placement
+// refusals pass as they are ("nri-cpupool: <why>"): they name the
+// container themselves, with what it asked for. Called under the lock.
+func (p *Plugin) refuse(pod *api.PodSandbox, ctr *api.Container, err error) error {
+	who := containerRef(pod, ctr)
 	reason := allocator.ReasonOf(err)
 	p.log.Errorf("refusing container %s: %v", who, err)
 	p.metrics.countRefusal(reason)
@@ -111,6 +116,7 @@ func (p *Plugin) refuse(pod *api.PodSandbox, who string, err error) error {
 	// The pod's owner sees it in `kubectl describe pod` too, with the
 	// runtime's words.
 	p.eventRefused(pod, err)
+	p.noteRefusal(pod, ctr, reason, err.Error())
 	return err
 }
 

@@ -188,7 +188,8 @@ func (p *Plugin) assignmentFromState(id string, st state.ContainerState) (alloca
 		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: cpus, Reserved: reserved, Mems: mems,
 		Added: addedWithin(parseOrdered(st.Added), cpus), NoCPUQuota: st.NoCPUQuota, IsolateIRQs: st.IsolateIRQs,
 		IsolatedPartition: partition, PowerClass: st.PowerClass, WithShared: st.WithShared,
-		Shared: p.rememberedShared(st), Memory: memory}, ok1 && ok2
+		Shared: p.rememberedShared(st), Memory: memory,
+		Rule: allocator.Rule{Kind: st.Rule, Detail: st.RuleDetail, DeviceNUMA: st.DeviceNUMA, FromHold: st.FromHold}}, ok1 && ok2
 }
 
 // addedWithin keeps the remembered order of added CPUs only for CPUs the

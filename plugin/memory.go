@@ -6,6 +6,7 @@ package plugin
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/state"
@@ -63,7 +64,7 @@ func containerState(a allocator.Assignment) state.ContainerState {
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
 		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota, IsolateIRQs: a.IsolateIRQs,
 		IsolatedPartition: a.IsolatedPartition, PowerClass: a.PowerClass, WithShared: a.WithShared, SharedCPUs: sharedPart(a),
-		Memory: formatMemory(a.Memory)}
+		Memory: formatMemory(a.Memory), Rule: a.Rule.Kind, RuleDetail: a.Rule.Detail, DeviceNUMA: a.Rule.DeviceNUMA, FromHold: a.Rule.FromHold}
 }
 
 // stateChanged tells the writer that memory moved on (it persists the
@@ -102,6 +103,10 @@ func (p *Plugin) collectState(st *state.State, grants *grantsSnapshot) uint64 {
 		}
 	}
 	clear(p.dirty)
+	if p.refusalsDirty {
+		st.Refusals = slices.Clone(p.memory.Refusals)
+		p.refusalsDirty = false
+	}
 	clear(st.Previous) // read from older files only
 	clear(st.Held)
 	for _, h := range p.alloc.Holds() {

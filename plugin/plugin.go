@@ -129,6 +129,9 @@ type Plugin struct {
 	gen      uint64
 	dirty    map[string]bool
 	dirtyAll bool
+	// refusalsDirty tells that memory's refusals changed since the
+	// writer last collected them (refusals.go).
+	refusalsDirty bool
 	// writer persists the state in the background, off the reply path.
 	writer *stateWriter
 	// sandbox are the pod sandboxes to keep pinned to infra, by id, and

@@ -104,6 +104,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	p.checkUnmatched(pod)
 	p.dropSandbox(pod.GetId())
 	p.forgetGrantsOf(pod)
+	p.forgetPodRefusals(pod.GetUid())
 	return p.releasePod(pod)
 }
 

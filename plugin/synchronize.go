@@ -37,6 +37,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	}
 	remembered := p.memory
 	p.startOver(pods)
+	p.keepRefusals(remembered.Refusals, pods)
 	podUIDs := map[string]bool{}
 	for _, pod := range pods {
 		podUIDs[pod.GetUid()] = true

@@ -15,13 +15,16 @@ var migrations = map[int]func(payload []byte) (*State, error){
 	2: migrateV2,
 	3: migrateV2,
 	4: migrateV2,
+	5: migrateV2,
 }
 
-// migrateV2: schemas 3, 4 and 5 only added optional fields (isolateIRQs,
-// isolatedPartition; powerClass, powerClasses; memory), so a version 2, 3
-// or 4 payload is a current one without them. Containers without memory
-// get it again from the runtime at Synchronize; holds without it hold no
-// memory until their pod ends.
+// migrateV2: schemas 3 to 6 only added optional fields (isolateIRQs,
+// isolatedPartition; powerClass, powerClasses; memory; rule, ruleDetail,
+// deviceNUMA, fromHold, refusals), so a version 2 to 5 payload is a
+// current one without them. Containers without memory get it again from
+// the runtime at Synchronize; holds without it hold no memory until their
+// pod ends; records without a rule keep none (explain says the release
+// that placed them did not record it), and no refusal is remembered.
 func migrateV2(payload []byte) (*State, error) {
 	return decodePayload(payload)
 }

@@ -129,8 +129,47 @@ func TestV4FileIsRead(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, data, 0o600))
 		st, err := NewFileStore(path).Load()
 		require.NoError(t, err, "version %d", tc.version)
-		assert.Equal(t, map[int]int{4: 4, 5: 0}[tc.version], st.MigratedFrom)
+		assert.Equal(t, tc.version, st.MigratedFrom)
 		assert.Equal(t, tc.memory, st.Containers["c1"].Memory)
 		assert.Equal(t, "fast", st.Containers["c1"].PowerClass)
+	}
+}
+
+// TestV5FileIsRead: schema 6 only added what decided a container's pool
+// and the last refusals; a version 5 file is read with neither, and a
+// version 6 file keeps both, written back as they were read.
+func TestV5FileIsRead(t *testing.T) {
+	const container = `"c1":{"podUID":"u","podNamespace":"n","podName":"p","container":"c","pool":"exclusive","milliCPU":1000,"cpus":"2","mems":"1"`
+	const refusals = `"refusals":[{"podNamespace":"n","podName":"p","container":"d","time":"2026-03-01T08:00:00Z","reason":"placement","message":"no room","count":3}]`
+	for _, tc := range []struct {
+		version  int
+		payload  string
+		rule     string
+		refusals int
+	}{
+		{5, `{"containers":{` + container + `}}}`, "", 0},
+		{6, `{"containers":{` + container + `,"rule":"annotation","ruleDetail":"pool.cpupool.dev=exclusive","deviceNUMA":"1","fromHold":"c"}},` + refusals + `}`, "annotation", 1},
+	} {
+		data, err := EncodeEnvelope(nil, []byte(tc.payload), time.Time{})
+		require.NoError(t, err)
+		data = []byte(strings.Replace(string(data), `"schemaVersion":`+itoa(SchemaVersion), `"schemaVersion":`+itoa(tc.version), 1))
+		path := filepath.Join(t.TempDir(), "state.json")
+		require.NoError(t, os.WriteFile(path, data, 0o600))
+		store := NewFileStore(path)
+		st, err := store.Load()
+		require.NoError(t, err, "version %d", tc.version)
+		assert.Equal(t, map[int]int{5: 5, 6: 0}[tc.version], st.MigratedFrom)
+		assert.Equal(t, tc.rule, st.Containers["c1"].Rule)
+		assert.Len(t, st.Refusals, tc.refusals)
+		if tc.version == SchemaVersion {
+			require.NoError(t, store.Save(st))
+			again, err := ReadState(path)
+			require.NoError(t, err)
+			assert.Equal(t, st.Refusals, again.Refusals)
+			assert.Equal(t, st.Containers, again.Containers)
+			assert.Equal(t, "1", again.Containers["c1"].DeviceNUMA)
+			assert.Equal(t, "c", again.Containers["c1"].FromHold)
+		}
+		store.Close()
 	}
 }

@@ -42,7 +42,11 @@ import (
 //     memory and hugepages (memory); a record without it is derived again
 //     from the runtime at Synchronize; the file gains each NUMA node's
 //     memory and hugepages, for status (numaMemory) (issue 31).
-const SchemaVersion = 5
+//   - 6: containers and holds gain what decided their pool and CPUs (rule,
+//     ruleDetail, deviceNUMA, fromHold); the file gains the last refusal
+//     of each recently refused container (refusals), for explain (issue
+//     43). A record without a rule was placed by an older release.
+const SchemaVersion = 6
 
 // State is what survives plugin, runtime and node restarts.
 type State struct {
@@ -64,6 +68,9 @@ type State struct {
 	// NUMAMemory is each NUMA node's memory and hugepages when the file
 	// was written, for `nri-cpupool status` (numamemory.go).
 	NUMAMemory []NUMAMemory `json:"numaMemory,omitempty"`
+	// Refusals are the last refusal of each recently refused container,
+	// oldest first, at most MaxRefusals (refusals.go).
+	Refusals []Refusal `json:"refusals,omitempty"`
 	// MigratedFrom is the schema version the file was migrated from when
 	// loaded; 0 when it was already current. Never written.
 	MigratedFrom int `json:"-"`
@@ -101,6 +108,18 @@ type ContainerState struct {
 	// each NUMA node: "<node>:memory=<bytes>,<size>kB=<pages>;..." (the
 	// plugin's memstate.go).
 	Memory string `json:"memory,omitempty"`
+	// Rule is what decided its pool: annotation, qos, default, dra-claim
+	// or device-plugin (the allocator's Rule*); RuleDetail, the
+	// annotation, claims or setting that did. Both are empty in records
+	// of releases before schema 6.
+	Rule       string `json:"rule,omitempty"`
+	RuleDetail string `json:"ruleDetail,omitempty"`
+	// DeviceNUMA are the NUMA nodes of its devices, which its exclusive
+	// CPUs preferred (device locality).
+	DeviceNUMA string `json:"deviceNUMA,omitempty"`
+	// FromHold names the stopped container of its pod whose held CPUs it
+	// took when it was created (its own previous run, or a completed one).
+	FromHold string `json:"fromHold,omitempty"`
 }
 
 // HeldState is a stopped exclusive container's CPUs, kept for its pod.
@@ -496,6 +515,14 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 			return nil, err
 		}
 		buf.WriteString(`,"numaMemory":`)
+		buf.Write(b)
+	}
+	if len(st.Refusals) > 0 {
+		b, err := json.Marshal(st.Refusals)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"refusals":`)
 		buf.Write(b)
 	}
 	buf.WriteByte('}')

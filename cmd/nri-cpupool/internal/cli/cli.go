@@ -35,6 +35,7 @@ func commands() []command {
 		{"simulate", "replay container requests through the allocator", runSimulate},
 		{"status", "show pools and assignments from the state file", runStatus},
 		{"audit", "show what still disturbs each held exclusive CPU (IRQs, threads, isolation)", runAudit},
+		{"explain", "say why a pod's containers got their CPUs, or why they were refused", runExplain},
 		{"version", "print the version", runVersion},
 	}
 }
@@ -113,6 +114,18 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 // (-h) asks for is printed on stdout; a misuse's message and usage go to
 // the flag set's output, stderr (exit 2).
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, "unexpected arguments: "+strings.Join(fs.Args(), " "))
+	}
+	return nil
+}
+
+// parseFlags is parse for a command that takes arguments: it leaves them
+// in fs.Args().
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	errOut := fs.Output()
 	var printed bytes.Buffer
 	fs.SetOutput(&printed)
@@ -125,9 +138,6 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		}
 		errOut.Write(printed.Bytes())
 		return errUsage
-	}
-	if fs.NArg() > 0 {
-		return usageError(fs, "unexpected arguments: "+strings.Join(fs.Args(), " "))
 	}
 	return nil
 }

@@ -272,6 +272,25 @@ func TestSimulateBadInput(t *testing.T) {
 	assert.Equal(t, 2, code)
 }
 
+// TestSimulateFailOnRefusal: a failing step leaves the exit status 0
+// unless --fail-on-refusal asks for 3 (for CI), with or without --json; a
+// run whose steps all pass stays 0 with it.
+func TestSimulateFailOnRefusal(t *testing.T) {
+	root := fixture.Root(t, "vm-2cpu")
+	failing := writeFile(t, "steps:\n  - create: {pod: a, container: b, cpus: \"1\"}\n  - remove: {pod: ghost}\n")
+	passing := writeFile(t, "steps:\n  - create: {pod: a, container: b, cpus: \"1\"}\n")
+	code, _, errOut := run(t, "simulate", "--sysfs-root", root, "--requests", failing)
+	assert.Equal(t, 0, code, errOut)
+	for _, extra := range [][]string{nil, {"--json"}} {
+		code, out, errOut := run(t, append([]string{"simulate", "--sysfs-root", root, "--requests", failing, "--fail-on-refusal"}, extra...)...)
+		assert.Equal(t, 3, code, errOut)
+		assert.Contains(t, out, "no container * in pod default/ghost", "the steps are printed first")
+		assert.Equal(t, "nri-cpupool simulate: 1 of 2 steps failed (--fail-on-refusal)\n", errOut)
+	}
+	code, _, errOut = run(t, "simulate", "--sysfs-root", root, "--requests", passing, "--fail-on-refusal")
+	assert.Equal(t, 0, code, errOut)
+}
+
 func TestUsageAndHelp(t *testing.T) {
 	code, _, errOut := run(t)
 	assert.Equal(t, 2, code)

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -12,14 +15,22 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
+	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
+// simulateStepFailed is simulate's exit code with --fail-on-refusal when
+// a step failed (1 is any other failure, as audit's 3 is a finding).
+const simulateStepFailed = 3
+
 func runSimulate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("simulate", "simulate [--sysfs-root D] [--config F] --requests R [--json]", stderr)
+	fs := newFlags("simulate", "simulate [--sysfs-root D | --topology T] [--config F] [--isolated-cpus LIST] --requests R [--json] [--fail-on-refusal]", stderr)
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
+	topology := fs.String("topology", "", "a topology YAML in the format of testdata/topologies, or the name of one there (source tree), rendered for the run instead of a sysfs tree")
 	cfgPath := fs.String("config", "", "configuration file (default: built-in defaults)")
+	isolated := fs.String("isolated-cpus", "", "`LIST` of CPUs taken as the kernel's isolated set (isolcpus=), overriding the config's isolatedCPUs")
 	reqPath := fs.String("requests", "", "requests file (YAML, see docs/commands.md)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	failOnRefusal := fs.Bool("fail-on-refusal", false, "exit 3 when a step fails, after printing every step (for CI)")
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -28,6 +39,9 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
+	if *topology != "" && *root != "" {
+		return usageError(fs, "--topology and --sysfs-root: choose one (the node is rendered from the topology, or read below the sysfs root)")
+	}
 	cfg := config.Default()
 	if *cfgPath != "" {
 		var err error
@@ -35,7 +49,21 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if *isolated != "" {
+		cfg.IsolatedCPUs = isolated
+		if problems := cfg.Check(); problems.HasErrors() {
+			return problems.Errors().In("--isolated-cpus")
+		}
+	}
 	nodeRoot := sysfsRoot(*root, cfg)
+	if *topology != "" {
+		dir, err := renderTopology(*topology)
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		nodeRoot = dir
+	}
 	topo, err := sysfs.Discover(nodeRoot)
 	if err != nil {
 		return err
@@ -50,9 +78,12 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	}
 	results := runner.Run(file)
 	if *asJSON {
-		return printJSON(stdout, struct {
+		if err := printJSON(stdout, struct {
 			Steps []simulate.Result `json:"steps"`
-		}{results})
+		}{results}); err != nil {
+			return err
+		}
+		return stepsFailed(stderr, results, *failOnRefusal)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tACTION\tPOD/CONTAINER\tPOOL\tCPUS\tMEMS\tEXCLUSIVE FREE\tSHARED\tINFRA\tRESULT")
@@ -81,7 +112,89 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	printSimulatedMemory(stdout, cfg, results)
-	return nil
+	printNoIsolated(stdout, results)
+	return stepsFailed(stderr, results, *failOnRefusal)
+}
+
+// printNoIsolated says what to do when steps were refused because the
+// exclusive pool is empty: most shapes boot without isolcpus, and the pool
+// is carved from the isolated CPUs.
+func printNoIsolated(stdout io.Writer, results []simulate.Result) {
+	for _, r := range results {
+		if r.Error != "" && r.Pool == pools.Exclusive && r.Pools[pools.Exclusive].Size == 0 {
+			fmt.Fprintln(stdout, "\nThe exclusive pool is empty: the node has no isolated CPUs (isolcpus=). Give some with --isolated-cpus LIST or the config's isolatedCPUs, or use the exclusive-non-isolcpus pool.")
+			return
+		}
+	}
+}
+
+// stepsFailed is simulate's verdict with --fail-on-refusal: exit 3 and how
+// many steps failed when one did; without it the run succeeds whatever its
+// steps did, the table saying which failed.
+func stepsFailed(stderr io.Writer, results []simulate.Result, fail bool) error {
+	failed := 0
+	for _, r := range results {
+		if r.Error != "" {
+			failed++
+		}
+	}
+	if !fail || failed == 0 {
+		return nil
+	}
+	fmt.Fprintf(stderr, "nri-cpupool simulate: %d of %s failed (--fail-on-refusal)\n", failed, plural(len(results), "step"))
+	return exitError{simulateStepFailed}
+}
+
+// renderTopology renders a topology for simulate into a new temporary
+// directory, which the caller removes: topology is a YAML file in the
+// format of testdata/topologies, or the name of one there, found from the
+// working directory up to the module's root (a source tree). Only the
+// shape simulated is written, not the gigabyte of `make fixtures`.
+func renderTopology(topology string) (string, error) {
+	path := topology
+	if _, err := os.Stat(path); err != nil {
+		if strings.ContainsAny(topology, "/.") {
+			return "", fmt.Errorf("topology %s: %w", topology, err)
+		}
+		dir, derr := fixture.SpecDir()
+		if derr != nil {
+			return "", fmt.Errorf("topology %q is not a file, and names are looked up in testdata/topologies of a source tree: %v; give the path of a topology YAML", topology, derr)
+		}
+		path = filepath.Join(dir, topology+".yaml")
+		if _, err := os.Stat(path); err != nil {
+			return "", unknownTopology(topology, dir)
+		}
+	}
+	spec, err := fixture.LoadSpec(path)
+	if err != nil {
+		return "", fmt.Errorf("topology %s: %w", topology, err)
+	}
+	out, err := os.MkdirTemp("", "nri-cpupool-simulate-")
+	if err != nil {
+		return "", fmt.Errorf("rendering topology %s: %w", topology, err)
+	}
+	if err := spec.Write(out); err != nil {
+		os.RemoveAll(out)
+		return "", fmt.Errorf("rendering topology %s: %w", topology, err)
+	}
+	return out, nil
+}
+
+// unknownTopology refuses a name testdata/topologies lacks, with the
+// nearest name it has.
+func unknownTopology(name, dir string) error {
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	var names []string
+	for _, m := range matches {
+		names = append(names, strings.TrimSuffix(filepath.Base(m), ".yaml"))
+	}
+	msg := fmt.Sprintf("topology %q: no such file, and testdata/topologies has no %s.yaml", name, name)
+	if near := nearestName(name, names); near != "" {
+		msg += fmt.Sprintf("; did you mean %s?", near)
+	} else {
+		msg += " (`ls testdata/topologies` lists the shapes)"
+	}
+	return errors.New(msg)
 }
 
 // printSimulatedMemory prints the NUMA nodes' memory after the last step,

@@ -1,0 +1,56 @@
+package allocator
+
+import (
+	"strings"
+
+	"github.com/cpupool/nri-cpupool/config"
+)
+
+// Rule says what decided a container's pool and where its CPUs went, for
+// `nri-cpupool explain`: the policy fills it while deciding, from what it
+// looked up anyway, so recording it costs the reply path a string or two.
+// Its fields are strings so that an assignment's record stays comparable
+// (the state encoder re-encodes only records that changed).
+type Rule struct {
+	// Kind is what chose the pool: one of the Rule* values.
+	Kind string
+	// Detail is the annotation, claim or setting that did, as text.
+	Detail string
+	// DeviceNUMA are the NUMA nodes of the container's devices, which its
+	// exclusive CPUs prefer (device locality); "" when none.
+	DeviceNUMA string
+	// FromHold names the stopped container of its pod whose held CPUs it
+	// took (its own previous run, or a completed init container); "" when
+	// it took none.
+	FromHold string
+}
+
+// The kinds of Rule.
+const (
+	// RuleAnnotation: the pool.cpupool.dev annotation.
+	RuleAnnotation = "annotation"
+	// RuleQoS: guaranteedExclusive, for a Guaranteed pod with whole CPUs.
+	RuleQoS = "qos"
+	// RuleDefault: the config's defaultPool, nothing asked for another.
+	RuleDefault = "default"
+	// RuleClaim: the container's DRA ResourceClaims.
+	RuleClaim = "dra-claim"
+	// RuleDevicePlugin: the kubelet's cpupool.dev/exclusive devices.
+	RuleDevicePlugin = "device-plugin"
+)
+
+// kubeletRule is the rule of a container whose CPUs the kubelet or a
+// claim chose.
+func kubeletRule(c Container) Rule {
+	if len(c.Claims) > 0 {
+		return Rule{Kind: RuleClaim, Detail: "ResourceClaims " + strings.Join(c.Claims, ", ")}
+	}
+	return Rule{Kind: RuleDevicePlugin, Detail: "resources.limits " + config.ResourceExclusive}
+}
+
+// The rules of a container no pool annotation placed; constant, so the
+// reply path builds no string for them.
+var (
+	qosRule     = Rule{Kind: RuleQoS, Detail: "guaranteedExclusive: a Guaranteed pod requesting whole CPUs"}
+	defaultRule = Rule{Kind: RuleDefault, Detail: "defaultPool"}
+)
