@@ -1,0 +1,75 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// good is a minimal rendering of the chart's shape: the checks pass on it,
+// and each case below breaks one thing.
+const good = `---
+# Source: nri-cpupool/templates/serviceaccount.yaml
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: p, namespace: ns}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: p-config, namespace: ns}
+data:
+  config.yaml: |
+    metricsAddress: 127.0.0.1:9464
+    sysfsRoot: /host
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: p, namespace: ns}
+spec:
+  selector: {matchLabels: {app: p}}
+  template:
+    metadata: {labels: {app: p}}
+    spec:
+      serviceAccountName: p
+      containers:
+        - name: p
+          image: x
+          ports: [{name: metrics, containerPort: 9464}]
+          livenessProbe: {httpGet: {host: 127.0.0.1, port: metrics, path: /healthz}}
+          readinessProbe: {httpGet: {host: 127.0.0.1, port: 9464, path: /readyz}}
+          volumeMounts: [{name: config, mountPath: /etc/nri-cpupool}]
+      volumes:
+        - {name: config, configMap: {name: p-config}}
+`
+
+func TestCheck(t *testing.T) {
+	kinds, err := check([]byte(good))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"ServiceAccount": 1, "ConfigMap": 1, "DaemonSet": 1}, kinds)
+	require.NoError(t, expectKinds(kinds, "DaemonSet=1,DeviceClass=0"))
+	assert.ErrorContains(t, expectKinds(kinds, "DeviceClass=3"), "0 objects of kind DeviceClass, want 3")
+
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"unchanged", "", "", ""},
+		{"unknown field in the pod", "      serviceAccountName: p", "      serviceAccountName: p\n      hostNetwok: true", `unknown field "spec.template.spec.hostNetwok"`},
+		{"selector", "selector: {matchLabels: {app: p}}", "selector: {matchLabels: {app: q}}", "does not match its pods' labels"},
+		{"mount of no volume", "{name: config, mountPath", "{name: conf, mountPath", `mounts volume "conf"`},
+		{"ConfigMap not in the chart", "configMap: {name: p-config}", "configMap: {name: other}", `names ConfigMap "other"`},
+		{"unknown config key", "    sysfsRoot: /host", "    sysfsRot: /host", "sysfsRot"},
+		{"probe off the metrics port", "port: 9464, path: /readyz", "port: 9465, path: /readyz", "readiness probe on port 9465, but the config's metricsAddress is 127.0.0.1:9464"},
+		{"probe on no named port", "port: metrics, path", "port: metric, path", `port "metric" is not a port of the container`},
+		{"unknown kind", "kind: ServiceAccount", "kind: ServiceAcount", "ServiceAcount"},
+		{"service account not in the chart", "serviceAccountName: p", "serviceAccountName: q", `service account "q"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := check([]byte(strings.Replace(good, tc.from, tc.to, 1)))
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
