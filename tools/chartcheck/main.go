@@ -26,6 +26,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,6 +172,11 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 				continue
 			}
 			metricsAddress = cfg.MetricsAddress
+			for _, c := range spec.Containers {
+				if mountsVolume(c, v.Name) {
+					errs = append(errs, checkPluginPod(ds.Name, spec, c, cfg)...)
+				}
+			}
 		}
 	}
 	containers := slices.Concat(spec.InitContainers, spec.Containers)
@@ -199,6 +205,56 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 				fail("container %s: %s probe on port %d, but the config's metricsAddress is %s", c.Name, p.name, port, metricsAddress)
 			}
 		}
+	}
+	return errs
+}
+
+func mountsVolume(c corev1.Container, volume string) bool {
+	return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volume })
+}
+
+// checkPluginPod checks the plugin's container against its config: each
+// directory the daemon writes is mounted read-write (at that path or
+// above it), what it reads is mounted, and the DRA driver has its node
+// name and its token.
+func checkPluginPod(ds string, spec corev1.PodSpec, c corev1.Container, cfg *config.Config) []error {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("DaemonSet %s: container %s: "+format, append([]any{ds, c.Name}, args...)...))
+	}
+	mounted := func(dir string, write bool) {
+		for _, m := range c.VolumeMounts {
+			if (m.MountPath == dir || strings.HasPrefix(dir, strings.TrimSuffix(m.MountPath, "/")+"/")) && (!write || !m.ReadOnly) {
+				return
+			}
+		}
+		how := "mounted"
+		if write {
+			how = "mounted read-write"
+		}
+		fail("%s, which its config uses, is not %s", dir, how)
+	}
+	mounted(filepath.Dir(cfg.StateFile), true)
+	mounted(filepath.Dir(cfg.NRISocket), true)
+	mounted(cfg.CgroupRoot, true)
+	mounted(filepath.Join(cfg.SysfsRoot, "sys"), false)
+	mounted(filepath.Join(cfg.SysfsRoot, "proc/cmdline"), false)
+	if cfg.Kubelet.DevicePlugin {
+		mounted(cfg.Kubelet.DevicePluginDir, true)
+	}
+	if !cfg.DRA.Enabled {
+		return errs
+	}
+	for _, dir := range []string{cfg.DRA.CDIDir, cfg.DRA.PluginDir, cfg.DRA.RegistryDir} {
+		mounted(dir, true)
+	}
+	if cfg.DRA.NodeName == "" && !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+	}) {
+		fail("dra.enabled without dra.nodeName, and no NODE_NAME from spec.nodeName")
+	}
+	if cfg.DRA.Kubeconfig == "" && spec.AutomountServiceAccountToken != nil && !*spec.AutomountServiceAccountToken {
+		fail("dra.enabled with in-cluster credentials, but the pod mounts no service account token")
 	}
 	return errs
 }

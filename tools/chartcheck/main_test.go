@@ -23,6 +23,7 @@ data:
   config.yaml: |
     metricsAddress: 127.0.0.1:9464
     sysfsRoot: /host
+    cgroupRoot: /host/sys/fs/cgroup
 ---
 apiVersion: apps/v1
 kind: DaemonSet
@@ -39,9 +40,20 @@ spec:
           ports: [{name: metrics, containerPort: 9464}]
           livenessProbe: {httpGet: {host: 127.0.0.1, port: metrics, path: /healthz}}
           readinessProbe: {httpGet: {host: 127.0.0.1, port: 9464, path: /readyz}}
-          volumeMounts: [{name: config, mountPath: /etc/nri-cpupool}]
+          volumeMounts:
+            - {name: config, mountPath: /etc/nri-cpupool}
+            - {name: nri, mountPath: /var/run/nri}
+            - {name: state, mountPath: /var/lib/nri-cpupool}
+            - {name: sys, mountPath: /host/sys, readOnly: true}
+            - {name: cmdline, mountPath: /host/proc/cmdline, readOnly: true}
+            - {name: cgroup, mountPath: /host/sys/fs/cgroup}
       volumes:
         - {name: config, configMap: {name: p-config}}
+        - {name: nri, hostPath: {path: /var/run/nri}}
+        - {name: state, hostPath: {path: /var/lib/nri-cpupool}}
+        - {name: sys, hostPath: {path: /sys}}
+        - {name: cmdline, hostPath: {path: /proc/cmdline}}
+        - {name: cgroup, hostPath: {path: /sys/fs/cgroup}}
 `
 
 func TestCheck(t *testing.T) {
@@ -56,6 +68,10 @@ func TestCheck(t *testing.T) {
 		{"unknown field in the pod", "      serviceAccountName: p", "      serviceAccountName: p\n      hostNetwok: true", `unknown field "spec.template.spec.hostNetwok"`},
 		{"selector", "selector: {matchLabels: {app: p}}", "selector: {matchLabels: {app: q}}", "does not match its pods' labels"},
 		{"mount of no volume", "{name: config, mountPath", "{name: conf, mountPath", `mounts volume "conf"`},
+		{"state directory read-only", "mountPath: /var/lib/nri-cpupool}", "mountPath: /var/lib/nri-cpupool, readOnly: true}", "/var/lib/nri-cpupool, which its config uses, is not mounted read-write"},
+		{"cgroup tree elsewhere", "    cgroupRoot: /host/sys/fs/cgroup", "    cgroupRoot: /host/cgroup", "/host/cgroup, which its config uses, is not mounted read-write"},
+		{"device plugin directory not mounted", "    sysfsRoot: /host", "    sysfsRoot: /host\n    kubelet: {devicePlugin: true}", "/var/lib/kubelet/device-plugins, which its config uses"},
+		{"DRA without its directories, node name or token", "    sysfsRoot: /host", "    sysfsRoot: /host\n    dra: {enabled: true}", "/var/run/cdi, which its config uses"},
 		{"ConfigMap not in the chart", "configMap: {name: p-config}", "configMap: {name: other}", `names ConfigMap "other"`},
 		{"unknown config key", "    sysfsRoot: /host", "    sysfsRot: /host", "sysfsRot"},
 		{"probe off the metrics port", "port: 9464, path: /readyz", "port: 9465, path: /readyz", "readiness probe on port 9465, but the config's metricsAddress is 127.0.0.1:9464"},
