@@ -31,9 +31,13 @@ HAVE_K8S ?= $(shell { [ -f "$(NRI_CPUPOOL_K8S_TOOLS)/kubelet.xz" ] || [ -f "$(K8
 # version; shellcheck from Debian (apt-get, as root).
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
+# The Helm CLI (v4) for the chart in deploy/helm: helm lint and helm
+# template in make lint, helm install in the Kubernetes suite.
+HELM_VERSION := v4.3.2
+HELM     := $(TOOLS_BIN)/helm-$(HELM_VERSION)
 SHELL_SCRIPTS := .ci/run $(wildcard packaging/*.sh packaging/scripts/*.sh test/*.sh test/*/*.sh)
 
-.PHONY: all build test unit soak fuzz packaging e2e e2e-vm e2e-vm-systemd k8s-e2e scale-scheduler bench lint tools shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
+.PHONY: all build test unit soak fuzz packaging e2e e2e-vm e2e-vm-systemd k8s-e2e scale-scheduler bench lint tools helm shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -104,9 +108,10 @@ e2e-vm-systemd: build $(NFPM)
 	E2E_VM_RUNS="$(VM_SYSTEMD_RUNS)" NFPM=$(NFPM) bash test/vm/e2e.sh
 
 # A private one-node Kubernetes cluster with this plugin (test/k8s): the
-# annotation, device plugin and DaemonSet routes, then the DRA driver.
-k8s-e2e: build
-	bash test/k8s/run.sh
+# annotation, device plugin and DaemonSet routes (the DaemonSet from the
+# plain manifest, then from the Helm chart), then the DRA driver.
+k8s-e2e: build $(HELM)
+	HELM=$(HELM) bash test/k8s/run.sh
 	bash test/k8s/dra.sh
 
 # The scheduler with NODES kwok nodes that carry the slices our driver would
@@ -132,7 +137,9 @@ bench:
 	$(GO) test -run '^$$' -bench 'PluginRSS|StateBurst' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
 
-# gofmt, go vet, staticcheck, go.mod/go.sum tidiness, shellcheck, and
+# gofmt, go vet, staticcheck, go.mod/go.sum tidiness, shellcheck, the Helm
+# chart (test/helm.sh: helm lint, helm template of its ci/ values files
+# checked by tools/chartcheck), and
 # docscheck: every config key, annotation, metric, command, flag and make
 # target the code defines is documented in docs/, and every relative link
 # of README.md and docs/ resolves (tools/docscheck; -list shows the names).
@@ -144,9 +151,16 @@ lint: tools
 	$(STATICCHECK) ./...
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	shellcheck -x -P SCRIPTDIR $(SHELL_SCRIPTS)
+	HELM=$(HELM) bash test/helm.sh
 	$(GO) run ./tools/docscheck
 
-tools: $(STATICCHECK) shellcheck-installed
+tools: $(STATICCHECK) $(HELM) shellcheck-installed
+
+helm: $(HELM)
+$(HELM):
+	mkdir -p $(TOOLS_BIN)/.helm
+	GOBIN=$(abspath $(TOOLS_BIN))/.helm GOFLAGS=-buildvcs=false $(GO) install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	mv $(TOOLS_BIN)/.helm/helm $(HELM)
 
 $(STATICCHECK):
 	mkdir -p $(TOOLS_BIN)/.staticcheck
