@@ -89,3 +89,43 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckDRA: with dra.enabled the container has the driver's
+// directories, its node name from NODE_NAME unless the config names it,
+// and a token unless the config has a kubeconfig.
+func TestCheckDRA(t *testing.T) {
+	dra := strings.NewReplacer(
+		"    sysfsRoot: /host\n", "    sysfsRoot: /host\n    dra: {enabled: true}\n",
+		"      volumes:\n", `            - {name: cdi, mountPath: /var/run/cdi}
+            - {name: plugins, mountPath: /var/lib/kubelet/plugins}
+            - {name: registry, mountPath: /var/lib/kubelet/plugins_registry}
+          env: [{name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]
+      volumes:
+        - {name: cdi, hostPath: {path: /var/run/cdi}}
+        - {name: plugins, hostPath: {path: /var/lib/kubelet/plugins}}
+        - {name: registry, hostPath: {path: /var/lib/kubelet/plugins_registry}}
+`).Replace(good)
+	_, err := check([]byte(dra))
+	require.NoError(t, err)
+	noToken := []string{"      serviceAccountName: p", "      serviceAccountName: p\n      automountServiceAccountToken: false"}
+	for _, tc := range []struct {
+		name  string
+		edits []string // from, to, ...
+		want  string
+	}{
+		{"no NODE_NAME", []string{"          env: [{name: NODE_NAME", "          env: [{name: NODENAME"}, "no NODE_NAME from spec.nodeName"},
+		{"node name in the config", []string{"          env: [{name: NODE_NAME", "          env: [{name: NODENAME", "dra: {enabled: true}", "dra: {enabled: true, nodeName: n1}"}, ""},
+		{"no token", noToken, "mounts no service account token"},
+		{"no token, a kubeconfig", append([]string{"dra: {enabled: true}", "dra: {enabled: true, kubeconfig: /etc/kubeconfig}"}, noToken...), ""},
+		{"CDI directory read-only", []string{"mountPath: /var/run/cdi}", "mountPath: /var/run/cdi, readOnly: true}"}, "/var/run/cdi, which its config uses, is not mounted read-write"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := check([]byte(strings.NewReplacer(tc.edits...).Replace(dra)))
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
