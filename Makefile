@@ -38,9 +38,13 @@ STATICCHECK := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
 PROMTOOL_VERSION := v0.316.0
 PROMTOOL := $(TOOLS_BIN)/promtool-$(PROMTOOL_VERSION)
 MONITORING := deploy/monitoring
+# The Helm CLI (v4) for the chart in deploy/helm: helm lint and helm
+# template in make lint, helm install in the Kubernetes suite.
+HELM_VERSION := v4.3.2
+HELM     := $(TOOLS_BIN)/helm-$(HELM_VERSION)
 SHELL_SCRIPTS := .ci/run $(wildcard packaging/*.sh packaging/scripts/*.sh test/*.sh test/*/*.sh)
 
-.PHONY: all build test unit soak fuzz packaging e2e e2e-vm e2e-vm-systemd k8s-e2e scale-scheduler bench lint tools shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
+.PHONY: all build test unit soak fuzz packaging e2e e2e-vm e2e-vm-systemd k8s-e2e scale-scheduler bench lint tools helm shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -111,9 +115,10 @@ e2e-vm-systemd: build $(NFPM)
 	E2E_VM_RUNS="$(VM_SYSTEMD_RUNS)" NFPM=$(NFPM) bash test/vm/e2e.sh
 
 # A private one-node Kubernetes cluster with this plugin (test/k8s): the
-# annotation, device plugin and DaemonSet routes, then the DRA driver.
-k8s-e2e: build
-	bash test/k8s/run.sh
+# annotation, device plugin and DaemonSet routes (the DaemonSet from the
+# plain manifest, then from the Helm chart), then the DRA driver.
+k8s-e2e: build $(HELM)
+	HELM=$(HELM) bash test/k8s/run.sh
 	bash test/k8s/dra.sh
 
 # The scheduler with NODES kwok nodes that carry the slices our driver would
@@ -140,11 +145,13 @@ bench:
 	$(GO) run ./tools/benchtable < bin/bench.txt
 
 # gofmt, go vet, staticcheck, go.mod/go.sum tidiness, shellcheck, promtool
-# on the alerting rules (checked, and their unit tests run), and docscheck:
-# every config key, annotation, metric, command, flag and make target the
-# code defines is documented in docs/, every relative link of README.md and
-# docs/ resolves, and the rules and the dashboard of deploy/monitoring name
-# only metrics the code exports (tools/docscheck; -list shows the names).
+# on the alerting rules (checked, and their unit tests run), the Helm chart
+# (test/helm.sh: helm lint, helm template of its ci/ values files checked by
+# tools/chartcheck), and docscheck: every config key, annotation, metric,
+# command, flag and make target the code defines is documented in docs/,
+# every relative link of README.md and docs/ resolves, and the rules and the
+# dashboard of deploy/monitoring name only metrics the code exports
+# (tools/docscheck; -list shows the names).
 # govulncheck is not part of it: it needs its vulnerability database online.
 lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -155,9 +162,16 @@ lint: tools
 	shellcheck -x -P SCRIPTDIR $(SHELL_SCRIPTS)
 	$(PROMTOOL) check rules $(MONITORING)/nri-cpupool.rules.yaml
 	$(PROMTOOL) test rules $(MONITORING)/nri-cpupool.rules.test.yaml
+	HELM=$(HELM) bash test/helm.sh
 	$(GO) run ./tools/docscheck -monitoring $(MONITORING)
 
-tools: $(STATICCHECK) $(PROMTOOL) shellcheck-installed
+tools: $(STATICCHECK) $(PROMTOOL) $(HELM) shellcheck-installed
+
+helm: $(HELM)
+$(HELM):
+	mkdir -p $(TOOLS_BIN)/.helm
+	GOBIN=$(abspath $(TOOLS_BIN))/.helm GOFLAGS=-buildvcs=false $(GO) install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	mv $(TOOLS_BIN)/.helm/helm $(HELM)
 
 $(STATICCHECK):
 	mkdir -p $(TOOLS_BIN)/.staticcheck

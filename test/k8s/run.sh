@@ -10,6 +10,7 @@ set -uo pipefail
 source "$(dirname "$0")/cluster.sh"
 source "$(dirname "$0")/checks.sh"
 source "$(dirname "$0")/events.sh"
+source "$(dirname "$0")/chart.sh"
 
 wait_allocatable() { # N: the node's allocatable cpupool.dev/exclusive
   for _ in $(seq 1 150); do
@@ -357,4 +358,6 @@ pod dsexcl2 --annotation pool.cpupool.dev=exclusive --request cpu=100m
 check_contains "a second exclusive pod is refused: the restarted plugin remembers the first" "$(waiting_message dsexcl2)" "pool exclusive cannot fit"
 delete_pods dsexcl dsexcl2 dsinfra
 kubectl delete -f "$W/ds.yaml" --wait=true --timeout=90s >/dev/null 2>&1 || true
+# The Helm chart, with the same image and the DaemonSet controller (chart.sh).
+chart_suite
 stop_pids "$PIDS_controller_manager"; PIDS_controller_manager=""

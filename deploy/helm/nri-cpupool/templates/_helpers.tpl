@@ -1,0 +1,78 @@
+{{/* The chart's name, shortened to a DNS label. */}}
+{{- define "nri-cpupool.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The objects' name: the release name, with the chart's name added unless it contains it. */}}
+{{- define "nri-cpupool.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "nri-cpupool.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "nri-cpupool.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "nri-cpupool.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "nri-cpupool.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "nri-cpupool.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The port of config.metricsAddress ("host:port"), for the probes. */}}
+{{- define "nri-cpupool.metricsPort" -}}
+{{- $addr := toString (default "" .Values.config.metricsAddress) }}
+{{- $port := regexFind "[0-9]+$" $addr }}
+{{- if or (not $addr) (not $port) }}
+{{- fail (printf "the probes need config.metricsAddress as host:port (e.g. 127.0.0.1:9464), not %q; or set probes.liveness.enabled and probes.readiness.enabled to false" $addr) }}
+{{- end }}
+{{- $port }}
+{{- end }}
+
+{{/* The probes' host: the metrics address's host; 127.0.0.1 for an empty or wildcard one. */}}
+{{- define "nri-cpupool.metricsHost" -}}
+{{- $addr := toString (default "" .Values.config.metricsAddress) }}
+{{- $host := trimSuffix (regexFind ":[0-9]+$" $addr) $addr | trimPrefix "[" | trimSuffix "]" }}
+{{- if or (eq $host "") (eq $host "0.0.0.0") (eq $host "::") }}127.0.0.1{{ else }}{{ $host }}{{ end }}
+{{- end }}
+
+{{/* Checks of values that would render a pod that cannot work. */}}
+{{- define "nri-cpupool.check" -}}
+{{- $c := .Values.config }}
+{{- if and $c.dra.enabled $c.kubelet.devicePlugin }}
+{{- fail "config.dra.enabled and config.kubelet.devicePlugin would both hand out the exclusive pool: turn one off (docs/dra.md)" }}
+{{- end }}
+{{- if not (has .Values.runtime.name (list "containerd" "crio")) }}
+{{- fail (printf "runtime.name is %q: use containerd or crio" .Values.runtime.name) }}
+{{- end }}
+{{- if $c.sandboxAffinity }}
+{{- fail "config.sandboxAffinity: the chart's pod does not share the host's PID namespace, so it cannot set pause processes' affinity; keep it false (sandboxes are pinned through their cgroups)" }}
+{{- end }}
+{{- range $key := list "stateFile" "nriSocket" }}
+{{- if not (isAbs (toString (index $c $key))) }}
+{{- fail (printf "config.%s is %q: give an absolute path" $key (toString (index $c $key))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The drop-in directory on the node. */}}
+{{- define "nri-cpupool.dropInDir" -}}
+{{- if .Values.runtime.dropIn.dir }}{{ .Values.runtime.dropIn.dir }}
+{{- else if eq .Values.runtime.name "crio" }}/etc/crio/crio.conf.d
+{{- else }}/etc/containerd/conf.d
+{{- end }}
+{{- end }}

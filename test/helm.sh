@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The Helm chart (deploy/helm/nri-cpupool), offline, for make lint: helm
+# lint with each values file of its ci/ directory, helm template of each,
+# checked by tools/chartcheck (every object decoded strictly into its API
+# type, the config parsed as the daemon does, the pod's mounts and probes
+# consistent) against the kinds the file's "# chartcheck:" line expects;
+# the drop-ins it renders say what packaging/'s do; and values that cannot
+# work are refused with the chart's message.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+HELM=${HELM:-helm}
+CHART=deploy/helm/nri-cpupool
+out=$(mktemp -d /tmp/nri-cpupool-helm.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+
+go build -o "$out/chartcheck" ./tools/chartcheck
+"$HELM" lint --strict "$CHART" >/dev/null || { "$HELM" lint --strict "$CHART"; exit 1; }
+args=()
+for values in "$CHART"/ci/*-values.yaml; do
+  name=$(basename "$values" -values.yaml)
+  "$HELM" lint --strict "$CHART" -f "$values" >"$out/lint-$name" 2>&1 || { cat "$out/lint-$name"; exit 1; }
+  "$HELM" template nri-cpupool "$CHART" --namespace nri-cpupool -f "$values" >"$out/$name.yaml"
+  expect=$(sed -n 's/^# chartcheck: //p' "$values")
+  [ -n "$expect" ] || { echo "$values: no '# chartcheck: KIND=N,...' line"; exit 1; }
+  args+=("$name")
+  "$out/chartcheck" -expect "$expect" "$out/$name.yaml"
+done
+echo "helm lint --strict: the chart and ${#args[@]} values files (${args[*]})"
+
+# dropin FILE KEY: the lines of the drop-in KEY of a rendered ConfigMap,
+# or of a packaged drop-in, without comments and blank lines.
+settings() { grep -v -E '^\s*(#|$)' | sed 's/^ *//'; }
+rendered() { awk -v key="  $2: |" '$0 == key {on = 1; next} on && /^  [^ ]/ {on = 0} on {print}' "$1" | settings; }
+"$HELM" template nri-cpupool "$CHART" --show-only templates/runtime-configmap.yaml --set runtime.failClosed=true >"$out/containerd-dropin.yaml"
+"$HELM" template nri-cpupool "$CHART" --show-only templates/runtime-configmap.yaml --set runtime.failClosed=true --set runtime.name=crio >"$out/crio-dropin.yaml"
+for pair in containerd-dropin:nri-cpupool.toml:packaging/containerd/nri-cpupool.toml \
+  containerd-dropin:nri-cpupool-fail-closed.toml:packaging/containerd/nri-cpupool-fail-closed.toml \
+  crio-dropin:10-nri-cpupool.conf:packaging/crio/10-nri-cpupool.conf \
+  crio-dropin:20-nri-cpupool-fail-closed.conf:packaging/crio/20-nri-cpupool-fail-closed.conf; do
+  IFS=: read -r file key packaged <<<"$pair"
+  if ! diff <(rendered "$out/$file.yaml" "$key") <(settings <"$packaged") >"$out/diff"; then
+    echo "the chart's $key differs from $packaged (< chart, > packaged):"; cat "$out/diff"; exit 1
+  fi
+done
+echo "the chart's runtime drop-ins set what packaging/'s do"
+
+# refused VALUES... NEEDLE: helm template fails, saying NEEDLE.
+refused() {
+  local needle=${*: -1} msg
+  if msg=$("$HELM" template nri-cpupool "$CHART" "${@:1:$#-1}" 2>&1); then echo "helm template $*: rendered, want refused"; exit 1; fi
+  case $msg in *"$needle"*) ;; *) echo "helm template $*: refused with '$msg', want '$needle'"; exit 1 ;; esac
+}
+refused --set config.dra.enabled=true --set config.kubelet.devicePlugin=true "would both hand out the exclusive pool"
+refused --set config.metricsAddress= "the probes need config.metricsAddress"
+refused --set runtime.name=docker 'runtime.name is "docker"'
+refused --set config.sandboxAffinity=true "cannot set pause processes' affinity"
+echo "values that cannot work are refused"

@@ -1,0 +1,301 @@
+// Command chartcheck checks what `helm template` renders of the chart in
+// deploy/helm/nri-cpupool, offline (no API server): `make lint` runs it
+// through test/helm.sh on each values file of the chart's ci/ directory.
+//
+//	helm template nri-cpupool deploy/helm/nri-cpupool -f ci/dra-values.yaml > out.yaml
+//	go run ./tools/chartcheck -expect DaemonSet=1,DeviceClass=3 out.yaml
+//
+// Each object is decoded strictly into its Kubernetes API type (an unknown
+// or duplicated field, a string where a number goes, an unknown kind is an
+// error), and the plugin's config file in the ConfigMap is parsed as the
+// daemon parses it (config.Parse: unknown keys and bad values refused).
+// On top, what the API server would accept but could not run: a
+// DaemonSet whose selector does not match its pods' labels, a volume mount
+// of no volume, a probe on a port the container does not name or that is
+// not the config's metricsAddress port, a ConfigMap volume of no
+// ConfigMap of the release, a service account of none.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/cpupool/nri-cpupool/config"
+)
+
+func main() {
+	expect := flag.String("expect", "", "comma-separated KIND=N: how many objects of each kind the file must hold (kinds not named: any number)")
+	flag.Parse()
+	if flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: chartcheck [-expect KIND=N,...] RENDERED.yaml...")
+		os.Exit(2)
+	}
+	failed := false
+	for _, path := range flag.Args() {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			var kinds map[string]int
+			kinds, err = check(data)
+			if err == nil {
+				err = expectKinds(kinds, *expect)
+			}
+			if err == nil {
+				fmt.Printf("chartcheck %s: %s\n", path, summary(kinds))
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chartcheck %s: %v\n", path, err)
+			failed = true
+		}
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// check decodes every object of a rendered chart and checks them together;
+// it returns how many objects of each kind there are.
+func check(data []byte) (map[string]int, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building the scheme: %w", err)
+	}
+	decoder := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	kinds := map[string]int{}
+	var objects []runtime.Object
+	var errs []error
+	for i := 1; ; i++ {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+			continue
+		}
+		obj, gvk, err := decoder.Decode(doc, nil, nil)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("document %d: %w", i, err))
+			continue
+		}
+		kinds[gvk.Kind]++
+		objects = append(objects, obj)
+	}
+	errs = append(errs, checkTogether(objects)...)
+	return kinds, errors.Join(errs...)
+}
+
+// stripComments drops the comment lines of a YAML document (helm's
+// "# Source:" headers), to tell an empty document from an object.
+func stripComments(doc []byte) []byte {
+	var out bytes.Buffer
+	for line := range bytes.Lines(doc) {
+		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
+			out.Write(line)
+		}
+	}
+	return out.Bytes()
+}
+
+// checkTogether checks what no single object's schema says.
+func checkTogether(objects []runtime.Object) []error {
+	var errs []error
+	configMaps := map[string]*corev1.ConfigMap{}
+	accounts := map[string]bool{}
+	var daemonSets []*appsv1.DaemonSet
+	for _, obj := range objects {
+		switch o := obj.(type) {
+		case *corev1.ConfigMap:
+			configMaps[o.Name] = o
+		case *corev1.ServiceAccount:
+			accounts[o.Name] = true
+		case *appsv1.DaemonSet:
+			daemonSets = append(daemonSets, o)
+		}
+	}
+	for _, ds := range daemonSets {
+		errs = append(errs, checkDaemonSet(ds, configMaps, accounts)...)
+	}
+	return errs
+}
+
+func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMap, accounts map[string]bool) []error {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("DaemonSet %s: "+format, append([]any{ds.Name}, args...)...))
+	}
+	spec := ds.Spec.Template.Spec
+	if ds.Spec.Selector == nil || !labels.SelectorFromSet(ds.Spec.Selector.MatchLabels).Matches(labels.Set(ds.Spec.Template.Labels)) {
+		fail("its selector %v does not match its pods' labels %v", ds.Spec.Selector, ds.Spec.Template.Labels)
+	}
+	if spec.ServiceAccountName != "" && !accounts[spec.ServiceAccountName] {
+		fail("its pods' service account %q is not in the chart", spec.ServiceAccountName)
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+		if v.ConfigMap != nil && configMaps[v.ConfigMap.Name] == nil {
+			fail("volume %s names ConfigMap %q, which is not in the chart", v.Name, v.ConfigMap.Name)
+		}
+	}
+	var metricsAddress string
+	for _, v := range spec.Volumes {
+		if v.ConfigMap == nil || configMaps[v.ConfigMap.Name] == nil {
+			continue
+		}
+		if text, ok := configMaps[v.ConfigMap.Name].Data["config.yaml"]; ok {
+			cfg, err := config.Parse(strings.NewReader(text), "ConfigMap "+v.ConfigMap.Name+" config.yaml")
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			metricsAddress = cfg.MetricsAddress
+			for _, c := range spec.Containers {
+				if mountsVolume(c, v.Name) {
+					errs = append(errs, checkPluginPod(ds.Name, spec, c, cfg)...)
+				}
+			}
+		}
+	}
+	containers := slices.Concat(spec.InitContainers, spec.Containers)
+	for _, c := range containers {
+		for _, m := range c.VolumeMounts {
+			if _, ok := volumes[m.Name]; !ok {
+				fail("container %s mounts volume %q, which the pod does not have", c.Name, m.Name)
+			}
+		}
+		for _, p := range []struct {
+			name  string
+			probe *corev1.Probe
+		}{{"liveness", c.LivenessProbe}, {"readiness", c.ReadinessProbe}} {
+			if p.probe == nil || p.probe.HTTPGet == nil {
+				continue
+			}
+			port, err := probePort(c, p.probe.HTTPGet.Port.String())
+			if err != nil {
+				fail("container %s: %s probe: %v", c.Name, p.name, err)
+				continue
+			}
+			_, want, err := net.SplitHostPort(metricsAddress)
+			if err != nil {
+				fail("container %s: %s probe on port %d, but the config serves no metrics address (%q)", c.Name, p.name, port, metricsAddress)
+			} else if want != strconv.Itoa(int(port)) {
+				fail("container %s: %s probe on port %d, but the config's metricsAddress is %s", c.Name, p.name, port, metricsAddress)
+			}
+		}
+	}
+	return errs
+}
+
+func mountsVolume(c corev1.Container, volume string) bool {
+	return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volume })
+}
+
+// checkPluginPod checks the plugin's container against its config: each
+// directory the daemon writes is mounted read-write (at that path or
+// above it), what it reads is mounted, and the DRA driver has its node
+// name and its token.
+func checkPluginPod(ds string, spec corev1.PodSpec, c corev1.Container, cfg *config.Config) []error {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("DaemonSet %s: container %s: "+format, append([]any{ds, c.Name}, args...)...))
+	}
+	mounted := func(dir string, write bool) {
+		for _, m := range c.VolumeMounts {
+			if (m.MountPath == dir || strings.HasPrefix(dir, strings.TrimSuffix(m.MountPath, "/")+"/")) && (!write || !m.ReadOnly) {
+				return
+			}
+		}
+		how := "mounted"
+		if write {
+			how = "mounted read-write"
+		}
+		fail("%s, which its config uses, is not %s", dir, how)
+	}
+	mounted(filepath.Dir(cfg.StateFile), true)
+	mounted(filepath.Dir(cfg.NRISocket), true)
+	mounted(cfg.CgroupRoot, true)
+	mounted(filepath.Join(cfg.SysfsRoot, "sys"), false)
+	mounted(filepath.Join(cfg.SysfsRoot, "proc/cmdline"), false)
+	if cfg.Kubelet.DevicePlugin {
+		mounted(cfg.Kubelet.DevicePluginDir, true)
+	}
+	if !cfg.DRA.Enabled {
+		return errs
+	}
+	for _, dir := range []string{cfg.DRA.CDIDir, cfg.DRA.PluginDir, cfg.DRA.RegistryDir} {
+		mounted(dir, true)
+	}
+	if cfg.DRA.NodeName == "" && !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+	}) {
+		fail("dra.enabled without dra.nodeName, and no NODE_NAME from spec.nodeName")
+	}
+	if cfg.DRA.Kubeconfig == "" && spec.AutomountServiceAccountToken != nil && !*spec.AutomountServiceAccountToken {
+		fail("dra.enabled with in-cluster credentials, but the pod mounts no service account token")
+	}
+	return errs
+}
+
+// probePort resolves a probe's port, a number or the name of a port of the
+// container.
+func probePort(c corev1.Container, port string) (int32, error) {
+	if n, err := strconv.Atoi(port); err == nil {
+		return int32(n), nil
+	}
+	for _, p := range c.Ports {
+		if p.Name == port {
+			return p.ContainerPort, nil
+		}
+	}
+	return 0, fmt.Errorf("port %q is not a port of the container", port)
+}
+
+// expectKinds checks the counts of -expect.
+func expectKinds(kinds map[string]int, expect string) error {
+	var errs []error
+	for item := range strings.SplitSeq(expect, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		kind, n, ok := strings.Cut(item, "=")
+		want, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			return fmt.Errorf("-expect %q: write KIND=N", item)
+		}
+		if kinds[kind] != want {
+			errs = append(errs, fmt.Errorf("%d objects of kind %s, want %d", kinds[kind], kind, want))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func summary(kinds map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, kinds[k]))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// good is a minimal rendering of the chart's shape: the checks pass on it,
+// and each case below breaks one thing.
+const good = `---
+# Source: nri-cpupool/templates/serviceaccount.yaml
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: p, namespace: ns}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: p-config, namespace: ns}
+data:
+  config.yaml: |
+    metricsAddress: 127.0.0.1:9464
+    sysfsRoot: /host
+    cgroupRoot: /host/sys/fs/cgroup
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: p, namespace: ns}
+spec:
+  selector: {matchLabels: {app: p}}
+  template:
+    metadata: {labels: {app: p}}
+    spec:
+      serviceAccountName: p
+      containers:
+        - name: p
+          image: x
+          ports: [{name: metrics, containerPort: 9464}]
+          livenessProbe: {httpGet: {host: 127.0.0.1, port: metrics, path: /healthz}}
+          readinessProbe: {httpGet: {host: 127.0.0.1, port: 9464, path: /readyz}}
+          volumeMounts:
+            - {name: config, mountPath: /etc/nri-cpupool}
+            - {name: nri, mountPath: /var/run/nri}
+            - {name: state, mountPath: /var/lib/nri-cpupool}
+            - {name: sys, mountPath: /host/sys, readOnly: true}
+            - {name: cmdline, mountPath: /host/proc/cmdline, readOnly: true}
+            - {name: cgroup, mountPath: /host/sys/fs/cgroup}
+      volumes:
+        - {name: config, configMap: {name: p-config}}
+        - {name: nri, hostPath: {path: /var/run/nri}}
+        - {name: state, hostPath: {path: /var/lib/nri-cpupool}}
+        - {name: sys, hostPath: {path: /sys}}
+        - {name: cmdline, hostPath: {path: /proc/cmdline}}
+        - {name: cgroup, hostPath: {path: /sys/fs/cgroup}}
+`
+
+func TestCheck(t *testing.T) {
+	kinds, err := check([]byte(good))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"ServiceAccount": 1, "ConfigMap": 1, "DaemonSet": 1}, kinds)
+	require.NoError(t, expectKinds(kinds, "DaemonSet=1,DeviceClass=0"))
+	assert.ErrorContains(t, expectKinds(kinds, "DeviceClass=3"), "0 objects of kind DeviceClass, want 3")
+
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"unchanged", "", "", ""},
+		{"unknown field in the pod", "      serviceAccountName: p", "      serviceAccountName: p\n      hostNetwok: true", `unknown field "spec.template.spec.hostNetwok"`},
+		{"selector", "selector: {matchLabels: {app: p}}", "selector: {matchLabels: {app: q}}", "does not match its pods' labels"},
+		{"mount of no volume", "{name: config, mountPath", "{name: conf, mountPath", `mounts volume "conf"`},
+		{"state directory read-only", "mountPath: /var/lib/nri-cpupool}", "mountPath: /var/lib/nri-cpupool, readOnly: true}", "/var/lib/nri-cpupool, which its config uses, is not mounted read-write"},
+		{"cgroup tree elsewhere", "    cgroupRoot: /host/sys/fs/cgroup", "    cgroupRoot: /host/cgroup", "/host/cgroup, which its config uses, is not mounted read-write"},
+		{"device plugin directory not mounted", "    sysfsRoot: /host", "    sysfsRoot: /host\n    kubelet: {devicePlugin: true}", "/var/lib/kubelet/device-plugins, which its config uses"},
+		{"DRA without its directories, node name or token", "    sysfsRoot: /host", "    sysfsRoot: /host\n    dra: {enabled: true}", "/var/run/cdi, which its config uses"},
+		{"ConfigMap not in the chart", "configMap: {name: p-config}", "configMap: {name: other}", `names ConfigMap "other"`},
+		{"unknown config key", "    sysfsRoot: /host", "    sysfsRot: /host", "sysfsRot"},
+		{"probe off the metrics port", "port: 9464, path: /readyz", "port: 9465, path: /readyz", "readiness probe on port 9465, but the config's metricsAddress is 127.0.0.1:9464"},
+		{"probe on no named port", "port: metrics, path", "port: metric, path", `port "metric" is not a port of the container`},
+		{"unknown kind", "kind: ServiceAccount", "kind: ServiceAcount", "ServiceAcount"},
+		{"service account not in the chart", "serviceAccountName: p", "serviceAccountName: q", `service account "q"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := check([]byte(strings.Replace(good, tc.from, tc.to, 1)))
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestCheckDRA: with dra.enabled the container has the driver's
+// directories, its node name from NODE_NAME unless the config names it,
+// and a token unless the config has a kubeconfig.
+func TestCheckDRA(t *testing.T) {
+	dra := strings.NewReplacer(
+		"    sysfsRoot: /host\n", "    sysfsRoot: /host\n    dra: {enabled: true}\n",
+		"      volumes:\n", `            - {name: cdi, mountPath: /var/run/cdi}
+            - {name: plugins, mountPath: /var/lib/kubelet/plugins}
+            - {name: registry, mountPath: /var/lib/kubelet/plugins_registry}
+          env: [{name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]
+      volumes:
+        - {name: cdi, hostPath: {path: /var/run/cdi}}
+        - {name: plugins, hostPath: {path: /var/lib/kubelet/plugins}}
+        - {name: registry, hostPath: {path: /var/lib/kubelet/plugins_registry}}
+`).Replace(good)
+	_, err := check([]byte(dra))
+	require.NoError(t, err)
+	noToken := []string{"      serviceAccountName: p", "      serviceAccountName: p\n      automountServiceAccountToken: false"}
+	for _, tc := range []struct {
+		name  string
+		edits []string // from, to, ...
+		want  string
+	}{
+		{"no NODE_NAME", []string{"          env: [{name: NODE_NAME", "          env: [{name: NODENAME"}, "no NODE_NAME from spec.nodeName"},
+		{"node name in the config", []string{"          env: [{name: NODE_NAME", "          env: [{name: NODENAME", "dra: {enabled: true}", "dra: {enabled: true, nodeName: n1}"}, ""},
+		{"no token", noToken, "mounts no service account token"},
+		{"no token, a kubeconfig", append([]string{"dra: {enabled: true}", "dra: {enabled: true, kubeconfig: /etc/kubeconfig}"}, noToken...), ""},
+		{"CDI directory read-only", []string{"mountPath: /var/run/cdi}", "mountPath: /var/run/cdi, readOnly: true}"}, "/var/run/cdi, which its config uses, is not mounted read-write"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := check([]byte(strings.NewReplacer(tc.edits...).Replace(dra)))
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
