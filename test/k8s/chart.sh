@@ -28,15 +28,9 @@ recorded() { grep -q "$1" "$2"; }
 ds_observed() { [ -n "$(kubectl -n "$1" get daemonset "$2" -o jsonpath='{.status.observedGeneration}')" ]; }
 
 chart_suite() {
-  local ns=cpupool-chart chart=$REPO/deploy/helm/nri-cpupool port state=$W/chart-state probes=()
+  local ns=cpupool-chart chart=$REPO/deploy/helm/nri-cpupool port state=$W/chart-state
   port=$(free_port)
   mkdir -p "$state"
-  # The probes read /healthz and /readyz; a tree whose daemon does not
-  # serve them yet has the chart read /metrics instead, saying so.
-  if ! grep -rqs --include='*.go' --exclude='*_test.go' '"/readyz"' "$REPO/cmd" "$REPO/plugin" "$REPO/internal"; then
-    probes=(--set probes.liveness.path=/metrics --set probes.readiness.path=/metrics)
-    info "this tree's daemon serves no /readyz: the chart's probes read /metrics"
-  fi
   # The manifest's DaemonSet is deleted; its pod goes with the garbage
   # collector: two plugins must not both serve the runtime.
   wait_for "the manifest's plugin pod to go" manifest_gone
@@ -46,7 +40,7 @@ chart_suite() {
     --set config.nriSocket="$W/nri.sock" --set config.stateFile="$state/state.json" \
     --set host.cgroup="$CGROUP_FS" --set config.metricsAddress="127.0.0.1:$port" \
     --set-string config.isolatedCPUs="$LAST" --set-string config.pools.exclusive.cpus="$LAST" \
-    --set nodeSelector."kubernetes\.io/hostname"=localhost "${probes[@]}" >"$W/helm-install.log" 2>&1 ||
+    --set nodeSelector."kubernetes\.io/hostname"=localhost >"$W/helm-install.log" 2>&1 ||
     die "helm install: $(cat "$W/helm-install.log")"
   kubectl -n "$ns" rollout status daemonset/nri-cpupool --timeout=120s >/dev/null ||
     die "the chart's DaemonSet did not become ready: $(kubectl -n "$ns" get pods -o wide 2>&1)"
