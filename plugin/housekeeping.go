@@ -57,12 +57,34 @@ func (p *Plugin) housekeepingWanted() bool {
 // lands there away again: without this the pools' isolated CPUs run the
 // host's processes (issue 42). An isolated CPU the pools leave to infra
 // is lent to host work, and left alone.
+//
+// Only where the plugin sees the host's threads (seesHostThreads): a
+// confinement resets the host processes' affinities, which it must record
+// first to give back exactly. Without the host's PID namespace (a
+// DaemonSet pod without hostPID) the default does nothing, with a warning
+// at start (warnIsolcpusUnkept); a pool's housekeeping is asked for, and
+// is not held back.
 func (p *Plugin) isolcpusKept() cpuset.CPUSet {
-	if !p.cfg.KeepHostOffIsolcpus || p.alloc == nil {
+	if !p.cfg.KeepHostOffIsolcpus || p.alloc == nil || !p.seesHostThreads {
 		return cpuset.New()
 	}
 	l := p.alloc.Layout()
 	return p.topo.DomainIsolated.Intersection(l.Exclusive.Union(l.Shared)).Intersection(p.topo.Online)
+}
+
+// warnIsolcpusUnkept says, at a start or reload, that keepHostOffIsolcpus
+// is on but cannot act here (isolcpusKept), and what to do.
+func (p *Plugin) warnIsolcpusUnkept() {
+	if !p.cfg.KeepHostOffIsolcpus || p.seesHostThreads || p.alloc == nil {
+		return
+	}
+	l := p.alloc.Layout()
+	if cpus := p.topo.DomainIsolated.Intersection(l.Exclusive.Union(l.Shared)); !cpus.IsEmpty() {
+		p.log.Warnf("keepHostOffIsolcpus: host processes are not kept off the pools' isolcpus= CPUs %s: %s/2 is not kthreadd, "+
+			"so this process does not see the host's PID namespace and could not give the host processes' affinities back exactly; "+
+			"run the plugin in the host's PID namespace (the systemd unit, or hostPID: true) to have them kept free, "+
+			"or set keepHostOffIsolcpus: false to silence this", cpus, p.cfg.ProcRoot)
+	}
 }
 
 // housekeepingKept is what the pools keep host processes off, for the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/housekeeping"
+	"github.com/cpupool/nri-cpupool/internal/procfs"
 )
 
 // isolcpusNode is xeon-2s-interleaved (isolcpus=domain on every CPU but
@@ -44,7 +45,25 @@ func isolcpusFakeNode(t *testing.T) *fakeRuntime {
 	write(filepath.Join(f.sysfsRoot(isolcpusNode.fixture), housekeeping.WorkqueueMask), isolcpusFiles["workqueue"])
 	write(filepath.Join(f.procRoot(), "sys/kernel/random/boot_id"), bootID)
 	write(filepath.Join(f.procRoot(), "1/comm"), "init")
+	// The host's PID namespace: kthreadd is PID 2 (SeesHostThreads).
+	write(filepath.Join(f.procRoot(), "2/stat"), fmt.Sprintf("2 (kthreadd) S 0 0 0 0 -1 %d 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0", procfs.PFKthread))
 	return f
+}
+
+// TestIsolcpusNotKeptWithoutHostPIDs: in a container without the host's
+// PID namespace (no kthreadd as PID 2: a DaemonSet pod without hostPID)
+// the default leaves every host file alone, since the host processes'
+// affinities a confinement resets could be neither recorded nor given
+// back, and says so and what to do.
+func TestIsolcpusNotKeptWithoutHostPIDs(t *testing.T) {
+	f := isolcpusFakeNode(t)
+	require.NoError(t, os.Remove(filepath.Join(f.procRoot(), "2/stat")))
+	rp := startPlugin(t, f, isolcpusNode, statePath(f))
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, isolcpusFiles, isolcpusNow(t, f), "nothing confined")
+	assert.Nil(t, rp.p.isolation.Load().housekeeping, "no source")
+	assert.Contains(t, rp.log.String(), "keepHostOffIsolcpus: host processes are not kept off the pools' isolcpus= CPUs 2-39,42-79")
+	assert.Contains(t, rp.log.String(), "hostPID: true")
 }
 
 func isolcpusNow(t *testing.T, f *fakeRuntime) map[string]string {

@@ -90,11 +90,14 @@ type Plugin struct {
 	// events posts Events on pods (podevents.go), when set; read without
 	// the lock, since a refusal of bounded input answers before it.
 	events eventsRef
-	cfg    *config.Config
-	topo   *sysfs.Topology
-	alloc  *allocator.Allocator
-	policy *allocator.Policy
-	store  state.Store
+	// seesHostThreads: ProcRoot shows the host's PID namespace
+	// (housekeeping.SeesHostThreads), which keepHostOffIsolcpus needs.
+	seesHostThreads bool
+	cfg             *config.Config
+	topo            *sysfs.Topology
+	alloc           *allocator.Allocator
+	policy          *allocator.Policy
+	store           state.Store
 	// stateLock is the state directory's lock (KeepStateLock), nil in
 	// tests that run one plugin per directory.
 	stateLock *state.DirLock
@@ -233,6 +236,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 		files = housekeeping.NewAffinityFS(files, cfg.ProcRoot, housekeeping.KernelAffinity{})
 	}
 	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, housekeeping.NewSystemdFS(files, housekeeping.DialSystemd, cfg.CgroupRoot)
+	p.seesHostThreads = housekeeping.SeesHostThreads(cfg.ProcRoot) // the root stays across reloads
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(&p.usage, p.writer, &p.conn)
@@ -367,6 +371,7 @@ func (p *Plugin) configure(cfg *config.Config) error {
 	p.publishUsage()
 	p.log.Infof("pools: %s", layout.Describe())
 	p.log.Infof("sandboxes: %s", p.pinner.Hierarchy())
+	p.warnIsolcpusUnkept()
 	if p.changed != nil {
 		p.notify()
 	}

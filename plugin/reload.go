@@ -277,6 +277,9 @@ func (p *Plugin) applyReload(plan *reloadPlan, source string) (*appliedReload, e
 	if !infraBefore.Equals(p.alloc.PoolCPUs(pools.Infra)) {
 		p.pinSandboxesLater()
 	}
+	if isolationChanged(plan.old, cfg) {
+		p.warnIsolcpusUnkept()
+	}
 	return &appliedReload{restartIsolation: isolationChanged(plan.old, cfg), moved: moved, push: push, pools: plan.layout.Describe(), inForce: time.Now()}, nil
 }
 
