@@ -212,3 +212,20 @@ func TestIsolcpusKeptReload(t *testing.T) {
 		assert.Equal(c, all.String(), k.get(500))
 	}, 5*time.Second, 10*time.Millisecond, "turned off by a reload: exactly as before")
 }
+
+// TestIsolcpusKeptWithWorkqueues: keepHostOffIsolcpus (the default) and
+// kernelWork.workqueues together: the global workqueue mask has one owner,
+// housekeeping, which keeps the isolated CPUs out of it; the workqueue
+// source keeps to the per-workqueue masks.
+func TestIsolcpusKeptWithWorkqueues(t *testing.T) {
+	f := isolcpusFakeNode(t)
+	rp := startPlugin(t, f, testNode{fixture: isolcpusNode.fixture, config: "kernelWork: {workqueues: held}\n"}, statePath(f))
+	telco := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	_, _, err := f.createContainer(telco, "fwd", 2000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation(), "one owner per file")
+	assert.Equal(t, "0000,00000300,00000003", isolcpusNow(t, f)["workqueue"])
+	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
+	require.NoError(t, err)
+	assert.Equal(t, "housekeeping", records[filepath.Join(f.sysfsRoot(isolcpusNode.fixture), housekeeping.WorkqueueMask)].Owner)
+}

@@ -18,7 +18,8 @@ import (
 // kernelWorkSources are the Sources of kernelWork.*: each when its knob
 // is on, or the journal holds masks an earlier run changed (restored once
 // nothing wants them: a restart with the knob off). Nil otherwise.
-// The global workqueue mask is housekeeping's when a pool has it
+// The global workqueue mask is housekeeping's when it runs (a pool has it,
+// or keepHostOffIsolcpus keeps the pools' isolcpus= CPUs free)
 // (narrowed to its housekeeping set; two owners of one file would fight
 // over it); housekeeping never plans it otherwise, not even to restore it
 // (the journal does), so the workqueue source may then.
@@ -34,7 +35,7 @@ func (p *Plugin) kernelWorkSources(j *hostfiles.Journal) (*kernelwork.RPSSource,
 	if p.cfg.WorkqueuesHeld() || hasOwner(j, kernelwork.WorkqueueOwner) {
 		c := cfg
 		c.Held = p.kernelWorkHeld((*config.Config).WorkqueuesHeld)
-		wq = kernelwork.NewWorkqueueSource(kernelwork.WorkqueueConfig{Config: c, Global: !p.cfg.HousekeepingEnabled()}, p.log)
+		wq = kernelwork.NewWorkqueueSource(kernelwork.WorkqueueConfig{Config: c, Global: !p.housekeepingWanted()}, p.log)
 	}
 	return rps, wq
 }
