@@ -27,6 +27,10 @@ export E2E_WORK_PARENT=/run
 source "$(dirname "$0")/../e2e/lib.sh"
 # shellcheck source=test/vm/noise.sh
 source "$(dirname "$0")/noise.sh"
+# shellcheck source=test/vm/checks.sh
+source "$(dirname "$0")/checks.sh"
+# shellcheck source=test/vm/noise-check.sh
+source "$(dirname "$0")/noise-check.sh"
 
 if [ "${VM_SHAPE:-}" != prod ] || [ "${VM_SYSTEMD:-}" != 1 ] || [ "${VM_CGROUP:-}" != v2 ]; then
   die "run inside a VM of shape prod booted with --systemd on cgroup v2 (make bench-isolation)"
@@ -82,10 +86,9 @@ one() {
   pod=$(run_pod "b$s$r" telco guaranteed "{\"pool.cpupool.dev\": \"$pool\"}") || die "run pod b$s$r"
   info "[$SECONDS s] plugin up, pod b$s$r up"
   ctr=$(noise_probe_start "$pod" "b$s$r" probe $((WINDOW + 20))) || die "create the probe b$s$r"
-  pid=$(pid_of "$ctr")
   cpu=$(cpus_of "$ctr")
   [ "$cpu" = "${CPU[$pool]}" ] || { info "the probe got CPU $cpu, not ${CPU[$pool]}: its IRQs were steered elsewhere"; CPU[$pool]=$cpu; }
-  noise_probe_wait "b$s$r" probe "$pid" || { noise_probe_log "b$s$r" probe | tail -5; die "oslat did not start"; }
+  pid=$(noise_probe_pid "$ctr") || { noise_probe_log "b$s$r" probe | tail -5; die "oslat did not start"; }
   info "[$SECONDS s] oslat measures on CPU $cpu (pid $pid)"
   noise_window "$cpu" "$WINDOW" "$win" "$pid"
   # The audit while the probe still runs: what it says of the same CPU.
@@ -157,3 +160,11 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 table | tee "$OUT/table.md"
 echo "bench-isolation: $n windows in $SECONDS s"
+# The VM suite's short check (test/vm/isolation.sh runs it without
+# systemd), here under systemd too; BENCH_CHECK=0 leaves it out.
+if [ "${BENCH_CHECK:-1}" = 1 ]; then
+  noise_load_stop
+  say "[$SECONDS s] the VM suite's noise check, under systemd"
+  noise_check_held 10
+  echo "noise check: $PASSED passed, $FAILED failed"
+fi

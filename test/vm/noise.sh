@@ -46,7 +46,7 @@ noise_spawn() {
   local name=$1
   shift
   if [ "${VM_SYSTEMD:-}" = 1 ]; then
-    systemd-run -q --unit="noise-$name" --slice=system.slice "$@"
+    systemd-run -q --collect --unit="noise-$name" --slice=system.slice "$@"
     return
   fi
   # No systemd: a leaf below a top-level system.slice (a v2 inner cgroup
@@ -112,20 +112,24 @@ JSON
 # their time, stream and tag).
 noise_probe_log() { cut -d' ' -f4- "$W/logs/$1/$2.0.log" 2>/dev/null; }
 
-# noise_probe_wait PODNAME CTR PID: waits (60 s at most) until oslat
-# measures: its worker thread exists (with -q it prints nothing before its
-# summary), then the second of pre-heat it starts with.
-noise_probe_wait() {
-  local end=$((SECONDS + 60))
+# noise_probe_pid CTR: oslat's PID, from the container's cgroup (60 s at
+# most), once its worker thread exists (with -q it prints nothing before
+# its summary), after the second of pre-heat it starts with.
+noise_probe_pid() {
+  local cg end=$((SECONDS + 60)) p
+  cg=$(cgroup_of "$1")
   while [ "$SECONDS" -lt "$end" ]; do
-    running "$3" || return 1
-    if [ "$(find "/proc/$3/task" -mindepth 1 -maxdepth 1 | wc -l)" -ge 2 ]; then
-      sleep 2
-      running "$3"
-      return
-    fi
+    while read -r p; do
+      [ "$(cat "/proc/$p/comm" 2>/dev/null)" = oslat ] || continue
+      if [ "$(find "/proc/$p/task" -mindepth 1 -maxdepth 1 | wc -l)" -ge 2 ]; then
+        sleep 2
+        running "$p" && echo "$p"
+        return
+      fi
+    done < "$cg/cgroup.procs"
     sleep 0.2
   done
+  echo "noise: no oslat with a worker thread in $cg (procs: $(paste -sd' ' "$cg/cgroup.procs" 2>/dev/null))" >&2
   return 1
 }
 
