@@ -44,7 +44,7 @@ HELM_VERSION := v4.3.2
 HELM     := $(TOOLS_BIN)/helm-$(HELM_VERSION)
 SHELL_SCRIPTS := .ci/run $(wildcard packaging/*.sh packaging/scripts/*.sh test/*.sh test/*/*.sh)
 
-.PHONY: all build test unit soak fuzz packaging e2e e2e-vm e2e-vm-systemd k8s-e2e scale-scheduler bench lint tools helm shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
+.PHONY: all build test unit soak fuzz packaging e2e e2e-vm e2e-vm-systemd k8s-e2e scale-scheduler bench bench-isolation lint tools helm shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -143,6 +143,24 @@ bench:
 	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|HandlerMemory|Synchronize|PodRemoval|WorstCaseAnnotation|DRAPrepare' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin ./dra | tee bin/bench.txt
 	$(GO) test -run '^$$' -bench 'PluginRSS|StateBurst' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
+
+# The noise harness (issue 42): an oslat container on an exclusive CPU under
+# the same host load (stress-ng, a timer, 9p IRQs) in four setups, alternated,
+# BENCH_ROUNDS rounds of BENCH_WINDOW seconds each: plain pinning,
+# nri-cpupool (housekeeping, IRQ isolation, the isolated partition), an
+# isolcpus CPU with the features off and with the default config; what else
+# ran on the probe's CPU (sched_switch), the IRQs taken there, the probe's
+# preemptions and oslat's maximum, as one table (test/vm/bench-isolation.sh,
+# figures in docs/performance.md). In VMs with systemd as PID 1 on Debian's
+# 6.1 and on 6.12 (VM_BENCH_RUNS picks); not part of make test. The output
+# is kept in bin/bench-isolation.txt.
+VM_BENCH_RUNS ?= v2:bench v2:bench:6.12
+BENCH_ROUNDS  ?= 3
+BENCH_WINDOW  ?= 20
+bench-isolation: build
+	mkdir -p bin
+	E2E_VM_RUNS="$(VM_BENCH_RUNS)" BENCH_ROUNDS=$(BENCH_ROUNDS) BENCH_WINDOW=$(BENCH_WINDOW) \
+	  bash -o pipefail -c 'bash test/vm/e2e.sh 2>&1 | tee bin/bench-isolation.txt'
 
 # gofmt, go vet, staticcheck, go.mod/go.sum tidiness, shellcheck, promtool
 # on the alerting rules (checked, and their unit tests run), the Helm chart

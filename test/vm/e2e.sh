@@ -9,7 +9,9 @@
 #                            exclusive containers; isolation: isolation.sh;
 #                            reload: reload.sh, config reload and CPU hotplug;
 #                            systemd: systemd.sh in a VM booted with the host's
-#                            systemd as PID 1, `make e2e-vm-systemd`) and
+#                            systemd as PID 1, `make e2e-vm-systemd`; bench:
+#                            the noise harness bench-isolation.sh, also with
+#                            systemd as PID 1, `make bench-isolation`) and
 #                            optionally a kernel series (6.12: Debian's
 #                            linux-image-6.12.*-amd64-unsigned, from
 #                            bookworm-backports; skipped, saying so, when apt
@@ -19,6 +21,7 @@
 #                            follows the CPUs (issue 31: hugepages reserved on
 #                            node 1 only, tools/hugeprobe in a container); on
 #                            by default
+#   BENCH_ROUNDS, BENCH_WINDOW, BENCH_SETUPS   for the bench set
 # Everything vm.sh reads (VM_ACCEL, VM_KERNEL_PKG, ...) applies too.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -39,10 +42,24 @@ VM_CACHE=${VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-vm}
 mkdir -p "$VM_CACHE"
 SHARE=$(mktemp -d "$VM_CACHE/e2e.XXXXXX")
 trap 'rm -rf "$SHARE"' EXIT
+# oslat (Debian's rt-tests), the noise check's and harness's probe, and
+# stress-ng, their host load (test/vm/noise.sh), installed on the host: the
+# VM runs the host's root. Neither package starts anything.
+if ! command -v oslat >/dev/null || ! command -v stress-ng >/dev/null; then
+  info "installing rt-tests and stress-ng (apt-get) for the noise check"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rt-tests stress-ng; } >/dev/null 2>&1 ||
+    info "apt-get could not install rt-tests and stress-ng: the noise check will fail saying so"
+fi
 # The image carries tools/hugeprobe for the hugepage check (static: the
-# image has no libc).
+# image has no libc), and oslat with the shared libraries it links, at the
+# paths its loader looks for them.
+IMAGE_ADD=(-add "$SHARE/hugeprobe=/bin/hugeprobe")
+if OSLAT=$(command -v oslat); then
+  IMAGE_ADD+=(-add "$OSLAT=/bin/oslat")
+  for lib in $(ldd "$OSLAT" | grep -o '/[^ ]*'); do IMAGE_ADD+=(-add "$lib=$lib"); done
+fi
 (cd "$REPO" && CGO_ENABLED=0 go build -o "$SHARE/hugeprobe" ./tools/hugeprobe &&
-  go run ./tools/mkimage -busybox /bin/busybox -add "$SHARE/hugeprobe=/bin/hugeprobe" -name "$IMAGE" -out "$SHARE/busybox.tar")
+  go run ./tools/mkimage -busybox /bin/busybox "${IMAGE_ADD[@]}" -name "$IMAGE" -out "$SHARE/busybox.tar")
 
 # Debian's irqbalance for the isolation set, unpacked into the cache (the
 # VM sees the host's root; its libraries are the host's), not installed:
@@ -110,6 +127,10 @@ for run in ${E2E_VM_RUNS:-v2:full v1:quick v2:isolation v2:isolation:6.12 v2:rel
   [ "$set" = isolation ] && script=isolation.sh
   [ "$set" = reload ] && script=reload.sh
   if [ "$set" = systemd ]; then script=systemd.sh mode=(--systemd "${PKG_ENVS[@]}"); fi
+  if [ "$set" = bench ]; then
+    script=bench-isolation.sh
+    mode=(--systemd --env "BENCH_ROUNDS=${BENCH_ROUNDS:-3}" --env "BENCH_WINDOW=${BENCH_WINDOW:-20}" --env "BENCH_SETUPS=${BENCH_SETUPS:-a b c d}")
+  fi
   if [ -n "$series" ]; then
     re="^linux-image-${series//./[.]}[.][0-9.]*[+]deb[0-9]*-amd64-unsigned\$"
     pkg=$(apt-cache search --names-only "$re" 2>/dev/null | cut -d' ' -f1 | sort -V | tail -1)

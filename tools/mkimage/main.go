@@ -11,6 +11,11 @@
 //
 //	go run ./tools/mkimage -busybox /bin/busybox -add bin/hugeprobe=/bin/hugeprobe -out busybox.tar
 //
+// or a dynamically linked one with its shared libraries at the paths its
+// loader looks for them (test/vm/noise.sh adds Debian's oslat so):
+//
+//	-add /usr/bin/oslat=/bin/oslat -add /lib/x86_64-linux-gnu/libc.so.6=/lib/x86_64-linux-gnu/libc.so.6 ...
+//
 // The nri-cpupool image for the DaemonSet (deploy/kubernetes), from the
 // static binary (CGO_ENABLED=0) and nothing else:
 //
@@ -47,7 +52,7 @@ func main() {
 	name := flag.String("name", "docker.io/library/busybox:e2e", "full image reference")
 	out := flag.String("out", "busybox-e2e.tar", "archive to write")
 	var extras extraFiles
-	flag.Var(&extras, "add", "HOST=/bin/NAME: also put the file HOST into the busybox image at /bin/NAME, executable (repeatable)")
+	flag.Var(&extras, "add", "HOST=/PATH: also put the file HOST into the busybox image at /PATH (a binary in /bin, or a shared library it needs), executable (repeatable)")
 	flag.Parse()
 	var err error
 	if *plugin != "" {
@@ -74,8 +79,10 @@ func (e *extraFiles) String() string { return fmt.Sprint(*e) }
 
 func (e *extraFiles) Set(v string) error {
 	host, dst, ok := strings.Cut(v, "=")
-	if !ok || host == "" || path.Dir(dst) != "/bin" || path.Base(dst) == "busybox" {
-		return fmt.Errorf("%q: want HOST=/bin/NAME (a file beside busybox, not busybox itself)", v)
+	// A clean absolute path: the layer's entries are relative to its root,
+	// and "../" would leave it.
+	if !ok || host == "" || !path.IsAbs(dst) || path.Clean(dst) != dst || dst == "/" || dst == "/bin/busybox" {
+		return fmt.Errorf("%q: want HOST=/PATH (a clean absolute path in the image, e.g. /bin/NAME; not /bin/busybox itself)", v)
 	}
 	*e = append(*e, [2]string{host, dst[1:]})
 	return nil
@@ -131,10 +138,20 @@ func buildBusybox(busyboxPath string, extras extraFiles, name, out string) error
 	for _, a := range applets {
 		entries = append(entries, symlink("bin/"+a, "busybox"))
 	}
+	// Each directory of an extra file once, parents first, before the file.
+	dirs := map[string]bool{"bin": true, "tmp": true}
 	for _, x := range extras {
 		data, err := os.ReadFile(x[0])
 		if err != nil {
 			return fmt.Errorf("-add: %w", err)
+		}
+		var parents []string
+		for d := path.Dir(x[1]); d != "." && !dirs[d]; d = path.Dir(d) {
+			parents = append(parents, d)
+			dirs[d] = true
+		}
+		for i := len(parents) - 1; i >= 0; i-- {
+			entries = append(entries, dir(parents[i]+"/", 0o755))
 		}
 		entries = append(entries, file(x[1], 0o755, data))
 	}

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# The noise harness (issue 42, `make bench-isolation`): what a thread on an
+# exclusive CPU sees, in four setups, with the same host load. It runs
+# INSIDE a VM of shape `prod` booted with vm.sh --systemd on cgroup v2
+# (test/vm/e2e.sh: the runs "v2:bench" and "v2:bench:6.12"), with the real
+# containerd, runc and crictl of test/e2e/lib.sh and bin/nri-cpupool.
+#
+# Setups, alternated (each round starts one setup later), BENCH_ROUNDS each:
+#   a  plain pinning: exclusive-non-isolcpus, every isolation feature off
+#      (what the kubelet's static policy gives)
+#   b  nri-cpupool: exclusive-non-isolcpus with housekeeping: held,
+#      irqIsolation: optOut, isolatedPartition: optOut (a partition where
+#      the kernel has them, 6.7 and later)
+#   c  an isolcpus= CPU (the exclusive pool), every feature off
+#   d  the same with the default config (reservedCPUs only)
+# Host load through the whole run (test/vm/noise.sh): stress-ng CPU and
+# memory workers and a 1 kHz timer stress-ng in system.slice, uncached 9p
+# reads and writes; the VM's virtio queue IRQs are steered to the probe's
+# CPU before each pod, as a NIC's queue IRQ lands anywhere on a node.
+# The probe: oslat (Debian's rt-tests) in a 1-CPU container on its CPU; the
+# window: BENCH_WINDOW seconds of sched_switch on that CPU while it runs.
+#   BENCH_ROUNDS (3), BENCH_WINDOW (20 s), BENCH_SETUPS ("a b c d")
+# Prints one table (setup x figure, median and worst over the rounds) and
+# the raw figures; BENCH_OUT (a directory on a share) keeps them.
+set -uo pipefail
+export E2E_WORK_PARENT=/run
+source "$(dirname "$0")/../e2e/lib.sh"
+# shellcheck source=test/vm/noise.sh
+source "$(dirname "$0")/noise.sh"
+# shellcheck source=test/vm/checks.sh
+source "$(dirname "$0")/checks.sh"
+# shellcheck source=test/vm/noise-check.sh
+source "$(dirname "$0")/noise-check.sh"
+
+if [ "${VM_SHAPE:-}" != prod ] || [ "${VM_SYSTEMD:-}" != 1 ] || [ "${VM_CGROUP:-}" != v2 ]; then
+  die "run inside a VM of shape prod booted with --systemd on cgroup v2 (make bench-isolation)"
+fi
+need_root_linux
+ROUNDS=${BENCH_ROUNDS:-3} WINDOW=${BENCH_WINDOW:-20} SETUPS=${BENCH_SETUPS:-a b c d}
+OUT=${BENCH_OUT:-/run/bench-isolation}
+mkdir -p "$OUT"
+RES=$OUT/results.txt NAMES=$OUT/names.txt
+: > "$RES"; : > "$NAMES"
+
+finish() {
+  local rc=$?
+  noise_load_stop
+  [ "$rc" -eq 0 ] || report
+  teardown
+  exit "$rc"
+}
+trap finish EXIT
+
+declare -A POOL=([a]=exclusive-non-isolcpus [b]=exclusive-non-isolcpus [c]=exclusive [d]=exclusive)
+declare -A DOC=(
+  [a]="plain pinning (exclusive-non-isolcpus, features off)"
+  [b]="nri-cpupool (housekeeping: held, irqIsolation: optOut, isolatedPartition: optOut)"
+  [c]="isolcpus CPU (exclusive pool, features off)"
+  [d]="isolcpus CPU, default config"
+)
+conf() {
+  local f=/run/bench-$1.yaml
+  case $1 in
+    a) printf 'reservedCPUs: "0-1"\npools:\n  exclusive-non-isolcpus: {enabled: true, housekeeping: "off", irqIsolation: "off", isolatedPartition: "off"}\n' ;;
+    b) printf 'reservedCPUs: "0-1"\npools:\n  exclusive-non-isolcpus: {enabled: true, housekeeping: held, irqIsolation: optOut, isolatedPartition: optOut}\nirq: {rescanInterval: 2s}\n' ;;
+    c) printf 'reservedCPUs: "0-1"\npools:\n  exclusive: {housekeeping: "off", irqIsolation: "off", isolatedPartition: "off"}\n' ;;
+    d) printf 'reservedCPUs: "0-1"\n' ;;
+  esac > "$f"
+  printf 'metricsAddress: "127.0.0.1:19464"\n' >> "$f"
+  echo "$f"
+}
+
+virtio_irqs() { awk '/virtio/ && !/-config/ {id = $1; sub(":", "", id); if (id ~ /^[0-9]+$/) print id}' /proc/interrupts; }
+steer_irqs() { local i; for i in $(virtio_irqs); do echo "$1" > "/proc/irq/$i/smp_affinity_list" 2>/dev/null; done; }
+# The CPU the allocator gives a 1-CPU container of each pool first (the
+# container reads it from its cpuset; a different one is used and told).
+declare -A CPU=([exclusive-non-isolcpus]=4 [exclusive]=2)
+
+record() { echo "$1 $2 $3 $4" >> "$RES"; } # setup round figure value
+
+one() {
+  local s=$1 r=$2 pool=${POOL[$1]} pod ctr pid cpu win=$OUT/$1-$2
+  say "[$SECONDS s] round $r, setup $s: ${DOC[$s]}"
+  start_plugin "$(conf "$s")"
+  steer_irqs "${CPU[$pool]}"
+  pod=$(run_pod "b$s$r" telco guaranteed "{\"pool.cpupool.dev\": \"$pool\"}") || die "run pod b$s$r"
+  info "[$SECONDS s] plugin up, pod b$s$r up"
+  ctr=$(noise_probe_start "$pod" "b$s$r" probe $((WINDOW + 20))) || die "create the probe b$s$r"
+  cpu=$(cpus_of "$ctr")
+  [ "$cpu" = "${CPU[$pool]}" ] || { info "the probe got CPU $cpu, not ${CPU[$pool]}: its IRQs were steered elsewhere"; CPU[$pool]=$cpu; }
+  pid=$(noise_probe_pid "$ctr") || { noise_probe_log "b$s$r" probe | tail -5; die "oslat did not start"; }
+  info "[$SECONDS s] oslat measures on CPU $cpu (pid $pid)"
+  noise_window "$cpu" "$WINDOW" "$win" "$pid"
+  # The audit while the probe still runs: what it says of the same CPU.
+  "$REPO/bin/nri-cpupool" audit --config "/run/bench-$s.yaml" --state-file "$W/state/nri-cpupool.json" --sample 2s > "$win.audit" 2>&1
+  record "$s" "$r" user "$(noise_count "$win" user)"
+  record "$s" "$r" percpu "$(noise_count "$win" percpu)"
+  record "$s" "$r" unbound "$(noise_count "$win" unbound)"
+  record "$s" "$r" nvcsw "$(cat "$win.nvcsw")"
+  record "$s" "$r" devirq "$(awk '$1 ~ /^[0-9]+:/ {n += $2} END {print n + 0}' "$win.irqs")"
+  record "$s" "$r" lapic "$(awk '$1 !~ /^[0-9]+:/ {n += $2} END {print n + 0}' "$win.irqs")"
+  record "$s" "$r" softirq "$(awk '{n += $2} END {print n + 0}' "$win.softirqs")"
+  record "$s" "$r" lost "$(cat "$win.lost")"
+  local k
+  for k in user percpu unbound; do awk -v s="$s" -v k="$k" '$1 == k {print s, k, $2, $3}' "$win.tasks" >> "$NAMES"; done
+  awk -v s="$s" '{print s, "irq", $1, $2}' "$win.irqs" >> "$NAMES"
+  awk -v s="$s" '{print s, "softirq", $1, $2}' "$win.softirqs" >> "$NAMES"
+  info "CPU $cpu: user $(noise_names "$win" user), per-CPU kthreads $(noise_names "$win" percpu), unbound $(noise_names "$win" unbound); probe preempted $(cat "$win.nvcsw"); IRQs $(paste -sd' ' "$win.irqs"); softirqs $(paste -sd' ' "$win.softirqs")"
+  info "audit: $(grep -E "^ *CPU $cpu " "$win.audit" | head -1)"
+  # oslat ends by itself; its summary is the last lines of its log.
+  local end=$((SECONDS + WINDOW + 60))
+  while running "$pid" && [ "$SECONDS" -lt "$end" ]; do sleep 0.5; done
+  noise_probe_log "b$s$r" probe > "$win.oslat"
+  record "$s" "$r" oslatmax "$(awk '/Maximum:/ {print $2; exit}' "$win.oslat")"
+  info "oslat: $(grep -E 'Maximum|Average|Minimum' "$win.oslat" | tr -s ' \t' ' ' | paste -sd';')"
+  crictl rmp -f "$pod" >/dev/null
+  stop_plugin -TERM
+}
+
+# median and worst over the rounds of each setup x figure.
+table() {
+  local figs="user percpu unbound nvcsw devirq lapic softirq oslatmax lost" f s
+  echo
+  echo "Noise on the probe's CPU in a ${WINDOW} s window, $ROUNDS rounds; median (worst); Linux $(uname -r), $(systemctl --version | head -1), shape $VM_SHAPE, ${VM_ACCEL:-?}"
+  printf '| %s ' setup "user-task switches" "per-CPU kthread switches" "unbound kthread switches" "probe preempted" \
+    "device IRQs" "local timer/IPIs" softirqs "oslat max (us)" "trace lost"; echo "|"
+  printf '|---'; for _ in $figs; do printf '|---'; done; echo "|"
+  for s in $SETUPS; do
+    printf '| %s ' "$s: ${DOC[$s]}"
+    for f in $figs; do
+      awk -v s="$s" -v f="$f" '$1 == s && $3 == f {print $4}' "$RES" | sort -n |
+        awk '{v[NR] = $1} END {if (!NR) {printf "| - "; exit}; m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "| %s (%s) ", m, v[NR]}'
+    done
+    echo "|"
+  done
+  echo
+  echo "Who, summed over the rounds (switches to each; IRQs and softirqs by source):"
+  for s in $SETUPS; do
+    echo "  $s: ${DOC[$s]}"
+    for k in user percpu unbound irq softirq; do
+      printf '    %-8s %s\n' "$k" "$(awk -v s="$s" -v k="$k" '$1 == s && $2 == k {n[$3] += $4} END {for (c in n) print n[c], c}' "$NAMES" | sort -rn | head -8 | awk '{printf "%s%s×%d", (NR > 1 ? ", " : ""), $2, $1}')"
+    done
+  done
+}
+
+noise_tracefs || die "no tracefs with sched_switch in this kernel"
+[ -x "$REPO/bin/nri-cpupool" ] || die "build first: make build"
+say "bench-isolation: Linux $(uname -r), $ROUNDS rounds of setups $SETUPS, ${WINDOW} s windows"
+start_runtime
+noise_load_start || die "the host load did not start"
+info "host load: stress-ng $NOISE_STRESS; stress-ng $NOISE_TIMER; the 9p loop; in system.slice"
+sleep 2
+n=0
+read -ra ALL <<<"$SETUPS"
+for r in $(seq 1 "$ROUNDS"); do
+  # Alternated: round r starts r-1 setups later.
+  for ((i = 0; i < ${#ALL[@]}; i++)); do
+    one "${ALL[$(( (i + r - 1) % ${#ALL[@]} ))]}" "$r"; n=$((n + 1))
+  done
+done
+table | tee "$OUT/table.md"
+echo "bench-isolation: $n windows in $SECONDS s"
+# The VM suite's short check (test/vm/isolation.sh runs it without
+# systemd), here under systemd too; BENCH_CHECK=0 leaves it out.
+if [ "${BENCH_CHECK:-1}" = 1 ]; then
+  noise_load_stop
+  say "[$SECONDS s] the VM suite's noise check, under systemd"
+  noise_check_held 10
+  echo "noise check: $PASSED passed, $FAILED failed"
+fi

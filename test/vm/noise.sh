@@ -1,0 +1,232 @@
+# What runs on one CPU while a probe runs there (issue 42): the pieces the
+# noise harness (test/vm/bench-isolation.sh, `make bench-isolation`) and
+# the VM suite's short check (test/vm/noise-check.sh) share. Sourced INSIDE
+# a VM of test/vm (the real kernel's tracefs, /proc/interrupts), after
+# test/e2e/lib.sh.
+#
+#   noise_load_start / noise_load_stop   the host load, the same in every
+#       setup: stress-ng CPU and memory workers on every CPU, a timer-heavy
+#       stress-ng, and uncached 9p reads and writes (virtio IRQs), all in
+#       system.slice (systemd-run with systemd as PID 1; else a leaf cgroup
+#       below a top-level system.slice)
+#   noise_probe_start POD CPUS CTR SECONDS   an oslat container (Debian's
+#       rt-tests, in the image test/vm/e2e.sh builds) on the container's CPU
+#   noise_window CPU SECONDS OUT   traces sched_switch on CPU for SECONDS and
+#       writes OUT.tasks (kind name count), OUT.irqs, OUT.softirqs (source
+#       delta) and OUT.nvcsw (the probe thread's involuntary switches)
+# shellcheck shell=bash
+
+NOISE_TRACEFS=/sys/kernel/tracing
+NOISE_INSTANCE=$NOISE_TRACEFS/instances/nri-cpupool-noise
+# The load's processes when there is no systemd (their PIDs), and the file
+# the 9p loop writes on the VM's read-write share.
+NOISE_LOAD_PIDS=""
+NOISE_TRAFFIC=/run/vm/noise-traffic
+# stress-ng's arguments: a worker per online CPU (--cpu 0) at a fifth of
+# its time, a memory worker that rests a second between passes; and a
+# 1 kHz POSIX timer with its signal. Under TCG every vCPU is emulated by
+# one host thread: at half load and a memory worker that never rests (the
+# issue's first measurement) a pod took minutes to start on a shared
+# 2-core host.
+NOISE_STRESS=${NOISE_STRESS:---cpu 0 --cpu-load 20 --vm 1 --vm-bytes 16M --vm-hang 1}
+NOISE_TIMER=${NOISE_TIMER:---timer 1 --timer-freq 1000}
+NOISE_9P_LOOP="while :; do dd if=/dev/zero of=$NOISE_TRAFFIC bs=64k count=8 2>/dev/null; cat $NOISE_TRAFFIC >/dev/null; sleep 0.1; done"
+
+# noise_tracefs: tracefs mounted (systemd's sys-kernel-tracing.mount is
+# masked in test/vm) and a private instance, so that nothing else's tracing
+# is disturbed.
+noise_tracefs() {
+  [ -d "$NOISE_TRACEFS/instances" ] || mount -t tracefs nodev "$NOISE_TRACEFS" || return 1
+  [ -d "$NOISE_INSTANCE" ] || mkdir "$NOISE_INSTANCE" || return 1
+  [ -e "$NOISE_INSTANCE/events/sched/sched_switch/enable" ]
+}
+
+# noise_spawn NAME COMMAND...: COMMAND in system.slice, as a host service.
+noise_spawn() {
+  local name=$1
+  shift
+  if [ "${VM_SYSTEMD:-}" = 1 ]; then
+    systemd-run -q --collect --unit="noise-$name" --slice=system.slice "$@"
+    return
+  fi
+  # No systemd: a leaf below a top-level system.slice (a v2 inner cgroup
+  # holds no process), where housekeeping finds it as a top-level cgroup.
+  local cg=/sys/fs/cgroup/system.slice/noise-$name
+  mkdir -p "$cg" || return 1
+  ( echo "$BASHPID" > "$cg/cgroup.procs" && exec "$@" ) >/dev/null 2>&1 &
+  NOISE_LOAD_PIDS="$NOISE_LOAD_PIDS $!"
+}
+
+noise_load_start() {
+  command -v stress-ng >/dev/null || { echo "noise: no stress-ng (Debian's stress-ng on the host)" >&2; return 1; }
+  # shellcheck disable=SC2086 # the argument lists
+  noise_spawn stress "$(command -v stress-ng)" $NOISE_STRESS --quiet &&
+    noise_spawn timer "$(command -v stress-ng)" $NOISE_TIMER --quiet &&
+    noise_spawn 9p /bin/sh -c "$NOISE_9P_LOOP"
+}
+
+noise_load_stop() {
+  if [ "${VM_SYSTEMD:-}" = 1 ]; then
+    systemctl stop noise-stress.service noise-timer.service noise-9p.service 2>/dev/null
+  else
+    local p
+    # shellcheck disable=SC2086
+    for p in $NOISE_LOAD_PIDS; do kill "$p" 2>/dev/null; done
+    # shellcheck disable=SC2086
+    for p in $NOISE_LOAD_PIDS; do wait_exit "$p" 100 || kill -9 "$p" 2>/dev/null; done
+    NOISE_LOAD_PIDS=""
+    for p in stress timer 9p; do
+      local cg=/sys/fs/cgroup/system.slice/noise-$p
+      # stress-ng's workers end a moment after their parent.
+      [ -d "$cg" ] || continue
+      for _ in $(seq 1 50); do [ -s "$cg/cgroup.procs" ] || break; sleep 0.1; done
+      xargs -r kill -9 < "$cg/cgroup.procs" 2>/dev/null
+      rmdir "$cg" 2>/dev/null
+    done
+    rmdir /sys/fs/cgroup/system.slice 2>/dev/null
+  fi
+  rm -f "$NOISE_TRAFFIC"
+  return 0
+}
+
+# noise_probe_start POD PODNAME CTR SECONDS: starts oslat for SECONDS in a
+# container of POD that asks 1 CPU, on that CPU (its main thread too: it is
+# the container's only CPU); prints the container id. oslat wants to lock
+# its memory and may raise its priority: IPC_LOCK and SYS_NICE, as
+# OpenShift's latency tests give it.
+noise_probe_start() {
+  local pod=$1 podname=$2 name=$3 secs=$4 id
+  cat > "$W/ctr-$podname-$name.json" <<JSON
+{"metadata": {"name": "$name", "attempt": 0}, "image": {"image": "$IMAGE"},
+ "command": ["/bin/sh", "-c", "read -r c < /sys/fs/cgroup/cpuset.cpus.effective && exec /bin/oslat -q -D $secs -c \$c -C \$c"],
+ "log_path": "$name.0.log",
+ "linux": {"resources": {"cpu_shares": 1024, "cpu_quota": 100000, "cpu_period": 100000},
+           "security_context": {"capabilities": {"add_capabilities": ["IPC_LOCK", "SYS_NICE"]}}}}
+JSON
+  id=$(crictl create "$pod" "$W/ctr-$podname-$name.json" "$W/pod-$podname.json") || return 1
+  crictl start "$id" >/dev/null || return 1
+  echo "$id"
+}
+
+# noise_probe_log PODNAME CTR: the container's output (CRI log lines less
+# their time, stream and tag).
+noise_probe_log() { cut -d' ' -f4- "$W/logs/$1/$2.0.log" 2>/dev/null; }
+
+# noise_probe_pid CTR: oslat's PID, from the container's cgroup (60 s at
+# most), once its worker thread exists (with -q it prints nothing before
+# its summary), after the second of pre-heat it starts with.
+noise_probe_pid() {
+  local cg end=$((SECONDS + 60)) p
+  cg=$(cgroup_of "$1")
+  while [ "$SECONDS" -lt "$end" ]; do
+    while read -r p; do
+      [ "$(cat "/proc/$p/comm" 2>/dev/null)" = oslat ] || continue
+      if [ "$(find "/proc/$p/task" -mindepth 1 -maxdepth 1 | wc -l)" -ge 2 ]; then
+        sleep 2
+        running "$p" && echo "$p"
+        return
+      fi
+    done < "$cg/cgroup.procs"
+    sleep 0.2
+  done
+  echo "noise: no oslat with a worker thread in $cg (procs: $(paste -sd' ' "$cg/cgroup.procs" 2>/dev/null))" >&2
+  return 1
+}
+
+# noise_irq_snapshot CPU: "source count" on CPU, one line per /proc/interrupts
+# row (a device IRQ as "N:name", the architecture's as their short name).
+noise_irq_snapshot() {
+  awk -v c="$1" 'NR > 1 {
+    id = $1; sub(":", "", id); n = $(c + 2); name = id
+    if (id ~ /^[0-9]+$/) { name = id ":" $NF }
+    if (n ~ /^[0-9]+$/) print name, n
+  }' /proc/interrupts
+}
+noise_softirq_snapshot() { awk -v c="$1" 'NR > 1 {id = $1; sub(":", "", id); print id, $(c + 2)}' /proc/softirqs; }
+# noise_delta BEFORE AFTER: "source delta" for the sources that fired.
+noise_delta() {
+  awk 'NR == FNR {b[$1] = $2; next} {d = $2 - b[$1]; if (d > 0) print $1, d}' "$1" "$2"
+}
+
+# noise_nvcsw PID: the involuntary context switches of PID's threads but
+# the main one (oslat's workers; its main thread sleeps).
+noise_nvcsw() {
+  local t n=0
+  for t in /proc/"$1"/task/*; do
+    [ "${t##*/}" = "$1" ] && continue
+    n=$((n + $(awk '/^nonvoluntary_ctxt_switches/ {print $2}' "$t/status" 2>/dev/null || echo 0)))
+  done
+  echo "$n"
+}
+
+# noise_kind PID COMM: user, percpu (a kernel thread bound to one CPU) or
+# unbound (one that may run on several). A task gone by now is told by its
+# name: kernel threads have theirs from the kernel (kworker/4:1,
+# ksoftirqd/4, kworker/u16:2).
+noise_kind() {
+  local rest flags allowed
+  if rest=$(cat "/proc/$1/stat" 2>/dev/null); then
+    rest=${rest##*) }
+    flags=$(echo "$rest" | awk '{print $7}')
+    if (( flags & 0x00200000 )); then # PF_KTHREAD
+      allowed=$(awk '/^Cpus_allowed_list/ {print $2}' "/proc/$1/status" 2>/dev/null)
+      case "$allowed" in *[,-]*) echo unbound ;; *) echo percpu ;; esac
+    else
+      echo user
+    fi
+    return
+  fi
+  case "$2" in
+    kworker/u*|kworker/R-*) echo unbound ;;
+    kworker/[0-9]*|ksoftirqd/*|migration/*|rcuc/*|cpuhp/*|idle_inject/*|irq_work/*) echo percpu ;;
+    *) echo user ;;
+  esac
+}
+
+# noise_window CPU SECONDS OUT PROBE_PID: the measurement. Every task the
+# scheduler switched to on CPU (sched_switch's next_pid; the idle task and
+# the probe's threads aside), with how often, by kind; the IRQ and softirq
+# deltas on CPU; the probe's involuntary switches. OUT.lost: events the
+# ring buffer dropped (0, or the counts are low).
+noise_window() {
+  local cpu=$1 secs=$2 out=$3 probe=$4 t=$NOISE_INSTANCE nv0
+  echo 0 > "$t/tracing_on"
+  echo > "$t/trace"
+  printf '%x\n' $((1 << cpu)) > "$t/tracing_cpumask"
+  echo 4096 > "$t/buffer_size_kb"
+  echo 1 > "$t/events/sched/sched_switch/enable"
+  noise_irq_snapshot "$cpu" > "$out.irq0"
+  noise_softirq_snapshot "$cpu" > "$out.soft0"
+  nv0=$(noise_nvcsw "$probe")
+  echo 1 > "$t/tracing_on"
+  sleep "$secs"
+  echo 0 > "$t/tracing_on"
+  echo $(( $(noise_nvcsw "$probe") - nv0 )) > "$out.nvcsw"
+  noise_irq_snapshot "$cpu" > "$out.irq1"
+  noise_softirq_snapshot "$cpu" > "$out.soft1"
+  cat "$t/trace" > "$out.trace"
+  awk '/^overrun:/ {print $2}' "$t/per_cpu/cpu$cpu/stats" > "$out.lost"
+  echo 0 > "$t/events/sched/sched_switch/enable"
+  echo > "$t/trace"
+  noise_delta "$out.irq0" "$out.irq1" > "$out.irqs"
+  noise_delta "$out.soft0" "$out.soft1" > "$out.softirqs"
+  local skip
+  skip=" 0 $(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)"
+  # "pid comm count" per task switched to, then its kind.
+  awk -v skip="$skip" '/sched_switch:/ {
+      s = $0; sub(/.*==> next_comm=/, "", s)
+      pid = s; sub(/ next_pid=.*/, "", s); sub(/.* next_pid=/, "", pid); sub(/ .*/, "", pid)
+      gsub(/ /, "_", s)
+      if (index(skip, " " pid " ")) next
+      n[pid] += 1; comm[pid] = s
+    } END {for (p in n) print p, comm[p], n[p]}' "$out.trace" |
+    while read -r pid comm n; do echo "$(noise_kind "$pid" "$comm") $comm $n"; done > "$out.tasks"
+}
+
+# noise_count OUT KIND: switches to tasks of KIND in OUT.tasks.
+noise_count() { awk -v k="$2" '$1 == k {n += $3} END {print n + 0}' "$1.tasks"; }
+# noise_names OUT KIND: "name×count" of KIND, most first.
+noise_names() {
+  awk -v k="$2" '$1 == k {n[$2] += $3} END {for (c in n) print n[c], c}' "$1.tasks" | sort -rn | head -"${3:-6}" |
+    awk '{printf "%s%s×%d", (NR > 1 ? ", " : ""), $2, $1}'
+}
