@@ -59,13 +59,19 @@ sched_switch_kernel() {
 # "COUNT[ comm×n ...]": the idle task and kernel threads are not counted.
 sched_switch_foreign() {
   local out=$1 pid comm n=0 names="" seen=" ${*:2} "
-  declare -A by=()
+  # kernel: each task's kind, read once (a read per switch is seconds
+  # under emulation when the load is switched in hundreds of times).
+  declare -A by=() kernel=()
   # A file, not a process substitution: a VM without systemd has no /dev/fd.
   sed -n 's/.*==> next_comm=\(.*\) next_pid=\([0-9]*\) next_prio=.*/\2 \1/p' "$out" > "$out.in"
   while read -r pid comm; do
     [ "$pid" = 0 ] && continue
     case "$seen" in *" $pid "*) continue ;; esac
-    sched_switch_kernel "$pid" "$comm" && continue
+    if [ -z "${kernel[$pid]:-}" ]; then
+      kernel[$pid]=no
+      sched_switch_kernel "$pid" "$comm" && kernel[$pid]=yes
+    fi
+    [ "${kernel[$pid]}" = yes ] && continue
     n=$((n + 1))
     by[$comm]=$((${by[$comm]:-0} + 1))
   done < "$out.in"
