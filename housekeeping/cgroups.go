@@ -68,6 +68,9 @@ func cgroupTargets(cgroupRoot string, pods []string) (dirs []string, skipped map
 			continue
 		}
 		dir := filepath.Join(cgroupRoot, e.Name())
+		if holdsPodTree(dir) {
+			continue
+		}
 		if _, err := os.Stat(filepath.Join(dir, "cpuset.cpus")); err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
 				return nil, nil, fmt.Errorf("cgroup %s: %w", dir, err)
@@ -82,6 +85,21 @@ func cgroupTargets(cgroupRoot string, pods []string) (dirs []string, skipped map
 		dirs = append(dirs, dir)
 	}
 	return dirs, skipped, nil
+}
+
+// holdsPodTree tells whether the top-level cgroup dir has the pods' tree
+// right below it (kubepods or kubepods.slice): a kubelet's --cgroup-root
+// puts it there, and makes it at its start, before any pod. Known from the
+// directory alone, it is left alone before the first pod's sandbox names
+// it (Config.PodCgroups) and after the last one's is gone: confining it
+// would confine the exclusive containers below it to the host's CPUs.
+func holdsPodTree(dir string) bool {
+	for _, tree := range podTrees {
+		if st, err := os.Stat(filepath.Join(dir, tree)); err == nil && st.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // cgroupChange narrows a top-level cgroup's cpuset.cpus: its original

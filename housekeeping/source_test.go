@@ -220,3 +220,24 @@ func TestPodCgroupsLeftAlone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "\n", string(data), "the pods' tree is not touched")
 }
+
+// TestPodTreeBelowACgroupRootLeftAlone: a kubelet --cgroup-root puts
+// kubepods below a top-level cgroup of its own, and makes it at its start:
+// that cgroup is left alone before the first pod's sandbox names it and
+// after the last one's is gone (the VM suite's pods' tree, issue 42).
+func TestPodTreeBelowACgroupRootLeftAlone(t *testing.T) {
+	n := newNode(t)
+	root := filepath.Join(n.cgroup, "custom", "cpuset.cpus")
+	require.NoError(t, os.MkdirAll(filepath.Join(n.cgroup, "custom", "kubepods"), 0o755))
+	require.NoError(t, os.WriteFile(root, []byte("\n"), 0o644))
+	p := n.start(t, hostfiles.OS{}, 1)
+	p.keep.set(cpuset.New(6, 7))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "0-5", n.read(t, "system/cpuset.cpus"))
+	data, err := os.ReadFile(root)
+	require.NoError(t, err)
+	assert.Equal(t, "\n", string(data), "the cgroup root holding the pods' tree is not touched")
+	for _, problem := range p.src.Problems() {
+		assert.NotContains(t, problem, "custom", "not a problem: nothing to confine there")
+	}
+}
