@@ -46,6 +46,11 @@ type Config struct {
 	// confining them would confine the exclusive containers below them to
 	// the host's CPUs.
 	PodCgroups func() []string
+	// LeaveWorkqueueMask leaves the global unbound workqueue mask to
+	// another owner (kernelWork.workqueues, when no pool has housekeeping
+	// and only the pools' isolcpus= CPUs are kept here: the kernel keeps
+	// them out of that mask itself). Two owners of one file would fight.
+	LeaveWorkqueueMask bool
 	// Recorded are the journal's records when this process started
 	// (hostfiles.Journal.Records): the thread affinities an earlier
 	// process of this boot left confined say that host threads were
@@ -152,7 +157,9 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	}
 	var plan hostfiles.Plan
 	wq := filepath.Join(s.cfg.SysfsRoot, WorkqueueMask)
-	if _, err := os.Stat(wq); err != nil {
+	if s.cfg.LeaveWorkqueueMask {
+		s.warned.Clear("workqueue")
+	} else if _, err := os.Stat(wq); err != nil {
 		s.warned.Once("workqueue", fmt.Sprintf("housekeeping: unbound kernel work is not confined: %v", err))
 	} else {
 		s.warned.Clear("workqueue")

@@ -28,7 +28,10 @@ func (p *Plugin) housekeepingSource(j *hostfiles.Journal) *housekeeping.Source {
 	}
 	cfg := housekeeping.Config{SysfsRoot: p.cfg.SysfsRoot, CgroupRoot: p.cfg.CgroupRoot, ProcRoot: p.cfg.ProcRoot,
 		Online: p.topo.Online, DomainIsolated: p.topo.DomainIsolated, Floor: p.cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs, Kept: p.housekeepingKept, PodCgroups: p.podCgroups,
-		Recorded: j.Records()}
+		Recorded: j.Records(),
+		// The global workqueue mask is kernelWork's when no pool has
+		// housekeeping (kernelWorkSources).
+		LeaveWorkqueueMask: !p.cfg.HousekeepingEnabled() && p.cfg.WorkqueuesHeld()}
 	// Kernel threads, and on cgroup v1 the host's processes, by affinity
 	// through the reconciler's FS.
 	cfg.ThreadAffinity = housekeeping.ServesAffinity(p.isolationFS)

@@ -15,6 +15,7 @@ import (
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/internal/procfs"
+	"github.com/cpupool/nri-cpupool/irq"
 )
 
 // isolcpusNode is xeon-2s-interleaved (isolcpus=domain on every CPU but
@@ -214,18 +215,23 @@ func TestIsolcpusKeptReload(t *testing.T) {
 }
 
 // TestIsolcpusKeptWithWorkqueues: keepHostOffIsolcpus (the default) and
-// kernelWork.workqueues together: the global workqueue mask has one owner,
-// housekeeping, which keeps the isolated CPUs out of it; the workqueue
-// source keeps to the per-workqueue masks.
+// kernelWork.workqueues, no pool with housekeeping: the global workqueue
+// mask has one owner, the workqueue source, which takes the held CPU out
+// of it; housekeeping keeps the host's cgroups off the isolated CPUs and
+// leaves the mask (the kernel keeps isolcpus= CPUs out of it itself).
 func TestIsolcpusKeptWithWorkqueues(t *testing.T) {
 	f := isolcpusFakeNode(t)
 	rp := startPlugin(t, f, testNode{fixture: isolcpusNode.fixture, config: "kernelWork: {workqueues: held}\n"}, statePath(f))
 	telco := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
-	_, _, err := f.createContainer(telco, "fwd", 2000)
+	fwd, _, err := f.createContainer(telco, "fwd", 2000)
 	require.NoError(t, err)
 	require.NoError(t, rp.p.FlushIsolation(), "one owner per file")
-	assert.Equal(t, "0000,00000300,00000003", isolcpusNow(t, f)["workqueue"])
+	held := cpusOf(t, f, f.cpus(fwd))
+	mask, err := irq.ParseMask(isolcpusNow(t, f)["workqueue"])
+	require.NoError(t, err)
+	assert.True(t, mask.Intersection(held).IsEmpty(), "the held CPUs %s out of the global mask %s", held, mask)
+	assert.Equal(t, isolcpusHost.String(), isolcpusNow(t, f)["system"], "the host's cgroups off the isolated CPUs")
 	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
 	require.NoError(t, err)
-	assert.Equal(t, "housekeeping", records[filepath.Join(f.sysfsRoot(isolcpusNode.fixture), housekeeping.WorkqueueMask)].Owner)
+	assert.Equal(t, "workqueues", records[filepath.Join(f.sysfsRoot(isolcpusNode.fixture), housekeeping.WorkqueueMask)].Owner)
 }

@@ -18,11 +18,11 @@ import (
 // kernelWorkSources are the Sources of kernelWork.*: each when its knob
 // is on, or the journal holds masks an earlier run changed (restored once
 // nothing wants them: a restart with the knob off). Nil otherwise.
-// The global workqueue mask is housekeeping's when it runs (a pool has it,
-// or keepHostOffIsolcpus keeps the pools' isolcpus= CPUs free)
+// The global workqueue mask is housekeeping's when a pool has it
 // (narrowed to its housekeeping set; two owners of one file would fight
-// over it); housekeeping never plans it otherwise, not even to restore it
-// (the journal does), so the workqueue source may then.
+// over it); otherwise it is this source's, and housekeeping, which may
+// run for keepHostOffIsolcpus alone, leaves it (LeaveWorkqueueMask: the
+// kernel keeps isolcpus= CPUs out of it itself).
 func (p *Plugin) kernelWorkSources(j *hostfiles.Journal) (*kernelwork.RPSSource, *kernelwork.WorkqueueSource) {
 	cfg := kernelwork.Config{SysfsRoot: p.cfg.SysfsRoot, Online: p.topo.Online, DomainIsolated: p.topo.DomainIsolated}
 	var rps *kernelwork.RPSSource
@@ -35,7 +35,7 @@ func (p *Plugin) kernelWorkSources(j *hostfiles.Journal) (*kernelwork.RPSSource,
 	if p.cfg.WorkqueuesHeld() || hasOwner(j, kernelwork.WorkqueueOwner) {
 		c := cfg
 		c.Held = p.kernelWorkHeld((*config.Config).WorkqueuesHeld)
-		wq = kernelwork.NewWorkqueueSource(kernelwork.WorkqueueConfig{Config: c, Global: !p.housekeepingWanted()}, p.log)
+		wq = kernelwork.NewWorkqueueSource(kernelwork.WorkqueueConfig{Config: c, Global: !p.cfg.HousekeepingEnabled()}, p.log)
 	}
 	return rps, wq
 }
