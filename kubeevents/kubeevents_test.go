@@ -71,14 +71,16 @@ func TestPostsEventOnPod(t *testing.T) {
 	assert.Equal(t, "CPUPoolRefused", ev.Reason)
 	assert.Equal(t, refusal.Message, ev.Message)
 	assert.Equal(t, corev1.EventSource{Component: "nri-cpupool", Host: "node-1"}, ev.Source)
-	assert.Equal(t, 1.0, testutil.ToFloat64(p.posted))
+	// Counted once the API call returned, just after the fake client
+	// shows the Event.
+	require.Eventually(t, func() bool { return testutil.ToFloat64(p.posted) == 1 }, 10*time.Second, time.Millisecond)
 
 	p.Post(refusal)
 	require.Eventually(t, func() bool {
 		l, err := client.CoreV1().Events("telco").List(context.Background(), metav1.ListOptions{})
 		return err == nil && len(l.Items) == 1 && l.Items[0].Count == 2
 	}, 10*time.Second, 10*time.Millisecond, "counted into the first")
-	assert.Equal(t, 2.0, testutil.ToFloat64(p.posted))
+	require.Eventually(t, func() bool { return testutil.ToFloat64(p.posted) == 2 }, 10*time.Second, time.Millisecond)
 	assert.Zero(t, lost(p, LostAPI)+lost(p, LostQueueFull))
 }
 
