@@ -88,13 +88,20 @@ func cgroupTargets(cgroupRoot string, pods []string) (dirs []string, skipped map
 }
 
 // holdsPodTree tells whether the top-level cgroup dir has the pods' tree
-// right below it (kubepods or kubepods.slice): a kubelet's --cgroup-root
-// puts it there, and makes it at its start, before any pod. Known from the
-// directory alone, it is left alone before the first pod's sandbox names
-// it (Config.PodCgroups) and after the last one's is gone: confining it
+// right below it: a kubelet's --cgroup-root puts it there, and makes it
+// at its start, before any pod. With the cgroupfs driver it is kubepods
+// (or kubepods.slice); with the systemd driver, whose slice names repeat
+// their parents', --cgroup-root=/custom.slice gives
+// custom.slice/custom-kubepods.slice. Known from the directory alone, it
+// is left alone before the first pod's sandbox names it
+// (Config.PodCgroups) and after the last one's is gone: confining it
 // would confine the exclusive containers below it to the host's CPUs.
 func holdsPodTree(dir string) bool {
-	for _, tree := range podTrees {
+	trees := podTrees
+	if stem, ok := strings.CutSuffix(filepath.Base(dir), ".slice"); ok {
+		trees = append(slices.Clip(trees), stem+"-kubepods.slice")
+	}
+	for _, tree := range trees {
 		if st, err := os.Stat(filepath.Join(dir, tree)); err == nil && st.IsDir() {
 			return true
 		}

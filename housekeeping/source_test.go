@@ -241,3 +241,20 @@ func TestPodTreeBelowACgroupRootLeftAlone(t *testing.T) {
 		assert.NotContains(t, problem, "custom", "not a problem: nothing to confine there")
 	}
 }
+
+// TestSystemdNamedPodTreeBelowACgroupRootLeftAlone: the same without
+// systemd as PID 1 (a kubelet's systemd driver names the pods' slice
+// <root>-kubepods.slice below its --cgroup-root's slice).
+func TestSystemdNamedPodTreeBelowACgroupRootLeftAlone(t *testing.T) {
+	n := newNode(t)
+	root := filepath.Join(n.cgroup, "custom.slice", "cpuset.cpus")
+	require.NoError(t, os.MkdirAll(filepath.Join(n.cgroup, "custom.slice", "custom-kubepods.slice"), 0o755))
+	require.NoError(t, os.WriteFile(root, []byte("\n"), 0o644))
+	p := n.start(t, hostfiles.OS{}, 1)
+	p.keep.set(cpuset.New(6, 7))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "0-5", n.read(t, "system/cpuset.cpus"))
+	data, err := os.ReadFile(root)
+	require.NoError(t, err)
+	assert.Equal(t, "\n", string(data), "the cgroup root holding the pods' tree is not touched")
+}

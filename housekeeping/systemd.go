@@ -55,10 +55,11 @@ var unitSuffixes = []string{".slice", ".scope", ".service", ".socket", ".mount",
 // holds host processes too, and once the units' AllowedCPUs= enable the
 // cpuset controller at the root, the kernel resets the tasks of every
 // other top-level cgroup to every CPU, isolcpus= ones included (issue 41,
-// item 11). The pods' tree (kubepods.slice, kubepods, pods) is the
-// pools'. A top-level cgroup of another name is not systemd's: its
-// threads are confined by affinity (threads.go). A unit that is a cpuset
-// partition root has CPUs someone chose: skipped, with why.
+// item 11). The pods' tree (kubepods.slice, kubepods, pods, and a slice
+// that holds it: holdsPodTree) is the pools'. A top-level cgroup of
+// another name is not systemd's: its threads are confined by affinity
+// (threads.go). A unit that is a cpuset partition root has CPUs someone
+// chose: skipped, with why.
 func systemdTargets(cgroupRoot string, pods []string) (units []string, skipped map[string]string, err error) {
 	entries, err := os.ReadDir(cgroupRoot)
 	if err != nil {
@@ -71,6 +72,9 @@ func systemdTargets(cgroupRoot string, pods []string) (units []string, skipped m
 			continue
 		}
 		dir := filepath.Join(cgroupRoot, name)
+		if holdsPodTree(dir) {
+			continue // a kubelet's --cgroup-root: the pods' tree
+		}
 		if part, err := os.ReadFile(filepath.Join(dir, "cpuset.cpus.partition")); err == nil && strings.TrimSpace(string(part)) != "member" {
 			skipped[dir] = fmt.Sprintf("it is a cpuset partition (%s), whose CPUs someone chose", strings.TrimSpace(string(part)))
 			continue

@@ -432,3 +432,24 @@ func TestUnsetStaleCgroupWithTasks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "0-7\n", string(data))
 }
+
+// TestSystemdPodSliceBelowACgroupRootLeftAlone: a kubelet with the systemd
+// cgroup driver and --cgroup-root=/custom.slice puts the pods in
+// custom.slice/custom-kubepods.slice (its slice names repeat their
+// parents'), made at its start: custom.slice is the pods' tree before the
+// first pod's sandbox names it and after the last one's is gone. Given
+// AllowedCPUs= without the pools' CPUs, the exclusive containers below
+// it would run on the host's CPUs instead of theirs.
+func TestSystemdPodSliceBelowACgroupRootLeftAlone(t *testing.T) {
+	n, sd := sdNode(t), newFakeSystemd()
+	require.NoError(t, os.MkdirAll(filepath.Join(n.cgroup, "custom.slice", "custom-kubepods.slice"), 0o755))
+	sd.allowed["custom.slice"] = setToMask(cpuset.New())
+	p := n.startSystemd(t, sd, hostfiles.OS{})
+	p.keep.set(cpuset.New(6, 7))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "0-5", sd.units()["system.slice"])
+	assert.Equal(t, "", sd.units()["custom.slice"], "the slice holding the pods' tree is not touched")
+	for _, problem := range p.src.Problems() {
+		assert.NotContains(t, problem, "custom", "not a problem: nothing to confine there")
+	}
+}
