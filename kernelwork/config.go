@@ -9,17 +9,20 @@ type Config struct {
 	// SysfsRoot is the root of sysfs ("/": sys/class/net below it).
 	SysfsRoot string
 	// Online are the online CPUs, DomainIsolated those of isolcpus=: a
-	// mask whose CPUs are all held gets Online less the held and the
-	// isolated CPUs (the kernel drops isolated CPUs from rps_cpus and
-	// the unbound workqueue mask itself).
+	// mask left with none of Online less DomainIsolated once the held
+	// CPUs are out gets Online less the held and the isolated CPUs (the
+	// kernel drops isolated CPUs from rps_cpus and the unbound workqueue
+	// mask itself).
 	Online, DomainIsolated cpuset.CPUSet
 	// Held is asked at each pass (on the reconciler's goroutine): the CPUs
 	// to keep the work off. Nothing held: every mask is restored.
 	Held func() cpuset.CPUSet
 }
 
-// fallback is what a mask whose CPUs are all held gets: the CPUs the host
-// keeps.
-func (c Config) fallback(held cpuset.CPUSet) cpuset.CPUSet {
-	return c.Online.Difference(held).Difference(c.DomainIsolated)
+// runnable are the CPUs a mask's work may run on: online and not
+// isolcpus=. The kernel builds an RPS map of these only, and an unbound
+// workqueue whose mask has none of them runs its workers wherever the
+// scheduler falls back to.
+func (c Config) runnable() cpuset.CPUSet {
+	return c.Online.Difference(c.DomainIsolated)
 }

@@ -11,10 +11,13 @@
 //     own /sys/devices/virtual/workqueue/<wq>/cpumask.
 //
 // A mask gets its original less the held CPUs (mask.go). A mask that
-// would be left empty gets the CPUs the host keeps (online, not held, not
-// isolcpus=): the kernel refuses an empty mask or, for RPS, an empty mask
-// turns steering off, which is not what its owner asked for. A mask of 0
-// (RPS off, the kernel's default) has nothing to move and is left alone.
+// would be left with no online CPU outside isolcpus= (empty, or offline
+// or isolated CPUs only) gets the CPUs the host keeps (online, not held,
+// not isolcpus=): the kernel refuses an empty mask, turns RPS off on one
+// of offline CPUs and refuses one of isolated CPUs, and runs a
+// workqueue's workers anywhere when its mask has no online CPU; none is
+// what the mask's owner asked for. A mask of 0 (RPS off, the kernel's
+// default) has nothing to move and is left alone.
 //
 // Files that appear later (a hotplugged NIC, the veth of every new pod)
 // are found by the next pass: a kick (a container placed or released) or

@@ -11,7 +11,8 @@ import (
 // TestNarrowed: a mask loses the held CPUs and keeps the kernel's exact
 // layout (%*pb: 32-bit groups, most significant first, the first as wide
 // as the CPU count needs), on odd widths and machines of more than 32
-// CPUs; RPS off stays off; a mask of held CPUs only gets the fallback.
+// CPUs; RPS off stays off; a mask of held CPUs only gets the runnable
+// CPUs less the held ones.
 func TestNarrowed(t *testing.T) {
 	all := func(from, to int) []int {
 		var out []int
@@ -20,31 +21,35 @@ func TestNarrowed(t *testing.T) {
 		}
 		return out
 	}
+	every := cpuset.New(all(0, 255)...)
 	for _, tc := range []struct {
 		name, original string
-		held, fallback cpuset.CPUSet
+		held, runnable cpuset.CPUSet
 		want           string
 	}{
-		{"8 CPUs", "7f", cpuset.New(2, 3), cpuset.New(0, 1), "73"},
-		{"8 CPUs, uppercase as written by hand", "7F", cpuset.New(2, 3), cpuset.New(0, 1), "73"},
-		{"a trailing newline", "7f\n", cpuset.New(2, 3), cpuset.New(0, 1), "73"},
-		{"RPS off stays off", "00", cpuset.New(2, 3), cpuset.New(0, 1), "00"},
-		{"RPS off, one digit", "0", cpuset.New(0), cpuset.New(1), "0"},
-		{"RPS off, 72 CPUs", "00,00000000,00000000", cpuset.New(3), cpuset.New(1), "00,00000000,00000000"},
-		{"held CPUs only: the fallback", "0c", cpuset.New(2, 3), cpuset.New(0, 1, 4, 5, 6), "73"},
-		{"6 CPUs (one odd digit group)", "3f", cpuset.New(5), cpuset.New(0), "1f"},
-		{"4 CPUs", "f", cpuset.New(0), cpuset.New(1), "e"},
-		{"9 CPUs", "1ff", cpuset.New(8), cpuset.New(0), "0ff"},
-		{"36 CPUs: a group of one digit", "f,ffffffff", cpuset.New(35), cpuset.New(0), "7,ffffffff"},
-		{"40 CPUs: a whole group held", "ff,ffffffff", cpuset.New(all(32, 39)...), cpuset.New(0), "00,ffffffff"},
-		{"72 CPUs: three groups", "ff,ffffffff,ffffffff", cpuset.New(append(all(64, 71), 0, 33)...), cpuset.New(1), "00,fffffffd,fffffffe"},
-		{"72 CPUs: held only in the top group, fallback in another", "01,00000000,00000000", cpuset.New(64), cpuset.New(all(0, 3)...), "00,00000000,0000000f"},
+		{"8 CPUs", "7f", cpuset.New(2, 3), every, "73"},
+		{"8 CPUs, uppercase as written by hand", "7F", cpuset.New(2, 3), every, "73"},
+		{"a trailing newline", "7f\n", cpuset.New(2, 3), every, "73"},
+		{"RPS off stays off", "00", cpuset.New(2, 3), every, "00"},
+		{"RPS off, one digit", "0", cpuset.New(0), every, "0"},
+		{"RPS off, 72 CPUs", "00,00000000,00000000", cpuset.New(3), every, "00,00000000,00000000"},
+		{"held CPUs only: the runnable ones not held", "0c", cpuset.New(2, 3), cpuset.New(all(0, 6)...), "73"},
+		{"6 CPUs (one odd digit group)", "3f", cpuset.New(5), every, "1f"},
+		{"4 CPUs", "f", cpuset.New(0), every, "e"},
+		{"9 CPUs", "1ff", cpuset.New(8), every, "0ff"},
+		{"36 CPUs: a group of one digit", "f,ffffffff", cpuset.New(35), every, "7,ffffffff"},
+		{"40 CPUs: a whole group held", "ff,ffffffff", cpuset.New(all(32, 39)...), every, "00,ffffffff"},
+		{"72 CPUs: three groups", "ff,ffffffff,ffffffff", cpuset.New(append(all(64, 71), 0, 33)...), every, "00,fffffffd,fffffffe"},
+		{"72 CPUs: held only in the top group, the rest in another", "01,00000000,00000000", cpuset.New(64), cpuset.New(append(all(0, 3), 64)...), "00,00000000,0000000f"},
 		{"256 CPUs", "ffffffff,ffffffff,ffffffff,ffffffff,ffffffff,ffffffff,ffffffff,ffffffff", cpuset.New(255, 128, 0),
-			cpuset.New(1), "7fffffff,ffffffff,ffffffff,fffffffe,ffffffff,ffffffff,ffffffff,fffffffe"},
-		{"nothing held", "ff", cpuset.New(), cpuset.New(), "ff"},
+			every, "7fffffff,ffffffff,ffffffff,fffffffe,ffffffff,ffffffff,ffffffff,fffffffe"},
+		{"nothing held", "ff", cpuset.New(), every, "ff"},
+		{"offline CPUs only left: the runnable ones not held", "0c", cpuset.New(2), cpuset.New(0, 1, 2, 4), "13"},
+		{"isolated or offline CPUs only left", "1c", cpuset.New(2), cpuset.New(0, 2), "01"},
+		{"runnable CPUs left beside offline ones: kept as they are", "1c", cpuset.New(2), cpuset.New(0, 2, 4), "18"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := narrowed("test mask", tc.original, tc.held, tc.fallback)
+			got, err := narrowed("test mask", tc.original, tc.held, tc.runnable)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 			assert.True(t, avoids(got, tc.held), "%s avoids %s", got, tc.held)
@@ -58,11 +63,11 @@ func TestNarrowed(t *testing.T) {
 		{"0x prefix", "0xff"},
 	} {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
-			_, err := narrowed("the mask of eth0 rx-0", tc.original, cpuset.New(1), cpuset.New(0))
+			_, err := narrowed("the mask of eth0 rx-0", tc.original, cpuset.New(1), cpuset.New(0, 1))
 			assert.ErrorContains(t, err, "the mask of eth0 rx-0: ")
 		})
 	}
-	_, err := narrowed("the unbound workqueue mask", "0c", cpuset.New(2, 3), cpuset.New())
+	_, err := narrowed("the unbound workqueue mask", "0c", cpuset.New(2, 3), cpuset.New(2, 3))
 	assert.EqualError(t, err, "the unbound workqueue mask: every CPU of the mask 2-3 is held, and the host keeps no CPU to give it: left as it is")
 }
 

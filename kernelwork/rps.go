@@ -92,10 +92,10 @@ func (s *RPSSource) Plan() (hostfiles.Plan, error) {
 	} else {
 		s.warned.Clear("none")
 	}
-	fallback := s.cfg.fallback(held)
+	runnable := s.cfg.runnable()
 	plan := hostfiles.Plan{Changes: make([]hostfiles.Change, 0, len(files))}
 	for _, f := range files {
-		plan.Changes = append(plan.Changes, maskChange(f, "receive packet steering mask of "+queueName(f), held, fallback))
+		plan.Changes = append(plan.Changes, maskChange(f, "receive packet steering mask of "+queueName(f), held, runnable))
 	}
 	return plan, nil
 }

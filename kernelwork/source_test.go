@@ -212,3 +212,39 @@ func TestForgedJournal(t *testing.T) {
 	assert.Equal(t, 3, untrusted, "%+v", p.r.Status().Failures)
 	assert.Len(t, n.journal(t), 3, "the untrusted records are kept")
 }
+
+// TestNoMaskLeftOnOfflineOrIsolatedCPUsOnly: a mask whose CPUs left after
+// the held ones are offline (SMT turned off, a CPU taken down) or
+// isolcpus= only gets the CPUs the host keeps, as one of held CPUs only
+// does: the kernel builds an RPS map of online, non-isolated CPUs only
+// (nothing left: RPS off; only isolated CPUs: EINVAL), and an unbound
+// workqueue whose mask has no online CPU runs its workers wherever the
+// scheduler falls back to, the held CPUs included.
+func TestNoMaskLeftOnOfflineOrIsolatedCPUsOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		online         cpuset.CPUSet
+		isolated       cpuset.CPUSet
+		wantRx1, wantQ string
+	}{
+		{"CPU 3 offline", cpuset.New(0, 1, 2, 4, 5, 6, 7), cpuset.New(7), "73", "73"},
+		{"CPU 3 isolcpus=", cpuset.New(0, 1, 2, 3, 4, 5, 6, 7), cpuset.New(3, 7), "73", "73"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t)
+			n.online, n.isolated = tc.online, tc.isolated
+			p := n.start(t, hostfiles.OS{}, true)
+			// eth0 rx-1 and nvme-wq are steered to CPUs 2-3.
+			p.held.set(cpuset.New(2))
+			require.NoError(t, p.r.Flush())
+			assert.Equal(t, tc.wantRx1, n.read(t, "eth0 rx-1"), "not CPU 3 alone")
+			assert.Equal(t, tc.wantQ, n.read(t, "wq nvme-wq"), "not CPU 3 alone")
+			assert.Equal(t, "7b", n.read(t, "eth0 rx-0"), "a mask with usable CPUs left only loses the held one")
+
+			p.held.set(cpuset.New())
+			require.NoError(t, p.r.Flush())
+			assert.Equal(t, originals, n.files(t))
+			assert.Empty(t, n.journal(t))
+		})
+	}
+}

@@ -81,7 +81,7 @@ func (s *WorkqueueSource) Plan() (hostfiles.Plan, error) {
 	if held.IsEmpty() {
 		return hostfiles.Plan{}, nil
 	}
-	fallback := s.cfg.fallback(held)
+	runnable := s.cfg.runnable()
 	var plan hostfiles.Plan
 	if s.cfg.Global {
 		global := filepath.Join(s.cfg.SysfsRoot, GlobalWorkqueueMask)
@@ -89,7 +89,7 @@ func (s *WorkqueueSource) Plan() (hostfiles.Plan, error) {
 			s.warned.Once("global", fmt.Sprintf("workqueues: unbound kernel work is not kept off held CPUs: %v", err))
 		} else {
 			s.warned.Clear("global")
-			plan.Changes = append(plan.Changes, maskChange(global, "the unbound workqueue mask", held, fallback))
+			plan.Changes = append(plan.Changes, maskChange(global, "the unbound workqueue mask", held, runnable))
 		}
 	}
 	files, err := WorkqueueFiles(s.cfg.SysfsRoot)
@@ -97,7 +97,7 @@ func (s *WorkqueueSource) Plan() (hostfiles.Plan, error) {
 		return hostfiles.Plan{}, err
 	}
 	for _, f := range files {
-		plan.Changes = append(plan.Changes, maskChange(f, "the mask of workqueue "+filepath.Base(filepath.Dir(f)), held, fallback))
+		plan.Changes = append(plan.Changes, maskChange(f, "the mask of workqueue "+filepath.Base(filepath.Dir(f)), held, runnable))
 	}
 	return plan, nil
 }
