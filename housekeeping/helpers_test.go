@@ -1,7 +1,6 @@
 package housekeeping
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,59 +140,4 @@ func (n *node) start(t *testing.T, fsys hostfiles.FS, floor int) *process {
 	r.RestoreOnlyUnder(filepath.Join(n.sysfs, "sys/devices/virtual/workqueue"), n.cgroup)
 	t.Cleanup(r.Close)
 	return &process{src: src, r: r, keep: k, hook: hook}
-}
-
-// crashFS is the host's file system until the crashAt-th mutating call,
-// at which the process dies (before or after performing it): every later
-// call fails, as if the process were gone.
-type crashFS struct {
-	hostfiles.OS
-	// inner, when set, is the file system that does the work (an
-	// AffinityFS), else the host's.
-	inner              hostfiles.FS
-	mu                 sync.Mutex
-	crashAt, mutations int
-	after, crashed     bool
-}
-
-var errKilled = errors.New("process killed (test)")
-
-func (f *crashFS) mutate(do func() error) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.crashed {
-		return errKilled
-	}
-	f.mutations++
-	if f.crashAt == f.mutations && !f.after {
-		f.crashed = true
-		return errKilled
-	}
-	err := do()
-	if f.crashAt == f.mutations {
-		f.crashed = true
-		return errKilled
-	}
-	return err
-}
-
-func (f *crashFS) fs() hostfiles.FS {
-	if f.inner != nil {
-		return f.inner
-	}
-	return f.OS
-}
-
-func (f *crashFS) ReadFile(path string) ([]byte, error) { return f.fs().ReadFile(path) }
-
-func (f *crashFS) WriteFile(path string, data []byte) error {
-	return f.mutate(func() error { return f.fs().WriteFile(path, data) })
-}
-
-func (f *crashFS) ReplaceFile(path string, data []byte) error {
-	return f.mutate(func() error { return f.fs().ReplaceFile(path, data) })
-}
-
-func (f *crashFS) Rename(from, to string) error {
-	return f.mutate(func() error { return f.fs().Rename(from, to) })
 }

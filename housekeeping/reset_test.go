@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/crashfs"
 	"github.com/cpupool/nri-cpupool/internal/procfs"
 )
 
@@ -130,12 +131,12 @@ func resetNode(t *testing.T) (*node, *fakeSystemd, *cgroupKernel) {
 
 // startReset is a process of the plugin on resetNode: systemd's units
 // through sd, thread affinities through k, below fsys.
-func (n *node) startReset(t *testing.T, sd *fakeSystemd, k *cgroupKernel, fsys *crashFS) *process {
+func (n *node) startReset(t *testing.T, sd *fakeSystemd, k *cgroupKernel, fsys *crashfs.FS) *process {
 	t.Helper()
 	if fsys == nil {
-		fsys = &crashFS{}
+		fsys = &crashfs.FS{}
 	}
-	fsys.inner = NewAffinityFS(hostfiles.OS{}, n.proc, k)
+	fsys.Inner = NewAffinityFS(hostfiles.OS{}, n.proc, k)
 	p := n.startSystemd(t, sd, fsys)
 	p.src.cfg.ThreadAffinity = true
 	p.src.cfg.DomainIsolated = cpuset.New(2, 3, 6, 7)
@@ -245,14 +246,14 @@ var resetLife = []struct {
 // feature: every unit and every host thread's affinity is exactly as the
 // node booted, and the journal is empty.
 func TestSystemdThreadsKillAtEveryWrite(t *testing.T) {
-	live := func(t *testing.T, n *node, sd *fakeSystemd, k *cgroupKernel, fsys *crashFS) int {
+	live := func(t *testing.T, n *node, sd *fakeSystemd, k *cgroupKernel, fsys *crashfs.FS) int {
 		sd.crash = fsys
 		defer func() { sd.crash = nil }()
 		p := n.startReset(t, sd, k, fsys)
 		for i, step := range resetLife {
 			p.keep.set(step.held)
 			_ = p.r.Flush()
-			if fsys.crashed {
+			if fsys.Crashed() {
 				return i
 			}
 			_ = p.r.Flush() // the release's second pass drops the records
@@ -262,17 +263,17 @@ func TestSystemdThreadsKillAtEveryWrite(t *testing.T) {
 		return len(resetLife)
 	}
 	n, sd, k := resetNode(t)
-	clean := &crashFS{}
+	clean := &crashfs.FS{}
 	require.Equal(t, len(resetLife), live(t, n, sd, k, clean))
-	steps := clean.mutations
+	steps := clean.Mutations()
 	require.Greater(t, steps, 20)
 	for c := 1; c <= steps; c++ {
 		for _, after := range []bool{false, true} {
 			t.Run(fmt.Sprintf("write %d %s", c, map[bool]string{false: "before", true: "after"}[after]), func(t *testing.T) {
 				n, sd, k := resetNode(t)
-				fsys := &crashFS{crashAt: c, after: after}
+				fsys := &crashfs.FS{CrashAt: c, After: after}
 				live(t, n, sd, k, fsys)
-				require.True(t, fsys.crashed)
+				require.True(t, fsys.Crashed())
 				p := n.startReset(t, sd, k, nil)
 				require.NoError(t, p.r.Flush())
 				assert.Equal(t, withUnits(map[string]string{"ceph.slice": ""}), sd.units(), "every unit exactly as it was")

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/crashfs"
 )
 
 // fakeSystemd is systemd's D-Bus API as housekeeping uses it: each unit's
@@ -32,7 +33,7 @@ type fakeSystemd struct {
 	setErr map[string]error
 	// crash, when set, is the dying process's file system: a property
 	// set counts as one of its mutating calls.
-	crash       *crashFS
+	crash       *crashfs.FS
 	dials, sets int
 	// dialCtx is the context of the last dial: godbus closes a connection
 	// once its dial context is done, which the fake's calls then fail as.
@@ -157,7 +158,7 @@ func (c fakeConn) SetUnitPropertiesContext(_ context.Context, unit string, runti
 		return nil
 	}
 	if c.f.crash != nil {
-		return c.f.crash.mutate(set)
+		return c.f.crash.Mutate(set)
 	}
 	return set()
 }
@@ -330,31 +331,31 @@ var sdLife = []struct {
 // just after it) and starts another without the feature: every unit gets
 // exactly its original AllowedCPUs back, and the journal is empty.
 func TestSystemdKillAtEveryWrite(t *testing.T) {
-	live := func(t *testing.T, n *node, sd *fakeSystemd, fsys *crashFS) int {
+	live := func(t *testing.T, n *node, sd *fakeSystemd, fsys *crashfs.FS) int {
 		sd.crash = fsys
 		defer func() { sd.crash = nil }()
 		p := n.startSystemd(t, sd, fsys)
 		for i, step := range sdLife {
 			p.keep.set(step.held)
 			_ = p.r.Flush()
-			if fsys.crashed {
+			if fsys.Crashed() {
 				return i
 			}
 			require.Equal(t, step.units, sd.units(), "step %d", i)
 		}
 		return len(sdLife)
 	}
-	clean := &crashFS{}
+	clean := &crashfs.FS{}
 	require.Equal(t, len(sdLife), live(t, sdNode(t), newFakeSystemd(), clean))
-	steps := clean.mutations
+	steps := clean.Mutations()
 	require.Greater(t, steps, 10)
 	for k := 1; k <= steps; k++ {
 		for _, after := range []bool{false, true} {
 			t.Run(fmt.Sprintf("write %d %s", k, map[bool]string{false: "before", true: "after"}[after]), func(t *testing.T) {
 				n, sd := sdNode(t), newFakeSystemd()
-				fsys := &crashFS{crashAt: k, after: after}
+				fsys := &crashfs.FS{CrashAt: k, After: after}
 				live(t, n, sd, fsys)
-				require.True(t, fsys.crashed)
+				require.True(t, fsys.Crashed())
 				p := n.startSystemd(t, sd, hostfiles.OS{})
 				require.NoError(t, p.r.Flush())
 				assert.Equal(t, sdOriginals, sd.units(), "every unit exactly as it was")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/crashfs"
 	"github.com/cpupool/nri-cpupool/internal/procfs"
 )
 
@@ -150,12 +151,12 @@ func threadNode(t *testing.T, v1 bool) (*node, *fakeKernel) {
 
 // startThreads is a process whose FS serves thread affinities through k,
 // below fsys (nil: the host's files).
-func (n *node) startThreads(t *testing.T, k *fakeKernel, fsys *crashFS) *process {
+func (n *node) startThreads(t *testing.T, k *fakeKernel, fsys *crashfs.FS) *process {
 	t.Helper()
 	if fsys == nil {
-		fsys = &crashFS{}
+		fsys = &crashfs.FS{}
 	}
-	fsys.inner = NewAffinityFS(hostfiles.OS{}, n.proc, k)
+	fsys.Inner = NewAffinityFS(hostfiles.OS{}, n.proc, k)
 	p := n.start(t, fsys, 1)
 	p.src.cfg.ThreadAffinity = true
 	p.src.cfg.PodCgroups = func() []string { return []string{"custompods"} }
@@ -330,12 +331,12 @@ var threadLife = []struct {
 // kept gives the affinities from the originals, and the originals once
 // released.
 func TestThreadsKillAtEveryWrite(t *testing.T) {
-	live := func(t *testing.T, n *node, k *fakeKernel, fsys *crashFS) int {
+	live := func(t *testing.T, n *node, k *fakeKernel, fsys *crashfs.FS) int {
 		p := n.startThreads(t, k, fsys)
 		for i, step := range threadLife {
 			p.keep.set(step.held)
 			_ = p.r.Flush()
-			if fsys.crashed {
+			if fsys.Crashed() {
 				return i
 			}
 			require.Equal(t, step.aff, k.affinities(), "step %d", i)
@@ -343,9 +344,9 @@ func TestThreadsKillAtEveryWrite(t *testing.T) {
 		return len(threadLife)
 	}
 	n, k := threadNode(t, true)
-	clean := &crashFS{}
+	clean := &crashfs.FS{}
 	require.Equal(t, len(threadLife), live(t, n, k, clean))
-	steps := clean.mutations
+	steps := clean.Mutations()
 	require.Greater(t, steps, 20)
 
 	for c := 1; c <= steps; c++ {
@@ -353,9 +354,9 @@ func TestThreadsKillAtEveryWrite(t *testing.T) {
 			for _, recovery := range []string{"without the feature", "keeps the same CPUs"} {
 				t.Run(fmt.Sprintf("write %d %s, %s", c, map[bool]string{false: "before", true: "after"}[after], recovery), func(t *testing.T) {
 					n, k := threadNode(t, true)
-					fsys := &crashFS{crashAt: c, after: after}
+					fsys := &crashfs.FS{CrashAt: c, After: after}
 					died := live(t, n, k, fsys)
-					require.True(t, fsys.crashed)
+					require.True(t, fsys.Crashed())
 
 					p := n.startThreads(t, k, nil)
 					if recovery == "keeps the same CPUs" {

@@ -1,7 +1,6 @@
 package kernelwork
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -190,55 +189,4 @@ func (n *node) journal(t *testing.T) map[string]hostfiles.Record {
 	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(n.state), boot)
 	require.NoError(t, err)
 	return records
-}
-
-// crashFS is the host's file system until the crashAt-th mutating call,
-// at which the process dies (before or after performing it): every later
-// call fails, as if the process were gone. writes counts the host file
-// writes by path.
-type crashFS struct {
-	hostfiles.OS
-	mu                 sync.Mutex
-	crashAt, mutations int
-	after, crashed     bool
-	writes             map[string]int
-}
-
-var errKilled = errors.New("process killed (test)")
-
-func (f *crashFS) mutate(do func() error) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.crashed {
-		return errKilled
-	}
-	f.mutations++
-	if f.crashAt == f.mutations && !f.after {
-		f.crashed = true
-		return errKilled
-	}
-	err := do()
-	if f.crashAt == f.mutations {
-		f.crashed = true
-		return errKilled
-	}
-	return err
-}
-
-func (f *crashFS) WriteFile(path string, data []byte) error {
-	return f.mutate(func() error {
-		if f.writes == nil {
-			f.writes = map[string]int{}
-		}
-		f.writes[path]++
-		return f.OS.WriteFile(path, data)
-	})
-}
-
-func (f *crashFS) ReplaceFile(path string, data []byte) error {
-	return f.mutate(func() error { return f.OS.ReplaceFile(path, data) })
-}
-
-func (f *crashFS) Rename(from, to string) error {
-	return f.mutate(func() error { return f.OS.Rename(from, to) })
 }

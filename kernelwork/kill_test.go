@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/crashfs"
 )
 
 // killLife is a life of grants and releases, with the masks each step
@@ -26,13 +27,13 @@ var killLife = []struct {
 
 // live plays the life until the process dies; it returns the step it
 // died in (len(killLife) if it did not).
-func live(t *testing.T, n *node, fsys *crashFS) int {
+func live(t *testing.T, n *node, fsys *crashfs.FS) int {
 	t.Helper()
 	p := n.start(t, fsys, true)
 	for i, step := range killLife {
 		p.held.set(step.held)
 		_ = p.r.Flush() // a dead process's errors reach no one
-		if fsys.crashed {
+		if fsys.Crashed() {
 			return i
 		}
 		require.Equal(t, step.files, n.files(t), "step %d", i)
@@ -48,9 +49,9 @@ func live(t *testing.T, n *node, fsys *crashFS) int {
 // the originals once it releases; one that starts after the pod's veth
 // went away drops its record and restores the rest.
 func TestKillAtEveryWrite(t *testing.T) {
-	clean := &crashFS{}
+	clean := &crashfs.FS{}
 	require.Equal(t, len(killLife), live(t, newNode(t), clean))
-	steps := clean.mutations
+	steps := clean.Mutations()
 	require.Greater(t, steps, 12)
 
 	for k := 1; k <= steps; k++ {
@@ -58,9 +59,9 @@ func TestKillAtEveryWrite(t *testing.T) {
 			for _, recovery := range []string{"knobs off", "holds the same CPUs", "the veth went away"} {
 				t.Run(fmt.Sprintf("write %d %s, %s", k, map[bool]string{false: "before", true: "after"}[after], recovery), func(t *testing.T) {
 					n := newNode(t)
-					fsys := &crashFS{crashAt: k, after: after}
+					fsys := &crashfs.FS{CrashAt: k, After: after}
 					died := live(t, n, fsys)
-					require.True(t, fsys.crashed)
+					require.True(t, fsys.Crashed())
 
 					want := originals
 					if recovery == "the veth went away" {

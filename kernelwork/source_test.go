@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/crashfs"
 )
 
 // TestNarrowsAndRestores: with CPUs held, every rps_cpus and workqueue
@@ -140,7 +141,7 @@ func TestGlobalMaskLeftToHousekeeping(t *testing.T) {
 // every pass.
 func TestKernelShowsItsOwnForm(t *testing.T) {
 	n := newNode(t)
-	fsys := &crashFS{}
+	fsys := &crashfs.FS{}
 	p := n.start(t, fsys, true)
 	p.held.set(cpuset.New(2))
 	require.NoError(t, p.r.Flush())
@@ -149,7 +150,7 @@ func TestKernelShowsItsOwnForm(t *testing.T) {
 	for range 3 {
 		require.NoError(t, p.r.Flush())
 	}
-	assert.Equal(t, 1, fsys.writes[n.path("eth0 rx-0")], "written once")
+	assert.Equal(t, 1, fsys.Writes(n.path("eth0 rx-0")), "written once")
 	p.held.set(cpuset.New())
 	require.NoError(t, p.r.Flush())
 	assert.Equal(t, originals, n.files(t))
