@@ -1,12 +1,7 @@
 package dra
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,9 +11,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/manifesttest"
 )
 
 // TestShippedManifest checks deploy/kubernetes/dra/nri-cpupool-dra.yaml
@@ -27,19 +21,15 @@ import (
 // claim check call, and the DaemonSet gives the node name and the kubelet's
 // and CDI's directories where the config says.
 func TestShippedManifest(t *testing.T) {
-	docs := manifestDocs(t, "../deploy/kubernetes/dra/nri-cpupool-dra.yaml")
-
-	var cm corev1.ConfigMap
-	require.NoError(t, k8syaml.Unmarshal(docs["ConfigMap"], &cm))
-	cfg, err := config.Parse(strings.NewReader(cm.Data["config.yaml"]), "ConfigMap")
-	require.NoError(t, err)
+	docs := manifesttest.Docs(t, "../deploy/kubernetes/dra/nri-cpupool-dra.yaml")
+	cfg := manifesttest.Config(t, docs)
 	assert.True(t, cfg.DRA.Enabled)
 	assert.False(t, cfg.Kubelet.DevicePlugin)
 	assert.Empty(t, cfg.DRA.Kubeconfig, "in-cluster credentials")
 	assert.Empty(t, cfg.DRA.NodeName, "from NODE_NAME")
 
 	var role rbacv1.ClusterRole
-	require.NoError(t, k8syaml.Unmarshal(docs["ClusterRole"], &role))
+	manifesttest.Decode(t, docs, "ClusterRole", &role)
 	allowed := func(group, resource, verb string) bool {
 		for _, r := range role.Rules {
 			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
@@ -56,7 +46,7 @@ func TestShippedManifest(t *testing.T) {
 	assert.True(t, allowed("", "nodes", "get"))
 
 	var ds appsv1.DaemonSet
-	require.NoError(t, k8syaml.Unmarshal(docs["DaemonSet"], &ds))
+	manifesttest.Decode(t, docs, "DaemonSet", &ds)
 	pod := ds.Spec.Template.Spec
 	assert.True(t, pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken, "the driver needs its token")
 	c := pod.Containers[0]
@@ -73,26 +63,6 @@ func TestShippedManifest(t *testing.T) {
 	assert.True(t, strings.HasPrefix(cfg.DRA.PluginDir, "/var/lib/kubelet/plugins/"))
 }
 
-// manifestDocs are a manifest's documents by kind.
-func manifestDocs(t *testing.T, path string) map[string][]byte {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	docs := map[string][]byte{}
-	dec := k8syaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := dec.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		var meta struct{ Kind string }
-		require.NoError(t, k8syaml.Unmarshal(doc, &meta))
-		docs[meta.Kind] = doc
-	}
-	return docs
-}
-
 // TestShippedManifestsProbeHealth: both DaemonSets probe the daemon's
 // /healthz for liveness and /readyz for readiness, on the address the
 // config serves its metrics on (issue 43, item 4: the liveness probe read
@@ -100,16 +70,13 @@ func manifestDocs(t *testing.T, path string) map[string][]byte {
 func TestShippedManifestsProbeHealth(t *testing.T) {
 	for _, path := range []string{"../deploy/kubernetes/nri-cpupool.yaml", "../deploy/kubernetes/dra/nri-cpupool-dra.yaml"} {
 		t.Run(path, func(t *testing.T) {
-			docs := manifestDocs(t, path)
-			var cm corev1.ConfigMap
-			require.NoError(t, k8syaml.Unmarshal(docs["ConfigMap"], &cm))
-			cfg, err := config.Parse(strings.NewReader(cm.Data["config.yaml"]), "ConfigMap")
-			require.NoError(t, err)
+			docs := manifesttest.Docs(t, path)
+			cfg := manifesttest.Config(t, docs)
 			host, port, err := net.SplitHostPort(cfg.MetricsAddress)
 			require.NoError(t, err, "metricsAddress")
 
 			var ds appsv1.DaemonSet
-			require.NoError(t, k8syaml.Unmarshal(docs["DaemonSet"], &ds))
+			manifesttest.Decode(t, docs, "DaemonSet", &ds)
 			c := ds.Spec.Template.Spec.Containers[0]
 			for _, p := range []struct {
 				probe *corev1.Probe
