@@ -44,6 +44,15 @@ for pair in containerd-dropin:nri-cpupool.toml:packaging/containerd/nri-cpupool.
 done
 echo "the chart's runtime drop-ins set what packaging/'s do"
 
+# A fail-closed drop-in the chart copied outlives helm uninstall, and a
+# runtime restarted with it and no plugin creates no unannotated container:
+# the notes name the file to delete.
+for pair in containerd:/etc/containerd/conf.d/nri-cpupool-fail-closed.toml crio:/etc/crio/crio.conf.d/20-nri-cpupool-fail-closed.conf; do
+  notes=$("$HELM" install nri-cpupool "$CHART" --dry-run=client --set runtime.name="${pair%%:*}" --set runtime.failClosed=true --set runtime.dropIn.install=true)
+  case $notes in *"delete ${pair#*:}"*) ;; *) echo "the notes of a fail-closed ${pair%%:*} install do not say to delete ${pair#*:} at uninstall"; exit 1 ;; esac
+done
+echo "the notes say which fail-closed drop-in to delete at uninstall"
+
 # refused VALUES... NEEDLE: helm template fails, saying NEEDLE.
 refused() {
   local needle=${*: -1} msg
