@@ -1,5 +1,10 @@
 package dra
 
+// The claim store: the prepared claims in memory (by UID, with their
+// tokens and the CPUs they hold), each kept encoded for the claims file,
+// and that file, written atomically so that a restart finds every claim
+// the kubelet was told is prepared.
+
 import (
 	"encoding/json"
 	"errors"
@@ -159,4 +164,57 @@ func (s *store) sync() error {
 	}
 	s.synced = true
 	return nil
+}
+
+// setLocked replaces (c nil: removes) a claim and its tokens.
+func (d *Driver) setLocked(uid string, c *Claim) {
+	if old, ok := d.claims[uid]; ok {
+		for _, r := range old.Requests {
+			delete(d.byToken, r.Token)
+		}
+		d.claimed = d.claimed.Difference(old.cpus())
+	}
+	if c == nil {
+		delete(d.claims, uid)
+		delete(d.enc, uid)
+		return
+	}
+	d.claims[uid] = c
+	for name, r := range c.Requests {
+		d.byToken[r.Token] = tokenRef{uid, name}
+	}
+	d.claimed = d.claimed.Union(c.cpus())
+	d.encodeLocked(uid)
+}
+
+// encodeLocked makes a claim's JSON for the file.
+func (d *Driver) encodeLocked(uid string) {
+	data, err := json.Marshal(d.claims[uid])
+	if err != nil {
+		panic(fmt.Sprintf("encoding claim %s: %v", uid, err)) // plain strings, ints and maps
+	}
+	d.enc[uid] = data
+}
+
+// save writes the claims as they are now.
+func (d *Driver) save() error {
+	d.mu.Lock()
+	gen, data := d.gen, encodeClaims(d.enc)
+	d.mu.Unlock()
+	return d.store.save(gen, data)
+}
+
+func (d *Driver) snapshotLocked() map[string]*Claim {
+	out := make(map[string]*Claim, len(d.claims))
+	for uid, c := range d.claims {
+		out[uid] = c.clone()
+	}
+	return out
+}
+
+// Claims returns a copy of the prepared claims, by UID.
+func (d *Driver) Claims() map[string]*Claim {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.snapshotLocked()
 }

@@ -1,85 +1,37 @@
 package plugin
 
 // The daemon's status beside the state file, for `nri-cpupool status`:
-// its connection to the runtime and the last config reload. It is not
-// state:
-// nothing reads it back, and it lives in its own file so that the state
-// file's schema does not change for it.
+// the plugin writes it here; its types and file are package state's
+// (state/daemonstatus.go), so that the CLI reads it without the plugin.
+// The names below keep the plugin's own.
 
 import (
-	"encoding/json"
 	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/cpupool/nri-cpupool/internal/atomicfile"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
-// DaemonStatus is what `nri-cpupool status` shows of the running daemon
-// beyond the state.
-type DaemonStatus struct {
-	// LastReload is the last config reload, nil before the first.
-	LastReload *ReloadStatus `json:"lastReload,omitempty"`
-	// Runtime is the daemon's connection to the runtime; nil in files of
-	// versions that did not write it.
-	Runtime *RuntimeStatus `json:"runtime,omitempty"`
-}
+// The status file's types and the states of the connection to the
+// runtime, as package state defines them.
+type (
+	DaemonStatus  = state.DaemonStatus
+	RuntimeStatus = state.RuntimeStatus
+	ReloadStatus  = state.ReloadStatus
+)
 
-// The states of the daemon's connection to the runtime (RuntimeStatus).
 const (
-	// RuntimeWaiting: the daemon runs and cannot reach the runtime (not
-	// started yet, restarting, NRI off); it retries. The state file is
-	// written once the runtime has synchronized the plugin.
-	RuntimeWaiting = "waiting-for-runtime"
-	// RuntimeRegistered: registered with the runtime.
-	RuntimeRegistered = "registered"
-	// RuntimeStopped: the daemon has stopped.
-	RuntimeStopped = "stopped"
+	RuntimeWaiting    = state.RuntimeWaiting
+	RuntimeRegistered = state.RuntimeRegistered
+	RuntimeStopped    = state.RuntimeStopped
 )
-
-// RuntimeStatus is the daemon's connection to the runtime: since when it
-// is in State, the daemon's pid and socket, and, while it waits, why.
-type RuntimeStatus struct {
-	State  string    `json:"state"`
-	Since  time.Time `json:"since"`
-	PID    int       `json:"pid"`
-	Socket string    `json:"socket,omitempty"`
-	Detail string    `json:"detail,omitempty"`
-}
-
-// ReloadStatus is one config reload: when, what asked for it, its result
-// (ReloadApplied, ReloadRefused, ReloadInvalid) and why it was not applied.
-type ReloadStatus struct {
-	Time   time.Time `json:"time"`
-	Source string    `json:"source"`
-	Result string    `json:"result"`
-	Reason string    `json:"reason,omitempty"`
-	// Trigger is when it was asked for (the signal, the file's first
-	// change, the runtime's Configure); DurationMS, the milliseconds from
-	// then until it was applied (the new pools in force and the updates
-	// of the containers that follow them answered by the runtime) or
-	// decided. Absent in files of versions that did not measure it.
-	Trigger    time.Time `json:"trigger,omitzero"`
-	DurationMS float64   `json:"durationMs,omitempty"`
-	// InForceMS is the plugin's own part of DurationMS: the milliseconds
-	// from the trigger until the new pools were in force and the
-	// members' updates sent (the rest is the runtime applying them).
-	InForceMS float64 `json:"inForceMs,omitempty"`
-	// Updated counts the containers that follow the pools whose update
-	// the runtime took with the reload (others follow at the next reply).
-	Updated int `json:"updated,omitempty"`
-}
 
 // DaemonStatusFile is the status file for a state file: beside it.
-func DaemonStatusFile(stateFile string) string {
-	return filepath.Join(filepath.Dir(stateFile), "daemon-status.json")
-}
+func DaemonStatusFile(stateFile string) string { return state.DaemonStatusFile(stateFile) }
 
-// ReadDaemonStatus reads a status file; ok is false when there is none
-// (no reload since the daemon's first start).
+// ReadDaemonStatus reads a status file; ok is false when there is none.
 func ReadDaemonStatus(path string) (s DaemonStatus, ok bool, err error) {
-	ok, err = atomicfile.ReadJSON(path, &s)
-	return s, ok, err
+	return state.ReadDaemonStatus(path)
 }
 
 // noteRuntime records a change of the connection to the runtime; the same
@@ -107,13 +59,11 @@ func (p *Plugin) noteStatus(change func(*DaemonStatus)) {
 	defer p.statusMu.Unlock()
 	p.mu.Lock()
 	change(&p.status)
-	data, err := json.MarshalIndent(p.status, "", "  ")
+	// A copy is enough: a change replaces a record, never alters one.
+	status := p.status
 	path := DaemonStatusFile(p.cfg.StateFile)
 	p.mu.Unlock()
-	if err == nil {
-		err = atomicfile.Replace(path, append(data, '\n'), false)
-	}
-	if err != nil {
+	if err := state.WriteDaemonStatus(path, status); err != nil {
 		p.log.Warnf("writing the daemon's status %s: %v", path, err)
 	}
 }

@@ -105,8 +105,8 @@ type ContainerState struct {
 	WithShared bool   `json:"withShared,omitempty"`
 	SharedCPUs string `json:"sharedCPUs,omitempty"`
 	// Memory is what an exclusive container whose mems are pinned holds of
-	// each NUMA node: "<node>:memory=<bytes>,<size>kB=<pages>;..." (the
-	// plugin's memstate.go).
+	// each NUMA node: "<node>:memory=<bytes>,<size>kB=<pages>;..."
+	// (memoryrecord.go: MemoryRecord, ParseMemory).
 	Memory string `json:"memory,omitempty"`
 	// Rule is what decided its pool: annotation, qos, default, dra-claim
 	// or device-plugin (the allocator's Rule*); RuleDetail, the

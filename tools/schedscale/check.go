@@ -1,5 +1,10 @@
 package main
 
+// The check after a claims phase: the allocations against the slices (no
+// device given beyond its capacity, the CPUs on the NIC's NUMA node), and
+// the same check on a broken copy of them, which must fail, so that a
+// pass says something.
+
 import (
 	"fmt"
 	"maps"
@@ -8,7 +13,13 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"context"
+	"os"
+
 	"github.com/cpupool/nri-cpupool/dra"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // deviceKey names a device: driver, pool (the node) and device name.
@@ -223,4 +234,32 @@ func numaOf(sliceList []resourceapi.ResourceSlice, r resourceapi.DeviceRequestAl
 		}
 	}
 	return -1
+}
+
+// checkClaims checks the namespace's allocations against every slice, then
+// that the same check fails on a broken copy of them.
+func checkClaims(ctx context.Context, client kubernetes.Interface, ns string) (string, error) {
+	sl, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	cl, err := client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	v := check(sl.Items, cl.Items, cpuRequest, nicRequest)
+	fmt.Fprintf(os.Stderr, "schedscale: check: %s\n", v)
+	if v.Failed() || v.Unallocated > 0 {
+		return "FAIL: " + v.String(), nil
+	}
+	bad, err := broken(sl.Items, cl.Items, cpuRequest, nicRequest)
+	if err != nil {
+		return "", err
+	}
+	bv := check(sl.Items, bad, cpuRequest, nicRequest)
+	if len(bv.OverAllocated) == 0 || len(bv.Misaligned) == 0 {
+		return "FAIL: the check passes a broken copy of the allocations: " + bv.String(), nil
+	}
+	return fmt.Sprintf("ok: %d claims, 0 over-allocations, 0 misaligned, fullest NUMA node %.0f%%; on a broken copy: %d over-allocations, %d misaligned",
+		v.Claims, 100*v.Fullest, len(bv.OverAllocated), len(bv.Misaligned)), nil
 }

@@ -442,37 +442,21 @@ func placementOf(topo *sysfs.Topology, cpus cpuset.CPUSet) (cores []string, l3 [
 	return cores, l3, topo.NUMANodesOf(cpus).String()
 }
 
-// memoryOf reads a record's memory ("<node>:memory=<bytes>,<size>kB=<pages>;...").
+// memoryOf shows a record's memory (state.ParseMemory) with its page
+// sizes named the Kubernetes way.
 func memoryOf(record string) ([]explainedMemory, error) {
-	if record == "" {
-		return nil, nil
+	held, err := state.ParseMemory(record)
+	if err != nil || held == nil {
+		return nil, err
 	}
-	var out []explainedMemory
-	for _, part := range strings.Split(record, ";") {
-		node, rest, ok := strings.Cut(part, ":")
-		n, err := strconv.Atoi(node)
-		if !ok || err != nil || n < 0 {
-			return nil, fmt.Errorf("%s: bad node", cpulist.Echo(part))
-		}
-		m := explainedMemory{Node: n}
-		for _, kv := range strings.Split(rest, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			val, err := strconv.ParseInt(v, 10, 64)
-			if !ok || err != nil || val < 0 {
-				return nil, fmt.Errorf("%s: bad amount", cpulist.Echo(part))
-			}
-			if k == "memory" {
-				m.Memory = val
-				continue
-			}
-			kb, err := strconv.ParseInt(strings.TrimSuffix(k, "kB"), 10, 64)
-			if err != nil || !strings.HasSuffix(k, "kB") {
-				return nil, fmt.Errorf("%s: bad page size", cpulist.Echo(part))
-			}
+	out := make([]explainedMemory, 0, len(held))
+	for _, h := range held {
+		m := explainedMemory{Node: h.Node, Memory: h.Memory}
+		for _, p := range h.HugePages {
 			if m.HugePages == nil {
 				m.HugePages = map[string]int64{}
 			}
-			m.HugePages[pageSizeName(kb)] = val
+			m.HugePages[pageSizeName(p.SizeKB)] = p.Count
 		}
 		out = append(out, m)
 	}

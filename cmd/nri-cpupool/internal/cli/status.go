@@ -19,7 +19,6 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
-	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -116,19 +115,19 @@ func readState(stateFile string) (*state.State, error) {
 // from its status file and the state directory's lock; "" when the status
 // file says nothing of the runtime, or is that of a daemon that is gone.
 func noStateYet(stateFile string) string {
-	ds, ok, err := plugin.ReadDaemonStatus(plugin.DaemonStatusFile(stateFile))
+	ds, ok, err := state.ReadDaemonStatus(state.DaemonStatusFile(stateFile))
 	if err != nil || !ok || ds.Runtime == nil {
 		return ""
 	}
 	r := ds.Runtime
-	if held, known := state.Held(stateFile); r.State == plugin.RuntimeStopped || (known && !held) {
+	if held, known := state.Held(stateFile); r.State == state.RuntimeStopped || (known && !held) {
 		return "" // no daemon runs: the question stays whether one should
 	}
 	since := r.Since.UTC().Format(time.RFC3339)
 	switch r.State {
-	case plugin.RuntimeWaiting:
+	case state.RuntimeWaiting:
 		return fmt.Sprintf("the daemon (pid %d) runs and has waited for the runtime since %s: %s. It writes the state file once the runtime has synchronized it; start the runtime (containerd, CRI-O) with NRI enabled, or set nriSocket to its socket", r.PID, since, r.Detail)
-	case plugin.RuntimeRegistered:
+	case state.RuntimeRegistered:
 		return fmt.Sprintf("the daemon (pid %d) has been registered with the runtime at %s since %s; it writes the state file once the runtime has synchronized it, within moments", r.PID, r.Socket, since)
 	}
 	return ""
@@ -137,12 +136,12 @@ func noStateYet(stateFile string) string {
 // printRuntime prints the daemon's connection to the runtime when it is
 // not registered: waiting for the runtime, or stopped.
 func printRuntime(stdout io.Writer, stateFile string) {
-	ds, ok, err := plugin.ReadDaemonStatus(plugin.DaemonStatusFile(stateFile))
-	if err != nil || !ok || ds.Runtime == nil || ds.Runtime.State == plugin.RuntimeRegistered {
+	ds, ok, err := state.ReadDaemonStatus(state.DaemonStatusFile(stateFile))
+	if err != nil || !ok || ds.Runtime == nil || ds.Runtime.State == state.RuntimeRegistered {
 		return
 	}
 	r := ds.Runtime
-	if held, known := state.Held(stateFile); r.State == plugin.RuntimeWaiting && known && !held {
+	if held, known := state.Held(stateFile); r.State == state.RuntimeWaiting && known && !held {
 		return // a daemon killed while it waited: nothing runs to wait
 	}
 	fmt.Fprintf(stdout, "Runtime: %s since %s", r.State, r.Since.UTC().Format(time.RFC3339))
@@ -156,20 +155,20 @@ func printRuntime(stdout io.Writer, stateFile string) {
 // has written its status beside it (its runtime connection, its last
 // reload), that as "daemon".
 func printStatusJSON(stdout io.Writer, st *state.State, stateFile string) error {
-	ds, ok, err := plugin.ReadDaemonStatus(plugin.DaemonStatusFile(stateFile))
+	ds, ok, err := state.ReadDaemonStatus(state.DaemonStatusFile(stateFile))
 	if err != nil || !ok {
 		return printJSON(stdout, st)
 	}
 	return printJSON(stdout, struct {
 		*state.State
-		Daemon plugin.DaemonStatus `json:"daemon"`
+		Daemon state.DaemonStatus `json:"daemon"`
 	}{st, ds})
 }
 
 // printLastReload prints the daemon's last config reload: when, what asked
 // for it, its result and, if it was not applied, why.
 func printLastReload(stdout io.Writer, stateFile string) {
-	ds, ok, err := plugin.ReadDaemonStatus(plugin.DaemonStatusFile(stateFile))
+	ds, ok, err := state.ReadDaemonStatus(state.DaemonStatusFile(stateFile))
 	switch {
 	case err != nil:
 		fmt.Fprintf(stdout, "Last reload: unknown: %v\n", err)

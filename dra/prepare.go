@@ -1,0 +1,388 @@
+package dra
+
+// Prepare and Unprepare: the CPUs of each request of a claim, chosen
+// within what the scheduler allocated by the placement rules, its memory
+// reserved, recorded in the claims file and written into a CDI spec; and
+// all of it given back at Unprepare.
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin: for each claim,
+// the CPUs of each of its requests, chosen within what the scheduler
+// allocated (this many slots of this pool on that NUMA node) by the
+// placement rules, recorded in the claims file and written into a CDI spec.
+// A claim prepared before with the same allocation keeps its CPUs and
+// tokens; its spec is written again (after a reboot the kubelet prepares
+// again, and the spec, in tmpfs, is gone).
+func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	d.prepareMu.Lock()
+	defer d.prepareMu.Unlock()
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	var done []*resourceapi.ResourceClaim
+	undo := map[string]*Claim{} // claim UID -> record before this call (nil: none)
+	for _, claim := range claims {
+		uid := string(claim.UID)
+		before, err := d.prepare(claim)
+		if err != nil {
+			err = fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)
+			// The kubelet retries, and logs it only at its own verbosity:
+			// the node's operator reads why here.
+			d.log.Warnf("DRA: preparing %v", err)
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
+		}
+		if _, seen := undo[uid]; !seen {
+			undo[uid] = before
+		}
+		done = append(done, claim)
+	}
+	if len(done) == 0 {
+		return out, nil
+	}
+	if err := d.save(); err != nil {
+		// Nobody knows these tokens yet: take the claims back.
+		d.mu.Lock()
+		now := map[string]*Claim{}
+		for uid, before := range undo {
+			if c, ok := d.claims[uid]; ok {
+				now[uid] = c.clone()
+			}
+			d.setLocked(uid, before)
+		}
+		d.gen++
+		d.mu.Unlock()
+		for uid, before := range undo {
+			d.releaseAll(uid, now[uid])
+			d.reserveAll(uid, before)
+		}
+		for _, claim := range done {
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)}
+		}
+		return out, nil
+	}
+	d.signal(d.changed)
+	for _, claim := range done {
+		out[claim.UID] = d.result(claim)
+	}
+	return out, nil
+}
+
+// prepare decides one claim in memory and returns its record from before.
+// A claim prepared before with the same allocation keeps each request whose
+// CPUs still fit it (see fits); a request that no longer fits, and every
+// request of a claim allocated anew, is placed anew with a new token.
+func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
+	uid := string(claim.UID)
+	want, err := d.allocated(claim)
+	if err != nil {
+		return nil, err
+	}
+	pods := reservedPods(claim)
+	// The pools as laid out now, not when the claim was remembered: the
+	// daemon may have restarted with other pools or with CPUs offline.
+	topo, layout := d.pools.Layout()
+	c := &Claim{Namespace: claim.Namespace, Name: claim.Name, Pods: pods, Requests: map[string]*Request{}}
+	var kept, stale []string // remembered requests that fit, and that no longer do
+	d.mu.Lock()
+	before := d.claims[uid]
+	if before != nil && sameAllocation(before, want) {
+		for name, r := range before.Requests {
+			if fits(r, topo, layout) {
+				c.Requests[name] = r.clone()
+				kept = append(kept, name)
+			} else {
+				stale = append(stale, name)
+			}
+		}
+		if len(stale) == 0 {
+			d.setLocked(uid, c)
+			d.gen++
+			d.mu.Unlock()
+			return before, nil
+		}
+	}
+	// What is placed anew is not in the way of its own new CPUs: a claim
+	// deallocated and allocated again keeps its UID, and a stale request's
+	// old CPUs are its own.
+	exclude := d.claimed
+	if before != nil {
+		for name, r := range before.Requests {
+			if !slices.Contains(kept, name) {
+				exclude = exclude.Difference(r.CPUSet())
+			}
+		}
+	}
+	d.mu.Unlock()
+
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if slices.Contains(kept, name) {
+			continue
+		}
+		w := want[name]
+		r := &Request{Pool: w.pool, Slots: w.slots, Memory: w.memoryList(), Token: newToken()}
+		got := cpuset.New()
+		for _, numa := range slices.Sorted(maps.Keys(w.slots)) {
+			n := w.slots[numa]
+			cpus, err := d.pools.Place(w.pool, numa, n, exclude)
+			if err != nil {
+				return nil, fmt.Errorf("request %s: %w (a container of an ending pod may still hold them; the kubelet retries)", name, err)
+			}
+			if cpus.Size() != n || !cpus.Intersection(exclude).IsEmpty() {
+				return nil, fmt.Errorf("request %s: placement gave %q for %d CPUs on NUMA node %s", name, cpus.String(), n, nodeName(numa))
+			}
+			got, exclude = got.Union(cpus), exclude.Union(cpus)
+		}
+		r.CPUs, r.cpus = got.String(), &got
+		c.Requests[name] = r
+	}
+	warnings, err := d.reserveNew(uid, before, c, kept)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	// A kept request may have been bound while the lock was free: take
+	// it as it is now (before is still the record; only Bind changes it).
+	for _, name := range kept {
+		c.Requests[name] = before.Requests[name].clone()
+	}
+	d.setLocked(uid, c)
+	d.gen++
+	d.mu.Unlock()
+	if before != nil {
+		// Requests of the claim's last allocation that reserve nothing
+		// now give their memory back.
+		var gone []string
+		for name, r := range before.Requests {
+			if len(r.Memory) > 0 && len(c.Requests[name].memoryOrNil()) == 0 {
+				gone = append(gone, memoryKey(uid, name))
+			}
+		}
+		if len(gone) > 0 {
+			d.pools.ReleaseMemory(gone)
+		}
+	}
+	for _, w := range warnings {
+		d.log.Warnf("DRA: claim %s/%s (%s) %s", claim.Namespace, claim.Name, uid, w)
+	}
+	switch {
+	case len(stale) > 0:
+		slices.Sort(stale)
+		for _, name := range stale {
+			old, r := before.Requests[name], c.Requests[name]
+			d.log.Warnf("DRA: claim %s/%s (%s) request %s: CPUs %q no longer fit its allocation in pool %s as now configured (%s, online CPUs only); placed anew on %q, with a new token",
+				claim.Namespace, claim.Name, uid, name, old.CPUs, old.Pool, layout.Pool(old.Pool).String(), r.CPUs)
+		}
+	case before != nil:
+		d.log.Infof("DRA: claim %s/%s (%s) was allocated again: CPUs %q replace %q", claim.Namespace, claim.Name, uid, c.cpus().String(), before.cpus().String())
+	default:
+		d.log.Infof("DRA: claim %s/%s (%s) prepared: CPUs %q", claim.Namespace, claim.Name, uid, c.cpus().String())
+	}
+	return before, nil
+}
+
+// fits tells whether a remembered request's CPUs still stand for its
+// allocation: all online CPUs of its pool as laid out now, as many on each
+// NUMA node as the scheduler counted there. After a restart with other
+// pools, or with CPUs offline, they may not; kept, they would make the
+// container refused at creation (outside its pool as now configured) at
+// every retry.
+func fits(r *Request, topo *sysfs.Topology, layout *allocator.Layout) bool {
+	cpus := r.CPUSet()
+	if !cpus.IsSubsetOf(layout.Pool(r.Pool)) {
+		return false
+	}
+	onNode := map[int]int{}
+	online := 0
+	for _, cpu := range topo.CPUs {
+		if cpu.Online && cpus.Contains(cpu.ID) {
+			onNode[cpu.NUMA]++
+			online++
+		}
+	}
+	return online == cpus.Size() && maps.Equal(onNode, r.Slots)
+}
+
+// memoryOrNil is the request's memory, nil for no request.
+func (r *Request) memoryOrNil() []NodeMemory {
+	if r == nil {
+		return nil
+	}
+	return r.Memory
+}
+
+// reserveNew reserves the memory of the requests of c placed anew (not in
+// kept), each checked against the nodes as they are now. When one does
+// not fit, those reserved here are given back (or, for a request of the
+// claim's record from before, reserved as they were) and the claim is not
+// prepared: the kubelet retries. It returns the warnings of requests
+// reserved beyond the memory the node has.
+func (d *Driver) reserveNew(uid string, before, c *Claim, kept []string) ([]string, error) {
+	var done, warnings []string
+	for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
+		r := c.Requests[name]
+		if slices.Contains(kept, name) || len(r.Memory) == 0 {
+			continue
+		}
+		warning, err := d.pools.ReserveMemory(r.reservation(uid, name), true)
+		if err != nil {
+			for _, n := range done {
+				if old := before.request(n); old != nil && len(old.Memory) > 0 {
+					_, _ = d.pools.ReserveMemory(old.reservation(uid, n), false)
+				} else {
+					d.pools.ReleaseMemory([]string{memoryKey(uid, n)})
+				}
+			}
+			return nil, fmt.Errorf("request %s: %w (the kubelet retries)", name, err)
+		}
+		done = append(done, name)
+		if warning != "" {
+			warnings = append(warnings, "request "+name+": "+warning)
+		}
+	}
+	return warnings, nil
+}
+
+// request is a claim's request by name, nil for none or no claim.
+func (c *Claim) request(name string) *Request {
+	if c == nil {
+		return nil
+	}
+	return c.Requests[name]
+}
+
+// reserveAll reserves, as they are, the memory of a claim's requests (a
+// claim remembered at a restart, or put back when a write failed).
+func (d *Driver) reserveAll(uid string, c *Claim) {
+	if c == nil {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
+		if r := c.Requests[name]; len(r.Memory) > 0 {
+			if _, err := d.pools.ReserveMemory(r.reservation(uid, name), false); err != nil {
+				d.log.Warnf("DRA: claim %s/%s (%s) request %s: reserving its memory: %v", c.Namespace, c.Name, uid, name, err)
+			}
+		}
+	}
+}
+
+// releaseAll gives back the memory of a claim's requests.
+func (d *Driver) releaseAll(uid string, c *Claim) {
+	if c == nil {
+		return
+	}
+	var keys []string
+	for name, r := range c.Requests {
+		if len(r.Memory) > 0 {
+			keys = append(keys, memoryKey(uid, name))
+		}
+	}
+	if len(keys) > 0 {
+		slices.Sort(keys)
+		d.pools.ReleaseMemory(keys)
+	}
+}
+
+// reservedPods returns the UIDs of the pods a claim is reserved for.
+func reservedPods(claim *resourceapi.ResourceClaim) []string {
+	var out []string
+	for _, ref := range claim.Status.ReservedFor {
+		if ref.APIGroup == "" && ref.Resource == "pods" {
+			out = append(out, string(ref.UID))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// result lists a prepared claim's devices for the kubelet, each with its
+// request's CDI device; only the first device of a request carries it, so
+// that a container gets each variable once.
+func (d *Driver) result(claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
+	uid := string(claim.UID)
+	d.mu.Lock()
+	c := d.claims[uid].clone()
+	d.mu.Unlock()
+	if err := writeCDISpec(d.cdiDir, uid, c); err != nil {
+		return kubeletplugin.PrepareResult{Err: err}
+	}
+	var res kubeletplugin.PrepareResult
+	given := map[string]bool{}
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver != DriverName {
+			continue
+		}
+		name := resourceclaim.BaseRequestRef(r.Request)
+		dev := kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device, ShareID: r.ShareID}
+		if !given[name] {
+			dev.CDIDeviceIDs = []string{CDIDeviceID(uid, name)}
+			given[name] = true
+		}
+		res.Devices = append(res.Devices, dev)
+	}
+	return res
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin: the claims'
+// CPUs are released and their CDI specs removed. A claim this driver does
+// not know is fine (the kubelet may ask twice).
+func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	d.prepareMu.Lock()
+	defer d.prepareMu.Unlock()
+	out := make(map[types.UID]error, len(claims))
+	var gone, pods []string
+	released := map[string]*Claim{}
+	d.mu.Lock()
+	for _, ref := range claims {
+		uid := string(ref.UID)
+		out[ref.UID] = nil
+		if c, ok := d.claims[uid]; ok {
+			released[uid] = c
+			d.log.Infof("DRA: claim %s/%s (%s) unprepared: CPUs %q released", c.Namespace, c.Name, uid, c.cpus().String())
+			for _, r := range c.Requests {
+				if r.PodUID != "" && !slices.Contains(pods, r.PodUID) {
+					pods = append(pods, r.PodUID)
+				}
+			}
+			d.setLocked(uid, nil)
+			d.gen++
+			gone = append(gone, uid)
+		}
+	}
+	d.mu.Unlock()
+	for uid, c := range released {
+		d.releaseAll(uid, c)
+	}
+	if len(pods) > 0 {
+		d.pools.Release(pods)
+	}
+	if len(gone) > 0 {
+		if err := d.save(); err != nil {
+			// Released in memory: the next write carries it. Until then a
+			// restart would remember the claims, and the kubelet, which
+			// asks again, or the check of stale claims forgets them.
+			d.log.Warnf("DRA: %v", err)
+			d.signal(d.dirty)
+		}
+		d.signal(d.changed)
+	}
+	for _, ref := range claims {
+		if err := removeCDISpec(d.cdiDir, string(ref.UID)); err != nil {
+			out[ref.UID] = err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,115 @@
+package hostfiles
+
+// One pass of the Reconciler, in the order that makes it safe to kill at
+// any point: plan (plan.go), restore what no owner wants any more
+// (restore.go), record the new originals in the journal, write
+// (apply.go), then keep the refusals (refusals.go). The journal's
+// bookkeeping is here, between the steps, because its order is the
+// guarantee: a file is written only once its original is on disk, and a
+// record is dropped only once its original is back.
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// write is one host file a pass writes.
+type write struct {
+	path, value, owner string
+	order              int
+	// fresh: its original is recorded in this pass (the file still holds
+	// it); gives: it gives something back (Change.Gives).
+	fresh, gives bool
+	verify       func(content string) error
+	kernelForm   bool
+	// resettable: written after every other write, and only when the
+	// file does not meet the want when it is written (Change.Resettable).
+	resettable bool
+	satisfied  func(content string) bool
+}
+
+// shown is what a file read right after a write of want.
+type shown struct{ want, content string }
+
+// passWork is what the steps of one pass share: what the Sources planned,
+// the writes and journal changes that follow from it, and the problems
+// met on the way.
+type passWork struct {
+	r          *Reconciler
+	problems   []error
+	claimed    map[string]string // path → owner, for every change
+	planned    map[string]string // path → owner, for changes to keep
+	planOK     map[string]bool   // owners whose plan succeeded
+	sourceOf   map[string]Source
+	writes     []write
+	fresh      map[string]Record
+	drops      []string
+	befores    []func() error
+	afters     []func() error
+	newlyFails []Failure
+	pending    bool
+	stale      map[string]bool // records of a reused path, dropped
+}
+
+// pass brings the host files to the Sources' plans: it plans, restores
+// what no owner wants any more, records the new originals (and drops the
+// restored ones) in one journal write, runs the Before hooks, writes, and
+// runs the After hooks. Restores come first so that what a released
+// owner held (a CPU in a cgroup partition) is free before anything new
+// claims it. It returns the transient errors, joined.
+func (r *Reconciler) pass() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || !r.ready.Load() {
+		return nil
+	}
+	r.passes.Add(1)
+	p := &passWork{r: r, claimed: map[string]string{}, planned: map[string]string{}, planOK: map[string]bool{},
+		sourceOf: map[string]Source{}, fresh: map[string]Record{}, stale: map[string]bool{}}
+	p.plan()
+	p.restore()
+
+	// Record first: a file is written only once its original is on disk.
+	if err := r.journal.Commit(p.fresh, p.drops); err != nil {
+		p.transient(fmt.Errorf("recording %d original values and dropping %d restored ones: %w; the new values are not written", len(p.fresh), len(p.drops), err))
+		p.writes = slices.DeleteFunc(p.writes, func(w write) bool { return w.fresh })
+	}
+	p.drops = nil
+	for _, f := range p.befores {
+		if err := f(); err != nil {
+			p.transient(err)
+		}
+	}
+	p.apply()
+	if err := r.journal.Commit(nil, p.drops); err != nil {
+		p.transient(fmt.Errorf("dropping %d records of unchanged files: %w", len(p.drops), err))
+	}
+	for _, f := range p.afters {
+		if err := f(); err != nil {
+			p.transient(err)
+		}
+	}
+	for path := range r.shown {
+		if _, wanted := p.claimed[path]; !wanted {
+			delete(r.shown, path) // the want is gone; the next write reads anew
+		}
+	}
+	p.keepRefusals()
+	err := errors.Join(p.problems...)
+	if err != nil {
+		r.log.Warnf("host files: pass incomplete, retrying with backoff: %v", err)
+	}
+	r.publish(err)
+	if err == nil && p.pending {
+		return errPending
+	}
+	return err
+}
+
+// transient notes a problem that makes the pass fail for now: it is
+// retried with backoff.
+func (p *passWork) transient(err error) {
+	p.r.transient.Add(1)
+	p.problems = append(p.problems, err)
+}

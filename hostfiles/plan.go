@@ -1,0 +1,140 @@
+package hostfiles
+
+// Planning a pass: each Source's Plan, checked against the journal and
+// the files as they are, becomes the writes of the pass and the
+// originals to record; what a file already meets is left alone.
+
+import (
+	"fmt"
+	"strings"
+)
+
+// plan asks every Source for its Plan and turns each Change into a write,
+// a record of its original, or nothing.
+func (p *passWork) plan() {
+	r := p.r
+	for _, src := range r.sources {
+		owner := src.Owner()
+		p.sourceOf[owner] = src
+		plan, err := src.Plan()
+		if err != nil {
+			p.transient(fmt.Errorf("%s: planning: %w", owner, err))
+			continue
+		}
+		p.planOK[owner] = true
+		p.pending = p.pending || plan.Pending
+		if plan.Before != nil {
+			p.befores = append(p.befores, plan.Before)
+		}
+		if plan.After != nil {
+			p.afters = append(p.afters, plan.After)
+		}
+		for _, ch := range plan.Changes {
+			if other, dup := p.claimed[ch.Path]; dup {
+				p.transient(fmt.Errorf("%s and %s both want to change %s; %s's change is ignored", other, owner, ch.Path, owner))
+				continue
+			}
+			p.claimed[ch.Path] = owner
+			p.planned[ch.Path] = owner
+			rec, journaled := r.journal.Get(ch.Path)
+			ident := identity(src, ch.Path)
+			if journaled && reused(rec, ident) {
+				// Its original is another object's: the file's content
+				// now is this one's.
+				r.log.Infof("host files: %s: %s now belongs to %s, not %s; its recorded original %q is dropped, and what it holds now is its original", owner, ch.Path, ident, rec.Identity, rec.Original)
+				p.drops = append(p.drops, ch.Path)
+				p.stale[ch.Path] = true
+				journaled = false
+			}
+			original := rec.Original
+			if !journaled {
+				data, err := r.fs.ReadFile(ch.Path)
+				if err != nil {
+					if Classify(err) != Gone {
+						p.transient(fmt.Errorf("%s: reading %s: %w", owner, ch.Path, err))
+					}
+					continue
+				}
+				original = trim(data)
+				if ch.Original != nil {
+					original = ch.Original(original)
+				}
+			}
+			want, err := ch.Want(original)
+			if err != nil {
+				p.refused(Failure{Path: ch.Path, Owner: owner}, err)
+				continue
+			}
+			if ch.Resettable && r.satisfied(ch, original, want) {
+				// Recorded all the same, and checked again after the
+				// pass's other p.writes, which may reset it.
+				if !journaled {
+					p.fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: ident}
+				}
+				p.writes = append(p.writes, r.resettableWrite(ch, want, owner, !journaled))
+				continue
+			}
+			if r.satisfied(ch, original, want) {
+				// The original meets the want: a file never changed is
+				// left alone, a changed one gets its original back.
+				delete(p.planned, ch.Path)
+				if !journaled {
+					delete(r.failed, ch.Path)
+				}
+				continue
+			}
+			if f, ok := r.failed[ch.Path]; ok && !f.Restore && !f.Invalid && f.Value == want && !r.retryDue(f) {
+				continue // refused for good; not retried (EINVAL: not yet)
+			}
+			if !journaled {
+				p.fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: ident}
+				if ch.Resettable {
+					p.writes = append(p.writes, r.resettableWrite(ch, want, owner, true))
+					continue
+				}
+				p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true, verify: ch.Verify, kernelForm: ch.KernelForm})
+				continue
+			}
+			if ch.Resettable {
+				// Read when it is written, after the others.
+				p.writes = append(p.writes, r.resettableWrite(ch, want, owner, false))
+				continue
+			}
+			data, err := r.fs.ReadFile(ch.Path)
+			if err != nil {
+				if Classify(err) == Gone {
+					p.drops = append(p.drops, ch.Path)
+				} else {
+					p.transient(fmt.Errorf("%s: reading %s: %w", owner, ch.Path, err))
+				}
+				continue
+			}
+			if r.satisfied(ch, trim(data), want) {
+				p.verified(ch.Verify, ch.Path, owner, want, trim(data))
+				continue
+			}
+			gives := ch.Gives != nil && ch.Gives(trim(data), want)
+			p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives, verify: ch.Verify, kernelForm: ch.KernelForm})
+		}
+	}
+
+}
+
+// resettableWrite is the write of a Resettable change, made after every
+// other write of the pass if the file does not meet want then.
+func (r *Reconciler) resettableWrite(ch Change, want, owner string, fresh bool) write {
+	return write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: fresh, resettable: true,
+		satisfied: func(content string) bool { return r.satisfied(ch, content, want) }}
+}
+
+func (r *Reconciler) satisfied(ch Change, content, want string) bool {
+	if s, ok := r.shown[ch.Path]; ok && ch.KernelForm && s.want == want && s.content == content {
+		return true // the kernel's form of this want, as written
+	}
+	if ch.Satisfied != nil {
+		return ch.Satisfied(content, want)
+	}
+	return strings.TrimSpace(content) == strings.TrimSpace(want)
+}
+
+func trim(data []byte) string { return strings.TrimRight(string(data), "\n") }

@@ -1,0 +1,120 @@
+package hostfiles
+
+// Restoring: the files whose owner no longer wants them get their
+// recorded originals back, before anything new is written, so that what
+// a released owner held (a CPU in a cgroup partition) is free first.
+// Which records may be restored at all is confine.go's question.
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// restore writes back the originals no Source wants any more.
+func (p *passWork) restore() {
+	r := p.r
+	// Restore what no Source wants any more, for owners that said so, and
+	// for owners this process does not have: a Source this build lacks
+	// (the journal of another version) wants nothing here either. What
+	// keeps a damaged or forged journal from writing just anything is the
+	// roots (RestoreOnlyUnder), not the owner's name, which is as easy to
+	// forge as the path.
+	records := r.journal.Records()
+	// heldBack is, by owner, the Order of a restore that failed for now
+	// in this pass: the owner's records of lower Order wait for it (a
+	// thread's affinity restored before its cgroup would be reset by the
+	// cgroup's restore, its record gone).
+	heldBack := map[string]int{}
+	restores := slices.Collect(maps.Keys(records))
+	slices.SortFunc(restores, func(a, b string) int {
+		if d := records[b].Order - records[a].Order; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	for _, path := range restores {
+		rec := records[path]
+		if _, wanted := p.planned[path]; wanted || p.stale[path] || !p.planOK[rec.Owner] && p.sourceOf[rec.Owner] != nil {
+			continue
+		}
+		if o, held := heldBack[rec.Owner]; held && rec.Order < o {
+			continue
+		}
+		prev, had := r.failed[path]
+		if had && prev.Restore && prev.Value == rec.Original && !r.retryDue(prev) {
+			continue // refused for good; tried again by the next process (EINVAL: at the next Rescan)
+		}
+		if err := r.confined(path); errors.Is(err, ErrOutsideRoots) {
+			p.refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true, Untrusted: true}, err)
+			continue
+		} else if err != nil {
+			p.transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
+			holdBack(heldBack, rec)
+			continue
+		}
+		foreign := p.sourceOf[rec.Owner] == nil
+		if foreign && !r.foreign[rec.Owner] {
+			r.foreign[rec.Owner] = true
+			n := 0
+			for _, other := range records {
+				if other.Owner == rec.Owner {
+					n++
+				}
+			}
+			r.log.Warnf("host files: the journal holds %d records of owner %q, which no source of this process claims (written by another version?); restoring them, as nothing here wants them", n, rec.Owner)
+		}
+		if src := p.sourceOf[rec.Owner]; src != nil {
+			if now := identity(src, path); reused(rec, now) {
+				r.log.Infof("host files: %s: %s now belongs to %s, not %s; its recorded original %q is dropped, not restored", rec.Owner, path, now, rec.Identity, rec.Original)
+				delete(r.failed, path)
+				p.drops = append(p.drops, path)
+				continue
+			}
+		}
+		err := r.fs.WriteFile(path, []byte(writable(rec.Original)))
+		switch {
+		case err == nil:
+			r.restores.Add(1)
+			if foreign {
+				r.foreignRestores.Add(1)
+			}
+			if had && prev.Restore {
+				r.log.Infof("host files: %s: %s took its original back on a retry", rec.Owner, path)
+			}
+			delete(r.failed, path)
+			p.drops = append(p.drops, path)
+		case Classify(err) == Gone:
+			delete(r.failed, path)
+			p.drops = append(p.drops, path)
+		case Classify(err) == Permanent:
+			// The record stays: losing the original would be worse than
+			// trying it again after a restart.
+			p.refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true}, err)
+		default:
+			p.transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
+			holdBack(heldBack, rec)
+		}
+	}
+
+}
+
+// holdBack notes a restore that failed for now: the owner's records of
+// lower Order wait for a later pass.
+func holdBack(heldBack map[string]int, rec Record) {
+	if _, held := heldBack[rec.Owner]; !held {
+		heldBack[rec.Owner] = rec.Order
+	}
+}
+
+// writable is what is written to put an original back: an empty
+// original as a newline, since some kernel files (cgroup v2's
+// cpuset.cpus.exclusive) take an empty write as no write at all.
+func writable(value string) string {
+	if value == "" {
+		return "\n"
+	}
+	return value
+}
