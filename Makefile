@@ -70,7 +70,7 @@ endif
 unit:
 	mkdir -p bin
 	rm -f bin/property.txt
-	CPUPOOL_PROPERTY_REPORT=$(CURDIR)/bin/property.txt $(GO) test -race -count=1 ./...
+	CPUPOOL_PROPERTY_REPORT=$(CURDIR)/bin/property.txt $(GO) test -race -count=1 -timeout 30m ./...
 	@cat bin/property.txt
 
 # Go native fuzzing, each target for FUZZTIME (make test runs the seeds and
