@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	rtmetrics "runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -255,19 +256,28 @@ func measurePaired(b *testing.B, noop, ours *fakeRuntime) { measurePairedKeeping
 // keeps running while the next keep are created (then it is stopped and
 // removed with its pod, off the clock), so that background work on it
 // (its isolated partition) happens while later creations are measured.
-func measurePairedKeeping(b *testing.B, noop, ours *fakeRuntime, keep int) {
+//
+// It also reports added-p99-µs, nri-cpupool's p99 less the no-op's (what
+// it adds to the slow end), and added-paired-p99-µs, the p99 of the
+// per-round differences; it returns the samples, by runtime (the no-op's
+// first) and round.
+func measurePairedKeeping(b *testing.B, noop, ours *fakeRuntime, keep int) [][]time.Duration {
 	samples, allocs := measureRounds(b, []*fakeRuntime{noop, ours}, ours, keep)
 	added := make([]time.Duration, b.N)
 	for i := range added {
 		added[i] = samples[1][i] - samples[0][i]
 	}
-	addedMedian, _ := benchutil.Latency(added)
+	addedMedian, addedP99 := benchutil.Latency(added)
 	b.ReportMetric(addedMedian, "added-median-µs")
-	benchutil.ReportLatency(b, samples[1])
-	noopMedian, noopP99 := benchutil.Latency(samples[0])
+	b.ReportMetric(addedP99, "added-paired-p99-µs")
+	benchutil.ReportLatency(b, slices.Clone(samples[1]))
+	_, oursP99 := benchutil.Latency(slices.Clone(samples[1]))
+	noopMedian, noopP99 := benchutil.Latency(slices.Clone(samples[0]))
 	b.ReportMetric(noopMedian, "noop-median-µs")
 	b.ReportMetric(noopP99, "noop-p99-µs")
+	b.ReportMetric(oursP99-noopP99, "added-p99-µs")
 	b.ReportMetric(allocs, "allocs-per-rt")
+	return samples
 }
 
 // measureRounds times b.N rounds of creations of a 2-CPU exclusive
@@ -302,6 +312,8 @@ func measureRounds(b *testing.B, rts []*fakeRuntime, counted *fakeRuntime, keep 
 	var allocs uint64
 	counter := []rtmetrics.Sample{{Name: "/gc/heap/allocs:objects"}}
 	order := roundOrders(b.N, len(rts))
+	stopProfiles := profileRounds(b)
+	defer stopProfiles()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for _, k := range order[i] {
