@@ -38,6 +38,13 @@ const (
 	// EventReloadBlocked: a reload of the config was refused because it
 	// would move a container of this pod.
 	EventReloadBlocked = "CPUPoolReloadBlocked"
+	// EventNotAllowed: a container guaranteedExclusive would have made
+	// exclusive went to the default pool, because the pool's
+	// allowedNamespaces does not list its namespace.
+	EventNotAllowed = "CPUPoolNotAllowed"
+	// EventResizeRefused: an in-place resize of a container was refused;
+	// the message is the error the runtime got.
+	EventResizeRefused = "CPUPoolResizeRefused"
 	// EventPinned: where an exclusive container was pinned; at a low rate
 	// (PinnedEventEvery), since it is news, not a problem.
 	EventPinned = "CPUPoolPinned"

@@ -371,6 +371,7 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	res, how, err := p.alloc.Adopt(req, current, runtimeMems(c))
 	if err == nil {
 		p.notePartitionSkipped(who, req)
+		p.noteNotAllowed(who, req)
 	}
 	switch {
 	case err != nil:
