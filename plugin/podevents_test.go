@@ -189,3 +189,44 @@ func TestResizeRefusalPostsPodEvent(t *testing.T) {
 	assert.Contains(t, err.Error(), got[0].Message, "the kubelet's words")
 	assert.Contains(t, got[0].Message, "cannot shrink container telco/dpdk/fwd to 1 CPUs")
 }
+
+// TestSynchronizePostsPodEventsForWhatMovedOrWasConfined: at a plugin
+// restart, a container created meanwhile that it cannot place is confined
+// to infra, and one created meanwhile on every CPU is pinned to exclusive
+// CPUs its environment does not name: both pods are told. A container put
+// back on the CPUs it was created with, and one kept where it runs, are
+// not news.
+func TestSynchronizePostsPodEventsForWhatMovedOrWasConfined(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	fwd, _, _ := populate(t, f)
+	first.stop()
+	f.setCPUs(fwd, "") // the reply never arrived: back on its own CPUs
+
+	web := f.runPod(podSpec{name: "sneaky", namespace: "web", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	sneaky, _, err := f.createContainer(web, "c", 2000)
+	require.NoError(t, err)
+	late := f.runPod(podSpec{name: "late", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	lateCtr, _, err := f.createContainer(late, "c", 1000)
+	require.NoError(t, err)
+
+	events := &eventLog{}
+	startPlugin(t, f, desktop, statePath(f), withEvents(events))
+	require.Equal(t, "4,12", f.cpus(fwd))
+	require.Equal(t, "0,8-9", f.cpus(sneaky))
+
+	confined := events.of(EventConfined)
+	require.Len(t, confined, 1, "all: %+v", events.evs)
+	assert.True(t, confined[0].Warning)
+	assert.Equal(t, allocator.PodRef{Namespace: "web", Name: "sneaky", UID: "uid-sneaky"}, confined[0].Pod)
+	assert.Contains(t, confined[0].Message, "container web/sneaky/c: confined to pool infra when nri-cpupool synchronized with the runtime: ")
+	assert.Contains(t, confined[0].Message, "may not use pool exclusive")
+
+	repinned := events.of(EventRepinned)
+	require.Len(t, repinned, 1, "all: %+v", events.evs)
+	assert.True(t, repinned[0].Warning)
+	assert.Equal(t, allocator.PodRef{Namespace: "telco", Name: "late", UID: "uid-late"}, repinned[0].Pod)
+	assert.Equal(t, "container telco/late/c: pinned to pool exclusive CPUs "+f.cpus(lateCtr)+" when nri-cpupool synchronized with the runtime (it ran on every CPU); CPUPOOL_CPUS in its environment, if any, is from its creation, not these",
+		repinned[0].Message)
+	assert.Len(t, events.evs, 2, "nothing else to tell")
+}
