@@ -30,6 +30,8 @@ manifest_gone() { [ -z "$(crictl ps -q --label io.kubernetes.pod.namespace=nri-c
 chart_pods_gone() { [ -z "$(kubectl -n "$1" get pods -o name 2>/dev/null)" ] && [ -z "$(crictl ps -a -q --label io.kubernetes.pod.namespace="$1")" ]; }
 # recorded ID FILE: the state file FILE names container ID.
 recorded() { grep -q "$1" "$2"; }
+# files_in DIR: the names of DIR's files, sorted, each followed by a space.
+files_in() { find "$1" -mindepth 1 -printf '%f\n' 2>&1 | LC_ALL=C sort | tr '\n' ' '; }
 # ds_observed NS NAME: the DaemonSet controller has seen the DaemonSet.
 ds_observed() { [ -n "$(kubectl -n "$1" get daemonset "$2" -o jsonpath='{.status.observedGeneration}')" ]; }
 
@@ -57,7 +59,7 @@ chart_suite() {
   check "chart: its pod is Ready (readiness probe on the metrics port)" "$ready" True
   check "chart: fail closed, its pod tolerates a missing plugin" \
     "$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=nri-cpupool -o jsonpath='{.items[0].metadata.annotations.tolerate-missing-plugins\.nri\.io}')" true
-  check "chart: the init container installed the runtime's drop-ins" "$(LC_ALL=C ls "$dropin" 2>&1 | tr '\n' ' ')" "nri-cpupool-fail-closed.toml nri-cpupool.toml "
+  check "chart: the init container installed the runtime's drop-ins" "$(files_in "$dropin")" "nri-cpupool-fail-closed.toml nri-cpupool.toml "
   local f
   for f in nri-cpupool.toml nri-cpupool-fail-closed.toml; do
     check "chart: drop-in $f is the ConfigMap's" \
@@ -94,7 +96,7 @@ content = doc.get("content", doc)
 print("none" if not content.get("records") else sorted(content["records"]))
 PY
 )" none
-  check "chart: the drop-ins stay after the uninstall (remove them by hand)" "$(LC_ALL=C ls "$dropin" 2>&1 | tr '\n' ' ')" "nri-cpupool-fail-closed.toml nri-cpupool.toml "
+  check "chart: the drop-ins stay after the uninstall (remove them by hand)" "$(files_in "$dropin")" "nri-cpupool-fail-closed.toml nri-cpupool.toml "
   # The runtime asks no plugin any more: a new pod gets the kubelet's
   # cpuset, every CPU, as before any plugin ran.
   pod chartafter --request cpu=100m
