@@ -166,7 +166,8 @@ bench-isolation: build
 # on the alerting rules (checked, and their unit tests run), the Helm chart
 # (test/helm.sh: helm lint, helm template of its ci/ values files checked by
 # tools/chartcheck), and docscheck: every config key, annotation, metric,
-# command, flag and make target the code defines is documented in docs/,
+# pod Event reason, command, flag and make target the code defines is
+# documented in docs/,
 # every relative link of README.md and docs/ resolves, and the rules and the
 # dashboard of deploy/monitoring name only metrics the code exports
 # (tools/docscheck; -list shows the names).

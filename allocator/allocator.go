@@ -240,6 +240,11 @@ type Request struct {
 	// isolated partition (isolatedPartition: optOut), and does not because
 	// it runs on the shared pool too (see partitionOrShared).
 	PartitionSkipped bool
+	// NotAllowed names the pool guaranteedExclusive would have given the
+	// container, had allowedNamespaces of that pool listed its namespace:
+	// it went to the default pool instead (Policy.defaultPool), which the
+	// plugin tells the pod. "" for every other container.
+	NotAllowed string
 	// Demand is what the container asks of memory (memory.go); counted
 	// for exclusive containers whose mems are pinned.
 	Demand Demand

@@ -151,7 +151,7 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 			return Request{}, err
 		}
 		req.Pool, req.CPUs, req.Rule = c.kubeletPool(), c.KubeletCPUs, kubeletRule(c)
-	} else if req.Pool, req.Rule, err = p.pool(c); err != nil {
+	} else if req.Pool, req.Rule, req.NotAllowed, err = p.pool(c); err != nil {
 		return Request{}, err
 	}
 	if err := placementOptions(c, &req.Options); err != nil {
@@ -198,29 +198,30 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 
 // pool is the pool the annotation asks for, when the namespace may use it
 // and the container can be sized for it; else the default pool. The rule
-// says which.
-func (p *Policy) pool(c Container) (string, Rule, error) {
+// says which; notAllowed is the pool the QoS rule would have given, when
+// allowedNamespaces kept the container out of it (defaultPool).
+func (p *Policy) pool(c Container) (pool string, rule Rule, notAllowed string, err error) {
 	key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name)
 	if !ok {
 		return p.defaultPool(c)
 	}
-	pool := strings.TrimSpace(v)
+	pool = strings.TrimSpace(v)
 	if !pools.Known(pool) {
-		return "", Rule{}, &AnnotationError{key, v, "unknown pool; use one of " + strings.Join(pools.Names(), ", ")}
+		return "", Rule{}, "", &AnnotationError{key, v, "unknown pool; use one of " + strings.Join(pools.Names(), ", ")}
 	}
 	if !p.Allowed(pool, c.Pod.Namespace) {
-		return "", Rule{}, &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool %s (allowedNamespaces.%s: %v)", c.Pod.Namespace, pool, pool, p.cfg.AllowedNamespaces[pool])}
+		return "", Rule{}, "", &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool %s (allowedNamespaces.%s: %v)", c.Pod.Namespace, pool, pool, p.cfg.AllowedNamespaces[pool])}
 	}
 	if pools.IsExclusive(pool) && p.cfg.DRA.Enabled {
-		return "", Rule{}, &AnnotationError{key, v, fmt.Sprintf("with the DRA driver on, pool %s is given only through ResourceClaims; use a claim of DeviceClass cpupool-%s in the pod's resourceClaims instead", pool, pool)}
+		return "", Rule{}, "", &AnnotationError{key, v, fmt.Sprintf("with the DRA driver on, pool %s is given only through ResourceClaims; use a claim of DeviceClass cpupool-%s in the pod's resourceClaims instead", pool, pool)}
 	}
 	if pool == pools.Exclusive && p.cfg.Kubelet.DevicePlugin {
-		return "", Rule{}, &AnnotationError{key, v, fmt.Sprintf("with the kubelet device plugin on, the exclusive pool is given only through the resource; request %s: N in resources.limits instead (or use exclusive-non-isolcpus)", config.ResourceExclusive)}
+		return "", Rule{}, "", &AnnotationError{key, v, fmt.Sprintf("with the kubelet device plugin on, the exclusive pool is given only through the resource; request %s: N in resources.limits instead (or use exclusive-non-isolcpus)", config.ResourceExclusive)}
 	}
 	if pools.IsExclusive(pool) && c.MilliCPU <= 0 {
-		return "", Rule{}, &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU; set resources.requests.cpu"}
+		return "", Rule{}, "", &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU; set resources.requests.cpu"}
 	}
-	return pool, Rule{Kind: RuleAnnotation, Detail: key + "=" + v}, nil
+	return pool, Rule{Kind: RuleAnnotation, Detail: key + "=" + v}, "", nil
 }
 
 // kubeletPool is the pool of the CPUs the kubelet allocated.
@@ -426,23 +427,31 @@ func deviceNodes(c Container, resolve DeviceResolver) (cpuset.CPUSet, error) {
 // With the kubelet device plugin on, the exclusive pool belongs to the
 // resource, so the rule uses exclusive-non-isolcpus (CPUs lent by infra,
 // which the scheduler counts in allocatable cpu) when it is enabled.
-func (p *Policy) defaultPool(c Container) (string, Rule, error) {
+//
+// A container the rule would make exclusive in a namespace the pool's
+// allowedNamespaces leaves out goes to the default pool, as the kubelet's
+// shared pool would take a pod the CPU manager cannot give exclusive
+// CPUs; but not silently: notAllowed names the pool, and the rule says
+// why, for the plugin's Event and for explain.
+func (p *Policy) defaultPool(c Container) (pool string, rule Rule, notAllowed string, err error) {
 	if p.cfg.DRA.Enabled {
 		// Both exclusive pools belong to the claims.
-		return p.cfg.DefaultPool, defaultRule, nil
+		return p.cfg.DefaultPool, defaultRule, "", nil
 	}
-	pool := pools.Exclusive
+	pool = pools.Exclusive
 	if p.cfg.Kubelet.DevicePlugin {
 		if !p.cfg.Pools.ExclusiveNonIsolcpus.Enabled {
-			return p.cfg.DefaultPool, defaultRule, nil
+			return p.cfg.DefaultPool, defaultRule, "", nil
 		}
 		pool = pools.ExclusiveNonIsolcpus
 	}
-	if p.cfg.GuaranteedExclusive && c.QoS == QoSGuaranteed && c.MilliCPU > 0 && c.MilliCPU%1000 == 0 &&
-		p.Allowed(pool, c.Pod.Namespace) {
-		return pool, qosRule, nil
+	if !p.cfg.GuaranteedExclusive || c.QoS != QoSGuaranteed || c.MilliCPU <= 0 || c.MilliCPU%1000 != 0 {
+		return p.cfg.DefaultPool, defaultRule, "", nil
 	}
-	return p.cfg.DefaultPool, defaultRule, nil
+	if !p.Allowed(pool, c.Pod.Namespace) {
+		return p.cfg.DefaultPool, notAllowedRule(pool), pool, nil
+	}
+	return pool, qosRule, "", nil
 }
 
 // Allowed tells whether a namespace may ask for a pool.

@@ -41,6 +41,37 @@ func TestPolicyChoosesPool(t *testing.T) {
 	}
 }
 
+// TestPolicySaysWhenNamespaceKeepsGuaranteedOutOfExclusive: a Guaranteed
+// container of whole CPUs that guaranteedExclusive would make exclusive,
+// in a namespace the pool's allowedNamespaces leaves out, goes to the
+// default pool, and the request names the pool it did not get, so that
+// the plugin tells the pod (docs/pools.md: never silently). Every other
+// container that goes to the default pool names none.
+func TestPolicySaysWhenNamespaceKeepsGuaranteedOutOfExclusive(t *testing.T) {
+	p := NewPolicy(parseConfig(t, "guaranteedExclusive: true\nallowedNamespaces: {exclusive: [telco]}"), nil)
+	req, err := p.Request(Container{Name: "app", Pod: PodRef{Namespace: "web"}, QoS: QoSGuaranteed, MilliCPU: 2000}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, pools.Infra, req.Pool)
+	assert.Equal(t, pools.Exclusive, req.NotAllowed)
+	for _, c := range []Container{
+		{Name: "app", Pod: PodRef{Namespace: "telco"}, QoS: QoSGuaranteed, MilliCPU: 2000},
+		{Name: "app", Pod: PodRef{Namespace: "web"}, QoS: QoSGuaranteed, MilliCPU: 1500},
+		{Name: "app", Pod: PodRef{Namespace: "web"}, QoS: QoSBurstable, MilliCPU: 2000},
+	} {
+		req, err := p.Request(c, nil)
+		require.NoError(t, err)
+		assert.Empty(t, req.NotAllowed, "%+v", c)
+	}
+
+	// The device plugin's route: guaranteedExclusive gives
+	// exclusive-non-isolcpus, whose allowedNamespaces apply.
+	p = NewPolicy(parseConfig(t, "guaranteedExclusive: true\nkubelet: {devicePlugin: true}\npools: {exclusive-non-isolcpus: {enabled: true}}\nallowedNamespaces: {exclusive-non-isolcpus: [telco]}"), nil)
+	req, err = p.Request(Container{Name: "app", Pod: PodRef{Namespace: "web"}, QoS: QoSGuaranteed, MilliCPU: 2000}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, pools.ExclusiveNonIsolcpus, req.NotAllowed)
+	assert.Contains(t, req.Rule.Detail, "allowedNamespaces.exclusive-non-isolcpus")
+}
+
 func TestPolicyOptionsAndHints(t *testing.T) {
 	p := NewPolicy(parseConfig(t, "allocation: {hideHyperthreads: true}"), nil)
 	resolve := func(path string) (int, error) {

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // Rule says what decided a container's pool and where its CPUs went, for
@@ -54,3 +55,16 @@ var (
 	qosRule     = Rule{Kind: RuleQoS, Detail: "guaranteedExclusive: a Guaranteed pod requesting whole CPUs"}
 	defaultRule = Rule{Kind: RuleDefault, Detail: "defaultPool"}
 )
+
+// notAllowedRule is the rule of a container guaranteedExclusive would
+// have put in pool, had allowedNamespaces.<pool> listed its namespace: the
+// default pool, and why. Its text is a constant per pool, so the reply
+// path builds no string for it either.
+func notAllowedRule(pool string) Rule {
+	if pool == pools.ExclusiveNonIsolcpus {
+		return Rule{Kind: RuleDefault, Detail: "defaultPool: guaranteedExclusive would give pool " + pools.ExclusiveNonIsolcpus +
+			", but allowedNamespaces." + pools.ExclusiveNonIsolcpus + " does not list the pod's namespace"}
+	}
+	return Rule{Kind: RuleDefault, Detail: "defaultPool: guaranteedExclusive would give pool " + pools.Exclusive +
+		", but allowedNamespaces." + pools.Exclusive + " does not list the pod's namespace"}
+}

@@ -84,6 +84,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.hintTypo(pod, ctr, st.Pool, near)
 	}
 	p.notePartitionSkipped(who, req)
+	p.noteNotAllowed(who, req)
 	p.foreignMemsAtCreation(who, ctr, res.Assignment)
 	if res.Warning != "" {
 		p.log.Warnf("%s", res.Warning)
@@ -226,15 +227,13 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 			// The kubelet counted cpupool.dev/exclusive devices, not the CPU
 			// request: growing or shrinking the cpuset would part the
 			// kubelet's accounting from the real CPUs.
-			p.metrics.countResize(a.Pool, "refused")
-			return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are the %s devices the kubelet allocated; change the resource count (a new pod) instead",
-				a.Pod.ContainerName(a.Container), milli, a.CPUs, config.ResourceExclusive)
+			return nil, p.refuseResize(a, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are the %s devices the kubelet allocated; change the resource count (a new pod) instead",
+				a.Pod.ContainerName(a.Container), milli, a.CPUs, config.ResourceExclusive))
 		}
 		if claimsShown(ctr.GetEnv()) && pools.IsExclusive(a.Pool) {
 			// The scheduler counted the claim's CPUs, not the CPU request.
-			p.metrics.countResize(a.Pool, "refused")
-			return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are its ResourceClaim's; change the claim (a new pod) instead",
-				a.Pod.ContainerName(a.Container), milli, a.CPUs)
+			return nil, p.refuseResize(a, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are its ResourceClaim's; change the claim (a new pod) instead",
+				a.Pod.ContainerName(a.Container), milli, a.CPUs))
 		}
 		return p.resize(pod, ctr, a, milli, memLimit, memAsked)
 	}

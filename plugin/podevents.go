@@ -14,6 +14,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"golang.org/x/time/rate"
+	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/state"
@@ -38,6 +39,21 @@ const (
 	// EventReloadBlocked: a reload of the config was refused because it
 	// would move a container of this pod.
 	EventReloadBlocked = "CPUPoolReloadBlocked"
+	// EventNotAllowed: a container guaranteedExclusive would have made
+	// exclusive went to the default pool, because the pool's
+	// allowedNamespaces does not list its namespace.
+	EventNotAllowed = "CPUPoolNotAllowed"
+	// EventResizeRefused: an in-place resize of a container was refused;
+	// the message is the error the runtime got.
+	EventResizeRefused = "CPUPoolResizeRefused"
+	// EventConfined: a running container that Synchronize (a restart of
+	// the plugin or the runtime) could not place was confined to infra.
+	EventConfined = "CPUPoolConfined"
+	// EventRepinned: Synchronize pinned a running container to exclusive
+	// CPUs other than those it ran on and its environment names (it was
+	// created while the plugin was away, or its CPUs could not be given
+	// back).
+	EventRepinned = "CPUPoolRepinned"
 	// EventPinned: where an exclusive container was pinned; at a low rate
 	// (PinnedEventEvery), since it is news, not a problem.
 	EventPinned = "CPUPoolPinned"
@@ -109,6 +125,22 @@ func (p *Plugin) eventPinned(pod allocator.PodRef, container string, st state.Co
 		return
 	}
 	p.postEvent(pod, false, EventPinned, fmt.Sprintf("container %s pinned to pool %s: CPUs %s%s, memory nodes %s", container, st.Pool, st.CPUs, withSharedNote(st), memsShown(st.Mems)))
+}
+
+// eventRepinned tells a pod that Synchronize pinned its running container
+// who to the exclusive CPUs of a, away from ranOn (empty: every CPU):
+// what CPUPOOL_CPUS told it at its creation, if anything, no longer holds,
+// and an application that pinned its threads by it runs on CPUs it lost.
+func (p *Plugin) eventRepinned(pod *api.PodSandbox, who string, a allocator.Assignment, ranOn cpuset.CPUSet) {
+	if !p.wantsEvents() {
+		return
+	}
+	ran := "every CPU"
+	if !ranOn.IsEmpty() {
+		ran = "CPUs " + ranOn.String()
+	}
+	p.postEvent(podRef(pod), true, EventRepinned, fmt.Sprintf("container %s: pinned to pool %s CPUs %s when nri-cpupool synchronized with the runtime (it ran on %s); CPUPOOL_CPUS in its environment, if any, is from its creation, not these",
+		who, a.Pool, a.Cpuset(), ran))
 }
 
 // memsShown writes a container's memory nodes, or says it has no pin.

@@ -25,16 +25,14 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	info.MilliCPU = milli
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
-		p.metrics.countResize(before.Pool, "refused")
-		return nil, fmt.Errorf("nri-cpupool: container %s: resize to %dm: %w", who, milli, err)
+		return nil, p.refuseResize(before, fmt.Errorf("nri-cpupool: container %s: resize to %dm: %w", who, milli, err))
 	}
 	// A running container keeps its pool: only its size changes.
 	req.Pool = before.Pool
 	res, err := p.alloc.Resize(req)
 	if err != nil {
 		p.log.Errorf("refusing resize of container %s from %dm to %dm: %v", who, before.MilliCPU, milli, err)
-		p.metrics.countResize(before.Pool, "refused")
-		return nil, fmt.Errorf("nri-cpupool: %w", err)
+		return nil, p.refuseResize(before, fmt.Errorf("nri-cpupool: %w", err))
 	}
 	// Persisted in the background, like every decision.
 	p.recordPlacement(res)
@@ -64,6 +62,18 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	}
 	delete(p.pending, a.ID)
 	return append([]*api.ContainerUpdate{u}, p.followers(res)...), nil
+}
+
+// refuseResize counts a refused in-place resize of the container a and
+// tells its pod, with err, the error the runtime gets for the update (the
+// kubelet shows it at best in the pod's resize status, which few read). It
+// returns err. Called under the lock.
+func (p *Plugin) refuseResize(a allocator.Assignment, err error) error {
+	p.metrics.countResize(a.Pool, "refused")
+	if p.wantsEvents() {
+		p.postEvent(a.Pod, true, EventResizeRefused, err.Error())
+	}
+	return err
 }
 
 // resizeMemory counts a running container's new memory limit in place of

@@ -6,7 +6,13 @@
 # on every CPU again, as before any plugin), and no host file held (the
 # state directory's journal of host originals records none). A second
 # release with DRA on, for no node, checks its ClusterRole, binding and
-# DeviceClasses come and go with it. Sourced by run.sh, which has
+# DeviceClasses come and go with it. The first release is installed fail
+# closed (runtime.failClosed) with its init container copying the
+# runtime's drop-ins into a directory of the node (runtime.dropIn): the
+# files there are the ConfigMap's, the plugin's pod tolerates a missing
+# plugin, and the files stay after the uninstall, as documented (this
+# suite's containerd does not read that directory: the drop-ins' effect
+# is test/e2e's). Sourced by run.sh, which has
 # imported the plugin image $DS_IMAGE and runs the controller manager
 # with the daemonset and garbage-collector controllers.
 # shellcheck shell=bash
@@ -24,11 +30,13 @@ manifest_gone() { [ -z "$(crictl ps -q --label io.kubernetes.pod.namespace=nri-c
 chart_pods_gone() { [ -z "$(kubectl -n "$1" get pods -o name 2>/dev/null)" ] && [ -z "$(crictl ps -a -q --label io.kubernetes.pod.namespace="$1")" ]; }
 # recorded ID FILE: the state file FILE names container ID.
 recorded() { grep -q "$1" "$2"; }
+# files_in DIR: the names of DIR's files, sorted, each followed by a space.
+files_in() { find "$1" -mindepth 1 -printf '%f\n' 2>&1 | LC_ALL=C sort | tr '\n' ' '; }
 # ds_observed NS NAME: the DaemonSet controller has seen the DaemonSet.
 ds_observed() { [ -n "$(kubectl -n "$1" get daemonset "$2" -o jsonpath='{.status.observedGeneration}')" ]; }
 
 chart_suite() {
-  local ns=cpupool-chart chart=$REPO/deploy/helm/nri-cpupool port state=$W/chart-state
+  local ns=cpupool-chart chart=$REPO/deploy/helm/nri-cpupool port state=$W/chart-state dropin=$W/chart-drop-in
   port=$(free_port)
   mkdir -p "$state"
   # The manifest's DaemonSet is deleted; its pod goes with the garbage
@@ -40,6 +48,8 @@ chart_suite() {
     --set config.nriSocket="$W/nri.sock" --set config.stateFile="$state/state.json" \
     --set host.cgroup="$CGROUP_FS" --set config.metricsAddress="127.0.0.1:$port" \
     --set-string config.isolatedCPUs="$LAST" --set-string config.pools.exclusive.cpus="$LAST" \
+    --set runtime.failClosed=true --set runtime.dropIn.install=true --set runtime.dropIn.dir="$dropin" \
+    --set runtime.dropIn.image="$IMAGE" --set runtime.dropIn.imagePullPolicy=Never \
     --set nodeSelector."kubernetes\.io/hostname"=localhost >"$W/helm-install.log" 2>&1 ||
     die "helm install: $(cat "$W/helm-install.log")"
   kubectl -n "$ns" rollout status daemonset/nri-cpupool --timeout=120s >/dev/null ||
@@ -47,6 +57,16 @@ chart_suite() {
   local ready
   ready=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=nri-cpupool -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{end}')
   check "chart: its pod is Ready (readiness probe on the metrics port)" "$ready" True
+  check "chart: fail closed, its pod tolerates a missing plugin" \
+    "$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=nri-cpupool -o jsonpath='{.items[0].metadata.annotations.tolerate-missing-plugins\.nri\.io}')" true
+  check "chart: the init container installed the runtime's drop-ins" "$(files_in "$dropin")" "nri-cpupool-fail-closed.toml nri-cpupool.toml "
+  local f
+  for f in nri-cpupool.toml nri-cpupool-fail-closed.toml; do
+    check "chart: drop-in $f is the ConfigMap's" \
+      "$(kubectl -n "$ns" get configmap nri-cpupool-runtime -o jsonpath="{.data.${f//./\\.}}" | cmp -s - "$dropin/$f" && echo same)" same
+  done
+  grep -q "required_plugins = \['cpupool'\]" "$dropin/nri-cpupool-fail-closed.toml" ||
+    die "chart: the fail-closed drop-in requires no plugin cpupool: $(cat "$dropin/nri-cpupool-fail-closed.toml")"
   local ctr
   ctr=$(crictl ps -q --label io.kubernetes.pod.namespace="$ns" | head -1)
   pod chartexcl --annotation pool.cpupool.dev=exclusive --request cpu=500m
@@ -76,6 +96,7 @@ content = doc.get("content", doc)
 print("none" if not content.get("records") else sorted(content["records"]))
 PY
 )" none
+  check "chart: the drop-ins stay after the uninstall (remove them by hand)" "$(files_in "$dropin")" "nri-cpupool-fail-closed.toml nri-cpupool.toml "
   # The runtime asks no plugin any more: a new pod gets the kubelet's
   # cpuset, every CPU, as before any plugin ran.
   pod chartafter --request cpu=100m

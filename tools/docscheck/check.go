@@ -34,15 +34,15 @@ type Options struct {
 type Result struct {
 	Problems []string
 	// What was checked.
-	ConfigKeys, Annotations, Metrics, Commands, Flags, MakeTargets, Links, Files int
+	ConfigKeys, Annotations, Metrics, EventReasons, Commands, Flags, MakeTargets, Links, Files int
 	// MonitoringFiles are the rule, test and dashboard files checked.
 	MonitoringFiles int
 }
 
 // Summary counts what was checked.
 func (r Result) Summary() string {
-	return fmt.Sprintf("%d config keys, %d annotations, %d metrics, %d commands with %d flags, %d make targets, %d links in %d files, the metrics of %d monitoring files",
-		r.ConfigKeys, r.Annotations, r.Metrics, r.Commands, r.Flags, r.MakeTargets, r.Links, r.Files, r.MonitoringFiles)
+	return fmt.Sprintf("%d config keys, %d annotations, %d metrics, %d pod Event reasons, %d commands with %d flags, %d make targets, %d links in %d files, the metrics of %d monitoring files",
+		r.ConfigKeys, r.Annotations, r.Metrics, r.EventReasons, r.Commands, r.Flags, r.MakeTargets, r.Links, r.Files, r.MonitoringFiles)
 }
 
 // docs is what the documentation names.
@@ -118,6 +118,12 @@ func Check(opts Options) (Result, error) {
 			add("metric %s (%s) is not documented in %s: add it, in backticks, to %s", mt.Name, mt.File, docsName, hint("metrics.md"))
 		}
 	}
+	res.EventReasons = len(code.eventReasons)
+	for _, r := range code.eventReasons {
+		if !containsWord(d.code, r.Name, metricChar) {
+			add("pod Event reason %s (%s) is not documented in %s: add it, in backticks, to the table of %s#pod-events", r.Name, r.File, docsName, hint("kubernetes.md"))
+		}
+	}
 	res.Commands = len(code.commands)
 	for _, c := range code.commands {
 		res.Flags += len(c.Flags)
@@ -172,6 +178,7 @@ func Check(opts Options) (Result, error) {
 type codeNames struct {
 	keys                 []ConfigKey
 	annotations, metrics []Name
+	eventReasons         []Name
 	// metricProblems are metric names that could not be read.
 	metricProblems []string
 	commands       []Command
@@ -190,6 +197,7 @@ func readCode(root string) (*codeNames, error) {
 	c.keys = ConfigKeys(ct, m.typeFiles(cfgDir))
 	c.annotations = m.Annotations()
 	c.metrics, c.metricProblems = m.Metrics()
+	c.eventReasons = m.EventReasons()
 	if c.commands, err = m.Commands(cliDir); err != nil {
 		return nil, err
 	}
@@ -218,6 +226,9 @@ func CodeNames(root string) ([]KindName, error) {
 	}
 	for _, mt := range c.metrics {
 		out = append(out, KindName{"metric", mt.Name, mt.File})
+	}
+	for _, r := range c.eventReasons {
+		out = append(out, KindName{"event", r.Name, r.File})
 	}
 	for _, cmd := range c.commands {
 		out = append(out, KindName{"command", "nri-cpupool " + cmd.Name, cmd.File})

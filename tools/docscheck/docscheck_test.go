@@ -508,7 +508,7 @@ func TestCheck(t *testing.T) {
 	if len(res.Problems) > 0 {
 		t.Errorf("problems with every name documented:\n%s", strings.Join(res.Problems, "\n"))
 	}
-	if res.ConfigKeys < 50 || res.Annotations < 10 || res.Metrics < 20 || res.Commands < 7 || res.Flags < 20 || res.Links < 1 || res.Files != 1 {
+	if res.ConfigKeys < 50 || res.Annotations < 10 || res.Metrics < 20 || res.EventReasons < 10 || res.Commands < 7 || res.Flags < 20 || res.Links < 1 || res.Files != 1 {
 		t.Errorf("checked too little: %s", res.Summary())
 	}
 }
@@ -516,7 +516,7 @@ func TestCheck(t *testing.T) {
 func TestCheckReportsWhatIsMissing(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "sub", "all.md"), fullDocs(t, "power.unsupported", "cpupool_refused_containers_total", "pool.cpupool.dev",
-		"nri-cpupool audit --sample", "make lint")+"\n[broken](../nowhere.md)\n")
+		"nri-cpupool audit --sample", "make lint", "CPUPoolResizeRefused")+"\n[broken](../nowhere.md)\n")
 	res, err := Check(Options{Root: repoRoot, Docs: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -527,6 +527,7 @@ func TestCheckReportsWhatIsMissing(t *testing.T) {
 		"metric cpupool_refused_containers_total (plugin/metrics.go) is not documented in " + dir + "/: add it, in backticks, to " + dir + "/metrics.md",
 		"flag --sample of nri-cpupool audit (" + cliDir + "/audit.go) is not documented in " + dir + "/",
 		"make target lint (Makefile .PHONY) is not documented in " + dir + "/",
+		"pod Event reason CPUPoolResizeRefused (plugin/podevents.go) is not documented in " + dir + "/: add it, in backticks, to the table of " + dir + "/kubernetes.md#pod-events",
 		"link ../nowhere.md: " + filepath.Join(dir, "nowhere.md") + " does not exist",
 	}
 	if len(res.Problems) != len(want) {

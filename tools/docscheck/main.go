@@ -1,7 +1,7 @@
 // Command docscheck keeps the documentation true to the code: every config
-// key, annotation, metric, command and command flag that the code defines
-// must be documented in docs/, and every relative Markdown link of
-// README.md and docs/ must resolve. `make lint` runs it from the
+// key, annotation, metric, pod Event reason, command and command flag that
+// the code defines must be documented in docs/, and every relative
+// Markdown link of README.md and docs/ must resolve. `make lint` runs it from the
 // repository root:
 //
 //	go run ./tools/docscheck [-root .] [-docs docs] [-readme README.md] [-monitoring deploy/monitoring]
@@ -22,6 +22,9 @@
 //     and the Namespace, Subsystem and Name fields of a prometheus.*Opts
 //     literal, as string literals or constants. A name docscheck cannot
 //     read is itself a problem.
+//   - Pod Event reasons: every string constant of the module's non-test Go
+//     files whose value is CPUPool<UpperCamelCase> (plugin.EventRefused
+//     and the others), the REASON kubectl shows.
 //   - Commands: the []command{...} table of cmd/nri-cpupool/internal/cli,
 //     and each command's flags: the flag.FlagSet definitions (fs.String,
 //     fs.BoolVar, fs.Var, ...) in its run function and in the package's
@@ -32,7 +35,7 @@
 // A name is documented when it appears in code, that is in backticks or in
 // a fenced code block, in some docs/**/*.md file:
 //
-//   - an annotation or a metric as a whole word (`cpupool_containers{pool}`
+//   - an annotation, a metric or a pod Event reason as a whole word (`cpupool_containers{pool}`
 //     documents cpupool_containers);
 //   - a command as `nri-cpupool <command>`, a flag as `--<flag>` (a flag
 //     shared by several commands is documented once for all), a make

@@ -291,7 +291,19 @@ func (m *goModule) typeFiles(dir string) map[string]string {
 var annotationRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?\.cpupool\.dev$`)
 
 // Annotations are the string constants of the form <word>.cpupool.dev.
-func (m *goModule) Annotations() []Name {
+func (m *goModule) Annotations() []Name { return m.constants(annotationRE) }
+
+// eventReasonRE is a reason of the plugin's pod Events: UpperCamelCase,
+// CPUPool first, as kubectl's REASON column shows it.
+var eventReasonRE = regexp.MustCompile(`^CPUPool[A-Z][A-Za-z]*$`)
+
+// EventReasons are the string constants of the form CPUPool<Words>, the
+// reasons of the pod Events (plugin/podevents.go).
+func (m *goModule) EventReasons() []Name { return m.constants(eventReasonRE) }
+
+// constants are the string constants of the module that re matches, each
+// once, with the file that first declares it.
+func (m *goModule) constants(re *regexp.Regexp) []Name {
 	seen := map[string]bool{}
 	var out []Name
 	for _, f := range m.files {
@@ -302,7 +314,7 @@ func (m *goModule) Annotations() []Name {
 			}
 			for _, spec := range gd.Specs {
 				for _, v := range spec.(*ast.ValueSpec).Values {
-					if s, ok := stringLit(v); ok && annotationRE.MatchString(s) && !seen[s] {
+					if s, ok := stringLit(v); ok && re.MatchString(s) && !seen[s] {
 						seen[s] = true
 						out = append(out, Name{s, f.rel})
 					}

@@ -42,8 +42,10 @@ import (
 	"time"
 )
 
-// applets are the busybox commands the tests use.
-var applets = []string{"sh", "sleep", "cat", "grep", "ls", "ps", "true", "echo", "nproc", "taskset"}
+// applets are the busybox commands the tests use (cp, mv and basename:
+// the Helm chart's init container that installs the runtime's drop-in,
+// which test/k8s/chart.sh runs with this image).
+var applets = []string{"sh", "sleep", "cat", "grep", "ls", "ps", "true", "echo", "nproc", "taskset", "cp", "mv", "basename"}
 
 func main() {
 	busybox := flag.String("busybox", "/bin/busybox", "a statically linked busybox binary")

@@ -603,6 +603,11 @@ func ruleText(r *explainedRule) string {
 	case "qos":
 		return "QoS: " + r.Detail
 	case "default":
+		// The policy says why when a rule would have given another pool
+		// (allowedNamespaces kept a Guaranteed pod out of exclusive).
+		if why, ok := strings.CutPrefix(r.Detail, "defaultPool: "); ok {
+			return "the default pool (defaultPool): " + why
+		}
 		return "the default pool (defaultPool): no annotation, claim or device asked for another"
 	case "dra-claim":
 		return "DRA: its " + r.Detail

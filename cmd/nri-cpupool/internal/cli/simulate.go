@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
+	nricpupool "github.com/cpupool/nri-cpupool"
 	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/simulate"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/pools"
@@ -25,7 +25,7 @@ const simulateStepFailed = 3
 func runSimulate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("simulate", "simulate [--sysfs-root D | --topology T] [--config F] [--isolated-cpus LIST] --requests R [--json] [--fail-on-refusal]", stderr)
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
-	topology := fs.String("topology", "", "a topology YAML in the format of testdata/topologies, or the name of one there (source tree), rendered for the run instead of a sysfs tree")
+	topology := fs.String("topology", "", "a topology YAML in the format of testdata/topologies, or the name of a shape there (the binary carries them), rendered for the run instead of a sysfs tree")
 	cfgPath := fs.String("config", "", "configuration file (default: built-in defaults)")
 	isolated := fs.String("isolated-cpus", "", "`LIST` of CPUs taken as the kernel's isolated set (isolcpus=), overriding the config's isolatedCPUs")
 	reqPath := fs.String("requests", "", "requests file (YAML, see docs/commands.md)")
@@ -147,27 +147,14 @@ func stepsFailed(stderr io.Writer, results []simulate.Result, fail bool) error {
 
 // renderTopology renders a topology for simulate into a new temporary
 // directory, which the caller removes: topology is a YAML file in the
-// format of testdata/topologies, or the name of one there, found from the
-// working directory up to the module's root (a source tree). Only the
-// shape simulated is written, not the gigabyte of `make fixtures`.
+// format of testdata/topologies, or the name of a shape there, which the
+// binary carries (package nricpupool), so that a packaged nri-cpupool
+// finds it from any directory. Only the shape simulated is written, not
+// the gigabyte of `make fixtures`.
 func renderTopology(topology string) (string, error) {
-	path := topology
-	if _, err := os.Stat(path); err != nil {
-		if strings.ContainsAny(topology, "/.") {
-			return "", fmt.Errorf("topology %s: %w", topology, err)
-		}
-		dir, derr := fixture.SpecDir()
-		if derr != nil {
-			return "", fmt.Errorf("topology %q is not a file, and names are looked up in testdata/topologies of a source tree: %v; give the path of a topology YAML", topology, derr)
-		}
-		path = filepath.Join(dir, topology+".yaml")
-		if _, err := os.Stat(path); err != nil {
-			return "", unknownTopology(topology, dir)
-		}
-	}
-	spec, err := fixture.LoadSpec(path)
+	spec, err := loadTopology(topology)
 	if err != nil {
-		return "", fmt.Errorf("topology %s: %w", topology, err)
+		return "", err
 	}
 	out, err := os.MkdirTemp("", "nri-cpupool-simulate-")
 	if err != nil {
@@ -180,19 +167,41 @@ func renderTopology(topology string) (string, error) {
 	return out, nil
 }
 
-// unknownTopology refuses a name testdata/topologies lacks, with the
-// nearest name it has.
-func unknownTopology(name, dir string) error {
-	matches, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	var names []string
-	for _, m := range matches {
-		names = append(names, strings.TrimSuffix(filepath.Base(m), ".yaml"))
+// loadTopology reads a topology file, or, when there is no such file and
+// topology is a bare name, the shipped shape of that name. A file wins:
+// the shapes are examples, and a user's own file of the same name is what
+// the user meant.
+func loadTopology(topology string) (*fixture.Spec, error) {
+	if _, err := os.Stat(topology); err != nil {
+		if strings.ContainsAny(topology, "/.") {
+			return nil, fmt.Errorf("topology %s: %w", topology, err)
+		}
+		b, ok := nricpupool.Topology(topology)
+		if !ok {
+			return nil, unknownTopology(topology)
+		}
+		spec, err := fixture.ParseSpec(topology, b)
+		if err != nil {
+			return nil, fmt.Errorf("shipped topology %s: %w", topology, err)
+		}
+		return spec, nil
 	}
-	msg := fmt.Sprintf("topology %q: no such file, and testdata/topologies has no %s.yaml", name, name)
+	spec, err := fixture.LoadSpec(topology)
+	if err != nil {
+		return nil, fmt.Errorf("topology %s: %w", topology, err)
+	}
+	return spec, nil
+}
+
+// unknownTopology refuses a name no shipped shape has, with the nearest
+// name there is, or, when none is near, every name.
+func unknownTopology(name string) error {
+	names := nricpupool.TopologyNames()
+	msg := fmt.Sprintf("topology %q: no such file, and no shipped topology has that name", name)
 	if near := nearestName(name, names); near != "" {
 		msg += fmt.Sprintf("; did you mean %s?", near)
 	} else {
-		msg += " (`ls testdata/topologies` lists the shapes)"
+		msg += "; the shipped ones are " + strings.Join(names, ", ") + " (or give the path of a topology YAML)"
 	}
 	return errors.New(msg)
 }
