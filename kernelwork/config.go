@@ -8,6 +8,9 @@ import (
 type Config struct {
 	// SysfsRoot is the root of sysfs ("/": sys/class/net below it).
 	SysfsRoot string
+	// ProcRoot is the root of procfs ("/proc": sys/net/core below it),
+	// for net.core.rps_default_mask; "" leaves that mask alone.
+	ProcRoot string
 	// Online are the online CPUs, DomainIsolated those of isolcpus=: a
 	// mask whose CPUs are all held gets Online less the held and the
 	// isolated CPUs (the kernel drops isolated CPUs from rps_cpus and
