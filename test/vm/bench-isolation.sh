@@ -119,7 +119,10 @@ one() {
   local end=$((SECONDS + 60))
   while running "$pid" && [ "$SECONDS" -lt "$end" ]; do sleep 0.5; done
   noise_probe_log "b$s$r" probe > "$win.oslat"
-  record "$s" "$r" oslatmax "$(awk '/Maximum:/ {print $2; exit}' "$win.oslat")"
+  # No summary (stopped before it printed one): no figure, not an empty one.
+  local max
+  max=$(awk '/Maximum:/ {print $2; exit}' "$win.oslat")
+  [ -z "$max" ] || record "$s" "$r" oslatmax "$max"
   info "oslat: $(grep -E 'Maximum|Average|Minimum' "$win.oslat" | tr -s ' \t' ' ' | paste -sd';')"
   crictl rmp -f "$pod" >/dev/null
   stop_plugin -TERM
