@@ -212,7 +212,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 	k := kernelSets(opt)
 	cgroups := newCgroupCPUs(opt.CgroupRoot)
 	refused := refusedThreads(opt.Refused)
-	rpsMasks, wqMasks := readKernelMasks(opt.SysfsRoot)
+	rpsMasks, wqMasks := readKernelMasks(opt.SysfsRoot, opt.ProcRoot)
 	// What a host process may run on when nothing confines it: on cgroup
 	// v1, a narrower affinity is its own.
 	host := k.online.Difference(k.isolated)

@@ -33,9 +33,11 @@ type kernelMask struct {
 }
 
 // readKernelMasks reads every rps_cpus and unbound workqueue mask below
-// sysfsRoot once per audit; a file that cannot be read or parsed (gone
-// since listed) is skipped.
-func readKernelMasks(sysfsRoot string) (rps, wq []kernelMask) {
+// sysfsRoot, and net.core.rps_default_mask below procRoot ("default
+// (rps_default_mask)": what new devices start with), once per audit; a
+// file that cannot be read or parsed (gone since listed, or a kernel
+// before 6.2) is skipped.
+func readKernelMasks(sysfsRoot, procRoot string) (rps, wq []kernelMask) {
 	read := func(path, name string) (kernelMask, bool) {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -43,6 +45,9 @@ func readKernelMasks(sysfsRoot string) (rps, wq []kernelMask) {
 		}
 		set, err := irq.ParseMask(string(data))
 		return kernelMask{name: name, cpus: set}, err == nil && !set.IsEmpty()
+	}
+	if m, ok := read(filepath.Join(procRoot, kernelwork.RPSDefaultMask), "default (rps_default_mask)"); ok {
+		rps = append(rps, m)
 	}
 	files, _ := kernelwork.RPSFiles(sysfsRoot)
 	for _, f := range files {

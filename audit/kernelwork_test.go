@@ -76,3 +76,25 @@ func TestKernelMasks(t *testing.T) {
 	assert.Nil(t, rep.CPUs[0].RPS)
 	assert.Nil(t, rep.CPUs[0].Workqueues)
 }
+
+// TestKernelMasksDefault: net.core.rps_default_mask, which new network
+// devices start with, is a mask like the queues': naming a held CPU, a
+// problem while kernelWork.receivePacketSteering is held.
+func TestKernelMasksDefault(t *testing.T) {
+	m := newMachine(t, cpuset.New(0, 1))
+	def := filepath.Join(m.proc, "sys/net/core/rps_default_mask")
+	require.NoError(t, os.MkdirAll(filepath.Dir(def), 0o755))
+	require.NoError(t, os.WriteFile(def, []byte("0c\n"), 0o644))
+	noIRQ := m.fire(t, map[string]map[int]uint64{"LOC": {2: 250}})
+	opt := m.options(noIRQ)
+	opt.RPSKept = true
+	rep, err := Gather(holdings, opt)
+	require.NoError(t, err)
+	assert.False(t, rep.Clean)
+	assert.Equal(t, &MaskUse{Count: 1, Masks: []string{"default (rps_default_mask)"}, Kept: true}, rep.CPUs[0].RPS)
+
+	require.NoError(t, os.WriteFile(def, []byte("03\n"), 0o644))
+	rep, err = Gather(holdings, opt)
+	require.NoError(t, err)
+	assert.True(t, rep.Clean, "%+v", rep.CPUs)
+}

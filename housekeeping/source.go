@@ -51,6 +51,12 @@ type Config struct {
 	// and only the pools' isolcpus= CPUs are kept here: the kernel keeps
 	// them out of that mask itself). Two owners of one file would fight.
 	LeaveWorkqueueMask bool
+	// WorkqueueAlsoOff, when set, is asked at each pass for CPUs the
+	// global unbound workqueue mask leaves out besides those the
+	// housekeeping set does: kernelWork.workqueues' held CPUs, also those
+	// of a pool without housekeeping, whose mask this Source owns while a
+	// pool has housekeeping (one owner per file).
+	WorkqueueAlsoOff func() cpuset.CPUSet
 	// Recorded are the journal's records when this process started
 	// (hostfiles.Journal.Records): the thread affinities an earlier
 	// process of this boot left confined say that host threads were
@@ -135,6 +141,9 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		// Nothing confined: a thread forked from now on has its
 		// parent's own affinity.
 		s.prevHost, s.seen, s.planned, s.resetting, s.unitsHost = cpuset.New(), nil, true, false, cpuset.New()
+		// The global workqueue mask may still leave CPUs out for
+		// kernelWork.workqueues.
+		plan.Changes = append(plan.Changes, s.workqueueChanges(s.cfg.Online)...)
 		return plan, nil
 	}
 	// The host's processes: the set less the CPUs they never ran on,
@@ -156,15 +165,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		s.warned.Once("floor", fmt.Sprintf("housekeeping: host processes keep CPUs %s, which should be kept free, so that they have %d CPUs (pools.exclusive-non-isolcpus.minInfraCPUs): housekeeping set %s", widened, s.cfg.Floor, set))
 	}
 	var plan hostfiles.Plan
-	wq := filepath.Join(s.cfg.SysfsRoot, WorkqueueMask)
-	if s.cfg.LeaveWorkqueueMask {
-		s.warned.Clear("workqueue")
-	} else if _, err := os.Stat(wq); err != nil {
-		s.warned.Once("workqueue", fmt.Sprintf("housekeeping: unbound kernel work is not confined: %v", err))
-	} else {
-		s.warned.Clear("workqueue")
-		plan.Changes = append(plan.Changes, workqueueChange(s.cfg.SysfsRoot, set))
-	}
+	plan.Changes = append(plan.Changes, s.workqueueChanges(set)...)
 	var pods []string
 	if s.cfg.PodCgroups != nil {
 		pods = s.cfg.PodCgroups()
@@ -252,6 +253,33 @@ func (s *Source) releasePlan() (hostfiles.Plan, error) {
 		return hostfiles.Plan{}, fmt.Errorf("housekeeping: %w", err)
 	}
 	return hostfiles.Plan{Changes: th.changes, Pending: true}, nil
+}
+
+// workqueueChanges narrows the global unbound workqueue mask to set less
+// WorkqueueAlsoOff's CPUs; none when the mask is another owner's, or when
+// set is every online CPU and nothing else is left out (nothing to
+// narrow: a recorded mask goes back to its original). If leaving those
+// CPUs out too would leave set empty, set alone is kept.
+func (s *Source) workqueueChanges(set cpuset.CPUSet) []hostfiles.Change {
+	if s.cfg.LeaveWorkqueueMask {
+		s.warned.Clear("workqueue")
+		return nil
+	}
+	if s.cfg.WorkqueueAlsoOff != nil {
+		if narrower := set.Difference(s.cfg.WorkqueueAlsoOff()); !narrower.IsEmpty() {
+			set = narrower
+		}
+	}
+	if set.Equals(s.cfg.Online) {
+		return nil
+	}
+	wq := filepath.Join(s.cfg.SysfsRoot, WorkqueueMask)
+	if _, err := os.Stat(wq); err != nil {
+		s.warned.Once("workqueue", fmt.Sprintf("housekeeping: unbound kernel work is not confined: %v", err))
+		return nil
+	}
+	s.warned.Clear("workqueue")
+	return []hostfiles.Change{workqueueChange(s.cfg.SysfsRoot, set)}
 }
 
 // cgroupChanges are the cpuset.cpus of the top-level cgroups other than

@@ -8,6 +8,9 @@ import (
 type Config struct {
 	// SysfsRoot is the root of sysfs ("/": sys/class/net below it).
 	SysfsRoot string
+	// ProcRoot is the root of procfs ("/proc": sys/net/core below it),
+	// for net.core.rps_default_mask; "" leaves that mask alone.
+	ProcRoot string
 	// Online are the online CPUs, DomainIsolated those of isolcpus=: a
 	// mask left with none of Online less DomainIsolated once the held
 	// CPUs are out gets Online less the held and the isolated CPUs (the

@@ -5,7 +5,8 @@
 //
 //   - receive packet steering (RPSSource, owner "rps"): each network
 //     device's /sys/class/net/<dev>/queues/rx-<n>/rps_cpus, the CPUs whose
-//     softirq processes the packets that queue receives;
+//     softirq processes the packets that queue receives, and
+//     /proc/sys/net/core/rps_default_mask, what new devices start with;
 //   - unbound workqueues (WorkqueueSource, owner "workqueues"): the global
 //     /sys/devices/virtual/workqueue/cpumask and each WQ_SYSFS workqueue's
 //     own /sys/devices/virtual/workqueue/<wq>/cpumask.
@@ -22,6 +23,8 @@
 // Files that appear later (a hotplugged NIC, the veth of every new pod)
 // are found by the next pass: a kick (a container placed or released) or
 // the rescan (irq.rescanInterval), as new IRQs are. A pod's veth is born
-// with net.core.rps_default_mask, 0 unless an operator set it: RPS off,
-// nothing to move.
+// with net.core.rps_default_mask, 0 unless an operator set it (RPS off,
+// nothing to move); one that is set is narrowed with the queues' masks
+// (RPSDefaultMask), so that a device born between two passes does not
+// start out steering to a held CPU.
 package kernelwork

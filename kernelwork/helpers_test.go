@@ -22,8 +22,8 @@ const boot = "5b0e3c1a-9d2f-4e6a-8b7c-1d2e3f405162"
 // symlink to the device's directory below /sys/devices) and the unbound
 // workqueues.
 type node struct {
-	dir, sysfs, state string
-	online, isolated  cpuset.CPUSet
+	dir, sysfs, proc, state string
+	online, isolated        cpuset.CPUSet
 }
 
 // device is a network device of the fake sysfs: its directory below
@@ -54,7 +54,7 @@ var originals = map[string]string{
 func newNode(t *testing.T) *node {
 	t.Helper()
 	dir := t.TempDir()
-	n := &node{dir: dir, sysfs: filepath.Join(dir, "sysfs"), state: filepath.Join(dir, "state", "state.json"),
+	n := &node{dir: dir, sysfs: filepath.Join(dir, "sysfs"), proc: filepath.Join(dir, "proc"), state: filepath.Join(dir, "state", "state.json"),
 		online: cpuset.New(0, 1, 2, 3, 4, 5, 6, 7), isolated: cpuset.New(7)}
 	for name, d := range devices {
 		n.addDevice(t, name, d)
@@ -173,11 +173,11 @@ func (n *node) start(t *testing.T, fsys hostfiles.FS, global bool) *process {
 	j, _, err := hostfiles.OpenJournal(fsys, hostfiles.JournalPath(n.state), boot)
 	require.NoError(t, err)
 	h := &holder{held: cpuset.New()}
-	cfg := Config{SysfsRoot: n.sysfs, Online: n.online, DomainIsolated: n.isolated, Held: h.get}
+	cfg := Config{SysfsRoot: n.sysfs, ProcRoot: n.proc, Online: n.online, DomainIsolated: n.isolated, Held: h.get}
 	rps := NewRPSSource(cfg, log)
 	wq := NewWorkqueueSource(WorkqueueConfig{Config: cfg, Global: global}, log)
 	r := hostfiles.NewReconciler(fsys, j, log, hostfiles.DefaultTiming, rps, wq)
-	r.RestoreOnlyUnder(filepath.Join(n.sysfs, WorkqueueDir))
+	r.RestoreOnlyUnder(filepath.Join(n.sysfs, WorkqueueDir), filepath.Join(n.proc, RPSDefaultMask))
 	r.RestoreAlsoWhere(RPSFileRule(n.sysfs))
 	t.Cleanup(r.Close)
 	return &process{rps: rps, wq: wq, r: r, held: h, hook: hook}

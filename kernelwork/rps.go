@@ -24,6 +24,13 @@ const RPSOwner = "rps"
 // pod's namespace, is not seen; its host end is).
 const NetClass = "sys/class/net"
 
+// RPSDefaultMask is net.core.rps_default_mask below the proc root (Linux
+// 6.2 and later): the rps_cpus every receive queue of a network device
+// registered from then on starts with (a new pod's veth). Left with a held
+// CPU, a device born between two passes would steer packets there until
+// the next pass narrows its queues.
+const RPSDefaultMask = "sys/net/core/rps_default_mask"
+
 // RPSFiles lists the receive queues' rps_cpus files of every network
 // device below sysfsRoot, sorted. A kernel without CONFIG_RPS has none.
 func RPSFiles(sysfsRoot string) ([]string, error) {
@@ -93,11 +100,27 @@ func (s *RPSSource) Plan() (hostfiles.Plan, error) {
 		s.warned.Clear("none")
 	}
 	runnable := s.cfg.runnable()
-	plan := hostfiles.Plan{Changes: make([]hostfiles.Change, 0, len(files))}
+	plan := hostfiles.Plan{Changes: make([]hostfiles.Change, 0, len(files)+1)}
+	if def := s.defaultMask(); def != "" {
+		plan.Changes = append(plan.Changes, maskChange(def, "the default receive packet steering mask of new network devices", held, runnable))
+	}
 	for _, f := range files {
 		plan.Changes = append(plan.Changes, maskChange(f, "receive packet steering mask of "+queueName(f), held, runnable))
 	}
 	return plan, nil
+}
+
+// defaultMask is the path of net.core.rps_default_mask, "" when there is
+// none (no ProcRoot, or a kernel before 6.2: nothing to narrow).
+func (s *RPSSource) defaultMask() string {
+	if s.cfg.ProcRoot == "" {
+		return ""
+	}
+	path := filepath.Join(s.cfg.ProcRoot, RPSDefaultMask)
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
 }
 
 // queueName is "<dev> rx-<n>" of an rps_cpus file.
@@ -110,6 +133,9 @@ func queueName(path string) string {
 // (a pod's veth name reused) is another device, whose original is what it
 // holds now, not what the old one had. "" when the device is gone.
 func (s *RPSSource) Identity(path string) string {
+	if filepath.Base(path) != "rps_cpus" {
+		return "" // the default mask: the network namespace's, whatever
+	}
 	data, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(path))), "ifindex"))
 	if err != nil {
 		return ""

@@ -3,6 +3,7 @@ package kernelwork
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -248,4 +249,51 @@ func TestNoMaskLeftOnOfflineOrIsolatedCPUsOnly(t *testing.T) {
 			assert.Empty(t, n.journal(t))
 		})
 	}
+}
+
+// TestDefaultMaskOfNewDevices: net.core.rps_default_mask, which every
+// device registered later starts with (a new pod's veth), loses the held
+// CPUs like the queues' masks, is journaled, and comes back exactly at
+// release and after a kill -9; a default of 0 (RPS off for new devices,
+// the kernel's default) is left alone, and a kernel without the file
+// (before 6.2) is no error.
+func TestDefaultMaskOfNewDevices(t *testing.T) {
+	n := newNode(t)
+	def := filepath.Join(n.proc, RPSDefaultMask)
+	write(t, def, "ff")
+	read := func() string {
+		data, err := os.ReadFile(def)
+		require.NoError(t, err)
+		return strings.TrimSpace(string(data))
+	}
+	p := n.start(t, hostfiles.OS{}, true)
+	p.held.set(cpuset.New(2, 3))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "f3", read())
+	assert.Equal(t, hostfiles.Record{Original: "ff", Owner: RPSOwner}, n.journal(t)[def])
+	p.held.set(cpuset.New())
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "ff", read(), "exactly as it was")
+	assert.Empty(t, n.journal(t))
+
+	// Killed while it is narrowed: the next process, nothing held, puts
+	// it back.
+	p.held.set(cpuset.New(4))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "ef", read())
+	p.r.Close()
+	next := n.start(t, hostfiles.OS{}, true)
+	require.NoError(t, next.r.Flush())
+	assert.Equal(t, "ff", read())
+	assert.Empty(t, n.journal(t))
+
+	write(t, def, "00")
+	next.held.set(cpuset.New(2))
+	require.NoError(t, next.r.Flush())
+	assert.Equal(t, "00", read(), "RPS off for new devices: nothing to move")
+	assert.NotContains(t, n.journal(t), def)
+
+	require.NoError(t, os.Remove(def))
+	require.NoError(t, next.r.Flush())
+	assert.Empty(t, next.r.Status().Failures)
 }

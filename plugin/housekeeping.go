@@ -31,7 +31,10 @@ func (p *Plugin) housekeepingSource(j *hostfiles.Journal) *housekeeping.Source {
 		Recorded: j.Records(),
 		// The global workqueue mask is kernelWork's when no pool has
 		// housekeeping (kernelWorkSources).
-		LeaveWorkqueueMask: !p.cfg.HousekeepingEnabled() && p.cfg.WorkqueuesHeld()}
+		LeaveWorkqueueMask: !p.cfg.HousekeepingEnabled() && p.cfg.WorkqueuesHeld(),
+		// Otherwise it leaves kernelWork.workqueues' held CPUs out too,
+		// those of pools without housekeeping included.
+		WorkqueueAlsoOff: p.kernelWorkHeld((*config.Config).WorkqueuesHeld)}
 	// Kernel threads, and on cgroup v1 the host's processes, by affinity
 	// through the reconciler's FS.
 	cfg.ThreadAffinity = housekeeping.ServesAffinity(p.isolationFS)

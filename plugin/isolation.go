@@ -112,7 +112,8 @@ func (p *Plugin) openIsolation() error {
 	// Every file a Source changes lies under these: a journal record of
 	// any other file (a damaged or forged journal) is never written.
 	iso.recon.RestoreOnlyUnder(filepath.Join(p.cfg.ProcRoot, "irq"), filepath.Join(p.cfg.SysfsRoot, "sys/devices/system/cpu"), p.cfg.CgroupRoot,
-		filepath.Join(p.cfg.SysfsRoot, filepath.Dir(housekeeping.WorkqueueMask)), housekeeping.SystemdRoot, housekeeping.AffinityRoot)
+		filepath.Join(p.cfg.SysfsRoot, filepath.Dir(housekeeping.WorkqueueMask)), housekeeping.SystemdRoot, housekeeping.AffinityRoot,
+		filepath.Join(p.cfg.ProcRoot, kernelwork.RPSDefaultMask))
 	// rps_cpus files lie under their device's directory, anywhere below
 	// /sys/devices: admitted one by one.
 	iso.recon.RestoreAlsoWhere(kernelwork.RPSFileRule(p.cfg.SysfsRoot))

@@ -19,12 +19,13 @@ import (
 // is on, or the journal holds masks an earlier run changed (restored once
 // nothing wants them: a restart with the knob off). Nil otherwise.
 // The global workqueue mask is housekeeping's when a pool has it
-// (narrowed to its housekeeping set; two owners of one file would fight
-// over it); otherwise it is this source's, and housekeeping, which may
+// (narrowed to its housekeeping set less this knob's held CPUs, those of
+// pools without housekeeping too: WorkqueueAlsoOff; two owners of one
+// file would fight over it); otherwise it is this source's, and housekeeping, which may
 // run for keepHostOffIsolcpus alone, leaves it (LeaveWorkqueueMask: the
 // kernel keeps isolcpus= CPUs out of it itself).
 func (p *Plugin) kernelWorkSources(j *hostfiles.Journal) (*kernelwork.RPSSource, *kernelwork.WorkqueueSource) {
-	cfg := kernelwork.Config{SysfsRoot: p.cfg.SysfsRoot, Online: p.topo.Online, DomainIsolated: p.topo.DomainIsolated}
+	cfg := kernelwork.Config{SysfsRoot: p.cfg.SysfsRoot, ProcRoot: p.cfg.ProcRoot, Online: p.topo.Online, DomainIsolated: p.topo.DomainIsolated}
 	var rps *kernelwork.RPSSource
 	if p.cfg.RPSHeld() || hasOwner(j, kernelwork.RPSOwner) {
 		c := cfg

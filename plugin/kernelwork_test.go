@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/irq"
 	"github.com/cpupool/nri-cpupool/kernelwork"
 )
 
@@ -237,4 +238,52 @@ func TestKernelWorkWithHousekeeping(t *testing.T) {
 	require.NoError(t, rp.p.FlushIsolation())
 	assert.Equal(t, housekeptFiles, housekeptNow(t, f))
 	assert.Equal(t, "ffff", read())
+}
+
+// TestKernelWorkHeldCPUOfPoolWithoutHousekeeping: one pool has
+// housekeeping (so the global workqueue mask is housekeeping's), the
+// other has not; a CPU a container of the other pool holds leaves the
+// global mask all the same while kernelWork.workqueues is held, alone
+// and next to a housekept CPU, and comes back when its pod ends.
+func TestKernelWorkHeldCPUOfPoolWithoutHousekeeping(t *testing.T) {
+	f := housekeptNode(t)
+	sys := f.sysfsRoot(desktop.fixture)
+	global := filepath.Join(sys, kernelwork.GlobalWorkqueueMask)
+	node := testNode{fixture: desktop.fixture, config: strings.Replace(housekeptDesktop.config,
+		"exclusive-non-isolcpus: {enabled: true, housekeeping: held}", "exclusive-non-isolcpus: {enabled: true}", 1) +
+		"kernelWork: {workqueues: held}\n"}
+	require.NotEqual(t, housekeptDesktop.config+"kernelWork: {workqueues: held}\n", node.config)
+	rp := startPlugin(t, f, node, statePath(f))
+	read := func() cpuset.CPUSet {
+		data, err := os.ReadFile(global)
+		require.NoError(t, err)
+		set, err := irq.ParseMask(strings.TrimSpace(string(data)))
+		require.NoError(t, err)
+		return set
+	}
+
+	eni := f.runPod(podSpec{name: "eni", namespace: "default", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
+	lent, _, err := f.createContainer(eni, "app", 1000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation())
+	lentCPUs := cpusOf(t, f, f.cpus(lent))
+	assert.True(t, read().Intersection(lentCPUs).IsEmpty(), "the held CPU %s of a pool without housekeeping is out of the global mask %s", lentCPUs, read())
+
+	telco := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	fwd, _, err := f.createContainer(telco, "fwd", 2000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation(), "one owner per file")
+	held := cpusOf(t, f, f.cpus(fwd))
+	assert.True(t, read().Intersection(held.Union(lentCPUs)).IsEmpty(), "both held CPUs %s and %s are out of the global mask %s", held, lentCPUs, read())
+	assert.Equal(t, cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15).Difference(held).Difference(lentCPUs), read())
+
+	f.removePod(eni)
+	require.NoError(t, rp.p.FlushIsolation())
+	assert.Equal(t, cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15).Difference(held), read(), "the lent CPU back, the housekept one still out")
+
+	f.removePod(telco)
+	require.NoError(t, rp.p.FlushIsolation())
+	data, err := os.ReadFile(global)
+	require.NoError(t, err)
+	assert.Equal(t, "ffff", strings.TrimSpace(string(data)), "exactly as it was")
 }

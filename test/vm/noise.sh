@@ -112,24 +112,30 @@ JSON
 # their time, stream and tag).
 noise_probe_log() { cut -d' ' -f4- "$W/logs/$1/$2.0.log" 2>/dev/null; }
 
-# noise_probe_pid CTR: oslat's PID, from the container's cgroup (60 s at
-# most), once its worker thread exists (with -q it prints nothing before
-# its summary), after the second of pre-heat it starts with.
+# noise_probe_pid CTR: oslat's PID (NOISE_PROBE_WAIT, 240 s, at most), once its worker thread
+# exists (with -q it prints nothing before its summary), after the second
+# of pre-heat it starts with. The container's init is oslat (its shell
+# execs it): the PID is the runtime's (crictl inspect's info.pid), and a
+# process of the container's cgroup named oslat is taken too. The
+# cgroup's cgroup.procs alone missed a running oslat in the systemd VM
+# (the bench set on 6.1): the error then says where the process was.
 noise_probe_pid() {
-  local cg end=$((SECONDS + 60)) p
+  local cg start=$SECONDS end=$((SECONDS + ${NOISE_PROBE_WAIT:-240})) p init=""
   cg=$(cgroup_of "$1")
   while [ "$SECONDS" -lt "$end" ]; do
-    while read -r p; do
+    [ -n "$init" ] && [ "$init" != 0 ] || init=$(crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null)
+    for p in $init $(cat "$cg/cgroup.procs" 2>/dev/null); do
       [ "$(cat "/proc/$p/comm" 2>/dev/null)" = oslat ] || continue
       if [ "$(find "/proc/$p/task" -mindepth 1 -maxdepth 1 | wc -l)" -ge 2 ]; then
         sleep 2
+        echo "noise: oslat's worker thread after $((SECONDS - start)) s" >&2
         running "$p" && echo "$p"
         return
       fi
-    done < "$cg/cgroup.procs"
+    done
     sleep 0.2
   done
-  echo "noise: no oslat with a worker thread in $cg (procs: $(paste -sd' ' "$cg/cgroup.procs" 2>/dev/null))" >&2
+  echo "noise: no oslat with a worker thread after $((SECONDS - start)) s in $cg (procs: $(paste -sd' ' "$cg/cgroup.procs" 2>/dev/null)); the runtime's PID ${init:-none}: $(cat "/proc/$init/comm" 2>/dev/null || echo gone), in $(cat "/proc/$init/cgroup" 2>/dev/null || echo '?'); oslat processes: $(pgrep -x oslat | while read -r o; do printf '%s in %s, %s threads, %s; ' "$o" "$(cat "/proc/$o/cgroup")" "$(find "/proc/$o/task" -mindepth 1 -maxdepth 1 | wc -l)" "$(grep -E '^(State|voluntary_ctxt_switches)' "/proc/$o/status" | tr -s '\t\n' '  ')"; done)" >&2
   return 1
 }
 
