@@ -25,9 +25,13 @@
 //   - kubelet.go: the kubelet route, its allocation checked and its
 //     preferred CPUs offered.
 //   - hold.go: a stopped container's CPUs held for its pod, and their reuse.
-//   - memory.go: the hugepages and memory of NUMA nodes counted, and what a
-//     request may have of each node; memplace.go: placement where its
-//     memory fits (rule 0).
+//   - memory.go: which requests' memory is counted, and what of the
+//     holds and claims a request may reuse (the accounts themselves, the
+//     fit and the split are the numamem package's); memplace.go:
+//     placement where its memory fits (rule 0); hugelive.go: which
+//     hugepage counts a decision reads; memresize.go: a memory limit
+//     resized in place; claimmem.go: DRA claims' memory, passed on to the
+//     same accounts.
 //   - resize.go: growing and shrinking a container's CPUs in place.
 //   - recover.go: what a restart keeps (Readmit, Repin, RestoreHold, Adopt).
 //   - errors.go: why a container is refused (Refusal, ReasonOf).
@@ -42,6 +46,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -93,7 +98,7 @@ type Assignment struct {
 	// order they were added; the rest of CPUs is its original set, which a
 	// resize never gives back.
 	Added []int `json:"-"`
-	// Memory is what it holds of each NUMA node's memory (memory.go): set
+	// Memory is what it holds of each NUMA node's memory (numamem): set
 	// for exclusive containers whose mems are pinned, also while they are
 	// held for its pod.
 	Memory []NodeMemory `json:"-"`
@@ -153,24 +158,22 @@ type Allocator struct {
 	// neither builds it nor compares it (see markInfra).
 	infraGen, infraCPUsGen uint64
 	infraCPUs              *cpuset.CPUSet
-	// mem counts the memory of NUMA nodes held by containers and holds
-	// (memory.go).
-	mem memAccount
+	// mem counts the memory of NUMA nodes held by containers, holds and
+	// DRA claims (numamem; the allocator's side: memory.go).
+	mem numamem.Account
 	// planNodes are the NUMA nodes of the last plan placement built: the
 	// nodes a container's memory may come from.
 	planNodes []int
 	// fit is the memory of the decision being made, nil when its memory
 	// is not counted (memplace.go).
-	fit *memFit
-	// claims are the memory DRA claims reserve (claimmem.go).
-	claims claimBook
+	fit *numamem.Fit
 	// liveNodes and liveSizes are what a decision hands its hugepage
 	// reader (hugelive.go), kept between decisions.
 	liveNodes []int
 	liveSizes []int64
 	// fitBuf is the figures a decision's fit is worked out in, kept
 	// between decisions (memoryFit).
-	fitBuf memFit
+	fitBuf numamem.Fit
 }
 
 // New returns an allocator with no containers.
@@ -186,8 +189,8 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		owner:      make([]string, len(x.cpus)),
 		busy:       make([]bool, len(x.cpus)),
 		holds:      map[string]*Hold{},
-		mem:        newMemAccount(topo),
 	}
+	a.mem = numamem.New(topo, x.memNode, layout.MemoryReserve, layout.HugePagesReserve, claimOwners{a})
 	a.indexPools()
 	return a
 }
@@ -240,7 +243,7 @@ type Request struct {
 	// isolated partition (isolatedPartition: optOut), and does not because
 	// it runs on the shared pool too (see partitionOrShared).
 	PartitionSkipped bool
-	// Demand is what the container asks of memory (memory.go); counted
+	// Demand is what the container asks of memory (numamem); counted
 	// for exclusive containers whose mems are pinned.
 	Demand Demand
 	// Rule is what decided the pool (rule.go), for the assignment.
@@ -339,7 +342,7 @@ func liftsCPUQuota(req Request) bool {
 func (a *Allocator) commit(as *Assignment, infraBefore infraMark) Result {
 	a.addContainer(as)
 	if pools.IsExclusive(as.Pool) {
-		a.setMemory(as.ID, as.Memory)
+		a.mem.Set(as.ID, as.Memory)
 		for _, id := range as.Held().UnsortedList() {
 			// A container kept where it runs (keep) may overlap
 			// another; the first holder keeps the CPU (see Release).
@@ -527,7 +530,7 @@ func (a *Allocator) memsOf(as *Assignment) cpuset.CPUSet {
 		if !mems.Contains(nm.Node) {
 			// Only then: a union costs a decision two allocations, and
 			// most containers' memory is on the nodes of their CPUs.
-			return mems.Union(memNodesSet(as.Memory))
+			return mems.Union(numamem.NodeSet(as.Memory))
 		}
 	}
 	return mems

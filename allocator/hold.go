@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -150,7 +151,7 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []Nod
 		}
 		reused := h.Held().Intersection(taken)
 		if len(h.Memory) > 0 && h.Reusable() && a.countsMemory(req) &&
-			(!reused.IsEmpty() || memNodesSet(h.Memory).Intersection(memNodesSet(memory)).Size() > 0) {
+			(!reused.IsEmpty() || numamem.NodeSet(h.Memory).Intersection(numamem.NodeSet(memory)).Size() > 0) {
 			// A completed container's memory goes to the pod's next
 			// container that counts memory and takes its CPUs, or takes
 			// memory of its nodes, which the decision counted as its own
@@ -158,7 +159,7 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []Nod
 			// container asking for no memory, one placed elsewhere)
 			// leaves the hold its memory.
 			h.Memory = nil
-			a.setMemory(h.ID, nil)
+			a.mem.Set(h.ID, nil)
 		}
 		if reused.IsEmpty() {
 			continue
@@ -192,7 +193,7 @@ func (a *Allocator) free(c *Assignment) {
 	if !pools.IsExclusive(c.Pool) {
 		return
 	}
-	a.setMemory(c.ID, nil)
+	a.mem.Set(c.ID, nil)
 	for _, cpu := range c.Held().UnsortedList() {
 		if a.owner[cpu] == c.ID {
 			a.setOwner(cpu, "")

@@ -161,7 +161,7 @@ func (p *planner) candidate(combo []nodeCap, need int, req Request) (candidate, 
 	if sum < need {
 		return candidate{}, false
 	}
-	if f := p.a.fit; f != nil && !f.fits(p.memNodes(combo)) {
+	if f := p.a.fit; f != nil && !f.Fits(p.memNodes(combo)) {
 		return candidate{}, false // rule 0: its memory does not fit
 	}
 	c := candidate{combo: combo, need: need, bound: p.outline(combo, req)}

@@ -59,7 +59,7 @@ type Container struct {
 	KubeletCPUs cpuset.CPUSet
 	KubeletPool string
 	Claims      []string
-	// Demand is what it asks of memory (memory.go).
+	// Demand is what it asks of memory (numamem).
 	Demand Demand
 }
 

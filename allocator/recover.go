@@ -396,7 +396,7 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 	for _, cpu := range h.Held().UnsortedList() {
 		a.setOwner(cpu, h.ID)
 	}
-	a.setMemory(h.ID, h.Memory)
+	a.mem.Set(h.ID, h.Memory)
 	res := Result{Assignment: h.Assignment}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res, nil

@@ -146,7 +146,7 @@ func (a *Allocator) Rebase(topo *sysfs.Topology, layout *Layout) (*Allocator, []
 	n := New(topo, layout, a.pinMemory)
 	n.overlapped = a.overlapped
 	own := func(as *Assignment) {
-		n.setMemory(as.ID, as.Memory)
+		n.mem.Set(as.ID, as.Memory)
 		for _, cpu := range as.Held().UnsortedList() {
 			if cpu >= len(n.owner) {
 				continue // not present any more: no index to keep it at
