@@ -28,12 +28,6 @@ import (
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
-// HugePageReader reads the hugepage counts of the sizes given on the nodes
-// given, now; nil when the read failed (the decision then uses the counts
-// last read, and the reader says why). It must not keep the slices it is
-// given: they are the allocator's buffers.
-type HugePageReader func(nodes []int, sizesKB []int64) map[int][]sysfs.HugePages
-
 // liveCounts settles what a request reads before its placement: it reads
 // them into req.HugePagesNow where the placement needs them. When the
 // placement must be checked against the counts of its own nodes afterwards

@@ -18,17 +18,6 @@ import (
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
-// The allocator's requests and assignments speak numamem's vocabulary;
-// these are its names, not copies.
-type (
-	Demand           = numamem.Demand
-	Pages            = numamem.Pages
-	NodeMemory       = numamem.NodeMemory
-	NodeMemoryUse    = numamem.NodeMemoryUse
-	NodeMemoryReport = numamem.NodeMemoryReport
-	PagesReport      = numamem.PagesReport
-)
-
 // MemoryUse returns what the counted containers and holds hold, by node in
 // id order; nodes nobody holds anything of are left out.
 func (a *Allocator) MemoryUse() []NodeMemoryUse { return a.mem.Use() }

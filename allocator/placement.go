@@ -11,19 +11,6 @@ import (
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
-// mode is the unit an exclusive request is counted and taken in.
-type mode int
-
-const (
-	// modeThreads takes logical CPUs, whole cores first.
-	modeThreads mode = iota
-	// modeFullCores takes only complete, entirely free cores.
-	modeFullCores
-	// modeHideSiblings takes one thread of each entirely free core and
-	// keeps its siblings idle.
-	modeHideSiblings
-)
-
 // CPUsFor converts a CPU request in milli-CPUs to whole exclusive CPUs,
 // rounding up so that a request is never shortchanged. Requests beyond any
 // node are capped just above cpulist.MaxCPUs, where placement refuses them:

@@ -214,22 +214,6 @@ func (a *Allocator) OfflineHeld() map[string]cpuset.CPUSet {
 	return out
 }
 
-// offline are the CPUs an exclusive assignment keeps that are offline
-// (present, so that they have an owner in the index); none for a shared
-// or infra member, which follows its pool.
-func (a *Allocator) offline(as *Assignment) cpuset.CPUSet {
-	if !pools.IsExclusive(as.Pool) {
-		return cpuset.New()
-	}
-	var off []int
-	for _, cpu := range as.Held().UnsortedList() {
-		if !a.x.online(cpu) {
-			off = append(off, cpu)
-		}
-	}
-	return cpuset.New(off...)
-}
-
 // HotplugLayout is the layout once the node's online CPUs are topo's:
 // the old layout less the CPUs that went offline, so that no CPU that
 // stayed online changes pools, and each CPU that came online in the pool

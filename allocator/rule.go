@@ -1,11 +1,5 @@
 package allocator
 
-import (
-	"strings"
-
-	"github.com/cpupool/nri-cpupool/config"
-)
-
 // Rule says what decided a container's pool and where its CPUs went, for
 // `nri-cpupool explain`: the policy fills it while deciding, from what it
 // looked up anyway, so recording it costs the reply path a string or two.
@@ -38,15 +32,6 @@ const (
 	// RuleDevicePlugin: the kubelet's cpupool.dev/exclusive devices.
 	RuleDevicePlugin = "device-plugin"
 )
-
-// kubeletRule is the rule of a container whose CPUs the kubelet or a
-// claim chose.
-func kubeletRule(c Container) Rule {
-	if len(c.Claims) > 0 {
-		return Rule{Kind: RuleClaim, Detail: "ResourceClaims " + strings.Join(c.Claims, ", ")}
-	}
-	return Rule{Kind: RuleDevicePlugin, Detail: "resources.limits " + config.ResourceExclusive}
-}
 
 // The rules of a container no pool annotation placed; constant, so the
 // reply path builds no string for them.
