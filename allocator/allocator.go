@@ -3,38 +3,44 @@
 // current assignments in, decisions out — and never touches the node, so
 // the plugin, the simulator and the tests all run the same code.
 //
-// A file per concern:
+// A file per concern, in layers: a file uses names of files of its own
+// layer or of the layers below it, never of a layer above, and no two
+// files use each other (docs/architecture.md, "The allocator's files").
 //
-//   - allocator.go: the Allocator, its Request, Assignment and Result, and
-//     the shared and infra pools that follow the exclusive ones.
-//   - layout.go: the pools carved from config and topology (BuildLayout);
-//     present.go: the node as if every present CPU were online, which
-//     counts are carved on before the offline CPUs are dropped.
-//   - policy.go: a container's pool and options from its annotations
-//     (Policy.Request).
-//   - withshared.go: a container with exclusive and shared CPUs, its
-//     shared part following the pool.
-//   - power.go: which power class each CPU has, and which a container may
-//     choose.
-//   - placement.go: an exclusive request's CPUs, placeExclusive and its
-//     numbered steps; plan.go the NUMA-node combinations (plan.better,
-//     bestPlan); take.go the sockets, cores and threads inside them
-//     (take, pick.better); scratch.go the working memory they reuse.
-//   - index.go: the topology as plain slices, walked by every decision.
-//   - usage.go: which CPUs are free to hand out, and the pools' usage.
-//   - kubelet.go: the kubelet route, its allocation checked and its
-//     preferred CPUs offered.
-//   - hold.go: a stopped container's CPUs held for its pod, and their reuse.
-//   - memory.go: the hugepages and memory of NUMA nodes counted, and what a
-//     request may have of each node; memplace.go: placement where its
-//     memory fits (rule 0).
-//   - resize.go: growing and shrinking a container's CPUs in place.
-//   - recover.go: what a restart keeps (Readmit, Repin, RestoreHold, Adopt).
-//   - errors.go: why a container is refused (Refusal, ReasonOf).
+//  1. The topology and the vocabulary: index.go, the topology as plain
+//     slices walked by every decision; errors.go, why a container is
+//     refused (Refusal, ReasonOf); rule.go, what decided (for explain);
+//     layout.go and present.go, the pools carved from config and topology
+//     (BuildLayout), counts carved on the present CPUs; plantypes.go, the
+//     figures placement weighs, and scratch.go, the working memory it
+//     reuses.
+//  2. The books: allocator.go, the Allocator, its Request, Assignment,
+//     Hold and Result, who owns each CPU, the shared and infra pools that
+//     follow the exclusive ones, and Release.
+//  3. Choosing: policy.go, a container's pool and options from its
+//     annotations (Policy.Request), with power.go (power classes) and
+//     withshared.go (exclusive plus shared CPUs); usage.go, which CPUs are
+//     free to hand out; memory.go, which requests' memory is counted and
+//     what of the holds and claims a request may reuse (the accounts, the
+//     fit and the split are the numamem package's), claimmem.go (DRA
+//     claims' memory) and hugelive.go (which hugepage counts a decision
+//     reads).
+//  4. Taking CPUs: planner.go; take.go, the sockets, cores and threads
+//     inside the nodes (take, pick.better); plan.go, the NUMA-node
+//     combinations (plan.better, bestPlan); placement.go, an exclusive
+//     request's CPUs, placeExclusive and its numbered steps; memplace.go,
+//     placement where its memory fits (rule 0); kubelet.go, the kubelet's
+//     allocation checked; hold.go, a stopped container's CPUs held for its
+//     pod, and their reuse; resize.go, growing and shrinking a container's
+//     CPUs in place.
+//  5. Deciding: allocate.go, New, Allocate and commit.
+//  6. Restarts and new layouts: recover.go, what a restart keeps (Readmit,
+//     Repin, RestoreHold, Adopt, MemoryOf); relayout.go, a reload and
+//     hotplug (Relayout, Rebase); memresize.go, a memory limit resized in
+//     place.
 package allocator
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 
@@ -42,6 +48,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -93,7 +100,7 @@ type Assignment struct {
 	// order they were added; the rest of CPUs is its original set, which a
 	// resize never gives back.
 	Added []int `json:"-"`
-	// Memory is what it holds of each NUMA node's memory (memory.go): set
+	// Memory is what it holds of each NUMA node's memory (numamem): set
 	// for exclusive containers whose mems are pinned, also while they are
 	// held for its pod.
 	Memory []NodeMemory `json:"-"`
@@ -153,43 +160,22 @@ type Allocator struct {
 	// neither builds it nor compares it (see markInfra).
 	infraGen, infraCPUsGen uint64
 	infraCPUs              *cpuset.CPUSet
-	// mem counts the memory of NUMA nodes held by containers and holds
-	// (memory.go).
-	mem memAccount
+	// mem counts the memory of NUMA nodes held by containers, holds and
+	// DRA claims (numamem; the allocator's side: memory.go).
+	mem numamem.Account
 	// planNodes are the NUMA nodes of the last plan placement built: the
 	// nodes a container's memory may come from.
 	planNodes []int
 	// fit is the memory of the decision being made, nil when its memory
 	// is not counted (memplace.go).
-	fit *memFit
-	// claims are the memory DRA claims reserve (claimmem.go).
-	claims claimBook
+	fit *numamem.Fit
 	// liveNodes and liveSizes are what a decision hands its hugepage
 	// reader (hugelive.go), kept between decisions.
 	liveNodes []int
 	liveSizes []int64
 	// fitBuf is the figures a decision's fit is worked out in, kept
 	// between decisions (memoryFit).
-	fitBuf memFit
-}
-
-// New returns an allocator with no containers.
-func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
-	x := newIndex(topo)
-	a := &Allocator{
-		x:          x,
-		layout:     layout,
-		pinMemory:  pinMemory,
-		views:      map[string]*poolView{pools.Exclusive: x.view(layout.Exclusive), pools.ExclusiveNonIsolcpus: x.view(layout.ExclusiveNonIsolcpus)},
-		containers: map[string]*Assignment{},
-		byPod:      map[string]map[string]bool{},
-		owner:      make([]string, len(x.cpus)),
-		busy:       make([]bool, len(x.cpus)),
-		holds:      map[string]*Hold{},
-		mem:        newMemAccount(topo),
-	}
-	a.indexPools()
-	return a
+	fitBuf numamem.Fit
 }
 
 // Layout returns the static pool layout.
@@ -245,7 +231,7 @@ type Request struct {
 	// it went to the default pool instead (Policy.defaultPool), which the
 	// plugin tells the pod. "" for every other container.
 	NotAllowed string
-	// Demand is what the container asks of memory (memory.go); counted
+	// Demand is what the container asks of memory (numamem); counted
 	// for exclusive containers whose mems are pinned.
 	Demand Demand
 	// Rule is what decided the pool (rule.go), for the assignment.
@@ -264,102 +250,6 @@ type Request struct {
 	// free_hugepages because they are its own, so the free count is no
 	// floor for it (runningFit).
 	running bool
-}
-
-// Allocate places a new container. A container that is already known keeps
-// its assignment (the runtime may repeat an event after a reconnect).
-func (a *Allocator) Allocate(req Request) (Result, error) {
-	if req.ID == "" {
-		return Result{}, fmt.Errorf("container has no id")
-	}
-	if cur, ok := a.containers[req.ID]; ok {
-		return Result{Assignment: *cur}, nil
-	}
-	cachedFit := a.liveCounts(&req)
-	infraBefore := a.markInfra()
-	warning, onFirst := "", false
-	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New(), Rule: req.Rule}
-	switch req.Pool {
-	case pools.Shared, pools.Infra:
-		cpus := a.PoolCPUs(req.Pool)
-		if cpus.IsEmpty() {
-			return Result{}, fmt.Errorf("pool %s has no CPUs on this node; configure pools.%s or choose another pool", req.Pool, req.Pool)
-		}
-		as.CPUs = cpus
-	case pools.Exclusive, pools.ExclusiveNonIsolcpus:
-		as.IsolateIRQs, as.IsolatedPartition, as.PowerClass = req.IsolateIRQs, req.IsolatedPartition, req.PowerClass
-		if req.CPUs.Size() > 0 {
-			cpus, err := a.placeExact(req)
-			if err != nil {
-				return Result{}, err
-			}
-			// Exclusive CPUs whoever chose them: the cpuset bounds the
-			// container, and a quota could only throttle it.
-			as.CPUs, as.NoCPUQuota = cpus, req.Options.DisableCPUQuota
-			if as.Memory, warning, err = a.memoryOnExact(req, cpus); err != nil {
-				return Result{}, err
-			}
-			break
-		}
-		pl, err := a.placeWithMemory(req, cachedFit)
-		if err != nil {
-			return Result{}, err
-		}
-		as.CPUs, as.Reserved, as.Memory, warning, onFirst = pl.cpus, pl.reserved, pl.memory, pl.warning, pl.onFirst
-	default:
-		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
-	}
-	as.NoCPUQuota = liftsCPUQuota(req)
-	if err := a.withSharedPart(as, req); err != nil {
-		return Result{}, err
-	}
-	as.Mems = a.memsOf(as)
-	if onFirst {
-		as.Memory = a.onFirstNode(req.Demand, as.Mems)
-	}
-	if cachedFit != nil && !a.heldStillFits(req, cachedFit, as.Memory) {
-		// Nothing is committed yet: decide again on every node's counts.
-		return a.Allocate(a.rereadAll(req))
-	}
-	as.Rule.FromHold = a.takeFromHolds(req, as.Held(), as.Memory)
-	res := a.commit(as, infraBefore)
-	res.Warning = warning
-	return res, nil
-}
-
-// liftsCPUQuota is the one rule for the CFS quota, whichever route placed
-// the container (an annotation, the kubelet's cpupool.dev/exclusive
-// devices, adoption at Synchronize): a container of an exclusive pool owns
-// its CPUs, and a quota would throttle it on them (a pod of the resource
-// that requests cpu: 10m would get 1% of one CPU), so it is lifted unless
-// disableCPUQuota (or its annotation) keeps it. A container with exclusive
-// plus shared CPUs has its quota lifted too (see withshared.go). Members of
-// shared and infra keep the kubelet's quota.
-func liftsCPUQuota(req Request) bool {
-	return pools.IsExclusive(req.Pool) && (req.Options.DisableCPUQuota || req.WithShared)
-}
-
-// commit records an assignment and computes the updates it causes since
-// infra was infraBefore.
-func (a *Allocator) commit(as *Assignment, infraBefore infraMark) Result {
-	a.addContainer(as)
-	if pools.IsExclusive(as.Pool) {
-		a.setMemory(as.ID, as.Memory)
-		for _, id := range as.Held().UnsortedList() {
-			// A container kept where it runs (keep) may overlap
-			// another; the first holder keeps the CPU (see Release).
-			switch a.owner[id] {
-			case "":
-				a.setOwner(id, as.ID)
-			case as.ID:
-			default:
-				a.overlapped = true
-			}
-		}
-	}
-	res := Result{Assignment: *as}
-	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
-	return res
 }
 
 // infraMark is infra as it was before an operation, to tell whether the
@@ -395,21 +285,6 @@ func (a *Allocator) followInfra(before infraMark) ([]Assignment, bool) {
 		}
 	}
 	return updates, true
-}
-
-// Release forgets a container and frees its CPUs at once, with no hold
-// (see Stop for a container that may run again).
-func (a *Allocator) Release(id string) Result {
-	c, ok := a.containers[id]
-	if !ok {
-		return Result{}
-	}
-	infraBefore := a.markInfra()
-	a.removeContainer(id)
-	a.free(c)
-	res := Result{Assignment: *c}
-	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
-	return res
 }
 
 // otherHolder finds an exclusive container that still runs on cpu, or a
@@ -532,7 +407,7 @@ func (a *Allocator) memsOf(as *Assignment) cpuset.CPUSet {
 		if !mems.Contains(nm.Node) {
 			// Only then: a union costs a decision two allocations, and
 			// most containers' memory is on the nodes of their CPUs.
-			return mems.Union(memNodesSet(as.Memory))
+			return mems.Union(numamem.NodeSet(as.Memory))
 		}
 	}
 	return mems
@@ -578,3 +453,108 @@ func (a *Allocator) removeContainer(id string) {
 		delete(a.byPod, c.Pod.UID)
 	}
 }
+
+// Hold keeps a stopped exclusive container's CPUs for its pod, as the
+// kubelet's static CPU manager does for as long as the pod is active: the
+// scheduler counted the pod's request on this node, so the container's next
+// run (same pod UID, same name) must never find its CPUs taken. The pod's
+// later containers may reuse them (the kubelet's init-container reuse). A
+// hold ends when the pod's sandbox stops or is removed (ReleasePod) or when
+// a new run of the same container is created.
+type Hold struct {
+	// Assignment is the stopped container's last assignment; its ID is the
+	// stopped container's id and its CPUs and Reserved stay held.
+	Assignment
+	// ExitCode is what the runtime reported when the container stopped;
+	// nil when it did not say (the container vanished while the plugin was
+	// away, or the runtime does not report exit codes).
+	ExitCode *int32 `json:"exitCode,omitempty"`
+}
+
+// Reusable tells whether the pod's other containers may take the held
+// CPUs. A container that failed (non-zero exit) is being restarted, so its
+// CPUs stay its own; one that completed is what an init container looks
+// like to NRI, which does not say which containers are init containers.
+func (h *Hold) Reusable() bool { return h.ExitCode == nil || *h.ExitCode == 0 }
+
+// podHoldKeys returns the keys of a pod's holds, sorted. It is on the
+// creation path: it sorts only the pod's keys.
+func (a *Allocator) podHoldKeys(uid string) []string {
+	if uid == "" || len(a.holds) == 0 {
+		return nil
+	}
+	var keys []string
+	for k, h := range a.holds {
+		if h.Pod.UID == uid {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// free gives up the CPUs an exclusive assignment owns.
+func (a *Allocator) free(c *Assignment) {
+	if !pools.IsExclusive(c.Pool) {
+		return
+	}
+	a.mem.Set(c.ID, nil)
+	for _, cpu := range c.Held().UnsortedList() {
+		if a.owner[cpu] == c.ID {
+			a.setOwner(cpu, "")
+			if a.overlapped {
+				a.setOwner(cpu, a.otherHolder(cpu))
+			}
+		}
+	}
+}
+
+func (a *Allocator) sortedHoldKeys() []string { return slices.Sorted(maps.Keys(a.holds)) }
+
+// Release forgets a container and frees its CPUs at once, with no hold
+// (see Stop for a container that may run again).
+func (a *Allocator) Release(id string) Result {
+	c, ok := a.containers[id]
+	if !ok {
+		return Result{}
+	}
+	infraBefore := a.markInfra()
+	a.removeContainer(id)
+	a.free(c)
+	res := Result{Assignment: *c}
+	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
+	return res
+}
+
+// HugePageReader reads the hugepage counts of the sizes given on the nodes
+// given, now; nil when the read failed (the decision then uses the counts
+// last read, and the reader says why). It must not keep the slices it is
+// given: they are the allocator's buffers.
+type HugePageReader func(nodes []int, sizesKB []int64) map[int][]sysfs.HugePages
+
+// offline are the CPUs an exclusive assignment keeps that are offline
+// (present, so that they have an owner in the index); none for a shared
+// or infra member, which follows its pool.
+func (a *Allocator) offline(as *Assignment) cpuset.CPUSet {
+	if !pools.IsExclusive(as.Pool) {
+		return cpuset.New()
+	}
+	var off []int
+	for _, cpu := range as.Held().UnsortedList() {
+		if !a.x.online(cpu) {
+			off = append(off, cpu)
+		}
+	}
+	return cpuset.New(off...)
+}
+
+// The allocator's requests and assignments speak numamem's vocabulary;
+// these are its names, not copies.
+type (
+	Demand           = numamem.Demand
+	Pages            = numamem.Pages
+	NodeMemory       = numamem.NodeMemory
+	NodeMemoryUse    = numamem.NodeMemoryUse
+	NodeMemoryReport = numamem.NodeMemoryReport
+	PagesReport      = numamem.PagesReport
+)

@@ -1,6 +1,11 @@
 package allocator
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+)
 
 // Why a container is refused: the values of the "reason" label of
 // cpupool_refused_containers_total. The policy and the allocator mark their
@@ -53,3 +58,19 @@ func ReasonOf(err error) string {
 	}
 	return ReasonPlacement
 }
+
+// AnnotationError is a tenant's annotation the policy refuses.
+type AnnotationError struct {
+	Key, Value, Reason string
+}
+
+func (e *AnnotationError) Error() string {
+	key := e.Key
+	if len(key) > maxEchoedKey {
+		key = cpulist.Echo(key)
+	}
+	return fmt.Sprintf("annotation %s=%s: %s", key, cpulist.Echo(e.Value), e.Reason)
+}
+
+// maxEchoedKey is the longest key an error repeats in full.
+const maxEchoedKey = 128

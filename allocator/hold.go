@@ -6,31 +6,9 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 )
-
-// Hold keeps a stopped exclusive container's CPUs for its pod, as the
-// kubelet's static CPU manager does for as long as the pod is active: the
-// scheduler counted the pod's request on this node, so the container's next
-// run (same pod UID, same name) must never find its CPUs taken. The pod's
-// later containers may reuse them (the kubelet's init-container reuse). A
-// hold ends when the pod's sandbox stops or is removed (ReleasePod) or when
-// a new run of the same container is created.
-type Hold struct {
-	// Assignment is the stopped container's last assignment; its ID is the
-	// stopped container's id and its CPUs and Reserved stay held.
-	Assignment
-	// ExitCode is what the runtime reported when the container stopped;
-	// nil when it did not say (the container vanished while the plugin was
-	// away, or the runtime does not report exit codes).
-	ExitCode *int32 `json:"exitCode,omitempty"`
-}
-
-// Reusable tells whether the pod's other containers may take the held
-// CPUs. A container that failed (non-zero exit) is being restarted, so its
-// CPUs stay its own; one that completed is what an init container looks
-// like to NRI, which does not say which containers are init containers.
-func (h *Hold) Reusable() bool { return h.ExitCode == nil || *h.ExitCode == 0 }
 
 // Stop ends a container's run. An exclusive container of a known pod keeps
 // its CPUs as a hold for the pod; anything else is released.
@@ -94,22 +72,6 @@ func (a *Allocator) HoldsOf(uid string) []Hold {
 	return out
 }
 
-// podHoldKeys returns the keys of a pod's holds, sorted. It is on the
-// creation path: it sorts only the pod's keys.
-func (a *Allocator) podHoldKeys(uid string) []string {
-	if uid == "" || len(a.holds) == 0 {
-		return nil
-	}
-	var keys []string
-	for k, h := range a.holds {
-		if h.Pod.UID == uid {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // reusableFor returns the CPUs a new run of container req may take from
 // its pod's holds: its own hold's (a new run ends it anyway) and the
 // reusable holds of the pod's other containers, in the requested pool.
@@ -150,7 +112,7 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []Nod
 		}
 		reused := h.Held().Intersection(taken)
 		if len(h.Memory) > 0 && h.Reusable() && a.countsMemory(req) &&
-			(!reused.IsEmpty() || memNodesSet(h.Memory).Intersection(memNodesSet(memory)).Size() > 0) {
+			(!reused.IsEmpty() || numamem.NodeSet(h.Memory).Intersection(numamem.NodeSet(memory)).Size() > 0) {
 			// A completed container's memory goes to the pod's next
 			// container that counts memory and takes its CPUs, or takes
 			// memory of its nodes, which the decision counted as its own
@@ -158,7 +120,7 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []Nod
 			// container asking for no memory, one placed elsewhere)
 			// leaves the hold its memory.
 			h.Memory = nil
-			a.setMemory(h.ID, nil)
+			a.mem.Set(h.ID, nil)
 		}
 		if reused.IsEmpty() {
 			continue
@@ -187,22 +149,6 @@ func (a *Allocator) dropHold(key string, h *Hold) {
 	a.free(&h.Assignment)
 }
 
-// free gives up the CPUs an exclusive assignment owns.
-func (a *Allocator) free(c *Assignment) {
-	if !pools.IsExclusive(c.Pool) {
-		return
-	}
-	a.setMemory(c.ID, nil)
-	for _, cpu := range c.Held().UnsortedList() {
-		if a.owner[cpu] == c.ID {
-			a.setOwner(cpu, "")
-			if a.overlapped {
-				a.setOwner(cpu, a.otherHolder(cpu))
-			}
-		}
-	}
-}
-
 // lend makes CPUs look free to the planner for one decision and, with
 // only, every other CPU look taken; the returned function undoes it.
 func (a *Allocator) lend(cpus cpuset.CPUSet, only bool, pool cpuset.CPUSet) (undo func()) {
@@ -228,8 +174,6 @@ func (a *Allocator) lend(cpus cpuset.CPUSet, only bool, pool cpuset.CPUSet) (und
 
 // lentAway marks free CPUs hidden from a decision that must reuse held ones.
 const lentAway = "\x00"
-
-func (a *Allocator) sortedHoldKeys() []string { return slices.Sorted(maps.Keys(a.holds)) }
 
 // IRQIsolated returns the CPUs device IRQs are kept off: every CPU (and
 // reserved sibling) of an exclusive container or hold that asked for it.

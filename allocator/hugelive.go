@@ -9,7 +9,7 @@ package allocator
 // (Request.HugePagesNow) is decided thus:
 //
 //   - When the counts last read let every NUMA node hold its whole demand,
-//     memory rules no node out (memFit.anyNodes): the placement is the one
+//     memory rules no node out (numamem's Fit.AnyNodes): the placement is the one
 //     the CPU rules make. Only the nodes it then holds hugepages on are read
 //     again; if they still hold them, that placement is the one a decision
 //     on every node's live counts makes (the set it chose is the best of all
@@ -23,20 +23,17 @@ package allocator
 // Either way the nodes a container is pinned to were read for its decision,
 // and the live free_hugepages is a floor there.
 
-import "github.com/cpupool/nri-cpupool/sysfs"
-
-// HugePageReader reads the hugepage counts of the sizes given on the nodes
-// given, now; nil when the read failed (the decision then uses the counts
-// last read, and the reader says why). It must not keep the slices it is
-// given: they are the allocator's buffers.
-type HugePageReader func(nodes []int, sizesKB []int64) map[int][]sysfs.HugePages
+import (
+	"github.com/cpupool/nri-cpupool/numamem"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
 
 // liveCounts settles what a request reads before its placement: it reads
 // them into req.HugePagesNow where the placement needs them. When the
 // placement must be checked against the counts of its own nodes afterwards
 // (heldStillFits), it returns the fit worked out on the counts last read,
 // which the placement uses as it is.
-func (a *Allocator) liveCounts(req *Request) (cached *memFit) {
+func (a *Allocator) liveCounts(req *Request) (cached *numamem.Fit) {
 	if req.ReadHugePages == nil || req.HugePagesNow != nil || len(req.Demand.HugePages) == 0 || !a.countsMemory(*req) {
 		return nil
 	}
@@ -46,11 +43,11 @@ func (a *Allocator) liveCounts(req *Request) (cached *memFit) {
 		req.HugePagesNow = a.readOrEmpty(read, a.memNodesOf(a.x.numaNodes(req.CPUs)), req.Demand)
 		return nil
 	}
-	if fit := a.memoryFit(*req, nil); fit.anyNodes {
+	if fit := a.memoryFit(*req, nil); fit.AnyNodes() {
 		req.ReadHugePages = read
 		return fit
 	}
-	req.HugePagesNow = a.readOrEmpty(read, a.memoryNodes(), req.Demand)
+	req.HugePagesNow = a.readOrEmpty(read, a.mem.MemoryNodes(), req.Demand)
 	return nil
 }
 
@@ -58,7 +55,7 @@ func (a *Allocator) liveCounts(req *Request) (cached *memFit) {
 // on, and tells whether they still hold what it holds there (its memory
 // too: a grown hugepage pool shrinks the node's memory). fit is the one the
 // placement was made on; it is worked out again for those nodes.
-func (a *Allocator) heldStillFits(req Request, fit *memFit, held []NodeMemory) bool {
+func (a *Allocator) heldStillFits(req Request, fit *numamem.Fit, held []NodeMemory) bool {
 	nodes := a.liveNodes[:0]
 	for _, nm := range held {
 		if len(nm.HugePages) > 0 {
@@ -71,30 +68,16 @@ func (a *Allocator) heldStillFits(req Request, fit *memFit, held []NodeMemory) b
 		return true // unread: decided on the counts last read, as any decision whose read fails
 	}
 	for _, n := range nodes {
-		a.mem.keepPages(n, now[n])
-		if pos, ok := a.x.nodePos[n]; ok {
-			a.fitNode(fit, &a.x.topo.NUMANodes[pos])
-		}
+		a.mem.KeepPages(n, now[n])
 	}
-	for _, nm := range held {
-		for i, want := range req.Demand.HugePages {
-			for _, p := range nm.HugePages {
-				if p.SizeKB == want.SizeKB && p.Count > fit.pagesAt(i, nm.Node) {
-					return false
-				}
-			}
-		}
-		if avail := fit.memoryAt(nm.Node); !fit.ignoreMemory && avail >= 0 && nm.Memory > avail {
-			return false
-		}
-	}
-	return true
+	a.mem.Refit(fit, nodes)
+	return fit.StillHolds(held)
 }
 
 // rereadAll is a request that failed heldStillFits, with every node's
 // counts read now.
 func (a *Allocator) rereadAll(req Request) Request {
-	req.HugePagesNow = a.readOrEmpty(req.ReadHugePages, a.memoryNodes(), req.Demand)
+	req.HugePagesNow = a.readOrEmpty(req.ReadHugePages, a.mem.MemoryNodes(), req.Demand)
 	req.ReadHugePages = nil
 	return req
 }
@@ -106,17 +89,6 @@ func (a *Allocator) readOrEmpty(read HugePageReader, nodes []int, d Demand) map[
 		return now
 	}
 	return map[int][]sysfs.HugePages{}
-}
-
-// memoryNodes are the ids of the NUMA nodes with memory.
-func (a *Allocator) memoryNodes() []int {
-	out := make([]int, 0, len(a.x.topo.NUMANodes))
-	for _, n := range a.x.topo.NUMANodes {
-		if n.HasMemory && n.ID >= 0 {
-			out = append(out, n.ID)
-		}
-	}
-	return out
 }
 
 // demandSizes are the hugepage sizes a demand asks for, in kB, in a buffer

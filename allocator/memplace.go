@@ -2,9 +2,10 @@ package allocator
 
 import (
 	"fmt"
-	"slices"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/numamem"
 )
 
 // placed is an exclusive placement with the memory it holds.
@@ -26,7 +27,7 @@ type placed struct {
 // holds its memory limit, it is placed by the other rules with a warning.
 // cached, when not nil, is the request's fit already worked out
 // (liveCounts).
-func (a *Allocator) placeWithMemory(req Request, cached *memFit) (placed, error) {
+func (a *Allocator) placeWithMemory(req Request, cached *numamem.Fit) (placed, error) {
 	if !a.countsMemory(req) {
 		cpus, reserved, err := a.placeExclusive(req)
 		return placed{cpus: cpus, reserved: reserved}, err
@@ -35,7 +36,7 @@ func (a *Allocator) placeWithMemory(req Request, cached *memFit) (placed, error)
 	if fit == nil {
 		fit = a.memoryFit(req, req.HugePagesNow)
 	}
-	if fit.anyNodes {
+	if fit.AnyNodes() {
 		// Every node holds it alone: rule 0 rules nothing out, and the
 		// first node of its CPUs' mems holds all of it, as split would
 		// find, without working out their order.
@@ -48,13 +49,13 @@ func (a *Allocator) placeWithMemory(req Request, cached *memFit) (placed, error)
 	if err != nil {
 		return placed{}, err
 	}
-	return a.withMemory(req, fit, placed{cpus: cpus, reserved: reserved, warning: fit.warning}, a.planNodes)
+	return a.withMemory(req, fit, placed{cpus: cpus, reserved: reserved, warning: fit.Warning()}, a.planNodes)
 }
 
 // withMemory splits a placement's memory over its nodes, its CPUs' first.
-func (a *Allocator) withMemory(req Request, fit *memFit, pl placed, planNodes []int) (placed, error) {
-	pl.memory = fit.split(a.splitOrder(pl.cpus, planNodes))
-	if err := fit.covered(pl.memory); err != nil {
+func (a *Allocator) withMemory(req Request, fit *numamem.Fit, pl placed, planNodes []int) (placed, error) {
+	pl.memory = fit.Split(a.splitOrder(pl.cpus, planNodes))
+	if err := fit.Covered(pl.memory); err != nil {
 		return placed{}, fmt.Errorf("container %s: %w", req.Pod.ContainerName(req.Container), err)
 	}
 	return pl, nil
@@ -70,15 +71,15 @@ func (a *Allocator) memoryOnExact(req Request, cpus cpuset.CPUSet) ([]NodeMemory
 	fit := a.memoryFit(req, req.HugePagesNow)
 	nodes := a.memNodesOf(a.x.numaNodes(cpus))
 	warning := ""
-	if !fit.fits(nodes) {
-		msg, hugePages := fit.shortage(nodes)
+	if !fit.Fits(nodes) {
+		msg, hugePages := fit.Shortage(nodes)
 		if hugePages {
 			return nil, "", fmt.Errorf("pool %s cannot fit container %s on the CPUs %s the kubelet allocated: %s; reserve hugepages on those NUMA nodes, or align the CPUs with the hugepages with the kubelet's Topology Manager", req.Pool, req.Pod.ContainerName(req.Container), cpus, msg)
 		}
-		fit.ignoreMemory = true
+		fit.IgnoreMemory()
 		warning = fmt.Sprintf("container %s: %s; placed on the CPUs the kubelet allocated anyway (a memory limit is a ceiling, not a reservation)", req.Pod.ContainerName(req.Container), msg)
 	}
-	return fit.split(nodes), warning, nil
+	return fit.Split(nodes), warning, nil
 }
 
 // onFirstNode is a demand held on the lowest node of mems: split's answer
@@ -86,81 +87,8 @@ func (a *Allocator) memoryOnExact(req Request, cpus cpuset.CPUSet) ([]NodeMemory
 func (a *Allocator) onFirstNode(d Demand, mems cpuset.CPUSet) []NodeMemory {
 	for _, n := range a.x.nodes {
 		if mems.Contains(n) {
-			return []NodeMemory{{Node: n, Memory: max(d.Memory, 0), HugePages: slices.Clone(d.HugePages)}}
+			return numamem.OnNode(d, n)
 		}
 	}
 	return nil
-}
-
-// covered checks that a split holds every hugepage asked for: a container
-// is never pinned to nodes without its hugepages.
-func (f *memFit) covered(held []NodeMemory) error {
-	for _, want := range f.demand.HugePages {
-		got := int64(0)
-		for _, nm := range held {
-			for _, p := range nm.HugePages {
-				if p.SizeKB == want.SizeKB {
-					got += p.Count
-				}
-			}
-		}
-		if got != want.Count {
-			return fmt.Errorf("its hugepages do not fit the NUMA nodes of its CPUs (%v)", held)
-		}
-	}
-	return nil
-}
-
-// memoryRefusal is the refusal of a request whose hugepages no set of the
-// memory nodes given holds, or false when only the memory limit is short: then the
-// memory limit is set aside (placed with a warning) and the caller tries
-// again.
-func (a *Allocator) memoryRefusal(req Request, who string, memNodes []int) (error, bool) {
-	if a.fit.fits(memNodes) {
-		return nil, false // memory is not what is short
-	}
-	msg, hugePages := a.fit.shortage(memNodes)
-	if hugePages {
-		return fmt.Errorf("pool %s cannot fit %s: %s; reserve hugepages on a NUMA node of the pool (nodeN/hugepages/hugepages-<size>kB/nr_hugepages, or hugepagesz= and hugepages= on the kernel command line), wait for the pods that hold them to end, or lower the container's hugepages limit", req.Pool, who, msg), true
-	}
-	a.fit.ignoreMemory = true
-	a.fit.warning = fmt.Sprintf("%s: %s; no set of NUMA nodes holds its memory limit, so it is placed by the CPU rules and may be OOM-killed before the limit: lower memory.reservedPerNode or the limit", who, msg)
-	return nil, false
-}
-
-// memNodesSet is the nodes a container holds memory of.
-func memNodesSet(held []NodeMemory) cpuset.CPUSet {
-	ids := make([]int, len(held))
-	for i, nm := range held {
-		ids[i] = nm.Node
-	}
-	return cpuset.New(ids...)
-}
-
-// MemoryOf is what a remembered container holds of the nodes' memory at a
-// restart, given its demand as the runtime shows it now: the record's
-// holdings when they add up to that demand on nodes of its mems, else (a
-// record of an older version, one the demand outgrew, or one naming other
-// nodes) the demand taken from the nodes of
-// its mems, or of its CPUs, in id order, each up to what the others do
-// not hold, the last taking the rest. The live free_hugepages is no floor:
-// the container runs, and the pages it touched are its own. Nothing for a
-// container whose memory is not counted.
-func (a *Allocator) MemoryOf(as Assignment, d Demand) []NodeMemory {
-	req := Request{Pool: as.Pool, Demand: d}
-	if !a.countsMemory(req) {
-		return nil
-	}
-	nodes := a.knownMems(as.Mems) // the runtime's may name nodes this machine lacks
-	if nodes.IsEmpty() {
-		nodes = a.memsFor(as.CPUs)
-	}
-	// The record is trusted only where the container's memory can be: on
-	// nodes of its mems. A record naming another node (another machine's
-	// state file, an edit) would count its pages where they are not, and
-	// leave its own free for another container.
-	if DemandOf(as.Memory).Equal(d) && memNodesSet(as.Memory).IsSubsetOf(nodes) {
-		return as.Memory
-	}
-	return a.runningFit(req).split(nodes.List())
 }

@@ -14,7 +14,7 @@ import (
 // count) are not free.
 func TestMemoryReportFreeIsWhatTheNextContainerGets(t *testing.T) {
 	a := newAllocator(t, "vm-2numa-hugepages", "pools: {exclusive: {cpus: \"1-3\"}}\nmemory: {reservedPerNode: 1Gi, reservedHugePagesPerNode: {2Mi: 4}}")
-	_, err := a.Allocate(withMemory("a", 1, 256<<20, Pages{kb2M, 8}))
+	_, err := a.Allocate(withMemory("a", 1, 256<<20, Pages{SizeKB: kb2M, Count: 8}))
 	require.NoError(t, err)
 
 	rep := a.MemoryReport()
@@ -26,39 +26,18 @@ func TestMemoryReportFreeIsWhatTheNextContainerGets(t *testing.T) {
 	assert.Equal(t, 4*gib-64<<20-gib-256<<20, n1.Free)
 	assert.Equal(t, []PagesReport{{SizeKB: kb2M, Total: 32, Reserved: 4, Held: 8, Free: 20}, {SizeKB: kb1G, Reserved: 0}}, n1.HugePages)
 
-	_, err = a.Allocate(withMemory("b", 1, 0, Pages{kb2M, 21}))
+	_, err = a.Allocate(withMemory("b", 1, 0, Pages{SizeKB: kb2M, Count: 21}))
 	require.ErrorContains(t, err, "hugepages-2Mi: asked 21, free node0 0 node1 20", "the refusal names the report's free")
-	_, err = a.Allocate(withMemory("c", 1, 0, Pages{kb2M, 20}))
+	_, err = a.Allocate(withMemory("c", 1, 0, Pages{SizeKB: kb2M, Count: 20}))
 	require.NoError(t, err, "all the report's free pages fit")
 	assert.Equal(t, int64(0), a.MemoryReport()[1].HugePages[0].Free)
 
 	// free_hugepages below what we count: a process we do not know took
 	// pages; the report, like the decision, calls only the rest free.
 	b := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
-	r := withMemory("x", 1, 0, Pages{kb2M, 2})
+	r := withMemory("x", 1, 0, Pages{SizeKB: kb2M, Count: 2})
 	r.HugePagesNow = hugeNow(kb2M, map[int][2]int64{0: {0, 0}, 1: {32, 10}})
 	_, err = b.Allocate(r)
 	require.NoError(t, err)
 	assert.Equal(t, int64(10), b.MemoryReport()[1].HugePages[0].Free, "min(32 − 2 held, 10 free as last read)")
-}
-
-// TestNUMAMemoryStatus: the state file's form carries the report's figures
-// as they are, pages by the Kubernetes size name, and leaves out capacity
-// and free where MemTotal is unknown rather than write -1.
-func TestNUMAMemoryStatus(t *testing.T) {
-	got := NUMAMemoryStatus([]NodeMemoryReport{
-		{Node: 0, Capacity: 4 * gib, Reserved: gib, Held: gib, Free: 2 * gib, HugePages: []PagesReport{{SizeKB: kb2M, Total: 32, Reserved: 4, Held: 16, Free: 12}}},
-		{Node: 3, Capacity: -1, Free: -1, Held: gib},
-	})
-	require.Len(t, got, 2)
-	require.NotNil(t, got[0].Memory.Capacity)
-	assert.Equal(t, 4*gib, *got[0].Memory.Capacity)
-	assert.Equal(t, 2*gib, *got[0].Memory.Free)
-	assert.Equal(t, "2Mi", got[0].HugePages[0].Size)
-	assert.Equal(t, int64(12), got[0].HugePages[0].Free)
-	assert.Equal(t, 3, got[1].Node)
-	assert.Nil(t, got[1].Memory.Capacity)
-	assert.Nil(t, got[1].Memory.Free)
-	assert.Equal(t, gib, got[1].Memory.Held)
-	assert.Nil(t, NUMAMemoryStatus(nil))
 }

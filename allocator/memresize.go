@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -34,7 +35,7 @@ func (a *Allocator) ResizeMemory(id string, limit int64) (Result, bool, error) {
 		return Result{}, false, fmt.Errorf("container %s is not known", id)
 	}
 	limit = max(limit, 0)
-	had := DemandOf(c.Memory).Memory
+	had := numamem.DemandOf(c.Memory).Memory
 	if !a.pinMemory || !pools.IsExclusive(c.Pool) || had == limit {
 		return Result{Assignment: *c}, false, nil
 	}
@@ -46,72 +47,15 @@ func (a *Allocator) ResizeMemory(id string, limit int64) (Result, bool, error) {
 	// runs it with (kept at a restart) may leave its CPUs' nodes out, and
 	// its memory cannot be there.
 	order := slices.DeleteFunc(slices.Clone(a.splitOrder(c.CPUs, nodes.List())), func(n int) bool { return !nodes.Contains(n) })
-	held := cloneHoldings(c.Memory)
+	// A resize reuses no hold's memory (lentMemory), only what its claims
+	// reserve and it does not hold yet (LendClaims).
+	held, short := a.mem.Resized(c.Memory, order, limit, a.mem.LendClaims(nil, c.Pod.UID, c.Container))
 	var warning string
-	if limit > had {
-		// A resize reuses no hold's memory (lentMemory), only what its
-		// claims reserve and it does not hold yet (lendClaims).
-		req := Request{ID: c.ID, Pod: c.Pod, Container: c.Container, Pool: c.Pool, Demand: Demand{Memory: limit - had}, grow: c, running: true}
-		fit := a.fitFor(new(memFit), req, nil, true)
-		if !fit.fitsMemory(order) {
-			msg, _ := fit.shortage(order)
-			warning = fmt.Sprintf("container %s: memory limit resized from %s to %s: %s; counted on its NUMA nodes %s anyway (a running container's memory never moves), so it may be OOM-killed before its limit: lower the limit or memory.reservedPerNode",
-				c.Pod.ContainerName(c.Container), Bytes(had), Bytes(limit), msg, nodes)
-		}
-		for _, nm := range fit.split(order) {
-			held = addHolding(held, nm.Node, nm.Memory)
-		}
-	} else {
-		// The last nodes of its order first; a node outside it (a record
-		// from before its mems changed) before any.
-		give := had - limit
-		back := slices.Clone(order)
-		slices.Reverse(back)
-		for _, nm := range held {
-			if !slices.Contains(order, nm.Node) {
-				back = append([]int{nm.Node}, back...)
-			}
-		}
-		for _, n := range back {
-			for i := range held {
-				if held[i].Node == n && give > 0 {
-					take := min(give, held[i].Memory)
-					held[i].Memory -= take
-					give -= take
-				}
-			}
-		}
-	}
-	held = slices.DeleteFunc(held, func(nm NodeMemory) bool { return nm.Memory == 0 && len(nm.HugePages) == 0 })
-	if len(held) == 0 {
-		held = nil
+	if short != "" {
+		warning = fmt.Sprintf("container %s: memory limit resized from %s to %s: %s; counted on its NUMA nodes %s anyway (a running container's memory never moves), so it may be OOM-killed before its limit: lower the limit or memory.reservedPerNode",
+			c.Pod.ContainerName(c.Container), numamem.Bytes(had), numamem.Bytes(limit), short, nodes)
 	}
 	c.Memory = held
-	a.setMemory(c.ID, held)
+	a.mem.Set(c.ID, held)
 	return Result{Assignment: *c, Warning: warning}, true, nil
-}
-
-// cloneHoldings copies holdings deep enough to change their memory.
-func cloneHoldings(held []NodeMemory) []NodeMemory {
-	out := slices.Clone(held)
-	for i := range out {
-		out[i].HugePages = slices.Clone(out[i].HugePages)
-	}
-	return out
-}
-
-// addHolding adds memory to a node's holding, in node order.
-func addHolding(held []NodeMemory, node int, memory int64) []NodeMemory {
-	if memory == 0 {
-		return held
-	}
-	for i := range held {
-		if held[i].Node == node {
-			held[i].Memory += memory
-			return held
-		}
-	}
-	held = append(held, NodeMemory{Node: node, Memory: memory})
-	slices.SortFunc(held, func(x, y NodeMemory) int { return x.Node - y.Node })
-	return held
 }

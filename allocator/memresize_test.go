@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -35,18 +36,18 @@ func TestResizeMemory(t *testing.T) {
 		{
 			name: "grows and shrinks on its node, hugepages kept",
 			setup: func(t *testing.T, a *Allocator) {
-				res, err := a.Allocate(withMemory("a", 1, 64*mib, Pages{kb2M, 16}))
+				res, err := a.Allocate(withMemory("a", 1, 64*mib, Pages{SizeKB: kb2M, Count: 16}))
 				require.NoError(t, err)
 				require.Equal(t, "1", res.Assignment.Mems.String())
 			},
 			steps: []step{
-				{id: "a", limit: 3 * gib, held: []NodeMemory{{Node: 1, Memory: 3 * gib, HugePages: []Pages{{kb2M, 16}}}}},
-				{id: "a", limit: 3 * gib, noop: true, held: []NodeMemory{{Node: 1, Memory: 3 * gib, HugePages: []Pages{{kb2M, 16}}}}},
+				{id: "a", limit: 3 * gib, held: []NodeMemory{{Node: 1, Memory: 3 * gib, HugePages: []Pages{{SizeKB: kb2M, Count: 16}}}}},
+				{id: "a", limit: 3 * gib, noop: true, held: []NodeMemory{{Node: 1, Memory: 3 * gib, HugePages: []Pages{{SizeKB: kb2M, Count: 16}}}}},
 				// 4 GiB − 64 MiB of pages: 960 MiB are left for it to grow.
-				{id: "a", limit: 5 * gib, held: []NodeMemory{{Node: 1, Memory: 5 * gib, HugePages: []Pages{{kb2M, 16}}}},
+				{id: "a", limit: 5 * gib, held: []NodeMemory{{Node: 1, Memory: 5 * gib, HugePages: []Pages{{SizeKB: kb2M, Count: 16}}}},
 					warn: "memory: asked 2Gi, free node1 960Mi"},
-				{id: "a", limit: 512 * mib, held: []NodeMemory{{Node: 1, Memory: 512 * mib, HugePages: []Pages{{kb2M, 16}}}}},
-				{id: "a", limit: 0, held: []NodeMemory{{Node: 1, HugePages: []Pages{{kb2M, 16}}}}},
+				{id: "a", limit: 512 * mib, held: []NodeMemory{{Node: 1, Memory: 512 * mib, HugePages: []Pages{{SizeKB: kb2M, Count: 16}}}}},
+				{id: "a", limit: 0, held: []NodeMemory{{Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 16}}}}},
 			},
 		},
 		{
@@ -68,14 +69,14 @@ func TestResizeMemory(t *testing.T) {
 				// 1, its memory limit on its CPUs' node.
 				_, err := a.Allocate(exclusive("full", 2))
 				require.NoError(t, err)
-				res, err := a.Allocate(withMemory("a", 1, 3*gib, Pages{kb2M, 32}))
+				res, err := a.Allocate(withMemory("a", 1, 3*gib, Pages{SizeKB: kb2M, Count: 32}))
 				require.NoError(t, err)
 				require.Equal(t, "0-1", res.Assignment.Mems.String())
-				require.Equal(t, []NodeMemory{{Node: 0, Memory: 3 * gib}, {Node: 1, HugePages: []Pages{{kb2M, 32}}}}, res.Assignment.Memory)
+				require.Equal(t, []NodeMemory{{Node: 0, Memory: 3 * gib}, {Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}}, res.Assignment.Memory)
 			},
 			steps: []step{
-				{id: "a", limit: 5 * gib, held: []NodeMemory{{Node: 0, Memory: 4 * gib}, {Node: 1, Memory: gib, HugePages: []Pages{{kb2M, 32}}}}},
-				{id: "a", limit: 3584 * mib, held: []NodeMemory{{Node: 0, Memory: 3584 * mib}, {Node: 1, HugePages: []Pages{{kb2M, 32}}}}},
+				{id: "a", limit: 5 * gib, held: []NodeMemory{{Node: 0, Memory: 4 * gib}, {Node: 1, Memory: gib, HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}}},
+				{id: "a", limit: 3584 * mib, held: []NodeMemory{{Node: 0, Memory: 3584 * mib}, {Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}}},
 			},
 		},
 		{
@@ -170,11 +171,11 @@ func TestResizeMemoryOfAClaimsContainer(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, changed)
 		if s.warn == "" {
-			assert.Empty(t, res.Warning, "limit %s: within its claim", Bytes(s.limit))
+			assert.Empty(t, res.Warning, "limit %s: within its claim", numamem.Bytes(s.limit))
 		} else {
 			assert.Contains(t, res.Warning, s.warn)
 		}
 		assert.Equal(t, []NodeMemory{{Node: node, Memory: s.limit}}, res.Assignment.Memory)
-		assert.Equal(t, onNode(s.use), a.MemoryUse(), "limit %s", Bytes(s.limit))
+		assert.Equal(t, onNode(s.use), a.MemoryUse(), "limit %s", numamem.Bytes(s.limit))
 	}
 }

@@ -11,19 +11,6 @@ import (
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
-// mode is the unit an exclusive request is counted and taken in.
-type mode int
-
-const (
-	// modeThreads takes logical CPUs, whole cores first.
-	modeThreads mode = iota
-	// modeFullCores takes only complete, entirely free cores.
-	modeFullCores
-	// modeHideSiblings takes one thread of each entirely free core and
-	// keeps its siblings idle.
-	modeHideSiblings
-)
-
 // CPUsFor converts a CPU request in milli-CPUs to whole exclusive CPUs,
 // rounding up so that a request is never shortchanged. Requests beyond any
 // node are capped just above cpulist.MaxCPUs, where placement refuses them:
@@ -149,11 +136,11 @@ func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.C
 			req.Pool, who, n, more, unit, where, free.Size(), a.layout.Pool(req.Pool).Size(), free.String())
 	}
 
-	if a.fit != nil && !a.fit.ignoreMemory {
+	if a.fit != nil && !a.fit.MemoryIgnored() {
 		// 0.: memory. When the candidate nodes together cannot hold it, no
 		// set of them can: hugepages refuse, a memory limit is set aside,
 		// at once rather than after trying every combination.
-		if err, refused := a.memoryRefusal(req, who, p.memNodes(nodes)); refused {
+		if err, refused := a.fit.Refusal(req.Pool, who, p.memNodes(nodes)); refused {
 			return cpuset.New(), cpuset.New(), err
 		}
 	}
@@ -207,14 +194,14 @@ func (p *planner) candidateNodes(view *poolView, req Request) ([]nodeCap, int) {
 			}
 		}
 	}
-	if f := p.a.fit; f != nil && idle > 0 && len(f.demand.HugePages) == 0 {
+	if f := p.a.fit; f != nil && idle > 0 && !f.AsksHugePages() {
 		busy := p.s.nodeCaps(len(nodes) - idle)
 		for _, nc := range nodes {
 			if nc.cap > 0 {
 				busy = append(busy, nc)
 			}
 		}
-		if f.ignoreMemory || f.fits(p.memNodes(busy)) {
+		if f.MemoryIgnored() || f.Fits(p.memNodes(busy)) {
 			nodes = busy
 		}
 	}
@@ -254,7 +241,7 @@ func (a *Allocator) ownHoldFits(req Request, n int) (*Hold, bool) {
 	if !req.NUMANodes.IsEmpty() && !a.x.numaNodesOf(own.CPUs).IsSubsetOf(req.NUMANodes) {
 		return nil, false
 	}
-	if a.fit != nil && !a.fit.fits(a.memNodesOf(a.x.numaNodes(own.CPUs))) {
+	if a.fit != nil && !a.fit.Fits(a.memNodesOf(a.x.numaNodes(own.CPUs))) {
 		return nil, false // its memory no longer fits there
 	}
 	return own, true

@@ -6,46 +6,6 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// nodeCap is a node's room for a request: cap units in all, and its
-// cores tallied by what they give.
-type nodeCap struct {
-	v   *nodeView
-	cap int
-	t   tally
-}
-
-// planner evaluates candidate placements for one request.
-type planner struct {
-	a    *Allocator
-	mode mode
-	tpc  int
-	// self and home are set when a running container grows: its own
-	// threads complete a core rather than share it, and its NUMA nodes
-	// are where the new CPUs belong.
-	self        string
-	home        cpuset.CPUSet
-	homeSockets []int
-	// s is the allocator's working memory, reused by every decision.
-	s *scratch
-}
-
-// plan is a candidate placement with the figures it is judged by.
-type plan struct {
-	// picked and reservedIDs are the CPUs taken; cpus and reserved are
-	// set from them for the chosen plan only.
-	picked, reservedIDs []int
-	cpus, reserved      cpuset.CPUSet
-	nodes               []int
-	homeMisses          int // nodes a growing container does not use yet
-	hintMisses          int
-	sockets             int
-	distance            int
-	cores               int // physical cores touched
-	wholeCores          int // entirely free cores taken from, fully or in part
-	l3Groups            int
-	leftover            int
-}
-
 // better orders plans by the placement rules (docs/placement.md),
 // rule 1, the number of NUMA nodes, being fixed by the caller (a growing
 // container's own nodes come first of all: see Resize):
@@ -140,17 +100,6 @@ func (p *planner) bestPlan(nodes []nodeCap, need int, req Request) (*plan, bool)
 	return nil, false
 }
 
-// candidate is a combination of nodes that has room for the request, with
-// the bound of any plan built on it. Its nodes share the request as the
-// cores they offer decide (amounts is nil), or, when distributing, each
-// takes its amount.
-type candidate struct {
-	combo   []nodeCap
-	need    int
-	amounts []int
-	bound   plan
-}
-
 // candidate returns the combination as a candidate, or false when it has
 // not the room (or, distributing, no equal shares).
 func (p *planner) candidate(combo []nodeCap, need int, req Request) (candidate, bool) {
@@ -161,7 +110,7 @@ func (p *planner) candidate(combo []nodeCap, need int, req Request) (candidate, 
 	if sum < need {
 		return candidate{}, false
 	}
-	if f := p.a.fit; f != nil && !f.fits(p.memNodes(combo)) {
+	if f := p.a.fit; f != nil && !f.Fits(p.memNodes(combo)) {
 		return candidate{}, false // rule 0: its memory does not fit
 	}
 	c := candidate{combo: combo, need: need, bound: p.outline(combo, req)}
@@ -329,27 +278,4 @@ func (p *planner) memNodes(combo []nodeCap) []int {
 		ids = append(ids, nc.v.id)
 	}
 	return p.a.memNodesInto(p.s.ints(len(combo)), ids)
-}
-
-// forEachCombination calls fn with every k-subset of 0..n-1 in
-// lexicographic order.
-func forEachCombination(n, k int, fn func([]int)) {
-	idx := make([]int, k)
-	for i := range idx {
-		idx[i] = i
-	}
-	for {
-		fn(idx)
-		i := k - 1
-		for i >= 0 && idx[i] == n-k+i {
-			i--
-		}
-		if i < 0 {
-			return
-		}
-		idx[i]++
-		for j := i + 1; j < k; j++ {
-			idx[j] = idx[j-1] + 1
-		}
-	}
 }

@@ -59,7 +59,7 @@ type Container struct {
 	KubeletCPUs cpuset.CPUSet
 	KubeletPool string
 	Claims      []string
-	// Demand is what it asks of memory (memory.go).
+	// Demand is what it asks of memory (numamem).
 	Demand Demand
 }
 
@@ -93,19 +93,6 @@ func NewPolicy(cfg *config.Config, topo *sysfs.Topology) *Policy {
 		}
 	}
 	return p
-}
-
-// AnnotationError is a tenant's annotation the policy refuses.
-type AnnotationError struct {
-	Key, Value, Reason string
-}
-
-func (e *AnnotationError) Error() string {
-	key := e.Key
-	if len(key) > maxEchoedKey {
-		key = cpulist.Echo(key)
-	}
-	return fmt.Sprintf("annotation %s=%s: %s", key, cpulist.Echo(e.Value), e.Reason)
 }
 
 // lookup finds an annotation for a container the NRI way and returns the
@@ -478,8 +465,6 @@ const (
 	// maxAnnotationKey is the longest key of ours (Kubernetes allows a
 	// 63-byte name after the prefix; container names are 63 bytes).
 	maxAnnotationKey = 256
-	// maxEchoedKey is the longest key an error repeats in full.
-	maxEchoedKey = 128
 )
 
 // CheckAnnotations refuses, in time proportional to the annotations' size,
@@ -570,4 +555,84 @@ func isDNSLabel(name string) bool {
 		}
 	}
 	return true
+}
+
+// kubeletRule is the rule of a container whose CPUs the kubelet or a
+// claim chose.
+func kubeletRule(c Container) Rule {
+	if len(c.Claims) > 0 {
+		return Rule{Kind: RuleClaim, Detail: "ResourceClaims " + strings.Join(c.Claims, ", ")}
+	}
+	return Rule{Kind: RuleDevicePlugin, Detail: "resources.limits " + config.ResourceExclusive}
+}
+
+// powerClass decides an exclusive container's power class: its pool's
+// class, or the one its annotation chooses among those the pool allows.
+// Shared and infra containers have none of their own: their CPUs have
+// their pool's class. Under power.unsupported: refuse, a class this node
+// cannot apply in full is refused.
+func (p *Policy) powerClass(c Container, pool string) (string, error) {
+	key, v, annotated := lookup(c.Annotations, AnnotationPowerClass, c.Name)
+	pp := p.cfg.PowerPool(pool)
+	if !annotated {
+		if !pools.IsExclusive(pool) {
+			return "", nil
+		}
+		if why, refused := p.powerRefusals[pp.Class]; refused {
+			return "", &Refusal{Reason: ReasonPower, Err: fmt.Errorf("the power class %s of pool %s (power.pools.%s.class) cannot be applied on this node: %s (power.unsupported: refuse)", pp.Class, pool, pool, why)}
+		}
+		return pp.Class, nil
+	}
+	class := strings.TrimSpace(v)
+	if !pools.IsExclusive(pool) {
+		why := "a power class is chosen for a container's exclusive CPUs, and the container goes to " + pool
+		if pp.Class != "" {
+			why += fmt.Sprintf(", whose CPUs have the pool's class %s", pp.Class)
+		}
+		return "", &AnnotationError{key, v, why}
+	}
+	if !p.cfg.PowerAllows(pool, class) {
+		allowed := slices.Clone(pp.Allowed)
+		if pp.Class != "" {
+			allowed = append([]string{pp.Class}, allowed...)
+		}
+		if len(allowed) == 0 {
+			return "", &AnnotationError{key, v, fmt.Sprintf("pool %s offers no power classes (power.pools.%s); the node's operator can add some", pool, pool)}
+		}
+		return "", &AnnotationError{key, v, fmt.Sprintf("pool %s offers the power classes %s (power.pools.%s)", pool, strings.Join(allowed, ", "), pool)}
+	}
+	if why, refused := p.powerRefusals[class]; refused {
+		return "", &Refusal{Reason: ReasonPower, Err: &AnnotationError{key, v, fmt.Sprintf("this node cannot apply the class: %s (power.unsupported: refuse)", why)}}
+	}
+	return class, nil
+}
+
+// withShared decides whether an exclusive container also runs on the
+// shared pool: it asks with the annotation, and may use the shared pool
+// (allowedNamespaces.shared). Its CFS quota is lifted (withSharedPart):
+// asking to keep it is refused.
+func (p *Policy) withShared(c Container, pool string) (bool, error) {
+	key, v, annotated := lookup(c.Annotations, AnnotationSharedCPUs, c.Name)
+	if !annotated {
+		return false, nil
+	}
+	want, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, &AnnotationError{key, v, "not a boolean; use true or false"}
+	}
+	if !want {
+		return false, nil
+	}
+	if !pools.IsExclusive(pool) {
+		return false, &AnnotationError{key, v, "the shared pool is added to a container's exclusive CPUs, and the container goes to " + pool + " (use pool.cpupool.dev: shared for the shared pool alone)"}
+	}
+	if !p.Allowed(pools.Shared, c.Pod.Namespace) {
+		return false, &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool shared (allowedNamespaces.shared: %v)", c.Pod.Namespace, p.cfg.AllowedNamespaces[pools.Shared])}
+	}
+	if qk, qv, ok := lookup(c.Annotations, AnnotationDisableCPUQuota, c.Name); ok {
+		if lift, err := strconv.ParseBool(strings.TrimSpace(qv)); err == nil && !lift {
+			return false, &AnnotationError{key, v, fmt.Sprintf("the container's CFS quota would throttle its exclusive CPUs' threads whenever its shared CPUs' threads are busy (one quota covers the whole container), so it is always lifted with the shared pool; remove %s=%s", qk, cpulist.Echo(qv))}
+		}
+	}
+	return true, nil
 }

@@ -1,10 +1,7 @@
 package allocator
 
 import (
-	"fmt"
 	"maps"
-	"slices"
-	"strings"
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/pools"
@@ -66,47 +63,6 @@ func (a *Allocator) PowerClasses(pc PoolPowerClasses) map[int]string {
 		}
 	}
 	return out
-}
-
-// powerClass decides an exclusive container's power class: its pool's
-// class, or the one its annotation chooses among those the pool allows.
-// Shared and infra containers have none of their own: their CPUs have
-// their pool's class. Under power.unsupported: refuse, a class this node
-// cannot apply in full is refused.
-func (p *Policy) powerClass(c Container, pool string) (string, error) {
-	key, v, annotated := lookup(c.Annotations, AnnotationPowerClass, c.Name)
-	pp := p.cfg.PowerPool(pool)
-	if !annotated {
-		if !pools.IsExclusive(pool) {
-			return "", nil
-		}
-		if why, refused := p.powerRefusals[pp.Class]; refused {
-			return "", &Refusal{Reason: ReasonPower, Err: fmt.Errorf("the power class %s of pool %s (power.pools.%s.class) cannot be applied on this node: %s (power.unsupported: refuse)", pp.Class, pool, pool, why)}
-		}
-		return pp.Class, nil
-	}
-	class := strings.TrimSpace(v)
-	if !pools.IsExclusive(pool) {
-		why := "a power class is chosen for a container's exclusive CPUs, and the container goes to " + pool
-		if pp.Class != "" {
-			why += fmt.Sprintf(", whose CPUs have the pool's class %s", pp.Class)
-		}
-		return "", &AnnotationError{key, v, why}
-	}
-	if !p.cfg.PowerAllows(pool, class) {
-		allowed := slices.Clone(pp.Allowed)
-		if pp.Class != "" {
-			allowed = append([]string{pp.Class}, allowed...)
-		}
-		if len(allowed) == 0 {
-			return "", &AnnotationError{key, v, fmt.Sprintf("pool %s offers no power classes (power.pools.%s); the node's operator can add some", pool, pool)}
-		}
-		return "", &AnnotationError{key, v, fmt.Sprintf("pool %s offers the power classes %s (power.pools.%s)", pool, strings.Join(allowed, ", "), pool)}
-	}
-	if why, refused := p.powerRefusals[class]; refused {
-		return "", &Refusal{Reason: ReasonPower, Err: &AnnotationError{key, v, fmt.Sprintf("this node cannot apply the class: %s (power.unsupported: refuse)", why)}}
-	}
-	return class, nil
 }
 
 // SetPowerRefusals gives the classes that containers may not have on this

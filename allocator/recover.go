@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -396,7 +397,7 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 	for _, cpu := range h.Held().UnsortedList() {
 		a.setOwner(cpu, h.ID)
 	}
-	a.setMemory(h.ID, h.Memory)
+	a.mem.Set(h.ID, h.Memory)
 	res := Result{Assignment: h.Assignment}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res, nil
@@ -429,4 +430,32 @@ func (a *Allocator) hiddenSiblings(cpus cpuset.CPUSet) cpuset.CPUSet {
 		}
 	}
 	return cpuset.New(out...)
+}
+
+// MemoryOf is what a remembered container holds of the nodes' memory at a
+// restart, given its demand as the runtime shows it now: the record's
+// holdings when they add up to that demand on nodes of its mems, else (a
+// record of an older version, one the demand outgrew, or one naming other
+// nodes) the demand taken from the nodes of
+// its mems, or of its CPUs, in id order, each up to what the others do
+// not hold, the last taking the rest. The live free_hugepages is no floor:
+// the container runs, and the pages it touched are its own. Nothing for a
+// container whose memory is not counted.
+func (a *Allocator) MemoryOf(as Assignment, d Demand) []NodeMemory {
+	req := Request{Pool: as.Pool, Demand: d}
+	if !a.countsMemory(req) {
+		return nil
+	}
+	nodes := a.knownMems(as.Mems) // the runtime's may name nodes this machine lacks
+	if nodes.IsEmpty() {
+		nodes = a.memsFor(as.CPUs)
+	}
+	// The record is trusted only where the container's memory can be: on
+	// nodes of its mems. A record naming another node (another machine's
+	// state file, an edit) would count its pages where they are not, and
+	// leave its own free for another container.
+	if numamem.DemandOf(as.Memory).Equal(d) && numamem.NodeSet(as.Memory).IsSubsetOf(nodes) {
+		return as.Memory
+	}
+	return a.runningFit(req).Split(nodes.List())
 }

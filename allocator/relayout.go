@@ -146,7 +146,7 @@ func (a *Allocator) Rebase(topo *sysfs.Topology, layout *Layout) (*Allocator, []
 	n := New(topo, layout, a.pinMemory)
 	n.overlapped = a.overlapped
 	own := func(as *Assignment) {
-		n.setMemory(as.ID, as.Memory)
+		n.mem.Set(as.ID, as.Memory)
 		for _, cpu := range as.Held().UnsortedList() {
 			if cpu >= len(n.owner) {
 				continue // not present any more: no index to keep it at
@@ -212,22 +212,6 @@ func (a *Allocator) OfflineHeld() map[string]cpuset.CPUSet {
 		}
 	}
 	return out
-}
-
-// offline are the CPUs an exclusive assignment keeps that are offline
-// (present, so that they have an owner in the index); none for a shared
-// or infra member, which follows its pool.
-func (a *Allocator) offline(as *Assignment) cpuset.CPUSet {
-	if !pools.IsExclusive(as.Pool) {
-		return cpuset.New()
-	}
-	var off []int
-	for _, cpu := range as.Held().UnsortedList() {
-		if !a.x.online(cpu) {
-			off = append(off, cpu)
-		}
-	}
-	return cpuset.New(off...)
 }
 
 // HotplugLayout is the layout once the node's online CPUs are topo's:

@@ -1,11 +1,6 @@
 package allocator
 
-import (
-	"strings"
-
-	"github.com/cpupool/nri-cpupool/config"
-	"github.com/cpupool/nri-cpupool/pools"
-)
+import "github.com/cpupool/nri-cpupool/pools"
 
 // Rule says what decided a container's pool and where its CPUs went, for
 // `nri-cpupool explain`: the policy fills it while deciding, from what it
@@ -39,15 +34,6 @@ const (
 	// RuleDevicePlugin: the kubelet's cpupool.dev/exclusive devices.
 	RuleDevicePlugin = "device-plugin"
 )
-
-// kubeletRule is the rule of a container whose CPUs the kubelet or a
-// claim chose.
-func kubeletRule(c Container) Rule {
-	if len(c.Claims) > 0 {
-		return Rule{Kind: RuleClaim, Detail: "ResourceClaims " + strings.Join(c.Claims, ", ")}
-	}
-	return Rule{Kind: RuleDevicePlugin, Detail: "resources.limits " + config.ResourceExclusive}
-}
 
 // The rules of a container no pool annotation placed; constant, so the
 // reply path builds no string for them.

@@ -16,21 +16,6 @@ import (
 // of one node from losing to a lone thread of another: the figures are
 // those of the whole pool, not of a share fixed in advance.
 
-// coreState is a core's free threads at decision time.
-type coreState struct {
-	core *coreView
-	free []int // the core's threads in the pool that nobody holds
-	// whole is true when the core is the taker's alone if it takes every
-	// free thread: each online thread of the core is in the pool and free.
-	// A sibling held by another container or belonging to another pool
-	// makes the core partly used; an offline sibling runs nothing and does
-	// not count.
-	whole bool
-	// mine is true when a growing container already runs on another
-	// thread of the core: taking it completes the container's core.
-	mine bool
-}
-
 func (p *planner) state(c *coreView) coreState {
 	n, mine := 0, false
 	for _, t := range c.threads {
@@ -124,12 +109,6 @@ func (p *planner) coreUnits(c *coreView) (units int, whole bool) {
 	return free, whole
 }
 
-// tally counts cores by what they give: part[f] partly used cores with f
-// free threads (their other threads belong to someone else), whole[f]
-// entirely free cores of f threads. In the whole-core modes every core
-// that gives a unit is counted as a whole core of one unit.
-type tally struct{ part, whole []int }
-
 func (p *planner) newTally() tally {
 	n := p.s.ints(2 * (p.tpc + 1))
 	return tally{part: n[: p.tpc+1 : p.tpc+1], whole: n[p.tpc+1:]}
@@ -191,16 +170,6 @@ func give(byFree []int, k int) int {
 		return -1 << 30
 	}
 	return sum
-}
-
-// group is an L3 group of the nodes a plan uses: its cores' states, their
-// tally and room, its socket, and whether a growing container runs in it.
-type group struct {
-	states []coreState
-	t      tally
-	cap    int
-	socket int
-	mine   bool
 }
 
 // pick is what taking units from some cores gives, with the figures a

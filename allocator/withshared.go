@@ -2,8 +2,6 @@ package allocator
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -29,36 +27,6 @@ func (a *Assignment) Cpuset() cpuset.CPUSet {
 		return a.CPUs
 	}
 	return a.CPUs.Union(a.Shared)
-}
-
-// withShared decides whether an exclusive container also runs on the
-// shared pool: it asks with the annotation, and may use the shared pool
-// (allowedNamespaces.shared). Its CFS quota is lifted (withSharedPart):
-// asking to keep it is refused.
-func (p *Policy) withShared(c Container, pool string) (bool, error) {
-	key, v, annotated := lookup(c.Annotations, AnnotationSharedCPUs, c.Name)
-	if !annotated {
-		return false, nil
-	}
-	want, err := strconv.ParseBool(strings.TrimSpace(v))
-	if err != nil {
-		return false, &AnnotationError{key, v, "not a boolean; use true or false"}
-	}
-	if !want {
-		return false, nil
-	}
-	if !pools.IsExclusive(pool) {
-		return false, &AnnotationError{key, v, "the shared pool is added to a container's exclusive CPUs, and the container goes to " + pool + " (use pool.cpupool.dev: shared for the shared pool alone)"}
-	}
-	if !p.Allowed(pools.Shared, c.Pod.Namespace) {
-		return false, &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool shared (allowedNamespaces.shared: %v)", c.Pod.Namespace, p.cfg.AllowedNamespaces[pools.Shared])}
-	}
-	if qk, qv, ok := lookup(c.Annotations, AnnotationDisableCPUQuota, c.Name); ok {
-		if lift, err := strconv.ParseBool(strings.TrimSpace(qv)); err == nil && !lift {
-			return false, &AnnotationError{key, v, fmt.Sprintf("the container's CFS quota would throttle its exclusive CPUs' threads whenever its shared CPUs' threads are busy (one quota covers the whole container), so it is always lifted with the shared pool; remove %s=%s", qk, cpulist.Echo(qv))}
-		}
-	}
-	return true, nil
 }
 
 // withSharedPart gives a placed exclusive container of a request that

@@ -64,7 +64,7 @@ type Config struct {
 	// PinMemory also sets cpuset.mems to the NUMA nodes of the CPUs.
 	PinMemory bool `yaml:"pinMemory"`
 	// Memory keeps memory and hugepages of every NUMA node for the host:
-	// pinned containers are counted against the rest (memory.go).
+	// pinned containers are counted against the rest (numamem).
 	Memory Memory `yaml:"memory"`
 	// PinSandboxes writes the infra pool into pod sandbox cgroups.
 	PinSandboxes bool `yaml:"pinSandboxes"`

@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -26,7 +27,7 @@ func (p *Plugin) MemoryOffer() []allocator.NodeOffer {
 // read again, as a decision reads them, so that pages taken by something
 // the plugin does not know are not given to the claim.
 func (p *Plugin) ReserveMemory(c allocator.ClaimMemory, check bool) (string, error) {
-	now := p.hugePagesNowFor(allocator.DemandOf(c.Held), check)
+	now := p.hugePagesNowFor(numamem.DemandOf(c.Held), check)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	warning, err := p.alloc.ReserveClaim(c, now, check)

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/state"
 )
 
@@ -118,7 +119,7 @@ func (p *Plugin) collectState(st *state.State, grants *grantsSnapshot) uint64 {
 		st.Pools[u.Pool] = p.alloc.PoolCPUs(u.Pool).String()
 	}
 	st.PowerClasses = p.powerState()
-	st.NUMAMemory = allocator.NUMAMemoryStatus(mem)
+	st.NUMAMemory = numamem.NUMAMemoryStatus(mem)
 	return p.gen
 }
 

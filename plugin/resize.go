@@ -8,6 +8,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -88,7 +89,7 @@ func (p *Plugin) resizeMemory(before allocator.Assignment, limit int64) bool {
 	p.recordPlacement(res)
 	who := before.Pod.ContainerName(before.Container)
 	p.log.Infof("container %s: memory limit resized from %s to %s: memory %s, mems %s",
-		who, allocator.Bytes(allocator.DemandOf(before.Memory).Memory), allocator.Bytes(limit), formatMemory(res.Assignment.Memory), res.Assignment.Mems)
+		who, numamem.Bytes(numamem.DemandOf(before.Memory).Memory), numamem.Bytes(limit), formatMemory(res.Assignment.Memory), res.Assignment.Mems)
 	if res.Warning != "" {
 		p.log.Warnf("%s", res.Warning)
 	}

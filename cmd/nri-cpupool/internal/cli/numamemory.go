@@ -11,7 +11,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/state"
 )
 
@@ -61,11 +61,11 @@ const (
 func memoryAmount(b int64) string {
 	switch {
 	case b == 0 || b%gib == 0 || (b < gib && b%mib == 0):
-		return allocator.Bytes(b)
+		return numamem.Bytes(b)
 	case b >= gib:
 		return fmt.Sprintf("%d.%dGi", b/gib, b%gib*10/gib)
 	case b >= mib:
 		return fmt.Sprintf("%dMi", b/mib)
 	}
-	return allocator.Bytes(b)
+	return numamem.Bytes(b)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -78,7 +79,7 @@ func demandOf(c *Create) (allocator.Demand, error) {
 			n := b / size
 			return d, fmt.Errorf("%s %q is not a whole number of %s pages; write a multiple of %s, such as %q or %q",
 				key, c.HugePages[key], sysfs.HugePageSizeName(sizeKB), sysfs.HugePageSizeName(sizeKB),
-				allocator.Bytes(n*size), allocator.Bytes((n+1)*size))
+				numamem.Bytes(n*size), numamem.Bytes((n+1)*size))
 		}
 		if n := b / (sizeKB * 1024); n > 0 {
 			d.HugePages = append(d.HugePages, allocator.Pages{SizeKB: sizeKB, Count: n})

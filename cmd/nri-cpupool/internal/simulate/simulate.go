@@ -15,6 +15,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -206,7 +207,7 @@ func (r *Runner) Run(f *File) []Result {
 		res.Step = i + 1
 		res.Pools = r.usage()
 		if memory {
-			res.NUMAMemory = allocator.NUMAMemoryStatus(r.alloc.MemoryReport())
+			res.NUMAMemory = numamem.NUMAMemoryStatus(r.alloc.MemoryReport())
 		}
 		out = append(out, res)
 	}
