@@ -34,7 +34,7 @@ YAML
     return
   fi
   pod=$(run_pod noiseheld telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod noiseheld"
-  ctr=$(noise_probe_start "$pod" noiseheld probe $((secs + 30))) || die "create the noise probe"
+  ctr=$(noise_probe_start "$pod" noiseheld probe $((secs + 600))) || die "create the noise probe"
   cpu=$(cpus_of "$ctr")
   if pid=$(noise_probe_pid "$ctr"); then
     noise_window "$cpu" "$secs" "$out" "$pid"

@@ -204,6 +204,12 @@ noise_window() {
   noise_irq_snapshot "$cpu" > "$out.irq0"
   noise_softirq_snapshot "$cpu" > "$out.soft0"
   nv0=$(noise_nvcsw "$probe")
+  # The probe's threads, taken before the window as well as after: under
+  # TCG an oslat that was slow to start can reach its -D limit and exit
+  # during the window, and its threads, gone by then, were counted as
+  # foreign user tasks (the 6.12 isolation set once saw "oslat×12").
+  local threads0
+  threads0=$(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)
   echo 1 > "$t/tracing_on"
   sleep "$secs"
   echo 0 > "$t/tracing_on"
@@ -217,7 +223,7 @@ noise_window() {
   noise_delta "$out.irq0" "$out.irq1" > "$out.irqs"
   noise_delta "$out.soft0" "$out.soft1" > "$out.softirqs"
   local skip
-  skip=" 0 $(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)"
+  skip=" 0 $threads0 $(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)"
   # "pid comm count" per task switched to, then its kind.
   awk -v skip="$skip" '/sched_switch:/ {
       s = $0; sub(/.*==> next_comm=/, "", s)
