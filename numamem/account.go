@@ -71,6 +71,27 @@ type nodeUse struct {
 	pages  map[int64]int64 // by size in KiB
 }
 
+// useOf is node's entry of uses, made on first use.
+func useOf(uses map[int]*nodeUse, node int) *nodeUse {
+	u := uses[node]
+	if u == nil {
+		u = &nodeUse{pages: map[int64]int64{}}
+		uses[node] = u
+	}
+	return u
+}
+
+// addUse adds what held holds on each node to uses.
+func addUse(uses map[int]*nodeUse, held []NodeMemory) {
+	for _, nm := range held {
+		u := useOf(uses, nm.Node)
+		u.memory += nm.Memory
+		for _, p := range nm.HugePages {
+			u.pages[p.SizeKB] += p.Count
+		}
+	}
+}
+
 // nodeCount is one node's counts in the account: a short list of sizes,
 // which a decision reads without hashing.
 type nodeCount struct {

@@ -229,17 +229,7 @@ func (m *Account) refreshOwner(owner string) {
 	// the hold of its last run.
 	left := map[int]*nodeUse{}
 	take := func(id string) {
-		for _, nm := range m.held[id] {
-			u := left[nm.Node]
-			if u == nil {
-				u = &nodeUse{pages: map[int64]int64{}}
-				left[nm.Node] = u
-			}
-			u.memory += nm.Memory
-			for _, p := range nm.HugePages {
-				u.pages[p.SizeKB] += p.Count
-			}
-		}
+		addUse(left, m.held[id])
 		if len(m.held[id]) > 0 {
 			b.ownerOf[id] = owner
 		} else {
@@ -263,11 +253,7 @@ func (m *Account) refreshOwner(owner string) {
 		c := b.claims[key]
 		var rest []NodeMemory
 		for _, nm := range c.Held {
-			u := left[nm.Node]
-			if u == nil {
-				u = &nodeUse{pages: map[int64]int64{}}
-				left[nm.Node] = u
-			}
+			u := useOf(left, nm.Node)
 			r := NodeMemory{Node: nm.Node, Memory: max(0, nm.Memory-u.memory)}
 			u.memory = max(0, u.memory-nm.Memory)
 			for _, p := range nm.HugePages {
@@ -331,17 +317,7 @@ func (m *Account) MemoryOffer() []NodeOffer {
 	var out []NodeOffer
 	claimed := map[int]*nodeUse{}
 	for _, c := range m.claims.claims {
-		for _, nm := range c.Held {
-			u := claimed[nm.Node]
-			if u == nil {
-				u = &nodeUse{pages: map[int64]int64{}}
-				claimed[nm.Node] = u
-			}
-			u.memory += nm.Memory
-			for _, p := range nm.HugePages {
-				u.pages[p.SizeKB] += p.Count
-			}
-		}
+		addUse(claimed, c.Held)
 	}
 	for _, node := range m.nodes {
 		if !node.HasMemory {
