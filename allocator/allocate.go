@@ -24,6 +24,8 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		pinMemory:  pinMemory,
 		views:      map[string]*poolView{pools.Exclusive: x.view(layout.Exclusive), pools.ExclusiveNonIsolcpus: x.view(layout.ExclusiveNonIsolcpus)},
 		containers: map[string]*Assignment{},
+		inPool:     map[string]int{},
+		exclusive:  map[string]*Assignment{},
 		byPod:      map[string]map[string]bool{},
 		owner:      make([]string, len(x.cpus)),
 		busy:       make([]bool, len(x.cpus)),

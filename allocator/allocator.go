@@ -125,6 +125,9 @@ func (a *Assignment) Held() cpuset.CPUSet {
 	return a.CPUs.Union(a.Reserved)
 }
 
+// inHeld tells whether cpu is one of Held's, without building the union.
+func (a *Assignment) inHeld(cpu int) bool { return a.CPUs.Contains(cpu) || a.Reserved.Contains(cpu) }
+
 // Allocator tracks every container's assignment and makes new ones. It is
 // not safe for concurrent use; the plugin serializes calls with its lock.
 type Allocator struct {
@@ -133,6 +136,14 @@ type Allocator struct {
 	pinMemory  bool
 	views      map[string]*poolView // exclusive pools only
 	containers map[string]*Assignment
+	// inPool counts the containers of each pool, kept by addContainer and
+	// removeContainer, so that Usage, which the state writer takes under
+	// the plugin's lock at every write, does not walk every container.
+	inPool map[string]int
+	// exclusive are the containers of the exclusive pools, by id: at most
+	// about one per CPU however many run, so that the background passes'
+	// questions about held CPUs (HeldCPUs) walk them, not every container.
+	exclusive map[string]*Assignment
 	// byPod indexes containers by pod UID, so that a pod's release
 	// visits its own containers, not the node's (see addContainer).
 	byPod map[string]map[string]bool
@@ -435,6 +446,10 @@ func (a *Allocator) addContainer(as *Assignment) {
 		a.removeContainer(old.ID)
 	}
 	a.containers[as.ID] = as
+	a.inPool[as.Pool]++
+	if pools.IsExclusive(as.Pool) {
+		a.exclusive[as.ID] = as
+	}
 	if a.byPod[as.Pod.UID] == nil {
 		a.byPod[as.Pod.UID] = map[string]bool{}
 	}
@@ -448,6 +463,10 @@ func (a *Allocator) removeContainer(id string) {
 		return
 	}
 	delete(a.containers, id)
+	if a.inPool[c.Pool]--; a.inPool[c.Pool] == 0 {
+		delete(a.inPool, c.Pool)
+	}
+	delete(a.exclusive, id)
 	delete(a.byPod[c.Pod.UID], id)
 	if len(a.byPod[c.Pod.UID]) == 0 {
 		delete(a.byPod, c.Pod.UID)

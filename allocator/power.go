@@ -23,32 +23,34 @@ func PoolPowerClassesOf(cfg *config.Config) PoolPowerClasses {
 // PowerClasses returns the power class of every online CPU that has one:
 // an exclusive container's or hold's CPUs (its reserved siblings too) have
 // its class, which it keeps while its CPUs are held for its stopped run;
-// the others have their pool's. It walks every CPU and assignment, and is
-// called off the reply path (the background passes and the state writer).
+// the others have their pool's. It is called off the reply path but under
+// the plugin's lock (the background passes and the state writer's collect),
+// so it walks the CPUs and their owners, not every container: its cost is
+// the node's, the same at 0 and 5,000 running.
 func (a *Allocator) PowerClasses(pc PoolPowerClasses) map[int]string {
 	out := make(map[int]string, len(a.owner))
-	owned := make([]bool, len(a.owner))
-	set := func(as *Assignment) {
-		if !pools.IsExclusive(as.Pool) {
-			return
+	var holdOf map[string]*Assignment // a hold's id to its assignment, built once one is needed
+	for cpu, id := range a.owner {
+		if id == "" {
+			continue
 		}
-		for _, cpu := range as.Held().UnsortedList() {
-			if cpu < len(owned) && a.owner[cpu] == as.ID {
-				owned[cpu] = true
-				if as.PowerClass != "" {
-					out[cpu] = as.PowerClass
+		as := a.containers[id]
+		if as == nil || !as.inHeld(cpu) {
+			if holdOf == nil {
+				holdOf = make(map[string]*Assignment, len(a.holds))
+				for _, h := range a.holds {
+					holdOf[h.ID] = &h.Assignment
 				}
 			}
+			as = holdOf[id]
 		}
-	}
-	for _, h := range a.holds {
-		set(&h.Assignment)
-	}
-	for _, c := range a.containers {
-		set(c)
+		if as == nil || !pools.IsExclusive(as.Pool) || !as.inHeld(cpu) {
+			continue // not an exclusive holder's: its pool's class below
+		}
+		out[cpu] = as.PowerClass
 	}
 	for _, cpu := range a.layout.Online.UnsortedList() {
-		if cpu >= len(owned) || owned[cpu] {
+		if _, owned := out[cpu]; owned || cpu >= len(a.owner) {
 			continue
 		}
 		class := pc.Infra
@@ -58,10 +60,9 @@ func (a *Allocator) PowerClasses(pc PoolPowerClasses) map[int]string {
 		case a.layout.Shared.Contains(cpu):
 			class = pc.Shared
 		}
-		if class != "" {
-			out[cpu] = class
-		}
+		out[cpu] = class
 	}
+	maps.DeleteFunc(out, func(_ int, class string) bool { return class == "" })
 	return out
 }
 

@@ -1,7 +1,9 @@
 package allocator
 
 import (
+	"fmt"
 	"maps"
+	"math/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -150,4 +152,116 @@ pools:
 	a.ReleasePod("uid-fast")
 	assert.NotContains(t, byClass(), "turbo")
 	assert.True(t, turbo.IsSubsetOf(set(t, byClass()["saver"])))
+}
+
+// TestPowerClassesAndHeldCPUsFollowTheDecisions: PowerClasses walks the
+// CPUs and their owners, HeldCPUs the exclusive containers' index; after
+// any sequence of decisions (creations with and without a class and a
+// hidden sibling, resizes, stops whose CPUs stay held, releases, pods'
+// ends) they must give what a walk of every container and hold gives
+// (powerClassesOfEveryHolder, the walk PowerClasses replaced; the
+// assignments' and holds' Held sets).
+func TestPowerClassesAndHeldCPUsFollowTheDecisions(t *testing.T) {
+	cfg := parseConfig(t, powerConfig+`
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,12-15"}
+  shared: {cpus: "2-3,10-11"}
+  exclusive-non-isolcpus: {enabled: true}
+`)
+	topo := topology(t, "desktop-8c16t")
+	layout, problems := BuildLayout(topo, cfg)
+	require.False(t, problems.HasErrors(), "%v", problems)
+	a := New(topo, layout, true)
+	pc := PoolPowerClassesOf(cfg)
+	rng := rand.New(rand.NewSource(45))
+	choices := []string{pools.Exclusive, pools.ExclusiveNonIsolcpus, pools.Shared, pools.Infra}
+	classes := []string{"", "turbo", "low-latency"}
+	var live []string
+	for step := 0; step < 400; step++ {
+		switch {
+		case len(live) > 0 && rng.Intn(3) == 0:
+			k := rng.Intn(len(live))
+			if rng.Intn(2) == 0 {
+				a.Release(live[k])
+			} else {
+				code := int32(rng.Intn(2))
+				a.Stop(live[k], &code)
+			}
+			live = append(live[:k], live[k+1:]...)
+		case len(live) > 0 && rng.Intn(6) == 0:
+			_, _ = a.Resize(Request{ID: live[rng.Intn(len(live))], MilliCPU: int64(1+rng.Intn(3)) * 1000, NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
+		case rng.Intn(10) == 0:
+			if hs := a.Holds(); len(hs) > 0 {
+				a.ReleasePod(hs[rng.Intn(len(hs))].Pod.UID)
+			}
+		default:
+			r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(3))
+			r.Pool, r.PowerClass = choices[rng.Intn(len(choices))], classes[rng.Intn(len(classes))]
+			r.Options.HideHyperthreads = rng.Intn(3) == 0
+			if _, err := a.Allocate(r); err == nil {
+				live = append(live, r.ID)
+			}
+		}
+		require.Equal(t, powerClassesOfEveryHolder(a, pc), a.PowerClasses(pc), "step %d", step)
+		for _, pool := range []string{pools.Exclusive, pools.ExclusiveNonIsolcpus} {
+			want := cpuset.New()
+			for _, as := range a.Assignments() {
+				if as.Pool == pool {
+					want = want.Union(as.Held())
+				}
+			}
+			for _, h := range a.Holds() {
+				if h.Pool == pool {
+					want = want.Union(h.Held())
+				}
+			}
+			got := a.HeldCPUs(func(p string) bool { return p == pool })
+			require.Equal(t, want.String(), got.String(), "step %d: %s held", step, pool)
+		}
+	}
+	assert.NotEmpty(t, a.Holds(), "the sequence ends with CPUs held for stopped containers")
+}
+
+// powerClassesOfEveryHolder is PowerClasses as it was before it walked
+// the owners: every hold, then every container, then the CPUs nobody holds.
+func powerClassesOfEveryHolder(a *Allocator, pc PoolPowerClasses) map[int]string {
+	out := make(map[int]string, len(a.owner))
+	owned := make([]bool, len(a.owner))
+	set := func(as *Assignment) {
+		if !pools.IsExclusive(as.Pool) {
+			return
+		}
+		for _, cpu := range as.Held().UnsortedList() {
+			if cpu < len(owned) && a.owner[cpu] == as.ID {
+				owned[cpu] = true
+				if as.PowerClass != "" {
+					out[cpu] = as.PowerClass
+				}
+			}
+		}
+	}
+	for _, h := range a.holds {
+		set(&h.Assignment)
+	}
+	for _, c := range a.containers {
+		set(c)
+	}
+	for _, cpu := range a.layout.Online.UnsortedList() {
+		if cpu >= len(owned) || owned[cpu] {
+			continue
+		}
+		class := pc.Infra
+		switch {
+		case a.layout.Exclusive.Contains(cpu):
+			class = pc.Idle
+		case a.layout.Shared.Contains(cpu):
+			class = pc.Shared
+		}
+		if class != "" {
+			out[cpu] = class
+		}
+	}
+	return out
 }

@@ -83,9 +83,9 @@ func (a *Allocator) Usage() []PoolUsage {
 		index[pool] = len(out)
 		out = append(out, u)
 	}
-	for _, c := range a.containers {
-		if i, ok := index[c.Pool]; ok {
-			out[i].Containers++
+	for pool, n := range a.inPool {
+		if i, ok := index[pool]; ok {
+			out[i].Containers = n
 		}
 	}
 	if len(a.holds) > 0 {
