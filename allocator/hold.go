@@ -175,6 +175,25 @@ func (a *Allocator) lend(cpus cpuset.CPUSet, only bool, pool cpuset.CPUSet) (und
 // lentAway marks free CPUs hidden from a decision that must reuse held ones.
 const lentAway = "\x00"
 
+// HeldCPUs returns the CPUs (and reserved siblings) that the exclusive
+// containers and holds of the pools keep says yes to hold. The plugin's
+// background housekeeping pass calls it under the plugin's lock: it walks
+// the exclusive containers only, neither sorting nor copying them.
+func (a *Allocator) HeldCPUs(keep func(pool string) bool) cpuset.CPUSet {
+	var ids []int
+	for _, c := range a.exclusive {
+		if keep(c.Pool) {
+			ids = append(ids, c.Held().UnsortedList()...)
+		}
+	}
+	for _, h := range a.holds {
+		if pools.IsExclusive(h.Pool) && keep(h.Pool) {
+			ids = append(ids, h.Held().UnsortedList()...)
+		}
+	}
+	return cpuset.New(ids...)
+}
+
 // IRQIsolated returns the CPUs device IRQs are kept off: every CPU (and
 // reserved sibling) of an exclusive container or hold that asked for it.
 // The plugin's background IRQ pass calls it, under the plugin's lock: it

@@ -107,18 +107,8 @@ func (p *Plugin) housekeepingKept() housekeeping.Kept {
 		kept.Held, kept.Idle = cpuset.New(), isolcpus
 		return kept
 	}
-	var held []int
-	for _, a := range p.alloc.Assignments() {
-		if p.cfg.Housekeeping(a.Pool) != config.HousekeepingOff && pools.IsExclusive(a.Pool) {
-			held = append(held, a.Held().UnsortedList()...)
-		}
-	}
-	for _, h := range p.alloc.Holds() {
-		if p.cfg.Housekeeping(h.Pool) != config.HousekeepingOff && pools.IsExclusive(h.Pool) {
-			held = append(held, h.Held().UnsortedList()...)
-		}
-	}
-	kept.Held, kept.Idle = cpuset.New(held...), cpuset.New()
+	kept.Held = p.alloc.HeldCPUs(func(pool string) bool { return p.cfg.Housekeeping(pool) != config.HousekeepingOff })
+	kept.Idle = cpuset.New()
 	for _, pool := range []string{pools.Exclusive, pools.Shared} {
 		if p.cfg.Housekeeping(pool) == config.HousekeepingAlways {
 			kept.Idle = kept.Idle.Union(p.alloc.PoolCPUs(pool))
