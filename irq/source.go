@@ -118,7 +118,20 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	if err != nil {
 		return hostfiles.Plan{}, fmt.Errorf("listing IRQs: %w", err)
 	}
-	avoids := func(content, _ string) bool { return avoidsBanned(cpulist.Parse(content))(banned) }
+	// Most IRQs share a handful of affinities ("0-383", a node's CPUs): a
+	// pass works each distinct one out once, not once per IRQ, since
+	// parsing 512 lists into sets was most of a pass's CPU, taken from the
+	// creations it runs beside. Whoever asked for the plan calls its
+	// functions, from one goroutine.
+	memo := irqMemo{avoids: map[string]bool{}, want: map[string]irqWant{}}
+	avoids := func(content, _ string) bool {
+		ok, seen := memo.avoids[content]
+		if !seen {
+			ok = avoidsBanned(cpulist.Parse(content))(banned)
+			memo.avoids[content] = ok
+		}
+		return ok
+	}
 	plan.Changes = append(plan.Changes, hostfiles.Change{
 		Path: filepath.Join(root, "default_smp_affinity"),
 		Want: func(original string) (string, error) {
@@ -146,20 +159,50 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		plan.Changes = append(plan.Changes, hostfiles.Change{
 			Path: filepath.Join(dir, "smp_affinity_list"),
 			Want: func(original string) (string, error) {
-				orig, err := cpulist.Parse(original)
-				if err != nil {
-					return "", err
+				w, seen := memo.want[original]
+				if !seen {
+					var nodeRule bool
+					w.value, nodeRule, w.err = s.irqWant(original, banned, dir)
+					if !nodeRule {
+						memo.want[original] = w
+					}
 				}
-				want, err := s.allowed(orig, banned, irqNode(dir))
-				if err != nil {
-					return "", err
-				}
-				return want.String(), nil
+				return w.value, w.err
 			},
 			Satisfied: avoids,
 		})
 	}
 	return plan, nil
+}
+
+// irqMemo is what one plan worked out per distinct affinity.
+type irqMemo struct {
+	avoids map[string]bool
+	want   map[string]irqWant // by original, when the IRQ's node did not matter
+}
+
+type irqWant struct {
+	value string
+	err   error
+}
+
+// irqWant is the affinity the IRQ of directory dir with an original
+// affinity gets (allowed). nodeRule tells that it depended on the IRQ's
+// node: nothing of the original was left (rare; its node file is read
+// only then).
+func (s *Source) irqWant(original string, banned cpuset.CPUSet, dir string) (value string, nodeRule bool, err error) {
+	orig, err := cpulist.Parse(original)
+	if err != nil {
+		return "", false, err
+	}
+	if want := orig.Difference(banned); !want.IsEmpty() {
+		return want.String(), false, nil
+	}
+	want, err := s.allowed(orig, banned, irqNode(dir))
+	if err != nil {
+		return "", true, err
+	}
+	return want.String(), true, nil
 }
 
 // allowed is an original affinity without the banned CPUs, or, when

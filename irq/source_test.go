@@ -180,6 +180,26 @@ func TestMoveOffAndRestore(t *testing.T) {
 	assert.Empty(t, n.r.Status().Records[Owner])
 }
 
+// TestSameAffinityOnOtherNodes: a pass works each distinct affinity out
+// once, but an IRQ left with nothing of it gets its own node's free CPUs:
+// the same original on node 0, on node 1 and on no node gives three
+// answers; one that keeps CPUs gives one answer wherever its IRQ is.
+func TestSameAffinityOnOtherNodes(t *testing.T) {
+	spec := twoNodes()
+	for i, node := range []int{0, 1, -1} {
+		spec.IRQs = append(spec.IRQs, procfixture.IRQ{N: 40 + i, Affinity: cpuset.New(2), Node: node, Description: "PCI-MSI edge mlx5_comp" + strconv.Itoa(i)})
+		spec.IRQs = append(spec.IRQs, procfixture.IRQ{N: 50 + i, Affinity: cpuset.New(2, 5), Node: node, Description: "PCI-MSI edge ice-" + strconv.Itoa(i)})
+	}
+	n := newNode(t, spec, "")
+	n.ban(2, 3)
+	assert.Equal(t, "0-1", n.affinity("40"), "node 0's free CPUs")
+	assert.Equal(t, "4-7", n.affinity("41"), "node 1's free CPUs")
+	assert.Equal(t, "0-1,4-7", n.affinity("42"), "no node: every free CPU")
+	for _, irq := range []string{"50", "51", "52"} {
+		assert.Equal(t, "5", n.affinity(irq), "IRQ %s keeps what is left of its original", irq)
+	}
+}
+
 // TestManagedIRQsReportedNotRetried: the timer and a managed IRQ refuse
 // the write (EIO); the others move, the refusals are logged once and
 // reported with the hint.
