@@ -88,25 +88,58 @@ func cgroupTargets(cgroupRoot string, pods []string) (dirs []string, skipped map
 }
 
 // holdsPodTree tells whether the top-level cgroup dir has the pods' tree
-// right below it: a kubelet's --cgroup-root puts it there, and makes it
-// at its start, before any pod. With the cgroupfs driver it is kubepods
-// (or kubepods.slice); with the systemd driver, whose slice names repeat
-// their parents', --cgroup-root=/custom.slice gives
-// custom.slice/custom-kubepods.slice. Known from the directory alone, it
-// is left alone before the first pod's sandbox names it
-// (Config.PodCgroups) and after the last one's is gone: confining it
-// would confine the exclusive containers below it to the host's CPUs.
+// below it: a kubelet's --cgroup-root puts it there, and makes it at its
+// start, before any pod. With the cgroupfs driver it is kubepods (or
+// kubepods.slice) right below; with the systemd driver, whose slice names
+// repeat their parents', --cgroup-root=/custom.slice gives
+// custom.slice/custom-kubepods.slice, and --cgroup-root=/custom-nodes.slice
+// custom.slice/custom-nodes.slice/custom-nodes-kubepods.slice (holdsPodSlice).
+// Known from the directory alone, it is left alone before the first pod's
+// sandbox names it (Config.PodCgroups) and after the last one's is gone:
+// confining it would confine the exclusive containers below it to the
+// host's CPUs.
 func holdsPodTree(dir string) bool {
-	trees := podTrees
-	if stem, ok := strings.CutSuffix(filepath.Base(dir), ".slice"); ok {
-		trees = append(slices.Clip(trees), stem+"-kubepods.slice")
+	for _, tree := range podTrees {
+		if isDir(filepath.Join(dir, tree)) {
+			return true
+		}
 	}
-	for _, tree := range trees {
-		if st, err := os.Stat(filepath.Join(dir, tree)); err == nil && st.IsDir() {
+	stem, ok := strings.CutSuffix(filepath.Base(dir), ".slice")
+	return ok && holdsPodSlice(dir, stem, maxRootSlices)
+}
+
+// maxRootSlices bounds how many slices deep a systemd --cgroup-root is
+// looked for below a top-level slice: a few, as kubelets are configured;
+// the walk visits only slices named after their parent.
+const maxRootSlices = 4
+
+// holdsPodSlice tells whether the slice dir, named stem.slice, has the
+// pods' slice (stem-kubepods.slice) below it, directly or in a child
+// slice systemd named after it (stem-<name>.slice), at most depth slices
+// down.
+func holdsPodSlice(dir, stem string, depth int) bool {
+	if isDir(filepath.Join(dir, stem+"-kubepods.slice")) {
+		return true
+	}
+	if depth == 0 {
+		return false
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		child, ok := strings.CutSuffix(e.Name(), ".slice")
+		if ok && e.IsDir() && strings.HasPrefix(child, stem+"-") && holdsPodSlice(filepath.Join(dir, e.Name()), child, depth-1) {
 			return true
 		}
 	}
 	return false
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 // cgroupChange narrows a top-level cgroup's cpuset.cpus: its original

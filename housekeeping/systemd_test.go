@@ -454,3 +454,20 @@ func TestSystemdPodSliceBelowACgroupRootLeftAlone(t *testing.T) {
 		assert.NotContains(t, problem, "custom", "not a problem: nothing to confine there")
 	}
 }
+
+// TestSystemdPodSliceTwoSlicesBelowACgroupRootLeftAlone: with the
+// systemd driver and --cgroup-root=/custom-nodes.slice, the pods are in
+// custom.slice/custom-nodes.slice/custom-nodes-kubepods.slice: the
+// top-level custom.slice holds the pods' tree two slices down, and
+// AllowedCPUs= on it would bound every exclusive container below it to
+// the host's CPUs as well.
+func TestSystemdPodSliceTwoSlicesBelowACgroupRootLeftAlone(t *testing.T) {
+	n, sd := sdNode(t), newFakeSystemd()
+	require.NoError(t, os.MkdirAll(filepath.Join(n.cgroup, "custom.slice", "custom-nodes.slice", "custom-nodes-kubepods.slice"), 0o755))
+	sd.allowed["custom.slice"] = setToMask(cpuset.New())
+	p := n.startSystemd(t, sd, hostfiles.OS{})
+	p.keep.set(cpuset.New(6, 7))
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, "0-5", sd.units()["system.slice"])
+	assert.Equal(t, "", sd.units()["custom.slice"], "the slice holding the pods' tree is not touched")
+}
