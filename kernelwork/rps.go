@@ -145,9 +145,16 @@ func (s *RPSSource) Identity(path string) string {
 
 // Explain says why the kernel may refuse an rps_cpus mask.
 func (s *RPSSource) Explain(path string, err error) string {
+	isDefault := filepath.Base(path) != "rps_cpus"
 	switch {
+	case errors.Is(err, syscall.EROFS) && isDefault:
+		// The packaged unit lists /proc/sys in ReadOnlyPaths=.
+		return "/proc/sys is read-only here: a systemd unit needs ReadWritePaths=/proc/sys/net/core/rps_default_mask"
 	case errors.Is(err, syscall.EROFS):
 		return "/sys is read-only here: a systemd unit with ProtectKernelTunables= needs ReadWritePaths=/sys/devices"
+	case errors.Is(err, syscall.EPERM) && !isDefault:
+		// store_rps_map checks capable(CAP_NET_ADMIN), whoever owns the file.
+		return "the kernel takes an rps_cpus write only with CAP_NET_ADMIN: a systemd unit needs it in CapabilityBoundingSet= (the packaged unit keeps CAP_SYS_NICE only)"
 	case errors.Is(err, syscall.EINVAL):
 		return "the kernel refuses an RPS mask left with only isolcpus= or nohz_full CPUs, which it takes out itself"
 	}

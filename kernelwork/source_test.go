@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -296,4 +297,22 @@ func TestDefaultMaskOfNewDevices(t *testing.T) {
 	require.NoError(t, os.Remove(def))
 	require.NoError(t, next.r.Flush())
 	assert.Empty(t, next.r.Status().Failures)
+}
+
+// TestRPSRefusalHints: a refusal's hint names what lets the write through
+// for the file refused. Under the packaged systemd unit /proc/sys is
+// read-only (ReadOnlyPaths=), so net.core.rps_default_mask needs its own
+// ReadWritePaths=, not /sys/devices; and the kernel takes an rps_cpus
+// write only with CAP_NET_ADMIN (EPERM), which the unit's bounding set
+// leaves out, so ReadWritePaths= alone does not make it writable.
+func TestRPSRefusalHints(t *testing.T) {
+	s := NewRPSSource(Config{SysfsRoot: "/", ProcRoot: "/proc"}, nil)
+	def := filepath.Join("/proc", RPSDefaultMask)
+	queue := "/sys/devices/pci0000:00/0000:00:03.0/net/eth0/queues/rx-0/rps_cpus"
+	hint := s.Explain(def, &os.PathError{Op: "open", Path: def, Err: syscall.EROFS})
+	assert.Contains(t, hint, "ReadWritePaths=/proc/sys/net/core/rps_default_mask")
+	assert.NotContains(t, hint, "/sys/devices")
+	assert.Contains(t, s.Explain(queue, &os.PathError{Op: "open", Path: queue, Err: syscall.EROFS}), "ReadWritePaths=/sys/devices")
+	perm := s.Explain(queue, &os.PathError{Op: "write", Path: queue, Err: syscall.EPERM})
+	assert.Contains(t, perm, "CAP_NET_ADMIN")
 }
