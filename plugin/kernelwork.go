@@ -12,7 +12,6 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/kernelwork"
-	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // kernelWorkSources are the Sources of kernelWork.*: each when its knob
@@ -44,7 +43,10 @@ func (p *Plugin) kernelWorkSources(j *hostfiles.Journal) (*kernelwork.RPSSource,
 // kernelWorkHeld returns, for the reconciler's pass, the CPUs the
 // containers and holds of the exclusive pools hold (their hidden siblings
 // too) while the knob is on in the config in force; none when it is off,
-// so that every mask is restored.
+// so that every mask is restored. It is asked under the plugin's lock at
+// every pass, by each knob's Source and by housekeeping's workqueue mask:
+// it walks the exclusive containers only (allocator.HeldCPUs), not a
+// sorted copy of every container.
 func (p *Plugin) kernelWorkHeld(on func(*config.Config) bool) func() cpuset.CPUSet {
 	return func() cpuset.CPUSet {
 		p.mu.Lock()
@@ -52,17 +54,6 @@ func (p *Plugin) kernelWorkHeld(on func(*config.Config) bool) func() cpuset.CPUS
 		if !on(p.cfg) {
 			return cpuset.New()
 		}
-		var held []int
-		for _, a := range p.alloc.Assignments() {
-			if pools.IsExclusive(a.Pool) {
-				held = append(held, a.Held().UnsortedList()...)
-			}
-		}
-		for _, h := range p.alloc.Holds() {
-			if pools.IsExclusive(h.Pool) {
-				held = append(held, h.Held().UnsortedList()...)
-			}
-		}
-		return cpuset.New(held...)
+		return p.alloc.HeldCPUs(func(string) bool { return true })
 	}
 }
