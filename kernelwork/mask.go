@@ -2,6 +2,7 @@ package kernelwork
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -21,6 +22,13 @@ import (
 // the mask's owner set. If the host keeps no CPU either, the mask is left
 // as it is (an error, reported as a refusal).
 func narrowed(what, original string, held, runnable cpuset.CPUSet) (string, error) {
+	if strings.HasSuffix(strings.TrimSpace(original), ",") {
+		// Linux 6.2's sysctl prints net.core.rps_default_mask into a
+		// 128-byte buffer (dump_cpumask, enlarged by a later fix): past
+		// 448 possible CPUs the read holds the highest groups and a
+		// trailing comma, so which lower CPUs it names is unknown.
+		return "", fmt.Errorf("%s: the kernel showed it cut short (%d groups and a trailing comma: this kernel's sysctl shows at most 448 CPUs of it); its lower CPUs are unknown, so it is left as it is (a kernel with the fixed dump_cpumask reads it whole)", what, strings.Count(original, ","))
+	}
 	orig, err := irq.ParseMask(original)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)

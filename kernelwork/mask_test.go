@@ -1,6 +1,7 @@
 package kernelwork
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,4 +83,18 @@ func TestAvoids(t *testing.T) {
 	} {
 		assert.Equal(t, want, avoids(content, held), "%q", content)
 	}
+}
+
+// TestMaskCutShortByTheKernel: a sysctl of Linux 6.2 up to the fix of
+// dump_cpumask shows net.core.rps_default_mask in a 128-byte buffer, at
+// most 14 groups (448 CPUs) and a trailing comma: on a node with more
+// possible CPUs the read holds the highest CPUs only. It is not narrowed
+// (the lowest CPUs are unknown), and the refusal says why, not merely
+// that the mask is malformed.
+func TestMaskCutShortByTheKernel(t *testing.T) {
+	cut := strings.Repeat("ffffffff,", 14)
+	_, err := narrowed("the default mask", cut, cpuset.New(2), cpuset.New(0, 1, 2, 3))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cut short")
+	assert.Contains(t, err.Error(), "448 CPUs")
 }
