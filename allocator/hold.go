@@ -197,16 +197,16 @@ func (a *Allocator) HeldCPUs(keep func(pool string) bool) cpuset.CPUSet {
 // IRQIsolated returns the CPUs device IRQs are kept off: every CPU (and
 // reserved sibling) of an exclusive container or hold that asked for it.
 // The plugin's background IRQ pass calls it, under the plugin's lock: it
-// walks the map without sorting.
+// walks the exclusive containers only, without sorting.
 func (a *Allocator) IRQIsolated() cpuset.CPUSet {
 	var ids []int
-	for _, c := range a.containers {
+	for _, c := range a.exclusive {
 		if c.IsolateIRQs {
 			ids = append(ids, c.Held().UnsortedList()...)
 		}
 	}
 	for _, h := range a.holds {
-		if h.IsolateIRQs {
+		if h.IsolateIRQs && pools.IsExclusive(h.Pool) {
 			ids = append(ids, h.Held().UnsortedList()...)
 		}
 	}

@@ -53,17 +53,21 @@ func (a *Allocator) PowerClasses(pc PoolPowerClasses) map[int]string {
 		if _, owned := out[cpu]; owned || cpu >= len(a.owner) {
 			continue
 		}
-		class := pc.Infra
-		switch {
-		case a.layout.Exclusive.Contains(cpu):
-			class = pc.Idle
-		case a.layout.Shared.Contains(cpu):
-			class = pc.Shared
-		}
-		out[cpu] = class
+		out[cpu] = a.poolClass(cpu, pc)
 	}
 	maps.DeleteFunc(out, func(_ int, class string) bool { return class == "" })
 	return out
+}
+
+// poolClass is the class of a CPU nobody holds: its pool's.
+func (a *Allocator) poolClass(cpu int, pc PoolPowerClasses) string {
+	switch {
+	case a.layout.Exclusive.Contains(cpu):
+		return pc.Idle
+	case a.layout.Shared.Contains(cpu):
+		return pc.Shared
+	}
+	return pc.Infra
 }
 
 // SetPowerRefusals gives the classes that containers may not have on this

@@ -155,7 +155,8 @@ pools:
 }
 
 // TestPowerClassesAndHeldCPUsFollowTheDecisions: PowerClasses walks the
-// CPUs and their owners, HeldCPUs the exclusive containers' index; after
+// CPUs and their owners, HeldCPUs and IRQIsolated the exclusive
+// containers' index; after
 // any sequence of decisions (creations with and without a class and a
 // hidden sibling, resizes, stops whose CPUs stay held, releases, pods'
 // ends) they must give what a walk of every container and hold gives
@@ -179,6 +180,7 @@ pools:
 	choices := []string{pools.Exclusive, pools.ExclusiveNonIsolcpus, pools.Shared, pools.Infra}
 	classes := []string{"", "turbo", "low-latency"}
 	var live []string
+	var withHolds, withIRQs int
 	for step := 0; step < 400; step++ {
 		switch {
 		case len(live) > 0 && rng.Intn(3) == 0:
@@ -200,11 +202,30 @@ pools:
 			r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(3))
 			r.Pool, r.PowerClass = choices[rng.Intn(len(choices))], classes[rng.Intn(len(classes))]
 			r.Options.HideHyperthreads = rng.Intn(3) == 0
+			r.IsolateIRQs = rng.Intn(2) == 0
 			if _, err := a.Allocate(r); err == nil {
 				live = append(live, r.ID)
 			}
 		}
 		require.Equal(t, powerClassesOfEveryHolder(a, pc), a.PowerClasses(pc), "step %d", step)
+		irqs := cpuset.New()
+		for _, as := range a.Assignments() {
+			if as.IsolateIRQs {
+				irqs = irqs.Union(as.Held())
+			}
+		}
+		for _, h := range a.Holds() {
+			if h.IsolateIRQs {
+				irqs = irqs.Union(h.Held())
+			}
+		}
+		require.Equal(t, irqs.String(), a.IRQIsolated().String(), "step %d: IRQ isolated", step)
+		if len(a.Holds()) > 0 {
+			withHolds++
+		}
+		if !irqs.IsEmpty() {
+			withIRQs++
+		}
 		for _, pool := range []string{pools.Exclusive, pools.ExclusiveNonIsolcpus} {
 			want := cpuset.New()
 			for _, as := range a.Assignments() {
@@ -221,7 +242,8 @@ pools:
 			require.Equal(t, want.String(), got.String(), "step %d: %s held", step, pool)
 		}
 	}
-	assert.NotEmpty(t, a.Holds(), "the sequence ends with CPUs held for stopped containers")
+	assert.Positive(t, withHolds, "some steps had CPUs held for stopped containers")
+	assert.Positive(t, withIRQs, "some steps had CPUs kept free of IRQs")
 }
 
 // powerClassesOfEveryHolder is PowerClasses as it was before it walked
@@ -252,14 +274,7 @@ func powerClassesOfEveryHolder(a *Allocator, pc PoolPowerClasses) map[int]string
 		if cpu >= len(owned) || owned[cpu] {
 			continue
 		}
-		class := pc.Infra
-		switch {
-		case a.layout.Exclusive.Contains(cpu):
-			class = pc.Idle
-		case a.layout.Shared.Contains(cpu):
-			class = pc.Shared
-		}
-		if class != "" {
+		if class := a.poolClass(cpu, pc); class != "" {
 			out[cpu] = class
 		}
 	}
