@@ -103,7 +103,7 @@ type Assignment struct {
 	// Memory is what it holds of each NUMA node's memory (numamem): set
 	// for exclusive containers whose mems are pinned, also while they are
 	// held for its pod.
-	Memory []NodeMemory `json:"-"`
+	Memory []numamem.NodeMemory `json:"-"`
 	// Rule is what decided its pool and CPUs (rule.go), for explain.
 	Rule Rule `json:"-"`
 }
@@ -244,7 +244,7 @@ type Request struct {
 	NotAllowed string
 	// Demand is what the container asks of memory (numamem); counted
 	// for exclusive containers whose mems are pinned.
-	Demand Demand
+	Demand numamem.Demand
 	// Rule is what decided the pool (rule.go), for the assignment.
 	Rule Rule
 	// HugePagesNow are the nodes' hugepage counts read for this decision,
@@ -566,14 +566,3 @@ func (a *Allocator) offline(as *Assignment) cpuset.CPUSet {
 	}
 	return cpuset.New(off...)
 }
-
-// The allocator's requests and assignments speak numamem's vocabulary;
-// these are its names, not copies.
-type (
-	Demand           = numamem.Demand
-	Pages            = numamem.Pages
-	NodeMemory       = numamem.NodeMemory
-	NodeMemoryUse    = numamem.NodeMemoryUse
-	NodeMemoryReport = numamem.NodeMemoryReport
-	PagesReport      = numamem.PagesReport
-)

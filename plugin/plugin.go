@@ -59,6 +59,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/housekeeping"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -184,7 +185,7 @@ type Plugin struct {
 	changed chan struct{}
 	// claimMemory are the memory reservations of the prepared DRA claims,
 	// by key (dramem.go), counted again in every new allocator.
-	claimMemory map[string]allocator.ClaimMemory
+	claimMemory map[string]numamem.ClaimMemory
 	// isolation changes host files (IRQ affinities) in the background
 	// (isolation.go); set once the state is loaded, read by metrics
 	// without the lock. isolationTiming paces it and isolationFS is its
