@@ -4,40 +4,10 @@
 // the plugin, the simulator and the tests all run the same code.
 //
 // A file per concern, in layers: a file uses names of files of its own
-// layer or of the layers below it, never of a layer above, and no two
-// files use each other (docs/architecture.md, "The allocator's files").
-//
-//  1. The topology and the vocabulary: index.go, the topology as plain
-//     slices walked by every decision; errors.go, why a container is
-//     refused (Refusal, ReasonOf); rule.go, what decided (for explain);
-//     layout.go and present.go, the pools carved from config and topology
-//     (BuildLayout), counts carved on the present CPUs; plantypes.go, the
-//     figures placement weighs, and scratch.go, the working memory it
-//     reuses.
-//  2. The books: allocator.go, the Allocator, its Request, Assignment,
-//     Hold and Result, who owns each CPU, the shared and infra pools that
-//     follow the exclusive ones, and Release.
-//  3. Choosing: policy.go, a container's pool and options from its
-//     annotations (Policy.Request), with power.go (power classes) and
-//     withshared.go (exclusive plus shared CPUs); usage.go, which CPUs are
-//     free to hand out; memory.go, which requests' memory is counted and
-//     what of the holds and claims a request may reuse (the accounts, the
-//     fit and the split are the numamem package's), claimmem.go (DRA
-//     claims' memory) and hugelive.go (which hugepage counts a decision
-//     reads).
-//  4. Taking CPUs: planner.go; take.go, the sockets, cores and threads
-//     inside the nodes (take, pick.better); plan.go, the NUMA-node
-//     combinations (plan.better, bestPlan); placement.go, an exclusive
-//     request's CPUs, placeExclusive and its numbered steps; memplace.go,
-//     placement where its memory fits (rule 0); kubelet.go, the kubelet's
-//     allocation checked; hold.go, a stopped container's CPUs held for its
-//     pod, and their reuse; resize.go, growing and shrinking a container's
-//     CPUs in place.
-//  5. Deciding: allocate.go, New, Allocate and commit.
-//  6. Restarts and new layouts: recover.go, what a restart keeps (Readmit,
-//     Repin, RestoreHold, Adopt, MemoryOf); relayout.go, a reload and
-//     hotplug (Relayout, Rebase); memresize.go, a memory limit resized in
-//     place.
+// layer or of the layers below, never of a layer above, and no two files
+// use each other. Each file's layer has one home, the table of
+// docs/architecture.md, "The allocator's files", which also says what each
+// file decides; layers_test.go reads it and holds the files to it.
 package allocator
 
 import (
@@ -103,7 +73,7 @@ type Assignment struct {
 	// Memory is what it holds of each NUMA node's memory (numamem): set
 	// for exclusive containers whose mems are pinned, also while they are
 	// held for its pod.
-	Memory []NodeMemory `json:"-"`
+	Memory []numamem.NodeMemory `json:"-"`
 	// Rule is what decided its pool and CPUs (rule.go), for explain.
 	Rule Rule `json:"-"`
 }
@@ -244,7 +214,7 @@ type Request struct {
 	NotAllowed string
 	// Demand is what the container asks of memory (numamem); counted
 	// for exclusive containers whose mems are pinned.
-	Demand Demand
+	Demand numamem.Demand
 	// Rule is what decided the pool (rule.go), for the assignment.
 	Rule Rule
 	// HugePagesNow are the nodes' hugepage counts read for this decision,
@@ -566,14 +536,3 @@ func (a *Allocator) offline(as *Assignment) cpuset.CPUSet {
 	}
 	return cpuset.New(off...)
 }
-
-// The allocator's requests and assignments speak numamem's vocabulary;
-// these are its names, not copies.
-type (
-	Demand           = numamem.Demand
-	Pages            = numamem.Pages
-	NodeMemory       = numamem.NodeMemory
-	NodeMemoryUse    = numamem.NodeMemoryUse
-	NodeMemoryReport = numamem.NodeMemoryReport
-	PagesReport      = numamem.PagesReport
-)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cpupool/nri-cpupool/internal/benchutil"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -79,17 +80,17 @@ func BenchmarkExclusiveDecision(b *testing.B) {
 func BenchmarkMemoryDecision(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
-		demand Demand
+		demand numamem.Demand
 		now    map[int][]sysfs.HugePages
 		read   bool // the counts handed over through a reader, as a creation does
 		refuse bool
 	}{
 		{name: "none"},
-		{name: "memory-fits", demand: Demand{Memory: 1 << 30}},
-		{name: "hugepages-fits", demand: Demand{Memory: 1 << 30, HugePages: []Pages{{SizeKB: 2048, Count: 4}}}, now: everyNode(8, 1024)},
-		{name: "hugepages-read", demand: Demand{Memory: 1 << 30, HugePages: []Pages{{SizeKB: 2048, Count: 4}}}, now: everyNode(8, 1024), read: true},
-		{name: "memory-nowhere", demand: Demand{Memory: 1 << 40}},
-		{name: "hugepages-nowhere", demand: Demand{HugePages: []Pages{{SizeKB: 2048, Count: 1}}}, refuse: true},
+		{name: "memory-fits", demand: numamem.Demand{Memory: 1 << 30}},
+		{name: "hugepages-fits", demand: numamem.Demand{Memory: 1 << 30, HugePages: []numamem.Pages{{SizeKB: 2048, Count: 4}}}, now: everyNode(8, 1024)},
+		{name: "hugepages-read", demand: numamem.Demand{Memory: 1 << 30, HugePages: []numamem.Pages{{SizeKB: 2048, Count: 4}}}, now: everyNode(8, 1024), read: true},
+		{name: "memory-nowhere", demand: numamem.Demand{Memory: 1 << 40}},
+		{name: "hugepages-nowhere", demand: numamem.Demand{HugePages: []numamem.Pages{{SizeKB: 2048, Count: 1}}}, refuse: true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			a, _ := halfFull(b)
@@ -134,9 +135,9 @@ func BenchmarkMemoryDecisionPaired(b *testing.B) {
 		ask  func(*Request)
 	}{
 		{"none", func(*Request) {}},
-		{"memory", func(r *Request) { r.Demand = Demand{Memory: 1 << 30} }},
+		{"memory", func(r *Request) { r.Demand = numamem.Demand{Memory: 1 << 30} }},
 		{"hugepages", func(r *Request) {
-			r.Demand, r.ReadHugePages = Demand{Memory: 1 << 30, HugePages: []Pages{{SizeKB: 2048, Count: 4}}}, reader
+			r.Demand, r.ReadHugePages = numamem.Demand{Memory: 1 << 30, HugePages: []numamem.Pages{{SizeKB: 2048, Count: 4}}}, reader
 		}},
 	}
 	allocs := make([]*Allocator, len(kinds))

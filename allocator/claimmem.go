@@ -10,14 +10,9 @@ import (
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
-type (
-	ClaimMemory = numamem.ClaimMemory
-	NodeOffer   = numamem.NodeOffer
-)
-
 // ReserveClaim reserves a claim request's memory (numamem's
 // Account.ReserveClaim).
-func (a *Allocator) ReserveClaim(c ClaimMemory, now map[int][]sysfs.HugePages, check bool) (warning string, err error) {
+func (a *Allocator) ReserveClaim(c numamem.ClaimMemory, now map[int][]sysfs.HugePages, check bool) (warning string, err error) {
 	return a.mem.ReserveClaim(c, now, check)
 }
 
@@ -30,11 +25,13 @@ func (a *Allocator) ReleaseClaims(keys []string) { a.mem.ReleaseClaims(keys) }
 func (a *Allocator) BindClaim(key, podUID, container string) { a.mem.BindClaim(key, podUID, container) }
 
 // ClaimReservations returns the reservations, by key.
-func (a *Allocator) ClaimReservations() map[string]ClaimMemory { return a.mem.ClaimReservations() }
+func (a *Allocator) ClaimReservations() map[string]numamem.ClaimMemory {
+	return a.mem.ClaimReservations()
+}
 
 // MemoryOffer is, for every NUMA node with memory in id order, what the
 // DRA driver offers (numamem's Account.MemoryOffer).
-func (a *Allocator) MemoryOffer() []NodeOffer { return a.mem.MemoryOffer() }
+func (a *Allocator) MemoryOffer() []numamem.NodeOffer { return a.mem.MemoryOffer() }
 
 // claimOwners tells the account which container a holder is: a running
 // container, or a hold by its stopped container's id.

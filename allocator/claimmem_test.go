@@ -5,11 +5,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/numamem"
 )
 
 // claimPages is what a claim request reserves: n 2 MiB pages on node 1.
-func claimPages(key string, n int64) ClaimMemory {
-	return ClaimMemory{Key: key, Held: []NodeMemory{{Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: n}}}}}
+func claimPages(key string, n int64) numamem.ClaimMemory {
+	return numamem.ClaimMemory{Key: key, Held: []numamem.NodeMemory{{Node: 1, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: n}}}}}
 }
 
 // onNode1 is node 1's 2 MiB pages held, 0 when nothing is held there.
@@ -28,7 +30,7 @@ func onNode1(t *testing.T, a *Allocator) int64 {
 // the claim's, asking n pages.
 func claimContainer(t *testing.T, id string, n int64) Request {
 	t.Helper()
-	r := withMemory(id, 1, 0, Pages{SizeKB: kb2M, Count: n})
+	r := withMemory(id, 1, 0, numamem.Pages{SizeKB: kb2M, Count: n})
 	r.Pod.UID, r.Pod.Name = "uid-claimed", "pod-claimed"
 	r.CPUs = set(t, "2")
 	return r
@@ -52,7 +54,7 @@ func TestClaimReservationCountedOnceWithItsContainer(t *testing.T) {
 		assert.Equal(t, want, onNode1(t, a), "ask %d: counted once", ask)
 
 		// Another container gets what is left, not a page more.
-		other := withMemory("other", 1, 0, Pages{SizeKB: kb2M, Count: 32 - want + 1})
+		other := withMemory("other", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 32 - want + 1})
 		other.CPUs = set(t, "3")
 		_, err = a.Allocate(other)
 		require.ErrorContains(t, err, "hugepages-2Mi", "ask %d", ask)
@@ -111,5 +113,5 @@ func TestClaimReservationRefused(t *testing.T) {
 	assert.Equal(t, int64(20), onNode1(t, a), "kept")
 	offer := a.MemoryOffer()
 	require.Len(t, offer, 2)
-	assert.Equal(t, []Pages{{SizeKB: kb2M, Count: 32}, {SizeKB: kb1G, Count: 0}}, offer[1].HugePages, "the scheduler counts the reservations itself")
+	assert.Equal(t, []numamem.Pages{{SizeKB: kb2M, Count: 32}, {SizeKB: kb1G, Count: 0}}, offer[1].HugePages, "the scheduler counts the reservations itself")
 }

@@ -96,7 +96,7 @@ func (a *Allocator) reusableFor(req Request) cpuset.CPUSet {
 // and CPUs it reuses leave the other containers' holds. memory is what the
 // new container holds of the nodes' memory. It returns the stopped
 // container whose held CPUs it took, for its Rule ("" for none).
-func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []NodeMemory) (from string) {
+func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []numamem.NodeMemory) (from string) {
 	if req.Pod.UID == "" {
 		return ""
 	}

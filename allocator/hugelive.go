@@ -55,7 +55,7 @@ func (a *Allocator) liveCounts(req *Request) (cached *numamem.Fit) {
 // on, and tells whether they still hold what it holds there (its memory
 // too: a grown hugepage pool shrinks the node's memory). fit is the one the
 // placement was made on; it is worked out again for those nodes.
-func (a *Allocator) heldStillFits(req Request, fit *numamem.Fit, held []NodeMemory) bool {
+func (a *Allocator) heldStillFits(req Request, fit *numamem.Fit, held []numamem.NodeMemory) bool {
 	nodes := a.liveNodes[:0]
 	for _, nm := range held {
 		if len(nm.HugePages) > 0 {
@@ -84,7 +84,7 @@ func (a *Allocator) rereadAll(req Request) Request {
 
 // readOrEmpty reads the counts of nodes; a failed read is an empty
 // reading, which decides on the counts last read and is not read again.
-func (a *Allocator) readOrEmpty(read HugePageReader, nodes []int, d Demand) map[int][]sysfs.HugePages {
+func (a *Allocator) readOrEmpty(read HugePageReader, nodes []int, d numamem.Demand) map[int][]sysfs.HugePages {
 	if now := read(nodes, a.demandSizes(d)); now != nil {
 		return now
 	}
@@ -93,7 +93,7 @@ func (a *Allocator) readOrEmpty(read HugePageReader, nodes []int, d Demand) map[
 
 // demandSizes are the hugepage sizes a demand asks for, in kB, in a buffer
 // kept between decisions (a reader must not keep it).
-func (a *Allocator) demandSizes(d Demand) []int64 {
+func (a *Allocator) demandSizes(d numamem.Demand) []int64 {
 	sizes := a.liveSizes[:0]
 	for _, hp := range d.HugePages {
 		sizes = append(sizes, hp.SizeKB)

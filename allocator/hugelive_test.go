@@ -56,7 +56,7 @@ const snc2Exclusive = `pools: {exclusive: {cpus: "2-39,42-79"}}`
 func primed(t *testing.T, fs *fakeSysfs) *Allocator {
 	t.Helper()
 	a := newAllocator(t, "xeon-2s-snc2", snc2Exclusive)
-	r := withMemory("primer", 1, 0, Pages{SizeKB: kb2M, Count: 1})
+	r := withMemory("primer", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 1})
 	r.HugePagesNow = fs.read(a.mem.MemoryNodes(), []int64{kb2M})
 	_, err := a.Allocate(r)
 	require.NoError(t, err)
@@ -71,14 +71,14 @@ func primed(t *testing.T, fs *fakeSysfs) *Allocator {
 func TestADecisionReadsOnlyTheNodeItChooses(t *testing.T) {
 	fs := &fakeSysfs{now: snc2Nodes()}
 	a := primed(t, fs)
-	r := withMemory("a", 2, 0, Pages{SizeKB: kb2M, Count: 4})
+	r := withMemory("a", 2, 0, numamem.Pages{SizeKB: kb2M, Count: 4})
 	r.ReadHugePages = fs.read
 	res, err := a.Allocate(r)
 	require.NoError(t, err)
 	mems := res.Assignment.Mems.List()
 	require.Len(t, mems, 1)
 	assert.Equal(t, [][]int{mems}, fs.reads, "one read, of the node chosen")
-	assert.Equal(t, []NodeMemory{{Node: mems[0], HugePages: []Pages{{SizeKB: kb2M, Count: 4}}}}, res.Assignment.Memory)
+	assert.Equal(t, []numamem.NodeMemory{{Node: mems[0], HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 4}}}}, res.Assignment.Memory)
 	checkMemoryAccount(t, a)
 }
 
@@ -91,7 +91,7 @@ func TestPagesTakenOnTheChosenNodeSinceTheLastRead(t *testing.T) {
 	// Where the CPU rules put it with pages everywhere.
 	fs := &fakeSysfs{now: snc2Nodes()}
 	probe := primed(t, fs)
-	r := withMemory("a", 2, 0, Pages{SizeKB: kb2M, Count: 4})
+	r := withMemory("a", 2, 0, numamem.Pages{SizeKB: kb2M, Count: 4})
 	r.ReadHugePages = fs.read
 	res, err := probe.Allocate(r)
 	require.NoError(t, err)
@@ -120,7 +120,7 @@ func TestAShortNodeByTheLastReadReadsEveryNode(t *testing.T) {
 	fs.now[1] = liveNode{16, 0}
 	a := primed(t, fs)
 	fs.now[1] = liveNode{16, 16} // freed since
-	r := withMemory("a", 2, 0, Pages{SizeKB: kb2M, Count: 4})
+	r := withMemory("a", 2, 0, numamem.Pages{SizeKB: kb2M, Count: 4})
 	r.ReadHugePages = fs.read
 	_, err := a.Allocate(r)
 	require.NoError(t, err)
@@ -135,14 +135,14 @@ func TestGivenCPUsReadTheirNodesOnly(t *testing.T) {
 	fs := &fakeSysfs{now: snc2Nodes()}
 	a := primed(t, fs)
 	cpus := cpuset.New(a.x.topo.NUMANodes[2].CPUs.List()[2])
-	r := withMemory("a", 1, 0, Pages{SizeKB: kb2M, Count: 4})
+	r := withMemory("a", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 4})
 	r.CPUs, r.ReadHugePages = cpus, fs.read
 	_, err := a.Allocate(r)
 	require.NoError(t, err)
 	assert.Equal(t, [][]int{{2}}, fs.reads)
 
 	fs.now[3], fs.reads = liveNode{16, 1}, nil
-	r = withMemory("b", 1, 0, Pages{SizeKB: kb2M, Count: 4})
+	r = withMemory("b", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 4})
 	r.CPUs, r.ReadHugePages = cpuset.New(a.x.topo.NUMANodes[3].CPUs.List()[2]), fs.read
 	_, err = a.Allocate(r)
 	require.ErrorContains(t, err, "hugepages-2Mi: asked 4, free node3 1")
@@ -155,13 +155,13 @@ func TestAFailedLiveReadDecidesOnTheLastRead(t *testing.T) {
 	fs := &fakeSysfs{now: snc2Nodes()}
 	a := primed(t, fs)
 	fs.fail = true
-	r := withMemory("a", 2, 0, Pages{SizeKB: kb2M, Count: 4})
+	r := withMemory("a", 2, 0, numamem.Pages{SizeKB: kb2M, Count: 4})
 	r.ReadHugePages = fs.read
 	_, err := a.Allocate(r)
 	require.NoError(t, err)
 	assert.Len(t, fs.reads, 1)
 
-	r = withMemory("b", 2, 0, Pages{SizeKB: kb2M, Count: 61})
+	r = withMemory("b", 2, 0, numamem.Pages{SizeKB: kb2M, Count: 61})
 	r.ReadHugePages = fs.read
 	_, err = a.Allocate(r)
 	require.ErrorContains(t, err, "hugepages-2Mi: asked 61", "the nodes hold 60 by the last read")
@@ -202,7 +202,7 @@ func TestReadingOnlyTheNodesNeededDecidesAsReadingAll(t *testing.T) {
 				}
 				id := fmt.Sprintf("c%d", i)
 				memory := []int64{0, gib, 40 * gib}[rng.Intn(3)] // none, one that fits, one that may not
-				r := withMemory(id, 1+rng.Intn(4), memory, Pages{SizeKB: kb2M, Count: int64(1 + rng.Intn(8))})
+				r := withMemory(id, 1+rng.Intn(4), memory, numamem.Pages{SizeKB: kb2M, Count: int64(1 + rng.Intn(8))})
 				rf, ra := r, r
 				var reads []int
 				rf.ReadHugePages = func(nodes []int, sizesKB []int64) map[int][]sysfs.HugePages {

@@ -62,7 +62,7 @@ func BuildLayout(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Prob
 
 // BuildLayoutRunning is BuildLayout as the daemon judges a config (its
 // start, a reload, a CPU that came online, and validate, which the unit
-// runs before it: plugin.CheckConfig): a listed CPU that is offline now is
+// runs before it: config/nodecheck): a listed CPU that is offline now is
 // a warning, not an error. The kernel took it offline (under a running
 // daemon, or a node rebooted with a failed core), and the daemon follows
 // it back online (HotplugLayout); a daemon that refused to start would

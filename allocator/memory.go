@@ -20,11 +20,11 @@ import (
 
 // MemoryUse returns what the counted containers and holds hold, by node in
 // id order; nodes nobody holds anything of are left out.
-func (a *Allocator) MemoryUse() []NodeMemoryUse { return a.mem.Use() }
+func (a *Allocator) MemoryUse() []numamem.NodeMemoryUse { return a.mem.Use() }
 
 // MemoryReport reports every NUMA node with memory, in id order, from the
 // counts last read: it reads no file.
-func (a *Allocator) MemoryReport() []NodeMemoryReport { return a.mem.Report() }
+func (a *Allocator) MemoryReport() []numamem.NodeMemoryReport { return a.mem.Report() }
 
 // countsMemory tells whether the allocator counts a request's memory: an
 // exclusive container whose mems it pins, asking for some.

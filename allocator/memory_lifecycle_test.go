@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -17,7 +18,7 @@ import (
 // the dropped node fails.
 func TestResizeKeepsHugePageNodeInMems(t *testing.T) {
 	a := newAllocator(t, "xeon-2s-snc2", `pools: {exclusive: {cpus: "2-39,42-79"}}`)
-	req := withMemory("a", 4, 0, Pages{SizeKB: kb1G, Count: 6})
+	req := withMemory("a", 4, 0, numamem.Pages{SizeKB: kb1G, Count: 6})
 	req.HugePagesNow = hugeNow(kb1G, map[int][2]int64{0: {0, 0}, 1: {4, 4}, 2: {0, 0}, 3: {4, 4}})
 	res, err := a.Allocate(req)
 	require.NoError(t, err)
@@ -40,19 +41,19 @@ func TestMemoryOfRunningContainer(t *testing.T) {
 	a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
 	// The container faulted in all of node 1's 32 pages before the restart.
 	a.mem.KeepPages(1, []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 0}})
-	d := Demand{HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}
+	d := numamem.Demand{HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 32}}}
 	as := Assignment{ID: "a", Pool: pools.Exclusive, CPUs: set(t, "2"), Mems: set(t, "1")}
-	assert.Equal(t, []NodeMemory{{Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}}, a.MemoryOf(as, d))
+	assert.Equal(t, []numamem.NodeMemory{{Node: 1, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 32}}}}, a.MemoryOf(as, d))
 
 	// Mems over both nodes, node 0 without pages: node 1 has them.
 	as.Mems = set(t, "0-1")
-	assert.Equal(t, []NodeMemory{{Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}}, a.MemoryOf(as, d))
+	assert.Equal(t, []numamem.NodeMemory{{Node: 1, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 32}}}}, a.MemoryOf(as, d))
 
 	// Over-committed (a record of an older version that counted nothing):
 	// the last node takes the rest, so that the count adds up.
-	a.mem.Set("other", []NodeMemory{{Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 20}}}})
+	a.mem.Set("other", []numamem.NodeMemory{{Node: 1, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 20}}}})
 	as.Mems = set(t, "1")
-	assert.Equal(t, []NodeMemory{{Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}}, a.MemoryOf(as, d))
+	assert.Equal(t, []numamem.NodeMemory{{Node: 1, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 32}}}}, a.MemoryOf(as, d))
 }
 
 // TestAdoptCountsMemoryWhereTheRuntimeRunsIt: a container created while
@@ -62,14 +63,14 @@ func TestMemoryOfRunningContainer(t *testing.T) {
 // runs.
 func TestAdoptCountsMemoryWhereTheRuntimeRunsIt(t *testing.T) {
 	a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
-	req := withMemory("a", 1, 0, Pages{SizeKB: kb2M, Count: 32})
+	req := withMemory("a", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 32})
 	require.Equal(t, "0", a.x.numaNodesOf(set(t, "1")).String())
 	res, how, err := a.Adopt(req, set(t, "1"), set(t, "0-1"))
 	require.NoError(t, err)
 	require.Equal(t, StaysWhereItRuns, how)
 	assert.Equal(t, "0-1", res.Assignment.Mems.String(), "as it runs")
-	assert.Equal(t, []NodeMemory{{Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}}, res.Assignment.Memory)
-	_, err = a.Allocate(withMemory("b", 1, 0, Pages{SizeKB: kb2M, Count: 1}))
+	assert.Equal(t, []numamem.NodeMemory{{Node: 1, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 32}}}}, res.Assignment.Memory)
+	_, err = a.Allocate(withMemory("b", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 1}))
 	require.ErrorContains(t, err, "free node0 0 node1 0", "its pages are counted")
 	checkMemoryAccount(t, a)
 
@@ -89,10 +90,10 @@ func TestAdoptCountsMemoryWhereTheRuntimeRunsIt(t *testing.T) {
 // beyond what a node has: a container whose memory may have come from the
 // hold's (on its nodes) takes it.
 func TestHoldKeepsMemoryUnlessItGoesWithItsCPUs(t *testing.T) {
-	held := []NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 16}}}
+	held := []numamem.NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 16}}}
 	setup := func(t *testing.T) (*Allocator, Request) {
 		a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
-		init := withMemory("init", 2, 0, Pages{SizeKB: kb2M, Count: 16})
+		init := withMemory("init", 2, 0, numamem.Pages{SizeKB: kb2M, Count: 16})
 		res, err := a.Allocate(init)
 		require.NoError(t, err)
 		require.Equal(t, "1", res.Assignment.Mems.String())
@@ -108,7 +109,7 @@ func TestHoldKeepsMemoryUnlessItGoesWithItsCPUs(t *testing.T) {
 
 	t.Run("a sidecar on infra", func(t *testing.T) {
 		a, init := setup(t)
-		side := of(init, withMemory("side", 0, 0, Pages{SizeKB: kb2M, Count: 16}), "side")
+		side := of(init, withMemory("side", 0, 0, numamem.Pages{SizeKB: kb2M, Count: 16}), "side")
 		side.Pool = pools.Infra
 		_, err := a.Allocate(side)
 		require.NoError(t, err)
@@ -122,7 +123,7 @@ func TestHoldKeepsMemoryUnlessItGoesWithItsCPUs(t *testing.T) {
 		res, err := a.Allocate(r)
 		require.NoError(t, err)
 		require.Equal(t, "0", res.Assignment.Mems.String())
-		assert.Equal(t, []NodeMemoryUse{{Node: 0, Memory: gib, HugePages: map[int64]int64{}}, held[0]}, a.MemoryUse())
+		assert.Equal(t, []numamem.NodeMemoryUse{{Node: 0, Memory: gib, HugePages: map[int64]int64{}}, held[0]}, a.MemoryUse())
 		checkMemoryAccount(t, a)
 	})
 	t.Run("no memory asked", func(t *testing.T) {
@@ -134,18 +135,18 @@ func TestHoldKeepsMemoryUnlessItGoesWithItsCPUs(t *testing.T) {
 	})
 	t.Run("its CPUs with memory: the pages go with them", func(t *testing.T) {
 		a, init := setup(t)
-		res, err := a.Allocate(of(init, withMemory("app", 1, 0, Pages{SizeKB: kb2M, Count: 32}), "app"))
+		res, err := a.Allocate(of(init, withMemory("app", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 32}), "app"))
 		require.NoError(t, err)
 		assert.Equal(t, "1", a.x.numaNodesOf(res.Assignment.CPUs).String())
-		assert.Equal(t, []NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse())
+		assert.Equal(t, []numamem.NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse())
 		checkMemoryAccount(t, a)
 	})
 	t.Run("other CPUs, the hold's pages", func(t *testing.T) {
 		// Its CPUs elsewhere, its memory on the hold's node, where the
 		// decision counted the hold's memory as its own (lentMemory).
 		a, init := setup(t)
-		r := of(init, withMemory("app", 1, 0, Pages{SizeKB: kb2M, Count: 32}), "app")
-		a.takeFromHolds(r, set(t, "1"), []NodeMemory{{Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}})
+		r := of(init, withMemory("app", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 32}), "app")
+		a.takeFromHolds(r, set(t, "1"), []numamem.NodeMemory{{Node: 1, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 32}}}})
 		assert.Empty(t, a.MemoryUse(), "the hold's memory went to it")
 	})
 }
@@ -163,12 +164,12 @@ func TestOlderHugePageReadingIsNotKept(t *testing.T) {
 		}
 		return now
 	}
-	newer := withMemory("newer", 1, 0, Pages{SizeKB: kb2M, Count: 1})
+	newer := withMemory("newer", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 1})
 	newer.HugePagesNow = reading(2, 4) // a host process took 28 pages
 	_, err := a.Allocate(newer)
 	require.NoError(t, err)
 
-	older := withMemory("older", 1, 0, Pages{SizeKB: kb2M, Count: 8})
+	older := withMemory("older", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 8})
 	older.HugePagesNow = reading(1, 32) // read before the host process took them
 	_, err = a.Allocate(older)
 	require.ErrorContains(t, err, "hugepages-2Mi: asked 8, free node0 0 node1 4", "decided on the newer reading")
@@ -182,7 +183,7 @@ func TestOlderHugePageReadingIsNotKept(t *testing.T) {
 func TestMemoryShortageDecidedWithoutSearch(t *testing.T) {
 	a := newAllocator(t, largeNode, `isolatedCPUs: "1-191,193-383"`)
 	i := 0
-	allocs := func(d Demand, refused bool) float64 {
+	allocs := func(d numamem.Demand, refused bool) float64 {
 		return testing.AllocsPerRun(20, func() {
 			i++
 			r := exclusive(fmt.Sprintf("x%d", i), 4)
@@ -192,9 +193,9 @@ func TestMemoryShortageDecidedWithoutSearch(t *testing.T) {
 			a.Release(r.ID)
 		})
 	}
-	none := allocs(Demand{}, false)
-	assert.Less(t, allocs(Demand{Memory: 1 << 40}, false), none+100, "a memory limit no node holds")
-	assert.Less(t, allocs(Demand{HugePages: []Pages{{SizeKB: kb2M, Count: 1}}}, true), none+100, "hugepages no node has")
+	none := allocs(numamem.Demand{}, false)
+	assert.Less(t, allocs(numamem.Demand{Memory: 1 << 40}, false), none+100, "a memory limit no node holds")
+	assert.Less(t, allocs(numamem.Demand{HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 1}}}, true), none+100, "hugepages no node has")
 }
 
 // TestReadingOfSomeSizes: the plugin reads only the sizes a container asks
@@ -222,28 +223,28 @@ func TestAdoptPlacesARunningContainerWithoutTheFreeFloor(t *testing.T) {
 		a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
 		// b and the container adopted below faulted in all 32 pages.
 		a.mem.KeepPages(1, []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 0}})
-		_, how, err := a.Adopt(withMemory("b", 1, 0, Pages{SizeKB: kb2M, Count: 16}), set(t, "2"), set(t, "1"))
+		_, how, err := a.Adopt(withMemory("b", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 16}), set(t, "2"), set(t, "1"))
 		require.NoError(t, err)
 		require.Equal(t, StaysWhereItRuns, how)
 		return a
 	}
 	t.Run("unpinned", func(t *testing.T) {
 		a := setup(t)
-		res, how, err := a.Adopt(withMemory("c", 1, 0, Pages{SizeKB: kb2M, Count: 16}), set(t, ""), set(t, ""))
+		res, how, err := a.Adopt(withMemory("c", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 16}), set(t, ""), set(t, ""))
 		require.NoError(t, err, "its own pages are not free, but they are its own")
 		assert.Equal(t, PlacedAsNew, how)
 		assert.Equal(t, "3", res.Assignment.CPUs.String())
 		assert.Equal(t, "1", res.Assignment.Mems.String())
-		assert.Equal(t, []NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse())
+		assert.Equal(t, []numamem.NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse())
 		checkMemoryAccount(t, a)
 
 		// A third one does not fit what the others hold: refused.
-		_, _, err = a.Adopt(withMemory("d", 1, 0, Pages{SizeKB: kb2M, Count: 1}), set(t, ""), set(t, ""))
+		_, _, err = a.Adopt(withMemory("d", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 1}), set(t, ""), set(t, ""))
 		require.ErrorContains(t, err, "hugepages-2Mi: asked 1, free node0 0 node1 0")
 	})
 	t.Run("the kubelet's CPUs", func(t *testing.T) {
 		a := setup(t)
-		req := withMemory("c", 1, 0, Pages{SizeKB: kb2M, Count: 16})
+		req := withMemory("c", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 16})
 		req.CPUs = set(t, "3")
 		res, how, err := a.Adopt(req, set(t, ""), set(t, ""))
 		require.NoError(t, err)
@@ -254,7 +255,7 @@ func TestAdoptPlacesARunningContainerWithoutTheFreeFloor(t *testing.T) {
 	t.Run("a creation keeps the floor", func(t *testing.T) {
 		a := setup(t)
 		a.mem.KeepPages(1, []sysfs.HugePages{{SizeKB: kb2M, Total: 32, Free: 8}}) // a host process took 8
-		_, err := a.Allocate(withMemory("c", 1, 0, Pages{SizeKB: kb2M, Count: 16}))
+		_, err := a.Allocate(withMemory("c", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 16}))
 		require.ErrorContains(t, err, "hugepages-2Mi: asked 16, free node0 0 node1 8")
 	})
 }

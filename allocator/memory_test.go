@@ -30,9 +30,9 @@ func hugeNow(sizeKB int64, byNode map[int][2]int64) map[int][]sysfs.HugePages {
 }
 
 // withMemory is an exclusive request that asks for memory.
-func withMemory(id string, cpus int, memory int64, pages ...Pages) Request {
+func withMemory(id string, cpus int, memory int64, pages ...numamem.Pages) Request {
 	r := exclusive(id, cpus)
-	r.Demand = Demand{Memory: memory, HugePages: pages}
+	r.Demand = numamem.Demand{Memory: memory, HugePages: pages}
 	return r
 }
 
@@ -59,9 +59,9 @@ func TestMemoryFollowsCPUs(t *testing.T) {
 			// fit, and its mmap(MAP_HUGETLB) fails: the VM test of issue 31.
 			name: "hugepages only on node1", fixture: "vm-2numa-hugepages", config: `pools: {exclusive: {cpus: "1-3"}}`,
 			steps: []step{
-				{req: withMemory("a", 1, 0, Pages{SizeKB: kb2M, Count: 16}), cpus: "1", mems: "1"},
-				{req: withMemory("b", 1, 0, Pages{SizeKB: kb2M, Count: 16}), cpus: "1", mems: "1"},
-				{req: withMemory("c", 1, 0, Pages{SizeKB: kb2M, Count: 16}), err: "hugepages-2Mi: asked 16, free node0 0 node1 0"},
+				{req: withMemory("a", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 16}), cpus: "1", mems: "1"},
+				{req: withMemory("b", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 16}), cpus: "1", mems: "1"},
+				{req: withMemory("c", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 16}), err: "hugepages-2Mi: asked 16, free node0 0 node1 0"},
 				{req: exclusive("d", 1), cpus: "0", mems: "0"},
 			},
 		},
@@ -69,36 +69,36 @@ func TestMemoryFollowsCPUs(t *testing.T) {
 			name: "node1's CPUs are taken: CPUs on node0, mems on both", fixture: "vm-2numa-hugepages", config: `pools: {exclusive: {cpus: "1-3"}}`,
 			steps: []step{
 				{req: exclusive("full", 2), cpus: "1", mems: "1"},
-				{req: withMemory("a", 1, 0, Pages{SizeKB: kb2M, Count: 32}), cpus: "0", mems: "0-1"},
+				{req: withMemory("a", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 32}), cpus: "0", mems: "0-1"},
 			},
 		},
 		{
 			name: "pages taken by something the plugin does not know are not free", fixture: "vm-2numa-hugepages", config: `pools: {exclusive: {cpus: "1-3"}}`,
 			steps: []step{
-				{req: withMemory("a", 1, 0, Pages{SizeKB: kb2M, Count: 8}), now: hugeNow(kb2M, map[int][2]int64{0: {0, 0}, 1: {32, 20}}), cpus: "1", mems: "1"},
+				{req: withMemory("a", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 8}), now: hugeNow(kb2M, map[int][2]int64{0: {0, 0}, 1: {32, 20}}), cpus: "1", mems: "1"},
 				// 32 − 8 held = 24, but only 20 are free: a host process
 				// took 12 (the container's 8 are not faulted in yet).
-				{req: withMemory("b", 1, 0, Pages{SizeKB: kb2M, Count: 21}), err: "hugepages-2Mi: asked 21, free node0 0 node1 20"},
+				{req: withMemory("b", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 21}), err: "hugepages-2Mi: asked 21, free node0 0 node1 20"},
 				// Once the container faulted its 8 in, 12 are free: its
 				// pages are not counted twice.
-				{req: withMemory("c", 1, 0, Pages{SizeKB: kb2M, Count: 13}), now: hugeNow(kb2M, map[int][2]int64{0: {0, 0}, 1: {32, 12}}), err: "free node0 0 node1 12"},
-				{req: withMemory("d", 1, 0, Pages{SizeKB: kb2M, Count: 12}), cpus: "1", mems: "1"},
+				{req: withMemory("c", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 13}), now: hugeNow(kb2M, map[int][2]int64{0: {0, 0}, 1: {32, 12}}), err: "free node0 0 node1 12"},
+				{req: withMemory("d", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 12}), cpus: "1", mems: "1"},
 			},
 		},
 		{
 			name: "the host's reserve", fixture: "vm-2numa-hugepages", config: "pools: {exclusive: {cpus: \"1-3\"}}\nmemory: {reservedHugePagesPerNode: {2Mi: 20}}",
 			steps: []step{
-				{req: withMemory("a", 1, 0, Pages{SizeKB: kb2M, Count: 13}), err: "hugepages-2Mi: asked 13, free node0 0 node1 12"},
-				{req: withMemory("b", 1, 0, Pages{SizeKB: kb2M, Count: 12}), cpus: "1", mems: "1"},
+				{req: withMemory("a", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 13}), err: "hugepages-2Mi: asked 13, free node0 0 node1 12"},
+				{req: withMemory("b", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 12}), cpus: "1", mems: "1"},
 			},
 		},
 		{
 			name: "fewest nodes when no node holds the hugepages", fixture: "xeon-2s-snc2", config: `pools: {exclusive: {cpus: "2-39,42-79"}}`,
 			steps: []step{
-				{req: withMemory("a", 4, 0, Pages{SizeKB: kb1G, Count: 6}), now: hugeNow(kb1G, map[int][2]int64{0: {0, 0}, 1: {4, 4}, 2: {0, 0}, 3: {4, 4}}), cpus: "1", mems: "1,3"},
+				{req: withMemory("a", 4, 0, numamem.Pages{SizeKB: kb1G, Count: 6}), now: hugeNow(kb1G, map[int][2]int64{0: {0, 0}, 1: {4, 4}, 2: {0, 0}, 3: {4, 4}}), cpus: "1", mems: "1,3"},
 				// a took node 1's 4 pages and 2 of node 3's.
-				{req: withMemory("b", 4, 0, Pages{SizeKB: kb1G, Count: 1}), cpus: "3", mems: "3"},
-				{req: withMemory("c", 4, 0, Pages{SizeKB: kb1G, Count: 2}), err: "hugepages-1Gi: asked 2, free node0 0 node1 0 node2 0 node3 1"},
+				{req: withMemory("b", 4, 0, numamem.Pages{SizeKB: kb1G, Count: 1}), cpus: "3", mems: "3"},
+				{req: withMemory("c", 4, 0, numamem.Pages{SizeKB: kb1G, Count: 2}), err: "hugepages-1Gi: asked 2, free node0 0 node1 0 node2 0 node3 1"},
 			},
 		},
 		{
@@ -121,14 +121,14 @@ func TestMemoryFollowsCPUs(t *testing.T) {
 			name: "the devices' node among those with the memory", fixture: "xeon-2s-snc2", config: `pools: {exclusive: {cpus: "2-39,42-79"}}`,
 			steps: []step{
 				{req: func() Request {
-					r := withMemory("a", 2, 0, Pages{SizeKB: kb2M, Count: 4})
+					r := withMemory("a", 2, 0, numamem.Pages{SizeKB: kb2M, Count: 4})
 					r.PreferNUMA = cpuset.New(1)
 					return r
 				}(), now: hugeNow(kb2M, map[int][2]int64{0: {0, 0}, 1: {8, 8}, 2: {8, 8}, 3: {0, 0}}), cpus: "1", mems: "1"},
 				// Its device's node 0 has no hugepages, node 1 has 4 left:
 				// node 2, though node 1 is the best fit and on its socket.
 				{req: func() Request {
-					r := withMemory("b", 2, 0, Pages{SizeKB: kb2M, Count: 5})
+					r := withMemory("b", 2, 0, numamem.Pages{SizeKB: kb2M, Count: 5})
 					r.PreferNUMA = cpuset.New(0)
 					return r
 				}(), cpus: "2", mems: "2"},
@@ -166,7 +166,7 @@ func TestMemoryFollowsCPUs(t *testing.T) {
 // nodes in id order, with what to change.
 func TestHugePageRefusalMessage(t *testing.T) {
 	a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
-	_, err := a.Allocate(withMemory("a", 1, 0, Pages{SizeKB: kb2M, Count: 16}, Pages{SizeKB: kb1G, Count: 4}))
+	_, err := a.Allocate(withMemory("a", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 16}, numamem.Pages{SizeKB: kb1G, Count: 4}))
 	require.Error(t, err)
 	assert.Equal(t, "pool exclusive cannot fit container ns/pod-a/c: hugepages-1Gi: asked 4, free node0 0 node1 0; "+
 		"reserve hugepages on a NUMA node of the pool (nodeN/hugepages/hugepages-<size>kB/nr_hugepages, or hugepagesz= and hugepages= on the kernel command line), "+
@@ -179,13 +179,13 @@ func TestHugePageRefusalMessage(t *testing.T) {
 // today's rules, and without pinMemory nothing is confined to a node.
 func TestMemoryNotCountedUnlessPinned(t *testing.T) {
 	a := newAllocator(t, "vm-2numa-hugepages", "pools: {exclusive: {cpus: \"1-3\"}}\npinMemory: false")
-	res, err := a.Allocate(withMemory("a", 1, 0, Pages{SizeKB: kb2M, Count: 64}))
+	res, err := a.Allocate(withMemory("a", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 64}))
 	require.NoError(t, err)
 	assert.Equal(t, "1", res.Assignment.CPUs.String(), "today's rules")
 	assert.Empty(t, a.MemoryUse())
 
 	a = newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
-	sh := withMemory("s", 0, 0, Pages{SizeKB: kb2M, Count: 64})
+	sh := withMemory("s", 0, 0, numamem.Pages{SizeKB: kb2M, Count: 64})
 	sh.Pool = pools.Infra
 	_, err = a.Allocate(sh)
 	require.NoError(t, err)
@@ -197,14 +197,14 @@ func TestMemoryNotCountedUnlessPinned(t *testing.T) {
 // to the pod's next container; the pod's end gives it all back.
 func TestMemoryHeldThroughThePodsLife(t *testing.T) {
 	a := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
-	run1 := withMemory("run1", 1, 0, Pages{SizeKB: kb2M, Count: 32})
+	run1 := withMemory("run1", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 32})
 	_, err := a.Allocate(run1)
 	require.NoError(t, err)
 	failed := int32(1)
 	a.Stop("run1", &failed)
-	assert.Equal(t, []NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse(), "held while stopped")
+	assert.Equal(t, []numamem.NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse(), "held while stopped")
 
-	other := withMemory("other", 1, 0, Pages{SizeKB: kb2M, Count: 1})
+	other := withMemory("other", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 1})
 	_, err = a.Allocate(other)
 	require.ErrorContains(t, err, "free node0 0 node1 0", "another pod may not have them")
 
@@ -213,15 +213,15 @@ func TestMemoryHeldThroughThePodsLife(t *testing.T) {
 	res, err := a.Allocate(run2)
 	require.NoError(t, err, "the next run gets its pages back")
 	assert.Equal(t, "1", res.Assignment.Mems.String())
-	assert.Equal(t, []NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse(), "once")
+	assert.Equal(t, []numamem.NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse(), "once")
 
 	ok := int32(0)
 	a.Stop("run2", &ok) // completed, like an init container
-	app := withMemory("app", 1, 0, Pages{SizeKB: kb2M, Count: 32})
+	app := withMemory("app", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 32})
 	app.Pod, app.Container = run1.Pod, "app"
 	_, err = a.Allocate(app)
 	require.NoError(t, err, "a completed container's pages go to the pod's next container")
-	assert.Equal(t, []NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse())
+	assert.Equal(t, []numamem.NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{kb2M: 32}}}, a.MemoryUse())
 	checkMemoryAccount(t, a)
 
 	a.ReleasePod(run1.Pod.UID)
@@ -245,7 +245,7 @@ func TestMemoryAccountProperty(t *testing.T) {
 			switch op := rng.Intn(10); {
 			case op < 5:
 				pod := rng.Intn(6)
-				r := withMemory(fmt.Sprintf("c%d-%d", seed, step), 1+rng.Intn(6), int64(rng.Intn(4))*gib, Pages{SizeKB: kb2M, Count: int64(rng.Intn(12))})
+				r := withMemory(fmt.Sprintf("c%d-%d", seed, step), 1+rng.Intn(6), int64(rng.Intn(4))*gib, numamem.Pages{SizeKB: kb2M, Count: int64(rng.Intn(12))})
 				if r.Demand.HugePages[0].Count == 0 {
 					r.Demand.HugePages = nil
 				}
@@ -325,7 +325,7 @@ func checkMemoryAccount(t *testing.T, a *Allocator) {
 		pages  map[int64]int64
 	}
 	want := map[int]*nodeUse{}
-	add := func(held []NodeMemory) {
+	add := func(held []numamem.NodeMemory) {
 		for _, nm := range held {
 			u := want[nm.Node]
 			if u == nil {

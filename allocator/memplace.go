@@ -11,7 +11,7 @@ import (
 // placed is an exclusive placement with the memory it holds.
 type placed struct {
 	cpus, reserved cpuset.CPUSet
-	memory         []NodeMemory
+	memory         []numamem.NodeMemory
 	warning        string
 	// onFirst tells that each node holds the whole demand: it is all
 	// taken from the first node of the CPUs' mems (onFirstNode), which
@@ -64,7 +64,7 @@ func (a *Allocator) withMemory(req Request, fit *numamem.Fit, pl placed, planNod
 // memoryOnExact counts the memory of a container whose CPUs the kubelet
 // chose: it takes its memory from the nodes of those CPUs, and is refused
 // when their hugepages cannot hold it.
-func (a *Allocator) memoryOnExact(req Request, cpus cpuset.CPUSet) ([]NodeMemory, string, error) {
+func (a *Allocator) memoryOnExact(req Request, cpus cpuset.CPUSet) ([]numamem.NodeMemory, string, error) {
 	if !a.countsMemory(req) {
 		return nil, "", nil
 	}
@@ -84,7 +84,7 @@ func (a *Allocator) memoryOnExact(req Request, cpus cpuset.CPUSet) ([]NodeMemory
 
 // onFirstNode is a demand held on the lowest node of mems: split's answer
 // when that node holds all of it.
-func (a *Allocator) onFirstNode(d Demand, mems cpuset.CPUSet) []NodeMemory {
+func (a *Allocator) onFirstNode(d numamem.Demand, mems cpuset.CPUSet) []numamem.NodeMemory {
 	for _, n := range a.x.nodes {
 		if mems.Contains(n) {
 			return numamem.OnNode(d, n)

@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/numamem"
 )
 
 // TestMemoryReportFreeIsWhatTheNextContainerGets: the free figures that
@@ -14,7 +16,7 @@ import (
 // count) are not free.
 func TestMemoryReportFreeIsWhatTheNextContainerGets(t *testing.T) {
 	a := newAllocator(t, "vm-2numa-hugepages", "pools: {exclusive: {cpus: \"1-3\"}}\nmemory: {reservedPerNode: 1Gi, reservedHugePagesPerNode: {2Mi: 4}}")
-	_, err := a.Allocate(withMemory("a", 1, 256<<20, Pages{SizeKB: kb2M, Count: 8}))
+	_, err := a.Allocate(withMemory("a", 1, 256<<20, numamem.Pages{SizeKB: kb2M, Count: 8}))
 	require.NoError(t, err)
 
 	rep := a.MemoryReport()
@@ -24,18 +26,18 @@ func TestMemoryReportFreeIsWhatTheNextContainerGets(t *testing.T) {
 	assert.Equal(t, gib, n1.Reserved)
 	assert.Equal(t, int64(256<<20), n1.Held)
 	assert.Equal(t, 4*gib-64<<20-gib-256<<20, n1.Free)
-	assert.Equal(t, []PagesReport{{SizeKB: kb2M, Total: 32, Reserved: 4, Held: 8, Free: 20}, {SizeKB: kb1G, Reserved: 0}}, n1.HugePages)
+	assert.Equal(t, []numamem.PagesReport{{SizeKB: kb2M, Total: 32, Reserved: 4, Held: 8, Free: 20}, {SizeKB: kb1G, Reserved: 0}}, n1.HugePages)
 
-	_, err = a.Allocate(withMemory("b", 1, 0, Pages{SizeKB: kb2M, Count: 21}))
+	_, err = a.Allocate(withMemory("b", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 21}))
 	require.ErrorContains(t, err, "hugepages-2Mi: asked 21, free node0 0 node1 20", "the refusal names the report's free")
-	_, err = a.Allocate(withMemory("c", 1, 0, Pages{SizeKB: kb2M, Count: 20}))
+	_, err = a.Allocate(withMemory("c", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 20}))
 	require.NoError(t, err, "all the report's free pages fit")
 	assert.Equal(t, int64(0), a.MemoryReport()[1].HugePages[0].Free)
 
 	// free_hugepages below what we count: a process we do not know took
 	// pages; the report, like the decision, calls only the rest free.
 	b := newAllocator(t, "vm-2numa-hugepages", `pools: {exclusive: {cpus: "1-3"}}`)
-	r := withMemory("x", 1, 0, Pages{SizeKB: kb2M, Count: 2})
+	r := withMemory("x", 1, 0, numamem.Pages{SizeKB: kb2M, Count: 2})
 	r.HugePagesNow = hugeNow(kb2M, map[int][2]int64{0: {0, 0}, 1: {32, 10}})
 	_, err = b.Allocate(r)
 	require.NoError(t, err)

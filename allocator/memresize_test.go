@@ -23,7 +23,7 @@ func TestResizeMemory(t *testing.T) {
 	type step struct {
 		id    string
 		limit int64
-		held  []NodeMemory // the container's, after the step
+		held  []numamem.NodeMemory // the container's, after the step
 		warn  string
 		noop  bool
 		err   string
@@ -36,18 +36,18 @@ func TestResizeMemory(t *testing.T) {
 		{
 			name: "grows and shrinks on its node, hugepages kept",
 			setup: func(t *testing.T, a *Allocator) {
-				res, err := a.Allocate(withMemory("a", 1, 64*mib, Pages{SizeKB: kb2M, Count: 16}))
+				res, err := a.Allocate(withMemory("a", 1, 64*mib, numamem.Pages{SizeKB: kb2M, Count: 16}))
 				require.NoError(t, err)
 				require.Equal(t, "1", res.Assignment.Mems.String())
 			},
 			steps: []step{
-				{id: "a", limit: 3 * gib, held: []NodeMemory{{Node: 1, Memory: 3 * gib, HugePages: []Pages{{SizeKB: kb2M, Count: 16}}}}},
-				{id: "a", limit: 3 * gib, noop: true, held: []NodeMemory{{Node: 1, Memory: 3 * gib, HugePages: []Pages{{SizeKB: kb2M, Count: 16}}}}},
+				{id: "a", limit: 3 * gib, held: []numamem.NodeMemory{{Node: 1, Memory: 3 * gib, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 16}}}}},
+				{id: "a", limit: 3 * gib, noop: true, held: []numamem.NodeMemory{{Node: 1, Memory: 3 * gib, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 16}}}}},
 				// 4 GiB − 64 MiB of pages: 960 MiB are left for it to grow.
-				{id: "a", limit: 5 * gib, held: []NodeMemory{{Node: 1, Memory: 5 * gib, HugePages: []Pages{{SizeKB: kb2M, Count: 16}}}},
+				{id: "a", limit: 5 * gib, held: []numamem.NodeMemory{{Node: 1, Memory: 5 * gib, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 16}}}},
 					warn: "memory: asked 2Gi, free node1 960Mi"},
-				{id: "a", limit: 512 * mib, held: []NodeMemory{{Node: 1, Memory: 512 * mib, HugePages: []Pages{{SizeKB: kb2M, Count: 16}}}}},
-				{id: "a", limit: 0, held: []NodeMemory{{Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 16}}}}},
+				{id: "a", limit: 512 * mib, held: []numamem.NodeMemory{{Node: 1, Memory: 512 * mib, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 16}}}}},
+				{id: "a", limit: 0, held: []numamem.NodeMemory{{Node: 1, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 16}}}}},
 			},
 		},
 		{
@@ -58,7 +58,7 @@ func TestResizeMemory(t *testing.T) {
 				require.Equal(t, "0", res.Assignment.Mems.String())
 			},
 			steps: []step{
-				{id: "a", limit: gib, held: []NodeMemory{{Node: 0, Memory: gib}}},
+				{id: "a", limit: gib, held: []numamem.NodeMemory{{Node: 0, Memory: gib}}},
 				{id: "a", limit: 0, held: nil},
 			},
 		},
@@ -69,14 +69,14 @@ func TestResizeMemory(t *testing.T) {
 				// 1, its memory limit on its CPUs' node.
 				_, err := a.Allocate(exclusive("full", 2))
 				require.NoError(t, err)
-				res, err := a.Allocate(withMemory("a", 1, 3*gib, Pages{SizeKB: kb2M, Count: 32}))
+				res, err := a.Allocate(withMemory("a", 1, 3*gib, numamem.Pages{SizeKB: kb2M, Count: 32}))
 				require.NoError(t, err)
 				require.Equal(t, "0-1", res.Assignment.Mems.String())
-				require.Equal(t, []NodeMemory{{Node: 0, Memory: 3 * gib}, {Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}}, res.Assignment.Memory)
+				require.Equal(t, []numamem.NodeMemory{{Node: 0, Memory: 3 * gib}, {Node: 1, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 32}}}}, res.Assignment.Memory)
 			},
 			steps: []step{
-				{id: "a", limit: 5 * gib, held: []NodeMemory{{Node: 0, Memory: 4 * gib}, {Node: 1, Memory: gib, HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}}},
-				{id: "a", limit: 3584 * mib, held: []NodeMemory{{Node: 0, Memory: 3584 * mib}, {Node: 1, HugePages: []Pages{{SizeKB: kb2M, Count: 32}}}}},
+				{id: "a", limit: 5 * gib, held: []numamem.NodeMemory{{Node: 0, Memory: 4 * gib}, {Node: 1, Memory: gib, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 32}}}}},
+				{id: "a", limit: 3584 * mib, held: []numamem.NodeMemory{{Node: 0, Memory: 3584 * mib}, {Node: 1, HugePages: []numamem.Pages{{SizeKB: kb2M, Count: 32}}}}},
 			},
 		},
 		{
@@ -89,8 +89,8 @@ func TestResizeMemory(t *testing.T) {
 				require.Equal(t, "1", res.Assignment.Mems.String())
 			},
 			steps: []step{
-				{id: "a", limit: gib, held: []NodeMemory{{Node: 1, Memory: gib}}},
-				{id: "a", limit: 5 * gib, held: []NodeMemory{{Node: 1, Memory: 5 * gib}}, warn: "asked 4Gi, free node1 3008Mi"},
+				{id: "a", limit: gib, held: []numamem.NodeMemory{{Node: 1, Memory: gib}}},
+				{id: "a", limit: 5 * gib, held: []numamem.NodeMemory{{Node: 1, Memory: 5 * gib}}, warn: "asked 4Gi, free node1 3008Mi"},
 			},
 		},
 		{
@@ -149,14 +149,14 @@ func TestResizeMemoryOfAClaimsContainer(t *testing.T) {
 	res, err := a.Allocate(req)
 	require.NoError(t, err)
 	node := res.Assignment.Memory[0].Node
-	_, err = a.ReserveClaim(ClaimMemory{Key: "claim/r", PodUID: req.Pod.UID, Container: req.Container, Held: []NodeMemory{{Node: node, Memory: 2 * gib}}}, nil, false)
+	_, err = a.ReserveClaim(numamem.ClaimMemory{Key: "claim/r", PodUID: req.Pod.UID, Container: req.Container, Held: []numamem.NodeMemory{{Node: node, Memory: 2 * gib}}}, nil, false)
 	require.NoError(t, err)
-	onNode := func(memory int64) []NodeMemoryUse {
-		return []NodeMemoryUse{{Node: node, Memory: memory, HugePages: map[int64]int64{}}}
+	onNode := func(memory int64) []numamem.NodeMemoryUse {
+		return []numamem.NodeMemoryUse{{Node: node, Memory: memory, HugePages: map[int64]int64{}}}
 	}
 	require.Equal(t, onNode(2*gib), a.MemoryUse(), "the claim's 2 GiB, its container's 1 GiB among them")
 	// Another claim takes the rest of the node (4 GiB).
-	_, err = a.ReserveClaim(ClaimMemory{Key: "other/r", Held: []NodeMemory{{Node: node, Memory: 2 * gib}}}, nil, false)
+	_, err = a.ReserveClaim(numamem.ClaimMemory{Key: "other/r", Held: []numamem.NodeMemory{{Node: node, Memory: 2 * gib}}}, nil, false)
 	require.NoError(t, err)
 
 	for _, s := range []struct {
@@ -175,7 +175,7 @@ func TestResizeMemoryOfAClaimsContainer(t *testing.T) {
 		} else {
 			assert.Contains(t, res.Warning, s.warn)
 		}
-		assert.Equal(t, []NodeMemory{{Node: node, Memory: s.limit}}, res.Assignment.Memory)
+		assert.Equal(t, []numamem.NodeMemory{{Node: node, Memory: s.limit}}, res.Assignment.Memory)
 		assert.Equal(t, onNode(s.use), a.MemoryUse(), "limit %s", numamem.Bytes(s.limit))
 	}
 }

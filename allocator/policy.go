@@ -10,6 +10,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -60,7 +61,7 @@ type Container struct {
 	KubeletPool string
 	Claims      []string
 	// Demand is what it asks of memory (numamem).
-	Demand Demand
+	Demand numamem.Demand
 }
 
 // DeviceResolver maps a sysfs device path to its NUMA node; the caller

@@ -441,7 +441,7 @@ func (a *Allocator) hiddenSiblings(cpus cpuset.CPUSet) cpuset.CPUSet {
 // not hold, the last taking the rest. The live free_hugepages is no floor:
 // the container runs, and the pages it touched are its own. Nothing for a
 // container whose memory is not counted.
-func (a *Allocator) MemoryOf(as Assignment, d Demand) []NodeMemory {
+func (a *Allocator) MemoryOf(as Assignment, d numamem.Demand) []numamem.NodeMemory {
 	req := Request{Pool: as.Pool, Demand: d}
 	if !a.countsMemory(req) {
 		return nil

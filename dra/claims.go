@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/numamem"
 )
 
 // Claim is a prepared ResourceClaim: its requests of this driver and the
@@ -77,13 +77,13 @@ type NodeMemory struct {
 }
 
 // held is the request's memory as the allocator counts it.
-func (r *Request) held() []allocator.NodeMemory {
-	out := make([]allocator.NodeMemory, 0, len(r.Memory))
+func (r *Request) held() []numamem.NodeMemory {
+	out := make([]numamem.NodeMemory, 0, len(r.Memory))
 	for _, nm := range r.Memory {
-		am := allocator.NodeMemory{Node: nm.Node, Memory: nm.Memory}
+		am := numamem.NodeMemory{Node: nm.Node, Memory: nm.Memory}
 		for _, size := range slices.Sorted(maps.Keys(nm.HugePages)) {
 			if n := nm.HugePages[size]; n > 0 {
-				am.HugePages = append(am.HugePages, allocator.Pages{SizeKB: size, Count: n})
+				am.HugePages = append(am.HugePages, numamem.Pages{SizeKB: size, Count: n})
 			}
 		}
 		out = append(out, am)
@@ -91,12 +91,12 @@ func (r *Request) held() []allocator.NodeMemory {
 	return out
 }
 
-// memoryKey names a request's reservation (allocator.ClaimMemory.Key).
+// memoryKey names a request's reservation (numamem.ClaimMemory.Key).
 func memoryKey(claimUID, request string) string { return claimUID + "/" + request }
 
 // reservation is what a request of a claim reserves.
-func (r *Request) reservation(claimUID, request string) allocator.ClaimMemory {
-	return allocator.ClaimMemory{Key: memoryKey(claimUID, request), PodUID: r.PodUID, Container: r.Container, Held: r.held()}
+func (r *Request) reservation(claimUID, request string) numamem.ClaimMemory {
+	return numamem.ClaimMemory{Key: memoryKey(claimUID, request), PodUID: r.PodUID, Container: r.Container, Held: r.held()}
 }
 
 func (c *Claim) clone() *Claim {

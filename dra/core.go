@@ -6,6 +6,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -87,12 +88,12 @@ func Offer(topo *sysfs.Topology, layout *allocator.Layout, heldOutside map[strin
 }
 
 // WithMemory is dracore.WithMemory.
-func WithMemory(groups []Group, offer []allocator.NodeOffer) []Group {
+func WithMemory(groups []Group, offer []numamem.NodeOffer) []Group {
 	return dracore.WithMemory(groups, offer)
 }
 
 // WithMemoryHeld is dracore.WithMemoryHeld.
-func WithMemoryHeld(groups []Group, offer []allocator.NodeOffer, heldBy map[int]string) []Group {
+func WithMemoryHeld(groups []Group, offer []numamem.NodeOffer, heldBy map[int]string) []Group {
 	return dracore.WithMemoryHeld(groups, offer, heldBy)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
@@ -184,9 +185,9 @@ func TestSchedulerPutsHugePagesWhereTheyAre(t *testing.T) {
 	require.NoError(t, prepare(t, d.Driver, withAllocation(claim, res[0], "pod-1"))["uid-1"].Err)
 	r := d.Claims()["uid-1"].Requests["cpus"]
 	assert.Equal(t, []NodeMemory{{Node: 1, HugePages: map[int64]int64{2048: 32}}}, r.Memory)
-	assert.Equal(t, map[string]allocator.ClaimMemory{"uid-1/cpus": {Key: "uid-1/cpus", Held: []allocator.NodeMemory{{Node: 1, HugePages: []allocator.Pages{{SizeKB: 2048, Count: 32}}}}}},
+	assert.Equal(t, map[string]numamem.ClaimMemory{"uid-1/cpus": {Key: "uid-1/cpus", Held: []numamem.NodeMemory{{Node: 1, HugePages: []numamem.Pages{{SizeKB: 2048, Count: 32}}}}}},
 		s.Allocator().ClaimReservations())
-	assert.Equal(t, []allocator.NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{2048: 32}}}, s.Allocator().MemoryUse())
+	assert.Equal(t, []numamem.NodeMemoryUse{{Node: 1, HugePages: map[int64]int64{2048: 32}}}, s.Allocator().MemoryUse())
 	assert.Equal(t, "1Gi", offered(t, d.Driver, "exclusive-numa1", "cpupool.dev/hugepages2Mi"), "the scheduler counts the claim: the offer stays")
 
 	// The restarted driver reserves it again.

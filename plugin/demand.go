@@ -13,8 +13,8 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -33,15 +33,15 @@ const (
 
 // demandOf reads the container's hugepage limits and memory limit. A
 // malformed or repeated page size is an error; a limit of 0 asks nothing.
-func demandOf(ctr *api.Container) (allocator.Demand, error) {
+func demandOf(ctr *api.Container) (numamem.Demand, error) {
 	res := ctr.GetLinux().GetResources()
-	var d allocator.Demand
+	var d numamem.Demand
 	if limit := res.GetMemory().GetLimit().GetValue(); limit > 0 {
 		d.Memory = min(limit, maxMemoryBytes)
 	}
 	limits := res.GetHugepageLimits()
 	if len(limits) > maxHugePageLimits {
-		return allocator.Demand{}, fmt.Errorf("%d hugepage limits; a node has at most %d page sizes", len(limits), maxHugePageLimits)
+		return numamem.Demand{}, fmt.Errorf("%d hugepage limits; a node has at most %d page sizes", len(limits), maxHugePageLimits)
 	}
 	for _, l := range limits {
 		if l.GetLimit() == 0 {
@@ -49,16 +49,16 @@ func demandOf(ctr *api.Container) (allocator.Demand, error) {
 		}
 		sizeKB, err := ociPageSizeKB(l.GetPageSize())
 		if err != nil {
-			return allocator.Demand{}, err
+			return numamem.Demand{}, err
 		}
 		for _, p := range d.HugePages {
 			if p.SizeKB == sizeKB {
-				return allocator.Demand{}, fmt.Errorf("hugepage size %s is limited twice", cpulist.Echo(l.GetPageSize()))
+				return numamem.Demand{}, fmt.Errorf("hugepage size %s is limited twice", cpulist.Echo(l.GetPageSize()))
 			}
 		}
 		size := sizeKB * 1024
 		limit := int64(min(l.GetLimit(), uint64(maxMemoryBytes)))
-		d.HugePages = append(d.HugePages, allocator.Pages{SizeKB: sizeKB, Count: (limit + size - 1) / size})
+		d.HugePages = append(d.HugePages, numamem.Pages{SizeKB: sizeKB, Count: (limit + size - 1) / size})
 	}
 	sortPages(d.HugePages)
 	return d, nil
@@ -107,8 +107,8 @@ func badPageSize(s string) error {
 	return fmt.Errorf("hugepage size %s is not a size such as 2MB or 1GB", cpulist.Echo(s))
 }
 
-func sortPages(ps []allocator.Pages) {
-	slices.SortFunc(ps, func(a, b allocator.Pages) int { return cmp.Compare(a.SizeKB, b.SizeKB) })
+func sortPages(ps []numamem.Pages) {
+	slices.SortFunc(ps, func(a, b numamem.Pages) int { return cmp.Compare(a.SizeKB, b.SizeKB) })
 }
 
 // hugePagesNow reads every node's hugepage counts for a decision about a
@@ -117,7 +117,7 @@ func sortPages(ps []allocator.Pages) {
 // A read that fails leaves the counts last read, with a warning. A
 // creation hands the allocator readHugePages instead, which reads only the
 // nodes its decision needs (allocator/hugelive.go).
-func (p *Plugin) hugePagesNow(d allocator.Demand) map[int][]sysfs.HugePages {
+func (p *Plugin) hugePagesNow(d numamem.Demand) map[int][]sysfs.HugePages {
 	if len(d.HugePages) == 0 {
 		return nil
 	}
@@ -150,7 +150,7 @@ func (p *Plugin) readHugePages(nodes []int, sizesKB []int64) map[int][]sysfs.Hug
 // runtimeDemand is a running container's demand at Synchronize, where the
 // runtime is the truth: a malformed one asks nothing, with a warning (the
 // container runs already; refusing it is not ours to do).
-func (p *Plugin) runtimeDemand(c *api.Container, who string) allocator.Demand {
+func (p *Plugin) runtimeDemand(c *api.Container, who string) numamem.Demand {
 	d, err := demandOf(c)
 	if err != nil {
 		p.log.Warnf("synchronize: container %s: %v; its memory is not counted", who, err)

@@ -11,13 +11,12 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // MemoryOffer implements dra.Pools.
-func (p *Plugin) MemoryOffer() []allocator.NodeOffer {
+func (p *Plugin) MemoryOffer() []numamem.NodeOffer {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.alloc.MemoryOffer()
@@ -26,7 +25,7 @@ func (p *Plugin) MemoryOffer() []allocator.NodeOffer {
 // ReserveMemory implements dra.Pools: with check, the hugepage counts are
 // read again, as a decision reads them, so that pages taken by something
 // the plugin does not know are not given to the claim.
-func (p *Plugin) ReserveMemory(c allocator.ClaimMemory, check bool) (string, error) {
+func (p *Plugin) ReserveMemory(c numamem.ClaimMemory, check bool) (string, error) {
 	now := p.hugePagesNowFor(numamem.DemandOf(c.Held), check)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -35,7 +34,7 @@ func (p *Plugin) ReserveMemory(c allocator.ClaimMemory, check bool) (string, err
 		return "", err
 	}
 	if p.claimMemory == nil {
-		p.claimMemory = map[string]allocator.ClaimMemory{}
+		p.claimMemory = map[string]numamem.ClaimMemory{}
 	}
 	p.claimMemory[c.Key] = p.alloc.ClaimReservations()[c.Key]
 	p.publishUsage()
@@ -43,7 +42,7 @@ func (p *Plugin) ReserveMemory(c allocator.ClaimMemory, check bool) (string, err
 }
 
 // hugePagesNowFor is hugePagesNow for a reservation that is checked.
-func (p *Plugin) hugePagesNowFor(d allocator.Demand, check bool) map[int][]sysfs.HugePages {
+func (p *Plugin) hugePagesNowFor(d numamem.Demand, check bool) map[int][]sysfs.HugePages {
 	if !check {
 		return nil
 	}

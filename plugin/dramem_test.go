@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/dra"
+	"github.com/cpupool/nri-cpupool/numamem"
 )
 
 // vmHugePagesDRA is the 2-node VM with 32 pages of 2 MiB on node 1 only,
@@ -37,7 +37,7 @@ func (n *draNode) prepareHugePages(t *testing.T, uid string, numa, cpus int, pag
 	return n.cdiEnv(t, uid), nil
 }
 
-func (n *draNode) memoryUse() []allocator.NodeMemoryUse {
+func (n *draNode) memoryUse() []numamem.NodeMemoryUse {
 	n.p.mu.Lock()
 	defer n.p.mu.Unlock()
 	return n.p.alloc.MemoryUse()
@@ -45,8 +45,8 @@ func (n *draNode) memoryUse() []allocator.NodeMemoryUse {
 
 // pagesOn1 is node 1 holding n pages and the memory limits of ctrs
 // containers (withHugePages: 64 MiB each).
-func pagesOn1(n int64, ctrs int64) []allocator.NodeMemoryUse {
-	return []allocator.NodeMemoryUse{{Node: 1, Memory: ctrs << 26, HugePages: map[int64]int64{2048: n}}}
+func pagesOn1(n int64, ctrs int64) []numamem.NodeMemoryUse {
+	return []numamem.NodeMemoryUse{{Node: 1, Memory: ctrs << 26, HugePages: map[int64]int64{2048: n}}}
 }
 
 // A claim's hugepages are the claim's from Prepare to Unprepare: another

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/state"
 )
 
@@ -152,8 +152,8 @@ func TestHugePageLimitsAreBounded(t *testing.T) {
 	big, err := demandOf(&api.Container{Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
 		HugepageLimits: []*api.HugepageLimit{{PageSize: "16GB", Limit: 1 << 34}}}}})
 	require.NoError(t, err, "16 GiB pages exist (POWER)")
-	assert.Equal(t, []allocator.Pages{{SizeKB: 16 << 20, Count: 1}}, big.HugePages)
-	assert.Equal(t, "0:memory=1125899906842624,2048kB=3,1048576kB=3", formatMemory([]allocator.NodeMemory{{Memory: d.Memory, HugePages: d.HugePages}}),
+	assert.Equal(t, []numamem.Pages{{SizeKB: 16 << 20, Count: 1}}, big.HugePages)
+	assert.Equal(t, "0:memory=1125899906842624,2048kB=3,1048576kB=3", formatMemory([]numamem.NodeMemory{{Memory: d.Memory, HugePages: d.HugePages}}),
 		"pages rounded up, sizes sorted, a limit of 0 asks nothing, the memory capped")
 }
 

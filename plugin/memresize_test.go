@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/numamem"
 )
 
 // updateResources sends the runtime's UpdateContainer of an in-place
@@ -30,7 +30,7 @@ func (f *fakeRuntime) updateResources(pod *api.PodSandbox, ctr *api.Container, m
 	return resp, nil
 }
 
-func (rp *runningPlugin) memoryUse() []allocator.NodeMemoryUse {
+func (rp *runningPlugin) memoryUse() []numamem.NodeMemoryUse {
 	rp.p.mu.Lock()
 	defer rp.p.mu.Unlock()
 	return rp.p.alloc.MemoryUse()
@@ -57,7 +57,7 @@ func TestInPlaceMemoryResizeIsCounted(t *testing.T) {
 
 	_, err = f.updateResources(podA, a, 1000, 3<<30)
 	require.NoError(t, err)
-	assert.Equal(t, []allocator.NodeMemoryUse{{Node: 1, Memory: 3 << 30, HugePages: map[int64]int64{2048: 16}}}, rp.memoryUse())
+	assert.Equal(t, []numamem.NodeMemoryUse{{Node: 1, Memory: 3 << 30, HugePages: map[int64]int64{2048: 16}}}, rp.memoryUse())
 	st := rp.savedState(t)
 	assert.Equal(t, "1:memory=3221225472,2048kB=16", st.Containers[a.Id].Memory, "the state file")
 	require.Len(t, st.NUMAMemory, 2)

@@ -5,13 +5,13 @@ package plugin
 // reads too; here the allocator's holdings become a record and back.
 
 import (
-	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/state"
 )
 
 // formatMemory runs in the reply of every creation whose memory is
 // counted: it writes the record straight from the holdings.
-func formatMemory(held []allocator.NodeMemory) string {
+func formatMemory(held []numamem.NodeMemory) string {
 	if len(held) == 0 {
 		return ""
 	}
@@ -30,16 +30,16 @@ func formatMemory(held []allocator.NodeMemory) string {
 
 // parseMemory reads a record; anything malformed is an error, and the
 // caller derives the holdings again from the runtime.
-func parseMemory(s string) ([]allocator.NodeMemory, error) {
+func parseMemory(s string) ([]numamem.NodeMemory, error) {
 	held, err := state.ParseMemory(s)
 	if err != nil || held == nil {
 		return nil, err
 	}
-	out := make([]allocator.NodeMemory, len(held))
+	out := make([]numamem.NodeMemory, len(held))
 	for i, h := range held {
-		out[i] = allocator.NodeMemory{Node: h.Node, Memory: h.Memory}
+		out[i] = numamem.NodeMemory{Node: h.Node, Memory: h.Memory}
 		for _, p := range h.HugePages {
-			out[i].HugePages = append(out[i].HugePages, allocator.Pages{SizeKB: p.SizeKB, Count: p.Count})
+			out[i].HugePages = append(out[i].HugePages, numamem.Pages{SizeKB: p.SizeKB, Count: p.Count})
 		}
 	}
 	return out, nil

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/state"
 )
 
@@ -44,7 +44,7 @@ func TestRememberedMemoryOnRuntimeMems(t *testing.T) {
 	rp.p.mu.Lock()
 	use := rp.p.alloc.MemoryUse()
 	rp.p.mu.Unlock()
-	assert.Equal(t, []allocator.NodeMemoryUse{{Node: 1, Memory: 64 << 20, HugePages: map[int64]int64{2048: 16}}}, use, "counted where it runs")
+	assert.Equal(t, []numamem.NodeMemoryUse{{Node: 1, Memory: 64 << 20, HugePages: map[int64]int64{2048: 16}}}, use, "counted where it runs")
 	saved := rp.savedState(t).Containers[a.Id]
 	assert.Equal(t, "1", saved.Mems)
 	assert.Equal(t, "1:memory=67108864,2048kB=16", saved.Memory)
@@ -84,6 +84,6 @@ func TestAdoptedContainerKeepsItsOwnHugePages(t *testing.T) {
 	rp.p.mu.Lock()
 	use := rp.p.alloc.MemoryUse()
 	rp.p.mu.Unlock()
-	assert.Equal(t, []allocator.NodeMemoryUse{{Node: 1, Memory: 2 * 64 << 20, HugePages: map[int64]int64{2048: 32}}}, use)
+	assert.Equal(t, []numamem.NodeMemoryUse{{Node: 1, Memory: 2 * 64 << 20, HugePages: map[int64]int64{2048: 32}}}, use)
 	assert.Equal(t, "1:memory=67108864,2048kB=16", rp.savedState(t).Containers[a.Id].Memory)
 }

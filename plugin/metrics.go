@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
@@ -16,7 +17,7 @@ import (
 // handler never waits for a scrape.
 type usageSource interface {
 	PoolUsage() []allocator.PoolUsage
-	MemoryReport() []allocator.NodeMemoryReport
+	MemoryReport() []numamem.NodeMemoryReport
 }
 
 // usageSnapshot is the usage as of the plugin's last decision. The plugin
@@ -25,12 +26,12 @@ type usageSnapshot struct {
 	last atomic.Pointer[[]allocator.PoolUsage]
 	// memory is the NUMA nodes' memory, published with the usage: it
 	// holds the hugepage counts last read, never reads them again.
-	memory atomic.Pointer[[]allocator.NodeMemoryReport]
+	memory atomic.Pointer[[]numamem.NodeMemoryReport]
 }
 
 var _ usageSource = (*usageSnapshot)(nil)
 
-func (s *usageSnapshot) publish(u []allocator.PoolUsage, mem []allocator.NodeMemoryReport) {
+func (s *usageSnapshot) publish(u []allocator.PoolUsage, mem []numamem.NodeMemoryReport) {
 	s.last.Store(&u)
 	s.memory.Store(&mem)
 }
@@ -45,7 +46,7 @@ func (s *usageSnapshot) PoolUsage() []allocator.PoolUsage {
 
 // MemoryReport returns the last published memory of the NUMA nodes (none
 // before the first).
-func (s *usageSnapshot) MemoryReport() []allocator.NodeMemoryReport {
+func (s *usageSnapshot) MemoryReport() []numamem.NodeMemoryReport {
 	if m := s.memory.Load(); m != nil {
 		return *m
 	}

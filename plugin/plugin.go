@@ -33,9 +33,9 @@
 //   - instrument.go: the handlers' latency histogram.
 //   - runtimeinfo.go: what the runtime said about itself.
 //   - reload.go: a config reload, applied only if nobody moves;
-//     reloadwatch.go what asks for one (SIGHUP, the file changing);
-//     configcheck.go the check of a config against the node that the
-//     start, a reload and `validate` share.
+//     reloadwatch.go what asks for one (SIGHUP, the file changing). The
+//     check of a config against the node that the start, a reload and
+//     `validate` share is config/nodecheck's.
 //   - hotplug.go: CPUs going offline and online.
 //   - push.go: updates sent to the runtime outside a reply.
 //   - daemonstatus.go: the daemon's status file for `nri-cpupool status`.
@@ -57,8 +57,10 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/config/nodecheck"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/housekeeping"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -184,7 +186,7 @@ type Plugin struct {
 	changed chan struct{}
 	// claimMemory are the memory reservations of the prepared DRA claims,
 	// by key (dramem.go), counted again in every new allocator.
-	claimMemory map[string]allocator.ClaimMemory
+	claimMemory map[string]numamem.ClaimMemory
 	// isolation changes host files (IRQ affinities) in the background
 	// (isolation.go); set once the state is loaded, read by metrics
 	// without the lock. isolationTiming paces it and isolationFS is its
@@ -353,9 +355,9 @@ func (p *Plugin) moveStateLock(stateFile string) error {
 }
 
 func (p *Plugin) configure(cfg *config.Config) error {
-	// The check validate makes too (CheckConfig): a listed CPU that is
+	// The check validate makes too (nodecheck.Check): a listed CPU that is
 	// offline is a warning, so that the daemon starts.
-	layout, problems := CheckConfig(p.topo, cfg)
+	layout, problems := nodecheck.Check(p.topo, cfg)
 	for _, w := range problems.Warnings() {
 		p.log.Warnf("config: %s", w)
 	}

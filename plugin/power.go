@@ -20,7 +20,7 @@ import (
 
 // configurePower reads what the node offers for the config's classes,
 // once: under power.unsupported: refuse, it tells the policy which classes
-// to refuse (what is missing, a VM without cpufreq, CheckConfig warned
+// to refuse (what is missing, a VM without cpufreq, nodecheck.Check warned
 // about). Called at start and when the runtime passes a config, never on a
 // container's reply path.
 func (p *Plugin) configurePower(cfg *config.Config) {

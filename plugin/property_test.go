@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 )
@@ -628,13 +629,13 @@ func (pt *propTest) check(where string) {
 
 // checkMemory checks the per-node counts against what the containers and
 // holds hold (issue 31).
-func (pt *propTest) checkMemory(fail func(string, ...any), assignments []allocator.Assignment, holds []allocator.Hold, use []allocator.NodeMemoryUse) {
-	want := map[int]allocator.NodeMemoryUse{}
-	add := func(held []allocator.NodeMemory) {
+func (pt *propTest) checkMemory(fail func(string, ...any), assignments []allocator.Assignment, holds []allocator.Hold, use []numamem.NodeMemoryUse) {
+	want := map[int]numamem.NodeMemoryUse{}
+	add := func(held []numamem.NodeMemory) {
 		for _, nm := range held {
 			u, ok := want[nm.Node]
 			if !ok {
-				u = allocator.NodeMemoryUse{Node: nm.Node, HugePages: map[int64]int64{}}
+				u = numamem.NodeMemoryUse{Node: nm.Node, HugePages: map[int64]int64{}}
 			}
 			u.Memory += nm.Memory
 			for _, pg := range nm.HugePages {
@@ -674,7 +675,7 @@ func (pt *propTest) checkMemory(fail func(string, ...any), assignments []allocat
 	}
 }
 
-func cpusetOfMemory(held []allocator.NodeMemory) cpuset.CPUSet {
+func cpusetOfMemory(held []numamem.NodeMemory) cpuset.CPUSet {
 	var ids []int
 	for _, nm := range held {
 		ids = append(ids, nm.Node)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/config/nodecheck"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -230,7 +231,7 @@ func planReload(old *config.Config, topo *sysfs.Topology, cfg *config.Config, lo
 	}
 	cfg = ptrClone(cfg)
 	keepRestartOnly(old, cfg, log)
-	layout, problems := CheckConfig(topo, cfg)
+	layout, problems := nodecheck.Check(topo, cfg)
 	if problems.HasErrors() {
 		return nil, problems.Errors().In("configuration")
 	}

@@ -16,7 +16,7 @@ type Grant struct {
 	// Claims names the claims and requests, "namespace/name/request", for
 	// messages.
 	Claims []string
-	// Keys name the requests' memory reservations (allocator.ClaimMemory):
+	// Keys name the requests' memory reservations (numamem.ClaimMemory):
 	// the container's memory comes from them first.
 	Keys []string
 }

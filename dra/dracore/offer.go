@@ -9,6 +9,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -35,7 +36,7 @@ type Group struct {
 	// Memory is what claims may have of the node's memory and hugepages,
 	// on the one device of the node that carries them (WithMemory); nil
 	// on the others.
-	Memory *allocator.NodeOffer
+	Memory *numamem.NodeOffer
 }
 
 // WithMemory puts each NUMA node's memory offer on the first group of that
@@ -47,7 +48,7 @@ type Group struct {
 // the pools stay as they are; WithMemoryHeld keeps it where claims hold
 // some of it when they do not. A node with memory and no CPU of an
 // exclusive pool (a memory-only node) offers none.
-func WithMemory(groups []Group, offer []allocator.NodeOffer) []Group {
+func WithMemory(groups []Group, offer []numamem.NodeOffer) []Group {
 	return WithMemoryHeld(groups, offer, nil)
 }
 
@@ -59,7 +60,7 @@ func WithMemory(groups []Group, offer []allocator.NodeOffer) []Group {
 // device has no group (its pool has no CPU online on the node: they went
 // offline, or a reload gave them to another pool) the node's memory is not
 // offered at all until the claims are unprepared or the device comes back.
-func WithMemoryHeld(groups []Group, offer []allocator.NodeOffer, heldBy map[int]string) []Group {
+func WithMemoryHeld(groups []Group, offer []numamem.NodeOffer, heldBy map[int]string) []Group {
 	for _, o := range offer {
 		pool, held := heldBy[o.Node]
 		for i := range groups {

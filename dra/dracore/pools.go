@@ -8,6 +8,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -34,12 +35,12 @@ type Pools interface {
 	// MemoryOffer is what claims may be given of each NUMA node's memory
 	// and hugepages (allocator.MemoryOffer): the claims' own reservations
 	// are not subtracted, the scheduler counts them.
-	MemoryOffer() []allocator.NodeOffer
+	MemoryOffer() []numamem.NodeOffer
 	// ReserveMemory reserves a claim request's memory until ReleaseMemory,
 	// replacing what its key reserved. With check it must fit the nodes
 	// as they are now, hugepages read again (allocator.ReserveClaim);
 	// without, it is a claim prepared before a restart, counted as it is.
-	ReserveMemory(c allocator.ClaimMemory, check bool) (warning string, err error)
+	ReserveMemory(c numamem.ClaimMemory, check bool) (warning string, err error)
 	// ReleaseMemory gives back the reservations of these keys.
 	ReleaseMemory(keys []string)
 }
@@ -97,14 +98,14 @@ func (s *Static) Changed() <-chan struct{} { return nil }
 
 // MemoryOffer implements Pools: the nodes' memory as discovered, less the
 // reserve.
-func (s *Static) MemoryOffer() []allocator.NodeOffer {
+func (s *Static) MemoryOffer() []numamem.NodeOffer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.alloc.MemoryOffer()
 }
 
 // ReserveMemory implements Pools, over the hugepage counts discovered.
-func (s *Static) ReserveMemory(c allocator.ClaimMemory, check bool) (string, error) {
+func (s *Static) ReserveMemory(c numamem.ClaimMemory, check bool) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.alloc.ReserveClaim(c, nil, check)

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/cpupool/nri-cpupool/dra/dracore"
-	"github.com/cpupool/nri-cpupool/plugin"
 )
 
 // readyCheck is one check of /readyz: nil when it passes, otherwise why
@@ -37,9 +36,16 @@ type readyCheck struct {
 	informational bool
 }
 
+// ready is what /readyz asks of the plugin (run passes its *plugin.Plugin):
+// the endpoints need only these two answers of the daemon.
+type ready interface {
+	RuntimeReady() error
+	StateWriterReady() error
+}
+
 // readyChecks are the daemon's checks: the plugin's, and the DRA driver's
 // when it runs (d is nil otherwise).
-func readyChecks(p *plugin.Plugin, d Driver) []readyCheck {
+func readyChecks(p ready, d Driver) []readyCheck {
 	checks := []readyCheck{
 		{name: "runtime", check: p.RuntimeReady},
 		{name: "state-writer", check: p.StateWriterReady},

@@ -101,7 +101,7 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 	var layout *allocator.Layout
 	var problems config.Problems
 	if cfg != nil {
-		// As the daemon lays it out (plugin.CheckConfig): an offline CPU a
+		// As the daemon lays it out (config/nodecheck): an offline CPU a
 		// list names is a warning, as in validate.
 		layout, problems = allocator.BuildLayoutRunning(topo, cfg)
 	}

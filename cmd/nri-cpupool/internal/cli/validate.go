@@ -8,8 +8,8 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/config/nodecheck"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
-	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -38,7 +38,7 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	}
 	// The daemon's own check (start and reload): validate fails exactly
 	// when run would not start, since the unit runs it first.
-	layout, problems := plugin.CheckConfig(topo, cfg)
+	layout, problems := nodecheck.Check(topo, cfg)
 	if !problems.HasErrors() {
 		// What only validate says: warnings, never an error run lacks.
 		problems = append(problems, hugePageProblems(cfg, topo, layout)...)

@@ -14,7 +14,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -47,8 +46,8 @@ func checkLimitKeys(c *Create) error {
 
 // demandOf is the container's memory demand, or an error that names the
 // key and what to write instead.
-func demandOf(c *Create) (allocator.Demand, error) {
-	var d allocator.Demand
+func demandOf(c *Create) (numamem.Demand, error) {
+	var d numamem.Demand
 	if s := strings.TrimSpace(c.Memory); s != "" {
 		b, err := bytesOf("memory", s)
 		if err != nil {
@@ -68,7 +67,7 @@ func demandOf(c *Create) (allocator.Demand, error) {
 		if err != nil {
 			return d, fmt.Errorf("%s: %w", key, err)
 		}
-		if slices.ContainsFunc(d.HugePages, func(p allocator.Pages) bool { return p.SizeKB == sizeKB }) {
+		if slices.ContainsFunc(d.HugePages, func(p numamem.Pages) bool { return p.SizeKB == sizeKB }) {
 			return d, fmt.Errorf("%s: the page size %s is asked for twice; give each size once", key, sysfs.HugePageSizeName(sizeKB))
 		}
 		b, err := bytesOf(key, c.HugePages[key])
@@ -82,10 +81,10 @@ func demandOf(c *Create) (allocator.Demand, error) {
 				numamem.Bytes(n*size), numamem.Bytes((n+1)*size))
 		}
 		if n := b / (sizeKB * 1024); n > 0 {
-			d.HugePages = append(d.HugePages, allocator.Pages{SizeKB: sizeKB, Count: n})
+			d.HugePages = append(d.HugePages, numamem.Pages{SizeKB: sizeKB, Count: n})
 		}
 	}
-	slices.SortFunc(d.HugePages, func(a, b allocator.Pages) int { return int(a.SizeKB - b.SizeKB) })
+	slices.SortFunc(d.HugePages, func(a, b numamem.Pages) int { return int(a.SizeKB - b.SizeKB) })
 	return d, nil
 }
 
@@ -113,7 +112,7 @@ type HeldMemory struct {
 	HugePages map[string]int64 `json:"hugePages,omitempty"`
 }
 
-func heldMemory(held []allocator.NodeMemory) []HeldMemory {
+func heldMemory(held []numamem.NodeMemory) []HeldMemory {
 	var out []HeldMemory
 	for _, nm := range held {
 		h := HeldMemory{Node: nm.Node, Memory: nm.Memory}

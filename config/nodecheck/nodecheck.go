@@ -1,0 +1,36 @@
+// Package nodecheck is the one check of a config against the node, shared
+// by `validate`, the daemon's start and a reload: what run accepts,
+// validate accepts, and the packaged unit, which runs validate before run
+// (ExecStartPre=), starts with it. Two copies drifted apart once: a listed
+// CPU that was offline made validate fail while run started with a
+// warning, so after a node rebooted with a failed core the unit never
+// started and every container started unpinned. It sits below the plugin
+// so that `validate` reads the node as the daemon does without linking the
+// daemon.
+package nodecheck
+
+import (
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/housekeeping"
+	"github.com/cpupool/nri-cpupool/power"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// Check lays cfg out on topo and reports every problem, with its key, as
+// the daemon judges it: an error is what stops run (and a reload), a
+// warning what run starts with and logs. A CPU a list names that is
+// offline now is a warning: the kernel may have taken it offline (a failed
+// core, a node rebooted without it), and the daemon that refused to start
+// would leave every new container unpinned; it joins its pool when it
+// comes online (plugin/hotplug.go). The node's power files are read: call
+// it off the plugin's lock. The layout is usable only when no problem is an
+// error.
+func Check(topo *sysfs.Topology, cfg *config.Config) (*allocator.Layout, config.Problems) {
+	layout, problems := allocator.BuildLayoutRunning(topo, cfg)
+	problems = append(problems, power.NewNode(cfg.SysfsRoot, topo).Check(cfg)...)
+	if !problems.HasErrors() {
+		problems = append(problems, housekeeping.Check(cfg, layout)...)
+	}
+	return layout, problems
+}
