@@ -163,7 +163,10 @@ bench-isolation: build
 	  bash -o pipefail -c 'bash test/vm/e2e.sh 2>&1 | tee bin/bench-isolation.txt'
 
 # gofmt, go vet, staticcheck, go.mod/go.sum tidiness, shellcheck, promtool
-# on the alerting rules (checked, and their unit tests run), the Helm chart
+# on the alerting rules (checked, and their unit tests run), tools/dashcheck
+# on the Grafana dashboard (Grafana's schema, strictly, through the
+# foundation SDK; data sources, variables; promtool parses its
+# expressions: no Grafana runs here), the Helm chart
 # (test/helm.sh: helm lint, helm template of its ci/ values files checked by
 # tools/chartcheck), and docscheck: every config key, annotation, metric,
 # pod Event reason, command, flag and make target the code defines is
@@ -181,6 +184,7 @@ lint: tools
 	shellcheck -x -P SCRIPTDIR $(SHELL_SCRIPTS)
 	$(PROMTOOL) check rules $(MONITORING)/nri-cpupool.rules.yaml
 	$(PROMTOOL) test rules $(MONITORING)/nri-cpupool.rules.test.yaml
+	$(GO) run ./tools/dashcheck -promtool $(PROMTOOL) $(MONITORING)/nri-cpupool-dashboard.json
 	HELM=$(HELM) bash test/helm.sh
 	$(GO) run ./tools/docscheck -monitoring $(MONITORING)
 

@@ -1,7 +1,5 @@
 package allocator
 
-import "github.com/cpupool/nri-cpupool/pools"
-
 // Rule says what decided a container's pool and where its CPUs went, for
 // `nri-cpupool explain`: the policy fills it while deciding, from what it
 // looked up anyway, so recording it costs the reply path a string or two.
@@ -41,16 +39,3 @@ var (
 	qosRule     = Rule{Kind: RuleQoS, Detail: "guaranteedExclusive: a Guaranteed pod requesting whole CPUs"}
 	defaultRule = Rule{Kind: RuleDefault, Detail: "defaultPool"}
 )
-
-// notAllowedRule is the rule of a container guaranteedExclusive would
-// have put in pool, had allowedNamespaces.<pool> listed its namespace: the
-// default pool, and why. Its text is a constant per pool, so the reply
-// path builds no string for it either.
-func notAllowedRule(pool string) Rule {
-	if pool == pools.ExclusiveNonIsolcpus {
-		return Rule{Kind: RuleDefault, Detail: "defaultPool: guaranteedExclusive would give pool " + pools.ExclusiveNonIsolcpus +
-			", but allowedNamespaces." + pools.ExclusiveNonIsolcpus + " does not list the pod's namespace"}
-	}
-	return Rule{Kind: RuleDefault, Detail: "defaultPool: guaranteedExclusive would give pool " + pools.Exclusive +
-		", but allowedNamespaces." + pools.Exclusive + " does not list the pod's namespace"}
-}

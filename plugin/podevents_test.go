@@ -158,7 +158,7 @@ func TestNamespaceNotAllowedPostsPodEvent(t *testing.T) {
 	require.Len(t, got, 1, "all: %+v", events.evs)
 	assert.True(t, got[0].Warning)
 	assert.Equal(t, allocator.PodRef{Namespace: "web", Name: "web", UID: "u-web"}, got[0].Pod)
-	assert.Equal(t, `container web/web/app: in pool infra, not exclusive: guaranteedExclusive gives a Guaranteed pod's whole CPUs the exclusive pool, but allowedNamespaces.exclusive does not list namespace "web"`, got[0].Message)
+	assert.Equal(t, `container web/web/app: in pool infra, not exclusive: guaranteedExclusive would give pool exclusive, but allowedNamespaces.exclusive does not list the pod's namespace "web"`, got[0].Message)
 
 	pod, ctr = guaranteed("dpdk", "telco")
 	adj, _, err = p.CreateContainer(ctx, pod, ctr)

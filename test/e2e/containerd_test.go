@@ -13,13 +13,14 @@ import (
 
 // containerd is a private containerd 2.x (facts: shared/RUNTIME-NOTES.md):
 // config version 3 with every path in dir, NRI on, cgroupfs, runc built
-// with seccomp, the test image pinned as the sandbox image.
+// with seccomp, the test image pinned as the sandbox image. Its config
+// imports DropInDir()/*.toml, as a node's /etc/containerd/config.toml
+// written by `containerd config default` imports /etc/containerd/conf.d:
+// a drop-in copied there is read at the next (re)start the way a node
+// reads it, merged into the tables the config sets.
 type containerd struct {
 	bin, version, runc, dir, image, imageTar string
-	// extra is appended to the config at the next (re)start: the
-	// fail-closed scenario adds the packaged validator drop-in.
-	extra string
-	d     daemon
+	d                                        daemon
 }
 
 func newContainerd(bin, version, runc, dir, image, imageTar string) *containerd {
@@ -33,9 +34,13 @@ func (c *containerd) CgroupsPath(parent, id string) string            { return p
 func (c *containerd) HasInfraContainer(runtimeapi.NamespaceMode) bool { return true }
 func (c *containerd) LogTail() string                                 { return tail(c.d.log, 25) }
 
+// DropInDir is the directory whose *.toml files the config imports.
+func (c *containerd) DropInDir() string { return filepath.Join(c.dir, "conf.d") }
+
 func (c *containerd) writeConfig(t testing.TB) {
 	t.Helper()
 	config := fmt.Sprintf(`version = 3
+imports = ["%[4]s/*.toml"]
 root = "%[1]s/root"
 state = "%[1]s/state"
 [grpc]
@@ -60,14 +65,14 @@ state = "%[1]s/state"
   BinaryName = "%[2]s"
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = "%[3]s"
-`, c.dir, c.runc, c.image)
-	mustWrite(t, filepath.Join(c.dir, "containerd.toml"), config+c.extra)
+`, c.dir, c.runc, c.image, c.DropInDir())
+	mustWrite(t, filepath.Join(c.dir, "containerd.toml"), config)
 }
 
 func (c *containerd) Start(t testing.TB) {
 	t.Helper()
 	c.writeConfig(t)
-	for _, d := range []string{"nri-plugins", "nri-conf"} {
+	for _, d := range []string{"nri-plugins", "nri-conf", "conf.d"} {
 		os.MkdirAll(filepath.Join(c.dir, d), 0o755)
 	}
 	bin := filepath.Dir(c.bin)

@@ -10,12 +10,16 @@ import (
 )
 
 // testFailClosed: with the packaged opt-in drop-in
-// (packaging/containerd/nri-cpupool-fail-closed.toml), containerd's NRI
-// default validator refuses containers the plugin did not process. With the
-// plugin stopped a pod's container is refused with a clear error, and a pod
-// that tolerates the missing plugin starts; with the plugin back, the
-// container is created and pinned, and the tolerated one is pinned by
-// Synchronize. The plugin's indexed id matches as well as its name.
+// (packaging/containerd/nri-cpupool-fail-closed.toml, whose settings the
+// Helm chart's runtime.failClosed renders too: test/helm.sh) copied as is
+// into the directory containerd's config imports, containerd reads it at
+// its restart, merges it into the NRI table the config sets (the plugin
+// still reaches containerd on the config's socket), and its NRI default
+// validator refuses containers the plugin did not process. With the plugin
+// stopped a pod's container is refused with a clear error, and a pod that
+// tolerates the missing plugin starts; with the plugin back, the container
+// is created and pinned, and the tolerated one is pinned by Synchronize.
+// The plugin's indexed id matches as well as its name.
 func testFailClosed(c *tc) {
 	cd, ok := c.e.rt.(*containerd)
 	if !ok || !strings.HasPrefix(cd.Name(), "containerd 2.4") {
@@ -25,17 +29,19 @@ func testFailClosed(c *tc) {
 	if err != nil {
 		c.Fatal(err)
 	}
-	// The drop-in's table, appended to this containerd's config as is.
-	table := string(raw[strings.Index(string(raw), "[plugins"):])
-	if !strings.Contains(table, "required_plugins = ['cpupool']") {
-		c.Fatalf("the drop-in no longer requires 'cpupool':\n%s", table)
+	dropIn := string(raw)
+	if !strings.Contains(dropIn, "required_plugins = ['cpupool']") {
+		c.Fatalf("the drop-in no longer requires 'cpupool':\n%s", dropIn)
 	}
+	installed := filepath.Join(cd.DropInDir(), "nri-cpupool-fail-closed.toml")
 	requiring := func(name string) {
-		cd.extra = "\n" + strings.Replace(table, "required_plugins = ['cpupool']", fmt.Sprintf("required_plugins = ['%s']", name), 1)
+		mustWrite(c, installed, strings.Replace(dropIn, "required_plugins = ['cpupool']", fmt.Sprintf("required_plugins = ['%s']", name), 1))
 		cd.Restart(c)
 	}
 	defer func() { // the other scenarios run fail open
-		cd.extra = ""
+		if err := os.Remove(installed); err != nil {
+			c.Error(err)
+		}
 		cd.Restart(c)
 	}()
 

@@ -11,10 +11,11 @@
 # runtime's drop-ins into a directory of the node (runtime.dropIn): the
 # files there are the ConfigMap's, the plugin's pod tolerates a missing
 # plugin, and the files stay after the uninstall, as documented (this
-# suite's containerd does not read that directory: the drop-ins' effect
-# is test/e2e's). Sourced by run.sh, which has
-# imported the plugin image $DS_IMAGE and runs the controller manager
-# with the daemonset and garbage-collector controllers.
+# suite's containerd does not read that directory: a containerd reading
+# the fail-closed drop-in through its imports is test/e2e's FailClosed).
+# Sourced by run.sh, which has imported the plugin image $DS_IMAGE and
+# runs the controller manager with the daemonset and garbage-collector
+# controllers.
 # shellcheck shell=bash
 
 # helm: $HELM (make k8s-e2e passes the one make tools installs), or PATH's.

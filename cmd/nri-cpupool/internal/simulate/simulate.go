@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -137,7 +138,9 @@ type Result struct {
 	Mems       string `json:"mems"`
 	Error      string `json:"error"`
 	// Warning is what the plugin would log of a placement it made anyway
-	// (a memory limit no set of nodes holds).
+	// (a memory limit no set of nodes holds), and what it would tell the
+	// pod of a container allowedNamespaces kept out of the pool
+	// guaranteedExclusive would have given it (CPUPoolNotAllowed).
 	Warning string           `json:"warning,omitempty"`
 	Updates []Update         `json:"updates,omitempty"`
 	Pools   map[string]Usage `json:"pools"`
@@ -148,6 +151,11 @@ type Result struct {
 	// NUMAMemory is each NUMA node's memory after the step, as status
 	// shows it; given when a step of the file asks for memory.
 	NUMAMemory []state.NUMAMemory `json:"numaMemory,omitempty"`
+}
+
+// joinWarnings is a step's warnings, those that are not "", in one line.
+func joinWarnings(warnings ...string) string {
+	return strings.Join(slices.DeleteFunc(warnings, func(w string) bool { return w == "" }), "; ")
 }
 
 // Update is another container moved by the step.
@@ -299,7 +307,7 @@ func (r *Runner) create(c *Create) Result {
 		return fail(err)
 	}
 	res.CPUs, res.SharedCPUs, res.Mems = out.Assignment.CPUs.String(), sharedOf(out.Assignment), out.Assignment.Mems.String()
-	res.Memory, res.Warning = heldMemory(out.Assignment.Memory), out.Warning
+	res.Memory, res.Warning = heldMemory(out.Assignment.Memory), joinWarnings(req.NotAllowedMessage(), out.Warning)
 	res.Updates = updates(out.Updates)
 	r.created[ctr.ID] = ctr
 	return res
