@@ -151,12 +151,12 @@ func printTable(in io.Reader, out io.Writer) {
 	// Issue 45: every isolation feature on, 0 to 5,000 running, on the
 	// 384- and the 1,024-CPU node, with nri-cpupool in the benchmark's
 	// process (BenchmarkCreateContainerRoundTripAllFeatures) and as the
-	// real binary in its own (...Process): the median of per-round
+	// real binary in its own ("real binary", ...Process): the median of per-round
 	// differences and what the p99 adds, each against its budget, with the
 	// plugin's own handler time and the runtime's figures from the same run.
 	for _, mode := range []struct{ bench, what string }{
 		{"CreateContainerRoundTripAllFeatures", "all isolation features"},
-		{"CreateContainerRoundTripAllFeaturesProcess", "all isolation features, the real binary in its own process"},
+		{"CreateContainerRoundTripAllFeaturesProcess", "all isolation features, real binary"},
 	} {
 		for _, cpus := range []string{"384", "1024"} {
 			for _, running := range []string{"0", "200", "1000", "5000"} {
