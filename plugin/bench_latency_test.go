@@ -156,13 +156,19 @@ func BenchmarkCreateContainerRoundTripAllFeatures(b *testing.B) {
 // allocations per round, host file writes) are read from its /metrics
 // before and after the measured rounds (latencyProbe); allocs-per-rt is
 // then the runtime side's alone (this process, during nri-cpupool's
-// creations).
+// creations). With -noop.process the no-op plugin runs in a process of
+// its own as well (noopProcess).
 func BenchmarkCreateContainerRoundTripAllFeaturesProcess(b *testing.B) {
 	bin := buildBinary(b)
 	forAllFeaturesSizes(b, func(b *testing.B, shape allFeaturesShape, running int) {
 		noop, ours := newFakeRuntime(b, true), newFakeRuntime(b, true)
 		allFeaturesHost(b, ours, shape)
-		startNoop(b, noop)
+		if *noopProcess {
+			startNoopProcess(b, noop)
+			b.ReportMetric(1, "noop-own-process") // for benchtable's rows
+		} else {
+			startNoop(b, noop)
+		}
 		d := startDaemon(b, ours, daemonSpec{bin: bin, node: shape.allFeaturesNode(), logLevel: "info", procRoot: true, metrics: true})
 		fillAllFeatures(b, noop, ours, shape.cpus, running)
 		d.waitHostFilesSettled(b)

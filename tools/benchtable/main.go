@@ -191,7 +191,12 @@ func printTable(in io.Reader, out io.Writer) {
 				daemonGCs, _ := get(name, "daemon-gc-per-1k-rt")
 				goal, _ := get(name, "daemon-heap-goal-MiB")
 				cpu, _ := get(name, "daemon-cpu-µs-per-rt")
-				row("  no-op / nri-cpupool median; no-op p99; the daemon's handler mean", fmt.Sprintf("%.0f / %.0f µs; %.0f µs; %.0f µs", noop, ours, noopP99, handler), "")
+				noopWhere := "no-op"
+				if _, own := get(name, "noop-own-process"); own {
+					// -noop.process: the no-op in a process of its own too.
+					noopWhere = "no-op (its own process)"
+				}
+				row("  "+noopWhere+" / nri-cpupool median; no-op p99; the daemon's handler mean", fmt.Sprintf("%.0f / %.0f µs; %.0f µs; %.0f µs", noop, ours, noopP99, handler), "")
 				row("  allocations: runtime side per round trip; the daemon per round", fmt.Sprintf("%.0f; %.0f", allocs, daemonAllocs), "flat")
 				row("  the daemon: GC cycles per 1,000 round trips; heap goal; CPU per round", fmt.Sprintf("%.0f; %.1f MiB; %.0f µs", daemonGCs, goal, cpu), "")
 				row("  the runtimes' and the no-op's process: scheduler latency p99", fmt.Sprintf("%.0f µs", sched), "")
