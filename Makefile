@@ -44,7 +44,7 @@ HELM_VERSION := v4.3.2
 HELM     := $(TOOLS_BIN)/helm-$(HELM_VERSION)
 SHELL_SCRIPTS := .ci/run $(wildcard packaging/*.sh packaging/scripts/*.sh test/*.sh test/*/*.sh)
 
-.PHONY: all build test unit soak fuzz packaging e2e e2e-vm e2e-vm-systemd k8s-e2e scale-scheduler bench bench-isolation lint tools helm shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
+.PHONY: all build test unit soak fuzz packaging e2e e2e-vm e2e-vm-systemd k8s-e2e scale-scheduler bench bench-latency bench-isolation lint tools helm shellcheck-installed install uninstall demo fixtures deb rpm package nfpm image clean
 
 all: build
 
@@ -138,11 +138,23 @@ scale-scheduler:
 
 # Speed and memory figures (medians and p99 from one run). Not a pass/fail gate.
 # -p 1: packages one after the other, so benchmarks do not share the CPUs.
+# Issue 45's matrix with the real binary in its own process runs at one size
+# here (it would double the run); make bench-latency runs it whole.
 bench:
 	mkdir -p bin
-	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|HandlerMemory|Synchronize|PodRemoval|WorstCaseAnnotation|DRAPrepare' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin ./dra | tee bin/bench.txt
+	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|HandlerMemory|Synchronize|PodRemoval|WorstCaseAnnotation|DRAPrepare' -skip 'AllFeaturesProcess' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin ./dra | tee bin/bench.txt
+	$(GO) test -run '^$$' -bench 'AllFeaturesProcess/cpus=384/running=0$$' -benchmem -count=1 -benchtime=1000x ./plugin | tee -a bin/bench.txt
 	$(GO) test -run '^$$' -bench 'PluginRSS|StateBurst' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt
+
+# Issue 45's latency matrix alone, in both modes: nri-cpupool in the
+# benchmark's process and the real binary in its own, 384 and 1,024 CPUs, 0
+# to 5,000 running, every isolation feature on, and the reply's cost
+# (docs/performance.md). Output kept in bin/bench-latency.txt.
+bench-latency:
+	mkdir -p bin
+	$(GO) test -run '^$$' -bench 'RoundTripAllFeatures|RoundTripReplyCost' -benchmem -count=1 -timeout 120m -benchtime=1000x ./plugin | tee bin/bench-latency.txt
+	$(GO) run ./tools/benchtable < bin/bench-latency.txt
 
 # The noise harness (issue 42): an oslat container on an exclusive CPU under
 # the same host load (stress-ng, a timer, 9p IRQs) in four setups, alternated,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cpupool/nri-cpupool/housekeeping"
@@ -49,65 +50,132 @@ power:
 // IRQs, housekeeping) and undo it after.
 const allFeaturesKeep = 32
 
+// allFeaturesShape is a node of issue 45's matrix.
+type allFeaturesShape struct {
+	node       testNode
+	cpus, numa int
+}
+
+// allFeaturesNode is the shape's node with every isolation feature on.
+func (s allFeaturesShape) allFeaturesNode() testNode {
+	return testNode{fixture: s.node.fixture, config: s.node.config + allFeatures}
+}
+
+// forAllFeaturesSizes runs one sub-benchmark per size of issue 45's
+// matrix: the 384- and the 1,024-CPU node with 0, 200, 1,000 and 5,000
+// running containers.
+func forAllFeaturesSizes(b *testing.B, run func(b *testing.B, shape allFeaturesShape, running int)) {
+	for _, shape := range []allFeaturesShape{{largeNode, 384, 8}, {bigNode, 1024, 4}} {
+		for _, running := range []int{0, 200, 1000, 5000} {
+			b.Run(fmt.Sprintf("cpus=%d/running=%d", shape.cpus, running), func(b *testing.B) { run(b, shape, running) })
+		}
+	}
+}
+
+// allFeaturesHost writes the host files nri-cpupool's node has beside its
+// sysfs fixture, for every feature to act on: 512 NIC queue IRQs in its
+// /proc, the workqueue mask and the top-level cgroups housekeeping
+// narrows (housekeepNode).
+func allFeaturesHost(b *testing.B, ours *fakeRuntime, shape allFeaturesShape) {
+	procfixture.Write(b, ours.procRoot(), manyIRQs(shape.cpus, shape.numa, 512))
+	housekeepNode(b, ours, shape.node.fixture, shape.cpus)
+}
+
+// fillAllFeatures runs the running containers behind both runtimes:
+// infra members with every fourth a 1-CPU exclusive one, or every eighth
+// or sixteenth where a quarter would not fit (exclusiveSpacing), the
+// cgroups of nri-cpupool's with a 6.7+ kernel's cpuset files, as are
+// those of the b.N containers measureRounds will create; and from then on
+// every container both runtimes create carries a 1 GiB memory limit.
+func fillAllFeatures(b *testing.B, noop, ours *fakeRuntime, cpus, running int) {
+	every := exclusiveSpacing(running, cpus, allFeaturesKeep)
+	fillNodeEvery(b, noop, running, every)
+	for i := 0; i < running; i++ {
+		var ann map[string]string
+		if i%every == every-1 {
+			ann = map[string]string{"pool.cpupool.dev": "exclusive"}
+		}
+		pod := ours.runPod(podSpec{name: "run" + id(i), annotations: ann})
+		runcWillCreate(b, ours, pod, "c")
+		_, _, err := ours.createContainer(pod, "c", 1000)
+		require.NoError(b, err, "running container %d", i)
+	}
+	for i := 0; i < b.N; i++ {
+		// measureRounds' pods and containers, by name.
+		partitionable(b, ours, "/kubepods/poduid-bench"+strconv.Itoa(i)+"/ctr-bench"+strconv.Itoa(i)+"-c")
+	}
+	for _, f := range []*fakeRuntime{noop, ours} {
+		f.mu.Lock()
+		f.dress = func(c *api.Container) { c.Linux.Resources.Memory = &api.LinuxMemory{Limit: api.Int64(1 << 30)} }
+		f.mu.Unlock()
+	}
+}
+
 // BenchmarkCreateContainerRoundTripAllFeatures is issue 45's matrix: the
 // paired round trip (measurePairedKeeping: nri-cpupool against the no-op
 // plugin, alternating, over real ttRPC) with every isolation feature on
 // (allFeatures), on cgroup v2, on the 384- and the 1,024-CPU node with 0,
-// 200, 1,000 and 5,000 running containers. The running containers are
-// infra members with every fourth a 1-CPU exclusive one, or every eighth
-// or sixteenth where a quarter would not fit (exclusiveSpacing); their
-// cgroups exist with a 6.7+ kernel's cpuset files, as do the measured
-// ones', so the passes write partitions. Each measured container (2 CPUs,
-// a 1 GiB memory limit, behind both plugins) runs while the next 32 are
-// created. Budgets: added ≤ 30 µs median and ≤ 150 µs at p99 (the p99 of
-// nri-cpupool's round trips less the no-op's), allocations per round trip
-// flat across sizes. Besides the round trip it reports what the findings
-// in docs/performance.md rest on (latencyProbe).
+// 200, 1,000 and 5,000 running containers (fillAllFeatures). Each
+// measured container (2 CPUs, a 1 GiB memory limit, behind both plugins)
+// runs while the next 32 are created. Budgets: added ≤ 30 µs median and
+// ≤ 150 µs at p99 (the p99 of nri-cpupool's round trips less the
+// no-op's), allocations per round trip flat across sizes. Besides the
+// round trip it reports what the findings in docs/performance.md rest on
+// (latencyProbe).
+//
+// nri-cpupool runs in this process, beside the runtimes and the no-op
+// plugin: its background passes and garbage collection share their Go
+// scheduler. BenchmarkCreateContainerRoundTripAllFeaturesProcess is the
+// same matrix with the real binary as its own process.
 func BenchmarkCreateContainerRoundTripAllFeatures(b *testing.B) {
-	for _, n := range []struct {
-		node       testNode
-		cpus, numa int
-	}{{largeNode, 384, 8}, {bigNode, 1024, 4}} {
-		for _, running := range []int{0, 200, 1000, 5000} {
-			b.Run(fmt.Sprintf("cpus=%d/running=%d", n.cpus, running), func(b *testing.B) {
-				noop, ours := newFakeRuntime(b, true), newFakeRuntime(b, true)
-				procfixture.Write(b, ours.procRoot(), manyIRQs(n.cpus, n.numa, 512))
-				housekeepNode(b, ours, n.node.fixture, n.cpus)
-				startNoop(b, noop)
-				node := testNode{fixture: n.node.fixture, config: n.node.config + allFeatures}
-				rp := startPlugin(b, ours, node, statePath(ours))
-				every := exclusiveSpacing(running, n.cpus, allFeaturesKeep)
-				fillNodeEvery(b, noop, running, every)
-				for i := 0; i < running; i++ {
-					var ann map[string]string
-					if i%every == every-1 {
-						ann = map[string]string{"pool.cpupool.dev": "exclusive"}
-					}
-					pod := ours.runPod(podSpec{name: "run" + id(i), annotations: ann})
-					runcWillCreate(b, ours, pod, "c")
-					_, _, err := ours.createContainer(pod, "c", 1000)
-					require.NoError(b, err, "running container %d", i)
-				}
-				for i := 0; i < b.N; i++ {
-					// measureRounds' pods and containers, by name.
-					partitionable(b, ours, "/kubepods/poduid-bench"+strconv.Itoa(i)+"/ctr-bench"+strconv.Itoa(i)+"-c")
-				}
-				for _, f := range []*fakeRuntime{noop, ours} {
-					f.mu.Lock()
-					f.dress = func(c *api.Container) { c.Linux.Resources.Memory = &api.LinuxMemory{Limit: api.Int64(1 << 30)} }
-					f.mu.Unlock()
-				}
-				require.NoError(b, rp.p.FlushIsolation())
-				before := rp.p.isolation.Load().recon.Status()
-				probe := startLatencyProbe(rp.p)
-				samples := measurePairedKeeping(b, noop, ours, allFeaturesKeep)
-				probe.report(b, len(samples[1]))
-				after := rp.p.isolation.Load().recon.Status()
-				b.ReportMetric(float64(after.Passes-before.Passes), "passes")
-				b.ReportMetric(float64(after.Writes+after.Restores-before.Writes-before.Restores), "host-writes")
-			})
+	forAllFeaturesSizes(b, func(b *testing.B, shape allFeaturesShape, running int) {
+		noop, ours := newFakeRuntime(b, true), newFakeRuntime(b, true)
+		allFeaturesHost(b, ours, shape)
+		startNoop(b, noop)
+		rp := startPlugin(b, ours, shape.allFeaturesNode(), statePath(ours))
+		fillAllFeatures(b, noop, ours, shape.cpus, running)
+		require.NoError(b, rp.p.FlushIsolation())
+		before := rp.p.isolation.Load().recon.Status()
+		probe := startLatencyProbe(b, func() ([]*dto.MetricFamily, error) { return rp.p.Registry().Gather() }, false)
+		samples := measurePairedKeeping(b, noop, ours, allFeaturesKeep)
+		probe.report(b, len(samples[1]))
+		after := rp.p.isolation.Load().recon.Status()
+		b.ReportMetric(float64(after.Passes-before.Passes), "passes")
+		b.ReportMetric(float64(after.Writes+after.Restores-before.Writes-before.Restores), "host-writes")
+	})
+}
+
+// BenchmarkCreateContainerRoundTripAllFeaturesProcess is issue 45's
+// matrix (BenchmarkCreateContainerRoundTripAllFeatures: the same sizes,
+// features, fixtures and pairing) with nri-cpupool as a node runs it:
+// the real binary (`nri-cpupool run`, built from this tree) in its own
+// process, with the fixture's roots, serving its metrics, logging at
+// info to a file. The runtimes and the no-op plugin stay in this
+// process. The round trip's figures are the same; the daemon's own
+// (its CreateContainer handler time, GC cycles, heap goal, CPU and
+// allocations per round, host file writes) are read from its /metrics
+// before and after the measured rounds (latencyProbe); allocs-per-rt is
+// then the runtime side's alone (this process, during nri-cpupool's
+// creations). With -noop.process the no-op plugin runs in a process of
+// its own as well (noopProcess).
+func BenchmarkCreateContainerRoundTripAllFeaturesProcess(b *testing.B) {
+	bin := buildBinary(b)
+	forAllFeaturesSizes(b, func(b *testing.B, shape allFeaturesShape, running int) {
+		noop, ours := newFakeRuntime(b, true), newFakeRuntime(b, true)
+		allFeaturesHost(b, ours, shape)
+		if *noopProcess {
+			startNoopProcess(b, noop)
+			b.ReportMetric(1, "noop-own-process") // for benchtable's rows
+		} else {
+			startNoop(b, noop)
 		}
-	}
+		d := startDaemon(b, ours, daemonSpec{bin: bin, node: shape.allFeaturesNode(), logLevel: "info", procRoot: true, metrics: true})
+		fillAllFeatures(b, noop, ours, shape.cpus, running)
+		d.waitHostFilesSettled(b)
+		probe := startLatencyProbe(b, d.gather, true)
+		samples := measurePairedKeeping(b, noop, ours, allFeaturesKeep)
+		probe.report(b, len(samples[1]))
+	})
 }
 
 // exclusiveSpacing is how far apart the running exclusive containers are
@@ -138,26 +206,52 @@ func housekeepNode(b *testing.B, f *fakeRuntime, shape string, cpus int) {
 }
 
 // latencyProbe reads, around a measured run, what issue 45's findings rest
-// on, in the same run as the round trips: the garbage collector's cycles
-// and CPU, the scheduler's latency (/sched/latencies:seconds: how long a
-// runnable goroutine waited to run, over the whole test process: runtime,
-// no-op plugin and nri-cpupool), and nri-cpupool's own CreateContainer
-// handler time from its histogram (cpupool_handler_duration_seconds: its
-// sum over its count, the decision with its lock wait).
+// on, in the same run as the round trips: from this process's runtime,
+// the garbage collector's cycles and CPU and the scheduler's latency
+// (/sched/latencies:seconds: how long a runnable goroutine waited to run;
+// over the runtimes and the no-op plugin, and nri-cpupool when it runs
+// here); from nri-cpupool's metrics (gather), its own CreateContainer
+// handler time (cpupool_handler_duration_seconds: its sum over its count,
+// the decision with its lock wait), and, when it is its own process
+// (daemon), that process's garbage collector, CPU and allocations, which
+// its Go and process collectors export.
 type latencyProbe struct {
-	p            *Plugin
-	before       []rtmetrics.Sample
-	handlerSum   float64
-	handlerCount uint64
-	handlerBelow map[float64]uint64 // cumulative bucket counts by upper bound
+	gather func() ([]*dto.MetricFamily, error)
+	daemon bool
+	before []rtmetrics.Sample
+	// plugin is nri-cpupool's metrics before the run; idle, one scrape
+	// earlier (the daemon's only): what a scrape itself costs the
+	// daemon is their difference.
+	plugin, idle []*dto.MetricFamily
 }
 
 var probeMetrics = []string{"/gc/cycles/total:gc-cycles", "/sched/latencies:seconds", "/cpu/classes/gc/total:cpu-seconds", "/cpu/classes/total:cpu-seconds", "/gc/heap/goal:bytes"}
 
-func startLatencyProbe(p *Plugin) *latencyProbe {
-	pr := &latencyProbe{p: p, before: readProbeMetrics()}
-	pr.handlerSum, pr.handlerCount, pr.handlerBelow = handlerTime(p, "CreateContainer")
+// daemonMetrics are the daemon's series latencyProbe reads: GC cycles,
+// heap goal, CPU seconds, heap objects allocated.
+const (
+	daemonGCs    = "go_gc_duration_seconds"
+	daemonGoal   = "go_memstats_next_gc_bytes"
+	daemonCPU    = "process_cpu_seconds_total"
+	daemonAllocs = "go_memstats_mallocs_total"
+)
+
+func startLatencyProbe(b *testing.B, gather func() ([]*dto.MetricFamily, error), daemon bool) *latencyProbe {
+	b.Helper()
+	pr := &latencyProbe{gather: gather, daemon: daemon}
+	if daemon {
+		pr.idle = pr.mustGather(b)
+	}
+	pr.plugin = pr.mustGather(b)
+	pr.before = readProbeMetrics()
 	return pr
+}
+
+func (pr *latencyProbe) mustGather(b *testing.B) []*dto.MetricFamily {
+	b.Helper()
+	mfs, err := pr.gather()
+	require.NoError(b, err)
+	return mfs
 }
 
 func readProbeMetrics() []rtmetrics.Sample {
@@ -169,14 +263,23 @@ func readProbeMetrics() []rtmetrics.Sample {
 	return s
 }
 
-// report adds, for rounds round trips: gc-per-1k-rt (GC cycles per 1,000
-// round trips of nri-cpupool), gc-cpu-fraction (the GC's share of the
-// process's CPU), heap-goal-MiB, sched-latency-median-µs and
-// sched-latency-p99-µs, and handler-mean-µs.
+// report adds, for rounds round trips: gc-per-1k-rt (GC cycles of this
+// process per 1,000 round trips of nri-cpupool), gc-cpu-fraction (the
+// GC's share of this process's CPU), heap-goal-MiB,
+// sched-latency-median-µs and sched-latency-p99-µs; handler-mean-µs and
+// handler-median-below-µs; for a daemon, daemon-gc-per-1k-rt,
+// daemon-heap-goal-MiB, daemon-cpu-µs-per-rt and daemon-allocs-per-rt
+// (the daemon's CPU and heap allocations per round: its creation, the
+// stop and removal of the container created allFeaturesKeep rounds
+// before, its background work; a scrape's own CPU and allocations taken
+// off; its CPU time is counted in clock ticks, 10 ms) and
+// host-writes (its host file writes and restores).
 func (pr *latencyProbe) report(b *testing.B, rounds int) {
 	after := readProbeMetrics()
+	plugin := pr.mustGather(b)
+	perRound := func(v float64) float64 { return v / float64(max(rounds, 1)) }
 	gcs := after[0].Value.Uint64() - pr.before[0].Value.Uint64()
-	b.ReportMetric(float64(gcs)*1000/float64(max(rounds, 1)), "gc-per-1k-rt")
+	b.ReportMetric(perRound(float64(gcs)*1000), "gc-per-1k-rt")
 	if total := after[3].Value.Float64() - pr.before[3].Value.Float64(); total > 0 {
 		b.ReportMetric((after[2].Value.Float64()-pr.before[2].Value.Float64())/total, "gc-cpu-fraction")
 	}
@@ -188,20 +291,31 @@ func (pr *latencyProbe) report(b *testing.B, rounds int) {
 	}
 	b.ReportMetric(histogramQuantile(h1.Buckets, counts, 0.5)*1e6, "sched-latency-median-µs")
 	b.ReportMetric(histogramQuantile(h1.Buckets, counts, 0.99)*1e6, "sched-latency-p99-µs")
-	sum, count, below := handlerTime(pr.p, "CreateContainer")
-	if count > pr.handlerCount {
-		n := count - pr.handlerCount
-		b.ReportMetric((sum-pr.handlerSum)/float64(n)*1e6, "handler-mean-µs")
-		// The histogram's buckets are coarse (10, 25, 62.5, 156 µs...):
-		// the bound below which half the handlers of the run replied.
-		bounds := slices.Sorted(maps.Keys(below))
-		for _, le := range bounds {
-			if 2*(below[le]-pr.handlerBelow[le]) >= n {
-				b.ReportMetric(le*1e6, "handler-median-below-µs")
-				break
-			}
+	sum0, count0, below0, _ := handlerTime(pr.plugin, "CreateContainer")
+	sum, count, below, ok := handlerTime(plugin, "CreateContainer")
+	if !ok || count <= count0 {
+		b.Fatalf("nri-cpupool's CreateContainer histogram (cpupool_handler_duration_seconds) is missing or counted no creation (%d before, %d after)", count0, count)
+	}
+	n := count - count0
+	b.ReportMetric((sum-sum0)/float64(n)*1e6, "handler-mean-µs")
+	// The histogram's buckets are coarse (10, 25, 62.5, 156 µs...): the
+	// bound below which half the handlers of the run replied.
+	for _, le := range slices.Sorted(maps.Keys(below)) {
+		if 2*(below[le]-below0[le]) >= n {
+			b.ReportMetric(le*1e6, "handler-median-below-µs")
+			break
 		}
 	}
+	if !pr.daemon {
+		return
+	}
+	delta := func(name string) float64 { return mustMetric(b, plugin, name) - mustMetric(b, pr.plugin, name) }
+	scrape := func(name string) float64 { return mustMetric(b, pr.plugin, name) - mustMetric(b, pr.idle, name) }
+	b.ReportMetric(perRound(delta(daemonGCs)*1000), "daemon-gc-per-1k-rt")
+	b.ReportMetric(mustMetric(b, plugin, daemonGoal)/(1<<20), "daemon-heap-goal-MiB")
+	b.ReportMetric(perRound((delta(daemonCPU)-scrape(daemonCPU))*1e6), "daemon-cpu-µs-per-rt")
+	b.ReportMetric(perRound(delta(daemonAllocs)-scrape(daemonAllocs)), "daemon-allocs-per-rt")
+	b.ReportMetric(hostFileChanges(b, plugin)-hostFileChanges(b, pr.plugin), "host-writes")
 }
 
 // histogramQuantile is the upper bound of the bucket holding quantile q
@@ -226,13 +340,10 @@ func histogramQuantile(buckets []float64, counts []uint64, q float64) float64 {
 	return buckets[len(buckets)-1]
 }
 
-// handlerTime is the sum (in seconds) and count of a handler's histogram,
-// and its cumulative bucket counts by upper bound (seconds).
-func handlerTime(p *Plugin, handler string) (float64, uint64, map[float64]uint64) {
-	mfs, err := p.Registry().Gather()
-	if err != nil {
-		return 0, 0, nil
-	}
+// handlerTime is the sum (in seconds) and count of a handler's histogram
+// among a plugin's metrics, and its cumulative bucket counts by upper
+// bound (seconds); ok is false when the histogram is not there.
+func handlerTime(mfs []*dto.MetricFamily, handler string) (sum float64, count uint64, below map[float64]uint64, ok bool) {
 	for _, mf := range mfs {
 		if mf.GetName() != "cpupool_handler_duration_seconds" {
 			continue
@@ -241,16 +352,16 @@ func handlerTime(p *Plugin, handler string) (float64, uint64, map[float64]uint64
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "handler" && l.GetValue() == handler {
 					h := m.GetHistogram()
-					below := map[float64]uint64{}
+					below = map[float64]uint64{}
 					for _, bk := range h.GetBucket() {
 						below[bk.GetUpperBound()] = bk.GetCumulativeCount()
 					}
-					return h.GetSampleSum(), h.GetSampleCount(), below
+					return h.GetSampleSum(), h.GetSampleCount(), below, true
 				}
 			}
 		}
 	}
-	return 0, 0, nil
+	return 0, 0, nil, false
 }
 
 // roundsProfile names a directory where measureRounds writes profiles of
@@ -321,8 +432,7 @@ func (fixedReplyPlugin) CreateContainer(context.Context, *api.PodSandbox, *api.C
 // (nri-cpupool less no-op).
 func BenchmarkCreateContainerRoundTripReplyCost(b *testing.B) {
 	noop, fixed, ours := newFakeRuntime(b, true), newFakeRuntime(b, true), newFakeRuntime(b, true)
-	procfixture.Write(b, ours.procRoot(), manyIRQs(384, 8, 512))
-	housekeepNode(b, ours, largeNode.fixture, 384)
+	allFeaturesHost(b, ours, allFeaturesShape{largeNode, 384, 8})
 	startNoop(b, noop)
 	before := fixed.syncCount()
 	s, err := stub.New(fixedReplyPlugin{}, stub.WithPluginName("fixed"), stub.WithPluginIdx("10"), stub.WithSocketPath(fixed.socket))
@@ -330,7 +440,7 @@ func BenchmarkCreateContainerRoundTripReplyCost(b *testing.B) {
 	require.NoError(b, s.Start(context.Background()))
 	b.Cleanup(s.Stop)
 	fixed.waitSynced(before)
-	startPlugin(b, ours, testNode{fixture: largeNode.fixture, config: largeNode.config + allFeatures}, statePath(ours))
+	startPlugin(b, ours, allFeaturesShape{node: largeNode}.allFeaturesNode(), statePath(ours))
 	for i := 0; i < b.N; i++ {
 		partitionable(b, ours, "/kubepods/poduid-bench"+strconv.Itoa(i)+"/ctr-bench"+strconv.Itoa(i)+"-c")
 	}

@@ -28,7 +28,6 @@ import (
 	"github.com/cpupool/nri-cpupool/internal/benchutil"
 	"github.com/cpupool/nri-cpupool/internal/procfixture"
 	"github.com/cpupool/nri-cpupool/state"
-	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
 // largeNode: 384 CPUs, 8 NUMA nodes; one core kept for infra.
@@ -571,26 +570,17 @@ func BenchmarkPluginRSS(b *testing.B) {
 				} else {
 					bin = buildBinary(b)
 				}
-				dir := b.TempDir()
 				f := newFakeRuntime(b, false)
-				stateFile := filepath.Join(dir, "state", "state.json")
-				require.NoError(b, os.MkdirAll(filepath.Dir(stateFile), 0o750))
-				config := tc.node.config + "\n"
+				spec := daemonSpec{bin: bin, node: tc.node, logLevel: "warn"}
 				if dra {
-					config += draBenchConfig(b, dir)
+					spec.config = draBenchConfig(b, b.TempDir())
 				}
-				cfgFile := filepath.Join(dir, "config.yaml")
-				require.NoError(b, os.WriteFile(cfgFile, []byte(config), 0o644))
-				before := f.syncCount()
-				cmd := exec.Command(bin, "run", "--config", cfgFile, "--nri-socket", f.socket, "--state-file", stateFile,
-					"--sysfs-root", fixture.Root(b, tc.node.fixture), "--cgroup-root", f.cgroupRoot, "--log-level", "warn")
-				require.NoError(b, cmd.Start())
-				defer func() { cmd.Process.Kill(); cmd.Wait() }()
-				f.waitSynced(before)
+				d := startDaemon(b, f, spec)
 				if dra {
-					waitDRAState(b, stateFile, "serving")
+					waitDRAState(b, d.stateFile, "serving")
 				}
-				idle, err := peakRSS(cmd.Process.Pid)
+				pid := d.cmd.Process.Pid
+				idle, err := peakRSS(pid)
 				require.NoError(b, err)
 				every := tc.every
 				if dra {
@@ -600,9 +590,9 @@ func BenchmarkPluginRSS(b *testing.B) {
 					every = 0
 				}
 				fillNodeEvery(b, f, tc.containers, every)
-				hwm, err := peakRSS(cmd.Process.Pid)
+				hwm, err := peakRSS(pid)
 				require.NoError(b, err)
-				parts, err := rssParts(cmd.Process.Pid)
+				parts, err := rssParts(pid)
 				require.NoError(b, err)
 				b.ReportMetric(float64(hwm)/1024, "peak-RSS-MiB")
 				b.ReportMetric(float64(idle)/1024, "idle-peak-RSS-MiB")

@@ -1,0 +1,217 @@
+package plugin
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+)
+
+// daemonSpec is how a benchmark runs the real binary (`nri-cpupool run`)
+// against a fake runtime.
+type daemonSpec struct {
+	bin  string   // nri-cpupool, from buildBinary or buildBinaries
+	node testNode // its config and the sysfs fixture it reads
+	// config is added to node's config (the DRA driver's keys, ...).
+	config   string
+	logLevel string
+	// procRoot gives the daemon the fake runtime's /proc fixture
+	// (procRoot in the config: run has no flag for it), as startPlugin
+	// gives the plugin in this process.
+	procRoot bool
+	// metrics serves the daemon's metrics on a free local port
+	// (metricsAddress), for benchDaemon.gather.
+	metrics bool
+}
+
+// benchDaemon is the real binary running as its own process.
+type benchDaemon struct {
+	cmd       *exec.Cmd
+	stateFile string
+	log       string // its stderr
+	metrics   string // host:port of its metrics, "" when not served
+}
+
+// startDaemon runs spec's binary with f's cgroup root, state file and
+// sysfs tree, waits until the runtime has synchronized it, and kills it
+// (kill -9) when the benchmark ends. The daemon's stderr is a file, its
+// last lines logged when the benchmark failed. f.settle waits, as it does
+// for a plugin in this process, for the daemon's sandbox pins, here read
+// from the sandboxes' cgroups (waitSandboxCgroups).
+func startDaemon(b *testing.B, f *fakeRuntime, spec daemonSpec) *benchDaemon {
+	b.Helper()
+	d := &benchDaemon{stateFile: statePath(f), log: filepath.Join(f.dir, "daemon.log")}
+	require.NoError(b, os.MkdirAll(filepath.Dir(d.stateFile), 0o750))
+	config := spec.node.config + "\n" + spec.config
+	if spec.procRoot {
+		config += fmt.Sprintf("\nprocRoot: %q\n", f.procRoot())
+	}
+	if spec.metrics {
+		d.metrics = freeLocalAddr(b)
+		config += fmt.Sprintf("\nmetricsAddress: %q\n", d.metrics)
+	}
+	cfgFile := filepath.Join(f.dir, "config.yaml")
+	require.NoError(b, os.WriteFile(cfgFile, []byte(config), 0o644))
+	logFile, err := os.Create(d.log)
+	require.NoError(b, err)
+	defer logFile.Close()
+	before := f.syncCount()
+	d.cmd = exec.Command(spec.bin, "run", "--config", cfgFile, "--nri-socket", f.socket, "--state-file", d.stateFile,
+		"--sysfs-root", f.sysfsRoot(spec.node.fixture), "--cgroup-root", f.cgroupRoot, "--log-level", spec.logLevel)
+	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
+	require.NoError(b, d.cmd.Start())
+	b.Cleanup(func() {
+		d.cmd.Process.Kill()
+		d.cmd.Wait()
+		if b.Failed() {
+			out, _ := os.ReadFile(d.log)
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			b.Logf("the daemon's last log lines:\n%s", strings.Join(lines[max(0, len(lines)-30):], "\n"))
+		}
+	})
+	f.mu.Lock()
+	f.settle = func() { waitSandboxCgroups(b, f) }
+	f.mu.Unlock()
+	f.waitSynced(before)
+	return d
+}
+
+// freeLocalAddr is a local TCP address free a moment ago.
+func freeLocalAddr(tb testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitSandboxCgroups waits until every sandbox the runtime runs has its
+// cgroup's cpuset.cpus written: the daemon's pinner has reached them
+// (what waitSandboxesPinned waits for in this process; the fake runtime
+// makes the file empty).
+func waitSandboxCgroups(b *testing.B, f *fakeRuntime) {
+	b.Helper()
+	f.mu.Lock()
+	var dirs []string
+	for _, pod := range f.pods {
+		dir, err := cgroupDir(pod.Linux.CgroupsPath)
+		require.NoError(b, err)
+		dirs = append(dirs, filepath.Join(f.hierarchy(), dir, "cpuset.cpus"))
+	}
+	f.mu.Unlock()
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, path := range dirs {
+		for {
+			data, err := os.ReadFile(path)
+			require.NoError(b, err)
+			if strings.TrimSpace(string(data)) != "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("the daemon did not pin sandbox cgroup %s in 2 minutes", path)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// gather scrapes the daemon's /metrics.
+func (d *benchDaemon) gather() ([]*dto.MetricFamily, error) {
+	if d.metrics == "" {
+		return nil, fmt.Errorf("the daemon serves no metrics: start it with daemonSpec.metrics")
+	}
+	cl := http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Get("http://" + d.metrics + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scraping the daemon's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scraping the daemon's metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	byName, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the daemon's metrics: %w", err)
+	}
+	mfs := make([]*dto.MetricFamily, 0, len(byName))
+	for _, mf := range byName {
+		mfs = append(mfs, mf)
+	}
+	return mfs, nil
+}
+
+// hostFileChanges is the daemon's host file writes and restores so far
+// (cpupool_host_file_writes_total + cpupool_host_file_restores_total).
+func hostFileChanges(b *testing.B, mfs []*dto.MetricFamily) float64 {
+	return mustMetric(b, mfs, "cpupool_host_file_writes_total") + mustMetric(b, mfs, "cpupool_host_file_restores_total")
+}
+
+// waitHostFilesSettled waits until the daemon's background passes have
+// caught up with the containers running: no host file written or
+// restored for a second (passes come at most every 100 ms after a
+// change, hostfiles.DefaultTiming), the counterpart of FlushIsolation
+// in this process.
+func (d *benchDaemon) waitHostFilesSettled(b *testing.B) {
+	b.Helper()
+	const quiet = time.Second
+	deadline := time.Now().Add(2 * time.Minute)
+	last, since := -1.0, time.Now()
+	for {
+		mfs, err := d.gather()
+		require.NoError(b, err)
+		if n := hostFileChanges(b, mfs); n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= quiet {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the daemon's host file passes did not settle in 2 minutes (%v writes and restores so far)", last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// metricValue is the value of a metric family's first series: a counter's
+// or a gauge's value, a summary's or a histogram's count.
+func metricValue(mfs []*dto.MetricFamily, name string) (float64, bool) {
+	for _, mf := range mfs {
+		if mf.GetName() != name || len(mf.GetMetric()) == 0 {
+			continue
+		}
+		m := mf.GetMetric()[0]
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		case m.Summary != nil:
+			return float64(m.GetSummary().GetSampleCount()), true
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		case m.Untyped != nil:
+			return m.GetUntyped().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// mustMetric is metricValue, failing the benchmark when the metric is
+// missing: a figure read as 0 would look measured.
+func mustMetric(b *testing.B, mfs []*dto.MetricFamily, name string) float64 {
+	b.Helper()
+	v, ok := metricValue(mfs, name)
+	if !ok {
+		b.Fatalf("no metric %s in the plugin's metrics", name)
+	}
+	return v
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestAllFeaturesRows: issue 45's rows are printed for both modes, the
+// benchmark's process and the real binary's own, each figure against its
+// target, and the process mode's rows carry the daemon's own figures and
+// say where the no-op ran.
+func TestAllFeaturesRows(t *testing.T) {
+	in, err := os.Open("testdata/allfeatures.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var out strings.Builder
+	printTable(in, &out)
+	table := out.String()
+	for _, want := range [][]string{
+		{"all isolation features, 384 CPUs, 0 running: added median (paired)", "69 µs (NOT met)", "≤ 30 µs"},
+		{"no-op / nri-cpupool median; handler mean; allocations per round trip", "151 / 233 µs; 66 µs; 236", "allocations flat"},
+		{"all isolation features, real binary, 384 CPUs, 0 running: added median (paired)", "396 µs (NOT met)", "≤ 30 µs"},
+		{"added at p99 (nri-cpupool's p99 less the no-op's)", "9497 µs (NOT met)", "≤ 150 µs"},
+		{"no-op / nri-cpupool median; no-op p99; the daemon's handler mean", "151 / 548 µs; 331 µs; 92 µs"},
+		{"allocations: runtime side per round trip; the daemon per round", "109; 985", "flat"},
+		{"the daemon: GC cycles per 1,000 round trips; heap goal; CPU per round", "50; 8.6 MiB; 2500 µs"},
+		{"the runtimes' and the no-op's process: scheduler latency p99", "197 µs"},
+		{"real binary, 1024 CPUs, 5000 running: added median (paired)", "22 µs (met)", "≤ 30 µs"},
+		{"added at p99 (nri-cpupool's p99 less the no-op's)", "-40 µs (noise: the no-op's p99 is higher)"},
+		{"no-op (its own process) / nri-cpupool median; no-op p99; the daemon's handler mean", "151 / 548 µs; 331 µs; 92 µs"},
+	} {
+		if !containsRow(table, want) {
+			t.Errorf("no row with %q in:\n%s", want, table)
+		}
+	}
+}
+
+// containsRow tells whether a line of table holds every part, in order.
+func containsRow(table string, parts []string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		rest, ok := line, true
+		for _, p := range parts {
+			i := strings.Index(rest, p)
+			if i < 0 {
+				ok = false
+				break
+			}
+			rest = rest[i+len(p):]
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
