@@ -150,14 +150,13 @@ func BenchmarkCreateContainerRoundTripAllFeatures(b *testing.B) {
 // features, fixtures and pairing) with nri-cpupool as a node runs it:
 // the real binary (`nri-cpupool run`, built from this tree) in its own
 // process, with the fixture's roots, serving its metrics, logging at
-// info to a file. The runtimes and the no-op plugin stay in this
-// process. The round trip's figures are the same; the daemon's own
+// info to a file. The no-op plugin is a process of its own too
+// (noopProcess); the runtimes stay in this process. The round trip's figures are the same; the daemon's own
 // (its CreateContainer handler time, GC cycles, heap goal, CPU and
 // allocations per round, host file writes) are read from its /metrics
 // before and after the measured rounds (latencyProbe); allocs-per-rt is
 // then the runtime side's alone (this process, during nri-cpupool's
-// creations). With -noop.process the no-op plugin runs in a process of
-// its own as well (noopProcess).
+// creations).
 func BenchmarkCreateContainerRoundTripAllFeaturesProcess(b *testing.B) {
 	bin := buildBinary(b)
 	forAllFeaturesSizes(b, func(b *testing.B, shape allFeaturesShape, running int) {

@@ -193,7 +193,7 @@ func printTable(in io.Reader, out io.Writer) {
 				cpu, _ := get(name, "daemon-cpu-µs-per-rt")
 				noopWhere := "no-op"
 				if _, own := get(name, "noop-own-process"); own {
-					// -noop.process: the no-op in a process of its own too.
+					// The no-op in a process of its own too (the default).
 					noopWhere = "no-op (its own process)"
 				}
 				row("  "+noopWhere+" / nri-cpupool median; no-op p99; the daemon's handler mean", fmt.Sprintf("%.0f / %.0f µs; %.0f µs; %.0f µs", noop, ours, noopP99, handler), "")
