@@ -1,7 +1,6 @@
 package allocator
 
 import (
-	"fmt"
 	"maps"
 	"math/rand"
 	"slices"
@@ -93,19 +92,7 @@ func TestPowerClassAnnotationIsBounded(t *testing.T) {
 // resize included) until the pod releases them; a lent
 // exclusive-non-isolcpus CPU leaves infra's class for its container's.
 func TestPowerClassesOfCPUs(t *testing.T) {
-	cfg := parseConfig(t, powerConfig+`
-isolatedCPUs: "2-7,10-15"
-reservedCPUs: "0,8"
-pools:
-  exclusive: {cpus: "4-7,12-15"}
-  shared: {cpus: "2-3,10-11"}
-  exclusive-non-isolcpus: {enabled: true}
-`)
-	topo := topology(t, "desktop-8c16t")
-	layout, problems := BuildLayout(topo, cfg)
-	require.False(t, problems.HasErrors(), "%v", problems)
-	a := New(topo, layout, true)
-	pc := PoolPowerClassesOf(cfg)
+	a, pc := powerDesktop(t)
 	byClass := func() map[string]string {
 		out := map[string][]int{}
 		for cpu, class := range a.PowerClasses(pc) {
@@ -163,50 +150,15 @@ pools:
 // (powerClassesOfEveryHolder, the walk PowerClasses replaced; the
 // assignments' and holds' Held sets).
 func TestPowerClassesAndHeldCPUsFollowTheDecisions(t *testing.T) {
-	cfg := parseConfig(t, powerConfig+`
-isolatedCPUs: "2-7,10-15"
-reservedCPUs: "0,8"
-pools:
-  exclusive: {cpus: "4-7,12-15"}
-  shared: {cpus: "2-3,10-11"}
-  exclusive-non-isolcpus: {enabled: true}
-`)
-	topo := topology(t, "desktop-8c16t")
-	layout, problems := BuildLayout(topo, cfg)
-	require.False(t, problems.HasErrors(), "%v", problems)
-	a := New(topo, layout, true)
-	pc := PoolPowerClassesOf(cfg)
-	rng := rand.New(rand.NewSource(45))
-	choices := []string{pools.Exclusive, pools.ExclusiveNonIsolcpus, pools.Shared, pools.Infra}
+	a, pc := powerDesktop(t)
 	classes := []string{"", "turbo", "low-latency"}
-	var live []string
 	var withHolds, withIRQs int
-	for step := 0; step < 400; step++ {
-		switch {
-		case len(live) > 0 && rng.Intn(3) == 0:
-			k := rng.Intn(len(live))
-			if rng.Intn(2) == 0 {
-				a.Release(live[k])
-			} else {
-				code := int32(rng.Intn(2))
-				a.Stop(live[k], &code)
-			}
-			live = append(live[:k], live[k+1:]...)
-		case len(live) > 0 && rng.Intn(6) == 0:
-			_, _ = a.Resize(Request{ID: live[rng.Intn(len(live))], MilliCPU: int64(1+rng.Intn(3)) * 1000, NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
-		case rng.Intn(10) == 0:
-			if hs := a.Holds(); len(hs) > 0 {
-				a.ReleasePod(hs[rng.Intn(len(hs))].Pod.UID)
-			}
-		default:
-			r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(3))
-			r.Pool, r.PowerClass = choices[rng.Intn(len(choices))], classes[rng.Intn(len(classes))]
-			r.Options.HideHyperthreads = rng.Intn(3) == 0
-			r.IsolateIRQs = rng.Intn(2) == 0
-			if _, err := a.Allocate(r); err == nil {
-				live = append(live, r.ID)
-			}
-		}
+	dress := func(r *Request, rng *rand.Rand) {
+		r.PowerClass = classes[rng.Intn(len(classes))]
+		r.Options.HideHyperthreads = rng.Intn(3) == 0
+		r.IsolateIRQs = rng.Intn(2) == 0
+	}
+	walkDecisions(a, rand.New(rand.NewSource(45)), 400, dress, func(step int) {
 		require.Equal(t, powerClassesOfEveryHolder(a, pc), a.PowerClasses(pc), "step %d", step)
 		irqs := cpuset.New()
 		for _, as := range a.Assignments() {
@@ -241,9 +193,29 @@ pools:
 			got := a.HeldCPUs(func(p string) bool { return p == pool })
 			require.Equal(t, want.String(), got.String(), "step %d: %s held", step, pool)
 		}
-	}
+	})
 	assert.Positive(t, withHolds, "some steps had CPUs held for stopped containers")
 	assert.Positive(t, withIRQs, "some steps had CPUs kept free of IRQs")
+}
+
+// powerDesktop is the desktop (siblings N and N+8) with every pool and
+// powerConfig's classes.
+func powerDesktop(t *testing.T) (*Allocator, PoolPowerClasses) {
+	t.Helper()
+	cfg := parseConfig(t, powerConfig+`
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,12-15"}
+  shared: {cpus: "2-3,10-11"}
+  exclusive-non-isolcpus: {enabled: true}
+`)
+	topo := topology(t, "desktop-8c16t")
+	layout, problems := BuildLayout(topo, cfg)
+	require.False(t, problems.HasErrors(), "%v", problems)
+	a := New(topo, layout, true)
+	pc := PoolPowerClassesOf(cfg)
+	return a, pc
 }
 
 // powerClassesOfEveryHolder is PowerClasses as it was before it walked

@@ -13,36 +13,12 @@ import (
 )
 
 // TestUsageCountsWhatTheSetsHold: Usage counts without building sets; its
-// figures must equal the sets' sizes after any sequence of decisions, and
-// exclusive-non-isolcpus lends only free CPUs that are still in infra.
-// Containers are created, released, stopped (their CPUs held) and their
-// pods' holds released.
+// figures must equal the sets' sizes after any sequence of decisions
+// (walkDecisions), and exclusive-non-isolcpus lends only free CPUs that
+// are still in infra.
 func TestUsageCountsWhatTheSetsHold(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", `isolatedCPUs: "4-7,12-15"`+"\nreservedCPUs: \"0,8\"\npools: {shared: {cpus: \"7,15\"}, exclusive-non-isolcpus: {enabled: true}}")
-	rng := rand.New(rand.NewSource(7))
-	choices := []string{pools.Exclusive, pools.ExclusiveNonIsolcpus, pools.Shared, pools.Infra}
-	var live []string
-	for step := 0; step < 200; step++ {
-		switch {
-		case len(live) > 0 && rng.Intn(3) == 0:
-			k := rng.Intn(len(live))
-			if rng.Intn(2) == 0 {
-				a.Release(live[k])
-			} else {
-				a.Stop(live[k], nil) // an exclusive container's CPUs stay held
-			}
-			live = append(live[:k], live[k+1:]...)
-		case rng.Intn(10) == 0:
-			if hs := a.Holds(); len(hs) > 0 {
-				a.ReleasePod(hs[rng.Intn(len(hs))].Pod.UID)
-			}
-		default:
-			r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(3))
-			r.Pool = choices[rng.Intn(len(choices))]
-			if _, err := a.Allocate(r); err == nil {
-				live = append(live, r.ID)
-			}
-		}
+	walkDecisions(a, rand.New(rand.NewSource(7)), 200, func(r *Request, _ *rand.Rand) {}, func(step int) {
 		members := map[string]int{}
 		for _, as := range a.Assignments() {
 			members[as.Pool]++
@@ -70,5 +46,41 @@ func TestUsageCountsWhatTheSetsHold(t *testing.T) {
 			assert.Equal(t, want.String(), a.AvailableCPUs(u.Pool).String(), "step %d: %s available", step, u.Pool)
 			assert.Equal(t, want.Size(), u.Free, "step %d: %s free", step, u.Pool)
 		}
+	})
+}
+
+// walkDecisions makes steps random decisions on a and calls check after
+// each: creations of 1 to 3 CPUs in every pool (dress sets what else a
+// request asks), releases, stops whose CPUs stay held (the container
+// failed or completed), resizes, and pods' ends that release the holds.
+func walkDecisions(a *Allocator, rng *rand.Rand, steps int, dress func(*Request, *rand.Rand), check func(step int)) {
+	choices := []string{pools.Exclusive, pools.ExclusiveNonIsolcpus, pools.Shared, pools.Infra}
+	var live []string
+	for step := 0; step < steps; step++ {
+		switch {
+		case len(live) > 0 && rng.Intn(3) == 0:
+			k := rng.Intn(len(live))
+			if rng.Intn(2) == 0 {
+				a.Release(live[k])
+			} else {
+				code := int32(rng.Intn(2))
+				a.Stop(live[k], &code) // an exclusive container's CPUs stay held
+			}
+			live = append(live[:k], live[k+1:]...)
+		case len(live) > 0 && rng.Intn(6) == 0:
+			_, _ = a.Resize(Request{ID: live[rng.Intn(len(live))], MilliCPU: int64(1+rng.Intn(3)) * 1000, NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
+		case rng.Intn(10) == 0:
+			if hs := a.Holds(); len(hs) > 0 {
+				a.ReleasePod(hs[rng.Intn(len(hs))].Pod.UID)
+			}
+		default:
+			r := exclusive(fmt.Sprintf("c%d", step), 1+rng.Intn(3))
+			r.Pool = choices[rng.Intn(len(choices))]
+			dress(&r, rng)
+			if _, err := a.Allocate(r); err == nil {
+				live = append(live, r.ID)
+			}
+		}
+		check(step)
 	}
 }
