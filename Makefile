@@ -184,7 +184,8 @@ bench-isolation: build
 # pod Event reason, command, flag and make target the code defines is
 # documented in docs/,
 # every relative link of README.md and docs/ resolves, and the rules and the
-# dashboard of deploy/monitoring name only metrics the code exports
+# dashboard of deploy/monitoring name only metrics the code exports, and
+# docs/architecture.md lists every package on its floor
 # (tools/docscheck; -list shows the names).
 # govulncheck is not part of it: it needs its vulnerability database online.
 lint: tools

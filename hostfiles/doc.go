@@ -53,7 +53,9 @@
 //
 // A Source owns its records (the journal keeps the owner's name): when a
 // Source fails to plan, the files it changed are left as they are rather
-// than restored, since the failure says nothing about what it wants. The
+// than restored, since the failure says nothing about what it wants; so
+// are the files it Claims whose record names another owner (a file
+// handed over between Sources: the global workqueue mask). The
 // records of an owner no Source claims (the journal of another version)
 // are restored, as nothing here wants them, with a warning naming the
 // owner. The journal is a file a damaged disk or a hostile hand can

@@ -69,6 +69,8 @@ type fakeSource struct {
 	beforeRan, afterRan int
 	// ident are the files' identities (Identifier), by path.
 	ident map[string]string
+	// claims are the files it may want (Claimer).
+	claims []string
 }
 
 func newSource(owner string) *fakeSource {
@@ -90,6 +92,13 @@ func (s *fakeSource) identify(ids map[string]string) {
 }
 
 func (s *fakeSource) Owner() string { return s.owner }
+
+// Claims implements Claimer: the files named in claims.
+func (s *fakeSource) Claims(path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.claims, path)
+}
 
 func (s *fakeSource) Plan() (Plan, error) {
 	s.mu.Lock()

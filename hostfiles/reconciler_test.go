@@ -677,3 +677,55 @@ func TestReused(t *testing.T) {
 		assert.Equal(t, c.reused, reused(Record{Identity: c.recorded}, c.now), "%q → %q", c.recorded, c.now)
 	}
 }
+
+// TestHandedOverFileIsKeptWhileItsOwnerCannotPlan: a file one source
+// changed and another now owns (the global workqueue mask, journaled by
+// kernelWork.workqueues, narrowed by housekeeping once a pool has it) is
+// left as it is in every pass whose new owner fails to plan: the first
+// pass after the hand-over, before the new owner ever planned it, or a
+// later one, the journal still naming the old owner. Restoring it would
+// loosen isolation for that pass (unbound kernel work back on the held
+// CPUs). It is restored once its owner plans without it.
+func TestHandedOverFileIsKeptWhileItsOwnerCannotPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// planned: the new owner planned the file before its plan failed.
+		planned bool
+	}{{"the first pass of the new owner fails", false}, {"a later pass fails", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTree(t, map[string]string{"mask": "ffff"})
+			mask := tr.path("mask")
+			workqueues := newSource("workqueues")
+			workqueues.set(map[string]string{mask: "ffcf"})
+			first := openInstance(t, OS{}, tr, bootA, workqueues)
+			require.NoError(t, first.r.Flush())
+			require.Equal(t, "ffcf", tr.read(t, "mask"))
+			first.r.Close()
+
+			// The hand-over (a reload, a restart): the mask is
+			// housekeeping's now.
+			workqueues.set(nil)
+			housekeeping := newSource("housekeeping")
+			housekeeping.claims = []string{mask}
+			housekeeping.set(map[string]string{mask: "ffcf"})
+			next := openInstance(t, OS{}, tr, bootA, housekeeping, workqueues)
+			if tc.planned {
+				require.NoError(t, next.r.Flush())
+				require.Equal(t, "workqueues", onDisk(t, tr)[mask].Owner, "the record keeps the owner that recorded it")
+			}
+			housekeeping.fail(errors.New("reading the controllers the root delegates: EMFILE"))
+			err := next.r.Flush()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "housekeeping: planning")
+			assert.Equal(t, "ffcf", tr.read(t, "mask"), "its owner's plan failed: kept")
+			assert.Equal(t, "ffff", onDisk(t, tr)[mask].Original, "its original kept")
+			assert.Zero(t, next.r.Status().Restores)
+
+			housekeeping.fail(nil)
+			housekeeping.set(nil)
+			require.NoError(t, next.r.Flush())
+			tr.requireOriginals(t, "wanted by no one")
+			assert.Empty(t, onDisk(t, tr))
+		})
+	}
+}

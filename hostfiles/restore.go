@@ -40,6 +40,9 @@ func (p *passWork) restore() {
 		if _, wanted := p.planned[path]; wanted || p.stale[path] || !p.planOK[rec.Owner] && p.sourceOf[rec.Owner] != nil {
 			continue
 		}
+		if p.claimedByFailed(path) {
+			continue // handed over to a Source that failed to plan (Claimer)
+		}
 		if o, held := heldBack[rec.Owner]; held && rec.Order < o {
 			continue
 		}
@@ -99,6 +102,17 @@ func (p *passWork) restore() {
 		}
 	}
 
+}
+
+// claimedByFailed tells whether a Source whose Plan failed in the pass
+// claims path (Claimer).
+func (p *passWork) claimedByFailed(path string) bool {
+	for owner, src := range p.sourceOf {
+		if c, ok := src.(Claimer); ok && !p.planOK[owner] && c.Claims(path) {
+			return true
+		}
+	}
+	return false
 }
 
 // holdBack notes a restore that failed for now: the owner's records of

@@ -93,8 +93,25 @@ type Source interface {
 	// Plan lists the files the source wants changed now. It runs on the
 	// reconciler's goroutine, off every reply path, and may read files.
 	// On error the source's files are left as they are (neither written
-	// nor restored) and the pass is retried.
+	// nor restored) and the pass is retried: those it recorded, and those
+	// it Claims.
 	Plan() (Plan, error)
+}
+
+// Claimer is an optional interface of a Source that may want a file
+// whose record names another owner: a file handed over from one Source
+// to another (the global unbound workqueue mask, kernelWork.workqueues'
+// until a pool has housekeeping, then housekeeping's). The record keeps
+// the owner that recorded the original; when the Source that wants the
+// file now fails to plan, the file is left as it is rather than restored
+// because the recording owner no longer wants it, in the first pass after
+// the hand-over as in later ones. A failed plan says nothing about what
+// its Source wants, and a restore there would loosen isolation for a
+// pass (unbound kernel work back on exclusive CPUs).
+type Claimer interface {
+	// Claims tells whether the Source plans path whenever it wants it
+	// changed. It must not read files: it is asked after Plan failed.
+	Claims(path string) bool
 }
 
 // Explainer is an optional interface of a Source: a hint for the log and

@@ -108,7 +108,10 @@ type Source struct {
 	unitsHost cpuset.CPUSet
 }
 
-var _ hostfiles.Source = (*Source)(nil)
+var (
+	_ hostfiles.Source  = (*Source)(nil)
+	_ hostfiles.Claimer = (*Source)(nil)
+)
 
 // NewSource returns the Source.
 func NewSource(cfg Config, log *logrus.Logger) *Source {
@@ -123,6 +126,15 @@ func NewSource(cfg Config, log *logrus.Logger) *Source {
 
 // Owner names the Source in the journal.
 func (s *Source) Owner() string { return Owner }
+
+// Claims implements hostfiles.Claimer: the global unbound workqueue mask,
+// unless it is another owner's (LeaveWorkqueueMask), may have been
+// recorded by kernelWork.workqueues before a pool had housekeeping; a
+// pass in which this Source fails to plan leaves it as it is. Its other
+// files only this Source records.
+func (s *Source) Claims(path string) bool {
+	return !s.cfg.LeaveWorkqueueMask && path == filepath.Join(s.cfg.SysfsRoot, WorkqueueMask)
+}
 
 // Plan lists the workqueue mask and the top-level cgroups, narrowed to the
 // housekeeping set; nothing when nothing is kept, so that every file the

@@ -137,6 +137,19 @@ func TestGlobalMaskLeftToHousekeeping(t *testing.T) {
 	assert.NotContains(t, n.journal(t), n.path("wq"))
 }
 
+// TestClaimsTheGlobalMaskWhenItsOwn: the workqueue Source claims the
+// global mask when it is its own (Global), so that a pass in which it
+// fails to plan leaves the mask as housekeeping recorded it before a
+// hand-over (hostfiles.Claimer); never a workqueue's own mask, which only
+// it records.
+func TestClaimsTheGlobalMaskWhenItsOwn(t *testing.T) {
+	n := newNode(t)
+	own, left := n.start(t, hostfiles.OS{}, true), n.start(t, hostfiles.OS{}, false)
+	assert.True(t, own.wq.Claims(n.path("wq")))
+	assert.False(t, left.wq.Claims(n.path("wq")), "housekeeping's")
+	assert.False(t, own.wq.Claims(n.path("wq writeback")))
+}
+
 // TestKernelShowsItsOwnForm: the kernel drops isolcpus= CPUs from an
 // rps_cpus mask written (and may show the mask narrower than written):
 // a mask free of held CPUs meets the want, and is not written again at

@@ -63,6 +63,7 @@ type WorkqueueSource struct {
 var (
 	_ hostfiles.Source    = (*WorkqueueSource)(nil)
 	_ hostfiles.Explainer = (*WorkqueueSource)(nil)
+	_ hostfiles.Claimer   = (*WorkqueueSource)(nil)
 )
 
 // NewWorkqueueSource returns the Source.
@@ -72,6 +73,14 @@ func NewWorkqueueSource(cfg WorkqueueConfig, log *logrus.Logger) *WorkqueueSourc
 
 // Owner names the Source in the journal.
 func (s *WorkqueueSource) Owner() string { return WorkqueueOwner }
+
+// Claims implements hostfiles.Claimer: the global mask, when Global, may
+// have been recorded by housekeeping while a pool had it; a pass in which
+// this Source fails to plan leaves it as it is. The workqueues' own masks
+// only this Source records.
+func (s *WorkqueueSource) Claims(path string) bool {
+	return s.cfg.Global && path == filepath.Join(s.cfg.SysfsRoot, GlobalWorkqueueMask)
+}
 
 // Plan lists the masks, narrowed; nothing when nothing is held, so that
 // every mask the journal holds goes back to its original. A workqueue

@@ -287,3 +287,69 @@ func TestKernelWorkHeldCPUOfPoolWithoutHousekeeping(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ffff", strings.TrimSpace(string(data)), "exactly as it was")
 }
+
+// TestWorkqueueMaskHandedOverKeptWhileHousekeepingCannotPlan: the global
+// workqueue mask, narrowed by kernelWork.workqueues while no pool had
+// housekeeping, is housekeeping's after a reload gives a pool
+// housekeeping. A pass in which housekeeping cannot plan (the cgroup
+// root unreadable for now) leaves it narrowed: the first pass after the
+// reload, or a later one, the journal still naming "workqueues".
+// Restoring it would put unbound kernel work back on the held CPUs for
+// that pass.
+func TestWorkqueueMaskHandedOverKeptWhileHousekeepingCannotPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// planned: housekeeping planned the mask before its plan failed.
+		planned bool
+	}{{"the first pass after the reload fails", false}, {"a later pass fails", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := housekeptNode(t)
+			global := filepath.Join(f.sysfsRoot(desktop.fixture), kernelwork.GlobalWorkqueueMask)
+			read := func() string {
+				data, err := os.ReadFile(global)
+				require.NoError(t, err)
+				return strings.TrimSpace(string(data))
+			}
+			owner := func() string {
+				records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
+				require.NoError(t, err)
+				return records[global].Owner
+			}
+			withHousekeeping := housekeptDesktop.config + "kernelWork: {workqueues: held}\n"
+			without := strings.ReplaceAll(withHousekeeping, ", housekeeping: held}", "}")
+			require.NotContains(t, without, "housekeeping")
+			rp := startPlugin(t, f, testNode{fixture: desktop.fixture, config: without}, statePath(f))
+			telco := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+			fwd, _, err := f.createContainer(telco, "fwd", 2000)
+			require.NoError(t, err)
+			require.NoError(t, rp.p.FlushIsolation())
+			narrowed := kernelWorkFor(cpusOf(t, f, f.cpus(fwd)))["wq"]
+			require.Equal(t, narrowed, read(), "kernelWork.workqueues narrows it")
+			require.Equal(t, kernelwork.WorkqueueOwner, owner())
+
+			// housekeeping's plan fails while cgroup.subtree_control
+			// cannot be read (a directory here: EISDIR, root or not).
+			subtree := filepath.Join(f.cgroupRoot, "cgroup.subtree_control")
+			if !tc.planned {
+				require.NoError(t, os.Remove(subtree))
+				require.NoError(t, os.Mkdir(subtree, 0o755))
+			}
+			require.NoError(t, rp.p.Reload(reloadConfig(t, rp, withHousekeeping), nil, "test"))
+			if tc.planned {
+				require.NoError(t, rp.p.FlushIsolation())
+				require.Equal(t, narrowed, read(), "housekeeping's now")
+				require.Equal(t, kernelwork.WorkqueueOwner, owner(), "the record keeps the owner that recorded it")
+				require.NoError(t, os.Remove(subtree))
+				require.NoError(t, os.Mkdir(subtree, 0o755))
+			}
+			require.ErrorContains(t, rp.p.FlushIsolation(), "housekeeping: planning")
+			assert.Equal(t, narrowed, read(), "housekeeping's plan failed: kept")
+
+			require.NoError(t, os.Remove(subtree))
+			require.NoError(t, os.WriteFile(subtree, []byte("cpuset cpu memory\n"), 0o644))
+			f.removePod(telco)
+			require.NoError(t, rp.p.FlushIsolation())
+			assert.Equal(t, "ffff", read(), "released: exactly as it was")
+		})
+	}
+}

@@ -28,6 +28,10 @@ type Options struct {
 	// dashboards, relative to Root unless absolute; "" for none. Every
 	// metric they name must be one the code exports (monitoring.go).
 	Monitoring string
+	// Architecture is the page whose table must list every package of
+	// the module and whose floors must follow its imports
+	// (packages.go), relative to Docs unless absolute; "" for none.
+	Architecture string
 }
 
 // Result is what Check found.
@@ -37,12 +41,15 @@ type Result struct {
 	ConfigKeys, Annotations, Metrics, EventReasons, Commands, Flags, MakeTargets, Links, Files int
 	// MonitoringFiles are the rule, test and dashboard files checked.
 	MonitoringFiles int
+	// Packages are the module's packages checked against the
+	// architecture page.
+	Packages int
 }
 
 // Summary counts what was checked.
 func (r Result) Summary() string {
-	return fmt.Sprintf("%d config keys, %d annotations, %d metrics, %d pod Event reasons, %d commands with %d flags, %d make targets, %d links in %d files, the metrics of %d monitoring files",
-		r.ConfigKeys, r.Annotations, r.Metrics, r.EventReasons, r.Commands, r.Flags, r.MakeTargets, r.Links, r.Files, r.MonitoringFiles)
+	return fmt.Sprintf("%d config keys, %d annotations, %d metrics, %d pod Event reasons, %d commands with %d flags, %d make targets, %d links in %d files, the metrics of %d monitoring files, %d packages",
+		r.ConfigKeys, r.Annotations, r.Metrics, r.EventReasons, r.Commands, r.Flags, r.MakeTargets, r.Links, r.Files, r.MonitoringFiles, r.Packages)
 }
 
 // docs is what the documentation names.
@@ -154,6 +161,19 @@ func Check(opts Options) (Result, error) {
 		res.MonitoringFiles = n
 	}
 
+	if opts.Architecture != "" {
+		page, pageName := opts.Architecture, filepath.ToSlash(opts.Architecture)
+		if !filepath.IsAbs(page) {
+			page, pageName = filepath.Join(docsDir, page), docsName+pageName
+		}
+		pp, err := CheckPackages(root, page, pageName, code.packages)
+		if err != nil {
+			return res, err
+		}
+		problems = append(problems, pp...)
+		res.Packages = len(code.packages)
+	}
+
 	// Links.
 	linkFiles := slices.Clone(docFiles)
 	if opts.Readme != "" {
@@ -183,6 +203,9 @@ type codeNames struct {
 	metricProblems []string
 	commands       []Command
 	targets        []string
+	// packages are the module's packages with the module's packages
+	// each imports, by directory.
+	packages map[string][]string
 }
 
 // readCode reads every kind of name from the code below root.
@@ -198,6 +221,7 @@ func readCode(root string) (*codeNames, error) {
 	c.annotations = m.Annotations()
 	c.metrics, c.metricProblems = m.Metrics()
 	c.eventReasons = m.EventReasons()
+	c.packages = m.packages()
 	if c.commands, err = m.Commands(cliDir); err != nil {
 		return nil, err
 	}

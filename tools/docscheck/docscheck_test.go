@@ -653,3 +653,126 @@ func TestCheckFailsOnAnUnknownMetric(t *testing.T) {
 		t.Errorf("a missing monitoring directory: %v", err)
 	}
 }
+
+// archPage is an architecture page of a module of five packages.
+const archPage = `# Architecture
+
+## Packages
+
+| path | contents |
+|---|---|
+| ` + "`cmd/app/`" + ` | the command, and in its ` + "`internal/`" + `: ` + "`cli`" + ` |
+| ` + "`api/`" + ` | the API |
+| ` + "`store/`" + ` | the store |
+| ` + "`gone/`" + ` | a package since removed |
+
+**Package floors.** Every import points down:
+
+1. ` + "`cmd/app`" + `: nothing imports it.
+2. ` + "`api`" + `, over ` + "`store`" + `.
+3. ` + "`store`" + `.
+
+## Next
+`
+
+func TestCheckPackages(t *testing.T) {
+	root := t.TempDir()
+	for _, dir := range []string{"cmd/app/internal/cli", "cmd/app/internal/run", "api", "store", "cache", "util"} {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page := filepath.Join(root, "architecture.md")
+	write(t, page, archPage)
+	pkgs := map[string][]string{
+		"cmd/app": {"cmd/app/internal/cli"}, "cmd/app/internal/cli": {"api"}, "cmd/app/internal/run": {"api"},
+		"api": {"store"}, "store": {"util"}, "util": {"api"}, "cache": nil,
+	}
+	problems, err := CheckPackages(root, page, "arch.md", pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"arch.md#packages lists `gone/`, which does not exist",
+		"package cache is not in the table of arch.md#packages: add a row `cache/`",
+		"package cmd/app/internal/run is not in the table of arch.md#packages: name `run`, in backticks, with what it is (its package comment) in the row of `cmd/app/`",
+		"package util is not in the table of arch.md#packages",
+		"package cache is on no floor of arch.md",
+		"package util is on no floor of arch.md",
+	}
+	if len(problems) != len(want) {
+		t.Errorf("%d problems, want %d:\n%s", len(problems), len(want), strings.Join(problems, "\n"))
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, w) }) {
+			t.Errorf("no problem %q in:\n%s", w, strings.Join(problems, "\n"))
+		}
+	}
+
+	// Every package listed and on a floor; one import pointing up.
+	fixed := strings.Replace(archPage, "| `gone/` | a package since removed |", "| `cache/` | the cache |\n| `util/` | helpers |\n| `./` | the root |", 1)
+	fixed = strings.Replace(fixed, "`cli` |", "`cli`, `run` |", 1)
+	fixed = strings.Replace(fixed, "3. `store`.", "3. `store`, `cache`.\n4. `util`, and the root `./`.", 1)
+	write(t, page, fixed)
+	pkgs["."] = nil
+	problems, err = CheckPackages(root, page, "arch.md", pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"package util (floor 4 of arch.md) imports api (floor 2): every import points to a floor below (a higher number); move one of them"}; !slices.Equal(problems, want) {
+		t.Errorf("problems %q, want %q", problems, want)
+	}
+	delete(pkgs, "util")
+	pkgs["store"] = nil
+	if problems, err := CheckPackages(root, page, "arch.md", pkgs); err != nil || len(problems) > 0 {
+		t.Errorf("a page that lists every package, each import pointing down: %v %q", err, problems)
+	}
+
+	write(t, page, "# Architecture\n")
+	if _, err := CheckPackages(root, page, "arch.md", pkgs); err == nil || !strings.Contains(err.Error(), `no heading "## Packages"`) {
+		t.Errorf("a page without the table: err %v", err)
+	}
+}
+
+// TestShippedArchitectureListsEveryPackage: docs/architecture.md lists
+// every package of the module, each on a floor below those that import
+// it; a package added without its row fails here (and in make lint).
+func TestShippedArchitectureListsEveryPackage(t *testing.T) {
+	res, err := Check(Options{Root: repoRoot, Docs: "docs", Architecture: "architecture.md"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Problems {
+		if strings.Contains(p, "package") {
+			t.Error(p)
+		}
+	}
+	if res.Packages < 40 {
+		t.Errorf("checked %d packages; the module has more than 40", res.Packages)
+	}
+}
+
+// TestCheckReportsAPackageMissingFromTheArchitecture: a page without a
+// package's row (kubeevents) fails Check, with what to add.
+func TestCheckReportsAPackageMissingFromTheArchitecture(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(l, "| `kubeevents/` |") {
+			kept = append(kept, l)
+		}
+	}
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "architecture.md"), strings.Join(kept, "\n"))
+	res, err := Check(Options{Root: repoRoot, Docs: dir, Architecture: "architecture.md"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "package kubeevents is not in the table of " + dir + "/architecture.md#packages: add a row `kubeevents/`"
+	if !slices.ContainsFunc(res.Problems, func(p string) bool { return strings.HasPrefix(p, want) }) {
+		t.Errorf("no problem %q in:\n%s", want, strings.Join(res.Problems, "\n"))
+	}
+}

@@ -4,7 +4,7 @@
 // Markdown link of README.md and docs/ must resolve. `make lint` runs it from the
 // repository root:
 //
-//	go run ./tools/docscheck [-root .] [-docs docs] [-readme README.md] [-monitoring deploy/monitoring]
+//	go run ./tools/docscheck [-root .] [-docs docs] [-readme README.md] [-monitoring deploy/monitoring] [-architecture architecture.md]
 //	go run ./tools/docscheck -list   # the names it reads from the code
 //
 // No list of names is kept here; each kind is read from the code:
@@ -70,6 +70,14 @@
 // punctuation other than - and _ dropped, each space a -, and -1, -2, ...
 // after repeated headings.
 //
+// Packages: the table under "## Packages" of docs/architecture.md must
+// list every package of the module (a directory of non-test Go files), in
+// a row of its own (`plugin/`) or by name in the row of the directory
+// above it (`cli` in that of `cmd/nri-cpupool/`), and name no path that
+// does not exist; the numbered list after "**Package floors.**" must put
+// every package outside cmd/, tools/ and test/ on a floor, each import
+// pointing to a floor below (packages.go).
+//
 // Problems are printed one a line, with what to do, and the exit status
 // is 1; on success one summary line is printed.
 package main
@@ -86,6 +94,7 @@ func main() {
 	flag.StringVar(&opts.Root, "root", ".", "the repository root (go.mod, Makefile, the Go packages)")
 	flag.StringVar(&opts.Docs, "docs", "docs", "the documentation directory, relative to -root unless absolute")
 	flag.StringVar(&opts.Readme, "readme", "README.md", "the README whose links are checked too, relative to -root unless absolute (empty: none)")
+	flag.StringVar(&opts.Architecture, "architecture", "architecture.md", "the page whose table must list every package and whose floors must follow the imports, relative to -docs unless absolute (empty: none)")
 	flag.StringVar(&opts.Monitoring, "monitoring", "deploy/monitoring", "the Prometheus rules and Grafana dashboards, whose metrics must be the code's, relative to -root unless absolute (empty: none)")
 	list := flag.Bool("list", false, "print the names read from the code, and check nothing")
 	flag.Parse()
