@@ -15,9 +15,12 @@ import (
 // config version 3 with every path in dir, NRI on, cgroupfs, runc built
 // with seccomp, the test image pinned as the sandbox image. Its config
 // imports DropInDir()/*.toml, as a node's /etc/containerd/config.toml
-// written by `containerd config default` imports /etc/containerd/conf.d:
+// that imports /etc/containerd/conf.d does (the line docs/install.md asks
+// for; `containerd config default` writes it in v2.4.2, not in v2.0.13):
 // a drop-in copied there is read at the next (re)start the way a node
-// reads it, merged into the tables the config sets.
+// reads it, merged into the tables the config sets. With the directory
+// empty, as in every scenario but the fail-closed one, the import reads
+// nothing (an empty glob is no error, v2.0.13 included).
 type containerd struct {
 	bin, version, runc, dir, image, imageTar string
 	d                                        daemon
