@@ -193,6 +193,16 @@ func TestPowerClassesAndHeldCPUsFollowTheDecisions(t *testing.T) {
 			got := a.HeldCPUs(func(p string) bool { return p == pool })
 			require.Equal(t, want.String(), got.String(), "step %d: %s held", step, pool)
 		}
+		// Rebase (a reload, a hotplug) builds a new allocator, and its
+		// indexes, from the receiver's containers: it must answer alike.
+		if step%10 == 0 {
+			n, _ := a.Rebase(a.x.topo, a.layout)
+			require.Equal(t, a.PowerClasses(pc), n.PowerClasses(pc), "step %d: rebased power classes", step)
+			require.Equal(t, a.IRQIsolated().String(), n.IRQIsolated().String(), "step %d: rebased IRQ isolated", step)
+			every := func(string) bool { return true }
+			require.Equal(t, a.HeldCPUs(every).String(), n.HeldCPUs(every).String(), "step %d: rebased held", step)
+			require.Equal(t, a.Usage(), n.Usage(), "step %d: rebased usage", step)
+		}
 	})
 	assert.Positive(t, withHolds, "some steps had CPUs held for stopped containers")
 	assert.Positive(t, withIRQs, "some steps had CPUs kept free of IRQs")
