@@ -11,6 +11,9 @@
 #       below a top-level system.slice)
 #   noise_probe_start POD CPUS CTR SECONDS   an oslat container (Debian's
 #       rt-tests, in the image test/vm/e2e.sh builds) on the container's CPU
+#   noise_probe_pid CTR   oslat's PID once its measured run has begun
+#   noise_probe_stop PID PODNAME CTR OUT   ends oslat's run (SIGINT) and
+#       writes its summary to OUT.oslat; noise_oslat OUT FIELD reads it
 #   noise_window CPU SECONDS OUT   traces sched_switch on CPU for SECONDS and
 #       writes OUT.tasks (kind name count), OUT.irqs, OUT.softirqs (source
 #       delta) and OUT.nvcsw (the probe thread's involuntary switches)
@@ -89,16 +92,23 @@ noise_load_stop() {
   return 0
 }
 
-# noise_probe_start POD PODNAME CTR SECONDS: starts oslat for SECONDS in a
-# container of POD that asks 1 CPU, on that CPU (its main thread too: it is
-# the container's only CPU); prints the container id. oslat wants to lock
+# noise_probe_start POD PODNAME CTR SECONDS: starts oslat in a container
+# of POD that asks 1 CPU, on that CPU (its main thread too: it is the
+# container's only CPU); prints the container id. SECONDS is only a bound:
+# the caller ends oslat's run with noise_probe_stop when its window ends,
+# so that oslat's figures cover that window. oslat is the shell's child,
+# not its PID 1, and the shell sleeps after it: the container keeps its CPU
+# (for an audit after the window) once oslat has printed its summary. The
+# image's stop signal is SIGKILL (tools/mkimage), which ends oslat without
+# its summary: the summary needs SIGINT, SIGTERM or SIGALRM (rt-tests'
+# oslat.c sets all three to end the run and print it). oslat wants to lock
 # its memory and may raise its priority: IPC_LOCK and SYS_NICE, as
 # OpenShift's latency tests give it.
 noise_probe_start() {
   local pod=$1 podname=$2 name=$3 secs=$4 id
   cat > "$W/ctr-$podname-$name.json" <<JSON
 {"metadata": {"name": "$name", "attempt": 0}, "image": {"image": "$IMAGE"},
- "command": ["/bin/sh", "-c", "read -r c < /sys/fs/cgroup/cpuset.cpus.effective && exec /bin/oslat -q -D $secs -c \$c -C \$c"],
+ "command": ["/bin/sh", "-c", "read -r c < /sys/fs/cgroup/cpuset.cpus.effective && /bin/oslat -q -D $secs -c \$c -C \$c; exec /bin/sleep inf"],
  "log_path": "$name.0.log",
  "linux": {"resources": {"cpu_shares": 1024, "cpu_quota": 100000, "cpu_period": 100000},
            "security_context": {"capabilities": {"add_capabilities": ["IPC_LOCK", "SYS_NICE"]}}}}
@@ -112,31 +122,72 @@ JSON
 # their time, stream and tag).
 noise_probe_log() { cut -d' ' -f4- "$W/logs/$1/$2.0.log" 2>/dev/null; }
 
-# noise_probe_pid CTR: oslat's PID (NOISE_PROBE_WAIT, 240 s, at most), once its worker thread
-# exists (with -q it prints nothing before its summary), after the second
-# of pre-heat it starts with. The container's init is oslat (its shell
-# execs it): the PID is the runtime's (crictl inspect's info.pid), and a
-# process of the container's cgroup named oslat is taken too. The
-# cgroup's cgroup.procs alone missed a running oslat in the systemd VM
-# (the bench set on 6.1): the error then says where the process was.
+# noise_probe_pid CTR: oslat's PID (NOISE_PROBE_WAIT, 240 s, at most),
+# once its measured run has begun. oslat runs twice: a pre-heat of one
+# second, then the measured run, each with a new worker thread (which
+# first spends a moment timing the counter). With -q it prints nothing
+# before its summary, so the run is told by its worker: the second worker
+# seen, or the first one once it has lived NOISE_PREHEAT_MAX (20 s) seconds,
+# longer than any pre-heat (its start was missed). Under TCG oslat took 44
+# to 97 s to start its first worker. oslat is found among the container's
+# init (crictl inspect's info.pid, the shell), its children and the
+# container cgroup's processes: cgroup.procs alone missed a running oslat
+# once in the systemd VM (the bench set on 6.1), so the error says where
+# the process was.
 noise_probe_pid() {
-  local cg start=$SECONDS end=$((SECONDS + ${NOISE_PROBE_WAIT:-240})) p init=""
+  local cg start=$SECONDS end=$((SECONDS + ${NOISE_PROBE_WAIT:-240})) p init="" worker first="" first_at=0
   cg=$(cgroup_of "$1")
   while [ "$SECONDS" -lt "$end" ]; do
     [ -n "$init" ] && [ "$init" != 0 ] || init=$(crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null)
-    for p in $init $(cat "$cg/cgroup.procs" 2>/dev/null); do
+    for p in $init $(cat /proc/"$init"/task/*/children 2>/dev/null) $(cat "$cg/cgroup.procs" 2>/dev/null); do
       [ "$(cat "/proc/$p/comm" 2>/dev/null)" = oslat ] || continue
-      if [ "$(find "/proc/$p/task" -mindepth 1 -maxdepth 1 | wc -l)" -ge 2 ]; then
-        sleep 2
-        echo "noise: oslat's worker thread after $((SECONDS - start)) s" >&2
+      worker=$(find "/proc/$p/task" -mindepth 1 -maxdepth 1 ! -name "$p" -printf '%f\n' 2>/dev/null | sort -n | tail -1)
+      [ -n "$worker" ] || continue
+      if [ -z "$first" ]; then first=$worker first_at=$SECONDS; fi
+      if [ "$worker" != "$first" ] || [ $((SECONDS - first_at)) -ge "${NOISE_PREHEAT_MAX:-20}" ]; then
+        # The worker's own start: it times the counter before it measures.
+        sleep 1
+        echo "noise: oslat's measured run after $((SECONDS - start)) s (worker $worker; the first seen $first)" >&2
         running "$p" && echo "$p"
         return
       fi
     done
     sleep 0.2
   done
-  echo "noise: no oslat with a worker thread after $((SECONDS - start)) s in $cg (procs: $(paste -sd' ' "$cg/cgroup.procs" 2>/dev/null)); the runtime's PID ${init:-none}: $(cat "/proc/$init/comm" 2>/dev/null || echo gone), in $(cat "/proc/$init/cgroup" 2>/dev/null || echo '?'); oslat processes: $(pgrep -x oslat | while read -r o; do printf '%s in %s, %s threads, %s; ' "$o" "$(cat "/proc/$o/cgroup")" "$(find "/proc/$o/task" -mindepth 1 -maxdepth 1 | wc -l)" "$(grep -E '^(State|voluntary_ctxt_switches)' "/proc/$o/status" | tr -s '\t\n' '  ')"; done)" >&2
+  echo "noise: no oslat in its measured run after $((SECONDS - start)) s in $cg (procs: $(paste -sd' ' "$cg/cgroup.procs" 2>/dev/null)); the first worker seen: ${first:-none}; the runtime's PID ${init:-none}: $(cat "/proc/$init/comm" 2>/dev/null || echo gone), in $(cat "/proc/$init/cgroup" 2>/dev/null || echo '?'); oslat processes: $(pgrep -x oslat | while read -r o; do printf '%s in %s, %s threads, %s; ' "$o" "$(cat "/proc/$o/cgroup")" "$(find "/proc/$o/task" -mindepth 1 -maxdepth 1 | wc -l)" "$(grep -E '^(State|voluntary_ctxt_switches)' "/proc/$o/status" | tr -s '\t\n' '  ')"; done)" >&2
   return 1
+}
+
+# noise_probe_stop PID PODNAME CTR OUT: ends oslat's run with SIGINT
+# (oslat then stops its workers and prints its summary, as at the end of
+# its -D) and writes the container's output to OUT.oslat once the summary
+# is there (NOISE_STOP_WAIT, 60 s, at most: the runtime copies the output
+# after the process ends). Returns 1 when no summary came.
+noise_probe_stop() {
+  local pid=$1 end=$((SECONDS + ${NOISE_STOP_WAIT:-60}))
+  kill -INT "$pid" 2>/dev/null
+  while [ "$SECONDS" -lt "$end" ]; do
+    noise_probe_log "$2" "$3" > "$4.oslat"
+    ! running "$pid" && grep -q 'Maximum:' "$4.oslat" && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
+# noise_oslat OUT FIELD: from oslat's summary in OUT.oslat: "max", "avg",
+# "duration" (seconds measured), "ge10" (samples of 10 us and more: the
+# histogram's buckets 010 up, the last of which holds every longer one),
+# or "hist" (the histogram as "1-9us:N 10-31us:N >=32us:N").
+noise_oslat() {
+  awk -v f="$2" '
+    /^ *Maximum:/ {max = $2} /^ *Average:/ {avg = $2} /^ *Duration:/ {dur = $2}
+    /^ *[0-9]+ \(us\):/ {b = $1 + 0; n = $3 + 0; if (b < 10) lo += n; else if (b < 32) mid += n; else hi += n}
+    END {
+      if (max == "") exit 1
+      if (f == "max") print max; else if (f == "avg") print avg; else if (f == "duration") print dur
+      else if (f == "ge10") printf "%.0f\n", mid + hi
+      else if (f == "hist") printf "1-9us:%.0f 10-31us:%.0f >=32us:%.0f\n", lo, mid, hi
+    }' "$1.oslat"
 }
 
 # noise_irq_snapshot CPU: "source count" on CPU, one line per /proc/interrupts
