@@ -87,21 +87,18 @@ one() {
   steer_irqs "${CPU[$pool]}"
   pod=$(run_pod "b$s$r" telco guaranteed "{\"pool.cpupool.dev\": \"$pool\"}") || die "run pod b$s$r"
   info "[$SECONDS s] plugin up, pod b$s$r up"
-  # oslat's own limit is only a bound: under TCG crictl start returned
-  # more than 30 s after oslat began (a run of WINDOW + 20 s was over, its
-  # cgroup gone, before the window could start); its run is ended with
-  # the window below.
+  # oslat begins when told (noise_probe_pid), after the slow crictl start,
+  # and its run is ended with the window below (noise.sh says why).
   ctr=$(noise_probe_start "$pod" "b$s$r" probe $((WINDOW + 900))) || die "create the probe b$s$r"
-  info "[$SECONDS s] the probe started"
+  info "[$SECONDS s] the probe's container started"
   cpu=$(cpus_of "$ctr")
   [ "$cpu" = "${CPU[$pool]}" ] || { info "the probe got CPU $cpu, not ${CPU[$pool]}: its IRQs were steered elsewhere"; CPU[$pool]=$cpu; }
-  pid=$(noise_probe_pid "$ctr") || { noise_probe_log "b$s$r" probe | tail -5; die "oslat did not start"; }
+  pid=$(noise_probe_pid "$ctr" "b$s$r" probe) || { noise_probe_log "b$s$r" probe | tail -5; die "oslat did not start"; }
   info "[$SECONDS s] oslat measures on CPU $cpu (pid $pid)"
   noise_window "$cpu" "$WINDOW" "$win" "$pid"
   # oslat's run ends with the window (SIGINT: it prints its summary), so
-  # that its maximum and histogram cover the window, give or take the
-  # second its worker took to start; its container sleeps on, holding the
-  # CPU for the audit.
+  # that its maximum and histogram cover the window (its "Duration" says
+  # how closely); its container sleeps on, holding the CPU for the audit.
   noise_probe_stop "$pid" "b$s$r" probe "$win" || { tail -5 "$win.oslat"; die "oslat printed no summary after SIGINT"; }
   # The audit while the container still holds the CPU: what it says of it.
   "$REPO/bin/nri-cpupool" audit --config "/run/bench-$s.yaml" --state-file "$W/state/nri-cpupool.json" --sample 2s > "$win.audit" 2>&1

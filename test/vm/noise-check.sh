@@ -61,7 +61,7 @@ noise_check_probe() {
   ctr=$(noise_probe_start "$pod" "$podname" probe $((secs + 600))) || die "create the noise probe in $podname"
   cpu=$(cpus_of "$ctr")
   NOISE_CHECK_CPU=$cpu
-  if pid=$(noise_probe_pid "$ctr"); then
+  if pid=$(noise_probe_pid "$ctr" "$podname" probe); then
     noise_window "$cpu" "$secs" "$out" "$pid"
     noise_probe_stop "$pid" "$podname" probe "$out" && stopped=yes
     check "$what $cpu under load: no user-space task but the probe scheduled there in ${secs} s (sched_switch)" \

@@ -9,9 +9,10 @@
 #       stress-ng, and uncached 9p reads and writes (virtio IRQs), all in
 #       system.slice (systemd-run with systemd as PID 1; else a leaf cgroup
 #       below a top-level system.slice)
-#   noise_probe_start POD CPUS CTR SECONDS   an oslat container (Debian's
+#   noise_probe_start POD PODNAME CTR SECONDS   an oslat container (Debian's
 #       rt-tests, in the image test/vm/e2e.sh builds) on the container's CPU
-#   noise_probe_pid CTR   oslat's PID once its measured run has begun
+#   noise_probe_pid CTR PODNAME NAME   tells oslat to begin, and prints
+#       its PID once it measures
 #   noise_probe_stop PID PODNAME CTR OUT   ends oslat's run (SIGINT) and
 #       writes its summary to OUT.oslat; noise_oslat OUT FIELD reads it
 #   noise_window CPU SECONDS OUT   traces sched_switch on CPU for SECONDS and
@@ -92,24 +93,30 @@ noise_load_stop() {
   return 0
 }
 
-# noise_probe_start POD PODNAME CTR SECONDS: starts oslat in a container
-# of POD that asks 1 CPU, on that CPU (its main thread too: it is the
-# container's only CPU); prints the container id. SECONDS is only a bound:
-# the caller ends oslat's run with noise_probe_stop when its window ends,
-# so that oslat's figures cover that window. oslat is the shell's child,
-# not its PID 1, and the shell sleeps after it: the container keeps its CPU
-# (for an audit after the window) once oslat has printed its summary. The
-# image's stop signal is SIGKILL (tools/mkimage), which ends oslat without
-# its summary: the summary needs SIGINT, SIGTERM or SIGALRM (rt-tests'
-# oslat.c sets all three to end the run and print it). oslat wants to lock
-# its memory and may raise its priority: IPC_LOCK and SYS_NICE, as
-# OpenShift's latency tests give it.
+# noise_probe_start POD PODNAME CTR SECONDS: creates and starts an oslat
+# container in POD that asks 1 CPU; prints the container id. oslat does
+# not begin until noise_probe_pid tells it to, and SECONDS is only a
+# bound: noise_probe_stop ends its run when the window ends, so that
+# oslat's figures cover the window. Under TCG crictl start returned more
+# than a minute after the container's process began, and oslat took 44 to
+# 160 s to begin measuring: a probe that began on its own had measured for
+# minutes (329 s in a 10 s window's run) before the window. It runs on
+# the container's CPU (its main thread too: the container's only CPU), as
+# the shell's child, not its PID 1, and the shell sleeps after it: the
+# container keeps its CPU (for an audit after the window) once oslat has
+# printed its summary. The image's stop signal is SIGKILL (tools/mkimage),
+# which ends oslat without its summary: the summary needs SIGINT, SIGTERM
+# or SIGALRM (rt-tests' oslat.c sets all three to end the run and print
+# it). A terminal (tty) makes its output line-buffered, so that its "Test
+# starts..." is in the log as it begins measuring, not at its exit. oslat
+# wants to lock its memory and may raise its priority: IPC_LOCK and
+# SYS_NICE, as OpenShift's latency tests give it.
 noise_probe_start() {
   local pod=$1 podname=$2 name=$3 secs=$4 id
   cat > "$W/ctr-$podname-$name.json" <<JSON
 {"metadata": {"name": "$name", "attempt": 0}, "image": {"image": "$IMAGE"},
- "command": ["/bin/sh", "-c", "read -r c < /sys/fs/cgroup/cpuset.cpus.effective && /bin/oslat -q -D $secs -c \$c -C \$c; exec /bin/sleep inf"],
- "log_path": "$name.0.log",
+ "command": ["/bin/sh", "-c", "read -r c < /sys/fs/cgroup/cpuset.cpus.effective && until [ -e /go ]; do sleep 1; done && /bin/oslat -D $secs -c \$c -C \$c; exec /bin/sleep inf"],
+ "log_path": "$name.0.log", "tty": true,
  "linux": {"resources": {"cpu_shares": 1024, "cpu_quota": 100000, "cpu_period": 100000},
            "security_context": {"capabilities": {"add_capabilities": ["IPC_LOCK", "SYS_NICE"]}}}}
 JSON
@@ -119,42 +126,37 @@ JSON
 }
 
 # noise_probe_log PODNAME CTR: the container's output (CRI log lines less
-# their time, stream and tag).
-noise_probe_log() { cut -d' ' -f4- "$W/logs/$1/$2.0.log" 2>/dev/null; }
+# their time, stream and tag, and the terminal's carriage returns).
+noise_probe_log() { cut -d' ' -f4- "$W/logs/$1/$2.0.log" 2>/dev/null | tr -d '\r'; }
 
-# noise_probe_pid CTR: oslat's PID (NOISE_PROBE_WAIT, 240 s, at most),
-# once its measured run has begun. oslat runs twice: a pre-heat of one
-# second, then the measured run, each with a new worker thread (which
-# first spends a moment timing the counter). With -q it prints nothing
-# before its summary, so the run is told by its worker: the second worker
-# seen, or the first one once it has lived NOISE_PREHEAT_MAX (20 s) seconds,
-# longer than any pre-heat (its start was missed). Under TCG oslat took 44
-# to 97 s to start its first worker. oslat is found among the container's
-# init (crictl inspect's info.pid, the shell), its children and the
-# container cgroup's processes: cgroup.procs alone missed a running oslat
-# once in the systemd VM (the bench set on 6.1), so the error says where
-# the process was.
+# noise_probe_pid CTR PODNAME NAME: tells the probe's shell to begin oslat
+# (/go in its root), waits (NOISE_PROBE_WAIT, 300 s, at most) until oslat
+# says "Test starts..." (its one second of pre-heat is over and its worker
+# measures) and prints oslat's PID, the shell's child.
 noise_probe_pid() {
-  local cg start=$SECONDS end=$((SECONDS + ${NOISE_PROBE_WAIT:-240})) p init="" worker first="" first_at=0
-  cg=$(cgroup_of "$1")
+  local start=$SECONDS end=$((SECONDS + ${NOISE_PROBE_WAIT:-300})) init="" p kids
   while [ "$SECONDS" -lt "$end" ]; do
-    [ -n "$init" ] && [ "$init" != 0 ] || init=$(crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null)
-    for p in $init $(cat /proc/"$init"/task/*/children 2>/dev/null) $(cat "$cg/cgroup.procs" 2>/dev/null); do
-      [ "$(cat "/proc/$p/comm" 2>/dev/null)" = oslat ] || continue
-      worker=$(find "/proc/$p/task" -mindepth 1 -maxdepth 1 ! -name "$p" -printf '%f\n' 2>/dev/null | sort -n | tail -1)
-      [ -n "$worker" ] || continue
-      if [ -z "$first" ]; then first=$worker first_at=$SECONDS; fi
-      if [ "$worker" != "$first" ] || [ $((SECONDS - first_at)) -ge "${NOISE_PREHEAT_MAX:-20}" ]; then
-        # The worker's own start: it times the counter before it measures.
-        sleep 1
-        echo "noise: oslat's measured run after $((SECONDS - start)) s (worker $worker; the first seen $first)" >&2
-        running "$p" && echo "$p"
+    init=$(crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null)
+    [ -n "$init" ] && [ "$init" != 0 ] && break
+    sleep 1
+  done
+  if ! { [ -n "$init" ] && : > "/proc/$init/root/go"; }; then
+    echo "noise: the probe's shell (the runtime's PID ${init:-none}) could not be told to begin" >&2
+    return 1
+  fi
+  while [ "$SECONDS" -lt "$end" ]; do
+    if noise_probe_log "$2" "$3" | grep -q '^Test starts'; then
+      kids=$(cat /proc/"$init"/task/*/children 2>/dev/null)
+      for p in $kids; do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = oslat ] || continue
+        echo "noise: oslat measures $((SECONDS - start)) s after it was told to begin" >&2
+        echo "$p"
         return
-      fi
-    done
+      done
+    fi
     sleep 0.2
   done
-  echo "noise: no oslat in its measured run after $((SECONDS - start)) s in $cg (procs: $(paste -sd' ' "$cg/cgroup.procs" 2>/dev/null)); the first worker seen: ${first:-none}; the runtime's PID ${init:-none}: $(cat "/proc/$init/comm" 2>/dev/null || echo gone), in $(cat "/proc/$init/cgroup" 2>/dev/null || echo '?'); oslat processes: $(pgrep -x oslat | while read -r o; do printf '%s in %s, %s threads, %s; ' "$o" "$(cat "/proc/$o/cgroup")" "$(find "/proc/$o/task" -mindepth 1 -maxdepth 1 | wc -l)" "$(grep -E '^(State|voluntary_ctxt_switches)' "/proc/$o/status" | tr -s '\t\n' '  ')"; done)" >&2
+  echo "noise: oslat did not begin measuring in $((SECONDS - start)) s; the runtime's PID $init: $(cat "/proc/$init/comm" 2>/dev/null || echo gone), its children: $(cat /proc/"$init"/task/*/children 2>/dev/null); the log's last lines: $(noise_probe_log "$2" "$3" | tail -3 | paste -sd'|')" >&2
   return 1
 }
 
