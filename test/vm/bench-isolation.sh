@@ -18,7 +18,11 @@
 # Host load through the whole run (test/vm/noise.sh): stress-ng CPU and
 # memory workers and a 1 kHz timer stress-ng in system.slice, uncached 9p
 # reads and writes; the VM's virtio queue IRQs are steered to the probe's
-# CPU before each pod, as a NIC's queue IRQ lands anywhere on a node.
+# CPU once its container has it, before oslat begins (under b the plugin's
+# rescan must move them off), as a NIC's queue IRQ lands anywhere on a
+# node. Steered before the pod instead, to the CPU the pool gave first,
+# they missed the probe when the allocator chose another CPU (setup b got
+# CPU 5 in a run where a had 4).
 # The probe: oslat (Debian's rt-tests) in a 1-CPU container on its CPU; the
 # window: BENCH_WINDOW seconds of sched_switch on that CPU while it runs.
 #   BENCH_ROUNDS (3), BENCH_WINDOW (20 s), BENCH_SETUPS ("a b c d")
@@ -74,9 +78,6 @@ conf() {
 
 virtio_irqs() { awk '/virtio/ && !/-config/ {id = $1; sub(":", "", id); if (id ~ /^[0-9]+$/) print id}' /proc/interrupts; }
 steer_irqs() { local i; for i in $(virtio_irqs); do echo "$1" > "/proc/irq/$i/smp_affinity_list" 2>/dev/null; done; }
-# The CPU the allocator gives a 1-CPU container of each pool first (the
-# container reads it from its cpuset; a different one is used and told).
-declare -A CPU=([exclusive-non-isolcpus]=4 [exclusive]=2)
 
 record() { echo "$1 $2 $3 $4" >> "$RES"; } # setup round figure value
 
@@ -84,7 +85,6 @@ one() {
   local s=$1 r=$2 pool=${POOL[$1]} pod ctr pid cpu win=$OUT/$1-$2
   say "[$SECONDS s] round $r, setup $s: ${DOC[$s]}"
   start_plugin "$(conf "$s")"
-  steer_irqs "${CPU[$pool]}"
   pod=$(run_pod "b$s$r" telco guaranteed "{\"pool.cpupool.dev\": \"$pool\"}") || die "run pod b$s$r"
   info "[$SECONDS s] plugin up, pod b$s$r up"
   # oslat begins when told (noise_probe_pid), after the slow crictl start,
@@ -92,7 +92,7 @@ one() {
   ctr=$(noise_probe_start "$pod" "b$s$r" probe $((WINDOW + 900))) || die "create the probe b$s$r"
   info "[$SECONDS s] the probe's container started"
   cpu=$(cpus_of "$ctr")
-  [ "$cpu" = "${CPU[$pool]}" ] || { info "the probe got CPU $cpu, not ${CPU[$pool]}: its IRQs were steered elsewhere"; CPU[$pool]=$cpu; }
+  steer_irqs "$cpu"
   pid=$(noise_probe_pid "$ctr" "b$s$r" probe) || { noise_probe_log "b$s$r" probe | tail -5; die "oslat did not start"; }
   info "[$SECONDS s] oslat measures on CPU $cpu (pid $pid)"
   noise_window "$cpu" "$WINDOW" "$win" "$pid"
