@@ -95,10 +95,11 @@ one() {
   steer_irqs "$cpu"
   pid=$(noise_probe_pid "$ctr" "b$s$r" probe) || { noise_probe_log "b$s$r" probe | tail -5; die "oslat did not start"; }
   info "[$SECONDS s] oslat measures on CPU $cpu (pid $pid)"
-  noise_window "$cpu" "$WINDOW" "$win" "$pid"
-  # oslat's run ends with the window (SIGINT: it prints its summary), so
-  # that its maximum and histogram cover the window (its "Duration" says
-  # how closely); its container sleeps on, holding the CPU for the audit.
+  noise_window "$cpu" "$WINDOW" "$win" "$pid" stop
+  # noise_window ended oslat's run with the window (SIGINT: it prints its
+  # summary), so that its maximum and histogram cover the window (its
+  # "Duration" says how closely); its container sleeps on, holding the CPU
+  # for the audit.
   noise_probe_stop "$pid" "b$s$r" probe "$win" || { tail -5 "$win.oslat"; die "oslat printed no summary after SIGINT"; }
   # The audit while the container still holds the CPU: what it says of it.
   "$REPO/bin/nri-cpupool" audit --config "/run/bench-$s.yaml" --state-file "$W/state/nri-cpupool.json" --sample 2s > "$win.audit" 2>&1

@@ -62,7 +62,7 @@ noise_check_probe() {
   cpu=$(cpus_of "$ctr")
   NOISE_CHECK_CPU=$cpu
   if pid=$(noise_probe_pid "$ctr" "$podname" probe); then
-    noise_window "$cpu" "$secs" "$out" "$pid"
+    noise_window "$cpu" "$secs" "$out" "$pid" stop
     noise_probe_stop "$pid" "$podname" probe "$out" && stopped=yes
     check "$what $cpu under load: no user-space task but the probe scheduled there in ${secs} s (sched_switch)" \
       "$(noise_count "$out" user)$( [ "$(noise_count "$out" user)" = 0 ] || echo ": $(noise_names "$out" user)")" "0"

@@ -15,7 +15,7 @@
 #       its PID once it measures
 #   noise_probe_stop PID PODNAME CTR OUT   ends oslat's run (SIGINT) and
 #       writes its summary to OUT.oslat; noise_oslat OUT FIELD reads it
-#   noise_window CPU SECONDS OUT   traces sched_switch on CPU for SECONDS and
+#   noise_window CPU SECONDS OUT PID [stop]   traces sched_switch on CPU for SECONDS and
 #       writes OUT.tasks (kind name count), OUT.irqs, OUT.softirqs (source
 #       delta) and OUT.nvcsw (the probe thread's involuntary switches)
 # shellcheck shell=bash
@@ -242,11 +242,12 @@ noise_kind() {
   esac
 }
 
-# noise_window CPU SECONDS OUT PROBE_PID: the measurement. Every task the
+# noise_window CPU SECONDS OUT PROBE_PID [stop]: the measurement. Every task the
 # scheduler switched to on CPU (sched_switch's next_pid; the idle task and
 # the probe's threads aside), with how often, by kind; the IRQ and softirq
 # deltas on CPU; the probe's involuntary switches. OUT.lost: events the
-# ring buffer dropped (0, or the counts are low).
+# ring buffer dropped (0, or the counts are low). "stop": SIGINT to the
+# probe as the window ends.
 noise_window() {
   local cpu=$1 secs=$2 out=$3 probe=$4 t=$NOISE_INSTANCE nv0
   echo 0 > "$t/tracing_on"
@@ -267,6 +268,12 @@ noise_window() {
   sleep "$secs"
   echo 0 > "$t/tracing_on"
   echo $(( $(noise_nvcsw "$probe") - nv0 )) > "$out.nvcsw"
+  local threads1
+  threads1=$(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)
+  # With "stop", oslat's run ends here (SIGINT, noise_probe_stop reads its
+  # summary): reading the trace below took 30 s under TCG, which oslat's
+  # figures would cover too (41 s for a 10 s window).
+  [ "${5:-}" != stop ] || kill -INT "$probe" 2>/dev/null
   noise_irq_snapshot "$cpu" > "$out.irq1"
   noise_softirq_snapshot "$cpu" > "$out.soft1"
   cat "$t/trace" > "$out.trace"
@@ -276,7 +283,7 @@ noise_window() {
   noise_delta "$out.irq0" "$out.irq1" > "$out.irqs"
   noise_delta "$out.soft0" "$out.soft1" > "$out.softirqs"
   local skip
-  skip=" 0 $threads0 $(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)"
+  skip=" 0 $threads0 $threads1"
   # "pid comm count" per task switched to, then its kind.
   awk -v skip="$skip" '/sched_switch:/ {
       s = $0; sub(/.*==> next_comm=/, "", s)
