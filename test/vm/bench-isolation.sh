@@ -18,7 +18,11 @@
 # Host load through the whole run (test/vm/noise.sh): stress-ng CPU and
 # memory workers and a 1 kHz timer stress-ng in system.slice, uncached 9p
 # reads and writes; the VM's virtio queue IRQs are steered to the probe's
-# CPU before each pod, as a NIC's queue IRQ lands anywhere on a node.
+# CPU once its container has it, before oslat begins (under b the plugin's
+# rescan must move them off), as a NIC's queue IRQ lands anywhere on a
+# node. Steered before the pod instead, to the CPU the pool gave first,
+# they missed the probe when the allocator chose another CPU (setup b got
+# CPU 5 in a run where a had 4).
 # The probe: oslat (Debian's rt-tests) in a 1-CPU container on its CPU; the
 # window: BENCH_WINDOW seconds of sched_switch on that CPU while it runs.
 #   BENCH_ROUNDS (3), BENCH_WINDOW (20 s), BENCH_SETUPS ("a b c d")
@@ -42,7 +46,7 @@ ROUNDS=${BENCH_ROUNDS:-3} WINDOW=${BENCH_WINDOW:-20} SETUPS=${BENCH_SETUPS:-a b 
 OUT=${BENCH_OUT:-/run/bench-isolation}
 mkdir -p "$OUT"
 RES=$OUT/results.txt NAMES=$OUT/names.txt
-: > "$RES"; : > "$NAMES"
+: > "$RES"; : > "$NAMES"; : > "$OUT/hist.txt"
 
 finish() {
   local rc=$?
@@ -74,9 +78,6 @@ conf() {
 
 virtio_irqs() { awk '/virtio/ && !/-config/ {id = $1; sub(":", "", id); if (id ~ /^[0-9]+$/) print id}' /proc/interrupts; }
 steer_irqs() { local i; for i in $(virtio_irqs); do echo "$1" > "/proc/irq/$i/smp_affinity_list" 2>/dev/null; done; }
-# The CPU the allocator gives a 1-CPU container of each pool first (the
-# container reads it from its cpuset; a different one is used and told).
-declare -A CPU=([exclusive-non-isolcpus]=4 [exclusive]=2)
 
 record() { echo "$1 $2 $3 $4" >> "$RES"; } # setup round figure value
 
@@ -84,20 +85,23 @@ one() {
   local s=$1 r=$2 pool=${POOL[$1]} pod ctr pid cpu win=$OUT/$1-$2
   say "[$SECONDS s] round $r, setup $s: ${DOC[$s]}"
   start_plugin "$(conf "$s")"
-  steer_irqs "${CPU[$pool]}"
   pod=$(run_pod "b$s$r" telco guaranteed "{\"pool.cpupool.dev\": \"$pool\"}") || die "run pod b$s$r"
   info "[$SECONDS s] plugin up, pod b$s$r up"
-  # oslat's own limit is only a bound: under TCG crictl start returned
-  # more than 30 s after oslat began (a run of WINDOW + 20 s was over, its
-  # cgroup gone, before the window could start); it is stopped below.
+  # oslat begins when told (noise_probe_pid), after the slow crictl start,
+  # and its run is ended with the window below (noise.sh says why).
   ctr=$(noise_probe_start "$pod" "b$s$r" probe $((WINDOW + 900))) || die "create the probe b$s$r"
-  info "[$SECONDS s] the probe started"
+  info "[$SECONDS s] the probe's container started"
   cpu=$(cpus_of "$ctr")
-  [ "$cpu" = "${CPU[$pool]}" ] || { info "the probe got CPU $cpu, not ${CPU[$pool]}: its IRQs were steered elsewhere"; CPU[$pool]=$cpu; }
-  pid=$(noise_probe_pid "$ctr") || { noise_probe_log "b$s$r" probe | tail -5; die "oslat did not start"; }
+  steer_irqs "$cpu"
+  pid=$(noise_probe_pid "$ctr" "b$s$r" probe) || { noise_probe_log "b$s$r" probe | tail -5; die "oslat did not start"; }
   info "[$SECONDS s] oslat measures on CPU $cpu (pid $pid)"
-  noise_window "$cpu" "$WINDOW" "$win" "$pid"
-  # The audit while the probe still runs: what it says of the same CPU.
+  noise_window "$cpu" "$WINDOW" "$win" "$pid" stop
+  # noise_window ended oslat's run with the window (SIGINT: it prints its
+  # summary), so that its maximum and histogram cover the window (its
+  # "Duration" says how closely); its container sleeps on, holding the CPU
+  # for the audit.
+  noise_probe_stop "$pid" "b$s$r" probe "$win" || { tail -5 "$win.oslat"; die "oslat printed no summary after SIGINT"; }
+  # The audit while the container still holds the CPU: what it says of it.
   "$REPO/bin/nri-cpupool" audit --config "/run/bench-$s.yaml" --state-file "$W/state/nri-cpupool.json" --sample 2s > "$win.audit" 2>&1
   record "$s" "$r" user "$(noise_count "$win" user)"
   record "$s" "$r" percpu "$(noise_count "$win" percpu)"
@@ -113,28 +117,21 @@ one() {
   awk -v s="$s" '{print s, "softirq", $1, $2}' "$win.softirqs" >> "$NAMES"
   info "CPU $cpu: user $(noise_names "$win" user), per-CPU kthreads $(noise_names "$win" percpu), unbound $(noise_names "$win" unbound); probe preempted $(cat "$win.nvcsw"); IRQs $(paste -sd' ' "$win.irqs"); softirqs $(paste -sd' ' "$win.softirqs")"
   info "audit: $(grep -E "^ *CPU $cpu " "$win.audit" | head -1)"
-  # oslat ends at SIGTERM as at the end of its run, with its summary
-  # (the last lines of its log).
-  crictl stop --timeout 30 "$ctr" >/dev/null
-  local end=$((SECONDS + 60))
-  while running "$pid" && [ "$SECONDS" -lt "$end" ]; do sleep 0.5; done
-  noise_probe_log "b$s$r" probe > "$win.oslat"
-  # No summary (stopped before it printed one): no figure, not an empty one.
-  local max
-  max=$(awk '/Maximum:/ {print $2; exit}' "$win.oslat")
-  [ -z "$max" ] || record "$s" "$r" oslatmax "$max"
-  info "oslat: $(grep -E 'Maximum|Average|Minimum' "$win.oslat" | tr -s ' \t' ' ' | paste -sd';')"
+  record "$s" "$r" oslatmax "$(noise_oslat "$win" max)"
+  record "$s" "$r" oslatge10 "$(noise_oslat "$win" ge10)"
+  echo "$s $(noise_oslat "$win" hist)" >> "$OUT/hist.txt"
+  info "oslat: maximum $(noise_oslat "$win" max) us, average $(noise_oslat "$win" avg) us over $(noise_oslat "$win" duration) s; $(noise_oslat "$win" hist)"
   crictl rmp -f "$pod" >/dev/null
   stop_plugin -TERM
 }
 
 # median and worst over the rounds of each setup x figure.
 table() {
-  local figs="user percpu unbound nvcsw devirq lapic softirq oslatmax lost" f s
+  local figs="user percpu unbound nvcsw devirq lapic softirq oslatmax oslatge10 lost" f s
   echo
   echo "Noise on the probe's CPU in a ${WINDOW} s window, $ROUNDS rounds; median (worst); Linux $(uname -r), $(systemctl --version | head -1), shape $VM_SHAPE, ${VM_ACCEL:-?}"
   printf '| %s ' setup "user-task switches" "per-CPU kthread switches" "unbound kthread switches" "probe preempted" \
-    "device IRQs" "local timer/IPIs" softirqs "oslat max (us)" "trace lost"; echo "|"
+    "device IRQs" "local timer/IPIs" softirqs "oslat max (us)" "oslat samples >= 10 us" "trace lost"; echo "|"
   printf '|---'; for _ in $figs; do printf '|---'; done; echo "|"
   for s in $SETUPS; do
     printf '| %s ' "$s: ${DOC[$s]}"
@@ -151,6 +148,7 @@ table() {
     for k in user percpu unbound irq softirq; do
       printf '    %-8s %s\n' "$k" "$(awk -v s="$s" -v k="$k" '$1 == s && $2 == k {n[$3] += $4} END {for (c in n) print n[c], c}' "$NAMES" | sort -rn | head -8 | awk '{printf "%s%s×%d", (NR > 1 ? ", " : ""), $2, $1}')"
     done
+    printf '    %-8s %s\n' oslat "$(awk -v s="$s" '$1 == s {for (i = 2; i <= NF; i++) {split($i, kv, ":"); n[kv[1]] += kv[2]; if (!(kv[1] in o)) o[kv[1]] = i}} END {for (k in o) printf "%d %s:%.0f\n", o[k], k, n[k]}' "$OUT/hist.txt" | sort -n | cut -d' ' -f2- | paste -sd' ') (oslat's histogram, samples by latency)"
   done
 }
 
@@ -171,11 +169,12 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 table | tee "$OUT/table.md"
 echo "bench-isolation: $n windows in $SECONDS s"
-# The VM suite's short check (test/vm/isolation.sh runs it without
-# systemd), here under systemd too; BENCH_CHECK=0 leaves it out.
+# The VM suite's short checks (test/vm/isolation.sh runs them without
+# systemd), here under systemd too; BENCH_CHECK=0 leaves them out.
 if [ "${BENCH_CHECK:-1}" = 1 ]; then
   noise_load_stop
-  say "[$SECONDS s] the VM suite's noise check, under systemd"
+  say "[$SECONDS s] the VM suite's noise checks, under systemd"
   noise_check_held 10
+  noise_check_default 10
   echo "noise check: $PASSED passed, $FAILED failed"
 fi

@@ -9,9 +9,13 @@
 #       stress-ng, and uncached 9p reads and writes (virtio IRQs), all in
 #       system.slice (systemd-run with systemd as PID 1; else a leaf cgroup
 #       below a top-level system.slice)
-#   noise_probe_start POD CPUS CTR SECONDS   an oslat container (Debian's
+#   noise_probe_start POD PODNAME CTR SECONDS   an oslat container (Debian's
 #       rt-tests, in the image test/vm/e2e.sh builds) on the container's CPU
-#   noise_window CPU SECONDS OUT   traces sched_switch on CPU for SECONDS and
+#   noise_probe_pid CTR PODNAME NAME   tells oslat to begin, and prints
+#       its PID once it measures
+#   noise_probe_stop PID PODNAME CTR OUT   ends oslat's run (SIGINT) and
+#       writes its summary to OUT.oslat; noise_oslat OUT FIELD reads it
+#   noise_window CPU SECONDS OUT PID [stop]   traces sched_switch on CPU for SECONDS and
 #       writes OUT.tasks (kind name count), OUT.irqs, OUT.softirqs (source
 #       delta) and OUT.nvcsw (the probe thread's involuntary switches)
 # shellcheck shell=bash
@@ -89,17 +93,30 @@ noise_load_stop() {
   return 0
 }
 
-# noise_probe_start POD PODNAME CTR SECONDS: starts oslat for SECONDS in a
-# container of POD that asks 1 CPU, on that CPU (its main thread too: it is
-# the container's only CPU); prints the container id. oslat wants to lock
-# its memory and may raise its priority: IPC_LOCK and SYS_NICE, as
-# OpenShift's latency tests give it.
+# noise_probe_start POD PODNAME CTR SECONDS: creates and starts an oslat
+# container in POD that asks 1 CPU; prints the container id. oslat does
+# not begin until noise_probe_pid tells it to, and SECONDS is only a
+# bound: noise_probe_stop ends its run when the window ends, so that
+# oslat's figures cover the window. Under TCG crictl start returned more
+# than a minute after the container's process began, and oslat took 44 to
+# 160 s to begin measuring: a probe that began on its own had measured for
+# minutes (329 s in a 10 s window's run) before the window. It runs on
+# the container's CPU (its main thread too: the container's only CPU), as
+# the shell's child, not its PID 1, and the shell sleeps after it: the
+# container keeps its CPU (for an audit after the window) once oslat has
+# printed its summary. The image's stop signal is SIGKILL (tools/mkimage),
+# which ends oslat without its summary: the summary needs SIGINT, SIGTERM
+# or SIGALRM (rt-tests' oslat.c sets all three to end the run and print
+# it). A terminal (tty) makes its output line-buffered, so that its "Test
+# starts..." is in the log as it begins measuring, not at its exit. oslat
+# wants to lock its memory and may raise its priority: IPC_LOCK and
+# SYS_NICE, as OpenShift's latency tests give it.
 noise_probe_start() {
   local pod=$1 podname=$2 name=$3 secs=$4 id
   cat > "$W/ctr-$podname-$name.json" <<JSON
 {"metadata": {"name": "$name", "attempt": 0}, "image": {"image": "$IMAGE"},
- "command": ["/bin/sh", "-c", "read -r c < /sys/fs/cgroup/cpuset.cpus.effective && exec /bin/oslat -q -D $secs -c \$c -C \$c"],
- "log_path": "$name.0.log",
+ "command": ["/bin/sh", "-c", "read -r c < /sys/fs/cgroup/cpuset.cpus.effective && until [ -e /go ]; do sleep 1; done && /bin/oslat -D $secs -c \$c -C \$c; exec /bin/sleep inf"],
+ "log_path": "$name.0.log", "tty": true,
  "linux": {"resources": {"cpu_shares": 1024, "cpu_quota": 100000, "cpu_period": 100000},
            "security_context": {"capabilities": {"add_capabilities": ["IPC_LOCK", "SYS_NICE"]}}}}
 JSON
@@ -109,34 +126,70 @@ JSON
 }
 
 # noise_probe_log PODNAME CTR: the container's output (CRI log lines less
-# their time, stream and tag).
-noise_probe_log() { cut -d' ' -f4- "$W/logs/$1/$2.0.log" 2>/dev/null; }
+# their time, stream and tag, and the terminal's carriage returns).
+noise_probe_log() { cut -d' ' -f4- "$W/logs/$1/$2.0.log" 2>/dev/null | tr -d '\r'; }
 
-# noise_probe_pid CTR: oslat's PID (NOISE_PROBE_WAIT, 240 s, at most), once its worker thread
-# exists (with -q it prints nothing before its summary), after the second
-# of pre-heat it starts with. The container's init is oslat (its shell
-# execs it): the PID is the runtime's (crictl inspect's info.pid), and a
-# process of the container's cgroup named oslat is taken too. The
-# cgroup's cgroup.procs alone missed a running oslat in the systemd VM
-# (the bench set on 6.1): the error then says where the process was.
+# noise_probe_pid CTR PODNAME NAME: tells the probe's shell to begin oslat
+# (/go in its root), waits (NOISE_PROBE_WAIT, 300 s, at most) until oslat
+# says "Test starts..." (its one second of pre-heat is over and its worker
+# measures) and prints oslat's PID, the shell's child.
 noise_probe_pid() {
-  local cg start=$SECONDS end=$((SECONDS + ${NOISE_PROBE_WAIT:-240})) p init=""
-  cg=$(cgroup_of "$1")
+  local start=$SECONDS end=$((SECONDS + ${NOISE_PROBE_WAIT:-300})) init="" p kids
   while [ "$SECONDS" -lt "$end" ]; do
-    [ -n "$init" ] && [ "$init" != 0 ] || init=$(crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null)
-    for p in $init $(cat "$cg/cgroup.procs" 2>/dev/null); do
-      [ "$(cat "/proc/$p/comm" 2>/dev/null)" = oslat ] || continue
-      if [ "$(find "/proc/$p/task" -mindepth 1 -maxdepth 1 | wc -l)" -ge 2 ]; then
-        sleep 2
-        echo "noise: oslat's worker thread after $((SECONDS - start)) s" >&2
-        running "$p" && echo "$p"
+    init=$(crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null)
+    [ -n "$init" ] && [ "$init" != 0 ] && break
+    sleep 1
+  done
+  if ! { [ -n "$init" ] && : > "/proc/$init/root/go"; }; then
+    echo "noise: the probe's shell (the runtime's PID ${init:-none}) could not be told to begin" >&2
+    return 1
+  fi
+  while [ "$SECONDS" -lt "$end" ]; do
+    if noise_probe_log "$2" "$3" | grep -q '^Test starts'; then
+      kids=$(cat /proc/"$init"/task/*/children 2>/dev/null)
+      for p in $kids; do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = oslat ] || continue
+        echo "noise: oslat measures $((SECONDS - start)) s after it was told to begin" >&2
+        echo "$p"
         return
-      fi
-    done
+      done
+    fi
     sleep 0.2
   done
-  echo "noise: no oslat with a worker thread after $((SECONDS - start)) s in $cg (procs: $(paste -sd' ' "$cg/cgroup.procs" 2>/dev/null)); the runtime's PID ${init:-none}: $(cat "/proc/$init/comm" 2>/dev/null || echo gone), in $(cat "/proc/$init/cgroup" 2>/dev/null || echo '?'); oslat processes: $(pgrep -x oslat | while read -r o; do printf '%s in %s, %s threads, %s; ' "$o" "$(cat "/proc/$o/cgroup")" "$(find "/proc/$o/task" -mindepth 1 -maxdepth 1 | wc -l)" "$(grep -E '^(State|voluntary_ctxt_switches)' "/proc/$o/status" | tr -s '\t\n' '  ')"; done)" >&2
+  echo "noise: oslat did not begin measuring in $((SECONDS - start)) s; the runtime's PID $init: $(cat "/proc/$init/comm" 2>/dev/null || echo gone), its children: $(cat /proc/"$init"/task/*/children 2>/dev/null); the log's last lines: $(noise_probe_log "$2" "$3" | tail -3 | paste -sd'|')" >&2
   return 1
+}
+
+# noise_probe_stop PID PODNAME CTR OUT: ends oslat's run with SIGINT
+# (oslat then stops its workers and prints its summary, as at the end of
+# its -D) and writes the container's output to OUT.oslat once the summary
+# is there (NOISE_STOP_WAIT, 60 s, at most: the runtime copies the output
+# after the process ends). Returns 1 when no summary came.
+noise_probe_stop() {
+  local pid=$1 end=$((SECONDS + ${NOISE_STOP_WAIT:-60}))
+  kill -INT "$pid" 2>/dev/null
+  while [ "$SECONDS" -lt "$end" ]; do
+    noise_probe_log "$2" "$3" > "$4.oslat"
+    ! running "$pid" && grep -q 'Maximum:' "$4.oslat" && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
+# noise_oslat OUT FIELD: from oslat's summary in OUT.oslat: "max", "avg",
+# "duration" (seconds measured), "ge10" (samples of 10 us and more: the
+# histogram's buckets 010 up, the last of which holds every longer one),
+# or "hist" (the histogram as "1-9us:N 10-31us:N >=32us:N").
+noise_oslat() {
+  awk -v f="$2" '
+    /^ *Maximum:/ {max = $2} /^ *Average:/ {avg = $2} /^ *Duration:/ {dur = $2}
+    /^ *[0-9]+ \(us\):/ {b = $1 + 0; n = $3 + 0; if (b < 10) lo += n; else if (b < 32) mid += n; else hi += n}
+    END {
+      if (max == "") exit 1
+      if (f == "max") print max; else if (f == "avg") print avg; else if (f == "duration") print dur
+      else if (f == "ge10") printf "%.0f\n", mid + hi
+      else if (f == "hist") printf "1-9us:%.0f 10-31us:%.0f >=32us:%.0f\n", lo, mid, hi
+    }' "$1.oslat"
 }
 
 # noise_irq_snapshot CPU: "source count" on CPU, one line per /proc/interrupts
@@ -189,11 +242,12 @@ noise_kind() {
   esac
 }
 
-# noise_window CPU SECONDS OUT PROBE_PID: the measurement. Every task the
+# noise_window CPU SECONDS OUT PROBE_PID [stop]: the measurement. Every task the
 # scheduler switched to on CPU (sched_switch's next_pid; the idle task and
 # the probe's threads aside), with how often, by kind; the IRQ and softirq
 # deltas on CPU; the probe's involuntary switches. OUT.lost: events the
-# ring buffer dropped (0, or the counts are low).
+# ring buffer dropped (0, or the counts are low). "stop": SIGINT to the
+# probe as the window ends.
 noise_window() {
   local cpu=$1 secs=$2 out=$3 probe=$4 t=$NOISE_INSTANCE nv0
   echo 0 > "$t/tracing_on"
@@ -214,6 +268,12 @@ noise_window() {
   sleep "$secs"
   echo 0 > "$t/tracing_on"
   echo $(( $(noise_nvcsw "$probe") - nv0 )) > "$out.nvcsw"
+  local threads1
+  threads1=$(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)
+  # With "stop", oslat's run ends here (SIGINT, noise_probe_stop reads its
+  # summary): reading the trace below took 30 s under TCG, which oslat's
+  # figures would cover too (41 s for a 10 s window).
+  [ "${5:-}" != stop ] || kill -INT "$probe" 2>/dev/null
   noise_irq_snapshot "$cpu" > "$out.irq1"
   noise_softirq_snapshot "$cpu" > "$out.soft1"
   cat "$t/trace" > "$out.trace"
@@ -223,7 +283,7 @@ noise_window() {
   noise_delta "$out.irq0" "$out.irq1" > "$out.irqs"
   noise_delta "$out.soft0" "$out.soft1" > "$out.softirqs"
   local skip
-  skip=" 0 $threads0 $(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)"
+  skip=" 0 $threads0 $threads1"
   # "pid comm count" per task switched to, then its kind.
   awk -v skip="$skip" '/sched_switch:/ {
       s = $0; sub(/.*==> next_comm=/, "", s)
