@@ -175,10 +175,11 @@ func (a *Allocator) lend(cpus cpuset.CPUSet, only bool, pool cpuset.CPUSet) (und
 // lentAway marks free CPUs hidden from a decision that must reuse held ones.
 const lentAway = "\x00"
 
-// HeldCPUs returns the CPUs (and reserved siblings) that the exclusive
-// containers and holds of the pools keep says yes to hold. The plugin's
-// background housekeeping pass calls it under the plugin's lock: it walks
-// the exclusive containers only, neither sorting nor copying them.
+// HeldCPUs returns the CPUs (and reserved siblings) held by the exclusive
+// containers and holds of the pools for which keep returns true. The
+// plugin's background passes (housekeeping, kernel work) call it under the
+// plugin's lock: it walks the exclusive containers only, neither sorting
+// nor copying them.
 func (a *Allocator) HeldCPUs(keep func(pool string) bool) cpuset.CPUSet {
 	var ids []int
 	for _, c := range a.exclusive {
