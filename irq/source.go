@@ -119,10 +119,10 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		return hostfiles.Plan{}, fmt.Errorf("listing IRQs: %w", err)
 	}
 	// Most IRQs share a handful of affinities ("0-383", a node's CPUs): a
-	// pass works each distinct one out once, not once per IRQ, since
-	// parsing 512 lists into sets was most of a pass's CPU, taken from the
-	// creations it runs beside. Whoever asked for the plan calls its
-	// functions, from one goroutine.
+	// pass works each distinct one out once, not once per IRQ: parsing
+	// 512 lists into sets, twice each, was a large share of a pass's CPU
+	// (issue 45's profile), taken from the creations it runs beside.
+	// Whoever asked for the plan calls its functions, from one goroutine.
 	memo := irqMemo{avoids: map[string]bool{}, want: map[string]irqWant{}}
 	avoids := func(content, _ string) bool {
 		ok, seen := memo.avoids[content]
