@@ -75,9 +75,32 @@ noise_check_probe() {
   fi
 }
 
+# noise_check_under_load CONF PODNAME ANNOTATIONS SECONDS OUT WHAT: the
+# plugin with CONF, the host load, a Guaranteed pod and its probe's check
+# (noise_check_probe); the pod in NOISE_CHECK_POD for noise_check_end.
+# Fails, with the plugin stopped, when the load does not start.
+noise_check_under_load() {
+  local conf=$1 podname=$2 ann=$3 secs=$4 out=$5 what=$6
+  start_plugin "$conf"
+  if ! noise_load_start; then
+    check "the noise check's host load (stress-ng)" "not started" "started"
+    stop_plugin -TERM
+    return 1
+  fi
+  NOISE_CHECK_POD=$(run_pod "$podname" telco guaranteed "$ann") || die "run pod $podname"
+  noise_check_probe "$NOISE_CHECK_POD" "$podname" "$secs" "$out" "$what"
+}
+
+# noise_check_end: the pod, the load and the plugin stopped.
+noise_check_end() {
+  crictl rmp -f "$NOISE_CHECK_POD" >/dev/null
+  noise_load_stop
+  stop_plugin -TERM
+}
+
 # noise_check_held [SECONDS]: setup b; leaves the plugin stopped.
 noise_check_held() {
-  local secs=${1:-10} conf=/tmp/noise-held.yaml pod
+  local secs=${1:-10} conf=/tmp/noise-held.yaml
   noise_check_tools || return
   cat > "$conf" <<YAML
 reservedCPUs: "0-1"
@@ -86,17 +109,8 @@ pools:
 irq: {rescanInterval: 2s}
 metricsAddress: "127.0.0.1:19464"
 YAML
-  start_plugin "$conf"
-  if ! noise_load_start; then
-    check "the noise check's host load (stress-ng)" "not started" "started"
-    stop_plugin -TERM
-    return
-  fi
-  pod=$(run_pod noiseheld telco guaranteed '{"pool.cpupool.dev": "exclusive-non-isolcpus"}') || die "run pod noiseheld"
-  noise_check_probe "$pod" noiseheld "$secs" /tmp/noise-held "held CPU"
-  crictl rmp -f "$pod" >/dev/null
-  noise_load_stop
-  stop_plugin -TERM
+  noise_check_under_load "$conf" noiseheld '{"pool.cpupool.dev": "exclusive-non-isolcpus"}' "$secs" /tmp/noise-held "held CPU" || return
+  noise_check_end
 }
 
 # noise_check_default [SECONDS]: setup d, with nothing configured but the
@@ -106,20 +120,11 @@ YAML
 # which on Linux 6.12 reset the host's affinities onto the isolated CPUs
 # (the issue's 467 switches). Leaves the plugin stopped.
 noise_check_default() {
-  local secs=${1:-10} conf=/tmp/noise-default.yaml pod
+  local secs=${1:-10} conf=/tmp/noise-default.yaml
   noise_check_tools || return
   printf 'reservedCPUs: "0-1"\nmetricsAddress: "127.0.0.1:19464"\n' > "$conf"
-  start_plugin "$conf"
-  if ! noise_load_start; then
-    check "the noise check's host load (stress-ng)" "not started" "started"
-    stop_plugin -TERM
-    return
-  fi
-  pod=$(run_pod noisedefault telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod noisedefault"
-  noise_check_probe "$pod" noisedefault "$secs" /tmp/noise-default "default config, isolcpus= CPU"
+  noise_check_under_load "$conf" noisedefault '{"pool.cpupool.dev": "exclusive"}' "$secs" /tmp/noise-default "default config, isolcpus= CPU" || return
   check "default config: the probe's CPU is an isolcpus= CPU" "$(case ",$(cpu_list_of "$(cat /sys/devices/system/cpu/isolated)")," in *",$NOISE_CHECK_CPU,"*) echo yes ;; *) echo no ;; esac)" "yes"
   check "default config: no thread of the host load may run on CPU $NOISE_CHECK_CPU" "$(noise_load_on "$NOISE_CHECK_CPU")" "no"
-  crictl rmp -f "$pod" >/dev/null
-  noise_load_stop
-  stop_plugin -TERM
+  noise_check_end
 }
