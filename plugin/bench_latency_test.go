@@ -135,6 +135,7 @@ func BenchmarkCreateContainerRoundTripAllFeatures(b *testing.B) {
 		rp := startPlugin(b, ours, shape.allFeaturesNode(), statePath(ours))
 		fillAllFeatures(b, noop, ours, shape.cpus, running)
 		require.NoError(b, rp.p.FlushIsolation())
+		firstAudit(b, rp.p)
 		before := rp.p.isolation.Load().recon.Status()
 		probe := startLatencyProbe(b, func() ([]*dto.MetricFamily, error) { return rp.p.Registry().Gather() }, false)
 		samples := measurePairedKeeping(b, noop, ours, allFeaturesKeep)
@@ -175,6 +176,25 @@ func BenchmarkCreateContainerRoundTripAllFeaturesProcess(b *testing.B) {
 		samples := measurePairedKeeping(b, noop, ours, allFeaturesKeep)
 		probe.report(b, len(samples[1]))
 	})
+}
+
+// firstAudit starts the plugin's periodic audit, as serving its metrics
+// does, and waits for its first report: the probe's first gather would
+// start it otherwise, and its first run (a one-second sample, then a walk
+// of every held CPU) would fall in the measured rounds, adding to their
+// allocations in proportion to the exclusive containers running (43 to
+// 132 per round over 100 rounds at 0 to 1,000 running). The real daemon
+// audits from its start, so its first run falls in the fill; after it,
+// one a minute.
+func firstAudit(b *testing.B, p *Plugin) {
+	b.Helper()
+	p.startAuditing()
+	a := p.auditor.Load()
+	for deadline := time.Now().Add(10 * time.Second); a.last.Load() == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatalf("the plugin's first audit gave no report within 10 s")
+		}
+	}
 }
 
 // exclusiveSpacing is how far apart the running exclusive containers are
@@ -367,7 +387,10 @@ func handlerTime(mfs []*dto.MetricFamily, handler string) (sum float64, count ui
 // its measured creations alone (the setup, fills of up to 5,000
 // containers, left out): <benchmark>.cpu.prof, .mutex.prof and .block.prof
 // (every contention and every blocking event of 10 µs or more, recorded
-// only meanwhile) and .trace (runtime/trace). Issue 45's findings come
+// only meanwhile), .trace (runtime/trace), and .allocs.prof with every
+// allocation made meanwhile (MemProfileRate 1 during the rounds; read it
+// with `go tool pprof -sample_index=alloc_objects -diff_base
+// <benchmark>.allocs-base.prof`, the same profile taken as they start). Issue 45's findings come
 // from them; docs/performance.md tells how to run it.
 var roundsProfile = flag.String("rounds.profile", "", "directory for profiles of measureRounds' measured creations alone")
 
@@ -388,7 +411,21 @@ func profileRounds(b *testing.B) func() {
 	require.NoError(b, trace.Start(tr))
 	runtime.SetMutexProfileFraction(1)
 	runtime.SetBlockProfileRate(int((10 * time.Microsecond).Nanoseconds()))
+	writeAllocs := func(name string) {
+		runtime.GC() // the profile holds what the last completed cycle saw
+		f, err := os.Create(base + "." + name + ".prof")
+		require.NoError(b, err)
+		require.NoError(b, pprof.Lookup("allocs").WriteTo(f, 0))
+		require.NoError(b, f.Close())
+	}
+	// Both written at rate 1, so that the records from before the rounds
+	// (sampled at the usual rate) weigh the same in both and cancel out.
+	rate := runtime.MemProfileRate
+	runtime.MemProfileRate = 1
+	writeAllocs("allocs-base")
 	return func() {
+		writeAllocs("allocs")
+		runtime.MemProfileRate = rate
 		trace.Stop()
 		pprof.StopCPUProfile()
 		runtime.SetMutexProfileFraction(0)
