@@ -163,12 +163,12 @@ func BenchmarkPodRemoval(b *testing.B) {
 // benchNode is a plugin configuration on a fixture, with a cgroup root of
 // its own, and the fixture's topology, for benchmarks that call the
 // handlers directly.
-func benchNode(b *testing.B, node testNode) (*config.Config, *sysfs.Topology) {
+func benchNode(tb testing.TB, node testNode) (*config.Config, *sysfs.Topology) {
 	cfg, err := config.Parse(strings.NewReader(node.config), "bench")
-	require.NoError(b, err)
-	cfg.SysfsRoot = fixture.Root(b, node.fixture)
-	cfg.CgroupRoot = b.TempDir()
+	require.NoError(tb, err)
+	cfg.SysfsRoot = fixture.Root(tb, node.fixture)
+	cfg.CgroupRoot = tb.TempDir()
 	topo, err := sysfs.Discover(cfg.SysfsRoot)
-	require.NoError(b, err)
+	require.NoError(tb, err)
 	return cfg, topo
 }
