@@ -142,7 +142,7 @@ scale-scheduler:
 # here (it would double the run); make bench-latency runs it whole.
 bench:
 	mkdir -p bin
-	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|HandlerMemory|Synchronize|PodRemoval|WorstCaseAnnotation|DRAPrepare' -skip 'AllFeaturesProcess' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin ./dra | tee bin/bench.txt
+	$(GO) test -run '^$$' -bench 'Decision|Release|Churn|RoundTrip|HandlerMemory|CreateContainerAllocs|Synchronize|PodRemoval|WorstCaseAnnotation|DRAPrepare' -skip 'AllFeaturesProcess' -benchmem -count=1 -p 1 -benchtime=1000x ./allocator ./plugin ./dra | tee bin/bench.txt
 	$(GO) test -run '^$$' -bench 'AllFeaturesProcess/cpus=384/running=0$$' -benchmem -count=1 -benchtime=1000x ./plugin | tee -a bin/bench.txt
 	$(GO) test -run '^$$' -bench 'PluginRSS|StateBurst' -benchtime=1x ./plugin | tee -a bin/bench.txt
 	$(GO) run ./tools/benchtable < bin/bench.txt

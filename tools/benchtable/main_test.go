@@ -31,6 +31,9 @@ func TestAllFeaturesRows(t *testing.T) {
 		{"real binary, 1024 CPUs, 5000 running: added median (paired)", "22 µs (met)", "≤ 30 µs"},
 		{"added at p99 (nri-cpupool's p99 less the no-op's)", "-40 µs (noise: the no-op's p99 is higher)"},
 		{"no-op (its own process) / nri-cpupool median; no-op p99; the daemon's handler mean", "151 / 548 µs; 331 µs; 92 µs"},
+		{"nri-cpupool's allocations per creation, 384 CPUs, 0 running: handler + state write", "72 + 174 = 246 (met)", "flat (≤ 1.25× of 0 running)"},
+		{"nri-cpupool's allocations per creation, 384 CPUs, 5000 running: handler + state write", "73 + 182 = 255 (met)", "flat"},
+		{"nri-cpupool's allocations per creation, 384 CPUs, 1000 running: handler + state write", "72 + 9000 = 9072 (NOT met)", "flat"},
 	} {
 		if !containsRow(table, want) {
 			t.Errorf("no row with %q in:\n%s", want, table)
