@@ -1,7 +1,7 @@
 package numamem
 
 import (
-	"maps"
+	"cmp"
 	"slices"
 
 	"github.com/cpupool/nri-cpupool/state"
@@ -84,9 +84,11 @@ type PagesReport struct {
 }
 
 // Report reports every NUMA node with memory, in id order, from the
-// counts last read: it reads no file.
+// counts last read: it reads no file. The state writer asks for it at
+// every write (issue 45), so a node's sizes are gathered in one small
+// slice, not in maps.
 func (m *Account) Report() []NodeMemoryReport {
-	var out []NodeMemoryReport
+	out := make([]NodeMemoryReport, 0, len(m.nodes))
 	for _, node := range m.nodes {
 		if !node.HasMemory {
 			continue
@@ -94,17 +96,22 @@ func (m *Account) Report() []NodeMemoryReport {
 		r := NodeMemoryReport{Node: node.ID, Capacity: -1, Free: -1, Reserved: m.memoryReserve}
 		u := m.use(node.ID)
 		r.Held = u.heldMemory()
-		sizes := map[int64]*PagesReport{}
+		// Free holds free_hugepages as last read until the end (0 for a
+		// size the node has no pool of).
+		var sizes []PagesReport
 		at := func(size int64) *PagesReport {
-			if sizes[size] == nil {
-				sizes[size] = &PagesReport{SizeKB: size}
+			for i := range sizes {
+				if sizes[i].SizeKB == size {
+					return &sizes[i]
+				}
 			}
-			return sizes[size]
+			sizes = append(sizes, PagesReport{SizeKB: size})
+			return &sizes[len(sizes)-1]
 		}
-		inPages, lastFree := int64(0), map[int64]int64{}
+		inPages := int64(0)
 		for _, hp := range m.PagesOf(node.ID) {
-			at(hp.SizeKB).Total = hp.Total
-			lastFree[hp.SizeKB] = hp.Free
+			p := at(hp.SizeKB)
+			p.Total, p.Free = hp.Total, hp.Free
 			inPages += hp.Total * hp.SizeKB * 1024
 		}
 		for size, n := range m.hugeReserve {
@@ -119,12 +126,16 @@ func (m *Account) Report() []NodeMemoryReport {
 			r.Capacity = max(0, node.MemTotalKB*1024-inPages)
 			r.Free = freeMemory(r.Capacity, r.Reserved, r.Held)
 		}
-		for _, size := range slices.Sorted(maps.Keys(sizes)) {
-			p := sizes[size]
-			p.Free = freePages(p.Total, lastFree[size], p.Reserved, p.Held, false)
-			r.HugePages = append(r.HugePages, *p)
+		slices.SortFunc(sizes, func(a, b PagesReport) int { return cmp.Compare(a.SizeKB, b.SizeKB) })
+		for i := range sizes {
+			p := &sizes[i]
+			p.Free = freePages(p.Total, p.Free, p.Reserved, p.Held, false)
 		}
+		r.HugePages = sizes
 		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
