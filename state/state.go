@@ -15,7 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -434,14 +434,19 @@ func ReadState(path string) (*State, error) {
 // stateEncoder produces exactly json.Marshal(st), but re-encodes only the
 // containers that changed since the last call and keeps their order, and
 // reuses its buffer: reflection, sorting and allocation over a thousand
-// unchanged entries would dominate each write.
+// unchanged entries would dominate each write. At 5,000 containers what
+// is left per unchanged one is a map lookup and a comparison (and the
+// copy into the buffer): the entries are concatenated from a slice in
+// key order, and the cache is searched for removed ones only when its size
+// says some are.
 type stateEncoder struct {
 	cache map[string]*encodedContainer
-	ids   []string // sorted keys of cache
-	buf   []byte   // the payload, reused: valid until the next encode
+	order []*encodedContainer // the cache's entries, by id
+	buf   []byte              // the payload, reused: valid until the next encode
 }
 
 type encodedContainer struct {
+	id    string
 	value ContainerState
 	entry []byte // `"id":{...}`
 }
@@ -449,13 +454,6 @@ type encodedContainer struct {
 func (e *stateEncoder) encode(st *State) ([]byte, error) {
 	if e.cache == nil {
 		e.cache = map[string]*encodedContainer{}
-	}
-	for id := range e.cache {
-		if _, ok := st.Containers[id]; !ok {
-			delete(e.cache, id)
-			i := sort.SearchStrings(e.ids, id)
-			e.ids = append(e.ids[:i], e.ids[i+1:]...)
-		}
 	}
 	for id, c := range st.Containers {
 		enc, ok := e.cache[id]
@@ -470,21 +468,33 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
-			i := sort.SearchStrings(e.ids, id)
-			e.ids = append(e.ids, "")
-			copy(e.ids[i+1:], e.ids[i:])
-			e.ids[i] = id
+		entry := append(append(key, ':'), val...)
+		if ok {
+			enc.value, enc.entry = c, entry
+			continue
 		}
-		e.cache[id] = &encodedContainer{value: c, entry: append(append(key, ':'), val...)}
+		enc = &encodedContainer{id: id, value: c, entry: entry}
+		e.cache[id] = enc
+		i := e.position(id)
+		e.order = slices.Insert(e.order, i, enc)
+	}
+	// Every id of st is in the cache now: it holds others only if it is
+	// larger.
+	if len(e.cache) > len(st.Containers) {
+		for id := range e.cache {
+			if _, ok := st.Containers[id]; !ok {
+				delete(e.cache, id)
+				e.order = slices.Delete(e.order, e.position(id), e.position(id)+1)
+			}
+		}
 	}
 	buf := bytes.NewBuffer(e.buf[:0])
 	buf.WriteString(`{"containers":{`)
-	for i, id := range e.ids {
+	for i, enc := range e.order {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		buf.Write(e.cache[id].entry)
+		buf.Write(enc.entry)
 	}
 	buf.WriteByte('}')
 	if len(st.Held) > 0 {
@@ -528,4 +538,10 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 	buf.WriteByte('}')
 	e.buf = buf.Bytes()
 	return e.buf, nil
+}
+
+// position is where id is, or goes, in order.
+func (e *stateEncoder) position(id string) int {
+	i, _ := slices.BinarySearchFunc(e.order, id, func(enc *encodedContainer, id string) int { return strings.Compare(enc.id, id) })
+	return i
 }

@@ -114,6 +114,15 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 			st.Containers[id] = ContainerState{PodUID: "u", PodName: "p\"quoted\"", Container: "c", Pool: "exclusive", CPUs: fmt.Sprint(step), MilliCPU: int64(step),
 				PowerClass: []string{"", "turbo"}[step%2]}
 		}
+		if step%8 == 6 {
+			// One goes and another comes in the same write: as many
+			// containers as before, not the same ones.
+			for gone := range st.Containers {
+				delete(st.Containers, gone)
+				break
+			}
+			st.Containers[fmt.Sprintf("n%02d", step)] = ContainerState{PodUID: "u", Container: "n", Pool: "infra", CPUs: "0"}
+		}
 		if step%7 == 0 {
 			st.Previous["u/c"+id] = fmt.Sprint(step)
 		}
