@@ -102,7 +102,8 @@ func TestReadStateSaysWhatANonStateFileIs(t *testing.T) {
 }
 
 // TestIncrementalEncodingMatchesJSON keeps the cached encoder byte-for-byte
-// equal to encoding/json across changes, additions and removals.
+// equal to encoding/json across changes, additions and removals, of
+// containers and of holds.
 func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 	var enc stateEncoder
 	st := NewState()
@@ -129,6 +130,20 @@ func TestIncrementalEncodingMatchesJSON(t *testing.T) {
 		if step%3 == 0 {
 			code := int32(step)
 			st.Held["u/h"+id] = HeldState{ContainerID: id, ContainerState: ContainerState{PodUID: "u", Container: "h" + id, CPUs: fmt.Sprint(step)}, ExitCode: &code}
+		}
+		if step%9 == 8 {
+			for gone := range st.Held {
+				delete(st.Held, gone)
+				break
+			}
+		}
+		if step%4 == 2 {
+			for k, h := range st.Held {
+				code := int32(1000 + step) // only the exit code changes
+				h.ExitCode = &code
+				st.Held[k] = h
+				break
+			}
 		}
 		st.Pools["infra"] = fmt.Sprintf("0-%d", step)
 		if step%4 == 1 {

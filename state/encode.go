@@ -1,0 +1,152 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+)
+
+// stateEncoder produces exactly json.Marshal(st), but re-encodes only the
+// containers and holds that changed since the last call and keeps their
+// order, and reuses its buffer: reflection, sorting and allocation over a
+// thousand unchanged entries would dominate each write (issue 45). What is
+// left per unchanged entry is a map lookup and a comparison (and the copy
+// into the buffer).
+type stateEncoder struct {
+	containers entryCache[ContainerState]
+	held       entryCache[HeldState]
+	buf        []byte // the payload, reused: valid until the next encode
+}
+
+// entryCache is one map of the state as json.Marshal writes it: its
+// entries `"key":{...}` encoded once, kept in key order (a slice, so that
+// concatenating them looks nothing up).
+type entryCache[V any] struct {
+	byKey map[string]*cachedEntry[V]
+	order []*cachedEntry[V]
+}
+
+type cachedEntry[V any] struct {
+	key   string
+	value V
+	entry []byte // `"key":{...}`
+}
+
+// update brings the cache to m, encoding the entries that are new or whose
+// value is not equal to the cached one.
+func (c *entryCache[V]) update(m map[string]V, equal func(a, b V) bool) error {
+	if c.byKey == nil {
+		c.byKey = map[string]*cachedEntry[V]{}
+	}
+	for key, v := range m {
+		cached, ok := c.byKey[key]
+		if ok && equal(cached.value, v) {
+			continue
+		}
+		k, err := json.Marshal(key)
+		if err != nil {
+			return err
+		}
+		val, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		entry := append(append(k, ':'), val...)
+		if ok {
+			cached.value, cached.entry = v, entry
+			continue
+		}
+		cached = &cachedEntry[V]{key: key, value: v, entry: entry}
+		c.byKey[key] = cached
+		c.order = slices.Insert(c.order, c.position(key), cached)
+	}
+	// Every key of m is in the cache now: it holds others only if it is
+	// larger.
+	if len(c.byKey) > len(m) {
+		for key := range c.byKey {
+			if _, ok := m[key]; !ok {
+				delete(c.byKey, key)
+				i := c.position(key)
+				c.order = slices.Delete(c.order, i, i+1)
+			}
+		}
+	}
+	return nil
+}
+
+// position is where key is, or goes, in order.
+func (c *entryCache[V]) position(key string) int {
+	i, _ := slices.BinarySearchFunc(c.order, key, func(e *cachedEntry[V], key string) int { return strings.Compare(e.key, key) })
+	return i
+}
+
+// writeTo appends the map as json.Marshal writes it: `{...}`.
+func (c *entryCache[V]) writeTo(buf *bytes.Buffer) {
+	buf.WriteByte('{')
+	for i, e := range c.order {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(e.entry)
+	}
+	buf.WriteByte('}')
+}
+
+// sameHold compares holds by value: the exit code is a pointer, a new one
+// at each collect.
+func sameHold(a, b HeldState) bool {
+	if a.ContainerID != b.ContainerID || a.ContainerState != b.ContainerState || (a.ExitCode == nil) != (b.ExitCode == nil) {
+		return false
+	}
+	return a.ExitCode == nil || *a.ExitCode == *b.ExitCode
+}
+
+func (e *stateEncoder) encode(st *State) ([]byte, error) {
+	if err := e.containers.update(st.Containers, func(a, b ContainerState) bool { return a == b }); err != nil {
+		return nil, err
+	}
+	if err := e.held.update(st.Held, sameHold); err != nil {
+		return nil, err
+	}
+	buf := bytes.NewBuffer(e.buf[:0])
+	buf.WriteString(`{"containers":`)
+	e.containers.writeTo(buf)
+	if len(st.Held) > 0 {
+		buf.WriteString(`,"held":`)
+		e.held.writeTo(buf)
+	}
+	for _, m := range []struct {
+		key string
+		val map[string]string
+	}{{"previous", st.Previous}, {"pools", st.Pools}, {"powerClasses", st.PowerClasses}} {
+		if len(m.val) == 0 {
+			continue // omitempty
+		}
+		b, err := json.Marshal(m.val)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"` + m.key + `":`)
+		buf.Write(b)
+	}
+	if len(st.NUMAMemory) > 0 {
+		b, err := json.Marshal(st.NUMAMemory)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"numaMemory":`)
+		buf.Write(b)
+	}
+	if len(st.Refusals) > 0 {
+		b, err := json.Marshal(st.Refusals)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"refusals":`)
+		buf.Write(b)
+	}
+	buf.WriteByte('}')
+	e.buf = buf.Bytes()
+	return e.buf, nil
+}
