@@ -29,10 +29,11 @@ const allocsKeep = 32
 // (handler-allocs) and the state writer's write that carries the creation
 // to the file (write-allocs: collect under the lock, encode, write and
 // rename a real state file), each counted exactly (runtime.ReadMemStats)
-// with the writer's own goroutine stopped, the median over the creations. Each measured container (2 CPUs,
-// exclusive, a 1 GiB memory limit counted against a per-node reserve)
-// runs through the next allocsKeep creations, then it and its pod are
-// stopped and removed off the count. allocs-per-creation is the sum.
+// with the writer's own goroutine stopped, the median over the creations.
+// Each measured container (2 CPUs, exclusive, a 1 GiB memory limit
+// counted against a per-node reserve) runs through the next allocsKeep
+// creations, then it and its pod are stopped and removed off the count.
+// allocs-per-creation is the sum.
 func BenchmarkCreateContainerAllocs(b *testing.B) {
 	for _, running := range []int{0, 1000, 5000} {
 		b.Run(fmt.Sprintf("running=%d", running), func(b *testing.B) {
