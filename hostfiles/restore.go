@@ -78,6 +78,7 @@ func (p *passWork) restore() {
 			}
 		}
 		err := r.fs.WriteFile(path, []byte(writable(rec.Original)))
+		p.wrote(path, rec.Original, err == nil)
 		switch {
 		case err == nil:
 			r.restores.Add(1)
