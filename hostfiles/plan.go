@@ -37,7 +37,7 @@ func (p *passWork) plan() {
 			p.claimed[ch.Path] = owner
 			p.planned[ch.Path] = owner
 			rec, journaled := r.journal.Get(ch.Path)
-			if p.settled(ch, owner, rec, journaled) {
+			if p.settled(ch, rec, journaled) {
 				continue
 			}
 			// What the file belongs to (Identifier) is asked only when it
@@ -156,7 +156,7 @@ func (p *passWork) read(path string) ([]byte, error) {
 // ones (any cgroup write may reset them) are always read. A file changed
 // behind the plugin's back since it was known is drift: the rescan, which
 // reads every file, corrects it.
-func (p *passWork) settled(ch Change, owner string, rec Record, journaled bool) bool {
+func (p *passWork) settled(ch Change, rec Record, journaled bool) bool {
 	r := p.r
 	if p.full || ch.Verify != nil || ch.Resettable {
 		return false
