@@ -38,6 +38,7 @@ func (p *passWork) apply() {
 			// What the file holds after the pass's other p.writes.
 			data, err := r.fs.ReadFile(w.path)
 			if err != nil {
+				delete(r.known, w.path)
 				if Classify(err) == Gone {
 					p.drops = append(p.drops, w.path)
 				} else {
@@ -50,6 +51,9 @@ func (p *passWork) apply() {
 			}
 		}
 		err := r.fs.WriteFile(w.path, []byte(writable(w.value)))
+		if Classify(err) != Permanent { // a refused write left the file as it was
+			p.wrote(w.path, w.value, err == nil)
+		}
 		switch {
 		case err == nil:
 			r.writes.Add(1)
@@ -66,11 +70,13 @@ func (p *passWork) apply() {
 			// own form: read it back.
 			data, err := r.fs.ReadFile(w.path)
 			if err != nil {
+				delete(r.known, w.path)
 				if Classify(err) != Gone {
 					p.transient(fmt.Errorf("%s: reading back %s: %w", w.owner, w.path, err))
 				}
 				break
 			}
+			r.known[w.path] = trim(data)
 			if w.kernelForm {
 				r.shown[w.path] = shown{want: w.value, content: trim(data)}
 			}

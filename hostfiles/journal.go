@@ -211,6 +211,9 @@ func (j *Journal) Len() int { return len(j.records) }
 // stay (their restore is repeated, harmlessly). A path already recorded
 // keeps its first original.
 func (j *Journal) Commit(add map[string]Record, drop []string) error {
+	if len(add) == 0 && len(drop) == 0 {
+		return nil // most passes: nothing to copy the records for
+	}
 	next := maps.Clone(j.records)
 	changed := false
 	for _, p := range drop {

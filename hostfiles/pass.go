@@ -11,6 +11,7 @@ package hostfiles
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 )
 
@@ -50,6 +51,17 @@ type passWork struct {
 	newlyFails []Failure
 	pending    bool
 	stale      map[string]bool // records of a reused path, dropped
+	// full: a rescan, which reads every wanted file (settled); skipped
+	// counts the changes a pass that is not one settled without a read.
+	full    bool
+	skipped int
+	// touched counts, by directory, the files the pass wrote or
+	// restored (or tried to), and written names the files written with
+	// success: what a directory's other files were known to hold is
+	// forgotten, and what a written file holds too when its directory
+	// saw other writes (forget).
+	touched map[string]int
+	written map[string]bool
 }
 
 // pass brings the host files to the Sources' plans: it plans, restores
@@ -58,15 +70,28 @@ type passWork struct {
 // runs the After hooks. Restores come first so that what a released
 // owner held (a CPU in a cgroup partition) is free before anything new
 // claims it. It returns the transient errors, joined.
-func (r *Reconciler) pass() error {
+//
+// A full pass (a rescan, Flush) reads every wanted file; one that is not
+// (a kick's, a retry's) takes the files known to meet their want as they
+// were (settled) and reads only the others.
+func (r *Reconciler) pass(full bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped || !r.ready.Load() {
 		return nil
 	}
 	r.passes.Add(1)
+	if full {
+		r.fullPasses.Add(1)
+		clear(r.known)
+		for _, src := range r.sources {
+			if rs, ok := src.(Rescanner); ok {
+				rs.Rescan()
+			}
+		}
+	}
 	p := &passWork{r: r, claimed: map[string]string{}, planned: map[string]string{}, planOK: map[string]bool{},
-		sourceOf: map[string]Source{}, fresh: map[string]Record{}, stale: map[string]bool{}}
+		sourceOf: map[string]Source{}, fresh: map[string]Record{}, stale: map[string]bool{}, full: full, touched: map[string]int{}, written: map[string]bool{}}
 	p.plan()
 	p.restore()
 
@@ -95,6 +120,8 @@ func (r *Reconciler) pass() error {
 			delete(r.shown, path) // the want is gone; the next write reads anew
 		}
 	}
+	p.forget()
+	r.settledSkips.Add(uint64(p.skipped))
 	p.keepRefusals()
 	err := errors.Join(p.problems...)
 	if err != nil {
@@ -105,6 +132,34 @@ func (r *Reconciler) pass() error {
 		return errPending
 	}
 	return err
+}
+
+// forget drops what is known of files that no longer tell what they hold:
+// those no Source wanted in this pass (a want that comes back reads its
+// file anew), those whose Source failed to plan, and the other files of a
+// directory the pass wrote or restored in (a cpufreq policy's governor
+// may reset its preference and frequencies; the kernel does not say
+// which).
+func (p *passWork) forget() {
+	for path := range p.r.known {
+		_, wanted := p.claimed[path]
+		n := p.touched[filepath.Dir(path)]
+		if !wanted || n > 1 || n == 1 && !p.written[path] {
+			delete(p.r.known, path)
+		}
+	}
+}
+
+// wrote notes that the pass wrote or restored path (ok: with success, and
+// it now holds content); see forget.
+func (p *passWork) wrote(path, content string, ok bool) {
+	p.touched[filepath.Dir(path)]++
+	if ok {
+		p.r.known[path] = content
+		p.written[path] = true
+	} else {
+		delete(p.r.known, path)
+	}
 }
 
 // transient notes a problem that makes the pass fail for now: it is

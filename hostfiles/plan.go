@@ -37,18 +37,31 @@ func (p *passWork) plan() {
 			p.claimed[ch.Path] = owner
 			p.planned[ch.Path] = owner
 			rec, journaled := r.journal.Get(ch.Path)
-			ident := identity(src, ch.Path)
-			if journaled && reused(rec, ident) {
+			if p.settled(ch, rec, journaled) {
+				continue
+			}
+			// What the file belongs to (Identifier) is asked only when it
+			// is needed: a record to check or to make. Most wanted files
+			// meet their want as they are (an IRQ whose affinity avoids
+			// the banned CPUs) and need neither.
+			ident, identified := "", false
+			identOf := func() string {
+				if !identified {
+					ident, identified = identity(src, ch.Path), true
+				}
+				return ident
+			}
+			if journaled && reused(rec, identOf()) {
 				// Its original is another object's: the file's content
 				// now is this one's.
-				r.log.Infof("host files: %s: %s now belongs to %s, not %s; its recorded original %q is dropped, and what it holds now is its original", owner, ch.Path, ident, rec.Identity, rec.Original)
+				r.log.Infof("host files: %s: %s now belongs to %s, not %s; its recorded original %q is dropped, and what it holds now is its original", owner, ch.Path, identOf(), rec.Identity, rec.Original)
 				p.drops = append(p.drops, ch.Path)
 				p.stale[ch.Path] = true
 				journaled = false
 			}
 			original := rec.Original
 			if !journaled {
-				data, err := r.fs.ReadFile(ch.Path)
+				data, err := p.read(ch.Path)
 				if err != nil {
 					if Classify(err) != Gone {
 						p.transient(fmt.Errorf("%s: reading %s: %w", owner, ch.Path, err))
@@ -69,7 +82,7 @@ func (p *passWork) plan() {
 				// Recorded all the same, and checked again after the
 				// pass's other p.writes, which may reset it.
 				if !journaled {
-					p.fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: ident}
+					p.fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: identOf()}
 				}
 				p.writes = append(p.writes, r.resettableWrite(ch, want, owner, !journaled))
 				continue
@@ -87,7 +100,7 @@ func (p *passWork) plan() {
 				continue // refused for good; not retried (EINVAL: not yet)
 			}
 			if !journaled {
-				p.fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: ident}
+				p.fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: identOf()}
 				if ch.Resettable {
 					p.writes = append(p.writes, r.resettableWrite(ch, want, owner, true))
 					continue
@@ -100,7 +113,7 @@ func (p *passWork) plan() {
 				p.writes = append(p.writes, r.resettableWrite(ch, want, owner, false))
 				continue
 			}
-			data, err := r.fs.ReadFile(ch.Path)
+			data, err := p.read(ch.Path)
 			if err != nil {
 				if Classify(err) == Gone {
 					p.drops = append(p.drops, ch.Path)
@@ -117,7 +130,70 @@ func (p *passWork) plan() {
 			p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives, verify: ch.Verify, kernelForm: ch.KernelForm})
 		}
 	}
+}
 
+// read reads a wanted file for the plan, and keeps what it holds as
+// known (settled).
+func (p *passWork) read(path string) ([]byte, error) {
+	data, err := p.r.fs.ReadFile(path)
+	if err != nil {
+		delete(p.r.known, path)
+		return nil, err
+	}
+	p.r.known[path] = trim(data)
+	return data, nil
+}
+
+// settled tells, in a pass that is not a rescan, whether a change needs
+// nothing done by what its file was known to hold at the end of an
+// earlier pass (Reconciler.known), without reading it: its want, worked
+// out again from the same original, is met by that content, or it is
+// refused for good with the same want and not due a retry. It then does
+// the bookkeeping the full plan does for those outcomes. Anything else
+// (a write, an original to record, a want that fails) is left to the full
+// plan, which reads the file and asks its identity. Changes with Verify
+// (the kernel may find a partition invalid at any time) and Resettable
+// ones (any cgroup write may reset them) are always read. A file changed
+// behind the plugin's back since it was known is drift: the rescan, which
+// reads every file, corrects it.
+func (p *passWork) settled(ch Change, rec Record, journaled bool) bool {
+	r := p.r
+	if p.full || ch.Verify != nil || ch.Resettable {
+		return false
+	}
+	content, known := r.known[ch.Path]
+	if !known {
+		return false
+	}
+	original := rec.Original
+	if !journaled {
+		original = content
+		if ch.Original != nil {
+			original = ch.Original(original)
+		}
+	}
+	want, err := ch.Want(original)
+	if err != nil {
+		return false
+	}
+	if r.satisfied(ch, original, want) {
+		if journaled {
+			return false // it gets its original back: the full plan restores it
+		}
+		delete(p.planned, ch.Path)
+		delete(r.failed, ch.Path)
+		p.skipped++
+		return true
+	}
+	if f, ok := r.failed[ch.Path]; ok && !f.Restore && !f.Invalid && f.Value == want && !r.retryDue(f) {
+		p.skipped++
+		return true
+	}
+	if journaled && r.satisfied(ch, content, want) {
+		p.skipped++
+		return true
+	}
+	return false
 }
 
 // resettableWrite is the write of a Resettable change, made after every

@@ -31,6 +31,10 @@ var DefaultTiming = Timing{Delay: 10 * time.Millisecond, MinInterval: 100 * time
 // Status is a snapshot for metrics, status and the audit.
 type Status struct {
 	Passes, Writes, Restores, TransientErrors, PermanentErrors uint64
+	// FullPasses counts the passes that read every wanted file (the
+	// rescans, Flush); Settled the wanted files the other passes took as
+	// known to meet their want, unread.
+	FullPasses, Settled uint64
 	// ForeignRestores counts the restores of records whose owner no
 	// Source of this process claims (written by another version).
 	ForeignRestores uint64
@@ -74,13 +78,19 @@ type Reconciler struct {
 	failed map[string]Failure
 	// shown is what a KernelForm file read right after its want was
 	// written, by path.
-	shown   map[string]shown
+	shown map[string]shown
+	// known is what each wanted file held when a pass last read it or
+	// wrote it, by path: a pass that is not a rescan takes a file whose
+	// want this content still meets as settled, without reading it
+	// (passWork.settled). Only passes change it; a rescan starts it anew.
+	known   map[string]string
 	stopped bool
 	// foreign are the owners without a Source whose records were seen,
 	// so that each is logged once.
 	foreign map[string]bool
 
 	passes, writes, restores, transient, permanent, foreignRestores atomic.Uint64
+	fullPasses, settledSkips                                        atomic.Uint64
 	statMu                                                          sync.Mutex
 	records                                                         map[string]int
 	failures                                                        []Failure
@@ -93,7 +103,7 @@ type Reconciler struct {
 func NewReconciler(fsys FS, journal *Journal, log *logrus.Logger, timing Timing, sources ...Source) *Reconciler {
 	r := &Reconciler{fs: fsys, journal: journal, log: log, sources: sources, timing: timing, now: time.Now,
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), failed: map[string]Failure{}, foreign: map[string]bool{},
-		shown: map[string]shown{}}
+		shown: map[string]shown{}, known: map[string]string{}}
 	r.publish(nil)
 	return r
 }
@@ -129,10 +139,22 @@ func (r *Reconciler) Close() {
 	}
 }
 
-// Flush makes a pass now, as if kicked, and returns its transient errors.
+// Flush makes a full pass now, as the rescan's, which reads every wanted
+// file, and returns its transient errors.
 func (r *Reconciler) Flush() error {
+	return r.flush(true)
+}
+
+// FlushKicked makes a pass now as a kick's: the files known to meet their
+// want are not read again (see the package comment). It returns its
+// transient errors.
+func (r *Reconciler) FlushKicked() error {
+	return r.flush(false)
+}
+
+func (r *Reconciler) flush(full bool) error {
 	r.ready.Store(true)
-	if err := r.pass(); !errors.Is(err, errPending) {
+	if err := r.pass(full); !errors.Is(err, errPending) {
 		return err
 	}
 	return nil
@@ -154,6 +176,9 @@ func (r *Reconciler) run() {
 		due       time.Time // when the armed timer fires
 		lastStart time.Time
 		wait      = r.timing.BackoffInitial
+		// full: the next pass is a rescan's, which reads every wanted
+		// file; the first is one too (nothing is known yet).
+		full = true
 	)
 	arm := func(d time.Duration) {
 		timer.Reset(d)
@@ -175,13 +200,20 @@ func (r *Reconciler) run() {
 				arm(next)
 			}
 		case <-rescan.C:
+			// A kick's pass already due becomes the rescan: under a
+			// steady stream of kicks, files still get read every Rescan.
+			full = true
 			if !armed && r.ready.Load() {
 				arm(0)
 			}
 		case <-timer.C:
 			armed = false
 			lastStart = time.Now()
-			if err := r.pass(); err != nil {
+			err := r.pass(full)
+			if r.ready.Load() {
+				full = false
+			}
+			if err != nil {
 				arm(wait)
 				wait = min(wait*2, r.timing.BackoffMax)
 				continue
@@ -214,7 +246,7 @@ func (r *Reconciler) publish(err error) {
 func (r *Reconciler) Status() Status {
 	r.statMu.Lock()
 	defer r.statMu.Unlock()
-	return Status{Passes: r.passes.Load(), Writes: r.writes.Load(), Restores: r.restores.Load(),
+	return Status{Passes: r.passes.Load(), FullPasses: r.fullPasses.Load(), Settled: r.settledSkips.Load(), Writes: r.writes.Load(), Restores: r.restores.Load(),
 		TransientErrors: r.transient.Load(), PermanentErrors: r.permanent.Load(), ForeignRestores: r.foreignRestores.Load(),
 		Records: maps.Clone(r.records), Failures: slices.Clone(r.failures), LastPass: r.lastPass, LastError: r.lastError}
 }

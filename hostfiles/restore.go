@@ -22,7 +22,15 @@ func (p *passWork) restore() {
 	// keeps a damaged or forged journal from writing just anything is the
 	// roots (RestoreOnlyUnder), not the owner's name, which is as easy to
 	// forge as the path.
-	records := r.journal.Records()
+	//
+	// Only the records no one plans are copied and sorted: a pass is
+	// proportional to what changed, not to the files changed so far.
+	records := map[string]Record{}
+	for path, rec := range r.journal.records {
+		if _, wanted := p.planned[path]; !wanted {
+			records[path] = rec
+		}
+	}
 	// heldBack is, by owner, the Order of a restore that failed for now
 	// in this pass: the owner's records of lower Order wait for it (a
 	// thread's affinity restored before its cgroup would be reset by the
@@ -78,6 +86,7 @@ func (p *passWork) restore() {
 			}
 		}
 		err := r.fs.WriteFile(path, []byte(writable(rec.Original)))
+		p.wrote(path, rec.Original, err == nil)
 		switch {
 		case err == nil:
 			r.restores.Add(1)

@@ -114,6 +114,17 @@ type Claimer interface {
 	Claims(path string) bool
 }
 
+// Rescanner is an optional interface of a Source that keeps, between
+// passes, what it reads to plan (the IRQs the node has, the CPUs' power
+// files): Rescan is called at the start of every full pass (the periodic
+// rescan, Flush), before Plan, so that such a Source reads the node anew
+// then. What it keeps must be what only changes with the node itself (a
+// driver loaded, a CPU's cpufreq policy), never what its owner wants: a
+// want is read at every Plan. It runs on the reconciler's goroutine.
+type Rescanner interface {
+	Rescan()
+}
+
 // Explainer is an optional interface of a Source: a hint for the log and
 // Status when the kernel refuses one of its files for good.
 type Explainer interface {

@@ -53,7 +53,9 @@
 // that existed when an earlier process last looked (threads.go).
 //
 // Limits: a process that sets its own affinity after a pass runs there
-// until the next pass, which narrows it from the original it had when
+// until the next pass that reads its thread (a rescan, at most
+// hostfiles.Timing.Rescan later: a kicked pass takes a thread it found
+// confined as it was), which narrows it from the original it had when
 // first confined and restores that one on release, not its later choice;
 // on cgroup v1 a thread forked between the last confining pass and the
 // release keeps the narrow affinity (on cgroup v2 the release pass widens

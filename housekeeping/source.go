@@ -176,6 +176,15 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	default:
 		s.warned.Once("floor", fmt.Sprintf("housekeeping: host processes keep CPUs %s, which should be kept free, so that they have %d CPUs (pools.exclusive-non-isolcpus.minInfraCPUs): housekeeping set %s", widened, s.cfg.Floor, set))
 	}
+	// What follows is listed anew at every pass, kicked or not (the
+	// top-level cgroups or systemd's units, the threads in /proc), unlike
+	// the IRQs or the power files, which the rescan lists
+	// (hostfiles.Rescanner): a unit starts and a process forks at any
+	// time, and a new thread (its inherited affinity, Change.Original)
+	// must be planned by the next pass, not the next rescan. The files
+	// themselves are read only when their want changed (the reconciler's
+	// settled files), and the threads' affinities, which any cgroup write
+	// resets (Resettable), at every pass.
 	var plan hostfiles.Plan
 	plan.Changes = append(plan.Changes, s.workqueueChanges(set)...)
 	var pods []string

@@ -51,13 +51,28 @@ type Source struct {
 	last   cpuset.CPUSet
 
 	irqbalance *irqbalance
+
+	// irqs are the IRQ numbers /proc/irq listed when a pass last looked,
+	// ascending; listed says whether one has looked since the last
+	// rescan. An IRQ appears or goes only when a driver requests or frees
+	// it, which a container's creation does not do: a pass kicked by one
+	// plans the IRQs known, and each rescan lists them anew (Rescan), as
+	// it finds an IRQ of a driver loaded after the pod started. An IRQ
+	// freed meanwhile is a file gone, which the pass handles. Only the
+	// reconciler's goroutine uses them (Plan, Rescan).
+	irqs   []int
+	listed bool
 }
 
 var (
 	_ hostfiles.Source     = (*Source)(nil)
 	_ hostfiles.Explainer  = (*Source)(nil)
 	_ hostfiles.Identifier = (*Source)(nil)
+	_ hostfiles.Rescanner  = (*Source)(nil)
 )
+
+// Rescan makes the next Plan list /proc/irq anew (hostfiles.Rescanner).
+func (s *Source) Rescan() { s.listed = false }
 
 // NewSource returns a Source that bans nothing until SetBanned.
 func NewSource(cfg Config, log *logrus.Logger) *Source {
@@ -114,9 +129,12 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		return plan, nil
 	}
 	root := filepath.Join(s.cfg.ProcRoot, "irq")
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		return hostfiles.Plan{}, fmt.Errorf("listing IRQs: %w", err)
+	if !s.listed {
+		irqs, err := listIRQs(root)
+		if err != nil {
+			return hostfiles.Plan{}, err
+		}
+		s.irqs, s.listed = irqs, true
 	}
 	// Most IRQs share a handful of affinities ("0-383", a node's CPUs): a
 	// pass works each distinct one out once, not once per IRQ: parsing
@@ -147,14 +165,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		},
 		Satisfied: func(content, _ string) bool { return avoidsBanned(ParseMask(content))(banned) },
 	})
-	var irqs []int
-	for _, e := range entries {
-		if n, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() && n >= 0 {
-			irqs = append(irqs, n)
-		}
-	}
-	slices.Sort(irqs)
-	for _, n := range irqs {
+	for _, n := range s.irqs {
 		dir := filepath.Join(root, strconv.Itoa(n))
 		plan.Changes = append(plan.Changes, hostfiles.Change{
 			Path: filepath.Join(dir, "smp_affinity_list"),
@@ -173,6 +184,22 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		})
 	}
 	return plan, nil
+}
+
+// listIRQs is the IRQ numbers /proc/irq (root) has, ascending.
+func listIRQs(root string) ([]int, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("listing IRQs: %w", err)
+	}
+	var irqs []int
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() && n >= 0 {
+			irqs = append(irqs, n)
+		}
+	}
+	slices.Sort(irqs)
+	return irqs, nil
 }
 
 // irqMemo is what one plan worked out per distinct affinity.

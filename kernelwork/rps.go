@@ -85,6 +85,12 @@ func (s *RPSSource) Owner() string { return RPSOwner }
 // planned here, one that went away is no longer (its record is dropped
 // when its restore finds it gone). Nothing when nothing is held, so that
 // every mask the journal holds goes back to its original.
+//
+// The devices are listed at every pass, kicked or not, unlike the IRQs
+// (which the rescan lists, hostfiles.Rescanner): a pod's creation makes
+// the device (its veth), and the pass its grant kicks is the one that
+// must narrow it. Their files are read only when their want changed
+// (the reconciler's settled files).
 func (s *RPSSource) Plan() (hostfiles.Plan, error) {
 	held := s.cfg.Held()
 	if held.IsEmpty() {

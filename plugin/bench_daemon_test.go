@@ -1,7 +1,9 @@
 package plugin
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -32,6 +34,9 @@ type daemonSpec struct {
 	// metrics serves the daemon's metrics on a free local port
 	// (metricsAddress), for benchDaemon.gather.
 	metrics bool
+	// pprof serves the daemon's Go profiles on a free local port
+	// (--pprof-address), for benchDaemon.profile.
+	pprof bool
 }
 
 // benchDaemon is the real binary running as its own process.
@@ -40,6 +45,7 @@ type benchDaemon struct {
 	stateFile string
 	log       string // its stderr
 	metrics   string // host:port of its metrics, "" when not served
+	pprof     string // host:port of its profiles, "" when not served
 }
 
 // startDaemon runs spec's binary with f's cgroup root, state file and
@@ -66,8 +72,13 @@ func startDaemon(b *testing.B, f *fakeRuntime, spec daemonSpec) *benchDaemon {
 	require.NoError(b, err)
 	defer logFile.Close()
 	before := f.syncCount()
-	d.cmd = exec.Command(spec.bin, "run", "--config", cfgFile, "--nri-socket", f.socket, "--state-file", d.stateFile,
-		"--sysfs-root", f.sysfsRoot(spec.node.fixture), "--cgroup-root", f.cgroupRoot, "--log-level", spec.logLevel)
+	args := []string{"run", "--config", cfgFile, "--nri-socket", f.socket, "--state-file", d.stateFile,
+		"--sysfs-root", f.sysfsRoot(spec.node.fixture), "--cgroup-root", f.cgroupRoot, "--log-level", spec.logLevel}
+	if spec.pprof {
+		d.pprof = freeLocalAddr(b)
+		args = append(args, "--pprof-address", d.pprof)
+	}
+	d.cmd = exec.Command(spec.bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
 	require.NoError(b, d.cmd.Start())
 	b.Cleanup(func() {
@@ -121,6 +132,66 @@ func waitSandboxCgroups(b *testing.B, f *fakeRuntime) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// daemonProfile names a directory where
+// BenchmarkCreateContainerRoundTripAllFeaturesProcess writes the real
+// binary's profiles over its measured rounds (the fill and the rounds'
+// pods, run and pinned before them, left out), taken
+// through its --pprof-address: <benchmark>.daemon.cpu.prof (a CPU profile
+// of daemonProfileSeconds, from the first measured round: give the
+// benchmark rounds enough to last that long, or the profile's tail is the
+// daemon idle), and .daemon.allocs.prof and .daemon.block.prof with their
+// .before.prof taken as the rounds start (`go tool pprof -base
+// X.before.prof X.prof` is the rounds' own). The snapshots fall within
+// the latency probe's window: take the daemon's CPU and allocation
+// figures from a run without it.
+var (
+	daemonProfile        = flag.String("daemon.profile", "", "directory for the real binary's profiles over the measured rounds (…AllFeaturesProcess)")
+	daemonProfileSeconds = flag.Int("daemon.profile.seconds", 5, "length of the real binary's CPU profile (-daemon.profile), from the first measured round")
+)
+
+// profile starts the profiles daemonProfile asks for and returns what
+// waits for them and writes them; nothing when it is not set.
+func (d *benchDaemon) profile(b *testing.B) func() {
+	b.Helper()
+	if *daemonProfile == "" {
+		return func() {}
+	}
+	require.NotEmpty(b, d.pprof, "the daemon serves no profiles: start it with daemonSpec.pprof")
+	require.NoError(b, os.MkdirAll(*daemonProfile, 0o755))
+	base := filepath.Join(*daemonProfile, strings.NewReplacer("/", "_", "=", "").Replace(b.Name())+".daemon.")
+	fetch := func(path, file string) error {
+		cl := http.Client{Timeout: time.Duration(*daemonProfileSeconds)*time.Second + time.Minute}
+		resp, err := cl.Get("http://" + d.pprof + path)
+		if err != nil {
+			return fmt.Errorf("fetching the daemon's %s: %w", path, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("fetching the daemon's %s: %s", path, resp.Status)
+		}
+		out, err := os.Create(file)
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		_, err = io.Copy(out, resp.Body)
+		return err
+	}
+	for _, name := range []string{"allocs", "block"} {
+		require.NoError(b, fetch("/debug/pprof/"+name, base+name+".before.prof"))
+	}
+	cpu := make(chan error, 1)
+	go func() {
+		cpu <- fetch(fmt.Sprintf("/debug/pprof/profile?seconds=%d", *daemonProfileSeconds), base+"cpu.prof")
+	}()
+	return func() {
+		for _, name := range []string{"allocs", "block"} {
+			require.NoError(b, fetch("/debug/pprof/"+name, base+name+".prof"))
+		}
+		require.NoError(b, <-cpu)
 	}
 }
 

@@ -169,9 +169,10 @@ func BenchmarkCreateContainerRoundTripAllFeaturesProcess(b *testing.B) {
 		} else {
 			startNoop(b, noop)
 		}
-		d := startDaemon(b, ours, daemonSpec{bin: bin, node: shape.allFeaturesNode(), logLevel: "info", procRoot: true, metrics: true})
+		d := startDaemon(b, ours, daemonSpec{bin: bin, node: shape.allFeaturesNode(), logLevel: "info", procRoot: true, metrics: true, pprof: *daemonProfile != ""})
 		fillAllFeatures(b, noop, ours, shape.cpus, running)
 		d.waitHostFilesSettled(b)
+		ours.profileRounds = func() func() { return d.profile(b) }
 		probe := startLatencyProbe(b, d.gather, true)
 		samples := measurePairedKeeping(b, noop, ours, allFeaturesKeep)
 		probe.report(b, len(samples[1]))

@@ -313,6 +313,11 @@ func measureRounds(b *testing.B, rts []*fakeRuntime, counted *fakeRuntime, keep 
 	order := roundOrders(b.N, len(rts))
 	stopProfiles := profileRounds(b)
 	defer stopProfiles()
+	for _, f := range rts {
+		if f.profileRounds != nil {
+			defer f.profileRounds()()
+		}
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for _, k := range order[i] {

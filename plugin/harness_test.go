@@ -47,6 +47,11 @@ type fakeRuntime struct {
 	// settle, when set, waits for the running plugin's sandbox pins: what
 	// sandboxCPUs reads is what the plugin has settled on.
 	settle func()
+	// profileRounds, when set, starts profiles of the plugin behind this
+	// runtime as measureRounds' measured rounds start and returns what
+	// ends them (benchDaemon.profile: the real binary's, through its
+	// --pprof-address).
+	profileRounds func() func()
 	// proxy forwards plugin connections from socket to the adaptation's own
 	// socket, so that a restart can cut them as a dying runtime process
 	// does (Adaptation.Stop leaves external plugins connected).

@@ -3,7 +3,6 @@ package power
 import (
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,6 +34,9 @@ type planner struct {
 	// pending: a file is left for a later pass (Plan.Pending), whose
 	// reading of it will be its true original.
 	pending bool
+	// files keeps what describes the node's drivers between passes
+	// (nodefiles.go); nil reads it every time.
+	files *nodeFiles
 }
 
 // claim is one file's wanted value and who wants it.
@@ -70,7 +72,7 @@ func (pl *planner) cpu(cpu int, class string, pc config.PowerClass) {
 	dir := filepath.Join(pl.n.cpuRoot, "cpu"+strconv.Itoa(cpu))
 	if v := string(pc.ResumeLatencyUS); v != "" {
 		path := filepath.Join(dir, "power/pm_qos_resume_latency_us")
-		if exists(path) {
+		if pl.files.exist(path) {
 			pl.claim(path, v, class, cpu, orderFirst)
 		} else {
 			pl.notes.add(class, ResumeLatency, "no power/pm_qos_resume_latency_us (the kernel exposes no PM QoS for the CPU)", cpu)
@@ -89,19 +91,19 @@ func (pl *planner) cpu(cpu int, class string, pc config.PowerClass) {
 
 // idleStates disables the named states of the CPU.
 func (pl *planner) idleStates(cpu int, dir, class string, names []string) {
-	entries, err := os.ReadDir(filepath.Join(dir, "cpuidle"))
+	entries, err := pl.files.readDirNames(filepath.Join(dir, "cpuidle"))
 	if err != nil {
 		pl.notes.add(class, DisabledIdleStates, "no cpuidle (no idle driver: cpuidle/current_driver is none or the CPU has no cpuidle directory)", cpu)
 		return
 	}
 	found := map[string]string{} // name → state directory
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "state") {
+		if !strings.HasPrefix(e, "state") {
 			continue
 		}
-		if name, ok := readText(filepath.Join(dir, "cpuidle", e.Name(), "name")); ok {
+		if name, ok := pl.files.readText(filepath.Join(dir, "cpuidle", e, "name")); ok {
 			if _, dup := found[name]; !dup {
-				found[name] = filepath.Join(dir, "cpuidle", e.Name())
+				found[name] = filepath.Join(dir, "cpuidle", e)
 			}
 		}
 	}
@@ -133,12 +135,12 @@ func (pl *planner) cpufreq(cpu int, dir, class string, pc config.PowerClass) {
 			}
 		}
 	}
-	policy, err := filepath.EvalSymlinks(filepath.Join(dir, "cpufreq"))
+	policy, err := pl.files.evalSymlinks(filepath.Join(dir, "cpufreq"))
 	if err != nil {
 		noteAll("no cpufreq (no frequency scaling driver: a VM, or none loaded)")
 		return
 	}
-	owner, ok := policyOwner(policy)
+	owner, ok := policyOwner(pl.files, policy)
 	if !ok {
 		noteAll(fmt.Sprintf("its cpufreq policy (%s) has no readable related_cpus, so its owner is unknown", filepath.Base(policy)))
 		return
@@ -155,7 +157,7 @@ func (pl *planner) cpufreq(cpu int, dir, class string, pc config.PowerClass) {
 	}
 	governor := ""
 	if g := pc.Governor; g != "" {
-		avail, _ := readText(filepath.Join(policy, "scaling_available_governors"))
+		avail, _ := pl.files.readText(filepath.Join(policy, "scaling_available_governors"))
 		if slices.Contains(strings.Fields(avail), g) {
 			pl.claim(filepath.Join(policy, "scaling_governor"), g, class, cpu, orderFirst)
 			governor = g
@@ -163,8 +165,8 @@ func (pl *planner) cpufreq(cpu int, dir, class string, pc config.PowerClass) {
 			pl.notes.add(class, Governor, fmt.Sprintf("governor %s is not offered (scaling_available_governors: %s)", g, avail), cpu)
 		}
 	}
-	lo, okLo := readKHz(filepath.Join(policy, "cpuinfo_min_freq"))
-	hi, okHi := readKHz(filepath.Join(policy, "cpuinfo_max_freq"))
+	lo, okLo := pl.files.readKHz(filepath.Join(policy, "cpuinfo_min_freq"))
+	hi, okHi := pl.files.readKHz(filepath.Join(policy, "cpuinfo_max_freq"))
 	resolve := func(setting string, f config.Frequency) (int64, bool) {
 		if !okLo || !okHi {
 			pl.notes.add(class, setting, "the policy has no cpuinfo_min_freq or cpuinfo_max_freq", cpu)
@@ -176,7 +178,7 @@ func (pl *planner) cpufreq(cpu int, dir, class string, pc config.PowerClass) {
 		case config.FrequencyMax:
 			return hi, true
 		case config.FrequencyBase:
-			base, ok := readKHz(filepath.Join(policy, "base_frequency"))
+			base, ok := pl.files.readKHz(filepath.Join(policy, "base_frequency"))
 			if !ok {
 				pl.notes.add(class, setting, "base: the driver reports no base_frequency", cpu)
 			}
@@ -216,12 +218,12 @@ func (pl *planner) cpufreq(cpu int, dir, class string, pc config.PowerClass) {
 // without it.
 func (pl *planner) preference(cpu int, policy, class, epp, governor string) {
 	path := filepath.Join(policy, "energy_performance_preference")
-	if !exists(path) {
+	if !pl.files.exist(path) {
 		pl.notes.add(class, EPP, "no energy_performance_preference (the driver has no EPP: acpi-cpufreq, or HWP off)", cpu)
 		return
 	}
 	if _, err := strconv.Atoi(epp); err != nil {
-		avail, _ := readText(filepath.Join(policy, "energy_performance_available_preferences"))
+		avail, _ := pl.files.readText(filepath.Join(policy, "energy_performance_available_preferences"))
 		if !slices.Contains(strings.Fields(avail), epp) {
 			pl.notes.add(class, EPP, fmt.Sprintf("preference %s is not offered (energy_performance_available_preferences: %s)", epp, avail), cpu)
 			return
@@ -273,8 +275,8 @@ func (pl *planner) underOwnPerformance(path string) bool {
 // policyOwner is a cpufreq policy's first CPU: the lowest of its
 // related_cpus (online or not, so that the owner does not change with
 // hotplug).
-func policyOwner(policy string) (int, bool) {
-	text, ok := readText(filepath.Join(policy, "related_cpus"))
+func policyOwner(files *nodeFiles, policy string) (int, bool) {
+	text, ok := files.readText(filepath.Join(policy, "related_cpus"))
 	if !ok {
 		return 0, false
 	}
@@ -303,9 +305,9 @@ func (pl *planner) uncoreOf(cpu int, class string, pc config.PowerClass) {
 	c, ok := pl.n.cpuInfo(cpu)
 	name := fmt.Sprintf("package_%02d_die_%02d", c.Socket, max(c.Die, 0))
 	dir := filepath.Join(pl.n.cpuRoot, "intel_uncore_frequency", name)
-	if !ok || !exists(dir) {
+	if !ok || !pl.files.exist(dir) {
 		reason := "no intel_uncore_frequency driver (Intel server parts only; modprobe intel-uncore-frequency)"
-		if exists(filepath.Dir(dir)) {
+		if pl.files.exist(filepath.Dir(dir)) {
 			reason = "the uncore driver has no " + name
 		}
 		for _, s := range []struct {
@@ -350,8 +352,8 @@ func (pl *planner) uncoreOf(cpu int, class string, pc config.PowerClass) {
 func (pl *planner) uncore() {
 	for _, name := range slices.Sorted(maps.Keys(pl.dies)) {
 		d := pl.dies[name]
-		lo, okLo := readKHz(filepath.Join(d.dir, "initial_min_freq_khz"))
-		hi, okHi := readKHz(filepath.Join(d.dir, "initial_max_freq_khz"))
+		lo, okLo := pl.files.readKHz(filepath.Join(d.dir, "initial_min_freq_khz"))
+		hi, okHi := pl.files.readKHz(filepath.Join(d.dir, "initial_max_freq_khz"))
 		clamp := func(v int64) int64 {
 			if okLo {
 				v = max(v, lo)

@@ -190,7 +190,11 @@ func readText(path string) (string, bool) {
 }
 
 func readKHz(path string) (int64, bool) {
-	s, ok := readText(path)
+	return parseKHz(readText(path))
+}
+
+// parseKHz is a frequency file's text (ok: it was read) in kHz.
+func parseKHz(s string, ok bool) (int64, bool) {
 	if !ok {
 		return 0, false
 	}

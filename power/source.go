@@ -25,6 +25,11 @@ type Source struct {
 	journal *hostfiles.Journal
 	log     *logrus.Logger
 
+	// files keeps what describes the node's drivers between passes,
+	// read anew at each rescan (nodefiles.go). Only the reconciler's
+	// goroutine uses it.
+	files *nodeFiles
+
 	mu sync.Mutex // guards what follows: Report runs on scrapes
 	// warned are the notes already logged.
 	warned map[string]bool
@@ -34,6 +39,7 @@ type Source struct {
 var (
 	_ hostfiles.Source    = (*Source)(nil)
 	_ hostfiles.Explainer = (*Source)(nil)
+	_ hostfiles.Rescanner = (*Source)(nil)
 )
 
 // Report is what the last pass planned, for the metrics.
@@ -52,8 +58,12 @@ type Report struct {
 // Plan reads it (on that goroutine, within the pass) to know which files
 // the pass restores before it writes.
 func NewSource(node *Node, classes map[string]config.PowerClass, want func() map[int]string, journal *hostfiles.Journal, log *logrus.Logger) *Source {
-	return &Source{node: node, classes: classes, want: want, journal: journal, log: log, warned: map[string]bool{}}
+	return &Source{node: node, classes: classes, want: want, journal: journal, log: log, warned: map[string]bool{}, files: newNodeFiles()}
 }
+
+// Rescan forgets what the Source kept of the node's driver files: the
+// rescan's pass reads them anew (hostfiles.Rescanner).
+func (s *Source) Rescan() { s.files = newNodeFiles() }
 
 // Warned marks notes as logged already (Node.Check's warnings at start):
 // a pass logs only what they did not say.
@@ -74,6 +84,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	want := s.want()
 	ns := newNotes()
 	pl := newPlanner(s.node, ns)
+	pl.files = s.files
 	if s.journal != nil {
 		pl.original = func(path string) (string, bool) {
 			rec, ok := s.journal.Get(path)

@@ -33,13 +33,14 @@ import (
 const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func runPlugin(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "run [--config F] [--nri-socket S] [--state-file F] [--sysfs-root D] [--cgroup-root D] [--log-level L]", stderr)
+	fs := newFlags("run", "run [--config F] [--nri-socket S] [--state-file F] [--sysfs-root D] [--cgroup-root D] [--log-level L] [--pprof-address A]", stderr)
 	cfgPath := fs.String("config", config.DefaultPath, "configuration file; a missing default file means built-in defaults")
 	socket := fs.String("nri-socket", "", "runtime's NRI socket (overrides nriSocket)")
 	stateFile := fs.String("state-file", "", "state file (overrides stateFile)")
 	sysfsRoot := fs.String("sysfs-root", "", "directory holding sys/ and proc/ (overrides sysfsRoot)")
 	cgroupRoot := fs.String("cgroup-root", "", "cgroup hierarchy root (overrides cgroupRoot)")
 	logLevel := fs.String("log-level", "", "trace, debug, info, warn or error (overrides logLevel)")
+	pprofAddr := fs.String("pprof-address", "", "serve Go profiles (/debug/pprof/) on this loopback HOST:PORT or unix:PATH; off when empty")
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -92,6 +93,14 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	events := newPodEvents(cfg, p, log)
+	if *pprofAddr != "" {
+		stopPprof, where, err := servePprof(*pprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+		log.Infof("serving Go profiles on %s/debug/pprof/ (--pprof-address)", where)
+	}
 	if cfg.MetricsAddress != "" {
 		var extra []prometheus.Collector
 		if events != nil {
