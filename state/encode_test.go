@@ -1,0 +1,87 @@
+package state
+
+import (
+	"encoding/json"
+	"math/rand"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// randomContainer is a container whose every field is drawn from a small
+// set, so that a value often changes in one field only, and sometimes not
+// at all.
+func randomContainer(r *rand.Rand) ContainerState {
+	pick := func(of ...string) string { return of[r.Intn(len(of))] }
+	flag := func() bool { return r.Intn(2) == 0 }
+	return ContainerState{PodUID: pick("u1", "u2"), PodNamespace: pick("ns", "kube-system"), PodName: pick("p", "p\"q\""), Container: pick("c", "d"),
+		Pool: pick("infra", "exclusive"), MilliCPU: int64(r.Intn(3)) * 500, CPUs: pick("0", "1-2", "3,5"), Reserved: pick("", "7"), Mems: pick("0", "0-1"),
+		Added: pick("", "9"), NoCPUQuota: flag(), IsolateIRQs: flag(), IsolatedPartition: flag(), PowerClass: pick("", "turbo"),
+		WithShared: flag(), SharedCPUs: pick("", "0-3"), Memory: pick("", "0:memory=1073741824"), Rule: pick("", "annotation", "qos"),
+		RuleDetail: pick("", "pool.cpupool.dev"), DeviceNUMA: pick("", "1"), FromHold: pick("", "old")}
+}
+
+// randomHold is a hold drawn like randomContainer, with an id and an exit
+// code (none, 0 or 1) of its own.
+func randomHold(r *rand.Rand) HeldState {
+	h := HeldState{ContainerID: []string{"a", "b"}[r.Intn(2)], ContainerState: randomContainer(r)}
+	if n := r.Intn(3); n > 0 {
+		code := int32(n - 1)
+		h.ExitCode = &code
+	}
+	return h
+}
+
+// changeOneField copies one field of from, drawn at random, into v (a
+// pointer to a struct): a change a comparison of some fields would miss.
+func changeOneField(r *rand.Rand, v, from any) {
+	dst, src := reflect.ValueOf(v).Elem(), reflect.ValueOf(from)
+	i := r.Intn(dst.NumField())
+	dst.Field(i).Set(src.Field(i))
+}
+
+// TestIncrementalEncodingMatchesJSONAtRandom: whatever happens to the
+// containers and holds between two writes (a value replaced by one that
+// differs from it in one field, or in none; one removed and another added
+// under the same key or another; keys json escapes or sorts by byte), the
+// cached encoder writes what encoding/json writes. Few keys, so that they
+// come back.
+func TestIncrementalEncodingMatchesJSONAtRandom(t *testing.T) {
+	keys := []string{"a", "b", "é", "<&>", "z\"", "A", "\xff", "ab"}
+	r := rand.New(rand.NewSource(45))
+	var enc stateEncoder
+	st := NewState()
+	for step := 0; step < 2000; step++ {
+		for n := r.Intn(4); n > 0; n-- {
+			key := keys[r.Intn(len(keys))]
+			switch r.Intn(8) {
+			case 0:
+				delete(st.Containers, key)
+			case 1:
+				delete(st.Held, key)
+			case 2, 3:
+				st.Containers[key] = randomContainer(r)
+			case 4:
+				c := st.Containers[key]
+				changeOneField(r, &c, randomContainer(r))
+				st.Containers[key] = c
+			case 5:
+				h := st.Held[key]
+				if r.Intn(2) == 0 {
+					changeOneField(r, &h, randomHold(r)) // its id, state or exit code
+				} else {
+					changeOneField(r, &h.ContainerState, randomContainer(r))
+				}
+				st.Held[key] = h
+			default:
+				st.Held[key] = randomHold(r)
+			}
+		}
+		got, err := enc.encode(st)
+		require.NoError(t, err)
+		want, err := json.Marshal(st)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "step %d", step)
+	}
+}
