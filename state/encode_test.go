@@ -85,3 +85,41 @@ func TestIncrementalEncodingMatchesJSONAtRandom(t *testing.T) {
 		require.Equal(t, string(want), string(got), "step %d", step)
 	}
 }
+
+// TestIncrementalEncodingOwnsItsHolds: a hold's exit code is a pointer
+// that the state shares with whoever made the hold; the cache must not
+// share it, or a code changed in place after a write would be compared
+// with itself and the file would keep the old one.
+func TestIncrementalEncodingOwnsItsHolds(t *testing.T) {
+	var enc stateEncoder
+	st := NewState()
+	code := int32(0)
+	st.Held["u/c"] = HeldState{ContainerID: "a", ContainerState: ContainerState{PodUID: "u", Container: "c", CPUs: "3"}, ExitCode: &code}
+	_, err := enc.encode(st)
+	require.NoError(t, err)
+	code = 137
+	got, err := enc.encode(st)
+	require.NoError(t, err)
+	want, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+}
+
+// TestEncodingOfANilContainersMap: json.Marshal writes a nil map as null;
+// so does the encoder (the state file is what encoding/json would write,
+// whatever the state).
+func TestEncodingOfANilContainersMap(t *testing.T) {
+	var enc stateEncoder
+	st := &State{}
+	got, err := enc.encode(st)
+	require.NoError(t, err)
+	want, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+	st.Containers = map[string]ContainerState{"x": {Pool: "infra"}}
+	got, err = enc.encode(st)
+	require.NoError(t, err)
+	want, err = json.Marshal(st)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+}
