@@ -100,11 +100,15 @@ func (c *entryCache[V]) writeTo(buf *bytes.Buffer) {
 
 // sameHold compares holds by value: the exit code is a pointer, a new one
 // at each collect (ownHold keeps the cache's own).
+// Every other field is compared with ==, so that a field added to
+// HeldState is compared without being named here.
 func sameHold(a, b HeldState) bool {
-	if a.ContainerID != b.ContainerID || a.ContainerState != b.ContainerState || (a.ExitCode == nil) != (b.ExitCode == nil) {
+	codeA, codeB := a.ExitCode, b.ExitCode
+	a.ExitCode, b.ExitCode = nil, nil
+	if a != b || (codeA == nil) != (codeB == nil) {
 		return false
 	}
-	return a.ExitCode == nil || *a.ExitCode == *b.ExitCode
+	return codeA == nil || *codeA == *codeB
 }
 
 // ownHold is h with an exit code of its own: the state shares its pointer

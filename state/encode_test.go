@@ -161,3 +161,44 @@ func TestEncodeAllocatesForTheChangeOnly(t *testing.T) {
 	t.Logf("%.0f allocations per encode", allocs)
 	require.Less(t, allocs, 100.0, "allocations per encode after one container and one hold changed, of 2,000 and 500")
 }
+
+// TestSameHoldSeesEveryField: a hold that differs from another in any one
+// field, of its own or of its container's, at any depth, is not the same
+// hold (or the cache would keep its old entry); one whose exit code is
+// another pointer to the same number is.
+func TestSameHoldSeesEveryField(t *testing.T) {
+	code := int32(1)
+	base := HeldState{ExitCode: &code}
+	var walk func(v reflect.Value, path string)
+	walk = func(v reflect.Value, path string) {
+		for i := 0; i < v.NumField(); i++ {
+			f, name := v.Field(i), path+v.Type().Field(i).Name
+			if f.Kind() == reflect.Struct {
+				walk(f, name+".")
+				continue
+			}
+			old := reflect.New(f.Type()).Elem()
+			old.Set(f)
+			switch f.Kind() {
+			case reflect.String:
+				f.SetString("changed")
+			case reflect.Bool:
+				f.SetBool(true)
+			case reflect.Int64, reflect.Int32, reflect.Int:
+				f.SetInt(7)
+			case reflect.Pointer:
+				other := int32(2)
+				f.Set(reflect.ValueOf(&other))
+			default:
+				t.Fatalf("%s: a %s; teach this test to change it", name, f.Kind())
+			}
+			changed := reflect.ValueOf(&base).Elem().Interface().(HeldState)
+			f.Set(old)
+			require.False(t, sameHold(base, changed), "a hold that differs in %s", name)
+		}
+	}
+	walk(reflect.ValueOf(&base).Elem(), "")
+	same := int32(1)
+	require.True(t, sameHold(base, HeldState{ExitCode: &same}))
+	require.False(t, sameHold(base, HeldState{}), "an exit code against none")
+}
