@@ -34,8 +34,10 @@ type cachedEntry[V any] struct {
 }
 
 // update brings the cache to m, encoding the entries that are new or whose
-// value is not equal to the cached one.
-func (c *entryCache[V]) update(m map[string]V, equal func(a, b V) bool) error {
+// value is not equal to the cached one. own, if not nil, returns a copy of
+// a value that shares nothing with it: the cache keeps that copy, so that
+// a change made in place to what the state points to is still a change.
+func (c *entryCache[V]) update(m map[string]V, equal func(a, b V) bool, own func(V) V) error {
 	if c.byKey == nil {
 		c.byKey = map[string]*cachedEntry[V]{}
 	}
@@ -53,6 +55,9 @@ func (c *entryCache[V]) update(m map[string]V, equal func(a, b V) bool) error {
 			return err
 		}
 		entry := append(append(k, ':'), val...)
+		if own != nil {
+			v = own(v)
+		}
 		if ok {
 			cached.value, cached.entry = v, entry
 			continue
@@ -94,24 +99,43 @@ func (c *entryCache[V]) writeTo(buf *bytes.Buffer) {
 }
 
 // sameHold compares holds by value: the exit code is a pointer, a new one
-// at each collect.
+// at each collect (ownHold keeps the cache's own).
+// Every other field is compared with ==, so that a field added to
+// HeldState is compared without being named here.
 func sameHold(a, b HeldState) bool {
-	if a.ContainerID != b.ContainerID || a.ContainerState != b.ContainerState || (a.ExitCode == nil) != (b.ExitCode == nil) {
+	codeA, codeB := a.ExitCode, b.ExitCode
+	a.ExitCode, b.ExitCode = nil, nil
+	if a != b || (codeA == nil) != (codeB == nil) {
 		return false
 	}
-	return a.ExitCode == nil || *a.ExitCode == *b.ExitCode
+	return codeA == nil || *codeA == *codeB
+}
+
+// ownHold is h with an exit code of its own: the state shares its pointer
+// with the allocator's hold, and the cache must not see a change made
+// through it as no change.
+func ownHold(h HeldState) HeldState {
+	if h.ExitCode != nil {
+		code := *h.ExitCode
+		h.ExitCode = &code
+	}
+	return h
 }
 
 func (e *stateEncoder) encode(st *State) ([]byte, error) {
-	if err := e.containers.update(st.Containers, func(a, b ContainerState) bool { return a == b }); err != nil {
+	if err := e.containers.update(st.Containers, func(a, b ContainerState) bool { return a == b }, nil); err != nil {
 		return nil, err
 	}
-	if err := e.held.update(st.Held, sameHold); err != nil {
+	if err := e.held.update(st.Held, sameHold, ownHold); err != nil {
 		return nil, err
 	}
 	buf := bytes.NewBuffer(e.buf[:0])
 	buf.WriteString(`{"containers":`)
-	e.containers.writeTo(buf)
+	if st.Containers == nil {
+		buf.WriteString("null") // as json.Marshal writes a nil map
+	} else {
+		e.containers.writeTo(buf)
+	}
 	if len(st.Held) > 0 {
 		buf.WriteString(`,"held":`)
 		e.held.writeTo(buf)
