@@ -18,6 +18,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -36,15 +37,16 @@ const (
 )
 
 // pprofListen listens on addr: "unix:PATH" (a socket of mode 0600; a
-// socket left at PATH by an earlier process is replaced), or HOST:PORT
+// socket left at PATH by an earlier process, on which no one listens, is
+// replaced), or HOST:PORT
 // with HOST a loopback address or localhost.
 func pprofListen(addr string) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, pprofUnixPrefix); ok {
 		if path == "" {
 			return nil, fmt.Errorf("--pprof-address %q: the unix socket's path is empty; give unix:/run/nri-cpupool/pprof.sock, for example", addr)
 		}
-		if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == fs.ModeSocket {
-			os.Remove(path) // an earlier process's, killed before it closed it
+		if err := removeStaleSocket(path); err != nil {
+			return nil, fmt.Errorf("--pprof-address %q: %w", addr, err)
 		}
 		l, err := net.Listen("unix", path)
 		if err != nil {
@@ -68,6 +70,30 @@ func pprofListen(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("--pprof-address: %w", err)
 	}
 	return l, nil
+}
+
+// removeStaleSocket removes the socket at path if no one listens on it
+// (an earlier process's, killed before it closed it). A socket someone
+// answers on (a second daemon, the runtime's own socket given by mistake)
+// or that cannot be told stale is never removed: it is an error. Any
+// other file is left for net.Listen to refuse.
+func removeStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode().Type() != fs.ModeSocket {
+		return nil
+	}
+	conn, err := net.DialTimeout("unix", path, time.Second)
+	switch {
+	case err == nil:
+		conn.Close()
+		return fmt.Errorf("another process listens on the unix socket %s; give a path of its own", path)
+	case !errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%s is a socket that may be another process's (%w); remove it or give another path", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the stale socket %s: %w", path, err)
+	}
+	return nil
 }
 
 // servePprof serves the profiles on addr until the returned stop is

@@ -86,3 +86,22 @@ func quietLog() *logrus.Logger {
 	log.SetOutput(io.Discard)
 	return log
 }
+
+// TestPprofKeepsALiveSocket: unix:PATH naming a socket another process
+// still listens on (a second daemon, or a mistyped path such as the
+// runtime's own socket) is an error at start, and that socket is left in
+// place: only a socket no one listens on is an earlier process's to
+// replace.
+func TestPprofKeepsALiveSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "live.sock")
+	live, err := net.Listen("unix", path)
+	require.NoError(t, err)
+	defer live.Close()
+	_, _, err = servePprof("unix:"+path, quietLog())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--pprof-address")
+	assert.Contains(t, err.Error(), "listens")
+	conn, err := net.Dial("unix", path)
+	require.NoError(t, err, "the other process's socket was removed")
+	conn.Close()
+}
