@@ -43,7 +43,11 @@
 // those with Verify (the kernel may find a partition invalid at any
 // time), the Resettable ones (any cgroup write may reset them), and those
 // in a directory the previous pass wrote or restored in (a cpufreq
-// policy's governor resets its preference); what is known of a file no
+// policy's governor resets its preference), and those of a Plan with
+// Reread (files others rewrite within their want, as irqbalance moves
+// an IRQ among the CPUs not banned, whose want just got stricter: what
+// was read of them before says nothing of the CPU newly banned); what
+// is known of a file no
 // Source wanted in a pass, or whose read failed, is forgotten. The
 // Rescan passes, and Flush, are full passes: they read every wanted file,
 // so drift behind the plugin's back is corrected within a Rescan, as

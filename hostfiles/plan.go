@@ -37,7 +37,7 @@ func (p *passWork) plan() {
 			p.claimed[ch.Path] = owner
 			p.planned[ch.Path] = owner
 			rec, journaled := r.journal.Get(ch.Path)
-			if p.settled(ch, rec, journaled) {
+			if !plan.Reread && p.settled(ch, rec, journaled) {
 				continue
 			}
 			// What the file belongs to (Identifier) is asked only when it

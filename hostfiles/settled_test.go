@@ -56,6 +56,8 @@ type banSource struct {
 	paths  []string
 	mu     sync.Mutex
 	banned cpuset.CPUSet
+	// reread: its plans say Plan.Reread.
+	reread bool
 }
 
 func (s *banSource) Owner() string { return "irq" }
@@ -66,11 +68,17 @@ func (s *banSource) ban(cpus ...int) {
 	s.banned = cpuset.New(cpus...)
 }
 
+func (s *banSource) setReread(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reread = on
+}
+
 func (s *banSource) Plan() (Plan, error) {
 	s.mu.Lock()
 	banned := s.banned
+	plan := Plan{Reread: s.reread}
 	s.mu.Unlock()
-	var plan Plan
 	for _, p := range s.paths {
 		plan.Changes = append(plan.Changes, Change{Path: p,
 			Want: func(original string) (string, error) {
@@ -339,4 +347,30 @@ func (s *verifySource) Plan() (Plan, error) {
 			}
 			return nil
 		}}}}, nil
+}
+
+// TestRereadReadsKnownFiles: a Plan with Reread has its files read by a
+// kicked pass though what was read of them still meets the want: an
+// "IRQ" read on CPUs 0-3, moved by irqbalance onto CPUs 3 and 7 while 7 was
+// allowed, and CPU 7 banned since, is moved off in that pass, not at the
+// rescan.
+func TestRereadReadsKnownFiles(t *testing.T) {
+	tr, src := irqTree(t)
+	fsys := newCountFS(OS{}, tr)
+	in := openInstance(t, fsys, tr, bootA, src)
+	src.ban(6)
+	require.NoError(t, in.r.Flush())
+	require.Equal(t, "0-3", tr.read(t, "irq/4/smp_affinity_list"))
+	require.NoError(t, os.WriteFile(tr.path("irq/4/smp_affinity_list"), []byte("3,7\n"), 0o644)) // irqbalance: CPU 7 is allowed
+	fsys.take()
+
+	src.ban(6, 7)
+	src.setReread(true)
+	require.NoError(t, in.r.FlushKicked())
+	assert.Len(t, fsys.take(), 64, "the pass read every file of the plan")
+	requireAvoid(t, tr, cpuset.New(6, 7), "the pass kept every file off CPU 7")
+
+	src.setReread(false)
+	require.NoError(t, in.r.FlushKicked())
+	assert.Empty(t, fsys.take(), "without Reread, the files known to meet the want are settled")
 }

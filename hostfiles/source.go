@@ -84,6 +84,13 @@ type Plan struct {
 	// governor it restores). The pass is repeated with backoff, without an
 	// error.
 	Pending bool
+	// Reread says that what a pass last read of this plan's files may no
+	// longer be what they hold, though no one broke a want: others may
+	// rewrite them within the want they had (irqbalance places an IRQ on
+	// any CPU not banned), and the want is now stricter (a CPU newly
+	// banned). Its files are then read, as at a rescan, rather than taken
+	// as settled by what a pass last read (the package comment).
+	Reread bool
 }
 
 // Source is an owner of host file changes.

@@ -54,14 +54,23 @@ type Source struct {
 
 	// irqs are the IRQ numbers /proc/irq listed when a pass last looked,
 	// ascending; listed says whether one has looked since the last
-	// rescan. An IRQ appears or goes only when a driver requests or frees
-	// it, which a container's creation does not do: a pass kicked by one
-	// plans the IRQs known, and each rescan lists them anew (Rescan), as
-	// it finds an IRQ of a driver loaded after the pod started. An IRQ
-	// freed meanwhile is a file gone, which the pass handles. Only the
-	// reconciler's goroutine uses them (Plan, Rescan).
+	// rescan or grant (planned). An IRQ appears or goes only when a
+	// driver requests or frees it: a pass kicked by a change that bans no
+	// CPU anew plans the IRQs known, and each rescan lists them anew
+	// (Rescan), as it finds an IRQ of a driver loaded after the pod
+	// started. An IRQ freed meanwhile is a file gone, which the pass
+	// handles. Only the reconciler's goroutine uses them (Plan, Rescan).
 	irqs   []int
 	listed bool
+	// planned is the banned set of the last Plan that succeeded. When
+	// the banned set gains a CPU over it (a grant), the Plan lists
+	// /proc/irq again and has every affinity read (Plan.Reread): since
+	// the last read, irqbalance may have placed an IRQ on that CPU, which
+	// was allowed then, and a driver may have requested one there (a
+	// DPDK pod's vfio vectors); the grant's pass must move them off, not
+	// the next rescan. A pass that bans nothing new (a shared container's
+	// creation, a release) plans the IRQs known, settled as they were.
+	planned cpuset.CPUSet
 }
 
 var (
@@ -76,7 +85,7 @@ func (s *Source) Rescan() { s.listed = false }
 
 // NewSource returns a Source that bans nothing until SetBanned.
 func NewSource(cfg Config, log *logrus.Logger) *Source {
-	s := &Source{cfg: cfg, log: log, banned: cfg.Banned, last: cpuset.New()}
+	s := &Source{cfg: cfg, log: log, banned: cfg.Banned, last: cpuset.New(), planned: cpuset.New()}
 	if s.banned == nil {
 		s.banned = func() cpuset.CPUSet { return cpuset.New() }
 	}
@@ -126,10 +135,12 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}
 	}
 	if banned.IsEmpty() {
+		s.planned = banned
 		return plan, nil
 	}
+	plan.Reread = !banned.IsSubsetOf(s.planned)
 	root := filepath.Join(s.cfg.ProcRoot, "irq")
-	if !s.listed {
+	if !s.listed || plan.Reread {
 		irqs, err := listIRQs(root)
 		if err != nil {
 			return hostfiles.Plan{}, err
@@ -183,6 +194,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			Satisfied: avoids,
 		})
 	}
+	s.planned = banned
 	return plan, nil
 }
 
