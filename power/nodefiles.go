@@ -55,7 +55,12 @@ func (f *nodeFiles) readText(path string) (string, bool) {
 	r, seen := f.texts[path]
 	if !seen {
 		r.text, r.ok = readText(path)
-		f.texts[path] = r
+		// A file that exists and could not be read (EBUSY while a driver
+		// changes) is read again by the next pass, not kept as unreadable
+		// until the rescan; an absent one is kept as absent.
+		if r.ok || !exists(path) {
+			f.texts[path] = r
+		}
 	}
 	return r.text, r.ok
 }

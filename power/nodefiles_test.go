@@ -38,3 +38,28 @@ func TestDriverFilesKeptUntilRescan(t *testing.T) {
 	require.NoError(t, p.rec.Flush())
 	assert.Equal(t, "schedutil", n.read(t, n.cpu(0, "cpufreq/scaling_governor")), "the rescan found schedutil offered")
 }
+
+// TestDriverFileReadFailureNotKept: a driver file that exists but could
+// not be read (EBUSY from a driver in the middle of a change; here a
+// directory where the file belongs) is not kept as unreadable until the
+// rescan: the next read tries again, as every pass did before the files
+// were kept. A file that does not exist is kept as absent.
+func TestDriverFileReadFailureNotKept(t *testing.T) {
+	dir := t.TempDir()
+	busy, absent := dir+"/scaling_available_governors", dir+"/energy_performance_available_preferences"
+	require.NoError(t, os.Mkdir(busy, 0o755))
+	f := newNodeFiles()
+	_, ok := f.readText(busy)
+	require.False(t, ok, "a directory cannot be read as the file")
+	_, ok = f.readText(absent)
+	require.False(t, ok)
+
+	require.NoError(t, os.Remove(busy))
+	require.NoError(t, os.WriteFile(busy, []byte("performance powersave\n"), 0o644))
+	require.NoError(t, os.WriteFile(absent, []byte("default performance\n"), 0o644))
+	text, ok := f.readText(busy)
+	assert.True(t, ok, "a failed read of an existing file is tried again")
+	assert.Equal(t, "performance powersave", text)
+	_, ok = f.readText(absent)
+	assert.False(t, ok, "an absent file is kept as absent until the rescan")
+}
