@@ -183,7 +183,7 @@ noise_tracefs || die "no tracefs with sched_switch in this kernel"
 say "bench-isolation: Linux $(uname -r), $ROUNDS rounds of setups $SETUPS, ${WINDOW} s windows"
 start_runtime
 noise_load_start || die "the host load did not start"
-info "host load: stress-ng $NOISE_STRESS (CPUQuota $((NOISE_CPU_QUOTA * $(nproc)))%); stress-ng $NOISE_TIMER; the 9p loop; in system.slice; frozen but for ${SETTLE} s before each window and the window"
+info "host load: stress-ng $NOISE_STRESS (CPUQuota $((NOISE_CPU_QUOTA * $(getconf _NPROCESSORS_ONLN)))%); stress-ng $NOISE_TIMER; the 9p loop; in system.slice; frozen but for ${SETTLE} s before each window and the window"
 sleep 2
 n=0
 read -ra ALL <<<"$SETUPS"

@@ -124,7 +124,9 @@ noise_load_resume() { noise_load_freeze 0; }
 noise_load_start() {
   command -v stress-ng >/dev/null || { echo "noise: no stress-ng (Debian's stress-ng on the host)" >&2; return 1; }
   local quota=""
-  [ -z "$NOISE_CPU_QUOTA" ] || quota=$((NOISE_CPU_QUOTA * $(nproc)))
+  # Per online CPU, as --cpu 0 starts a worker per online CPU: not nproc,
+  # which counts the CPUs this shell may use (isolcpus= ones left out).
+  [ -z "$NOISE_CPU_QUOTA" ] || quota=$((NOISE_CPU_QUOTA * $(getconf _NPROCESSORS_ONLN)))
   # shellcheck disable=SC2086 # the argument lists
   noise_spawn stress "$quota" "$(command -v stress-ng)" $NOISE_STRESS --quiet &&
     noise_spawn timer "" "$(command -v stress-ng)" $NOISE_TIMER --quiet &&
