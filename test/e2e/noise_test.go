@@ -24,7 +24,7 @@ const (
 #
      kworker/4:2-123     [004] d..2.   100.000001: sched_switch: prev_comm=swapper/4 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=kworker/4:2 next_pid=123 next_prio=120
      kworker/4:2-123     [004] .....   100.000002: workqueue_execute_start: work struct 00000000a1b2c3d4: function vmstat_update
-     kworker/4:2-123     [004] .....   100.000003: workqueue_execute_start: work struct 00000000a1b2c3d5: function lru_add_drain_per_cpu
+   kworker/u34:1-77      [004] .....   100.000003: workqueue_execute_start: work struct 00000000a1b2c3d5: function lru_add_drain_per_cpu
      kworker/4:2-123     [004] .....   100.500004: workqueue_execute_start: work struct 00000000a1b2c3d4: function vmstat_update
 `
 	noiseQueueTrace = `# tracer: nop
@@ -51,13 +51,14 @@ func TestNoiseWorkItems(t *testing.T) {
 
 	work, err := os.ReadFile(out + ".work")
 	require.NoError(t, err)
-	assert.Equal(t, "vmstat_update 2\nlru_add_drain_per_cpu 1\n", string(work), "the work items run on the CPU, most first")
+	assert.Equal(t, "vmstat_update(kworker/4:2) 2\nlru_add_drain_per_cpu(kworker/u34:1) 1\n", string(work),
+		"the work items run on the CPU, most first, with the kworker that ran each (the CPU's own pool, an unbound one)")
 	queued, err := os.ReadFile(out + ".queued")
 	require.NoError(t, err)
 	assert.Equal(t, "vmstat_update mm_percpu_wq <idle> 4 2\n", firstLine(string(queued)), "its own timer's vmstat work, queued on the CPU itself")
 	assert.Contains(t, string(queued), "lru_add_drain_per_cpu mm_percpu_wq stress-ng-vm 0 1\n", "a drain queued from CPU 0")
 	assert.Contains(t, string(queued), "flush_memcg_stats_dwork events containerd_shim 1 1\n", "a queuer's name with a space")
-	assert.True(t, strings.HasPrefix(string(got), "vmstat_update×2, lru_add_drain_per_cpu×1\nvmstat_update@mm_percpu_wq×2 (<idle>, CPU 4), "),
+	assert.True(t, strings.HasPrefix(string(got), "vmstat_update(kworker/4:2)×2, lru_add_drain_per_cpu(kworker/u34:1)×1\nvmstat_update@mm_percpu_wq×2 (<idle>, CPU 4), "),
 		"the report's lines: %q", got)
 }
 

@@ -389,14 +389,19 @@ noise_window() {
     while read -r pid comm n; do echo "$(noise_kind "$pid" "$comm") $comm $n"; done > "$out.tasks"
 }
 
-# noise_work OUT: OUT.work ("function count": the work items run on the
-# probe's CPU, from workqueue_execute_start's "function NAME") and
+# noise_work OUT: OUT.work ("function(worker) count": the work items run
+# on the probe's CPU, from workqueue_execute_start's "function NAME", and
+# the kworker that ran each: kworker/4:2 is the CPU's own pool,
+# kworker/u34:1 an unbound one that ran there) and
 # OUT.queued ("function workqueue queuer cpu count": who queued work for
 # it, from workqueue_queue_work's fields and the event's task and CPU; a
 # kworker's name keeps its number, kworker/4:2, which says whose it is).
 noise_work() {
-  awk '/workqueue_execute_start:/ {f = $0; sub(/.*function /, "", f); sub(/ .*/, "", f); n[f]++}
-    END {for (f in n) print f, n[f]}' "$1.trace" | sort -k2,2nr > "$1.work"
+  awk '/workqueue_execute_start:/ {
+      f = $0; sub(/.*function /, "", f); sub(/ .*/, "", f)
+      who = $0; sub(/ +\[[0-9]+\].*/, "", who); sub(/^ +/, "", who); sub(/-[0-9]+$/, "", who); gsub(/ /, "_", who)
+      n[f "(" who ")"]++
+    } END {for (f in n) print f, n[f]}' "$1.trace" | sort -k2,2nr > "$1.work"
   awk '/workqueue_queue_work:/ {
       f = $0; sub(/.*function=/, "", f); sub(/ .*/, "", f)
       w = $0; sub(/.*workqueue=/, "", w); sub(/ .*/, "", w)
