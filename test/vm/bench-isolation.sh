@@ -114,6 +114,9 @@ one() {
   sleep "$SETTLE"
   info "[$SECONDS s] the load thawed ${SETTLE} s ago: the window"
   noise_window "$cpu" "$WINDOW" "$win" "$pid" stop
+  # Whether the load may run there at all: a count of 0 switches says
+  # more next to it (c: the kernel's affinity reset let it; d: kept off).
+  record "$s" "$r" loadallowed "$(noise_load_allowed "$cpu")"
   # noise_window ended oslat's run with the window (SIGINT: it prints its
   # summary), so that its maximum and histogram cover the window (its
   # "Duration" says how closely); its container sleeps on, holding the CPU
@@ -153,10 +156,10 @@ one() {
 
 # median and worst over the rounds of each setup x figure.
 table() {
-  local figs="user percpu unbound nvcsw work devirq lapic softirq oslatmax oslatge10 lost" f s
+  local figs="user loadallowed percpu unbound nvcsw work devirq lapic softirq oslatmax oslatge10 lost" f s
   echo
   echo "Noise on the probe's CPU in a ${WINDOW} s window (the load thawed ${SETTLE} s before), $ROUNDS rounds; median (worst); Linux $(uname -r), $(systemctl --version | head -1), shape $VM_SHAPE, ${VM_ACCEL:-?}, $(date -u +%F)"
-  printf '| %s ' setup "user-task switches" "per-CPU kthread switches" "unbound kthread switches" "probe preempted" \
+  printf '| %s ' setup "user-task switches" "load threads allowed there" "per-CPU kthread switches" "unbound kthread switches" "probe preempted" \
     "work items run" "device IRQs" "local timer/IPIs" softirqs "oslat max (us)" "oslat samples >= 10 us" "trace lost"; echo "|"
   printf '|---'; for _ in $figs; do printf '|---'; done; echo "|"
   for s in $SETUPS; do
