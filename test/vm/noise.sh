@@ -104,10 +104,11 @@ noise_load_cgroups() {
 
 # noise_load_freeze 1|0: freezes or thaws the load's cgroups (their
 # cgroup.freeze, which is what systemctl freeze writes too) and waits (5 s
-# at most) until the kernel says they are (cgroup.events). Not through
-# systemctl: under TCG a systemctl thaw of the three units took 15 to
-# 200 s, PID 1 waking among the load it thawed. systemd does not know
-# the units frozen, so noise_load_stop thaws them before it stops them.
+# at most) until the kernel says they are (cgroup.events). Without
+# systemctl, so that the step does not wait on PID 1 (the time from a thaw
+# to the window was 15 to 300 s under TCG either way: whatever runs after
+# a thaw runs among the load). systemd does not know the units frozen, so
+# noise_load_stop thaws them before it stops them.
 noise_load_freeze() {
   local want=$1 cg
   for cg in $(noise_load_cgroups); do echo "$want" > "$cg/cgroup.freeze" || return 1; done
