@@ -15,9 +15,16 @@
 #   c  an isolcpus= CPU (the exclusive pool), every feature off,
 #      keepHostOffIsolcpus too (what isolcpus= alone gives)
 #   d  the same with the default config (reservedCPUs only)
-# Host load through the whole run (test/vm/noise.sh): stress-ng CPU and
-# memory workers and a 1 kHz timer stress-ng in system.slice, uncached 9p
-# reads and writes; the VM's virtio queue IRQs are steered to the probe's
+# Host load (test/vm/noise.sh): stress-ng CPU workers (flat out, under a
+# CPU quota of a fifth of each CPU) and a memory worker, a 1 kHz timer
+# stress-ng, in system.slice, and uncached 9p reads and writes; started
+# once, and frozen (cgroup v2's freezer) while a setup's plugin, pod and
+# probe start and while they are removed, thawed BENCH_SETTLE seconds
+# before each window: under TCG a pod took minutes to start through the
+# load, and those minutes were most of a round. The same processes run in
+# every window, with the affinities and CPUs they had (an affinity the
+# kernel reset, setup c's leak, is kept through a freeze). The virtio
+# queue IRQs are steered to the probe's
 # CPU once its container has it, before oslat begins (under b the plugin's
 # rescan must move them off), as a NIC's queue IRQ lands anywhere on a
 # node. Steered before the pod instead, to the CPU the pool gave first,
@@ -25,7 +32,11 @@
 # CPU 5 in a run where a had 4).
 # The probe: oslat (Debian's rt-tests) in a 1-CPU container on its CPU; the
 # window: BENCH_WINDOW seconds of sched_switch on that CPU while it runs.
-#   BENCH_ROUNDS (3), BENCH_WINDOW (20 s), BENCH_SETUPS ("a b c d")
+# The work items the probe CPU's kworkers ran, and who queued them, are
+# traced in the same window (workqueue_execute_start, workqueue_queue_work).
+#   BENCH_ROUNDS (3), BENCH_WINDOW (20 s), BENCH_SETUPS ("a b c d"),
+#   BENCH_SETTLE (5 s: the load runs this long before each window; more
+#   than b's IRQ rescan interval, 2 s)
 # Prints one table (setup x figure, median and worst over the rounds) and
 # the raw figures; BENCH_OUT (a directory on a share) keeps them.
 set -uo pipefail
@@ -42,7 +53,10 @@ if [ "${VM_SHAPE:-}" != prod ] || [ "${VM_SYSTEMD:-}" != 1 ] || [ "${VM_CGROUP:-
   die "run inside a VM of shape prod booted with --systemd on cgroup v2 (make bench-isolation)"
 fi
 need_root_linux
-ROUNDS=${BENCH_ROUNDS:-3} WINDOW=${BENCH_WINDOW:-20} SETUPS=${BENCH_SETUPS:-a b c d}
+ROUNDS=${BENCH_ROUNDS:-3} WINDOW=${BENCH_WINDOW:-20} SETUPS=${BENCH_SETUPS:-a b c d} SETTLE=${BENCH_SETTLE:-5}
+# The load's CPU workers flat out under a quota of 20 % of each CPU, not
+# stress-ng's --cpu-load 20, which a freeze upsets (noise.sh says how).
+NOISE_STRESS="--cpu 0 --vm 1 --vm-bytes 16M --vm-hang 1" NOISE_CPU_QUOTA=20
 OUT=${BENCH_OUT:-/run/bench-isolation}
 mkdir -p "$OUT"
 RES=$OUT/results.txt NAMES=$OUT/names.txt
@@ -84,6 +98,7 @@ record() { echo "$1 $2 $3 $4" >> "$RES"; } # setup round figure value
 one() {
   local s=$1 r=$2 pool=${POOL[$1]} pod ctr pid cpu win=$OUT/$1-$2
   say "[$SECONDS s] round $r, setup $s: ${DOC[$s]}"
+  noise_load_pause || die "the host load could not be frozen"
   start_plugin "$(conf "$s")"
   pod=$(run_pod "b$s$r" telco guaranteed "{\"pool.cpupool.dev\": \"$pool\"}") || die "run pod b$s$r"
   info "[$SECONDS s] plugin up, pod b$s$r up"
@@ -95,7 +110,13 @@ one() {
   steer_irqs "$cpu"
   pid=$(noise_probe_pid "$ctr" "b$s$r" probe) || { noise_probe_log "b$s$r" probe | tail -5; die "oslat did not start"; }
   info "[$SECONDS s] oslat measures on CPU $cpu (pid $pid)"
+  noise_load_resume || die "the host load could not be thawed"
+  sleep "$SETTLE"
+  info "[$SECONDS s] the load thawed ${SETTLE} s ago: the window"
   noise_window "$cpu" "$WINDOW" "$win" "$pid" stop
+  # Whether the load may run there at all: a count of 0 switches says
+  # more next to it (c: the kernel's affinity reset let it; d: kept off).
+  record "$s" "$r" loadallowed "$(noise_load_allowed "$cpu")"
   # noise_window ended oslat's run with the window (SIGINT: it prints its
   # summary), so that its maximum and histogram cover the window (its
   # "Duration" says how closely); its container sleeps on, holding the CPU
@@ -111,27 +132,35 @@ one() {
   record "$s" "$r" lapic "$(awk '$1 !~ /^[0-9]+:/ {n += $2} END {print n + 0}' "$win.irqs")"
   record "$s" "$r" softirq "$(awk '{n += $2} END {print n + 0}' "$win.softirqs")"
   record "$s" "$r" lost "$(cat "$win.lost")"
+  record "$s" "$r" work "$(awk '{n += $2} END {print n + 0}' "$win.work")"
   local k
   for k in user percpu unbound; do awk -v s="$s" -v k="$k" '$1 == k {print s, k, $2, $3}' "$win.tasks" >> "$NAMES"; done
-  awk -v s="$s" '{print s, "irq", $1, $2}' "$win.irqs" >> "$NAMES"
-  awk -v s="$s" '{print s, "softirq", $1, $2}' "$win.softirqs" >> "$NAMES"
+  {
+    awk -v s="$s" '{print s, "irq", $1, $2}' "$win.irqs"
+    awk -v s="$s" '{print s, "softirq", $1, $2}' "$win.softirqs"
+    awk -v s="$s" '{print s, "work", $1, $2}' "$win.work"
+    awk -v s="$s" '{print s, "queued", $1 "@" $2 "(" $3 ",CPU" $4 ")", $5}' "$win.queued"
+  } >> "$NAMES"
   info "CPU $cpu: user $(noise_names "$win" user), per-CPU kthreads $(noise_names "$win" percpu), unbound $(noise_names "$win" unbound); probe preempted $(cat "$win.nvcsw"); IRQs $(paste -sd' ' "$win.irqs"); softirqs $(paste -sd' ' "$win.softirqs")"
+  info "work items run on CPU $cpu: $(noise_works "$win" 10); queued for it: $(noise_queuers "$win" 10)"
   info "audit: $(grep -E "^ *CPU $cpu " "$win.audit" | head -1)"
   record "$s" "$r" oslatmax "$(noise_oslat "$win" max)"
   record "$s" "$r" oslatge10 "$(noise_oslat "$win" ge10)"
   echo "$s $(noise_oslat "$win" hist)" >> "$OUT/hist.txt"
   info "oslat: maximum $(noise_oslat "$win" max) us, average $(noise_oslat "$win" avg) us over $(noise_oslat "$win" duration) s; $(noise_oslat "$win" hist)"
+  # Removed with the load frozen, as it was started.
+  noise_load_pause || die "the host load could not be frozen"
   crictl rmp -f "$pod" >/dev/null
   stop_plugin -TERM
 }
 
 # median and worst over the rounds of each setup x figure.
 table() {
-  local figs="user percpu unbound nvcsw devirq lapic softirq oslatmax oslatge10 lost" f s
+  local figs="user loadallowed percpu unbound nvcsw work devirq lapic softirq oslatmax oslatge10 lost" f s
   echo
-  echo "Noise on the probe's CPU in a ${WINDOW} s window, $ROUNDS rounds; median (worst); Linux $(uname -r), $(systemctl --version | head -1), shape $VM_SHAPE, ${VM_ACCEL:-?}"
-  printf '| %s ' setup "user-task switches" "per-CPU kthread switches" "unbound kthread switches" "probe preempted" \
-    "device IRQs" "local timer/IPIs" softirqs "oslat max (us)" "oslat samples >= 10 us" "trace lost"; echo "|"
+  echo "Noise on the probe's CPU in a ${WINDOW} s window (the load thawed ${SETTLE} s before), $ROUNDS rounds; median (worst); Linux $(uname -r), $(systemctl --version | head -1), shape $VM_SHAPE, ${VM_ACCEL:-?}, $(date -u +%F)"
+  printf '| %s ' setup "user-task switches" "load threads allowed there" "per-CPU kthread switches" "unbound kthread switches" "probe preempted" \
+    "work items run" "device IRQs" "local timer/IPIs" softirqs "oslat max (us)" "oslat samples >= 10 us" "trace lost"; echo "|"
   printf '|---'; for _ in $figs; do printf '|---'; done; echo "|"
   for s in $SETUPS; do
     printf '| %s ' "$s: ${DOC[$s]}"
@@ -145,7 +174,7 @@ table() {
   echo "Who, summed over the rounds (switches to each; IRQs and softirqs by source):"
   for s in $SETUPS; do
     echo "  $s: ${DOC[$s]}"
-    for k in user percpu unbound irq softirq; do
+    for k in user percpu unbound irq softirq work queued; do
       printf '    %-8s %s\n' "$k" "$(awk -v s="$s" -v k="$k" '$1 == s && $2 == k {n[$3] += $4} END {for (c in n) print n[c], c}' "$NAMES" | sort -rn | head -8 | awk '{printf "%s%s×%d", (NR > 1 ? ", " : ""), $2, $1}')"
     done
     printf '    %-8s %s\n' oslat "$(awk -v s="$s" '$1 == s {for (i = 2; i <= NF; i++) {split($i, kv, ":"); n[kv[1]] += kv[2]; if (!(kv[1] in o)) o[kv[1]] = i}} END {for (k in o) printf "%d %s:%.0f\n", o[k], k, n[k]}' "$OUT/hist.txt" | sort -n | cut -d' ' -f2- | paste -sd' ') (oslat's histogram, samples by latency)"
@@ -157,7 +186,7 @@ noise_tracefs || die "no tracefs with sched_switch in this kernel"
 say "bench-isolation: Linux $(uname -r), $ROUNDS rounds of setups $SETUPS, ${WINDOW} s windows"
 start_runtime
 noise_load_start || die "the host load did not start"
-info "host load: stress-ng $NOISE_STRESS; stress-ng $NOISE_TIMER; the 9p loop; in system.slice"
+info "host load: stress-ng $NOISE_STRESS (CPUQuota $((NOISE_CPU_QUOTA * $(getconf _NPROCESSORS_ONLN)))%); stress-ng $NOISE_TIMER; the 9p loop; in system.slice; frozen but for ${SETTLE} s before each window and the window"
 sleep 2
 n=0
 read -ra ALL <<<"$SETUPS"

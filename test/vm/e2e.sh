@@ -21,7 +21,7 @@
 #                            follows the CPUs (issue 31: hugepages reserved on
 #                            node 1 only, tools/hugeprobe in a container); on
 #                            by default
-#   BENCH_ROUNDS, BENCH_WINDOW, BENCH_SETUPS, BENCH_CHECK   for the bench set
+#   BENCH_ROUNDS, BENCH_WINDOW, BENCH_SETUPS, BENCH_CHECK, BENCH_SETTLE   for the bench set
 # Everything vm.sh reads (VM_ACCEL, VM_KERNEL_PKG, ...) applies too.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -129,7 +129,7 @@ for run in ${E2E_VM_RUNS:-v2:full v1:quick v2:isolation v2:isolation:6.12 v2:rel
   if [ "$set" = systemd ]; then script=systemd.sh mode=(--systemd "${PKG_ENVS[@]}"); fi
   if [ "$set" = bench ]; then
     script=bench-isolation.sh
-    mode=(--systemd --env "BENCH_ROUNDS=${BENCH_ROUNDS:-3}" --env "BENCH_WINDOW=${BENCH_WINDOW:-20}" --env "BENCH_SETUPS=${BENCH_SETUPS:-a b c d}" --env "BENCH_CHECK=${BENCH_CHECK:-1}")
+    mode=(--systemd --env "BENCH_ROUNDS=${BENCH_ROUNDS:-3}" --env "BENCH_WINDOW=${BENCH_WINDOW:-20}" --env "BENCH_SETUPS=${BENCH_SETUPS:-a b c d}" --env "BENCH_CHECK=${BENCH_CHECK:-1}" --env "BENCH_SETTLE=${BENCH_SETTLE:-5}")
   fi
   if [ -n "$series" ]; then
     re="^linux-image-${series//./[.]}[.][0-9.]*[+]deb[0-9]*-amd64-unsigned\$"

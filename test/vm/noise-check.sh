@@ -30,7 +30,14 @@ noise_check_tools() {
 
 # noise_load_on CPU: "yes" when a thread of the host load may run on CPU.
 noise_load_on() {
-  local procs p t
+  if [ "$(noise_load_allowed "$1")" -gt 0 ]; then echo yes; else echo no; fi
+}
+
+# noise_load_allowed CPU: how many threads of the host load may run on CPU
+# (their Cpus_allowed_list): 0 where the CPU is kept free of them, all of
+# them where the kernel reset their affinities to every CPU.
+noise_load_allowed() {
+  local procs p t n=0
   if [ "${VM_SYSTEMD:-}" = 1 ]; then
     procs=$(cat /sys/fs/cgroup/system.slice/noise-{stress,timer,9p}.service/cgroup.procs 2>/dev/null)
   else
@@ -38,10 +45,10 @@ noise_load_on() {
   fi
   for p in $procs; do
     for t in /proc/"$p"/task/*; do
-      case ",$(cpu_list_of "$(awk '/^Cpus_allowed_list/ {print $2}' "$t/status" 2>/dev/null)")," in *",$1,"*) echo yes; return ;; esac
+      case ",$(cpu_list_of "$(awk '/^Cpus_allowed_list/ {print $2}' "$t/status" 2>/dev/null)")," in *",$1,"*) n=$((n + 1)) ;; esac
     done
   done
-  echo no
+  echo "$n"
 }
 
 # cpu_list_of LIST: a cpulist ("0-1,4") as "0,1,4".

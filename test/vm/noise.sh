@@ -9,6 +9,9 @@
 #       stress-ng, and uncached 9p reads and writes (virtio IRQs), all in
 #       system.slice (systemd-run with systemd as PID 1; else a leaf cgroup
 #       below a top-level system.slice)
+#   noise_load_pause / noise_load_resume   freezes the load's cgroups and
+#       thaws them (cgroup v2's freezer): the same processes, with the
+#       affinities and CPUs they had, go on where they stopped
 #   noise_probe_start POD PODNAME CTR SECONDS   an oslat container (Debian's
 #       rt-tests, in the image test/vm/e2e.sh builds) on the container's CPU
 #   noise_probe_pid CTR PODNAME NAME   tells oslat to begin, and prints
@@ -17,11 +20,18 @@
 #       writes its summary to OUT.oslat; noise_oslat OUT FIELD reads it
 #   noise_window CPU SECONDS OUT PID [stop]   traces sched_switch on CPU for SECONDS and
 #       writes OUT.tasks (kind name count), OUT.irqs, OUT.softirqs (source
-#       delta) and OUT.nvcsw (the probe thread's involuntary switches)
+#       delta), OUT.nvcsw (the probe thread's involuntary switches), and
+#       the work items the CPU's kworkers ran (OUT.work: function count)
+#       and who queued work for that CPU (OUT.queued: function workqueue
+#       queuer queuer's-CPU count)
 # shellcheck shell=bash
 
 NOISE_TRACEFS=/sys/kernel/tracing
 NOISE_INSTANCE=$NOISE_TRACEFS/instances/nri-cpupool-noise
+# A second instance for the work queued for the probe's CPU: queueing is
+# traced on the CPU that queues (often another one), so this instance
+# traces every CPU and keeps the events whose target is the probe's CPU.
+NOISE_WQ_INSTANCE=$NOISE_TRACEFS/instances/nri-cpupool-noise-wq
 # The load's processes when there is no systemd (their PIDs), and the file
 # the 9p loop writes on the VM's read-write share.
 NOISE_LOAD_PIDS=""
@@ -33,6 +43,16 @@ NOISE_TRAFFIC=/run/vm/noise-traffic
 # issue's first measurement) a pod took minutes to start on a shared
 # 2-core host.
 NOISE_STRESS=${NOISE_STRESS:---cpu 0 --cpu-load 20 --vm 1 --vm-bytes 16M --vm-hang 1}
+# NOISE_CPU_QUOTA (percent of one CPU, per online CPU; unset: none): a CPU
+# quota on the stress-ng workers' unit (cpu.max). The noise harness, which
+# freezes the load while a setup's pod starts (noise_load_pause), runs its
+# CPU workers flat out under this quota instead of --cpu-load: stress-ng's
+# --cpu-load sleeps after each busy slice for a time computed from how long
+# the slice took, so a worker frozen in its slice sleeps four times as long
+# as the freeze (minutes, through the window) and one frozen in its sleep
+# runs flat out until it has made up the time. A quota has no memory of
+# the freeze: 20 per CPU is the same fifth of each CPU on average.
+NOISE_CPU_QUOTA=${NOISE_CPU_QUOTA:-}
 NOISE_TIMER=${NOISE_TIMER:---timer 1 --timer-freq 1000}
 NOISE_9P_LOOP="while :; do dd if=/dev/zero of=$NOISE_TRAFFIC bs=64k count=8 2>/dev/null; cat $NOISE_TRAFFIC >/dev/null; sleep 0.1; done"
 
@@ -42,34 +62,82 @@ NOISE_9P_LOOP="while :; do dd if=/dev/zero of=$NOISE_TRAFFIC bs=64k count=8 2>/d
 noise_tracefs() {
   [ -d "$NOISE_TRACEFS/instances" ] || mount -t tracefs nodev "$NOISE_TRACEFS" || return 1
   [ -d "$NOISE_INSTANCE" ] || mkdir "$NOISE_INSTANCE" || return 1
+  [ -d "$NOISE_WQ_INSTANCE" ] || mkdir "$NOISE_WQ_INSTANCE" || return 1
   [ -e "$NOISE_INSTANCE/events/sched/sched_switch/enable" ]
 }
 
-# noise_spawn NAME COMMAND...: COMMAND in system.slice, as a host service.
+# noise_wq_events: whether this kernel has the workqueue trace events.
+noise_wq_events() {
+  [ -e "$NOISE_INSTANCE/events/workqueue/workqueue_execute_start/enable" ] &&
+    [ -e "$NOISE_WQ_INSTANCE/events/workqueue/workqueue_queue_work/enable" ]
+}
+
+# noise_spawn NAME QUOTA COMMAND...: COMMAND in system.slice, as a host
+# service; QUOTA, when not empty, its CPU quota in percent of one CPU.
 noise_spawn() {
-  local name=$1
-  shift
+  local name=$1 quota=$2
+  shift 2
   if [ "${VM_SYSTEMD:-}" = 1 ]; then
-    systemd-run -q --collect --unit="noise-$name" --slice=system.slice "$@"
+    systemd-run -q --collect --unit="noise-$name" --slice=system.slice ${quota:+-p CPUQuota="$quota%"} "$@"
     return
   fi
   # No systemd: a leaf below a top-level system.slice (a v2 inner cgroup
   # holds no process), where housekeeping finds it as a top-level cgroup.
   local cg=/sys/fs/cgroup/system.slice/noise-$name
   mkdir -p "$cg" || return 1
+  if [ -n "$quota" ]; then
+    { echo +cpu > /sys/fs/cgroup/system.slice/cgroup.subtree_control &&
+      echo "$((quota * 1000)) 100000" > "$cg/cpu.max"; } ||
+      { echo "noise: no CPU quota for noise-$name (the cpu controller in system.slice)" >&2; return 1; }
+  fi
   ( echo "$BASHPID" > "$cg/cgroup.procs" && exec "$@" ) >/dev/null 2>&1 &
   NOISE_LOAD_PIDS="$NOISE_LOAD_PIDS $!"
 }
 
+# noise_load_cgroups: the load's cgroup directories.
+noise_load_cgroups() {
+  local n
+  for n in stress timer 9p; do
+    if [ "${VM_SYSTEMD:-}" = 1 ]; then echo "/sys/fs/cgroup/system.slice/noise-$n.service"; else echo "/sys/fs/cgroup/system.slice/noise-$n"; fi
+  done
+}
+
+# noise_load_freeze 1|0: freezes or thaws the load's cgroups (their
+# cgroup.freeze, which is what systemctl freeze writes too) and waits (5 s
+# at most) until the kernel says they are (cgroup.events). Without
+# systemctl, so that the step does not wait on PID 1 (the time from a thaw
+# to the window was 15 to 300 s under TCG either way: whatever runs after
+# a thaw runs among the load). systemd does not know the units frozen, so
+# noise_load_stop thaws them before it stops them.
+noise_load_freeze() {
+  local want=$1 cg
+  for cg in $(noise_load_cgroups); do echo "$want" > "$cg/cgroup.freeze" || return 1; done
+  for cg in $(noise_load_cgroups); do
+    for _ in $(seq 1 50); do grep -q "^frozen $want\$" "$cg/cgroup.events" && break; sleep 0.1; done
+    grep -q "^frozen $want\$" "$cg/cgroup.events" || { echo "noise: $cg not $( [ "$want" = 1 ] && echo frozen || echo thawed ) in 5 s" >&2; return 1; }
+  done
+}
+noise_load_pause() { noise_load_freeze 1; }
+noise_load_resume() { noise_load_freeze 0; }
+
 noise_load_start() {
   command -v stress-ng >/dev/null || { echo "noise: no stress-ng (Debian's stress-ng on the host)" >&2; return 1; }
+  local quota=""
+  # Per online CPU, as --cpu 0 starts a worker per online CPU: not nproc,
+  # which counts the CPUs this shell may use (isolcpus= ones left out).
+  [ -z "$NOISE_CPU_QUOTA" ] || quota=$((NOISE_CPU_QUOTA * $(getconf _NPROCESSORS_ONLN)))
   # shellcheck disable=SC2086 # the argument lists
-  noise_spawn stress "$(command -v stress-ng)" $NOISE_STRESS --quiet &&
-    noise_spawn timer "$(command -v stress-ng)" $NOISE_TIMER --quiet &&
-    noise_spawn 9p /bin/sh -c "$NOISE_9P_LOOP"
+  noise_spawn stress "$quota" "$(command -v stress-ng)" $NOISE_STRESS --quiet &&
+    noise_spawn timer "" "$(command -v stress-ng)" $NOISE_TIMER --quiet &&
+    noise_spawn 9p "" /bin/sh -c "$NOISE_9P_LOOP"
 }
 
 noise_load_stop() {
+  # A frozen load is thawed first: its processes then end on SIGTERM.
+  local cg
+  for cg in $(noise_load_cgroups); do
+    if grep -q '^frozen 1$' "$cg/cgroup.events" 2>/dev/null; then noise_load_resume; break; fi
+  done
   if [ "${VM_SYSTEMD:-}" = 1 ]; then
     systemctl stop noise-stress.service noise-timer.service noise-9p.service 2>/dev/null
   else
@@ -245,16 +313,29 @@ noise_kind() {
 # noise_window CPU SECONDS OUT PROBE_PID [stop]: the measurement. Every task the
 # scheduler switched to on CPU (sched_switch's next_pid; the idle task and
 # the probe's threads aside), with how often, by kind; the IRQ and softirq
-# deltas on CPU; the probe's involuntary switches. OUT.lost: events the
-# ring buffer dropped (0, or the counts are low). "stop": SIGINT to the
-# probe as the window ends.
+# deltas on CPU; the probe's involuntary switches; the work items run on
+# CPU (workqueue_execute_start, by function) and those queued for it from
+# any CPU (workqueue_queue_work whose target is CPU, by function,
+# workqueue, and the task and CPU that queued them), which say what a
+# kworker/CPU:N switch was for. OUT.lost: events the ring buffers dropped
+# (0, or the counts are low). "stop": SIGINT to the probe as the window
+# ends.
 noise_window() {
-  local cpu=$1 secs=$2 out=$3 probe=$4 t=$NOISE_INSTANCE nv0
+  local cpu=$1 secs=$2 out=$3 probe=$4 t=$NOISE_INSTANCE q=$NOISE_WQ_INSTANCE wq=no nv0
+  noise_wq_events && wq=yes
   echo 0 > "$t/tracing_on"
+  echo 0 > "$q/tracing_on"
   echo > "$t/trace"
+  echo > "$q/trace"
   printf '%x\n' $((1 << cpu)) > "$t/tracing_cpumask"
   echo 4096 > "$t/buffer_size_kb"
   echo 1 > "$t/events/sched/sched_switch/enable"
+  if [ "$wq" = yes ]; then
+    echo 1 > "$t/events/workqueue/workqueue_execute_start/enable"
+    echo 1024 > "$q/buffer_size_kb"
+    echo "cpu == $cpu" > "$q/events/workqueue/workqueue_queue_work/filter"
+    echo 1 > "$q/events/workqueue/workqueue_queue_work/enable"
+  fi
   noise_irq_snapshot "$cpu" > "$out.irq0"
   noise_softirq_snapshot "$cpu" > "$out.soft0"
   nv0=$(noise_nvcsw "$probe")
@@ -264,9 +345,11 @@ noise_window() {
   # foreign user tasks (the 6.12 isolation set once saw "oslat×12").
   local threads0
   threads0=$(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)
+  echo 1 > "$q/tracing_on"
   echo 1 > "$t/tracing_on"
   sleep "$secs"
   echo 0 > "$t/tracing_on"
+  echo 0 > "$q/tracing_on"
   echo $(( $(noise_nvcsw "$probe") - nv0 )) > "$out.nvcsw"
   local threads1
   threads1=$(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)
@@ -277,9 +360,19 @@ noise_window() {
   noise_irq_snapshot "$cpu" > "$out.irq1"
   noise_softirq_snapshot "$cpu" > "$out.soft1"
   cat "$t/trace" > "$out.trace"
-  awk '/^overrun:/ {print $2}' "$t/per_cpu/cpu$cpu/stats" > "$out.lost"
+  cat "$q/trace" > "$out.wqtrace"
+  # Lost events: the probe CPU's buffer, and every CPU's of the queueing
+  # instance.
+  cat "$t/per_cpu/cpu$cpu/stats" "$q"/per_cpu/cpu*/stats | awk '/^overrun:/ {n += $2} END {print n + 0}' > "$out.lost"
   echo 0 > "$t/events/sched/sched_switch/enable"
+  if [ "$wq" = yes ]; then
+    echo 0 > "$t/events/workqueue/workqueue_execute_start/enable"
+    echo 0 > "$q/events/workqueue/workqueue_queue_work/enable"
+    echo 0 > "$q/events/workqueue/workqueue_queue_work/filter"
+  fi
   echo > "$t/trace"
+  echo > "$q/trace"
+  noise_work "$out"
   noise_delta "$out.irq0" "$out.irq1" > "$out.irqs"
   noise_delta "$out.soft0" "$out.soft1" > "$out.softirqs"
   local skip
@@ -293,6 +386,37 @@ noise_window() {
       n[pid] += 1; comm[pid] = s
     } END {for (p in n) print p, comm[p], n[p]}' "$out.trace" |
     while read -r pid comm n; do echo "$(noise_kind "$pid" "$comm") $comm $n"; done > "$out.tasks"
+}
+
+# noise_work OUT: OUT.work ("function(worker) count": the work items run
+# on the probe's CPU, from workqueue_execute_start's "function NAME", and
+# the kworker that ran each: kworker/4:2 is the CPU's own pool,
+# kworker/u34:1 an unbound one that ran there) and
+# OUT.queued ("function workqueue queuer cpu count": who queued work for
+# it, from workqueue_queue_work's fields and the event's task and CPU; a
+# kworker's name keeps its number, kworker/4:2, which says whose it is).
+noise_work() {
+  awk '/workqueue_execute_start:/ {
+      f = $0; sub(/.*function /, "", f); sub(/ .*/, "", f)
+      who = $0; sub(/ +\[[0-9]+\].*/, "", who); sub(/^ +/, "", who); sub(/-[0-9]+$/, "", who); gsub(/ /, "_", who)
+      n[f "(" who ")"]++
+    } END {for (f in n) print f, n[f]}' "$1.trace" | sort -k2,2nr > "$1.work"
+  awk '/workqueue_queue_work:/ {
+      f = $0; sub(/.*function=/, "", f); sub(/ .*/, "", f)
+      w = $0; sub(/.*workqueue=/, "", w); sub(/ .*/, "", w)
+      who = $0; sub(/ +\[[0-9]+\].*/, "", who); sub(/^ +/, "", who); sub(/-[0-9]+$/, "", who); gsub(/ /, "_", who)
+      c = $0; sub(/^[^[]*\[/, "", c); sub(/\].*/, "", c); c += 0
+      n[f " " w " " who " " c]++
+    } END {for (k in n) print k, n[k]}' "$1.wqtrace" | sort -k5,5nr > "$1.queued"
+}
+
+# noise_works OUT: "function×count" of the work items run, most first.
+noise_works() {
+  head -"${2:-6}" "$1.work" | awk '{printf "%s%s×%d", (NR > 1 ? ", " : ""), $1, $2}'
+}
+# noise_queuers OUT: "function@workqueue×count (queuer, CPU c)", most first.
+noise_queuers() {
+  head -"${2:-6}" "$1.queued" | awk '{printf "%s%s@%s×%d (%s, CPU %s)", (NR > 1 ? ", " : ""), $1, $2, $5, $3, $4}'
 }
 
 # noise_count OUT KIND: switches to tasks of KIND in OUT.tasks.
