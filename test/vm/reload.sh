@@ -129,13 +129,21 @@ config "$XC,$F1" "5,$F2" > "$CFG" # back to the config in force
 section "a free exclusive CPU offline: out of the pool within 1 s, back with echo 1"
 T_OFF=$(date +%s%3N)
 online "$F1" 0
+T_DONE=$(date +%s%3N)
 check "metrics: exclusive has 2 CPUs within 1 s" "$(within_1s 2 metric 'cpupool_pool_cpus{pool="exclusive"}')" "in time"
 # The plugin's own reaction, without the polling above (which TCG slows):
-# from the write to online until its log line (milliseconds) says the new
-# pools are in force, the 250 ms poll included; < 1 s under TCG too.
+# from the kernel's end of the offline (the write to online returned)
+# until the plugin's log line (milliseconds) says the new pools are in
+# force, the 250 ms poll included; < 1 s under TCG too. The write itself
+# is the kernel's (stop_machine on every CPU, which under TCG waits for
+# one host thread to run all eight vCPUs, and may take seconds), so it is
+# reported, not counted; a log line before the write returned (the
+# online mask changes within it) is a reaction of 0 ms.
 OFF_MS=$(hotplug_ms "$T_OFF")
-info "the plugin had CPU $F1 out of its pools ${OFF_MS:-?} ms after the write (its log's time, ${VM_ACCEL:-?})"
-check "the plugin's reaction to the CPU going offline: < 1000 ms" "$(awk -v ms="${OFF_MS:-x}" 'BEGIN { print (ms ~ /^[0-9]+$/ && ms < 1000) ? "under 1 s" : "not: " ms }')" "under 1 s"
+WRITE_MS=$((T_DONE - T_OFF))
+REACT_MS=$(awk -v ms="${OFF_MS:-x}" -v w="$WRITE_MS" 'BEGIN { if (ms ~ /^[0-9]+$/) print (ms > w ? ms - w : 0); else print "" }')
+info "the kernel took CPU $F1 offline in $WRITE_MS ms; the plugin had it out of its pools ${OFF_MS:-?} ms after the write began, ${REACT_MS:-?} ms after it returned (its log's time, ${VM_ACCEL:-?})"
+check "the plugin's reaction to the CPU going offline: < 1000 ms" "$(awk -v ms="${REACT_MS:-x}" 'BEGIN { print (ms ~ /^[0-9]+$/ && ms < 1000) ? "under 1 s" : "not: " ms }')" "under 1 s"
 check "status: exclusive without CPU $F1" "$(status_pool exclusive)" "$XC"
 check "metrics: counted" "$(metric 'cpupool_cpu_hotplug_total{event="offline"}')" "1"
 online "$F1" 1
