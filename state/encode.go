@@ -140,34 +140,22 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 		buf.WriteString(`,"held":`)
 		e.held.writeTo(buf)
 	}
-	for _, m := range []struct {
-		key string
-		val map[string]string
-	}{{"previous", st.Previous}, {"pools", st.Pools}, {"powerClasses", st.PowerClasses}} {
-		if len(m.val) == 0 {
-			continue // omitempty
+	// The rest, each omitempty, in the struct's order.
+	for _, f := range []struct {
+		key   string
+		val   any
+		empty bool
+	}{{"previous", st.Previous, len(st.Previous) == 0}, {"pools", st.Pools, len(st.Pools) == 0},
+		{"powerClasses", st.PowerClasses, len(st.PowerClasses) == 0}, {"numaMemory", st.NUMAMemory, len(st.NUMAMemory) == 0},
+		{"refusals", st.Refusals, len(st.Refusals) == 0}} {
+		if f.empty {
+			continue
 		}
-		b, err := json.Marshal(m.val)
+		b, err := json.Marshal(f.val)
 		if err != nil {
 			return nil, err
 		}
-		buf.WriteString(`,"` + m.key + `":`)
-		buf.Write(b)
-	}
-	if len(st.NUMAMemory) > 0 {
-		b, err := json.Marshal(st.NUMAMemory)
-		if err != nil {
-			return nil, err
-		}
-		buf.WriteString(`,"numaMemory":`)
-		buf.Write(b)
-	}
-	if len(st.Refusals) > 0 {
-		b, err := json.Marshal(st.Refusals)
-		if err != nil {
-			return nil, err
-		}
-		buf.WriteString(`,"refusals":`)
+		buf.WriteString(`,"` + f.key + `":`)
 		buf.Write(b)
 	}
 	buf.WriteByte('}')
