@@ -250,6 +250,28 @@ JSON
   echo "$id"
 }
 
+# remove_pods POD_ID...: stops and removes the pods (crictl rmp -f), or
+# the test dies. A failed removal was silent before, and the next section
+# failed for a reason it did not name: once in a VM under TCG, crictl's
+# connection to containerd broke before the request was sent ("error
+# reading server preface: use of closed network connection"), the pod
+# stayed and held its CPUs, and the next pod was refused. So a failure is
+# said and retried (twice) for the pods still there, and a third is fatal.
+remove_pods() {
+  local try err left id
+  left=("$@")
+  for try in 1 2 3; do
+    err=$(crictl rmp -f "${left[@]}" 2>&1 >/dev/null) && return 0
+    local still=()
+    for id in "${left[@]}"; do crictl inspectp "$id" >/dev/null 2>&1 && still+=("$id"); done
+    [ "${#still[@]}" -eq 0 ] && return 0
+    left=("${still[@]}")
+    info "crictl rmp -f failed (attempt $try; ${#left[@]} pods still there): $(printf '%s' "$err" | tail -1 | cut -c1-300)"
+    sleep 1
+  done
+  die "removing pods ${left[*]}: crictl rmp -f failed 3 times"
+}
+
 # cgroup_of ID: the container's (or sandbox's) cpuset cgroup directory.
 cgroup_of() {
   local path="" try

@@ -150,7 +150,7 @@ one() {
   info "oslat: maximum $(noise_oslat "$win" max) us, average $(noise_oslat "$win" avg) us over $(noise_oslat "$win" duration) s; $(noise_oslat "$win" hist)"
   # Removed with the load frozen, as it was started.
   noise_load_pause || die "the host load could not be frozen"
-  crictl rmp -f "$pod" >/dev/null
+  remove_pods "$pod"
   stop_plugin -TERM
 }
 

@@ -111,7 +111,7 @@ OUT=$(audit_busy)
 check_contains "audit: CPU 2 not clean" "$OUT" "CPU 2  telco/plain/c (exclusive)  NOT CLEAN"
 check_contains "audit: the device IRQs that fired" "$OUT" "device IRQs fired on it"
 check_contains "audit: exit 3" "$OUT" "exit 3"
-crictl rmp -f "$PLAIN" >/dev/null
+remove_pods "$PLAIN"
 
 section "an exclusive container that asks: IRQs move off its CPUs, the audit says clean"
 QUIET=$(run_pod quiet telco guaranteed '{"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev": "true"}') || die "run pod quiet"
@@ -126,7 +126,7 @@ check_contains "audit: CPU 2 clean" "$OUT" "CPU 2  telco/quiet/c (exclusive)  cl
 check_contains "audit: every held CPU clean, exit 0" "$OUT" "every held exclusive CPU is clean
 exit 0"
 check_contains "metrics: IRQ files changed" "$(metrics)" 'cpupool_host_files_changed{owner="irq"}'
-crictl rmp -f "$QUIET" >/dev/null
+remove_pods "$QUIET"
 check "the pod ended: IRQs back exactly on CPU 2" "$(eventually 2 first_affinity)" "2"
 check "default_smp_affinity back" "$(eventually ff cat /proc/irq/default_smp_affinity)" "ff"
 check "they fire on CPU 2 again" "$(positive "$(fired 2)")" yes
@@ -155,7 +155,7 @@ if [ -x "${IRQBALANCE_BIN:-}" ]; then
   # its start), but always on the release, since it was told 2-7. So one
   # more such line than before the release, whatever first sight did.
   BACK=$(log_count "irqbalance (pid $IRQBALANCE_PID): banned CPUs back to its own")
-  crictl rmp -f "$ENI" >/dev/null
+  remove_pods "$ENI"
   wait_for_log "irqbalance (pid $IRQBALANCE_PID): banned CPUs back to its own" "$BACK"
   check "irqbalance given its own set back last (settings cpus NULL)" \
     "$(grep -o "irqbalance (pid $IRQBALANCE_PID): banned CPUs [^\"]*" "$W/plugin.log" | tail -1)" \
@@ -179,14 +179,14 @@ if [ -e "$(cgroup_of "$ENI2_C")/cpuset.cpus.exclusive" ]; then
   OUT=$(audit_busy)
   check_contains "audit: CPU 4 in an isolated partition" "$OUT" "isolated partition yes"
   check_contains "audit: CPU 4 clean (no IRQ, no foreign thread)" "$OUT" "CPU 4  telco/eni2/c (exclusive-non-isolcpus)  clean"
-  crictl rmp -f "$ENI2" >/dev/null
+  remove_pods "$ENI2"
   check "released: the kernel's isolated CPUs as before" "$(eventually "$ISOLATED_BEFORE" cat /sys/fs/cgroup/cpuset.cpus.isolated)" "$ISOLATED_BEFORE"
   check "released: the pods' parent gives the CPUs back" "$(eventually "" cat "$CGROUP_ROOT/$CGROUP_PARENT/cpuset.cpus.exclusive")" ""
 else
   wait_for_log "container telco/eni2/c: not in an isolated partition: .* needs Linux 6.7 or later" 0
   check "older kernel: the plugin says why there is no partition, once" \
     "$(log_count "container telco/eni2/c: not in an isolated partition")" "1"
-  crictl rmp -f "$ENI2" >/dev/null
+  remove_pods "$ENI2"
 fi
 
 section "exclusive plus shared CPUs where every container is a partition: none, the shared pool kept (issue 30)"
@@ -216,7 +216,7 @@ if create_ctr "$BOTH" bothp fwd 1000 >/dev/null 2>&1; then BOTH_RC=created; else
 check "a container that asks for both: refused" "$BOTH_RC" "refused"
 check "the refusal names both annotations" \
   "$(log_count 'refusing container telco/bothp/fwd: annotation isolated-partition.cpupool.dev=\\"true\\": .* shared-cpus.cpupool.dev=\\"true\\"')" "1"
-crictl rmp -f "$MIXED" "$BOTH" >/dev/null
+remove_pods "$MIXED" "$BOTH"
 
 section "kernelWork: a held CPU leaves rps_cpus and the workqueue masks, and comes back exactly (issue 42)"
 # The loopback's receive queue stands for a NIC's (the VM's disks and share
@@ -258,7 +258,7 @@ OUT=$(audit_busy)
 check_contains "audit: no mask names it" "$OUT" "CPU $KW_CPU  telco/kw/c (exclusive-non-isolcpus)"
 check "audit: no rps_cpus or workqueue mask names it" "$(case "$OUT" in *"masks naming it"*|*"masks name it"*) echo named ;; *) echo none ;; esac)" "none"
 check_contains "metrics: rps files changed" "$(metrics)" 'cpupool_host_files_changed{owner="rps"} 1'
-crictl rmp -f "$KW" >/dev/null
+remove_pods "$KW"
 check "released: rps_cpus exactly as it was" "$(eventually "$RPS_ORIG" cat "$RPS")" "$RPS_ORIG"
 check "released: the workqueue cpumask exactly as it was" "$(eventually "$WQ_ORIG" cat "$WQ")" "$WQ_ORIG"
 [ "$WB_ORIG" = none ] || check "released: writeback's cpumask exactly as it was" "$(eventually "$WB_ORIG" cat "$WB")" "$WB_ORIG"

@@ -99,5 +99,5 @@ isolcpus_default_check() {
   check "turned off: units as before" "$(within 30 "system.slice= user.slice= machine.slice= init.scope= " units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
   check "turned off: every loop's affinity exactly as before" "$(within 30 "$LOOPS_BEFORE" loops_allowed)" "$LOOPS_BEFORE"
   systemctl stop "$ISOLCPUS_LOAD" 2>/dev/null
-  crictl rmp -f "$probe" >/dev/null
+  remove_pods "$probe"
 }

@@ -100,7 +100,7 @@ noise_check_under_load() {
 
 # noise_check_end: the pod, the load and the plugin stopped.
 noise_check_end() {
-  crictl rmp -f "$NOISE_CHECK_POD" >/dev/null
+  remove_pods "$NOISE_CHECK_POD"
   noise_load_stop
   stop_plugin -TERM
 }

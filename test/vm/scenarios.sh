@@ -224,13 +224,13 @@ fi
 if [ "$SET" = quick ]; then section "quick set: done"; exit 0; fi
 
 section "a container spanning both NUMA nodes"
-crictl rmp -f "$A" "$B" >/dev/null
+remove_pods "$A" "$B"
 SPAN=$(run_pod span telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod span"
 SPAN_C=$(create_ctr "$SPAN" span big 4000) || die "create span/big"
 check "spanning container cpuset" "$(cpus_of "$SPAN_C")" "$ISOLATED"
 check "spanning container cpuset.mems" "$(mems_of "$SPAN_C")" "0-1"
 check "spanning container Cpus_allowed_list" "$(allowed_of "$SPAN_C")" "$ISOLATED"
-crictl rmp -f "$SPAN" >/dev/null
+remove_pods "$SPAN"
 
 section "memory follows the CPUs: 2 MiB hugepages reserved on node 1 only (issue 31)"
 # An exclusive container of 1 CPU and 32 MiB of hugepages-2Mi runs
@@ -308,7 +308,7 @@ else
   check "a second such container: refused at creation" "$GOT" "refused"
   check_contains "the refusal: what was asked" "$OUT" "hugepages-2Mi: asked $HP_PAGES"
   check_contains "the refusal: what each node has free" "$OUT" "free node0 0 node1 0"
-  crictl rmp -f "$HP1" "$HP2" >/dev/null
+  remove_pods "$HP1" "$HP2"
   echo 0 > "$(hp_dir 1)/nr_hugepages"
   check "the pods ended: node 1's hugepages released" "$(eventually 0 hp_nr 1)" "0"
 fi
@@ -357,7 +357,7 @@ mixed_config 7 > /tmp/mixed.yaml
 start_plugin /tmp/mixed.yaml
 check "the shared part followed the pool, the exclusive part stayed" "$(wait_cpus "$MX_C" 2-3,7)" "2-3,7"
 check "Cpus_allowed_list followed" "$(allowed_of "$MX_C")" "2-3,7"
-crictl rmp -f "$MX" >/dev/null
+remove_pods "$MX"
 
 section "power classes: the resume latency limit applied and restored; what the guest lacks reported"
 stop_plugin
@@ -393,7 +393,7 @@ check_contains "the plugin warned at start: no cpufreq" "$(cat "$W/plugin.log")"
 M=$(metrics)
 check_contains "metrics: the PM QoS settings applied" "$M" 'cpupool_power_settings{class="low-latency",result="applied"} 2'
 check_contains "metrics: governor, idle states and uncore unsupported on 2 CPUs" "$M" 'cpupool_power_settings{class="low-latency",result="unsupported"} 6'
-crictl rmp -f "$RT" >/dev/null
+remove_pods "$RT"
 check "the pod ended: every CPU's limit as it was" "$(eventually "$ORIG_QOS" all_qos)" "$ORIG_QOS"
 
 # The plugin is killed while the limit is applied, and the pod ends while
@@ -403,7 +403,7 @@ RT_C=$(create_ctr "$RT" rt2 loop 1000) || die "create rt2/loop"
 RT_CPU=$(cpus_of "$RT_C")
 check "applied again" "$(eventually 10 qos_of "$RT_CPU")" "10"
 stop_plugin -KILL
-crictl rmp -f "$RT" >/dev/null
+remove_pods "$RT"
 check "kill -9: the limit stays while nobody runs" "$(qos_of "$RT_CPU")" "10"
 start_plugin /tmp/power.yaml
 check "the next plugin restored it from the journal" "$(eventually "$(orig_qos_of "$RT_CPU")" qos_of "$RT_CPU")" "$(orig_qos_of "$RT_CPU")"

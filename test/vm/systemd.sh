@@ -287,7 +287,7 @@ check "the container keeps its CPUs" "$(cpus_of "$ENI_C")" "4-5"
 check "system.slice still without 4-5" "$(within 30 $HOSTSET allowed system.slice)" "$HOSTSET"
 
 section "the pod ends: every unit and every loop exactly as before"
-crictl rmp -f "$ENI" >/dev/null
+remove_pods "$ENI"
 check "released: units as before" "$(within 30 "system.slice= user.slice= machine.slice= init.scope= " units_allowed)" "system.slice= user.slice= machine.slice= init.scope= "
 check "released: ceph.slice as before" "$(within 30 "" allowed ceph.slice)" ""
 check "released: every loop's affinity exactly as before" "$(within 30 "$LOOPS_BEFORE" loops_allowed)" "$LOOPS_BEFORE"
@@ -305,7 +305,7 @@ printf '[Service]\nRestart=no\n' > /run/systemd/system/$UNIT.d/50-e2e-norestart.
 systemctl daemon-reload
 systemctl kill -s KILL "$UNIT"
 check "killed, not restarted" "$(within 30 failed prop ActiveState)" "failed"
-crictl rmp -f "$ENI2" >/dev/null
+remove_pods "$ENI2"
 rm -f /run/systemd/system/$UNIT.d/50-e2e-norestart.conf
 systemctl daemon-reload
 systemctl reset-failed "$UNIT"
