@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 )
 
 // Timing paces the passes; see the package comment.
@@ -154,7 +156,7 @@ func (r *Reconciler) FlushKicked() error {
 
 func (r *Reconciler) flush(full bool) error {
 	r.ready.Store(true)
-	if err := r.pass(full); !errors.Is(err, errPending) {
+	if err := r.pass(full, nil); !errors.Is(err, errPending) {
 		return err
 	}
 	return nil
@@ -165,6 +167,8 @@ func (r *Reconciler) flush(full bool) error {
 var errPending = errors.New("some wanted files are left for a later pass")
 
 func (r *Reconciler) run() {
+	labels := &passLabels{worker: proflabel.Worker(proflabel.HostFiles)}
+	labels.leave()
 	defer close(r.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -209,7 +213,7 @@ func (r *Reconciler) run() {
 		case <-timer.C:
 			armed = false
 			lastStart = time.Now()
-			err := r.pass(full)
+			err := r.pass(full, labels)
 			if r.ready.Load() {
 				full = false
 			}
