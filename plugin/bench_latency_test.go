@@ -172,7 +172,7 @@ func BenchmarkCreateContainerRoundTripAllFeaturesProcess(b *testing.B) {
 		d := startDaemon(b, ours, daemonSpec{bin: bin, node: shape.allFeaturesNode(), logLevel: "info", procRoot: true, metrics: true, pprof: *daemonProfile != ""})
 		fillAllFeatures(b, noop, ours, shape.cpus, running)
 		d.waitHostFilesSettled(b)
-		ours.profileRounds = func() func() { return d.profile(b) }
+		ours.profileRounds = func(rounds func() int64) func() { return d.profile(b, rounds) }
 		probe := startLatencyProbe(b, d.gather, true)
 		samples := measurePairedKeeping(b, noop, ours, allFeaturesKeep)
 		probe.report(b, len(samples[1]))
