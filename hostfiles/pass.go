@@ -97,6 +97,8 @@ func (r *Reconciler) pass(full bool, labels *passLabels) error {
 				rs.Rescan()
 			}
 		}
+	} else {
+		r.kickedPasses.Add(1)
 	}
 	p := &passWork{r: r, labels: labels, claimed: map[string]string{}, planned: map[string]string{}, planOK: map[string]bool{},
 		sourceOf: map[string]Source{}, fresh: map[string]Record{}, stale: map[string]bool{}, full: full, touched: map[string]int{}, written: map[string]bool{}}
