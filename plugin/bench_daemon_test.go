@@ -235,6 +235,23 @@ func hostFileChanges(b *testing.B, mfs []*dto.MetricFamily) float64 {
 	return mustMetric(b, mfs, "cpupool_host_file_writes_total") + mustMetric(b, mfs, "cpupool_host_file_restores_total")
 }
 
+// hostFilePasses is the daemon's host file passes so far, full and
+// kicked (cpupool_host_file_passes_total).
+func hostFilePasses(b *testing.B, mfs []*dto.MetricFamily) float64 {
+	b.Helper()
+	for _, mf := range mfs {
+		if mf.GetName() == "cpupool_host_file_passes_total" {
+			var sum float64
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			return sum
+		}
+	}
+	b.Fatalf("the daemon exports no cpupool_host_file_passes_total")
+	return 0
+}
+
 // waitHostFilesSettled waits until the daemon's background passes have
 // caught up with the containers running: no host file written or
 // restored for a second (passes come at most every 100 ms after a
