@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 )
 
 // apply makes the pass's writes.
@@ -34,6 +36,7 @@ func (p *passWork) apply() {
 		return strings.Compare(a.path, b.path)
 	})
 	for _, w := range p.writes {
+		p.labels.enter(w.owner, proflabel.StepWrite)
 		if w.resettable {
 			// What the file holds after the pass's other p.writes.
 			data, err := r.fs.ReadFile(w.path)

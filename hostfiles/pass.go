@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 )
 
 // write is one host file a pass writes.
@@ -38,6 +40,7 @@ type shown struct{ want, content string }
 // met on the way.
 type passWork struct {
 	r          *Reconciler
+	labels     *passLabels
 	problems   []error
 	claimed    map[string]string // path → owner, for every change
 	planned    map[string]string // path → owner, for changes to keep
@@ -74,47 +77,60 @@ type passWork struct {
 // A full pass (a rescan, Flush) reads every wanted file; one that is not
 // (a kick's, a retry's) takes the files known to meet their want as they
 // were (settled) and reads only the others.
-func (r *Reconciler) pass(full bool) error {
+//
+// labels, when not nil, label the goroutine by the Source and step that
+// run (the worker's goroutine; Flush's caller is left as it is).
+func (r *Reconciler) pass(full bool, labels *passLabels) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped || !r.ready.Load() {
 		return nil
 	}
+	defer labels.leave()
 	r.passes.Add(1)
 	if full {
 		r.fullPasses.Add(1)
 		clear(r.known)
 		for _, src := range r.sources {
 			if rs, ok := src.(Rescanner); ok {
+				labels.enter(src.Owner(), proflabel.StepRescan)
 				rs.Rescan()
 			}
 		}
+	} else {
+		r.kickedPasses.Add(1)
 	}
-	p := &passWork{r: r, claimed: map[string]string{}, planned: map[string]string{}, planOK: map[string]bool{},
+	p := &passWork{r: r, labels: labels, claimed: map[string]string{}, planned: map[string]string{}, planOK: map[string]bool{},
 		sourceOf: map[string]Source{}, fresh: map[string]Record{}, stale: map[string]bool{}, full: full, touched: map[string]int{}, written: map[string]bool{}}
 	p.plan()
+	labels.enter("", proflabel.StepRestore)
 	p.restore()
 
 	// Record first: a file is written only once its original is on disk.
+	labels.enter("", proflabel.StepJournal)
 	if err := r.journal.Commit(p.fresh, p.drops); err != nil {
 		p.transient(fmt.Errorf("recording %d original values and dropping %d restored ones: %w; the new values are not written", len(p.fresh), len(p.drops), err))
 		p.writes = slices.DeleteFunc(p.writes, func(w write) bool { return w.fresh })
 	}
 	p.drops = nil
+	labels.enter("", proflabel.StepHooks)
 	for _, f := range p.befores {
 		if err := f(); err != nil {
 			p.transient(err)
 		}
 	}
 	p.apply()
+	labels.enter("", proflabel.StepJournal)
 	if err := r.journal.Commit(nil, p.drops); err != nil {
 		p.transient(fmt.Errorf("dropping %d records of unchanged files: %w", len(p.drops), err))
 	}
+	labels.enter("", proflabel.StepHooks)
 	for _, f := range p.afters {
 		if err := f(); err != nil {
 			p.transient(err)
 		}
 	}
+	labels.enter("", proflabel.StepPublish)
 	for path := range r.shown {
 		if _, wanted := p.claimed[path]; !wanted {
 			delete(r.shown, path) // the want is gone; the next write reads anew

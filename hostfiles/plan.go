@@ -7,6 +7,8 @@ package hostfiles
 import (
 	"fmt"
 	"strings"
+
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 )
 
 // plan asks every Source for its Plan and turns each Change into a write,
@@ -15,6 +17,7 @@ func (p *passWork) plan() {
 	r := p.r
 	for _, src := range r.sources {
 		owner := src.Owner()
+		p.labels.enter(owner, proflabel.StepPlan)
 		p.sourceOf[owner] = src
 		plan, err := src.Plan()
 		if err != nil {

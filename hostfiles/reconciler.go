@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 )
 
 // Timing paces the passes; see the package comment.
@@ -32,9 +34,11 @@ var DefaultTiming = Timing{Delay: 10 * time.Millisecond, MinInterval: 100 * time
 type Status struct {
 	Passes, Writes, Restores, TransientErrors, PermanentErrors uint64
 	// FullPasses counts the passes that read every wanted file (the
-	// rescans, Flush); Settled the wanted files the other passes took as
-	// known to meet their want, unread.
-	FullPasses, Settled uint64
+	// rescans, Flush); KickedPasses the others (a kick's, a retry's,
+	// FlushKicked); Settled the wanted files those took as known to meet
+	// their want, unread. Each is counted on its own, so that each only
+	// grows however a snapshot falls (Passes is their sum, counted apart).
+	FullPasses, KickedPasses, Settled uint64
 	// ForeignRestores counts the restores of records whose owner no
 	// Source of this process claims (written by another version).
 	ForeignRestores uint64
@@ -90,7 +94,7 @@ type Reconciler struct {
 	foreign map[string]bool
 
 	passes, writes, restores, transient, permanent, foreignRestores atomic.Uint64
-	fullPasses, settledSkips                                        atomic.Uint64
+	fullPasses, kickedPasses, settledSkips                          atomic.Uint64
 	statMu                                                          sync.Mutex
 	records                                                         map[string]int
 	failures                                                        []Failure
@@ -154,7 +158,7 @@ func (r *Reconciler) FlushKicked() error {
 
 func (r *Reconciler) flush(full bool) error {
 	r.ready.Store(true)
-	if err := r.pass(full); !errors.Is(err, errPending) {
+	if err := r.pass(full, nil); !errors.Is(err, errPending) {
 		return err
 	}
 	return nil
@@ -165,6 +169,8 @@ func (r *Reconciler) flush(full bool) error {
 var errPending = errors.New("some wanted files are left for a later pass")
 
 func (r *Reconciler) run() {
+	labels := &passLabels{worker: proflabel.Worker(proflabel.HostFiles)}
+	labels.leave()
 	defer close(r.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -209,7 +215,7 @@ func (r *Reconciler) run() {
 		case <-timer.C:
 			armed = false
 			lastStart = time.Now()
-			err := r.pass(full)
+			err := r.pass(full, labels)
 			if r.ready.Load() {
 				full = false
 			}
@@ -246,7 +252,7 @@ func (r *Reconciler) publish(err error) {
 func (r *Reconciler) Status() Status {
 	r.statMu.Lock()
 	defer r.statMu.Unlock()
-	return Status{Passes: r.passes.Load(), FullPasses: r.fullPasses.Load(), Settled: r.settledSkips.Load(), Writes: r.writes.Load(), Restores: r.restores.Load(),
+	return Status{Passes: r.passes.Load(), FullPasses: r.fullPasses.Load(), KickedPasses: r.kickedPasses.Load(), Settled: r.settledSkips.Load(), Writes: r.writes.Load(), Restores: r.restores.Load(),
 		TransientErrors: r.transient.Load(), PermanentErrors: r.permanent.Load(), ForeignRestores: r.foreignRestores.Load(),
 		Records: maps.Clone(r.records), Failures: slices.Clone(r.failures), LastPass: r.lastPass, LastError: r.lastError}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cpupool/nri-cpupool/audit"
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -40,6 +41,7 @@ func (p *Plugin) startAuditing() {
 }
 
 func (a *auditor) run(p *Plugin) {
+	proflabel.Worker(proflabel.Audit).Apply()
 	defer close(a.done)
 	tick := time.NewTicker(auditInterval)
 	defer tick.Stop()

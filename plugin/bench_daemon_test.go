@@ -142,7 +142,8 @@ func waitSandboxCgroups(b *testing.B, f *fakeRuntime) {
 // through its --pprof-address: <benchmark>.daemon.cpu.prof (a CPU profile
 // of daemonProfileSeconds, from the first measured round: give the
 // benchmark rounds enough to last that long, or the profile's tail is the
-// daemon idle), and .daemon.allocs.prof and .daemon.block.prof with their
+// daemon idle; .daemon.cpu.rounds says how many rounds ended while it ran,
+// for CPU per round), and .daemon.allocs.prof and .daemon.block.prof with their
 // .before.prof taken as the rounds start (`go tool pprof -base
 // X.before.prof X.prof` is the rounds' own). The snapshots fall within
 // the latency probe's window: take the daemon's CPU and allocation
@@ -154,7 +155,7 @@ var (
 
 // profile starts the profiles daemonProfile asks for and returns what
 // waits for them and writes them; nothing when it is not set.
-func (d *benchDaemon) profile(b *testing.B) func() {
+func (d *benchDaemon) profile(b *testing.B, rounds func() int64) func() {
 	b.Helper()
 	if *daemonProfile == "" {
 		return func() {}
@@ -185,7 +186,14 @@ func (d *benchDaemon) profile(b *testing.B) func() {
 	}
 	cpu := make(chan error, 1)
 	go func() {
-		cpu <- fetch(fmt.Sprintf("/debug/pprof/profile?seconds=%d", *daemonProfileSeconds), base+"cpu.prof")
+		from, start := rounds(), time.Now()
+		if err := fetch(fmt.Sprintf("/debug/pprof/profile?seconds=%d", *daemonProfileSeconds), base+"cpu.prof"); err != nil {
+			cpu <- err
+			return
+		}
+		n, took := rounds()-from, time.Since(start)
+		b.Logf("the daemon's CPU profile covers %d rounds in %v", n, took.Round(time.Millisecond))
+		cpu <- os.WriteFile(base+"cpu.rounds", fmt.Appendf(nil, "rounds %d\nseconds %.3f\n", n, took.Seconds()), 0o644)
 	}()
 	return func() {
 		for _, name := range []string{"allocs", "block"} {
@@ -225,6 +233,23 @@ func (d *benchDaemon) gather() ([]*dto.MetricFamily, error) {
 // (cpupool_host_file_writes_total + cpupool_host_file_restores_total).
 func hostFileChanges(b *testing.B, mfs []*dto.MetricFamily) float64 {
 	return mustMetric(b, mfs, "cpupool_host_file_writes_total") + mustMetric(b, mfs, "cpupool_host_file_restores_total")
+}
+
+// hostFilePasses is the daemon's host file passes so far, full and
+// kicked (cpupool_host_file_passes_total).
+func hostFilePasses(b *testing.B, mfs []*dto.MetricFamily) float64 {
+	b.Helper()
+	for _, mf := range mfs {
+		if mf.GetName() == "cpupool_host_file_passes_total" {
+			var sum float64
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			return sum
+		}
+	}
+	b.Fatalf("the daemon exports no cpupool_host_file_passes_total")
+	return 0
 }
 
 // waitHostFilesSettled waits until the daemon's background passes have

@@ -172,7 +172,7 @@ func BenchmarkCreateContainerRoundTripAllFeaturesProcess(b *testing.B) {
 		d := startDaemon(b, ours, daemonSpec{bin: bin, node: shape.allFeaturesNode(), logLevel: "info", procRoot: true, metrics: true, pprof: *daemonProfile != ""})
 		fillAllFeatures(b, noop, ours, shape.cpus, running)
 		d.waitHostFilesSettled(b)
-		ours.profileRounds = func() func() { return d.profile(b) }
+		ours.profileRounds = func(rounds func() int64) func() { return d.profile(b, rounds) }
 		probe := startLatencyProbe(b, d.gather, true)
 		samples := measurePairedKeeping(b, noop, ours, allFeaturesKeep)
 		probe.report(b, len(samples[1]))
@@ -293,7 +293,9 @@ func readProbeMetrics() []rtmetrics.Sample {
 // stop and removal of the container created allFeaturesKeep rounds
 // before, its background work; a scrape's own CPU and allocations taken
 // off; its CPU time is counted in clock ticks, 10 ms) and
-// host-writes (its host file writes and restores).
+// host-writes and host-passes (its host file writes and restores, and
+// the passes that made them: each pass has costs of its own, whatever it
+// writes).
 func (pr *latencyProbe) report(b *testing.B, rounds int) {
 	after := readProbeMetrics()
 	plugin := pr.mustGather(b)
@@ -336,6 +338,7 @@ func (pr *latencyProbe) report(b *testing.B, rounds int) {
 	b.ReportMetric(perRound((delta(daemonCPU)-scrape(daemonCPU))*1e6), "daemon-cpu-µs-per-rt")
 	b.ReportMetric(perRound(delta(daemonAllocs)-scrape(daemonAllocs)), "daemon-allocs-per-rt")
 	b.ReportMetric(hostFileChanges(b, plugin)-hostFileChanges(b, pr.plugin), "host-writes")
+	b.ReportMetric(hostFilePasses(b, plugin)-hostFilePasses(b, pr.plugin), "host-passes")
 }
 
 // histogramQuantile is the upper bound of the bucket holding quantile q

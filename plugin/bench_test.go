@@ -313,9 +313,10 @@ func measureRounds(b *testing.B, rts []*fakeRuntime, counted *fakeRuntime, keep 
 	order := roundOrders(b.N, len(rts))
 	stopProfiles := profileRounds(b)
 	defer stopProfiles()
+	var roundsDone atomic.Int64 // for profiles that cover part of the rounds
 	for _, f := range rts {
 		if f.profileRounds != nil {
-			defer f.profileRounds()()
+			defer f.profileRounds(roundsDone.Load)()
 		}
 	}
 	b.ResetTimer()
@@ -343,6 +344,7 @@ func measureRounds(b *testing.B, rts []*fakeRuntime, counted *fakeRuntime, keep 
 			}
 			b.StartTimer()
 		}
+		roundsDone.Add(1)
 	}
 	b.StopTimer()
 	return samples, float64(allocs) / float64(b.N)

@@ -50,8 +50,9 @@ type fakeRuntime struct {
 	// profileRounds, when set, starts profiles of the plugin behind this
 	// runtime as measureRounds' measured rounds start and returns what
 	// ends them (benchDaemon.profile: the real binary's, through its
-	// --pprof-address).
-	profileRounds func() func()
+	// --pprof-address). rounds tells how many rounds have ended so far,
+	// so that a profile can say how many it covers.
+	profileRounds func(rounds func() int64) func()
 	// proxy forwards plugin connections from socket to the adaptation's own
 	// socket, so that a restart can cut them as a dying runtime process
 	// does (Adaptation.Stop leaves external plugins connected).

@@ -36,6 +36,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -116,7 +117,7 @@ func (p *Plugin) checkHotplug(root string) error {
 		// The IRQ source knows the online CPUs it was made with. Made
 		// again in the background: closing the reconciler waits for its
 		// pass, and the next CPU going offline must not wait for it.
-		go p.restartIsolation()
+		proflabel.Go(proflabel.IsolationRestart, p.restartIsolation)
 	}
 	return nil
 }

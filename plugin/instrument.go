@@ -7,6 +7,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 )
 
 // handlerSeconds is the latency histogram of the NRI handlers: the time the
@@ -21,13 +23,29 @@ func newHandlerSeconds() *prometheus.HistogramVec {
 	}, []string{"handler"})
 }
 
-// instrumented serves the NRI stub on the plugin's behalf and times every
-// handler. It implements exactly the handler interfaces *Plugin does
+// instrumented serves the NRI stub on the plugin's behalf, times every
+// handler and labels its goroutine nri=<handler> while it runs, for CPU
+// profiles (internal/proflabel). It implements exactly the handler interfaces *Plugin does
 // (TestInstrumentedHandlersMatchPlugin keeps them in step), since the stub
 // subscribes to the events whose interfaces its plugin value implements.
 type instrumented struct {
 	p       *Plugin
 	seconds *prometheus.HistogramVec
+	// labels are the handlers' label sets, made once (putting one on
+	// then does not allocate).
+	labels map[string]proflabel.Set
+}
+
+// handlerNames are the handlers instrumented serves.
+var handlerNames = []string{"Configure", "Synchronize", "Shutdown", "RunPodSandbox", "StopPodSandbox", "RemovePodSandbox",
+	"CreateContainer", "UpdateContainer", "StopContainer", "PostStartContainer", "RemoveContainer"}
+
+func newInstrumented(p *Plugin) instrumented {
+	labels := make(map[string]proflabel.Set, len(handlerNames))
+	for _, name := range handlerNames {
+		labels[name] = proflabel.NRI(name)
+	}
+	return instrumented{p: p, seconds: p.metrics.handlers, labels: labels}
 }
 
 var (
@@ -45,62 +63,68 @@ var (
 	_ stub.PostStartContainerInterface = instrumented{}
 )
 
+// serve runs a handler: labelled for profiles while it runs, its time
+// recorded under its name.
+func (in instrumented) serve(ctx context.Context, handler string, f func()) {
+	defer in.observe(handler, time.Now())
+	in.labels[handler].Do(ctx, f)
+}
+
 // observe records the time since start under the handler's name.
 func (in instrumented) observe(handler string, start time.Time) {
 	in.seconds.WithLabelValues(handler).Observe(time.Since(start).Seconds())
 }
 
-func (in instrumented) Configure(ctx context.Context, cfg, runtime, version string) (api.EventMask, error) {
-	defer in.observe("Configure", time.Now())
-	return in.p.Configure(ctx, cfg, runtime, version)
+func (in instrumented) Configure(ctx context.Context, cfg, runtime, version string) (mask api.EventMask, err error) {
+	in.serve(ctx, "Configure", func() { mask, err = in.p.Configure(ctx, cfg, runtime, version) })
+	return mask, err
 }
 
-func (in instrumented) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
-	defer in.observe("Synchronize", time.Now())
-	return in.p.Synchronize(ctx, pods, ctrs)
+func (in instrumented) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (updates []*api.ContainerUpdate, err error) {
+	in.serve(ctx, "Synchronize", func() { updates, err = in.p.Synchronize(ctx, pods, ctrs) })
+	return updates, err
 }
 
 func (in instrumented) Shutdown(ctx context.Context) {
-	defer in.observe("Shutdown", time.Now())
-	in.p.Shutdown(ctx)
+	in.serve(ctx, "Shutdown", func() { in.p.Shutdown(ctx) })
 }
 
-func (in instrumented) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
-	defer in.observe("RunPodSandbox", time.Now())
-	return in.p.RunPodSandbox(ctx, pod)
+func (in instrumented) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
+	in.serve(ctx, "RunPodSandbox", func() { err = in.p.RunPodSandbox(ctx, pod) })
+	return err
 }
 
-func (in instrumented) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
-	defer in.observe("StopPodSandbox", time.Now())
-	return in.p.StopPodSandbox(ctx, pod)
+func (in instrumented) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
+	in.serve(ctx, "StopPodSandbox", func() { err = in.p.StopPodSandbox(ctx, pod) })
+	return err
 }
 
-func (in instrumented) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
-	defer in.observe("RemovePodSandbox", time.Now())
-	return in.p.RemovePodSandbox(ctx, pod)
+func (in instrumented) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) (err error) {
+	in.serve(ctx, "RemovePodSandbox", func() { err = in.p.RemovePodSandbox(ctx, pod) })
+	return err
 }
 
-func (in instrumented) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	defer in.observe("CreateContainer", time.Now())
-	return in.p.CreateContainer(ctx, pod, ctr)
+func (in instrumented) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (adj *api.ContainerAdjustment, updates []*api.ContainerUpdate, err error) {
+	in.serve(ctx, "CreateContainer", func() { adj, updates, err = in.p.CreateContainer(ctx, pod, ctr) })
+	return adj, updates, err
 }
 
-func (in instrumented) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
-	defer in.observe("UpdateContainer", time.Now())
-	return in.p.UpdateContainer(ctx, pod, ctr, res)
+func (in instrumented) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (updates []*api.ContainerUpdate, err error) {
+	in.serve(ctx, "UpdateContainer", func() { updates, err = in.p.UpdateContainer(ctx, pod, ctr, res) })
+	return updates, err
 }
 
-func (in instrumented) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
-	defer in.observe("StopContainer", time.Now())
-	return in.p.StopContainer(ctx, pod, ctr)
+func (in instrumented) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (updates []*api.ContainerUpdate, err error) {
+	in.serve(ctx, "StopContainer", func() { updates, err = in.p.StopContainer(ctx, pod, ctr) })
+	return updates, err
 }
 
-func (in instrumented) PostStartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
-	defer in.observe("PostStartContainer", time.Now())
-	return in.p.PostStartContainer(ctx, pod, ctr)
+func (in instrumented) PostStartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
+	in.serve(ctx, "PostStartContainer", func() { err = in.p.PostStartContainer(ctx, pod, ctr) })
+	return err
 }
 
-func (in instrumented) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
-	defer in.observe("RemoveContainer", time.Now())
-	return in.p.RemoveContainer(ctx, pod, ctr)
+func (in instrumented) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
+	in.serve(ctx, "RemoveContainer", func() { err = in.p.RemoveContainer(ctx, pod, ctr) })
+	return err
 }

@@ -249,6 +249,7 @@ type isolationMetrics struct {
 	p                                        *Plugin
 	changed, refused, writes, restores, errs *prometheus.Desc
 	banned, systemdUnreachable               *prometheus.Desc
+	passes, settled                          *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*isolationMetrics)(nil)
@@ -261,6 +262,10 @@ func newIsolationMetrics(p *Plugin) *isolationMetrics {
 		restores: prometheus.NewDesc("cpupool_host_file_restores_total", "Host files given their original value back.", nil, nil),
 		errs:     prometheus.NewDesc("cpupool_host_file_errors_total", "Failed host file operations: transient ones are retried with backoff, permanent ones are not.", []string{"kind"}, nil),
 		banned:   prometheus.NewDesc("cpupool_irq_banned_cpus", "CPUs the last pass kept device IRQs off.", nil, nil),
+		passes: prometheus.NewDesc("cpupool_host_file_passes_total",
+			"Passes over the host files, by kind: full (a rescan or a flush: every wanted file read) or kicked (a change's: files known to meet their want not read again).", []string{"kind"}, nil),
+		settled: prometheus.NewDesc("cpupool_host_files_settled_total",
+			"Wanted host files that kicked passes took as meeting their want, without reading them.", nil, nil),
 		systemdUnreachable: prometheus.NewDesc("cpupool_housekeeping_systemd_unreachable_total",
 			"Passes of housekeeping that found systemd's D-Bus API unreachable where systemd manages the cgroups, and left the host's units as they were.", nil, nil),
 	}
@@ -268,7 +273,7 @@ func newIsolationMetrics(p *Plugin) *isolationMetrics {
 
 // Describe implements prometheus.Collector.
 func (m *isolationMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.changed, m.refused, m.writes, m.restores, m.errs, m.banned, m.systemdUnreachable} {
+	for _, d := range []*prometheus.Desc{m.changed, m.refused, m.writes, m.restores, m.errs, m.banned, m.systemdUnreachable, m.passes, m.settled} {
 		ch <- d
 	}
 }
@@ -309,6 +314,9 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.restores, prometheus.CounterValue, float64(st.Restores))
 	ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(st.TransientErrors), "transient")
 	ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(st.PermanentErrors), "permanent")
+	ch <- prometheus.MustNewConstMetric(m.passes, prometheus.CounterValue, float64(st.FullPasses), "full")
+	ch <- prometheus.MustNewConstMetric(m.passes, prometheus.CounterValue, float64(st.KickedPasses), "kicked")
+	ch <- prometheus.MustNewConstMetric(m.settled, prometheus.CounterValue, float64(st.Settled))
 	if iso.housekeeping != nil {
 		ch <- prometheus.MustNewConstMetric(m.systemdUnreachable, prometheus.CounterValue, float64(iso.housekeeping.SystemdUnreachable()))
 	}

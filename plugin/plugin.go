@@ -60,6 +60,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config/nodecheck"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/housekeeping"
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -398,7 +399,7 @@ func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api
 		if done != nil && done.push != nil {
 			// The runtime answers the members' updates once this call
 			// returns, perhaps: the reload is measured in the background.
-			go p.reloadDone(reloadSourceNRI, trigger, done, reloadErr, true)
+			proflabel.Go(proflabel.Reload, func() { p.reloadDone(reloadSourceNRI, trigger, done, reloadErr, true) })
 		} else {
 			p.reloadDone(reloadSourceNRI, trigger, done, reloadErr, true)
 		}

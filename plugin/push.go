@@ -20,6 +20,8 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 )
 
 // pushFunc is the NRI stub's UpdateContainers on the current connection.
@@ -54,10 +56,10 @@ func (p *Plugin) pushLater(ids []string) *pushed {
 		return nil
 	}
 	out := &pushed{done: make(chan struct{})}
-	go func() {
+	proflabel.Go(proflabel.Push, func() {
 		defer close(out.done)
 		out.updated = p.pushNow(ids)
-	}()
+	})
 	return out
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/config/nodecheck"
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -168,10 +169,10 @@ func (p *Plugin) applyQueuedReloadLater() {
 	// Close waits for it: a reload that ran on after Close would write
 	// through a state writer and host files already closed.
 	p.queuedReloads.Add(1)
-	go func() {
+	proflabel.Go(proflabel.Reload, func() {
 		defer p.queuedReloads.Done()
 		p.reload(q.cfg, nil, q.source, q.trigger) //nolint:errcheck // counted, logged and shown in status
-	}()
+	})
 }
 
 // reloadLocked is Reload for a caller that holds the lock (Configure).

@@ -10,6 +10,8 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
+
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 )
 
 // PluginName is the name the plugin registers with.
@@ -98,10 +100,10 @@ func (h Hooks) disconnected(reason string) {
 func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks ...Hooks) error {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	hotplugDone := make(chan struct{})
-	go func() {
+	proflabel.Go(proflabel.Hotplug, func() {
 		defer close(hotplugDone)
 		p.watchHotplug(watchCtx)
-	}()
+	})
 	defer func() {
 		stopWatching()
 		<-hotplugDone
@@ -126,7 +128,7 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 			// from the environment the runtime set up.
 			opts = append(opts, stub.WithPluginName(PluginName), stub.WithPluginIdx(fmt.Sprintf("%02d", p.cfg.PluginIndex)), stub.WithSocketPath(socket))
 		}
-		s, err := stub.New(instrumented{p, p.metrics.handlers}, opts...)
+		s, err := stub.New(newInstrumented(p), opts...)
 		if err != nil {
 			return fmt.Errorf("creating NRI stub: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -114,6 +115,9 @@ func (p *Plugin) kickPinner() {
 func (p *Plugin) pinSandboxesLater() { p.pinSandboxLater("") }
 
 func (p *Plugin) pinLoop() {
+	// Started by the first handler that asks for a pin: without its own
+	// label its CPU would count as that handler's.
+	proflabel.Worker(proflabel.SandboxPinner).Apply()
 	defer close(p.pins.exited)
 	for {
 		select {

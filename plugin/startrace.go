@@ -27,6 +27,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -71,7 +72,7 @@ func (p *Plugin) checkStartsLater(checks []*startCheck) {
 		return
 	}
 	quit := p.pins.quit
-	go func() {
+	proflabel.Go(proflabel.StartCheck, func() {
 		t := time.NewTicker(startCheckEvery)
 		defer t.Stop()
 		deadline := time.Now().Add(startCheckFor)
@@ -83,7 +84,7 @@ func (p *Plugin) checkStartsLater(checks []*startCheck) {
 			}
 			checks = slices.DeleteFunc(checks, p.checkStart)
 		}
-	}()
+	})
 }
 
 // checkStart checks one container's cgroup, and pins it if its CPUs are

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/state"
 )
 
@@ -135,6 +136,7 @@ func (w *stateWriter) changed(gen uint64) {
 
 // run is the writer goroutine.
 func (w *stateWriter) run() {
+	proflabel.Worker(proflabel.StateWriter).Apply()
 	defer close(w.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 )
 
 // pprofUnixPrefix marks a unix socket path in --pprof-address.
@@ -109,11 +111,11 @@ func servePprof(addr string, log *logrus.Logger) (stop func(), where string, err
 	// No write timeout: a CPU profile or a trace answers after the
 	// seconds it was asked for.
 	srv := &http.Server{Handler: pprofHandler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
+	proflabel.Go(proflabel.Pprof, func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warnf("serving profiles on %s: %v", addr, err)
 		}
-	}()
+	})
 	return func() {
 		srv.Close()
 		runtime.SetBlockProfileRate(0)

@@ -23,6 +23,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/deviceplugin"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -115,12 +116,14 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.Kubelet.DevicePlugin {
 		dp := deviceplugin.New(p, cfg.Kubelet.DevicePluginDir, config.ResourceExclusive, log)
-		go dp.Run(ctx)
+		proflabel.Go(proflabel.DevicePlugin, func() { dp.Run(ctx) }) //nolint:errcheck // it logs its own failures
 		log.Infof("kubelet device plugin on: advertising %s through %s", config.ResourceExclusive, cfg.Kubelet.DevicePluginDir)
 	}
-	draDone := serveDRA(ctx, driver)
-	eventsDone := servePodEvents(ctx, events)
-	go p.WatchConfig(ctx, *cfgPath, hup, load)
+	// The goroutines these start carry their label (it is inherited).
+	var draDone, eventsDone <-chan struct{}
+	proflabel.Worker(proflabel.DRA).Do(context.Background(), func() { draDone = serveDRA(ctx, driver) })
+	proflabel.Worker(proflabel.PodEvents).Do(context.Background(), func() { eventsDone = servePodEvents(ctx, events) })
+	proflabel.Go(proflabel.ConfigWatch, func() { p.WatchConfig(ctx, *cfgPath, hup, load) })
 	err = p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff, systemdHooks(log))
 	stop()
 	<-draDone // the driver's last claims write
@@ -371,7 +374,9 @@ func serveMetrics(addr string, p *plugin.Plugin, d Driver, extra ...prometheus.C
 		return nil, fmt.Errorf("metricsAddress: %w", err)
 	}
 	srv := &http.Server{Handler: metricsHandler(p, d, extra...), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(l)
+	// A scrape's CPU shows as worker=metrics in a profile: the server's
+	// connections inherit its goroutine's label.
+	proflabel.Go(proflabel.Metrics, func() { srv.Serve(l) }) //nolint:errcheck // ErrServerClosed at stop
 	return func() { srv.Close() }, nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 )
 
 // Async is an io.Writer (for logrus.SetOutput) that never blocks on its
@@ -59,6 +61,7 @@ func (a *Async) Write(p []byte) (int, error) {
 }
 
 func (a *Async) run() {
+	proflabel.Worker(proflabel.Log).Apply()
 	defer close(a.done)
 	for q := range a.lines {
 		a.notice(q.dropped)
