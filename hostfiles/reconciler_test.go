@@ -729,3 +729,44 @@ func TestHandedOverFileIsKeptWhileItsOwnerCannotPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestKickedPassesKeepToTheirShare: under a stream of kicks, passes that
+// take long are spaced so that they take at most BusyShare of the
+// worker's time (issue 45: back to back, they kept a core busy and every
+// reply waited), and a short pass is still followed after MinInterval.
+func TestKickedPassesKeepToTheirShare(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	src := newSource("s")
+	src.before = func() error { time.Sleep(20 * time.Millisecond); return nil } // a pass takes ≥ 20 ms
+	in := openInstance(t, OS{}, tr, bootA, src)
+	in.r.timing = Timing{Delay: time.Millisecond, MinInterval: time.Millisecond, Rescan: time.Hour,
+		BackoffInitial: time.Second, BackoffMax: time.Second, BusyShare: 0.25}
+	src.set(map[string]string{tr.path("a"): "y"})
+	in.r.Start()
+	start := time.Now()
+	for time.Since(start) < 600*time.Millisecond {
+		in.r.Kick()
+		time.Sleep(2 * time.Millisecond)
+	}
+	passes := in.r.Status().Passes
+	elapsed := time.Since(start)
+	// Each pass takes ≥ 20 ms, so the next starts ≥ 80 ms after it began:
+	// at most one pass per 80 ms, and one more for the window's edges.
+	// Back to back (BusyShare 0) there would be one per ~20 ms, ~30.
+	limit := uint64(elapsed/(80*time.Millisecond)) + 1
+	assert.LessOrEqual(t, passes, limit, "passes in %v", elapsed)
+	assert.GreaterOrEqual(t, passes, uint64(3), "kicked passes still run")
+}
+
+func TestPassIntervalFollowsTheLastPass(t *testing.T) {
+	tm := Timing{MinInterval: 100 * time.Millisecond, BusyShare: 0.25}
+	for _, c := range []struct{ took, want time.Duration }{
+		{0, 100 * time.Millisecond},
+		{2 * time.Millisecond, 100 * time.Millisecond},
+		{25 * time.Millisecond, 100 * time.Millisecond},
+		{170 * time.Millisecond, 680 * time.Millisecond},
+	} {
+		assert.Equal(t, c.want, tm.interval(c.took), "after a pass of %v", c.took)
+	}
+	assert.Equal(t, 100*time.Millisecond, Timing{MinInterval: 100 * time.Millisecond}.interval(time.Second), "no share: MinInterval alone")
+}
