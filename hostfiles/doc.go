@@ -26,8 +26,11 @@
 //     new originals, writes what is not yet as wanted, and restores the
 //     files whose owner no longer wants them. Kicks coalesce: a pass starts
 //     Delay after the first kick and at least MinInterval after the
-//     previous pass, and takes every change made before it asked the
-//     Sources, so a burst of a hundred pods is one pass. Passes also run
+//     previous pass (and, after a long pass, at least its length divided
+//     by BusyShare, so that kicked passes take at most that share of the
+//     worker's time under a stream of changes), and takes every change
+//     made before it asked the Sources, so a burst of a hundred pods is
+//     one pass. Passes also run
 //     every Rescan, to find files that appeared later (an IRQ of a driver
 //     loaded after the pod started) and to undo drift (another program
 //     writing the file back).
