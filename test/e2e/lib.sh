@@ -257,19 +257,29 @@ JSON
 # reading server preface: use of closed network connection"), the pod
 # stayed and held its CPUs, and the next pod was refused. So a failure is
 # said and retried (twice) for the pods still there, and a third is fatal.
+# A pod counts as gone only when the runtime says it has no such pod
+# (NotFound): a failed question (the same broken connection) leaves it
+# counted as still there.
 remove_pods() {
   local try err left id
   left=("$@")
   for try in 1 2 3; do
     err=$(crictl rmp -f "${left[@]}" 2>&1 >/dev/null) && return 0
     local still=()
-    for id in "${left[@]}"; do crictl inspectp "$id" >/dev/null 2>&1 && still+=("$id"); done
+    for id in "${left[@]}"; do pod_gone "$id" || still+=("$id"); done
     [ "${#still[@]}" -eq 0 ] && return 0
     left=("${still[@]}")
     info "crictl rmp -f failed (attempt $try; ${#left[@]} pods still there): $(printf '%s' "$err" | tail -1 | cut -c1-300)"
     sleep 1
   done
   die "removing pods ${left[*]}: crictl rmp -f failed 3 times"
+}
+
+# pod_gone POD_ID: true when the runtime answers that it has no such pod.
+pod_gone() {
+  local out
+  out=$(crictl inspectp "$1" 2>&1 >/dev/null) && return 1
+  case "$out" in *NotFound*) return 0 ;; *) return 1 ;; esac
 }
 
 # cgroup_of ID: the container's (or sandbox's) cpuset cgroup directory.
