@@ -202,7 +202,10 @@ func (r *Reconciler) run() {
 		due       time.Time // when the armed timer fires
 		lastStart time.Time
 		lastTook  time.Duration // how long the last pass took
-		wait      = r.timing.BackoffInitial
+		// kicked: the armed timer is a kick's (not a backoff's), which
+		// the spacing after a long pass (BusyShare) may have put far off.
+		kicked bool
+		wait   = r.timing.BackoffInitial
 		// full: the next pass is a rescan's, which reads every wanted
 		// file; the first is one too (nothing is known yet).
 		full = true
@@ -225,13 +228,18 @@ func (r *Reconciler) run() {
 			next := max(r.timing.Delay, time.Until(lastStart.Add(r.timing.interval(lastTook))))
 			if !armed || time.Until(due) > next {
 				arm(next)
+				kicked = true
 			}
 		case <-rescan.C:
-			// A kick's pass already due becomes the rescan: under a
-			// steady stream of kicks, files still get read every Rescan.
+			// A kick's pass already due becomes the rescan, now: under a
+			// steady stream of kicks, files still get read every Rescan,
+			// and a kick's pass spaced far off by a long pass (its length
+			// counts what it waited for: a lock, systemd, a disk) waits
+			// no longer than the rescan. A backoff's timer is kept.
 			full = true
-			if !armed && r.ready.Load() {
+			if (!armed || kicked) && r.ready.Load() {
 				arm(0)
+				kicked = false
 			}
 		case <-timer.C:
 			armed = false
@@ -243,6 +251,7 @@ func (r *Reconciler) run() {
 			}
 			if err != nil {
 				arm(wait)
+				kicked = false
 				wait = min(wait*2, r.timing.BackoffMax)
 				continue
 			}

@@ -770,3 +770,38 @@ func TestPassIntervalFollowsTheLastPass(t *testing.T) {
 	}
 	assert.Equal(t, 100*time.Millisecond, Timing{MinInterval: 100 * time.Millisecond}.interval(time.Second), "no share: MinInterval alone")
 }
+
+// TestLongPassPutsOffNeitherTheRescanNorAChange: the spacing after a long
+// pass (BusyShare) counts the pass's wall time, which includes what it
+// waited for (here the lock a Flush holds; a slow systemd, a slow disk):
+// a pass of 0.6 s spaces the next kicked one 2.4 s. A rescan that ticks
+// meanwhile must still run then, and take the kicked change with it: the
+// spacing must not put off the rescan (every Rescan, the package comment)
+// nor so a container's IRQs and partitions by more than a Rescan.
+func TestLongPassPutsOffNeitherTheRescanNorAChange(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	src := newSource("s")
+	in := openInstance(t, OS{}, tr, bootA, src)
+	in.r.timing = Timing{Delay: time.Millisecond, MinInterval: time.Millisecond, Rescan: time.Second,
+		BackoffInitial: time.Second, BackoffMax: time.Second, BusyShare: 0.25}
+	src.set(map[string]string{tr.path("a"): "y"})
+	in.r.Start()
+	in.r.Kick()
+	require.Eventually(t, func() bool { return tr.read(t, "a") == "y" }, 5*time.Second, time.Millisecond)
+
+	// A kicked pass that waits 0.6 s for the lock.
+	passes := in.r.Status().Passes
+	in.r.mu.Lock()
+	in.r.Kick()
+	time.Sleep(600 * time.Millisecond)
+	in.r.mu.Unlock()
+	require.Eventually(t, func() bool { return in.r.Status().Passes > passes }, 5*time.Second, time.Millisecond)
+
+	// A change now: its kicked pass is spaced 2.4 s after the long one
+	// began, but the rescan ticks 1 s after the start and takes it.
+	src.set(map[string]string{tr.path("a"): "z"})
+	in.r.Kick()
+	kicked := time.Now()
+	require.Eventually(t, func() bool { return tr.read(t, "a") == "z" }, 5*time.Second, time.Millisecond)
+	assert.Less(t, time.Since(kicked), 1100*time.Millisecond, "the change waited for the spacing, past the rescan")
+}
