@@ -26,7 +26,8 @@ type Timing struct {
 	// BusyShare, when above 0, bounds the share of its time the worker
 	// spends in kicked passes: after a pass that took d, the next kicked
 	// one starts no sooner than d/BusyShare after it began (and never
-	// sooner than MinInterval). Zero leaves MinInterval alone.
+	// sooner than MinInterval), or at the next Rescan, which takes it:
+	// d counts what the pass waited for. Zero leaves MinInterval alone.
 	BusyShare float64
 }
 
