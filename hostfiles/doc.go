@@ -29,8 +29,8 @@
 //     previous pass (and, after a long pass, at least its length divided
 //     by BusyShare, so that kicked passes take at most that share of the
 //     worker's time under a stream of changes; a pass's length counts
-//     what it waited for, so a kicked pass spaced so waits at most for
-//     the next Rescan, which takes it), and takes every change made
+//     what it waited for, so a kicked pass spaced so waits at most
+//     BusyMax, or for the next Rescan, which takes it), and takes every change made
 //     before it asked the Sources, so a burst of a hundred pods is one
 //     pass. Passes also run every Rescan, which neither kicks nor that
 //     spacing put off, to find files that appeared later (an IRQ of a

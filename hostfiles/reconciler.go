@@ -29,6 +29,11 @@ type Timing struct {
 	// sooner than MinInterval), or at the next Rescan, which takes it:
 	// d counts what the pass waited for. Zero leaves MinInterval alone.
 	BusyShare float64
+	// BusyMax, when above 0, is the most BusyShare may space two kicked
+	// passes: a grant's IRQs and partitions wait at most this long for a
+	// pass after a long one (a pass that waited seconds for systemd must
+	// not put the next change off four times as long).
+	BusyMax time.Duration
 }
 
 // DefaultTiming coalesces a burst of container events into one pass and
@@ -38,9 +43,10 @@ type Timing struct {
 // under a stream of creations the passes ran back to back (170 ms each
 // on a 384-CPU fixture with every isolation feature on, issue 45), one
 // core busy for as long as the stream lasted, and every reply waited for
-// the cores that left. A pass of 2 ms is still followed 100 ms later.
+// the cores that left. A pass of 2 ms is still followed 100 ms later,
+// and no pass more than a second later (BusyMax).
 var DefaultTiming = Timing{Delay: 10 * time.Millisecond, MinInterval: 100 * time.Millisecond, Rescan: 10 * time.Second,
-	BackoffInitial: 100 * time.Millisecond, BackoffMax: 30 * time.Second, BusyShare: 0.25}
+	BackoffInitial: 100 * time.Millisecond, BackoffMax: 30 * time.Second, BusyShare: 0.25, BusyMax: time.Second}
 
 // interval is the least time from a pass's start to the next kicked
 // one's, after a pass that took took.
@@ -48,7 +54,11 @@ func (t Timing) interval(took time.Duration) time.Duration {
 	if t.BusyShare <= 0 {
 		return t.MinInterval
 	}
-	return max(t.MinInterval, time.Duration(float64(took)/t.BusyShare))
+	spaced := time.Duration(float64(took) / t.BusyShare)
+	if t.BusyMax > 0 {
+		spaced = min(spaced, t.BusyMax)
+	}
+	return max(t.MinInterval, spaced)
 }
 
 // Status is a snapshot for metrics, status and the audit.

@@ -769,6 +769,9 @@ func TestPassIntervalFollowsTheLastPass(t *testing.T) {
 		assert.Equal(t, c.want, tm.interval(c.took), "after a pass of %v", c.took)
 	}
 	assert.Equal(t, 100*time.Millisecond, Timing{MinInterval: 100 * time.Millisecond}.interval(time.Second), "no share: MinInterval alone")
+	capped := Timing{MinInterval: 100 * time.Millisecond, BusyShare: 0.25, BusyMax: time.Second}
+	assert.Equal(t, 680*time.Millisecond, capped.interval(170*time.Millisecond), "under the cap")
+	assert.Equal(t, time.Second, capped.interval(20*time.Second), "a pass that waited 20 s: the next at most 1 s later")
 }
 
 // TestLongPassPutsOffNeitherTheRescanNorAChange: the spacing after a long
