@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/hostfiles"
 )
 
 // daemonSpec is how a benchmark runs the real binary (`nri-cpupool run`)
@@ -254,12 +256,12 @@ func hostFilePasses(b *testing.B, mfs []*dto.MetricFamily) float64 {
 
 // waitHostFilesSettled waits until the daemon's background passes have
 // caught up with the containers running: no host file written or
-// restored for a second (passes come at most every 100 ms after a
-// change, hostfiles.DefaultTiming), the counterpart of FlushIsolation
-// in this process.
+// restored for longer than passes may be spaced after a change
+// (hostfiles.DefaultTiming: BusyMax, 1 s, after a long pass), the
+// counterpart of FlushIsolation in this process.
 func (d *benchDaemon) waitHostFilesSettled(b *testing.B) {
 	b.Helper()
-	const quiet = time.Second
+	quiet := hostfiles.DefaultTiming.BusyMax + 500*time.Millisecond
 	deadline := time.Now().Add(2 * time.Minute)
 	last, since := -1.0, time.Now()
 	for {
