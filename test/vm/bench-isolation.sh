@@ -92,6 +92,26 @@ conf() {
 
 virtio_irqs() { awk '/virtio/ && !/-config/ {id = $1; sub(":", "", id); if (id ~ /^[0-9]+$/) print id}' /proc/interrupts; }
 steer_irqs() { local i; for i in $(virtio_irqs); do echo "$1" > "/proc/irq/$i/smp_affinity_list" 2>/dev/null; done; }
+# irq_where WHEN CPU [counts]: where the steered virtio IRQs are at WHEN
+# (IRQ:affinity/effective affinity, and with "counts" each one's count on
+# CPU so far), to tell an IRQ taken on a held CPU before the plugin's
+# rescan moved it from one taken after (the window's IRQ delta alone
+# cannot). Without "counts" it forks nothing (bash's read), so that it
+# can run right before the window without delaying it.
+irq_where() {
+  local i a e c line=""
+  local -A oncpu=()
+  if [ "${3:-}" = counts ]; then
+    while read -r i c; do oncpu[$i]=$c; done < <(awk -v c="$2" '$1 ~ /^[0-9]+:$/ {i = $1; sub(":", "", i); print i, $(c + 2)}' /proc/interrupts)
+  fi
+  for i in $VIRTIO_IRQS; do
+    a="?" e="?"
+    read -r a < "/proc/irq/$i/smp_affinity_list" 2>/dev/null
+    read -r e < "/proc/irq/$i/effective_affinity_list" 2>/dev/null
+    line="$line $i:$a/$e${oncpu[$i]:+/${oncpu[$i]}}"
+  done
+  IRQ_WHERE="$IRQ_WHERE; $1 [$SECONDS s]$line"
+}
 
 record() { echo "$1 $2 $3 $4" >> "$RES"; } # setup round figure value
 
@@ -108,12 +128,18 @@ one() {
   info "[$SECONDS s] the probe's container started"
   cpu=$(cpus_of "$ctr")
   steer_irqs "$cpu"
+  VIRTIO_IRQS=$(virtio_irqs) IRQ_WHERE=""
+  irq_where steered "$cpu" counts
   pid=$(noise_probe_pid "$ctr" "b$s$r" probe) || { noise_probe_log "b$s$r" probe | tail -5; die "oslat did not start"; }
   info "[$SECONDS s] oslat measures on CPU $cpu (pid $pid)"
+  irq_where thaw "$cpu" counts
   noise_load_resume || die "the host load could not be thawed"
   sleep "$SETTLE"
   info "[$SECONDS s] the load thawed ${SETTLE} s ago: the window"
+  irq_where window "$cpu"
   noise_window "$cpu" "$WINDOW" "$win" "$pid" stop
+  irq_where "window's end" "$cpu" counts
+  info "virtio IRQs (IRQ:affinity/effective/count on CPU $cpu)${IRQ_WHERE#;}"
   # Whether the load may run there at all: a count of 0 switches says
   # more next to it (c: the kernel's affinity reset let it; d: kept off).
   record "$s" "$r" loadallowed "$(noise_load_allowed "$cpu")"
