@@ -275,6 +275,36 @@ remove_pods() {
   die "removing pods ${left[*]}: crictl rmp -f failed 3 times"
 }
 
+# stop_pod POD_ID: stops the pod's sandbox (crictl stopp: the path a
+# kubelet takes, which releases the pod's CPUs before its removal), or the
+# test dies. Retried like remove_pods: stopp of a stopped sandbox succeeds,
+# so a retry after a request that did arrive is harmless.
+stop_pod() {
+  local try err
+  for try in 1 2 3; do
+    err=$(crictl stopp "$1" 2>&1 >/dev/null) && return 0
+    info "crictl stopp $1 failed (attempt $try): $(printf '%s' "$err" | tail -1 | cut -c1-300)"
+    sleep 1
+  done
+  die "stopping pod $1: crictl stopp failed 3 times"
+}
+
+# remove_all_pods: removes every pod the runtime has (remove_pods), or the
+# test dies; a failed listing is not taken for "no pods".
+remove_all_pods() {
+  local try ids
+  for try in 1 2 3; do
+    if ids=$(crictl pods -q 2>/dev/null); then
+      # shellcheck disable=SC2086 # one pod ID per word
+      [ -z "$ids" ] || remove_pods $ids
+      return 0
+    fi
+    info "crictl pods -q failed (attempt $try)"
+    sleep 1
+  done
+  die "listing the pods to remove: crictl pods -q failed 3 times"
+}
+
 # pod_gone POD_ID: true when the runtime answers that it has no such pod.
 pod_gone() {
   local out

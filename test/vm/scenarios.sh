@@ -213,7 +213,7 @@ if [ "$VM_CGROUP" = v1 ]; then
   stop_plugin
   start_plugin /tmp/hk.yaml
   check "the feature back on: the shell loop off the held CPUs again" "$(within 30 no loop_on_held)" "no"
-  crictl stopp "$ENI" >/dev/null && crictl rmp "$ENI" >/dev/null
+  stop_pod "$ENI" && remove_pods "$ENI"
   check "released: the shell loop exactly as before" "$(within 30 "$LOOP_BEFORE" affinity_of_pid "$LOOP")" "$LOOP_BEFORE"
   check "released: kthreadd exactly as before" "$(within 30 "$KT_BEFORE" affinity_of_pid 2)" "$KT_BEFORE"
   kill "$LOOP" 2>/dev/null
@@ -324,7 +324,7 @@ check "infra process followed" "$(allowed_of "$WEB_APP")" "$RESERVED"
 check "sandbox cgroup followed" "$(eventually "$RESERVED" cpus_of "$WEB")" "$RESERVED"
 check "pause process followed" "$(eventually "$RESERVED" allowed_of "$WEB")" "$RESERVED"
 check_contains "metrics: infra has 2 CPUs" "$(metrics)" 'cpupool_pool_cpus{pool="infra"} 2'
-crictl stopp "$ENI" >/dev/null && crictl rmp "$ENI" >/dev/null
+stop_pod "$ENI" && remove_pods "$ENI"
 # The pod's sandbox stop releases the CPU; sandboxes follow without waiting
 # for a reply (the plugin pins them right after the stop's), the
 # infra containers with the next reply (updates never travel on their own),
@@ -337,7 +337,7 @@ check "infra process grew back" "$(allowed_of "$WEB_APP")" "$INFRA"
 check "sandbox cgroup grew back" "$(wait_cpus "$WEB" "$INFRA")" "$INFRA"
 
 section "exclusive plus shared CPUs in one container, its shared part following the pool"
-crictl rmp -fa >/dev/null
+remove_all_pods
 stop_plugin
 mixed_config() { # mixed_config SHARED: exclusive 2-3, the shared pool SHARED
   printf 'reservedCPUs: "%s"\npools:\n  exclusive: {cpus: "2-3"}\n  shared: {cpus: "%s"}\nmetricsAddress: "127.0.0.1:19464"\n' "$RESERVED" "$1"
