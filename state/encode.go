@@ -12,7 +12,9 @@ import (
 // order, and reuses its buffer: reflection, sorting and allocation over a
 // thousand unchanged entries would dominate each write (issue 45). What is
 // left per unchanged entry is a map lookup and a comparison (and the copy
-// into the buffer).
+// into the buffer); for the containers of a tracked State
+// (State.TrackContainerChanges, the state writer's mirror) not even that,
+// only the copy.
 type stateEncoder struct {
 	containers entryCache[ContainerState]
 	held       entryCache[HeldState]
