@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,10 @@ type isolation struct {
 	// the journal holds no record of theirs of this boot (kernelwork.go).
 	rps        *kernelwork.RPSSource
 	workqueues *kernelwork.WorkqueueSource
+	// before are the counters of the reconcilers closed before this one
+	// (isolationtotals.go); raised, never lowered, when one closes after
+	// this one opened.
+	before atomic.Pointer[hostFileTotals]
 }
 
 // openIsolation reads the journal for this boot and starts the
@@ -73,6 +78,8 @@ func (p *Plugin) openIsolation() error {
 		p.log.Infof("isolation: %s", note)
 	}
 	iso := &isolation{journal: j}
+	before := p.hostFilesBefore
+	iso.before.Store(&before)
 	var sources []hostfiles.Source
 	if p.cfg.IRQIsolationEnabled() || hasOwner(j, irq.Owner) {
 		cfg := irq.Config{ProcRoot: p.cfg.ProcRoot, SysfsRoot: p.cfg.SysfsRoot, Online: p.topo.Online,
@@ -310,15 +317,20 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.changed, prometheus.GaugeValue, float64(st.Records[o]), o)
 		ch <- prometheus.MustNewConstMetric(m.refused, prometheus.GaugeValue, float64(refused[o]), o)
 	}
-	ch <- prometheus.MustNewConstMetric(m.writes, prometheus.CounterValue, float64(st.Writes))
-	ch <- prometheus.MustNewConstMetric(m.restores, prometheus.CounterValue, float64(st.Restores))
-	ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(st.TransientErrors), "transient")
-	ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(st.PermanentErrors), "permanent")
-	ch <- prometheus.MustNewConstMetric(m.passes, prometheus.CounterValue, float64(st.FullPasses), "full")
-	ch <- prometheus.MustNewConstMetric(m.passes, prometheus.CounterValue, float64(st.KickedPasses), "kicked")
-	ch <- prometheus.MustNewConstMetric(m.settled, prometheus.CounterValue, float64(st.Settled))
+	// Counters: the reconcilers' before this one too, so that a reload
+	// or a hotplug, which makes a new one, does not reset them.
+	before := iso.before.Load()
+	total := before.plus(st, 0)
+	ch <- prometheus.MustNewConstMetric(m.writes, prometheus.CounterValue, float64(total.writes))
+	ch <- prometheus.MustNewConstMetric(m.restores, prometheus.CounterValue, float64(total.restores))
+	ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(total.transient), "transient")
+	ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(total.permanent), "permanent")
+	ch <- prometheus.MustNewConstMetric(m.passes, prometheus.CounterValue, float64(total.full), "full")
+	ch <- prometheus.MustNewConstMetric(m.passes, prometheus.CounterValue, float64(total.kicked), "kicked")
+	ch <- prometheus.MustNewConstMetric(m.settled, prometheus.CounterValue, float64(total.settled))
 	if iso.housekeeping != nil {
-		ch <- prometheus.MustNewConstMetric(m.systemdUnreachable, prometheus.CounterValue, float64(iso.housekeeping.SystemdUnreachable()))
+		unreachable := before.systemdUnreachable + iso.housekeeping.SystemdUnreachable()
+		ch <- prometheus.MustNewConstMetric(m.systemdUnreachable, prometheus.CounterValue, float64(unreachable))
 	}
 	if iso.irq != nil {
 		ch <- prometheus.MustNewConstMetric(m.banned, prometheus.GaugeValue, float64(iso.irq.LastBanned().Size()))

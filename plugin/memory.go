@@ -92,14 +92,16 @@ func (p *Plugin) collectState(st *state.State, grants *grantsSnapshot) uint64 {
 		*grants = p.grants.snapshot()
 	}
 	if p.dirtyAll {
-		st.Containers = maps.Clone(p.memory.Containers)
+		st.ReplaceContainers(maps.Clone(p.memory.Containers))
 		p.dirtyAll = false
 	} else {
+		// Through the State's setters, so that its store encodes these
+		// alone (State.TrackContainerChanges).
 		for id := range p.dirty {
 			if c, ok := p.memory.Containers[id]; ok {
-				st.Containers[id] = c
+				st.SetContainer(id, c)
 			} else {
-				delete(st.Containers, id)
+				st.DeleteContainer(id)
 			}
 		}
 	}

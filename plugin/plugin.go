@@ -219,6 +219,9 @@ type Plugin struct {
 	// (isolationClosed, under it) by closeIsolation.
 	isolationRestart sync.Mutex
 	isolationClosed  bool
+	// hostFilesBefore are the host files' counters of the reconcilers
+	// closed so far, for the next one to carry (under mu).
+	hostFilesBefore hostFileTotals
 }
 
 // New builds a plugin for a node. The state is loaded here; it is

@@ -445,8 +445,15 @@ func (p *Plugin) restartIsolation() {
 	iso.recon.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.isolation.Load() != nil {
-		return // a Configure opened it meanwhile (loadState)
+	// Closed, it counts no more: the next reconciler's counters start
+	// from its totals (isolationtotals.go).
+	p.hostFilesBefore = iso.totals()
+	if next := p.isolation.Load(); next != nil {
+		// A Configure opened it meanwhile (loadState), from the totals
+		// before this one's last counts.
+		before := p.hostFilesBefore
+		next.before.Store(&before)
+		return
 	}
 	if err := p.openIsolation(); err != nil {
 		p.log.Errorf("reload: opening the journal of host files again: %v; retried at the next reload", err)

@@ -97,10 +97,14 @@ const (
 var stateWriteBackoff = Backoff{Initial: 50 * time.Millisecond, Max: 5 * time.Second}
 
 func newStateWriter(log *logrus.Logger, collect func(*state.State, *grantsSnapshot) uint64) *stateWriter {
+	// collect changes the mirror's containers through its setters only:
+	// the store encodes the changed ones alone.
+	mirror := state.NewState()
+	mirror.TrackContainerChanges()
 	return &stateWriter{log: log, collect: collect,
 		delay: stateWriteDelay, minInterval: stateWriteInterval, syncEvery: stateSyncEvery, backoff: stateWriteBackoff,
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		mirror: state.NewState(), started: time.Now(),
+		mirror: mirror, started: time.Now(),
 		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "cpupool_state_write_duration_seconds",
 			Help:    "Time the background writer takes to write (op=write) or fsync (op=sync) the state file.",

@@ -12,11 +12,17 @@ import (
 // order, and reuses its buffer: reflection, sorting and allocation over a
 // thousand unchanged entries would dominate each write (issue 45). What is
 // left per unchanged entry is a map lookup and a comparison (and the copy
-// into the buffer).
+// into the buffer); for the containers of a tracked State
+// (State.TrackContainerChanges, the state writer's mirror) not even that,
+// only the copy.
 type stateEncoder struct {
 	containers entryCache[ContainerState]
 	held       entryCache[HeldState]
 	buf        []byte // the payload, reused: valid until the next encode
+	// from is the State the cache was last brought up to; nil after a
+	// failed encode. Only its tracked changes since then may be encoded
+	// alone (State.TrackContainerChanges).
+	from *State
 }
 
 // entryCache is one map of the state as json.Marshal writes it: its
@@ -42,42 +48,74 @@ func (c *entryCache[V]) update(m map[string]V, equal func(a, b V) bool, own func
 		c.byKey = map[string]*cachedEntry[V]{}
 	}
 	for key, v := range m {
-		cached, ok := c.byKey[key]
-		if ok && equal(cached.value, v) {
-			continue
-		}
-		k, err := json.Marshal(key)
-		if err != nil {
+		if err := c.put(key, v, equal, own); err != nil {
 			return err
 		}
-		val, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		entry := append(append(k, ':'), val...)
-		if own != nil {
-			v = own(v)
-		}
-		if ok {
-			cached.value, cached.entry = v, entry
-			continue
-		}
-		cached = &cachedEntry[V]{key: key, value: v, entry: entry}
-		c.byKey[key] = cached
-		c.order = slices.Insert(c.order, c.position(key), cached)
 	}
 	// Every key of m is in the cache now: it holds others only if it is
 	// larger.
 	if len(c.byKey) > len(m) {
 		for key := range c.byKey {
 			if _, ok := m[key]; !ok {
-				delete(c.byKey, key)
-				i := c.position(key)
-				c.order = slices.Delete(c.order, i, i+1)
+				c.remove(key)
 			}
 		}
 	}
 	return nil
+}
+
+// updateKeys brings the cache to m where only the entries of keys may
+// have changed since the cache was last brought to m: the others are not
+// visited.
+func (c *entryCache[V]) updateKeys(m map[string]V, keys map[string]struct{}, equal func(a, b V) bool, own func(V) V) error {
+	for key := range keys {
+		v, ok := m[key]
+		if !ok {
+			if _, cached := c.byKey[key]; cached {
+				c.remove(key)
+			}
+			continue
+		}
+		if err := c.put(key, v, equal, own); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// put caches key's entry, encoding it unless the cached value equals v.
+func (c *entryCache[V]) put(key string, v V, equal func(a, b V) bool, own func(V) V) error {
+	cached, ok := c.byKey[key]
+	if ok && equal(cached.value, v) {
+		return nil
+	}
+	k, err := json.Marshal(key)
+	if err != nil {
+		return err
+	}
+	val, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	entry := append(append(k, ':'), val...)
+	if own != nil {
+		v = own(v)
+	}
+	if ok {
+		cached.value, cached.entry = v, entry
+		return nil
+	}
+	cached = &cachedEntry[V]{key: key, value: v, entry: entry}
+	c.byKey[key] = cached
+	c.order = slices.Insert(c.order, c.position(key), cached)
+	return nil
+}
+
+// remove drops key's entry, which the cache holds.
+func (c *entryCache[V]) remove(key string) {
+	delete(c.byKey, key)
+	i := c.position(key)
+	c.order = slices.Delete(c.order, i, i+1)
 }
 
 // position is where key is, or goes, in order.
@@ -123,9 +161,19 @@ func ownHold(h HeldState) HeldState {
 }
 
 func (e *stateEncoder) encode(st *State) ([]byte, error) {
-	if err := e.containers.update(st.Containers, func(a, b ContainerState) bool { return a == b }, nil); err != nil {
+	sameContainer := func(a, b ContainerState) bool { return a == b }
+	var err error
+	if keys, ok := st.changedContainers(); ok && e.from == st && e.containers.byKey != nil {
+		err = e.containers.updateKeys(st.Containers, keys, sameContainer, nil)
+	} else {
+		err = e.containers.update(st.Containers, sameContainer, nil)
+	}
+	if err != nil {
+		e.from = nil // compare every container next time
 		return nil, err
 	}
+	e.from = st
+	st.encoded()
 	if err := e.held.update(st.Held, sameHold, ownHold); err != nil {
 		return nil, err
 	}

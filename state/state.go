@@ -73,6 +73,11 @@ type State struct {
 	// MigratedFrom is the schema version the file was migrated from when
 	// loaded; 0 when it was already current. Never written.
 	MigratedFrom int `json:"-"`
+
+	// changed are the containers SetContainer and DeleteContainer touched
+	// since a FileStore last encoded this State (encode.go), for it to
+	// encode those alone; never written.
+	changed containerChanges
 }
 
 // ContainerState is one container's assignment.
