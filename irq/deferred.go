@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"k8s.io/utils/cpuset"
 
@@ -44,6 +45,8 @@ type deferredMoves struct {
 	// pending are the IRQs whose move is deferred, with the masks logged.
 	pending map[int]deferredMove
 	count   atomic.Int64
+	// buf is where routedElsewhere reads.
+	buf [32]byte
 	// noFileTold: the kernel shows no effective affinity (no
 	// effective_affinity_list: a kernel without
 	// CONFIG_GENERIC_IRQ_EFFECTIVE_AFF_MASK); logged once.
@@ -84,8 +87,9 @@ func (s *Source) checkDeferred(banned cpuset.CPUSet) {
 		irqs = append(irqs, n)
 	}
 	slices.Sort(irqs)
+	root := filepath.Join(s.cfg.ProcRoot, "irq")
 	for _, n := range slices.Compact(irqs) {
-		s.checkDeferredIRQ(n, banned)
+		s.checkDeferredIRQ(root, n, banned)
 	}
 	d.written, d.sweep, d.swept = d.written[:0], nil, true
 	d.count.Store(int64(len(d.pending)))
@@ -93,12 +97,16 @@ func (s *Source) checkDeferred(banned cpuset.CPUSet) {
 
 // checkDeferredIRQ notes whether IRQ n's move off the banned CPUs is
 // deferred: its affinity avoids them, its effective affinity does not.
-func (s *Source) checkDeferredIRQ(n int, banned cpuset.CPUSet) {
+func (s *Source) checkDeferredIRQ(root string, n int, banned cpuset.CPUSet) {
 	d := &s.deferred
-	dir := filepath.Join(s.cfg.ProcRoot, "irq", strconv.Itoa(n))
 	prev, was := d.pending[n]
+	if !was && d.routedElsewhere(root, n, banned) {
+		return
+	}
+	dir := filepath.Join(root, strconv.Itoa(n))
+	effectivePath := filepath.Join(dir, "effective_affinity_list")
 	delete(d.pending, n)
-	effective, err := readIRQList(filepath.Join(dir, "effective_affinity_list"))
+	effective, err := readIRQList(effectivePath)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			s.log.Warnf("irq: IRQ %d: %v; whether its move off CPUs %s is complete is unknown", n, err, banned)
@@ -132,6 +140,54 @@ func (s *Source) checkDeferredIRQ(n int, banned cpuset.CPUSet) {
 			"smp_affinity_list %s, effective_affinity_list %s; its next interrupt is taken on CPU %s, and completes the move; nothing from user space can",
 			n, s.names(dir), m.affinity, m.effective, routed)
 	}
+}
+
+// routedElsewhere tells, cheaply, that an IRQ's effective affinity is
+// one CPU that is not banned: what nearly every IRQ a pass moves shows
+// (x86 routes an IRQ to one CPU). A pass may move hundreds of IRQs; the
+// file is read into a buffer kept between calls, and parsed without
+// building sets. false is anything else (a list, a banned CPU, an error),
+// which the full read handles.
+func (d *deferredMoves) routedElsewhere(root string, irq int, banned cpuset.CPUSet) bool {
+	// What os.ReadFile allocates (the File, its buffer) was most of what
+	// this check added to a pass: the file is read with the system calls.
+	path := root + string(filepath.Separator) + strconv.Itoa(irq) + string(filepath.Separator) + "effective_affinity_list"
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	for err == syscall.EINTR {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return false
+	}
+	defer syscall.Close(fd)
+	n, err := syscall.Read(fd, d.buf[:])
+	for err == syscall.EINTR {
+		n, err = syscall.Read(fd, d.buf[:])
+	}
+	if err != nil || n == len(d.buf) { // a longer list: the full read
+		return false
+	}
+	cpu, ok := singleCPU(d.buf[:n])
+	return ok && !banned.Contains(cpu)
+}
+
+// singleCPU is the CPU of a list that names one ("5\n"), without
+// allocating.
+func singleCPU(b []byte) (int, bool) {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	if len(b) == 0 || len(b) > 5 {
+		return 0, false
+	}
+	cpu := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		cpu = cpu*10 + int(c-'0')
+	}
+	return cpu, true
 }
 
 // names are the IRQ's handlers (Identity), "no handler" when none.

@@ -142,3 +142,17 @@ func TestDeferredMoveFoundAfterRestart(t *testing.T) {
 	assert.Equal(t, 1, n.src.MovesPending(), "the first pass checks what the earlier process moved")
 	assert.Equal(t, "0-1,3-7", n.affinity("30"))
 }
+
+// TestSingleCPU: the pass's cheap read of an effective affinity takes one
+// CPU and leaves anything else to the full parse.
+func TestSingleCPU(t *testing.T) {
+	for in, want := range map[string]int{"5\n": 5, "0": 0, "383\n": 383, "65535\n": 65535} {
+		cpu, ok := singleCPU([]byte(in))
+		assert.True(t, ok, "%q", in)
+		assert.Equal(t, want, cpu, "%q", in)
+	}
+	for _, in := range []string{"", "\n", "0-3\n", "2,5\n", "x\n", "-1", "123456\n"} {
+		_, ok := singleCPU([]byte(in))
+		assert.False(t, ok, "%q", in)
+	}
+}
