@@ -9,14 +9,13 @@
 // A held CPU is clean when, during the sample, no device IRQ fired on it,
 // no device IRQ the kernel still routes to it waits for its deferred move
 // (pending.go), and no thread of another process (user space) may run on
-// it. What the
-// kernel keeps for itself is reported, not judged: the architecture's
-// per-CPU interrupts (LOC, RES, CAL, TLB, ...; nohz_full reduces the
-// timer's), the per-CPU kernel threads bound to it alone (ksoftirqd/N,
-// migration/N, kworker/N:*, which every CPU has), and the unbound kernel
-// threads allowed on it (workqueue rescuers such as kblockd or rcu_gp,
-// which a real kernel leaves allowed on every CPU, even isolcpus ones, and
-// which run only under memory pressure or for queued work).
+// it. What the kernel keeps for itself is reported, not judged: the
+// architecture's per-CPU interrupts (LOC, RES, CAL, TLB, ...; nohz_full
+// reduces the timer's), the per-CPU kernel threads bound to it alone
+// (ksoftirqd/N, migration/N, kworker/N:*, which every CPU has), and the
+// unbound kernel threads allowed on it (workqueue rescuers such as kblockd
+// or rcu_gp, which a real kernel leaves allowed on every CPU, even isolcpus
+// ones, and which run only under memory pressure or for queued work).
 //
 // Each foreign thread, and each unbound kernel thread listed, says why it
 // may still run there (reasons.go): its own affinity, a cgroup not

@@ -70,9 +70,10 @@ func (d *deferredMoves) noteWritten(path string) {
 }
 
 // forget drops what is followed: no CPU is banned any more, and every IRQ
-// gets its original affinity back.
+// gets its original affinity back (an earlier process's moves too: no
+// sweep is needed after).
 func (d *deferredMoves) forget() {
-	d.written, d.sweep = d.written[:0], nil
+	d.written, d.sweep, d.swept = d.written[:0], nil, true
 	clear(d.pending)
 	d.count.Store(0)
 }
