@@ -7,14 +7,15 @@
 // nohz_full, and its idle-state and frequency settings where they exist.
 //
 // A held CPU is clean when, during the sample, no device IRQ fired on it,
-// and no thread of another process (user space) may run on it. What the
-// kernel keeps for itself is reported, not judged: the architecture's
-// per-CPU interrupts (LOC, RES, CAL, TLB, ...; nohz_full reduces the
-// timer's), the per-CPU kernel threads bound to it alone (ksoftirqd/N,
-// migration/N, kworker/N:*, which every CPU has), and the unbound kernel
-// threads allowed on it (workqueue rescuers such as kblockd or rcu_gp,
-// which a real kernel leaves allowed on every CPU, even isolcpus ones, and
-// which run only under memory pressure or for queued work).
+// no device IRQ the kernel still routes to it waits for its deferred move
+// (pending.go), and no thread of another process (user space) may run on
+// it. What the kernel keeps for itself is reported, not judged: the
+// architecture's per-CPU interrupts (LOC, RES, CAL, TLB, ...; nohz_full
+// reduces the timer's), the per-CPU kernel threads bound to it alone
+// (ksoftirqd/N, migration/N, kworker/N:*, which every CPU has), and the
+// unbound kernel threads allowed on it (workqueue rescuers such as kblockd
+// or rcu_gp, which a real kernel leaves allowed on every CPU, even isolcpus
+// ones, and which run only under memory pressure or for queued work).
 //
 // Each foreign thread, and each unbound kernel thread listed, says why it
 // may still run there (reasons.go): its own affinity, a cgroup not
@@ -89,6 +90,8 @@ type Report struct {
 	// Clean tells whether every held exclusive CPU is clean.
 	Clean bool  `json:"clean"`
 	CPUs  []CPU `json:"cpus"`
+	// Notes say what audit could not check on this node, once each.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // CPU is the audit of one held exclusive CPU.
@@ -102,6 +105,9 @@ type CPU struct {
 	Problems []string `json:"problems,omitempty"`
 	// IRQs fired on it during the sample.
 	IRQs []IRQ `json:"irqs,omitempty"`
+	// PendingIRQMoves are device IRQs whose affinity leaves it out while
+	// the kernel still routes them to it (pending.go).
+	PendingIRQMoves []PendingMove `json:"pendingIRQMoves,omitempty"`
 	// ForeignThreads counts the user-space threads of other processes
 	// allowed on it; Threads lists the first of them.
 	ForeignThreads int      `json:"foreignThreads"`
@@ -213,10 +219,21 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 	cgroups := newCgroupCPUs(opt.CgroupRoot)
 	refused := refusedThreads(opt.Refused)
 	rpsMasks, wqMasks := readKernelMasks(opt.SysfsRoot, opt.ProcRoot)
+	descriptions := map[string]string{}
+	for _, i := range after {
+		descriptions[i.ID] = i.Description
+	}
+	pending, note, err := readPendingMoves(opt.ProcRoot, held, descriptions)
+	if err != nil {
+		return nil, err
+	}
 	// What a host process may run on when nothing confines it: on cgroup
 	// v1, a narrower affinity is its own.
 	host := k.online.Difference(k.isolated)
 	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true}
+	if note != "" {
+		rep.Notes = append(rep.Notes, note)
+	}
 	for _, c := range held.List() {
 		h := owners[c]
 		cpu := CPU{CPU: c, Owner: h.Owner, Pool: h.Pool, ContainerID: h.ContainerID,
@@ -236,6 +253,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 			}
 			cpu.IRQs = append(cpu.IRQs, describeIRQ(opt, d.Interrupt, n))
 		}
+		cpu.PendingIRQMoves = pending[c]
 		for _, t := range threads {
 			if !t.allowed.Contains(c) || t.owner(h.ContainerID) {
 				continue
@@ -292,6 +310,20 @@ func judge(cpu *CPU) {
 			p += "; not movable: " + strings.Join(unmovable, ", ")
 		}
 		cpu.Problems = append(cpu.Problems, p)
+	}
+	// A deferred move is judged like an IRQ that fired: it is not a risk
+	// but a certainty, since the IRQ's next interrupt will be taken here,
+	// whenever it comes (a quiet queue's may come in the middle of the
+	// container's run). That nothing from user space can complete the
+	// move does not make the CPU clean, as a kernel-managed IRQ's
+	// refusal does not; it clears on its own, at that interrupt.
+	if len(cpu.PendingIRQMoves) > 0 {
+		var irqs []string
+		for _, m := range cpu.PendingIRQMoves {
+			irqs = append(irqs, fmt.Sprintf("%s (affinity %s, effective %s)", strings.TrimSpace(m.ID+" "+actionName(m.Description)), m.Affinity, m.Effective))
+		}
+		cpu.Problems = append(cpu.Problems, fmt.Sprintf("device IRQs moved off it are still routed to it: %s; the kernel deferred their move until they next fire, "+
+			"and that next interrupt lands on this CPU; nothing from user space completes the move, which completes on its own at that interrupt", strings.Join(irqs, ", ")))
 	}
 	if cpu.ForeignThreads > 0 {
 		p := fmt.Sprintf("%d threads of other processes may run on it", cpu.ForeignThreads)

@@ -41,6 +41,13 @@ func WriteText(w io.Writer, rep *Report) error {
 			}
 			fmt.Fprintf(&b, "  interrupts in %s: %s\n", rep.Sample, strings.Join(irqs, "; "))
 		}
+		if len(c.PendingIRQMoves) > 0 {
+			var irqs []string
+			for _, m := range c.PendingIRQMoves {
+				irqs = append(irqs, fmt.Sprintf("%s [%s]", m.ID, strings.TrimPrefix(fmt.Sprintf("%s, affinity %s, still routed to %s", m.Description, m.Affinity, m.Effective), ", ")))
+			}
+			fmt.Fprintf(&b, "  IRQ moves the kernel deferred until they next fire: %s\n", strings.Join(irqs, "; "))
+		}
 		if c.ForeignThreads > 0 {
 			fmt.Fprintf(&b, "  threads of other processes: %d\n", c.ForeignThreads)
 			writeKinds(&b, c.ForeignKinds, c.Threads)
@@ -77,6 +84,9 @@ func WriteText(w io.Writer, rep *Report) error {
 	}
 	if slices.ContainsFunc(rep.CPUs, func(c CPU) bool { return c.ForeignThreads > 0 || len(c.KernelThreads) > 0 }) {
 		b.WriteString("each thread and its own reason: nri-cpupool audit --json\n")
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
 	}
 	if len(rep.CPUs) > 0 {
 		if rep.Clean {

@@ -65,6 +65,9 @@ func (p *passWork) apply() {
 				r.log.Infof("host files: %s: %s took the wanted value on a retry", w.owner, w.path)
 			}
 			delete(r.failed, w.path)
+			if w.wrote != nil {
+				w.wrote(w.path)
+			}
 			if w.verify == nil && !w.kernelForm {
 				break
 			}

@@ -71,6 +71,8 @@ type fakeSource struct {
 	ident map[string]string
 	// claims are the files it may want (Claimer).
 	claims []string
+	// wrote are the paths Change.Wrote was called with, in order.
+	wrote []string
 }
 
 func newSource(owner string) *fakeSource {
@@ -108,7 +110,7 @@ func (s *fakeSource) Plan() (Plan, error) {
 	}
 	var plan Plan
 	for _, p := range slices.Sorted(maps.Keys(s.want)) {
-		plan.Changes = append(plan.Changes, Change{Path: p, Want: s.want[p], Satisfied: s.satisfied})
+		plan.Changes = append(plan.Changes, Change{Path: p, Want: s.want[p], Satisfied: s.satisfied, Wrote: s.noteWrote})
 	}
 	plan.Before = func() error {
 		s.beforeRan++
@@ -125,6 +127,22 @@ func (s *fakeSource) Plan() (Plan, error) {
 		return nil
 	}
 	return plan, nil
+}
+
+func (s *fakeSource) noteWrote(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wrote = append(s.wrote, path)
+}
+
+// takeWrote returns the paths Change.Wrote was called with since the last
+// call.
+func (s *fakeSource) takeWrote() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.wrote
+	s.wrote = nil
+	return out
 }
 
 // set replaces the wanted files: path → fixed value.

@@ -30,6 +30,8 @@ type write struct {
 	// file does not meet the want when it is written (Change.Resettable).
 	resettable bool
 	satisfied  func(content string) bool
+	// wrote is Change.Wrote.
+	wrote func(path string)
 }
 
 // shown is what a file read right after a write of want.

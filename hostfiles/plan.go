@@ -108,7 +108,7 @@ func (p *passWork) plan() {
 					p.writes = append(p.writes, r.resettableWrite(ch, want, owner, true))
 					continue
 				}
-				p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true, verify: ch.Verify, kernelForm: ch.KernelForm})
+				p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true, verify: ch.Verify, kernelForm: ch.KernelForm, wrote: ch.Wrote})
 				continue
 			}
 			if ch.Resettable {
@@ -130,7 +130,7 @@ func (p *passWork) plan() {
 				continue
 			}
 			gives := ch.Gives != nil && ch.Gives(trim(data), want)
-			p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives, verify: ch.Verify, kernelForm: ch.KernelForm})
+			p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives, verify: ch.Verify, kernelForm: ch.KernelForm, wrote: ch.Wrote})
 		}
 	}
 }
@@ -202,7 +202,7 @@ func (p *passWork) settled(ch Change, rec Record, journaled bool) bool {
 // resettableWrite is the write of a Resettable change, made after every
 // other write of the pass if the file does not meet want then.
 func (r *Reconciler) resettableWrite(ch Change, want, owner string, fresh bool) write {
-	return write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: fresh, resettable: true,
+	return write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: fresh, resettable: true, wrote: ch.Wrote,
 		satisfied: func(content string) bool { return r.satisfied(ch, content, want) }}
 }
 

@@ -808,3 +808,31 @@ func TestLongPassPutsOffNeitherTheRescanNorAChange(t *testing.T) {
 	require.Eventually(t, func() bool { return tr.read(t, "a") == "z" }, 5*time.Second, time.Millisecond)
 	assert.Less(t, time.Since(kicked), 1100*time.Millisecond, "the change waited for the spacing, past the rescan")
 }
+
+// TestWroteOnlyAfterASuccessfulWrite: Change.Wrote tells a Source which of
+// its files a pass changed (the IRQ source follows the moves the kernel
+// may defer): called for a write that took, not for a file that met the
+// want already, a refused write or a restore.
+func TestWroteOnlyAfterASuccessfulWrite(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "0-1", "b": "0-3", "c": "2"})
+	fsys := &faultFS{}
+	src := newSource("irq")
+	src.satisfied = func(content, _ string) bool { return !strings.ContainsAny(content, "23") }
+	in := openInstance(t, fsys, tr, bootA, src)
+	fsys.setErr(tr.path("c"), syscall.EIO) // a kernel-managed IRQ
+	src.set(map[string]string{tr.path("a"): "0-1", tr.path("b"): "0-1", tr.path("c"): "0-1"})
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []string{tr.path("b")}, src.takeWrote(), "only b was written with success")
+
+	require.NoError(t, in.r.Flush())
+	assert.Empty(t, src.takeWrote(), "b meets its want now: no write")
+
+	require.NoError(t, os.WriteFile(tr.path("b"), []byte("3\n"), 0o644)) // drift
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, []string{tr.path("b")}, src.takeWrote(), "written again")
+
+	src.set(nil)
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "0-3", tr.read(t, "b"), "restored")
+	assert.Empty(t, src.takeWrote(), "a restore is no write of a want")
+}

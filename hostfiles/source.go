@@ -67,6 +67,12 @@ type Change struct {
 	// restored after them too (also by the next process after a kill -9:
 	// the journal keeps the Order).
 	Resettable bool
+	// Wrote, when set, is called with the path right after the pass wrote
+	// the want there with success; not when the file met the want
+	// already, nor for a restore. It runs on the reconciler's goroutine,
+	// before the Plan's After. The IRQ source follows the IRQs it moved
+	// this way: the kernel may defer such a move (package irq).
+	Wrote func(path string)
 }
 
 // Plan is what a Source wants in one pass.

@@ -27,6 +27,11 @@
 // is left as it is and reported. default_smp_affinity follows the same
 // rule without a node.
 //
+// A move the kernel defers (x86, while the IRQ's previous move is
+// incomplete: it still takes its next interrupt on the banned CPU) is
+// counted and logged, not retried: nothing from user space completes it
+// (deferred.go).
+//
 // Kernel-managed IRQs (the write fails with EIO, or EPERM on newer
 // kernels), per-CPU IRQs and the timer cannot be moved: the reconciler
 // logs them once, counts them and reports them (Status, the audit), and

@@ -71,6 +71,10 @@ type Source struct {
 	// the next rescan. A pass that bans nothing new (a shared container's
 	// creation, a release) plans the IRQs known, settled as they were.
 	planned cpuset.CPUSet
+
+	// deferred follows the IRQs moved off banned CPUs whose move the
+	// kernel deferred (deferred.go).
+	deferred deferredMoves
 }
 
 var (
@@ -85,7 +89,7 @@ func (s *Source) Rescan() { s.listed = false }
 
 // NewSource returns a Source that bans nothing until SetBanned.
 func NewSource(cfg Config, log *logrus.Logger) *Source {
-	s := &Source{cfg: cfg, log: log, banned: cfg.Banned, last: cpuset.New(), planned: cpuset.New()}
+	s := &Source{cfg: cfg, log: log, banned: cfg.Banned, last: cpuset.New(), planned: cpuset.New(), deferred: deferredMoves{pending: map[int]deferredMove{}}}
 	if s.banned == nil {
 		s.banned = func() cpuset.CPUSet { return cpuset.New() }
 	}
@@ -136,6 +140,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	}
 	if banned.IsEmpty() {
 		s.planned = banned
+		s.deferred.forget()
 		return plan, nil
 	}
 	plan.Reread = !banned.IsSubsetOf(s.planned)
@@ -176,6 +181,10 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		},
 		Satisfied: func(content, _ string) bool { return avoidsBanned(ParseMask(content))(banned) },
 	})
+	// The IRQs this pass moves, and at the first pass those an earlier
+	// process moved, are checked for a move the kernel deferred after
+	// the writes (deferred.go).
+	wrote, sweeping := s.deferred.noteWritten, !s.deferred.swept
 	for _, n := range s.irqs {
 		dir := filepath.Join(root, strconv.Itoa(n))
 		plan.Changes = append(plan.Changes, hostfiles.Change{
@@ -184,15 +193,23 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 				w, seen := memo.want[original]
 				if !seen {
 					var nodeRule bool
-					w.value, nodeRule, w.err = s.irqWant(original, banned, dir)
+					w, nodeRule = s.irqWant(original, banned, dir)
 					if !nodeRule {
 						memo.want[original] = w
 					}
 				}
+				if w.moved && sweeping {
+					s.deferred.sweep = append(s.deferred.sweep, n)
+				}
 				return w.value, w.err
 			},
 			Satisfied: avoids,
+			Wrote:     wrote,
 		})
+	}
+	plan.After = func() error {
+		s.checkDeferred(banned)
+		return nil
 	}
 	s.planned = banned
 	return plan, nil
@@ -223,25 +240,32 @@ type irqMemo struct {
 type irqWant struct {
 	value string
 	err   error
+	// moved: the original names a banned CPU: the plugin moves the IRQ
+	// off it.
+	moved bool
 }
 
 // irqWant is the affinity the IRQ of directory dir with an original
 // affinity gets (allowed). nodeRule tells that it depended on the IRQ's
 // node: nothing of the original was left (rare; its node file is read
 // only then).
-func (s *Source) irqWant(original string, banned cpuset.CPUSet, dir string) (value string, nodeRule bool, err error) {
+func (s *Source) irqWant(original string, banned cpuset.CPUSet, dir string) (w irqWant, nodeRule bool) {
 	orig, err := cpulist.Parse(original)
 	if err != nil {
-		return "", false, err
+		return irqWant{err: err}, false
 	}
+	w.moved = !orig.Intersection(banned).IsEmpty()
 	if want := orig.Difference(banned); !want.IsEmpty() {
-		return want.String(), false, nil
+		w.value = want.String()
+		return w, false
 	}
 	want, err := s.allowed(orig, banned, irqNode(dir))
 	if err != nil {
-		return "", true, err
+		w.err = err
+		return w, true
 	}
-	return want.String(), true, nil
+	w.value = want.String()
+	return w, true
 }
 
 // allowed is an original affinity without the banned CPUs, or, when

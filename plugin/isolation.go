@@ -255,7 +255,7 @@ func (p *Plugin) FlushIsolation() error {
 type isolationMetrics struct {
 	p                                        *Plugin
 	changed, refused, writes, restores, errs *prometheus.Desc
-	banned, systemdUnreachable               *prometheus.Desc
+	banned, movesPending, systemdUnreachable *prometheus.Desc
 	passes, settled                          *prometheus.Desc
 }
 
@@ -269,6 +269,8 @@ func newIsolationMetrics(p *Plugin) *isolationMetrics {
 		restores: prometheus.NewDesc("cpupool_host_file_restores_total", "Host files given their original value back.", nil, nil),
 		errs:     prometheus.NewDesc("cpupool_host_file_errors_total", "Failed host file operations: transient ones are retried with backoff, permanent ones are not.", []string{"kind"}, nil),
 		banned:   prometheus.NewDesc("cpupool_irq_banned_cpus", "CPUs the last pass kept device IRQs off.", nil, nil),
+		movesPending: prometheus.NewDesc("cpupool_irq_moves_pending",
+			"Device IRQs the passes moved off held CPUs whose move the kernel deferred until they next fire: that next interrupt is taken on the held CPU.", nil, nil),
 		passes: prometheus.NewDesc("cpupool_host_file_passes_total",
 			"Passes over the host files, by kind: full (a rescan or a flush: every wanted file read) or kicked (a change's: files known to meet their want not read again).", []string{"kind"}, nil),
 		settled: prometheus.NewDesc("cpupool_host_files_settled_total",
@@ -280,7 +282,7 @@ func newIsolationMetrics(p *Plugin) *isolationMetrics {
 
 // Describe implements prometheus.Collector.
 func (m *isolationMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.changed, m.refused, m.writes, m.restores, m.errs, m.banned, m.systemdUnreachable, m.passes, m.settled} {
+	for _, d := range []*prometheus.Desc{m.changed, m.refused, m.writes, m.restores, m.errs, m.banned, m.movesPending, m.systemdUnreachable, m.passes, m.settled} {
 		ch <- d
 	}
 }
@@ -334,5 +336,6 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	if iso.irq != nil {
 		ch <- prometheus.MustNewConstMetric(m.banned, prometheus.GaugeValue, float64(iso.irq.LastBanned().Size()))
+		ch <- prometheus.MustNewConstMetric(m.movesPending, prometheus.GaugeValue, float64(iso.irq.MovesPending()))
 	}
 }

@@ -44,8 +44,14 @@ type IRQ struct {
 	N    int
 	Name string
 	// Affinity is smp_affinity_list; effective_affinity_list is its first
-	// CPU, as x86 APIC routing chooses one.
+	// CPU, as x86 APIC routing chooses one, unless Effective says.
 	Affinity cpuset.CPUSet
+	// Effective, when not empty, is effective_affinity_list as written:
+	// a CPU list the affinity may leave out (a move the kernel deferred)
+	// or text that is no list. NoEffective leaves the file out, as a
+	// kernel without CONFIG_GENERIC_IRQ_EFFECTIVE_AFF_MASK does.
+	Effective   string
+	NoEffective bool
 	// Node is the device's NUMA node, -1 when the kernel has none.
 	Node int
 	// Description is the end of its /proc/interrupts row.
@@ -111,11 +117,13 @@ func Write(t testing.TB, dir string, s Spec) string {
 		d := filepath.Join("irq", strconv.Itoa(irq.N))
 		w(filepath.Join(d, "smp_affinity_list"), irq.Affinity.String()+"\n")
 		w(filepath.Join(d, "smp_affinity"), Mask(irq.Affinity, possible)+"\n")
-		eff := ""
-		if irq.Affinity.Size() > 0 {
+		eff := irq.Effective
+		if eff == "" && irq.Affinity.Size() > 0 {
 			eff = strconv.Itoa(irq.Affinity.List()[0])
 		}
-		w(filepath.Join(d, "effective_affinity_list"), eff+"\n")
+		if !irq.NoEffective {
+			w(filepath.Join(d, "effective_affinity_list"), eff+"\n")
+		}
 		w(filepath.Join(d, "node"), strconv.Itoa(irq.Node)+"\n")
 	}
 	w("interrupts", Interrupts(s.CPUs, append(slices.Clone(s.IRQs), s.Arch...)))

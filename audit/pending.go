@@ -1,0 +1,157 @@
+package audit
+
+// Device IRQs whose move off a held CPU the kernel deferred: their
+// affinity (smp_affinity_list) leaves the CPU out, but the kernel still
+// routes them there (effective_affinity_list), until they next fire.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+)
+
+// PendingMove is a device IRQ whose affinity keeps it off a held CPU while
+// the kernel still routes it there.
+type PendingMove struct {
+	ID          string `json:"id"`
+	Description string `json:"description,omitempty"`
+	// Affinity is its smp_affinity_list, Effective its
+	// effective_affinity_list: where the kernel routes it now.
+	Affinity  string `json:"affinity"`
+	Effective string `json:"effectiveAffinity"`
+	Reason    string `json:"reason"`
+}
+
+// pendingReason says, for people, why an IRQ moved off a CPU still takes
+// its next interrupt there (docs/limitations.md has the kernel's side).
+const pendingReason = "the kernel deferred its move: its previous move was not complete (no interrupt since on its new vector), " +
+	"so the kernel keeps the new affinity pending and applies it only when the IRQ next fires; that interrupt is taken on the CPU it still targets. " +
+	"Nothing from user space completes the move (writing the affinity again leaves it pending); it completes on its own at that interrupt"
+
+// readPendingMoves lists /proc/irq and returns, by held CPU, the IRQs
+// whose effective affinity names it while their affinity leaves it out;
+// descriptions are /proc/interrupts' ends of rows, by IRQ. An IRQ's
+// effective_affinity_list that is missing (kernels without
+// CONFIG_GENERIC_IRQ_EFFECTIVE_AFF_MASK, some architectures) or unreadable
+// is unknown: no finding, and note says so once. One that is not a CPU
+// list is an error naming it: the kernel writes none such, so the tree
+// read is not what it seems.
+//
+// The effective affinity is read for every IRQ, the affinity only for
+// those whose effective one names a held CPU: few, usually none.
+func readPendingMoves(procRoot string, held cpuset.CPUSet, descriptions map[string]string) (byCPU map[int][]PendingMove, note string, err error) {
+	if held.IsEmpty() {
+		return nil, "", nil
+	}
+	root := filepath.Join(procRoot, "irq")
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Sprintf("IRQ moves the kernel deferred are not checked: listing %s: %v", root, err), nil
+	}
+	var irqs []int
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n >= 0 && e.IsDir() {
+			irqs = append(irqs, n)
+		}
+	}
+	slices.Sort(irqs)
+	var missing, unreadable int
+	var firstUnreadable error
+	unknown := func(err error) {
+		unreadable++
+		if firstUnreadable == nil {
+			firstUnreadable = err
+		}
+	}
+	byCPU = map[int][]PendingMove{}
+	for _, n := range irqs {
+		id := strconv.Itoa(n)
+		dir := filepath.Join(root, id)
+		effective, err := readIRQList(filepath.Join(dir, "effective_affinity_list"))
+		var malformed *malformedListError
+		switch {
+		case errors.As(err, &malformed):
+			return nil, "", err
+		case errors.Is(err, fs.ErrNotExist):
+			if _, gone := os.Stat(dir); gone == nil {
+				missing++ // else freed since listed
+			}
+			continue
+		case err != nil:
+			unknown(err)
+			continue
+		}
+		routed := effective.set.Intersection(held)
+		if routed.IsEmpty() {
+			continue
+		}
+		affinity, err := readIRQList(filepath.Join(dir, "smp_affinity_list"))
+		switch {
+		case errors.As(err, &malformed):
+			return nil, "", err
+		case errors.Is(err, fs.ErrNotExist):
+			continue // freed since listed
+		case err != nil:
+			unknown(err)
+			continue
+		}
+		for _, c := range routed.Difference(affinity.set).List() {
+			byCPU[c] = append(byCPU[c], PendingMove{ID: id, Description: descriptions[id], Affinity: affinity.text, Effective: effective.text, Reason: pendingReason})
+		}
+	}
+	var notes []string
+	if missing > 0 {
+		notes = append(notes, fmt.Sprintf("this kernel shows no effective affinity for %d of %d IRQs (no effective_affinity_list: a kernel without CONFIG_GENERIC_IRQ_EFFECTIVE_AFF_MASK, or an architecture that does not keep it): an IRQ moved off a held CPU whose move the kernel deferred is not found for them", missing, len(irqs)))
+	}
+	if unreadable > 0 {
+		notes = append(notes, fmt.Sprintf("the effective affinity of %d IRQs could not be read (%v): an IRQ moved off a held CPU whose move the kernel deferred is not found for them", unreadable, firstUnreadable))
+	}
+	return byCPU, strings.Join(notes, "; "), nil
+}
+
+// actionName is the last word of an IRQ's /proc/interrupts description,
+// its handler's name ("virtio5-requests" of "PCI-MSI 49154-edge
+// virtio5-requests"); "" when it has none.
+func actionName(description string) string {
+	fields := strings.Fields(description)
+	if len(fields) == 0 {
+		return ""
+	}
+	return fields[len(fields)-1]
+}
+
+// irqList is a CPU list file's text and set.
+type irqList struct {
+	text string
+	set  cpuset.CPUSet
+}
+
+// malformedListError is a /proc/irq file that is no CPU list.
+type malformedListError struct{ error }
+
+func (e *malformedListError) Unwrap() error { return e.error }
+
+// readIRQList reads a CPU list of /proc/irq/N. Content that is no CPU list
+// is a *malformedListError naming the file; a read error is returned as
+// it is.
+func readIRQList(path string) (irqList, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return irqList{}, err
+	}
+	text := strings.TrimSpace(string(data))
+	set, err := cpulist.Parse(text)
+	if err != nil {
+		return irqList{}, &malformedListError{fmt.Errorf("%s: %w; the kernel writes a CPU list there (\"0-3,8\"): check that the proc root (--proc-root, procRoot) is procfs", path, err)}
+	}
+	return irqList{text: text, set: set}, nil
+}
