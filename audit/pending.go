@@ -118,17 +118,6 @@ func readPendingMoves(procRoot string, held cpuset.CPUSet, descriptions map[stri
 	return byCPU, strings.Join(notes, "; "), nil
 }
 
-// actionName is the last word of an IRQ's /proc/interrupts description,
-// its handler's name ("virtio5-requests" of "PCI-MSI 49154-edge
-// virtio5-requests"); "" when it has none.
-func actionName(description string) string {
-	fields := strings.Fields(description)
-	if len(fields) == 0 {
-		return ""
-	}
-	return fields[len(fields)-1]
-}
-
 // irqList is a CPU list file's text and set.
 type irqList struct {
 	text string

@@ -18,24 +18,23 @@ import (
 // TestPendingIRQMove: on x86 the kernel defers an IRQ's move while its
 // previous one is incomplete: smp_affinity_list already leaves the held
 // CPU out, effective_affinity_list still names it, and the IRQ's next
-// interrupt lands there. audit reads both: such an IRQ makes the CPU not
-// clean, with both masks and the cause; a completed move is clean; a
+// interrupt lands there. audit reads both: such an IRQ is reported on the
+// CPU, with both masks and the cause, and not judged (its one interrupt
+// may never come: the CPU stays clean); a completed move is not listed; a
 // kernel without the file is unknown, said once, and neither a finding
 // nor an error; a file that is no CPU list is an error naming it.
 func TestPendingIRQMove(t *testing.T) {
 	// IRQ 30 was moved off the held CPUs 2-3 and 5 (its affinity says so).
 	quiet := procfixture.IRQ{N: 30, Affinity: cpuset.New(0, 1, 4, 6, 7), Node: 0, Description: "PCI-MSI 49154-edge virtio5-requests"}
 	for _, tc := range []struct {
-		name                string
-		effective           string
-		noFile, unreadable  bool
-		wantErr, wantNote   string
-		wantPending         bool
-		wantCleanCPU2       bool
-		wantProblemContains []string
+		name               string
+		effective          string
+		noFile, unreadable bool
+		wantErr, wantNote  string
+		wantPending        bool
+		wantCleanCPU2      bool
 	}{
-		{name: "pending: effective still names held CPU 2", effective: "2", wantPending: true,
-			wantProblemContains: []string{"30", "virtio5-requests", "affinity 0-1,4,6-7", "effective 2", "next interrupt", "nothing from user space"}},
+		{name: "pending: effective still names held CPU 2, reported, not judged", effective: "2", wantPending: true, wantCleanCPU2: true},
 		{name: "completed: effective within the new affinity", effective: "0", wantCleanCPU2: true},
 		{name: "missing effective_affinity_list: unknown, said once", noFile: true, wantCleanCPU2: true, wantNote: "effective_affinity_list"},
 		{name: "unreadable effective_affinity_list: unknown, said once", unreadable: true, wantCleanCPU2: true, wantNote: "could not be read"},
@@ -80,10 +79,6 @@ func TestPendingIRQMove(t *testing.T) {
 			for _, c := range rep.CPUs[1:] {
 				assert.True(t, c.Clean, "CPU %d: effective_affinity_list names only CPU 2: %v", c.CPU, c.Problems)
 			}
-			problems := strings.Join(c2.Problems, "\n")
-			for _, s := range tc.wantProblemContains {
-				assert.Contains(t, problems, s)
-			}
 
 			var out struct {
 				Notes []string `json:"notes"`
@@ -118,8 +113,9 @@ func TestPendingIRQMove(t *testing.T) {
 			var text bytes.Buffer
 			require.NoError(t, WriteText(&text, rep))
 			if tc.wantPending {
-				assert.Contains(t, text.String(), "CPU 2  telco/dpdk/fwd (exclusive)  NOT CLEAN\n")
-				assert.Contains(t, text.String(), "30 [PCI-MSI 49154-edge virtio5-requests, affinity 0-1,4,6-7, still routed to 2]")
+				assert.Contains(t, text.String(), "CPU 2  telco/dpdk/fwd (exclusive)  clean\n")
+				assert.Contains(t, text.String(), "still routed to it until they next fire (the kernel deferred the move; that one interrupt lands here, not judged): "+
+					"30 [PCI-MSI 49154-edge virtio5-requests, affinity 0-1,4,6-7, still routed to 2]")
 			}
 			if tc.wantNote != "" {
 				assert.Equal(t, 1, strings.Count(text.String(), "note: "), text.String())

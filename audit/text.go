@@ -46,7 +46,7 @@ func WriteText(w io.Writer, rep *Report) error {
 			for _, m := range c.PendingIRQMoves {
 				irqs = append(irqs, fmt.Sprintf("%s [%s]", m.ID, strings.TrimPrefix(fmt.Sprintf("%s, affinity %s, still routed to %s", m.Description, m.Affinity, m.Effective), ", ")))
 			}
-			fmt.Fprintf(&b, "  IRQ moves the kernel deferred until they next fire: %s\n", strings.Join(irqs, "; "))
+			fmt.Fprintf(&b, "  IRQs moved off it, still routed to it until they next fire (the kernel deferred the move; that one interrupt lands here, not judged): %s\n", strings.Join(irqs, "; "))
 		}
 		if c.ForeignThreads > 0 {
 			fmt.Fprintf(&b, "  threads of other processes: %d\n", c.ForeignThreads)
