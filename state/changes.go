@@ -49,8 +49,16 @@ func (s *State) ReplaceContainers(m map[string]ContainerState) {
 }
 
 func (s *State) noteChanged(id string) {
-	if s.changed.tracked && !s.changed.all {
-		s.changed.keys[id] = struct{}{}
+	if !s.changed.tracked || s.changed.all {
+		return
+	}
+	s.changed.keys[id] = struct{}{}
+	if len(s.changed.keys) > len(s.Containers) {
+		// Comparing every container costs no more than visiting these,
+		// and a State no store encodes (one that keeps nothing) would
+		// otherwise keep every ID it ever held.
+		s.changed.all = true
+		clear(s.changed.keys)
 	}
 }
 
