@@ -14,6 +14,11 @@ type containerChanges struct {
 	// all: ReplaceContainers was called; keys says nothing then.
 	all  bool
 	keys map[string]struct{}
+	// encodes counts the encodes of this State, by any encoder: an
+	// encoder may take keys as the changes since its own last encode only
+	// if no other encode forgot them in between (two stores saving one
+	// State).
+	encodes uint64
 }
 
 // TrackContainerChanges promises that, from now on, the containers of s
@@ -44,8 +49,16 @@ func (s *State) ReplaceContainers(m map[string]ContainerState) {
 }
 
 func (s *State) noteChanged(id string) {
-	if s.changed.tracked && !s.changed.all {
-		s.changed.keys[id] = struct{}{}
+	if !s.changed.tracked || s.changed.all {
+		return
+	}
+	s.changed.keys[id] = struct{}{}
+	if len(s.changed.keys) > len(s.Containers) {
+		// Comparing every container costs no more than visiting these,
+		// and a State no store encodes (one that keeps nothing) would
+		// otherwise keep every ID it ever held.
+		s.changed.all = true
+		clear(s.changed.keys)
 	}
 }
 
@@ -63,4 +76,7 @@ func (s *State) changedContainers() (map[string]struct{}, bool) {
 func (s *State) encoded() {
 	s.changed.all = false
 	clear(s.changed.keys)
+	if s.changed.tracked {
+		s.changed.encodes++ // an untracked State is left as it was (tests compare States)
+	}
 }

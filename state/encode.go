@@ -23,6 +23,10 @@ type stateEncoder struct {
 	// failed encode. Only its tracked changes since then may be encoded
 	// alone (State.TrackContainerChanges).
 	from *State
+	// fromEncode is from's count of encodes after this encoder's
+	// (containerChanges.encodes): another encoder's encode of from since
+	// then took its changes.
+	fromEncode uint64
 }
 
 // entryCache is one map of the state as json.Marshal writes it: its
@@ -163,7 +167,7 @@ func ownHold(h HeldState) HeldState {
 func (e *stateEncoder) encode(st *State) ([]byte, error) {
 	sameContainer := func(a, b ContainerState) bool { return a == b }
 	var err error
-	if keys, ok := st.changedContainers(); ok && e.from == st && e.containers.byKey != nil {
+	if keys, ok := st.changedContainers(); ok && e.from == st && e.fromEncode == st.changed.encodes && e.containers.byKey != nil {
 		err = e.containers.updateKeys(st.Containers, keys, sameContainer, nil)
 	} else {
 		err = e.containers.update(st.Containers, sameContainer, nil)
@@ -174,6 +178,7 @@ func (e *stateEncoder) encode(st *State) ([]byte, error) {
 	}
 	e.from = st
 	st.encoded()
+	e.fromEncode = st.changed.encodes
 	if err := e.held.update(st.Held, sameHold, ownHold); err != nil {
 		return nil, err
 	}
