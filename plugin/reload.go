@@ -440,6 +440,11 @@ func (p *Plugin) restartIsolation() {
 		p.mu.Unlock()
 		return // opened at the next Configure, with the config then in force
 	}
+	// A Configure may open the next reconciler while this one closes: it
+	// starts from these totals, short only of a pass still in flight,
+	// instead of those before this reconciler (a fall of all its counts,
+	// read by Prometheus as a counter reset, until the lock below).
+	p.hostFilesBefore = iso.totals()
 	p.isolation.Store(nil)
 	p.mu.Unlock()
 	iso.recon.Close()
@@ -450,7 +455,7 @@ func (p *Plugin) restartIsolation() {
 	p.hostFilesBefore = iso.totals()
 	if next := p.isolation.Load(); next != nil {
 		// A Configure opened it meanwhile (loadState), from the totals
-		// before this one's last counts.
+		// taken before the close, short of its last pass's counts.
 		before := p.hostFilesBefore
 		next.before.Store(&before)
 		return
