@@ -110,7 +110,14 @@ irq_where() {
     read -r e < "/proc/irq/$i/effective_affinity_list" 2>/dev/null
     line="$line $i:$a/$e${oncpu[$i]:+/${oncpu[$i]}}"
   done
-  IRQ_WHERE="$IRQ_WHERE; $1 [$SECONDS s]$line"
+  # And whether the probe's CPU is isolated from load balancing then (the
+  # kernel's isolated CPUs, the probe's cgroup partition): in one 6.12
+  # window of b the held CPU ran the balancing softirq (SCHED) 844 times,
+  # as if its partition was not in force.
+  local iso="?" part="?"
+  { read -r iso < /sys/fs/cgroup/cpuset.cpus.isolated; } 2>/dev/null
+  [ -z "${PROBE_PARTITION:-}" ] || { read -r part < "$PROBE_PARTITION"; } 2>/dev/null
+  IRQ_WHERE="$IRQ_WHERE; $1 [$SECONDS s]$line isolated:${iso:-none} partition:$part"
 }
 
 record() { echo "$1 $2 $3 $4" >> "$RES"; } # setup round figure value
@@ -127,6 +134,7 @@ one() {
   ctr=$(noise_probe_start "$pod" "b$s$r" probe $((WINDOW + 900))) || die "create the probe b$s$r"
   info "[$SECONDS s] the probe's container started"
   cpu=$(cpus_of "$ctr")
+  PROBE_PARTITION="$(cgroup_of "$ctr")/cpuset.cpus.partition"
   steer_irqs "$cpu"
   VIRTIO_IRQS=$(virtio_irqs) IRQ_WHERE=""
   irq_where steered "$cpu" counts
@@ -139,7 +147,7 @@ one() {
   irq_where window "$cpu"
   noise_window "$cpu" "$WINDOW" "$win" "$pid" stop
   irq_where "window's end" "$cpu" counts
-  info "virtio IRQs (IRQ:affinity/effective/count on CPU $cpu)${IRQ_WHERE#;}"
+  info "virtio IRQs (IRQ:affinity/effective/count on CPU $cpu; the kernel's isolated CPUs; the probe's cgroup partition)${IRQ_WHERE#;}"
   # Whether the load may run there at all: a count of 0 switches says
   # more next to it (c: the kernel's affinity reset let it; d: kept off).
   record "$s" "$r" loadallowed "$(noise_load_allowed "$cpu")"
@@ -169,7 +177,7 @@ one() {
   } >> "$NAMES"
   info "CPU $cpu: user $(noise_names "$win" user), per-CPU kthreads $(noise_names "$win" percpu), unbound $(noise_names "$win" unbound); probe preempted $(cat "$win.nvcsw"); IRQs $(paste -sd' ' "$win.irqs"); softirqs $(paste -sd' ' "$win.softirqs")"
   info "work items run on CPU $cpu: $(noise_works "$win" 10); queued for it: $(noise_queuers "$win" 10)"
-  info "audit: $(grep -E "^ *CPU $cpu " "$win.audit" | head -1)"
+  info "audit: $(grep -E "^ *CPU $cpu " "$win.audit" | head -1); $(grep -A12 -E "^ *CPU $cpu " "$win.audit" | grep -m1 'kernel: domain-isolated' | sed 's/^ *//')"
   record "$s" "$r" oslatmax "$(noise_oslat "$win" max)"
   record "$s" "$r" oslatge10 "$(noise_oslat "$win" ge10)"
   echo "$s $(noise_oslat "$win" hist)" >> "$OUT/hist.txt"
