@@ -153,6 +153,7 @@ func waitSandboxCgroups(b *testing.B, f *fakeRuntime) {
 var (
 	daemonProfile        = flag.String("daemon.profile", "", "directory for the real binary's profiles over the measured rounds (…AllFeaturesProcess)")
 	daemonProfileSeconds = flag.Int("daemon.profile.seconds", 5, "length of the real binary's CPU profile (-daemon.profile), from the first measured round")
+	daemonTrace          = flag.Bool("daemon.trace", false, "with -daemon.profile, also the real binary's execution trace over the CPU profile's seconds (<benchmark>.daemon.trace.out): `go tool trace -pprof=sched` gives how long its goroutines waited, runnable, for a CPU")
 )
 
 // profile starts the profiles daemonProfile asks for and returns what
@@ -186,6 +187,17 @@ func (d *benchDaemon) profile(b *testing.B, rounds func() int64) func() {
 	for _, name := range []string{"allocs", "block"} {
 		require.NoError(b, fetch("/debug/pprof/"+name, base+name+".before.prof"))
 	}
+	// The execution trace, over the same seconds: what the CPU and block
+	// profiles cannot show, the time a handler's goroutine was runnable
+	// but not running (the Go scheduler's latency, and the OS's under it).
+	trace := make(chan error, 1)
+	if *daemonTrace {
+		go func() {
+			trace <- fetch(fmt.Sprintf("/debug/pprof/trace?seconds=%d", *daemonProfileSeconds), base+"trace.out")
+		}()
+	} else {
+		trace <- nil
+	}
 	cpu := make(chan error, 1)
 	go func() {
 		from, start := rounds(), time.Now()
@@ -202,6 +214,7 @@ func (d *benchDaemon) profile(b *testing.B, rounds func() int64) func() {
 			require.NoError(b, fetch("/debug/pprof/"+name, base+name+".prof"))
 		}
 		require.NoError(b, <-cpu)
+		require.NoError(b, <-trace)
 	}
 }
 
