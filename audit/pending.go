@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/irq"
 )
 
 // PendingMove is a device IRQ whose affinity keeps it off a held CPU while
@@ -90,7 +90,7 @@ func readPendingMoves(procRoot string, held cpuset.CPUSet, descriptions map[stri
 			unknown(err)
 			continue
 		}
-		routed := effective.set.Intersection(held)
+		routed := effective.Set.Intersection(held)
 		if routed.IsEmpty() {
 			continue
 		}
@@ -104,8 +104,8 @@ func readPendingMoves(procRoot string, held cpuset.CPUSet, descriptions map[stri
 			unknown(err)
 			continue
 		}
-		for _, c := range routed.Difference(affinity.set).List() {
-			byCPU[c] = append(byCPU[c], PendingMove{ID: id, Description: descriptions[id], Affinity: affinity.text, Effective: effective.text, Reason: pendingReason})
+		for _, c := range routed.Difference(affinity.Set).List() {
+			byCPU[c] = append(byCPU[c], PendingMove{ID: id, Description: descriptions[id], Affinity: affinity.Text, Effective: effective.Text, Reason: pendingReason})
 		}
 	}
 	var notes []string
@@ -118,29 +118,20 @@ func readPendingMoves(procRoot string, held cpuset.CPUSet, descriptions map[stri
 	return byCPU, strings.Join(notes, "; "), nil
 }
 
-// irqList is a CPU list file's text and set.
-type irqList struct {
-	text string
-	set  cpuset.CPUSet
-}
-
-// malformedListError is a /proc/irq file that is no CPU list.
+// malformedListError is a /proc/irq file that is no CPU list, with how
+// to fix it.
 type malformedListError struct{ error }
 
 func (e *malformedListError) Unwrap() error { return e.error }
 
-// readIRQList reads a CPU list of /proc/irq/N. Content that is no CPU list
-// is a *malformedListError naming the file; a read error is returned as
-// it is.
-func readIRQList(path string) (irqList, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return irqList{}, err
+// readIRQList reads a CPU list of /proc/irq/N (irq.ReadCPUList). Content
+// that is no CPU list is a *malformedListError naming the file; a read
+// error is returned as it is.
+func readIRQList(path string) (irq.CPUList, error) {
+	l, err := irq.ReadCPUList(path)
+	var malformed *irq.MalformedListError
+	if errors.As(err, &malformed) {
+		return l, &malformedListError{fmt.Errorf("%w; the kernel writes a CPU list there (\"0-3,8\"): check that the proc root (--proc-root, procRoot) is procfs", err)}
 	}
-	text := strings.TrimSpace(string(data))
-	set, err := cpulist.Parse(text)
-	if err != nil {
-		return irqList{}, &malformedListError{fmt.Errorf("%s: %w; the kernel writes a CPU list there (\"0-3,8\"): check that the proc root (--proc-root, procRoot) is procfs", path, err)}
-	}
-	return irqList{text: text, set: set}, nil
+	return l, err
 }

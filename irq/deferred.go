@@ -107,7 +107,7 @@ func (s *Source) checkDeferredIRQ(root string, n int, banned cpuset.CPUSet) {
 	dir := filepath.Join(root, strconv.Itoa(n))
 	effectivePath := filepath.Join(dir, "effective_affinity_list")
 	delete(d.pending, n)
-	effective, err := readIRQList(effectivePath)
+	effective, err := ReadCPUList(effectivePath)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			s.log.Warnf("irq: IRQ %d: %v; whether its move off CPUs %s is complete is unknown", n, err, banned)
@@ -117,24 +117,24 @@ func (s *Source) checkDeferredIRQ(root string, n int, banned cpuset.CPUSet) {
 		}
 		return
 	}
-	routed := effective.set.Intersection(banned)
+	routed := effective.Set.Intersection(banned)
 	if routed.IsEmpty() {
 		if was {
-			s.log.Infof("irq: IRQ %d (%s): its deferred move completed: it is routed to CPUs %s now, not %s", n, s.names(dir), effective.text, prev.effective)
+			s.log.Infof("irq: IRQ %d (%s): its deferred move completed: it is routed to CPUs %s now, not %s", n, s.names(dir), effective.Text, prev.effective)
 		}
 		return
 	}
-	affinity, err := readIRQList(filepath.Join(dir, "smp_affinity_list"))
+	affinity, err := ReadCPUList(filepath.Join(dir, "smp_affinity_list"))
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			s.log.Warnf("irq: IRQ %d: %v", n, err)
 		}
 		return
 	}
-	if !affinity.set.Intersection(banned).IsEmpty() {
+	if !affinity.Set.Intersection(banned).IsEmpty() {
 		return // not moved: refused (a managed IRQ), or to be moved by the next pass
 	}
-	m := deferredMove{affinity: affinity.text, effective: effective.text}
+	m := deferredMove{affinity: affinity.Text, effective: effective.Text}
 	d.pending[n] = m
 	if !was || prev != m {
 		s.log.Infof("irq: IRQ %d (%s): moved off the banned CPUs, but the kernel deferred the move until the IRQ next fires (its previous move was incomplete): "+
@@ -199,23 +199,34 @@ func (s *Source) names(dir string) string {
 	return "no handler"
 }
 
-// cpuList is a CPU list file's text and set.
-type cpuList struct {
-	text string
-	set  cpuset.CPUSet
+// CPUList is a CPU list file of /proc/irq/N (smp_affinity_list,
+// effective_affinity_list): its text, as the kernel wrote it, and its set.
+type CPUList struct {
+	Text string
+	Set  cpuset.CPUSet
 }
 
-// readIRQList reads a CPU list of /proc/irq/N; content that is no CPU list
-// is an error naming the file.
-func readIRQList(path string) (cpuList, error) {
+// MalformedListError is a /proc/irq file whose content is no CPU list.
+type MalformedListError struct {
+	Path string
+	Err  error
+}
+
+func (e *MalformedListError) Error() string { return fmt.Sprintf("%s: %v", e.Path, e.Err) }
+func (e *MalformedListError) Unwrap() error { return e.Err }
+
+// ReadCPUList reads a CPU list file of /proc/irq/N. A read error is
+// returned as it is (fs.ErrNotExist: no such file, or the IRQ freed);
+// content that is no CPU list is a *MalformedListError naming the file.
+func ReadCPUList(path string) (CPUList, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return cpuList{}, err
+		return CPUList{}, err
 	}
 	text := strings.TrimSpace(string(data))
 	set, err := cpulist.Parse(text)
 	if err != nil {
-		return cpuList{}, fmt.Errorf("%s: %w", path, err)
+		return CPUList{}, &MalformedListError{Path: path, Err: err}
 	}
-	return cpuList{text: text, set: set}, nil
+	return CPUList{Text: text, Set: set}, nil
 }
