@@ -8,9 +8,9 @@ package plugin
 import (
 	"maps"
 	"slices"
-	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
@@ -54,82 +54,20 @@ func (p *Plugin) powerWants() map[int]string {
 }
 
 // powerState is each class's CPUs, for the state file (status). Called
-// under the lock by the writer's collection, at every write: it lists each
-// class's CPUs by walking them in order, rather than building a set per
-// class and sorting it (a set of every CPU per write, under the lock every
-// reply takes; issue 45).
+// under the lock by the writer's collection.
 func (p *Plugin) powerState() map[string]string {
 	if !p.cfg.PowerEnabled() {
 		return nil
 	}
-	return classCPULists(p.alloc.PowerClasses(allocator.PoolPowerClassesOf(p.cfg)))
-}
-
-// classCPULists is each class's CPUs, as a CPU list, of a class by CPU.
-func classCPULists(classes map[int]string) map[string]string {
-	last := -1
-	for cpu := range classes {
-		last = max(last, cpu)
+	byClass := map[string][]int{}
+	for cpu, class := range p.alloc.PowerClasses(allocator.PoolPowerClassesOf(p.cfg)) {
+		byClass[class] = append(byClass[class], cpu)
 	}
-	byCPU := make([]string, last+1) // "" for a CPU without a class
-	for cpu, class := range classes {
-		byCPU[cpu] = class
-	}
-	var lists []classList
-	for cpu, class := range byCPU {
-		if class == "" {
-			continue
-		}
-		i := slices.IndexFunc(lists, func(l classList) bool { return l.class == class })
-		if i < 0 {
-			lists = append(lists, classList{class: class})
-			i = len(lists) - 1
-		}
-		lists[i].add(cpu)
-	}
-	out := make(map[string]string, len(lists))
-	for _, l := range lists {
-		out[l.class] = l.String()
+	out := make(map[string]string, len(byClass))
+	for class, cpus := range byClass {
+		out[class] = cpuset.New(cpus...).String()
 	}
 	return out
-}
-
-// classList writes a class's CPUs, given in ascending order, as a CPU list
-// in cpuset.CPUSet.String's form ("0-3,8,10-11").
-type classList struct {
-	class       string
-	buf         []byte
-	first, prev int
-	open        bool // a span from first to prev is not written yet
-}
-
-func (l *classList) add(cpu int) {
-	if l.open && cpu == l.prev+1 {
-		l.prev = cpu
-		return
-	}
-	l.flush()
-	l.first, l.prev, l.open = cpu, cpu, true
-}
-
-func (l *classList) flush() {
-	if !l.open {
-		return
-	}
-	if len(l.buf) > 0 {
-		l.buf = append(l.buf, ',')
-	}
-	l.buf = strconv.AppendInt(l.buf, int64(l.first), 10)
-	if l.prev > l.first {
-		l.buf = append(l.buf, '-')
-		l.buf = strconv.AppendInt(l.buf, int64(l.prev), 10)
-	}
-	l.open = false
-}
-
-func (l *classList) String() string {
-	l.flush()
-	return string(l.buf)
 }
 
 // powerMetrics exports what the last pass did with the classes; read from
