@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -53,17 +52,10 @@ func readPendingMoves(procRoot string, held cpuset.CPUSet, descriptions map[stri
 		return nil, "", nil
 	}
 	root := filepath.Join(procRoot, "irq")
-	entries, err := os.ReadDir(root)
+	irqs, err := irq.ListIRQs(root)
 	if err != nil {
-		return nil, fmt.Sprintf("IRQ moves the kernel deferred are not checked: listing %s: %v", root, err), nil
+		return nil, fmt.Sprintf("IRQ moves the kernel deferred are not checked: %s: %v", root, err), nil
 	}
-	var irqs []int
-	for _, e := range entries {
-		if n, err := strconv.Atoi(e.Name()); err == nil && n >= 0 && e.IsDir() {
-			irqs = append(irqs, n)
-		}
-	}
-	slices.Sort(irqs)
 	var missing, unreadable int
 	var firstUnreadable error
 	unknown := func(err error) {

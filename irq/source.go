@@ -146,7 +146,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	plan.Reread = !banned.IsSubsetOf(s.planned)
 	root := filepath.Join(s.cfg.ProcRoot, "irq")
 	if !s.listed || plan.Reread {
-		irqs, err := listIRQs(root)
+		irqs, err := ListIRQs(root)
 		if err != nil {
 			return hostfiles.Plan{}, err
 		}
@@ -215,8 +215,9 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	return plan, nil
 }
 
-// listIRQs is the IRQ numbers /proc/irq (root) has, ascending.
-func listIRQs(root string) ([]int, error) {
+// ListIRQs is the IRQ numbers /proc/irq (root) has, ascending: its
+// directories named by a number.
+func ListIRQs(root string) ([]int, error) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("listing IRQs: %w", err)

@@ -321,8 +321,7 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	// Counters: the reconcilers' before this one too, so that a reload
 	// or a hotplug, which makes a new one, does not reset them.
-	before := iso.before.Load()
-	total := before.plus(st, 0)
+	total := iso.totalsWith(st)
 	ch <- prometheus.MustNewConstMetric(m.writes, prometheus.CounterValue, float64(total.writes))
 	ch <- prometheus.MustNewConstMetric(m.restores, prometheus.CounterValue, float64(total.restores))
 	ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(total.transient), "transient")
@@ -331,8 +330,7 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.passes, prometheus.CounterValue, float64(total.kicked), "kicked")
 	ch <- prometheus.MustNewConstMetric(m.settled, prometheus.CounterValue, float64(total.settled))
 	if iso.housekeeping != nil {
-		unreachable := before.systemdUnreachable + iso.housekeeping.SystemdUnreachable()
-		ch <- prometheus.MustNewConstMetric(m.systemdUnreachable, prometheus.CounterValue, float64(unreachable))
+		ch <- prometheus.MustNewConstMetric(m.systemdUnreachable, prometheus.CounterValue, float64(total.systemdUnreachable))
 	}
 	if iso.irq != nil {
 		ch <- prometheus.MustNewConstMetric(m.banned, prometheus.GaugeValue, float64(iso.irq.LastBanned().Size()))

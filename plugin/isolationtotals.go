@@ -31,10 +31,13 @@ func (t hostFileTotals) plus(st hostfiles.Status, systemdUnreachable uint64) hos
 
 // totals is what iso's counters export: the counts of the reconcilers
 // before it and its own so far.
-func (iso *isolation) totals() hostFileTotals {
+func (iso *isolation) totals() hostFileTotals { return iso.totalsWith(iso.recon.Status()) }
+
+// totalsWith is totals with iso's reconciler's status already read.
+func (iso *isolation) totalsWith(st hostfiles.Status) hostFileTotals {
 	var unreachable uint64
 	if iso.housekeeping != nil {
 		unreachable = iso.housekeeping.SystemdUnreachable()
 	}
-	return iso.before.Load().plus(iso.recon.Status(), unreachable)
+	return iso.before.Load().plus(st, unreachable)
 }
