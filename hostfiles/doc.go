@@ -32,7 +32,11 @@
 //     what it waited for, so a kicked pass spaced so waits at most
 //     BusyMax, or for the next Rescan, which takes it), and takes every change made
 //     before it asked the Sources, so a burst of a hundred pods is one
-//     pass. Passes also run every Rescan, which neither kicks nor that
+//     pass. A Kick wakes the worker only if no pass is due that has yet
+//     to ask the Sources: the flag that says so is cleared as such a pass
+//     starts, before it plans, so a change kicked later gets a pass of
+//     its own, and a stream of creations costs one wake per pass, not
+//     one per creation (issue 45). Passes also run every Rescan, which neither kicks nor that
 //     spacing put off, to find files that appeared later (an IRQ of a
 //     driver loaded after the pod started) and to undo drift (another
 //     program writing the file back).

@@ -103,11 +103,18 @@ type Reconciler struct {
 	// ready is set by the first Kick: until then the owners have not said
 	// what they want, and a pass would restore everything.
 	ready atomic.Bool
-	kick  chan struct{}
-	quit  chan struct{}
-	done  chan struct{}
-	start sync.Once
-	stop  sync.Once
+	// planDue is set by the Kick that wakes the worker and cleared when the
+	// pass it arms starts, before that pass asks the Sources for their
+	// Plans: a Kick meanwhile needs no wake (it would cost the handler
+	// that kicks a futex wake and a second runnable goroutine, issue 45),
+	// since that pass takes its change; one after the clear wakes the
+	// worker again. Only the passes that run() starts clear it.
+	planDue atomic.Bool
+	kick    chan struct{}
+	quit    chan struct{}
+	done    chan struct{}
+	start   sync.Once
+	stop    sync.Once
 
 	mu     sync.Mutex // held for a whole pass
 	failed map[string]Failure
@@ -149,9 +156,13 @@ func (r *Reconciler) Start() {
 }
 
 // Kick says that a Source's wants changed (or, the first time, that they
-// are known). It never blocks and does no I/O.
+// are known). It never blocks and does no I/O, and wakes the worker only
+// when no pass is due that has yet to ask the Sources (planDue).
 func (r *Reconciler) Kick() {
 	r.ready.Store(true)
+	if !r.planDue.CompareAndSwap(false, true) {
+		return // the due pass has not planned yet: it takes this change
+	}
 	select {
 	case r.kick <- struct{}{}:
 	default: // a pass is due already; it will take this change
@@ -230,6 +241,8 @@ func (r *Reconciler) run() {
 		case <-r.quit:
 			return
 		case <-r.kick:
+			// Only the Kick that set planDue sends here; the pass armed now,
+			// or the sooner one kept, clears planDue before it plans.
 			// A change gets its pass at the normal pace, even while a
 			// failed pass backs off: only the failed work may wait, not
 			// every change after it. A timer already due sooner (an
@@ -254,6 +267,9 @@ func (r *Reconciler) run() {
 			}
 		case <-timer.C:
 			armed = false
+			// Before the pass plans: a Kick from now on wakes the worker
+			// again, for a change this pass may have planned without.
+			r.planDue.Store(false)
 			lastStart = time.Now()
 			err := r.pass(full, labels)
 			lastTook = time.Since(lastStart)

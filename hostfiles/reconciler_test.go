@@ -341,6 +341,64 @@ func TestBurstIsOnePass(t *testing.T) {
 	assert.EqualValues(t, 2, in.r.Status().Writes)
 }
 
+// TestKicksWhileAPassIsDueWakeTheWorkerOnce: a Kick that finds a pass due
+// that has not planned yet does not send to the worker (issue 45: each
+// creation's Kick woke it, a futex wake on the reply path). The worker is
+// not started: the test drains the kick channel as it would at once, so
+// each send shows.
+func TestKicksWhileAPassIsDueWakeTheWorkerOnce(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	in := openInstance(t, OS{}, tr, bootA, newSource("s"))
+	wakes := 0
+	for range 100 {
+		in.r.Kick()
+		select {
+		case <-in.r.kick:
+			wakes++
+		default:
+		}
+	}
+	assert.Equal(t, 1, wakes, "a hundred kicks before the pass plans")
+}
+
+// planHook is a Source that runs a function once, right after its first
+// Plan: what a handler does between a pass's reading of the wants and its
+// end.
+type planHook struct {
+	*fakeSource
+	once   sync.Once
+	onPlan func()
+}
+
+func (s *planHook) Plan() (Plan, error) {
+	plan, err := s.fakeSource.Plan()
+	s.once.Do(s.onPlan)
+	return plan, err
+}
+
+// TestKickDuringAPassPlanIsNotLost: a change made, and kicked, after a
+// pass asked for the Plans is not in that pass; its Kick must wake the
+// worker for another pass, although a pass was due when it came. The flag
+// that spares the wake is cleared before the pass plans, not after it
+// (then this change would wait for the Rescan, an hour here).
+func TestKickDuringAPassPlanIsNotLost(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	src := newSource("s")
+	src.set(map[string]string{tr.path("a"): "y"})
+	hook := &planHook{fakeSource: src}
+	in := openInstance(t, OS{}, tr, bootA, hook)
+	hook.onPlan = func() {
+		src.set(map[string]string{tr.path("a"): "z"})
+		in.r.Kick()
+	}
+	in.r.timing = Timing{Delay: time.Millisecond, MinInterval: time.Millisecond, Rescan: time.Hour, BackoffInitial: time.Hour, BackoffMax: time.Hour}
+	in.r.Start()
+	in.r.Kick()
+	require.Eventually(t, func() bool { return tr.read(t, "a") == "z" }, 5*time.Second, time.Millisecond,
+		"the change kicked during the first pass's plan waits for a second pass")
+	assert.EqualValues(t, 2, in.r.Status().Passes)
+}
+
 // TestRescanFindsLateFilesAndDrift: without a kick, the periodic pass
 // handles a file that appears later and one another program rewrote.
 func TestRescanFindsLateFilesAndDrift(t *testing.T) {
