@@ -52,13 +52,20 @@ type benchDaemon struct {
 
 // startDaemon runs spec's binary with f's cgroup root, state file and
 // sysfs tree, waits until the runtime has synchronized it, and kills it
-// (kill -9) when the benchmark ends. The daemon's stderr is a file, its
-// last lines logged when the benchmark failed. f.settle waits, as it does
-// for a plugin in this process, for the daemon's sandbox pins, here read
-// from the sandboxes' cgroups (waitSandboxCgroups).
+// (kill -9) when the benchmark ends. f.settle waits, as it does for a
+// plugin in this process, for the daemon's sandbox pins, here read from
+// the sandboxes' cgroups (waitSandboxCgroups).
+//
+// The daemon's stdout and stderr are a pipe that another process (cat)
+// reads into a file, as journald reads a node's: its log goroutine's
+// writes are pipe writes that wake a reader outside both the daemon and
+// the runtimes. The file is in a directory of its own, not the config
+// file's, whose directory the daemon watches (each line written there
+// woke its config watcher). Its last lines are logged when the benchmark
+// failed.
 func startDaemon(b *testing.B, f *fakeRuntime, spec daemonSpec) *benchDaemon {
 	b.Helper()
-	d := &benchDaemon{stateFile: statePath(f), log: filepath.Join(f.dir, "daemon.log")}
+	d := &benchDaemon{stateFile: statePath(f), log: filepath.Join(b.TempDir(), "daemon.log")}
 	require.NoError(b, os.MkdirAll(filepath.Dir(d.stateFile), 0o750))
 	config := spec.node.config + "\n" + spec.config
 	if spec.procRoot {
@@ -73,6 +80,8 @@ func startDaemon(b *testing.B, f *fakeRuntime, spec daemonSpec) *benchDaemon {
 	logFile, err := os.Create(d.log)
 	require.NoError(b, err)
 	defer logFile.Close()
+	journal, logPipe := startLogReader(b, logFile)
+	defer logPipe.Close()
 	before := f.syncCount()
 	args := []string{"run", "--config", cfgFile, "--nri-socket", f.socket, "--state-file", d.stateFile,
 		"--sysfs-root", f.sysfsRoot(spec.node.fixture), "--cgroup-root", f.cgroupRoot, "--log-level", spec.logLevel}
@@ -81,11 +90,12 @@ func startDaemon(b *testing.B, f *fakeRuntime, spec daemonSpec) *benchDaemon {
 		args = append(args, "--pprof-address", d.pprof)
 	}
 	d.cmd = exec.Command(spec.bin, args...)
-	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
+	d.cmd.Stdout, d.cmd.Stderr = logPipe, logPipe
 	require.NoError(b, d.cmd.Start())
 	b.Cleanup(func() {
 		d.cmd.Process.Kill()
 		d.cmd.Wait()
+		stopLogReader(journal)
 		if b.Failed() {
 			out, _ := os.ReadFile(d.log)
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -97,6 +107,37 @@ func startDaemon(b *testing.B, f *fakeRuntime, spec daemonSpec) *benchDaemon {
 	f.mu.Unlock()
 	f.waitSynced(before)
 	return d
+}
+
+// startLogReader starts cat copying a pipe to out and returns it and the
+// pipe's write end, for the daemon's output; the caller closes its copy of
+// the write end once the daemon has it.
+func startLogReader(b *testing.B, out *os.File) (*exec.Cmd, *os.File) {
+	b.Helper()
+	r, w, err := os.Pipe()
+	require.NoError(b, err)
+	defer r.Close()
+	cat := exec.Command("cat")
+	cat.Stdin, cat.Stdout = r, out
+	if err := cat.Start(); err != nil {
+		w.Close()
+		b.Fatalf("starting cat to read the daemon's log pipe: %v", err)
+	}
+	return cat, w
+}
+
+// stopLogReader waits for cat to read the log pipe to its end, which
+// comes once the daemon is gone, and kills it if a process the daemon
+// left behind keeps the pipe open.
+func stopLogReader(cat *exec.Cmd) {
+	done := make(chan struct{})
+	go func() { cat.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cat.Process.Kill()
+		<-done
+	}
 }
 
 // freeLocalAddr is a local TCP address free a moment ago.
