@@ -117,7 +117,34 @@ irq_where() {
   local iso="?" part="?"
   { read -r iso < /sys/fs/cgroup/cpuset.cpus.isolated; } 2>/dev/null
   [ -z "${PROBE_PARTITION:-}" ] || { read -r part < "$PROBE_PARTITION"; } 2>/dev/null
-  IRQ_WHERE="$IRQ_WHERE; $1 [$SECONDS s]$line isolated:${iso:-none} partition:$part"
+  # The partition files say what cpuset asked for; whether the scheduler
+  # acted on it is whether the CPU still has a scheduling domain (its
+  # "domainN" lines in /proc/schedstat): load balancing, and its SCHED
+  # softirq, run only on a CPU that has one.
+  local w rest dom="?" in=no
+  if [ -r /proc/schedstat ]; then
+    dom=0
+    while read -r w rest; do
+      case $w in
+        cpu"$2") in=yes ;;
+        cpu*) [ "$in" = yes ] && break ;;
+        domain*) [ "$in" = yes ] && dom=$((dom + 1)) ;;
+      esac
+    done < /proc/schedstat
+  fi
+  IRQ_WHERE="$IRQ_WHERE; $1 [$SECONDS s]$line isolated:${iso:-none} partition:$part domains:$dom"
+}
+
+# load_where WHEN: where the host load may run at WHEN, to tell which step
+# resets its affinities (setup c's leak, in some runs only): system.slice's
+# cpuset.cpus.effective and the load's threads by Cpus_allowed_list, with
+# the kernel's isolcpus CPUs.
+load_where() {
+  local procs p eff="?"
+  { read -r eff < /sys/fs/cgroup/system.slice/cpuset.cpus.effective; } 2>/dev/null
+  procs=$(cat /sys/fs/cgroup/system.slice/noise-{stress,timer,9p}.service/cgroup.procs 2>/dev/null)
+  info "[$SECONDS s] load at $1: system.slice cpus.effective ${eff:-none}; the load's threads by allowed CPUs: $(
+    for p in $procs; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^Cpus_allowed_list/ {n[$2]++} END {for (c in n) printf "%s×%d ", c, n[c]}')(isolcpus: $(cat /sys/devices/system/cpu/isolated))"
 }
 
 record() { echo "$1 $2 $3 $4" >> "$RES"; } # setup round figure value
@@ -126,9 +153,11 @@ one() {
   local s=$1 r=$2 pool=${POOL[$1]} pod ctr pid cpu win=$OUT/$1-$2
   say "[$SECONDS s] round $r, setup $s: ${DOC[$s]}"
   noise_load_pause || die "the host load could not be frozen"
+  load_where "the setup's start"
   start_plugin "$(conf "$s")"
   pod=$(run_pod "b$s$r" telco guaranteed "{\"pool.cpupool.dev\": \"$pool\"}") || die "run pod b$s$r"
   info "[$SECONDS s] plugin up, pod b$s$r up"
+  load_where "the pod's start"
   # oslat begins when told (noise_probe_pid), after the slow crictl start,
   # and its run is ended with the window below (noise.sh says why).
   ctr=$(noise_probe_start "$pod" "b$s$r" probe $((WINDOW + 900))) || die "create the probe b$s$r"
@@ -185,7 +214,9 @@ one() {
   # Removed with the load frozen, as it was started.
   noise_load_pause || die "the host load could not be frozen"
   remove_pods "$pod"
+  load_where "the pod's removal"
   stop_plugin -TERM
+  load_where "the plugin's stop"
 }
 
 # median and worst over the rounds of each setup x figure.
@@ -218,10 +249,12 @@ table() {
 noise_tracefs || die "no tracefs with sched_switch in this kernel"
 [ -x "$REPO/bin/nri-cpupool" ] || die "build first: make build"
 say "bench-isolation: Linux $(uname -r), $ROUNDS rounds of setups $SETUPS, ${WINDOW} s windows"
+info "kernel command line: $(cat /proc/cmdline); PSI: $([ -r /proc/pressure/cpu ] && echo on || echo off)"
 start_runtime
 noise_load_start || die "the host load did not start"
 info "host load: stress-ng $NOISE_STRESS (CPUQuota $((NOISE_CPU_QUOTA * $(getconf _NPROCESSORS_ONLN)))%); stress-ng $NOISE_TIMER; the 9p loop; in system.slice; frozen but for ${SETTLE} s before each window and the window"
 sleep 2
+load_where "the load's start"
 n=0
 read -ra ALL <<<"$SETUPS"
 for r in $(seq 1 "$ROUNDS"); do
@@ -231,6 +264,9 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 table | tee "$OUT/table.md"
+# The raw figures (setup round figure value): BENCH_OUT is in the VM's
+# own /run unless a writable share holds it, so the output keeps them.
+sed 's/^/raw: /' "$RES"
 echo "bench-isolation: $n windows in $SECONDS s"
 # The VM suite's short checks (test/vm/isolation.sh runs them without
 # systemd), here under systemd too; BENCH_CHECK=0 leaves them out.
