@@ -15,6 +15,11 @@
 #   c  an isolcpus= CPU (the exclusive pool), every feature off,
 #      keepHostOffIsolcpus too (what isolcpus= alone gives)
 #   d  the same with the default config (reservedCPUs only)
+#   e  b, and 0 written to the probe container's cgroup.pressure before
+#      oslat begins (Linux 6.1 and later): whether turning PSI off for the
+#      container's cgroup alone keeps PSI's averaging work off the held CPU
+#      (its ancestors' groups and the root's still account); not in the
+#      default BENCH_SETUPS
 # Host load (test/vm/noise.sh): stress-ng CPU workers (flat out, under a
 # CPU quota of a fifth of each CPU) and a memory worker, a 1 kHz timer
 # stress-ng, in system.slice, and uncached 9p reads and writes; started
@@ -71,18 +76,19 @@ finish() {
 }
 trap finish EXIT
 
-declare -A POOL=([a]=exclusive-non-isolcpus [b]=exclusive-non-isolcpus [c]=exclusive [d]=exclusive)
+declare -A POOL=([a]=exclusive-non-isolcpus [b]=exclusive-non-isolcpus [c]=exclusive [d]=exclusive [e]=exclusive-non-isolcpus)
 declare -A DOC=(
   [a]="plain pinning (exclusive-non-isolcpus, features and keepHostOffIsolcpus off)"
   [b]="nri-cpupool (housekeeping: held, irqIsolation: optOut, isolatedPartition: optOut, kernelWork held)"
   [c]="isolcpus CPU (exclusive pool, features and keepHostOffIsolcpus off)"
   [d]="isolcpus CPU, default config"
+  [e]="b with the probe container's cgroup.pressure 0"
 )
 conf() {
   local f=/run/bench-$1.yaml
   case $1 in
     a) printf 'reservedCPUs: "0-1"\nkeepHostOffIsolcpus: false\npools:\n  exclusive-non-isolcpus: {enabled: true, housekeeping: "off", irqIsolation: "off", isolatedPartition: "off"}\n' ;;
-    b) printf 'reservedCPUs: "0-1"\npools:\n  exclusive-non-isolcpus: {enabled: true, housekeeping: held, irqIsolation: optOut, isolatedPartition: optOut}\nirq: {rescanInterval: 2s}\nkernelWork: {receivePacketSteering: held, workqueues: held}\n' ;;
+    b|e) printf 'reservedCPUs: "0-1"\npools:\n  exclusive-non-isolcpus: {enabled: true, housekeeping: held, irqIsolation: optOut, isolatedPartition: optOut}\nirq: {rescanInterval: 2s}\nkernelWork: {receivePacketSteering: held, workqueues: held}\n' ;;
     c) printf 'reservedCPUs: "0-1"\nkeepHostOffIsolcpus: false\npools:\n  exclusive: {housekeeping: "off", irqIsolation: "off", isolatedPartition: "off"}\n' ;;
     d) printf 'reservedCPUs: "0-1"\n' ;;
   esac > "$f"
@@ -147,6 +153,19 @@ load_where() {
     for p in $procs; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^Cpus_allowed_list/ {n[$2]++} END {for (c in n) printf "%s×%d ", c, n[c]}')(isolcpus: $(cat /sys/devices/system/cpu/isolated))"
 }
 
+# psi_where CGROUP: cgroup.pressure of CGROUP and of each ancestor below the
+# root (the root has no such file: its PSI is /proc/pressure, on unless
+# booted with psi=0).
+psi_where() {
+  local d=$1 v out=""
+  while [ "$d" != /sys/fs/cgroup ] && [ "${d#/sys/fs/cgroup/}" != "$d" ]; do
+    v="?"; { read -r v < "$d/cgroup.pressure"; } 2>/dev/null
+    out="$out ${d#/sys/fs/cgroup/}:$v"
+    d=${d%/*}
+  done
+  echo "${out# } root:$([ -r /proc/pressure/cpu ] && echo on || echo off)"
+}
+
 record() { echo "$1 $2 $3 $4" >> "$RES"; } # setup round figure value
 
 one() {
@@ -164,6 +183,10 @@ one() {
   info "[$SECONDS s] the probe's container started"
   cpu=$(cpus_of "$ctr")
   PROBE_PARTITION="$(cgroup_of "$ctr")/cpuset.cpus.partition"
+  if [ "$s" = e ]; then
+    echo 0 > "$(cgroup_of "$ctr")/cgroup.pressure" || die "e: could not write 0 to the probe container's cgroup.pressure (Linux 6.1 and later)"
+  fi
+  info "PSI of the probe's cgroup and its ancestors (cgroup.pressure): $(psi_where "$(cgroup_of "$ctr")")"
   steer_irqs "$cpu"
   VIRTIO_IRQS=$(virtio_irqs) IRQ_WHERE=""
   irq_where steered "$cpu" counts
