@@ -170,7 +170,7 @@ record() { echo "$1 $2 $3 $4" >> "$RES"; } # setup round figure value
 
 one() {
   local s=$1 r=$2 pool=${POOL[$1]} pod ctr pid cpu win=$OUT/$1-$2
-  say "[$SECONDS s] round $r, setup $s: ${DOC[$s]}"
+  say "[$SECONDS s] round $r, setup $s: ${DOC[$s]} ($(date -u +%T) UTC, the plugin log's clock)"
   noise_load_pause || die "the host load could not be frozen"
   load_where "the setup's start"
   start_plugin "$(conf "$s")"
@@ -240,6 +240,20 @@ one() {
   load_where "the pod's removal"
   stop_plugin -TERM
   load_where "the plugin's stop"
+  plugin_where
+}
+
+# plugin_where: what this setup's plugin said of IRQs and partitions, to
+# tell why an IRQ stayed on the probe's CPU or a
+# partition was not in force when the lines above show one (in a 6.12
+# window of b the virtio IRQs the harness steered there were still there
+# at the window's start, 125 s after the thaw, with a 2 s rescan).
+plugin_where() {
+  local from
+  from=$(grep -n '^---- start_plugin' "$W/plugin.log" | tail -1 | cut -d: -f1)
+  tail -n +"${from:-1}" "$W/plugin.log" | grep -Ei 'irq|partition' > "$W/plugin-where.log"
+  info "the plugin's log on IRQs and partitions since its start ($(wc -l < "$W/plugin-where.log") lines; the first and last 20):"
+  { head -20 "$W/plugin-where.log"; [ "$(wc -l < "$W/plugin-where.log")" -le 40 ] || echo "..."; tail -n +21 "$W/plugin-where.log" | tail -20; } | cut -c1-400 | sed 's/^/      /'
 }
 
 # median and worst over the rounds of each setup x figure.
