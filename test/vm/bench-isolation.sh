@@ -127,18 +127,61 @@ irq_where() {
   # acted on it is whether the CPU still has a scheduling domain (its
   # "domainN" lines in /proc/schedstat): load balancing, and its SCHED
   # softirq, run only on a CPU that has one.
-  local w rest dom="?" in=no
-  if [ -r /proc/schedstat ]; then
-    dom=0
-    while read -r w rest; do
-      case $w in
-        cpu"$2") in=yes ;;
-        cpu*) [ "$in" = yes ] && break ;;
-        domain*) [ "$in" = yes ] && dom=$((dom + 1)) ;;
-      esac
-    done < /proc/schedstat
-  fi
-  IRQ_WHERE="$IRQ_WHERE; $1 [$SECONDS s]$line isolated:${iso:-none} partition:$part domains:$dom"
+  # CPU 0 (reserved, never isolated) is the control: it has domains.
+  sched_domains "$2"; local dom=$DOMAINS
+  sched_domains 0
+  IRQ_WHERE="$IRQ_WHERE; $1 [$SECONDS s]$line isolated:${iso:-none} partition:$part domains:$dom (CPU 0: $DOMAINS)"
+}
+
+# sched_domains CPU: DOMAINS, how many scheduling domains CPU has (its
+# "domainN" lines in /proc/schedstat; "?" without the file). No fork.
+sched_domains() {
+  local w rest in=no
+  DOMAINS="?"
+  [ -r /proc/schedstat ] || return 0
+  DOMAINS=0
+  while read -r w rest; do
+    case $w in
+      cpu"$1") in=yes ;;
+      cpu*) [ "$in" = yes ] && break ;;
+      domain*) [ "$in" = yes ] && DOMAINS=$((DOMAINS + 1)) ;;
+    esac
+  done < /proc/schedstat
+}
+
+# The scheduler softirq raised on the probe's CPU, with the kernel stack
+# of each raise (irq:softirq_raise, vec 7, in an instance of its own with
+# stack traces): in 6.12 windows of b the held CPU ran SCHED hundreds of
+# times while it had no scheduling domain at the window's start and end,
+# where its tick raises none; the stacks say what did (the tick's
+# balancing, an idle-balance kick, ...). Around the window: started just
+# before noise_window, stopped just after.
+RAISE=$NOISE_TRACEFS/instances/nri-cpupool-sched-raise
+sched_raise_start() {
+  { [ -d "$RAISE" ] || mkdir "$RAISE"; } 2>/dev/null || return 0
+  [ -e "$RAISE/events/irq/softirq_raise/enable" ] || return 0
+  echo 0 > "$RAISE/tracing_on"
+  echo > "$RAISE/trace"
+  printf '%x\n' $((1 << $1)) > "$RAISE/tracing_cpumask"
+  echo 2048 > "$RAISE/buffer_size_kb"
+  echo 1 > "$RAISE/options/stacktrace"
+  echo 'vec == 7' > "$RAISE/events/irq/softirq_raise/filter"
+  echo 1 > "$RAISE/events/irq/softirq_raise/enable"
+  echo 1 > "$RAISE/tracing_on"
+}
+# sched_raise_stop OUT: OUT.raise, the trace; prints the raises by their
+# first frames.
+sched_raise_stop() {
+  [ -e "$RAISE/events/irq/softirq_raise/enable" ] || { echo "no trace"; return 0; }
+  echo 0 > "$RAISE/tracing_on"
+  cat "$RAISE/trace" > "$1.raise"
+  echo 0 > "$RAISE/events/irq/softirq_raise/enable"
+  echo 0 > "$RAISE/events/irq/softirq_raise/filter"
+  echo > "$RAISE/trace"
+  awk '/softirq_raise:/ {n++; if (key != "") c[key]++; key = ""; f = 0; next}
+       /^ => / && f < 4 {fn = $2; if (fn ~ /raise_softirq/) next; key = key (f ? "<" : "") fn; f++; next}
+       END {if (key != "") c[key]++; printf "%d raised:\n", n; for (k in c) print c[k], k}' "$1.raise" |
+    { read -r head; echo "$head $(sort -rn | head -6 | awk '{printf "%s%s ×%d", (NR > 1 ? ", " : ""), $2, $1}')"; }
 }
 
 # load_where WHEN: where the host load may run at WHEN, to tell which step
@@ -197,8 +240,11 @@ one() {
   sleep "$SETTLE"
   info "[$SECONDS s] the load thawed ${SETTLE} s ago: the window"
   irq_where window "$cpu"
+  sched_raise_start "$cpu"
   noise_window "$cpu" "$WINDOW" "$win" "$pid" stop
+  SCHED_RAISED=$(sched_raise_stop "$win")
   irq_where "window's end" "$cpu" counts
+  info "SCHED softirq raised on CPU $cpu around the window, by the raise's first kernel frames: $SCHED_RAISED"
   info "virtio IRQs (IRQ:affinity/effective/count on CPU $cpu; the kernel's isolated CPUs; the probe's cgroup partition)${IRQ_WHERE#;}"
   # Whether the load may run there at all: a count of 0 switches says
   # more next to it (c: the kernel's affinity reset let it; d: kept off).
