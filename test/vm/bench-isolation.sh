@@ -154,8 +154,11 @@ sched_domains() {
 # stack traces): in 6.12 windows of b the held CPU ran SCHED hundreds of
 # times while it had no scheduling domain at the window's start and end,
 # where its tick raises none; the stacks say what did (the tick's
-# balancing, an idle-balance kick, ...). Around the window: started just
-# before noise_window, stopped just after.
+# balancing, an idle-balance kick, ...). For the window: started just
+# before noise_window, stopped WINDOW seconds later. The probe cgroup's
+# CFS throttling over the window is logged too: an idle-balance kick
+# raises the softirq only on an idle CPU, and a CPU running oslat is idle
+# only while its cgroup is throttled.
 RAISE=$NOISE_TRACEFS/instances/nri-cpupool-sched-raise
 sched_raise_start() {
   { [ -d "$RAISE" ] || mkdir "$RAISE"; } 2>/dev/null || return 0
@@ -168,9 +171,13 @@ sched_raise_start() {
   echo 'vec == 7' > "$RAISE/events/irq/softirq_raise/filter"
   echo 1 > "$RAISE/events/irq/softirq_raise/enable"
   echo 1 > "$RAISE/tracing_on"
+  # Off when the window ends, not after its trace is read (oslat stops
+  # with the window, and its CPU, idle then, is kicked all the more).
+  (sleep "$2"; echo 0 > "$RAISE/tracing_on") &
 }
-# sched_raise_stop OUT: OUT.raise, the trace; prints the raises by their
-# first frames.
+# sched_raise_stop OUT: OUT.raise, the trace; prints the raises by the
+# task they interrupted ("<idle>": the CPU was idle) and their first
+# frames.
 sched_raise_stop() {
   [ -e "$RAISE/events/irq/softirq_raise/enable" ] || { echo "no trace"; return 0; }
   echo 0 > "$RAISE/tracing_on"
@@ -178,8 +185,8 @@ sched_raise_stop() {
   echo 0 > "$RAISE/events/irq/softirq_raise/enable"
   echo 0 > "$RAISE/events/irq/softirq_raise/filter"
   echo > "$RAISE/trace"
-  awk '/softirq_raise:/ {n++; if (key != "") c[key]++; key = ""; f = 0; next}
-       /^ => / && f < 4 {fn = $2; if (fn ~ /raise_softirq/) next; key = key (f ? "<" : "") fn; f++; next}
+  awk '/softirq_raise:/ {n++; if (key != "") c[key]++; who = $1; sub(/-[0-9]+$/, "", who); key = "[" who "]"; f = 0; next}
+       /^ => / && f < 4 {fn = $2; if (fn ~ /raise_softirq|^trace_event_raw/) next; key = key (f ? "<" : "") fn; f++; next}
        END {if (key != "") c[key]++; printf "%d raised:\n", n; for (k in c) print c[k], k}' "$1.raise" |
     { read -r head; echo "$head $(sort -rn | head -6 | awk '{printf "%s%s ×%d", (NR > 1 ? ", " : ""), $2, $1}')"; }
 }
@@ -225,7 +232,8 @@ one() {
   ctr=$(noise_probe_start "$pod" "b$s$r" probe $((WINDOW + 900))) || die "create the probe b$s$r"
   info "[$SECONDS s] the probe's container started"
   cpu=$(cpus_of "$ctr")
-  PROBE_PARTITION="$(cgroup_of "$ctr")/cpuset.cpus.partition"
+  PROBE_CG=$(cgroup_of "$ctr")
+  PROBE_PARTITION="$PROBE_CG/cpuset.cpus.partition"
   if [ "$s" = e ]; then
     echo 0 > "$(cgroup_of "$ctr")/cgroup.pressure" || die "e: could not write 0 to the probe container's cgroup.pressure (Linux 6.1 and later)"
   fi
@@ -240,11 +248,15 @@ one() {
   sleep "$SETTLE"
   info "[$SECONDS s] the load thawed ${SETTLE} s ago: the window"
   irq_where window "$cpu"
-  sched_raise_start "$cpu"
+  local thr0 thr1
+  thr0=$(grep -E '^(nr_throttled|throttled_usec) ' "$PROBE_CG/cpu.stat" 2>/dev/null | paste -sd' ')
+  sched_raise_start "$cpu" "$WINDOW"
   noise_window "$cpu" "$WINDOW" "$win" "$pid" stop
+  thr1=$(grep -E '^(nr_throttled|throttled_usec) ' "$PROBE_CG/cpu.stat" 2>/dev/null | paste -sd' ')
   SCHED_RAISED=$(sched_raise_stop "$win")
+  info "the probe's cgroup's CFS throttling (cpu.stat; quota $(cat "$PROBE_CG/cpu.max" 2>/dev/null)): before the window ${thr0:-?}, after ${thr1:-?}"
   irq_where "window's end" "$cpu" counts
-  info "SCHED softirq raised on CPU $cpu around the window, by the raise's first kernel frames: $SCHED_RAISED"
+  info "SCHED softirq raised on CPU $cpu in the window, by the task interrupted and the raise's first kernel frames: $SCHED_RAISED"
   info "virtio IRQs (IRQ:affinity/effective/count on CPU $cpu; the kernel's isolated CPUs; the probe's cgroup partition)${IRQ_WHERE#;}"
   # Whether the load may run there at all: a count of 0 switches says
   # more next to it (c: the kernel's affinity reset let it; d: kept off).
