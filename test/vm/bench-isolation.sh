@@ -15,6 +15,11 @@
 #   c  an isolcpus= CPU (the exclusive pool), every feature off,
 #      keepHostOffIsolcpus too (what isolcpus= alone gives)
 #   d  the same with the default config (reservedCPUs only)
+#   e  b, and 0 written to the probe container's cgroup.pressure before
+#      oslat begins (Linux 6.1 and later): whether turning PSI off for the
+#      container's cgroup alone keeps PSI's averaging work off the held CPU
+#      (its ancestors' groups and the root's still account); not in the
+#      default BENCH_SETUPS
 # Host load (test/vm/noise.sh): stress-ng CPU workers (flat out, under a
 # CPU quota of a fifth of each CPU) and a memory worker, a 1 kHz timer
 # stress-ng, in system.slice, and uncached 9p reads and writes; started
@@ -71,18 +76,19 @@ finish() {
 }
 trap finish EXIT
 
-declare -A POOL=([a]=exclusive-non-isolcpus [b]=exclusive-non-isolcpus [c]=exclusive [d]=exclusive)
+declare -A POOL=([a]=exclusive-non-isolcpus [b]=exclusive-non-isolcpus [c]=exclusive [d]=exclusive [e]=exclusive-non-isolcpus)
 declare -A DOC=(
   [a]="plain pinning (exclusive-non-isolcpus, features and keepHostOffIsolcpus off)"
   [b]="nri-cpupool (housekeeping: held, irqIsolation: optOut, isolatedPartition: optOut, kernelWork held)"
   [c]="isolcpus CPU (exclusive pool, features and keepHostOffIsolcpus off)"
   [d]="isolcpus CPU, default config"
+  [e]="b with the probe container's cgroup.pressure 0"
 )
 conf() {
   local f=/run/bench-$1.yaml
   case $1 in
     a) printf 'reservedCPUs: "0-1"\nkeepHostOffIsolcpus: false\npools:\n  exclusive-non-isolcpus: {enabled: true, housekeeping: "off", irqIsolation: "off", isolatedPartition: "off"}\n' ;;
-    b) printf 'reservedCPUs: "0-1"\npools:\n  exclusive-non-isolcpus: {enabled: true, housekeeping: held, irqIsolation: optOut, isolatedPartition: optOut}\nirq: {rescanInterval: 2s}\nkernelWork: {receivePacketSteering: held, workqueues: held}\n' ;;
+    b|e) printf 'reservedCPUs: "0-1"\npools:\n  exclusive-non-isolcpus: {enabled: true, housekeeping: held, irqIsolation: optOut, isolatedPartition: optOut}\nirq: {rescanInterval: 2s}\nkernelWork: {receivePacketSteering: held, workqueues: held}\n' ;;
     c) printf 'reservedCPUs: "0-1"\nkeepHostOffIsolcpus: false\npools:\n  exclusive: {housekeeping: "off", irqIsolation: "off", isolatedPartition: "off"}\n' ;;
     d) printf 'reservedCPUs: "0-1"\n' ;;
   esac > "$f"
@@ -117,24 +123,121 @@ irq_where() {
   local iso="?" part="?"
   { read -r iso < /sys/fs/cgroup/cpuset.cpus.isolated; } 2>/dev/null
   [ -z "${PROBE_PARTITION:-}" ] || { read -r part < "$PROBE_PARTITION"; } 2>/dev/null
-  IRQ_WHERE="$IRQ_WHERE; $1 [$SECONDS s]$line isolated:${iso:-none} partition:$part"
+  # The partition files say what cpuset asked for; whether the scheduler
+  # acted on it is whether the CPU still has a scheduling domain (its
+  # "domainN" lines in /proc/schedstat): load balancing, and its SCHED
+  # softirq, run only on a CPU that has one.
+  # CPU 0 (reserved, never isolated) is the control: it has domains.
+  sched_domains "$2"; local dom=$DOMAINS
+  sched_domains 0
+  IRQ_WHERE="$IRQ_WHERE; $1 [$SECONDS s]$line isolated:${iso:-none} partition:$part domains:$dom (CPU 0: $DOMAINS)"
+}
+
+# sched_domains CPU: DOMAINS, how many scheduling domains CPU has (its
+# "domainN" lines in /proc/schedstat; "?" without the file). No fork.
+sched_domains() {
+  local w rest in=no
+  DOMAINS="?"
+  [ -r /proc/schedstat ] || return 0
+  DOMAINS=0
+  while read -r w rest; do
+    case $w in
+      cpu"$1") in=yes ;;
+      cpu*) [ "$in" = yes ] && break ;;
+      domain*) [ "$in" = yes ] && DOMAINS=$((DOMAINS + 1)) ;;
+    esac
+  done < /proc/schedstat
+}
+
+# The scheduler softirq raised on the probe's CPU, with the kernel stack
+# of each raise (irq:softirq_raise, vec 7, in an instance of its own with
+# stack traces): in 6.12 windows of b the held CPU ran SCHED hundreds of
+# times while it had no scheduling domain at the window's start and end,
+# where its tick raises none; the stacks say what did (the tick's
+# balancing, an idle-balance kick, ...). For the window: started just
+# before noise_window, stopped WINDOW seconds later. The probe cgroup's
+# CFS throttling over the window is logged too: an idle-balance kick
+# raises the softirq only on an idle CPU, and a CPU running oslat is idle
+# only while its cgroup is throttled.
+RAISE=$NOISE_TRACEFS/instances/nri-cpupool-sched-raise
+sched_raise_start() {
+  { [ -d "$RAISE" ] || mkdir "$RAISE"; } 2>/dev/null || return 0
+  [ -e "$RAISE/events/irq/softirq_raise/enable" ] || return 0
+  echo 0 > "$RAISE/tracing_on"
+  echo > "$RAISE/trace"
+  printf '%x\n' $((1 << $1)) > "$RAISE/tracing_cpumask"
+  echo 2048 > "$RAISE/buffer_size_kb"
+  echo 1 > "$RAISE/options/stacktrace"
+  echo 'vec == 7' > "$RAISE/events/irq/softirq_raise/filter"
+  echo 1 > "$RAISE/events/irq/softirq_raise/enable"
+  echo 1 > "$RAISE/tracing_on"
+  # Off when the window ends, not after its trace is read (oslat stops
+  # with the window, and its CPU, idle then, is kicked all the more).
+  (sleep "$2"; echo 0 > "$RAISE/tracing_on") &
+}
+# sched_raise_stop OUT: OUT.raise, the trace; prints the raises by the
+# task they interrupted ("<idle>": the CPU was idle) and their first
+# frames.
+sched_raise_stop() {
+  [ -e "$RAISE/events/irq/softirq_raise/enable" ] || { echo "no trace"; return 0; }
+  echo 0 > "$RAISE/tracing_on"
+  cat "$RAISE/trace" > "$1.raise"
+  echo 0 > "$RAISE/events/irq/softirq_raise/enable"
+  echo 0 > "$RAISE/events/irq/softirq_raise/filter"
+  echo > "$RAISE/trace"
+  awk '/softirq_raise:/ {n++; if (key != "") c[key]++; who = $1; sub(/-[0-9]+$/, "", who); key = "[" who "]"; f = 0; next}
+       /^ => / && f < 4 {fn = $2; if (fn ~ /raise_softirq|^trace_event_raw/) next; key = key (f ? "<" : "") fn; f++; next}
+       END {if (key != "") c[key]++; printf "%d raised:\n", n; for (k in c) print c[k], k}' "$1.raise" |
+    { read -r head; echo "$head $(sort -rn | head -6 | awk '{printf "%s%s ×%d", (NR > 1 ? ", " : ""), $2, $1}')"; }
+}
+
+# load_where WHEN: where the host load may run at WHEN, to tell which step
+# resets its affinities (setup c's leak, in some runs only): system.slice's
+# cpuset.cpus.effective and the load's threads by Cpus_allowed_list, with
+# the kernel's isolcpus CPUs.
+load_where() {
+  local procs p eff="?"
+  { read -r eff < /sys/fs/cgroup/system.slice/cpuset.cpus.effective; } 2>/dev/null
+  procs=$(cat /sys/fs/cgroup/system.slice/noise-{stress,timer,9p}.service/cgroup.procs 2>/dev/null)
+  info "[$SECONDS s] load at $1: system.slice cpus.effective ${eff:-none}; the load's threads by allowed CPUs: $(
+    for p in $procs; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^Cpus_allowed_list/ {n[$2]++} END {for (c in n) printf "%s×%d ", c, n[c]}')(isolcpus: $(cat /sys/devices/system/cpu/isolated))"
+}
+
+# psi_where CGROUP: cgroup.pressure of CGROUP and of each ancestor below the
+# root (the root has no such file: its PSI is /proc/pressure, on unless
+# booted with psi=0).
+psi_where() {
+  local d=$1 v out=""
+  while [ "$d" != /sys/fs/cgroup ] && [ "${d#/sys/fs/cgroup/}" != "$d" ]; do
+    v="?"; { read -r v < "$d/cgroup.pressure"; } 2>/dev/null
+    out="$out ${d#/sys/fs/cgroup/}:$v"
+    d=${d%/*}
+  done
+  echo "${out# } root:$([ -r /proc/pressure/cpu ] && echo on || echo off)"
 }
 
 record() { echo "$1 $2 $3 $4" >> "$RES"; } # setup round figure value
 
 one() {
   local s=$1 r=$2 pool=${POOL[$1]} pod ctr pid cpu win=$OUT/$1-$2
-  say "[$SECONDS s] round $r, setup $s: ${DOC[$s]}"
+  say "[$SECONDS s] round $r, setup $s: ${DOC[$s]} ($(date -u +%T) UTC, the plugin log's clock)"
   noise_load_pause || die "the host load could not be frozen"
+  load_where "the setup's start"
   start_plugin "$(conf "$s")"
   pod=$(run_pod "b$s$r" telco guaranteed "{\"pool.cpupool.dev\": \"$pool\"}") || die "run pod b$s$r"
   info "[$SECONDS s] plugin up, pod b$s$r up"
+  load_where "the pod's start"
   # oslat begins when told (noise_probe_pid), after the slow crictl start,
   # and its run is ended with the window below (noise.sh says why).
   ctr=$(noise_probe_start "$pod" "b$s$r" probe $((WINDOW + 900))) || die "create the probe b$s$r"
   info "[$SECONDS s] the probe's container started"
   cpu=$(cpus_of "$ctr")
-  PROBE_PARTITION="$(cgroup_of "$ctr")/cpuset.cpus.partition"
+  PROBE_CG=$(cgroup_of "$ctr")
+  PROBE_PARTITION="$PROBE_CG/cpuset.cpus.partition"
+  if [ "$s" = e ]; then
+    echo 0 > "$(cgroup_of "$ctr")/cgroup.pressure" || die "e: could not write 0 to the probe container's cgroup.pressure (Linux 6.1 and later)"
+  fi
+  info "PSI of the probe's cgroup and its ancestors (cgroup.pressure): $(psi_where "$(cgroup_of "$ctr")")"
   steer_irqs "$cpu"
   VIRTIO_IRQS=$(virtio_irqs) IRQ_WHERE=""
   irq_where steered "$cpu" counts
@@ -145,8 +248,15 @@ one() {
   sleep "$SETTLE"
   info "[$SECONDS s] the load thawed ${SETTLE} s ago: the window"
   irq_where window "$cpu"
+  local thr0 thr1
+  thr0=$(grep -E '^(nr_throttled|throttled_usec) ' "$PROBE_CG/cpu.stat" 2>/dev/null | paste -sd' ')
+  sched_raise_start "$cpu" "$WINDOW"
   noise_window "$cpu" "$WINDOW" "$win" "$pid" stop
+  thr1=$(grep -E '^(nr_throttled|throttled_usec) ' "$PROBE_CG/cpu.stat" 2>/dev/null | paste -sd' ')
+  SCHED_RAISED=$(sched_raise_stop "$win")
+  info "the probe's cgroup's CFS throttling (cpu.stat; quota $(cat "$PROBE_CG/cpu.max" 2>/dev/null)): before the window ${thr0:-?}, after ${thr1:-?}"
   irq_where "window's end" "$cpu" counts
+  info "SCHED softirq raised on CPU $cpu in the window, by the task interrupted and the raise's first kernel frames: $SCHED_RAISED"
   info "virtio IRQs (IRQ:affinity/effective/count on CPU $cpu; the kernel's isolated CPUs; the probe's cgroup partition)${IRQ_WHERE#;}"
   # Whether the load may run there at all: a count of 0 switches says
   # more next to it (c: the kernel's affinity reset let it; d: kept off).
@@ -185,7 +295,23 @@ one() {
   # Removed with the load frozen, as it was started.
   noise_load_pause || die "the host load could not be frozen"
   remove_pods "$pod"
+  load_where "the pod's removal"
   stop_plugin -TERM
+  load_where "the plugin's stop"
+  plugin_where
+}
+
+# plugin_where: what this setup's plugin said of IRQs and partitions, to
+# tell why an IRQ stayed on the probe's CPU or a
+# partition was not in force when the lines above show one (in a 6.12
+# window of b the virtio IRQs the harness steered there were still there
+# at the window's start, 125 s after the thaw, with a 2 s rescan).
+plugin_where() {
+  local from
+  from=$(grep -n '^---- start_plugin' "$W/plugin.log" | tail -1 | cut -d: -f1)
+  tail -n +"${from:-1}" "$W/plugin.log" | grep -Ei 'irq|partition' > "$W/plugin-where.log"
+  info "the plugin's log on IRQs and partitions since its start ($(wc -l < "$W/plugin-where.log") lines; the first and last 20):"
+  { head -20 "$W/plugin-where.log"; [ "$(wc -l < "$W/plugin-where.log")" -le 40 ] || echo "..."; tail -n +21 "$W/plugin-where.log" | tail -20; } | cut -c1-400 | sed 's/^/      /'
 }
 
 # median and worst over the rounds of each setup x figure.
@@ -218,10 +344,12 @@ table() {
 noise_tracefs || die "no tracefs with sched_switch in this kernel"
 [ -x "$REPO/bin/nri-cpupool" ] || die "build first: make build"
 say "bench-isolation: Linux $(uname -r), $ROUNDS rounds of setups $SETUPS, ${WINDOW} s windows"
+info "kernel command line: $(cat /proc/cmdline); PSI: $([ -r /proc/pressure/cpu ] && echo on || echo off)"
 start_runtime
 noise_load_start || die "the host load did not start"
 info "host load: stress-ng $NOISE_STRESS (CPUQuota $((NOISE_CPU_QUOTA * $(getconf _NPROCESSORS_ONLN)))%); stress-ng $NOISE_TIMER; the 9p loop; in system.slice; frozen but for ${SETTLE} s before each window and the window"
 sleep 2
+load_where "the load's start"
 n=0
 read -ra ALL <<<"$SETUPS"
 for r in $(seq 1 "$ROUNDS"); do
@@ -231,6 +359,9 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 table | tee "$OUT/table.md"
+# The raw figures (setup round figure value): BENCH_OUT is in the VM's
+# own /run unless a writable share holds it, so the output keeps them.
+sed 's/^/raw: /' "$RES"
 echo "bench-isolation: $n windows in $SECONDS s"
 # The VM suite's short checks (test/vm/isolation.sh runs them without
 # systemd), here under systemd too; BENCH_CHECK=0 leaves them out.

@@ -37,6 +37,9 @@
 #   VM_KERNEL, VM_MODULES  use this vmlinuz and this lib/modules/<version> tree instead
 #   VM_ACCEL       auto (default: KVM if a probe boot works, else TCG), kvm or tcg
 #   VM_CACHE       cache directory
+#   VM_APPEND      kernel arguments added to every boot's command line, after
+#                  --append's (make bench-isolation passes psi=0 this way:
+#                  e2e.sh has no --append of its own)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -340,7 +343,7 @@ SHARE_ARGS=()
 for i in "${!SHARES[@]}"; do
   SHARE_ARGS+=(-virtfs "local,path=${SHARES[$i]//,/,,},mount_tag=share$i,security_model=none,multidevs=remap,readonly=on")
 done
-CMDLINE="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic ${ACCEL_CMDLINE:-} $SHAPE_CMDLINE $APPEND"
+CMDLINE="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic ${ACCEL_CMDLINE:-} $SHAPE_CMDLINE $APPEND ${VM_APPEND:-}"
 [ "$CGROUP" = v2 ] && CMDLINE="$CMDLINE cgroup_no_v1=all"
 if [ "$SYSTEMD" = 1 ]; then
   [ -x /lib/systemd/systemd ] || vm_die "--systemd: this host has no /lib/systemd/systemd"
