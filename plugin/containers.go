@@ -79,7 +79,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
-	p.log.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
+	p.decisions.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
 	if firstOfName && len(near) > 0 {
 		p.hintTypo(pod, ctr, st.Pool, near)
 	}

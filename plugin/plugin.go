@@ -106,6 +106,9 @@ type Plugin struct {
 	stateLock *state.DirLock
 	pinner    *cgroupPinner
 	log       *logrus.Logger
+	// decisions takes each creation's decision line: log, unless the
+	// daemon's sink formats it off the reply's path (LogDecisionsTo).
+	decisions DecisionLog
 	// hugePages reads the hugepage counts through files it keeps open; closed
 	// when Run returns.
 	hugePages *sysfs.HugePageCounter
@@ -227,7 +230,7 @@ type Plugin struct {
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logrus.Logger) (*Plugin, error) {
-	p := &Plugin{topo: topo, store: store, log: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
+	p := &Plugin{topo: topo, store: store, log: log, decisions: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
 		memsOverrode: map[string]bool{},
 		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
 	p.pins = newSandboxPins(&p.mu)

@@ -87,6 +87,8 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	p.KeepStateLock(lock)
+	// Each creation's line is made by the log's goroutine, not the handler.
+	p.LogDecisionsTo(logsink.NewDeferred(log, logOut))
 	defer p.Close()
 	log.Infof("nri-cpupool %s: %s, state %s, NRI socket %s", Version, plural(topo.Online.Size(), "online CPU"), cfg.StateFile, cfg.NRISocket)
 	driver, err := newDRA(cfg, p, log)

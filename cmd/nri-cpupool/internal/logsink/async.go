@@ -6,10 +6,12 @@
 // once its buffer is full, and a handler blocked there makes the runtime
 // give up after 2 s and create the container unpinned. Async queues lines
 // and writes them from one goroutine; when the queue is full it drops lines
-// and says how many once the output keeps up again.
+// and says how many once the output keeps up again. Deferred hands it
+// lines that its goroutine formats too.
 package logsink
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sync"
@@ -27,13 +29,19 @@ type Async struct {
 	mu      sync.Mutex
 	closed  bool
 	dropped int // lines dropped since the last one queued
+
+	// formatted is the goroutine's buffer for deferred lines, reused from
+	// one to the next.
+	formatted bytes.Buffer
 }
 
-// queued is a line and how many were dropped just before it, so that the
-// notice comes out where the lines went missing.
+// queued is a line, written or to format (deferred), and how many were
+// dropped just before it, so that the notice comes out where the lines
+// went missing.
 type queued struct {
-	line    []byte
-	dropped int
+	line     []byte
+	deferred *deferredLine
+	dropped  int
 }
 
 // NewAsync writes to out through a queue of up to capacity lines.
@@ -51,13 +59,32 @@ func (a *Async) Write(p []byte) (int, error) {
 	if a.closed {
 		return a.out.Write(p)
 	}
+	a.enqueue(queued{line: append([]byte(nil), p...)})
+	return len(p), nil
+}
+
+// writeDeferred queues a line to format, in order with the written ones;
+// after Close it formats and writes it directly.
+func (a *Async) writeDeferred(l *deferredLine) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		a.out.Write(l.format(nil))
+		return
+	}
+	a.enqueue(queued{deferred: l})
+}
+
+// enqueue queues q, or counts it dropped when the queue is full. Called
+// under mu.
+func (a *Async) enqueue(q queued) {
+	q.dropped = a.dropped
 	select {
-	case a.lines <- queued{append([]byte(nil), p...), a.dropped}:
+	case a.lines <- q:
 		a.dropped = 0
 	default:
 		a.dropped++
 	}
-	return len(p), nil
 }
 
 func (a *Async) run() {
@@ -65,7 +92,12 @@ func (a *Async) run() {
 	defer close(a.done)
 	for q := range a.lines {
 		a.notice(q.dropped)
-		a.out.Write(q.line)
+		line := q.line
+		if q.deferred != nil {
+			a.formatted.Reset()
+			line = q.deferred.format(&a.formatted)
+		}
+		a.out.Write(line)
 	}
 }
 
