@@ -154,8 +154,8 @@ sched_domains() {
 # stack traces): in 6.12 windows of b the held CPU ran SCHED hundreds of
 # times while it had no scheduling domain at the window's start and end,
 # where its tick raises none; the stacks say what did (the tick's
-# balancing, an idle-balance kick, ...). For the window: started just
-# before noise_window, stopped WINDOW seconds later. The probe cgroup's
+# balancing, an idle-balance kick, ...). For the window exactly: its
+# tracing goes on and off with noise_window's (NOISE_TRACE_ALSO). The probe cgroup's
 # CFS throttling over the window is logged too: an idle-balance kick
 # raises the softirq only on an idle CPU, and a CPU running oslat is idle
 # only while its cgroup is throttled.
@@ -170,10 +170,11 @@ sched_raise_start() {
   echo 1 > "$RAISE/options/stacktrace"
   echo 'vec == 7' > "$RAISE/events/irq/softirq_raise/filter"
   echo 1 > "$RAISE/events/irq/softirq_raise/enable"
-  echo 1 > "$RAISE/tracing_on"
-  # Off when the window ends, not after its trace is read (oslat stops
-  # with the window, and its CPU, idle then, is kicked all the more).
-  (sleep "$2"; echo 0 > "$RAISE/tracing_on") &
+  # On and off with the window's own trace, not before and after it: oslat
+  # stops as the window ends, and its CPU, idle then, is kicked all the
+  # more (a background sleep of the window's length, until 2026-12-06,
+  # stopped it the window's set-up time early).
+  NOISE_TRACE_ALSO=$RAISE
 }
 # sched_raise_stop OUT: OUT.raise, the trace; prints the raises by the
 # task they interrupted ("<idle>": the CPU was idle) and their first
@@ -250,8 +251,10 @@ one() {
   irq_where window "$cpu"
   local thr0 thr1
   thr0=$(grep -E '^(nr_throttled|throttled_usec) ' "$PROBE_CG/cpu.stat" 2>/dev/null | paste -sd' ')
-  sched_raise_start "$cpu" "$WINDOW"
+  NOISE_TRACE_ALSO=""
+  sched_raise_start "$cpu"
   noise_window "$cpu" "$WINDOW" "$win" "$pid" stop
+  NOISE_TRACE_ALSO=""
   thr1=$(grep -E '^(nr_throttled|throttled_usec) ' "$PROBE_CG/cpu.stat" 2>/dev/null | paste -sd' ')
   SCHED_RAISED=$(sched_raise_stop "$win")
   info "the probe's cgroup's CFS throttling (cpu.stat; quota $(cat "$PROBE_CG/cpu.max" 2>/dev/null)): before the window ${thr0:-?}, after ${thr1:-?}"

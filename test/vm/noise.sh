@@ -319,7 +319,8 @@ noise_kind() {
 # workqueue, and the task and CPU that queued them), which say what a
 # kworker/CPU:N switch was for. OUT.lost: events the ring buffers dropped
 # (0, or the counts are low). "stop": SIGINT to the probe as the window
-# ends.
+# ends. NOISE_TRACE_ALSO: more tracefs instances (directories) whose
+# tracing is on exactly while the window's is.
 noise_window() {
   local cpu=$1 secs=$2 out=$3 probe=$4 t=$NOISE_INSTANCE q=$NOISE_WQ_INSTANCE wq=no nv0
   noise_wq_events && wq=yes
@@ -345,11 +346,21 @@ noise_window() {
   # foreign user tasks (the 6.12 isolation set once saw "oslat×12").
   local threads0
   threads0=$(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)
+  local also
+  for also in ${NOISE_TRACE_ALSO:-}; do echo 1 > "$also/tracing_on"; done
   echo 1 > "$q/tracing_on"
   echo 1 > "$t/tracing_on"
   sleep "$secs"
   echo 0 > "$t/tracing_on"
   echo 0 > "$q/tracing_on"
+  for also in ${NOISE_TRACE_ALSO:-}; do echo 0 > "$also/tracing_on"; done
+  # The counts end with the trace, before anything else runs and before
+  # the probe is stopped: the CPU of a stopped oslat is idle, and an idle
+  # CPU takes what a busy one does not (other CPUs' idle-balance kicks,
+  # each a SCHED softirq); counted until after the SIGINT, as until
+  # 2026-12-06, seconds of that were in the window's figures under TCG.
+  noise_irq_snapshot "$cpu" > "$out.irq1"
+  noise_softirq_snapshot "$cpu" > "$out.soft1"
   echo $(( $(noise_nvcsw "$probe") - nv0 )) > "$out.nvcsw"
   local threads1
   threads1=$(find "/proc/$probe/task" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)
@@ -357,8 +368,6 @@ noise_window() {
   # summary): reading the trace below took 30 s under TCG, which oslat's
   # figures would cover too (41 s for a 10 s window).
   [ "${5:-}" != stop ] || kill -INT "$probe" 2>/dev/null
-  noise_irq_snapshot "$cpu" > "$out.irq1"
-  noise_softirq_snapshot "$cpu" > "$out.soft1"
   cat "$t/trace" > "$out.trace"
   cat "$q/trace" > "$out.wqtrace"
   # Lost events: the probe CPU's buffer, and every CPU's of the queueing
