@@ -22,10 +22,14 @@ type Span struct {
 
 // Start begins timing a call: the thread it runs on, its counters and
 // both clocks. On a nil Recorder it does nothing.
-func (r *Recorder) Start() (s Span) {
-	if r == nil {
-		return s
+func (r *Recorder) Start() Span {
+	if r == nil { // kept apart from start, so that this inlines
+		return Span{}
 	}
+	return r.start()
+}
+
+func (r *Recorder) start() (s Span) {
 	s.r = r
 	s.tid = unix.Gettid()
 	s.before = readThreadCounters()
@@ -36,9 +40,12 @@ func (r *Recorder) Start() (s Span) {
 // Mark ends phase i (0 for the first): both clocks are read. Marks must
 // come in order, each once; a call with one out of order is not recorded.
 func (s *Span) Mark(i int) {
-	if s.r == nil {
-		return
+	if s.r != nil {
+		s.mark(i)
 	}
+}
+
+func (s *Span) mark(i int) {
 	if i != s.n || i >= len(s.r.phases)-1 {
 		s.invalid = true
 		return
@@ -50,9 +57,12 @@ func (s *Span) Mark(i int) {
 // End ends the last phase and records the call, unless it did not pass
 // every mark or its thread changed.
 func (s *Span) End() {
-	if s.r == nil {
-		return
+	if s.r != nil {
+		s.end()
 	}
+}
+
+func (s *Span) end() {
 	last := len(s.r.phases) - 1
 	wall, cpu := clamp(wallSince(s.r.epoch)-s.wall0), clamp(threadCPU()-s.cpu0)
 	after := readThreadCounters()
