@@ -66,6 +66,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if demandErr != nil && pools.IsExclusive(req.Pool) {
 		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: demandErr})
 	}
+	clock.Mark(clockRequest)
 	req.ReadHugePages = p.readHugePager // the nodes the decision needs, read under the lock: a few files
 	res, err := p.alloc.Allocate(req)
 	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes(pod) > 0 {
@@ -74,7 +75,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, nil, p.refuse(pod, ctr, err)
 	}
-	clock.Mark(clockDecide)
+	clock.Mark(clockAllocate)
 	// The reply does not wait for the state file: the writer persists the
 	// decision in the background, and if this process dies before it does,
 	// the next Synchronize finds the container where the runtime runs it.

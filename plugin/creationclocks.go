@@ -7,17 +7,18 @@ import "github.com/cpupool/nri-cpupool/internal/handlerclock"
 // Each is marked where it ends; the last ends as the handler returns,
 // after the lock is released.
 const (
-	clockInput  = iota // the tenant's input checked and read, before the lock
-	clockLock          // the lock taken
-	clockDecide        // the request built and the allocator's decision
-	clockRecord        // the decision recorded: state handoff, cgroup, grant, writer and reconciler kicked
-	clockLog           // the decision's line handed to the log
-	clockNotes         // notes, warnings and Events about the creation
-	clockReply         // the followers' updates and the adjustment built
+	clockInput    = iota // the tenant's input checked and read, before the lock
+	clockLock            // the lock taken
+	clockRequest         // the request built: the container's pool, grant, claims, device nodes
+	clockAllocate        // the allocator's decision (placement, memory accounting, commit)
+	clockRecord          // the decision recorded: state handoff, cgroup, grant, writer and reconciler kicked
+	clockLog             // the decision's line handed to the log
+	clockNotes           // notes, warnings and Events about the creation
+	clockReply           // the followers' updates and the adjustment built
 )
 
 // creationPhases names the phases above, in order.
-var creationPhases = []string{"input", "lock", "decide", "record", "log", "notes", "reply", "unlock"}
+var creationPhases = []string{"input", "lock", "request", "allocate", "record", "log", "notes", "reply", "unlock"}
 
 // NewCreationClocks is a Recorder for CreateContainer's phases, to give
 // to TimeCreations.
