@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/handlerclock"
 )
 
 // daemonSpec is how a benchmark runs the real binary (`nri-cpupool run`)
@@ -39,6 +41,9 @@ type daemonSpec struct {
 	// pprof serves the daemon's Go profiles on a free local port
 	// (--pprof-address), for benchDaemon.profile.
 	pprof bool
+	// clocks times the daemon's creations by phase (--handler-clocks,
+	// served on its metrics address), for benchDaemon.clockRounds.
+	clocks bool
 }
 
 // benchDaemon is the real binary running as its own process.
@@ -88,6 +93,10 @@ func startDaemon(b *testing.B, f *fakeRuntime, spec daemonSpec) *benchDaemon {
 	if spec.pprof {
 		d.pprof = freeLocalAddr(b)
 		args = append(args, "--pprof-address", d.pprof)
+	}
+	if spec.clocks {
+		require.True(b, spec.metrics, "--handler-clocks is served on the metrics address: set daemonSpec.metrics")
+		args = append(args, "--handler-clocks")
 	}
 	d.cmd = exec.Command(spec.bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logPipe, logPipe
@@ -257,6 +266,46 @@ func (d *benchDaemon) profile(b *testing.B, rounds func() int64) func() {
 		require.NoError(b, <-cpu)
 		require.NoError(b, <-trace)
 	}
+}
+
+// daemonClocks runs the daemon of
+// BenchmarkCreateContainerRoundTripAllFeaturesProcess with
+// --handler-clocks and reports, over the measured rounds, each phase of its
+// CreateContainer by wall clock and by the handler thread's CPU clock
+// (clk-<phase>-wall-median-µs, -wall-mean-µs, -cpu-median-µs,
+// -cpu-mean-µs; <phase> total for the whole), the share of creations whose
+// thread was preempted (clk-preempted-share), the thread's involuntary and
+// voluntary switches and minor page faults per creation, and the creations
+// timed and those left out (clk-creations, clk-left-out: refused, or ended
+// on another thread): whether the handler's time in the daemon is its
+// thread off its CPU or its code running slowly (issue 45;
+// docs/performance.md). Off by default: the daemon then reads no clock.
+var daemonClocks = flag.Bool("daemon.clocks", false, "run the real binary with --handler-clocks and report its CreateContainer's phases by wall and thread CPU clock over the measured rounds (…AllFeaturesProcess)")
+
+// clockRounds reads the daemon's creation clocks as the measured rounds
+// start and returns what reports them over the rounds; nothing when
+// daemonClocks is off.
+func (d *benchDaemon) clockRounds(b *testing.B) func() {
+	b.Helper()
+	if !*daemonClocks {
+		return func() {}
+	}
+	before := d.creationClocks(b, 0)
+	return func() { reportClocks(b, before, d.creationClocks(b, before.Seq)) }
+}
+
+// creationClocks is the daemon's creation clocks' summary of the
+// creations after since (handlerclock.Recorder.ServeHTTP).
+func (d *benchDaemon) creationClocks(b *testing.B, since uint64) handlerclock.Summary {
+	b.Helper()
+	cl := http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Get(fmt.Sprintf("http://%s/debug/handler-clocks?since=%d", d.metrics, since))
+	require.NoError(b, err, "reading the daemon's creation clocks")
+	defer resp.Body.Close()
+	require.Equal(b, http.StatusOK, resp.StatusCode, "reading the daemon's creation clocks: is it run with --handler-clocks?")
+	var s handlerclock.Summary
+	require.NoError(b, json.NewDecoder(resp.Body).Decode(&s), "decoding the daemon's creation clocks")
+	return s
 }
 
 // gather scrapes the daemon's /metrics.

@@ -21,6 +21,10 @@ import (
 // CreateContainer decides the container's pool and CPUs and returns the
 // adjustment, plus updates for containers whose pool changed as a result.
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	// Deferred first, so that it ends the last phase after the lock is
+	// released.
+	clock := p.clocks.Start()
+	defer clock.End()
 	who := containerRef(pod, ctr)
 	// Tenant input is bounded before it can hold the lock that every
 	// other container waits for.
@@ -34,8 +38,10 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// rules, which never read it.
 	demand, demandErr := demandOf(ctr)
 	near := typoCandidates(pod.GetAnnotations(), ctr.GetName())
+	clock.Mark(clockInput)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	clock.Mark(clockLock)
 	firstOfName := p.noteContainer(pod, ctr)
 	if a, ok := p.alloc.Get(ctr.GetId()); ok {
 		// A repeated event (after a reconnect): answer the same, record
@@ -60,6 +66,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if demandErr != nil && pools.IsExclusive(req.Pool) {
 		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: demandErr})
 	}
+	clock.Mark(clockRequest)
 	req.ReadHugePages = p.readHugePager // the nodes the decision needs, read under the lock: a few files
 	res, err := p.alloc.Allocate(req)
 	if err != nil && pools.IsExclusive(req.Pool) && p.reapGoneSandboxes(pod) > 0 {
@@ -68,6 +75,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, nil, p.refuse(pod, ctr, err)
 	}
+	clock.Mark(clockAllocate)
 	// The reply does not wait for the state file: the writer persists the
 	// decision in the background, and if this process dies before it does,
 	// the next Synchronize finds the container where the runtime runs it.
@@ -79,7 +87,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
+	clock.Mark(clockRecord)
 	p.decisions.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
+	clock.Mark(clockLog)
 	if firstOfName && len(near) > 0 {
 		p.hintTypo(pod, ctr, st.Pool, near)
 	}
@@ -93,9 +103,12 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if pools.IsExclusive(st.Pool) {
 		p.eventPinned(res.Assignment.Pod, containerName(ctr), st)
 	}
+	clock.Mark(clockNotes)
 	updates := p.followers(res)
 	p.decidedHook("CreateContainer", ctr.GetId())
-	return p.adjustment(st), updates, nil
+	adj := p.adjustment(st)
+	clock.Mark(clockReply)
+	return adj, updates, nil
 }
 
 // refuse logs and counts a refused creation by the reason its error carries

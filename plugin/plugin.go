@@ -30,7 +30,9 @@
 //   - power.go: power classes on the node, through the same reconciler.
 //   - audit.go: the background isolation audit and its metrics.
 //   - metrics.go: the Prometheus metrics, read from published usage.
-//   - instrument.go: the handlers' latency histogram.
+//   - instrument.go: the handlers' latency histogram; creationclocks.go
+//     CreateContainer's phases by wall and thread CPU clock, a diagnostic
+//     (--handler-clocks).
 //   - runtimeinfo.go: what the runtime said about itself.
 //   - reload.go: a config reload, applied only if nobody moves;
 //     reloadwatch.go what asks for one (SIGHUP, the file changing). The
@@ -60,6 +62,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config/nodecheck"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/housekeeping"
+	"github.com/cpupool/nri-cpupool/internal/handlerclock"
 	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/state"
@@ -109,6 +112,9 @@ type Plugin struct {
 	// decisions takes each creation's decision line: log, unless the
 	// daemon's sink formats it off the reply's path (LogDecisionsTo).
 	decisions DecisionLog
+	// clocks times CreateContainer's phases (TimeCreations); nil, and
+	// nothing timed, unless the daemon runs with --handler-clocks.
+	clocks *handlerclock.Recorder
 	// hugePages reads the hugepage counts through files it keeps open; closed
 	// when Run returns.
 	hugePages *sysfs.HugePageCounter

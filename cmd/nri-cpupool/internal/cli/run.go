@@ -34,7 +34,7 @@ import (
 const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func runPlugin(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "run [--config F] [--nri-socket S] [--state-file F] [--sysfs-root D] [--cgroup-root D] [--log-level L] [--pprof-address A]", stderr)
+	fs := newFlags("run", "run [--config F] [--nri-socket S] [--state-file F] [--sysfs-root D] [--cgroup-root D] [--log-level L] [--pprof-address A] [--handler-clocks]", stderr)
 	cfgPath := fs.String("config", config.DefaultPath, "configuration file; a missing default file means built-in defaults")
 	socket := fs.String("nri-socket", "", "runtime's NRI socket (overrides nriSocket)")
 	stateFile := fs.String("state-file", "", "state file (overrides stateFile)")
@@ -42,6 +42,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	cgroupRoot := fs.String("cgroup-root", "", "cgroup hierarchy root (overrides cgroupRoot)")
 	logLevel := fs.String("log-level", "", "trace, debug, info, warn or error (overrides logLevel)")
 	pprofAddr := fs.String("pprof-address", "", "serve Go profiles (/debug/pprof/) on this loopback HOST:PORT or unix:PATH; off when empty")
+	handlerClocks := fs.Bool("handler-clocks", false, "time each creation's phases by wall and thread CPU clock, summarized as JSON on metricsAddress's "+handlerClocksPath+" (a diagnostic)")
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -57,6 +58,9 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	cfg, err := load()
 	if err != nil {
 		return err
+	}
+	if *handlerClocks && cfg.MetricsAddress == "" {
+		return fmt.Errorf("--handler-clocks: the summary is served on metricsAddress's %s, and metricsAddress is not set; set it in %s", handlerClocksPath, *cfgPath)
 	}
 	if cfg.NeedsKubernetes() && NewDriver == nil {
 		return execDRA(args, kubernetesKey(cfg))
@@ -89,6 +93,9 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	p.KeepStateLock(lock)
 	// Each creation's line is made by the log's goroutine, not the handler.
 	p.LogDecisionsTo(logsink.NewDeferred(log, logOut))
+	if *handlerClocks {
+		p.TimeCreations(plugin.NewCreationClocks())
+	}
 	defer p.Close()
 	log.Infof("nri-cpupool %s: %s, state %s, NRI socket %s", Version, plural(topo.Online.Size(), "online CPU"), cfg.StateFile, cfg.NRISocket)
 	driver, err := newDRA(cfg, p, log)
@@ -382,7 +389,12 @@ func serveMetrics(addr string, p *plugin.Plugin, d Driver, extra ...prometheus.C
 	return func() { srv.Close() }, nil
 }
 
-// metricsHandler routes the metrics address: /metrics, /healthz, /readyz.
+// handlerClocksPath is where the metrics address serves the creations'
+// phase clocks when run has --handler-clocks (plugin.TimeCreations).
+const handlerClocksPath = "/debug/handler-clocks"
+
+// metricsHandler routes the metrics address: /metrics, /healthz, /readyz,
+// and handlerClocksPath when creations are timed.
 // extra are further collectors to serve (the pod Events' counters).
 func metricsHandler(p *plugin.Plugin, d Driver, extra ...prometheus.Collector) http.Handler {
 	reg := p.Registry()
@@ -394,6 +406,9 @@ func metricsHandler(p *plugin.Plugin, d Driver, extra ...prometheus.Collector) h
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", healthz)
 	mux.Handle("/readyz", readyz(readyChecks(p, d)))
+	if clocks := p.CreationClocks(); clocks != nil {
+		mux.Handle(handlerClocksPath, clocks)
+	}
 	return mux
 }
 
