@@ -31,10 +31,6 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		busy:       make([]bool, len(x.cpus)),
 		holds:      map[string]*Hold{},
 	}
-	for _, pool := range []string{pools.Exclusive, pools.ExclusiveNonIsolcpus} {
-		a.views[pool].tallyCores(len(x.cpus), a.busy)
-		a.tallied = append(a.tallied, a.views[pool])
-	}
 	a.mem = numamem.New(topo, x.memNode, layout.MemoryReserve, layout.HugePagesReserve, claimOwners{a})
 	a.indexPools()
 	return a

@@ -123,9 +123,6 @@ type Allocator struct {
 	// busy[cpu] is owner[cpu] != "": what placement's walk over every
 	// core reads, 1 byte a CPU where owner takes 16 (see index.view).
 	busy []bool
-	// tallied are the exclusive pools' views, whose core counts setOwner
-	// keeps (coretally.go).
-	tallied []*poolView
 	// members lists each pool's static CPUs and inInfra marks infra's, so
 	// that pool figures are counted without building sets (see usage.go).
 	members map[string][]int
@@ -410,12 +407,7 @@ func (a *Allocator) setOwner(cpu int, id string) {
 		a.infraGen++
 	}
 	a.owner[cpu] = id
-	if busy := id != ""; busy != a.busy[cpu] {
-		a.busy[cpu] = busy
-		for _, v := range a.tallied {
-			v.tally.taken(cpu, busy)
-		}
-	}
+	a.busy[cpu] = id != ""
 }
 
 // addContainer records an assignment, indexed by id and by pod.

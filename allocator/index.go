@@ -141,9 +141,6 @@ func (x *index) numaNodesOf(cpus cpuset.CPUSet) cpuset.CPUSet {
 type poolView struct {
 	cpus  cpuset.CPUSet
 	nodes []nodeView
-	// tally counts the cores by what they give, as CPUs are taken
-	// (coretally.go); set for the allocator's exclusive pools' views only.
-	tally *coreTally
 }
 
 type nodeView struct {
@@ -152,10 +149,6 @@ type nodeView struct {
 	// BIOS that interleaves memory across sockets shows one node for two).
 	socket int
 	l3s    []l3View
-	// counts are the node's cores by shape and free threads (coretally.go),
-	// nil for a view without a tally; width is the tally's.
-	counts []int
-	width  int
 }
 
 type l3View struct {
@@ -217,38 +210,4 @@ func (x *index) view(cpus cpuset.CPUSet) *poolView {
 		v.nodes = append(v.nodes, nv)
 	}
 	return v
-}
-
-// tallyCores sets up v's counters with the threads busy tells taken:
-// the counts a walk over every core would find.
-func (v *poolView) tallyCores(cpuCount int, busy []bool) {
-	t := &coreTally{width: 1, coreOf: make([]int32, cpuCount)}
-	for i := range t.coreOf {
-		t.coreOf[i] = -1
-	}
-	for i := range v.nodes {
-		for j := range v.nodes[i].l3s {
-			for _, c := range v.nodes[i].l3s[j].cores {
-				t.width = max(t.width, len(c.threads)+1)
-			}
-		}
-	}
-	for i := range v.nodes {
-		nv := &v.nodes[i]
-		nv.counts, nv.width = make([]int, t.rows()), t.width
-		for j := range nv.l3s {
-			for _, c := range nv.l3s[j].cores {
-				tc := talliedCore{counts: nv.counts, shape: t.shapeOffset(c.complete, len(c.threads))}
-				for _, id := range c.threads {
-					t.coreOf[id] = int32(len(t.cores))
-					if !busy[id] {
-						tc.free++
-					}
-				}
-				nv.counts[tc.shape+tc.free]++
-				t.cores = append(t.cores, tc)
-			}
-		}
-	}
-	v.tally = t
 }

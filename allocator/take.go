@@ -64,26 +64,19 @@ func (p *planner) unitsOf(s coreState) int {
 // tallied.
 func (p *planner) nodeCapacity(nv *nodeView) nodeCap {
 	nc := nodeCap{v: nv, t: p.newTally()}
-	// Every node is weighed at each decision: its cores are read from the
-	// counts the allocator keeps (coretally.go), shape by shape, rather
-	// than walked (whole-core modes count units as whole cores of one
-	// unit, so units index whole alike).
+	// Every node is weighed at each decision: the count is done here
+	// without tally.count's checks (whole-core modes count units as whole
+	// cores of one unit, so units index whole alike).
 	part, whole := nc.t.part, nc.t.whole
 	threads := p.mode == modeThreads
-	width := nv.width
-	for row := 0; row*width < len(nv.counts); row++ {
-		complete, size := row >= width, row%width
-		for free := 0; free <= size; free++ {
-			k := nv.counts[row*width+free]
-			if k == 0 {
-				continue
-			}
-			units, w := p.unitsOfCount(free, size, complete)
-			nc.cap += units * k
+	for i := range nv.l3s {
+		for j := range nv.l3s[i].cores {
+			units, w := p.coreUnits(&nv.l3s[i].cores[j])
+			nc.cap += units
 			if w || !threads {
-				whole[units] += k
+				whole[units]++
 			} else {
-				part[units] += k
+				part[units]++
 			}
 		}
 	}
@@ -91,11 +84,16 @@ func (p *planner) nodeCapacity(nv *nodeView) nodeCap {
 	return nc
 }
 
-// unitsOfCount is unitsOf(state(c)) for a core of size threads in the
-// view, free of them free and complete as the view says, without the core:
-// what it gives and whether it is entirely free.
-func (p *planner) unitsOfCount(free, size int, complete bool) (units int, whole bool) {
-	whole = free == size && complete
+// coreUnits is unitsOf(state(c)) without building the state, and whether
+// the core is entirely free.
+func (p *planner) coreUnits(c *coreView) (units int, whole bool) {
+	free := 0
+	for _, t := range c.threads {
+		if !p.a.busy[t] {
+			free++
+		}
+	}
+	whole = free == len(c.threads) && c.complete
 	switch p.mode {
 	case modeFullCores:
 		if whole && free == p.tpc {
