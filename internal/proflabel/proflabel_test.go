@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime/pprof"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,6 +23,16 @@ func labelsHere(t *testing.T, fn string) map[string]string {
 	return got[0]
 }
 
+// waitGone waits up to a few seconds until no goroutine runs fn: a
+// goroutine that has done its last step may still be on its way out.
+func waitGone(t *testing.T, fn string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		got, err := proflabeltest.LabelsOf(fn)
+		return err == nil && len(got) == 0
+	}, 5*time.Second, time.Millisecond, "goroutine %s still runs", fn)
+}
+
 // TestDoLabelsThenRestores: Do labels the goroutine while f runs and gives
 // it back the labels of the context it was given; goroutines f starts
 // inherit the label; With adds a key.
@@ -33,8 +44,16 @@ func TestDoLabelsThenRestores(t *testing.T) {
 	inherited := make(chan map[string]string)
 	set.Do(outer, func() {
 		assert.Equal(t, map[string]string{"worker": "host-files", "step": "plan"}, labelsHere(t, "TestDoLabelsThenRestores"))
-		go func() { inherited <- labelsHere(t, "TestDoLabelsThenRestores.func1.1") }()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			inherited <- labelsHere(t, "TestDoLabelsThenRestores.func1.1")
+		}()
 		assert.Equal(t, map[string]string{"worker": "host-files", "step": "plan"}, <-inherited, "a goroutine started inside")
+		// The goroutine's stack names this test too (func1.1): it must be
+		// gone before the next look, or that look finds two goroutines.
+		<-done
+		waitGone(t, "TestDoLabelsThenRestores.func1.1")
 	})
 	assert.Equal(t, map[string]string{"outer": "1"}, labelsHere(t, "TestDoLabelsThenRestores"), "the caller's labels, back")
 	assert.Equal(t, "plan", func() string { v, _ := pprof.Label(set.Context(), proflabel.KeyStep); return v }())
