@@ -57,22 +57,98 @@ func TestWriteDoesNotWaitForTheOutput(t *testing.T) {
 	a.Write([]byte("after\n"))
 	a.Close()
 	got := strings.Split(strings.TrimSpace(out.String()), "\n")
-	// The writer goroutine may have taken line 0 before the queue filled,
-	// so 4 or 5 lines were kept.
-	if len(got) < 6 || got[0] != "line 0" {
-		t.Fatalf("got %q", got)
+	if err := checkDropped(got, "line %d", 10, 4, "after"); err != nil {
+		t.Fatalf("%v (all: %q)", err, got)
 	}
-	kept := len(got) - 2
-	for i := 0; i < kept; i++ {
-		if want := fmt.Sprintf("line %d", i); got[i] != want {
-			t.Fatalf("line %d: got %q, want %q (all: %q)", i, got[i], want, got)
+}
+
+// checkDropped checks the output of n lines logged (format, with i from 0
+// to n-1) into a queue of capacity lines while the output was stuck, then
+// last once it moved: the logged lines come in order, each gap replaced by
+// one notice counting exactly the lines missing there; at least one was
+// dropped; at most capacity+1 were kept (the queue, and the slot the writer
+// goroutine frees when it takes its first line and blocks), so at most two
+// notices; and last comes last. Which lines are kept depends on when the
+// writer takes that first line, so the check accepts every such
+// interleaving and nothing else.
+func checkDropped(lines []string, format string, n, capacity int, last string) error {
+	if len(lines) == 0 || lines[len(lines)-1] != last {
+		return fmt.Errorf("the last line is not %q", last)
+	}
+	if max := capacity + 1 + 2 + 1; len(lines) > max {
+		return fmt.Errorf("%d lines came out of a queue of %d with the output stuck, at most %d can", len(lines), capacity, max)
+	}
+	next, droppedTotal := 0, 0
+	for i, l := range lines[:len(lines)-1] {
+		var k int
+		if _, err := fmt.Sscanf(l, format, &k); err == nil {
+			if k != next {
+				return fmt.Errorf("line %d: got %q, want %q", i, l, fmt.Sprintf(format, next))
+			}
+			next++
+			continue
 		}
+		if _, err := fmt.Sscanf(l, "nri-cpupool: %d log lines dropped: the log output did not keep up", &k); err != nil || k <= 0 {
+			return fmt.Errorf("line %d: %q is neither a logged line nor a drop notice", i, l)
+		}
+		if i == 0 || strings.HasPrefix(lines[i-1], "nri-cpupool: ") {
+			return fmt.Errorf("line %d: a notice that does not follow a logged line", i)
+		}
+		next += k
+		droppedTotal += k
 	}
-	if want := fmt.Sprintf("nri-cpupool: %d log lines dropped: the log output did not keep up", 10-kept); got[kept] != want {
-		t.Errorf("got %q, want %q", got[kept], want)
+	if next != n {
+		return fmt.Errorf("%d lines logged, but the output accounts for %d", n, next)
 	}
-	if got[kept+1] != "after" {
-		t.Errorf("last line %q", got[kept+1])
+	if droppedTotal == 0 {
+		return fmt.Errorf("no line was dropped with the output stuck")
+	}
+	return nil
+}
+
+// TestCheckDropped: the check accepts the interleavings a stuck output can
+// produce (a notice in the middle, when the writer frees a slot late) and
+// rejects a lost, repeated or miscounted line.
+func TestCheckDropped(t *testing.T) {
+	notice := func(n int) string {
+		return fmt.Sprintf("nri-cpupool: %d log lines dropped: the log output did not keep up", n)
+	}
+	lines := func(from, to int) []string {
+		var l []string
+		for i := from; i < to; i++ {
+			l = append(l, fmt.Sprintf("line %d", i))
+		}
+		return l
+	}
+	cat := func(parts ...[]string) []string {
+		var l []string
+		for _, p := range parts {
+			l = append(l, p...)
+		}
+		return l
+	}
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		ok    bool
+	}{
+		{"notice last", cat(lines(0, 5), []string{notice(5), "after"}), true},
+		{"notice in the middle (CI, 2026-12-06)", cat(lines(0, 4), []string{notice(5), "line 9", "after"}), true},
+		{"miscounted", cat(lines(0, 4), []string{notice(4), "line 9", "after"}), false},
+		{"a line lost without a notice", cat(lines(0, 4), lines(5, 10), []string{"after"}), false},
+		{"nothing dropped", cat(lines(0, 10), []string{"after"}), false},
+		{"repeated line", cat(lines(0, 4), []string{"line 3", notice(6), "after"}), false},
+		{"notice first", cat([]string{notice(1)}, lines(1, 10), []string{"after"}), false},
+		{"after missing", cat(lines(0, 5), []string{notice(5)}), false},
+		{"two notices", cat(lines(0, 4), []string{notice(1), "line 5", notice(4), "after"}), true},
+		{"two notices in a row", cat(lines(0, 4), []string{notice(1), notice(5), "after"}), false},
+		{"more kept than the queue holds", cat(lines(0, 7), []string{notice(3), "after"}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := checkDropped(tc.lines, "line %d", 10, 4, "after"); (err == nil) != tc.ok {
+				t.Errorf("checkDropped(%q) = %v, want ok=%v", tc.lines, err, tc.ok)
+			}
+		})
 	}
 }
 
