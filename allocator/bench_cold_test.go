@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cpupool/nri-cpupool/internal/benchutil"
 	"github.com/cpupool/nri-cpupool/numamem"
 )
 
@@ -18,7 +19,7 @@ import (
 // between=evict). The release is not timed. It reports the decisions'
 // mean and median (cold-mean-µs, cold-median-µs).
 func BenchmarkExclusiveDecisionCold(b *testing.B) {
-	evict := make([]byte, 32<<20)
+	evict := benchutil.NewEvictor()
 	const config = "isolatedCPUs: \"1-191,193-383\"\npinMemory: true\nmemory: {reservedPerNode: 1Gi}"
 	for _, fill := range []string{"empty", "half"} {
 		b.Run("occupancy="+fill, func(b *testing.B) {
@@ -33,9 +34,7 @@ func BenchmarkExclusiveDecisionCold(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				r := exclusive(fmt.Sprintf("x%d", i), 2)
 				r.Demand = numamem.Demand{Memory: 1 << 30}
-				for j := 0; j < len(evict); j += 64 {
-					evict[j]++
-				}
+				evict.Evict()
 				start := time.Now()
 				_, err := a.Allocate(r)
 				took = append(took, time.Since(start))

@@ -12,6 +12,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cpupool/nri-cpupool/internal/benchutil"
 	"github.com/cpupool/nri-cpupool/internal/handlerclock"
 )
 
@@ -39,7 +40,7 @@ import (
 // handler's own time, create-mean-µs and create-median-µs, without the
 // clocks' system calls in it).
 func BenchmarkCreateContainerHandlerAllFeaturesClocks(b *testing.B) {
-	evict := make([]byte, 32<<20)
+	evict := benchutil.NewEvictor()
 	for _, between := range []struct {
 		name string
 		do   func()
@@ -47,11 +48,7 @@ func BenchmarkCreateContainerHandlerAllFeaturesClocks(b *testing.B) {
 		{"none", func() {}},
 		{"sleep", func() { time.Sleep(500 * time.Microsecond) }},
 		{"syscall", func() { syscall.Getppid() }},
-		{"evict", func() {
-			for i := 0; i < len(evict); i += 64 {
-				evict[i]++
-			}
-		}},
+		{"evict", evict.Evict},
 	} {
 		for _, on := range []bool{true, false} {
 			b.Run(fmt.Sprintf("between=%s/clocks=%s", between.name, map[bool]string{true: "on", false: "off"}[on]), func(b *testing.B) {
