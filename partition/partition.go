@@ -160,15 +160,32 @@ func (s *Source) exclusive(dir string, depth int, want func(original string) (cp
 			return set.String(), nil
 		},
 		Satisfied: func(content, want string) bool {
+			if sameList(content, want) {
+				return true
+			}
 			have, err1 := cpulist.Parse(content)
 			wanted, err2 := cpulist.Parse(want)
 			return err1 == nil && err2 == nil && cpulist.Equal(have, wanted)
 		},
 		Gives: func(content, want string) bool {
+			if sameList(content, want) {
+				return false
+			}
 			have, err1 := cpulist.Parse(content)
 			wanted, err2 := cpulist.Parse(want)
 			return err1 == nil && err2 == nil && !have.IsSubsetOf(wanted)
 		}}
+}
+
+// sameList tells, without parsing, whether a cgroup's list reads the want
+// as written: the kernel shows cpuset.cpus.exclusive in the canonical form
+// cpuset.CPUSet.String gives the want, so this is what nearly every pass
+// finds, for every partition and ancestor. want always comes from Want
+// (a CPUSet's String, which parses), so equal text is what parsing both
+// would conclude; a pass then makes no set per file (issue 45: its
+// allocations grew with the exclusive containers).
+func sameList(content, want string) bool {
+	return strings.TrimSpace(content) == strings.TrimSpace(want)
 }
 
 // invalid tells whether a cpuset.cpus.partition reads an invalid

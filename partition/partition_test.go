@@ -298,3 +298,40 @@ func TestInvalidPartitionReported(t *testing.T) {
 	assert.Equal(t, "", read(t, root, "kubepods/cpuset.cpus.exclusive"))
 	assert.Empty(t, f.r.Status().Failures)
 }
+
+// TestExclusiveSettledWithoutSets: a cpuset.cpus.exclusive that reads its
+// want as written (what a pass finds for every partition and ancestor,
+// since the kernel shows the list in CPUSet.String's form) is taken as
+// satisfied, and as giving nothing back, without a set made (issue 45: a
+// pass's allocations grew with the exclusive containers); other forms are
+// still compared as sets.
+func TestExclusiveSettledWithoutSets(t *testing.T) {
+	s := NewSource(t.TempDir(), nil, logrus.New())
+	cpus := cpuset.New(0, 1, 2, 3, 8, 10, 11, 64, 65, 200)
+	ch := s.exclusive("/sys/fs/cgroup/kubepods/pod1/c1", 3, func(string) (cpuset.CPUSet, error) { return cpus, nil })
+	want, err := ch.Want("")
+	require.NoError(t, err)
+	require.Equal(t, "0-3,8,10-11,64-65,200", want)
+
+	shown := want + "\n"
+	allocs := testing.AllocsPerRun(100, func() {
+		if !ch.Satisfied(shown, want) || ch.Gives(want, want) {
+			t.Fatal("the want as written is not satisfied, or gives back")
+		}
+	})
+	assert.Zero(t, allocs, "allocations to compare a list that reads its want as written")
+
+	for _, c := range []struct {
+		content          string
+		satisfied, gives bool
+	}{
+		{"0,1,2,3,8,10,11,64,65,200", true, false},
+		{"0-3,8,10-11,64-65", false, false},
+		{"0-3,8,10-11,64-65,200-201", false, true},
+		{"garbage", false, false},
+		{"", false, false},
+	} {
+		assert.Equal(t, c.satisfied, ch.Satisfied(c.content, want), "Satisfied(%q)", c.content)
+		assert.Equal(t, c.gives, ch.Gives(c.content, want), "Gives(%q)", c.content)
+	}
+}
