@@ -105,7 +105,12 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}
 		return hostfiles.Plan{}, nil
 	}
-	below := map[string]cpuset.CPUSet{} // ancestor → CPUs of the partitions below it
+	// below: ancestor → CPUs of the partitions below it, gathered in a
+	// list and made a set once each (a union per container made a set
+	// the size of the ancestor's per container: a pass's allocations
+	// grew with the square of the exclusive containers under the pods'
+	// common ancestor; issue 45).
+	below := map[string][]int{}
 	var plan hostfiles.Plan
 	for _, w := range slices.SortedFunc(slices.Values(wants), func(a, b Want) int { return strings.Compare(a.Dir, b.Dir) }) {
 		dir := filepath.Join(s.root, w.Dir)
@@ -119,8 +124,9 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			continue
 		}
 		s.warned.Clear(w.Dir)
+		ids := w.CPUs.UnsortedList()
 		for a := filepath.Dir(filepath.Clean(w.Dir)); a != "/" && a != "."; a = filepath.Dir(a) {
-			below[a] = below[a].Union(w.CPUs)
+			below[a] = append(below[a], ids...)
 		}
 		cpus, depth, who := w.CPUs, depthOf(w.Dir), w.Who
 		plan.Changes = append(plan.Changes,
@@ -135,7 +141,8 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 					return nil
 				}})
 	}
-	for a, cpus := range below {
+	for a, ids := range below {
+		cpus := cpuset.New(ids...)
 		plan.Changes = append(plan.Changes, s.exclusive(filepath.Join(s.root, a), depthOf(a), func(original string) (cpuset.CPUSet, error) {
 			orig, err := cpulist.Parse(original)
 			if err != nil {

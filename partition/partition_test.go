@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -334,4 +335,33 @@ func TestExclusiveSettledWithoutSets(t *testing.T) {
 		assert.Equal(t, c.satisfied, ch.Satisfied(c.content, want), "Satisfied(%q)", c.content)
 		assert.Equal(t, c.gives, ch.Gives(c.content, want), "Gives(%q)", c.content)
 	}
+}
+
+// TestPlanAllocationsPerContainerFlat: a plan's allocations per container
+// do not grow with the containers (issue 45). Every container's pod is
+// below /kubepods, whose exclusive CPUs are those of all of them: grown by
+// a union per container, that set alone made a pass's allocations grow
+// with the square of the containers.
+func TestPlanAllocationsPerContainerFlat(t *testing.T) {
+	perContainer := func(n int) float64 {
+		var cgroups []string
+		var wants []Want
+		for i := 0; i < n; i++ {
+			ctr := fmt.Sprintf("/kubepods/poduid-%d/ctr-%d", i, i)
+			cgroups = append(cgroups, ctr)
+			wants = append(wants, Want{Dir: ctr, CPUs: cpuset.New(2*i, 2*i+1), Who: ctr})
+		}
+		s := NewSource(hierarchy(t, cgroups...), func() []Want { return wants }, logrus.New())
+		plan, err := s.Plan()
+		require.NoError(t, err)
+		require.Len(t, plan.Changes, 2*n+n+1, "each container's two files, its pod's and /kubepods' exclusive CPUs")
+		return testing.AllocsPerRun(5, func() {
+			if _, err := s.Plan(); err != nil {
+				t.Fatal(err)
+			}
+		}) / float64(n)
+	}
+	few, many := perContainer(20), perContainer(800)
+	t.Logf("a plan's allocations per container: %.1f with 20, %.1f with 800", few, many)
+	assert.LessOrEqual(t, many, few*1.1+1, "allocations per container with 800 containers (%.1f) against 20 (%.1f)", many, few)
 }
