@@ -167,16 +167,16 @@ func (s *Source) exclusive(dir string, depth int, want func(original string) (cp
 			return set.String(), nil
 		},
 		Satisfied: func(content, want string) bool {
-			if sameList(content, want) {
-				return true
+			if same, decided := sameList(content, want); decided {
+				return same
 			}
 			have, err1 := cpulist.Parse(content)
 			wanted, err2 := cpulist.Parse(want)
 			return err1 == nil && err2 == nil && cpulist.Equal(have, wanted)
 		},
 		Gives: func(content, want string) bool {
-			if sameList(content, want) {
-				return false
+			if _, decided := sameList(content, want); decided {
+				return false // the same list, or nothing to give
 			}
 			have, err1 := cpulist.Parse(content)
 			wanted, err2 := cpulist.Parse(want)
@@ -191,8 +191,21 @@ func (s *Source) exclusive(dir string, depth int, want func(original string) (cp
 // (a CPUSet's String, which parses), so equal text is what parsing both
 // would conclude; a pass then makes no set per file (issue 45: its
 // allocations grew with the exclusive containers).
-func sameList(content, want string) bool {
-	return strings.TrimSpace(content) == strings.TrimSpace(want)
+//
+// It also answers, without parsing, for an empty content (what a
+// cgroup's file holds before the plugin writes it, hence the original the
+// journal keeps, which a settled pass compares the want with): it meets
+// only an empty want, and gives nothing back. decided says that the text
+// answered; same is then the answer.
+func sameList(content, want string) (same, decided bool) {
+	content, want = strings.TrimSpace(content), strings.TrimSpace(want)
+	switch {
+	case content == want:
+		return true, true
+	case content == "":
+		return false, true
+	}
+	return false, false
 }
 
 // invalid tells whether a cpuset.cpus.partition reads an invalid

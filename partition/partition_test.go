@@ -313,11 +313,20 @@ func TestExclusiveSettledWithoutSets(t *testing.T) {
 	want, err := ch.Want("")
 	require.NoError(t, err)
 	require.Equal(t, "0-3,8,10-11,64-65,200", want)
+	empty := s.exclusive("/sys/fs/cgroup/kubepods", 1, func(string) (cpuset.CPUSet, error) { return cpuset.New(), nil })
+	assert.True(t, empty.Satisfied("\n", ""), "an empty list meets an empty want")
+	assert.False(t, empty.Gives("", ""))
+	assert.False(t, empty.Satisfied("3", ""))
+	assert.True(t, empty.Gives("3", ""))
 
 	shown := want + "\n"
 	allocs := testing.AllocsPerRun(100, func() {
 		if !ch.Satisfied(shown, want) || ch.Gives(want, want) {
 			t.Fatal("the want as written is not satisfied, or gives back")
+		}
+		// The original of a cgroup the plugin has not written.
+		if ch.Satisfied("\n", want) || ch.Gives("", want) {
+			t.Fatal("an empty list meets the want, or gives back")
 		}
 	})
 	assert.Zero(t, allocs, "allocations to compare a list that reads its want as written")
@@ -331,6 +340,7 @@ func TestExclusiveSettledWithoutSets(t *testing.T) {
 		{"0-3,8,10-11,64-65,200-201", false, true},
 		{"garbage", false, false},
 		{"", false, false},
+		{" \n", false, false},
 	} {
 		assert.Equal(t, c.satisfied, ch.Satisfied(c.content, want), "Satisfied(%q)", c.content)
 		assert.Equal(t, c.gives, ch.Gives(c.content, want), "Gives(%q)", c.content)
