@@ -375,3 +375,19 @@ func TestPlanAllocationsPerContainerFlat(t *testing.T) {
 	t.Logf("a plan's allocations per container: %.1f with 20, %.1f with 800", few, many)
 	assert.LessOrEqual(t, many, few*1.1+1, "allocations per container with 800 containers (%.1f) against 20 (%.1f)", many, few)
 }
+
+// TestExclusiveDriftRewritten: exclusive lists changed behind the plugin's
+// back, emptied or to another list, are written back by the next full
+// pass (the rescan), and one that reads the want in another form is left
+// alone (the text no longer matches, the sets still do).
+func TestExclusiveDriftRewritten(t *testing.T) {
+	root := hierarchy(t, ctrA)
+	f := newFixture(t, root)
+	a := Want{Dir: ctrA, CPUs: cpuset.New(4, 5, 6), Who: "a"}
+	f.want(t, a)
+	for rel, content := range map[string]string{"kubepods": "", podA: "4", ctrA: "4,5,6"} {
+		require.NoError(t, os.WriteFile(filepath.Join(root, rel, exclusiveFile), []byte(content+"\n"), 0o644))
+	}
+	assert.ElementsMatch(t, []string{"kubepods/cpuset.cpus.exclusive=4-6", "kubepods/poduid-a/cpuset.cpus.exclusive=4-6"}, f.want(t, a))
+	assert.Equal(t, "4,5,6", read(t, root, filepath.Join(ctrA, exclusiveFile)))
+}
