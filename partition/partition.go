@@ -63,8 +63,30 @@ type Source struct {
 	root  string
 	wants func() []Want
 	log   *logrus.Logger
+	// passes counts the Plans (containerPlan.seen).
+	passes uint64
 	// warned: what cannot be a partition, logged once per cgroup.
 	warned *hostfiles.Warnings
+	// planned keeps each container's paths and changes between passes,
+	// by its cgroup, while its want stays the same: what a pass plans
+	// for a container that did not change is then made once, not at
+	// every pass (issue 45: a pass's allocations grew with the exclusive
+	// containers). Only Plan uses it (the reconciler's goroutine).
+	planned map[string]*containerPlan
+}
+
+// containerPlan is what Plan makes of one Want, a function of the Want
+// alone.
+type containerPlan struct {
+	want Want
+	// dir is the cgroup's directory, exclusive its exclusive CPUs' file.
+	dir, exclusive string
+	// ancestors are the cgroup's ancestors below the root (relative).
+	ancestors []string
+	ids       []int
+	changes   [2]hostfiles.Change
+	// seen: the pass that last wanted it (Source.passes).
+	seen uint64
 }
 
 var _ hostfiles.Source = (*Source)(nil)
@@ -97,6 +119,7 @@ const (
 func (s *Source) Plan() (hostfiles.Plan, error) {
 	wants := s.wants()
 	if len(wants) == 0 {
+		s.planned = nil
 		return hostfiles.Plan{}, nil
 	}
 	if ok, why := Supported(s.root); !ok {
@@ -105,37 +128,46 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}
 		return hostfiles.Plan{}, nil
 	}
-	below := map[string]cpuset.CPUSet{} // ancestor → CPUs of the partitions below it
+	// below: ancestor → CPUs of the partitions below it, gathered in a
+	// list and made a set once each (a union per container made a set
+	// the size of the ancestor's per container: a pass's allocations
+	// grew with the square of the exclusive containers under the pods'
+	// common ancestor; issue 45).
+	below := map[string][]int{}
 	var plan hostfiles.Plan
+	if s.planned == nil {
+		s.planned = map[string]*containerPlan{}
+	}
+	s.passes++
 	for _, w := range slices.SortedFunc(slices.Values(wants), func(a, b Want) int { return strings.Compare(a.Dir, b.Dir) }) {
-		dir := filepath.Join(s.root, w.Dir)
-		if _, err := os.Stat(dir); err != nil {
+		c := s.planned[w.Dir]
+		if c == nil || !c.want.CPUs.Equals(w.CPUs) || c.want.Who != w.Who {
+			c = s.containerPlan(w)
+			s.planned[w.Dir] = c
+		}
+		c.seen = s.passes
+		if _, err := os.Stat(c.dir); err != nil {
 			// Not created yet: the runtime creates it after the reply.
 			plan.Pending = true
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(dir, exclusiveFile)); err != nil {
-			s.warned.Once(w.Dir, fmt.Sprintf("container %s: not in an isolated partition: %s has no %s (it needs Linux 6.7 or later, and the cpuset controller enabled down to it)", w.Who, dir, exclusiveFile))
+		if _, err := os.Stat(c.exclusive); err != nil {
+			s.warned.Once(w.Dir, fmt.Sprintf("container %s: not in an isolated partition: %s has no %s (it needs Linux 6.7 or later, and the cpuset controller enabled down to it)", w.Who, c.dir, exclusiveFile))
 			continue
 		}
 		s.warned.Clear(w.Dir)
-		for a := filepath.Dir(filepath.Clean(w.Dir)); a != "/" && a != "."; a = filepath.Dir(a) {
-			below[a] = below[a].Union(w.CPUs)
+		for _, a := range c.ancestors {
+			below[a] = append(below[a], c.ids...)
 		}
-		cpus, depth, who := w.CPUs, depthOf(w.Dir), w.Who
-		plan.Changes = append(plan.Changes,
-			s.exclusive(dir, depth, func(string) (cpuset.CPUSet, error) { return cpus, nil }),
-			hostfiles.Change{Path: filepath.Join(dir, partitionFile), Order: 2*depth + 1,
-				Want:      func(string) (string, error) { return "isolated", nil },
-				Satisfied: func(content, _ string) bool { return strings.HasPrefix(strings.TrimSpace(content), "isolated") },
-				Verify: func(content string) error {
-					if reason, bad := invalid(content); bad {
-						return fmt.Errorf("container %s: the kernel made its isolated partition invalid (%s); its CPUs %s stay in the scheduler's load balancing", who, reason, cpus)
-					}
-					return nil
-				}})
+		plan.Changes = append(plan.Changes, c.changes[0], c.changes[1])
 	}
-	for a, cpus := range below {
+	for dir, c := range s.planned {
+		if c.seen != s.passes {
+			delete(s.planned, dir)
+		}
+	}
+	for a, ids := range below {
+		cpus := cpuset.New(ids...)
 		plan.Changes = append(plan.Changes, s.exclusive(filepath.Join(s.root, a), depthOf(a), func(original string) (cpuset.CPUSet, error) {
 			orig, err := cpulist.Parse(original)
 			if err != nil {
@@ -145,6 +177,29 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}))
 	}
 	return plan, nil
+}
+
+// containerPlan makes the paths and changes of a container's cgroup.
+func (s *Source) containerPlan(w Want) *containerPlan {
+	dir := filepath.Join(s.root, w.Dir)
+	c := &containerPlan{want: w, dir: dir, exclusive: filepath.Join(dir, exclusiveFile), ids: w.CPUs.UnsortedList()}
+	for a := filepath.Dir(filepath.Clean(w.Dir)); a != "/" && a != "."; a = filepath.Dir(a) {
+		c.ancestors = append(c.ancestors, a)
+	}
+	cpus, depth, who := w.CPUs, depthOf(w.Dir), w.Who
+	c.changes = [2]hostfiles.Change{
+		s.exclusive(dir, depth, func(string) (cpuset.CPUSet, error) { return cpus, nil }),
+		{Path: filepath.Join(dir, partitionFile), Order: 2*depth + 1,
+			Want:      func(string) (string, error) { return "isolated", nil },
+			Satisfied: func(content, _ string) bool { return strings.HasPrefix(strings.TrimSpace(content), "isolated") },
+			Verify: func(content string) error {
+				if reason, bad := invalid(content); bad {
+					return fmt.Errorf("container %s: the kernel made its isolated partition invalid (%s); its CPUs %s stay in the scheduler's load balancing", who, reason, cpus)
+				}
+				return nil
+			}},
+	}
+	return c
 }
 
 // exclusive is the change of a cgroup's cpuset.cpus.exclusive to the set
@@ -160,15 +215,45 @@ func (s *Source) exclusive(dir string, depth int, want func(original string) (cp
 			return set.String(), nil
 		},
 		Satisfied: func(content, want string) bool {
+			if same, decided := sameList(content, want); decided {
+				return same
+			}
 			have, err1 := cpulist.Parse(content)
 			wanted, err2 := cpulist.Parse(want)
 			return err1 == nil && err2 == nil && cpulist.Equal(have, wanted)
 		},
 		Gives: func(content, want string) bool {
+			if _, decided := sameList(content, want); decided {
+				return false // the same list, or nothing to give
+			}
 			have, err1 := cpulist.Parse(content)
 			wanted, err2 := cpulist.Parse(want)
 			return err1 == nil && err2 == nil && !have.IsSubsetOf(wanted)
 		}}
+}
+
+// sameList tells, without parsing, whether a cgroup's list reads the want
+// as written: the kernel shows cpuset.cpus.exclusive in the canonical form
+// cpuset.CPUSet.String gives the want, so this is what nearly every pass
+// finds, for every partition and ancestor. want always comes from Want
+// (a CPUSet's String, which parses), so equal text is what parsing both
+// would conclude; a pass then makes no set per file (issue 45: its
+// allocations grew with the exclusive containers).
+//
+// It also answers, without parsing, for an empty content (what a
+// cgroup's file holds before the plugin writes it, hence the original the
+// journal keeps, which a settled pass compares the want with): it meets
+// only an empty want, and gives nothing back. decided says that the text
+// answered; same is then the answer.
+func sameList(content, want string) (same, decided bool) {
+	content, want = strings.TrimSpace(content), strings.TrimSpace(want)
+	switch {
+	case content == want:
+		return true, true
+	case content == "":
+		return false, true
+	}
+	return false, false
 }
 
 // invalid tells whether a cpuset.cpus.partition reads an invalid

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -297,4 +298,132 @@ func TestInvalidPartitionReported(t *testing.T) {
 	assert.Equal(t, "member", read(t, root, filepath.Join(ctrA, partitionFile)))
 	assert.Equal(t, "", read(t, root, "kubepods/cpuset.cpus.exclusive"))
 	assert.Empty(t, f.r.Status().Failures)
+}
+
+// TestExclusiveSettledWithoutSets: a cpuset.cpus.exclusive that reads its
+// want as written (what a pass finds for every partition and ancestor,
+// since the kernel shows the list in CPUSet.String's form) is taken as
+// satisfied, and as giving nothing back, without a set made (issue 45: a
+// pass's allocations grew with the exclusive containers); other forms are
+// still compared as sets.
+func TestExclusiveSettledWithoutSets(t *testing.T) {
+	s := NewSource(t.TempDir(), nil, logrus.New())
+	cpus := cpuset.New(0, 1, 2, 3, 8, 10, 11, 64, 65, 200)
+	ch := s.exclusive("/sys/fs/cgroup/kubepods/pod1/c1", 3, func(string) (cpuset.CPUSet, error) { return cpus, nil })
+	want, err := ch.Want("")
+	require.NoError(t, err)
+	require.Equal(t, "0-3,8,10-11,64-65,200", want)
+	empty := s.exclusive("/sys/fs/cgroup/kubepods", 1, func(string) (cpuset.CPUSet, error) { return cpuset.New(), nil })
+	assert.True(t, empty.Satisfied("\n", ""), "an empty list meets an empty want")
+	assert.False(t, empty.Gives("", ""))
+	assert.False(t, empty.Satisfied("3", ""))
+	assert.True(t, empty.Gives("3", ""))
+
+	shown := want + "\n"
+	allocs := testing.AllocsPerRun(100, func() {
+		if !ch.Satisfied(shown, want) || ch.Gives(want, want) {
+			t.Fatal("the want as written is not satisfied, or gives back")
+		}
+		// The original of a cgroup the plugin has not written.
+		if ch.Satisfied("\n", want) || ch.Gives("", want) {
+			t.Fatal("an empty list meets the want, or gives back")
+		}
+	})
+	assert.Zero(t, allocs, "allocations to compare a list that reads its want as written")
+
+	for _, c := range []struct {
+		content          string
+		satisfied, gives bool
+	}{
+		{"0,1,2,3,8,10,11,64,65,200", true, false},
+		{"0-3,8,10-11,64-65", false, false},
+		{"0-3,8,10-11,64-65,200-201", false, true},
+		{"garbage", false, false},
+		{"", false, false},
+		{" \n", false, false},
+	} {
+		assert.Equal(t, c.satisfied, ch.Satisfied(c.content, want), "Satisfied(%q)", c.content)
+		assert.Equal(t, c.gives, ch.Gives(c.content, want), "Gives(%q)", c.content)
+	}
+}
+
+// TestPlanAllocationsPerContainerFlat: a plan's allocations per container
+// do not grow with the containers (issue 45). Every container's pod is
+// below /kubepods, whose exclusive CPUs are those of all of them: grown by
+// a union per container, that set alone made a pass's allocations grow
+// with the square of the containers.
+func TestPlanAllocationsPerContainerFlat(t *testing.T) {
+	perContainer := func(n int) float64 {
+		var cgroups []string
+		var wants []Want
+		for i := 0; i < n; i++ {
+			ctr := fmt.Sprintf("/kubepods/poduid-%d/ctr-%d", i, i)
+			cgroups = append(cgroups, ctr)
+			wants = append(wants, Want{Dir: ctr, CPUs: cpuset.New(2*i, 2*i+1), Who: ctr})
+		}
+		s := NewSource(hierarchy(t, cgroups...), func() []Want { return wants }, logrus.New())
+		plan, err := s.Plan()
+		require.NoError(t, err)
+		require.Len(t, plan.Changes, 2*n+n+1, "each container's two files, its pod's and /kubepods' exclusive CPUs")
+		return testing.AllocsPerRun(5, func() {
+			if _, err := s.Plan(); err != nil {
+				t.Fatal(err)
+			}
+		}) / float64(n)
+	}
+	few, many := perContainer(20), perContainer(800)
+	t.Logf("a plan's allocations per container: %.1f with 20, %.1f with 800", few, many)
+	assert.LessOrEqual(t, many, few*1.1+1, "allocations per container with 800 containers (%.1f) against 20 (%.1f)", many, few)
+}
+
+// TestExclusiveDriftRewritten: exclusive lists changed behind the plugin's
+// back, emptied or to another list, are written back by the next full
+// pass (the rescan), and one that reads the want in another form is left
+// alone (the text no longer matches, the sets still do).
+func TestExclusiveDriftRewritten(t *testing.T) {
+	root := hierarchy(t, ctrA)
+	f := newFixture(t, root)
+	a := Want{Dir: ctrA, CPUs: cpuset.New(4, 5, 6), Who: "a"}
+	f.want(t, a)
+	for rel, content := range map[string]string{"kubepods": "", podA: "4", ctrA: "4,5,6"} {
+		require.NoError(t, os.WriteFile(filepath.Join(root, rel, exclusiveFile), []byte(content+"\n"), 0o644))
+	}
+	assert.ElementsMatch(t, []string{"kubepods/cpuset.cpus.exclusive=4-6", "kubepods/poduid-a/cpuset.cpus.exclusive=4-6"}, f.want(t, a))
+	assert.Equal(t, "4,5,6", read(t, root, filepath.Join(ctrA, exclusiveFile)))
+}
+
+// TestContainerPlanKept: a container whose want did not change since the
+// last pass is planned from what that pass made (its paths and changes),
+// so a pass makes fewer objects per container (issue 45); a container
+// whose CPUs changed gets its new want written, top-down when it grows,
+// bottom-up when it shrinks.
+func TestContainerPlanKept(t *testing.T) {
+	const n = 200
+	var cgroups []string
+	var wants []Want
+	for i := 0; i < n; i++ {
+		ctr := fmt.Sprintf("/kubepods/poduid-%d/ctr-%d", i, i)
+		cgroups = append(cgroups, ctr)
+		wants = append(wants, Want{Dir: ctr, CPUs: cpuset.New(2*i, 2*i+1), Who: ctr})
+	}
+	s := NewSource(hierarchy(t, cgroups...), func() []Want { return wants }, logrus.New())
+	_, err := s.Plan()
+	require.NoError(t, err)
+	per := testing.AllocsPerRun(5, func() {
+		if _, err := s.Plan(); err != nil {
+			t.Fatal(err)
+		}
+	}) / n
+	t.Logf("a plan's allocations per unchanged container: %.1f", per)
+	// Two os.Stats and the pod's exclusive change are left (about 13);
+	// made again at every pass, the container's paths and changes were
+	// about 22.
+	assert.LessOrEqual(t, per, 17.0, "a plan's allocations per unchanged container")
+
+	f := newFixture(t, hierarchy(t, ctrA))
+	f.want(t, Want{Dir: ctrA, CPUs: cpuset.New(4, 5), Who: "a"})
+	assert.Equal(t, []string{"kubepods/cpuset.cpus.exclusive=4-6", "kubepods/poduid-a/cpuset.cpus.exclusive=4-6",
+		"kubepods/poduid-a/ctr-a/cpuset.cpus.exclusive=4-6"}, f.want(t, Want{Dir: ctrA, CPUs: cpuset.New(4, 5, 6), Who: "a"}))
+	assert.Equal(t, []string{"kubepods/poduid-a/ctr-a/cpuset.cpus.exclusive=4", "kubepods/poduid-a/cpuset.cpus.exclusive=4",
+		"kubepods/cpuset.cpus.exclusive=4"}, f.want(t, Want{Dir: ctrA, CPUs: cpuset.New(4), Who: "a"}))
 }

@@ -15,7 +15,7 @@ import (
 // BenchmarkIsolationPassAfterCreation is the cost of the host files' pass
 // a creation kicks, alone, with every isolation feature on (issue 45's
 // fixtures: 512 IRQs, housekeeping, partitions, power classes) on the
-// 384-CPU node with 0 and 1,000 running: each round creates a 2-CPU
+// 384-CPU node with 0, 1,000 and 5,000 running: each round creates a 2-CPU
 // exclusive container (and stops and removes the one created 8 rounds
 // before) off the clock, then times the one pass that takes the change
 // (the plugin's goroutine is held back). mode=kicked is the pass a kick
@@ -28,7 +28,7 @@ import (
 // settled.
 func BenchmarkIsolationPassAfterCreation(b *testing.B) {
 	shape := allFeaturesShape{largeNode, 384, 8}
-	for _, running := range []int{0, 1000} {
+	for _, running := range []int{0, 1000, 5000} {
 		for _, mode := range []string{"kicked", "full"} {
 			b.Run("running="+strconv.Itoa(running)+"/mode="+mode, func(b *testing.B) {
 				noop, ours := newFakeRuntime(b, true), newFakeRuntime(b, true)
@@ -49,6 +49,7 @@ func BenchmarkIsolationPassAfterCreation(b *testing.B) {
 				// thread's.
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
+				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()

@@ -126,16 +126,30 @@ func (p *Plugin) podCgroups() []string {
 	defer p.mu.Unlock()
 	seen := map[string]bool{}
 	var out []string
-	for _, sb := range p.sandbox {
-		dir, err := podCgroupDir(sb.cgroupParent)
-		if err != nil {
-			continue
+	for id, sb := range p.sandbox {
+		if !sb.topKnown {
+			// Once per sandbox, not at every pass: naming every pod's
+			// cgroup made a pass's allocations grow with the pods
+			// (issue 45).
+			sb.top, sb.topKnown = podCgroupTop(sb.cgroupParent), true
+			p.sandbox[id] = sb
 		}
-		top, _, _ := strings.Cut(strings.TrimPrefix(dir, "/"), "/")
+		top := sb.top
 		if top != "" && !seen[top] {
 			seen[top] = true
 			out = append(out, top)
 		}
 	}
 	return out
+}
+
+// podCgroupTop is the top-level cgroup of a pod's cgroup parent, "" when
+// it has none.
+func podCgroupTop(parent string) string {
+	dir, err := podCgroupDir(parent)
+	if err != nil {
+		return ""
+	}
+	top, _, _ := strings.Cut(strings.TrimPrefix(dir, "/"), "/")
+	return top
 }

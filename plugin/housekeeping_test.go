@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +200,33 @@ func TestHousekeepingAlways(t *testing.T) {
 		assert.Equal(c, housekeptFor(t, cpuset.New(2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15)), housekeptNow(t, f))
 	}, 5*time.Second, 10*time.Millisecond, "the host keeps infra: 0-1,8-9")
 	require.NoError(t, rp.p.FlushIsolation())
+}
+
+// TestPodCgroupsFlat: the housekeeping Source asks for the pods' top-level
+// cgroups at every pass; each sandbox's is worked out once, so a pass
+// allocates no more with 1,000 pods than with 10 (issue 45: naming every
+// pod's cgroup made a pass's allocations grow with the pods), and the
+// answer is what the sandboxes' cgroup parents say.
+func TestPodCgroupsFlat(t *testing.T) {
+	pods := func(n int) *Plugin {
+		p := &Plugin{sandbox: map[string]sandbox{}}
+		for i := 0; i < n; i++ {
+			id := strconv.Itoa(i)
+			parent := "/kubepods/burstable/pod" + id
+			if i%2 == 1 {
+				parent = "kubepods-besteffort-pod" + id + ".slice"
+			}
+			p.sandbox["sb"+id] = sandbox{uid: "uid" + id, cgroupParent: parent}
+		}
+		p.sandbox["root"] = sandbox{uid: "root", cgroupParent: "/"}
+		return p
+	}
+	per := func(p *Plugin) float64 {
+		return testing.AllocsPerRun(20, func() { p.podCgroups() })
+	}
+	few, many := pods(10), pods(1000)
+	assert.ElementsMatch(t, []string{"kubepods", "kubepods.slice"}, many.podCgroups())
+	a10, a1000 := per(few), per(many)
+	t.Logf("allocations per call: %.0f with 10 pods, %.0f with 1,000", a10, a1000)
+	assert.LessOrEqual(t, a1000, a10+4, "podCgroups allocates more with 1,000 pods (%.0f) than with 10 (%.0f)", a1000, a10)
 }

@@ -25,6 +25,11 @@ type sandbox struct {
 	// podQuotaLifted: the pinner lifted the pod cgroup's quota (or found it
 	// lifted), so an update of any container of the pod asks for it again.
 	podQuotaLifted bool
+	// top is the top-level cgroup of cgroupParent (podCgroups), worked
+	// out at the first pass that asks and kept for the sandbox's life;
+	// topKnown says it was.
+	top      string
+	topKnown bool
 }
 
 // addSandbox remembers a pod's sandbox (replacing one of the same id).

@@ -146,30 +146,41 @@ func (n *Node) Refusals(cfg *config.Config) map[string]string {
 	return out
 }
 
-// notes merges the notes of a pass by class, setting and reason.
+// notes merges the notes of a pass by class, setting and reason. A note
+// gathers its CPUs in a list and makes their set once, in list: a set
+// grown by a union per CPU made a new set per CPU of the note, and a pass
+// adds a note per CPU of a class the node cannot give (issue 45: the
+// power Source's allocations per pass grew with the CPUs in classes).
 type notes struct {
-	byKey map[string]*Note
-	order []string
+	byKey map[noteKey]int // index in acc
+	acc   []noteCPUs
 }
 
-func newNotes() *notes { return &notes{byKey: map[string]*Note{}} }
+type noteKey struct{ class, setting, reason string }
+
+type noteCPUs struct {
+	note Note
+	cpus []int
+}
+
+func newNotes() *notes { return &notes{byKey: map[noteKey]int{}} }
 
 func (ns *notes) add(class, setting, reason string, cpu int) {
-	n := Note{Class: class, Setting: setting, Reason: reason}
-	k := n.key()
-	if cur, ok := ns.byKey[k]; ok {
-		cur.CPUs = cur.CPUs.Union(cpuset.New(cpu))
+	k := noteKey{class, setting, reason}
+	if i, ok := ns.byKey[k]; ok {
+		ns.acc[i].cpus = append(ns.acc[i].cpus, cpu)
 		return
 	}
-	n.CPUs = cpuset.New(cpu)
-	ns.byKey[k] = &n
-	ns.order = append(ns.order, k)
+	ns.byKey[k] = len(ns.acc)
+	ns.acc = append(ns.acc, noteCPUs{note: Note{Class: class, Setting: setting, Reason: reason}, cpus: []int{cpu}})
 }
 
 func (ns *notes) list() []Note {
-	out := make([]Note, 0, len(ns.order))
-	for _, k := range ns.order {
-		out = append(out, *ns.byKey[k])
+	out := make([]Note, 0, len(ns.acc))
+	for _, a := range ns.acc {
+		n := a.note
+		n.CPUs = cpuset.New(a.cpus...)
+		out = append(out, n)
 	}
 	slices.SortStableFunc(out, func(a, b Note) int {
 		if c := strings.Compare(a.Class, b.Class); c != 0 {

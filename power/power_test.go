@@ -17,6 +17,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/hostfiles"
@@ -776,4 +777,42 @@ func (r *refusingFS) WriteFile(path string, data []byte) error {
 		return &os.PathError{Op: "write", Path: path, Err: syscall.EINVAL}
 	}
 	return r.OS.WriteFile(path, data)
+}
+
+// TestNotesOneSetPerNote: a note of many CPUs (a pass adds one per CPU of
+// a class the node cannot give) makes its CPUs' set once, not a set per
+// CPU added (issue 45: the power Source's allocations per pass grew with
+// the CPUs in classes); and the notes are what they were: merged by
+// class, setting and reason, sorted by class and setting.
+func TestNotesOneSetPerNote(t *testing.T) {
+	const cpus = 256
+	fill := func() []Note {
+		ns := newNotes()
+		for cpu := 0; cpu < cpus; cpu++ {
+			ns.add("fast", Governor, "not offered", cpu)
+			if cpu%2 == 0 {
+				ns.add("fast", EPP, "no preference", cpu)
+			}
+		}
+		ns.add("batch", MaxFreq, "no cpuinfo_max_freq", 7)
+		return ns.list()
+	}
+	allocs := testing.AllocsPerRun(20, func() { fill() })
+	t.Logf("allocations for three notes of %d CPUs: %.0f", cpus, allocs)
+	// Three sets of up to 256 CPUs and the lists behind them: tens of
+	// objects. A union per CPU made thousands.
+	assert.LessOrEqual(t, allocs, 100.0, "allocations for three notes of %d CPUs", cpus)
+
+	var all, evens []int
+	for cpu := 0; cpu < cpus; cpu++ {
+		all = append(all, cpu)
+		if cpu%2 == 0 {
+			evens = append(evens, cpu)
+		}
+	}
+	assert.Equal(t, []Note{
+		{Class: "batch", Setting: MaxFreq, Reason: "no cpuinfo_max_freq", CPUs: cpuset.New(7)},
+		{Class: "fast", Setting: EPP, Reason: "no preference", CPUs: cpuset.New(evens...)},
+		{Class: "fast", Setting: Governor, Reason: "not offered", CPUs: cpuset.New(all...)},
+	}, fill())
 }
