@@ -71,7 +71,8 @@ type Source struct {
 	// by its cgroup, while its want stays the same: what a pass plans
 	// for a container that did not change is then made once, not at
 	// every pass (issue 45: a pass's allocations grew with the exclusive
-	// containers). Only Plan uses it (the reconciler's goroutine).
+	// containers). Only Plan uses it, and the reconciler runs every
+	// pass's Plans under its lock, one pass at a time.
 	planned map[string]*containerPlan
 }
 
