@@ -75,10 +75,7 @@ func checkDropped(lines []string, format string, n, capacity int, last string) e
 	if len(lines) == 0 || lines[len(lines)-1] != last {
 		return fmt.Errorf("the last line is not %q", last)
 	}
-	if max := capacity + 1 + 2 + 1; len(lines) > max {
-		return fmt.Errorf("%d lines came out of a queue of %d with the output stuck, at most %d can", len(lines), capacity, max)
-	}
-	next, droppedTotal := 0, 0
+	next, droppedTotal, kept, notices := 0, 0, 0, 0
 	for i, l := range lines[:len(lines)-1] {
 		var k int
 		if _, err := fmt.Sscanf(l, format, &k); err == nil {
@@ -86,6 +83,7 @@ func checkDropped(lines []string, format string, n, capacity int, last string) e
 				return fmt.Errorf("line %d: got %q, want %q", i, l, fmt.Sprintf(format, next))
 			}
 			next++
+			kept++
 			continue
 		}
 		if _, err := fmt.Sscanf(l, "nri-cpupool: %d log lines dropped: the log output did not keep up", &k); err != nil || k <= 0 {
@@ -96,9 +94,16 @@ func checkDropped(lines []string, format string, n, capacity int, last string) e
 		}
 		next += k
 		droppedTotal += k
+		notices++
 	}
 	if next != n {
 		return fmt.Errorf("%d lines logged, but the output accounts for %d", n, next)
+	}
+	if kept < capacity || kept > capacity+1 {
+		return fmt.Errorf("%d lines kept by a queue of %d with the output stuck; it keeps %d or %d", kept, capacity, capacity, capacity+1)
+	}
+	if notices > 2 {
+		return fmt.Errorf("%d drop notices; lines go missing in at most two runs, before and after the slot the writer frees", notices)
 	}
 	if droppedTotal == 0 {
 		return fmt.Errorf("no line was dropped with the output stuck")
@@ -108,7 +113,8 @@ func checkDropped(lines []string, format string, n, capacity int, last string) e
 
 // TestCheckDropped: the check accepts the interleavings a stuck output can
 // produce (a notice in the middle, when the writer frees a slot late) and
-// rejects a lost, repeated or miscounted line.
+// rejects a lost, repeated or miscounted line, and more or fewer kept
+// lines than the queue allows.
 func TestCheckDropped(t *testing.T) {
 	notice := func(n int) string {
 		return fmt.Sprintf("nri-cpupool: %d log lines dropped: the log output did not keep up", n)
@@ -143,6 +149,9 @@ func TestCheckDropped(t *testing.T) {
 		{"two notices", cat(lines(0, 4), []string{notice(1), "line 5", notice(4), "after"}), true},
 		{"two notices in a row", cat(lines(0, 4), []string{notice(1), notice(5), "after"}), false},
 		{"more kept than the queue holds", cat(lines(0, 7), []string{notice(3), "after"}), false},
+		{"one more kept than the queue and the freed slot", cat(lines(0, 6), []string{notice(4), "after"}), false},
+		{"fewer kept than the queue holds", cat(lines(0, 3), []string{notice(7), "after"}), false},
+		{"three notices", cat(lines(0, 2), []string{notice(1), "line 3", notice(1), "line 5", notice(4), "after"}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := checkDropped(tc.lines, "line %d", 10, 4, "after"); (err == nil) != tc.ok {
