@@ -58,6 +58,13 @@ type Want struct {
 	Who string
 }
 
+// same tells whether o is the same Want as w. A container's plan is kept
+// between passes while its Want stays the same (Source.planned), so every
+// field a plan is made of belongs here.
+func (w Want) same(o Want) bool {
+	return w.Dir == o.Dir && w.CPUs.Equals(o.CPUs) && w.Who == o.Who
+}
+
 // Source is the hostfiles.Source of isolated partitions.
 type Source struct {
 	root  string
@@ -142,7 +149,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	s.passes++
 	for _, w := range slices.SortedFunc(slices.Values(wants), func(a, b Want) int { return strings.Compare(a.Dir, b.Dir) }) {
 		c := s.planned[w.Dir]
-		if c == nil || !c.want.CPUs.Equals(w.CPUs) || c.want.Who != w.Who {
+		if c == nil || !c.want.same(w) {
 			c = s.containerPlan(w)
 			s.planned[w.Dir] = c
 		}

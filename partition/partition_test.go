@@ -420,6 +420,25 @@ func TestContainerPlanKept(t *testing.T) {
 	// about 22.
 	assert.LessOrEqual(t, per, 17.0, "a plan's allocations per unchanged container")
 
+	// A container renamed is planned anew: its invalid partition's error
+	// names it as it is now.
+	wants[0].Who = "renamed"
+	plan, err := s.Plan()
+	require.NoError(t, err)
+	verified := false
+	for _, ch := range plan.Changes {
+		if strings.HasSuffix(ch.Path, "/ctr-0/cpuset.cpus.partition") {
+			assert.ErrorContains(t, ch.Verify("isolated invalid (test)"), "container renamed:")
+			verified = true
+		}
+	}
+	assert.True(t, verified, "no partition change for ctr-0")
+	// What no pass wants is not kept.
+	wants = wants[:10]
+	_, err = s.Plan()
+	require.NoError(t, err)
+	assert.Equal(t, 10, len(s.planned), "plans kept for containers no pass wants")
+
 	f := newFixture(t, hierarchy(t, ctrA))
 	f.want(t, Want{Dir: ctrA, CPUs: cpuset.New(4, 5), Who: "a"})
 	assert.Equal(t, []string{"kubepods/cpuset.cpus.exclusive=4-6", "kubepods/poduid-a/cpuset.cpus.exclusive=4-6",
