@@ -116,12 +116,30 @@ install_tools() {
   export PATH="$K8S_CACHE/bin:$E2E_TOOLS:$KBIN:$PATH"
 }
 
-# free_port prints a port nothing listens on.
+# free_port prints a port nothing listens on, outside the kernel's
+# ephemeral range and not given before in this run. A port is bound some
+# seconds after it is picked (the scheduler's after the API server is up):
+# picked in the ephemeral range (32768-60999 by default), a connection of
+# the API server to etcd could take it as its local port meanwhile, and
+# the bind failed (CI, 2026-12-06: the scheduler on 127.0.0.1:38002,
+# "address already in use"). Two picks before either is bound could also
+# give the same port; the ports given are kept in $W/ports-given.
 free_port() {
-  local p
+  local p lo=32768 hi=60999 base=20000 span=12000 given=${W:-/tmp}/ports-given
+  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  # Below the ephemeral range when there is room, else above it.
+  if [ "$lo" -gt 11024 ]; then
+    span=$(( lo - 11024 > 20000 ? 20000 : lo - 11024 )); base=$(( lo - span ))
+  elif [ "$hi" -lt 64000 ]; then
+    base=$(( hi + 1 )); span=$(( 65000 - hi ))
+  fi
   while :; do
-    p=$(( 20000 + RANDOM % 30000 ))
-    (echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+    p=$(( base + RANDOM % span ))
+    grep -qx "$p" "$given" 2>/dev/null && continue
+    (echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+    echo "$p" >>"$given"
+    echo "$p"
+    return
   done
 }
 
