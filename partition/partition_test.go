@@ -347,6 +347,17 @@ func TestExclusiveSettledWithoutSets(t *testing.T) {
 	}
 }
 
+// podWants is n exclusive containers, each in a pod of its own below
+// /kubepods, with two CPUs each: their cgroups and their Wants.
+func podWants(n int) (cgroups []string, wants []Want) {
+	for i := 0; i < n; i++ {
+		ctr := fmt.Sprintf("/kubepods/poduid-%d/ctr-%d", i, i)
+		cgroups = append(cgroups, ctr)
+		wants = append(wants, Want{Dir: ctr, CPUs: cpuset.New(2*i, 2*i+1), Who: ctr})
+	}
+	return cgroups, wants
+}
+
 // TestPlanAllocationsPerContainerFlat: a plan's allocations per container
 // do not grow with the containers (issue 45). Every container's pod is
 // below /kubepods, whose exclusive CPUs are those of all of them: grown by
@@ -354,13 +365,7 @@ func TestExclusiveSettledWithoutSets(t *testing.T) {
 // with the square of the containers.
 func TestPlanAllocationsPerContainerFlat(t *testing.T) {
 	perContainer := func(n int) float64 {
-		var cgroups []string
-		var wants []Want
-		for i := 0; i < n; i++ {
-			ctr := fmt.Sprintf("/kubepods/poduid-%d/ctr-%d", i, i)
-			cgroups = append(cgroups, ctr)
-			wants = append(wants, Want{Dir: ctr, CPUs: cpuset.New(2*i, 2*i+1), Who: ctr})
-		}
+		cgroups, wants := podWants(n)
 		s := NewSource(hierarchy(t, cgroups...), func() []Want { return wants }, logrus.New())
 		plan, err := s.Plan()
 		require.NoError(t, err)
@@ -399,13 +404,7 @@ func TestExclusiveDriftRewritten(t *testing.T) {
 // bottom-up when it shrinks.
 func TestContainerPlanKept(t *testing.T) {
 	const n = 200
-	var cgroups []string
-	var wants []Want
-	for i := 0; i < n; i++ {
-		ctr := fmt.Sprintf("/kubepods/poduid-%d/ctr-%d", i, i)
-		cgroups = append(cgroups, ctr)
-		wants = append(wants, Want{Dir: ctr, CPUs: cpuset.New(2*i, 2*i+1), Who: ctr})
-	}
+	cgroups, wants := podWants(n)
 	s := NewSource(hierarchy(t, cgroups...), func() []Want { return wants }, logrus.New())
 	_, err := s.Plan()
 	require.NoError(t, err)
