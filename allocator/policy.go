@@ -474,7 +474,11 @@ const (
 // the bounds above. It needs no configuration, so callers run it before
 // taking any lock.
 func CheckAnnotations(ann map[string]string) error {
-	var keys []string
+	// A pod has a few keys of ours: sorted in place on the stack, not
+	// allocated, as this runs twice on the path of every creation's reply
+	// (before the lock, and again in Request; issue 45).
+	var few [8]string
+	keys := few[:0]
 	for k := range ann {
 		if ours(k) {
 			if len(keys) == maxOurAnnotations {
