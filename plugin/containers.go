@@ -88,7 +88,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
 	clock.Mark(clockRecord)
-	p.decisions.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
+	p.decisions.Infof("%v", decisionLine{who: who, pool: st.Pool, cpus: st.CPUs, shared: withSharedNote(st), mems: st.Mems})
 	clock.Mark(clockLog)
 	if firstOfName && len(near) > 0 {
 		p.hintTypo(pod, ctr, st.Pool, near)
