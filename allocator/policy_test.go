@@ -205,6 +205,25 @@ func TestCheckAnnotationsAllocatesNothing(t *testing.T) {
 	assert.Contains(t, err.Error(), "container.Y", "the first bad key in sorted order")
 }
 
+// TestRequestMakesNoSetOnlyToReplaceIt: a request's NUMA sets come back
+// empty and not nil (cpuset's Equals tells the two apart), whether the
+// container's DeviceNUMA is a zero set or an empty one, and building a
+// request for a pool annotation allocates only what it returns: the
+// request, the rule's detail and the two sets (issue 45).
+func TestRequestMakesNoSetOnlyToReplaceIt(t *testing.T) {
+	p := NewPolicy(parseConfig(t, ""), topology(t, "kubelet-dual-socket-ht"))
+	for _, devs := range []cpuset.CPUSet{{}, cpuset.New()} {
+		c := Container{ID: "c1", Name: "c", Pod: PodRef{Namespace: "t", Name: "p", UID: "u"}, MilliCPU: 2000,
+			Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}, DeviceNUMA: devs}
+		req, err := p.Request(c, nil)
+		require.NoError(t, err)
+		assert.True(t, req.NUMANodes.Equals(cpuset.New()), "NUMANodes %#v", req.NUMANodes)
+		assert.True(t, req.PreferNUMA.Equals(cpuset.New()), "PreferNUMA %#v", req.PreferNUMA)
+		allocs := testing.AllocsPerRun(100, func() { _, _ = p.Request(c, nil) })
+		assert.LessOrEqual(t, allocs, 4.0)
+	}
+}
+
 // A device that cannot be resolved gets the same error whatever the
 // reason, so a tenant cannot probe which host paths exist.
 func TestPolicyDeviceErrorsRevealNothing(t *testing.T) {
