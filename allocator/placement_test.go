@@ -145,6 +145,27 @@ func TestPlacementErrors(t *testing.T) {
 	assert.Len(t, a.Assignments(), 1, "failed requests change nothing")
 }
 
+// TestReservedNeverNil: every route of Allocate records Reserved as a set,
+// empty when nothing is reserved, never the zero set (cpuset's Equals
+// tells them apart): infra, shared, CPUs chosen by the kubelet, and a
+// placement with and without reserved siblings.
+func TestReservedNeverNil(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"4-7,12-15\"\npools: {shared: {cpus: \"4,12\"}}")
+	exact := exclusive("exact", 1)
+	exact.CPUs = cpuset.New(5)
+	hide := exclusive("hide", 1)
+	hide.Options.HideHyperthreads = true
+	for _, req := range []Request{{ID: "infra1", Pool: pools.Infra}, {ID: "shared1", Pool: pools.Shared}, exact, exclusive("placed", 1), hide} {
+		res, err := a.Allocate(req)
+		require.NoError(t, err, req.ID)
+		if req.ID == "hide" {
+			assert.Equal(t, 1, res.Assignment.Reserved.Size(), "hide-hyperthreads reserves the sibling")
+			continue
+		}
+		assert.True(t, res.Assignment.Reserved.Equals(cpuset.New()), "%s: Reserved %#v", req.ID, res.Assignment.Reserved)
+	}
+}
+
 // TestInfraBudgetCountsReserved: minInfraCPUs counts what a placement
 // reserves (the siblings hide-hyperthreads keeps idle) as taken from
 // infra, as well as its CPUs: 3 CPUs leave infra 5 of its 8, but 3 with
