@@ -181,6 +181,11 @@ func TestCreationAllocationsFlat(t *testing.T) {
 // instead.
 const handlerAllocsBound = 44
 
+// handlerAllocsBoundRace is handlerAllocsBound under the race detector
+// (raceBuild; `make test` runs the tests so): medians of 46 to 48 in 6
+// runs on 2026-12-06, plus a small margin.
+const handlerAllocsBoundRace = 50
+
 // TestCreationHandlerAllocations: what the CreateContainer handler
 // allocates for an exclusive creation with memory accounting on the
 // 384-CPU node stays at most handlerAllocsBound (issue 45: remove work
@@ -188,9 +193,13 @@ const handlerAllocsBound = 44
 // allocations there raises the bound with its reason, or finds another
 // way.
 func TestCreationHandlerAllocations(t *testing.T) {
+	bound := handlerAllocsBound
+	if raceBuild {
+		bound = handlerAllocsBoundRace
+	}
 	h, _ := measureCreationAllocs(t, allocsPlugin(t, 0), allocsKeep+9)
 	got := median(h)
-	t.Logf("CreateContainer handler: %.0f allocations per creation (median; bound %d)", got, handlerAllocsBound)
-	require.LessOrEqual(t, got, float64(handlerAllocsBound),
-		"the CreateContainer handler allocates %.0f objects per creation, more than %d: see BenchmarkCreateContainerAllocs and its allocation profile", got, handlerAllocsBound)
+	t.Logf("CreateContainer handler: %.0f allocations per creation (median; bound %d, race detector %v)", got, bound, raceBuild)
+	require.LessOrEqual(t, got, float64(bound),
+		"the CreateContainer handler allocates %.0f objects per creation, more than %d: see BenchmarkCreateContainerAllocs and its allocation profile", got, bound)
 }
