@@ -64,3 +64,18 @@ func TestAdjustmentAsSetters(t *testing.T) {
 		}
 	}
 }
+
+// TestAddEnvBeyondItsRoom: a variable past the pinEnvs kept in the
+// adjustment is allocated on its own, with every earlier one intact, not
+// a panic under the plugin's lock.
+func TestAddEnvBeyondItsRoom(t *testing.T) {
+	b := new(pinAdjustment)
+	b.adj.Env = b.envp[:0]
+	want := &api.ContainerAdjustment{}
+	for i := range pinEnvs + 2 {
+		key, value := fmt.Sprintf("K%d", i), fmt.Sprint(i)
+		b.addEnv(key, value)
+		want.AddEnv(key, value)
+	}
+	require.Equal(t, want.Env, b.adj.Env)
+}

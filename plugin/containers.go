@@ -182,9 +182,16 @@ type pinAdjustment struct {
 // pinEnvs is how many environment variables an adjustment sets at most.
 const pinEnvs = 5
 
-// addEnv is AddEnv with the variable kept in b.
+// addEnv is AddEnv with the variable kept in b while it has room (pinEnvs),
+// and allocated on its own beyond that, so that a variable added later
+// costs an allocation, not a panic under the lock.
 func (b *pinAdjustment) addEnv(key, value string) {
-	kv := &b.env[len(b.adj.Env)]
+	var kv *api.KeyValue
+	if n := len(b.adj.Env); n < len(b.env) {
+		kv = &b.env[n]
+	} else {
+		kv = new(api.KeyValue)
+	}
 	kv.Key, kv.Value = key, value
 	b.adj.Env = append(b.adj.Env, kv)
 }

@@ -8,8 +8,9 @@ import (
 
 // Format writes set in the list format, exactly as set.String() does
 // ("0-3,8,10-11"; "" for an empty set), with two allocations (the sorted
-// members and the result) where String makes one more per range and for
-// its buffer. A creation formats its CPUs and NUMA nodes under the lock,
+// members and the result) for a list of up to 64 bytes, where String makes
+// one more per range and for its buffer; a longer list grows the buffer on
+// the heap, with the same text. A creation formats its CPUs and NUMA nodes under the lock,
 // on the path of its reply (issue 45).
 func Format(set cpuset.CPUSet) string {
 	if set.IsEmpty() {
