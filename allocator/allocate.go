@@ -48,14 +48,17 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	cachedFit := a.liveCounts(&req)
 	infraBefore := a.markInfra()
 	warning, onFirst := "", false
-	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Reserved: cpuset.New(), Rule: req.Rule}
+	// Reserved is set on every route: by the placement, which makes its
+	// own, or empty; not made here only to be replaced on the route of
+	// most exclusive creations (issue 45).
+	as := &Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, Rule: req.Rule}
 	switch req.Pool {
 	case pools.Shared, pools.Infra:
 		cpus := a.PoolCPUs(req.Pool)
 		if cpus.IsEmpty() {
 			return Result{}, fmt.Errorf("pool %s has no CPUs on this node; configure pools.%s or choose another pool", req.Pool, req.Pool)
 		}
-		as.CPUs = cpus
+		as.CPUs, as.Reserved = cpus, cpuset.New()
 	case pools.Exclusive, pools.ExclusiveNonIsolcpus:
 		as.IsolateIRQs, as.IsolatedPartition, as.PowerClass = req.IsolateIRQs, req.IsolatedPartition, req.PowerClass
 		if req.CPUs.Size() > 0 {
@@ -65,7 +68,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 			}
 			// Exclusive CPUs whoever chose them: the cpuset bounds the
 			// container, and a quota could only throttle it.
-			as.CPUs, as.NoCPUQuota = cpus, req.Options.DisableCPUQuota
+			as.CPUs, as.Reserved, as.NoCPUQuota = cpus, cpuset.New(), req.Options.DisableCPUQuota
 			if as.Memory, warning, err = a.memoryOnExact(req, cpus); err != nil {
 				return Result{}, err
 			}

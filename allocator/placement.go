@@ -81,7 +81,7 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 		return cpuset.New(), cpuset.New(), err
 	}
 	// 6. Infra's minimum.
-	if err := a.checkInfraBudget(req, who, infraBefore.cpus, cpus.Union(reserved)); err != nil {
+	if err := a.checkInfraBudget(req, who, infraBefore.cpus, cpus, reserved); err != nil {
 		return cpuset.New(), cpuset.New(), err
 	}
 	return cpus, reserved, nil
@@ -211,11 +211,15 @@ func (p *planner) candidateNodes(view *poolView, req Request) ([]nodeCap, int) {
 // checkInfraBudget refuses an exclusive-non-isolcpus placement that would
 // shrink infra (infraBefore, as it was before the decision) below
 // minInfraCPUs. CPUs the pod already held are out of infra already; a
-// decision that does not shrink infra is never refused.
-func (a *Allocator) checkInfraBudget(req Request, who string, infraBefore, held cpuset.CPUSet) error {
+// decision that does not shrink infra is never refused. The placement
+// holds cpus and reserved.
+func (a *Allocator) checkInfraBudget(req Request, who string, infraBefore, cpus, reserved cpuset.CPUSet) error {
 	if req.Pool != pools.ExclusiveNonIsolcpus {
 		return nil
 	}
+	// Made here, not by the caller: every other pool's placement, on the
+	// path of a creation's reply, needs no union (issue 45).
+	held := cpus.Union(reserved)
 	after := infraBefore.Difference(held)
 	if own, ok := a.holds[req.Pod.UID+"/"+req.Container]; ok && req.Pod.UID != "" {
 		// What the new run does not reuse of its own hold goes back.

@@ -145,6 +145,50 @@ func TestPlacementErrors(t *testing.T) {
 	assert.Len(t, a.Assignments(), 1, "failed requests change nothing")
 }
 
+// TestReservedNeverNil: every route of Allocate records Reserved as a set,
+// empty when nothing is reserved, never the zero set (cpuset's Equals
+// tells them apart): infra, shared, CPUs chosen by the kubelet, and a
+// placement with and without reserved siblings.
+func TestReservedNeverNil(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"4-7,12-15\"\npools: {shared: {cpus: \"4,12\"}}")
+	exact := exclusive("exact", 1)
+	exact.CPUs = cpuset.New(5)
+	hide := exclusive("hide", 1)
+	hide.Options.HideHyperthreads = true
+	for _, req := range []Request{{ID: "infra1", Pool: pools.Infra}, {ID: "shared1", Pool: pools.Shared}, exact, exclusive("placed", 1), hide} {
+		res, err := a.Allocate(req)
+		require.NoError(t, err, req.ID)
+		if req.ID == "hide" {
+			assert.Equal(t, 1, res.Assignment.Reserved.Size(), "hide-hyperthreads reserves the sibling")
+			continue
+		}
+		assert.True(t, res.Assignment.Reserved.Equals(cpuset.New()), "%s: Reserved %#v", req.ID, res.Assignment.Reserved)
+	}
+}
+
+// TestInfraBudgetCountsReserved: minInfraCPUs counts what a placement
+// reserves (the siblings hide-hyperthreads keeps idle) as taken from
+// infra, as well as its CPUs: 3 CPUs leave infra 5 of its 8, but 3 with
+// their siblings would leave 2, below the 3 it must keep.
+func TestInfraBudgetCountsReserved(t *testing.T) {
+	const cfg = "isolatedCPUs: \"4-7,12-15\"\nreservedCPUs: \"0,8\"\npools: {shared: {cpus: \"4,12\"}, exclusive: {cpus: \"5-7,13-15\"}, exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 3}}"
+	for _, hide := range []bool{false, true} {
+		a := newAllocator(t, "desktop-8c16t", cfg)
+		_, err := a.Allocate(Request{ID: "infra1", Pool: pools.Infra})
+		require.NoError(t, err)
+		eni := exclusive("eni", 3)
+		eni.Pool = pools.ExclusiveNonIsolcpus
+		eni.Options.HideHyperthreads = hide
+		_, err = a.Allocate(eni)
+		if !hide {
+			require.NoError(t, err)
+			assert.Equal(t, 5, a.PoolCPUs(pools.Infra).Size())
+			continue
+		}
+		assert.ErrorContains(t, err, "must keep 3", "its 3 siblings are reserved out of infra too")
+	}
+}
+
 func TestSharedAndInfraFollowThePool(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"4-7,12-15\"\nreservedCPUs: \"0,8\"\npools: {shared: {cpus: \"4,12\"}, exclusive: {cpus: \"5-7,13-15\"}, exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 3}}")
 	infra, err := a.Allocate(Request{ID: "infra1", Pool: pools.Infra})

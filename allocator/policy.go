@@ -128,11 +128,11 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 	if err := CheckAnnotations(c.Annotations); err != nil {
 		return Request{}, err
 	}
+	// NUMANodes is set below and PreferNUMA made anew (Union) before the
+	// request is returned: no empty set is made here only to be replaced,
+	// on the path of every creation's reply (issue 45).
 	req := Request{ID: c.ID, Pod: c.Pod, Container: c.Name, MilliCPU: c.MilliCPU, Options: p.cfg.Allocation,
-		NUMANodes: cpuset.New(), PreferNUMA: c.DeviceNUMA, Demand: c.Demand}
-	if req.PreferNUMA.Size() == 0 {
-		req.PreferNUMA = cpuset.New()
-	}
+		PreferNUMA: c.DeviceNUMA, Demand: c.Demand}
 	var err error
 	if c.KubeletCPUs.Size() > 0 {
 		if err := p.kubeletPool(c); err != nil {
@@ -174,7 +174,7 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	req.PreferNUMA = req.PreferNUMA.Union(devices)
+	req.PreferNUMA = req.PreferNUMA.Union(devices) // a new set, never nil, even from two zero ones
 	if pools.IsExclusive(req.Pool) && !req.PreferNUMA.IsEmpty() {
 		req.Rule.DeviceNUMA = req.PreferNUMA.String()
 	}
@@ -387,7 +387,7 @@ func numaNodesFitPool(c Container, req Request) error {
 func deviceNodes(c Container, resolve DeviceResolver) (cpuset.CPUSet, error) {
 	key, v, ok := lookup(c.Annotations, AnnotationDevice, c.Name)
 	if !ok {
-		return cpuset.New(), nil
+		return cpuset.CPUSet{}, nil // empty, only for Request's Union: nothing to allocate
 	}
 	var nodes []int
 	for _, path := range strings.Split(v, ",") {
@@ -474,7 +474,11 @@ const (
 // the bounds above. It needs no configuration, so callers run it before
 // taking any lock.
 func CheckAnnotations(ann map[string]string) error {
-	var keys []string
+	// A pod has a few keys of ours: sorted in place on the stack, not
+	// allocated, as this runs twice on the path of every creation's reply
+	// (before the lock, and again in Request; issue 45).
+	var few [8]string
+	keys := few[:0]
 	for k := range ann {
 		if ours(k) {
 			if len(keys) == maxOurAnnotations {

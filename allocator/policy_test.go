@@ -182,6 +182,48 @@ func TestPolicyBoundsHostileAnnotations(t *testing.T) {
 	assert.Zero(t, calls, "device paths beyond the bound are never looked up")
 }
 
+// TestCheckAnnotationsAllocatesNothing: checking a pod with a few keys of
+// ours, which every creation does twice before its reply (before the lock
+// and in Request), allocates nothing (issue 45); with more keys than fit
+// on the stack, the first bad key in sorted order is still the one named.
+func TestCheckAnnotationsAllocatesNothing(t *testing.T) {
+	ann := map[string]string{
+		"pool.cpupool.dev": "exclusive", "numa.cpupool.dev/container.db": "0", "irq-isolation.cpupool.dev/pod": "true",
+		"hide-hyperthreads.cpupool.dev": "true", "example.com/owner": "team-a", "kubernetes.io/config.seen": "x",
+	}
+	require.NoError(t, CheckAnnotations(ann))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = CheckAnnotations(ann) }))
+
+	many := map[string]string{}
+	for _, c := range "abcdefghijkl" {
+		many["pool.cpupool.dev/container."+string(c)] = "shared"
+	}
+	many["pool.cpupool.dev/container.Z"] = "shared"
+	many["pool.cpupool.dev/container.Y"] = "shared"
+	err := CheckAnnotations(many)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "container.Y", "the first bad key in sorted order")
+}
+
+// TestRequestMakesNoSetOnlyToReplaceIt: a request's NUMA sets come back
+// empty and not nil (cpuset's Equals tells the two apart), whether the
+// container's DeviceNUMA is a zero set or an empty one, and building a
+// request for a pool annotation allocates only what it returns: the
+// request, the rule's detail and the two sets (issue 45).
+func TestRequestMakesNoSetOnlyToReplaceIt(t *testing.T) {
+	p := NewPolicy(parseConfig(t, ""), topology(t, "kubelet-dual-socket-ht"))
+	for _, devs := range []cpuset.CPUSet{{}, cpuset.New()} {
+		c := Container{ID: "c1", Name: "c", Pod: PodRef{Namespace: "t", Name: "p", UID: "u"}, MilliCPU: 2000,
+			Annotations: map[string]string{"pool.cpupool.dev": "exclusive"}, DeviceNUMA: devs}
+		req, err := p.Request(c, nil)
+		require.NoError(t, err)
+		assert.True(t, req.NUMANodes.Equals(cpuset.New()), "NUMANodes %#v", req.NUMANodes)
+		assert.True(t, req.PreferNUMA.Equals(cpuset.New()), "PreferNUMA %#v", req.PreferNUMA)
+		allocs := testing.AllocsPerRun(100, func() { _, _ = p.Request(c, nil) })
+		assert.LessOrEqual(t, allocs, 4.0)
+	}
+}
+
 // A device that cannot be resolved gets the same error whatever the
 // reason, so a tenant cannot probe which host paths exist.
 func TestPolicyDeviceErrorsRevealNothing(t *testing.T) {

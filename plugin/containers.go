@@ -88,7 +88,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.bindGrant(tok, pod, ctr)
 	p.stateChanged()
 	clock.Mark(clockRecord)
-	p.decisions.Infof("container %s: pool %s, CPUs %s%s, mems %s", who, st.Pool, st.CPUs, withSharedNote(st), st.Mems)
+	p.decisions.Infof("%v", decisionLine{who: who, pool: st.Pool, cpus: st.CPUs, shared: withSharedNote(st), mems: st.Mems})
 	clock.Mark(clockLog)
 	if firstOfName && len(near) > 0 {
 		p.hintTypo(pod, ctr, st.Pool, near)
@@ -135,25 +135,65 @@ func (p *Plugin) refuse(pod *api.PodSandbox, ctr *api.Container, err error) erro
 }
 
 // adjustment pins a new container to its assignment, from its record (the
-// CPU lists already written out).
+// CPU lists already written out). It is what NRI's setters
+// (SetLinuxCPUSetCPUs, SetLinuxCPUSetMems, SetLinuxCPUQuota, AddEnv) make,
+// field for field, but built in one allocation instead of up to thirteen
+// (each setter allocates its part): it is made under the lock, on the
+// path of every creation's reply (issue 45). TestAdjustmentAsSetters
+// holds it to the setters' result.
 func (p *Plugin) adjustment(st state.ContainerState) *api.ContainerAdjustment {
-	adj := &api.ContainerAdjustment{}
+	b := new(pinAdjustment)
+	b.adj.Linux = &b.linux
+	b.linux.Resources = &b.resources
+	b.resources.Cpu = &b.cpu
 	cpus := cpusetOf(st)
-	adj.SetLinuxCPUSetCPUs(cpus)
+	b.cpu.Cpus = cpus
 	if p.cfg.PinMemory && st.Mems != "" {
-		adj.SetLinuxCPUSetMems(st.Mems)
+		b.cpu.Mems = st.Mems
 	}
 	if st.NoCPUQuota {
-		adj.SetLinuxCPUQuota(noQuota)
+		b.quota.Value = noQuota
+		b.cpu.Quota = &b.quota
 	}
-	adj.AddEnv(EnvCPUs, cpus)
-	adj.AddEnv(EnvMems, st.Mems)
-	adj.AddEnv(EnvPool, st.Pool)
+	b.adj.Env = b.envp[:0]
+	b.addEnv(EnvCPUs, cpus)
+	b.addEnv(EnvMems, st.Mems)
+	b.addEnv(EnvPool, st.Pool)
 	if st.WithShared {
-		adj.AddEnv(EnvExclusiveCPUs, st.CPUs)
-		adj.AddEnv(EnvSharedCPUs, st.SharedCPUs)
+		b.addEnv(EnvExclusiveCPUs, st.CPUs)
+		b.addEnv(EnvSharedCPUs, st.SharedCPUs)
 	}
-	return adj
+	return &b.adj
+}
+
+// pinAdjustment holds the parts of a creation's adjustment, which point
+// into it: the adjustment and what its pointers lead to, allocated
+// together.
+type pinAdjustment struct {
+	adj       api.ContainerAdjustment
+	linux     api.LinuxContainerAdjustment
+	resources api.LinuxResources
+	cpu       api.LinuxCPU
+	quota     api.OptionalInt64
+	env       [pinEnvs]api.KeyValue
+	envp      [pinEnvs]*api.KeyValue
+}
+
+// pinEnvs is how many environment variables an adjustment sets at most.
+const pinEnvs = 5
+
+// addEnv is AddEnv with the variable kept in b while it has room (pinEnvs),
+// and allocated on its own beyond that, so that a variable added later
+// costs an allocation, not a panic under the lock.
+func (b *pinAdjustment) addEnv(key, value string) {
+	var kv *api.KeyValue
+	if n := len(b.adj.Env); n < len(b.env) {
+		kv = &b.env[n]
+	} else {
+		kv = new(api.KeyValue)
+	}
+	kv.Key, kv.Value = key, value
+	b.adj.Env = append(b.adj.Env, kv)
 }
 
 // decidedHook runs the test hook, if any, between a decision (recorded in

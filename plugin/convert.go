@@ -79,6 +79,9 @@ func (p *Plugin) deviceNUMA(ctr *api.Container) cpuset.CPUSet {
 			nodes = append(nodes, node)
 		}
 	}
+	if len(nodes) == 0 {
+		return cpuset.CPUSet{} // empty without a map: most containers have no device of a node
+	}
 	return cpuset.New(nodes...)
 }
 

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // recordedDecisions is a DecisionLog that keeps the lines it is given,
@@ -48,4 +50,20 @@ func TestCreationLineByDefaultAndThroughADecisionLog(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{want}, decisions.all())
 	assert.NotContains(t, rp.log.String(), "container default/a/c: pool", "logged once, through the decision log")
+}
+
+// TestDecisionLineText: a decision line, passed as one argument, reads as
+// the five strings did in "container %s: pool %s, CPUs %s%s, mems %s",
+// with and without a shared part, whatever the verb.
+func TestDecisionLineText(t *testing.T) {
+	for _, st := range []struct{ pool, cpus, shared, mems string }{
+		{"exclusive", "4-7,12", "", "0"},
+		{"exclusive", "4-5", withSharedNote(state.ContainerState{WithShared: true, SharedCPUs: "0-3"}), "0-1"},
+		{"shared", "0-3", "", ""},
+	} {
+		line := decisionLine{who: "ns/pod/c", pool: st.pool, cpus: st.cpus, shared: st.shared, mems: st.mems}
+		want := fmt.Sprintf("container %s: pool %s, CPUs %s%s, mems %s", "ns/pod/c", st.pool, st.cpus, st.shared, st.mems)
+		assert.Equal(t, want, fmt.Sprintf("%v", line))
+		assert.Equal(t, want, fmt.Sprintf("%s", line))
+	}
 }

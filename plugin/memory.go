@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/state"
 )
@@ -62,7 +63,7 @@ func (p *Plugin) publishUsage() {
 
 func containerState(a allocator.Assignment) state.ContainerState {
 	return state.ContainerState{PodUID: a.Pod.UID, PodNamespace: a.Pod.Namespace, PodName: a.Pod.Name, Container: a.Container,
-		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: a.CPUs.String(), Reserved: a.Reserved.String(), Mems: a.Mems.String(),
+		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: cpulist.Format(a.CPUs), Reserved: cpulist.Format(a.Reserved), Mems: cpulist.Format(a.Mems),
 		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota, IsolateIRQs: a.IsolateIRQs,
 		IsolatedPartition: a.IsolatedPartition, PowerClass: a.PowerClass, WithShared: a.WithShared, SharedCPUs: sharedPart(a),
 		Memory: formatMemory(a.Memory), Rule: a.Rule.Kind, RuleDetail: a.Rule.Detail, DeviceNUMA: a.Rule.DeviceNUMA, FromHold: a.Rule.FromHold}

@@ -149,10 +149,13 @@ func ours(base string) bool {
 type unmatchedKey struct{ key, name string }
 
 // unmatchedAnnotations lists, sorted, the container-scoped keys of our
-// domain whose container is not among created.
+// domain whose container is not among created. It sorts what it found,
+// not every key of the pod: typoCandidates calls it before each
+// creation's reply, and most pods have none (issue 45: no allocation
+// then).
 func unmatchedAnnotations(ann map[string]string, created map[string]bool) []unmatchedKey {
 	var out []unmatchedKey
-	for _, k := range slices.Sorted(maps.Keys(ann)) {
+	for k := range ann {
 		base, scope, _ := strings.Cut(k, "/")
 		name, ok := strings.CutPrefix(scope, "container.")
 		if !ok || !ours(base) {
@@ -162,6 +165,7 @@ func unmatchedAnnotations(ann map[string]string, created map[string]bool) []unma
 			out = append(out, unmatchedKey{k, name})
 		}
 	}
+	slices.SortFunc(out, func(a, b unmatchedKey) int { return strings.Compare(a.key, b.key) })
 	return out
 }
 

@@ -64,3 +64,38 @@ func TestCreatedListIsBounded(t *testing.T) {
 	assert.Equal(t, `"a", "b", "c", "d", "e", "f", "g", "h" and 2 more`, createdList(names))
 	assert.Equal(t, "no container", createdList(nil))
 }
+
+// TestUnmatchedAnnotationsSortedWithoutWork: the unmatched container-scoped
+// keys come sorted by key, whatever the map's order; and for a pod without
+// any (the common case), typoCandidates, which runs before every
+// creation's reply, allocates nothing (issue 45).
+func TestUnmatchedAnnotationsSortedWithoutWork(t *testing.T) {
+	ann := map[string]string{
+		"pool.cpupool.dev/container.web":     "exclusive",
+		"numa.cpupool.dev/container.db":      "0",
+		"pool.cpupool.dev/container.cache":   "shared",
+		"pool.cpupool.dev/container.zeta":    "shared",
+		"irq.cpupool.dev/container.api":      "true",
+		"pool.cpupool.dev/container.metrics": "shared",
+		"pool.cpupool.dev/pod":               "shared",
+		"example.com/container.other":        "x",
+	}
+	want := []unmatchedKey{
+		{"irq.cpupool.dev/container.api", "api"},
+		{"numa.cpupool.dev/container.db", "db"},
+		{"pool.cpupool.dev/container.cache", "cache"},
+		{"pool.cpupool.dev/container.metrics", "metrics"},
+		{"pool.cpupool.dev/container.zeta", "zeta"},
+	}
+	for range 20 { // the map's order changes from one range to the next
+		require.Equal(t, want, unmatchedAnnotations(ann, map[string]bool{"web": true}))
+	}
+
+	plain := map[string]string{"pool.cpupool.dev": "exclusive", "example.com/owner": "team-a"}
+	allocs := testing.AllocsPerRun(100, func() {
+		if near := typoCandidates(plain, "web"); near != nil {
+			t.Fatalf("typo candidates %v for a pod without container-scoped keys", near)
+		}
+	})
+	assert.Zero(t, allocs, "typoCandidates allocates for a pod without container-scoped keys")
+}

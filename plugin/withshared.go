@@ -19,7 +19,7 @@ func sharedPart(a allocator.Assignment) string {
 	if !a.WithShared {
 		return ""
 	}
-	return a.Shared.String()
+	return cpulist.Format(a.Shared)
 }
 
 // cpusetOf is a recorded container's cpuset as the runtime applies it.

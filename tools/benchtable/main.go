@@ -314,8 +314,19 @@ func printTable(in io.Reader, out io.Writer) {
 		p99, _ := get(name, "p99-µs")
 		row("CreateContainer, annotation "+strings.TrimPrefix(name, "WorstCaseAnnotation/")+" (median / p99)", fmt.Sprintf("%.0f / %.0f µs", m, p99), "≤ 1 ms")
 	}
-	for _, dra := range []struct{ prefix, what, target string }{{"", "", "≤ 40 MiB"}, {"dra/", ", DRA on", ""}} {
-		for _, c := range []struct{ n, cpus string }{{"500", "384"}, {"1000", "384"}, {"5000", "1,024"}} {
+	// The targets (docs/performance.md, "Memory without and with DRA"):
+	// 40 MiB at 500 containers, the mission's, and at 1,000, issue 33's
+	// bar, both on 384 CPUs without DRA; 5,000 on 1,024 CPUs, and DRA on,
+	// have none.
+	for _, dra := range []struct {
+		prefix, what string
+		targeted     bool
+	}{{"", "", true}, {"dra/", ", DRA on", false}} {
+		for _, c := range []struct{ n, cpus, target string }{{"500", "384", "≤ 40 MiB"}, {"1000", "384", "≤ 40 MiB"}, {"5000", "1,024", ""}} {
+			target := c.target
+			if !dra.targeted {
+				target = ""
+			}
 			name := "PluginRSS/" + dra.prefix + "containers=" + c.n
 			if v, ok := get(name, "peak-RSS-MiB"); ok {
 				anon, _ := get(name, "anon-MiB")
@@ -324,7 +335,7 @@ func printTable(in io.Reader, out io.Writer) {
 				// The idle peak, then the RSS at the end: anonymous +
 				// file-backed.
 				row(fmt.Sprintf("plugin process peak RSS, %s containers, %s CPUs%s", c.n, c.cpus, dra.what),
-					fmt.Sprintf("%.1f MiB (idle %.1f; %.1f+%.1f)", v, idle, anon, file), dra.target)
+					fmt.Sprintf("%.1f MiB (idle %.1f; %.1f+%.1f)", v, idle, anon, file), target)
 			}
 		}
 	}

@@ -59,3 +59,50 @@ func containsRow(table string, parts []string) bool {
 	}
 	return false
 }
+
+// TestPluginRSSTargets: the peak RSS rows print the target each has (40 MiB
+// at 500 and at 1,000 containers on 384 CPUs without DRA), and none
+// beside 5,000 containers on 1,024 CPUs or with DRA on, which have none.
+func TestPluginRSSTargets(t *testing.T) {
+	var in strings.Builder
+	for _, prefix := range []string{"", "dra/"} {
+		for _, n := range []string{"500", "1000", "5000"} {
+			in.WriteString("BenchmarkPluginRSS/" + prefix + "containers=" + n + "-2  1  100 ns/op  30.5 anon-MiB  17.0 file-MiB  25.0 idle-peak-RSS-MiB  47.5 peak-RSS-MiB\n")
+		}
+	}
+	var out strings.Builder
+	printTable(strings.NewReader(in.String()), &out)
+	want := map[string]string{
+		"plugin process peak RSS, 500 containers, 384 CPUs":            "≤ 40 MiB",
+		"plugin process peak RSS, 1000 containers, 384 CPUs":           "≤ 40 MiB",
+		"plugin process peak RSS, 5000 containers, 1,024 CPUs":         "",
+		"plugin process peak RSS, 500 containers, 384 CPUs, DRA on":    "",
+		"plugin process peak RSS, 1000 containers, 384 CPUs, DRA on":   "",
+		"plugin process peak RSS, 5000 containers, 1,024 CPUs, DRA on": "",
+	}
+	rows := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		what, rest, ok := strings.Cut(line, "  ")
+		if !ok || !strings.HasPrefix(what, "plugin process peak RSS") {
+			continue
+		}
+		rows++
+		target, known := want[what]
+		if !known {
+			t.Errorf("unexpected row %q", line)
+			continue
+		}
+		value := "47.5 MiB (idle 25.0; 30.5+17.0)"
+		rest = strings.TrimSpace(rest)
+		if !strings.HasPrefix(rest, value) {
+			t.Errorf("row %q: value is not %q", line, value)
+			continue
+		}
+		if got := strings.TrimSpace(strings.TrimPrefix(rest, value)); got != target {
+			t.Errorf("row %q: target %q, want %q", what, got, target)
+		}
+	}
+	if rows != len(want) {
+		t.Errorf("%d peak RSS rows, want %d:\n%s", rows, len(want), out.String())
+	}
+}
