@@ -81,6 +81,23 @@ type Source struct {
 	// containers). Only Plan uses it, and the reconciler runs every
 	// pass's Plans under its lock, one pass at a time.
 	planned map[string]*containerPlan
+	// ancestors keeps each ancestor's change between passes, by its
+	// cgroup (relative), while the CPUs of the partitions below it stay
+	// the same: with a pod per container, an ancestor per container was
+	// otherwise planned anew at every pass (issue 45). Like planned,
+	// only Plan uses it.
+	ancestors map[string]*ancestorPlan
+}
+
+// ancestorPlan is the change Plan makes of an ancestor, a function of the
+// CPUs of the partitions below it alone.
+type ancestorPlan struct {
+	// ids are the CPUs the change was made for, sorted; next gathers this
+	// pass's (its slice kept from pass to pass).
+	ids, next []int
+	change    hostfiles.Change
+	// seen: the pass that last had a partition below it (Source.passes).
+	seen uint64
 }
 
 // containerPlan is what Plan makes of one Want, a function of the Want
@@ -127,7 +144,7 @@ const (
 func (s *Source) Plan() (hostfiles.Plan, error) {
 	wants := s.wants()
 	if len(wants) == 0 {
-		s.planned = nil
+		s.planned, s.ancestors = nil, nil
 		return hostfiles.Plan{}, nil
 	}
 	if ok, why := Supported(s.root); !ok {
@@ -136,15 +153,16 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}
 		return hostfiles.Plan{}, nil
 	}
-	// below: ancestor → CPUs of the partitions below it, gathered in a
-	// list and made a set once each (a union per container made a set
-	// the size of the ancestor's per container: a pass's allocations
-	// grew with the square of the exclusive containers under the pods'
-	// common ancestor; issue 45).
-	below := map[string][]int{}
+	// Each ancestor's CPUs, those of the partitions below it, are
+	// gathered in a list (ancestorPlan.next) and made a set once each,
+	// when they changed (a union per container made a set the size of
+	// the ancestor's per container: a pass's allocations grew with the
+	// square of the exclusive containers under the pods' common
+	// ancestor; issue 45).
 	var plan hostfiles.Plan
 	if s.planned == nil {
 		s.planned = map[string]*containerPlan{}
+		s.ancestors = map[string]*ancestorPlan{}
 	}
 	s.passes++
 	for _, w := range slices.SortedFunc(slices.Values(wants), func(a, b Want) int { return strings.Compare(a.Dir, b.Dir) }) {
@@ -165,7 +183,15 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}
 		s.warned.Clear(w.Dir)
 		for _, a := range c.ancestors {
-			below[a] = append(below[a], c.ids...)
+			ap := s.ancestors[a]
+			if ap == nil {
+				ap = &ancestorPlan{}
+				s.ancestors[a] = ap
+			}
+			if ap.seen != s.passes {
+				ap.seen, ap.next = s.passes, ap.next[:0]
+			}
+			ap.next = append(ap.next, c.ids...)
 		}
 		plan.Changes = append(plan.Changes, c.changes[0], c.changes[1])
 	}
@@ -174,15 +200,24 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			delete(s.planned, dir)
 		}
 	}
-	for a, ids := range below {
-		cpus := cpuset.New(ids...)
-		plan.Changes = append(plan.Changes, s.exclusive(filepath.Join(s.root, a), depthOf(a), func(original string) (cpuset.CPUSet, error) {
-			orig, err := cpulist.Parse(original)
-			if err != nil {
-				return cpuset.New(), err
-			}
-			return orig.Union(cpus), nil
-		}))
+	for a, ap := range s.ancestors {
+		if ap.seen != s.passes {
+			delete(s.ancestors, a)
+			continue
+		}
+		slices.Sort(ap.next)
+		if ap.change.Path == "" || !slices.Equal(ap.ids, ap.next) {
+			ap.ids = slices.Clone(ap.next)
+			cpus := cpuset.New(ap.ids...)
+			ap.change = s.exclusive(filepath.Join(s.root, a), depthOf(a), func(original string) (cpuset.CPUSet, error) {
+				orig, err := cpulist.Parse(original)
+				if err != nil {
+					return cpuset.New(), err
+				}
+				return orig.Union(cpus), nil
+			})
+		}
+		plan.Changes = append(plan.Changes, ap.change)
 	}
 	return plan, nil
 }
