@@ -248,14 +248,28 @@ func (s *Source) containerPlan(w Want) *containerPlan {
 // exclusive is the change of a cgroup's cpuset.cpus.exclusive to the set
 // want computes from its original: top-down when it grows, bottom-up
 // before anything grows when it gives CPUs back.
+//
+// Its want is kept with the original it was worked out from: a change is
+// kept between passes (containerPlan, ancestorPlan) and asked for its
+// want at each, from the same original nearly always (the journal's), so
+// it is parsed, united and written out once, not at every pass (issue 45).
+// Only the reconciler's pass asks, one pass at a time.
 func (s *Source) exclusive(dir string, depth int, want func(original string) (cpuset.CPUSet, error)) hostfiles.Change {
+	var last struct {
+		known          bool
+		original, want string
+	}
 	return hostfiles.Change{Path: filepath.Join(dir, exclusiveFile), Order: 2 * depth,
 		Want: func(original string) (string, error) {
+			if last.known && last.original == original {
+				return last.want, nil
+			}
 			set, err := want(original)
 			if err != nil {
 				return "", err
 			}
-			return set.String(), nil
+			last.known, last.original, last.want = true, original, set.String()
+			return last.want, nil
 		},
 		Satisfied: func(content, want string) bool {
 			if same, decided := sameList(content, want); decided {

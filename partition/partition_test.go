@@ -470,3 +470,37 @@ func TestAncestorPlanFollowsCPUs(t *testing.T) {
 	assert.Equal(t, "4-5", read(t, f.root, filepath.Join(podA, exclusiveFile)))
 	assert.Equal(t, "4-5", read(t, f.root, filepath.Join("kubepods", exclusiveFile)))
 }
+
+// TestExclusiveWantKept: a kept change asked for its want again from the
+// same original (what every pass does, the journal's original) makes
+// nothing (issue 45); from another original, or after one that fails, it
+// is worked out again.
+func TestExclusiveWantKept(t *testing.T) {
+	s := NewSource(t.TempDir(), nil, logrus.New())
+	cpus := cpuset.New(4, 5)
+	ch := s.exclusive("/sys/fs/cgroup/kubepods", 1, func(original string) (cpuset.CPUSet, error) {
+		orig, err := cpuset.Parse(original)
+		if err != nil {
+			return cpuset.New(), err
+		}
+		return orig.Union(cpus), nil
+	})
+	wantOf := func(original string) string {
+		t.Helper()
+		want, err := ch.Want(original)
+		require.NoError(t, err)
+		return want
+	}
+	require.Equal(t, "1-2,4-5", wantOf("1-2"))
+	allocs := testing.AllocsPerRun(100, func() {
+		if want, err := ch.Want("1-2"); err != nil || want != "1-2,4-5" {
+			t.Fatalf("want %q, %v", want, err)
+		}
+	})
+	assert.Zero(t, allocs, "allocations of a want asked again from the same original")
+	assert.Equal(t, "4-5,7", wantOf("7"))
+	_, err := ch.Want("garbage")
+	assert.Error(t, err)
+	assert.Equal(t, "4-5,7", wantOf("7"))
+	assert.Equal(t, "1-2,4-5", wantOf("1-2"))
+}
