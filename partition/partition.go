@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
@@ -172,12 +173,12 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			s.planned[w.Dir] = c
 		}
 		c.seen = s.passes
-		if _, err := os.Stat(c.dir); err != nil {
-			// Not created yet: the runtime creates it after the reply.
-			plan.Pending = true
-			continue
-		}
-		if _, err := os.Stat(c.exclusive); err != nil {
+		if !exists(c.exclusive) {
+			if !exists(c.dir) {
+				// Not created yet: the runtime creates it after the reply.
+				plan.Pending = true
+				continue
+			}
 			s.warned.Once(w.Dir, fmt.Sprintf("container %s: not in an isolated partition: %s has no %s (it needs Linux 6.7 or later, and the cpuset controller enabled down to it)", w.Who, c.dir, exclusiveFile))
 			continue
 		}
@@ -328,6 +329,16 @@ func invalid(content string) (string, bool) {
 		reason = "the kernel gives no reason"
 	}
 	return reason, true
+}
+
+// exists tells whether path can be stat'ed. A cgroup's exclusive file
+// that exists answers for its directory too, so a pass stats one file per
+// partition, not two, and into a stat buffer of its own: os.Stat's
+// FileInfo is not needed (issue 45: a pass's allocations grew with the
+// exclusive containers; 4 per partition, now 1, the path's bytes).
+func exists(path string) bool {
+	var st syscall.Stat_t
+	return syscall.Stat(path, &st) == nil
 }
 
 func depthOf(dir string) int {
