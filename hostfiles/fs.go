@@ -38,7 +38,13 @@ var _ FS = OS{}
 // FileInfo for the size, the path's bytes, a buffer of the size sysfs
 // gives every file, 4 KiB) where this makes two, the path's bytes and a
 // buffer the size of what host files hold (issue 45: a pass's
-// allocations grew with the partitions).
+// allocations grew with the partitions). Unlike os.ReadFile it does not
+// size its buffer from fstat: a sysfs file (which stats as 4096) longer
+// than 512 bytes is read in pieces, which the kernel serves from one
+// buffered rendering (seq_file), so the pieces agree; a larger regular
+// file (the journal, once at start) is read with a few more copies. On a
+// read error it returns no data, where os.ReadFile returns what it had
+// read; no caller uses that.
 func (OS) ReadFile(path string) ([]byte, error) {
 	var fd int
 	var err error

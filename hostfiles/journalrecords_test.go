@@ -56,6 +56,8 @@ func TestRecordMapEncodesAsJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Logf("allocations to encode %d records: %.0f", len(records), allocs)
-	assert.Less(t, allocs, 30.0, "allocations to encode %d records", len(records))
+	t.Logf("allocations to encode %d records: %.0f (race detector %v)", len(records), allocs, raceBuild)
+	if !raceBuild { // under it sync.Pool drops the encoder's buffers at random: 1,041 here
+		assert.Less(t, allocs, 30.0, "allocations to encode %d records", len(records))
+	}
 }

@@ -336,9 +336,17 @@ func invalid(content string) (string, bool) {
 // partition, not two, and into a stat buffer of its own: os.Stat's
 // FileInfo is not needed (issue 45: a pass's allocations grew with the
 // exclusive containers; 4 per partition, now 1, the path's bytes).
+// It retries a stat interrupted by a signal (EINTR), as os.Stat does: read
+// as missing, it would leave the container out of its ancestors' want for
+// a pass.
 func exists(path string) bool {
 	var st syscall.Stat_t
-	return syscall.Stat(path, &st) == nil
+	for {
+		err := syscall.Stat(path, &st)
+		if err != syscall.EINTR {
+			return err == nil
+		}
+	}
 }
 
 func depthOf(dir string) int {
