@@ -30,8 +30,52 @@ type OS struct{}
 
 var _ FS = OS{}
 
-// ReadFile reads a whole file.
-func (OS) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+// ReadFile reads a whole file, as os.ReadFile does (its errors are the
+// same *fs.PathError of "open" or "read" around the errno), with
+// open(2), read(2) and close(2) themselves: a pass reads some files at
+// every pass (a partition's cpuset.cpus.partition, Verify), and
+// os.ReadFile made five objects per read (an *os.File and its file, a
+// FileInfo for the size, the path's bytes, a buffer of the size sysfs
+// gives every file, 4 KiB) where this makes two, the path's bytes and a
+// buffer the size of what host files hold (issue 45: a pass's
+// allocations grew with the partitions). Unlike os.ReadFile it does not
+// size its buffer from fstat: a sysfs file (which stats as 4096) longer
+// than 512 bytes is read in pieces, which the kernel serves from one
+// buffered rendering (seq_file), so the pieces agree; a larger regular
+// file (the journal, once at start) is read with a few more copies. On a
+// read error it returns no data, where os.ReadFile returns what it had
+// read; no caller uses that.
+func (OS) ReadFile(path string) ([]byte, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	data := make([]byte, 0, 512)
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := syscall.Read(fd, data[len(data):cap(data)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n <= 0 {
+			return data, nil
+		}
+		data = data[:len(data)+n]
+	}
+}
 
 // WriteFile writes an existing file with one write(2). O_TRUNC is accepted
 // (and ignored) by procfs and sysfs, and makes fixture trees of regular

@@ -47,8 +47,8 @@ type Record struct {
 // journalContent is the file's content: the boot the records belong to
 // and the records by host path.
 type journalContent struct {
-	BootID  string            `json:"bootID"`
-	Records map[string]Record `json:"records"`
+	BootID  string    `json:"bootID"`
+	Records recordMap `json:"records"`
 	// Refused are the files the kernel refused for good in this boot, with
 	// the reason, for the audit (a kernel-managed IRQ is not movable).
 	Refused map[string]string `json:"refused,omitempty"`

@@ -5,6 +5,7 @@ package hostfiles
 // originals to record; what a file already meets is left alone.
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 
@@ -64,14 +65,14 @@ func (p *passWork) plan() {
 			}
 			original := rec.Original
 			if !journaled {
-				data, err := p.read(ch.Path)
+				content, err := p.read(ch.Path)
 				if err != nil {
 					if Classify(err) != Gone {
 						p.transient(fmt.Errorf("%s: reading %s: %w", owner, ch.Path, err))
 					}
 					continue
 				}
-				original = trim(data)
+				original = content
 				if ch.Original != nil {
 					original = ch.Original(original)
 				}
@@ -116,7 +117,7 @@ func (p *passWork) plan() {
 				p.writes = append(p.writes, r.resettableWrite(ch, want, owner, false))
 				continue
 			}
-			data, err := p.read(ch.Path)
+			content, err := p.read(ch.Path)
 			if err != nil {
 				if Classify(err) == Gone {
 					p.drops = append(p.drops, ch.Path)
@@ -125,26 +126,35 @@ func (p *passWork) plan() {
 				}
 				continue
 			}
-			if r.satisfied(ch, trim(data), want) {
-				p.verified(ch.Verify, ch.Path, owner, want, trim(data))
+			if r.satisfied(ch, content, want) {
+				p.verified(ch.Verify, ch.Path, owner, want, content)
 				continue
 			}
-			gives := ch.Gives != nil && ch.Gives(trim(data), want)
+			gives := ch.Gives != nil && ch.Gives(content, want)
 			p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives, verify: ch.Verify, kernelForm: ch.KernelForm, wrote: ch.Wrote})
 		}
 	}
 }
 
 // read reads a wanted file for the plan, and keeps what it holds as
-// known (settled).
-func (p *passWork) read(path string) ([]byte, error) {
+// known (settled); it returns that content (trimmed). A content that is
+// what was known already is that string, not a new one: the files a pass
+// reads every time (those with Verify) mostly read the same, and each
+// read made the content three times (issue 45: a pass's allocations grew
+// with the partitions).
+func (p *passWork) read(path string) (string, error) {
 	data, err := p.r.fs.ReadFile(path)
 	if err != nil {
 		delete(p.r.known, path)
-		return nil, err
+		return "", err
 	}
-	p.r.known[path] = trim(data)
-	return data, nil
+	data = bytes.TrimRight(data, "\n")
+	if known, ok := p.r.known[path]; ok && known == string(data) {
+		return known, nil
+	}
+	content := string(data)
+	p.r.known[path] = content
+	return content, nil
 }
 
 // settled tells, in a pass that is not a rescan, whether a change needs

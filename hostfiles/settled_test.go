@@ -338,7 +338,11 @@ type verifySource struct{ path string }
 func (s *verifySource) Owner() string { return "partition" }
 
 func (s *verifySource) Plan() (Plan, error) {
-	return Plan{Changes: []Change{{Path: s.path,
+	return Plan{Changes: []Change{s.change()}}, nil
+}
+
+func (s *verifySource) change() Change {
+	return Change{Path: s.path,
 		Want:      func(string) (string, error) { return "isolated", nil },
 		Satisfied: func(content, want string) bool { return strings.HasPrefix(content, want) },
 		Verify: func(content string) error {
@@ -346,7 +350,7 @@ func (s *verifySource) Plan() (Plan, error) {
 				return fmt.Errorf("partition invalid: %s", content)
 			}
 			return nil
-		}}}}, nil
+		}}
 }
 
 // TestRereadReadsKnownFiles: a Plan with Reread has its files read by a
@@ -373,4 +377,70 @@ func TestRereadReadsKnownFiles(t *testing.T) {
 	src.setReread(false)
 	require.NoError(t, in.r.FlushKicked())
 	assert.Empty(t, fsys.take(), "without Reread, the files known to meet the want are settled")
+}
+
+// memReadFS is the real file system whose files in data (once set) read
+// what data holds, from memory, without allocating: a pass's own
+// allocations per file are then what is counted.
+type memReadFS struct {
+	FS
+	mu   sync.Mutex
+	data map[string][]byte
+}
+
+func (f *memReadFS) ReadFile(path string) ([]byte, error) {
+	f.mu.Lock()
+	d, ok := f.data[path]
+	f.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	return f.FS.ReadFile(path)
+}
+
+// verifySources wants "isolated" in each of its files, verified, as
+// package partition does for cpuset.cpus.partition: read at every pass.
+type verifySources struct{ changes []Change }
+
+func (s *verifySources) Owner() string { return "partition" }
+
+func (s *verifySources) Plan() (Plan, error) { return Plan{Changes: s.changes}, nil }
+
+// TestVerifiedReadsMakeNoContent: the files read at every pass (Verify)
+// that read what was known cost the pass no new content string, whether
+// the plugin wrote them (journaled) or found them meeting their want
+// (issue 45: each read made its content three times, a pass's
+// allocations grew with the partitions by as many per partition).
+func TestVerifiedReadsMakeNoContent(t *testing.T) {
+	perFile := func(n int) float64 {
+		files := map[string]string{}
+		for i := range n {
+			files[fmt.Sprintf("p%d", i)] = []string{"member", "isolated"}[i%2]
+		}
+		tr := newTree(t, files)
+		src := &verifySources{}
+		for name := range files {
+			src.changes = append(src.changes, (&verifySource{path: tr.path(name)}).change())
+		}
+		mem := &memReadFS{FS: OS{}}
+		in := openInstance(t, mem, tr, bootA, src)
+		require.NoError(t, in.r.Flush())
+		data := map[string][]byte{}
+		for name := range files {
+			require.Equal(t, "isolated", tr.read(t, name))
+			data[tr.path(name)] = []byte("isolated\n")
+		}
+		mem.mu.Lock()
+		mem.data = data
+		mem.mu.Unlock()
+		require.NoError(t, in.r.FlushKicked())
+		return testing.AllocsPerRun(5, func() {
+			if err := in.r.FlushKicked(); err != nil {
+				t.Fatal(err)
+			}
+		}) / float64(n)
+	}
+	few, many := perFile(20), perFile(400)
+	t.Logf("a kicked pass's allocations per verified file: %.2f with 20, %.2f with 400", few, many)
+	assert.Less(t, many, 0.5, "allocations per verified file read as known")
 }

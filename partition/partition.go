@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
@@ -81,6 +82,23 @@ type Source struct {
 	// containers). Only Plan uses it, and the reconciler runs every
 	// pass's Plans under its lock, one pass at a time.
 	planned map[string]*containerPlan
+	// ancestors keeps each ancestor's change between passes, by its
+	// cgroup (relative), while the CPUs of the partitions below it stay
+	// the same: with a pod per container, an ancestor per container was
+	// otherwise planned anew at every pass (issue 45). Like planned,
+	// only Plan uses it.
+	ancestors map[string]*ancestorPlan
+}
+
+// ancestorPlan is the change Plan makes of an ancestor, a function of the
+// CPUs of the partitions below it alone.
+type ancestorPlan struct {
+	// ids are the CPUs the change was made for, sorted; next gathers this
+	// pass's (its slice kept from pass to pass).
+	ids, next []int
+	change    hostfiles.Change
+	// seen: the pass that last had a partition below it (Source.passes).
+	seen uint64
 }
 
 // containerPlan is what Plan makes of one Want, a function of the Want
@@ -127,7 +145,7 @@ const (
 func (s *Source) Plan() (hostfiles.Plan, error) {
 	wants := s.wants()
 	if len(wants) == 0 {
-		s.planned = nil
+		s.planned, s.ancestors = nil, nil
 		return hostfiles.Plan{}, nil
 	}
 	if ok, why := Supported(s.root); !ok {
@@ -136,15 +154,16 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}
 		return hostfiles.Plan{}, nil
 	}
-	// below: ancestor → CPUs of the partitions below it, gathered in a
-	// list and made a set once each (a union per container made a set
-	// the size of the ancestor's per container: a pass's allocations
-	// grew with the square of the exclusive containers under the pods'
-	// common ancestor; issue 45).
-	below := map[string][]int{}
+	// Each ancestor's CPUs, those of the partitions below it, are
+	// gathered in a list (ancestorPlan.next) and made a set once each,
+	// when they changed (a union per container made a set the size of
+	// the ancestor's per container: a pass's allocations grew with the
+	// square of the exclusive containers under the pods' common
+	// ancestor; issue 45).
 	var plan hostfiles.Plan
 	if s.planned == nil {
 		s.planned = map[string]*containerPlan{}
+		s.ancestors = map[string]*ancestorPlan{}
 	}
 	s.passes++
 	for _, w := range slices.SortedFunc(slices.Values(wants), func(a, b Want) int { return strings.Compare(a.Dir, b.Dir) }) {
@@ -154,18 +173,26 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			s.planned[w.Dir] = c
 		}
 		c.seen = s.passes
-		if _, err := os.Stat(c.dir); err != nil {
-			// Not created yet: the runtime creates it after the reply.
-			plan.Pending = true
-			continue
-		}
-		if _, err := os.Stat(c.exclusive); err != nil {
+		if !exists(c.exclusive) {
+			if !exists(c.dir) {
+				// Not created yet: the runtime creates it after the reply.
+				plan.Pending = true
+				continue
+			}
 			s.warned.Once(w.Dir, fmt.Sprintf("container %s: not in an isolated partition: %s has no %s (it needs Linux 6.7 or later, and the cpuset controller enabled down to it)", w.Who, c.dir, exclusiveFile))
 			continue
 		}
 		s.warned.Clear(w.Dir)
 		for _, a := range c.ancestors {
-			below[a] = append(below[a], c.ids...)
+			ap := s.ancestors[a]
+			if ap == nil {
+				ap = &ancestorPlan{}
+				s.ancestors[a] = ap
+			}
+			if ap.seen != s.passes {
+				ap.seen, ap.next = s.passes, ap.next[:0]
+			}
+			ap.next = append(ap.next, c.ids...)
 		}
 		plan.Changes = append(plan.Changes, c.changes[0], c.changes[1])
 	}
@@ -174,15 +201,24 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			delete(s.planned, dir)
 		}
 	}
-	for a, ids := range below {
-		cpus := cpuset.New(ids...)
-		plan.Changes = append(plan.Changes, s.exclusive(filepath.Join(s.root, a), depthOf(a), func(original string) (cpuset.CPUSet, error) {
-			orig, err := cpulist.Parse(original)
-			if err != nil {
-				return cpuset.New(), err
-			}
-			return orig.Union(cpus), nil
-		}))
+	for a, ap := range s.ancestors {
+		if ap.seen != s.passes {
+			delete(s.ancestors, a)
+			continue
+		}
+		slices.Sort(ap.next)
+		if ap.change.Path == "" || !slices.Equal(ap.ids, ap.next) {
+			ap.ids = slices.Clone(ap.next)
+			cpus := cpuset.New(ap.ids...)
+			ap.change = s.exclusive(filepath.Join(s.root, a), depthOf(a), func(original string) (cpuset.CPUSet, error) {
+				orig, err := cpulist.Parse(original)
+				if err != nil {
+					return cpuset.New(), err
+				}
+				return orig.Union(cpus), nil
+			})
+		}
+		plan.Changes = append(plan.Changes, ap.change)
 	}
 	return plan, nil
 }
@@ -213,14 +249,28 @@ func (s *Source) containerPlan(w Want) *containerPlan {
 // exclusive is the change of a cgroup's cpuset.cpus.exclusive to the set
 // want computes from its original: top-down when it grows, bottom-up
 // before anything grows when it gives CPUs back.
+//
+// Its want is kept with the original it was worked out from: a change is
+// kept between passes (containerPlan, ancestorPlan) and asked for its
+// want at each, from the same original nearly always (the journal's), so
+// it is parsed, united and written out once, not at every pass (issue 45).
+// Only the reconciler's pass asks, one pass at a time.
 func (s *Source) exclusive(dir string, depth int, want func(original string) (cpuset.CPUSet, error)) hostfiles.Change {
+	var last struct {
+		known          bool
+		original, want string
+	}
 	return hostfiles.Change{Path: filepath.Join(dir, exclusiveFile), Order: 2 * depth,
 		Want: func(original string) (string, error) {
+			if last.known && last.original == original {
+				return last.want, nil
+			}
 			set, err := want(original)
 			if err != nil {
 				return "", err
 			}
-			return set.String(), nil
+			last.known, last.original, last.want = true, original, set.String()
+			return last.want, nil
 		},
 		Satisfied: func(content, want string) bool {
 			if same, decided := sameList(content, want); decided {
@@ -279,6 +329,24 @@ func invalid(content string) (string, bool) {
 		reason = "the kernel gives no reason"
 	}
 	return reason, true
+}
+
+// exists tells whether path can be stat'ed. A cgroup's exclusive file
+// that exists answers for its directory too, so a pass stats one file per
+// partition, not two, and into a stat buffer of its own: os.Stat's
+// FileInfo is not needed (issue 45: a pass's allocations grew with the
+// exclusive containers; 4 per partition, now 1, the path's bytes).
+// It retries a stat interrupted by a signal (EINTR), as os.Stat does: read
+// as missing, it would leave the container out of its ancestors' want for
+// a pass.
+func exists(path string) bool {
+	var st syscall.Stat_t
+	for {
+		err := syscall.Stat(path, &st)
+		if err != syscall.EINTR {
+			return err == nil
+		}
+	}
 }
 
 func depthOf(dir string) int {

@@ -178,8 +178,26 @@ func (p *Plugin) notePartitionSkipped(who string, req allocator.Request) {
 // partition. Called under the lock.
 func (p *Plugin) rememberCgroup(a allocator.Assignment, ctr *api.Container) {
 	if a.IsolatedPartition {
-		p.cgroups[a.ID] = ctr.GetLinux().GetCgroupsPath()
+		p.cgroups[a.ID] = partitionCgroup{path: ctr.GetLinux().GetCgroupsPath()}
 	}
+}
+
+// partitionCgroup is a partitioned container's cgroups path, as the
+// runtime gave it, and what partitionWants made of it at its first pass:
+// the cgroup's directory and the container's name, worked out once, not at
+// every pass (issue 45: a pass's allocations grew with the exclusive
+// containers). The name is kept with the assignment's pod and container it
+// was made from.
+type partitionCgroup struct {
+	path string
+	// dirDone: dir (or dirErr) is what cgroupDir made of path.
+	dirDone bool
+	dir     string
+	dirErr  error
+	// who names whoPod's container whoCtr ("" until made).
+	who    string
+	whoPod allocator.PodRef
+	whoCtr string
 }
 
 // rememberCgroups notes the cgroups of the running containers in isolated
@@ -198,17 +216,25 @@ func (p *Plugin) rememberCgroups(running []*api.Container) {
 func (p *Plugin) partitionWants() []partition.Want {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []partition.Want
-	for id, path := range p.cgroups {
+	out := make([]partition.Want, 0, len(p.cgroups))
+	for id, c := range p.cgroups {
 		a, ok := p.alloc.Get(id)
 		if !ok || !a.IsolatedPartition {
 			continue
 		}
-		dir, err := cgroupDir(path)
-		if err != nil {
+		if !c.dirDone {
+			c.dir, c.dirErr = cgroupDir(c.path)
+			c.dirDone = true
+			p.cgroups[id] = c
+		}
+		if c.dirErr != nil {
 			continue // a container without a cgroup path has nothing to partition
 		}
-		out = append(out, partition.Want{Dir: dir, CPUs: a.CPUs, Who: a.Pod.ContainerName(a.Container)})
+		if c.who == "" || c.whoPod != a.Pod || c.whoCtr != a.Container {
+			c.who, c.whoPod, c.whoCtr = a.Pod.ContainerName(a.Container), a.Pod, a.Container
+			p.cgroups[id] = c
+		}
+		out = append(out, partition.Want{Dir: c.dir, CPUs: a.CPUs, Who: c.who})
 	}
 	return out
 }

@@ -496,6 +496,42 @@ func TestIsolatedPartitionLifecycle(t *testing.T) {
 	assert.Equal(t, "", cgroupFile(t, f, filepath.Dir(dir), "cpuset.cpus.exclusive"))
 }
 
+// TestPartitionWantsKept: the partitions' wants, asked for at every pass,
+// name each container's cgroup directory and the container as before,
+// from what was worked out at the first pass: no allocation per container
+// after it (issue 45: cgroupDir and the name were made again at every
+// pass, about 5 allocations per container); a container that ended is no
+// longer wanted.
+func TestPartitionWantsKept(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, partitionedDesktop, statePath(f))
+	dirs := map[string]string{}
+	var ctrs []*api.Container
+	for _, name := range []string{"a", "b", "c", "d"} {
+		pod := f.runPod(podSpec{name: "rt" + name, namespace: "telco", annotations: map[string]string{
+			"pool.cpupool.dev": "exclusive", "isolated-partition.cpupool.dev": "true"}})
+		ctr, _, err := f.createContainer(pod, "loop", 1000)
+		require.NoError(t, err)
+		dirs[runcCreates(t, f, ctr)] = "telco/rt" + name + "/loop"
+		ctrs = append(ctrs, ctr)
+	}
+	got := func() map[string]string {
+		m := map[string]string{}
+		for _, w := range rp.p.partitionWants() {
+			m[w.Dir] = w.Who
+			assert.Equal(t, 1, w.CPUs.Size(), "%s's CPUs", w.Who)
+		}
+		return m
+	}
+	assert.Equal(t, dirs, got())
+	assert.Equal(t, dirs, got(), "asked again")
+	allocs := testing.AllocsPerRun(20, func() { rp.p.partitionWants() })
+	assert.LessOrEqual(t, allocs, 1.0, "allocations of the wants of 4 partitions, asked again (the list)")
+	f.stopContainer(ctrs[0])
+	delete(dirs, runcCreates(t, f, ctrs[0]))
+	assert.Equal(t, dirs, got(), "a container that ended")
+}
+
 // invalidatingFS is the real file system where the kernel takes
 // "isolated" in a cpuset.cpus.partition and then finds the partition
 // invalid, as it does when another cgroup has the CPUs exclusively.

@@ -205,9 +205,10 @@ type Plugin struct {
 	isolation       atomic.Pointer[isolation]
 	isolationTiming hostfiles.Timing
 	isolationFS     hostfiles.FS
-	// cgroups are the cgroups paths of running containers whose cgroup is
-	// an isolated partition, by id, from the runtime.
-	cgroups map[string]string
+	// cgroups are the cgroups of running containers whose cgroup is an
+	// isolated partition, by id: their paths from the runtime, and what
+	// partitionWants makes of them.
+	cgroups map[string]partitionCgroup
 	// auditor audits the held exclusive CPUs every minute for the metrics,
 	// once they are served (audit.go).
 	auditor atomic.Pointer[auditor]
@@ -238,7 +239,7 @@ type Plugin struct {
 func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logrus.Logger) (*Plugin, error) {
 	p := &Plugin{topo: topo, store: store, log: log, decisions: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
 		memsOverrode: map[string]bool{},
-		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]string{}}
+		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]partitionCgroup{}}
 	p.pins = newSandboxPins(&p.mu)
 	p.hugePages = sysfs.NewHugePageCounter(cfg.SysfsRoot) // the root stays across reloads
 	p.readHugePager = p.readHugePages
