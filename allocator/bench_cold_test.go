@@ -54,3 +54,44 @@ func BenchmarkExclusiveDecisionCold(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkExclusiveDecisionColdByShape is the same cold decision (a
+// 2-CPU exclusive placement, without memory) on an empty node of 16, 384
+// and 1,024 CPUs, warm (decisions back to back) and cold (32 MiB written
+// before each): it tells what of the cold decision's time the node's size
+// brings (its per-CPU and per-core structures) and what any node pays (the
+// code and the allocator's fixed structures, cold). It reports each
+// decision's median (median-µs).
+func BenchmarkExclusiveDecisionColdByShape(b *testing.B) {
+	evict := benchutil.NewEvictor()
+	shapes := []struct{ name, fixture, config string }{
+		{"cpus=16", "desktop-8c16t", `isolatedCPUs: "1-7,9-15"`},
+		{"cpus=384", largeNode, `isolatedCPUs: "1-191,193-383"`},
+		{"cpus=1024", "epyc-2s-1024", `isolatedCPUs: "1-511,513-1023"`},
+	}
+	for _, sh := range shapes {
+		for _, cold := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/cold=%v", sh.name, cold), func(b *testing.B) {
+				a := newAllocator(b, sh.fixture, sh.config)
+				took := make([]time.Duration, 0, b.N)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					r := exclusive(fmt.Sprintf("x%d", i), 2)
+					if cold {
+						evict.Evict()
+					}
+					start := time.Now()
+					_, err := a.Allocate(r)
+					took = append(took, time.Since(start))
+					if err != nil {
+						b.Fatal(err)
+					}
+					a.Release(r.ID)
+				}
+				b.StopTimer()
+				slices.Sort(took)
+				b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "median-µs")
+			})
+		}
+	}
+}
