@@ -186,18 +186,16 @@ func (p *Plugin) rememberCgroup(a allocator.Assignment, ctr *api.Container) {
 // runtime gave it, and what partitionWants made of it at its first pass:
 // the cgroup's directory and the container's name, worked out once, not at
 // every pass (issue 45: a pass's allocations grew with the exclusive
-// containers). The name is kept with the assignment's pod and container it
-// was made from.
+// containers). Both are fixed for a container id: its pod and name never
+// change, and Synchronize, which rebuilds the allocator, forgets them.
 type partitionCgroup struct {
 	path string
 	// dirDone: dir (or dirErr) is what cgroupDir made of path.
 	dirDone bool
 	dir     string
 	dirErr  error
-	// who names whoPod's container whoCtr ("" until made).
-	who    string
-	whoPod allocator.PodRef
-	whoCtr string
+	// who names the container ("" until made).
+	who string
 }
 
 // rememberCgroups notes the cgroups of the running containers in isolated
@@ -230,8 +228,8 @@ func (p *Plugin) partitionWants() []partition.Want {
 		if c.dirErr != nil {
 			continue // a container without a cgroup path has nothing to partition
 		}
-		if c.who == "" || c.whoPod != a.Pod || c.whoCtr != a.Container {
-			c.who, c.whoPod, c.whoCtr = a.Pod.ContainerName(a.Container), a.Pod, a.Container
+		if c.who == "" {
+			c.who = a.Pod.ContainerName(a.Container)
 			p.cgroups[id] = c
 		}
 		out = append(out, partition.Want{Dir: c.dir, CPUs: a.CPUs, Who: c.who})
