@@ -60,6 +60,9 @@ type passWork struct {
 	// counts the changes a pass that is not one settled without a read.
 	full    bool
 	skipped int
+	// before is, in a rescan, what was known before it started anew
+	// (Reconciler.known): read only for the strings of unchanged files.
+	before map[string]string
 	// touched counts, by directory, the files the pass wrote or
 	// restored (or tried to), and written names the files written with
 	// success: what a directory's other files were known to hold is
@@ -90,9 +93,13 @@ func (r *Reconciler) pass(full bool, labels *passLabels) error {
 	}
 	defer labels.leave()
 	r.passes.Add(1)
+	var before map[string]string
 	if full {
 		r.fullPasses.Add(1)
-		clear(r.known)
+		// The rescan starts what is known anew; what was known gives the
+		// strings of the files that read the same (passWork.read).
+		before = r.known
+		r.known = make(map[string]string, len(before))
 		for _, src := range r.sources {
 			if rs, ok := src.(Rescanner); ok {
 				labels.enter(src.Owner(), proflabel.StepRescan)
@@ -103,7 +110,7 @@ func (r *Reconciler) pass(full bool, labels *passLabels) error {
 		r.kickedPasses.Add(1)
 	}
 	p := &passWork{r: r, labels: labels, claimed: map[string]string{}, planned: map[string]string{}, planOK: map[string]bool{},
-		sourceOf: map[string]Source{}, fresh: map[string]Record{}, stale: map[string]bool{}, full: full, touched: map[string]int{}, written: map[string]bool{}}
+		sourceOf: map[string]Source{}, fresh: map[string]Record{}, stale: map[string]bool{}, full: full, before: before, touched: map[string]int{}, written: map[string]bool{}}
 	p.plan()
 	labels.enter("", proflabel.StepRestore)
 	p.restore()

@@ -141,7 +141,9 @@ func (p *passWork) plan() {
 // what was known already is that string, not a new one: the files a pass
 // reads every time (those with Verify) mostly read the same, and each
 // read made the content three times (issue 45: a pass's allocations grew
-// with the partitions).
+// with the partitions). In a rescan, which starts what is known anew, it
+// is what was known before the rescan (passWork.before): a rescan reads
+// every wanted file, most of them unchanged, and made a string for each.
 func (p *passWork) read(path string) (string, error) {
 	data, err := p.r.fs.ReadFile(path)
 	if err != nil {
@@ -152,7 +154,10 @@ func (p *passWork) read(path string) (string, error) {
 	if known, ok := p.r.known[path]; ok && known == string(data) {
 		return known, nil
 	}
-	content := string(data)
+	content, ok := p.before[path]
+	if !ok || content != string(data) {
+		content = string(data)
+	}
 	p.r.known[path] = content
 	return content, nil
 }
