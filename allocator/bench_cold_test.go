@@ -29,21 +29,7 @@ func BenchmarkExclusiveDecisionCold(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			took := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				r := exclusive(fmt.Sprintf("x%d", i), 2)
-				r.Demand = numamem.Demand{Memory: 1 << 30}
-				evict.Evict()
-				start := time.Now()
-				_, err := a.Allocate(r)
-				took = append(took, time.Since(start))
-				if err != nil {
-					b.Fatal(err)
-				}
-				a.Release(r.ID)
-			}
-			b.StopTimer()
+			took := timeDecisions(b, a, evict, numamem.Demand{Memory: 1 << 30})
 			var sum time.Duration
 			for _, d := range took {
 				sum += d
@@ -75,25 +61,38 @@ func BenchmarkExclusiveDecisionColdByShape(b *testing.B) {
 		for _, cold := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/cold=%v", sh.name, cold), func(b *testing.B) {
 				a := newAllocator(b, sh.fixture, sh.config)
-				took := make([]time.Duration, 0, b.N)
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					r := exclusive(fmt.Sprintf("x%d", i), 2)
-					if cold {
-						evict.Evict()
-					}
-					start := time.Now()
-					_, err := a.Allocate(r)
-					took = append(took, time.Since(start))
-					if err != nil {
-						b.Fatal(err)
-					}
-					a.Release(r.ID)
+				var ev benchutil.Evictor // nil: warm
+				if cold {
+					ev = evict
 				}
-				b.StopTimer()
+				took := timeDecisions(b, a, ev, numamem.Demand{})
 				slices.Sort(took)
 				b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "median-µs")
 			})
 		}
 	}
+}
+
+// timeDecisions times b.N 2-CPU exclusive decisions of demand, each
+// released untimed, with the caches evicted before each unless evict is
+// nil, and returns their times in order.
+func timeDecisions(b *testing.B, a *Allocator, evict benchutil.Evictor, demand numamem.Demand) []time.Duration {
+	took := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := exclusive(fmt.Sprintf("x%d", i), 2)
+		r.Demand = demand
+		if evict != nil {
+			evict.Evict()
+		}
+		start := time.Now()
+		_, err := a.Allocate(r)
+		took = append(took, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		a.Release(r.ID)
+	}
+	b.StopTimer()
+	return took
 }

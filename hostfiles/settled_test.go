@@ -406,51 +406,12 @@ func (s *verifySources) Owner() string { return "partition" }
 
 func (s *verifySources) Plan() (Plan, error) { return Plan{Changes: s.changes}, nil }
 
-// TestVerifiedReadsMakeNoContent: the files read at every pass (Verify)
-// that read what was known cost the pass no new content string, whether
-// the plugin wrote them (journaled) or found them meeting their want
-// (issue 45: each read made its content three times, a pass's
-// allocations grew with the partitions by as many per partition).
-func TestVerifiedReadsMakeNoContent(t *testing.T) {
-	perFile := func(n int) float64 {
-		files := map[string]string{}
-		for i := range n {
-			files[fmt.Sprintf("p%d", i)] = []string{"member", "isolated"}[i%2]
-		}
-		tr := newTree(t, files)
-		src := &verifySources{}
-		for name := range files {
-			src.changes = append(src.changes, (&verifySource{path: tr.path(name)}).change())
-		}
-		mem := &memReadFS{FS: OS{}}
-		in := openInstance(t, mem, tr, bootA, src)
-		require.NoError(t, in.r.Flush())
-		data := map[string][]byte{}
-		for name := range files {
-			require.Equal(t, "isolated", tr.read(t, name))
-			data[tr.path(name)] = []byte("isolated\n")
-		}
-		mem.mu.Lock()
-		mem.data = data
-		mem.mu.Unlock()
-		require.NoError(t, in.r.FlushKicked())
-		return testing.AllocsPerRun(5, func() {
-			if err := in.r.FlushKicked(); err != nil {
-				t.Fatal(err)
-			}
-		}) / float64(n)
-	}
-	few, many := perFile(20), perFile(400)
-	t.Logf("a kicked pass's allocations per verified file: %.2f with 20, %.2f with 400", few, many)
-	assert.Less(t, many, 0.5, "allocations per verified file read as known")
-}
-
-// TestRescanReadsMakeNoContent: a rescan (Flush) reads every wanted file
-// and forgets what was known, but a file that reads what the pass before
-// it knew costs it no new content string (issue 45: with 1,000 running a
-// rescan made some 500 more, one per file read).
-func TestRescanReadsMakeNoContent(t *testing.T) {
-	const n = 400
+// verifiedFromMemory is an instance with n verified files, half of them
+// made isolated by its first pass, whose reads from then on come from
+// memory (what the pass wrote): the passes after it read every file as
+// known.
+func verifiedFromMemory(t *testing.T, n int) *instance {
+	t.Helper()
 	files := map[string]string{}
 	for i := range n {
 		files[fmt.Sprintf("p%d", i)] = []string{"member", "isolated"}[i%2]
@@ -471,6 +432,36 @@ func TestRescanReadsMakeNoContent(t *testing.T) {
 	mem.mu.Lock()
 	mem.data = data
 	mem.mu.Unlock()
+	return in
+}
+
+// TestVerifiedReadsMakeNoContent: the files read at every pass (Verify)
+// that read what was known cost the pass no new content string, whether
+// the plugin wrote them (journaled) or found them meeting their want
+// (issue 45: each read made its content three times, a pass's
+// allocations grew with the partitions by as many per partition).
+func TestVerifiedReadsMakeNoContent(t *testing.T) {
+	perFile := func(n int) float64 {
+		in := verifiedFromMemory(t, n)
+		require.NoError(t, in.r.FlushKicked())
+		return testing.AllocsPerRun(5, func() {
+			if err := in.r.FlushKicked(); err != nil {
+				t.Fatal(err)
+			}
+		}) / float64(n)
+	}
+	few, many := perFile(20), perFile(400)
+	t.Logf("a kicked pass's allocations per verified file: %.2f with 20, %.2f with 400", few, many)
+	assert.Less(t, many, 0.5, "allocations per verified file read as known")
+}
+
+// TestRescanReadsMakeNoContent: a rescan (Flush) reads every wanted file
+// and forgets what was known, but a file that reads what the pass before
+// it knew costs it no new content string (issue 45: with 1,000 running a
+// rescan made some 500 more, one per file read).
+func TestRescanReadsMakeNoContent(t *testing.T) {
+	const n = 400
+	in := verifiedFromMemory(t, n)
 	require.NoError(t, in.r.Flush())
 	perFile := testing.AllocsPerRun(5, func() {
 		if err := in.r.Flush(); err != nil {
