@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -35,8 +34,8 @@ func BenchmarkExclusiveDecisionCold(b *testing.B) {
 				sum += d
 			}
 			b.ReportMetric(float64(sum.Nanoseconds())/1e3/float64(len(took)), "cold-mean-µs")
-			slices.Sort(took)
-			b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "cold-median-µs")
+			median, _ := benchutil.Latency(took)
+			b.ReportMetric(median, "cold-median-µs")
 		})
 	}
 }
@@ -47,9 +46,9 @@ func BenchmarkExclusiveDecisionCold(b *testing.B) {
 // back to back) and cold (32 MiB written before each). It tells what of
 // the cold decision's time the node's size brings (its per-CPU and
 // per-core structures) and what any node pays (the code and the
-// allocator's fixed structures, cold). It reports each decision's median
-// (median-µs), the one figure to read: cold, ns/op also counts the
-// eviction, about 1 ms.
+// allocator's fixed structures, cold). It reports the decisions' median
+// and p99 (median-µs, p99-µs), the figures to read: cold, ns/op also
+// counts the eviction, about 1 ms.
 func BenchmarkExclusiveDecisionColdByShape(b *testing.B) {
 	evict := benchutil.NewEvictor()
 	shapes := []struct{ name, fixture, config string }{
@@ -65,9 +64,7 @@ func BenchmarkExclusiveDecisionColdByShape(b *testing.B) {
 				if cold {
 					ev = evict
 				}
-				took := timeDecisions(b, a, ev, numamem.Demand{})
-				slices.Sort(took)
-				b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "median-µs")
+				benchutil.ReportLatency(b, timeDecisions(b, a, ev, numamem.Demand{}))
 			})
 		}
 	}
