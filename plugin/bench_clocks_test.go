@@ -3,14 +3,18 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/cpupool/nri-cpupool/internal/benchutil"
 	"github.com/cpupool/nri-cpupool/internal/handlerclock"
@@ -29,14 +33,21 @@ import (
 //
 // Between two creations it does nothing (between=none: the warm loop),
 // sleeps 500 µs, about a round trip's period in the daemon (sleep: the
-// thread idles, other processes may run), makes one system call that
+// thread idles, other processes may run, and the creation may come back on
+// the other CPU), sleeps as long with its thread held on one CPU
+// (sleep-pinned: the core idles, and the creation comes back to its
+// caches), waits as long on its CPU without sleeping or writing (spin:
+// time passes, the core stays busy), makes one system call that
 // touches next to no memory (syscall: on a kernel with page table
 // isolation and no PCID, as this project's development VM, each kernel
 // entry empties the TLB, so this tells the TLB's part), or writes over
 // 32 MiB
 // (evict: the CPU's data and unified caches and TLB hold other lines,
 // as after other processes ran): what a creation costs when it finds
-// the caches cold. Each runs with the clocks on and off (clocks=off: the
+// the caches cold. evict256k, evict1m and evict4m write over less: the
+// first level and part of the second, the second (a core's L2 on the
+// development VM), and that and some of the shared third level; against
+// evict, they tell from which level the cold creation's lines come back. Each runs with the clocks on and off (clocks=off: the
 // handler's own time, create-mean-µs and create-median-µs, without the
 // clocks' system calls in it).
 func BenchmarkCreateContainerHandlerAllFeaturesClocks(b *testing.B) {
@@ -48,10 +59,18 @@ func BenchmarkCreateContainerHandlerAllFeaturesClocks(b *testing.B) {
 		{"none", func() {}},
 		{"sleep", func() { time.Sleep(500 * time.Microsecond) }},
 		{"syscall", func() { syscall.Getppid() }},
+		{"spin", func() { spinFor(500 * time.Microsecond) }},
+		{"sleep-pinned", func() { time.Sleep(500 * time.Microsecond) }},
+		{"evict256k", benchutil.NewEvictorOf(256 << 10).Evict},
+		{"evict1m", benchutil.NewEvictorOf(1 << 20).Evict},
+		{"evict4m", benchutil.NewEvictorOf(4 << 20).Evict},
 		{"evict", evict.Evict},
 	} {
 		for _, on := range []bool{true, false} {
 			b.Run(fmt.Sprintf("between=%s/clocks=%s", between.name, map[bool]string{true: "on", false: "off"}[on]), func(b *testing.B) {
+				if strings.HasSuffix(between.name, "-pinned") {
+					pinThisThread(b)
+				}
 				warmCreations(b, between.do, on)
 			})
 		}
@@ -133,4 +152,25 @@ func reportClocks(b *testing.B, before, after handlerclock.Summary) {
 	b.ReportMetric(float64(after.ThreadChanged-before.ThreadChanged+after.Incomplete-before.Incomplete+after.Lost), "clk-left-out")
 	b.ReportMetric(float64(after.MarkWallNs), "clk-mark-wall-ns")
 	b.ReportMetric(float64(after.MarkCPUNs), "clk-mark-cpu-ns")
+}
+
+// spinFor waits d on its CPU, reading the clock and writing nothing.
+func spinFor(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}
+
+// pinThisThread holds the calling goroutine on its thread and that thread
+// on the CPU it runs on, for the rest of the goroutine: a benchmark's, so
+// the thread ends with it (runtime.LockOSThread without the unlock) and no
+// other goroutine inherits the affinity.
+func pinThisThread(b *testing.B) {
+	runtime.LockOSThread()
+	var cpu uint32
+	if _, _, errno := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); errno != 0 {
+		b.Fatalf("getcpu: %v", errno)
+	}
+	var mask unix.CPUSet
+	mask.Set(int(cpu))
+	require.NoError(b, unix.SchedSetaffinity(0, &mask))
 }
