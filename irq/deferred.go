@@ -119,8 +119,15 @@ func (s *Source) checkDeferredIRQ(root string, n int, banned cpuset.CPUSet) {
 	}
 	routed := effective.Set.Intersection(banned)
 	if routed.IsEmpty() {
-		if was {
+		switch {
+		case !was:
+		case effective.Text != prev.effective:
 			s.log.Infof("irq: IRQ %d (%s): its deferred move completed: it is routed to CPUs %s now, not %s", n, s.names(dir), effective.Text, prev.effective)
+		default:
+			// The kernel moved nothing: the CPUs it is still routed to
+			// were given back (their container ended), so the move is no
+			// longer wanted, and is not a completion.
+			s.log.Infof("irq: IRQ %d (%s): its deferred move is no longer needed: CPUs %s, where it is still routed, are no longer kept free of IRQs", n, s.names(dir), effective.Text)
 		}
 		return
 	}

@@ -127,6 +127,20 @@ func TestDeferredMoveReleased(t *testing.T) {
 	assert.Equal(t, 0, n.src.MovesPending())
 }
 
+// TestDeferredMoveUnneeded: the CPU a pending move was to leave is given
+// back while another CPU stays banned. The move no longer matters (not
+// counted), and the kernel completed nothing (the IRQ is still routed
+// there): the log says the move is no longer needed, not that it completed.
+func TestDeferredMoveUnneeded(t *testing.T) {
+	n := quietNode(t, "2", false)
+	n.ban(2, 6)
+	require.Equal(t, 1, n.src.MovesPending())
+	n.ban(6) // CPU 2's container ended; CPU 6's still runs
+	assert.Equal(t, 0, n.src.MovesPending())
+	assert.Empty(t, n.logged(logrus.InfoLevel, "its deferred move completed"), "effective_affinity_list still reads 2")
+	assert.Len(t, n.logged(logrus.InfoLevel, "IRQ 30 (virtio5-requests): its deferred move is no longer needed: CPUs 2, where it is still routed, are no longer kept free of IRQs"), 1)
+}
+
 // TestDeferredMoveFoundAfterRestart: a new process finds the IRQs the
 // earlier one moved already meeting their want, and writes none of them;
 // its first pass still reads their effective affinity, once, and counts
