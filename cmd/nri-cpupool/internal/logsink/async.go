@@ -30,6 +30,10 @@ type Async struct {
 	closed  bool
 	dropped int // lines dropped since the last one queued
 
+	// direct serialises the lines written after Close, once the queue
+	// is drained: the output need not be safe for concurrent writes.
+	direct sync.Mutex
+
 	// formatted is the goroutine's buffer for deferred lines, reused from
 	// one to the next.
 	formatted bytes.Buffer
@@ -52,27 +56,40 @@ func NewAsync(out io.Writer, capacity int) *Async {
 }
 
 // Write queues a copy of p (the caller may reuse it) and returns at once.
-// After Close it writes p directly.
+// After Close it writes p directly, once the queue is drained.
 func (a *Async) Write(p []byte) (int, error) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return a.out.Write(p)
+	if !a.closed {
+		a.enqueue(queued{line: append([]byte(nil), p...)})
+		a.mu.Unlock()
+		return len(p), nil
 	}
-	a.enqueue(queued{line: append([]byte(nil), p...)})
-	return len(p), nil
+	a.mu.Unlock()
+	return a.writeDirect(p)
 }
 
 // writeDeferred queues a line to format, in order with the written ones;
-// after Close it formats and writes it directly.
+// after Close it formats and writes it directly, once the queue is
+// drained.
 func (a *Async) writeDeferred(l *deferredLine) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		a.out.Write(l.format(nil))
+	if !a.closed {
+		a.enqueue(queued{deferred: l})
+		a.mu.Unlock()
 		return
 	}
-	a.enqueue(queued{deferred: l})
+	a.mu.Unlock()
+	a.writeDirect(l.format(nil))
+}
+
+// writeDirect writes a line logged after Close: after the lines queued
+// before it (a line logged while Close drains the queue waits for the
+// drain), and one at a time.
+func (a *Async) writeDirect(p []byte) (int, error) {
+	<-a.done
+	a.direct.Lock()
+	defer a.direct.Unlock()
+	return a.out.Write(p)
 }
 
 // enqueue queues q, or counts it dropped when the queue is full. Called
@@ -99,6 +116,9 @@ func (a *Async) run() {
 		}
 		a.out.Write(line)
 	}
+	// Closed: Close set closed, under mu, before it closed the queue, so
+	// nothing counts drops any more.
+	a.notice(a.dropped)
 }
 
 func (a *Async) notice(dropped int) {
@@ -107,8 +127,8 @@ func (a *Async) notice(dropped int) {
 	}
 }
 
-// Close writes what is queued, then returns; later lines are written
-// directly.
+// Close writes what is queued (and how many lines were dropped last),
+// then returns; later lines are written directly.
 func (a *Async) Close() {
 	a.mu.Lock()
 	if a.closed {
@@ -119,8 +139,4 @@ func (a *Async) Close() {
 	close(a.lines)
 	a.mu.Unlock()
 	<-a.done
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.notice(a.dropped)
-	a.dropped = 0
 }

@@ -3,6 +3,7 @@ package logsink
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -179,6 +180,45 @@ func TestCloseFlushesAndLaterLinesGoDirect(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 51 || lines[49] != "49" || lines[50] != "late" {
 		t.Fatalf("got %d lines: %q", len(lines), lines)
+	}
+}
+
+// TestLineDuringCloseAfterQueuedLines: a line logged while Close drains
+// the queue (after Close began, before it returned) comes out after the
+// lines queued before it, not ahead of them.
+func TestLineDuringCloseAfterQueuedLines(t *testing.T) {
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	var lines []string
+	a := NewAsync(writerFunc(func(p []byte) (int, error) {
+		if strings.HasPrefix(string(p), "queued") {
+			<-gate // the output stalls on the queued lines only
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, strings.TrimSpace(string(p)))
+		return len(p), nil
+	}), 10)
+	for i := range 3 {
+		a.Write(fmt.Appendf(nil, "queued %d\n", i))
+	}
+	closed := make(chan struct{})
+	go func() { a.Close(); close(closed) }()
+	for began := false; !began; {
+		a.mu.Lock()
+		began = a.closed
+		a.mu.Unlock()
+	}
+	late := make(chan struct{})
+	go func() { a.Write([]byte("late\n")); close(late) }()
+	time.Sleep(10 * time.Millisecond) // an early write of the late line would be in by now
+	close(gate)
+	<-closed
+	<-late
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"queued 0", "queued 1", "queued 2", "late"}; !slices.Equal(lines, want) {
+		t.Fatalf("got %q, want %q", lines, want)
 	}
 }
 
