@@ -23,7 +23,7 @@ import (
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	// Deferred first, so that it ends the last phase after the lock is
 	// released.
-	clock := p.clocks.Start()
+	clock := p.clocks.Load().Start()
 	defer clock.End()
 	who := containerRef(pod, ctr)
 	// Tenant input is bounded before it can hold the lock that every

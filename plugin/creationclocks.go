@@ -31,17 +31,11 @@ func NewCreationClocks() *handlerclock.Recorder {
 }
 
 // TimeCreations times each creation's phases into r (the daemon's
-// --handler-clocks); nil, the default, times nothing. Called before Run.
-func (p *Plugin) TimeCreations(r *handlerclock.Recorder) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.clocks = r
-}
+// --handler-clocks); nil, the default, times nothing. The daemon calls it
+// before Run; a creation that began before a later call is timed by the
+// Recorder it found.
+func (p *Plugin) TimeCreations(r *handlerclock.Recorder) { p.clocks.Store(r) }
 
 // CreationClocks is the Recorder TimeCreations gave, nil when creations
 // are not timed: the daemon serves its summary then.
-func (p *Plugin) CreationClocks() *handlerclock.Recorder {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.clocks
-}
+func (p *Plugin) CreationClocks() *handlerclock.Recorder { return p.clocks.Load() }

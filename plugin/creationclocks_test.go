@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,5 +52,36 @@ func TestCreationClocksOffByDefault(t *testing.T) {
 	rp := startPlugin(t, f, vm2, statePath(f))
 	_, _, err := f.createContainer(exclusivePod(f, "a"), "c", 1000)
 	require.NoError(t, err)
-	assert.Nil(t, rp.p.clocks)
+	assert.Nil(t, rp.p.CreationClocks())
+}
+
+// TestTimeCreationsWhileCreating: the Recorder may be given while
+// creations run (their first phase is timed before the lock): no data race
+// (go test -race, as make test runs it: without -race this cannot fail),
+// and each creation is timed by a Recorder or by none.
+func TestTimeCreationsWhileCreating(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	rp := startPlugin(t, f, vm2, statePath(f))
+	clocks := NewCreationClocks()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				rp.p.TimeCreations(clocks)
+				return
+			default:
+				rp.p.TimeCreations(clocks)
+				rp.p.TimeCreations(nil)
+			}
+		}
+	}()
+	for i := range 20 {
+		_, _, err := f.createContainer(f.runPod(podSpec{name: fmt.Sprintf("s%d", i)}), "c", 100)
+		require.NoError(t, err)
+	}
+	close(stop)
+	<-done
+	assert.Same(t, clocks, rp.p.CreationClocks())
 }

@@ -113,8 +113,10 @@ type Plugin struct {
 	// daemon's sink formats it off the reply's path (LogDecisionsTo).
 	decisions DecisionLog
 	// clocks times CreateContainer's phases (TimeCreations); nil, and
-	// nothing timed, unless the daemon runs with --handler-clocks.
-	clocks *handlerclock.Recorder
+	// nothing timed, unless the daemon runs with --handler-clocks. Atomic:
+	// CreateContainer reads it before it takes the lock, so that the
+	// first phase (the input's checks) is timed too.
+	clocks atomic.Pointer[handlerclock.Recorder]
 	// hugePages reads the hugepage counts through files it keeps open; closed
 	// when Run returns.
 	hugePages *sysfs.HugePageCounter
