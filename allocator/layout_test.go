@@ -207,3 +207,44 @@ func specDir(t *testing.T) string {
 	require.NoError(t, err)
 	return d
 }
+
+// TestDefaultPoolWithoutCPUs: a defaultPool with no CPUs on the node
+// would refuse every container without a pool annotation (kube-system's
+// too), so the check run, validate and a reload share refuses it; a pool
+// empty only while its CPUs are offline is a warning, as offline CPUs are
+// for a running daemon.
+func TestDefaultPoolWithoutCPUs(t *testing.T) {
+	for _, tc := range []struct {
+		name, fixture, config string
+		// want is "" (no defaultPool finding), "error" or "warning".
+		want, contains string
+		running        bool
+	}{
+		{"shared left empty (install.md's example)", "desktop-8c16t", "isolatedCPUs: 2-15\npools: {exclusive: {cpus: 2-11}}\ndefaultPool: shared", "error", `"shared" has no CPUs on this node`, false},
+		{"shared with CPUs", "desktop-8c16t", "isolatedCPUs: 2-15\npools: {exclusive: {cpus: 2-11}, shared: {cpus: 12-15}}\ndefaultPool: shared", "", "", false},
+		{"exclusive without isolated CPUs", "desktop-8c16t", "defaultPool: exclusive", "error", `"exclusive" has no CPUs on this node`, false},
+		{"exclusive with CPUs", "xeon-2s-interleaved", "defaultPool: exclusive", "", "", false},
+		{"exclusive-non-isolcpus not enabled", "desktop-8c16t", "defaultPool: exclusive-non-isolcpus", "error", "is not enabled", false},
+		{"exclusive-non-isolcpus with nothing to lend", "vm-2cpu", "isolatedCPUs: \"1\"\npools: {exclusive-non-isolcpus: {enabled: true}}\ndefaultPool: exclusive-non-isolcpus", "error", "has no CPU to lend", false},
+		{"exclusive-non-isolcpus enabled", "desktop-8c16t", "pools: {exclusive-non-isolcpus: {enabled: true}}\ndefaultPool: exclusive-non-isolcpus", "", "", false},
+		{"infra", "desktop-8c16t", "isolatedCPUs: 2-15\npools: {exclusive: {cpus: 2-11}}", "", "", false},
+		{"shared's CPUs offline", "server-offline-isolcpus", "pools: {exclusive: {cpus: 2-6}, shared: {cpus: \"7\"}}\ndefaultPool: shared", "warning", "its CPUs 7 are offline", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			build := BuildLayout
+			if tc.running {
+				build = BuildLayoutRunning
+			}
+			_, problems := build(topology(t, tc.fixture), parseConfig(t, tc.config))
+			got := ""
+			for _, p := range problems {
+				if p.Key != "defaultPool" || p.Warning && strings.Contains(p.Message, "makes every container without a CPU request fail") {
+					continue
+				}
+				got = map[bool]string{true: "warning", false: "error"}[p.Warning]
+				assert.Contains(t, p.Message, tc.contains)
+			}
+			assert.Equal(t, tc.want, got, "%v", problems)
+		})
+	}
+}
