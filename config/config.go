@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -499,11 +498,7 @@ func (c *Config) Check() Problems {
 			p.Errorf(key, "%q is not an absolute path", path)
 		}
 	}
-	if c.MetricsAddress != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {
-			p.Errorf("metricsAddress", "%q is not host:port (e.g. \"127.0.0.1:9464\")", c.MetricsAddress)
-		}
-	}
+	c.checkMetricsAddress(&p)
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		p.Errorf("logLevel", "%v", err)
 	}

@@ -99,6 +99,12 @@ func TestParseErrors(t *testing.T) {
 		{"relative state file", "stateFile: state.json", []string{"stateFile: \"state.json\" is not an absolute path"}},
 		{"log level", "logLevel: loud", []string{"logLevel: unknown level \"loud\""}},
 		{"metrics address", "metricsAddress: 9464", []string{"metricsAddress: \"9464\" is not host:port"}},
+		{"metrics port out of range", "metricsAddress: 127.0.0.1:99999", []string{`metricsAddress: port "99999" of "127.0.0.1:99999" is not a number from 1 to 65535; write e.g. "127.0.0.1:9464"`}},
+		{"metrics port not a number", "metricsAddress: \":abc\"", []string{`metricsAddress: port "abc" of ":abc" is not a number from 1 to 65535`}},
+		{"metrics port 0", "metricsAddress: 127.0.0.1:0", []string{`metricsAddress: port "0"`}},
+		{"metrics port signed", "metricsAddress: 127.0.0.1:+80", []string{`metricsAddress: port "+80"`}},
+		{"metrics host", "metricsAddress: \"a b:9464\"", []string{`metricsAddress: host "a b" of "a b:9464" is neither an IP address nor a host name`}},
+		{"metrics host zone on IPv4", "metricsAddress: \"[127.0.0.1%eth0]:9464\"", []string{`metricsAddress: host "127.0.0.1%eth0"`}},
 		{"min infra", "pools: {exclusive-non-isolcpus: {minInfraCPUs: 0}}", []string{"minInfraCPUs: 0: infra needs at least 1 CPU"}},
 		{"every problem at once", "logLevel: loud\npluginIndex: -1", []string{"logLevel", "pluginIndex"}},
 		{"irq isolation value", "pools: {exclusive: {irqIsolation: yes}}", []string{`pools.exclusive.irqIsolation: "yes" is not one of off, optIn, optOut, always`}},
@@ -250,5 +256,14 @@ func TestMemoryReserve(t *testing.T) {
 		"memory: {reservedHugePagesPerNode: {3Mi: 1}}", "memory: {reservedHugePagesPerNode: {2Mi: -1}}"} {
 		_, err := Parse(strings.NewReader(bad), "t")
 		assert.ErrorContains(t, err, "memory.reserved", bad)
+	}
+}
+
+// TestMetricsAddressListenable: the addresses net.Listen takes pass the
+// check (an error in the list above is one it refuses).
+func TestMetricsAddressListenable(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:9464", ":9464", "0.0.0.0:1", "[::1]:65535", "[::]:9464", "[fe80::1%eth0]:9464", "localhost:9464", "node-1.example.com.:9464"} {
+		_, err := Parse(strings.NewReader("metricsAddress: \""+addr+"\"\n"), "ok.yaml")
+		assert.NoError(t, err, addr)
 	}
 }
