@@ -3,10 +3,12 @@ package allocator
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -92,6 +94,7 @@ func buildLayout(topo *sysfs.Topology, cfg *config.Config, offlineListed bool) (
 	b.lendable()
 	b.checkDefaultPool()
 	b.warnSplitCores()
+	b.warnMemoryReserve()
 	return b.l, b.p
 }
 
@@ -332,6 +335,48 @@ func (b *layoutBuilder) checkDefaultPool() {
 	case now.IsEmpty():
 		b.p.Warnf("defaultPool", "%q has no online CPU (its CPUs %s are offline), so containers without a pool annotation are refused until one comes online; %s", pool, carved, fix)
 	}
+}
+
+// warnMemoryReserve reports a memory.reservedPerNode at least as large as
+// a NUMA node's memory (MemTotal less its hugepage pools, what numamem
+// counts as the node's capacity): no container whose memory is pinned fits
+// on that node then, so each is placed by its CPUs alone with a warning that
+// it may be OOM-killed (numamem/refusal.go). The usual mistake is a
+// machine's reserve written for each node (200Gi on 64Gi nodes). It is a
+// warning, not an error: the containers still start, pinned, as they did
+// before the reserve was set.
+func (b *layoutBuilder) warnMemoryReserve() {
+	reserve := b.l.MemoryReserve
+	if reserve <= 0 {
+		return
+	}
+	var over []string
+	smallest := int64(-1)
+	for _, node := range b.topo.NUMANodes {
+		if !node.HasMemory || node.MemTotalKB <= 0 {
+			continue
+		}
+		capacity := node.MemTotalKB * 1024
+		for _, hp := range node.HugePages {
+			capacity -= hp.Total * hp.SizeKB * 1024
+		}
+		capacity = max(0, capacity)
+		if smallest < 0 || capacity < smallest {
+			smallest = capacity
+		}
+		if reserve >= capacity {
+			over = append(over, fmt.Sprintf("%d (%s)", node.ID, numamem.Bytes(capacity)))
+		}
+	}
+	if len(over) == 0 {
+		return
+	}
+	nodes := "NUMA node " + over[0]
+	if len(over) > 1 {
+		nodes = "NUMA nodes " + strings.Join(over, ", ")
+	}
+	b.p.Warnf("memory.reservedPerNode", "%s is at least the memory of %s, less its hugepage pools: it is kept on each NUMA node, not on the whole machine, so no container whose memory is pinned (exclusive, with pinMemory) fits there, and each is placed by its CPUs alone with a warning that it may be OOM-killed; give what each node keeps for the host, below the smallest node's %s (e.g. \"2Gi\")",
+		numamem.Bytes(reserve), nodes, numamem.Bytes(smallest))
 }
 
 // warnSplitCores reports isolated pools that share a core with another.

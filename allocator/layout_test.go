@@ -248,3 +248,35 @@ func TestDefaultPoolWithoutCPUs(t *testing.T) {
 		})
 	}
 }
+
+// TestOversizedMemoryReserveWarns: memory.reservedPerNode is kept on each
+// NUMA node; at least a node's memory (less its hugepage pools) leaves no
+// room there for a container whose memory is pinned.
+func TestOversizedMemoryReserveWarns(t *testing.T) {
+	for _, tc := range []struct {
+		name, fixture, reserve, want string
+	}{
+		{"a machine's reserve written per node", "desktop-8c16t", "200Gi", "200Gi is at least the memory of NUMA node 0 (64Gi), less its hugepage pools"},
+		{"below the node", "desktop-8c16t", "63Gi", ""},
+		{"the hugepage pools count", "vm-2numa-hugepages", "4032Mi", "4032Mi is at least the memory of NUMA node 1 (4032Mi)"},
+		{"every node", "vm-2numa-hugepages", "4Gi", "NUMA nodes 0 (4Gi), 1 (4032Mi)"},
+		{"just below", "vm-2numa-hugepages", "4031Mi", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, problems := BuildLayout(topology(t, tc.fixture), parseConfig(t, "memory: {reservedPerNode: "+tc.reserve+"}"))
+			require.False(t, problems.HasErrors(), "%v", problems)
+			got := ""
+			for _, w := range problems.Warnings() {
+				if w.Key == "memory.reservedPerNode" {
+					got = w.Message
+				}
+			}
+			if tc.want == "" {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Contains(t, got, tc.want)
+			assert.Contains(t, got, "placed by its CPUs alone with a warning that it may be OOM-killed")
+		})
+	}
+}
