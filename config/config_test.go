@@ -267,3 +267,35 @@ func TestMetricsAddressListenable(t *testing.T) {
 		assert.NoError(t, err, addr)
 	}
 }
+
+// TestTypeErrorsNameTheirKey: a value of the wrong kind is named by its
+// key path and the kind the key takes, never by the decoder's words
+// ("cannot unmarshal !!str `4` into int"); a fraction for a whole number,
+// which the decoder truncates without a word, is refused too.
+func TestTypeErrorsNameTheirKey(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"quoted count", "pools:\n  exclusive:\n    count: \"4\"\n", `line 3: pools.exclusive.count: the string "4", want a whole number (write it without quotes)`},
+		{"word for a count", "pools: {shared: {count: four}}", `line 1: pools.shared.count: the string "four", want a whole number`},
+		{"fraction", "pools: {exclusive: {count: 1.5}}", `line 1: pools.exclusive.count: the number "1.5", want a whole number`},
+		{"boolean", "pinMemory: sometimes", `line 1: pinMemory: the string "sometimes", want true or false`},
+		{"quoted boolean", "pinMemory: \"true\"", `pinMemory: the string "true", want true or false (write it without quotes)`},
+		{"list for a string", "logLevel: [info]", "line 1: logLevel: a list, want a string"},
+		{"string for a list", "allowedNamespaces: {shared: kube-system}", `allowedNamespaces.shared: the string "kube-system", want a list`},
+		{"list for a section", "kernelWork: [rps]", "line 1: kernelWork: a list, want a mapping of keys"},
+		{"list for a duration", "irq: {rescanInterval: [1]}", "irq.rescanInterval: a list, want a single value"},
+		{"a type's own words", "irq:\n  rescanInterval: often\n", `line 2: irq.rescanInterval: "often" is not a duration`},
+		{"pages by size", "memory: {reservedHugePagesPerNode: {2Mi: many}}", `memory.reservedHugePagesPerNode.2Mi: the string "many", want a whole number`},
+		{"with an unknown key", "pools: {sahred: {}, exclusive: {count: \"4\"}}", "unknown key pools.sahred"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := mustFail(t, tc.yaml)
+			assert.Contains(t, msg, tc.want)
+			assert.NotContains(t, msg, "cannot unmarshal")
+			assert.NotContains(t, msg, "!!")
+		})
+	}
+	for _, ok := range []string{"pools: {exclusive: {count: 2.0}}", "pools: {exclusive: {count: 4}}", "pools: {exclusive: {count: ~}}", "isolatedCPUs: 2"} {
+		_, err := Parse(strings.NewReader(ok), "ok.yaml")
+		assert.NoError(t, err, ok)
+	}
+}
