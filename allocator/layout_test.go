@@ -280,3 +280,26 @@ func TestOversizedMemoryReserveWarns(t *testing.T) {
 		})
 	}
 }
+
+// TestCountZeroIsNotSet: pools.<pool>.count: 0 is the default and means
+// "not set", a contract documented in docs/configuration.md,
+// packaging/config.yaml and the chart's values.yaml: an exclusive pool
+// with count 0 takes every isolated CPU shared leaves, as with the key
+// left out; an empty exclusive pool is had by leaving it no isolated CPU,
+// in each of the ways those documents name.
+func TestCountZeroIsNotSet(t *testing.T) {
+	const fixture = "xeon-2s-interleaved"
+	unset, problems := BuildLayout(topology(t, fixture), parseConfig(t, ""))
+	require.False(t, problems.HasErrors(), "%v", problems)
+	zero, problems := BuildLayout(topology(t, fixture), parseConfig(t, "pools: {exclusive: {count: 0}, shared: {count: 0}}"))
+	require.False(t, problems.HasErrors(), "%v", problems)
+	assert.Equal(t, unset, zero)
+	assert.Equal(t, topology(t, fixture).Isolated.String(), zero.Exclusive.String(), "every isolated CPU")
+	assert.True(t, zero.Shared.IsEmpty())
+
+	for _, cfg := range []string{"isolatedCPUs: \"\"", "pools: {shared: {cpus: \"2-39,42-79\"}}", "reservedCPUs: \"2-39,42-79\""} {
+		l, problems := BuildLayout(topology(t, fixture), parseConfig(t, cfg))
+		require.False(t, problems.HasErrors(), "%s: %v", cfg, problems)
+		assert.True(t, l.Exclusive.IsEmpty(), "%s: exclusive %s", cfg, l.Exclusive)
+	}
+}
