@@ -53,6 +53,18 @@ for pair in containerd:/etc/containerd/conf.d/nri-cpupool-fail-closed.toml crio:
 done
 echo "the notes say which fail-closed drop-in to delete at uninstall"
 
+# One name on the node for each fail-closed drop-in, whoever puts it there:
+# every "cp .../examples/X DEST" the docs and the packaged files show copies
+# it to the file name the chart's init container writes (and its notes name).
+chart_names=$(sed -n 's/^  \([^ ]*-fail-closed\.[a-z]*\): |$/\1/p' "$out/containerd-dropin.yaml" "$out/crio-dropin.yaml" | sort -u | tr '\n' ' ')
+[ "$(wc -w <<<"$chart_names")" -eq 2 ] || { echo "the chart's fail-closed drop-ins: '$chart_names', want one per runtime"; exit 1; }
+copies=$(grep -h -o 'cp /usr/share/doc/nri-cpupool/examples/[^ ]* [^ `]*' docs/*.md packaging/containerd/* packaging/crio/*)
+[ -n "$copies" ] || { echo "no 'cp .../examples/...' instruction found in docs/ or packaging/"; exit 1; }
+while read -r _ _ dest; do
+  case " $chart_names" in *" ${dest##*/} "*) ;; *) echo "'cp ... $dest' installs the fail-closed drop-in under another name than the chart's ($chart_names)"; exit 1 ;; esac
+done <<<"$copies"
+echo "the docs copy each fail-closed drop-in to the chart's name ($chart_names)"
+
 # refused VALUES... NEEDLE: helm template fails, saying NEEDLE.
 refused() {
   local needle=${*: -1} msg
