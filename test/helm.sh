@@ -75,4 +75,10 @@ refused --set config.dra.enabled=true --set config.kubelet.devicePlugin=true "wo
 refused --set config.metricsAddress= "the probes need config.metricsAddress"
 refused --set runtime.name=docker 'runtime.name is "docker"'
 refused --set config.sandboxAffinity=true "cannot set pause processes' affinity"
+for tuning in config.pools.exclusive.irqIsolation=optOut config.pools.shared.housekeeping=always \
+  config.kernelWork.receivePacketSteering=held config.kernelWork.workqueues=held config.power.classes.fast.governor=performance; do
+  key=${tuning%%.fast.*}
+  refused --set "$tuning" "${key%%=*}"
+  refused --set "$tuning" "which the chart's unprivileged pod cannot; set privileged=true"
+done
 echo "values that cannot work are refused"

@@ -62,6 +62,29 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if $c.sandboxAffinity }}
 {{- fail "config.sandboxAffinity: the chart's pod does not share the host's PID namespace, so it cannot set pause processes' affinity; keep it false (sandboxes are pinned through their cgroups)" }}
 {{- end }}
+{{- if not .Values.privileged }}
+{{- $need := list }}
+{{- range $pool := list "exclusive" "shared" "exclusive-non-isolcpus" }}
+{{- range $key := list "irqIsolation" "housekeeping" }}
+{{- $v := toString (default "off" (index (index $c.pools $pool) $key)) }}
+{{- if ne $v "off" }}
+{{- $need = append $need (printf "config.pools.%s.%s=%s" $pool $key $v) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $key := list "receivePacketSteering" "workqueues" }}
+{{- $v := toString (default "off" (index $c.kernelWork $key)) }}
+{{- if ne $v "off" }}
+{{- $need = append $need (printf "config.kernelWork.%s=%s" $key $v) }}
+{{- end }}
+{{- end }}
+{{- if $c.power.classes }}
+{{- $need = append $need (printf "config.power.classes (%s)" (keys $c.power.classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- if $need }}
+{{- fail (printf "%s: IRQ isolation, housekeeping, kernelWork and power classes write the host's /proc/irq and files under /sys, which the chart's unprivileged pod cannot; set privileged=true (docs/install.md, \"With Helm\"), or turn them off" (join ", " $need)) }}
+{{- end }}
+{{- end }}
 {{- range $key := list "stateFile" "nriSocket" }}
 {{- if not (isAbs (toString (index $c $key))) }}
 {{- fail (printf "config.%s is %q: give an absolute path" $key (toString (index $c $key))) }}
