@@ -252,6 +252,22 @@ func checkPluginPod(ds string, spec corev1.PodSpec, c corev1.Container, cfg *con
 	if cfg.Kubelet.DevicePlugin {
 		mounted(cfg.Kubelet.DevicePluginDir, true)
 	}
+	// The metrics port is advertised where Prometheus's pod discovery can
+	// reach it, and only there: on the host network a loopback address is
+	// reached from the node alone.
+	if host, port, err := net.SplitHostPort(cfg.MetricsAddress); err == nil {
+		loopback := host == "localhost"
+		if ip := net.ParseIP(host); ip != nil {
+			loopback = ip.IsLoopback()
+		}
+		advertised, _ := probePort(c, "metrics")
+		switch {
+		case loopback && advertised != 0:
+			fail("advertises port metrics (%d), but metricsAddress %s is the node's loopback, which pod discovery cannot scrape", advertised, cfg.MetricsAddress)
+		case !loopback && strconv.Itoa(int(advertised)) != port:
+			fail("metricsAddress %s is reachable from other nodes, but the container advertises no port metrics %s for pod discovery", cfg.MetricsAddress, port)
+		}
+	}
 	if !cfg.DRA.Enabled {
 		return errs
 	}

@@ -43,11 +43,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $port }}
 {{- end }}
 
+{{/* The metrics address's host, without brackets: "" for every address. */}}
+{{- define "nri-cpupool.metricsAddressHost" -}}
+{{- $addr := toString (default "" .Values.config.metricsAddress) }}
+{{- trimSuffix (regexFind ":[0-9]+$" $addr) $addr | trimPrefix "[" | trimSuffix "]" }}
+{{- end }}
+
 {{/* The probes' host: the metrics address's host; 127.0.0.1 for an empty or wildcard one. */}}
 {{- define "nri-cpupool.metricsHost" -}}
-{{- $addr := toString (default "" .Values.config.metricsAddress) }}
-{{- $host := trimSuffix (regexFind ":[0-9]+$" $addr) $addr | trimPrefix "[" | trimSuffix "]" }}
+{{- $host := include "nri-cpupool.metricsAddressHost" . }}
 {{- if or (eq $host "") (eq $host "0.0.0.0") (eq $host "::") }}127.0.0.1{{ else }}{{ $host }}{{ end }}
+{{- end }}
+
+{{/* "true" when the metrics address is on the node's loopback (the default), where nothing outside the node reaches it. */}}
+{{- define "nri-cpupool.metricsLoopback" -}}
+{{- $host := include "nri-cpupool.metricsAddressHost" . }}
+{{- if or (hasPrefix "127." $host) (eq $host "::1") (eq $host "localhost") }}true{{ end }}
 {{- end }}
 
 {{/* Checks of values that would render a pod that cannot work. */}}
