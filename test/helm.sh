@@ -81,4 +81,11 @@ for tuning in config.pools.exclusive.irqIsolation=optOut config.pools.shared.hou
   refused --set "$tuning" "${key%%=*}"
   refused --set "$tuning" "which the chart's unprivileged pod cannot; set privileged=true"
 done
+# values.schema.json: what the binary would refuse in the config (an
+# unknown key, a value outside its set) and unknown values of the chart.
+refused --set config.pools.sahred.count=2 "additional properties 'sahred' not allowed"
+refused --set-string config.pools.exclusive.cpus=2-x "/config/pools/exclusive/cpus"
+refused --set config.logLevel=verbose "/config/logLevel"
+refused --set config.pools.shared.irqIsolation=optIn "/config/pools/shared/irqIsolation"
+refused --set privilged=true "additional properties 'privilged' not allowed"
 echo "values that cannot work are refused"
