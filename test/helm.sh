@@ -65,6 +65,17 @@ while read -r _ _ dest; do
 done <<<"$copies"
 echo "the docs copy each fail-closed drop-in to the chart's name ($chart_names)"
 
+# The notes' validate hint runs in the plugin's container: the binary the
+# image's entrypoint is (tools/mkimage) with the --config the pod runs with.
+"$HELM" template nri-cpupool "$CHART" --show-only templates/daemonset.yaml >"$out/ds.yaml"
+config_path=$(awk '/- --config$/ {getline; print $2; exit}' "$out/ds.yaml")
+binary=/usr/bin/nri-cpupool
+grep -q "\"Entrypoint\": \[\]string{\"$binary\"}" tools/mkimage/main.go || { echo "tools/mkimage: the image's entrypoint is not $binary"; exit 1; }
+notes=$("$HELM" install nri-cpupool "$CHART" --dry-run=client --namespace nri-cpupool)
+want="kubectl -n nri-cpupool exec POD -c nri-cpupool -- $binary validate --config $config_path"
+case $notes in *"$want"*) ;; *) echo "the notes do not say '$want':"; echo "$notes"; exit 1 ;; esac
+echo "the notes' validate hint runs $binary validate --config $config_path in the plugin's container"
+
 # refused VALUES... NEEDLE: helm template fails, saying NEEDLE.
 refused() {
   local needle=${*: -1} msg
