@@ -259,8 +259,10 @@ func TestMemoryReserve(t *testing.T) {
 	}
 }
 
-// TestMetricsAddressListenable: the addresses net.Listen takes pass the
-// check (an error in the list above is one it refuses).
+// TestMetricsAddressListenable: addresses of every form net.Listen takes
+// pass the check (the errors above are forms it refuses). Whether a host
+// name resolves, or a zone names an interface, is the node's: the check
+// does not ask, and run's net.Listen says so if not.
 func TestMetricsAddressListenable(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:9464", ":9464", "0.0.0.0:1", "[::1]:65535", "[::]:9464", "[fe80::1%eth0]:9464", "localhost:9464", "node-1.example.com.:9464"} {
 		_, err := Parse(strings.NewReader("metricsAddress: \""+addr+"\"\n"), "ok.yaml")
