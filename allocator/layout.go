@@ -3,10 +3,12 @@ package allocator
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -90,7 +92,9 @@ func buildLayout(topo *sysfs.Topology, cfg *config.Config, offlineListed bool) (
 	b.warnUnbalancedShared()
 	b.infra()
 	b.lendable()
+	b.checkDefaultPool()
 	b.warnSplitCores()
+	b.warnMemoryReserve()
 	return b.l, b.p
 }
 
@@ -115,6 +119,10 @@ type layoutBuilder struct {
 	// offlineListed makes offline CPUs in a list a warning
 	// (BuildLayoutRunning).
 	offlineListed bool
+	// carved are the exclusive and shared pools as carved on the present
+	// CPUs, before dropOffline: whether a pool is empty by the config or
+	// only while its CPUs are offline (checkDefaultPool).
+	carved struct{ exclusive, shared cpuset.CPUSet }
 }
 
 // checked parses a list key and keeps the present CPUs, reporting the
@@ -251,6 +259,7 @@ func (b *layoutBuilder) carve(key string, count int, carvable cpuset.CPUSet) cpu
 // dropOffline takes the offline CPUs out of the sets carved on the
 // present ones: an offline CPU is in no pool until it comes online.
 func (b *layoutBuilder) dropOffline() {
+	b.carved.exclusive, b.carved.shared = b.l.Exclusive, b.l.Shared
 	for _, set := range []*cpuset.CPUSet{&b.l.Isolated, &b.l.Reserved, &b.l.Exclusive, &b.l.Shared} {
 		*set = set.Intersection(b.topo.Online)
 	}
@@ -285,6 +294,89 @@ func (b *layoutBuilder) lendable() {
 	if b.l.Infra.Size() <= b.l.MinInfraCPUs {
 		b.p.Warnf("pools.exclusive-non-isolcpus", "enabled, but infra (%s) has no CPU to lend beyond minInfraCPUs=%d", b.l.Infra, b.l.MinInfraCPUs)
 	}
+}
+
+// checkDefaultPool refuses a defaultPool with no CPUs on this node: every
+// container without a pool annotation (kube-system's too, the CNI's) would
+// be refused at creation, and a reload, which moves no container, would
+// apply it live. It is an error, not a warning, because nothing on such a
+// node could start but the containers that ask for another pool; a start
+// or a reload that refuses it keeps the node as it was and says why. A
+// pool empty only because its CPUs are offline now is a warning, as every
+// offline CPU is (BuildLayoutRunning): they join it when they come online,
+// and a daemon that refused to start would leave every container unpinned.
+func (b *layoutBuilder) checkDefaultPool() {
+	pool := b.cfg.DefaultPool
+	fix := "give the pool CPUs, or set defaultPool: infra"
+	var now, carved cpuset.CPUSet
+	switch pool {
+	case pools.Shared:
+		now, carved = b.l.Shared, b.carved.shared
+		fix = "give pools.shared CPUs (pools.shared.cpus or pools.shared.count), or set defaultPool: infra"
+	case pools.Exclusive:
+		now, carved = b.l.Exclusive, b.carved.exclusive
+		fix = "give pools.exclusive CPUs (isolcpus=, isolatedCPUs, pools.exclusive.cpus or pools.exclusive.count), or set defaultPool: infra"
+	case pools.ExclusiveNonIsolcpus:
+		if !b.cfg.Pools.ExclusiveNonIsolcpus.Enabled {
+			b.p.Errorf("defaultPool", "%q is not enabled (pools.exclusive-non-isolcpus.enabled), so every container without a pool annotation would be refused, kube-system's too; enable it or set defaultPool: infra", pool)
+			return
+		}
+		if b.l.ExclusiveNonIsolcpus.IsEmpty() || b.l.Infra.Size() <= b.l.MinInfraCPUs {
+			b.p.Errorf("defaultPool", "%q has no CPU to lend on this node (infra %s, reserved %s, minInfraCPUs=%d), so every container without a pool annotation would be refused, kube-system's too; leave infra more CPUs or set defaultPool: infra",
+				pool, b.l.Infra, b.l.Reserved, b.l.MinInfraCPUs)
+		}
+		return
+	default:
+		return // infra is never empty (infra reports it), unknown pools are Check's
+	}
+	switch {
+	case carved.IsEmpty():
+		b.p.Errorf("defaultPool", "%q has no CPUs on this node, so every container without a pool annotation would be refused, kube-system's too; %s", pool, fix)
+	case now.IsEmpty():
+		b.p.Warnf("defaultPool", "%q has no online CPU (its CPUs %s are offline), so containers without a pool annotation are refused until one comes online; %s", pool, carved, fix)
+	}
+}
+
+// warnMemoryReserve reports a memory.reservedPerNode at least as large as
+// a NUMA node's memory (MemTotal less its hugepage pools, what numamem
+// counts as the node's capacity): no container whose memory is pinned fits
+// on that node then, so each is placed by its CPUs alone with a warning that
+// it may be OOM-killed (numamem/refusal.go). The usual mistake is a
+// machine's reserve written for each node (200Gi on 64Gi nodes). It is a
+// warning, not an error: the containers still start, pinned, as they did
+// before the reserve was set.
+func (b *layoutBuilder) warnMemoryReserve() {
+	reserve := b.l.MemoryReserve
+	if reserve <= 0 {
+		return
+	}
+	var over []string
+	smallest := int64(-1)
+	for _, node := range b.topo.NUMANodes {
+		if !node.HasMemory || node.MemTotalKB <= 0 {
+			continue
+		}
+		capacity := node.MemTotalKB * 1024
+		for _, hp := range node.HugePages {
+			capacity -= hp.Total * hp.SizeKB * 1024
+		}
+		capacity = max(0, capacity)
+		if smallest < 0 || capacity < smallest {
+			smallest = capacity
+		}
+		if reserve >= capacity {
+			over = append(over, fmt.Sprintf("%d (%s)", node.ID, numamem.Bytes(capacity)))
+		}
+	}
+	if len(over) == 0 {
+		return
+	}
+	nodes := "NUMA node " + over[0]
+	if len(over) > 1 {
+		nodes = "NUMA nodes " + strings.Join(over, ", ")
+	}
+	b.p.Warnf("memory.reservedPerNode", "%s is at least the memory of %s, less its hugepage pools: it is kept on each NUMA node, not on the whole machine, so no container whose memory is pinned (exclusive, with pinMemory) fits there, and each is placed by its CPUs alone with a warning that it may be OOM-killed; give what each node keeps for the host, below the smallest node's %s (e.g. \"2Gi\")",
+		numamem.Bytes(reserve), nodes, numamem.Bytes(smallest))
 }
 
 // warnSplitCores reports isolated pools that share a core with another.

@@ -207,3 +207,99 @@ func specDir(t *testing.T) string {
 	require.NoError(t, err)
 	return d
 }
+
+// TestDefaultPoolWithoutCPUs: a defaultPool with no CPUs on the node
+// would refuse every container without a pool annotation (kube-system's
+// too), so the check run, validate and a reload share refuses it; a pool
+// empty only while its CPUs are offline is a warning, as offline CPUs are
+// for a running daemon.
+func TestDefaultPoolWithoutCPUs(t *testing.T) {
+	for _, tc := range []struct {
+		name, fixture, config string
+		// want is "" (no defaultPool finding), "error" or "warning".
+		want, contains string
+		running        bool
+	}{
+		{"shared left empty (install.md's example)", "desktop-8c16t", "isolatedCPUs: 2-15\npools: {exclusive: {cpus: 2-11}}\ndefaultPool: shared", "error", `"shared" has no CPUs on this node`, false},
+		{"shared with CPUs", "desktop-8c16t", "isolatedCPUs: 2-15\npools: {exclusive: {cpus: 2-11}, shared: {cpus: 12-15}}\ndefaultPool: shared", "", "", false},
+		{"exclusive without isolated CPUs", "desktop-8c16t", "defaultPool: exclusive", "error", `"exclusive" has no CPUs on this node`, false},
+		{"exclusive with CPUs", "xeon-2s-interleaved", "defaultPool: exclusive", "", "", false},
+		{"exclusive-non-isolcpus not enabled", "desktop-8c16t", "defaultPool: exclusive-non-isolcpus", "error", "is not enabled", false},
+		{"exclusive-non-isolcpus with nothing to lend", "vm-2cpu", "isolatedCPUs: \"1\"\npools: {exclusive-non-isolcpus: {enabled: true}}\ndefaultPool: exclusive-non-isolcpus", "error", "has no CPU to lend", false},
+		{"exclusive-non-isolcpus enabled", "desktop-8c16t", "pools: {exclusive-non-isolcpus: {enabled: true}}\ndefaultPool: exclusive-non-isolcpus", "", "", false},
+		{"infra", "desktop-8c16t", "isolatedCPUs: 2-15\npools: {exclusive: {cpus: 2-11}}", "", "", false},
+		{"shared's CPUs offline", "server-offline-isolcpus", "pools: {exclusive: {cpus: 2-6}, shared: {cpus: \"7\"}}\ndefaultPool: shared", "warning", "its CPUs 7 are offline", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			build := BuildLayout
+			if tc.running {
+				build = BuildLayoutRunning
+			}
+			_, problems := build(topology(t, tc.fixture), parseConfig(t, tc.config))
+			got := ""
+			for _, p := range problems {
+				if p.Key != "defaultPool" || p.Warning && strings.Contains(p.Message, "makes every container without a CPU request fail") {
+					continue
+				}
+				got = map[bool]string{true: "warning", false: "error"}[p.Warning]
+				assert.Contains(t, p.Message, tc.contains)
+			}
+			assert.Equal(t, tc.want, got, "%v", problems)
+		})
+	}
+}
+
+// TestOversizedMemoryReserveWarns: memory.reservedPerNode is kept on each
+// NUMA node; at least a node's memory (less its hugepage pools) leaves no
+// room there for a container whose memory is pinned.
+func TestOversizedMemoryReserveWarns(t *testing.T) {
+	for _, tc := range []struct {
+		name, fixture, reserve, want string
+	}{
+		{"a machine's reserve written per node", "desktop-8c16t", "200Gi", "200Gi is at least the memory of NUMA node 0 (64Gi), less its hugepage pools"},
+		{"below the node", "desktop-8c16t", "63Gi", ""},
+		{"the hugepage pools count", "vm-2numa-hugepages", "4032Mi", "4032Mi is at least the memory of NUMA node 1 (4032Mi)"},
+		{"every node", "vm-2numa-hugepages", "4Gi", "NUMA nodes 0 (4Gi), 1 (4032Mi)"},
+		{"just below", "vm-2numa-hugepages", "4031Mi", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, problems := BuildLayout(topology(t, tc.fixture), parseConfig(t, "memory: {reservedPerNode: "+tc.reserve+"}"))
+			require.False(t, problems.HasErrors(), "%v", problems)
+			got := ""
+			for _, w := range problems.Warnings() {
+				if w.Key == "memory.reservedPerNode" {
+					got = w.Message
+				}
+			}
+			if tc.want == "" {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Contains(t, got, tc.want)
+			assert.Contains(t, got, "placed by its CPUs alone with a warning that it may be OOM-killed")
+		})
+	}
+}
+
+// TestCountZeroIsNotSet: pools.<pool>.count: 0 is the default and means
+// "not set", a contract documented in docs/configuration.md,
+// packaging/config.yaml and the chart's values.yaml: an exclusive pool
+// with count 0 takes every isolated CPU shared leaves, as with the key
+// left out; an empty exclusive pool is had by leaving it no isolated CPU,
+// in each of the ways those documents name.
+func TestCountZeroIsNotSet(t *testing.T) {
+	const fixture = "xeon-2s-interleaved"
+	unset, problems := BuildLayout(topology(t, fixture), parseConfig(t, ""))
+	require.False(t, problems.HasErrors(), "%v", problems)
+	zero, problems := BuildLayout(topology(t, fixture), parseConfig(t, "pools: {exclusive: {count: 0}, shared: {count: 0}}"))
+	require.False(t, problems.HasErrors(), "%v", problems)
+	assert.Equal(t, unset, zero)
+	assert.Equal(t, topology(t, fixture).Isolated.String(), zero.Exclusive.String(), "every isolated CPU")
+	assert.True(t, zero.Shared.IsEmpty())
+
+	for _, cfg := range []string{"isolatedCPUs: \"\"", "pools: {shared: {cpus: \"2-39,42-79\"}}", "reservedCPUs: \"2-39,42-79\""} {
+		l, problems := BuildLayout(topology(t, fixture), parseConfig(t, cfg))
+		require.False(t, problems.HasErrors(), "%s: %v", cfg, problems)
+		assert.True(t, l.Exclusive.IsEmpty(), "%s: exclusive %s", cfg, l.Exclusive)
+	}
+}

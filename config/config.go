@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -390,7 +389,13 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	cfg := Default()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+	err = dec.Decode(cfg)
+	if err == nil && len(typeErrors(data)) > 0 {
+		// What the decoder took without a word: a fraction for a whole
+		// number (it truncates count: 1.5 to 1).
+		err = errSilentlyConverted
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("config %s: %s (keys are documented in docs/configuration.md and packaging/config.yaml)", name, decodeError(err, data))
 	}
 	if problems := cfg.Check(); problems.HasErrors() {
@@ -399,23 +404,41 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	return cfg, nil
 }
 
+// errSilentlyConverted stands for the decoder's error where it took a value
+// that typeErrors refuses; typeErrors says what it is.
+var errSilentlyConverted = errors.New("a value does not fit its key")
+
 // decodeError says what the strict decoder refused, naming unknown keys by
-// their YAML path with the nearest known key instead of the decoder's Go
-// type names; its other findings (a string where a number goes) follow.
+// their YAML path with the nearest known key, and values of the wrong kind
+// by their key path with the kind the key takes, instead of the decoder's
+// Go type names ("cannot unmarshal !!str `4` into int"); its other
+// findings follow, those on a line already explained left out.
 func decodeError(err error, data []byte) string {
-	unknown := unknownKeys(data)
-	var te *yaml.TypeError
-	if len(unknown) == 0 || !errors.As(err, &te) {
+	unknown, typed := unknownKeys(data), typeErrors(data)
+	if len(unknown) == 0 && len(typed) == 0 {
 		return strings.TrimPrefix(err.Error(), "yaml: ")
 	}
-	lines := make([]string, 0, len(unknown)+len(te.Errors))
+	rest := []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		rest = te.Errors
+	} else if errors.Is(err, errSilentlyConverted) {
+		rest = nil
+	}
+	lines := make([]string, 0, len(unknown)+len(typed)+len(rest))
+	explained := map[string]bool{}
 	for _, u := range unknown {
 		lines = append(lines, u.String())
 	}
-	for _, e := range te.Errors {
-		if !strings.Contains(e, " not found in type ") {
-			lines = append(lines, e)
+	for _, e := range typed {
+		lines = append(lines, e.String())
+		explained[fmt.Sprintf("line %d: ", e.Line)] = true
+	}
+	for _, e := range rest {
+		if strings.Contains(e, " not found in type ") || explained[ownLine.FindString(e)] {
+			continue
 		}
+		lines = append(lines, e)
 	}
 	return strings.Join(lines, "\n  ")
 }
@@ -499,11 +522,7 @@ func (c *Config) Check() Problems {
 			p.Errorf(key, "%q is not an absolute path", path)
 		}
 	}
-	if c.MetricsAddress != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {
-			p.Errorf("metricsAddress", "%q is not host:port (e.g. \"127.0.0.1:9464\")", c.MetricsAddress)
-		}
-	}
+	c.checkMetricsAddress(&p)
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		p.Errorf("logLevel", "%v", err)
 	}

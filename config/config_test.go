@@ -99,6 +99,12 @@ func TestParseErrors(t *testing.T) {
 		{"relative state file", "stateFile: state.json", []string{"stateFile: \"state.json\" is not an absolute path"}},
 		{"log level", "logLevel: loud", []string{"logLevel: unknown level \"loud\""}},
 		{"metrics address", "metricsAddress: 9464", []string{"metricsAddress: \"9464\" is not host:port"}},
+		{"metrics port out of range", "metricsAddress: 127.0.0.1:99999", []string{`metricsAddress: port "99999" of "127.0.0.1:99999" is not a number from 1 to 65535; write e.g. "127.0.0.1:9464"`}},
+		{"metrics port not a number", "metricsAddress: \":abc\"", []string{`metricsAddress: port "abc" of ":abc" is not a number from 1 to 65535`}},
+		{"metrics port 0", "metricsAddress: 127.0.0.1:0", []string{`metricsAddress: port "0"`}},
+		{"metrics port signed", "metricsAddress: 127.0.0.1:+80", []string{`metricsAddress: port "+80"`}},
+		{"metrics host", "metricsAddress: \"a b:9464\"", []string{`metricsAddress: host "a b" of "a b:9464" is neither an IP address nor a host name`}},
+		{"metrics host zone on IPv4", "metricsAddress: \"[127.0.0.1%eth0]:9464\"", []string{`metricsAddress: host "127.0.0.1%eth0"`}},
 		{"min infra", "pools: {exclusive-non-isolcpus: {minInfraCPUs: 0}}", []string{"minInfraCPUs: 0: infra needs at least 1 CPU"}},
 		{"every problem at once", "logLevel: loud\npluginIndex: -1", []string{"logLevel", "pluginIndex"}},
 		{"irq isolation value", "pools: {exclusive: {irqIsolation: yes}}", []string{`pools.exclusive.irqIsolation: "yes" is not one of off, optIn, optOut, always`}},
@@ -250,5 +256,48 @@ func TestMemoryReserve(t *testing.T) {
 		"memory: {reservedHugePagesPerNode: {3Mi: 1}}", "memory: {reservedHugePagesPerNode: {2Mi: -1}}"} {
 		_, err := Parse(strings.NewReader(bad), "t")
 		assert.ErrorContains(t, err, "memory.reserved", bad)
+	}
+}
+
+// TestMetricsAddressListenable: addresses of every form net.Listen takes
+// pass the check (the errors above are forms it refuses). Whether a host
+// name resolves, or a zone names an interface, is the node's: the check
+// does not ask, and run's net.Listen says so if not.
+func TestMetricsAddressListenable(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:9464", ":9464", "0.0.0.0:1", "[::1]:65535", "[::]:9464", "[fe80::1%eth0]:9464", "localhost:9464", "node-1.example.com.:9464"} {
+		_, err := Parse(strings.NewReader("metricsAddress: \""+addr+"\"\n"), "ok.yaml")
+		assert.NoError(t, err, addr)
+	}
+}
+
+// TestTypeErrorsNameTheirKey: a value of the wrong kind is named by its
+// key path and the kind the key takes, never by the decoder's words
+// ("cannot unmarshal !!str `4` into int"); a fraction for a whole number,
+// which the decoder truncates without a word, is refused too.
+func TestTypeErrorsNameTheirKey(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"quoted count", "pools:\n  exclusive:\n    count: \"4\"\n", `line 3: pools.exclusive.count: the string "4", want a whole number (write it without quotes)`},
+		{"word for a count", "pools: {shared: {count: four}}", `line 1: pools.shared.count: the string "four", want a whole number`},
+		{"fraction", "pools: {exclusive: {count: 1.5}}", `line 1: pools.exclusive.count: the number "1.5", want a whole number`},
+		{"boolean", "pinMemory: sometimes", `line 1: pinMemory: the string "sometimes", want true or false`},
+		{"quoted boolean", "pinMemory: \"true\"", `pinMemory: the string "true", want true or false (write it without quotes)`},
+		{"list for a string", "logLevel: [info]", "line 1: logLevel: a list, want a string"},
+		{"string for a list", "allowedNamespaces: {shared: kube-system}", `allowedNamespaces.shared: the string "kube-system", want a list`},
+		{"list for a section", "kernelWork: [rps]", "line 1: kernelWork: a list, want a mapping of keys"},
+		{"list for a duration", "irq: {rescanInterval: [1]}", "irq.rescanInterval: a list, want a single value"},
+		{"a type's own words", "irq:\n  rescanInterval: often\n", `line 2: irq.rescanInterval: "often" is not a duration`},
+		{"pages by size", "memory: {reservedHugePagesPerNode: {2Mi: many}}", `memory.reservedHugePagesPerNode.2Mi: the string "many", want a whole number`},
+		{"with an unknown key", "pools: {sahred: {}, exclusive: {count: \"4\"}}", "unknown key pools.sahred"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := mustFail(t, tc.yaml)
+			assert.Contains(t, msg, tc.want)
+			assert.NotContains(t, msg, "cannot unmarshal")
+			assert.NotContains(t, msg, "!!")
+		})
+	}
+	for _, ok := range []string{"pools: {exclusive: {count: 2.0}}", "pools: {exclusive: {count: 4}}", "pools: {exclusive: {count: ~}}", "isolatedCPUs: 2"} {
+		_, err := Parse(strings.NewReader(ok), "ok.yaml")
+		assert.NoError(t, err, ok)
 	}
 }

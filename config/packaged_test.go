@@ -44,3 +44,16 @@ func TestPackagedConfigDocumentsEveryKey(t *testing.T) {
 		assert.True(t, re.MatchString(text), "packaging/config.yaml does not document %s", key)
 	}
 }
+
+// TestCountZeroIsDocumentedAsNotSet: pools.<pool>.count: 0, the default,
+// means "not set" (the allocator's TestCountZeroIsNotSet holds the
+// behaviour); a reader of any of the three places that show the key with
+// its 0 must learn it there (review 58, item 11).
+func TestCountZeroIsDocumentedAsNotSet(t *testing.T) {
+	re := regexp.MustCompile(`(?s)count: 0.{0,40}not set`)
+	for _, path := range []string{"../docs/configuration.md", "../packaging/config.yaml", "../deploy/helm/nri-cpupool/values.yaml"} {
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.True(t, re.Match(data), "%s does not say that count: 0 means not set", path)
+	}
+}

@@ -53,6 +53,29 @@ for pair in containerd:/etc/containerd/conf.d/nri-cpupool-fail-closed.toml crio:
 done
 echo "the notes say which fail-closed drop-in to delete at uninstall"
 
+# One name on the node for each fail-closed drop-in, whoever puts it there:
+# every "cp .../examples/X DEST" the docs and the packaged files show copies
+# it to the file name the chart's init container writes (and its notes name).
+chart_names=$(sed -n 's/^  \([^ ]*-fail-closed\.[a-z]*\): |$/\1/p' "$out/containerd-dropin.yaml" "$out/crio-dropin.yaml" | sort -u | tr '\n' ' ')
+[ "$(wc -w <<<"$chart_names")" -eq 2 ] || { echo "the chart's fail-closed drop-ins: '$chart_names', want one per runtime"; exit 1; }
+copies=$(grep -h -o 'cp /usr/share/doc/nri-cpupool/examples/[^ ]* [^ `]*' docs/*.md packaging/containerd/* packaging/crio/*)
+[ -n "$copies" ] || { echo "no 'cp .../examples/...' instruction found in docs/ or packaging/"; exit 1; }
+while read -r _ _ dest; do
+  case " $chart_names" in *" ${dest##*/} "*) ;; *) echo "'cp ... $dest' installs the fail-closed drop-in under another name than the chart's ($chart_names)"; exit 1 ;; esac
+done <<<"$copies"
+echo "the docs copy each fail-closed drop-in to the chart's name ($chart_names)"
+
+# The notes' validate hint runs in the plugin's container: the binary the
+# image's entrypoint is (tools/mkimage) with the --config the pod runs with.
+"$HELM" template nri-cpupool "$CHART" --show-only templates/daemonset.yaml >"$out/ds.yaml"
+config_path=$(awk '/- --config$/ {getline; print $2; exit}' "$out/ds.yaml")
+binary=/usr/bin/nri-cpupool
+grep -q "\"Entrypoint\": \[\]string{\"$binary\"}" tools/mkimage/main.go || { echo "tools/mkimage: the image's entrypoint is not $binary"; exit 1; }
+notes=$("$HELM" install nri-cpupool "$CHART" --dry-run=client --namespace nri-cpupool)
+want="kubectl -n nri-cpupool exec POD -c nri-cpupool -- $binary validate --config $config_path"
+case $notes in *"$want"*) ;; *) echo "the notes do not say '$want':"; echo "$notes"; exit 1 ;; esac
+echo "the notes' validate hint runs $binary validate --config $config_path in the plugin's container"
+
 # refused VALUES... NEEDLE: helm template fails, saying NEEDLE.
 refused() {
   local needle=${*: -1} msg
@@ -63,4 +86,17 @@ refused --set config.dra.enabled=true --set config.kubelet.devicePlugin=true "wo
 refused --set config.metricsAddress= "the probes need config.metricsAddress"
 refused --set runtime.name=docker 'runtime.name is "docker"'
 refused --set config.sandboxAffinity=true "cannot set pause processes' affinity"
+for tuning in config.pools.exclusive.irqIsolation=optOut config.pools.shared.housekeeping=always \
+  config.kernelWork.receivePacketSteering=held config.kernelWork.workqueues=held config.power.classes.fast.governor=performance; do
+  key=${tuning%%.fast.*}
+  refused --set "$tuning" "${key%%=*}"
+  refused --set "$tuning" "which the chart's unprivileged pod cannot; set privileged=true"
+done
+# values.schema.json: what the binary would refuse in the config (an
+# unknown key, a value outside its set) and unknown values of the chart.
+refused --set config.pools.sahred.count=2 "additional properties 'sahred' not allowed"
+refused --set-string config.pools.exclusive.cpus=2-x "/config/pools/exclusive/cpus"
+refused --set config.logLevel=verbose "/config/logLevel"
+refused --set config.pools.shared.irqIsolation=optIn "/config/pools/shared/irqIsolation"
+refused --set privilged=true "additional properties 'privilged' not allowed"
 echo "values that cannot work are refused"

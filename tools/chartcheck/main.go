@@ -237,10 +237,36 @@ func checkPluginPod(ds string, spec corev1.PodSpec, c corev1.Container, cfg *con
 	mounted(filepath.Dir(cfg.StateFile), true)
 	mounted(filepath.Dir(cfg.NRISocket), true)
 	mounted(cfg.CgroupRoot, true)
-	mounted(filepath.Join(cfg.SysfsRoot, "sys"), false)
+	// The tuning features write host files (docs/tuning.md): the host's
+	// /proc/irq, which only a privileged container may, and files under
+	// /sys, which must then be mounted read-write too.
+	if tuning := tuningFeatures(cfg); len(tuning) > 0 {
+		if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+			fail("its config turns on %s, which write host files, but the container is not privileged", strings.Join(tuning, ", "))
+		}
+		mounted(filepath.Join(cfg.SysfsRoot, "sys"), true)
+	} else {
+		mounted(filepath.Join(cfg.SysfsRoot, "sys"), false)
+	}
 	mounted(filepath.Join(cfg.SysfsRoot, "proc/cmdline"), false)
 	if cfg.Kubelet.DevicePlugin {
 		mounted(cfg.Kubelet.DevicePluginDir, true)
+	}
+	// The metrics port is advertised where Prometheus's pod discovery can
+	// reach it, and only there: on the host network a loopback address is
+	// reached from the node alone.
+	if host, port, err := net.SplitHostPort(cfg.MetricsAddress); err == nil {
+		loopback := host == "localhost"
+		if ip := net.ParseIP(host); ip != nil {
+			loopback = ip.IsLoopback()
+		}
+		advertised, _ := probePort(c, "metrics")
+		switch {
+		case loopback && advertised != 0:
+			fail("advertises port metrics (%d), but metricsAddress %s is the node's loopback, which pod discovery cannot scrape", advertised, cfg.MetricsAddress)
+		case !loopback && strconv.Itoa(int(advertised)) != port:
+			fail("metricsAddress %s is reachable from other nodes, but the container advertises no port metrics %s for pod discovery", cfg.MetricsAddress, port)
+		}
 	}
 	if !cfg.DRA.Enabled {
 		return errs
@@ -257,6 +283,25 @@ func checkPluginPod(ds string, spec corev1.PodSpec, c corev1.Container, cfg *con
 		fail("dra.enabled with in-cluster credentials, but the pod mounts no service account token")
 	}
 	return errs
+}
+
+// tuningFeatures names the features of cfg that write the host's
+// /proc/irq or files under /sys.
+func tuningFeatures(cfg *config.Config) []string {
+	var on []string
+	if cfg.IRQIsolationEnabled() {
+		on = append(on, "IRQ isolation")
+	}
+	if cfg.HousekeepingEnabled() {
+		on = append(on, "housekeeping")
+	}
+	if cfg.RPSHeld() || cfg.WorkqueuesHeld() {
+		on = append(on, "kernelWork")
+	}
+	if len(cfg.Power.Classes) > 0 {
+		on = append(on, "power classes")
+	}
+	return on
 }
 
 // probePort resolves a probe's port, a number or the name of a port of the

@@ -37,8 +37,7 @@ spec:
       containers:
         - name: p
           image: x
-          ports: [{name: metrics, containerPort: 9464}]
-          livenessProbe: {httpGet: {host: 127.0.0.1, port: metrics, path: /healthz}}
+          livenessProbe: {httpGet: {host: 127.0.0.1, port: 9464, path: /healthz}}
           readinessProbe: {httpGet: {host: 127.0.0.1, port: 9464, path: /readyz}}
           volumeMounts:
             - {name: config, mountPath: /etc/nri-cpupool}
@@ -75,7 +74,10 @@ func TestCheck(t *testing.T) {
 		{"ConfigMap not in the chart", "configMap: {name: p-config}", "configMap: {name: other}", `names ConfigMap "other"`},
 		{"unknown config key", "    sysfsRoot: /host", "    sysfsRot: /host", "sysfsRot"},
 		{"probe off the metrics port", "port: 9464, path: /readyz", "port: 9465, path: /readyz", "readiness probe on port 9465, but the config's metricsAddress is 127.0.0.1:9464"},
-		{"probe on no named port", "port: metrics, path", "port: metric, path", `port "metric" is not a port of the container`},
+		{"tuning without privileges", "    sysfsRoot: /host", "    sysfsRoot: /host\n    pools: {exclusive: {irqIsolation: optIn}}", "turns on IRQ isolation, which write host files, but the container is not privileged"},
+		{"probe on no named port", "port: 9464, path: /healthz", "port: metric, path: /healthz", `port "metric" is not a port of the container`},
+		{"metrics port advertised on loopback", "          image: x", "          image: x\n          ports: [{name: metrics, containerPort: 9464}]", "advertises port metrics (9464), but metricsAddress 127.0.0.1:9464 is the node's loopback"},
+		{"metrics on every address, no port", "metricsAddress: 127.0.0.1:9464", "metricsAddress: \":9464\"", `metricsAddress :9464 is reachable from other nodes, but the container advertises no port metrics 9464`},
 		{"unknown kind", "kind: ServiceAccount", "kind: ServiceAcount", "ServiceAcount"},
 		{"service account not in the chart", "serviceAccountName: p", "serviceAccountName: q", `service account "q"`},
 	} {
@@ -88,6 +90,30 @@ func TestCheck(t *testing.T) {
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestCheckMetricsPort: an address other nodes reach advertises its port.
+func TestCheckMetricsPort(t *testing.T) {
+	every := strings.NewReplacer("metricsAddress: 127.0.0.1:9464", `metricsAddress: "0.0.0.0:9464"`,
+		"          image: x\n", "          image: x\n          ports: [{name: metrics, containerPort: 9464}]\n")
+	_, err := check([]byte(every.Replace(good)))
+	assert.NoError(t, err)
+}
+
+// TestCheckTuning: the features that write host files need a privileged
+// container with the host's /sys mounted read-write.
+func TestCheckTuning(t *testing.T) {
+	power := strings.NewReplacer("    sysfsRoot: /host\n", "    sysfsRoot: /host\n    power: {classes: {fast: {governor: performance}}}\n")
+	privileged := strings.NewReplacer("          image: x\n", "          image: x\n          securityContext: {privileged: true}\n")
+	writable := strings.NewReplacer("mountPath: /host/sys, readOnly: true}", "mountPath: /host/sys}")
+	_, err := check([]byte(writable.Replace(privileged.Replace(power.Replace(good)))))
+	assert.NoError(t, err)
+	_, err = check([]byte(privileged.Replace(power.Replace(good))))
+	assert.ErrorContains(t, err, "/host/sys, which its config uses, is not mounted read-write")
+	_, err = check([]byte(writable.Replace(power.Replace(good))))
+	assert.ErrorContains(t, err, "turns on power classes, which write host files, but the container is not privileged")
+	_, err = check([]byte(privileged.Replace(good)))
+	assert.NoError(t, err, "privileged without tuning")
 }
 
 // TestCheckDRA: with dra.enabled the container has the driver's

@@ -43,11 +43,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $port }}
 {{- end }}
 
+{{/* The metrics address's host, without brackets: "" for every address. */}}
+{{- define "nri-cpupool.metricsAddressHost" -}}
+{{- $addr := toString (default "" .Values.config.metricsAddress) }}
+{{- trimSuffix (regexFind ":[0-9]+$" $addr) $addr | trimPrefix "[" | trimSuffix "]" }}
+{{- end }}
+
 {{/* The probes' host: the metrics address's host; 127.0.0.1 for an empty or wildcard one. */}}
 {{- define "nri-cpupool.metricsHost" -}}
-{{- $addr := toString (default "" .Values.config.metricsAddress) }}
-{{- $host := trimSuffix (regexFind ":[0-9]+$" $addr) $addr | trimPrefix "[" | trimSuffix "]" }}
+{{- $host := include "nri-cpupool.metricsAddressHost" . }}
 {{- if or (eq $host "") (eq $host "0.0.0.0") (eq $host "::") }}127.0.0.1{{ else }}{{ $host }}{{ end }}
+{{- end }}
+
+{{/* "true" when the metrics address is on the node's loopback (the default), where nothing outside the node reaches it. */}}
+{{- define "nri-cpupool.metricsLoopback" -}}
+{{- $host := include "nri-cpupool.metricsAddressHost" . }}
+{{- if or (hasPrefix "127." $host) (eq $host "::1") (eq $host "localhost") }}true{{ end }}
 {{- end }}
 
 {{/* Checks of values that would render a pod that cannot work. */}}
@@ -61,6 +72,29 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- if $c.sandboxAffinity }}
 {{- fail "config.sandboxAffinity: the chart's pod does not share the host's PID namespace, so it cannot set pause processes' affinity; keep it false (sandboxes are pinned through their cgroups)" }}
+{{- end }}
+{{- if not .Values.privileged }}
+{{- $need := list }}
+{{- range $pool := list "exclusive" "shared" "exclusive-non-isolcpus" }}
+{{- range $key := list "irqIsolation" "housekeeping" }}
+{{- $v := toString (default "off" (index (index $c.pools $pool) $key)) }}
+{{- if ne $v "off" }}
+{{- $need = append $need (printf "config.pools.%s.%s=%s" $pool $key $v) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $key := list "receivePacketSteering" "workqueues" }}
+{{- $v := toString (default "off" (index $c.kernelWork $key)) }}
+{{- if ne $v "off" }}
+{{- $need = append $need (printf "config.kernelWork.%s=%s" $key $v) }}
+{{- end }}
+{{- end }}
+{{- if $c.power.classes }}
+{{- $need = append $need (printf "config.power.classes (%s)" (keys $c.power.classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- if $need }}
+{{- fail (printf "%s: IRQ isolation, housekeeping, kernelWork and power classes write the host's /proc/irq and files under /sys, which the chart's unprivileged pod cannot; set privileged=true (docs/install.md, \"With Helm\"), or turn them off" (join ", " $need)) }}
+{{- end }}
 {{- end }}
 {{- range $key := list "stateFile" "nriSocket" }}
 {{- if not (isAbs (toString (index $c $key))) }}
