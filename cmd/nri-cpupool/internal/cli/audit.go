@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cpupool/nri-cpupool/audit"
-	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
@@ -23,7 +22,7 @@ const auditNotClean = 3
 
 func runAudit(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("audit", "audit [--config F] [--state-file F] [--proc-root D] [--sysfs-root D] [--cgroup-root D] [--sample 1s] [--json]", stderr)
-	cfgPath := fs.String("config", "", "configuration file (default: the defaults; its stateFile, procRoot, sysfsRoot and cgroupRoot apply)")
+	cfgPath := configFlag(fs, "the node's configuration file, as run reads it (a missing default file means built-in defaults); its stateFile, procRoot, sysfsRoot, cgroupRoot and kernelWork apply")
 	stateFile := fs.String("state-file", "", "the plugin's state file (default: the config's stateFile)")
 	procRoot := fs.String("proc-root", "", "where procfs is mounted (default: the config's procRoot, /proc)")
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
@@ -33,12 +32,9 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	cfg := config.Default()
-	if *cfgPath != "" {
-		var err error
-		if cfg, err = config.Load(*cfgPath); err != nil {
-			return err
-		}
+	cfg, err := loadRunConfig(*cfgPath)
+	if err != nil {
+		return err
 	}
 	for _, o := range []struct{ flag, dst *string }{{stateFile, &cfg.StateFile}, {procRoot, &cfg.ProcRoot}, {cgroupRoot, &cfg.CgroupRoot}} {
 		if *o.flag != "" {

@@ -32,7 +32,7 @@ const explainSynopsis = "explain NAMESPACE/POD[/CONTAINER] [--state-file F] [--c
 
 func runExplain(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("explain", explainSynopsis, stderr)
-	cfgPath := fs.String("config", "", "configuration file (default: the defaults; its stateFile, sysfsRoot, procRoot, cgroupRoot and pools' housekeeping apply)")
+	cfgPath := configFlag(fs, "the node's configuration file, as run reads it (a missing default file means built-in defaults); its stateFile, sysfsRoot, procRoot, cgroupRoot and pools' housekeeping apply")
 	stateFile := fs.String("state-file", "", "the plugin's state file (default: the config's stateFile)")
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	procRoot := fs.String("proc-root", "", "where procfs is mounted, for the IRQs (default: the config's procRoot, /proc)")
@@ -42,11 +42,9 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := config.Default()
-	if *cfgPath != "" {
-		if cfg, err = config.Load(*cfgPath); err != nil {
-			return err
-		}
+	cfg, err := loadRunConfig(*cfgPath)
+	if err != nil {
+		return err
 	}
 	for _, o := range []struct{ flag, dst *string }{{stateFile, &cfg.StateFile}, {procRoot, &cfg.ProcRoot}, {cgroupRoot, &cfg.CgroupRoot}} {
 		if *o.flag != "" {

@@ -35,7 +35,7 @@ const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func runPlugin(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", "run [--config F] [--nri-socket S] [--state-file F] [--sysfs-root D] [--cgroup-root D] [--log-level L] [--pprof-address A] [--handler-clocks]", stderr)
-	cfgPath := fs.String("config", config.DefaultPath, "configuration file; a missing default file means built-in defaults")
+	cfgPath := configFlag(fs, "configuration file; a missing default file means built-in defaults")
 	socket := fs.String("nri-socket", "", "runtime's NRI socket (overrides nriSocket)")
 	stateFile := fs.String("state-file", "", "state file (overrides stateFile)")
 	sysfsRoot := fs.String("sysfs-root", "", "directory holding sys/ and proc/ (overrides sysfsRoot)")
@@ -410,12 +410,4 @@ func metricsHandler(p *plugin.Plugin, d Driver, extra ...prometheus.Collector) h
 		mux.Handle(handlerClocksPath, clocks)
 	}
 	return mux
-}
-
-// loadRunConfig reads the config; only the default path may be absent.
-func loadRunConfig(path string) (*config.Config, error) {
-	if _, err := os.Stat(path); os.IsNotExist(err) && path == config.DefaultPath {
-		return config.Default(), nil
-	}
-	return config.Load(path)
 }

@@ -25,8 +25,9 @@ import (
 )
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("status", "status [--state-file F] [--json | --map [--sysfs-root D] [--color WHEN]]", stderr)
-	stateFile := fs.String("state-file", config.Default().StateFile, "the plugin's state file")
+	fs := newFlags("status", "status [--config F] [--state-file F] [--json | --map [--sysfs-root D] [--color WHEN]]", stderr)
+	cfgPath := configFlag(fs, "the node's configuration file, as run reads it (a missing default file means built-in defaults); its stateFile and sysfsRoot apply")
+	stateFile := fs.String("state-file", "", "the plugin's state file (default: the config's stateFile, "+config.Default().StateFile+")")
 	asJSON := fs.Bool("json", false, "print the state as JSON")
 	asMap := fs.Bool("map", false, "draw the node: each CPU's pool and the container that has it")
 	root := fs.String("sysfs-root", "", "with --map: directory holding sys/ of the node the state file is from (default /)")
@@ -38,6 +39,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if *asJSON && *asMap {
 		return usageError(fs, "--json and --map: choose one")
 	}
+	cfg, err := loadRunConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if *stateFile == "" {
+		*stateFile = cfg.StateFile
+	}
 	st, err := readState(*stateFile)
 	if err != nil {
 		return err
@@ -46,7 +54,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return printStatusJSON(stdout, st, *stateFile)
 	}
 	if *asMap {
-		topo, err := sysfs.Discover(sysfsRoot(*root, nil))
+		topo, err := sysfs.Discover(sysfsRoot(*root, cfg))
 		if err != nil {
 			return err
 		}
@@ -91,7 +99,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout)
 	printRuntime(stdout, *stateFile)
 	printDRAStatus(stdout, *stateFile)
-	printOfflineHeld(stdout, st, sysfsRoot(*root, nil))
+	printOfflineHeld(stdout, st, sysfsRoot(*root, cfg))
 	printLastReload(stdout, *stateFile)
 	return nil
 }

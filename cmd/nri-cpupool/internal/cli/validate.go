@@ -16,7 +16,7 @@ import (
 
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("validate", "validate --config F [--sysfs-root D]", stderr)
-	cfgPath := fs.String("config", config.DefaultPath, "configuration file to check")
+	cfgPath := configFlag(fs, "configuration file to check")
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
