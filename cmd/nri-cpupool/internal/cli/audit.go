@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/cpupool/nri-cpupool/audit"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
@@ -17,7 +19,8 @@ import (
 )
 
 // auditNotClean is audit's exit code when a held exclusive CPU is not
-// clean (1 is any other failure).
+// clean (1 is any other failure, and a CPU whose verdict is unknown: the
+// audit could not check it, which is no finding either way).
 const auditNotClean = 3
 
 func runAudit(args []string, stdout, stderr io.Writer) error {
@@ -73,10 +76,19 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !rep.Clean {
-		return exitError{auditNotClean}
+	if rep.Clean {
+		return nil
 	}
-	return nil
+	unknown := cpuset.New()
+	for _, c := range rep.CPUs {
+		switch {
+		case c.Unknown:
+			unknown = unknown.Union(cpuset.New(c.CPU))
+		case !c.Clean:
+			return exitError{auditNotClean}
+		}
+	}
+	return fmt.Errorf("the verdict on %s (%s) is unknown: %s does not show the host's processes (see the note)", plural(unknown.Size(), "held CPU"), unknown, cfg.ProcRoot)
 }
 
 // auditHoldings are the exclusive CPUs the state says are held: running
