@@ -30,7 +30,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	procRoot := fs.String("proc-root", "", "where procfs is mounted (default: the config's procRoot, /proc)")
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	cgroupRoot := fs.String("cgroup-root", "", "the cgroup mount (default: the config's cgroupRoot)")
-	sample := durationVar(fs, "sample", time.Second, "`DURATION` to count interrupts, with its unit (500ms, 2s; at most 1m)")
+	sample := durationVar(fs, "sample", time.Second, time.Millisecond, time.Minute, "`DURATION` to count interrupts, with its unit (500ms, 2s; from 1ms to 1m)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args, stdout); err != nil {
 		return err
@@ -43,9 +43,6 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 		if *o.flag != "" {
 			*o.dst = *o.flag
 		}
-	}
-	if *sample <= 0 || *sample > time.Minute {
-		return fmt.Errorf("--sample %s: give a duration between 1ms and 1m", *sample)
 	}
 	st, err := readState(cfg.StateFile)
 	if err != nil {

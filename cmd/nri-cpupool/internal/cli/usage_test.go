@@ -44,6 +44,25 @@ func TestBadDurationSaysWhatIsExpected(t *testing.T) {
 	assert.NotContains(t, errOut, "parse error")
 }
 
+// TestSampleOutOfRangeIsAMisuse: --sample takes 1ms to 1m, as its message
+// says; a value outside is a bad flag value like any other: exit 2 with
+// the usage, before anything is read (review 58, item 9: 2m, 0s and -1s
+// were exit 1, and 100us was taken).
+func TestSampleOutOfRangeIsAMisuse(t *testing.T) {
+	for _, v := range []string{"2m", "1m1ms", "0s", "-1s", "100us", "999us"} {
+		code, out, errOut := run(t, "audit", "--sample", v)
+		assert.Equal(t, 2, code, v)
+		assert.Empty(t, out, v)
+		assert.Contains(t, errOut, `invalid value "`+v+`" for flag -sample: want a duration between 1ms and 1m`+"\n", v)
+		assert.Contains(t, errOut, "Usage: nri-cpupool audit", v)
+	}
+	for _, v := range []string{"1ms", "1m"} {
+		code, _, errOut := run(t, "audit", "--sample", v, "--state-file", filepath.Join(t.TempDir(), "none.json"))
+		assert.Equal(t, 1, code, v)
+		assert.Contains(t, errOut, "is the plugin running with this --state-file?", "%s is in range: audit goes on to read the state", v)
+	}
+}
+
 // TestRunTakesRelativePaths: run takes a relative --sysfs-root (and
 // --state-file, --cgroup-root, --nri-socket) as the other commands do,
 // resolved against the working directory, instead of refusing it as "not
