@@ -237,6 +237,17 @@ func (b *layoutBuilder) carve(key string, count int, carvable cpuset.CPUSet) cpu
 		return cpuset.New()
 	}
 	if count > carvable.Size() {
+		if b.l.Isolated.IsEmpty() {
+			// Not `(isolcpus=) ""`: say that nothing is isolated, and how
+			// to isolate CPUs (review 58, item 10).
+			none, fix := "isolatedCPUs is empty", "name CPUs in isolatedCPUs or in the pool's cpus"
+			if b.cfg.IsolatedCPUs == nil {
+				none = "the kernel isolates no CPU (no isolcpus= or nohz_full= on the kernel command line)"
+				fix = "boot with isolcpus= and nohz_full= naming the CPUs to isolate, or name them in isolatedCPUs or in the pool's cpus"
+			}
+			b.p.Errorf(key, "asks for %d CPUs but %s, and a count is carved from the isolated CPUs; %s, or remove the count", count, none, fix)
+			return cpuset.New()
+		}
 		source := "isolatedCPUs"
 		if b.cfg.IsolatedCPUs == nil {
 			source = "the kernel's isolated CPUs (isolcpus=)"

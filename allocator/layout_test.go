@@ -87,7 +87,7 @@ func TestBuildLayoutProblems(t *testing.T) {
 		{"pools overlap", "desktop-8c16t", "isolatedCPUs: \"2-7\"\npools: {exclusive: {cpus: \"2-5\"}, shared: {cpus: \"5-7\"}}", "pools.exclusive.cpus", "overlaps pools.shared.cpus on CPUs 5", false},
 		{"pool overlaps reserved", "desktop-8c16t", "reservedCPUs: \"2\"\npools: {shared: {cpus: \"2-3\"}}", "pools.shared.cpus", "overlaps reservedCPUs on CPUs 2", false},
 		{"count too large", "xeon-2s-interleaved", "pools: {exclusive: {count: 70}, shared: {count: 10}}", "pools.shared.count", "asks for 10 CPUs but only 6 are left", false},
-		{"count without isolated CPUs", "desktop-8c16t", "pools: {exclusive: {count: 2}}", "pools.exclusive.count", "only 0 are left", false},
+		{"count without isolated CPUs", "desktop-8c16t", "pools: {exclusive: {count: 2}}", "pools.exclusive.count", "but the kernel isolates no CPU", false},
 		{"infra empty", "vm-2cpu", "pools: {exclusive: {cpus: \"0-1\"}}", "pools", "no CPU is left for infra", false},
 		{"splits siblings", "desktop-8c16t", "isolatedCPUs: \"2-7\"", "pools.exclusive", "splits the hyperthreads", true},
 		{"not isolated", "desktop-8c16t", "pools: {exclusive: {cpus: \"2,10\"}}", "pools.exclusive.cpus", "not isolated", true},
