@@ -36,7 +36,7 @@ func commands() []command {
 		{"status", "show pools and assignments from the state file", runStatus},
 		{"audit", "show what still disturbs each held exclusive CPU (IRQs, threads, isolation)", runAudit},
 		{"explain", "say why a pod's containers got their CPUs, or why they were refused", runExplain},
-		{"version", "print the version", runVersion},
+		{"version", "print the version (also --version)", runVersion},
 	}
 }
 
@@ -64,6 +64,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
+	}
+	// --version is the version command, as many tools have it (review
+	// 58, item 14); -v is not: it means verbose to Go's tools.
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {

@@ -40,7 +40,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	stateFile := fs.String("state-file", "", "state file (overrides stateFile)")
 	sysfsRoot := fs.String("sysfs-root", "", "directory holding sys/ and proc/ (overrides sysfsRoot)")
 	cgroupRoot := fs.String("cgroup-root", "", "cgroup hierarchy root (overrides cgroupRoot)")
-	logLevel := fs.String("log-level", "", "trace, debug, info, warn or error (overrides logLevel)")
+	logLevel := keyFlagVar(fs, "log-level", "logLevel", "log `LEVEL`: trace, debug, info, warn or error (overrides logLevel)", func(c *config.Config, v string) { c.LogLevel = v })
 	pprofAddr := fs.String("pprof-address", "", "serve Go profiles (/debug/pprof/) on this loopback HOST:PORT or unix:PATH; off when empty")
 	handlerClocks := fs.Bool("handler-clocks", false, "time each creation's phases by wall and thread CPU clock, summarized as JSON on metricsAddress's "+handlerClocksPath+" (a diagnostic)")
 	if err := parse(fs, args, stdout); err != nil {

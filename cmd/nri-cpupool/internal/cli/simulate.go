@@ -27,7 +27,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	topology := fs.String("topology", "", "a topology YAML in the format of testdata/topologies, or the name of a shape there (the binary carries them), rendered for the run instead of a sysfs tree")
 	cfgPath := fs.String("config", "", "configuration file (default: built-in defaults)")
-	isolated := fs.String("isolated-cpus", "", "`LIST` of CPUs taken as the kernel's isolated set (isolcpus=), overriding the config's isolatedCPUs")
+	isolated := keyFlagVar(fs, "isolated-cpus", "isolatedCPUs", "`LIST` of CPUs taken as the kernel's isolated set (isolcpus=), overriding the config's isolatedCPUs",
+		func(c *config.Config, v string) { c.IsolatedCPUs = &v })
 	reqPath := fs.String("requests", "", "requests file (YAML, see docs/commands.md)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	failOnRefusal := fs.Bool("fail-on-refusal", false, "exit 3 when a step fails, after printing every step (for CI)")
@@ -50,10 +51,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *isolated != "" {
-		cfg.IsolatedCPUs = isolated
-		if problems := cfg.Check(); problems.HasErrors() {
-			return problems.Errors().In("--isolated-cpus")
-		}
+		cfg.IsolatedCPUs = isolated // checked when parsed (keyFlag)
 	}
 	nodeRoot := sysfsRoot(*root, cfg)
 	if *topology != "" {
@@ -73,6 +71,16 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	runner, err := simulate.NewRunner(topo, cfg, nodeRoot)
+	var misfit *simulate.MisfitError
+	if errors.As(err, &misfit) && *isolated != "" {
+		// What the node refuses of the list is the flag's, not the
+		// config's: `--isolated-cpus: CPUs 200 do not exist`.
+		for i := range misfit.Problems {
+			if misfit.Problems[i].Key == "isolatedCPUs" {
+				misfit.Problems[i].Key = "--isolated-cpus"
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}

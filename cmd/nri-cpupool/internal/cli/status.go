@@ -25,12 +25,12 @@ import (
 )
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("status", "status [--config F] [--state-file F] [--json | --map [--sysfs-root D] [--color WHEN]]", stderr)
+	fs := newFlags("status", "status [--config F] [--state-file F] [--sysfs-root D] [--json | --map [--color WHEN]]", stderr)
 	cfgPath := configFlag(fs, "the node's configuration file, as run reads it (a missing default file means built-in defaults); its stateFile and sysfsRoot apply")
 	stateFile := fs.String("state-file", "", "the plugin's state file (default: the config's stateFile, "+config.Default().StateFile+")")
 	asJSON := fs.Bool("json", false, "print the state as JSON")
 	asMap := fs.Bool("map", false, "draw the node: each CPU's pool and the container that has it")
-	root := fs.String("sysfs-root", "", "with --map: directory holding sys/ of the node the state file is from (default /)")
+	root := fs.String("sysfs-root", "", "directory holding sys/ of the node the state file is from, for the offline CPUs and --map (default: the config's sysfsRoot, /)")
 	color := colorAuto
 	fs.Var(&color, "color", colorUsage)
 	if err := parse(fs, args, stdout); err != nil {

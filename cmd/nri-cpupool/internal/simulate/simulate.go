@@ -189,10 +189,20 @@ type Runner struct {
 func NewRunner(topo *sysfs.Topology, cfg *config.Config, sysfsRoot string) (*Runner, error) {
 	layout, problems := allocator.BuildLayout(topo, cfg)
 	if problems.HasErrors() {
-		return nil, fmt.Errorf("the configuration does not fit this node:\n%s", problems.Errors())
+		return nil, &MisfitError{Problems: problems.Errors()}
 	}
 	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg, topo), resolveDevice: sysfs.DeviceNUMAResolver(sysfsRoot),
 		created: map[string]allocator.Container{}}, nil
+}
+
+// MisfitError is a configuration that does not fit the node: its errors,
+// by key, which a caller may name as its flags (--isolated-cpus).
+type MisfitError struct {
+	Problems config.Problems
+}
+
+func (e *MisfitError) Error() string {
+	return fmt.Sprintf("the configuration does not fit this node:\n%s", e.Problems)
 }
 
 // Allocator exposes the allocator for inspection.
