@@ -48,6 +48,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/internal/procfs"
 	"github.com/cpupool/nri-cpupool/irq"
 )
@@ -349,7 +350,7 @@ func judge(cpu *CPU, seesHost bool) {
 	// problem it would keep such a CPU NOT CLEAN, and audit's exit status
 	// failing, for an interrupt that may never come.
 	if cpu.ForeignThreads > 0 {
-		p := fmt.Sprintf("%d threads of other processes may run on it", cpu.ForeignThreads)
+		p := plural.Count(cpu.ForeignThreads, "thread") + " of other processes may run on it"
 		if !cpu.DomainIsolated && (cpu.IsolatedPartition == nil || !*cpu.IsolatedPartition) {
 			p += " (it is neither domain-isolated nor in an isolated partition)"
 		}

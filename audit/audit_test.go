@@ -138,13 +138,13 @@ func TestNotClean(t *testing.T) {
 	assert.Equal(t, []Thread{{PID: 1, TID: 1, Comm: "systemd", Allowed: "0-7", Kind: ForeignCgroup, Reason: "its cgroup /init.scope allows CPU 2 (CPUs 0-7): not confined"}}, c2.Threads)
 	assert.Equal(t, 1, c2.PerCPUKernelThreads)
 	assert.Equal(t, 2, c2.UnboundKernelThreads, "kthreadd and kblockd: reported, not judged")
-	assert.Equal(t, []string{"device IRQs fired on it: 25 (3)", "1 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)"}, c2.Problems)
+	assert.Equal(t, []string{"device IRQs fired on it: 25 (3)", "1 thread of other processes may run on it (it is neither domain-isolated nor in an isolated partition)"}, c2.Problems)
 	assert.Equal(t, Power{Class: "low-latency", ResumeLatencyUS: "0", IdleStates: []IdleState{{"POLL", false}, {"C1", true}, {"C10", false}},
 		Governor: "performance", MinKHz: "800000", MaxKHz: "3500000", CurKHz: "3499000"}, c2.Power)
 	require.NotNil(t, c2.IsolatedPartition)
 	assert.False(t, *c2.IsolatedPartition)
 
-	assert.Equal(t, []string{"device IRQs fired on it: 28 (40); not movable: 28", "1 threads of other processes may run on it"}, c3.Problems)
+	assert.Equal(t, []string{"device IRQs fired on it: 28 (40); not movable: 28", "1 thread of other processes may run on it"}, c3.Problems)
 	assert.False(t, c3.IRQs[0].Movable)
 	assert.Contains(t, c3.IRQs[0].Reason, "kernel-managed")
 	assert.True(t, *c3.IsolatedPartition)

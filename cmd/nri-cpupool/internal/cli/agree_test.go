@@ -26,7 +26,7 @@ import (
 func TestValidateAcceptsWhatRunStartsWith(t *testing.T) {
 	root := fixture.Root(t, "server-offline-isolcpus") // 7, 15 and 31 offline
 	cfgFile := writeFile(t, "isolatedCPUs: \"2-7,18-23\"\nreservedCPUs: \"0\"\npools: {shared: {cpus: \"2-3,18-19\"}}\n")
-	want := "warning: isolatedCPUs: CPUs 7 are offline (online: 0-6,8-14,16-30); the daemon runs without them and they join the pool when they come online; if they are gone for good, remove them from the list"
+	want := "warning: isolatedCPUs: CPU 7 is offline (online: 0-6,8-14,16-30); the daemon runs without it and it joins the pool when it comes online; if it is gone for good, remove it from the list"
 
 	code, out, errOut := run(t, "validate", "--sysfs-root", root, "--config", cfgFile)
 	assert.Equal(t, 0, code, errOut)

@@ -14,6 +14,7 @@ import (
 	"github.com/cpupool/nri-cpupool/audit"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 )
@@ -85,7 +86,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 			return exitError{auditNotClean}
 		}
 	}
-	return fmt.Errorf("the verdict on %s (%s) is unknown: %s does not show the host's processes (see the note)", plural(unknown.Size(), "held CPU"), unknown, cfg.ProcRoot)
+	return fmt.Errorf("the verdict on %s (%s) is unknown: %s does not show the host's processes (see the note)", plural.Count(unknown.Size(), "held CPU"), unknown, cfg.ProcRoot)
 }
 
 // auditHoldings are the exclusive CPUs the state says are held: running

@@ -62,7 +62,7 @@ func TestAuditExitCode(t *testing.T) {
 	stateFile, proc = auditNode(t, cpuset.New(0, 1, 2, 3, 4, 5, 6, 7))
 	code, out, _ = run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--cgroup-root", sys, "--sample", "1ms")
 	assert.Equal(t, auditNotClean, code)
-	assert.Contains(t, out, "CPU 5  telco/dpdk/fwd (exclusive)  NOT CLEAN\n  - 1 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)\n")
+	assert.Contains(t, out, "CPU 5  telco/dpdk/fwd (exclusive)  NOT CLEAN\n  - 1 thread of other processes may run on it (it is neither domain-isolated nor in an isolated partition)\n")
 	assert.Contains(t, out, "  threads of other processes: 1\n    1 noCpuset: no cpuset confines them and their affinity is not narrowed (housekeeping off for this pool, or its first pass has not run); e.g. 1/1 systemd (0-7)\n")
 	assert.Contains(t, out, "each thread and its own reason: nri-cpupool audit --json\n")
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -503,7 +504,7 @@ func writeExplained(w io.Writer, x explainedContainer) {
 		r := x.Refusal
 		fmt.Fprintf(w, "%s: refused (%s), last at %s", name, r.Reason, r.Time.UTC().Format(time.RFC3339))
 		if r.Count > 1 {
-			fmt.Fprintf(w, ", %s in a row", plural(r.Count, "time"))
+			fmt.Fprintf(w, ", %s in a row", plural.Count(r.Count, "time"))
 		}
 		fmt.Fprintf(w, "\n  %s\n", r.Message)
 		return

@@ -23,6 +23,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/deviceplugin"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/state"
@@ -97,7 +98,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		p.TimeCreations(plugin.NewCreationClocks())
 	}
 	defer p.Close()
-	log.Infof("nri-cpupool %s: %s, state %s, NRI socket %s", Version, plural(topo.Online.Size(), "online CPU"), cfg.StateFile, cfg.NRISocket)
+	log.Infof("nri-cpupool %s: %s, state %s, NRI socket %s", Version, plural.Count(topo.Online.Size(), "online CPU"), cfg.StateFile, cfg.NRISocket)
 	driver, err := newDRA(cfg, p, log)
 	if err != nil {
 		return err

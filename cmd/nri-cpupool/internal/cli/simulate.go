@@ -13,6 +13,7 @@ import (
 	nricpupool "github.com/cpupool/nri-cpupool"
 	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/simulate"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
@@ -100,7 +101,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		if r.Error != "" {
 			outcome = "error: " + r.Error
 		} else if len(r.Updates) > 0 {
-			outcome = fmt.Sprintf("ok, %s updated", plural(len(r.Updates), "container"))
+			outcome = fmt.Sprintf("ok, %s updated", plural.Count(len(r.Updates), "container"))
 		}
 		if r.Error == "" && len(r.Memory) > 0 {
 			outcome += "; holds " + heldText(r.Memory)
@@ -149,7 +150,7 @@ func stepsFailed(stderr io.Writer, results []simulate.Result, fail bool) error {
 	if !fail || failed == 0 {
 		return nil
 	}
-	fmt.Fprintf(stderr, "nri-cpupool simulate: %d of %s failed (--fail-on-refusal)\n", failed, plural(len(results), "step"))
+	fmt.Fprintf(stderr, "nri-cpupool simulate: %d of %s failed (--fail-on-refusal)\n", failed, plural.Count(len(results), "step"))
 	return exitError{simulateStepFailed}
 }
 

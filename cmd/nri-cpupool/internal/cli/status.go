@@ -19,6 +19,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -92,7 +93,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if len(st.Held) > 0 {
 		printHeld(stdout, st)
 	}
-	fmt.Fprintf(stdout, "\n%s", plural(len(st.Containers), "container"))
+	fmt.Fprintf(stdout, "\n%s", plural.Count(len(st.Containers), "container"))
 	if len(st.Held) > 0 {
 		fmt.Fprintf(stdout, ", %d stopped holding CPUs", len(st.Held))
 	}
@@ -210,7 +211,10 @@ func printOfflineHeld(stdout io.Writer, st *state.State, root string) {
 	if offline.IsEmpty() {
 		return
 	}
-	type entry struct{ who, cpus string }
+	type entry struct {
+		who  string
+		cpus cpuset.CPUSet
+	}
 	var out []entry
 	add := func(c state.ContainerState, note string) {
 		cpus, err := cpuset.Parse(c.CPUs)
@@ -219,7 +223,7 @@ func printOfflineHeld(stdout io.Writer, st *state.State, root string) {
 		}
 		reserved, _ := cpuset.Parse(c.Reserved)
 		if off := cpus.Union(reserved).Intersection(offline); !off.IsEmpty() {
-			out = append(out, entry{containerName(c) + note, off.String()})
+			out = append(out, entry{containerName(c) + note, off})
 		}
 	}
 	for _, id := range sortedContainers(st) {
@@ -230,7 +234,8 @@ func printOfflineHeld(stdout io.Writer, st *state.State, root string) {
 	}
 	fmt.Fprintf(stdout, "Offline CPUs: %s\n", offline)
 	for _, e := range out {
-		fmt.Fprintf(stdout, "  CPUs %s of %s are offline: the kernel took them from its cpuset; they stay its own\n", e.cpus, e.who)
+		fmt.Fprintf(stdout, "  %s of %s %s offline: the kernel took %s from its cpuset; %s its own\n", plural.CPUs(e.cpus), e.who, plural.Verb(e.cpus.Size(), "is", "are"),
+			plural.Verb(e.cpus.Size(), "it", "them"), plural.Verb(e.cpus.Size(), "it stays", "they stay"))
 	}
 }
 

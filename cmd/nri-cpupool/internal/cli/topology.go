@@ -13,6 +13,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -127,7 +128,7 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 		printTopology(stdout, topo, report)
 	}
 	if problems.HasErrors() {
-		return fmt.Errorf("%s does not fit this node: %s above", *cfgPath, plural(len(problems.Errors()), "error"))
+		return fmt.Errorf("%s does not fit this node: %s above", *cfgPath, plural.Count(len(problems.Errors()), "error"))
 	}
 	return nil
 }

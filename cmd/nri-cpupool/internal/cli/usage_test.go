@@ -123,7 +123,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 
 	code, _, errOut = run(t, "simulate", "--topology", "vm-2cpu", "--isolated-cpus", "7", "--requests", requests)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "error: --isolated-cpus: CPUs 7 do not exist on this node (present: 0-1)")
+	assert.Contains(t, errOut, "error: --isolated-cpus: CPU 7 does not exist on this node (present: 0-1)")
 	assert.NotContains(t, errOut, "isolatedCPUs:")
 }
 
