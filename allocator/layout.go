@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -134,12 +135,15 @@ func (b *layoutBuilder) checked(key, list string) cpuset.CPUSet {
 		return cpuset.New()
 	}
 	if missing := set.Difference(b.topo.Present); !missing.IsEmpty() {
-		b.p.Errorf(key, "CPUs %s do not exist on this node (present: %s); list only existing CPUs", missing, b.topo.Present)
+		b.p.Errorf(key, "%s %s exist on this node (present: %s); list only existing CPUs", plural.CPUs(missing), plural.Verb(missing.Size(), "does not", "do not"), b.topo.Present)
 	}
 	if off := set.Intersection(b.topo.Offline); !off.IsEmpty() && b.offlineListed {
-		b.p.Warnf(key, "CPUs %s are offline (online: %s); the daemon runs without them and they join the pool when they come online; if they are gone for good, remove them from the list", off, b.topo.Online)
+		b.p.Warnf(key, "%s %s offline (online: %s); the daemon runs without %s and %s the pool when %s online; if %s gone for good, remove %s from the list",
+			plural.CPUs(off), plural.Verb(off.Size(), "is", "are"), b.topo.Online, plural.Verb(off.Size(), "it", "them"), plural.Verb(off.Size(), "it joins", "they join"),
+			plural.Verb(off.Size(), "it comes", "they come"), plural.Verb(off.Size(), "it is", "they are"), plural.Verb(off.Size(), "it", "them"))
 	} else if !off.IsEmpty() {
-		b.p.Errorf(key, "CPUs %s are offline (online: %s); bring them online or remove them from the list", off, b.topo.Online)
+		b.p.Errorf(key, "%s %s offline (online: %s); bring %s online or remove %s from the list", plural.CPUs(off), plural.Verb(off.Size(), "is", "are"), b.topo.Online,
+			plural.Verb(off.Size(), "it", "them"), plural.Verb(off.Size(), "it", "them"))
 	}
 	return set.Intersection(b.usable)
 }
@@ -152,7 +156,8 @@ func (b *layoutBuilder) isolatedAndReserved() {
 	} else {
 		b.l.Isolated = b.topo.Isolated.Intersection(b.usable)
 		if off := b.topo.Isolated.Intersection(b.topo.Offline); !off.IsEmpty() {
-			b.p.Warnf("isolatedCPUs", "the kernel isolates offline CPUs %s; they join their pool when they come online", off)
+			b.p.Warnf("isolatedCPUs", "the kernel isolates offline %s; %s %s pool when %s online", plural.CPUs(off),
+				plural.Verb(off.Size(), "it joins", "they join"), plural.Verb(off.Size(), "its", "their"), plural.Verb(off.Size(), "it comes", "they come"))
 		}
 	}
 	b.l.Reserved = b.checked("reservedCPUs", b.cfg.ReservedCPUs)
@@ -165,7 +170,7 @@ func (b *layoutBuilder) listedPools() (exclusive, shared cpuset.CPUSet) {
 	shared = b.checked("pools.shared.cpus", b.cfg.Pools.Shared.CPUs)
 	overlap := func(aKey, bKey string, x, y cpuset.CPUSet) {
 		if o := x.Intersection(y); !o.IsEmpty() {
-			b.p.Errorf(aKey, "overlaps %s on CPUs %s; a CPU belongs to one pool", bKey, o)
+			b.p.Errorf(aKey, "overlaps %s on %s; a CPU belongs to one pool", bKey, plural.CPUs(o))
 		}
 	}
 	overlap("pools.exclusive.cpus", "pools.shared.cpus", exclusive, shared)
@@ -196,14 +201,15 @@ func (b *layoutBuilder) carvePools(exCPUs, shCPUs cpuset.CPUSet) {
 		carvable = cpuset.New()
 	}
 	if !carvable.IsEmpty() {
-		b.p.Warnf("pools", "isolated CPUs %s are in neither exclusive nor shared, so they join infra, where the kernel does not balance load across isolated CPUs", carvable)
+		b.p.Warnf("pools", "isolated %s %s in neither exclusive nor shared, so %s infra, where the kernel does not balance load across isolated CPUs",
+			plural.CPUs(carvable), plural.Verb(carvable.Size(), "is", "are"), plural.Verb(carvable.Size(), "it joins", "they join"))
 	}
 	for _, pool := range []struct {
 		key  string
 		cpus cpuset.CPUSet
 	}{{"pools.exclusive.cpus", exCPUs}, {"pools.shared.cpus", shCPUs}} {
 		if notIso := pool.cpus.Difference(b.l.Isolated); !notIso.IsEmpty() {
-			b.p.Warnf(pool.key, "CPUs %s are not isolated, so kernel threads and other tasks may run there too", notIso)
+			b.p.Warnf(pool.key, "%s %s not isolated, so kernel threads and other tasks may run there too", plural.CPUs(notIso), plural.Verb(notIso.Size(), "is", "are"))
 		}
 	}
 }
@@ -245,12 +251,23 @@ func (b *layoutBuilder) carve(key string, count int, carvable cpuset.CPUSet) cpu
 		return cpuset.New()
 	}
 	if count > carvable.Size() {
+		if b.l.Isolated.IsEmpty() {
+			// Not `(isolcpus=) ""`: say that nothing is isolated, and how
+			// to isolate CPUs (review 58, item 10).
+			none, fix := "isolatedCPUs is empty", "name CPUs in isolatedCPUs or in the pool's cpus"
+			if b.cfg.IsolatedCPUs == nil {
+				none = "the kernel isolates no CPU (no isolcpus= or nohz_full= on the kernel command line)"
+				fix = "boot with isolcpus= and nohz_full= naming the CPUs to isolate, or name them in isolatedCPUs or in the pool's cpus"
+			}
+			b.p.Errorf(key, "asks for %s but %s, and a count is carved from the isolated CPUs; %s, or remove the count", plural.Count(count, "CPU"), none, fix)
+			return cpuset.New()
+		}
 		source := "isolatedCPUs"
 		if b.cfg.IsolatedCPUs == nil {
 			source = "the kernel's isolated CPUs (isolcpus=)"
 		}
-		b.p.Errorf(key, "asks for %d CPUs but only %d are left to carve (%s %q, minus reservedCPUs and the other pool); lower the count or isolate more CPUs",
-			count, carvable.Size(), source, b.l.Isolated.String())
+		b.p.Errorf(key, "asks for %s but only %d %s left to carve (%s %q, minus reservedCPUs and the other pool); lower the count or isolate more CPUs",
+			plural.Count(count, "CPU"), carvable.Size(), plural.Verb(carvable.Size(), "is", "are"), source, b.l.Isolated.String())
 		return cpuset.New()
 	}
 	return carveByCount(b.present, carvable, count)

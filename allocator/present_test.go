@@ -149,6 +149,22 @@ func TestCountFitsPresentCPUs(t *testing.T) {
 	assert.Contains(t, problems.Errors()[0].String(), "asks for 13 CPUs but only 12 are left to carve")
 }
 
+// TestCountWithNothingIsolated: a count where nothing is isolated says so
+// and how to isolate CPUs, not `(the kernel's isolated CPUs (isolcpus=)
+// "", ...)` (review 58, item 10).
+func TestCountWithNothingIsolated(t *testing.T) {
+	topo := discoverOffline(t, "desktop-8c16t", cpuset.New()) // the kernel isolates no CPU
+	_, problems := BuildLayoutRunning(topo, parseConfig(t, `{pools: {exclusive: {count: 4}}}`))
+	require.True(t, problems.HasErrors())
+	assert.Equal(t, "error: pools.exclusive.count: asks for 4 CPUs but the kernel isolates no CPU (no isolcpus= or nohz_full= on the kernel command line), and a count is carved from the isolated CPUs; "+
+		"boot with isolcpus= and nohz_full= naming the CPUs to isolate, or name them in isolatedCPUs or in the pool's cpus, or remove the count", problems.Errors()[0].String())
+
+	_, problems = BuildLayoutRunning(topo, parseConfig(t, `{isolatedCPUs: "", pools: {shared: {count: 2}}}`))
+	require.True(t, problems.HasErrors())
+	assert.Equal(t, "error: pools.shared.count: asks for 2 CPUs but isolatedCPUs is empty, and a count is carved from the isolated CPUs; name CPUs in isolatedCPUs or in the pool's cpus, or remove the count",
+		problems.Errors()[0].String())
+}
+
 // TestSMTOffCarvesOnline: with SMT disabled (nosmt) the second threads are
 // present but can never come online, so counts are carved on the online
 // CPUs alone and every CPU of a count pool is online: carving the siblings

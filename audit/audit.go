@@ -25,6 +25,12 @@
 //
 // A device IRQ is movable unless the plugin's journal lists its affinity
 // file as refused by the kernel (a kernel-managed IRQ).
+//
+// Threads are read below the proc root. One that does not show the host's
+// PID namespace (housekeeping.SeesHostThreads: a pod without hostPID)
+// shows only its own processes: a held CPU on which nothing else is found
+// is then unknown, never clean, and the report's notes say why and what
+// to do.
 package audit
 
 import (
@@ -40,7 +46,9 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/internal/procfs"
 	"github.com/cpupool/nri-cpupool/irq"
 )
@@ -88,8 +96,12 @@ type Report struct {
 	At     time.Time `json:"at"`
 	Sample string    `json:"sample"`
 	// Clean tells whether every held exclusive CPU is clean.
-	Clean bool  `json:"clean"`
-	CPUs  []CPU `json:"cpus"`
+	Clean bool `json:"clean"`
+	// SeesHostThreads tells whether the proc root showed the host's
+	// processes. When it did not, the threads listed and counted are only
+	// those it showed, and a CPU with no finding is Unknown.
+	SeesHostThreads bool  `json:"seesHostThreads"`
+	CPUs            []CPU `json:"cpus"`
 	// Notes say what audit could not check on this node, once each.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -101,6 +113,10 @@ type CPU struct {
 	Pool        string `json:"pool"`
 	ContainerID string `json:"containerID,omitempty"`
 	Clean       bool   `json:"clean"`
+	// Unknown tells that nothing was found on it but the host's threads
+	// could not be seen (Report.SeesHostThreads): it is not known to be
+	// clean. Clean is then false, and Problems empty.
+	Unknown bool `json:"unknown,omitempty"`
 	// Problems say why it is not clean, one line each.
 	Problems []string `json:"problems,omitempty"`
 	// IRQs fired on it during the sample.
@@ -215,6 +231,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	sees := housekeeping.SeesHostThreads(opt.ProcRoot)
 	k := kernelSets(opt)
 	cgroups := newCgroupCPUs(opt.CgroupRoot)
 	refused := refusedThreads(opt.Refused)
@@ -230,9 +247,12 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 	// What a host process may run on when nothing confines it: on cgroup
 	// v1, a narrower affinity is its own.
 	host := k.online.Difference(k.isolated)
-	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true}
+	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true, SeesHostThreads: sees}
 	if note != "" {
 		rep.Notes = append(rep.Notes, note)
+	}
+	if !sees && !held.IsEmpty() {
+		rep.Notes = append(rep.Notes, blindNote(opt.ProcRoot))
 	}
 	for _, c := range held.List() {
 		h := owners[c]
@@ -280,15 +300,25 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 				cpu.Threads = append(cpu.Threads, Thread{PID: t.pid, TID: t.tid, Comm: t.comm, Allowed: t.allowed.String(), Kind: kind, Reason: why})
 			}
 		}
-		judge(&cpu)
+		judge(&cpu, sees)
 		rep.Clean = rep.Clean && cpu.Clean
 		rep.CPUs = append(rep.CPUs, cpu)
 	}
 	return rep, nil
 }
 
-// judge sets Clean and Problems.
-func judge(cpu *CPU) {
+// blindNote says why the threads on the held CPUs are unknown, and how to
+// let audit see them.
+func blindNote(procRoot string) string {
+	return fmt.Sprintf("%s does not show the host's processes (its PID 2 is not kthreadd: a PID namespace of its own, such as a pod without hostPID), "+
+		"so the threads of other processes that may run on a held CPU cannot be seen: only its own are listed, and a CPU with no other finding is unknown, not clean; "+
+		"run audit on the host, or in a pod with hostPID: true, or point --proc-root (procRoot) at the host's /proc", procRoot)
+}
+
+// judge sets Clean, Unknown and Problems. seesHost tells whether the
+// host's threads could be seen: without them, no problem found is not
+// clean but unknown.
+func judge(cpu *CPU, seesHost bool) {
 	if cpu.Offline {
 		// Not a disturbance, but the container runs on one CPU fewer than
 		// it was given until the CPU is back.
@@ -320,7 +350,7 @@ func judge(cpu *CPU) {
 	// problem it would keep such a CPU NOT CLEAN, and audit's exit status
 	// failing, for an interrupt that may never come.
 	if cpu.ForeignThreads > 0 {
-		p := fmt.Sprintf("%d threads of other processes may run on it", cpu.ForeignThreads)
+		p := plural.Count(cpu.ForeignThreads, "thread") + " of other processes may run on it"
 		if !cpu.DomainIsolated && (cpu.IsolatedPartition == nil || !*cpu.IsolatedPartition) {
 			p += " (it is neither domain-isolated nor in an isolated partition)"
 		}
@@ -330,7 +360,8 @@ func judge(cpu *CPU) {
 		cpu.Problems = append(cpu.Problems, p)
 	}
 	judgeKernelWork(cpu)
-	cpu.Clean = len(cpu.Problems) == 0
+	cpu.Clean = len(cpu.Problems) == 0 && seesHost
+	cpu.Unknown = len(cpu.Problems) == 0 && !seesHost
 }
 
 func describeIRQ(opt Options, i irq.Interrupt, n uint64) IRQ {

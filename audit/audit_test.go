@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,13 +138,13 @@ func TestNotClean(t *testing.T) {
 	assert.Equal(t, []Thread{{PID: 1, TID: 1, Comm: "systemd", Allowed: "0-7", Kind: ForeignCgroup, Reason: "its cgroup /init.scope allows CPU 2 (CPUs 0-7): not confined"}}, c2.Threads)
 	assert.Equal(t, 1, c2.PerCPUKernelThreads)
 	assert.Equal(t, 2, c2.UnboundKernelThreads, "kthreadd and kblockd: reported, not judged")
-	assert.Equal(t, []string{"device IRQs fired on it: 25 (3)", "1 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)"}, c2.Problems)
+	assert.Equal(t, []string{"device IRQs fired on it: 25 (3)", "1 thread of other processes may run on it (it is neither domain-isolated nor in an isolated partition)"}, c2.Problems)
 	assert.Equal(t, Power{Class: "low-latency", ResumeLatencyUS: "0", IdleStates: []IdleState{{"POLL", false}, {"C1", true}, {"C10", false}},
 		Governor: "performance", MinKHz: "800000", MaxKHz: "3500000", CurKHz: "3499000"}, c2.Power)
 	require.NotNil(t, c2.IsolatedPartition)
 	assert.False(t, *c2.IsolatedPartition)
 
-	assert.Equal(t, []string{"device IRQs fired on it: 28 (40); not movable: 28", "1 threads of other processes may run on it"}, c3.Problems)
+	assert.Equal(t, []string{"device IRQs fired on it: 28 (40); not movable: 28", "1 thread of other processes may run on it"}, c3.Problems)
 	assert.False(t, c3.IRQs[0].Movable)
 	assert.Contains(t, c3.IRQs[0].Reason, "kernel-managed")
 	assert.True(t, *c3.IsolatedPartition)
@@ -179,6 +180,51 @@ func TestClean(t *testing.T) {
 	var text bytes.Buffer
 	require.NoError(t, WriteText(&text, rep))
 	assert.Contains(t, text.String(), "every held exclusive CPU is clean\n")
+}
+
+// TestBlindProcRootIsUnknown: a proc root that does not show the host's
+// processes (its PID 2 is not kthreadd: a pod without hostPID, as the
+// shipped DaemonSet runs) hides the host's threads. TestClean's node is
+// then not clean but unknown, with a note saying why and what to do; a CPU
+// with a finding of its own (a device IRQ fired) is still not clean
+// (review 58, item 2).
+func TestBlindProcRootIsUnknown(t *testing.T) {
+	m := newMachine(t, cpuset.New(0, 1))
+	require.NoError(t, os.RemoveAll(filepath.Join(m.proc, "2"))) // the pod's PID 2 would be one of its own processes
+	rep, err := Gather(holdings, m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}, "28": {3: 40}, "LOC": {2: 250}})))
+	require.NoError(t, err)
+	assert.False(t, rep.Clean)
+	assert.False(t, rep.SeesHostThreads)
+	require.Len(t, rep.CPUs, 3)
+	c2, c3, c5 := rep.CPUs[0], rep.CPUs[1], rep.CPUs[2]
+	for _, c := range []CPU{c2, c5} {
+		assert.False(t, c.Clean, "CPU %d", c.CPU)
+		assert.True(t, c.Unknown, "CPU %d", c.CPU)
+		assert.Empty(t, c.Problems, "CPU %d", c.CPU)
+	}
+	assert.False(t, c3.Clean)
+	assert.False(t, c3.Unknown, "a device IRQ fired on it: not clean, whatever the threads")
+	require.Len(t, rep.Notes, 1)
+	assert.Contains(t, rep.Notes[0], m.proc+" does not show the host's processes (its PID 2 is not kthreadd")
+	assert.Contains(t, rep.Notes[0], "run audit on the host, or in a pod with hostPID: true, or point --proc-root (procRoot) at the host's /proc")
+
+	var text bytes.Buffer
+	require.NoError(t, WriteText(&text, rep))
+	assert.Contains(t, text.String(), "CPU 2  telco/dpdk/fwd (exclusive)  unknown\n  - nothing found, but the host's threads that may run on it cannot be seen here (see the note)\n")
+	assert.Contains(t, text.String(), "CPU 3  telco/dpdk/fwd (exclusive)  NOT CLEAN\n")
+	assert.Contains(t, text.String(), "kernel threads not visible here\n")
+	assert.Contains(t, text.String(), "some held exclusive CPUs are not clean\n")
+
+	rep, err = Gather(holdings[1:], m.options(m.fire(t, nil)))
+	require.NoError(t, err)
+	text.Reset()
+	require.NoError(t, WriteText(&text, rep))
+	assert.Contains(t, text.String(), "CPU 5  telco/dpdk/init (exclusive-non-isolcpus)  unknown\n")
+	assert.True(t, strings.HasSuffix(text.String(), "whether the held exclusive CPUs are clean is unknown: the host's threads cannot be seen here (see the note)\n"), text.String())
+	data, err := json.Marshal(rep)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"clean":false,"seesHostThreads":false`)
+	assert.Contains(t, string(data), `"clean":false,"unknown":true`)
 }
 
 // TestNothingHeld: nothing to audit is clean.

@@ -19,12 +19,18 @@ func WriteText(w io.Writer, rep *Report) error {
 	}
 	for _, c := range rep.CPUs {
 		verdict := "clean"
-		if !c.Clean {
+		switch {
+		case c.Unknown:
+			verdict = "unknown"
+		case !c.Clean:
 			verdict = "NOT CLEAN"
 		}
 		fmt.Fprintf(&b, "CPU %d  %s (%s)  %s\n", c.CPU, c.Owner, c.Pool, verdict)
 		for _, p := range c.Problems {
 			fmt.Fprintf(&b, "  - %s\n", p)
+		}
+		if c.Unknown {
+			b.WriteString("  - nothing found, but the host's threads that may run on it cannot be seen here (see the note)\n")
 		}
 		if len(c.IRQs) > 0 {
 			var irqs []string
@@ -68,8 +74,12 @@ func WriteText(w io.Writer, rep *Report) error {
 		if c.IsolatedPartition != nil {
 			partition = yesNo(*c.IsolatedPartition)
 		}
-		fmt.Fprintf(&b, "  kernel: domain-isolated %s, isolated partition %s, nohz_full %s; %d per-CPU and %d unbound kernel threads\n",
-			yesNo(c.DomainIsolated), partition, yesNo(c.NohzFull), c.PerCPUKernelThreads, c.UnboundKernelThreads)
+		kthreads := fmt.Sprintf("%d per-CPU and %d unbound kernel threads", c.PerCPUKernelThreads, c.UnboundKernelThreads)
+		if !rep.SeesHostThreads {
+			kthreads = "kernel threads not visible here"
+		}
+		fmt.Fprintf(&b, "  kernel: domain-isolated %s, isolated partition %s, nohz_full %s; %s\n",
+			yesNo(c.DomainIsolated), partition, yesNo(c.NohzFull), kthreads)
 		for _, k := range []struct {
 			use       *MaskUse
 			what, key string
@@ -89,10 +99,13 @@ func WriteText(w io.Writer, rep *Report) error {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
 	if len(rep.CPUs) > 0 {
-		if rep.Clean {
+		switch {
+		case rep.Clean:
 			b.WriteString("every held exclusive CPU is clean\n")
-		} else {
+		case slices.ContainsFunc(rep.CPUs, func(c CPU) bool { return !c.Clean && !c.Unknown }):
 			b.WriteString("some held exclusive CPUs are not clean\n")
+		default:
+			b.WriteString("whether the held exclusive CPUs are clean is unknown: the host's threads cannot be seen here (see the note)\n")
 		}
 	}
 	_, err := io.WriteString(w, b.String())

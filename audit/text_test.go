@@ -26,7 +26,7 @@ func TestTextSummarisesThreadsByKind(t *testing.T) {
 		cpu.Threads = append(cpu.Threads, Thread{PID: 100 + i, TID: 100 + i, Comm: fmt.Sprintf("d%d", i), Allowed: "0-7", Kind: kind, Reason: reason})
 		cpu.KernelThreads = append(cpu.KernelThreads, Thread{PID: 10 + i, TID: 10 + i, Comm: "kworker", Allowed: "0-7", Kind: KernelManaged, Reason: "the kernel manages its affinity (PF_NO_SETAFFINITY)"})
 	}
-	judge(&cpu)
+	judge(&cpu, true)
 	rep := &Report{CPUs: []CPU{cpu}}
 
 	var text bytes.Buffer

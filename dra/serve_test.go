@@ -293,6 +293,16 @@ func TestServeWaitsForTheKubeletsDirectories(t *testing.T) {
 	require.NoError(t, testutil.CollectAndCompare(td.Collector(), strings.NewReader(stateMetric(StateRegistered)), "cpupool_dra_driver_state"))
 }
 
+// TestStateHelpNamesEveryState: the help of cpupool_dra_driver_state
+// names every state the collector reports (review 58, item 14: it lacked
+// waiting-for-credentials).
+func TestStateHelpNamesEveryState(t *testing.T) {
+	assert.Equal(t, "The DRA driver's state (starting, waiting-for-credentials, waiting-for-kubelet, retrying, serving, registered, stopped): 1 for the current one. Pinning does not depend on it.", stateHelp)
+	for _, s := range States() {
+		assert.Contains(t, stateHelp, string(s))
+	}
+}
+
 // stateMetric is cpupool_dra_driver_state in the text format with the
 // driver in state now.
 func stateMetric(now State) string {

@@ -2,6 +2,7 @@ package dra
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,7 +60,15 @@ func (d *Driver) setState(s State, detail string) {
 // the state the driver is in and 0 for the others.
 func (d *Driver) Collector() prometheus.Collector { return stateCollector{d} }
 
-const stateHelp = "The DRA driver's state (starting, waiting-for-kubelet, retrying, serving, registered, stopped): 1 for the current one. Pinning does not depend on it."
+// stateHelp names every state from States(), which the collector
+// reports (review 58, item 14: it lacked waiting-for-credentials).
+var stateHelp = func() string {
+	var names []string
+	for _, s := range States() {
+		names = append(names, string(s))
+	}
+	return "The DRA driver's state (" + strings.Join(names, ", ") + "): 1 for the current one. Pinning does not depend on it."
+}()
 
 var stateDesc = prometheus.NewDesc("cpupool_dra_driver_state", stateHelp, []string{"state"}, nil)
 

@@ -104,10 +104,13 @@ func (p *Plugin) auditNow(sample time.Duration) (*audit.Report, error) {
 		RPSKept: cfg.RPSHeld(), WorkqueuesKept: cfg.WorkqueuesHeld()})
 }
 
-// auditMetrics exports the last report.
+// auditMetrics exports the last report. A verdict or count the audit
+// could not know is absent, never 0 or 1: where the proc root does not
+// show the host's processes (a pod without hostPID), the foreign threads
+// are unknown, and so is whether a CPU with no other finding is clean.
 type auditMetrics struct {
-	p                              *Plugin
-	clean, irqs, threads, lastTime *prometheus.Desc
+	p                                    *Plugin
+	clean, irqs, threads, lastTime, sees *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*auditMetrics)(nil)
@@ -115,16 +118,19 @@ var _ prometheus.Collector = (*auditMetrics)(nil)
 func newAuditMetrics(p *Plugin) *auditMetrics {
 	labels := []string{"cpu", "pool"}
 	return &auditMetrics{p: p,
-		clean:    prometheus.NewDesc("cpupool_exclusive_cpu_clean", "1 when the held exclusive CPU was clean at the last audit (no device IRQ fired on it, no user-space thread of another process may run on it), else 0.", labels, nil),
+		clean: prometheus.NewDesc("cpupool_exclusive_cpu_clean", "1 when the held exclusive CPU was clean at the last audit (no device IRQ fired on it, no user-space thread of another process may run on it), else 0; "+
+			"absent when unknown: nothing else was found and the audit cannot see the host's processes (cpupool_audit_sees_host_threads 0).", labels, nil),
 		irqs:     prometheus.NewDesc("cpupool_exclusive_cpu_device_irqs", "Device IRQs that fired on the held exclusive CPU during the last audit's one-second sample.", labels, nil),
-		threads:  prometheus.NewDesc("cpupool_exclusive_cpu_foreign_threads", "User-space threads of other processes allowed on the held exclusive CPU at the last audit.", labels, nil),
+		threads:  prometheus.NewDesc("cpupool_exclusive_cpu_foreign_threads", "User-space threads of other processes allowed on the held exclusive CPU at the last audit; absent when the audit cannot see the host's processes.", labels, nil),
 		lastTime: prometheus.NewDesc("cpupool_audit_timestamp_seconds", "When the last audit of the held exclusive CPUs ran (Unix time); audits run every minute while metrics are served.", nil, nil),
+		sees: prometheus.NewDesc("cpupool_audit_sees_host_threads", "1 when the last audit saw the host's processes (procRoot shows the host's PID namespace), "+
+			"0 when it did not (a pod without hostPID): the threads that may run on held CPUs are then unknown.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (m *auditMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.clean, m.irqs, m.threads, m.lastTime} {
+	for _, d := range []*prometheus.Desc{m.clean, m.irqs, m.threads, m.lastTime, m.sees} {
 		ch <- d
 	}
 }
@@ -140,6 +146,11 @@ func (m *auditMetrics) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(m.lastTime, prometheus.GaugeValue, float64(rep.At.Unix()))
+	sees := 0.0
+	if rep.SeesHostThreads {
+		sees = 1
+	}
+	ch <- prometheus.MustNewConstMetric(m.sees, prometheus.GaugeValue, sees)
 	for _, c := range rep.CPUs {
 		cpu := strconv.Itoa(c.CPU)
 		clean := 0.0
@@ -152,8 +163,12 @@ func (m *auditMetrics) Collect(ch chan<- prometheus.Metric) {
 				fired += i.Count
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(m.clean, prometheus.GaugeValue, clean, cpu, c.Pool)
+		if !c.Unknown {
+			ch <- prometheus.MustNewConstMetric(m.clean, prometheus.GaugeValue, clean, cpu, c.Pool)
+		}
 		ch <- prometheus.MustNewConstMetric(m.irqs, prometheus.GaugeValue, float64(fired), cpu, c.Pool)
-		ch <- prometheus.MustNewConstMetric(m.threads, prometheus.GaugeValue, float64(c.ForeignThreads), cpu, c.Pool)
+		if rep.SeesHostThreads {
+			ch <- prometheus.MustNewConstMetric(m.threads, prometheus.GaugeValue, float64(c.ForeignThreads), cpu, c.Pool)
+		}
 	}
 }

@@ -36,6 +36,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/power"
@@ -212,7 +213,9 @@ func (p *Plugin) reportOfflineHeld() {
 		who[h.ID] = "stopped container " + h.Pod.ContainerName(h.Container) + " (held for its pod)"
 	}
 	for _, id := range slices.Sorted(maps.Keys(off)) {
-		p.log.Warnf("synchronize: CPUs %s of %s are offline: the kernel took them from its cpuset; they stay its own, and are given to no one else while it lives", off[id], who[id])
+		n := off[id].Size()
+		p.log.Warnf("synchronize: %s of %s %s offline: the kernel took %s from its cpuset; %s its own, and %s given to no one else while it lives",
+			plural.CPUs(off[id]), who[id], plural.Verb(n, "is", "are"), plural.Verb(n, "it", "them"), plural.Verb(n, "it stays", "they stay"), plural.Verb(n, "is", "are"))
 	}
 }
 

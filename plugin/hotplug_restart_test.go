@@ -49,8 +49,8 @@ func TestRestartKeepsHeldOfflineCPUs(t *testing.T) {
 		assert.NotEqual(t, fwd.Id, u.ContainerId, "no update for the container")
 	}
 	assert.Equal(t, 2.0, testutil.ToFloat64(second.p.metrics.offlineHeld))
-	assert.Contains(t, second.log.String(), "CPUs 12 of container telco/dpdk/fwd are offline")
-	assert.Contains(t, second.log.String(), "CPUs 13 of stopped container telco/old/gone (held for its pod) are offline")
+	assert.Contains(t, second.log.String(), "CPU 12 of container telco/dpdk/fwd is offline: the kernel took it from its cpuset; it stays its own, and is given to no one else while it lives")
+	assert.Contains(t, second.log.String(), "CPU 13 of stopped container telco/old/gone (held for its pod) is offline")
 	ex, _ := layoutNow(second)
 	assert.Equal(t, "4-7,14-15", ex, "offline CPUs are in no pool")
 

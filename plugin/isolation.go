@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/containerd/nri/pkg/api"
@@ -285,9 +286,18 @@ type isolationMetrics struct {
 
 var _ prometheus.Collector = (*isolationMetrics)(nil)
 
+// hostFileOwners are the owners of the host files the plugin changes, as
+// the journal records them and the metrics label them: one per source.
+// The metric's help names them from here, so that it lists every one
+// (review 58, item 14: it lacked rps and workqueues).
+func hostFileOwners() []string {
+	return []string{irq.Owner, partition.Owner, power.Owner, housekeeping.Owner, kernelwork.RPSOwner, kernelwork.WorkqueueOwner}
+}
+
 func newIsolationMetrics(p *Plugin) *isolationMetrics {
 	return &isolationMetrics{p: p,
-		changed:  prometheus.NewDesc("cpupool_host_files_changed", "Host files the plugin changed and has not restored yet (their originals are in the journal), by owner (irq, cpuset, power, housekeeping).", []string{"owner"}, nil),
+		changed: prometheus.NewDesc("cpupool_host_files_changed", "Host files the plugin changed and has not restored yet (their originals are in the journal), by owner ("+
+			strings.Join(hostFileOwners(), ", ")+").", []string{"owner"}, nil),
 		refused:  prometheus.NewDesc("cpupool_host_files_refused", "Host files the kernel refuses to change (kernel-managed IRQs) or to restore, and journal records outside the roots it may restore; EINVAL is tried again at each rescan, the others not while the value stays the same.", []string{"owner"}, nil),
 		writes:   prometheus.NewDesc("cpupool_host_file_writes_total", "Host file writes that set a wanted value.", nil, nil),
 		restores: prometheus.NewDesc("cpupool_host_file_restores_total", "Host files given their original value back.", nil, nil),

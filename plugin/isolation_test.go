@@ -627,7 +627,9 @@ func usageOf(p *Plugin, pool string) allocator.PoolUsage {
 func TestAuditMetrics(t *testing.T) {
 	f := irqNode(t)
 	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
-	procfixture.Write(t, f.procRoot(), procfixture.Spec{CPUs: all, Processes: []procfixture.Process{{PID: 700, Comm: "sshd", AllowedCPUs: all, Cgroup: "0::/system.slice/ssh.service"}}})
+	procfixture.Write(t, f.procRoot(), procfixture.Spec{CPUs: all, Processes: []procfixture.Process{
+		{PID: 2, Comm: "kthreadd", Kernel: true, AllowedCPUs: all, Cgroup: "0::/"}, // the host's PID namespace
+		{PID: 700, Comm: "sshd", AllowedCPUs: all, Cgroup: "0::/system.slice/ssh.service"}}})
 	rp := startPlugin(t, f, isolatedDesktop, statePath(f))
 	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
 		"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev": "true"}})
@@ -638,13 +640,51 @@ func TestAuditMetrics(t *testing.T) {
 	require.Eventually(t, func() bool { a := rp.p.auditor.Load(); return a != nil && a.last.Load() != nil }, 10*time.Second, 10*time.Millisecond)
 	cpu := f.cpus(ctr)
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP cpupool_exclusive_cpu_clean 1 when the held exclusive CPU was clean at the last audit (no device IRQ fired on it, no user-space thread of another process may run on it), else 0.
+# HELP cpupool_exclusive_cpu_clean `+cleanHelp+`
 # TYPE cpupool_exclusive_cpu_clean gauge
 cpupool_exclusive_cpu_clean{cpu="`+cpu+`",pool="exclusive"} 0
-# HELP cpupool_exclusive_cpu_foreign_threads User-space threads of other processes allowed on the held exclusive CPU at the last audit.
+# HELP cpupool_exclusive_cpu_foreign_threads `+foreignHelp+`
 # TYPE cpupool_exclusive_cpu_foreign_threads gauge
 cpupool_exclusive_cpu_foreign_threads{cpu="`+cpu+`",pool="exclusive"} 1
-`), "cpupool_exclusive_cpu_clean", "cpupool_exclusive_cpu_foreign_threads"))
+# HELP cpupool_audit_sees_host_threads `+seesHelp+`
+# TYPE cpupool_audit_sees_host_threads gauge
+cpupool_audit_sees_host_threads 1
+`), "cpupool_exclusive_cpu_clean", "cpupool_exclusive_cpu_foreign_threads", "cpupool_audit_sees_host_threads"))
+}
+
+const (
+	cleanHelp = "1 when the held exclusive CPU was clean at the last audit (no device IRQ fired on it, no user-space thread of another process may run on it), else 0; " +
+		"absent when unknown: nothing else was found and the audit cannot see the host's processes (cpupool_audit_sees_host_threads 0)."
+	foreignHelp = "User-space threads of other processes allowed on the held exclusive CPU at the last audit; absent when the audit cannot see the host's processes."
+	seesHelp    = "1 when the last audit saw the host's processes (procRoot shows the host's PID namespace), 0 when it did not (a pod without hostPID): the threads that may run on held CPUs are then unknown."
+)
+
+// TestAuditMetricsWithoutTheHostsProcesses: where the proc root does not
+// show the host's processes (no kthreadd as PID 2: a pod without hostPID,
+// as the shipped DaemonSet runs), the audit finds no foreign thread on a
+// held CPU because it sees none. The metrics do not say clean: the
+// verdict and the thread count are absent, and
+// cpupool_audit_sees_host_threads says why (review 58, item 2).
+func TestAuditMetricsWithoutTheHostsProcesses(t *testing.T) {
+	f := irqNode(t)
+	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+	procfixture.Write(t, f.procRoot(), procfixture.Spec{CPUs: all, Processes: []procfixture.Process{{PID: 1, Comm: "nri-cpupool", AllowedCPUs: cpuset.New(0, 1), Cgroup: "0::/"}}})
+	rp := startPlugin(t, f, isolatedDesktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev": "true"}})
+	ctr, _, err := f.createContainer(pod, "fwd", 1000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation())
+	reg := rp.p.Registry()
+	require.Eventually(t, func() bool { a := rp.p.auditor.Load(); return a != nil && a.last.Load() != nil }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP cpupool_audit_sees_host_threads `+seesHelp+`
+# TYPE cpupool_audit_sees_host_threads gauge
+cpupool_audit_sees_host_threads 0
+# HELP cpupool_exclusive_cpu_device_irqs Device IRQs that fired on the held exclusive CPU during the last audit's one-second sample.
+# TYPE cpupool_exclusive_cpu_device_irqs gauge
+cpupool_exclusive_cpu_device_irqs{cpu="`+f.cpus(ctr)+`",pool="exclusive"} 0
+`), "cpupool_exclusive_cpu_clean", "cpupool_exclusive_cpu_foreign_threads", "cpupool_audit_sees_host_threads", "cpupool_exclusive_cpu_device_irqs"))
 }
 
 // TestJournalRecordsOutsideTheRootsAreNotRestored: a journal of this boot

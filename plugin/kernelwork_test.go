@@ -117,7 +117,7 @@ func TestKernelWorkFollowsGrants(t *testing.T) {
 		assert.Equal(c, kernelWorkFor(held), kernelWorkNow(t, f))
 	}, 5*time.Second, 10*time.Millisecond, "within a pass of the grant")
 	require.NoError(t, testutil.GatherAndCompare(rp.p.Registry(), strings.NewReader(`
-# HELP cpupool_host_files_changed Host files the plugin changed and has not restored yet (their originals are in the journal), by owner (irq, cpuset, power, housekeeping).
+# HELP cpupool_host_files_changed Host files the plugin changed and has not restored yet (their originals are in the journal), by owner (irq, cpuset, power, housekeeping, rps, workqueues).
 # TYPE cpupool_host_files_changed gauge
 cpupool_host_files_changed{owner="cpuset"} 0
 cpupool_host_files_changed{owner="irq"} 0

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,4 +145,21 @@ func TestRefusalsAreCountedByTheirReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHostFilesChangedHelpNamesEveryOwner: the help of
+// cpupool_host_files_changed names every owner the collector labels
+// (review 58, item 14: it lacked rps and workqueues).
+func TestHostFilesChangedHelpNamesEveryOwner(t *testing.T) {
+	ch := make(chan *prometheus.Desc, 16)
+	newIsolationMetrics(nil).Describe(ch)
+	close(ch)
+	var help string
+	for d := range ch {
+		if strings.Contains(d.String(), `fqName: "cpupool_host_files_changed"`) {
+			help = d.String()
+		}
+	}
+	require.NotEmpty(t, help)
+	assert.Contains(t, help, "by owner (irq, cpuset, power, housekeeping, rps, workqueues).")
 }

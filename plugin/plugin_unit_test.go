@@ -154,6 +154,6 @@ func TestConfigureFromRuntime(t *testing.T) {
 	_, err = p.Configure(ctx, "pools: {exclusiv: {}}", "containerd", "v2.4.2")
 	assert.ErrorContains(t, err, "exclusiv")
 	_, err = p.Configure(ctx, "isolatedCPUs: \"99\"", "containerd", "v2.4.2")
-	assert.ErrorContains(t, err, "CPUs 99 do not exist")
+	assert.ErrorContains(t, err, "CPU 99 does not exist")
 	assert.Equal(t, "6-7,14-15", p.alloc.Layout().Exclusive.String(), "a refused config changes nothing")
 }

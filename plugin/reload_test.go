@@ -213,7 +213,7 @@ func TestReloadInvalidKeepsTheConfig(t *testing.T) {
 		}, want: "overlaps"},
 		"offline-free but absent CPUs": {cfg: func() *config.Config {
 			return reloadConfig(t, rp, `{isolatedCPUs: "2-7,10-15", pools: {exclusive: {cpus: "4-7,64"}}}`)
-		}, want: "do not exist"},
+		}, want: "CPU 64 does not exist"},
 		"stateFile": {cfg: func() *config.Config {
 			c := reloadConfig(t, rp, desktopGrown)
 			c.StateFile = filepath.Join(t.TempDir(), "state.json")

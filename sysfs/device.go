@@ -1,7 +1,9 @@
 package sysfs
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +32,15 @@ func DeviceLocality(root, devicePath string) (Locality, error) {
 		return Locality{}, fmt.Errorf("device %q: not a sysfs path (want /sys/bus/pci/devices/..., /sys/class/... or /sys/dev/...)", devicePath)
 	}
 	if _, err := os.Stat(r.path(rel)); err != nil {
+		// The path as given: the root (simulate's temporary rendering of
+		// a topology) is no part of the user's input.
+		if errors.Is(err, fs.ErrNotExist) {
+			return Locality{}, fmt.Errorf("device %q does not exist on this node", devicePath)
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return Locality{}, fmt.Errorf("device %q: %w", devicePath, err)
 	}
 	// A class device has numa_node only through its "device" link; walk

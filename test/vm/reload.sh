@@ -156,7 +156,7 @@ online "$H" 0
 check "metrics: one held CPU offline within 1 s" "$(within_1s 1 metric cpupool_offline_held_cpus)" "in time"
 check "the kernel shrank the container's effective cpuset" "$(cat "$(cgroup_of "$X_C")/cpuset.cpus.effective")" "${XC%-*}"
 check_contains "the log says so" "$(cat "$W/plugin.log")" "CPU $H went offline under container telco/fwd/fwd"
-check_contains "status lists it" "$("$BIN" status --state-file "$STATE")" "CPUs $H of telco/fwd/fwd are offline"
+check_contains "status lists it" "$("$BIN" status --state-file "$STATE")" "CPU $H of telco/fwd/fwd is offline"
 AUDIT=$("$BIN" audit --state-file "$STATE" --sample 100ms 2>&1)
 check_contains "audit reports it offline" "$AUDIT" "offline: the kernel took it"
 Y=$(run_pod more telco guaranteed '{"pool.cpupool.dev": "exclusive"}') || die "run pod more"
@@ -175,11 +175,11 @@ online "$H" 0
 check "metrics: one held CPU offline within 1 s" "$(within_1s 1 metric cpupool_offline_held_cpus)" "in time"
 stop_plugin -KILL
 start_plugin "$CFG" # the config lists CPU $H, offline: a warning now, not a refusal to start
-check_contains "the daemon started: the offline CPU in the config is a warning" "$(cat "$W/plugin.log")" "CPUs $H are offline (online: "
+check_contains "the daemon started: the offline CPU in the config is a warning" "$(cat "$W/plugin.log")" "CPU $H is offline (online: "
 check "the container did not move" "$(cpus_of "$X_C")" "$XC"
 check "metrics after the restart: one held CPU offline" "$(eventually 1 metric cpupool_offline_held_cpus)" "1"
-check_contains "the log says it stays the container's" "$(cat "$W/plugin.log")" "synchronize: CPUs $H of container telco/fwd/fwd are offline"
-check_contains "status lists it (the state keeps it)" "$("$BIN" status --state-file "$STATE")" "CPUs $H of telco/fwd/fwd are offline"
+check_contains "the log says it stays the container's" "$(cat "$W/plugin.log")" "synchronize: CPU $H of container telco/fwd/fwd is offline"
+check_contains "status lists it (the state keeps it)" "$("$BIN" status --state-file "$STATE")" "CPU $H of telco/fwd/fwd is offline"
 OUT=$(create_ctr "$Y" more four 1000 2>&1) && GOT="created on $(cpus_of "$OUT")" || GOT=refused
 check "a new exclusive container while it is offline: refused" "$GOT" "refused"
 online "$H" 1

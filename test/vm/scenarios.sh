@@ -99,7 +99,7 @@ check_contains "validate: summary" "$OUT" "valid for this node (8 online CPUs, 2
 printf 'pools:\n  exclusive: {cpus: "1-2,9"}\n' > /tmp/bad.yaml
 OUT=$("$BIN" validate --config /tmp/bad.yaml 2>&1); RC=$?
 check "validate bad config: exit status" "$RC" "1"
-check_contains "validate: a CPU the VM does not have" "$OUT" "pools.exclusive.cpus: CPUs 9 do not exist on this node (present: 0-7)"
+check_contains "validate: a CPU the VM does not have" "$OUT" "pools.exclusive.cpus: CPU 9 does not exist on this node (present: 0-7)"
 check_contains "validate: a pool that splits real SMT siblings" "$OUT" "splits the hyperthreads of cores with CPUs 1-2"
 check_contains "validate: isolated CPUs left to infra" "$OUT" "isolated CPUs 3,6-7 are in neither exclusive nor shared"
 # The kernel's isolcpus= here has the domain flag: a shared pool of several

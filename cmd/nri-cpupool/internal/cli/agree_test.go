@@ -26,7 +26,7 @@ import (
 func TestValidateAcceptsWhatRunStartsWith(t *testing.T) {
 	root := fixture.Root(t, "server-offline-isolcpus") // 7, 15 and 31 offline
 	cfgFile := writeFile(t, "isolatedCPUs: \"2-7,18-23\"\nreservedCPUs: \"0\"\npools: {shared: {cpus: \"2-3,18-19\"}}\n")
-	want := "warning: isolatedCPUs: CPUs 7 are offline (online: 0-6,8-14,16-30); the daemon runs without them and they join the pool when they come online; if they are gone for good, remove them from the list"
+	want := "warning: isolatedCPUs: CPU 7 is offline (online: 0-6,8-14,16-30); the daemon runs without it and it joins the pool when it comes online; if it is gone for good, remove it from the list"
 
 	code, out, errOut := run(t, "validate", "--sysfs-root", root, "--config", cfgFile)
 	assert.Equal(t, 0, code, errOut)
@@ -75,4 +75,53 @@ func TestValidateReadsAMissingDefaultFileAsRunDoes(t *testing.T) {
 	assert.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, config.DefaultPath+": valid for this node")
 	assert.Contains(t, errOut, "warning: "+config.DefaultPath+" does not exist: checking the built-in defaults, which run uses then")
+}
+
+// TestStatusAuditAndExplainReadTheConfigAsRunDoes: the commands that read
+// what the daemon wrote read the node's config as run does (review 58,
+// item 7): its default file when --config is not given (so the state file,
+// proc root, housekeeping and kernel work are the daemon's, not the
+// built-in defaults'), a missing default file as the built-in defaults, and
+// a missing file given with --config as an error.
+func TestStatusAuditAndExplainReadTheConfigAsRunDoes(t *testing.T) {
+	dir := t.TempDir()
+	stateFile := filepath.Join(dir, "state.json")
+	st := state.NewState()
+	st.Containers["0123456789abcdef"] = state.ContainerState{PodUID: "u1", PodNamespace: "telco", PodName: "dpdk", Container: "fwd", Pool: "shared", MilliCPU: 500, CPUs: "2-3", Mems: "0"}
+	store := state.NewFileStore(stateFile)
+	require.NoError(t, store.Save(st))
+	store.Close()
+	cfgFile := writeFile(t, "stateFile: "+stateFile+"\n")
+	for _, cmd := range []string{"status", "audit", "explain"} {
+		code, out, _ := run(t, cmd, "--help")
+		require.Equal(t, 0, code, cmd)
+		assert.Regexp(t, `-config string\n\s+the node's configuration file, as run reads it .*\(default "`+config.DefaultPath+`"\)`, out, "%s: run's default config file", cmd)
+
+		args := []string{cmd, "--config", cfgFile}
+		if cmd == "explain" {
+			args = append(args, "telco/dpdk")
+		}
+		code, out, errOut := run(t, args...)
+		require.Equal(t, 0, code, "%s: the config's stateFile: %s", cmd, errOut)
+		switch cmd {
+		case "status":
+			assert.Contains(t, out, "1 container")
+		case "audit":
+			assert.Contains(t, out, "no exclusive CPU is held")
+		case "explain":
+			assert.Contains(t, out, "telco/dpdk/fwd: running")
+		}
+
+		missing := filepath.Join(dir, "nothere.yaml")
+		args[2] = missing
+		code, _, errOut = run(t, args...)
+		assert.Equal(t, 1, code, "%s: a missing --config file is an error, as for run", cmd)
+		assert.Contains(t, errOut, "reading config: open "+missing, cmd)
+	}
+	if _, err := os.Stat(config.DefaultPath); err == nil {
+		t.Skipf("%s exists on this machine", config.DefaultPath)
+	}
+	code, out, errOut := run(t, "status", "--state-file", stateFile)
+	require.Equal(t, 0, code, "a missing default file means the built-in defaults: %s", errOut)
+	assert.Contains(t, out, "1 container")
 }

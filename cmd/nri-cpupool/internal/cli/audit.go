@@ -9,44 +9,41 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/cpupool/nri-cpupool/audit"
-	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 )
 
 // auditNotClean is audit's exit code when a held exclusive CPU is not
-// clean (1 is any other failure).
+// clean (1 is any other failure, and a CPU whose verdict is unknown: the
+// audit could not check it, which is no finding either way).
 const auditNotClean = 3
 
 func runAudit(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("audit", "audit [--config F] [--state-file F] [--proc-root D] [--sysfs-root D] [--cgroup-root D] [--sample 1s] [--json]", stderr)
-	cfgPath := fs.String("config", "", "configuration file (default: the defaults; its stateFile, procRoot, sysfsRoot and cgroupRoot apply)")
+	cfgPath := configFlag(fs, "the node's configuration file, as run reads it (a missing default file means built-in defaults); its stateFile, procRoot, sysfsRoot, cgroupRoot and kernelWork apply")
 	stateFile := fs.String("state-file", "", "the plugin's state file (default: the config's stateFile)")
 	procRoot := fs.String("proc-root", "", "where procfs is mounted (default: the config's procRoot, /proc)")
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	cgroupRoot := fs.String("cgroup-root", "", "the cgroup mount (default: the config's cgroupRoot)")
-	sample := durationVar(fs, "sample", time.Second, "`DURATION` to count interrupts, with its unit (500ms, 2s; at most 1m)")
+	sample := durationVar(fs, "sample", time.Second, time.Millisecond, time.Minute, "`DURATION` to count interrupts, with its unit (500ms, 2s; from 1ms to 1m)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	cfg := config.Default()
-	if *cfgPath != "" {
-		var err error
-		if cfg, err = config.Load(*cfgPath); err != nil {
-			return err
-		}
+	cfg, err := loadRunConfig(*cfgPath)
+	if err != nil {
+		return err
 	}
 	for _, o := range []struct{ flag, dst *string }{{stateFile, &cfg.StateFile}, {procRoot, &cfg.ProcRoot}, {cgroupRoot, &cfg.CgroupRoot}} {
 		if *o.flag != "" {
 			*o.dst = *o.flag
 		}
-	}
-	if *sample <= 0 || *sample > time.Minute {
-		return fmt.Errorf("--sample %s: give a duration between 1ms and 1m", *sample)
 	}
 	st, err := readState(cfg.StateFile)
 	if err != nil {
@@ -77,10 +74,19 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !rep.Clean {
-		return exitError{auditNotClean}
+	if rep.Clean {
+		return nil
 	}
-	return nil
+	unknown := cpuset.New()
+	for _, c := range rep.CPUs {
+		switch {
+		case c.Unknown:
+			unknown = unknown.Union(cpuset.New(c.CPU))
+		case !c.Clean:
+			return exitError{auditNotClean}
+		}
+	}
+	return fmt.Errorf("the verdict on %s (%s) is unknown: %s does not show the host's processes (see the note)", plural.Count(unknown.Size(), "held CPU"), unknown, cfg.ProcRoot)
 }
 
 // auditHoldings are the exclusive CPUs the state says are held: running

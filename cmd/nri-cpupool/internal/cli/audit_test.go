@@ -39,6 +39,8 @@ func auditNode(t *testing.T, hostCPUs cpuset.CPUSet) (stateFile, proc string) {
 		IRQs: []procfixture.IRQ{{N: 24, Affinity: cpuset.New(0, 1), Node: 0, Description: "PCI-MSI 1-edge eth0", Counts: map[int]uint64{0: 10}}},
 		Processes: []procfixture.Process{
 			{PID: 1, Comm: "systemd", AllowedCPUs: hostCPUs, Cgroup: "0::/init.scope"},
+			// The host's PID namespace (housekeeping.SeesHostThreads).
+			{PID: 2, Comm: "kthreadd", Kernel: true, AllowedCPUs: hostCPUs, Cgroup: "0::/"},
 			{PID: 300, Comm: "dpdk-fwd", AllowedCPUs: cpuset.New(4, 5), Cgroup: "0::/kubepods/poduid-1/" + auditFwd},
 		}})
 	return stateFile, proc
@@ -60,7 +62,7 @@ func TestAuditExitCode(t *testing.T) {
 	stateFile, proc = auditNode(t, cpuset.New(0, 1, 2, 3, 4, 5, 6, 7))
 	code, out, _ = run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--cgroup-root", sys, "--sample", "1ms")
 	assert.Equal(t, auditNotClean, code)
-	assert.Contains(t, out, "CPU 5  telco/dpdk/fwd (exclusive)  NOT CLEAN\n  - 1 threads of other processes may run on it (it is neither domain-isolated nor in an isolated partition)\n")
+	assert.Contains(t, out, "CPU 5  telco/dpdk/fwd (exclusive)  NOT CLEAN\n  - 1 thread of other processes may run on it (it is neither domain-isolated nor in an isolated partition)\n")
 	assert.Contains(t, out, "  threads of other processes: 1\n    1 noCpuset: no cpuset confines them and their affinity is not narrowed (housekeeping off for this pool, or its first pass has not run); e.g. 1/1 systemd (0-7)\n")
 	assert.Contains(t, out, "each thread and its own reason: nri-cpupool audit --json\n")
 
@@ -80,17 +82,35 @@ func TestAuditExitCode(t *testing.T) {
 	assert.Equal(t, 1, rep.CPUs[0].ForeignThreads)
 }
 
-// TestAuditErrors: a missing state file, a bad sample and a /proc without
-// interrupts are errors (exit 1) that say what to fix.
+// TestAuditWithoutTheHostsProcesses: a proc root where PID 2 is not
+// kthreadd (a pod without hostPID, as the shipped DaemonSet and chart run)
+// shows none of the host's threads, so audit cannot say a CPU is clean: it
+// says unknown, why and what to do, and exits 1, not 0 (review 58, item 2).
+func TestAuditWithoutTheHostsProcesses(t *testing.T) {
+	sys := t.TempDir()
+	stateFile, proc := auditNode(t, cpuset.New(0, 1))
+	require.NoError(t, os.RemoveAll(filepath.Join(proc, "2")))
+	code, out, errOut := run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--cgroup-root", sys, "--sample", "1ms")
+	assert.Equal(t, 1, code, "not clean (0), and nothing found (3)")
+	assert.Contains(t, out, "CPU 4  telco/dpdk/fwd (exclusive)  unknown\n")
+	assert.Contains(t, out, "note: "+proc+" does not show the host's processes (its PID 2 is not kthreadd")
+	assert.NotContains(t, out, "is clean")
+	assert.Equal(t, "nri-cpupool audit: the verdict on 3 held CPUs (4-6) is unknown: "+proc+" does not show the host's processes (see the note)\n", errOut)
+
+	code, out, _ = run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--sample", "1ms", "--json")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, `"seesHostThreads": false`)
+	assert.Contains(t, out, `"unknown": true`)
+}
+
+// TestAuditErrors: a missing state file and a /proc without interrupts
+// are errors (exit 1) that say what to fix.
 func TestAuditErrors(t *testing.T) {
 	code, _, errOut := run(t, "audit", "--state-file", filepath.Join(t.TempDir(), "none.json"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "is the plugin running with this --state-file?")
 
 	stateFile, _ := auditNode(t, cpuset.New(0))
-	code, _, errOut = run(t, "audit", "--state-file", stateFile, "--sample", "2h")
-	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "--sample 2h0m0s: give a duration between 1ms and 1m")
 
 	empty := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(empty, "irq"), 0o755))

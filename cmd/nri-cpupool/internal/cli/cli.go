@@ -36,7 +36,7 @@ func commands() []command {
 		{"status", "show pools and assignments from the state file", runStatus},
 		{"audit", "show what still disturbs each held exclusive CPU (IRQs, threads, isolation)", runAudit},
 		{"explain", "say why a pod's containers got their CPUs, or why they were refused", runExplain},
-		{"version", "print the version", runVersion},
+		{"version", "print the version (also --version)", runVersion},
 	}
 }
 
@@ -64,6 +64,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
+	}
+	// --version is the version command, as many tools have it (review
+	// 58, item 14); -v is not: it means verbose to Go's tools.
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {
@@ -144,25 +149,51 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 
 // durationFlag is a duration flag whose refusal says what a duration is:
 // the flag package's own says only "parse error" (`--sample 5`). The flag
-// package adds the flag's name and the value given.
-type durationFlag time.Duration
+// package adds the flag's name and the value given. A value outside
+// [min, max] is refused the same way: a bad flag value is a misuse (exit
+// 2), whether it is no duration or one out of range.
+type durationFlag struct {
+	d        *time.Duration
+	min, max time.Duration
+}
 
-func (d *durationFlag) String() string { return time.Duration(*d).String() }
+func (f durationFlag) String() string {
+	if f.d == nil { // the flag package's zero value, for its defaults
+		return "0s"
+	}
+	return f.d.String()
+}
 
-func (d *durationFlag) Set(s string) error {
+func (f durationFlag) Set(s string) error {
 	v, err := time.ParseDuration(s)
 	if err != nil {
 		return fmt.Errorf("want a duration with its unit, such as 500ms, 2s or 1m (a bare number has none)")
 	}
-	*d = durationFlag(v)
+	if v < f.min || v > f.max {
+		return fmt.Errorf("want a duration between %s and %s", shortDuration(f.min), shortDuration(f.max))
+	}
+	*f.d = v
 	return nil
 }
 
-// durationVar defines a duration flag (durationFlag).
-func durationVar(fs *flag.FlagSet, name string, value time.Duration, usage string) *time.Duration {
-	d := durationFlag(value)
-	fs.Var(&d, name, usage)
-	return (*time.Duration)(&d)
+// shortDuration is a duration as people write it: 1m, not 1m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// durationVar defines a duration flag (durationFlag) that takes values
+// from min to max.
+func durationVar(fs *flag.FlagSet, name string, value, min, max time.Duration, usage string) *time.Duration {
+	d := value
+	fs.Var(durationFlag{d: &d, min: min, max: max}, name, usage)
+	return &d
 }
 
 // usageError explains a misuse of the flags, shows the usage and returns

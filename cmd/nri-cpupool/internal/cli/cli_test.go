@@ -113,7 +113,7 @@ func TestValidate(t *testing.T) {
 	code, _, errOut = run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, "isolatedCPUs: \"2-20\"\npools: {exclusive: {cpus: \"2-5\"}, shared: {cpus: \"5-6\"}}"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "error: isolatedCPUs: CPUs 16-20 do not exist")
-	assert.Contains(t, errOut, "error: pools.exclusive.cpus: overlaps pools.shared.cpus on CPUs 5")
+	assert.Contains(t, errOut, "error: pools.exclusive.cpus: overlaps pools.shared.cpus on CPU 5")
 	assert.Contains(t, errOut, "2 errors")
 
 	// A shared pool on CPUs isolcpus= takes out of load balancing.
@@ -246,12 +246,12 @@ func TestSimulateBadInput(t *testing.T) {
 		{"steps:\n  - create: {pod: a, container: b, cpus: lots}", "cpus \"lots\" is not a CPU quantity"},
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"2\", limit: \"1\"}", "larger than limit"},
 		{"steps:\n  - create: {pod: a, container: b, qos: platinum}", "qos \"platinum\""},
-		{"steps:\n  - remove: {pod: ghost}", "no container * in pod default/ghost"},
+		{"steps:\n  - remove: {pod: ghost}", "no pod default/ghost: no container of it runs"},
 		// Finding 8: a request near the largest int64 made placement panic.
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"9223372036854775807\", annotations: {pool.cpupool.dev: exclusive-non-isolcpus}}", "larger than any node"},
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"9223372036854775807\", annotations: {pool.cpupool.dev: exclusive}}", "larger than any node"},
 		{"steps:\n  - create: {pod: a, container: b, cpus: \"1e300\", annotations: {pool.cpupool.dev: exclusive-non-isolcpus}}", "larger than any node"},
-		{"steps:\n  - resize: {pod: ghost, container: c, cpus: \"2\"}", "no container c in pod default/ghost"},
+		{"steps:\n  - resize: {pod: ghost, container: c, cpus: \"2\"}", "no pod default/ghost: no container of it runs"},
 		{"steps:\n  - create: {pod: a, container: b}\n  - resize: {pod: a, container: b, cpus: lots}", "cpus \"lots\" is not a CPU quantity"},
 	}
 	for _, tc := range tests {
@@ -272,6 +272,30 @@ func TestSimulateBadInput(t *testing.T) {
 	assert.Equal(t, 2, code)
 }
 
+// TestSimulateWording: a step names what is missing as the user wrote it
+// (review 58, item 15): an unknown pod as a pod (not `no container * in
+// pod default/zz`), a device path as given (not below the temporary tree
+// a --topology is rendered in), and one CPU in the singular.
+func TestSimulateWording(t *testing.T) {
+	requests := writeFile(t, "steps:\n  - remove: {pod: zz}\n  - create: {pod: a, container: b, cpus: \"1\"}\n  - remove: {pod: a, container: x}\n"+
+		"  - resize: {pod: a, container: x, cpus: \"2\"}\n  - create: {pod: a, container: c, cpus: \"1\", devices: [\"/sys/bus/pci/devices/0000:99:00.0\"]}\n")
+	code, out, errOut := run(t, "simulate", "--topology", "desktop-8c16t", "--requests", requests)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "error: no pod default/zz: no container of it runs\n")
+	assert.Contains(t, out, "error: no container x in pod default/a\n")
+	assert.Equal(t, 2, strings.Count(out, "error: no container x in pod default/a\n"), "remove and resize alike")
+	assert.Contains(t, out, `error: device "/sys/bus/pci/devices/0000:99:00.0" does not exist on this node`+"\n")
+	assert.NotContains(t, out, "nri-cpupool-simulate-")
+	assert.NotContains(t, out, "no container *")
+
+	code, _, errOut = run(t, "simulate", "--topology", "desktop-8c16t", "--isolated-cpus", "200", "--requests", requests)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "error: --isolated-cpus: CPU 200 does not exist on this node (present: 0-15)")
+	code, _, errOut = run(t, "simulate", "--topology", "server-offline-isolcpus", "--isolated-cpus", "6-7", "--requests", requests)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "error: --isolated-cpus: CPU 7 is offline (online: 0-6,8-14,16-30); bring it online or remove it from the list")
+}
+
 // TestSimulateFailOnRefusal: a failing step leaves the exit status 0
 // unless --fail-on-refusal asks for 3 (for CI), with or without --json; a
 // run whose steps all pass stays 0 with it.
@@ -284,7 +308,7 @@ func TestSimulateFailOnRefusal(t *testing.T) {
 	for _, extra := range [][]string{nil, {"--json"}} {
 		code, out, errOut := run(t, append([]string{"simulate", "--sysfs-root", root, "--requests", failing, "--fail-on-refusal"}, extra...)...)
 		assert.Equal(t, 3, code, errOut)
-		assert.Contains(t, out, "no container * in pod default/ghost", "the steps are printed first")
+		assert.Contains(t, out, "no pod default/ghost: no container of it runs", "the steps are printed first")
 		assert.Equal(t, "nri-cpupool simulate: 1 of 2 steps failed (--fail-on-refusal)\n", errOut)
 	}
 	code, _, errOut = run(t, "simulate", "--sysfs-root", root, "--requests", passing, "--fail-on-refusal")

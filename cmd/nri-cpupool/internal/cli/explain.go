@@ -23,6 +23,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -32,7 +33,7 @@ const explainSynopsis = "explain NAMESPACE/POD[/CONTAINER] [--state-file F] [--c
 
 func runExplain(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("explain", explainSynopsis, stderr)
-	cfgPath := fs.String("config", "", "configuration file (default: the defaults; its stateFile, sysfsRoot, procRoot, cgroupRoot and pools' housekeeping apply)")
+	cfgPath := configFlag(fs, "the node's configuration file, as run reads it (a missing default file means built-in defaults); its stateFile, sysfsRoot, procRoot, cgroupRoot and pools' housekeeping apply")
 	stateFile := fs.String("state-file", "", "the plugin's state file (default: the config's stateFile)")
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	procRoot := fs.String("proc-root", "", "where procfs is mounted, for the IRQs (default: the config's procRoot, /proc)")
@@ -42,11 +43,9 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := config.Default()
-	if *cfgPath != "" {
-		if cfg, err = config.Load(*cfgPath); err != nil {
-			return err
-		}
+	cfg, err := loadRunConfig(*cfgPath)
+	if err != nil {
+		return err
 	}
 	for _, o := range []struct{ flag, dst *string }{{stateFile, &cfg.StateFile}, {procRoot, &cfg.ProcRoot}, {cgroupRoot, &cfg.CgroupRoot}} {
 		if *o.flag != "" {
@@ -505,7 +504,7 @@ func writeExplained(w io.Writer, x explainedContainer) {
 		r := x.Refusal
 		fmt.Fprintf(w, "%s: refused (%s), last at %s", name, r.Reason, r.Time.UTC().Format(time.RFC3339))
 		if r.Count > 1 {
-			fmt.Fprintf(w, ", %s in a row", plural(r.Count, "time"))
+			fmt.Fprintf(w, ", %s in a row", plural.Count(r.Count, "time"))
 		}
 		fmt.Fprintf(w, "\n  %s\n", r.Message)
 		return

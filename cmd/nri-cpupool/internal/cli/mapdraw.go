@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -53,8 +54,8 @@ func poolLetter(pool string) string {
 // summary is the line above the boxes, and the offline CPUs they leave out.
 func (d *drawing) summary() []mapLine {
 	t := d.m.topo
-	s := fmt.Sprintf("%s online: %s, %s, %s, %s", plural(t.Online.Size(), "CPU"), plural(len(t.Sockets()), "socket"),
-		plural(len(t.NUMANodes), "NUMA node"), plural(len(t.L3Groups()), "L3 group"), plural(t.Cores(), "core"))
+	s := fmt.Sprintf("%s online: %s, %s, %s, %s", plural.Count(t.Online.Size(), "CPU"), plural.Count(len(t.Sockets()), "socket"),
+		plural.Count(len(t.NUMANodes), "NUMA node"), plural.Count(len(t.L3Groups()), "L3 group"), plural.Count(t.Cores(), "core"))
 	fewest := d.threads
 	d.tree.walkCores(func(threads []int) { fewest = min(fewest, len(threads)) })
 	switch {

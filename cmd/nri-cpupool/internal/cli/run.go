@@ -23,6 +23,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/deviceplugin"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/state"
@@ -35,12 +36,12 @@ const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func runPlugin(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", "run [--config F] [--nri-socket S] [--state-file F] [--sysfs-root D] [--cgroup-root D] [--log-level L] [--pprof-address A] [--handler-clocks]", stderr)
-	cfgPath := fs.String("config", config.DefaultPath, "configuration file; a missing default file means built-in defaults")
+	cfgPath := configFlag(fs, "configuration file; a missing default file means built-in defaults")
 	socket := fs.String("nri-socket", "", "runtime's NRI socket (overrides nriSocket)")
 	stateFile := fs.String("state-file", "", "state file (overrides stateFile)")
 	sysfsRoot := fs.String("sysfs-root", "", "directory holding sys/ and proc/ (overrides sysfsRoot)")
 	cgroupRoot := fs.String("cgroup-root", "", "cgroup hierarchy root (overrides cgroupRoot)")
-	logLevel := fs.String("log-level", "", "trace, debug, info, warn or error (overrides logLevel)")
+	logLevel := keyFlagVar(fs, "log-level", "logLevel", "log `LEVEL`: trace, debug, info, warn or error (overrides logLevel)", func(c *config.Config, v string) { c.LogLevel = v })
 	pprofAddr := fs.String("pprof-address", "", "serve Go profiles (/debug/pprof/) on this loopback HOST:PORT or unix:PATH; off when empty")
 	handlerClocks := fs.Bool("handler-clocks", false, "time each creation's phases by wall and thread CPU clock, summarized as JSON on metricsAddress's "+handlerClocksPath+" (a diagnostic)")
 	if err := parse(fs, args, stdout); err != nil {
@@ -97,7 +98,7 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 		p.TimeCreations(plugin.NewCreationClocks())
 	}
 	defer p.Close()
-	log.Infof("nri-cpupool %s: %s, state %s, NRI socket %s", Version, plural(topo.Online.Size(), "online CPU"), cfg.StateFile, cfg.NRISocket)
+	log.Infof("nri-cpupool %s: %s, state %s, NRI socket %s", Version, plural.Count(topo.Online.Size(), "online CPU"), cfg.StateFile, cfg.NRISocket)
 	driver, err := newDRA(cfg, p, log)
 	if err != nil {
 		return err
@@ -410,12 +411,4 @@ func metricsHandler(p *plugin.Plugin, d Driver, extra ...prometheus.Collector) h
 		mux.Handle(handlerClocksPath, clocks)
 	}
 	return mux
-}
-
-// loadRunConfig reads the config; only the default path may be absent.
-func loadRunConfig(path string) (*config.Config, error) {
-	if _, err := os.Stat(path); os.IsNotExist(err) && path == config.DefaultPath {
-		return config.Default(), nil
-	}
-	return config.Load(path)
 }

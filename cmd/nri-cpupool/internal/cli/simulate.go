@@ -13,6 +13,7 @@ import (
 	nricpupool "github.com/cpupool/nri-cpupool"
 	"github.com/cpupool/nri-cpupool/cmd/nri-cpupool/internal/simulate"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
@@ -27,7 +28,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	topology := fs.String("topology", "", "a topology YAML in the format of testdata/topologies, or the name of a shape there (the binary carries them), rendered for the run instead of a sysfs tree")
 	cfgPath := fs.String("config", "", "configuration file (default: built-in defaults)")
-	isolated := fs.String("isolated-cpus", "", "`LIST` of CPUs taken as the kernel's isolated set (isolcpus=), overriding the config's isolatedCPUs")
+	isolated := keyFlagVar(fs, "isolated-cpus", "isolatedCPUs", "`LIST` of CPUs taken as the kernel's isolated set (isolcpus=), overriding the config's isolatedCPUs",
+		func(c *config.Config, v string) { c.IsolatedCPUs = &v })
 	reqPath := fs.String("requests", "", "requests file (YAML, see docs/commands.md)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	failOnRefusal := fs.Bool("fail-on-refusal", false, "exit 3 when a step fails, after printing every step (for CI)")
@@ -50,10 +52,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *isolated != "" {
-		cfg.IsolatedCPUs = isolated
-		if problems := cfg.Check(); problems.HasErrors() {
-			return problems.Errors().In("--isolated-cpus")
-		}
+		cfg.IsolatedCPUs = isolated // checked when parsed (keyFlag)
 	}
 	nodeRoot := sysfsRoot(*root, cfg)
 	if *topology != "" {
@@ -73,6 +72,16 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	runner, err := simulate.NewRunner(topo, cfg, nodeRoot)
+	var misfit *simulate.MisfitError
+	if errors.As(err, &misfit) && *isolated != "" {
+		// What the node refuses of the list is the flag's, not the
+		// config's: `--isolated-cpus: CPUs 200 do not exist`.
+		for i := range misfit.Problems {
+			if misfit.Problems[i].Key == "isolatedCPUs" {
+				misfit.Problems[i].Key = "--isolated-cpus"
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -92,7 +101,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) error {
 		if r.Error != "" {
 			outcome = "error: " + r.Error
 		} else if len(r.Updates) > 0 {
-			outcome = fmt.Sprintf("ok, %s updated", plural(len(r.Updates), "container"))
+			outcome = fmt.Sprintf("ok, %s updated", plural.Count(len(r.Updates), "container"))
 		}
 		if r.Error == "" && len(r.Memory) > 0 {
 			outcome += "; holds " + heldText(r.Memory)
@@ -141,7 +150,7 @@ func stepsFailed(stderr io.Writer, results []simulate.Result, fail bool) error {
 	if !fail || failed == 0 {
 		return nil
 	}
-	fmt.Fprintf(stderr, "nri-cpupool simulate: %d of %s failed (--fail-on-refusal)\n", failed, plural(len(results), "step"))
+	fmt.Fprintf(stderr, "nri-cpupool simulate: %d of %s failed (--fail-on-refusal)\n", failed, plural.Count(len(results), "step"))
 	return exitError{simulateStepFailed}
 }
 

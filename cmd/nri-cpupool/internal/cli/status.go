@@ -19,17 +19,19 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("status", "status [--state-file F] [--json | --map [--sysfs-root D] [--color WHEN]]", stderr)
-	stateFile := fs.String("state-file", config.Default().StateFile, "the plugin's state file")
+	fs := newFlags("status", "status [--config F] [--state-file F] [--sysfs-root D] [--json | --map [--color WHEN]]", stderr)
+	cfgPath := configFlag(fs, "the node's configuration file, as run reads it (a missing default file means built-in defaults); its stateFile and sysfsRoot apply")
+	stateFile := fs.String("state-file", "", "the plugin's state file (default: the config's stateFile, "+config.Default().StateFile+")")
 	asJSON := fs.Bool("json", false, "print the state as JSON")
 	asMap := fs.Bool("map", false, "draw the node: each CPU's pool and the container that has it")
-	root := fs.String("sysfs-root", "", "with --map: directory holding sys/ of the node the state file is from (default /)")
+	root := fs.String("sysfs-root", "", "directory holding sys/ of the node the state file is from, for the offline CPUs and --map (default: the config's sysfsRoot, /)")
 	color := colorAuto
 	fs.Var(&color, "color", colorUsage)
 	if err := parse(fs, args, stdout); err != nil {
@@ -37,6 +39,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	if *asJSON && *asMap {
 		return usageError(fs, "--json and --map: choose one")
+	}
+	cfg, err := loadRunConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if *stateFile == "" {
+		*stateFile = cfg.StateFile
 	}
 	st, err := readState(*stateFile)
 	if err != nil {
@@ -46,7 +55,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return printStatusJSON(stdout, st, *stateFile)
 	}
 	if *asMap {
-		topo, err := sysfs.Discover(sysfsRoot(*root, nil))
+		topo, err := sysfs.Discover(sysfsRoot(*root, cfg))
 		if err != nil {
 			return err
 		}
@@ -84,14 +93,14 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if len(st.Held) > 0 {
 		printHeld(stdout, st)
 	}
-	fmt.Fprintf(stdout, "\n%s", plural(len(st.Containers), "container"))
+	fmt.Fprintf(stdout, "\n%s", plural.Count(len(st.Containers), "container"))
 	if len(st.Held) > 0 {
 		fmt.Fprintf(stdout, ", %d stopped holding CPUs", len(st.Held))
 	}
 	fmt.Fprintln(stdout)
 	printRuntime(stdout, *stateFile)
 	printDRAStatus(stdout, *stateFile)
-	printOfflineHeld(stdout, st, sysfsRoot(*root, nil))
+	printOfflineHeld(stdout, st, sysfsRoot(*root, cfg))
 	printLastReload(stdout, *stateFile)
 	return nil
 }
@@ -202,7 +211,10 @@ func printOfflineHeld(stdout io.Writer, st *state.State, root string) {
 	if offline.IsEmpty() {
 		return
 	}
-	type entry struct{ who, cpus string }
+	type entry struct {
+		who  string
+		cpus cpuset.CPUSet
+	}
 	var out []entry
 	add := func(c state.ContainerState, note string) {
 		cpus, err := cpuset.Parse(c.CPUs)
@@ -211,7 +223,7 @@ func printOfflineHeld(stdout io.Writer, st *state.State, root string) {
 		}
 		reserved, _ := cpuset.Parse(c.Reserved)
 		if off := cpus.Union(reserved).Intersection(offline); !off.IsEmpty() {
-			out = append(out, entry{containerName(c) + note, off.String()})
+			out = append(out, entry{containerName(c) + note, off})
 		}
 	}
 	for _, id := range sortedContainers(st) {
@@ -222,7 +234,8 @@ func printOfflineHeld(stdout io.Writer, st *state.State, root string) {
 	}
 	fmt.Fprintf(stdout, "Offline CPUs: %s\n", offline)
 	for _, e := range out {
-		fmt.Fprintf(stdout, "  CPUs %s of %s are offline: the kernel took them from its cpuset; they stay its own\n", e.cpus, e.who)
+		fmt.Fprintf(stdout, "  %s of %s %s offline: the kernel took %s from its cpuset; %s its own\n", plural.CPUs(e.cpus), e.who, plural.Verb(e.cpus.Size(), "is", "are"),
+			plural.Verb(e.cpus.Size(), "it", "them"), plural.Verb(e.cpus.Size(), "it stays", "they stay"))
 	}
 }
 

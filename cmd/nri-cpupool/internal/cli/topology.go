@@ -13,6 +13,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -104,11 +105,20 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 		// As the daemon lays it out (config/nodecheck): an offline CPU a
 		// list names is a warning, as in validate.
 		layout, problems = allocator.BuildLayoutRunning(topo, cfg)
+		if problems.HasErrors() {
+			// The daemon would not start with it: what was carved before
+			// the error is no layout (a count that cannot be carved left
+			// every CPU in infra). The node is shown, and why it does not
+			// fit, in every format alike (review 58, item 10).
+			layout = nil
+		}
 	}
 	report := buildTopologyReport(topo, layout, problems)
 	switch {
 	case *asJSON:
-		return printJSON(stdout, report)
+		if err := printJSON(stdout, report); err != nil {
+			return err
+		}
 	case *asMap:
 		printMap(stdout, layoutMap(topo, layout), lookTerminal(color, stdout))
 		for _, p := range problems {
@@ -118,7 +128,7 @@ func runTopology(args []string, stdout, stderr io.Writer) error {
 		printTopology(stdout, topo, report)
 	}
 	if problems.HasErrors() {
-		return fmt.Errorf("%s does not fit this node: %s above", *cfgPath, plural(len(problems.Errors()), "error"))
+		return fmt.Errorf("%s does not fit this node: %s above", *cfgPath, plural.Count(len(problems.Errors()), "error"))
 	}
 	return nil
 }
@@ -203,6 +213,11 @@ func printTopology(w io.Writer, topo *sysfs.Topology, r TopologyReport) {
 	if r.Pools != nil {
 		fmt.Fprintln(w)
 		printPools(w, r)
+	} else if len(r.Problems) > 0 {
+		fmt.Fprintln(w)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, p)
 	}
 }
 
@@ -278,8 +293,7 @@ func printCores(w io.Writer, r TopologyReport) {
 	tw.Flush()
 }
 
-// printPools prints the pool layout per NUMA node and in all, then the
-// config's problems.
+// printPools prints the pool layout per NUMA node and in all.
 func printPools(w io.Writer, r TopologyReport) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NUMA\tEXCLUSIVE\tSHARED\tINFRA\tEXCLUSIVE-NON-ISOLCPUS")
@@ -291,9 +305,6 @@ func printPools(w io.Writer, r TopologyReport) {
 	}
 	row("all", r.Pools)
 	tw.Flush()
-	for _, p := range r.Problems {
-		fmt.Fprintln(w, p)
-	}
 }
 
 // keys lists a set's members in order, separated by commas.

@@ -10,13 +10,14 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/config/nodecheck"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("validate", "validate --config F [--sysfs-root D]", stderr)
-	cfgPath := fs.String("config", config.DefaultPath, "configuration file to check")
+	cfgPath := configFlag(fs, "configuration file to check")
 	root := fs.String("sysfs-root", "", sysfsRootUsage)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
@@ -52,14 +53,14 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, p)
 	}
 	if problems.HasErrors() {
-		fmt.Fprintf(stderr, "%s: %s, %s: not valid for this node\n", *cfgPath, plural(len(problems.Errors()), "error"), plural(len(problems.Warnings()), "warning"))
+		fmt.Fprintf(stderr, "%s: %s, %s: not valid for this node\n", *cfgPath, plural.Count(len(problems.Errors()), "error"), plural.Count(len(problems.Warnings()), "warning"))
 		return exitError{1}
 	}
-	fmt.Fprintf(stdout, "%s: valid for this node (%s, %s), %s\n", *cfgPath, plural(topo.Online.Size(), "online CPU"), plural(len(topo.NUMANodes), "NUMA node"), plural(len(problems.Warnings()), "warning"))
-	fmt.Fprintf(stdout, "  exclusive:              %s (%s)\n", orDash(layout.Exclusive.String()), plural(layout.Exclusive.Size(), "CPU"))
-	fmt.Fprintf(stdout, "  shared:                 %s (%s)\n", orDash(layout.Shared.String()), plural(layout.Shared.Size(), "CPU"))
-	fmt.Fprintf(stdout, "  infra:                  %s (%s, reserved %s)\n", orDash(layout.Infra.String()), plural(layout.Infra.Size(), "CPU"), orDash(layout.Reserved.String()))
-	fmt.Fprintf(stdout, "  exclusive-non-isolcpus: %s (%s lendable)\n", orDash(layout.ExclusiveNonIsolcpus.String()), plural(layout.ExclusiveNonIsolcpus.Size(), "CPU"))
+	fmt.Fprintf(stdout, "%s: valid for this node (%s, %s), %s\n", *cfgPath, plural.Count(topo.Online.Size(), "online CPU"), plural.Count(len(topo.NUMANodes), "NUMA node"), plural.Count(len(problems.Warnings()), "warning"))
+	fmt.Fprintf(stdout, "  exclusive:              %s (%s)\n", orDash(layout.Exclusive.String()), plural.Count(layout.Exclusive.Size(), "CPU"))
+	fmt.Fprintf(stdout, "  shared:                 %s (%s)\n", orDash(layout.Shared.String()), plural.Count(layout.Shared.Size(), "CPU"))
+	fmt.Fprintf(stdout, "  infra:                  %s (%s, reserved %s)\n", orDash(layout.Infra.String()), plural.Count(layout.Infra.Size(), "CPU"), orDash(layout.Reserved.String()))
+	fmt.Fprintf(stdout, "  exclusive-non-isolcpus: %s (%s lendable)\n", orDash(layout.ExclusiveNonIsolcpus.String()), plural.Count(layout.ExclusiveNonIsolcpus.Size(), "CPU"))
 	printNodeMemory(stdout, cfg, topo)
 	printPoolPowerClasses(stdout, cfg)
 	printKubeletSettings(stdout, cfg, topo, layout)
@@ -110,7 +111,7 @@ func printKubeletSettings(w io.Writer, cfg *config.Config, topo *sysfs.Topology,
 	fmt.Fprintf(w, "  so: allocatable cpu = %d online - %d exclusive - %d shared = %d (infra %s); pods of %s request it, not cpu\n",
 		topo.Online.Size(), layout.Exclusive.Size(), layout.Shared.Size(), topo.Online.Size()-reserve, orDash(layout.Infra.String()), config.ResourceExclusive)
 	if len(topo.NUMANodes) > 1 {
-		fmt.Fprintf(w, "  topologyManagerPolicy aligns %s with GPUs and NICs on %s (restricted or single-numa-node refuse misaligned pods)\n", config.ResourceExclusive, plural(len(topo.NUMANodes), "NUMA node"))
+		fmt.Fprintf(w, "  topologyManagerPolicy aligns %s with GPUs and NICs on %s (restricted or single-numa-node refuse misaligned pods)\n", config.ResourceExclusive, plural.Count(len(topo.NUMANodes), "NUMA node"))
 	}
 }
 

@@ -189,10 +189,20 @@ type Runner struct {
 func NewRunner(topo *sysfs.Topology, cfg *config.Config, sysfsRoot string) (*Runner, error) {
 	layout, problems := allocator.BuildLayout(topo, cfg)
 	if problems.HasErrors() {
-		return nil, fmt.Errorf("the configuration does not fit this node:\n%s", problems.Errors())
+		return nil, &MisfitError{Problems: problems.Errors()}
 	}
 	return &Runner{alloc: allocator.New(topo, layout, cfg.PinMemory), policy: allocator.NewPolicy(cfg, topo), resolveDevice: sysfs.DeviceNUMAResolver(sysfsRoot),
 		created: map[string]allocator.Container{}}, nil
+}
+
+// MisfitError is a configuration that does not fit the node: its errors,
+// by key, which a caller may name as its flags (--isolated-cpus).
+type MisfitError struct {
+	Problems config.Problems
+}
+
+func (e *MisfitError) Error() string {
+	return fmt.Sprintf("the configuration does not fit this node:\n%s", e.Problems)
 }
 
 // Allocator exposes the allocator for inspection.
@@ -321,7 +331,7 @@ func (r *Runner) resize(rs *Resize) Result {
 	res := Result{Action: "resize", Pod: rs.Pod, Namespace: ns, Container: rs.Container}
 	ctr, ok := r.created[containerID(ns, rs.Pod, rs.Container)]
 	if _, running := r.alloc.Get(ctr.ID); !ok || !running {
-		res.Error = fmt.Sprintf("no container %s in pod %s/%s", rs.Container, ns, rs.Pod)
+		res.Error = r.missing(ns, rs.Pod, rs.Container)
 		return res
 	}
 	// Both are read before anything changes: a step that fails changes
@@ -387,7 +397,7 @@ func (r *Runner) remove(rm *Remove) Result {
 		}
 	}
 	if len(ids) == 0 {
-		res.Error = fmt.Sprintf("no container %s in pod %s/%s", ContainerOrAll(rm.Container), ns, rm.Pod)
+		res.Error = r.missing(ns, rm.Pod, rm.Container)
 		return res
 	}
 	for _, id := range ids {
@@ -397,6 +407,18 @@ func (r *Runner) remove(rm *Remove) Result {
 		res.Updates = append(res.Updates, updates(out.Updates)...)
 	}
 	return res
+}
+
+// missing says what a step names that does not run: the pod, when none
+// of its containers runs (not `no container * in pod default/zz`), else
+// the container.
+func (r *Runner) missing(ns, pod, container string) string {
+	for _, a := range r.alloc.Assignments() {
+		if a.Pod.Namespace == ns && a.Pod.Name == pod {
+			return fmt.Sprintf("no container %s in pod %s/%s", container, ns, pod)
+		}
+	}
+	return fmt.Sprintf("no pod %s/%s: no container of it runs", ns, pod)
 }
 
 func updates(as []allocator.Assignment) []Update {
