@@ -390,13 +390,14 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	err = dec.Decode(cfg)
-	if err == nil && len(typeErrors(data)) > 0 {
+	found := findDocProblems(data)
+	if err == nil && len(found.typed) > 0 {
 		// What the decoder took without a word: a fraction for a whole
 		// number (it truncates count: 1.5 to 1).
 		err = errSilentlyConverted
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config %s: %s (keys are documented in docs/configuration.md and packaging/config.yaml)", name, decodeError(err, data))
+		return nil, fmt.Errorf("config %s: %s (keys are documented in docs/configuration.md and packaging/config.yaml)", name, decodeError(err, found))
 	}
 	if problems := cfg.Check(); problems.HasErrors() {
 		return nil, problems.Errors().In(name)
@@ -405,7 +406,7 @@ func Parse(r io.Reader, name string) (*Config, error) {
 }
 
 // errSilentlyConverted stands for the decoder's error where it took a value
-// that typeErrors refuses; typeErrors says what it is.
+// that findDocProblems finds of the wrong kind; its typeError says what it is.
 var errSilentlyConverted = errors.New("a value does not fit its key")
 
 // decodeError says what the strict decoder refused, naming unknown keys by
@@ -413,8 +414,8 @@ var errSilentlyConverted = errors.New("a value does not fit its key")
 // by their key path with the kind the key takes, instead of the decoder's
 // Go type names ("cannot unmarshal !!str `4` into int"); its other
 // findings follow, those on a line already explained left out.
-func decodeError(err error, data []byte) string {
-	unknown, typed := unknownKeys(data), typeErrors(data)
+func decodeError(err error, found docFindings) string {
+	unknown, typed := found.unknown, found.typed
 	if len(unknown) == 0 && len(typed) == 0 {
 		return strings.TrimPrefix(err.Error(), "yaml: ")
 	}

@@ -188,6 +188,26 @@ func TestUnknownKeysNameTheirPath(t *testing.T) {
 	assert.NotContains(t, mustFail(t, "frobnicate: true\n"), "did you mean")
 }
 
+// TestParseMessageThroughMergesAndAliases pins Parse's whole message for a
+// file whose keys reach the Config type through an anchor, a merge, a map
+// and lists: the one walk behind it finds unknown keys and values of the
+// wrong kind at once, and the message lists all unknown keys first, then
+// the values, each in the order of the file.
+func TestParseMessageThroughMergesAndAliases(t *testing.T) {
+	doc := "pools:\n  exclusive: &ex\n    count: \"4\"\n    cuont: 2\n  shared:\n    <<: *ex\n    cpus: [1]\n" +
+		"allowedNamespaces: {shared: [a, {b: 1}], exclusive: x}\npinMemory: sometimes\nlogLevl: info\n"
+	assert.Equal(t, "config bad.yaml: line 4: unknown key pools.exclusive.cuont; did you mean pools.exclusive.count?\n"+
+		"  line 4: unknown key pools.shared.cuont; did you mean pools.shared.count?\n"+
+		"  line 10: unknown key logLevl; did you mean logLevel?\n"+
+		"  line 3: pools.exclusive.count: the string \"4\", want a whole number (write it without quotes)\n"+
+		"  line 3: pools.shared.count: the string \"4\", want a whole number (write it without quotes)\n"+
+		"  line 7: pools.shared.cpus: a list, want a string\n"+
+		"  line 8: allowedNamespaces.shared[1]: a mapping, want a string\n"+
+		"  line 8: allowedNamespaces.exclusive: the string \"x\", want a list ([a, b], or one \"- item\" a line)\n"+
+		"  line 9: pinMemory: the string \"sometimes\", want true or false"+
+		" (keys are documented in docs/configuration.md and packaging/config.yaml)", mustFail(t, doc))
+}
+
 func mustFail(t *testing.T, yaml string) string {
 	t.Helper()
 	_, err := Parse(strings.NewReader(yaml), "bad.yaml")

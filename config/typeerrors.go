@@ -27,87 +27,31 @@ func (e typeError) String() string {
 	return fmt.Sprintf("line %d: %s: %s", e.Line, e.Path, e.Message)
 }
 
-// typeErrors walks the document beside the Config type, as the decoder
-// does, and decodes each value into its field's type alone, to find the
-// values the decoder refuses with their key paths. The values of types
-// that read their own node (Duration, Frequency) say what is wrong in
-// their own words; the path is put before them.
-func typeErrors(data []byte) []typeError {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
-		return nil
-	}
-	var out []typeError
-	walkTypes(doc.Content[0], reflect.TypeFor[Config](), "", 0, &out)
-	return out
-}
-
 // ownLine is the "line N: " an UnmarshalYAML method puts before its
 // message.
 var ownLine = regexp.MustCompile(`^(yaml: )?line \d+: `)
 
-func walkTypes(n *yaml.Node, t reflect.Type, path string, depth int, out *[]typeError) {
-	if depth > maxKeyDepth {
-		return
+// ownValueError is what is wrong with n for a type t that reads its own
+// node (Duration, Frequency): it takes a single value and says in its own
+// words what is wrong with it; the path is put before them. "" if n fits.
+func ownValueError(t reflect.Type, n *yaml.Node) string {
+	if n.Kind != yaml.ScalarNode {
+		return given(n) + ", want a single value"
 	}
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
+	if err := n.Decode(reflect.New(t).Interface()); err != nil {
+		return ownLine.ReplaceAllString(err.Error(), "")
 	}
-	if n.ShortTag() == "!!null" {
-		return // leaves the default, as the decoder does
+	return ""
+}
+
+// scalarError is what is wrong with n for a key of a plain type t (a
+// number, a string, a boolean): the decoder refuses it, or takes a
+// fraction for a whole number. "" if n fits.
+func scalarError(t reflect.Type, n *yaml.Node) string {
+	if err := n.Decode(reflect.New(t).Interface()); err != nil || fraction(t, n) {
+		return fmt.Sprintf("%s, want %s", given(n), want(t, n))
 	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	fail := func(msg string) {
-		*out = append(*out, typeError{Path: path, Line: n.Line, Message: msg})
-	}
-	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
-		if n.Kind != yaml.ScalarNode {
-			fail(given(n) + ", want a single value")
-		} else if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			fail(ownLine.ReplaceAllString(err.Error(), ""))
-		}
-		return
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			fail(fmt.Sprintf("%s, want a mapping of keys (key: value, on the lines below it)", given(n)))
-			return
-		}
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Value == "<<" { // a merge: its keys are this mapping's
-				walkTypes(v, t, path, depth+1, out)
-				continue
-			}
-			if ft, ok := fields[k.Value]; ok {
-				walkTypes(v, ft, joinPath(path, k.Value), depth+1, out)
-			}
-		}
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			fail(fmt.Sprintf("%s, want a mapping (name: value)", given(n)))
-			return
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			walkTypes(n.Content[i+1], t.Elem(), joinPath(path, keyEcho(n.Content[i].Value)), depth+1, out)
-		}
-	case reflect.Slice, reflect.Array:
-		if n.Kind != yaml.SequenceNode {
-			fail(fmt.Sprintf("%s, want a list ([a, b], or one \"- item\" a line)", given(n)))
-			return
-		}
-		for i, v := range n.Content {
-			walkTypes(v, t.Elem(), fmt.Sprintf("%s[%d]", path, i), depth+1, out)
-		}
-	default:
-		if err := n.Decode(reflect.New(t).Interface()); err != nil || fraction(t, n) {
-			fail(fmt.Sprintf("%s, want %s", given(n), want(t, n)))
-		}
-	}
+	return ""
 }
 
 // fraction tells whether n is a number with a fraction for an integer

@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 // unknownKey is a key of the file that names no configuration key: its
@@ -27,113 +25,14 @@ func (u unknownKey) String() string {
 	return s
 }
 
-// maxKeyDepth bounds the walk: the configuration nests a few levels, and a
-// file that nests deeper is wrong anyway (the decoder reports it).
-const maxKeyDepth = 16
-
-var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
-
-// unknownKeys walks the document beside the Config type, as the strict
-// decoder does, and returns every key that names no field. The decoder
-// knows them too but names Go types ("field sahred not found in type
-// config.Pools"), which mean nothing to an operator; the YAML path and
-// the nearest known key do.
-func unknownKeys(data []byte) []unknownKey {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
-		return nil
+// newUnknownKey is key k of a mapping at path whose known keys are
+// fields, which names none of them.
+func newUnknownKey(path string, k *yaml.Node, fields map[string]reflect.Type) unknownKey {
+	u := unknownKey{Path: joinPath(path, keyEcho(k.Value)), Line: k.Line}
+	if s := closest(k.Value, fields); s != "" {
+		u.Suggest = joinPath(path, s)
 	}
-	var out []unknownKey
-	walkKeys(doc.Content[0], reflect.TypeFor[Config](), "", 0, &out)
-	return out
-}
-
-func walkKeys(n *yaml.Node, t reflect.Type, path string, depth int, out *[]unknownKey) {
-	if depth > maxKeyDepth {
-		return
-	}
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
-		return // reads its own node
-	}
-	switch {
-	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Value == "<<" { // a merge: its keys are this mapping's
-				walkKeys(v, t, path, depth+1, out)
-				continue
-			}
-			if ft, ok := fields[k.Value]; ok {
-				walkKeys(v, ft, joinPath(path, k.Value), depth+1, out)
-				continue
-			}
-			u := unknownKey{Path: joinPath(path, keyEcho(k.Value)), Line: k.Line}
-			if s := closest(k.Value, fields); s != "" {
-				u.Suggest = joinPath(path, s)
-			}
-			*out = append(*out, u)
-		}
-	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			walkKeys(n.Content[i+1], t.Elem(), joinPath(path, keyEcho(n.Content[i].Value)), depth+1, out)
-		}
-	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && n.Kind == yaml.SequenceNode:
-		for i, v := range n.Content {
-			walkKeys(v, t.Elem(), fmt.Sprintf("%s[%d]", path, i), depth+1, out)
-		}
-	}
-}
-
-// yamlFields maps a struct's YAML keys to their types, as yaml.v3 names
-// them: the tag's name, else the lower-cased field name; inline structs
-// lend theirs.
-func yamlFields(t reflect.Type) map[string]reflect.Type {
-	fields := map[string]reflect.Type{}
-	for f := range t.Fields() {
-		if !f.IsExported() {
-			continue
-		}
-		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "-" {
-			continue
-		}
-		if strings.Contains(","+opts+",", ",inline,") && f.Type.Kind() == reflect.Struct {
-			for k, v := range yamlFields(f.Type) {
-				fields[k] = v
-			}
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		fields[name] = f.Type
-	}
-	return fields
-}
-
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// keyEcho repeats a key in a path: plain when it is a short printable
-// word, else quoted and bounded like any value from the file.
-func keyEcho(k string) string {
-	if len(k) > 0 && len(k) <= 64 && strings.IndexFunc(k, func(r rune) bool {
-		return !(r == '-' || r == '_' || r == '/' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-	}) < 0 {
-		return k
-	}
-	return cpulist.EchoLong(k)
+	return u
 }
 
 // closest returns the known key nearest to k by edit distance (case

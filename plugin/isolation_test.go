@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -620,25 +621,35 @@ func usageOf(p *Plugin, pool string) allocator.PoolUsage {
 	return allocator.PoolUsage{}
 }
 
-// TestAuditMetrics: with metrics served, the daemon audits the held
-// exclusive CPUs in the background and exports the verdicts: the IRQs are
-// off the isolated container's CPU, but a host process may still run
-// there, so it is not clean.
-func TestAuditMetrics(t *testing.T) {
+// firstAuditOfIRQPod runs the audit metrics tests' node: the IRQ desktop
+// whose /proc lists procs, the plugin with metrics, and a pod with IRQ
+// isolation (telco/dpdk/fwd) on one exclusive CPU, its isolation applied.
+// It waits for the first background audit and returns the registry to read
+// its verdicts from and the container's CPU.
+func firstAuditOfIRQPod(t *testing.T, procs []procfixture.Process) (*prometheus.Registry, string) {
+	t.Helper()
 	f := irqNode(t)
-	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
-	procfixture.Write(t, f.procRoot(), procfixture.Spec{CPUs: all, Processes: []procfixture.Process{
-		{PID: 2, Comm: "kthreadd", Kernel: true, AllowedCPUs: all, Cgroup: "0::/"}, // the host's PID namespace
-		{PID: 700, Comm: "sshd", AllowedCPUs: all, Cgroup: "0::/system.slice/ssh.service"}}})
+	procfixture.Write(t, f.procRoot(), procfixture.Spec{CPUs: desktopIRQs().CPUs, Processes: procs})
 	rp := startPlugin(t, f, isolatedDesktop, statePath(f))
 	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
 		"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev": "true"}})
 	ctr, _, err := f.createContainer(pod, "fwd", 1000)
 	require.NoError(t, err)
 	require.NoError(t, rp.p.FlushIsolation())
-	reg := rp.p.Registry()
+	reg := rp.p.Registry() // serving the metrics starts the audits
 	require.Eventually(t, func() bool { a := rp.p.auditor.Load(); return a != nil && a.last.Load() != nil }, 10*time.Second, 10*time.Millisecond)
-	cpu := f.cpus(ctr)
+	return reg, f.cpus(ctr)
+}
+
+// TestAuditMetrics: with metrics served, the daemon audits the held
+// exclusive CPUs in the background and exports the verdicts: the IRQs are
+// off the isolated container's CPU, but a host process may still run
+// there, so it is not clean.
+func TestAuditMetrics(t *testing.T) {
+	all := desktopIRQs().CPUs
+	reg, cpu := firstAuditOfIRQPod(t, []procfixture.Process{
+		{PID: 2, Comm: "kthreadd", Kernel: true, AllowedCPUs: all, Cgroup: "0::/"}, // the host's PID namespace
+		{PID: 700, Comm: "sshd", AllowedCPUs: all, Cgroup: "0::/system.slice/ssh.service"}})
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP cpupool_exclusive_cpu_clean `+cleanHelp+`
 # TYPE cpupool_exclusive_cpu_clean gauge
@@ -666,24 +677,14 @@ const (
 // verdict and the thread count are absent, and
 // cpupool_audit_sees_host_threads says why (review 58, item 2).
 func TestAuditMetricsWithoutTheHostsProcesses(t *testing.T) {
-	f := irqNode(t)
-	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
-	procfixture.Write(t, f.procRoot(), procfixture.Spec{CPUs: all, Processes: []procfixture.Process{{PID: 1, Comm: "nri-cpupool", AllowedCPUs: cpuset.New(0, 1), Cgroup: "0::/"}}})
-	rp := startPlugin(t, f, isolatedDesktop, statePath(f))
-	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
-		"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev": "true"}})
-	ctr, _, err := f.createContainer(pod, "fwd", 1000)
-	require.NoError(t, err)
-	require.NoError(t, rp.p.FlushIsolation())
-	reg := rp.p.Registry()
-	require.Eventually(t, func() bool { a := rp.p.auditor.Load(); return a != nil && a.last.Load() != nil }, 10*time.Second, 10*time.Millisecond)
+	reg, cpu := firstAuditOfIRQPod(t, []procfixture.Process{{PID: 1, Comm: "nri-cpupool", AllowedCPUs: cpuset.New(0, 1), Cgroup: "0::/"}})
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP cpupool_audit_sees_host_threads `+seesHelp+`
 # TYPE cpupool_audit_sees_host_threads gauge
 cpupool_audit_sees_host_threads 0
 # HELP cpupool_exclusive_cpu_device_irqs Device IRQs that fired on the held exclusive CPU during the last audit's one-second sample.
 # TYPE cpupool_exclusive_cpu_device_irqs gauge
-cpupool_exclusive_cpu_device_irqs{cpu="`+f.cpus(ctr)+`",pool="exclusive"} 0
+cpupool_exclusive_cpu_device_irqs{cpu="`+cpu+`",pool="exclusive"} 0
 `), "cpupool_exclusive_cpu_clean", "cpupool_exclusive_cpu_foreign_threads", "cpupool_audit_sees_host_threads", "cpupool_exclusive_cpu_device_irqs"))
 }
 

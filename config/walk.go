@@ -1,0 +1,162 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+)
+
+// docFindings is what one walk of the document beside the Config type
+// finds: the keys that name no field, and the values whose kind does not
+// fit their key, each in the order of the file. The strict decoder knows
+// both but names Go types ("field sahred not found in type config.Pools",
+// "cannot unmarshal !!str `4` into int"), which mean nothing to an
+// operator; YAML paths, the nearest known key and the kind a key takes do.
+// One walk serves both, as the file is parsed on every reload.
+type docFindings struct {
+	unknown []unknownKey
+	typed   []typeError
+}
+
+// maxKeyDepth bounds the walk: the configuration nests a few levels, and a
+// file that nests deeper is wrong anyway (the decoder reports it).
+const maxKeyDepth = 16
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// findDocProblems walks data beside the Config type, as the decoder
+// fills it, and returns what it finds; nothing when data is no YAML (the
+// decoder says why).
+func findDocProblems(data []byte) docFindings {
+	var f docFindings
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return f
+	}
+	f.walk(doc.Content[0], reflect.TypeFor[Config](), "", 0, true)
+	return f
+}
+
+// walk visits node n, which the decoder reads into a value of type t at
+// path. kinds says whether values are still judged: not below a null,
+// which leaves the default as the decoder does, though its keys are still
+// looked up.
+func (f *docFindings) walk(n *yaml.Node, t reflect.Type, path string, depth int, kinds bool) {
+	if depth > maxKeyDepth {
+		return
+	}
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.ShortTag() == "!!null" {
+		kinds = false
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	wrong := func(msg string) {
+		if kinds {
+			f.typed = append(f.typed, typeError{Path: path, Line: n.Line, Message: msg})
+		}
+	}
+	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		// Reads its own node: no keys below it; its own words if refused.
+		if kinds {
+			if msg := ownValueError(t, n); msg != "" {
+				wrong(msg)
+			}
+		}
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			wrong(fmt.Sprintf("%s, want a mapping of keys (key: value, on the lines below it)", given(n)))
+			return
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Value == "<<" { // a merge: its keys are this mapping's
+				f.walk(v, t, path, depth+1, kinds)
+				continue
+			}
+			if ft, ok := fields[k.Value]; ok {
+				f.walk(v, ft, joinPath(path, k.Value), depth+1, kinds)
+				continue
+			}
+			f.unknown = append(f.unknown, newUnknownKey(path, k, fields))
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			wrong(fmt.Sprintf("%s, want a mapping (name: value)", given(n)))
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			f.walk(n.Content[i+1], t.Elem(), joinPath(path, keyEcho(n.Content[i].Value)), depth+1, kinds)
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			wrong(fmt.Sprintf("%s, want a list ([a, b], or one \"- item\" a line)", given(n)))
+			return
+		}
+		for i, v := range n.Content {
+			f.walk(v, t.Elem(), fmt.Sprintf("%s[%d]", path, i), depth+1, kinds)
+		}
+	default:
+		if kinds {
+			if msg := scalarError(t, n); msg != "" {
+				wrong(msg)
+			}
+		}
+	}
+}
+
+// yamlFields maps a struct's YAML keys to their types, as yaml.v3 names
+// them: the tag's name, else the lower-cased field name; inline structs
+// lend theirs.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if strings.Contains(","+opts+",", ",inline,") && f.Type.Kind() == reflect.Struct {
+			for k, v := range yamlFields(f.Type) {
+				fields[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// keyEcho repeats a key in a path: plain when it is a short printable
+// word, else quoted and bounded like any value from the file.
+func keyEcho(k string) string {
+	if len(k) > 0 && len(k) <= 64 && strings.IndexFunc(k, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '/' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return k
+	}
+	return cpulist.EchoLong(k)
+}
