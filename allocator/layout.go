@@ -338,9 +338,19 @@ func (b *layoutBuilder) checkDefaultPool() {
 			b.p.Errorf("defaultPool", "%q is not enabled (pools.exclusive-non-isolcpus.enabled), so every container without a pool annotation would be refused, kube-system's too; enable it or set defaultPool: infra", pool)
 			return
 		}
-		if b.l.ExclusiveNonIsolcpus.IsEmpty() || b.l.Infra.Size() <= b.l.MinInfraCPUs {
+		// Judged on the present CPUs, as the other pools are on their
+		// carved sets: a node whose infra CPUs are offline for now lends
+		// again when they come online, and a start, a reload or a CPU's
+		// hotplug must not be refused for that (the layout a refused
+		// hotplug falls back to would pin wrongly).
+		infra := b.topo.Present.Difference(b.carved.exclusive).Difference(b.carved.shared)
+		switch {
+		case infra.Difference(b.l.Reserved).IsEmpty() || infra.Size() <= b.l.MinInfraCPUs:
 			b.p.Errorf("defaultPool", "%q has no CPU to lend on this node (infra %s, reserved %s, minInfraCPUs=%d), so every container without a pool annotation would be refused, kube-system's too; leave infra more CPUs or set defaultPool: infra",
-				pool, b.l.Infra, b.l.Reserved, b.l.MinInfraCPUs)
+				pool, infra, b.l.Reserved, b.l.MinInfraCPUs)
+		case b.l.ExclusiveNonIsolcpus.IsEmpty() || b.l.Infra.Size() <= b.l.MinInfraCPUs:
+			b.p.Warnf("defaultPool", "%q has no CPU to lend while CPUs %s are offline (online infra %s, minInfraCPUs=%d), so containers without a pool annotation are refused until enough come online; leave infra more CPUs or set defaultPool: infra",
+				pool, infra.Difference(b.l.Infra), b.l.Infra, b.l.MinInfraCPUs)
 		}
 		return
 	default:
@@ -350,7 +360,7 @@ func (b *layoutBuilder) checkDefaultPool() {
 	case carved.IsEmpty():
 		b.p.Errorf("defaultPool", "%q has no CPUs on this node, so every container without a pool annotation would be refused, kube-system's too; %s", pool, fix)
 	case now.IsEmpty():
-		b.p.Warnf("defaultPool", "%q has no online CPU (its CPUs %s are offline), so containers without a pool annotation are refused until one comes online; %s", pool, carved, fix)
+		b.p.Warnf("defaultPool", "%q has no online CPU (its %s %s offline), so containers without a pool annotation are refused until one comes online; %s", pool, plural.CPUs(carved), plural.Verb(carved.Size(), "is", "are"), fix)
 	}
 }
 

@@ -229,7 +229,8 @@ func TestDefaultPoolWithoutCPUs(t *testing.T) {
 		{"exclusive-non-isolcpus with nothing to lend", "vm-2cpu", "isolatedCPUs: \"1\"\npools: {exclusive-non-isolcpus: {enabled: true}}\ndefaultPool: exclusive-non-isolcpus", "error", "has no CPU to lend", false},
 		{"exclusive-non-isolcpus enabled", "desktop-8c16t", "pools: {exclusive-non-isolcpus: {enabled: true}}\ndefaultPool: exclusive-non-isolcpus", "", "", false},
 		{"infra", "desktop-8c16t", "isolatedCPUs: 2-15\npools: {exclusive: {cpus: 2-11}}", "", "", false},
-		{"shared's CPUs offline", "server-offline-isolcpus", "pools: {exclusive: {cpus: 2-6}, shared: {cpus: \"7\"}}\ndefaultPool: shared", "warning", "its CPUs 7 are offline", true},
+		{"exclusive-non-isolcpus with nothing to lend while CPUs are offline", "server-offline-isolcpus", "pools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 18}}\ndefaultPool: exclusive-non-isolcpus", "warning", "has no CPU to lend while CPUs", true},
+		{"shared's CPUs offline", "server-offline-isolcpus", "pools: {exclusive: {cpus: 2-6}, shared: {cpus: \"7\"}}\ndefaultPool: shared", "warning", "its CPU 7 is offline", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			build := BuildLayout

@@ -207,3 +207,23 @@ func TestHotplugLayoutKeepsReserved(t *testing.T) {
 	require.False(t, problems.HasErrors(), "%v", problems)
 	assert.Equal(t, "2-7,10-14", one.Exclusive.String())
 }
+
+// TestHotplugLayoutDefaultPoolLendsAgain (review 58): with defaultPool
+// exclusive-non-isolcpus, infra CPUs offline for a while leave it nothing
+// to lend; that is a warning, not an error, so that a CPU that comes back
+// online joins the pool the config gives it (an error made the hotplug
+// fall back, and isolated CPU 5 joined infra and was lent).
+func TestHotplugLayoutDefaultPoolLendsAgain(t *testing.T) {
+	full := topology(t, "desktop-8c16t")
+	cfg := parseConfig(t, `{isolatedCPUs: "2-15", pools: {exclusive-non-isolcpus: {enabled: true}}, defaultPool: exclusive-non-isolcpus}`)
+	start, problems := BuildLayout(full, cfg)
+	require.False(t, problems.HasErrors(), "%v", problems)
+	require.Equal(t, "2-15", start.Exclusive.String())
+
+	down, _ := HotplugLayout(start, withOffline(full, 1, 5), cfg)
+	back, problems := HotplugLayout(down, withOffline(full, 1), cfg)
+	assert.False(t, problems.HasErrors(), "%v", problems)
+	assert.Equal(t, "2-15", back.Exclusive.String(), "5 is isolated: back in exclusive")
+	assert.Equal(t, "0", back.Infra.String())
+	assert.False(t, back.ExclusiveNonIsolcpus.Contains(5), "an isolated CPU is never lent")
+}
