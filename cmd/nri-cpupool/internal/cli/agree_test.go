@@ -92,6 +92,7 @@ func TestStatusAuditAndExplainReadTheConfigAsRunDoes(t *testing.T) {
 	require.NoError(t, store.Save(st))
 	store.Close()
 	cfgFile := writeFile(t, "stateFile: "+stateFile+"\n")
+	refused := writeFile(t, "pools: {sahred: {count: 2}}\n")
 	for _, cmd := range []string{"status", "audit", "explain"} {
 		code, out, _ := run(t, cmd, "--help")
 		require.Equal(t, 0, code, cmd)
@@ -111,6 +112,15 @@ func TestStatusAuditAndExplainReadTheConfigAsRunDoes(t *testing.T) {
 		case "explain":
 			assert.Contains(t, out, "telco/dpdk/fwd: running")
 		}
+
+		// A config the daemon would refuse: the state is still read,
+		// with the built-in defaults and the flags (what an operator
+		// runs when the daemon does not start), and a warning.
+		code, out, errOut = run(t, append([]string{cmd, "--config", refused, "--state-file", stateFile}, args[3:]...)...)
+		assert.Equal(t, 0, code, "%s: a refused config: %s", cmd, errOut)
+		assert.Contains(t, errOut, "line 1: unknown key pools.sahred", cmd)
+		assert.Contains(t, errOut, "going on with the built-in defaults", cmd)
+		assert.NotEmpty(t, out, cmd)
 
 		missing := filepath.Join(dir, "nothere.yaml")
 		args[2] = missing

@@ -36,7 +36,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	cfg, err := loadRunConfig(*cfgPath)
+	cfg, err := readNodeConfig(*cfgPath, stderr)
 	if err != nil {
 		return err
 	}

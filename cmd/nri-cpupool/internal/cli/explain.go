@@ -43,7 +43,7 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := loadRunConfig(*cfgPath)
+	cfg, err := readNodeConfig(*cfgPath, stderr)
 	if err != nil {
 		return err
 	}

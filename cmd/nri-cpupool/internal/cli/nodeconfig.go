@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"io/fs"
 	"os"
 
 	"github.com/cpupool/nri-cpupool/config"
@@ -26,4 +30,24 @@ func loadRunConfig(path string) (*config.Config, error) {
 		return config.Default(), nil
 	}
 	return config.Load(path)
+}
+
+// readNodeConfig is loadRunConfig for the commands that read what the
+// daemon wrote (status, audit, explain). They are what an operator runs
+// when the daemon does not start, often because its config is refused,
+// so a config that cannot be parsed or fails its checks is a warning on
+// stderr, and the command goes on with the built-in defaults and its
+// flags (--state-file and the roots choose what the defaults would miss).
+// A --config file that does not exist is an error, as for run: a mistyped
+// path.
+func readNodeConfig(path string, stderr io.Writer) (*config.Config, error) {
+	cfg, err := loadRunConfig(path)
+	switch {
+	case err == nil:
+		return cfg, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "warning: %v\nwarning: going on with the built-in defaults; give --state-file (and the roots) if the daemon's differ\n", err)
+	return config.Default(), nil
 }

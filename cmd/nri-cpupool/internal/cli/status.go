@@ -40,7 +40,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if *asJSON && *asMap {
 		return usageError(fs, "--json and --map: choose one")
 	}
-	cfg, err := loadRunConfig(*cfgPath)
+	cfg, err := readNodeConfig(*cfgPath, stderr)
 	if err != nil {
 		return err
 	}
