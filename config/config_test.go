@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,10 +100,9 @@ func TestParseErrors(t *testing.T) {
 		{"relative state file", "stateFile: state.json", []string{"stateFile: \"state.json\" is not an absolute path"}},
 		{"log level", "logLevel: loud", []string{"logLevel: unknown level \"loud\""}},
 		{"metrics address", "metricsAddress: 9464", []string{"metricsAddress: \"9464\" is not host:port"}},
-		{"metrics port out of range", "metricsAddress: 127.0.0.1:99999", []string{`metricsAddress: port "99999" of "127.0.0.1:99999" is not a number from 1 to 65535; write e.g. "127.0.0.1:9464"`}},
-		{"metrics port not a number", "metricsAddress: \":abc\"", []string{`metricsAddress: port "abc" of ":abc" is not a number from 1 to 65535`}},
-		{"metrics port 0", "metricsAddress: 127.0.0.1:0", []string{`metricsAddress: port "0"`}},
-		{"metrics port signed", "metricsAddress: 127.0.0.1:+80", []string{`metricsAddress: port "+80"`}},
+		{"metrics port out of range", "metricsAddress: 127.0.0.1:99999", []string{`metricsAddress: port "99999" of "127.0.0.1:99999" is neither a number from 0 to 65535 nor a service name of /etc/services; write e.g. "127.0.0.1:9464"`}},
+		{"metrics port not a number", "metricsAddress: \":abcnosuchservice\"", []string{`metricsAddress: port "abcnosuchservice" of ":abcnosuchservice" is neither a number from 0 to 65535 nor a service name`}},
+		{"metrics port negative", "metricsAddress: 127.0.0.1:-1", []string{`metricsAddress: port "-1"`}},
 		{"metrics host", "metricsAddress: \"a b:9464\"", []string{`metricsAddress: host "a b" of "a b:9464" is neither an IP address nor a host name`}},
 		{"metrics host zone on IPv4", "metricsAddress: \"[127.0.0.1%eth0]:9464\"", []string{`metricsAddress: host "127.0.0.1%eth0"`}},
 		{"min infra", "pools: {exclusive-non-isolcpus: {minInfraCPUs: 0}}", []string{"minInfraCPUs: 0: infra needs at least 1 CPU"}},
@@ -283,10 +283,52 @@ func TestMemoryReserve(t *testing.T) {
 // pass the check (the errors above are forms it refuses). Whether a host
 // name resolves, or a zone names an interface, is the node's: the check
 // does not ask, and run's net.Listen says so if not.
+// Review 58: ":0", "localhost:http" and "node_1:9464" start, and were
+// refused.
 func TestMetricsAddressListenable(t *testing.T) {
-	for _, addr := range []string{"127.0.0.1:9464", ":9464", "0.0.0.0:1", "[::1]:65535", "[::]:9464", "[fe80::1%eth0]:9464", "localhost:9464", "node-1.example.com.:9464"} {
+	for _, addr := range []string{"127.0.0.1:9464", ":9464", "0.0.0.0:1", "[::1]:65535", "[::]:9464", "[fe80::1%eth0]:9464", "localhost:9464", "node-1.example.com.:9464",
+		":0", "127.0.0.1:", "localhost:http", ":HTTPS", "127.0.0.1:+80", "node_1:9464", "_metrics.node-1:9464"} {
 		_, err := Parse(strings.NewReader("metricsAddress: \""+addr+"\"\n"), "ok.yaml")
 		assert.NoError(t, err, addr)
+	}
+}
+
+// TestMetricsAddressAsNetResolves: for addresses whose host is empty or
+// an IP literal (so that nothing asks DNS), the check refuses exactly what
+// net.ResolveTCPAddr, the parsing net.Listen does, refuses.
+func TestMetricsAddressAsNetResolves(t *testing.T) {
+	for _, addr := range []string{":9464", ":0", ":", "127.0.0.1:", ":+80", ":-0", ":-1", ":65535", ":65536", ":99999999999", ":http", ":HTTP", ":https",
+		":nosuchservice", ":0x50", ": 80", "[::1]:9464", "[fe80::1%eth0]:9464", "::1:9464", "127.0.0.1", "[::1]", "127.0.0.1:9464:1"} {
+		cfg := Default()
+		cfg.MetricsAddress = addr
+		var refused []string
+		for _, e := range cfg.Check().Errors() {
+			if e.Key == "metricsAddress" {
+				refused = append(refused, e.Message)
+			}
+		}
+		_, netErr := net.ResolveTCPAddr("tcp", addr)
+		assert.Equal(t, netErr != nil, len(refused) > 0, "%q: net says %v, the check %q", addr, netErr, refused)
+	}
+}
+
+// TestMetricsAddressPortZeroWarns: port 0 starts, on a port picked at
+// random: a warning, not an error.
+func TestMetricsAddressPortZeroWarns(t *testing.T) {
+	for _, addr := range []string{":0", "127.0.0.1:", "[::1]:-0"} {
+		cfg := Default()
+		cfg.MetricsAddress = addr
+		problems := cfg.Check()
+		assert.False(t, problems.HasErrors(), addr)
+		var warned []string
+		for _, w := range problems.Warnings() {
+			if w.Key == "metricsAddress" {
+				warned = append(warned, w.Message)
+			}
+		}
+		if assert.Len(t, warned, 1, addr) {
+			assert.Contains(t, warned[0], "picked anew at each start, which no probe or Prometheus scrape can find", addr)
+		}
 	}
 }
 

@@ -2,7 +2,7 @@ package config
 
 import (
 	"net"
-	"strconv"
+	"net/netip"
 	"strings"
 
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
@@ -11,16 +11,29 @@ import (
 // metricsAddressExample is the address the errors show.
 const metricsAddressExample = `write e.g. "127.0.0.1:9464", ":9464" or "[::1]:9464"`
 
-// checkMetricsAddress rejects what net.Listen("tcp", ...) would, without
-// listening: validate must say 1 exactly when run would refuse to start
-// (docs/commands.md), and a unit that runs validate first (ExecStartPre=)
-// would otherwise restart forever on "address 99999: invalid port". The
-// port must be a number from 1 to 65535: 0 would listen on a port picked
-// anew at each start, which no probe or scrape can find, and a service
-// name ("http") depends on /etc/services of the host or image. The host
-// is empty (every address), an IP address (an IPv6 one in brackets, with
-// its zone) or a host name, checked by its syntax only: resolving it here
-// would make validate depend on DNS.
+// checkMetricsAddress refuses what run's net.Listen("tcp", ...) would
+// refuse, without listening and without DNS: validate must exit 1 exactly
+// when run would refuse to start (docs/commands.md), and a unit that runs
+// validate first (ExecStartPre=) would otherwise restart forever on
+// "address 99999: invalid port". So it refuses no more than net.Listen
+// does (review 58: ":0", "localhost:http" and "node_1:9464" start):
+//   - not host:port (net.SplitHostPort);
+//   - a port net.LookupPort("tcp", ...) refuses: neither a number from 0
+//     to 65535 ("+80" is one, as for net.Listen) nor a service name it
+//     knows. That is no DNS: Go's own resolver reads /etc/services (net's
+//     port_unix.go, goLookupPort/readServices, over a built-in list), the
+//     cgo one asks getaddrinfo for the service only (no host), the NSS
+//     services database, files by default; validate and run read the same
+//     file where they run in the same image;
+//   - a host that is neither empty (every address), an IP literal as
+//     net.Listen parses it (netip.ParseAddr, an IPv6 one with its zone)
+//     nor a name of the characters Go's resolver sends to DNS (letters,
+//     digits, '-', '_', '.': net's isDomainName). Whether the name
+//     resolves is the node's, and run says so if not. A name of other
+//     characters could only come from /etc/hosts; no host has one.
+//
+// Port 0 (or none, "127.0.0.1:") starts, on a port picked anew at each
+// start: a warning, as no probe or scrape can find it.
 func (c *Config) checkMetricsAddress(p *Problems) {
 	addr := c.MetricsAddress
 	if addr == "" {
@@ -31,41 +44,32 @@ func (c *Config) checkMetricsAddress(p *Problems) {
 		p.Errorf("metricsAddress", "%s is not host:port; %s", cpulist.EchoLong(addr), metricsAddressExample)
 		return
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strings.TrimLeft(port, "0123456789") != "" {
-		p.Errorf("metricsAddress", "port %s of %s is not a number from 1 to 65535; %s", cpulist.EchoLong(port), cpulist.EchoLong(addr), metricsAddressExample)
+	if n, err := net.LookupPort("tcp", port); err != nil {
+		p.Errorf("metricsAddress", "port %s of %s is neither a number from 0 to 65535 nor a service name of /etc/services; %s", cpulist.EchoLong(port), cpulist.EchoLong(addr), metricsAddressExample)
+	} else if n == 0 {
+		p.Warnf("metricsAddress", "port %s of %s listens on a port picked anew at each start, which no probe or Prometheus scrape can find; %s", cpulist.EchoLong(port), cpulist.EchoLong(addr), metricsAddressExample)
 	}
-	if host != "" && !isIPWithZone(host) && !isHostName(host) {
+	if host != "" && !isIPLiteral(host) && !isHostName(host) {
 		p.Errorf("metricsAddress", "host %s of %s is neither an IP address nor a host name; %s", cpulist.EchoLong(host), cpulist.EchoLong(addr), metricsAddressExample)
 	}
 }
 
-// isIPWithZone tells whether s is an IP address, an IPv6 one possibly
-// with its zone ("fe80::1%eth0"), as net.Listen takes it.
-func isIPWithZone(s string) bool {
-	ip, zone, hasZone := strings.Cut(s, "%")
-	if hasZone && (zone == "" || !strings.Contains(ip, ":")) {
-		return false
-	}
-	return net.ParseIP(ip) != nil
+// isIPLiteral tells whether net.Listen reads host as an IP address (an
+// IPv6 one possibly with its zone, "fe80::1%eth0") rather than a name.
+func isIPLiteral(host string) bool {
+	_, err := netip.ParseAddr(host)
+	return err == nil
 }
 
-// isHostName tells whether s is a host name by RFC 1123's syntax: dot
-// separated labels of letters, digits and inner hyphens, 63 bytes at
-// most each, 253 in all, a trailing dot allowed.
+// isHostName tells whether s holds only the characters Go's resolver
+// accepts in a name it looks up in DNS (net's isDomainName): letters,
+// digits, '-', '_' and '.'. Label lengths and hyphen positions are not
+// checked: /etc/hosts may hold names DNS would not.
 func isHostName(s string) bool {
-	s = strings.TrimSuffix(s, ".")
-	if s == "" || len(s) > 253 {
+	if s == "" {
 		return false
 	}
-	for label := range strings.SplitSeq(s, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, r := range label {
-			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-				return false
-			}
-		}
-	}
-	return true
+	return strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0
 }

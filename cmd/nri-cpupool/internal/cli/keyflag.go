@@ -28,6 +28,10 @@ func (f keyFlag) String() string {
 }
 
 func (f keyFlag) Set(s string) error {
+	if s == "" { // no override, as before the check (review 58: run --log-level "")
+		*f.value = ""
+		return nil
+	}
 	probe := config.Default()
 	f.set(probe, s)
 	for _, p := range probe.Check().Errors() {
