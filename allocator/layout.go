@@ -123,7 +123,7 @@ type layoutBuilder struct {
 	// carved are the exclusive and shared pools as carved on the present
 	// CPUs, before dropOffline: whether a pool is empty by the config or
 	// only while its CPUs are offline (checkDefaultPool).
-	carved struct{ exclusive, shared cpuset.CPUSet }
+	carved struct{ exclusive, shared, reserved cpuset.CPUSet }
 }
 
 // checked parses a list key and keeps the present CPUs, reporting the
@@ -276,7 +276,7 @@ func (b *layoutBuilder) carve(key string, count int, carvable cpuset.CPUSet) cpu
 // dropOffline takes the offline CPUs out of the sets carved on the
 // present ones: an offline CPU is in no pool until it comes online.
 func (b *layoutBuilder) dropOffline() {
-	b.carved.exclusive, b.carved.shared = b.l.Exclusive, b.l.Shared
+	b.carved.exclusive, b.carved.shared, b.carved.reserved = b.l.Exclusive, b.l.Shared, b.l.Reserved
 	for _, set := range []*cpuset.CPUSet{&b.l.Isolated, &b.l.Reserved, &b.l.Exclusive, &b.l.Shared} {
 		*set = set.Intersection(b.topo.Online)
 	}
@@ -338,19 +338,23 @@ func (b *layoutBuilder) checkDefaultPool() {
 			b.p.Errorf("defaultPool", "%q is not enabled (pools.exclusive-non-isolcpus.enabled), so every container without a pool annotation would be refused, kube-system's too; enable it or set defaultPool: infra", pool)
 			return
 		}
-		// Judged on the present CPUs, as the other pools are on their
-		// carved sets: a node whose infra CPUs are offline for now lends
-		// again when they come online, and a start, a reload or a CPU's
-		// hotplug must not be refused for that (the layout a refused
-		// hotplug falls back to would pin wrongly).
-		infra := b.topo.Present.Difference(b.carved.exclusive).Difference(b.carved.shared)
+		// Judged on the CPUs the pools are carved on (the present ones,
+		// or the online ones where SMT is off for good), as the other
+		// pools are on their carved sets: a node whose infra CPUs are
+		// offline for now lends again when they come online, and a
+		// start, a reload or a CPU's hotplug must not be refused for that
+		// (the layout a refused hotplug falls back to would pin wrongly).
+		// The reserved CPUs are the config's, offline ones too: they
+		// never lend.
+		infra := b.usable.Difference(b.carved.exclusive).Difference(b.carved.shared)
 		switch {
-		case infra.Difference(b.l.Reserved).IsEmpty() || infra.Size() <= b.l.MinInfraCPUs:
+		case infra.Difference(b.carved.reserved).IsEmpty() || infra.Size() <= b.l.MinInfraCPUs:
 			b.p.Errorf("defaultPool", "%q has no CPU to lend on this node (infra %s, reserved %s, minInfraCPUs=%d), so every container without a pool annotation would be refused, kube-system's too; leave infra more CPUs or set defaultPool: infra",
-				pool, infra, b.l.Reserved, b.l.MinInfraCPUs)
+				pool, infra, b.carved.reserved, b.l.MinInfraCPUs)
 		case b.l.ExclusiveNonIsolcpus.IsEmpty() || b.l.Infra.Size() <= b.l.MinInfraCPUs:
-			b.p.Warnf("defaultPool", "%q has no CPU to lend while CPUs %s are offline (online infra %s, minInfraCPUs=%d), so containers without a pool annotation are refused until enough come online; leave infra more CPUs or set defaultPool: infra",
-				pool, infra.Difference(b.l.Infra), b.l.Infra, b.l.MinInfraCPUs)
+			off := infra.Difference(b.l.Infra)
+			b.p.Warnf("defaultPool", "%q has no CPU to lend while %s %s offline (online infra %s, minInfraCPUs=%d), so containers without a pool annotation are refused until enough come online; leave infra more CPUs or set defaultPool: infra",
+				pool, plural.CPUs(off), plural.Verb(off.Size(), "is", "are"), b.l.Infra, b.l.MinInfraCPUs)
 		}
 		return
 	default:

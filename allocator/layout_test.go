@@ -230,6 +230,7 @@ func TestDefaultPoolWithoutCPUs(t *testing.T) {
 		{"exclusive-non-isolcpus enabled", "desktop-8c16t", "pools: {exclusive-non-isolcpus: {enabled: true}}\ndefaultPool: exclusive-non-isolcpus", "", "", false},
 		{"infra", "desktop-8c16t", "isolatedCPUs: 2-15\npools: {exclusive: {cpus: 2-11}}", "", "", false},
 		{"exclusive-non-isolcpus with nothing to lend while CPUs are offline", "server-offline-isolcpus", "pools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 18}}\ndefaultPool: exclusive-non-isolcpus", "warning", "has no CPU to lend while CPUs", true},
+		{"exclusive-non-isolcpus with SMT off for good", "xeon-1s-nosmt", "pools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 16}}\ndefaultPool: exclusive-non-isolcpus", "error", "has no CPU to lend on this node", true},
 		{"shared's CPUs offline", "server-offline-isolcpus", "pools: {exclusive: {cpus: 2-6}, shared: {cpus: \"7\"}}\ndefaultPool: shared", "warning", "its CPU 7 is offline", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

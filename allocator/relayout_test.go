@@ -227,3 +227,15 @@ func TestHotplugLayoutDefaultPoolLendsAgain(t *testing.T) {
 	assert.Equal(t, "0", back.Infra.String())
 	assert.False(t, back.ExclusiveNonIsolcpus.Contains(5), "an isolated CPU is never lent")
 }
+
+// TestDefaultPoolReservedOfflineNeverLends (review 58): a reserved CPU
+// that is offline is still reserved; its coming back lends nothing, so a
+// defaultPool exclusive-non-isolcpus that has nothing else to lend is an
+// error, offline or not.
+func TestDefaultPoolReservedOfflineNeverLends(t *testing.T) {
+	cfg := parseConfig(t, `{isolatedCPUs: "2-15", reservedCPUs: "0-1", pools: {exclusive-non-isolcpus: {enabled: true}}, defaultPool: exclusive-non-isolcpus}`)
+	for _, topo := range []*sysfs.Topology{topology(t, "desktop-8c16t"), withOffline(topology(t, "desktop-8c16t"), 1)} {
+		_, problems := BuildLayoutRunning(topo, cfg)
+		assert.True(t, problems.HasErrors(), "offline %s: %v", topo.Offline, problems)
+	}
+}
