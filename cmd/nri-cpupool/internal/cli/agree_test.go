@@ -119,8 +119,14 @@ func TestStatusAuditAndExplainReadTheConfigAsRunDoes(t *testing.T) {
 		code, out, errOut = run(t, append([]string{cmd, "--config", refused, "--state-file", stateFile}, args[3:]...)...)
 		assert.Equal(t, 0, code, "%s: a refused config: %s", cmd, errOut)
 		assert.Contains(t, errOut, "line 1: unknown key pools.sahred", cmd)
-		assert.Contains(t, errOut, "going on with the built-in defaults", cmd)
+		assert.Contains(t, errOut, "reads with the built-in defaults and the flags", cmd)
+		assert.Contains(t, errOut, "housekeeping and kernel work off", cmd)
 		assert.NotEmpty(t, out, cmd)
+
+		// A directory for --config is a mistyped path, as a missing
+		// file is: an error.
+		code, _, errOut = run(t, append([]string{cmd, "--config", dir, "--state-file", stateFile}, args[3:]...)...)
+		assert.Equal(t, 1, code, "%s: a directory for --config: %s", cmd, errOut)
 
 		missing := filepath.Join(dir, "nothere.yaml")
 		args[2] = missing

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/cpupool/nri-cpupool/config"
 )
@@ -45,9 +46,12 @@ func readNodeConfig(path string, stderr io.Writer) (*config.Config, error) {
 	switch {
 	case err == nil:
 		return cfg, nil
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EISDIR):
 		return nil, err
 	}
-	fmt.Fprintf(stderr, "warning: %v\nwarning: going on with the built-in defaults; give --state-file (and the roots) if the daemon's differ\n", err)
-	return config.Default(), nil
+	d := config.Default()
+	fmt.Fprintf(stderr, "warning: the node's config is refused, so this reads with the built-in defaults and the flags: %v\n"+
+		"warning: the defaults' state file %s, proc root %s and cgroup root %s unless flags say otherwise, and housekeeping and kernel work off: what depends on the daemon's own settings may differ from what it does\n",
+		err, d.StateFile, d.ProcRoot, d.CgroupRoot)
+	return d, nil
 }
