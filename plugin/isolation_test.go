@@ -439,7 +439,12 @@ func runcWillCreate(t testing.TB, f *fakeRuntime, pod *api.PodSandbox, name stri
 }
 
 // partitionable makes cgroup dir and its ancestors with the cpuset files
-// of a 6.7+ kernel, where they lack them.
+// of a 6.7+ kernel, where they lack them. Each file appears with its
+// content (written aside, then renamed), as a kernel's cgroup file does:
+// the plugin's background pass may run meanwhile, and one that read a file
+// os.WriteFile had created but not yet written recorded "" as its
+// original, and restored "" (TestInvalidPartitionReported failed so once
+// under load).
 func partitionable(t testing.TB, f *fakeRuntime, dir string) {
 	t.Helper()
 	for d := dir; d != "/"; d = filepath.Dir(d) {
@@ -447,7 +452,13 @@ func partitionable(t testing.TB, f *fakeRuntime, dir string) {
 		require.NoError(t, os.MkdirAll(full, 0o755))
 		for name, v := range map[string]string{"cpuset.cpus.exclusive": "", "cpuset.cpus.partition": "member"} {
 			if _, err := os.Stat(filepath.Join(full, name)); err != nil {
-				require.NoError(t, os.WriteFile(filepath.Join(full, name), []byte(v+"\n"), 0o644))
+				tmp, err := os.CreateTemp(f.cgroupRoot, ".fixture-*")
+				require.NoError(t, err)
+				_, err = tmp.WriteString(v + "\n")
+				require.NoError(t, err)
+				require.NoError(t, tmp.Chmod(0o644))
+				require.NoError(t, tmp.Close())
+				require.NoError(t, os.Rename(tmp.Name(), filepath.Join(full, name)))
 			}
 		}
 	}
