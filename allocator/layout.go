@@ -28,7 +28,8 @@ type Layout struct {
 	// Infra is every online CPU that is neither exclusive nor shared.
 	Infra cpuset.CPUSet
 	// ExclusiveNonIsolcpus are the infra CPUs that may be lent out
-	// exclusively (infra minus reserved), empty when the pool is disabled.
+	// exclusively (infra minus reserved and isolated), empty when the
+	// pool is disabled.
 	ExclusiveNonIsolcpus cpuset.CPUSet
 	// MinInfraCPUs is how many CPUs infra keeps in any case.
 	MinInfraCPUs int
@@ -123,7 +124,7 @@ type layoutBuilder struct {
 	// carved are the exclusive and shared pools as carved on the present
 	// CPUs, before dropOffline: whether a pool is empty by the config or
 	// only while its CPUs are offline (checkDefaultPool).
-	carved struct{ exclusive, shared, reserved cpuset.CPUSet }
+	carved struct{ exclusive, shared, reserved, isolated cpuset.CPUSet }
 }
 
 // checked parses a list key and keeps the present CPUs, reporting the
@@ -201,8 +202,12 @@ func (b *layoutBuilder) carvePools(exCPUs, shCPUs cpuset.CPUSet) {
 		carvable = cpuset.New()
 	}
 	if !carvable.IsEmpty() {
-		b.p.Warnf("pools", "isolated %s %s in neither exclusive nor shared, so %s infra, where the kernel does not balance load across isolated CPUs",
-			plural.CPUs(carvable), plural.Verb(carvable.Size(), "is", "are"), plural.Verb(carvable.Size(), "it joins", "they join"))
+		lent := ""
+		if b.cfg.Pools.ExclusiveNonIsolcpus.Enabled {
+			lent = plural.Verb(carvable.Size(), "; exclusive-non-isolcpus never lends it", "; exclusive-non-isolcpus never lends them")
+		}
+		b.p.Warnf("pools", "isolated %s %s in neither exclusive nor shared, so %s infra, where the kernel does not balance load across isolated CPUs%s",
+			plural.CPUs(carvable), plural.Verb(carvable.Size(), "is", "are"), plural.Verb(carvable.Size(), "it joins", "they join"), lent)
 	}
 	for _, pool := range []struct {
 		key  string
@@ -276,7 +281,7 @@ func (b *layoutBuilder) carve(key string, count int, carvable cpuset.CPUSet) cpu
 // dropOffline takes the offline CPUs out of the sets carved on the
 // present ones: an offline CPU is in no pool until it comes online.
 func (b *layoutBuilder) dropOffline() {
-	b.carved.exclusive, b.carved.shared, b.carved.reserved = b.l.Exclusive, b.l.Shared, b.l.Reserved
+	b.carved.exclusive, b.carved.shared, b.carved.reserved, b.carved.isolated = b.l.Exclusive, b.l.Shared, b.l.Reserved, b.l.Isolated
 	for _, set := range []*cpuset.CPUSet{&b.l.Isolated, &b.l.Reserved, &b.l.Exclusive, &b.l.Shared} {
 		*set = set.Intersection(b.topo.Online)
 	}
@@ -301,16 +306,33 @@ func (b *layoutBuilder) infra() {
 	}
 }
 
-// lendable decides which infra CPUs exclusive-non-isolcpus may lend.
+// lendable decides which infra CPUs exclusive-non-isolcpus may lend: not
+// the reserved ones, and not the isolated CPUs that the exclusive and
+// shared pools leave to infra. The pool is for containers that want CPUs
+// the kernel treats as any other (balancing their threads, running its
+// housekeeping there); an isolated CPU lent to one would break the
+// pool's one promise (review 59: a count smaller than isolcpus=, or an
+// isolated CPU that came online when the config could not be laid out,
+// was lent).
 func (b *layoutBuilder) lendable() {
 	if !b.cfg.Pools.ExclusiveNonIsolcpus.Enabled {
 		b.l.ExclusiveNonIsolcpus = cpuset.New()
 		return
 	}
-	b.l.ExclusiveNonIsolcpus = b.l.Infra.Difference(b.l.Reserved)
-	if b.l.Infra.Size() <= b.l.MinInfraCPUs {
+	b.l.ExclusiveNonIsolcpus = lendableCPUs(b.l.Infra, b.l.Reserved, b.l.Isolated)
+	switch {
+	case b.l.Infra.Size() <= b.l.MinInfraCPUs:
 		b.p.Warnf("pools.exclusive-non-isolcpus", "enabled, but infra (%s) has no CPU to lend beyond minInfraCPUs=%d", b.l.Infra, b.l.MinInfraCPUs)
+	case b.l.ExclusiveNonIsolcpus.IsEmpty():
+		b.p.Warnf("pools.exclusive-non-isolcpus", "enabled, but every CPU of infra (%s) is reserved or isolated, and neither is lent; leave infra CPUs that are neither", b.l.Infra)
 	}
+}
+
+// lendableCPUs are the CPUs of infra that exclusive-non-isolcpus may lend:
+// neither reserved nor isolated (lendable). One rule for a start, a reload
+// and a CPU that comes online (HotplugLayout).
+func lendableCPUs(infra, reserved, isolated cpuset.CPUSet) cpuset.CPUSet {
+	return infra.Difference(reserved).Difference(isolated)
 }
 
 // checkDefaultPool refuses a defaultPool with no CPUs on this node: every
@@ -348,9 +370,9 @@ func (b *layoutBuilder) checkDefaultPool() {
 		// never lend.
 		infra := b.usable.Difference(b.carved.exclusive).Difference(b.carved.shared)
 		switch {
-		case infra.Difference(b.carved.reserved).IsEmpty() || infra.Size() <= b.l.MinInfraCPUs:
-			b.p.Errorf("defaultPool", "%q has no CPU to lend on this node (infra %s, reserved %s, minInfraCPUs=%d), so every container without a pool annotation would be refused, kube-system's too; leave infra more CPUs or set defaultPool: infra",
-				pool, infra, b.carved.reserved, b.l.MinInfraCPUs)
+		case lendableCPUs(infra, b.carved.reserved, b.carved.isolated).IsEmpty() || infra.Size() <= b.l.MinInfraCPUs:
+			b.p.Errorf("defaultPool", "%q has no CPU to lend on this node (infra %s, reserved %s, isolated %s, minInfraCPUs=%d), so every container without a pool annotation would be refused, kube-system's too; leave infra more CPUs that are neither reserved nor isolated, or set defaultPool: infra",
+				pool, infra, b.carved.reserved, infra.Intersection(b.carved.isolated), b.l.MinInfraCPUs)
 		case b.l.ExclusiveNonIsolcpus.IsEmpty() || b.l.Infra.Size() <= b.l.MinInfraCPUs:
 			off := infra.Difference(b.l.Infra)
 			b.p.Warnf("defaultPool", "%q has no CPU to lend while %s %s offline (online infra %s, minInfraCPUs=%d), so containers without a pool annotation are refused until enough come online; leave infra more CPUs or set defaultPool: infra",

@@ -39,6 +39,9 @@ func TestBuildLayout(t *testing.T) {
 		{name: "explicit lists and reserved", fixture: "desktop-8c16t",
 			config:    "isolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0,8\"\npools: {exclusive: {cpus: \"4-7,12-15\"}, shared: {cpus: \"2-3,10-11\"}, exclusive-non-isolcpus: {enabled: true}}",
 			exclusive: "4-7,12-15", shared: "2-3,10-11", infra: "0-1,8-9", eni: "1,9", reserved: "0,8"},
+		{name: "isolated CPUs left to infra are never lent", fixture: "desktop-8c16t",
+			config:    "isolatedCPUs: \"2-7,10-15\"\npools: {exclusive: {count: 8}, exclusive-non-isolcpus: {enabled: true}}",
+			exclusive: "2-5,10-13", shared: "", infra: "0-1,6-9,14-15", eni: "0-1,8-9", reserved: ""},
 		{name: "SST-BF priority cores first", fixture: "xeon-2s-snc2",
 			config: "isolatedCPUs: \"2-39,42-79\"\npools: {exclusive: {count: 8}}",
 			check: func(t *testing.T, l *Layout) {

@@ -236,12 +236,13 @@ func HotplugLayout(old *Layout, topo *sysfs.Topology, cfg *config.Config) (*Layo
 	fresh, problems := BuildLayoutRunning(topo, cfg)
 	if problems.HasErrors() {
 		// The lists the config gives do not depend on the counts that
-		// failed: a reserved CPU is reserved again, and never lent.
+		// failed: a reserved CPU is reserved again, an isolated one is
+		// isolated again, and neither is lent.
 		l.Isolated = l.Isolated.Union(fresh.Isolated.Intersection(added))
 		l.Reserved = l.Reserved.Union(fresh.Reserved.Intersection(added))
 		l.Infra = l.Infra.Union(added)
 		if cfg.Pools.ExclusiveNonIsolcpus.Enabled {
-			l.ExclusiveNonIsolcpus = l.ExclusiveNonIsolcpus.Union(added.Difference(l.Reserved))
+			l.ExclusiveNonIsolcpus = l.ExclusiveNonIsolcpus.Union(lendableCPUs(added, l.Reserved, l.Isolated))
 		}
 		return &l, problems
 	}

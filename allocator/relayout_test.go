@@ -172,7 +172,8 @@ func unplugged(topo *sysfs.Topology, cpus ...int) *sysfs.Topology {
 // TestHotplugLayoutKeepsReserved (issue 41, item 5): a reserved CPU that
 // comes online is reserved again, and never lent to
 // exclusive-non-isolcpus, also when the config cannot be laid out on the
-// node as it is now and the CPUs that came online join infra.
+// node as it is now and the CPUs that came online join infra; nor is an
+// isolated one (review 59: isolated CPU 7 was lent then).
 func TestHotplugLayoutKeepsReserved(t *testing.T) {
 	full := topology(t, "desktop-8c16t")
 	cfg := parseConfig(t, `{isolatedCPUs: "2-7,10-15", reservedCPUs: "0,8", pools: {exclusive: {count: 12}, exclusive-non-isolcpus: {enabled: true}}}`)
@@ -196,7 +197,7 @@ func TestHotplugLayoutKeepsReserved(t *testing.T) {
 	assert.Equal(t, "2-6,10-14", fallback.Exclusive.String())
 	assert.Equal(t, "0-1,7-9", fallback.Infra.String())
 	assert.Equal(t, "0,8", fallback.Reserved.String())
-	assert.Equal(t, "1,7,9", fallback.ExclusiveNonIsolcpus.String(), "8 is reserved: never lent")
+	assert.Equal(t, "1,9", fallback.ExclusiveNonIsolcpus.String(), "8 is reserved and 7 isolated: neither is lent")
 	assert.True(t, fallback.Isolated.Contains(7))
 
 	// After a restart while 7 and 15 were offline, 7 coming back while 15
@@ -238,4 +239,23 @@ func TestDefaultPoolReservedOfflineNeverLends(t *testing.T) {
 		_, problems := BuildLayoutRunning(topo, cfg)
 		assert.True(t, problems.HasErrors(), "offline %s: %v", topo.Offline, problems)
 	}
+}
+
+// TestDefaultPoolIsolatedNeverLends (review 59): infra's isolated CPUs (a
+// count smaller than the isolated set) are not lent, so a defaultPool
+// exclusive-non-isolcpus whose infra has nothing else to lend is an
+// error, and the pool alone is a warning that says why it lends nothing.
+func TestDefaultPoolIsolatedNeverLends(t *testing.T) {
+	topo := topology(t, "desktop-8c16t")
+	eni := `isolatedCPUs: "2-15", reservedCPUs: "0-1", pools: {exclusive: {count: 8}, exclusive-non-isolcpus: {enabled: true}}`
+	l, problems := BuildLayoutRunning(topo, parseConfig(t, "{"+eni+"}"))
+	require.False(t, problems.HasErrors(), "%v", problems)
+	assert.Equal(t, "6-9,14-15", l.Infra.Difference(l.Reserved).String(), "isolated CPUs left to infra")
+	assert.True(t, l.ExclusiveNonIsolcpus.IsEmpty(), "lends %s", l.ExclusiveNonIsolcpus)
+	assert.Contains(t, problems.Error(), "every CPU of infra (0-1,6-9,14-15) is reserved or isolated")
+	assert.Contains(t, problems.Error(), "where the kernel does not balance load across isolated CPUs; exclusive-non-isolcpus never lends them")
+
+	_, problems = BuildLayoutRunning(topo, parseConfig(t, "{"+eni+", defaultPool: exclusive-non-isolcpus}"))
+	require.True(t, problems.HasErrors(), "%v", problems)
+	assert.Contains(t, problems.Error(), "has no CPU to lend on this node (infra 0-1,6-9,14-15, reserved 0-1, isolated 6-9,14-15")
 }

@@ -71,7 +71,10 @@ func devicesByName(res []resourceapi.Device) map[string]resourceapi.Device {
 // carries none, so the scheduler never counts the same bytes twice. A
 // request that names no memory consumes none; hugepages go by pages.
 func TestSlicesCarryEachNodesMemoryOnce(t *testing.T) {
-	s := hugeXeon(t, 0, xeonConfig+"\nmemory: {reservedPerNode: 2Gi, reservedHugePagesPerNode: {2Mi: 12}}")
+	// CPU 0 not reserved: infra's CPUs that are neither reserved nor
+	// isolated, the only ones lent, are then on both nodes (0 and 1, 41).
+	cfg := strings.Replace(xeonConfig, `reservedCPUs: "0,40"`, `reservedCPUs: "40"`, 1)
+	s := hugeXeon(t, 0, cfg+"\nmemory: {reservedPerNode: 2Gi, reservedHugePagesPerNode: {2Mi: 12}}")
 	topo, layout := s.Layout()
 	res := Resources(testNode, ModelNUMANode, WithMemory(Offer(topo, layout, nil), s.MemoryOffer()))
 	devs := devicesByName(res.Pools[testNode].Slices[0].Devices)
