@@ -5,6 +5,9 @@ package drarun
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -68,12 +71,29 @@ func (r *driver) Serve(ctx context.Context) <-chan struct{} {
 // the API server, nor for a kubeconfig that is not there yet.
 func NewPodEvents(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) cli.PodEvents {
 	kubeconfig := cfg.APIKubeconfig()
+	host, from := eventsHost(dra.NodeName(cfg.APINodeName()), os.Hostname)
 	e := kubeevents.New(kubeevents.Options{
 		Connect:  func() (kubernetes.Interface, error) { return kubeevents.NewClient(kubeconfig) },
-		NodeName: dra.NodeName(cfg.APINodeName()),
+		NodeName: host,
 		Log:      log,
 	})
 	p.UsePodEvents(e)
-	log.Infof("pod Events on: posted on the pods as %s", kubeevents.Component)
+	log.Infof("pod Events on: posted on the pods as %s from host %q (%s)", kubeevents.Component, host, from)
 	return e
+}
+
+// eventsHost is the Events' source host: the node name configured
+// (kubernetes.nodeName, dra.nodeName, $NODE_NAME), else the hostname as
+// the kubelet takes it for its node name by default (trimmed, lower
+// case), so that a systemd install without NODE_NAME does not post Events
+// from no host (review 59). from says which, for the start's log line.
+func eventsHost(configured string, hostname func() (string, error)) (host, from string) {
+	if configured != "" {
+		return configured, "kubernetes.nodeName, dra.nodeName or $NODE_NAME"
+	}
+	h, err := hostname()
+	if err != nil {
+		return "", fmt.Sprintf("no node name: kubernetes.nodeName, dra.nodeName and $NODE_NAME are unset, and the hostname is unknown (%v); set kubernetes.nodeName", err)
+	}
+	return strings.ToLower(strings.TrimSpace(h)), "the hostname, as the kubelet's default node name: kubernetes.nodeName, dra.nodeName and $NODE_NAME are unset"
 }
