@@ -109,7 +109,7 @@ cpupool_resizes_total{pool="exclusive",result="shrunk"} 1
 # HELP cpupool_pool_free_cpus CPUs of an exclusive pool that no container holds.
 # TYPE cpupool_pool_free_cpus gauge
 cpupool_pool_free_cpus{pool="exclusive"} 1
-cpupool_pool_free_cpus{pool="exclusive-non-isolcpus"} 12
+cpupool_pool_free_cpus{pool="exclusive-non-isolcpus"} 4
 `), "cpupool_pool_free_cpus"))
 }
 
