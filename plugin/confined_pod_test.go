@@ -33,4 +33,9 @@ func TestConfinedContainerKeepsItsPod(t *testing.T) {
 	assert.Equal(t, "web", rec.PodNamespace, "its pod's namespace")
 	assert.Equal(t, "sneaky", rec.PodName, "its pod's name")
 	assert.Equal(t, "uid-sneaky", rec.PodUID, "its pod's uid")
+	// Why it was confined, for explain: its rule says so (explain shows a
+	// running container's rule, not a refusal).
+	assert.Equal(t, "confined", rec.Rule, "its rule")
+	assert.Contains(t, rec.RuleDetail, "to pool infra when nri-cpupool synchronized with the runtime: ", "its rule's detail")
+	assert.Contains(t, rec.RuleDetail, "recreate the pod to place it again", "its rule's detail says how to fix")
 }
