@@ -86,8 +86,10 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	p.pinSandboxesLater()
 	p.checkStartsLater(createdWithUpdates(containers, updates))
 	p.metrics.synchronized.Inc()
+	// Each container is counted once: a confined one is neither re-pinned
+	// nor placed.
 	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d CPU sets held for stopped containers, %d updates",
-		len(known)-len(repair), len(repair), len(unknown), confined+confinedNew, p.countForgotten(remembered.Containers), len(p.alloc.Holds()), len(updates))
+		len(known)-len(repair), len(repair)-confined, len(unknown)-confinedNew, confined+confinedNew, p.countForgotten(remembered.Containers), len(p.alloc.Holds()), len(updates))
 	return updates, nil
 }
 
