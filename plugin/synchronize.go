@@ -85,6 +85,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	}
 	p.pinSandboxesLater()
 	p.checkStartsLater(createdWithUpdates(containers, updates))
+	p.auditSynchronized()
 	p.metrics.synchronized.Inc()
 	// Each container is counted once: a confined one is neither re-pinned
 	// nor placed.
