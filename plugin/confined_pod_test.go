@@ -1,10 +1,16 @@
 package plugin
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
+
+	"github.com/containerd/nri/pkg/api"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // TestConfinedContainerKeepsItsPod (review 59b): a container created while
@@ -38,4 +44,36 @@ func TestConfinedContainerKeepsItsPod(t *testing.T) {
 	assert.Equal(t, "confined", rec.Rule, "its rule")
 	assert.Contains(t, rec.RuleDetail, "to pool infra when nri-cpupool synchronized with the runtime: ", "its rule's detail")
 	assert.Contains(t, rec.RuleDetail, "recreate the pod to place it again", "its rule's detail says how to fix")
+}
+
+// TestConfinedContainerWithoutASandboxKeepsItsRememberedPod: a remembered
+// exclusive container the runtime runs without its pod sandbox, not on its
+// CPUs, whose CPUs another container took: Synchronize confines it to infra
+// and its record keeps the pod the state remembered (confine looked it up
+// in memory, which Synchronize had started over: it was lost).
+func TestConfinedContainerWithoutASandboxKeepsItsRememberedPod(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	store := state.NewFileStore(path)
+	st := state.NewState()
+	st.Containers["aaa"] = state.ContainerState{PodUID: "uid-keep", PodNamespace: "telco", PodName: "keep", Container: "c", Pool: "exclusive", MilliCPU: 1000, CPUs: "4", Mems: "0"}
+	st.Containers["bbb"] = state.ContainerState{PodUID: "uid-lost", PodNamespace: "telco", PodName: "lost", Container: "c", Pool: "exclusive", MilliCPU: 1000, CPUs: "4", Mems: "0"}
+	require.NoError(t, store.Save(st))
+	p := newUnitPlugin(t, store, `isolatedCPUs: "4-7,12-15"`)
+	pinned := func(id, sandbox, cpus string) *api.Container {
+		return &api.Container{Id: id, PodSandboxId: sandbox, Name: "c", State: api.ContainerState_CONTAINER_RUNNING,
+			Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: cpus}}}}
+	}
+	_, err := p.Synchronize(context.Background(), []*api.PodSandbox{{Id: "sb-keep", Uid: "uid-keep", Name: "keep", Namespace: "telco"}},
+		[]*api.Container{pinned("aaa", "sb-keep", "4"), pinned("bbb", "sb-gone", "")})
+	require.NoError(t, err)
+	require.NoError(t, p.Flush())
+	back, err := state.ReadState(path)
+	require.NoError(t, err)
+	rec := back.Containers["bbb"]
+	require.Equal(t, "infra", rec.Pool, "confined to infra")
+	assert.Equal(t, "telco", rec.PodNamespace)
+	assert.Equal(t, "lost", rec.PodName)
+	assert.Equal(t, "uid-lost", rec.PodUID)
+	assert.Equal(t, "confined", rec.Rule)
+	assert.Contains(t, rec.RuleDetail, "its pod sandbox is gone")
 }
