@@ -31,6 +31,10 @@ const (
 	RuleClaim = "dra-claim"
 	// RuleDevicePlugin: the kubelet's cpupool.dev/exclusive devices.
 	RuleDevicePlugin = "device-plugin"
+	// RuleConfined: the plugin could not place a container it found
+	// running when it synchronized with the runtime, and confined it to
+	// infra; Detail says why.
+	RuleConfined = "confined"
 )
 
 // The rules of a container no pool annotation placed; constant, so the

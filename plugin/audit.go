@@ -16,9 +16,18 @@ import (
 
 // auditor runs the isolation audit (package audit, as `nri-cpupool audit`
 // does) in the background every interval and keeps the last report for
-// the metrics: a scrape never waits for a sample.
+// the metrics: a scrape never waits for a sample. A failing audit keeps
+// the last good report (its timestamp ages) and says so: a warning at the
+// first failure, an info line when it works again, and
+// cpupool_audit_failing for the alert.
 type auditor struct {
 	last atomic.Pointer[audit.Report]
+	// attempted: an audit ran (after the first Synchronize); failing: the
+	// last one failed. Read by the metrics without the lock.
+	attempted, failing atomic.Bool
+	// kick asks for an audit now: the first Synchronize sends it, so that
+	// the first report does not wait for the next tick.
+	kick chan struct{}
 	quit chan struct{}
 	done chan struct{}
 }
@@ -31,13 +40,25 @@ const (
 
 // startAuditing begins the periodic audit, once, when metrics are served
 // (Registry was asked for); the first report comes a sample after the
-// first Synchronize.
+// first Synchronize (auditSynchronized), or after this call when that was
+// earlier.
 func (p *Plugin) startAuditing() {
-	a := &auditor{quit: make(chan struct{}), done: make(chan struct{})}
+	a := &auditor{kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	if !p.auditor.CompareAndSwap(nil, a) {
 		return
 	}
 	go a.run(p)
+}
+
+// auditSynchronized asks the auditor, if metrics are served, for an audit
+// now: Synchronize changed what is held. Under the lock; it never waits.
+func (p *Plugin) auditSynchronized() {
+	if a := p.auditor.Load(); a != nil {
+		select {
+		case a.kick <- struct{}{}:
+		default: // one is asked for already
+		}
+	}
 }
 
 func (a *auditor) run(p *Plugin) {
@@ -47,17 +68,33 @@ func (a *auditor) run(p *Plugin) {
 	defer tick.Stop()
 	for {
 		if p.syncedOnce() {
-			if rep, err := p.auditNow(auditSample); err == nil {
-				a.last.Store(rep)
-			} else {
-				p.log.Debugf("audit: %v", err)
-			}
+			a.once(p)
 		}
 		select {
 		case <-a.quit:
 			return
 		case <-tick.C:
+		case <-a.kick:
 		}
+	}
+}
+
+// once audits and keeps the report, or says the audit fails: a warning
+// at the first failure, then debug lines, each minute's the same, and an
+// info line when it works again.
+func (a *auditor) once(p *Plugin) {
+	rep, err := p.auditNow(auditSample)
+	a.attempted.Store(true)
+	switch {
+	case err != nil && !a.failing.Swap(true):
+		p.log.Warnf("audit: %v; the audit metrics of the held exclusive CPUs are not updated until it works again (cpupool_audit_failing is 1)", err)
+	case err != nil:
+		p.log.Debugf("audit: %v", err)
+	case a.failing.Swap(false):
+		p.log.Infof("audit: works again")
+	}
+	if err == nil {
+		a.last.Store(rep)
 	}
 }
 
@@ -111,6 +148,7 @@ func (p *Plugin) auditNow(sample time.Duration) (*audit.Report, error) {
 type auditMetrics struct {
 	p                                    *Plugin
 	clean, irqs, threads, lastTime, sees *prometheus.Desc
+	failing                              *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*auditMetrics)(nil)
@@ -125,12 +163,14 @@ func newAuditMetrics(p *Plugin) *auditMetrics {
 		lastTime: prometheus.NewDesc("cpupool_audit_timestamp_seconds", "When the last audit of the held exclusive CPUs ran (Unix time); audits run every minute while metrics are served.", nil, nil),
 		sees: prometheus.NewDesc("cpupool_audit_sees_host_threads", "1 when the last audit saw the host's processes (procRoot shows the host's PID namespace), "+
 			"0 when it did not (a pod without hostPID): the threads that may run on held CPUs are then unknown.", nil, nil),
+		failing: prometheus.NewDesc("cpupool_audit_failing", "1 when the last background audit of the held exclusive CPUs failed (the daemon's log has the error; the other audit metrics are then the last good audit's), 0 when it worked; "+
+			"absent until the first audit, which comes after the first Synchronize.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (m *auditMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.clean, m.irqs, m.threads, m.lastTime, m.sees} {
+	for _, d := range []*prometheus.Desc{m.clean, m.irqs, m.threads, m.lastTime, m.sees, m.failing} {
 		ch <- d
 	}
 }
@@ -140,6 +180,13 @@ func (m *auditMetrics) Collect(ch chan<- prometheus.Metric) {
 	a := m.p.auditor.Load()
 	if a == nil {
 		return
+	}
+	if a.attempted.Load() {
+		failing := 0.0
+		if a.failing.Load() {
+			failing = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.failing, prometheus.GaugeValue, failing)
 	}
 	rep := a.last.Load()
 	if rep == nil {

@@ -117,7 +117,7 @@ var _ prometheus.Collector = (*metrics)(nil)
 const refusedSynchronize = "synchronize"
 
 func newMetrics(usage usageSource, writer *stateWriter, conn *runtimeConn) *metrics {
-	return &metrics{
+	m := &metrics{
 		usage:    usage,
 		writer:   writer,
 		conn:     conn,
@@ -195,6 +195,17 @@ func newMetrics(usage usageSource, writer *stateWriter, conn *runtimeConn) *metr
 			"1 while the plugin is registered with the runtime and the runtime has synchronized it on that connection (/readyz's runtime check), 0 otherwise.", nil, nil),
 		handlers: newHandlerSeconds(),
 	}
+	// Every reason's refusal series is exported from the start, at 0, so
+	// that a reason's first refusal is an increase Prometheus sees (rate
+	// and increase cannot see a series that appears at 1), and the refusal
+	// alerts need not take a series they have no earlier sample of for a
+	// new refusal: after a scrape gap or on a new target, it is an old one
+	// (deploy/monitoring).
+	for _, r := range []string{allocator.ReasonAnnotation, allocator.ReasonNamespace, allocator.ReasonGrant, allocator.ReasonClaim,
+		allocator.ReasonPlacement, allocator.ReasonPower, refusedSynchronize} {
+		m.refused.WithLabelValues(r)
+	}
+	return m
 }
 
 // The state label's values of cpupool_numa_memory_bytes and

@@ -11,6 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestMetricsFollowDecisions: the pool gauges and the refusal counter
+// follow the decisions. Every refusal reason is exported from the start,
+// at 0 (review 59b, M2): a reason's first refusal is then an increase the
+// refusal alerts see.
 func TestMetricsFollowDecisions(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	rp := startPlugin(t, f, desktop, statePath(f))
@@ -52,6 +56,12 @@ cpupool_containers{pool="shared"} 0
 # HELP cpupool_refused_containers_total Container creations refused, by reason (annotation, namespace, grant, claim, placement, power), and running containers Synchronize could not place and confined to infra (synchronize).
 # TYPE cpupool_refused_containers_total counter
 cpupool_refused_containers_total{reason="annotation"} 1
+cpupool_refused_containers_total{reason="claim"} 0
+cpupool_refused_containers_total{reason="grant"} 0
+cpupool_refused_containers_total{reason="namespace"} 0
+cpupool_refused_containers_total{reason="placement"} 0
+cpupool_refused_containers_total{reason="power"} 0
+cpupool_refused_containers_total{reason="synchronize"} 0
 `
 	// The pool figures are published by the state writer, milliseconds
 	// after the decisions; a flush makes that now.

@@ -85,9 +85,12 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	}
 	p.pinSandboxesLater()
 	p.checkStartsLater(createdWithUpdates(containers, updates))
+	p.auditSynchronized()
 	p.metrics.synchronized.Inc()
+	// Each container is counted once: a confined one is neither re-pinned
+	// nor placed.
 	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d CPU sets held for stopped containers, %d updates",
-		len(known)-len(repair), len(repair), len(unknown), confined+confinedNew, p.countForgotten(remembered.Containers), len(p.alloc.Holds()), len(updates))
+		len(known)-len(repair), len(repair)-confined, len(unknown)-confinedNew, confined+confinedNew, p.countForgotten(remembered.Containers), len(p.alloc.Holds()), len(updates))
 	return updates, nil
 }
 
@@ -333,7 +336,7 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 		return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
 	}
 	if pod == nil {
-		return p.confine(nil, c, who, fmt.Errorf("its pod sandbox is gone"))
+		return p.confine(nil, c, rememberedPod(st), who, fmt.Errorf("its pod sandbox is gone"))
 	}
 	p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored; placing it again", who, runs, st.CPUs)
 	return p.adoptUnknown(pod, c)
@@ -346,23 +349,23 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 // included.
 func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.ContainerUpdate, bool) {
 	if pod == nil {
-		return p.confine(nil, c, c.GetId(), fmt.Errorf("it has no pod sandbox"))
+		return p.confine(nil, c, allocator.PodRef{}, c.GetId(), fmt.Errorf("it has no pod sandbox"))
 	}
 	who := containerRef(pod, c)
 	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
-		return p.confine(pod, c, who, err)
+		return p.confine(pod, c, podRef(pod), who, err)
 	}
 	info := p.toContainer(pod, c)
 	info.Demand = p.runtimeDemand(c, who)
 	if _, err := p.attachGrant(pod, c, &info); err != nil {
-		return p.confine(pod, c, who, err) // the token is bound by rebindGrants if it is placed
+		return p.confine(pod, c, podRef(pod), who, err) // the token is bound by rebindGrants if it is placed
 	}
 	if err := p.attachClaims(pod, c, &info); err != nil {
-		return p.confine(pod, c, who, err)
+		return p.confine(pod, c, podRef(pod), who, err)
 	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
-		return p.confine(pod, c, who, err)
+		return p.confine(pod, c, podRef(pod), who, err)
 	}
 	current, pinned := p.runtimeCPUs(c)
 	if !pinned {
@@ -375,7 +378,7 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	}
 	switch {
 	case err != nil:
-		return p.confine(pod, c, who, err)
+		return p.confine(pod, c, podRef(pod), who, err)
 	case how == allocator.StaysWhereItRuns:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
 		return nil, true // its quota, if any, is lifted by liftQuotas
@@ -389,21 +392,23 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 
 // confine puts a container Synchronize cannot place into infra, where it
 // overlaps no exclusive CPU, and says why, on its pod too when it has one.
-func (p *Plugin) confine(pod *api.PodSandbox, c *api.Container, who string, reason error) (*api.ContainerUpdate, bool) {
+// ref is its pod: the runtime's, or the remembered one when the runtime
+// no longer has the sandbox (memory was started over, so it cannot be
+// looked up here). Its rule says it was confined and why, so that explain
+// and status name the pod and the reason: explain shows a running
+// container's rule, and hides a refusal of a container it has a record of.
+func (p *Plugin) confine(pod *api.PodSandbox, c *api.Container, ref allocator.PodRef, who string, reason error) (*api.ContainerUpdate, bool) {
 	p.metrics.countRefusal(refusedSynchronize)
-	var ref allocator.PodRef
-	if st, ok := p.memory.Containers[c.GetId()]; ok {
-		ref = rememberedPod(st)
-	}
+	why := fmt.Sprintf("when nri-cpupool synchronized with the runtime: %v; recreate the pod to place it again", reason)
 	_, err := p.alloc.Allocate(allocator.Request{ID: c.GetId(), Pod: ref, Container: c.GetName(), Pool: pools.Infra,
-		NUMANodes: cpuset.New(), PreferNUMA: cpuset.New()})
+		NUMANodes: cpuset.New(), PreferNUMA: cpuset.New(), Rule: allocator.Rule{Kind: allocator.RuleConfined, Detail: "to pool " + pools.Infra + " " + why}})
 	if err != nil {
 		p.log.Errorf("synchronize: container %s cannot be placed (%v) nor confined to infra: %v", who, reason, err)
 		return nil, false
 	}
 	p.log.Errorf("synchronize: container %s confined to infra: %v", who, reason)
 	if pod != nil && p.wantsEvents() {
-		p.postEvent(podRef(pod), true, EventConfined, fmt.Sprintf("container %s: confined to pool %s when nri-cpupool synchronized with the runtime: %v; recreate the pod to place it again", who, pools.Infra, reason))
+		p.postEvent(podRef(pod), true, EventConfined, fmt.Sprintf("container %s: confined to pool %s %s", who, pools.Infra, why))
 	}
 	return nil, false // the caller updates infra members
 }

@@ -112,10 +112,10 @@ type ContainerState struct {
 	// each NUMA node: "<node>:memory=<bytes>,<size>kB=<pages>;..."
 	// (memoryrecord.go: MemoryRecord, ParseMemory).
 	Memory string `json:"memory,omitempty"`
-	// Rule is what decided its pool: annotation, qos, default, dra-claim
-	// or device-plugin (the allocator's Rule*); RuleDetail, the
-	// annotation, claims or setting that did. Both are empty in records
-	// of releases before schema 6.
+	// Rule is what decided its pool: annotation, qos, default, dra-claim,
+	// device-plugin or confined (the allocator's Rule*); RuleDetail, the
+	// annotation, claims or setting that did, or why Synchronize confined
+	// it. Both are empty in records of releases before schema 6.
 	Rule       string `json:"rule,omitempty"`
 	RuleDetail string `json:"ruleDetail,omitempty"`
 	// DeviceNUMA are the NUMA nodes of its devices, which its exclusive
