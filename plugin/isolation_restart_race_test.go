@@ -101,6 +101,7 @@ func restartDuringPass(t *testing.T, configure, synchronize bool) {
 	gate.armed = true
 	gate.mu.Unlock()
 	old := rp.p.isolation.Load()
+	writesBefore := old.recon.Status().Writes
 	passDone := make(chan error, 1)
 	go func() { passDone <- old.recon.FlushKicked() }()
 	<-gate.reached
@@ -124,6 +125,7 @@ func restartDuringPass(t *testing.T, configure, synchronize bool) {
 	openGate()
 	require.NoError(t, <-passDone)
 	<-restarted
+	require.Greater(t, old.recon.Status().Writes, writesBefore, "the closing pass moved IRQs: the test shows nothing otherwise")
 	next := rp.p.isolation.Load()
 	require.NotNil(t, next, "the restart opened the next reconciler")
 	require.NotSame(t, old, next)
