@@ -231,6 +231,10 @@ type Plugin struct {
 	// (isolationClosed, under it) by closeIsolation.
 	isolationRestart sync.Mutex
 	isolationClosed  bool
+	// isolationClosing: restartIsolation is closing the reconciler and
+	// opens the next one itself; loadState must not open the journal
+	// meanwhile (under mu).
+	isolationClosing bool
 	// hostFilesBefore are the host files' counters of the reconcilers
 	// closed so far, for the next one to carry (under mu).
 	hostFilesBefore hostFileTotals
@@ -307,7 +311,10 @@ func (p *Plugin) loadState() error {
 		}
 		p.log.Infof("state: %d containers remembered, to reconcile with the runtime", len(st.Containers))
 	}
-	if p.isolation.Load() == nil {
+	// While a restart closes the reconciler, the journal is not read:
+	// the restart opens it once the last pass has recorded its originals,
+	// and kicks it if this connection has synchronized by then.
+	if p.isolation.Load() == nil && !p.isolationClosing {
 		if err := p.openIsolation(); err != nil {
 			return fmt.Errorf("opening the journal of host files (retried at the next Configure): %w", err)
 		}

@@ -440,28 +440,25 @@ func (p *Plugin) restartIsolation() {
 		p.mu.Unlock()
 		return // opened at the next Configure, with the config then in force
 	}
-	// A Configure may open the next reconciler while this one closes: it
-	// starts from these totals, short only of a pass still in flight,
-	// instead of those before this reconciler (a fall of all its counts,
-	// read by Prometheus as a counter reset, until the lock below).
-	p.hostFilesBefore = iso.totals()
+	// Until this reconciler is closed, no Configure opens the journal
+	// (loadState): the pass in flight may still record originals in it,
+	// which a journal read before then would lack; its reconciler would
+	// never put them back, and its next write would replace them on disk
+	// by the values this plugin wrote (review rv59a). The next reconciler
+	// is opened below, once the pass is done, and kicked if a Synchronize
+	// came meanwhile.
+	p.isolationClosing = true
 	p.isolation.Store(nil)
 	p.mu.Unlock()
 	iso.recon.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.isolationClosing = false
 	// Closed, it counts no more: the next reconciler's counters start
 	// from its totals (isolationtotals.go).
 	p.hostFilesBefore = iso.totals()
-	if next := p.isolation.Load(); next != nil {
-		// A Configure opened it meanwhile (loadState), from the totals
-		// taken before the close, short of its last pass's counts.
-		before := p.hostFilesBefore
-		next.before.Store(&before)
-		return
-	}
 	if err := p.openIsolation(); err != nil {
-		p.log.Errorf("reload: opening the journal of host files again: %v; retried at the next reload", err)
+		p.log.Errorf("isolation restart: opening the journal of host files again: %v; retried at the next Configure", err)
 		return
 	}
 	if p.synced {
