@@ -18,12 +18,15 @@ import (
 // held by nobody.
 func (a *Allocator) placeExact(req Request) (cpuset.CPUSet, error) {
 	who := "container " + req.Pod.ContainerName(req.Container)
-	if out := req.CPUs.Difference(a.layout.Pool(req.Pool)); !out.IsEmpty() {
+	// The pod's own holds (this container's last run, a completed init
+	// container) are its to reuse, as the kubelet reuses their devices:
+	// also when the pool as now configured no longer has them (a restart
+	// with another config, or an upgrade that lends fewer CPUs), since the
+	// pod runs there already and nothing running moves.
+	reusable := a.reusableFor(req)
+	if out := req.CPUs.Difference(a.layout.Pool(req.Pool)).Difference(reusable); !out.IsEmpty() {
 		return cpuset.New(), fmt.Errorf("%s was given CPUs %s by the kubelet, outside pool %s (%s) as now configured", who, out, req.Pool, a.layout.Pool(req.Pool))
 	}
-	// The pod's own holds (this container's last run, a completed init
-	// container) are its to reuse, as the kubelet reuses their devices.
-	reusable := a.reusableFor(req)
 	for _, id := range req.CPUs.List() {
 		if !a.x.online(id) {
 			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, which is not online", who, id)

@@ -31,7 +31,10 @@ type Layout struct {
 	// exclusively (infra minus reserved and isolated), empty when the
 	// pool is disabled.
 	ExclusiveNonIsolcpus cpuset.CPUSet
-	// MinInfraCPUs is how many CPUs infra keeps in any case.
+	// MinInfraCPUs is how many CPUs infra keeps in any case, counting
+	// those the kernel balances load on (not isolated): the host's
+	// processes and infra's containers need them, and an isolated CPU
+	// left to infra is no substitute (review 59).
 	MinInfraCPUs int
 	// MemoryReserve is the memory in bytes, and HugePagesReserve the
 	// pages by size in KiB, of each NUMA node kept for the host
@@ -321,11 +324,21 @@ func (b *layoutBuilder) lendable() {
 	}
 	b.l.ExclusiveNonIsolcpus = lendableCPUs(b.l.Infra, b.l.Reserved, b.l.Isolated)
 	switch {
-	case b.l.Infra.Size() <= b.l.MinInfraCPUs:
-		b.p.Warnf("pools.exclusive-non-isolcpus", "enabled, but infra (%s) has no CPU to lend beyond minInfraCPUs=%d", b.l.Infra, b.l.MinInfraCPUs)
+	case b.l.Balanced(b.l.Infra).Size() <= b.l.MinInfraCPUs:
+		b.p.Warnf("pools.exclusive-non-isolcpus", "enabled, but infra (%s) has no CPU to lend beyond minInfraCPUs=%d not isolated", b.l.Infra, b.l.MinInfraCPUs)
 	case b.l.ExclusiveNonIsolcpus.IsEmpty():
 		b.p.Warnf("pools.exclusive-non-isolcpus", "enabled, but every CPU of infra (%s) is reserved or isolated, and neither is lent; leave infra CPUs that are neither", b.l.Infra)
 	}
+}
+
+// Balanced are the CPUs of set that are not isolated: those minInfraCPUs
+// counts.
+func (l *Layout) Balanced(set cpuset.CPUSet) cpuset.CPUSet { return set.Difference(l.Isolated) }
+
+// MaxLent is how many CPUs exclusive-non-isolcpus can lend at most: its
+// lendable CPUs, down to minInfraCPUs of infra's balanced ones.
+func (l *Layout) MaxLent() int {
+	return max(0, min(l.ExclusiveNonIsolcpus.Size(), l.Balanced(l.Infra).Size()-l.MinInfraCPUs))
 }
 
 // lendableCPUs are the CPUs of infra that exclusive-non-isolcpus may lend:
@@ -370,10 +383,10 @@ func (b *layoutBuilder) checkDefaultPool() {
 		// never lend.
 		infra := b.usable.Difference(b.carved.exclusive).Difference(b.carved.shared)
 		switch {
-		case lendableCPUs(infra, b.carved.reserved, b.carved.isolated).IsEmpty() || infra.Size() <= b.l.MinInfraCPUs:
+		case lendableCPUs(infra, b.carved.reserved, b.carved.isolated).IsEmpty() || infra.Difference(b.carved.isolated).Size() <= b.l.MinInfraCPUs:
 			b.p.Errorf("defaultPool", "%q has no CPU to lend on this node (infra %s, reserved %s, isolated %s, minInfraCPUs=%d), so every container without a pool annotation would be refused, kube-system's too; leave infra more CPUs that are neither reserved nor isolated, or set defaultPool: infra",
 				pool, infra, b.carved.reserved, infra.Intersection(b.carved.isolated), b.l.MinInfraCPUs)
-		case b.l.ExclusiveNonIsolcpus.IsEmpty() || b.l.Infra.Size() <= b.l.MinInfraCPUs:
+		case b.l.MaxLent() == 0:
 			off := infra.Difference(b.l.Infra)
 			b.p.Warnf("defaultPool", "%q has no CPU to lend while %s %s offline (online infra %s, minInfraCPUs=%d), so containers without a pool annotation are refused until enough come online; leave infra more CPUs or set defaultPool: infra",
 				pool, plural.CPUs(off), plural.Verb(off.Size(), "is", "are"), b.l.Infra, b.l.MinInfraCPUs)

@@ -225,8 +225,10 @@ func (a *Allocator) checkInfraBudget(req Request, who string, infraBefore, cpus,
 		// What the new run does not reuse of its own hold goes back.
 		after = after.Union(own.Held().Difference(held).Intersection(a.layout.Pool(pools.Infra)))
 	}
-	if after.Size() < a.layout.MinInfraCPUs && after.Size() < infraBefore.Size() {
-		return fmt.Errorf("pool %s cannot fit %s: it needs %d CPUs from infra, but infra (%s) must keep %d (pools.exclusive-non-isolcpus.minInfraCPUs)",
+	// Counted on the CPUs the kernel balances: infra's isolated CPUs (a
+	// count smaller than the isolated set) do not keep the host running.
+	if left := a.layout.Balanced(after).Size(); left < a.layout.MinInfraCPUs && left < a.layout.Balanced(infraBefore).Size() {
+		return fmt.Errorf("pool %s cannot fit %s: it needs %d CPUs from infra, but infra (%s) must keep %d not isolated (pools.exclusive-non-isolcpus.minInfraCPUs)",
 			req.Pool, who, held.Intersection(infraBefore).Size(), infraBefore, a.layout.MinInfraCPUs)
 	}
 	return nil
@@ -239,7 +241,7 @@ func (a *Allocator) ownHoldFits(req Request, n int) (*Hold, bool) {
 		return nil, false
 	}
 	own, ok := a.holds[req.Pod.UID+"/"+req.Container]
-	if !ok || own.Pool != req.Pool || own.CPUs.Size() != n || !own.Held().IsSubsetOf(a.layout.Pool(req.Pool)) {
+	if !ok || own.Pool != req.Pool || own.CPUs.Size() != n || !own.Held().IsSubsetOf(a.keepable(req.Pool)) {
 		return nil, false
 	}
 	if !req.NUMANodes.IsEmpty() && !a.x.numaNodesOf(own.CPUs).IsSubsetOf(req.NUMANodes) {

@@ -131,7 +131,7 @@ func TestResizeOfExclusiveNonIsolcpusMovesInfra(t *testing.T) {
 	r = exclusive("eni", 6)
 	r.Pool = pools.ExclusiveNonIsolcpus
 	_, err = a.Resize(r)
-	assert.ErrorContains(t, err, "must keep 3 (pools.exclusive-non-isolcpus.minInfraCPUs)")
+	assert.ErrorContains(t, err, "must keep 3 not isolated (pools.exclusive-non-isolcpus.minInfraCPUs)")
 
 	r = exclusive("eni", 1)
 	r.Pool = pools.ExclusiveNonIsolcpus

@@ -51,6 +51,19 @@ func (a *Allocator) available(pool string, cpu int) bool {
 	return pool != pools.ExclusiveNonIsolcpus || a.inInfra[cpu]
 }
 
+// keepable are the CPUs a running container of an exclusive pool may keep
+// as its pool's: the pool's, and for exclusive-non-isolcpus also infra's
+// isolated CPUs, which releases before review 59 lent. It is lent no new
+// one, but one lent stays lent until it is released, as nothing running
+// moves: neither a restart (an upgrade) nor a reload with the same pools
+// is refused for it.
+func (a *Allocator) keepable(pool string) cpuset.CPUSet {
+	if pool != pools.ExclusiveNonIsolcpus || a.layout.ExclusiveNonIsolcpus.IsEmpty() {
+		return a.layout.Pool(pool)
+	}
+	return a.layout.ExclusiveNonIsolcpus.Union(a.layout.Infra.Intersection(a.layout.Isolated).Difference(a.layout.Reserved))
+}
+
 // AvailableCPUs returns the CPUs of an exclusive pool that a new container
 // could be given now.
 func (a *Allocator) AvailableCPUs(pool string) cpuset.CPUSet {

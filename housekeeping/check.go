@@ -30,10 +30,10 @@ func Check(cfg *config.Config, layout *allocator.Layout) config.Problems {
 		}
 		switch pool {
 		case pools.ExclusiveNonIsolcpus:
-			// Infra lends down to MinInfraCPUs, never its reserved CPUs.
-			lendable := layout.Infra.Size() - max(layout.MinInfraCPUs, layout.Infra.Difference(layout.ExclusiveNonIsolcpus).Size())
-			// Which CPUs it lends does not change how many are left.
-			kept = kept.Union(cpuset.New(layout.ExclusiveNonIsolcpus.List()[:max(0, min(lendable, layout.ExclusiveNonIsolcpus.Size()))]...))
+			// Infra lends down to MinInfraCPUs, never its reserved or
+			// isolated CPUs. Which CPUs it lends does not change how
+			// many are left.
+			kept = kept.Union(cpuset.New(layout.ExclusiveNonIsolcpus.List()[:layout.MaxLent()]...))
 		default:
 			kept = kept.Union(layout.Pool(pool))
 		}

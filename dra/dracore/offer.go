@@ -92,11 +92,11 @@ func Offer(topo *sysfs.Topology, layout *allocator.Layout, heldOutside map[strin
 		held := heldOutside[pool]
 		groups := groupByNode(topo, cpus, held, pool)
 		if pool == pools.ExclusiveNonIsolcpus {
-			// Lending every lendable CPU leaves infra its reserved CPUs;
-			// what minInfraCPUs asks beyond them (less what outside
-			// containers already borrowed) is not offered.
-			keep := layout.Infra.Size() - cpus.Size()
-			deficit := layout.MinInfraCPUs - keep
+			// Lending every lendable CPU leaves infra its reserved and
+			// isolated CPUs; what minInfraCPUs asks beyond the balanced
+			// ones (less what outside containers already borrowed) is
+			// not offered (Layout.MaxLent).
+			deficit := cpus.Size() - layout.MaxLent()
 			for i := len(groups) - 1; i >= 0 && deficit > 0; i-- {
 				d := min(deficit, groups[i].Slots)
 				groups[i].Slots -= d
