@@ -125,11 +125,13 @@ func TestInPlaceResizeOfExclusiveNonIsolcpusMovesInfraInTheSameReply(t *testing.
 	require.NoError(t, err)
 	assert.Equal(t, infraBefore.Size()-1, mustParse(f.cpus(app)).Size())
 
-	resp, err := f.updateContainer(pod, eni, 3000)
+	// To 2: infra keeps minInfraCPUs=2 of its 4 CPUs that are not
+	// isolated (0-1,40-41).
+	resp, err := f.updateContainer(pod, eni, 2000)
 	require.NoError(t, err)
 	require.NotNil(t, updateFor(resp, app.Id), "infra's member follows in the same reply")
 	lent := mustParse(f.cpus(eni))
-	assert.Equal(t, 3, lent.Size())
+	assert.Equal(t, 2, lent.Size())
 	assert.Equal(t, infraBefore.Difference(lent).String(), f.cpus(app))
 	assert.Equal(t, f.cpus(app), f.sandboxCPUs(web), "sandboxes follow (right after the reply)")
 	assert.Equal(t, f.cpus(app), f.sandboxCPUs(pod))
