@@ -37,7 +37,8 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// (an exclusive one, below): shared and infra containers keep their
 	// rules, which never read it.
 	demand, demandErr := demandOf(ctr)
-	near := typoCandidates(pod.GetAnnotations(), ctr.GetName())
+	others := otherContainerKeys(pod.GetAnnotations(), ctr.GetName())
+	near, otherKeys := nearKeys(others, ctr.GetName()), recordedKeys(others)
 	clock.Mark(clockInput)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -63,6 +64,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, nil, p.refuse(pod, ctr, err)
 	}
+	req.Rule.OtherContainerKeys = otherKeys
 	if demandErr != nil && pools.IsExclusive(req.Pool) {
 		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: demandErr})
 	}

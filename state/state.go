@@ -45,7 +45,10 @@ import (
 //     ruleDetail, deviceNUMA, fromHold); the file gains the last refusal
 //     of each recently refused container (refusals), for explain (issue
 //     43). A record without a rule was placed by an older release.
-const SchemaVersion = 6
+//   - 7: containers and holds gain the pod's container-scoped annotation
+//     keys that name other containers, when they have none of their own
+//     (otherContainerKeys), for explain to tell a container-name typo.
+const SchemaVersion = 7
 
 // State is what survives plugin, runtime and node restarts.
 type State struct {
@@ -124,6 +127,11 @@ type ContainerState struct {
 	// FromHold names the stopped container of its pod whose held CPUs it
 	// took when it was created (its own previous run, or a completed one).
 	FromHold string `json:"fromHold,omitempty"`
+	// OtherContainerKeys are the pod's container-scoped annotation keys
+	// of ours that name other containers, comma-separated, when it has
+	// none of its own (allocator.Rule.OtherContainerKeys); "" in records
+	// of releases before schema 7.
+	OtherContainerKeys string `json:"otherContainerKeys,omitempty"`
 }
 
 // HeldState is a stopped exclusive container's CPUs, kept for its pod.
