@@ -76,6 +76,9 @@ type State struct {
 	// MigratedFrom is the schema version the file was migrated from when
 	// loaded; 0 when it was already current. Never written.
 	MigratedFrom int `json:"-"`
+	// Written is when the file was written (its envelope's written), as
+	// loaded; never written in the state itself.
+	Written time.Time `json:"-"`
 
 	// changed are the containers SetContainer and DeleteContainer touched
 	// since a FileStore last encoded this State (encode.go), for it to
@@ -295,7 +298,7 @@ func decodeState(data []byte) (*State, error) {
 			if err != nil {
 				return nil, fmt.Errorf("schema version %d: %w", env.SchemaVersion, err)
 			}
-			st.MigratedFrom = env.SchemaVersion
+			st.MigratedFrom, st.Written = env.SchemaVersion, env.Written
 			return st, nil
 		case env.SchemaVersion > SchemaVersion:
 			return nil, fmt.Errorf("schema version %d was written by a newer nri-cpupool; this build reads versions 1 to %d", env.SchemaVersion, SchemaVersion)
@@ -303,7 +306,12 @@ func decodeState(data []byte) (*State, error) {
 			return nil, fmt.Errorf("unknown schema version %d; this build reads versions 1 to %d", env.SchemaVersion, SchemaVersion)
 		}
 	}
-	return decodePayload(env.State)
+	st, err := decodePayload(env.State)
+	if err != nil {
+		return nil, err
+	}
+	st.Written = env.Written
+	return st, nil
 }
 
 // missingEnvelope names the envelope's fields a file lacks ("" when it

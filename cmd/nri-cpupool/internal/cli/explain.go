@@ -47,6 +47,7 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	configStateFile := cfg.StateFile
 	for _, o := range []struct{ flag, dst *string }{{stateFile, &cfg.StateFile}, {procRoot, &cfg.ProcRoot}, {cgroupRoot, &cfg.CgroupRoot}} {
 		if *o.flag != "" {
 			*o.dst = *o.flag
@@ -71,7 +72,8 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 	}
-	out := explainOutput{Target: target.String()}
+	fresh := freshnessOf(st.Written, cfg.StateFile, configStateFile, cfg.MetricsAddress)
+	out := explainOutput{Target: target.String(), Written: fresh.Written, StateWriterFailing: fresh.WriterFailing}
 	inPod := podContainers(st, target.Namespace, target.Pod)
 	for _, e := range found {
 		x, err := explainOne(e, cfg, node, inPod)
@@ -89,6 +91,8 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 		}
 		writeExplained(stdout, x)
 	}
+	fmt.Fprintln(stdout)
+	writeFreshness(stdout, cfg.StateFile, fresh)
 	return nil
 }
 
@@ -317,6 +321,10 @@ func readExplainNode(root string, cfg *config.Config) (*explainNode, error) {
 type explainOutput struct {
 	Target     string               `json:"target"`
 	Containers []explainedContainer `json:"containers"`
+	// Written is when the state file was written; StateWriterFailing,
+	// what the daemon says of its failing state writer (statefreshness.go).
+	Written            time.Time `json:"written"`
+	StateWriterFailing string    `json:"stateWriterFailing,omitempty"`
 }
 
 type explainedContainer struct {
