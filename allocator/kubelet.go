@@ -6,6 +6,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -19,7 +20,7 @@ import (
 func (a *Allocator) placeExact(req Request) (cpuset.CPUSet, error) {
 	who := "container " + req.Pod.ContainerName(req.Container)
 	if out := req.CPUs.Difference(a.layout.Pool(req.Pool)); !out.IsEmpty() {
-		return cpuset.New(), fmt.Errorf("%s was given CPUs %s by the kubelet, outside pool %s (%s) as now configured", who, out, req.Pool, a.layout.Pool(req.Pool))
+		return cpuset.New(), fmt.Errorf("%s was given %s by the kubelet, outside %s as now configured", who, plural.CPUs(out), poolAsConfigured(req.Pool, a.layout.Pool(req.Pool)))
 	}
 	// The pod's own holds (this container's last run, a completed init
 	// container) are its to reuse, as the kubelet reuses their devices.

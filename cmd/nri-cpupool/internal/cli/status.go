@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
@@ -402,9 +403,5 @@ func containerName(c state.ContainerState) string {
 	return c.PodNamespace + "/" + c.PodName + "/" + c.Container
 }
 
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
+// shortID is a container id as the plugin's messages show it.
+func shortID(id string) string { return allocator.ShortID(id) }
