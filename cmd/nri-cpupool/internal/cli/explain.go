@@ -385,11 +385,13 @@ type explainedIsol struct {
 	IsolatedPartition bool   `json:"isolatedPartition"`
 	// PartitionInForce: whether the kernel counts its CPUs as isolated by
 	// a partition; absent where it does not say.
-	PartitionInForce *bool  `json:"partitionInForce,omitempty"`
-	PowerClass       string `json:"powerClass,omitempty"`
-	DomainIsolated   string `json:"domainIsolated,omitempty"`
-	NohzFull         string `json:"nohzFull,omitempty"`
-	Offline          string `json:"offline,omitempty"`
+	PartitionInForce *bool `json:"partitionInForce,omitempty"`
+	// PowerClass, DomainIsolated and NohzFull are always present, "" when
+	// none (docs/commands.md): scripts index them.
+	PowerClass     string `json:"powerClass"`
+	DomainIsolated string `json:"domainIsolated"`
+	NohzFull       string `json:"nohzFull"`
+	Offline        string `json:"offline,omitempty"`
 }
 
 // ruleUnrecorded is the rule of a record written before state schema 6.
