@@ -578,7 +578,7 @@ func writeExplained(w io.Writer, x explainedContainer) {
 	for _, key := range x.Rule.Unmatched {
 		_, scope, _ := strings.Cut(key, "/")
 		name := strings.TrimPrefix(scope, "container.")
-		line("Unmatched", "annotation %s names container %s, which the state knows no container of the pod by; if it is meant for %s, correct the name",
+		line("Unmatched", "annotation %s names container %s, which the pod does not have now (in the state); if it is meant for %s, correct the name (a container of that name that ended, or is still to come, is not in the state either)",
 			key, cpulist.Echo(name), x.Container)
 	}
 	if x.Rule.DeviceNUMA != "" {

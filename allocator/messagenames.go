@@ -1,8 +1,9 @@
 package allocator
 
-// What messages call containers by when they have no name at hand: the
+// How messages name a container when they have no name at hand (the
 // runtime's 64-hex id, cut to 12 as `nri-cpupool status` and the runtimes'
-// own tools (crictl, nerdctl) show it.
+// own tools, crictl and nerdctl, show it) and a pool with its CPUs as now
+// configured.
 
 import (
 	"fmt"
