@@ -6,6 +6,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -25,7 +26,7 @@ func (a *Allocator) placeExact(req Request) (cpuset.CPUSet, error) {
 	// pod runs there already and nothing running moves.
 	reusable := a.reusableFor(req)
 	if out := req.CPUs.Difference(a.layout.Pool(req.Pool)).Difference(reusable); !out.IsEmpty() {
-		return cpuset.New(), fmt.Errorf("%s was given CPUs %s by the kubelet, outside pool %s (%s) as now configured", who, out, req.Pool, a.layout.Pool(req.Pool))
+		return cpuset.New(), fmt.Errorf("%s was given %s by the kubelet, outside %s as now configured", who, plural.CPUs(out), poolAsConfigured(req.Pool, a.layout.Pool(req.Pool)))
 	}
 	for _, id := range req.CPUs.List() {
 		if !a.x.online(id) {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -125,15 +126,15 @@ func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.C
 		if !req.NUMANodes.IsEmpty() {
 			where = fmt.Sprintf(" on NUMA nodes %s", req.NUMANodes)
 		}
-		unit := "CPUs"
+		unit := plural.Verb(n, "CPU", "CPUs")
 		switch m {
 		case modeFullCores:
-			unit = fmt.Sprintf("CPUs as whole cores (%d free whole cores)", total)
+			unit += fmt.Sprintf(" as whole cores (%s free)", plural.Count(total, "whole core"))
 		case modeHideSiblings:
-			unit = fmt.Sprintf("CPUs with idle siblings (%d free whole cores)", total)
+			unit += fmt.Sprintf(" with idle siblings (%s free)", plural.Count(total, "whole core"))
 		}
-		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: it asks for %d %s%s%s, but only %d of the pool's %d CPUs are free (free: %q)",
-			req.Pool, who, n, more, unit, where, free.Size(), a.layout.Pool(req.Pool).Size(), free.String())
+		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: it asks for %d %s%s%s, but %s",
+			req.Pool, who, n, more, unit, where, freeText(free, a.layout.Pool(req.Pool).Size()))
 	}
 
 	if a.fit != nil && !a.fit.MemoryIgnored() {
@@ -153,6 +154,19 @@ func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.C
 		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: distribute-across-numa gives each NUMA node used an equal share of the %d CPUs, and no set of nodes has room for equal shares (free CPUs by node: %s); lower the request or turn distribute-across-numa off", req.Pool, who, n, freeByNode(nodes))
 	}
 	return best.cpus, best.reserved, nil
+}
+
+// freeText says how many of a pool's size CPUs are free, and which: "only
+// 2 of the pool's 8 CPUs are free (free: "6,14")", "none of the pool's 8
+// CPUs are free", "the pool has no CPUs".
+func freeText(free cpuset.CPUSet, size int) string {
+	switch {
+	case size == 0:
+		return "the pool has no CPUs"
+	case free.IsEmpty():
+		return fmt.Sprintf("none of the pool's %s %s free", plural.Count(size, "CPU"), plural.Verb(size, "is", "are"))
+	}
+	return fmt.Sprintf("only %d of the pool's %s %s free (free: %q)", free.Size(), plural.Count(size, "CPU"), plural.Verb(free.Size(), "is", "are"), free.String())
 }
 
 // newPlanner prepares the evaluation of placements for req in mode m.

@@ -135,14 +135,19 @@ func TestPlacementErrors(t *testing.T) {
 	_, err = a.Allocate(exclusive("most", 10))
 	require.NoError(t, err)
 	_, err = a.Allocate(exclusive("full", 3))
-	assert.ErrorContains(t, err, `pool exclusive cannot fit container ns/pod-full/c: it asks for 3 CPUs, but only 2 of the pool's 12 CPUs are free`)
+	assert.ErrorContains(t, err, `pool exclusive cannot fit container ns/pod-full/c: it asks for 3 CPUs, but only 2 of the pool's 12 CPUs are free (free: "`)
+	_, err = a.Allocate(exclusive("two", 2))
+	require.NoError(t, err)
+	// One CPU asked, none free: singular, and no empty list (review 59b, L1).
+	_, err = a.Allocate(exclusive("one", 1))
+	assert.EqualError(t, err, `pool exclusive cannot fit container ns/pod-one/c: it asks for 1 CPU, but none of the pool's 12 CPUs are free`)
 	r := exclusive("numa", 1)
 	r.NUMANodes = cpuset.New(5)
 	_, err = a.Allocate(r)
 	assert.ErrorContains(t, err, "on NUMA nodes 5")
 	_, err = a.Allocate(Request{ID: "s", Pool: pools.Shared})
 	assert.ErrorContains(t, err, "pool shared has no CPUs")
-	assert.Len(t, a.Assignments(), 1, "failed requests change nothing")
+	assert.Len(t, a.Assignments(), 2, "failed requests change nothing: most and two")
 }
 
 // TestReservedNeverNil: every route of Allocate records Reserved as a set,
@@ -842,4 +847,22 @@ func TestTakeRankingOrder(t *testing.T) {
 	}
 	tie := socketSet{pk: pick{cores: 2, whole: 1, l3Groups: 1}, room: 4}
 	assert.False(t, tie.pk.better(&tie.pk, tie.room, tie.room), "take: the first set wins a tie")
+}
+
+// TestFreeText: the refusal's count of free CPUs, singular for one, and
+// without an empty list when none is free (review 59b, L1).
+func TestFreeText(t *testing.T) {
+	for _, tc := range []struct {
+		free string
+		size int
+		want string
+	}{
+		{"", 0, "the pool has no CPUs"},
+		{"", 1, "none of the pool's 1 CPU is free"},
+		{"", 8, "none of the pool's 8 CPUs are free"},
+		{"7", 8, `only 1 of the pool's 8 CPUs is free (free: "7")`},
+		{"6,14", 8, `only 2 of the pool's 8 CPUs are free (free: "6,14")`},
+	} {
+		assert.Equal(t, tc.want, freeText(set(t, tc.free), tc.size))
+	}
 }

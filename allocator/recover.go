@@ -242,7 +242,7 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 		}
 		// An offline CPU is in no pool; the pool is checked on the others.
 		if on := as.Held().Difference(a.offline(&as)); problem == nil && !on.IsSubsetOf(a.keepable(as.Pool)) {
-			problem = fmt.Errorf("container %s: CPUs %s are outside pool %s (%s) as now configured", as.ID, on.Difference(a.layout.Pool(as.Pool)), as.Pool, a.layout.Pool(as.Pool))
+			problem = fmt.Errorf("container %s: %s", ShortID(as.ID), outsidePool(on.Difference(a.keepable(as.Pool)), as.Pool, a.layout.Pool(as.Pool)))
 		}
 	}
 	return as, infraBefore, problem, nil
@@ -378,7 +378,7 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 	// Its offline CPUs stay the hold's (the kernel may bring them back
 	// while the pod lives); the others must be in the pool.
 	if on := h.Held().Difference(a.offline(&h.Assignment)); !on.IsSubsetOf(a.keepable(h.Pool)) {
-		return Result{}, fmt.Errorf("hold %s: CPUs %s are outside pool %s (%s) as now configured", key, on.Difference(a.layout.Pool(h.Pool)), h.Pool, a.layout.Pool(h.Pool))
+		return Result{}, fmt.Errorf("hold %s: %s", key, outsidePool(on.Difference(a.keepable(h.Pool)), h.Pool, a.layout.Pool(h.Pool)))
 	}
 	for _, c := range a.containers {
 		if c.ID == h.ID || (c.Pod.UID == h.Pod.UID && c.Container == h.Container) {

@@ -82,7 +82,7 @@ func TestResizeRefusedWhenFullChangesNothing(t *testing.T) {
 	before, free := a.Assignments(), a.FreeCPUs(pools.Exclusive)
 	_, err = a.Resize(resize("a", 6))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "pool exclusive cannot fit container ns/pod-a/c grown from 4 to 6 CPUs: it asks for 2 more CPUs, but only 1 of the pool's 12 CPUs are free")
+	assert.Contains(t, err.Error(), "pool exclusive cannot fit container ns/pod-a/c grown from 4 to 6 CPUs: it asks for 2 more CPUs, but only 1 of the pool's 12 CPUs is free")
 	assert.Contains(t, err.Error(), "it keeps CPUs")
 	assert.Equal(t, before, a.Assignments())
 	assert.Equal(t, free, a.FreeCPUs(pools.Exclusive))

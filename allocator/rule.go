@@ -17,6 +17,14 @@ type Rule struct {
 	// took (its own previous run, or a completed init container); "" when
 	// it took none.
 	FromHold string
+	// OtherContainerKeys are the pod's container-scoped keys of our
+	// domain ("pool.cpupool.dev/container.<name>") that name other
+	// containers, comma-separated and sorted, when the container has none
+	// of its own; "" otherwise. explain tells which of them name no
+	// container of the pod: a typo of this container's name left it to
+	// the other rules. The plugin fills it from what it computes before
+	// the lock for the creation's typo warning (plugin/unmatched.go).
+	OtherContainerKeys string
 }
 
 // The kinds of Rule.

@@ -37,7 +37,8 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// (an exclusive one, below): shared and infra containers keep their
 	// rules, which never read it.
 	demand, demandErr := demandOf(ctr)
-	near := typoCandidates(pod.GetAnnotations(), ctr.GetName())
+	others := otherContainerKeys(pod.GetAnnotations(), ctr.GetName())
+	near, otherKeys := nearKeys(others, ctr.GetName()), recordedKeys(others)
 	clock.Mark(clockInput)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -63,6 +64,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, nil, p.refuse(pod, ctr, err)
 	}
+	req.Rule.OtherContainerKeys = otherKeys
 	if demandErr != nil && pools.IsExclusive(req.Pool) {
 		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonPlacement, Err: demandErr})
 	}
@@ -120,11 +122,18 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 func (p *Plugin) refuse(pod *api.PodSandbox, ctr *api.Container, err error) error {
 	who := containerRef(pod, ctr)
 	reason := allocator.ReasonOf(err)
-	p.log.Errorf("refusing container %s: %v", who, err)
+	logf := p.log.Errorf
+	if tenantInput(reason) {
+		// The pod's own input, not a fault of the plugin or the node:
+		// its owner is told (the Event, the runtime's error).
+		logf = p.log.Warnf
+	}
 	p.metrics.countRefusal(reason)
 	if reason == allocator.ReasonPlacement {
+		logf("refused: %v", err) // it names the container
 		err = fmt.Errorf("nri-cpupool: %w", err)
 	} else {
+		logf("refusing container %s: %v", who, err)
 		err = fmt.Errorf("nri-cpupool: container %s: %w", who, err)
 	}
 	// The pod's owner sees it in `kubectl describe pod` too, with the
@@ -132,6 +141,19 @@ func (p *Plugin) refuse(pod *api.PodSandbox, ctr *api.Container, err error) erro
 	p.eventRefused(pod, err)
 	p.noteRefusal(pod, ctr, reason, err.Error())
 	return err
+}
+
+// tenantInput tells whether a refusal's reason is the pod's own input (an
+// annotation, a namespace asking for a pool it may not use, a grant or
+// claim token that is not its own), logged at warning; a pool that cannot
+// fit the container or a power class the node cannot apply is the
+// operator's to act on, logged at error.
+func tenantInput(reason string) bool {
+	switch reason {
+	case allocator.ReasonAnnotation, allocator.ReasonNamespace, allocator.ReasonGrant, allocator.ReasonClaim:
+		return true
+	}
+	return false
 }
 
 // adjustment pins a new container to its assignment, from its record (the

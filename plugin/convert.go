@@ -192,7 +192,8 @@ func (p *Plugin) assignmentFromState(id string, st state.ContainerState) (alloca
 		Added: addedWithin(parseOrdered(st.Added), cpus), NoCPUQuota: st.NoCPUQuota, IsolateIRQs: st.IsolateIRQs,
 		IsolatedPartition: partition, PowerClass: st.PowerClass, WithShared: st.WithShared,
 		Shared: p.rememberedShared(st), Memory: memory,
-		Rule: allocator.Rule{Kind: st.Rule, Detail: st.RuleDetail, DeviceNUMA: st.DeviceNUMA, FromHold: st.FromHold}}, ok1 && ok2
+		Rule: allocator.Rule{Kind: st.Rule, Detail: st.RuleDetail, DeviceNUMA: st.DeviceNUMA, FromHold: st.FromHold,
+			OtherContainerKeys: st.OtherContainerKeys}}, ok1 && ok2
 }
 
 // addedWithin keeps the remembered order of added CPUs only for CPUs the

@@ -66,7 +66,8 @@ func containerState(a allocator.Assignment) state.ContainerState {
 		Pool: a.Pool, MilliCPU: a.MilliCPU, CPUs: cpulist.Format(a.CPUs), Reserved: cpulist.Format(a.Reserved), Mems: cpulist.Format(a.Mems),
 		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota, IsolateIRQs: a.IsolateIRQs,
 		IsolatedPartition: a.IsolatedPartition, PowerClass: a.PowerClass, WithShared: a.WithShared, SharedCPUs: sharedPart(a),
-		Memory: formatMemory(a.Memory), Rule: a.Rule.Kind, RuleDetail: a.Rule.Detail, DeviceNUMA: a.Rule.DeviceNUMA, FromHold: a.Rule.FromHold}
+		Memory: formatMemory(a.Memory), Rule: a.Rule.Kind, RuleDetail: a.Rule.Detail, DeviceNUMA: a.Rule.DeviceNUMA, FromHold: a.Rule.FromHold,
+		OtherContainerKeys: a.Rule.OtherContainerKeys}
 }
 
 // stateChanged tells the writer that memory moved on (it persists the

@@ -170,7 +170,7 @@ func TestBadAnnotationsFailCreation(t *testing.T) {
 
 func TestPoolFullNothingElseChanges(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	startPlugin(t, f, desktop, statePath(f))
+	rp := startPlugin(t, f, desktop, statePath(f))
 	pod := f.runPod(podSpec{name: "big", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
 	big, _, err := f.createContainer(pod, "c", 6000)
 	require.NoError(t, err)
@@ -179,6 +179,17 @@ func TestPoolFullNothingElseChanges(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "asks for 4 CPUs, but only 2 of the pool's 8 CPUs are free")
 	assert.Equal(t, 6, mustParse(f.cpus(big)).Size())
+	// The log names the container once, at error: the pool is the
+	// operator's to act on (review 59b, L1).
+	assert.Contains(t, rp.log.String(), `level=error msg="refused: pool exclusive cannot fit container telco/more/c: it asks for 4 CPUs`)
+	assert.NotContains(t, rp.log.String(), "refusing container telco/more/c")
+
+	// A bad annotation is the pod's own input: a warning, not an error.
+	bad := f.runPod(podSpec{name: "bad", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exlusive"}})
+	_, _, err = f.createContainer(bad, "c", 1000)
+	require.Error(t, err)
+	assert.Contains(t, rp.log.String(), `level=warning msg="refusing container telco/bad/c: annotation pool.cpupool.dev=`)
+	assert.NotContains(t, rp.log.String(), `level=error msg="refusing container telco/bad/c`)
 }
 
 func TestConcurrentCreatesNeverOverlap(t *testing.T) {

@@ -92,7 +92,7 @@ func TestInPlaceResizeOfAnExclusiveContainer(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.updateContainer(pod, fwd, 4000)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "cannot fit container telco/dpdk/fwd grown from 2 to 4 CPUs: it asks for 2 more CPUs, but only 1 of the pool's 60 CPUs are free (free: ")
+	assert.Contains(t, err.Error(), "cannot fit container telco/dpdk/fwd grown from 2 to 4 CPUs: it asks for 2 more CPUs, but only 1 of the pool's 60 CPUs is free (free: ")
 	assert.Contains(t, err.Error(), "it keeps CPUs "+original)
 	assert.Equal(t, original, f.cpus(fwd))
 	st = rp.savedState(t)

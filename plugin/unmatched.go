@@ -86,6 +86,36 @@ func (p *Plugin) checkUnmatched(pod *api.PodSandbox) {
 // its container's name (a pod may have 128 keys of our domain).
 const maxHintKeys = 16
 
+// otherContainerKeys are the pod's container-scoped keys of our domain,
+// sorted, when the container has none of its own (then every one names
+// another container); nil otherwise. A pure function of the pod's
+// annotations (bounded by CheckAnnotations) and the name, run before the
+// lock: what typoCandidates compares and what the record keeps for
+// explain (recordedKeys).
+func otherContainerKeys(ann map[string]string, name string) []unmatchedKey {
+	if hasContainerKey(ann, name) {
+		return nil
+	}
+	return unmatchedAnnotations(ann, nil)
+}
+
+// maxRecordedKeys bounds the other containers' keys a record keeps.
+const maxRecordedKeys = 8
+
+// recordedKeys are the first maxRecordedKeys of others as the record
+// keeps them (allocator.Rule.OtherContainerKeys): comma-separated, ""
+// (no allocation) for the common pod without any.
+func recordedKeys(others []unmatchedKey) string {
+	if len(others) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, min(len(others), maxRecordedKeys))
+	for _, u := range others[:min(len(others), maxRecordedKeys)] {
+		keys = append(keys, u.key)
+	}
+	return strings.Join(keys, ",")
+}
+
 // typoCandidates are the pod's container-scoped keys for a name one or
 // two edits from the container's, none when the container has a key of
 // its own (it is then not missing one). A pure function of the pod's
@@ -93,11 +123,17 @@ const maxHintKeys = 16
 // before the lock: hintTypo then only asks which of them no container of
 // the pod has had.
 func typoCandidates(ann map[string]string, name string) []unmatchedKey {
-	if len(name) > 63 || hasContainerKey(ann, name) {
+	return nearKeys(otherContainerKeys(ann, name), name)
+}
+
+// nearKeys are those of others (otherContainerKeys) for a name one or two
+// edits from name.
+func nearKeys(others []unmatchedKey, name string) []unmatchedKey {
+	if len(name) > 63 {
 		return nil
 	}
 	var near []unmatchedKey
-	for i, u := range unmatchedAnnotations(ann, nil) {
+	for i, u := range others {
 		if i == maxHintKeys {
 			break
 		}

@@ -28,9 +28,14 @@ func TestAnnotationForAContainerThePodNeverCreated(t *testing.T) {
 	assert.Contains(t, strings.ReplaceAll(rp.log.String(), `\"`, `"`),
 		`container telco/typo/web: placed in pool infra without annotation pool.cpupool.dev/container.wbe, which names container "wbe", not created in this pod so far; if it is meant for "web", correct the name`,
 		"a name two edits away is asked about at once")
-	_, _, err = f.createContainer(typo, "sidecar", 100)
+	sidecar, _, err := f.createContainer(typo, "sidecar", 100)
 	require.NoError(t, err)
 	assert.NotContains(t, rp.log.String(), warning, "while the pod runs, a container named wbe may still come")
+	// The state file keeps, for explain, the keys for other containers of
+	// a container that has none of its own.
+	saved := rp.savedState(t)
+	assert.Equal(t, "pool.cpupool.dev/container.sidecar,pool.cpupool.dev/container.wbe", saved.Containers[web.GetId()].OtherContainerKeys)
+	assert.Empty(t, saved.Containers[sidecar.GetId()].OtherContainerKeys, "sidecar has a key of its own")
 	assert.NotContains(t, rp.log.String(), "telco/typo/sidecar: placed", "sidecar is far from wbe, and has its own annotation")
 	_, _, err = f.createAttempt(typo, "web", 1, 500)
 	require.NoError(t, err)
@@ -98,4 +103,23 @@ func TestUnmatchedAnnotationsSortedWithoutWork(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs, "typoCandidates allocates for a pod without container-scoped keys")
+}
+
+// TestOtherContainerKeysOutliveARestart: the keys for other containers a
+// record keeps for explain are read back from the state file when the
+// plugin restarts, and written again with the rebuilt records.
+func TestOtherContainerKeysOutliveARestart(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	first := startPlugin(t, f, desktop, statePath(f))
+	typo := f.runPod(podSpec{name: "typo", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/container.fwdd": "shared"}})
+	fwd, _, err := f.createContainer(typo, "fwd", 500)
+	require.NoError(t, err)
+	const keys = "pool.cpupool.dev/container.fwdd"
+	require.Equal(t, keys, first.savedState(t).Containers[fwd.GetId()].OtherContainerKeys)
+	first.stop()
+
+	second := startPlugin(t, f, desktop, statePath(f))
+	_, _, err = f.createContainer(f.runPod(podSpec{name: "next", namespace: "telco"}), "c", 500)
+	require.NoError(t, err) // a change, so that the file is written again
+	assert.Equal(t, keys, second.savedState(t).Containers[fwd.GetId()].OtherContainerKeys)
 }

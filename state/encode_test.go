@@ -20,7 +20,8 @@ func randomContainer(r *rand.Rand) ContainerState {
 		Pool: pick("infra", "exclusive"), MilliCPU: int64(r.Intn(3)) * 500, CPUs: pick("0", "1-2", "3,5"), Reserved: pick("", "7"), Mems: pick("0", "0-1"),
 		Added: pick("", "9"), NoCPUQuota: flag(), IsolateIRQs: flag(), IsolatedPartition: flag(), PowerClass: pick("", "turbo"),
 		WithShared: flag(), SharedCPUs: pick("", "0-3"), Memory: pick("", "0:memory=1073741824"), Rule: pick("", "annotation", "qos"),
-		RuleDetail: pick("", "pool.cpupool.dev"), DeviceNUMA: pick("", "1"), FromHold: pick("", "old")}
+		RuleDetail: pick("", "pool.cpupool.dev"), DeviceNUMA: pick("", "1"), FromHold: pick("", "old"),
+		OtherContainerKeys: pick("", "pool.cpupool.dev/container.x")}
 }
 
 // randomHold is a hold drawn like randomContainer, with an id and an exit

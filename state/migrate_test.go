@@ -136,8 +136,9 @@ func TestV4FileIsRead(t *testing.T) {
 }
 
 // TestV5FileIsRead: schema 6 only added what decided a container's pool
-// and the last refusals; a version 5 file is read with neither, and a
-// version 6 file keeps both, written back as they were read.
+// and the last refusals, schema 7 the pod's keys for other containers; a
+// version 5 file is read with none, a version 6 file keeps the first two,
+// and a version 7 file keeps all, written back as they were read.
 func TestV5FileIsRead(t *testing.T) {
 	const container = `"c1":{"podUID":"u","podNamespace":"n","podName":"p","container":"c","pool":"exclusive","milliCPU":1000,"cpus":"2","mems":"1"`
 	const refusals = `"refusals":[{"podNamespace":"n","podName":"p","container":"d","time":"2026-03-01T08:00:00Z","reason":"placement","message":"no room","count":3}]`
@@ -149,6 +150,7 @@ func TestV5FileIsRead(t *testing.T) {
 	}{
 		{5, `{"containers":{` + container + `}}}`, "", 0},
 		{6, `{"containers":{` + container + `,"rule":"annotation","ruleDetail":"pool.cpupool.dev=exclusive","deviceNUMA":"1","fromHold":"c"}},` + refusals + `}`, "annotation", 1},
+		{7, `{"containers":{` + container + `,"rule":"default","ruleDetail":"defaultPool","deviceNUMA":"1","fromHold":"c","otherContainerKeys":"pool.cpupool.dev/container.cc"}},` + refusals + `}`, "default", 1},
 	} {
 		data, err := EncodeEnvelope(nil, []byte(tc.payload), time.Time{})
 		require.NoError(t, err)
@@ -158,7 +160,7 @@ func TestV5FileIsRead(t *testing.T) {
 		store := NewFileStore(path)
 		st, err := store.Load()
 		require.NoError(t, err, "version %d", tc.version)
-		assert.Equal(t, map[int]int{5: 5, 6: 0}[tc.version], st.MigratedFrom)
+		assert.Equal(t, map[int]int{5: 5, 6: 6, 7: 0}[tc.version], st.MigratedFrom)
 		assert.Equal(t, tc.rule, st.Containers["c1"].Rule)
 		assert.Len(t, st.Refusals, tc.refusals)
 		if tc.version == SchemaVersion {
@@ -169,6 +171,7 @@ func TestV5FileIsRead(t *testing.T) {
 			assert.Equal(t, st.Containers, again.Containers)
 			assert.Equal(t, "1", again.Containers["c1"].DeviceNUMA)
 			assert.Equal(t, "c", again.Containers["c1"].FromHold)
+			assert.Equal(t, "pool.cpupool.dev/container.cc", again.Containers["c1"].OtherContainerKeys)
 		}
 		store.Close()
 	}

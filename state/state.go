@@ -45,7 +45,10 @@ import (
 //     ruleDetail, deviceNUMA, fromHold); the file gains the last refusal
 //     of each recently refused container (refusals), for explain (issue
 //     43). A record without a rule was placed by an older release.
-const SchemaVersion = 6
+//   - 7: containers and holds gain the pod's container-scoped annotation
+//     keys that name other containers, when they have none of their own
+//     (otherContainerKeys), for explain to tell a container-name typo.
+const SchemaVersion = 7
 
 // State is what survives plugin, runtime and node restarts.
 type State struct {
@@ -73,6 +76,9 @@ type State struct {
 	// MigratedFrom is the schema version the file was migrated from when
 	// loaded; 0 when it was already current. Never written.
 	MigratedFrom int `json:"-"`
+	// Written is when the file was written (its envelope's written), as
+	// loaded; never written in the state itself.
+	Written time.Time `json:"-"`
 
 	// changed are the containers SetContainer and DeleteContainer touched
 	// since a FileStore last encoded this State (encode.go), for it to
@@ -124,6 +130,11 @@ type ContainerState struct {
 	// FromHold names the stopped container of its pod whose held CPUs it
 	// took when it was created (its own previous run, or a completed one).
 	FromHold string `json:"fromHold,omitempty"`
+	// OtherContainerKeys are the pod's container-scoped annotation keys
+	// of ours that name other containers, comma-separated, when it has
+	// none of its own (allocator.Rule.OtherContainerKeys); "" in records
+	// of releases before schema 7.
+	OtherContainerKeys string `json:"otherContainerKeys,omitempty"`
 }
 
 // HeldState is a stopped exclusive container's CPUs, kept for its pod.
@@ -287,7 +298,7 @@ func decodeState(data []byte) (*State, error) {
 			if err != nil {
 				return nil, fmt.Errorf("schema version %d: %w", env.SchemaVersion, err)
 			}
-			st.MigratedFrom = env.SchemaVersion
+			st.MigratedFrom, st.Written = env.SchemaVersion, env.Written
 			return st, nil
 		case env.SchemaVersion > SchemaVersion:
 			return nil, fmt.Errorf("schema version %d was written by a newer nri-cpupool; this build reads versions 1 to %d", env.SchemaVersion, SchemaVersion)
@@ -295,7 +306,12 @@ func decodeState(data []byte) (*State, error) {
 			return nil, fmt.Errorf("unknown schema version %d; this build reads versions 1 to %d", env.SchemaVersion, SchemaVersion)
 		}
 	}
-	return decodePayload(env.State)
+	st, err := decodePayload(env.State)
+	if err != nil {
+		return nil, err
+	}
+	st.Written = env.Written
+	return st, nil
 }
 
 // missingEnvelope names the envelope's fields a file lacks ("" when it

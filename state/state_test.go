@@ -34,6 +34,8 @@ func TestFileStoreRoundTrip(t *testing.T) {
 
 	back, err := s.Load()
 	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now(), back.Written, time.Minute, "when it was written, from the envelope")
+	back.Written = time.Time{}
 	assert.Equal(t, st, back)
 
 	raw, _ := os.ReadFile(path)

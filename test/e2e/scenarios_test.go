@@ -570,7 +570,7 @@ func testInPlaceResize(c *tc) {
 		c.Fatal("growing past the pool succeeded")
 	}
 	c.contains("grow refused, the message reaches the user", err.Error(),
-		"nri-cpupool: pool exclusive cannot fit container default/rz/fwd grown from 1 to 2 CPUs: it asks for 1 more CPUs, but only 0 of the pool's 1 CPUs are free")
+		"nri-cpupool: pool exclusive cannot fit container default/rz/fwd grown from 1 to 2 CPUs: it asks for 1 more CPU, but none of the pool's 1 CPU is free")
 	c.equal("refused grow: cpuset unchanged", c.cpus(rz, fwd), c.last())
 	c.equal("refused grow: still no quota", c.quota(rz, fwd), "-1")
 	c.equal("refused grow: the state keeps the request", request("fwd"), "1000m")

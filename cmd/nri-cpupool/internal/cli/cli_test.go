@@ -369,7 +369,7 @@ func TestStatusShowsHeldCPUs(t *testing.T) {
 	assert.Contains(t, out, "HELD FOR STOPPED CONTAINERS (until the pod's sandbox stops)")
 	assert.Regexp(t, `telco\s+crash\s+app\s+exclusive\s+5 \(\+13 idle\)\s+137\s+fedcba987654`, out)
 	assert.Regexp(t, `ml\s+job\s+init\s+exclusive-non-isolcpus\s+1\s+-\s+init1`, out)
-	assert.True(t, strings.HasSuffix(out, "\n1 container, 2 stopped holding CPUs\n"), out)
+	assert.Regexp(t, `\n1 container, 2 stopped holding CPUs\nState file: .*state.json, written at [^\n]*\n$`, out)
 
 	code2, out, errOut = run(t, "status", "--state-file", path, "--json")
 	require.Equal(t, 0, code2, errOut)

@@ -47,6 +47,7 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	configStateFile := cfg.StateFile
 	for _, o := range []struct{ flag, dst *string }{{stateFile, &cfg.StateFile}, {procRoot, &cfg.ProcRoot}, {cgroupRoot, &cfg.CgroupRoot}} {
 		if *o.flag != "" {
 			*o.dst = *o.flag
@@ -71,9 +72,11 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 	}
-	out := explainOutput{Target: target.String()}
+	fresh := freshnessOf(st.Written, cfg.StateFile, configStateFile, cfg.MetricsAddress)
+	out := explainOutput{Target: target.String(), Written: fresh.Written, StateWriterFailing: fresh.WriterFailing}
+	inPod := podContainers(st, target.Namespace, target.Pod)
 	for _, e := range found {
-		x, err := explainOne(e, cfg, node)
+		x, err := explainOne(e, cfg, node, inPod)
 		if err != nil {
 			return fmt.Errorf("%s: %w", cfg.StateFile, err)
 		}
@@ -88,6 +91,8 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 		}
 		writeExplained(stdout, x)
 	}
+	fmt.Fprintln(stdout)
+	writeFreshness(stdout, cfg.StateFile, fresh)
 	return nil
 }
 
@@ -316,6 +321,10 @@ func readExplainNode(root string, cfg *config.Config) (*explainNode, error) {
 type explainOutput struct {
 	Target     string               `json:"target"`
 	Containers []explainedContainer `json:"containers"`
+	// Written is when the state file was written; StateWriterFailing,
+	// what the daemon says of its failing state writer (statefreshness.go).
+	Written            time.Time `json:"written"`
+	StateWriterFailing string    `json:"stateWriterFailing,omitempty"`
 }
 
 type explainedContainer struct {
@@ -349,6 +358,11 @@ type explainedRule struct {
 	Detail     string `json:"detail,omitempty"`
 	DeviceNUMA string `json:"deviceNUMA,omitempty"`
 	FromHold   string `json:"fromHold,omitempty"`
+	// Unmatched are the pod's container-scoped annotation keys that name
+	// a container the state knows no container of the pod by, when the
+	// container has no key of its own: most likely a typo of its name,
+	// which left it to the other rules.
+	Unmatched []string `json:"unmatched,omitempty"`
 }
 
 type explainedGroup struct {
@@ -371,17 +385,19 @@ type explainedIsol struct {
 	IsolatedPartition bool   `json:"isolatedPartition"`
 	// PartitionInForce: whether the kernel counts its CPUs as isolated by
 	// a partition; absent where it does not say.
-	PartitionInForce *bool  `json:"partitionInForce,omitempty"`
-	PowerClass       string `json:"powerClass,omitempty"`
-	DomainIsolated   string `json:"domainIsolated,omitempty"`
-	NohzFull         string `json:"nohzFull,omitempty"`
-	Offline          string `json:"offline,omitempty"`
+	PartitionInForce *bool `json:"partitionInForce,omitempty"`
+	// PowerClass, DomainIsolated and NohzFull are always present, "" when
+	// none (docs/commands.md): scripts index them.
+	PowerClass     string `json:"powerClass"`
+	DomainIsolated string `json:"domainIsolated"`
+	NohzFull       string `json:"nohzFull"`
+	Offline        string `json:"offline,omitempty"`
 }
 
 // ruleUnrecorded is the rule of a record written before state schema 6.
 const ruleUnrecorded = "unrecorded"
 
-func explainOne(e explained, cfg *config.Config, node *explainNode) (explainedContainer, error) {
+func explainOne(e explained, cfg *config.Config, node *explainNode, inPod map[string]bool) (explainedContainer, error) {
 	ns, pod, ctr := e.name()
 	x := explainedContainer{Namespace: ns, Pod: pod, Container: ctr}
 	if e.record == nil {
@@ -397,7 +413,8 @@ func explainOne(e explained, cfg *config.Config, node *explainNode) (explainedCo
 	if c.WithShared {
 		x.SharedCPUs = c.SharedCPUs
 	}
-	x.Rule = &explainedRule{Kind: cmp.Or(c.Rule, ruleUnrecorded), Detail: c.RuleDetail, DeviceNUMA: c.DeviceNUMA, FromHold: c.FromHold}
+	x.Rule = &explainedRule{Kind: cmp.Or(c.Rule, ruleUnrecorded), Detail: c.RuleDetail, DeviceNUMA: c.DeviceNUMA, FromHold: c.FromHold,
+		Unmatched: unmatchedKeys(c.OtherContainerKeys, inPod)}
 	cpus, err := cpulist.Parse(c.CPUs)
 	if err != nil {
 		return x, fmt.Errorf("container %s/%s/%s: cpus: %w", ns, pod, ctr, err)
@@ -415,6 +432,44 @@ func explainOne(e explained, cfg *config.Config, node *explainNode) (explainedCo
 		x.Isolation = isolationOf(c, held, cfg, node)
 	}
 	return x, nil
+}
+
+// podContainers are the names of the containers of a pod the state knows
+// of: running, held or refused.
+func podContainers(st *state.State, namespace, pod string) map[string]bool {
+	names := map[string]bool{}
+	add := func(ns, p, c string) {
+		if ns == namespace && p == pod {
+			names[c] = true
+		}
+	}
+	for _, c := range st.Containers {
+		add(c.PodNamespace, c.PodName, c.Container)
+	}
+	for _, h := range st.Held {
+		add(h.PodNamespace, h.PodName, h.Container)
+	}
+	for _, r := range st.Refusals {
+		add(r.PodNamespace, r.PodName, r.Container)
+	}
+	return names
+}
+
+// unmatchedKeys are those of a record's other containers' keys
+// (state.ContainerState.OtherContainerKeys) that name no container of
+// its pod the state knows of. A key naming a container still to come
+// (created later, or once the pod's image is pulled) is listed until it
+// comes: the text says what the state knows, and the plugin's warning at
+// the pod's end is the final word.
+func unmatchedKeys(recorded string, inPod map[string]bool) []string {
+	var out []string
+	for key := range strings.SplitSeq(recorded, ",") {
+		_, scope, _ := strings.Cut(key, "/")
+		if name, ok := strings.CutPrefix(scope, "container."); ok && !inPod[name] {
+			out = append(out, key)
+		}
+	}
+	return out
 }
 
 // placementOf says where CPUs lie: each core's CPUs of them, each L3
@@ -520,6 +575,12 @@ func writeExplained(w io.Writer, x explainedContainer) {
 	line := func(k, format string, a ...any) { fmt.Fprintf(w, "  %-12s %s\n", k+":", fmt.Sprintf(format, a...)) }
 	line("Pool", "%s (requests %dm)", x.Pool, x.MilliCPU)
 	line("Decided by", "%s", ruleText(x.Rule))
+	for _, key := range x.Rule.Unmatched {
+		_, scope, _ := strings.Cut(key, "/")
+		name := strings.TrimPrefix(scope, "container.")
+		line("Unmatched", "annotation %s names container %s, which the pod does not have now (in the state); if it is meant for %s, correct the name (a container of that name that ended, or is still to come, is not in the state either)",
+			key, cpulist.Echo(name), x.Container)
+	}
 	if x.Rule.DeviceNUMA != "" {
 		line("Near", "its devices' NUMA nodes %s (device locality)", x.Rule.DeviceNUMA)
 	}
@@ -606,6 +667,10 @@ func ruleText(r *explainedRule) string {
 		// (allowedNamespaces kept a Guaranteed pod out of exclusive).
 		if why, ok := strings.CutPrefix(r.Detail, "defaultPool: "); ok {
 			return "the default pool (defaultPool): " + why
+		}
+		if len(r.Unmatched) > 0 {
+			// A key meant for it may have missed it by a typo (below).
+			return "the default pool (defaultPool): no annotation named it, and no claim or device asked for another"
 		}
 		return "the default pool (defaultPool): no annotation, claim or device asked for another"
 	case "dra-claim":

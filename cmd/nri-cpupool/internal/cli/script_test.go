@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -62,14 +63,22 @@ func cmdFixture(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdSaveState writes the state given as plain JSON in IN to the state file
-// OUT the way the plugin does (envelope, checksum), for status to read.
+// OUT the way the plugin does (envelope, checksum), for status to read,
+// written at savedAt, so that the output that says when is the same at
+// each run.
 func cmdSaveState(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: savestate IN OUT")
 	}
 	st := state.NewState()
 	ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[0])), st))
-	store := state.NewFileStore(ts.MkAbs(args[1]))
-	defer store.Close()
-	ts.Check(store.Save(st))
+	payload, err := json.Marshal(st)
+	ts.Check(err)
+	data, err := state.EncodeEnvelope(nil, payload, savedAt)
+	ts.Check(err)
+	ts.Check(os.MkdirAll(filepath.Dir(ts.MkAbs(args[1])), 0o700))
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), data, 0o600))
 }
+
+// savedAt is when savestate's files say they were written.
+var savedAt = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
@@ -51,8 +52,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	fresh := freshnessOf(st.Written, *stateFile, cfg.StateFile, cfg.MetricsAddress)
 	if *asJSON {
-		return printStatusJSON(stdout, st, *stateFile)
+		return printStatusJSON(stdout, st, *stateFile, fresh)
 	}
 	if *asMap {
 		topo, err := sysfs.Discover(sysfsRoot(*root, cfg))
@@ -65,6 +67,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		}
 		printMap(stdout, m, lookTerminal(color, stdout))
 		printStatusMemory(stdout, st)
+		writeFreshness(stdout, *stateFile, fresh)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -98,6 +101,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, ", %d stopped holding CPUs", len(st.Held))
 	}
 	fmt.Fprintln(stdout)
+	writeFreshness(stdout, *stateFile, fresh)
 	printRuntime(stdout, *stateFile)
 	printDRAStatus(stdout, *stateFile)
 	printOfflineHeld(stdout, st, sysfsRoot(*root, cfg))
@@ -160,18 +164,21 @@ func printRuntime(stdout io.Writer, stateFile string) {
 	fmt.Fprintln(stdout)
 }
 
-// printStatusJSON prints the state file as it is, and, once the daemon
-// has written its status beside it (its runtime connection, its last
-// reload), that as "daemon".
-func printStatusJSON(stdout io.Writer, st *state.State, stateFile string) error {
-	ds, ok, err := state.ReadDaemonStatus(state.DaemonStatusFile(stateFile))
-	if err != nil || !ok {
-		return printJSON(stdout, st)
-	}
-	return printJSON(stdout, struct {
+// printStatusJSON prints the state file as it is, when it was written
+// ("written") and, when the daemon says so, that its state writer fails
+// ("stateWriterFailing"); and, once the daemon has written its status
+// beside it (its runtime connection, its last reload), that as "daemon".
+func printStatusJSON(stdout io.Writer, st *state.State, stateFile string, fresh stateFreshness) error {
+	out := struct {
 		*state.State
-		Daemon state.DaemonStatus `json:"daemon"`
-	}{st, ds})
+		Written            time.Time           `json:"written"`
+		StateWriterFailing string              `json:"stateWriterFailing,omitempty"`
+		Daemon             *state.DaemonStatus `json:"daemon,omitempty"`
+	}{State: st, Written: fresh.Written, StateWriterFailing: fresh.WriterFailing}
+	if ds, ok, err := state.ReadDaemonStatus(state.DaemonStatusFile(stateFile)); err == nil && ok {
+		out.Daemon = &ds
+	}
+	return printJSON(stdout, out)
 }
 
 // printLastReload prints the daemon's last config reload: when, what asked
@@ -396,9 +403,5 @@ func containerName(c state.ContainerState) string {
 	return c.PodNamespace + "/" + c.PodName + "/" + c.Container
 }
 
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
+// shortID is a container id as the plugin's messages show it.
+func shortID(id string) string { return allocator.ShortID(id) }

@@ -1,14 +1,20 @@
 package cli
 
 import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cpupool/nri-cpupool/state"
+	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
 // TestStatusOfADaemonThatWaitsForTheRuntime: while the daemon holds the
@@ -37,4 +43,87 @@ func TestStatusOfADaemonThatWaitsForTheRuntime(t *testing.T) {
 	code, out, errOut := run(t, "status", "--state-file", stateFile)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "\nRuntime: waiting-for-runtime since 2026-03-01T08:00:00Z: cannot reach the runtime at /run/x.sock; retrying\n")
+}
+
+// fixedReady answers /readyz's two checks as told.
+type fixedReady struct{ runtime, writer error }
+
+func (r fixedReady) RuntimeReady() error     { return r.runtime }
+func (r fixedReady) StateWriterReady() error { return r.writer }
+
+// TestStatusAndExplainSayWhenTheStateWriterFails: a state file written
+// before the daemon's writes began to fail looks current; status and
+// explain print when it was written, and, when the node's config names
+// the daemon's metricsAddress and the file is its stateFile, ask the
+// daemon's /readyz (the real handler here) and warn that the file may be
+// stale (review 59b, M4). A daemon that is ready, or a state file other
+// than the config's, is not warned about.
+func TestStatusAndExplainSayWhenTheStateWriterFails(t *testing.T) {
+	dir := t.TempDir()
+	stateFile := filepath.Join(dir, "state.json")
+	st := state.NewState()
+	st.Containers["8d1f5e0c9a7b6d4e"] = state.ContainerState{PodUID: "u", PodNamespace: "telco", PodName: "dpdk", Container: "fwd",
+		Pool: "shared", CPUs: "7", Mems: "0", Rule: "annotation", RuleDetail: "pool.cpupool.dev/container.fwd=shared"}
+	store := state.NewFileStore(stateFile)
+	require.NoError(t, store.Save(st))
+	store.Close()
+
+	failing := fixedReady{writer: errors.New("writing state failing since 2026-03-01T09:00:00Z (7 attempts): no space left on device")}
+	var ready atomic.Pointer[fixedReady]
+	ready.Store(&failing)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		readyz(readyChecks(*ready.Load(), nil))(w, r)
+	}))
+	defer srv.Close()
+	cfgFile := filepath.Join(dir, "config.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte("stateFile: "+stateFile+"\nmetricsAddress: "+srv.Listener.Addr().String()+"\n"), 0o600))
+	const warning = "says its state writer fails: writing state failing since 2026-03-01T09:00:00Z (7 attempts): no space left on device; this file may miss its decisions since"
+
+	code, out, errOut := run(t, "status", "--config", cfgFile)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `\nState file: .*state.json, written at 20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ\nWARNING: the daemon \(http://127.0.0.1:\d+/readyz\) `+regexp.QuoteMeta(warning), out)
+	code, out, errOut = run(t, "status", "--config", cfgFile, "--json")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, `"stateWriterFailing": "writing state failing since 2026-03-01T09:00:00Z (7 attempts): no space left on device"`)
+	assert.Regexp(t, `"written": "20\d\d-`, out)
+	code, out, errOut = run(t, "explain", "telco/dpdk", "--config", cfgFile, "--sysfs-root", fixture.Root(t, "desktop-8c16t"), "--proc-root", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, warning)
+	code, out, errOut = run(t, "explain", "telco/dpdk", "--json", "--config", cfgFile, "--sysfs-root", fixture.Root(t, "desktop-8c16t"), "--proc-root", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, `"stateWriterFailing": "writing state failing since`)
+
+	// Another state file than the daemon's: its writer says nothing of it.
+	other := filepath.Join(dir, "copy.json")
+	data, err := os.ReadFile(stateFile)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(other, data, 0o600))
+	code, out, errOut = run(t, "status", "--config", cfgFile, "--state-file", other)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "\nState file: "+other+", written at ")
+	assert.NotContains(t, out, "WARNING")
+
+	// A ready daemon: no warning.
+	ready.Store(&fixedReady{})
+	code, out, errOut = run(t, "status", "--config", cfgFile)
+	require.Equal(t, 0, code, errOut)
+	assert.NotContains(t, out, "WARNING")
+	code, out, _ = run(t, "status", "--config", cfgFile, "--json")
+	require.Equal(t, 0, code)
+	assert.NotContains(t, out, "stateWriterFailing")
+}
+
+// TestReadyzURL: the daemon is asked where it listens; an unspecified
+// host on loopback.
+func TestReadyzURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:9464": "http://127.0.0.1:9464/readyz?verbose",
+		":9464":          "http://127.0.0.1:9464/readyz?verbose",
+		"0.0.0.0:9464":   "http://127.0.0.1:9464/readyz?verbose",
+		"[::]:9464":      "http://127.0.0.1:9464/readyz?verbose",
+		"[fd00::1]:9464": "http://[fd00::1]:9464/readyz?verbose",
+		"nonsense":       "",
+	} {
+		assert.Equal(t, want, readyzURL(addr), addr)
+	}
 }
