@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +101,9 @@ func startDaemon(b *testing.B, f *fakeRuntime, spec daemonSpec) *benchDaemon {
 		args = append(args, "--handler-clocks")
 	}
 	d.cmd = exec.Command(spec.bin, args...)
+	if len(daemonEnv) > 0 {
+		d.cmd.Env = append(os.Environ(), daemonEnv...)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = logPipe, logPipe
 	require.NoError(b, d.cmd.Start())
 	b.Cleanup(func() {
@@ -146,6 +151,61 @@ func stopLogReader(cat *exec.Cmd) {
 	case <-time.After(10 * time.Second):
 		cat.Process.Kill()
 		<-done
+	}
+}
+
+// daemonEnv is added to the environment of every daemon the benchmarks
+// start (startDaemon), and of nothing else: not the test process, which
+// runs the runtimes, nor the no-op plugin's process. It is how the Go
+// runtime's settings (GOGC, GOMEMLIMIT, GODEBUG) are tried on the real
+// binary alone (issue 45: a GOGC or GOMEMLIMIT setting only with its
+// memory cost shown); …AllFeaturesProcess reports the GOGC and memory
+// limit the daemon then ran with (daemon-gogc-percent,
+// daemon-gomemlimit-MiB) and fails when they are not the ones given.
+// Repeat the flag for more than one variable.
+var daemonEnv []string
+
+func init() {
+	flag.Func("daemon.env", "`NAME=value` added to the environment of the real binary the benchmarks run, and of nothing else (repeatable; e.g. GOGC=400)", func(v string) error {
+		if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
+			return fmt.Errorf("want NAME=value, got %q", v)
+		}
+		daemonEnv = append(daemonEnv, v)
+		return nil
+	})
+}
+
+// reportMemory reports, after the measured rounds, the daemon's resident
+// memory (daemon-rss-MiB, process_resident_memory_bytes) and its peak
+// since it started (daemon-peak-RSS-MiB, VmHWM: the fill included), what a
+// GOGC setting costs; and the GOGC and memory limit it ran with
+// (daemon-gogc-percent, -1 for off; daemon-gomemlimit-MiB, only when it
+// has one), failing when daemonEnv set GOGC and the daemon runs with
+// another: a run would otherwise be reported under a setting it did not
+// have.
+func (d *benchDaemon) reportMemory(b *testing.B) {
+	b.Helper()
+	mfs, err := d.gather()
+	require.NoError(b, err)
+	peak, err := peakRSS(d.cmd.Process.Pid)
+	require.NoError(b, err)
+	gogc := mustMetric(b, mfs, "go_gc_gogc_percent")
+	b.ReportMetric(mustMetric(b, mfs, "process_resident_memory_bytes")/(1<<20), "daemon-rss-MiB")
+	b.ReportMetric(float64(peak)/1024, "daemon-peak-RSS-MiB")
+	b.ReportMetric(gogc, "daemon-gogc-percent")
+	if limit := mustMetric(b, mfs, "go_gc_gomemlimit_bytes"); limit < math.MaxInt64 {
+		b.ReportMetric(limit/(1<<20), "daemon-gomemlimit-MiB") // none reported: no limit
+	}
+	for _, kv := range daemonEnv {
+		if v, ok := strings.CutPrefix(kv, "GOGC="); ok {
+			want := -1.0
+			if v != "off" {
+				n, err := strconv.Atoi(v)
+				require.NoError(b, err, "-daemon.env=%s", kv)
+				want = float64(n)
+			}
+			require.Equal(b, want, gogc, "the daemon's go_gc_gogc_percent is not the -daemon.env=%s it was given", kv)
+		}
 	}
 }
 

@@ -157,7 +157,9 @@ func BenchmarkCreateContainerRoundTripAllFeatures(b *testing.B) {
 // allocations per round, host file writes) are read from its /metrics
 // before and after the measured rounds (latencyProbe); allocs-per-rt is
 // then the runtime side's alone (this process, during nri-cpupool's
-// creations).
+// creations). After the rounds it reports the daemon's resident and peak
+// memory and the GOGC it ran with (reportMemory; -daemon.env gives the
+// daemon alone an environment).
 func BenchmarkCreateContainerRoundTripAllFeaturesProcess(b *testing.B) {
 	bin := buildBinary(b)
 	forAllFeaturesSizes(b, func(b *testing.B, shape allFeaturesShape, running int) {
@@ -180,6 +182,7 @@ func BenchmarkCreateContainerRoundTripAllFeaturesProcess(b *testing.B) {
 		samples := measurePairedKeeping(b, noop, ours, allFeaturesKeep)
 		probe.report(b, len(samples[1]))
 		clocks()
+		d.reportMemory(b)
 	})
 }
 
