@@ -31,6 +31,9 @@ type Layout struct {
 	// exclusively (infra minus reserved and isolated), empty when the
 	// pool is disabled.
 	ExclusiveNonIsolcpus cpuset.CPUSet
+	// LendsNonIsolcpus tells that pools.exclusive-non-isolcpus is
+	// enabled, also when it has no CPU to lend now (keepable).
+	LendsNonIsolcpus bool
 	// MinInfraCPUs is how many CPUs infra keeps in any case, counting
 	// those the kernel balances load on (not isolated): the host's
 	// processes and infra's containers need them, and an isolated CPU
@@ -322,6 +325,7 @@ func (b *layoutBuilder) lendable() {
 		b.l.ExclusiveNonIsolcpus = cpuset.New()
 		return
 	}
+	b.l.LendsNonIsolcpus = true
 	b.l.ExclusiveNonIsolcpus = lendableCPUs(b.l.Infra, b.l.Reserved, b.l.Isolated)
 	switch {
 	case b.l.Balanced(b.l.Infra).Size() <= b.l.MinInfraCPUs:

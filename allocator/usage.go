@@ -58,7 +58,7 @@ func (a *Allocator) available(pool string, cpu int) bool {
 // moves: neither a restart (an upgrade) nor a reload with the same pools
 // is refused for it.
 func (a *Allocator) keepable(pool string) cpuset.CPUSet {
-	if pool != pools.ExclusiveNonIsolcpus || a.layout.ExclusiveNonIsolcpus.IsEmpty() {
+	if pool != pools.ExclusiveNonIsolcpus || !a.layout.LendsNonIsolcpus {
 		return a.layout.Pool(pool)
 	}
 	return a.layout.ExclusiveNonIsolcpus.Union(a.layout.Infra.Intersection(a.layout.Isolated).Difference(a.layout.Reserved))
