@@ -19,6 +19,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 // readyzTimeout bounds the question to the daemon: a port that drops
@@ -69,7 +71,11 @@ func readyzURL(addr string) string {
 // otherwise, or not within readyzTimeout (no daemon there, or one that
 // does not serve it: nothing is known then, and nothing is said).
 func stateWriterFailing(url string) string {
-	client := http.Client{Timeout: readyzTimeout}
+	// The daemon on this node, never a proxy (HTTP_PROXY in the
+	// operator's shell would send a node address's question off the
+	// node), and no redirect followed elsewhere.
+	client := http.Client{Timeout: readyzTimeout, Transport: &http.Transport{Proxy: nil},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Get(url)
 	if err != nil {
 		return ""
@@ -81,7 +87,9 @@ func stateWriterFailing(url string) string {
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 64<<10))
 	for sc.Scan() {
 		if why, ok := strings.CutPrefix(sc.Text(), "[-]state-writer failed: "); ok {
-			return why
+			// Whatever answers on that port writes this: bounded here,
+			// quoted where it is printed (writeFreshness).
+			return why[:min(len(why), 1024)]
 		}
 	}
 	return ""
@@ -93,6 +101,6 @@ func writeFreshness(w io.Writer, stateFile string, f stateFreshness) {
 	fmt.Fprintf(w, "State file: %s, written at %s\n", stateFile, f.Written.UTC().Format(time.RFC3339))
 	if f.WriterFailing != "" {
 		fmt.Fprintf(w, "WARNING: the daemon (%s) says its state writer fails: %s; this file may miss its decisions since (the runtime has where containers run, the daemon's log what it decided)\n",
-			strings.TrimSuffix(f.Readyz, "?verbose"), f.WriterFailing)
+			strings.TrimSuffix(f.Readyz, "?verbose"), cpulist.EchoLong(f.WriterFailing))
 	}
 }

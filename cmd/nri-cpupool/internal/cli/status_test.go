@@ -77,7 +77,7 @@ func TestStatusAndExplainSayWhenTheStateWriterFails(t *testing.T) {
 	defer srv.Close()
 	cfgFile := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(cfgFile, []byte("stateFile: "+stateFile+"\nmetricsAddress: "+srv.Listener.Addr().String()+"\n"), 0o600))
-	const warning = "says its state writer fails: writing state failing since 2026-03-01T09:00:00Z (7 attempts): no space left on device; this file may miss its decisions since"
+	const warning = `says its state writer fails: "writing state failing since 2026-03-01T09:00:00Z (7 attempts): no space left on device"; this file may miss its decisions since`
 
 	code, out, errOut := run(t, "status", "--config", cfgFile)
 	require.Equal(t, 0, code, errOut)
