@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -38,7 +39,8 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	// rules, which never read it.
 	demand, demandErr := demandOf(ctr)
 	others := otherContainerKeys(pod.GetAnnotations(), ctr.GetName())
-	near, otherKeys := nearKeys(others, ctr.GetName()), recordedKeys(others)
+	near := nearKeys(others, ctr.GetName())
+	otherKeys := recordedKeys(near, others)
 	clock.Mark(clockInput)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -129,7 +131,7 @@ func (p *Plugin) refuse(pod *api.PodSandbox, ctr *api.Container, err error) erro
 		logf = p.log.Warnf
 	}
 	p.metrics.countRefusal(reason)
-	if reason == allocator.ReasonPlacement {
+	if reason == allocator.ReasonPlacement && strings.Contains(err.Error(), who) {
 		logf("refused: %v", err) // it names the container
 		err = fmt.Errorf("nri-cpupool: %w", err)
 	} else {

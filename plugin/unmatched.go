@@ -102,17 +102,30 @@ func otherContainerKeys(ann map[string]string, name string) []unmatchedKey {
 // maxRecordedKeys bounds the other containers' keys a record keeps.
 const maxRecordedKeys = 8
 
-// recordedKeys are the first maxRecordedKeys of others as the record
-// keeps them (allocator.Rule.OtherContainerKeys): comma-separated, ""
-// (no allocation) for the common pod without any.
-func recordedKeys(others []unmatchedKey) string {
+// recordedKeys are at most maxRecordedKeys of others as the record keeps
+// them (allocator.Rule.OtherContainerKeys): the near ones (the likely
+// typos the creation warned about) kept first, then the rest in order,
+// the kept ones sorted; comma-separated, "" (no allocation) for the
+// common pod without any.
+func recordedKeys(near, others []unmatchedKey) string {
 	if len(others) == 0 {
 		return ""
 	}
 	keys := make([]string, 0, min(len(others), maxRecordedKeys))
-	for _, u := range others[:min(len(others), maxRecordedKeys)] {
-		keys = append(keys, u.key)
+	for _, u := range near {
+		if len(keys) < maxRecordedKeys {
+			keys = append(keys, u.key)
+		}
 	}
+	for _, u := range others {
+		if len(keys) == maxRecordedKeys {
+			break
+		}
+		if !slices.ContainsFunc(near, func(n unmatchedKey) bool { return n.key == u.key }) {
+			keys = append(keys, u.key)
+		}
+	}
+	slices.Sort(keys)
 	return strings.Join(keys, ",")
 }
 
