@@ -17,10 +17,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"unicode/utf8"
 )
 
 // readyzTimeout bounds the question to the daemon: a port that drops
@@ -74,7 +74,7 @@ func stateWriterFailing(url string) string {
 	// The daemon on this node, never a proxy (HTTP_PROXY in the
 	// operator's shell would send a node address's question off the
 	// node), and no redirect followed elsewhere.
-	client := http.Client{Timeout: readyzTimeout, Transport: &http.Transport{Proxy: nil},
+	client := http.Client{Timeout: readyzTimeout, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Get(url)
 	if err != nil {
@@ -87,12 +87,29 @@ func stateWriterFailing(url string) string {
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 64<<10))
 	for sc.Scan() {
 		if why, ok := strings.CutPrefix(sc.Text(), "[-]state-writer failed: "); ok {
-			// Whatever answers on that port writes this: bounded here,
-			// quoted where it is printed (writeFreshness).
-			return why[:min(len(why), 1024)]
+			// Whatever answers on that port writes this: bounded here
+			// (on a character, with its size when cut), quoted where it
+			// is printed (writeFreshness).
+			return boundedAnswer(why)
 		}
 	}
 	return ""
+}
+
+// maxAnswer bounds what status and explain repeat of the daemon's answer.
+const maxAnswer = 256
+
+// boundedAnswer is s, or its first maxAnswer bytes cut on a character
+// and followed by its size.
+func boundedAnswer(s string) string {
+	if len(s) <= maxAnswer {
+		return s
+	}
+	n := maxAnswer
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + fmt.Sprintf("… (%d bytes)", len(s))
 }
 
 // writeFreshness prints when the file was written and, when the daemon
@@ -101,6 +118,6 @@ func writeFreshness(w io.Writer, stateFile string, f stateFreshness) {
 	fmt.Fprintf(w, "State file: %s, written at %s\n", stateFile, f.Written.UTC().Format(time.RFC3339))
 	if f.WriterFailing != "" {
 		fmt.Fprintf(w, "WARNING: the daemon (%s) says its state writer fails: %s; this file may miss its decisions since (the runtime has where containers run, the daemon's log what it decided)\n",
-			strings.TrimSuffix(f.Readyz, "?verbose"), cpulist.EchoLong(f.WriterFailing))
+			strings.TrimSuffix(f.Readyz, "?verbose"), strconv.Quote(f.WriterFailing))
 	}
 }
