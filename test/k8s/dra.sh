@@ -289,7 +289,7 @@ YAML
 say "NUMA alignment on a second, multi-NUMA node: CPUs and NIC on one NUMA node, or unschedulable"
 fake_node node-b xeon-2s-interleaved '{"cpu": "80", "memory": "64Gi", "pods": "10"}' '{"cpu": "80", "memory": "64Gi", "pods": "10"}'
 check "node-b's slices (the driver's code on the Xeon fixture)" "$(our_slices node-b | tr '\n' ';')" \
-  "exclusive-numa0 exclusive 0 numaNode 30;exclusive-numa1 exclusive 1 numaNode 30;exclusive-non-isolcpus-numa0 exclusive-non-isolcpus 0 numaNode 4;exclusive-non-isolcpus-numa1 exclusive-non-isolcpus 1 numaNode 6;"
+  "exclusive-numa0 exclusive 0 numaNode 30;exclusive-numa1 exclusive 1 numaNode 30;exclusive-non-isolcpus-numa1 exclusive-non-isolcpus 1 numaNode 2;"
 kubectl apply -f - >/dev/null <<YAML || die "the NIC driver's DeviceClass"
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
@@ -355,7 +355,7 @@ for s in json.load(sys.stdin)["items"]:
         print(d["name"], *[c.get("cpupool.dev/" + n, {}).get("value", "-") for n in ("memory", "hugepages2Mi", "hugepages1Gi")])' "$1"
 }
 check "node-c's memory capacities: on the exclusive pool's device of each node only" "$(memory_caps node-c | tr '\n' ';')" \
-  "exclusive-numa0 64Gi 0 0;exclusive-numa1 63Gi 1Gi 0;exclusive-non-isolcpus-numa0 - - -;exclusive-non-isolcpus-numa1 - - -;"
+  "exclusive-numa0 64Gi 0 0;exclusive-numa1 63Gi 1Gi 0;exclusive-non-isolcpus-numa1 - - -;"
 nic_slice node-c eth0:0 eth1:1
 huge_claim() { # NAME CPUS HUGEPAGES [nic]: a claim for CPUS exclusive CPUs and HUGEPAGES of 2 MiB pages (nic: and a NIC on their NUMA node)
   local nic=""
