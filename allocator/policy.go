@@ -15,26 +15,6 @@ import (
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
-// Annotation keys. Each is looked up the NRI way: "<key>/container.<name>"
-// first, then "<key>/pod", then "<key>".
-const (
-	AnnotationDomain               = "cpupool.dev"
-	AnnotationPool                 = "pool.cpupool.dev"
-	AnnotationNUMA                 = "numa.cpupool.dev"
-	AnnotationDevice               = "device.cpupool.dev"
-	AnnotationHideHyperthreads     = "hide-hyperthreads.cpupool.dev"
-	AnnotationFullPCPUsOnly        = "full-pcpus-only.cpupool.dev"
-	AnnotationDistributeAcrossNUMA = "distribute-across-numa.cpupool.dev"
-	AnnotationDisableCPUQuota      = "disable-cpu-quota.cpupool.dev"
-	AnnotationIRQIsolation         = "irq-isolation.cpupool.dev"
-	AnnotationIsolatedPartition    = "isolated-partition.cpupool.dev"
-	AnnotationPowerClass           = "power-class.cpupool.dev"
-	AnnotationSharedCPUs           = "shared-cpus.cpupool.dev"
-)
-
-var knownAnnotations = []string{AnnotationPool, AnnotationNUMA, AnnotationDevice, AnnotationHideHyperthreads, AnnotationFullPCPUsOnly, AnnotationDistributeAcrossNUMA,
-	AnnotationDisableCPUQuota, AnnotationIRQIsolation, AnnotationIsolatedPartition, AnnotationPowerClass, AnnotationSharedCPUs}
-
 // QoS classes, as the kubelet derives them.
 const (
 	QoSGuaranteed = "guaranteed"
@@ -94,31 +74,6 @@ func NewPolicy(cfg *config.Config, topo *sysfs.Topology) *Policy {
 		}
 	}
 	return p
-}
-
-// lookup finds an annotation for a container the NRI way and returns the
-// key that matched.
-//
-// The scoped keys are built in a stack buffer and looked up without
-// becoming strings (the compiler does not copy string(b) in a map index):
-// a decision makes seven lookups, most of them misses.
-func lookup(ann map[string]string, key, container string) (string, string, bool) {
-	if len(ann) == 0 {
-		return "", "", false
-	}
-	var buf [128]byte
-	b := append(append(append(buf[:0], key...), "/container."...), container...)
-	if v, ok := ann[string(b)]; ok {
-		return string(b), v, true
-	}
-	b = append(append(b[:0], key...), "/pod"...)
-	if v, ok := ann[string(b)]; ok {
-		return string(b), v, true
-	}
-	if v, ok := ann[key]; ok {
-		return key, v, true
-	}
-	return "", "", false
 }
 
 // Request decides the pool and options of a container. It refuses unknown,
@@ -480,7 +435,7 @@ func CheckAnnotations(ann map[string]string) error {
 	var few [8]string
 	keys := few[:0]
 	for k := range ann {
-		if ours(k) {
+		if OurAnnotation(k) {
 			if len(keys) == maxOurAnnotations {
 				return &AnnotationError{k, ann[k], fmt.Sprintf("more than %d annotations of %s", maxOurAnnotations, AnnotationDomain)}
 			}
@@ -497,10 +452,11 @@ func CheckAnnotations(ann map[string]string) error {
 		if !slices.Contains(knownAnnotations, base) {
 			return &AnnotationError{k, v, "unknown annotation; known keys are " + knownKeys()}
 		}
-		if scope != "" && scope != "pod" && !strings.HasPrefix(scope, "container.") {
+		_, name, scoped := ContainerScoped(k)
+		if scope != "" && scope != scopePod && !scoped {
 			return &AnnotationError{k, v, "unknown scope " + cpulist.Echo(scope) + "; use <key>, <key>/pod or <key>/container.<name>"}
 		}
-		if name, ok := strings.CutPrefix(scope, "container."); ok && !isDNSLabel(name) {
+		if scoped && !isDNSLabel(name) {
 			// No container of any pod has this name (Kubernetes names
 			// containers with DNS labels), so the key could only ever
 			// be ignored: a typo ("container.Web", "container.my_app").
@@ -534,32 +490,6 @@ func knownKeys() string {
 		names[i] = strings.TrimSuffix(k, "."+AnnotationDomain)
 	}
 	return "{" + strings.Join(names, ",") + "}." + AnnotationDomain
-}
-
-// ours tells whether an annotation key is in our domain.
-func ours(k string) bool {
-	base, _, _ := strings.Cut(k, "/")
-	return strings.HasSuffix(base, "."+AnnotationDomain) || base == AnnotationDomain
-}
-
-// isDNSLabel tells whether name is an RFC 1123 label, as Kubernetes
-// requires of a container's name: 1 to 63 bytes of lower-case letters,
-// digits and '-', starting and ending with a letter or digit. Written
-// here, not taken from apimachinery's validation package, which would
-// link the Kubernetes client libraries into nri-cpupool
-// (TestLinksNoKubernetesClient).
-func isDNSLabel(name string) bool {
-	if len(name) == 0 || len(name) > 63 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
-		if !alnum && (c != '-' || i == 0 || i == len(name)-1) {
-			return false
-		}
-	}
-	return true
 }
 
 // kubeletRule is the rule of a container whose CPUs the kubelet or a

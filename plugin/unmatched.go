@@ -183,16 +183,11 @@ func (p *Plugin) hintTypo(pod *api.PodSandbox, ctr *api.Container, pool string, 
 // hasContainerKey tells whether any of our keys is scoped to the container.
 func hasContainerKey(ann map[string]string, name string) bool {
 	for k := range ann {
-		if base, scope, _ := strings.Cut(k, "/"); scope == "container."+name && ours(base) {
+		if _, n, ok := allocator.ContainerScoped(k); ok && n == name && allocator.OurAnnotation(k) {
 			return true
 		}
 	}
 	return false
-}
-
-// ours tells whether an annotation key's base is in our domain.
-func ours(base string) bool {
-	return strings.HasSuffix(base, "."+allocator.AnnotationDomain) || base == allocator.AnnotationDomain
 }
 
 type unmatchedKey struct{ key, name string }
@@ -205,9 +200,8 @@ type unmatchedKey struct{ key, name string }
 func unmatchedAnnotations(ann map[string]string, created map[string]bool) []unmatchedKey {
 	var out []unmatchedKey
 	for k := range ann {
-		base, scope, _ := strings.Cut(k, "/")
-		name, ok := strings.CutPrefix(scope, "container.")
-		if !ok || !ours(base) {
+		_, name, ok := allocator.ContainerScoped(k)
+		if !ok || !allocator.OurAnnotation(k) {
 			continue
 		}
 		if !created[name] {

@@ -21,6 +21,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/internal/plural"
@@ -464,8 +465,7 @@ func podContainers(st *state.State, namespace, pod string) map[string]bool {
 func unmatchedKeys(recorded string, inPod map[string]bool) []string {
 	var out []string
 	for key := range strings.SplitSeq(recorded, ",") {
-		_, scope, _ := strings.Cut(key, "/")
-		if name, ok := strings.CutPrefix(scope, "container."); ok && !inPod[name] {
+		if _, name, ok := allocator.ContainerScoped(key); ok && !inPod[name] {
 			out = append(out, key)
 		}
 	}
@@ -568,16 +568,15 @@ func writeExplained(w io.Writer, x explainedContainer) {
 		if x.ExitCode != nil {
 			fmt.Fprintf(w, " (exit %d)", *x.ExitCode)
 		}
-		fmt.Fprintf(w, "; its CPUs are held for its pod until the pod's sandbox stops (container %s)\n", shortID(x.ContainerID))
+		fmt.Fprintf(w, "; its CPUs are held for its pod until the pod's sandbox stops (container %s)\n", allocator.ShortID(x.ContainerID))
 	default:
-		fmt.Fprintf(w, "%s: running, container %s\n", name, shortID(x.ContainerID))
+		fmt.Fprintf(w, "%s: running, container %s\n", name, allocator.ShortID(x.ContainerID))
 	}
 	line := func(k, format string, a ...any) { fmt.Fprintf(w, "  %-12s %s\n", k+":", fmt.Sprintf(format, a...)) }
 	line("Pool", "%s (requests %dm)", x.Pool, x.MilliCPU)
 	line("Decided by", "%s", ruleText(x.Rule))
 	for _, key := range x.Rule.Unmatched {
-		_, scope, _ := strings.Cut(key, "/")
-		name := strings.TrimPrefix(scope, "container.")
+		_, name, _ := allocator.ContainerScoped(key)
 		line("Unmatched", "annotation %s names container %s, which the pod does not have now (in the state); if it is meant for %s, correct the name (a container of that name that ended, or is still to come, is not in the state either)",
 			key, cpulist.Echo(name), x.Container)
 	}

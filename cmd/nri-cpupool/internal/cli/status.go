@@ -90,7 +90,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		if c.WithShared {
 			cpus += "+" + c.SharedCPUs // the shared pool's, beside its exclusive CPUs
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%dm\t%s\n", c.PodNamespace, c.PodName, c.Container, c.Pool, cpus, orDash(c.Mems), c.MilliCPU, shortID(id))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%dm\t%s\n", c.PodNamespace, c.PodName, c.Container, c.Pool, cpus, orDash(c.Mems), c.MilliCPU, allocator.ShortID(id))
 	}
 	tw.Flush()
 	if len(st.Held) > 0 {
@@ -378,7 +378,7 @@ func printHeld(stdout io.Writer, st *state.State) {
 		if h.ExitCode != nil {
 			exit = fmt.Sprint(*h.ExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(h.PodNamespace), orDash(h.PodName), h.Container, h.Pool, cpus, exit, shortID(h.ContainerID))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(h.PodNamespace), orDash(h.PodName), h.Container, h.Pool, cpus, exit, allocator.ShortID(h.ContainerID))
 	}
 	tw.Flush()
 }
@@ -402,6 +402,3 @@ func sortedHeld(st *state.State) []string {
 func containerName(c state.ContainerState) string {
 	return c.PodNamespace + "/" + c.PodName + "/" + c.Container
 }
-
-// shortID is a container id as the plugin's messages show it.
-func shortID(id string) string { return allocator.ShortID(id) }
