@@ -53,6 +53,34 @@ for pair in containerd:/etc/containerd/conf.d/nri-cpupool-fail-closed.toml crio:
 done
 echo "the notes say which fail-closed drop-in to delete at uninstall"
 
+# helm upgrade from runtime.failClosed=true to false (runtime.dropIn.install
+# on): the new release's init container, run against a directory standing
+# for the node's drop-in directory, deletes the fail-closed drop-in the old
+# one copied there, or the runtime would require the plugin at its next
+# start; and the new pod keeps the tolerate annotation, or a runtime still
+# running with that validator would refuse it (and its init container).
+upgrade() { # RUNTIME FAILCLOSED NODE_DIR: render, then run the init container's script
+  local r=$out/upgrade-$1-$2 key
+  "$HELM" template nri-cpupool "$CHART" --set runtime.name="$1" --set runtime.failClosed="$2" --set runtime.dropIn.install=true >"$r.yaml"
+  "$HELM" template nri-cpupool "$CHART" --set runtime.name="$1" --set runtime.failClosed="$2" --show-only templates/runtime-configmap.yaml >"$r-cm.yaml"
+  mkdir -p "$r.d"
+  for key in $(sed -n 's/^  \([^ ]*\): |$/\1/p' "$r-cm.yaml"); do
+    awk -v key="  $key: |" '$0 == key {on = 1; next} on && /^  [^ ]/ {on = 0} on {print}' "$r-cm.yaml" >"$r.d/$key"
+  done
+  "$out/chartcheck" -init-script "$r.yaml" | sed -e "s#/host-drop-in/#$3/#g" -e "s#/drop-in/#$r.d/#g" >"$r.sh"
+  sh "$r.sh"
+  grep -q '^        tolerate-missing-plugins.nri.io: "true"$' "$r.yaml" || { echo "runtime.failClosed=$2: the chart's pod is not annotated tolerate-missing-plugins.nri.io"; exit 1; }
+}
+for pair in containerd:nri-cpupool-fail-closed.toml crio:20-nri-cpupool-fail-closed.conf; do
+  node=$out/node-${pair%%:*}; mkdir -p "$node"
+  upgrade "${pair%%:*}" true "$node"
+  [ -f "$node/${pair#*:}" ] || { echo "${pair%%:*}: runtime.failClosed=true did not copy ${pair#*:} (node: $(ls "$node"))"; exit 1; }
+  upgrade "${pair%%:*}" false "$node"
+  [ ! -e "$node/${pair#*:}" ] || { echo "${pair%%:*}: after an upgrade to runtime.failClosed=false, ${pair#*:} is still in the drop-in directory: at its next restart the runtime requires the plugin"; exit 1; }
+  [ "$(ls "$node" | wc -l)" -eq 1 ] || { echo "${pair%%:*}: after an upgrade to runtime.failClosed=false the drop-in directory holds $(ls "$node" | tr '\n' ' '), want the plugin's drop-in only"; exit 1; }
+done
+echo "an upgrade to runtime.failClosed=false deletes the fail-closed drop-in; the chart's pod always tolerates a missing plugin"
+
 # One name on the node for each fail-closed drop-in, whoever puts it there:
 # every "cp .../examples/X DEST" the docs and the packaged files show copies
 # it to the file name the chart's init container writes (and its notes name).

@@ -110,3 +110,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- else }}/etc/containerd/conf.d
 {{- end }}
 {{- end }}
+
+{{/* The fail-closed drop-in's file name in the drop-in directory (packaging/containerd, packaging/crio). */}}
+{{- define "nri-cpupool.failClosedDropIn" -}}
+{{- if eq .Values.runtime.name "crio" }}20-nri-cpupool-fail-closed.conf{{ else }}nri-cpupool-fail-closed.toml{{ end }}
+{{- end }}
