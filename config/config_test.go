@@ -363,3 +363,25 @@ func TestTypeErrorsNameTheirKey(t *testing.T) {
 		assert.NoError(t, err, ok)
 	}
 }
+
+// TestSecondYAMLDocumentRefused: a second YAML document ("---") was
+// ignored without a word, its keys never applied (review B9). One with
+// content is refused, naming its line; an empty one (a trailing "---", a
+// document of comments) changes nothing and is let be.
+func TestSecondYAMLDocumentRefused(t *testing.T) {
+	_, err := Parse(strings.NewReader("pools:\n  shared: {count: 2}\n---\ndefaultPool: shared\n"), "config.yaml")
+	require.Error(t, err, "the second document's defaultPool would never apply")
+	assert.Contains(t, err.Error(), "config config.yaml: line 3: a second YAML document starts here")
+	assert.Contains(t, err.Error(), "put every key in the first document")
+	for _, in := range []string{"pinMemory: false\n---\n", "pinMemory: false\n---\n# nothing\n", "pinMemory: false\n---\n---\n~\n", "---\npinMemory: false\n"} {
+		cfg, err := Parse(strings.NewReader(in), "config.yaml")
+		if assert.NoError(t, err, "%q", in) {
+			assert.False(t, cfg.PinMemory, "%q: the first document applies", in)
+		}
+	}
+	_, err = Parse(strings.NewReader("pinMemory: false\n---\n---\npinMemory: true\n"), "config.yaml")
+	if assert.Error(t, err, "a document with content after an empty one") {
+		assert.Contains(t, err.Error(), "line 3: a second YAML document")
+	}
+}
+
