@@ -504,6 +504,11 @@ func (c *Config) Check() Problems {
 	for _, pool := range slices.Sorted(maps.Keys(c.AllowedNamespaces)) {
 		if !pools.Known(pool) {
 			p.Errorf("allowedNamespaces."+pool, "unknown pool; use one of %s", strings.Join(pools.Names(), ", "))
+		} else if len(c.AllowedNamespaces[pool]) == 0 {
+			// A key left with nothing after it (null, e.g. its only
+			// namespace commented out) or []: present, so the pool is
+			// restricted, to no namespace (review B10).
+			p.Warnf("allowedNamespaces."+pool, "lists no namespace, so no namespace may use pool %s; remove the key to open it to every namespace, or list the namespaces (\"*\" for any)", pool)
 		}
 	}
 	if c.PluginIndex < 0 || c.PluginIndex > 99 {

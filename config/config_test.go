@@ -385,3 +385,30 @@ func TestSecondYAMLDocumentRefused(t *testing.T) {
 	}
 }
 
+// TestEmptyAllowedNamespacesWarns: allowedNamespaces.<pool> present with
+// no namespace (null: its only entry commented out; or []) restricts the
+// pool to no namespace, unlike an absent key (open to all): a warning
+// says so (review B10), which validate, the start and a reload show.
+func TestEmptyAllowedNamespacesWarns(t *testing.T) {
+	for _, in := range []string{"allowedNamespaces:\n  exclusive:\n  # - telco\n", "allowedNamespaces: {exclusive: []}\n"} {
+		cfg, err := Parse(strings.NewReader(in), "config.yaml")
+		require.NoError(t, err, "a warning, not an error: %q", in)
+		allowed, restricted := cfg.AllowedNamespaces["exclusive"]
+		require.True(t, restricted, "%q: the key is there", in)
+		require.Empty(t, allowed, in)
+		var warned []string
+		for _, w := range cfg.Check().Warnings() {
+			if w.Key == "allowedNamespaces.exclusive" {
+				warned = append(warned, w.Message)
+			}
+		}
+		if assert.Len(t, warned, 1, in) {
+			assert.Contains(t, warned[0], "no namespace may use pool exclusive; remove the key to open it to every namespace")
+		}
+	}
+	cfg, err := Parse(strings.NewReader("allowedNamespaces: {exclusive: [telco], shared: [\"*\"]}\n"), "config.yaml")
+	require.NoError(t, err)
+	for _, w := range cfg.Check().Warnings() {
+		assert.NotContains(t, w.Key, "allowedNamespaces", "a list with namespaces warns of nothing: %s", w.Message)
+	}
+}
