@@ -29,8 +29,11 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/* The image: repository:tag. A tag may come as a number (--set image.tag=2 gives an int64, a values file's tag: 2 a float64, which toString would print as 2e+00 for large ones): the schema takes whole numbers only, printed as such. */}}
 {{- define "nri-cpupool.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if kindIs "float64" $tag }}{{ $tag = printf "%.0f" $tag }}{{ end }}
+{{- printf "%s:%s" .Values.image.repository (toString $tag) }}
 {{- end }}
 
 {{/* The port of config.metricsAddress ("host:port"), for the probes. */}}
