@@ -390,6 +390,9 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	err = dec.Decode(cfg)
+	if err == nil {
+		err = onlyDocument(dec)
+	}
 	found := findDocProblems(data)
 	if err == nil && len(found.typed) > 0 {
 		// What the decoder took without a word: a fraction for a whole
@@ -403,6 +406,28 @@ func Parse(r io.Reader, name string) (*Config, error) {
 		return nil, problems.Errors().In(name)
 	}
 	return cfg, nil
+}
+
+// onlyDocument reads what follows the first YAML document: the daemon
+// reads one, and a second one ("---", as a concatenated file has it) was
+// ignored without a word, its keys never applied (review B9). An empty
+// one (a trailing "---", or one of comments only) changes nothing and is
+// let be; one with content is an error naming the line it starts on.
+func onlyDocument(dec *yaml.Decoder) error {
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null" {
+			continue
+		}
+		return fmt.Errorf("line %d: a second YAML document starts here (after \"---\"), which the daemon would ignore: put every key in the first document", doc.Line)
+	}
 }
 
 // errSilentlyConverted stands for the decoder's error where it took a value
@@ -479,6 +504,11 @@ func (c *Config) Check() Problems {
 	for _, pool := range slices.Sorted(maps.Keys(c.AllowedNamespaces)) {
 		if !pools.Known(pool) {
 			p.Errorf("allowedNamespaces."+pool, "unknown pool; use one of %s", strings.Join(pools.Names(), ", "))
+		} else if len(c.AllowedNamespaces[pool]) == 0 {
+			// A key left with nothing after it (null, e.g. its only
+			// namespace commented out) or []: present, so the pool is
+			// restricted, to no namespace (review B10).
+			p.Warnf("allowedNamespaces."+pool, "lists no namespace, so no namespace may use pool %s; remove the key to open it to every namespace, or list the namespaces (\"*\" for any)", pool)
 		}
 	}
 	if c.PluginIndex < 0 || c.PluginIndex > 99 {

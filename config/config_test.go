@@ -363,3 +363,52 @@ func TestTypeErrorsNameTheirKey(t *testing.T) {
 		assert.NoError(t, err, ok)
 	}
 }
+
+// TestSecondYAMLDocumentRefused: a second YAML document ("---") was
+// ignored without a word, its keys never applied (review B9). One with
+// content is refused, naming its line; an empty one (a trailing "---", a
+// document of comments) changes nothing and is let be.
+func TestSecondYAMLDocumentRefused(t *testing.T) {
+	_, err := Parse(strings.NewReader("pools:\n  shared: {count: 2}\n---\ndefaultPool: shared\n"), "config.yaml")
+	require.Error(t, err, "the second document's defaultPool would never apply")
+	assert.Contains(t, err.Error(), "config config.yaml: line 3: a second YAML document starts here")
+	assert.Contains(t, err.Error(), "put every key in the first document")
+	for _, in := range []string{"pinMemory: false\n---\n", "pinMemory: false\n---\n# nothing\n", "pinMemory: false\n---\n---\n~\n", "---\npinMemory: false\n"} {
+		cfg, err := Parse(strings.NewReader(in), "config.yaml")
+		if assert.NoError(t, err, "%q", in) {
+			assert.False(t, cfg.PinMemory, "%q: the first document applies", in)
+		}
+	}
+	_, err = Parse(strings.NewReader("pinMemory: false\n---\n---\npinMemory: true\n"), "config.yaml")
+	if assert.Error(t, err, "a document with content after an empty one") {
+		assert.Contains(t, err.Error(), "line 3: a second YAML document")
+	}
+}
+
+// TestEmptyAllowedNamespacesWarns: allowedNamespaces.<pool> present with
+// no namespace (null: its only entry commented out; or []) restricts the
+// pool to no namespace, unlike an absent key (open to all): a warning
+// says so (review B10), which validate, the start and a reload show.
+func TestEmptyAllowedNamespacesWarns(t *testing.T) {
+	for _, in := range []string{"allowedNamespaces:\n  exclusive:\n  # - telco\n", "allowedNamespaces: {exclusive: []}\n"} {
+		cfg, err := Parse(strings.NewReader(in), "config.yaml")
+		require.NoError(t, err, "a warning, not an error: %q", in)
+		allowed, restricted := cfg.AllowedNamespaces["exclusive"]
+		require.True(t, restricted, "%q: the key is there", in)
+		require.Empty(t, allowed, in)
+		var warned []string
+		for _, w := range cfg.Check().Warnings() {
+			if w.Key == "allowedNamespaces.exclusive" {
+				warned = append(warned, w.Message)
+			}
+		}
+		if assert.Len(t, warned, 1, in) {
+			assert.Contains(t, warned[0], "no namespace may use pool exclusive; remove the key to open it to every namespace")
+		}
+	}
+	cfg, err := Parse(strings.NewReader("allowedNamespaces: {exclusive: [telco], shared: [\"*\"]}\n"), "config.yaml")
+	require.NoError(t, err)
+	for _, w := range cfg.Check().Warnings() {
+		assert.NotContains(t, w.Key, "allowedNamespaces", "a list with namespaces warns of nothing: %s", w.Message)
+	}
+}

@@ -307,7 +307,11 @@ func TestManagedIRQReported(t *testing.T) {
 # TYPE cpupool_host_files_refused gauge
 cpupool_host_files_refused{owner="cpuset"} 0
 cpupool_host_files_refused{owner="irq"} 1
-`), "cpupool_host_files_refused"))
+# HELP cpupool_host_files_restore_refused Host files whose recorded original the plugin cannot put back: the kernel refuses it (EROFS: a read-only /proc/irq or /sys, as in an unprivileged pod) or the file is outside the roots it may restore; their originals stay in the journal. Counted in cpupool_host_files_refused too.
+# TYPE cpupool_host_files_restore_refused gauge
+cpupool_host_files_restore_refused{owner="cpuset"} 0
+cpupool_host_files_restore_refused{owner="irq"} 0
+`), "cpupool_host_files_refused", "cpupool_host_files_restore_refused"))
 }
 
 // manyIRQs is the /proc of a node of cpus CPUs in nodes NUMA nodes with
@@ -556,6 +560,59 @@ func (i invalidatingFS) WriteFile(path string, data []byte) error {
 		return err
 	}
 	return os.WriteFile(path, []byte(notExclusive+"\n"), 0o644)
+}
+
+// roProcIRQ is /proc/irq as an unprivileged container sees it: read-only
+// (EROFS), as the chart's pod with privileged=false mounts it.
+type roProcIRQ struct {
+	hostfiles.OS
+	under string
+}
+
+func (r roProcIRQ) WriteFile(path string, data []byte) error {
+	if strings.HasPrefix(path, r.under+string(filepath.Separator)) {
+		return &os.PathError{Op: "write", Path: path, Err: syscall.EROFS}
+	}
+	return r.OS.WriteFile(path, data)
+}
+
+// TestIRQRestoreRefusedReported: a helm upgrade that turns irqIsolation
+// off and privileged to false in one step (review C-M6) leaves a pod that
+// cannot write /proc/irq: the IRQs the old pod moved cannot be put back.
+// That is no kernel-managed IRQ's refusal at apply, which every node with
+// NVMe has and CpupoolHostFilesRefused leaves out: it is
+// cpupool_host_files_restore_refused, which CpupoolHostFilesNotRestored
+// alerts on. TestManagedIRQReported's refusal at apply is not in it.
+func TestIRQRestoreRefusedReported(t *testing.T) {
+	f := irqNode(t)
+	node := testNode{fixture: desktop.fixture, config: strings.Replace(desktop.config, `exclusive: {cpus: "4-7,12-15"}`, `exclusive: {cpus: "4-7,12-15", irqIsolation: always}`, 1)}
+	require.NotEqual(t, desktop.config, node.config)
+	rp := startPlugin(t, f, node, statePath(f))
+	require.NoError(t, rp.p.FlushIsolation())
+	moved := 0
+	for irq, aff := range affinities(t, f) {
+		if aff != originalAffinities[irq] {
+			moved++
+		}
+	}
+	require.NotZero(t, moved, "irqIsolation moved IRQs off the pool")
+	rp.stop()
+	rp.p.Close()
+
+	second := startPlugin(t, f, desktop, statePath(f), func(p *Plugin) {
+		p.isolationFS = roProcIRQ{under: filepath.Join(f.procRoot(), "irq")}
+	})
+	_ = second.p.FlushIsolation()
+	require.NoError(t, testutil.GatherAndCompare(second.p.Registry(), strings.NewReader(fmt.Sprintf(`
+# HELP cpupool_host_files_restore_refused Host files whose recorded original the plugin cannot put back: the kernel refuses it (EROFS: a read-only /proc/irq or /sys, as in an unprivileged pod) or the file is outside the roots it may restore; their originals stay in the journal. Counted in cpupool_host_files_refused too.
+# TYPE cpupool_host_files_restore_refused gauge
+cpupool_host_files_restore_refused{owner="cpuset"} 0
+cpupool_host_files_restore_refused{owner="irq"} %d
+# HELP cpupool_host_files_changed Host files the plugin changed and has not restored yet (their originals are in the journal), by owner (irq, cpuset, power, housekeeping, rps, workqueues).
+# TYPE cpupool_host_files_changed gauge
+cpupool_host_files_changed{owner="cpuset"} 0
+cpupool_host_files_changed{owner="irq"} %d
+`, moved, moved)), "cpupool_host_files_restore_refused", "cpupool_host_files_changed"))
 }
 
 // TestInvalidPartitionReported: a partition the kernel reads back as

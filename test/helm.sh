@@ -53,6 +53,34 @@ for pair in containerd:/etc/containerd/conf.d/nri-cpupool-fail-closed.toml crio:
 done
 echo "the notes say which fail-closed drop-in to delete at uninstall"
 
+# helm upgrade from runtime.failClosed=true to false (runtime.dropIn.install
+# on): the new release's init container, run against a directory standing
+# for the node's drop-in directory, deletes the fail-closed drop-in the old
+# one copied there, or the runtime would require the plugin at its next
+# start; and the new pod keeps the tolerate annotation, or a runtime still
+# running with that validator would refuse it (and its init container).
+upgrade() { # RUNTIME FAILCLOSED NODE_DIR: render, then run the init container's script
+  local r=$out/upgrade-$1-$2 key
+  "$HELM" template nri-cpupool "$CHART" --set runtime.name="$1" --set runtime.failClosed="$2" --set runtime.dropIn.install=true >"$r.yaml"
+  "$HELM" template nri-cpupool "$CHART" --set runtime.name="$1" --set runtime.failClosed="$2" --show-only templates/runtime-configmap.yaml >"$r-cm.yaml"
+  mkdir -p "$r.d"
+  while read -r key; do
+    awk -v key="  $key: |" '$0 == key {on = 1; next} on && /^  [^ ]/ {on = 0} on {print}' "$r-cm.yaml" >"$r.d/$key"
+  done < <(sed -n 's/^  \([^ ]*\): |$/\1/p' "$r-cm.yaml")
+  "$out/chartcheck" -init-script "$r.yaml" | sed -e "s#/host-drop-in/#$3/#g" -e "s#/drop-in/#$r.d/#g" >"$r.sh"
+  sh "$r.sh"
+  grep -q '^        tolerate-missing-plugins.nri.io: "true"$' "$r.yaml" || { echo "runtime.failClosed=$2: the chart's pod is not annotated tolerate-missing-plugins.nri.io"; exit 1; }
+}
+for pair in containerd:nri-cpupool-fail-closed.toml crio:20-nri-cpupool-fail-closed.conf; do
+  node=$out/node-${pair%%:*}; mkdir -p "$node"
+  upgrade "${pair%%:*}" true "$node"
+  [ -f "$node/${pair#*:}" ] || { echo "${pair%%:*}: runtime.failClosed=true did not copy ${pair#*:} (node: $(find "$node" -mindepth 1 -printf '%f '))"; exit 1; }
+  upgrade "${pair%%:*}" false "$node"
+  [ ! -e "$node/${pair#*:}" ] || { echo "${pair%%:*}: after an upgrade to runtime.failClosed=false, ${pair#*:} is still in the drop-in directory: at its next restart the runtime requires the plugin"; exit 1; }
+  [ "$(find "$node" -mindepth 1 | wc -l)" -eq 1 ] || { echo "${pair%%:*}: after an upgrade to runtime.failClosed=false the drop-in directory holds $(find "$node" -mindepth 1 -printf '%f '), want the plugin's drop-in only"; exit 1; }
+done
+echo "an upgrade to runtime.failClosed=false deletes the fail-closed drop-in; the chart's pod always tolerates a missing plugin"
+
 # One name on the node for each fail-closed drop-in, whoever puts it there:
 # every "cp .../examples/X DEST" the docs and the packaged files show copies
 # it to the file name the chart's init container writes (and its notes name).
@@ -100,3 +128,21 @@ refused --set config.logLevel=verbose "/config/logLevel"
 refused --set config.pools.shared.irqIsolation=optIn "/config/pools/shared/irqIsolation"
 refused --set privilged=true "additional properties 'privilged' not allowed"
 echo "values that cannot work are refused"
+
+# Values as --set and values files give them: a whole-number image tag is
+# an int64 from --set, a float64 from a values file (which toString would
+# print as 2.0261206e+07); a fraction (1.20 is YAML's 1.2) is refused; a
+# null node selector (Helm's way to remove a key) is no "<nil>" label.
+image_of() { "$HELM" template nri-cpupool "$CHART" --show-only templates/daemonset.yaml --set image.repository=r.example/p "$@" | sed -n 's/^ *image: r\.example\/p://p'; }
+printf 'image:\n  tag: 20261206\n' >"$out/tag-values.yaml"
+for pair in "2:--set image.tag=2" "20261206:-f $out/tag-values.yaml" "v1.2.3:--set image.tag=v1.2.3" "2:--set-string image.tag=2"; do
+  # shellcheck disable=SC2086 # the pair's flags are two words
+  got=$(image_of ${pair#*:} 2>&1) || { echo "helm template ${pair#*:}: $got"; exit 1; }
+  [ "$got" = "${pair%%:*}" ] || { echo "helm template ${pair#*:}: image tag '$got', want '${pair%%:*}'"; exit 1; }
+done
+printf 'image:\n  tag: 1.20\n' >"$out/tag-values.yaml"
+refused -f "$out/tag-values.yaml" "/image/tag"
+if "$HELM" template nri-cpupool "$CHART" --show-only templates/daemonset.yaml --set nodeSelector.a=null --set nodeSelector.b=true | grep -q ': "<nil>"'; then
+  echo "helm template --set nodeSelector.a=null: renders a '<nil>' label, which no node has"; exit 1
+fi
+echo "an image tag given as a number renders as written; a null node selector is left out"

@@ -33,6 +33,11 @@ expect grep -q "keep me" "$root/etc/nri-cpupool/config.yaml"   # an operator's c
 expect grep -q "ExecStart=/usr/local/bin/nri-cpupool run --config /etc/nri-cpupool/config.yaml" "$root/etc/systemd/system/nri-cpupool.service"
 # shellcheck disable=SC2016 # $MAINPID is systemd's, not the shell's
 expect grep -qxF 'ExecReload=/bin/kill -HUP $MAINPID' "$root/etc/systemd/system/nri-cpupool.service" # systemctl reload: SIGHUP
+# Ordered after the runtimes, never starting one: Wants=containerd.service
+# started containerd on a CRI-O node that has its unit, and its NRI took
+# over CRI-O's socket.
+expect grep -qxF 'After=containerd.service crio.service' "$root/etc/systemd/system/nri-cpupool.service"
+expect_not grep -qE '^(Wants|Requires|BindsTo|Requisite)=.*(containerd|crio)' "$root/etc/systemd/system/nri-cpupool.service"
 
 # --- versions that sort (packaging/version.sh) --------------------------------------
 # A bare commit hash (538d4e5-1) orders packages at random; without a tag the

@@ -44,10 +44,20 @@ import (
 
 func main() {
 	expect := flag.String("expect", "", "comma-separated KIND=N: how many objects of each kind the file must hold (kinds not named: any number)")
+	initScript := flag.Bool("init-script", false, "print the shell script of the DaemonSet's runtime-drop-in init container (/bin/sh -c SCRIPT) instead of checking, for test/helm.sh to run against a directory")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: chartcheck [-expect KIND=N,...] RENDERED.yaml...")
+		fmt.Fprintln(os.Stderr, "usage: chartcheck [-expect KIND=N,...] RENDERED.yaml...\n       chartcheck -init-script RENDERED.yaml")
 		os.Exit(2)
+	}
+	if *initScript {
+		script, err := dropInScript(flag.Arg(0))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chartcheck -init-script %s: %v\n", flag.Arg(0), err)
+			os.Exit(1)
+		}
+		fmt.Print(script)
+		return
 	}
 	failed := false
 	for _, path := range flag.Args() {
@@ -105,6 +115,39 @@ func check(data []byte) (map[string]int, error) {
 	}
 	errs = append(errs, checkTogether(objects)...)
 	return kinds, errors.Join(errs...)
+}
+
+// dropInScript returns the script of the runtime-drop-in init container
+// of the one DaemonSet in a rendered chart: its command must be
+// ["/bin/sh", "-c", SCRIPT].
+func dropInScript(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return "", errors.New("no DaemonSet with a runtime-drop-in init container")
+		}
+		if err != nil {
+			return "", err
+		}
+		var ds appsv1.DaemonSet
+		if err := utilyaml.Unmarshal(doc, &ds); err != nil || ds.Kind != "DaemonSet" {
+			continue
+		}
+		for _, c := range ds.Spec.Template.Spec.InitContainers {
+			if c.Name != "runtime-drop-in" {
+				continue
+			}
+			if len(c.Command) != 3 || c.Command[0] != "/bin/sh" || c.Command[1] != "-c" {
+				return "", fmt.Errorf("init container runtime-drop-in: command %q, want [/bin/sh -c SCRIPT]", c.Command)
+			}
+			return c.Command[2] + "\n", nil
+		}
+	}
 }
 
 // stripComments drops the comment lines of a YAML document (helm's

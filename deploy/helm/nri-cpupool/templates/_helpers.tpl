@@ -29,8 +29,11 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/* The image: repository:tag. A tag may come as a number (--set image.tag=2 gives an int64, a values file's tag: 2 a float64, which toString would print as 2e+00 for large ones): the schema takes whole numbers only, printed as such. */}}
 {{- define "nri-cpupool.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if kindIs "float64" $tag }}{{ $tag = printf "%.0f" $tag }}{{ end }}
+{{- printf "%s:%s" .Values.image.repository (toString $tag) }}
 {{- end }}
 
 {{/* The port of config.metricsAddress ("host:port"), for the probes. */}}
@@ -109,4 +112,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- else if eq .Values.runtime.name "crio" }}/etc/crio/crio.conf.d
 {{- else }}/etc/containerd/conf.d
 {{- end }}
+{{- end }}
+
+{{/* The fail-closed drop-in's file name in the drop-in directory (packaging/containerd, packaging/crio). */}}
+{{- define "nri-cpupool.failClosedDropIn" -}}
+{{- if eq .Values.runtime.name "crio" }}20-nri-cpupool-fail-closed.conf{{ else }}nri-cpupool-fail-closed.toml{{ end }}
 {{- end }}
