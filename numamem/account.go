@@ -69,6 +69,10 @@ func New(topo *sysfs.Topology, serving []int, memoryReserve int64, hugeReserve m
 type nodeUse struct {
 	memory int64
 	pages  map[int64]int64 // by size in KiB
+	// untouched is, in a Lent, the part of pages lent from claims'
+	// reservations that no container holds (LendClaims): no process
+	// faulted them in, so they are among free_hugepages.
+	untouched map[int64]int64
 }
 
 // useOf is node's entry of uses, made on first use.

@@ -287,14 +287,44 @@ func (m *Account) LendClaims(lent Lent, podUID, container string) Lent {
 			} else {
 				u.pages = maps.Clone(u.pages) // LendHeld's maps are its own
 			}
+			if u.untouched == nil {
+				u.untouched = map[int64]int64{}
+			} else {
+				u.untouched = maps.Clone(u.untouched)
+			}
 			u.memory += nm.Memory
 			for _, p := range nm.HugePages {
 				u.pages[p.SizeKB] += p.Count
+				u.untouched[p.SizeKB] += p.Count
 			}
 			lent[nm.Node] = u
 		}
 	}
 	return lent
+}
+
+// untouchedPages is the pages of a size that the claims' reservations
+// hold on a node and that no container holds (the part of each
+// reservation its container, if any, does not hold: see refreshOwner). No
+// process faulted them in, so they are still among free_hugepages, yet
+// they are the claims': free_hugepages less them is what the claims leave
+// free, and a floor of free_hugepages alone would count them twice (once
+// held, once free).
+func (m *Account) untouchedPages(node int, sizeKB int64) int64 {
+	n := int64(0)
+	for key := range m.claims.claims {
+		for _, nm := range m.held[claimHolder+key] {
+			if nm.Node != node {
+				continue
+			}
+			for _, p := range nm.HugePages {
+				if p.SizeKB == sizeKB {
+					n += p.Count
+				}
+			}
+		}
+	}
+	return n
 }
 
 // NodeOffer is what claims may be given of one NUMA node's memory: the
@@ -311,7 +341,10 @@ type NodeOffer struct {
 // DRA driver offers: the node's capacity less the host's reserve, less
 // what containers outside the claims hold (a claim's container beyond its
 // reservation too), and for hugepages, never more than the free pages as
-// last read plus the claims' reservations (pages taken by others).
+// last read plus the claims' reservations (pages taken by others). The
+// part of the reservations no container holds is untouched, so it is
+// among the free pages already: it is taken off them first, or it would
+// be counted twice.
 // Reservations are not subtracted: the scheduler counts them.
 func (m *Account) MemoryOffer() []NodeOffer {
 	var out []NodeOffer
@@ -332,7 +365,7 @@ func (m *Account) MemoryOffer() []NodeOffer {
 		for _, hp := range m.PagesOf(node.ID) {
 			inPages += hp.Total * hp.SizeKB * 1024
 			outside := max(0, used.count(hp.SizeKB)-cl.pages[hp.SizeKB])
-			n := min(hp.Total-m.hugeReserve[hp.SizeKB]-outside, hp.Free+cl.pages[hp.SizeKB])
+			n := min(hp.Total-m.hugeReserve[hp.SizeKB]-outside, hp.Free-m.untouchedPages(node.ID, hp.SizeKB)+cl.pages[hp.SizeKB])
 			o.HugePages = append(o.HugePages, Pages{SizeKB: hp.SizeKB, Count: max(0, n)})
 		}
 		if node.MemTotalKB > 0 {

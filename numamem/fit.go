@@ -67,10 +67,13 @@ func (m *Account) LendHeld(lent Lent, id string) Lent {
 // Fit works out the demand's memory on every node, by the rule of
 // docs/placement.md: a node's hugepages of a size available to it are
 //
-//	min(nr_hugepages − reserve − held, free_hugepages)
+//	min(nr_hugepages − reserve − held, free_hugepages − untouched)
 //
 // where held are the pages the account counts there, less those lent
-// (the holders the demand may reuse); its memory is MemTotal − the memory
+// (the holders the demand may reuse), and untouched the pages of claims'
+// reservations no container holds, less those lent: no process faulted
+// them in, so they are among free_hugepages, and they are not this
+// demand's; its memory is MemTotal − the memory
 // of its hugepage pools − reserve − held. now, when not nil, are the
 // hugepage counts read for this decision (kept as KeepPages keeps them).
 // For a container that runs already (running) free_hugepages is no floor:
@@ -146,6 +149,11 @@ func (m *Account) fitNode(f *Fit, node *sysfs.NUMANode) {
 				total, free = hp.Total, hp.Free
 			}
 		}
+		// The claims' untouched pages are among the free ones, and not
+		// this demand's unless lent to it.
+		if untouched := m.untouchedPages(node.ID, want.SizeKB) - l.untouched[want.SizeKB]; untouched > 0 {
+			free -= untouched
+		}
 		f.pages[i][node.ID] = freePages(total, free, f.reserve[i], u.count(want.SizeKB)-l.pages[want.SizeKB], f.running)
 	}
 }
@@ -160,8 +168,10 @@ func freeMemory(capacity, reserve, held int64) int64 {
 
 // freePages is the pages of one size of a node a container may have:
 // nr_hugepages less the host's reserve and what is held there, and no more
-// than free_hugepages as last read (pages something we do not count took),
-// except for a running container, whose own touched pages are not free.
+// than free (free_hugepages as last read, less the claims' untouched
+// pages: see untouchedPages), which catches pages something we do not
+// count took, except for a running container, whose own touched pages are
+// not free.
 func freePages(total, free, reserve, held int64, running bool) int64 {
 	avail := total - reserve - held
 	if !running {

@@ -129,7 +129,7 @@ func (m *Account) Report() []NodeMemoryReport {
 		slices.SortFunc(sizes, func(a, b PagesReport) int { return cmp.Compare(a.SizeKB, b.SizeKB) })
 		for i := range sizes {
 			p := &sizes[i]
-			p.Free = freePages(p.Total, p.Free, p.Reserved, p.Held, false)
+			p.Free = freePages(p.Total, p.Free-m.untouchedPages(node.ID, p.SizeKB), p.Reserved, p.Held, false)
 		}
 		r.HugePages = sizes
 		out = append(out, r)

@@ -144,21 +144,27 @@ func (g *grants) add(tok string, gr grant) {
 // remove forgets a grant; the caller notes the change.
 func (g *grants) remove(tok string) { delete(g.byToken, tok) }
 
-// trimUnbound forgets the oldest grants that no pod has claimed while there
-// are more than limit of them, and returns their CPUs. Forgetting one
-// changes the grants.
-func (g *grants) trimUnbound(limit int) []string {
+// trimUnbound forgets the oldest grants that no running pod holds while
+// there are more than limit of them, and returns their CPUs. A grant no
+// pod has claimed counts, and so does one whose pod is absent (absent
+// says so: a pod the runtime did not report at Synchronize, such as after
+// a reboot that emptied the runtime, or whose sandbox stopped). Grants no
+// pod claimed go first, oldest first, then those of absent pods, oldest
+// first: an absent pod may still be re-created by the kubelet with its
+// checkpointed tokens. Forgetting one changes the grants.
+func (g *grants) trimUnbound(limit int, absent func(grant) bool) []string {
 	var unbound []string
 	for tok, gr := range g.byToken {
-		if gr.PodUID == "" {
+		if gr.PodUID == "" || absent(gr) {
 			unbound = append(unbound, tok)
 		}
 	}
 	if len(unbound) <= limit {
 		return nil
 	}
+	claimed := func(tok string) bool { return g.byToken[tok].PodUID != "" }
 	slices.SortFunc(unbound, func(a, b string) int {
-		return cmp.Or(cmp.Compare(g.byToken[a].Seq, g.byToken[b].Seq), strings.Compare(a, b))
+		return cmp.Or(compareBool(claimed(a), claimed(b)), cmp.Compare(g.byToken[a].Seq, g.byToken[b].Seq), strings.Compare(a, b))
 	})
 	var dropped []string
 	for _, tok := range unbound[:len(unbound)-limit] {
@@ -167,6 +173,17 @@ func (g *grants) trimUnbound(limit int) []string {
 	}
 	g.changed()
 	return dropped
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // snapshot copies the grants for the file (a map of at most one entry per

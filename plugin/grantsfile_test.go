@@ -323,7 +323,8 @@ func TestFailedGrantWriteTakesTheTokenBack(t *testing.T) {
 // Synchronize finds the running container with its token, binds the grant
 // to it again and keeps it where it runs; the kubelet's re-creation of that
 // container with the same token is admitted, another container's use of it
-// refused. A pod removed before the kill has its grant forgotten again.
+// refused. A pod removed before the kill leaves its grant, unbound on
+// disk, kept until the kubelet allocates its CPUs again.
 func TestKillBeforeTheGrantsWriteLosesNoContainer(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	path := GrantsFile(statePath(f))

@@ -178,8 +178,8 @@ func (p *Plugin) grant(ids []string) (*grants, string, grantsSnapshot, error) {
 	}
 	tok := newToken()
 	p.grants.add(tok, grant{CPUs: cpus.String()})
-	if dropped := p.grants.trimUnbound(maxUnboundGrants(p.alloc.Layout().Exclusive.Size())); len(dropped) > 0 {
-		p.log.Warnf("kubelet grants: %d allocations were never shown by a container; the oldest (CPUs %s) forgotten", len(dropped), strings.Join(dropped, " "))
+	if dropped := p.grants.trimUnbound(maxUnboundGrants(p.alloc.Layout().Exclusive.Size()), p.grantOfAbsentPod); len(dropped) > 0 {
+		p.log.Warnf("kubelet grants: too many allocations held by no running pod (never shown by a container, or their pod is gone); the oldest %d (CPUs %s) forgotten", len(dropped), strings.Join(dropped, " "))
 	}
 	return p.grants, tok, p.grants.snapshot(), nil
 }
@@ -273,6 +273,41 @@ func (p *Plugin) bindGrant(tok string, pod *api.PodSandbox, ctr *api.Container) 
 	p.grantsChanged()
 }
 
+// grantOfAbsentPod tells whether a grant is its pod's while the runtime
+// runs no sandbox of that pod. Synchronize keeps such grants (see
+// keepAbsentGrants); they count towards the bound on unbound grants.
+// Before the first Synchronize no sandbox is known yet, so none is absent.
+func (p *Plugin) grantOfAbsentPod(g grant) bool {
+	return p.synced && g.PodUID != "" && p.podSandboxes[g.PodUID] == 0
+}
+
+// keepAbsentGrants keeps, at Synchronize, the grants of pods the runtime
+// does not report, and says how many. The runtime reports no pod after a
+// reboot that emptied it (CRI-O removes its containers and sandboxes after
+// a reboot), yet the kubelet re-creates each pod of its checkpoint, same
+// UID, and its containers show the tokens it checkpointed: Allocate is not
+// called again. Forgetting those grants would refuse every container of
+// the resource after the reboot; the grants file is fsynced for them.
+// A kept grant pins nothing and holds no CPU (the allocator, which only
+// running containers fill, is the truth about pinning): it admits its own
+// pod's container, and goes when its pod is removed (RemovePodSandbox),
+// when another pod binds a newer allocation of its CPUs (bindGrant; the
+// kubelet reallocates them only once the pod ended), or at the bound on
+// unbound grants (trimUnbound).
+func (p *Plugin) keepAbsentGrants(podUIDs map[string]bool) {
+	absent := map[string]bool{}
+	n := 0
+	for _, g := range p.grants.byToken {
+		if g.PodUID != "" && !podUIDs[g.PodUID] {
+			absent[g.PodUID] = true
+			n++
+		}
+	}
+	if n > 0 {
+		p.log.Infof("synchronize: %d kubelet grants of %d pods the runtime does not run are kept (after a reboot the kubelet re-creates those pods with their tokens); each goes with its pod's removal, or when the kubelet gives its CPUs to another pod", n, len(absent))
+	}
+}
+
 // forgetGrants drops the grants of pods that are gone.
 func (p *Plugin) forgetGrants(gone func(uid string) bool) {
 	changed := false
@@ -293,7 +328,9 @@ func (p *Plugin) forgetGrants(gone func(uid string) bool) {
 // that write loses nothing that matters: a binding not on disk is made
 // again by the first container that shows the token (the runtime re-reports
 // it at Synchronize, and the kubelet re-creates with the same token), and
-// grants of pods that are gone are forgotten again at Synchronize.
+// the grant of a pod removed before the write is kept as a grant of a pod
+// the runtime does not run (keepAbsentGrants), which goes when another pod
+// binds its CPUs.
 func (p *Plugin) grantsChanged() {
 	p.grants.changed()
 	p.stateChanged()

@@ -410,7 +410,7 @@ func TestUnboundGrantsAreBounded(t *testing.T) {
 	_, kept := p.grants.byToken[strings.TrimPrefix(first, EnvGrant+"=")]
 	p.mu.Unlock()
 	assert.False(t, kept, "the oldest unbound grant went first")
-	assert.Contains(t, rp.log.String(), "allocations were never shown by a container; the oldest (CPUs 4) forgotten")
+	assert.Contains(t, rp.log.String(), "held by no running pod (never shown by a container, or their pod is gone); the oldest 1 (CPUs 4) forgotten")
 }
 
 // TestResourceRouteRefusesCPUResize: the kubelet accounts for a

@@ -42,7 +42,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	for _, pod := range pods {
 		podUIDs[pod.GetUid()] = true
 	}
-	p.forgetGrants(func(uid string) bool { return !podUIDs[uid] })
+	p.keepAbsentGrants(podUIDs)
 	// Remembered containers first, so that they keep their CPUs before
 	// anything new is placed.
 	known, unknown := splitRemembered(containers, remembered.Containers)
