@@ -162,7 +162,7 @@ func (p *Policy) pool(c Container) (pool string, rule Rule, notAllowed string, e
 		return "", Rule{}, "", &AnnotationError{key, v, fmt.Sprintf("with the kubelet device plugin on, the exclusive pool is given only through the resource; request %s: N in resources.limits instead (or use exclusive-non-isolcpus)", config.ResourceExclusive)}
 	}
 	if pools.IsExclusive(pool) && c.MilliCPU <= 0 {
-		return "", Rule{}, "", &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU; set resources.requests.cpu"}
+		return "", Rule{}, "", &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU (the kubelet passes requests below 3m as none); set resources.requests.cpu"}
 	}
 	return pool, Rule{Kind: RuleAnnotation, Detail: key + "=" + v}, "", nil
 }

@@ -14,13 +14,20 @@ import (
 )
 
 // milliCPU recovers the container's CPU request from what the kubelet
-// passed down: cpu.shares is request*1024/1000 (2 for no request); without
-// shares, the CFS quota/period limit stands in. Values no kernel accepts
-// are capped before any arithmetic, so nothing overflows into a small or
-// negative request.
+// passed down: cpu.shares is request*1024/1000, at least 2 (so 0, 1m and 2m
+// all read as no request). Only a container created without shares (by
+// hand, with crictl, which leaves them out unless told) has its CFS
+// quota/period limit stand in: the kubelet always sets shares, and its
+// limit may be far above the request the scheduler counted. Values no
+// kernel accepts are capped before any arithmetic, so nothing overflows
+// into a small or negative request.
 func milliCPU(ctr *api.Container) int64 {
 	return milliOf(ctr.GetLinux().GetResources().GetCpu())
 }
+
+// kubeletMinShares is the least cpu.shares the kubelet passes
+// (MinShares): for no CPU request and for requests below 3m alike.
+const kubeletMinShares = 2
 
 // milliOf is milliCPU for a set of CPU resources, as an update carries.
 func milliOf(cpu *api.LinuxCPU) int64 {
@@ -28,8 +35,12 @@ func milliOf(cpu *api.LinuxCPU) int64 {
 		return 0
 	}
 	const maxShares, maxPeriod = 1 << 18, 1_000_000 // the kernel's bounds
-	if shares := min(cpu.GetShares().GetValue(), maxShares); shares > 2 {
-		return (int64(shares)*1000 + 1023) / 1024
+	if shares := cpu.GetShares().GetValue(); shares > 0 {
+		// Set (by the kubelet): the request, never the limit.
+		if shares <= kubeletMinShares {
+			return 0
+		}
+		return (int64(min(shares, maxShares))*1000 + 1023) / 1024
 	}
 	quota, period := cpu.GetQuota().GetValue(), min(cpu.GetPeriod().GetValue(), maxPeriod)
 	if quota > 0 && period > 0 {
