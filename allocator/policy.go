@@ -42,6 +42,10 @@ type Container struct {
 	Claims      []string
 	// Demand is what it asks of memory (numamem).
 	Demand numamem.Demand
+	// Pool, when set, is the pool the container already runs in (an
+	// in-place resize): Request keeps it, and judges the annotations
+	// against it, instead of the pool a creation's rules would choose now.
+	Pool string
 }
 
 // DeviceResolver maps a sysfs device path to its NUMA node; the caller
@@ -96,6 +100,13 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		req.Pool, req.CPUs, req.Rule = c.kubeletPool(), c.KubeletCPUs, kubeletRule(c)
 	} else if req.Pool, req.Rule, req.NotAllowed, err = p.pool(c); err != nil {
 		return Request{}, err
+	}
+	if c.Pool != "" {
+		// A running container never changes pool: a resize to a request
+		// the rules would send elsewhere (guaranteedExclusive with a
+		// fractional one) keeps its pool, and the checks below are about
+		// that pool. pool's refusals (a namespace no longer allowed) stand.
+		req.Pool, req.NotAllowed = c.Pool, ""
 	}
 	if err := placementOptions(c, &req.Options); err != nil {
 		return Request{}, err

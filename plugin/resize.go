@@ -24,12 +24,13 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	who := before.Pod.ContainerName(before.Container)
 	info := p.toContainer(pod, ctr)
 	info.MilliCPU = milli
+	// A running container keeps its pool: only its size changes, and its
+	// annotations are judged against the pool it runs in.
+	info.Pool = before.Pool
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return nil, p.refuseResize(before, fmt.Errorf("nri-cpupool: container %s: resize to %dm: %w", who, milli, err))
 	}
-	// A running container keeps its pool: only its size changes.
-	req.Pool = before.Pool
 	res, err := p.alloc.Resize(req)
 	if err != nil {
 		p.log.Errorf("refusing resize of container %s from %dm to %dm: %v", who, before.MilliCPU, milli, err)
