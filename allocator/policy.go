@@ -31,6 +31,11 @@ type Container struct {
 	Annotations map[string]string
 	QoS         string
 	MilliCPU    int64
+	// MilliCPUAtLeast says MilliCPU is only a lower bound: the kubelet
+	// passes every request of 256 CPUs or more as the same cpu.shares, and
+	// nothing told this container's (a Guaranteed pod's limit would). The
+	// exclusive pools, sized by the request, refuse it.
+	MilliCPUAtLeast bool
 	// DeviceNUMA are the NUMA nodes of the container's devices.
 	DeviceNUMA cpuset.CPUSet
 	// KubeletCPUs are the exclusive CPUs the kubelet allocated to the
@@ -107,6 +112,10 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		// fractional one) keeps its pool, and the checks below are about
 		// that pool. pool's refusals (a namespace no longer allowed) stand.
 		req.Pool, req.NotAllowed = c.Pool, ""
+	}
+	if c.MilliCPUAtLeast && pools.IsExclusive(req.Pool) && req.CPUs.Size() == 0 {
+		return Request{}, &Refusal{Reason: ReasonPlacement, Err: fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but the kubelet passes every request of %d CPUs or more alike (cpu.shares %d, its maximum), so it is read only from a limit equal to it; make the pod Guaranteed (limits.cpu = requests.cpu)",
+			req.Pool, CPUsFor(c.MilliCPU), 1<<18)}
 	}
 	if err := placementOptions(c, &req.Options); err != nil {
 		return Request{}, err
