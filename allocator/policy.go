@@ -115,7 +115,7 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 	}
 	if c.MilliCPUAtLeast && pools.IsExclusive(req.Pool) && req.CPUs.Size() == 0 {
 		return Request{}, &Refusal{Reason: ReasonPlacement, Err: fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but the kubelet passes every request of %d CPUs or more alike (cpu.shares %d, its maximum), so it is read only from a limit equal to it; make the pod Guaranteed (limits.cpu = requests.cpu)",
-			req.Pool, CPUsFor(c.MilliCPU), 1<<18)}
+			req.Pool, c.MilliCPU/1000, 1<<18)}
 	}
 	if err := placementOptions(c, &req.Options); err != nil {
 		return Request{}, err
