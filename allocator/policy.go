@@ -114,7 +114,7 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		req.Pool, req.NotAllowed = c.Pool, ""
 	}
 	if c.MilliCPUAtLeast && pools.IsExclusive(req.Pool) && req.CPUs.Size() == 0 {
-		return Request{}, &Refusal{Reason: ReasonPlacement, Err: fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but the kubelet passes every request of %d CPUs or more alike (cpu.shares %d, its maximum), so it is read only from a limit equal to it; make the pod Guaranteed (limits.cpu = requests.cpu)",
+		return Request{}, &Refusal{Reason: ReasonPlacement, Err: fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but the kubelet passes every request of %d CPUs or more alike (cpu.shares %d, its maximum), so it is read only from a Guaranteed pod's CPU limit, which this container does not show; make the pod Guaranteed (limits.cpu = requests.cpu)",
 			req.Pool, c.MilliCPU/1000, 1<<18)}
 	}
 	if err := placementOptions(c, &req.Options); err != nil {
