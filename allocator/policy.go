@@ -31,6 +31,11 @@ type Container struct {
 	Annotations map[string]string
 	QoS         string
 	MilliCPU    int64
+	// MilliCPUAtLeast says MilliCPU is only a lower bound: the kubelet
+	// passes every request of 256 CPUs or more as the same cpu.shares, and
+	// nothing told this container's (a Guaranteed pod's limit would). The
+	// exclusive pools, sized by the request, refuse it.
+	MilliCPUAtLeast bool
 	// DeviceNUMA are the NUMA nodes of the container's devices.
 	DeviceNUMA cpuset.CPUSet
 	// KubeletCPUs are the exclusive CPUs the kubelet allocated to the
@@ -42,6 +47,10 @@ type Container struct {
 	Claims      []string
 	// Demand is what it asks of memory (numamem).
 	Demand numamem.Demand
+	// Pool, when set, is the pool the container already runs in (an
+	// in-place resize): Request keeps it, and judges the annotations
+	// against it, instead of the pool a creation's rules would choose now.
+	Pool string
 }
 
 // DeviceResolver maps a sysfs device path to its NUMA node; the caller
@@ -96,6 +105,17 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		req.Pool, req.CPUs, req.Rule = c.kubeletPool(), c.KubeletCPUs, kubeletRule(c)
 	} else if req.Pool, req.Rule, req.NotAllowed, err = p.pool(c); err != nil {
 		return Request{}, err
+	}
+	if c.Pool != "" {
+		// A running container never changes pool: a resize to a request
+		// the rules would send elsewhere (guaranteedExclusive with a
+		// fractional one) keeps its pool, and the checks below are about
+		// that pool. pool's refusals (a namespace no longer allowed) stand.
+		req.Pool, req.NotAllowed = c.Pool, ""
+	}
+	if c.MilliCPUAtLeast && pools.IsExclusive(req.Pool) && req.CPUs.Size() == 0 {
+		return Request{}, &Refusal{Reason: ReasonPlacement, Err: fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but the kubelet passes every request of %d CPUs or more alike (cpu.shares %d, its maximum), so it is read only from a Guaranteed pod's CPU limit, which this container does not show; make the pod Guaranteed (limits.cpu = requests.cpu)",
+			req.Pool, c.MilliCPU/1000, 1<<18)}
 	}
 	if err := placementOptions(c, &req.Options); err != nil {
 		return Request{}, err
@@ -162,7 +182,7 @@ func (p *Policy) pool(c Container) (pool string, rule Rule, notAllowed string, e
 		return "", Rule{}, "", &AnnotationError{key, v, fmt.Sprintf("with the kubelet device plugin on, the exclusive pool is given only through the resource; request %s: N in resources.limits instead (or use exclusive-non-isolcpus)", config.ResourceExclusive)}
 	}
 	if pools.IsExclusive(pool) && c.MilliCPU <= 0 {
-		return "", Rule{}, "", &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU; set resources.requests.cpu"}
+		return "", Rule{}, "", &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU (the kubelet passes requests below 3m as none); set resources.requests.cpu"}
 	}
 	return pool, Rule{Kind: RuleAnnotation, Detail: key + "=" + v}, "", nil
 }

@@ -299,7 +299,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if a.NoCPUQuota || p.sandbox[pod.GetId()].podQuotaLifted {
 		p.liftPodQuotaLater(pod.GetId())
 	}
-	if milli := milliOf(res.GetCpu()); milli > 0 && milli != a.MilliCPU {
+	if milli, atLeast := milliOf(res.GetCpu(), qosClass(pod)); milli > 0 && milli != a.MilliCPU {
 		if _, granted, _ := grantToken(ctr.GetEnv()); granted && pools.IsExclusive(a.Pool) {
 			// The kubelet counted cpupool.dev/exclusive devices, not the CPU
 			// request: growing or shrinking the cpuset would part the
@@ -312,7 +312,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 			return nil, p.refuseResize(a, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are its ResourceClaim's; change the claim (a new pod) instead",
 				a.Pod.ContainerName(a.Container), milli, a.CPUs))
 		}
-		return p.resize(pod, ctr, a, milli, memLimit, memAsked)
+		return p.resize(pod, ctr, a, milli, atLeast, memLimit, memAsked)
 	}
 	if memAsked && p.resizeMemory(a, memLimit) {
 		p.stateChanged()

@@ -14,23 +14,54 @@ import (
 )
 
 // milliCPU recovers the container's CPU request from what the kubelet
-// passed down: cpu.shares is request*1024/1000 (2 for no request); without
-// shares, the CFS quota/period limit stands in. Values no kernel accepts
-// are capped before any arithmetic, so nothing overflows into a small or
-// negative request.
-func milliCPU(ctr *api.Container) int64 {
-	return milliOf(ctr.GetLinux().GetResources().GetCpu())
+// passed down (see milliOf); qos is its pod's QoS class (qosClass).
+func milliCPU(ctr *api.Container, qos string) (milli int64, atLeast bool) {
+	return milliOf(ctr.GetLinux().GetResources().GetCpu(), qos)
 }
 
-// milliOf is milliCPU for a set of CPU resources, as an update carries.
-func milliOf(cpu *api.LinuxCPU) int64 {
+// The bounds of the cpu.shares the kubelet passes (MinShares, MaxShares):
+// 2 for no CPU request and for requests below 3m alike, 262144 for 256
+// CPUs and every larger request alike. The kernel accepts no more shares.
+const (
+	kubeletMinShares = 2
+	kubeletMaxShares = 1 << 18
+	// kubeletMaxSharesMilli is the request kubeletMaxShares stands for.
+	kubeletMaxSharesMilli = kubeletMaxShares * 1000 / 1024
+)
+
+// milliOf is a CPU request in milli-CPUs from a set of CPU resources (a
+// creation's or an update's). cpu.shares is request*1024/1000, between the
+// kubelet's bounds: at the least, no request is read; at the most, a
+// Guaranteed container's request is its limit, the CFS quota/period, and
+// any other's is only known to be at least 256 CPUs (atLeast). The limit
+// never stands in for a request below the cap: it may be far above the
+// request the scheduler counted. Only a container created without shares
+// (by hand, with crictl, which leaves them out unless told; the kubelet
+// always sets them) is sized by its limit. Values no kernel accepts are
+// capped before any arithmetic, so nothing overflows into a small or
+// negative request.
+func milliOf(cpu *api.LinuxCPU, qos string) (milli int64, atLeast bool) {
 	if cpu == nil {
-		return 0
+		return 0, false
 	}
-	const maxShares, maxPeriod = 1 << 18, 1_000_000 // the kernel's bounds
-	if shares := min(cpu.GetShares().GetValue(), maxShares); shares > 2 {
-		return (int64(shares)*1000 + 1023) / 1024
+	limit := limitMilli(cpu)
+	shares := cpu.GetShares().GetValue()
+	switch {
+	case shares == 0:
+		return limit, false
+	case shares <= kubeletMinShares:
+		return 0, false
+	case shares < kubeletMaxShares:
+		return (int64(shares)*1000 + 1023) / 1024, false
+	case qos == allocator.QoSGuaranteed && limit >= kubeletMaxSharesMilli:
+		return limit, false
 	}
+	return kubeletMaxSharesMilli, true
+}
+
+// limitMilli is the CFS quota/period limit in milli-CPUs, 0 for none.
+func limitMilli(cpu *api.LinuxCPU) int64 {
+	const maxPeriod = 1_000_000 // the kernel's bound
 	quota, period := cpu.GetQuota().GetValue(), min(cpu.GetPeriod().GetValue(), maxPeriod)
 	if quota > 0 && period > 0 {
 		quota = min(quota, int64(cpulist.MaxCPUs+1)*int64(period))
@@ -87,14 +118,18 @@ func (p *Plugin) deviceNUMA(ctr *api.Container) cpuset.CPUSet {
 
 // toContainer converts NRI's view of a container into the policy's.
 func (p *Plugin) toContainer(pod *api.PodSandbox, ctr *api.Container) allocator.Container {
+	qos := qosClass(pod)
+	milli, atLeast := milliCPU(ctr, qos)
 	return allocator.Container{
 		ID:          ctr.GetId(),
 		Pod:         podRef(pod),
 		Name:        containerName(ctr),
 		Annotations: pod.GetAnnotations(),
-		QoS:         qosClass(pod),
-		MilliCPU:    milliCPU(ctr),
+		QoS:         qos,
+		MilliCPU:    milli,
 		DeviceNUMA:  p.deviceNUMA(ctr),
+		// The kubelet's shares at their cap: exclusive pools refuse it.
+		MilliCPUAtLeast: atLeast,
 	}
 }
 

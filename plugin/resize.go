@@ -20,16 +20,20 @@ import (
 // A new memory limit in the same update (memAsked) is counted once the CPUs
 // are: a refusal fails the whole update, and the runtime then applies
 // neither.
-func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocator.Assignment, milli, memLimit int64, memAsked bool) ([]*api.ContainerUpdate, error) {
+//
+// atLeast says the new request is only known to be at least milli (the
+// kubelet's shares at their cap, see milliOf).
+func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocator.Assignment, milli int64, atLeast bool, memLimit int64, memAsked bool) ([]*api.ContainerUpdate, error) {
 	who := before.Pod.ContainerName(before.Container)
 	info := p.toContainer(pod, ctr)
-	info.MilliCPU = milli
+	info.MilliCPU, info.MilliCPUAtLeast = milli, atLeast
+	// A running container keeps its pool: only its size changes, and its
+	// annotations are judged against the pool it runs in.
+	info.Pool = before.Pool
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return nil, p.refuseResize(before, fmt.Errorf("nri-cpupool: container %s: resize to %dm: %w", who, milli, err))
 	}
-	// A running container keeps its pool: only its size changes.
-	req.Pool = before.Pool
 	res, err := p.alloc.Resize(req)
 	if err != nil {
 		p.log.Errorf("refusing resize of container %s from %dm to %dm: %v", who, before.MilliCPU, milli, err)
