@@ -1,7 +1,6 @@
 package hostfiles
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -25,7 +24,13 @@ func JournalPath(stateFile string) string {
 	return filepath.Join(filepath.Dir(stateFile), JournalFile)
 }
 
-// journalVersion is the journal's format version.
+// journalVersion is the journal's format version. It is raised only for
+// a change an older build cannot restore from (a record's path or
+// original meaning something else): a field added beside the ones a
+// build knows is read by it, the unknown field ignored (decodeJournal),
+// since path, original and owner suffice to put a file back. Version 1
+// gained order, identity and refused that way; builds before this rule
+// refused unknown fields and moved such a journal aside (review rvC, M4).
 const journalVersion = 1
 
 // Record is what the journal keeps of one changed host file.
@@ -170,10 +175,11 @@ func decodeJournal(data []byte) (*journalContent, error) {
 	if want := checksum(env.Content); env.Checksum != want {
 		return nil, fmt.Errorf("checksum mismatch (file says %s, content is %s)", env.Checksum, want)
 	}
+	// Unknown fields are a newer build's (journalVersion): ignored, not
+	// refused, so that a downgrade keeps the originals. The checksum
+	// already holds the content to what was written.
 	var c journalContent
-	dec := json.NewDecoder(bytes.NewReader(env.Content))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if err := json.Unmarshal(env.Content, &c); err != nil {
 		return nil, fmt.Errorf("content: %w", err)
 	}
 	for p, r := range c.Records {
