@@ -253,3 +253,50 @@ func TestJournalWithANewerBuildsFieldsIsRestored(t *testing.T) {
 	aside, _ := filepath.Glob(tr.journal() + ".corrupt-*")
 	assert.Empty(t, aside, "nothing moved aside")
 }
+
+// TestJournalRecordsFollowTheirRoots: a record names the root its file lay
+// under, so that a process that sees the same files under another root
+// (the chart's pod under /host, the package under /) restores them there.
+// Records written before roots were kept, and those whose Rel would leave
+// their root, keep their path.
+func TestJournalRecordsFollowTheirRoots(t *testing.T) {
+	tr := newTree(t, map[string]string{"sys/devices/system/cpu/cpu0/x": "orig", "other/y": "1"})
+	chart := filepath.Join(tr.dir, "host")
+	node := filepath.Join(t.TempDir(), "node-root")
+	require.NoError(t, os.Symlink(chart, node)) // the same files, another path
+	file := "sys/devices/system/cpu/cpu0/x"
+
+	src := newSource("power")
+	first := openInstance(t, OS{}, tr, bootA, src)
+	first.j.Rebase(map[string]string{RootSys: filepath.Join(chart, "sys")})
+	src.set(map[string]string{tr.path(file): "changed", tr.path("other/y"): "2"})
+	require.NoError(t, first.r.Flush())
+	first.r.Close()
+	rec := onDisk(t, tr)[tr.path(file)]
+	assert.Equal(t, Record{Original: "orig", Owner: "power", Root: RootSys, Rel: "devices/system/cpu/cpu0/x"}, rec)
+	assert.Equal(t, Record{Original: "1", Owner: "power"}, onDisk(t, tr)[tr.path("other/y")], "under no root: its path only")
+
+	j, _, err := OpenJournal(OS{}, tr.journal(), bootA)
+	require.NoError(t, err)
+	assert.Equal(t, 1, j.Rebase(map[string]string{RootSys: filepath.Join(node, "sys")}))
+	got, ok := j.Get(filepath.Join(node, file))
+	require.True(t, ok, "keyed by this process's path: %v", j.Records())
+	assert.Equal(t, "orig", got.Original)
+	_, ok = j.Get(tr.path("other/y"))
+	assert.True(t, ok, "a record of no root keeps its path")
+
+	r := NewReconciler(OS{}, j, first.log, DefaultTiming, newSource("power"))
+	r.RestoreOnlyUnder(filepath.Join(node, "sys"), filepath.Join(chart, "other"))
+	t.Cleanup(r.Close)
+	require.NoError(t, r.Flush())
+	tr.requireOriginals(t, "restored through the other root")
+	assert.Zero(t, j.Len())
+
+	// A forged Rel that leaves its root is not followed.
+	j2, _, err := OpenJournal(OS{}, filepath.Join(t.TempDir(), JournalFile), bootA)
+	require.NoError(t, err)
+	require.NoError(t, j2.Commit(map[string]Record{"/old/sys/a": {Original: "o", Owner: "power", Root: RootSys, Rel: "../../etc/passwd"}}, nil))
+	assert.Zero(t, j2.Rebase(map[string]string{RootSys: "/new/sys"}))
+	_, ok = j2.Get("/old/sys/a")
+	assert.True(t, ok)
+}
