@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/procfixture"
+	"github.com/cpupool/nri-cpupool/plugin"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -118,4 +120,16 @@ func TestRestoreHostRefusals(t *testing.T) {
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "nope.yaml")
 	})
+}
+
+// TestRestoreHostJSON: --json carries the journal, each record restored
+// with its outcome, and what is left.
+func TestRestoreHostJSON(t *testing.T) {
+	cfgPath, stateFile, affinity := restoreNode(t)
+	code, out, errOut := run(t, "restore-host", "--config", cfgPath, "--json")
+	require.Equal(t, 0, code, errOut)
+	var got plugin.HostRestore
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	assert.Equal(t, plugin.HostRestore{Journal: hostfiles.JournalPath(stateFile), Left: []plugin.LeftFile{},
+		Restored: []plugin.RestoredFile{{Path: affinity, Owner: "irq", Original: "0-15", Outcome: "restored"}}}, got)
 }
