@@ -60,3 +60,36 @@ func TestRestoreHostPutsBackWhatAStoppedDaemonLeft(t *testing.T) {
 	assert.Empty(t, again.Restored, "idempotent")
 	assert.Empty(t, again.Left)
 }
+
+// TestRestoreHostPutsBackHousekeeping: a daemon that kept host processes
+// off both pools always (the top-level cgroups and the workqueue mask
+// narrowed), stopped cleanly, leaves them narrowed; RestoreHost gives
+// each file its original back and empties the journal.
+func TestRestoreHostPutsBackHousekeeping(t *testing.T) {
+	f := housekeptNode(t)
+	node := testNode{fixture: desktop.fixture, config: strings.NewReplacer(
+		"exclusive: {cpus: \"4-7,12-15\", housekeeping: held}", "exclusive: {cpus: \"4-7,12-15\", housekeeping: always}",
+		"shared: {cpus: \"2-3,10-11\"}", "shared: {cpus: \"2-3,10-11\", housekeeping: always}").Replace(housekeptDesktop.config)}
+	require.Contains(t, node.config, "housekeeping: always}\n  shared")
+	rp := startPlugin(t, f, node, statePath(f), slowPasses)
+	require.NoError(t, rp.p.FlushIsolation())
+	kept := housekeptFor(t, cpuset.New(2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15))
+	require.Equal(t, kept, housekeptNow(t, f))
+	rp.stop()
+	rp.p.Close()
+	require.Equal(t, kept, housekeptNow(t, f), "a clean stop restores nothing")
+
+	cfg, err := config.Parse(strings.NewReader(node.config), "test config")
+	require.NoError(t, err)
+	cfg.SysfsRoot, cfg.CgroupRoot, cfg.ProcRoot, cfg.StateFile = f.sysfsRoot(desktop.fixture), f.cgroupRoot, f.procRoot(), statePath(f)
+	log := logrus.New()
+	log.SetOutput(&strings.Builder{})
+	res, err := RestoreHost(cfg, log)
+	require.NoError(t, err)
+	assert.Empty(t, res.Left)
+	assert.NotEmpty(t, res.Restored)
+	assert.Equal(t, housekeptFiles, housekeptNow(t, f), "every file as it booted")
+	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
+	require.NoError(t, err)
+	assert.Empty(t, records)
+}
