@@ -18,6 +18,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -63,6 +64,10 @@ type HostRestore struct {
 // transient error (EBUSY) another.
 const restorePasses = 5
 
+// restoreRetry is the first wait after a pass with a transient error,
+// doubled after each (at most 1.5 s in all).
+const restoreRetry = 100 * time.Millisecond
+
 // RestoreHost puts back every original the journal beside cfg.StateFile
 // records, as the daemon does for files nothing wants any more, and
 // leaves the journal without the records it restored. The caller holds
@@ -94,10 +99,15 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 	res := &HostRestore{Journal: iso.journal.Path(), Restored: []RestoredFile{}, Left: []LeftFile{}}
 	before := iso.journal.Records()
 	var passErr error
-	for range restorePasses {
+	wait := restoreRetry
+	for i := range restorePasses {
 		n := iso.journal.Len()
 		if n == 0 {
 			break
+		}
+		if passErr != nil && i > 0 {
+			time.Sleep(wait) // a transient error (EBUSY, the journal's disk): as the daemon, back off
+			wait *= 2
 		}
 		passErr = iso.recon.Flush()
 		if passErr == nil && iso.journal.Len() == n {
