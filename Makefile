@@ -244,11 +244,27 @@ install: build
 	install -d -m 0700 $(DESTDIR)/var/lib/nri-cpupool
 	@echo "installed; next: nri-cpupool validate && systemctl daemon-reload && systemctl enable --now nri-cpupool"
 
+# On this system (no DESTDIR): stop and disable the service, then put back
+# the host files it changed (its stop restores nothing, and once the binary
+# is gone nothing could). A restore that fails stops here, the binary kept,
+# so that it can be run again. The fail-closed drop-in is the operator's to
+# delete: the runtime read it at its start and refuses containers without
+# the plugin until it restarts without it.
 uninstall:
+	@for f in /etc/containerd/conf.d/nri-cpupool-fail-closed.toml /etc/containerd/conf.d/containerd-fail-closed.toml \
+	  /etc/crio/crio.conf.d/20-nri-cpupool-fail-closed.conf; do \
+	  if [ -e "$(DESTDIR)$$f" ]; then echo "warning: $(DESTDIR)$$f makes the runtime require the plugin: once it stops, no container starts; delete it and restart the runtime (systemctl restart containerd, or crio)" >&2; fi; \
+	done
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now nri-cpupool.service || true; fi
+	@if [ -z "$(DESTDIR)" ] && [ -x $(PREFIX)/bin/nri-cpupool ]; then \
+	  $(PREFIX)/bin/nri-cpupool restore-host || { echo "make uninstall: restore-host failed (above); nothing removed: fix it and run make uninstall again" >&2; exit 1; }; \
+	fi
+	rm -f $(DESTDIR)/etc/systemd/system/multi-user.target.wants/nri-cpupool.service
 	rm -f $(DESTDIR)$(PREFIX)/bin/nri-cpupool $(DESTDIR)$(PREFIX)/bin/nri-cpupool-dra $(DESTDIR)/etc/systemd/system/nri-cpupool.service \
 	  $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf \
 	  $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/containerd-fail-closed.toml \
 	  $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/crio-fail-closed.conf
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi
 
 demo: build
 	bash test/e2e/demo.sh

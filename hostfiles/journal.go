@@ -1,7 +1,6 @@
 package hostfiles
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +25,13 @@ func JournalPath(stateFile string) string {
 	return filepath.Join(filepath.Dir(stateFile), JournalFile)
 }
 
-// journalVersion is the journal's format version.
+// journalVersion is the journal's format version. It is raised only for
+// a change an older build cannot restore from (a record's path or
+// original meaning something else): a field added beside the ones a
+// build knows is read by it, the unknown field ignored (decodeJournal),
+// since path, original and owner suffice to put a file back. Version 1
+// gained order, identity and refused that way; builds before this rule
+// refused unknown fields and moved such a journal aside (review rvC, M4).
 const journalVersion = 1
 
 // Record is what the journal keeps of one changed host file.
@@ -42,6 +48,15 @@ type Record struct {
 	// number's device. A record whose file now belongs to something else
 	// is dropped, not restored.
 	Identity string `json:"identity,omitempty"`
+	// Root and Rel name the file by the root it lay under when it was
+	// recorded (Journal.Rebase: "sys" below sysfsRoot, "proc", "cgroup")
+	// and its path below it, so that a process that sees the same kernel
+	// files under other roots (the chart's pod under /host, the package on
+	// the node under /) restores it where it sees it. Empty for a file
+	// under no root (a unit's property, a thread's affinity) and in
+	// records written before they existed, which keep their path.
+	Root string `json:"root,omitempty"`
+	Rel  string `json:"rel,omitempty"`
 }
 
 // journalContent is the file's content: the boot the records belong to
@@ -72,6 +87,8 @@ type Journal struct {
 	records map[string]Record
 	refused map[string]string
 	now     func() time.Time
+	// roots are this process's roots by name (Rebase).
+	roots map[string]string
 }
 
 // ErrJournalDiscarded wraps the reason a journal could not be used.
@@ -170,10 +187,11 @@ func decodeJournal(data []byte) (*journalContent, error) {
 	if want := checksum(env.Content); env.Checksum != want {
 		return nil, fmt.Errorf("checksum mismatch (file says %s, content is %s)", env.Checksum, want)
 	}
+	// Unknown fields are a newer build's (journalVersion): ignored, not
+	// refused, so that a downgrade keeps the originals. The checksum
+	// already holds the content to what was written.
 	var c journalContent
-	dec := json.NewDecoder(bytes.NewReader(env.Content))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if err := json.Unmarshal(env.Content, &c); err != nil {
 		return nil, fmt.Errorf("content: %w", err)
 	}
 	for p, r := range c.Records {
@@ -224,6 +242,9 @@ func (j *Journal) Commit(add map[string]Record, drop []string) error {
 	}
 	for p, r := range add {
 		if _, ok := next[p]; !ok {
+			if r.Root == "" {
+				r.Root, r.Rel = j.rootOf(p)
+			}
 			next[p] = r
 			changed = true
 		}
@@ -267,4 +288,64 @@ func (j *Journal) save(records map[string]Record) error {
 		return fmt.Errorf("writing journal %s: %w", j.path, err)
 	}
 	return nil
+}
+
+// The roots Rebase takes, by the names the records keep.
+const (
+	RootSys    = "sys"
+	RootProc   = "proc"
+	RootCgroup = "cgroup"
+)
+
+// Rebase gives the journal this process's roots, by name (the plugin's:
+// "sys" its sysfsRoot's sys/, "proc" its procRoot, "cgroup" its
+// cgroupRoot), before the reconciler uses it. A record that names a root
+// is keyed again by this process's path to it (Root, Rel): the same
+// kernel file, seen through another mount. A record whose new path is
+// already recorded keeps its old path (which of the two was first is not
+// known; the confinement of restores then decides), as does one whose Rel
+// leaves its root. Commit names the root of each new record. It returns
+// how many records moved; nothing is written until the next Commit.
+func (j *Journal) Rebase(roots map[string]string) int {
+	j.roots = map[string]string{}
+	for name, dir := range roots {
+		if dir != "" {
+			j.roots[name] = filepath.Clean(dir)
+		}
+	}
+	moved := 0
+	for _, old := range slices.Sorted(maps.Keys(j.records)) {
+		r := j.records[old]
+		dir, ok := j.roots[r.Root]
+		if !ok || r.Rel == "" || !filepath.IsLocal(r.Rel) {
+			continue
+		}
+		now := filepath.Join(dir, r.Rel)
+		if now == old {
+			continue
+		}
+		if _, taken := j.records[now]; taken {
+			continue
+		}
+		delete(j.records, old)
+		j.records[now] = r
+		moved++
+	}
+	return moved
+}
+
+// rootOf names the root a path lies under, the innermost one (the cgroup
+// root below sysfsRoot's sys/), and the path below it; "" when none.
+func (j *Journal) rootOf(path string) (root, rel string) {
+	best := ""
+	for name, dir := range j.roots {
+		r, err := filepath.Rel(dir, path)
+		if err != nil || !filepath.IsLocal(r) {
+			continue
+		}
+		if best == "" || len(dir) > len(j.roots[best]) {
+			best, rel = name, r
+		}
+	}
+	return best, rel
 }

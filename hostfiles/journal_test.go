@@ -1,6 +1,7 @@
 package hostfiles
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -38,12 +39,11 @@ func TestJournalOfAnotherBootIsSetAside(t *testing.T) {
 // for the operator, and the error says what was lost.
 func TestCorruptJournalIsMovedAside(t *testing.T) {
 	for name, content := range map[string]string{
-		"truncated":      `{"version":1,"checksum":"sha256:`,
-		"checksum":       `{"version":1,"checksum":"sha256:00","content":{"bootID":"b","records":{}}}`,
-		"newer version":  `{"version":2,"checksum":"x","content":{}}`,
-		"relative path":  journalBytes(t, map[string]Record{"irq/1": {Original: "1", Owner: "irq"}}),
-		"missing owner":  journalBytes(t, map[string]Record{"/proc/irq/1/smp_affinity_list": {Original: "1"}}),
-		"unknown fields": `{"version":1,"checksum":"sha256:x","content":{"bootID":"b","records":{},"extra":1}}`,
+		"truncated":     `{"version":1,"checksum":"sha256:`,
+		"checksum":      `{"version":1,"checksum":"sha256:00","content":{"bootID":"b","records":{}}}`,
+		"newer version": `{"version":2,"checksum":"x","content":{}}`,
+		"relative path": journalBytes(t, map[string]Record{"irq/1": {Original: "1", Owner: "irq"}}),
+		"missing owner": journalBytes(t, map[string]Record{"/proc/irq/1/smp_affinity_list": {Original: "1"}}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -222,4 +222,81 @@ func TestJournalWithoutBootIDIsKept(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, thisBoot, "the audit, not knowing the boot, reads the refusals")
 	assert.Empty(t, records)
+}
+
+// TestJournalWithANewerBuildsFieldsIsRestored: a newer build of the same
+// journal version may add fields (journalVersion); this build reads the
+// records, ignores what it does not know and puts the originals back, so
+// that a downgrade keeps them rather than moving the journal aside as
+// builds before this rule did.
+func TestJournalWithANewerBuildsFieldsIsRestored(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x", "b": "1"})
+	for name, v := range map[string]string{"a": "y", "b": "2"} {
+		require.NoError(t, os.WriteFile(tr.path(name), []byte(v+"\n"), 0o644))
+	}
+	content := fmt.Sprintf(`{"bootID":%q,"records":{%q:{"original":"x","owner":"irq","order":2,"identity":"eth0","device":"0000:01:00.0"},`+
+		`%q:{"original":"1","owner":"power","since":"2027-01-01T00:00:00Z"}},"refused":{},"generation":7}`, bootA, tr.path("a"), tr.path("b"))
+	env := fmt.Sprintf(`{"version":%d,"checksum":%q,"content":%s,"writtenBy":"v9"}`, journalVersion, checksum([]byte(content)), content)
+	require.NoError(t, os.MkdirAll(filepath.Dir(tr.journal()), 0o700))
+	require.NoError(t, os.WriteFile(tr.journal(), []byte(env), 0o600))
+
+	records, _, thisBoot, err := ReadJournal(tr.journal(), bootA)
+	require.NoError(t, err)
+	assert.True(t, thisBoot)
+	assert.Equal(t, Record{Original: "x", Owner: "irq", Order: 2, Identity: "eth0"}, records[tr.path("a")])
+
+	in := openInstance(t, OS{}, tr, bootA, newSource("irq"))
+	assert.Equal(t, 2, in.j.Len(), "the records are read")
+	require.NoError(t, in.r.Flush())
+	tr.requireOriginals(t, "a newer build's journal")
+	assert.Zero(t, in.j.Len())
+	aside, _ := filepath.Glob(tr.journal() + ".corrupt-*")
+	assert.Empty(t, aside, "nothing moved aside")
+}
+
+// TestJournalRecordsFollowTheirRoots: a record names the root its file lay
+// under, so that a process that sees the same files under another root
+// (the chart's pod under /host, the package under /) restores them there.
+// Records written before roots were kept, and those whose Rel would leave
+// their root, keep their path.
+func TestJournalRecordsFollowTheirRoots(t *testing.T) {
+	tr := newTree(t, map[string]string{"sys/devices/system/cpu/cpu0/x": "orig", "other/y": "1"})
+	chart := filepath.Join(tr.dir, "host")
+	node := filepath.Join(t.TempDir(), "node-root")
+	require.NoError(t, os.Symlink(chart, node)) // the same files, another path
+	file := "sys/devices/system/cpu/cpu0/x"
+
+	src := newSource("power")
+	first := openInstance(t, OS{}, tr, bootA, src)
+	first.j.Rebase(map[string]string{RootSys: filepath.Join(chart, "sys")})
+	src.set(map[string]string{tr.path(file): "changed", tr.path("other/y"): "2"})
+	require.NoError(t, first.r.Flush())
+	first.r.Close()
+	rec := onDisk(t, tr)[tr.path(file)]
+	assert.Equal(t, Record{Original: "orig", Owner: "power", Root: RootSys, Rel: "devices/system/cpu/cpu0/x"}, rec)
+	assert.Equal(t, Record{Original: "1", Owner: "power"}, onDisk(t, tr)[tr.path("other/y")], "under no root: its path only")
+
+	j, _, err := OpenJournal(OS{}, tr.journal(), bootA)
+	require.NoError(t, err)
+	assert.Equal(t, 1, j.Rebase(map[string]string{RootSys: filepath.Join(node, "sys")}))
+	got, ok := j.Get(filepath.Join(node, file))
+	require.True(t, ok, "keyed by this process's path: %v", j.Records())
+	assert.Equal(t, "orig", got.Original)
+	_, ok = j.Get(tr.path("other/y"))
+	assert.True(t, ok, "a record of no root keeps its path")
+
+	r := NewReconciler(OS{}, j, first.log, DefaultTiming, newSource("power"))
+	r.RestoreOnlyUnder(filepath.Join(node, "sys"), filepath.Join(chart, "other"))
+	t.Cleanup(r.Close)
+	require.NoError(t, r.Flush())
+	tr.requireOriginals(t, "restored through the other root")
+	assert.Zero(t, j.Len())
+
+	// A forged Rel that leaves its root is not followed.
+	j2, _, err := OpenJournal(OS{}, filepath.Join(t.TempDir(), JournalFile), bootA)
+	require.NoError(t, err)
+	require.NoError(t, j2.Commit(map[string]Record{"/old/sys/a": {Original: "o", Owner: "power", Root: RootSys, Rel: "../../etc/passwd"}}, nil))
+	assert.Zero(t, j2.Rebase(map[string]string{RootSys: "/new/sys"}))
+	_, ok = j2.Get("/old/sys/a")
+	assert.True(t, ok)
 }

@@ -63,6 +63,18 @@ func (m recordMap) MarshalJSON() ([]byte, error) {
 				return nil, err
 			}
 		}
+		if r.Root != "" {
+			buf.WriteString(`,"root":`)
+			if err := str(r.Root); err != nil {
+				return nil, err
+			}
+		}
+		if r.Rel != "" {
+			buf.WriteString(`,"rel":`)
+			if err := str(r.Rel); err != nil {
+				return nil, err
+			}
+		}
 		buf.WriteByte('}')
 	}
 	buf.WriteByte('}')

@@ -78,6 +78,13 @@ func (p *Plugin) openIsolation() error {
 	case note != "":
 		p.log.Infof("isolation: %s", note)
 	}
+	// The journal's records name the root each file lay under: a node
+	// moved between the chart (sysfsRoot /host) and the package (/) keeps
+	// its state directory, and its records are found under this
+	// process's roots.
+	if n := j.Rebase(map[string]string{hostfiles.RootSys: filepath.Join(p.cfg.SysfsRoot, "sys"), hostfiles.RootProc: p.cfg.ProcRoot, hostfiles.RootCgroup: p.cfg.CgroupRoot}); n > 0 {
+		p.log.Infof("isolation: %d original values of host files were recorded under other roots (sysfsRoot, procRoot or cgroupRoot); taken as the same files under this process's", n)
+	}
 	iso := &isolation{journal: j}
 	before := p.hostFilesBefore
 	iso.before.Store(&before)

@@ -249,15 +249,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 	p.pins = newSandboxPins(&p.mu)
 	p.hugePages = sysfs.NewHugePageCounter(cfg.SysfsRoot) // the root stays across reloads
 	p.readHugePager = p.readHugePages
-	// The host's files, and systemd's unit properties for housekeeping
-	// under systemd (dialled only when first needed), and threads'
-	// affinities: only over the host's own /proc, since the system calls
-	// act on this kernel's threads whatever a fixture's /proc says.
-	var files hostfiles.FS = hostfiles.OS{}
-	if filepath.Clean(cfg.ProcRoot) == "/proc" {
-		files = housekeeping.NewAffinityFS(files, cfg.ProcRoot, housekeeping.KernelAffinity{})
-	}
-	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, housekeeping.NewSystemdFS(files, housekeeping.DialSystemd, cfg.CgroupRoot)
+	p.isolationTiming, p.isolationFS = hostfiles.DefaultTiming, hostFilesFS(cfg)
 	p.seesHostThreads = housekeeping.SeesHostThreads(cfg.ProcRoot) // the root stays across reloads
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
@@ -272,6 +264,20 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 		return nil, err
 	}
 	return p, nil
+}
+
+// hostFilesFS is the host files' access for the reconciler: the host's
+// files, and systemd's unit properties for housekeeping under systemd
+// (dialled only when first needed), and threads' affinities: only over
+// the host's own /proc, since the system calls act on this kernel's
+// threads whatever a fixture's /proc says. The daemon's and restore-host's
+// (restorehost.go).
+func hostFilesFS(cfg *config.Config) hostfiles.FS {
+	var files hostfiles.FS = hostfiles.OS{}
+	if filepath.Clean(cfg.ProcRoot) == "/proc" {
+		files = housekeeping.NewAffinityFS(files, cfg.ProcRoot, housekeeping.KernelAffinity{})
+	}
+	return housekeeping.NewSystemdFS(files, housekeeping.DialSystemd, cfg.CgroupRoot)
 }
 
 // loadGrants reads the grants file; a damaged one is moved aside, logged

@@ -12,6 +12,8 @@ trap 'rm -rf "$work"' EXIT
 passed=0 failed=0
 expect() { if "$@" >/dev/null 2>&1; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $*"; fi; }
 expect_not() { if "$@" >/dev/null 2>&1; then failed=$((failed + 1)); echo "FAIL: not $*"; else passed=$((passed + 1)); fi; }
+# capture FILE CMD...: runs CMD with its stderr in FILE (expect discards it).
+capture() { local out=$1; shift; "$@" 2>"$out"; }
 
 if ! command -v rpm >/dev/null || ! command -v dpkg-deb >/dev/null || ! command -v systemd-analyze >/dev/null; then
   echo "packaging: installing rpm (and dpkg, systemd) with apt-get"
@@ -109,7 +111,7 @@ rpmconf=$(rpm -qcp "$old_rpm" 2>/dev/null)
 for f in "${conffiles[@]}"; do expect grep -qx "$f" <<<"$rpmconf"; done
 expect grep -qE '^drwx------ .* /var/lib/nri-cpupool$' <(rpm -qlvp "$old_rpm" 2>/dev/null)
 scripts=$(rpm -qp --scripts "$old_rpm" 2>/dev/null)
-for s in 'postinstall scriptlet' 'preuninstall scriptlet' 'postuninstall scriptlet' 'try-restart' 'disable --now'; do
+for s in 'postinstall scriptlet' 'preuninstall scriptlet' 'postuninstall scriptlet' 'try-restart' 'disable --now' 'nri-cpupool restore-host'; do
   expect grep -q "$s" <<<"$scripts"
 done
 expect grep -q 'noreplace' <(rpm -qp --queryformat '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$old_rpm" 2>/dev/null | sed -n 's|^.*n.* /etc/nri-cpupool/config.yaml$|noreplace|p')
@@ -144,11 +146,16 @@ printf '# edited by the operator\nlogLevel: debug\n' >> "$droot/etc/nri-cpupool/
 edited=$(sha256sum < "$droot/etc/nri-cpupool/config.yaml")
 echo '{"schema":1,"note":"state written by the running plugin"}' > "$droot/var/lib/nri-cpupool/state.json"
 state=$(sha256sum < "$droot/var/lib/nri-cpupool/state.json")
-expect dpkg_root -i "$new_deb"
+# The fail-closed drop-in, copied as docs/install.md says: the removal warns of
+# it (the runtime refuses containers without the plugin), an upgrade does not.
+cp packaging/containerd/nri-cpupool-fail-closed.toml "$droot/etc/containerd/conf.d/nri-cpupool-fail-closed.toml"
+expect capture "$work/upgrade.err" dpkg_root -i "$new_deb"
+expect_not grep -q 'makes the runtime require the plugin' "$work/upgrade.err"
 expect test "$(dpkg-query --admindir="$droot/var/lib/dpkg" -W -f '${Version}' nri-cpupool)" = 1.0.1-1
 expect test "$(sha256sum < "$droot/etc/nri-cpupool/config.yaml")" = "$edited"
 expect test "$(sha256sum < "$droot/var/lib/nri-cpupool/state.json")" = "$state"
-expect dpkg_root -r nri-cpupool
+expect capture "$work/remove.err" dpkg_root -r nri-cpupool
+expect grep -q 'nri-cpupool-fail-closed.toml makes the runtime require the plugin' "$work/remove.err"
 expect_not test -e "$droot/usr/bin/nri-cpupool"
 expect_not test -e "$droot/usr/bin/nri-cpupool-dra"
 expect test "$(sha256sum < "$droot/etc/nri-cpupool/config.yaml")" = "$edited"   # removal keeps conffiles

@@ -36,6 +36,7 @@ func commands() []command {
 		{"status", "show pools and assignments from the state file", runStatus},
 		{"audit", "show what still disturbs each held exclusive CPU (IRQs, threads, isolation)", runAudit},
 		{"explain", "say why a pod's containers got their CPUs, or why they were refused", runExplain},
+		{"restore-host", "put back the host files the plugin changed (the daemon stopped for good)", runRestoreHost},
 		{"version", "print the version (also --version)", runVersion},
 	}
 }
@@ -99,7 +100,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nUsage: nri-cpupool COMMAND [flags]   (nri-cpupool COMMAND --help for its flags)")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 }
 

@@ -1,0 +1,137 @@
+package cli
+
+// restore-host: give the host files the plugin changed their originals
+// back, with the daemon stopped for good. The daemon's stop restores
+// nothing (its containers keep running, and the next start decides), so a
+// package's removal, or an operator taking the plugin off a node, runs
+// this; after a removal no binary would be left to read the journal.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/plural"
+	"github.com/cpupool/nri-cpupool/plugin"
+	"github.com/cpupool/nri-cpupool/state"
+)
+
+func runRestoreHost(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("restore-host", "restore-host [--config F] [--state-file F] [--proc-root D] [--sysfs-root D] [--cgroup-root D] [--json]", stderr)
+	cfgPath := configFlag(fs, "the node's configuration file, as run reads it (a missing default file means built-in defaults); its stateFile, procRoot, sysfsRoot, cgroupRoot and irq.irqbalance apply")
+	stateFile := fs.String("state-file", "", "the plugin's state file, beside which the journal host-originals.json lies (default: the config's stateFile)")
+	procRoot := fs.String("proc-root", "", "where procfs is mounted (default: the config's procRoot, /proc)")
+	root := fs.String("sysfs-root", "", sysfsRootUsage)
+	cgroupRoot := fs.String("cgroup-root", "", "the cgroup mount (default: the config's cgroupRoot)")
+	asJSON := fs.Bool("json", false, "print what was restored as JSON (fields in docs/commands.md)")
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	cfg, err := readNodeConfig(*cfgPath, stderr)
+	if err != nil {
+		return err
+	}
+	for _, o := range []struct{ flag, dst *string }{{stateFile, &cfg.StateFile}, {procRoot, &cfg.ProcRoot}, {root, &cfg.SysfsRoot}, {cgroupRoot, &cfg.CgroupRoot}} {
+		if *o.flag != "" {
+			*o.dst = *o.flag
+		}
+	}
+	if held, _ := state.Held(cfg.StateFile); held {
+		return daemonRuns(state.LockPath(cfg.StateFile), state.Holder(state.LockPath(cfg.StateFile)))
+	}
+	journal := hostfiles.JournalPath(cfg.StateFile)
+	bootID, _ := os.ReadFile(filepath.Join(cfg.ProcRoot, "sys/kernel/random/boot_id"))
+	records, _, thisBoot, err := hostfiles.ReadJournal(journal, string(bootID))
+	if err != nil {
+		return fmt.Errorf("%w; nothing restored: the host files it lists keep the plugin's values until the next reboot, which resets them (the file is left as it is, for a look)", err)
+	}
+	empty := &plugin.HostRestore{Journal: journal, Restored: []plugin.RestoredFile{}, Left: []plugin.LeftFile{}}
+	switch {
+	case len(records) == 0:
+		if *asJSON {
+			return printJSON(stdout, empty)
+		}
+		if _, err := os.Stat(journal); errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(stdout, "nothing to restore: no journal %s (the plugin changed no host file, or everything is restored)\n", journal)
+		} else {
+			fmt.Fprintf(stdout, "nothing to restore: the journal %s holds no record\n", journal)
+		}
+		return nil
+	case !thisBoot:
+		if *asJSON {
+			return printJSON(stdout, empty)
+		}
+		fmt.Fprintf(stdout, "nothing to restore: %s holds %s of an earlier boot; the reboot reset those files (the daemon sets them aside at its start)\n",
+			journal, plural.Count(len(records), "record"))
+		return nil
+	}
+	// Held until the end, so that no daemon starts and changes the files
+	// meanwhile.
+	lock, err := state.TryLock(cfg.StateFile)
+	if errors.Is(err, state.ErrLocked) {
+		return daemonRuns(state.LockPath(cfg.StateFile), state.Holder(state.LockPath(cfg.StateFile)))
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if w := lock.Warning(); w != "" {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	log := logrus.New()
+	log.SetOutput(stderr)
+	log.SetLevel(logrus.WarnLevel)
+	res, err := plugin.RestoreHost(cfg, log)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if err := printJSON(stdout, res); err != nil {
+			return err
+		}
+	} else {
+		writeHostRestore(stdout, res)
+	}
+	if n := len(res.Left); n > 0 {
+		return fmt.Errorf("%s not restored, kept in %s: run restore-host again once the cause is fixed (a reboot resets them too)", plural.Count(n, "host file"), res.Journal)
+	}
+	return nil
+}
+
+// daemonRuns is restore-host's refusal while a daemon holds the state
+// directory: it wants some of the files, and would change them again.
+func daemonRuns(lockPath, holder string) error {
+	return fmt.Errorf("nri-cpupool runs on this state directory (%s is held by %s): stop it first (systemctl disable --now nri-cpupool; under Kubernetes, take its pod off the node), "+
+		"or turn its features off in its config and let it restore the files itself", lockPath, holder)
+}
+
+func writeHostRestore(w io.Writer, res *plugin.HostRestore) {
+	for _, f := range res.Restored {
+		switch f.Outcome {
+		case "gone":
+			fmt.Fprintf(w, "gone      %s (%s): no longer exists, nothing to put back\n", f.Path, f.Owner)
+		case "dropped":
+			fmt.Fprintf(w, "dropped   %s (%s): belongs to something else now, left as it is (original was %q)\n", f.Path, f.Owner, f.Original)
+		default:
+			fmt.Fprintf(w, "restored  %s (%s): %s\n", f.Path, f.Owner, oneLine(f.Original))
+		}
+	}
+	for _, f := range res.Left {
+		fmt.Fprintf(w, "LEFT      %s (%s): original %s: %s\n", f.Path, f.Owner, oneLine(f.Original), f.Reason)
+	}
+	fmt.Fprintf(w, "%s handled from %s, %s left\n", plural.Count(len(res.Restored), "host file"), res.Journal, plural.Count(len(res.Left), "file"))
+}
+
+// oneLine quotes a value that would not read well bare.
+func oneLine(v string) string {
+	if v == "" || strings.ContainsAny(v, "\n\t \"") {
+		return fmt.Sprintf("%q", v)
+	}
+	return v
+}

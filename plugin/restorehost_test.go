@@ -1,0 +1,95 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/hostfiles"
+)
+
+// isolatedPoweredDesktop is poweredDesktop whose exclusive pool keeps its
+// CPUs free of IRQs always: a node where a stopped daemon leaves IRQ
+// affinities, the default affinity and power settings changed.
+var isolatedPoweredDesktop = testNode{fixture: desktop.fixture, config: strings.Replace(poweredDesktop.config,
+	`exclusive: {cpus: "4-7,12-15"}`, `exclusive: {cpus: "4-7,12-15", irqIsolation: always}`, 1)}
+
+// TestRestoreHostPutsBackWhatAStoppedDaemonLeft: the daemon's clean stop
+// (a package's removal: systemctl disable --now) restores nothing, by
+// design; RestoreHost, run afterwards with the node's config, puts every
+// original the journal recorded back, exactly, and empties the journal.
+// Run again, it has nothing to do.
+func TestRestoreHostPutsBackWhatAStoppedDaemonLeft(t *testing.T) {
+	f := irqNode(t)
+	rp := startPlugin(t, f, isolatedPoweredDesktop, statePath(f), slowPasses)
+	require.NoError(t, rp.p.FlushIsolation())
+	require.NotEqual(t, originalAffinities, affinities(t, f), "the pool's CPUs are kept free of IRQs")
+	requireClass(t, f, cpuset.New(0, 1, 8, 9), saverCPU, "infra saves power")
+	rp.stop()
+	rp.p.Close()
+	require.NotEqual(t, originalAffinities, affinities(t, f), "a clean stop restores nothing")
+
+	cfg, err := config.Parse(strings.NewReader(isolatedPoweredDesktop.config), "test config")
+	require.NoError(t, err)
+	cfg.SysfsRoot, cfg.CgroupRoot, cfg.ProcRoot, cfg.StateFile = f.sysfsRoot(desktop.fixture), f.cgroupRoot, f.procRoot(), statePath(f)
+	log := logrus.New()
+	log.SetOutput(&strings.Builder{})
+	res, err := RestoreHost(cfg, log)
+	require.NoError(t, err)
+	assert.Empty(t, res.Left)
+	owners := map[string]int{}
+	for _, r := range res.Restored {
+		assert.Equal(t, "restored", r.Outcome, r.Path)
+		owners[r.Owner]++
+	}
+	assert.Positive(t, owners["irq"], "IRQ affinities restored")
+	assert.Positive(t, owners["power"], "power files restored")
+	assert.Equal(t, originalAffinities, affinities(t, f), "the IRQs as before the install")
+	requireClass(t, f, cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), bootedCPU, "every CPU as booted")
+	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
+	require.NoError(t, err)
+	assert.Empty(t, records, "the journal is empty")
+
+	again, err := RestoreHost(cfg, log)
+	require.NoError(t, err)
+	assert.Empty(t, again.Restored, "idempotent")
+	assert.Empty(t, again.Left)
+}
+
+// TestRestoreHostPutsBackHousekeeping: a daemon that kept host processes
+// off both pools always (the top-level cgroups and the workqueue mask
+// narrowed), stopped cleanly, leaves them narrowed; RestoreHost gives
+// each file its original back and empties the journal.
+func TestRestoreHostPutsBackHousekeeping(t *testing.T) {
+	f := housekeptNode(t)
+	node := testNode{fixture: desktop.fixture, config: strings.NewReplacer(
+		"exclusive: {cpus: \"4-7,12-15\", housekeeping: held}", "exclusive: {cpus: \"4-7,12-15\", housekeeping: always}",
+		"shared: {cpus: \"2-3,10-11\"}", "shared: {cpus: \"2-3,10-11\", housekeeping: always}").Replace(housekeptDesktop.config)}
+	require.Contains(t, node.config, "housekeeping: always}\n  shared")
+	rp := startPlugin(t, f, node, statePath(f), slowPasses)
+	require.NoError(t, rp.p.FlushIsolation())
+	kept := housekeptFor(t, cpuset.New(2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15))
+	require.Equal(t, kept, housekeptNow(t, f))
+	rp.stop()
+	rp.p.Close()
+	require.Equal(t, kept, housekeptNow(t, f), "a clean stop restores nothing")
+
+	cfg, err := config.Parse(strings.NewReader(node.config), "test config")
+	require.NoError(t, err)
+	cfg.SysfsRoot, cfg.CgroupRoot, cfg.ProcRoot, cfg.StateFile = f.sysfsRoot(desktop.fixture), f.cgroupRoot, f.procRoot(), statePath(f)
+	log := logrus.New()
+	log.SetOutput(&strings.Builder{})
+	res, err := RestoreHost(cfg, log)
+	require.NoError(t, err)
+	assert.Empty(t, res.Left)
+	assert.NotEmpty(t, res.Restored)
+	assert.Equal(t, housekeptFiles, housekeptNow(t, f), "every file as it booted")
+	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
+	require.NoError(t, err)
+	assert.Empty(t, records)
+}
