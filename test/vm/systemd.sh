@@ -21,7 +21,8 @@
 # kill -9, the pod removed while down and a restart too; the default config
 # keeps host processes off an isolcpus= CPU of the exclusive pool under
 # load, counted from sched_switch (isolcpus-default.sh, issue 42); stop,
-# dpkg -r and -P leave the host as it was.
+# dpkg -r and -P leave the host as it was; dpkg -r while the default config
+# keeps the units off the isolcpus= CPUs puts them back (restore-host).
 set -uo pipefail
 export E2E_WORK_PARENT=/run
 source "$(dirname "$0")/../e2e/lib.sh"
@@ -320,7 +321,18 @@ sleep 1
 check "systemctl stop" "$(systemctl stop "$UNIT" && prop ActiveState)" "inactive"
 systemctl stop "${LOOPS[@]}"
 check "the host as before (units, workqueue, IRQs)" "$(host)" "$BEFORE"
-check "dpkg -r" "$(dpkg -r nri-cpupool >>/tmp/dpkg.log 2>&1 && echo removed)" "removed"
+
+section "dpkg -r while a feature holds host files: preremove's restore-host puts them back"
+# The daemon's stop restores nothing (a restart must not disturb), so a
+# removal with a feature in force relies on preremove running restore-host
+# after it stops the unit. The default config keeps the host's units off the
+# isolcpus= CPUs from the start, with no container.
+printf 'nriSocket: %s\nmetricsAddress: "127.0.0.1:19464"\nlogLevel: debug\n' "$W/nri.sock" > "$CONF"
+check "started with the default config" "$(timeout 150 systemctl start "$UNIT" && prop SubState)" "running"
+check "default config: system.slice loses the isolcpus= CPUs" "$(within 30 0-1,4-5 allowed system.slice)" "0-1,4-5"
+check "dpkg -r while it runs" "$(dpkg -r nri-cpupool >>/tmp/dpkg.log 2>&1 && echo removed)" "removed"
+info "preremove said: $(grep -i 'restore\|nri-cpupool:' /tmp/dpkg.log | tail -5 | tr '\n' ' ')"
+check "the host as before after dpkg -r (units, workqueue, IRQs)" "$(host)" "$BEFORE"
 check "the unit is gone" "$(systemctl show -p LoadState --value "$UNIT")" "not-found"
 check "the config stays after -r" "$([ -f "$CONF" ] && echo kept)" "kept"
 check "dpkg -P" "$(dpkg -P nri-cpupool >>/tmp/dpkg.log 2>&1 && echo purged)" "purged"
