@@ -7,6 +7,7 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,6 +33,15 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	d.prepareMu.Lock()
 	defer d.prepareMu.Unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	if !d.pools.Synced() {
+		// Placed now, a claim could get the CPUs of a container that
+		// runs on them: the daemon does not know it yet.
+		for _, claim := range claims {
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, ErrNotSynced)}
+		}
+		d.log.Warnf("DRA: preparing %d claims: %v", len(claims), ErrNotSynced)
+		return out, nil
+	}
 	var done []*resourceapi.ResourceClaim
 	undo := map[string]*Claim{} // claim UID -> record before this call (nil: none)
 	for _, claim := range claims {
@@ -80,6 +90,10 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	}
 	return out, nil
 }
+
+// ErrNotSynced refuses a Prepare before the runtime's first Synchronize
+// (Pools.Synced): the kubelet retries it.
+var ErrNotSynced = errors.New("the daemon has not synchronized with the container runtime yet, so it does not know which CPUs running containers hold; the kubelet retries")
 
 // prepare decides one claim in memory and returns its record from before.
 // A claim prepared before with the same allocation keeps each request whose

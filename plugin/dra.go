@@ -47,6 +47,16 @@ func (p *Plugin) Layout() (*sysfs.Topology, *allocator.Layout) {
 	return p.topo, p.alloc.Layout()
 }
 
+// Synced implements dracore.Pools: until the runtime's first Synchronize
+// the allocator knows no container (the state file is a memory, the
+// runtime the truth), so every CPU would look free to Place and Held.
+// Pinning does not wait for it: CreateContainer places as ever.
+func (p *Plugin) Synced() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.synced
+}
+
 // Held implements dracore.Pools: the CPUs of an exclusive pool that a
 // container, running or stopped and held for its pod, keeps from others.
 func (p *Plugin) Held(pool string) cpuset.CPUSet {
