@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -176,6 +177,14 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	d.setLocked(uid, c)
 	d.gen++
 	d.mu.Unlock()
+	// The CPUs were placed under the plugin's lock and recorded under
+	// the driver's: a config reload (or a CPU going offline) in between
+	// did not see them among the claims (Pending) and could take them
+	// out of their pool. Recorded now, any later reload sees them; one
+	// that came in between shows in the layout read again.
+	if err := d.placedStillFit(uid, before, c, kept); err != nil {
+		return nil, err
+	}
 	if before != nil {
 		// Requests of the claim's last allocation that reserve nothing
 		// now give their memory back.
@@ -253,13 +262,7 @@ func (d *Driver) reserveNew(uid string, before, c *Claim, kept []string) ([]stri
 		}
 		warning, err := d.pools.ReserveMemory(r.reservation(uid, name), true)
 		if err != nil {
-			for _, n := range done {
-				if old := before.request(n); old != nil && len(old.Memory) > 0 {
-					_, _ = d.pools.ReserveMemory(old.reservation(uid, n), false)
-				} else {
-					d.pools.ReleaseMemory([]string{memoryKey(uid, n)})
-				}
-			}
+			d.unreserveNew(uid, before, done)
 			return nil, fmt.Errorf("request %s: %w (the kubelet retries)", name, err)
 		}
 		done = append(done, name)
@@ -268,6 +271,62 @@ func (d *Driver) reserveNew(uid string, before, c *Claim, kept []string) ([]stri
 		}
 	}
 	return warnings, nil
+}
+
+// unreserveNew gives back what reserveNew reserved for these requests:
+// a request of the claim's record from before reserves as it did, any
+// other nothing.
+func (d *Driver) unreserveNew(uid string, before *Claim, names []string) {
+	for _, n := range names {
+		if old := before.request(n); old != nil && len(old.Memory) > 0 {
+			_, _ = d.pools.ReserveMemory(old.reservation(uid, n), false)
+		} else {
+			d.pools.ReleaseMemory([]string{memoryKey(uid, n)})
+		}
+	}
+}
+
+// placedStillFit checks the requests of c placed anew (not in kept),
+// just recorded, against the pools as laid out now. When one no longer
+// fits, the pools changed after it was placed: the claim's record and
+// memory are put back as they were before this Prepare (its kept requests
+// as they are now, a container may have bound one) and the Prepare fails;
+// the kubelet retries it, and the retry places it in the pools as they
+// are then.
+func (d *Driver) placedStillFit(uid string, before, c *Claim, kept []string) error {
+	topo, layout := d.pools.Layout()
+	var placed, misfit []string
+	for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
+		if slices.Contains(kept, name) {
+			continue
+		}
+		placed = append(placed, name)
+		if r := c.Requests[name]; !fits(r, topo, layout) {
+			misfit = append(misfit, fmt.Sprintf("request %s: CPUs %q are not all online CPUs of pool %s as now configured (%s)", name, r.CPUs, r.Pool, layout.Pool(r.Pool).String()))
+		}
+	}
+	if len(misfit) == 0 {
+		return nil
+	}
+	d.mu.Lock()
+	var restore *Claim
+	if before != nil {
+		restore = before.clone()
+		for _, name := range kept {
+			restore.Requests[name] = d.claims[uid].Requests[name]
+		}
+	}
+	d.setLocked(uid, restore)
+	d.gen++
+	d.mu.Unlock()
+	var memory []string
+	for _, name := range placed {
+		if len(c.Requests[name].Memory) > 0 {
+			memory = append(memory, name)
+		}
+	}
+	d.unreserveNew(uid, before, memory)
+	return fmt.Errorf("%s: the pools changed while it was placed (a config reload, or a CPU went offline); the kubelet retries", strings.Join(misfit, "; "))
 }
 
 // request is a claim's request by name, nil for none or no claim.
