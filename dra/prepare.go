@@ -412,9 +412,14 @@ func (d *Driver) result(claim *resourceapi.ResourceClaim) kubeletplugin.PrepareR
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin: the claims'
 // CPUs are released and their CDI specs removed. A claim this driver does
 // not know is fine (the kubelet may ask twice).
-func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	d.prepareMu.Lock()
 	defer d.prepareMu.Unlock()
+	return d.unprepareLocked(ctx, claims), nil
+}
+
+// unprepareLocked is UnprepareResourceClaims under prepareMu.
+func (d *Driver) unprepareLocked(_ context.Context, claims []kubeletplugin.NamespacedObject) map[types.UID]error {
 	out := make(map[types.UID]error, len(claims))
 	var gone, pods []string
 	released := map[string]*Claim{}
@@ -457,5 +462,5 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 			out[ref.UID] = err
 		}
 	}
-	return out, nil
+	return out
 }
