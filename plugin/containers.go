@@ -59,9 +59,13 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
 	}
-	if err := p.attachClaims(pod, ctr, &info); err != nil {
+	claims, err := p.attachClaims(pod, ctr, &info)
+	if err != nil {
 		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonClaim, Err: err})
 	}
+	// Refused from here on, the container takes nothing of its claims:
+	// the memory it was lent goes back.
+	defer p.detachClaims(&claims)
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return nil, nil, p.refuse(pod, ctr, err)
@@ -90,6 +94,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.liftPodQuotaLater(pod.GetId()) // the pod cgroup's quota goes too
 	}
 	p.bindGrant(tok, pod, ctr)
+	p.bindClaims(&claims)
 	p.stateChanged()
 	clock.Mark(clockRecord)
 	p.decisions.Infof("%v", decisionLine{who: who, pool: st.Pool, cpus: st.CPUs, shared: withSharedNote(st), mems: st.Mems})

@@ -360,9 +360,11 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	if _, err := p.attachGrant(pod, c, &info); err != nil {
 		return p.confine(pod, c, podRef(pod), who, err) // the token is bound by rebindGrants if it is placed
 	}
-	if err := p.attachClaims(pod, c, &info); err != nil {
+	claims, err := p.attachClaims(pod, c, &info)
+	if err != nil {
 		return p.confine(pod, c, podRef(pod), who, err)
 	}
+	defer p.detachClaims(&claims) // confined, it takes nothing of its claims
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return p.confine(pod, c, podRef(pod), who, err)
@@ -373,6 +375,7 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	}
 	res, how, err := p.alloc.Adopt(req, current, runtimeMems(c))
 	if err == nil {
+		p.bindClaims(&claims)
 		p.notePartitionSkipped(who, req)
 		p.noteNotAllowed(who, req)
 	}
