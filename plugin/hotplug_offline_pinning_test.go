@@ -50,6 +50,59 @@ func TestHotplugKubeletContainerRestartsWithItsCPUOffline(t *testing.T) {
 	assert.Eventually(t, func() bool { return f.cpus(again) == "6,14" }, 3*time.Second, 5*time.Millisecond, "runs on %s once 14 is back", f.cpus(again))
 }
 
+// every CPU of the shared pool goes offline (shared: {count: 2}
+// is 2,10) under a running shared container. Rebase skips a pool that is
+// empty, so the container's record, and every update it is sent, still
+// names only offline CPUs: the kernel then runs it on its parent's CPUs
+// (v2: the effective set falls back to the parent's; v1: its tasks move to
+// the parent cpuset), exclusive ones included. It must be given online
+// CPUs the plugin chooses (e.g. infra) while its pool has none.
+func TestHotplugSharedPoolAllOfflineRunsOnInfra(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktopCounted, statePath(f), fastHotplug)
+	require.Equal(t, "2,10", sharedNow(rp))
+	pod := f.runPod(podSpec{name: "web", annotations: map[string]string{"pool.cpupool.dev/pod": "shared"}})
+	web, _, err := f.createContainer(pod, "app", 500)
+	require.NoError(t, err)
+	require.Equal(t, "2,10", f.cpus(web))
+
+	setOnline(t, rp, 10, false)
+	require.Eventually(t, func() bool { return f.cpus(web) == "2" }, 3*time.Second, 5*time.Millisecond, "partial offline is followed")
+	setOnline(t, rp, 2, false)
+	require.Eventually(t, func() bool { return sharedNow(rp) == "" }, 3*time.Second, 5*time.Millisecond)
+	rp.p.mu.Lock()
+	infra := rp.p.alloc.PoolCPUs("infra")
+	a, _ := rp.p.alloc.Get(web.Id)
+	rp.p.mu.Unlock()
+	require.False(t, infra.IsEmpty())
+	assert.Equal(t, infra.String(), a.Cpuset().String(), "the shared member runs on infra while its pool is offline")
+	assert.Eventually(t, func() bool { return f.cpus(web) == infra.String() }, 3*time.Second, 5*time.Millisecond, "runtime: %s", f.cpus(web))
+	assert.Contains(t, rp.log.String(), "every CPU of pool shared is offline: its 1 container runs on CPUs "+infra.String()+" (pool infra)")
+
+	setOnline(t, rp, 2, true)
+	assert.Eventually(t, func() bool { return f.cpus(web) == "2" }, 3*time.Second, 5*time.Millisecond, "back on its pool: %s", f.cpus(web))
+}
+
+// cgroup v1: the kernel empties a cpuset whose CPUs all went offline and
+// never refills it. The shared container must be pinned to its pool again
+// when the pool's CPUs come back (it moved to infra meanwhile, and back).
+func TestHotplugSharedPoolBackOnlineRepinned(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktopCounted, statePath(f), fastHotplug)
+	pod := f.runPod(podSpec{name: "web", annotations: map[string]string{"pool.cpupool.dev/pod": "shared"}})
+	web, _, err := f.createContainer(pod, "app", 500)
+	require.NoError(t, err)
+	require.Equal(t, "2,10", f.cpus(web))
+	setOnline(t, rp, 2, false)
+	setOnline(t, rp, 10, false)
+	require.Eventually(t, func() bool { return sharedNow(rp) == "" }, 3*time.Second, 5*time.Millisecond)
+	f.setCPUs(web, "") // cgroup v1: the kernel emptied the cpuset, the tasks went to the parent
+	setOnline(t, rp, 2, true)
+	setOnline(t, rp, 10, true)
+	require.Eventually(t, func() bool { return sharedNow(rp) == "2,10" }, 3*time.Second, 5*time.Millisecond)
+	assert.Eventually(t, func() bool { return f.cpus(web) == "2,10" }, time.Second, 5*time.Millisecond, "shared container runs on %q after its pool came back", f.cpus(web))
+}
+
 // an exclusive container that also runs on the shared pool
 // keeps its offline CPU 12 in its record; when the shared pool then
 // changes (CPU 3 goes offline), the update the plugin sends names CPU 12.
@@ -91,4 +144,40 @@ func TestRunnableLeavesOutOfflineCPUs(t *testing.T) {
 	a.Shared = cpuset.New()
 	a.CPUs = mustCPUs(t, "12")
 	assert.Equal(t, "12", cpuUpdate(a, online, false).GetLinux().GetResources().GetCpu().GetCpus(), "never an empty cpuset")
+}
+
+// cgroup v1: while every CPU of both shared and infra is offline a shared
+// member has nothing else to run on, so its record stays on its pool's
+// CPUs, and v1 emptied its cpuset. When they come back the record is
+// unchanged, so no pool change sends it anything: giveBack must, for
+// members as for exclusive containers.
+func TestHotplugMemberGivenBackItsUnchangedCPUs(t *testing.T) {
+	node := testNode{fixture: "desktop-8c16t", config: `
+isolatedCPUs: "2-7,10-15"
+pools:
+  exclusive: {cpus: "3-7,11-15"}
+  shared: {cpus: "2,10"}
+`}
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, node, statePath(f), fastHotplug)
+	pod := f.runPod(podSpec{name: "web", annotations: map[string]string{"pool.cpupool.dev/pod": "shared"}})
+	web, _, err := f.createContainer(pod, "app", 500)
+	require.NoError(t, err)
+	require.Equal(t, "2,10", f.cpus(web))
+	for _, cpu := range []int{0, 1, 8, 9, 2, 10} {
+		setOnline(t, rp, cpu, false)
+	}
+	require.Eventually(t, func() bool { _, infra := layoutNow(rp); return sharedNow(rp) == "" && infra == "" }, 3*time.Second, 5*time.Millisecond)
+	assert.Contains(t, rp.log.String(), "every CPU of pools shared and infra is offline: their 1 container keeps its offline CPUs")
+	f.setCPUs(web, "") // cgroup v1: the kernel emptied the cpuset
+	// 2 and 10 come back (to infra: the config cannot be laid out without
+	// infra's CPUs; the shared member runs there, on them, again).
+	setOnline(t, rp, 2, true)
+	setOnline(t, rp, 10, true)
+	require.Eventually(t, func() bool { _, infra := layoutNow(rp); return infra == "2,10" }, 3*time.Second, 5*time.Millisecond)
+	rp.p.mu.Lock()
+	a, _ := rp.p.alloc.Get(web.Id)
+	rp.p.mu.Unlock()
+	require.Equal(t, "2,10", a.Cpuset().String(), "the record did not change")
+	assert.Eventually(t, func() bool { return f.cpus(web) == "2,10" }, time.Second, 5*time.Millisecond, "shared container runs on %q after its CPUs came back", f.cpus(web))
 }
