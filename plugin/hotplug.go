@@ -19,7 +19,9 @@ package plugin
 //
 // The watcher reads <sysfsRoot>/sys/devices/system/cpu/online, a few
 // bytes, every HotplugInterval, and reads the topology again only when it
-// changed, outside the lock.
+// changed, outside the lock. It also hears the kernel's CPU uevents
+// (uevents.go), for a CPU that goes offline and comes back between two
+// reads.
 
 import (
 	"bytes"
@@ -49,18 +51,31 @@ import (
 const HotplugInterval = 250 * time.Millisecond
 
 // hotplugWatch paces the watcher; interval 0 is HotplugInterval (tests
-// shorten it).
+// shorten it). uevents, when set, stands for the kernel's CPU uevents
+// (tests, whose sysfs trees are fakes); else the watcher listens to the
+// kernel's (uevents.go): sysfsRoot is the host's, as the DaemonSet's
+// /host is.
 type hotplugWatch struct {
 	interval time.Duration
+	uevents  <-chan cpuUevent
 }
 
 // watchHotplug follows the online CPUs until ctx ends.
 func (p *Plugin) watchHotplug(ctx context.Context) {
 	p.mu.Lock()
-	root, every, online := p.cfg.SysfsRoot, p.hotplug.interval, p.topo.Online
+	root, every, online, events := p.cfg.SysfsRoot, p.hotplug.interval, p.topo.Online, p.hotplug.uevents
 	p.mu.Unlock()
 	if every <= 0 {
 		every = HotplugInterval
+	}
+	if events == nil {
+		ch := make(chan cpuUevent, 16)
+		events = ch
+		proflabel.Go(proflabel.Hotplug, func() {
+			if err := cpuUevents(ctx, ch); err != nil {
+				p.log.Warnf("hotplug: %v; CPUs are followed by reading the online mask every %s alone, which misses a CPU that goes offline and comes back between two reads (on cgroup v1 its containers then lose it until the next change of the mask)", err, every)
+			}
+		})
 	}
 	path := filepath.Join(root, "sys/devices/system/cpu/online")
 	// The mask as the topology was read: no second discovery at start
@@ -77,6 +92,17 @@ func (p *Plugin) watchHotplug(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case ev := <-events:
+			// Only a CPU that came online matters here, and only once
+			// the pools have it (a change of the mask is followed at
+			// the next read, which gives it back): reading the mask,
+			// or the topology, at every event of a storm (SMT turned
+			// off takes half the CPUs offline one by one) is left to
+			// the ticker.
+			if ev.online {
+				p.giveBackFlipped(ev.cpu)
+			}
+			continue
 		case <-t.C:
 		}
 		now, err := os.ReadFile(path)
@@ -89,6 +115,26 @@ func (p *Plugin) watchHotplug(ctx context.Context) {
 		}
 		last = now
 	}
+}
+
+// giveBackFlipped gives CPU cpu (every online CPU for -1) back to its
+// containers after the kernel said it came online, also when the online
+// mask never showed it offline (it went and came back between two reads):
+// cgroup v1 dropped it from their cpusets all the same. A CPU the pools do
+// not have yet is given back when the next read of the mask brings it in
+// (applyHotplug); one they have already been given back may be sent again,
+// which changes nothing.
+func (p *Plugin) giveBackFlipped(cpu int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	back := p.topo.Online
+	if cpu >= 0 {
+		if !back.Contains(cpu) {
+			return
+		}
+		back = cpuset.New(cpu)
+	}
+	p.giveBack(p.alloc, back)
 }
 
 // checkHotplug reads the topology again and follows it if its online

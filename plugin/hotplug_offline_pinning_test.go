@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -180,4 +181,82 @@ pools:
 	rp.p.mu.Unlock()
 	require.Equal(t, "2,10", a.Cpuset().String(), "the record did not change")
 	assert.Eventually(t, func() bool { return f.cpus(web) == "2,10" }, time.Second, 5*time.Millisecond, "shared container runs on %q after its CPUs came back", f.cpus(web))
+}
+
+// A CPU that goes offline and comes back between two reads of the online
+// mask (every 250 ms) leaves the mask as it was, so the poll never sees
+// it; on cgroup v1 the kernel dropped the CPU from the exclusive
+// container's cpuset.cpus and does not put it back (f.setCPUs stands for
+// v1's loss, as in TestHotplugHeldCPU). The kernel's uevents say it: the
+// CPU is given back on its "online", whether or not the mask changed.
+func TestHotplugFastOfflineOnlineFlipGivenBack(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	events := make(chan cpuUevent)
+	startPlugin(t, f, desktop, statePath(f), func(p *Plugin) { p.hotplug.uevents = events }) // the shipped interval
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/pod": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.Equal(t, "4,12", f.cpus(fwd))
+	// The flip, between two reads of the mask: only the uevents show it.
+	f.setCPUs(fwd, "4") // cgroup v1 drops it
+	events <- cpuUevent{cpu: 12, online: false}
+	events <- cpuUevent{cpu: 12, online: true}
+	assert.Eventually(t, func() bool { return f.cpus(fwd) == "4,12" }, 2*time.Second, 10*time.Millisecond,
+		"fwd runs on %s after CPU 12 went offline and came back", f.cpus(fwd))
+
+	// Events were lost (the socket's buffer overflowed): every online CPU
+	// is given back.
+	f.setCPUs(fwd, "12")
+	events <- cpuUevent{cpu: -1, online: true}
+	assert.Eventually(t, func() bool { return f.cpus(fwd) == "4,12" }, 2*time.Second, 10*time.Millisecond, "fwd runs on %s", f.cpus(fwd))
+}
+
+// TestParseCPUUevent: the kernel's CPU online/offline messages are read;
+// anything else, and a malformed device path, is not.
+func TestParseCPUUevent(t *testing.T) {
+	msg := func(header string, env ...string) []byte {
+		b := []byte(header)
+		for _, kv := range env {
+			b = append(append(b, 0), kv...)
+		}
+		return append(b, 0)
+	}
+	for _, c := range []struct {
+		msg  []byte
+		want cpuUevent
+		ok   bool
+	}{
+		{msg("online@/devices/system/cpu/cpu12", "ACTION=online", "DEVPATH=/devices/system/cpu/cpu12", "SUBSYSTEM=cpu", "SEQNUM=4242"), cpuUevent{12, true}, true},
+		{msg("offline@/devices/system/cpu/cpu0", "ACTION=offline", "SUBSYSTEM=cpu"), cpuUevent{0, false}, true},
+		{msg("online@/devices/system/memory/memory3", "SUBSYSTEM=memory"), cpuUevent{}, false},
+		{msg("online@/devices/system/memory/12"), cpuUevent{}, false}, // as long as a CPU's path
+		{msg("add@/devices/system/cpu/cpu3", "SUBSYSTEM=cpu"), cpuUevent{}, false},
+		{msg("change@/devices/system/cpu/cpufreq/policy3"), cpuUevent{}, false},
+		{msg("online@/devices/system/cpu/cpu"), cpuUevent{}, false},
+		{msg("online@/devices/system/cpu/cpu12/cache"), cpuUevent{}, false},
+		{msg("online@/devices/system/cpu/cpu123456789"), cpuUevent{}, false},
+		{msg("libudev"), cpuUevent{}, false},
+		{nil, cpuUevent{}, false},
+	} {
+		got, ok := parseCPUUevent(c.msg)
+		assert.Equal(t, c.ok, ok, "%q", c.msg)
+		assert.Equal(t, c.want, got, "%q", c.msg)
+	}
+}
+
+// TestCPUUeventsListens: the kernel's uevent socket opens as the daemon's
+// user (no capability is needed to hear the kernel's messages) and the
+// listener ends with its context.
+func TestCPUUeventsListens(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cpuUevents(ctx, make(chan cpuUevent)) }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(3 * ueventPoll):
+		t.Fatal("the listener did not end with its context")
+	}
 }
