@@ -120,11 +120,11 @@ func TestHotplugUpdateLeavesOutOfflineCPUs(t *testing.T) {
 	setOnline(t, rp, 12, false)
 	require.Eventually(t, func() bool { return testutil.ToFloat64(rp.p.metrics.offlineHeld) == 1 }, 3*time.Second, 5*time.Millisecond)
 	setOnline(t, rp, 3, false)
-	require.Eventually(t, func() bool { return !mustCPUs(t, f.cpus(fwd)).Contains(3) }, 3*time.Second, 5*time.Millisecond, "%s", f.cpus(fwd))
-	assert.False(t, mustCPUs(t, f.cpus(fwd)).Contains(12), "update sent with offline CPU 12: %s", f.cpus(fwd))
+	require.Eventually(t, func() bool { return !cpusParsed(t, f.cpus(fwd)).Contains(3) }, 3*time.Second, 5*time.Millisecond, "%s", f.cpus(fwd))
+	assert.False(t, cpusParsed(t, f.cpus(fwd)).Contains(12), "update sent with offline CPU 12: %s", f.cpus(fwd))
 }
 
-func mustCPUs(t *testing.T, s string) cpuset.CPUSet {
+func cpusParsed(t *testing.T, s string) cpuset.CPUSet {
 	t.Helper()
 	set, err := cpuset.Parse(s)
 	require.NoError(t, err)
@@ -138,12 +138,12 @@ func TestRunnableLeavesOutOfflineCPUs(t *testing.T) {
 	for _, c := range []struct{ cpus, want string }{
 		{"4,12", "4"}, {"2-4,10-12", "2-4,10-11"}, {"4", "4"}, {"12", "12"}, {"", ""},
 	} {
-		assert.Equal(t, c.want, runnable(mustCPUs(t, c.cpus), online).String(), "cpus %s", c.cpus)
+		assert.Equal(t, c.want, runnable(cpusParsed(t, c.cpus), online).String(), "cpus %s", c.cpus)
 	}
-	a := allocator.Assignment{ID: "x", Pool: "exclusive", CPUs: mustCPUs(t, "4,12"), WithShared: true, Shared: mustCPUs(t, "2-3,10-11")}
+	a := allocator.Assignment{ID: "x", Pool: "exclusive", CPUs: cpusParsed(t, "4,12"), WithShared: true, Shared: cpusParsed(t, "2-3,10-11")}
 	assert.Equal(t, "2-4,10-11", cpuUpdate(a, online, false).GetLinux().GetResources().GetCpu().GetCpus())
 	a.Shared = cpuset.New()
-	a.CPUs = mustCPUs(t, "12")
+	a.CPUs = cpusParsed(t, "12")
 	assert.Equal(t, "12", cpuUpdate(a, online, false).GetLinux().GetResources().GetCpu().GetCpus(), "never an empty cpuset")
 }
 
