@@ -256,14 +256,30 @@ func (a *Allocator) followInfra(before infraMark) ([]Assignment, bool) {
 	if cpulist.Equal(now, before.cpus) {
 		return nil, false // changed and changed back (a CPU lent and returned)
 	}
+	// While every CPU of the shared pool is offline its members, and the
+	// shared part of exclusive containers that asked for it, run on infra
+	// (MembersCPUs): they follow it too.
+	sharedOnInfra := !now.IsEmpty() && a.PoolCPUs(pools.Shared).IsEmpty()
 	var updates []Assignment
 	for _, id := range a.sortedIDs() {
 		c := a.containers[id]
-		if c.Pool == pools.Infra && !cpulist.Equal(c.CPUs, now) {
+		switch {
+		case c.Pool == pools.Infra || sharedOnInfra && c.Pool == pools.Shared:
+			if cpulist.Equal(c.CPUs, now) {
+				continue
+			}
 			c.CPUs = now
 			c.Mems = a.memsFor(now)
-			updates = append(updates, *c)
+		case sharedOnInfra && c.WithShared && pools.IsExclusive(c.Pool):
+			part := now.Difference(c.Held())
+			if part.IsEmpty() || cpulist.Equal(c.Shared, part) {
+				continue
+			}
+			c.Shared = part
+		default:
+			continue
 		}
+		updates = append(updates, *c)
 	}
 	return updates, true
 }
@@ -303,6 +319,25 @@ func (a *Allocator) PoolCPUs(pool string) cpuset.CPUSet {
 		return *a.infraCPUs
 	}
 	return a.poolLessHeld(cpus)
+}
+
+// MembersCPUs is where the members of pool shared or infra run now: the
+// pool's CPUs (PoolCPUs), or while it has none (every CPU of it went
+// offline), the other pool's, and the shared part of exclusive containers
+// that asked for it with them. Left on their offline CPUs they would run
+// where the kernel puts them: on their parent cgroup's CPUs (v2 falls back
+// to the parent's effective CPUs, v1 moves the tasks to the parent
+// cpuset), exclusive ones included. They move back when a CPU of their
+// pool comes online (Rebase). Empty only when both pools are.
+func (a *Allocator) MembersCPUs(pool string) cpuset.CPUSet {
+	if cpus := a.PoolCPUs(pool); !cpus.IsEmpty() {
+		return cpus
+	}
+	other := pools.Infra
+	if pool == pools.Infra {
+		other = pools.Shared
+	}
+	return a.PoolCPUs(other)
 }
 
 // poolLessHeld is cpus without those an exclusive container holds.

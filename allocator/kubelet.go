@@ -16,7 +16,11 @@ import (
 // its checkpoint and the real cpuset agree.
 
 // placeExact checks CPUs the kubelet allocated: all in the pool, online and
-// held by nobody.
+// held by nobody. A CPU of the pod's own hold that is offline is the one
+// exception: the container restarts on the others and keeps it, as a
+// running container keeps a CPU the kernel took offline under it (it is
+// its own, handed to no one else, and given back when it comes online),
+// so that a restart never waits for a CPU to come back.
 func (a *Allocator) placeExact(req Request) (cpuset.CPUSet, error) {
 	who := "container " + req.Pod.ContainerName(req.Container)
 	// The pod's own holds (this container's last run, a completed init
@@ -25,13 +29,23 @@ func (a *Allocator) placeExact(req Request) (cpuset.CPUSet, error) {
 	// with another config, or an upgrade that lends fewer CPUs), since the
 	// pod runs there already and nothing running moves.
 	reusable := a.reusableFor(req)
+	ids, online := req.CPUs.List(), 0
+	for _, id := range ids {
+		switch {
+		case a.x.online(id):
+			online++
+		case !reusable.Contains(id):
+			// Offline, so in no pool: said as it is.
+			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, which is not online", who, id)
+		}
+	}
+	if online == 0 {
+		return cpuset.New(), fmt.Errorf("%s was given %s by the kubelet, held for its pod, and none of them is online: it can run again once one comes back online", who, plural.CPUs(req.CPUs))
+	}
 	if out := req.CPUs.Difference(a.layout.Pool(req.Pool)).Difference(reusable); !out.IsEmpty() {
 		return cpuset.New(), fmt.Errorf("%s was given %s by the kubelet, outside %s as now configured", who, plural.CPUs(out), poolAsConfigured(req.Pool, a.layout.Pool(req.Pool)))
 	}
-	for _, id := range req.CPUs.List() {
-		if !a.x.online(id) {
-			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, which is not online", who, id)
-		}
+	for _, id := range ids {
 		if o := a.owner[id]; o != "" && !reusable.Contains(id) {
 			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, but container %s still holds it (its pod is ending; the kubelet retries the creation)", who, id, o)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // TestPolicyWithDevicePlugin: the resource decides the pool; annotations
@@ -110,4 +111,47 @@ func TestExactPlacement(t *testing.T) {
 	assert.Equal(t, 2, got.Size())
 	assert.True(t, got.IsSubsetOf(free))
 	assert.True(t, free.Equals(a.FreeCPUs(pools.Exclusive)), "Preferred changes nothing")
+}
+
+// TestExactPlacementOfflineHeldCPU: a container of the kubelet's devices
+// (or of a claim) restarted while a CPU of its pod's hold is offline
+// starts on the others and keeps the offline one, as a running container
+// keeps it; a CPU its pod never held that is offline is refused, and so
+// is a restart none of whose CPUs is online.
+func TestExactPlacementOfflineHeldCPU(t *testing.T) {
+	cfgYAML := "isolatedCPUs: \"2-7,10-15\"\npools: {exclusive: {cpus: \"4-7,12-15\"}}\n"
+	a := newAllocator(t, "desktop-8c16t", cfgYAML)
+	pod := PodRef{Namespace: "ns", Name: "dpdk", UID: "uid-dpdk"}
+	req := func(id string, cpus ...int) Request {
+		return Request{ID: id, Pod: pod, Container: "app", Pool: pools.Exclusive, CPUs: cpuset.New(cpus...)}
+	}
+	_, err := a.Allocate(req("run1", 6, 14))
+	require.NoError(t, err)
+	off := withOffline(a.Topology(), 14, 15)
+	l, _ := HotplugLayout(a.Layout(), off, parseConfig(t, cfgYAML))
+	a, _ = a.Rebase(off, l)
+	a.Stop("run1", nil)
+
+	_, err = a.Allocate(req("stranger", 15))
+	require.ErrorContains(t, err, "was given CPU 15 by the kubelet, which is not online", "15 was never the pod's")
+	other := Request{ID: "other", Pod: PodRef{Namespace: "ns", Name: "x", UID: "uid-x"}, Container: "app", Pool: pools.Exclusive, CPUs: cpuset.New(7, 14)}
+	_, err = a.Allocate(other)
+	require.ErrorContains(t, err, "CPU 14 by the kubelet, which is not online", "another pod's hold is not this pod's")
+
+	res, err := a.Allocate(req("run2", 6, 14))
+	require.NoError(t, err, "its own hold's offline CPU")
+	assert.Equal(t, "6,14", res.Assignment.CPUs.String(), "the record keeps the offline CPU")
+	assert.Equal(t, map[string]cpuset.CPUSet{"run2": cpuset.New(14)}, a.OfflineHeld())
+
+	a.Stop("run2", nil)
+	b, _ := a.Rebase(withOffline(a.Topology(), 6), mustHotplug(t, a, withOffline(a.Topology(), 6), cfgYAML))
+	_, err = b.Allocate(req("run3", 6, 14))
+	require.ErrorContains(t, err, "none of them is online")
+}
+
+func mustHotplug(t *testing.T, a *Allocator, topo *sysfs.Topology, cfgYAML string) *Layout {
+	t.Helper()
+	l, problems := HotplugLayout(a.Layout(), topo, parseConfig(t, cfgYAML))
+	require.False(t, problems.HasErrors(), "%v", problems)
+	return l
 }

@@ -136,7 +136,8 @@ func outside(as Assignment, layout *Layout) cpuset.CPUSet {
 // container and hold of the receiver on exactly the CPUs it has now, and
 // the shared and infra members, and the shared part of exclusive
 // containers that run on the shared pool too, that follow their pool as
-// the new layout has it (moved). It decides nothing: CPUs going offline
+// the new layout has it (moved), or while every CPU of their pool is
+// offline, the other pool of members (MembersCPUs). It decides nothing: CPUs going offline
 // is what the kernel did (Relayout decides a reload). An exclusive CPU
 // that is offline, in no pool of the layout, stays owned by its container
 // or hold, so that it is never handed out while its owner lives, whether
@@ -173,8 +174,10 @@ func (a *Allocator) Rebase(topo *sysfs.Topology, layout *Layout) (*Allocator, []
 		own(&h.Assignment)
 	}
 	var moved []Assignment
-	infra := n.PoolCPUs(pools.Infra)
-	shared := n.PoolCPUs(pools.Shared)
+	// Members of a pool whose CPUs are all offline run on the other pool
+	// meanwhile (MembersCPUs), not on their offline CPUs.
+	infra := n.MembersCPUs(pools.Infra)
+	shared := n.MembersCPUs(pools.Shared)
 	for _, id := range n.sortedIDs() {
 		c := n.containers[id]
 		switch {

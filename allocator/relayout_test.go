@@ -259,3 +259,55 @@ func TestDefaultPoolIsolatedNeverLends(t *testing.T) {
 	require.True(t, problems.HasErrors(), "%v", problems)
 	assert.Contains(t, problems.Error(), "has no CPU to lend on this node (infra 0-1,6-9,14-15, reserved 0-1, isolated 6-9,14-15")
 }
+
+// TestHotplugSharedPoolOfflineRunsOnInfra: while every CPU of the shared
+// pool is offline, its members and the shared part of exclusive
+// containers that asked for it run on infra, never only on offline CPUs
+// (the kernel would run them on their parent's CPUs, exclusive ones
+// included); they follow infra while there (a CPU lent to
+// exclusive-non-isolcpus leaves them), and move back when the pool's CPUs
+// come online.
+func TestHotplugSharedPoolOfflineRunsOnInfra(t *testing.T) {
+	yaml := `{isolatedCPUs: "2-7,10-15", reservedCPUs: "0,8", pools: {exclusive: {cpus: "4-7,12-15"}, shared: {cpus: "2-3,10-11"}, exclusive-non-isolcpus: {enabled: true}}}`
+	a := newAllocator(t, "desktop-8c16t", yaml)
+	_, err := a.Allocate(shared("s"))
+	require.NoError(t, err)
+	x := exclusive("x", 1)
+	x.WithShared = true
+	_, err = a.Allocate(x)
+	require.NoError(t, err)
+	full := a.Topology()
+	require.Equal(t, "0-1,8-9", a.PoolCPUs(pools.Infra).String())
+
+	off := withOffline(full, 2, 3, 10, 11)
+	b, moved := a.Rebase(off, mustHotplug(t, a, off, yaml))
+	require.True(t, b.PoolCPUs(pools.Shared).IsEmpty())
+	assert.Len(t, moved, 2)
+	s, _ := b.Get("s")
+	assert.Equal(t, "0-1,8-9", s.CPUs.String(), "the shared member runs on infra")
+	xa, _ := b.Get("x")
+	assert.Equal(t, "0-1,8-9", xa.Shared.String(), "so does x's shared part")
+
+	y := exclusive("y", 1)
+	y.Pool = pools.ExclusiveNonIsolcpus
+	res, err := b.Allocate(y)
+	require.NoError(t, err)
+	lent := res.Assignment.CPUs
+	require.Equal(t, 1, lent.Size())
+	s, _ = b.Get("s")
+	xa, _ = b.Get("x")
+	assert.False(t, s.CPUs.Contains(lent.List()[0]), "infra lent %s to y: s leaves it (%s)", lent, s.CPUs)
+	assert.False(t, xa.Shared.Contains(lent.List()[0]), "and x's shared part too (%s)", xa.Shared)
+	ids := []string{}
+	for _, u := range res.Updates {
+		ids = append(ids, u.ID)
+	}
+	assert.Subset(t, ids, []string{"s", "x"}, "both are updated")
+
+	c, moved := b.Rebase(full, mustHotplug(t, b, full, yaml))
+	assert.Len(t, moved, 2)
+	s, _ = c.Get("s")
+	assert.Equal(t, "2-3,10-11", s.CPUs.String(), "back on its pool")
+	xa, _ = c.Get("x")
+	assert.Equal(t, "2-3,10-11", xa.Shared.String())
+}

@@ -9,21 +9,37 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// Bind finds the claims a container shows in its environment (see Tokens)
-// and gives it their CPUs. The first container that shows a request's
-// token owns the request: any other container, of the pod or of another
-// pod, is refused, and a pod the claim was not reserved for when it was
-// prepared gets nothing from a request nobody owns yet. A container may
-// show several requests (of one claim or several) of one pool; it gets
-// all their CPUs. ok is false when the environment shows no token.
+// Bind is Lookup and Commit in one: it finds the claims a container shows
+// and binds it to them. The plugin uses it for a container that runs
+// already (the runtime's Synchronize reports it with its variables); a
+// container being created is looked up first and bound only once it is
+// placed (Lookup, then Commit), so that a creation refused after the
+// lookup takes nothing.
 //
-// Bind changes the bindings in memory; keepWritten writes them in the
-// background, retrying a failed write. A binding lost to a kill -9 before
-// that write is made again at the runtime's Synchronize, which reports the
-// running container with its variables (the plugin binds the claims of the
+// A binding is made in memory; keepWritten writes it in the background,
+// retrying a failed write. A binding lost to a kill -9 before that write
+// is made again at the runtime's Synchronize, which reports the running
+// container with its variables (the plugin binds the claims of the
 // containers it knows before it places any other), and by the same
 // container, which the kubelet re-creates with the same variables.
-func (d *Driver) Bind(env []string, ctr Container) (g Grant, ok bool, err error) {
+func (d *Driver) Bind(env []string, ctr Container) (Grant, bool, error) {
+	g, ok, err := d.Lookup(env, ctr)
+	if err != nil || !ok {
+		return g, ok, err
+	}
+	d.Commit(g, ctr)
+	return g, true, nil
+}
+
+// Lookup finds the claims a container shows in its environment (see
+// Tokens) and the CPUs they give it, and changes nothing. The first
+// container that shows a request's token owns the request (Commit): any
+// other container, of the pod or of another pod, is refused, and a pod
+// the claim was not reserved for when it was prepared gets nothing from a
+// request nobody owns yet. A container may show several requests (of one
+// claim or several) of one pool; it gets all their CPUs. ok is false when
+// the environment shows no token.
+func (d *Driver) Lookup(env []string, ctr Container) (g Grant, ok bool, err error) {
 	tokens, err := Tokens(env)
 	if err != nil {
 		return Grant{}, true, err
@@ -33,11 +49,6 @@ func (d *Driver) Bind(env []string, ctr Container) (g Grant, ok bool, err error)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	type bound struct {
-		req   *Request
-		claim string
-	}
-	var todo []bound
 	g.CPUs = cpuset.New()
 	for _, tok := range tokens {
 		ref, known := d.byToken[tok]
@@ -70,13 +81,32 @@ func (d *Driver) Bind(env []string, ctr Container) (g Grant, ok bool, err error)
 		g.CPUs = g.CPUs.Union(r.CPUSet())
 		g.Claims = append(g.Claims, name)
 		g.Keys = append(g.Keys, memoryKey(ref.claim, ref.request))
-		todo = append(todo, bound{r, ref.claim})
 	}
+	g.Tokens = tokens
+	return g, true, nil
+}
+
+// Commit binds the container to the requests of a grant Lookup gave it,
+// once the plugin placed it: each request no container owns yet is its
+// own from now on. The plugin looks up and commits under its lock, which
+// every binding is made under, so no other container can take a request
+// in between; a Prepare or Unprepare can, by replacing the claim, and a
+// token it made unknown is left as it is (the container runs on the CPUs
+// it was given; the claim's new CPUs are its next container's).
+func (d *Driver) Commit(g Grant, ctr Container) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	changed := false
-	for _, b := range todo {
-		if b.req.PodUID == "" {
-			b.req.PodUID, b.req.Container = ctr.PodUID, ctr.Name
-			d.encodeLocked(b.claim)
+	for _, tok := range g.Tokens {
+		ref, known := d.byToken[tok]
+		if !known {
+			d.log.Warnf("DRA: container %s: a claim it showed was prepared again or unprepared while it was placed; not bound to it", ctr)
+			continue
+		}
+		r := d.claims[ref.claim].Requests[ref.request]
+		if r.PodUID == "" {
+			r.PodUID, r.Container = ctr.PodUID, ctr.Name
+			d.encodeLocked(ref.claim)
 			changed = true
 		}
 	}
@@ -84,7 +114,6 @@ func (d *Driver) Bind(env []string, ctr Container) (g Grant, ok bool, err error)
 		d.gen++
 		d.signal(d.dirty)
 	}
-	return g, true, nil
 }
 
 // Pending lists the requests of the prepared claims that no container has

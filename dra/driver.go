@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -54,6 +55,9 @@ type Driver struct {
 	// retry paces the writes that failed and the attempts to serve the
 	// kubelet.
 	retry retry
+	// staleTimeout bounds each claim's check in ForgetStale
+	// (staleCheckTimeout; tests shorten it).
+	staleTimeout time.Duration
 
 	// statusMu guards status, which Serve sets and metrics read.
 	statusMu   sync.Mutex
@@ -98,7 +102,7 @@ func New(p Pools, o Options) (*Driver, error) {
 	default:
 		return nil, fmt.Errorf("DRA driver: unknown device model %q; use %s", o.Model, strings.Join(Models(), " or "))
 	}
-	d := &Driver{pools: p, nodeName: o.NodeName, model: o.Model, cdiDir: o.CDIDir, log: o.Log, store: newStore(o.ClaimsFile), retry: defaultRetry,
+	d := &Driver{pools: p, nodeName: o.NodeName, model: o.Model, cdiDir: o.CDIDir, log: o.Log, store: newStore(o.ClaimsFile), retry: defaultRetry, staleTimeout: staleCheckTimeout,
 		byToken: map[string]tokenRef{}, claimed: cpuset.New(), enc: map[string][]byte{}, dirty: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	claims, warning, err := d.store.load()
 	if err != nil {

@@ -7,9 +7,11 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,6 +34,15 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	d.prepareMu.Lock()
 	defer d.prepareMu.Unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	if !d.pools.Synced() {
+		// Placed now, a claim could get the CPUs of a container that
+		// runs on them: the daemon does not know it yet.
+		for _, claim := range claims {
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, ErrNotSynced)}
+		}
+		d.log.Warnf("DRA: preparing %d claims: %v", len(claims), ErrNotSynced)
+		return out, nil
+	}
 	var done []*resourceapi.ResourceClaim
 	undo := map[string]*Claim{} // claim UID -> record before this call (nil: none)
 	for _, claim := range claims {
@@ -80,6 +91,10 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	}
 	return out, nil
 }
+
+// ErrNotSynced refuses a Prepare before the runtime's first Synchronize
+// (Pools.Synced): the kubelet retries it.
+var ErrNotSynced = errors.New("the daemon has not synchronized with the container runtime yet, so it does not know which CPUs running containers hold; the kubelet retries")
 
 // prepare decides one claim in memory and returns its record from before.
 // A claim prepared before with the same allocation keeps each request whose
@@ -162,6 +177,14 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	d.setLocked(uid, c)
 	d.gen++
 	d.mu.Unlock()
+	// The CPUs were placed under the plugin's lock and recorded under
+	// the driver's: a config reload (or a CPU going offline) in between
+	// did not see them among the claims (Pending) and could take them
+	// out of their pool. Recorded now, any later reload sees them; one
+	// that came in between shows in the layout read again.
+	if err := d.placedStillFit(uid, before, c, kept); err != nil {
+		return nil, err
+	}
 	if before != nil {
 		// Requests of the claim's last allocation that reserve nothing
 		// now give their memory back.
@@ -239,13 +262,7 @@ func (d *Driver) reserveNew(uid string, before, c *Claim, kept []string) ([]stri
 		}
 		warning, err := d.pools.ReserveMemory(r.reservation(uid, name), true)
 		if err != nil {
-			for _, n := range done {
-				if old := before.request(n); old != nil && len(old.Memory) > 0 {
-					_, _ = d.pools.ReserveMemory(old.reservation(uid, n), false)
-				} else {
-					d.pools.ReleaseMemory([]string{memoryKey(uid, n)})
-				}
-			}
+			d.unreserveNew(uid, before, done)
 			return nil, fmt.Errorf("request %s: %w (the kubelet retries)", name, err)
 		}
 		done = append(done, name)
@@ -254,6 +271,62 @@ func (d *Driver) reserveNew(uid string, before, c *Claim, kept []string) ([]stri
 		}
 	}
 	return warnings, nil
+}
+
+// unreserveNew gives back what reserveNew reserved for these requests:
+// a request of the claim's record from before reserves as it did, any
+// other nothing.
+func (d *Driver) unreserveNew(uid string, before *Claim, names []string) {
+	for _, n := range names {
+		if old := before.request(n); old != nil && len(old.Memory) > 0 {
+			_, _ = d.pools.ReserveMemory(old.reservation(uid, n), false)
+		} else {
+			d.pools.ReleaseMemory([]string{memoryKey(uid, n)})
+		}
+	}
+}
+
+// placedStillFit checks the requests of c placed anew (not in kept),
+// just recorded, against the pools as laid out now. When one no longer
+// fits, the pools changed after it was placed: the claim's record and
+// memory are put back as they were before this Prepare (its kept requests
+// as they are now, a container may have bound one) and the Prepare fails;
+// the kubelet retries it, and the retry places it in the pools as they
+// are then.
+func (d *Driver) placedStillFit(uid string, before, c *Claim, kept []string) error {
+	topo, layout := d.pools.Layout()
+	var placed, misfit []string
+	for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
+		if slices.Contains(kept, name) {
+			continue
+		}
+		placed = append(placed, name)
+		if r := c.Requests[name]; !fits(r, topo, layout) {
+			misfit = append(misfit, fmt.Sprintf("request %s: CPUs %q are not all online CPUs of pool %s as now configured (%s)", name, r.CPUs, r.Pool, layout.Pool(r.Pool).String()))
+		}
+	}
+	if len(misfit) == 0 {
+		return nil
+	}
+	d.mu.Lock()
+	var restore *Claim
+	if before != nil {
+		restore = before.clone()
+		for _, name := range kept {
+			restore.Requests[name] = d.claims[uid].Requests[name]
+		}
+	}
+	d.setLocked(uid, restore)
+	d.gen++
+	d.mu.Unlock()
+	var memory []string
+	for _, name := range placed {
+		if len(c.Requests[name].Memory) > 0 {
+			memory = append(memory, name)
+		}
+	}
+	d.unreserveNew(uid, before, memory)
+	return fmt.Errorf("%s: the pools changed while it was placed (a config reload, or a CPU went offline); the kubelet retries", strings.Join(misfit, "; "))
 }
 
 // request is a claim's request by name, nil for none or no claim.
@@ -339,9 +412,14 @@ func (d *Driver) result(claim *resourceapi.ResourceClaim) kubeletplugin.PrepareR
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin: the claims'
 // CPUs are released and their CDI specs removed. A claim this driver does
 // not know is fine (the kubelet may ask twice).
-func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	d.prepareMu.Lock()
 	defer d.prepareMu.Unlock()
+	return d.unprepareLocked(ctx, claims), nil
+}
+
+// unprepareLocked is UnprepareResourceClaims under prepareMu.
+func (d *Driver) unprepareLocked(_ context.Context, claims []kubeletplugin.NamespacedObject) map[types.UID]error {
 	out := make(map[types.UID]error, len(claims))
 	var gone, pods []string
 	released := map[string]*Claim{}
@@ -384,5 +462,5 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 			out[ref.UID] = err
 		}
 	}
-	return out, nil
+	return out
 }

@@ -65,10 +65,16 @@ func (d *Driver) memoryHeldLocked() map[int]string {
 }
 
 // Run publishes the slices whenever the pools or the claims change, until
-// ctx ends. Serve writes the bindings (keepWritten).
+// ctx ends, once the daemon has synchronized with the runtime (Synced).
+// Serve writes the bindings (keepWritten).
 func (d *Driver) Run(ctx context.Context, publish func(resourceslice.DriverResources) error) {
 	var last []Group
 	republish := func() {
+		if !d.pools.Synced() {
+			// Every CPU would look free: the slices wait for the
+			// runtime's first Synchronize, which signals Changed.
+			return
+		}
 		groups := d.Offer()
 		if last != nil && reflect.DeepEqual(groups, last) {
 			return

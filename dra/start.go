@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
 
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,8 +70,9 @@ type Paths struct {
 // Serve registers the driver with the kubelet, serves its DRA gRPC API,
 // publishes the ResourceSlices and keeps them current, and writes the
 // claims file in the background, until ctx ends. Claims the driver
-// remembers that the API server no longer has are forgotten first: their
-// pods ended while nobody unprepared them.
+// remembers that no pod of this node can use any more are forgotten
+// meanwhile, in the background (ForgetStale): their pods ended while
+// nobody unprepared them.
 //
 // Serve never gives up before ctx ends, and returns only the error of the
 // claims file's last write: the NRI side pins containers whatever the
@@ -87,7 +91,13 @@ func (d *Driver) Serve(ctx context.Context, connect Connect, paths Paths) error 
 	written := make(chan error, 1)
 	go func() { written <- d.keepWritten(ctx) }()
 	if client := d.connect(ctx, connect); client != nil {
-		d.ForgetStale(ctx, client)
+		// In the background: an API server that does not answer must not
+		// keep the driver from the kubelet, whose Unprepare needs none.
+		forgot := make(chan struct{})
+		go func() {
+			defer close(forgot)
+			d.ForgetStale(ctx, client)
+		}()
 		wait := d.retry.initial
 		for ctx.Err() == nil {
 			if d.serveKubelet(ctx, client, paths) {
@@ -99,6 +109,7 @@ func (d *Driver) Serve(ctx context.Context, connect Connect, paths Paths) error 
 			}
 			wait = min(wait*2, d.retry.max)
 		}
+		<-forgot // its Gets end with ctx
 	}
 	err := <-written
 	d.setState(StateStopped, "")
@@ -189,29 +200,94 @@ func (d *Driver) watchRegistration(ctx context.Context, req any, info *grpc.Unar
 	return resp, err
 }
 
-// ForgetStale releases the claims whose ResourceClaim is gone from the API
-// server (or was replaced by another of the same name): the kubelet will
-// never unprepare them, for example after the node was down while their
-// pods were deleted. A claim that cannot be checked is kept.
+// staleCheckTimeout bounds each claim's Get in ForgetStale: a claim
+// whose check does not answer in time is kept, and the next is checked.
+const staleCheckTimeout = 10 * time.Second
+
+// ForgetStale releases the claims that no pod on this node can use any
+// more, which the kubelet will never unprepare: their ResourceClaim is
+// gone from the API server, or was replaced by another of the same name
+// (for example after the node was down while their pods were deleted);
+// or it is still there but deallocated, allocated from another node's
+// pool, or reserved for no pod (a resourceClaimName claim outlives its
+// pods, and an Unprepare whose write was lost to a kill -9 told the
+// kubelet it was done). A claim that cannot be checked is kept.
+//
+// It runs beside Prepare and Unprepare (Serve starts it in the
+// background): a claim is forgotten only if no Prepare recorded it again
+// since it was checked.
 func (d *Driver) ForgetStale(ctx context.Context, client kubernetes.Interface) {
-	var stale []kubeletplugin.NamespacedObject
-	for uid, c := range d.Claims() {
-		got, err := client.ResourceV1().ResourceClaims(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			d.log.Warnf("DRA: checking claim %s/%s: %v; keeping it", c.Namespace, c.Name, err)
-			continue
-		case string(got.UID) == uid:
+	d.mu.Lock()
+	checked := make(map[string]*Claim, len(d.claims))
+	for uid, c := range d.claims {
+		checked[uid] = c
+	}
+	d.mu.Unlock()
+	stale := map[string]string{} // claim UID -> why
+	for _, uid := range slices.Sorted(maps.Keys(checked)) {
+		// Namespace and name never change in a record: no lock needed.
+		c := checked[uid]
+		get, cancel := context.WithTimeout(ctx, d.staleTimeout)
+		got, err := client.ResourceV1().ResourceClaims(c.Namespace).Get(get, c.Name, metav1.GetOptions{})
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if apierrors.IsNotFound(err) {
+			stale[uid] = "the API server no longer has it"
 			continue
 		}
-		stale = append(stale, kubeletplugin.NamespacedObject{UID: types.UID(uid), NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+		if err != nil {
+			d.log.Warnf("DRA: checking claim %s/%s: %v; keeping it", c.Namespace, c.Name, err)
+			continue
+		}
+		if why := d.unusable(uid, got); why != "" {
+			stale[uid] = why
+		}
 	}
+	d.forget(ctx, checked, stale)
+}
+
+// unusable says why no pod on this node can use the claim as the API
+// server has it; empty when one may.
+func (d *Driver) unusable(uid string, got *resourceapi.ResourceClaim) string {
+	switch {
+	case string(got.UID) != uid:
+		return "the API server has another claim of that name (" + string(got.UID) + ")"
+	case got.Status.Allocation == nil:
+		return "it is deallocated"
+	case len(reservedPods(got)) == 0:
+		return "it is reserved for no pod"
+	}
+	for _, r := range got.Status.Allocation.Devices.Results {
+		if r.Driver == DriverName && r.Pool == d.nodeName {
+			return ""
+		}
+	}
+	return "it is allocated no device of this node's pool " + d.nodeName
+}
+
+// forget unprepares the stale claims still recorded as they were checked:
+// one a Prepare recorded since (a new record) is the kubelet's again.
+func (d *Driver) forget(ctx context.Context, checked map[string]*Claim, stale map[string]string) {
 	if len(stale) == 0 {
 		return
 	}
-	d.log.Infof("DRA: forgetting %d claims the API server no longer has", len(stale))
-	if _, err := d.UnprepareResourceClaims(ctx, stale); err != nil {
-		d.log.Warnf("DRA: %v", err)
+	d.prepareMu.Lock()
+	defer d.prepareMu.Unlock()
+	var refs []kubeletplugin.NamespacedObject
+	d.mu.Lock()
+	for _, uid := range slices.Sorted(maps.Keys(stale)) {
+		c := checked[uid]
+		if d.claims[uid] != c {
+			continue
+		}
+		d.log.Infof("DRA: forgetting claim %s/%s (%s): %s", c.Namespace, c.Name, uid, stale[uid])
+		refs = append(refs, kubeletplugin.NamespacedObject{UID: types.UID(uid), NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
 	}
+	d.mu.Unlock()
+	if len(refs) == 0 {
+		return
+	}
+	d.unprepareLocked(ctx, refs)
 }

@@ -51,7 +51,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		// nothing, and never undo what an earlier call decided.
 		st := containerState(a)
 		p.log.Infof("container %s: already placed in pool %s on CPUs %s", who, a.Pool, st.CPUs)
-		return p.adjustment(st), p.takePending(), nil
+		return p.adjustment(runnableState(st, a, p.topo.Online)), p.takePending(), nil
 	}
 	info := p.toContainer(pod, ctr)
 	info.Demand = demand
@@ -59,9 +59,13 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
 	}
-	if err := p.attachClaims(pod, ctr, &info); err != nil {
+	claims, err := p.attachClaims(pod, ctr, &info)
+	if err != nil {
 		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonClaim, Err: err})
 	}
+	// Refused from here on, the container takes nothing of its claims:
+	// the memory it was lent goes back.
+	defer p.detachClaims(&claims)
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return nil, nil, p.refuse(pod, ctr, err)
@@ -90,6 +94,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.liftPodQuotaLater(pod.GetId()) // the pod cgroup's quota goes too
 	}
 	p.bindGrant(tok, pod, ctr)
+	p.bindClaims(&claims)
 	p.stateChanged()
 	clock.Mark(clockRecord)
 	p.decisions.Infof("%v", decisionLine{who: who, pool: st.Pool, cpus: st.CPUs, shared: withSharedNote(st), mems: st.Mems})
@@ -110,7 +115,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	clock.Mark(clockNotes)
 	updates := p.followers(res)
 	p.decidedHook("CreateContainer", ctr.GetId())
-	adj := p.adjustment(st)
+	adj := p.adjustment(runnableState(st, res.Assignment, p.topo.Online))
 	clock.Mark(clockReply)
 	return adj, updates, nil
 }
@@ -252,7 +257,7 @@ func (p *Plugin) takePending() []*api.ContainerUpdate {
 	var updates []*api.ContainerUpdate
 	for _, id := range slices.Sorted(maps.Keys(p.pending)) {
 		if a, ok := p.alloc.Get(id); ok {
-			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
+			updates = append(updates, cpuUpdate(a, p.topo.Online, p.cfg.PinMemory))
 		}
 	}
 	clear(p.pending)
@@ -322,7 +327,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	override := false
 	if want := res.GetCpu().GetCpus(); want != "" {
 		set, err := cpulist.Parse(want)
-		override = err != nil || !cpulist.Equal(set, a.Cpuset())
+		override = err != nil || !cpulist.Equal(set, a.Cpuset()) && !cpulist.Equal(set, runnable(a.Cpuset(), p.topo.Online))
 		if override && !p.overrode[a.ID] {
 			p.overrode[a.ID] = true
 			p.log.Warnf("container %s: keeping CPUs %s (%s pool) instead of the requested %s; set the kubelet's cpuManagerPolicy to none",
@@ -335,7 +340,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if !override && !quota {
 		return nil, nil
 	}
-	u := cpuUpdate(a, p.cfg.PinMemory)
+	u := cpuUpdate(a, p.topo.Online, p.cfg.PinMemory)
 	u.IgnoreFailure = false
 	if quota {
 		u.SetLinuxCPUQuota(noQuota)

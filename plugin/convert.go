@@ -154,16 +154,53 @@ func containerName(ctr *api.Container) string {
 	return "id-" + ctr.GetId()
 }
 
-func cpuUpdate(a allocator.Assignment, pinMemory bool) *api.ContainerUpdate {
+// cpuUpdate pins a running container to its assignment: its cpuset as
+// runnable on the CPUs online now.
+func cpuUpdate(a allocator.Assignment, online cpuset.CPUSet, pinMemory bool) *api.ContainerUpdate {
 	u := &api.ContainerUpdate{}
 	u.SetContainerId(a.ID)
-	u.SetLinuxCPUSetCPUs(a.Cpuset().String())
+	u.SetLinuxCPUSetCPUs(runnable(a.Cpuset(), online).String())
 	if pinMemory && a.Mems.Size() > 0 {
 		u.SetLinuxCPUSetMems(a.Mems.String())
 	}
 	// A container that is stopping must not fail the request that moved it.
 	u.SetIgnoreFailure()
 	return u
+}
+
+// runnable is the cpuset a container is sent: its record's CPUs less those
+// that are offline. The record keeps them (an offline CPU stays its
+// holder's, and giveBack sends it again when it comes back online), but
+// cgroup v1 refuses a cpuset.cpus that names an offline CPU (it must lie
+// within the parent's, which lost it: EINVAL), and updates are sent with
+// IgnoreFailure, so the container would silently stay where it was. When
+// none of them is online the record is sent as it is: an empty cpuset is
+// never sent (the runtime reads it as no cpuset at all).
+func runnable(cpus, online cpuset.CPUSet) cpuset.CPUSet {
+	if cpus.IsSubsetOf(online) {
+		return cpus // every CPU online: nothing is built
+	}
+	if on := cpus.Intersection(online); !on.IsEmpty() {
+		return on
+	}
+	return cpus
+}
+
+// runnableState is a creation's record as its adjustment pins it: the
+// cpuset, and the CPU lists its environment names, less the CPUs that
+// are offline (runnable), which the record itself keeps: a container of
+// the kubelet's devices or of a claim restarted while one of its CPUs is
+// offline starts on the others.
+func runnableState(st state.ContainerState, a allocator.Assignment, online cpuset.CPUSet) state.ContainerState {
+	all := a.Cpuset()
+	if all.IsSubsetOf(online) || all.Intersection(online).IsEmpty() {
+		return st
+	}
+	st.CPUs = a.CPUs.Intersection(online).String()
+	if a.WithShared {
+		st.SharedCPUs = a.Shared.Intersection(online).String()
+	}
+	return st
 }
 
 // containerRef names a container in log lines and errors, the one way

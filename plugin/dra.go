@@ -22,8 +22,12 @@ var _ dracore.Pools = (*Plugin)(nil)
 
 // ClaimBinder finds the CPUs of the DRA claims a container shows (the
 // dra.Driver), and lists the prepared requests no container has shown yet
-// (a reload must leave their CPUs in their pools).
+// (a reload must leave their CPUs in their pools). Lookup changes nothing
+// and Commit binds what it found, once the container is placed; Bind is
+// both, for a container that runs already.
 type ClaimBinder interface {
+	Lookup(env []string, ctr dracore.Container) (dracore.Grant, bool, error)
+	Commit(g dracore.Grant, ctr dracore.Container)
 	Bind(env []string, ctr dracore.Container) (dracore.Grant, bool, error)
 	Pending() []dracore.Pending
 }
@@ -41,6 +45,16 @@ func (p *Plugin) Layout() (*sysfs.Topology, *allocator.Layout) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.topo, p.alloc.Layout()
+}
+
+// Synced implements dracore.Pools: until the runtime's first Synchronize
+// the allocator knows no container (the state file is a memory, the
+// runtime the truth), so every CPU would look free to Place and Held.
+// Pinning does not wait for it: CreateContainer places as ever.
+func (p *Plugin) Synced() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.synced
 }
 
 // Held implements dracore.Pools: the CPUs of an exclusive pool that a
@@ -92,20 +106,63 @@ func (p *Plugin) Release(pods []string) {
 // its environment carries claim tokens. A token the driver does not know,
 // of a claim reserved for other pods, or of a request another container
 // uses is refused. A container cannot show a device plugin grant as well.
-func (p *Plugin) attachClaims(pod *api.PodSandbox, ctr *api.Container, info *allocator.Container) error {
+//
+// Like attachGrant it binds nothing: a creation that fails binds nothing.
+// The container owns the requests once it is placed (bindClaims); the
+// caller undoes the lent memory of a creation refused after this
+// (detachClaims). The claims' memory is lent to it here already, because
+// the allocator's decision counts the container's memory from their
+// reservations first (numamem's LendClaims, by container).
+func (p *Plugin) attachClaims(pod *api.PodSandbox, ctr *api.Container, info *allocator.Container) (claimBinding, error) {
 	if p.claims == nil {
-		return nil
+		return claimBinding{}, nil
 	}
-	g, ok, err := p.claims.Bind(ctr.GetEnv(), dracore.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: ctr.GetName()})
+	who := dracore.Container{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(), Name: ctr.GetName()}
+	g, ok, err := p.claims.Lookup(ctr.GetEnv(), who)
 	if err != nil || !ok {
-		return err
+		return claimBinding{}, err
 	}
 	if info.KubeletCPUs.Size() > 0 {
-		return fmt.Errorf("the container shows both a %s grant and ResourceClaims (%v); it gets its exclusive CPUs one way", EnvGrant, g.Claims)
+		return claimBinding{}, fmt.Errorf("the container shows both a %s grant and ResourceClaims (%v); it gets its exclusive CPUs one way", EnvGrant, g.Claims)
 	}
 	info.KubeletCPUs, info.KubeletPool, info.Claims = g.CPUs, g.Pool, g.Claims
-	p.bindClaimMemory(g.Keys, pod.GetUid(), ctr.GetName())
-	return nil
+	return claimBinding{shown: true, grant: g, ctr: who, lent: p.bindClaimMemory(g.Keys, who.PodUID, who.Name)}, nil
+}
+
+// claimBinding is what attachClaims found for a container being placed:
+// its claims' requests, to bind once it is placed, and the owners their
+// memory had before it was lent to the container, to give back if not.
+type claimBinding struct {
+	shown bool // the container shows claim tokens
+	bound bool // bindClaims bound it
+	grant dracore.Grant
+	ctr   dracore.Container
+	lent  []claimOwner
+}
+
+// bindClaims binds a placed container to the requests of its claims, if
+// it shows any.
+func (p *Plugin) bindClaims(b *claimBinding) {
+	if b.shown {
+		p.claims.Commit(b.grant, b.ctr)
+		b.bound = true
+	}
+}
+
+// detachClaims gives the claims' memory back to the owners it had before
+// attachClaims lent it to a container that was then not placed (deferred
+// by the callers: a container that was placed, or shows no claim, keeps
+// what it has).
+func (p *Plugin) detachClaims(b *claimBinding) {
+	if !b.shown || b.bound {
+		return
+	}
+	for _, o := range b.lent {
+		p.alloc.BindClaim(o.key, o.podUID, o.container)
+		c := p.claimMemory[o.key]
+		c.PodUID, c.Container = o.podUID, o.container
+		p.claimMemory[o.key] = c
+	}
 }
 
 // claimsShown tells whether a container's environment carries claim

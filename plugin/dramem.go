@@ -62,18 +62,26 @@ func (p *Plugin) ReleaseMemory(keys []string) {
 
 // bindClaimMemory tells the allocator that the container showed these
 // requests' tokens: its memory is taken from their reservations first, so
-// it is not counted twice.
-func (p *Plugin) bindClaimMemory(keys []string, podUID, container string) {
+// it is not counted twice. It returns the owners of those whose owner it
+// changed, as they were (detachClaims gives them back).
+func (p *Plugin) bindClaimMemory(keys []string, podUID, container string) []claimOwner {
+	var before []claimOwner
 	for _, key := range keys {
 		c, ok := p.claimMemory[key]
-		if !ok {
+		if !ok || (c.PodUID == podUID && c.Container == container) {
 			continue
 		}
+		before = append(before, claimOwner{key: key, podUID: c.PodUID, container: c.Container})
 		p.alloc.BindClaim(key, podUID, container)
 		c.PodUID, c.Container = podUID, container
 		p.claimMemory[key] = c
 	}
+	return before
 }
+
+// claimOwner is the container a claim request's memory reservation was
+// bound to (none: empty).
+type claimOwner struct{ key, podUID, container string }
 
 // recountClaimMemory counts the reservations in a new allocator, before
 // any container: a container bound to one then takes from it.

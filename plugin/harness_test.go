@@ -541,6 +541,9 @@ func startPluginSetUp(t testing.TB, f *fakeRuntime, node testNode, stateFile str
 	// The fake runtime embeds this module's NRI (go.mod); test binaries do
 	// not report it in their build info.
 	p.assumeNRIVersion = "v0.12.5"
+	// The fake sysfs tree has no uevents: the host's would be heard
+	// otherwise (a test gives its own).
+	p.hotplug.uevents = make(chan cpuUevent)
 	if tune != nil {
 		tune(p)
 	}

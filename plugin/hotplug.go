@@ -19,7 +19,9 @@ package plugin
 //
 // The watcher reads <sysfsRoot>/sys/devices/system/cpu/online, a few
 // bytes, every HotplugInterval, and reads the topology again only when it
-// changed, outside the lock.
+// changed, outside the lock. It also hears the kernel's CPU uevents
+// (uevents.go), for a CPU that goes offline and comes back between two
+// reads.
 
 import (
 	"bytes"
@@ -49,18 +51,31 @@ import (
 const HotplugInterval = 250 * time.Millisecond
 
 // hotplugWatch paces the watcher; interval 0 is HotplugInterval (tests
-// shorten it).
+// shorten it). uevents, when set, stands for the kernel's CPU uevents
+// (tests, whose sysfs trees are fakes); else the watcher listens to the
+// kernel's (uevents.go): sysfsRoot is the host's, as the DaemonSet's
+// /host is.
 type hotplugWatch struct {
 	interval time.Duration
+	uevents  <-chan cpuUevent
 }
 
 // watchHotplug follows the online CPUs until ctx ends.
 func (p *Plugin) watchHotplug(ctx context.Context) {
 	p.mu.Lock()
-	root, every, online := p.cfg.SysfsRoot, p.hotplug.interval, p.topo.Online
+	root, every, online, events := p.cfg.SysfsRoot, p.hotplug.interval, p.topo.Online, p.hotplug.uevents
 	p.mu.Unlock()
 	if every <= 0 {
 		every = HotplugInterval
+	}
+	if events == nil {
+		ch := make(chan cpuUevent, 16)
+		events = ch
+		proflabel.Go(proflabel.Hotplug, func() {
+			if err := cpuUevents(ctx, ch); err != nil {
+				p.log.Warnf("hotplug: %v; CPUs are followed by reading the online mask every %s alone, which misses a CPU that goes offline and comes back between two reads (on cgroup v1 its containers then lose it until the next change of the mask)", err, every)
+			}
+		})
 	}
 	path := filepath.Join(root, "sys/devices/system/cpu/online")
 	// The mask as the topology was read: no second discovery at start
@@ -77,6 +92,17 @@ func (p *Plugin) watchHotplug(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case ev := <-events:
+			// Only a CPU that came online matters here, and only once
+			// the pools have it (a change of the mask is followed at
+			// the next read, which gives it back): reading the mask,
+			// or the topology, at every event of a storm (SMT turned
+			// off takes half the CPUs offline one by one) is left to
+			// the ticker.
+			if ev.online {
+				p.giveBackFlipped(ev.cpu)
+			}
+			continue
 		case <-t.C:
 		}
 		now, err := os.ReadFile(path)
@@ -89,6 +115,26 @@ func (p *Plugin) watchHotplug(ctx context.Context) {
 		}
 		last = now
 	}
+}
+
+// giveBackFlipped gives CPU cpu (every online CPU for -1) back to its
+// containers after the kernel said it came online, also when the online
+// mask never showed it offline (it went and came back between two reads):
+// cgroup v1 dropped it from their cpusets all the same. A CPU the pools do
+// not have yet is given back when the next read of the mask brings it in
+// (applyHotplug); one they have already been given back may be sent again,
+// which changes nothing.
+func (p *Plugin) giveBackFlipped(cpu int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	back := p.topo.Online
+	if cpu >= 0 {
+		if !back.Contains(cpu) {
+			return
+		}
+		back = cpuset.New(cpu)
+	}
+	p.giveBack(p.alloc, back)
 }
 
 // checkHotplug reads the topology again and follows it if its online
@@ -152,6 +198,7 @@ func (p *Plugin) applyHotplug(topo *sysfs.Topology, powerRefusals map[string]str
 		}
 		p.log.Infof("hotplug: CPU %d came online: it joins pool %s", cpu, layoutPoolOf(layout, cpu))
 	}
+	p.noteEmptyPools(old, next)
 	infraBefore := old.PoolCPUs(pools.Infra)
 	p.topo = topo
 	p.policy = allocator.NewPolicy(p.cfg, topo)
@@ -160,21 +207,79 @@ func (p *Plugin) applyHotplug(topo *sysfs.Topology, powerRefusals map[string]str
 	if !infraBefore.Equals(p.alloc.PoolCPUs(pools.Infra)) {
 		p.pinSandboxesLater()
 	}
-	p.giveBack(cameOn)
+	p.giveBack(old, cameOn)
 	p.log.Infof("hotplug: online CPUs %s; pools: %s", topo.Online, layout.Describe())
 }
 
-// giveBack sends the running exclusive containers that hold CPUs that came
-// online their cpusets again: cgroup v1 dropped the CPU from their
-// cpuset.cpus when it went offline and does not put it back (v2 does, and
-// the update changes nothing there). Called under the lock.
-func (p *Plugin) giveBack(cameOn cpuset.CPUSet) {
+// noteEmptyPools says, once as it happens, that every CPU of the shared or
+// the infra pool went offline and where its members run meanwhile
+// (allocator.MembersCPUs), and that they move back when the pool has CPUs
+// again.
+func (p *Plugin) noteEmptyPools(old, next *allocator.Allocator) {
+	members := func(pool string) int {
+		n := 0
+		for _, a := range next.Assignments() {
+			if a.Pool == pool || pool == pools.Shared && a.WithShared && pools.IsExclusive(a.Pool) {
+				n++
+			}
+		}
+		return n
+	}
+	wasNone := old.MembersCPUs(pools.Shared).IsEmpty()
+	if !wasNone && next.MembersCPUs(pools.Shared).IsEmpty() {
+		n := members(pools.Shared) + members(pools.Infra)
+		p.log.Errorf("hotplug: every CPU of pools shared and infra is offline: their %s %s its offline CPUs, and the kernel runs them on their parent cgroup's CPUs until one comes back online",
+			plural.Count(n, "container"), plural.Verb(n, "keeps", "keep"))
+		return
+	}
+	for _, pool := range []string{pools.Shared, pools.Infra} {
+		was, now := old.PoolCPUs(pool), next.PoolCPUs(pool)
+		switch {
+		case !was.IsEmpty() && now.IsEmpty():
+			n := members(pool)
+			p.log.Warnf("hotplug: every CPU of pool %s is offline: its %s %s on CPUs %s (pool %s) until one comes back online; new containers of pool %s are refused meanwhile",
+				pool, plural.Count(n, "container"), plural.Verb(n, "runs", "run"), next.MembersCPUs(pool), otherMembersPool(pool), pool)
+		case was.IsEmpty() && !now.IsEmpty():
+			p.log.Infof("hotplug: pool %s has CPUs %s again: its containers move back to it", pool, now)
+		}
+	}
+}
+
+// otherMembersPool is the pool whose CPUs the members of pool run on while
+// it has none (allocator.MembersCPUs).
+func otherMembersPool(pool string) string {
+	if pool == pools.Infra {
+		return pools.Shared
+	}
+	return pools.Infra
+}
+
+// giveBack sends the running containers that hold CPUs that came online,
+// or whose pool gained them, their cpusets again: cgroup v1 dropped the
+// CPU from their cpuset.cpus when it went offline, and empties a cpuset
+// all of whose CPUs went offline, and puts nothing back (v2 does, and the
+// update changes nothing there). An exclusive container's record kept the
+// CPU; a shared or infra member whose record did not change (its pool
+// came back as it was, while nothing was left to run it on meanwhile:
+// allocator.MembersCPUs) would otherwise never be sent it. Those whose
+// record changed from old's are already on their way (swapAllocator).
+// Called under the lock.
+func (p *Plugin) giveBack(old *allocator.Allocator, cameOn cpuset.CPUSet) {
 	if cameOn.IsEmpty() || !p.synced {
 		return
 	}
 	var back []string
 	for _, a := range p.alloc.Assignments() {
-		if pools.IsExclusive(a.Pool) && !a.Held().Intersection(cameOn).IsEmpty() {
+		cpus := a.Cpuset()
+		if pools.IsExclusive(a.Pool) {
+			cpus = a.Held()
+			if a.WithShared {
+				cpus = cpus.Union(a.Shared)
+			}
+		} else if was, ok := old.Get(a.ID); ok && !cpulist.Equal(was.CPUs, a.CPUs) {
+			continue // moved: swapAllocator sends it
+		}
+		if !cpus.Intersection(cameOn).IsEmpty() {
 			back = append(back, a.ID)
 			p.pending[a.ID] = true
 		}

@@ -38,9 +38,22 @@ func (p *Plugin) notify() {
 // kubelet did not allocate it to (an exclusive container from before the
 // device plugin was turned on, or restored where it ran) is not free to
 // give: it is reported unhealthy, which keeps it out of allocatable.
+//
+// Before the runtime's first Synchronize the plugin does not know which
+// containers hold CPUs: every CPU is reported unhealthy, so that the
+// kubelet allocates none and its capacity stays (an empty list would
+// take the resource's capacity to 0 and back at each restart).
 func (p *Plugin) Devices() []deviceplugin.Device {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.synced {
+		excl := p.alloc.Layout().Exclusive
+		out := make([]deviceplugin.Device, 0, excl.Size())
+		for _, cpu := range excl.List() {
+			out = append(out, deviceplugin.Device{ID: strconv.Itoa(cpu), NUMA: p.numaOf(cpu)})
+		}
+		return out
+	}
 	granted := map[string]cpuset.CPUSet{} // "<pod uid>/<container>" -> CPUs
 	for _, g := range p.grants.byToken {
 		if g.PodUID != "" {
@@ -162,6 +175,11 @@ func (p *Plugin) Grant(ids []string) (map[string]string, error) {
 func (p *Plugin) grant(ids []string) (*grants, string, grantsSnapshot, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.synced {
+		// Devices calls every CPU unhealthy until then; the kubelet asks
+		// only for healthy ones.
+		return nil, "", grantsSnapshot{}, fmt.Errorf("the daemon has not synchronized with the container runtime yet, so it does not know which CPUs running containers hold")
+	}
 	cpus, err := p.parseDeviceIDs(ids)
 	if err != nil {
 		return nil, "", grantsSnapshot{}, err

@@ -74,7 +74,7 @@ func (p *Plugin) pushNow(ids []string) int {
 		for _, id := range ids {
 			if a, ok := p.alloc.Get(id); ok {
 				sent[id] = a.Cpuset().String()
-				updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
+				updates = append(updates, cpuUpdate(a, p.topo.Online, p.cfg.PinMemory))
 			}
 		}
 		p.mu.Unlock()

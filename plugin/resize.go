@@ -60,7 +60,7 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	} else {
 		p.log.Infof("container %s resized from %dm to %dm: stays on pool %s", who, before.MilliCPU, milli, a.Pool)
 	}
-	u := cpuUpdate(a, p.cfg.PinMemory)
+	u := cpuUpdate(a, p.topo.Online, p.cfg.PinMemory)
 	u.IgnoreFailure = false
 	if a.NoCPUQuota {
 		u.SetLinuxCPUQuota(noQuota) // the kubelet sent a quota for the new limit

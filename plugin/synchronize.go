@@ -246,8 +246,8 @@ func (p *Plugin) followPools(containers []*api.Container) []*api.ContainerUpdate
 		if !ok || pools.IsExclusive(a.Pool) && !a.WithShared {
 			continue
 		}
-		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, a.Cpuset()) {
-			updates = append(updates, cpuUpdate(a, p.cfg.PinMemory))
+		if cur, pinned := p.runtimeCPUs(c); !pinned || !cpulist.Equal(cur, runnable(a.Cpuset(), p.topo.Online)) {
+			updates = append(updates, cpuUpdate(a, p.topo.Online, p.cfg.PinMemory))
 		}
 	}
 	return updates
@@ -333,7 +333,7 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 	}
 	if res, outcome, _ := p.alloc.Repin(r); outcome == allocator.Repinned {
 		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
-		return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
+		return cpuUpdate(res.Assignment, p.topo.Online, p.cfg.PinMemory), true
 	}
 	if pod == nil {
 		return p.confine(nil, c, rememberedPod(st), who, fmt.Errorf("its pod sandbox is gone"))
@@ -360,9 +360,11 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	if _, err := p.attachGrant(pod, c, &info); err != nil {
 		return p.confine(pod, c, podRef(pod), who, err) // the token is bound by rebindGrants if it is placed
 	}
-	if err := p.attachClaims(pod, c, &info); err != nil {
+	claims, err := p.attachClaims(pod, c, &info)
+	if err != nil {
 		return p.confine(pod, c, podRef(pod), who, err)
 	}
+	defer p.detachClaims(&claims) // confined, it takes nothing of its claims
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return p.confine(pod, c, podRef(pod), who, err)
@@ -373,6 +375,7 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	}
 	res, how, err := p.alloc.Adopt(req, current, runtimeMems(c))
 	if err == nil {
+		p.bindClaims(&claims)
 		p.notePartitionSkipped(who, req)
 		p.noteNotAllowed(who, req)
 	}
@@ -385,7 +388,7 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	case pools.IsExclusive(req.Pool):
 		p.log.Infof("synchronize: placed container %s on %s CPUs %s", who, req.Pool, res.Assignment.CPUs)
 		p.eventRepinned(pod, who, res.Assignment, current)
-		return cpuUpdate(res.Assignment, p.cfg.PinMemory), true
+		return cpuUpdate(res.Assignment, p.topo.Online, p.cfg.PinMemory), true
 	}
 	return nil, true // shared/infra members are updated by the caller if needed
 }
@@ -507,7 +510,7 @@ func (p *Plugin) liftQuotas(running []*api.Container, updates []*api.ContainerUp
 		}
 		u := byID[c.GetId()]
 		if u == nil {
-			u = cpuUpdate(a, p.cfg.PinMemory)
+			u = cpuUpdate(a, p.topo.Online, p.cfg.PinMemory)
 			byID[c.GetId()] = u
 			updates = append(updates, u)
 		}

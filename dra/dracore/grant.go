@@ -19,6 +19,9 @@ type Grant struct {
 	// Keys name the requests' memory reservations (numamem.ClaimMemory):
 	// the container's memory comes from them first.
 	Keys []string
+	// Tokens are the claim tokens the container showed, which bind it
+	// to their requests once it is placed (the driver's Commit).
+	Tokens []string
 }
 
 // Pending is a request of a prepared claim that no container has shown

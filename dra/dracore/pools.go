@@ -18,6 +18,11 @@ import (
 type Pools interface {
 	// Layout returns the node's topology and its pools as configured now.
 	Layout() (*sysfs.Topology, *allocator.Layout)
+	// Synced tells whether Held and Place see every container: the
+	// daemon learns which containers run, and where, from the runtime's
+	// first Synchronize. Before it, the driver prepares nothing and
+	// publishes no slice: every CPU would look free.
+	Synced() bool
 	// Held returns the CPUs of an exclusive pool that containers hold,
 	// running or held for their pods.
 	Held(pool string) cpuset.CPUSet
@@ -79,6 +84,9 @@ func (s *Static) Allocator() *allocator.Allocator { return s.alloc }
 func (s *Static) Layout() (*sysfs.Topology, *allocator.Layout) {
 	return s.alloc.Topology(), s.alloc.Layout()
 }
+
+// Synced implements Pools: there are no containers to learn about.
+func (s *Static) Synced() bool { return true }
 
 // Held implements Pools: nothing is held.
 func (s *Static) Held(string) cpuset.CPUSet { return cpuset.New() }
