@@ -316,7 +316,7 @@ func TestAnnotationsAndMetricsOfTheModule(t *testing.T) {
 	var names []string
 	for _, a := range anns {
 		names = append(names, a.Name)
-		if a.Name == "pool.cpupool.dev" && a.File != "allocator/policy.go" {
+		if a.Name == "pool.cpupool.dev" && a.File != "allocator/annotationkey.go" {
 			t.Errorf("pool.cpupool.dev is in %q", a.File)
 		}
 	}
@@ -523,7 +523,7 @@ func TestCheckReportsWhatIsMissing(t *testing.T) {
 	}
 	want := []string{
 		"config key power.unsupported (config/power.go) is not documented in " + dir + "/: add it, in backticks, to " + dir + "/configuration.md",
-		"annotation pool.cpupool.dev (allocator/policy.go) is not documented in " + dir + "/",
+		"annotation pool.cpupool.dev (allocator/annotationkey.go) is not documented in " + dir + "/",
 		"metric cpupool_refused_containers_total (plugin/metrics.go) is not documented in " + dir + "/: add it, in backticks, to " + dir + "/metrics.md",
 		"flag --sample of nri-cpupool audit (" + cliDir + "/audit.go) is not documented in " + dir + "/",
 		"make target lint (Makefile .PHONY) is not documented in " + dir + "/",
