@@ -81,6 +81,16 @@ for pair in containerd:nri-cpupool-fail-closed.toml crio:20-nri-cpupool-fail-clo
 done
 echo "an upgrade to runtime.failClosed=false deletes the fail-closed drop-in; the chart's pod always tolerates a missing plugin"
 
+# podAnnotations that set tolerate-missing-plugins.nri.io themselves: the
+# pod's annotations hold the key once (twice is a duplicate key, which a
+# strict YAML reader refuses and others resolve either way).
+for value in true false; do
+  n=$("$HELM" template nri-cpupool "$CHART" --show-only templates/daemonset.yaml --set-string "podAnnotations.tolerate-missing-plugins\\.nri\\.io=$value" \
+    | grep -c '^        tolerate-missing-plugins\.nri\.io:' || true)
+  [ "$n" -eq 1 ] || { echo "podAnnotations.tolerate-missing-plugins.nri.io=$value: the pod's annotations hold the key $n times, want once"; exit 1; }
+done
+echo "podAnnotations that set tolerate-missing-plugins.nri.io give the key once"
+
 # One name on the node for each fail-closed drop-in, whoever puts it there:
 # every "cp .../examples/X DEST" the docs and the packaged files show copies
 # it to the file name the chart's init container writes (and its notes name).
