@@ -114,8 +114,15 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		req.Pool, req.NotAllowed = c.Pool, ""
 	}
 	if c.MilliCPUAtLeast && pools.IsExclusive(req.Pool) && req.CPUs.Size() == 0 {
-		return Request{}, &Refusal{Reason: ReasonPlacement, Err: fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but the kubelet passes every request of %d CPUs or more alike (cpu.shares %d, its maximum), so it is read only from a Guaranteed pod's CPU limit, which this container does not show; make the pod Guaranteed (limits.cpu = requests.cpu)",
-			req.Pool, c.MilliCPU/1000, 1<<18)}
+		// A Guaranteed container gets here only without a CFS quota (its
+		// kubelet runs with cpuCFSQuota: false, or the quota was lifted):
+		// telling it to be Guaranteed would be false.
+		fix := "make the pod Guaranteed (limits.cpu = requests.cpu)"
+		if c.QoS == QoSGuaranteed {
+			fix = fmt.Sprintf("this Guaranteed container has no CFS quota to read it from (its kubelet sets none with cpuCFSQuota: false), so its size is unknown; request the CPUs as the %s resource instead (kubelet.devicePlugin), which the kubelet counts", config.ResourceExclusive)
+		}
+		return Request{}, &Refusal{Reason: ReasonPlacement, Err: fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but the kubelet passes every request of %d CPUs or more alike (cpu.shares %d, its maximum), so it is read only from a Guaranteed pod's CPU limit (its CFS quota); %s",
+			req.Pool, c.MilliCPU/1000, 1<<18, fix)}
 	}
 	if err := placementOptions(c, &req.Options); err != nil {
 		return Request{}, err

@@ -411,8 +411,8 @@ func Parse(r io.Reader, name string) (*Config, error) {
 // onlyDocument reads what follows the first YAML document: the daemon
 // reads one, and a second one ("---", as a concatenated file has it) was
 // ignored without a word, its keys never applied (review B9). An empty
-// one (a trailing "---", or one of comments only) changes nothing and is
-// let be; one with content is an error naming the line it starts on.
+// one (a trailing "---", one of comments only, or "{}") changes nothing and
+// is let be; one with content is an error naming the line it starts on.
 func onlyDocument(dec *yaml.Decoder) error {
 	for {
 		var doc yaml.Node
@@ -423,11 +423,24 @@ func onlyDocument(dec *yaml.Decoder) error {
 		if err != nil {
 			return err
 		}
-		if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null" {
+		if len(doc.Content) == 1 && emptyDocument(doc.Content[0]) {
 			continue
 		}
 		return fmt.Errorf("line %d: a second YAML document starts here (after \"---\"), which the daemon would ignore: put every key in the first document", doc.Line)
 	}
+}
+
+// emptyDocument tells whether a document's root is nothing (null) or a
+// mapping without a key ("--- {}", as tools that emit one document per
+// object write an empty one): either changes nothing.
+func emptyDocument(root *yaml.Node) bool {
+	switch root.Kind {
+	case yaml.ScalarNode:
+		return root.Tag == "!!null"
+	case yaml.MappingNode:
+		return len(root.Content) == 0
+	}
+	return false
 }
 
 // errSilentlyConverted stands for the decoder's error where it took a value

@@ -60,12 +60,7 @@ func (p *Plugin) Devices() []deviceplugin.Device {
 			granted[g.PodUID+"/"+g.Container] = g.cpusOf()
 		}
 	}
-	// CPUs of any grant are the kubelet's to account for, even while the
-	// container of an ending pod still runs on them.
-	kubelets := cpuset.New()
-	for _, g := range p.grants.byToken {
-		kubelets = kubelets.Union(g.cpusOf())
-	}
+	kubelets := p.kubeletCPUs()
 	notFree := cpuset.New()
 	holders := p.alloc.Assignments()
 	for _, h := range p.alloc.Holds() {
@@ -86,6 +81,23 @@ func (p *Plugin) Devices() []deviceplugin.Device {
 		out = append(out, deviceplugin.Device{ID: strconv.Itoa(cpu), NUMA: p.numaOf(cpu), Healthy: !notFree.Contains(cpu)})
 	}
 	return out
+}
+
+// kubeletCPUs are the CPUs the kubelet accounts for: those of its grants,
+// even while the container of an ending pod still runs on them. A grant
+// kept for a pod the runtime does not run (keepAbsentGrants) holds no CPU
+// and is left out: a container the kubelet did not allocate its CPUs to
+// may hold them meanwhile (one placed while the device plugin was off),
+// and they must stay unhealthy in Devices and refused by Grant. Called
+// under the lock.
+func (p *Plugin) kubeletCPUs() cpuset.CPUSet {
+	kubelets := cpuset.New()
+	for _, g := range p.grants.byToken {
+		if !p.grantOfAbsentPod(g) {
+			kubelets = kubelets.Union(g.cpusOf())
+		}
+	}
+	return kubelets
 }
 
 // parseDeviceIDs turns the kubelet's device ids into CPUs of the exclusive
@@ -134,9 +146,10 @@ func (p *Plugin) Preferred(available, mustInclude []string, size int) ([]string,
 // to create. It refuses CPUs that a container holds without the kubelet's
 // knowledge (advertised unhealthy, so the kubelet does not offer them): the
 // kubelet never allocates a CPU an annotated container holds. CPUs of an
-// earlier grant are the kubelet's to give again, and Grant keeps the earlier
-// grant: Allocate does not say for which pod it is called, and the earlier
-// grant may be the same pod's (the kubelet allocates for every container of
+// earlier grant are the kubelet's to give again (unless its pod is absent,
+// see kubeletCPUs), and Grant keeps the earlier grant: Allocate does not
+// say for which pod it is called, and the earlier grant may be the same
+// pod's (the kubelet allocates for every container of
 // a pod at admission, init containers first, and an app container reuses
 // an init container's devices), so which one stays is decided when a
 // container binds its token (see bindGrant). The kubelet also gives CPUs
@@ -187,11 +200,7 @@ func (p *Plugin) grant(ids []string) (*grants, string, grantsSnapshot, error) {
 	if cpus.IsEmpty() {
 		return nil, "", grantsSnapshot{}, fmt.Errorf("no devices to allocate")
 	}
-	kubelets := cpuset.New()
-	for _, g := range p.grants.byToken {
-		kubelets = kubelets.Union(g.cpusOf())
-	}
-	if held := cpus.Difference(p.alloc.FreeCPUs(pools.Exclusive)).Difference(kubelets); !held.IsEmpty() {
+	if held := cpus.Difference(p.alloc.FreeCPUs(pools.Exclusive)).Difference(p.kubeletCPUs()); !held.IsEmpty() {
 		return nil, "", grantsSnapshot{}, fmt.Errorf("CPUs %s are held by containers the kubelet did not allocate them to (%s)", held, p.holders(held))
 	}
 	tok := newToken()

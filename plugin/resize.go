@@ -28,12 +28,18 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	info := p.toContainer(pod, ctr)
 	info.MilliCPU, info.MilliCPUAtLeast = milli, atLeast
 	// A running container keeps its pool: only its size changes, and its
-	// annotations are judged against the pool it runs in.
-	info.Pool = before.Pool
+	// annotations are judged against the pool it runs in. Not so for one
+	// Synchronize confined to infra: it runs there because its annotations
+	// could not be applied, so they are judged as at its creation (against
+	// the pool they ask for), else every CPU resize of it would be refused.
+	if before.Rule.Kind != allocator.RuleConfined {
+		info.Pool = before.Pool
+	}
 	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
 	if err != nil {
 		return nil, p.refuseResize(before, fmt.Errorf("nri-cpupool: container %s: resize to %dm: %w", who, milli, err))
 	}
+	req.Pool = before.Pool
 	res, err := p.alloc.Resize(req)
 	if err != nil {
 		p.log.Errorf("refusing resize of container %s from %dm to %dm: %v", who, before.MilliCPU, milli, err)

@@ -81,6 +81,16 @@ for pair in containerd:nri-cpupool-fail-closed.toml crio:20-nri-cpupool-fail-clo
 done
 echo "an upgrade to runtime.failClosed=false deletes the fail-closed drop-in; the chart's pod always tolerates a missing plugin"
 
+# podAnnotations that set tolerate-missing-plugins.nri.io themselves: the
+# pod's annotations hold the key once (twice is a duplicate key, which a
+# strict YAML reader refuses and others resolve either way).
+for value in true false; do
+  n=$("$HELM" template nri-cpupool "$CHART" --show-only templates/daemonset.yaml --set-string "podAnnotations.tolerate-missing-plugins\\.nri\\.io=$value" \
+    | grep -c '^        tolerate-missing-plugins\.nri\.io:' || true)
+  [ "$n" -eq 1 ] || { echo "podAnnotations.tolerate-missing-plugins.nri.io=$value: the pod's annotations hold the key $n times, want once"; exit 1; }
+done
+echo "podAnnotations that set tolerate-missing-plugins.nri.io give the key once"
+
 # One name on the node for each fail-closed drop-in, whoever puts it there:
 # every "cp .../examples/X DEST" the docs and the packaged files show copies
 # it to the file name the chart's init container writes (and its notes name).
@@ -130,19 +140,26 @@ refused --set privilged=true "additional properties 'privilged' not allowed"
 echo "values that cannot work are refused"
 
 # Values as --set and values files give them: a whole-number image tag is
-# an int64 from --set, a float64 from a values file (which toString would
-# print as 2.0261206e+07); a fraction (1.20 is YAML's 1.2) is refused; a
-# null node selector (Helm's way to remove a key) is no "<nil>" label.
+# an int64 from --set, taken as written. A values file's unquoted number is
+# a float64 by then, its spelling lost (0123 read as 83, 0x1F as 31, 2.0 as
+# 2, a long one rounded): refused, saying to quote it; quoted, it renders as
+# written. A fraction (1.20 is YAML's 1.2) is refused by the schema; a null
+# node selector (Helm's way to remove a key) is no "<nil>" label.
 image_of() { "$HELM" template nri-cpupool "$CHART" --show-only templates/daemonset.yaml --set image.repository=r.example/p "$@" | sed -n 's/^ *image: r\.example\/p://p'; }
-printf 'image:\n  tag: 20261206\n' >"$out/tag-values.yaml"
-for pair in "2:--set image.tag=2" "20261206:-f $out/tag-values.yaml" "v1.2.3:--set image.tag=v1.2.3" "2:--set-string image.tag=2"; do
+printf 'image:\n  tag: "0123"\n' >"$out/tag-quoted.yaml"
+for pair in "2:--set image.tag=2" "20261206235959123:--set image.tag=20261206235959123" "0123:-f $out/tag-quoted.yaml" \
+  "v1.2.3:--set image.tag=v1.2.3" "2:--set-string image.tag=2"; do
   # shellcheck disable=SC2086 # the pair's flags are two words
   got=$(image_of ${pair#*:} 2>&1) || { echo "helm template ${pair#*:}: $got"; exit 1; }
   [ "$got" = "${pair%%:*}" ] || { echo "helm template ${pair#*:}: image tag '$got', want '${pair%%:*}'"; exit 1; }
+done
+for tag in 20261206 0123 0x1F 2.0 20261206235959123; do
+  printf 'image:\n  tag: %s\n' "$tag" >"$out/tag-values.yaml"
+  refused -f "$out/tag-values.yaml" "quote the image tag in a values file"
 done
 printf 'image:\n  tag: 1.20\n' >"$out/tag-values.yaml"
 refused -f "$out/tag-values.yaml" "/image/tag"
 if "$HELM" template nri-cpupool "$CHART" --show-only templates/daemonset.yaml --set nodeSelector.a=null --set nodeSelector.b=true | grep -q ': "<nil>"'; then
   echo "helm template --set nodeSelector.a=null: renders a '<nil>' label, which no node has"; exit 1
 fi
-echo "an image tag given as a number renders as written; a null node selector is left out"
+echo "an image tag given as a number with --set renders as written, one unquoted in a values file is refused; a null node selector is left out"

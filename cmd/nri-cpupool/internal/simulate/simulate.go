@@ -351,7 +351,10 @@ func (r *Runner) resize(rs *Resize) Result {
 	out := allocator.Result{}
 	out.Assignment, _ = r.alloc.Get(ctr.ID)
 	if strings.TrimSpace(rs.CPUs) != "" {
-		ctr.MilliCPU = request
+		// A running container keeps its pool, and its annotations are
+		// judged against it, as the daemon's resize does (plugin/resize.go);
+		// simulate confines no container, so the running pool is the one.
+		ctr.MilliCPU, ctr.Pool = request, out.Assignment.Pool
 		req, err := r.policy.Request(ctr, r.resolveDevice)
 		if err != nil {
 			res.Error = err.Error()

@@ -29,10 +29,12 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
-{{/* The image: repository:tag. A tag may come as a number (--set image.tag=2 gives an int64, a values file's tag: 2 a float64, which toString would print as 2e+00 for large ones): the schema takes whole numbers only, printed as such. */}}
+{{/* The image: repository:tag. A tag may come as a number. --set image.tag=2 gives an int64, printed as written. A values file's unquoted number is a float64 by then, its spelling lost (tag: 0123 is read as 83, 0x1F as 31, 2.0 as 2, a long one rounded): refused, as no printing of it gives back the tag meant. */}}
 {{- define "nri-cpupool.image" -}}
 {{- $tag := default .Chart.AppVersion .Values.image.tag }}
-{{- if kindIs "float64" $tag }}{{ $tag = printf "%.0f" $tag }}{{ end }}
+{{- if kindIs "float64" $tag }}
+{{- fail "quote the image tag in a values file: image.tag is an unquoted number there, which Helm reads as a float and so loses its spelling (0123 is read as 83, 0x1F as 31, 2.0 as 2, a long one rounded); write tag: \"...\" (--set image.tag=... takes a whole number as written)" }}
+{{- end }}
 {{- printf "%s:%s" .Values.image.repository (toString $tag) }}
 {{- end }}
 
