@@ -107,7 +107,7 @@ func TestServesTheKubeletWhileTheAPIServerHangs(t *testing.T) {
 	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
 	td.retry = retry{initial: time.Millisecond, max: 20 * time.Millisecond}
 	prepare(t, td.Driver, allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1"))
-	td.Driver = td.restart(t) // a restart that remembers it
+	td.Driver = td.restart(t)     // a restart that remembers it
 	td.staleTimeout = time.Minute // beyond the wait below: the check must not be in the way
 
 	hang := make(chan struct{})

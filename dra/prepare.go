@@ -98,7 +98,8 @@ var ErrNotSynced = errors.New("the daemon has not synchronized with the containe
 
 // prepare decides one claim in memory and returns its record from before.
 // A claim prepared before with the same allocation keeps each request whose
-// CPUs still fit it (see fits); a request that no longer fits, and every
+// CPUs still fit it (see fits), bound to its container while the claim is
+// still reserved for that container's pod (see keepRequests); a request that no longer fits, and every
 // request of a claim allocated anew, is placed anew with a new token.
 func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	uid := string(claim.UID)
@@ -112,21 +113,23 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	topo, layout := d.pools.Layout()
 	c := &Claim{Namespace: claim.Namespace, Name: claim.Name, Pods: pods, Requests: map[string]*Request{}}
 	var kept, stale []string // remembered requests that fit, and that no longer do
+	var unbound []boundTo    // kept requests whose binding was of a pod gone from the claim
 	d.mu.Lock()
 	before := d.claims[uid]
 	if before != nil && sameAllocation(before, want) {
 		for name, r := range before.Requests {
 			if fits(r, topo, layout) {
-				c.Requests[name] = r.clone()
 				kept = append(kept, name)
 			} else {
 				stale = append(stale, name)
 			}
 		}
 		if len(stale) == 0 {
+			unbound = keepRequests(c, before, kept)
 			d.setLocked(uid, c)
 			d.gen++
 			d.mu.Unlock()
+			d.unbindMemory(claim, unbound)
 			return before, nil
 		}
 	}
@@ -171,12 +174,11 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	d.mu.Lock()
 	// A kept request may have been bound while the lock was free: take
 	// it as it is now (before is still the record; only Bind changes it).
-	for _, name := range kept {
-		c.Requests[name] = before.Requests[name].clone()
-	}
+	unbound = keepRequests(c, before, kept)
 	d.setLocked(uid, c)
 	d.gen++
 	d.mu.Unlock()
+	d.unbindMemory(claim, unbound)
 	// The CPUs were placed under the plugin's lock and recorded under
 	// the driver's: a config reload (or a CPU going offline) in between
 	// did not see them among the claims (Pending) and could take them
@@ -215,6 +217,45 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 		d.log.Infof("DRA: claim %s/%s (%s) prepared: CPUs %q", claim.Namespace, claim.Name, uid, c.cpus().String())
 	}
 	return before, nil
+}
+
+// boundTo is a kept request whose binding keepRequests cleared, and the
+// container it was bound to.
+type boundTo struct{ request, podUID, container string }
+
+// keepRequests puts the kept requests of the record before into c, as they
+// are now, under d.mu. A kept request stays bound to its container only
+// while the claim is still reserved for that container's pod (c.Pods): a
+// resourceClaimName claim outlives its pods, and when the Unprepare after
+// its last pod was lost (a kill -9 before the claims file was written),
+// the restarted daemon still remembers the binding when the kubelet
+// prepares the claim for its next pod, with the same allocation. Kept, it
+// would refuse every container of the new pod ("already gives its CPUs to
+// container ..."), for as long as the claim stays allocated. It returns
+// the bindings it cleared.
+func keepRequests(c, before *Claim, kept []string) []boundTo {
+	var unbound []boundTo
+	for _, name := range slices.Sorted(slices.Values(kept)) {
+		r := before.Requests[name].clone()
+		if r.PodUID != "" && !slices.Contains(c.Pods, r.PodUID) {
+			unbound = append(unbound, boundTo{request: name, podUID: r.PodUID, container: r.Container})
+			r.PodUID, r.Container = "", ""
+		}
+		c.Requests[name] = r
+	}
+	return unbound
+}
+
+// unbindMemory tells the pools that the requests keepRequests unbound are
+// no longer their old containers': their memory reservations, which the
+// restart counted bound to those containers, are whole again for the
+// container of the new pod (see Pools.UnbindMemory).
+func (d *Driver) unbindMemory(claim *resourceapi.ResourceClaim, unbound []boundTo) {
+	for _, u := range unbound {
+		d.log.Infof("DRA: claim %s/%s (%s) request %s: no longer bound to container %s of pod %s, which the claim is no longer reserved for",
+			claim.Namespace, claim.Name, claim.UID, u.request, u.container, u.podUID)
+		d.pools.UnbindMemory(memoryKey(string(claim.UID), u.request), u.podUID, u.container)
+	}
 }
 
 // fits tells whether a remembered request's CPUs still stand for its

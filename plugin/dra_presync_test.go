@@ -106,7 +106,8 @@ func TestDRAPrepareWaitsForSynchronize(t *testing.T) {
 
 // TestGrantWaitsForSynchronize: the device plugin's side. Until the
 // runtime's first Synchronize every exclusive CPU is advertised unhealthy
-// (the kubelet allocates none) and Allocate is refused: a CPU an
+// (the kubelet allocates none; the CPUs of recorded grants excepted, see
+// TestPresyncKeepsGrantedCPUsHealthy) and Allocate is refused: a CPU an
 // annotated exclusive container runs on would look free. Once
 // synchronized, only that container's CPUs stay unhealthy.
 func TestGrantWaitsForSynchronize(t *testing.T) {

@@ -60,6 +60,29 @@ func (p *Plugin) ReleaseMemory(keys []string) {
 	p.publishUsage()
 }
 
+// UnbindMemory implements dra.Pools: a request the driver kept with its
+// CPUs for a claim's new pod no longer belongs to the container of the
+// pod it was bound to. Its reservation, counted bound to that container
+// (at the driver's start, from the claims file; or lent to it since), is
+// bound to none, in the allocator and in the plugin's copy that every new
+// allocator counts again: a stale owner would have the reservation count
+// only what that container (or the hold of its last run) does not hold,
+// and would get it back when a creation of the new pod's container is
+// refused (detachClaims). Bound meanwhile to another container (the new
+// pod's), it stays with it.
+func (p *Plugin) UnbindMemory(key, podUID, container string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.claimMemory[key]
+	if !ok || c.PodUID != podUID || c.Container != container {
+		return
+	}
+	p.alloc.BindClaim(key, "", "")
+	c.PodUID, c.Container = "", ""
+	p.claimMemory[key] = c
+	p.publishUsage()
+}
+
 // bindClaimMemory tells the allocator that the container showed these
 // requests' tokens: its memory is taken from their reservations first, so
 // it is not counted twice. It returns the owners of those whose owner it

@@ -42,15 +42,28 @@ func (p *Plugin) notify() {
 // Before the runtime's first Synchronize the plugin does not know which
 // containers hold CPUs: every CPU is reported unhealthy, so that the
 // kubelet allocates none and its capacity stays (an empty list would
-// take the resource's capacity to 0 and back at each restart).
+// take the resource's capacity to 0 and back at each restart), except
+// the CPUs of the grants the grants file recorded. Those the kubelet has
+// already allocated, and it re-admits their pods (after a node reboot or
+// a kubelet restart, their containers not running) only while every
+// previously allocated device is healthy: an unhealthy one fails the pod
+// with UnexpectedAdmissionError, and it is not retried. They are the
+// kubelet's to account for (as after Synchronize: see kubelets below), so
+// reporting them healthy gives no container's CPU away; Grant still
+// refuses every CPU until the first Synchronize. No pod is absent before
+// it (grantOfAbsentPod), so every recorded grant counts.
 func (p *Plugin) Devices() []deviceplugin.Device {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.synced {
+		recorded := cpuset.New()
+		for _, g := range p.grants.byToken {
+			recorded = recorded.Union(g.cpusOf())
+		}
 		excl := p.alloc.Layout().Exclusive
 		out := make([]deviceplugin.Device, 0, excl.Size())
 		for _, cpu := range excl.List() {
-			out = append(out, deviceplugin.Device{ID: strconv.Itoa(cpu), NUMA: p.numaOf(cpu)})
+			out = append(out, deviceplugin.Device{ID: strconv.Itoa(cpu), NUMA: p.numaOf(cpu), Healthy: recorded.Contains(cpu)})
 		}
 		return out
 	}

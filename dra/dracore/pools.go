@@ -48,6 +48,11 @@ type Pools interface {
 	ReserveMemory(c numamem.ClaimMemory, check bool) (warning string, err error)
 	// ReleaseMemory gives back the reservations of these keys.
 	ReleaseMemory(keys []string)
+	// UnbindMemory tells that the request of key is no longer bound to
+	// that container (its pod is no longer among the claim's): if its
+	// reservation is still that container's, it is bound to none now, and
+	// whole again for the next container. Unknown keys are fine.
+	UnbindMemory(key, podUID, container string)
 }
 
 // Static is the Pools of a node where no container holds exclusive CPUs
@@ -124,6 +129,15 @@ func (s *Static) ReleaseMemory(keys []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.alloc.ReleaseClaims(keys)
+}
+
+// UnbindMemory implements Pools.
+func (s *Static) UnbindMemory(key, podUID, container string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.alloc.ClaimReservations()[key]; ok && c.PodUID == podUID && c.Container == container {
+		s.alloc.BindClaim(key, "", "")
+	}
 }
 
 // PlaceOn places n CPUs of pool on NUMA node numa with alloc, over the CPUs
