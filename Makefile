@@ -247,7 +247,8 @@ install: build
 # On this system (no DESTDIR): stop and disable the service, then put back
 # the host files it changed (its stop restores nothing, and once the binary
 # is gone nothing could). A restore that fails stops here, the binary kept,
-# so that it can be run again. The fail-closed drop-in is the operator's to
+# so that it can be run again; a binary older than restore-host hands it to
+# the tree's bin/nri-cpupool, or warns (packaging/uninstall-restore.sh). The fail-closed drop-in is the operator's to
 # delete: the runtime read it at its start and refuses containers without
 # the plugin until it restarts without it.
 uninstall:
@@ -257,7 +258,7 @@ uninstall:
 	done
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now nri-cpupool.service || true; fi
 	@if [ -z "$(DESTDIR)" ] && [ -x $(PREFIX)/bin/nri-cpupool ]; then \
-	  $(PREFIX)/bin/nri-cpupool restore-host || { echo "make uninstall: restore-host failed (above); nothing removed: fix it and run make uninstall again" >&2; exit 1; }; \
+	  sh packaging/uninstall-restore.sh $(PREFIX)/bin/nri-cpupool $(BIN); \
 	fi
 	rm -f $(DESTDIR)/etc/systemd/system/multi-user.target.wants/nri-cpupool.service
 	rm -f $(DESTDIR)$(PREFIX)/bin/nri-cpupool $(DESTDIR)$(PREFIX)/bin/nri-cpupool-dra $(DESTDIR)/etc/systemd/system/nri-cpupool.service \

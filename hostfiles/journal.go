@@ -89,6 +89,11 @@ type Journal struct {
 	now     func() time.Time
 	// roots are this process's roots by name (Rebase).
 	roots map[string]string
+	// unsaved says that the records in memory differ from the file's
+	// without a Commit to write them (Rebase named the roots of old
+	// records): the next Commit writes them even when it adds and drops
+	// nothing.
+	unsaved bool
 }
 
 // ErrJournalDiscarded wraps the reason a journal could not be used.
@@ -229,7 +234,7 @@ func (j *Journal) Len() int { return len(j.records) }
 // stay (their restore is repeated, harmlessly). A path already recorded
 // keeps its first original.
 func (j *Journal) Commit(add map[string]Record, drop []string) error {
-	if len(add) == 0 && len(drop) == 0 {
+	if len(add) == 0 && len(drop) == 0 && !j.unsaved {
 		return nil // most passes: nothing to copy the records for
 	}
 	next := maps.Clone(j.records)
@@ -249,13 +254,13 @@ func (j *Journal) Commit(add map[string]Record, drop []string) error {
 			changed = true
 		}
 	}
-	if !changed {
+	if !changed && !j.unsaved {
 		return nil
 	}
 	if err := j.save(next); err != nil {
 		return err
 	}
-	j.records = next
+	j.records, j.unsaved = next, false
 	return nil
 }
 
@@ -272,6 +277,7 @@ func (j *Journal) SetRefused(refused map[string]string) error {
 		j.refused = prev
 		return err
 	}
+	j.unsaved = false
 	return nil
 }
 
@@ -304,8 +310,13 @@ const (
 // kernel file, seen through another mount. A record whose new path is
 // already recorded keeps its old path (which of the two was first is not
 // known; the confinement of restores then decides), as does one whose Rel
-// leaves its root. Commit names the root of each new record. It returns
-// how many records moved; nothing is written until the next Commit.
+// leaves its root. Commit names the root of each new record; Rebase
+// names it for a record without one (written by a build before records
+// named their roots) that lies under one of these roots, so that a node
+// that ran the old chart (/host/sys/...) has its records found under the
+// node's roots once the new chart's pod has run (review rvE, L3). It
+// returns how many records moved; nothing is written until the next
+// Commit, which writes the named roots even when nothing else changed.
 func (j *Journal) Rebase(roots map[string]string) int {
 	j.roots = map[string]string{}
 	for name, dir := range roots {
@@ -316,6 +327,13 @@ func (j *Journal) Rebase(roots map[string]string) int {
 	moved := 0
 	for _, old := range slices.Sorted(maps.Keys(j.records)) {
 		r := j.records[old]
+		if r.Root == "" {
+			if r.Root, r.Rel = j.rootOf(old); r.Root != "" {
+				j.records[old] = r
+				j.unsaved = true
+			}
+			continue
+		}
 		dir, ok := j.roots[r.Root]
 		if !ok || r.Rel == "" || !filepath.IsLocal(r.Rel) {
 			continue

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -299,4 +300,46 @@ func TestJournalRecordsFollowTheirRoots(t *testing.T) {
 	assert.Zero(t, j2.Rebase(map[string]string{RootSys: "/new/sys"}))
 	_, ok = j2.Get("/old/sys/a")
 	assert.True(t, ok)
+}
+
+// TestRootlessRecordsGainTheirRoot (review rvE, L3): a record written
+// before records named their root (an old chart's pod: /host/sys/...,
+// its path only) is given the root it lies under by the next process
+// that has that root (the new chart's pod), and the journal is written
+// so at its next pass even when nothing else changes; a process under
+// other roots (the package on the node) then finds it under its own.
+func TestRootlessRecordsGainTheirRoot(t *testing.T) {
+	tr := newTree(t, map[string]string{"sys/devices/system/cpu/cpu0/x": "changed", "other/y": "2"})
+	chart := filepath.Join(tr.dir, "host")
+	node := filepath.Join(t.TempDir(), "node-root")
+	require.NoError(t, os.Symlink(chart, node)) // the same files, another path
+	file := "sys/devices/system/cpu/cpu0/x"
+
+	// The old build: no roots, records keyed by path only.
+	old, _, err := OpenJournal(OS{}, tr.journal(), bootA)
+	require.NoError(t, err)
+	require.NoError(t, old.Commit(map[string]Record{tr.path(file): {Original: "orig", Owner: "power"}, tr.path("other/y"): {Original: "1", Owner: "power"}}, nil))
+	require.Equal(t, Record{Original: "orig", Owner: "power"}, onDisk(t, tr)[tr.path(file)], "rootless, as an old build wrote it")
+
+	// The new build under the chart's roots, wanting what it has: its
+	// pass adds and drops nothing.
+	src := newSource("power")
+	src.set(map[string]string{tr.path(file): "changed", tr.path("other/y"): "2"})
+	chartJ, _, err := OpenJournal(OS{}, tr.journal(), bootA)
+	require.NoError(t, err)
+	assert.Zero(t, chartJ.Rebase(map[string]string{RootSys: filepath.Join(chart, "sys")}), "named, not moved")
+	log, _ := logtest.NewNullLogger()
+	r := NewReconciler(OS{}, chartJ, log, DefaultTiming, src)
+	require.NoError(t, r.Flush())
+	r.Close()
+	assert.Equal(t, Record{Original: "orig", Owner: "power", Root: RootSys, Rel: "devices/system/cpu/cpu0/x"}, onDisk(t, tr)[tr.path(file)])
+	assert.Equal(t, Record{Original: "1", Owner: "power"}, onDisk(t, tr)[tr.path("other/y")], "under no root: its path only")
+
+	// The package on the node, under other roots, restores it there.
+	j, _, err := OpenJournal(OS{}, tr.journal(), bootA)
+	require.NoError(t, err)
+	assert.Equal(t, 1, j.Rebase(map[string]string{RootSys: filepath.Join(node, "sys")}))
+	got, ok := j.Get(filepath.Join(node, file))
+	require.True(t, ok, "keyed by this process's path: %v", j.Records())
+	assert.Equal(t, "orig", got.Original)
 }

@@ -148,7 +148,8 @@ func TestCreateContainerDoesNotWaitForBlockedAPI(t *testing.T) {
 	cfg.CgroupRoot = t.TempDir()
 	topo, err := sysfs.Discover(cfg.SysfsRoot)
 	require.NoError(t, err)
-	p, err := plugin.New(cfg, topo, state.NewFileStore(t.TempDir()+"/state.json"), quietLog())
+	cfg.StateFile = t.TempDir() + "/state.json" // the status file and the journal lie beside it
+	p, err := plugin.New(cfg, topo, state.NewFileStore(cfg.StateFile), quietLog())
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
 	p.UsePodEvents(events)

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,7 @@ func benchNode(tb testing.TB, node testNode) (*config.Config, *sysfs.Topology) {
 	require.NoError(tb, err)
 	cfg.SysfsRoot = fixture.Root(tb, node.fixture)
 	cfg.CgroupRoot = tb.TempDir()
+	cfg.StateFile = filepath.Join(tb.TempDir(), "state.json") // never the default state directory
 	topo, err := sysfs.Discover(cfg.SysfsRoot)
 	require.NoError(tb, err)
 	return cfg, topo

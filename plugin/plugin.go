@@ -46,6 +46,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -240,9 +241,22 @@ type Plugin struct {
 	hostFilesBefore hostFileTotals
 }
 
+// inTestBinary tells whether this is a Go test binary, whose testing
+// package registers its -test.* flags on the global flag set (the daemon
+// parses flag sets of its own): checked without linking testing into the
+// daemon.
+func inTestBinary() bool { return flag.Lookup("test.v") != nil }
+
 // New builds a plugin for a node. The state is loaded here; it is
 // reconciled with the runtime in Synchronize.
 func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logrus.Logger) (*Plugin, error) {
+	if inTestBinary() && cfg.StateFile == config.Default().StateFile {
+		// A test's plugin beside the default state file writes this
+		// machine's /var/lib/nri-cpupool (the daemon's status, the
+		// journal of host originals, grants), whatever its store: a test
+		// run did, and a daemon there would read them.
+		return nil, fmt.Errorf("stateFile %s is the default, in a test binary: give the test a state file of its own (t.TempDir())", cfg.StateFile)
+	}
 	p := &Plugin{topo: topo, store: store, log: log, decisions: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
 		memsOverrode: map[string]bool{},
 		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]partitionCgroup{}}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -74,6 +75,9 @@ func newUnitPlugin(t *testing.T, store state.Store, yaml string) *Plugin {
 	require.NoError(t, err)
 	cfg.SysfsRoot = fixture.Root(t, "desktop-8c16t")
 	cfg.CgroupRoot = t.TempDir()
+	// Never the default /var/lib/nri-cpupool: the status file, the
+	// journal and the lock lie beside the state file, whatever the store.
+	cfg.StateFile = filepath.Join(t.TempDir(), "state.json")
 	topo, err := sysfs.Discover(cfg.SysfsRoot)
 	require.NoError(t, err)
 	log := logrus.New()

@@ -41,6 +41,9 @@ expect grep -qxF 'ExecReload=/bin/kill -HUP $MAINPID' "$root/etc/systemd/system/
 expect grep -qxF 'After=containerd.service crio.service' "$root/etc/systemd/system/nri-cpupool.service"
 expect_not grep -qE '^(Wants|Requires|BindsTo|Requisite)=.*(containerd|crio)' "$root/etc/systemd/system/nri-cpupool.service"
 
+# --- make uninstall's restore step (test/uninstall.sh: fake binaries, never this machine's) ---
+if bash test/uninstall.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: test/uninstall.sh"; fi
+
 # --- versions that sort (packaging/version.sh) --------------------------------------
 # A bare commit hash (538d4e5-1) orders packages at random; without a tag the
 # version is 0.0.0~git<commit date>.<hash>, so the later commit is the newer

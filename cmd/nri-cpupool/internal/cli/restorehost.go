@@ -10,12 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/plugin"
@@ -33,13 +36,14 @@ func runRestoreHost(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	cfg, err := readNodeConfig(*cfgPath, stderr)
+	flags := []pathFlag{{"--state-file", stateFile}, {"--proc-root", procRoot}, {"--sysfs-root", root}, {"--cgroup-root", cgroupRoot}}
+	cfg, err := restoreHostConfig(*cfgPath, flags, stderr)
 	if err != nil {
 		return err
 	}
-	for _, o := range []struct{ flag, dst *string }{{stateFile, &cfg.StateFile}, {procRoot, &cfg.ProcRoot}, {root, &cfg.SysfsRoot}, {cgroupRoot, &cfg.CgroupRoot}} {
-		if *o.flag != "" {
-			*o.dst = *o.flag
+	for i, dst := range []*string{&cfg.StateFile, &cfg.ProcRoot, &cfg.SysfsRoot, &cfg.CgroupRoot} {
+		if v := *flags[i].value; v != "" {
+			*dst = v
 		}
 	}
 	if held, _ := state.Held(cfg.StateFile); held {
@@ -102,6 +106,50 @@ func runRestoreHost(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s not restored, kept in %s: run restore-host again once the cause is fixed (a reboot resets them too)", plural.Count(n, "host file"), res.Journal)
 	}
 	return nil
+}
+
+// pathFlag is one of restore-host's flags that say where the daemon's
+// files lie.
+type pathFlag struct {
+	name  string
+	value *string
+}
+
+// restoreHostConfig reads the node's config as run does. Unlike status,
+// audit and explain (readNodeConfig), restore-host does not go on with
+// the built-in defaults when the config is refused: their state file and
+// roots are not the daemon's, so the node's journal would read as missing
+// or of an earlier boot, "nothing to restore", exit 0, and a package's
+// removal would go on with nothing put back (review rvE, M1). Only when
+// the flags give the state file and every root is the config not needed.
+func restoreHostConfig(path string, flags []pathFlag, stderr io.Writer) (*config.Config, error) {
+	cfg, err := loadRunConfig(path)
+	switch {
+	case err == nil:
+		return cfg, nil
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EISDIR):
+		return nil, err
+	}
+	var missing []string
+	for _, f := range flags {
+		if *f.value == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("the node's config is refused: %w; nothing restored: the journal lies beside the daemon's state file, under its roots, which the built-in defaults are not; "+
+			"fix the config (nri-cpupool validate --config %s lists its problems) and run again, or give the daemon's state file and roots as flags: %s missing", err, path, joinFlags(missing))
+	}
+	fmt.Fprintf(stderr, "warning: the node's config is refused, so restore-host uses the flags' state file and roots, and the built-in defaults' irq settings: %v\n", err)
+	return config.Default(), nil
+}
+
+// joinFlags lists flag names as a sentence does: "a, b and c".
+func joinFlags(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // daemonRuns is restore-host's refusal while a daemon holds the state

@@ -133,3 +133,52 @@ func TestRestoreHostJSON(t *testing.T) {
 	assert.Equal(t, plugin.HostRestore{Journal: hostfiles.JournalPath(stateFile), Left: []plugin.LeftFile{},
 		Restored: []plugin.RestoredFile{{Path: affinity, Owner: "irq", Original: "0-15", Outcome: "restored"}}}, got)
 }
+
+// TestRestoreHostRefusedConfig: a node config that run refuses (here a key
+// this build does not know, as after a downgrade) is an error for
+// restore-host, exit 1 with the config's problem and the way on, nothing
+// written: the built-in defaults' state file and roots are not the
+// daemon's, so with them the node's journal reads as missing or of an
+// earlier boot, and an exit 0 would let a package's removal go on with
+// nothing put back (review rvE, M1). Given --state-file and every root
+// flag, the config is not needed: a warning, and the restore runs.
+func TestRestoreHostRefusedConfig(t *testing.T) {
+	refused := func(t *testing.T) (cfgPath, stateFile, affinity string) {
+		cfgPath, stateFile, affinity = restoreNode(t)
+		data, err := os.ReadFile(cfgPath)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(cfgPath, append(data, []byte("aKeyOfANewerBuild: 1\n")...), 0o644))
+		return cfgPath, stateFile, affinity
+	}
+	t.Run("some flags missing", func(t *testing.T) {
+		cfgPath, stateFile, affinity := refused(t)
+		code, out, errOut := run(t, "restore-host", "--config", cfgPath, "--state-file", stateFile)
+		assert.Equal(t, 1, code, out)
+		assert.Empty(t, out)
+		assert.Contains(t, errOut, "aKeyOfANewerBuild", "the config's problem")
+		assert.Contains(t, errOut, "nothing restored")
+		assert.Contains(t, errOut, "--proc-root, --sysfs-root and --cgroup-root", "the flags still missing")
+		assert.Equal(t, "0-1", readTrim(t, affinity), "nothing written")
+		records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(stateFile), restoreBoot)
+		require.NoError(t, err)
+		assert.Len(t, records, 1, "the journal keeps its record")
+	})
+	t.Run("every flag given", func(t *testing.T) {
+		cfgPath, stateFile, affinity := refused(t)
+		cfg, err := os.ReadFile(cfgPath)
+		require.NoError(t, err)
+		roots := map[string]string{}
+		for _, line := range strings.Split(string(cfg), "\n") {
+			if k, v, ok := strings.Cut(line, ": "); ok {
+				roots[k] = v
+			}
+		}
+		code, out, errOut := run(t, "restore-host", "--config", cfgPath, "--state-file", stateFile,
+			"--proc-root", roots["procRoot"], "--sysfs-root", roots["sysfsRoot"], "--cgroup-root", roots["cgroupRoot"])
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, errOut, "warning: ")
+		assert.Contains(t, errOut, "aKeyOfANewerBuild")
+		assert.Contains(t, out, "restored  "+affinity+" (irq): 0-15\n")
+		assert.Equal(t, "0-15", readTrim(t, affinity))
+	})
+}
