@@ -340,6 +340,21 @@ func (a *Allocator) MembersCPUs(pool string) cpuset.CPUSet {
 	return a.PoolCPUs(other)
 }
 
+// membersWhileOffline is where a member of pool shared or infra is placed
+// when PoolCPUs(pool) is empty: MembersCPUs while the pool has no online
+// CPU only because its CPUs are offline (they join it when they come
+// online, and its running members are there meanwhile), and nothing when
+// the config gives it no CPU (a reload that removed the shared pool: its
+// members cannot follow it, and say so) or its online CPUs are all held by
+// exclusive containers kept where they run. Infra is never empty by the
+// config (the layout refuses it).
+func (a *Allocator) membersWhileOffline(pool string) cpuset.CPUSet {
+	if !a.layout.Pool(pool).IsEmpty() || pool == pools.Shared && a.layout.SharedCarved.IsEmpty() {
+		return cpuset.New()
+	}
+	return a.MembersCPUs(pool)
+}
+
 // poolLessHeld is cpus without those an exclusive container holds.
 func (a *Allocator) poolLessHeld(cpus cpuset.CPUSet) cpuset.CPUSet {
 	var held []int
