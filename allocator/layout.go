@@ -409,6 +409,8 @@ func (b *layoutBuilder) checkDefaultPool() {
 	switch {
 	case carved.IsEmpty():
 		b.p.Errorf("defaultPool", "%q has no CPUs on this node, so every container without a pool annotation would be refused, kube-system's too; %s", pool, fix)
+	case now.IsEmpty() && pool == pools.Shared:
+		b.p.Warnf("defaultPool", "%q has no online CPU (its %s %s offline), so containers without a pool annotation run on infra until one comes online; %s", pool, plural.CPUs(carved), plural.Verb(carved.Size(), "is", "are"), fix)
 	case now.IsEmpty():
 		b.p.Warnf("defaultPool", "%q has no online CPU (its %s %s offline), so containers without a pool annotation are refused until one comes online; %s", pool, plural.CPUs(carved), plural.Verb(carved.Size(), "is", "are"), fix)
 	}

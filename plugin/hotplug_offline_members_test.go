@@ -55,3 +55,26 @@ func TestReloadWhileSharedPoolOffline(t *testing.T) {
 	grown := strings.Replace(desktopCounted.config, "exclusive: [telco]", "exclusive: [telco, dpdk]", 1)
 	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, grown), nil, "test"), "a reload that changes no pool")
 }
+
+// A shared container that restarts (the kubelet's restart of a crashed
+// member, a new attempt of the same pod) while every CPU of the shared pool
+// is offline runs on infra, as its running siblings do (MembersCPUs): it
+// was refused, and its pod crash-looped until a CPU came back.
+func TestSharedMemberRestartsWhileItsPoolIsOffline(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktopCounted, statePath(f), fastHotplug)
+	pod := f.runPod(podSpec{name: "web", annotations: map[string]string{"pool.cpupool.dev/pod": "shared"}})
+	web, _, err := f.createContainer(pod, "app", 500)
+	require.NoError(t, err)
+	setOnline(t, rp, 2, false)
+	setOnline(t, rp, 10, false)
+	require.Eventually(t, func() bool { return sharedNow(rp) == "" }, 3*time.Second, 5*time.Millisecond)
+	f.exitContainer(web, 137)
+	f.removeContainer(web)
+	again, _, err := f.createAttempt(pod, "app", 1, 500)
+	require.NoError(t, err, "restart of a shared member while its pool is offline")
+	rp.p.mu.Lock()
+	infra := rp.p.alloc.PoolCPUs("infra")
+	rp.p.mu.Unlock()
+	assert.Equal(t, infra.String(), f.cpus(again))
+}
