@@ -56,7 +56,13 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	case pools.Shared, pools.Infra:
 		cpus := a.PoolCPUs(req.Pool)
 		if cpus.IsEmpty() {
-			return Result{}, fmt.Errorf("pool %s has no CPUs on this node; configure pools.%s or choose another pool", req.Pool, req.Pool)
+			// Every CPU of the pool offline: where its running members
+			// are (a member the kubelet restarts meanwhile must not
+			// crash-loop until one comes back).
+			cpus = a.membersWhileOffline(req.Pool)
+		}
+		if cpus.IsEmpty() {
+			return Result{}, a.noMembersCPUs(req.Pool)
 		}
 		as.CPUs, as.Reserved = cpus, cpuset.New()
 	case pools.Exclusive, pools.ExclusiveNonIsolcpus:

@@ -11,6 +11,7 @@
 package allocator
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -333,11 +334,47 @@ func (a *Allocator) MembersCPUs(pool string) cpuset.CPUSet {
 	if cpus := a.PoolCPUs(pool); !cpus.IsEmpty() {
 		return cpus
 	}
-	other := pools.Infra
-	if pool == pools.Infra {
-		other = pools.Shared
+	return a.PoolCPUs(otherMembersPool(pool))
+}
+
+// membersWhileOffline is where a member of pool shared or infra is placed
+// when PoolCPUs(pool) is empty: MembersCPUs while the pool has no online
+// CPU only because its CPUs are offline (they join it when they come
+// online, and its running members are there meanwhile), and nothing when
+// the config gives it no CPU (a reload that removed the shared pool: its
+// members cannot follow it, and say so) or its online CPUs are all held by
+// exclusive containers kept where they run. Infra is never empty by the
+// config (the layout refuses it).
+func (a *Allocator) membersWhileOffline(pool string) cpuset.CPUSet {
+	if !a.allOffline(pool) {
+		return cpuset.New()
 	}
-	return a.PoolCPUs(other)
+	return a.MembersCPUs(pool)
+}
+
+// allOffline tells whether pool shared or infra has no online CPU only
+// because every CPU the config gives it is offline.
+func (a *Allocator) allOffline(pool string) bool {
+	return a.layout.Pool(pool).IsEmpty() && (pool == pools.Infra || pool == pools.Shared && !a.layout.SharedCarved.IsEmpty())
+}
+
+// noMembersCPUs says why a member of pool shared or infra cannot be
+// placed: the config gives the pool no CPU, or every CPU of it (and of
+// the other pool) is offline, which no config change fixes.
+func (a *Allocator) noMembersCPUs(pool string) error {
+	if a.allOffline(pool) {
+		return fmt.Errorf("every CPU of pool %s is offline, and so is every CPU of pool %s, where its members run meanwhile; it can start once one comes back online", pool, otherMembersPool(pool))
+	}
+	return fmt.Errorf("pool %s has no CPUs on this node; configure pools.%s or choose another pool", pool, pool)
+}
+
+// otherMembersPool is the pool the members of pool shared or infra run on
+// while every CPU of theirs is offline (MembersCPUs).
+func otherMembersPool(pool string) string {
+	if pool == pools.Infra {
+		return pools.Shared
+	}
+	return pools.Infra
 }
 
 // poolLessHeld is cpus without those an exclusive container holds.

@@ -25,6 +25,12 @@ type Layout struct {
 	// Exclusive and Shared are carved from the isolated CPUs by default.
 	Exclusive cpuset.CPUSet
 	Shared    cpuset.CPUSet
+	// SharedCarved is the shared pool as the config carves it on the
+	// present CPUs, offline ones included: a shared pool without an online
+	// CPU whose SharedCarved is not empty is empty only while its CPUs are
+	// offline, and its members run on infra meanwhile (membersWhileOffline);
+	// one the config leaves empty has none to run on.
+	SharedCarved cpuset.CPUSet
 	// Infra is every online CPU that is neither exclusive nor shared.
 	Infra cpuset.CPUSet
 	// ExclusiveNonIsolcpus are the infra CPUs that may be lent out
@@ -288,6 +294,7 @@ func (b *layoutBuilder) carve(key string, count int, carvable cpuset.CPUSet) cpu
 // present ones: an offline CPU is in no pool until it comes online.
 func (b *layoutBuilder) dropOffline() {
 	b.carved.exclusive, b.carved.shared, b.carved.reserved, b.carved.isolated = b.l.Exclusive, b.l.Shared, b.l.Reserved, b.l.Isolated
+	b.l.SharedCarved = b.l.Shared
 	for _, set := range []*cpuset.CPUSet{&b.l.Isolated, &b.l.Reserved, &b.l.Exclusive, &b.l.Shared} {
 		*set = set.Intersection(b.topo.Online)
 	}
@@ -402,6 +409,8 @@ func (b *layoutBuilder) checkDefaultPool() {
 	switch {
 	case carved.IsEmpty():
 		b.p.Errorf("defaultPool", "%q has no CPUs on this node, so every container without a pool annotation would be refused, kube-system's too; %s", pool, fix)
+	case now.IsEmpty() && pool == pools.Shared:
+		b.p.Warnf("defaultPool", "%q has no online CPU (its %s %s offline), so containers without a pool annotation run on infra until one comes online; %s", pool, plural.CPUs(carved), plural.Verb(carved.Size(), "is", "are"), fix)
 	case now.IsEmpty():
 		b.p.Warnf("defaultPool", "%q has no online CPU (its %s %s offline), so containers without a pool annotation are refused until one comes online; %s", pool, plural.CPUs(carved), plural.Verb(carved.Size(), "is", "are"), fix)
 	}

@@ -249,21 +249,32 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 }
 
 // readd adds a prepared assignment. Members of a shared pool follow the
-// pool as it is now, unless the pool no longer exists: then they stay where
-// they run, and the error says so. So does the shared part of an
-// exclusive container that asked for it.
+// pool as it is now, or while every CPU of it is offline the other pool
+// (membersWhileOffline, as a hotplug seen live moves them: left on their
+// offline CPUs they would run on their parent's, exclusive ones included),
+// unless the pool no longer exists: then they stay where they run, and the
+// error says so. So does the shared part of an exclusive container that
+// asked for it.
 func (a *Allocator) readd(as Assignment, infraBefore infraMark) (Result, error) {
 	var problem error
 	if as.WithShared && pools.IsExclusive(as.Pool) {
+		shared := a.PoolCPUs(pools.Shared)
+		if shared.IsEmpty() {
+			shared = a.membersWhileOffline(pools.Shared)
+		}
 		// Less its own exclusive CPUs, which the shared pool as now
 		// configured may name (a container kept where it runs after a
 		// config change): they are its exclusive part, not shared.
-		if now := a.PoolCPUs(pools.Shared).Difference(as.Held()); !now.IsEmpty() {
+		if now := shared.Difference(as.Held()); !now.IsEmpty() {
 			as.Shared = now
 		}
 	}
 	if as.Pool == pools.Shared || as.Pool == pools.Infra {
-		if now := a.PoolCPUs(as.Pool); !now.IsEmpty() {
+		now := a.PoolCPUs(as.Pool)
+		if now.IsEmpty() {
+			now = a.membersWhileOffline(as.Pool)
+		}
+		if !now.IsEmpty() {
 			as.CPUs = now
 			as.Mems = a.memsFor(as.CPUs)
 		} else {

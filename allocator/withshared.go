@@ -42,6 +42,16 @@ func (a *Allocator) withSharedPart(as *Assignment, req Request) error {
 	}
 	shared := a.PoolCPUs(pools.Shared)
 	if shared.IsEmpty() {
+		// Every CPU of the pool offline: the shared part runs where the
+		// pool's members do, less its own exclusive CPUs (as readd and
+		// followInfra keep it).
+		shared = a.membersWhileOffline(pools.Shared).Difference(as.Held())
+	}
+	if shared.IsEmpty() && a.allOffline(pools.Shared) {
+		return fmt.Errorf("every CPU of pool shared is offline, and so is every CPU of pool infra, where its members run meanwhile, and container %s asks for them (%s); it can start once one comes back online",
+			req.Pod.ContainerName(req.Container), AnnotationSharedCPUs)
+	}
+	if shared.IsEmpty() {
 		return fmt.Errorf("pool shared has no CPUs on this node, and container %s asks for them (%s); configure pools.shared or remove the annotation",
 			req.Pod.ContainerName(req.Container), AnnotationSharedCPUs)
 	}

@@ -60,7 +60,8 @@ type hotplugWatch struct {
 	uevents  <-chan cpuUevent
 }
 
-// watchHotplug follows the online CPUs until ctx ends.
+// watchHotplug follows the online CPUs until ctx ends, and returns once
+// its uevent listener has closed its socket (within ueventPoll).
 func (p *Plugin) watchHotplug(ctx context.Context) {
 	p.mu.Lock()
 	root, every, online, events := p.cfg.SysfsRoot, p.hotplug.interval, p.topo.Online, p.hotplug.uevents
@@ -71,7 +72,12 @@ func (p *Plugin) watchHotplug(ctx context.Context) {
 	if events == nil {
 		ch := make(chan cpuUevent, 16)
 		events = ch
+		// Waited for, so that its socket is closed when Run returns: a
+		// read ends within ueventPoll of ctx's end.
+		listened := make(chan struct{})
+		defer func() { <-listened }()
 		proflabel.Go(proflabel.Hotplug, func() {
+			defer close(listened)
 			if err := cpuUevents(ctx, ch); err != nil {
 				p.log.Warnf("hotplug: %v; CPUs are followed by reading the online mask every %s alone, which misses a CPU that goes offline and comes back between two reads (on cgroup v1 its containers then lose it until the next change of the mask)", err, every)
 			}

@@ -9,9 +9,10 @@ package plugin
 // no reply may come for minutes on a quiet node, so it is made safe
 // instead: the members are also marked pending, so the next reply carries
 // their cpusets as they are then; and once the runtime has applied the
-// push, the members' cpusets are compared with what it sent, and sent
-// again if a decision moved them meanwhile, so the last update the runtime
-// applies is the current one. It is sent only to runtimes whose NRI
+// push, what it sent is compared with what would be sent now (the record
+// less its offline CPUs, runnable), and sent again if a decision moved the
+// members or a CPU came back online meanwhile, so the last update the
+// runtime applies is the current one. It is sent only to runtimes whose NRI
 // handles an unsolicited update while a plugin call is pending
 // (containerd/nri#301, fixed in v0.12.1); others get it with the next reply.
 
@@ -73,7 +74,7 @@ func (p *Plugin) pushNow(ids []string) int {
 		var updates []*api.ContainerUpdate
 		for _, id := range ids {
 			if a, ok := p.alloc.Get(id); ok {
-				sent[id] = a.Cpuset().String()
+				sent[id] = runnable(a.Cpuset(), p.topo.Online).String()
 				updates = append(updates, cpuUpdate(a, p.topo.Online, p.cfg.PinMemory))
 			}
 		}
@@ -92,9 +93,13 @@ func (p *Plugin) pushNow(ids []string) int {
 		}
 		updated = len(updates) - len(failed)
 		p.mu.Lock()
+		// What is compared is what would be sent now, not the record: a
+		// push built while a CPU was offline names the record less that
+		// CPU, and the runtime may apply it after the one giveBack sent
+		// when the CPU came back online (same record, more CPUs sent).
 		current := true
 		for id, cpus := range sent {
-			if a, ok := p.alloc.Get(id); ok && a.Cpuset().String() != cpus {
+			if a, ok := p.alloc.Get(id); ok && runnable(a.Cpuset(), p.topo.Online).String() != cpus {
 				current = false
 			}
 		}

@@ -93,6 +93,13 @@ func (p *Plugin) checkStart(c *startCheck) bool {
 	p.mu.Lock()
 	a, ok := p.alloc.Get(c.id)
 	pinner, pinMemory := p.pinner, p.cfg.PinMemory
+	// What the container was sent: its record less the CPUs offline now
+	// (runnable). A cgroup pinned exactly so is right, and writing it the
+	// offline ones would fail on cgroup v1 (EINVAL) at every check.
+	var want cpuset.CPUSet
+	if ok {
+		want = runnable(a.Cpuset(), p.topo.Online)
+	}
 	p.mu.Unlock()
 	if !ok {
 		return true // removed, or placed again by a later Synchronize
@@ -101,7 +108,6 @@ func (p *Plugin) checkStart(c *startCheck) bool {
 	if err != nil {
 		return false // no task yet
 	}
-	want := a.Cpuset()
 	if got.Equals(want) {
 		c.good++
 		return c.good >= startCheckGood

@@ -6,8 +6,10 @@ package plugin
 // it was, so the poll never sees it, yet cgroup v1 dropped the CPU from
 // the cpuset.cpus of the containers that ran on it for good. The kernel
 // says every such change on the uevent netlink socket
-// ("online@/devices/system/cpu/cpu12"), which any process of the host's
-// network namespace may listen to (the DaemonSet runs with hostNetwork);
+// ("online@/devices/system/cpu/cpu12"), which any process may listen to
+// in a network namespace owned by the initial user namespace (the kernel
+// broadcasts uevents to every such namespace since Linux 4.18; one in a
+// user namespace of its own hears none, silently);
 // the watcher gives the CPU back on each "online" it hears (giveBack),
 // whether or not the mask changed.
 
