@@ -17,6 +17,8 @@ package plugin
 // (containerd/nri#301, fixed in v0.12.1); others get it with the next reply.
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,6 +40,18 @@ func (p *Plugin) setPush(f pushFunc) {
 		return
 	}
 	p.push.Store(&f)
+	// A push made before this one was set found none and left its
+	// containers pending for the next reply: a reload queued before the
+	// first Synchronize is applied right after it, while the stub's Start,
+	// in which the runtime synchronizes, may not have returned yet. On a
+	// quiet node no reply comes, so send them now. A push that loads the
+	// function after the Store above sends them itself; one that loaded
+	// nil before it marked them pending before, so they are read here.
+	p.mu.Lock()
+	if len(p.pending) > 0 {
+		p.pushLater(slices.Sorted(maps.Keys(p.pending)))
+	}
+	p.mu.Unlock()
 }
 
 // pushed is the outcome of a push, for a reload's measure: done is closed
