@@ -109,9 +109,7 @@
 // back after it), then by path; writes that give something back
 // (Change.Gives: a parent's exclusive CPUs shrink) run first, in
 // descending Order like the restores. A restore that fails for now holds
-// back every restore of lower Order, of any owner, until a later pass (a
-// partition's dissolution changes its siblings' CPUs, which resets a
-// housekeeping affinity restored before it). Files
+// back the same owner's restores of lower Order until a later pass. Files
 // the pass's own writes may reset (Change.Resettable: a thread's affinity,
 // which its cgroup's cpuset change resets) are written last, read again
 // first. Files whose allowed values depend on each

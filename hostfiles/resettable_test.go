@@ -3,7 +3,6 @@ package hostfiles
 import (
 	"errors"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -89,7 +88,7 @@ func TestResettable(t *testing.T) {
 }
 
 // TestRestoreHeldBackByAFailedOne: while the restore of a record fails
-// for now (systemd cannot be reached), the records of lower
+// for now (systemd cannot be reached), the same owner's records of lower
 // Order wait: restored first and dropped, the task's affinity would be
 // reset by its cgroup's later restore, and its original lost.
 func TestRestoreHeldBackByAFailedOne(t *testing.T) {
@@ -107,32 +106,5 @@ func TestRestoreHeldBackByAFailedOne(t *testing.T) {
 	down = false
 	require.NoError(t, in.r.Flush())
 	tr.requireOriginals(t, "once the cgroup is back")
-	assert.Equal(t, 0, in.j.Len())
-}
-
-// TestRestoreHeldBackAcrossOwners (review rvE, L1): the hold-back is not
-// per owner. A thread's affinity (housekeeping, Order -1) waits for a
-// partition's restore (another owner, Order 3) that failed for now
-// (EBUSY): restored and dropped in the same pass, it would be reset by
-// the partition's dissolution in the next, its original lost. Once the
-// partition is back, both are restored.
-func TestRestoreHeldBackAcrossOwners(t *testing.T) {
-	tr := newTree(t, map[string]string{"cg/kubepods/c/cpuset.cpus.partition": "isolated", "affinity/12/34": "0-1"})
-	part, aff := tr.path("cg/kubepods/c/cpuset.cpus.partition"), tr.path("affinity/12/34")
-	fsys := &faultFS{}
-	in := openInstance(t, fsys, tr, bootA, newSource("partition"), newSource("housekeeping"))
-	require.NoError(t, in.j.Commit(map[string]Record{
-		part: {Original: "member", Owner: "partition", Order: 3},
-		aff:  {Original: "0-3", Owner: "housekeeping", Order: -1},
-	}, nil))
-	fsys.setErr(part, pathErr(part, syscall.EBUSY))
-	require.Error(t, in.r.Flush(), "the partition's restore fails for now")
-	_, affLeft := in.j.Get(aff)
-	assert.True(t, affLeft, "the affinity waits for the partition's restore (ops: %s)", fmtOps(fsys.takeOps()))
-	assert.Equal(t, "0-1", tr.read(t, "affinity/12/34"), "not written yet")
-	fsys.setErr(part, nil)
-	require.NoError(t, in.r.Flush())
-	assert.Equal(t, "member", tr.read(t, "cg/kubepods/c/cpuset.cpus.partition"))
-	assert.Equal(t, "0-3", tr.read(t, "affinity/12/34"))
 	assert.Equal(t, 0, in.j.Len())
 }

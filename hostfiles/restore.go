@@ -31,14 +31,11 @@ func (p *passWork) restore() {
 			records[path] = rec
 		}
 	}
-	// heldBack is the Order of the first restore that failed for now in
-	// this pass: every record of lower Order waits for it, whatever its
-	// owner (a thread's affinity restored before its cgroup, or before a
-	// partition's dissolution that changes its siblings' CPUs, would be
-	// reset by that later restore, its record gone: review rvE, L1). A
-	// restore that keeps failing for now delays the lower ones; none is
-	// lost, and the kernel's refusals for good (Permanent) hold nothing.
-	var heldBack holdBack
+	// heldBack is, by owner, the Order of a restore that failed for now
+	// in this pass: the owner's records of lower Order wait for it (a
+	// thread's affinity restored before its cgroup would be reset by the
+	// cgroup's restore, its record gone).
+	heldBack := map[string]int{}
 	restores := slices.Collect(maps.Keys(records))
 	slices.SortFunc(restores, func(a, b string) int {
 		if d := records[b].Order - records[a].Order; d != 0 {
@@ -54,7 +51,7 @@ func (p *passWork) restore() {
 		if p.claimedByFailed(path) {
 			continue // handed over to a Source that failed to plan (Claimer)
 		}
-		if heldBack.waits(rec) {
+		if o, held := heldBack[rec.Owner]; held && rec.Order < o {
 			continue
 		}
 		prev, had := r.failed[path]
@@ -66,7 +63,7 @@ func (p *passWork) restore() {
 			continue
 		} else if err != nil {
 			p.transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
-			heldBack.fail(rec)
+			holdBack(heldBack, rec)
 			continue
 		}
 		foreign := p.sourceOf[rec.Owner] == nil
@@ -110,7 +107,7 @@ func (p *passWork) restore() {
 			p.refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true}, err)
 		default:
 			p.transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
-			heldBack.fail(rec)
+			holdBack(heldBack, rec)
 		}
 	}
 
@@ -127,23 +124,13 @@ func (p *passWork) claimedByFailed(path string) bool {
 	return false
 }
 
-// holdBack is the Order of the first restore of a pass that failed for
-// now; restores run in descending Order, so it is the highest.
-type holdBack struct {
-	order int
-	held  bool
-}
-
-// fail notes a restore that failed for now.
-func (h *holdBack) fail(rec Record) {
-	if !h.held {
-		h.order, h.held = rec.Order, true
+// holdBack notes a restore that failed for now: the owner's records of
+// lower Order wait for a later pass.
+func holdBack(heldBack map[string]int, rec Record) {
+	if _, held := heldBack[rec.Owner]; !held {
+		heldBack[rec.Owner] = rec.Order
 	}
 }
-
-// waits tells whether rec waits for a later pass: a restore of higher
-// Order failed for now.
-func (h *holdBack) waits(rec Record) bool { return h.held && rec.Order < h.order }
 
 // writable is what is written to put an original back: an empty
 // original as a newline, since some kernel files (cgroup v2's
