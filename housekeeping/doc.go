@@ -59,10 +59,8 @@
 // first confined and restores that one on release, not its later choice;
 // on cgroup v1 a thread forked between the last confining pass and the
 // release keeps the narrow affinity (on cgroup v2 the release pass widens
-// it, a kernel thread too; so does the first release of the next process
-// after a stop or a kill -9, restore-host's included, taking the set the
-// threads it finds recorded still have as the confined one), and on
-// either so does one forked while the host set was one CPU; a process that set exactly the host set (of
+// it, unless a kill -9 came first), and on either so does one forked while
+// the host set was one CPU; a process that set exactly the host set (of
 // several CPUs) itself, after the confinement began, is widened on
 // release. The kernel's refusals (EINVAL, EPERM) are counted and
 // reported like a file's, and audit says them.

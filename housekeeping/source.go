@@ -3,11 +3,8 @@ package housekeeping
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -16,7 +13,6 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
-	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 // Owner is the Source's name in the journal of original values.
@@ -72,10 +68,6 @@ type Config struct {
 	// host's user-space threads, are then confined by their affinity
 	// (threads.go). Without it they are left alone, and the log says so.
 	ThreadAffinity bool
-	// Read, when set, reads a file through the reconciler's FS: at the
-	// start, the affinities of the threads Recorded names, which tell
-	// the set an earlier process left host threads on (resumedHost).
-	Read func(path string) ([]byte, error)
 }
 
 // Source is the hostfiles.Source of housekeeping confinement.
@@ -129,64 +121,7 @@ func NewSource(cfg Config, log *logrus.Logger) *Source {
 			s.resumed, s.lookedAfter = true, max(s.lookedAfter, start)
 		}
 	}
-	if s.resumed && unified(cfg.CgroupRoot) {
-		// The earlier process left host threads confined and, stopped or
-		// killed, released nothing: this process's first release (a
-		// restart with the feature off, restore-host) is the release
-		// pass that follows a confinement, so that a thread forked since
-		// with the confined set is widened, as in one process (review
-		// rvE, M2). When it confines first, that pass sets both anew. On
-		// cgroup v1 a release has no such pass, in one process either
-		// (doc.go's limits).
-		s.resetting, s.prevHost = true, s.resumedHost()
-	}
 	return s
-}
-
-// resumedHost is the set an earlier process gave host threads, as they
-// still have it: the affinity most of its recorded threads whose
-// original had every CPU host processes have (base) were narrowed to,
-// which is that set (their original less the kept CPUs). Empty when it
-// cannot be told (no Read, no such thread, one CPU): no thread is then
-// taken as having inherited it.
-func (s *Source) resumedHost() cpuset.CPUSet {
-	if s.cfg.Read == nil {
-		return cpuset.New()
-	}
-	base := s.cfg.Online.Difference(s.cfg.DomainIsolated)
-	if base.IsEmpty() {
-		base = s.cfg.Online
-	}
-	count := map[string]int{}
-	best := ""
-	for _, path := range slices.Sorted(maps.Keys(s.cfg.Recorded)) {
-		rec := s.cfg.Recorded[path]
-		if _, _, ok := AffinityThread(path); !ok || rec.Owner != Owner {
-			continue
-		}
-		orig, err := cpulist.Parse(rec.Original)
-		if err != nil || !base.IsSubsetOf(orig) {
-			continue
-		}
-		data, err := s.cfg.Read(path)
-		if err != nil {
-			continue // gone, or another thread by now
-		}
-		now, err := cpulist.Parse(strings.TrimSpace(string(data)))
-		if err != nil || now.Size() <= 1 || !now.IsSubsetOf(base) || now.Equals(base) {
-			continue // not narrowed within base
-		}
-		key := now.String()
-		count[key]++
-		if best == "" || count[key] > count[best] {
-			best = key
-		}
-	}
-	host, err := cpulist.Parse(best)
-	if err != nil {
-		return cpuset.New()
-	}
-	return host
 }
 
 // Owner names the Source in the journal.

@@ -88,8 +88,7 @@ type threads struct {
 // user-space threads' changes are Resettable, below them. release says
 // that this pass restores them: each user-space thread is planned at its
 // original (recorded, or the one it gets now), written after the
-// cgroups' restores; so is each kernel thread, so that one forked since
-// the last pass with the confined set is widened too.
+// cgroups' restores; the kernel threads are left to the journal.
 func (s *Source) threadChanges(host, inherited cpuset.CPUSet, lookedAfter uint64, base cpuset.CPUSet, users, resets, release bool, pods []string) (threads, error) {
 	entries, err := os.ReadDir(s.cfg.ProcRoot)
 	if err != nil {
@@ -122,23 +121,12 @@ func (s *Source) threadChanges(host, inherited cpuset.CPUSet, lookedAfter uint64
 			continue // gone since listed, or not a process
 		}
 		if st.Kernel() {
-			if st.Pinned() {
+			if st.Pinned() || release {
 				continue // per-CPU, or a workqueue worker: the kernel's
 			}
 			// A kernel thread is one thread: its pid is its tid.
 			p := AffinityPath(pid, st.Start)
-			ch := affinityChange(p, host, true, original(p, st.Start))
-			if release {
-				// Its original back, one forked since the last pass
-				// (kthreadd's confined set) widened (review rvE, M2).
-				// Resettable as the user-space threads' release: a
-				// release wants the original, which the reconciler
-				// would otherwise take as met and neither record nor
-				// write; and after the cgroups' restores, like theirs.
-				ch = releaseChange(p, original(p, st.Start))
-				ch.Order, ch.Resettable = affinityOrder, true
-			}
-			out.changes = append(out.changes, ch)
+			out.changes = append(out.changes, affinityChange(p, host, true, original(p, st.Start)))
 			out.kernel++
 			continue
 		}

@@ -38,11 +38,6 @@ func (p *Plugin) housekeepingSource(j *hostfiles.Journal) *housekeeping.Source {
 	// Kernel threads, and on cgroup v1 the host's processes, by affinity
 	// through the reconciler's FS.
 	cfg.ThreadAffinity = housekeeping.ServesAffinity(p.isolationFS)
-	if cfg.ThreadAffinity {
-		// The affinities an earlier process left, read at the start
-		// (housekeeping.Config.Read).
-		cfg.Read = p.isolationFS.ReadFile
-	}
 	if sfs, ok := p.isolationFS.(*housekeeping.SystemdFS); ok {
 		// Under systemd the host's slices get AllowedCPUs= through the
 		// reconciler's FS, which serves their properties.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -97,43 +96,4 @@ func TestHousekeepingInheritedAfterKill(t *testing.T) {
 	assert.Equal(t, all.String(), k.get(2), "kthreadd: its original")
 	assert.Equal(t, all.String(), k.get(3000), "forked while confined: widened")
 	assert.Equal(t, housekeptFiles, housekeptNow(t, f))
-}
-
-// TestHousekeepingForkedWhileConfinedWidenedByAFreshRelease (review rvE,
-// M2): the plugin is killed (or stopped: both restore nothing) while a CPU
-// is held, and a kernel thread forked meanwhile inherits kthreadd's
-// narrow affinity. The next process starts with housekeeping off (a
-// restart with the feature turned off, or restore-host): its first pass is
-// a release, which must widen the new thread as the in-process release
-// does, from the set the earlier process gave the host (read from the
-// threads it recorded), not leave it narrow for want of a record.
-func TestHousekeepingForkedWhileConfinedWidenedByAFreshRelease(t *testing.T) {
-	f := housekeptNode(t)
-	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
-	k := &threadKernel{aff: map[int]cpuset.CPUSet{}}
-	k.addKernelThread(t, f, 2, "kthreadd", 1, all)
-	withThreads := func(p *Plugin) { p.isolationFS = housekeeping.NewAffinityFS(hostfiles.OS{}, f.procRoot(), k) }
-
-	first := startPlugin(t, f, housekeptDesktop, statePath(f), withThreads)
-	pod := f.runPod(podSpec{name: "eni", namespace: "default", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
-	_, _, err := f.createContainer(pod, "app", 1000)
-	require.NoError(t, err)
-	require.NoError(t, first.p.FlushIsolation())
-	host := k.get(2)
-	require.NotEqual(t, all.String(), host, "kthreadd confined")
-	first.kill()
-
-	hostSet, err := cpuset.Parse(host)
-	require.NoError(t, err)
-	k.addKernelThread(t, f, 3000, "kworker/u32:7-new", 3000, hostSet)
-	k.addKernelThread(t, f, 3001, "kworker/u32:8-own", 3001, cpuset.New(0, 1)) // forked, then its own choice
-	off := testNode{fixture: desktop.fixture, config: strings.ReplaceAll(housekeptDesktop.config, "housekeeping: held", "housekeeping: \"off\"") + "keepHostOffIsolcpus: false\n"}
-	second := startPlugin(t, f, off, statePath(f), withThreads)
-	require.NoError(t, second.p.FlushIsolation())
-	require.NoError(t, second.p.FlushIsolation())
-	assert.Equal(t, all.String(), k.get(2), "kthreadd: its original")
-	assert.Equal(t, all.String(), k.get(3000), "forked while confined: widened")
-	assert.Equal(t, "0-1", k.get(3001), "not the confined set: its own choice, left")
-	assert.Equal(t, housekeptFiles, housekeptNow(t, f))
-	assert.Zero(t, second.p.isolation.Load().journal.Len(), "nothing left in the journal")
 }
