@@ -3,6 +3,7 @@ package hostfiles
 import (
 	"errors"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -107,4 +108,24 @@ func TestRestoreHeldBackByAFailedOne(t *testing.T) {
 	require.NoError(t, in.r.Flush())
 	tr.requireOriginals(t, "once the cgroup is back")
 	assert.Equal(t, 0, in.j.Len())
+}
+
+// A preference restore that keeps failing EBUSY (intel_pstate while
+// tuned holds the governor at performance) must not keep an unrelated
+// owner's IRQ affinity from going back (review rvH: a global hold-back,
+// 05f44fc, reverted, kept it at 0-1 for good).
+func TestATransientFailureOfOneOwnerHoldsBackNoOtherOwner(t *testing.T) {
+	tr := newTree(t, map[string]string{"cpu/cpufreq/policy4/energy_performance_preference": "performance", "irq/30/smp_affinity_list": "0-1"})
+	epp, irqf := tr.path("cpu/cpufreq/policy4/energy_performance_preference"), tr.path("irq/30/smp_affinity_list")
+	fsys := &faultFS{}
+	in := openInstance(t, fsys, tr, bootA, newSource("power"), newSource("irq"))
+	require.NoError(t, in.j.Commit(map[string]Record{
+		epp:  {Original: "balance_performance", Owner: "power", Order: 2},
+		irqf: {Original: "0-15", Owner: "irq", Order: 0},
+	}, nil))
+	fsys.setErr(epp, pathErr(epp, syscall.EBUSY))
+	for range 5 {
+		_ = in.r.Flush()
+	}
+	assert.Equal(t, "0-15", tr.read(t, "irq/30/smp_affinity_list"), "the IRQ's original, whatever power's preference does")
 }
