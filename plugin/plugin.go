@@ -380,7 +380,8 @@ func (p *Plugin) KeepStateLock(l *state.DirLock) {
 }
 
 // moveStateLock takes the lock of the directory of the state file that
-// Configure names, if it is another, and lets the first one go.
+// Configure names, if it is another, and lets the first one go, removing
+// the lock file and directory that taking it created.
 func (p *Plugin) moveStateLock(stateFile string) error {
 	if p.stateLock == nil || state.LockPath(stateFile) == p.stateLock.Path() {
 		return nil
@@ -392,7 +393,9 @@ func (p *Plugin) moveStateLock(stateFile string) error {
 	if w := l.Warning(); w != "" {
 		p.log.Warn(w)
 	}
-	p.stateLock.Close()
+	// Nothing was written beside the first one (the state is loaded only
+	// after Configure): what its lock created goes with it.
+	p.stateLock.CloseUnused()
 	p.stateLock = l
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/state"
 )
 
@@ -171,6 +172,14 @@ func TestRuntimeLaunchedPlugin(t *testing.T) {
 	conf := fmt.Sprintf("isolatedCPUs: \"1\"\ncgroupRoot: %s\nstateFile: %s\n", f.cgroupRoot, stateFile)
 	require.NoError(t, os.WriteFile(filepath.Join(f.pluginConfigDir(), "10-cpupool.conf"), []byte(conf), 0o644))
 
+	// The launched binary has no arguments: it locks the default state
+	// directory until the drop-in's Configure names another. That one
+	// must then be left as it was, on this machine too (a run of this test
+	// left /var/lib/nri-cpupool/nri-cpupool.lock behind).
+	defaultDir := filepath.Dir(config.Default().StateFile)
+	_, statErr := os.Stat(defaultDir)
+	hadDefaultDir := statErr == nil
+
 	before := f.syncCount()
 	os.Remove(f.runtimeSocket())
 	f.start() // launches 10-cpupool
@@ -186,6 +195,10 @@ func TestRuntimeLaunchedPlugin(t *testing.T) {
 		require.NoError(c, err, "state file from the runtime's drop-in")
 		assert.Contains(c, st.Containers, ctr.Id)
 	}, 5*time.Second, 5*time.Millisecond, "the writer catches up within milliseconds")
+	assert.FileExists(t, state.LockPath(stateFile), "the lock moved to the drop-in's state directory")
+	if !hadDefaultDir {
+		assert.NoDirExists(t, defaultDir, "the default state directory, unused, is removed with its lock")
+	}
 }
 
 // TestConfigChangeKeepsRunningContainers: a restart with a config whose

@@ -39,6 +39,9 @@ const lockPoll = 5 * time.Millisecond
 type DirLock struct {
 	f    *os.File
 	path string
+	// created is what taking the lock created: the lock file, then the
+	// directories MkdirAll made, deepest first (CloseUnused).
+	created []string
 	// warning says how the lock is weaker than asked: taken on a
 	// read-only descriptor, or not taken at all.
 	warning string
@@ -59,10 +62,27 @@ var ErrLocked = errors.New("the state directory is locked by another nri-cpupool
 // then overlap, which is less harm than none pinning at all.
 func TryLock(stateFile string) (*DirLock, error) {
 	path := LockPath(stateFile)
-	f, readOnly, err := openLock(path)
+	for {
+		l, err := tryLockOnce(path)
+		if !errors.Is(err, errReplaced) {
+			return l, err
+		}
+	}
+}
+
+// errReplaced: the file locked is no longer the one at the lock's path.
+var errReplaced = errors.New("lock file removed or replaced while locking it")
+
+func tryLockOnce(path string) (*DirLock, error) {
+	f, readOnly, created, err := openLock(path)
 	if err != nil {
 		return &DirLock{path: path, warning: fmt.Sprintf("state directory lock %s cannot be opened (%v): running without it, so a second nri-cpupool on this state directory is not kept out; make the directory writable (StateDirectory=, the DaemonSet's hostPath) and restart", path, err)}, nil
 	}
+	return lockOpened(f, path, readOnly, created)
+}
+
+// lockOpened locks f, the file openLock opened at path.
+func lockOpened(f *os.File, path string, readOnly bool, created []string) (*DirLock, error) {
 	if err := flock(f); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
@@ -70,7 +90,14 @@ func TryLock(stateFile string) (*DirLock, error) {
 		}
 		return nil, fmt.Errorf("state directory lock %s: %w", path, err)
 	}
-	l := &DirLock{f: f, path: path}
+	// A holder that gave up an unused directory (CloseUnused) removed the
+	// file it held; a process that opened it before that holds a lock on
+	// a file no one else will open, and tries again on the path's file.
+	if !samePath(f, path) {
+		f.Close()
+		return nil, errReplaced
+	}
+	l := &DirLock{f: f, path: path, created: created}
 	if readOnly {
 		l.warning = fmt.Sprintf("state directory lock %s is on a read-only file system or not writable: locked through a read-only descriptor, so a second nri-cpupool still waits, but the file cannot say who holds it", path)
 		return l, nil
@@ -83,23 +110,59 @@ func TryLock(stateFile string) (*DirLock, error) {
 	return l, nil
 }
 
+// samePath tells whether f is still the file at path.
+func samePath(f *os.File, path string) bool {
+	held, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(held, now)
+}
+
 // openLock opens the lock file read-write, creating it (and its
 // directory) if needed, or read-only when it exists but cannot be written
-// (readOnly).
-func openLock(path string) (f *os.File, readOnly bool, err error) {
+// (readOnly). created lists what it made: the file, then the directories,
+// deepest first.
+func openLock(path string) (f *os.File, readOnly bool, created []string, err error) {
+	dirs := missingDirs(filepath.Dir(path))
 	mkErr := os.MkdirAll(filepath.Dir(path), 0o700)
-	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if mkErr != nil {
+		dirs = nil
+	}
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
-		return f, false, nil
+		return f, false, append([]string{path}, dirs...), nil
+	}
+	if errors.Is(err, os.ErrExist) {
+		f, err = os.OpenFile(path, os.O_RDWR, 0o600)
+	}
+	if err == nil {
+		return f, false, dirs, nil
 	}
 	if mkErr != nil {
 		err = mkErr // the directory's problem: it says more
 	}
 	rf, rerr := os.Open(path)
 	if rerr != nil {
-		return nil, false, err // the read-write error: why it is not writable
+		return nil, false, nil, err // the read-write error: why it is not writable
 	}
-	return rf, true, nil
+	return rf, true, nil, nil
+}
+
+// missingDirs lists dir and its ancestors that do not exist, deepest
+// first.
+func missingDirs(dir string) []string {
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, os.ErrNotExist) {
+			return missing
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			return missing
+		}
+	}
 }
 
 func flock(f *os.File) error {
@@ -185,8 +248,8 @@ func (l *DirLock) Warning() string {
 	return l.warning
 }
 
-// Close releases the lock. The file stays: removing it would let a waiter
-// lock a file that a third process then creates anew beside it.
+// Close releases the lock. The file stays, so that the next process's
+// message can name its last holder.
 func (l *DirLock) Close() error {
 	if l == nil || l.f == nil {
 		return nil
@@ -194,4 +257,29 @@ func (l *DirLock) Close() error {
 	err := l.f.Close()
 	l.f = nil
 	return err
+}
+
+// CloseUnused releases a lock on a directory the daemon did not use (a
+// runtime-launched plugin takes the lock of its default state directory,
+// then the runtime's configuration names another) and removes what taking
+// it created, the lock file and its directories, so that such a node
+// keeps no empty /var/lib/nri-cpupool. The file goes while still locked: a
+// process waiting on it then finds it gone and locks the path's new one
+// (TryLock's samePath), so no two processes ever hold the lock at once.
+func (l *DirLock) CloseUnused() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	for i, p := range l.created {
+		if i == 0 && p == l.path {
+			if samePath(l.f, p) {
+				os.Remove(p) //nolint:errcheck // best effort: an unused lock file harms no one
+			}
+			continue
+		}
+		if os.Remove(p) != nil {
+			break // not empty (another file was put there) or not ours to remove
+		}
+	}
+	return l.Close()
 }

@@ -256,3 +256,74 @@ func TestHeld(t *testing.T) {
 	require.NoError(t, err, "asking left the lock free")
 	l.Close()
 }
+
+// TestCloseUnusedRemovesWhatTheLockCreated: a runtime-launched plugin
+// locks its default state directory, then the runtime names another state
+// file; letting the first lock go leaves no empty directory behind (a node
+// kept an empty /var/lib/nri-cpupool with a lock file in it).
+func TestCloseUnusedRemovesWhatTheLockCreated(t *testing.T) {
+	base := t.TempDir()
+	stateFile := filepath.Join(base, "a", "b", "state.json")
+	l, err := TryLock(stateFile)
+	require.NoError(t, err)
+	require.FileExists(t, LockPath(stateFile))
+	require.NoError(t, l.CloseUnused())
+	assert.NoDirExists(t, filepath.Join(base, "a"), "the directories the lock made are gone")
+	assert.DirExists(t, base, "what was there stays")
+
+	again, err := TryLock(stateFile)
+	require.NoError(t, err, "the path can be locked again")
+	again.Close()
+}
+
+// TestCloseUnusedKeepsWhatWasThere: a directory or lock file that existed
+// before the lock stays, and so does a directory something else was put in.
+func TestCloseUnusedKeepsWhatWasThere(t *testing.T) {
+	t.Run("an earlier lock file", func(t *testing.T) {
+		stateFile := filepath.Join(t.TempDir(), "state.json")
+		require.NoError(t, os.WriteFile(LockPath(stateFile), []byte("pid 1, since then\n"), 0o600))
+		l, err := TryLock(stateFile)
+		require.NoError(t, err)
+		require.NoError(t, l.CloseUnused())
+		assert.FileExists(t, LockPath(stateFile))
+	})
+	t.Run("an earlier directory", func(t *testing.T) {
+		stateFile := filepath.Join(t.TempDir(), "state.json")
+		l, err := TryLock(stateFile)
+		require.NoError(t, err)
+		require.NoError(t, l.CloseUnused())
+		assert.NoFileExists(t, LockPath(stateFile), "the lock file it made goes")
+		assert.DirExists(t, filepath.Dir(stateFile))
+	})
+	t.Run("a file put beside it", func(t *testing.T) {
+		base := t.TempDir()
+		stateFile := filepath.Join(base, "new", "state.json")
+		l, err := TryLock(stateFile)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(stateFile, []byte("{}"), 0o600))
+		require.NoError(t, l.CloseUnused())
+		assert.FileExists(t, stateFile)
+	})
+}
+
+// TestALockOnARemovedFileIsNotTaken: a process that opened the lock file
+// before its holder removed it (CloseUnused) would lock a file no one else
+// opens, beside the path's new one that a third process locks: two
+// holders. It must find the file replaced and try again on the path.
+func TestALockOnARemovedFileIsNotTaken(t *testing.T) {
+	stateFile := filepath.Join(t.TempDir(), "s", "state.json")
+	holder, err := TryLock(stateFile)
+	require.NoError(t, err)
+	waiter, err := os.OpenFile(LockPath(stateFile), os.O_RDWR, 0)
+	require.NoError(t, err, "the waiter opened the file before it went")
+	require.NoError(t, holder.CloseUnused())
+
+	_, err = lockOpened(waiter, LockPath(stateFile), false, nil)
+	require.ErrorIs(t, err, errReplaced)
+
+	third, err := TryLock(stateFile)
+	require.NoError(t, err, "the path's new file is free")
+	defer third.Close()
+	_, err = TryLock(stateFile)
+	require.ErrorIs(t, err, ErrLocked, "and now held by one process only")
+}
