@@ -113,6 +113,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		for path, rec := range s.journal.Records() {
 			if rec.Owner == Owner {
 				pl.restoredDie(path)
+				pl.restoredPreference(path, rec.Original)
 			}
 		}
 	}
