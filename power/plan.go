@@ -240,41 +240,48 @@ func (pl *planner) preference(cpu int, policy, class, epp, governor string) {
 			return
 		}
 	}
-	// A pass that writes the performance governor (a class that sets
-	// it writes out the performance preference, the only one config
-	// allows with it) keeps the driver showing performance: what the file
-	// shows is the want, not an original to wait for. Left for a later
-	// pass, it would be left at every pass.
-	if governor != "performance" && pl.underOwnPerformance(path) {
+	// governor is now the one the policy has once the pass wrote, where
+	// that is known. A pass that writes or keeps the performance
+	// governor (a class that sets it writes out the performance
+	// preference, the only one config allows with it) keeps the driver
+	// showing performance: what the file shows is the want, not an
+	// original to wait for; left for a later pass, it would be left at
+	// every pass.
+	if pl.hiddenByPerformance(path, governor) {
 		pl.pending = true
 		return
 	}
 	pl.claim(path, epp, class, cpu, orderPreference)
 }
 
-// underOwnPerformance tells whether the preference file at path cannot be
-// read for its original now: it is not recorded yet, and the plugin has
-// changed its policy's governor to performance. intel_pstate and
-// amd-pstate show the preference as performance under that governor, and
-// put the node's own preference back only when the governor leaves it;
-// journaling what the file shows now would make "performance" the
-// original, restored when no class wants the file any more. This pass
-// restores or rewrites the governor (preference does not ask when the
-// pass writes performance), and the preference is planned by the next one, from what
-// the file shows then. The decision reads only the journal and the
-// governor file: a process killed between the two passes decides the
-// same way from them.
-func (pl *planner) underOwnPerformance(path string) bool {
+// hiddenByPerformance tells whether the preference file at path cannot
+// be read for its original now: it is not recorded yet, its policy's
+// governor reads performance, and this pass puts another governor there
+// (governor: the one it writes, if any; else the plugin's restore of its
+// own performance governor). intel_pstate and amd-pstate show the
+// preference as performance under that governor, and put the policy's own
+// preference back only when the governor leaves it; journaling what the
+// file shows now would make "performance" the original, restored when no
+// class wants the file any more, and, written under the other governor
+// before that governor's restore, kept by the driver as the policy's
+// preference. This holds for a node booted with the performance governor
+// (tuned's latency-performance) as for the plugin's own. The preference
+// is planned by the next pass, from what the file shows then. The
+// decision reads only the journal and the governor file: a process
+// killed between the two passes decides the same way from them.
+func (pl *planner) hiddenByPerformance(path, governor string) bool {
 	if _, recorded := pl.originalOf(path); recorded {
 		return false // its original was read under another governor
 	}
 	govPath := filepath.Join(filepath.Dir(path), "scaling_governor")
-	orig, changed := pl.originalOf(govPath)
-	if !changed || orig == "performance" {
-		return false // the node's own governor: what the file shows is the node's
+	if cur, _ := readText(govPath); cur != "performance" {
+		return false
 	}
-	cur, _ := readText(govPath)
-	return cur == "performance"
+	if governor != "" {
+		return governor != "performance" // this pass writes another one
+	}
+	orig, changed := pl.originalOf(govPath)
+	return changed && orig != "performance" // this pass restores another one
 }
 
 // restoredPreference holds a preference the journal holds and no class
