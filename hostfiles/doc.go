@@ -109,7 +109,9 @@
 // back after it), then by path; writes that give something back
 // (Change.Gives: a parent's exclusive CPUs shrink) run first, in
 // descending Order like the restores. A restore that fails for now holds
-// back the same owner's restores of lower Order until a later pass. Files
+// back the same owner's restores of lower Order until a later pass (only
+// those of its own part of the owner's files, for a HoldBackScoper:
+// power's are a cpufreq policy's or an uncore die's). Files
 // the pass's own writes may reset (Change.Resettable: a thread's affinity,
 // which its cgroup's cpuset change resets) are written last, read again
 // first. Files whose allowed values depend on each

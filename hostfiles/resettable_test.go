@@ -129,3 +129,39 @@ func TestATransientFailureOfOneOwnerHoldsBackNoOtherOwner(t *testing.T) {
 	}
 	assert.Equal(t, "0-15", tr.read(t, "irq/30/smp_affinity_list"), "the IRQ's original, whatever power's preference does")
 }
+
+// dirScoped is a Source whose files wait for one another only within
+// their directory (HoldBackScoper), as power's do.
+type dirScoped struct{ *fakeSource }
+
+func (dirScoped) HoldBackScope(path string) string { return filepath.Dir(path) }
+
+// TestScopedHoldBack: a Source that names the parts of its files
+// (HoldBackScoper) has a restore that fails for now hold back only the
+// lower-Order restores of its own part: an offline CPU's inactive
+// cpufreq policy (EBUSY for every file) keeps no other CPU's files at
+// their class (review rvB M1). Within the part, the lower Order still
+// waits; an owner that names no parts holds back all its records
+// (TestRestoreHeldBackByAFailedOne).
+func TestScopedHoldBack(t *testing.T) {
+	files := map[string]string{
+		"policy4/energy_performance_preference": "power", "policy4/scaling_max_freq": "2500000",
+		"policy2/energy_performance_preference": "power", "policy2/scaling_governor": "performance",
+	}
+	tr := newTree(t, files)
+	fsys := &faultFS{}
+	in := openInstance(t, fsys, tr, bootA, dirScoped{newSource("power")})
+	require.NoError(t, in.j.Commit(map[string]Record{
+		tr.path("policy4/energy_performance_preference"): {Original: "balance_performance", Owner: "power", Order: 2},
+		tr.path("policy4/scaling_max_freq"):              {Original: "3900000", Owner: "power", Order: 1},
+		tr.path("policy2/energy_performance_preference"): {Original: "balance_performance", Owner: "power", Order: 2},
+		tr.path("policy2/scaling_governor"):              {Original: "powersave", Owner: "power", Order: 0},
+	}, nil))
+	fsys.setErr(tr.path("policy4/energy_performance_preference"), pathErr(tr.path("policy4/energy_performance_preference"), syscall.EBUSY))
+	require.Error(t, in.r.Flush(), "policy4's preference fails for now")
+	assert.Equal(t, "powersave", tr.read(t, "policy2/scaling_governor"), "another policy's restores go on")
+	assert.Equal(t, "balance_performance", tr.read(t, "policy2/energy_performance_preference"))
+	assert.Equal(t, "2500000", tr.read(t, "policy4/scaling_max_freq"), "its own policy's lower Order waits")
+	_, ok := in.j.Get(tr.path("policy4/scaling_max_freq"))
+	assert.True(t, ok)
+}

@@ -31,11 +31,12 @@ func (p *passWork) restore() {
 			records[path] = rec
 		}
 	}
-	// heldBack is, by owner, the Order of a restore that failed for now
-	// in this pass: the owner's records of lower Order wait for it (a
-	// thread's affinity restored before its cgroup would be reset by the
-	// cgroup's restore, its record gone).
-	heldBack := map[string]int{}
+	// heldBack is, by owner (and the part of its files, for a
+	// HoldBackScoper), the Order of a restore that failed for now in this
+	// pass: the owner's records of lower Order wait for it (a thread's
+	// affinity restored before its cgroup would be reset by the cgroup's
+	// restore, its record gone).
+	heldBack := map[holdKey]int{}
 	restores := slices.Collect(maps.Keys(records))
 	slices.SortFunc(restores, func(a, b string) int {
 		if d := records[b].Order - records[a].Order; d != 0 {
@@ -51,7 +52,8 @@ func (p *passWork) restore() {
 		if p.claimedByFailed(path) {
 			continue // handed over to a Source that failed to plan (Claimer)
 		}
-		if o, held := heldBack[rec.Owner]; held && rec.Order < o {
+		key := p.holdKey(path, rec)
+		if o, held := heldBack[key]; held && rec.Order < o {
 			continue
 		}
 		prev, had := r.failed[path]
@@ -63,7 +65,7 @@ func (p *passWork) restore() {
 			continue
 		} else if err != nil {
 			p.transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
-			holdBack(heldBack, rec)
+			holdBack(heldBack, key, rec)
 			continue
 		}
 		foreign := p.sourceOf[rec.Owner] == nil
@@ -107,7 +109,7 @@ func (p *passWork) restore() {
 			p.refused(Failure{Path: path, Owner: rec.Owner, Value: rec.Original, Restore: true}, err)
 		default:
 			p.transient(fmt.Errorf("%s: restoring %s: %w", rec.Owner, path, err))
-			holdBack(heldBack, rec)
+			holdBack(heldBack, key, rec)
 		}
 	}
 
@@ -124,11 +126,25 @@ func (p *passWork) claimedByFailed(path string) bool {
 	return false
 }
 
-// holdBack notes a restore that failed for now: the owner's records of
-// lower Order wait for a later pass.
-func holdBack(heldBack map[string]int, rec Record) {
-	if _, held := heldBack[rec.Owner]; !held {
-		heldBack[rec.Owner] = rec.Order
+// holdKey is what a restore that fails for now holds back: an owner's
+// records, or those of one part of its files (HoldBackScoper).
+type holdKey struct{ owner, scope string }
+
+// holdKey is the hold-back key of a record: its owner's, and the part of
+// its files its Source names, if it does (an owner this process has no
+// Source for holds back all its records).
+func (p *passWork) holdKey(path string, rec Record) holdKey {
+	if s, ok := p.sourceOf[rec.Owner].(HoldBackScoper); ok {
+		return holdKey{owner: rec.Owner, scope: s.HoldBackScope(path)}
+	}
+	return holdKey{owner: rec.Owner}
+}
+
+// holdBack notes a restore that failed for now: the records of lower
+// Order under the same key wait for a later pass.
+func holdBack(heldBack map[holdKey]int, key holdKey, rec Record) {
+	if _, held := heldBack[key]; !held {
+		heldBack[key] = rec.Order
 	}
 }
 

@@ -127,6 +127,26 @@ type Claimer interface {
 	Claims(path string) bool
 }
 
+// HoldBackScoper is an optional interface of a Source whose files wait
+// for one another only within parts of them. A restore that fails for now
+// holds back the same owner's restores of lower Order until a later pass
+// (restore.go): by default all of them, since a later restore may reset
+// an earlier one (a thread's affinity, restored before its cgroup's
+// restore resets it, would lose its original). A Source whose restores
+// depend on one another only within a part of its files (power: a cpufreq
+// policy's governor, frequencies and preference, an uncore die's bounds;
+// never another CPU's or die's) names each path's part: a restore that
+// fails for now then holds back only the restores of its own part. A CPU
+// gone offline (cpufreq answers EBUSY for every file of its inactive
+// policy) then keeps no other CPU at its class.
+type HoldBackScoper interface {
+	// HoldBackScope names the part of the Source's files that path
+	// belongs to, the same in every pass and process (the journal's
+	// records of an earlier one are restored by it too). It must not read
+	// files.
+	HoldBackScope(path string) string
+}
+
 // Rescanner is an optional interface of a Source that keeps, between
 // passes, what it reads to plan (the IRQs the node has, the CPUs' power
 // files): Rescan is called at the start of every full pass (the periodic

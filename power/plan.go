@@ -240,36 +240,84 @@ func (pl *planner) preference(cpu int, policy, class, epp, governor string) {
 			return
 		}
 	}
-	if pl.underOwnPerformance(path) {
+	// governor is now the one the policy has once the pass wrote, where
+	// that is known. A pass that writes or keeps the performance
+	// governor (a class that sets it writes out the performance
+	// preference, the only one config allows with it) keeps the driver
+	// showing performance: what the file shows is the want, not an
+	// original to wait for; left for a later pass, it would be left at
+	// every pass.
+	if pl.hiddenByPerformance(path, governor) {
 		pl.pending = true
 		return
 	}
 	pl.claim(path, epp, class, cpu, orderPreference)
 }
 
-// underOwnPerformance tells whether the preference file at path cannot be
-// read for its original now: it is not recorded yet, and the plugin has
-// changed its policy's governor to performance. intel_pstate and
-// amd-pstate show the preference as performance under that governor, and
-// put the node's own preference back only when the governor leaves it;
-// journaling what the file shows now would make "performance" the
-// original, restored when no class wants the file any more. This pass
-// restores or rewrites the governor (no class wants performance with a
-// preference), and the preference is planned by the next one, from what
-// the file shows then. The decision reads only the journal and the
-// governor file: a process killed between the two passes decides the
-// same way from them.
-func (pl *planner) underOwnPerformance(path string) bool {
+// hiddenByPerformance tells whether the preference file at path cannot
+// be read for its original now: it is not recorded yet, its policy's
+// governor reads performance, and this pass puts another governor there
+// (governor: the one it writes, if any; else the plugin's restore of its
+// own performance governor). intel_pstate and amd-pstate show the
+// preference as performance under that governor, and put the policy's own
+// preference back only when the governor leaves it; journaling what the
+// file shows now would make "performance" the original, restored when no
+// class wants the file any more, and, written under the other governor
+// before that governor's restore, kept by the driver as the policy's
+// preference. This holds for a node booted with the performance governor
+// (tuned's latency-performance) as for the plugin's own. The preference
+// is planned by the next pass, from what the file shows then. The
+// decision reads only the journal and the governor file: a process
+// killed between the two passes decides the same way from them.
+func (pl *planner) hiddenByPerformance(path, governor string) bool {
 	if _, recorded := pl.originalOf(path); recorded {
 		return false // its original was read under another governor
 	}
 	govPath := filepath.Join(filepath.Dir(path), "scaling_governor")
-	orig, changed := pl.originalOf(govPath)
-	if !changed || orig == "performance" {
-		return false // the node's own governor: what the file shows is the node's
+	if cur, _ := readText(govPath); cur != "performance" {
+		return false
 	}
-	cur, _ := readText(govPath)
-	return cur == "performance"
+	if governor != "" {
+		return governor != "performance" // this pass writes another one
+	}
+	orig, changed := pl.originalOf(govPath)
+	return changed && orig != "performance" // this pass restores another one
+}
+
+// restoredPreference holds a preference the journal holds and no class
+// wants, whose restore the driver would refuse now: its governor reads
+// performance, under which intel_pstate and amd-pstate refuse any
+// preference but performance (EBUSY). Restores run in descending Order,
+// the preference before its governor; refused for now, it would hold
+// back the governor's restore, and so be refused again at every pass, by
+// every process (a class that sets the performance governor and, written
+// out, the performance preference). Held as it reads for this pass, it
+// lets the governor go first (the driver then puts the policy's own
+// preference back itself), and the next pass restores it (Plan.Pending).
+// A governor that stays performance (a class still wants it) keeps it
+// held, without a pass to repeat: the governor's own release comes back
+// here.
+func (pl *planner) restoredPreference(path, original string) {
+	if filepath.Base(path) != "energy_performance_preference" || original == "performance" || original == "0" {
+		return
+	}
+	if _, wanted := pl.claims[path]; wanted {
+		return
+	}
+	govPath := filepath.Join(filepath.Dir(path), "scaling_governor")
+	if gov, _ := readText(govPath); gov != "performance" {
+		return
+	}
+	cur, ok := readText(path)
+	if !ok {
+		return
+	}
+	pl.claim(path, cur, "", -1, orderPreference)
+	if c, wanted := pl.claims[govPath]; wanted {
+		pl.pending = pl.pending || c.value != "performance"
+	} else if orig, changed := pl.originalOf(govPath); changed && orig != "performance" {
+		pl.pending = true
+	}
 }
 
 // policyOwner is a cpufreq policy's first CPU: the lowest of its

@@ -3,6 +3,7 @@ package power
 import (
 	"errors"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -37,9 +38,10 @@ type Source struct {
 }
 
 var (
-	_ hostfiles.Source    = (*Source)(nil)
-	_ hostfiles.Explainer = (*Source)(nil)
-	_ hostfiles.Rescanner = (*Source)(nil)
+	_ hostfiles.Source         = (*Source)(nil)
+	_ hostfiles.Explainer      = (*Source)(nil)
+	_ hostfiles.Rescanner      = (*Source)(nil)
+	_ hostfiles.HoldBackScoper = (*Source)(nil)
 )
 
 // Report is what the last pass planned, for the metrics.
@@ -113,6 +115,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		for path, rec := range s.journal.Records() {
 			if rec.Owner == Owner {
 				pl.restoredDie(path)
+				pl.restoredPreference(path, rec.Original)
 			}
 		}
 	}
@@ -141,6 +144,13 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	}
 	return hostfiles.Plan{Changes: pl.changes(), Pending: pl.pending}, nil
 }
+
+// HoldBackScope is the directory of a file (hostfiles.HoldBackScoper):
+// the power files wait for one another only within it, a cpufreq
+// policy's governor, frequencies and preference, an uncore die's bounds.
+// A restore that fails for now (an offline CPU's inactive policy answers
+// EBUSY) holds back no other CPU's or die's restores.
+func (s *Source) HoldBackScope(path string) string { return filepath.Dir(path) }
 
 // Report returns what the last pass planned.
 func (s *Source) Report() Report {
