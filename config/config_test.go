@@ -346,6 +346,7 @@ func TestTypeErrorsNameTheirKey(t *testing.T) {
 		{"list for a string", "logLevel: [info]", "line 1: logLevel: a list, want a string"},
 		{"string for a list", "allowedNamespaces: {shared: kube-system}", `allowedNamespaces.shared: the string "kube-system", want a list`},
 		{"list for a section", "kernelWork: [rps]", "line 1: kernelWork: a list, want a mapping of keys"},
+		{"list for the file", "- pinMemory: true\n", "line 1: the file: a list, want a mapping of keys"},
 		{"list for a duration", "irq: {rescanInterval: [1]}", "irq.rescanInterval: a list, want a single value"},
 		{"a type's own words", "irq:\n  rescanInterval: often\n", `line 2: irq.rescanInterval: "often" is not a duration`},
 		{"pages by size", "memory: {reservedHugePagesPerNode: {2Mi: many}}", `memory.reservedHugePagesPerNode.2Mi: the string "many", want a whole number`},

@@ -24,7 +24,11 @@ type typeError struct {
 }
 
 func (e typeError) String() string {
-	return fmt.Sprintf("line %d: %s: %s", e.Line, e.Path, e.Message)
+	path := e.Path
+	if path == "" {
+		path = "the file" // its root: a list or a value where keys go
+	}
+	return fmt.Sprintf("line %d: %s: %s", e.Line, path, e.Message)
 }
 
 // ownLine is the "line N: " an UnmarshalYAML method puts before its

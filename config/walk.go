@@ -32,12 +32,18 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 // fills it, and returns what it finds; nothing when data is no YAML (the
 // decoder says why).
 func findDocProblems(data []byte) docFindings {
+	return findDocProblemsIn(data, reflect.TypeFor[Config]())
+}
+
+// findDocProblemsIn is findDocProblems for a document decoded into a value
+// of type t (ExplainDecodeError).
+func findDocProblemsIn(data []byte, t reflect.Type) docFindings {
 	var f docFindings
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
 		return f
 	}
-	f.walk(doc.Content[0], reflect.TypeFor[Config](), "", 0, true)
+	f.walk(doc.Content[0], t, "", 0, true)
 	return f
 }
 
@@ -89,6 +95,11 @@ func (f *docFindings) walk(n *yaml.Node, t reflect.Type, path string, depth int,
 				f.walk(v, ft, joinPath(path, k.Value), depth+1, kinds)
 				continue
 			}
+			if et := inlineMapElem(t); et != nil {
+				// The decoder puts every other key into the inline map.
+				f.walk(v, et, joinPath(path, keyEcho(k.Value)), depth+1, kinds)
+				continue
+			}
 			f.unknown = append(f.unknown, newUnknownKey(path, k, fields))
 		}
 	case reflect.Map:
@@ -118,7 +129,7 @@ func (f *docFindings) walk(n *yaml.Node, t reflect.Type, path string, depth int,
 
 // yamlFields maps a struct's YAML keys to their types, as yaml.v3 names
 // them: the tag's name, else the lower-cased field name; inline structs
-// lend theirs.
+// lend theirs, an inline map none.
 func yamlFields(t reflect.Type) map[string]reflect.Type {
 	fields := map[string]reflect.Type{}
 	for f := range t.Fields() {
@@ -135,12 +146,27 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 			}
 			continue
 		}
+		if strings.Contains(","+opts+",", ",inline,") && f.Type.Kind() == reflect.Map {
+			continue // no key of its own: inlineMapElem
+		}
 		if name == "" {
 			name = strings.ToLower(f.Name)
 		}
 		fields[name] = f.Type
 	}
 	return fields
+}
+
+// inlineMapElem is the value type of a struct's `yaml:",inline"` map,
+// which takes every key that names no field; nil if it has none.
+func inlineMapElem(t reflect.Type) reflect.Type {
+	for f := range t.Fields() {
+		_, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if f.IsExported() && f.Type.Kind() == reflect.Map && strings.Contains(","+opts+",", ",inline,") {
+			return f.Type.Elem()
+		}
+	}
+	return nil
 }
 
 func joinPath(path, key string) string {

@@ -4,8 +4,11 @@ package simulate
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -86,13 +89,23 @@ func Load(path string) (*File, error) {
 	return Parse(data, path)
 }
 
+// formatHint ends an error about the file's form: what a requests file
+// is, and where it is documented.
+const formatHint = "(a requests file is steps: with a list of create, remove or resize steps; see docs/commands.md, \"simulate requests file\")"
+
 // Parse reads a requests file's content strictly; name is used in errors.
+// What the decoder refuses is said as validate says it of the config
+// (config.ExplainDecodeError): the line, the YAML path, the nearest known
+// key or the kind of value the key takes.
 func Parse(data []byte, path string) (*File, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f File
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("requests %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		if errors.Is(err, io.EOF) { // nothing but blanks and comments
+			return nil, fmt.Errorf("requests %s: no steps, the file is empty %s", path, formatHint)
+		}
+		return nil, fmt.Errorf("requests %s: %s %s", path, config.ExplainDecodeError(data, reflect.TypeFor[File](), err), formatHint)
 	}
 	for i, s := range f.Steps {
 		given := 0

@@ -1,0 +1,55 @@
+package simulate
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestParseErrorsSayWhatWhereAndHowToFix: a requests file that is empty or
+// does not fit the format is refused with the file, the line and the YAML
+// path of what is wrong and what to write instead, in the words validate
+// uses for the config, never the decoder's Go types ("simulate.Create",
+// "!!str") or a bare EOF.
+func TestParseErrorsSayWhatWhereAndHowToFix(t *testing.T) {
+	tests := []struct {
+		name, data string
+		want       []string
+	}{
+		{"empty", "", []string{"requests rq.yaml: no steps", "steps:", "create, remove or resize"}},
+		{"comments only", "# nothing yet\n", []string{"requests rq.yaml: no steps", "steps:"}},
+		{"a string for create", "steps:\n  - create: dpdk\n", []string{
+			"requests rq.yaml: line 2: steps[0].create: the string \"dpdk\", want a mapping of keys",
+			"docs/commands.md"}},
+		{"a key of create one level up", "steps:\n  - create: {pod: a, container: b}\n    cpus: \"2\"\n", []string{
+			"requests rq.yaml: line 3: unknown key steps[0].cpus", "docs/commands.md"}},
+		{"a misspelt key", "step:\n  - create: {pod: a, container: b}\n", []string{
+			"line 1: unknown key step; did you mean steps?"}},
+		{"a list for annotations", "steps:\n  - create: {pod: a, container: b, annotations: [x]}\n", []string{
+			"line 2: steps[0].create.annotations: a list, want a mapping (name: value)"}},
+		{"a misspelt key of resize", "steps:\n  - resize: {pod: a, container: b, cpu: \"2\"}\n", []string{
+			"line 2: unknown key steps[0].resize.cpu; did you mean steps[0].resize.cpus?"}},
+		{"a list for a hugepage limit", "steps:\n  - create: {pod: a, container: b, hugepages-2Mi: [64Mi]}\n", []string{
+			"line 2: steps[0].create.hugepages-2Mi: a list, want a string"}},
+		{"a list for the file", "- create: {pod: a, container: b}\n", []string{
+			"line 1: the file: a list, want a mapping of keys", "steps:"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.data), "rq.yaml")
+			if err == nil {
+				t.Fatal("parsed")
+			}
+			msg := err.Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not say %q", msg, w)
+				}
+			}
+			for _, bad := range []string{"simulate.", "!!", "EOF", "not found in type", "unmarshal"} {
+				if strings.Contains(msg, bad) {
+					t.Errorf("error %q says %q", msg, bad)
+				}
+			}
+		})
+	}
+}
