@@ -92,3 +92,10 @@ func rootCPUs(cgroupRoot string) cpuset.CPUSet {
 	}
 	return cpus
 }
+
+// Widened tells whether a cpuset.cpus restored to an empty original
+// reads a list: the parent's CPUs emptyCPUs wrote where the kernel
+// refused the empty one (restore-host's outcome "widened").
+func Widened(path, original, content string) bool {
+	return filepath.Base(path) == "cpuset.cpus" && strings.TrimSpace(original) == "" && strings.TrimSpace(content) != ""
+}
