@@ -147,9 +147,15 @@ func isDir(path string) bool {
 // cgroup v2 an empty cpuset.cpus means every CPU of the parent). An
 // original with no CPU of the set (the cgroup was pinned to CPUs now
 // kept) is refused, not emptied: empty would mean every CPU.
-func cgroupChange(dir string, set cpuset.CPUSet) hostfiles.Change {
+//
+// parent are the root's CPUs (cpuset.cpus.effective): a list of exactly
+// those is recorded as the empty one it stands for (inheritedOriginal),
+// so that the root's CPUs written where the kernel refused an empty
+// original (emptyCPUs) are not taken as a new original.
+func cgroupChange(dir string, set, parent cpuset.CPUSet) hostfiles.Change {
 	ch := narrowChange("cgroup "+dir+": cpuset.cpus", set)
 	ch.Path = filepath.Join(dir, "cpuset.cpus")
+	ch.Original = inheritedOriginal(parent)
 	return ch
 }
 

@@ -320,8 +320,9 @@ func (s *Source) cgroupChanges(host cpuset.CPUSet, pods []string) ([]hostfiles.C
 		s.warned.Clear("cgroups")
 	}
 	var changes []hostfiles.Change
+	root := rootCPUs(s.cfg.CgroupRoot)
 	for _, dir := range dirs {
-		changes = append(changes, cgroupChange(dir, host))
+		changes = append(changes, cgroupChange(dir, host, root))
 		s.warned.Clear(dir)
 	}
 	for dir, why := range skipped {

@@ -114,7 +114,9 @@ func DialSystemd(ctx context.Context) (Bus, error) {
 }
 
 // SystemdFS is a hostfiles.FS that serves the paths below SystemdRoot
-// through systemd's D-Bus API and every other path through FS. It keeps
+// through systemd's D-Bus API and every other path through FS; it is the
+// reconciler's FS on every node, with systemd or not, and empties a
+// top-level cgroup's cpuset.cpus as the kernel allows (emptyCPUs). It keeps
 // one connection, dialled when first needed and again after a call
 // failed. Every call has a deadline, so a hung systemd delays a
 // background pass, never a container's reply (the reconciler's passes are
@@ -260,6 +262,11 @@ func (f *SystemdFS) WriteFile(p string, data []byte) error {
 		if IsSystemdPath(p) {
 			return &pathError{op: "write", path: p, err: syscall.ENOENT}
 		}
+		if topLevelEmptyCPUs(f.cgroupRoot, p, data) {
+			// An empty original put back (cgroupChange, without
+			// systemd): the root's CPUs where the kernel refuses it.
+			return emptyCPUs(f.FS, p)
+		}
 		return f.FS.WriteFile(p, data)
 	}
 	set, err := cpulist.Parse(strings.TrimSpace(string(data)))
@@ -297,7 +304,8 @@ func (f *SystemdFS) WriteFile(p string, data []byte) error {
 // the CPUs systemd wrote last, so the unit stayed confined (seen in the
 // VM suite). An empty cpuset.cpus is what systemd itself writes for an
 // unset AllowedCPUs=: every CPU of the parent; where the kernel refuses
-// that, the parent's CPUs themselves.
+// that (a cgroup with tasks), the parent's CPUs themselves (emptyCPUs;
+// the units are at the top: the root's).
 func (f *SystemdFS) unsetCgroup(unit string) error {
 	if f.cgroupRoot == "" {
 		return nil
@@ -307,18 +315,7 @@ func (f *SystemdFS) unsetCgroup(unit string) error {
 	if err != nil || strings.TrimSpace(string(data)) == "" {
 		return nil // no cpuset controller for it, or empty already
 	}
-	err = f.FS.WriteFile(file, []byte("\n"))
-	if errors.Is(err, syscall.ENOSPC) {
-		// The kernel refuses to empty the cpuset.cpus of a cgroup that
-		// has tasks (the VM suite saw ENOSPC): the parent's CPUs, which
-		// an empty one would inherit, are the nearest (the units are at
-		// the top: the root's).
-		var root []byte
-		if root, err = f.FS.ReadFile(path.Join(f.cgroupRoot, "cpuset.cpus.effective")); err == nil {
-			err = f.FS.WriteFile(file, root)
-		}
-	}
-	if err != nil {
+	if err := emptyCPUs(f.FS, file); err != nil {
 		return fmt.Errorf("unit %s: %s unset, widening %s (still %s): %w", unit, allowedCPUs, file, strings.TrimSpace(string(data)), err)
 	}
 	return nil

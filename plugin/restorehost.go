@@ -37,9 +37,12 @@ type RestoredFile struct {
 	// Original is the value the journal recorded, now written back.
 	Original string `json:"original"`
 	// Outcome is "restored" (the file holds its original again), "gone"
-	// (the file no longer exists: nothing to put back), or "dropped" (the
+	// (the file no longer exists: nothing to put back), "dropped" (the
 	// file reads another value: it now belongs to another object, an IRQ
-	// number the kernel gave to another device, whose own value stays).
+	// number the kernel gave to another device, whose own value stays),
+	// or "widened" (a cgroup's empty cpuset.cpus, which the kernel does
+	// not write back while the cgroup has tasks: it holds its parent's
+	// CPUs, which the empty list gave it).
 	Outcome string `json:"outcome"`
 }
 
@@ -150,6 +153,8 @@ func restoredOutcome(fsys hostfiles.FS, path string, rec hostfiles.Record) strin
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "gone"
+	case err == nil && housekeeping.Widened(path, rec.Original, string(data)):
+		return "widened"
 	case err == nil && strings.TrimSpace(string(data)) != strings.TrimSpace(rec.Original):
 		return "dropped"
 	}

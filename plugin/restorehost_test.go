@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -92,4 +94,20 @@ func TestRestoreHostPutsBackHousekeeping(t *testing.T) {
 	records, _, _, err := hostfiles.ReadJournal(hostfiles.JournalPath(statePath(f)), bootID)
 	require.NoError(t, err)
 	assert.Empty(t, records)
+}
+
+// TestRestoreHostOutcomeOfAWidenedCgroup: a top-level cgroup whose empty
+// cpuset.cpus the kernel would not write back while it has tasks holds
+// the root's CPUs after the restore (housekeeping's emptyCPUs): reported
+// as widened, not as a file that belongs to something else now.
+func TestRestoreHostOutcomeOfAWidenedCgroup(t *testing.T) {
+	dir := t.TempDir()
+	cpus := filepath.Join(dir, "system", "cpuset.cpus")
+	require.NoError(t, os.MkdirAll(filepath.Dir(cpus), 0o755))
+	require.NoError(t, os.WriteFile(cpus, []byte("0-7\n"), 0o644))
+	assert.Equal(t, "widened", restoredOutcome(hostfiles.OS{}, cpus, hostfiles.Record{Owner: "housekeeping", Original: ""}))
+	assert.Equal(t, "restored", restoredOutcome(hostfiles.OS{}, cpus, hostfiles.Record{Owner: "housekeeping", Original: "0-7"}))
+	irq := filepath.Join(dir, "smp_affinity_list")
+	require.NoError(t, os.WriteFile(irq, []byte("0-7\n"), 0o644))
+	assert.Equal(t, "dropped", restoredOutcome(hostfiles.OS{}, irq, hostfiles.Record{Owner: "irq", Original: "3"}))
 }

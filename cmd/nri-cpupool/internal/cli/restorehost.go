@@ -164,6 +164,8 @@ func writeHostRestore(w io.Writer, res *plugin.HostRestore) {
 		switch f.Outcome {
 		case "gone":
 			fmt.Fprintf(w, "gone      %s (%s): no longer exists, nothing to put back\n", f.Path, f.Owner)
+		case "widened":
+			fmt.Fprintf(w, "widened   %s (%s): its parent's CPUs, which its empty original gave it (the kernel refuses an empty cpuset.cpus while the cgroup has tasks)\n", f.Path, f.Owner)
 		case "dropped":
 			fmt.Fprintf(w, "dropped   %s (%s): belongs to something else now, left as it is (original was %q)\n", f.Path, f.Owner, f.Original)
 		default:

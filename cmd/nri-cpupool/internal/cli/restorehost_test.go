@@ -182,3 +182,12 @@ func TestRestoreHostRefusedConfig(t *testing.T) {
 		assert.Equal(t, "0-15", readTrim(t, affinity))
 	})
 }
+
+// TestRestoreHostWidenedLine: a cgroup given its parent's CPUs for an
+// empty original the kernel would not take back says so, not that the
+// file belongs to something else now.
+func TestRestoreHostWidenedLine(t *testing.T) {
+	var out strings.Builder
+	writeHostRestore(&out, &plugin.HostRestore{Journal: "j", Restored: []plugin.RestoredFile{{Path: "/sys/fs/cgroup/system/cpuset.cpus", Owner: "housekeeping", Outcome: "widened"}}})
+	assert.Contains(t, out.String(), "widened   /sys/fs/cgroup/system/cpuset.cpus (housekeeping): its parent's CPUs")
+}
