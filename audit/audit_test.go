@@ -322,3 +322,25 @@ func TestOfflineHeldCPU(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, rep.Clean, "%+v", rep)
 }
+
+// TestHeldCPUNotPresentIsNotClean: a held CPU that is neither online nor
+// present (hot-removed) is offline for its owner, and not clean: audit
+// took offline as present minus online and called it clean (review rvC
+// #2), and so did the daemon's cpupool_exclusive_cpu_clean, which is this
+// verdict.
+func TestHeldCPUNotPresentIsNotClean(t *testing.T) {
+	m := newMachine(t, cpuset.New(0, 1))
+	cpuDir := filepath.Join(m.sys, "sys/devices/system/cpu")
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "present"), []byte("0-2,4-7\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "online"), []byte("0-2,4-7\n"), 0o644))
+	rep, err := Gather(holdings, m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}})))
+	require.NoError(t, err)
+	assert.False(t, rep.Clean)
+	require.Len(t, rep.CPUs, 3)
+	assert.True(t, rep.CPUs[0].Clean, "CPU 2 is online")
+	c3 := rep.CPUs[1]
+	assert.True(t, c3.Offline)
+	assert.False(t, c3.Clean)
+	require.Len(t, c3.Problems, 1)
+	assert.Contains(t, c3.Problems[0], "not present")
+}
