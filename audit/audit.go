@@ -104,6 +104,10 @@ type Report struct {
 	CPUs            []CPU `json:"cpus"`
 	// Notes say what audit could not check on this node, once each.
 	Notes []string `json:"notes,omitempty"`
+	// HostFiles are the host files the plugin could not leave as it
+	// wants (hostfiles.go); absent when none. They do not change Clean,
+	// which is about the CPUs.
+	HostFiles []HostFile `json:"hostFiles,omitempty"`
 }
 
 // CPU is the audit of one held exclusive CPU.
@@ -251,7 +255,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 	// What a host process may run on when nothing confines it: on cgroup
 	// v1, a narrower affinity is its own.
 	host := k.online.Difference(k.isolated)
-	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true, SeesHostThreads: sees}
+	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true, SeesHostThreads: sees, HostFiles: hostFiles(opt.Refused)}
 	if note != "" {
 		rep.Notes = append(rep.Notes, note)
 	}

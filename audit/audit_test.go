@@ -170,7 +170,9 @@ func TestNotClean(t *testing.T) {
 // clean.
 func TestClean(t *testing.T) {
 	m := newMachine(t, cpuset.New(0, 1))
-	rep, err := Gather(holdings, m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}, "LOC": {2: 250}})))
+	opt := m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}, "LOC": {2: 250}}))
+	opt.Refused = nil // no host file refused either: all is well (TestAuditListsRefusedAndUntrustedHostFiles)
+	rep, err := Gather(holdings, opt)
 	require.NoError(t, err)
 	assert.True(t, rep.Clean, "%+v", rep)
 	for _, c := range rep.CPUs {
@@ -230,12 +232,21 @@ func TestBlindProcRootIsUnknown(t *testing.T) {
 // TestNothingHeld: nothing to audit is clean.
 func TestNothingHeld(t *testing.T) {
 	m := newMachine(t, all)
-	rep, err := Gather(nil, m.options(func(time.Duration) {}))
+	opt := m.options(func(time.Duration) {})
+	opt.Refused = nil
+	rep, err := Gather(nil, opt)
 	require.NoError(t, err)
 	assert.True(t, rep.Clean)
 	var text bytes.Buffer
 	require.NoError(t, WriteText(&text, rep))
 	assert.Equal(t, "no exclusive CPU is held\n", text.String())
+
+	// A refused host file is listed even so.
+	rep, err = Gather(nil, m.options(func(time.Duration) {}))
+	require.NoError(t, err)
+	text.Reset()
+	require.NoError(t, WriteText(&text, rep))
+	assert.Contains(t, text.String(), "no exclusive CPU is held\nhost files the plugin could not leave as it wants")
 }
 
 // TestNoInterrupts: a /proc without interrupts is an error naming it.
