@@ -255,7 +255,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 	// What a host process may run on when nothing confines it: on cgroup
 	// v1, a narrower affinity is its own.
 	host := k.online.Difference(k.isolated)
-	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true, SeesHostThreads: sees, HostFiles: hostFiles(opt.Refused)}
+	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true, SeesHostThreads: sees, HostFiles: hostFiles(opt.Refused, opt.ProcRoot)}
 	if note != "" {
 		rep.Notes = append(rep.Notes, note)
 	}

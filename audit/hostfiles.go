@@ -13,6 +13,7 @@ package audit
 import (
 	"cmp"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,25 +30,39 @@ const (
 	// HostFileRefused: the kernel refused the value the plugin wrote, or
 	// the original it put back (the file is then left changed).
 	HostFileRefused = "refused"
+	// HostFileManagedIRQ: an IRQ whose affinity the kernel manages (a
+	// kernel-managed or per-CPU IRQ, EIO or EPERM): left as it was, with
+	// nothing to restore, and refused on most nodes for as long as they
+	// run, so listed but not held against the node (as the alerts and
+	// the dashboard do not count them).
+	HostFileManagedIRQ = "managedIRQ"
 )
+
+// managedIRQHint is what the IRQ source's Explain adds to such a refusal.
+const managedIRQHint = "a kernel-managed or per-CPU IRQ"
 
 // HostFile is one host file the plugin could not leave as it wants.
 type HostFile struct {
 	Path string `json:"path"`
-	// Kind is HostFileUntrusted or HostFileRefused.
+	// Kind is HostFileUntrusted, HostFileRefused or HostFileManagedIRQ.
 	Kind string `json:"kind"`
 	// Reason is the journal's: the error, and a hint when it has one.
 	Reason string `json:"reason"`
 }
 
-// hostFiles lists the refusals, the untrusted records first, each kind
-// by path.
-func hostFiles(refused map[string]string) []HostFile {
+// hostFiles lists the refusals, the untrusted records first and the
+// kernel-managed IRQs last, each kind by path. procRoot tells an IRQ's
+// affinity file.
+func hostFiles(refused map[string]string, procRoot string) []HostFile {
 	var out []HostFile
+	irqDir := filepath.Join(procRoot, "irq") + string(filepath.Separator)
 	for path, why := range refused {
 		kind := HostFileRefused
-		if strings.Contains(why, hostfiles.ErrOutsideRoots.Error()) {
+		switch {
+		case strings.Contains(why, hostfiles.ErrOutsideRoots.Error()):
 			kind = HostFileUntrusted
+		case strings.HasPrefix(path, irqDir) && strings.Contains(why, managedIRQHint):
+			kind = HostFileManagedIRQ
 		}
 		out = append(out, HostFile{Path: path, Kind: kind, Reason: why})
 	}
@@ -58,10 +73,25 @@ func hostFiles(refused map[string]string) []HostFile {
 }
 
 func kindOrder(kind string) int {
-	if kind == HostFileUntrusted {
+	switch kind {
+	case HostFileUntrusted:
 		return 0
+	case HostFileRefused:
+		return 1
 	}
-	return 1
+	return 2
+}
+
+// hostFilesAmiss counts the files that are not as the plugin wants for a
+// reason of this node: the kernel-managed IRQs aside.
+func hostFilesAmiss(files []HostFile) int {
+	n := 0
+	for _, f := range files {
+		if f.Kind != HostFileManagedIRQ {
+			n++
+		}
+	}
+	return n
 }
 
 // hostFilesListed bounds the host files the text names: a node may have
@@ -70,8 +100,9 @@ const hostFilesListed = 20
 
 // hostFileKinds says for people what each kind means.
 var hostFileKinds = map[string]string{
-	HostFileUntrusted: "a journal record of a file outside the roots the plugin restores under (a damaged or forged journal?): not written, kept in the journal",
-	HostFileRefused:   "the kernel refused the plugin's value (a kernel-managed IRQ, a setting the node lacks) or, restoring it, the original: then it stays changed",
+	HostFileUntrusted:  "a journal record of a file outside the roots the plugin restores under (a damaged or forged journal?): not written, kept in the journal",
+	HostFileRefused:    "the kernel refused the plugin's value (a setting the node lacks, a read-only file) or, restoring it, the original: then it stays changed",
+	HostFileManagedIRQ: "IRQs whose affinity the kernel manages: left where the kernel put them (isolcpus=managed_irq keeps them off isolated CPUs where it can)",
 }
 
 // writeHostFiles writes the host files section.

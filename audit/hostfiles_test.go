@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,14 +28,19 @@ func TestAuditListsRefusedAndUntrustedHostFiles(t *testing.T) {
 	opt.Refused["/etc/cron.d/forged"] = fmt.Errorf("%w (%s)", hostfiles.ErrOutsideRoots, m.proc).Error()
 	governor := m.sys + "/sys/devices/system/cpu/cpufreq/policy2/scaling_governor"
 	opt.Refused[governor] = "write " + governor + ": invalid argument"
+	// A kernel-managed IRQ, as the IRQ source explains its refusal:
+	// listed, last, but not held against the node (refused on most nodes
+	// for as long as they run).
+	irq28 := filepath.Join(m.proc, "irq/28/smp_affinity_list")
+	opt.Refused[irq28] = "write " + irq28 + ": input/output error (a kernel-managed or per-CPU IRQ: its affinity cannot be set from user space; …)"
 	opt.Sample = time.Second
 	rep, err := Gather([]Holding{{CPUs: cpuset.New(4), Owner: "telco/dpdk/fwd", Pool: "exclusive"}}, opt)
 	require.NoError(t, err)
 	require.True(t, rep.Clean, "%+v", rep.CPUs)
 	require.Len(t, rep.HostFiles, 3)
 	assert.Equal(t, HostFile{Path: "/etc/cron.d/forged", Kind: HostFileUntrusted, Reason: opt.Refused["/etc/cron.d/forged"]}, rep.HostFiles[0], "untrusted first")
-	assert.Equal(t, HostFileRefused, rep.HostFiles[1].Kind)
-	assert.Equal(t, HostFileRefused, rep.HostFiles[2].Kind)
+	assert.Equal(t, HostFile{Path: governor, Kind: HostFileRefused, Reason: opt.Refused[governor]}, rep.HostFiles[1])
+	assert.Equal(t, HostFile{Path: irq28, Kind: HostFileManagedIRQ, Reason: opt.Refused[irq28]}, rep.HostFiles[2])
 
 	var text bytes.Buffer
 	require.NoError(t, WriteText(&text, rep))
@@ -42,7 +48,17 @@ func TestAuditListsRefusedAndUntrustedHostFiles(t *testing.T) {
 	assert.Contains(t, out, "/etc/cron.d/forged", "the forged record is listed, as docs/tuning.md says")
 	assert.Contains(t, out, "policy2/scaling_governor: write ", "a restore the kernel refused is listed: the host is left changed")
 	assert.NotContains(t, out, "every held exclusive CPU is clean\n", "the summary does not say all is well")
-	assert.Contains(t, out, "every held exclusive CPU is clean, but 3 host files are not as the plugin wants (listed above)\n")
+	assert.Contains(t, out, "every held exclusive CPU is clean, but 2 host files are not as the plugin wants (listed above)\n")
+	assert.Contains(t, out, "irq/28/smp_affinity_list: write ")
+
+	// Only kernel-managed IRQs: listed, and the CPUs' verdict stands.
+	opt.Refused = map[string]string{irq28: opt.Refused[irq28]}
+	rep, err = Gather([]Holding{{CPUs: cpuset.New(4), Owner: "telco/dpdk/fwd", Pool: "exclusive"}}, opt)
+	require.NoError(t, err)
+	text.Reset()
+	require.NoError(t, WriteText(&text, rep))
+	assert.Contains(t, text.String(), "  managedIRQ: IRQs whose affinity the kernel manages")
+	assert.Contains(t, text.String(), "every held exclusive CPU is clean\n")
 
 	// No refusal: no section, and the summary as before.
 	opt.Refused = nil

@@ -103,9 +103,10 @@ func WriteText(w io.Writer, rep *Report) error {
 	}
 	if len(rep.CPUs) > 0 {
 		switch {
-		case rep.Clean && len(rep.HostFiles) > 0:
+		case rep.Clean && hostFilesAmiss(rep.HostFiles) > 0:
 			// Not "all is well": the files above are not as wanted.
-			fmt.Fprintf(&b, "every held exclusive CPU is clean, but %s not as the plugin wants (listed above)\n", plural.Verb(len(rep.HostFiles), "1 host file is", fmt.Sprintf("%d host files are", len(rep.HostFiles))))
+			n := hostFilesAmiss(rep.HostFiles)
+			fmt.Fprintf(&b, "every held exclusive CPU is clean, but %s not as the plugin wants (listed above)\n", plural.Verb(n, "1 host file is", fmt.Sprintf("%d host files are", n)))
 		case rep.Clean:
 			b.WriteString("every held exclusive CPU is clean\n")
 		case slices.ContainsFunc(rep.CPUs, func(c CPU) bool { return !c.Clean && !c.Unknown }):
