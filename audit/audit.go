@@ -104,6 +104,10 @@ type Report struct {
 	CPUs            []CPU `json:"cpus"`
 	// Notes say what audit could not check on this node, once each.
 	Notes []string `json:"notes,omitempty"`
+	// HostFiles are the host files the plugin could not leave as it
+	// wants (hostfiles.go); absent when none. They do not change Clean,
+	// which is about the CPUs.
+	HostFiles []HostFile `json:"hostFiles,omitempty"`
 }
 
 // CPU is the audit of one held exclusive CPU.
@@ -144,8 +148,12 @@ type CPU struct {
 	IsolatedPartition *bool `json:"isolatedPartition,omitempty"`
 	Power             Power `json:"power"`
 	// Offline tells that the CPU went offline under its holder: the
-	// kernel took it from the container's cpuset (CPU hotplug).
+	// kernel took it from the container's cpuset (CPU hotplug). Any held
+	// CPU the kernel does not list online is, present or not.
 	Offline bool `json:"offline,omitempty"`
+	// NotPresent tells that the offline CPU is not even present any more
+	// (hot-removed, as from a VM): it comes back only once added again.
+	NotPresent bool `json:"notPresent,omitempty"`
 	// RPS and Workqueues are the kernel masks that name it: receive
 	// packet steering and unbound workqueues (kernelwork.go); nil when
 	// none does.
@@ -247,7 +255,7 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 	// What a host process may run on when nothing confines it: on cgroup
 	// v1, a narrower affinity is its own.
 	host := k.online.Difference(k.isolated)
-	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true, SeesHostThreads: sees}
+	rep := &Report{At: time.Now().UTC(), Sample: opt.Sample.String(), Clean: true, SeesHostThreads: sees, HostFiles: hostFiles(opt.Refused, opt.ProcRoot)}
 	if note != "" {
 		rep.Notes = append(rep.Notes, note)
 	}
@@ -259,7 +267,8 @@ func Gather(holdings []Holding, opt Options) (*Report, error) {
 		cpu := CPU{CPU: c, Owner: h.Owner, Pool: h.Pool, ContainerID: h.ContainerID,
 			DomainIsolated: k.isolated.Contains(c), NohzFull: k.nohzFull.Contains(c), Power: readPower(opt.SysfsRoot, c)}
 		cpu.Power.Class = h.PowerClass
-		cpu.Offline = k.offline.Contains(c)
+		cpu.Offline = k.offline(c)
+		cpu.NotPresent = cpu.Offline && k.notPresent(c)
 		cpu.RPS = maskUse(rpsMasks, c, opt.RPSKept, opt.MaxThreads)
 		cpu.Workqueues = maskUse(wqMasks, c, opt.WorkqueuesKept, opt.MaxThreads)
 		if k.partitionKnown {
@@ -319,7 +328,10 @@ func blindNote(procRoot string) string {
 // host's threads could be seen: without them, no problem found is not
 // clean but unknown.
 func judge(cpu *CPU, seesHost bool) {
-	if cpu.Offline {
+	switch {
+	case cpu.NotPresent:
+		cpu.Problems = append(cpu.Problems, "offline and not present (hot-removed): the kernel took it from the container's cpuset; it stays the container's and comes back to it once added and online")
+	case cpu.Offline:
 		// Not a disturbance, but the container runs on one CPU fewer than
 		// it was given until the CPU is back.
 		cpu.Problems = append(cpu.Problems, "offline: the kernel took it from the container's cpuset; it stays the container's and comes back to it when online")
@@ -394,12 +406,19 @@ func readInterrupts(procRoot string) ([]irq.Interrupt, error) {
 type kernelSet struct {
 	isolated, nohzFull, partition cpuset.CPUSet
 	partitionKnown                bool
-	// offline are the present CPUs that are not online; empty when the
-	// kernel does not say.
-	offline cpuset.CPUSet
-	// online are the online CPUs; empty when the kernel does not say.
-	online cpuset.CPUSet
+	// online are the online CPUs (onlineKnown: the kernel says which);
+	// present, the present ones (presentKnown). A held CPU not online is
+	// offline whether present or not: taking offline as present minus
+	// online called a hot-removed CPU clean.
+	online, present           cpuset.CPUSet
+	onlineKnown, presentKnown bool
 }
+
+// offline tells whether the kernel says c is not online.
+func (k kernelSet) offline(c int) bool { return k.onlineKnown && !k.online.Contains(c) }
+
+// notPresent tells whether the kernel says c is not present.
+func (k kernelSet) notPresent(c int) bool { return k.presentKnown && !k.present.Contains(c) }
 
 func kernelSets(opt Options) kernelSet {
 	read := func(path string) (cpuset.CPUSet, bool) {
@@ -414,13 +433,8 @@ func kernelSets(opt Options) kernelSet {
 	var k kernelSet
 	k.isolated, _ = read(filepath.Join(cpuDir, "isolated"))
 	k.nohzFull, _ = read(filepath.Join(cpuDir, "nohz_full"))
-	k.offline, k.online = cpuset.New(), cpuset.New()
-	if online, ok := read(filepath.Join(cpuDir, "online")); ok {
-		k.online = online
-		if present, ok := read(filepath.Join(cpuDir, "present")); ok {
-			k.offline = present.Difference(online)
-		}
-	}
+	k.online, k.onlineKnown = read(filepath.Join(cpuDir, "online"))
+	k.present, k.presentKnown = read(filepath.Join(cpuDir, "present"))
 	if opt.CgroupRoot != "" {
 		k.partition, k.partitionKnown = read(filepath.Join(opt.CgroupRoot, "cpuset.cpus.isolated"))
 	}

@@ -170,7 +170,9 @@ func TestNotClean(t *testing.T) {
 // clean.
 func TestClean(t *testing.T) {
 	m := newMachine(t, cpuset.New(0, 1))
-	rep, err := Gather(holdings, m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}, "LOC": {2: 250}})))
+	opt := m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}, "LOC": {2: 250}}))
+	opt.Refused = nil // no host file refused either: all is well (TestAuditListsRefusedAndUntrustedHostFiles)
+	rep, err := Gather(holdings, opt)
 	require.NoError(t, err)
 	assert.True(t, rep.Clean, "%+v", rep)
 	for _, c := range rep.CPUs {
@@ -230,12 +232,21 @@ func TestBlindProcRootIsUnknown(t *testing.T) {
 // TestNothingHeld: nothing to audit is clean.
 func TestNothingHeld(t *testing.T) {
 	m := newMachine(t, all)
-	rep, err := Gather(nil, m.options(func(time.Duration) {}))
+	opt := m.options(func(time.Duration) {})
+	opt.Refused = nil
+	rep, err := Gather(nil, opt)
 	require.NoError(t, err)
 	assert.True(t, rep.Clean)
 	var text bytes.Buffer
 	require.NoError(t, WriteText(&text, rep))
 	assert.Equal(t, "no exclusive CPU is held\n", text.String())
+
+	// A refused host file is listed even so.
+	rep, err = Gather(nil, m.options(func(time.Duration) {}))
+	require.NoError(t, err)
+	text.Reset()
+	require.NoError(t, WriteText(&text, rep))
+	assert.Contains(t, text.String(), "no exclusive CPU is held\nhost files the plugin could not leave as it wants")
 }
 
 // TestNoInterrupts: a /proc without interrupts is an error naming it.
@@ -321,4 +332,26 @@ func TestOfflineHeldCPU(t *testing.T) {
 	rep, err = Gather(holdings, m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}})))
 	require.NoError(t, err)
 	assert.True(t, rep.Clean, "%+v", rep)
+}
+
+// TestHeldCPUNotPresentIsNotClean: a held CPU that is neither online nor
+// present (hot-removed) is offline for its owner, and not clean: audit
+// took offline as present minus online and called it clean (review rvC
+// #2), and so did the daemon's cpupool_exclusive_cpu_clean, which is this
+// verdict.
+func TestHeldCPUNotPresentIsNotClean(t *testing.T) {
+	m := newMachine(t, cpuset.New(0, 1))
+	cpuDir := filepath.Join(m.sys, "sys/devices/system/cpu")
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "present"), []byte("0-2,4-7\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "online"), []byte("0-2,4-7\n"), 0o644))
+	rep, err := Gather(holdings, m.options(m.fire(t, map[string]map[int]uint64{"25": {0: 10}})))
+	require.NoError(t, err)
+	assert.False(t, rep.Clean)
+	require.Len(t, rep.CPUs, 3)
+	assert.True(t, rep.CPUs[0].Clean, "CPU 2 is online")
+	c3 := rep.CPUs[1]
+	assert.True(t, c3.Offline)
+	assert.False(t, c3.Clean)
+	require.Len(t, c3.Problems, 1)
+	assert.Contains(t, c3.Problems[0], "not present")
 }

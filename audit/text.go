@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/cpupool/nri-cpupool/internal/plural"
 )
 
 // WriteText prints the report for people: one block per held CPU, its
@@ -95,11 +97,16 @@ func WriteText(w io.Writer, rep *Report) error {
 	if slices.ContainsFunc(rep.CPUs, func(c CPU) bool { return c.ForeignThreads > 0 || len(c.KernelThreads) > 0 }) {
 		b.WriteString("each thread and its own reason: nri-cpupool audit --json\n")
 	}
+	writeHostFiles(&b, rep.HostFiles)
 	for _, n := range rep.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
 	if len(rep.CPUs) > 0 {
 		switch {
+		case rep.Clean && hostFilesAmiss(rep.HostFiles) > 0:
+			// Not "all is well": the files above are not as wanted.
+			n := hostFilesAmiss(rep.HostFiles)
+			fmt.Fprintf(&b, "every held exclusive CPU is clean, but %s not as the plugin wants (listed above)\n", plural.Verb(n, "1 host file is", fmt.Sprintf("%d host files are", n)))
 		case rep.Clean:
 			b.WriteString("every held exclusive CPU is clean\n")
 		case slices.ContainsFunc(rep.CPUs, func(c CPU) bool { return !c.Clean && !c.Unknown }):

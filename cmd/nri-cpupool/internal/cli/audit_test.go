@@ -118,3 +118,21 @@ func TestAuditErrors(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "reading interrupts")
 }
+
+// TestAuditHeldCPUNotOnlineIsNotClean: the held CPUs 4-6 are neither
+// online nor present any more (a VM's CPUs hot-removed, a node that lost
+// CPUs): the container does not run on them. audit took "offline" as
+// present minus online, so it called them clean and exited 0 (review rvC
+// #2); a held CPU that is not online is not clean, present or not.
+func TestAuditHeldCPUNotOnlineIsNotClean(t *testing.T) {
+	sys := t.TempDir()
+	cpuDir := filepath.Join(sys, "sys/devices/system/cpu")
+	require.NoError(t, os.MkdirAll(cpuDir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "online"), []byte("0-3\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "present"), []byte("0-3\n"), 0o644))
+	stateFile, proc := auditNode(t, cpuset.New(0, 1))
+	code, out, errOut := run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--cgroup-root", sys, "--sample", "1ms")
+	assert.Equal(t, 3, code, "held CPUs 4-6 are not online: not clean\n%s%s", out, errOut)
+	assert.NotContains(t, out, "CPU 4  telco/dpdk/fwd (exclusive)  clean\n")
+	assert.Contains(t, out, "not present")
+}

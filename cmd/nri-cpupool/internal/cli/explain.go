@@ -74,7 +74,8 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fresh := freshnessOf(st.Written, cfg.StateFile, configStateFile, cfg.MetricsAddress)
-	out := explainOutput{Target: target.String(), Written: fresh.Written, StateWriterFailing: fresh.WriterFailing}
+	live := livenessOf(cfg.StateFile)
+	out := explainOutput{Target: target.String(), Written: fresh.Written, StateWriterFailing: fresh.WriterFailing, DaemonRunning: live.JSON()}
 	inPod := podContainers(st, target.Namespace, target.Pod)
 	for _, e := range found {
 		x, err := explainOne(e, cfg, node, inPod)
@@ -94,6 +95,7 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout)
 	writeFreshness(stdout, cfg.StateFile, fresh)
+	writeDaemonNotRunning(stdout, cfg.StateFile, live)
 	return nil
 }
 
@@ -326,6 +328,10 @@ type explainOutput struct {
 	// what the daemon says of its failing state writer (statefreshness.go).
 	Written            time.Time `json:"written"`
 	StateWriterFailing string    `json:"stateWriterFailing,omitempty"`
+	// DaemonRunning is whether a daemon holds the state directory's lock
+	// (daemonrunning.go); absent when the lock cannot tell. The containers'
+	// state is the file's memory: with no daemon, what it last saw.
+	DaemonRunning *bool `json:"daemonRunning,omitempty"`
 }
 
 type explainedContainer struct {

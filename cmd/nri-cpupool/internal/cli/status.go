@@ -53,8 +53,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fresh := freshnessOf(st.Written, *stateFile, cfg.StateFile, cfg.MetricsAddress)
+	live := livenessOf(*stateFile)
 	if *asJSON {
-		return printStatusJSON(stdout, st, *stateFile, fresh)
+		return printStatusJSON(stdout, st, *stateFile, fresh, live)
 	}
 	if *asMap {
 		topo, err := sysfs.Discover(sysfsRoot(*root, cfg))
@@ -68,6 +69,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		printMap(stdout, m, lookTerminal(color, stdout))
 		printStatusMemory(stdout, st)
 		writeFreshness(stdout, *stateFile, fresh)
+		writeDaemonNotRunning(stdout, *stateFile, live)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -102,7 +104,8 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout)
 	writeFreshness(stdout, *stateFile, fresh)
-	printRuntime(stdout, *stateFile)
+	writeDaemonNotRunning(stdout, *stateFile, live)
+	printRuntime(stdout, *stateFile, live)
 	printDRAStatus(stdout, *stateFile)
 	printOfflineHeld(stdout, st, sysfsRoot(*root, cfg))
 	printLastReload(stdout, *stateFile)
@@ -147,16 +150,17 @@ func noStateYet(stateFile string) string {
 }
 
 // printRuntime prints the daemon's connection to the runtime when it is
-// not registered: waiting for the runtime, or stopped.
-func printRuntime(stdout io.Writer, stateFile string) {
+// not registered: waiting for the runtime, or stopped. Not when no daemon
+// runs: writeDaemonNotRunning says what the last one was.
+func printRuntime(stdout io.Writer, stateFile string, live daemonLiveness) {
+	if live.NotRunning() {
+		return
+	}
 	ds, ok, err := state.ReadDaemonStatus(state.DaemonStatusFile(stateFile))
 	if err != nil || !ok || ds.Runtime == nil || ds.Runtime.State == state.RuntimeRegistered {
 		return
 	}
 	r := ds.Runtime
-	if held, known := state.Held(stateFile); r.State == state.RuntimeWaiting && known && !held {
-		return // a daemon killed while it waited: nothing runs to wait
-	}
 	fmt.Fprintf(stdout, "Runtime: %s since %s", r.State, r.Since.UTC().Format(time.RFC3339))
 	if r.Detail != "" {
 		fmt.Fprintf(stdout, ": %s", r.Detail)
@@ -166,15 +170,19 @@ func printRuntime(stdout io.Writer, stateFile string) {
 
 // printStatusJSON prints the state file as it is, when it was written
 // ("written") and, when the daemon says so, that its state writer fails
-// ("stateWriterFailing"); and, once the daemon has written its status
-// beside it (its runtime connection, its last reload), that as "daemon".
-func printStatusJSON(stdout io.Writer, st *state.State, stateFile string, fresh stateFreshness) error {
+// ("stateWriterFailing"); whether a daemon holds the state directory's
+// lock ("daemonRunning", absent when the lock cannot tell); and, once the
+// daemon has written its status beside it (its runtime connection, its
+// last reload), that as "daemon": a dead daemon's last word, when
+// daemonRunning is false.
+func printStatusJSON(stdout io.Writer, st *state.State, stateFile string, fresh stateFreshness, live daemonLiveness) error {
 	out := struct {
 		*state.State
 		Written            time.Time           `json:"written"`
 		StateWriterFailing string              `json:"stateWriterFailing,omitempty"`
+		DaemonRunning      *bool               `json:"daemonRunning,omitempty"`
 		Daemon             *state.DaemonStatus `json:"daemon,omitempty"`
-	}{State: st, Written: fresh.Written, StateWriterFailing: fresh.WriterFailing}
+	}{State: st, Written: fresh.Written, StateWriterFailing: fresh.WriterFailing, DaemonRunning: live.JSON()}
 	if ds, ok, err := state.ReadDaemonStatus(state.DaemonStatusFile(stateFile)); err == nil && ok {
 		out.Daemon = &ds
 	}
