@@ -75,6 +75,10 @@ type Source struct {
 	// deferred follows the IRQs moved off banned CPUs whose move the
 	// kernel deferred (deferred.go).
 	deferred deferredMoves
+
+	// inherit is what an IRQ requested during a ban inherited from the
+	// narrowed default_smp_affinity (inherit.go).
+	inherit inheritance
 }
 
 var (
@@ -141,6 +145,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	if banned.IsEmpty() {
 		s.planned = banned
 		s.deferred.forget()
+		s.inherit.end()
 		return plan, nil
 	}
 	plan.Reread = !banned.IsSubsetOf(s.planned)
@@ -152,6 +157,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}
 		s.irqs, s.listed = irqs, true
 	}
+	s.inherit.begin(s.irqs)
 	// Most IRQs share a handful of affinities ("0-383", a node's CPUs): a
 	// pass works each distinct one out once, not once per IRQ: parsing
 	// 512 lists into sets, twice each, was a large share of a pass's CPU
@@ -177,6 +183,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			if err != nil {
 				return "", err
 			}
+			s.inherit.defaults(orig, want)
 			return FormatMask(want, original)
 		},
 		Satisfied: func(content, _ string) bool { return avoidsBanned(ParseMask(content))(banned) },
@@ -205,6 +212,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			},
 			Satisfied: avoids,
 			Wrote:     wrote,
+			Original:  s.inheritedOriginal(n, dir),
 		})
 	}
 	plan.After = func() error {
