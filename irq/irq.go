@@ -50,7 +50,11 @@
 // the Source sends that set (read from the daemon's environment and
 // sysfs, as irqbalance computes it) plus the banned CPUs, and "settings
 // cpus NULL" when nothing is banned, which makes irqbalance compute its
-// own set again: exactly what it had. A new irqbalance process (a
-// restart) is told again at the next pass. The socket is tried before any
-// IRQ is written, so irqbalance does not undo the writes.
+// own set again: exactly what it had. The banned list is journaled like
+// an IRQ's affinity (irqbalancefs.go: IrqbalancePath, its original
+// recorded before the first command, restored after the IRQs, kept until
+// irqbalance took it, also after a kill -9); it is told before any IRQ is
+// written, so irqbalance does not undo the writes. A new irqbalance
+// process (a restart) is told at the next rescan or grant; its
+// predecessor's record is dropped, not told to it.
 package irq

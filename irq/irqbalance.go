@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,12 +13,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
@@ -45,10 +48,18 @@ type irqbalance struct {
 	// own caches each process's own banned set (it cannot change without
 	// a restart, which is a new pid).
 	own map[int]cpuset.CPUSet
+	// held is, by process, the banned list this process last set there:
+	// what IrqbalancePath holds. irqbalance applies a list at its next
+	// rebalance only (setup_banned_cpus), so asking it right after a
+	// command would answer the list before.
+	held map[int]string
+	// widened is the last list the Change's want widened to fit a
+	// command, warned about once.
+	widened string
 }
 
 func newIrqbalance(cfg Config, log *logrus.Logger) *irqbalance {
-	return &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, own: map[int]cpuset.CPUSet{}}
+	return &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, own: map[int]cpuset.CPUSet{}, held: map[int]string{}}
 }
 
 var socketName = regexp.MustCompile(`^irqbalance([0-9]{1,9})\.sock$`)
@@ -131,48 +142,117 @@ func fitBanList(set cpuset.CPUSet) (string, int) {
 	return wider.String(), wider.Size() - set.Size()
 }
 
-// sync tells the running irqbalance, if any, the banned CPUs: its own set
-// plus banned, or NULL (its own set) when banned is empty. It sends only
-// what changed for that process.
-func (b *irqbalance) sync(banned cpuset.CPUSet) error {
+// irqbalanceOrder is the Order of IrqbalancePath's change: below the
+// IRQs' (0), so that irqbalance is told the ban before any IRQ is moved
+// off the banned CPUs (it would move them back at its next rebalance),
+// and gets its own set back only after every IRQ got its original.
+const irqbalanceOrder = -1 << 20
+
+// change is the Change of irqbalance's banned CPUs while banned is not
+// empty: its original set (what it banned before the plugin told it
+// anything, as the journal recorded it) plus banned.
+func (b *irqbalance) change(banned cpuset.CPUSet) hostfiles.Change {
+	return hostfiles.Change{
+		Path:  IrqbalancePath,
+		Order: irqbalanceOrder,
+		Want: func(original string) (string, error) {
+			orig, err := cpulist.Parse(original)
+			if err != nil {
+				return "", fmt.Errorf("irqbalance's recorded banned CPUs %s: %w", cpulist.Echo(original), err)
+			}
+			list, extra := fitBanList(orig.Union(banned))
+			if extra > 0 && b.widened != list {
+				b.widened = list
+				b.log.Warnf("irqbalance: banned CPUs %s: its own plus those kept free of IRQs do not fit in the %d bytes of a command as a list, so %d CPUs between them are banned too; irqbalance places no IRQ on them", list, maxMessage, extra)
+			}
+			return list, nil
+		},
+		Satisfied: func(content, want string) bool {
+			have, err1 := cpulist.Parse(content)
+			w, err2 := cpulist.Parse(want)
+			return err1 == nil && err2 == nil && have.Equals(w)
+		},
+	}
+}
+
+// identity names the irqbalance process the socket reaches now
+// ("irqbalance<pid>"), "" when none runs: a restarted irqbalance
+// computed its own set anew, and the recorded original of the old one
+// is not its to get back (hostfiles.Identifier).
+func (b *irqbalance) identity() string {
+	pid, _, err := b.find()
+	if err != nil || pid == 0 {
+		return ""
+	}
+	return "irqbalance" + strconv.Itoa(pid)
+}
+
+// read is what IrqbalancePath holds: the CPUs the running irqbalance
+// bans, as a list; ENOENT when no irqbalance with a socket runs (nothing
+// to tell, nothing to restore).
+func (b *irqbalance) read() ([]byte, error) {
+	pid, sock, err := b.find()
+	if err != nil {
+		return nil, err
+	}
+	if pid == 0 {
+		if !b.cfg.LeaveIrqbalance {
+			b.warnWithoutSocket()
+		}
+		return nil, &fs.PathError{Op: "read", Path: IrqbalancePath, Err: syscall.ENOENT}
+	}
+	if held, ok := b.held[pid]; ok {
+		return []byte(held), nil
+	}
+	own, err := b.ownSet(pid, sock)
+	if err != nil {
+		return nil, fmt.Errorf("irqbalance (pid %d): %w", pid, err)
+	}
+	return []byte(own.String()), nil
+}
+
+// write tells the running irqbalance to ban the CPUs of list: "settings
+// cpus NULL" when they are none or its own set (what it computes by
+// itself), else the list. It sends nothing when that process was told
+// the same already.
+func (b *irqbalance) write(data []byte) error {
+	set, err := cpulist.Parse(strings.TrimSpace(string(data)))
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: IrqbalancePath, Err: syscall.EINVAL}
+	}
 	pid, sock, err := b.find()
 	if err != nil {
 		return err
 	}
 	if pid == 0 {
-		if !banned.IsEmpty() {
-			b.warnWithoutSocket()
-		}
-		return nil
+		return &fs.PathError{Op: "write", Path: IrqbalancePath, Err: syscall.ENOENT}
 	}
 	arg, extra := "NULL", 0
-	if !banned.IsEmpty() {
-		own, err := b.ownSet(pid, sock)
-		if err != nil {
-			return fmt.Errorf("irqbalance (pid %d): %w", pid, err)
+	if !set.IsEmpty() {
+		if own, err := b.ownBanned(pid); err != nil || !own.Equals(set) {
+			arg, extra = fitBanList(set)
 		}
-		arg, extra = fitBanList(own.Union(banned))
 	}
 	b.mu.Lock()
 	same := b.st.PID == pid && b.st.Told == arg
 	b.mu.Unlock()
-	if same {
-		return nil
+	if !same {
+		if _, err := command(sock, setCPUs+arg, false); err != nil {
+			return fmt.Errorf("telling irqbalance (pid %d) to ban CPUs %s through %s: %w", pid, arg, sock, err)
+		}
+		b.mu.Lock()
+		b.st.PID, b.st.Socket, b.st.Told = pid, sock, arg
+		b.mu.Unlock()
+		switch {
+		case arg == "NULL":
+			b.log.Infof("irqbalance (pid %d): banned CPUs back to its own (settings cpus NULL)", pid)
+		case extra > 0:
+			b.log.Warnf("irqbalance (pid %d): banned CPUs %s: the list does not fit in the %d bytes of a command otherwise, so %d CPUs between them are banned too; irqbalance places no IRQ on them", pid, arg, maxMessage, extra)
+		default:
+			b.log.Infof("irqbalance (pid %d): banned CPUs %s", pid, arg)
+		}
 	}
-	if _, err := command(sock, setCPUs+arg, false); err != nil {
-		return fmt.Errorf("telling irqbalance (pid %d) to ban CPUs %s through %s: %w", pid, arg, sock, err)
-	}
-	b.mu.Lock()
-	b.st.PID, b.st.Socket, b.st.Told = pid, sock, arg
-	b.mu.Unlock()
-	switch {
-	case arg == "NULL":
-		b.log.Infof("irqbalance (pid %d): banned CPUs back to its own (settings cpus NULL)", pid)
-	case extra > 0:
-		b.log.Warnf("irqbalance (pid %d): banned CPUs %s: its own plus those kept free of IRQs do not fit in the %d bytes of a command as a list, so %d CPUs between them are banned too; irqbalance places no IRQ on them", pid, arg, maxMessage, extra)
-	default:
-		b.log.Infof("irqbalance (pid %d): banned CPUs %s (its own plus those kept free of IRQs)", pid, arg)
-	}
+	b.held[pid] = set.String()
 	return nil
 }
 

@@ -272,7 +272,7 @@ func TestIrqbalanceToldLargeFragmentedSet(t *testing.T) {
 	b := newIrqbalance(Config{ProcRoot: proc, SysfsRoot: filepath.Join(dir, "sysroot"), IrqbalanceDir: sockets}, log)
 
 	want := everyOther()
-	require.NoError(t, b.sync(want))
+	require.NoError(t, b.write([]byte(want.String())))
 	got := events.take()
 	require.Len(t, got, 1)
 	assert.LessOrEqual(t, len(strings.TrimPrefix(got[0], "irqbalance: ")), maxMessage)
@@ -286,7 +286,7 @@ func TestIrqbalanceToldLargeFragmentedSet(t *testing.T) {
 	assert.Equal(t, logrus.WarnLevel, hook.LastEntry().Level)
 	assert.Contains(t, hook.LastEntry().Message, "CPUs between them are banned too")
 
-	require.NoError(t, b.sync(want))
+	require.NoError(t, b.write([]byte(want.String())))
 	assert.Empty(t, events.take(), "not sent again")
 }
 

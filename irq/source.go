@@ -31,6 +31,10 @@ type Config struct {
 	// IrqbalanceDir holds irqbalance's control sockets ("/run/irqbalance");
 	// empty leaves irqbalance alone.
 	IrqbalanceDir string
+	// LeaveIrqbalance tells irqbalance no new ban (irq.irqbalance: off);
+	// a ban an earlier process told it, which the journal records
+	// (IrqbalancePath), is still undone through IrqbalanceDir.
+	LeaveIrqbalance bool
 	// Online are the node's online CPUs.
 	Online cpuset.CPUSet
 	// NodeCPUs are the CPUs of each NUMA node, for IRQs whose affinity
@@ -122,9 +126,9 @@ func (s *Source) LastBanned() cpuset.CPUSet {
 func (s *Source) Owner() string { return Owner }
 
 // Plan lists default_smp_affinity and every IRQ's smp_affinity_list while
-// CPUs are banned; with none banned it wants nothing, so the reconciler
-// restores what it changed. irqbalance is told before the writes when
-// CPUs are banned and after the restores when none are.
+// CPUs are banned, and irqbalance's banned CPUs (IrqbalancePath, written
+// before them and restored after them); with none banned it wants
+// nothing, so the reconciler restores what it changed.
 func (s *Source) Plan() (hostfiles.Plan, error) {
 	s.mu.Lock()
 	get := s.banned
@@ -134,14 +138,6 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	s.last = banned
 	s.mu.Unlock()
 	var plan hostfiles.Plan
-	if s.irqbalance != nil {
-		tell := func() error { return s.irqbalance.sync(banned) }
-		if banned.IsEmpty() {
-			plan.After = tell
-		} else {
-			plan.Before = tell
-		}
-	}
 	if banned.IsEmpty() {
 		s.planned = banned
 		s.deferred.forget()
@@ -171,6 +167,9 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			memo.avoids[content] = ok
 		}
 		return ok
+	}
+	if s.irqbalance != nil && !s.cfg.LeaveIrqbalance {
+		plan.Changes = append(plan.Changes, s.irqbalance.change(banned))
 	}
 	plan.Changes = append(plan.Changes, hostfiles.Change{
 		Path: filepath.Join(root, "default_smp_affinity"),
@@ -344,6 +343,9 @@ func (s *Source) Explain(path string, err error) string {
 // (unknown) for default_smp_affinity, and for an IRQ without a handler
 // now or whose directory cannot be read.
 func (s *Source) Identity(path string) string {
+	if path == IrqbalancePath && s.irqbalance != nil {
+		return s.irqbalance.identity()
+	}
 	if filepath.Base(path) != "smp_affinity_list" {
 		return ""
 	}
