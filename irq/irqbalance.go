@@ -45,21 +45,21 @@ type irqbalance struct {
 	mu     sync.Mutex
 	st     IrqbalanceStatus
 	warned map[int]bool
-	// own caches each process's own banned set (it cannot change without
-	// a restart, which is a new pid).
-	own map[int]cpuset.CPUSet
 	// held is, by process, the banned list this process last set there:
 	// what IrqbalancePath holds. irqbalance applies a list at its next
 	// rebalance only (setup_banned_cpus), so asking it right after a
 	// command would answer the list before.
 	held map[int]string
+	// unread are the processes whose answer to "setup" could not be
+	// read, warned about once.
+	unread map[int]bool
 	// widened is the last list the Change's want widened to fit a
 	// command, warned about once.
 	widened string
 }
 
 func newIrqbalance(cfg Config, log *logrus.Logger) *irqbalance {
-	return &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, own: map[int]cpuset.CPUSet{}, held: map[int]string{}}
+	return &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, held: map[int]string{}, unread: map[int]bool{}}
 }
 
 var socketName = regexp.MustCompile(`^irqbalance([0-9]{1,9})\.sock$`)
@@ -204,9 +204,26 @@ func (b *irqbalance) read() ([]byte, error) {
 	if held, ok := b.held[pid]; ok {
 		return []byte(held), nil
 	}
-	own, err := b.ownSet(pid, sock)
+	// Asked: a ban set through its socket before the plugin (an
+	// operator's irqbalance-ui, another agent) is part of what it bans,
+	// and its environment does not say so (review rvB, L3).
+	out, err := command(sock, "setup", true)
 	if err != nil {
-		return nil, fmt.Errorf("irqbalance (pid %d): %w", pid, err)
+		return nil, fmt.Errorf("irqbalance (pid %d): asking for its banned CPUs through %s: %w", pid, sock, err)
+	}
+	banned, qerr := parseSetup(out)
+	if qerr == nil {
+		return []byte(banned.String()), nil
+	}
+	// An answer it cannot read: the set irqbalance computes by itself,
+	// without a ban set through its socket before the plugin.
+	own, err := b.ownBanned(pid)
+	if err != nil {
+		return nil, fmt.Errorf("irqbalance (pid %d): %w; and its environment: %w", pid, qerr, err)
+	}
+	if !b.unread[pid] {
+		b.unread[pid] = true
+		b.log.Warnf("irqbalance (pid %d): %v; taking its own banned CPUs (%s) from its environment: a ban set through its socket before the plugin is not given back", pid, qerr, own)
 	}
 	return []byte(own.String()), nil
 }
@@ -307,34 +324,6 @@ func (b *irqbalance) warnWithoutSocket() {
 	}
 }
 
-// ownSet is the set irqbalance bans by itself: computed from its
-// environment (ownBanned) when the plugin may read it, else asked of
-// irqbalance ("setup") before the plugin first tells this process
-// anything: a plugin confined by systemd (CapabilityBoundingSet without
-// CAP_SYS_PTRACE) may not read the environment of an irqbalance with more
-// capabilities than its own.
-func (b *irqbalance) ownSet(pid int, sock string) (cpuset.CPUSet, error) {
-	if own, ok := b.own[pid]; ok {
-		return own, nil
-	}
-	own, err := b.ownBanned(pid)
-	if err != nil {
-		b.mu.Lock()
-		told := b.st.PID == pid && b.st.Told != ""
-		b.mu.Unlock()
-		if told {
-			return cpuset.New(), fmt.Errorf("%w; and it has been told a list already, so its answer would not be its own", err)
-		}
-		var qerr error
-		if own, qerr = queryBanned(sock); qerr != nil {
-			return cpuset.New(), fmt.Errorf("%w; asking it: %w", err, qerr)
-		}
-		b.log.Infof("irqbalance (pid %d): its own banned CPUs are %s (asked; %v)", pid, own, err)
-	}
-	b.own[pid] = own
-	return own, nil
-}
-
 // ownBanned is the set irqbalance bans by itself, computed as irqbalance
 // 1.9 does (cputree.c, setup_banned_cpus): IRQBALANCE_BANNED_CPUS (a hex
 // mask, deprecated but still honoured), else IRQBALANCE_BANNED_CPULIST,
@@ -429,6 +418,13 @@ func queryBanned(sock string) (cpuset.CPUSet, error) {
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("asking through %s: %w", sock, err)
 	}
+	return parseSetup(out)
+}
+
+// parseSetup reads BANNED <mask> from irqbalance's answer to "setup"
+// ("SLEEP <s> [IRQ <n> LOAD ... ]BANNED <mask>": irqbalance.c,
+// sock_handle): the CPUs it bans now, as of its last rebalance.
+func parseSetup(out string) (cpuset.CPUSet, error) {
 	fields := strings.Fields(out)
 	i := slices.Index(fields, "BANNED")
 	if i < 0 || i+1 >= len(fields) {

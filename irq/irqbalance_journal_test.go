@@ -3,6 +3,7 @@ package irq
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -125,4 +126,62 @@ func TestIrqbalanceRestartedDropsTheRecord(t *testing.T) {
 	require.NoError(t, n.r.Flush())
 	assert.Empty(t, events.take(), "nothing told to the new irqbalance")
 	assert.Empty(t, irqbalanceRecords(t, n))
+}
+
+// TestIrqbalanceEarlierSocketBanGivenBack (review rvB, L3): an irqbalance
+// told a ban through its socket before the plugin (an operator's
+// irqbalance-ui, another agent: "settings cpus 5") has that ban; the
+// plugin computed irqbalance's own set from its environment only, sent
+// its own plus the banned CPUs (dropping 5 while the ban lasted) and NULL
+// at the end: CPU 5's ban was lost for good. irqbalance is now asked
+// ("setup") before it is first told anything, and gets that set back.
+func TestIrqbalanceEarlierSocketBanGivenBack(t *testing.T) {
+	skipUnlessRoot(t)
+	spec := twoNodes()
+	spec.Processes = []procfixture.Process{irqbalanceProc(4242, "PATH=/usr/bin")}
+	sockets := filepath.Join(t.TempDir(), "run-irqbalance")
+	events := &eventLog{}
+	fake := startFakeIrqbalance(t, sockets, 4242, cpuset.New(), events)
+	fake.mu.Lock()
+	fake.fromUI = "5" // set before the plugin ran
+	fake.mu.Unlock()
+	n := newNode(t, spec, sockets)
+	n.ban(2)
+	fake.mu.Lock()
+	during := fake.fromUI
+	fake.mu.Unlock()
+	assert.Contains(t, []string{"2,5"}, during, "CPU 5 stays banned while the plugin bans 2")
+	n.ban()
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	assert.Equal(t, "5", fake.fromUI, "irqbalance has exactly the ban it had")
+}
+
+// TestIrqbalanceUnreadableAnswerTakesItsEnvironment: an answer to
+// "setup" without BANNED leaves the set irqbalance computes by itself,
+// from its environment, as what it bans: a ban set through its socket
+// before is not given back, and the log says so once.
+func TestIrqbalanceUnreadableAnswerTakesItsEnvironment(t *testing.T) {
+	skipUnlessRoot(t)
+	spec := twoNodes()
+	spec.Processes = []procfixture.Process{irqbalanceProc(4242, "IRQBALANCE_BANNED_CPULIST=7")}
+	sockets := filepath.Join(t.TempDir(), "run-irqbalance")
+	events := &eventLog{}
+	fake := startFakeIrqbalance(t, sockets, 4242, cpuset.New(7), events)
+	fake.mu.Lock()
+	fake.fromUI, fake.garbled = "5", true
+	fake.mu.Unlock()
+	n := newNode(t, spec, sockets)
+	n.ban(2)
+	n.ban(2, 3)
+	assert.Equal(t, []string{"irqbalance: setup", "irqbalance: settings cpus 2,7", "irqbalance: settings cpus 2-3,7"}, events.take())
+	n.ban()
+	assert.Equal(t, []string{"irqbalance: settings cpus NULL"}, events.take())
+	var warned []string
+	for _, e := range n.hook.AllEntries() {
+		if strings.Contains(e.Message, "is not given back") {
+			warned = append(warned, e.Message)
+		}
+	}
+	assert.Len(t, warned, 1)
 }
