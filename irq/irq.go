@@ -45,12 +45,20 @@
 // the Source uses irqbalance's control socket (/run/irqbalance/
 // irqbalance<PID>.sock, in every build with the UI, which Debian's has):
 // "settings cpus <list>" sets the banned CPUs at run time, without a
-// restart. irqbalance replaces its own banned set (IRQBALANCE_BANNED_CPUS,
-// IRQBALANCE_BANNED_CPULIST, or isolated ∪ nohz_full) with that list, so
-// the Source sends that set (read from the daemon's environment and
-// sysfs, as irqbalance computes it) plus the banned CPUs, and "settings
-// cpus NULL" when nothing is banned, which makes irqbalance compute its
-// own set again: exactly what it had. A new irqbalance process (a
-// restart) is told again at the next pass. The socket is tried before any
-// IRQ is written, so irqbalance does not undo the writes.
+// restart. irqbalance replaces what it bans (its own set,
+// IRQBALANCE_BANNED_CPUS, IRQBALANCE_BANNED_CPULIST or isolated ∪
+// nohz_full, or a list set through its socket earlier) with that list,
+// so the Source asks it what it bans ("setup") before it first tells it
+// anything, sends that set plus the banned CPUs, and when nothing is
+// banned gives that set back: "settings cpus NULL" when it is irqbalance's
+// own set (read from its environment and sysfs, as irqbalance computes
+// it), which makes irqbalance compute it again, else the list (a ban set
+// through the socket before the plugin: review rvB, L3). An answer it
+// cannot read leaves the own set, with a warning. The banned list is journaled like
+// an IRQ's affinity (irqbalancefs.go: IrqbalancePath, its original
+// recorded before the first command, restored after the IRQs, kept until
+// irqbalance took it, also after a kill -9); it is told before any IRQ is
+// written, so irqbalance does not undo the writes. A new irqbalance
+// process (a restart) is told at the next rescan or grant; its
+// predecessor's record is dropped, not told to it.
 package irq

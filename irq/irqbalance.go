@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,12 +13,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
@@ -42,13 +45,21 @@ type irqbalance struct {
 	mu     sync.Mutex
 	st     IrqbalanceStatus
 	warned map[int]bool
-	// own caches each process's own banned set (it cannot change without
-	// a restart, which is a new pid).
-	own map[int]cpuset.CPUSet
+	// held is, by process, the banned list this process last set there:
+	// what IrqbalancePath holds. irqbalance applies a list at its next
+	// rebalance only (setup_banned_cpus), so asking it right after a
+	// command would answer the list before.
+	held map[int]string
+	// unread are the processes whose answer to "setup" could not be
+	// read, warned about once.
+	unread map[int]bool
+	// widened is the last list the Change's want widened to fit a
+	// command, warned about once.
+	widened string
 }
 
 func newIrqbalance(cfg Config, log *logrus.Logger) *irqbalance {
-	return &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, own: map[int]cpuset.CPUSet{}}
+	return &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, held: map[int]string{}, unread: map[int]bool{}}
 }
 
 var socketName = regexp.MustCompile(`^irqbalance([0-9]{1,9})\.sock$`)
@@ -131,48 +142,134 @@ func fitBanList(set cpuset.CPUSet) (string, int) {
 	return wider.String(), wider.Size() - set.Size()
 }
 
-// sync tells the running irqbalance, if any, the banned CPUs: its own set
-// plus banned, or NULL (its own set) when banned is empty. It sends only
-// what changed for that process.
-func (b *irqbalance) sync(banned cpuset.CPUSet) error {
+// irqbalanceOrder is the Order of IrqbalancePath's change: below the
+// IRQs' (0), so that irqbalance is told the ban before any IRQ is moved
+// off the banned CPUs (it would move them back at its next rebalance),
+// and gets its own set back only after every IRQ got its original.
+const irqbalanceOrder = -1 << 20
+
+// change is the Change of irqbalance's banned CPUs while banned is not
+// empty: its original set (what it banned before the plugin told it
+// anything, as the journal recorded it) plus banned.
+func (b *irqbalance) change(banned cpuset.CPUSet) hostfiles.Change {
+	return hostfiles.Change{
+		Path:  IrqbalancePath,
+		Order: irqbalanceOrder,
+		Want: func(original string) (string, error) {
+			orig, err := cpulist.Parse(original)
+			if err != nil {
+				return "", fmt.Errorf("irqbalance's recorded banned CPUs %s: %w", cpulist.Echo(original), err)
+			}
+			list, extra := fitBanList(orig.Union(banned))
+			if extra > 0 && b.widened != list {
+				b.widened = list
+				b.log.Warnf("irqbalance: banned CPUs %s: its own plus those kept free of IRQs do not fit in the %d bytes of a command as a list, so %d CPUs between them are banned too; irqbalance places no IRQ on them", list, maxMessage, extra)
+			}
+			return list, nil
+		},
+		Satisfied: func(content, want string) bool {
+			have, err1 := cpulist.Parse(content)
+			w, err2 := cpulist.Parse(want)
+			return err1 == nil && err2 == nil && have.Equals(w)
+		},
+	}
+}
+
+// identity names the irqbalance process the socket reaches now
+// ("irqbalance<pid>"), "" when none runs: a restarted irqbalance
+// computed its own set anew, and the recorded original of the old one
+// is not its to get back (hostfiles.Identifier).
+func (b *irqbalance) identity() string {
+	pid, _, err := b.find()
+	if err != nil || pid == 0 {
+		return ""
+	}
+	return "irqbalance" + strconv.Itoa(pid)
+}
+
+// read is what IrqbalancePath holds: the CPUs the running irqbalance
+// bans, as a list; ENOENT when no irqbalance with a socket runs (nothing
+// to tell, nothing to restore).
+func (b *irqbalance) read() ([]byte, error) {
+	pid, sock, err := b.find()
+	if err != nil {
+		return nil, err
+	}
+	if pid == 0 {
+		if !b.cfg.LeaveIrqbalance {
+			b.warnWithoutSocket()
+		}
+		return nil, &fs.PathError{Op: "read", Path: IrqbalancePath, Err: syscall.ENOENT}
+	}
+	if held, ok := b.held[pid]; ok {
+		return []byte(held), nil
+	}
+	// Asked: a ban set through its socket before the plugin (an
+	// operator's irqbalance-ui, another agent) is part of what it bans,
+	// and its environment does not say so (review rvB, L3).
+	out, err := command(sock, "setup", true)
+	if err != nil {
+		return nil, fmt.Errorf("irqbalance (pid %d): asking for its banned CPUs through %s: %w", pid, sock, err)
+	}
+	banned, qerr := parseSetup(out)
+	if qerr == nil {
+		return []byte(banned.String()), nil
+	}
+	// An answer it cannot read: the set irqbalance computes by itself,
+	// without a ban set through its socket before the plugin.
+	own, err := b.ownBanned(pid)
+	if err != nil {
+		return nil, fmt.Errorf("irqbalance (pid %d): %w; and its environment: %w", pid, qerr, err)
+	}
+	if !b.unread[pid] {
+		b.unread[pid] = true
+		b.log.Warnf("irqbalance (pid %d): %v; taking its own banned CPUs (%s) from its environment: a ban set through its socket before the plugin is not given back", pid, qerr, own)
+	}
+	return []byte(own.String()), nil
+}
+
+// write tells the running irqbalance to ban the CPUs of list: "settings
+// cpus NULL" when they are none or its own set (what it computes by
+// itself), else the list. It sends nothing when that process was told
+// the same already.
+func (b *irqbalance) write(data []byte) error {
+	set, err := cpulist.Parse(strings.TrimSpace(string(data)))
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: IrqbalancePath, Err: syscall.EINVAL}
+	}
 	pid, sock, err := b.find()
 	if err != nil {
 		return err
 	}
 	if pid == 0 {
-		if !banned.IsEmpty() {
-			b.warnWithoutSocket()
-		}
-		return nil
+		return &fs.PathError{Op: "write", Path: IrqbalancePath, Err: syscall.ENOENT}
 	}
 	arg, extra := "NULL", 0
-	if !banned.IsEmpty() {
-		own, err := b.ownSet(pid, sock)
-		if err != nil {
-			return fmt.Errorf("irqbalance (pid %d): %w", pid, err)
+	if !set.IsEmpty() {
+		if own, err := b.ownBanned(pid); err != nil || !own.Equals(set) {
+			arg, extra = fitBanList(set)
 		}
-		arg, extra = fitBanList(own.Union(banned))
 	}
 	b.mu.Lock()
 	same := b.st.PID == pid && b.st.Told == arg
 	b.mu.Unlock()
-	if same {
-		return nil
+	if !same {
+		if _, err := command(sock, setCPUs+arg, false); err != nil {
+			return fmt.Errorf("telling irqbalance (pid %d) to ban CPUs %s through %s: %w", pid, arg, sock, err)
+		}
+		b.mu.Lock()
+		b.st.PID, b.st.Socket, b.st.Told = pid, sock, arg
+		b.mu.Unlock()
+		switch {
+		case arg == "NULL":
+			b.log.Infof("irqbalance (pid %d): banned CPUs back to its own (settings cpus NULL)", pid)
+		case extra > 0:
+			b.log.Warnf("irqbalance (pid %d): banned CPUs %s: the list does not fit in the %d bytes of a command otherwise, so %d CPUs between them are banned too; irqbalance places no IRQ on them", pid, arg, maxMessage, extra)
+		default:
+			b.log.Infof("irqbalance (pid %d): banned CPUs %s", pid, arg)
+		}
 	}
-	if _, err := command(sock, setCPUs+arg, false); err != nil {
-		return fmt.Errorf("telling irqbalance (pid %d) to ban CPUs %s through %s: %w", pid, arg, sock, err)
-	}
-	b.mu.Lock()
-	b.st.PID, b.st.Socket, b.st.Told = pid, sock, arg
-	b.mu.Unlock()
-	switch {
-	case arg == "NULL":
-		b.log.Infof("irqbalance (pid %d): banned CPUs back to its own (settings cpus NULL)", pid)
-	case extra > 0:
-		b.log.Warnf("irqbalance (pid %d): banned CPUs %s: its own plus those kept free of IRQs do not fit in the %d bytes of a command as a list, so %d CPUs between them are banned too; irqbalance places no IRQ on them", pid, arg, maxMessage, extra)
-	default:
-		b.log.Infof("irqbalance (pid %d): banned CPUs %s (its own plus those kept free of IRQs)", pid, arg)
-	}
+	b.held[pid] = set.String()
 	return nil
 }
 
@@ -225,34 +322,6 @@ func (b *irqbalance) warnWithoutSocket() {
 			b.log.Warnf("irqbalance (pid %d) runs without a control socket in %s: it may move IRQs back onto CPUs kept free of them until the plugin's next rescan moves them off again; use an irqbalance built with its UI socket (Debian's is), or ban the exclusive pool's CPUs with IRQBALANCE_BANNED_CPULIST", pid, b.cfg.IrqbalanceDir)
 		}
 	}
-}
-
-// ownSet is the set irqbalance bans by itself: computed from its
-// environment (ownBanned) when the plugin may read it, else asked of
-// irqbalance ("setup") before the plugin first tells this process
-// anything: a plugin confined by systemd (CapabilityBoundingSet without
-// CAP_SYS_PTRACE) may not read the environment of an irqbalance with more
-// capabilities than its own.
-func (b *irqbalance) ownSet(pid int, sock string) (cpuset.CPUSet, error) {
-	if own, ok := b.own[pid]; ok {
-		return own, nil
-	}
-	own, err := b.ownBanned(pid)
-	if err != nil {
-		b.mu.Lock()
-		told := b.st.PID == pid && b.st.Told != ""
-		b.mu.Unlock()
-		if told {
-			return cpuset.New(), fmt.Errorf("%w; and it has been told a list already, so its answer would not be its own", err)
-		}
-		var qerr error
-		if own, qerr = queryBanned(sock); qerr != nil {
-			return cpuset.New(), fmt.Errorf("%w; asking it: %w", err, qerr)
-		}
-		b.log.Infof("irqbalance (pid %d): its own banned CPUs are %s (asked; %v)", pid, own, err)
-	}
-	b.own[pid] = own
-	return own, nil
 }
 
 // ownBanned is the set irqbalance bans by itself, computed as irqbalance
@@ -349,6 +418,13 @@ func queryBanned(sock string) (cpuset.CPUSet, error) {
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("asking through %s: %w", sock, err)
 	}
+	return parseSetup(out)
+}
+
+// parseSetup reads BANNED <mask> from irqbalance's answer to "setup"
+// ("SLEEP <s> [IRQ <n> LOAD ... ]BANNED <mask>": irqbalance.c,
+// sock_handle): the CPUs it bans now, as of its last rebalance.
+func parseSetup(out string) (cpuset.CPUSet, error) {
 	fields := strings.Fields(out)
 	i := slices.Index(fields, "BANNED")
 	if i < 0 || i+1 >= len(fields) {

@@ -31,6 +31,10 @@ type Config struct {
 	// IrqbalanceDir holds irqbalance's control sockets ("/run/irqbalance");
 	// empty leaves irqbalance alone.
 	IrqbalanceDir string
+	// LeaveIrqbalance tells irqbalance no new ban (irq.irqbalance: off);
+	// a ban an earlier process told it, which the journal records
+	// (IrqbalancePath), is still undone through IrqbalanceDir.
+	LeaveIrqbalance bool
 	// Online are the node's online CPUs.
 	Online cpuset.CPUSet
 	// NodeCPUs are the CPUs of each NUMA node, for IRQs whose affinity
@@ -75,6 +79,10 @@ type Source struct {
 	// deferred follows the IRQs moved off banned CPUs whose move the
 	// kernel deferred (deferred.go).
 	deferred deferredMoves
+
+	// inherit is what an IRQ requested during a ban inherited from the
+	// narrowed default_smp_affinity (inherit.go).
+	inherit inheritance
 }
 
 var (
@@ -118,9 +126,9 @@ func (s *Source) LastBanned() cpuset.CPUSet {
 func (s *Source) Owner() string { return Owner }
 
 // Plan lists default_smp_affinity and every IRQ's smp_affinity_list while
-// CPUs are banned; with none banned it wants nothing, so the reconciler
-// restores what it changed. irqbalance is told before the writes when
-// CPUs are banned and after the restores when none are.
+// CPUs are banned, and irqbalance's banned CPUs (IrqbalancePath, written
+// before them and restored after them); with none banned it wants
+// nothing, so the reconciler restores what it changed.
 func (s *Source) Plan() (hostfiles.Plan, error) {
 	s.mu.Lock()
 	get := s.banned
@@ -130,17 +138,10 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	s.last = banned
 	s.mu.Unlock()
 	var plan hostfiles.Plan
-	if s.irqbalance != nil {
-		tell := func() error { return s.irqbalance.sync(banned) }
-		if banned.IsEmpty() {
-			plan.After = tell
-		} else {
-			plan.Before = tell
-		}
-	}
 	if banned.IsEmpty() {
 		s.planned = banned
 		s.deferred.forget()
+		s.inherit.end()
 		return plan, nil
 	}
 	plan.Reread = !banned.IsSubsetOf(s.planned)
@@ -152,6 +153,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}
 		s.irqs, s.listed = irqs, true
 	}
+	s.inherit.begin(s.irqs)
 	// Most IRQs share a handful of affinities ("0-383", a node's CPUs): a
 	// pass works each distinct one out once, not once per IRQ: parsing
 	// 512 lists into sets, twice each, was a large share of a pass's CPU
@@ -166,6 +168,9 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}
 		return ok
 	}
+	if s.irqbalance != nil && !s.cfg.LeaveIrqbalance {
+		plan.Changes = append(plan.Changes, s.irqbalance.change(banned))
+	}
 	plan.Changes = append(plan.Changes, hostfiles.Change{
 		Path: filepath.Join(root, "default_smp_affinity"),
 		Want: func(original string) (string, error) {
@@ -177,6 +182,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			if err != nil {
 				return "", err
 			}
+			s.inherit.defaults(orig, want)
 			return FormatMask(want, original)
 		},
 		Satisfied: func(content, _ string) bool { return avoidsBanned(ParseMask(content))(banned) },
@@ -205,6 +211,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			},
 			Satisfied: avoids,
 			Wrote:     wrote,
+			Original:  s.inheritedOriginal(n, dir),
 		})
 	}
 	plan.After = func() error {
@@ -336,6 +343,9 @@ func (s *Source) Explain(path string, err error) string {
 // (unknown) for default_smp_affinity, and for an IRQ without a handler
 // now or whose directory cannot be read.
 func (s *Source) Identity(path string) string {
+	if path == IrqbalancePath && s.irqbalance != nil {
+		return s.irqbalance.identity()
+	}
 	if filepath.Base(path) != "smp_affinity_list" {
 		return ""
 	}

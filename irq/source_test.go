@@ -70,7 +70,7 @@ func (n *node) start(irqbalanceDir string) {
 	require.NoError(n.t, err)
 	n.src = NewSource(Config{ProcRoot: n.proc, SysfsRoot: n.sys, IrqbalanceDir: irqbalanceDir, Online: cpuset.New(0, 1, 2, 3, 4, 5, 6, 7),
 		NodeCPUs: map[int]cpuset.CPUSet{0: cpuset.New(0, 1, 2, 3), 1: cpuset.New(4, 5, 6, 7)}}, n.log)
-	n.r = hostfiles.NewReconciler(n.fs, j, n.log, hostfiles.DefaultTiming, n.src)
+	n.r = hostfiles.NewReconciler(n.src.FS(n.fs), j, n.log, hostfiles.DefaultTiming, n.src)
 	n.t.Cleanup(n.r.Close)
 }
 
@@ -230,6 +230,10 @@ func TestManagedIRQsReportedNotRetried(t *testing.T) {
 // TestLateIRQAndDrift: an IRQ requested after the ban (a driver loaded)
 // and an IRQ put back on a banned CPU by another program are both moved
 // by the next pass; the late one is restored to the value it came with.
+//
+// Its late IRQ 40 starts on every CPU, as one whose driver sets its own
+// affinity does; one that starts on the narrowed default_smp_affinity, as
+// the kernel gives most, is TestLateIRQStartedOnNarrowedDefaultIsRestored's.
 func TestLateIRQAndDrift(t *testing.T) {
 	n := newNode(t, twoNodes(), "")
 	n.ban(2, 3)
@@ -368,4 +372,39 @@ func TestReusedIRQNotRestored(t *testing.T) {
 		said = said || strings.Contains(e.Message, "now belongs to nvme1q4, not virtio0-input.0")
 	}
 	assert.True(t, said, "the dropped original is logged")
+}
+
+// TestLateIRQStartedOnNarrowedDefaultIsRestored (review rvB, L1): the
+// kernel gives an IRQ requested later (a driver loaded, a VF created) the
+// affinity default_smp_affinity has then (irq_setup_affinity: the
+// default ∩ the online CPUs, narrowed to the device's node when that
+// leaves any), which the plugin has narrowed. The IRQ avoids the banned
+// CPUs, and was never recorded: when the ban ended it kept the plugin's
+// narrowed set for good, although default_smp_affinity was restored. It
+// now takes as its original what the default's original would have given
+// it. An IRQ that was there before the ban on such a set (irqbalance put
+// it there) keeps its own.
+func TestLateIRQStartedOnNarrowedDefaultIsRestored(t *testing.T) {
+	spec := twoNodes()
+	spec.IRQs = append(spec.IRQs, procfixture.IRQ{N: 29, Affinity: cpuset.New(0, 1), Node: 0, Description: "PCI-MSI 524289-edge nvme0q3"})
+	n := newNode(t, spec, "")
+	n.ban(2, 3)
+	require.Equal(t, "f3", n.defaultAffinity())
+	// Requested now: the kernel starts IRQ 40 (no node) on
+	// default_smp_affinity (f3), and IRQ 41 (node 0) on its node's part.
+	late := []procfixture.IRQ{
+		{N: 40, Affinity: cpuset.New(0, 1, 4, 5, 6, 7), Node: -1, Description: "PCI-MSI 1-edge ice-vf0"},
+		{N: 41, Affinity: cpuset.New(0, 1), Node: 0, Description: "PCI-MSI 2-edge ice-vf1"},
+		{N: 42, Affinity: cpuset.New(4, 5, 6, 7), Node: 1, Description: "PCI-MSI 3-edge ice-vf2"},
+	}
+	procfixture.Write(t, n.proc, procfixture.Spec{CPUs: spec.CPUs, IRQs: late, DefaultAffinity: ptr(cpuset.New(0, 1, 4, 5, 6, 7))})
+	require.NoError(t, n.r.Flush())
+	assert.Equal(t, "0-1,4-7", n.affinity("40"))
+	assert.Equal(t, "0-1", n.affinity("41"))
+	n.ban()
+	assert.Equal(t, "ff", n.defaultAffinity())
+	assert.Equal(t, "0-7", n.affinity("40"), "the affinity the IRQ would have had without the plugin's default_smp_affinity")
+	assert.Equal(t, "0-3", n.affinity("41"), "its node's part of the default's original")
+	assert.Equal(t, "4-7", n.affinity("42"), "nothing of its node was banned")
+	assert.Equal(t, "0-1", n.affinity("29"), "there before the ban: its own value")
 }

@@ -33,6 +33,9 @@ import (
 type isolation struct {
 	journal *hostfiles.Journal
 	recon   *hostfiles.Reconciler
+	// fs is the reconciler's: the plugin's isolationFS, which also
+	// serves irqbalance's banned CPUs when there is an IRQ Source.
+	fs hostfiles.FS
 	// irq is nil when no pool keeps IRQs off its CPUs and the journal
 	// holds no IRQ record of this boot (nothing to move, nothing to put
 	// back); partition likewise for isolated partitions.
@@ -90,11 +93,11 @@ func (p *Plugin) openIsolation() error {
 	iso.before.Store(&before)
 	var sources []hostfiles.Source
 	if p.cfg.IRQIsolationEnabled() || hasOwner(j, irq.Owner) {
+		// irq.irqbalance: off tells irqbalance nothing new, but a ban an
+		// earlier process told it (journaled) is still undone.
 		cfg := irq.Config{ProcRoot: p.cfg.ProcRoot, SysfsRoot: p.cfg.SysfsRoot, Online: p.topo.Online,
-			NodeCPUs: map[int]cpuset.CPUSet{}, Banned: p.irqBanned}
-		if p.cfg.IRQ.Irqbalance == "socket" {
-			cfg.IrqbalanceDir = p.cfg.IRQ.IrqbalanceDir
-		}
+			NodeCPUs: map[int]cpuset.CPUSet{}, Banned: p.irqBanned,
+			IrqbalanceDir: p.cfg.IRQ.IrqbalanceDir, LeaveIrqbalance: p.cfg.IRQ.Irqbalance != "socket"}
 		for _, n := range p.topo.NUMANodes {
 			cfg.NodeCPUs[n.ID] = n.CPUs
 		}
@@ -123,11 +126,17 @@ func (p *Plugin) openIsolation() error {
 	}
 	timing := p.isolationTiming
 	timing.Rescan = p.cfg.IRQ.RescanInterval.Duration
-	iso.recon = hostfiles.NewReconciler(p.isolationFS, j, p.log, timing, sources...)
+	// irqbalance's banned CPUs are a journaled file of the IRQ Source's
+	// own (irq.IrqbalancePath), served through its socket.
+	iso.fs = p.isolationFS
+	if iso.irq != nil {
+		iso.fs = iso.irq.FS(iso.fs)
+	}
+	iso.recon = hostfiles.NewReconciler(iso.fs, j, p.log, timing, sources...)
 	// Every file a Source changes lies under these: a journal record of
 	// any other file (a damaged or forged journal) is never written.
 	iso.recon.RestoreOnlyUnder(filepath.Join(p.cfg.ProcRoot, "irq"), filepath.Join(p.cfg.SysfsRoot, "sys/devices/system/cpu"), p.cfg.CgroupRoot,
-		filepath.Join(p.cfg.SysfsRoot, filepath.Dir(housekeeping.WorkqueueMask)), housekeeping.SystemdRoot, housekeeping.AffinityRoot,
+		filepath.Join(p.cfg.SysfsRoot, filepath.Dir(housekeeping.WorkqueueMask)), housekeeping.SystemdRoot, housekeeping.AffinityRoot, irq.IrqbalanceRoot,
 		filepath.Join(p.cfg.ProcRoot, kernelwork.RPSDefaultMask))
 	// rps_cpus files lie under their device's directory, anywhere below
 	// /sys/devices: admitted one by one.

@@ -123,7 +123,7 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 		if _, left := after[path]; left {
 			continue
 		}
-		res.Restored = append(res.Restored, RestoredFile{Path: path, Owner: rec.Owner, Original: rec.Original, Outcome: restoredOutcome(p.isolationFS, path, rec)})
+		res.Restored = append(res.Restored, RestoredFile{Path: path, Owner: rec.Owner, Original: rec.Original, Outcome: restoredOutcome(iso.fs, path, rec)})
 	}
 	st := iso.recon.Status()
 	reasons := map[string]string{}

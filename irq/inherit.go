@@ -1,0 +1,102 @@
+package irq
+
+// An IRQ requested while CPUs are banned (a driver loaded, a VF created)
+// starts on the default_smp_affinity the plugin narrowed: the kernel
+// gives a new IRQ irq_default_affinity ∩ the online CPUs, narrowed to its
+// device's NUMA node when that leaves any CPU (irq_setup_affinity). It
+// thus avoids the banned CPUs and would never be recorded: when the ban
+// ended it kept the narrowed set for good, although default_smp_affinity
+// got its original back (review rvB, L1). Like a thread forked while
+// housekeeping confined its parent, such an IRQ takes as its original
+// what the kernel would have given it from the default's original
+// (hostfiles.Change.Original), and gets that back when the ban ends.
+//
+// Only IRQs that appeared after the ban began are taken so: an IRQ
+// already there when the default was narrowed (irqbalance or an operator
+// may have placed it on exactly such a set) keeps its own value as its
+// original. A process that starts while an earlier one's ban holds takes
+// the IRQs of its first listing as already there: one requested during
+// the earlier process's ban and not yet recorded by it (its next rescan
+// records it) keeps the narrowed set.
+
+import (
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+)
+
+// inheritance follows the default_smp_affinity of the current ban and
+// the IRQs that were there when it began. Only the reconciler's goroutine
+// uses it (Plan and the functions of its Changes).
+type inheritance struct {
+	// before are the IRQs listed when the ban began (nil: no ban).
+	before map[int]bool
+	// known: orig and narrowed are the default's original and want, as
+	// the default's Change of the current pass worked them out.
+	known          bool
+	orig, narrowed cpuset.CPUSet
+}
+
+// begin notes the IRQs listed at a pass that bans CPUs: the first such
+// pass since nothing was banned keeps them as those that were there
+// before the default was narrowed.
+func (in *inheritance) begin(irqs []int) {
+	in.known = false
+	if in.before != nil {
+		return
+	}
+	in.before = make(map[int]bool, len(irqs))
+	for _, n := range irqs {
+		in.before[n] = true
+	}
+}
+
+// end forgets the ban: nothing is banned any more.
+func (in *inheritance) end() { *in = inheritance{} }
+
+// defaults notes the default_smp_affinity's original and want.
+func (in *inheritance) defaults(orig, narrowed cpuset.CPUSet) {
+	in.known, in.orig, in.narrowed = true, orig, narrowed
+}
+
+// inheritedOriginal is the Change.Original of IRQ n (directory dir): nil
+// for an IRQ that was there when the ban began.
+func (s *Source) inheritedOriginal(n int, dir string) func(content string) string {
+	if s.inherit.before == nil || s.inherit.before[n] {
+		return nil
+	}
+	return func(content string) string { return s.inherited(content, dir) }
+}
+
+// inherited is the original of an IRQ first seen holding content: what
+// the kernel would have given it from the default's original when content
+// is what it gives from the narrowed default (all of it, or its part on
+// the IRQ's node), else content.
+func (s *Source) inherited(content, dir string) string {
+	in := &s.inherit
+	if !in.known || in.orig.Equals(in.narrowed) {
+		return content
+	}
+	set, err := cpulist.Parse(content)
+	if err != nil {
+		return content
+	}
+	orig, narrowed := in.orig.Intersection(s.cfg.Online), in.narrowed.Intersection(s.cfg.Online)
+	if set.Equals(narrowed) {
+		return orig.String()
+	}
+	if !set.IsSubsetOf(narrowed) {
+		return content
+	}
+	cpus, ok := s.cfg.NodeCPUs[irqNode(dir)]
+	if !ok {
+		return content
+	}
+	if on := narrowed.Intersection(cpus); on.IsEmpty() || !set.Equals(on) {
+		return content
+	}
+	if wide := orig.Intersection(cpus); !wide.IsEmpty() {
+		return wide.String()
+	}
+	return content
+}
