@@ -232,6 +232,9 @@ type Request struct {
 	// free_hugepages because they are its own, so the free count is no
 	// floor for it (runningFit).
 	running bool
+	// onlyWhereItRuns makes Adopt add the container only if it
+	// StaysWhereItRuns (AdoptWhereItRuns).
+	onlyWhereItRuns bool
 }
 
 // infraMark is infra as it was before an operation, to tell whether the

@@ -11,14 +11,18 @@ package allocator
 // not:
 //
 //  1. Readmit each remembered container the runtime runs: Kept,
-//     KeptWhereItRuns, or NeedsRepin.
-//  2. RestoreHold the holds of stopped containers whose pods still exist.
+//     KeptWhereItRuns, or NeedsRepin; then ReadmitResized each that
+//     NeedsRepin and runs where an in-place resize the file lost put it
+//     (resized.go).
+//  2. RestoreHold the holds of stopped containers whose pods still exist,
+//     and AdoptWhereItRuns the containers the file does not know that run
+//     pinned where they may stay (adoptwhere.go).
 //  3. Repin each container of round 1 that NeedsRepin: Repinned, or
 //     NeedsPlacement (the caller places it as new, with Adopt's rules, or
 //     confines it).
 //
-// Containers the file does not know are adopted (Adopt): StaysWhereItRuns
-// or PlacedAsNew.
+// The other containers the file does not know are adopted (Adopt):
+// StaysWhereItRuns or PlacedAsNew.
 
 import (
 	"fmt"
@@ -328,6 +332,9 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 	}
 	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !cpulist.Equal(current, req.CPUs) {
 		// The kubelet's allocation is the truth for its containers.
+		if req.onlyWhereItRuns {
+			return Result{}, PlacedAsNew, fmt.Errorf("container %s does not run where it may stay", req.ID)
+		}
 		res, err := a.Allocate(req)
 		return res, PlacedAsNew, err
 	}
@@ -345,6 +352,9 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 		if res, err := a.restore(as); err == nil {
 			return res, StaysWhereItRuns, nil
 		}
+	}
+	if req.onlyWhereItRuns {
+		return Result{}, PlacedAsNew, fmt.Errorf("container %s does not run where it may stay", req.ID)
 	}
 	res, err := a.Allocate(req)
 	return res, PlacedAsNew, err

@@ -52,18 +52,28 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 			repair = append(repair, c)
 		}
 	}
+	// Then those the runtime runs on a set of another size, with the
+	// request of an in-place resize whose record a kill lost: after every
+	// container whose record and runtime agree, before any hold.
+	repair = p.keepResized(repair, remembered.Containers, pods)
 	// The DRA claims of the remembered containers are theirs again before
 	// any other container is placed: it could show a copy of their tokens.
 	p.rebindClaims(known, pods)
 	// Then the holds of pods that still exist, before anything new is
 	// placed: a container restarted while the plugin was away gets its own.
 	p.restoreHolds(remembered, pods, known)
+	// Containers the state does not know that the runtime runs pinned on
+	// a set they may keep keep it before any remembered container is
+	// pinned again: a repin onto remembered CPUs (a record a kill left
+	// stale) or a placement anew must not take the CPUs a running
+	// container runs on, and move it.
+	rest := p.adoptWhereTheyRun(unknown, pods)
 	// Containers that do not run where they should (the runtime created
 	// them without our adjustment, or on CPUs this node lacks) are pinned
 	// again once every container that runs correctly, and every hold, has
 	// its CPUs.
 	updates, confined := p.repairAll(repair, remembered.Containers, pods)
-	adopted, confinedNew := p.adoptAll(unknown, pods)
+	adopted, confinedNew := p.adoptAll(rest, pods)
 	updates = append(updates, adopted...)
 	p.alloc.FollowShared()
 	p.reportOfflineHeld()
@@ -299,15 +309,24 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 // place is read: shared and infra members follow their pool wherever they
 // run (followPools updates them).
 func (p *Plugin) remembered(c *api.Container, st state.ContainerState) allocator.Remembered {
+	r, wrote := p.readRemembered(c, st)
+	if !wrote.Equals(r.Assignment.Mems) {
+		p.noteForeignMems(foreignAtSynchronize, rememberedRef(st), wrote, r.Assignment.Mems.String())
+	}
+	return r
+}
+
+// readRemembered is remembered without the word on foreign mems, which
+// restoreKnown has said already when keepResized reads a container again;
+// wrote are the mems the record says the plugin wrote.
+func (p *Plugin) readRemembered(c *api.Container, st state.ContainerState) (_ allocator.Remembered, wrote cpuset.CPUSet) {
 	a, clean := p.assignmentFromState(c.GetId(), st)
+	wrote = a.Mems
 	if now := runtimeMems(c); p.cfg.PinMemory && pools.IsExclusive(st.Pool) && !now.IsEmpty() {
 		// The runtime is the truth about where a container's memory is:
 		// its pages are on the nodes of the mems it runs with, whatever we
 		// wrote. They stay its mems (moving a running container's memory
 		// is not ours to do) and its memory is counted there.
-		if !now.Equals(a.Mems) {
-			p.noteForeignMems(foreignAtSynchronize, rememberedRef(st), a.Mems, now.String())
-		}
 		a.Mems = now
 	}
 	a.Memory = p.alloc.MemoryOf(a, p.runtimeDemand(c, rememberedRef(st)))
@@ -317,7 +336,115 @@ func (p *Plugin) remembered(c *api.Container, st state.ContainerState) allocator
 			r.RunsOn = cur
 		}
 	}
-	return r
+	return r, wrote
+}
+
+// keepResized keeps, where the runtime runs them, the remembered exclusive
+// containers of repair that run pinned on a set of another size than their
+// record, of the size of the request the runtime shows for them: an
+// in-place resize the runtime applied when the plugin replied, whose record
+// a kill -9 before the background write (or a disk that refused it) lost.
+// Pinned back on the record's CPUs, a grown container would lose the CPUs
+// it asked for, and a shrunk one would take back CPUs another container may
+// have been given since (allocator.ReadmitResized). They are taken in id
+// order; one whose set another container or hold has (two containers the
+// runtime runs on one CPU: the one taken in first keeps it) is left to be
+// pinned again, which is logged. It returns the containers still to
+// repair.
+func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]state.ContainerState, pods []*api.PodSandbox) []*api.Container {
+	podByID := podsByID(pods)
+	var rest []*api.Container
+	for _, c := range repair {
+		st := remembered[c.GetId()]
+		r, _ := p.readRemembered(c, st)
+		if !pools.IsExclusive(st.Pool) || r.RunsOn.IsEmpty() {
+			rest = append(rest, c)
+			continue
+		}
+		milli, _ := milliCPU(c, qosClass(podByID[c.GetPodSandboxId()]))
+		res, err := p.alloc.ReadmitResized(r, milli)
+		if err != nil {
+			if r.Assignment.MilliCPU != milli {
+				p.log.Warnf("synchronize: container %s runs on CPUs %s with a request of %dm, the state said CPUs %s for %dm, and cannot stay: %v", rememberedRef(st), r.RunsOn, milli, r.Assignment.CPUs, r.Assignment.MilliCPU, err)
+			}
+			rest = append(rest, c)
+			continue
+		}
+		p.log.Warnf("synchronize: container %s runs on CPUs %s with a request of %dm, the state said CPUs %s for %dm (an in-place resize the state file did not record); keeping where it runs",
+			rememberedRef(st), res.Assignment.CPUs, milli, r.Assignment.CPUs, r.Assignment.MilliCPU)
+	}
+	return rest
+}
+
+// adoptWhereTheyRun takes in, where they run, the containers the state
+// does not know that the runtime runs pinned on a set they may keep (an
+// earlier decision whose record a kill lost), and returns the others, for
+// adoptAll.
+func (p *Plugin) adoptWhereTheyRun(unknown []*api.Container, pods []*api.PodSandbox) []*api.Container {
+	podByID := podsByID(pods)
+	var rest []*api.Container
+	for _, c := range unknown {
+		if !p.adoptWhereItRuns(podByID[c.GetPodSandboxId()], c) {
+			rest = append(rest, c)
+		}
+	}
+	return rest
+}
+
+// adoptWhereItRuns is adoptUnknown for a container only if it stays where
+// the runtime runs it (allocator.AdoptWhereItRuns); it tells whether it
+// did. Nothing is confined nor bound otherwise: adoptUnknown takes it
+// later.
+func (p *Plugin) adoptWhereItRuns(pod *api.PodSandbox, c *api.Container) bool {
+	current, pinned := p.runtimeCPUs(c)
+	if pod == nil || !pinned {
+		return false
+	}
+	who := containerRef(pod, c)
+	req, claims, err := p.adoptionRequest(pod, c, who)
+	if err != nil {
+		return false
+	}
+	defer p.detachClaims(&claims)
+	if _, ok := p.alloc.AdoptWhereItRuns(req, current, runtimeMems(c)); !ok {
+		return false
+	}
+	p.adopted(who, req, &claims)
+	p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
+	return true
+}
+
+// adoptionRequest is the request of a running container the state does not
+// know, as its creation's would be, with the claims it shows attached
+// (the caller detaches them unless it is placed). An error says why it
+// cannot be placed, and nothing is attached.
+func (p *Plugin) adoptionRequest(pod *api.PodSandbox, c *api.Container, who string) (allocator.Request, claimBinding, error) {
+	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
+		return allocator.Request{}, claimBinding{}, err
+	}
+	info := p.toContainer(pod, c)
+	info.Demand = p.runtimeDemand(c, who)
+	if _, err := p.attachGrant(pod, c, &info); err != nil {
+		return allocator.Request{}, claimBinding{}, err // the token is bound by rebindGrants if it is placed
+	}
+	claims, err := p.attachClaims(pod, c, &info)
+	if err != nil {
+		return allocator.Request{}, claimBinding{}, err
+	}
+	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
+	if err != nil {
+		p.detachClaims(&claims)
+		return allocator.Request{}, claimBinding{}, err
+	}
+	return req, claims, nil
+}
+
+// adopted binds a placed container's claims and says what of its request
+// was not applied.
+func (p *Plugin) adopted(who string, req allocator.Request, claims *claimBinding) {
+	p.bindClaims(claims)
+	p.notePartitionSkipped(who, req)
+	p.noteNotAllowed(who, req)
 }
 
 // repairKnown pins a remembered exclusive container that does not run
@@ -352,32 +479,18 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 		return p.confine(nil, c, allocator.PodRef{}, c.GetId(), fmt.Errorf("it has no pod sandbox"))
 	}
 	who := containerRef(pod, c)
-	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
-		return p.confine(pod, c, podRef(pod), who, err)
-	}
-	info := p.toContainer(pod, c)
-	info.Demand = p.runtimeDemand(c, who)
-	if _, err := p.attachGrant(pod, c, &info); err != nil {
-		return p.confine(pod, c, podRef(pod), who, err) // the token is bound by rebindGrants if it is placed
-	}
-	claims, err := p.attachClaims(pod, c, &info)
+	req, claims, err := p.adoptionRequest(pod, c, who)
 	if err != nil {
 		return p.confine(pod, c, podRef(pod), who, err)
 	}
 	defer p.detachClaims(&claims) // confined, it takes nothing of its claims
-	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
-	if err != nil {
-		return p.confine(pod, c, podRef(pod), who, err)
-	}
 	current, pinned := p.runtimeCPUs(c)
 	if !pinned {
 		current = cpuset.New()
 	}
 	res, how, err := p.alloc.Adopt(req, current, runtimeMems(c))
 	if err == nil {
-		p.bindClaims(&claims)
-		p.notePartitionSkipped(who, req)
-		p.noteNotAllowed(who, req)
+		p.adopted(who, req, &claims)
 	}
 	switch {
 	case err != nil:

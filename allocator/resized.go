@@ -1,0 +1,79 @@
+package allocator
+
+// The runtime's word over a lost in-place resize (see recover.go for the
+// rounds of a restart): the runtime applies a resize when the plugin
+// replies, and the state file learns of it only at the background write
+// that follows, which a kill -9 (or a read-only or full disk, for hours)
+// may never let happen. The container then runs on a set of another size
+// than its record, with the request the resize asked for.
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/numamem"
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// ReadmitResized keeps a remembered exclusive container that Readmit found
+// NeedsRepin where the runtime runs it, when that set is of another size
+// than the record's and of the size of milli, the request the runtime
+// shows for it now: an in-place resize whose record a kill lost. It is
+// kept only where it may run (online CPUs of its pool as now configured
+// that no other container or hold has, as restore checks), with milli as
+// its request; nothing is added otherwise and the error says why. The
+// CPUs it runs on beyond those the record had count as added by resizes
+// (a shrink gives them back first); those the record named as added and
+// it still runs on keep their order. If it no longer runs on its original
+// set, which no resize gives back, the whole set counts as original.
+//
+// Synchronize calls it after Readmit has taken in every remembered
+// container that runs where it may, so that a container whose record and
+// runtime agree keeps a CPU both it and a resized one run on, and before
+// any hold or any container the file does not know is taken in: the
+// runtime is the truth about where a running container runs.
+func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
+	as := r.Assignment
+	runsOn := r.RunsOn
+	if as.WithShared {
+		// Its exclusive part, as Readmit reads it.
+		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
+	}
+	n := CPUsFor(milli)
+	switch {
+	case !pools.IsExclusive(as.Pool):
+		return Result{}, fmt.Errorf("container %s: pool %s has no CPUs of its own to keep", as.ID, as.Pool)
+	case r.Damaged:
+		return Result{}, fmt.Errorf("container %s: its record is damaged", as.ID)
+	case runsOn.IsEmpty():
+		return Result{}, fmt.Errorf("container %s: the runtime does not pin it", as.ID)
+	case runsOn.Size() == as.CPUs.Size():
+		return Result{}, fmt.Errorf("container %s: it runs on CPUs %s, as many as its record's %s: not resized", as.ID, runsOn, as.CPUs)
+	case runsOn.Size() != n:
+		return Result{}, fmt.Errorf("container %s: it runs on %d CPUs (%s) but requests %dm (%d CPUs)", as.ID, runsOn.Size(), runsOn, milli, n)
+	}
+	resized := as
+	resized.CPUs, resized.MilliCPU = runsOn, milli
+	resized.Added = nil
+	if original := as.Original(); original.IsSubsetOf(runsOn) {
+		for _, id := range as.Added {
+			if runsOn.Contains(id) {
+				resized.Added = append(resized.Added, id)
+			}
+		}
+		// The CPUs the lost grows added: in the order a grow records them,
+		// after the ones the record has.
+		before := as
+		before.CPUs = original.Union(cpuset.New(resized.Added...))
+		resized.Added = append(slices.Clone(resized.Added), a.returnOrder(&before, runsOn.Difference(as.CPUs))...)
+	}
+	if !as.Reserved.IsEmpty() {
+		// Hidden siblings follow its cores, as a resize's do.
+		resized.Reserved = a.hiddenSiblings(runsOn)
+	}
+	// Its memory, counted on the nodes it runs on now.
+	resized.Memory = a.MemoryOf(resized, numamem.DemandOf(as.Memory))
+	return a.restore(resized)
+}

@@ -1,0 +1,87 @@
+package allocator
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+)
+
+// TestReadmitResized: a remembered exclusive container the runtime runs on
+// a set of another size, with the request of an in-place resize whose
+// record a kill lost, is kept where it runs with that request, if it may
+// run there; otherwise nothing is added and the error says why.
+func TestReadmitResized(t *testing.T) {
+	grown := remembered(t, "a", "4,12", "")
+	grownTwice := remembered(t, "a", "4-5,12-13", "")
+	grownTwice.MilliCPU, grownTwice.Added = 4000, []int{5, 13}
+	tests := []struct {
+		name     string
+		before   []Assignment // readmitted first, where they run
+		record   Assignment
+		damaged  bool
+		runsOn   string
+		milli    int64
+		cpus     string // where it is then; "" when nothing was added
+		reserved string
+		added    []int
+		original string
+		err      string
+	}{
+		{name: "grown: kept with the CPUs it grew by as added", record: grown, runsOn: "4-5,12-13", milli: 4000,
+			cpus: "4-5,12-13", added: []int{5, 13}, original: "4,12"},
+		{name: "shrunk: the added CPUs it still runs on keep their order", record: grownTwice, runsOn: "4,12-13", milli: 3000,
+			cpus: "4,12-13", added: []int{13}, original: "4,12"},
+		{name: "grown again after a recorded grow: the record's added come first", record: grownTwice, runsOn: "4-6,12-14", milli: 6000,
+			cpus: "4-6,12-14", added: []int{5, 13, 6, 14}, original: "4,12"},
+		{name: "no longer on its original set: all of it counts as original", record: grown, runsOn: "5-6,13-14", milli: 4000,
+			cpus: "5-6,13-14", original: "5-6,13-14"},
+		{name: "hide-hyperthreads: the new cores' siblings idle", record: remembered(t, "a", "4", "12"), runsOn: "4-5", milli: 2000,
+			cpus: "4-5", reserved: "12-13", original: "4", added: []int{5}},
+		{name: "the set is not of the size of the request: not a resize", record: grown, runsOn: "4-5,12-13", milli: 3000,
+			err: "requests 3000m (3 CPUs)"},
+		{name: "the same size as the record: not a resize", before: []Assignment{remembered(t, "b", "5,13", "")},
+			record: grown, runsOn: "5,13", milli: 2000, err: "not resized"},
+		{name: "a CPU another container runs on: that one keeps it", before: []Assignment{remembered(t, "b", "5,13", "")},
+			record: grown, runsOn: "4-5,12-13", milli: 4000, err: "already held by container b"},
+		{name: "outside its pool", record: grown, runsOn: "2,4,10,12", milli: 4000,
+			err: "outside pool exclusive"},
+		{name: "damaged record", record: grown, damaged: true, runsOn: "4-5,12-13", milli: 4000,
+			err: "damaged"},
+		{name: "not pinned", record: grown, runsOn: "", milli: 4000,
+			err: "does not pin it"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAllocator(t, "desktop-8c16t", desktopPools)
+			for _, b := range tc.before {
+				_, outcome, err := a.Readmit(Remembered{Assignment: b, RunsOn: b.CPUs})
+				require.NoError(t, err)
+				require.Equal(t, Kept, outcome, "%s readmitted", b.ID)
+			}
+			r := Remembered{Assignment: tc.record, Damaged: tc.damaged, RunsOn: cpuset.New()}
+			if tc.runsOn != "" {
+				r.RunsOn = set(t, tc.runsOn)
+			}
+			_, outcome, _ := a.Readmit(r)
+			require.Equal(t, NeedsRepin, outcome, "Readmit leaves it to ReadmitResized")
+			res, err := a.ReadmitResized(r, tc.milli)
+			got, ok := a.Get(tc.record.ID)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				assert.False(t, ok, "nothing added")
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.Equal(t, tc.cpus, got.CPUs.String())
+			assert.Equal(t, tc.cpus, res.Assignment.CPUs.String())
+			assert.Equal(t, tc.milli, got.MilliCPU, "its request is the runtime's")
+			assert.Equal(t, tc.reserved, got.Reserved.String())
+			assert.Equal(t, tc.added, got.Added)
+			assert.Equal(t, tc.original, got.Original().String())
+			assert.True(t, got.Held().Intersection(a.FreeCPUs(got.Pool)).IsEmpty(), "its CPUs are taken")
+		})
+	}
+}

@@ -1,0 +1,129 @@
+package plugin
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestResizeLostToAKillKeepsTheGrownSet: an exclusive
+// container is resized in place from 2 to 4 CPUs; the plugin replies, the
+// runtime applies it, and the plugin is killed before the state write. The
+// runtime now runs the container on 4 CPUs with a 4-CPU request; the file
+// still says 2. After the restart the container must keep its 4 CPUs (the
+// runtime is the truth) and no other container may get any of them.
+func TestResizeLostToAKillKeepsTheGrownSet(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, xeon, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.NoError(t, first.p.Flush())
+	_, err = f.updateContainer(pod, fwd, 4000)
+	require.NoError(t, err)
+	grown := f.cpus(fwd)
+	require.Equal(t, 4, mustParse(grown).Size(), "grown to %s", grown)
+	first.kill()
+
+	second := startPlugin(t, f, xeon, statePath(f))
+	assert.Equal(t, grown, f.cpus(fwd), "the resized container keeps the CPUs it runs on")
+	st := second.savedState(t)
+	t.Logf("record after restart: %+v", st.Containers[fwd.Id])
+	assert.Equal(t, int64(4000), st.Containers[fwd.Id].MilliCPU)
+	other := f.runPod(podSpec{name: "o", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	oc, _, err := f.createContainer(other, "c", 4000)
+	require.NoError(t, err)
+	assert.True(t, mustParse(f.cpus(oc)).Intersection(mustParse(f.cpus(fwd))).IsEmpty(), "no double grant: %s vs %s", f.cpus(oc), f.cpus(fwd))
+}
+
+// TestShrinkLostToAKillMovesNoOne: an exclusive container
+// grown to 6 CPUs (on disk) shrinks in place to 4, another exclusive container is created
+// on the CPUs it gave back, and the plugin is killed before the state write.
+// The file still gives the first container 6 CPUs. After the restart
+// neither container may be moved: both run on CPUs that are theirs.
+func TestShrinkLostToAKillMovesNoOne(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, xeon, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	_, err = f.updateContainer(pod, fwd, 6000)
+	require.NoError(t, err)
+	big := f.cpus(fwd)
+	require.NoError(t, first.p.Flush())
+	_, err = f.updateContainer(pod, fwd, 4000)
+	require.NoError(t, err)
+	small := f.cpus(fwd)
+	require.Equal(t, 4, mustParse(small).Size(), "shrunk to %s", small)
+	other := f.runPod(podSpec{name: "o", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	oc, _, err := f.createContainer(other, "c", 1000)
+	require.NoError(t, err)
+	ocCPUs := f.cpus(oc)
+	t.Logf("fwd %s -> %s, other on %s", big, small, ocCPUs)
+	first.kill()
+
+	startPlugin(t, f, xeon, statePath(f))
+	assert.Equal(t, small, f.cpus(fwd), "fwd not moved")
+	assert.Equal(t, ocCPUs, f.cpus(oc), "the other container is not moved")
+	assert.True(t, mustParse(f.cpus(oc)).Intersection(mustParse(f.cpus(fwd))).IsEmpty(), "no double grant")
+}
+
+// TestRepairTakesNoCPUAContainerTheFileDoesNotKnowRunsOn: a remembered
+// container that must be pinned again (here the runtime reports it on
+// every CPU) is not put back on remembered CPUs that a container the file
+// does not know runs on: that one, pinned there by a decision a kill kept
+// from the file, stays; the remembered one is placed elsewhere.
+func TestRepairTakesNoCPUAContainerTheFileDoesNotKnowRunsOn(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, xeon, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	_, err = f.updateContainer(pod, fwd, 6000)
+	require.NoError(t, err)
+	require.NoError(t, first.p.Flush())
+	_, err = f.updateContainer(pod, fwd, 4000)
+	require.NoError(t, err)
+	other := f.runPod(podSpec{name: "o", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	oc, _, err := f.createContainer(other, "c", 1000)
+	require.NoError(t, err)
+	ocCPUs := f.cpus(oc)
+	first.kill()
+	f.setCPUs(fwd, "") // it runs on every CPU: it must be pinned again
+
+	startPlugin(t, f, xeon, statePath(f))
+	assert.Equal(t, ocCPUs, f.cpus(oc), "the container the file does not know is not moved")
+	require.NotEmpty(t, f.cpus(fwd), "the remembered one is pinned again")
+	assert.True(t, mustParse(f.cpus(oc)).Intersection(mustParse(f.cpus(fwd))).IsEmpty(), "no double grant: %s vs %s", f.cpus(oc), f.cpus(fwd))
+}
+
+// TestResizedContainerYieldsToOneWhoseRecordAgrees: two remembered
+// containers the runtime runs on one CPU, one where its record says, the
+// other on a set of another size than its record's (a resize the file did
+// not record): the one whose record and runtime agree keeps its CPUs,
+// whichever comes first by id, and the other is pinned again elsewhere.
+func TestResizedContainerYieldsToOneWhoseRecordAgrees(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, xeon, statePath(f))
+	podA := f.runPod(podSpec{name: "a", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	a, _, err := f.createContainer(podA, "c", 2000) // ctr-a-c: taken in before ctr-b-c
+	require.NoError(t, err)
+	podB := f.runPod(podSpec{name: "b", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	b, _, err := f.createContainer(podB, "c", 2000)
+	require.NoError(t, err)
+	require.NoError(t, first.p.Flush())
+	aOriginal := f.cpus(a)
+	_, err = f.updateContainer(podA, a, 4000)
+	require.NoError(t, err)
+	first.kill()
+	bCPUs := f.cpus(b)
+	// The runtime runs a on 4 CPUs (its request): its own two and b's.
+	aOn := mustParse(aOriginal).Union(mustParse(bCPUs))
+	f.setCPUs(a, aOn.String())
+	t.Logf("a on %s, b on %s", aOn, bCPUs)
+
+	startPlugin(t, f, xeon, statePath(f))
+	assert.Equal(t, bCPUs, f.cpus(b), "the container whose record agrees keeps its CPUs")
+	assert.True(t, mustParse(f.cpus(a)).Intersection(mustParse(f.cpus(b))).IsEmpty(), "no double grant: %s vs %s", f.cpus(a), f.cpus(b))
+}
