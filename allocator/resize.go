@@ -52,9 +52,8 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 	if g.PreferNUMA.Size() == 0 {
 		g.PreferNUMA = cpuset.New()
 	}
-	if g.Options.FullPCPUsOnly && a.x.threadsPerCore > 1 && n%a.x.threadsPerCore != 0 {
-		return Result{}, fmt.Errorf("pool %s cannot grow container %s to %d CPUs: full-pcpus-only takes whole cores of %d threads; request a multiple of %d; it keeps CPUs %s",
-			c.Pool, c.Pod.ContainerName(c.Container), n, a.x.threadsPerCore, a.x.threadsPerCore, c.CPUs)
+	if err := a.wholeCores(c, req, "grow", n); err != nil {
+		return Result{}, err
 	}
 	cpus, reserved, err := a.placeExclusive(g)
 	if err != nil {
@@ -75,6 +74,17 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 	res := Result{Assignment: *c}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res, nil
+}
+
+// wholeCores refuses to resize (verb: grow or shrink) a full-pcpus-only
+// container c to n CPUs that are not whole cores: either way it would hold
+// part of a core.
+func (a *Allocator) wholeCores(c *Assignment, req Request, verb string, n int) error {
+	if !req.Options.FullPCPUsOnly || a.x.threadsPerCore <= 1 || n%a.x.threadsPerCore == 0 {
+		return nil
+	}
+	return fmt.Errorf("pool %s cannot %s container %s to %d CPUs: full-pcpus-only takes whole cores of %d threads; request a multiple of %d; it keeps CPUs %s",
+		c.Pool, verb, c.Pod.ContainerName(c.Container), n, a.x.threadsPerCore, a.x.threadsPerCore, c.CPUs)
 }
 
 // returnOrder lists added CPUs in the order a shrink gives them back from
@@ -133,6 +143,9 @@ func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 	if n < original.Size() {
 		return Result{}, fmt.Errorf("pool %s cannot shrink container %s to %d CPUs: a resize never gives back the %d CPUs it was created with (%s); request at least %d CPUs; it keeps CPUs %s",
 			c.Pool, c.Pod.ContainerName(c.Container), n, original.Size(), original, original.Size(), c.CPUs)
+	}
+	if err := a.wholeCores(c, req, "shrink", n); err != nil {
+		return Result{}, err
 	}
 	k := c.CPUs.Size() - n
 	give := cpuset.New(c.Added[len(c.Added)-k:]...)

@@ -264,3 +264,25 @@ func TestResizeShrinkKeepsTheCompletedOwnCore(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "2,10", res.Assignment.CPUs.String(), "its own core, completed, stays; the added whole core goes (added %v)", res.Assignment.Added)
 }
+
+// full-pcpus-only takes whole cores: a shrink to a size that is not whole
+// cores is refused like a grow to it, and changes nothing.
+func TestResizeFullPCPUsOnlyRefusesAShrinkToHalfACore(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", `isolatedCPUs: "2-7,10-15"`)
+	req := exclusive("a", 2)
+	req.Options.FullPCPUsOnly = true
+	_, err := a.Allocate(req)
+	require.NoError(t, err)
+	req.MilliCPU = 6000
+	_, err = a.Resize(req)
+	require.NoError(t, err)
+	before, free := a.Assignments(), a.FreeCPUs(pools.Exclusive)
+	req.MilliCPU = 5000
+	_, err = a.Resize(req)
+	assert.ErrorContains(t, err, "pool exclusive cannot shrink container ns/pod-a/c to 5 CPUs: full-pcpus-only takes whole cores of 2 threads; request a multiple of 2; it keeps CPUs 2-4,10-12")
+	assert.Equal(t, before, a.Assignments(), "a refused shrink changes nothing")
+	assert.Equal(t, free, a.FreeCPUs(pools.Exclusive))
+	req.MilliCPU = 4000
+	_, err = a.Resize(req)
+	assert.NoError(t, err, "whole cores")
+}
