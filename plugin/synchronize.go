@@ -58,6 +58,11 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// Then the holds of pods that still exist, before anything new is
 	// placed: a container restarted while the plugin was away gets its own.
 	p.restoreHolds(remembered, pods, known)
+	// Hide-hyperthreads containers and holds placed while a sibling was
+	// offline get it idle if it came online meanwhile, before anything is
+	// placed that could take it; those pinned again or adopted below get
+	// theirs after.
+	p.alloc.ReserveHiddenSiblings()
 	// Containers that do not run where they should (the runtime created
 	// them without our adjustment, or on CPUs this node lacks) are pinned
 	// again once every container that runs correctly, and every hold, has
@@ -65,6 +70,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	updates, confined := p.repairAll(repair, remembered.Containers, pods)
 	adopted, confinedNew := p.adoptAll(unknown, pods)
 	updates = append(updates, adopted...)
+	p.alloc.ReserveHiddenSiblings()
 	p.alloc.FollowShared()
 	p.reportOfflineHeld()
 	p.rebindGrants(append(known, unknown...), pods)
