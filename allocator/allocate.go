@@ -85,6 +85,7 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 			return Result{}, err
 		}
 		as.CPUs, as.Reserved, as.Memory, warning, onFirst = pl.cpus, pl.reserved, pl.memory, pl.warning, pl.onFirst
+		as.HideHyperthreads = req.Options.HideHyperthreads
 	default:
 		return Result{}, fmt.Errorf("unknown pool %q", req.Pool)
 	}

@@ -67,6 +67,12 @@ type Assignment struct {
 	// cpuset is Cpuset(), its CPUs stay the exclusive part.
 	WithShared bool          `json:"-"`
 	Shared     cpuset.CPUSet `json:"-"`
+	// HideHyperthreads tells that the container asked for its cores'
+	// other threads idle (hide-hyperthreads) and got them: Reserved are
+	// those siblings. Recorded because a core whose sibling was offline
+	// counts as whole, so Reserved alone cannot tell; a sibling that
+	// comes online later joins Reserved (Rebase).
+	HideHyperthreads bool `json:"-"`
 	// Added are the CPUs in-place resizes added to the container, in the
 	// order they were added; the rest of CPUs is its original set, which a
 	// resize never gives back.

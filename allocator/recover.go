@@ -120,7 +120,7 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 	case runsOn.Size() == as.CPUs.Size():
 		moved := as
 		moved.CPUs = runsOn
-		if !as.Reserved.IsEmpty() {
+		if as.HideHyperthreads || !as.Reserved.IsEmpty() {
 			moved.Reserved = a.hiddenSiblings(runsOn)
 		}
 		if res, err := a.restore(moved); err == nil {
@@ -342,10 +342,10 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 		as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: req.MilliCPU, CPUs: current,
 			NoCPUQuota: liftsCPUQuota(req), IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
 			PowerClass: req.PowerClass, WithShared: req.WithShared, Shared: a.PoolCPUs(pools.Shared), Rule: req.Rule}
-		if req.Options.HideHyperthreads && a.x.threadsPerCore > 1 {
+		if req.Options.HideHyperthreads {
 			// The siblings it was given idle are not in its cpuset; the
 			// annotation says they are its.
-			as.Reserved = a.hiddenSiblings(current)
+			as.Reserved, as.HideHyperthreads = a.hiddenSiblings(current), true
 		}
 		as.Mems = a.knownMems(mems)
 		as.Memory = a.MemoryOf(as, req.Demand) // counted where it runs

@@ -142,7 +142,9 @@ func outside(as Assignment, layout *Layout) cpuset.CPUSet {
 // that is offline, in no pool of the layout, stays owned by its container
 // or hold, so that it is never handed out while its owner lives, whether
 // or not it comes back online; once the owner ends, it is free again only
-// if the layout has it in a pool. The receiver is not changed.
+// if the layout has it in a pool. A hide-hyperthreads container's (or
+// hold's) sibling that is online and free now, one that came online, is
+// its own, idle (ReserveHiddenSiblings). The receiver is not changed.
 func (a *Allocator) Rebase(topo *sysfs.Topology, layout *Layout) (*Allocator, []Assignment) {
 	n := New(topo, layout, a.pinMemory)
 	n.overlapped = a.overlapped
@@ -173,6 +175,9 @@ func (a *Allocator) Rebase(topo *sysfs.Topology, layout *Layout) (*Allocator, []
 		n.holds[key] = &h
 		own(&h.Assignment)
 	}
+	// Siblings that came online of the cores of hide-hyperthreads
+	// containers are theirs, idle, before infra's members follow infra.
+	n.reserveHiddenSiblings()
 	var moved []Assignment
 	// Members of a pool whose CPUs are all offline run on the other pool
 	// meanwhile (MembersCPUs), not on their offline CPUs.

@@ -15,9 +15,9 @@ import (
 // same rules as a new request, as close as they can be to the CPUs it has:
 // its own NUMA nodes first, the siblings of its own half cores, its L3
 // groups. It shrinks by giving back the CPUs resizes added, the last added
-// first, and never gives back its original set. A shared or infra
-// container only records the new request: its cpuset is its pool's.
-// On error nothing changes.
+// first and core by core (see returnOrder), and never gives back its
+// original set. A shared or infra container only records the new
+// request: its cpuset is its pool's. On error nothing changes.
 func (a *Allocator) Resize(req Request) (Result, error) {
 	c, ok := a.containers[req.ID]
 	if !ok {
@@ -52,9 +52,8 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 	if g.PreferNUMA.Size() == 0 {
 		g.PreferNUMA = cpuset.New()
 	}
-	if g.Options.FullPCPUsOnly && a.x.threadsPerCore > 1 && n%a.x.threadsPerCore != 0 {
-		return Result{}, fmt.Errorf("pool %s cannot grow container %s to %d CPUs: full-pcpus-only takes whole cores of %d threads; request a multiple of %d; it keeps CPUs %s",
-			c.Pool, c.Pod.ContainerName(c.Container), n, a.x.threadsPerCore, a.x.threadsPerCore, c.CPUs)
+	if err := a.wholeCores(c, req, "grow", n); err != nil {
+		return Result{}, err
 	}
 	cpus, reserved, err := a.placeExclusive(g)
 	if err != nil {
@@ -77,20 +76,65 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 	return res, nil
 }
 
-// returnOrder lists added CPUs so that the ones to give back first come
-// last: CPUs on cores the container holds only in part go last, so that a
-// shrink by one undoes a half core before it breaks a whole one.
+// wholeCores refuses to resize (verb: grow or shrink) a full-pcpus-only
+// container c to n CPUs that are not whole cores: either way it would hold
+// part of a core.
+func (a *Allocator) wholeCores(c *Assignment, req Request, verb string, n int) error {
+	if !req.Options.FullPCPUsOnly || a.x.threadsPerCore <= 1 || n%a.x.threadsPerCore == 0 {
+		return nil
+	}
+	return fmt.Errorf("pool %s cannot %s container %s to %d CPUs: full-pcpus-only takes whole cores of %d threads; request a multiple of %d; it keeps CPUs %s",
+		c.Pool, verb, c.Pod.ContainerName(c.Container), n, a.x.threadsPerCore, a.x.threadsPerCore, c.CPUs)
+}
+
+// returnOrder lists added CPUs in the order a shrink gives them back from
+// the end, core by core, so that a shrink by whole cores gives back whole
+// cores (sorting by id would not: with siblings N and N+8 the last ids are
+// one thread of several cores). First come the cores the grow completed,
+// which the container held part of before: giving them back splits a core
+// it had whole. Then the cores it added whole. Last the cores it holds only
+// in part, so that a shrink by one undoes a half core before it breaks a
+// whole one.
 func (a *Allocator) returnOrder(c *Assignment, added cpuset.CPUSet) []int {
-	ids := added.List()
-	whole := func(id int) bool {
-		for _, t := range a.x.cores[a.x.cpus[id].core] {
-			if !c.CPUs.Contains(t) {
-				return false
+	const (
+		completed = iota
+		addedWhole
+		partial
+	)
+	rank := func(core int) int {
+		r := addedWhole
+		for _, t := range a.x.cores[core] {
+			switch {
+			case !c.CPUs.Contains(t):
+				return partial
+			case !added.Contains(t):
+				r = completed
 			}
 		}
-		return true
+		return r
 	}
-	sort.SliceStable(ids, func(i, j int) bool { return whole(ids[i]) && !whole(ids[j]) })
+	type group struct {
+		rank int
+		ids  []int
+	}
+	var groups []*group
+	byCore := make(map[int]*group)
+	for _, id := range added.List() {
+		core := a.x.cpus[id].core
+		g := byCore[core]
+		if g == nil {
+			g = &group{rank: rank(core)}
+			byCore[core] = g
+			groups = append(groups, g)
+		}
+		g.ids = append(g.ids, id)
+	}
+	// Stable: cores of one rank keep the order of their lowest CPU.
+	sort.SliceStable(groups, func(i, j int) bool { return groups[i].rank < groups[j].rank })
+	ids := make([]int, 0, added.Size())
+	for _, g := range groups {
+		ids = append(ids, g.ids...)
+	}
 	return ids
 }
 
@@ -99,6 +143,9 @@ func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 	if n < original.Size() {
 		return Result{}, fmt.Errorf("pool %s cannot shrink container %s to %d CPUs: a resize never gives back the %d CPUs it was created with (%s); request at least %d CPUs; it keeps CPUs %s",
 			c.Pool, c.Pod.ContainerName(c.Container), n, original.Size(), original, original.Size(), c.CPUs)
+	}
+	if err := a.wholeCores(c, req, "shrink", n); err != nil {
+		return Result{}, err
 	}
 	k := c.CPUs.Size() - n
 	give := cpuset.New(c.Added[len(c.Added)-k:]...)

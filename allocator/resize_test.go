@@ -215,3 +215,74 @@ func TestResizeReusesThePodsHeldCPUs(t *testing.T) {
 	appNow, _ := a.Get("app")
 	assert.True(t, appNow.CPUs.Intersection(a.FreeCPUs(pools.Exclusive)).IsEmpty(), "releasing the pod frees none of the app's CPUs")
 }
+
+// A shrink by a whole core's worth of CPUs after a grow by several cores
+// gives back a whole core: desktop-8c16t's siblings are N and N+8, so the
+// last k CPUs by id are one thread of k cores, which would leave the
+// container on split cores (also under full-pcpus-only) and free orphan
+// siblings for the next container.
+func TestResizeShrinkByACoreGivesBackAWholeCore(t *testing.T) {
+	topo := topology(t, "desktop-8c16t")
+	for _, full := range []bool{false, true} {
+		a := newAllocator(t, "desktop-8c16t", `isolatedCPUs: "2-7,10-15"`)
+		req := exclusive("a", 2)
+		req.Options.FullPCPUsOnly = full
+		_, err := a.Allocate(req)
+		require.NoError(t, err)
+		req.MilliCPU = 6000
+		res, err := a.Resize(req)
+		require.NoError(t, err)
+		grown := res.Assignment.CPUs
+		require.Equal(t, 0, measure(topo, grown).splitCores, "grown to %s", grown)
+		req.MilliCPU = 4000
+		res, err = a.Resize(req)
+		require.NoError(t, err)
+		m := measure(topo, res.Assignment.CPUs)
+		assert.Equal(t, 0, m.splitCores, "full-pcpus-only=%v: grown to %s, shrunk to %s (added %v); freed %s",
+			full, grown, res.Assignment.CPUs, res.Assignment.Added, grown.Difference(res.Assignment.CPUs))
+		assert.Equal(t, 0, measure(topo, a.FreeCPUs(pools.Exclusive)).splitCores, "the freed CPUs are a whole core")
+		req.MilliCPU = 2000
+		res, err = a.Resize(req)
+		require.NoError(t, err)
+		assert.Equal(t, "2,10", res.Assignment.CPUs.String(), "back to its original core")
+	}
+}
+
+// A grow that completes the container's own half core and adds a whole
+// one gives back the whole one first: giving back the completing sibling
+// and one thread of the new core would split two cores.
+func TestResizeShrinkKeepsTheCompletedOwnCore(t *testing.T) {
+	topo := topology(t, "desktop-8c16t")
+	a := newAllocator(t, "desktop-8c16t", `isolatedCPUs: "2-7,10-15"`)
+	res, err := a.Allocate(exclusive("a", 1))
+	require.NoError(t, err)
+	require.Equal(t, "2", res.Assignment.CPUs.String())
+	res, err = a.Resize(resize("a", 4))
+	require.NoError(t, err)
+	require.Equal(t, 0, measure(topo, res.Assignment.CPUs).splitCores, "grown to %s", res.Assignment.CPUs)
+	res, err = a.Resize(resize("a", 2))
+	require.NoError(t, err)
+	assert.Equal(t, "2,10", res.Assignment.CPUs.String(), "its own core, completed, stays; the added whole core goes (added %v)", res.Assignment.Added)
+}
+
+// full-pcpus-only takes whole cores: a shrink to a size that is not whole
+// cores is refused like a grow to it, and changes nothing.
+func TestResizeFullPCPUsOnlyRefusesAShrinkToHalfACore(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", `isolatedCPUs: "2-7,10-15"`)
+	req := exclusive("a", 2)
+	req.Options.FullPCPUsOnly = true
+	_, err := a.Allocate(req)
+	require.NoError(t, err)
+	req.MilliCPU = 6000
+	_, err = a.Resize(req)
+	require.NoError(t, err)
+	before, free := a.Assignments(), a.FreeCPUs(pools.Exclusive)
+	req.MilliCPU = 5000
+	_, err = a.Resize(req)
+	assert.ErrorContains(t, err, "pool exclusive cannot shrink container ns/pod-a/c to 5 CPUs: full-pcpus-only takes whole cores of 2 threads; request a multiple of 2; it keeps CPUs 2-4,10-12")
+	assert.Equal(t, before, a.Assignments(), "a refused shrink changes nothing")
+	assert.Equal(t, free, a.FreeCPUs(pools.Exclusive))
+	req.MilliCPU = 4000
+	_, err = a.Resize(req)
+	assert.NoError(t, err, "whole cores")
+}

@@ -69,7 +69,7 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 		before.CPUs = original.Union(cpuset.New(resized.Added...))
 		resized.Added = append(slices.Clone(resized.Added), a.returnOrder(&before, runsOn.Difference(as.CPUs))...)
 	}
-	if !as.Reserved.IsEmpty() {
+	if as.HideHyperthreads || !as.Reserved.IsEmpty() {
 		// Hidden siblings follow its cores, as a resize's do.
 		resized.Reserved = a.hiddenSiblings(runsOn)
 	}

@@ -263,7 +263,7 @@ func (p *Plugin) assignmentFromState(id string, st state.ContainerState) (alloca
 		Container: st.Container, Pool: st.Pool, MilliCPU: st.MilliCPU, CPUs: cpus, Reserved: reserved, Mems: mems,
 		Added: addedWithin(parseOrdered(st.Added), cpus), NoCPUQuota: st.NoCPUQuota, IsolateIRQs: st.IsolateIRQs,
 		IsolatedPartition: partition, PowerClass: st.PowerClass, WithShared: st.WithShared,
-		Shared: p.rememberedShared(st), Memory: memory,
+		Shared: p.rememberedShared(st), Memory: memory, HideHyperthreads: st.HideHyperthreads,
 		Rule: allocator.Rule{Kind: st.Rule, Detail: st.RuleDetail, DeviceNUMA: st.DeviceNUMA, FromHold: st.FromHold,
 			OtherContainerKeys: st.OtherContainerKeys}}, ok1 && ok2
 }

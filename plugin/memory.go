@@ -67,7 +67,7 @@ func containerState(a allocator.Assignment) state.ContainerState {
 		Added: formatOrdered(a.Added), NoCPUQuota: a.NoCPUQuota, IsolateIRQs: a.IsolateIRQs,
 		IsolatedPartition: a.IsolatedPartition, PowerClass: a.PowerClass, WithShared: a.WithShared, SharedCPUs: sharedPart(a),
 		Memory: formatMemory(a.Memory), Rule: a.Rule.Kind, RuleDetail: a.Rule.Detail, DeviceNUMA: a.Rule.DeviceNUMA, FromHold: a.Rule.FromHold,
-		OtherContainerKeys: a.Rule.OtherContainerKeys}
+		OtherContainerKeys: a.Rule.OtherContainerKeys, HideHyperthreads: a.HideHyperthreads}
 }
 
 // stateChanged tells the writer that memory moved on (it persists the

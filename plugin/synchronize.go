@@ -68,6 +68,12 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// stale) or a placement anew must not take the CPUs a running
 	// container runs on, and move it.
 	rest := p.adoptWhereTheyRun(unknown, pods)
+	// Hide-hyperthreads containers and holds placed while a sibling was
+	// offline get it idle if it came online meanwhile, before anything is
+	// placed that could take it (but after the containers that run on a
+	// CPU keep it: the runtime is the truth); those pinned again or
+	// adopted below get theirs after.
+	p.alloc.ReserveHiddenSiblings()
 	// Containers that do not run where they should (the runtime created
 	// them without our adjustment, or on CPUs this node lacks) are pinned
 	// again once every container that runs correctly, and every hold, has
@@ -75,6 +81,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	updates, confined := p.repairAll(repair, remembered.Containers, pods)
 	adopted, confinedNew := p.adoptAll(rest, pods)
 	updates = append(updates, adopted...)
+	p.alloc.ReserveHiddenSiblings()
 	p.alloc.FollowShared()
 	p.reportOfflineHeld()
 	p.rebindGrants(append(known, unknown...), pods)

@@ -21,7 +21,7 @@ func randomContainer(r *rand.Rand) ContainerState {
 		Added: pick("", "9"), NoCPUQuota: flag(), IsolateIRQs: flag(), IsolatedPartition: flag(), PowerClass: pick("", "turbo"),
 		WithShared: flag(), SharedCPUs: pick("", "0-3"), Memory: pick("", "0:memory=1073741824"), Rule: pick("", "annotation", "qos"),
 		RuleDetail: pick("", "pool.cpupool.dev"), DeviceNUMA: pick("", "1"), FromHold: pick("", "old"),
-		OtherContainerKeys: pick("", "pool.cpupool.dev/container.x")}
+		OtherContainerKeys: pick("", "pool.cpupool.dev/container.x"), HideHyperthreads: flag()}
 }
 
 // randomHold is a hold drawn like randomContainer, with an id and an exit

@@ -17,12 +17,13 @@ var migrations = map[int]func(payload []byte) (*State, error){
 	4: migrateV2,
 	5: migrateV2,
 	6: migrateV2,
+	7: migrateV2,
 }
 
-// migrateV2: schemas 3 to 7 only added optional fields (isolateIRQs,
+// migrateV2: schemas 3 to 8 only added optional fields (isolateIRQs,
 // isolatedPartition; powerClass, powerClasses; memory; rule, ruleDetail,
-// deviceNUMA, fromHold, refusals; otherContainerKeys), so a version 2 to
-// 6 payload is a current one without them. Containers without memory get it again from
+// deviceNUMA, fromHold, refusals; otherContainerKeys; hideHyperthreads),
+// so a version 2 to 7 payload is a current one without them. Containers without memory get it again from
 // the runtime at Synchronize; holds without it hold no memory until their
 // pod ends; records without a rule keep none (explain says the release
 // that placed them did not record it), and no refusal is remembered.

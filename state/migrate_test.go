@@ -136,9 +136,11 @@ func TestV4FileIsRead(t *testing.T) {
 }
 
 // TestV5FileIsRead: schema 6 only added what decided a container's pool
-// and the last refusals, schema 7 the pod's keys for other containers; a
-// version 5 file is read with none, a version 6 file keeps the first two,
-// and a version 7 file keeps all, written back as they were read.
+// and the last refusals, schema 7 the pod's keys for other containers,
+// schema 8 whether a container hides its hyperthreads; a version 5 file is
+// read with none, a version 6 file keeps the first two, a version 7 file
+// all but the last, and a version 8 file keeps all, written back as they
+// were read.
 func TestV5FileIsRead(t *testing.T) {
 	const container = `"c1":{"podUID":"u","podNamespace":"n","podName":"p","container":"c","pool":"exclusive","milliCPU":1000,"cpus":"2","mems":"1"`
 	const refusals = `"refusals":[{"podNamespace":"n","podName":"p","container":"d","time":"2026-03-01T08:00:00Z","reason":"placement","message":"no room","count":3}]`
@@ -151,6 +153,7 @@ func TestV5FileIsRead(t *testing.T) {
 		{5, `{"containers":{` + container + `}}}`, "", 0},
 		{6, `{"containers":{` + container + `,"rule":"annotation","ruleDetail":"pool.cpupool.dev=exclusive","deviceNUMA":"1","fromHold":"c"}},` + refusals + `}`, "annotation", 1},
 		{7, `{"containers":{` + container + `,"rule":"default","ruleDetail":"defaultPool","deviceNUMA":"1","fromHold":"c","otherContainerKeys":"pool.cpupool.dev/container.cc"}},` + refusals + `}`, "default", 1},
+		{8, `{"containers":{` + container + `,"rule":"default","ruleDetail":"defaultPool","deviceNUMA":"1","fromHold":"c","otherContainerKeys":"pool.cpupool.dev/container.cc","hideHyperthreads":true}},` + refusals + `}`, "default", 1},
 	} {
 		data, err := EncodeEnvelope(nil, []byte(tc.payload), time.Time{})
 		require.NoError(t, err)
@@ -160,7 +163,8 @@ func TestV5FileIsRead(t *testing.T) {
 		store := NewFileStore(path)
 		st, err := store.Load()
 		require.NoError(t, err, "version %d", tc.version)
-		assert.Equal(t, map[int]int{5: 5, 6: 6, 7: 0}[tc.version], st.MigratedFrom)
+		assert.Equal(t, map[int]int{5: 5, 6: 6, 7: 7, 8: 0}[tc.version], st.MigratedFrom)
+		assert.Equal(t, tc.version >= 8, st.Containers["c1"].HideHyperthreads)
 		assert.Equal(t, tc.rule, st.Containers["c1"].Rule)
 		assert.Len(t, st.Refusals, tc.refusals)
 		if tc.version == SchemaVersion {
@@ -172,6 +176,7 @@ func TestV5FileIsRead(t *testing.T) {
 			assert.Equal(t, "1", again.Containers["c1"].DeviceNUMA)
 			assert.Equal(t, "c", again.Containers["c1"].FromHold)
 			assert.Equal(t, "pool.cpupool.dev/container.cc", again.Containers["c1"].OtherContainerKeys)
+			assert.True(t, again.Containers["c1"].HideHyperthreads)
 		}
 		store.Close()
 	}

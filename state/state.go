@@ -48,7 +48,11 @@ import (
 //   - 7: containers and holds gain the pod's container-scoped annotation
 //     keys that name other containers, when they have none of their own
 //     (otherContainerKeys), for explain to tell a container-name typo.
-const SchemaVersion = 7
+//   - 8: containers and holds gain whether they asked for idle siblings
+//     (hideHyperthreads): a core whose sibling was offline counts as
+//     whole, so reserved alone cannot tell, and a sibling that comes
+//     online later must be held idle for them too.
+const SchemaVersion = 8
 
 // State is what survives plugin, runtime and node restarts.
 type State struct {
@@ -135,6 +139,13 @@ type ContainerState struct {
 	// none of its own (allocator.Rule.OtherContainerKeys); "" in records
 	// of releases before schema 7.
 	OtherContainerKeys string `json:"otherContainerKeys,omitempty"`
+	// HideHyperthreads tells that an exclusive container asked for its
+	// cores' other threads idle (hide-hyperthreads.cpupool.dev): Reserved
+	// are those siblings, and one offline when it was placed is held idle
+	// for it once it comes online. false in records of releases before
+	// schema 8, which a restart takes as they are (Reserved says what
+	// they hold).
+	HideHyperthreads bool `json:"hideHyperthreads,omitempty"`
 }
 
 // HeldState is a stopped exclusive container's CPUs, kept for its pod.
