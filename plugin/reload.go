@@ -457,12 +457,11 @@ func (p *Plugin) restartIsolation() {
 	// Closed, it counts no more: the next reconciler's counters start
 	// from its totals (isolationtotals.go).
 	p.hostFilesBefore = iso.totals()
-	if err := p.openIsolation(); err != nil {
-		p.log.Errorf("isolation restart: opening the journal of host files again: %v; retried at the next Configure", err)
-		return
-	}
-	if p.synced {
-		p.isolation.Load().recon.Kick()
+	// A journal that cannot be opened now is retried in the background
+	// (journalopen.go).
+	p.openIsolationOrDegrade()
+	if iso := p.isolation.Load(); iso != nil && p.synced {
+		iso.recon.Kick()
 	}
 }
 
