@@ -438,7 +438,7 @@ func (p *Plugin) restartIsolation() {
 	iso := p.isolation.Load()
 	if iso == nil || !p.loaded {
 		p.mu.Unlock()
-		return // opened at the next Configure, with the config then in force
+		return // opened at the next Configure or retry (journalopen.go), with the config then in force
 	}
 	// Until this reconciler is closed, no Configure opens the journal
 	// (loadState): the pass in flight may still record originals in it,
