@@ -277,6 +277,7 @@ func (p *Plugin) closeIsolation() {
 	p.isolationRestart.Lock()
 	defer p.isolationRestart.Unlock()
 	p.isolationClosed = true
+	p.stopJournalRetry()
 	if iso := p.isolation.Load(); iso != nil {
 		iso.recon.Close()
 	}

@@ -334,6 +334,6 @@ func boolGauge(b bool) float64 {
 func (p *Plugin) Registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	p.startAuditing()
-	reg.MustRegister(p.metrics, newIsolationMetrics(p), newAuditMetrics(p), newPowerMetrics(p), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(p.metrics, newIsolationMetrics(p), newJournalMetrics(p), newAuditMetrics(p), newPowerMetrics(p), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }

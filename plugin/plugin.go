@@ -239,6 +239,9 @@ type Plugin struct {
 	// hostFilesBefore are the host files' counters of the reconcilers
 	// closed so far, for the next one to carry (under mu).
 	hostFilesBefore hostFileTotals
+	// journal follows the journal's opening: a failure degrades
+	// isolation, never pinning, and is retried (journalopen.go).
+	journal journalOpen
 }
 
 // inTestBinary tells whether this is a Go test binary, whose testing
@@ -308,12 +311,17 @@ func (p *Plugin) loadGrants(path string) (*grants, error) {
 
 // loadState reads the state once, before the first Synchronize: late, so
 // that a runtime-launched plugin can take its state file from the runtime's
-// configuration. Then the writer starts on that store. The journal of
-// host files is opened at each Configure until it opens: a journal that
-// could not be read (an I/O error) fails this Configure, and the retried
-// one tries again, so that a passing error does not leave the process
-// without IRQ isolation, partitions and power classes, and the originals
-// an earlier process recorded unrestored, for its whole life.
+// configuration. Then the writer starts on that store. A state file that
+// cannot be used is rebuilt from the runtime (state.ErrStateDiscarded),
+// also when it cannot be moved aside: pinning never waits for the disk.
+// The journal of host files is opened until it opens, at each Configure
+// and Synchronize and in the background (journalopen.go): a journal that
+// could not be read (an I/O error, or damaged and not movable aside on a
+// read-only disk) degrades isolation and fails no Configure nor
+// Synchronize, so that containers are pinned meanwhile (review rvA), and
+// a passing error does not leave the process without IRQ isolation,
+// partitions and power classes, and the originals an earlier process
+// recorded unrestored, for its whole life.
 func (p *Plugin) loadState() error {
 	if !p.loaded {
 		st, err := p.store.Load()
@@ -322,7 +330,8 @@ func (p *Plugin) loadState() error {
 			p.log.Warnf("%v", err)
 			p.metrics.countDiscarded(discardedState)
 		case err != nil:
-			return err
+			// A Store other than FileStore (which rebuilds in every case).
+			return fmt.Errorf("loading the state: %w", err)
 		}
 		p.memory, p.loaded = st, true
 		p.writer.start(p.store, p.grants.file)
@@ -335,9 +344,7 @@ func (p *Plugin) loadState() error {
 	// the restart opens it once the last pass has recorded its originals,
 	// and kicks it if this connection has synchronized by then.
 	if p.isolation.Load() == nil && !p.isolationClosing {
-		if err := p.openIsolation(); err != nil {
-			return fmt.Errorf("opening the journal of host files (retried at the next Configure): %w", err)
-		}
+		p.openIsolationOrDegrade()
 	}
 	return nil
 }

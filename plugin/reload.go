@@ -438,7 +438,7 @@ func (p *Plugin) restartIsolation() {
 	iso := p.isolation.Load()
 	if iso == nil || !p.loaded {
 		p.mu.Unlock()
-		return // opened at the next Configure, with the config then in force
+		return // opened at the next Configure or retry (journalopen.go), with the config then in force
 	}
 	// Until this reconciler is closed, no Configure opens the journal
 	// (loadState): the pass in flight may still record originals in it,
@@ -457,12 +457,11 @@ func (p *Plugin) restartIsolation() {
 	// Closed, it counts no more: the next reconciler's counters start
 	// from its totals (isolationtotals.go).
 	p.hostFilesBefore = iso.totals()
-	if err := p.openIsolation(); err != nil {
-		p.log.Errorf("isolation restart: opening the journal of host files again: %v; retried at the next Configure", err)
-		return
-	}
-	if p.synced {
-		p.isolation.Load().recon.Kick()
+	// A journal that cannot be opened now is retried in the background
+	// (journalopen.go).
+	p.openIsolationOrDegrade()
+	if iso := p.isolation.Load(); iso != nil && p.synced {
+		iso.recon.Kick()
 	}
 }
 

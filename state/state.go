@@ -201,11 +201,26 @@ type FileStore struct {
 	preparing sync.WaitGroup
 	// dir stays open between syncs to fsync the renames.
 	dir *os.File
+	// unmoved is the file Load could not use (unreadable or unusable)
+	// and could not move aside either (a read-only state directory):
+	// Save moves it aside before it writes, and writes nothing until
+	// it has, so that a rebuilt state never replaces the only copy of
+	// what the file held. Nil when there is none.
+	unmoved *unmovedFile
+	// rename moves a file aside: os.Rename, which tests replace to fail
+	// it where the directory stays writable.
+	rename func(from, to string) error
+}
+
+// unmovedFile is a state file Load could not use nor move aside: aside
+// is the name it gets, why what was wrong with it.
+type unmovedFile struct {
+	aside, why string
 }
 
 // NewFileStore returns a store for path.
 func NewFileStore(path string) *FileStore {
-	return &FileStore{Path: path, now: time.Now, spare: make(chan *os.File, 1)}
+	return &FileStore{Path: path, now: time.Now, spare: make(chan *os.File, 1), rename: os.Rename}
 }
 
 // tempFile returns the prepared spare file, or creates one.
@@ -259,32 +274,58 @@ func (f *FileStore) removeStaleTemps() {
 	atomicfile.RemoveStale(f.Path)
 }
 
-// ErrStateDiscarded wraps the reason a state file could not be used; the
-// file has been moved aside and an empty state returned.
+// ErrStateDiscarded wraps the reason a state file could not be used; an
+// empty state is returned, and the file has been moved aside, or is moved
+// aside before the first Save replaces it (a read-only directory).
 var ErrStateDiscarded = errors.New("state file discarded")
 
 // Load reads the file. A missing file is an empty state. A truncated,
-// corrupt or incompatible file is renamed to <path>.corrupt-<time> and an
-// empty state is returned with an error wrapping ErrStateDiscarded, so the
-// caller rebuilds from the runtime instead of crash-looping.
+// corrupt or incompatible file is renamed to <path>.corrupt-<time>, and a
+// file that cannot be read (EIO, EACCES) to <path>.unreadable-<time>: an
+// empty state is returned with an error wrapping ErrStateDiscarded, so
+// the caller rebuilds from the runtime instead of crash-looping or, on a
+// disk that went read-only, failing every Synchronize and pinning nothing
+// (review rvA). When the file cannot be moved aside (a read-only state
+// directory), it stays where it is, and Save moves it aside before it
+// writes, failing until it can: a rebuilt state never replaces the only
+// copy of what the file held, records of holds a passing read error hid
+// included.
 func (f *FileStore) Load() (*State, error) {
 	f.removeStaleTemps()
+	f.unmoved = nil
 	data, err := os.ReadFile(f.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return NewState(), nil
 	}
+	kind, problem := "corrupt", err
 	if err != nil {
-		return NewState(), fmt.Errorf("reading state %s: %w", f.Path, err)
+		kind, problem = "unreadable", fmt.Errorf("cannot be read: %w", err)
+	} else {
+		var st *State
+		if st, problem = decodeState(data); problem == nil {
+			return st, nil
+		}
 	}
-	st, problem := decodeState(data)
-	if problem == nil {
-		return st, nil
-	}
-	aside := fmt.Sprintf("%s.corrupt-%s", f.Path, f.now().UTC().Format("20060102T150405.000000000Z"))
-	if err := os.Rename(f.Path, aside); err != nil {
-		return NewState(), fmt.Errorf("state %s is unusable (%v) and could not be moved aside: %w", f.Path, problem, err)
+	aside := fmt.Sprintf("%s.%s-%s", f.Path, kind, f.now().UTC().Format("20060102T150405.000000000Z"))
+	if err := f.rename(f.Path, aside); err != nil {
+		f.unmoved = &unmovedFile{aside: aside, why: problem.Error()}
+		return NewState(), fmt.Errorf("%w: %s: %v; it could not be moved aside (%v), so it is left as it is and nothing replaces it until it is moved to %s; rebuilding from the runtime",
+			ErrStateDiscarded, f.Path, problem, err, aside)
 	}
 	return NewState(), fmt.Errorf("%w: %s: %v; moved to %s, rebuilding from the runtime", ErrStateDiscarded, f.Path, problem, aside)
+}
+
+// moveUnmoved moves the file Load could not use aside, if it could not
+// then; an error while it still cannot.
+func (f *FileStore) moveUnmoved() error {
+	if f.unmoved == nil {
+		return nil
+	}
+	if err := f.rename(f.Path, f.unmoved.aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("state %s is not replaced: the file found at start (%s) must first be moved to %s, which failed: %w", f.Path, f.unmoved.why, f.unmoved.aside, err)
+	}
+	f.unmoved = nil
+	return nil
 }
 
 func decodeState(data []byte) (*State, error) {
@@ -412,6 +453,9 @@ func (f *FileStore) Save(st *State) error {
 		return fmt.Errorf("encoding state: %w", err)
 	}
 	f.out = data
+	if err := f.moveUnmoved(); err != nil {
+		return err
+	}
 	dir := filepath.Dir(f.Path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating state directory: %w", err)

@@ -5,8 +5,10 @@ package cli
 //
 //   - /healthz: the process serves; a liveness probe's endpoint.
 //   - /readyz: the node pins containers and remembers them: registered with
-//     the runtime and synchronized on that connection, and the state writer
-//     not failing. 200 "ok", or 503 with one line per failed check;
+//     the runtime and synchronized on that connection, the state writer
+//     not failing, and the journal of host files' originals open (else
+//     isolation is degraded, though pinning goes on). 200 "ok", or 503
+//     with one line per failed check;
 //     ?verbose lists every check the way the kube-apiserver does.
 //
 // The DRA driver is shown by ?verbose and does not make the daemon
@@ -37,10 +39,11 @@ type readyCheck struct {
 }
 
 // ready is what /readyz asks of the plugin (run passes its *plugin.Plugin):
-// the endpoints need only these two answers of the daemon.
+// the endpoints need only these answers of the daemon.
 type ready interface {
 	RuntimeReady() error
 	StateWriterReady() error
+	IsolationReady() error
 }
 
 // readyChecks are the daemon's checks: the plugin's, and the DRA driver's
@@ -49,6 +52,7 @@ func readyChecks(p ready, d Driver) []readyCheck {
 	checks := []readyCheck{
 		{name: "runtime", check: p.RuntimeReady},
 		{name: "state-writer", check: p.StateWriterReady},
+		{name: "isolation", check: p.IsolationReady},
 	}
 	if d != nil {
 		checks = append(checks, readyCheck{name: "dra", check: func() error { return draReady(d.Status()) }, informational: true})

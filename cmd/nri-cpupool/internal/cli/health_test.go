@@ -157,6 +157,7 @@ func TestMetricsHandlerReportsTheDriver(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, code, "no runtime")
 	assert.Contains(t, body, "[-]runtime failed: not connected to the runtime yet\n")
 	assert.Contains(t, body, "[+]state-writer ok\n")
+	assert.Contains(t, body, "[+]isolation ok\n", "the journal of host files opened")
 	assert.Contains(t, body, "[!]dra waiting-for-kubelet (informational")
 	code, body = probe(h, "/healthz")
 	assert.Equal(t, http.StatusOK, code)

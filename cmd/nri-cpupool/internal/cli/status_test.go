@@ -45,11 +45,12 @@ func TestStatusOfADaemonThatWaitsForTheRuntime(t *testing.T) {
 	assert.Contains(t, out, "\nRuntime: waiting-for-runtime since 2026-03-01T08:00:00Z: cannot reach the runtime at /run/x.sock; retrying\n")
 }
 
-// fixedReady answers /readyz's two checks as told.
-type fixedReady struct{ runtime, writer error }
+// fixedReady answers /readyz's checks as told.
+type fixedReady struct{ runtime, writer, isolation error }
 
 func (r fixedReady) RuntimeReady() error     { return r.runtime }
 func (r fixedReady) StateWriterReady() error { return r.writer }
+func (r fixedReady) IsolationReady() error   { return r.isolation }
 
 // TestStatusAndExplainSayWhenTheStateWriterFails: a state file written
 // before the daemon's writes began to fail looks current; status and
