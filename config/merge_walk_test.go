@@ -91,3 +91,24 @@ func TestParseOfAliasesBeyondTheWalkBudgetSaysSo(t *testing.T) {
 	assert.Contains(t, err.Error(), "allowedNamespaces.k0: unknown pool")
 	assert.NotContains(t, err.Error(), "anchors and aliases")
 }
+
+// TestParseTakesAListOfMerges: "<<: [*a, *b]" merges each mapping of the
+// list, as YAML has it and the decoder does; the walk took the list for
+// the mapping itself and refused a valid config ("pools.shared: a list,
+// want a mapping of keys"). A misspelt key in a merged mapping is still
+// named at the place it is merged.
+func TestParseTakesAListOfMerges(t *testing.T) {
+	cfg, err := Parse(strings.NewReader("pools:\n  exclusive: &a {count: 2}\n  shared:\n    <<: [*a, {cpus: \"\"}]\n"), "c.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, 2, cfg.Pools.Shared.Count)
+	msg := mustFail(t, "pools:\n  exclusive: &a {count: 2, cuont: 3}\n  shared:\n    <<: [*a]\n")
+	assert.Contains(t, msg, "unknown key pools.shared.cuont; did you mean pools.shared.count?")
+	assert.NotContains(t, msg, "a list, want")
+}
+
+// TestParseOfAListMergeThatHoldsItselfEnds: a merged list that holds
+// itself is refused, not walked round for ever.
+func TestParseOfAListMergeThatHoldsItselfEnds(t *testing.T) {
+	err := parseWithin(t, "pools:\n  shared:\n    <<: &l [*l, {count: 1}]\n", 5*time.Second)
+	require.Error(t, err)
+}

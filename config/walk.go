@@ -177,10 +177,26 @@ func (f *docFindings) walk(n *yaml.Node, t reflect.Type, path string, depth int,
 }
 
 // walkMerge walks the mapping v that a "<<" key merges into a mapping of
-// type t at path, unless it was walked there already.
+// type t at path, unless it was walked there already; a list of mappings
+// ("<<: [*a, *b]") merges each of them, as the decoder does.
 func (f *docFindings) walkMerge(v *yaml.Node, t reflect.Type, path string, depth int, kinds bool) {
 	for v.Kind == yaml.AliasNode && v.Alias != nil {
 		v = v.Alias
+	}
+	if v.Kind == yaml.SequenceNode {
+		for _, m := range v.Content {
+			for m.Kind == yaml.AliasNode && m.Alias != nil {
+				m = m.Alias
+			}
+			if m.Kind == yaml.SequenceNode {
+				// The decoder refuses a list in the list (and one
+				// may hold itself: "&l [*l]"); the walk has nothing
+				// of the type to say of it.
+				continue
+			}
+			f.walkMerge(m, t, path, depth, kinds)
+		}
+		return
 	}
 	key := mergeVisit{n: v, t: t, path: path, depth: depth, kinds: kinds}
 	if f.merged[key] {
