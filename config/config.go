@@ -477,6 +477,9 @@ func decodeError(err error, found docFindings) string {
 	explained := map[string]bool{}
 	for _, u := range unknown {
 		lines = append(lines, u.String())
+		if u.inInlineMap {
+			explained[fmt.Sprintf("line %d: ", u.Line)] = true
+		}
 	}
 	for _, e := range typed {
 		lines = append(lines, e.String())

@@ -145,7 +145,17 @@ func (f *docFindings) walk(n *yaml.Node, t reflect.Type, path string, depth int,
 				continue
 			}
 			if et := inlineMapElem(t); et != nil {
-				// The decoder puts every other key into the inline map.
+				if closest(k.Value, fields) != "" {
+					// The decoder puts every other key into the inline
+					// map, and refuses its value if it is not of the
+					// map's kind; but a key this near a field is a typo
+					// of it, not a key of the map whose value is wrong
+					// ("annotation: {...}" wants no string).
+					u := newUnknownKey(path, k, fields)
+					u.inInlineMap = true
+					f.unknown = append(f.unknown, u)
+					continue
+				}
 				f.walk(v, et, joinPath(path, keyEcho(k.Value)), depth+1, kinds)
 				continue
 			}

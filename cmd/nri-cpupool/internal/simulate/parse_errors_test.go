@@ -28,6 +28,13 @@ func TestParseErrorsSayWhatWhereAndHowToFix(t *testing.T) {
 			"line 2: steps[0].create.annotations: a list, want a mapping (name: value)"}},
 		{"a misspelt key of resize", "steps:\n  - resize: {pod: a, container: b, cpu: \"2\"}\n", []string{
 			"line 2: unknown key steps[0].resize.cpu; did you mean steps[0].resize.cpus?"}},
+		// A misspelt key of create is unknown, with the key meant, though
+		// the hugepage limits' map takes every key create does not name:
+		// the key did not "want a string".
+		{"a misspelt key of create with a mapping", "steps:\n  - create: {pod: a, container: b, annotation: {cpupool.dev/pool: shared}}\n", []string{
+			"line 2: unknown key steps[0].create.annotation; did you mean steps[0].create.annotations?"}},
+		{"a misspelt key of create with a list", "steps:\n  - create: {pod: a, container: b, device: [/sys/devices/x]}\n", []string{
+			"line 2: unknown key steps[0].create.device; did you mean steps[0].create.devices?"}},
 		{"a list for a hugepage limit", "steps:\n  - create: {pod: a, container: b, hugepages-2Mi: [64Mi]}\n", []string{
 			"line 2: steps[0].create.hugepages-2Mi: a list, want a string"}},
 		{"a list for the file", "- create: {pod: a, container: b}\n", []string{
@@ -45,7 +52,11 @@ func TestParseErrorsSayWhatWhereAndHowToFix(t *testing.T) {
 					t.Errorf("error %q does not say %q", msg, w)
 				}
 			}
-			for _, bad := range []string{"simulate.", "!!", "EOF", "not found in type", "unmarshal"} {
+			bads := []string{"simulate.", "!!", "EOF", "not found in type", "unmarshal"}
+			if strings.HasPrefix(tc.name, "a misspelt key") {
+				bads = append(bads, "want a")
+			}
+			for _, bad := range bads {
 				if strings.Contains(msg, bad) {
 					t.Errorf("error %q says %q", msg, bad)
 				}
