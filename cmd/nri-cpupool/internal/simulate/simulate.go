@@ -287,7 +287,7 @@ func (r *Runner) create(c *Create) Result {
 		request = limit // Kubernetes defaults the request to the limit.
 	}
 	if limit > 0 && request > limit {
-		return fail(fmt.Errorf("cpus %q is larger than limit %q", c.CPUs, c.Limit))
+		return fail(fmt.Errorf("cpus %s is larger than limit %s", cpulist.EchoLong(c.CPUs), cpulist.EchoLong(c.Limit)))
 	}
 	qos := c.QoS
 	switch {
@@ -298,7 +298,7 @@ func (r *Runner) create(c *Create) Result {
 	case qos == "":
 		qos = allocator.QoSBestEffort
 	case qos != allocator.QoSGuaranteed && qos != allocator.QoSBurstable && qos != allocator.QoSBestEffort:
-		return fail(fmt.Errorf("qos %q: use guaranteed, burstable or besteffort", qos))
+		return fail(fmt.Errorf("qos %s: use guaranteed, burstable or besteffort", cpulist.EchoLong(qos)))
 	}
 	var devNUMA []int
 	for _, d := range c.Devices {
@@ -467,14 +467,14 @@ func milli(key, s string) (int64, error) {
 	}
 	q, err := resource.ParseQuantity(strings.TrimSpace(s))
 	if err != nil {
-		return 0, fmt.Errorf("%s %q is not a CPU quantity (write e.g. \"2\", \"500m\" or \"1.5\")", key, s)
+		return 0, fmt.Errorf("%s %s is not a CPU quantity (write e.g. \"2\", \"500m\" or \"1.5\")", key, cpulist.EchoLong(s))
 	}
 	if q.Sign() < 0 {
-		return 0, fmt.Errorf("%s %q is negative", key, s)
+		return 0, fmt.Errorf("%s %s is negative", key, cpulist.EchoLong(s))
 	}
 	// MilliValue wraps around beyond int64: bound the quantity first.
 	if q.Cmp(*resource.NewQuantity(cpulist.MaxCPUs, resource.DecimalSI)) > 0 {
-		return 0, fmt.Errorf("%s %q is larger than any node (at most %d CPUs)", key, s, cpulist.MaxCPUs)
+		return 0, fmt.Errorf("%s %s is larger than any node (at most %d CPUs)", key, cpulist.EchoLong(s), cpulist.MaxCPUs)
 	}
 	return q.MilliValue(), nil
 }
