@@ -37,6 +37,14 @@ func TestParseErrorsSayWhatWhereAndHowToFix(t *testing.T) {
 			"line 2: unknown key steps[0].create.device; did you mean steps[0].create.devices?"}},
 		{"a list for a hugepage limit", "steps:\n  - create: {pod: a, container: b, hugepages-2Mi: [64Mi]}\n", []string{
 			"line 2: steps[0].create.hugepages-2Mi: a list, want a string"}},
+		// Steps all commented out, or none, run nothing: say so.
+		{"steps commented out", "steps:\n# - create: {pod: a, container: b}\n", []string{
+			"requests rq.yaml: no steps, the file lists none", "create, remove or resize"}},
+		{"an empty list of steps", "steps: []\n", []string{"requests rq.yaml: no steps, the file lists none"}},
+		// The second document's steps would never run (validate refuses
+		// one in the config, for the daemon would ignore it).
+		{"a second document", "steps:\n  - create: {pod: a, container: b}\n---\nsteps:\n  - create: {pod: c, container: d}\n", []string{
+			"requests rq.yaml: line 3: a second YAML document starts here (after \"---\"), which simulate would ignore: put every step in the first document"}},
 		{"a list for the file", "- create: {pod: a, container: b}\n", []string{
 			"line 1: the file: a list, want a mapping of keys", "steps:"}},
 	}
@@ -62,5 +70,21 @@ func TestParseErrorsSayWhatWhereAndHowToFix(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseLetsAnEmptySecondDocumentBe: a trailing "---", or one of an
+// empty mapping, runs nothing that is lost, as validate lets it be.
+func TestParseLetsAnEmptySecondDocumentBe(t *testing.T) {
+	for _, data := range []string{
+		"steps:\n  - create: {pod: a, container: b}\n---\n",
+		"steps:\n  - create: {pod: a, container: b}\n--- {}\n# more later\n",
+	} {
+		f, err := Parse([]byte(data), "rq.yaml")
+		if err != nil {
+			t.Errorf("%q: %v", data, err)
+		} else if len(f.Steps) != 1 {
+			t.Errorf("%q: %d steps, want 1", data, len(f.Steps))
+		}
 	}
 }
