@@ -399,6 +399,11 @@ func Parse(r io.Reader, name string) (*Config, error) {
 		// number (it truncates count: 1.5 to 1).
 		err = errSilentlyConverted
 	}
+	if err == nil && found.exhausted {
+		// The walk looks for what the decoder took without a word; what
+		// it could not look at is not trusted.
+		err = errNotChecked
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("config %s: %s (keys are documented in docs/configuration.md and packaging/config.yaml)", name, decodeError(err, found))
 	}
@@ -447,6 +452,10 @@ func emptyDocument(root *yaml.Node) bool {
 // that findDocProblems finds of the wrong kind; its typeError says what it is.
 var errSilentlyConverted = errors.New("a value does not fit its key")
 
+// errNotChecked stands for the decoder's error where it took a file that
+// findDocProblems could not walk to the end; decodeError says why.
+var errNotChecked = errors.New("not checked")
+
 // decodeError says what the strict decoder refused, naming unknown keys by
 // their YAML path with the nearest known key, and values of the wrong kind
 // by their key path with the kind the key takes, instead of the decoder's
@@ -454,20 +463,23 @@ var errSilentlyConverted = errors.New("a value does not fit its key")
 // findings follow, those on a line already explained left out.
 func decodeError(err error, found docFindings) string {
 	unknown, typed := found.unknown, found.typed
-	if len(unknown) == 0 && len(typed) == 0 {
+	if len(unknown) == 0 && len(typed) == 0 && !found.exhausted {
 		return strings.TrimPrefix(err.Error(), "yaml: ")
 	}
 	rest := []string{strings.TrimPrefix(err.Error(), "yaml: ")}
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		rest = te.Errors
-	} else if errors.Is(err, errSilentlyConverted) {
+	} else if errors.Is(err, errSilentlyConverted) || errors.Is(err, errNotChecked) {
 		rest = nil
 	}
 	lines := make([]string, 0, len(unknown)+len(typed)+len(rest))
 	explained := map[string]bool{}
 	for _, u := range unknown {
 		lines = append(lines, u.String())
+		if u.inInlineMap {
+			explained[fmt.Sprintf("line %d: ", u.Line)] = true
+		}
 	}
 	for _, e := range typed {
 		lines = append(lines, e.String())
@@ -478,6 +490,9 @@ func decodeError(err error, found docFindings) string {
 			continue
 		}
 		lines = append(lines, e)
+	}
+	if found.exhausted {
+		lines = append(lines, tooManyAliasedValues)
 	}
 	return strings.Join(lines, "\n  ")
 }

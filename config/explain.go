@@ -13,3 +13,7 @@ import "reflect"
 func ExplainDecodeError(data []byte, t reflect.Type, err error) string {
 	return decodeError(err, findDocProblemsIn(data, t))
 }
+
+// KeyEcho repeats a key of such a file in an error as Parse does: plain
+// when it is a short printable word, else quoted and bounded.
+func KeyEcho(k string) string { return keyEcho(k) }

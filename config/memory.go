@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 // Memory is what every NUMA node keeps for the host: the plugin counts the
@@ -54,11 +56,11 @@ func (m Memory) ReservedPages() map[int64]int64 {
 func HugePageSizeKB(name string) (int64, error) {
 	q, err := resource.ParseQuantity(name)
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a page size such as 2Mi or 1Gi", name)
+		return 0, fmt.Errorf("%s is not a page size such as 2Mi or 1Gi", cpulist.EchoLong(name))
 	}
 	b := q.Value()
 	if b < 4096 || b&(b-1) != 0 {
-		return 0, fmt.Errorf("%q is not a page size (a power of two of at least 4Ki, such as 2Mi or 1Gi)", name)
+		return 0, fmt.Errorf("%s is not a page size (a power of two of at least 4Ki, such as 2Mi or 1Gi)", cpulist.EchoLong(name))
 	}
 	return b / 1024, nil
 }

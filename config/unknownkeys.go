@@ -15,6 +15,10 @@ type unknownKey struct {
 	Path    string
 	Line    int
 	Suggest string
+	// inInlineMap says the decoder took the key into an inline map: its
+	// error, if any, is of the value's kind on the key's line, which this
+	// key explains.
+	inInlineMap bool
 }
 
 func (u unknownKey) String() string {

@@ -20,11 +20,43 @@ import (
 type docFindings struct {
 	unknown []unknownKey
 	typed   []typeError
+	// exhausted says the walk stopped at its budget: what it found is
+	// only part of what the file holds (tooManyAliasedValues).
+	exhausted bool
+
+	// merged are the merges already walked, by what the walk of one
+	// depends on: the same mapping merged again at the same place (a
+	// repeated "<<" key, or two merged mappings that merge a third) adds
+	// no key and no finding, and following each anew costs K^L visits for
+	// K repeats L merges deep (a 1 KiB file hung validate and the daemon).
+	merged map[mergeVisit]bool
+	// visits counts the nodes walked; budget bounds them (walkBudget).
+	visits, budget int
+}
+
+// mergeVisit is one walk of a merged mapping: its node, the type it
+// fills, the path its keys take, the depth and whether kinds are judged.
+type mergeVisit struct {
+	n     *yaml.Node
+	t     reflect.Type
+	path  string
+	depth int
+	kinds bool
 }
 
 // maxKeyDepth bounds the walk: the configuration nests a few levels, and a
 // file that nests deeper is wrong anyway (the decoder reports it).
 const maxKeyDepth = 16
+
+// maxAliasedVisits is how many nodes the walk visits beyond those the file
+// holds, through aliases (the same list under a hundred keys is walked a
+// hundred times, once for each path). Merges are walked once a place, so
+// only aliases the type nests multiply, and no real file comes near; it is
+// the backstop, as "excessive aliasing" is the decoder's.
+const maxAliasedVisits = 100_000
+
+// tooManyAliasedValues says the walk ran out of its budget.
+var tooManyAliasedValues = fmt.Sprintf("the file's anchors and aliases (&name, *name, <<: *name) expand it by more than %d values, too many to check; write the values out, or use fewer aliases", maxAliasedVisits)
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
@@ -38,13 +70,26 @@ func findDocProblems(data []byte) docFindings {
 // findDocProblemsIn is findDocProblems for a document decoded into a value
 // of type t (ExplainDecodeError).
 func findDocProblemsIn(data []byte, t reflect.Type) docFindings {
-	var f docFindings
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
-		return f
+		return docFindings{}
 	}
+	f := docFindings{merged: map[mergeVisit]bool{}, budget: countNodes(&doc) + maxAliasedVisits}
 	f.walk(doc.Content[0], t, "", 0, true)
 	return f
+}
+
+// countNodes is how many nodes the document holds, an alias one node
+// (not what it stands for): what a walk without aliases visits at most.
+func countNodes(root *yaml.Node) int {
+	n := 0
+	for stack := []*yaml.Node{root}; len(stack) > 0; {
+		top := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n++
+		stack = append(stack, top.Content...)
+	}
+	return n
 }
 
 // walk visits node n, which the decoder reads into a value of type t at
@@ -53,6 +98,10 @@ func findDocProblemsIn(data []byte, t reflect.Type) docFindings {
 // looked up.
 func (f *docFindings) walk(n *yaml.Node, t reflect.Type, path string, depth int, kinds bool) {
 	if depth > maxKeyDepth {
+		return
+	}
+	if f.visits++; f.visits > f.budget {
+		f.exhausted = true
 		return
 	}
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
@@ -88,7 +137,7 @@ func (f *docFindings) walk(n *yaml.Node, t reflect.Type, path string, depth int,
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Value == "<<" { // a merge: its keys are this mapping's
-				f.walk(v, t, path, depth+1, kinds)
+				f.walkMerge(v, t, path, depth+1, kinds)
 				continue
 			}
 			if ft, ok := fields[k.Value]; ok {
@@ -96,7 +145,17 @@ func (f *docFindings) walk(n *yaml.Node, t reflect.Type, path string, depth int,
 				continue
 			}
 			if et := inlineMapElem(t); et != nil {
-				// The decoder puts every other key into the inline map.
+				if closest(k.Value, fields) != "" {
+					// The decoder puts every other key into the inline
+					// map, and refuses its value if it is not of the
+					// map's kind; but a key this near a field is a typo
+					// of it, not a key of the map whose value is wrong
+					// ("annotation: {...}" wants no string).
+					u := newUnknownKey(path, k, fields)
+					u.inInlineMap = true
+					f.unknown = append(f.unknown, u)
+					continue
+				}
 				f.walk(v, et, joinPath(path, keyEcho(k.Value)), depth+1, kinds)
 				continue
 			}
@@ -125,6 +184,36 @@ func (f *docFindings) walk(n *yaml.Node, t reflect.Type, path string, depth int,
 			}
 		}
 	}
+}
+
+// walkMerge walks the mapping v that a "<<" key merges into a mapping of
+// type t at path, unless it was walked there already; a list of mappings
+// ("<<: [*a, *b]") merges each of them, as the decoder does.
+func (f *docFindings) walkMerge(v *yaml.Node, t reflect.Type, path string, depth int, kinds bool) {
+	for v.Kind == yaml.AliasNode && v.Alias != nil {
+		v = v.Alias
+	}
+	if v.Kind == yaml.SequenceNode {
+		for _, m := range v.Content {
+			for m.Kind == yaml.AliasNode && m.Alias != nil {
+				m = m.Alias
+			}
+			if m.Kind == yaml.SequenceNode {
+				// The decoder refuses a list in the list (and one
+				// may hold itself: "&l [*l]"); the walk has nothing
+				// of the type to say of it.
+				continue
+			}
+			f.walkMerge(m, t, path, depth, kinds)
+		}
+		return
+	}
+	key := mergeVisit{n: v, t: t, path: path, depth: depth, kinds: kinds}
+	if f.merged[key] {
+		return
+	}
+	f.merged[key] = true
+	f.walk(v, t, path, depth, kinds)
 }
 
 // yamlFields maps a struct's YAML keys to their types, as yaml.v3 names

@@ -44,8 +44,9 @@ func target(d map[string]any, i int) map[string]any {
 	return panel(d, i)["targets"].([]any)[0].(map[string]any)
 }
 
-// promtool is make lint's, named by $PROMTOOL (make sets none for go test:
-// run PROMTOOL=~/.cache/nri-cpupool-tools/promtool-v0.316.0 go test ./tools/dashcheck).
+// promtool is make lint's, named by $PROMTOOL: make unit (and so make
+// test) sets it; by hand, run
+// PROMTOOL=~/.cache/nri-cpupool-tools/promtool-v0.316.0 go test ./tools/dashcheck.
 func promtool(t *testing.T) string {
 	p := os.Getenv("PROMTOOL")
 	if p == "" {

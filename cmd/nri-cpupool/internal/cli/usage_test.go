@@ -114,7 +114,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 	assert.True(t, strings.HasPrefix(errOut, `invalid value "loud" for flag -log-level: unknown level "loud"; use trace, debug, info, warn or error`+"\nUsage: nri-cpupool run"), errOut)
 	assert.NotContains(t, errOut, "logLevel:")
 
-	requests := writeFile(t, "steps: []\n")
+	requests := writeFile(t, "steps:\n  - remove: {pod: a}\n")
 	code, out, errOut = run(t, "simulate", "--topology", "vm-2cpu", "--isolated-cpus", "1-x", "--requests", requests)
 	assert.Equal(t, 2, code)
 	assert.Empty(t, out)

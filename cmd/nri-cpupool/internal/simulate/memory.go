@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
@@ -38,7 +39,7 @@ const (
 func checkLimitKeys(c *Create) error {
 	for _, k := range slices.Sorted(maps.Keys(c.HugePages)) {
 		if !strings.HasPrefix(k, hugePagesPrefix) {
-			return fmt.Errorf("unknown key %q (a create takes pod, namespace, container, cpus, limit, memory, hugepages-<size> such as hugepages-2Mi, qos, annotations and devices)", k)
+			return fmt.Errorf("unknown key %s (a create takes pod, namespace, container, cpus, limit, memory, hugepages-<size> such as hugepages-2Mi, qos, annotations and devices)", cpulist.EchoLong(k))
 		}
 	}
 	return nil
@@ -62,13 +63,13 @@ func demandOf(c *Create) (numamem.Demand, error) {
 		name := strings.TrimPrefix(key, hugePagesPrefix)
 		sizeKB, err := config.HugePageSizeKB(name)
 		if err == nil && sizeKB > maxPageSizeKB {
-			err = fmt.Errorf("%q is larger than any page size (at most 16Gi)", name)
+			err = fmt.Errorf("%s is larger than any page size (at most 16Gi)", cpulist.EchoLong(name))
 		}
 		if err != nil {
-			return d, fmt.Errorf("%s: %w", key, err)
+			return d, fmt.Errorf("%s: %w", config.KeyEcho(key), err)
 		}
 		if slices.ContainsFunc(d.HugePages, func(p numamem.Pages) bool { return p.SizeKB == sizeKB }) {
-			return d, fmt.Errorf("%s: the page size %s is asked for twice; give each size once", key, sysfs.HugePageSizeName(sizeKB))
+			return d, fmt.Errorf("%s: the page size %s is asked for twice; give each size once", config.KeyEcho(key), sysfs.HugePageSizeName(sizeKB))
 		}
 		b, err := bytesOf(key, c.HugePages[key])
 		if err != nil {
@@ -76,8 +77,8 @@ func demandOf(c *Create) (numamem.Demand, error) {
 		}
 		if size := sizeKB * 1024; b%size != 0 {
 			n := b / size
-			return d, fmt.Errorf("%s %q is not a whole number of %s pages; write a multiple of %s, such as %q or %q",
-				key, c.HugePages[key], sysfs.HugePageSizeName(sizeKB), sysfs.HugePageSizeName(sizeKB),
+			return d, fmt.Errorf("%s %s is not a whole number of %s pages; write a multiple of %s, such as %q or %q",
+				config.KeyEcho(key), cpulist.EchoLong(c.HugePages[key]), sysfs.HugePageSizeName(sizeKB), sysfs.HugePageSizeName(sizeKB),
 				numamem.Bytes(n*size), numamem.Bytes((n+1)*size))
 		}
 		if n := b / (sizeKB * 1024); n > 0 {
@@ -92,14 +93,14 @@ func demandOf(c *Create) (numamem.Demand, error) {
 func bytesOf(key, s string) (int64, error) {
 	q, err := resource.ParseQuantity(strings.TrimSpace(s))
 	if err != nil {
-		return 0, fmt.Errorf("%s %q is not a quantity of memory (write e.g. \"64Mi\" or \"2Gi\")", key, s)
+		return 0, fmt.Errorf("%s %s is not a quantity of memory (write e.g. \"64Mi\" or \"2Gi\")", config.KeyEcho(key), cpulist.EchoLong(s))
 	}
 	if q.Sign() < 0 {
-		return 0, fmt.Errorf("%s %q is negative; write a quantity of 0 or more, such as \"64Mi\"", key, s)
+		return 0, fmt.Errorf("%s %s is negative; write a quantity of 0 or more, such as \"64Mi\"", config.KeyEcho(key), cpulist.EchoLong(s))
 	}
 	// Value wraps around beyond int64: bound the quantity first.
 	if q.Cmp(*resource.NewQuantity(maxMemoryBytes, resource.BinarySI)) > 0 {
-		return 0, fmt.Errorf("%s %q is larger than any node (at most 1Pi)", key, s)
+		return 0, fmt.Errorf("%s %s is larger than any node (at most 1Pi)", config.KeyEcho(key), cpulist.EchoLong(s))
 	}
 	return q.Value(), nil
 }

@@ -28,8 +28,23 @@ func TestParseErrorsSayWhatWhereAndHowToFix(t *testing.T) {
 			"line 2: steps[0].create.annotations: a list, want a mapping (name: value)"}},
 		{"a misspelt key of resize", "steps:\n  - resize: {pod: a, container: b, cpu: \"2\"}\n", []string{
 			"line 2: unknown key steps[0].resize.cpu; did you mean steps[0].resize.cpus?"}},
+		// A misspelt key of create is unknown, with the key meant, though
+		// the hugepage limits' map takes every key create does not name:
+		// the key did not "want a string".
+		{"a misspelt key of create with a mapping", "steps:\n  - create: {pod: a, container: b, annotation: {cpupool.dev/pool: shared}}\n", []string{
+			"line 2: unknown key steps[0].create.annotation; did you mean steps[0].create.annotations?"}},
+		{"a misspelt key of create with a list", "steps:\n  - create: {pod: a, container: b, device: [/sys/devices/x]}\n", []string{
+			"line 2: unknown key steps[0].create.device; did you mean steps[0].create.devices?"}},
 		{"a list for a hugepage limit", "steps:\n  - create: {pod: a, container: b, hugepages-2Mi: [64Mi]}\n", []string{
 			"line 2: steps[0].create.hugepages-2Mi: a list, want a string"}},
+		// Steps all commented out, or none, run nothing: say so.
+		{"steps commented out", "steps:\n# - create: {pod: a, container: b}\n", []string{
+			"requests rq.yaml: no steps, the file lists none", "create, remove or resize"}},
+		{"an empty list of steps", "steps: []\n", []string{"requests rq.yaml: no steps, the file lists none"}},
+		// The second document's steps would never run (validate refuses
+		// one in the config, for the daemon would ignore it).
+		{"a second document", "steps:\n  - create: {pod: a, container: b}\n---\nsteps:\n  - create: {pod: c, container: d}\n", []string{
+			"requests rq.yaml: line 3: a second YAML document starts here (after \"---\"), which simulate would ignore: put every step in the first document"}},
 		{"a list for the file", "- create: {pod: a, container: b}\n", []string{
 			"line 1: the file: a list, want a mapping of keys", "steps:"}},
 	}
@@ -45,11 +60,31 @@ func TestParseErrorsSayWhatWhereAndHowToFix(t *testing.T) {
 					t.Errorf("error %q does not say %q", msg, w)
 				}
 			}
-			for _, bad := range []string{"simulate.", "!!", "EOF", "not found in type", "unmarshal"} {
+			bads := []string{"simulate.", "!!", "EOF", "not found in type", "unmarshal"}
+			if strings.HasPrefix(tc.name, "a misspelt key") {
+				bads = append(bads, "want a")
+			}
+			for _, bad := range bads {
 				if strings.Contains(msg, bad) {
 					t.Errorf("error %q says %q", msg, bad)
 				}
 			}
 		})
+	}
+}
+
+// TestParseLetsAnEmptySecondDocumentBe: a trailing "---", or one of an
+// empty mapping, runs nothing that is lost, as validate lets it be.
+func TestParseLetsAnEmptySecondDocumentBe(t *testing.T) {
+	for _, data := range []string{
+		"steps:\n  - create: {pod: a, container: b}\n---\n",
+		"steps:\n  - create: {pod: a, container: b}\n--- {}\n# more later\n",
+	} {
+		f, err := Parse([]byte(data), "rq.yaml")
+		if err != nil {
+			t.Errorf("%q: %v", data, err)
+		} else if len(f.Steps) != 1 {
+			t.Errorf("%q: %d steps, want 1", data, len(f.Steps))
+		}
 	}
 }

@@ -107,6 +107,14 @@ func Parse(data []byte, path string) (*File, error) {
 		}
 		return nil, fmt.Errorf("requests %s: %s %s", path, config.ExplainDecodeError(data, reflect.TypeFor[File](), err), formatHint)
 	}
+	if err := onlyDocument(dec); err != nil {
+		return nil, fmt.Errorf("requests %s: %w", path, err)
+	}
+	if len(f.Steps) == 0 {
+		// Steps all commented out run nothing, and a run of nothing
+		// looks like a run that went well.
+		return nil, fmt.Errorf("requests %s: no steps, the file lists none (are they commented out?) %s", path, formatHint)
+	}
 	for i, s := range f.Steps {
 		given := 0
 		for _, p := range []bool{s.Create != nil, s.Remove != nil, s.Resize != nil} {
@@ -133,6 +141,40 @@ func Parse(data []byte, path string) (*File, error) {
 		}
 	}
 	return &f, nil
+}
+
+// onlyDocument reads what follows the first YAML document of a requests
+// file: simulate runs the steps of one, and a second one ("---", as a
+// concatenated file has it) was ignored without a word, its steps never
+// run; validate refuses one in the config alike. An empty one (a trailing
+// "---", one of comments only, or "{}") runs nothing and is let be.
+func onlyDocument(dec *yaml.Decoder) error {
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("after the first YAML document: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if len(doc.Content) == 1 && emptyDocument(doc.Content[0]) {
+			continue
+		}
+		return fmt.Errorf("line %d: a second YAML document starts here (after \"---\"), which simulate would ignore: put every step in the first document", doc.Line)
+	}
+}
+
+// emptyDocument tells whether a document's root is nothing (null) or a
+// mapping without a key ("--- {}").
+func emptyDocument(root *yaml.Node) bool {
+	switch root.Kind {
+	case yaml.ScalarNode:
+		return root.Tag == "!!null"
+	case yaml.MappingNode:
+		return len(root.Content) == 0
+	}
+	return false
 }
 
 // Result is one step's outcome; the JSON fields are a documented interface.
@@ -287,7 +329,7 @@ func (r *Runner) create(c *Create) Result {
 		request = limit // Kubernetes defaults the request to the limit.
 	}
 	if limit > 0 && request > limit {
-		return fail(fmt.Errorf("cpus %q is larger than limit %q", c.CPUs, c.Limit))
+		return fail(fmt.Errorf("cpus %s is larger than limit %s", cpulist.EchoLong(c.CPUs), cpulist.EchoLong(c.Limit)))
 	}
 	qos := c.QoS
 	switch {
@@ -298,7 +340,7 @@ func (r *Runner) create(c *Create) Result {
 	case qos == "":
 		qos = allocator.QoSBestEffort
 	case qos != allocator.QoSGuaranteed && qos != allocator.QoSBurstable && qos != allocator.QoSBestEffort:
-		return fail(fmt.Errorf("qos %q: use guaranteed, burstable or besteffort", qos))
+		return fail(fmt.Errorf("qos %s: use guaranteed, burstable or besteffort", cpulist.EchoLong(qos)))
 	}
 	var devNUMA []int
 	for _, d := range c.Devices {
@@ -467,14 +509,14 @@ func milli(key, s string) (int64, error) {
 	}
 	q, err := resource.ParseQuantity(strings.TrimSpace(s))
 	if err != nil {
-		return 0, fmt.Errorf("%s %q is not a CPU quantity (write e.g. \"2\", \"500m\" or \"1.5\")", key, s)
+		return 0, fmt.Errorf("%s %s is not a CPU quantity (write e.g. \"2\", \"500m\" or \"1.5\")", key, cpulist.EchoLong(s))
 	}
 	if q.Sign() < 0 {
-		return 0, fmt.Errorf("%s %q is negative", key, s)
+		return 0, fmt.Errorf("%s %s is negative", key, cpulist.EchoLong(s))
 	}
 	// MilliValue wraps around beyond int64: bound the quantity first.
 	if q.Cmp(*resource.NewQuantity(cpulist.MaxCPUs, resource.DecimalSI)) > 0 {
-		return 0, fmt.Errorf("%s %q is larger than any node (at most %d CPUs)", key, s, cpulist.MaxCPUs)
+		return 0, fmt.Errorf("%s %s is larger than any node (at most %d CPUs)", key, cpulist.EchoLong(s), cpulist.MaxCPUs)
 	}
 	return q.MilliValue(), nil
 }
