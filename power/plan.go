@@ -247,11 +247,40 @@ func (pl *planner) preference(cpu int, policy, class, epp, governor string) {
 	// showing performance: what the file shows is the want, not an
 	// original to wait for; left for a later pass, it would be left at
 	// every pass.
-	if pl.hiddenByPerformance(path, governor) {
+	if pl.hiddenByPerformance(path, governor) || pl.restoredBeforePerformance(path) {
 		pl.pending = true
 		return
 	}
 	pl.claim(path, epp, class, cpu, orderPreference)
+}
+
+// restoredBeforePerformance tells whether the preference at path is left
+// unwanted for this pass so that its restore runs before the pass writes
+// the performance governor: the plugin changed it (the journal holds an
+// original other than performance) and this pass switches the policy's
+// governor to performance from another one. intel_pstate and amd-pstate
+// keep the preference a policy has when its governor becomes performance,
+// to put it back when the governor leaves it, and refuse any other
+// preference under performance (EBUSY). Written under the plugin's
+// preference, the driver would remember that one: a release that
+// restores performance as the governor (a node booted with it) could
+// then never restore the preference, nor take it out of the driver's
+// memory. Restored first (a pass restores before it writes), the
+// preference is the node's own when the governor switches; the next pass
+// (Plan.Pending) plans the class's preference under the performance
+// governor, from what the file shows then.
+func (pl *planner) restoredBeforePerformance(path string) bool {
+	orig, recorded := pl.originalOf(path)
+	if !recorded || orig == "performance" || orig == "0" {
+		return false
+	}
+	govPath := filepath.Join(filepath.Dir(path), "scaling_governor")
+	c, written := pl.claims[govPath]
+	if !written || c.value != "performance" {
+		return false
+	}
+	cur, _ := readText(govPath)
+	return cur != "performance"
 }
 
 // hiddenByPerformance tells whether the preference file at path cannot
