@@ -37,6 +37,9 @@ type planner struct {
 	// files keeps what describes the node's drivers between passes
 	// (nodefiles.go); nil reads it every time.
 	files *nodeFiles
+	// held are the recorded preferences held at their current value with
+	// no pass to repeat (restoredPreference), and why, by path.
+	held map[string]string
 }
 
 // claim is one file's wanted value and who wants it.
@@ -55,7 +58,7 @@ type die struct {
 }
 
 func newPlanner(n *Node, ns *notes) *planner {
-	return &planner{n: n, notes: ns, claims: map[string]claim{}, dies: map[string]*die{}}
+	return &planner{n: n, notes: ns, claims: map[string]claim{}, dies: map[string]*die{}, held: map[string]string{}}
 }
 
 // claim wants value in path for cpu's class. Only a policy's or a die's
@@ -343,10 +346,22 @@ func (pl *planner) restoredPreference(path, original string) {
 	}
 	pl.claim(path, cur, "", -1, orderPreference)
 	if c, wanted := pl.claims[govPath]; wanted {
-		pl.pending = pl.pending || c.value != "performance"
+		if c.value != "performance" {
+			pl.pending = true
+			return
+		}
 	} else if orig, changed := pl.originalOf(govPath); changed && orig != "performance" {
 		pl.pending = true
+		return
 	}
+	// No pass of this process restores it while the governor stays
+	// performance (an admin's, the node's own, or a class's): said, so
+	// that the record the journal keeps has a reason (Report.Held).
+	why := fmt.Sprintf("the governor of %s is performance, under which the driver refuses any other preference (EBUSY)", filepath.Base(filepath.Dir(path)))
+	if c, wanted := pl.claims[govPath]; wanted && c.class != "" {
+		why += fmt.Sprintf(" (class %s sets it)", c.class)
+	}
+	pl.held[path] = why
 }
 
 // policyOwner is a cpufreq policy's first CPU: the lowest of its
