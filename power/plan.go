@@ -238,7 +238,7 @@ func (pl *planner) preference(cpu int, policy, class, epp, governor string) {
 		if orig, changed := pl.originalOf(govPath); changed {
 			governor = orig
 		}
-		if governor == "performance" {
+		if governor == "performance" && pl.pinsPreference(policy) {
 			pl.notes.add(class, EPP, "the governor is performance, under which the driver fixes the preference at performance", cpu)
 			return
 		}
@@ -283,7 +283,20 @@ func (pl *planner) restoredBeforePerformance(path string) bool {
 		return false
 	}
 	cur, _ := readText(govPath)
-	return cur != "performance"
+	return cur != "performance" && pl.pinsPreference(filepath.Dir(path))
+}
+
+// pinsPreference tells whether the driver of a cpufreq policy fixes its
+// preference at performance under the performance governor, and refuses
+// any other (EBUSY): intel_pstate and amd-pstate-epp, their active modes,
+// whose performance is their own algorithm. In intel_pstate's passive
+// mode (scaling_driver intel_cpufreq) performance is cpufreq's generic
+// governor, and the preference reads and takes what is written. A
+// scaling_driver that cannot be read counts as pinning, the cautious
+// reading: a preference waits rather than being refused.
+func (pl *planner) pinsPreference(policy string) bool {
+	driver, ok := pl.files.readText(filepath.Join(policy, "scaling_driver"))
+	return !ok || driver == "intel_pstate" || driver == "amd-pstate-epp"
 }
 
 // hiddenByPerformance tells whether the preference file at path cannot
@@ -306,7 +319,7 @@ func (pl *planner) hiddenByPerformance(path, governor string) bool {
 		return false // its original was read under another governor
 	}
 	govPath := filepath.Join(filepath.Dir(path), "scaling_governor")
-	if cur, _ := readText(govPath); cur != "performance" {
+	if cur, _ := readText(govPath); cur != "performance" || !pl.pinsPreference(filepath.Dir(path)) {
 		return false
 	}
 	if governor != "" {
@@ -337,7 +350,7 @@ func (pl *planner) restoredPreference(path, original string) {
 		return
 	}
 	govPath := filepath.Join(filepath.Dir(path), "scaling_governor")
-	if gov, _ := readText(govPath); gov != "performance" {
+	if gov, _ := readText(govPath); gov != "performance" || !pl.pinsPreference(filepath.Dir(path)) {
 		return
 	}
 	cur, ok := readText(path)
