@@ -103,6 +103,7 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 	before := iso.journal.Records()
 	var passErr error
 	wait := restoreRetry
+	passes := 0 // the passes made, for a left record's reason
 	for i := range restorePasses {
 		n := iso.journal.Len()
 		if n == 0 {
@@ -113,6 +114,7 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 			wait *= 2
 		}
 		passErr = iso.recon.Flush()
+		passes++
 		if passErr == nil && iso.journal.Len() == n {
 			break // what is left is refused, not pending
 		}
@@ -136,15 +138,37 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 	for _, path := range slices.Sorted(maps.Keys(after)) {
 		rec := after[path]
 		why := reasons[path]
+		if held := heldReason(iso, path); why == "" && held != "" {
+			why = held
+		}
 		if why == "" && passErr != nil {
 			why = passErr.Error()
 		}
 		if why == "" {
-			why = fmt.Sprintf("not restored in %d passes", restorePasses)
+			why = fmt.Sprintf("not restored in %d passes", passes)
+			if passes == 1 {
+				why = "not restored in 1 pass"
+			}
 		}
 		res.Left = append(res.Left, LeftFile{Path: path, Owner: rec.Owner, Original: rec.Original, Reason: why})
 	}
 	return res, nil
+}
+
+// heldReason is why a Source holds a record at its file's current value
+// rather than restoring it ("" when none does): power's preference under
+// the performance governor, which the driver refuses to change (EBUSY)
+// and which no pass of restore-host takes away (it is the node's, an
+// admin's or tuned's now). Without it the record would read as merely
+// slow ("not restored in N passes"), with nothing for the operator to do.
+func heldReason(iso *isolation, path string) string {
+	if iso.power == nil {
+		return ""
+	}
+	if why := iso.power.Held(path); why != "" {
+		return "held: " + why + "; switch the governor away from performance (then back, if wanted) and run restore-host again"
+	}
+	return ""
 }
 
 // restoredOutcome tells what became of a record the pass dropped.

@@ -37,6 +37,9 @@ type planner struct {
 	// files keeps what describes the node's drivers between passes
 	// (nodefiles.go); nil reads it every time.
 	files *nodeFiles
+	// held are the recorded preferences held at their current value with
+	// no pass to repeat (restoredPreference), and why, by path.
+	held map[string]string
 }
 
 // claim is one file's wanted value and who wants it.
@@ -55,7 +58,7 @@ type die struct {
 }
 
 func newPlanner(n *Node, ns *notes) *planner {
-	return &planner{n: n, notes: ns, claims: map[string]claim{}, dies: map[string]*die{}}
+	return &planner{n: n, notes: ns, claims: map[string]claim{}, dies: map[string]*die{}, held: map[string]string{}}
 }
 
 // claim wants value in path for cpu's class. Only a policy's or a die's
@@ -235,7 +238,7 @@ func (pl *planner) preference(cpu int, policy, class, epp, governor string) {
 		if orig, changed := pl.originalOf(govPath); changed {
 			governor = orig
 		}
-		if governor == "performance" {
+		if governor == "performance" && pl.pinsPreference(policy) {
 			pl.notes.add(class, EPP, "the governor is performance, under which the driver fixes the preference at performance", cpu)
 			return
 		}
@@ -247,11 +250,53 @@ func (pl *planner) preference(cpu int, policy, class, epp, governor string) {
 	// showing performance: what the file shows is the want, not an
 	// original to wait for; left for a later pass, it would be left at
 	// every pass.
-	if pl.hiddenByPerformance(path, governor) {
+	if pl.hiddenByPerformance(path, governor) || pl.restoredBeforePerformance(path) {
 		pl.pending = true
 		return
 	}
 	pl.claim(path, epp, class, cpu, orderPreference)
+}
+
+// restoredBeforePerformance tells whether the preference at path is left
+// unwanted for this pass so that its restore runs before the pass writes
+// the performance governor: the plugin changed it (the journal holds an
+// original other than performance) and this pass switches the policy's
+// governor to performance from another one. intel_pstate and amd-pstate
+// keep the preference a policy has when its governor becomes performance,
+// to put it back when the governor leaves it, and refuse any other
+// preference under performance (EBUSY). Written under the plugin's
+// preference, the driver would remember that one: a release that
+// restores performance as the governor (a node booted with it) could
+// then never restore the preference, nor take it out of the driver's
+// memory. Restored first (a pass restores before it writes), the
+// preference is the node's own when the governor switches; the next pass
+// (Plan.Pending) plans the class's preference under the performance
+// governor, from what the file shows then.
+func (pl *planner) restoredBeforePerformance(path string) bool {
+	orig, recorded := pl.originalOf(path)
+	if !recorded || orig == "performance" || orig == "0" {
+		return false
+	}
+	govPath := filepath.Join(filepath.Dir(path), "scaling_governor")
+	c, written := pl.claims[govPath]
+	if !written || c.value != "performance" {
+		return false
+	}
+	cur, _ := readText(govPath)
+	return cur != "performance" && pl.pinsPreference(filepath.Dir(path))
+}
+
+// pinsPreference tells whether the driver of a cpufreq policy fixes its
+// preference at performance under the performance governor, and refuses
+// any other (EBUSY): intel_pstate and amd-pstate-epp, their active modes,
+// whose performance is their own algorithm. In intel_pstate's passive
+// mode (scaling_driver intel_cpufreq) performance is cpufreq's generic
+// governor, and the preference reads and takes what is written. A
+// scaling_driver that cannot be read counts as pinning, the cautious
+// reading: a preference waits rather than being refused.
+func (pl *planner) pinsPreference(policy string) bool {
+	driver, ok := pl.files.readText(filepath.Join(policy, "scaling_driver"))
+	return !ok || driver == "intel_pstate" || driver == "amd-pstate-epp"
 }
 
 // hiddenByPerformance tells whether the preference file at path cannot
@@ -274,7 +319,7 @@ func (pl *planner) hiddenByPerformance(path, governor string) bool {
 		return false // its original was read under another governor
 	}
 	govPath := filepath.Join(filepath.Dir(path), "scaling_governor")
-	if cur, _ := readText(govPath); cur != "performance" {
+	if cur, _ := readText(govPath); cur != "performance" || !pl.pinsPreference(filepath.Dir(path)) {
 		return false
 	}
 	if governor != "" {
@@ -305,7 +350,7 @@ func (pl *planner) restoredPreference(path, original string) {
 		return
 	}
 	govPath := filepath.Join(filepath.Dir(path), "scaling_governor")
-	if gov, _ := readText(govPath); gov != "performance" {
+	if gov, _ := readText(govPath); gov != "performance" || !pl.pinsPreference(filepath.Dir(path)) {
 		return
 	}
 	cur, ok := readText(path)
@@ -314,10 +359,22 @@ func (pl *planner) restoredPreference(path, original string) {
 	}
 	pl.claim(path, cur, "", -1, orderPreference)
 	if c, wanted := pl.claims[govPath]; wanted {
-		pl.pending = pl.pending || c.value != "performance"
+		if c.value != "performance" {
+			pl.pending = true
+			return
+		}
 	} else if orig, changed := pl.originalOf(govPath); changed && orig != "performance" {
 		pl.pending = true
+		return
 	}
+	// No pass of this process restores it while the governor stays
+	// performance (an admin's, the node's own, or a class's): said, so
+	// that the record the journal keeps has a reason (Report.Held).
+	why := fmt.Sprintf("the governor of %s is performance, under which the driver refuses any other preference (EBUSY)", filepath.Base(filepath.Dir(path)))
+	if c, wanted := pl.claims[govPath]; wanted && c.class != "" {
+		why += fmt.Sprintf(" (class %s sets it)", c.class)
+	}
+	pl.held[path] = why
 }
 
 // policyOwner is a cpufreq policy's first CPU: the lowest of its

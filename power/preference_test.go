@@ -32,15 +32,7 @@ func TestPerformanceGovernorAndPreferenceRestored(t *testing.T) {
 	}
 	assert.Empty(t, changed(orig, n.snapshot(t)), "every file back to its original")
 	assert.Empty(t, p.rec.Status().Failures)
-
-	// A restart (or restore-host, which is a process wanting nothing)
-	// does the same: the deadlock outlives the process.
-	p.rec.Close()
-	q := n.start(t, loadClasses(t, "\n    turbo: {governor: performance, energyPerformancePreference: performance}\n"), n.kernel)
-	for range 4 {
-		_ = q.rec.Flush()
-	}
-	assert.Empty(t, changed(orig, n.snapshot(t)), "a new process wanting nothing puts every file back")
+	// A restart before the release: TestRestartRestoresPerformanceGovernorAndPreference.
 }
 
 // TestPerformancePreferenceAfterPerformanceGovernor: the same class

@@ -52,6 +52,11 @@ type Report struct {
 	Files map[string]string
 	// Unsupported are the settings left out.
 	Unsupported []Note
+	// Held are the files the journal keeps an original of that no pass
+	// restores for now, and why, by path: a preference under the
+	// performance governor, which the driver refuses to change. They are
+	// restored once the cause goes (the governor leaves performance).
+	Held map[string]string
 }
 
 // NewSource returns the Source of the classes; want returns every CPU's
@@ -129,7 +134,9 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			report.Files[path] = c.class
 		}
 	}
+	report.Held = pl.held
 	var fresh []Note
+	var freshHeld []string
 	s.mu.Lock()
 	s.report = report
 	for _, n := range report.Unsupported {
@@ -138,11 +145,42 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			fresh = append(fresh, n)
 		}
 	}
+	for key := range s.warned {
+		// A hold that ended is said again if it comes back.
+		if path, ok := strings.CutPrefix(key, heldKey); ok && pl.held[path] == "" {
+			delete(s.warned, key)
+		}
+	}
+	for _, path := range slices.Sorted(maps.Keys(pl.held)) {
+		if !s.warned[heldKey+path] {
+			s.warned[heldKey+path] = true
+			freshHeld = append(freshHeld, path)
+		}
+	}
 	s.mu.Unlock()
 	for _, n := range fresh {
 		s.log.Warnf("power: %s; the CPUs run without it", n)
 	}
+	for _, path := range freshHeld {
+		orig := ""
+		if rec, ok := s.journal.Get(path); ok {
+			orig = rec.Original
+		}
+		s.log.Warnf("power: %s is not restored to its original %q for now (the journal keeps it): %s; it is restored once the governor leaves performance", path, orig, pl.held[path])
+	}
 	return hostfiles.Plan{Changes: pl.changes(), Pending: pl.pending}, nil
+}
+
+// heldKey prefixes the keys of warned that are held files' paths.
+const heldKey = "held\x00"
+
+// Held says why the journal's record of path is held at the file's
+// current value rather than restored, as of the last pass ("": it is
+// not). restore-host gives it as the reason a record is left.
+func (s *Source) Held(path string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.report.Held[path]
 }
 
 // HoldBackScope is the directory of a file (hostfiles.HoldBackScoper):
