@@ -42,7 +42,10 @@ type RestoredFile struct {
 	// number the kernel gave to another device, whose own value stays),
 	// or "widened" (a cgroup's empty cpuset.cpus, which the kernel does
 	// not write back while the cgroup has tasks: it holds its parent's
-	// CPUs, which the empty list gave it).
+	// CPUs, which the empty list gave it, and its record stays in the
+	// journal, so that a later restore-host, once the cgroup has no
+	// tasks, or the plugin's next confinement knows the empty original;
+	// hostfiles.ErrNearest).
 	Outcome string `json:"outcome"`
 }
 
@@ -117,15 +120,26 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 			break // what is left is refused, not pending
 		}
 	}
-	after := iso.journal.Records()
+	res.Restored, res.Left = sortRestores(p.isolationFS, before, iso.journal.Records(), iso.recon.Status(), passErr)
+	return res, nil
+}
+
+// sortRestores sorts the journal's records before the passes into those
+// taken care of (dropped by the passes, or holding the nearest value the
+// kernel takes, whose record stays: st.Nearest) and those left (in after,
+// with why).
+func sortRestores(fsys hostfiles.FS, before, after map[string]hostfiles.Record, st hostfiles.Status, passErr error) ([]RestoredFile, []LeftFile) {
+	restored, left := []RestoredFile{}, []LeftFile{}
+	nearest := map[string]bool{}
+	for _, path := range st.Nearest {
+		nearest[path] = true
+	}
 	for _, path := range slices.Sorted(maps.Keys(before)) {
 		rec := before[path]
-		if _, left := after[path]; left {
-			continue
+		if _, kept := after[path]; !kept {
+			restored = append(restored, RestoredFile{Path: path, Owner: rec.Owner, Original: rec.Original, Outcome: restoredOutcome(fsys, path, rec)})
 		}
-		res.Restored = append(res.Restored, RestoredFile{Path: path, Owner: rec.Owner, Original: rec.Original, Outcome: restoredOutcome(p.isolationFS, path, rec)})
 	}
-	st := iso.recon.Status()
 	reasons := map[string]string{}
 	for _, f := range st.Failures {
 		reasons[f.Path] = f.Error
@@ -135,6 +149,12 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 	}
 	for _, path := range slices.Sorted(maps.Keys(after)) {
 		rec := after[path]
+		if nearest[path] {
+			// Done as far as the kernel lets it, not left: the record
+			// stays for its original's sake (hostfiles.ErrNearest).
+			restored = append(restored, RestoredFile{Path: path, Owner: rec.Owner, Original: rec.Original, Outcome: "widened"})
+			continue
+		}
 		why := reasons[path]
 		if why == "" && passErr != nil {
 			why = passErr.Error()
@@ -142,9 +162,9 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 		if why == "" {
 			why = fmt.Sprintf("not restored in %d passes", restorePasses)
 		}
-		res.Left = append(res.Left, LeftFile{Path: path, Owner: rec.Owner, Original: rec.Original, Reason: why})
+		left = append(left, LeftFile{Path: path, Owner: rec.Owner, Original: rec.Original, Reason: why})
 	}
-	return res, nil
+	return restored, left
 }
 
 // restoredOutcome tells what became of a record the pass dropped.
@@ -153,8 +173,6 @@ func restoredOutcome(fsys hostfiles.FS, path string, rec hostfiles.Record) strin
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "gone"
-	case err == nil && housekeeping.Widened(path, rec.Original, string(data)):
-		return "widened"
 	case err == nil && strings.TrimSpace(string(data)) != strings.TrimSpace(rec.Original):
 		return "dropped"
 	}
