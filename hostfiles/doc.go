@@ -80,6 +80,10 @@
 // Only the failed work backs off: a Kick during the backoff still gets its
 // pass at the normal pace (Delay, MinInterval), which tries the failed
 // work again too; if that fails, the backoff goes on from where it was.
+// A restore may leave the nearest value the kernel takes for now
+// (ErrNearest: a populated cgroup's empty cpuset.cpus holds its parent's
+// CPUs): its record stays, it is no failure, and it is tried again at
+// each full pass.
 // Some writes the kernel accepts and then reports a problem in the file
 // itself (a cgroup partition it found invalid reads "isolated invalid
 // (<reason>)"): a Change with Verify has the file read back after its

@@ -140,6 +140,11 @@ func (r *Reconciler) pass(full bool, labels *passLabels) error {
 		}
 	}
 	labels.enter("", proflabel.StepPublish)
+	for path := range r.nearest {
+		if _, rec := r.journal.Get(path); !rec {
+			delete(r.nearest, path) // dropped otherwise (reused, gone)
+		}
+	}
 	for path := range r.shown {
 		if _, wanted := p.claimed[path]; !wanted {
 			delete(r.shown, path) // the want is gone; the next write reads anew

@@ -40,6 +40,7 @@ func (p *passWork) plan() {
 			}
 			p.claimed[ch.Path] = owner
 			p.planned[ch.Path] = owner
+			delete(r.nearest, ch.Path) // wanted again: written from its recorded original
 			rec, journaled := r.journal.Get(ch.Path)
 			if !plan.Reread && p.settled(ch, rec, journaled) {
 				continue

@@ -78,6 +78,10 @@ type Status struct {
 	Records map[string]int
 	// Failures are the files refused for good, by path.
 	Failures []Failure
+	// Nearest are the recorded files whose original the kernel refuses
+	// for now and that hold the nearest value it takes (ErrNearest), by
+	// path: not failures; their records stay.
+	Nearest []string
 	// LastPass is when the last pass ended; LastError its transient
 	// errors, empty when it completed.
 	LastPass  time.Time
@@ -125,7 +129,11 @@ type Reconciler struct {
 	// wrote it, by path: a pass that is not a rescan takes a file whose
 	// want this content still meets as settled, without reading it
 	// (passWork.settled). Only passes change it; a rescan starts it anew.
-	known   map[string]string
+	known map[string]string
+	// nearest are the records whose restore left the nearest value the
+	// kernel takes (ErrNearest): path → the original tried, retried at
+	// the full passes only.
+	nearest map[string]string
 	stopped bool
 	// foreign are the owners without a Source whose records were seen,
 	// so that each is logged once.
@@ -136,6 +144,7 @@ type Reconciler struct {
 	statMu                                                          sync.Mutex
 	records                                                         map[string]int
 	failures                                                        []Failure
+	nearestPaths                                                    []string
 	lastPass                                                        time.Time
 	lastError                                                       string
 }
@@ -145,7 +154,7 @@ type Reconciler struct {
 func NewReconciler(fsys FS, journal *Journal, log *logrus.Logger, timing Timing, sources ...Source) *Reconciler {
 	r := &Reconciler{fs: fsys, journal: journal, log: log, sources: sources, timing: timing, now: time.Now,
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), failed: map[string]Failure{}, foreign: map[string]bool{},
-		shown: map[string]shown{}, known: map[string]string{}}
+		shown: map[string]shown{}, known: map[string]string{}, nearest: map[string]string{}}
 	r.publish(nil)
 	return r
 }
@@ -296,9 +305,13 @@ func (r *Reconciler) publish(err error) {
 		}
 	}
 	fails := slices.SortedFunc(maps.Values(r.failed), func(a, b Failure) int { return strings.Compare(a.Path, b.Path) })
+	var nearest []string
+	if len(r.nearest) > 0 {
+		nearest = slices.Sorted(maps.Keys(r.nearest))
+	}
 	r.statMu.Lock()
 	defer r.statMu.Unlock()
-	r.records, r.failures = records, fails
+	r.records, r.failures, r.nearestPaths = records, fails, nearest
 	r.lastPass = time.Now()
 	r.lastError = ""
 	if err != nil {
@@ -312,5 +325,5 @@ func (r *Reconciler) Status() Status {
 	defer r.statMu.Unlock()
 	return Status{Passes: r.passes.Load(), FullPasses: r.fullPasses.Load(), KickedPasses: r.kickedPasses.Load(), Settled: r.settledSkips.Load(), Writes: r.writes.Load(), Restores: r.restores.Load(),
 		TransientErrors: r.transient.Load(), PermanentErrors: r.permanent.Load(), ForeignRestores: r.foreignRestores.Load(),
-		Records: maps.Clone(r.records), Failures: slices.Clone(r.failures), LastPass: r.lastPass, LastError: r.lastError}
+		Records: maps.Clone(r.records), Failures: slices.Clone(r.failures), Nearest: slices.Clone(r.nearestPaths), LastPass: r.lastPass, LastError: r.lastError}
 }

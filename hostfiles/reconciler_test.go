@@ -2,6 +2,7 @@ package hostfiles
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -893,4 +894,46 @@ func TestWroteOnlyAfterASuccessfulWrite(t *testing.T) {
 	require.NoError(t, in.r.Flush())
 	assert.Equal(t, "0-3", tr.read(t, "b"), "restored")
 	assert.Empty(t, src.takeWrote(), "a restore is no write of a want")
+}
+
+// TestNearestRestoreKeepsTheRecordQuietly: a restore that leaves the
+// nearest value the kernel takes for now (ErrNearest: a populated
+// cgroup's empty cpuset.cpus gets its parent's CPUs) keeps its record, so
+// that the original is still known to the next want and to a later
+// restore, and is no failure: not logged as one, not in Status.Failures,
+// no transient error; tried again at the full passes only.
+func TestNearestRestoreKeepsTheRecordQuietly(t *testing.T) {
+	tr := newTree(t, map[string]string{"a": "x"})
+	a := tr.path("a")
+	fsys := &faultFS{}
+	src := newSource("s")
+	in := openInstance(t, fsys, tr, bootA, src)
+	src.set(map[string]string{a: "y"})
+	require.NoError(t, in.r.Flush())
+	fsys.setErr(a, fmt.Errorf("writing its parent's value instead: %w", ErrNearest))
+	src.set(nil)
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "x", onDisk(t, tr)[a].Original, "the record stays")
+	st := in.r.Status()
+	assert.Empty(t, st.Failures)
+	assert.Equal(t, []string{a}, st.Nearest)
+	assert.Empty(t, st.LastError)
+	assert.Zero(t, st.TransientErrors)
+	assert.Empty(t, in.warnings())
+	writes := fsys.writesTo(a)
+	require.NoError(t, in.r.FlushKicked())
+	assert.Equal(t, writes, fsys.writesTo(a), "not tried again by a kicked pass")
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, writes+1, fsys.writesTo(a), "tried again by a full pass")
+
+	// Wanted again: the want is computed from the recorded original.
+	src.derive([]string{a}, "+")
+	fsys.setErr(a, nil)
+	require.NoError(t, in.r.Flush())
+	assert.Equal(t, "x+", tr.read(t, "a"))
+	assert.Empty(t, in.r.Status().Nearest)
+	src.set(nil)
+	require.NoError(t, in.r.Flush())
+	tr.requireOriginals(t, "restored once the kernel takes it")
+	assert.Empty(t, onDisk(t, tr))
 }

@@ -13,6 +13,20 @@ import (
 	"strings"
 )
 
+// ErrNearest, wrapped in the error of an FS's WriteFile that puts an
+// original back, says that the kernel refuses that original for now and
+// that the file holds the nearest value it takes instead: a cgroup v2
+// cpuset.cpus whose original is empty, which the kernel refuses while the
+// cgroup has tasks, holds its parent's CPUs (package housekeeping). No
+// value the file holds then says what its original was, so the record
+// stays: a Source that wants the file again computes its want from the
+// recorded original, and a later restore writes it exactly once the
+// kernel takes it. It is not a failure (not logged as one, counted, held
+// against the owner's other restores, or reported in Status.Failures):
+// it is tried again at each full pass (Rescan, Flush), which also brings
+// the nearest value up to date (the parent's CPUs change).
+var ErrNearest = errors.New("the kernel takes only the nearest value for now")
+
 // restore writes back the originals no Source wants any more.
 func (p *passWork) restore() {
 	r := p.r
@@ -56,6 +70,9 @@ func (p *passWork) restore() {
 		if o, held := heldBack[key]; held && rec.Order < o {
 			continue
 		}
+		if o, ok := r.nearest[path]; ok && o == rec.Original && !p.full {
+			continue // holds the nearest value: tried again at the next full pass (ErrNearest)
+		}
 		prev, had := r.failed[path]
 		if had && prev.Restore && prev.Value == rec.Original && !r.retryDue(prev) {
 			continue // refused for good; tried again by the next process (EINVAL: at the next Rescan)
@@ -90,7 +107,17 @@ func (p *passWork) restore() {
 		err := r.fs.WriteFile(path, []byte(writable(rec.Original)))
 		p.wrote(path, rec.Original, err == nil)
 		switch {
+		case errors.Is(err, ErrNearest):
+			// The record stays; so do the restores after it (the
+			// file holds a value: a thread's affinity its write reset
+			// gets its original back after it).
+			if o, ok := r.nearest[path]; !ok || o != rec.Original {
+				r.log.Infof("host files: %s: %s: %v; its original %q stays recorded and is tried again at each rescan", rec.Owner, path, err, rec.Original)
+			}
+			r.nearest[path] = rec.Original
+			delete(r.failed, path)
 		case err == nil:
+			delete(r.nearest, path)
 			r.restores.Add(1)
 			if foreign {
 				r.foreignRestores.Add(1)
@@ -102,6 +129,7 @@ func (p *passWork) restore() {
 			p.drops = append(p.drops, path)
 		case Classify(err) == Gone:
 			delete(r.failed, path)
+			delete(r.nearest, path)
 			p.drops = append(p.drops, path)
 		case Classify(err) == Permanent:
 			// The record stays: losing the original would be worse than

@@ -146,16 +146,13 @@ func isDir(path string) bool {
 // less what set leaves out, or set itself when the original is empty (in
 // cgroup v2 an empty cpuset.cpus means every CPU of the parent). An
 // original with no CPU of the set (the cgroup was pinned to CPUs now
-// kept) is refused, not emptied: empty would mean every CPU.
-//
-// parent are the root's CPUs (cpuset.cpus.effective): a list of exactly
-// those is recorded as the empty one it stands for (inheritedOriginal),
-// so that the root's CPUs written where the kernel refused an empty
-// original (emptyCPUs) are not taken as a new original.
-func cgroupChange(dir string, set, parent cpuset.CPUSet) hostfiles.Change {
+// kept) is refused, not emptied: empty would mean every CPU. An empty
+// original the kernel will not take back while the cgroup has tasks stays
+// in the journal meanwhile (restoreEmptyCPUs), so the want is computed
+// from it again, not from the list the cgroup holds then.
+func cgroupChange(dir string, set cpuset.CPUSet) hostfiles.Change {
 	ch := narrowChange("cgroup "+dir+": cpuset.cpus", set)
 	ch.Path = filepath.Join(dir, "cpuset.cpus")
-	ch.Original = inheritedOriginal(parent)
 	return ch
 }
 

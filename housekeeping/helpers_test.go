@@ -58,7 +58,9 @@ func newNode(t *testing.T) *node {
 	}
 	write(filepath.Join(n.cgroup, "cgroup.controllers"), "cpuset cpu io memory pids")
 	write(filepath.Join(n.cgroup, "cgroup.subtree_control"), "cpuset cpu memory")
-	write(filepath.Join(n.cgroup, "cpuset.cpus.effective"), "0-7")
+	// The root's CPUs as the kernel applies them: "part", a partition
+	// root, has taken CPU 7 out of them.
+	write(filepath.Join(n.cgroup, "cpuset.cpus.effective"), "0-6")
 	write(filepath.Join(n.proc, "1", "comm"), "init")
 	require.NoError(t, os.MkdirAll(filepath.Dir(n.state), 0o755))
 	return n

@@ -6,21 +6,21 @@ package housekeeping
 // empty list back short of the cgroup losing its tasks (turning the
 // controller off at the root would take it from the pods too). So where
 // the kernel refuses, the cgroup gets its parent's CPUs themselves: the
-// CPUs an empty list gives it now. The difference (it no longer follows
-// its parent's later changes) is in docs/limitations.md.
+// CPUs an empty list gives it now (cpuset.cpus.effective, which leaves
+// out the CPUs of the parent's partitions: a list naming those would be
+// refused, EINVAL, beside a partition root). For a top-level cgroup the
+// plugin confined, the journal keeps the empty original meanwhile
+// (hostfiles.ErrNearest): no list says by itself that it stands for the
+// empty one, as the root's CPUs move (a CPU offline, a partition made).
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 
-	"k8s.io/utils/cpuset"
-
 	"github.com/cpupool/nri-cpupool/hostfiles"
-	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 // effectiveFile is a cgroup's CPUs as the kernel applies them: what an
@@ -29,26 +29,26 @@ const effectiveFile = "cpuset.cpus.effective"
 
 // emptyCPUs empties the cpuset.cpus file, or, where the kernel refuses
 // that for a cgroup with tasks (ENOSPC), writes the CPUs its parent has,
-// which the empty list would have given it. Any other error is the
-// write's.
-func emptyCPUs(fsys hostfiles.FS, file string) error {
-	err := fsys.WriteFile(file, []byte("\n"))
+// which the empty list would have given it, and returns them (widened).
+// Any other error is the write's.
+func emptyCPUs(fsys hostfiles.FS, file string) (widened string, err error) {
+	err = fsys.WriteFile(file, []byte("\n"))
 	if !errors.Is(err, syscall.ENOSPC) {
-		return err
+		return "", err
 	}
 	parent := filepath.Join(filepath.Dir(filepath.Dir(file)), effectiveFile)
 	data, rerr := fsys.ReadFile(parent)
 	if rerr != nil {
-		return fmt.Errorf("%w; reading the CPUs it would inherit instead: %v", err, rerr)
+		return "", fmt.Errorf("%w; reading the CPUs it would inherit instead: %v", err, rerr)
 	}
 	cpus := strings.TrimSpace(string(data))
 	if cpus == "" {
-		return fmt.Errorf("%w; its parent has no CPUs (%s) to give it instead", err, parent)
+		return "", fmt.Errorf("%w; its parent has no CPUs (%s) to give it instead", err, parent)
 	}
 	if werr := fsys.WriteFile(file, []byte(cpus+"\n")); werr != nil {
-		return fmt.Errorf("the kernel refuses to empty %s while it has tasks (%v); writing its parent's CPUs %s instead: %w", file, err, cpus, werr)
+		return "", fmt.Errorf("the kernel refuses to empty %s while it has tasks (%v); writing its parent's CPUs %s instead: %w", file, err, cpus, werr)
 	}
-	return nil
+	return cpus, nil
 }
 
 // topLevelEmptyCPUs tells whether writing data to p empties the
@@ -59,43 +59,17 @@ func topLevelEmptyCPUs(cgroupRoot, p string, data []byte) bool {
 		filepath.Dir(filepath.Dir(filepath.Clean(p))) == filepath.Clean(cgroupRoot)
 }
 
-// inheritedOriginal is the Change.Original of a top-level cgroup's
-// cpuset.cpus: a list of exactly every CPU of its parent (parent) is
-// taken as the empty one. That is what emptyCPUs leaves where the kernel
-// refused an empty original, and it gives the cgroup the same CPUs as
-// the empty list; recorded as it reads, the next confinement would make
-// that widened list the original, and never give the cgroup the empty
-// list back once it could take it (no tasks any more).
-func inheritedOriginal(parent cpuset.CPUSet) func(content string) string {
-	return func(content string) string {
-		if parent.IsEmpty() {
-			return content
-		}
-		if have, err := cpulist.Parse(strings.TrimSpace(content)); err == nil && have.Equals(parent) {
-			return ""
-		}
-		return content
+// restoreEmptyCPUs puts back the empty cpuset.cpus original of a
+// top-level cgroup. Where the kernel refuses it (the cgroup has tasks),
+// the cgroup gets the root's CPUs and the error wraps
+// hostfiles.ErrNearest: the journal keeps the empty original, so that
+// the next confinement records it again and a restore once the cgroup
+// has no tasks writes it exactly (the root's CPUs of the moment are no
+// sign of it: a CPU offline or in a partition then, back later).
+func restoreEmptyCPUs(fsys hostfiles.FS, file string) error {
+	widened, err := emptyCPUs(fsys, file)
+	if err != nil || widened == "" {
+		return err
 	}
-}
-
-// rootCPUs are the CPUs of the root cgroup, which a top-level cgroup with
-// an empty cpuset.cpus has; empty when they cannot be read (no list is
-// then taken as the empty one).
-func rootCPUs(cgroupRoot string) cpuset.CPUSet {
-	data, err := os.ReadFile(filepath.Join(cgroupRoot, effectiveFile))
-	if err != nil {
-		return cpuset.New()
-	}
-	cpus, err := cpulist.Parse(string(data))
-	if err != nil {
-		return cpuset.New()
-	}
-	return cpus
-}
-
-// Widened tells whether a cpuset.cpus restored to an empty original
-// reads a list: the parent's CPUs emptyCPUs wrote where the kernel
-// refused the empty one (restore-host's outcome "widened").
-func Widened(path, original, content string) bool {
-	return filepath.Base(path) == "cpuset.cpus" && strings.TrimSpace(original) == "" && strings.TrimSpace(content) != ""
+	return fmt.Errorf("%s has tasks, which an empty cpuset.cpus may not leave without CPUs (ENOSPC): it holds the root's CPUs %s, which the empty list gives it: %w", file, widened, hostfiles.ErrNearest)
 }

@@ -320,9 +320,8 @@ func (s *Source) cgroupChanges(host cpuset.CPUSet, pods []string) ([]hostfiles.C
 		s.warned.Clear("cgroups")
 	}
 	var changes []hostfiles.Change
-	root := rootCPUs(s.cfg.CgroupRoot)
 	for _, dir := range dirs {
-		changes = append(changes, cgroupChange(dir, host, root))
+		changes = append(changes, cgroupChange(dir, host))
 		s.warned.Clear(dir)
 	}
 	for dir, why := range skipped {

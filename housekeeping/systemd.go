@@ -264,8 +264,9 @@ func (f *SystemdFS) WriteFile(p string, data []byte) error {
 		}
 		if topLevelEmptyCPUs(f.cgroupRoot, p, data) {
 			// An empty original put back (cgroupChange, without
-			// systemd): the root's CPUs where the kernel refuses it.
-			return emptyCPUs(f.FS, p)
+			// systemd): the root's CPUs where the kernel refuses it,
+			// the record kept.
+			return restoreEmptyCPUs(f.FS, p)
 		}
 		return f.FS.WriteFile(p, data)
 	}
@@ -315,7 +316,7 @@ func (f *SystemdFS) unsetCgroup(unit string) error {
 	if err != nil || strings.TrimSpace(string(data)) == "" {
 		return nil // no cpuset controller for it, or empty already
 	}
-	if err := emptyCPUs(f.FS, file); err != nil {
+	if _, err := emptyCPUs(f.FS, file); err != nil {
 		return fmt.Errorf("unit %s: %s unset, widening %s (still %s): %w", unit, allowedCPUs, file, strings.TrimSpace(string(data)), err)
 	}
 	return nil

@@ -42,7 +42,10 @@ type RestoredFile struct {
 	// number the kernel gave to another device, whose own value stays),
 	// or "widened" (a cgroup's empty cpuset.cpus, which the kernel does
 	// not write back while the cgroup has tasks: it holds its parent's
-	// CPUs, which the empty list gave it).
+	// CPUs, which the empty list gave it, and its record stays in the
+	// journal, so that a later restore-host, once the cgroup has no
+	// tasks, or the plugin's next confinement knows the empty original;
+	// hostfiles.ErrNearest).
 	Outcome string `json:"outcome"`
 }
 
@@ -119,15 +122,28 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 			break // what is left is refused, not pending
 		}
 	}
-	after := iso.journal.Records()
+	held := func(path string) string { return heldReason(iso, path) }
+	res.Restored, res.Left = sortRestores(iso.fs, held, before, iso.journal.Records(), iso.recon.Status(), passErr, passes)
+	return res, nil
+}
+
+// sortRestores sorts the journal's records before the passes into those
+// taken care of (dropped by the passes, or holding the nearest value the
+// kernel takes, whose record stays: st.Nearest) and those left (in after,
+// with why: the kernel's refusal, a Source's hold (held, may be nil), the
+// pass's error, or the passes made).
+func sortRestores(fsys hostfiles.FS, held func(path string) string, before, after map[string]hostfiles.Record, st hostfiles.Status, passErr error, passes int) ([]RestoredFile, []LeftFile) {
+	restored, left := []RestoredFile{}, []LeftFile{}
+	nearest := map[string]bool{}
+	for _, path := range st.Nearest {
+		nearest[path] = true
+	}
 	for _, path := range slices.Sorted(maps.Keys(before)) {
 		rec := before[path]
-		if _, left := after[path]; left {
-			continue
+		if _, kept := after[path]; !kept {
+			restored = append(restored, RestoredFile{Path: path, Owner: rec.Owner, Original: rec.Original, Outcome: restoredOutcome(fsys, path, rec)})
 		}
-		res.Restored = append(res.Restored, RestoredFile{Path: path, Owner: rec.Owner, Original: rec.Original, Outcome: restoredOutcome(iso.fs, path, rec)})
 	}
-	st := iso.recon.Status()
 	reasons := map[string]string{}
 	for _, f := range st.Failures {
 		reasons[f.Path] = f.Error
@@ -137,9 +153,15 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 	}
 	for _, path := range slices.Sorted(maps.Keys(after)) {
 		rec := after[path]
+		if nearest[path] {
+			// Done as far as the kernel lets it, not left: the record
+			// stays for its original's sake (hostfiles.ErrNearest).
+			restored = append(restored, RestoredFile{Path: path, Owner: rec.Owner, Original: rec.Original, Outcome: "widened"})
+			continue
+		}
 		why := reasons[path]
-		if held := heldReason(iso, path); why == "" && held != "" {
-			why = held
+		if why == "" && held != nil {
+			why = held(path)
 		}
 		if why == "" && passErr != nil {
 			why = passErr.Error()
@@ -150,9 +172,9 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 				why = "not restored in 1 pass"
 			}
 		}
-		res.Left = append(res.Left, LeftFile{Path: path, Owner: rec.Owner, Original: rec.Original, Reason: why})
+		left = append(left, LeftFile{Path: path, Owner: rec.Owner, Original: rec.Original, Reason: why})
 	}
-	return res, nil
+	return restored, left
 }
 
 // heldReason is why a Source holds a record at its file's current value
@@ -177,8 +199,6 @@ func restoredOutcome(fsys hostfiles.FS, path string, rec hostfiles.Record) strin
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "gone"
-	case err == nil && housekeeping.Widened(path, rec.Original, string(data)):
-		return "widened"
 	case err == nil && strings.TrimSpace(string(data)) != strings.TrimSpace(rec.Original):
 		return "dropped"
 	}

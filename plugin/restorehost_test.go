@@ -98,16 +98,23 @@ func TestRestoreHostPutsBackHousekeeping(t *testing.T) {
 
 // TestRestoreHostOutcomeOfAWidenedCgroup: a top-level cgroup whose empty
 // cpuset.cpus the kernel would not write back while it has tasks holds
-// the root's CPUs after the restore (housekeeping's emptyCPUs): reported
-// as widened, not as a file that belongs to something else now.
+// the root's CPUs after the restore, and its record stays in the journal
+// (hostfiles.ErrNearest, Status.Nearest): reported as widened, not left
+// (restore-host exits 0), nor as a file that belongs to something else.
 func TestRestoreHostOutcomeOfAWidenedCgroup(t *testing.T) {
 	dir := t.TempDir()
 	cpus := filepath.Join(dir, "system", "cpuset.cpus")
 	require.NoError(t, os.MkdirAll(filepath.Dir(cpus), 0o755))
-	require.NoError(t, os.WriteFile(cpus, []byte("0-7\n"), 0o644))
-	assert.Equal(t, "widened", restoredOutcome(hostfiles.OS{}, cpus, hostfiles.Record{Owner: "housekeeping", Original: ""}))
-	assert.Equal(t, "restored", restoredOutcome(hostfiles.OS{}, cpus, hostfiles.Record{Owner: "housekeeping", Original: "0-7"}))
-	irq := filepath.Join(dir, "smp_affinity_list")
-	require.NoError(t, os.WriteFile(irq, []byte("0-7\n"), 0o644))
-	assert.Equal(t, "dropped", restoredOutcome(hostfiles.OS{}, irq, hostfiles.Record{Owner: "irq", Original: "3"}))
+	require.NoError(t, os.WriteFile(cpus, []byte("0-6\n"), 0o644))
+	refused := filepath.Join(dir, "irq", "smp_affinity_list")
+	rec := hostfiles.Record{Owner: "housekeeping", Original: ""}
+	irq := hostfiles.Record{Owner: "irq", Original: "3"}
+	before := map[string]hostfiles.Record{cpus: rec, refused: irq}
+	st := hostfiles.Status{Nearest: []string{cpus}, Failures: []hostfiles.Failure{{Path: refused, Error: "EIO"}}}
+	restored, left := sortRestores(hostfiles.OS{}, nil, before, before, st, nil, 1)
+	assert.Equal(t, []RestoredFile{{Path: cpus, Owner: "housekeeping", Original: "", Outcome: "widened"}}, restored)
+	assert.Equal(t, []LeftFile{{Path: refused, Owner: "irq", Original: "3", Reason: "EIO"}}, left)
+
+	assert.Equal(t, "restored", restoredOutcome(hostfiles.OS{}, cpus, hostfiles.Record{Owner: "housekeeping", Original: "0-6"}))
+	assert.Equal(t, "dropped", restoredOutcome(hostfiles.OS{}, cpus, irq))
 }
