@@ -80,7 +80,9 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 // container c to n CPUs that are not whole cores: either way it would hold
 // part of a core.
 func (a *Allocator) wholeCores(c *Assignment, req Request, verb string, n int) error {
-	if !req.Options.FullPCPUsOnly || a.x.threadsPerCore <= 1 || n%a.x.threadsPerCore == 0 {
+	// hide-hyperthreads wins over full-pcpus-only, as in placement: each
+	// CPU is then a whole core with its siblings hidden, any count of them.
+	if !req.Options.FullPCPUsOnly || req.Options.HideHyperthreads || a.x.threadsPerCore <= 1 || n%a.x.threadsPerCore == 0 {
 		return nil
 	}
 	return fmt.Errorf("pool %s cannot %s container %s to %d CPUs: full-pcpus-only takes whole cores of %d threads; request a multiple of %d; it keeps CPUs %s",

@@ -320,3 +320,30 @@ func TestResizeShrinkOfARecordByIDKeepsTheCompletedOwnCore(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "2,10", res.Assignment.CPUs.String())
 }
+
+// With both hide-hyperthreads and full-pcpus-only, placement takes
+// hide-hyperthreads' mode (one thread per core, each core whole with its
+// siblings idle), so any size is placed; a resize accepts the same sizes.
+func TestResizeHideAndFullPCPUsResizeLikeTheyPlace(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	both := func(id string, n int) Request {
+		r := exclusive(id, n)
+		r.Options.HideHyperthreads, r.Options.FullPCPUsOnly = true, true
+		return r
+	}
+	res, err := a.Allocate(both("three", 3))
+	require.NoError(t, err, "placed with 3 CPUs: hide-hyperthreads' mode")
+	require.Equal(t, 3, res.Assignment.Reserved.Size())
+
+	_, err = a.Allocate(both("h", 2))
+	require.NoError(t, err)
+	_, err = a.Resize(both("h", 4))
+	require.NoError(t, err)
+	res, err = a.Resize(both("h", 3))
+	require.NoError(t, err, "shrink to 3 CPUs, each a whole core with its sibling idle")
+	assert.Equal(t, 3, res.Assignment.CPUs.Size())
+	assert.Equal(t, 3, res.Assignment.Reserved.Size(), "the given-back CPU's sibling is no longer hidden")
+	res, err = a.Resize(both("h", 5))
+	require.NoError(t, err, "grow to 5 CPUs, each a whole core with its sibling idle")
+	assert.Equal(t, 5, res.Assignment.Reserved.Size())
+}
