@@ -80,7 +80,9 @@ func (a *Allocator) grow(c *Assignment, req Request, n int) (Result, error) {
 // container c to n CPUs that are not whole cores: either way it would hold
 // part of a core.
 func (a *Allocator) wholeCores(c *Assignment, req Request, verb string, n int) error {
-	if !req.Options.FullPCPUsOnly || a.x.threadsPerCore <= 1 || n%a.x.threadsPerCore == 0 {
+	// hide-hyperthreads wins over full-pcpus-only, as in placement: each
+	// CPU is then a whole core with its siblings hidden, any count of them.
+	if !req.Options.FullPCPUsOnly || req.Options.HideHyperthreads || a.x.threadsPerCore <= 1 || n%a.x.threadsPerCore == 0 {
 		return nil
 	}
 	return fmt.Errorf("pool %s cannot %s container %s to %d CPUs: full-pcpus-only takes whole cores of %d threads; request a multiple of %d; it keeps CPUs %s",
@@ -148,9 +150,10 @@ func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 		return Result{}, err
 	}
 	k := c.CPUs.Size() - n
-	give := cpuset.New(c.Added[len(c.Added)-k:]...)
+	order := a.giveBackOrder(c)
+	give := cpuset.New(order[len(order)-k:]...)
 	infraBefore := a.markInfra()
-	c.Added = slices.Clone(c.Added[:len(c.Added)-k])
+	c.Added = order[:len(order)-k]
 	c.CPUs = c.CPUs.Difference(give)
 	// Hidden siblings go back with the last CPU of their core.
 	var unhide []int
@@ -177,6 +180,60 @@ func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 	res := Result{Assignment: *c}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res, nil
+}
+
+// giveBackOrder is c.Added regrouped core by core at shrink time, so that
+// a shrink gives back whole cores whatever order the record has: a release
+// before returnOrder recorded Added by CPU id, one thread of several cores
+// last, and a restart loads it as written. Each core's added CPUs sit at
+// the position of its first one, which keeps the last added cores last;
+// the siblings that completed a core the container was created on go
+// first, and the cores it holds only in part last, as in returnOrder. A
+// record returnOrder wrote comes out unchanged.
+func (a *Allocator) giveBackOrder(c *Assignment) []int {
+	const (
+		completed = iota
+		addedWhole
+		partial
+	)
+	added := cpuset.New(c.Added...)
+	rank := func(core int) int {
+		if core < 0 {
+			return partial // an offline CPU: no siblings known
+		}
+		r := addedWhole
+		for _, t := range a.x.cores[core] {
+			switch {
+			case !c.CPUs.Contains(t):
+				return partial
+			case !added.Contains(t):
+				r = completed
+			}
+		}
+		return r
+	}
+	type group struct {
+		rank int
+		ids  []int
+	}
+	var groups []*group
+	byCore := make(map[int]*group)
+	for _, id := range c.Added {
+		core := a.x.cpus[id].core
+		g := byCore[core]
+		if g == nil || core < 0 {
+			g = &group{rank: rank(core)}
+			byCore[core] = g
+			groups = append(groups, g)
+		}
+		g.ids = append(g.ids, id)
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return groups[i].rank < groups[j].rank })
+	ids := make([]int, 0, len(c.Added))
+	for _, g := range groups {
+		ids = append(ids, g.ids...)
+	}
+	return ids
 }
 
 // resizedMems are a resized container's mems: those it runs with, and the

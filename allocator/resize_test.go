@@ -286,3 +286,64 @@ func TestResizeFullPCPUsOnlyRefusesAShrinkToHalfACore(t *testing.T) {
 	_, err = a.Resize(req)
 	assert.NoError(t, err, "whole cores")
 }
+
+// A release before shrinks went core by core recorded Added by CPU id: a
+// full-pcpus-only container grown by cores {3,11} and {4,12} has Added
+// [3,4,11,12] in its state file. A shrink by one core's worth after the
+// upgrade must still give back a whole core, not 11 and 12 (one thread of
+// each), which would leave it on two half cores.
+func TestResizeShrinkOfARecordByIDGivesBackWholeCores(t *testing.T) {
+	topo := topology(t, "desktop-8c16t")
+	a := newAllocator(t, "desktop-8c16t", `isolatedCPUs: "2-7,10-15"`)
+	_, err := a.restore(Assignment{ID: "c", Pod: PodRef{Namespace: "ns", Name: "pod-c", UID: "uid-c"}, Container: "c",
+		Pool: pools.Exclusive, MilliCPU: 6000, CPUs: set(t, "2-4,10-12"), Added: []int{3, 4, 11, 12}})
+	require.NoError(t, err)
+	r := exclusive("c", 4)
+	r.Options.FullPCPUsOnly = true
+	res, err := a.Resize(r)
+	require.NoError(t, err)
+	assert.Equal(t, "2-3,10-11", res.Assignment.CPUs.String(), "the last-recorded core {4,12} goes back whole")
+	assert.Equal(t, 0, measure(topo, res.Assignment.CPUs).splitCores)
+	assert.Equal(t, 0, measure(topo, a.FreeCPUs(pools.Exclusive)).splitCores, "the freed CPUs are a whole core")
+}
+
+// The same record order also holds the sibling that completed the
+// container's own core after a whole added core ([3,10,11] for original
+// 2): a shrink by one core's worth gives back the added core, not its own
+// core's sibling and one thread of the added core.
+func TestResizeShrinkOfARecordByIDKeepsTheCompletedOwnCore(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", `isolatedCPUs: "2-7,10-15"`)
+	_, err := a.restore(Assignment{ID: "c", Pod: PodRef{Namespace: "ns", Name: "pod-c", UID: "uid-c"}, Container: "c",
+		Pool: pools.Exclusive, MilliCPU: 4000, CPUs: set(t, "2-3,10-11"), Added: []int{3, 10, 11}})
+	require.NoError(t, err)
+	res, err := a.Resize(resize("c", 2))
+	require.NoError(t, err)
+	assert.Equal(t, "2,10", res.Assignment.CPUs.String())
+}
+
+// With both hide-hyperthreads and full-pcpus-only, placement takes
+// hide-hyperthreads' mode (one thread per core, each core whole with its
+// siblings idle), so any size is placed; a resize accepts the same sizes.
+func TestResizeHideAndFullPCPUsResizeLikeTheyPlace(t *testing.T) {
+	a := newAllocator(t, "xeon-2s-interleaved", "")
+	both := func(id string, n int) Request {
+		r := exclusive(id, n)
+		r.Options.HideHyperthreads, r.Options.FullPCPUsOnly = true, true
+		return r
+	}
+	res, err := a.Allocate(both("three", 3))
+	require.NoError(t, err, "placed with 3 CPUs: hide-hyperthreads' mode")
+	require.Equal(t, 3, res.Assignment.Reserved.Size())
+
+	_, err = a.Allocate(both("h", 2))
+	require.NoError(t, err)
+	_, err = a.Resize(both("h", 4))
+	require.NoError(t, err)
+	res, err = a.Resize(both("h", 3))
+	require.NoError(t, err, "shrink to 3 CPUs, each a whole core with its sibling idle")
+	assert.Equal(t, 3, res.Assignment.CPUs.Size())
+	assert.Equal(t, 3, res.Assignment.Reserved.Size(), "the given-back CPU's sibling is no longer hidden")
+	res, err = a.Resize(both("h", 5))
+	require.NoError(t, err, "grow to 5 CPUs, each a whole core with its sibling idle")
+	assert.Equal(t, 5, res.Assignment.Reserved.Size())
+}
