@@ -255,6 +255,18 @@ func (b *irqbalance) write(data []byte) error {
 	b.mu.Unlock()
 	if !same {
 		if _, err := command(sock, setCPUs+arg, false); err != nil {
+			// irqbalance may have applied it all the same (it reads a
+			// queued connection late, past the deadline): what it bans
+			// is unknown now. Forget what this process last set, so
+			// the next pass asks it ("setup") and sends again, whatever
+			// the list, rather than trusting a cache that may say the
+			// opposite of what irqbalance does (review rvI).
+			delete(b.held, pid)
+			b.mu.Lock()
+			if b.st.PID == pid {
+				b.st.Told = ""
+			}
+			b.mu.Unlock()
 			return fmt.Errorf("telling irqbalance (pid %d) to ban CPUs %s through %s: %w", pid, arg, sock, err)
 		}
 		b.mu.Lock()
