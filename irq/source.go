@@ -159,6 +159,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			return hostfiles.Plan{}, err
 		}
 		s.irqs, s.listed = irqs, true
+		s.inherit.relisted(irqs)
 	}
 	s.inherit.begin(s.irqs)
 	// Most IRQs share a handful of affinities ("0-383", a node's CPUs): a
