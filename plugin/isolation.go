@@ -130,11 +130,10 @@ func (p *Plugin) openIsolation() error {
 	timing := p.isolationTiming
 	timing.Rescan = p.cfg.IRQ.RescanInterval.Duration
 	// irqbalance's banned CPUs are a journaled file of the IRQ Source's
-	// own (irq.IrqbalancePath), served through its socket.
-	iso.fs = p.isolationFS
-	if iso.irq != nil {
-		iso.fs = iso.irq.FS(iso.fs)
-	}
+	// own (irq.IrqbalancePath), served through its socket; no other path
+	// below irq.IrqbalanceRoot reaches the host, also without an IRQ
+	// Source (iso.irq nil).
+	iso.fs = iso.irq.FS(p.isolationFS)
 	iso.recon = hostfiles.NewReconciler(iso.fs, j, p.log, timing, sources...)
 	// Every file a Source changes lies under these: a journal record of
 	// any other file (a damaged or forged journal) is never written.
