@@ -469,8 +469,27 @@ func parseSetup(out string) (cpuset.CPUSet, error) {
 	if i < 0 || i+1 >= len(fields) {
 		return cpuset.New(), fmt.Errorf("it answered %s, without BANNED", cpulist.Echo(out))
 	}
-	return ParseMask(fields[i+1])
+	mask := fields[i+1]
+	// irqbalance prints it into 512 bytes (cpumask_scnprintf), groups
+	// of 8 hex digits: a longer mask (a ban above CPU ~1790 on a kernel
+	// with NR_CPUS 4096) is cut mid-group and would read as another set
+	// (review rvI). Every group after the first is whole in a mask that
+	// was not cut, and none is 511 bytes long (8+9k).
+	if len(mask) >= maxBannedMask {
+		return cpuset.New(), fmt.Errorf("its banned CPUs mask is %d bytes, cut at its %d-byte buffer", len(mask), maxBannedMask+1)
+	}
+	groups := strings.Split(mask, ",")
+	for _, g := range groups[1:] {
+		if len(g) != 8 {
+			return cpuset.New(), fmt.Errorf("its banned CPUs mask %s has a group that is not 8 hex digits", cpulist.Echo(mask))
+		}
+	}
+	return ParseMask(mask)
 }
+
+// maxBannedMask is the longest mask irqbalance's "setup" answer can
+// carry: cpumask_scnprintf into 512 bytes, the last a NUL.
+const maxBannedMask = 511
 
 // EarlierBanUnrecorded tells whether a journal's records (of this boot)
 // say an earlier process may have left a ban in irqbalance unrecorded:
