@@ -17,7 +17,8 @@ package irq
 // original. A process that starts while an earlier one's ban holds takes
 // the IRQs of its first listing as already there: one requested during
 // the earlier process's ban and not yet recorded by it (its next rescan
-// records it) keeps the narrowed set.
+// records it) keeps the narrowed set. A number a later listing lacks
+// was freed and is no longer taken as there before (relisted).
 
 import (
 	"k8s.io/utils/cpuset"
@@ -48,6 +49,28 @@ func (in *inheritance) begin(irqs []int) {
 	in.before = make(map[int]bool, len(irqs))
 	for _, n := range irqs {
 		in.before[n] = true
+	}
+}
+
+// relisted notes a new listing of /proc/irq during the ban: an IRQ that
+// was there before and is not listed now was freed, and its number, when
+// requested again (a driver unbound and bound again, a VF re-created:
+// the kernel tends to give the same numbers back), is an IRQ started on
+// the narrowed default like any new one (review rvI). A number freed and
+// requested again between two listings (a rescan interval) is still
+// taken as there before.
+func (in *inheritance) relisted(irqs []int) {
+	if in.before == nil {
+		return
+	}
+	now := make(map[int]bool, len(irqs))
+	for _, n := range irqs {
+		now[n] = true
+	}
+	for n := range in.before {
+		if !now[n] {
+			delete(in.before, n)
+		}
 	}
 }
 

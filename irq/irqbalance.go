@@ -53,13 +53,21 @@ type irqbalance struct {
 	// unread are the processes whose answer to "setup" could not be
 	// read, warned about once.
 	unread map[int]bool
+	// unrecorded is the irqbalance process that ran when the Source
+	// started with Config.BanUnrecorded, -1 before the first read, 0
+	// when none: its original is its own set (ownBanned), not "setup".
+	unrecorded int
 	// widened is the last list the Change's want widened to fit a
 	// command, warned about once.
 	widened string
 }
 
 func newIrqbalance(cfg Config, log *logrus.Logger) *irqbalance {
-	return &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, held: map[int]string{}, unread: map[int]bool{}}
+	b := &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, held: map[int]string{}, unread: map[int]bool{}}
+	if cfg.BanUnrecorded {
+		b.unrecorded = -1
+	}
+	return b
 }
 
 var socketName = regexp.MustCompile(`^irqbalance([0-9]{1,9})\.sock$`)
@@ -204,6 +212,22 @@ func (b *irqbalance) read() ([]byte, error) {
 	if held, ok := b.held[pid]; ok {
 		return []byte(held), nil
 	}
+	if b.unrecorded == -1 {
+		b.unrecorded = pid
+	}
+	if b.unrecorded == pid {
+		// What it bans now may be an earlier version's ban, told
+		// unrecorded (upgrade while CPUs are kept; review rvI): asked,
+		// it would be taken as irqbalance's own and never given back.
+		own, err := b.ownBanned(pid)
+		if err == nil {
+			return []byte(own.String()), nil
+		}
+		// Asking is then the best left: an earlier ban, if any, is
+		// taken as irqbalance's own, as before.
+		b.unrecorded = 0
+		b.log.Warnf("irqbalance (pid %d): the journal holds IRQ records but not its banned CPUs (an upgrade from a version that did not record them?), and its environment cannot be read (%v): asking it; a ban that version told it is not given back", pid, err)
+	}
 	// Asked: a ban set through its socket before the plugin (an
 	// operator's irqbalance-ui, another agent) is part of what it bans,
 	// and its environment does not say so (review rvB, L3).
@@ -253,8 +277,26 @@ func (b *irqbalance) write(data []byte) error {
 	b.mu.Lock()
 	same := b.st.PID == pid && b.st.Told == arg
 	b.mu.Unlock()
+	if b.unrecorded == pid {
+		// Its original is recorded by now: from here on what it bans
+		// is what this process told it, or, after a failed command,
+		// what it answers.
+		b.unrecorded = 0
+	}
 	if !same {
 		if _, err := command(sock, setCPUs+arg, false); err != nil {
+			// irqbalance may have applied it all the same (it reads a
+			// queued connection late, past the deadline): what it bans
+			// is unknown now. Forget what this process last set, so
+			// the next pass asks it ("setup") and sends again, whatever
+			// the list, rather than trusting a cache that may say the
+			// opposite of what irqbalance does (review rvI).
+			delete(b.held, pid)
+			b.mu.Lock()
+			if b.st.PID == pid {
+				b.st.Told = ""
+			}
+			b.mu.Unlock()
 			return fmt.Errorf("telling irqbalance (pid %d) to ban CPUs %s through %s: %w", pid, arg, sock, err)
 		}
 		b.mu.Lock()
@@ -430,5 +472,40 @@ func parseSetup(out string) (cpuset.CPUSet, error) {
 	if i < 0 || i+1 >= len(fields) {
 		return cpuset.New(), fmt.Errorf("it answered %s, without BANNED", cpulist.Echo(out))
 	}
-	return ParseMask(fields[i+1])
+	mask := fields[i+1]
+	// irqbalance prints it into 512 bytes (cpumask_scnprintf), groups
+	// of 8 hex digits: a longer mask (a ban above CPU ~1790 on a kernel
+	// with NR_CPUS 4096) is cut mid-group and would read as another set
+	// (review rvI). Every group after the first is whole in a mask that
+	// was not cut, and none is 511 bytes long (8+9k).
+	if len(mask) >= maxBannedMask {
+		return cpuset.New(), fmt.Errorf("its banned CPUs mask is %d bytes, cut at its %d-byte buffer", len(mask), maxBannedMask+1)
+	}
+	groups := strings.Split(mask, ",")
+	for _, g := range groups[1:] {
+		if len(g) != 8 {
+			return cpuset.New(), fmt.Errorf("its banned CPUs mask %s has a group that is not 8 hex digits", cpulist.Echo(mask))
+		}
+	}
+	return ParseMask(mask)
+}
+
+// maxBannedMask is the longest mask irqbalance's "setup" answer can
+// carry: cpumask_scnprintf into 512 bytes, the last a NUL.
+const maxBannedMask = 511
+
+// EarlierBanUnrecorded tells whether a journal's records (of this boot)
+// say an earlier process may have left a ban in irqbalance unrecorded:
+// IRQ records but none of IrqbalancePath, as a version before
+// irqbalance's ban was journaled leaves while CPUs are kept
+// (Config.BanUnrecorded).
+func EarlierBanUnrecorded(records map[string]hostfiles.Record) bool {
+	irqs := false
+	for p, r := range records {
+		if p == IrqbalancePath {
+			return false
+		}
+		irqs = irqs || r.Owner == Owner
+	}
+	return irqs
 }

@@ -315,3 +315,58 @@ func TestIrqbalanceOwnSetAsked(t *testing.T) {
 	n.ban(2, 3)
 	assert.Equal(t, "irqbalance: settings cpus 2-3,5,7", events.take()[0], "asked once")
 }
+
+// irqbalanceBannedMask is what irqbalance 1.9's "setup" puts after
+// BANNED: cpumask_scnprintf(banned, 512, banned_cpus) with NR_CPUS 4096
+// (cpumask.h), i.e. bitmap_scnprintf (bitmap.c): 32-bit groups of 8 hex
+// digits, highest first, leading zero groups skipped, cut at 511 bytes.
+func irqbalanceBannedMask(set cpuset.CPUSet) string {
+	var b strings.Builder
+	first := true
+	for i := 4096 - 32; i >= 0; i -= 32 {
+		var val uint32
+		for _, c := range set.List() {
+			if c >= i && c < i+32 {
+				val |= 1 << (c - i)
+			}
+		}
+		if val != 0 || !first || i == 0 {
+			if !first {
+				b.WriteString(",")
+			}
+			b.WriteString(strconv.FormatUint(uint64(val)|1<<32, 16)[1:])
+			first = false
+		}
+	}
+	s := b.String()
+	if len(s) > 511 {
+		s = s[:511]
+	}
+	return s
+}
+
+// TestSetupBannedCutMaskIsNotReadAsAnotherSet (review rvI): 1,024 CPUs
+// parse exactly; a ban whose highest CPU is 1792-1823 makes irqbalance
+// cut its answer at 511 bytes mid-group: the plugin read a wrong set (CPU
+// 4 read as CPU 0) without an error, recorded it as irqbalance's
+// original and gave it back as a list at the release (CPU 0 banned for
+// good, CPU 4 unbanned). Now it is an error: the environment's set is
+// taken instead (read).
+func TestSetupBannedCutMaskIsNotReadAsAnotherSet(t *testing.T) {
+	all := make([]int, 1024)
+	for i := range all {
+		all[i] = i
+	}
+	for _, set := range []cpuset.CPUSet{cpuset.New(all...), cpuset.New(1023), cpuset.New(0, 33, 511, 1000)} {
+		got, err := parseSetup("SLEEP 10 IRQ 5 LOAD 0 DIFF 0 CLASS 0 BANNED " + irqbalanceBannedMask(set))
+		require.NoError(t, err)
+		assert.True(t, set.Equals(got), "%s", set)
+	}
+	set := cpuset.New(4, 1800)
+	got, err := parseSetup("SLEEP 10 BANNED " + irqbalanceBannedMask(set))
+	if err == nil {
+		assert.Equal(t, set.String(), got.String(), "a cut answer must not be read as another set")
+	}
+	_, err = parseSetup("SLEEP 10 BANNED 1,0000001")
+	assert.Error(t, err, "a group short of 8 digits")
+}

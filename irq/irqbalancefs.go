@@ -23,7 +23,10 @@ package irq
 // the record is dropped rather than told to it.
 
 import (
+	"io/fs"
 	"path"
+	"strings"
+	"syscall"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
 )
@@ -36,35 +39,77 @@ const IrqbalanceRoot = "/irqbalance"
 // IrqbalancePath holds the CPUs the running irqbalance bans, as a list.
 const IrqbalancePath = IrqbalanceRoot + "/banned-cpus"
 
-// irqbalanceFS serves IrqbalancePath through irqbalance's socket and
-// every other path through FS.
+// irqbalanceFS serves IrqbalancePath through irqbalance's socket (b;
+// ENOENT when nil: no socket directory) and every path outside
+// IrqbalanceRoot through FS. Any other path below IrqbalanceRoot is
+// ENOENT: the root is admitted for restores, and a damaged or forged
+// journal record of a path below it must never reach the host's file
+// system (review rvI), as housekeeping.SystemdFS refuses its own.
 type irqbalanceFS struct {
 	hostfiles.FS
 	b *irqbalance
 }
 
-// FS is fsys with IrqbalancePath served through irqbalance's control
-// socket, for the reconciler of this Source: fsys itself when the
-// Source has no irqbalance socket directory.
+// FS is fsys with IrqbalanceRoot served as irqbalanceFS does, for the
+// reconciler of this Source. s may be nil (no IRQ Source): the paths
+// below IrqbalanceRoot are then all ENOENT.
 func (s *Source) FS(fsys hostfiles.FS) hostfiles.FS {
-	if s.irqbalance == nil {
-		return fsys
+	f := &irqbalanceFS{FS: fsys}
+	if s != nil {
+		f.b = s.irqbalance
 	}
-	return &irqbalanceFS{FS: fsys, b: s.irqbalance}
+	return f
+}
+
+// underRoot tells whether p lies in IrqbalanceRoot, and whether it is
+// the one file served there.
+func underRoot(p string) (under, served bool) {
+	c := path.Clean(p)
+	return c == IrqbalanceRoot || strings.HasPrefix(c, IrqbalanceRoot+"/"), c == IrqbalancePath
+}
+
+func noFile(op, p string) error {
+	return &fs.PathError{Op: op, Path: p, Err: syscall.ENOENT}
 }
 
 // ReadFile implements hostfiles.FS.
 func (f *irqbalanceFS) ReadFile(p string) ([]byte, error) {
-	if path.Clean(p) == IrqbalancePath {
+	under, served := underRoot(p)
+	switch {
+	case !under:
+		return f.FS.ReadFile(p)
+	case served && f.b != nil:
 		return f.b.read()
 	}
-	return f.FS.ReadFile(p)
+	return nil, noFile("read", p)
 }
 
 // WriteFile implements hostfiles.FS.
 func (f *irqbalanceFS) WriteFile(p string, data []byte) error {
-	if path.Clean(p) == IrqbalancePath {
+	under, served := underRoot(p)
+	switch {
+	case !under:
+		return f.FS.WriteFile(p, data)
+	case served && f.b != nil:
 		return f.b.write(data)
 	}
-	return f.FS.WriteFile(p, data)
+	return noFile("write", p)
+}
+
+// ReplaceFile implements hostfiles.FS.
+func (f *irqbalanceFS) ReplaceFile(p string, data []byte) error {
+	if under, _ := underRoot(p); under {
+		return noFile("replace", p)
+	}
+	return f.FS.ReplaceFile(p, data)
+}
+
+// Rename implements hostfiles.FS.
+func (f *irqbalanceFS) Rename(from, to string) error {
+	u1, _ := underRoot(from)
+	u2, _ := underRoot(to)
+	if u1 || u2 {
+		return noFile("rename", from)
+	}
+	return f.FS.Rename(from, to)
 }

@@ -69,7 +69,8 @@ func (n *node) start(irqbalanceDir string) {
 	j, _, err := hostfiles.OpenJournal(n.fs, hostfiles.JournalPath(n.state), boot)
 	require.NoError(n.t, err)
 	n.src = NewSource(Config{ProcRoot: n.proc, SysfsRoot: n.sys, IrqbalanceDir: irqbalanceDir, Online: cpuset.New(0, 1, 2, 3, 4, 5, 6, 7),
-		NodeCPUs: map[int]cpuset.CPUSet{0: cpuset.New(0, 1, 2, 3), 1: cpuset.New(4, 5, 6, 7)}}, n.log)
+		BanUnrecorded: EarlierBanUnrecorded(j.Records()),
+		NodeCPUs:      map[int]cpuset.CPUSet{0: cpuset.New(0, 1, 2, 3), 1: cpuset.New(4, 5, 6, 7)}}, n.log)
 	n.r = hostfiles.NewReconciler(n.src.FS(n.fs), j, n.log, hostfiles.DefaultTiming, n.src)
 	n.t.Cleanup(n.r.Close)
 }
@@ -407,4 +408,31 @@ func TestLateIRQStartedOnNarrowedDefaultIsRestored(t *testing.T) {
 	assert.Equal(t, "0-3", n.affinity("41"), "its node's part of the default's original")
 	assert.Equal(t, "4-7", n.affinity("42"), "nothing of its node was banned")
 	assert.Equal(t, "0-1", n.affinity("29"), "there before the ban: its own value")
+}
+
+// TestReloadedDriverIRQGetsTheDefaultsOriginal (review rvI, L1 gap): a driver unbound and
+// bound again while CPUs are kept (modprobe -r/modprobe, a VF re-created)
+// gets its IRQ numbers back (irq_domain_alloc_descs' hint is derived from
+// the hwirq), so the "new" IRQ is in inheritance.before and takes no
+// inferred original: it starts on the narrowed default's node part (0-1),
+// avoids the banned CPUs, got no record, and kept 0-1 for good after
+// the release although default_smp_affinity went back to ff. A listing
+// that no longer has a number now drops it from those there before.
+func TestReloadedDriverIRQGetsTheDefaultsOriginal(t *testing.T) {
+	spec := twoNodes()
+	n := newNode(t, spec, "")
+	n.ban(2, 3)
+	require.Equal(t, "0-1,4-7", n.affinity("24"))
+	// Unbound: the IRQ goes; a pass sees its record's file gone.
+	require.NoError(t, os.RemoveAll(filepath.Join(n.proc, "irq", "24")))
+	require.NoError(t, n.r.Flush())
+	// Bound again: the same number, started by the kernel on the narrowed
+	// default's part on node 0.
+	procfixture.Write(t, n.proc, procfixture.Spec{CPUs: spec.CPUs, IRQs: []procfixture.IRQ{
+		{N: 24, Affinity: cpuset.New(0, 1), Node: 0, Description: "PCI-MSI 49152-edge virtio0-config"}},
+		DefaultAffinity: ptr(cpuset.New(0, 1, 4, 5, 6, 7))})
+	require.NoError(t, n.r.Flush())
+	n.ban()
+	assert.Equal(t, "ff", n.defaultAffinity())
+	assert.Equal(t, "0-3", n.affinity("24"), "what the kernel gives it from the default's original, as for a new number")
 }

@@ -97,7 +97,10 @@ func (p *Plugin) openIsolation() error {
 		// earlier process told it (journaled) is still undone.
 		cfg := irq.Config{ProcRoot: p.cfg.ProcRoot, SysfsRoot: p.cfg.SysfsRoot, Online: p.topo.Online,
 			NodeCPUs: map[int]cpuset.CPUSet{}, Banned: p.irqBanned,
-			IrqbalanceDir: p.cfg.IRQ.IrqbalanceDir, LeaveIrqbalance: p.cfg.IRQ.Irqbalance != "socket"}
+			IrqbalanceDir: p.cfg.IRQ.IrqbalanceDir, LeaveIrqbalance: p.cfg.IRQ.Irqbalance != "socket",
+			// IRQ records without irqbalance's: an earlier version's ban
+			// may be in irqbalance, unrecorded (upgrade while CPUs are kept).
+			BanUnrecorded: irq.EarlierBanUnrecorded(j.Records())}
 		for _, n := range p.topo.NUMANodes {
 			cfg.NodeCPUs[n.ID] = n.CPUs
 		}
@@ -127,11 +130,10 @@ func (p *Plugin) openIsolation() error {
 	timing := p.isolationTiming
 	timing.Rescan = p.cfg.IRQ.RescanInterval.Duration
 	// irqbalance's banned CPUs are a journaled file of the IRQ Source's
-	// own (irq.IrqbalancePath), served through its socket.
-	iso.fs = p.isolationFS
-	if iso.irq != nil {
-		iso.fs = iso.irq.FS(iso.fs)
-	}
+	// own (irq.IrqbalancePath), served through its socket; no other path
+	// below irq.IrqbalanceRoot reaches the host, also without an IRQ
+	// Source (iso.irq nil).
+	iso.fs = iso.irq.FS(p.isolationFS)
 	iso.recon = hostfiles.NewReconciler(iso.fs, j, p.log, timing, sources...)
 	// Every file a Source changes lies under these: a journal record of
 	// any other file (a damaged or forged journal) is never written.
