@@ -5,20 +5,20 @@ package cli
 //
 //   - /healthz: the process serves; a liveness probe's endpoint.
 //   - /readyz: the node pins containers and remembers them: registered with
-//     the runtime and synchronized on that connection, the state writer
-//     not failing, and the journal of host files' originals open (else
-//     isolation is degraded, though pinning goes on). 200 "ok", or 503
-//     with one line per failed check;
+//     the runtime and synchronized on that connection, and the state writer
+//     not failing. 200 "ok", or 503 with one line per failed check;
 //     ?verbose lists every check the way the kube-apiserver does.
 //
-// The DRA driver is shown by ?verbose and does not make the daemon
-// unready: pinning does not depend on it, and it waits for the kubelet
-// and the API server, which a DaemonSet's readiness must not follow (with
+// The DRA driver and the journal of host files' originals (isolation) are
+// shown by ?verbose and do not make the daemon unready: pinning depends on
+// neither, and a DaemonSet's readiness must not follow them (with
 // maxSurge the controller deletes the old pod only once the new one is
 // ready, and on the host network the new pod's probe reaches the old
-// process, which holds the port: an old driver that cannot register would
-// stall the rollout that fixes it). cpupool_dra_driver_state and its
-// alert watch it instead.
+// process, which holds the port: an old driver that cannot register, or
+// an old build whose journal cannot be opened, would stall the rollout
+// that fixes it, on untuned nodes too). cpupool_dra_driver_state,
+// cpupool_host_files_journal_unavailable and their alerts watch them
+// instead.
 
 import (
 	"fmt"
@@ -52,7 +52,7 @@ func readyChecks(p ready, d Driver) []readyCheck {
 	checks := []readyCheck{
 		{name: "runtime", check: p.RuntimeReady},
 		{name: "state-writer", check: p.StateWriterReady},
-		{name: "isolation", check: p.IsolationReady},
+		{name: "isolation", check: p.IsolationReady, informational: true},
 	}
 	if d != nil {
 		checks = append(checks, readyCheck{name: "dra", check: func() error { return draReady(d.Status()) }, informational: true})

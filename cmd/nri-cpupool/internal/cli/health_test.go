@@ -163,3 +163,31 @@ func TestMetricsHandlerReportsTheDriver(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "ok", body)
 }
+
+// TestUnopenableHostFilesJournalLeavesTheNodeReady (review rvK): a node
+// whose journal of host files' originals cannot be opened (an I/O error, a
+// damaged journal on a read-only state directory) still pins containers
+// and remembers them, what /readyz stands for. With the DaemonSets'
+// maxSurge 1 / maxUnavailable 0, on the host network the new pod's probe
+// reaches the old process: an unready old build would stall the rollout
+// that fixes it, on every node, tuned or not. The isolation check is
+// therefore shown by ?verbose and fails nothing, like dra;
+// CpupoolHostFilesJournalUnavailable alerts on it instead.
+func TestUnopenableHostFilesJournalLeavesTheNodeReady(t *testing.T) {
+	journal := errors.New("opening /var/lib/nri-cpupool/host-originals.json: input/output error")
+	h := readyz(readyChecks(fixedReady{isolation: journal}, nil))
+	code, body := probe(h, "/readyz")
+	assert.Equal(t, http.StatusOK, code, "an unopenable journal made the node unready: %s", body)
+	assert.Equal(t, "ok", body)
+	code, body = probe(h, "/readyz?verbose")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "[+]runtime ok\n[+]state-writer ok\n"+
+		"[!]isolation opening /var/lib/nri-cpupool/host-originals.json: input/output error (informational: readiness does not depend on it)\n"+
+		"readyz check passed\n", body)
+
+	// A check that counts still fails the node beside it.
+	h = readyz(readyChecks(fixedReady{writer: errors.New("disk"), isolation: journal}, nil))
+	code, body = probe(h, "/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, "state-writer: disk\n", body)
+}
