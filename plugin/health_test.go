@@ -149,6 +149,9 @@ func TestStateWriteFailingGauge(t *testing.T) {
 	rp := startPlugin(t, f, desktop, statePath(f))
 	require.NoError(t, rp.p.StateWriterReady())
 	assert.Zero(t, gauge(t, rp.p, "cpupool_state_write_failing"))
+	// The start's own writes done first: one that succeeded after the
+	// failure noted below would clear it (a flake on a loaded machine).
+	require.NoError(t, rp.p.writer.Flush())
 	noteFailure(&rp.p.writer.writeFailure, "writing state", errors.New("no space left on device"))
 	assert.Equal(t, 1.0, gauge(t, rp.p, "cpupool_state_write_failing"))
 	require.ErrorContains(t, rp.p.StateWriterReady(), "no space left on device")
