@@ -220,13 +220,10 @@ func (b *irqbalance) read() ([]byte, error) {
 		// unrecorded (upgrade while CPUs are kept; review rvI): asked,
 		// it would be taken as irqbalance's own and never given back.
 		own, err := b.ownBanned(pid)
-		if err == nil {
-			return []byte(own.String()), nil
+		if err != nil {
+			return nil, fmt.Errorf("irqbalance (pid %d): the journal holds IRQ records but not its ban, and its environment: %w", pid, err)
 		}
-		// Asking is then the best left: an earlier ban, if any, is
-		// taken as irqbalance's own, as before.
-		b.unrecorded = 0
-		b.log.Warnf("irqbalance (pid %d): the journal holds IRQ records but not its banned CPUs (an upgrade from a version that did not record them?), and its environment cannot be read (%v): asking it; a ban that version told it is not given back", pid, err)
+		return []byte(own.String()), nil
 	}
 	// Asked: a ban set through its socket before the plugin (an
 	// operator's irqbalance-ui, another agent) is part of what it bans,

@@ -221,24 +221,3 @@ func TestIrqbalanceUpgradeDuringBanGivesItsOwnSetBack(t *testing.T) {
 	assert.Empty(t, fake.fromUI, "irqbalance must get its own set (7) back: events %v", events.take())
 	assert.Empty(t, irqbalanceRecords(t, n))
 }
-
-// TestIrqbalanceUpgradeWithoutEnvironmentStillBans: as above, but
-// irqbalance's environment cannot be read: the ban is still told (the
-// original asked, as before), not a pass failing for good.
-func TestIrqbalanceUpgradeWithoutEnvironmentStillBans(t *testing.T) {
-	skipUnlessRoot(t)
-	spec := twoNodes()
-	spec.Processes = []procfixture.Process{irqbalanceProc(4242, "IRQBALANCE_BANNED_CPULIST=7")}
-	sockets := filepath.Join(t.TempDir(), "run-irqbalance")
-	n := newNode(t, spec, "")
-	n.ban(2)
-	n.r.Close()
-	require.NoError(t, os.Remove(filepath.Join(n.proc, "4242", "environ")))
-	events := &eventLog{}
-	fake := startFakeIrqbalance(t, sockets, 4242, cpuset.New(7), events)
-	n.start(sockets)
-	n.ban(3)
-	fake.mu.Lock()
-	defer fake.mu.Unlock()
-	assert.Equal(t, "3,7", fake.fromUI)
-}
