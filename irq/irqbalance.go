@@ -53,21 +53,13 @@ type irqbalance struct {
 	// unread are the processes whose answer to "setup" could not be
 	// read, warned about once.
 	unread map[int]bool
-	// unrecorded is the irqbalance process that ran when the Source
-	// started with Config.BanUnrecorded, -1 before the first read, 0
-	// when none: its original is its own set (ownBanned), not "setup".
-	unrecorded int
 	// widened is the last list the Change's want widened to fit a
 	// command, warned about once.
 	widened string
 }
 
 func newIrqbalance(cfg Config, log *logrus.Logger) *irqbalance {
-	b := &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, held: map[int]string{}, unread: map[int]bool{}}
-	if cfg.BanUnrecorded {
-		b.unrecorded = -1
-	}
-	return b
+	return &irqbalance{cfg: cfg, log: log, warned: map[int]bool{}, held: map[int]string{}, unread: map[int]bool{}}
 }
 
 var socketName = regexp.MustCompile(`^irqbalance([0-9]{1,9})\.sock$`)
@@ -212,19 +204,6 @@ func (b *irqbalance) read() ([]byte, error) {
 	if held, ok := b.held[pid]; ok {
 		return []byte(held), nil
 	}
-	if b.unrecorded == -1 {
-		b.unrecorded = pid
-	}
-	if b.unrecorded == pid {
-		// What it bans now may be an earlier version's ban, told
-		// unrecorded (upgrade while CPUs are kept; review rvI): asked,
-		// it would be taken as irqbalance's own and never given back.
-		own, err := b.ownBanned(pid)
-		if err != nil {
-			return nil, fmt.Errorf("irqbalance (pid %d): the journal holds IRQ records but not its ban, and its environment: %w", pid, err)
-		}
-		return []byte(own.String()), nil
-	}
 	// Asked: a ban set through its socket before the plugin (an
 	// operator's irqbalance-ui, another agent) is part of what it bans,
 	// and its environment does not say so (review rvB, L3).
@@ -274,12 +253,6 @@ func (b *irqbalance) write(data []byte) error {
 	b.mu.Lock()
 	same := b.st.PID == pid && b.st.Told == arg
 	b.mu.Unlock()
-	if b.unrecorded == pid {
-		// Its original is recorded by now: from here on what it bans
-		// is what this process told it, or, after a failed command,
-		// what it answers.
-		b.unrecorded = 0
-	}
 	if !same {
 		if _, err := command(sock, setCPUs+arg, false); err != nil {
 			// irqbalance may have applied it all the same (it reads a
@@ -490,19 +463,3 @@ func parseSetup(out string) (cpuset.CPUSet, error) {
 // maxBannedMask is the longest mask irqbalance's "setup" answer can
 // carry: cpumask_scnprintf into 512 bytes, the last a NUL.
 const maxBannedMask = 511
-
-// EarlierBanUnrecorded tells whether a journal's records (of this boot)
-// say an earlier process may have left a ban in irqbalance unrecorded:
-// IRQ records but none of IrqbalancePath, as a version before
-// irqbalance's ban was journaled leaves while CPUs are kept
-// (Config.BanUnrecorded).
-func EarlierBanUnrecorded(records map[string]hostfiles.Record) bool {
-	irqs := false
-	for p, r := range records {
-		if p == IrqbalancePath {
-			return false
-		}
-		irqs = irqs || r.Owner == Owner
-	}
-	return irqs
-}

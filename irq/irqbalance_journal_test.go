@@ -185,39 +185,3 @@ func TestIrqbalanceUnreadableAnswerTakesItsEnvironment(t *testing.T) {
 	}
 	assert.Len(t, warned, 1)
 }
-
-// TestIrqbalanceUpgradeDuringBanGivesItsOwnSetBack (review rvI): a node
-// upgraded from a version before irqbalance's ban was journaled while
-// exclusive CPUs are kept. That version left IRQ records and had told
-// irqbalance "settings cpus 2,7" (its own 7 plus the kept 2), unrecorded.
-// Asked, irqbalance answers 2,7, which the new process took as its
-// original: the want was met, nothing recorded, and at the release
-// nothing gave irqbalance its own set back: CPU 2 stayed banned from
-// irqbalance until it restarted. The journal's IRQ records without an
-// IrqbalancePath record say so: the original is irqbalance's own set.
-func TestIrqbalanceUpgradeDuringBanGivesItsOwnSetBack(t *testing.T) {
-	skipUnlessRoot(t)
-	spec := twoNodes()
-	spec.Processes = []procfixture.Process{irqbalanceProc(4242, "IRQBALANCE_BANNED_CPULIST=7")}
-	sockets := filepath.Join(t.TempDir(), "run-irqbalance")
-	// The earlier version: IRQs moved off CPU 2 and journaled, irqbalance
-	// told through a hook (no socket here, so nothing recorded of it).
-	n := newNode(t, spec, "")
-	n.ban(2)
-	require.NotEmpty(t, n.affinity("24"))
-	n.r.Close() // upgraded while CPU 2 is kept
-	events := &eventLog{}
-	fake := startFakeIrqbalance(t, sockets, 4242, cpuset.New(7), events)
-	fake.mu.Lock()
-	fake.fromUI = "2,7" // what the previous version told it, unrecorded
-	fake.mu.Unlock()
-
-	n.start(sockets)
-	n.ban(2) // the kept CPU, as before the upgrade
-	assert.Equal(t, "7", irqbalanceRecords(t, n)[IrqbalancePath].Original, "its own set, not the earlier version's ban")
-	n.ban() // the container ends
-	fake.mu.Lock()
-	defer fake.mu.Unlock()
-	assert.Empty(t, fake.fromUI, "irqbalance must get its own set (7) back: events %v", events.take())
-	assert.Empty(t, irqbalanceRecords(t, n))
-}

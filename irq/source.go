@@ -35,13 +35,6 @@ type Config struct {
 	// a ban an earlier process told it, which the journal records
 	// (IrqbalancePath), is still undone through IrqbalanceDir.
 	LeaveIrqbalance bool
-	// BanUnrecorded says the journal of this boot holds IRQ records but
-	// none of IrqbalancePath (EarlierBanUnrecorded): a version before
-	// irqbalance's ban was journaled told irqbalance its own set plus
-	// the CPUs it kept free, unrecorded, and what "setup" answers now
-	// may be that ban. The irqbalance process running then gets the
-	// set it computes by itself as its original, as that version did.
-	BanUnrecorded bool
 	// Online are the node's online CPUs.
 	Online cpuset.CPUSet
 	// NodeCPUs are the CPUs of each NUMA node, for IRQs whose affinity

@@ -69,8 +69,7 @@ func (n *node) start(irqbalanceDir string) {
 	j, _, err := hostfiles.OpenJournal(n.fs, hostfiles.JournalPath(n.state), boot)
 	require.NoError(n.t, err)
 	n.src = NewSource(Config{ProcRoot: n.proc, SysfsRoot: n.sys, IrqbalanceDir: irqbalanceDir, Online: cpuset.New(0, 1, 2, 3, 4, 5, 6, 7),
-		BanUnrecorded: EarlierBanUnrecorded(j.Records()),
-		NodeCPUs:      map[int]cpuset.CPUSet{0: cpuset.New(0, 1, 2, 3), 1: cpuset.New(4, 5, 6, 7)}}, n.log)
+		NodeCPUs: map[int]cpuset.CPUSet{0: cpuset.New(0, 1, 2, 3), 1: cpuset.New(4, 5, 6, 7)}}, n.log)
 	n.r = hostfiles.NewReconciler(n.src.FS(n.fs), j, n.log, hostfiles.DefaultTiming, n.src)
 	n.t.Cleanup(n.r.Close)
 }

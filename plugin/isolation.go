@@ -97,10 +97,7 @@ func (p *Plugin) openIsolation() error {
 		// earlier process told it (journaled) is still undone.
 		cfg := irq.Config{ProcRoot: p.cfg.ProcRoot, SysfsRoot: p.cfg.SysfsRoot, Online: p.topo.Online,
 			NodeCPUs: map[int]cpuset.CPUSet{}, Banned: p.irqBanned,
-			IrqbalanceDir: p.cfg.IRQ.IrqbalanceDir, LeaveIrqbalance: p.cfg.IRQ.Irqbalance != "socket",
-			// IRQ records without irqbalance's: an earlier version's ban
-			// may be in irqbalance, unrecorded (upgrade while CPUs are kept).
-			BanUnrecorded: irq.EarlierBanUnrecorded(j.Records())}
+			IrqbalanceDir: p.cfg.IRQ.IrqbalanceDir, LeaveIrqbalance: p.cfg.IRQ.Irqbalance != "socket"}
 		for _, n := range p.topo.NUMANodes {
 			cfg.NodeCPUs[n.ID] = n.CPUs
 		}
