@@ -34,7 +34,8 @@ const (
 	// kernel-managed or per-CPU IRQ, EIO or EPERM): left as it was, with
 	// nothing to restore, and refused on most nodes for as long as they
 	// run, so listed but not held against the node (as the alerts and
-	// the dashboard do not count them).
+	// the dashboard do not count them). A refused restore of an IRQ is
+	// HostFileRefused: the plugin moved it, and it stays moved.
 	HostFileManagedIRQ = "managedIRQ"
 )
 
@@ -61,6 +62,10 @@ func hostFiles(refused map[string]string, procRoot string) []HostFile {
 		switch {
 		case strings.Contains(why, hostfiles.ErrOutsideRoots.Error()):
 			kind = HostFileUntrusted
+		case strings.HasPrefix(why, hostfiles.RestoreRefused):
+			// An original the kernel refused to take back, the file left
+			// changed, even if its IRQ is kernel-managed now (the IRQ
+			// source's hint says so for a restore too).
 		case strings.HasPrefix(path, irqDir) && strings.Contains(why, managedIRQHint):
 			kind = HostFileManagedIRQ
 		}

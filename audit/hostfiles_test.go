@@ -70,3 +70,22 @@ func TestAuditListsRefusedAndUntrustedHostFiles(t *testing.T) {
 	assert.Contains(t, text.String(), "every held exclusive CPU is clean\n")
 	assert.NotContains(t, text.String(), "host files")
 }
+
+// TestARefusedIRQRestoreCountsAgainstTheNode: an IRQ the plugin moved
+// whose original the kernel refused to take back stays changed (the alert
+// CpupoolHostFilesNotRestored fires); its journal reason carries the IRQ
+// source's managed-IRQ hint as well, but begins with
+// hostfiles.RestoreRefused. audit lists it as refused and does not say
+// all is well.
+func TestARefusedIRQRestoreCountsAgainstTheNode(t *testing.T) {
+	p := "/proc/irq/40/smp_affinity_list"
+	refused := map[string]string{p: hostfiles.RestoreRefused + "write " + p + ": input/output error (a kernel-managed or per-CPU IRQ: its affinity cannot be set from user space)"}
+	files := hostFiles(refused, "/proc")
+	require.Len(t, files, 1)
+	assert.Equal(t, HostFileRefused, files[0].Kind)
+	rep := &Report{Clean: true, CPUs: []CPU{{CPU: 4, Owner: "telco/dpdk/fwd", Pool: "exclusive", Clean: true}}, HostFiles: files}
+	var text bytes.Buffer
+	require.NoError(t, WriteText(&text, rep))
+	assert.NotContains(t, text.String(), "every held exclusive CPU is clean\n", "a host file left changed is not 'all is well'")
+	assert.Contains(t, text.String(), "but 1 host file is not as the plugin wants")
+}
