@@ -15,11 +15,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 // The kinds of HostFile.
@@ -130,11 +130,19 @@ func writeHostFiles(b *strings.Builder, files []HostFile) {
 	}
 }
 
+// shownMax is the longest path or reason the text shows whole; the
+// longest real ones (a cgroup's file, an errno with its hint) fit.
+const shownMax = 256
+
 // shown is s for a terminal: quoted when it has a character that is not
-// printable (a forged journal's path may hold anything).
+// printable (a forged journal's path may hold anything), and cut to a
+// quoted prefix that says its size when longer than shownMax (a forged
+// journal's 20 records of 64 KiB paths were a megabyte of text). --json
+// keeps them whole: it is for scripts, and says exactly what the journal
+// holds.
 func shown(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return strconv.Quote(s)
+	if len(s) > shownMax || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return cpulist.EchoLong(s)
 	}
 	return s
 }
