@@ -15,11 +15,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
 // The kinds of HostFile.
@@ -34,7 +34,8 @@ const (
 	// kernel-managed or per-CPU IRQ, EIO or EPERM): left as it was, with
 	// nothing to restore, and refused on most nodes for as long as they
 	// run, so listed but not held against the node (as the alerts and
-	// the dashboard do not count them).
+	// the dashboard do not count them). A refused restore of an IRQ is
+	// HostFileRefused: the plugin moved it, and it stays moved.
 	HostFileManagedIRQ = "managedIRQ"
 )
 
@@ -61,6 +62,10 @@ func hostFiles(refused map[string]string, procRoot string) []HostFile {
 		switch {
 		case strings.Contains(why, hostfiles.ErrOutsideRoots.Error()):
 			kind = HostFileUntrusted
+		case strings.HasPrefix(why, hostfiles.RestoreRefused):
+			// An original the kernel refused to take back, the file left
+			// changed, even if its IRQ is kernel-managed now (the IRQ
+			// source's hint says so for a restore too).
 		case strings.HasPrefix(path, irqDir) && strings.Contains(why, managedIRQHint):
 			kind = HostFileManagedIRQ
 		}
@@ -125,11 +130,19 @@ func writeHostFiles(b *strings.Builder, files []HostFile) {
 	}
 }
 
+// shownMax is the longest path or reason the text shows whole; the
+// longest real ones (a cgroup's file, an errno with its hint) fit.
+const shownMax = 256
+
 // shown is s for a terminal: quoted when it has a character that is not
-// printable (a forged journal's path may hold anything).
+// printable (a forged journal's path may hold anything), and cut to a
+// quoted prefix that says its size when longer than shownMax (a forged
+// journal's 20 records of 64 KiB paths were a megabyte of text). --json
+// keeps them whole: it is for scripts, and says exactly what the journal
+// holds.
 func shown(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return strconv.Quote(s)
+	if len(s) > shownMax || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return cpulist.EchoLong(s)
 	}
 	return s
 }

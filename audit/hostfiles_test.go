@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +70,44 @@ func TestAuditListsRefusedAndUntrustedHostFiles(t *testing.T) {
 	require.NoError(t, WriteText(&text, rep))
 	assert.Contains(t, text.String(), "every held exclusive CPU is clean\n")
 	assert.NotContains(t, text.String(), "host files")
+}
+
+// TestARefusedIRQRestoreCountsAgainstTheNode: an IRQ the plugin moved
+// whose original the kernel refused to take back stays changed (the alert
+// CpupoolHostFilesNotRestored fires); its journal reason carries the IRQ
+// source's managed-IRQ hint as well, but begins with
+// hostfiles.RestoreRefused. audit lists it as refused and does not say
+// all is well.
+func TestARefusedIRQRestoreCountsAgainstTheNode(t *testing.T) {
+	p := "/proc/irq/40/smp_affinity_list"
+	refused := map[string]string{p: hostfiles.RestoreRefused + "write " + p + ": input/output error (a kernel-managed or per-CPU IRQ: its affinity cannot be set from user space)"}
+	files := hostFiles(refused, "/proc")
+	require.Len(t, files, 1)
+	assert.Equal(t, HostFileRefused, files[0].Kind)
+	rep := &Report{Clean: true, CPUs: []CPU{{CPU: 4, Owner: "telco/dpdk/fwd", Pool: "exclusive", Clean: true}}, HostFiles: files}
+	var text bytes.Buffer
+	require.NoError(t, WriteText(&text, rep))
+	assert.NotContains(t, text.String(), "every held exclusive CPU is clean\n", "a host file left changed is not 'all is well'")
+	assert.Contains(t, text.String(), "but 1 host file is not as the plugin wants")
+}
+
+// TestHostFilesTextIsBounded: the text names at most 20 host files, but
+// echoed each path and reason whole. A damaged or forged journal (its
+// checksum is a sha256 anyone who can write the file recomputes) may hold
+// records of 64 KiB paths: audit then printed over a megabyte to the
+// terminal of the engineer reading it. Each is cut now, and says its
+// size; --json keeps them whole, as the journal has them.
+func TestHostFilesTextIsBounded(t *testing.T) {
+	refused := map[string]string{}
+	for i := 0; i < 20; i++ {
+		p := fmt.Sprintf("/etc/%02d/%s", i, strings.Repeat("a", 64<<10))
+		refused[p] = fmt.Errorf("%w (/proc, /sys/devices/system/cpu)", hostfiles.ErrOutsideRoots).Error()
+	}
+	rep := &Report{Clean: true, CPUs: []CPU{{CPU: 4, Owner: "telco/dpdk/fwd", Pool: "exclusive", Clean: true}}, HostFiles: hostFiles(refused, "/proc")}
+	var text bytes.Buffer
+	require.NoError(t, WriteText(&text, rep))
+	assert.Less(t, text.Len(), 64<<10, "audit's text is %d bytes for 20 forged records", text.Len())
+	assert.Contains(t, text.String(), "/etc/00/aaaa")
+	assert.Contains(t, text.String(), fmt.Sprintf("… (%d bytes)", len("/etc/00/")+64<<10), "a cut path says how long it is")
+	assert.Len(t, rep.HostFiles[0].Path, len("/etc/00/")+64<<10, "--json keeps the whole path")
 }

@@ -937,3 +937,42 @@ func TestNearestRestoreKeepsTheRecordQuietly(t *testing.T) {
 	tr.requireOriginals(t, "restored once the kernel takes it")
 	assert.Empty(t, onDisk(t, tr))
 }
+
+// explainingIRQ is the irq source as the Reconciler sees it: it explains
+// EIO/EPERM as a kernel-managed IRQ (irq.Source.Explain).
+type explainingIRQ struct{ *fakeSource }
+
+func (explainingIRQ) Explain(_ string, err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) && (errno == syscall.EIO || errno == syscall.EPERM) {
+		return "a kernel-managed or per-CPU IRQ: its affinity cannot be set from user space"
+	}
+	return ""
+}
+
+// TestARefusedRestoreIsJournaledAsARestore: an IRQ the plugin moved whose
+// original the kernel then refuses stays changed (the alert
+// CpupoolHostFilesNotRestored fires). The journal's refusal must say it
+// was a restore, so that the audit does not file it with the kernel-managed
+// IRQs it leaves alone and say all is well.
+func TestARefusedRestoreIsJournaledAsARestore(t *testing.T) {
+	tr := newTree(t, map[string]string{"irq/40/smp_affinity_list": "2"})
+	fsys := &faultFS{}
+	src := explainingIRQ{newSource("irq")}
+	in := openInstance(t, fsys, tr, bootA, src)
+	p := tr.path("irq/40/smp_affinity_list")
+	src.set(map[string]string{p: "0-1"})
+	require.NoError(t, in.r.Flush())
+	require.Equal(t, "0-1", tr.read(t, "irq/40/smp_affinity_list"), "moved: the host is changed")
+
+	fsys.setErr(p, pathErr(p, syscall.EIO))
+	src.set(nil) // released: put the original back
+	require.NoError(t, in.r.Flush())
+	require.Len(t, in.r.Status().Failures, 1)
+	require.True(t, in.r.Status().Failures[0].Restore)
+
+	_, refused, _, err := ReadJournal(tr.journal(), bootA)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(refused[p], RestoreRefused), "the journal says it was a restore: %q", refused[p])
+	assert.Contains(t, refused[p], syscall.EIO.Error())
+}

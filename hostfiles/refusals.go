@@ -35,6 +35,14 @@ type Failure struct {
 	tried time.Time
 }
 
+// RestoreRefused begins the journal's reason for a file whose original
+// the kernel refused to take back: the file stays changed. The journal
+// keeps a refusal as its text only (Journal.SetRefused), and an IRQ's
+// reason carries the same hint whether the plugin's value or the original
+// was refused; this is how the audit tells a file left changed from a
+// kernel-managed IRQ it never moved. Journals of builds before it lack it.
+const RestoreRefused = "restoring the original: "
+
 // refused notes a permanent refusal. It is counted and logged when it is
 // new: a retry (retryDue) refused the same way is not.
 func (p *passWork) refused(f Failure, err error) {
@@ -91,6 +99,9 @@ func (p *passWork) keepRefusals() {
 	kept := make(map[string]string, len(r.failed))
 	for path, f := range r.failed {
 		kept[path] = f.Error
+		if f.Restore && !f.Untrusted {
+			kept[path] = RestoreRefused + f.Error
+		}
 		if f.Hint != "" {
 			kept[path] += " (" + f.Hint + ")"
 		}

@@ -148,8 +148,13 @@ func (p *Plugin) auditNow(sample time.Duration) (*audit.Report, error) {
 type auditMetrics struct {
 	p                                    *Plugin
 	clean, irqs, threads, lastTime, sees *prometheus.Desc
-	failing                              *prometheus.Desc
+	failing, offline                     *prometheus.Desc
 }
+
+// offlineHelp is cpupool_exclusive_cpu_offline's help. The series lets
+// CpupoolExclusiveCPUNotClean leave out an offline CPU: it is not clean
+// for no IRQ or thread, and CpupoolOfflineHeldCPUs says what it is.
+const offlineHelp = "1 when the held exclusive CPU was offline at the last audit (CPU hotplug, hot-removed included: cpupool_exclusive_cpu_clean is then 0 for that reason), else 0."
 
 var _ prometheus.Collector = (*auditMetrics)(nil)
 
@@ -163,6 +168,7 @@ func newAuditMetrics(p *Plugin) *auditMetrics {
 		lastTime: prometheus.NewDesc("cpupool_audit_timestamp_seconds", "When the last audit of the held exclusive CPUs ran (Unix time); audits run every minute while metrics are served.", nil, nil),
 		sees: prometheus.NewDesc("cpupool_audit_sees_host_threads", "1 when the last audit saw the host's processes (procRoot shows the host's PID namespace), "+
 			"0 when it did not (a pod without hostPID): the threads that may run on held CPUs are then unknown.", nil, nil),
+		offline: prometheus.NewDesc("cpupool_exclusive_cpu_offline", offlineHelp, labels, nil),
 		failing: prometheus.NewDesc("cpupool_audit_failing", "1 when the last background audit of the held exclusive CPUs failed (the daemon's log has the error; the other audit metrics are then the last good audit's), 0 when it worked; "+
 			"absent until the first audit, which comes after the first Synchronize.", nil, nil),
 	}
@@ -170,7 +176,7 @@ func newAuditMetrics(p *Plugin) *auditMetrics {
 
 // Describe implements prometheus.Collector.
 func (m *auditMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.clean, m.irqs, m.threads, m.lastTime, m.sees, m.failing} {
+	for _, d := range []*prometheus.Desc{m.clean, m.irqs, m.threads, m.lastTime, m.sees, m.failing, m.offline} {
 		ch <- d
 	}
 }
@@ -214,6 +220,11 @@ func (m *auditMetrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.clean, prometheus.GaugeValue, clean, cpu, c.Pool)
 		}
 		ch <- prometheus.MustNewConstMetric(m.irqs, prometheus.GaugeValue, float64(fired), cpu, c.Pool)
+		offline := 0.0
+		if c.Offline {
+			offline = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.offline, prometheus.GaugeValue, offline, cpu, c.Pool)
 		if rep.SeesHostThreads {
 			ch <- prometheus.MustNewConstMetric(m.threads, prometheus.GaugeValue, float64(c.ForeignThreads), cpu, c.Pool)
 		}

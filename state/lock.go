@@ -48,10 +48,14 @@ type DirLock struct {
 }
 
 // ErrLocked is returned by TryLock when another process holds the lock.
+// "Holds" means for longer than lockSettle: a shorter hold is a status
+// probe (Held), not a daemon.
 var ErrLocked = errors.New("the state directory is locked by another nri-cpupool")
 
 // TryLock takes the lock of stateFile's directory if it is free. When
 // another process holds it, the error wraps ErrLocked and names the holder.
+// It waits up to lockSettle before saying so (see flock), so a lock that
+// is really held costs that long to find out.
 //
 // A state directory that cannot be written (a read-only disk, a full one)
 // never stops the daemon: pinning does not depend on a writable disk
@@ -165,12 +169,33 @@ func missingDirs(dir string) []string {
 	}
 }
 
+// lockSettle is how long flock keeps trying a lock another process holds
+// before it calls the lock held, and lockRetry how often. `nri-cpupool
+// status` and explain probe the lock (Held) with a shared lock they drop
+// microseconds later; a one-shot TryLock (restore-host, a runtime-launched
+// plugin moving its lock) that met one would otherwise say a daemon runs
+// when none does. A daemon holds the lock for its whole life, so waiting
+// this little longer never turns a held lock into a free one.
+const (
+	lockSettle = 50 * time.Millisecond
+	lockRetry  = time.Millisecond
+)
+
+// flock takes an exclusive lock on f without blocking on a holder, but
+// tries again for lockSettle while one holds it: EWOULDBLOCK then means a
+// process kept it for that long.
 func flock(f *os.File) error {
+	deadline := time.Now().Add(lockSettle)
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if !errors.Is(err, unix.EINTR) {
-			return err
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EWOULDBLOCK) && time.Now().Before(deadline):
+			time.Sleep(lockRetry)
+			continue
 		}
+		return err
 	}
 }
 
@@ -213,8 +238,8 @@ func Holder(lockPath string) string {
 // for `nri-cpupool status` to tell a daemon that runs from a status file
 // a dead one left. known is false when it cannot tell (no lock file, or
 // one it cannot open). It only opens the file read-only and takes a shared
-// lock for an instant: a daemon trying the lock then tries again at its
-// next poll.
+// lock for an instant: a process trying the lock at that instant tries
+// again for lockSettle (flock), so it does not take the probe for a daemon.
 func Held(stateFile string) (held, known bool) {
 	f, err := os.Open(LockPath(stateFile))
 	if err != nil {

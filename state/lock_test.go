@@ -327,3 +327,41 @@ func TestALockOnARemovedFileIsNotTaken(t *testing.T) {
 	_, err = TryLock(stateFile)
 	require.ErrorIs(t, err, ErrLocked, "and now held by one process only")
 }
+
+// TestTryLockIsNotRefusedByAStatusProbe: `nri-cpupool status` (and
+// explain, status --json polled by scripts) asks Held, which takes a
+// shared lock for an instant. TryLock is single-shot where no daemon runs
+// (restore-host, a runtime-launched plugin moving its lock): a probe at
+// that instant must not make it say "a daemon runs".
+func TestTryLockIsNotRefusedByAStatusProbe(t *testing.T) {
+	stateFile := filepath.Join(t.TempDir(), "state.json")
+	l, err := TryLock(stateFile) // a daemon that ran and exited
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // a script polling `status --json`
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				Held(stateFile)
+			}
+		}
+	}()
+	refused := 0
+	for i := 0; i < 2000; i++ {
+		l, err := TryLock(stateFile)
+		if errors.Is(err, ErrLocked) {
+			refused++
+			continue
+		}
+		require.NoError(t, err)
+		l.Close()
+	}
+	close(stop)
+	<-done
+	assert.Zero(t, refused, "no daemon runs, yet TryLock said ErrLocked while status probed the lock")
+}

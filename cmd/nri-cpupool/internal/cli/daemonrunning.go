@@ -8,11 +8,19 @@ package cli
 // the process. While no process holds it, the runtime creates containers
 // without the plugin (NRI fails open: unpinned, on every CPU; with the
 // fail-closed drop-in it refuses them), which the tables cannot show.
+//
+// A free lock alone is not proof: a copy of the state directory (cp -a)
+// brings a lock file no one holds, and a lock file removed under a live
+// daemon is replaced by one no one holds. "Not running" is said only when
+// the daemon daemon-status.json names is gone too.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cpupool/nri-cpupool/state"
 )
@@ -20,7 +28,10 @@ import (
 // daemonLiveness is what the state directory's lock says of the daemon.
 type daemonLiveness struct {
 	// Known is false when the lock cannot tell: no lock file (a state
-	// file copied from another node), or one this user cannot open.
+	// file copied from another node), or one this user cannot open; or
+	// when it is free but the daemon daemon-status.json names may be
+	// alive (a copied state directory, a replaced lock file), or none is
+	// named.
 	Known bool
 	// Running: a process holds the lock: the daemon.
 	Running bool
@@ -28,10 +39,29 @@ type daemonLiveness struct {
 	Lock string
 }
 
-// livenessOf asks the lock of stateFile's directory.
+// livenessOf asks the lock of stateFile's directory and, when it is
+// free, whether the last daemon is gone.
 func livenessOf(stateFile string) daemonLiveness {
 	held, known := state.Held(stateFile)
+	if known && !held && !lastDaemonGone(stateFile) {
+		known = false
+	}
 	return daemonLiveness{Known: known, Running: held, Lock: state.LockPath(stateFile)}
+}
+
+// lastDaemonGone tells whether the process daemon-status.json names has
+// exited (kill(pid, 0) says ESRCH). A process that exists, even one this
+// user may not signal (EPERM), may be the daemon, and a file that names
+// none says nothing. A daemon in another PID namespace (the chart's pod
+// seen from the node) names a pid of its own: it holds the lock while it
+// runs, and once gone its pid here is at worst another process, which
+// leaves the answer unknown, never wrongly "not running".
+func lastDaemonGone(stateFile string) bool {
+	ds, ok, err := state.ReadDaemonStatus(state.DaemonStatusFile(stateFile))
+	if err != nil || !ok || ds.Runtime == nil || ds.Runtime.PID <= 0 {
+		return false
+	}
+	return errors.Is(unix.Kill(ds.Runtime.PID, 0), unix.ESRCH)
 }
 
 // NotRunning tells that no daemon runs, for certain.

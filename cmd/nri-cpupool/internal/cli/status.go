@@ -107,7 +107,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	writeDaemonNotRunning(stdout, *stateFile, live)
 	printRuntime(stdout, *stateFile, live)
 	printDRAStatus(stdout, *stateFile)
-	printOfflineHeld(stdout, st, sysfsRoot(*root, cfg))
+	printOfflineHeld(stdout, st, sysfsRoot(*root, cfg), *root != "" || sameFile(*stateFile, cfg.StateFile))
 	printLastReload(stdout, *stateFile)
 	return nil
 }
@@ -220,32 +220,47 @@ func printLastReload(stdout io.Writer, stateFile string) {
 
 // printOfflineHeld lists the CPUs containers and holds keep that the
 // kernel has taken offline (CPU hotplug), read from the node now: the
-// state keeps them as the containers' own.
-func printOfflineHeld(stdout io.Writer, st *state.State, root string) {
-	offline := offlineCPUs(root)
-	if offline.IsEmpty() {
-		return
-	}
+// state keeps them as the containers' own. ofNode says that root is the
+// state's node (--sysfs-root names it, or the state file is the config's
+// own): a held CPU that is not online is then offline even when the node
+// no longer has it (hot-removed, not present), as audit and the daemon's
+// metrics count it. Otherwise the state may be another node's, whose held
+// CPUs this one may lack, and only present CPUs that are not online are.
+func printOfflineHeld(stdout io.Writer, st *state.State, root string, ofNode bool) {
 	type entry struct {
 		who  string
 		cpus cpuset.CPUSet
 	}
-	var out []entry
+	var holders []entry
+	held := cpuset.New()
 	add := func(c state.ContainerState, note string) {
 		cpus, err := cpuset.Parse(c.CPUs)
 		if err != nil || !pools.IsExclusive(c.Pool) {
 			return
 		}
 		reserved, _ := cpuset.Parse(c.Reserved)
-		if off := cpus.Union(reserved).Intersection(offline); !off.IsEmpty() {
-			out = append(out, entry{containerName(c) + note, off})
-		}
+		cpus = cpus.Union(reserved)
+		holders = append(holders, entry{containerName(c) + note, cpus})
+		held = held.Union(cpus)
 	}
 	for _, id := range sortedContainers(st) {
 		add(st.Containers[id], "")
 	}
 	for _, k := range sortedHeld(st) {
 		add(st.Held[k].ContainerState, " (stopped, held)")
+	}
+	if !ofNode {
+		held = cpuset.New()
+	}
+	offline := offlineCPUs(root, held)
+	if offline.IsEmpty() {
+		return
+	}
+	var out []entry
+	for _, h := range holders {
+		if off := h.cpus.Intersection(offline); !off.IsEmpty() {
+			out = append(out, entry{h.who, off})
+		}
 	}
 	fmt.Fprintf(stdout, "Offline CPUs: %s\n", offline)
 	for _, e := range out {
@@ -254,9 +269,10 @@ func printOfflineHeld(stdout io.Writer, st *state.State, root string) {
 	}
 }
 
-// offlineCPUs are the present CPUs of the node below root that are not
-// online; none when it cannot tell.
-func offlineCPUs(root string) cpuset.CPUSet {
+// offlineCPUs are the CPUs of the node below root that are not online:
+// the present ones, and those of held that are not (hot-removed); none
+// when it cannot tell which are online.
+func offlineCPUs(root string, held cpuset.CPUSet) cpuset.CPUSet {
 	read := func(name string) (cpuset.CPUSet, bool) {
 		data, err := os.ReadFile(filepath.Join(root, "sys/devices/system/cpu", name))
 		if err != nil {
@@ -265,12 +281,29 @@ func offlineCPUs(root string) cpuset.CPUSet {
 		set, err := cpulist.Parse(string(data))
 		return set, err == nil
 	}
-	present, ok := read("present")
-	online, ok2 := read("online")
-	if !ok || !ok2 {
+	online, ok := read("online")
+	if !ok {
 		return cpuset.New()
 	}
-	return present.Difference(online)
+	offline := held.Difference(online)
+	if present, ok := read("present"); ok {
+		offline = offline.Union(present.Difference(online))
+	}
+	return offline
+}
+
+// sameFile tells whether paths a and b name one file: the same path once
+// cleaned, or, when both exist, the same inode.
+func sameFile(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	ai, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	bi, err := os.Stat(b)
+	return err == nil && os.SameFile(ai, bi)
 }
 
 // printDRAStatus prints the DRA driver's state, which the driver writes

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
@@ -127,4 +128,43 @@ func TestReadyzURL(t *testing.T) {
 	} {
 		assert.Equal(t, want, readyzURL(addr), addr)
 	}
+}
+
+// TestStatusShowsHotRemovedHeldCPUs: a held CPU that is not online is
+// offline whether or not it is still present (hot-removed): audit, the
+// daemon's cpupool_exclusive_cpu_clean and cpupool_offline_held_cpus say
+// so, and docs/configuration.md ("CPU hotplug") says status reports it.
+// status took only present minus online, and said nothing of held CPUs
+// 4-6 the node no longer has. It lists them when the sysfs root is the
+// state's node (--sysfs-root, whose help says so, or the config's own
+// state file); a state file shown against this machine's / by default may
+// be another node's, whose held CPUs this one may lack: not listed then.
+func TestStatusShowsHotRemovedHeldCPUs(t *testing.T) {
+	sys := t.TempDir()
+	cpuDir := filepath.Join(sys, "sys/devices/system/cpu")
+	require.NoError(t, os.MkdirAll(cpuDir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "online"), []byte("0-3\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(cpuDir, "present"), []byte("0-3\n"), 0o644))
+	stateFile, proc := auditNode(t, cpuset.New(0, 1)) // holds 4-5 (fwd) and 6 (old, stopped)
+
+	code, out, errOut := run(t, "audit", "--state-file", stateFile, "--proc-root", proc, "--sysfs-root", sys, "--cgroup-root", sys, "--sample", "1ms")
+	require.Equal(t, 3, code, out+errOut)
+	require.Contains(t, out, "not present")
+
+	code, out, errOut = run(t, "status", "--state-file", stateFile, "--sysfs-root", sys)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "Offline CPUs: 4-6\n", out)
+	assert.Contains(t, out, "CPUs 4-5 of telco/dpdk/fwd are offline")
+	assert.Contains(t, out, "CPU 6 of telco/dpdk/old (stopped, held) is offline")
+
+	// The config's own state file: the config's sysfs root is its node.
+	cfg := writeFile(t, "sysfsRoot: "+sys+"\nstateFile: "+stateFile+"\n")
+	code, out, errOut = run(t, "status", "--config", cfg)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "Offline CPUs: 4-6\n", out)
+
+	// Another file shown against this machine's /: not this node's CPUs.
+	code, out, errOut = run(t, "status", "--state-file", stateFile, "--config", writeFile(t, "reservedCPUs: \"0\"\n"))
+	require.Equal(t, 0, code, errOut)
+	assert.NotContains(t, out, "of telco/dpdk/fwd", "this machine is not the state's node:\n%s", out)
 }
