@@ -3,6 +3,7 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -299,6 +300,7 @@ type isolationMetrics struct {
 	restoreRefused                           *prometheus.Desc
 	banned, movesPending, systemdUnreachable *prometheus.Desc
 	passes, settled                          *prometheus.Desc
+	widened                                  *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*isolationMetrics)(nil)
@@ -315,6 +317,7 @@ func newIsolationMetrics(p *Plugin) *isolationMetrics {
 	return &isolationMetrics{p: p,
 		changed: prometheus.NewDesc("cpupool_host_files_changed", "Host files the plugin changed and has not restored yet (their originals are in the journal), by owner ("+
 			strings.Join(hostFileOwners(), ", ")+").", []string{"owner"}, nil),
+		widened:  prometheus.NewDesc("cpupool_host_files_widened", "Host files given back as near their original as the kernel takes for now, by owner: a populated top-level cgroup's empty cpuset.cpus holds its parent's CPUs instead (what the empty list gives it). Their records stay in the journal for the exact original once the cgroup has no tasks; not counted in cpupool_host_files_changed.", []string{"owner"}, nil),
 		refused:  prometheus.NewDesc("cpupool_host_files_refused", "Host files the kernel refuses to change (kernel-managed IRQs) or to restore, and journal records outside the roots it may restore; EINVAL is tried again at each rescan, the others not while the value stays the same.", []string{"owner"}, nil),
 		writes:   prometheus.NewDesc("cpupool_host_file_writes_total", "Host file writes that set a wanted value.", nil, nil),
 		restores: prometheus.NewDesc("cpupool_host_file_restores_total", "Host files given their original value back.", nil, nil),
@@ -339,7 +342,7 @@ func newIsolationMetrics(p *Plugin) *isolationMetrics {
 
 // Describe implements prometheus.Collector.
 func (m *isolationMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.changed, m.refused, m.restoreRefused, m.writes, m.restores, m.errs, m.banned, m.movesPending, m.systemdUnreachable, m.passes, m.settled} {
+	for _, d := range []*prometheus.Desc{m.changed, m.widened, m.refused, m.restoreRefused, m.writes, m.restores, m.errs, m.banned, m.movesPending, m.systemdUnreachable, m.passes, m.settled} {
 		ch <- d
 	}
 }
@@ -375,8 +378,14 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	for o := range st.Records {
 		owners[o] = true
 	}
+	var records map[string]hostfiles.Record
+	if len(st.Nearest) > 0 {
+		records = iso.journal.Records()
+	}
+	changed, widened := changedAndWidened(st, records)
 	for o := range owners {
-		ch <- prometheus.MustNewConstMetric(m.changed, prometheus.GaugeValue, float64(st.Records[o]), o)
+		ch <- prometheus.MustNewConstMetric(m.changed, prometheus.GaugeValue, float64(changed[o]), o)
+		ch <- prometheus.MustNewConstMetric(m.widened, prometheus.GaugeValue, float64(widened[o]), o)
 		ch <- prometheus.MustNewConstMetric(m.refused, prometheus.GaugeValue, float64(refused[o]), o)
 		ch <- prometheus.MustNewConstMetric(m.restoreRefused, prometheus.GaugeValue, float64(restoreRefused[o]), o)
 	}
@@ -397,4 +406,24 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.banned, prometheus.GaugeValue, float64(iso.irq.LastBanned().Size()))
 		ch <- prometheus.MustNewConstMetric(m.movesPending, prometheus.GaugeValue, float64(iso.irq.MovesPending()))
 	}
+}
+
+// changedAndWidened counts by owner the records of files still changed
+// and those given back as near as the kernel takes (st.Nearest, whose
+// owners records names). A widened record stays in the journal for good
+// while its cgroup has tasks (a host's system cgroup always has):
+// counted as changed, it would keep cpupool_host_files_changed above 0,
+// which the uninstall and privileged=false steps wait for (review rvL).
+func changedAndWidened(st hostfiles.Status, records map[string]hostfiles.Record) (changed, widened map[string]int) {
+	changed, widened = maps.Clone(st.Records), map[string]int{}
+	if changed == nil {
+		changed = map[string]int{}
+	}
+	for _, path := range st.Nearest {
+		if r, ok := records[path]; ok && changed[r.Owner] > 0 {
+			widened[r.Owner]++
+			changed[r.Owner]--
+		}
+	}
+	return changed, widened
 }

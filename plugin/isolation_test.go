@@ -876,3 +876,21 @@ func TestJournalReadErrorRetriedAtConfigure(t *testing.T) {
 	require.NoError(t, second.p.FlushIsolation())
 	requireIRQsOff(t, f, cpusOf(t, f, f.cpus(ctr)))
 }
+
+// TestWidenedFilesAreNotCountedAsChanged: a cgroup's empty cpuset.cpus
+// that the kernel takes only as its parent's CPUs keeps its record while
+// the cgroup has tasks, for good on a host's system cgroup; counted as
+// changed, cpupool_host_files_changed never fell to 0, which the removal
+// and privileged=false steps wait for (review rvL).
+func TestWidenedFilesAreNotCountedAsChanged(t *testing.T) {
+	st := hostfiles.Status{Records: map[string]int{"housekeeping": 3, "irq": 1}, Nearest: []string{"/sys/fs/cgroup/system/cpuset.cpus", "/gone"}}
+	records := map[string]hostfiles.Record{"/sys/fs/cgroup/system/cpuset.cpus": {Owner: "housekeeping"}}
+	changed, widened := changedAndWidened(st, records)
+	assert.Equal(t, map[string]int{"housekeeping": 2, "irq": 1}, changed)
+	assert.Equal(t, map[string]int{"housekeeping": 1}, widened)
+	assert.Equal(t, map[string]int{"housekeeping": 3, "irq": 1}, st.Records, "the status is not changed")
+
+	changed, widened = changedAndWidened(hostfiles.Status{}, nil)
+	assert.Empty(t, changed)
+	assert.Empty(t, widened)
+}
