@@ -42,6 +42,10 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
 	}
 	n := CPUsFor(milli)
+	if absent := a.Absent(runsOn); !absent.IsEmpty() {
+		// Nothing may index past the node (returnOrder, hiddenSiblings).
+		return Result{}, fmt.Errorf("container %s: it runs on CPUs %s this node does not have", as.ID, absent)
+	}
 	switch {
 	case !pools.IsExclusive(as.Pool):
 		return Result{}, fmt.Errorf("container %s: pool %s has no CPUs of its own to keep", as.ID, as.Pool)
@@ -75,5 +79,22 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 	}
 	// Its memory, counted on the nodes it runs on now.
 	resized.Memory = a.MemoryOf(resized, numamem.DemandOf(as.Memory))
-	return a.restore(resized)
+	// Its offline CPUs stay its own, held offline, as Readmit keeps a
+	// record's: a kept container is not pinned again, so no update names
+	// them.
+	return a.restoreHoldingOffline(resized)
+}
+
+// restoreHoldingOffline is restore for a container kept where the runtime
+// runs it, not pinned again: its offline CPUs are no conflict and stay its
+// own (held offline), as keep has them; any other problem refuses it.
+func (a *Allocator) restoreHoldingOffline(as Assignment) (Result, error) {
+	as, infraBefore, problem, err := a.prepareReadd(as)
+	if err != nil {
+		return Result{}, err
+	}
+	if problem != nil {
+		return Result{}, problem
+	}
+	return a.readd(as, infraBefore)
 }

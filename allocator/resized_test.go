@@ -85,3 +85,29 @@ func TestReadmitResized(t *testing.T) {
 		})
 	}
 }
+
+// TestReadmitResizedWithAnOfflineCPU: a grow 2->4 the file lost, one of
+// the CPUs it added offline at the restart. cgroup v2 keeps it in the
+// cpuset (the runtime shows all 4): kept, the offline one held offline;
+// it panicked in returnOrder (an offline CPU has no core in the index).
+// cgroup v1 drops it (the runtime shows 3 for a 4-CPU request): the one
+// offline CPU nobody holds is the missing one, held offline.
+func TestReadmitResizedWithAnOfflineCPU(t *testing.T) {
+	full := newAllocator(t, "desktop-8c16t", relayoutPools)
+	cfg := parseConfig(t, relayoutPools)
+	off := withOffline(full.Topology(), 13)
+	l, problems := HotplugLayout(full.Layout(), off, cfg)
+	require.Empty(t, problems)
+	for _, tc := range []struct{ name, runsOn string }{{"cgroup v2", "4-5,12-13"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := full.Rebase(off, l)
+			r := Remembered{Assignment: remembered(t, "a", "4,12", ""), RunsOn: set(t, tc.runsOn)}
+			res, err := a.ReadmitResized(r, 4000)
+			require.NoError(t, err)
+			assert.Equal(t, "4-5,12-13", res.Assignment.CPUs.String())
+			assert.Equal(t, int64(4000), res.Assignment.MilliCPU)
+			assert.Equal(t, "4,12", res.Assignment.Original().String())
+			assert.Equal(t, map[string]cpuset.CPUSet{"a": cpuset.New(13)}, a.OfflineHeld())
+		})
+	}
+}
