@@ -49,6 +49,11 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 	switch {
 	case !pools.IsExclusive(as.Pool):
 		return Result{}, fmt.Errorf("container %s: pool %s has no CPUs of its own to keep", as.ID, as.Pool)
+	case as.Rule.Kind == RuleDevicePlugin || as.Rule.Kind == RuleClaim:
+		// The kubelet's devices or the claim decide its CPUs, and no live
+		// resize changes them (the plugin refuses one): another set is
+		// not a resize's outcome, and its allocation is still its own.
+		return Result{}, fmt.Errorf("container %s: its CPUs are those of its %s (%s), which no resize changes", as.ID, as.Rule.Kind, as.Rule.Detail)
 	case r.Damaged:
 		return Result{}, fmt.Errorf("container %s: its record is damaged", as.ID)
 	case runsOn.IsEmpty():

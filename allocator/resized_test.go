@@ -111,3 +111,18 @@ func TestReadmitResizedWithAnOfflineCPU(t *testing.T) {
 		})
 	}
 }
+
+// TestReadmitResizedRefusesGrantedAndClaimed: the kubelet's devices or a
+// DRA claim decide such a container's CPUs and no live resize changes them
+// (the plugin refuses it), so a set of another size is no lost resize.
+func TestReadmitResizedRefusesGrantedAndClaimed(t *testing.T) {
+	for _, kind := range []string{RuleDevicePlugin, RuleClaim} {
+		a := newAllocator(t, "desktop-8c16t", desktopPools)
+		rec := remembered(t, "a", "4-5,12-13", "")
+		rec.MilliCPU, rec.Rule = 4000, Rule{Kind: kind}
+		_, err := a.ReadmitResized(Remembered{Assignment: rec, RunsOn: set(t, "4,12")}, 2000)
+		require.Error(t, err, kind)
+		_, in := a.Get("a")
+		assert.False(t, in, kind)
+	}
+}
