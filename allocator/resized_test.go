@@ -98,7 +98,7 @@ func TestReadmitResizedWithAnOfflineCPU(t *testing.T) {
 	off := withOffline(full.Topology(), 13)
 	l, problems := HotplugLayout(full.Layout(), off, cfg)
 	require.Empty(t, problems)
-	for _, tc := range []struct{ name, runsOn string }{{"cgroup v2", "4-5,12-13"}} {
+	for _, tc := range []struct{ name, runsOn string }{{"cgroup v2", "4-5,12-13"}, {"cgroup v1", "4-5,12"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _ := full.Rebase(off, l)
 			r := Remembered{Assignment: remembered(t, "a", "4,12", ""), RunsOn: set(t, tc.runsOn)}
@@ -125,4 +125,19 @@ func TestReadmitResizedRefusesGrantedAndClaimed(t *testing.T) {
 		_, in := a.Get("a")
 		assert.False(t, in, kind)
 	}
+}
+
+// TestReadmitResizedDoesNotGuessAnOfflineCPU: on cgroup v1 the runtime
+// shows 3 CPUs for a 4-CPU request; two offline CPUs nobody holds could
+// be the missing one, so none is taken and the size check refuses.
+func TestReadmitResizedDoesNotGuessAnOfflineCPU(t *testing.T) {
+	full := newAllocator(t, "desktop-8c16t", relayoutPools)
+	off := withOffline(full.Topology(), 7, 13)
+	l, problems := HotplugLayout(full.Layout(), off, parseConfig(t, relayoutPools))
+	require.Empty(t, problems)
+	a, _ := full.Rebase(off, l)
+	r := Remembered{Assignment: remembered(t, "a", "4,12", ""), RunsOn: set(t, "4-5,12")}
+	_, err := a.ReadmitResized(r, 4000)
+	require.Error(t, err)
+	assert.Empty(t, a.OfflineHeld())
 }
