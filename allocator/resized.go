@@ -64,6 +64,13 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 	case runsOn.Size() != n:
 		return Result{}, fmt.Errorf("container %s: it runs on %d CPUs (%s) but requests %dm (%d CPUs)", as.ID, runsOn.Size(), runsOn, milli, n)
 	}
+	if as.HideHyperthreads || !as.Reserved.IsEmpty() {
+		if core := a.sharedCore(runsOn); core != nil {
+			// A resize of a hide-hyperthreads container takes whole cores,
+			// one thread each, the siblings idle: this is no resize's.
+			return Result{}, fmt.Errorf("container %s: it hides hyperthreads but runs on CPUs %s, threads of one core", as.ID, cpuset.New(core...))
+		}
+	}
 	resized := as
 	resized.CPUs, resized.MilliCPU = runsOn, milli
 	resized.Added = nil
@@ -138,4 +145,20 @@ func (a *Allocator) withDroppedOffline(as Assignment, runsOn cpuset.CPUSet, n in
 		return full
 	}
 	return full.Union(cpuset.New(free...))
+}
+
+// sharedCore returns two online CPUs of cpus that are threads of one core,
+// or nil.
+func (a *Allocator) sharedCore(cpus cpuset.CPUSet) []int {
+	for _, id := range cpus.List() {
+		if !a.x.online(id) || a.x.cpus[id].core < 0 {
+			continue
+		}
+		for _, t := range a.x.cores[a.x.cpus[id].core] {
+			if t != id && cpus.Contains(t) {
+				return []int{id, t}
+			}
+		}
+	}
+	return nil
 }

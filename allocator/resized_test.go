@@ -141,3 +141,17 @@ func TestReadmitResizedDoesNotGuessAnOfflineCPU(t *testing.T) {
 	require.Error(t, err)
 	assert.Empty(t, a.OfflineHeld())
 }
+
+// TestReadmitResizedRefusesHideHyperthreadsOnBothThreads: a
+// hide-hyperthreads container grows by whole cores, one thread each, the
+// siblings idle; no live resize puts it on both threads of one core, so a
+// record of core 4 (sibling 12 hidden) that runs on 4,12 with a 2-CPU
+// request is not kept there (review rvJ).
+func TestReadmitResizedRefusesHideHyperthreadsOnBothThreads(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", desktopPools)
+	rec := remembered(t, "a", "4", "12")
+	_, err := a.ReadmitResized(Remembered{Assignment: rec, RunsOn: set(t, "4,12")}, 2000)
+	require.Error(t, err)
+	_, in := a.Get("a")
+	assert.False(t, in)
+}
