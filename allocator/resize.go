@@ -104,6 +104,10 @@ func (a *Allocator) returnOrder(c *Assignment, added cpuset.CPUSet) []int {
 		partial
 	)
 	rank := func(core int) int {
+		if core < 0 {
+			// An offline CPU the index knows no core of: a part.
+			return partial
+		}
 		r := addedWhole
 		for _, t := range a.x.cores[core] {
 			switch {
@@ -122,7 +126,15 @@ func (a *Allocator) returnOrder(c *Assignment, added cpuset.CPUSet) []int {
 	var groups []*group
 	byCore := make(map[int]*group)
 	for _, id := range added.List() {
-		core := a.x.cpus[id].core
+		core := -1
+		if a.x.present(id) {
+			core = a.x.cpus[id].core
+		}
+		if core < 0 {
+			// No known core (offline): a group of its own, keyed
+			// apart from every real core.
+			core = -1 - id
+		}
 		g := byCore[core]
 		if g == nil {
 			g = &group{rank: rank(core)}

@@ -42,9 +42,19 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
 	}
 	n := CPUsFor(milli)
+	if absent := a.Absent(runsOn); !absent.IsEmpty() {
+		// Nothing may index past the node (returnOrder, hiddenSiblings).
+		return Result{}, fmt.Errorf("container %s: it runs on CPUs %s this node does not have", as.ID, absent)
+	}
+	runsOn = a.withDroppedOffline(as, runsOn, n)
 	switch {
 	case !pools.IsExclusive(as.Pool):
 		return Result{}, fmt.Errorf("container %s: pool %s has no CPUs of its own to keep", as.ID, as.Pool)
+	case as.Rule.Kind == RuleDevicePlugin || as.Rule.Kind == RuleClaim:
+		// The kubelet's devices or the claim decide its CPUs, and no live
+		// resize changes them (the plugin refuses one): another set is
+		// not a resize's outcome, and its allocation is still its own.
+		return Result{}, fmt.Errorf("container %s: its CPUs are those of its %s (%s), which no resize changes", as.ID, as.Rule.Kind, as.Rule.Detail)
 	case r.Damaged:
 		return Result{}, fmt.Errorf("container %s: its record is damaged", as.ID)
 	case runsOn.IsEmpty():
@@ -53,6 +63,13 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 		return Result{}, fmt.Errorf("container %s: it runs on CPUs %s, as many as its record's %s: not resized", as.ID, runsOn, as.CPUs)
 	case runsOn.Size() != n:
 		return Result{}, fmt.Errorf("container %s: it runs on %d CPUs (%s) but requests %dm (%d CPUs)", as.ID, runsOn.Size(), runsOn, milli, n)
+	}
+	if as.HideHyperthreads || !as.Reserved.IsEmpty() {
+		if core := a.sharedCore(runsOn); core != nil {
+			// A resize of a hide-hyperthreads container takes whole cores,
+			// one thread each, the siblings idle: this is no resize's.
+			return Result{}, fmt.Errorf("container %s: it hides hyperthreads but runs on CPUs %s, threads of one core", as.ID, cpuset.New(core...))
+		}
 	}
 	resized := as
 	resized.CPUs, resized.MilliCPU = runsOn, milli
@@ -75,5 +92,73 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 	}
 	// Its memory, counted on the nodes it runs on now.
 	resized.Memory = a.MemoryOf(resized, numamem.DemandOf(as.Memory))
-	return a.restore(resized)
+	// Its offline CPUs stay its own, held offline, as Readmit keeps a
+	// record's: a kept container is not pinned again, so no update names
+	// them.
+	return a.restoreHoldingOffline(resized)
+}
+
+// restoreHoldingOffline is restore for a container kept where the runtime
+// runs it, not pinned again: its offline CPUs are no conflict and stay its
+// own (held offline), as keep has them; any other problem refuses it.
+func (a *Allocator) restoreHoldingOffline(as Assignment) (Result, error) {
+	as, infraBefore, problem, err := a.prepareReadd(as)
+	if err != nil {
+		return Result{}, err
+	}
+	if problem != nil {
+		return Result{}, problem
+	}
+	return a.readd(as, infraBefore)
+}
+
+// withDroppedOffline is the set a container runs on as cgroup v1 reads it
+// back, its offline CPUs added again: v1 drops an offline CPU from the
+// cpuset for good, so a runtime that reads it reports the rest (as
+// sameWhileOffline has it for a record). The record's offline CPUs stay
+// its own; a CPU a lost grow added that went offline is no record's: when
+// as many CPUs as the request still lacks are offline and nobody's, they
+// are the ones, held offline. With more candidates than that it cannot
+// tell which, and adds none (the size check then refuses).
+func (a *Allocator) withDroppedOffline(as Assignment, runsOn cpuset.CPUSet, n int) cpuset.CPUSet {
+	if runsOn.IsEmpty() || !a.Absent(runsOn).IsEmpty() {
+		return runsOn
+	}
+	var own []int
+	for _, cpu := range as.CPUs.Difference(runsOn).UnsortedList() {
+		if a.x.present(cpu) && !a.x.online(cpu) {
+			own = append(own, cpu)
+		}
+	}
+	full := runsOn.Union(cpuset.New(own...))
+	missing := n - full.Size()
+	if missing <= 0 || full.Size() == as.CPUs.Size() {
+		return full
+	}
+	var free []int
+	for id := range a.owner {
+		if a.x.present(id) && !a.x.online(id) && a.owner[id] == "" && !full.Contains(id) {
+			free = append(free, id)
+		}
+	}
+	if len(free) != missing {
+		return full
+	}
+	return full.Union(cpuset.New(free...))
+}
+
+// sharedCore returns two online CPUs of cpus that are threads of one core,
+// or nil.
+func (a *Allocator) sharedCore(cpus cpuset.CPUSet) []int {
+	for _, id := range cpus.List() {
+		if !a.x.online(id) || a.x.cpus[id].core < 0 {
+			continue
+		}
+		for _, t := range a.x.cores[a.x.cpus[id].core] {
+			if t != id && cpus.Contains(t) {
+				return []int{id, t}
+			}
+		}
+	}
+	return nil
 }

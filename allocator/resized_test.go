@@ -85,3 +85,73 @@ func TestReadmitResized(t *testing.T) {
 		})
 	}
 }
+
+// TestReadmitResizedWithAnOfflineCPU: a grow 2->4 the file lost, one of
+// the CPUs it added offline at the restart. cgroup v2 keeps it in the
+// cpuset (the runtime shows all 4): kept, the offline one held offline;
+// it panicked in returnOrder (an offline CPU has no core in the index).
+// cgroup v1 drops it (the runtime shows 3 for a 4-CPU request): the one
+// offline CPU nobody holds is the missing one, held offline.
+func TestReadmitResizedWithAnOfflineCPU(t *testing.T) {
+	full := newAllocator(t, "desktop-8c16t", relayoutPools)
+	cfg := parseConfig(t, relayoutPools)
+	off := withOffline(full.Topology(), 13)
+	l, problems := HotplugLayout(full.Layout(), off, cfg)
+	require.Empty(t, problems)
+	for _, tc := range []struct{ name, runsOn string }{{"cgroup v2", "4-5,12-13"}, {"cgroup v1", "4-5,12"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := full.Rebase(off, l)
+			r := Remembered{Assignment: remembered(t, "a", "4,12", ""), RunsOn: set(t, tc.runsOn)}
+			res, err := a.ReadmitResized(r, 4000)
+			require.NoError(t, err)
+			assert.Equal(t, "4-5,12-13", res.Assignment.CPUs.String())
+			assert.Equal(t, int64(4000), res.Assignment.MilliCPU)
+			assert.Equal(t, "4,12", res.Assignment.Original().String())
+			assert.Equal(t, map[string]cpuset.CPUSet{"a": cpuset.New(13)}, a.OfflineHeld())
+		})
+	}
+}
+
+// TestReadmitResizedRefusesGrantedAndClaimed: the kubelet's devices or a
+// DRA claim decide such a container's CPUs and no live resize changes them
+// (the plugin refuses it), so a set of another size is no lost resize.
+func TestReadmitResizedRefusesGrantedAndClaimed(t *testing.T) {
+	for _, kind := range []string{RuleDevicePlugin, RuleClaim} {
+		a := newAllocator(t, "desktop-8c16t", desktopPools)
+		rec := remembered(t, "a", "4-5,12-13", "")
+		rec.MilliCPU, rec.Rule = 4000, Rule{Kind: kind}
+		_, err := a.ReadmitResized(Remembered{Assignment: rec, RunsOn: set(t, "4,12")}, 2000)
+		require.Error(t, err, kind)
+		_, in := a.Get("a")
+		assert.False(t, in, kind)
+	}
+}
+
+// TestReadmitResizedDoesNotGuessAnOfflineCPU: on cgroup v1 the runtime
+// shows 3 CPUs for a 4-CPU request; two offline CPUs nobody holds could
+// be the missing one, so none is taken and the size check refuses.
+func TestReadmitResizedDoesNotGuessAnOfflineCPU(t *testing.T) {
+	full := newAllocator(t, "desktop-8c16t", relayoutPools)
+	off := withOffline(full.Topology(), 7, 13)
+	l, problems := HotplugLayout(full.Layout(), off, parseConfig(t, relayoutPools))
+	require.Empty(t, problems)
+	a, _ := full.Rebase(off, l)
+	r := Remembered{Assignment: remembered(t, "a", "4,12", ""), RunsOn: set(t, "4-5,12")}
+	_, err := a.ReadmitResized(r, 4000)
+	require.Error(t, err)
+	assert.Empty(t, a.OfflineHeld())
+}
+
+// TestReadmitResizedRefusesHideHyperthreadsOnBothThreads: a
+// hide-hyperthreads container grows by whole cores, one thread each, the
+// siblings idle; no live resize puts it on both threads of one core, so a
+// record of core 4 (sibling 12 hidden) that runs on 4,12 with a 2-CPU
+// request is not kept there (review rvJ).
+func TestReadmitResizedRefusesHideHyperthreadsOnBothThreads(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", desktopPools)
+	rec := remembered(t, "a", "4", "12")
+	_, err := a.ReadmitResized(Remembered{Assignment: rec, RunsOn: set(t, "4,12")}, 2000)
+	require.Error(t, err)
+	_, in := a.Get("a")
+	assert.False(t, in)
+}

@@ -227,3 +227,35 @@ func TestInvisibleCgroupTreeReleasesNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1", f.cpus(again), "its restart gets it back")
 }
+
+// TestHoldOfAStoppedSandboxDoesNotMoveARunningContainer: the plugin
+// released a stopped pod's CPUs (its sandbox stopped; the kubelet has not
+// removed it yet) and placed a new container on them; a kill -9 kept both
+// from the file. At the restart the runtime still lists the stopped
+// sandbox, so the remembered container becomes a hold again, before the
+// container the file does not know is taken in where it runs: the hold,
+// a memory, won over a running container, which was moved (review rvJ;
+// RestoreHold says the runtime is the truth): the running container is
+// taken in where it runs before the holds are restored.
+func TestHoldOfAStoppedSandboxDoesNotMoveARunningContainer(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, xeon, statePath(f))
+	old := f.runPod(podSpec{name: "old", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	s, _, err := f.createContainer(old, "c", 2000)
+	require.NoError(t, err)
+	sCPUs := f.cpus(s)
+	require.NoError(t, first.p.Flush())
+	f.stopContainer(s)
+	f.stopPod(old) // the sandbox stops; it stays listed until removed
+	newer := f.runPod(podSpec{name: "new", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	u, _, err := f.createContainer(newer, "c", 2000)
+	require.NoError(t, err)
+	uCPUs := f.cpus(u)
+	t.Logf("stopped container had %s; the new one runs on %s", sCPUs, uCPUs)
+	require.Equal(t, sCPUs, uCPUs, "the new container got the freed CPUs (precondition)")
+	first.kill()
+
+	second := startPlugin(t, f, xeon, statePath(f))
+	t.Logf("after restart: new container on %s, holds %v", f.cpus(u), second.p.alloc.Holds())
+	assert.Equal(t, uCPUs, f.cpus(u), "a running container is not moved for a hold of a stopped sandbox")
+}

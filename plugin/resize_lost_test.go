@@ -127,3 +127,32 @@ func TestResizedContainerYieldsToOneWhoseRecordAgrees(t *testing.T) {
 	assert.Equal(t, bCPUs, f.cpus(b), "the container whose record agrees keeps its CPUs")
 	assert.True(t, mustParse(f.cpus(a)).Intersection(mustParse(f.cpus(b))).IsEmpty(), "no double grant: %s vs %s", f.cpus(a), f.cpus(b))
 }
+
+// TestGrantedContainerIsNotKeptAsResized: a container of the
+// cpupool.dev/exclusive resource can never be resized in place (the live
+// path refuses it: TestResourceRouteRefusesCPUResize), so a restart that
+// finds it on a set of another size than the kubelet's allocation has not
+// found a lost resize. While the plugin was down something (the kubelet's
+// static CPU manager, an operator's crictl update) pinned it on 2 of its 4
+// devices, a set whose size happens to match its cpu request. ReadmitResized
+// kept it on 2 CPUs and freed the 2 devices the kubelet still counts as
+// this pod's (review rvJ); it is pinned back on the kubelet's allocation.
+func TestGrantedContainerIsNotKeptAsResized(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktopKubelet, statePath(f))
+	env := grantEnv(t, first.p, "6", "7", "14", "15")
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco"})
+	ctr, resp, err := f.createWithEnv(pod, "app", 2000, env)
+	require.NoError(t, err)
+	require.Equal(t, "6-7,14-15", resp.Adjust.Linux.Resources.Cpu.Cpus)
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	f.setCPUs(ctr, "6,14") // the kubelet's static CPU manager, for a 2-CPU request
+
+	second := startPlugin(t, f, desktopKubelet, statePath(f))
+	a, ok := second.p.alloc.Get(ctr.GetId())
+	require.True(t, ok)
+	t.Logf("after restart: allocator %s, runtime %s", a.CPUs, f.cpus(ctr))
+	assert.Equal(t, "6-7,14-15", a.CPUs.String(), "the kubelet's allocation is the truth for its containers")
+	assert.Equal(t, "6-7,14-15", f.cpus(ctr), "pinned back on its devices")
+}

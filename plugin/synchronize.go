@@ -59,15 +59,16 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// The DRA claims of the remembered containers are theirs again before
 	// any other container is placed: it could show a copy of their tokens.
 	p.rebindClaims(known, pods)
+	// Containers the state does not know that the runtime runs pinned on
+	// a set they may keep keep it before any hold is restored or any
+	// remembered container is pinned again: a hold (a memory), a repin
+	// onto remembered CPUs (a record a kill left stale) or a placement
+	// anew must not take the CPUs a running container runs on, and move
+	// it (RestoreHold refuses CPUs a running container has).
+	rest := p.adoptWhereTheyRun(unknown, pods)
 	// Then the holds of pods that still exist, before anything new is
 	// placed: a container restarted while the plugin was away gets its own.
 	p.restoreHolds(remembered, pods, known)
-	// Containers the state does not know that the runtime runs pinned on
-	// a set they may keep keep it before any remembered container is
-	// pinned again: a repin onto remembered CPUs (a record a kill left
-	// stale) or a placement anew must not take the CPUs a running
-	// container runs on, and move it.
-	rest := p.adoptWhereTheyRun(unknown, pods)
 	// Hide-hyperthreads containers and holds placed while a sibling was
 	// offline get it idle if it came online meanwhile, before anything is
 	// placed that could take it (but after the containers that run on a
