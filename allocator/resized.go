@@ -46,7 +46,6 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 		// Nothing may index past the node (returnOrder, hiddenSiblings).
 		return Result{}, fmt.Errorf("container %s: it runs on CPUs %s this node does not have", as.ID, absent)
 	}
-	runsOn = a.withDroppedOffline(as, runsOn, n)
 	switch {
 	case !pools.IsExclusive(as.Pool):
 		return Result{}, fmt.Errorf("container %s: pool %s has no CPUs of its own to keep", as.ID, as.Pool)
@@ -110,41 +109,6 @@ func (a *Allocator) restoreHoldingOffline(as Assignment) (Result, error) {
 		return Result{}, problem
 	}
 	return a.readd(as, infraBefore)
-}
-
-// withDroppedOffline is the set a container runs on as cgroup v1 reads it
-// back, its offline CPUs added again: v1 drops an offline CPU from the
-// cpuset for good, so a runtime that reads it reports the rest (as
-// sameWhileOffline has it for a record). The record's offline CPUs stay
-// its own; a CPU a lost grow added that went offline is no record's: when
-// as many CPUs as the request still lacks are offline and nobody's, they
-// are the ones, held offline. With more candidates than that it cannot
-// tell which, and adds none (the size check then refuses).
-func (a *Allocator) withDroppedOffline(as Assignment, runsOn cpuset.CPUSet, n int) cpuset.CPUSet {
-	if runsOn.IsEmpty() || !a.Absent(runsOn).IsEmpty() {
-		return runsOn
-	}
-	var own []int
-	for _, cpu := range as.CPUs.Difference(runsOn).UnsortedList() {
-		if a.x.present(cpu) && !a.x.online(cpu) {
-			own = append(own, cpu)
-		}
-	}
-	full := runsOn.Union(cpuset.New(own...))
-	missing := n - full.Size()
-	if missing <= 0 || full.Size() == as.CPUs.Size() {
-		return full
-	}
-	var free []int
-	for id := range a.owner {
-		if a.x.present(id) && !a.x.online(id) && a.owner[id] == "" && !full.Contains(id) {
-			free = append(free, id)
-		}
-	}
-	if len(free) != missing {
-		return full
-	}
-	return full.Union(cpuset.New(free...))
 }
 
 // sharedCore returns two online CPUs of cpus that are threads of one core,

@@ -98,7 +98,7 @@ func TestReadmitResizedWithAnOfflineCPU(t *testing.T) {
 	off := withOffline(full.Topology(), 13)
 	l, problems := HotplugLayout(full.Layout(), off, cfg)
 	require.Empty(t, problems)
-	for _, tc := range []struct{ name, runsOn string }{{"cgroup v2", "4-5,12-13"}, {"cgroup v1", "4-5,12"}} {
+	for _, tc := range []struct{ name, runsOn string }{{"cgroup v2", "4-5,12-13"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _ := full.Rebase(off, l)
 			r := Remembered{Assignment: remembered(t, "a", "4,12", ""), RunsOn: set(t, tc.runsOn)}

