@@ -98,27 +98,6 @@ func (a *Allocator) wholeCores(c *Assignment, req Request, verb string, n int) e
 // in part, so that a shrink by one undoes a half core before it breaks a
 // whole one.
 func (a *Allocator) returnOrder(c *Assignment, added cpuset.CPUSet) []int {
-	const (
-		completed = iota
-		addedWhole
-		partial
-	)
-	rank := func(core int) int {
-		if core < 0 {
-			// An offline CPU the index knows no core of: a part.
-			return partial
-		}
-		r := addedWhole
-		for _, t := range a.x.cores[core] {
-			switch {
-			case !c.CPUs.Contains(t):
-				return partial
-			case !added.Contains(t):
-				r = completed
-			}
-		}
-		return r
-	}
 	type group struct {
 		rank int
 		ids  []int
@@ -137,7 +116,7 @@ func (a *Allocator) returnOrder(c *Assignment, added cpuset.CPUSet) []int {
 		}
 		g := byCore[core]
 		if g == nil {
-			g = &group{rank: rank(core)}
+			g = &group{rank: a.coreRank(c, added, core)}
 			byCore[core] = g
 			groups = append(groups, g)
 		}
@@ -150,6 +129,45 @@ func (a *Allocator) returnOrder(c *Assignment, added cpuset.CPUSet) []int {
 		ids = append(ids, g.ids...)
 	}
 	return ids
+}
+
+// The ranks of coreRank, in the order a shrink's list holds them: a
+// shrink gives back from the end, so the last rank goes back first.
+const (
+	// completedCore: the grow added the siblings that complete a core the
+	// container held part of before.
+	completedCore = iota
+	// addedWholeCore: the grow added the whole core.
+	addedWholeCore
+	// partialCore: the container holds the core only in part (or the CPU
+	// is offline, with no core known).
+	partialCore
+)
+
+// coreRank ranks a core of the CPUs resizes added to container c (added),
+// for returnOrder and giveBackOrder. A shrink gives back from the end of
+// their list, the highest rank first, so that whole cores go back whole
+// and no core the container had whole is split while another CPU can go:
+// first a core it holds only in part, so that a shrink by one CPU undoes
+// a half core before it breaks a whole one; then the cores resizes added
+// whole; last the cores a grow completed, whose siblings' giving back
+// splits a core the container had whole.
+func (a *Allocator) coreRank(c *Assignment, added cpuset.CPUSet, core int) int {
+	if core < 0 {
+		// An offline CPU the index knows no core of: no siblings known,
+		// a part.
+		return partialCore
+	}
+	r := addedWholeCore
+	for _, t := range a.x.cores[core] {
+		switch {
+		case !c.CPUs.Contains(t):
+			return partialCore
+		case !added.Contains(t):
+			r = completedCore
+		}
+	}
+	return r
 }
 
 func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
@@ -203,27 +221,7 @@ func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 // first, and the cores it holds only in part last, as in returnOrder. A
 // record returnOrder wrote comes out unchanged.
 func (a *Allocator) giveBackOrder(c *Assignment) []int {
-	const (
-		completed = iota
-		addedWhole
-		partial
-	)
 	added := cpuset.New(c.Added...)
-	rank := func(core int) int {
-		if core < 0 {
-			return partial // an offline CPU: no siblings known
-		}
-		r := addedWhole
-		for _, t := range a.x.cores[core] {
-			switch {
-			case !c.CPUs.Contains(t):
-				return partial
-			case !added.Contains(t):
-				r = completed
-			}
-		}
-		return r
-	}
 	type group struct {
 		rank int
 		ids  []int
@@ -234,7 +232,7 @@ func (a *Allocator) giveBackOrder(c *Assignment) []int {
 		core := a.x.cpus[id].core
 		g := byCore[core]
 		if g == nil || core < 0 {
-			g = &group{rank: rank(core)}
+			g = &group{rank: a.coreRank(c, added, core)}
 			byCore[core] = g
 			groups = append(groups, g)
 		}

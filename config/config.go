@@ -391,7 +391,7 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	dec.KnownFields(true)
 	err = dec.Decode(cfg)
 	if err == nil {
-		err = onlyDocument(dec)
+		err = OnlyDocument(dec, "the daemon", "key")
 	}
 	found := findDocProblems(data)
 	if err == nil && len(found.typed) > 0 {
@@ -413,12 +413,22 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	return cfg, nil
 }
 
-// onlyDocument reads what follows the first YAML document: the daemon
-// reads one, and a second one ("---", as a concatenated file has it) was
-// ignored without a word, its keys never applied (review B9). An empty
-// one (a trailing "---", one of comments only, or "{}") changes nothing and
-// is let be; one with content is an error naming the line it starts on.
-func onlyDocument(dec *yaml.Decoder) error {
+// ErrSecondDocument is what OnlyDocument's error for a second document
+// with content wraps; its other errors are the decoder's own.
+var ErrSecondDocument = errors.New("a second YAML document starts here (after \"---\")")
+
+// OnlyDocument reads what follows the first YAML document of a file whose
+// reader takes one: the daemon reads one config document and simulate
+// one requests document, and a second one ("---", as a concatenated file
+// has it) was ignored without a word, its keys never applied (review B9)
+// or its steps never run. An empty one (a trailing "---", one of comments
+// only, or "{}") changes nothing and is let be; one with content is an
+// error naming the line it starts on, who would ignore it (reader: "the
+// daemon", "simulate") and what to put in the first document instead
+// (entry: "key", "step"); it wraps ErrSecondDocument. An error of the
+// decoder on what follows is returned as the decoder said it, for the
+// caller to word as it words the first document's.
+func OnlyDocument(dec *yaml.Decoder, reader, entry string) error {
 	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
@@ -431,7 +441,7 @@ func onlyDocument(dec *yaml.Decoder) error {
 		if len(doc.Content) == 1 && emptyDocument(doc.Content[0]) {
 			continue
 		}
-		return fmt.Errorf("line %d: a second YAML document starts here (after \"---\"), which the daemon would ignore: put every key in the first document", doc.Line)
+		return fmt.Errorf("line %d: %w, which %s would ignore: put every %s in the first document", doc.Line, ErrSecondDocument, reader, entry)
 	}
 }
 

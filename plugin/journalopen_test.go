@@ -30,6 +30,26 @@ func (f roRenameFS) Rename(from, to string) error {
 
 const damagedJournal = `{"version":1,"records":{`
 
+// startOnReadOnlyDamagedJournal starts a plugin on f with the desktop
+// node, a damaged journal (damagedJournal) next to its state file, and a
+// state directory that is read-only while readOnly is set (it starts
+// set): the journal cannot be moved aside. tune sets the journal's retry
+// timing. journal is the journal's path.
+func startOnReadOnlyDamagedJournal(t *testing.T, f *fakeRuntime, tune func(*Plugin)) (rp *runningPlugin, journal string, readOnly *atomic.Bool) {
+	t.Helper()
+	stateFile := statePath(f)
+	require.NoError(t, os.MkdirAll(filepath.Dir(stateFile), 0o700))
+	journal = hostfiles.JournalPath(stateFile)
+	require.NoError(t, os.WriteFile(journal, []byte(damagedJournal), 0o600))
+	readOnly = new(atomic.Bool)
+	readOnly.Store(true)
+	rp = startPlugin(t, f, desktop, stateFile, func(p *Plugin) {
+		p.isolationFS = roRenameFS{readOnly: readOnly}
+		tune(p)
+	})
+	return rp, journal, readOnly
+}
+
 // TestDamagedJournalOnReadOnlyDiskStillPins (review rvA): a node with no
 // tuning feature configured, a damaged host-originals.json (a crash of an
 // older build, a full disk) on a state directory that became read-only.
@@ -39,14 +59,7 @@ const damagedJournal = `{"version":1,"records":{`
 // the metrics), and the journal is left as it is.
 func TestDamagedJournalOnReadOnlyDiskStillPins(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	stateFile := statePath(f)
-	require.NoError(t, os.MkdirAll(filepath.Dir(stateFile), 0o700))
-	journal := hostfiles.JournalPath(stateFile)
-	require.NoError(t, os.WriteFile(journal, []byte(damagedJournal), 0o600))
-	var readOnly atomic.Bool
-	readOnly.Store(true)
-	rp := startPlugin(t, f, desktop, stateFile, func(p *Plugin) {
-		p.isolationFS = roRenameFS{readOnly: &readOnly}
+	rp, journal, _ := startOnReadOnlyDamagedJournal(t, f, func(p *Plugin) {
 		p.isolationTiming.BackoffInitial = time.Hour // no retry within the test
 	})
 	pod := f.runPod(podSpec{name: "a", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
@@ -69,14 +82,7 @@ func TestDamagedJournalOnReadOnlyDiskStillPins(t *testing.T) {
 // without waiting for a reconnect, and isolation is back.
 func TestJournalOpenIsRetriedInTheBackground(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	stateFile := statePath(f)
-	require.NoError(t, os.MkdirAll(filepath.Dir(stateFile), 0o700))
-	journal := hostfiles.JournalPath(stateFile)
-	require.NoError(t, os.WriteFile(journal, []byte(damagedJournal), 0o600))
-	var readOnly atomic.Bool
-	readOnly.Store(true)
-	rp := startPlugin(t, f, desktop, stateFile, func(p *Plugin) {
-		p.isolationFS = roRenameFS{readOnly: &readOnly}
+	rp, journal, readOnly := startOnReadOnlyDamagedJournal(t, f, func(p *Plugin) {
 		p.isolationTiming.BackoffInitial, p.isolationTiming.BackoffMax = 5*time.Millisecond, 20*time.Millisecond
 	})
 	require.Error(t, rp.p.IsolationReady())

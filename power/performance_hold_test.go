@@ -1,7 +1,6 @@
 package power
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -11,8 +10,6 @@ import (
 	"github.com/cpupool/nri-cpupool/hostfiles"
 )
 
-const turboClass = "\n    turbo: {governor: performance, energyPerformancePreference: performance}\n"
-
 // TestRestartRestoresPerformanceGovernorAndPreference (review rvE, F4):
 // the restart half of TestPerformanceGovernorAndPreferenceRestored
 // started after the first process had restored everything (its journal
@@ -20,11 +17,7 @@ const turboClass = "\n    turbo: {governor: performance, energyPerformancePrefer
 // new one that wants nothing (a restart with power off, restore-host)
 // must restore the governor and the preference from the journal alone.
 func TestRestartRestoresPerformanceGovernorAndPreference(t *testing.T) {
-	n := newNode(t, "xeon-2s-interleaved")
-	orig := n.snapshot(t)
-	p := n.start(t, loadClasses(t, turboClass), n.kernel)
-	p.pass(t, map[int]string{2: "turbo"})
-	require.Equal(t, "performance", n.read(t, n.cpu(2, "cpufreq/scaling_governor")))
+	n, orig, p := turboOnCPU2(t)
 	p.rec.Close() // kill -9: nothing restored
 	q := n.start(t, loadClasses(t, ""), n.kernel)
 	for range 4 {
@@ -38,10 +31,7 @@ func TestRestartRestoresPerformanceGovernorAndPreference(t *testing.T) {
 // the governor and held the preference, the next process (wanting
 // nothing) restores the preference from the journal.
 func TestKilledBetweenGovernorAndPreferenceRestores(t *testing.T) {
-	n := newNode(t, "xeon-2s-interleaved")
-	orig := n.snapshot(t)
-	p := n.start(t, loadClasses(t, turboClass), n.kernel)
-	p.pass(t, map[int]string{2: "turbo"})
+	n, orig, p := turboOnCPU2(t)
 	p.want.set(nil)
 	require.NoError(t, p.rec.Flush())
 	require.Equal(t, "powersave", n.read(t, n.cpu(2, "cpufreq/scaling_governor")), "the governor first")
@@ -59,12 +49,7 @@ func TestKilledBetweenGovernorAndPreferenceRestores(t *testing.T) {
 // left for later), the next process with the same class records the
 // node's own preference, and restores everything on release.
 func TestKilledBetweenPerformanceBootedPasses(t *testing.T) {
-	n := newNode(t, "xeon-2s-interleaved")
-	policy, err := filepath.EvalSymlinks(n.cpu(2, "cpufreq"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(policy, "scaling_governor"), []byte("performance\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(policy, "energy_performance_preference"), []byte("performance\n"), 0o644))
-	n.kernel.saved[policy] = "balance_performance"
+	n, policy := performanceBootedNode(t)
 	orig := n.snapshot(t)
 	eco := "\n    eco: {governor: powersave, energyPerformancePreference: power}\n"
 	p := n.start(t, loadClasses(t, eco), n.kernel)
@@ -98,12 +83,7 @@ func TestKilledBetweenPerformanceBootedPasses(t *testing.T) {
 // driver keeps the class's power as the policy's preference: the node is
 // left changed.
 func TestPerformanceBootedNodeEcoThenTurboReleased(t *testing.T) {
-	n := newNode(t, "xeon-2s-interleaved")
-	policy, err := filepath.EvalSymlinks(n.cpu(2, "cpufreq"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(policy, "scaling_governor"), []byte("performance\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(policy, "energy_performance_preference"), []byte("performance\n"), 0o644))
-	n.kernel.saved[policy] = "balance_performance"
+	n, policy := performanceBootedNode(t)
 	orig := n.snapshot(t)
 	cfg := loadClasses(t, turboClass+"    eco: {governor: powersave, energyPerformancePreference: power}\n")
 	p := n.start(t, cfg, n.kernel)
@@ -131,12 +111,7 @@ func TestPerformanceBootedNodeEcoThenTurboReleased(t *testing.T) {
 // before the governor switch: the driver remembers the node's own, and
 // the release leaves nothing. (Passes: the defect is turbo's claim.)
 func TestPerformanceBootedNodeEcoThenGovernorOnlyPerformanceReleased(t *testing.T) {
-	n := newNode(t, "xeon-2s-interleaved")
-	policy, err := filepath.EvalSymlinks(n.cpu(2, "cpufreq"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(policy, "scaling_governor"), []byte("performance\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(policy, "energy_performance_preference"), []byte("performance\n"), 0o644))
-	n.kernel.saved[policy] = "balance_performance"
+	n, policy := performanceBootedNode(t)
 	orig := n.snapshot(t)
 	cfg := loadClasses(t, "\n    perf: {governor: performance}\n    eco: {governor: powersave, energyPerformancePreference: power}\n")
 	p := n.start(t, cfg, n.kernel)

@@ -48,6 +48,10 @@ power:
     as-booted: {}
 `
 
+// turboClass is a latency class written out in full: the performance
+// governor and, explicitly, the performance preference.
+const turboClass = "\n    turbo: {governor: performance, energyPerformancePreference: performance}\n"
+
 func loadClasses(t *testing.T, extra string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse(strings.NewReader(classes+extra), "classes.yaml")
@@ -678,6 +682,35 @@ func TestWhatTheCPUDoesNotOffer(t *testing.T) {
 		"class odd: energyPerformancePreference: the governor is performance, under which the driver fixes the preference at performance (CPUs 1)",
 		"class odd: governor: governor schedutil is not offered (scaling_available_governors: performance powersave) (CPUs 0-1)",
 	}, notes)
+}
+
+// performanceBootedNode is the Xeon node booted with the performance
+// governor on CPU 2's policy (tuned's latency-performance profile,
+// cpupower frequency-set -g performance at boot): intel_pstate shows the
+// performance preference and remembers the node's own,
+// balance_performance. policy is the policy's directory.
+func performanceBootedNode(t *testing.T) (n *node, policy string) {
+	t.Helper()
+	n = newNode(t, "xeon-2s-interleaved")
+	policy, err := filepath.EvalSymlinks(n.cpu(2, "cpufreq"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(policy, "scaling_governor"), []byte("performance\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(policy, "energy_performance_preference"), []byte("performance\n"), 0o644))
+	n.kernel.saved[policy] = "balance_performance"
+	return n, policy
+}
+
+// turboOnCPU2 is the Xeon node as booted (orig: its files then) and a
+// process that has given CPU 2 turboClass: the performance governor is in
+// force, and the preference the class's.
+func turboOnCPU2(t *testing.T) (n *node, orig map[string]string, p *process) {
+	t.Helper()
+	n = newNode(t, "xeon-2s-interleaved")
+	orig = n.snapshot(t)
+	p = n.start(t, loadClasses(t, turboClass), n.kernel)
+	p.pass(t, map[int]string{2: "turbo"})
+	require.Equal(t, "performance", n.read(t, n.cpu(2, "cpufreq/scaling_governor")))
+	return n, orig, p
 }
 
 // sharePolicy makes CPU 4 share CPU 2's cpufreq policy, as acpi-cpufreq

@@ -1,7 +1,6 @@
 package power
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -21,11 +20,7 @@ import (
 // holds back the owner's lower Orders, so the governor (0) is never put
 // back, and the preference is refused again at every retry.
 func TestPerformanceGovernorAndPreferenceRestored(t *testing.T) {
-	n := newNode(t, "xeon-2s-interleaved")
-	orig := n.snapshot(t)
-	p := n.start(t, loadClasses(t, "\n    turbo: {governor: performance, energyPerformancePreference: performance}\n"), n.kernel)
-	p.pass(t, map[int]string{2: "turbo"})
-	assert.Equal(t, "performance", n.read(t, n.cpu(2, "cpufreq/scaling_governor")))
+	n, orig, p := turboOnCPU2(t)
 	p.want.set(nil)
 	for range 4 {
 		_ = p.rec.Flush()
@@ -43,7 +38,7 @@ func TestPerformanceGovernorAndPreferenceRestored(t *testing.T) {
 func TestPerformancePreferenceAfterPerformanceGovernor(t *testing.T) {
 	n := newNode(t, "xeon-2s-interleaved")
 	orig := n.snapshot(t)
-	p := n.start(t, loadClasses(t, "\n    turbo: {governor: performance, energyPerformancePreference: performance}\n"), n.kernel)
+	p := n.start(t, loadClasses(t, turboClass), n.kernel)
 	p.pass(t, map[int]string{2: "low-latency"})
 	p.pass(t, map[int]string{2: "turbo"})
 	plan, err := p.src.Plan()
@@ -72,14 +67,7 @@ func TestPerformancePreferenceAfterPerformanceGovernor(t *testing.T) {
 // balance_performance. underOwnPerformance covers only the plugin's own
 // performance governor, not the node's.
 func TestPreferenceOriginalOnPerformanceBootedNode(t *testing.T) {
-	n := newNode(t, "xeon-2s-interleaved")
-	policy, err := filepath.EvalSymlinks(n.cpu(2, "cpufreq"))
-	require.NoError(t, err)
-	// The node as booted: governor performance, the driver showing
-	// performance and remembering balance_performance.
-	require.NoError(t, os.WriteFile(filepath.Join(policy, "scaling_governor"), []byte("performance\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(policy, "energy_performance_preference"), []byte("performance\n"), 0o644))
-	n.kernel.saved[policy] = "balance_performance"
+	n, policy := performanceBootedNode(t)
 	orig := n.snapshot(t)
 
 	p := n.start(t, loadClasses(t, "\n    eco: {governor: powersave, energyPerformancePreference: power}\n"), n.kernel)

@@ -107,7 +107,12 @@ func Parse(data []byte, path string) (*File, error) {
 		}
 		return nil, fmt.Errorf("requests %s: %s %s", path, config.ExplainDecodeError(data, reflect.TypeFor[File](), err), formatHint)
 	}
-	if err := onlyDocument(dec); err != nil {
+	// simulate runs the steps of one document: validate refuses a second
+	// one in the config alike.
+	if err := config.OnlyDocument(dec, "simulate", "step"); err != nil {
+		if !errors.Is(err, config.ErrSecondDocument) {
+			err = fmt.Errorf("after the first YAML document: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
 		return nil, fmt.Errorf("requests %s: %w", path, err)
 	}
 	if len(f.Steps) == 0 {
@@ -141,40 +146,6 @@ func Parse(data []byte, path string) (*File, error) {
 		}
 	}
 	return &f, nil
-}
-
-// onlyDocument reads what follows the first YAML document of a requests
-// file: simulate runs the steps of one, and a second one ("---", as a
-// concatenated file has it) was ignored without a word, its steps never
-// run; validate refuses one in the config alike. An empty one (a trailing
-// "---", one of comments only, or "{}") runs nothing and is let be.
-func onlyDocument(dec *yaml.Decoder) error {
-	for {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("after the first YAML document: %s", strings.TrimPrefix(err.Error(), "yaml: "))
-		}
-		if len(doc.Content) == 1 && emptyDocument(doc.Content[0]) {
-			continue
-		}
-		return fmt.Errorf("line %d: a second YAML document starts here (after \"---\"), which simulate would ignore: put every step in the first document", doc.Line)
-	}
-}
-
-// emptyDocument tells whether a document's root is nothing (null) or a
-// mapping without a key ("--- {}").
-func emptyDocument(root *yaml.Node) bool {
-	switch root.Kind {
-	case yaml.ScalarNode:
-		return root.Tag == "!!null"
-	case yaml.MappingNode:
-		return len(root.Content) == 0
-	}
-	return false
 }
 
 // Result is one step's outcome; the JSON fields are a documented interface.
