@@ -363,7 +363,10 @@ func (p *Plugin) readRemembered(c *api.Container, st state.ContainerState) (_ al
 // a kill -9 before the background write (or a disk that refused it) lost.
 // Pinned back on the record's CPUs, a grown container would lose the CPUs
 // it asked for, and a shrunk one would take back CPUs another container may
-// have been given since (allocator.ReadmitResized). They are taken in id
+// have been given since (allocator.ReadmitResized), in a shape a live
+// resize under the options it reads makes (resizeRequest); one refused is
+// pinned again by repairAll and then resized by resizeAsTheRuntime as a
+// live resize would be. They are taken in id
 // order; one whose set another container or hold has (two containers the
 // runtime runs on one CPU: the one taken in first keeps it) is left to be
 // pinned again, which is logged. It returns the containers still to
@@ -378,8 +381,15 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 			rest = append(rest, c)
 			continue
 		}
-		milli, _ := milliCPU(c, qosClass(podByID[c.GetPodSandboxId()]))
-		res, err := p.alloc.ReadmitResized(r, milli)
+		pod := podByID[c.GetPodSandboxId()]
+		milli, atLeast := milliCPU(c, qosClass(pod))
+		// Its options as a live resize reads them: kept only in a shape a
+		// resize makes (full-pcpus-only, hide-hyperthreads).
+		req, err := p.resizeRequest(pod, c, r.Assignment, milli, atLeast)
+		var res allocator.Result
+		if err == nil {
+			res, err = p.alloc.ReadmitResized(r, req)
+		}
 		if err != nil {
 			if r.Assignment.MilliCPU != milli {
 				p.log.Warnf("synchronize: container %s runs on CPUs %s with a request of %dm, the state said CPUs %s for %dm, and cannot stay: %v", rememberedRef(st), r.RunsOn, milli, r.Assignment.CPUs, r.Assignment.MilliCPU, err)
