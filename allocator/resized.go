@@ -19,9 +19,11 @@ import (
 
 // ReadmitResized keeps a remembered exclusive container that Readmit found
 // NeedsRepin where the runtime runs it, when that set is of another size
-// than the record's and of the size of milli, the request the runtime
-// shows for it now: an in-place resize whose record a kill lost. It is
-// kept only where it may run (online CPUs of its pool as now configured
+// than the record's and of the size of req.MilliCPU, the request the
+// runtime shows for it now: an in-place resize whose record a kill lost.
+// req is that resize's request as Resize would get it; the set must be of
+// a shape a resize under its options makes (resizedShape). It is kept
+// only where it may run (online CPUs of its pool as now configured
 // that no other container or hold has, as restore checks), with milli as
 // its request; nothing is added otherwise and the error says why. The
 // CPUs it runs on beyond those the record had count as added by resizes
@@ -34,8 +36,9 @@ import (
 // runtime agree keeps a CPU both it and a resized one run on, and before
 // any hold or any container the file does not know is taken in: the
 // runtime is the truth about where a running container runs.
-func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
+func (a *Allocator) ReadmitResized(r Remembered, req Request) (Result, error) {
 	as := r.Assignment
+	milli := req.MilliCPU
 	runsOn := r.RunsOn
 	if as.WithShared {
 		// Its exclusive part, as Readmit reads it.
@@ -63,12 +66,9 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 	case runsOn.Size() != n:
 		return Result{}, fmt.Errorf("container %s: it runs on %d CPUs (%s) but requests %dm (%d CPUs)", as.ID, runsOn.Size(), runsOn, milli, n)
 	}
-	if as.HideHyperthreads || !as.Reserved.IsEmpty() {
-		if core := a.sharedCore(runsOn); core != nil {
-			// A resize of a hide-hyperthreads container takes whole cores,
-			// one thread each, the siblings idle: this is no resize's.
-			return Result{}, fmt.Errorf("container %s: it hides hyperthreads but runs on CPUs %s, threads of one core", as.ID, cpuset.New(core...))
-		}
+	hides := as.HideHyperthreads || !as.Reserved.IsEmpty() || req.Options.HideHyperthreads && a.x.threadsPerCore > 1
+	if err := a.resizedShape(as, req, runsOn, hides); err != nil {
+		return Result{}, err
 	}
 	resized := as
 	resized.CPUs, resized.MilliCPU = runsOn, milli
@@ -85,9 +85,9 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 		before.CPUs = original.Union(cpuset.New(resized.Added...))
 		resized.Added = append(slices.Clone(resized.Added), a.returnOrder(&before, runsOn.Difference(as.CPUs))...)
 	}
-	if as.HideHyperthreads || !as.Reserved.IsEmpty() {
+	if hides {
 		// Hidden siblings follow its cores, as a resize's do.
-		resized.Reserved = a.hiddenSiblings(runsOn)
+		resized.Reserved, resized.HideHyperthreads = a.hiddenSiblings(runsOn), true
 	}
 	// Its memory, counted on the nodes it runs on now.
 	resized.Memory = a.MemoryOf(resized, numamem.DemandOf(as.Memory))
@@ -95,6 +95,54 @@ func (a *Allocator) ReadmitResized(r Remembered, milli int64) (Result, error) {
 	// record's: a kept container is not pinned again, so no update names
 	// them.
 	return a.restoreHoldingOffline(resized)
+}
+
+// resizedShape refuses a set runsOn a remembered container as runs on
+// that no live resize of it makes under req's options (as Resize reads
+// them: its pod's annotations over its pool's configuration): a
+// hide-hyperthreads one (hides) grows by cores, one thread each, the
+// siblings idle; a full-pcpus-only one grows and shrinks by whole cores
+// (wholeCores, and placement's whole-core unit), so the CPUs it gained or
+// gave back are whole cores. hide-hyperthreads wins, as at placement.
+func (a *Allocator) resizedShape(as Assignment, req Request, runsOn cpuset.CPUSet, hides bool) error {
+	if hides {
+		if core := a.sharedCore(runsOn); core != nil {
+			return fmt.Errorf("container %s: it hides hyperthreads but runs on CPUs %s, threads of one core: no resize's outcome", as.ID, cpuset.New(core...))
+		}
+		return nil
+	}
+	verb := "grow"
+	if runsOn.Size() < as.CPUs.Size() {
+		verb = "shrink"
+	}
+	if err := a.wholeCores(&as, req, verb, runsOn.Size()); err != nil {
+		return fmt.Errorf("container %s runs on CPUs %s, no resize's outcome: %w", as.ID, runsOn, err)
+	}
+	if !req.Options.FullPCPUsOnly || a.x.threadsPerCore <= 1 {
+		return nil
+	}
+	changed := runsOn.Difference(as.CPUs).Union(as.CPUs.Difference(runsOn))
+	if part := a.partCore(changed); part != nil {
+		return fmt.Errorf("container %s runs on CPUs %s, its record says %s: full-pcpus-only resizes by whole cores, and CPU %d's core changed only in part: no resize's outcome", as.ID, runsOn, as.CPUs, part[0])
+	}
+	return nil
+}
+
+// partCore returns an online CPU of cpus and an online thread of its core
+// that cpus lacks, or nil when cpus are whole cores (offline threads are
+// left out: nothing tells whose they were).
+func (a *Allocator) partCore(cpus cpuset.CPUSet) []int {
+	for _, id := range cpus.List() {
+		if !a.x.online(id) || a.x.cpus[id].core < 0 {
+			continue
+		}
+		for _, t := range a.x.cores[a.x.cpus[id].core] {
+			if t != id && a.x.online(t) && !cpus.Contains(t) {
+				return []int{id, t}
+			}
+		}
+	}
+	return nil
 }
 
 // restoreHoldingOffline is restore for a container kept where the runtime

@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/config"
 )
 
 // TestReadmitResized: a remembered exclusive container the runtime runs on
@@ -66,7 +68,7 @@ func TestReadmitResized(t *testing.T) {
 			}
 			_, outcome, _ := a.Readmit(r)
 			require.Equal(t, NeedsRepin, outcome, "Readmit leaves it to ReadmitResized")
-			res, err := a.ReadmitResized(r, tc.milli)
+			res, err := a.ReadmitResized(r, Request{MilliCPU: tc.milli})
 			got, ok := a.Get(tc.record.ID)
 			if tc.err != "" {
 				assert.ErrorContains(t, err, tc.err)
@@ -102,7 +104,7 @@ func TestReadmitResizedWithAnOfflineCPU(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _ := full.Rebase(off, l)
 			r := Remembered{Assignment: remembered(t, "a", "4,12", ""), RunsOn: set(t, tc.runsOn)}
-			res, err := a.ReadmitResized(r, 4000)
+			res, err := a.ReadmitResized(r, Request{MilliCPU: 4000})
 			require.NoError(t, err)
 			assert.Equal(t, "4-5,12-13", res.Assignment.CPUs.String())
 			assert.Equal(t, int64(4000), res.Assignment.MilliCPU)
@@ -120,7 +122,7 @@ func TestReadmitResizedRefusesGrantedAndClaimed(t *testing.T) {
 		a := newAllocator(t, "desktop-8c16t", desktopPools)
 		rec := remembered(t, "a", "4-5,12-13", "")
 		rec.MilliCPU, rec.Rule = 4000, Rule{Kind: kind}
-		_, err := a.ReadmitResized(Remembered{Assignment: rec, RunsOn: set(t, "4,12")}, 2000)
+		_, err := a.ReadmitResized(Remembered{Assignment: rec, RunsOn: set(t, "4,12")}, Request{MilliCPU: 2000})
 		require.Error(t, err, kind)
 		_, in := a.Get("a")
 		assert.False(t, in, kind)
@@ -137,7 +139,7 @@ func TestReadmitResizedDoesNotGuessAnOfflineCPU(t *testing.T) {
 	require.Empty(t, problems)
 	a, _ := full.Rebase(off, l)
 	r := Remembered{Assignment: remembered(t, "a", "4,12", ""), RunsOn: set(t, "4-5,12")}
-	_, err := a.ReadmitResized(r, 4000)
+	_, err := a.ReadmitResized(r, Request{MilliCPU: 4000})
 	require.Error(t, err)
 	assert.Empty(t, a.OfflineHeld())
 }
@@ -150,8 +152,74 @@ func TestReadmitResizedDoesNotGuessAnOfflineCPU(t *testing.T) {
 func TestReadmitResizedRefusesHideHyperthreadsOnBothThreads(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", desktopPools)
 	rec := remembered(t, "a", "4", "12")
-	_, err := a.ReadmitResized(Remembered{Assignment: rec, RunsOn: set(t, "4,12")}, 2000)
+	_, err := a.ReadmitResized(Remembered{Assignment: rec, RunsOn: set(t, "4,12")}, Request{MilliCPU: 2000})
 	require.Error(t, err)
 	_, in := a.Get("a")
 	assert.False(t, in)
+}
+
+// TestReadmitResizedKeepsOnlyTheShapeALiveResizeMakes (review rvJ #6): a
+// lost resize is kept where the runtime runs it only in a shape a live
+// grow or shrink makes under the options a live resize reads (the
+// request's: the pod's annotations over its pool's configuration). A
+// full-pcpus-only container grows and shrinks by whole cores, a
+// hide-hyperthreads one by cores, one thread each, the siblings idle,
+// even when its record (older than schema 8, or placed while its sibling
+// was offline) does not say it hides them. Before, only the record's
+// hidden siblings were checked: each refused case here was kept.
+func TestReadmitResizedKeepsOnlyTheShapeALiveResizeMakes(t *testing.T) {
+	full := config.Allocation{FullPCPUsOnly: true}
+	hide := config.Allocation{HideHyperthreads: true}
+	grown := remembered(t, "a", "4,12", "")
+	grownTwice := remembered(t, "a", "4-6,12-14", "")
+	grownTwice.MilliCPU, grownTwice.Added = 6000, []int{5, 13, 6, 14}
+	hidden := remembered(t, "a", "4", "12")
+	hidden.HideHyperthreads = true
+	tests := []struct {
+		name     string
+		record   Assignment
+		opts     config.Allocation
+		runsOn   string
+		milli    int64
+		reserved string // kept: its hidden siblings
+		err      string // refused: what the error says
+	}{
+		{name: "full-pcpus-only: a grow to half a core", record: grown, opts: full, runsOn: "4-5,12", milli: 3000,
+			err: "full-pcpus-only takes whole cores"},
+		{name: "full-pcpus-only: a grow by two half cores", record: grown, opts: full, runsOn: "4-5,12,14", milli: 4000,
+			err: "full-pcpus-only"},
+		{name: "full-pcpus-only: a shrink by two half cores", record: grownTwice, opts: full, runsOn: "4-5,12,14", milli: 4000,
+			err: "full-pcpus-only"},
+		{name: "full-pcpus-only: a grow by a whole core", record: grown, opts: full, runsOn: "4-5,12-13", milli: 4000},
+		{name: "full-pcpus-only: a shrink by a whole core", record: grownTwice, opts: full, runsOn: "4-5,12-13", milli: 4000},
+		{name: "hide-hyperthreads by its options: both threads of one core", record: remembered(t, "a", "4", ""), opts: hide,
+			runsOn: "4,12", milli: 2000, err: "threads of one core"},
+		{name: "hide-hyperthreads by its options: a core, one thread", record: remembered(t, "a", "4", ""), opts: hide,
+			runsOn: "4-5", milli: 2000, reserved: "12-13"},
+		{name: "hide-hyperthreads wins over full-pcpus-only: any count", record: hidden,
+			opts: config.Allocation{HideHyperthreads: true, FullPCPUsOnly: true}, runsOn: "4-6", milli: 3000, reserved: "12-14"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAllocator(t, "desktop-8c16t", desktopPools)
+			r := Remembered{Assignment: tc.record, RunsOn: set(t, tc.runsOn)}
+			res, err := a.ReadmitResized(r, Request{MilliCPU: tc.milli, Options: tc.opts})
+			got, in := a.Get("a")
+			if tc.err != "" {
+				if err == nil {
+					t.Logf("kept on %s, reserved %s", res.Assignment.CPUs, res.Assignment.Reserved)
+				}
+				assert.ErrorContains(t, err, tc.err)
+				assert.False(t, in, "nothing added")
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, in)
+			assert.Equal(t, tc.runsOn, got.CPUs.String())
+			assert.Equal(t, tc.reserved, got.Reserved.String())
+			if tc.reserved != "" {
+				assert.True(t, got.HideHyperthreads, "it hides its siblings, as a record of a resize's says")
+			}
+		})
+	}
 }

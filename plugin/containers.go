@@ -13,7 +13,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cpupool/nri-cpupool/allocator"
-	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
@@ -305,18 +304,8 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.liftPodQuotaLater(pod.GetId())
 	}
 	if milli, atLeast := milliOf(res.GetCpu(), qosClass(pod)); milli > 0 && milli != a.MilliCPU {
-		if _, granted, _ := grantToken(ctr.GetEnv()); granted && pools.IsExclusive(a.Pool) {
-			// The kubelet counted cpupool.dev/exclusive devices, not the CPU
-			// request: growing or shrinking the cpuset would part the
-			// kubelet's accounting from the real CPUs.
-			return nil, p.refuseResize(a, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are the %s devices the kubelet allocated; change the resource count (a new pod) instead",
-				a.Pod.ContainerName(a.Container), milli, a.CPUs, config.ResourceExclusive))
-		}
-		if claimsShown(ctr.GetEnv()) && pools.IsExclusive(a.Pool) {
-			// The scheduler counted the claim's CPUs, not the CPU request.
-			return nil, p.refuseResize(a, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are its ResourceClaim's; change the claim (a new pod) instead",
-				a.Pod.ContainerName(a.Container), milli, a.CPUs))
-		}
+		// Refused for a container of the kubelet's devices or a claim
+		// (applyResize).
 		return p.resize(pod, ctr, a, milli, atLeast, memLimit, memAsked)
 	}
 	if memAsked && p.resizeMemory(a, memLimit) {

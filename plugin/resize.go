@@ -8,6 +8,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
 )
@@ -24,34 +25,59 @@ import (
 // atLeast says the new request is only known to be at least milli (the
 // kubelet's shares at their cap, see milliOf).
 func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocator.Assignment, milli int64, atLeast bool, memLimit int64, memAsked bool) ([]*api.ContainerUpdate, error) {
-	who := before.Pod.ContainerName(before.Container)
-	info := p.toContainer(pod, ctr)
-	info.MilliCPU, info.MilliCPUAtLeast = milli, atLeast
-	// A running container keeps its pool: only its size changes, and its
-	// annotations are judged against the pool it runs in. Not so for one
-	// Synchronize confined to infra: it runs there because its annotations
-	// could not be applied, so they are judged as at its creation (against
-	// the pool they ask for), else every CPU resize of it would be refused.
-	if before.Rule.Kind != allocator.RuleConfined {
-		info.Pool = before.Pool
-	}
-	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
+	res, err := p.applyResize(pod, ctr, before, milli, atLeast)
 	if err != nil {
-		return nil, p.refuseResize(before, fmt.Errorf("nri-cpupool: container %s: resize to %dm: %w", who, milli, err))
+		return nil, err
 	}
-	req.Pool = before.Pool
-	res, err := p.alloc.Resize(req)
-	if err != nil {
-		p.log.Errorf("refusing resize of container %s from %dm to %dm: %v", who, before.MilliCPU, milli, err)
-		return nil, p.refuseResize(before, fmt.Errorf("nri-cpupool: %w", err))
-	}
-	// Persisted in the background, like every decision.
-	p.recordPlacement(res)
 	if memAsked {
 		p.resizeMemory(res.Assignment, memLimit)
 		res.Assignment, _ = p.alloc.Get(res.Assignment.ID)
 	}
 	p.stateChanged()
+	a := res.Assignment
+	u := cpuUpdate(a, p.topo.Online, p.cfg.PinMemory)
+	u.IgnoreFailure = false
+	if a.NoCPUQuota {
+		u.SetLinuxCPUQuota(noQuota) // the kubelet sent a quota for the new limit
+	}
+	delete(p.pending, a.ID)
+	return append([]*api.ContainerUpdate{u}, p.followers(res)...), nil
+}
+
+// applyResize decides an in-place resize of the running container before
+// to milli, the CPU request the runtime has for it, by the rules every
+// resize follows, wherever it comes from (a live UpdateContainer, or one
+// the runtime applied while the plugin was down, which Synchronize finds):
+// a container whose CPUs are the kubelet's devices or a ResourceClaim's is
+// refused, the others grow or shrink in place (allocator.Resize). It
+// records the outcome, counts it (cpupool_resizes_total) and logs it; a
+// refusal is also told to the pod (refuseResize) and changes nothing. The
+// caller sends the container its cpuset and writes the state.
+func (p *Plugin) applyResize(pod *api.PodSandbox, ctr *api.Container, before allocator.Assignment, milli int64, atLeast bool) (allocator.Result, error) {
+	who := before.Pod.ContainerName(before.Container)
+	if _, granted, _ := grantToken(ctr.GetEnv()); granted && pools.IsExclusive(before.Pool) {
+		// The kubelet counted cpupool.dev/exclusive devices, not the CPU
+		// request: growing or shrinking the cpuset would part the
+		// kubelet's accounting from the real CPUs.
+		return allocator.Result{}, p.refuseResize(before, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are the %s devices the kubelet allocated; change the resource count (a new pod) instead",
+			who, milli, before.CPUs, config.ResourceExclusive))
+	}
+	if claimsShown(ctr.GetEnv()) && pools.IsExclusive(before.Pool) {
+		// The scheduler counted the claim's CPUs, not the CPU request.
+		return allocator.Result{}, p.refuseResize(before, fmt.Errorf("nri-cpupool: container %s: resize to %dm refused: its CPUs %s are its ResourceClaim's; change the claim (a new pod) instead",
+			who, milli, before.CPUs))
+	}
+	req, err := p.resizeRequest(pod, ctr, before, milli, atLeast)
+	if err != nil {
+		return allocator.Result{}, p.refuseResize(before, fmt.Errorf("nri-cpupool: container %s: resize to %dm: %w", who, milli, err))
+	}
+	res, err := p.alloc.Resize(req)
+	if err != nil {
+		p.log.Errorf("refusing resize of container %s from %dm to %dm: %v", who, before.MilliCPU, milli, err)
+		return allocator.Result{}, p.refuseResize(before, fmt.Errorf("nri-cpupool: %w", err))
+	}
+	// Persisted in the background, like every decision.
+	p.recordPlacement(res)
 	a := res.Assignment
 	result := "unchanged"
 	switch {
@@ -66,13 +92,31 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	} else {
 		p.log.Infof("container %s resized from %dm to %dm: stays on pool %s", who, before.MilliCPU, milli, a.Pool)
 	}
-	u := cpuUpdate(a, p.topo.Online, p.cfg.PinMemory)
-	u.IgnoreFailure = false
-	if a.NoCPUQuota {
-		u.SetLinuxCPUQuota(noQuota) // the kubelet sent a quota for the new limit
+	return res, nil
+}
+
+// resizeRequest is the request of an in-place resize of the running
+// container before to milli, as every resize reads it: its options are
+// its pod's annotations over its pool's configuration now, as at its
+// creation. Synchronize reads a resize whose record a kill lost the same
+// way (keepResized), so that it keeps only a shape a resize makes.
+func (p *Plugin) resizeRequest(pod *api.PodSandbox, ctr *api.Container, before allocator.Assignment, milli int64, atLeast bool) (allocator.Request, error) {
+	info := p.toContainer(pod, ctr)
+	info.MilliCPU, info.MilliCPUAtLeast = milli, atLeast
+	// A running container keeps its pool: only its size changes, and its
+	// annotations are judged against the pool it runs in. Not so for one
+	// Synchronize confined to infra: it runs there because its annotations
+	// could not be applied, so they are judged as at its creation (against
+	// the pool they ask for), else every CPU resize of it would be refused.
+	if before.Rule.Kind != allocator.RuleConfined {
+		info.Pool = before.Pool
 	}
-	delete(p.pending, a.ID)
-	return append([]*api.ContainerUpdate{u}, p.followers(res)...), nil
+	req, err := p.policy.Request(info, p.resolveDeviceNUMA)
+	if err != nil {
+		return allocator.Request{}, err
+	}
+	req.Pool = before.Pool
+	return req, nil
 }
 
 // refuseResize counts a refused in-place resize of the container a and

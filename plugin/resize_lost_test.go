@@ -156,3 +156,37 @@ func TestGrantedContainerIsNotKeptAsResized(t *testing.T) {
 	assert.Equal(t, "6-7,14-15", a.CPUs.String(), "the kubelet's allocation is the truth for its containers")
 	assert.Equal(t, "6-7,14-15", f.cpus(ctr), "pinned back on its devices")
 }
+
+// TestLostResizeKeptOnlyInAShapeAResizeMakes (review rvJ #6): a
+// full-pcpus-only container's lost resize is kept where the runtime runs
+// it only if that set is one a live resize makes: whole cores. Here the
+// runtime runs it on its core and two half cores (something else than a
+// resize pinned it so) with a 4-CPU request; it was kept there. Now it is
+// pinned back on its core and grown by whole cores, as a live resize to
+// 4 CPUs grows it.
+func TestLostResizeKeptOnlyInAShapeAResizeMakes(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, xeon, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "full-pcpus-only.cpupool.dev": "true"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	core := mustParse(f.cpus(fwd))
+	require.Equal(t, "2,42", core.String(), "one whole core (precondition)")
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	f.setCPUs(fwd, "2-3,42,44") // 3 and 44: halves of the cores 3,43 and 4,44
+	f.setRequest(fwd, 4000)
+
+	second := startPlugin(t, f, xeon, statePath(f))
+	a, ok := second.p.alloc.Get(fwd.GetId())
+	require.True(t, ok)
+	t.Logf("after restart: %s (%dm), runtime %s", a.CPUs, a.MilliCPU, f.cpus(fwd))
+	assert.Equal(t, 4, a.CPUs.Size())
+	assert.True(t, core.IsSubsetOf(a.CPUs), "it keeps its core")
+	for _, id := range a.CPUs.List() {
+		sibling := (id + 40) % 80
+		assert.True(t, a.CPUs.Contains(sibling), "CPU %d without its sibling %d: not whole cores", id, sibling)
+	}
+	assert.Equal(t, a.CPUs.String(), f.cpus(fwd))
+}

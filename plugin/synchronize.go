@@ -80,6 +80,15 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// again once every container that runs correctly, and every hold, has
 	// its CPUs.
 	updates, confined := p.repairAll(repair, remembered.Containers, pods)
+	// Then the in-place resizes the runtime applied while the plugin was
+	// down (the request changed, the cpuset the kubelet does not set did
+	// not): applied by the rules of a live one, grown or shrunk where they
+	// run, once every remembered container and hold has its CPUs and
+	// before the containers the file does not know are placed anew. The
+	// restart's order: restoreKnown, keepResized, rebindClaims,
+	// adoptWhereTheyRun, restoreHolds, ReserveHiddenSiblings, repairAll,
+	// resizeAsTheRuntime, adoptAll.
+	updates = withUpdates(updates, p.resizeAsTheRuntime(known, pods))
 	adopted, confinedNew := p.adoptAll(rest, pods)
 	updates = append(updates, adopted...)
 	p.alloc.ReserveHiddenSiblings()
@@ -354,7 +363,10 @@ func (p *Plugin) readRemembered(c *api.Container, st state.ContainerState) (_ al
 // a kill -9 before the background write (or a disk that refused it) lost.
 // Pinned back on the record's CPUs, a grown container would lose the CPUs
 // it asked for, and a shrunk one would take back CPUs another container may
-// have been given since (allocator.ReadmitResized). They are taken in id
+// have been given since (allocator.ReadmitResized), in a shape a live
+// resize under the options it reads makes (resizeRequest); one refused is
+// pinned again by repairAll and then resized by resizeAsTheRuntime as a
+// live resize would be. They are taken in id
 // order; one whose set another container or hold has (two containers the
 // runtime runs on one CPU: the one taken in first keeps it) is left to be
 // pinned again, which is logged. It returns the containers still to
@@ -369,8 +381,15 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 			rest = append(rest, c)
 			continue
 		}
-		milli, _ := milliCPU(c, qosClass(podByID[c.GetPodSandboxId()]))
-		res, err := p.alloc.ReadmitResized(r, milli)
+		pod := podByID[c.GetPodSandboxId()]
+		milli, atLeast := milliCPU(c, qosClass(pod))
+		// Its options as a live resize reads them: kept only in a shape a
+		// resize makes (full-pcpus-only, hide-hyperthreads).
+		req, err := p.resizeRequest(pod, c, r.Assignment, milli, atLeast)
+		var res allocator.Result
+		if err == nil {
+			res, err = p.alloc.ReadmitResized(r, req)
+		}
 		if err != nil {
 			if r.Assignment.MilliCPU != milli {
 				p.log.Warnf("synchronize: container %s runs on CPUs %s with a request of %dm, the state said CPUs %s for %dm, and cannot stay: %v", rememberedRef(st), r.RunsOn, milli, r.Assignment.CPUs, r.Assignment.MilliCPU, err)
@@ -382,6 +401,62 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 			rememberedRef(st), res.Assignment.CPUs, milli, r.Assignment.CPUs, r.Assignment.MilliCPU)
 	}
 	return rest
+}
+
+// resizeAsTheRuntime applies to the remembered running containers the
+// in-place resizes the runtime applied while the plugin was down: the
+// kubelet sent the new request, the runtime applied its shares and quota
+// without the plugin, and the cpuset, which the kubelet does not set,
+// stayed. The kubelet believes the resize done and never sends it again,
+// and the runtime is the truth about the request too, which is an
+// exclusive container's size: each one whose request the runtime shows
+// differs from its record's is resized as a live UpdateContainer resizes
+// it (applyResize): grown or shrunk in place, keeping the CPUs it runs on,
+// or, when that cannot be, left as it is and said loudly (a warning, the
+// refused count of cpupool_resizes_total, an event on its pod), as a live
+// refusal is. Containers confined to infra are left out: their request
+// could not be placed at all. It returns the updates that pin the resized
+// ones.
+func (p *Plugin) resizeAsTheRuntime(known []*api.Container, pods []*api.PodSandbox) []*api.ContainerUpdate {
+	podByID := podsByID(pods)
+	var updates []*api.ContainerUpdate
+	for _, c := range known {
+		pod := podByID[c.GetPodSandboxId()]
+		a, ok := p.alloc.Get(c.GetId())
+		if pod == nil || !ok || a.Rule.Kind == allocator.RuleConfined {
+			continue
+		}
+		milli, atLeast := milliCPU(c, qosClass(pod))
+		if milli <= 0 || milli == a.MilliCPU {
+			continue
+		}
+		who := containerRef(pod, c)
+		res, err := p.applyResize(pod, c, a, milli, atLeast)
+		if err != nil {
+			p.log.Warnf("synchronize: container %s: the runtime shows a request of %dm, the state %dm (an in-place resize applied while nri-cpupool was down), which cannot be applied: %v; it keeps CPUs %s",
+				who, milli, a.MilliCPU, err, a.Cpuset())
+			continue
+		}
+		p.log.Warnf("synchronize: container %s: the runtime shows a request of %dm, the state %dm (an in-place resize applied while nri-cpupool was down); resized", who, milli, a.MilliCPU)
+		if pools.IsExclusive(a.Pool) && !res.Assignment.Cpuset().Equals(a.Cpuset()) {
+			updates = append(updates, cpuUpdate(res.Assignment, p.topo.Online, p.cfg.PinMemory))
+		}
+	}
+	return updates
+}
+
+// withUpdates adds newer to updates, each in place of an update of the
+// same container there: a container gets one update, its last decision.
+func withUpdates(updates, newer []*api.ContainerUpdate) []*api.ContainerUpdate {
+	for _, u := range newer {
+		i := slices.IndexFunc(updates, func(o *api.ContainerUpdate) bool { return o.GetContainerId() == u.GetContainerId() })
+		if i < 0 {
+			updates = append(updates, u)
+			continue
+		}
+		updates[i] = u
+	}
+	return updates
 }
 
 // adoptWhereTheyRun takes in, where they run, the containers the state
