@@ -13,7 +13,8 @@
 // DaemonSet whose selector does not match its pods' labels, a volume mount
 // of no volume, a probe on a port the container does not name or that is
 // not the config's metricsAddress port, a ConfigMap volume of no
-// ConfigMap of the release, a service account of none.
+// ConfigMap of the release, a service account of none, a hostPath volume
+// whose path is not absolute, an image without a name.
 package main
 
 import (
@@ -199,6 +200,11 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 	volumes := map[string]corev1.Volume{}
 	for _, v := range spec.Volumes {
 		volumes[v.Name] = v
+		// The API server takes any text here, an empty one included; the
+		// kubelet then fails the pod's start at this volume.
+		if v.HostPath != nil && !strings.HasPrefix(v.HostPath.Path, "/") {
+			fail("volume %s: hostPath path %q is not absolute: the kubelet cannot mount it; give the node's path from / (the chart's host.* and config.* paths)", v.Name, v.HostPath.Path)
+		}
 		if v.ConfigMap != nil && configMaps[v.ConfigMap.Name] == nil {
 			fail("volume %s names ConfigMap %q, which is not in the chart", v.Name, v.ConfigMap.Name)
 		}
@@ -224,6 +230,11 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 	}
 	containers := slices.Concat(spec.InitContainers, spec.Containers)
 	for _, c := range containers {
+		// A pod template's image may be empty for the API server, and ":dev"
+		// passes its check too; no runtime pulls either.
+		if imageName(c.Image) == "" {
+			fail("container %s: image %q has no name: set the image's repository (image.repository, runtime.dropIn.image)", c.Name, c.Image)
+		}
 		for _, m := range c.VolumeMounts {
 			if _, ok := volumes[m.Name]; !ok {
 				fail("container %s mounts volume %q, which the pod does not have", c.Name, m.Name)
@@ -250,6 +261,16 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 		}
 	}
 	return errs
+}
+
+// imageName is an image reference without its digest (@...) and tag
+// (:... after the last /, so that a registry's port stays in the name).
+func imageName(image string) string {
+	name, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return strings.TrimSpace(name)
 }
 
 func mountsVolume(c corev1.Container, volume string) bool {

@@ -80,6 +80,18 @@ func TestCheck(t *testing.T) {
 		{"metrics on every address, no port", "metricsAddress: 127.0.0.1:9464", "metricsAddress: \":9464\"", `metricsAddress :9464 is reachable from other nodes, but the container advertises no port metrics 9464`},
 		{"unknown kind", "kind: ServiceAccount", "kind: ServiceAcount", "ServiceAcount"},
 		{"service account not in the chart", "serviceAccountName: p", "serviceAccountName: q", `service account "q"`},
+		// Values the API server takes but no kubelet can run (review rvC,
+		// F4): --set host.sysfs= rendered `hostPath: {path: }`,
+		// host.cgroup=relative a relative one, image.repository= the image
+		// ":dev", and chartcheck passed them.
+		{"hostPath without a path", "hostPath: {path: /sys}", `hostPath: {path: ""}`, `volume sys: hostPath path "" is not absolute`},
+		{"hostPath left null", "hostPath: {path: /sys}", "hostPath: {path: }", `volume sys: hostPath path "" is not absolute`},
+		{"relative hostPath", "hostPath: {path: /sys/fs/cgroup}", "hostPath: {path: relative}", `volume cgroup: hostPath path "relative" is not absolute`},
+		{"image without a name", "          image: x", `          image: ":dev"`, `container p: image ":dev" has no name`},
+		{"image with only a digest", "          image: x", `          image: "@sha256:0123"`, `container p: image "@sha256:0123" has no name`},
+		{"no image", "          image: x", `          image: ""`, `container p: image "" has no name`},
+		{"image with a registry port, no tag", "          image: x", "          image: r.example:5000/p", ""},
+		{"image with a tag and a digest", "          image: x", "          image: r.example/p:1@sha256:0123", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := check([]byte(strings.Replace(good, tc.from, tc.to, 1)))
