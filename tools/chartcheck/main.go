@@ -14,7 +14,9 @@
 // of no volume, a probe on a port the container does not name or that is
 // not the config's metricsAddress port, a ConfigMap volume of no
 // ConfigMap of the release, a service account of none, a hostPath volume
-// whose path is not absolute, an image without a name.
+// whose path is not absolute, an image without a name, an admission policy
+// no binding names (or a binding of no policy), the DRA driver's
+// ResourceSlice policy matching another account than the DaemonSet's.
 package main
 
 import (
@@ -32,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -169,6 +172,8 @@ func checkTogether(objects []runtime.Object) []error {
 	configMaps := map[string]*corev1.ConfigMap{}
 	accounts := map[string]bool{}
 	var daemonSets []*appsv1.DaemonSet
+	var policies []*admissionv1.ValidatingAdmissionPolicy
+	var bindings []*admissionv1.ValidatingAdmissionPolicyBinding
 	for _, obj := range objects {
 		switch o := obj.(type) {
 		case *corev1.ConfigMap:
@@ -177,10 +182,52 @@ func checkTogether(objects []runtime.Object) []error {
 			accounts[o.Name] = true
 		case *appsv1.DaemonSet:
 			daemonSets = append(daemonSets, o)
+		case *admissionv1.ValidatingAdmissionPolicy:
+			policies = append(policies, o)
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			bindings = append(bindings, o)
 		}
 	}
 	for _, ds := range daemonSets {
 		errs = append(errs, checkDaemonSet(ds, configMaps, accounts)...)
+	}
+	return append(errs, checkAdmissionPolicies(policies, bindings, daemonSets)...)
+}
+
+// checkAdmissionPolicies: each policy is in force (a binding of the chart
+// names it; a binding names a policy of the chart), and a policy on
+// ResourceSlices (the DRA driver's, narrowing its role to its own node)
+// matches the user of a DaemonSet's service account. The API server takes
+// each of these slips, and the policy then restricts nobody.
+func checkAdmissionPolicies(policies []*admissionv1.ValidatingAdmissionPolicy, bindings []*admissionv1.ValidatingAdmissionPolicyBinding, daemonSets []*appsv1.DaemonSet) []error {
+	var errs []error
+	bound := map[string]bool{}
+	for _, b := range bindings {
+		bound[b.Spec.PolicyName] = true
+		if !slices.ContainsFunc(policies, func(p *admissionv1.ValidatingAdmissionPolicy) bool { return p.Name == b.Spec.PolicyName }) {
+			errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicyBinding %s binds policy %q, which is not in the chart", b.Name, b.Spec.PolicyName))
+		}
+	}
+	var users []string
+	for _, ds := range daemonSets {
+		if sa := ds.Spec.Template.Spec.ServiceAccountName; sa != "" {
+			users = append(users, "system:serviceaccount:"+ds.Namespace+":"+sa)
+		}
+	}
+	for _, p := range policies {
+		if !bound[p.Name] {
+			errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicy %s: no binding of the chart names it, so it is not in force", p.Name))
+		}
+		if p.Spec.MatchConstraints == nil || !slices.ContainsFunc(p.Spec.MatchConstraints.ResourceRules, func(r admissionv1.NamedRuleWithOperations) bool {
+			return slices.Contains(r.Resources, "resourceslices")
+		}) {
+			continue
+		}
+		if !slices.ContainsFunc(p.Spec.MatchConditions, func(c admissionv1.MatchCondition) bool {
+			return slices.ContainsFunc(users, func(u string) bool { return strings.Contains(c.Expression, strconv.Quote(u)) })
+		}) {
+			errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicy %s: its match conditions name no service account of the chart's DaemonSets (%s), so it restricts nobody", p.Name, strings.Join(users, ", ")))
+		}
 	}
 	return errs
 }

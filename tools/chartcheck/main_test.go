@@ -167,3 +167,40 @@ func TestCheckDRA(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckAdmissionPolicy: an admission policy of the chart is in force
+// (a binding of the chart names it, and the binding's policy is in the
+// chart), and the DRA driver's ResourceSlice policy restricts the
+// DaemonSet's own service account (review rvC, F5): any slip leaves the
+// API server taking the objects and restricting nobody.
+func TestCheckAdmissionPolicy(t *testing.T) {
+	policy := good + `---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: p-slices}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [resource.k8s.io], apiVersions: ["*"], operations: [CREATE], resources: [resourceslices]}]
+  matchConditions: [{name: driver, expression: 'request.userInfo.username == "system:serviceaccount:ns:p"'}]
+  validations: [{expression: "true"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: p-slices}
+spec: {policyName: p-slices, validationActions: [Deny]}
+`
+	kinds, err := check([]byte(policy))
+	require.NoError(t, err)
+	assert.Equal(t, 1, kinds["ValidatingAdmissionPolicy"])
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"binding of another policy", "spec: {policyName: p-slices", "spec: {policyName: q-slices", `ValidatingAdmissionPolicyBinding p-slices binds policy "q-slices", which is not in the chart`},
+		{"policy without a binding", "kind: ValidatingAdmissionPolicyBinding\nmetadata: {name: p-slices}\nspec: {policyName: p-slices", "kind: ValidatingAdmissionPolicyBinding\nmetadata: {name: p-slices}\nspec: {policyName: p-slices2", "ValidatingAdmissionPolicy p-slices: no binding of the chart names it"},
+		{"another account", "system:serviceaccount:ns:p", "system:serviceaccount:ns:q", "match conditions name no service account of the chart's DaemonSets (system:serviceaccount:ns:p)"},
+		{"another namespace", "system:serviceaccount:ns:p", "system:serviceaccount:default:p", "match conditions name no service account of the chart's DaemonSets"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := check([]byte(strings.Replace(policy, tc.from, tc.to, 1)))
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
