@@ -175,15 +175,39 @@ func nested(path string, v any) map[string]any {
 	return m
 }
 
-// asValues is the chart's values with cfg as config, as the schema
-// library reads JSON.
+// asValues is the chart's values (values.yaml) with cfg merged into its
+// config, as Helm coalesces a user's values onto the chart's before it
+// checks them (the schema requires the keys the templates read), as the
+// schema library reads JSON.
 func asValues(t *testing.T, cfg map[string]any) any {
 	t.Helper()
-	data, err := json.Marshal(map[string]any{"config": cfg})
+	text, err := os.ReadFile("../deploy/helm/nri-cpupool/values.yaml")
+	require.NoError(t, err)
+	var values map[string]any
+	require.NoError(t, yaml.Unmarshal(text, &values))
+	values["config"] = merged(values["config"], cfg)
+	data, err := json.Marshal(values)
 	require.NoError(t, err)
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	require.NoError(t, err)
 	return v
+}
+
+// merged is over's keys set onto base's, mappings merged key by key.
+func merged(base, over any) any {
+	b, ok1 := base.(map[string]any)
+	o, ok2 := over.(map[string]any)
+	if !ok1 || !ok2 {
+		return over
+	}
+	out := make(map[string]any, len(b))
+	for k, v := range b {
+		out[k] = v
+	}
+	for k, v := range o {
+		out[k] = merged(b[k], v)
+	}
+	return out
 }
 
 func compileHelmSchema(t *testing.T) *jsonschema.Schema {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -44,6 +45,31 @@ func TestShippedManifest(t *testing.T) {
 	assert.True(t, allowed("resource.k8s.io", "resourceclaims", "get"))
 	assert.False(t, allowed("resource.k8s.io", "resourceclaims", "update"), "claims are read only")
 	assert.True(t, allowed("", "nodes", "get"))
+
+	// The role lets the account write any node's ResourceSlices; the
+	// admission policy narrows it to its token's node (review rvC, F5).
+	var policy admissionv1.ValidatingAdmissionPolicy
+	manifesttest.Decode(t, docs, "ValidatingAdmissionPolicy", &policy)
+	require.NotNil(t, policy.Spec.MatchConstraints)
+	require.Len(t, policy.Spec.MatchConstraints.ResourceRules, 1)
+	rule := policy.Spec.MatchConstraints.ResourceRules[0].Rule
+	assert.Equal(t, []string{"resource.k8s.io"}, rule.APIGroups)
+	assert.Equal(t, []string{"resourceslices"}, rule.Resources)
+	assert.ElementsMatch(t, []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete}, policy.Spec.MatchConstraints.ResourceRules[0].Operations)
+	var sa corev1.ServiceAccount
+	manifesttest.Decode(t, docs, "ServiceAccount", &sa)
+	require.Len(t, policy.Spec.MatchConditions, 1)
+	assert.Contains(t, policy.Spec.MatchConditions[0].Expression, `"system:serviceaccount:`+sa.Namespace+":"+sa.Name+`"`, "the policy restricts the driver's account")
+	var exprs []string
+	for _, v := range policy.Spec.Variables {
+		exprs = append(exprs, v.Expression)
+	}
+	assert.Contains(t, strings.Join(exprs, " "), "authentication.kubernetes.io/node-name")
+	assert.Contains(t, strings.Join(exprs, " "), "spec.?nodeName")
+	var binding admissionv1.ValidatingAdmissionPolicyBinding
+	manifesttest.Decode(t, docs, "ValidatingAdmissionPolicyBinding", &binding)
+	assert.Equal(t, policy.Name, binding.Spec.PolicyName)
+	assert.Equal(t, []admissionv1.ValidationAction{admissionv1.Deny}, binding.Spec.ValidationActions)
 
 	var ds appsv1.DaemonSet
 	manifesttest.Decode(t, docs, "DaemonSet", &ds)

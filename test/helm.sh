@@ -137,7 +137,41 @@ refused --set-string config.pools.exclusive.cpus=2-x "/config/pools/exclusive/cp
 refused --set config.logLevel=verbose "/config/logLevel"
 refused --set config.pools.shared.irqIsolation=optIn "/config/pools/shared/irqIsolation"
 refused --set privilged=true "additional properties 'privilged' not allowed"
+# Values the API server would take into a pod no kubelet starts (review
+# rvC): a hostPath volume with an empty or relative path, the image ":dev";
+# and values removed with null, which stopped the rendering at a template's
+# nil pointer ("index of untyped nil", "nil pointer evaluating").
+refused --set host.sysfs= "at '/host/sysfs': '' does not match pattern '^/'"
+refused --set host.cgroup=relative "at '/host/cgroup': 'relative' does not match pattern '^/'"
+refused --set host.procCmdline=proc/cmdline "at '/host/procCmdline'"
+refused --set runtime.dropIn.dir=etc/containerd/conf.d "at '/runtime/dropIn/dir'"
+refused --set image.repository= "at '/image/repository': minLength"
+refused --set config=null "missing property 'config'"
+refused --set probes=null "missing property 'probes'"
+refused --set probes.liveness=null "missing property 'liveness'"
+refused --set config.pools.shared=null "missing property 'shared'"
 echo "values that cannot work are refused"
+
+# Every key of values.yaml removed (--set KEY=null, Helm's way to remove a
+# key), with DRA on (the most templates): the chart renders what chartcheck
+# passes, or refuses it saying which value; never a template's nil-pointer
+# error, which names a template line instead.
+keys() { # the dotted paths of a values file's keys (block mappings)
+  awk '/^[[:space:]]*(#|$)/ || /^[[:space:]]*- / {next}
+    { match($0, /^ */); d = RLENGTH / 2; line = substr($0, RLENGTH + 1) }
+    line ~ /^[A-Za-z0-9_-]+:/ { p[d] = substr(line, 1, index(line, ":") - 1); s = p[0]; for (i = 1; i <= d; i++) s = s "." p[i]; print s }' "$1"
+}
+n=0
+while read -r key; do
+  n=$((n + 1))
+  if "$HELM" template nri-cpupool "$CHART" -f "$CHART/ci/dra-values.yaml" --set "$key=null" >"$out/null.yaml" 2>"$out/null.err"; then
+    "$out/chartcheck" "$out/null.yaml" >/dev/null 2>"$out/null.err" || { echo "--set $key=null: renders what chartcheck refuses: $(cat "$out/null.err")"; exit 1; }
+  elif grep -q -E 'nil pointer|untyped nil|error calling|interface conversion|%!|<nil>' "$out/null.err"; then
+    echo "--set $key=null: a template's error, not a refusal of the value: $(cat "$out/null.err")"; exit 1
+  fi
+done < <(keys "$CHART/values.yaml")
+[ "$n" -gt 100 ] || { echo "values.yaml: $n keys found, the key reader is broken"; exit 1; }
+echo "each of the $n keys of values.yaml removed renders a pod chartcheck passes or is refused by name"
 
 # Values as --set and values files give them: a whole-number image tag is
 # an int64 from --set, taken as written. A values file's unquoted number is

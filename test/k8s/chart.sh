@@ -105,15 +105,15 @@ PY
   check "chart: a pod created after the uninstall is pinned by nobody" "$(cpuset_of "$(ctr_of chartafter)")" "$ONLINE"
   delete_pods chartafter
 
-  say "a release with DRA on brings its ClusterRole, binding and DeviceClasses, and takes them away"
+  say "a release with DRA on brings its ClusterRole, binding, DeviceClasses and ResourceSlice admission policy, and takes them away"
   helm install cpupool-dra "$chart" --namespace "$ns" --set config.dra.enabled=true \
     --set nodeSelector."cpupool\.dev/none"=true >"$W/helm-install-dra.log" 2>&1 ||
     die "helm install with DRA: $(cat "$W/helm-install-dra.log")"
   check "chart with DRA: its cluster-wide objects" \
-    "$(kubectl get clusterroles,clusterrolebindings,deviceclasses -l app.kubernetes.io/instance=cpupool-dra -o name | sort | tr '\n' ' ')" \
-    "clusterrole.rbac.authorization.k8s.io/cpupool-dra-nri-cpupool-dra clusterrolebinding.rbac.authorization.k8s.io/cpupool-dra-nri-cpupool-dra deviceclass.resource.k8s.io/cpupool-exclusive deviceclass.resource.k8s.io/cpupool-exclusive-cpus deviceclass.resource.k8s.io/cpupool-exclusive-non-isolcpus "
+    "$(kubectl get clusterroles,clusterrolebindings,deviceclasses,validatingadmissionpolicies,validatingadmissionpolicybindings -l app.kubernetes.io/instance=cpupool-dra -o name | sort | tr '\n' ' ')" \
+    "clusterrole.rbac.authorization.k8s.io/cpupool-dra-nri-cpupool-dra clusterrolebinding.rbac.authorization.k8s.io/cpupool-dra-nri-cpupool-dra deviceclass.resource.k8s.io/cpupool-exclusive deviceclass.resource.k8s.io/cpupool-exclusive-cpus deviceclass.resource.k8s.io/cpupool-exclusive-non-isolcpus validatingadmissionpolicy.admissionregistration.k8s.io/cpupool-dra-nri-cpupool-dra-resourceslices validatingadmissionpolicybinding.admissionregistration.k8s.io/cpupool-dra-nri-cpupool-dra-resourceslices "
   wait_for "the DaemonSet controller to see the DRA release" ds_observed "$ns" cpupool-dra-nri-cpupool
   check "chart with DRA: no node selected, no pod" "$(kubectl -n "$ns" get daemonset cpupool-dra-nri-cpupool -o jsonpath='{.status.desiredNumberScheduled}')" 0
   helm uninstall cpupool-dra --namespace "$ns" --wait --timeout 60s >/dev/null 2>&1 || die "helm uninstall of the DRA release"
-  check "chart with DRA: nothing left" "$(kubectl get clusterroles,clusterrolebindings,deviceclasses -l app.kubernetes.io/instance=cpupool-dra -o name 2>&1; kubectl -n "$ns" get all,configmaps,serviceaccounts -o name 2>&1)" ""
+  check "chart with DRA: nothing left" "$(kubectl get clusterroles,clusterrolebindings,deviceclasses,validatingadmissionpolicies,validatingadmissionpolicybindings -l app.kubernetes.io/instance=cpupool-dra -o name 2>&1; kubectl -n "$ns" get all,configmaps,serviceaccounts -o name 2>&1)" ""
 }

@@ -13,7 +13,10 @@
 // DaemonSet whose selector does not match its pods' labels, a volume mount
 // of no volume, a probe on a port the container does not name or that is
 // not the config's metricsAddress port, a ConfigMap volume of no
-// ConfigMap of the release, a service account of none.
+// ConfigMap of the release, a service account of none, a hostPath volume
+// whose path is not absolute, an image without a name, an admission policy
+// no binding names (or a binding of no policy), the DRA driver's
+// ResourceSlice policy matching another account than the DaemonSet's.
 package main
 
 import (
@@ -31,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -168,6 +172,8 @@ func checkTogether(objects []runtime.Object) []error {
 	configMaps := map[string]*corev1.ConfigMap{}
 	accounts := map[string]bool{}
 	var daemonSets []*appsv1.DaemonSet
+	var policies []*admissionv1.ValidatingAdmissionPolicy
+	var bindings []*admissionv1.ValidatingAdmissionPolicyBinding
 	for _, obj := range objects {
 		switch o := obj.(type) {
 		case *corev1.ConfigMap:
@@ -176,10 +182,52 @@ func checkTogether(objects []runtime.Object) []error {
 			accounts[o.Name] = true
 		case *appsv1.DaemonSet:
 			daemonSets = append(daemonSets, o)
+		case *admissionv1.ValidatingAdmissionPolicy:
+			policies = append(policies, o)
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			bindings = append(bindings, o)
 		}
 	}
 	for _, ds := range daemonSets {
 		errs = append(errs, checkDaemonSet(ds, configMaps, accounts)...)
+	}
+	return append(errs, checkAdmissionPolicies(policies, bindings, daemonSets)...)
+}
+
+// checkAdmissionPolicies: each policy is in force (a binding of the chart
+// names it; a binding names a policy of the chart), and a policy on
+// ResourceSlices (the DRA driver's, narrowing its role to its own node)
+// matches the user of a DaemonSet's service account. The API server takes
+// each of these slips, and the policy then restricts nobody.
+func checkAdmissionPolicies(policies []*admissionv1.ValidatingAdmissionPolicy, bindings []*admissionv1.ValidatingAdmissionPolicyBinding, daemonSets []*appsv1.DaemonSet) []error {
+	var errs []error
+	bound := map[string]bool{}
+	for _, b := range bindings {
+		bound[b.Spec.PolicyName] = true
+		if !slices.ContainsFunc(policies, func(p *admissionv1.ValidatingAdmissionPolicy) bool { return p.Name == b.Spec.PolicyName }) {
+			errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicyBinding %s binds policy %q, which is not in the chart", b.Name, b.Spec.PolicyName))
+		}
+	}
+	var users []string
+	for _, ds := range daemonSets {
+		if sa := ds.Spec.Template.Spec.ServiceAccountName; sa != "" {
+			users = append(users, "system:serviceaccount:"+ds.Namespace+":"+sa)
+		}
+	}
+	for _, p := range policies {
+		if !bound[p.Name] {
+			errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicy %s: no binding of the chart names it, so it is not in force", p.Name))
+		}
+		if p.Spec.MatchConstraints == nil || !slices.ContainsFunc(p.Spec.MatchConstraints.ResourceRules, func(r admissionv1.NamedRuleWithOperations) bool {
+			return slices.Contains(r.Resources, "resourceslices")
+		}) {
+			continue
+		}
+		if !slices.ContainsFunc(p.Spec.MatchConditions, func(c admissionv1.MatchCondition) bool {
+			return slices.ContainsFunc(users, func(u string) bool { return strings.Contains(c.Expression, strconv.Quote(u)) })
+		}) {
+			errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicy %s: its match conditions name no service account of the chart's DaemonSets (%s), so it restricts nobody", p.Name, strings.Join(users, ", ")))
+		}
 	}
 	return errs
 }
@@ -199,6 +247,11 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 	volumes := map[string]corev1.Volume{}
 	for _, v := range spec.Volumes {
 		volumes[v.Name] = v
+		// The API server takes any text here, an empty one included; the
+		// kubelet then fails the pod's start at this volume.
+		if v.HostPath != nil && !strings.HasPrefix(v.HostPath.Path, "/") {
+			fail("volume %s: hostPath path %q is not absolute: the kubelet cannot mount it; give the node's path from / (the chart's host.* and config.* paths)", v.Name, v.HostPath.Path)
+		}
 		if v.ConfigMap != nil && configMaps[v.ConfigMap.Name] == nil {
 			fail("volume %s names ConfigMap %q, which is not in the chart", v.Name, v.ConfigMap.Name)
 		}
@@ -224,6 +277,11 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 	}
 	containers := slices.Concat(spec.InitContainers, spec.Containers)
 	for _, c := range containers {
+		// A pod template's image may be empty for the API server, and ":dev"
+		// passes its check too; no runtime pulls either.
+		if imageName(c.Image) == "" {
+			fail("container %s: image %q has no name: set the image's repository (image.repository, runtime.dropIn.image)", c.Name, c.Image)
+		}
 		for _, m := range c.VolumeMounts {
 			if _, ok := volumes[m.Name]; !ok {
 				fail("container %s mounts volume %q, which the pod does not have", c.Name, m.Name)
@@ -250,6 +308,16 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 		}
 	}
 	return errs
+}
+
+// imageName is an image reference without its digest (@...) and tag
+// (:... after the last /, so that a registry's port stays in the name).
+func imageName(image string) string {
+	name, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return strings.TrimSpace(name)
 }
 
 func mountsVolume(c corev1.Container, volume string) bool {

@@ -80,6 +80,18 @@ func TestCheck(t *testing.T) {
 		{"metrics on every address, no port", "metricsAddress: 127.0.0.1:9464", "metricsAddress: \":9464\"", `metricsAddress :9464 is reachable from other nodes, but the container advertises no port metrics 9464`},
 		{"unknown kind", "kind: ServiceAccount", "kind: ServiceAcount", "ServiceAcount"},
 		{"service account not in the chart", "serviceAccountName: p", "serviceAccountName: q", `service account "q"`},
+		// Values the API server takes but no kubelet can run (review rvC,
+		// F4): --set host.sysfs= rendered `hostPath: {path: }`,
+		// host.cgroup=relative a relative one, image.repository= the image
+		// ":dev", and chartcheck passed them.
+		{"hostPath without a path", "hostPath: {path: /sys}", `hostPath: {path: ""}`, `volume sys: hostPath path "" is not absolute`},
+		{"hostPath left null", "hostPath: {path: /sys}", "hostPath: {path: }", `volume sys: hostPath path "" is not absolute`},
+		{"relative hostPath", "hostPath: {path: /sys/fs/cgroup}", "hostPath: {path: relative}", `volume cgroup: hostPath path "relative" is not absolute`},
+		{"image without a name", "          image: x", `          image: ":dev"`, `container p: image ":dev" has no name`},
+		{"image with only a digest", "          image: x", `          image: "@sha256:0123"`, `container p: image "@sha256:0123" has no name`},
+		{"no image", "          image: x", `          image: ""`, `container p: image "" has no name`},
+		{"image with a registry port, no tag", "          image: x", "          image: r.example:5000/p", ""},
+		{"image with a tag and a digest", "          image: x", "          image: r.example/p:1@sha256:0123", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := check([]byte(strings.Replace(good, tc.from, tc.to, 1)))
@@ -151,6 +163,43 @@ func TestCheckDRA(t *testing.T) {
 				assert.NoError(t, err)
 				return
 			}
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestCheckAdmissionPolicy: an admission policy of the chart is in force
+// (a binding of the chart names it, and the binding's policy is in the
+// chart), and the DRA driver's ResourceSlice policy restricts the
+// DaemonSet's own service account (review rvC, F5): any slip leaves the
+// API server taking the objects and restricting nobody.
+func TestCheckAdmissionPolicy(t *testing.T) {
+	policy := good + `---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: p-slices}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [resource.k8s.io], apiVersions: ["*"], operations: [CREATE], resources: [resourceslices]}]
+  matchConditions: [{name: driver, expression: 'request.userInfo.username == "system:serviceaccount:ns:p"'}]
+  validations: [{expression: "true"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: p-slices}
+spec: {policyName: p-slices, validationActions: [Deny]}
+`
+	kinds, err := check([]byte(policy))
+	require.NoError(t, err)
+	assert.Equal(t, 1, kinds["ValidatingAdmissionPolicy"])
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"binding of another policy", "spec: {policyName: p-slices", "spec: {policyName: q-slices", `ValidatingAdmissionPolicyBinding p-slices binds policy "q-slices", which is not in the chart`},
+		{"policy without a binding", "kind: ValidatingAdmissionPolicyBinding\nmetadata: {name: p-slices}\nspec: {policyName: p-slices", "kind: ValidatingAdmissionPolicyBinding\nmetadata: {name: p-slices}\nspec: {policyName: p-slices2", "ValidatingAdmissionPolicy p-slices: no binding of the chart names it"},
+		{"another account", "system:serviceaccount:ns:p", "system:serviceaccount:ns:q", "match conditions name no service account of the chart's DaemonSets (system:serviceaccount:ns:p)"},
+		{"another namespace", "system:serviceaccount:ns:p", "system:serviceaccount:default:p", "match conditions name no service account of the chart's DaemonSets"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := check([]byte(strings.Replace(policy, tc.from, tc.to, 1)))
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
