@@ -62,33 +62,19 @@ func newIndex(topo *sysfs.Topology) *index {
 		x.nodes = append(x.nodes, n.ID)
 		x.nodePos[n.ID] = i
 	}
+	// Precomputed from the topology's own rules (sysfs/memnodes.go), the
+	// one home of the memory-less node mapping that the sandboxes' mems
+	// use too.
 	x.distance = make([][]int, len(x.nodes))
-	for i, n := range topo.NUMANodes {
+	for i := range x.nodes {
 		x.distance[i] = make([]int, len(x.nodes))
 		for j := range x.nodes {
-			switch {
-			case j < len(n.Distance):
-				x.distance[i][j] = n.Distance[j]
-			case i == j:
-				x.distance[i][j] = 10
-			default:
-				x.distance[i][j] = 20
-			}
+			x.distance[i][j] = topo.NodeDistance(i, j)
 		}
 	}
 	x.memNode = make([]int, len(x.nodes))
-	for i, n := range topo.NUMANodes {
-		x.memNode[i] = sysfs.Unknown
-		if n.HasMemory {
-			x.memNode[i] = n.ID
-			continue
-		}
-		bestDist := 0
-		for j, other := range topo.NUMANodes {
-			if d := x.distance[i][j]; other.HasMemory && (x.memNode[i] == sysfs.Unknown || d < bestDist) {
-				x.memNode[i], bestDist = other.ID, d
-			}
-		}
+	for i := range x.nodes {
+		x.memNode[i] = topo.MemoryNode(i)
 	}
 	return x
 }

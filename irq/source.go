@@ -186,7 +186,20 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 			s.inherit.defaults(orig, want)
 			return FormatMask(want, original)
 		},
-		Satisfied: func(content, _ string) bool { return avoidsBanned(ParseMask(content))(banned) },
+		// Avoiding the banned CPUs is not enough: a default narrowed for
+		// an earlier, larger ban avoids the CPUs banned now too, and would
+		// keep a released CPU from the IRQs requested from then on (which,
+		// not on the narrowed default computed here, would take that as
+		// their original). It must name every CPU of the want too; the
+		// kernel shows the default as written.
+		Satisfied: func(content, want string) bool {
+			have, err := ParseMask(content)
+			if !avoidsBanned(have, err)(banned) {
+				return false
+			}
+			wanted, err := ParseMask(want)
+			return err == nil && wanted.IsSubsetOf(have)
+		},
 	})
 	// The IRQs this pass moves, and at the first pass those an earlier
 	// process moved, are checked for a move the kernel deferred after

@@ -409,6 +409,32 @@ func TestLateIRQStartedOnNarrowedDefaultIsRestored(t *testing.T) {
 	assert.Equal(t, "0-1", n.affinity("29"), "there before the ban: its own value")
 }
 
+// TestDefaultGetsAReleasedCPUBackWhileAnotherStaysBanned: CPUs 2 and 3
+// are banned, then 2 is released while 3 stays banned. default_smp_affinity,
+// narrowed to f3, still avoids 3, yet it is the plugin's own write for a
+// want that changed: it becomes f7, its original less 3. Left at f3, IRQs
+// requested from then on started without CPU 2 and, not matching the
+// narrowed default the plugin computes, took that as their own original,
+// which they kept for good after the release.
+func TestDefaultGetsAReleasedCPUBackWhileAnotherStaysBanned(t *testing.T) {
+	spec := twoNodes()
+	n := newNode(t, spec, "")
+	n.ban(2, 3)
+	require.Equal(t, "f3", n.defaultAffinity())
+	n.ban(3)
+	assert.Equal(t, "f7", n.defaultAffinity(), "CPU 2 is released: new IRQs may start there again")
+	// Requested now: the kernel starts IRQ 40 (no node) on the default as
+	// it is.
+	started, err := ParseMask(n.defaultAffinity())
+	require.NoError(t, err)
+	late := []procfixture.IRQ{{N: 40, Affinity: started, Node: -1, Description: "PCI-MSI 1-edge ice-vf0"}}
+	procfixture.Write(t, n.proc, procfixture.Spec{CPUs: spec.CPUs, IRQs: late, DefaultAffinity: &started})
+	require.NoError(t, n.r.Flush())
+	n.ban()
+	assert.Equal(t, "ff", n.defaultAffinity())
+	assert.Equal(t, "0-7", n.affinity("40"), "the affinity the IRQ would have had without the plugin's default_smp_affinity")
+}
+
 // TestReloadedDriverIRQGetsTheDefaultsOriginal (review rvI, L1 gap): a driver unbound and
 // bound again while CPUs are kept (modprobe -r/modprobe, a VF re-created)
 // gets its IRQ numbers back (irq_domain_alloc_descs' hint is derived from

@@ -50,19 +50,37 @@ func narrowed(what, original string, held, runnable cpuset.CPUSet) (string, erro
 	return out, nil
 }
 
-// avoids tells whether a mask names none of the held CPUs. A mask the
-// kernel shows narrower than written (rps_cpus drops isolcpus= CPUs) or
-// that someone narrowed further still meets the want: like an IRQ's
-// affinity, any mask free of held CPUs does, and is not written back.
-func avoids(content string, held cpuset.CPUSet) bool {
-	set, err := irq.ParseMask(content)
-	return err == nil && set.Intersection(held).IsEmpty()
+// meets tells whether a mask's content meets want, the mask the plugin
+// wants there now (narrowed): it names none of the held CPUs, and every
+// CPU of want the work may run on (runnable). Avoiding the held CPUs is
+// not enough: a mask narrowed for an earlier, larger held set avoids the
+// CPUs held now too, and would keep a released CPU out of the work for as
+// long as any other CPU is held. CPUs the work may not run on are not
+// asked for: the kernel drops isolcpus= CPUs from rps_cpus itself; other
+// CPUs it drops when it takes a write (nohz_full's) are its own form of
+// the want, which the reconciler takes as meeting it (KernelForm).
+//
+// A mask with no runnable CPU and no held one (RPS off, or an owner's
+// mask of offline CPUs only) is left as it is: no held CPU gets work
+// from it, and the fallback of narrowed is for masks the held CPUs
+// emptied, not for masks set so on purpose.
+func meets(content, want string, held, runnable cpuset.CPUSet) bool {
+	have, err := irq.ParseMask(content)
+	if err != nil || !have.Intersection(held).IsEmpty() {
+		return false
+	}
+	if have.Intersection(runnable).IsEmpty() {
+		return true
+	}
+	wanted, err := irq.ParseMask(want)
+	return err == nil && wanted.Intersection(runnable).IsSubsetOf(have)
 }
 
 // maskChange is the change of one mask file.
 func maskChange(path, what string, held, runnable cpuset.CPUSet) hostfiles.Change {
 	return hostfiles.Change{Path: path,
-		Want:      func(original string) (string, error) { return narrowed(what, original, held, runnable) },
-		Satisfied: func(content, _ string) bool { return avoids(content, held) },
+		Want:       func(original string) (string, error) { return narrowed(what, original, held, runnable) },
+		Satisfied:  func(content, want string) bool { return meets(content, want, held, runnable) },
+		KernelForm: true,
 	}
 }

@@ -53,7 +53,7 @@ func TestNarrowed(t *testing.T) {
 			got, err := narrowed("test mask", tc.original, tc.held, tc.runnable)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
-			assert.True(t, avoids(got, tc.held), "%s avoids %s", got, tc.held)
+			assert.True(t, meets(got, got, tc.held, tc.runnable), "%s meets itself (avoids %s)", got, tc.held)
 		})
 	}
 	for _, tc := range []struct{ name, original string }{
@@ -72,16 +72,35 @@ func TestNarrowed(t *testing.T) {
 	assert.EqualError(t, err, "the unbound workqueue mask: every CPU of the mask 2-3 is held, and the host keeps no CPU to give it: left as it is")
 }
 
-// TestAvoids: any mask free of held CPUs meets the want (the kernel
-// drops isolcpus= CPUs from rps_cpus, an operator may narrow it further):
-// it is not written back; one that cannot be read does not.
-func TestAvoids(t *testing.T) {
-	held := cpuset.New(2, 3)
-	for content, want := range map[string]bool{
-		"73": true, "03": true, "00": true, "0": true, "7f": false, "04": false,
-		"00,00000004": false, "ff,00000000": true, "zz": false, "": false,
+// TestMeets: a mask meets the want when it names no held CPU and every
+// runnable CPU of the want: the kernel's dropping of isolcpus= CPUs (7
+// here) meets it, a mask narrowed for an earlier, larger held set (2 was
+// released, 3 is still held) does not, and neither does one that cannot
+// be read. A mask with no runnable CPU and no held one (RPS off, an
+// owner's mask of offline CPUs only) is left as it is.
+func TestMeets(t *testing.T) {
+	held := cpuset.New(3)
+	runnable := cpuset.New(0, 1, 2, 3, 4, 5, 6)
+	for _, tc := range []struct {
+		content, want string
+		meets         bool
+	}{
+		{"f7", "f7", true},
+		{"77", "f7", true},  // isolcpus= CPU 7 dropped by the kernel
+		{"f3", "f7", false}, // narrowed for held 2 and 3: 2 is not given back
+		{"73", "f7", false}, // the same, 7 dropped
+		{"ff", "f7", false}, // names held CPU 3
+		{"04", "04", true},  // the runnable CPU left of 0c
+		{"00", "f7", true},  // RPS off
+		{"80", "f7", true},  // isolated CPU 7 only: no runnable CPU, no held one
+		{"ff", "ff", false}, // names 3 whatever the want
+		{"zz", "f7", false}, // unreadable
+		{"", "f7", false},   // unreadable
+		{"f7", "zz", false}, // a want that cannot be read
+		{"ff,00000000", "00,00000000", true},
+		{"00,00000008", "00,00000000", false},
 	} {
-		assert.Equal(t, want, avoids(content, held), "%q", content)
+		assert.Equal(t, tc.meets, meets(tc.content, tc.want, held, runnable), "%q for want %q", tc.content, tc.want)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/hostfiles"
 	"github.com/cpupool/nri-cpupool/internal/crashfs"
+	"github.com/cpupool/nri-cpupool/irq"
 )
 
 // TestNarrowsAndRestores: with CPUs held, every rps_cpus and workqueue
@@ -61,6 +62,18 @@ func TestHeldSetChanges(t *testing.T) {
 		"eth0 rx-0": "37", "eth0 rx-1": "04", "veth1a2 rx-0": "37",
 		"wq": "37", "wq writeback": "b7", "wq nvme-wq": "04",
 	}), n.files(t), "2 is back where it was, 3 and 6 are gone")
+	// A release that keeps another CPU held: 3 is released, 6 stays.
+	// Masks that already avoid 6 must still get 3 back (kicked pass, which
+	// takes what it knows of the files, and the rescan alike).
+	p.held.set(cpuset.New(6))
+	require.NoError(t, p.r.FlushKicked())
+	sixHeld := with(map[string]string{
+		"eth0 rx-0": "3f", "eth0 rx-1": "0c", "veth1a2 rx-0": "3f",
+		"wq": "3f", "wq writeback": "bf", "wq nvme-wq": "0c",
+	})
+	assert.Equal(t, sixHeld, n.files(t), "3 is back, only 6 is left out")
+	require.NoError(t, p.r.Flush())
+	assert.Equal(t, sixHeld, n.files(t))
 
 	// A hotplug: CPU 0 went offline; the sources start again with the
 	// online CPUs, on the same journal (plugin restartIsolation).
@@ -77,6 +90,34 @@ func TestHeldSetChanges(t *testing.T) {
 	require.NoError(t, next.r.Flush())
 	assert.Equal(t, originals, n.files(t))
 	assert.Empty(t, n.journal(t))
+}
+
+// TestReleasedCPUGetsKernelWorkBackWhileAnotherStaysHeld: CPUs 2 and 3
+// are held, then 2 is released while 3 stays held. The masks narrowed to
+// "original less 2 and 3" still avoid 3, yet they are the plugin's own
+// writes for a want that has changed: each gets its original less 3, so
+// that CPU 2 takes RPS and unbound workqueue work again at once, not only
+// once nothing at all is held.
+func TestReleasedCPUGetsKernelWorkBackWhileAnotherStaysHeld(t *testing.T) {
+	for _, kicked := range []bool{false, true} {
+		name := map[bool]string{false: "rescan", true: "kicked pass"}[kicked]
+		t.Run(name, func(t *testing.T) {
+			n := newNode(t)
+			p := n.start(t, hostfiles.OS{}, true)
+			p.held.set(cpuset.New(2, 3))
+			require.NoError(t, p.r.Flush())
+			p.held.set(cpuset.New(3))
+			if kicked {
+				require.NoError(t, p.r.FlushKicked())
+			} else {
+				require.NoError(t, p.r.Flush())
+			}
+			assert.Equal(t, with(map[string]string{
+				"eth0 rx-0": "77", "eth0 rx-1": "04", "veth1a2 rx-0": "77",
+				"wq": "77", "wq writeback": "f7", "wq nvme-wq": "04",
+			}), n.files(t), "CPU 2 was released: its kernel work is back, only 3 is left out")
+		})
+	}
 }
 
 // TestDevicesComeAndGo: a device that appears while CPUs are held (a new
@@ -150,25 +191,65 @@ func TestClaimsTheGlobalMaskWhenItsOwn(t *testing.T) {
 	assert.False(t, own.wq.Claims(n.path("wq writeback")))
 }
 
-// TestKernelShowsItsOwnForm: the kernel drops isolcpus= CPUs from an
-// rps_cpus mask written (and may show the mask narrower than written):
-// a mask free of held CPUs meets the want, and is not written again at
-// every pass.
+// kernelFS is a kernel that takes rps_cpus writes without some CPUs
+// (isolcpus= and nohz_full CPUs, which store_rps_map drops), and shows
+// the mask so.
+type kernelFS struct {
+	hostfiles.FS
+	drops cpuset.CPUSet
+}
+
+func (k kernelFS) WriteFile(path string, data []byte) error {
+	if filepath.Base(path) != "rps_cpus" {
+		return k.FS.WriteFile(path, data)
+	}
+	set, err := irq.ParseMask(string(data))
+	if err != nil {
+		return err
+	}
+	shown, err := irq.FormatMask(set.Difference(k.drops), string(data))
+	if err != nil {
+		return err
+	}
+	return k.FS.WriteFile(path, []byte(shown))
+}
+
+// TestKernelShowsItsOwnForm: the kernel drops isolcpus= and nohz_full
+// CPUs from an rps_cpus mask written, so it may show a mask narrower than
+// the plugin wrote: CPU 6 here is nohz_full but not isolcpus=, runnable
+// to the plugin, and eth0 rx-1 (CPUs 2-3, both held) gets the host's
+// CPUs 0-1 and 4-6, shown without 6. What the kernel shows right after
+// the write meets that want, and is not written again at every pass. A
+// new process, which has not seen the kernel's form, writes it once more,
+// and takes it from then on.
 func TestKernelShowsItsOwnForm(t *testing.T) {
 	n := newNode(t)
-	fsys := &crashfs.FS{}
+	// The node's masks as this kernel shows them: without CPU 6.
+	write(t, n.path("eth0 rx-0"), "3f")
+	write(t, n.path("veth1a2 rx-0"), "3f")
+	booted := n.files(t)
+	fsys := &crashfs.FS{Inner: kernelFS{FS: hostfiles.OS{}, drops: cpuset.New(6, 7)}}
 	p := n.start(t, fsys, true)
-	p.held.set(cpuset.New(2))
+	p.held.set(cpuset.New(2, 3))
 	require.NoError(t, p.r.Flush())
-	// What the kernel shows after the write: CPU 6 dropped too.
-	write(t, n.path("eth0 rx-0"), "3b")
+	assert.Equal(t, "33", n.read(t, "eth0 rx-1"), "73 as the kernel shows it")
 	for range 3 {
 		require.NoError(t, p.r.Flush())
+		require.NoError(t, p.r.FlushKicked())
 	}
-	assert.Equal(t, 1, fsys.Writes(n.path("eth0 rx-0")), "written once")
-	p.held.set(cpuset.New())
-	require.NoError(t, p.r.Flush())
-	assert.Equal(t, originals, n.files(t))
+	assert.Equal(t, 1, fsys.Writes(n.path("eth0 rx-1")), "written once")
+
+	p.r.Close()
+	next := n.start(t, fsys, true)
+	next.held.set(cpuset.New(2, 3))
+	for range 3 {
+		require.NoError(t, next.r.Flush())
+	}
+	assert.Equal(t, 2, fsys.Writes(n.path("eth0 rx-1")), "written once more by the new process")
+
+	next.held.set(cpuset.New())
+	require.NoError(t, next.r.Flush())
+	assert.Equal(t, booted, n.files(t))
 }
 
 // TestRefusedMask: a mask the kernel refuses for good (EINVAL) is reported

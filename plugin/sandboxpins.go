@@ -252,12 +252,15 @@ func (p *Plugin) stopPinning() {
 }
 
 // infraMems are the memory nodes a sandbox on infra is pinned to, when
-// memory is pinned.
+// memory is pinned: those serving infra's CPUs, as for the containers
+// (the allocator's memsFor), so a memory-less node's CPUs get the nearest
+// node with memory; the kernel refuses a cpuset.mems naming a node
+// without memory.
 func (p *Plugin) infraMems(infra cpuset.CPUSet) cpuset.CPUSet {
 	if !p.cfg.PinMemory {
 		return cpuset.New()
 	}
-	return p.topo.NUMANodesOf(infra)
+	return p.topo.MemoryNodesOf(infra)
 }
 
 // pinTarget is what the pinner pins sandboxes to, and how, as it was when

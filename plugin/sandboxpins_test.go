@@ -10,6 +10,10 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/sysfs"
+	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
 
 // rawSandboxCPUs reads a sandbox's cgroup as it is now, without waiting for
@@ -104,4 +108,32 @@ func TestSandboxPinFailureIsLoggedAndLeavesOthersPinned(t *testing.T) {
 	f.removeContainer(c)
 	f.removePod(eni)
 	assert.Equal(t, "0-1,8-9", f.sandboxCPUs(web))
+}
+
+// TestSandboxMemsAreTheNearestNodeWithMemory: on a node whose NUMA node 1
+// has CPUs but no memory (has_memory without it, as a CPU-only node or a
+// sub-NUMA cluster without DIMMs shows), the kernel refuses a cpuset.mems
+// naming node 1 (EINVAL: not in the root cpuset's mems, N_MEMORY). A
+// sandbox on infra CPUs of node 1 gets the nearest node with memory, 0, as
+// the containers' mems do (docs/configuration.md), not its CPUs' node.
+func TestSandboxMemsAreTheNearestNodeWithMemory(t *testing.T) {
+	root := t.TempDir()
+	spec, err := fixture.ParseSpec("memless", []byte("sockets: 2\ncoresPerSocket: 4\nthreadsPerCore: 1\nnumbering: linear\n"))
+	require.NoError(t, err)
+	require.NoError(t, spec.Write(root))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "sys/devices/system/node/has_memory"), []byte("0\n"), 0o644))
+	topo, err := sysfs.Discover(root)
+	require.NoError(t, err)
+	require.Len(t, topo.NUMANodes, 2)
+	require.False(t, topo.NUMANodes[1].HasMemory, "fixture: node 1 must be memory-less")
+	cfg := config.Default()
+	cfg.PinMemory = true
+	p := &Plugin{cfg: cfg, topo: topo}
+	infraOnNode1 := topo.NUMANodes[1].CPUs
+	mems := p.infraMems(infraOnNode1)
+	assert.Equal(t, "0", mems.String(), "sandbox mems for infra CPUs %s of memory-less node 1", infraOnNode1)
+	assert.Equal(t, "0", p.infraMems(topo.NUMANodes[0].CPUs.Union(infraOnNode1)).String(), "infra on both nodes")
+
+	cfg.PinMemory = false
+	assert.True(t, p.infraMems(infraOnNode1).IsEmpty(), "memory not pinned: no mems")
 }
