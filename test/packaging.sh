@@ -14,6 +14,8 @@ expect() { if "$@" >/dev/null 2>&1; then passed=$((passed + 1)); else failed=$((
 expect_not() { if "$@" >/dev/null 2>&1; then failed=$((failed + 1)); echo "FAIL: not $*"; else passed=$((passed + 1)); fi; }
 # capture FILE CMD...: runs CMD with its stderr in FILE (expect discards it).
 capture() { local out=$1; shift; "$@" 2>"$out"; }
+# output FILE CMD...: runs CMD with its stdout and stderr in FILE.
+output() { local out=$1; shift; "$@" >"$out" 2>&1; }
 
 if ! command -v rpm >/dev/null || ! command -v dpkg-deb >/dev/null || ! command -v systemd-analyze >/dev/null; then
   echo "packaging: installing rpm (and dpkg, systemd) with apt-get"
@@ -163,6 +165,45 @@ expect_not test -e "$droot/usr/bin/nri-cpupool"
 expect_not test -e "$droot/usr/bin/nri-cpupool-dra"
 expect test "$(sha256sum < "$droot/etc/nri-cpupool/config.yaml")" = "$edited"   # removal keeps conffiles
 expect test "$(sha256sum < "$droot/var/lib/nri-cpupool/state.json")" = "$state"  # and the state
+# Reinstalled after a removal: dpkg runs postinst "configure 1.0.1-1" (the
+# conffiles' version), as on an upgrade, but the removal disabled the unit:
+# the install says how to enable it, as a first install does.
+expect output "$work/reinstall.out" dpkg_root -i "$new_deb"
+expect grep -q "systemctl enable --now nri-cpupool" "$work/reinstall.out"
+
+# --- postinstall under a systemd (a fake systemctl, in a private mount namespace) ---
+# After every install, upgrade or reinstall that leaves the unit disabled, the
+# enable hint; never with the unit enabled; an upgrade try-restarts it.
+# postinst SYSTEMCTL_IS_ENABLED_STATUS ARGS...: output in $work/postinst.out,
+# the systemctl calls in $work/systemctl.calls.
+postinst() {
+  local enabled=$1; shift
+  mkdir -p "$work/fakebin"; : > "$work/systemctl.calls"
+  # shellcheck disable=SC2016 # the fake's "$*" and "$1" are its own
+  printf '#!/bin/sh\necho "$*" >> %s\ncase "$1" in is-enabled) exit %s ;; esac\nexit 0\n' "$work/systemctl.calls" "$enabled" > "$work/fakebin/systemctl"
+  chmod +x "$work/fakebin/systemctl"
+  # shellcheck disable=SC2016 # $0 (the fake's directory) and "$@" are the inner shell's
+  unshare -rm sh -c 'mount -t tmpfs none /run && mkdir -p /run/systemd/system && PATH=$0:$PATH exec sh "$@"' \
+    "$work/fakebin" packaging/scripts/postinstall.sh "$@" >"$work/postinst.out" 2>&1
+}
+if unshare -rm true 2>/dev/null; then
+  hint="systemctl enable --now nri-cpupool"
+  expect postinst 1 configure ""                       # deb, first install
+  expect grep -qF "$hint" "$work/postinst.out"
+  expect postinst 1 configure 1.0.1-1                  # deb, reinstall after apt remove (the unit disabled)
+  expect grep -qF "$hint" "$work/postinst.out"
+  expect grep -qx "is-enabled --quiet nri-cpupool.service" "$work/systemctl.calls"
+  expect_not grep -qE '^(enable|start|restart)' "$work/systemctl.calls"   # a hint, never enabled by itself
+  expect postinst 0 configure 1.0.0-1                  # deb, upgrade of an enabled unit
+  expect_not grep -qF "$hint" "$work/postinst.out"
+  expect grep -qx "try-restart nri-cpupool.service" "$work/systemctl.calls"
+  expect postinst 1 2                                  # rpm, upgrade of a disabled unit
+  expect grep -qF "$hint" "$work/postinst.out"
+  expect postinst 0 2                                  # rpm, upgrade of an enabled unit
+  expect_not grep -qF "$hint" "$work/postinst.out"
+else
+  echo "packaging: no user namespaces (unshare -rm): postinstall under a systemd not checked"
+fi
 
 # --- the .rpm in a scratch root (files only: rpm runs scriptlets in a chroot) --------
 rroot=$work/rpm-root
