@@ -43,6 +43,62 @@ expect grep -qxF 'ExecReload=/bin/kill -HUP $MAINPID' "$root/etc/systemd/system/
 expect grep -qxF 'After=containerd.service crio.service' "$root/etc/systemd/system/nri-cpupool.service"
 expect_not grep -qE '^(Wants|Requires|BindsTo|Requisite)=.*(containerd|crio)' "$root/etc/systemd/system/nri-cpupool.service"
 
+# --- the runtime drop-ins keep the operator's settings --------------------------------
+# A drop-in is merged key by key over the runtime's config and wins: every key
+# it sets replaces the operator's own (a raised plugin_request_timeout, a
+# moved NRI socket). It sets only what the plugin needs: NRI on, and
+# containerd's hugepage limits in the OCI spec.
+nri_keys='^\s*(socket_path|plugin_path|plugin_config_path|plugin_registration_timeout|plugin_request_timeout|nri_listen|nri_plugin_dir|nri_plugin_config_dir|nri_plugin_registration_timeout|nri_plugin_request_timeout)\s*='
+expect_not grep -qE "$nri_keys" packaging/containerd/nri-cpupool.toml
+expect_not grep -qE "$nri_keys" packaging/crio/10-nri-cpupool.conf
+containerd=${CONTAINERD:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-e2e/bin/containerd}
+if [ -x "$containerd" ]; then
+  # `containerd config dump` merges the config and its imports; no daemon runs.
+  mkdir -p "$work/containerd/conf.d"; cp packaging/containerd/nri-cpupool.toml "$work/containerd/conf.d/"
+  cat > "$work/containerd/config.toml" <<EOT
+version = 3
+imports = ["$work/containerd/conf.d/*.toml"]
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+  socket_path = '/run/custom/nri.sock'
+  plugin_path = '/usr/local/nri/plugins'
+  plugin_config_path = '/usr/local/nri/conf.d'
+  plugin_registration_timeout = '9s'
+  plugin_request_timeout = '10s'
+EOT
+  timeout 60 "$containerd" --config "$work/containerd/config.toml" config dump >"$work/containerd/dump" 2>&1 || true
+  for want in "socket_path = '/run/custom/nri.sock'" "plugin_path = '/usr/local/nri/plugins'" "plugin_config_path = '/usr/local/nri/conf.d'" \
+              "plugin_registration_timeout = '9s'" "plugin_request_timeout = '10s'" "disable = false" "disable_hugetlb_controller = false"; do
+    expect grep -qF "$want" "$work/containerd/dump"
+  done
+else
+  echo "packaging: no containerd binary ($containerd; make e2e caches one): the containerd drop-in checked by its keys only"
+fi
+crio=${CRIO:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-e2e/crio-v1.36.3/crio}
+if [ -x "$crio" ] && unshare -rm true 2>/dev/null; then
+  # `crio config` prints the merged config; in a private mount namespace with
+  # its run and state directories on a tmpfs, so that it leaves nothing here.
+  mkdir -p "$work/crio/crio.conf.d"; cp packaging/crio/10-nri-cpupool.conf "$work/crio/crio.conf.d/"
+  cat > "$work/crio/crio.conf" <<EOT
+[crio.nri]
+enable_nri = false
+nri_listen = "/run/custom/nri.sock"
+nri_plugin_dir = "/usr/local/nri/plugins"
+nri_plugin_config_dir = "/usr/local/nri/conf.d"
+nri_plugin_registration_timeout = "9s"
+nri_plugin_request_timeout = "10s"
+EOT
+  # shellcheck disable=SC2016 # "$@" is the inner shell's
+  unshare -rm sh -c 'mount -t tmpfs none /run && mount -t tmpfs none /var/lib && exec timeout 60 "$@"' sh \
+    "$crio" --config "$work/crio/crio.conf" --config-dir "$work/crio/crio.conf.d" config >"$work/crio/dump" 2>/dev/null || true
+  for want in 'nri_listen = "/run/custom/nri.sock"' 'nri_plugin_dir = "/usr/local/nri/plugins"' 'nri_plugin_config_dir = "/usr/local/nri/conf.d"' \
+              'nri_plugin_registration_timeout = "9s"' 'nri_plugin_request_timeout = "10s"' 'enable_nri = true'; do
+    expect grep -qF "$want" "$work/crio/dump"
+  done
+else
+  echo "packaging: no crio binary ($crio; make e2e unpacks one) or no user namespaces: the CRI-O drop-in checked by its keys only"
+fi
+
 # --- make uninstall's restore step (test/uninstall.sh: fake binaries, never this machine's) ---
 if bash test/uninstall.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: test/uninstall.sh"; fi
 
