@@ -34,6 +34,24 @@ expect "$root/usr/local/bin/nri-cpupool-dra" validate --config "$root/etc/nri-cp
 echo "custom: keep me" > "$root/etc/nri-cpupool/config.yaml"
 make --no-print-directory install DESTDIR="$root" >/dev/null
 expect grep -q "keep me" "$root/etc/nri-cpupool/config.yaml"   # an operator's config survives reinstalls
+# An operator's edited runtime drop-in survives make install, as the config
+# does, and make uninstall: the shipped one goes to share/doc (never beside it
+# as a .new: CRI-O reads every file of crio.conf.d, whatever its name).
+# An unedited one is replaced and removed.
+examples=$root/usr/local/share/doc/nri-cpupool/examples
+expect cmp packaging/containerd/nri-cpupool.toml "$examples/containerd.toml"
+expect cmp packaging/crio/10-nri-cpupool.conf "$examples/crio.conf"
+printf "# the operator's: a raised timeout\nversion = 3\n[plugins.'io.containerd.nri.v1.nri']\n  plugin_request_timeout = '10s'\n" \
+  > "$root/etc/containerd/conf.d/nri-cpupool.toml"
+cp "$root/etc/containerd/conf.d/nri-cpupool.toml" "$work/operator.toml"
+make --no-print-directory install DESTDIR="$root" >"$work/install.out" 2>&1
+expect cmp "$work/operator.toml" "$root/etc/containerd/conf.d/nri-cpupool.toml"
+expect grep -qF "keeping $root/etc/containerd/conf.d/nri-cpupool.toml:" "$work/install.out"
+expect grep -qF "$examples/containerd.toml" "$work/install.out"
+expect test -z "$(find "$root/etc/containerd/conf.d" -name 'nri-cpupool.toml?*')"   # no .new beside it
+expect cmp packaging/crio/10-nri-cpupool.conf "$root/etc/crio/crio.conf.d/10-nri-cpupool.conf"
+expect_not grep -qF "keeping $root/etc/crio" "$work/install.out"
+expect test -z "$(find "$root/etc/crio/crio.conf.d" -name '10-nri-cpupool.conf?*')"
 expect grep -q "ExecStart=/usr/local/bin/nri-cpupool run --config /etc/nri-cpupool/config.yaml" "$root/etc/systemd/system/nri-cpupool.service"
 # shellcheck disable=SC2016 # $MAINPID is systemd's, not the shell's
 expect grep -qxF 'ExecReload=/bin/kill -HUP $MAINPID' "$root/etc/systemd/system/nri-cpupool.service" # systemctl reload: SIGHUP
@@ -42,6 +60,14 @@ expect grep -qxF 'ExecReload=/bin/kill -HUP $MAINPID' "$root/etc/systemd/system/
 # over CRI-O's socket.
 expect grep -qxF 'After=containerd.service crio.service' "$root/etc/systemd/system/nri-cpupool.service"
 expect_not grep -qE '^(Wants|Requires|BindsTo|Requisite)=.*(containerd|crio)' "$root/etc/systemd/system/nri-cpupool.service"
+
+# make uninstall with DESTDIR removes files only; the edited drop-in stays.
+make --no-print-directory uninstall DESTDIR="$root" >"$work/uninstall.out" 2>&1
+expect cmp "$work/operator.toml" "$root/etc/containerd/conf.d/nri-cpupool.toml"
+expect grep -qF "keeping $root/etc/containerd/conf.d/nri-cpupool.toml:" "$work/uninstall.out"
+expect_not test -e "$root/etc/crio/crio.conf.d/10-nri-cpupool.conf"
+expect_not test -e "$examples/containerd.toml"
+expect_not test -e "$root/usr/local/bin/nri-cpupool"
 
 # --- the runtime drop-ins keep the operator's settings --------------------------------
 # A drop-in is merged key by key over the runtime's config and wins: every key
