@@ -203,13 +203,14 @@ for s in 'postinstall scriptlet' 'preuninstall scriptlet' 'postuninstall scriptl
 done
 expect grep -q 'noreplace' <(rpm -qp --queryformat '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$old_rpm" 2>/dev/null | sed -n 's|^.*n.* /etc/nri-cpupool/config.yaml$|noreplace|p')
 
-# --- the .deb in a scratch root: install, edit, upgrade, remove ---------------------
+# --- the .deb in a scratch root: install, edit, upgrade, remove, reinstall ----------
+# --log=/dev/null: not into this machine's /var/log/dpkg.log.
 # --force-script-chrootless runs the maintainer scripts on the host with
 # DPKG_ROOT set; they must then leave systemd alone.
 droot=$work/deb-root
 mkdir -p "$droot/var/lib/dpkg/info" "$droot/var/lib/dpkg/updates" "$droot/var/lib/dpkg/triggers"
 touch "$droot/var/lib/dpkg/status" "$droot/var/lib/dpkg/available"
-dpkg_root() { dpkg --root="$droot" --force-script-chrootless --force-not-root --force-depends --force-confold --no-triggers "$@"; }
+dpkg_root() { dpkg --root="$droot" --log=/dev/null --force-script-chrootless --force-not-root --force-depends --force-confold --no-triggers "$@"; }
 expect dpkg_root -i "$old_deb"
 expect test "$(dpkg-query --admindir="$droot/var/lib/dpkg" -W -f '${Version} ${Status}' nri-cpupool)" = "1.0.0-1 install ok installed"
 for f in "${files[@]}"; do expect test -e "$droot$f"; done
