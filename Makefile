@@ -231,6 +231,14 @@ shellcheck-installed:
 fixtures:
 	$(GO) run ./tools/mksysfs -out testdata/sysfs $(SPECS)
 
+# The runtime drop-ins make install puts in place, as SOURCE:EXAMPLE:TARGET.
+# An edited one is kept (like the config), and the shipped one is only put in
+# share/doc: not beside it as a .new, since CRI-O reads every file of
+# crio.conf.d, whatever its name. make uninstall removes only an unedited one.
+RUNTIME_DROPINS := containerd/nri-cpupool.toml:containerd.toml:/etc/containerd/conf.d/nri-cpupool.toml \
+  crio/10-nri-cpupool.conf:crio.conf:/etc/crio/crio.conf.d/10-nri-cpupool.conf
+DROPIN_EXAMPLES = $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples
+
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/nri-cpupool
 	install -D -m 0755 $(BIN_DRA) $(DESTDIR)$(PREFIX)/bin/nri-cpupool-dra
@@ -239,10 +247,14 @@ install: build
 	@if [ ! -e $(DESTDIR)/etc/nri-cpupool/config.yaml ]; then \
 	  install -D -m 0644 packaging/config.yaml $(DESTDIR)/etc/nri-cpupool/config.yaml; \
 	else echo "keeping existing $(DESTDIR)/etc/nri-cpupool/config.yaml"; fi
-	install -D -m 0644 packaging/containerd/nri-cpupool.toml $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml
 	install -D -m 0644 packaging/containerd/nri-cpupool-fail-closed.toml $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/containerd-fail-closed.toml
 	install -D -m 0644 packaging/crio/20-nri-cpupool-fail-closed.conf $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/crio-fail-closed.conf
-	install -D -m 0644 packaging/crio/10-nri-cpupool.conf $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf
+	@set -e; for d in $(RUNTIME_DROPINS); do \
+	  src=packaging/$${d%%:*}; ex=$${d#*:}; dst=$(DESTDIR)$${ex#*:}; ex=$(DROPIN_EXAMPLES)/$${ex%%:*}; \
+	  install -D -m 0644 "$$src" "$$ex"; \
+	  if [ ! -e "$$dst" ] || cmp -s "$$src" "$$dst"; then install -D -m 0644 "$$src" "$$dst"; \
+	  else echo "keeping $$dst: it differs from this tree's (edited, or an older version's); this tree's is $$ex: merge what you need, then restart the runtime"; fi; \
+	done
 	install -d -m 0700 $(DESTDIR)/var/lib/nri-cpupool
 	@echo "installed; next: nri-cpupool validate && systemctl daemon-reload && systemctl enable --now nri-cpupool"
 
@@ -262,9 +274,15 @@ uninstall:
 	@if [ -z "$(DESTDIR)" ] && [ -x $(PREFIX)/bin/nri-cpupool ]; then \
 	  sh packaging/uninstall-restore.sh $(PREFIX)/bin/nri-cpupool $(BIN); \
 	fi
+	@for d in $(RUNTIME_DROPINS); do \
+	  src=packaging/$${d%%:*}; ex=$${d#*:}; dst=$(DESTDIR)$${ex#*:}; ex=$(DROPIN_EXAMPLES)/$${ex%%:*}; \
+	  [ -e "$$dst" ] || continue; \
+	  if cmp -s "$$src" "$$dst" || { [ -e "$$ex" ] && cmp -s "$$ex" "$$dst"; }; then rm -f "$$dst"; \
+	  else echo "keeping $$dst: it differs from the shipped drop-in (edited, or an older version's); delete it yourself if the runtime no longer needs it, then restart the runtime"; fi; \
+	done
 	rm -f $(DESTDIR)/etc/systemd/system/multi-user.target.wants/nri-cpupool.service
 	rm -f $(DESTDIR)$(PREFIX)/bin/nri-cpupool $(DESTDIR)$(PREFIX)/bin/nri-cpupool-dra $(DESTDIR)/etc/systemd/system/nri-cpupool.service \
-	  $(DESTDIR)/etc/containerd/conf.d/nri-cpupool.toml $(DESTDIR)/etc/crio/crio.conf.d/10-nri-cpupool.conf \
+	  $(DROPIN_EXAMPLES)/containerd.toml $(DROPIN_EXAMPLES)/crio.conf \
 	  $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/containerd-fail-closed.toml \
 	  $(DESTDIR)$(PREFIX)/share/doc/nri-cpupool/examples/crio-fail-closed.conf
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi

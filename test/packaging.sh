@@ -14,6 +14,8 @@ expect() { if "$@" >/dev/null 2>&1; then passed=$((passed + 1)); else failed=$((
 expect_not() { if "$@" >/dev/null 2>&1; then failed=$((failed + 1)); echo "FAIL: not $*"; else passed=$((passed + 1)); fi; }
 # capture FILE CMD...: runs CMD with its stderr in FILE (expect discards it).
 capture() { local out=$1; shift; "$@" 2>"$out"; }
+# output FILE CMD...: runs CMD with its stdout and stderr in FILE.
+output() { local out=$1; shift; "$@" >"$out" 2>&1; }
 
 if ! command -v rpm >/dev/null || ! command -v dpkg-deb >/dev/null || ! command -v systemd-analyze >/dev/null; then
   echo "packaging: installing rpm (and dpkg, systemd) with apt-get"
@@ -32,6 +34,24 @@ expect "$root/usr/local/bin/nri-cpupool-dra" validate --config "$root/etc/nri-cp
 echo "custom: keep me" > "$root/etc/nri-cpupool/config.yaml"
 make --no-print-directory install DESTDIR="$root" >/dev/null
 expect grep -q "keep me" "$root/etc/nri-cpupool/config.yaml"   # an operator's config survives reinstalls
+# An operator's edited runtime drop-in survives make install, as the config
+# does, and make uninstall: the shipped one goes to share/doc (never beside it
+# as a .new: CRI-O reads every file of crio.conf.d, whatever its name).
+# An unedited one is replaced and removed.
+examples=$root/usr/local/share/doc/nri-cpupool/examples
+expect cmp packaging/containerd/nri-cpupool.toml "$examples/containerd.toml"
+expect cmp packaging/crio/10-nri-cpupool.conf "$examples/crio.conf"
+printf "# the operator's: a raised timeout\nversion = 3\n[plugins.'io.containerd.nri.v1.nri']\n  plugin_request_timeout = '10s'\n" \
+  > "$root/etc/containerd/conf.d/nri-cpupool.toml"
+cp "$root/etc/containerd/conf.d/nri-cpupool.toml" "$work/operator.toml"
+make --no-print-directory install DESTDIR="$root" >"$work/install.out" 2>&1
+expect cmp "$work/operator.toml" "$root/etc/containerd/conf.d/nri-cpupool.toml"
+expect grep -qF "keeping $root/etc/containerd/conf.d/nri-cpupool.toml:" "$work/install.out"
+expect grep -qF "$examples/containerd.toml" "$work/install.out"
+expect test -z "$(find "$root/etc/containerd/conf.d" -name 'nri-cpupool.toml?*')"   # no .new beside it
+expect cmp packaging/crio/10-nri-cpupool.conf "$root/etc/crio/crio.conf.d/10-nri-cpupool.conf"
+expect_not grep -qF "keeping $root/etc/crio" "$work/install.out"
+expect test -z "$(find "$root/etc/crio/crio.conf.d" -name '10-nri-cpupool.conf?*')"
 expect grep -q "ExecStart=/usr/local/bin/nri-cpupool run --config /etc/nri-cpupool/config.yaml" "$root/etc/systemd/system/nri-cpupool.service"
 # shellcheck disable=SC2016 # $MAINPID is systemd's, not the shell's
 expect grep -qxF 'ExecReload=/bin/kill -HUP $MAINPID' "$root/etc/systemd/system/nri-cpupool.service" # systemctl reload: SIGHUP
@@ -40,6 +60,70 @@ expect grep -qxF 'ExecReload=/bin/kill -HUP $MAINPID' "$root/etc/systemd/system/
 # over CRI-O's socket.
 expect grep -qxF 'After=containerd.service crio.service' "$root/etc/systemd/system/nri-cpupool.service"
 expect_not grep -qE '^(Wants|Requires|BindsTo|Requisite)=.*(containerd|crio)' "$root/etc/systemd/system/nri-cpupool.service"
+
+# make uninstall with DESTDIR removes files only; the edited drop-in stays.
+make --no-print-directory uninstall DESTDIR="$root" >"$work/uninstall.out" 2>&1
+expect cmp "$work/operator.toml" "$root/etc/containerd/conf.d/nri-cpupool.toml"
+expect grep -qF "keeping $root/etc/containerd/conf.d/nri-cpupool.toml:" "$work/uninstall.out"
+expect_not test -e "$root/etc/crio/crio.conf.d/10-nri-cpupool.conf"
+expect_not test -e "$examples/containerd.toml"
+expect_not test -e "$root/usr/local/bin/nri-cpupool"
+
+# --- the runtime drop-ins keep the operator's settings --------------------------------
+# A drop-in is merged key by key over the runtime's config and wins: every key
+# it sets replaces the operator's own (a raised plugin_request_timeout, a
+# moved NRI socket). It sets only what the plugin needs: NRI on, and
+# containerd's hugepage limits in the OCI spec.
+nri_keys='^\s*(socket_path|plugin_path|plugin_config_path|plugin_registration_timeout|plugin_request_timeout|nri_listen|nri_plugin_dir|nri_plugin_config_dir|nri_plugin_registration_timeout|nri_plugin_request_timeout)\s*='
+expect_not grep -qE "$nri_keys" packaging/containerd/nri-cpupool.toml
+expect_not grep -qE "$nri_keys" packaging/crio/10-nri-cpupool.conf
+containerd=${CONTAINERD:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-e2e/bin/containerd}
+if [ -x "$containerd" ]; then
+  # `containerd config dump` merges the config and its imports; no daemon runs.
+  mkdir -p "$work/containerd/conf.d"; cp packaging/containerd/nri-cpupool.toml "$work/containerd/conf.d/"
+  cat > "$work/containerd/config.toml" <<EOT
+version = 3
+imports = ["$work/containerd/conf.d/*.toml"]
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+  socket_path = '/run/custom/nri.sock'
+  plugin_path = '/usr/local/nri/plugins'
+  plugin_config_path = '/usr/local/nri/conf.d'
+  plugin_registration_timeout = '9s'
+  plugin_request_timeout = '10s'
+EOT
+  timeout 60 "$containerd" --config "$work/containerd/config.toml" config dump >"$work/containerd/dump" 2>&1 || true
+  for want in "socket_path = '/run/custom/nri.sock'" "plugin_path = '/usr/local/nri/plugins'" "plugin_config_path = '/usr/local/nri/conf.d'" \
+              "plugin_registration_timeout = '9s'" "plugin_request_timeout = '10s'" "disable = false" "disable_hugetlb_controller = false"; do
+    expect grep -qF "$want" "$work/containerd/dump"
+  done
+else
+  echo "packaging: no containerd binary ($containerd; make e2e caches one): the containerd drop-in checked by its keys only"
+fi
+crio=${CRIO:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-cpupool-e2e/crio-v1.36.3/crio}
+if [ -x "$crio" ] && unshare -rm true 2>/dev/null; then
+  # `crio config` prints the merged config; in a private mount namespace with
+  # its run and state directories on a tmpfs, so that it leaves nothing here.
+  mkdir -p "$work/crio/crio.conf.d"; cp packaging/crio/10-nri-cpupool.conf "$work/crio/crio.conf.d/"
+  cat > "$work/crio/crio.conf" <<EOT
+[crio.nri]
+enable_nri = false
+nri_listen = "/run/custom/nri.sock"
+nri_plugin_dir = "/usr/local/nri/plugins"
+nri_plugin_config_dir = "/usr/local/nri/conf.d"
+nri_plugin_registration_timeout = "9s"
+nri_plugin_request_timeout = "10s"
+EOT
+  # shellcheck disable=SC2016 # "$@" is the inner shell's
+  unshare -rm sh -c 'mount -t tmpfs none /run && mount -t tmpfs none /var/lib && exec timeout 60 "$@"' sh \
+    "$crio" --config "$work/crio/crio.conf" --config-dir "$work/crio/crio.conf.d" config >"$work/crio/dump" 2>/dev/null || true
+  for want in 'nri_listen = "/run/custom/nri.sock"' 'nri_plugin_dir = "/usr/local/nri/plugins"' 'nri_plugin_config_dir = "/usr/local/nri/conf.d"' \
+              'nri_plugin_registration_timeout = "9s"' 'nri_plugin_request_timeout = "10s"' 'enable_nri = true'; do
+    expect grep -qF "$want" "$work/crio/dump"
+  done
+else
+  echo "packaging: no crio binary ($crio; make e2e unpacks one) or no user namespaces: the CRI-O drop-in checked by its keys only"
+fi
 
 # --- make uninstall's restore step (test/uninstall.sh: fake binaries, never this machine's) ---
 if bash test/uninstall.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: test/uninstall.sh"; fi
@@ -119,13 +203,14 @@ for s in 'postinstall scriptlet' 'preuninstall scriptlet' 'postuninstall scriptl
 done
 expect grep -q 'noreplace' <(rpm -qp --queryformat '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$old_rpm" 2>/dev/null | sed -n 's|^.*n.* /etc/nri-cpupool/config.yaml$|noreplace|p')
 
-# --- the .deb in a scratch root: install, edit, upgrade, remove ---------------------
+# --- the .deb in a scratch root: install, edit, upgrade, remove, reinstall ----------
+# --log=/dev/null: not into this machine's /var/log/dpkg.log.
 # --force-script-chrootless runs the maintainer scripts on the host with
 # DPKG_ROOT set; they must then leave systemd alone.
 droot=$work/deb-root
 mkdir -p "$droot/var/lib/dpkg/info" "$droot/var/lib/dpkg/updates" "$droot/var/lib/dpkg/triggers"
 touch "$droot/var/lib/dpkg/status" "$droot/var/lib/dpkg/available"
-dpkg_root() { dpkg --root="$droot" --force-script-chrootless --force-not-root --force-depends --force-confold --no-triggers "$@"; }
+dpkg_root() { dpkg --root="$droot" --log=/dev/null --force-script-chrootless --force-not-root --force-depends --force-confold --no-triggers "$@"; }
 expect dpkg_root -i "$old_deb"
 expect test "$(dpkg-query --admindir="$droot/var/lib/dpkg" -W -f '${Version} ${Status}' nri-cpupool)" = "1.0.0-1 install ok installed"
 for f in "${files[@]}"; do expect test -e "$droot$f"; done
@@ -163,6 +248,45 @@ expect_not test -e "$droot/usr/bin/nri-cpupool"
 expect_not test -e "$droot/usr/bin/nri-cpupool-dra"
 expect test "$(sha256sum < "$droot/etc/nri-cpupool/config.yaml")" = "$edited"   # removal keeps conffiles
 expect test "$(sha256sum < "$droot/var/lib/nri-cpupool/state.json")" = "$state"  # and the state
+# Reinstalled after a removal: dpkg runs postinst "configure 1.0.1-1" (the
+# conffiles' version), as on an upgrade, but the removal disabled the unit:
+# the install says how to enable it, as a first install does.
+expect output "$work/reinstall.out" dpkg_root -i "$new_deb"
+expect grep -q "systemctl enable --now nri-cpupool" "$work/reinstall.out"
+
+# --- postinstall under a systemd (a fake systemctl, in a private mount namespace) ---
+# After every install, upgrade or reinstall that leaves the unit disabled, the
+# enable hint; never with the unit enabled; an upgrade try-restarts it.
+# postinst SYSTEMCTL_IS_ENABLED_STATUS ARGS...: output in $work/postinst.out,
+# the systemctl calls in $work/systemctl.calls.
+postinst() {
+  local enabled=$1; shift
+  mkdir -p "$work/fakebin"; : > "$work/systemctl.calls"
+  # shellcheck disable=SC2016 # the fake's "$*" and "$1" are its own
+  printf '#!/bin/sh\necho "$*" >> %s\ncase "$1" in is-enabled) exit %s ;; esac\nexit 0\n' "$work/systemctl.calls" "$enabled" > "$work/fakebin/systemctl"
+  chmod +x "$work/fakebin/systemctl"
+  # shellcheck disable=SC2016 # $0 (the fake's directory) and "$@" are the inner shell's
+  unshare -rm sh -c 'mount -t tmpfs none /run && mkdir -p /run/systemd/system && PATH=$0:$PATH exec sh "$@"' \
+    "$work/fakebin" packaging/scripts/postinstall.sh "$@" >"$work/postinst.out" 2>&1
+}
+if unshare -rm true 2>/dev/null; then
+  hint="systemctl enable --now nri-cpupool"
+  expect postinst 1 configure ""                       # deb, first install
+  expect grep -qF "$hint" "$work/postinst.out"
+  expect postinst 1 configure 1.0.1-1                  # deb, reinstall after apt remove (the unit disabled)
+  expect grep -qF "$hint" "$work/postinst.out"
+  expect grep -qx "is-enabled --quiet nri-cpupool.service" "$work/systemctl.calls"
+  expect_not grep -qE '^(enable|start|restart)' "$work/systemctl.calls"   # a hint, never enabled by itself
+  expect postinst 0 configure 1.0.0-1                  # deb, upgrade of an enabled unit
+  expect_not grep -qF "$hint" "$work/postinst.out"
+  expect grep -qx "try-restart nri-cpupool.service" "$work/systemctl.calls"
+  expect postinst 1 2                                  # rpm, upgrade of a disabled unit
+  expect grep -qF "$hint" "$work/postinst.out"
+  expect postinst 0 2                                  # rpm, upgrade of an enabled unit
+  expect_not grep -qF "$hint" "$work/postinst.out"
+else
+  echo "packaging: no user namespaces (unshare -rm): postinstall under a systemd not checked"
+fi
 
 # --- the .rpm in a scratch root (files only: rpm runs scriptlets in a chroot) --------
 rroot=$work/rpm-root

@@ -2,13 +2,19 @@
 # After install or upgrade. Arguments:
 #   deb: "configure" <previously configured version, empty on a first install>
 #   rpm: <number of installed instances: 1 on a first install, 2 on an upgrade>
-# Never touches /etc/nri-cpupool or /var/lib/nri-cpupool.
+# Never touches /etc/nri-cpupool or /var/lib/nri-cpupool, and never enables
+# the unit: the operator edits and validates the config first.
 set -e
 upgrade=no
 case "$1" in
   configure) [ -n "$2" ] && upgrade=yes ;;
   [0-9]*) [ "$1" -ge 2 ] && upgrade=yes ;;
 esac
+# A first install leaves the unit disabled, and so does a removal: dpkg
+# runs "configure <old version>" also for a reinstall after `apt remove`
+# (the conffiles stayed), whose prerm disabled the unit. Whatever the
+# arguments, a unit that is not enabled gets the first install's hint.
+enabled=no
 # Only talk to systemd when it runs this system (not in a chroot, a container
 # build or a scratch root, where DPKG_ROOT or RPM_INSTALL_PREFIX may be set).
 if [ -d /run/systemd/system ] && [ -z "${DPKG_ROOT:-}" ]; then
@@ -18,8 +24,14 @@ if [ -d /run/systemd/system ] && [ -z "${DPKG_ROOT:-}" ]; then
     # (the state file and the runtime's cpusets are the memory).
     systemctl try-restart nri-cpupool.service || true
   fi
+  systemctl is-enabled --quiet nri-cpupool.service && enabled=yes
+else
+  # Without a running systemd, the links `systemctl enable` makes.
+  for link in "${DPKG_ROOT:-}"/etc/systemd/system/*.wants/nri-cpupool.service; do
+    [ -e "$link" ] && enabled=yes
+  done
 fi
-if [ "$upgrade" = no ]; then
+if [ "$enabled" = no ]; then
   echo "nri-cpupool installed: edit /etc/nri-cpupool/config.yaml, run 'nri-cpupool validate', then 'systemctl enable --now nri-cpupool'"
 fi
 exit 0
