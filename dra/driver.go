@@ -85,9 +85,14 @@ type Options struct {
 	// StatusFile); empty: none.
 	StatusFile string
 	Log        *logrus.Logger
+	// Discarded, if set, is called once by New when the claims file
+	// could not be used (cpupool_files_discarded_total{file="dra-claims"}).
+	Discarded func()
 }
 
-// New returns a driver with the claims its file remembers.
+// New returns a driver with the claims its file remembers. Its errors are
+// the configuration's only: a claims file that cannot be used starts the
+// driver with no claims.
 func New(p Pools, o Options) (*Driver, error) {
 	if o.NodeName == "" {
 		return nil, errors.New("DRA driver: no node name; set dra.nodeName or the NODE_NAME environment variable")
@@ -104,12 +109,14 @@ func New(p Pools, o Options) (*Driver, error) {
 	}
 	d := &Driver{pools: p, nodeName: o.NodeName, model: o.Model, cdiDir: o.CDIDir, log: o.Log, store: newStore(o.ClaimsFile), retry: defaultRetry, staleTimeout: staleCheckTimeout,
 		byToken: map[string]tokenRef{}, claimed: cpuset.New(), enc: map[string][]byte{}, dirty: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
-	claims, warning, err := d.store.load()
-	if err != nil {
-		return nil, err
-	}
-	if warning != "" {
-		d.log.Warn(warning)
+	// A claims file that cannot be used never fails New (review rvA):
+	// the daemon would exit and pin nothing.
+	claims, discarded := d.store.load(time.Now())
+	if discarded != nil {
+		d.log.Warnf("DRA claims %v; starting with no claims", discarded)
+		if o.Discarded != nil {
+			o.Discarded()
+		}
 	}
 	d.claims = map[string]*Claim{}
 	for uid, c := range claims {
