@@ -63,6 +63,10 @@ type Driver struct {
 	statusMu   sync.Mutex
 	status     Status
 	statusFile string
+
+	// lost is the claims file found unusable at start, whose claims the
+	// driver does not know; nil when there was none. Set once by New.
+	lost *lostClaims
 }
 
 // tokenRef locates a token's request.
@@ -113,7 +117,8 @@ func New(p Pools, o Options) (*Driver, error) {
 	// the daemon would exit and pin nothing.
 	claims, discarded := d.store.load(time.Now())
 	if discarded != nil {
-		d.log.Warnf("DRA claims %v; starting with no claims", discarded)
+		d.lost = &lostClaims{at: discarded.At, file: discarded.Path, aside: discarded.Aside}
+		d.log.Warnf("DRA claims %v; starting with no claims: the containers of the claims it held are refused until their pods are deleted", discarded)
 		if o.Discarded != nil {
 			o.Discarded()
 		}
@@ -125,6 +130,7 @@ func New(p Pools, o Options) (*Driver, error) {
 		// scheduler still counts it.
 		d.reserveAll(uid, c)
 	}
+	d.removeStaleCDISpecs()
 	d.statusFile = o.StatusFile
 	d.setState(StateStarting, "")
 	// Said once, at start, in the log the node's operator reads: a claim
