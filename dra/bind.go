@@ -53,7 +53,7 @@ func (d *Driver) Lookup(env []string, ctr Container) (g Grant, ok bool, err erro
 	for _, tok := range tokens {
 		ref, known := d.byToken[tok]
 		if !known {
-			return Grant{}, true, fmt.Errorf("%s…: unknown claim token; the %s driver sets it through CDI when a container uses a ResourceClaim of its devices, and it cannot be set by hand", EnvPrefix, DriverName)
+			return Grant{}, true, d.unknownToken(env, tok)
 		}
 		c := d.claims[ref.claim]
 		r := c.Requests[ref.request]

@@ -83,3 +83,48 @@ func removeCDISpec(dir, claimUID string) error {
 	}
 	return nil
 }
+
+// cdiFilePrefix begins the name of every spec file of the driver
+// (cdiFile): the files it owns in a directory the runtime's other CDI
+// vendors share.
+var cdiFilePrefix = strings.ReplaceAll(CDIKind, "/", "-") + "_"
+
+// maxListed bounds the claims a log line names.
+const maxListed = 8
+
+// removeStaleCDISpecs removes, at start, the spec files of claims the
+// driver does not know: those of a claims file found unusable (review
+// rvA: left in the CDI directory, their tokens were refused as "set by
+// hand"), or of a claim whose Unprepare could not remove its spec. Their
+// tokens would be refused anyway, as unknown; the kubelet removes a spec
+// only through Unprepare, which it does not ask for a claim it holds
+// prepared. Only files named as the driver names its own are looked at.
+func (d *Driver) removeStaleCDISpecs() {
+	if d.cdiDir == "" {
+		return
+	}
+	files, err := filepath.Glob(filepath.Join(d.cdiDir, cdiFilePrefix+"*.json"))
+	if err != nil {
+		return // only a bad pattern fails Glob
+	}
+	var removed []string
+	for _, f := range files {
+		uid := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), cdiFilePrefix), ".json")
+		if _, known := d.claims[uid]; known {
+			continue
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.log.Warnf("DRA: removing the CDI spec of claim %s, which this driver does not know: %v", uid, err)
+			continue
+		}
+		removed = append(removed, uid)
+	}
+	if len(removed) == 0 {
+		return
+	}
+	listed := strings.Join(removed[:min(len(removed), maxListed)], ", ")
+	if len(removed) > maxListed {
+		listed += ", …"
+	}
+	d.log.Warnf("DRA: removed the CDI specs of %d claims this driver does not know (%s): the containers of their pods cannot start again until the pods are deleted", len(removed), listed)
+}

@@ -63,6 +63,10 @@ type Driver struct {
 	statusMu   sync.Mutex
 	status     Status
 	statusFile string
+
+	// lost is the claims file found unusable at start, whose claims the
+	// driver does not know; nil when there was none. Set once by New.
+	lost *lostClaims
 }
 
 // tokenRef locates a token's request.
@@ -85,9 +89,14 @@ type Options struct {
 	// StatusFile); empty: none.
 	StatusFile string
 	Log        *logrus.Logger
+	// Discarded, if set, is called once by New when the claims file
+	// could not be used (cpupool_files_discarded_total{file="dra-claims"}).
+	Discarded func()
 }
 
-// New returns a driver with the claims its file remembers.
+// New returns a driver with the claims its file remembers. Its errors are
+// the configuration's only: a claims file that cannot be used starts the
+// driver with no claims.
 func New(p Pools, o Options) (*Driver, error) {
 	if o.NodeName == "" {
 		return nil, errors.New("DRA driver: no node name; set dra.nodeName or the NODE_NAME environment variable")
@@ -104,12 +113,15 @@ func New(p Pools, o Options) (*Driver, error) {
 	}
 	d := &Driver{pools: p, nodeName: o.NodeName, model: o.Model, cdiDir: o.CDIDir, log: o.Log, store: newStore(o.ClaimsFile), retry: defaultRetry, staleTimeout: staleCheckTimeout,
 		byToken: map[string]tokenRef{}, claimed: cpuset.New(), enc: map[string][]byte{}, dirty: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
-	claims, warning, err := d.store.load()
-	if err != nil {
-		return nil, err
-	}
-	if warning != "" {
-		d.log.Warn(warning)
+	// A claims file that cannot be used never fails New (review rvA):
+	// the daemon would exit and pin nothing.
+	claims, discarded := d.store.load(time.Now())
+	if discarded != nil {
+		d.lost = &lostClaims{at: discarded.At, file: discarded.Path, aside: discarded.Aside}
+		d.log.Warnf("DRA claims %v; starting with no claims: the containers of the claims it held are refused until their pods are deleted", discarded)
+		if o.Discarded != nil {
+			o.Discarded()
+		}
 	}
 	d.claims = map[string]*Claim{}
 	for uid, c := range claims {
@@ -118,6 +130,7 @@ func New(p Pools, o Options) (*Driver, error) {
 		// scheduler still counts it.
 		d.reserveAll(uid, c)
 	}
+	d.removeStaleCDISpecs()
 	d.statusFile = o.StatusFile
 	d.setState(StateStarting, "")
 	// Said once, at start, in the log the node's operator reads: a claim

@@ -7,7 +7,6 @@ package dra
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -52,42 +51,52 @@ type store struct {
 	// replace writes data over path atomically (atomicfile.Replace).
 	// Tests replace it to make writes fail.
 	replace func(path string, data []byte, durable bool) error
+	// rename moves an unusable file aside: os.Rename, which tests
+	// replace to fail.
+	rename atomicfile.Rename
+	// unmoved is the file load could not use nor move aside (a
+	// read-only state directory): save moves it aside before it writes,
+	// and writes nothing until it has, so that a file that could not be
+	// read is never replaced by the claims prepared since. Nil when
+	// there is none.
+	unmoved *atomicfile.Discarded
 }
 
-func newStore(path string) *store { return &store{path: path, replace: atomicfile.Replace} }
+func newStore(path string) *store {
+	return &store{path: path, replace: atomicfile.Replace, rename: os.Rename}
+}
 
 // load reads the claims file. A missing file is no claims. A file that
-// cannot be parsed is moved aside, with the reason, and the driver starts
-// with no claims: the kubelet prepares again the claims of pods it starts,
-// and a claim whose container runs is refused nothing (its CPUs stay held
-// by the container).
-func (s *store) load() (map[string]*Claim, string, error) {
-	data, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return map[string]*Claim{}, "", nil
-	case err != nil:
-		return nil, "", fmt.Errorf("reading DRA claims: %w", err)
-	}
+// cannot be parsed, or cannot be read at all (EIO, EACCES), is set aside
+// as the state file is (atomicfile.Load: moved to .corrupt-<time> or
+// .unreadable-<time>, or left as it is until save can move it), and the
+// driver starts with no claims, described by the Discarded returned: the
+// claims file must never stop the daemon, and with it all pinning (review
+// rvA). The kubelet prepares again the claims of pods it starts, and a
+// claim whose container runs is refused nothing (its CPUs stay held by the
+// container); the containers of the claims lost are refused (see
+// Driver.unknownToken).
+func (s *store) load(now time.Time) (map[string]*Claim, *atomicfile.Discarded) {
 	var doc claimsDoc
-	err = json.Unmarshal(data, &doc)
-	if err == nil && doc.Version != claimsVersion {
-		err = fmt.Errorf("schema version %d, this daemon reads %d", doc.Version, claimsVersion)
-	}
-	if err == nil {
-		err = checkClaims(doc.Claims)
-	}
-	if err != nil {
-		aside := fmt.Sprintf("%s.corrupt-%s", s.path, time.Now().UTC().Format("20060102T150405Z"))
-		if rerr := os.Rename(s.path, aside); rerr != nil {
-			return nil, "", fmt.Errorf("DRA claims %s: %v, and moving it aside: %w", s.path, err, rerr)
+	discarded := atomicfile.Load(s.path, now, s.rename, func(data []byte) error {
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return err
 		}
-		return map[string]*Claim{}, fmt.Sprintf("DRA claims %s: %v; moved to %s, starting with no claims", s.path, err, aside), nil
+		if doc.Version != claimsVersion {
+			return fmt.Errorf("schema version %d, this daemon reads %d", doc.Version, claimsVersion)
+		}
+		return checkClaims(doc.Claims)
+	})
+	if discarded != nil {
+		if discarded.Unmoved != nil {
+			s.unmoved = discarded
+		}
+		return map[string]*Claim{}, discarded
 	}
 	if doc.Claims == nil {
 		doc.Claims = map[string]*Claim{}
 	}
-	return doc.Claims, "", nil
+	return doc.Claims, nil
 }
 
 // checkClaims refuses a file whose entries are incomplete.
@@ -145,6 +154,10 @@ func (s *store) save(gen uint64, data []byte) error {
 	if gen <= s.written {
 		return nil
 	}
+	if err := s.unmoved.Move(s.rename); err != nil {
+		return fmt.Errorf("saving DRA claims: %w", err)
+	}
+	s.unmoved = nil
 	if err := s.replace(s.path, data, false); err != nil {
 		return fmt.Errorf("saving DRA claims: %w", err)
 	}

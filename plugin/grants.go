@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 )
 
@@ -72,40 +72,45 @@ func GrantsFile(stateFile string) string {
 }
 
 // errGrantsDiscarded wraps the reason a grants file could not be used; the
-// file has been moved aside and the grants start empty.
+// grants start empty.
 var errGrantsDiscarded = errors.New("kubelet grants file discarded")
 
 // loadGrants reads the grants file. A missing file is no grants. A file
-// that is not a map from token to CPUs (empty, torn, edited by hand) is
-// treated as the state file is: renamed to <path>.corrupt-<time>, and the
-// grants start empty with an error wrapping errGrantsDiscarded, for the
-// caller to log and count. Synchronize then makes the grants of running
-// containers again from the runtime (see rebindGrants); an allocation no
-// container had shown yet is lost, and its container is refused until the
-// kubelet re-creates the pod. Only a file that cannot be read stops the
-// daemon.
+// that is not a map from token to CPUs (empty, torn, edited by hand), or
+// that cannot be read (EIO, EACCES), is treated as the state file is
+// (atomicfile.Load): renamed to <path>.corrupt-<time> or
+// <path>.unreadable-<time>, and the grants start empty with an error
+// wrapping errGrantsDiscarded, for the caller to log and count. When it
+// cannot be renamed (a read-only state directory), it stays as it is and
+// no write replaces it until it is moved aside (grantsFile.save). The
+// error is never another: the grants file, loaded on every node, device
+// plugin or not, must not stop the daemon and with it all pinning (review
+// rvA). Synchronize then makes the grants of running containers again
+// from the runtime (see rebindGrants); an allocation no container had
+// shown yet is lost, and its container is refused until the kubelet
+// re-creates the pod.
 func loadGrants(path string, now time.Time) (*grants, error) {
-	g := &grants{byToken: map[string]grant{}, file: newGrantsFile(path)}
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return g, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading kubelet grants: %w", err)
-	}
-	problem := decodeGrants(data, g.byToken)
-	if problem == nil {
+	return loadGrantsFile(newGrantsFile(path), now)
+}
+
+// loadGrantsFile is loadGrants with the file to read and write (tests set
+// its rename).
+func loadGrantsFile(file *grantsFile, now time.Time) (*grants, error) {
+	g := &grants{byToken: map[string]grant{}, file: file}
+	discarded := atomicfile.Load(file.path, now, g.file.rename, func(data []byte) error {
+		return decodeGrants(data, g.byToken)
+	})
+	if discarded == nil {
 		for _, gr := range g.byToken {
 			g.seq = max(g.seq, gr.Seq)
 		}
 		return g, nil
 	}
 	clear(g.byToken)
-	aside := fmt.Sprintf("%s.corrupt-%s", path, now.UTC().Format("20060102T150405.000000000Z"))
-	if err := os.Rename(path, aside); err != nil {
-		return nil, fmt.Errorf("kubelet grants %s are unusable (%v) and could not be moved aside: %w", path, problem, err)
+	if discarded.Unmoved != nil {
+		g.file.unmoved = discarded
 	}
-	return g, fmt.Errorf("%w: %s: %v; moved to %s, rebuilding the grants of running containers from the runtime", errGrantsDiscarded, path, problem, aside)
+	return g, fmt.Errorf("%w: %v; rebuilding the grants of running containers from the runtime", errGrantsDiscarded, discarded)
 }
 
 // decodeGrants fills byToken from the file's content, or says what is wrong

@@ -3,6 +3,7 @@ package plugin
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,7 +28,7 @@ import (
 // loss, losing the tokens Grant had made durable. A grants write is rare (a
 // container of the resource bound, a pod removed) and happens in the
 // background, so the fsync delays no reply. A file damaged anyway (a disk
-// fault, a hand edit) is moved aside at start (see loadGrants).
+// fault, a hand edit) or unreadable is moved aside at start (see loadGrants).
 type grantsFile struct {
 	path    string
 	mu      sync.Mutex
@@ -37,10 +38,18 @@ type grantsFile struct {
 	// fsyncing the file and its directory when durable is set. Tests
 	// replace it to make writes fail or block.
 	replace func(path string, data []byte, durable bool) error
+	// unmoved is the file loadGrants could not use nor move aside (a
+	// read-only state directory): save moves it aside before it writes,
+	// and writes nothing until it has, so that the grants rebuilt from
+	// the runtime never replace the only copy of those it held. Nil when
+	// there is none.
+	unmoved *atomicfile.Discarded
+	// rename moves the file aside: os.Rename, which tests replace.
+	rename atomicfile.Rename
 }
 
 func newGrantsFile(path string) *grantsFile {
-	return &grantsFile{path: path, replace: atomicfile.Replace}
+	return &grantsFile{path: path, replace: atomicfile.Replace, rename: os.Rename}
 }
 
 // save writes s unless the file already holds it or a newer map. durable
@@ -58,6 +67,10 @@ func (f *grantsFile) save(s grantsSnapshot, durable bool) error {
 	if err != nil {
 		return fmt.Errorf("saving kubelet grants: %w", err)
 	}
+	if err := f.unmoved.Move(f.rename); err != nil {
+		return fmt.Errorf("saving kubelet grants: %w", err)
+	}
+	f.unmoved = nil
 	if err := f.replace(f.path, data, durable); err != nil {
 		return fmt.Errorf("saving kubelet grants: %w", err)
 	}

@@ -148,7 +148,7 @@ func newMetrics(usage usageSource, writer *stateWriter, conn *runtimeConn) *metr
 		}, []string{"pool", "result"}),
 		discarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_files_discarded_total",
-			Help: "Damaged files moved aside when loaded (file: state, kubelet-grants); what they held is rebuilt from the runtime.",
+			Help: "Damaged or unreadable files set aside when loaded (file: state, kubelet-grants, dra-claims); what they held is rebuilt from the runtime, or lost (dra-claims).",
 		}, []string{"file"}),
 		partitionsSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_isolated_partitions_skipped_total",
@@ -223,12 +223,18 @@ func (m *metrics) countRefusal(reason string) { m.refused.WithLabelValues(reason
 
 // The files countDiscarded counts.
 const (
-	discardedState  = "state"
-	discardedGrants = "kubelet-grants"
+	discardedState     = "state"
+	discardedGrants    = "kubelet-grants"
+	discardedDRAClaims = "dra-claims"
 )
 
 // countDiscarded counts a damaged file moved aside.
 func (m *metrics) countDiscarded(file string) { m.discarded.WithLabelValues(file).Inc() }
+
+// CountDiscardedClaims counts a DRA claims file the driver could not use
+// at start (dra.Options.Discarded): the driver lives in another package,
+// the counter with the state's and the grants' here.
+func (p *Plugin) CountDiscardedClaims() { p.metrics.countDiscarded(discardedDRAClaims) }
 
 // countForeignMems counts one container seen with mems the plugin did not
 // write.

@@ -271,10 +271,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 	p.localities = localityCache{}
 	p.writer = newStateWriter(log, p.collectState)
 	p.metrics = newMetrics(&p.usage, p.writer, &p.conn)
-	g, err := p.loadGrants(GrantsFile(cfg.StateFile))
-	if err != nil {
-		return nil, err
-	}
+	g := p.loadGrants(GrantsFile(cfg.StateFile))
 	g.file.removeStaleTemps() // nothing writes it yet
 	p.grants = g
 	if err := p.configure(cfg); err != nil {
@@ -297,16 +294,17 @@ func hostFilesFS(cfg *config.Config) hostfiles.FS {
 	return housekeeping.NewSystemdFS(files, housekeeping.DialSystemd, cfg.CgroupRoot)
 }
 
-// loadGrants reads the grants file; a damaged one is moved aside, logged
-// and counted, and the grants start empty (see loadGrants).
-func (p *Plugin) loadGrants(path string) (*grants, error) {
+// loadGrants reads the grants file; a damaged or unreadable one is moved
+// aside (or left, not to be replaced, until it can be), logged and
+// counted, and the grants start empty (see loadGrants): never an error,
+// so that the grants file never stops pinning.
+func (p *Plugin) loadGrants(path string) *grants {
 	g, err := loadGrants(path, time.Now())
-	if errors.Is(err, errGrantsDiscarded) {
+	if err != nil {
 		p.log.Warnf("%v", err)
 		p.metrics.countDiscarded(discardedGrants)
-		return g, nil
 	}
-	return g, err
+	return g
 }
 
 // loadState reads the state once, before the first Synchronize: late, so
@@ -497,11 +495,7 @@ func (p *Plugin) configureRuntime(cfg, runtime, version string) (reloaded bool, 
 				return false, nil, nil, err
 			}
 			p.store = state.NewFileStore(parsed.StateFile)
-			g, err := p.loadGrants(GrantsFile(parsed.StateFile))
-			if err != nil {
-				return false, nil, nil, err
-			}
-			p.grants = g
+			p.grants = p.loadGrants(GrantsFile(parsed.StateFile))
 		default:
 			return false, nil, nil, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
 		}

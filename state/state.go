@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -205,17 +204,12 @@ type FileStore struct {
 	// and could not move aside either (a read-only state directory):
 	// Save moves it aside before it writes, and writes nothing until
 	// it has, so that a rebuilt state never replaces the only copy of
-	// what the file held. Nil when there is none.
-	unmoved *unmovedFile
+	// what the file held (atomicfile.Discarded.Move). Nil when there is
+	// none.
+	unmoved *atomicfile.Discarded
 	// rename moves a file aside: os.Rename, which tests replace to fail
 	// it where the directory stays writable.
-	rename func(from, to string) error
-}
-
-// unmovedFile is a state file Load could not use nor move aside: aside
-// is the name it gets, why what was wrong with it.
-type unmovedFile struct {
-	aside, why string
+	rename atomicfile.Rename
 }
 
 // NewFileStore returns a store for path.
@@ -293,39 +287,18 @@ var ErrStateDiscarded = errors.New("state file discarded")
 func (f *FileStore) Load() (*State, error) {
 	f.removeStaleTemps()
 	f.unmoved = nil
-	data, err := os.ReadFile(f.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return NewState(), nil
+	st := NewState()
+	discarded := atomicfile.Load(f.Path, f.now(), f.rename, func(data []byte) (err error) {
+		st, err = decodeState(data)
+		return err
+	})
+	if discarded == nil {
+		return st, nil
 	}
-	kind, problem := "corrupt", err
-	if err != nil {
-		kind, problem = "unreadable", fmt.Errorf("cannot be read: %w", err)
-	} else {
-		var st *State
-		if st, problem = decodeState(data); problem == nil {
-			return st, nil
-		}
+	if discarded.Unmoved != nil {
+		f.unmoved = discarded
 	}
-	aside := fmt.Sprintf("%s.%s-%s", f.Path, kind, f.now().UTC().Format("20060102T150405.000000000Z"))
-	if err := f.rename(f.Path, aside); err != nil {
-		f.unmoved = &unmovedFile{aside: aside, why: problem.Error()}
-		return NewState(), fmt.Errorf("%w: %s: %v; it could not be moved aside (%v), so it is left as it is and nothing replaces it until it is moved to %s; rebuilding from the runtime",
-			ErrStateDiscarded, f.Path, problem, err, aside)
-	}
-	return NewState(), fmt.Errorf("%w: %s: %v; moved to %s, rebuilding from the runtime", ErrStateDiscarded, f.Path, problem, aside)
-}
-
-// moveUnmoved moves the file Load could not use aside, if it could not
-// then; an error while it still cannot.
-func (f *FileStore) moveUnmoved() error {
-	if f.unmoved == nil {
-		return nil
-	}
-	if err := f.rename(f.Path, f.unmoved.aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("state %s is not replaced: the file found at start (%s) must first be moved to %s, which failed: %w", f.Path, f.unmoved.why, f.unmoved.aside, err)
-	}
-	f.unmoved = nil
-	return nil
+	return NewState(), fmt.Errorf("%w: %v; rebuilding from the runtime", ErrStateDiscarded, discarded)
 }
 
 func decodeState(data []byte) (*State, error) {
@@ -453,9 +426,10 @@ func (f *FileStore) Save(st *State) error {
 		return fmt.Errorf("encoding state: %w", err)
 	}
 	f.out = data
-	if err := f.moveUnmoved(); err != nil {
-		return err
+	if err := f.unmoved.Move(f.rename); err != nil {
+		return fmt.Errorf("state: %w", err)
 	}
+	f.unmoved = nil
 	dir := filepath.Dir(f.Path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating state directory: %w", err)

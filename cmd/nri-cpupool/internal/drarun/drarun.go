@@ -23,12 +23,13 @@ import (
 
 // New makes the DRA driver of a run with dra.enabled and lets it bind
 // containers to their claims (cli.NewDriver). Its errors are the
-// configuration's (no node name), or a claims file that cannot be read. A
-// kubeconfig that cannot be read yet is not one: the driver waits for it
-// (Serve).
+// configuration's (no node name) only: a claims file that cannot be used
+// starts the driver with no claims, counted (dra.New), and a kubeconfig
+// that cannot be read yet makes the driver wait for it (Serve).
 func New(cfg *config.Config, p *plugin.Plugin, log *logrus.Logger) (cli.Driver, error) {
 	d, err := dra.New(p, dra.Options{NodeName: dra.NodeName(cfg.APINodeName()), Model: cfg.DRA.Devices,
-		ClaimsFile: dra.ClaimsFile(cfg.StateFile), CDIDir: cfg.DRA.CDIDir, StatusFile: dra.StatusFile(cfg.StateFile), Log: log})
+		ClaimsFile: dra.ClaimsFile(cfg.StateFile), CDIDir: cfg.DRA.CDIDir, StatusFile: dra.StatusFile(cfg.StateFile), Log: log,
+		Discarded: p.CountDiscardedClaims})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,63 @@
+package dra
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// TestCorruptClaimsFileRemovesTheCDISpecAndSaysTheClaimIsLost: a corrupt
+// claims file left the claim's CDI spec in the CDI directory (the kubelet,
+// which holds the claim prepared, does not prepare it again), and a
+// restarting container of the pod was refused with "it cannot be set by
+// hand", blaming the user. Now the spec of a claim the driver does not
+// know is removed at start, a spec of a claim it knows stays, and a token
+// of a lost claim gets an error that says the claims file was lost and
+// how to recover.
+func TestCorruptClaimsFileRemovesTheCDISpecAndSaysTheClaimIsLost(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	d := newTestDriver(t, s)
+	claim := allocatedClaim("uid-1", "app-cpus", slots{"cpus": slotsOn(pools.Exclusive, 3, 10, 4)}, "pod-1")
+	require.NoError(t, prepare(t, d.Driver, claim)["uid-1"].Err)
+	env := cdiEnv(t, d.cdi, "uid-1")[CDIDeviceID("uid-1", "cpus")]
+	require.Len(t, env, 1)
+	foreign := filepath.Join(d.cdi, "vendor.example-gpu_uid-1.json")
+	require.NoError(t, os.WriteFile(foreign, []byte("{}"), 0o600))
+
+	require.NoError(t, os.WriteFile(d.claims, []byte("{corrupt"), 0o600))
+	d2 := d.restart(t)
+	aside, _ := filepath.Glob(d.claims + ".corrupt-*")
+	require.Len(t, aside, 1)
+
+	_, _, err := d2.Lookup(env, Container{PodUID: "pod-1", Namespace: "ns", Pod: "pod-pod-1", Name: "c"})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "cannot be set by hand", "the token is the driver's own, from a record it lost")
+	assert.Contains(t, err.Error(), "CPUPOOL_CLAIM_uid_1_cpus")
+	assert.Contains(t, err.Error(), "claims file "+d.claims+" could not be used at its start")
+	assert.Contains(t, err.Error(), "delete the pod")
+	assert.NoFileExists(t, cdiFile(d.cdi, "uid-1"), "a CDI spec of a claim the driver does not know is stale")
+	assert.FileExists(t, foreign, "another vendor's spec is not the driver's")
+
+	// A claim prepared since keeps its spec across the next restart.
+	other := allocatedClaim("uid-2", "other-cpus", slots{"cpus": slotsOn(pools.Exclusive, 3, 10, 4)}, "pod-2")
+	require.NoError(t, prepare(t, d2, other)["uid-2"].Err)
+	d.restart(t)
+	assert.FileExists(t, cdiFile(d.cdi, "uid-2"))
+}
+
+// TestUnknownTokenIsSetByHandWhenNoClaimsWereLost: without a lost claims
+// file, an unknown token is one set by hand, and the refusal says so,
+// echoing the variable's name bounded.
+func TestUnknownTokenIsSetByHandWhenNoClaimsWereLost(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	d := newTestDriver(t, s)
+	long := EnvPrefix + string(make([]byte, 500))
+	_, _, err := d.Lookup([]string{long + "=0123456789abcdef"}, Container{PodUID: "pod-1", Name: "c"})
+	require.ErrorContains(t, err, "cannot be set by hand")
+	assert.Less(t, len(err.Error()), 400, "the variable's name is echoed bounded")
+}

@@ -1,0 +1,71 @@
+package dra
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A claims file the driver cannot use never stops the daemon (review
+// rvA); see lostclaims_test.go for what becomes of the claims it held.
+
+// TestUnreadableClaimsFileDoesNotStopTheDaemon: a dra-claims.json that
+// cannot be read (a directory here, as EIO or EACCES would) made New fail,
+// and with it the daemon: no container on the node was pinned. Now the
+// driver starts with no claims, the file is kept aside, and it is counted.
+func TestUnreadableClaimsFileDoesNotStopTheDaemon(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	claims := filepath.Join(t.TempDir(), "dra-claims.json")
+	require.NoError(t, os.MkdirAll(claims, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(claims, "inside"), []byte("x"), 0o600))
+	discarded := 0
+	d, err := New(s, Options{NodeName: testNode, ClaimsFile: claims, CDIDir: t.TempDir(), Log: quietLog(), Discarded: func() { discarded++ }})
+	require.NoError(t, err, "an unusable claims file must not stop the daemon (and with it all pinning)")
+	assert.Empty(t, d.Claims())
+	assert.Equal(t, 1, discarded, "counted")
+	aside, _ := filepath.Glob(claims + ".unreadable-*")
+	require.Len(t, aside, 1, "kept aside, not overwritten")
+	inside, err := os.ReadFile(filepath.Join(aside[0], "inside"))
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(inside))
+}
+
+// TestUnmovedClaimsFileIsNotReplacedUntilMovedAside: a corrupt claims
+// file that cannot be moved aside (a read-only state directory) made New
+// fail too. Now the driver starts with no claims and no write replaces
+// the file before it has been moved aside.
+func TestUnmovedClaimsFileIsNotReplacedUntilMovedAside(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dra-claims.json")
+	require.NoError(t, os.WriteFile(path, []byte("{corrupt"), 0o600))
+	st := newStore(path)
+	fail := true
+	st.rename = func(from, to string) error {
+		if fail {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: syscall.EROFS}
+		}
+		return os.Rename(from, to)
+	}
+	claims, discarded := st.load(time.Date(2026, 12, 7, 1, 2, 3, 0, time.UTC))
+	assert.Empty(t, claims)
+	require.NotNil(t, discarded)
+	assert.Contains(t, discarded.String(), "could not be moved aside")
+
+	err := st.save(1, []byte(`{"version":1,"claims":{}}`))
+	require.Error(t, err, "not replaced before it is moved aside")
+	assert.Contains(t, err.Error(), "must first be moved to "+path+".corrupt-20261207T010203")
+	kept, _ := os.ReadFile(path)
+	assert.Equal(t, "{corrupt", string(kept))
+
+	fail = false
+	require.NoError(t, st.save(1, []byte(`{"version":1,"claims":{}}`)))
+	aside, _ := os.ReadFile(path + ".corrupt-20261207T010203.000000000Z")
+	assert.Equal(t, "{corrupt", string(aside), "moved aside as it was")
+	back, discarded := newStore(path).load(time.Now())
+	assert.Nil(t, discarded)
+	assert.Empty(t, back)
+}

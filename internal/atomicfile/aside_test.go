@@ -1,0 +1,59 @@
+package atomicfile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestLoadSetsAsideWhatItCannotUse: a missing file is nothing; a refused
+// one is moved to .corrupt-<time>, an unreadable one to .unreadable-<time>;
+// a file that cannot be moved stays until Move succeeds.
+func TestLoadSetsAsideWhatItCannotUse(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.json")
+	at := time.Date(2026, 12, 7, 1, 2, 3, 4, time.UTC)
+	refuse := func([]byte) error { return errors.New("bad") }
+	assert.Nil(t, Load(path, at, os.Rename, refuse), "missing")
+
+	require.NoError(t, os.WriteFile(path, []byte("ok"), 0o600))
+	assert.Nil(t, Load(path, at, os.Rename, func([]byte) error { return nil }), "used")
+
+	d := Load(path, at, os.Rename, refuse)
+	require.NotNil(t, d)
+	assert.Equal(t, KindCorrupt, d.Kind)
+	assert.Equal(t, path+".corrupt-20261207T010203.000000004Z", d.Aside)
+	assert.NoError(t, d.Unmoved)
+	assert.FileExists(t, d.Aside)
+	assert.NoFileExists(t, path)
+	assert.Contains(t, d.String(), "bad; moved to "+d.Aside)
+
+	require.NoError(t, os.Mkdir(path, 0o700))
+	fail := true
+	rename := func(from, to string) error {
+		if fail {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: syscall.EROFS}
+		}
+		return os.Rename(from, to)
+	}
+	d = Load(path, at, rename, refuse)
+	require.NotNil(t, d)
+	assert.Equal(t, KindUnreadable, d.Kind)
+	assert.Contains(t, d.String(), "cannot be read")
+	assert.Contains(t, d.String(), "could not be moved aside")
+	err := d.Move(rename)
+	assert.ErrorContains(t, err, "must first be moved to "+path+".unreadable-")
+	assert.DirExists(t, path, "left as it is")
+	fail = false
+	require.NoError(t, d.Move(rename))
+	assert.DirExists(t, d.Aside)
+	assert.NoError(t, d.Move(rename), "moved once")
+	var none *Discarded
+	assert.NoError(t, none.Move(rename))
+}
