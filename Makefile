@@ -69,10 +69,14 @@ endif
 
 # PROMTOOL: tools/dashcheck's tests parse the dashboard's expressions with
 # make lint's promtool, and skip without it (they did in make test).
-unit: $(PROMTOOL)
+# NRI_CPUPOOL_TEST_BINDIR: the plugin tests that run the real daemon use
+# the binaries build just made instead of each linking its own
+# (plugin/harness_test.go prebuiltDir); make test builds them anyway.
+unit: $(PROMTOOL) build
 	mkdir -p bin
 	rm -f bin/property.txt
-	PROMTOOL=$(PROMTOOL) CPUPOOL_PROPERTY_REPORT=$(CURDIR)/bin/property.txt $(GO) test -race -count=1 -timeout 30m ./...
+	PROMTOOL=$(PROMTOOL) CPUPOOL_PROPERTY_REPORT=$(CURDIR)/bin/property.txt NRI_CPUPOOL_TEST_BINDIR=$(CURDIR)/bin \
+	  $(GO) test -race -count=1 -timeout 30m ./...
 	@cat bin/property.txt
 
 # Go native fuzzing, each target for FUZZTIME (make test runs the seeds and

@@ -620,9 +620,13 @@ func mustParse(s string) cpuset.CPUSet {
 	return set
 }
 
-// buildBinary builds bin/nri-cpupool into a temporary directory.
+// buildBinary builds bin/nri-cpupool into a temporary directory, or
+// returns the one make unit built (prebuiltDir).
 func buildBinary(tb testing.TB) string {
 	tb.Helper()
+	if dir, ok := prebuiltDir(tb, "nri-cpupool"); ok {
+		return filepath.Join(dir, "nri-cpupool")
+	}
 	bin := filepath.Join(tb.TempDir(), "nri-cpupool")
 	build := exec.Command("go", "build", "-o", bin, "../cmd/nri-cpupool")
 	build.Stderr = os.Stderr
@@ -632,9 +636,12 @@ func buildBinary(tb testing.TB) string {
 
 // buildBinaries builds bin/nri-cpupool and bin/nri-cpupool-dra into a
 // temporary directory and returns nri-cpupool's path: with dra.enabled,
-// it execs its sibling.
+// it execs its sibling. Or it returns the ones make unit built.
 func buildBinaries(tb testing.TB) string {
 	tb.Helper()
+	if dir, ok := prebuiltDir(tb, "nri-cpupool", "nri-cpupool-dra"); ok {
+		return filepath.Join(dir, "nri-cpupool")
+	}
 	dir := tb.TempDir()
 	for pkg, name := range map[string]string{"../cmd/nri-cpupool": "nri-cpupool", "../cmd/nri-cpupool/nri-cpupool-dra": "nri-cpupool-dra"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
@@ -642,4 +649,26 @@ func buildBinaries(tb testing.TB) string {
 		require.NoError(tb, build.Run())
 	}
 	return filepath.Join(dir, "nri-cpupool")
+}
+
+// prebuiltDir is $NRI_CPUPOOL_TEST_BINDIR, where make unit has its build
+// target put the binaries from this tree just before go test. Each test
+// that runs the real daemon linked its own otherwise (the DRA one also
+// nri-cpupool-dra, with the Kubernetes client libraries): in CI that was
+// most of those tests' time, and make test builds them anyway. Unset (a
+// plain go test), the tests build their own as before; set, the binaries
+// must be there: a stale or missing directory is an error, never a quiet
+// fallback.
+func prebuiltDir(tb testing.TB, names ...string) (string, bool) {
+	tb.Helper()
+	dir := os.Getenv("NRI_CPUPOOL_TEST_BINDIR")
+	if dir == "" {
+		return "", false
+	}
+	for _, name := range names {
+		st, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(tb, err, "NRI_CPUPOOL_TEST_BINDIR=%s: run make build first, or unset it", dir)
+		require.False(tb, st.IsDir(), "NRI_CPUPOOL_TEST_BINDIR=%s: %s is a directory", dir, name)
+	}
+	return dir, true
 }

@@ -42,40 +42,37 @@ func busyMap(topo *sysfs.Topology) nodeMap {
 	return m
 }
 
-// TestNodeMapFitsEightyColumnsOnEveryFixture draws every machine shape at
-// its widest, in ASCII and in UTF-8: every line fits 80 columns, every
-// online CPU is drawn once, and a core's threads share a line.
-func TestNodeMapFitsEightyColumnsOnEveryFixture(t *testing.T) {
-	for _, name := range fixture.Names(t) {
-		t.Run(name, func(t *testing.T) {
-			topo := discover(t, name)
-			for _, look := range []mapLook{plainLook, {width: 80, utf8: true}} {
-				lines := drawNodeMap(busyMap(topo), look)
-				lineOf := map[int]int{}
-				for i, l := range lines {
-					if strings.Contains(l, "ns/pod-") {
-						continue // the legend
-					}
-					assert.LessOrEqual(t, utf8.RuneCountInString(l), 80, "line %d: %q", i, l)
-					for _, m := range cellPattern.FindAllStringSubmatch(l, -1) {
-						id, _ := strconv.Atoi(m[1])
-						_, twice := lineOf[id]
-						assert.False(t, twice, "CPU %d drawn twice", id)
-						lineOf[id] = i
-					}
-				}
-				for _, c := range topo.CPUs {
-					if !c.Online {
-						assert.NotContains(t, lineOf, c.ID, "offline CPU %d drawn", c.ID)
-						continue
-					}
-					require.Contains(t, lineOf, c.ID, "CPU %d not drawn", c.ID)
-					for _, sib := range c.Siblings.Intersection(topo.Online).List() {
-						assert.Equal(t, lineOf[c.ID], lineOf[sib], "CPU %d and its sibling %d on one line", c.ID, sib)
-					}
-				}
+// checkNodeMapFitsEightyColumns draws a machine shape at its widest, in
+// ASCII and in UTF-8: every line fits 80 columns, every online CPU is drawn
+// once, and a core's threads share a line (TestCommandsOnEveryFixture).
+func checkNodeMapFitsEightyColumns(t *testing.T, root string) {
+	topo, err := sysfs.Discover(root)
+	require.NoError(t, err)
+	for _, look := range []mapLook{plainLook, {width: 80, utf8: true}} {
+		lines := drawNodeMap(busyMap(topo), look)
+		lineOf := map[int]int{}
+		for i, l := range lines {
+			if strings.Contains(l, "ns/pod-") {
+				continue // the legend
 			}
-		})
+			assert.LessOrEqual(t, utf8.RuneCountInString(l), 80, "line %d: %q", i, l)
+			for _, m := range cellPattern.FindAllStringSubmatch(l, -1) {
+				id, _ := strconv.Atoi(m[1])
+				_, twice := lineOf[id]
+				assert.False(t, twice, "CPU %d drawn twice", id)
+				lineOf[id] = i
+			}
+		}
+		for _, c := range topo.CPUs {
+			if !c.Online {
+				assert.NotContains(t, lineOf, c.ID, "offline CPU %d drawn", c.ID)
+				continue
+			}
+			require.Contains(t, lineOf, c.ID, "CPU %d not drawn", c.ID)
+			for _, sib := range c.Siblings.Intersection(topo.Online).List() {
+				assert.Equal(t, lineOf[c.ID], lineOf[sib], "CPU %d and its sibling %d on one line", c.ID, sib)
+			}
+		}
 	}
 }
 
