@@ -239,3 +239,24 @@ func TestIsolcpusKeptWithWorkqueues(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "workqueues", records[filepath.Join(f.sysfsRoot(isolcpusNode.fixture), housekeeping.WorkqueueMask)].Owner)
 }
+
+// TestReloadToIsolatedCPUsKeepsHostOff: a reload that changes only
+// isolatedCPUs (not pools.*, irq, power, keepHostOffIsolcpus or
+// kernelWork) gives the exclusive pool the kernel's isolcpus= CPUs. A
+// restart with that config keeps host processes off them (the default
+// keepHostOffIsolcpus: TestIsolcpusKeptFreeByDefault); the reload must do
+// the same (twin rule). The isolation sources were made again only when
+// a hand list of keys changed, which lacked isolatedCPUs and reservedCPUs,
+// so the housekeeping source, nil at start, was never made (review rvB,
+// M2).
+func TestReloadToIsolatedCPUsKeepsHostOff(t *testing.T) {
+	f := isolcpusFakeNode(t)
+	rp := startPlugin(t, f, testNode{fixture: isolcpusNode.fixture, config: "isolatedCPUs: \"\"\n"}, statePath(f))
+	require.NoError(t, rp.p.FlushIsolation())
+	require.Equal(t, isolcpusFiles, isolcpusNow(t, f), "no isolated CPU in the pools: nothing changed")
+
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, ""), nil, "test"))
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, isolcpusHost.String(), isolcpusNow(t, f)["system"])
+	}, 3*time.Second, 10*time.Millisecond, "a reload to the default config keeps host processes off the exclusive pool's isolcpus= CPUs, as a restart with it does")
+}

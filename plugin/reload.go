@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
@@ -269,6 +270,7 @@ func (p *Plugin) applyReload(plan *reloadPlan, source string) (*appliedReload, e
 	}
 	cfg := plan.cfg
 	infraBefore := p.alloc.PoolCPUs(pools.Infra)
+	before := p.alloc.Layout()
 	p.cfg = cfg
 	moved, push := p.swapAllocator(next)
 	p.policy = allocator.NewPolicy(cfg, p.topo)
@@ -279,10 +281,11 @@ func (p *Plugin) applyReload(plan *reloadPlan, source string) (*appliedReload, e
 	if !infraBefore.Equals(p.alloc.PoolCPUs(pools.Infra)) {
 		p.pinSandboxesLater()
 	}
-	if isolationChanged(plan.old, cfg) {
+	restart := isolationChanged(plan.old, cfg, before, p.alloc.Layout())
+	if restart {
 		p.warnIsolcpusUnkept()
 	}
-	return &appliedReload{restartIsolation: isolationChanged(plan.old, cfg), moved: moved, push: push, pools: plan.layout.Describe(), inForce: time.Now()}, nil
+	return &appliedReload{restartIsolation: restart, moved: moved, push: push, pools: plan.layout.Describe(), inForce: time.Now()}, nil
 }
 
 // swapAllocator makes next the plugin's allocator (its containers and
@@ -414,11 +417,32 @@ func keepRestartOnly(old, cfg *config.Config, log *logrus.Logger) {
 // the reload changed: IRQ isolation, partitions, housekeeping and power
 // classes are chosen per pool, the isolcpus= CPUs kept free of host
 // processes node-wide, and the reconciler's sources are made for the
-// config they were opened with.
-func isolationChanged(old, cfg *config.Config) bool {
+// config and the pools they were opened with. The pools are compared as
+// laid out (layoutMoved), not by the keys that lay them out: a reload
+// changing only isolatedCPUs or reservedCPUs moves the isolcpus= CPUs
+// into the pools as surely as pools.* does, and was missed when a hand
+// list of keys decided (review rvB, M2).
+func isolationChanged(old, cfg *config.Config, oldLayout, layout *allocator.Layout) bool {
 	return !reflect.DeepEqual(old.Pools, cfg.Pools) || !reflect.DeepEqual(old.IRQ, cfg.IRQ) ||
 		!reflect.DeepEqual(old.Power, cfg.Power) || old.KeepHostOffIsolcpus != cfg.KeepHostOffIsolcpus ||
-		old.KernelWork != cfg.KernelWork
+		old.KernelWork != cfg.KernelWork || layoutMoved(oldLayout, layout)
+}
+
+// layoutMoved tells whether a CPU changed pools, or became reserved,
+// isolated or lendable, between two layouts: every set the isolation
+// sources are made from (isolcpusKept, housekeepingKept, the IRQ and
+// power sources' pools).
+func layoutMoved(a, b *allocator.Layout) bool {
+	if a == nil || b == nil {
+		return a != b
+	}
+	for _, s := range []struct{ x, y cpuset.CPUSet }{{a.Exclusive, b.Exclusive}, {a.Shared, b.Shared}, {a.Infra, b.Infra},
+		{a.ExclusiveNonIsolcpus, b.ExclusiveNonIsolcpus}, {a.Reserved, b.Reserved}, {a.Isolated, b.Isolated}} {
+		if !s.x.Equals(s.y) {
+			return true
+		}
+	}
+	return false
 }
 
 // restartIsolation makes the host files' sources again for the config

@@ -84,7 +84,13 @@ func Discover(root string) (*Topology, error) {
 		online = present
 	}
 	online = online.Intersection(present)
-	t := &Topology{Present: present, Online: online, Offline: present.Difference(online)}
+	// An old kernel or a trimmed tree may lack cpu/possible: the present
+	// CPUs are all that is known then.
+	possible, _, err := r.list(cpuDir + "/possible")
+	if err != nil {
+		return nil, err
+	}
+	t := &Topology{Present: present, Online: online, Offline: present.Difference(online), Possible: possible.Union(present)}
 
 	if smt, ok, err := r.integer(cpuDir + "/smt/active"); err != nil {
 		return nil, err
