@@ -56,10 +56,11 @@ func (a *Allocator) Allocate(req Request) (Result, error) {
 	case pools.Shared, pools.Infra:
 		cpus := a.PoolCPUs(req.Pool)
 		if cpus.IsEmpty() {
-			// Every CPU of the pool offline: where its running members
-			// are (a member the kubelet restarts meanwhile must not
-			// crash-loop until one comes back).
-			cpus = a.membersWhileOffline(req.Pool)
+			// No CPU of the pool free (every one offline, or held by
+			// exclusive containers kept where they run): where its
+			// running members are (a member the kubelet restarts
+			// meanwhile must not crash-loop until one is back).
+			cpus = a.membersWhileEmpty(req.Pool)
 		}
 		if cpus.IsEmpty() {
 			return Result{}, a.noMembersCPUs(req.Pool)

@@ -148,6 +148,12 @@ type Allocator struct {
 	// neither builds it nor compares it (see markInfra).
 	infraGen, infraCPUsGen uint64
 	infraCPUs              *cpuset.CPUSet
+	// sharedGen counts the owner changes of the shared pool's CPUs (only
+	// an exclusive container kept where it runs after a config change
+	// owns one), after which its users follow the pool (followInfra);
+	// inShared marks the pool's CPUs.
+	sharedGen uint64
+	inShared  []bool
 	// mem counts the memory of NUMA nodes held by containers, holds and
 	// DRA claims (numamem; the allocator's side: memory.go).
 	mem numamem.Account
@@ -244,54 +250,81 @@ type Request struct {
 }
 
 // infraMark is infra as it was before an operation, to tell whether the
-// operation changed it.
+// operation changed it, and the shared pool's owner changes by then.
 type infraMark struct {
-	gen  uint64
-	cpus cpuset.CPUSet
+	gen       uint64
+	cpus      cpuset.CPUSet
+	sharedGen uint64
 }
 
 // markInfra remembers infra now; it costs nothing while infra is as it was
 // at the last mark.
 func (a *Allocator) markInfra() infraMark {
-	return infraMark{gen: a.infraGen, cpus: a.PoolCPUs(pools.Infra)}
+	return infraMark{gen: a.infraGen, cpus: a.PoolCPUs(pools.Infra), sharedGen: a.sharedGen}
 }
 
 // followInfra moves infra members to the current infra cpuset if it
-// changed since before.
+// changed since before, and the shared pool's users (its members, and
+// the shared part of exclusive containers that asked for it) to where
+// they run now (MembersCPUs) if infra or the shared pool changed: while
+// the shared pool has no free CPU (every one offline, or held by
+// exclusive containers kept where they run after a config change) they
+// run on infra and follow it; once one is free (such a container ended)
+// they go back to it, and no longer follow infra, which may then lend the
+// CPUs they ran on to an exclusive-non-isolcpus container. It tells
+// whether infra changed.
 func (a *Allocator) followInfra(before infraMark) ([]Assignment, bool) {
-	if a.infraGen == before.gen {
-		return nil, false // no owner of an infra CPU changed
+	sharedChanged := a.sharedGen != before.sharedGen
+	infraChanged := a.infraGen != before.gen
+	if !sharedChanged && !infraChanged {
+		return nil, false // no owner of an infra or shared CPU changed
 	}
 	now := a.PoolCPUs(pools.Infra)
 	if cpulist.Equal(now, before.cpus) {
-		return nil, false // changed and changed back (a CPU lent and returned)
+		// Changed and changed back (a CPU lent and returned).
+		if infraChanged = false; !sharedChanged {
+			return nil, false
+		}
 	}
-	// While every CPU of the shared pool is offline its members, and the
-	// shared part of exclusive containers that asked for it, run on infra
-	// (MembersCPUs): they follow it too.
-	sharedOnInfra := !now.IsEmpty() && a.PoolCPUs(pools.Shared).IsEmpty()
+	// Infra's members run on the shared pool while infra has no free CPU
+	// (MembersCPUs), never on an empty set.
+	infra, shared := a.MembersCPUs(pools.Infra), a.MembersCPUs(pools.Shared)
 	var updates []Assignment
 	for _, id := range a.sortedIDs() {
 		c := a.containers[id]
 		switch {
-		case c.Pool == pools.Infra || sharedOnInfra && c.Pool == pools.Shared:
-			if cpulist.Equal(c.CPUs, now) {
+		case c.Pool == pools.Infra && infraChanged:
+			if infra.IsEmpty() || cpulist.Equal(c.CPUs, infra) {
 				continue
 			}
-			c.CPUs = now
-			c.Mems = a.memsFor(now)
-		case sharedOnInfra && c.WithShared && pools.IsExclusive(c.Pool):
-			part := now.Difference(c.Held())
-			if part.IsEmpty() || cpulist.Equal(c.Shared, part) {
-				continue
-			}
-			c.Shared = part
-		default:
+			c.CPUs = infra
+			c.Mems = a.memsFor(infra)
+		case !a.followShared(c, shared):
 			continue
 		}
 		updates = append(updates, *c)
 	}
-	return updates, true
+	return updates, infraChanged
+}
+
+// followShared moves one container's shared CPUs (a member's, or an
+// exclusive container's shared part, less its own exclusive CPUs) to now,
+// where the shared pool's users run; it tells whether they moved. Nothing
+// moves to an empty set.
+func (a *Allocator) followShared(c *Assignment, now cpuset.CPUSet) bool {
+	switch {
+	case c.Pool == pools.Shared && !now.IsEmpty() && !cpulist.Equal(c.CPUs, now):
+		c.CPUs, c.Mems = now, a.memsFor(now)
+		return true
+	case c.WithShared && pools.IsExclusive(c.Pool):
+		part := now.Difference(c.Held())
+		if part.IsEmpty() || cpulist.Equal(c.Shared, part) {
+			return false
+		}
+		c.Shared = part
+		return true
+	}
+	return false
 }
 
 // otherHolder finds an exclusive container that still runs on cpu, or a
@@ -346,16 +379,19 @@ func (a *Allocator) MembersCPUs(pool string) cpuset.CPUSet {
 	return a.PoolCPUs(otherMembersPool(pool))
 }
 
-// membersWhileOffline is where a member of pool shared or infra is placed
-// when PoolCPUs(pool) is empty: MembersCPUs while the pool has no online
-// CPU only because its CPUs are offline (they join it when they come
-// online, and its running members are there meanwhile), and nothing when
-// the config gives it no CPU (a reload that removed the shared pool: its
-// members cannot follow it, and say so) or its online CPUs are all held by
-// exclusive containers kept where they run. Infra is never empty by the
-// config (the layout refuses it).
-func (a *Allocator) membersWhileOffline(pool string) cpuset.CPUSet {
-	if !a.allOffline(pool) {
+// membersWhileEmpty is where a member of pool shared or infra is placed
+// when PoolCPUs(pool) is empty: MembersCPUs, the other pool, while the
+// config gives the pool CPUs but none of them is free now: every one is
+// offline (they join it when they come online), or held by an exclusive
+// container kept where it runs after a config change (it is the pool's
+// again when that container ends). Left on CPUs outside their pool, its
+// users would share CPUs another pool hands out, exclusive ones included.
+// Nothing when the config gives the pool no CPU: a new member cannot
+// follow it and is told so (a running one still leaves for the other
+// pool, see readd). Infra is never empty by the config (the layout
+// refuses it).
+func (a *Allocator) membersWhileEmpty(pool string) cpuset.CPUSet {
+	if a.layout.Pool(pool).IsEmpty() && !a.allOffline(pool) {
 		return cpuset.New()
 	}
 	return a.MembersCPUs(pool)
@@ -486,6 +522,9 @@ func (a *Allocator) memsFor(cpus cpuset.CPUSet) cpuset.CPUSet {
 func (a *Allocator) setOwner(cpu int, id string) {
 	if cpu < len(a.inInfra) && a.inInfra[cpu] && (a.owner[cpu] == "") != (id == "") {
 		a.infraGen++
+	}
+	if cpu < len(a.inShared) && a.inShared[cpu] && (a.owner[cpu] == "") != (id == "") {
+		a.sharedGen++
 	}
 	a.owner[cpu] = id
 	a.busy[cpu] = id != ""

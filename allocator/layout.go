@@ -28,7 +28,7 @@ type Layout struct {
 	// SharedCarved is the shared pool as the config carves it on the
 	// present CPUs, offline ones included: a shared pool without an online
 	// CPU whose SharedCarved is not empty is empty only while its CPUs are
-	// offline, and its members run on infra meanwhile (membersWhileOffline);
+	// offline, and its members run on infra meanwhile (membersWhileEmpty);
 	// one the config leaves empty has none to run on.
 	SharedCarved cpuset.CPUSet
 	// Infra is every online CPU that is neither exclusive nor shared.

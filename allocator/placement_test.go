@@ -593,11 +593,21 @@ func TestAdopt(t *testing.T) {
 	assert.Equal(t, 2, res.Assignment.CPUs.Size())
 }
 
-func TestRestoreKeepsMembersOfAVanishedPool(t *testing.T) {
+// TestRestoreMovesMembersOfAVanishedPoolToInfra: a restart with a config
+// that gives the shared pool no CPU hands its old CPUs to another pool
+// (here the exclusive pool, which is every isolated CPU). Its member is
+// never left there, where the next exclusive container would be given
+// them: it runs on infra, as while every shared CPU is offline, and the
+// error says why (a reload refuses it: Relayout).
+func TestRestoreMovesMembersOfAVanishedPoolToInfra(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", "isolatedCPUs: \"2-7,10-15\"")
+	require.True(t, a.Layout().Pool(pools.Exclusive).Contains(2), "the old shared CPUs are exclusive now")
 	res, err := a.keep(Assignment{ID: "s", Pool: pools.Shared, CPUs: set(t, "2,10")})
-	assert.ErrorContains(t, err, "pool shared has no CPUs as now configured")
-	assert.Equal(t, "2,10", res.Assignment.CPUs.String(), "never moved to an empty cpuset")
+	assert.EqualError(t, err, "container s: pool shared has no CPUs as now configured; it runs on pool infra (0-1,8-9) instead of 2,10")
+	assert.Equal(t, "0-1,8-9", res.Assignment.CPUs.String(), "on infra, never on CPUs another pool hands out")
+	next, err := a.Allocate(exclusive("next", 12))
+	require.NoError(t, err)
+	assert.True(t, next.Assignment.CPUs.Intersection(res.Assignment.CPUs).IsEmpty())
 }
 
 // TestPlacementRulesOnEveryFixture checks the rules on every machine shape

@@ -252,40 +252,75 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 	return as, infraBefore, problem, nil
 }
 
-// readd adds a prepared assignment. Members of a shared pool follow the
-// pool as it is now, or while every CPU of it is offline the other pool
-// (membersWhileOffline, as a hotplug seen live moves them: left on their
-// offline CPUs they would run on their parent's, exclusive ones included),
-// unless the pool no longer exists: then they stay where they run, and the
-// error says so. So does the shared part of an exclusive container that
-// asked for it.
+// readd adds a prepared assignment. Members of a shared or infra pool
+// follow the pool as it is now, and the shared part of an exclusive
+// container that asked for it follows the shared pool. While the pool has
+// no free CPU they run where MembersCPUs puts them, on the other pool, as
+// a hotplug seen live moves them and the live decisions keep them
+// (followInfra): every CPU of it offline, held by an exclusive container
+// kept where it runs after a config change, or none in the config. Never
+// where they ran: a config change may have handed those CPUs to an
+// exclusive pool, which would give them to the next container while they
+// still run there. The error says why a member is not on its pool's CPUs
+// (the reason a reload is refused, and what a restart logs), unless its
+// CPUs are offline; a shared part's, when exclusive containers hold the
+// whole shared pool.
 func (a *Allocator) readd(as Assignment, infraBefore infraMark) (Result, error) {
 	var problem error
 	if as.WithShared && pools.IsExclusive(as.Pool) {
-		shared := a.PoolCPUs(pools.Shared)
-		if shared.IsEmpty() {
-			shared = a.membersWhileOffline(pools.Shared)
-		}
 		// Less its own exclusive CPUs, which the shared pool as now
 		// configured may name (a container kept where it runs after a
 		// config change): they are its exclusive part, not shared.
-		if now := shared.Difference(as.Held()); !now.IsEmpty() {
+		if now := a.MembersCPUs(pools.Shared).Difference(as.Held()); !now.IsEmpty() {
 			as.Shared = now
+			problem = a.sharedHeld(as.ID, "its shared part", now)
 		}
 	}
 	if as.Pool == pools.Shared || as.Pool == pools.Infra {
-		now := a.PoolCPUs(as.Pool)
-		if now.IsEmpty() {
-			now = a.membersWhileOffline(as.Pool)
-		}
-		if !now.IsEmpty() {
+		if now := a.MembersCPUs(as.Pool); !now.IsEmpty() {
+			problem = a.notOnItsPool(as, now)
 			as.CPUs = now
 			as.Mems = a.memsFor(as.CPUs)
 		} else {
-			problem = fmt.Errorf("container %s: pool %s has no CPUs as now configured; it stays on %s", as.ID, as.Pool, as.CPUs)
+			problem = fmt.Errorf("container %s: pool %s has no CPUs as now configured, nor has pool %s; it stays on %s", as.ID, as.Pool, otherMembersPool(as.Pool), as.CPUs)
 		}
 	}
 	return a.commit(&as, infraBefore), problem
+}
+
+// notOnItsPool says why a member of pool shared or infra is placed on
+// the other pool's CPUs (now), or nil when it is on its own pool's or
+// only its pool's CPUs being offline keeps it off them.
+func (a *Allocator) notOnItsPool(as Assignment, now cpuset.CPUSet) error {
+	if !a.PoolCPUs(as.Pool).IsEmpty() || a.allOffline(as.Pool) {
+		return nil
+	}
+	if a.layout.Pool(as.Pool).IsEmpty() {
+		return fmt.Errorf("container %s: pool %s has no CPUs as now configured; it runs on pool %s (%s) instead of %s", as.ID, as.Pool, otherMembersPool(as.Pool), now, as.CPUs)
+	}
+	return a.sharedHeldBy(as.ID, "it", as.Pool, now)
+}
+
+// sharedHeld says that what of container id runs on infra's CPUs (now)
+// because exclusive containers kept where they run hold every CPU of the
+// shared pool, or nil when they do not.
+func (a *Allocator) sharedHeld(id, what string, now cpuset.CPUSet) error {
+	if !a.PoolCPUs(pools.Shared).IsEmpty() || a.layout.Pool(pools.Shared).IsEmpty() {
+		return nil
+	}
+	return a.sharedHeldBy(id, what, pools.Shared, now)
+}
+
+// sharedHeldBy is sharedHeld's message, for pool shared or infra: only
+// an exclusive container kept where it runs after a config change holds
+// a shared CPU, and only exclusive-non-isolcpus borrows infra's.
+func (a *Allocator) sharedHeldBy(id, what, pool string, now cpuset.CPUSet) error {
+	by := "an exclusive container (one kept where it runs after a config change)"
+	if pool == pools.Infra {
+		by = "exclusive-non-isolcpus containers"
+	}
+	return fmt.Errorf("container %s: every CPU of pool %s (%s) is held by %s; %s runs on pool %s (%s) until one is free",
+		id, pool, a.layout.Pool(pool), by, what, otherMembersPool(pool), now)
 }
 
 // Adopted is what became of a running container the allocator had no

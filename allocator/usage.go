@@ -29,7 +29,8 @@ type PoolUsage struct {
 // that Free and Held are meaningful.
 func (u PoolUsage) Exclusive() bool { return pools.IsExclusive(u.Pool) }
 
-// indexPools lists each pool's static CPUs for counting.
+// indexPools lists each pool's static CPUs for counting, and marks
+// infra's and the shared pool's, whose users follow their owner changes.
 func (a *Allocator) indexPools() {
 	a.members = map[string][]int{}
 	for _, pool := range pools.Names() {
@@ -38,6 +39,10 @@ func (a *Allocator) indexPools() {
 	a.inInfra = make([]bool, len(a.owner))
 	for _, id := range a.members[pools.Infra] {
 		a.inInfra[id] = true
+	}
+	a.inShared = make([]bool, len(a.owner))
+	for _, id := range a.members[pools.Shared] {
+		a.inShared[id] = true
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
@@ -42,10 +41,11 @@ func (a *Allocator) withSharedPart(as *Assignment, req Request) error {
 	}
 	shared := a.PoolCPUs(pools.Shared)
 	if shared.IsEmpty() {
-		// Every CPU of the pool offline: the shared part runs where the
-		// pool's members do, less its own exclusive CPUs (as readd and
-		// followInfra keep it).
-		shared = a.membersWhileOffline(pools.Shared).Difference(as.Held())
+		// No CPU of the pool free (every one offline, or held by
+		// exclusive containers kept where they run): the shared part
+		// runs where the pool's members do, less its own exclusive CPUs
+		// (as readd and followInfra keep it).
+		shared = a.membersWhileEmpty(pools.Shared).Difference(as.Held())
 	}
 	if shared.IsEmpty() && a.allOffline(pools.Shared) {
 		return fmt.Errorf("every CPU of pool shared is offline, and so is every CPU of pool infra, where its members run meanwhile, and container %s asks for them (%s); it can start once one comes back online",
@@ -61,24 +61,21 @@ func (a *Allocator) withSharedPart(as *Assignment, req Request) error {
 
 // FollowShared brings every container that runs on the shared pool (its
 // members, and the shared part of exclusive containers that asked for it)
-// to the pool as it is now, and returns those that moved. The pool
-// changes only when the plugin starts again with another config, or an
-// exclusive container kept where it ran after such a change holds one of
-// its CPUs: Synchronize calls it once every container is placed.
+// to the pool as it is now, or while it has no free CPU to infra
+// (MembersCPUs), and returns those that moved. The pool changes only when
+// the plugin starts again with another config, or an exclusive container
+// kept where it ran after such a change holds one of its CPUs: Synchronize
+// calls it once every container is placed, as one readmitted before such
+// a container got the pool as it was then. Left on CPUs an exclusive
+// container holds, or the config made exclusive, they would share them
+// with it or with the next container given them.
 func (a *Allocator) FollowShared() []Assignment {
-	now := a.PoolCPUs(pools.Shared)
+	now := a.MembersCPUs(pools.Shared)
 	var moved []Assignment
 	for _, id := range a.sortedIDs() {
-		c := a.containers[id]
-		switch {
-		case c.Pool == pools.Shared && !now.IsEmpty() && !cpulist.Equal(c.CPUs, now):
-			c.CPUs, c.Mems = now, a.memsFor(now)
-		case c.WithShared && !now.IsEmpty() && !cpulist.Equal(c.Shared, now):
-			c.Shared = now
-		default:
-			continue
+		if a.followShared(a.containers[id], now) {
+			moved = append(moved, *a.containers[id])
 		}
-		moved = append(moved, *c)
 	}
 	return moved
 }

@@ -1,0 +1,153 @@
+package allocator
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// sharedMovedTo4 is desktopShared after a restart with another config: the
+// old shared CPUs (2-3,10-11) are now the exclusive pool's, the shared pool
+// is core 4 (4,12).
+const sharedMovedTo4 = `isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "2-3,5-7,10-11,13-15"}
+  shared: {cpus: "4,12"}
+`
+
+// TestSharedPartNeverOnAnotherContainersExclusiveCPUs: after a restart
+// with another config, an exclusive container kept where it runs holds the
+// whole new shared pool (4,12), so PoolCPUs(shared) is empty. A remembered
+// shared-cpus container kept its old shared part (2-3,10-11), which the new
+// config gives to the exclusive pool, and FollowShared skipped an empty
+// pool: the next exclusive container was given those CPUs while the
+// shared-cpus container's control threads still ran on them. Its shared
+// part runs on infra now, as while every shared CPU is offline.
+func TestSharedPartNeverOnAnotherContainersExclusiveCPUs(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", sharedMovedTo4)
+	_, _, _ = a.Readmit(Remembered{Assignment: remembered(t, "old", "4,12", ""), RunsOn: set(t, "4,12")})
+	rec := withShared(remembered(t, "dpdk", "6,14", ""), set(t, "2-3,10-11"))
+	res, outcome, err := a.Readmit(Remembered{Assignment: rec, RunsOn: set(t, "2-3,6,10-11,14")})
+	require.Equal(t, Kept, outcome)
+	assert.ErrorContains(t, err, "container dpdk: every CPU of pool shared (4,12) is held by an exclusive container (one kept where it runs after a config change); its shared part runs on pool infra (0-1,8-9) until one is free", "the restart logs it")
+	a.FollowShared()
+	dpdk, _ := a.Get("dpdk")
+	t.Logf("shared pool now %q; dpdk cpuset %s (readmit said %s)", a.PoolCPUs("shared").String(), dpdk.Cpuset(), res.Assignment.Cpuset())
+	next, err := a.Allocate(exclusive("next", 6))
+	require.NoError(t, err)
+	assert.True(t, next.Assignment.CPUs.Intersection(dpdk.Cpuset()).IsEmpty(),
+		"exclusive container got %s, which overlaps the shared-cpus container's cpuset %s", next.Assignment.CPUs, dpdk.Cpuset())
+}
+
+// TestSharedMemberNeverOnAnotherContainersExclusiveCPUs: the same restart
+// for a plain shared member, which readd left on its old CPUs ("pool
+// shared has no CPUs as now configured; it stays on ..."), which the
+// exclusive pool then handed out.
+func TestSharedMemberNeverOnAnotherContainersExclusiveCPUs(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", sharedMovedTo4)
+	_, _, _ = a.Readmit(Remembered{Assignment: remembered(t, "old", "4,12", ""), RunsOn: set(t, "4,12")})
+	_, err := a.restore(Assignment{ID: "member", Pod: PodRef{UID: "u2"}, Container: "c", Pool: "shared", CPUs: set(t, "2-3,10-11")})
+	t.Logf("restore: %v", err)
+	a.FollowShared()
+	member, _ := a.Get("member")
+	next, err := a.Allocate(exclusive("next", 6))
+	require.NoError(t, err)
+	assert.True(t, next.Assignment.CPUs.Intersection(member.CPUs).IsEmpty(),
+		"exclusive container got %s, which overlaps shared member's cpuset %s", next.Assignment.CPUs, member.CPUs)
+}
+
+// TestSharedUsersLeaveAPoolHeldAfterThemAndComeBack: the restart's order
+// does not matter: a member and a shared-cpus container readmitted before
+// the container that holds the whole new shared pool get the pool as it
+// was then, and leave it for infra as that container is kept (as infra's
+// members follow infra), not only at FollowShared. New ones meanwhile run
+// on infra too, as while the pool is offline, rather than being refused.
+// When the container that holds the pool ends, they all go back to it.
+func TestSharedUsersLeaveAPoolHeldAfterThemAndComeBack(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", sharedMovedTo4)
+	_, err := a.restore(Assignment{ID: "member", Pod: PodRef{UID: "u2"}, Container: "c", Pool: "shared", CPUs: set(t, "2-3,10-11")})
+	require.NoError(t, err)
+	rec := withShared(remembered(t, "dpdk", "6,14", ""), set(t, "2-3,10-11"))
+	_, outcome, err := a.Readmit(Remembered{Assignment: rec, RunsOn: set(t, "2-3,6,10-11,14")})
+	require.NoError(t, err)
+	require.Equal(t, Kept, outcome)
+	dpdk, _ := a.Get("dpdk")
+	require.Equal(t, "4,6,12,14", dpdk.Cpuset().String(), "the shared pool as it is now")
+
+	res, outcome, err := a.Readmit(Remembered{Assignment: remembered(t, "old", "4,12", ""), RunsOn: set(t, "4,12")})
+	require.Equal(t, Kept, outcome)
+	require.Error(t, err, "outside its pool as now configured: kept anyway")
+	assert.Len(t, res.Updates, 2, "both leave the CPUs it holds at once")
+	member, _ := a.Get("member")
+	dpdk, _ = a.Get("dpdk")
+	assert.Equal(t, "0-1,8-9", member.CPUs.String(), "on infra while every shared CPU is held")
+	assert.Equal(t, "0-1,6,8-9,14", dpdk.Cpuset().String())
+	assert.Empty(t, a.FollowShared())
+
+	m2, err := a.Allocate(shared("member2"))
+	require.NoError(t, err, "a new member runs where the others do")
+	assert.Equal(t, "0-1,8-9", m2.Assignment.CPUs.String())
+	d2, err := a.Allocate(mixed("dpdk2", 2))
+	require.NoError(t, err)
+	assert.Equal(t, "0-1,8-9", d2.Assignment.Shared.String())
+	next, err := a.Allocate(exclusive("next", 4))
+	require.NoError(t, err)
+	for _, id := range []string{"member", "dpdk", "member2", "dpdk2"} {
+		c, _ := a.Get(id)
+		want := c.Cpuset()
+		if c.WithShared {
+			want = c.Shared
+		}
+		assert.True(t, next.Assignment.CPUs.Intersection(want).IsEmpty(), "%s on %s, next on %s", id, want, next.Assignment.CPUs)
+	}
+
+	rel := a.Release("old")
+	assert.Len(t, rel.Updates, 4, "every shared user goes back to the pool")
+	for _, id := range []string{"member", "member2"} {
+		c, _ := a.Get(id)
+		assert.Equal(t, "4,12", c.CPUs.String(), id)
+	}
+	for _, id := range []string{"dpdk", "dpdk2"} {
+		c, _ := a.Get(id)
+		assert.Equal(t, "4,12", c.Shared.String(), id)
+	}
+}
+
+// TestSharedUsersNeverOnACPUInfraLendsAfterTheHolderEnds: while the
+// restart's kept container holds the whole shared pool, its users run on
+// infra and follow it (a CPU lent to exclusive-non-isolcpus leaves them);
+// once that container ends they go back to the pool, and a CPU infra lends
+// next is never one they still run on.
+func TestSharedUsersNeverOnACPUInfraLendsAfterTheHolderEnds(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", sharedMovedTo4+"  exclusive-non-isolcpus: {enabled: true}\n")
+	_, _, _ = a.Readmit(Remembered{Assignment: remembered(t, "old", "4,12", ""), RunsOn: set(t, "4,12")})
+	_, err := a.restore(Assignment{ID: "member", Pod: PodRef{UID: "u2"}, Container: "c", Pool: "shared", CPUs: set(t, "2-3,10-11")})
+	require.EqualError(t, err, "container member: every CPU of pool shared (4,12) is held by an exclusive container (one kept where it runs after a config change); it runs on pool infra (0-1,8-9) until one is free",
+		"on infra while the pool is held, and told")
+	a.FollowShared()
+	member, _ := a.Get("member")
+	require.Equal(t, "0-1,8-9", member.CPUs.String())
+
+	lend := func(id string) cpuset.CPUSet {
+		y := exclusive(id, 1)
+		y.Pool = pools.ExclusiveNonIsolcpus
+		res, err := a.Allocate(y)
+		require.NoError(t, err)
+		return res.Assignment.CPUs
+	}
+	first := lend("y1")
+	member, _ = a.Get("member")
+	assert.True(t, member.CPUs.Intersection(first).IsEmpty(), "infra lent %s: the member leaves it (%s)", first, member.CPUs)
+
+	a.Release("old")
+	member, _ = a.Get("member")
+	assert.Equal(t, "4,12", member.CPUs.String(), "back on its pool once it is free")
+	second := lend("y2")
+	member, _ = a.Get("member")
+	assert.True(t, member.CPUs.Intersection(second).IsEmpty(), "infra lent %s while the member runs on %s", second, member.CPUs)
+}
