@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -84,4 +85,70 @@ func TestReloadRefusedWhenOfflineHeldCPUOfHoldLeavesItsPool(t *testing.T) {
 	assert.True(t, re.Blockers[0].Held)
 	assert.Equal(t, "12", re.Blockers[0].CPUs.String())
 	assert.Contains(t, re.Blockers[0].Reason, "CPU 12 is offline and outside pool exclusive (4-7,13-15) as now configured")
+}
+
+// TestReloadRefusedWhenOfflineGrantedCPULeavesExclusive (review rvB): the
+// kubelet allocated CPU 7 as a cpupool.dev/exclusive device; before its
+// container is created, CPU 7 goes offline. A reload that gives CPU 7 to
+// the shared pool was applied (offline CPUs were left out of the check),
+// and once CPU 7 came back, the container the kubelet created with its
+// allocation was refused: the pod failed to start. The reload is refused
+// up front, naming the allocation, the CPU, and that it is offline; the
+// container is then created on its CPU.
+func TestReloadRefusedWhenOfflineGrantedCPULeavesExclusive(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktopKubelet, statePath(f), fastHotplug)
+	env := grantEnv(t, rp.p, "7")
+
+	setOnline(t, rp, 7, false)
+	waitLayout(t, rp, "4-6,12-15")
+	err := rp.p.Reload(reloadConfig(t, rp, desktopGrown+"kubelet: {devicePlugin: true}\n"), nil, "test")
+	setOnline(t, rp, 7, true)
+	var re *ReloadError
+	require.ErrorAs(t, err, &re, "the reload moved the kubelet's allocation's offline CPU to shared; log:\n%s", rp.log.String())
+	assert.Equal(t, ReloadRefused, re.Result)
+	require.Len(t, re.Blockers, 1)
+	assert.True(t, re.Blockers[0].Pending)
+	assert.Equal(t, "7", re.Blockers[0].CPUs.String())
+	assert.Contains(t, re.Blockers[0].Reason, "CPU 7 is offline and outside pool exclusive (4-6,12-14) as now configured")
+	waitLayout(t, rp, "4-7,12-15")
+
+	pod := f.runPod(podSpec{name: "job", namespace: "telco"})
+	_, _, err = f.createWithEnv(pod, "app", 0, env)
+	require.NoError(t, err, "the kubelet's allocation is refused; log:\n%s", rp.log.String())
+}
+
+// TestReloadRefusedWhenOfflineClaimedCPULeavesItsPool: the same for a
+// prepared DRA claim whose container has not started: CPU 12 of the
+// claim's 4,12 goes offline, and a reload that gives 12 to shared is
+// refused, naming the claim; once 12 is back, the container starts on
+// the claim's CPUs.
+func TestReloadRefusedWhenOfflineClaimedCPULeavesItsPool(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	n := startDRAOn(t, f, desktopDRA)
+	n.p.hotplug.interval = 10 * time.Millisecond
+	var slices publishedSlices
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.driver.Run(ctx, slices.publish)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
+	env := n.prepare(t, "uid-1", 0, 2, pod)
+	require.Equal(t, "4,12", n.claimCPUs(t, "uid-1"))
+
+	setOnline(t, n.runningPlugin, 12, false)
+	waitLayout(t, n.runningPlugin, "4-7,13-15")
+	err := n.p.Reload(reloadConfig(t, n.runningPlugin, desktopMoved12+"dra: {enabled: true}\n"), nil, "test")
+	setOnline(t, n.runningPlugin, 12, true)
+	var re *ReloadError
+	require.ErrorAs(t, err, &re, "the reload moved the claim's offline CPU to shared; log:\n%s", n.log.String())
+	assert.Equal(t, ReloadRefused, re.Result)
+	require.Len(t, re.Blockers, 1)
+	assert.Equal(t, "DRA claim telco/claim-uid-1/cpus", re.Blockers[0].Who)
+	assert.Equal(t, "12", re.Blockers[0].CPUs.String())
+	assert.Contains(t, re.Blockers[0].Reason, "CPU 12 is offline and outside pool exclusive (4-7,13-15) as now configured")
+	waitLayout(t, n.runningPlugin, "4-7,12-15")
+
+	_, resp, err := f.createWithEnv(pod, "fwd", 10, env...)
+	require.NoError(t, err, "log:\n%s", n.log.String())
+	assert.Equal(t, "4,12", resp.Adjust.Linux.Resources.Cpu.Cpus)
 }
