@@ -526,6 +526,11 @@ func (p *Plugin) reloadDone(source string, trigger time.Time, done *appliedReloa
 		}
 		s.LastReload = &ReloadStatus{Time: time.Now().UTC(), Trigger: trigger.UTC(), Source: source, Result: result, Reason: reason,
 			DurationMS: float64(took.Microseconds()) / 1000, InForceMS: float64(inForce.Microseconds()) / 1000, Updated: updated}
+		// Set with status, in the order of the reloads' triggers: a
+		// refused or invalid reload leaves the old config in force, and
+		// nothing but this gauge (and its alert) tells it once the log
+		// has scrolled; the next reload applied clears it.
+		p.metrics.reloadNotApplied.Set(boolGauge(result != ReloadApplied))
 	})
 	p.metrics.reloads.WithLabelValues(result).Inc() // last: status shows it once counted
 	p.metrics.reloadSeconds.WithLabelValues(result).Observe(took.Seconds())
