@@ -179,3 +179,47 @@ func TestReadmitEndsTheHoldOfTheContainersLastRun(t *testing.T) {
 	assert.Empty(t, a.Holds())
 	assert.True(t, set(t, "6,14").IsSubsetOf(a.FreeCPUs(pools.Exclusive)), "its CPUs are free again")
 }
+
+// TestRestartJudgesOfflineHeldCPUsByTheirCarvedPool: a restart with a
+// config that carves a container's offline CPU into another pool keeps
+// the container where it runs, as for an online CPU outside its pool, and
+// says so, naming the CPU as offline: when it comes online it joins that
+// pool while the container still runs on it. A hold on it is forgotten,
+// as a hold on an online CPU outside its pool is. The same config without
+// the move keeps both silently. A reload (Relayout) refuses the move by
+// the same rule.
+func TestRestartJudgesOfflineHeldCPUsByTheirCarvedPool(t *testing.T) {
+	off := withOffline(topology(t, "desktop-8c16t"), 12)
+	for _, tc := range []struct {
+		name, yaml string
+		problem    string
+	}{
+		{"config unchanged", desktopPools, ""},
+		{"12 carved into shared", `{isolatedCPUs: "2-7,10-15", reservedCPUs: "0,8", pools: {exclusive: {cpus: "4-7,13-15"}, shared: {cpus: "2-3,10-12"}}}`,
+			"CPU 12 is offline and outside pool exclusive (4-7,13-15) as now configured"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New(off, layoutOf(t, off, tc.yaml), false)
+			// The runtime reads back 4: cgroup v1 dropped the offline 12.
+			_, outcome, err := a.Readmit(Remembered{Assignment: remembered(t, "x", "4,12", ""), RunsOn: set(t, "4")})
+			assert.Equal(t, Kept, outcome, "kept where it runs")
+			_, holdErr := a.RestoreHold(Hold{Assignment: remembered(t, "h", "5,13", "")})
+			require.NoError(t, holdErr)
+			_, holdErr = a.RestoreHold(Hold{Assignment: remembered(t, "g", "6,12", "")})
+			if tc.problem == "" {
+				assert.NoError(t, err)
+				assert.Error(t, holdErr, "12 is x's")
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.problem)
+			x, _ := a.Get("x")
+			assert.Equal(t, "4,12", x.CPUs.String(), "12 stays its own")
+
+			b := New(off, layoutOf(t, off, tc.yaml), false)
+			_, holdErr = b.RestoreHold(Hold{Assignment: remembered(t, "g", "6,12", "")})
+			require.Error(t, holdErr, "a hold on an offline CPU carved into shared is forgotten")
+			assert.Contains(t, holdErr.Error(), tc.problem)
+		})
+	}
+}

@@ -99,11 +99,13 @@ type metrics struct {
 	// them from their trigger until applied or decided; hotplug, CPUs seen
 	// going online and offline; offlineHeld is the CPUs containers and
 	// holds keep while offline, as of the last change (reload.go,
-	// hotplug.go).
-	reloads       *prometheus.CounterVec
-	reloadSeconds *prometheus.HistogramVec
-	hotplug       *prometheus.CounterVec
-	offlineHeld   prometheus.Gauge
+	// hotplug.go). reloadNotApplied is 1 while the last reload decided was
+	// refused or invalid: the config read is not the one in force.
+	reloads          *prometheus.CounterVec
+	reloadSeconds    *prometheus.HistogramVec
+	reloadNotApplied prometheus.Gauge
+	hotplug          *prometheus.CounterVec
+	offlineHeld      prometheus.Gauge
 	// unmatched counts container-scoped annotations whose container the
 	// pod never created, counted when its sandbox stops (unmatched.go).
 	unmatched prometheus.Counter
@@ -173,6 +175,10 @@ func newMetrics(usage usageSource, writer *stateWriter, conn *runtimeConn) *metr
 			// and beyond for emulated machines.
 			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}, []string{"result"}),
+		reloadNotApplied: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cpupool_config_reload_not_applied",
+			Help: "1 while the last config reload decided was refused or invalid: the config read (the file, the runtime's Configure) is not the one in force, which stays the last one applied (status and the log say why); 0 from the start and once a reload is applied.",
+		}),
 		hotplug: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cpupool_cpu_hotplug_total",
 			Help: "CPUs seen going online or offline (event: online, offline).",
@@ -270,6 +276,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.handlers.Describe(ch)
 	m.reloads.Describe(ch)
 	m.reloadSeconds.Describe(ch)
+	m.reloadNotApplied.Describe(ch)
 	m.hotplug.Describe(ch)
 	m.offlineHeld.Describe(ch)
 	m.unmatched.Describe(ch)
@@ -322,6 +329,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.handlers.Collect(ch)
 	m.reloads.Collect(ch)
 	m.reloadSeconds.Collect(ch)
+	m.reloadNotApplied.Collect(ch)
 	m.hotplug.Collect(ch)
 	m.offlineHeld.Collect(ch)
 	m.unmatched.Collect(ch)

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -496,4 +497,31 @@ func histogramCount(t *testing.T, rp *runningPlugin, name string) uint64 {
 		}
 	}
 	return n
+}
+
+// TestReloadNotAppliedGaugeFollowsTheLastReload: a refused or invalid
+// reload leaves the old config in force, which only the log and status
+// said; cpupool_config_reload_not_applied is 1 until a reload is applied
+// (its alert: CpupoolConfigReloadNotApplied).
+func TestReloadNotAppliedGaugeFollowsTheLastReload(t *testing.T) {
+	_, rp, _ := runDesktop(t)
+	notApplied := func() float64 { return testutil.ToFloat64(rp.p.metrics.reloadNotApplied) }
+	assert.Zero(t, notApplied(), "the config read at start is in force")
+
+	require.Error(t, rp.p.Reload(nil, errors.New("yaml: line 3: did not find expected key"), "file changed"))
+	assert.Equal(t, 1.0, notApplied(), "invalid: the file is not the config in force")
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, desktopGrown), nil, "test"))
+	assert.Zero(t, notApplied(), "applied")
+
+	err := rp.p.Reload(reloadConfig(t, rp, desktopShifted), nil, "SIGHUP")
+	var re *ReloadError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, ReloadRefused, re.Result)
+	assert.Equal(t, 1.0, notApplied(), "refused: the file is not the config in force")
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, desktop.config), nil, "SIGHUP"))
+	assert.Zero(t, notApplied(), "applied again")
+
+	problems, err := testutil.CollectAndLint(rp.p.metrics, "cpupool_config_reload_not_applied")
+	require.NoError(t, err)
+	assert.Empty(t, problems)
 }
