@@ -411,7 +411,12 @@ func TestRescanFindsLateFilesAndDrift(t *testing.T) {
 	in.r.Start()
 	in.r.Kick()
 	require.Eventually(t, func() bool { return tr.read(t, "a") == "y" }, 5*time.Second, time.Millisecond)
-	require.NoError(t, os.WriteFile(tr.path("late"), []byte("x\n"), 0o644))
+	// The late file appears whole, as a kernel file does: written beside
+	// and renamed, so a rescan between os.WriteFile's create and its write
+	// cannot take an empty file for the original (it flaked under load).
+	tmp := tr.path(".late.tmp")
+	require.NoError(t, os.WriteFile(tmp, []byte("x\n"), 0o644))
+	require.NoError(t, os.Rename(tmp, tr.path("late")))
 	require.NoError(t, os.WriteFile(tr.path("a"), []byte("x\n"), 0o644))
 	require.Eventually(t, func() bool { return tr.read(t, "a") == "y" && tr.read(t, "late") == "y" }, 5*time.Second, time.Millisecond)
 	in.r.Close()
