@@ -21,15 +21,18 @@ import (
 var _ dracore.Pools = (*Plugin)(nil)
 
 // ClaimBinder finds the CPUs of the DRA claims a container shows (the
-// dra.Driver), and lists the prepared requests no container has shown yet
-// (a reload must leave their CPUs in their pools). Lookup changes nothing
-// and Commit binds what it found, once the container is placed; Bind is
-// both, for a container that runs already.
+// dra.Driver), lists the prepared requests no container has shown yet
+// (a reload must leave their CPUs in their pools), and names the prepared
+// request, bound or not, that has some of a set of CPUs (PreparedOn: a
+// device plugin grant must not take them, see claimOnGrant). Lookup
+// changes nothing and Commit binds what it found, once the container is
+// placed; Bind is both, for a container that runs already.
 type ClaimBinder interface {
 	Lookup(env []string, ctr dracore.Container) (dracore.Grant, bool, error)
 	Commit(g dracore.Grant, ctr dracore.Container)
 	Bind(env []string, ctr dracore.Container) (dracore.Grant, bool, error)
 	Pending() []dracore.Pending
+	PreparedOn(cpus cpuset.CPUSet) (string, cpuset.CPUSet)
 }
 
 // UseClaims turns the DRA route on: containers that show claim tokens get

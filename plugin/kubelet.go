@@ -158,7 +158,9 @@ func (p *Plugin) Preferred(available, mustInclude []string, size int) ([]string,
 // Grant records the kubelet's allocation of CPUs to a container it is about
 // to create. It refuses CPUs that a container holds without the kubelet's
 // knowledge (advertised unhealthy, so the kubelet does not offer them): the
-// kubelet never allocates a CPU an annotated container holds. CPUs of an
+// kubelet never allocates a CPU an annotated container holds. With the
+// DRA driver on it also refuses CPUs a prepared claim has (claimOnGrant).
+// CPUs of an
 // earlier grant are the kubelet's to give again (unless its pod is absent,
 // see kubeletCPUs), and Grant keeps the earlier grant: Allocate does not
 // say for which pod it is called, and the earlier grant may be the same
@@ -216,6 +218,9 @@ func (p *Plugin) grant(ids []string) (*grants, string, grantsSnapshot, error) {
 	if held := cpus.Difference(p.alloc.FreeCPUs(pools.Exclusive)).Difference(p.kubeletCPUs()); !held.IsEmpty() {
 		return nil, "", grantsSnapshot{}, fmt.Errorf("CPUs %s are held by containers the kubelet did not allocate them to (%s)", held, p.holders(held))
 	}
+	if err := p.claimOnGrant(cpus, grantWithDRA); err != nil {
+		return nil, "", grantsSnapshot{}, err
+	}
 	tok := newToken()
 	p.grants.add(tok, grant{CPUs: cpus.String()})
 	if dropped := p.grants.trimUnbound(maxUnboundGrants(p.alloc.Layout().Exclusive.Size()), p.grantOfAbsentPod); len(dropped) > 0 {
@@ -247,7 +252,8 @@ func (p *Plugin) holders(cpus cpuset.CPUSet) string {
 // its environment carries a grant token, and returns the token ("" when it
 // carries none), for bindGrant once the container is placed. A token that
 // the daemon does not know, or that belongs to another container (or,
-// unbound to a container yet, to another pod), is refused. Pod annotations
+// unbound to a container yet, to another pod), is refused, and so is one
+// whose CPUs a prepared DRA claim has (claimOnGrant). Pod annotations
 // play no part: only the environment the kubelet built counts. It changes
 // nothing: a creation that fails binds nothing.
 func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allocator.Container) (string, error) {
@@ -266,6 +272,9 @@ func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allo
 		return "", fmt.Errorf("%s: the grant belongs to pod %s/%s; it cannot be reused", EnvGrant, g.Namespace, g.Pod)
 	case g.PodUID != pod.GetUid() || (g.Container != "" && g.Container != ctr.GetName()):
 		return "", fmt.Errorf("%s: the grant belongs to container %s; it cannot be reused", EnvGrant, owner.ContainerName(g.Container))
+	}
+	if err := p.claimOnGrant(g.cpusOf(), grantOfTheDevicePluginEra); err != nil {
+		return "", fmt.Errorf("%s: %w", EnvGrant, err)
 	}
 	info.KubeletCPUs = g.cpusOf()
 	return tok, nil

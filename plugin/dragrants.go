@@ -1,0 +1,51 @@
+package plugin
+
+import (
+	"fmt"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/plural"
+)
+
+// A node that moves from the device plugin to the DRA driver keeps its
+// grants file: the kubelet re-creates a pod of its checkpoint (after a
+// reboot, say) with the grant token it checkpointed, and the grant's
+// CPUs are not in the allocator until its container runs. The driver
+// meanwhile places claims over what no container holds, so a claim may
+// be prepared on those very CPUs. The claim wins: the scheduler counted
+// it, and its container is about to come; the grant's container would
+// otherwise run on the claim's CPUs and the claim's own container be
+// refused, blamed on the grant's "ending" pod.
+
+// maxClaimEcho bounds the claim name a message repeats: its parts are
+// validated Kubernetes names, together up to some 380 bytes.
+const maxClaimEcho = 128
+
+// claimOnGrant refuses CPUs of a device plugin grant that a prepared DRA
+// claim has, bound to a container or not, naming the claim and saying
+// what to do (advice). It refuses nothing with the driver off. Called
+// under the lock (the driver's is taken under it).
+func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice string) error {
+	if p.claims == nil {
+		return nil
+	}
+	claim, on := p.claims.PreparedOn(cpus)
+	if on.IsEmpty() {
+		return nil
+	}
+	if len(claim) > maxClaimEcho {
+		claim = fmt.Sprintf("%s… (%d bytes)", claim[:maxClaimEcho], len(claim))
+	}
+	return fmt.Errorf("%s %s prepared for DRA claim %s; %s", plural.CPUs(on), plural.Verb(on.Size(), "is", "are"), claim, advice)
+}
+
+// grantOfTheDevicePluginEra is claimOnGrant's advice to a container that
+// shows a grant token: its pod's allocation predates the move to DRA.
+const grantOfTheDevicePluginEra = "this pod was allocated by the device plugin before the node moved to DRA: delete the pod, " +
+	"so that its controller's new pod is allocated through DRA"
+
+// grantWithDRA is claimOnGrant's advice to a device plugin Allocate with
+// the driver on; the config refuses both on one node, so only a plugin
+// wired by hand gets here.
+const grantWithDRA = "the DRA driver hands out the exclusive pool on this node, and the device plugin may not give its CPUs"
