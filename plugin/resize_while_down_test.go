@@ -106,3 +106,44 @@ func TestResizeWhilePluginWasDownThatCannotBeAppliedIsReported(t *testing.T) {
 	assert.Contains(t, second.log.String(), "resize to 4000m refused")
 	assert.Equal(t, 1.0, testutil.ToFloat64(second.p.metrics.resizes.WithLabelValues("exclusive", "refused")))
 }
+
+// TestRestartAppliesShrinksBeforeGrows: while the plugin was down the
+// kubelet shrank pod b's container from 4 to 2 CPUs and grew pod a's from
+// 2 to 6; the runtime applied both (shares only). The exclusive pool (8
+// CPUs) has room for a's grow only once b's shrink gave its 2 CPUs back:
+// live, in the kubelet's order, both succeed. Before, the restart resized
+// in container id order: a's grow came first, found 2 free CPUs and was
+// refused (a warning, a CPUPoolResizeRefused for a pool with room), and a
+// stayed on 2 CPUs with a 6000m request, which the kubelet never sends
+// again. Now shrinks come first: both are applied.
+func TestRestartAppliesShrinksBeforeGrows(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	ann := map[string]string{"pool.cpupool.dev": "exclusive"}
+	podA := f.runPod(podSpec{name: "a", namespace: "telco", annotations: ann})
+	podB := f.runPod(podSpec{name: "b", namespace: "telco", annotations: ann})
+	ctrA, _, err := f.createContainer(podA, "app", 2000)
+	require.NoError(t, err)
+	ctrB, _, err := f.createContainer(podB, "app", 2000)
+	require.NoError(t, err)
+	_, err = f.updateContainer(podB, ctrB, 4000) // a live grow: b's 2 added CPUs
+	require.NoError(t, err)
+	require.Equal(t, 4, mustParse(f.cpus(ctrB)).Size())
+	require.Less(t, ctrA.GetId(), ctrB.GetId(), "a comes first in id order (precondition)")
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	f.setRequest(ctrB, 2000) // the kubelet shrank b first ...
+	f.setRequest(ctrA, 6000) // ... then grew a into the room b gave back
+
+	second := startPlugin(t, f, desktop, statePath(f))
+	a, ok := second.p.alloc.Get(ctrA.GetId())
+	require.True(t, ok)
+	b, ok := second.p.alloc.Get(ctrB.GetId())
+	require.True(t, ok)
+	t.Logf("a %s (%dm), b %s (%dm), free %s", a.CPUs, a.MilliCPU, b.CPUs, b.MilliCPU, second.p.alloc.FreeCPUs(a.Pool))
+	assert.Equal(t, 2, b.CPUs.Size(), "b shrunk")
+	assert.Equal(t, 6, a.CPUs.Size(), "a grown into the CPUs b gave back: the pool has room for both")
+	assert.Equal(t, int64(6000), a.MilliCPU)
+	assert.Equal(t, a.CPUs.String(), f.cpus(ctrA), "the runtime got a's grown set")
+	assert.Equal(t, 0.0, testutil.ToFloat64(second.p.metrics.resizes.WithLabelValues("exclusive", "refused")), "nothing to refuse")
+}

@@ -417,9 +417,25 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 // refusal is. Containers confined to infra are left out: their request
 // could not be placed at all. It returns the updates that pin the resized
 // ones.
+//
+// Shrinks (and changes within the CPUs a container has) are applied
+// before grows. The kubelet admits a grow only into room the node has,
+// which a shrink it sent earlier may have made; the runtime applied them
+// in the kubelet's order, which the restart does not know. In any other
+// order a grow that fits once the shrinks gave their CPUs back could find
+// the pool full and be refused, and the kubelet never sends it again.
+// Within shrinks and within grows the order stays (container id), so a
+// restart decides the same way every time.
 func (p *Plugin) resizeAsTheRuntime(known []*api.Container, pods []*api.PodSandbox) []*api.ContainerUpdate {
 	podByID := podsByID(pods)
-	var updates []*api.ContainerUpdate
+	type resized struct {
+		c       *api.Container
+		pod     *api.PodSandbox
+		was     int64 // its record's request
+		milli   int64
+		atLeast bool
+	}
+	var todo []resized
 	for _, c := range known {
 		pod := podByID[c.GetPodSandboxId()]
 		a, ok := p.alloc.Get(c.GetId())
@@ -428,6 +444,29 @@ func (p *Plugin) resizeAsTheRuntime(known []*api.Container, pods []*api.PodSandb
 		}
 		milli, atLeast := milliCPU(c, qosClass(pod))
 		if milli <= 0 || milli == a.MilliCPU {
+			continue
+		}
+		todo = append(todo, resized{c: c, pod: pod, was: a.MilliCPU, milli: milli, atLeast: atLeast})
+	}
+	// A grow needs more whole CPUs; a change within the CPUs it has needs
+	// no room and goes with the shrinks.
+	grows := func(r resized) bool { return allocator.CPUsFor(r.milli) > allocator.CPUsFor(r.was) }
+	slices.SortStableFunc(todo, func(x, y resized) int {
+		switch {
+		case !grows(x) && grows(y):
+			return -1
+		case grows(x) && !grows(y):
+			return 1
+		}
+		return 0
+	})
+	var updates []*api.ContainerUpdate
+	for _, r := range todo {
+		c, pod, milli, atLeast := r.c, r.pod, r.milli, r.atLeast
+		// Read again: a resize before it may have moved a shared
+		// container's CPUs (the shared pool grows with a shrink).
+		a, ok := p.alloc.Get(c.GetId())
+		if !ok {
 			continue
 		}
 		who := containerRef(pod, c)
