@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -146,4 +148,49 @@ func TestRestartAppliesShrinksBeforeGrows(t *testing.T) {
 	assert.Equal(t, int64(6000), a.MilliCPU)
 	assert.Equal(t, a.CPUs.String(), f.cpus(ctrA), "the runtime got a's grown set")
 	assert.Equal(t, 0.0, testutil.ToFloat64(second.p.metrics.resizes.WithLabelValues("exclusive", "refused")), "nothing to refuse")
+}
+
+// TestLostResizeIsNotTakenBackByAConfigChange: a live grow from 2 to 4
+// CPUs was accepted and applied (the runtime runs the container on 4 CPUs
+// with a 4000m request) but a kill lost its record. The operator then
+// narrowed allowedNamespaces and restarted the plugin. The container keeps
+// its pool (it runs there), so the pool's new rules are no reason to take
+// CPUs from it. Before, the restart asked the policy for the resize's
+// options, took its refusal (the namespace may no longer use the pool) for
+// a shape no resize makes, pinned the container back on the record's 2
+// CPUs and then refused to give them back: a running container with a
+// 4000m request lost 2 CPUs. Now its shape is judged by its record and it
+// keeps where it runs.
+func TestLostResizeIsNotTakenBackByAConfigChange(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	ctr, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	// The lost live grow: a whole core added, as a live grow by 2 adds.
+	orig := mustParse(f.cpus(ctr))
+	var core int
+	for _, c := range []int{4, 5, 6, 7} {
+		if !orig.Contains(c) && !orig.Contains(c+8) {
+			core = c
+			break
+		}
+	}
+	grown := orig.Union(mustParse(fmt.Sprintf("%d,%d", core, core+8)))
+	f.setCPUs(ctr, grown.String())
+	f.setRequest(ctr, 4000)
+	// The operator's new configuration: telco may no longer use exclusive.
+	narrowed := testNode{fixture: desktop.fixture, config: strings.Replace(desktop.config, "exclusive: [telco]", "exclusive: [other]", 1)}
+	require.NotEqual(t, desktop.config, narrowed.config)
+
+	second := startPlugin(t, f, narrowed, statePath(f))
+	a, ok := second.p.alloc.Get(ctr.GetId())
+	require.True(t, ok)
+	t.Logf("record %s, ran on %s; after restart: %s (%dm), runtime %s\n%s", orig, grown, a.CPUs, a.MilliCPU, f.cpus(ctr), second.log.String())
+	assert.Equal(t, grown.String(), f.cpus(ctr), "a running container keeps the CPUs a resize the plugin accepted gave it")
+	assert.Equal(t, grown.String(), a.CPUs.String())
+	assert.Equal(t, int64(4000), a.MilliCPU)
+	assert.Contains(t, second.log.String(), "judged by its record", "the log says why its options were not read anew")
 }
