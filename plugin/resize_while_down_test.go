@@ -194,3 +194,41 @@ func TestLostResizeIsNotTakenBackByAConfigChange(t *testing.T) {
 	assert.Equal(t, int64(4000), a.MilliCPU)
 	assert.Contains(t, second.log.String(), "judged by its record", "the log says why its options were not read anew")
 }
+
+// TestRestartDoesNotResizeAContainerAboveTheSharesCapWhoseQuotaWasLifted:
+// a Guaranteed exclusive container of 300 CPUs is sized by its CFS quota
+// (its shares are at the kubelet's cap), and the plugin lifts that quota
+// (disableCPUQuota, the default): the runtime then shows shares 262144 and
+// no quota, which milliCPU reads as "at least 256000m". Nothing was
+// resized; before, every restart took that for a resize to 256000m,
+// refused it (cpupool_resizes_total{result="refused"}, a warning, a
+// CPUPoolResizeRefused event on the pod). A request known only to be at
+// least what the record's is, is the record's.
+func TestRestartDoesNotResizeAContainerAboveTheSharesCapWhoseQuotaWasLifted(t *testing.T) {
+	epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, epyc, statePath(f))
+	f.dress = func(c *api.Container) { // as the kubelet passes 300 CPUs
+		c.Linux.Resources.Cpu.Shares = api.UInt64(262144)
+		c.Linux.Resources.Cpu.Quota = api.Int64(300 * 100000)
+	}
+	pod := f.runPod(podSpec{name: "g", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	g, resp, err := f.createContainer(pod, "big", 300000)
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), resp.GetAdjust().GetLinux().GetResources().GetCpu().GetQuota().GetValue(), "the plugin lifts its quota (precondition)")
+	f.mu.Lock()
+	g.Linux.Resources.Cpu.Quota = api.Int64(-1) // as the runtime applied the adjustment
+	f.mu.Unlock()
+	require.NoError(t, first.p.Flush())
+	first.kill()
+
+	events := &eventLog{}
+	second := startPlugin(t, f, epyc, statePath(f), withEvents(events))
+	a, ok := second.p.alloc.Get(g.GetId())
+	require.True(t, ok)
+	assert.Equal(t, 300, a.CPUs.Size())
+	assert.Equal(t, int64(300000), a.MilliCPU)
+	assert.NotContains(t, second.log.String(), "an in-place resize applied while nri-cpupool was down", "nothing was resized")
+	assert.Equal(t, 0.0, testutil.ToFloat64(second.p.metrics.resizes.WithLabelValues("exclusive", "refused")), "nothing to refuse")
+	assert.Empty(t, events.of(EventResizeRefused), "no CPUPoolResizeRefused for a resize nobody asked for")
+}

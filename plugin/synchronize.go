@@ -468,7 +468,7 @@ func (p *Plugin) resizeAsTheRuntime(known []*api.Container, pods []*api.PodSandb
 			continue
 		}
 		milli, atLeast := milliCPU(c, qosClass(pod))
-		if milli <= 0 || milli == a.MilliCPU {
+		if !cpuRequestChanged(a.MilliCPU, milli, atLeast) {
 			continue
 		}
 		todo = append(todo, resized{c: c, pod: pod, was: a.MilliCPU, milli: milli, atLeast: atLeast})
