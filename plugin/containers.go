@@ -303,7 +303,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if a.NoCPUQuota || p.sandbox[pod.GetId()].podQuotaLifted {
 		p.liftPodQuotaLater(pod.GetId())
 	}
-	if milli, atLeast := milliOf(res.GetCpu(), qosClass(pod)); milli > 0 && milli != a.MilliCPU {
+	if milli, atLeast := milliOf(res.GetCpu(), qosClass(pod)); cpuRequestChanged(a.MilliCPU, milli, atLeast) {
 		// Refused for a container of the kubelet's devices or a claim
 		// (applyResize).
 		return p.resize(pod, ctr, a, milli, atLeast, memLimit, memAsked)

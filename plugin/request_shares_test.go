@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
@@ -136,4 +137,37 @@ func TestExclusiveRequestAboveTheKubeletsMaxShares(t *testing.T) {
 	rp.p.mu.Unlock()
 	assert.Equal(t, 310, a.CPUs.Size())
 	assert.Equal(t, int64(310000), a.MilliCPU)
+}
+
+// An update that shows a 300-CPU Guaranteed exclusive container's shares
+// at the kubelet's cap without a CFS quota (a kubelet now run with
+// cpuCFSQuota: false, resizing its memory) reads as "at least 256000m",
+// which its recorded 300000m is: no CPU resize. Before, it was taken for a
+// resize to 256000m and refused, failing the whole update (and the memory
+// resize in it) with a CPUPoolResizeRefused event for a resize nobody
+// asked for.
+func TestUpdateAtTheSharesCapIsNoResizeOfALargerExclusiveContainer(t *testing.T) {
+	epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
+	f := newFakeRuntime(t, false)
+	events := &eventLog{}
+	rp := startPlugin(t, f, epyc, statePath(f), withEvents(events))
+	f.dress = func(c *api.Container) { // as the kubelet passes 300 CPUs
+		c.Linux.Resources.Cpu.Shares = api.UInt64(262144)
+		c.Linux.Resources.Cpu.Quota = api.Int64(300 * 100000)
+	}
+	pod := f.runPod(podSpec{name: "g", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	g, _, err := f.createContainer(pod, "big", 300000)
+	require.NoError(t, err)
+	before := f.cpus(g)
+	_, err = f.r.UpdateContainer(t.Context(), &api.UpdateContainerRequest{Pod: pod, Container: g,
+		LinuxResources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(262144), Period: api.UInt64(100000)}}})
+	require.NoError(t, err, "no resize to refuse")
+	rp.p.mu.Lock()
+	a, _ := rp.p.alloc.Get(g.Id)
+	rp.p.mu.Unlock()
+	assert.Equal(t, 300, a.CPUs.Size())
+	assert.Equal(t, int64(300000), a.MilliCPU)
+	assert.Equal(t, before, f.cpus(g))
+	assert.Equal(t, 0.0, testutil.ToFloat64(rp.p.metrics.resizes.WithLabelValues("exclusive", "refused")))
+	assert.Empty(t, events.of(EventResizeRefused))
 }

@@ -44,6 +44,22 @@ func (p *Plugin) resize(pod *api.PodSandbox, ctr *api.Container, before allocato
 	return append([]*api.ContainerUpdate{u}, p.followers(res)...), nil
 }
 
+// cpuRequestChanged tells whether milli, the CPU request a running
+// container shows now, is another request than recorded, its record's: an
+// in-place resize. atLeast says milli is only known to be a lower bound
+// (the kubelet's shares at their cap, see milliOf), which a recorded
+// request of milli or more meets: that is no resize. A Guaranteed
+// container of 256 CPUs or more is sized by its CFS quota, and once the
+// plugin lifted it (disableCPUQuota) the runtime shows only the capped
+// shares; taken for a resize to 256000m, every restart and every update
+// of it without a quota would be refused for a resize nobody asked for.
+func cpuRequestChanged(recorded, milli int64, atLeast bool) bool {
+	if milli <= 0 || milli == recorded {
+		return false
+	}
+	return !atLeast || milli > recorded
+}
+
 // applyResize decides an in-place resize of the running container before
 // to milli, the CPU request the runtime has for it, by the rules every
 // resize follows, wherever it comes from (a live UpdateContainer, or one

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/pools"
@@ -364,9 +365,10 @@ func (p *Plugin) readRemembered(c *api.Container, st state.ContainerState) (_ al
 // Pinned back on the record's CPUs, a grown container would lose the CPUs
 // it asked for, and a shrunk one would take back CPUs another container may
 // have been given since (allocator.ReadmitResized), in a shape a live
-// resize under the options it reads makes (resizeRequest); one refused is
-// pinned again by repairAll and then resized by resizeAsTheRuntime as a
-// live resize would be. They are taken in id
+// resize under the options it reads makes (resizeRequest, or the options
+// its record keeps when the policy refuses it under a new configuration);
+// one refused is pinned again by repairAll and then resized by
+// resizeAsTheRuntime as a live resize would be. They are taken in id
 // order; one whose set another container or hold has (two containers the
 // runtime runs on one CPU: the one taken in first keeps it) is left to be
 // pinned again, which is logged. It returns the containers still to
@@ -386,10 +388,22 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 		// Its options as a live resize reads them: kept only in a shape a
 		// resize makes (full-pcpus-only, hide-hyperthreads).
 		req, err := p.resizeRequest(pod, c, r.Assignment, milli, atLeast)
-		var res allocator.Result
-		if err == nil {
-			res, err = p.alloc.ReadmitResized(r, req)
+		if err != nil {
+			// The policy refuses it under the configuration now (its
+			// namespace no longer allowed, the device plugin or DRA turned
+			// on, ...). The plugin accepted the resize and the container
+			// runs so: a refusal now is no reason to take CPUs from it,
+			// which repairAll would (a lost grow pinned back on the
+			// record's set, and resizeAsTheRuntime then refused the same
+			// way). Its shape is judged by what the record knows of its
+			// options: the request the runtime shows, hide-hyperthreads.
+			if r.Assignment.MilliCPU != milli {
+				p.log.Warnf("synchronize: container %s: the options of the resize to %dm it runs with cannot be read under the configuration now (%v); the shape of CPUs %s is judged by its record",
+					rememberedRef(st), milli, err, r.RunsOn)
+			}
+			req = recordedResizeRequest(r.Assignment, milli)
 		}
+		res, err := p.alloc.ReadmitResized(r, req)
 		if err != nil {
 			if r.Assignment.MilliCPU != milli {
 				p.log.Warnf("synchronize: container %s runs on CPUs %s with a request of %dm, the state said CPUs %s for %dm, and cannot stay: %v", rememberedRef(st), r.RunsOn, milli, r.Assignment.CPUs, r.Assignment.MilliCPU, err)
@@ -401,6 +415,17 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 			rememberedRef(st), res.Assignment.CPUs, milli, r.Assignment.CPUs, r.Assignment.MilliCPU)
 	}
 	return rest
+}
+
+// recordedResizeRequest is the request of a resize of the running
+// container a to milli with the options its record keeps (whether it
+// hides hyperthreads), for keepResized when the policy refuses to read
+// them anew. full-pcpus-only is not recorded and so not checked.
+func recordedResizeRequest(a allocator.Assignment, milli int64) allocator.Request {
+	return allocator.Request{
+		ID: a.ID, Pod: a.Pod, Container: a.Container, Pool: a.Pool, MilliCPU: milli,
+		Options: config.Allocation{HideHyperthreads: a.HideHyperthreads},
+	}
 }
 
 // resizeAsTheRuntime applies to the remembered running containers the
@@ -417,9 +442,25 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 // refusal is. Containers confined to infra are left out: their request
 // could not be placed at all. It returns the updates that pin the resized
 // ones.
+//
+// Shrinks (and changes within the CPUs a container has) are applied
+// before grows. The kubelet admits a grow only into room the node has,
+// which a shrink it sent earlier may have made; the runtime applied them
+// in the kubelet's order, which the restart does not know. In any other
+// order a grow that fits once the shrinks gave their CPUs back could find
+// the pool full and be refused, and the kubelet never sends it again.
+// Within shrinks and within grows the order stays (container id), so a
+// restart decides the same way every time.
 func (p *Plugin) resizeAsTheRuntime(known []*api.Container, pods []*api.PodSandbox) []*api.ContainerUpdate {
 	podByID := podsByID(pods)
-	var updates []*api.ContainerUpdate
+	type resized struct {
+		c       *api.Container
+		pod     *api.PodSandbox
+		was     int64 // its record's request
+		milli   int64
+		atLeast bool
+	}
+	var todo []resized
 	for _, c := range known {
 		pod := podByID[c.GetPodSandboxId()]
 		a, ok := p.alloc.Get(c.GetId())
@@ -427,7 +468,30 @@ func (p *Plugin) resizeAsTheRuntime(known []*api.Container, pods []*api.PodSandb
 			continue
 		}
 		milli, atLeast := milliCPU(c, qosClass(pod))
-		if milli <= 0 || milli == a.MilliCPU {
+		if !cpuRequestChanged(a.MilliCPU, milli, atLeast) {
+			continue
+		}
+		todo = append(todo, resized{c: c, pod: pod, was: a.MilliCPU, milli: milli, atLeast: atLeast})
+	}
+	// A grow needs more whole CPUs; a change within the CPUs it has needs
+	// no room and goes with the shrinks.
+	grows := func(r resized) bool { return allocator.CPUsFor(r.milli) > allocator.CPUsFor(r.was) }
+	slices.SortStableFunc(todo, func(x, y resized) int {
+		switch {
+		case !grows(x) && grows(y):
+			return -1
+		case grows(x) && !grows(y):
+			return 1
+		}
+		return 0
+	})
+	var updates []*api.ContainerUpdate
+	for _, r := range todo {
+		c, pod, milli, atLeast := r.c, r.pod, r.milli, r.atLeast
+		// Read again: a resize before it may have moved a shared
+		// container's CPUs (the shared pool grows with a shrink).
+		a, ok := p.alloc.Get(c.GetId())
+		if !ok {
 			continue
 		}
 		who := containerRef(pod, c)
