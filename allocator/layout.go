@@ -54,12 +54,6 @@ type Layout struct {
 	// (memory.reservedPerNode, memory.reservedHugePagesPerNode).
 	MemoryReserve    int64
 	HugePagesReserve map[int64]int64
-	// NotPresent are the warnings that the config counts on CPUs the
-	// node can hot-add but does not have now (a vCPU a hypervisor
-	// unplugged): a listed one, or a count clamped to the isolated CPUs
-	// present. HotplugLayout says them when a CPU is hot-removed: the
-	// config no longer fits the node as it is.
-	NotPresent config.Problems
 }
 
 // Carving is a layout's isolated pools and lists as the config carves
@@ -104,18 +98,13 @@ func BuildLayout(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Prob
 // a warning, not an error. The kernel took it offline (under a running
 // daemon, or a node rebooted with a failed core), and the daemon follows
 // it back online (HotplugLayout); a daemon that refused to start would
-// leave every container unpinned. So is a listed CPU that is not present
-// but possible (a vCPU a hypervisor hot-removed, which it may add again),
-// and a count that only such CPUs would make fit is clamped to the CPUs
-// present, with a warning: the running daemon carried on after the
-// unplug, and its restart must too (review rvB, H1). A CPU outside the
-// possible ones stays an error: it is a typo.
+// leave every container unpinned.
 func BuildLayoutRunning(topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Problems) {
 	return buildLayout(topo, cfg, true)
 }
 
 func buildLayout(topo *sysfs.Topology, cfg *config.Config, offlineListed bool) (*Layout, config.Problems) {
-	b := &layoutBuilder{topo: topo, cfg: cfg, x: newIndex(topo), offlineListed: offlineListed, absent: map[string]cpuset.CPUSet{},
+	b := &layoutBuilder{topo: topo, cfg: cfg, x: newIndex(topo), offlineListed: offlineListed,
 		l: &Layout{Online: topo.Online, MinInfraCPUs: cfg.Pools.ExclusiveNonIsolcpus.MinInfraCPUs,
 			MemoryReserve: cfg.Memory.ReservedBytes(), HugePagesReserve: cfg.Memory.ReservedPages()},
 		// Warnings about the config alone (errors stopped it loading) come first.
@@ -164,10 +153,6 @@ type layoutBuilder struct {
 	// CPUs, before dropOffline: whether a pool is empty by the config or
 	// only while its CPUs are offline (checkDefaultPool).
 	carved struct{ exclusive, shared, reserved, isolated cpuset.CPUSet }
-	// absent are, by key, the CPUs a list names that are possible but
-	// not present (checked): the isolated ones among them may make up
-	// a count (carvePools).
-	absent map[string]cpuset.CPUSet
 }
 
 // checked parses a list key and keeps the present CPUs, reporting the
@@ -178,17 +163,8 @@ func (b *layoutBuilder) checked(key, list string) cpuset.CPUSet {
 		b.p.Errorf(key, "%v", err)
 		return cpuset.New()
 	}
-	possible := b.topo.PossibleCPUs()
-	if missing := set.Difference(possible); !missing.IsEmpty() {
-		also := ""
-		if !possible.Equals(b.topo.Present) {
-			also = ", possible: " + possible.String()
-		}
-		b.p.Errorf(key, "%s %s exist on this node (present: %s%s); list only existing CPUs", plural.CPUs(missing), plural.Verb(missing.Size(), "does not", "do not"), b.topo.Present, also)
-	}
-	if absent := set.Intersection(possible).Difference(b.topo.Present); !absent.IsEmpty() {
-		b.absent[key] = absent
-		b.notPresent(key, absent)
+	if missing := set.Difference(b.topo.Present); !missing.IsEmpty() {
+		b.p.Errorf(key, "%s %s exist on this node (present: %s); list only existing CPUs", plural.CPUs(missing), plural.Verb(missing.Size(), "does not", "do not"), b.topo.Present)
 	}
 	if off := set.Intersection(b.topo.Offline); !off.IsEmpty() && b.offlineListed {
 		b.p.Warnf(key, "%s %s offline (online: %s); the daemon runs without %s and %s the pool when %s online; if %s gone for good, remove %s from the list",
@@ -199,29 +175,6 @@ func (b *layoutBuilder) checked(key, list string) cpuset.CPUSet {
 			plural.Verb(off.Size(), "it", "them"), plural.Verb(off.Size(), "it", "them"))
 	}
 	return set.Intersection(b.usable)
-}
-
-// notPresent reports listed CPUs the node can hot-add but does not have
-// now: a warning for the daemon, as an offline CPU is (a hypervisor
-// unplugged a vCPU under it, and a restart must pin as it did), an error
-// elsewhere.
-func (b *layoutBuilder) notPresent(key string, absent cpuset.CPUSet) {
-	it, they := plural.Verb(absent.Size(), "it", "them"), plural.Verb(absent.Size(), "it is", "they are")
-	if !b.offlineListed {
-		b.p.Errorf(key, "%s %s not present (hot-removed, or not yet hot-added; present: %s, possible: %s); hot-add %s or remove %s from the list",
-			plural.CPUs(absent), plural.Verb(absent.Size(), "is", "are"), b.topo.Present, b.topo.PossibleCPUs(), it, it)
-		return
-	}
-	b.warnNotPresent(key, "%s %s not present (hot-removed, or not yet hot-added; present: %s, possible: %s); the daemon runs without %s and %s the pool when %s hot-added and online; if %s gone for good, remove %s from the list",
-		plural.CPUs(absent), plural.Verb(absent.Size(), "is", "are"), b.topo.Present, b.topo.PossibleCPUs(), it,
-		plural.Verb(absent.Size(), "it joins", "they join"), they, they, it)
-}
-
-// warnNotPresent records a warning that the config counts on CPUs that
-// are not present (Layout.NotPresent).
-func (b *layoutBuilder) warnNotPresent(key, format string, args ...any) {
-	b.p.Warnf(key, format, args...)
-	b.l.NotPresent.Warnf(key, format, args...)
 }
 
 // isolatedAndReserved decides the isolated set (the config's, else the
@@ -259,23 +212,11 @@ func (b *layoutBuilder) listedPools() (exclusive, shared cpuset.CPUSet) {
 // carved from the isolated CPUs nobody took; an unsized exclusive pool gets
 // every isolated CPU shared leaves. It works on the present CPUs, offline
 // ones included: a count that fits them is never an error because some
-// are offline. For the daemon, neither is a count that only isolated CPUs
-// that are not present (hot-removed) would make fit: it gets what is
-// there (clamped), with a warning.
+// are offline.
 func (b *layoutBuilder) carvePools(exCPUs, shCPUs cpuset.CPUSet) {
 	ex, sh := b.cfg.Pools.Exclusive, b.cfg.Pools.Shared
 	carvable := b.l.Isolated.Difference(b.l.Reserved).Difference(exCPUs).Difference(shCPUs)
-	absent := b.absentCarvable()
 	carve := func(key string, count int) cpuset.CPUSet {
-		if short := count - carvable.Size(); short > 0 && b.offlineListed && short <= absent.Size() {
-			b.warnNotPresent(key, "asks for %s but only %d %s left to carve: isolated %s %s not present (hot-removed, or not yet hot-added; present: %s, possible: %s), so the pool has %d fewer until %s hot-added and online; if %s gone for good, lower the count",
-				plural.Count(count, "CPU"), carvable.Size(), plural.Verb(carvable.Size(), "is", "are"), plural.CPUs(absent), plural.Verb(absent.Size(), "is", "are"),
-				b.topo.Present, b.topo.PossibleCPUs(), short, plural.Verb(absent.Size(), "it is", "they are"), plural.Verb(absent.Size(), "it is", "they are"))
-			// Which of them the count would take is unknown (their
-			// topology is gone): the lowest stand for them.
-			absent = cpuset.New(absent.List()[short:]...)
-			count = carvable.Size()
-		}
 		set := b.carve(key, count, carvable)
 		carvable = carvable.Difference(set)
 		return set
@@ -335,23 +276,6 @@ func (b *layoutBuilder) warnNothingIsolated() {
 	}
 	b.p.Warnf("pools.exclusive", "is empty: the kernel isolates no CPU (no isolcpus= or nohz_full= on the kernel command line), so every container that asks for the exclusive pool is refused; boot with isolcpus=managed_irq,%s nohz_full=%s, or name CPUs in isolatedCPUs or pools.exclusive.cpus, %s (isolatedCPUs: \"\" says no CPU is isolated on purpose, without this warning)",
 		list, list, eni)
-}
-
-// absentCarvable are the isolated CPUs that are possible but not present
-// (the config's isolatedCPUs, else the kernel's isolated mask, which
-// names them: it is cpu/possible less the housekeeping CPUs) and that no
-// list takes: what a count was carved from before a hypervisor
-// unplugged them.
-func (b *layoutBuilder) absentCarvable() cpuset.CPUSet {
-	gone := b.topo.PossibleCPUs().Difference(b.topo.Present)
-	iso := b.absent["isolatedCPUs"]
-	if b.cfg.IsolatedCPUs == nil {
-		iso = b.topo.Isolated.Intersection(gone)
-	}
-	for _, key := range []string{"reservedCPUs", "pools.exclusive.cpus", "pools.shared.cpus"} {
-		iso = iso.Difference(b.absent[key])
-	}
-	return iso
 }
 
 // carve takes count CPUs from carvable, or reports why it cannot.

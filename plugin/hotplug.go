@@ -37,7 +37,6 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
-	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
 	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/internal/proflabel"
@@ -183,7 +182,7 @@ func (p *Plugin) applyHotplug(topo *sysfs.Topology, powerRefusals map[string]str
 	old := p.alloc
 	wentOff, cameOn := p.topo.Online.Difference(topo.Online), topo.Online.Difference(p.topo.Online)
 	layout, problems := allocator.HotplugLayout(old.Layout(), topo, p.cfg)
-	if problems.HasErrors() && !cameOn.IsEmpty() {
+	if problems.HasErrors() {
 		// Its warnings were said at start and at each reload.
 		p.log.Warnf("hotplug: CPUs %s that came online join infra: the config cannot be laid out on the node as it is now: %v", cameOn, problems.Errors())
 	}
@@ -205,7 +204,6 @@ func (p *Plugin) applyHotplug(topo *sysfs.Topology, powerRefusals map[string]str
 		}
 		p.log.Infof("hotplug: CPU %d came online: it joins pool %s", cpu, layoutPoolOf(layout, cpu))
 	}
-	p.warnHotRemoved(old.Layout().Online.Difference(topo.Present), layout, problems)
 	p.noteEmptyPools(old, next)
 	infraBefore := old.PoolCPUs(pools.Infra)
 	p.topo = topo
@@ -217,26 +215,6 @@ func (p *Plugin) applyHotplug(topo *sysfs.Topology, powerRefusals map[string]str
 	}
 	p.giveBack(old, cameOn)
 	p.log.Infof("hotplug: online CPUs %s; pools: %s", topo.Online, layout.Describe())
-}
-
-// warnHotRemoved says, when CPUs are hot-removed (no longer present),
-// that the config no longer fits the node as it is: what a restart or a
-// reload with it will warn of (layout.NotPresent) or refuse. The running
-// daemon carries on without them either way; the operator hears it now,
-// not at the next restart.
-func (p *Plugin) warnHotRemoved(gone cpuset.CPUSet, layout *allocator.Layout, problems config.Problems) {
-	if gone.IsEmpty() {
-		return
-	}
-	if errs := problems.Errors(); len(errs) > 0 {
-		p.log.Errorf("hotplug: %s hot-removed: the config no longer fits the node; the daemon runs on without %s, but a restart or a reload with this config is refused: %v",
-			plural.CPUs(gone), plural.Verb(gone.Size(), "it", "them"), errs)
-		return
-	}
-	if len(layout.NotPresent) > 0 {
-		p.log.Warnf("hotplug: %s hot-removed: the config no longer fits the node; the daemon runs on without %s, and a restart or a reload with this config warns: %v",
-			plural.CPUs(gone), plural.Verb(gone.Size(), "it", "them"), layout.NotPresent)
-	}
 }
 
 // noteEmptyPools says, once as it happens, that every CPU of the shared or

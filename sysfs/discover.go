@@ -84,13 +84,7 @@ func Discover(root string) (*Topology, error) {
 		online = present
 	}
 	online = online.Intersection(present)
-	// An old kernel or a trimmed tree may lack cpu/possible: the present
-	// CPUs are all that is known then.
-	possible, _, err := r.list(cpuDir + "/possible")
-	if err != nil {
-		return nil, err
-	}
-	t := &Topology{Present: present, Online: online, Offline: present.Difference(online), Possible: possible.Union(present)}
+	t := &Topology{Present: present, Online: online, Offline: present.Difference(online)}
 
 	if smt, ok, err := r.integer(cpuDir + "/smt/active"); err != nil {
 		return nil, err

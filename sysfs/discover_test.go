@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
@@ -467,29 +466,4 @@ func TestDiscoverHugePages(t *testing.T) {
 	assert.Equal(t, "2Mi", sysfs.HugePageSizeName(2048))
 	assert.Equal(t, "1Gi", sysfs.HugePageSizeName(1048576))
 	assert.Equal(t, "64Ki", sysfs.HugePageSizeName(64))
-}
-
-// TestDiscoverPossible: cpu/possible names the CPUs a node can hot-add
-// beyond the present ones (a VM's maxcpus); the layout tells a vCPU a
-// hypervisor unplugged from a typo by it. A tree without the file counts
-// the present CPUs, and so does a topology built by hand.
-func TestDiscoverPossible(t *testing.T) {
-	topo, err := sysfs.Discover(fixture.Root(t, "sparse-4096"))
-	require.NoError(t, err)
-	assert.Equal(t, "0-4095", topo.PossibleCPUs().String())
-	assert.NotEqual(t, topo.Present.String(), topo.PossibleCPUs().String())
-
-	root := fixture.Root(t, "desktop-8c16t")
-	topo, err = sysfs.Discover(root)
-	require.NoError(t, err)
-	assert.Equal(t, "0-15", topo.PossibleCPUs().String())
-
-	copied := t.TempDir()
-	require.NoError(t, os.CopyFS(copied, os.DirFS(root)))
-	require.NoError(t, os.Remove(filepath.Join(copied, "sys/devices/system/cpu/possible")))
-	topo, err = sysfs.Discover(copied)
-	require.NoError(t, err)
-	assert.Equal(t, topo.Present.String(), topo.PossibleCPUs().String())
-
-	assert.Equal(t, "0-3", (&sysfs.Topology{Present: cpuset.New(0, 1, 2, 3)}).PossibleCPUs().String())
 }

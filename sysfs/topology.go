@@ -22,11 +22,6 @@ type Topology struct {
 	Online  cpuset.CPUSet
 	Offline cpuset.CPUSet
 	Present cpuset.CPUSet
-	// Possible is the kernel's cpu/possible mask: the present CPUs and
-	// those it can hot-add (a VM's vCPUs up to its maximum; one a
-	// hypervisor unplugged leaves present but stays possible). Empty in
-	// a topology built by hand: PossibleCPUs counts the present ones then.
-	Possible cpuset.CPUSet
 	// Isolated is the kernel's isolated set; IsolatedSource tells where it
 	// came from ("sysfs", "cmdline isolcpus=", "cmdline nohz_full=" or "").
 	Isolated       cpuset.CPUSet
@@ -43,10 +38,6 @@ type Topology struct {
 	// "forceoff", "notsupported", "notimplemented"; "" when absent).
 	SMTControl string
 }
-
-// PossibleCPUs are the CPUs the node has or can hot-add: Possible, and
-// at least the present ones.
-func (t *Topology) PossibleCPUs() cpuset.CPUSet { return t.Possible.Union(t.Present) }
 
 // SMTDisabled tells whether the kernel keeps every core's second threads
 // offline and refuses to bring them online (nosmt, or smt/control set to
