@@ -31,10 +31,6 @@ type Layout struct {
 	// offline, and its members run on infra meanwhile (membersWhileEmpty);
 	// one the config leaves empty has none to run on.
 	SharedCarved cpuset.CPUSet
-	// Carved is the layout as the config carves it on the present CPUs,
-	// before the offline ones are dropped: the pool each offline CPU joins
-	// when it comes online (carved.go).
-	Carved Carving
 	// Infra is every online CPU that is neither exclusive nor shared.
 	Infra cpuset.CPUSet
 	// ExclusiveNonIsolcpus are the infra CPUs that may be lent out
@@ -54,18 +50,6 @@ type Layout struct {
 	// (memory.reservedPerNode, memory.reservedHugePagesPerNode).
 	MemoryReserve    int64
 	HugePagesReserve map[int64]int64
-}
-
-// Carving is a layout's isolated pools and lists as the config carves
-// them on the present CPUs, offline ones included.
-type Carving struct {
-	// Usable are the CPUs the pools are carved on: the present ones, or
-	// the online ones where the offline ones never come online (SMT
-	// disabled: presentTopology). An offline CPU outside them is in no
-	// carved pool, and is not judged: the carving does not know where it
-	// would go.
-	Usable                                cpuset.CPUSet
-	Exclusive, Shared, Reserved, Isolated cpuset.CPUSet
 }
 
 // Pool returns a pool's static CPUs by name.
@@ -311,7 +295,6 @@ func (b *layoutBuilder) carve(key string, count int, carvable cpuset.CPUSet) cpu
 func (b *layoutBuilder) dropOffline() {
 	b.carved.exclusive, b.carved.shared, b.carved.reserved, b.carved.isolated = b.l.Exclusive, b.l.Shared, b.l.Reserved, b.l.Isolated
 	b.l.SharedCarved = b.l.Shared
-	b.l.Carved = Carving{Usable: b.usable, Exclusive: b.l.Exclusive, Shared: b.l.Shared, Reserved: b.l.Reserved, Isolated: b.l.Isolated}
 	for _, set := range []*cpuset.CPUSet{&b.l.Isolated, &b.l.Reserved, &b.l.Exclusive, &b.l.Shared} {
 		*set = set.Intersection(b.topo.Online)
 	}

@@ -39,10 +39,3 @@ func poolAsConfigured(pool string, cpus cpuset.CPUSet) string {
 func outsidePool(out cpuset.CPUSet, pool string, cpus cpuset.CPUSet) string {
 	return fmt.Sprintf("%s %s outside %s as now configured", plural.CPUs(out), plural.Verb(out.Size(), "is", "are"), poolAsConfigured(pool, cpus))
 }
-
-// offlineOutsidePool is outsidePool for offline CPUs, judged by the pool
-// the config carves them into (carved.go): "CPU 12 is offline and outside
-// pool exclusive (4-7,13-15) as now configured".
-func offlineOutsidePool(out cpuset.CPUSet, pool string, cpus cpuset.CPUSet) string {
-	return fmt.Sprintf("%s %s offline and outside %s as now configured", plural.CPUs(out), plural.Verb(out.Size(), "is", "are"), poolAsConfigured(pool, cpus))
-}

@@ -244,15 +244,9 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 				break
 			}
 		}
-		// An offline CPU is in no pool now; it is judged by the pool the
-		// config carves it into, which it joins when it comes online
-		// (carved.go). A restart keeps the container with the problem
-		// said, as for an online CPU; a reload (Relayout) is refused.
+		// An offline CPU is in no pool; the pool is checked on the others.
 		if on := as.Held().Difference(a.offline(&as)); problem == nil && !on.IsSubsetOf(a.keepable(as.Pool)) {
 			problem = fmt.Errorf("container %s: %s", ShortID(as.ID), outsidePool(on.Difference(a.keepable(as.Pool)), as.Pool, a.layout.Pool(as.Pool)))
-		}
-		if off := a.layout.offlineOutside(as.Pool, a.offline(&as)); problem == nil && !off.IsEmpty() {
-			problem = fmt.Errorf("container %s: %s", ShortID(as.ID), a.layout.OfflineOutsideReason(as.Pool, off))
 		}
 	}
 	return as, infraBefore, problem, nil
@@ -438,14 +432,9 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 		}
 	}
 	// Its offline CPUs stay the hold's (the kernel may bring them back
-	// while the pod lives); the others must be in the pool, and the
-	// offline ones in the pool the config carves them into, which they
-	// join when they come online (carved.go).
+	// while the pod lives); the others must be in the pool.
 	if on := h.Held().Difference(a.offline(&h.Assignment)); !on.IsSubsetOf(a.keepable(h.Pool)) {
 		return Result{}, fmt.Errorf("hold %s: %s", key, outsidePool(on.Difference(a.keepable(h.Pool)), h.Pool, a.layout.Pool(h.Pool)))
-	}
-	if off := a.layout.offlineOutside(h.Pool, a.offline(&h.Assignment)); !off.IsEmpty() {
-		return Result{}, fmt.Errorf("hold %s: %s", key, a.layout.OfflineOutsideReason(h.Pool, off))
 	}
 	for _, c := range a.containers {
 		if c.ID == h.ID || (c.Pod.UID == h.Pod.UID && c.Container == h.Container) {

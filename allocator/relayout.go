@@ -61,14 +61,12 @@ func (a *Allocator) Relayout(layout *Layout) (*Allocator, []Blocker) {
 	for _, id := range a.sortedIDs() {
 		c := *a.containers[id]
 		who := c.Pod.ContainerName(c.Container)
-		// An exclusive container's offline CPUs are re-admitted too: a
-		// restart keeps them its own, and judges them by the pool the
-		// new config carves them into (prepareReadd), which they join
-		// when they come online. Left out, a reload gave one to another
-		// pool, and the container ran there once it came back.
-		r := Remembered{Assignment: c, RunsOn: cpuset.New()}
+		r := Remembered{Assignment: onlineOnly(a.x, c), RunsOn: cpuset.New()}
 		if pools.IsExclusive(c.Pool) {
-			r.RunsOn = c.CPUs
+			if r.Assignment.CPUs.IsEmpty() {
+				continue // every CPU it has is offline: nothing to check
+			}
+			r.RunsOn = r.Assignment.CPUs
 			if c.WithShared {
 				r.RunsOn = r.RunsOn.Union(c.Shared)
 			}
@@ -85,6 +83,10 @@ func (a *Allocator) Relayout(layout *Layout) (*Allocator, []Blocker) {
 	}
 	for _, key := range a.sortedHoldKeys() {
 		h := *a.holds[key]
+		h.Assignment = onlineOnly(a.x, h.Assignment)
+		if h.CPUs.IsEmpty() {
+			continue
+		}
 		if _, err := trial.RestoreHold(h); err != nil {
 			blockers = append(blockers, Blocker{Who: h.Pod.ContainerName(h.Container), ID: h.ID, Pool: h.Pool, CPUs: outside(h.Assignment, layout), Held: true, Reason: err.Error()})
 		}
@@ -92,19 +94,38 @@ func (a *Allocator) Relayout(layout *Layout) (*Allocator, []Blocker) {
 	if len(blockers) > 0 {
 		return nil, blockers
 	}
-	// The allocator kept is the receiver's assignments carried over as
-	// they are (the trial has no member moved to its pool yet).
+	// The trial lacks CPUs held while offline; the allocator kept is the
+	// receiver's assignments carried over as they are.
 	next, _ := a.Rebase(a.x.topo, layout)
 	return next, nil
 }
 
-// outside are an exclusive assignment's CPUs the layout does not give its
-// pool (online ones) or carves into another pool (offline ones), or all
-// of them when it does (the conflict is another).
+// onlineOnly is an exclusive assignment without its offline CPUs, which a
+// new layout cannot hold (they are in no pool) and which stay its own.
+func onlineOnly(x *index, as Assignment) Assignment {
+	if !pools.IsExclusive(as.Pool) {
+		return as
+	}
+	var off []int
+	for _, cpu := range as.Held().UnsortedList() {
+		if !x.online(cpu) {
+			off = append(off, cpu)
+		}
+	}
+	if len(off) == 0 {
+		return as
+	}
+	gone := cpuset.New(off...)
+	as.CPUs, as.Reserved = as.CPUs.Difference(gone), as.Reserved.Difference(gone)
+	as.Added = nil
+	return as
+}
+
+// outside are an exclusive assignment's online CPUs the layout does not
+// give its pool, or all of them when it does (the conflict is another).
 func outside(as Assignment, layout *Layout) cpuset.CPUSet {
 	if pools.IsExclusive(as.Pool) {
-		out := as.Held().Difference(layout.Pool(as.Pool)).Intersection(layout.Online)
-		if out = out.Union(layout.offlineOutside(as.Pool, as.Held())); !out.IsEmpty() {
+		if out := as.Held().Difference(layout.Pool(as.Pool)).Intersection(layout.Online); !out.IsEmpty() {
 			return out
 		}
 	}

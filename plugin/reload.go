@@ -344,9 +344,8 @@ func (p *Plugin) eventReloadBlocked(b allocator.Blocker, source string) {
 // that no container shows yet (the kubelet allocated them, the container
 // is about to be created) whose CPUs the layout takes out of the
 // exclusive pool: the creation would be refused. Bound ones are their
-// containers' and holds' (Relayout). An offline CPU is judged by the pool
-// the layout carves it into, which it joins when it comes online
-// (pendingOutside).
+// containers' and holds' (Relayout). Offline CPUs are left out: they are
+// in no pool.
 func (p *Plugin) grantBlockers(layout *allocator.Layout) []allocator.Blocker {
 	var out []allocator.Blocker
 	for _, tok := range slices.Sorted(maps.Keys(p.grants.byToken)) {
@@ -354,48 +353,30 @@ func (p *Plugin) grantBlockers(layout *allocator.Layout) []allocator.Blocker {
 		if g.PodUID != "" {
 			continue
 		}
-		if off, why := pendingOutside(layout, pools.Exclusive, g.cpusOf()); !off.IsEmpty() {
+		if off := g.cpusOf().Intersection(layout.Online).Difference(layout.Exclusive); !off.IsEmpty() {
 			out = append(out, allocator.Blocker{Who: "kubelet allocation " + tok, Pool: pools.Exclusive, CPUs: off, Pending: true,
-				Reason: fmt.Sprintf("the kubelet allocated CPUs %s as %s devices, and the container has not been created yet%s", g.CPUs, config.ResourceExclusive, why)})
+				Reason: fmt.Sprintf("the kubelet allocated CPUs %s as %s devices, and the container has not been created yet", g.CPUs, config.ResourceExclusive)})
 		}
 	}
 	return out
-}
-
-// pendingOutside are the CPUs given from pool for a container not created
-// yet (a kubelet allocation, a prepared claim) that the layout takes out
-// of it: online ones outside the pool, and offline ones the config carves
-// into another pool, which they join when they come online; the
-// container's creation would then be refused. Left out, a reload applied
-// while such a CPU was offline gave it to another pool, and the pod never
-// started (review rvB). why says which are offline ("" when none is), as
-// Relayout says it of a container's or a hold's, and as a restart judges
-// them (allocator/carved.go).
-func pendingOutside(layout *allocator.Layout, pool string, cpus cpuset.CPUSet) (out cpuset.CPUSet, why string) {
-	offline := layout.OfflineOutside(pool, cpus)
-	out = cpus.Intersection(layout.Online).Difference(layout.Pool(pool)).Union(offline)
-	if !offline.IsEmpty() {
-		why = "; " + layout.OfflineOutsideReason(pool, offline)
-	}
-	return out, why
 }
 
 // claimBlockers are the requests of prepared DRA claims whose containers
 // have not started (no container showed their token yet) whose CPUs the
 // layout takes out of their pool: the container's creation would be
 // refused, and the claim would have to be prepared again. Bound requests
-// are their containers' and holds' (Relayout). An offline CPU is judged
-// by the pool the layout carves it into (pendingOutside). The driver's
-// lock is taken under the plugin's, as Bind's is.
+// are their containers' and holds' (Relayout). Offline CPUs are left out:
+// they are in no pool. The driver's lock is taken under the plugin's, as
+// Bind's is.
 func (p *Plugin) claimBlockers(layout *allocator.Layout) []allocator.Blocker {
 	if p.claims == nil {
 		return nil
 	}
 	var out []allocator.Blocker
 	for _, c := range p.claims.Pending() {
-		if off, why := pendingOutside(layout, c.Pool, c.CPUs); !off.IsEmpty() {
+		if off := c.CPUs.Intersection(layout.Online).Difference(layout.Pool(c.Pool)); !off.IsEmpty() {
 			out = append(out, allocator.Blocker{Who: "DRA claim " + c.Claim, Pool: c.Pool, CPUs: off, Pending: true,
-				Reason: fmt.Sprintf("the claim was prepared with CPUs %s of pool %s for pods %s, whose container has not started yet%s", c.CPUs, c.Pool, strings.Join(c.Pods, ", "), why)})
+				Reason: fmt.Sprintf("the claim was prepared with CPUs %s of pool %s for pods %s, whose container has not started yet", c.CPUs, c.Pool, strings.Join(c.Pods, ", "))})
 		}
 	}
 	return out
