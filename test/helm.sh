@@ -149,29 +149,74 @@ refused --set image.repository= "at '/image/repository': minLength"
 refused --set config=null "missing property 'config'"
 refused --set probes=null "missing property 'probes'"
 refused --set probes.liveness=null "missing property 'liveness'"
-refused --set config.pools.shared=null "missing property 'shared'"
+# A value read only while a feature is on is required only then.
+refused --set config.dra.enabled=true --set config.dra.cdiDir=null "at '/config/dra': missing property 'cdiDir'"
+refused --set config.dra.enabled=true --set config.dra.pluginDir=var/lib "at '/config/dra/pluginDir': 'var/lib' does not match pattern '^/'"
+refused --set config.dra.enabled=true --set deviceClasses=null "missing property 'deviceClasses'"
+refused --set config.kubelet.devicePlugin=true --set config.kubelet.devicePluginDir=null "at '/config/kubelet': missing property 'devicePluginDir'"
+refused --set runtime.dropIn.install=true --set runtime.dropIn.image=null "at '/runtime/dropIn': missing property 'image'"
 echo "values that cannot work are refused"
 
 # Every key of values.yaml removed (--set KEY=null, Helm's way to remove a
-# key), with DRA on (the most templates): the chart renders what chartcheck
-# passes, or refuses it saying which value; never a template's nil-pointer
-# error, which names a template line instead.
+# key), with the chart's defaults and with the features on whose templates
+# read the most (DRA, the drop-in's init container, Events): the chart
+# renders what chartcheck passes, or refuses it naming the key; never a
+# template's nil-pointer error, which names a template line instead. Only
+# the keys listed here are refused: each of them never rendered a pod that
+# starts (at f85a0cf, before the schema required anything, a template's nil
+# pointer, a hostPath without a path or a daemon looking where the pod
+# mounts nothing). Any other key refused is a regression: a release that
+# removed it could no longer be upgraded (docs/install.md, "With Helm").
+# The helm runs are parallel: they wait more than they compute.
 keys() { # the dotted paths of a values file's keys (block mappings)
   awk '/^[[:space:]]*(#|$)/ || /^[[:space:]]*- / {next}
     { match($0, /^ */); d = RLENGTH / 2; line = substr($0, RLENGTH + 1) }
     line ~ /^[A-Za-z0-9_-]+:/ { p[d] = substr(line, 1, index(line, ":") - 1); s = p[0]; for (i = 1; i <= d; i++) s = s "." p[i]; print s }' "$1"
 }
-n=0
-while read -r key; do
-  n=$((n + 1))
-  if "$HELM" template nri-cpupool "$CHART" -f "$CHART/ci/dra-values.yaml" --set "$key=null" >"$out/null.yaml" 2>"$out/null.err"; then
-    "$out/chartcheck" "$out/null.yaml" >/dev/null 2>"$out/null.err" || { echo "--set $key=null: renders what chartcheck refuses: $(cat "$out/null.err")"; exit 1; }
-  elif grep -q -E 'nil pointer|untyped nil|error calling|interface conversion|%!|<nil>' "$out/null.err"; then
-    echo "--set $key=null: a template's error, not a refusal of the value: $(cat "$out/null.err")"; exit 1
+null_refused_always="config config.cgroupRoot config.dra config.kubelet config.kubernetes config.metricsAddress config.nriSocket
+  config.stateFile config.sysfsRoot host host.cgroup host.procCmdline host.sysfs image image.repository probes probes.liveness
+  runtime runtime.dropIn runtime.name"
+null_refused_features="$null_refused_always config.dra.cdiDir config.dra.pluginDir config.dra.registryDir deviceClasses runtime.dropIn.image"
+null_one() { # SWEEP KEY VALUES...: one line, "SWEEP KEY ok", "SWEEP KEY refused ERROR" or "SWEEP KEY bad WHY"
+  local sweep=$1 key=$2 r=$out/null-$1-$2 err; shift 2
+  if "$HELM" template nri-cpupool "$CHART" "$@" --set "$key=null" >"$r.yaml" 2>"$r.err"; then
+    if "$out/chartcheck" "$r.yaml" >/dev/null 2>"$r.err"; then echo "$sweep $key ok"; else echo "$sweep $key bad renders what chartcheck refuses: $(tr '\n' ' ' <"$r.err")"; fi
+  else
+    err=$(tr '\n' ' ' <"$r.err")
+    case $err in
+      *"nil pointer"* | *"untyped nil"* | *"error calling"* | *"interface conversion"* | *"%!"* | *"<nil>"*) echo "$sweep $key bad a template's error, not a refusal of the value: $err" ;;
+      *"${key##*.}"*) echo "$sweep $key refused $err" ;;
+      *) echo "$sweep $key bad refused without naming ${key##*.}: $err" ;;
+    esac
   fi
-done < <(keys "$CHART/values.yaml")
+  rm -f "$r.yaml" "$r.err"
+}
+export -f null_one; export HELM CHART out
+keys "$CHART/values.yaml" >"$out/keys"
+n=$(wc -l <"$out/keys")
 [ "$n" -gt 100 ] || { echo "values.yaml: $n keys found, the key reader is broken"; exit 1; }
-echo "each of the $n keys of values.yaml removed renders a pod chartcheck passes or is refused by name"
+while read -r key; do
+  echo "defaults $key"
+  echo "features $key -f $CHART/ci/dra-values.yaml --set runtime.dropIn.install=true --set config.kubernetes.events=true"
+done <"$out/keys" | xargs -P 4 -L 1 bash -c 'null_one "$@"' _ >"$out/null-results"
+[ "$(wc -l <"$out/null-results")" -eq $((2 * n)) ] || { echo "the null sweep gave $(wc -l <"$out/null-results") results, want $((2 * n))"; exit 1; }
+failed=0
+while read -r sweep key result why; do
+  case $sweep in defaults) listed=$null_refused_always ;; *) listed=$null_refused_features ;; esac
+  case " $(echo $listed) " in *" $key "*) want=refused ;; *) want=ok ;; esac
+  if [ "$result" = bad ]; then
+    echo "$sweep: --set $key=null: $why"; failed=1
+  elif [ "$result" != "$want" ]; then
+    if [ "$want" = ok ]; then
+      echo "$sweep: --set $key=null is refused, but it rendered a pod that starts before the chart required anything: a release that removed it cannot be upgraded ($why)"
+    else
+      echo "$sweep: --set $key=null renders a pod chartcheck passes: take it off test/helm.sh's refused list"
+    fi
+    failed=1
+  fi
+done <"$out/null-results"
+[ "$failed" -eq 0 ] || exit 1
+echo "each of the $n keys of values.yaml removed, with the defaults and with DRA, the drop-in's init container and Events on, renders a pod chartcheck passes, or is refused by name when it never rendered one"
 
 # Values as --set and values files give them: a whole-number image tag is
 # an int64 from --set, taken as written. A values file's unquoted number is

@@ -80,22 +80,25 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- if not .Values.privileged }}
 {{- $need := list }}
+{{- /* pools, kernelWork and power may be removed with null (the binary's defaults, all off): read them nil-safe. */}}
+{{- $pools := $c.pools | default dict }}
 {{- range $pool := list "exclusive" "shared" "exclusive-non-isolcpus" }}
 {{- range $key := list "irqIsolation" "housekeeping" }}
-{{- $v := toString (default "off" (index (index $c.pools $pool) $key)) }}
+{{- $v := toString (default "off" (index (index $pools $pool | default dict) $key)) }}
 {{- if ne $v "off" }}
 {{- $need = append $need (printf "config.pools.%s.%s=%s" $pool $key $v) }}
 {{- end }}
 {{- end }}
 {{- end }}
 {{- range $key := list "receivePacketSteering" "workqueues" }}
-{{- $v := toString (default "off" (index $c.kernelWork $key)) }}
+{{- $v := toString (default "off" (index ($c.kernelWork | default dict) $key)) }}
 {{- if ne $v "off" }}
 {{- $need = append $need (printf "config.kernelWork.%s=%s" $key $v) }}
 {{- end }}
 {{- end }}
-{{- if $c.power.classes }}
-{{- $need = append $need (printf "config.power.classes (%s)" (keys $c.power.classes | sortAlpha | join ", ")) }}
+{{- $classes := dig "power" "classes" dict $c }}
+{{- if $classes }}
+{{- $need = append $need (printf "config.power.classes (%s)" (keys $classes | sortAlpha | join ", ")) }}
 {{- end }}
 {{- if $need }}
 {{- fail (printf "%s: IRQ isolation, housekeeping, kernelWork and power classes write the host's /proc/irq and files under /sys, which the chart's unprivileged pod cannot; set privileged=true (docs/install.md, \"With Helm\"), or turn them off" (join ", " $need)) }}
