@@ -39,7 +39,8 @@ func (w wanted) memoryList() []NodeMemory {
 
 // allocated reads what the scheduler allocated from this driver, by
 // request: one pool each, slots by NUMA node. Opaque config for this
-// driver is refused (refuseOpaqueConfig).
+// driver is judged by prepare (refuseOpaqueConfig), which knows whether
+// the claim was prepared before.
 func (d *Driver) allocated(claim *resourceapi.ResourceClaim) (map[string]wanted, error) {
 	if claim.Status.Allocation == nil {
 		return nil, errors.New("not allocated")
@@ -101,9 +102,6 @@ func (d *Driver) allocated(claim *resourceapi.ResourceClaim) (map[string]wanted,
 			}
 		}
 		want[name] = w
-	}
-	if err := refuseOpaqueConfig(claim.Status.Allocation.Devices.Config, want); err != nil {
-		return nil, err
 	}
 	return want, nil
 }

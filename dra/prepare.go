@@ -116,7 +116,20 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	var unbound []boundTo    // kept requests whose binding was of a pod gone from the claim
 	d.mu.Lock()
 	before := d.claims[uid]
-	if before != nil && sameAllocation(before, want) {
+	remembered := before != nil && sameAllocation(before, want)
+	// Opaque config for this driver is refused for a claim placed anew.
+	// One remembered with the same allocation was prepared by a release
+	// that ignored the config: the allocation cannot change, so refusing
+	// it now would leave its running pod without its CDI spec after a
+	// reboot, for good. It is prepared again, with a warning.
+	if err := refuseOpaqueConfig(claim.Status.Allocation.Devices.Config, want); err != nil {
+		if !remembered {
+			d.mu.Unlock()
+			return nil, err
+		}
+		d.log.Warnf("DRA: claim %s/%s (%s) prepared again as before, although %v", claim.Namespace, claim.Name, uid, err)
+	}
+	if remembered {
 		for name, r := range before.Requests {
 			if fits(r, topo, layout) {
 				kept = append(kept, name)
