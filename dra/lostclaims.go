@@ -13,7 +13,9 @@ import (
 // them prepared and does not prepare them again. A container of such a
 // claim that the kubelet restarts shows its token, which the driver
 // refuses as unknown: the refusal says why and how to recover, instead of
-// blaming the user for a token set by hand (review rvA).
+// blaming the user for a token set by hand (review rvA). Its record is
+// the file set aside: a restart reads it back from there
+// (atomicfile.Newest), for as long as the operator keeps the file.
 type lostClaims struct {
 	at time.Time
 	// file is the claims file, aside where it was moved to (or is to be).

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,39 @@ func TestUnknownTokenIsSetByHandWhenNoClaimsWereLost(t *testing.T) {
 	_, _, err := d.Lookup([]string{long + "=0123456789abcdef"}, Container{PodUID: "pod-1", Name: "c"})
 	require.ErrorContains(t, err, "cannot be set by hand")
 	assert.Less(t, len(err.Error()), 400, "the variable's name is echoed bounded")
+}
+
+// TestLostClaimsAreStillExplainedAfterTheNextRestart: the record of a
+// claims file found unusable lived only in the memory of the process that
+// moved it aside. The next restart (an upgrade, a config change, a kill -9
+// right after the move) found no claims file, so the tokens of the claims
+// the kubelet still holds prepared were again refused as "set by hand", at
+// every Synchronize that rebinds their running containers. The record is
+// now read back from the file set aside, the newest one.
+func TestLostClaimsAreStillExplainedAfterTheNextRestart(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	d := newTestDriver(t, s)
+	claim := allocatedClaim("uid-1", "app-cpus", slots{"cpus": slotsOn(pools.Exclusive, 3, 10, 4)}, "pod-1")
+	require.NoError(t, prepare(t, d.Driver, claim)["uid-1"].Err)
+	env := cdiEnv(t, d.cdi, "uid-1")[CDIDeviceID("uid-1", "cpus")]
+	require.NoError(t, os.WriteFile(d.claims, []byte("{corrupt"), 0o600))
+	d2 := d.restart(t) // finds the file corrupt: moves it aside, knows the claims are lost
+	require.NotNil(t, d2.lost)
+	d3 := d.restart(t) // a plain restart (or a kill -9 before any save)
+	_, _, err := d3.Lookup(env, Container{PodUID: "pod-1", Namespace: "ns", Pod: "pod-pod-1", Name: "c"})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "cannot be set by hand", "the token is the driver's own, from a record it lost")
+	assert.Contains(t, err.Error(), "kept as "+d2.lost.aside)
+	assert.Contains(t, err.Error(), d2.lost.at.UTC().Format(time.RFC3339))
+
+	// A claims file written since does not make the loss forgotten: the
+	// kubelet still holds the lost claims. The newest file aside is named.
+	other := allocatedClaim("uid-2", "other-cpus", slots{"cpus": slotsOn(pools.Exclusive, 3, 10, 4)}, "pod-2")
+	require.NoError(t, prepare(t, d3, other)["uid-2"].Err)
+	older := d.claims + ".unreadable-20200101T000000.000000000Z"
+	require.NoError(t, os.WriteFile(older, nil, 0o600))
+	d4 := d.restart(t)
+	require.NotNil(t, d4.lost)
+	assert.Equal(t, d2.lost.aside, d4.lost.aside, "the newest one")
+	assert.Len(t, d4.Claims(), 1)
 }
