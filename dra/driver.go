@@ -39,6 +39,9 @@ type Driver struct {
 	store    *store
 
 	prepareMu sync.Mutex
+	// saveFailures coalesces the log of Prepares failing to write the
+	// claims file; under prepareMu.
+	saveFailures saveFailures
 
 	mu      sync.Mutex
 	claims  map[string]*Claim // by claim UID
