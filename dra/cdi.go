@@ -107,24 +107,38 @@ func (d *Driver) removeStaleCDISpecs() {
 	if err != nil {
 		return // only a bad pattern fails Glob
 	}
-	var removed []string
+	var removed, kept []string
+	var firstErr error
 	for _, f := range files {
 		uid := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), cdiFilePrefix), ".json")
 		if _, known := d.claims[uid]; known {
 			continue
 		}
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			d.log.Warnf("DRA: removing the CDI spec of claim %s, which this driver does not know: %v", uid, err)
+			// One line for them all (review rvG): a lost claims file of a
+			// busy node on a CDI directory gone read-only fails each.
+			if firstErr == nil {
+				firstErr = err
+			}
+			kept = append(kept, uid)
 			continue
 		}
 		removed = append(removed, uid)
 	}
-	if len(removed) == 0 {
-		return
+	if len(kept) > 0 {
+		d.log.Warnf("DRA: could not remove the CDI specs of %d claims this driver does not know (%s): %v; a container of such a claim that still shows its token is refused as unknown",
+			len(kept), listClaims(kept), firstErr)
 	}
-	listed := strings.Join(removed[:min(len(removed), maxListed)], ", ")
-	if len(removed) > maxListed {
+	if len(removed) > 0 {
+		d.log.Warnf("DRA: removed the CDI specs of %d claims this driver does not know (%s): the containers of their pods cannot start again until the pods are deleted", len(removed), listClaims(removed))
+	}
+}
+
+// listClaims names the first maxListed claims of uids, for a log line.
+func listClaims(uids []string) string {
+	listed := strings.Join(uids[:min(len(uids), maxListed)], ", ")
+	if len(uids) > maxListed {
 		listed += ", …"
 	}
-	d.log.Warnf("DRA: removed the CDI specs of %d claims this driver does not know (%s): the containers of their pods cannot start again until the pods are deleted", len(removed), listed)
+	return listed
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 )
 
 // Driver is the DRA driver: it prepares and unprepares claims for the
@@ -37,6 +39,9 @@ type Driver struct {
 	store    *store
 
 	prepareMu sync.Mutex
+	// saveFailures coalesces the log of Prepares failing to write the
+	// claims file; under prepareMu.
+	saveFailures saveFailures
 
 	mu      sync.Mutex
 	claims  map[string]*Claim // by claim UID
@@ -64,8 +69,9 @@ type Driver struct {
 	status     Status
 	statusFile string
 
-	// lost is the claims file found unusable at start, whose claims the
-	// driver does not know; nil when there was none. Set once by New.
+	// lost is the claims file found unusable at start, or the newest one
+	// an earlier start set aside, whose claims the driver does not know;
+	// nil when there was none. Set once by New.
 	lost *lostClaims
 }
 
@@ -122,6 +128,13 @@ func New(p Pools, o Options) (*Driver, error) {
 		if o.Discarded != nil {
 			o.Discarded()
 		}
+	} else if earlier := atomicfile.Newest(o.ClaimsFile); earlier != nil {
+		// The kubelet may still hold claims an earlier process lost
+		// (see lostClaims): their tokens are explained at every restart,
+		// not only the first after the loss.
+		d.lost = &lostClaims{at: earlier.At, file: earlier.Path, aside: earlier.Aside}
+		d.log.Infof("DRA: the claims file was set aside at an earlier start at %s (%s): tokens of the claims it held are refused as lost; delete that file once no pod of them runs",
+			earlier.At.UTC().Format(time.RFC3339), earlier.Aside)
 	}
 	d.claims = map[string]*Claim{}
 	for uid, c := range claims {

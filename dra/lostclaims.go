@@ -13,7 +13,9 @@ import (
 // them prepared and does not prepare them again. A container of such a
 // claim that the kubelet restarts shows its token, which the driver
 // refuses as unknown: the refusal says why and how to recover, instead of
-// blaming the user for a token set by hand (review rvA).
+// blaming the user for a token set by hand (review rvA). Its record is
+// the file set aside: a restart reads it back from there
+// (atomicfile.Newest), for as long as the operator keeps the file.
 type lostClaims struct {
 	at time.Time
 	// file is the claims file, aside where it was moved to (or is to be).
@@ -33,7 +35,13 @@ func (d *Driver) unknownToken(env []string, tok string) error {
 	if d.lost == nil {
 		return fmt.Errorf("%s: unknown claim token; the %s driver sets it through CDI when a container uses a ResourceClaim of its devices, and it cannot be set by hand", name, DriverName)
 	}
-	return fmt.Errorf("%s: unknown claim token: the %s driver's claims file %s could not be used at its start at %s (kept as %s), and the claims prepared before then are lost; "+
+	// Where the file is: a file that could not be moved aside is still
+	// at its place until the driver's next write moves it (review rvG).
+	where := "kept as " + d.lost.aside
+	if d.store.leftUnmoved.Load() {
+		where = "still at " + d.lost.file + ", to be moved to " + d.lost.aside + " before the next write"
+	}
+	return fmt.Errorf("%s: unknown claim token: the %s driver's claims file %s could not be used at its start at %s (%s), and the claims prepared before then are lost; "+
 		"if this pod's claim is one of them, delete the pod (the kubelet unprepares its claims and prepares those of the new pod), or let the kubelet unprepare the claim; a token set by hand is never accepted",
-		name, DriverName, d.lost.file, d.lost.at.UTC().Format(time.RFC3339), d.lost.aside)
+		name, DriverName, d.lost.file, d.lost.at.UTC().Format(time.RFC3339), where)
 }

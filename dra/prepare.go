@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,10 +45,11 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 		return out, nil
 	}
 	var done []*resourceapi.ResourceClaim
+	var reports []func()
 	undo := map[string]*Claim{} // claim UID -> record before this call (nil: none)
 	for _, claim := range claims {
 		uid := string(claim.UID)
-		before, err := d.prepare(claim)
+		before, report, err := d.prepare(claim)
 		if err != nil {
 			err = fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)
 			// The kubelet retries, and logs it only at its own verbosity:
@@ -60,11 +62,24 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			undo[uid] = before
 		}
 		done = append(done, claim)
+		if report != nil {
+			reports = append(reports, report)
+		}
 	}
 	if len(done) == 0 {
 		return out, nil
 	}
 	if err := d.save(); err != nil {
+		// The kubelet retries, each time failing the same way while the
+		// state directory stays read-only: said once a minute (review rvG:
+		// nothing was said, and "prepared" was logged before the write).
+		if log, unlogged := d.saveFailures.fail(err, time.Now()); log {
+			more := ""
+			if unlogged > 0 {
+				more = fmt.Sprintf("; %d more Prepares failed so since the last such line", unlogged)
+			}
+			d.log.Warnf("DRA: preparing %d claims: %v (nothing is prepared, the kubelet retries%s)", len(done), err, more)
+		}
 		// Nobody knows these tokens yet: take the claims back.
 		d.mu.Lock()
 		now := map[string]*Claim{}
@@ -85,6 +100,13 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 		}
 		return out, nil
 	}
+	if failed := d.saveFailures.succeed(); failed > 0 {
+		d.log.Infof("DRA: claims file written again after %d failed Prepares", failed)
+	}
+	// Prepared only now that the file holds them.
+	for _, report := range reports {
+		report()
+	}
 	d.signal(d.changed)
 	for _, claim := range done {
 		out[claim.UID] = d.result(claim)
@@ -96,16 +118,17 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 // (Pools.Synced): the kubelet retries it.
 var ErrNotSynced = errors.New("the daemon has not synchronized with the container runtime yet, so it does not know which CPUs running containers hold; the kubelet retries")
 
-// prepare decides one claim in memory and returns its record from before.
+// prepare decides one claim in memory and returns its record from before,
+// and what to log once the claims file holds it (nil: nothing).
 // A claim prepared before with the same allocation keeps each request whose
 // CPUs still fit it (see fits), bound to its container while the claim is
 // still reserved for that container's pod (see keepRequests); a request that no longer fits, and every
 // request of a claim allocated anew, is placed anew with a new token.
-func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
+func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), error) {
 	uid := string(claim.UID)
 	want, err := d.allocated(claim)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pods := reservedPods(claim)
 	// The pools as laid out now, not when the claim was remembered: the
@@ -125,7 +148,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	if err := refuseOpaqueConfig(claim.Status.Allocation.Devices.Config, want); err != nil {
 		if !remembered {
 			d.mu.Unlock()
-			return nil, err
+			return nil, nil, err
 		}
 		d.log.Warnf("DRA: claim %s/%s (%s) prepared again as before, although %v", claim.Namespace, claim.Name, uid, err)
 	}
@@ -143,7 +166,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 			d.gen++
 			d.mu.Unlock()
 			d.unbindMemory(claim, unbound)
-			return before, nil
+			return before, nil, nil
 		}
 	}
 	// What is placed anew is not in the way of its own new CPUs: a claim
@@ -170,10 +193,10 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 			n := w.slots[numa]
 			cpus, err := d.pools.Place(w.pool, numa, n, exclude)
 			if err != nil {
-				return nil, fmt.Errorf("request %s: %w (a container of an ending pod may still hold them; the kubelet retries)", name, err)
+				return nil, nil, fmt.Errorf("request %s: %w (a container of an ending pod may still hold them; the kubelet retries)", name, err)
 			}
 			if cpus.Size() != n || !cpus.Intersection(exclude).IsEmpty() {
-				return nil, fmt.Errorf("request %s: placement gave %q for %d CPUs on NUMA node %s", name, cpus.String(), n, nodeName(numa))
+				return nil, nil, fmt.Errorf("request %s: placement gave %q for %d CPUs on NUMA node %s", name, cpus.String(), n, nodeName(numa))
 			}
 			got, exclude = got.Union(cpus), exclude.Union(cpus)
 		}
@@ -182,7 +205,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	}
 	warnings, err := d.reserveNew(uid, before, c, kept)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d.mu.Lock()
 	// A kept request may have been bound while the lock was free: take
@@ -198,7 +221,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 	// out of their pool. Recorded now, any later reload sees them; one
 	// that came in between shows in the layout read again.
 	if err := d.placedStillFit(uid, before, c, kept); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if before != nil {
 		// Requests of the claim's last allocation that reserve nothing
@@ -213,23 +236,25 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, error) {
 			d.pools.ReleaseMemory(gone)
 		}
 	}
-	for _, w := range warnings {
-		d.log.Warnf("DRA: claim %s/%s (%s) %s", claim.Namespace, claim.Name, uid, w)
-	}
-	switch {
-	case len(stale) > 0:
-		slices.Sort(stale)
-		for _, name := range stale {
-			old, r := before.Requests[name], c.Requests[name]
-			d.log.Warnf("DRA: claim %s/%s (%s) request %s: CPUs %q no longer fit its allocation in pool %s as now configured (%s, online CPUs only); placed anew on %q, with a new token",
-				claim.Namespace, claim.Name, uid, name, old.CPUs, old.Pool, layout.Pool(old.Pool).String(), r.CPUs)
+	report := func() {
+		for _, w := range warnings {
+			d.log.Warnf("DRA: claim %s/%s (%s) %s", claim.Namespace, claim.Name, uid, w)
 		}
-	case before != nil:
-		d.log.Infof("DRA: claim %s/%s (%s) was allocated again: CPUs %q replace %q", claim.Namespace, claim.Name, uid, c.cpus().String(), before.cpus().String())
-	default:
-		d.log.Infof("DRA: claim %s/%s (%s) prepared: CPUs %q", claim.Namespace, claim.Name, uid, c.cpus().String())
+		switch {
+		case len(stale) > 0:
+			slices.Sort(stale)
+			for _, name := range stale {
+				old, r := before.Requests[name], c.Requests[name]
+				d.log.Warnf("DRA: claim %s/%s (%s) request %s: CPUs %q no longer fit its allocation in pool %s as now configured (%s, online CPUs only); placed anew on %q, with a new token",
+					claim.Namespace, claim.Name, uid, name, old.CPUs, old.Pool, layout.Pool(old.Pool).String(), r.CPUs)
+			}
+		case before != nil:
+			d.log.Infof("DRA: claim %s/%s (%s) was allocated again: CPUs %q replace %q", claim.Namespace, claim.Name, uid, c.cpus().String(), before.cpus().String())
+		default:
+			d.log.Infof("DRA: claim %s/%s (%s) prepared: CPUs %q", claim.Namespace, claim.Name, uid, c.cpus().String())
+		}
 	}
-	return before, nil
+	return before, report, nil
 }
 
 // boundTo is a kept request whose binding keepRequests cleared, and the

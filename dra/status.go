@@ -57,7 +57,8 @@ func (d *Driver) setState(s State, detail string) {
 }
 
 // Collector returns the driver's metrics: cpupool_dra_driver_state, 1 for
-// the state the driver is in and 0 for the others.
+// the state the driver is in and 0 for the others, and
+// cpupool_dra_claims_write_errors_total.
 func (d *Driver) Collector() prometheus.Collector { return stateCollector{d} }
 
 // stateHelp names every state from States(), which the collector
@@ -72,9 +73,17 @@ var stateHelp = func() string {
 
 var stateDesc = prometheus.NewDesc("cpupool_dra_driver_state", stateHelp, []string{"state"}, nil)
 
+// writeErrorsHelp is the help of cpupool_dra_claims_write_errors_total.
+const writeErrorsHelp = "Failed writes of the DRA claims file: a Prepare's fails it (the kubelet retries), an Unprepare's or a container binding's is retried in the background. Logged, a flood of Prepares coalesced."
+
+var writeErrorsDesc = prometheus.NewDesc("cpupool_dra_claims_write_errors_total", writeErrorsHelp, nil, nil)
+
 type stateCollector struct{ d *Driver }
 
-func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- stateDesc }
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- stateDesc
+	ch <- writeErrorsDesc
+}
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.d.Status().State
@@ -85,4 +94,5 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, string(s))
 	}
+	ch <- prometheus.MustNewConstMetric(writeErrorsDesc, prometheus.CounterValue, float64(c.d.store.failures.Load()))
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cpupool/nri-cpupool/internal/atomicfile"
@@ -60,6 +61,13 @@ type store struct {
 	// read is never replaced by the claims prepared since. Nil when
 	// there is none.
 	unmoved *atomicfile.Discarded
+	// leftUnmoved is unmoved != nil, read without mu by the refusal of
+	// an unknown token (Driver.unknownToken), which must not wait for a
+	// write.
+	leftUnmoved atomic.Bool
+	// failures counts the writes that failed, by any writer
+	// (cpupool_dra_claims_write_errors_total).
+	failures atomic.Uint64
 }
 
 func newStore(path string) *store {
@@ -90,6 +98,7 @@ func (s *store) load(now time.Time) (map[string]*Claim, *atomicfile.Discarded) {
 	if discarded != nil {
 		if discarded.Unmoved != nil {
 			s.unmoved = discarded
+			s.leftUnmoved.Store(true)
 		}
 		return map[string]*Claim{}, discarded
 	}
@@ -155,10 +164,13 @@ func (s *store) save(gen uint64, data []byte) error {
 		return nil
 	}
 	if err := s.unmoved.Move(s.rename); err != nil {
+		s.failures.Add(1)
 		return fmt.Errorf("saving DRA claims: %w", err)
 	}
 	s.unmoved = nil
+	s.leftUnmoved.Store(false)
 	if err := s.replace(s.path, data, false); err != nil {
+		s.failures.Add(1)
 		return fmt.Errorf("saving DRA claims: %w", err)
 	}
 	s.written, s.synced = gen, false

@@ -1,14 +1,22 @@
 package dra
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // A claims file the driver cannot use never stops the daemon (review
@@ -68,4 +76,58 @@ func TestUnmovedClaimsFileIsNotReplacedUntilMovedAside(t *testing.T) {
 	back, discarded := newStore(path).load(time.Now())
 	assert.Nil(t, discarded)
 	assert.Empty(t, back)
+}
+
+// TestPrepareFailingOnAnUnmovedClaimsFileIsLoggedAndCounted: with the
+// claims file unmovable (a read-only state directory), every Prepare
+// fails; the kubelet got the error, but the daemon's log said "prepared"
+// (logged before the write) and nothing of the failure, and no metric
+// counted it. Now the claim is said prepared only once written, the
+// failure is logged, once for a flood of Prepares failing the same way,
+// and counted (cpupool_dra_claims_write_errors_total).
+func TestPrepareFailingOnAnUnmovedClaimsFileIsLoggedAndCounted(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	dir := t.TempDir()
+	path := dir + "/dra-claims.json"
+	require.NoError(t, os.WriteFile(path, []byte("{corrupt"), 0o600))
+	var logged bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&logged)
+	d, err := New(s, Options{NodeName: testNode, ClaimsFile: path, CDIDir: t.TempDir(), Log: log})
+	require.NoError(t, err)
+	// New moved it aside (the directory is writable); put it back as
+	// unmoved, as on a read-only state directory.
+	require.NoError(t, os.Rename(d.lost.aside, path))
+	fail := true
+	d.store.rename = func(from, to string) error {
+		if fail {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: syscall.EROFS}
+		}
+		return os.Rename(from, to)
+	}
+	d.store.unmoved = &atomicfile.Discarded{Path: path, Kind: atomicfile.KindCorrupt, Problem: errors.New("corrupt"), Aside: d.lost.aside, Unmoved: syscall.EROFS}
+	logged.Reset()
+	claim := allocatedClaim("uid-1", "app-cpus", slots{"cpus": slotsOn(pools.Exclusive, 3, 10, 4)}, "pod-1")
+	res := prepare(t, d, claim)["uid-1"]
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "is not replaced")
+	assert.Contains(t, logged.String(), "is not replaced", "the node's operator reads why every Prepare fails in the daemon's log")
+	assert.NotContains(t, logged.String(), "prepared: CPUs", "not prepared: the claims file was not written")
+	assert.Equal(t, 1, strings.Count(logged.String(), "level=warn"), logged.String())
+
+	logged.Reset()
+	for range 5 {
+		require.Error(t, prepare(t, d, claim)["uid-1"].Err)
+	}
+	assert.Empty(t, logged.String(), "the kubelet's retries do not flood the log")
+	require.NoError(t, testutil.CollectAndCompare(d.Collector(), strings.NewReader(`
+# HELP cpupool_dra_claims_write_errors_total `+writeErrorsHelp+`
+# TYPE cpupool_dra_claims_write_errors_total counter
+cpupool_dra_claims_write_errors_total 6
+`), "cpupool_dra_claims_write_errors_total"))
+
+	fail = false
+	require.NoError(t, prepare(t, d, claim)["uid-1"].Err)
+	assert.Contains(t, logged.String(), "written again after 6 failed Prepares", "the end of the failure is said, with how many there were")
+	assert.Contains(t, logged.String(), "prepared: CPUs")
 }

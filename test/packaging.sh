@@ -254,6 +254,52 @@ expect test "$(sha256sum < "$droot/var/lib/nri-cpupool/state.json")" = "$state" 
 expect output "$work/reinstall.out" dpkg_root -i "$new_deb"
 expect grep -q "systemctl enable --now nri-cpupool" "$work/reinstall.out"
 
+# Conffile handling leaves files beside the CRI-O drop-in (dpkg: .dpkg-old with
+# --force-confnew, .dpkg-dist with --force-confold, .dpkg-new after a failed
+# configure; rpm: .rpmnew, and .rpmsave at an upgrade or erase). CRI-O reads
+# every file of crio.conf.d whatever its name, so their settings apply (review
+# rvG: crio 1.36.3 loads them). postinstall names each, as on the node, and says
+# to delete it; it deletes none (they are the operator's). postremove says so
+# at a removal only (rpm's erase leaves the .rpmsave of an edited drop-in).
+crio_d=$droot/etc/crio/crio.conf.d
+# A real upgrade first: the operator edited the drop-in and the next release
+# changed it too (this package repacked as 1.0.2-1); --force-confold keeps the
+# operator's and leaves the package's as .dpkg-dist, which postinst names.
+dropin=etc/crio/crio.conf.d/10-nri-cpupool.conf
+repack=$work/repack; dpkg-deb -R "$new_deb" "$repack"
+echo '# changed by the next release' >> "$repack/$dropin"
+sed -i 's/^Version: .*/Version: 1.0.2-1/' "$repack/DEBIAN/control"
+sum=$(md5sum < "$repack/$dropin"); sed -i "s|^[0-9a-f]*\( *\(\./\)\{0,1\}$dropin\)\$|${sum%% *}\1|" "$repack/DEBIAN/md5sums"
+dpkg-deb -b --root-owner-group "$repack" "$work/next.deb" >/dev/null
+echo '# edited by the operator' >> "$droot/$dropin"
+expect capture "$work/confold.err" dpkg_root -i "$work/next.deb"
+expect test -e "$crio_d/10-nri-cpupool.conf.dpkg-dist"
+expect grep -qF "WARNING: /$dropin.dpkg-dist is left over" "$work/confold.err"
+leftovers=(dpkg-old dpkg-dist dpkg-new rpmnew rpmsave)
+for s in "${leftovers[@]}"; do echo '# left over' > "$crio_d/10-nri-cpupool.conf.$s"; done
+expect capture "$work/leftover.err" env DPKG_ROOT="$droot" sh packaging/scripts/postinstall.sh configure 1.0.1-1
+for s in "${leftovers[@]}"; do
+  expect grep -qF "WARNING: /etc/crio/crio.conf.d/10-nri-cpupool.conf.$s " "$work/leftover.err"
+  expect test -e "$crio_d/10-nri-cpupool.conf.$s"
+done
+expect grep -qF "CRI-O reads every file in /etc/crio/crio.conf.d" "$work/leftover.err"
+expect_not grep -qF "$droot" "$work/leftover.err"
+expect capture "$work/leftover-rm.err" env DPKG_ROOT="$droot" sh packaging/scripts/postremove.sh 0
+expect grep -qF "WARNING: /etc/crio/crio.conf.d/10-nri-cpupool.conf.rpmsave " "$work/leftover-rm.err"
+expect capture "$work/leftover-up.err" env DPKG_ROOT="$droot" sh packaging/scripts/postremove.sh 1
+expect_not grep -qF "WARNING" "$work/leftover-up.err"   # an upgrade: postinstall said it
+rm -f "$crio_d"/10-nri-cpupool.conf.?*
+expect capture "$work/leftover.err" env DPKG_ROOT="$droot" sh packaging/scripts/postinstall.sh configure 1.0.1-1
+expect_not grep -qF "WARNING" "$work/leftover.err"
+# Under DPKG_ROOT the enable links are checked in the scratch root: `systemctl
+# enable` makes absolute links, which [ -e ] followed onto this machine, where
+# no such unit is: an enabled unit got the hint.
+wants=$droot/etc/systemd/system/multi-user.target.wants
+mkdir -p "$wants"; ln -sf /usr/lib/systemd/system/nri-cpupool.service "$wants/nri-cpupool.service"
+expect output "$work/enabled.out" env DPKG_ROOT="$droot" sh packaging/scripts/postinstall.sh configure 1.0.1-1
+expect_not grep -qF "systemctl enable --now" "$work/enabled.out"
+rm -f "$wants/nri-cpupool.service"
+
 # --- postinstall under a systemd (a fake systemctl, in a private mount namespace) ---
 # After every install, upgrade or reinstall that leaves the unit disabled, the
 # enable hint; never with the unit enabled; an upgrade try-restarts it.

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -95,4 +97,36 @@ func Load(path string, now time.Time, rename Rename, use func([]byte) error) *Di
 	d.Aside = fmt.Sprintf("%s.%s-%s", path, d.Kind, now.UTC().Format(asideTime))
 	d.Unmoved = rename(path, d.Aside)
 	return d
+}
+
+// Newest is the newest file Load moved aside from path at an earlier
+// start (by the time in its name), or nil when there is none: what a
+// restarted daemon knows of a loss an earlier process found, for as long
+// as the operator keeps the file (review rvG: that record lived only in
+// the memory of the process that moved the file). Only names are read, in
+// path's directory; its Problem says it was found at an earlier start.
+func Newest(path string) *Discarded {
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return nil
+	}
+	var newest *Discarded
+	base := filepath.Base(path) + "."
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), base)
+		if !ok {
+			continue
+		}
+		kind, stamp, ok := strings.Cut(rest, "-")
+		if kind != KindCorrupt && kind != KindUnreadable || !ok {
+			continue
+		}
+		at, err := time.Parse(asideTime, stamp)
+		if err != nil || newest != nil && !at.After(newest.At) {
+			continue
+		}
+		newest = &Discarded{Path: path, Kind: kind, Aside: filepath.Join(filepath.Dir(path), e.Name()), At: at,
+			Problem: fmt.Errorf("found %s at an earlier start", kind)}
+	}
+	return newest
 }

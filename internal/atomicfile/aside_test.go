@@ -57,3 +57,34 @@ func TestLoadSetsAsideWhatItCannotUse(t *testing.T) {
 	var none *Discarded
 	assert.NoError(t, none.Move(rename))
 }
+
+// TestNewestFindsTheLastFileSetAside: a restart reads back what an earlier
+// start set aside, the newest by the time in its name, of either kind;
+// other names beside it are not taken for one.
+func TestNewestFindsTheLastFileSetAside(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.json")
+	assert.Nil(t, Newest(path), "nothing set aside")
+	assert.Nil(t, Newest(filepath.Join(dir, "missing", "f.json")), "no directory")
+	for _, name := range []string{"f.json", "f.json.tmp-1", "f.json.corrupt-garbage", "f.json.other-20270101T000000.000000000Z", "g.json.corrupt-20270101T000000.000000000Z"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), nil, 0o600))
+	}
+	assert.Nil(t, Newest(path), "only the names Load gives count")
+
+	at := time.Date(2026, 12, 7, 1, 2, 3, 4, time.UTC)
+	older := Load(path, at, os.Rename, func([]byte) error { return errors.New("bad") })
+	require.NotNil(t, older)
+	require.NoError(t, os.Mkdir(path, 0o700))
+	newer := Load(path, at.Add(time.Second), os.Rename, func([]byte) error { return nil })
+	require.NotNil(t, newer)
+	require.Equal(t, KindUnreadable, newer.Kind)
+
+	got := Newest(path)
+	require.NotNil(t, got)
+	assert.Equal(t, newer.Aside, got.Aside)
+	assert.Equal(t, KindUnreadable, got.Kind)
+	assert.True(t, got.At.Equal(at.Add(time.Second)))
+	assert.Equal(t, path, got.Path)
+	assert.NoError(t, got.Unmoved)
+	assert.ErrorContains(t, got.Problem, "unreadable at an earlier start")
+}

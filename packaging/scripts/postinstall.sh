@@ -26,11 +26,27 @@ if [ -d /run/systemd/system ] && [ -z "${DPKG_ROOT:-}" ]; then
   fi
   systemctl is-enabled --quiet nri-cpupool.service && enabled=yes
 else
-  # Without a running systemd, the links `systemctl enable` makes.
+  # Without a running systemd, the links `systemctl enable` makes. They
+  # are absolute: under DPKG_ROOT, [ -e ] alone would follow one onto this
+  # machine's /usr/lib, where the unit may not be.
   for link in "${DPKG_ROOT:-}"/etc/systemd/system/*.wants/nri-cpupool.service; do
-    [ -e "$link" ] && enabled=yes
+    if [ -L "$link" ] || [ -e "$link" ]; then enabled=yes; fi
   done
 fi
+# Files the package managers' conffile handling leaves beside the CRI-O
+# drop-in (dpkg: .dpkg-old, .dpkg-dist, .dpkg-new; rpm: .rpmnew, .rpmsave):
+# CRI-O reads every file in crio.conf.d whatever its name, so their settings
+# apply, over the drop-in's. They are the operator's to merge and delete:
+# named, never deleted here.
+for f in /etc/crio/crio.conf.d/10-nri-cpupool.conf.dpkg-old /etc/crio/crio.conf.d/10-nri-cpupool.conf.dpkg-dist \
+         /etc/crio/crio.conf.d/10-nri-cpupool.conf.dpkg-new /etc/crio/crio.conf.d/10-nri-cpupool.conf.rpmnew \
+         /etc/crio/crio.conf.d/10-nri-cpupool.conf.rpmsave; do
+  if [ -e "${DPKG_ROOT:-}$f" ]; then
+    echo "nri-cpupool: WARNING: $f is left over from the package manager's configuration file handling;" \
+         "CRI-O reads every file in /etc/crio/crio.conf.d whatever its name, so its settings apply." \
+         "Merge what you need into 10-nri-cpupool.conf, delete it, and restart CRI-O (systemctl restart crio)." >&2
+  fi
+done
 if [ "$enabled" = no ]; then
   echo "nri-cpupool installed: edit /etc/nri-cpupool/config.yaml, run 'nri-cpupool validate', then 'systemctl enable --now nri-cpupool'"
 fi
