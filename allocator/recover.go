@@ -108,6 +108,13 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		// take them from it, or it would be placed again and its poll CPUs
 		// would join the shared pool. The exclusive part never moves.
 		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
+		// While the shared pool is fully held its shared part runs on
+		// infra (readd), which a record written before that (kill -9
+		// before the state write) does not know: beside its exclusive CPUs
+		// those are its shared part, not a move.
+		if rest := runsOn.Difference(as.CPUs); as.CPUs.IsSubsetOf(runsOn) && rest.IsSubsetOf(a.sharedPartElsewhere()) {
+			runsOn = as.CPUs
+		}
 	}
 	switch {
 	case r.Damaged || runsOn.IsEmpty():
@@ -128,6 +135,15 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		}
 	}
 	return Result{}, NeedsRepin, nil
+}
+
+// sharedPartElsewhere are the CPUs a with-shared container's shared part
+// runs on, beside its exclusive part, when the shared pool has no free CPU:
+// where MembersCPUs puts shared users now, and the infra pool, where it
+// put them while a kept container (maybe the one being readmitted, not yet
+// re-added) held the whole shared pool.
+func (a *Allocator) sharedPartElsewhere() cpuset.CPUSet {
+	return a.PoolCPUs(pools.Infra).Union(a.MembersCPUs(pools.Shared))
 }
 
 // sameWhileOffline tells whether a container runs on its remembered CPUs
@@ -381,6 +397,11 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 	if req.WithShared {
 		// Its exclusive part is what it runs on beside the shared pool.
 		current = current.Difference(a.PoolCPUs(pools.Shared))
+		// While the shared pool is fully held its shared part runs on
+		// infra (readd): the rest is its exclusive part.
+		if excl := current.Difference(a.sharedPartElsewhere()); !excl.IsEmpty() {
+			current = excl
+		}
 	}
 	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !cpulist.Equal(current, req.CPUs) {
 		// The kubelet's allocation is the truth for its containers.
