@@ -108,6 +108,13 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		// take them from it, or it would be placed again and its poll CPUs
 		// would join the shared pool. The exclusive part never moves.
 		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
+		// While the shared pool is fully held its shared part runs on
+		// infra (readd), which a record written before that (kill -9
+		// before the state write) does not know: beside its exclusive CPUs
+		// those are its shared part, not a move.
+		if rest := runsOn.Difference(as.CPUs); as.CPUs.IsSubsetOf(runsOn) && rest.IsSubsetOf(a.sharedPartElsewhere()) {
+			runsOn = as.CPUs
+		}
 	}
 	switch {
 	case r.Damaged || runsOn.IsEmpty():
@@ -123,11 +130,20 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		if as.HideHyperthreads || !as.Reserved.IsEmpty() {
 			moved.Reserved = a.hiddenSiblings(runsOn)
 		}
-		if res, err := a.restore(moved); err == nil {
-			return res, KeptWhereItRuns, nil
+		if res, note, err := a.restoreNoted(moved); err == nil {
+			return res, KeptWhereItRuns, note
 		}
 	}
 	return Result{}, NeedsRepin, nil
+}
+
+// sharedPartElsewhere are the CPUs a with-shared container's shared part
+// runs on, beside its exclusive part, when the shared pool has no free CPU:
+// where MembersCPUs puts shared users now, and the infra pool, where it
+// put them while a kept container (maybe the one being readmitted, not yet
+// re-added) held the whole shared pool.
+func (a *Allocator) sharedPartElsewhere() cpuset.CPUSet {
+	return a.PoolCPUs(pools.Infra).Union(a.MembersCPUs(pools.Shared))
 }
 
 // sameWhileOffline tells whether a container runs on its remembered CPUs
@@ -148,17 +164,18 @@ func (a *Allocator) sameWhileOffline(runsOn, remembered cpuset.CPUSet) bool {
 }
 
 // Repin is round 3 for a container Readmit found NeedsRepin: back on its
-// remembered CPUs when the record is whole and they are free (Repinned),
-// else NeedsPlacement, and the error says why.
+// remembered CPUs when the record is whole and they are free (Repinned,
+// and an error is a note: why it runs off its pool's CPUs), else
+// NeedsPlacement, and the error says why.
 func (a *Allocator) Repin(r Remembered) (Result, Readmitted, error) {
 	if r.Damaged {
 		return Result{}, NeedsPlacement, fmt.Errorf("container %s: the remembered CPUs are damaged", r.Assignment.ID)
 	}
-	res, err := a.restore(r.Assignment)
+	res, note, err := a.restoreNoted(r.Assignment)
 	if err != nil {
 		return Result{}, NeedsPlacement, err
 	}
-	return res, Repinned, nil
+	return res, Repinned, note
 }
 
 // restore re-adds a container exactly where it runs, and only if it may run
@@ -168,17 +185,27 @@ func (a *Allocator) Repin(r Remembered) (Result, Readmitted, error) {
 // (again): an update naming an offline CPU fails on cgroup v1, so a set
 // with one is refused.
 func (a *Allocator) restore(as Assignment) (Result, error) {
+	res, _, err := a.restoreNoted(as)
+	return res, err
+}
+
+// restoreNoted is restore, and note, with no error, says why it was added
+// off its pool's CPUs (readd: a shared part on infra while the shared pool
+// is fully held). The note is never the error, which callers read as
+// "nothing was added": the container was added.
+func (a *Allocator) restoreNoted(as Assignment) (_ Result, note, err error) {
 	as, infraBefore, problem, err := a.prepareReadd(as)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
 	if problem != nil {
-		return Result{}, problem
+		return Result{}, nil, problem
 	}
 	if off := a.offline(&as); !off.IsEmpty() {
-		return Result{}, fmt.Errorf("container %s: CPUs %s are offline", as.ID, off)
+		return Result{}, nil, fmt.Errorf("container %s: CPUs %s are offline", as.ID, off)
 	}
-	return a.readd(as, infraBefore)
+	res, note := a.readd(as, infraBefore)
+	return res, note, nil
 }
 
 // keep re-adds a container exactly where it runs even when it may not run
@@ -364,6 +391,11 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 	if req.WithShared {
 		// Its exclusive part is what it runs on beside the shared pool.
 		current = current.Difference(a.PoolCPUs(pools.Shared))
+		// While the shared pool is fully held its shared part runs on
+		// infra (readd): the rest is its exclusive part.
+		if excl := current.Difference(a.sharedPartElsewhere()); !excl.IsEmpty() {
+			current = excl
+		}
 	}
 	if pools.IsExclusive(req.Pool) && req.CPUs.Size() > 0 && !cpulist.Equal(current, req.CPUs) {
 		// The kubelet's allocation is the truth for its containers.

@@ -126,8 +126,9 @@ func TestSharedUsersLeaveAPoolHeldAfterThemAndComeBack(t *testing.T) {
 func TestSharedUsersNeverOnACPUInfraLendsAfterTheHolderEnds(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", sharedMovedTo4+"  exclusive-non-isolcpus: {enabled: true}\n")
 	_, _, _ = a.Readmit(Remembered{Assignment: remembered(t, "old", "4,12", ""), RunsOn: set(t, "4,12")})
-	_, err := a.restore(Assignment{ID: "member", Pod: PodRef{UID: "u2"}, Container: "c", Pool: "shared", CPUs: set(t, "2-3,10-11")})
-	require.EqualError(t, err, "container member: every CPU of pool shared (4,12) is held by an exclusive container (one kept where it runs after a config change); it runs on pool infra (0-1,8-9) until one is free",
+	_, note, err := a.restoreNoted(Assignment{ID: "member", Pod: PodRef{UID: "u2"}, Container: "c", Pool: "shared", CPUs: set(t, "2-3,10-11")})
+	require.NoError(t, err, "added")
+	require.EqualError(t, note, "container member: every CPU of pool shared (4,12) is held by an exclusive container (one kept where it runs after a config change); it runs on pool infra (0-1,8-9) until one is free",
 		"on infra while the pool is held, and told")
 	a.FollowShared()
 	member, _ := a.Get("member")
@@ -150,4 +151,66 @@ func TestSharedUsersNeverOnACPUInfraLendsAfterTheHolderEnds(t *testing.T) {
 	second := lend("y2")
 	member, _ = a.Get("member")
 	assert.True(t, member.CPUs.Intersection(second).IsEmpty(), "infra lent %s while the member runs on %s", second, member.CPUs)
+}
+
+// TestStaleRecordSharedPartOnInfraKeepsTheExclusivePart: restart #1 with
+// sharedMovedTo4 keeps "dpdk" on 4,12 (exclusive under the old config; the
+// whole shared pool under the new one) and moves its shared part to infra
+// (0-1,8-9); the runtime applies it, and the plugin is killed (-9) before
+// the background state write. Restart #2 with the same config: the record
+// still says shared part 2-3,10-11, the runtime runs it on 0-1,4,8-9,12.
+// The infra CPUs beside its exclusive part are its shared part, not a move:
+// it is kept on 4,12, never placed anew.
+func TestStaleRecordSharedPartOnInfraKeepsTheExclusivePart(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", sharedMovedTo4)
+	rec := withShared(remembered(t, "dpdk", "4,12", ""), set(t, "2-3,10-11"))
+	_, outcome, err := a.Readmit(Remembered{Assignment: rec, RunsOn: set(t, "2-4,10-12")})
+	require.Equal(t, Kept, outcome, "restart #1: %v", err)
+	d, _ := a.Get("dpdk")
+	require.Equal(t, "0-1,4,8-9,12", d.Cpuset().String(), "restart #1 put its shared part on infra")
+
+	// Restart #2, same config, stale record (kill -9 before the state write).
+	b := newAllocator(t, "desktop-8c16t", sharedMovedTo4)
+	_, outcome, err = b.Readmit(Remembered{Assignment: rec, RunsOn: set(t, "0-1,4,8-9,12")})
+	assert.Equal(t, Kept, outcome, "the exclusive part 4,12 runs there; a plain restart keeps it (%v)", err)
+	d, _ = b.Get("dpdk")
+	assert.Equal(t, "4,12", d.CPUs.String())
+	assert.Equal(t, "0-1,4,8-9,12", d.Cpuset().String())
+
+	// A container the allocator has no record of (the state file lost),
+	// running on 6,14 with its shared part on infra while another kept
+	// container holds the whole shared pool, stays where it runs too.
+	c := newAllocator(t, "desktop-8c16t", sharedMovedTo4)
+	_, _, _ = c.Readmit(Remembered{Assignment: remembered(t, "old", "4,12", ""), RunsOn: set(t, "4,12")})
+	_, adopted, err := c.Adopt(mixed("dpdk", 2), set(t, "0-1,6,8-9,14"), cpuset.New())
+	assert.Equal(t, StaysWhereItRuns, adopted, "%v", err)
+	d, _ = c.Get("dpdk")
+	assert.Equal(t, "6,14", d.CPUs.String())
+}
+
+// TestRestoreWithSharedPartOnInfraSaysAdded: restore returned readd's
+// "its shared part runs on infra" note as an error after the assignment
+// was committed. Readmit and Repin read any error as "nothing was added"
+// (NeedsRepin, NeedsPlacement), yet the container was in the allocator,
+// owning its CPUs: the caller placed it a second time.
+func TestRestoreWithSharedPartOnInfraSaysAdded(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", sharedMovedTo4)
+	_, _, _ = a.Readmit(Remembered{Assignment: remembered(t, "old", "4,12", ""), RunsOn: set(t, "4,12")})
+	rec := withShared(remembered(t, "dpdk", "6,14", ""), set(t, "2-3,10-11"))
+	_, outcome, err := a.Readmit(Remembered{Assignment: rec, RunsOn: set(t, "7,15")})
+	assert.Equal(t, KeptWhereItRuns, outcome, "%v", err)
+	d, added := a.Get("dpdk")
+	require.True(t, added)
+	assert.Equal(t, "0-1,7-9,15", d.Cpuset().String())
+
+	// Not pinned at all: Readmit finds NeedsRepin, Repin puts it back.
+	b := newAllocator(t, "desktop-8c16t", sharedMovedTo4)
+	_, _, _ = b.Readmit(Remembered{Assignment: remembered(t, "old", "4,12", ""), RunsOn: set(t, "4,12")})
+	_, outcome, err = b.Readmit(Remembered{Assignment: rec, RunsOn: cpuset.New()})
+	require.Equal(t, NeedsRepin, outcome, "%v", err)
+	_, outcome, err = b.Repin(Remembered{Assignment: rec, RunsOn: cpuset.New()})
+	assert.Equal(t, Repinned, outcome, "%v", err)
+	d, added = b.Get("dpdk")
+	require.True(t, added)
+	assert.Equal(t, "0-1,6,8-9,14", d.Cpuset().String())
 }

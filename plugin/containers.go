@@ -270,8 +270,10 @@ func (p *Plugin) takePending() []*api.ContainerUpdate {
 // an older "infra grew" after a newer "infra shrank" and put an infra
 // container on a CPU lent to an exclusive one. Only pools growing are ever
 // deferred (a release never shrinks one), so until then members run on a
-// subset of their pool, never on a CPU someone else holds. Sandboxes follow
-// without waiting for a reply: the pinner takes them at once.
+// subset of their pool, never on a CPU someone else holds (shared users
+// sent to infra while a kept container held the whole shared pool go back
+// to it with that next reply, not when the holder is removed). Sandboxes
+// follow without waiting for a reply: the pinner takes them at once.
 func (p *Plugin) deferFollowers(res allocator.Result) {
 	for _, u := range res.Updates {
 		p.pending[u.ID] = true

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -237,4 +238,45 @@ func TestSharedCPUsContainerPartitionedByAnEarlierRelease(t *testing.T) {
 	assert.Equal(t, mustParse(excl).Union(mustParse("2-3,10-11")).String(), f.cpus(fwd), "kept where it runs")
 	assert.Contains(t, rp.log.String(), "container telco/dpdk/fwd: its cgroup is no longer an isolated partition: it runs on the shared pool too (shared-cpus.cpupool.dev)")
 	assert.False(t, rp.savedState(t).Containers[fwd.Id].IsolatedPartition)
+}
+
+// TestKill9AfterSharedPartToInfraKeepsTheExclusivePart: a shared-cpus
+// container on 4,12 is kept where it runs by a restart whose config makes
+// 4,12 the whole shared pool; its shared part goes to infra and the
+// runtime applies it; the plugin is killed before the background writer
+// records it (played by putting back the file as it was). The next
+// restart, with the same config, keeps its exclusive part where it runs.
+func TestKill9AfterSharedPartToInfraKeepsTheExclusivePart(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev": "true"}})
+	dpdk, _, err := f.createContainer(pod, "c", 2000)
+	require.NoError(t, err)
+	require.Equal(t, "2-4,10-12", f.cpus(dpdk))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		st, err := state.ReadState(statePath(f))
+		require.NoError(c, err)
+		assert.Contains(c, st.Containers, dpdk.Id)
+	}, 5*time.Second, 5*time.Millisecond)
+	first.stop()
+	saved, err := os.ReadFile(statePath(f))
+	require.NoError(t, err)
+
+	moved := testNode{fixture: desktop.fixture, config: `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "2-3,5-7,10-11,13-15"}
+  shared: {cpus: "4,12"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  exclusive: [telco]
+`}
+	second := startPlugin(t, f, moved, statePath(f))
+	require.Equal(t, "0-1,4,8-9,12", f.cpus(dpdk), "kept on 4,12, its shared part on infra")
+	second.stop()
+	require.NoError(t, os.WriteFile(statePath(f), saved, 0o600), "kill -9 before the writer recorded restart #1")
+
+	third := startPlugin(t, f, moved, statePath(f))
+	assert.Equal(t, "0-1,4,8-9,12", f.cpus(dpdk), "a restart with the same config moves nobody:\n%s", third.log.String())
 }
