@@ -203,7 +203,7 @@ done <"$out/keys" | xargs -P 4 -L 1 bash -c 'null_one "$@"' _ >"$out/null-result
 failed=0
 while read -r sweep key result why; do
   case $sweep in defaults) listed=$null_refused_always ;; *) listed=$null_refused_features ;; esac
-  case " $(echo $listed) " in *" $key "*) want=refused ;; *) want=ok ;; esac
+  case " ${listed//$'\n'/ } " in *" $key "*) want=refused ;; *) want=ok ;; esac
   if [ "$result" = bad ]; then
     echo "$sweep: --set $key=null: $why"; failed=1
   elif [ "$result" != "$want" ]; then
