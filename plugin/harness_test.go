@@ -472,6 +472,8 @@ type runningPlugin struct {
 	done   chan error
 	once   sync.Once
 	log    syncBuffer
+	// hooks, set by a setup, are passed to Run.
+	hooks Hooks
 }
 
 // syncBuffer collects a plugin's log for assertions.
@@ -557,7 +559,7 @@ func startPluginSetUp(t testing.TB, f *fakeRuntime, node testNode, stateFile str
 	f.settle = p.waitSandboxesPinned
 	f.mu.Unlock()
 	go func() {
-		rp.done <- p.Run(ctx, f.socket, Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond})
+		rp.done <- p.Run(ctx, f.socket, Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}, rp.hooks)
 	}()
 	f.waitSynced(before)
 	t.Cleanup(rp.stop)

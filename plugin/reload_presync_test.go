@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,6 +72,35 @@ func TestReloadBeforeTheFirstSynchronizeThatMovesNobodyIsApplied(t *testing.T) {
 	require.Eventually(t, func() bool { return ctrCPUs(f, ids["logger"]) == "2-3,7,10-11,15" }, 2*time.Second, 10*time.Millisecond,
 		"the shared member follows the grown pool; it runs on %s", ctrCPUs(f, ids["logger"]))
 	assert.Equal(t, "4,12", ctrCPUs(f, ids["fwd"]))
+	rp.p.mu.Lock()
+	defer rp.p.mu.Unlock()
+	assert.Equal(t, "4-6,12-14", rp.p.alloc.Layout().Exclusive.String())
+}
+
+// TestReloadAppliedRightAfterTheFirstSynchronizeRacesNothingInRun: the
+// stub's Start returns once Configure is answered, before the runtime's
+// first Synchronize, so Run goes on beside that Synchronize and the queued
+// reload it applies. Run must not read the config in force without the
+// lock while that reload swaps it: under -race it was a data race (a
+// flake of the test above on a loaded machine, where Run was slow to get
+// past its log line). The Registered hook, on Run's goroutine right after
+// Start, sleeps without synchronizing with anything, so the reload is
+// applied before Run goes on and the race detector sees both sides.
+func TestReloadAppliedRightAfterTheFirstSynchronizeRacesNothingInRun(t *testing.T) {
+	f, first, _ := runDesktop(t)
+	first.stop()
+	var once sync.Once
+	rp := startPluginWith(t, f, desktop, statePath(f), func(rp *runningPlugin) {
+		err := rp.p.Reload(reloadConfig(t, rp, desktopGrown), nil, "test")
+		var re *ReloadError
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, ReloadPending, re.Result)
+		rp.hooks.Registered = func() { once.Do(func() { time.Sleep(500 * time.Millisecond) }) }
+	})
+	waitReloads(t, rp, ReloadApplied, 1)
+	registered := `registered with the runtime at ` + f.socket + ` as \"10-` + PluginName + `\"`
+	require.Eventually(t, func() bool { return strings.Contains(rp.log.String(), registered) }, 3*time.Second, 10*time.Millisecond,
+		"Run goes on after the hook and logs its name")
 	rp.p.mu.Lock()
 	defer rp.p.mu.Unlock()
 	assert.Equal(t, "4-6,12-14", rp.p.alloc.Layout().Exclusive.String())

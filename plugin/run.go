@@ -119,6 +119,14 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 	if len(hooks) > 0 {
 		h = hooks[0]
 	}
+	// Read once, under the lock: pluginIndex changes only at a restart
+	// (keepRestartOnly), and a reload swaps the config in force while
+	// Run goes on beside the runtime's first Synchronize (the stub's Start
+	// returns once Configure is answered), so an unlocked read of p.cfg
+	// here raced the reload that Synchronize applies.
+	p.mu.Lock()
+	index := p.cfg.PluginIndex
+	p.mu.Unlock()
 	wait := backoff.Initial
 	for {
 		closed := make(chan struct{})
@@ -126,7 +134,7 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		if !runtimeLaunched() {
 			// A runtime-launched plugin gets its name, index and connection
 			// from the environment the runtime set up.
-			opts = append(opts, stub.WithPluginName(PluginName), stub.WithPluginIdx(fmt.Sprintf("%02d", p.cfg.PluginIndex)), stub.WithSocketPath(socket))
+			opts = append(opts, stub.WithPluginName(PluginName), stub.WithPluginIdx(fmt.Sprintf("%02d", index)), stub.WithSocketPath(socket))
 		}
 		s, err := stub.New(newInstrumented(p), opts...)
 		if err != nil {
@@ -137,9 +145,9 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		// Start returns, and that Synchronize belongs to this attempt.
 		p.conn.attempt.Add(1)
 		if err = s.Start(ctx); err == nil {
-			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", p.cfg.PluginIndex, PluginName)))
 			wait = backoff.Initial
 			h.registered()
+			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", index, PluginName)))
 			p.setPush(s.UpdateContainers)
 			// After setPush: a reload the first Synchronize applies pushes
 			// its updates at once, not at the next reply.
