@@ -162,6 +162,13 @@ refused --set config.dra.enabled=true --set config.dra.pluginDir=var/lib "at '/c
 refused --set config.dra.enabled=true --set deviceClasses=null "missing property 'deviceClasses'"
 refused --set config.kubelet.devicePlugin=true --set config.kubelet.devicePluginDir=null "at '/config/kubelet': missing property 'devicePluginDir'"
 refused --set runtime.dropIn.install=true --set runtime.dropIn.image=null "at '/runtime/dropIn': missing property 'image'"
+# Two volume mounts at one path, which the API server refuses at install
+# ("must be unique"): the state directory at the NRI socket's, over the
+# config's mount, a DRA directory at another mount's.
+refused --set config.stateFile=/var/run/nri/state.json "config.stateFile's directory and config.nriSocket's directory are both /var/run/nri"
+refused --set config.stateFile=/etc/nri-cpupool/state.json "the config file's mount and config.stateFile's directory are both /etc/nri-cpupool"
+refused --set config.dra.enabled=true --set config.dra.cdiDir=/var/run/nri/ "config.nriSocket's directory and config.dra.cdiDir are both /var/run/nri"
+refused --set config.kubelet.devicePlugin=true --set config.kubelet.devicePluginDir=/var/lib/nri-cpupool "config.stateFile's directory and config.kubelet.devicePluginDir are both /var/lib/nri-cpupool"
 echo "values that cannot work are refused"
 
 # Every key of values.yaml removed (--set KEY=null, Helm's way to remove a

@@ -15,7 +15,8 @@
 // not the config's metricsAddress port, or on a path the daemon does not
 // serve (a 404: the kubelet restarts the plugin for ever), a ConfigMap volume of no
 // ConfigMap of the release, a service account of none, a hostPath volume
-// whose path is not absolute, an image without a name, an admission policy
+// whose path is not absolute, two volume mounts of a container at one
+// path, an image without a name, an admission policy
 // no binding names (or a binding of no policy), the DRA driver's
 // ResourceSlice policy matching another account than the DaemonSet's.
 package main
@@ -287,6 +288,9 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 			if _, ok := volumes[m.Name]; !ok {
 				fail("container %s mounts volume %q, which the pod does not have", c.Name, m.Name)
 			}
+		}
+		for _, err := range checkMountPaths(c) {
+			fail("%v", err)
 		}
 		for _, p := range []struct {
 			name  string
