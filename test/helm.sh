@@ -149,12 +149,26 @@ refused --set image.repository= "at '/image/repository': minLength"
 refused --set config=null "missing property 'config'"
 refused --set probes=null "missing property 'probes'"
 refused --set probes.liveness=null "missing property 'liveness'"
+# A probe without a path (review of session 63): the kubelet GETs /, the
+# daemon serves /healthz, /readyz and /metrics only, so liveness restarted
+# the plugin every ~35 s for ever and readiness never passed.
+refused --set probes.liveness.path=null "at '/probes/liveness': missing property 'path'"
+refused --set probes.liveness.path= "at '/probes/liveness/path': '' does not match pattern '^/'"
+refused --set probes.readiness.path=null "at '/probes/readiness': missing property 'path'"
+refused --set probes.readiness.path=readyz "at '/probes/readiness/path': 'readyz' does not match pattern '^/'"
 # A value read only while a feature is on is required only then.
 refused --set config.dra.enabled=true --set config.dra.cdiDir=null "at '/config/dra': missing property 'cdiDir'"
 refused --set config.dra.enabled=true --set config.dra.pluginDir=var/lib "at '/config/dra/pluginDir': 'var/lib' does not match pattern '^/'"
 refused --set config.dra.enabled=true --set deviceClasses=null "missing property 'deviceClasses'"
 refused --set config.kubelet.devicePlugin=true --set config.kubelet.devicePluginDir=null "at '/config/kubelet': missing property 'devicePluginDir'"
 refused --set runtime.dropIn.install=true --set runtime.dropIn.image=null "at '/runtime/dropIn': missing property 'image'"
+# Two volume mounts at one path, which the API server refuses at install
+# ("must be unique"): the state directory at the NRI socket's, over the
+# config's mount, a DRA directory at another mount's.
+refused --set config.stateFile=/var/run/nri/state.json "config.stateFile's directory and config.nriSocket's directory are both /var/run/nri"
+refused --set config.stateFile=/etc/nri-cpupool/state.json "the config file's mount and config.stateFile's directory are both /etc/nri-cpupool"
+refused --set config.dra.enabled=true --set config.dra.cdiDir=/var/run/nri/ "config.nriSocket's directory and config.dra.cdiDir are both /var/run/nri"
+refused --set config.kubelet.devicePlugin=true --set config.kubelet.devicePluginDir=/var/lib/nri-cpupool "config.stateFile's directory and config.kubelet.devicePluginDir are both /var/lib/nri-cpupool"
 echo "values that cannot work are refused"
 
 # Every key of values.yaml removed (--set KEY=null, Helm's way to remove a
@@ -164,8 +178,9 @@ echo "values that cannot work are refused"
 # template's nil-pointer error, which names a template line instead. Only
 # the keys listed here are refused: each of them never rendered a pod that
 # starts (at f85a0cf, before the schema required anything, a template's nil
-# pointer, a hostPath without a path or a daemon looking where the pod
-# mounts nothing). Any other key refused is a regression: a release that
+# pointer, a hostPath without a path, a daemon looking where the pod
+# mounts nothing, or a probe without a path, which GETs / and gets 404:
+# liveness restarts the plugin for ever, readiness never passes). Any other key refused is a regression: a release that
 # removed it could no longer be upgraded (docs/install.md, "With Helm").
 # The helm runs are parallel: they wait more than they compute.
 keys() { # the dotted paths of a values file's keys (block mappings)
@@ -175,7 +190,7 @@ keys() { # the dotted paths of a values file's keys (block mappings)
 }
 null_refused_always="config config.cgroupRoot config.dra config.kubelet config.kubernetes config.metricsAddress config.nriSocket
   config.stateFile config.sysfsRoot host host.cgroup host.procCmdline host.sysfs image image.repository probes probes.liveness
-  runtime runtime.dropIn runtime.name"
+  probes.liveness.path probes.readiness.path runtime runtime.dropIn runtime.name"
 null_refused_features="$null_refused_always config.dra.cdiDir config.dra.pluginDir config.dra.registryDir deviceClasses runtime.dropIn.image"
 null_one() { # SWEEP KEY VALUES...: one line, "SWEEP KEY ok", "SWEEP KEY refused ERROR" or "SWEEP KEY bad WHY"
   local sweep=$1 key=$2 r=$out/null-$1-$2 err; shift 2

@@ -12,9 +12,11 @@
 // On top, what the API server would accept but could not run: a
 // DaemonSet whose selector does not match its pods' labels, a volume mount
 // of no volume, a probe on a port the container does not name or that is
-// not the config's metricsAddress port, a ConfigMap volume of no
+// not the config's metricsAddress port, or on a path the daemon does not
+// serve (a 404: the kubelet restarts the plugin for ever), a ConfigMap volume of no
 // ConfigMap of the release, a service account of none, a hostPath volume
-// whose path is not absolute, an image without a name, an admission policy
+// whose path is not absolute, two volume mounts of a container at one
+// path, an image without a name, an admission policy
 // no binding names (or a binding of no policy), the DRA driver's
 // ResourceSlice policy matching another account than the DaemonSet's.
 package main
@@ -287,12 +289,18 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 				fail("container %s mounts volume %q, which the pod does not have", c.Name, m.Name)
 			}
 		}
+		for _, err := range checkMountPaths(c) {
+			fail("%v", err)
+		}
 		for _, p := range []struct {
 			name  string
 			probe *corev1.Probe
 		}{{"liveness", c.LivenessProbe}, {"readiness", c.ReadinessProbe}} {
 			if p.probe == nil || p.probe.HTTPGet == nil {
 				continue
+			}
+			if err := checkProbePath(p.probe.HTTPGet.Path); err != nil {
+				fail("container %s: %s probe %v", c.Name, p.name, err)
 			}
 			port, err := probePort(c, p.probe.HTTPGet.Port.String())
 			if err != nil {

@@ -109,6 +109,33 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- fail (printf "config.%s is %q: give an absolute path" $key (toString (index $c $key))) }}
 {{- end }}
 {{- end }}
+{{- /* Two volume mounts of the plugin's container at one path: the API
+server refuses the DaemonSet ("must be unique"), found only at helm
+install. These are its mounts as templates/daemonset.yaml writes them;
+tools/chartcheck refuses any duplicate the rendering still has. */}}
+{{- $mounts := list
+  (list "/etc/nri-cpupool" "the config file's mount")
+  (list (dir $c.stateFile) "config.stateFile's directory")
+  (list (dir $c.nriSocket) "config.nriSocket's directory")
+  (list "/host/sys" "the host's /sys mount")
+  (list "/host/proc/cmdline" "the host's /proc/cmdline mount")
+  (list "/host/sys/fs/cgroup" "the host's cgroup tree mount") }}
+{{- if $c.kubelet.devicePlugin }}
+{{- $mounts = append $mounts (list (toString $c.kubelet.devicePluginDir) "config.kubelet.devicePluginDir") }}
+{{- end }}
+{{- if $c.dra.enabled }}
+{{- range $key := list "pluginDir" "registryDir" "cdiDir" }}
+{{- $mounts = append $mounts (list (toString (index $c.dra $key)) (printf "config.dra.%s" $key)) }}
+{{- end }}
+{{- end }}
+{{- $seen := dict }}
+{{- range $m := $mounts }}
+{{- $at := clean (index $m 0) }}
+{{- with index $seen $at }}
+{{- fail (printf "%s and %s are both %s: the pod would mount two volumes there, which the API server refuses; give each its own directory (the state file's is /var/lib/nri-cpupool by default)" . (index $m 1) $at) }}
+{{- end }}
+{{- $_ := set $seen $at (index $m 1) }}
+{{- end }}
 {{- end }}
 
 {{/* The drop-in directory on the node. */}}
