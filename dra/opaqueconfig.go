@@ -22,10 +22,19 @@ import (
 // maxRequestNames is how many request names the refusal lists.
 const maxRequestNames = 3
 
-// refuseOpaqueConfig refuses the first opaque config for this driver;
-// want are the claim's requests of this driver, named for a config that
-// names no request (it applies to every one).
-func refuseOpaqueConfig(configs []resourceapi.DeviceAllocationConfiguration, want map[string]wanted) error {
+// driverConfig is the first opaque config for this driver in an
+// allocation, described for a message.
+type driverConfig struct {
+	// requests names the requests it is for; from whose it is ("the
+	// claim's", "its DeviceClass's"); params echoes its parameters.
+	requests, from, params string
+	class                  bool
+}
+
+// findDriverConfig finds the first opaque config for this driver (nil:
+// none); want are the claim's requests of this driver, named for a config
+// that names no request (it applies to every one).
+func findDriverConfig(configs []resourceapi.DeviceAllocationConfiguration, want map[string]wanted) *driverConfig {
 	for _, c := range configs {
 		o := c.Opaque
 		if o == nil || o.Driver != DriverName {
@@ -35,15 +44,44 @@ func refuseOpaqueConfig(configs []resourceapi.DeviceAllocationConfiguration, wan
 		if len(reqs) == 0 {
 			reqs = slices.Sorted(maps.Keys(want))
 		}
-		from := "the claim's"
+		found := &driverConfig{requests: requestNames(reqs), from: "the claim's", params: cpulist.Echo(string(o.Parameters.Raw))}
 		if c.Source == resourceapi.AllocationConfigSourceClass {
-			from = "its DeviceClass's"
+			found.from, found.class = "its DeviceClass's", true
 		}
-		return fmt.Errorf("%s: %s opaque config for driver %s (%s) is refused: %s defines no parameters, and hideHyperthreads, fullPCPUsOnly and pool do not apply to claims "+
-			"(the scheduler counts N CPUs and N CPUs are pinned, whole cores and one L3 group where the node has them; the pool is the DeviceClass's: cpupool-exclusive or cpupool-exclusive-non-isolcpus); "+
-			"remove the config (see docs/dra.md)", requestNames(reqs), from, DriverName, cpulist.Echo(string(o.Parameters.Raw)), DriverName)
+		return found
 	}
 	return nil
+}
+
+// refuseOpaqueConfig refuses the first opaque config for this driver.
+func refuseOpaqueConfig(configs []resourceapi.DeviceAllocationConfiguration, want map[string]wanted) error {
+	c := findDriverConfig(configs, want)
+	if c == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %s opaque config for driver %s (%s) is refused: %s defines no parameters, and hideHyperthreads, fullPCPUsOnly and pool do not apply to claims "+
+		"(the scheduler counts N CPUs and N CPUs are pinned, whole cores and one L3 group where the node has them; the pool is the DeviceClass's: cpupool-exclusive or cpupool-exclusive-non-isolcpus); "+
+		"remove the config (see docs/dra.md)", c.requests, c.from, DriverName, c.params, DriverName)
+}
+
+// ignoredOpaqueConfig says why the first opaque config for this driver
+// ("" when none) is ignored for a claim the driver holds with the same
+// allocation, prepared again rather than refused. Removing the config
+// cannot help this claim (its allocation, config included, cannot
+// change), so the message says what it does not do, and what to change
+// for the claims allocated after it, which are refused.
+func ignoredOpaqueConfig(configs []resourceapi.DeviceAllocationConfiguration, want map[string]wanted) string {
+	c := findDriverConfig(configs, want)
+	if c == nil {
+		return ""
+	}
+	where := "the claim's spec (or the ResourceClaimTemplate it came from)"
+	if c.class {
+		where = "the DeviceClass"
+	}
+	return fmt.Sprintf("%s: %s opaque config for driver %s (%s) has no effect: %s defines no parameters, and hideHyperthreads, fullPCPUsOnly and pool do not apply to claims. "+
+		"Nothing needs doing for this claim, whose allocation cannot change; a claim allocated anew with such config is refused at Prepare, so take it out of %s for those (see docs/dra.md)",
+		c.requests, c.from, DriverName, c.params, DriverName, where)
 }
 
 // requestNames names a config's requests for a message, a few at most:

@@ -1,7 +1,10 @@
 package dra
 
 import (
+	"bytes"
+	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,4 +46,67 @@ func TestOpaqueConfigOfAClaimPreparedBeforeIsPreparedAgain(t *testing.T) {
 	if statErr == nil {
 		assert.Equal(t, env, cdiEnv(t, td.cdi, "uid-1"))
 	}
+}
+
+// TestOpaqueConfigWarningIsLoggedOnlyOnceTheClaimIsPrepared: the warning
+// that a remembered claim is prepared again despite its opaque config was
+// logged while deciding, before the claims file was written: when the
+// write failed nothing was prepared (the kubelet got an error) but the log
+// said the claim was prepared again, and said it again at every retry. It
+// is logged once the file holds the claim, and gives no advice to remove
+// the config, which cannot help (the allocation cannot change).
+func TestOpaqueConfigWarningIsLoggedOnlyOnceTheClaimIsPrepared(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	claim := allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 4, 0, 8)}, "pod-1")
+	require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err)
+	withConfig := claim.DeepCopy()
+	withConfig.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{
+		opaqueConfig(resourceapi.AllocationConfigSourceClass, DriverName, `{"fullPCPUsOnly": true}`)}
+
+	d := td.restart(t)
+	var logged bytes.Buffer
+	d.log.SetOutput(&logged)
+	replace := d.store.replace
+	d.store.replace = func(string, []byte, bool) error { return errors.New("no space left on device") }
+	d.mu.Lock()
+	d.gen++ // the file holds this generation: the re-Prepare must write
+	d.mu.Unlock()
+	for range 3 {
+		require.Error(t, prepare(t, d, withConfig)["uid-1"].Err, "the claims file cannot be written: nothing is prepared")
+	}
+	assert.NotContains(t, logged.String(), "prepared again",
+		"a Prepare that failed must not be logged as prepared:\n%s", logged.String())
+
+	d.store.replace = replace
+	require.NoError(t, prepare(t, d, withConfig)["uid-1"].Err)
+	assert.Equal(t, 1, strings.Count(logged.String(), "prepared again as before"), "said once, when prepared:\n%s", logged.String())
+	assert.Contains(t, logged.String(), "fullPCPUsOnly", "the config is named")
+	assert.Contains(t, logged.String(), "take it out of the DeviceClass", "what the operator can do: spare the claims allocated next")
+	assert.NotContains(t, logged.String(), "remove the config", "removing it cannot change the allocation")
+}
+
+// TestOpaqueConfigWarningSaysPlacedAnewForARequestThatNoLongerFits: a
+// remembered request that no longer fits its pool (restart with other
+// pools) is placed anew on other CPUs with a new token; the warning then
+// said "prepared again as before" beside the line saying "placed anew".
+func TestOpaqueConfigWarningSaysPlacedAnewForARequestThatNoLongerFits(t *testing.T) {
+	td := newTestDriver(t, static(t, "xeon-2s-interleaved", ""))
+	claim := allocatedClaim("uid-1", "moved", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1")
+	require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err)
+	old := cpusOf(t, td.Driver, "uid-1", "cpus")
+	withConfig := claim.DeepCopy()
+	withConfig.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{
+		opaqueConfig(resourceapi.AllocationConfigSourceClass, DriverName, `{"fullPCPUsOnly": true}`)}
+
+	td.pools = static(t, "xeon-2s-interleaved", `pools: {shared: {cpus: "`+old.String()+`"}}`)
+	d := td.restart(t)
+	var logged bytes.Buffer
+	d.log.SetOutput(&logged)
+	require.NoError(t, prepare(t, d, withConfig)["uid-1"].Err)
+	require.NotEqual(t, old, cpusOf(t, d, "uid-1", "cpus"), "placed anew")
+	require.Contains(t, logged.String(), "placed anew")
+	assert.NotContains(t, logged.String(), "as before",
+		"the claim was placed anew, not prepared as before:\n%s", logged.String())
+	assert.Contains(t, logged.String(), `prepared again with request \"cpus\" placed anew`, "the warning says so")
+	assert.NotContains(t, logged.String(), "remove the config")
 }

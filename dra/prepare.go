@@ -144,13 +144,28 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 	// One remembered with the same allocation was prepared by a release
 	// that ignored the config: the allocation cannot change, so refusing
 	// it now would leave its running pod without its CDI spec after a
-	// reboot, for good. It is prepared again, with a warning.
+	// reboot, for good. It is prepared again, with a warning said by the
+	// report, once the claims file holds it: logged here, it claimed a
+	// Prepare whose write then failed, at every retry (review rvQ).
+	var ignored string
 	if err := refuseOpaqueConfig(claim.Status.Allocation.Devices.Config, want); err != nil {
 		if !remembered {
 			d.mu.Unlock()
 			return nil, nil, err
 		}
-		d.log.Warnf("DRA: claim %s/%s (%s) prepared again as before, although %v", claim.Namespace, claim.Name, uid, err)
+		ignored = ignoredOpaqueConfig(claim.Status.Allocation.Devices.Config, want)
+	}
+	// warnIgnored says the claim was prepared again despite its config:
+	// as before, or with the requests that no longer fit placed anew.
+	warnIgnored := func() {
+		if ignored == "" {
+			return
+		}
+		how := "as before"
+		if len(stale) > 0 {
+			how = "with " + requestNames(slices.Sorted(slices.Values(stale))) + " placed anew (no longer fitting its pool)"
+		}
+		d.log.Warnf("DRA: claim %s/%s (%s) prepared again %s, although %s", claim.Namespace, claim.Name, uid, how, ignored)
 	}
 	if remembered {
 		for name, r := range before.Requests {
@@ -166,7 +181,10 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 			d.gen++
 			d.mu.Unlock()
 			d.unbindMemory(claim, unbound)
-			return before, nil, nil
+			if ignored == "" {
+				return before, nil, nil
+			}
+			return before, warnIgnored, nil
 		}
 	}
 	// What is placed anew is not in the way of its own new CPUs: a claim
@@ -237,6 +255,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 		}
 	}
 	report := func() {
+		warnIgnored()
 		for _, w := range warnings {
 			d.log.Warnf("DRA: claim %s/%s (%s) %s", claim.Namespace, claim.Name, uid, w)
 		}

@@ -11,8 +11,10 @@ const saveFailureLogEvery = time.Minute
 // while the state directory stays read-only (a claims file that could not
 // be moved aside) every retry fails the same way. Each distinct error is
 // logged, the same one again once a minute with the number not logged
-// since, and the first write that succeeds says how many failed. Guarded
-// by prepareMu.
+// since, and the first write that succeeds says how many failed. Errors
+// are told apart by their text: atomicfile's name the file and the step,
+// never the random temporary file, so a retry failing the same way reads
+// the same. Guarded by prepareMu.
 type saveFailures struct {
 	// failed counts the failures since the last write that succeeded,
 	// unlogged those since the last one logged.

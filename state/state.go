@@ -441,7 +441,8 @@ func (f *FileStore) Save(st *State) error {
 	pending := &atomicfile.Pending{File: tmp}
 	defer pending.Cleanup()
 	if err := pending.Replace(f.Path, data, false); err != nil {
-		return fmt.Errorf("replacing state %s: %w", f.Path, err)
+		// The error names the path and the step (atomicfile.Pending).
+		return fmt.Errorf("replacing state: %w", err)
 	}
 	f.preparing.Go(f.prepareSpare)
 	return nil

@@ -25,7 +25,29 @@ const tempSuffix = ".tmp-*"
 // CreateTemp creates a temporary file beside path, for a Pending to rename
 // over it.
 func CreateTemp(path string) (*os.File, error) {
-	return os.CreateTemp(filepath.Dir(path), filepath.Base(path)+tempSuffix)
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+tempSuffix)
+	if err != nil {
+		return nil, stepError("creating a temporary file for", path, err)
+	}
+	return tmp, nil
+}
+
+// stepError is the error of a step of replacing path: it names path and the
+// step, and wraps the step's own error (an errno, for errors.Is) without the
+// name of the temporary file. That name is random, different at every
+// attempt and gone when anyone reads the log: in the message it made each
+// retry of the same failure (ENOSPC, EDQUOT, EIO) read as a new one, and
+// defeated the callers that log the same failure once a minute.
+func stepError(step, path string, err error) error {
+	var pathErr *os.PathError
+	var linkErr *os.LinkError
+	switch {
+	case errors.As(err, &pathErr):
+		err = pathErr.Err
+	case errors.As(err, &linkErr):
+		err = linkErr.Err
+	}
+	return &os.PathError{Op: step, Path: path, Err: err}
 }
 
 // Replace writes data over path atomically, mode 0600, creating its
@@ -54,26 +76,27 @@ type Pending struct {
 
 // Replace writes data into the temporary file (mode 0600) and renames it
 // over path; with durable, the file is fsynced before the rename and the
-// directory after it. A failed step stops the rename; its error names the
-// file and the step.
+// directory after it. A failed step stops the rename; its error names
+// path and the step (an *os.PathError with path as its Path), the same at
+// every attempt.
 func (t *Pending) Replace(path string, data []byte, durable bool) error {
 	if err := t.Chmod(0o600); err != nil {
-		return err
+		return stepError("setting the mode of the temporary file for", path, err)
 	}
 	if _, err := t.Write(data); err != nil {
-		return err
+		return stepError("writing the temporary file for", path, err)
 	}
 	if durable {
 		if err := t.Sync(); err != nil {
-			return err
+			return stepError("syncing the temporary file for", path, err)
 		}
 	}
 	t.closed = true
 	if err := t.File.Close(); err != nil {
-		return err
+		return stepError("closing the temporary file for", path, err)
 	}
 	if err := os.Rename(t.Name(), path); err != nil {
-		return err
+		return stepError("renaming the temporary file over", path, err)
 	}
 	t.renamed = true
 	if durable {

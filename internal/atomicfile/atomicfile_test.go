@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,10 +44,47 @@ func TestFailedReplaceKeepsTheOldFile(t *testing.T) {
 	for _, durable := range []bool{false, true} {
 		err := Replace(path, []byte("new"), durable)
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "rename")
+		assert.Contains(t, err.Error(), "renaming the temporary file over "+path)
 		assert.Empty(t, temps(t, path))
 		assert.DirExists(t, filepath.Join(path, "in-the-way"))
 	}
+}
+
+// TestFailedStepErrorNamesThePathNotTheTemporaryFile: a step that fails
+// gives the same error at every attempt, naming the file replaced and the
+// step, and keeps the errno for errors.Is. The random name of the
+// temporary file in it made every retry of the same failure (ENOSPC,
+// EDQUOT, EIO) look new to the callers that log it once a minute
+// (dra's saveFailures), and named a file gone when the log is read.
+func TestFailedStepErrorNamesThePathNotTheTemporaryFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "file.json")
+	require.NoError(t, os.MkdirAll(filepath.Join(path, "in-the-way"), 0o700))
+	first := Replace(path, []byte("new"), false)
+	require.Error(t, first)
+	again := Replace(path, []byte("new"), false)
+	assert.Equal(t, first.Error(), again.Error(), "the same failure reads the same at every attempt")
+	assert.NotContains(t, first.Error(), ".tmp-")
+	var pathErr *os.PathError
+	require.ErrorAs(t, first, &pathErr)
+	assert.Equal(t, path, pathErr.Path)
+	var errno syscall.Errno
+	assert.ErrorAs(t, first, &errno, "the errno is kept: %v", first)
+
+	// A step before the rename (here every one fails: the file is closed).
+	var texts []string
+	for range 2 {
+		tmp, err := CreateTemp(path + ".d")
+		require.NoError(t, err)
+		tmp.Close()
+		pending := &Pending{File: tmp}
+		err = pending.Replace(path+".d", []byte("x"), true)
+		pending.Cleanup()
+		require.Error(t, err)
+		assert.ErrorIs(t, err, os.ErrClosed)
+		texts = append(texts, err.Error())
+	}
+	assert.Equal(t, texts[0], texts[1])
+	assert.Equal(t, "setting the mode of the temporary file for "+path+".d: "+os.ErrClosed.Error(), texts[0])
 }
 
 // TestPendingCleanupAfterAFailedWrite: the temporary file of a Replace that
