@@ -108,12 +108,18 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		// take them from it, or it would be placed again and its poll CPUs
 		// would join the shared pool. The exclusive part never moves.
 		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
-		// While the shared pool is fully held its shared part runs on
-		// infra (readd), which a record written before that (kill -9
-		// before the state write) does not know: beside its exclusive CPUs
-		// those are its shared part, not a move.
-		if rest := runsOn.Difference(as.CPUs); as.CPUs.IsSubsetOf(runsOn) && rest.IsSubsetOf(a.sharedPartElsewhere()) {
-			runsOn = as.CPUs
+		// While no shared CPU is free but its own, its shared part runs
+		// on infra (readd), which a record written before that (kill -9
+		// before the state write) does not know: what it runs on there,
+		// beyond its remembered CPUs, is its shared part, not a move; the
+		// rest is its exclusive part, kept where it runs if free and of its
+		// size, as any other. Only then: an exclusive-non-isolcpus
+		// container's lost grow also adds infra CPUs beside its record, and
+		// those are its exclusive part.
+		if a.PoolCPUs(pools.Shared).Difference(as.CPUs).IsEmpty() {
+			if own := runsOn.Intersection(as.CPUs).Union(runsOn.Difference(a.sharedPartElsewhere())); !own.IsEmpty() {
+				runsOn = own
+			}
 		}
 	}
 	switch {
@@ -393,7 +399,7 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 		current = current.Difference(a.PoolCPUs(pools.Shared))
 		// While the shared pool is fully held its shared part runs on
 		// infra (readd): the rest is its exclusive part.
-		if excl := current.Difference(a.sharedPartElsewhere()); !excl.IsEmpty() {
+		if excl := current.Difference(a.sharedPartElsewhere()); a.PoolCPUs(pools.Shared).IsEmpty() && !excl.IsEmpty() {
 			current = excl
 		}
 	}
