@@ -1,0 +1,79 @@
+package plugin
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A with-shared container's shared part that ran on infra, and an
+// exclusive-non-isolcpus container's lost grow (CPUs lent from infra), at
+// a restart: neither moves a running container.
+
+// An exclusive-non-isolcpus shared-cpus container (its exclusive CPUs lent
+// from infra) grew live from 1 to 2 CPUs; a kill -9 lost the record. The
+// restart read the lost grow's infra CPU as "its shared part on infra" and
+// kept it on the record's one CPU, so keepResized never saw it: with the
+// same config resizeAsTheRuntime grew it again elsewhere, and with a
+// config that no longer allows the namespace the grow was refused and the
+// running container lost the CPU it was given. It keeps where it runs.
+func TestRestartKeepsAnENISharedCPUsContainersLostGrowWhereItRuns(t *testing.T) {
+	for _, narrowed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "same config", true: "namespace no longer allowed"}[narrowed], func(t *testing.T) {
+			node := testNode{fixture: desktop.fixture, config: desktop.config + "  exclusive-non-isolcpus: [telco]\n"}
+			f := newFakeRuntime(t, false)
+			first := startPlugin(t, f, node, statePath(f))
+			pod := f.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus", "shared-cpus.cpupool.dev": "true"}})
+			ctr, _, err := f.createContainer(pod, "c", 1000)
+			require.NoError(t, err)
+			before := f.cpus(ctr)
+			require.NoError(t, first.p.Flush()) // the record of the 1-CPU container
+			saved, err := os.ReadFile(statePath(f))
+			require.NoError(t, err)
+			_, err = f.updateContainer(pod, ctr, 2000) // a live grow
+			require.NoError(t, err)
+			grown := f.cpus(ctr)
+			t.Logf("created on %s, grown live to %s", before, grown)
+			require.NotEqual(t, before, grown)
+			f.setRequest(ctr, 2000)
+			first.kill()
+			require.NoError(t, os.WriteFile(statePath(f), saved, 0o600), "kill -9 before the writer recorded the grow")
+
+			next := node
+			if narrowed {
+				next.config = strings.Replace(node.config, "exclusive-non-isolcpus: [telco]", "exclusive-non-isolcpus: [other]", 1)
+				require.NotEqual(t, node.config, next.config)
+			}
+			second := startPlugin(t, f, next, statePath(f))
+			a, ok := second.p.alloc.Get(ctr.GetId())
+			require.True(t, ok)
+			t.Logf("after restart: %s (%dm), runtime %s\n%s", a.CPUs, a.MilliCPU, f.cpus(ctr), second.log.String())
+			assert.Equal(t, grown, f.cpus(ctr), "a running container keeps the CPUs a resize the plugin accepted gave it")
+			assert.Equal(t, int64(2000), a.MilliCPU)
+			assert.Contains(t, second.log.String(), "keeping where it runs")
+			assert.Equal(t, 0.0, testutil.ToFloat64(second.p.metrics.resizes.WithLabelValues("exclusive-non-isolcpus", "refused")))
+		})
+	}
+}
+
+// A shared-cpus container an outside tool widened onto infra (its
+// exclusive part untouched) is Kept (infra beside its exclusive part reads
+// as its shared part); the restart still pins it back on its exclusive
+// part plus the shared pool.
+func TestRestartPinsBackASharedCPUsContainerWidenedOntoInfra(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev": "true"}})
+	dpdk, _, err := f.createContainer(pod, "c", 2000)
+	require.NoError(t, err)
+	want := f.cpus(dpdk)
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	f.setCPUs(dpdk, mustParse(want).Union(mustParse("0-1,8-9")).String())
+	second := startPlugin(t, f, desktop, statePath(f))
+	assert.Equal(t, want, f.cpus(dpdk), "pinned back:\n%s", second.log.String())
+}
