@@ -77,3 +77,91 @@ func TestRestartPinsBackASharedCPUsContainerWidenedOntoInfra(t *testing.T) {
 	second := startPlugin(t, f, desktop, statePath(f))
 	assert.Equal(t, want, f.cpus(dpdk), "pinned back:\n%s", second.log.String())
 }
+
+// Restart #1 (config moves the shared pool onto 4,12, which "old" holds)
+// keeps "dpdk" where it runs (7,15, not its record's) and sends its shared
+// part to infra; kill -9 before the state write. Restart #2 with the same
+// config readmitted "dpdk" (id order) before "old", so the shared pool
+// looked free, the infra CPUs looked like CPUs it had no business on, and
+// the running exclusive container was repinned onto its stale record.
+func TestKill9AfterKeptWhereItRunsWithSharedPartOnInfraMovesNobody(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	ex := map[string]string{"pool.cpupool.dev": "exclusive"}
+	oldPod := f.runPod(podSpec{name: "old", namespace: "telco", annotations: ex})
+	old, _, err := f.createContainer(oldPod, "c", 2000)
+	require.NoError(t, err)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev": "true"}})
+	dpdk, _, err := f.createContainer(pod, "c", 2000)
+	require.NoError(t, err)
+	t.Logf("old on %s, dpdk on %s", f.cpus(old), f.cpus(dpdk))
+	require.Equal(t, "4,12", f.cpus(old), "precondition")
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	f.setCPUs(dpdk, "2-3,7,10-11,15") // runs on another free set of its size
+
+	moved := testNode{fixture: desktop.fixture, config: `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "2-3,5-7,10-11,13-15"}
+  shared: {cpus: "4,12"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  exclusive: [telco]
+`}
+	saved, err := os.ReadFile(statePath(f))
+	require.NoError(t, err)
+	second := startPlugin(t, f, moved, statePath(f))
+	require.Equal(t, "0-1,7-9,15", f.cpus(dpdk), "restart #1 keeps it on 7,15, its shared part on infra:\n%s", second.log.String())
+	second.kill()
+	require.NoError(t, os.WriteFile(statePath(f), saved, 0o600), "kill -9 before the writer recorded restart #1")
+
+	third := startPlugin(t, f, moved, statePath(f))
+	assert.Equal(t, "0-1,7-9,15", f.cpus(dpdk), "a restart with the same config moves nobody:\n%s", third.log.String())
+}
+
+// As above with an exclusive-non-isolcpus shared-cpus container, whose
+// exclusive CPU is lent from infra, so only a held shared pool tells that
+// the infra CPUs beside it are its shared part: restart #2 readmitted it
+// (id order) before "old", found the pool free, and pinned it again, onto
+// the CPUs it runs on, with a false "not on its CPUs; pinned again".
+func TestKill9AfterSharedPartOnInfraRepinsNoExclusiveNonIsolcpusContainer(t *testing.T) {
+	allowed := "  exclusive-non-isolcpus: [telco]\n"
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, testNode{fixture: desktop.fixture, config: desktop.config + allowed}, statePath(f))
+	oldPod := f.runPod(podSpec{name: "old", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	old, _, err := f.createContainer(oldPod, "c", 2000)
+	require.NoError(t, err)
+	pod := f.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus", "shared-cpus.cpupool.dev": "true"}})
+	eni, _, err := f.createContainer(pod, "c", 1000)
+	require.NoError(t, err)
+	t.Logf("old on %s, eni on %s", f.cpus(old), f.cpus(eni))
+	require.Equal(t, "4,12", f.cpus(old), "precondition")
+	require.Less(t, eni.GetId(), old.GetId(), "precondition: readmitted first in id order")
+	require.NoError(t, first.p.Flush())
+	saved, err := os.ReadFile(statePath(f))
+	require.NoError(t, err)
+	first.kill()
+
+	moved := testNode{fixture: desktop.fixture, config: `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "2-3,5-7,10-11,13-15"}
+  shared: {cpus: "4,12"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  exclusive: [telco]
+` + allowed}
+	second := startPlugin(t, f, moved, statePath(f))
+	onInfra := f.cpus(eni)
+	require.NotContains(t, mustParse(onInfra).List(), 4, "restart #1 put its shared part on infra:\n%s", second.log.String())
+	second.kill()
+	require.NoError(t, os.WriteFile(statePath(f), saved, 0o600), "kill -9 before the writer recorded restart #1")
+
+	third := startPlugin(t, f, moved, statePath(f))
+	assert.Equal(t, onInfra, f.cpus(eni))
+	assert.NotContains(t, third.log.String(), "pinned again", "a container that runs where it may is not pinned again")
+	assert.Contains(t, third.log.String(), "2 containers kept, 0 re-pinned")
+}

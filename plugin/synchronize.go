@@ -45,10 +45,11 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	}
 	p.keepAbsentGrants(podUIDs)
 	// Remembered containers first, so that they keep their CPUs before
-	// anything new is placed.
+	// anything new is placed; those that hold CPUs of the shared pool
+	// first of all (readmitOrder).
 	known, unknown := splitRemembered(containers, remembered.Containers)
 	var repair []*api.Container
-	for _, c := range known {
+	for _, c := range p.readmitOrder(known, remembered.Containers) {
 		if !p.restoreKnown(c, remembered.Containers[c.GetId()]) {
 			repair = append(repair, c)
 		}
@@ -86,7 +87,8 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// not): applied by the rules of a live one, grown or shrunk where they
 	// run, once every remembered container and hold has its CPUs and
 	// before the containers the file does not know are placed anew. The
-	// restart's order: restoreKnown, keepResized, rebindClaims,
+	// restart's order: restoreKnown (holders of shared-pool CPUs first,
+	// readmitOrder), keepResized, rebindClaims,
 	// adoptWhereTheyRun, restoreHolds, ReserveHiddenSiblings, repairAll,
 	// resizeAsTheRuntime, adoptAll.
 	updates = withUpdates(updates, p.resizeAsTheRuntime(known, pods))
@@ -320,6 +322,45 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 		return true
 	}
 	return false
+}
+
+// readmitOrder is the order restoreKnown takes the remembered containers
+// in: first those whose record holds CPUs of the shared pool as now
+// configured (exclusive containers a config change left there), then the
+// others, each in id order. Whether a shared-cpus container's CPUs on infra
+// are its shared part depends on whether a shared CPU is free
+// (allocator.Readmit): taken in id order before the holder, it found the
+// pool free, took its shared part for CPUs it had no business on, and was
+// repinned onto a stale record. A holder that does not run where its
+// record says is not readmitted there, and the pool is free after all.
+func (p *Plugin) readmitOrder(known []*api.Container, remembered map[string]state.ContainerState) []*api.Container {
+	shared := p.alloc.Layout().Pool(pools.Shared)
+	holds := func(c *api.Container) bool {
+		st := remembered[c.GetId()]
+		if !pools.IsExclusive(st.Pool) {
+			return false
+		}
+		// A malformed list holds nothing here; restoreKnown says why.
+		cpus, err := cpulist.Parse(st.CPUs)
+		if err != nil {
+			return false
+		}
+		if reserved, err := cpulist.Parse(st.Reserved); err == nil {
+			cpus = cpus.Union(reserved)
+		}
+		return !cpus.Intersection(shared).IsEmpty()
+	}
+	order := slices.Clone(known)
+	slices.SortStableFunc(order, func(x, y *api.Container) int {
+		switch hx, hy := holds(x), holds(y); {
+		case hx && !hy:
+			return -1
+		case !hx && hy:
+			return 1
+		}
+		return 0
+	})
+	return order
 }
 
 // remembered reads a remembered container for the recovery rules: its
