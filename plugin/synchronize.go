@@ -426,6 +426,20 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 		}
 		pod := podByID[c.GetPodSandboxId()]
 		milli, atLeast := milliCPU(c, qosClass(pod))
+		// Shares at their cap and no quota (the plugin lifted it) say
+		// only "at least 256 CPUs", which no policy sizes an exclusive
+		// container by. A running set of another size than the record's
+		// that meets the bound is what a resize the plugin accepted gave
+		// it, whole CPUs by its request: that is its request. Judged as
+		// exactly the bound, it was refused and pinned back on the record,
+		// and resizeAsTheRuntime, to which a record that meets the bound is
+		// no resize, never said so.
+		derived := false
+		if atLeast {
+			if n := int64(exclusivePart(p.alloc, r).Size()); n*1000 >= milli && n != int64(r.Assignment.CPUs.Size()) {
+				milli, atLeast, derived = n*1000, false, true
+			}
+		}
 		// Its options as a live resize reads them: kept only in a shape a
 		// resize makes (full-pcpus-only, hide-hyperthreads).
 		req, err := p.resizeRequest(pod, c, r.Assignment, milli, atLeast)
@@ -449,6 +463,12 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 			if r.Assignment.MilliCPU != milli {
 				p.log.Warnf("synchronize: container %s runs on CPUs %s with a request of %dm, the state said CPUs %s for %dm, and cannot stay: %v", rememberedRef(st), r.RunsOn, milli, r.Assignment.CPUs, r.Assignment.MilliCPU, err)
 			}
+			if derived {
+				// resizeAsTheRuntime sees no resize in "at least" that the
+				// record meets: refused here, loudly, as a live one is.
+				_ = p.refuseResize(r.Assignment, fmt.Errorf("nri-cpupool: container %s: a resize to %dm (the %d CPUs it runs on) applied while nri-cpupool was down cannot be kept: %w; it is pinned again on CPUs %s",
+					rememberedRef(st), milli, milli/1000, err, r.Assignment.CPUs))
+			}
 			rest = append(rest, c)
 			continue
 		}
@@ -456,6 +476,17 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 			rememberedRef(st), res.Assignment.CPUs, milli, r.Assignment.CPUs, r.Assignment.MilliCPU)
 	}
 	return rest
+}
+
+// exclusivePart is what a remembered exclusive container runs on beside
+// the shared pool, as allocator.ReadmitResized reads it: all it runs on
+// unless it asked for the shared pool too.
+func exclusivePart(alloc *allocator.Allocator, r allocator.Remembered) cpuset.CPUSet {
+	if !r.Assignment.WithShared {
+		return r.RunsOn
+	}
+	as := r.Assignment
+	return r.RunsOn.Difference(alloc.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
 }
 
 // recordedResizeRequest is the request of a resize of the running
