@@ -165,3 +165,40 @@ allowedNamespaces:
 	assert.NotContains(t, third.log.String(), "pinned again", "a container that runs where it may is not pinned again")
 	assert.Contains(t, third.log.String(), "2 containers kept, 0 re-pinned")
 }
+
+// A restart that keeps a shared-cpus container where it runs, or pins it
+// again on its record, while another container kept where it runs holds
+// the whole shared pool, puts its shared part on infra: the log says so
+// and why. restoreKnown and repairKnown dropped the note allocator.Readmit
+// and allocator.Repin return with it, so the move went unexplained.
+func TestRestartSaysWhyASharedPartRunsOnInfra(t *testing.T) {
+	for name, runsOn := range map[string]string{"kept where it runs": "2-3,7,10-11,15", "pinned again": "0-15"} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeRuntime(t, false)
+			first := startPlugin(t, f, desktop, statePath(f))
+			oldPod := f.runPod(podSpec{name: "old", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+			old, _, err := f.createContainer(oldPod, "c", 2000)
+			require.NoError(t, err)
+			pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev": "true"}})
+			dpdk, _, err := f.createContainer(pod, "c", 2000)
+			require.NoError(t, err)
+			require.Equal(t, "4,12", f.cpus(old), "precondition")
+			require.NoError(t, first.p.Flush())
+			first.kill()
+			f.setCPUs(dpdk, runsOn)
+
+			second := startPlugin(t, f, testNode{fixture: desktop.fixture, config: `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "2-3,5-7,10-11,13-15"}
+  shared: {cpus: "4,12"}
+allowedNamespaces:
+  exclusive: [telco]
+`}, statePath(f))
+			got := mustParse(f.cpus(dpdk))
+			require.True(t, got.Contains(0) && !got.Contains(4), "its shared part runs on infra: %s\n%s", got, second.log.String())
+			assert.Contains(t, second.log.String(), "its shared part runs on pool infra", "said why")
+		})
+	}
+}

@@ -319,6 +319,11 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 		return true
 	case allocator.KeptWhereItRuns:
 		p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", who, r.RunsOn, r.Assignment.CPUs)
+		if err != nil {
+			// A note: why it was added off its pool's CPUs (its shared
+			// part on infra while the shared pool is held).
+			p.log.Warnf("synchronize: %v", err)
+		}
 		return true
 	}
 	return false
@@ -677,8 +682,12 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 	if !r.RunsOn.IsEmpty() {
 		runs = "CPUs " + r.RunsOn.String()
 	}
-	if res, outcome, _ := p.alloc.Repin(r); outcome == allocator.Repinned {
+	if res, outcome, note := p.alloc.Repin(r); outcome == allocator.Repinned {
 		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
+		if note != nil {
+			// Why it was added off its pool's CPUs (Repin's note).
+			p.log.Warnf("synchronize: %v", note)
+		}
 		return cpuUpdate(res.Assignment, p.topo.Online, p.cfg.PinMemory), true
 	}
 	if pod == nil {
