@@ -108,12 +108,13 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		// take them from it, or it would be placed again and its poll CPUs
 		// would join the shared pool. The exclusive part never moves.
 		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
-		// While the shared pool is fully held its shared part runs on
-		// infra (readd), which a record written before that (kill -9
-		// before the state write) does not know: beside its exclusive CPUs
-		// those are its shared part, not a move.
-		if rest := runsOn.Difference(as.CPUs); as.CPUs.IsSubsetOf(runsOn) && rest.IsSubsetOf(a.sharedPartElsewhere()) {
-			runsOn = as.CPUs
+		// Beside its exclusive part it may run on infra: its shared part,
+		// put there (readd) while no shared CPU was free, which a record
+		// written before that (kill -9 before the state write) does not
+		// know. That is no move: what is left is its exclusive part, kept
+		// where it runs if free and of its size, as any other.
+		if own := runsOn.Intersection(as.CPUs).Union(runsOn.Difference(a.sharedPartBeside(as.Pool, as.CPUs))); !own.IsEmpty() {
+			runsOn = own
 		}
 	}
 	switch {
@@ -135,6 +136,26 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		}
 	}
 	return Result{}, NeedsRepin, nil
+}
+
+// sharedPartBeside are the CPUs of sharedPartElsewhere that a with-shared
+// container of pool, whose exclusive part is (or was) own, may run its
+// shared part on beside it. An exclusive-non-isolcpus container's
+// exclusive CPUs are lent from infra too, and a lost grow adds more of
+// them: they count as its shared part only while no shared CPU is free but
+// its own (the shared part runs on infra only then), else as its
+// exclusive part. The exclusive pool shares no CPU with infra, so for it
+// infra is its shared part's whenever it runs there, even once the
+// shared pool is free again (the container that held it ended while the
+// plugin was down). While the pool is held an exclusive-non-isolcpus
+// container's lost grow cannot be told from its shared part: it is kept
+// on its record, and resizeAsTheRuntime grows it again.
+func (a *Allocator) sharedPartBeside(pool string, own cpuset.CPUSet) cpuset.CPUSet {
+	elsewhere := a.sharedPartElsewhere()
+	if !a.PoolCPUs(pools.Shared).Difference(own).IsEmpty() {
+		elsewhere = elsewhere.Difference(a.layout.Pool(pool))
+	}
+	return elsewhere
 }
 
 // sharedPartElsewhere are the CPUs a with-shared container's shared part
@@ -391,9 +412,9 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 	if req.WithShared {
 		// Its exclusive part is what it runs on beside the shared pool.
 		current = current.Difference(a.PoolCPUs(pools.Shared))
-		// While the shared pool is fully held its shared part runs on
-		// infra (readd): the rest is its exclusive part.
-		if excl := current.Difference(a.sharedPartElsewhere()); !excl.IsEmpty() {
+		// Its shared part may run on infra (readd, while the shared pool
+		// is fully held): the rest is its exclusive part.
+		if excl := current.Difference(a.sharedPartBeside(req.Pool, cpuset.New())); !excl.IsEmpty() {
 			current = excl
 		}
 	}

@@ -45,10 +45,11 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	}
 	p.keepAbsentGrants(podUIDs)
 	// Remembered containers first, so that they keep their CPUs before
-	// anything new is placed.
+	// anything new is placed; those that hold CPUs of the shared pool
+	// first of all (readmitOrder).
 	known, unknown := splitRemembered(containers, remembered.Containers)
 	var repair []*api.Container
-	for _, c := range known {
+	for _, c := range p.readmitOrder(known, remembered.Containers) {
 		if !p.restoreKnown(c, remembered.Containers[c.GetId()]) {
 			repair = append(repair, c)
 		}
@@ -86,7 +87,8 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// not): applied by the rules of a live one, grown or shrunk where they
 	// run, once every remembered container and hold has its CPUs and
 	// before the containers the file does not know are placed anew. The
-	// restart's order: restoreKnown, keepResized, rebindClaims,
+	// restart's order: restoreKnown (holders of shared-pool CPUs first,
+	// readmitOrder), keepResized, rebindClaims,
 	// adoptWhereTheyRun, restoreHolds, ReserveHiddenSiblings, repairAll,
 	// resizeAsTheRuntime, adoptAll.
 	updates = withUpdates(updates, p.resizeAsTheRuntime(known, pods))
@@ -317,9 +319,53 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 		return true
 	case allocator.KeptWhereItRuns:
 		p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", who, r.RunsOn, r.Assignment.CPUs)
+		if err != nil {
+			// A note: why it was added off its pool's CPUs (its shared
+			// part on infra while the shared pool is held).
+			p.log.Warnf("synchronize: %v", err)
+		}
 		return true
 	}
 	return false
+}
+
+// readmitOrder is the order restoreKnown takes the remembered containers
+// in: first those whose record holds CPUs of the shared pool as now
+// configured (exclusive containers a config change left there), then the
+// others, each in id order. Whether a shared-cpus container's CPUs on infra
+// are its shared part depends on whether a shared CPU is free
+// (allocator.Readmit): taken in id order before the holder, it found the
+// pool free, took its shared part for CPUs it had no business on, and was
+// repinned onto a stale record. A holder that does not run where its
+// record says is not readmitted there, and the pool is free after all.
+func (p *Plugin) readmitOrder(known []*api.Container, remembered map[string]state.ContainerState) []*api.Container {
+	shared := p.alloc.Layout().Pool(pools.Shared)
+	holds := func(c *api.Container) bool {
+		st := remembered[c.GetId()]
+		if !pools.IsExclusive(st.Pool) {
+			return false
+		}
+		// A malformed list holds nothing here; restoreKnown says why.
+		cpus, err := cpulist.Parse(st.CPUs)
+		if err != nil {
+			return false
+		}
+		if reserved, err := cpulist.Parse(st.Reserved); err == nil {
+			cpus = cpus.Union(reserved)
+		}
+		return !cpus.Intersection(shared).IsEmpty()
+	}
+	order := slices.Clone(known)
+	slices.SortStableFunc(order, func(x, y *api.Container) int {
+		switch hx, hy := holds(x), holds(y); {
+		case hx && !hy:
+			return -1
+		case !hx && hy:
+			return 1
+		}
+		return 0
+	})
+	return order
 }
 
 // remembered reads a remembered container for the recovery rules: its
@@ -385,6 +431,20 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 		}
 		pod := podByID[c.GetPodSandboxId()]
 		milli, atLeast := milliCPU(c, qosClass(pod))
+		// Shares at their cap and no quota (the plugin lifted it) say
+		// only "at least 256 CPUs", which no policy sizes an exclusive
+		// container by. A running set of another size than the record's
+		// that meets the bound is what a resize the plugin accepted gave
+		// it, whole CPUs by its request: that is its request. Judged as
+		// exactly the bound, it was refused and pinned back on the record,
+		// and resizeAsTheRuntime, to which a record that meets the bound is
+		// no resize, never said so.
+		derived := false
+		if atLeast {
+			if n := int64(exclusivePart(p.alloc, r).Size()); n*1000 >= milli && n != int64(r.Assignment.CPUs.Size()) {
+				milli, atLeast, derived = n*1000, false, true
+			}
+		}
 		// Its options as a live resize reads them: kept only in a shape a
 		// resize makes (full-pcpus-only, hide-hyperthreads).
 		req, err := p.resizeRequest(pod, c, r.Assignment, milli, atLeast)
@@ -408,6 +468,12 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 			if r.Assignment.MilliCPU != milli {
 				p.log.Warnf("synchronize: container %s runs on CPUs %s with a request of %dm, the state said CPUs %s for %dm, and cannot stay: %v", rememberedRef(st), r.RunsOn, milli, r.Assignment.CPUs, r.Assignment.MilliCPU, err)
 			}
+			if derived {
+				// resizeAsTheRuntime sees no resize in "at least" that the
+				// record meets: refused here, loudly, as a live one is.
+				_ = p.refuseResize(r.Assignment, fmt.Errorf("nri-cpupool: container %s: a resize to %dm (the %d CPUs it runs on) applied while nri-cpupool was down cannot be kept: %w; it is pinned again on CPUs %s",
+					rememberedRef(st), milli, milli/1000, err, r.Assignment.CPUs))
+			}
 			rest = append(rest, c)
 			continue
 		}
@@ -415,6 +481,17 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 			rememberedRef(st), res.Assignment.CPUs, milli, r.Assignment.CPUs, r.Assignment.MilliCPU)
 	}
 	return rest
+}
+
+// exclusivePart is what a remembered exclusive container runs on beside
+// the shared pool, as allocator.ReadmitResized reads it: all it runs on
+// unless it asked for the shared pool too.
+func exclusivePart(alloc *allocator.Allocator, r allocator.Remembered) cpuset.CPUSet {
+	if !r.Assignment.WithShared {
+		return r.RunsOn
+	}
+	as := r.Assignment
+	return r.RunsOn.Difference(alloc.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
 }
 
 // recordedResizeRequest is the request of a resize of the running
@@ -605,8 +682,12 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 	if !r.RunsOn.IsEmpty() {
 		runs = "CPUs " + r.RunsOn.String()
 	}
-	if res, outcome, _ := p.alloc.Repin(r); outcome == allocator.Repinned {
+	if res, outcome, note := p.alloc.Repin(r); outcome == allocator.Repinned {
 		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
+		if note != nil {
+			// Why it was added off its pool's CPUs (Repin's note).
+			p.log.Warnf("synchronize: %v", note)
+		}
 		return cpuUpdate(res.Assignment, p.topo.Online, p.cfg.PinMemory), true
 	}
 	if pod == nil {
