@@ -147,3 +147,26 @@ allowedNamespaces:
 	assert.Equal(t, "4-6,12-14", ex)
 	assert.Equal(t, "4,12", f.cpus(fwd))
 }
+
+// TestReloadWhileAClaimedCPUIsOfflineKeepsTheClaim: the same for a
+// prepared DRA claim whose container has not started: its offline CPU
+// must not be given to another pool, or the container is refused at
+// creation and the claim must be prepared again.
+func TestReloadWhileAClaimedCPUIsOfflineKeepsTheClaim(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	n := startDRAOn(t, f, desktopDRA)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
+	n.prepare(t, "uid-1", 0, 2, pod)
+	require.Equal(t, "4,12", n.claimCPUs(t, "uid-1"))
+
+	root := f.sysfsRoot(desktopDRA.fixture)
+	setOnlineAt(t, root, 12, false)
+	require.NoError(t, n.p.checkHotplug(root))
+	err := n.p.Reload(reloadConfig(t, n.runningPlugin, desktopOfflineMoved+"dra: {enabled: true}\n"), nil, "test")
+	var re *ReloadError
+	require.ErrorAs(t, err, &re, "a reload that gives a prepared claim's offline CPU to shared")
+	require.Len(t, re.Blockers, 1)
+	assert.Equal(t, "DRA claim telco/claim-uid-1/cpus", re.Blockers[0].Who)
+	assert.Equal(t, "12", re.Blockers[0].CPUs.String())
+	assert.Equal(t, "4-7,13-15", n.p.alloc.Layout().Exclusive.String(), "the old config stays (CPU 12 offline)")
+}
