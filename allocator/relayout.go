@@ -101,7 +101,9 @@ func (a *Allocator) Relayout(layout *Layout) (*Allocator, []Blocker) {
 }
 
 // onlineOnly is an exclusive assignment without its offline CPUs, which a
-// new layout cannot hold (they are in no pool) and which stay its own.
+// new layout cannot hold (they are in no pool) and which stay its own. A
+// reload judges them apart (plugin/reload_offline.go): whether the new
+// config may give them to another pool when they come back.
 func onlineOnly(x *index, as Assignment) Assignment {
 	if !pools.IsExclusive(as.Pool) {
 		return as

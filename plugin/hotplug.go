@@ -16,6 +16,9 @@ package plugin
 //   - A CPU that comes online joins the pool the config gives it
 //     (allocator.HotplugLayout), or infra; one still held stays its
 //     holder's.
+//   - A CPU hot-removed (gone from the present mask too) leaves its pool
+//     as an offline one does; if the config in force no longer fits the
+//     node without it, that is said at once (hotplug_removed.go).
 //
 // The watcher reads <sysfsRoot>/sys/devices/system/cpu/online, a few
 // bytes, every HotplugInterval, and reads the topology again only when it
@@ -64,7 +67,7 @@ type hotplugWatch struct {
 // its uevent listener has closed its socket (within ueventPoll).
 func (p *Plugin) watchHotplug(ctx context.Context) {
 	p.mu.Lock()
-	root, every, online, events := p.cfg.SysfsRoot, p.hotplug.interval, p.topo.Online, p.hotplug.uevents
+	root, every, online, present, events := p.cfg.SysfsRoot, p.hotplug.interval, p.topo.Online, p.topo.Present, p.hotplug.uevents
 	p.mu.Unlock()
 	if every <= 0 {
 		every = HotplugInterval
@@ -84,12 +87,27 @@ func (p *Plugin) watchHotplug(ctx context.Context) {
 		})
 	}
 	path := filepath.Join(root, "sys/devices/system/cpu/online")
-	// The mask as the topology was read: no second discovery at start
+	presentPath := filepath.Join(root, "sys/devices/system/cpu/present")
+	// The online mask, and the present one: a vCPU the hypervisor
+	// unplugs may be seen offline first and leave the present mask at a
+	// later read, which changes the online mask no more (warnRemoved).
+	masks := func() ([]byte, error) {
+		now, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		present, _ := os.ReadFile(presentPath) // a node without it: the online mask alone
+		return append(append(now, '|'), present...), nil
+	}
+	// The masks as the topology was read: no second discovery at start
 	// (a node of a thousand CPUs reads thousands of files for it).
 	var last []byte
 	if now, err := os.ReadFile(path); err == nil {
 		if set, err := cpulist.Parse(string(now)); err == nil && set.Equals(online) {
-			last = now
+			pr, err := os.ReadFile(presentPath)
+			if set, perr := cpulist.Parse(string(pr)); os.IsNotExist(err) || err == nil && perr == nil && set.Equals(present) {
+				last = append(append(now, '|'), pr...)
+			}
 		}
 	}
 	t := time.NewTicker(every)
@@ -111,7 +129,7 @@ func (p *Plugin) watchHotplug(ctx context.Context) {
 			continue
 		case <-t.C:
 		}
-		now, err := os.ReadFile(path)
+		now, err := masks()
 		if err != nil || bytes.Equal(now, last) {
 			continue // a node without the file has no hotplug
 		}
@@ -158,7 +176,10 @@ func (p *Plugin) checkHotplug(root string) error {
 	p.mu.Unlock()
 	refusals := power.NewNode(root, topo).Refusals(cfg)
 	p.mu.Lock()
-	changed := !topo.Online.Equals(p.topo.Online)
+	// A CPU hot-removed while offline changes the present mask alone:
+	// followed all the same, so that it is said (warnRemoved) and the
+	// topology in force is the node's.
+	changed := !topo.Online.Equals(p.topo.Online) || !topo.Present.Equals(p.topo.Present)
 	if changed {
 		if p.cfg != cfg {
 			refusals = power.NewNode(root, topo).Refusals(p.cfg)
@@ -205,6 +226,7 @@ func (p *Plugin) applyHotplug(topo *sysfs.Topology, powerRefusals map[string]str
 		p.log.Infof("hotplug: CPU %d came online: it joins pool %s", cpu, layoutPoolOf(layout, cpu))
 	}
 	p.noteEmptyPools(old, next)
+	p.warnRemoved(p.topo, topo, layout)
 	infraBefore := old.PoolCPUs(pools.Infra)
 	p.topo = topo
 	p.policy = allocator.NewPolicy(p.cfg, topo)

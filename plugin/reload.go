@@ -255,6 +255,7 @@ func (p *Plugin) applyReload(plan *reloadPlan, source string) (*appliedReload, e
 	next, blockers := p.alloc.Relayout(plan.layout)
 	blockers = append(blockers, p.grantBlockers(plan.layout)...)
 	blockers = append(blockers, p.claimBlockers(plan.layout)...)
+	blockers = append(blockers, p.offlineBlockers(plan.old, plan.cfg, plan.layout, blockers)...)
 	if len(blockers) > 0 {
 		names := make([]string, 0, len(blockers))
 		for _, b := range blockers {
@@ -344,8 +345,8 @@ func (p *Plugin) eventReloadBlocked(b allocator.Blocker, source string) {
 // that no container shows yet (the kubelet allocated them, the container
 // is about to be created) whose CPUs the layout takes out of the
 // exclusive pool: the creation would be refused. Bound ones are their
-// containers' and holds' (Relayout). Offline CPUs are left out: they are
-// in no pool.
+// containers' and holds' (Relayout). Offline CPUs are judged apart
+// (offlineBlockers): the layout has them in no pool.
 func (p *Plugin) grantBlockers(layout *allocator.Layout) []allocator.Blocker {
 	var out []allocator.Blocker
 	for _, tok := range slices.Sorted(maps.Keys(p.grants.byToken)) {
@@ -365,9 +366,9 @@ func (p *Plugin) grantBlockers(layout *allocator.Layout) []allocator.Blocker {
 // have not started (no container showed their token yet) whose CPUs the
 // layout takes out of their pool: the container's creation would be
 // refused, and the claim would have to be prepared again. Bound requests
-// are their containers' and holds' (Relayout). Offline CPUs are left out:
-// they are in no pool. The driver's lock is taken under the plugin's, as
-// Bind's is.
+// are their containers' and holds' (Relayout). Offline CPUs are judged
+// apart (offlineBlockers): the layout has them in no pool. The driver's
+// lock is taken under the plugin's, as Bind's is.
 func (p *Plugin) claimBlockers(layout *allocator.Layout) []allocator.Blocker {
 	if p.claims == nil {
 		return nil

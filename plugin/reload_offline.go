@@ -1,0 +1,105 @@
+package plugin
+
+// A reload while CPUs that someone owns are offline: a running exclusive
+// container's, a stopped container's hold, a kubelet allocation's or a
+// prepared DRA claim's. The new layout is carved for the online CPUs, so it
+// has no pool for an offline one; which pool the CPU joins is decided when
+// it comes back online (allocator.HotplugLayout), by the config then in
+// force and the node as it is then. A reload that lets it join another
+// pool than its owner's breaks a promise the plugin made: the allocation's
+// container is refused at creation, or an exclusive container shares its
+// CPU with the shared pool's members and every later reload of the config
+// in force is refused. The plugin's memory of what it handed out is the
+// truth here, not the online mask.
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/internal/plural"
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// offlineBlockers are the owners of offline CPUs (not online in layout)
+// that the reload from old to cfg could give to another pool when they
+// come back. A CPU is safe when the reload cannot change where it rejoins:
+// the keys that lay out the pools are unchanged (a SIGHUP of the file in
+// force, a change of other keys), or cfg lists it in its owner's pool.
+// Anything else, a count above all, cannot be judged while the CPU is
+// offline: the carving ranks CPUs by what the kernel tells of them
+// (core, cache, base frequency), which it does not tell of an offline
+// one. Already names the owners refused for other CPUs: listed once.
+// Called under the lock.
+func (p *Plugin) offlineBlockers(old, cfg *config.Config, layout *allocator.Layout, already []allocator.Blocker) []allocator.Blocker {
+	if sameLayoutKeys(old, cfg) {
+		return nil
+	}
+	listed := func(pool string, cpus cpuset.CPUSet) cpuset.CPUSet {
+		list := ""
+		switch pool {
+		case pools.Exclusive:
+			list = cfg.Pools.Exclusive.CPUs
+		case pools.Shared:
+			list = cfg.Pools.Shared.CPUs
+		}
+		set, err := config.ParseCPUList(list)
+		if err != nil {
+			return cpus
+		}
+		return cpus.Difference(set)
+	}
+	seen := map[string]bool{}
+	for _, b := range already {
+		seen[b.Who] = true
+	}
+	var out []allocator.Blocker
+	add := func(b allocator.Blocker, owned cpuset.CPUSet) {
+		off := listed(b.Pool, owned.Difference(layout.Online))
+		if off.IsEmpty() || seen[b.Who] {
+			return
+		}
+		seen[b.Who] = true
+		b.CPUs = off
+		key := "pools." + b.Pool + ".cpus"
+		if b.Pool == pools.ExclusiveNonIsolcpus {
+			key = "pools (unchanged)"
+		}
+		b.Reason = fmt.Sprintf("%s %s offline, and which pool %s when %s online cannot be checked while %s offline: the new config changes the pools and does not list %s in %s; bring %s online and reload again, or reload once %s",
+			plural.CPUs(off), plural.Verb(off.Size(), "is", "are"), plural.Verb(off.Size(), "it joins", "they join"), plural.Verb(off.Size(), "it comes", "they come"),
+			plural.Verb(off.Size(), "it is", "they are"), plural.Verb(off.Size(), "it", "them"), key, plural.Verb(off.Size(), "it", "them"), b.Reason)
+		out = append(out, b)
+	}
+	for _, a := range p.alloc.Assignments() {
+		if pools.IsExclusive(a.Pool) {
+			add(allocator.Blocker{Who: a.Pod.ContainerName(a.Container), ID: a.ID, Pool: a.Pool, Reason: "the container ends"}, a.Held())
+		}
+	}
+	for _, h := range p.alloc.Holds() {
+		add(allocator.Blocker{Who: h.Pod.ContainerName(h.Container), ID: h.ID, Pool: h.Pool, Held: true, Reason: "its pod ends"}, h.Held())
+	}
+	for _, tok := range slices.Sorted(maps.Keys(p.grants.byToken)) {
+		if g := p.grants.byToken[tok]; g.PodUID == "" {
+			add(allocator.Blocker{Who: "kubelet allocation " + tok, Pool: pools.Exclusive, Pending: true,
+				Reason: fmt.Sprintf("the container the kubelet allocated CPUs %s for as %s devices is created", g.CPUs, config.ResourceExclusive)}, g.cpusOf())
+		}
+	}
+	if p.claims != nil {
+		for _, c := range p.claims.Pending() {
+			add(allocator.Blocker{Who: "DRA claim " + c.Claim, Pool: c.Pool, Pending: true,
+				Reason: "the claim's container has started"}, c.CPUs)
+		}
+	}
+	return out
+}
+
+// sameLayoutKeys tells whether two configs lay the pools out alike on the
+// same node: the keys BuildLayout reads for the CPUs' pools.
+func sameLayoutKeys(a, b *config.Config) bool {
+	return reflect.DeepEqual(a.IsolatedCPUs, b.IsolatedCPUs) && a.ReservedCPUs == b.ReservedCPUs && reflect.DeepEqual(a.Pools, b.Pools)
+}

@@ -1,0 +1,172 @@
+package plugin
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// desktopOfflineMoved gives CPU 12, exclusive in desktop, to the shared
+// pool, and CPU 7 stays exclusive: a reload that takes an exclusive CPU
+// away while it may be offline.
+const desktopOfflineMoved = `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,13-15"}
+  shared: {cpus: "2-3,10-12"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  exclusive: [telco]
+`
+
+// waitOfflineHeld waits until the plugin counts n CPUs kept offline by
+// containers and holds (the hotplug watcher saw the change).
+func waitOfflineHeld(t *testing.T, rp *runningPlugin, n float64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return testutil.ToFloat64(rp.p.metrics.offlineHeld) == n }, 3*time.Second, 5*time.Millisecond,
+		"offline held CPUs; log:\n%s", rp.log.String())
+}
+
+// TestReloadWhileAGrantedCPUIsOfflineKeepsTheAllocation: the kubelet
+// allocated CPU 7 as a cpupool.dev/exclusive device; before its container
+// is created, CPU 7 goes offline. A reload that gives CPU 7 to the shared
+// pool used to be applied (the kubelet allocation's offline CPU was left
+// out of the check), CPU 7 came back in shared, and the container the
+// kubelet then created with its allocation was refused: the pod never
+// started. The reload is refused, naming the allocation and the CPU, and
+// the container starts on its CPU once it is back.
+func TestReloadWhileAGrantedCPUIsOfflineKeepsTheAllocation(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktopKubelet, statePath(f), fastHotplug)
+	env := grantEnv(t, rp.p, "7")
+
+	setOnline(t, rp, 7, false)
+	waitLayout(t, rp, "4-6,12-15")
+	err := rp.p.Reload(reloadConfig(t, rp, desktopGrown+"kubelet: {devicePlugin: true}\n"), nil, "test")
+	require.Error(t, err, "a reload that gives the offline CPU of a kubelet allocation to shared")
+	assert.Contains(t, err.Error(), "kubelet allocation")
+	assert.Contains(t, err.Error(), "(CPUs 7)")
+	assert.Contains(t, rp.log.String(), "CPU 7 is offline")
+	setOnline(t, rp, 7, true)
+	waitLayout(t, rp, "4-7,12-15")
+
+	pod := f.runPod(podSpec{name: "job", namespace: "telco"})
+	ctr, _, err := f.createWithEnv(pod, "app", 0, env)
+	require.NoError(t, err, "the kubelet's allocation is kept; log:\n%s", rp.log.String())
+	assert.Equal(t, "7", f.cpus(ctr))
+}
+
+// TestReloadWhileAHeldCPUIsOfflineIsRefused: an exclusive container runs
+// on CPUs 4 and 12; CPU 12 goes offline (it stays the container's). A
+// reload that gives CPU 12 to shared used to be applied (Relayout judges
+// online CPUs only); once CPU 12 came back, still the container's, the
+// config in force was refused at every later reload, and shared members
+// were handed a CPU an exclusive container owns. The reload is refused,
+// naming the container and its offline CPU.
+func TestReloadWhileAHeldCPUIsOfflineIsRefused(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktop, statePath(f), fastHotplug)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/pod": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.Equal(t, "4,12", f.cpus(fwd))
+
+	setOnline(t, rp, 12, false)
+	waitOfflineHeld(t, rp, 1)
+	first := rp.p.Reload(reloadConfig(t, rp, desktopOfflineMoved), nil, "test")
+	require.Error(t, first, "a reload that gives a running container's offline CPU to shared")
+	assert.Contains(t, first.Error(), "telco/dpdk/fwd (CPUs 12)")
+	assert.Contains(t, rp.log.String(), "CPU 12 is offline")
+	setOnline(t, rp, 12, true)
+	waitOfflineHeld(t, rp, 0)
+	ex, _ := layoutNow(rp)
+	assert.Equal(t, "4-7,12-15", ex, "the old config stays in force")
+	assert.Equal(t, "4,12", f.cpus(fwd))
+}
+
+// TestReloadWhileAHeldCPUOfAStoppedContainerIsOfflineIsRefused: the same
+// for the hold of a stopped container (its pod lives, a restart of the
+// container gets its CPUs back).
+func TestReloadWhileAHeldCPUOfAStoppedContainerIsOfflineIsRefused(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktop, statePath(f), fastHotplug)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/pod": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.Equal(t, "4,12", f.cpus(fwd))
+	f.exitContainer(fwd, 1)
+	require.Len(t, rp.p.alloc.Holds(), 1)
+
+	setOnline(t, rp, 12, false)
+	waitOfflineHeld(t, rp, 1)
+	err = rp.p.Reload(reloadConfig(t, rp, desktopOfflineMoved), nil, "test")
+	require.Error(t, err, "a reload that gives a hold's offline CPU to shared")
+	assert.Contains(t, err.Error(), "telco/dpdk/fwd (CPUs 12)")
+	setOnline(t, rp, 12, true)
+	waitOfflineHeld(t, rp, 0)
+
+	f.removeContainer(fwd)
+	again, _, err := f.createAttempt(pod, "fwd", 1, 2000)
+	require.NoError(t, err, "log:\n%s", rp.log.String())
+	assert.Equal(t, "4,12", f.cpus(again), "the restarted container gets its held CPUs back")
+}
+
+// TestReloadWhileAHeldCPUIsOfflineKeepsWhatCannotMoveIt: the check of
+// offline CPUs refuses only what could move them. The config in force,
+// reloaded unchanged (SIGHUP), is applied; so is a change of other keys
+// of the pools that lists the offline CPU in its holder's pool.
+func TestReloadWhileAHeldCPUIsOfflineKeepsWhatCannotMoveIt(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktop, statePath(f), fastHotplug)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/pod": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.Equal(t, "4,12", f.cpus(fwd))
+
+	setOnline(t, rp, 12, false)
+	waitOfflineHeld(t, rp, 1)
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, desktop.config), nil, "SIGHUP"), "the config in force, unchanged; log:\n%s", rp.log.String())
+	listed := `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-6,12-14"}
+  shared: {cpus: "2-3,7,10-11,15"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  exclusive: [telco]
+`
+	require.NoError(t, rp.p.Reload(reloadConfig(t, rp, listed), nil, "test"), "CPU 12 is listed in pools.exclusive.cpus; log:\n%s", rp.log.String())
+	setOnline(t, rp, 12, true)
+	waitOfflineHeld(t, rp, 0)
+	ex, _ := layoutNow(rp)
+	assert.Equal(t, "4-6,12-14", ex)
+	assert.Equal(t, "4,12", f.cpus(fwd))
+}
+
+// TestReloadWhileAClaimedCPUIsOfflineKeepsTheClaim: the same for a
+// prepared DRA claim whose container has not started: its offline CPU
+// must not be given to another pool, or the container is refused at
+// creation and the claim must be prepared again.
+func TestReloadWhileAClaimedCPUIsOfflineKeepsTheClaim(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	n := startDRAOn(t, f, desktopDRA)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
+	n.prepare(t, "uid-1", 0, 2, pod)
+	require.Equal(t, "4,12", n.claimCPUs(t, "uid-1"))
+
+	root := f.sysfsRoot(desktopDRA.fixture)
+	setOnlineAt(t, root, 12, false)
+	require.NoError(t, n.p.checkHotplug(root))
+	err := n.p.Reload(reloadConfig(t, n.runningPlugin, desktopOfflineMoved+"dra: {enabled: true}\n"), nil, "test")
+	var re *ReloadError
+	require.ErrorAs(t, err, &re, "a reload that gives a prepared claim's offline CPU to shared")
+	require.Len(t, re.Blockers, 1)
+	assert.Equal(t, "DRA claim telco/claim-uid-1/cpus", re.Blockers[0].Who)
+	assert.Equal(t, "12", re.Blockers[0].CPUs.String())
+	assert.Equal(t, "4-7,13-15", n.p.alloc.Layout().Exclusive.String(), "the old config stays (CPU 12 offline)")
+}
