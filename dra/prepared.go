@@ -14,9 +14,15 @@ import (
 // token yet: the plugin refuses them to a device plugin grant's container
 // (one the kubelet re-creates from its checkpoint after the node moved to
 // DRA), whose kubelet allocation the scheduler did not count.
+//
+// With no claim prepared it allocates nothing: the plugin asks for every
+// container that shows a grant, under its lock.
 func (d *Driver) PreparedOn(cpus cpuset.CPUSet) (string, cpuset.CPUSet) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.claimed.IsEmpty() || d.claimed.Intersection(cpus).IsEmpty() {
+		return "", cpuset.CPUSet{}
+	}
 	for _, uid := range slices.Sorted(maps.Keys(d.claims)) {
 		c := d.claims[uid]
 		for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
