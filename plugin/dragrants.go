@@ -24,18 +24,25 @@ const maxClaimEcho = 128
 
 // claimOnGrant refuses CPUs of a device plugin grant that a prepared DRA
 // claim has, bound to a container or not, naming the claim and saying
-// what to do (advice). It refuses nothing with the driver off. Called
-// under the lock (the driver's is taken under it).
+// what to do (advice). A claim being prepared counts from its placement
+// on (the driver places under this lock and records the claim under its
+// own, after): while the placement is under way, the CPUs it may choose
+// are refused, for a moment (the kubelet retries). It refuses nothing
+// with the driver off. Called under the lock (the driver's is taken under
+// it).
 func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice string) error {
 	if p.claims == nil {
 		return nil
 	}
-	claim, on := p.claims.PreparedOn(cpus)
+	claim, on, maybe := p.claims.PreparedOn(cpus)
 	if on.IsEmpty() {
 		return nil
 	}
 	if len(claim) > maxClaimEcho {
 		claim = fmt.Sprintf("%s… (%d bytes)", claim[:maxClaimEcho], len(claim))
+	}
+	if maybe {
+		return fmt.Errorf("%s may be placed for DRA claim %s, which is being prepared right now; retry in a moment (the kubelet retries a container's creation)", plural.CPUs(on), claim)
 	}
 	return fmt.Errorf("%s %s prepared for DRA claim %s; %s", plural.CPUs(on), plural.Verb(on.Size(), "is", "are"), claim, advice)
 }
