@@ -2,9 +2,11 @@ package plugin
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/plural"
 )
 
@@ -45,6 +47,31 @@ func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice string) error {
 		return fmt.Errorf("%s may be placed for DRA claim %s, which is being prepared right now; retry in a moment (the kubelet retries a container's creation)", plural.CPUs(on), claim)
 	}
 	return fmt.Errorf("%s %s prepared for DRA claim %s; %s", plural.CPUs(on), plural.Verb(on.Size(), "is", "are"), claim, advice)
+}
+
+// grantOnClaim is claimOnGrant for a container being placed that shows a
+// grant of cpus in env. One that shows claim tokens as well is not
+// refused here: attachClaims refuses it for showing both, naming the
+// claims it shows. Told that its grant's CPUs are a claim's and that its
+// pod predates the move to DRA, its owner would look for a pod to delete,
+// when the claim may be the container's own and the pod spec (or a CDI
+// device named by hand) is what to fix.
+func (p *Plugin) grantOnClaim(env []string, cpus cpuset.CPUSet) error {
+	if showsClaimTokens(env) {
+		return nil
+	}
+	return p.claimOnGrant(cpus, grantOfTheDevicePluginEra)
+}
+
+// showsClaimTokens tells whether env sets a claim's variable
+// (dracore.EnvPrefix…), whatever its value: attachClaims judges those.
+func showsClaimTokens(env []string) bool {
+	for _, e := range env {
+		if strings.HasPrefix(e, dracore.EnvPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // grantOfTheDevicePluginEra is claimOnGrant's advice to a container that
