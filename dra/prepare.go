@@ -200,6 +200,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 	}
 	d.mu.Unlock()
 
+	// Seen by PreparedOn from its placement until it is recorded (or this
+	// Prepare fails): see placing.go.
+	defer d.stopPlacing()
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		if slices.Contains(kept, name) {
 			continue
@@ -209,7 +212,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 		got := cpuset.New()
 		for _, numa := range slices.Sorted(maps.Keys(w.slots)) {
 			n := w.slots[numa]
+			d.startPlacing(claim.Namespace+"/"+claim.Name+"/"+name, nodeCPUs(topo, numa).Difference(exclude))
 			cpus, err := d.pools.Place(w.pool, numa, n, exclude)
+			d.placed(cpus)
 			if err != nil {
 				return nil, nil, fmt.Errorf("request %s: %w (a container of an ending pod may still hold them; the kubelet retries)", name, err)
 			}
@@ -230,6 +235,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 	// it as it is now (before is still the record; only Bind changes it).
 	unbound = keepRequests(c, before, kept)
 	d.setLocked(uid, c)
+	d.stopPlacingLocked() // recorded: PreparedOn sees the claim itself now
 	d.gen++
 	d.mu.Unlock()
 	d.unbindMemory(claim, unbound)

@@ -14,16 +14,39 @@ import (
 // token yet: the plugin refuses them to a device plugin grant's container
 // (one the kubelet re-creates from its checkpoint after the node moved to
 // DRA), whose kubelet allocation the scheduler did not count.
-func (d *Driver) PreparedOn(cpus cpuset.CPUSet) (string, cpuset.CPUSet) {
+//
+// A claim being prepared is seen too, from its placement on (see
+// placing.go): once placed, its request has the CPUs placed for it;
+// while its placement is under way, maybe is true and on is what of cpus
+// the placement may choose (its CPUs are not decided yet).
+//
+// With no claim prepared or being prepared it allocates nothing: the
+// plugin asks for every container that shows a grant, under its lock.
+func (d *Driver) PreparedOn(cpus cpuset.CPUSet) (claim string, on cpuset.CPUSet, maybe bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, uid := range slices.Sorted(maps.Keys(d.claims)) {
-		c := d.claims[uid]
-		for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
-			if on := c.Requests[name].CPUSet().Intersection(cpus); !on.IsEmpty() {
-				return c.Namespace + "/" + c.Name + "/" + name, on
+	if d.placing == nil && d.claimed.IsEmpty() {
+		return "", cpuset.CPUSet{}, false
+	}
+	if !d.claimed.IsEmpty() && !d.claimed.Intersection(cpus).IsEmpty() {
+		for _, uid := range slices.Sorted(maps.Keys(d.claims)) {
+			c := d.claims[uid]
+			for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
+				if on := c.Requests[name].CPUSet().Intersection(cpus); !on.IsEmpty() {
+					return c.Namespace + "/" + c.Name + "/" + name, on, false
+				}
 			}
 		}
 	}
-	return "", cpuset.New()
+	if p := d.placing; p != nil {
+		for _, name := range slices.Sorted(maps.Keys(p.placed)) {
+			if on := p.placed[name].Intersection(cpus); !on.IsEmpty() {
+				return name, on, false
+			}
+		}
+		if on := p.maybe.Intersection(cpus); p.request != "" && !on.IsEmpty() {
+			return p.request, on, true
+		}
+	}
+	return "", cpuset.CPUSet{}, false
 }

@@ -23,8 +23,9 @@ var _ dracore.Pools = (*Plugin)(nil)
 // ClaimBinder finds the CPUs of the DRA claims a container shows (the
 // dra.Driver), lists the prepared requests no container has shown yet
 // (a reload must leave their CPUs in their pools), and names the prepared
-// request, bound or not, that has some of a set of CPUs (PreparedOn: a
-// device plugin grant must not take them, see claimOnGrant). Lookup
+// request, bound or not, that has some of a set of CPUs, or may get them
+// in the placement under way (PreparedOn: a device plugin grant must not
+// take them, see claimOnGrant). Lookup
 // changes nothing and Commit binds what it found, once the container is
 // placed; Bind is both, for a container that runs already.
 type ClaimBinder interface {
@@ -32,7 +33,7 @@ type ClaimBinder interface {
 	Commit(g dracore.Grant, ctr dracore.Container)
 	Bind(env []string, ctr dracore.Container) (dracore.Grant, bool, error)
 	Pending() []dracore.Pending
-	PreparedOn(cpus cpuset.CPUSet) (string, cpuset.CPUSet)
+	PreparedOn(cpus cpuset.CPUSet) (claim string, on cpuset.CPUSet, maybe bool)
 }
 
 // UseClaims turns the DRA route on: containers that show claim tokens get

@@ -138,3 +138,34 @@ func TestDRAClaimIsNotPreparedOnAGrantContainersCPUs(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, got.Intersection(cpuset.New(3, 5, 43, 45)).IsEmpty(), "the claim has none of the grant container's CPUs: %s", got)
 }
+
+// A container that shows a device plugin grant token and a claim token
+// both is refused for that, naming the claims it shows: it gets its
+// exclusive CPUs one way. Before, when the grant's CPUs were (some of) a
+// prepared claim's, it was told instead that its pod was allocated by the
+// device plugin before the node moved to DRA and should be deleted, which
+// is not what happened: the claim it shows is its own.
+func TestDRAContainerShowingAGrantAndAClaimIsToldSo(t *testing.T) {
+	for _, tc := range []struct{ name, grantCPUs string }{
+		{"grant on the claim's CPUs", "3,5,43,45"},
+		{"grant on other CPUs", "7,9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeRuntime(t, false)
+			tok := keptGrantToken(t, f, tc.grantCPUs)
+			n := startDRA(t, f)
+			old := f.runPod(podSpec{name: "old", namespace: "telco", qos: "besteffort"})
+			env := n.prepare(t, "uid-1", 1, 4, old)
+			require.Equal(t, "3,5,43,45", n.claimCPUs(t, "uid-1"))
+
+			_, _, err := f.createWithEnv(old, "app", 10, append(env, EnvGrant+"="+tok)...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "container telco/old/app: the container shows both a "+EnvGrant+" grant and ResourceClaims ([telco/claim-uid-1/cpus]); it gets its exclusive CPUs one way")
+			assert.NotContains(t, err.Error(), "before the node moved to DRA")
+
+			_, resp, err := f.createWithEnv(old, "app", 10, env...)
+			require.NoError(t, err, "with the claim's token only, the container gets the claim's CPUs")
+			assert.Equal(t, "3,5,43,45", resp.Adjust.Linux.Resources.Cpu.Cpus)
+		})
+	}
+}

@@ -2,9 +2,11 @@ package plugin
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/plural"
 )
 
@@ -24,20 +26,52 @@ const maxClaimEcho = 128
 
 // claimOnGrant refuses CPUs of a device plugin grant that a prepared DRA
 // claim has, bound to a container or not, naming the claim and saying
-// what to do (advice). It refuses nothing with the driver off. Called
-// under the lock (the driver's is taken under it).
+// what to do (advice). A claim being prepared counts from its placement
+// on (the driver places under this lock and records the claim under its
+// own, after): while the placement is under way, the CPUs it may choose
+// are refused, for a moment (the kubelet retries). It refuses nothing
+// with the driver off. Called under the lock (the driver's is taken under
+// it).
 func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice string) error {
 	if p.claims == nil {
 		return nil
 	}
-	claim, on := p.claims.PreparedOn(cpus)
+	claim, on, maybe := p.claims.PreparedOn(cpus)
 	if on.IsEmpty() {
 		return nil
 	}
 	if len(claim) > maxClaimEcho {
 		claim = fmt.Sprintf("%s… (%d bytes)", claim[:maxClaimEcho], len(claim))
 	}
+	if maybe {
+		return fmt.Errorf("%s may be placed for DRA claim %s, which is being prepared right now; retry in a moment (the kubelet retries a container's creation)", plural.CPUs(on), claim)
+	}
 	return fmt.Errorf("%s %s prepared for DRA claim %s; %s", plural.CPUs(on), plural.Verb(on.Size(), "is", "are"), claim, advice)
+}
+
+// grantOnClaim is claimOnGrant for a container being placed that shows a
+// grant of cpus in env. One that shows claim tokens as well is not
+// refused here: attachClaims refuses it for showing both, naming the
+// claims it shows. Told that its grant's CPUs are a claim's and that its
+// pod predates the move to DRA, its owner would look for a pod to delete,
+// when the claim may be the container's own and the pod spec (or a CDI
+// device named by hand) is what to fix.
+func (p *Plugin) grantOnClaim(env []string, cpus cpuset.CPUSet) error {
+	if showsClaimTokens(env) {
+		return nil
+	}
+	return p.claimOnGrant(cpus, grantOfTheDevicePluginEra)
+}
+
+// showsClaimTokens tells whether env sets a claim's variable
+// (dracore.EnvPrefix…), whatever its value: attachClaims judges those.
+func showsClaimTokens(env []string) bool {
+	for _, e := range env {
+		if strings.HasPrefix(e, dracore.EnvPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // grantOfTheDevicePluginEra is claimOnGrant's advice to a container that

@@ -253,7 +253,7 @@ func (p *Plugin) holders(cpus cpuset.CPUSet) string {
 // carries none), for bindGrant once the container is placed. A token that
 // the daemon does not know, or that belongs to another container (or,
 // unbound to a container yet, to another pod), is refused, and so is one
-// whose CPUs a prepared DRA claim has (claimOnGrant). Pod annotations
+// whose CPUs a prepared DRA claim has (grantOnClaim). Pod annotations
 // play no part: only the environment the kubelet built counts. It changes
 // nothing: a creation that fails binds nothing.
 func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allocator.Container) (string, error) {
@@ -273,7 +273,7 @@ func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allo
 	case g.PodUID != pod.GetUid() || (g.Container != "" && g.Container != ctr.GetName()):
 		return "", fmt.Errorf("%s: the grant belongs to container %s; it cannot be reused", EnvGrant, owner.ContainerName(g.Container))
 	}
-	if err := p.claimOnGrant(g.cpusOf(), grantOfTheDevicePluginEra); err != nil {
+	if err := p.grantOnClaim(ctr.GetEnv(), g.cpusOf()); err != nil {
 		return "", fmt.Errorf("%s: %w", EnvGrant, err)
 	}
 	info.KubeletCPUs = g.cpusOf()
