@@ -151,11 +151,17 @@ refused --set probes=null "missing property 'probes'"
 refused --set probes.liveness=null "missing property 'liveness'"
 # A probe without a path (review of session 63): the kubelet GETs /, the
 # daemon serves /healthz, /readyz and /metrics only, so liveness restarted
-# the plugin every ~35 s for ever and readiness never passed.
+# the plugin every ~35 s for ever and readiness never passed. Nor a path it
+# does not serve (review rvT): /livez or /healthz/ installed, 404 at every
+# probe. tools/chartcheck's TestProbePathsAreWhatTheDaemonServes keeps the
+# schema's pattern to the daemon's routes.
 refused --set probes.liveness.path=null "at '/probes/liveness': missing property 'path'"
-refused --set probes.liveness.path= "at '/probes/liveness/path': '' does not match pattern '^/'"
+refused --set probes.liveness.path= "at '/probes/liveness/path': '' does not match pattern"
+refused --set probes.liveness.path=/livez "at '/probes/liveness/path': '/livez' does not match pattern"
+refused --set probes.liveness.path=/healthz/ "at '/probes/liveness/path': '/healthz/' does not match pattern"
 refused --set probes.readiness.path=null "at '/probes/readiness': missing property 'path'"
-refused --set probes.readiness.path=readyz "at '/probes/readiness/path': 'readyz' does not match pattern '^/'"
+refused --set probes.readiness.path=readyz "at '/probes/readiness/path': 'readyz' does not match pattern"
+refused --set probes.readiness.path=/health "at '/probes/readiness/path': '/health' does not match pattern"
 # A value read only while a feature is on is required only then.
 refused --set config.dra.enabled=true --set config.dra.cdiDir=null "at '/config/dra': missing property 'cdiDir'"
 refused --set config.dra.enabled=true --set config.dra.pluginDir=var/lib "at '/config/dra/pluginDir': 'var/lib' does not match pattern '^/'"
