@@ -175,6 +175,14 @@ refused --set config.stateFile=/var/run/nri/state.json "config.stateFile's direc
 refused --set config.stateFile=/etc/nri-cpupool/state.json "the config file's mount and config.stateFile's directory are both /etc/nri-cpupool"
 refused --set config.dra.enabled=true --set config.dra.cdiDir=/var/run/nri/ "config.nriSocket's directory and config.dra.cdiDir are both /var/run/nri"
 refused --set config.kubelet.devicePlugin=true --set config.kubelet.devicePluginDir=/var/lib/nri-cpupool "config.stateFile's directory and config.kubelet.devicePluginDir are both /var/lib/nri-cpupool"
+# One line per other entry of nri-cpupool.check's mount list (review rvT:
+# an entry dropped from it failed no test); tools/chartcheck's
+# TestHelperListsTheDaemonSetsMounts keeps the list to daemonset.yaml's.
+refused --set config.stateFile=/host/sys/state.json "config.stateFile's directory and the host's /sys mount are both /host/sys"
+refused --set config.stateFile=/host/proc/cmdline/state.json "config.stateFile's directory and the host's /proc/cmdline mount are both /host/proc/cmdline"
+refused --set config.stateFile=/host/sys/fs/cgroup/state.json "config.stateFile's directory and the host's cgroup tree mount are both /host/sys/fs/cgroup"
+refused --set config.dra.enabled=true --set config.dra.pluginDir=/var/lib/nri-cpupool "config.stateFile's directory and config.dra.pluginDir are both /var/lib/nri-cpupool"
+refused --set config.dra.enabled=true --set config.dra.registryDir=/var/lib/kubelet/plugins/cpupool.dev "config.dra.pluginDir and config.dra.registryDir are both /var/lib/kubelet/plugins/cpupool.dev"
 echo "values that cannot work are refused"
 
 # Every key of values.yaml removed (--set KEY=null, Helm's way to remove a
