@@ -151,11 +151,17 @@ refused --set probes=null "missing property 'probes'"
 refused --set probes.liveness=null "missing property 'liveness'"
 # A probe without a path (review of session 63): the kubelet GETs /, the
 # daemon serves /healthz, /readyz and /metrics only, so liveness restarted
-# the plugin every ~35 s for ever and readiness never passed.
+# the plugin every ~35 s for ever and readiness never passed. Nor a path it
+# does not serve (review rvT): /livez or /healthz/ installed, 404 at every
+# probe. tools/chartcheck's TestProbePathsAreWhatTheDaemonServes keeps the
+# schema's pattern to the daemon's routes.
 refused --set probes.liveness.path=null "at '/probes/liveness': missing property 'path'"
-refused --set probes.liveness.path= "at '/probes/liveness/path': '' does not match pattern '^/'"
+refused --set probes.liveness.path= "at '/probes/liveness/path': '' does not match pattern"
+refused --set probes.liveness.path=/livez "at '/probes/liveness/path': '/livez' does not match pattern"
+refused --set probes.liveness.path=/healthz/ "at '/probes/liveness/path': '/healthz/' does not match pattern"
 refused --set probes.readiness.path=null "at '/probes/readiness': missing property 'path'"
-refused --set probes.readiness.path=readyz "at '/probes/readiness/path': 'readyz' does not match pattern '^/'"
+refused --set probes.readiness.path=readyz "at '/probes/readiness/path': 'readyz' does not match pattern"
+refused --set probes.readiness.path=/health "at '/probes/readiness/path': '/health' does not match pattern"
 # A value read only while a feature is on is required only then.
 refused --set config.dra.enabled=true --set config.dra.cdiDir=null "at '/config/dra': missing property 'cdiDir'"
 refused --set config.dra.enabled=true --set config.dra.pluginDir=var/lib "at '/config/dra/pluginDir': 'var/lib' does not match pattern '^/'"
@@ -169,6 +175,14 @@ refused --set config.stateFile=/var/run/nri/state.json "config.stateFile's direc
 refused --set config.stateFile=/etc/nri-cpupool/state.json "the config file's mount and config.stateFile's directory are both /etc/nri-cpupool"
 refused --set config.dra.enabled=true --set config.dra.cdiDir=/var/run/nri/ "config.nriSocket's directory and config.dra.cdiDir are both /var/run/nri"
 refused --set config.kubelet.devicePlugin=true --set config.kubelet.devicePluginDir=/var/lib/nri-cpupool "config.stateFile's directory and config.kubelet.devicePluginDir are both /var/lib/nri-cpupool"
+# One line per other entry of nri-cpupool.check's mount list (review rvT:
+# an entry dropped from it failed no test); tools/chartcheck's
+# TestHelperListsTheDaemonSetsMounts keeps the list to daemonset.yaml's.
+refused --set config.stateFile=/host/sys/state.json "config.stateFile's directory and the host's /sys mount are both /host/sys"
+refused --set config.stateFile=/host/proc/cmdline/state.json "config.stateFile's directory and the host's /proc/cmdline mount are both /host/proc/cmdline"
+refused --set config.stateFile=/host/sys/fs/cgroup/state.json "config.stateFile's directory and the host's cgroup tree mount are both /host/sys/fs/cgroup"
+refused --set config.dra.enabled=true --set config.dra.pluginDir=/var/lib/nri-cpupool "config.stateFile's directory and config.dra.pluginDir are both /var/lib/nri-cpupool"
+refused --set config.dra.enabled=true --set config.dra.registryDir=/var/lib/kubelet/plugins/cpupool.dev "config.dra.pluginDir and config.dra.registryDir are both /var/lib/kubelet/plugins/cpupool.dev"
 echo "values that cannot work are refused"
 
 # Every key of values.yaml removed (--set KEY=null, Helm's way to remove a

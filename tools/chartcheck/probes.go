@@ -8,10 +8,12 @@ import (
 
 // probePaths are the paths the daemon serves at its metrics address
 // whatever its config (metricsHandler in cmd/nri-cpupool/internal/cli,
-// which chartcheck cannot import; TestProbePathsAreWhatTheDaemonServes
-// keeps the two alike). Any other path answers 404, so a probe on it
-// always fails: liveness restarts the plugin for ever, readiness never
-// passes.
+// which chartcheck cannot import) and what the chart's values.schema.json
+// takes for probes.*.path, refusing any other at helm install where
+// chartcheck, run in CI on the chart's ci/ values, cannot;
+// TestProbePathsAreWhatTheDaemonServes keeps the three alike. Any other
+// path answers 404, so a probe on it always fails: liveness restarts the
+// plugin for ever, readiness never passes.
 var probePaths = []string{"/metrics", "/healthz", "/readyz"}
 
 // checkProbePath refuses a probe's path the daemon does not serve. The

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,7 +46,11 @@ func TestCheckProbePath(t *testing.T) {
 // TestProbePathsAreWhatTheDaemonServes: probePaths is what the daemon's
 // metricsHandler (cmd/nri-cpupool/internal/cli/run.go, an internal package
 // chartcheck cannot import) routes unconditionally, so that a path renamed
-// there fails here rather than in every pod's probes.
+// there fails here rather than in every pod's probes. And the chart's
+// values.schema.json, which refuses a probe path at helm install (chartcheck
+// runs only in CI, on the chart's own ci/ values), takes exactly these: its
+// pattern took any path from /, so --set probes.liveness.path=/livez
+// installed and liveness restarted the plugin every ~35 s for ever.
 func TestProbePathsAreWhatTheDaemonServes(t *testing.T) {
 	file := filepath.Join("..", "..", "cmd", "nri-cpupool", "internal", "cli", "run.go")
 	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
@@ -79,4 +86,53 @@ func TestProbePathsAreWhatTheDaemonServes(t *testing.T) {
 	}
 	assert.ElementsMatch(t, served, probePaths)
 	assert.True(t, slices.Contains(probePaths, "/healthz") && slices.Contains(probePaths, "/readyz"), "the chart's default probes")
+	for _, probe := range []string{"liveness", "readiness"} {
+		t.Run("the chart's schema on probes."+probe+".path", func(t *testing.T) { schemaTakesProbePaths(t, probe) })
+	}
+}
+
+// schemaProbePattern is the shape of the schema's probe path pattern: the
+// routes of probePaths (without their /) as alternatives, and any query.
+var schemaProbePattern = regexp.MustCompile(`^\^/\(([a-z|]+)\)\(\\\?\.\*\)\?\$$`)
+
+// schemaTakesProbePaths: the pattern values.schema.json requires of an
+// enabled probe's path names the routes of probePaths, no more, no less,
+// and takes what checkProbePath takes.
+func schemaTakesProbePaths(t *testing.T, probe string) {
+	file := filepath.Join("..", "..", "deploy", "helm", "nri-cpupool", "values.schema.json")
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var schema struct {
+		Properties struct {
+			Probes struct {
+				Properties map[string]struct {
+					Then struct {
+						Properties struct {
+							Path struct {
+								Pattern string `json:"pattern"`
+							} `json:"path"`
+						} `json:"properties"`
+					} `json:"then"`
+				} `json:"properties"`
+			} `json:"probes"`
+		} `json:"properties"`
+	}
+	require.NoError(t, json.Unmarshal(data, &schema), file)
+	pattern := schema.Properties.Probes.Properties[probe].Then.Properties.Path.Pattern
+	m := schemaProbePattern.FindStringSubmatch(pattern)
+	require.NotNil(t, m, "%s: probes.%s's path pattern %q is not ^/(ROUTE|...)(\\?.*)?$: update this test", file, probe, pattern)
+	var routes []string
+	for _, r := range strings.Split(m[1], "|") {
+		routes = append(routes, "/"+r)
+	}
+	assert.ElementsMatch(t, probePaths, routes, "%s: probes.%s's path pattern %q", file, probe, pattern)
+	re, err := regexp.Compile(pattern)
+	require.NoError(t, err)
+	candidates := []string{"", "/", "/livez", "/health", "/healthz/", "/healthzz", "/x/healthz", "/metrics/x", "/debug/handler-clocks", "healthz"}
+	for _, p := range probePaths {
+		candidates = append(candidates, p, p+"?verbose", p+"/", p+"x")
+	}
+	for _, c := range candidates {
+		assert.Equal(t, checkProbePath(c) == nil, re.MatchString(c), "%s: probes.%s's path pattern %q on %q, against chartcheck", file, probe, pattern, c)
+	}
 }

@@ -111,8 +111,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- /* Two volume mounts of the plugin's container at one path: the API
 server refuses the DaemonSet ("must be unique"), found only at helm
-install. These are its mounts as templates/daemonset.yaml writes them;
-tools/chartcheck refuses any duplicate the rendering still has. */}}
+install. These are its mounts as templates/daemonset.yaml writes them,
+one (list PATH "WHAT") each, under the same if: tools/chartcheck's
+TestHelperListsTheDaemonSetsMounts compares the two texts, and chartcheck
+refuses any duplicate the rendering still has. */}}
 {{- $mounts := list
   (list "/etc/nri-cpupool" "the config file's mount")
   (list (dir $c.stateFile) "config.stateFile's directory")
@@ -124,9 +126,9 @@ tools/chartcheck refuses any duplicate the rendering still has. */}}
 {{- $mounts = append $mounts (list (toString $c.kubelet.devicePluginDir) "config.kubelet.devicePluginDir") }}
 {{- end }}
 {{- if $c.dra.enabled }}
-{{- range $key := list "pluginDir" "registryDir" "cdiDir" }}
-{{- $mounts = append $mounts (list (toString (index $c.dra $key)) (printf "config.dra.%s" $key)) }}
-{{- end }}
+{{- $mounts = append $mounts (list (toString $c.dra.pluginDir) "config.dra.pluginDir") }}
+{{- $mounts = append $mounts (list (toString $c.dra.registryDir) "config.dra.registryDir") }}
+{{- $mounts = append $mounts (list (toString $c.dra.cdiDir) "config.dra.cdiDir") }}
 {{- end }}
 {{- $seen := dict }}
 {{- range $m := $mounts }}
