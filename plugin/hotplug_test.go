@@ -44,9 +44,20 @@ func setOnlineAt(t *testing.T, root string, cpu int, online bool) {
 	} else {
 		set = set.Difference(cpuset.New(cpu))
 	}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "online"), []byte(set.String()+"\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "offline"), []byte(present.Difference(set).String()+"\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "cpu"+strconv.Itoa(cpu), "online"), []byte(flag+"\n"), 0o644))
+	writeSysfs(t, filepath.Join(dir, "online"), set.String())
+	writeSysfs(t, filepath.Join(dir, "offline"), present.Difference(set).String())
+	writeSysfs(t, filepath.Join(dir, "cpu"+strconv.Itoa(cpu), "online"), flag)
+}
+
+// writeSysfs replaces a fake sysfs file as the kernel's reads see it: at
+// once. os.WriteFile truncates first, and the hotplug watcher polling
+// beside it read an empty online mask now and then: every CPU offline, and
+// a reload under way refused ("no CPU is left for infra").
+func writeSysfs(t *testing.T, path, value string) {
+	t.Helper()
+	tmp := path + ".writing"
+	require.NoError(t, os.WriteFile(tmp, []byte(value+"\n"), 0o644))
+	require.NoError(t, os.Rename(tmp, path))
 }
 
 func trimNL(b []byte) []byte {
