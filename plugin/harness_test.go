@@ -17,6 +17,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
+	gproto "google.golang.org/protobuf/proto"
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/config"
@@ -173,14 +174,17 @@ func (f *fakeRuntime) restart() int {
 }
 
 func (f *fakeRuntime) synchronize(ctx context.Context, cb adaptation.SyncCB) error {
+	// Copies, taken under mu: the runtime library marshals them outside
+	// it, while a push from the plugin's previous connection may still be
+	// applied to the originals (a data race under -race).
 	f.mu.Lock()
 	var pods []*api.PodSandbox
 	var ctrs []*api.Container
 	for _, p := range f.pods {
-		pods = append(pods, p)
+		pods = append(pods, gproto.Clone(p).(*api.PodSandbox))
 	}
 	for _, c := range f.ctrs {
-		ctrs = append(ctrs, c)
+		ctrs = append(ctrs, proto(c))
 	}
 	f.mu.Unlock()
 	updates, err := cb(ctx, pods, ctrs)
@@ -405,8 +409,9 @@ func (f *fakeRuntime) stopContainer(ctr *api.Container) []*api.ContainerUpdate {
 	f.t.Helper()
 	f.mu.Lock()
 	pod := f.pods[ctr.PodSandboxId]
+	snap := proto(ctr) // as in synchronize: marshaled outside mu
 	f.mu.Unlock()
-	resp, err := f.r.StopContainer(context.Background(), &api.StopContainerRequest{Pod: pod, Container: ctr})
+	resp, err := f.r.StopContainer(context.Background(), &api.StopContainerRequest{Pod: pod, Container: snap})
 	require.NoError(f.t, err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
