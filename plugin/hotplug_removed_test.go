@@ -24,7 +24,7 @@ func hotRemoveAt(t *testing.T, root string, cpu int) {
 	require.NoError(t, err)
 	present, err := cpuset.Parse(string(trimNL(data)))
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "present"), []byte(present.Difference(cpuset.New(cpu)).String()+"\n"), 0o644))
+	writeSysfs(t, filepath.Join(dir, "present"), present.Difference(cpuset.New(cpu)).String())
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, "cpu"+strconv.Itoa(cpu))))
 }
 
