@@ -122,7 +122,7 @@ func New(p Pools, o Options) (*Driver, error) {
 	}
 	d := &Driver{pools: p, nodeName: o.NodeName, model: o.Model, cdiDir: o.CDIDir, log: o.Log, store: newStore(o.ClaimsFile), retry: defaultRetry, staleTimeout: staleCheckTimeout,
 		byToken: map[string]tokenRef{}, claimed: cpuset.New(), enc: map[string][]byte{}, dirty: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
-	// A claims file that cannot be used never fails New (review rvA):
+	// A claims file that cannot be used never fails New:
 	// the daemon would exit and pin nothing.
 	claims, discarded := d.store.load(time.Now())
 	if discarded != nil {

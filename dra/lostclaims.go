@@ -13,7 +13,7 @@ import (
 // them prepared and does not prepare them again. A container of such a
 // claim that the kubelet restarts shows its token, which the driver
 // refuses as unknown: the refusal says why and how to recover, instead of
-// blaming the user for a token set by hand (review rvA). Its record is
+// blaming the user for a token set by hand. Its record is
 // the file set aside: a restart reads it back from there
 // (atomicfile.Newest), for as long as the operator keeps the file.
 type lostClaims struct {
@@ -36,7 +36,7 @@ func (d *Driver) unknownToken(env []string, tok string) error {
 		return fmt.Errorf("%s: unknown claim token; the %s driver sets it through CDI when a container uses a ResourceClaim of its devices, and it cannot be set by hand", name, DriverName)
 	}
 	// Where the file is: a file that could not be moved aside is still
-	// at its place until the driver's next write moves it (review rvG).
+	// at its place until the driver's next write moves it.
 	where := "kept as " + d.lost.aside
 	if d.store.leftUnmoved.Load() {
 		where = "still at " + d.lost.file + ", to be moved to " + d.lost.aside + " before the next write"

@@ -79,8 +79,8 @@ func newStore(path string) *store {
 // as the state file is (atomicfile.Load: moved to .corrupt-<time> or
 // .unreadable-<time>, or left as it is until save can move it), and the
 // driver starts with no claims, described by the Discarded returned: the
-// claims file must never stop the daemon, and with it all pinning (review
-// rvA). The kubelet prepares again the claims of pods it starts, and a
+// claims file must never stop the daemon, and with it all pinning.
+// The kubelet prepares again the claims of pods it starts, and a
 // claim whose container runs is refused nothing (its CPUs stay held by the
 // container); the containers of the claims lost are refused (see
 // Driver.unknownToken).

@@ -6,7 +6,7 @@ package irq
 // device's NUMA node when that leaves any CPU (irq_setup_affinity). It
 // thus avoids the banned CPUs and would never be recorded: when the ban
 // ended it kept the narrowed set for good, although default_smp_affinity
-// got its original back (review rvB, L1). Like a thread forked while
+// got its original back. Like a thread forked while
 // housekeeping confined its parent, such an IRQ takes as its original
 // what the kernel would have given it from the default's original
 // (hostfiles.Change.Original), and gets that back when the ban ends.
@@ -56,7 +56,7 @@ func (in *inheritance) begin(irqs []int) {
 // was there before and is not listed now was freed, and its number, when
 // requested again (a driver unbound and bound again, a VF re-created:
 // the kernel tends to give the same numbers back), is an IRQ started on
-// the narrowed default like any new one (review rvI). A number freed and
+// the narrowed default like any new one. A number freed and
 // requested again between two listings (a rescan interval) is still
 // taken as there before.
 func (in *inheritance) relisted(irqs []int) {

@@ -53,7 +53,7 @@
 // banned gives that set back: "settings cpus NULL" when it is irqbalance's
 // own set (read from its environment and sysfs, as irqbalance computes
 // it), which makes irqbalance compute it again, else the list (a ban set
-// through the socket before the plugin: review rvB, L3). An answer it
+// through the socket before the plugin). An answer it
 // cannot read leaves the own set, with a warning. The banned list is journaled like
 // an IRQ's affinity (irqbalancefs.go: IrqbalancePath, its original
 // recorded before the first command, restored after the IRQs, kept until

@@ -206,7 +206,7 @@ func (b *irqbalance) read() ([]byte, error) {
 	}
 	// Asked: a ban set through its socket before the plugin (an
 	// operator's irqbalance-ui, another agent) is part of what it bans,
-	// and its environment does not say so (review rvB, L3).
+	// and its environment does not say so.
 	out, err := command(sock, "setup", true)
 	if err != nil {
 		return nil, fmt.Errorf("irqbalance (pid %d): asking for its banned CPUs through %s: %w", pid, sock, err)
@@ -260,7 +260,7 @@ func (b *irqbalance) write(data []byte) error {
 			// is unknown now. Forget what this process last set, so
 			// the next pass asks it ("setup") and sends again, whatever
 			// the list, rather than trusting a cache that may say the
-			// opposite of what irqbalance does (review rvI).
+			// opposite of what irqbalance does.
 			delete(b.held, pid)
 			b.mu.Lock()
 			if b.st.PID == pid {
@@ -445,8 +445,8 @@ func parseSetup(out string) (cpuset.CPUSet, error) {
 	mask := fields[i+1]
 	// irqbalance prints it into 512 bytes (cpumask_scnprintf), groups
 	// of 8 hex digits: a longer mask (a ban above CPU ~1790 on a kernel
-	// with NR_CPUS 4096) is cut mid-group and would read as another set
-	// (review rvI). Every group after the first is whole in a mask that
+	// with NR_CPUS 4096) is cut mid-group and would read as another set.
+	// Every group after the first is whole in a mask that
 	// was not cut, and none is 511 bytes long (8+9k).
 	if len(mask) >= maxBannedMask {
 		return cpuset.New(), fmt.Errorf("its banned CPUs mask is %d bytes, cut at its %d-byte buffer", len(mask), maxBannedMask+1)

@@ -1,7 +1,7 @@
 package irq
 
 // irqbalance's banned CPUs go through the journal of originals like the
-// IRQs' affinities (review rvB, M2): they are host state the plugin
+// IRQs' affinities: they are host state the plugin
 // changes, and a ban told to irqbalance outlives the plugin's process.
 // They were told by the pass's hooks, unrecorded: when the release's
 // "settings cpus NULL" failed for now (irqbalance busy) after the IRQs'
@@ -44,7 +44,7 @@ const IrqbalancePath = IrqbalanceRoot + "/banned-cpus"
 // IrqbalanceRoot through FS. Any other path below IrqbalanceRoot is
 // ENOENT: the root is admitted for restores, and a damaged or forged
 // journal record of a path below it must never reach the host's file
-// system (review rvI), as housekeeping.SystemdFS refuses its own.
+// system, as housekeeping.SystemdFS refuses its own.
 type irqbalanceFS struct {
 	hostfiles.FS
 	b *irqbalance

@@ -84,8 +84,8 @@ var errGrantsDiscarded = errors.New("kubelet grants file discarded")
 // cannot be renamed (a read-only state directory), it stays as it is and
 // no write replaces it until it is moved aside (grantsFile.save). The
 // error is never another: the grants file, loaded on every node, device
-// plugin or not, must not stop the daemon and with it all pinning (review
-// rvA). Synchronize then makes the grants of running containers again
+// plugin or not, must not stop the daemon and with it all pinning.
+// Synchronize then makes the grants of running containers again
 // from the runtime (see rebindGrants); an allocation no container had
 // shown yet is lost, and its container is refused until the kubelet
 // re-creates the pod.

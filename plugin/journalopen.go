@@ -3,7 +3,7 @@ package plugin
 // The journal of host files' originals that cannot be opened: pinning
 // goes on, isolation is degraded (no host file is changed or restored,
 // since no original could be recorded), and the open is retried in the
-// background until it succeeds (review rvA: a damaged journal on a
+// background until it succeeds (a damaged journal on a
 // read-only state directory failed every Configure and Synchronize, and
 // nothing was pinned, even on a node with no tuning feature configured).
 

@@ -316,7 +316,7 @@ func (p *Plugin) loadGrants(path string) *grants {
 // and Synchronize and in the background (journalopen.go): a journal that
 // could not be read (an I/O error, or damaged and not movable aside on a
 // read-only disk) degrades isolation and fails no Configure nor
-// Synchronize, so that containers are pinned meanwhile (review rvA), and
+// Synchronize, so that containers are pinned meanwhile, and
 // a passing error does not leave the process without IRQ isolation,
 // partitions and power classes, and the originals an earlier process
 // recorded unrestored, for its whole life.

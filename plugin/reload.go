@@ -422,7 +422,7 @@ func keepRestartOnly(old, cfg *config.Config, log *logrus.Logger) {
 // laid out (layoutMoved), not by the keys that lay them out: a reload
 // changing only isolatedCPUs or reservedCPUs moves the isolcpus= CPUs
 // into the pools as surely as pools.* does, and was missed when a hand
-// list of keys decided (review rvB, M2).
+// list of keys decided.
 func isolationChanged(old, cfg *config.Config, oldLayout, layout *allocator.Layout) bool {
 	return !reflect.DeepEqual(old.Pools, cfg.Pools) || !reflect.DeepEqual(old.IRQ, cfg.IRQ) ||
 		!reflect.DeepEqual(old.Power, cfg.Power) || old.KeepHostOffIsolcpus != cfg.KeepHostOffIsolcpus ||
@@ -469,7 +469,7 @@ func (p *Plugin) restartIsolation() {
 	// (loadState): the pass in flight may still record originals in it,
 	// which a journal read before then would lack; its reconciler would
 	// never put them back, and its next write would replace them on disk
-	// by the values this plugin wrote (review rv59a). The next reconciler
+	// by the values this plugin wrote. The next reconciler
 	// is opened below, once the pass is done, and kicked if a Synchronize
 	// came meanwhile.
 	p.isolationClosing = true

@@ -278,8 +278,8 @@ var ErrStateDiscarded = errors.New("state file discarded")
 // file that cannot be read (EIO, EACCES) to <path>.unreadable-<time>: an
 // empty state is returned with an error wrapping ErrStateDiscarded, so
 // the caller rebuilds from the runtime instead of crash-looping or, on a
-// disk that went read-only, failing every Synchronize and pinning nothing
-// (review rvA). When the file cannot be moved aside (a read-only state
+// disk that went read-only, failing every Synchronize and pinning nothing.
+// When the file cannot be moved aside (a read-only state
 // directory), it stays where it is, and Save moves it aside before it
 // writes, failing until it can: a rebuilt state never replaces the only
 // copy of what the file held, records of holds a passing read error hid

@@ -8,7 +8,7 @@ package atomicfile
 // still hold records an operator can read. So such a file is moved aside,
 // and when even that fails (a state directory that went read-only) it is
 // left as it is and the writer moves it before its first write, writing
-// nothing until it can. One home for the three files (review rvA).
+// nothing until it can. One home for the three files.
 
 import (
 	"errors"
@@ -102,7 +102,7 @@ func Load(path string, now time.Time, rename Rename, use func([]byte) error) *Di
 // Newest is the newest file Load moved aside from path at an earlier
 // start (by the time in its name), or nil when there is none: what a
 // restarted daemon knows of a loss an earlier process found, for as long
-// as the operator keeps the file (review rvG: that record lived only in
+// as the operator keeps the file (that record lived only in
 // the memory of the process that moved the file). Only names are read, in
 // path's directory; its Problem says it was found at an earlier start.
 func Newest(path string) *Discarded {

@@ -120,7 +120,7 @@ type pathFlag struct {
 // the built-in defaults when the config is refused: their state file and
 // roots are not the daemon's, so the node's journal would read as missing
 // or of an earlier boot, "nothing to restore", exit 0, and a package's
-// removal would go on with nothing put back (review rvE, M1). Only when
+// removal would go on with nothing put back. Only when
 // the flags give the state file and every root is the config not needed.
 func restoreHostConfig(path string, flags []pathFlag, stderr io.Writer) (*config.Config, error) {
 	cfg, err := loadRunConfig(path)
