@@ -190,8 +190,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 			d.setLocked(uid, c)
 			d.gen++
 			d.mu.Unlock()
-			d.unbindMemory(claim, unbound)
-			return before, prepareReport{ignored: warnIgnored}, nil
+			return before, prepareReport{changed: d.unbindMemory(claim, unbound), ignored: warnIgnored}, nil
 		}
 	}
 	// What is placed anew is not in the way of its own new CPUs: a claim
@@ -245,7 +244,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	d.stopPlacingLocked() // recorded: PreparedOn sees the claim itself now
 	d.gen++
 	d.mu.Unlock()
-	d.unbindMemory(claim, unbound)
+	unbinding := d.unbindMemory(claim, unbound)
 	// The CPUs were placed under the plugin's lock and recorded under
 	// the driver's: a config reload (or a CPU going offline) in between
 	// did not see them among the claims (Pending) and could take them
@@ -268,6 +267,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 		}
 	}
 	placed := func() {
+		if unbinding != nil {
+			unbinding()
+		}
 		for _, w := range warnings {
 			d.log.Warnf("DRA: claim %s/%s (%s) %s", claim.Namespace, claim.Name, uid, w)
 		}
@@ -318,12 +320,22 @@ func keepRequests(c, before *Claim, kept []string) []boundTo {
 // unbindMemory tells the pools that the requests keepRequests unbound are
 // no longer their old containers': their memory reservations, which the
 // restart counted bound to those containers, are whole again for the
-// container of the new pod (see Pools.UnbindMemory).
-func (d *Driver) unbindMemory(claim *resourceapi.ResourceClaim, unbound []boundTo) {
+// container of the new pod (see Pools.UnbindMemory). It returns what to
+// log of it once the claim is prepared (nil: nothing): logged here, a
+// claims write that then failed undid the unbinding and every kubelet
+// retry logged it again (review rvT).
+func (d *Driver) unbindMemory(claim *resourceapi.ResourceClaim, unbound []boundTo) func() {
 	for _, u := range unbound {
-		d.log.Infof("DRA: claim %s/%s (%s) request %s: no longer bound to container %s of pod %s, which the claim is no longer reserved for",
-			claim.Namespace, claim.Name, claim.UID, u.request, u.container, u.podUID)
 		d.pools.UnbindMemory(memoryKey(string(claim.UID), u.request), u.podUID, u.container)
+	}
+	if len(unbound) == 0 {
+		return nil
+	}
+	return func() {
+		for _, u := range unbound {
+			d.log.Infof("DRA: claim %s/%s (%s) request %s: no longer bound to container %s of pod %s, which the claim is no longer reserved for",
+				claim.Namespace, claim.Name, claim.UID, u.request, u.container, u.podUID)
+		}
 	}
 }
 

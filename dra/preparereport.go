@@ -8,8 +8,9 @@ import resourceapi "k8s.io/api/resource/v1"
 // kubelet retry (reviews rvG, rvQ, rvT).
 type prepareReport struct {
 	// changed says what this Prepare changed in the claim's record: the
-	// CPUs it placed, the memory it reserved beyond the node's. Nil for
-	// nothing. When only the CDI spec fails, the record stays (the retry
+	// CPUs it placed, the memory it reserved beyond the node's, the
+	// bindings of pods the claim is no longer reserved for it dropped.
+	// Nil for nothing. When only the CDI spec fails, the record stays (the retry
 	// keeps its CPUs and tokens) and the retry changes nothing, so it is
 	// kept until a Prepare of the claim writes the spec (unreported).
 	changed func()
