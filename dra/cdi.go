@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 )
@@ -74,6 +77,29 @@ func writeCDISpec(dir, claimUID string, c *Claim) error {
 		return fmt.Errorf("writing the CDI spec of claim %s: %w", claimUID, err)
 	}
 	return nil
+}
+
+// cdiWriteFailed logs, coalesced, and counts a Prepare whose CDI spec
+// could not be written. The claims file holds the claim: the kubelet's
+// retry keeps its CPUs and tokens and writes the spec again, and what this
+// Prepare changed is said by the one that writes it (unreport). The
+// kubeletplugin package puts the error in its reply only, so nothing else
+// says it: a full /run or an SELinux denial on the CDI directory left
+// every pod with a claim for our devices unstarted while the log read
+// "prepared" (review rvT). Under prepareMu.
+func (d *Driver) cdiWriteFailed(claim *resourceapi.ResourceClaim, r prepareReport, err error) {
+	d.cdiWriteErrors.Add(1)
+	d.unreport(claim, r)
+	// Each claim's spec file is named by its UID: without it, the same
+	// failure of every claim's retries reads the same.
+	same := strings.ReplaceAll(err.Error(), string(claim.UID), "<uid>")
+	if log, unlogged := d.cdiFailures.failAs(same, time.Now()); log {
+		more := ""
+		if unlogged > 0 {
+			more = fmt.Sprintf("; %d more Prepares failed so since the last such line", unlogged)
+		}
+		d.log.Warnf("DRA: preparing claim %s/%s: %v (it keeps its CPUs, not prepared: the kubelet retries%s)", claim.Namespace, claim.Name, err, more)
+	}
 }
 
 // removeCDISpec removes a claim's spec; a missing one is fine.

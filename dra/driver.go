@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -40,8 +41,16 @@ type Driver struct {
 
 	prepareMu sync.Mutex
 	// saveFailures coalesces the log of Prepares failing to write the
-	// claims file; under prepareMu.
-	saveFailures saveFailures
+	// claims file, cdiFailures of those failing to write a CDI spec;
+	// under prepareMu.
+	saveFailures, cdiFailures saveFailures
+	// cdiWriteErrors counts the CDI specs Prepare could not write
+	// (cpupool_dra_cdi_write_errors_total).
+	cdiWriteErrors atomic.Uint64
+	// unreported holds, by claim UID, what Prepares whose CDI specs could
+	// not be written changed, for the one that writes it (see
+	// prepareReport); under prepareMu.
+	unreported map[string][]func()
 
 	mu      sync.Mutex
 	claims  map[string]*Claim // by claim UID

@@ -44,8 +44,9 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 		d.log.Warnf("DRA: preparing %d claims: %v", len(claims), ErrNotSynced)
 		return out, nil
 	}
+	d.forgetUnreported()
 	var done []*resourceapi.ResourceClaim
-	var reports []func()
+	var reports []prepareReport // of done, by index
 	undo := map[string]*Claim{} // claim UID -> record before this call (nil: none)
 	for _, claim := range claims {
 		uid := string(claim.UID)
@@ -62,9 +63,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			undo[uid] = before
 		}
 		done = append(done, claim)
-		if report != nil {
-			reports = append(reports, report)
-		}
+		reports = append(reports, report)
 	}
 	if len(done) == 0 {
 		return out, nil
@@ -103,13 +102,23 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	if failed := d.saveFailures.succeed(); failed > 0 {
 		d.log.Infof("DRA: claims file written again after %d failed Prepares", failed)
 	}
-	// Prepared only now that the file holds them.
-	for _, report := range reports {
-		report()
-	}
 	d.signal(d.changed)
-	for _, claim := range done {
-		out[claim.UID] = d.result(claim)
+	// Prepared only once the claims file holds them and their CDI specs
+	// are written: said before the spec, a spec that could not be
+	// written (a full /run, an SELinux denial on the CDI directory) read
+	// "prepared" in the log while the kubelet got the error, which the
+	// kubeletplugin package does not log (review rvT).
+	for i, claim := range done {
+		res := d.result(claim)
+		out[claim.UID] = res
+		if res.Err != nil {
+			d.cdiWriteFailed(claim, reports[i], res.Err)
+			continue
+		}
+		if failed := d.cdiFailures.succeed(); failed > 0 {
+			d.log.Infof("DRA: CDI specs written again after %d failed Prepares", failed)
+		}
+		d.reported(claim, reports[i])
 	}
 	return out, nil
 }
@@ -119,16 +128,16 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 var ErrNotSynced = errors.New("the daemon has not synchronized with the container runtime yet, so it does not know which CPUs running containers hold; the kubelet retries")
 
 // prepare decides one claim in memory and returns its record from before,
-// and what to log once the claims file holds it (nil: nothing).
+// and what to log once the claim is prepared (see prepareReport).
 // A claim prepared before with the same allocation keeps each request whose
 // CPUs still fit it (see fits), bound to its container while the claim is
 // still reserved for that container's pod (see keepRequests); a request that no longer fits, and every
 // request of a claim allocated anew, is placed anew with a new token.
-func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), error) {
+func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareReport, error) {
 	uid := string(claim.UID)
 	want, err := d.allocated(claim)
 	if err != nil {
-		return nil, nil, err
+		return nil, prepareReport{}, err
 	}
 	pods := reservedPods(claim)
 	// The pools as laid out now, not when the claim was remembered: the
@@ -145,27 +154,28 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 	// that ignored the config: the allocation cannot change, so refusing
 	// it now would leave its running pod without its CDI spec after a
 	// reboot, for good. It is prepared again, with a warning said by the
-	// report, once the claims file holds it: logged here, it claimed a
-	// Prepare whose write then failed, at every retry (review rvQ).
+	// report once the claims file holds it and its CDI spec is written:
+	// logged here, it claimed a Prepare whose write then failed, at every
+	// retry (reviews rvQ, rvT).
 	var ignored string
 	if err := refuseOpaqueConfig(claim.Status.Allocation.Devices.Config, want); err != nil {
 		if !remembered {
 			d.mu.Unlock()
-			return nil, nil, err
+			return nil, prepareReport{}, err
 		}
 		ignored = ignoredOpaqueConfig(claim.Status.Allocation.Devices.Config, want)
 	}
 	// warnIgnored says the claim was prepared again despite its config:
 	// as before, or with the requests that no longer fit placed anew.
-	warnIgnored := func() {
-		if ignored == "" {
-			return
+	var warnIgnored func()
+	if ignored != "" {
+		warnIgnored = func() {
+			how := "as before"
+			if len(stale) > 0 {
+				how = "with " + requestNames(slices.Sorted(slices.Values(stale))) + " placed anew (no longer fitting its pool)"
+			}
+			d.log.Warnf("DRA: claim %s/%s (%s) prepared again %s, although %s", claim.Namespace, claim.Name, uid, how, ignored)
 		}
-		how := "as before"
-		if len(stale) > 0 {
-			how = "with " + requestNames(slices.Sorted(slices.Values(stale))) + " placed anew (no longer fitting its pool)"
-		}
-		d.log.Warnf("DRA: claim %s/%s (%s) prepared again %s, although %s", claim.Namespace, claim.Name, uid, how, ignored)
 	}
 	if remembered {
 		for name, r := range before.Requests {
@@ -180,11 +190,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 			d.setLocked(uid, c)
 			d.gen++
 			d.mu.Unlock()
-			d.unbindMemory(claim, unbound)
-			if ignored == "" {
-				return before, nil, nil
-			}
-			return before, warnIgnored, nil
+			return before, prepareReport{changed: d.unbindMemory(claim, unbound), ignored: warnIgnored}, nil
 		}
 	}
 	// What is placed anew is not in the way of its own new CPUs: a claim
@@ -216,10 +222,10 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 			cpus, err := d.pools.Place(w.pool, numa, n, exclude)
 			d.placed(cpus)
 			if err != nil {
-				return nil, nil, fmt.Errorf("request %s: %w (a container of an ending pod may still hold them; the kubelet retries)", name, err)
+				return nil, prepareReport{}, fmt.Errorf("request %s: %w (a container of an ending pod may still hold them; the kubelet retries)", name, err)
 			}
 			if cpus.Size() != n || !cpus.Intersection(exclude).IsEmpty() {
-				return nil, nil, fmt.Errorf("request %s: placement gave %q for %d CPUs on NUMA node %s", name, cpus.String(), n, nodeName(numa))
+				return nil, prepareReport{}, fmt.Errorf("request %s: placement gave %q for %d CPUs on NUMA node %s", name, cpus.String(), n, nodeName(numa))
 			}
 			got, exclude = got.Union(cpus), exclude.Union(cpus)
 		}
@@ -228,7 +234,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 	}
 	warnings, err := d.reserveNew(uid, before, c, kept)
 	if err != nil {
-		return nil, nil, err
+		return nil, prepareReport{}, err
 	}
 	d.mu.Lock()
 	// A kept request may have been bound while the lock was free: take
@@ -238,14 +244,14 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 	d.stopPlacingLocked() // recorded: PreparedOn sees the claim itself now
 	d.gen++
 	d.mu.Unlock()
-	d.unbindMemory(claim, unbound)
+	unbinding := d.unbindMemory(claim, unbound)
 	// The CPUs were placed under the plugin's lock and recorded under
 	// the driver's: a config reload (or a CPU going offline) in between
 	// did not see them among the claims (Pending) and could take them
 	// out of their pool. Recorded now, any later reload sees them; one
 	// that came in between shows in the layout read again.
 	if err := d.placedStillFit(uid, before, c, kept); err != nil {
-		return nil, nil, err
+		return nil, prepareReport{}, err
 	}
 	if before != nil {
 		// Requests of the claim's last allocation that reserve nothing
@@ -260,8 +266,10 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 			d.pools.ReleaseMemory(gone)
 		}
 	}
-	report := func() {
-		warnIgnored()
+	placed := func() {
+		if unbinding != nil {
+			unbinding()
+		}
 		for _, w := range warnings {
 			d.log.Warnf("DRA: claim %s/%s (%s) %s", claim.Namespace, claim.Name, uid, w)
 		}
@@ -279,7 +287,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, func(), erro
 			d.log.Infof("DRA: claim %s/%s (%s) prepared: CPUs %q", claim.Namespace, claim.Name, uid, c.cpus().String())
 		}
 	}
-	return before, report, nil
+	return before, prepareReport{changed: placed, ignored: warnIgnored}, nil
 }
 
 // boundTo is a kept request whose binding keepRequests cleared, and the
@@ -312,12 +320,22 @@ func keepRequests(c, before *Claim, kept []string) []boundTo {
 // unbindMemory tells the pools that the requests keepRequests unbound are
 // no longer their old containers': their memory reservations, which the
 // restart counted bound to those containers, are whole again for the
-// container of the new pod (see Pools.UnbindMemory).
-func (d *Driver) unbindMemory(claim *resourceapi.ResourceClaim, unbound []boundTo) {
+// container of the new pod (see Pools.UnbindMemory). It returns what to
+// log of it once the claim is prepared (nil: nothing): logged here, a
+// claims write that then failed undid the unbinding and every kubelet
+// retry logged it again (review rvT).
+func (d *Driver) unbindMemory(claim *resourceapi.ResourceClaim, unbound []boundTo) func() {
 	for _, u := range unbound {
-		d.log.Infof("DRA: claim %s/%s (%s) request %s: no longer bound to container %s of pod %s, which the claim is no longer reserved for",
-			claim.Namespace, claim.Name, claim.UID, u.request, u.container, u.podUID)
 		d.pools.UnbindMemory(memoryKey(string(claim.UID), u.request), u.podUID, u.container)
+	}
+	if len(unbound) == 0 {
+		return nil
+	}
+	return func() {
+		for _, u := range unbound {
+			d.log.Infof("DRA: claim %s/%s (%s) request %s: no longer bound to container %s of pod %s, which the claim is no longer reserved for",
+				claim.Namespace, claim.Name, claim.UID, u.request, u.container, u.podUID)
+		}
 	}
 }
 

@@ -1,8 +1,10 @@
 package dra
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,4 +90,32 @@ func TestReprepareForANewPodUnbindsTheClaimsMemory(t *testing.T) {
 	res = s.Allocator().ClaimReservations()["uid-1/cpus"]
 	assert.Equal(t, "/", res.PodUID+"/"+res.Container, "the reservation is still bound to pod-1's container, which the claim is no longer reserved for")
 	assert.Len(t, res.Held, 1, "the reservation stays")
+}
+
+// TestUnbindingIsNotLoggedForAPrepareWhoseClaimsWriteFails: prepare logged
+// "no longer bound to container ..." while deciding, before the claims
+// file was written. A write that fails undoes the record (the binding is
+// back), yet every kubelet retry logged the unbinding again (review rvT).
+// Now it is said once, by the Prepare that writes it.
+func TestUnbindingIsNotLoggedForAPrepareWhoseClaimsWriteFails(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	on := slotsOn(pools.Exclusive, 1, 0, 2)
+	d := boundThenLostUnprepare(t, td, allocatedClaim("uid-1", "shared", slots{"cpus": on}, "pod-1"))
+	now := allocatedClaim("uid-1", "shared", slots{"cpus": on}, "pod-2")
+	var logged bytes.Buffer
+	d.log.SetOutput(&logged)
+	replace := d.store.replace
+	d.store.replace = func(string, []byte, bool) error { return errors.New("no space left on device") }
+	for range 3 {
+		require.Error(t, prepare(t, d, now)["uid-1"].Err)
+	}
+	require.Equal(t, "pod-1", d.Claims()["uid-1"].Requests["cpus"].PodUID, "the failed write undid the unbinding")
+	assert.NotContains(t, logged.String(), "no longer bound",
+		"three failed Prepares must not log an unbinding that was undone:\n%s", logged.String())
+
+	d.store.replace = replace
+	require.NoError(t, prepare(t, d, now)["uid-1"].Err)
+	assert.Empty(t, d.Claims()["uid-1"].Requests["cpus"].PodUID)
+	assert.Equal(t, 1, strings.Count(logged.String(), "no longer bound to container app of pod pod-1"),
+		"said once, by the Prepare whose write worked:\n%s", logged.String())
 }

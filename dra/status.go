@@ -57,8 +57,9 @@ func (d *Driver) setState(s State, detail string) {
 }
 
 // Collector returns the driver's metrics: cpupool_dra_driver_state, 1 for
-// the state the driver is in and 0 for the others, and
-// cpupool_dra_claims_write_errors_total.
+// the state the driver is in and 0 for the others,
+// cpupool_dra_claims_write_errors_total and
+// cpupool_dra_cdi_write_errors_total.
 func (d *Driver) Collector() prometheus.Collector { return stateCollector{d} }
 
 // stateHelp names every state from States(), which the collector
@@ -78,11 +79,19 @@ const writeErrorsHelp = "Failed writes of the DRA claims file: a Prepare's fails
 
 var writeErrorsDesc = prometheus.NewDesc("cpupool_dra_claims_write_errors_total", writeErrorsHelp, nil, nil)
 
+// cdiWriteErrorsHelp is the help of cpupool_dra_cdi_write_errors_total: a
+// counter of its own, not a label on the claims file's, whose series
+// dashboards and alerts select without one (review rvT).
+const cdiWriteErrorsHelp = "CDI specs a DRA Prepare could not write (in dra.cdiDir): the Prepare fails, the claim keeps its CPUs and the kubelet retries. Logged, a flood of Prepares coalesced."
+
+var cdiWriteErrorsDesc = prometheus.NewDesc("cpupool_dra_cdi_write_errors_total", cdiWriteErrorsHelp, nil, nil)
+
 type stateCollector struct{ d *Driver }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- stateDesc
 	ch <- writeErrorsDesc
+	ch <- cdiWriteErrorsDesc
 }
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -95,4 +104,5 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, string(s))
 	}
 	ch <- prometheus.MustNewConstMetric(writeErrorsDesc, prometheus.CounterValue, float64(c.d.store.failures.Load()))
+	ch <- prometheus.MustNewConstMetric(cdiWriteErrorsDesc, prometheus.CounterValue, float64(c.d.cdiWriteErrors.Load()))
 }
