@@ -86,7 +86,7 @@ func writeCDISpec(dir, claimUID string, c *Claim) error {
 // kubeletplugin package puts the error in its reply only, so nothing else
 // says it: a full /run or an SELinux denial on the CDI directory left
 // every pod with a claim for our devices unstarted while the log read
-// "prepared" (review rvT). Under prepareMu.
+// "prepared". Under prepareMu.
 func (d *Driver) cdiWriteFailed(claim *resourceapi.ResourceClaim, r prepareReport, err error) {
 	d.cdiWriteErrors.Add(1)
 	d.unreport(claim, r)
@@ -119,8 +119,8 @@ var cdiFilePrefix = strings.ReplaceAll(CDIKind, "/", "-") + "_"
 const maxListed = 8
 
 // removeStaleCDISpecs removes, at start, the spec files of claims the
-// driver does not know: those of a claims file found unusable (review
-// rvA: left in the CDI directory, their tokens were refused as "set by
+// driver does not know: those of a claims file found unusable
+// (left in the CDI directory, their tokens were refused as "set by
 // hand"), or of a claim whose Unprepare could not remove its spec. Their
 // tokens would be refused anyway, as unknown; the kubelet removes a spec
 // only through Unprepare, which it does not ask for a claim it holds
@@ -141,7 +141,7 @@ func (d *Driver) removeStaleCDISpecs() {
 			continue
 		}
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			// One line for them all (review rvG): a lost claims file of a
+			// One line for them all: a lost claims file of a
 			// busy node on a CDI directory gone read-only fails each.
 			if firstErr == nil {
 				firstErr = err

@@ -21,7 +21,7 @@ import (
 // A Prepare whose CDI spec cannot be written (a full /run, an SELinux
 // denial on /var/run/cdi) fails: the kubelet gets the error and retries.
 // The daemon said nothing of it but "prepared: CPUs ...", which ran once
-// the claims file was written, before the spec was (review rvT).
+// the claims file was written, before the spec was.
 
 // unwritableCDIDir is a CDI directory that cannot be created: below a
 // regular file (mkdir fails with ENOTDIR).

@@ -70,7 +70,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	}
 	if err := d.save(); err != nil {
 		// The kubelet retries, each time failing the same way while the
-		// state directory stays read-only: said once a minute (review rvG:
+		// state directory stays read-only: said once a minute (before,
 		// nothing was said, and "prepared" was logged before the write).
 		if log, unlogged := d.saveFailures.fail(err, time.Now()); log {
 			more := ""
@@ -107,7 +107,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	// are written: said before the spec, a spec that could not be
 	// written (a full /run, an SELinux denial on the CDI directory) read
 	// "prepared" in the log while the kubelet got the error, which the
-	// kubeletplugin package does not log (review rvT).
+	// kubeletplugin package does not log.
 	for i, claim := range done {
 		res := d.result(claim)
 		out[claim.UID] = res
@@ -156,7 +156,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	// reboot, for good. It is prepared again, with a warning said by the
 	// report once the claims file holds it and its CDI spec is written:
 	// logged here, it claimed a Prepare whose write then failed, at every
-	// retry (reviews rvQ, rvT).
+	// retry.
 	var ignored string
 	if err := refuseOpaqueConfig(claim.Status.Allocation.Devices.Config, want); err != nil {
 		if !remembered {
@@ -323,7 +323,7 @@ func keepRequests(c, before *Claim, kept []string) []boundTo {
 // container of the new pod (see Pools.UnbindMemory). It returns what to
 // log of it once the claim is prepared (nil: nothing): logged here, a
 // claims write that then failed undid the unbinding and every kubelet
-// retry logged it again (review rvT).
+// retry logged it again.
 func (d *Driver) unbindMemory(claim *resourceapi.ResourceClaim, unbound []boundTo) func() {
 	for _, u := range unbound {
 		d.pools.UnbindMemory(memoryKey(string(claim.UID), u.request), u.podUID, u.container)

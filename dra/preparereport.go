@@ -5,7 +5,7 @@ import resourceapi "k8s.io/api/resource/v1"
 // prepareReport is what a Prepare logs of a claim once the claim is
 // prepared: the claims file holds it and its CDI spec is written. Logged
 // while deciding, it claimed a Prepare whose write then failed, at every
-// kubelet retry (reviews rvG, rvQ, rvT).
+// kubelet retry.
 type prepareReport struct {
 	// changed says what this Prepare changed in the claim's record: the
 	// CPUs it placed, the memory it reserved beyond the node's, the

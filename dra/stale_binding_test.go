@@ -95,7 +95,7 @@ func TestReprepareForANewPodUnbindsTheClaimsMemory(t *testing.T) {
 // TestUnbindingIsNotLoggedForAPrepareWhoseClaimsWriteFails: prepare logged
 // "no longer bound to container ..." while deciding, before the claims
 // file was written. A write that fails undoes the record (the binding is
-// back), yet every kubelet retry logged the unbinding again (review rvT).
+// back), yet every kubelet retry logged the unbinding again.
 // Now it is said once, by the Prepare that writes it.
 func TestUnbindingIsNotLoggedForAPrepareWhoseClaimsWriteFails(t *testing.T) {
 	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))

@@ -81,7 +81,7 @@ var writeErrorsDesc = prometheus.NewDesc("cpupool_dra_claims_write_errors_total"
 
 // cdiWriteErrorsHelp is the help of cpupool_dra_cdi_write_errors_total: a
 // counter of its own, not a label on the claims file's, whose series
-// dashboards and alerts select without one (review rvT).
+// dashboards and alerts select without one.
 const cdiWriteErrorsHelp = "CDI specs a DRA Prepare could not write (in dra.cdiDir): the Prepare fails, the claim keeps its CPUs and the kubelet retries. Logged, a flood of Prepares coalesced."
 
 var cdiWriteErrorsDesc = prometheus.NewDesc("cpupool_dra_cdi_write_errors_total", cdiWriteErrorsHelp, nil, nil)

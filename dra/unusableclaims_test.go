@@ -19,8 +19,8 @@ import (
 	"github.com/cpupool/nri-cpupool/pools"
 )
 
-// A claims file the driver cannot use never stops the daemon (review
-// rvA); see lostclaims_test.go for what becomes of the claims it held.
+// A claims file the driver cannot use never stops the daemon;
+// see lostclaims_test.go for what becomes of the claims it held.
 
 // TestUnreadableClaimsFileDoesNotStopTheDaemon: a dra-claims.json that
 // cannot be read (a directory here, as EIO or EACCES would) made New fail,
