@@ -378,11 +378,7 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	for o := range st.Records {
 		owners[o] = true
 	}
-	var records map[string]hostfiles.Record
-	if len(st.Nearest) > 0 {
-		records = iso.journal.Records()
-	}
-	changed, widened := changedAndWidened(st, records)
+	changed, widened := changedAndWidened(st)
 	for o := range owners {
 		ch <- prometheus.MustNewConstMetric(m.changed, prometheus.GaugeValue, float64(changed[o]), o)
 		ch <- prometheus.MustNewConstMetric(m.widened, prometheus.GaugeValue, float64(widened[o]), o)
@@ -410,19 +406,20 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 
 // changedAndWidened counts by owner the records of files still changed
 // and those given back as near as the kernel takes (st.Nearest, whose
-// owners records names). A widened record stays in the journal for good
+// owners st.NearestOwners names: the scrape reads no journal, which only
+// the reconciler's passes may touch). A widened record stays in the journal for good
 // while its cgroup has tasks (a host's system cgroup always has):
 // counted as changed, it would keep cpupool_host_files_changed above 0,
 // which the uninstall and privileged=false steps wait for (review rvL).
-func changedAndWidened(st hostfiles.Status, records map[string]hostfiles.Record) (changed, widened map[string]int) {
+func changedAndWidened(st hostfiles.Status) (changed, widened map[string]int) {
 	changed, widened = maps.Clone(st.Records), map[string]int{}
 	if changed == nil {
 		changed = map[string]int{}
 	}
 	for _, path := range st.Nearest {
-		if r, ok := records[path]; ok && changed[r.Owner] > 0 {
-			widened[r.Owner]++
-			changed[r.Owner]--
+		if owner, ok := st.NearestOwners[path]; ok && changed[owner] > 0 {
+			widened[owner]++
+			changed[owner]--
 		}
 	}
 	return changed, widened
