@@ -62,6 +62,26 @@ type isolation struct {
 // openIsolation reads the journal for this boot and starts the
 // reconciler; its first pass waits for the first Synchronize's kick.
 func (p *Plugin) openIsolation() error {
+	iso, err := p.buildIsolation()
+	if err != nil {
+		return err
+	}
+	n := iso.journal.Len() // before any pass may run
+	iso.recon.Start()
+	p.isolation.Store(iso)
+	if n > 0 {
+		p.log.Infof("isolation: %d host files changed by an earlier run; restored once the runtime says which containers still run", n)
+	}
+	return nil
+}
+
+// buildIsolation reads the journal for this boot and makes the reconciler
+// of the Sources the config and the journal call for, not started: it
+// makes no pass but those its caller asks for (Flush), so that the caller
+// may read the journal between them (RestoreHost), which only a pass may
+// touch; a started one passes on its own (its rescan) once the first
+// Flush or Kick makes it ready.
+func (p *Plugin) buildIsolation() (*isolation, error) {
 	bootID, bootErr := os.ReadFile(filepath.Join(p.cfg.ProcRoot, "sys/kernel/random/boot_id"))
 	if bootErr != nil {
 		// Unknown is not another boot: the journal keeps its records and
@@ -74,7 +94,7 @@ func (p *Plugin) openIsolation() error {
 	case errors.Is(err, hostfiles.ErrJournalDiscarded):
 		p.log.Errorf("isolation: %v", err)
 	case err != nil:
-		return err
+		return nil, err
 	}
 	switch {
 	case note != "" && bootErr != nil:
@@ -141,12 +161,7 @@ func (p *Plugin) openIsolation() error {
 	// rps_cpus files lie under their device's directory, anywhere below
 	// /sys/devices: admitted one by one.
 	iso.recon.RestoreAlsoWhere(kernelwork.RPSFileRule(p.cfg.SysfsRoot))
-	iso.recon.Start()
-	p.isolation.Store(iso)
-	if n := j.Len(); n > 0 {
-		p.log.Infof("isolation: %d host files changed by an earlier run; restored once the runtime says which containers still run", n)
-	}
-	return nil
+	return iso, nil
 }
 
 func hasOwner(j *hostfiles.Journal, owner string) bool {
