@@ -82,6 +82,10 @@ type Status struct {
 	// for now and that hold the nearest value it takes (ErrNearest), by
 	// path: not failures; their records stay.
 	Nearest []string
+	// NearestOwners is the owner of each path of Nearest, from its
+	// record: the journal has no lock and only passes may read it, so a
+	// scrape (cpupool_host_files_widened) takes the owners from here.
+	NearestOwners map[string]string
 	// LastPass is when the last pass ended; LastError its transient
 	// errors, empty when it completed.
 	LastPass  time.Time
@@ -145,6 +149,7 @@ type Reconciler struct {
 	records                                                         map[string]int
 	failures                                                        []Failure
 	nearestPaths                                                    []string
+	nearestOwners                                                   map[string]string
 	lastPass                                                        time.Time
 	lastError                                                       string
 }
@@ -296,7 +301,8 @@ func (r *Reconciler) run() {
 	}
 }
 
-// publish updates the Status snapshot; called at the end of a pass.
+// publish updates the Status snapshot; called at the end of a pass (under
+// mu, as it reads the journal) and before the reconciler is shared.
 func (r *Reconciler) publish(err error) {
 	records := map[string]int{}
 	if r.journal != nil {
@@ -306,12 +312,19 @@ func (r *Reconciler) publish(err error) {
 	}
 	fails := slices.SortedFunc(maps.Values(r.failed), func(a, b Failure) int { return strings.Compare(a.Path, b.Path) })
 	var nearest []string
+	var owners map[string]string
 	if len(r.nearest) > 0 {
 		nearest = slices.Sorted(maps.Keys(r.nearest))
+		owners = make(map[string]string, len(nearest))
+		for _, path := range nearest {
+			if rec, ok := r.journal.Get(path); ok {
+				owners[path] = rec.Owner
+			}
+		}
 	}
 	r.statMu.Lock()
 	defer r.statMu.Unlock()
-	r.records, r.failures, r.nearestPaths = records, fails, nearest
+	r.records, r.failures, r.nearestPaths, r.nearestOwners = records, fails, nearest, owners
 	r.lastPass = time.Now()
 	r.lastError = ""
 	if err != nil {
@@ -325,5 +338,5 @@ func (r *Reconciler) Status() Status {
 	defer r.statMu.Unlock()
 	return Status{Passes: r.passes.Load(), FullPasses: r.fullPasses.Load(), KickedPasses: r.kickedPasses.Load(), Settled: r.settledSkips.Load(), Writes: r.writes.Load(), Restores: r.restores.Load(),
 		TransientErrors: r.transient.Load(), PermanentErrors: r.permanent.Load(), ForeignRestores: r.foreignRestores.Load(),
-		Records: maps.Clone(r.records), Failures: slices.Clone(r.failures), Nearest: slices.Clone(r.nearestPaths), LastPass: r.lastPass, LastError: r.lastError}
+		Records: maps.Clone(r.records), Failures: slices.Clone(r.failures), Nearest: slices.Clone(r.nearestPaths), NearestOwners: maps.Clone(r.nearestOwners), LastPass: r.lastPass, LastError: r.lastError}
 }

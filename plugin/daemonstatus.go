@@ -63,6 +63,9 @@ func (p *Plugin) noteStatus(change func(*DaemonStatus)) {
 	status := p.status
 	path := DaemonStatusFile(p.cfg.StateFile)
 	p.mu.Unlock()
+	if p.statusClosed {
+		return // Close released the state directory: it is another process's now
+	}
 	if err := state.WriteDaemonStatus(path, status); err != nil {
 		p.log.Warnf("writing the daemon's status %s: %v", path, err)
 	}

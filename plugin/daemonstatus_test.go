@@ -1,10 +1,12 @@
 package plugin
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -48,4 +50,36 @@ func TestDaemonStatusFollowsTheRuntimeConnection(t *testing.T) {
 
 	rp.stop()
 	runtimeIs(RuntimeStopped)
+}
+
+// TestCloseLeavesNoLateStatusWrite: a reload through Configure whose
+// members' update the runtime has not answered yet is measured in the
+// background (reloadDone waits for the answer, then writes the daemon's
+// status). Close releases the state directory's lock for the next
+// process: no write of this one may land after it.
+func TestCloseLeavesNoLateStatusWrite(t *testing.T) {
+	f, rp, _ := runDesktop(t)
+	send := rp.p.push.Load()
+	require.NotNil(t, send)
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	rp.p.setPush(func(u []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+		entered <- struct{}{}
+		<-gate
+		return (*send)(u)
+	})
+	_, err := rp.p.Configure(context.Background(), desktopGrown, "fake-runtime", "v0")
+	require.NoError(t, err)
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reload pushed nothing")
+	}
+	rp.stop()
+	rp.p.Close()
+	status := DaemonStatusFile(statePath(f))
+	require.NoError(t, os.Remove(status)) // as the next process's would be, replaced
+	close(gate)
+	time.Sleep(500 * time.Millisecond)
+	_, err = os.Stat(status)
+	assert.ErrorIs(t, err, os.ErrNotExist, "written after Close")
 }

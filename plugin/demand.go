@@ -116,13 +116,14 @@ func sortPages(ps []numamem.Pages) {
 // reserved and taken at run time, by processes the plugin does not know.
 // A read that fails leaves the counts last read, with a warning. A
 // creation hands the allocator readHugePages instead, which reads only the
-// nodes its decision needs (allocator/hugelive.go).
-func (p *Plugin) hugePagesNow(d numamem.Demand) map[int][]sysfs.HugePages {
+// nodes its decision needs (allocator/hugelive.go). topo is the plugin's
+// topology, read by the caller under the lock: a CPU hotplug replaces it.
+func (p *Plugin) hugePagesNow(topo *sysfs.Topology, d numamem.Demand) map[int][]sysfs.HugePages {
 	if len(d.HugePages) == 0 {
 		return nil
 	}
-	nodes := make([]int, 0, len(p.topo.NUMANodes))
-	for _, n := range p.topo.NUMANodes {
+	nodes := make([]int, 0, len(topo.NUMANodes))
+	for _, n := range topo.NUMANodes {
 		if n.HasMemory {
 			nodes = append(nodes, n.ID)
 		}

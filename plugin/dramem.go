@@ -41,12 +41,18 @@ func (p *Plugin) ReserveMemory(c numamem.ClaimMemory, check bool) (string, error
 	return warning, nil
 }
 
-// hugePagesNowFor is hugePagesNow for a reservation that is checked.
+// hugePagesNowFor is hugePagesNow for a reservation that is checked. The
+// driver calls it on its own goroutine, before the lock (the counts are
+// read outside it): the topology, which a CPU hotplug replaces under the
+// lock (applyHotplug), is taken under a short one.
 func (p *Plugin) hugePagesNowFor(d numamem.Demand, check bool) map[int][]sysfs.HugePages {
-	if !check {
+	if !check || len(d.HugePages) == 0 {
 		return nil
 	}
-	return p.hugePagesNow(d)
+	p.mu.Lock()
+	topo := p.topo
+	p.mu.Unlock()
+	return p.hugePagesNow(topo, d)
 }
 
 // ReleaseMemory implements dra.Pools.

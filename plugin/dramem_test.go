@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
@@ -199,4 +200,25 @@ func TestDRANodeMemoryStaysOnItsDevice(t *testing.T) {
 	setOnline(t, n.runningPlugin, 3, true)
 	waitLayout(t, n.runningPlugin, "3")
 	assert.Equal(t, "exclusive-non-isolcpus-numa1", n.memoryDevice(1), "it stays while a claim holds some")
+}
+
+// TestDRAReserveMemoryReadsTheTopologyUnderTheLock: the DRA driver's
+// ReserveMemory (Prepare of a claim with hugepages) lists the nodes with
+// memory from the plugin's topology, which a CPU going offline replaces
+// under the lock (applyHotplug). The hotplug is applied first, then the
+// reservation comes with nothing that orders it after the swap (the test
+// only sleeps): an unlocked read of p.topo is reported under -race.
+func TestDRAReserveMemoryReadsTheTopologyUnderTheLock(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	n := startDRAOn(t, f, vmHugePagesDRA)
+	// startDRAOn takes no option: the watcher ticks every HotplugInterval.
+	setOnline(t, n.runningPlugin, 3, false)
+	// The watcher reads the mask every HotplugInterval and swaps p.topo;
+	// wait without synchronizing with it.
+	time.Sleep(3 * HotplugInterval)
+	_, err := n.p.ReserveMemory(numamem.ClaimMemory{Key: "uid-race/cpus",
+		Held: []numamem.NodeMemory{{Node: 1, HugePages: []numamem.Pages{{SizeKB: 2048, Count: 1}}}}}, true)
+	require.NoError(t, err)
+	ex, _ := layoutNow(n.runningPlugin)
+	require.Equal(t, "1-2", ex, "the hotplug was applied")
 }

@@ -62,6 +62,26 @@ type isolation struct {
 // openIsolation reads the journal for this boot and starts the
 // reconciler; its first pass waits for the first Synchronize's kick.
 func (p *Plugin) openIsolation() error {
+	iso, err := p.buildIsolation()
+	if err != nil {
+		return err
+	}
+	n := iso.journal.Len() // before any pass may run
+	iso.recon.Start()
+	p.isolation.Store(iso)
+	if n > 0 {
+		p.log.Infof("isolation: %d host files changed by an earlier run; restored once the runtime says which containers still run", n)
+	}
+	return nil
+}
+
+// buildIsolation reads the journal for this boot and makes the reconciler
+// of the Sources the config and the journal call for, not started: it
+// makes no pass but those its caller asks for (Flush), so that the caller
+// may read the journal between them (RestoreHost), which only a pass may
+// touch; a started one passes on its own (its rescan) once the first
+// Flush or Kick makes it ready.
+func (p *Plugin) buildIsolation() (*isolation, error) {
 	bootID, bootErr := os.ReadFile(filepath.Join(p.cfg.ProcRoot, "sys/kernel/random/boot_id"))
 	if bootErr != nil {
 		// Unknown is not another boot: the journal keeps its records and
@@ -74,7 +94,7 @@ func (p *Plugin) openIsolation() error {
 	case errors.Is(err, hostfiles.ErrJournalDiscarded):
 		p.log.Errorf("isolation: %v", err)
 	case err != nil:
-		return err
+		return nil, err
 	}
 	switch {
 	case note != "" && bootErr != nil:
@@ -141,12 +161,7 @@ func (p *Plugin) openIsolation() error {
 	// rps_cpus files lie under their device's directory, anywhere below
 	// /sys/devices: admitted one by one.
 	iso.recon.RestoreAlsoWhere(kernelwork.RPSFileRule(p.cfg.SysfsRoot))
-	iso.recon.Start()
-	p.isolation.Store(iso)
-	if n := j.Len(); n > 0 {
-		p.log.Infof("isolation: %d host files changed by an earlier run; restored once the runtime says which containers still run", n)
-	}
-	return nil
+	return iso, nil
 }
 
 func hasOwner(j *hostfiles.Journal, owner string) bool {
@@ -378,11 +393,7 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 	for o := range st.Records {
 		owners[o] = true
 	}
-	var records map[string]hostfiles.Record
-	if len(st.Nearest) > 0 {
-		records = iso.journal.Records()
-	}
-	changed, widened := changedAndWidened(st, records)
+	changed, widened := changedAndWidened(st)
 	for o := range owners {
 		ch <- prometheus.MustNewConstMetric(m.changed, prometheus.GaugeValue, float64(changed[o]), o)
 		ch <- prometheus.MustNewConstMetric(m.widened, prometheus.GaugeValue, float64(widened[o]), o)
@@ -410,19 +421,20 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 
 // changedAndWidened counts by owner the records of files still changed
 // and those given back as near as the kernel takes (st.Nearest, whose
-// owners records names). A widened record stays in the journal for good
+// owners st.NearestOwners names: the scrape reads no journal, which only
+// the reconciler's passes may touch). A widened record stays in the journal for good
 // while its cgroup has tasks (a host's system cgroup always has):
 // counted as changed, it would keep cpupool_host_files_changed above 0,
 // which the uninstall and privileged=false steps wait for (review rvL).
-func changedAndWidened(st hostfiles.Status, records map[string]hostfiles.Record) (changed, widened map[string]int) {
+func changedAndWidened(st hostfiles.Status) (changed, widened map[string]int) {
 	changed, widened = maps.Clone(st.Records), map[string]int{}
 	if changed == nil {
 		changed = map[string]int{}
 	}
 	for _, path := range st.Nearest {
-		if r, ok := records[path]; ok && changed[r.Owner] > 0 {
-			widened[r.Owner]++
-			changed[r.Owner]--
+		if owner, ok := st.NearestOwners[path]; ok && changed[owner] > 0 {
+			widened[owner]++
+			changed[owner]--
 		}
 	}
 	return changed, widened

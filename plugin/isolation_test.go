@@ -883,14 +883,121 @@ func TestJournalReadErrorRetriedAtConfigure(t *testing.T) {
 // changed, cpupool_host_files_changed never fell to 0, which the removal
 // and privileged=false steps wait for (review rvL).
 func TestWidenedFilesAreNotCountedAsChanged(t *testing.T) {
-	st := hostfiles.Status{Records: map[string]int{"housekeeping": 3, "irq": 1}, Nearest: []string{"/sys/fs/cgroup/system/cpuset.cpus", "/gone"}}
-	records := map[string]hostfiles.Record{"/sys/fs/cgroup/system/cpuset.cpus": {Owner: "housekeeping"}}
-	changed, widened := changedAndWidened(st, records)
+	st := hostfiles.Status{Records: map[string]int{"housekeeping": 3, "irq": 1}, Nearest: []string{"/sys/fs/cgroup/system/cpuset.cpus", "/gone"},
+		NearestOwners: map[string]string{"/sys/fs/cgroup/system/cpuset.cpus": "housekeeping"}}
+	changed, widened := changedAndWidened(st)
 	assert.Equal(t, map[string]int{"housekeeping": 2, "irq": 1}, changed)
 	assert.Equal(t, map[string]int{"housekeeping": 1}, widened)
 	assert.Equal(t, map[string]int{"housekeeping": 3, "irq": 1}, st.Records, "the status is not changed")
 
-	changed, widened = changedAndWidened(hostfiles.Status{}, nil)
+	changed, widened = changedAndWidened(hostfiles.Status{})
 	assert.Empty(t, changed)
 	assert.Empty(t, widened)
+}
+
+// nearestJournalFS puts back IRQ 24's original only as "the nearest value"
+// (hostfiles.ErrNearest, as a populated cgroup's empty cpuset.cpus is
+// widened), so that the reconciler's Status names a nearest path, and can
+// hold the journal's next write until the test lets it go.
+type nearestJournalFS struct {
+	hostfiles.OS
+	nearest, journal string
+	mu               sync.Mutex
+	gate             chan struct{} // when set, the journal's next write waits for it
+	entered          chan struct{}
+}
+
+func (n *nearestJournalFS) WriteFile(path string, data []byte) error {
+	if path == n.nearest && strings.TrimSpace(string(data)) == "0-15" {
+		if err := n.OS.WriteFile(path, data); err != nil {
+			return err
+		}
+		return fmt.Errorf("%s: %w", path, hostfiles.ErrNearest)
+	}
+	return n.OS.WriteFile(path, data)
+}
+
+func (n *nearestJournalFS) ReplaceFile(path string, data []byte) error {
+	n.mu.Lock()
+	gate := n.gate
+	if path == n.journal {
+		n.gate = nil
+	}
+	n.mu.Unlock()
+	if path == n.journal && gate != nil {
+		n.entered <- struct{}{}
+		<-gate
+	}
+	return n.OS.ReplaceFile(path, data)
+}
+
+// TestHostFilesMetricsDoNotReadTheJournalWhileAPassCommits: with a record
+// held at its nearest value (cpupool_host_files_widened), a scrape counts
+// the widened files by owner from the reconciler's Status alone: the
+// journal has no lock, and only passes (under the reconciler's mu) may
+// touch it, while a pass swaps its records (Journal.Commit) on its own
+// goroutine. The scrape runs while a pass waits in the journal's write,
+// and the pass goes on after, unordered with the scrape: a read of the
+// journal by the scrape is reported under -race.
+func TestHostFilesMetricsDoNotReadTheJournalWhileAPassCommits(t *testing.T) {
+	f := irqNode(t)
+	fsys := &nearestJournalFS{nearest: filepath.Join(f.procRoot(), "irq/24/smp_affinity_list"),
+		journal: hostfiles.JournalPath(statePath(f)), entered: make(chan struct{}, 1)}
+	rp := startPlugin(t, f, isolatedDesktop, statePath(f), func(p *Plugin) { p.isolationFS = fsys })
+	telco := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev/pod": "true"}})
+	_, _, err := f.createContainer(telco, "fwd", 2000)
+	require.NoError(t, err)
+	require.NoError(t, rp.p.FlushIsolation())
+	f.removePod(telco)
+	require.NoError(t, rp.p.FlushIsolation())
+	require.NotEmpty(t, rp.p.isolation.Load().recon.Status().Nearest, "IRQ 24 holds its nearest value")
+	m := newIsolationMetrics(rp.p)
+	assert.Equal(t, 1.0, hostFilesGauge(t, m, "cpupool_host_files_widened", "irq"), "IRQ 24 is counted as widened")
+	assert.Equal(t, 0.0, hostFilesGauge(t, m, "cpupool_host_files_changed", "irq"), "not as changed")
+
+	gate := make(chan struct{})
+	fsys.mu.Lock()
+	fsys.gate = gate
+	fsys.mu.Unlock()
+	again := f.runPod(podSpec{name: "dpdk2", namespace: "telco", annotations: map[string]string{
+		"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev/pod": "true"}})
+	_, _, err = f.createContainer(again, "fwd", 2000)
+	require.NoError(t, err)
+	select {
+	case <-fsys.entered: // the kicked pass records the new originals
+	case <-time.After(5 * time.Second):
+		t.Fatal("no pass wrote the journal")
+	}
+	go func() { // a scrape
+		ch := make(chan prometheus.Metric, 1024)
+		m.Collect(ch)
+	}()
+	time.Sleep(200 * time.Millisecond) // the scrape is done; nothing orders it before the pass's swap
+	close(gate)
+	require.NoError(t, rp.p.FlushIsolation())
+}
+
+// hostFilesGauge is the value of a host-files gauge of owner in a scrape
+// of m.
+func hostFilesGauge(t *testing.T, m prometheus.Collector, name, owner string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "owner" && l.GetValue() == owner {
+					return mt.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{owner=%q} in the scrape", name, owner)
+	return 0
 }

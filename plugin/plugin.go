@@ -222,6 +222,11 @@ type Plugin struct {
 	// status` (daemonstatus.go); statusMu orders its writes.
 	status   DaemonStatus
 	statusMu sync.Mutex
+	// statusClosed, under statusMu, is set by Close before it releases
+	// the state directory's lock: a reload still being measured then (a
+	// Configure's in the background, a watched file's) writes no status
+	// over the next process's.
+	statusClosed bool
 	// push sends updates to the runtime outside a reply (push.go); nil
 	// while not connected.
 	push atomic.Pointer[pushFunc]
@@ -364,6 +369,10 @@ func (p *Plugin) Close() {
 	if err := p.writer.Close(); err != nil {
 		p.log.Errorf("final state write: %v", err)
 	}
+	// A status write under way ends first; none starts after.
+	p.statusMu.Lock()
+	p.statusClosed = true
+	p.statusMu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.store.Close()

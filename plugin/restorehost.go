@@ -97,10 +97,13 @@ func RestoreHost(cfg *config.Config, log *logrus.Logger) (*HostRestore, error) {
 		isolationTiming: hostfiles.DefaultTiming, isolationFS: hostFilesFS(off)}
 	p.seesHostThreads = housekeeping.SeesHostThreads(off.ProcRoot)
 	p.alloc = allocator.New(topo, layout, false)
-	if err := p.openIsolation(); err != nil {
+	// A reconciler never started: it makes only the passes below, and
+	// the journal is read between them (a started one would rescan on its
+	// own goroutine meanwhile, once the first Flush made it ready).
+	iso, err := p.buildIsolation()
+	if err != nil {
 		return nil, err
 	}
-	iso := p.isolation.Load()
 	defer iso.recon.Close()
 	res := &HostRestore{Journal: iso.journal.Path(), Restored: []RestoredFile{}, Left: []LeftFile{}}
 	before := iso.journal.Records()

@@ -1,10 +1,12 @@
 package plugin
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
@@ -117,4 +119,47 @@ func TestRestoreHostOutcomeOfAWidenedCgroup(t *testing.T) {
 
 	assert.Equal(t, "restored", restoredOutcome(hostfiles.OS{}, cpus, hostfiles.Record{Owner: "housekeeping", Original: "0-6"}))
 	assert.Equal(t, "dropped", restoredOutcome(hostfiles.OS{}, cpus, irq))
+}
+
+// TestRestoreHostMakesNoPassInTheBackground: RestoreHost makes its
+// passes (Flush) on its own goroutine and reads the journal (Len,
+// Records) between them, which only a pass may touch: its reconciler
+// must make no pass of its own meanwhile. A started one would, as the
+// first Flush makes it ready: its rescan (irq.rescanInterval, 1 s at
+// least) passes too. A restore that fails for now (a transient error:
+// here EISDIR, as EBUSY) backs off 100, 200, 400 then 800 ms, and such a
+// rescan at 1 s would restore what has become writable and swap the
+// records under the Len read before the last backoff: reported under
+// -race.
+func TestRestoreHostMakesNoPassInTheBackground(t *testing.T) {
+	f := irqNode(t)
+	node := testNode{fixture: desktop.fixture, config: strings.Replace(isolatedDesktop.config, "irqIsolation: optIn", "irqIsolation: always", 1)}
+	rp := startPlugin(t, f, node, statePath(f), slowPasses)
+	require.NoError(t, rp.p.FlushIsolation())
+	require.NotEqual(t, "0-15", affinities(t, f)["24"], "IRQ 24 moved off the pool")
+	rp.stop()
+	rp.p.Close()
+
+	// IRQ 24's file cannot be written for now.
+	irq24 := filepath.Join(f.procRoot(), "irq/24/smp_affinity_list")
+	moved, err := os.ReadFile(irq24)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(irq24))
+	require.NoError(t, os.Mkdir(irq24, 0o755))
+	go func() {
+		time.Sleep(850 * time.Millisecond) // during the last backoff, before the rescan
+		os.Remove(irq24)
+		os.WriteFile(irq24, moved, 0o644)
+	}()
+	cfg, err := config.Parse(strings.NewReader(node.config), "test config")
+	require.NoError(t, err)
+	cfg.SysfsRoot, cfg.CgroupRoot, cfg.ProcRoot, cfg.StateFile = f.sysfsRoot(desktop.fixture), f.cgroupRoot, f.procRoot(), statePath(f)
+	cfg.IRQ.RescanInterval = config.Duration{Duration: time.Second}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	res, err := RestoreHost(cfg, log)
+	require.NoError(t, err)
+	assert.Equal(t, "0-15", affinities(t, f)["24"], "restored by the last pass")
+	assert.Contains(t, res.Restored, RestoredFile{Path: irq24, Owner: "irq", Original: "0-15", Outcome: "restored"})
+	assert.Empty(t, res.Left)
 }
