@@ -148,7 +148,7 @@ func TestReadmitResizedDoesNotGuessAnOfflineCPU(t *testing.T) {
 // hide-hyperthreads container grows by whole cores, one thread each, the
 // siblings idle; no live resize puts it on both threads of one core, so a
 // record of core 4 (sibling 12 hidden) that runs on 4,12 with a 2-CPU
-// request is not kept there (review rvJ).
+// request is not kept there.
 func TestReadmitResizedRefusesHideHyperthreadsOnBothThreads(t *testing.T) {
 	a := newAllocator(t, "desktop-8c16t", desktopPools)
 	rec := remembered(t, "a", "4", "12")
@@ -158,7 +158,7 @@ func TestReadmitResizedRefusesHideHyperthreadsOnBothThreads(t *testing.T) {
 	assert.False(t, in)
 }
 
-// TestReadmitResizedKeepsOnlyTheShapeALiveResizeMakes (review rvJ #6): a
+// TestReadmitResizedKeepsOnlyTheShapeALiveResizeMakes: a
 // lost resize is kept where the runtime runs it only in a shape a live
 // grow or shrink makes under the options a live resize reads (the
 // request's: the pod's annotations over its pool's configuration). A

@@ -336,8 +336,8 @@ func TestOfflineHeldCPU(t *testing.T) {
 
 // TestHeldCPUNotPresentIsNotClean: a held CPU that is neither online nor
 // present (hot-removed) is offline for its owner, and not clean: audit
-// took offline as present minus online and called it clean (review rvC
-// #2), and so did the daemon's cpupool_exclusive_cpu_clean, which is this
+// took offline as present minus online and called it clean, and
+// so did the daemon's cpupool_exclusive_cpu_clean, which is this
 // verdict.
 func TestHeldCPUNotPresentIsNotClean(t *testing.T) {
 	m := newMachine(t, cpuset.New(0, 1))

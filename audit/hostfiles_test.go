@@ -21,7 +21,7 @@ import (
 // refusals but used them only to explain an IRQ or a thread on a held
 // CPU: a forged record, a power file whose original the kernel refused to
 // take back (the host left changed) never appeared, and the report said
-// "every held exclusive CPU is clean" (review rvB, L2). They are listed
+// "every held exclusive CPU is clean". They are listed
 // now (text and hostFiles), and the summary says so.
 func TestAuditListsRefusedAndUntrustedHostFiles(t *testing.T) {
 	m := newMachine(t, cpuset.New(0, 1))

@@ -47,7 +47,7 @@ func TestShippedManifest(t *testing.T) {
 	assert.True(t, allowed("", "nodes", "get"))
 
 	// The role lets the account write any node's ResourceSlices; the
-	// admission policy narrows it to its token's node (review rvC, F5).
+	// admission policy narrows it to its token's node.
 	var policy admissionv1.ValidatingAdmissionPolicy
 	manifesttest.Decode(t, docs, "ValidatingAdmissionPolicy", &policy)
 	require.NotNil(t, policy.Spec.MatchConstraints)

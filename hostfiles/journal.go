@@ -31,7 +31,7 @@ func JournalPath(stateFile string) string {
 // build knows is read by it, the unknown field ignored (decodeJournal),
 // since path, original and owner suffice to put a file back. Version 1
 // gained order, identity and refused that way; builds before this rule
-// refused unknown fields and moved such a journal aside (review rvC, M4).
+// refused unknown fields and moved such a journal aside.
 const journalVersion = 1
 
 // Record is what the journal keeps of one changed host file.
@@ -314,7 +314,7 @@ const (
 // names it for a record without one (written by a build before records
 // named their roots) that lies under one of these roots, so that a node
 // that ran the old chart (/host/sys/...) has its records found under the
-// node's roots once the new chart's pod has run (review rvE, L3). It
+// node's roots once the new chart's pod has run. It
 // returns how many records moved; nothing is written until the next
 // Commit, which writes the named roots even when nothing else changed.
 func (j *Journal) Rebase(roots map[string]string) int {

@@ -302,7 +302,7 @@ func TestJournalRecordsFollowTheirRoots(t *testing.T) {
 	assert.True(t, ok)
 }
 
-// TestRootlessRecordsGainTheirRoot (review rvE, L3): a record written
+// TestRootlessRecordsGainTheirRoot: a record written
 // before records named their root (an old chart's pod: /host/sys/...,
 // its path only) is given the root it lies under by the next process
 // that has that root (the new chart's pod), and the journal is written

@@ -112,7 +112,7 @@ func TestRestoreHeldBackByAFailedOne(t *testing.T) {
 
 // A preference restore that keeps failing EBUSY (intel_pstate while
 // tuned holds the governor at performance) must not keep an unrelated
-// owner's IRQ affinity from going back (review rvH: a global hold-back,
+// owner's IRQ affinity from going back (a global hold-back,
 // 05f44fc, reverted, kept it at 0-1 for good).
 func TestATransientFailureOfOneOwnerHoldsBackNoOtherOwner(t *testing.T) {
 	tr := newTree(t, map[string]string{"cpu/cpufreq/policy4/energy_performance_preference": "performance", "irq/30/smp_affinity_list": "0-1"})
@@ -140,7 +140,7 @@ func (dirScoped) HoldBackScope(path string) string { return filepath.Dir(path) }
 // (HoldBackScoper) has a restore that fails for now hold back only the
 // lower-Order restores of its own part: an offline CPU's inactive
 // cpufreq policy (EBUSY for every file) keeps no other CPU's files at
-// their class (review rvB M1). Within the part, the lower Order still
+// their class. Within the part, the lower Order still
 // waits; an owner that names no parts holds back all its records
 // (TestRestoreHeldBackByAFailedOne).
 func TestScopedHoldBack(t *testing.T) {

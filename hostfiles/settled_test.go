@@ -212,7 +212,7 @@ func TestRescanCorrectsDrift(t *testing.T) {
 	// The kicks' passes run, and read nothing, before the drift is
 	// written: waited for, not assumed (a late test goroutine, its write
 	// just before a rescan, saw the rescan take the first kick's pass
-	// and correct the drift before any kicked pass ran; review rv59a).
+	// and correct the drift before any kicked pass ran).
 	start := r.Status()
 	require.Eventually(t, func() bool {
 		st := r.Status()

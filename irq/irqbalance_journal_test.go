@@ -42,7 +42,7 @@ func (n *node) startLeaving(irqbalanceDir string) {
 	n.t.Cleanup(n.r.Close)
 }
 
-// TestIrqbalanceBanJournaledUntilReleased (review rvB, M2): the CPUs the
+// TestIrqbalanceBanJournaledUntilReleased: the CPUs the
 // plugin tells irqbalance to ban are host state the plugin changed, but
 // the journal never recorded them. The release pass restored every IRQ
 // and dropped their records before its After hook told irqbalance NULL;
@@ -128,7 +128,7 @@ func TestIrqbalanceRestartedDropsTheRecord(t *testing.T) {
 	assert.Empty(t, irqbalanceRecords(t, n))
 }
 
-// TestIrqbalanceEarlierSocketBanGivenBack (review rvB, L3): an irqbalance
+// TestIrqbalanceEarlierSocketBanGivenBack: an irqbalance
 // told a ban through its socket before the plugin (an operator's
 // irqbalance-ui, another agent: "settings cpus 5") has that ban; the
 // plugin computed irqbalance's own set from its environment only, sent

@@ -345,7 +345,7 @@ func irqbalanceBannedMask(set cpuset.CPUSet) string {
 	return s
 }
 
-// TestSetupBannedCutMaskIsNotReadAsAnotherSet (review rvI): 1,024 CPUs
+// TestSetupBannedCutMaskIsNotReadAsAnotherSet: 1,024 CPUs
 // parse exactly; a ban whose highest CPU is 1792-1823 makes irqbalance
 // cut its answer at 511 bytes mid-group: the plugin read a wrong set (CPU
 // 4 read as CPU 0) without an error, recorded it as irqbalance's

@@ -1,7 +1,7 @@
 package irq
 
 // A command irqbalance applies after the plugin's deadline: the plugin
-// must not trust its caches of what irqbalance bans (review rvI).
+// must not trust its caches of what irqbalance bans.
 
 import (
 	"net"

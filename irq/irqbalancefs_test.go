@@ -26,7 +26,7 @@ func (f *recordingFS) WriteFile(p string, data []byte) error {
 	return f.FS.WriteFile(p, data)
 }
 
-// TestForgedRecordUnderIrqbalanceRootNeverReachesTheHost (review rvI):
+// TestForgedRecordUnderIrqbalanceRootNeverReachesTheHost:
 // IrqbalanceRoot ("/irqbalance") is admitted as a restore root, but
 // irqbalanceFS serves only IrqbalancePath; a journal record of any other
 // path below it (damaged or forged) was written to the host's real file

@@ -374,7 +374,7 @@ func TestReusedIRQNotRestored(t *testing.T) {
 	assert.True(t, said, "the dropped original is logged")
 }
 
-// TestLateIRQStartedOnNarrowedDefaultIsRestored (review rvB, L1): the
+// TestLateIRQStartedOnNarrowedDefaultIsRestored: the
 // kernel gives an IRQ requested later (a driver loaded, a VF created) the
 // affinity default_smp_affinity has then (irq_setup_affinity: the
 // default ∩ the online CPUs, narrowed to the device's node when that
@@ -435,7 +435,7 @@ func TestDefaultGetsAReleasedCPUBackWhileAnotherStaysBanned(t *testing.T) {
 	assert.Equal(t, "0-7", n.affinity("40"), "the affinity the IRQ would have had without the plugin's default_smp_affinity")
 }
 
-// TestReloadedDriverIRQGetsTheDefaultsOriginal (review rvI, L1 gap): a driver unbound and
+// TestReloadedDriverIRQGetsTheDefaultsOriginal: a driver unbound and
 // bound again while CPUs are kept (modprobe -r/modprobe, a VF re-created)
 // gets its IRQ numbers back (irq_domain_alloc_descs' hint is derived from
 // the hwirq), so the "new" IRQ is in inheritance.before and takes no

@@ -6,7 +6,7 @@
 # again.
 #
 # A binary installed before restore-host existed answers "unknown command"
-# (exit 2), and make uninstall would stop there for good (review rvE, M3).
+# (exit 2), and make uninstall would stop there for good.
 # Then the tree's own build (TREE, bin/nri-cpupool) restores, when built:
 # it reads the older build's journal. Without one the removal goes on with
 # a warning: the files keep the plugin's values until the next reboot, and

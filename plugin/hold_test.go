@@ -234,8 +234,8 @@ func TestInvisibleCgroupTreeReleasesNothing(t *testing.T) {
 // from the file. At the restart the runtime still lists the stopped
 // sandbox, so the remembered container becomes a hold again, before the
 // container the file does not know is taken in where it runs: the hold,
-// a memory, won over a running container, which was moved (review rvJ;
-// RestoreHold says the runtime is the truth): the running container is
+// a memory, won over a running container, which was moved (RestoreHold
+// says the runtime is the truth): the running container is
 // taken in where it runs before the holds are restored.
 func TestHoldOfAStoppedSandboxDoesNotMoveARunningContainer(t *testing.T) {
 	f := newFakeRuntime(t, false)

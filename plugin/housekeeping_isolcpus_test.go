@@ -151,7 +151,7 @@ func TestIsolcpusKeptFreeByDefault(t *testing.T) {
 			assert.Equal(t, all.String(), k.get(500))
 			assert.Equal(t, "0,40", k.get(600))
 			assert.Equal(t, all.String(), k.get(2))
-			// The restart releases as one process does (review rvE, M2):
+			// The restart releases as one process does:
 			// its second pass drops the records (the worker makes it
 			// right after; here, made now).
 			require.NoError(t, second.p.FlushIsolation())
@@ -247,8 +247,7 @@ func TestIsolcpusKeptWithWorkqueues(t *testing.T) {
 // keepHostOffIsolcpus: TestIsolcpusKeptFreeByDefault); the reload must do
 // the same (twin rule). The isolation sources were made again only when
 // a hand list of keys changed, which lacked isolatedCPUs and reservedCPUs,
-// so the housekeeping source, nil at start, was never made (review rvB,
-// M2).
+// so the housekeeping source, nil at start, was never made.
 func TestReloadToIsolatedCPUsKeepsHostOff(t *testing.T) {
 	f := isolcpusFakeNode(t)
 	rp := startPlugin(t, f, testNode{fixture: isolcpusNode.fixture, config: "isolatedCPUs: \"\"\n"}, statePath(f))

@@ -425,7 +425,7 @@ func (m *isolationMetrics) Collect(ch chan<- prometheus.Metric) {
 // the reconciler's passes may touch). A widened record stays in the journal for good
 // while its cgroup has tasks (a host's system cgroup always has):
 // counted as changed, it would keep cpupool_host_files_changed above 0,
-// which the uninstall and privileged=false steps wait for (review rvL).
+// which the uninstall and privileged=false steps wait for.
 func changedAndWidened(st hostfiles.Status) (changed, widened map[string]int) {
 	changed, widened = maps.Clone(st.Records), map[string]int{}
 	if changed == nil {

@@ -47,7 +47,7 @@ func (g *gateFS) ReadFile(path string) ([]byte, error) {
 // back exactly when the pod ends; a Synchronize in that window leads to a
 // pass of the next reconciler, unasked.
 //
-// Review rv59a: a Configure in that window opened the journal before the
+// Before, a Configure in that window opened the journal before the
 // pass recorded the originals of the IRQs it then moved; the next
 // reconciler never restored them (IRQs 0, 24, 27 kept 0-3,5-11,13-15 /
 // 5-7,13-15, the default affinity efef), and its next journal write

@@ -825,8 +825,8 @@ func (u *unreadableJournalFS) fix() {
 }
 
 // TestJournalReadErrorRetriedAtConfigure: the journal cannot be read at
-// the first Configure; the plugin connects and pins all the same (review
-// rvA: a failed Configure pinned nothing), and once the journal reads, a
+// the first Configure; the plugin connects and pins all the same (before,
+// a failed Configure pinned nothing), and once the journal reads, a
 // retry (the Synchronize, or the background one) opens it and starts the
 // reconciler (issue 30 defect 9). The earlier process's originals are
 // restored, and a new isolated container gets its IRQs moved: isolation
@@ -881,7 +881,7 @@ func TestJournalReadErrorRetriedAtConfigure(t *testing.T) {
 // that the kernel takes only as its parent's CPUs keeps its record while
 // the cgroup has tasks, for good on a host's system cgroup; counted as
 // changed, cpupool_host_files_changed never fell to 0, which the removal
-// and privileged=false steps wait for (review rvL).
+// and privileged=false steps wait for.
 func TestWidenedFilesAreNotCountedAsChanged(t *testing.T) {
 	st := hostfiles.Status{Records: map[string]int{"housekeeping": 3, "irq": 1}, Nearest: []string{"/sys/fs/cgroup/system/cpuset.cpus", "/gone"},
 		NearestOwners: map[string]string{"/sys/fs/cgroup/system/cpuset.cpus": "housekeeping"}}

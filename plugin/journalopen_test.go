@@ -50,7 +50,7 @@ func startOnReadOnlyDamagedJournal(t *testing.T, f *fakeRuntime, tune func(*Plug
 	return rp, journal, readOnly
 }
 
-// TestDamagedJournalOnReadOnlyDiskStillPins (review rvA): a node with no
+// TestDamagedJournalOnReadOnlyDiskStillPins: a node with no
 // tuning feature configured, a damaged host-originals.json (a crash of an
 // older build, a full disk) on a state directory that became read-only.
 // The journal cannot be moved aside; before, loadState returned that

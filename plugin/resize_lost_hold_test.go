@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// TestLostGrowOnCgroupV1DoesNotTakeAHoldsOfflineCPU (review rvN): a grow
+// TestLostGrowOnCgroupV1DoesNotTakeAHoldsOfflineCPU: a grow
 // 2->4 the file lost; cgroup v1 dropped one added CPU while it was
 // offline, and it came back online (v1 does not re-add it), so the runtime
 // reports 3 CPUs with a 4-CPU request. Another pod's container stopped:

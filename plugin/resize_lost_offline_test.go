@@ -12,7 +12,7 @@ import (
 // then one of the new CPUs goes offline while the plugin is away; cgroup v2 keeps
 // the offline CPU in cpuset.cpus and the runtime reports the whole grown
 // set. ReadmitResized handed an offline CPU (no core in the index) to
-// returnOrder, and Synchronize panicked: index out of range (review rvJ).
+// returnOrder, and Synchronize panicked: index out of range.
 // It keeps the 4 CPUs, the offline one held offline.
 func TestLostGrowWithAnOfflineCPUIsKeptOnCgroupV2(t *testing.T) {
 	f := newFakeRuntime(t, false)

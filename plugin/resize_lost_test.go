@@ -136,7 +136,7 @@ func TestResizedContainerYieldsToOneWhoseRecordAgrees(t *testing.T) {
 // static CPU manager, an operator's crictl update) pinned it on 2 of its 4
 // devices, a set whose size happens to match its cpu request. ReadmitResized
 // kept it on 2 CPUs and freed the 2 devices the kubelet still counts as
-// this pod's (review rvJ); it is pinned back on the kubelet's allocation.
+// this pod's; it is pinned back on the kubelet's allocation.
 func TestGrantedContainerIsNotKeptAsResized(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	first := startPlugin(t, f, desktopKubelet, statePath(f))
@@ -157,7 +157,7 @@ func TestGrantedContainerIsNotKeptAsResized(t *testing.T) {
 	assert.Equal(t, "6-7,14-15", f.cpus(ctr), "pinned back on its devices")
 }
 
-// TestLostResizeKeptOnlyInAShapeAResizeMakes (review rvJ #6): a
+// TestLostResizeKeptOnlyInAShapeAResizeMakes: a
 // full-pcpus-only container's lost resize is kept where the runtime runs
 // it only if that set is one a live resize makes: whole cores. Here the
 // runtime runs it on its core and two half cores (something else than a

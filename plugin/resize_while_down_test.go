@@ -20,7 +20,7 @@ func (f *fakeRuntime) setRequest(ctr *api.Container, milli int64) {
 	ctr.Linux.Resources.Cpu.Shares = api.UInt64(uint64(milli * 1024 / 1000))
 }
 
-// TestResizeAppliedWhilePluginWasDownIsApplied (review rvJ #5): the
+// TestResizeAppliedWhilePluginWasDownIsApplied: the
 // kubelet resized an exclusive container in place from 2 to 4 CPUs while
 // the plugin was down; the runtime applied the new shares without it and
 // kept the cpuset. Before, the restart kept the container on 2 CPUs with

@@ -14,7 +14,7 @@ import (
 // (sysfsRoot /) where keepHostOffIsolcpus must act: the same kernel files
 // under another path, the same state directory. The package's daemon,
 // configured without power classes, puts the CPUs back as booted: the
-// journal's records name their root (review rvC, M5), where they named
+// journal's records name their root, where they named
 // the chart's paths, which lie outside the package's roots.
 func TestNodeMovedFromChartToPackageRestoresPower(t *testing.T) {
 	f := newFakeRuntime(t, false)

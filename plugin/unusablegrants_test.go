@@ -15,7 +15,7 @@ import (
 // A kubelet grants file that cannot be used (unreadable, or damaged and
 // not movable aside) never stops the daemon: the grants file is loaded on
 // every node, device plugin or not, and plugin.New failed on its read
-// error, so the daemon exited and nothing was pinned (review rvA).
+// error, so the daemon exited and nothing was pinned.
 
 // TestUnreadableGrantsFileStillPins: a grants file that cannot be read (a
 // directory here, as an EIO or EACCES would) is moved aside, kept, logged

@@ -12,7 +12,7 @@ import (
 // TestUnreadableStateFileStillPins: a state file that cannot be read (a
 // directory here, as an EIO or EACCES would) is moved aside and the state
 // rebuilt from the runtime; before, its read error failed every connect
-// and nothing was pinned (review rvA).
+// and nothing was pinned.
 func TestUnreadableStateFileStillPins(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	stateFile := statePath(f)

@@ -40,7 +40,7 @@ func (k *inactivePolicy) ReadFile(path string) ([]byte, error) {
 	return k.FS.ReadFile(path)
 }
 
-// TestOfflinePolicyHoldsBackNoOtherCPUsRestores (review rvB, M1): CPU 4 has
+// TestOfflinePolicyHoldsBackNoOtherCPUsRestores: CPU 4 has
 // the saver class (a preference, Order 2), CPU 2 the latency class
 // (governor, idle states, PM QoS: Order 0). CPU 4 goes offline, its
 // policy inactive (EBUSY), and both containers end. The restore of CPU

@@ -10,7 +10,7 @@ import (
 	"github.com/cpupool/nri-cpupool/hostfiles"
 )
 
-// TestRestartRestoresPerformanceGovernorAndPreference (review rvE, F4):
+// TestRestartRestoresPerformanceGovernorAndPreference:
 // the restart half of TestPerformanceGovernorAndPreferenceRestored
 // started after the first process had restored everything (its journal
 // empty), so it could not fail. Here the first process dies with the class applied, and a
@@ -67,7 +67,7 @@ func TestKilledBetweenPerformanceBootedPasses(t *testing.T) {
 	assert.Equal(t, "balance_performance", n.kernel.saved[policy])
 }
 
-// TestPerformanceBootedNodeEcoThenTurboReleased (review rvE, F1): a node
+// TestPerformanceBootedNodeEcoThenTurboReleased: a node
 // booted with the performance governor (tuned latency-performance; the
 // driver remembers balance_performance). CPU 2 idles in eco (governor
 // powersave, preference power: the M3 path records the node's

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPreferenceHeldUnderAdminPerformanceIsReported (review rvE, F3): CPU
+// TestPreferenceHeldUnderAdminPerformanceIsReported: CPU
 // 4 had the saver class (its preference power, original
 // balance_performance); an admin set its governor to performance (tuned),
 // and the class ends. The driver refuses the preference's restore (EBUSY

@@ -10,7 +10,7 @@ import (
 	"github.com/cpupool/nri-cpupool/hostfiles"
 )
 
-// TestPerformanceGovernorAndPreferenceRestored (review rvB, H2): a class
+// TestPerformanceGovernorAndPreferenceRestored: a class
 // that sets the performance governor and, explicitly, the performance
 // preference (a latency class written out in full). The preference's
 // original (balance_performance) is recorded before the governor is
@@ -48,7 +48,7 @@ func TestPerformancePreferenceAfterPerformanceGovernor(t *testing.T) {
 	assert.Empty(t, changed(orig, n.snapshot(t)), "every file back to its original")
 }
 
-// TestPreferenceOriginalOnPerformanceBootedNode (review rvB, M3): a node
+// TestPreferenceOriginalOnPerformanceBootedNode: a node
 // that booted with the performance governor (tuned's latency-performance
 // profile, cpupower frequency-set -g performance at boot), whose
 // intel_pstate keeps the powersave preference balance_performance in its

@@ -15,7 +15,7 @@ import (
 // A state file Load cannot use and cannot move aside (a state directory
 // that went read-only) still lets the plugin rebuild from the runtime,
 // and is never replaced before it is moved aside: its records may be the
-// only copy (review rvA: Load returned a plain error, Synchronize failed at
+// only copy (Load returned a plain error, Synchronize failed at
 // every reconnect and nothing was pinned).
 
 const corruptState = `{"schemaVersion":7,"checksum":"sha256:00","state":{"containers":{}}`

@@ -137,8 +137,8 @@ refused --set-string config.pools.exclusive.cpus=2-x "/config/pools/exclusive/cp
 refused --set config.logLevel=verbose "/config/logLevel"
 refused --set config.pools.shared.irqIsolation=optIn "/config/pools/shared/irqIsolation"
 refused --set privilged=true "additional properties 'privilged' not allowed"
-# Values the API server would take into a pod no kubelet starts (review
-# rvC): a hostPath volume with an empty or relative path, the image ":dev";
+# Values the API server would take into a pod no kubelet starts:
+# a hostPath volume with an empty or relative path, the image ":dev";
 # and values removed with null, which stopped the rendering at a template's
 # nil pointer ("index of untyped nil", "nil pointer evaluating").
 refused --set host.sysfs= "at '/host/sysfs': '' does not match pattern '^/'"
@@ -152,7 +152,7 @@ refused --set probes.liveness=null "missing property 'liveness'"
 # A probe without a path (review of session 63): the kubelet GETs /, the
 # daemon serves /healthz, /readyz and /metrics only, so liveness restarted
 # the plugin every ~35 s for ever and readiness never passed. Nor a path it
-# does not serve (review rvT): /livez or /healthz/ installed, 404 at every
+# does not serve: /livez or /healthz/ installed, 404 at every
 # probe. tools/chartcheck's TestProbePathsAreWhatTheDaemonServes keeps the
 # schema's pattern to the daemon's routes.
 refused --set probes.liveness.path=null "at '/probes/liveness': missing property 'path'"
@@ -175,8 +175,8 @@ refused --set config.stateFile=/var/run/nri/state.json "config.stateFile's direc
 refused --set config.stateFile=/etc/nri-cpupool/state.json "the config file's mount and config.stateFile's directory are both /etc/nri-cpupool"
 refused --set config.dra.enabled=true --set config.dra.cdiDir=/var/run/nri/ "config.nriSocket's directory and config.dra.cdiDir are both /var/run/nri"
 refused --set config.kubelet.devicePlugin=true --set config.kubelet.devicePluginDir=/var/lib/nri-cpupool "config.stateFile's directory and config.kubelet.devicePluginDir are both /var/lib/nri-cpupool"
-# One line per other entry of nri-cpupool.check's mount list (review rvT:
-# an entry dropped from it failed no test); tools/chartcheck's
+# One line per other entry of nri-cpupool.check's mount list (an
+# entry dropped from it failed no test); tools/chartcheck's
 # TestHelperListsTheDaemonSetsMounts keeps the list to daemonset.yaml's.
 refused --set config.stateFile=/host/sys/state.json "config.stateFile's directory and the host's /sys mount are both /host/sys"
 refused --set config.stateFile=/host/proc/cmdline/state.json "config.stateFile's directory and the host's /proc/cmdline mount are both /host/proc/cmdline"

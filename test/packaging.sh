@@ -262,8 +262,8 @@ expect grep -q "systemctl enable --now nri-cpupool" "$work/reinstall.out"
 # Conffile handling leaves files beside the CRI-O drop-in (dpkg: .dpkg-old with
 # --force-confnew, .dpkg-dist with --force-confold, .dpkg-new after a failed
 # configure; rpm: .rpmnew, and .rpmsave at an upgrade or erase). CRI-O reads
-# every file of crio.conf.d whatever its name, so their settings apply (review
-# rvG: crio 1.36.3 loads them). postinstall names each, as on the node, and says
+# every file of crio.conf.d whatever its name, so their settings apply (crio
+# 1.36.3 loads them). postinstall names each, as on the node, and says
 # to delete it; it deletes none (they are the operator's). postremove says so
 # at a removal only (rpm's erase leaves the .rpmsave of an edited drop-in).
 crio_d=$droot/etc/crio/crio.conf.d

@@ -5,7 +5,7 @@
 # uninstall` with PREFIX a temporary directory and BIN the tree's binary,
 # and run against fake binaries. An installed binary that predates
 # restore-host (it answers "unknown command", exit 2) must not stop the
-# removal for good (review rvE, M3): the tree's build restores instead, or
+# removal for good: the tree's build restores instead, or
 # a warning says that nothing was restored.
 set -euo pipefail
 cd "$(dirname "$0")/.."

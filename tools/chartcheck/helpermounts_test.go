@@ -16,8 +16,8 @@ import (
 // (templates/_helpers.tpl) refuses two of the plugin container's mounts at
 // one path, at helm install, from its own list of the mount paths
 // templates/daemonset.yaml writes. Nothing compared the two: an entry
-// dropped from the list (rvT's review took config.dra.pluginDir and
-// .registryDir out) passed every test while --set config.dra.registryDir
+// dropped from the list (config.dra.pluginDir and .registryDir
+// taken out) passed every test while --set config.dra.registryDir
 // at the pluginDir rendered a pod the API server refuses ("must be
 // unique"). Each mount path expression of the container, under its if,
 // is one entry of the list, under the same if, and no entry is of no

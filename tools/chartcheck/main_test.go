@@ -80,8 +80,7 @@ func TestCheck(t *testing.T) {
 		{"metrics on every address, no port", "metricsAddress: 127.0.0.1:9464", "metricsAddress: \":9464\"", `metricsAddress :9464 is reachable from other nodes, but the container advertises no port metrics 9464`},
 		{"unknown kind", "kind: ServiceAccount", "kind: ServiceAcount", "ServiceAcount"},
 		{"service account not in the chart", "serviceAccountName: p", "serviceAccountName: q", `service account "q"`},
-		// Values the API server takes but no kubelet can run (review rvC,
-		// F4): --set host.sysfs= rendered `hostPath: {path: }`,
+		// Values the API server takes but no kubelet can run: --set host.sysfs= rendered `hostPath: {path: }`,
 		// host.cgroup=relative a relative one, image.repository= the image
 		// ":dev", and chartcheck passed them.
 		{"hostPath without a path", "hostPath: {path: /sys}", `hostPath: {path: ""}`, `volume sys: hostPath path "" is not absolute`},
@@ -171,7 +170,7 @@ func TestCheckDRA(t *testing.T) {
 // TestCheckAdmissionPolicy: an admission policy of the chart is in force
 // (a binding of the chart names it, and the binding's policy is in the
 // chart), and the DRA driver's ResourceSlice policy restricts the
-// DaemonSet's own service account (review rvC, F5): any slip leaves the
+// DaemonSet's own service account: any slip leaves the
 // API server taking the objects and restricting nobody.
 func TestCheckAdmissionPolicy(t *testing.T) {
 	policy := good + `---

@@ -122,8 +122,7 @@ func TestAuditErrors(t *testing.T) {
 // TestAuditHeldCPUNotOnlineIsNotClean: the held CPUs 4-6 are neither
 // online nor present any more (a VM's CPUs hot-removed, a node that lost
 // CPUs): the container does not run on them. audit took "offline" as
-// present minus online, so it called them clean and exited 0 (review rvC
-// #2); a held CPU that is not online is not clean, present or not.
+// present minus online, so it called them clean and exited 0; a held CPU that is not online is not clean, present or not.
 func TestAuditHeldCPUNotOnlineIsNotClean(t *testing.T) {
 	sys := t.TempDir()
 	cpuDir := filepath.Join(sys, "sys/devices/system/cpu")

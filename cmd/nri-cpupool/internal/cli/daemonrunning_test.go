@@ -19,7 +19,7 @@ import (
 // status ("registered", "waiting-for-runtime" or "stopped"), then died
 // (kill -9, OOM, a crash loop): no process holds the state directory's
 // lock, so the runtime creates new containers unpinned. status, explain
-// and their --json say so (review rvC #1: they printed the tables, called
+// and their --json say so (they printed the tables, called
 // the containers running and reported the dead pid's runtime state as if a
 // daemon ran); while a daemon holds the lock they say it runs, and of a
 // state directory without a lock file (a copied state file) nothing.

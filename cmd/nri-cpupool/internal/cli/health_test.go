@@ -164,7 +164,7 @@ func TestMetricsHandlerReportsTheDriver(t *testing.T) {
 	assert.Equal(t, "ok", body)
 }
 
-// TestUnopenableHostFilesJournalLeavesTheNodeReady (review rvK): a node
+// TestUnopenableHostFilesJournalLeavesTheNodeReady: a node
 // whose journal of host files' originals cannot be opened (an I/O error, a
 // damaged journal on a read-only state directory) still pins containers
 // and remembers them, what /readyz stands for. With the DaemonSets'

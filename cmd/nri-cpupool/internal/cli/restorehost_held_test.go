@@ -37,7 +37,7 @@ func heldPreferenceNode(t *testing.T, more map[string]hostfiles.Record) (cfgPath
 	return cfgPath, policy, journal
 }
 
-// TestRestoreHostNamesTheGovernorHoldingAPreference (review rvE, F2): a
+// TestRestoreHostNamesTheGovernorHoldingAPreference: a
 // class set CPU 2's preference to power (original balance_performance);
 // an admin (tuned's latency-performance) then set the policy's governor
 // to performance, under which intel_pstate refuses any other preference.
@@ -66,7 +66,7 @@ func TestRestoreHostNamesTheGovernorHoldingAPreference(t *testing.T) {
 	assert.Empty(t, records)
 }
 
-// TestRestoreHostHeldPreferenceWithItsGovernorsRecord (review rvE, F1):
+// TestRestoreHostHeldPreferenceWithItsGovernorsRecord:
 // the journal an earlier build left on a node booted with the
 // performance governor whose CPU 2 went from a powersave class with a
 // preference to one with the performance governor and preference:

@@ -140,7 +140,7 @@ func TestRestoreHostJSON(t *testing.T) {
 // written: the built-in defaults' state file and roots are not the
 // daemon's, so with them the node's journal reads as missing or of an
 // earlier boot, and an exit 0 would let a package's removal go on with
-// nothing put back (review rvE, M1). Given --state-file and every root
+// nothing put back. Given --state-file and every root
 // flag, the config is not needed: a warning, and the restore runs.
 func TestRestoreHostRefusedConfig(t *testing.T) {
 	refused := func(t *testing.T) (cfgPath, stateFile, affinity string) {

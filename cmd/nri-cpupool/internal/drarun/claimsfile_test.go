@@ -19,7 +19,7 @@ import (
 )
 
 // TestUnreadableClaimsFileStartsTheDriverAndIsCounted: a DRA claims file
-// that cannot be read made New fail, and run exit (review rvA); now the
+// that cannot be read made New fail, and run exit; now the
 // driver starts and the file is counted in
 // cpupool_files_discarded_total{file="dra-claims"}.
 func TestUnreadableClaimsFileStartsTheDriverAndIsCounted(t *testing.T) {
