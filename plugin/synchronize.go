@@ -433,15 +433,22 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 		milli, atLeast := milliCPU(c, qosClass(pod))
 		// Shares at their cap and no quota (the plugin lifted it) say
 		// only "at least 256 CPUs", which no policy sizes an exclusive
-		// container by. A running set of another size than the record's
-		// that meets the bound is what a resize the plugin accepted gave
-		// it, whole CPUs by its request: that is its request. Judged as
-		// exactly the bound, it was refused and pinned back on the record,
-		// and resizeAsTheRuntime, to which a record that meets the bound is
-		// no resize, never said so.
+		// container by. A running set that is a grow of the record (all
+		// of the record's CPUs and more) is what a resize the plugin
+		// accepted gave it, whole CPUs by its request: that is its
+		// request. Judged as exactly the bound, it was refused and pinned
+		// back on the record, and resizeAsTheRuntime, to which a record
+		// that meets the bound is no resize, never said so. Any other set
+		// is no grow, and its size says nothing of a request: a shrink
+		// (cgroup v1 drops CPUs that go offline and never gives them
+		// back; a live shrink of such a container cannot be told from
+		// that) or a set moved from outside is pinned back on the record,
+		// as an exact-request container's is, rather than the container
+		// losing CPUs or its record rewritten to what it happens to run on.
 		derived := false
 		if atLeast {
-			if n := int64(exclusivePart(p.alloc, r).Size()); n*1000 >= milli && n != int64(r.Assignment.CPUs.Size()) {
+			part := exclusivePart(p.alloc, r)
+			if n := int64(part.Size()); n*1000 >= milli && n > int64(r.Assignment.CPUs.Size()) && r.Assignment.CPUs.IsSubsetOf(part) {
 				milli, atLeast, derived = n*1000, false, true
 			}
 		}
