@@ -368,7 +368,7 @@ func (a *Allocator) sharedHeldBy(id, what, pool string, now cpuset.CPUSet) error
 		by = "exclusive-non-isolcpus containers"
 	}
 	return fmt.Errorf("container %s: every CPU of pool %s (%s) is held by %s; %s runs on pool %s (%s) until one is free",
-		id, pool, a.layout.Pool(pool), by, what, otherMembersPool(pool), now)
+		ShortID(id), pool, a.layout.Pool(pool), by, what, otherMembersPool(pool), now)
 }
 
 // Adopted is what became of a running container the allocator had no

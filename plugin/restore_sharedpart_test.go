@@ -199,6 +199,16 @@ allowedNamespaces:
 			got := mustParse(f.cpus(dpdk))
 			require.True(t, got.Contains(0) && !got.Contains(4), "its shared part runs on infra: %s\n%s", got, second.log.String())
 			assert.Contains(t, second.log.String(), "its shared part runs on pool infra", "said why")
+			// The note names the container by its pod, as the line before
+			// it does: an operator greps for the pod, not the runtime's id.
+			for _, line := range strings.Split(second.log.String(), "\n") {
+				if strings.Contains(line, "its shared part runs on pool infra") {
+					assert.Contains(t, line, "telco/dpdk/c", "the note names the pod")
+					if id := dpdk.GetId(); len(id) > 12 {
+						assert.NotContains(t, line, id, "a runtime id is cut as messages show it")
+					}
+				}
+			}
 		})
 	}
 }

@@ -321,8 +321,9 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 		p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", who, r.RunsOn, r.Assignment.CPUs)
 		if err != nil {
 			// A note: why it was added off its pool's CPUs (its shared
-			// part on infra while the shared pool is held).
-			p.log.Warnf("synchronize: %v", err)
+			// part on infra while the shared pool is held). The note
+			// names it by id only: the pod is what an operator greps for.
+			p.log.Warnf("synchronize: container %s: %v", who, err)
 		}
 		return true
 	}
@@ -693,7 +694,7 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
 		if note != nil {
 			// Why it was added off its pool's CPUs (Repin's note).
-			p.log.Warnf("synchronize: %v", note)
+			p.log.Warnf("synchronize: container %s: %v", who, note)
 		}
 		return cpuUpdate(res.Assignment, p.topo.Online, p.cfg.PinMemory), true
 	}
