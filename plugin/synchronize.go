@@ -448,7 +448,7 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 		// losing CPUs or its record rewritten to what it happens to run on.
 		derived := false
 		if atLeast {
-			part := exclusivePart(p.alloc, r)
+			part := p.alloc.ExclusivePart(r)
 			if n := int64(part.Size()); n*1000 >= milli && n > int64(r.Assignment.CPUs.Size()) && r.Assignment.CPUs.IsSubsetOf(part) {
 				milli, atLeast, derived = n*1000, false, true
 			}
@@ -487,19 +487,12 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 		}
 		p.log.Warnf("synchronize: container %s runs on CPUs %s with a request of %dm, the state said CPUs %s for %dm (an in-place resize the state file did not record); keeping where it runs",
 			rememberedRef(st), res.Assignment.CPUs, milli, r.Assignment.CPUs, r.Assignment.MilliCPU)
+		if res.Warning != "" {
+			// Why its shared part runs off the shared pool.
+			p.log.Warnf("synchronize: container %s: %s", rememberedRef(st), res.Warning)
+		}
 	}
 	return rest
-}
-
-// exclusivePart is what a remembered exclusive container runs on beside
-// the shared pool, as allocator.ReadmitResized reads it: all it runs on
-// unless it asked for the shared pool too.
-func exclusivePart(alloc *allocator.Allocator, r allocator.Remembered) cpuset.CPUSet {
-	if !r.Assignment.WithShared {
-		return r.RunsOn
-	}
-	as := r.Assignment
-	return r.RunsOn.Difference(alloc.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
 }
 
 // recordedResizeRequest is the request of a resize of the running
