@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
 )
 
 // A quota-lifted Guaranteed exclusive container of 300 CPUs grows live to
@@ -76,6 +78,7 @@ func TestLostGrowOfAQuotaLiftedContainerThatCannotStayIsRefusedLoudly(t *testing
 	assert.Equal(t, 1.0, testutil.ToFloat64(second.p.metrics.resizes.WithLabelValues("exclusive", "refused")))
 	if got := events.of(EventResizeRefused); assert.Len(t, got, 1) {
 		assert.Contains(t, got[0].Message, "320000m")
+		assert.Contains(t, got[0].Message, "it is pinned again on CPUs 8-157,200-349", "where it runs now")
 	}
 }
 
@@ -149,4 +152,28 @@ func TestAnExactRequestContainerShrunkByCgroupV1IsPinnedBack(t *testing.T) {
 	f.setCPUs(x, cpuset.New(mustParse(rec).List()[1:]...).String())
 	second := startPlugin(t, f, desktop, statePath(f))
 	assert.Equal(t, rec, f.cpus(x), "%s", second.log.String())
+}
+
+// The refusal of a lost resize derived from an at-least request: its event
+// told the pod "it is pinned again on CPUs <record>" before repairAll
+// tried. Under a
+// config whose exclusive pool lacks CPUs of the record too, Repin fails,
+// adoptUnknown cannot size an "at least 256 CPUs" container and confines
+// it to infra: the pod was told it is back on its 300 CPUs.
+func TestADerivedResizeRefusalTellsWhereTheContainerRunsNow(t *testing.T) {
+	f, g, second, events := lostQuotaLiftedGrow(t, `pools: {exclusive: {cpus: "8-149,170-191,200-383"}}`)
+	a, _ := second.p.alloc.Get(g.GetId())
+	t.Logf("pool %s, runtime %d CPUs", a.Pool, mustParse(f.cpus(g)).Size())
+	for _, e := range events.of(EventResizeRefused) {
+		t.Logf("event: %s", e.Message)
+	}
+	got := events.of(EventResizeRefused)
+	require.Len(t, got, 1)
+	if a.Pool != "exclusive" || !a.CPUs.Equals(mustParse("8-157,200-349")) {
+		assert.NotContains(t, got[0].Message, "it is pinned again on CPUs 8-157,200-349",
+			"the event says where it runs: it runs in pool %s on %s", a.Pool, f.cpus(g))
+	}
+	if a.Rule.Kind == allocator.RuleConfined {
+		assert.Contains(t, got[0].Message, "it is confined to pool infra", "the pod is told")
+	}
 }

@@ -57,7 +57,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// Then those the runtime runs on a set of another size, with the
 	// request of an in-place resize whose record a kill lost: after every
 	// container whose record and runtime agree, before any hold.
-	repair = p.keepResized(repair, remembered.Containers, pods)
+	repair, refused := p.keepResized(repair, remembered.Containers, pods)
 	// The DRA claims of the remembered containers are theirs again before
 	// any other container is placed: it could show a copy of their tokens.
 	p.rebindClaims(known, pods)
@@ -82,6 +82,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// again once every container that runs correctly, and every hold, has
 	// its CPUs.
 	updates, confined := p.repairAll(repair, remembered.Containers, pods)
+	p.refuseDerivedResizes(refused)
 	// Then the in-place resizes the runtime applied while the plugin was
 	// down (the request changed, the cpuset the kubelet does not set did
 	// not): applied by the rules of a live one, grown or shrunk where they
@@ -419,10 +420,12 @@ func (p *Plugin) readRemembered(c *api.Container, st state.ContainerState) (_ al
 // order; one whose set another container or hold has (two containers the
 // runtime runs on one CPU: the one taken in first keeps it) is left to be
 // pinned again, which is logged. It returns the containers still to
-// repair.
-func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]state.ContainerState, pods []*api.PodSandbox) []*api.Container {
+// repair, and the refused resizes it derived from an at-least request,
+// for refuseDerivedResizes once repairAll has placed them.
+func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]state.ContainerState, pods []*api.PodSandbox) ([]*api.Container, []derivedRefusal) {
 	podByID := podsByID(pods)
 	var rest []*api.Container
+	var refused []derivedRefusal
 	for _, c := range repair {
 		st := remembered[c.GetId()]
 		r, _ := p.readRemembered(c, st)
@@ -478,9 +481,10 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 			}
 			if derived {
 				// resizeAsTheRuntime sees no resize in "at least" that the
-				// record meets: refused here, loudly, as a live one is.
-				_ = p.refuseResize(r.Assignment, fmt.Errorf("nri-cpupool: container %s: a resize to %dm (the %d CPUs it runs on) applied while nri-cpupool was down cannot be kept: %w; it is pinned again on CPUs %s",
-					rememberedRef(st), milli, milli/1000, err, r.Assignment.CPUs))
+				// record meets: refused, loudly, as a live one is, once
+				// repairAll has said where it runs instead.
+				refused = append(refused, derivedRefusal{record: r.Assignment, err: fmt.Errorf("nri-cpupool: container %s: a resize to %dm (the %d CPUs it runs on) applied while nri-cpupool was down cannot be kept: %w",
+					rememberedRef(st), milli, milli/1000, err)})
 			}
 			rest = append(rest, c)
 			continue
@@ -492,7 +496,36 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 			p.log.Warnf("synchronize: container %s: %s", rememberedRef(st), res.Warning)
 		}
 	}
-	return rest
+	return rest, refused
+}
+
+// derivedRefusal is a lost resize keepResized derived from an at-least
+// request and could not keep: the container's record and why.
+type derivedRefusal struct {
+	record allocator.Assignment
+	err    error
+}
+
+// refuseDerivedResizes counts and tells each pod of refused the refusal,
+// with where repairAll put the container: pinned again on its record, or
+// placed or confined elsewhere when its record's CPUs could not be had.
+// Told before repairAll tried, the pod read "pinned again" of a container
+// confined to infra.
+func (p *Plugin) refuseDerivedResizes(refused []derivedRefusal) {
+	for _, d := range refused {
+		outcome := "it is not pinned"
+		if a, ok := p.alloc.Get(d.record.ID); ok {
+			switch {
+			case a.Rule.Kind == allocator.RuleConfined:
+				outcome = fmt.Sprintf("it is confined to pool %s (CPUs %s): its CPUs %s could not be had again", a.Pool, a.Cpuset(), d.record.CPUs)
+			case a.Pool == d.record.Pool && a.CPUs.Equals(d.record.CPUs):
+				outcome = fmt.Sprintf("it is pinned again on CPUs %s", a.CPUs)
+			default:
+				outcome = fmt.Sprintf("its CPUs %s could not be had again: it is placed in pool %s on CPUs %s", d.record.CPUs, a.Pool, a.Cpuset())
+			}
+		}
+		_ = p.refuseResize(d.record, fmt.Errorf("%w; %s", d.err, outcome))
+	}
 }
 
 // recordedResizeRequest is the request of a resize of the running
