@@ -99,24 +99,7 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		res, err := a.keep(as)
 		return res, Kept, err
 	}
-	runsOn := r.RunsOn
-	if as.WithShared {
-		// Its exclusive part is what it runs on beside the shared pool
-		// (as it is now, or as the record knew it); readd gives it the
-		// pool as it is now. The record says which CPUs are its exclusive
-		// part: a config change that hands them to the shared pool must not
-		// take them from it, or it would be placed again and its poll CPUs
-		// would join the shared pool. The exclusive part never moves.
-		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
-		// Beside its exclusive part it may run on infra: its shared part,
-		// put there (readd) while no shared CPU was free, which a record
-		// written before that (kill -9 before the state write) does not
-		// know. That is no move: what is left is its exclusive part, kept
-		// where it runs if free and of its size, as any other.
-		if own := runsOn.Intersection(as.CPUs).Union(runsOn.Difference(a.sharedPartBeside(as.Pool, as.CPUs))); !own.IsEmpty() {
-			runsOn = own
-		}
-	}
+	runsOn := a.ExclusivePart(r)
 	switch {
 	case r.Damaged || runsOn.IsEmpty():
 		return Result{}, NeedsRepin, nil
@@ -136,6 +119,35 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		}
 	}
 	return Result{}, NeedsRepin, nil
+}
+
+// ExclusivePart is what a remembered exclusive container runs on as its
+// exclusive part: all the runtime runs it on, unless it asked for the
+// shared pool too. Readmit, ReadmitResized and the restart's reading of a
+// lost resize all read it here, so that a running container is judged the
+// same way by each (one that counted its shared part on infra as exclusive
+// CPUs took a lost grow for a set of the wrong size and pinned it again).
+func (a *Allocator) ExclusivePart(r Remembered) cpuset.CPUSet {
+	as := r.Assignment
+	if !as.WithShared {
+		return r.RunsOn
+	}
+	// Its exclusive part is what it runs on beside the shared pool (as it
+	// is now, or as the record knew it); readd gives it the pool as it is
+	// now. The record says which CPUs are its exclusive part: a config
+	// change that hands them to the shared pool must not take them from
+	// it, or it would be placed again and its poll CPUs would join the
+	// shared pool. The exclusive part never moves.
+	runsOn := r.RunsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
+	// Beside its exclusive part it may run on infra: its shared part, put
+	// there (readd) while no shared CPU was free, which a record written
+	// before that (kill -9 before the state write) does not know. That is
+	// no move: what is left is its exclusive part, kept where it runs if
+	// free and of its size, as any other.
+	if own := runsOn.Intersection(as.CPUs).Union(runsOn.Difference(a.sharedPartBeside(as.Pool, as.CPUs))); !own.IsEmpty() {
+		runsOn = own
+	}
+	return runsOn
 }
 
 // sharedPartBeside are the CPUs of sharedPartElsewhere that a with-shared
@@ -368,7 +380,7 @@ func (a *Allocator) sharedHeldBy(id, what, pool string, now cpuset.CPUSet) error
 		by = "exclusive-non-isolcpus containers"
 	}
 	return fmt.Errorf("container %s: every CPU of pool %s (%s) is held by %s; %s runs on pool %s (%s) until one is free",
-		id, pool, a.layout.Pool(pool), by, what, otherMembersPool(pool), now)
+		ShortID(id), pool, a.layout.Pool(pool), by, what, otherMembersPool(pool), now)
 }
 
 // Adopted is what became of a running container the allocator had no

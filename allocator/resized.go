@@ -39,11 +39,9 @@ import (
 func (a *Allocator) ReadmitResized(r Remembered, req Request) (Result, error) {
 	as := r.Assignment
 	milli := req.MilliCPU
-	runsOn := r.RunsOn
-	if as.WithShared {
-		// Its exclusive part, as Readmit reads it.
-		runsOn = runsOn.Difference(a.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
-	}
+	// Its exclusive part, as Readmit reads it (its shared part on infra
+	// left out too).
+	runsOn := a.ExclusivePart(r)
 	n := CPUsFor(milli)
 	if absent := a.Absent(runsOn); !absent.IsEmpty() {
 		// Nothing may index past the node (returnOrder, hiddenSiblings).
@@ -148,6 +146,10 @@ func (a *Allocator) partCore(cpus cpuset.CPUSet) []int {
 // restoreHoldingOffline is restore for a container kept where the runtime
 // runs it, not pinned again: its offline CPUs are no conflict and stay its
 // own (held offline), as keep has them; any other problem refuses it.
+// readd's note (its shared part on infra while the shared pool is held) is
+// the Result's Warning, never the error: the container was added, and an
+// error tells the caller nothing was (it would pin it again on its record
+// while its grown CPUs stayed owned by it).
 func (a *Allocator) restoreHoldingOffline(as Assignment) (Result, error) {
 	as, infraBefore, problem, err := a.prepareReadd(as)
 	if err != nil {
@@ -156,7 +158,11 @@ func (a *Allocator) restoreHoldingOffline(as Assignment) (Result, error) {
 	if problem != nil {
 		return Result{}, problem
 	}
-	return a.readd(as, infraBefore)
+	res, note := a.readd(as, infraBefore)
+	if note != nil {
+		res.Warning = note.Error()
+	}
+	return res, nil
 }
 
 // sharedCore returns two online CPUs of cpus that are threads of one core,

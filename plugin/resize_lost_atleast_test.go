@@ -8,6 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
 )
 
 // A quota-lifted Guaranteed exclusive container of 300 CPUs grows live to
@@ -75,5 +78,102 @@ func TestLostGrowOfAQuotaLiftedContainerThatCannotStayIsRefusedLoudly(t *testing
 	assert.Equal(t, 1.0, testutil.ToFloat64(second.p.metrics.resizes.WithLabelValues("exclusive", "refused")))
 	if got := events.of(EventResizeRefused); assert.Len(t, got, 1) {
 		assert.Contains(t, got[0].Message, "320000m")
+		assert.Contains(t, got[0].Message, "it is pinned again on CPUs 8-157,200-349", "where it runs now")
+	}
+}
+
+// keepResized took any running exclusive part of another size, at least
+// 256 CPUs, as the request of a lost resize of a quota-lifted container.
+// No resize happened here: the container runs on a set the plugin never
+// gave it (cgroup v1 dropped 20 CPUs that went offline while the plugin
+// was down and came back; an outside tool moved and widened it). An
+// exact-request container in the same spot is pinned back on its record;
+// the at-least one was kept there, its recorded request rewritten to the
+// count it happens to run on, with a false "in-place resize" warning. The
+// kubelet still believes 300 CPUs. Only a grow of the record (all of its
+// CPUs and more, in a shape a resize makes) is read as a lost resize; a
+// set widened onto every free CPU of the pool is exactly what a live grow
+// to that count gives, and cannot be told from one.
+func TestAQuotaLiftedContainerOnASetNoGrowMadeIsPinnedBack(t *testing.T) {
+	for name, reshape := range map[string]func(rec cpuset.CPUSet) cpuset.CPUSet{
+		"shrunk by a cgroup v1 offline/online cycle": func(rec cpuset.CPUSet) cpuset.CPUSet {
+			return cpuset.New(rec.List()[20:]...) // 280 CPUs, all online again
+		},
+		"moved off 20 of its CPUs and widened from outside": func(rec cpuset.CPUSet) cpuset.CPUSet {
+			return cpuset.New(rec.List()[20:]...).Union(mustParse("158-191,350-383")) // 348 CPUs
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
+			f := newFakeRuntime(t, false)
+			first := startPlugin(t, f, epyc, statePath(f))
+			f.dress = func(c *api.Container) {
+				c.Linux.Resources.Cpu.Shares = api.UInt64(262144)
+				c.Linux.Resources.Cpu.Quota = api.Int64(300 * 100000)
+			}
+			pod := f.runPod(podSpec{name: "g", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+			g, _, err := f.createContainer(pod, "big", 300000)
+			require.NoError(t, err)
+			f.mu.Lock()
+			g.Linux.Resources.Cpu.Quota = api.Int64(-1) // the plugin lifted it
+			f.mu.Unlock()
+			rec := f.cpus(g)
+			require.Equal(t, 300, mustParse(rec).Size())
+			require.NoError(t, first.p.Flush())
+			first.kill()
+			_, err = os.Stat(statePath(f))
+			require.NoError(t, err)
+			f.setCPUs(g, reshape(mustParse(rec)).String()) // no resize: the kubelet still wants 300
+
+			events := &eventLog{}
+			second := startPlugin(t, f, epyc, statePath(f), withEvents(events))
+			a, ok := second.p.alloc.Get(g.GetId())
+			require.True(t, ok)
+			t.Logf("after restart: %d CPUs (%dm), runtime %d CPUs\n%s", a.CPUs.Size(), a.MilliCPU, mustParse(f.cpus(g)).Size(), second.log.String())
+			assert.Equal(t, rec, f.cpus(g), "no resize happened: pinned back on its record, as an exact-request container is")
+			assert.Equal(t, int64(300000), a.MilliCPU, "its request was not resized")
+			assert.NotContains(t, second.log.String(), "in-place resize the state file did not record")
+			assert.Equal(t, 0.0, testutil.ToFloat64(second.p.metrics.resizes.WithLabelValues("exclusive", "refused")))
+		})
+	}
+}
+
+// The contrast: the same cgroup v1 drop for an exact-request container is
+// pinned back on its record (it is not the runtime's request).
+func TestAnExactRequestContainerShrunkByCgroupV1IsPinnedBack(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "x", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	x, _, err := f.createContainer(pod, "c", 4000)
+	require.NoError(t, err)
+	rec := f.cpus(x)
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	f.setCPUs(x, cpuset.New(mustParse(rec).List()[1:]...).String())
+	second := startPlugin(t, f, desktop, statePath(f))
+	assert.Equal(t, rec, f.cpus(x), "%s", second.log.String())
+}
+
+// The refusal of a lost resize derived from an at-least request: its event
+// told the pod "it is pinned again on CPUs <record>" before repairAll
+// tried. Under a
+// config whose exclusive pool lacks CPUs of the record too, Repin fails,
+// adoptUnknown cannot size an "at least 256 CPUs" container and confines
+// it to infra: the pod was told it is back on its 300 CPUs.
+func TestADerivedResizeRefusalTellsWhereTheContainerRunsNow(t *testing.T) {
+	f, g, second, events := lostQuotaLiftedGrow(t, `pools: {exclusive: {cpus: "8-149,170-191,200-383"}}`)
+	a, _ := second.p.alloc.Get(g.GetId())
+	t.Logf("pool %s, runtime %d CPUs", a.Pool, mustParse(f.cpus(g)).Size())
+	for _, e := range events.of(EventResizeRefused) {
+		t.Logf("event: %s", e.Message)
+	}
+	got := events.of(EventResizeRefused)
+	require.Len(t, got, 1)
+	if a.Pool != "exclusive" || !a.CPUs.Equals(mustParse("8-157,200-349")) {
+		assert.NotContains(t, got[0].Message, "it is pinned again on CPUs 8-157,200-349",
+			"the event says where it runs: it runs in pool %s on %s", a.Pool, f.cpus(g))
+	}
+	if a.Rule.Kind == allocator.RuleConfined {
+		assert.Contains(t, got[0].Message, "it is confined to pool infra", "the pod is told")
 	}
 }

@@ -199,6 +199,120 @@ allowedNamespaces:
 			got := mustParse(f.cpus(dpdk))
 			require.True(t, got.Contains(0) && !got.Contains(4), "its shared part runs on infra: %s\n%s", got, second.log.String())
 			assert.Contains(t, second.log.String(), "its shared part runs on pool infra", "said why")
+			// The note names the container by its pod, as the line before
+			// it does: an operator greps for the pod, not the runtime's id.
+			for _, line := range strings.Split(second.log.String(), "\n") {
+				if strings.Contains(line, "its shared part runs on pool infra") {
+					assert.Contains(t, line, "telco/dpdk/c", "the note names the pod")
+					if id := dpdk.GetId(); len(id) > 12 {
+						assert.NotContains(t, line, id, "a runtime id is cut as messages show it")
+					}
+				}
+			}
 		})
 	}
+}
+
+// sharedPoolMovedTo4 is desktop with the shared pool moved to core 4
+// (4,12) and exclusive-non-isolcpus on.
+const sharedPoolMovedTo4 = `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "2-3,5-7,10-11,13-15"}
+  shared: {cpus: "4,12"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  exclusive: [telco]
+`
+
+// Readmit reads infra CPUs beside a with-shared container's exclusive part
+// as its shared part (sharedPartBeside), but keepResized (exclusivePart)
+// and allocator.ReadmitResized read "all it runs on beside the shared
+// pool" as the exclusive part. A shared-cpus container grown live while
+// its shared part ran on infra, the record of both lost to a kill -9: the
+// restart counted its infra shared part as exclusive CPUs (7 CPUs for a
+// 3000m request), refused to keep the grow, pinned it back on its record
+// ("pinned again", a re-pinned count) and grew it again. With the same
+// config as the run before, a running container is pinned again.
+func TestALostGrowOfASharedCPUsContainerWithItsSharedPartOnInfraIsKept(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	oldPod := f.runPod(podSpec{name: "old", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	old, _, err := f.createContainer(oldPod, "c", 2000)
+	require.NoError(t, err)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev": "true"}})
+	dpdk, _, err := f.createContainer(pod, "c", 2000)
+	require.NoError(t, err)
+	require.Equal(t, "4,12", f.cpus(old), "precondition")
+	require.NoError(t, first.p.Flush())
+	saved, err := os.ReadFile(statePath(f))
+	require.NoError(t, err)
+	first.kill()
+
+	moved := testNode{fixture: desktop.fixture, config: sharedPoolMovedTo4}
+	second := startPlugin(t, f, moved, statePath(f))
+	onInfra := f.cpus(dpdk)
+	require.True(t, mustParse(onInfra).Contains(1), "restart #1 put its shared part on infra: %s\n%s", onInfra, second.log.String())
+	// Another exclusive container, created after restart #1, takes the
+	// CPUs the old shared pool had (its record is lost too: adopted where
+	// it runs).
+	fillPod := f.runPod(podSpec{name: "fill", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	fill, _, err := f.createContainer(fillPod, "c", 4000)
+	require.NoError(t, err)
+	require.Equal(t, "2-3,10-11", f.cpus(fill), "precondition")
+	_, err = f.updateContainer(pod, dpdk, 3000) // a live grow
+	require.NoError(t, err)
+	grown := f.cpus(dpdk)
+	a, _ := second.p.alloc.Get(dpdk.GetId())
+	require.Equal(t, 3, a.CPUs.Size(), "grown live: %s", grown)
+	second.kill()
+	require.NoError(t, os.WriteFile(statePath(f), saved, 0o600), "kill -9 before the writer recorded restart #1 and the grow")
+
+	third := startPlugin(t, f, moved, statePath(f))
+	b, _ := third.p.alloc.Get(dpdk.GetId())
+	t.Logf("exclusive part %s grown live, %s after the restart; runtime %s -> %s\n%s", a.CPUs, b.CPUs, grown, f.cpus(dpdk), third.log.String())
+	assert.Equal(t, a.CPUs.String(), b.CPUs.String(), "its exclusive part stays where it runs")
+	assert.Equal(t, grown, f.cpus(dpdk))
+	assert.NotContains(t, third.log.String(), "pinned again", "a container that runs where it may is not pinned again")
+	assert.Contains(t, third.log.String(), "2 containers kept, 0 re-pinned")
+}
+
+// TestALostGrowOfASharedCPUsContainerWithItsSharedPartOnInfraIsKept with
+// the same config throughout: the shared pool's CPUs went offline while the plugin
+// was down, so restart #1 ran the shared part on infra.
+func TestALostGrowOfASharedCPUsContainerWhileTheSharedPoolIsOfflineIsKept(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive", "shared-cpus.cpupool.dev": "true"}})
+	dpdk, _, err := f.createContainer(pod, "c", 2000)
+	require.NoError(t, err)
+	require.NoError(t, first.p.Flush())
+	saved, err := os.ReadFile(statePath(f))
+	require.NoError(t, err)
+	first.p.mu.Lock()
+	root := first.p.cfg.SysfsRoot
+	first.p.mu.Unlock()
+	first.kill()
+	for _, cpu := range []int{2, 3, 10, 11} {
+		setOnlineAt(t, root, cpu, false)
+	}
+
+	second := startPlugin(t, f, desktop, statePath(f))
+	onInfra := f.cpus(dpdk)
+	require.True(t, mustParse(onInfra).Contains(1), "restart #1 put its shared part on infra: %s\n%s", onInfra, second.log.String())
+	_, err = f.updateContainer(pod, dpdk, 3000) // a live grow
+	require.NoError(t, err)
+	grown := f.cpus(dpdk)
+	a, _ := second.p.alloc.Get(dpdk.GetId())
+	require.Equal(t, 3, a.CPUs.Size(), "grown live: %s", grown)
+	second.kill()
+	require.NoError(t, os.WriteFile(statePath(f), saved, 0o600), "kill -9 before the writer recorded restart #1 and the grow")
+
+	third := startPlugin(t, f, desktop, statePath(f))
+	b, _ := third.p.alloc.Get(dpdk.GetId())
+	t.Logf("exclusive part %s grown live, %s after the restart; runtime %s -> %s\n%s", a.CPUs, b.CPUs, grown, f.cpus(dpdk), third.log.String())
+	assert.Equal(t, grown, f.cpus(dpdk))
+	assert.NotContains(t, third.log.String(), "pinned again", "a container that runs where it may is not pinned again")
+	assert.Contains(t, third.log.String(), "1 containers kept, 0 re-pinned")
 }

@@ -57,7 +57,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// Then those the runtime runs on a set of another size, with the
 	// request of an in-place resize whose record a kill lost: after every
 	// container whose record and runtime agree, before any hold.
-	repair = p.keepResized(repair, remembered.Containers, pods)
+	repair, refused := p.keepResized(repair, remembered.Containers, pods)
 	// The DRA claims of the remembered containers are theirs again before
 	// any other container is placed: it could show a copy of their tokens.
 	p.rebindClaims(known, pods)
@@ -82,6 +82,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// again once every container that runs correctly, and every hold, has
 	// its CPUs.
 	updates, confined := p.repairAll(repair, remembered.Containers, pods)
+	p.refuseDerivedResizes(refused)
 	// Then the in-place resizes the runtime applied while the plugin was
 	// down (the request changed, the cpuset the kubelet does not set did
 	// not): applied by the rules of a live one, grown or shrunk where they
@@ -321,8 +322,9 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 		p.log.Warnf("container %s runs on CPUs %s, the state said %s; keeping where it runs", who, r.RunsOn, r.Assignment.CPUs)
 		if err != nil {
 			// A note: why it was added off its pool's CPUs (its shared
-			// part on infra while the shared pool is held).
-			p.log.Warnf("synchronize: %v", err)
+			// part on infra while the shared pool is held). The note
+			// names it by id only: the pod is what an operator greps for.
+			p.log.Warnf("synchronize: container %s: %v", who, err)
 		}
 		return true
 	}
@@ -418,10 +420,12 @@ func (p *Plugin) readRemembered(c *api.Container, st state.ContainerState) (_ al
 // order; one whose set another container or hold has (two containers the
 // runtime runs on one CPU: the one taken in first keeps it) is left to be
 // pinned again, which is logged. It returns the containers still to
-// repair.
-func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]state.ContainerState, pods []*api.PodSandbox) []*api.Container {
+// repair, and the refused resizes it derived from an at-least request,
+// for refuseDerivedResizes once repairAll has placed them.
+func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]state.ContainerState, pods []*api.PodSandbox) ([]*api.Container, []derivedRefusal) {
 	podByID := podsByID(pods)
 	var rest []*api.Container
+	var refused []derivedRefusal
 	for _, c := range repair {
 		st := remembered[c.GetId()]
 		r, _ := p.readRemembered(c, st)
@@ -433,15 +437,22 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 		milli, atLeast := milliCPU(c, qosClass(pod))
 		// Shares at their cap and no quota (the plugin lifted it) say
 		// only "at least 256 CPUs", which no policy sizes an exclusive
-		// container by. A running set of another size than the record's
-		// that meets the bound is what a resize the plugin accepted gave
-		// it, whole CPUs by its request: that is its request. Judged as
-		// exactly the bound, it was refused and pinned back on the record,
-		// and resizeAsTheRuntime, to which a record that meets the bound is
-		// no resize, never said so.
+		// container by. A running set that is a grow of the record (all
+		// of the record's CPUs and more) is what a resize the plugin
+		// accepted gave it, whole CPUs by its request: that is its
+		// request. Judged as exactly the bound, it was refused and pinned
+		// back on the record, and resizeAsTheRuntime, to which a record
+		// that meets the bound is no resize, never said so. Any other set
+		// is no grow, and its size says nothing of a request: a shrink
+		// (cgroup v1 drops CPUs that go offline and never gives them
+		// back; a live shrink of such a container cannot be told from
+		// that) or a set moved from outside is pinned back on the record,
+		// as an exact-request container's is, rather than the container
+		// losing CPUs or its record rewritten to what it happens to run on.
 		derived := false
 		if atLeast {
-			if n := int64(exclusivePart(p.alloc, r).Size()); n*1000 >= milli && n != int64(r.Assignment.CPUs.Size()) {
+			part := p.alloc.ExclusivePart(r)
+			if n := int64(part.Size()); n*1000 >= milli && n > int64(r.Assignment.CPUs.Size()) && r.Assignment.CPUs.IsSubsetOf(part) {
 				milli, atLeast, derived = n*1000, false, true
 			}
 		}
@@ -470,28 +481,51 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 			}
 			if derived {
 				// resizeAsTheRuntime sees no resize in "at least" that the
-				// record meets: refused here, loudly, as a live one is.
-				_ = p.refuseResize(r.Assignment, fmt.Errorf("nri-cpupool: container %s: a resize to %dm (the %d CPUs it runs on) applied while nri-cpupool was down cannot be kept: %w; it is pinned again on CPUs %s",
-					rememberedRef(st), milli, milli/1000, err, r.Assignment.CPUs))
+				// record meets: refused, loudly, as a live one is, once
+				// repairAll has said where it runs instead.
+				refused = append(refused, derivedRefusal{record: r.Assignment, err: fmt.Errorf("nri-cpupool: container %s: a resize to %dm (the %d CPUs it runs on) applied while nri-cpupool was down cannot be kept: %w",
+					rememberedRef(st), milli, milli/1000, err)})
 			}
 			rest = append(rest, c)
 			continue
 		}
 		p.log.Warnf("synchronize: container %s runs on CPUs %s with a request of %dm, the state said CPUs %s for %dm (an in-place resize the state file did not record); keeping where it runs",
 			rememberedRef(st), res.Assignment.CPUs, milli, r.Assignment.CPUs, r.Assignment.MilliCPU)
+		if res.Warning != "" {
+			// Why its shared part runs off the shared pool.
+			p.log.Warnf("synchronize: container %s: %s", rememberedRef(st), res.Warning)
+		}
 	}
-	return rest
+	return rest, refused
 }
 
-// exclusivePart is what a remembered exclusive container runs on beside
-// the shared pool, as allocator.ReadmitResized reads it: all it runs on
-// unless it asked for the shared pool too.
-func exclusivePart(alloc *allocator.Allocator, r allocator.Remembered) cpuset.CPUSet {
-	if !r.Assignment.WithShared {
-		return r.RunsOn
+// derivedRefusal is a lost resize keepResized derived from an at-least
+// request and could not keep: the container's record and why.
+type derivedRefusal struct {
+	record allocator.Assignment
+	err    error
+}
+
+// refuseDerivedResizes counts and tells each pod of refused the refusal,
+// with where repairAll put the container: pinned again on its record, or
+// placed or confined elsewhere when its record's CPUs could not be had.
+// Told before repairAll tried, the pod read "pinned again" of a container
+// confined to infra.
+func (p *Plugin) refuseDerivedResizes(refused []derivedRefusal) {
+	for _, d := range refused {
+		outcome := "it is not pinned"
+		if a, ok := p.alloc.Get(d.record.ID); ok {
+			switch {
+			case a.Rule.Kind == allocator.RuleConfined:
+				outcome = fmt.Sprintf("it is confined to pool %s (CPUs %s): its CPUs %s could not be had again", a.Pool, a.Cpuset(), d.record.CPUs)
+			case a.Pool == d.record.Pool && a.CPUs.Equals(d.record.CPUs):
+				outcome = fmt.Sprintf("it is pinned again on CPUs %s", a.CPUs)
+			default:
+				outcome = fmt.Sprintf("its CPUs %s could not be had again: it is placed in pool %s on CPUs %s", d.record.CPUs, a.Pool, a.Cpuset())
+			}
+		}
+		_ = p.refuseResize(d.record, fmt.Errorf("%w; %s", d.err, outcome))
 	}
-	as := r.Assignment
-	return r.RunsOn.Difference(alloc.PoolCPUs(pools.Shared).Union(as.Shared).Difference(as.CPUs))
 }
 
 // recordedResizeRequest is the request of a resize of the running
@@ -686,7 +720,7 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
 		if note != nil {
 			// Why it was added off its pool's CPUs (Repin's note).
-			p.log.Warnf("synchronize: %v", note)
+			p.log.Warnf("synchronize: container %s: %v", who, note)
 		}
 		return cpuUpdate(res.Assignment, p.topo.Online, p.cfg.PinMemory), true
 	}
