@@ -24,6 +24,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // offlineBlockers are the owners of offline CPUs (not online in layout)
@@ -34,9 +35,17 @@ import (
 // Anything else, a count above all, cannot be judged while the CPU is
 // offline: the carving ranks CPUs by what the kernel tells of them
 // (core, cache, base frequency), which it does not tell of an offline
-// one. Already names the owners refused for other CPUs: listed once.
-// Called under the lock.
-func (p *Plugin) offlineBlockers(old, cfg *config.Config, layout *allocator.Layout, already []allocator.Blocker) []allocator.Blocker {
+// one. A CPU the hypervisor hot-removed (not in topo.Present) is not
+// judged: no config can list it (it does not exist), so a refusal could
+// only be lifted by the container ending, and the reload it would refuse
+// is the one that fits the config to the node without it
+// (hotplug_removed.go). It comes back only by a hot-add, as a CPU the
+// config then in force places; while its owner lives it is still the
+// owner's then, and the pools' members stay off it (allocator's
+// poolLessHeld), as they do off any CPU an exclusive container keeps
+// outside its pool after a config change. Already names the owners
+// refused for other CPUs: listed once. Called under the lock.
+func (p *Plugin) offlineBlockers(old, cfg *config.Config, topo *sysfs.Topology, layout *allocator.Layout, already []allocator.Blocker) []allocator.Blocker {
 	if sameLayoutKeys(old, cfg) {
 		return nil
 	}
@@ -60,7 +69,7 @@ func (p *Plugin) offlineBlockers(old, cfg *config.Config, layout *allocator.Layo
 	}
 	var out []allocator.Blocker
 	add := func(b allocator.Blocker, owned cpuset.CPUSet) {
-		off := listed(b.Pool, owned.Difference(layout.Online))
+		off := listed(b.Pool, owned.Difference(layout.Online).Intersection(topo.Present))
 		if off.IsEmpty() || seen[b.Who] {
 			return
 		}
