@@ -85,13 +85,21 @@ func (p *Plugin) offlineBlockers(old, cfg *config.Config, topo *sysfs.Topology, 
 			plural.Verb(off.Size(), "it is", "they are"), strings.Join(changed, ", "), plural.Verb(off.Size(), "it", "them"), key, plural.Verb(off.Size(), "it", "them"), b.Reason)
 		out = append(out, b)
 	}
+	// A hide-hyperthreads owner's offline siblings are its hidden ones
+	// once they come online in its pool (allocator.OfflineSiblings).
+	owned := func(a *allocator.Assignment) cpuset.CPUSet {
+		if a.HideHyperthreads {
+			return a.Held().Union(allocator.OfflineSiblings(topo, a.CPUs))
+		}
+		return a.Held()
+	}
 	for _, a := range p.alloc.Assignments() {
 		if pools.IsExclusive(a.Pool) {
-			add(allocator.Blocker{Who: a.Pod.ContainerName(a.Container), ID: a.ID, Pool: a.Pool, Reason: "the container ends"}, a.Held())
+			add(allocator.Blocker{Who: a.Pod.ContainerName(a.Container), ID: a.ID, Pool: a.Pool, Reason: "the container ends"}, owned(&a))
 		}
 	}
 	for _, h := range p.alloc.Holds() {
-		add(allocator.Blocker{Who: h.Pod.ContainerName(h.Container), ID: h.ID, Pool: h.Pool, Held: true, Reason: "its pod ends"}, h.Held())
+		add(allocator.Blocker{Who: h.Pod.ContainerName(h.Container), ID: h.ID, Pool: h.Pool, Held: true, Reason: "its pod ends"}, owned(&h.Assignment))
 	}
 	for _, tok := range slices.Sorted(maps.Keys(p.grants.byToken)) {
 		if g := p.grants.byToken[tok]; g.PodUID == "" {

@@ -240,3 +240,42 @@ func TestPlacementKeyChangesNamesOnlyKeysThatPlaceCPUs(t *testing.T) {
 	assert.Equal(t, []string{"pools.exclusive.count"}, placementKeyChanges(base, load(strings.Replace(desktopExclusiveByCount, "count: 8", "count: 6", 1))))
 	assert.Equal(t, []string{"pools.shared.cpus"}, placementKeyChanges(base, load(strings.Replace(desktopExclusiveByCount, `"2-3,10-11"`, `"2-3,10"`, 1))))
 }
+
+// TestReloadWhileAHiddenSiblingIsOfflineKeepsItOutOfShared: a
+// hide-hyperthreads container runs on CPU 7 while its sibling 15 is
+// offline (docs: the sibling becomes its idle hidden sibling when it comes
+// online). A reload giving CPU 15 to shared was applied (offlineBlockers
+// looked at Held() only, which has no offline sibling), CPU 15 comes back
+// in shared, and the shared pool's members run on the hidden thread of the
+// container's core. With 15 online the same reload is refused (15 is in
+// the container's Reserved): the outcome must not depend on whether the
+// sibling happened to be offline at the reload.
+func TestReloadWhileAHiddenSiblingIsOfflineKeepsItOutOfShared(t *testing.T) {
+	toShared := `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,12-14"}
+  shared: {cpus: "2-3,10-11,15"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  exclusive: [telco]
+`
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktop, statePath(f), fastHotplug)
+	setOnline(t, rp, 15, false)
+	waitLayout(t, rp, "4-7,12-14")
+	big, _, err := f.createContainer(f.runPod(podSpec{name: "big", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}), "c", 6000)
+	require.NoError(t, err)
+	require.Equal(t, "4-6,12-14", f.cpus(big))
+	hide, _, err := f.createContainer(f.runPod(podSpec{name: "hide", namespace: "telco", annotations: hideHyperthreads}), "c", 1000)
+	require.NoError(t, err)
+	require.Equal(t, "7", f.cpus(hide))
+
+	err = rp.p.Reload(reloadConfig(t, rp, toShared), nil, "test")
+	setOnline(t, rp, 15, true)
+	time.Sleep(100 * time.Millisecond)
+	_, l := rp.p.Layout()
+	st := rp.savedState(t).Containers[hide.Id]
+	assert.Error(t, err, "the reload gives the hide-hyperthreads container's offline sibling 15 to shared; after it: shared=%s, hidden sibling %q", l.Shared, st.Reserved)
+}
