@@ -76,13 +76,15 @@ func (p *Plugin) offlineBlockers(old, cfg *config.Config, topo *sysfs.Topology, 
 		}
 		seen[b.Who] = true
 		b.CPUs = off
-		key := "pools." + b.Pool + ".cpus"
+		notListed := fmt.Sprintf("does not list %s in pools.%s.cpus", plural.Verb(off.Size(), "it", "them"), b.Pool)
 		if b.Pool == pools.ExclusiveNonIsolcpus {
-			key = "pools (unchanged)"
+			// No list names the pool's CPUs (they are infra's, lent):
+			// only keeping the keys that place CPUs as they are is safe.
+			notListed = "no list names exclusive-non-isolcpus CPUs, so keep those keys as they are"
 		}
-		b.Reason = fmt.Sprintf("%s %s offline, and which pool %s when %s online cannot be checked while %s offline: the new config changes %s (which place CPUs in pools) and does not list %s in %s; bring %s online and reload again, or reload once %s",
+		b.Reason = fmt.Sprintf("%s %s offline, and which pool %s when %s online cannot be checked while %s offline: the new config changes %s (which place CPUs in pools), and %s; bring %s online and reload again, or reload once %s",
 			plural.CPUs(off), plural.Verb(off.Size(), "is", "are"), plural.Verb(off.Size(), "it joins", "they join"), plural.Verb(off.Size(), "it comes", "they come"),
-			plural.Verb(off.Size(), "it is", "they are"), strings.Join(changed, ", "), plural.Verb(off.Size(), "it", "them"), key, plural.Verb(off.Size(), "it", "them"), b.Reason)
+			plural.Verb(off.Size(), "it is", "they are"), strings.Join(changed, ", "), notListed, plural.Verb(off.Size(), "it", "them"), b.Reason)
 		out = append(out, b)
 	}
 	// A hide-hyperthreads owner's offline siblings are its hidden ones

@@ -279,3 +279,25 @@ allowedNamespaces:
 	st := rp.savedState(t).Containers[hide.Id]
 	assert.Error(t, err, "the reload gives the hide-hyperthreads container's offline sibling 15 to shared; after it: shared=%s, hidden sibling %q", l.Shared, st.Reserved)
 }
+
+// TestReloadWhileALentCPUIsOfflineIsRefusedWithAnActionableReason: an
+// exclusive-non-isolcpus container runs on infra CPU 1 (lent), which goes
+// offline. A reload that changes the lists (desktopGrown) is refused, as
+// no list names a lent CPU and where it rejoins is not judged here (the
+// carving is not redone for offline CPUs), and the reason says what can be
+// done: keep the keys that place CPUs as they are, not "list it", which no
+// config can.
+func TestReloadWhileALentCPUIsOfflineIsRefusedWithAnActionableReason(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktop, statePath(f), fastHotplug)
+	pod := f.runPod(podSpec{name: "eni", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive-non-isolcpus"}})
+	eni, _, err := f.createContainer(pod, "c", 1000)
+	require.NoError(t, err)
+	require.Equal(t, "1", f.cpus(eni))
+
+	setOnline(t, rp, 1, false)
+	waitOfflineHeld(t, rp, 1)
+	require.Error(t, rp.p.Reload(reloadConfig(t, rp, desktopGrown), nil, "test"))
+	assert.Contains(t, rp.log.String(), "CPU 1 is offline, and which pool it joins when it comes online cannot be checked while it is offline: the new config changes pools.exclusive.cpus, pools.shared.cpus (which place CPUs in pools), and no list names exclusive-non-isolcpus CPUs, so keep those keys as they are; bring it online and reload again")
+	assert.NotContains(t, rp.log.String(), "pools (unchanged)")
+}
