@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // ReserveHiddenSiblings gives each container and hold that asked for idle
@@ -62,4 +64,30 @@ func (a *Allocator) reserveHiddenSiblings() []Assignment {
 		}
 	}
 	return grown
+}
+
+// OfflineSiblings are the offline threads of the cores of cpus, on the
+// node as the pools are carved (presentTopology places an offline CPU on
+// its core). For a hide-hyperthreads container or hold they are the
+// siblings it holds idle once they come online (reserveHiddenSiblings), if
+// they rejoin its pool: a reload while they are offline must not give
+// them another pool, as it may not while they are online and in Reserved.
+func OfflineSiblings(topo *sysfs.Topology, cpus cpuset.CPUSet) cpuset.CPUSet {
+	if topo.Offline.IsEmpty() {
+		return cpuset.New()
+	}
+	whole := presentTopology(topo)
+	cores := map[int]bool{}
+	for _, c := range whole.CPUs {
+		if cpus.Contains(c.ID) && c.Core >= 0 {
+			cores[c.Core] = true
+		}
+	}
+	var out []int
+	for _, c := range whole.CPUs {
+		if cores[c.Core] && c.Core >= 0 && topo.Offline.Contains(c.ID) && !cpus.Contains(c.ID) {
+			out = append(out, c.ID)
+		}
+	}
+	return cpuset.New(out...)
 }

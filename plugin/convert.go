@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -243,8 +245,9 @@ func podsByID(pods []*api.PodSandbox) map[string]*api.PodSandbox {
 // warning): the container must then be pinned again.
 func (p *Plugin) assignmentFromState(id string, st state.ContainerState) (allocator.Assignment, bool) {
 	what := "state of container " + rememberedRef(st)
-	cpus, ok1 := p.nodeCPUs(st.CPUs, what+", cpus")
-	reserved, ok2 := p.nodeCPUs(st.Reserved, what+", reserved")
+	cpus, ok1 := p.keptOnPresent(st.CPUs, what+", cpus")
+	// Its idle siblings: one hot-removed is merely gone.
+	reserved, ok2, _ := p.presentCPUs(st.Reserved, what+", reserved")
 	mems, err := cpulist.Parse(st.Mems)
 	if err != nil {
 		mems = cpuset.New()
@@ -288,16 +291,60 @@ func addedWithin(ids []int, cpus cpuset.CPUSet) []int {
 // (allocator.Readmit keeps it, held offline), and a runtime's cpuset that
 // names one is no cpuset of another node.
 func (p *Plugin) nodeCPUs(s, what string) (cpuset.CPUSet, bool) {
+	set, parsed, dropped := p.presentCPUs(s, what)
+	return set, parsed && dropped.IsEmpty()
+}
+
+// presentCPUs is nodeCPUs that tells the dropped CPUs apart from a
+// malformed list. A running container's record that names a CPU this node
+// does not have names one the hypervisor hot-removed under it (the runtime
+// runs the container on this node; a state file of another node names no
+// container this runtime runs), and the kernel already runs it on the CPUs
+// left. Those are its CPUs (keptOnPresent), not damage that places the
+// container anew on other CPUs. The runtime's cpuset that names one is
+// still not where it is pinned (runtimeCPUs): it is pinned again, on the
+// same CPUs (repairKnown), and the runtime's cpuset no longer names it.
+func (p *Plugin) presentCPUs(s, what string) (set cpuset.CPUSet, parsed bool, dropped cpuset.CPUSet) {
 	set, err := cpulist.Parse(s)
 	if err != nil {
 		p.log.Warnf("%s: %v; ignored", what, err)
-		return cpuset.New(), false
+		return cpuset.New(), false, cpuset.New()
 	}
 	if unknown := p.alloc.Absent(set); !unknown.IsEmpty() {
 		p.log.Warnf("%s: CPUs %s are not on this node; dropped", what, unknown)
-		return set.Difference(unknown), false
+		return set.Difference(unknown), true, unknown
 	}
-	return set, true
+	return set, true, cpuset.New()
+}
+
+// keptOnPresent is presentCPUs for a running container's record: clean
+// when the list parsed and, if CPUs were dropped, some are left and every
+// dropped one is in the kernel's possible mask (a slot a vCPU can be
+// hot-removed from). One outside it (a record of a bigger node, a
+// damaged file) is damage, as before: the container is placed anew.
+func (p *Plugin) keptOnPresent(s, what string) (cpuset.CPUSet, bool) {
+	set, parsed, dropped := p.presentCPUs(s, what)
+	if !parsed || dropped.IsEmpty() {
+		return set, parsed
+	}
+	return set, !set.IsEmpty() && dropped.IsSubsetOf(p.possibleCPUs())
+}
+
+// possibleCPUs is the kernel's possible mask (cpu/possible), read only
+// when a record names a CPU this node lacks (a restart after a hot-remove:
+// rare); empty when it cannot be read, which judges such a record damaged.
+func (p *Plugin) possibleCPUs() cpuset.CPUSet {
+	data, err := os.ReadFile(filepath.Join(p.cfg.SysfsRoot, "sys/devices/system/cpu/possible"))
+	if err != nil {
+		p.log.Warnf("reading the possible CPUs: %v", err)
+		return cpuset.New()
+	}
+	set, err := cpulist.Parse(strings.TrimSpace(string(data)))
+	if err != nil {
+		p.log.Warnf("reading the possible CPUs: %v", err)
+		return cpuset.New()
+	}
+	return set
 }
 
 // runtimeMems is the cpuset.mems the runtime reports for a container;

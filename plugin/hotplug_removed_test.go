@@ -153,3 +153,87 @@ allowedNamespaces:
 	}
 	assert.NotContains(t, second.log.String(), "outside pool")
 }
+
+// TestHotRemovedOwnedCPUWorkaroundReloadIsApplied: vCPU 12 of a
+// running exclusive container is hot-removed. The daemon logs an error
+// telling to "remove CPUs 12 from its lists and give the pools by the CPUs
+// they run on now ... and reload" (docs/limitations.md says the same, and
+// that "That reload moves no one"). The reload of exactly that edit is
+// refused by offlineBlockers: the container still owns CPU 12, which is
+// not online and which the new config cannot list (it does not exist:
+// listing it is invalid). Its reason says "bring it online and reload
+// again" — impossible for a removed CPU. The only way left is a restart.
+func TestHotRemovedOwnedCPUWorkaroundReloadIsApplied(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktop, statePath(f), fastHotplug)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/pod": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.Equal(t, "4,12", f.cpus(fwd))
+
+	hotRemoveAt(t, f.sysfsRoot(desktop.fixture), 12)
+	require.Eventually(t, func() bool { return strings.Contains(rp.log.String(), "CPU 12 was removed from the node") }, 3*time.Second, 5*time.Millisecond, "log:\n%s", rp.log.String())
+	require.Contains(t, rp.log.String(), "(exclusive 4-7,13-15, shared 2-3,10-11)")
+	edited := `
+isolatedCPUs: "2-7,10-11,13-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,13-15"}
+  shared: {cpus: "2-3,10-11"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  exclusive: [telco]
+`
+	err = rp.p.Reload(reloadConfig(t, rp, edited), nil, "test")
+	if err != nil {
+		t.Logf("log: %s", grepLog(rp.log.String(), "CPU 12"))
+	}
+	assert.NoError(t, err, "the edit the error and docs/limitations.md prescribe")
+}
+
+// grepLog keeps the lines of log that contain s: a failure shows what
+// was said about one CPU or container, not the whole log.
+func grepLog(log, s string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestHotRemovedOwnedCPURestartKeepsTheContainerWhereItRuns: the other
+// way out docs/limitations.md gives (edit the config to the node as it is,
+// then restart: "the restart after it lays out the same pools", and "a
+// restart keeps exclusive containers where they run"). A running exclusive
+// container on CPUs 4,12 whose vCPU 12 was hot-removed runs on CPU 4 (the
+// kernel's doing). At the restart, 12 is dropped from both the state's
+// and the runtime's cpuset, the container is said to run "on every CPU",
+// its CPUs "cannot be restored", and it is placed again on CPUs 5,13: a
+// running latency-sensitive container moved off the CPU it runs on.
+func TestHotRemovedOwnedCPURestartKeepsTheContainerWhereItRuns(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	rp := startPlugin(t, f, desktop, statePath(f), fastHotplug)
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev/pod": "exclusive"}})
+	fwd, _, err := f.createContainer(pod, "fwd", 2000)
+	require.NoError(t, err)
+	require.Equal(t, "4,12", f.cpus(fwd))
+	hotRemoveAt(t, f.sysfsRoot(desktop.fixture), 12)
+	require.Eventually(t, func() bool { return strings.Contains(rp.log.String(), "CPU 12 was removed from the node") }, 3*time.Second, 5*time.Millisecond)
+	edited := `
+isolatedCPUs: "2-7,10-11,13-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,13-15"}
+  shared: {cpus: "2-3,10-11"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  exclusive: [telco]
+`
+	rp.stop()
+	second := startPlugin(t, f, testNode{fixture: desktop.fixture, config: edited}, statePath(f), fastHotplug)
+	st := second.savedState(t).Containers[fwd.Id]
+	assert.Contains(t, []string{"4", "4,12"}, st.CPUs, "the container runs on CPU 4; log:\n%s", grepLog(second.log.String(), "fwd"))
+	assert.NotContains(t, second.log.String(), "runs on every CPU")
+}

@@ -255,7 +255,7 @@ func (p *Plugin) applyReload(plan *reloadPlan, source string) (*appliedReload, e
 	next, blockers := p.alloc.Relayout(plan.layout)
 	blockers = append(blockers, p.grantBlockers(plan.layout)...)
 	blockers = append(blockers, p.claimBlockers(plan.layout)...)
-	blockers = append(blockers, p.offlineBlockers(plan.old, plan.cfg, plan.layout, blockers)...)
+	blockers = append(blockers, p.offlineBlockers(plan.old, plan.cfg, plan.topo, plan.layout, blockers)...)
 	if len(blockers) > 0 {
 		names := make([]string, 0, len(blockers))
 		for _, b := range blockers {

@@ -15,8 +15,8 @@ package plugin
 import (
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -24,20 +24,30 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // offlineBlockers are the owners of offline CPUs (not online in layout)
 // that the reload from old to cfg could give to another pool when they
 // come back. A CPU is safe when the reload cannot change where it rejoins:
-// the keys that lay out the pools are unchanged (a SIGHUP of the file in
-// force, a change of other keys), or cfg lists it in its owner's pool.
+// the keys that place CPUs in pools are unchanged (placementKeyChanges: a
+// SIGHUP of the file in force, a change of other keys), or cfg lists it in its owner's pool.
 // Anything else, a count above all, cannot be judged while the CPU is
 // offline: the carving ranks CPUs by what the kernel tells of them
 // (core, cache, base frequency), which it does not tell of an offline
-// one. Already names the owners refused for other CPUs: listed once.
-// Called under the lock.
-func (p *Plugin) offlineBlockers(old, cfg *config.Config, layout *allocator.Layout, already []allocator.Blocker) []allocator.Blocker {
-	if sameLayoutKeys(old, cfg) {
+// one. A CPU the hypervisor hot-removed (not in topo.Present) is not
+// judged: no config can list it (it does not exist), so a refusal could
+// only be lifted by the container ending, and the reload it would refuse
+// is the one that fits the config to the node without it
+// (hotplug_removed.go). It comes back only by a hot-add, as a CPU the
+// config then in force places; while its owner lives it is still the
+// owner's then, and the pools' members stay off it (allocator's
+// poolLessHeld), as they do off any CPU an exclusive container keeps
+// outside its pool after a config change. Already names the owners
+// refused for other CPUs: listed once. Called under the lock.
+func (p *Plugin) offlineBlockers(old, cfg *config.Config, topo *sysfs.Topology, layout *allocator.Layout, already []allocator.Blocker) []allocator.Blocker {
+	changed := placementKeyChanges(old, cfg)
+	if len(changed) == 0 {
 		return nil
 	}
 	listed := func(pool string, cpus cpuset.CPUSet) cpuset.CPUSet {
@@ -60,28 +70,38 @@ func (p *Plugin) offlineBlockers(old, cfg *config.Config, layout *allocator.Layo
 	}
 	var out []allocator.Blocker
 	add := func(b allocator.Blocker, owned cpuset.CPUSet) {
-		off := listed(b.Pool, owned.Difference(layout.Online))
+		off := listed(b.Pool, owned.Difference(layout.Online).Intersection(topo.Present))
 		if off.IsEmpty() || seen[b.Who] {
 			return
 		}
 		seen[b.Who] = true
 		b.CPUs = off
-		key := "pools." + b.Pool + ".cpus"
+		notListed := fmt.Sprintf("does not list %s in pools.%s.cpus", plural.Verb(off.Size(), "it", "them"), b.Pool)
 		if b.Pool == pools.ExclusiveNonIsolcpus {
-			key = "pools (unchanged)"
+			// No list names the pool's CPUs (they are infra's, lent):
+			// only keeping the keys that place CPUs as they are is safe.
+			notListed = "no list names exclusive-non-isolcpus CPUs, so keep those keys as they are"
 		}
-		b.Reason = fmt.Sprintf("%s %s offline, and which pool %s when %s online cannot be checked while %s offline: the new config changes the pools and does not list %s in %s; bring %s online and reload again, or reload once %s",
+		b.Reason = fmt.Sprintf("%s %s offline, and which pool %s when %s online cannot be checked while %s offline: the new config changes %s (which place CPUs in pools), and %s; bring %s online and reload again, or reload once %s",
 			plural.CPUs(off), plural.Verb(off.Size(), "is", "are"), plural.Verb(off.Size(), "it joins", "they join"), plural.Verb(off.Size(), "it comes", "they come"),
-			plural.Verb(off.Size(), "it is", "they are"), plural.Verb(off.Size(), "it", "them"), key, plural.Verb(off.Size(), "it", "them"), b.Reason)
+			plural.Verb(off.Size(), "it is", "they are"), strings.Join(changed, ", "), notListed, plural.Verb(off.Size(), "it", "them"), b.Reason)
 		out = append(out, b)
+	}
+	// A hide-hyperthreads owner's offline siblings are its hidden ones
+	// once they come online in its pool (allocator.OfflineSiblings).
+	owned := func(a *allocator.Assignment) cpuset.CPUSet {
+		if a.HideHyperthreads {
+			return a.Held().Union(allocator.OfflineSiblings(topo, a.CPUs))
+		}
+		return a.Held()
 	}
 	for _, a := range p.alloc.Assignments() {
 		if pools.IsExclusive(a.Pool) {
-			add(allocator.Blocker{Who: a.Pod.ContainerName(a.Container), ID: a.ID, Pool: a.Pool, Reason: "the container ends"}, a.Held())
+			add(allocator.Blocker{Who: a.Pod.ContainerName(a.Container), ID: a.ID, Pool: a.Pool, Reason: "the container ends"}, owned(&a))
 		}
 	}
 	for _, h := range p.alloc.Holds() {
-		add(allocator.Blocker{Who: h.Pod.ContainerName(h.Container), ID: h.ID, Pool: h.Pool, Held: true, Reason: "its pod ends"}, h.Held())
+		add(allocator.Blocker{Who: h.Pod.ContainerName(h.Container), ID: h.ID, Pool: h.Pool, Held: true, Reason: "its pod ends"}, owned(&h.Assignment))
 	}
 	for _, tok := range slices.Sorted(maps.Keys(p.grants.byToken)) {
 		if g := p.grants.byToken[tok]; g.PodUID == "" {
@@ -98,8 +118,48 @@ func (p *Plugin) offlineBlockers(old, cfg *config.Config, layout *allocator.Layo
 	return out
 }
 
-// sameLayoutKeys tells whether two configs lay the pools out alike on the
-// same node: the keys BuildLayout reads for the CPUs' pools.
-func sameLayoutKeys(a, b *config.Config) bool {
-	return reflect.DeepEqual(a.IsolatedCPUs, b.IsolatedCPUs) && a.ReservedCPUs == b.ReservedCPUs && reflect.DeepEqual(a.Pools, b.Pools)
+// placementKeyChanges names the keys that decide which pool a CPU is in
+// (allocator's layout builder: isolatedAndReserved, listedPools,
+// carvePools, lendable) whose value differs between a and b, on the same
+// node. None means a CPU rejoins the same pool under either. The other
+// keys under pools (irqIsolation, housekeeping, isolatedPartition,
+// minInfraCPUs) tune what a pool's CPUs get, not which CPUs it has. Lists
+// are compared as CPU sets ("2-3" is "2,3"); one that does not parse is
+// compared as written.
+func placementKeyChanges(a, b *config.Config) []string {
+	var out []string
+	list := func(key, x, y string) {
+		if !sameCPUList(x, y) {
+			out = append(out, key)
+		}
+	}
+	switch {
+	case (a.IsolatedCPUs == nil) != (b.IsolatedCPUs == nil):
+		out = append(out, "isolatedCPUs")
+	case a.IsolatedCPUs != nil:
+		list("isolatedCPUs", *a.IsolatedCPUs, *b.IsolatedCPUs)
+	}
+	list("reservedCPUs", a.ReservedCPUs, b.ReservedCPUs)
+	list("pools.exclusive.cpus", a.Pools.Exclusive.CPUs, b.Pools.Exclusive.CPUs)
+	if a.Pools.Exclusive.Count != b.Pools.Exclusive.Count {
+		out = append(out, "pools.exclusive.count")
+	}
+	list("pools.shared.cpus", a.Pools.Shared.CPUs, b.Pools.Shared.CPUs)
+	if a.Pools.Shared.Count != b.Pools.Shared.Count {
+		out = append(out, "pools.shared.count")
+	}
+	if a.Pools.ExclusiveNonIsolcpus.Enabled != b.Pools.ExclusiveNonIsolcpus.Enabled {
+		out = append(out, "pools.exclusive-non-isolcpus.enabled")
+	}
+	return out
+}
+
+// sameCPUList tells whether two CPU lists name the same CPUs.
+func sameCPUList(x, y string) bool {
+	if x == y {
+		return true
+	}
+	xs, errX := config.ParseCPUList(x)
+	ys, errY := config.ParseCPUList(y)
+	return errX == nil && errY == nil && xs.Equals(ys)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/cpulist"
+	"github.com/cpupool/nri-cpupool/internal/plural"
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/cpupool/nri-cpupool/state"
 )
@@ -715,6 +716,11 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 	runs := "every CPU"
 	if !r.RunsOn.IsEmpty() {
 		runs = "CPUs " + r.RunsOn.String()
+	} else if set, err := cpulist.Parse(c.GetLinux().GetResources().GetCpu().GetCpus()); err == nil && !set.IsEmpty() {
+		// A cpuset naming a CPU hot-removed since: the kernel runs it on
+		// the others, not on every CPU.
+		gone := p.alloc.Absent(set)
+		runs = fmt.Sprintf("CPUs %s (%s no longer %s)", set, plural.CPUs(gone), plural.Verb(gone.Size(), "exists", "exist"))
 	}
 	if res, outcome, note := p.alloc.Repin(r); outcome == allocator.Repinned {
 		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
