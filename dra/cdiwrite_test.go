@@ -161,3 +161,24 @@ func TestAPrepareRetriedAfterAFailedCDIWriteKeepsItsCPUs(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logged.String(), "prepared: CPUs"),
 		"the unprepared claim's failed Prepare is not said again:\n%s", logged.String())
 }
+
+// Two claims of one kubelet call, one whose spec cannot be written and one
+// whose can: each retry logs the failure again, because the other claim's
+// success in the same call resets the coalescing ("written again after 1
+// failed"), and the kubelet retries every few seconds.
+func TestACDIWriteFailingForOneClaimOnlyIsNotLoggedAtEveryRetry(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	var logged bytes.Buffer
+	td.log.SetOutput(&logged)
+	a := allocatedClaim("uid-a", "a", slots{"cpus": slotsOn(pools.Exclusive, 2, 0, 8)}, "pod-a")
+	b := allocatedClaim("uid-b", "b", slots{"cpus": slotsOn(pools.Exclusive, 2, 10, 8)}, "pod-b")
+	// uid-a's spec path is taken by a directory: its rename fails, uid-b's works.
+	require.NoError(t, os.MkdirAll(filepath.Join(cdiFile(td.cdi, "uid-a"), "x"), 0o755))
+	for range 5 {
+		res := prepare(t, td.Driver, a, b)
+		require.Error(t, res["uid-a"].Err)
+		require.NoError(t, res["uid-b"].Err)
+	}
+	assert.LessOrEqual(t, strings.Count(logged.String(), "level=warn"), 1,
+		"five retries failing the same way within a minute are one line:\n%s", logged.String())
+}

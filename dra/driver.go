@@ -44,6 +44,11 @@ type Driver struct {
 	// claims file, cdiFailures of those failing to write a CDI spec;
 	// under prepareMu.
 	saveFailures, cdiFailures saveFailures
+	// cdiFailing holds the UIDs of the claims whose last Prepare could
+	// not write their CDI spec: cdiFailures ends ("written again") only
+	// when none is left, not when another claim's spec is written.
+	// Under prepareMu.
+	cdiFailing map[string]struct{}
 	// cdiWriteErrors counts the CDI specs Prepare could not write
 	// (cpupool_dra_cdi_write_errors_total).
 	cdiWriteErrors atomic.Uint64

@@ -115,9 +115,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			d.cdiWriteFailed(claim, reports[i], res.Err)
 			continue
 		}
-		if failed := d.cdiFailures.succeed(); failed > 0 {
-			d.log.Infof("DRA: CDI specs written again after %d failed Prepares", failed)
-		}
+		d.cdiWritten(string(claim.UID))
 		d.reported(claim, reports[i])
 	}
 	return out, nil

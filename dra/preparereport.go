@@ -54,11 +54,12 @@ func (d *Driver) unreport(claim *resourceapi.ResourceClaim, r prepareReport) {
 // (unprepared, or forgotten as stale): said later, it would describe CPUs
 // the claim no longer has. Under prepareMu.
 func (d *Driver) forgetUnreported() {
-	if len(d.unreported) == 0 {
+	if len(d.unreported) == 0 && len(d.cdiFailing) == 0 {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.forgetCDIFailingLocked()
 	for uid := range d.unreported {
 		if _, ok := d.claims[uid]; !ok {
 			delete(d.unreported, uid)
