@@ -55,7 +55,7 @@ type Driver struct {
 	// unreported holds, by claim UID, what Prepares whose CDI specs could
 	// not be written changed, for the one that writes it (see
 	// prepareReport); under prepareMu.
-	unreported map[string][]func()
+	unreported map[string][]prepareReport
 
 	mu      sync.Mutex
 	claims  map[string]*Claim // by claim UID
