@@ -90,6 +90,10 @@ func writeCDISpec(dir, claimUID string, c *Claim) error {
 func (d *Driver) cdiWriteFailed(claim *resourceapi.ResourceClaim, r prepareReport, err error) {
 	d.cdiWriteErrors.Add(1)
 	d.unreport(claim, r)
+	if d.cdiFailing == nil {
+		d.cdiFailing = map[string]struct{}{}
+	}
+	d.cdiFailing[string(claim.UID)] = struct{}{}
 	// Each claim's spec file is named by its UID: without it, the same
 	// failure of every claim's retries reads the same.
 	same := strings.ReplaceAll(err.Error(), string(claim.UID), "<uid>")
@@ -99,6 +103,44 @@ func (d *Driver) cdiWriteFailed(claim *resourceapi.ResourceClaim, r prepareRepor
 			more = fmt.Sprintf("; %d more Prepares failed so since the last such line", unlogged)
 		}
 		d.log.Warnf("DRA: preparing claim %s/%s: %v (it keeps its CPUs, not prepared: the kubelet retries%s)", claim.Namespace, claim.Name, err, more)
+	}
+}
+
+// cdiWritten records that a claim's CDI spec was written. The failures
+// end, and "written again" is said, only when the last claim whose spec
+// could not be written gets it: ended by the spec of another claim of the
+// same kubelet call, every retry of the one still failing logged its
+// failure again, and a false "written again after 1 failed Prepares".
+// Under prepareMu.
+func (d *Driver) cdiWritten(claimUID string) {
+	if _, failing := d.cdiFailing[claimUID]; !failing {
+		return
+	}
+	delete(d.cdiFailing, claimUID)
+	if len(d.cdiFailing) > 0 {
+		return
+	}
+	if failed := d.cdiFailures.succeed(); failed > 0 {
+		d.log.Infof("DRA: CDI specs written again after %d failed Prepares", failed)
+	}
+}
+
+// forgetCDIFailingLocked drops the claims whose spec could not be written that
+// are no longer remembered (unprepared, or forgotten as stale): no
+// Prepare of theirs will write it. When none is left, the failures end
+// without "written again" (no spec was), so that a later failure is
+// logged as new. Under prepareMu and d.mu.
+func (d *Driver) forgetCDIFailingLocked() {
+	if len(d.cdiFailing) == 0 {
+		return
+	}
+	for uid := range d.cdiFailing {
+		if _, ok := d.claims[uid]; !ok {
+			delete(d.cdiFailing, uid)
+		}
+	}
+	if len(d.cdiFailing) == 0 {
+		d.cdiFailures.succeed()
 	}
 }
 

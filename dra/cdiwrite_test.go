@@ -161,3 +161,49 @@ func TestAPrepareRetriedAfterAFailedCDIWriteKeepsItsCPUs(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logged.String(), "prepared: CPUs"),
 		"the unprepared claim's failed Prepare is not said again:\n%s", logged.String())
 }
+
+// A claim whose first Prepare failed to write its CDI spec is remembered
+// (the claims file holds it). The daemon restarts (an upgrade, a crash)
+// before the kubelet's retry succeeds: what that first Prepare placed was
+// kept in memory only (unreported), so the retry that finally writes the
+// spec logs nothing. The operator read "preparing claim ... not prepared:
+// the kubelet retries" and never a line saying it was prepared, nor
+// "CDI specs written again".
+func TestAClaimPreparedAfterARestartThatFollowedAFailedCDIWriteIsSaidPrepared(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	cdi := td.cdi
+	td.cdiDir = unwritableCDIDir(t)
+	claim := allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 4, 0, 8)}, "pod-1")
+	require.Error(t, prepare(t, td.Driver, claim)["uid-1"].Err)
+
+	d := td.restart(t)
+	var logged bytes.Buffer
+	d.log.SetOutput(&logged)
+	d.cdiDir = cdi
+	require.NoError(t, prepare(t, d, claim)["uid-1"].Err)
+	_, err := os.Stat(cdiFile(cdi, "uid-1"))
+	require.NoError(t, err, "the spec is written now")
+	assert.Contains(t, logged.String(), "prepared",
+		"the Prepare that first wrote the spec of a claim whose earlier Prepare failed says it is prepared:\n%s", logged.String())
+}
+
+// Two claims of one kubelet call, one whose spec cannot be written and one
+// whose can: each retry logs the failure again, because the other claim's
+// success in the same call resets the coalescing ("written again after 1
+// failed"), and the kubelet retries every few seconds.
+func TestACDIWriteFailingForOneClaimOnlyIsNotLoggedAtEveryRetry(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	var logged bytes.Buffer
+	td.log.SetOutput(&logged)
+	a := allocatedClaim("uid-a", "a", slots{"cpus": slotsOn(pools.Exclusive, 2, 0, 8)}, "pod-a")
+	b := allocatedClaim("uid-b", "b", slots{"cpus": slotsOn(pools.Exclusive, 2, 10, 8)}, "pod-b")
+	// uid-a's spec path is taken by a directory: its rename fails, uid-b's works.
+	require.NoError(t, os.MkdirAll(filepath.Join(cdiFile(td.cdi, "uid-a"), "x"), 0o755))
+	for range 5 {
+		res := prepare(t, td.Driver, a, b)
+		require.Error(t, res["uid-a"].Err)
+		require.NoError(t, res["uid-b"].Err)
+	}
+	assert.LessOrEqual(t, strings.Count(logged.String(), "level=warn"), 1,
+		"five retries failing the same way within a minute are one line:\n%s", logged.String())
+}

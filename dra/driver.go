@@ -44,13 +44,18 @@ type Driver struct {
 	// claims file, cdiFailures of those failing to write a CDI spec;
 	// under prepareMu.
 	saveFailures, cdiFailures saveFailures
+	// cdiFailing holds the UIDs of the claims whose last Prepare could
+	// not write their CDI spec: cdiFailures ends ("written again") only
+	// when none is left, not when another claim's spec is written.
+	// Under prepareMu.
+	cdiFailing map[string]struct{}
 	// cdiWriteErrors counts the CDI specs Prepare could not write
 	// (cpupool_dra_cdi_write_errors_total).
 	cdiWriteErrors atomic.Uint64
 	// unreported holds, by claim UID, what Prepares whose CDI specs could
 	// not be written changed, for the one that writes it (see
 	// prepareReport); under prepareMu.
-	unreported map[string][]func()
+	unreported map[string][]prepareReport
 
 	mu      sync.Mutex
 	claims  map[string]*Claim // by claim UID

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -109,16 +110,14 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	// "prepared" in the log while the kubelet got the error, which the
 	// kubeletplugin package does not log.
 	for i, claim := range done {
-		res := d.result(claim)
+		res, fresh := d.result(claim)
 		out[claim.UID] = res
 		if res.Err != nil {
 			d.cdiWriteFailed(claim, reports[i], res.Err)
 			continue
 		}
-		if failed := d.cdiFailures.succeed(); failed > 0 {
-			d.log.Infof("DRA: CDI specs written again after %d failed Prepares", failed)
-		}
-		d.reported(claim, reports[i])
+		d.cdiWritten(string(claim.UID))
+		d.reported(claim, reports[i], fresh)
 	}
 	return out, nil
 }
@@ -287,7 +286,7 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 			d.log.Infof("DRA: claim %s/%s (%s) prepared: CPUs %q", claim.Namespace, claim.Name, uid, c.cpus().String())
 		}
 	}
-	return before, prepareReport{changed: placed, ignored: warnIgnored}, nil
+	return before, prepareReport{changed: placed, ignored: warnIgnored, placed: true}, nil
 }
 
 // boundTo is a kept request whose binding keepRequests cleared, and the
@@ -505,16 +504,18 @@ func reservedPods(claim *resourceapi.ResourceClaim) []string {
 
 // result lists a prepared claim's devices for the kubelet, each with its
 // request's CDI device; only the first device of a request carries it, so
-// that a container gets each variable once.
-func (d *Driver) result(claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
+// that a container gets each variable once. fresh says the spec file was
+// not there before (see reported).
+func (d *Driver) result(claim *resourceapi.ResourceClaim) (res kubeletplugin.PrepareResult, fresh bool) {
 	uid := string(claim.UID)
 	d.mu.Lock()
 	c := d.claims[uid].clone()
 	d.mu.Unlock()
+	_, err := os.Lstat(cdiFile(d.cdiDir, uid))
+	fresh = errors.Is(err, os.ErrNotExist)
 	if err := writeCDISpec(d.cdiDir, uid, c); err != nil {
-		return kubeletplugin.PrepareResult{Err: err}
+		return kubeletplugin.PrepareResult{Err: err}, false
 	}
-	var res kubeletplugin.PrepareResult
 	given := map[string]bool{}
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != DriverName {
@@ -528,7 +529,7 @@ func (d *Driver) result(claim *resourceapi.ResourceClaim) kubeletplugin.PrepareR
 		}
 		res.Devices = append(res.Devices, dev)
 	}
-	return res
+	return res, fresh
 }
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin: the claims'

@@ -17,15 +17,26 @@ type prepareReport struct {
 	// ignored warns of the opaque config the claim is prepared again
 	// without; each Prepare of the claim finds it again. Nil for none.
 	ignored func()
+	// placed says changed tells where the claim's CPUs are (placed,
+	// placed anew, allocated again), not only bindings it dropped.
+	placed bool
 }
 
 // reported logs a prepared claim's report, after what its earlier
-// Prepares, whose CDI specs could not be written, changed. Under
+// Prepares, whose CDI specs could not be written, changed. fresh says
+// this Prepare wrote a spec file that was not there: when nothing
+// reported says where the claim's CPUs are, the claim is said prepared
+// all the same. Kept in memory only, the report of a Prepare whose spec
+// could not be written is lost at a daemon restart, and the retry that
+// wrote the spec said nothing; after a reboot that emptied /run, neither
+// did the Prepare that wrote every remembered claim's spec again. Under
 // prepareMu.
-func (d *Driver) reported(claim *resourceapi.ResourceClaim, r prepareReport) {
+func (d *Driver) reported(claim *resourceapi.ResourceClaim, r prepareReport, fresh bool) {
 	uid := string(claim.UID)
-	for _, changed := range d.unreported[uid] {
-		changed()
+	said := r.placed
+	for _, earlier := range d.unreported[uid] {
+		earlier.changed()
+		said = said || earlier.placed
 	}
 	delete(d.unreported, uid)
 	if r.ignored != nil {
@@ -33,6 +44,12 @@ func (d *Driver) reported(claim *resourceapi.ResourceClaim, r prepareReport) {
 	}
 	if r.changed != nil {
 		r.changed()
+	}
+	if fresh && !said {
+		d.mu.Lock()
+		cpus := d.claims[uid].cpus().String()
+		d.mu.Unlock()
+		d.log.Infof("DRA: claim %s/%s (%s) prepared: CPUs %q", claim.Namespace, claim.Name, uid, cpus)
 	}
 }
 
@@ -44,21 +61,22 @@ func (d *Driver) unreport(claim *resourceapi.ResourceClaim, r prepareReport) {
 		return
 	}
 	if d.unreported == nil {
-		d.unreported = map[string][]func(){}
+		d.unreported = map[string][]prepareReport{}
 	}
 	uid := string(claim.UID)
-	d.unreported[uid] = append(d.unreported[uid], r.changed)
+	d.unreported[uid] = append(d.unreported[uid], prepareReport{changed: r.changed, placed: r.placed})
 }
 
 // forgetUnreported drops what was kept for claims no longer remembered
 // (unprepared, or forgotten as stale): said later, it would describe CPUs
 // the claim no longer has. Under prepareMu.
 func (d *Driver) forgetUnreported() {
-	if len(d.unreported) == 0 {
+	if len(d.unreported) == 0 && len(d.cdiFailing) == 0 {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.forgetCDIFailingLocked()
 	for uid := range d.unreported {
 		if _, ok := d.claims[uid]; !ok {
 			delete(d.unreported, uid)
