@@ -192,3 +192,38 @@ func TestRunningGrantContainerAdoptedOnCPUsJustPlacedFailsThePrepare(t *testing.
 	require.NoError(t, err)
 	assert.True(t, claimCPUs.Intersection(cpuset.New(3, 5, 43, 45)).IsEmpty(), "claim on %s", claimCPUs)
 }
+
+// The "maybe" refusal covered the whole NUMA node (less other
+// claims), also CPUs the placement can never choose: those held for a
+// grant container's own stopped run. Its restart (the kubelet creates the
+// container again, same grant) while a claim is placed elsewhere on the
+// node is refused ("may be placed for DRA claim ..."), a CreateContainerError
+// and a kubelet back-off for a latency-sensitive container, although
+// Place (PlaceOn: AvailableCPUs) cannot take held CPUs. claimOnGrant runs
+// under the plugin's lock and could refuse only what the placement may
+// really choose (maybe ∩ the pool's available CPUs).
+func TestGrantContainerRestartIsNotRefusedForAPlacementThatCannotTakeItsCPUs(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	const grantCPUs = "3,5,43,45"
+	tok := keptGrantToken(t, f, grantCPUs)
+	pools := &poolsBeforePlace{}
+	n := startDRABeforePlace(t, f, pools)
+	old := f.runPod(podSpec{name: "old", namespace: "telco", qos: "besteffort"})
+	ctr, _, err := f.createWithEnv(old, "app", 10, EnvGrant+"="+tok)
+	require.NoError(t, err)
+	require.Equal(t, grantCPUs, f.cpus(ctr))
+	f.exitContainer(ctr, 1)
+	require.NotEmpty(t, n.p.alloc.HoldsOf(old.Uid), "its CPUs are held for the pod")
+
+	claimPod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
+	var again error
+	pools.hook = func() { _, _, again = f.createWithEnv(old, "app", 10, EnvGrant+"="+tok) }
+	claim := n.claim("uid-1", 1, 4, claimPod)
+	res, err := n.driver.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
+	require.NoError(t, err)
+	require.NoError(t, res[claim.UID].Err)
+	claimCPUs, err := cpuset.Parse(n.claimCPUs(t, "uid-1"))
+	require.NoError(t, err)
+	require.True(t, claimCPUs.Intersection(cpuset.New(3, 5, 43, 45)).IsEmpty(), "the claim could not take the held CPUs: %s", claimCPUs)
+	assert.NoError(t, again, "the grant container's restart, on CPUs held for it")
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/plural"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // A node that moves from the device plugin to the DRA driver keeps its
@@ -44,6 +45,16 @@ func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice string, running bool) e
 		return nil
 	}
 	claim, on, maybe := p.claims.PreparedOn(cpus)
+	if maybe {
+		// The driver names what the placement may choose as the NUMA
+		// node's CPUs, not knowing which of them containers hold; under
+		// this lock (which Place takes) it may choose only what no
+		// container holds now. A CPU held, for instance for this very
+		// container's stopped run of the same grant, is never the
+		// claim's: refusing it would only cost the container a kubelet
+		// back-off.
+		on = on.Intersection(p.alloc.AvailableCPUs(pools.Exclusive).Union(p.alloc.AvailableCPUs(pools.ExclusiveNonIsolcpus)))
+	}
 	if on.IsEmpty() || (maybe && running) {
 		return nil
 	}
