@@ -1,8 +1,13 @@
 package dra
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"os"
 	"testing"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/cpupool/nri-cpupool/pools"
 	"github.com/stretchr/testify/assert"
@@ -40,4 +45,35 @@ func TestClaimedStaysTheClaimsCPUsAfterAFailedWriteUndo(t *testing.T) {
 		require.NoError(t, prepare(t, td.Driver, allocatedClaim("uid-c", "c", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-3"))["uid-c"].Err)
 		require.True(t, cpusOf(t, td.Driver, "uid-c", "cpus").Intersection(old).IsEmpty(), "round %d: claims A and C share CPUs", i)
 	}
+}
+
+// Claims never share a CPU; a claims file where two do (written by hand,
+// or by a defect) is said loudly at start, naming both, rather than
+// trusted in silence: each claim's container would be pinned on CPUs the
+// other's has.
+func TestClaimsSharingCPUsInTheFileAreLoggedAtStart(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	td := newTestDriver(t, s)
+	require.NoError(t, prepare(t, td.Driver,
+		allocatedClaim("uid-a", "a", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1"),
+		allocatedClaim("uid-b", "b", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-2"))["uid-b"].Err)
+	a := cpusOf(t, td.Driver, "uid-a", "cpus")
+
+	data, err := os.ReadFile(td.claims)
+	require.NoError(t, err)
+	var file map[string]any
+	require.NoError(t, json.Unmarshal(data, &file))
+	b := file["claims"].(map[string]any)["uid-b"].(map[string]any)["requests"].(map[string]any)["cpus"].(map[string]any)
+	b["cpus"] = a.String()
+	data, err = json.Marshal(file)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(td.claims, data, 0o600))
+
+	var logged bytes.Buffer
+	l := logrus.New()
+	l.SetOutput(&logged)
+	d, err := New(s, Options{NodeName: testNode, ClaimsFile: td.claims, CDIDir: td.cdi, Log: l})
+	require.NoError(t, err)
+	_ = d
+	assert.Contains(t, logged.String(), "DRA claims file: claims ns/a and ns/b (uid-a, uid-b) share CPUs "+a.String())
 }

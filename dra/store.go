@@ -230,6 +230,25 @@ func (d *Driver) setLocked(uid string, c *Claim) {
 	}
 }
 
+// logSharedLocked says loudly, at load, that claim c (uid) has CPUs a
+// claim loaded before it has: claims never share a CPU, so the file was
+// written by hand or by a defect, and each claim's container would run on
+// CPUs the other's has. Both are kept (the kubelet holds both as
+// prepared); the operator is told which to deallocate.
+func (d *Driver) logSharedLocked(uid string, c *Claim) {
+	shared := d.claimed.Intersection(c.cpus())
+	if shared.IsEmpty() {
+		return
+	}
+	for _, other := range slices.Sorted(maps.Keys(d.claims)) {
+		o := d.claims[other]
+		if on := o.cpus().Intersection(shared); !on.IsEmpty() {
+			d.log.Errorf("DRA claims file: claims %s/%s and %s/%s (%s, %s) share CPUs %s; claims never share a CPU: delete the pods of one of them",
+				o.Namespace, o.Name, c.Namespace, c.Name, other, uid, on)
+		}
+	}
+}
+
 // encodeLocked makes a claim's JSON for the file.
 func (d *Driver) encodeLocked(uid string) {
 	data, err := json.Marshal(d.claims[uid])
