@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -154,7 +156,9 @@ func New(p Pools, o Options) (*Driver, error) {
 			earlier.At.UTC().Format(time.RFC3339), earlier.Aside)
 	}
 	d.claims = map[string]*Claim{}
-	for uid, c := range claims {
+	for _, uid := range slices.Sorted(maps.Keys(claims)) {
+		c := claims[uid]
+		d.logSharedLocked(uid, c)
 		d.setLocked(uid, c)
 		// Prepared before the restart: the memory is the claim's, as the
 		// scheduler still counts it.

@@ -408,25 +408,34 @@ func (d *Driver) unreserveNew(uid string, before *Claim, names []string) {
 }
 
 // placedStillFit checks the requests of c placed anew (not in kept),
-// just recorded, against the pools as laid out now. When one no longer
-// fits, the pools changed after it was placed: the claim's record and
+// just recorded, against the pools as laid out now and the CPUs containers
+// hold now. When one no longer fits, or a container took some of its
+// CPUs, things changed after it was placed: the claim's record and
 // memory are put back as they were before this Prepare (its kept requests
 // as they are now, a container may have bound one) and the Prepare fails;
 // the kubelet retries it, and the retry places it in the pools as they
 // are then.
 func (d *Driver) placedStillFit(uid string, before, c *Claim, kept []string) error {
 	topo, layout := d.pools.Layout()
-	var placed, misfit []string
+	var placed, misfit, taken []string
 	for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
 		if slices.Contains(kept, name) {
 			continue
 		}
 		placed = append(placed, name)
-		if r := c.Requests[name]; !fits(r, topo, layout) {
+		r := c.Requests[name]
+		if !fits(r, topo, layout) {
 			misfit = append(misfit, fmt.Sprintf("request %s: CPUs %q are not all online CPUs of pool %s as now configured (%s)", name, r.CPUs, r.Pool, layout.Pool(r.Pool).String()))
+			continue
+		}
+		// A running container the plugin adopted meanwhile (a grant's,
+		// which a claim being prepared never refuses: see the plugin's
+		// claimOnGrant) may run on CPUs the placement chose.
+		if held := d.pools.Held(r.Pool).Intersection(r.CPUSet()); !held.IsEmpty() {
+			taken = append(taken, fmt.Sprintf("request %s: CPUs %q were taken by a running container while it was placed", name, held.String()))
 		}
 	}
-	if len(misfit) == 0 {
+	if len(misfit) == 0 && len(taken) == 0 {
 		return nil
 	}
 	d.mu.Lock()
@@ -447,6 +456,9 @@ func (d *Driver) placedStillFit(uid string, before, c *Claim, kept []string) err
 		}
 	}
 	d.unreserveNew(uid, before, memory)
+	if len(misfit) == 0 {
+		return fmt.Errorf("%s; the kubelet retries", strings.Join(taken, "; "))
+	}
 	return fmt.Errorf("%s: the pools changed while it was placed (a config reload, or a CPU went offline); the kubelet retries", strings.Join(misfit, "; "))
 }
 

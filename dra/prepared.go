@@ -16,9 +16,9 @@ import (
 // DRA), whose kubelet allocation the scheduler did not count.
 //
 // A claim being prepared is seen too, from its placement on (see
-// placing.go): once placed, its request has the CPUs placed for it;
-// while its placement is under way, maybe is true and on is what of cpus
-// the placement may choose (its CPUs are not decided yet).
+// placing.go), with maybe true until it is recorded: while its placement
+// is under way, on is what of cpus the placement may choose (its CPUs are
+// not decided yet); once placed, the CPUs placed for it.
 //
 // With no claim prepared or being prepared it allocates nothing: the
 // plugin asks for every container that shows a grant, under its lock.
@@ -40,8 +40,12 @@ func (d *Driver) PreparedOn(cpus cpuset.CPUSet) (claim string, on cpuset.CPUSet,
 	}
 	if p := d.placing; p != nil {
 		for _, name := range slices.Sorted(maps.Keys(p.placed)) {
+			// Placed, not recorded: the Prepare may still fail (its
+			// memory, its CDI spec, the claims file), so this is
+			// "being prepared", not "prepared": advice to delete a pod
+			// for a claim that then exists nowhere would be wrong.
 			if on := p.placed[name].Intersection(cpus); !on.IsEmpty() {
-				return name, on, false
+				return name, on, true
 			}
 		}
 		if on := p.maybe.Intersection(cpus); p.request != "" && !on.IsEmpty() {

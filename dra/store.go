@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 )
 
@@ -193,23 +195,58 @@ func (s *store) sync() error {
 
 // setLocked replaces (c nil: removes) a claim and its tokens.
 func (d *Driver) setLocked(uid string, c *Claim) {
-	if old, ok := d.claims[uid]; ok {
+	old, replaced := d.claims[uid]
+	if replaced {
 		for _, r := range old.Requests {
 			delete(d.byToken, r.Token)
 		}
-		d.claimed = d.claimed.Difference(old.cpus())
 	}
 	if c == nil {
 		delete(d.claims, uid)
 		delete(d.enc, uid)
+	} else {
+		d.claims[uid] = c
+		for name, r := range c.Requests {
+			d.byToken[r.Token] = tokenRef{uid, name}
+		}
+		d.encodeLocked(uid)
+	}
+	if !replaced {
+		if c != nil {
+			d.claimed = d.claimed.Union(c.cpus())
+		}
 		return
 	}
-	d.claims[uid] = c
-	for name, r := range c.Requests {
-		d.byToken[r.Token] = tokenRef{uid, name}
+	// Taking the old claim's CPUs out of claimed would assume no other
+	// claim has one of them, which does not hold for a moment: a failed
+	// write's undo puts claims back one by one, in a map's order, and a
+	// claim may be back on CPUs another claim being taken back still has.
+	// A CPU taken out then is missing from claimed for good, and
+	// PreparedOn and the next placement take it for free. Claims are
+	// few: claimed is made again from all of them.
+	d.claimed = cpuset.New()
+	for _, other := range d.claims {
+		d.claimed = d.claimed.Union(other.cpus())
 	}
-	d.claimed = d.claimed.Union(c.cpus())
-	d.encodeLocked(uid)
+}
+
+// logSharedLocked says loudly, at load, that claim c (uid) has CPUs a
+// claim loaded before it has: claims never share a CPU, so the file was
+// written by hand or by a defect, and each claim's container would run on
+// CPUs the other's has. Both are kept (the kubelet holds both as
+// prepared); the operator is told which to deallocate.
+func (d *Driver) logSharedLocked(uid string, c *Claim) {
+	shared := d.claimed.Intersection(c.cpus())
+	if shared.IsEmpty() {
+		return
+	}
+	for _, other := range slices.Sorted(maps.Keys(d.claims)) {
+		o := d.claims[other]
+		if on := o.cpus().Intersection(shared); !on.IsEmpty() {
+			d.log.Errorf("DRA claims file: claims %s/%s and %s/%s (%s, %s) share CPUs %s; claims never share a CPU: delete the pods of one of them",
+				o.Namespace, o.Name, c.Namespace, c.Name, other, uid, on)
+		}
+	}
 }
 
 // encodeLocked makes a claim's JSON for the file.

@@ -54,7 +54,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	info := p.toContainer(pod, ctr)
 	info.Demand = demand
-	tok, err := p.attachGrant(pod, ctr, &info)
+	tok, err := p.attachGrant(pod, ctr, &info, false)
 	if err != nil {
 		return nil, nil, p.refuse(pod, ctr, &allocator.Refusal{Reason: allocator.ReasonGrant, Err: err})
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cpupool/nri-cpupool/dra/dracore"
 	"github.com/cpupool/nri-cpupool/internal/plural"
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // A node that moves from the device plugin to the DRA driver keeps its
@@ -28,16 +29,33 @@ const maxClaimEcho = 128
 // claim has, bound to a container or not, naming the claim and saying
 // what to do (advice). A claim being prepared counts from its placement
 // on (the driver places under this lock and records the claim under its
-// own, after): while the placement is under way, the CPUs it may choose
-// are refused, for a moment (the kubelet retries). It refuses nothing
-// with the driver off. Called under the lock (the driver's is taken under
-// it).
-func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice string) error {
+// own, after): until it is recorded, the CPUs it may choose or chose are
+// refused, for a moment (the kubelet retries). It refuses nothing with
+// the driver off. Called under the lock (the driver's is taken under it).
+//
+// A running container (adopted at its start or at a Synchronize) is never
+// refused for a claim being prepared: the runtime is the truth, it runs
+// on its grant's CPUs, and nothing would retry it (it would be confined
+// to infra for good). Adopted under this lock, its CPUs are held before
+// the placement under way can choose them; should the placement already
+// have chosen them, the driver's Prepare sees them held once the claim
+// is recorded and fails (placedStillFit), and the kubelet retries it.
+func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice string, running bool) error {
 	if p.claims == nil {
 		return nil
 	}
 	claim, on, maybe := p.claims.PreparedOn(cpus)
-	if on.IsEmpty() {
+	if maybe {
+		// The driver names what the placement may choose as the NUMA
+		// node's CPUs, not knowing which of them containers hold; under
+		// this lock (which Place takes) it may choose only what no
+		// container holds now. A CPU held, for instance for this very
+		// container's stopped run of the same grant, is never the
+		// claim's: refusing it would only cost the container a kubelet
+		// back-off.
+		on = on.Intersection(p.alloc.AvailableCPUs(pools.Exclusive).Union(p.alloc.AvailableCPUs(pools.ExclusiveNonIsolcpus)))
+	}
+	if on.IsEmpty() || (maybe && running) {
 		return nil
 	}
 	if len(claim) > maxClaimEcho {
@@ -49,18 +67,18 @@ func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice string) error {
 	return fmt.Errorf("%s %s prepared for DRA claim %s; %s", plural.CPUs(on), plural.Verb(on.Size(), "is", "are"), claim, advice)
 }
 
-// grantOnClaim is claimOnGrant for a container being placed that shows a
-// grant of cpus in env. One that shows claim tokens as well is not
+// grantOnClaim is claimOnGrant for a container being placed (running:
+// adopted as the runtime runs it) that shows a grant of cpus in env. One that shows claim tokens as well is not
 // refused here: attachClaims refuses it for showing both, naming the
 // claims it shows. Told that its grant's CPUs are a claim's and that its
 // pod predates the move to DRA, its owner would look for a pod to delete,
 // when the claim may be the container's own and the pod spec (or a CDI
 // device named by hand) is what to fix.
-func (p *Plugin) grantOnClaim(env []string, cpus cpuset.CPUSet) error {
+func (p *Plugin) grantOnClaim(env []string, cpus cpuset.CPUSet, running bool) error {
 	if showsClaimTokens(env) {
 		return nil
 	}
-	return p.claimOnGrant(cpus, grantOfTheDevicePluginEra)
+	return p.claimOnGrant(cpus, grantOfTheDevicePluginEra, running)
 }
 
 // showsClaimTokens tells whether env sets a claim's variable

@@ -218,7 +218,7 @@ func (p *Plugin) grant(ids []string) (*grants, string, grantsSnapshot, error) {
 	if held := cpus.Difference(p.alloc.FreeCPUs(pools.Exclusive)).Difference(p.kubeletCPUs()); !held.IsEmpty() {
 		return nil, "", grantsSnapshot{}, fmt.Errorf("CPUs %s are held by containers the kubelet did not allocate them to (%s)", held, p.holders(held))
 	}
-	if err := p.claimOnGrant(cpus, grantWithDRA); err != nil {
+	if err := p.claimOnGrant(cpus, grantWithDRA, false); err != nil {
 		return nil, "", grantsSnapshot{}, err
 	}
 	tok := newToken()
@@ -255,8 +255,9 @@ func (p *Plugin) holders(cpus cpuset.CPUSet) string {
 // unbound to a container yet, to another pod), is refused, and so is one
 // whose CPUs a prepared DRA claim has (grantOnClaim). Pod annotations
 // play no part: only the environment the kubelet built counts. It changes
-// nothing: a creation that fails binds nothing.
-func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allocator.Container) (string, error) {
+// nothing: a creation that fails binds nothing. running tells a container
+// the runtime already runs (adopted), see claimOnGrant.
+func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allocator.Container, running bool) (string, error) {
 	tok, present, err := grantToken(ctr.GetEnv())
 	if err != nil || !present {
 		return "", err
@@ -273,7 +274,7 @@ func (p *Plugin) attachGrant(pod *api.PodSandbox, ctr *api.Container, info *allo
 	case g.PodUID != pod.GetUid() || (g.Container != "" && g.Container != ctr.GetName()):
 		return "", fmt.Errorf("%s: the grant belongs to container %s; it cannot be reused", EnvGrant, owner.ContainerName(g.Container))
 	}
-	if err := p.grantOnClaim(ctr.GetEnv(), g.cpusOf()); err != nil {
+	if err := p.grantOnClaim(ctr.GetEnv(), g.cpusOf(), running); err != nil {
 		return "", fmt.Errorf("%s: %w", EnvGrant, err)
 	}
 	info.KubeletCPUs = g.cpusOf()

@@ -683,7 +683,7 @@ func (p *Plugin) adoptionRequest(pod *api.PodSandbox, c *api.Container, who stri
 	}
 	info := p.toContainer(pod, c)
 	info.Demand = p.runtimeDemand(c, who)
-	if _, err := p.attachGrant(pod, c, &info); err != nil {
+	if _, err := p.attachGrant(pod, c, &info, true); err != nil {
 		return allocator.Request{}, claimBinding{}, err // the token is bound by rebindGrants if it is placed
 	}
 	claims, err := p.attachClaims(pod, c, &info)
