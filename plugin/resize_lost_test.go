@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // TestResizeLostToAKillKeepsTheGrownSet: an exclusive
@@ -189,4 +191,39 @@ func TestLostResizeKeptOnlyInAShapeAResizeMakes(t *testing.T) {
 		assert.True(t, a.CPUs.Contains(sibling), "CPU %d without its sibling %d: not whole cores", id, sibling)
 	}
 	assert.Equal(t, a.CPUs.String(), f.cpus(fwd))
+}
+
+// TestRecordedGrowMovedOntoAnotherContainersCPUsYieldsToIt: as above, but
+// the state file recorded a's grow before the kill (the writer was quick):
+// a's record and what it runs on are of one size, the runtime runs it on
+// b's CPUs as well, and b's record agrees with the runtime. Taken first by
+// id, a was kept where it runs (allocator.KeptWhereItRuns) on CPUs b's
+// agreeing record holds, and b, the container whose record and runtime
+// agree, was moved (a load flake of the test above, whose writer was
+// sometimes that quick).
+func TestRecordedGrowMovedOntoAnotherContainersCPUsYieldsToIt(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, xeon, statePath(f))
+	podA := f.runPod(podSpec{name: "a", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	a, _, err := f.createContainer(podA, "c", 2000) // ctr-a-c: taken in before ctr-b-c
+	require.NoError(t, err)
+	podB := f.runPod(podSpec{name: "b", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	b, _, err := f.createContainer(podB, "c", 2000)
+	require.NoError(t, err)
+	aOriginal := f.cpus(a)
+	_, err = f.updateContainer(podA, a, 4000)
+	require.NoError(t, err)
+	require.NoError(t, first.p.Flush()) // the grow is recorded
+	first.kill()
+	bCPUs := f.cpus(b)
+	aOn := mustParse(aOriginal).Union(mustParse(bCPUs))
+	st, err := state.ReadState(statePath(f))
+	require.NoError(t, err)
+	require.Len(t, mustParse(st.Containers[a.Id].CPUs).List(), 4, "the grow is recorded")
+	require.NotEqual(t, aOn.String(), st.Containers[a.Id].CPUs, "a's record is not where it runs")
+	f.setCPUs(a, aOn.String())
+
+	startPlugin(t, f, xeon, statePath(f))
+	assert.Equal(t, bCPUs, f.cpus(b), "the container whose record agrees keeps its CPUs")
+	assert.True(t, mustParse(f.cpus(a)).Intersection(mustParse(f.cpus(b))).IsEmpty(), "no double grant: %s vs %s", f.cpus(a), f.cpus(b))
 }

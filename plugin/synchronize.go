@@ -335,7 +335,11 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 // readmitOrder is the order restoreKnown takes the remembered containers
 // in: first those whose record holds CPUs of the shared pool as now
 // configured (exclusive containers a config change left there), then the
-// others, each in id order. Whether a shared-cpus container's CPUs on infra
+// others, each in id order; but an exclusive container the runtime runs
+// off its record's CPUs comes after every one that runs on them. Readmit
+// may keep it where it runs (KeptWhereItRuns) on CPUs still free: taken
+// first by id, it took CPUs another container's agreeing record holds,
+// and that container, whose record and runtime agree, was moved. Whether a shared-cpus container's CPUs on infra
 // are its shared part depends on whether a shared CPU is free
 // (allocator.Readmit): taken in id order before the holder, it found the
 // pool free, took its shared part for CPUs it had no business on, and was
@@ -358,16 +362,29 @@ func (p *Plugin) readmitOrder(known []*api.Container, remembered map[string]stat
 		}
 		return !cpus.Intersection(shared).IsEmpty()
 	}
-	order := slices.Clone(known)
-	slices.SortStableFunc(order, func(x, y *api.Container) int {
-		switch hx, hy := holds(x), holds(y); {
-		case hx && !hy:
-			return -1
-		case !hx && hy:
-			return 1
+	// offRecord: an exclusive container whose record's CPUs are not all
+	// in what the runtime runs it on (an unreadable list counts too:
+	// restoreKnown says why).
+	offRecord := func(c *api.Container) bool {
+		st := remembered[c.GetId()]
+		if !pools.IsExclusive(st.Pool) {
+			return false
 		}
-		return 0
-	})
+		cpus, err := cpulist.Parse(st.CPUs)
+		runs, rerr := cpulist.Parse(c.GetLinux().GetResources().GetCpu().GetCpus())
+		return err != nil || rerr != nil || !cpus.IsSubsetOf(runs)
+	}
+	rank := func(c *api.Container) int {
+		switch {
+		case offRecord(c):
+			return 2
+		case holds(c):
+			return 0
+		}
+		return 1
+	}
+	order := slices.Clone(known)
+	slices.SortStableFunc(order, func(x, y *api.Container) int { return rank(x) - rank(y) })
 	return order
 }
 
