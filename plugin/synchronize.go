@@ -336,15 +336,19 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 // in: first those whose record holds CPUs of the shared pool as now
 // configured (exclusive containers a config change left there), then the
 // others, each in id order; but an exclusive container the runtime runs
-// off its record's CPUs comes after every one that runs on them. Readmit
-// may keep it where it runs (KeptWhereItRuns) on CPUs still free: taken
-// first by id, it took CPUs another container's agreeing record holds,
-// and that container, whose record and runtime agree, was moved. Whether a shared-cpus container's CPUs on infra
-// are its shared part depends on whether a shared CPU is free
-// (allocator.Readmit): taken in id order before the holder, it found the
-// pool free, took its shared part for CPUs it had no business on, and was
-// repinned onto a stale record. A holder that does not run where its
-// record says is not readmitted there, and the pool is free after all.
+// off its record's online CPUs comes after every one that runs on them.
+//
+// Holders first: whether a shared-cpus container's CPUs on infra are its
+// shared part depends on whether a shared CPU is free (allocator.Readmit):
+// taken in id order before the holder, it found the pool free, took its
+// shared part for CPUs it had no business on, and was repinned onto a
+// stale record. A holder that does not run where its record says is not
+// readmitted there, and the pool is free after all.
+//
+// Off-record ones last: Readmit may keep one where it runs
+// (KeptWhereItRuns) on CPUs still free; taken first by id, it took CPUs
+// another container's agreeing record holds, and that container, whose
+// record and runtime agree, was moved.
 func (p *Plugin) readmitOrder(known []*api.Container, remembered map[string]state.ContainerState) []*api.Container {
 	shared := p.alloc.Layout().Pool(pools.Shared)
 	holds := func(c *api.Container) bool {
@@ -362,9 +366,13 @@ func (p *Plugin) readmitOrder(known []*api.Container, remembered map[string]stat
 		}
 		return !cpus.Intersection(shared).IsEmpty()
 	}
-	// offRecord: an exclusive container whose record's CPUs are not all
-	// in what the runtime runs it on (an unreadable list counts too:
-	// restoreKnown says why).
+	// offRecord: an exclusive container whose record's online CPUs are
+	// not all in what the runtime runs it on (an unreadable list counts
+	// too: restoreKnown says why). Offline ones do not count: cgroup v1
+	// drops them from the cpuset, and Readmit keeps such a container on
+	// its record (a holder ranked last for that judged the shared pool
+	// free again).
+	online := p.topo.Online
 	offRecord := func(c *api.Container) bool {
 		st := remembered[c.GetId()]
 		if !pools.IsExclusive(st.Pool) {
@@ -372,7 +380,7 @@ func (p *Plugin) readmitOrder(known []*api.Container, remembered map[string]stat
 		}
 		cpus, err := cpulist.Parse(st.CPUs)
 		runs, rerr := cpulist.Parse(c.GetLinux().GetResources().GetCpu().GetCpus())
-		return err != nil || rerr != nil || !cpus.IsSubsetOf(runs)
+		return err != nil || rerr != nil || !cpus.Intersection(online).IsSubsetOf(runs)
 	}
 	rank := func(c *api.Container) int {
 		switch {
@@ -434,8 +442,8 @@ func (p *Plugin) readRemembered(c *api.Container, st state.ContainerState) (_ al
 // resize under the options it reads makes (resizeRequest, or the options
 // its record keeps when the policy refuses it under a new configuration);
 // one refused is pinned again by repairAll and then resized by
-// resizeAsTheRuntime as a live resize would be. They are taken in id
-// order; one whose set another container or hold has (two containers the
+// resizeAsTheRuntime as a live resize would be. They are taken in the
+// order restoreKnown left them (readmitOrder); one whose set another container or hold has (two containers the
 // runtime runs on one CPU: the one taken in first keeps it) is left to be
 // pinned again, which is logged. It returns the containers still to
 // repair, and the refused resizes it derived from an at-least request,
