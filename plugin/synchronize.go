@@ -89,9 +89,10 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// not): applied by the rules of a live one, grown or shrunk where they
 	// run, once every remembered container and hold has its CPUs and
 	// before the containers the file does not know are placed anew. The
-	// restart's order: restoreKnown (holders of shared-pool CPUs first,
-	// readmitOrder), keepResized, rebindClaims,
-	// adoptWhereTheyRun, restoreHolds, ReserveHiddenSiblings, repairAll,
+	// restart's order: restoreKnown (in readmitOrder: holders of
+	// shared-pool CPUs first, containers off their record last),
+	// keepResized, rebindClaims, adoptWhereTheyRun, restoreHolds,
+	// ReserveHiddenSiblings, repairAll, refuseDerivedResizes,
 	// resizeAsTheRuntime, adoptAll.
 	updates = withUpdates(updates, p.resizeAsTheRuntime(known, pods))
 	adopted, confinedNew := p.adoptAll(rest, pods)
