@@ -159,6 +159,11 @@ refused --set probes.liveness.path=null "at '/probes/liveness': missing property
 refused --set probes.liveness.path= "at '/probes/liveness/path': '' does not match pattern"
 refused --set probes.liveness.path=/livez "at '/probes/liveness/path': '/livez' does not match pattern"
 refused --set probes.liveness.path=/healthz/ "at '/probes/liveness/path': '/healthz/' does not match pattern"
+# Liveness on readiness: /readyz fails while the plugin is merely not
+# ready (before the runtime's first Synchronize), and the kubelet would
+# restart a healthy plugin then. Readiness on /readyz is the default.
+refused --set probes.liveness.path=/readyz "at '/probes/liveness/path': value must be '/healthz'"
+refused --set probes.liveness.path=/readyz?verbose "at '/probes/liveness/path': value must be '/healthz'"
 refused --set probes.readiness.path=null "at '/probes/readiness': missing property 'path'"
 refused --set probes.readiness.path=readyz "at '/probes/readiness/path': 'readyz' does not match pattern"
 refused --set probes.readiness.path=/health "at '/probes/readiness/path': '/health' does not match pattern"

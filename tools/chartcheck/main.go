@@ -300,7 +300,7 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 			if p.probe == nil || p.probe.HTTPGet == nil {
 				continue
 			}
-			if err := checkProbePath(p.probe.HTTPGet.Path); err != nil {
+			if err := checkProbePath(p.name, p.probe.HTTPGet.Path); err != nil {
 				fail("container %s: %s probe %v", c.Name, p.name, err)
 			}
 			port, err := probePort(c, p.probe.HTTPGet.Port.String())
