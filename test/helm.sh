@@ -159,6 +159,11 @@ refused --set probes.liveness.path=null "at '/probes/liveness': missing property
 refused --set probes.liveness.path= "at '/probes/liveness/path': '' does not match pattern"
 refused --set probes.liveness.path=/livez "at '/probes/liveness/path': '/livez' does not match pattern"
 refused --set probes.liveness.path=/healthz/ "at '/probes/liveness/path': '/healthz/' does not match pattern"
+# Liveness on readiness: /readyz fails while the plugin is merely not
+# ready (before the runtime's first Synchronize), and the kubelet would
+# restart a healthy plugin then. Readiness on /readyz is the default.
+refused --set probes.liveness.path=/readyz "at '/probes/liveness/path': value must be '/healthz'"
+refused --set probes.liveness.path=/readyz?verbose "at '/probes/liveness/path': value must be '/healthz'"
 refused --set probes.readiness.path=null "at '/probes/readiness': missing property 'path'"
 refused --set probes.readiness.path=readyz "at '/probes/readiness/path': 'readyz' does not match pattern"
 refused --set probes.readiness.path=/health "at '/probes/readiness/path': '/health' does not match pattern"
@@ -183,6 +188,15 @@ refused --set config.stateFile=/host/proc/cmdline/state.json "config.stateFile's
 refused --set config.stateFile=/host/sys/fs/cgroup/state.json "config.stateFile's directory and the host's cgroup tree mount are both /host/sys/fs/cgroup"
 refused --set config.dra.enabled=true --set config.dra.pluginDir=/var/lib/nri-cpupool "config.stateFile's directory and config.dra.pluginDir are both /var/lib/nri-cpupool"
 refused --set config.dra.enabled=true --set config.dra.registryDir=/var/lib/kubelet/plugins/cpupool.dev "config.dra.pluginDir and config.dra.registryDir are both /var/lib/kubelet/plugins/cpupool.dev"
+# A mount inside the config's (a read-only ConfigMap: the runtime cannot
+# make the mount point, the pod never starts) or above it (the node's
+# directory over the image's): the API server takes both.
+refused --set config.stateFile=/etc/nri-cpupool/state/state.json "config.stateFile's directory is /etc/nri-cpupool/state, inside the config file's mount /etc/nri-cpupool"
+refused --set config.stateFile=/etc//nri-cpupool/./state/state.json "config.stateFile's directory is /etc/nri-cpupool/state, inside the config file's mount /etc/nri-cpupool"
+refused --set config.nriSocket=/etc/nri-cpupool/nri/nri.sock "config.nriSocket's directory is /etc/nri-cpupool/nri, inside the config file's mount /etc/nri-cpupool"
+refused --set config.stateFile=/etc/state.json "config.stateFile's directory is /etc, above the config file's mount /etc/nri-cpupool"
+refused --set config.stateFile=/state.json "config.stateFile's directory is /, above the config file's mount /etc/nri-cpupool"
+refused --set config.dra.enabled=true --set config.dra.cdiDir=/etc/nri-cpupool/cdi "config.dra.cdiDir is /etc/nri-cpupool/cdi, inside the config file's mount /etc/nri-cpupool"
 echo "values that cannot work are refused"
 
 # Every key of values.yaml removed (--set KEY=null, Helm's way to remove a

@@ -16,7 +16,8 @@
 // serve (a 404: the kubelet restarts the plugin for ever), a ConfigMap volume of no
 // ConfigMap of the release, a service account of none, a hostPath volume
 // whose path is not absolute, two volume mounts of a container at one
-// path, an image without a name, an admission policy
+// path, a mount inside the config's ConfigMap mount or the ConfigMap's
+// inside a hostPath mount, an image without a name, an admission policy
 // no binding names (or a binding of no policy), the DRA driver's
 // ResourceSlice policy matching another account than the DaemonSet's.
 package main
@@ -289,7 +290,7 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 				fail("container %s mounts volume %q, which the pod does not have", c.Name, m.Name)
 			}
 		}
-		for _, err := range checkMountPaths(c) {
+		for _, err := range checkMountPaths(c, volumes) {
 			fail("%v", err)
 		}
 		for _, p := range []struct {
@@ -299,7 +300,7 @@ func checkDaemonSet(ds *appsv1.DaemonSet, configMaps map[string]*corev1.ConfigMa
 			if p.probe == nil || p.probe.HTTPGet == nil {
 				continue
 			}
-			if err := checkProbePath(p.probe.HTTPGet.Path); err != nil {
+			if err := checkProbePath(p.name, p.probe.HTTPGet.Path); err != nil {
 				fail("container %s: %s probe %v", c.Name, p.name, err)
 			}
 			port, err := probePort(c, p.probe.HTTPGet.Port.String())

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -13,7 +14,11 @@ import (
 // unique"), so it would fail only at helm install: the chart's paths
 // (config.stateFile's directory, config.nriSocket's, the DRA and device
 // plugin directories) set to one directory, or over a fixed mount.
-func checkMountPaths(c corev1.Container) []error {
+//
+// It also refuses a mount nested with a ConfigMap's (the config file's at
+// /etc/nri-cpupool), which the API server takes but the node cannot run:
+// see checkNestedInConfigMap.
+func checkMountPaths(c corev1.Container, volumes map[string]corev1.Volume) []error {
 	var errs []error
 	at := map[string]string{}
 	for _, m := range c.VolumeMounts {
@@ -23,6 +28,36 @@ func checkMountPaths(c corev1.Container) []error {
 			continue
 		}
 		at[p] = m.Name
+	}
+	return append(errs, checkNestedInConfigMap(c, volumes)...)
+}
+
+// checkNestedInConfigMap refuses a mount inside a ConfigMap volume's mount
+// and a ConfigMap volume's mount inside a hostPath one (cleaned paths,
+// either way round). The kubelet mounts a ConfigMap read-only, so the
+// runtime cannot make the inner mount point in it and the container never
+// starts (config.stateFile=/etc/nri-cpupool/state/state.json). A ConfigMap
+// mounted inside a hostPath puts the node's directory over the image's and
+// makes the config's mount point on the node (config.stateFile=
+// /etc/state.json mounts the node's /etc read-write at /etc). Mounts
+// nested otherwise are fine (the state directory below the NRI socket's,
+// the cgroup tree below /host/sys, whose mount point the node has).
+func checkNestedInConfigMap(c corev1.Container, volumes map[string]corev1.Volume) []error {
+	var errs []error
+	for _, outer := range c.VolumeMounts {
+		for _, inner := range c.VolumeMounts {
+			o, i := path.Clean(outer.MountPath), path.Clean(inner.MountPath)
+			if o == i || !strings.HasPrefix(i, strings.TrimSuffix(o, "/")+"/") {
+				continue
+			}
+			ov, iv := volumes[outer.Name], volumes[inner.Name]
+			switch {
+			case ov.ConfigMap != nil:
+				errs = append(errs, fmt.Errorf("container %s mounts volume %s at %s, inside volume %s's mount at %s, a ConfigMap the kubelet mounts read-only: the runtime cannot make the mount point there and the container does not start; give the path that sets it (config.stateFile's or config.nriSocket's directory, config.dra.*Dir, config.kubelet.devicePluginDir) a directory outside %s", c.Name, inner.Name, i, outer.Name, o, o))
+			case iv.ConfigMap != nil && ov.HostPath != nil:
+				errs = append(errs, fmt.Errorf("container %s mounts volume %s at %s, inside volume %s's mount at %s, the node's %s: the node's directory would hide the image's, and the runtime would make %s on the node; give the path that sets it (config.stateFile's or config.nriSocket's directory, config.dra.*Dir, config.kubelet.devicePluginDir) a directory of its own, not above %s", c.Name, inner.Name, i, outer.Name, o, ov.HostPath.Path, i, i))
+			}
+		}
 	}
 	return errs
 }

@@ -19,6 +19,11 @@ func TestCheckMountPaths(t *testing.T) {
 		{"state directory at the config's mount", "/etc/nri-cpupool", "/etc/nri-cpupool", "container p mounts volumes config and state both at /etc/nri-cpupool"},
 		{"one path spelt with a trailing slash", "/var/run/nri", "/var/run/nri/", "container p mounts volumes nri and state both at /var/run/nri"},
 		{"a mount below another", "/var/run/nri/state", "/var/run/nri/state", ""},
+		{"state directory inside the config's mount", "/etc/nri-cpupool/state", "/etc/nri-cpupool/state", "container p mounts volume state at /etc/nri-cpupool/state, inside volume config's mount at /etc/nri-cpupool"},
+		{"state directory inside the config's mount, spelt unclean", "/etc//nri-cpupool/./state", "/etc//nri-cpupool/./state/", "container p mounts volume state at /etc/nri-cpupool/state, inside volume config's mount at /etc/nri-cpupool"},
+		{"state directory above the config's mount", "/etc", "/etc", "container p mounts volume config at /etc/nri-cpupool, inside volume state's mount at /etc"},
+		{"state directory at the root", "", "/", "container p mounts volume config at /etc/nri-cpupool, inside volume state's mount at /"},
+		{"a sibling of the config's mount", "/etc/nri-cpupool-state", "/etc/nri-cpupool-state", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rendered := strings.NewReplacer("    sysfsRoot: /host\n", "    sysfsRoot: /host\n    stateFile: "+tc.dir+"/state.json\n",

@@ -21,7 +21,9 @@ import (
 // probes.liveness.path removed (--set probes.liveness.path=null) or empty
 // rendered `httpGet: {path: }`: the kubelet GETs /, the daemon answers
 // 404, and liveness restarted the plugin every ~35 s for ever (readiness:
-// never ready), while chartcheck passed it.
+// never ready), while chartcheck passed it. Liveness on /readyz restarts a
+// healthy plugin whenever it is merely not ready (before the runtime's
+// first Synchronize): it was only documented as discouraged.
 func TestCheckProbePath(t *testing.T) {
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"liveness without a path", "path: /healthz}", "path: }", `liveness probe GETs "", which the daemon does not serve`},
@@ -31,6 +33,8 @@ func TestCheckProbePath(t *testing.T) {
 		{"a trailing slash", "path: /readyz}", "path: /readyz/}", `readiness probe GETs "/readyz/"`},
 		{"readiness with a query", "path: /readyz}", `path: "/readyz?verbose"}`, ""},
 		{"liveness on the metrics", "path: /healthz}", "path: /metrics}", ""},
+		{"liveness on the readiness", "path: /healthz}", "path: /readyz}", `liveness probe GETs "/readyz", the daemon's readiness`},
+		{"liveness on the verbose readiness", "path: /healthz}", `path: "/readyz?verbose"}`, `liveness probe GETs "/readyz?verbose", the daemon's readiness`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := check([]byte(strings.Replace(good, tc.from, tc.to, 1)))
@@ -89,6 +93,8 @@ func TestProbePathsAreWhatTheDaemonServes(t *testing.T) {
 	for _, probe := range []string{"liveness", "readiness"} {
 		t.Run("the chart's schema on probes."+probe+".path", func(t *testing.T) { schemaTakesProbePaths(t, probe) })
 	}
+	assert.Subset(t, probePaths, notLiveness, "notLiveness: routes the daemon serves")
+	assert.NotContains(t, notLiveness, "/healthz", "the chart's default liveness probe")
 }
 
 // schemaProbePattern is the shape of the schema's probe path pattern: the
@@ -96,8 +102,11 @@ func TestProbePathsAreWhatTheDaemonServes(t *testing.T) {
 var schemaProbePattern = regexp.MustCompile(`^\^/\(([a-z|]+)\)\(\\\?\.\*\)\?\$$`)
 
 // schemaTakesProbePaths: the pattern values.schema.json requires of an
-// enabled probe's path names the routes of probePaths, no more, no less,
-// and takes what checkProbePath takes.
+// enabled probe's path names the routes of probePaths, no more, no less
+// (for liveness, less those of notLiveness), and takes what
+// checkProbePath takes. A route of notLiveness is also refused by the
+// liveness path's if/then, whose const is the error helm shows ("value
+// must be '/healthz'"): the pattern's alone would not say what to use.
 func schemaTakesProbePaths(t *testing.T, probe string) {
 	file := filepath.Join("..", "..", "deploy", "helm", "nri-cpupool", "values.schema.json")
 	data, err := os.ReadFile(file)
@@ -110,6 +119,12 @@ func schemaTakesProbePaths(t *testing.T, probe string) {
 						Properties struct {
 							Path struct {
 								Pattern string `json:"pattern"`
+								If      struct {
+									Pattern string `json:"pattern"`
+								} `json:"if"`
+								Then struct {
+									Const *string `json:"const"`
+								} `json:"then"`
 							} `json:"path"`
 						} `json:"properties"`
 					} `json:"then"`
@@ -118,14 +133,19 @@ func schemaTakesProbePaths(t *testing.T, probe string) {
 		} `json:"properties"`
 	}
 	require.NoError(t, json.Unmarshal(data, &schema), file)
-	pattern := schema.Properties.Probes.Properties[probe].Then.Properties.Path.Pattern
+	path := schema.Properties.Probes.Properties[probe].Then.Properties.Path
+	pattern := path.Pattern
 	m := schemaProbePattern.FindStringSubmatch(pattern)
 	require.NotNil(t, m, "%s: probes.%s's path pattern %q is not ^/(ROUTE|...)(\\?.*)?$: update this test", file, probe, pattern)
 	var routes []string
 	for _, r := range strings.Split(m[1], "|") {
 		routes = append(routes, "/"+r)
 	}
-	assert.ElementsMatch(t, probePaths, routes, "%s: probes.%s's path pattern %q", file, probe, pattern)
+	want := probePaths
+	if probe == "liveness" {
+		want = slices.DeleteFunc(slices.Clone(probePaths), func(p string) bool { return slices.Contains(notLiveness, p) })
+	}
+	assert.ElementsMatch(t, want, routes, "%s: probes.%s's path pattern %q", file, probe, pattern)
 	re, err := regexp.Compile(pattern)
 	require.NoError(t, err)
 	candidates := []string{"", "/", "/livez", "/health", "/healthz/", "/healthzz", "/x/healthz", "/metrics/x", "/debug/handler-clocks", "healthz"}
@@ -133,6 +153,18 @@ func schemaTakesProbePaths(t *testing.T, probe string) {
 		candidates = append(candidates, p, p+"?verbose", p+"/", p+"x")
 	}
 	for _, c := range candidates {
-		assert.Equal(t, checkProbePath(c) == nil, re.MatchString(c), "%s: probes.%s's path pattern %q on %q, against chartcheck", file, probe, pattern, c)
+		assert.Equal(t, checkProbePath(probe, c) == nil, re.MatchString(c), "%s: probes.%s's path pattern %q on %q, against chartcheck", file, probe, pattern, c)
+	}
+	if probe != "liveness" {
+		assert.Empty(t, path.If.Pattern, "%s: probes.%s's path has an if: update this test", file, probe)
+		return
+	}
+	require.NotNil(t, path.Then.Const, "%s: probes.liveness's path has no then.const, the path helm's error names", file)
+	assert.Equal(t, "/healthz", *path.Then.Const, "%s: probes.liveness's path then.const", file)
+	ifRe, err := regexp.Compile(path.If.Pattern)
+	require.NoError(t, err)
+	for _, c := range candidates {
+		route, _, _ := strings.Cut(c, "?")
+		assert.Equal(t, slices.Contains(notLiveness, route), ifRe.MatchString(c), "%s: probes.liveness's path if pattern %q on %q, against notLiveness", file, path.If.Pattern, c)
 	}
 }

@@ -138,6 +138,22 @@ refuses any duplicate the rendering still has. */}}
 {{- end }}
 {{- $_ := set $seen $at (index $m 1) }}
 {{- end }}
+{{- /* A mount inside the config file's or above it, which the API server
+takes too: the kubelet mounts the ConfigMap read-only, so the runtime
+cannot make a mount point inside it and the pod never starts; one above
+it puts the node's directory (/etc for config.stateFile=/etc/state.json)
+over the image's, read-write. tools/chartcheck refuses the same
+(checkNestedInConfigMap). The config's is the list's first entry. */}}
+{{- $config := clean (index (first $mounts) 0) }}
+{{- range $m := rest $mounts }}
+{{- $at := clean (index $m 0) }}
+{{- if hasPrefix (printf "%s/" $config) $at }}
+{{- fail (printf "%s is %s, inside the config file's mount %s, a ConfigMap the pod mounts read-only: the runtime cannot make a mount point there and the pod would not start; give it a directory outside %s (by default the state file's is /var/lib/nri-cpupool, the NRI socket's /var/run/nri)" (index $m 1) $at $config $config) }}
+{{- end }}
+{{- if hasPrefix (printf "%s/" (trimSuffix "/" $at)) $config }}
+{{- fail (printf "%s is %s, above the config file's mount %s: the pod would mount the node's %s read-write over the image's, and the runtime would make %s on the node; give it a directory of its own, not above %s (by default the state file's is /var/lib/nri-cpupool, the NRI socket's /var/run/nri)" (index $m 1) $at $config $at $config $config) }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* The drop-in directory on the node. */}}
