@@ -177,3 +177,42 @@ func TestADerivedResizeRefusalTellsWhereTheContainerRunsNow(t *testing.T) {
 		assert.Contains(t, got[0].Message, "it is confined to pool infra", "the pod is told")
 	}
 }
+
+// A quota-lifted 300-CPU container that cgroup v1 shrank to 280 (20 CPUs
+// offline and back while the plugin was down; no resize) is pinned back on
+// its record at the restart, rightly. The log told the operator a resize
+// to 256000m happened, that the container requests 256 CPUs, and that its
+// kubelet runs with cpuCFSQuota: false (the plugin lifted the quota
+// itself), with advice to move to the device plugin: none of it true. It
+// says the set is no grow and no resize is read from it, and that the
+// container was pinned again on its record.
+func TestAQuotaLiftedContainerPinnedBackIsNotLoggedAsAResizeTo256CPUs(t *testing.T) {
+	epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, epyc, statePath(f))
+	f.dress = func(c *api.Container) {
+		c.Linux.Resources.Cpu.Shares = api.UInt64(262144)
+		c.Linux.Resources.Cpu.Quota = api.Int64(300 * 100000)
+	}
+	pod := f.runPod(podSpec{name: "g", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	g, _, err := f.createContainer(pod, "big", 300000)
+	require.NoError(t, err)
+	f.mu.Lock()
+	g.Linux.Resources.Cpu.Quota = api.Int64(-1) // the plugin lifted it
+	f.mu.Unlock()
+	rec := f.cpus(g)
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	f.setCPUs(g, cpuset.New(mustParse(rec).List()[20:]...).String())
+
+	events := &eventLog{}
+	second := startPlugin(t, f, epyc, statePath(f), withEvents(events))
+	require.Equal(t, rec, f.cpus(g), "pinned back")
+	log := second.log.String()
+	assert.NotContains(t, log, "cpuCFSQuota: false", "the plugin lifted the quota; the kubelet's config is not the cause")
+	assert.NotContains(t, log, "resize to 256000m", "no resize happened")
+	assert.NotContains(t, log, "requests 256000m", "it requests 300 CPUs")
+	assert.Contains(t, log, "no resize is read from the set")
+	assert.Contains(t, log, "not on its CPUs "+rec+"; pinned again")
+	assert.Empty(t, events.of(EventResizeRefused), "nothing to tell the pod: no resize was refused")
+}

@@ -476,9 +476,19 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 		// that) or a set moved from outside is pinned back on the record,
 		// as an exact-request container's is, rather than the container
 		// losing CPUs or its record rewritten to what it happens to run on.
+		// Such a set goes to repairAll with no request read for it
+		// (atLeastNoGrow): the bound is no request, and read as one the
+		// container was logged as resized to 256 CPUs, with the advice
+		// for a kubelet without a CFS quota.
 		derived := false
 		if atLeast {
 			part := p.alloc.ExclusivePart(r)
+			if atLeastNoGrow(r.Assignment, part, milli, atLeast) {
+				p.log.Infof("synchronize: container %s runs on %d CPUs %s, no grow of its record's %d CPUs %s; its quota lifted, the runtime shows its request only as at least 256 CPUs, which its record meets: no resize is read from the set",
+					rememberedRef(st), part.Size(), part, r.Assignment.CPUs.Size(), r.Assignment.CPUs)
+				rest = append(rest, c)
+				continue
+			}
 			if n := int64(part.Size()); n*1000 >= milli && n > int64(r.Assignment.CPUs.Size()) && r.Assignment.CPUs.IsSubsetOf(part) {
 				milli, atLeast, derived = n*1000, false, true
 			}
