@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/state"
 )
 
 // A quota-lifted Guaranteed exclusive container of 300 CPUs grows live to
@@ -176,4 +177,112 @@ func TestADerivedResizeRefusalTellsWhereTheContainerRunsNow(t *testing.T) {
 	if a.Rule.Kind == allocator.RuleConfined {
 		assert.Contains(t, got[0].Message, "it is confined to pool infra", "the pod is told")
 	}
+}
+
+// A quota-lifted Guaranteed exclusive container of 280 CPUs grown to 320
+// (recorded) is shrunk live to 300 (the plugin accepts it and gives 20
+// CPUs back), then a new exclusive container is placed on every free CPU
+// of the pool, the 20 given back among them; kill -9 before the state
+// write. The restart sees the big one on 300 CPUs, its request only "at
+// least 256 CPUs", no grow of its record: pinned back on its record it
+// would need the 20 CPUs the other running container (adopted where it
+// runs) now has. Placed anew it cannot be sized, and was confined to
+// infra: 300 CPUs of work squeezed onto 16 although it ran on a set
+// nobody else had. The runtime is the truth: it keeps the CPUs it runs
+// on, its record says 300 CPUs, and nobody moves.
+func TestALostShrinkOfAQuotaLiftedContainerWhoseCPUsWereGivenAwayStaysWhereItRuns(t *testing.T) {
+	epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, epyc, statePath(f))
+	f.dress = func(c *api.Container) {
+		if c.Name == "big" {
+			c.Linux.Resources.Cpu.Shares = api.UInt64(262144)
+			c.Linux.Resources.Cpu.Quota = api.Int64(280 * 100000)
+		}
+	}
+	pod := f.runPod(podSpec{name: "g", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	g, _, err := f.createContainer(pod, "big", 280000)
+	require.NoError(t, err)
+	f.mu.Lock()
+	g.Linux.Resources.Cpu.Quota = api.Int64(-1)
+	f.mu.Unlock()
+	resizeLive := func(cpus int64) {
+		t.Helper()
+		resp, err := f.r.UpdateContainer(t.Context(), &api.UpdateContainerRequest{Pod: pod, Container: g,
+			LinuxResources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(262144), Quota: api.Int64(cpus * 100000), Period: api.UInt64(100000)}}})
+		require.NoError(t, err)
+		f.mu.Lock()
+		f.apply(resp.GetUpdate())
+		g.Linux.Resources.Cpu.Quota = api.Int64(-1) // the reply lifted it
+		f.mu.Unlock()
+		require.Equal(t, int(cpus), mustParse(f.cpus(g)).Size(), "resized live")
+	}
+	resizeLive(320)
+	require.NoError(t, first.p.Flush())
+	saved, err := os.ReadFile(statePath(f))
+	require.NoError(t, err)
+	resizeLive(300)
+	f.dress = nil
+	other := f.runPod(podSpec{name: "o", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	o, _, err := f.createContainer(other, "c", 68000)
+	require.NoError(t, err)
+	require.Equal(t, 68, mustParse(f.cpus(o)).Size())
+	first.kill()
+	require.NoError(t, os.WriteFile(statePath(f), saved, 0o600), "kill -9 before the writer recorded the shrink and the new container")
+	big, small := f.cpus(g), f.cpus(o)
+
+	second := startPlugin(t, f, epyc, statePath(f))
+	a, ok := second.p.alloc.Get(g.GetId())
+	require.True(t, ok)
+	t.Logf("after restart: pool %s rule %v, %d CPUs; runtime %s\n%s", a.Pool, a.Rule.Kind, a.CPUs.Size(), f.cpus(g), second.log.String())
+	assert.Equal(t, "exclusive", a.Pool, "not confined")
+	assert.Equal(t, big, f.cpus(g), "it runs where the live shrink left it, on CPUs nobody else has")
+	assert.Equal(t, big, a.CPUs.String())
+	assert.Equal(t, int64(300000), a.MilliCPU, "its request read from the CPUs it runs on")
+	assert.Equal(t, small, f.cpus(o), "nobody moved")
+	assert.Contains(t, second.log.String(), "1 containers kept, 0 re-pinned, 1 placed, 0 confined")
+	require.NoError(t, second.p.Flush())
+	st, err := state.ReadState(statePath(f))
+	require.NoError(t, err)
+	assert.Equal(t, big, st.Containers[g.GetId()].CPUs, "its record says where it runs")
+	assert.Equal(t, int64(300000), st.Containers[g.GetId()].MilliCPU)
+}
+
+// A quota-lifted 300-CPU container that cgroup v1 shrank to 280 (20 CPUs
+// offline and back while the plugin was down; no resize) is pinned back on
+// its record at the restart, rightly. The log told the operator a resize
+// to 256000m happened, that the container requests 256 CPUs, and that its
+// kubelet runs with cpuCFSQuota: false (the plugin lifted the quota
+// itself), with advice to move to the device plugin: none of it true. It
+// says the set is no grow and no resize is read from it, and that the
+// container was pinned again on its record.
+func TestAQuotaLiftedContainerPinnedBackIsNotLoggedAsAResizeTo256CPUs(t *testing.T) {
+	epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, epyc, statePath(f))
+	f.dress = func(c *api.Container) {
+		c.Linux.Resources.Cpu.Shares = api.UInt64(262144)
+		c.Linux.Resources.Cpu.Quota = api.Int64(300 * 100000)
+	}
+	pod := f.runPod(podSpec{name: "g", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	g, _, err := f.createContainer(pod, "big", 300000)
+	require.NoError(t, err)
+	f.mu.Lock()
+	g.Linux.Resources.Cpu.Quota = api.Int64(-1) // the plugin lifted it
+	f.mu.Unlock()
+	rec := f.cpus(g)
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	f.setCPUs(g, cpuset.New(mustParse(rec).List()[20:]...).String())
+
+	events := &eventLog{}
+	second := startPlugin(t, f, epyc, statePath(f), withEvents(events))
+	require.Equal(t, rec, f.cpus(g), "pinned back")
+	log := second.log.String()
+	assert.NotContains(t, log, "cpuCFSQuota: false", "the plugin lifted the quota; the kubelet's config is not the cause")
+	assert.NotContains(t, log, "resize to 256000m", "no resize happened")
+	assert.NotContains(t, log, "requests 256000m", "it requests 300 CPUs")
+	assert.Contains(t, log, "no resize is read from the set")
+	assert.Contains(t, log, "not on its CPUs "+rec+"; pinned again")
+	assert.Empty(t, events.of(EventResizeRefused), "nothing to tell the pod: no resize was refused")
 }

@@ -81,8 +81,9 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// Containers that do not run where they should (the runtime created
 	// them without our adjustment, or on CPUs this node lacks) are pinned
 	// again once every container that runs correctly, and every hold, has
-	// its CPUs.
-	updates, confined := p.repairAll(repair, remembered.Containers, pods)
+	// its CPUs; a quota-lifted one on part of a record whose other CPUs
+	// another container now runs on keeps that part (keepLostShrink).
+	updates, confined, keptAtRepair := p.repairAll(repair, remembered.Containers, pods)
 	p.refuseDerivedResizes(refused)
 	// Then the in-place resizes the runtime applied while the plugin was
 	// down (the request changed, the cpuset the kubelet does not set did
@@ -123,7 +124,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	// Each container is counted once: a confined one is neither re-pinned
 	// nor placed.
 	p.log.Infof("synchronized: %d containers kept, %d re-pinned, %d placed, %d confined, %d forgotten, %d CPU sets held for stopped containers, %d updates",
-		len(known)-len(repair), len(repair)-confined, len(unknown)-confinedNew, confined+confinedNew, p.countForgotten(remembered.Containers), len(p.alloc.Holds()), len(updates))
+		len(known)-len(repair)+keptAtRepair, len(repair)-confined-keptAtRepair, len(unknown)-confinedNew, confined+confinedNew, p.countForgotten(remembered.Containers), len(p.alloc.Holds()), len(updates))
 	return updates, nil
 }
 
@@ -252,21 +253,24 @@ func (p *Plugin) adoptAll(unknown []*api.Container, pods []*api.PodSandbox) ([]*
 }
 
 // repairAll pins again the remembered containers restoreKnown could not
-// keep where they run, and counts those it had to confine.
-func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]state.ContainerState, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
+// keep where they run, and counts those it had to confine and those it
+// kept where they run after all (keepLostShrink).
+func (p *Plugin) repairAll(repair []*api.Container, remembered map[string]state.ContainerState, pods []*api.PodSandbox) (_ []*api.ContainerUpdate, confined, kept int) {
 	podByID := podsByID(pods)
 	var updates []*api.ContainerUpdate
-	confined := 0
 	for _, c := range repair {
-		u, ok := p.repairKnown(podByID[c.GetPodSandboxId()], c, remembered[c.GetId()])
+		u, how := p.repairKnown(podByID[c.GetPodSandboxId()], c, remembered[c.GetId()])
 		if u != nil {
 			updates = append(updates, u)
 		}
-		if !ok {
+		switch how {
+		case confinedAtRepair:
 			confined++
+		case keptShrunk:
+			kept++
 		}
 	}
-	return updates, confined
+	return updates, confined, kept
 }
 
 // followPools returns updates for shared and infra members, and exclusive
@@ -476,9 +480,20 @@ func (p *Plugin) keepResized(repair []*api.Container, remembered map[string]stat
 		// that) or a set moved from outside is pinned back on the record,
 		// as an exact-request container's is, rather than the container
 		// losing CPUs or its record rewritten to what it happens to run on.
+		// Such a set goes to repairAll with no request read for it
+		// (atLeastNoGrow): the bound is no request, and read as one the
+		// container was logged as resized to 256 CPUs, with the advice
+		// for a kubelet without a CFS quota. One whose record's CPUs
+		// cannot be had again keeps a shrunk set there (keepLostShrink).
 		derived := false
 		if atLeast {
 			part := p.alloc.ExclusivePart(r)
+			if atLeastNoGrow(r.Assignment, part, milli, atLeast) {
+				p.log.Infof("synchronize: container %s runs on %d CPUs %s, no grow of its record's %d CPUs %s; its quota lifted, the runtime shows its request only as at least 256 CPUs, which its record meets: no resize is read from the set",
+					rememberedRef(st), part.Size(), part, r.Assignment.CPUs.Size(), r.Assignment.CPUs)
+				rest = append(rest, c)
+				continue
+			}
 			if n := int64(part.Size()); n*1000 >= milli && n > int64(r.Assignment.CPUs.Size()) && r.Assignment.CPUs.IsSubsetOf(part) {
 				milli, atLeast, derived = n*1000, false, true
 			}
@@ -734,9 +749,9 @@ func (p *Plugin) adopted(who string, req allocator.Request, claims *claimBinding
 
 // repairKnown pins a remembered exclusive container that does not run
 // where it may: back on its remembered CPUs when they are free
-// (allocator.Repin), else placed anew, else confined to infra. ok is false
-// when it was confined.
-func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.ContainerState) (*api.ContainerUpdate, bool) {
+// (allocator.Repin), else, a quota-lifted one on part of them, kept where
+// it runs (keepLostShrink), else placed anew, else confined to infra.
+func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.ContainerState) (*api.ContainerUpdate, repaired) {
 	r := p.remembered(c, st)
 	who := rememberedRef(st)
 	runs := "every CPU"
@@ -748,20 +763,41 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 		gone := p.alloc.Absent(set)
 		runs = fmt.Sprintf("CPUs %s (%s no longer %s)", set, plural.CPUs(gone), plural.Verb(gone.Size(), "exists", "exist"))
 	}
-	if res, outcome, note := p.alloc.Repin(r); outcome == allocator.Repinned {
+	res, outcome, note := p.alloc.Repin(r)
+	if outcome == allocator.Repinned {
 		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
 		if note != nil {
 			// Why it was added off its pool's CPUs (Repin's note).
 			p.log.Warnf("synchronize: container %s: %v", who, note)
 		}
-		return cpuUpdate(res.Assignment, p.topo.Online, p.cfg.PinMemory), true
+		return cpuUpdate(res.Assignment, p.topo.Online, p.cfg.PinMemory), repinned
 	}
 	if pod == nil {
-		return p.confine(nil, c, rememberedPod(st), who, fmt.Errorf("its pod sandbox is gone"))
+		u, _ := p.confine(nil, c, rememberedPod(st), who, fmt.Errorf("its pod sandbox is gone"))
+		return u, confinedAtRepair
+	}
+	if p.keepLostShrink(pod, c, st, note) {
+		return nil, keptShrunk // it runs there already
 	}
 	p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored; placing it again", who, runs, st.CPUs)
-	return p.adoptUnknown(pod, c)
+	u, ok := p.adoptUnknown(pod, c)
+	if !ok {
+		return u, confinedAtRepair
+	}
+	return u, repinned
 }
+
+// repaired is what repairKnown did with a remembered container.
+type repaired int
+
+const (
+	// repinned: pinned again on its record, or placed anew.
+	repinned repaired = iota
+	// keptShrunk: kept where it runs (keepLostShrink), not pinned.
+	keptShrunk
+	// confinedAtRepair: confined to infra.
+	confinedAtRepair
+)
 
 // adoptUnknown handles a container the state does not know (created while
 // the plugin was away, or the state was lost) and returns the update that

@@ -1,0 +1,75 @@
+package plugin
+
+// A restart and a quota-lifted container ("at least 256 CPUs"): a set that
+// is no grow of its record, and a lost live shrink whose record cannot be had.
+
+import (
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/allocator"
+	"github.com/cpupool/nri-cpupool/pools"
+	"github.com/cpupool/nri-cpupool/state"
+)
+
+// atLeastNoGrow tells whether keepResized must leave a remembered
+// container to repairAll without reading its set as a lost resize: the
+// runtime shows its request only as "at least" milli (the plugin lifted
+// its quota; the shares are at their cap), which its record meets, and it
+// runs on a set that is no grow of its record (part is its exclusive part
+// there). Such a set says nothing of a request: judged as a resize to the
+// bound it was logged as one, with the advice for a kubelet without a CFS
+// quota, for a container no resize touched.
+func atLeastNoGrow(rec allocator.Assignment, part cpuset.CPUSet, milli int64, atLeast bool) bool {
+	return atLeast && rec.MilliCPU >= milli && (part.Size() <= rec.CPUs.Size() || !rec.CPUs.IsSubsetOf(part))
+}
+
+// keepLostShrink keeps where the runtime runs it a remembered exclusive
+// container whose request the runtime shows only as "at least 256 CPUs"
+// (the plugin lifted its quota) when repairKnown cannot pin it back on its
+// record (why): it runs on part of its record's CPUs, at least 256 of
+// them, which is what a live shrink gives (the plugin accepted it, gave the
+// rest back, and a kill lost the record), and the rest cannot be had
+// again: another container runs on them (the CPUs the shrink gave back,
+// placed since). keepResized leaves such a set to be pinned back on the
+// record, because a shrink cgroup v1 made (CPUs offline and back while the
+// plugin was down) looks the same; but once the record cannot be had,
+// placing it anew cannot size it ("at least 256 CPUs" is no size) and
+// confined 256 CPUs or more of work to infra, although it runs on CPUs
+// nobody else has. The runtime is the truth: it keeps the CPUs it runs on,
+// in a shape a live shrink makes (ReadmitResized), its request read as
+// their count, and its record says so; nobody is moved. It tells whether
+// it was kept; when not, nothing was added.
+func (p *Plugin) keepLostShrink(pod *api.PodSandbox, c *api.Container, st state.ContainerState, why error) bool {
+	if pod == nil || !pools.IsExclusive(st.Pool) {
+		return false
+	}
+	milli, atLeast := milliCPU(c, qosClass(pod))
+	r, _ := p.readRemembered(c, st)
+	part := p.alloc.ExclusivePart(r)
+	n := int64(part.Size())
+	rec := r.Assignment
+	if !atLeast || rec.MilliCPU < milli || n*1000 < milli || n >= int64(rec.CPUs.Size()) || !part.IsSubsetOf(rec.CPUs) {
+		return false
+	}
+	who := rememberedRef(st)
+	req, err := p.resizeRequest(pod, c, rec, n*1000, false)
+	if err != nil {
+		// Refused under the configuration now: judged by what its record
+		// knows of its options, as keepResized judges a lost resize.
+		req = recordedResizeRequest(rec, n*1000)
+	}
+	res, err := p.alloc.ReadmitResized(r, req)
+	if err != nil {
+		p.log.Warnf("synchronize: container %s runs on %d of its record's CPUs (%s) and cannot stay there either: %v", who, n, part, err)
+		return false
+	}
+	p.log.Warnf("synchronize: container %s runs on %d CPUs %s, of its record's %d CPUs %s, whose others cannot be had again (%v); "+
+		"keeping it where it runs, its request read as %dm from them (its quota lifted, the runtime shows only at least 256 CPUs: a shrink whose record a kill lost)",
+		who, n, res.Assignment.CPUs, rec.CPUs.Size(), rec.CPUs, why, n*1000)
+	if res.Warning != "" {
+		// Why its shared part runs off the shared pool.
+		p.log.Warnf("synchronize: container %s: %s", who, res.Warning)
+	}
+	return true
+}
