@@ -537,6 +537,20 @@ func (p *planner) ownsAny(c *coreView) bool {
 	return false
 }
 
+// offlineThreads are the offline threads of cpu's core.
+func (a *Allocator) offlineThreads(cpu int) []int {
+	if cpu < 0 || cpu >= len(a.cores.of) || a.cores.of[cpu] < 0 {
+		return nil
+	}
+	var out []int
+	for _, t := range a.cores.threads[a.cores.of[cpu]] {
+		if !a.x.online(t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // groupSet counts distinct L3 groups by their position in the pool.
 type groupSet []bool
 
