@@ -33,6 +33,7 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 	}
 	a.mem = numamem.New(topo, x.memNode, layout.MemoryReserve, layout.HugePagesReserve, claimOwners{a})
 	a.cores = newPresentCores(topo, x)
+	a.markOfflineThreads()
 	a.indexPools()
 	return a
 }

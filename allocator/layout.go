@@ -35,7 +35,8 @@ type Layout struct {
 	// ones included: where an offline CPU goes when it comes online
 	// (HotplugLayout), as far as the config in force tells now. A
 	// hide-hyperthreads container's offline sibling is its hidden one
-	// only when it joins its pool then (OfflineHiddenSiblings).
+	// only when it joins its pool then (OfflineHiddenSiblings), and
+	// such a container takes a core only then (take.go, hideable).
 	carved carvedPools
 	// Infra is every online CPU that is neither exclusive nor shared.
 	Infra cpuset.CPUSet
