@@ -32,6 +32,8 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 		holds:      map[string]*Hold{},
 	}
 	a.mem = numamem.New(topo, x.memNode, layout.MemoryReserve, layout.HugePagesReserve, claimOwners{a})
+	a.cores = newPresentCores(topo, x)
+	a.markOfflineThreads()
 	a.indexPools()
 	return a
 }

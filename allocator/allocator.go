@@ -170,6 +170,9 @@ type Allocator struct {
 	// fitBuf is the figures a decision's fit is worked out in, kept
 	// between decisions (memoryFit).
 	fitBuf numamem.Fit
+	// cores are the node's cores with their offline threads
+	// (hiddensiblings.go).
+	cores presentCores
 }
 
 // Layout returns the static pool layout.

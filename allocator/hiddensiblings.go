@@ -5,8 +5,6 @@ import (
 	"slices"
 
 	"k8s.io/utils/cpuset"
-
-	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
 // ReserveHiddenSiblings gives each container and hold that asked for idle
@@ -66,27 +64,25 @@ func (a *Allocator) reserveHiddenSiblings() []Assignment {
 	return grown
 }
 
-// OfflineSiblings are the offline threads of the cores of cpus, on the
-// node as the pools are carved (presentTopology places an offline CPU on
-// its core). For a hide-hyperthreads container or hold they are the
-// siblings it holds idle once they come online (reserveHiddenSiblings), if
-// they rejoin its pool: a reload while they are offline must not give
-// them another pool, as it may not while they are online and in Reserved.
-func OfflineSiblings(topo *sysfs.Topology, cpus cpuset.CPUSet) cpuset.CPUSet {
-	if topo.Offline.IsEmpty() {
+// OfflineHiddenSiblings are the offline threads of the cores of a
+// hide-hyperthreads container or hold that it holds idle once they come
+// online (reserveHiddenSiblings): those that join its pool then, as the
+// config in force carves the present CPUs, and that no one else has. A
+// reload while they are offline must not give them another pool, as it
+// may not while they are online and in Reserved. An offline thread that
+// joins another pool, or that another container has, is never its: a
+// reload cannot take from it what it would not get.
+func (a *Allocator) OfflineHiddenSiblings(as *Assignment) cpuset.CPUSet {
+	if !as.HideHyperthreads || len(a.cores.of) == 0 {
 		return cpuset.New()
 	}
-	whole := presentTopology(topo)
-	cores := map[int]bool{}
-	for _, c := range whole.CPUs {
-		if cpus.Contains(c.ID) && c.Core >= 0 {
-			cores[c.Core] = true
-		}
-	}
+	pool := a.layout.carvedPool(as.Pool, true)
 	var out []int
-	for _, c := range whole.CPUs {
-		if cores[c.Core] && c.Core >= 0 && topo.Offline.Contains(c.ID) && !cpus.Contains(c.ID) {
-			out = append(out, c.ID)
+	for _, id := range as.CPUs.UnsortedList() {
+		for _, t := range a.offlineThreads(id) {
+			if !as.CPUs.Contains(t) && pool.Contains(t) && (a.owner[t] == "" || a.owner[t] == as.ID) {
+				out = append(out, t)
+			}
 		}
 	}
 	return cpuset.New(out...)

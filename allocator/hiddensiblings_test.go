@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
 )
 
 // A hide-hyperthreads container placed on a core whose sibling was offline
@@ -125,4 +126,85 @@ func TestHiddenSiblingThatComesOnlineLeavesInfra(t *testing.T) {
 	m, _ := a.Get("infra1")
 	assert.Equal(t, infra, m.CPUs, "the infra member is on infra as it is")
 	assert.Empty(t, moved, "9 went to the container, not to infra: no member moves")
+}
+
+// siblingsSplitConfig is desktop-8c16t (CPU n's sibling is n+8) with
+// exclusive on 4-7 and on 15 only: of the cores 4-7, only 7's sibling is
+// exclusive's, 12-14 are shared's.
+const siblingsSplitConfig = `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,15"}
+  shared: {cpus: "2-3,10-14"}
+`
+
+// newOfflineAllocator is an allocator on a fixture with CPUs offline as
+// the kernel shows them (no topology for them) and the layout a running
+// daemon builds then.
+func newOfflineAllocator(t *testing.T, fixtureName, yaml string, offline cpuset.CPUSet) *Allocator {
+	t.Helper()
+	topo := discoverOffline(t, fixtureName, offline)
+	cfg := parseConfig(t, yaml)
+	l, problems := BuildLayoutRunning(topo, cfg)
+	require.False(t, problems.HasErrors(), "%v", problems)
+	return New(topo, l, cfg.PinMemory)
+}
+
+// A hide-hyperthreads container holds its core's offline sibling idle
+// once it comes online, so a core whose offline sibling joins another
+// pool then is no whole core for it: shared's load would run next to the
+// container that asked for the core alone. It takes the core whose
+// offline sibling is its pool's, and gets that sibling when it comes
+// online; with none such, it is refused.
+func TestHideHyperthreadsTakesNoCoreWhoseOfflineSiblingJoinsAnotherPool(t *testing.T) {
+	a := newOfflineAllocator(t, "desktop-8c16t", siblingsSplitConfig, cpuset.New(12, 13, 14, 15))
+	require.Equal(t, "4-7", a.PoolCPUs("exclusive").String())
+	hide := exclusive("hide", 1)
+	hide.Options.HideHyperthreads = true
+	res, err := a.Allocate(hide)
+	require.NoError(t, err)
+	assert.Equal(t, "7", res.Assignment.CPUs.String(), "the siblings 12-14 of 4-6 join shared when they come online")
+
+	full := topology(t, "desktop-8c16t")
+	a, _ = a.Rebase(full, mustHotplug(t, a, full, siblingsSplitConfig))
+	h, _ := a.Get("hide")
+	assert.Equal(t, "15", h.Reserved.String(), "its sibling came online idle for it")
+	assert.Equal(t, "2-3,10-14", a.PoolCPUs("shared").String())
+	assert.True(t, a.PoolCPUs("shared").Intersection(a.hiddenSiblings(h.CPUs).Union(h.CPUs)).IsEmpty(), "no shared CPU on its core")
+
+	const none = `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7"}
+  shared: {cpus: "2-3,10-15"}
+`
+	a = newOfflineAllocator(t, "desktop-8c16t", none, cpuset.New(12, 13, 14, 15))
+	_, err = a.Allocate(hide)
+	assert.ErrorContains(t, err, "with idle siblings (0 whole cores free)", "every core's sibling joins shared")
+}
+
+// An offline sibling another container has (an offline CPU stays its
+// owner's) is not free: a hide-hyperthreads container must not take its
+// core, or it runs next to that container once the sibling is online.
+func TestHideHyperthreadsTakesNoCoreWhoseOfflineSiblingIsAnothers(t *testing.T) {
+	const cfg = `isolatedCPUs: "2-7,10-15"`
+	a := newAllocator(t, "desktop-8c16t", cfg)
+	_, _, err := a.Readmit(Remembered{Assignment: Assignment{ID: "other", Pod: PodRef{Namespace: "ns", Name: "pod-other", UID: "uid-other"}, Container: "c",
+		Pool: "exclusive", MilliCPU: 1000, CPUs: set(t, "15")}, RunsOn: set(t, "15")})
+	require.NoError(t, err)
+	_, err = a.Allocate(exclusive("filler", 10))
+	require.NoError(t, err)
+	f, _ := a.Get("filler")
+	require.Equal(t, "2-6,10-14", f.CPUs.String(), "7 is the only free CPU")
+
+	off := discoverOffline(t, "desktop-8c16t", cpuset.New(15))
+	a, _ = a.Rebase(off, mustHotplug(t, a, off, cfg))
+	o, _ := a.Get("other")
+	require.Equal(t, "15", o.CPUs.String(), "the offline CPU stays its container's")
+	hide := exclusive("hide", 1)
+	hide.Options.HideHyperthreads = true
+	_, err = a.Allocate(hide)
+	assert.ErrorContains(t, err, "with idle siblings (0 whole cores free)", "7's sibling 15 is the other container's")
 }

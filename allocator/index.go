@@ -149,6 +149,12 @@ type coreView struct {
 	threads []int
 	// complete is true when every online thread of the core is in the pool.
 	complete bool
+	// offline are the core's offline threads, which a hide-hyperthreads
+	// container placed on it holds idle once they come online;
+	// offlineAway tells that one of them joins another pool then, so
+	// that such a container must not take the core (hideable).
+	offline     []int
+	offlineAway bool
 }
 
 func (x *index) view(cpus cpuset.CPUSet) *poolView {

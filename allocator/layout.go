@@ -31,6 +31,13 @@ type Layout struct {
 	// offline, and its members run on infra meanwhile (membersWhileEmpty);
 	// one the config leaves empty has none to run on.
 	SharedCarved cpuset.CPUSet
+	// carved is the rest of the carving on the present CPUs, offline
+	// ones included: where an offline CPU goes when it comes online
+	// (HotplugLayout), as far as the config in force tells now. A
+	// hide-hyperthreads container's offline sibling is its hidden one
+	// only when it joins its pool then (OfflineHiddenSiblings), and
+	// such a container takes a core only then (take.go, hideable).
+	carved carvedPools
 	// Infra is every online CPU that is neither exclusive nor shared.
 	Infra cpuset.CPUSet
 	// ExclusiveNonIsolcpus are the infra CPUs that may be lent out
@@ -50,6 +57,28 @@ type Layout struct {
 	// (memory.reservedPerNode, memory.reservedHugePagesPerNode).
 	MemoryReserve    int64
 	HugePagesReserve map[int64]int64
+}
+
+// carvedPools are the sets of a layout carved on the present CPUs,
+// before dropOffline.
+type carvedPools struct{ exclusive, infra, reserved, isolated cpuset.CPUSet }
+
+// carvedPool is an exclusive pool as the config carves it on the present
+// CPUs, offline ones included: the CPUs a new container may be given
+// (the pool's view), or with keep those a running one may keep
+// (keepable), once they are online.
+func (l *Layout) carvedPool(pool string, keep bool) cpuset.CPUSet {
+	switch {
+	case pool == pools.Exclusive:
+		return l.carved.exclusive
+	case pool != pools.ExclusiveNonIsolcpus || !l.LendsNonIsolcpus:
+		return cpuset.New()
+	}
+	lent := lendableCPUs(l.carved.infra, l.carved.reserved, l.carved.isolated)
+	if !keep {
+		return lent
+	}
+	return lent.Union(l.carved.infra.Intersection(l.carved.isolated).Difference(l.carved.reserved))
 }
 
 // Pool returns a pool's static CPUs by name.
@@ -295,6 +324,7 @@ func (b *layoutBuilder) carve(key string, count int, carvable cpuset.CPUSet) cpu
 func (b *layoutBuilder) dropOffline() {
 	b.carved.exclusive, b.carved.shared, b.carved.reserved, b.carved.isolated = b.l.Exclusive, b.l.Shared, b.l.Reserved, b.l.Isolated
 	b.l.SharedCarved = b.l.Shared
+	b.l.carved = carvedPools{exclusive: b.l.Exclusive, infra: b.usable.Difference(b.l.Exclusive).Difference(b.l.Shared), reserved: b.l.Reserved, isolated: b.l.Isolated}
 	for _, set := range []*cpuset.CPUSet{&b.l.Isolated, &b.l.Reserved, &b.l.Exclusive, &b.l.Shared} {
 		*set = set.Intersection(b.topo.Online)
 	}

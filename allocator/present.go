@@ -225,3 +225,35 @@ func renumberCores(cpus []sysfs.CPU, cores map[int][]int) {
 		}
 	}
 }
+
+// presentCores are the node's cores as the pools are carved
+// (presentTopology places an offline CPU on its core, which the kernel no
+// longer tells): of[cpu] is the CPU's core there (-1 unknown), threads
+// the CPUs of each core, online or offline. Empty when every CPU is
+// online, or SMT is off for good (an offline thread never comes online).
+type presentCores struct {
+	of      []int
+	threads [][]int
+}
+
+func newPresentCores(topo *sysfs.Topology, x *index) presentCores {
+	whole := presentTopology(topo)
+	if whole == topo {
+		return presentCores{}
+	}
+	pc := presentCores{of: make([]int, len(x.cpus))}
+	for i := range pc.of {
+		pc.of[i] = -1
+	}
+	for _, c := range whole.CPUs {
+		if c.Core < 0 || c.ID >= len(pc.of) {
+			continue
+		}
+		for len(pc.threads) <= c.Core {
+			pc.threads = append(pc.threads, nil)
+		}
+		pc.of[c.ID] = c.Core
+		pc.threads[c.Core] = append(pc.threads[c.Core], c.ID)
+	}
+	return pc
+}

@@ -29,7 +29,9 @@ func (p *planner) state(c *coreView) coreState {
 	switch n {
 	case len(c.threads):
 		// Shares the view's slice: callers only copy out of free.
-		return coreState{core: c, free: c.threads, whole: c.complete}
+		// A hide-hyperthreads container holds the offline threads idle
+		// too, once they are online: they must be its pool's and free.
+		return coreState{core: c, free: c.threads, whole: c.complete && (p.mode != modeHideSiblings || p.hideable(c))}
 	case 0:
 		return coreState{core: c}
 	}
@@ -101,7 +103,7 @@ func (p *planner) coreUnits(c *coreView) (units int, whole bool) {
 		}
 		return 0, false
 	case modeHideSiblings:
-		if whole {
+		if whole && p.hideable(c) {
 			return 1, true
 		}
 		return 0, false
@@ -535,6 +537,67 @@ func (p *planner) ownsAny(c *coreView) bool {
 		}
 	}
 	return false
+}
+
+// offlineThreads are the offline threads of cpu's core.
+func (a *Allocator) offlineThreads(cpu int) []int {
+	if cpu < 0 || cpu >= len(a.cores.of) || a.cores.of[cpu] < 0 {
+		return nil
+	}
+	var out []int
+	for _, t := range a.cores.threads[a.cores.of[cpu]] {
+		if !a.x.online(t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// markOfflineThreads gives each core of the exclusive pools' views its
+// offline threads, and tells whether one of them joins another pool when
+// it comes online. A hide-hyperthreads container placed on a core whose
+// sibling is offline gets that sibling idle when it comes online
+// (reserveHiddenSiblings), but only from its own pool: a sibling that
+// joins shared or another pool would run that pool's load next to the
+// container that asked for the whole core, so such a core is not whole
+// for it (hideable).
+func (a *Allocator) markOfflineThreads() {
+	if len(a.cores.of) == 0 {
+		return
+	}
+	for pool, v := range a.views {
+		carved := a.layout.carvedPool(pool, false)
+		for i := range v.nodes {
+			for j := range v.nodes[i].l3s {
+				cores := v.nodes[i].l3s[j].cores
+				for k := range cores {
+					c := &cores[k]
+					c.offline = a.offlineThreads(c.threads[0])
+					for _, t := range c.offline {
+						if !carved.Contains(t) {
+							c.offlineAway = true
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// hideable tells whether a hide-hyperthreads container may take the core
+// as a whole one, as far as its offline threads go: each joins the pool
+// when it comes online (markOfflineThreads) and no container or hold has
+// it (an offline CPU stays its owner's).
+func (p *planner) hideable(c *coreView) bool {
+	if c.offlineAway {
+		return false
+	}
+	for _, t := range c.offline {
+		if p.a.busy[t] {
+			return false
+		}
+	}
+	return true
 }
 
 // groupSet counts distinct L3 groups by their position in the pool.

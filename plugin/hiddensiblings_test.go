@@ -63,3 +63,62 @@ func TestHiddenSiblingComesOnlineWhilePluginIsAway(t *testing.T) {
 	_, _, err = f.createContainer(f.runPod(podSpec{name: "next", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}}), "c", 1000)
 	assert.Error(t, err, "15 is not free")
 }
+
+// siblingsInShared gives exclusive one thread of cores 4-7; their
+// siblings 12-15 are listed in shared.
+var siblingsInShared = testNode{fixture: "desktop-8c16t", config: `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7"}
+  shared: {cpus: "2-3,10-15"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  exclusive: [telco]
+`}
+
+// siblingsInSharedGrown moves CPU 3 from shared to exclusive; 12-15 stay
+// in shared.
+const siblingsInSharedGrown = `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "3-7"}
+  shared: {cpus: "2,10-15"}
+  exclusive-non-isolcpus: {enabled: true}
+allowedNamespaces:
+  exclusive: [telco]
+`
+
+// TestReloadKeepingAnOfflineSiblingInSharedIsNotRefused: a
+// hide-hyperthreads container runs on CPU 4, placed while its sibling 12
+// was offline and exclusive's; the plugin restarts with a config that
+// lists 12 in shared. 12 is not its hidden sibling when it comes online
+// (it joins shared) in the config in force nor in the next one, so a
+// reload that keeps it there cannot take it from the container and must
+// not be refused only because 12 is offline; the same reload is applied
+// once 12 is online.
+func TestReloadKeepingAnOfflineSiblingInSharedIsNotRefused(t *testing.T) {
+	f := newFakeRuntime(t, true)
+	root := f.sysfsRoot(desktop.fixture)
+	for _, cpu := range []int{12, 13, 14, 15} {
+		setOnlineAt(t, root, cpu, false)
+	}
+	first := startPlugin(t, f, desktop, statePath(f))
+	hide, _, err := f.createContainer(f.runPod(podSpec{name: "hide", namespace: "telco", annotations: hideHyperthreads}), "c", 1000)
+	require.NoError(t, err)
+	require.Equal(t, "4", f.cpus(hide), "12, its sibling, is exclusive's in this config")
+	first.stop()
+
+	rp := startPlugin(t, f, siblingsInShared, statePath(f), fastHotplug)
+	require.Equal(t, "4", f.cpus(hide), "kept where it runs")
+	require.Equal(t, "2-3,10-11", sharedNow(rp))
+	err = rp.p.Reload(reloadConfig(t, rp, siblingsInSharedGrown), nil, "test")
+	require.NoError(t, err, "log:\n%s", rp.log.String())
+	for _, cpu := range []int{12, 13, 14, 15} {
+		setOnline(t, rp, cpu, true)
+	}
+	require.Eventually(t, func() bool { return sharedNow(rp) == "2,10-15" }, 3*time.Second, 5*time.Millisecond)
+	assert.Empty(t, rp.savedState(t).Containers[hide.Id].Reserved, "12 joined shared, not the container")
+	assert.NoError(t, rp.p.Reload(reloadConfig(t, rp, siblingsInSharedGrown), nil, "test"), "online: the same reload is applied")
+}

@@ -87,13 +87,12 @@ func (p *Plugin) offlineBlockers(old, cfg *config.Config, topo *sysfs.Topology, 
 			plural.Verb(off.Size(), "it is", "they are"), strings.Join(changed, ", "), notListed, plural.Verb(off.Size(), "it", "them"), b.Reason)
 		out = append(out, b)
 	}
-	// A hide-hyperthreads owner's offline siblings are its hidden ones
-	// once they come online in its pool (allocator.OfflineSiblings).
+	// A hide-hyperthreads owner's offline siblings that join its pool
+	// when they come online are its hidden ones then; one that joins
+	// another pool under the config in force is not its, and the reload
+	// cannot take it from it (allocator.OfflineHiddenSiblings).
 	owned := func(a *allocator.Assignment) cpuset.CPUSet {
-		if a.HideHyperthreads {
-			return a.Held().Union(allocator.OfflineSiblings(topo, a.CPUs))
-		}
-		return a.Held()
+		return a.Held().Union(p.alloc.OfflineHiddenSiblings(a))
 	}
 	for _, a := range p.alloc.Assignments() {
 		if pools.IsExclusive(a.Pool) {
