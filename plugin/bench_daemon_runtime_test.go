@@ -29,6 +29,13 @@ import (
 // its log got meanwhile per 1,000 round trips (daemon-gctrace-per-1k-rt).
 var daemonRuntime = flag.Bool("daemon.runtime", false, "read the real binary's scheduler latency and GC from its runtime/metrics around the measured rounds (…AllFeaturesProcess; serves its profiles)")
 
+// daemonLogLevel is the --log-level of the real binary
+// …AllFeaturesProcess runs: info, as a node runs it; warn leaves out the
+// lines of every creation, stop, quota lift and pod release, and with
+// them the log goroutine's wake and its pipe write (cat's wake) that each
+// creation makes: how much of the added time logging is (issue 45).
+var daemonLogLevel = flag.String("daemon.loglevel", "info", "the --log-level of the real binary …AllFeaturesProcess runs")
+
 // runtimeHistogramKey is a bucket of a runtime/metrics histogram.
 type runtimeHistogramKey struct{ lo, hi float64 }
 

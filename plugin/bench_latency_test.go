@@ -171,7 +171,7 @@ func BenchmarkCreateContainerRoundTripAllFeaturesProcess(b *testing.B) {
 		} else {
 			startNoop(b, noop)
 		}
-		d := startDaemon(b, ours, daemonSpec{bin: bin, node: shape.allFeaturesNode(), logLevel: "info", procRoot: true, metrics: true, pprof: *daemonProfile != "" || *daemonRuntime, clocks: *daemonClocks})
+		d := startDaemon(b, ours, daemonSpec{bin: bin, node: shape.allFeaturesNode(), logLevel: *daemonLogLevel, procRoot: true, metrics: true, pprof: *daemonProfile != "" || *daemonRuntime, clocks: *daemonClocks})
 		fillAllFeatures(b, noop, ours, shape.cpus, running)
 		d.waitHostFilesSettled(b)
 		ours.profileRounds = func(rounds func() int64) func() { return d.profile(b, rounds) }
