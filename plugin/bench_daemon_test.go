@@ -255,7 +255,8 @@ func waitSandboxCgroups(b *testing.B, f *fakeRuntime) {
 // of daemonProfileSeconds, from the first measured round: give the
 // benchmark rounds enough to last that long, or the profile's tail is the
 // daemon idle; .daemon.cpu.rounds says how many rounds ended while it ran,
-// for CPU per round), and .daemon.allocs.prof and .daemon.block.prof with their
+// for CPU per round), and .daemon.allocs.prof, .daemon.block.prof and
+// .daemon.mutex.prof with their
 // .before.prof taken as the rounds start (`go tool pprof -base
 // X.before.prof X.prof` is the rounds' own). The snapshots fall within
 // the latency probe's window: take the daemon's CPU and allocation
@@ -294,7 +295,7 @@ func (d *benchDaemon) profile(b *testing.B, rounds func() int64) func() {
 		_, err = io.Copy(out, resp.Body)
 		return err
 	}
-	for _, name := range []string{"allocs", "block"} {
+	for _, name := range []string{"allocs", "block", "mutex"} {
 		require.NoError(b, fetch("/debug/pprof/"+name, base+name+".before.prof"))
 	}
 	// The execution trace, over the same seconds: what the CPU and block
@@ -320,7 +321,7 @@ func (d *benchDaemon) profile(b *testing.B, rounds func() int64) func() {
 		cpu <- os.WriteFile(base+"cpu.rounds", fmt.Appendf(nil, "rounds %d\nseconds %.3f\n", n, took.Seconds()), 0o644)
 	}()
 	return func() {
-		for _, name := range []string{"allocs", "block"} {
+		for _, name := range []string{"allocs", "block", "mutex"} {
 			require.NoError(b, fetch("/debug/pprof/"+name, base+name+".prof"))
 		}
 		require.NoError(b, <-cpu)

@@ -171,17 +171,20 @@ func BenchmarkCreateContainerRoundTripAllFeaturesProcess(b *testing.B) {
 		} else {
 			startNoop(b, noop)
 		}
-		d := startDaemon(b, ours, daemonSpec{bin: bin, node: shape.allFeaturesNode(), logLevel: "info", procRoot: true, metrics: true, pprof: *daemonProfile != "", clocks: *daemonClocks})
+		d := startDaemon(b, ours, daemonSpec{bin: bin, node: shape.allFeaturesNode(), logLevel: *daemonLogLevel, procRoot: true, metrics: true, pprof: *daemonProfile != "" || *daemonRuntime, clocks: *daemonClocks})
 		fillAllFeatures(b, noop, ours, shape.cpus, running)
 		d.waitHostFilesSettled(b)
 		ours.profileRounds = func(rounds func() int64) func() { return d.profile(b, rounds) }
 		// Read before the probe and after its report: the clocks' own
 		// requests stay out of the daemon's CPU and allocations per round.
 		clocks := d.clockRounds(b)
+		daemonRT := d.runtimeRounds(b)
 		probe := startLatencyProbe(b, d.gather, true)
 		samples := measurePairedKeeping(b, noop, ours, allFeaturesKeep)
 		probe.report(b, len(samples[1]))
+		daemonRT(len(samples[1]))
 		clocks()
+		d.keepDaemonLog(b)
 		d.reportMemory(b)
 	})
 }

@@ -200,6 +200,12 @@ func printTable(in io.Reader, out io.Writer) {
 				row("  allocations: runtime side per round trip; the daemon per round", fmt.Sprintf("%.0f; %.0f", allocs, daemonAllocs), "flat")
 				row("  the daemon: GC cycles per 1,000 round trips; heap goal; CPU per round", fmt.Sprintf("%.0f; %.1f MiB; %.0f µs", daemonGCs, goal, cpu), "")
 				row("  the runtimes' and the no-op's process: scheduler latency p99", fmt.Sprintf("%.0f µs", sched), "")
+				// With -daemon.runtime: the daemon's own runtime/metrics.
+				if dmed, ok := get(name, "daemon-sched-latency-median-µs"); ok {
+					dp99, _ := get(name, "daemon-sched-latency-p99-µs")
+					gcCPU, _ := get(name, "daemon-gc-cpu-fraction")
+					row("  the daemon: scheduler latency median / p99; GC share of its CPU", fmt.Sprintf("%.1f / %.0f µs; %.1f %%", dmed, dp99, gcCPU*100), "")
+				}
 			}
 		}
 	}

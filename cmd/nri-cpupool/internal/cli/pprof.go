@@ -126,7 +126,8 @@ func servePprof(addr string, log *logrus.Logger) (stop func(), where string, err
 // pprofHandler routes /debug/pprof/ as net/http/pprof does on the default
 // mux, which this process never serves: the index and the named profiles
 // (heap, allocs, block, mutex, goroutine, threadcreate), the CPU profile,
-// the execution trace, the command line and symbols.
+// the execution trace, the command line and symbols; and the runtime's
+// scheduler and GC counters (serveRuntimeMetrics).
 func pprofHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -134,5 +135,6 @@ func pprofHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/runtime-metrics", serveRuntimeMetrics)
 	return mux
 }
