@@ -29,9 +29,10 @@ const maxClaimEcho = 128
 // claim has, bound to a container or not, naming the claim and saying
 // what to do (advice). A claim being prepared counts from its placement
 // on (the driver places under this lock and records the claim under its
-// own, after): until it is recorded, the CPUs it may choose or chose are
-// refused, for a moment (the kubelet retries). It refuses nothing with
-// the driver off. Called under the lock (the driver's is taken under it).
+// own, after): until the driver's claims file holds it, the CPUs it may
+// choose or chose are refused, for a moment (the kubelet retries). It
+// refuses nothing with the driver off. Called under the lock (the
+// driver's is taken under it).
 //
 // A running container (adopted at its start or at a Synchronize) is never
 // refused for a claim being prepared: the runtime is the truth, it runs
@@ -39,7 +40,8 @@ const maxClaimEcho = 128
 // to infra for good). Adopted under this lock, its CPUs are held before
 // the placement under way can choose them; should the placement already
 // have chosen them, the driver's Prepare sees them held once the claim
-// is recorded and fails (placedStillFit), and the kubelet retries it.
+// is recorded (placedStillFit) or, at the latest, once the claims file
+// holds it (its last look), and fails; the kubelet retries it.
 func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice string, running bool) error {
 	if p.claims == nil {
 		return nil
