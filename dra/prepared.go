@@ -35,10 +35,11 @@ func (d *Driver) PreparedOn(cpus cpuset.CPUSet) (claim string, on cpuset.CPUSet,
 		for _, uid := range slices.Sorted(maps.Keys(d.claims)) {
 			c := d.claims[uid]
 			for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
-				if p.beingPrepared(uid, name) {
+				r := c.Requests[name].CPUSet()
+				if p.beingPrepared(uid, name, r) {
 					continue // answered below, as maybe
 				}
-				if on := c.Requests[name].CPUSet().Intersection(cpus); !on.IsEmpty() {
+				if on := r.Intersection(cpus); !on.IsEmpty() {
 					return c.Namespace + "/" + c.Name + "/" + name, on, false
 				}
 			}
@@ -67,9 +68,11 @@ func (d *Driver) PreparedOn(cpus cpuset.CPUSet) (claim string, on cpuset.CPUSet,
 	return "", cpuset.CPUSet{}, false
 }
 
-// beingPrepared tells whether request name of claim uid was placed by
-// the Prepare under way, not finished yet (p nil: none is).
-func (p *placing) beingPrepared(uid, name string) bool {
+// beingPrepared tells whether the record of request name of claim uid,
+// on cpus, is what the Prepare under way placed and has not finished yet
+// (p nil: none is). Not yet recorded, the record is the claim's from
+// before, whose CPUs stay prepared until the new one replaces it.
+func (p *placing) beingPrepared(uid, name string, cpus cpuset.CPUSet) bool {
 	if p == nil {
 		return false
 	}
@@ -77,6 +80,6 @@ func (p *placing) beingPrepared(uid, name string) bool {
 	if pc == nil {
 		return false
 	}
-	_, ok := pc.requests[name]
-	return ok
+	placed, ok := pc.requests[name]
+	return ok && cpus.IsSubsetOf(placed)
 }

@@ -151,3 +151,26 @@ func TestAClaimTakenBackAfterItsWriteTakesBackTheCallsOtherClaims(t *testing.T) 
 	assert.Equal(t, old.String(), d2.Claims()["uid-a"].Requests["cpus"].CPUs, "the claims file as before")
 	assert.NotContains(t, d2.Claims(), "uid-b")
 }
+
+// A claim allocated again elsewhere keeps its CPUs from before, prepared,
+// until its new placement is recorded: its Prepare may still fail and
+// leave it there. A request part placed (its first NUMA node) while its
+// record is still the one from before is not "being prepared" on the CPUs
+// of that record.
+func TestAClaimAllocatedAgainStaysPreparedOnItsCPUsUntilRecorded(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	ask := &askDuringPlace{Static: s}
+	td := newTestDriver(t, ask)
+	require.NoError(t, prepare(t, td.Driver, allocatedClaim("uid-a", "a", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1"))["uid-a"].Err)
+	old := cpusOf(t, td.Driver, "uid-a", "cpus")
+	var got []preparedOn
+	ask.calls = 0
+	ask.before = func(call int, _ cpuset.CPUSet) {
+		if call == 1 {
+			got = append(got, askPreparedOn(td.Driver, old))
+		}
+	}
+	alloc := append(slotsOn(pools.Exclusive, 2, 0, 2), slotsOn(pools.Exclusive, 3, 0, 2)...)
+	require.NoError(t, prepare(t, td.Driver, allocatedClaim("uid-a", "a", slots{"cpus": alloc}, "pod-1"))["uid-a"].Err)
+	assert.Equal(t, []preparedOn{{"ns/a/cpus", old.String(), false}}, got)
+}
