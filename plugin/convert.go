@@ -1,8 +1,6 @@
 package plugin
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -327,24 +325,7 @@ func (p *Plugin) keptOnPresent(s, what string) (cpuset.CPUSet, bool) {
 	if !parsed || dropped.IsEmpty() {
 		return set, parsed
 	}
-	return set, !set.IsEmpty() && dropped.IsSubsetOf(p.possibleCPUs())
-}
-
-// possibleCPUs is the kernel's possible mask (cpu/possible), read only
-// when a record names a CPU this node lacks (a restart after a hot-remove:
-// rare); empty when it cannot be read, which judges such a record damaged.
-func (p *Plugin) possibleCPUs() cpuset.CPUSet {
-	data, err := os.ReadFile(filepath.Join(p.cfg.SysfsRoot, "sys/devices/system/cpu/possible"))
-	if err != nil {
-		p.log.Warnf("reading the possible CPUs: %v", err)
-		return cpuset.New()
-	}
-	set, err := cpulist.Parse(strings.TrimSpace(string(data)))
-	if err != nil {
-		p.log.Warnf("reading the possible CPUs: %v", err)
-		return cpuset.New()
-	}
-	return set
+	return set, !set.IsEmpty() && dropped.IsSubsetOf(p.topo.PossibleCPUs())
 }
 
 // runtimeMems is the cpuset.mems the runtime reports for a container;

@@ -84,7 +84,11 @@ func Discover(root string) (*Topology, error) {
 		online = present
 	}
 	online = online.Intersection(present)
-	t := &Topology{Present: present, Online: online, Offline: present.Difference(online)}
+	possible, _, err := r.list(cpuDir + "/possible")
+	if err != nil {
+		return nil, err
+	}
+	t := &Topology{Present: present, Online: online, Offline: present.Difference(online), Possible: possible.Union(present)}
 
 	if smt, ok, err := r.integer(cpuDir + "/smt/active"); err != nil {
 		return nil, err
