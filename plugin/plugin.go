@@ -232,6 +232,9 @@ type Plugin struct {
 	push atomic.Pointer[pushFunc]
 	// hotplug follows CPUs going online and offline (hotplug.go).
 	hotplug hotplugWatch
+	// saidDamage are the warnings on damaged records said since the last
+	// Synchronize began, under mu (sayOnce).
+	saidDamage map[string]bool
 	// isolationRestart keeps the host files' reconciler made again by one
 	// reload or hotplug at a time (restartIsolation), and closed for good
 	// (isolationClosed, under it) by closeIsolation.

@@ -29,6 +29,7 @@ import (
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.saidDamage = nil // what this reconciliation reads is said once, again
 	if err := p.loadState(); err != nil {
 		return nil, err
 	}
