@@ -106,6 +106,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	updates = p.liftQuotas(append(known, unknown...), updates)
 	p.rememberAssignments()
 	p.rememberCgroups(append(known, unknown...))
+	p.rememberSynchronized()
 	p.synced = true
 	p.conn.synced.Store(p.conn.attempt.Load()) // ready (health.go)
 	p.stateChanged()

@@ -267,11 +267,17 @@ func assignDenseIndexes(cpus []CPU, group func(*CPU) cpuset.CPUSet, set func(*CP
 // kernel's core_id repeats across packages (and dies), so the key is the
 // package, die and core_id together.
 func assignCoreIndexes(cpus []CPU) {
+	assignCoreIndexesWith(cpus, func(c *CPU) bool { return c.Online })
+}
+
+// assignCoreIndexesWith numbers the cores of the CPUs whose place is
+// known (known).
+func assignCoreIndexesWith(cpus []CPU, known func(*CPU) bool) {
 	type key struct{ socket, die, core int }
 	index := map[key]int{}
 	for i := range cpus {
 		c := &cpus[i]
-		if !c.Online {
+		if !known(c) {
 			continue
 		}
 		k := key{c.Socket, c.Die, c.CoreID}

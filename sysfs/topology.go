@@ -26,6 +26,11 @@ type Topology struct {
 	// vCPU may be hot-added to or hot-removed from. Empty when the kernel
 	// does not say (PossibleCPUs then stands for it).
 	Possible cpuset.CPUSet
+	// Absent are the CPUs the hypervisor hot-removed that are put back
+	// at the place they had while present (WithRemembered): they are in
+	// Present and Offline too, so that the pools are carved with them as
+	// with any offline CPU. Empty as Discover reads the node.
+	Absent cpuset.CPUSet
 	// Isolated is the kernel's isolated set; IsolatedSource tells where it
 	// came from ("sysfs", "cmdline isolcpus=", "cmdline nohz_full=" or "").
 	Isolated       cpuset.CPUSet
