@@ -127,6 +127,7 @@ func buildLayout(topo *sysfs.Topology, cfg *config.Config, offlineListed bool) (
 	if whole := presentTopology(topo); whole != topo {
 		b.present, b.usable = newIndex(whole), topo.Present
 	}
+	b.absent()
 	b.isolatedAndReserved()
 	exCPUs, shCPUs := b.listedPools()
 	b.carvePools(exCPUs, shCPUs)
@@ -179,15 +180,33 @@ func (b *layoutBuilder) checked(key, list string) cpuset.CPUSet {
 	if missing := set.Difference(b.topo.Present); !missing.IsEmpty() {
 		b.p.Errorf(key, "%s %s exist on this node (present: %s); list only existing CPUs", plural.CPUs(missing), plural.Verb(missing.Size(), "does not", "do not"), b.topo.Present)
 	}
-	if off := set.Intersection(b.topo.Offline); !off.IsEmpty() && b.offlineListed {
+	// A hot-removed CPU put back at its place (sysfs.WithRemembered) is
+	// said once for the whole config (absent), not by each list.
+	if off := set.Intersection(b.topo.Offline).Difference(b.topo.Absent); !off.IsEmpty() && b.offlineListed {
 		b.p.Warnf(key, "%s %s offline (online: %s); the daemon runs without %s and %s the pool when %s online; if %s gone for good, remove %s from the list",
 			plural.CPUs(off), plural.Verb(off.Size(), "is", "are"), b.topo.Online, plural.Verb(off.Size(), "it", "them"), plural.Verb(off.Size(), "it joins", "they join"),
 			plural.Verb(off.Size(), "it comes", "they come"), plural.Verb(off.Size(), "it is", "they are"), plural.Verb(off.Size(), "it", "them"))
-	} else if !off.IsEmpty() {
+	} else if off := set.Intersection(b.topo.Offline); !off.IsEmpty() && !b.offlineListed {
 		b.p.Errorf(key, "%s %s offline (online: %s); bring %s online or remove %s from the list", plural.CPUs(off), plural.Verb(off.Size(), "is", "are"), b.topo.Online,
 			plural.Verb(off.Size(), "it", "them"), plural.Verb(off.Size(), "it", "them"))
 	}
 	return set.Intersection(b.usable)
+}
+
+// absent says once that the pools are laid out with CPUs the hypervisor
+// hot-removed, put back as offline CPUs at the place they had while
+// present (sysfs.Topology.WithRemembered): as the running daemon had
+// them, so that a restart or a reload with the same config moves no one.
+func (b *layoutBuilder) absent() {
+	gone := b.topo.Absent
+	if gone.IsEmpty() || !b.offlineListed {
+		return
+	}
+	n := gone.Size()
+	b.p.Warnf("pools", "%s %s configured but not present (hot-removed): %s laid out in %s pools as offline %s, at the place %s had while present, and %s %s when the hypervisor adds %s back; if %s gone for good, remove %s from the config's lists",
+		plural.CPUs(gone), plural.Verb(n, "is", "are"), plural.Verb(n, "it is", "they are"), plural.Verb(n, "its", "their"), plural.Verb(n, "CPU", "CPUs"),
+		plural.Verb(n, "it", "they"), plural.Verb(n, "it joins", "they join"), plural.Verb(n, "it", "them"), plural.Verb(n, "it", "them"),
+		plural.Verb(n, "it is", "they are"), plural.Verb(n, "it", "them"))
 }
 
 // isolatedAndReserved decides the isolated set (the config's, else the

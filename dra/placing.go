@@ -151,11 +151,5 @@ func (d *Driver) finishPlacing() []placedRequest {
 // nodeCPUs is every CPU of NUMA node numa, online or not: what a placement
 // on that node may choose, also should a CPU come online while it runs.
 func nodeCPUs(topo *sysfs.Topology, numa int) cpuset.CPUSet {
-	var ids []int
-	for _, c := range topo.CPUs {
-		if c.NUMA == numa {
-			ids = append(ids, c.ID)
-		}
-	}
-	return cpuset.New(ids...)
+	return topo.AllCPUsWhere(func(c sysfs.CPU) bool { return c.NUMA == numa })
 }

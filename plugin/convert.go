@@ -1,8 +1,7 @@
 package plugin
 
 import (
-	"os"
-	"path/filepath"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -307,14 +306,28 @@ func (p *Plugin) nodeCPUs(s, what string) (cpuset.CPUSet, bool) {
 func (p *Plugin) presentCPUs(s, what string) (set cpuset.CPUSet, parsed bool, dropped cpuset.CPUSet) {
 	set, err := cpulist.Parse(s)
 	if err != nil {
-		p.log.Warnf("%s: %v; ignored", what, err)
+		p.sayOnce(fmt.Sprintf("%s: %v; ignored", what, err))
 		return cpuset.New(), false, cpuset.New()
 	}
 	if unknown := p.alloc.Absent(set); !unknown.IsEmpty() {
-		p.log.Warnf("%s: CPUs %s are not on this node; dropped", what, unknown)
+		p.sayOnce(fmt.Sprintf("%s: CPUs %s are not on this node; dropped", what, unknown))
 		return set.Difference(unknown), true, unknown
 	}
 	return set, true, cpuset.New()
+}
+
+// sayOnce warns of a damaged record once per Synchronize: a restart reads
+// a record in several steps (the readmission order, the readmission, the
+// resize check, the holds), and each step said it again. Called under the
+// lock.
+func (p *Plugin) sayOnce(warning string) {
+	if p.saidDamage == nil {
+		p.saidDamage = map[string]bool{}
+	}
+	if !p.saidDamage[warning] {
+		p.saidDamage[warning] = true
+		p.log.Warn(warning)
+	}
 }
 
 // keptOnPresent is presentCPUs for a running container's record: clean
@@ -327,24 +340,7 @@ func (p *Plugin) keptOnPresent(s, what string) (cpuset.CPUSet, bool) {
 	if !parsed || dropped.IsEmpty() {
 		return set, parsed
 	}
-	return set, !set.IsEmpty() && dropped.IsSubsetOf(p.possibleCPUs())
-}
-
-// possibleCPUs is the kernel's possible mask (cpu/possible), read only
-// when a record names a CPU this node lacks (a restart after a hot-remove:
-// rare); empty when it cannot be read, which judges such a record damaged.
-func (p *Plugin) possibleCPUs() cpuset.CPUSet {
-	data, err := os.ReadFile(filepath.Join(p.cfg.SysfsRoot, "sys/devices/system/cpu/possible"))
-	if err != nil {
-		p.log.Warnf("reading the possible CPUs: %v", err)
-		return cpuset.New()
-	}
-	set, err := cpulist.Parse(strings.TrimSpace(string(data)))
-	if err != nil {
-		p.log.Warnf("reading the possible CPUs: %v", err)
-		return cpuset.New()
-	}
-	return set
+	return set, !set.IsEmpty() && dropped.IsSubsetOf(p.topo.PossibleCPUs())
 }
 
 // runtimeMems is the cpuset.mems the runtime reports for a container;

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,4 +133,24 @@ func TestCorruptStateKeepsHiddenSiblingsIdle(t *testing.T) {
 	assert.True(t, mustParse(f.cpus(o)).Intersection(held).IsEmpty(), "%s handed out although %s holds %s", f.cpus(o), cpus, held)
 	_, _, err = f.createContainer(other, "d", 1000)
 	assert.ErrorContains(t, err, "cannot fit", "the hidden siblings stay idle")
+}
+
+// TestDroppedCPUsOfARecordAreSaidOnceAtARestart: a record naming a CPU
+// this node does not have is read by several steps of a restart (the
+// readmission order, the readmission, the resize check); each said it was
+// dropped, so the same warning stood three times in the log.
+func TestDroppedCPUsOfARecordAreSaidOnceAtARestart(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	fwd, _, _ := populate(t, f)
+	first.stop()
+	st, err := state.ReadState(statePath(f))
+	require.NoError(t, err)
+	c := st.Containers[fwd.Id]
+	c.CPUs = c.CPUs + ",300"
+	st.Containers[fwd.Id] = c
+	require.NoError(t, state.NewFileStore(statePath(f)).Save(st))
+
+	rp := startPlugin(t, f, desktop, statePath(f))
+	assert.Equal(t, 1, strings.Count(rp.log.String(), "CPUs 300 are not on this node; dropped"), "log:\n%s", grepLog(rp.log.String(), "dropped"))
 }

@@ -67,7 +67,9 @@ type hotplugWatch struct {
 // its uevent listener has closed its socket (within ueventPoll).
 func (p *Plugin) watchHotplug(ctx context.Context) {
 	p.mu.Lock()
-	root, every, online, present, events := p.cfg.SysfsRoot, p.hotplug.interval, p.topo.Online, p.topo.Present, p.hotplug.uevents
+	// The present mask as the kernel has it: without the hot-removed
+	// CPUs put back (remembered.go).
+	root, every, online, present, events := p.cfg.SysfsRoot, p.hotplug.interval, p.topo.Online, p.topo.Present.Difference(p.topo.Absent), p.hotplug.uevents
 	p.mu.Unlock()
 	if every <= 0 {
 		every = HotplugInterval
@@ -173,13 +175,16 @@ func (p *Plugin) checkHotplug(root string) error {
 	// them again under it.
 	p.mu.Lock()
 	cfg := p.cfg
+	// A CPU hot-removed stays in its pool as an offline CPU, at the
+	// place remembered while it was present, as at a restart.
+	topo = topo.WithRemembered(p.seenCPUs)
 	p.mu.Unlock()
 	refusals := power.NewNode(root, topo).Refusals(cfg)
 	p.mu.Lock()
 	// A CPU hot-removed while offline changes the present mask alone:
 	// followed all the same, so that it is said (warnRemoved) and the
 	// topology in force is the node's.
-	changed := !topo.Online.Equals(p.topo.Online) || !topo.Present.Equals(p.topo.Present)
+	changed := !topo.Online.Equals(p.topo.Online) || !topo.Present.Equals(p.topo.Present) || !topo.Absent.Equals(p.topo.Absent)
 	if changed {
 		if p.cfg != cfg {
 			refusals = power.NewNode(root, topo).Refusals(p.cfg)
@@ -187,6 +192,8 @@ func (p *Plugin) checkHotplug(root string) error {
 		p.applyHotplug(topo, refusals)
 	}
 	p.mu.Unlock()
+	// A CPU hot-added is remembered, for when it is removed again.
+	p.rememberCPUs(topo)
 	if changed {
 		// The IRQ source knows the online CPUs it was made with. Made
 		// again in the background: closing the reconciler waits for its
@@ -226,7 +233,7 @@ func (p *Plugin) applyHotplug(topo *sysfs.Topology, powerRefusals map[string]str
 		p.log.Infof("hotplug: CPU %d came online: it joins pool %s", cpu, layoutPoolOf(layout, cpu))
 	}
 	p.noteEmptyPools(old, next)
-	p.warnRemoved(p.topo, topo, layout)
+	p.warnRemoved(p.topo, topo, old.Layout())
 	infraBefore := old.PoolCPUs(pools.Infra)
 	p.topo = topo
 	p.policy = allocator.NewPolicy(p.cfg, topo)

@@ -232,6 +232,19 @@ type Plugin struct {
 	push atomic.Pointer[pushFunc]
 	// hotplug follows CPUs going online and offline (hotplug.go).
 	hotplug hotplugWatch
+	// seenCPUs is the place of every CPU seen present, under mu, so
+	// that a hot-removed one is laid out as an offline one (remembered.go);
+	// rememberMu orders its writes.
+	seenCPUs   sysfs.Remembered
+	rememberMu sync.Mutex
+	// rememberedRead tells that the record was read whole at start
+	// (else it is written at the first Synchronize, changed or not);
+	// rememberWG are its writes under way, waited for by Close.
+	rememberedRead bool
+	rememberWG     sync.WaitGroup
+	// saidDamage are the warnings on damaged records said since the last
+	// Synchronize began, under mu (sayOnce).
+	saidDamage map[string]bool
 	// isolationRestart keeps the host files' reconciler made again by one
 	// reload or hotplug at a time (restartIsolation), and closed for good
 	// (isolationClosed, under it) by closeIsolation.
@@ -265,7 +278,9 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 		// run did, and a daemon there would read them.
 		return nil, fmt.Errorf("stateFile %s is the default, in a test binary: give the test a state file of its own (t.TempDir())", cfg.StateFile)
 	}
-	p := &Plugin{topo: topo, store: store, log: log, decisions: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
+	seen, read := loadRemembered(cfg, log)
+	topo = topo.WithRemembered(seen)
+	p := &Plugin{topo: topo, seenCPUs: seen, rememberedRead: read, store: store, log: log, decisions: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
 		memsOverrode: map[string]bool{},
 		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]partitionCgroup{}}
 	p.pins = newSandboxPins(&p.mu)
@@ -363,6 +378,7 @@ func (p *Plugin) Flush() error {
 // write collects the state under it.
 func (p *Plugin) Close() {
 	p.queuedReloads.Wait()
+	p.rememberWG.Wait()
 	p.stopPinning()
 	p.stopAuditing()
 	p.closeIsolation()

@@ -35,11 +35,10 @@ import (
 // Anything else, a count above all, cannot be judged while the CPU is
 // offline: the carving ranks CPUs by what the kernel tells of them
 // (core, cache, base frequency), which it does not tell of an offline
-// one. A CPU the hypervisor hot-removed (not in topo.Present) is not
-// judged: no config can list it (it does not exist), so a refusal could
-// only be lifted by the container ending, and the reload it would refuse
-// is the one that fits the config to the node without it
-// (hotplug_removed.go). It comes back only by a hot-add, as a CPU the
+// one. A CPU the hypervisor hot-removed (not in topo.Present, or put
+// back at its remembered place: topo.Absent) is not judged: the reload it
+// would refuse is the one that fits the config to the node without it
+// for good, which cannot list it in a pool (hotplug_removed.go). It comes back only by a hot-add, as a CPU the
 // config then in force places; while its owner lives it is still the
 // owner's then, and the pools' members stay off it (allocator's
 // poolLessHeld), as they do off any CPU an exclusive container keeps
@@ -70,7 +69,7 @@ func (p *Plugin) offlineBlockers(old, cfg *config.Config, topo *sysfs.Topology, 
 	}
 	var out []allocator.Blocker
 	add := func(b allocator.Blocker, owned cpuset.CPUSet) {
-		off := listed(b.Pool, owned.Difference(layout.Online).Intersection(topo.Present))
+		off := listed(b.Pool, owned.Difference(layout.Online).Intersection(topo.Present).Difference(topo.Absent))
 		if off.IsEmpty() || seen[b.Who] {
 			return
 		}

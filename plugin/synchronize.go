@@ -29,6 +29,7 @@ import (
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.saidDamage = nil // what this reconciliation reads is said once, again
 	if err := p.loadState(); err != nil {
 		return nil, err
 	}
@@ -106,6 +107,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containe
 	updates = p.liftQuotas(append(known, unknown...), updates)
 	p.rememberAssignments()
 	p.rememberCgroups(append(known, unknown...))
+	p.rememberSynchronized()
 	p.synced = true
 	p.conn.synced.Store(p.conn.attempt.Load()) // ready (health.go)
 	p.stateChanged()

@@ -84,7 +84,11 @@ func Discover(root string) (*Topology, error) {
 		online = present
 	}
 	online = online.Intersection(present)
-	t := &Topology{Present: present, Online: online, Offline: present.Difference(online)}
+	possible, _, err := r.list(cpuDir + "/possible")
+	if err != nil {
+		return nil, err
+	}
+	t := &Topology{Present: present, Online: online, Offline: present.Difference(online), Possible: possible.Union(present)}
 
 	if smt, ok, err := r.integer(cpuDir + "/smt/active"); err != nil {
 		return nil, err
@@ -263,11 +267,17 @@ func assignDenseIndexes(cpus []CPU, group func(*CPU) cpuset.CPUSet, set func(*CP
 // kernel's core_id repeats across packages (and dies), so the key is the
 // package, die and core_id together.
 func assignCoreIndexes(cpus []CPU) {
+	assignCoreIndexesWith(cpus, func(c *CPU) bool { return c.Online })
+}
+
+// assignCoreIndexesWith numbers the cores of the CPUs whose place is
+// known (known).
+func assignCoreIndexesWith(cpus []CPU, known func(*CPU) bool) {
 	type key struct{ socket, die, core int }
 	index := map[key]int{}
 	for i := range cpus {
 		c := &cpus[i]
-		if !c.Online {
+		if !known(c) {
 			continue
 		}
 		k := key{c.Socket, c.Die, c.CoreID}

@@ -467,3 +467,28 @@ func TestDiscoverHugePages(t *testing.T) {
 	assert.Equal(t, "1Gi", sysfs.HugePageSizeName(1048576))
 	assert.Equal(t, "64Ki", sysfs.HugePageSizeName(64))
 }
+
+// TestDiscoverPossible: the possible mask is read with the others (a VM's
+// slots for hot-added vCPUs lie beyond the present ones), and a kernel
+// without the file has the present CPUs as possible.
+func TestDiscoverPossible(t *testing.T) {
+	topo, err := sysfs.Discover(fixture.Root(t, "sparse-4096"))
+	require.NoError(t, err)
+	assert.Equal(t, "0-4095", topo.PossibleCPUs().String())
+
+	root := fixture.Root(t, "desktop-8c16t")
+	require.NoError(t, os.Remove(filepath.Join(root, "sys/devices/system/cpu/possible")))
+	topo, err = sysfs.Discover(root)
+	require.NoError(t, err)
+	assert.Equal(t, "0-15", topo.PossibleCPUs().String())
+
+	// A topology built by hand has at least its present CPUs as possible.
+	assert.Equal(t, "0-15", (&sysfs.Topology{Present: topo.Present}).PossibleCPUs().String())
+
+	// Every CPU, online or not: an offline CPU is still the node's.
+	require.NoError(t, os.WriteFile(filepath.Join(root, "sys/devices/system/cpu/online"), []byte("0-14\n"), 0o644))
+	topo, err = sysfs.Discover(root)
+	require.NoError(t, err)
+	assert.Equal(t, "0-15", topo.AllCPUsWhere(func(sysfs.CPU) bool { return true }).String())
+	assert.Equal(t, "0-14", topo.CPUsWhere(func(sysfs.CPU) bool { return true }).String())
+}

@@ -22,6 +22,15 @@ type Topology struct {
 	Online  cpuset.CPUSet
 	Offline cpuset.CPUSet
 	Present cpuset.CPUSet
+	// Possible is the kernel's possible mask (cpu/possible): the slots a
+	// vCPU may be hot-added to or hot-removed from. Empty when the kernel
+	// does not say (PossibleCPUs then stands for it).
+	Possible cpuset.CPUSet
+	// Absent are the CPUs the hypervisor hot-removed that are put back
+	// at the place they had while present (WithRemembered): they are in
+	// Present and Offline too, so that the pools are carved with them as
+	// with any offline CPU. Empty as Discover reads the node.
+	Absent cpuset.CPUSet
 	// Isolated is the kernel's isolated set; IsolatedSource tells where it
 	// came from ("sysfs", "cmdline isolcpus=", "cmdline nohz_full=" or "").
 	Isolated       cpuset.CPUSet
@@ -149,11 +158,21 @@ func (t *Topology) distinct(key func(CPU) int) []int {
 	return out
 }
 
+// PossibleCPUs is the possible mask, never less than the present CPUs
+// (a node without cpu/possible, a topology built by hand).
+func (t *Topology) PossibleCPUs() cpuset.CPUSet { return t.Possible.Union(t.Present) }
+
 // CPUsWhere returns the online CPUs for which keep is true.
 func (t *Topology) CPUsWhere(keep func(CPU) bool) cpuset.CPUSet {
+	return t.AllCPUsWhere(func(c CPU) bool { return c.Online && keep(c) })
+}
+
+// AllCPUsWhere returns the CPUs, online or not, for which keep is true:
+// what a placement may choose should a CPU come online while it runs.
+func (t *Topology) AllCPUsWhere(keep func(CPU) bool) cpuset.CPUSet {
 	var ids []int
 	for _, c := range t.CPUs {
-		if c.Online && keep(c) {
+		if keep(c) {
 			ids = append(ids, c.ID)
 		}
 	}

@@ -10,6 +10,8 @@
 package nodecheck
 
 import (
+	"fmt"
+
 	"github.com/cpupool/nri-cpupool/allocator"
 	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/housekeeping"
@@ -33,4 +35,18 @@ func Check(topo *sysfs.Topology, cfg *config.Config) (*allocator.Layout, config.
 		problems = append(problems, housekeeping.Check(cfg, layout)...)
 	}
 	return layout, problems
+}
+
+// Node is topo as the daemon lays it out: with the CPUs the hypervisor
+// hot-removed put back as offline CPUs at the place they had while
+// present, as the daemon remembered them beside cfg's state file
+// (sysfs.Topology.WithRemembered; plugin/remembered.go). A record that
+// cannot be read is returned as an error with topo as it is: the daemon
+// then says so and lays the pools out on the node as it is.
+func Node(topo *sysfs.Topology, cfg *config.Config) (*sysfs.Topology, error) {
+	rec, err := sysfs.ReadRemembered(sysfs.RememberedPath(cfg.StateFile))
+	if err != nil {
+		return topo, fmt.Errorf("reading the remembered CPUs: %w", err)
+	}
+	return topo.WithRemembered(rec), nil
 }

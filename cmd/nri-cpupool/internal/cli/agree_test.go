@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -140,4 +141,53 @@ func TestStatusAuditAndExplainReadTheConfigAsRunDoes(t *testing.T) {
 	code, out, errOut := run(t, "status", "--state-file", stateFile)
 	require.Equal(t, 0, code, "a missing default file means the built-in defaults: %s", errOut)
 	assert.Contains(t, out, "1 container")
+}
+
+// TestValidateAgreesWithRunAfterAHotRemovedCPU: after the hypervisor
+// hot-removed vCPU 15 that the config names (isolatedCPUs, a count of
+// all of them), run starts again with the unchanged config and lays the
+// pools out as before, the CPU an offline one of its pool; validate, which
+// the unit runs first, says the same (it read the node without the CPU
+// and failed: "CPU 15 does not exist", so the unit never started). A CPU
+// never seen present is still an error for both.
+func TestValidateAgreesWithRunAfterAHotRemovedCPU(t *testing.T) {
+	root := fixture.Root(t, "desktop-8c16t")
+	dir := t.TempDir()
+	stateFile := filepath.Join(dir, "state.json")
+	body := "stateFile: " + stateFile + "\nisolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0,8\"\npools: {exclusive: {count: 12}}\n"
+	cfgFile := writeFile(t, body)
+	cfg, err := loadRunConfig(cfgFile)
+	require.NoError(t, err)
+	cfg.SysfsRoot, cfg.CgroupRoot, cfg.ProcRoot = root, dir, filepath.Join(dir, "proc")
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	topo, err := sysfs.Discover(root)
+	require.NoError(t, err)
+	// What the daemon remembers at its first Synchronize (plugin's
+	// hotplug_removed_restart_test runs that part through the runtime).
+	rec, _ := topo.Remember(sysfs.Remembered{})
+	require.NoError(t, sysfs.WriteRemembered(sysfs.RememberedPath(stateFile), rec))
+
+	cpuDir := filepath.Join(root, "sys/devices/system/cpu")
+	for _, f := range []string{"present", "online"} {
+		require.NoError(t, os.WriteFile(filepath.Join(cpuDir, f), []byte("0-14\n"), 0o644))
+	}
+	require.NoError(t, os.RemoveAll(filepath.Join(cpuDir, "cpu15")))
+
+	code, out, errOut := run(t, "validate", "--sysfs-root", root, "--config", cfgFile)
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "exclusive:              2-7,10-14 (11 CPUs)")
+	assert.Contains(t, errOut, "warning: pools: CPU 15 is configured but not present (hot-removed)")
+
+	topo, err = sysfs.Discover(root)
+	require.NoError(t, err)
+	p, err := plugin.New(cfg, topo, state.NewFileStore(cfg.StateFile), log)
+	require.NoError(t, err, "run starts with what validate accepts")
+	_, l := p.Layout()
+	assert.Equal(t, "2-7,10-14", l.Exclusive.String())
+	p.Close()
+
+	code, _, errOut = run(t, "validate", "--sysfs-root", root, "--config", writeFile(t, strings.Replace(body, `"0,8"`, `"0,8,16"`, 1)))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "error: reservedCPUs: CPU 16 does not exist")
 }

@@ -37,6 +37,11 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The node as the daemon lays it out: hot-removed CPUs it remembers
+	// are offline CPUs of their pools.
+	if topo, err = nodecheck.Node(topo, cfg); err != nil {
+		fmt.Fprintf(stderr, "warning: %v; hot-removed CPUs are not put back in their pools\n", err)
+	}
 	// The daemon's own check (start and reload): validate fails exactly
 	// when run would not start, since the unit runs it first.
 	layout, problems := nodecheck.Check(topo, cfg)

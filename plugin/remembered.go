@@ -1,0 +1,80 @@
+package plugin
+
+// The place of every CPU seen present is remembered in a node-local file
+// (sysfs.RememberedFile, beside the state file), so that a CPU the
+// hypervisor hot-removed is laid out at a restart, a reload and by
+// validate as the running daemon lays it out: as an offline CPU of its
+// pool (sysfs.Topology.WithRemembered). The file is read at start and
+// written when the node shows a CPU not remembered yet or elsewhere (the
+// start, a hotplug): never under the lock nor on a reply's path, and a
+// write that fails is only said, since pinning never depends on a
+// writable disk.
+
+import (
+	"github.com/sirupsen/logrus"
+
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
+
+	"github.com/cpupool/nri-cpupool/config"
+	"github.com/cpupool/nri-cpupool/sysfs"
+)
+
+// loadRemembered reads the record of the daemon with cfg's state file;
+// an unreadable one is said and forgotten: the CPUs present now are
+// remembered again, a hot-removed one is then not (a list naming it is an
+// error, as before the record).
+func loadRemembered(cfg *config.Config, log *logrus.Logger) (rec sysfs.Remembered, read bool) {
+	rec, err := sysfs.ReadRemembered(sysfs.RememberedPath(cfg.StateFile))
+	if err != nil {
+		log.Warnf("reading the remembered CPUs: %v; hot-removed CPUs are not put back in their pools", err)
+	}
+	return rec, err == nil
+}
+
+// rememberCPUs adds the place of topo's online CPUs to the record and
+// writes it in the background when that changed it. Called without the
+// lock. Before the first Synchronize it only remembers: a plugin the
+// runtime launched learns its state file from Configure, and the default
+// directory must not be written meanwhile (rememberSynchronized writes it
+// then).
+func (p *Plugin) rememberCPUs(topo *sysfs.Topology) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rec, changed := topo.Remember(p.seenCPUs)
+	p.seenCPUs = rec
+	if changed && p.synced {
+		p.writeRememberedLater()
+	}
+}
+
+// rememberSynchronized writes the record at the first Synchronize, when
+// the state file is the one the daemon keeps. Called under the lock.
+func (p *Plugin) rememberSynchronized() {
+	if p.synced {
+		return
+	}
+	rec, changed := p.topo.Remember(p.seenCPUs)
+	p.seenCPUs = rec
+	if changed || !p.rememberedRead {
+		p.writeRememberedLater()
+	}
+}
+
+// writeRememberedLater writes the record in the background, off the lock
+// and any reply; writes are in order, and the newest is written last.
+// Called under the lock.
+func (p *Plugin) writeRememberedLater() {
+	path := sysfs.RememberedPath(p.cfg.StateFile)
+	p.rememberWG.Add(1)
+	proflabel.Go(proflabel.Hotplug, func() {
+		defer p.rememberWG.Done()
+		p.rememberMu.Lock()
+		defer p.rememberMu.Unlock()
+		p.mu.Lock()
+		rec := p.seenCPUs
+		p.mu.Unlock()
+		if err := sysfs.WriteRemembered(path, rec); err != nil {
+			p.log.Warnf("remembering where the CPUs sit: %v; a CPU hot-removed later is not put back in its pool at a restart", err)
+		}
+	})
+}

@@ -1,0 +1,215 @@
+package sysfs
+
+// CPUs the hypervisor hot-removed (a vCPU unplug takes a CPU out of the
+// present mask, and the kernel forgets where it sat). The config in force
+// was written for the node with them, and the running daemon keeps their
+// pools as they were (an offline CPU only leaves its pool). A restart, a
+// reload and validate must lay the pools out the same way, so they carve
+// on the node with the removed CPUs put back as offline CPUs, at the
+// place they had: that place is remembered while they are present
+// (Remember), in a node-local file beside the state file, and put back
+// (WithRemembered). Only CPUs the kernel may still hot-add (in the
+// possible mask) are put back: a CPU never seen present, a typo, stays
+// one this node does not have.
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
+	"github.com/cpupool/nri-cpupool/internal/cpulist"
+)
+
+// RememberedFile is the record's name, in the state file's directory.
+const RememberedFile = "present-cpus.json"
+
+// RememberedPath is where the record of a daemon with this state file is.
+func RememberedPath(stateFile string) string {
+	return filepath.Join(filepath.Dir(stateFile), RememberedFile)
+}
+
+// RememberedCPU is where a CPU sat while it was present and online.
+type RememberedCPU struct {
+	ID       int    `json:"id"`
+	Socket   int    `json:"socket"`
+	Die      int    `json:"die"`
+	Cluster  int    `json:"cluster"`
+	CoreID   int    `json:"coreId"`
+	NUMA     int    `json:"numa"`
+	Siblings string `json:"siblings"`
+	L2ID     int    `json:"l2Id"`
+	L2CPUs   string `json:"l2CPUs"`
+	L3ID     int    `json:"l3Id"`
+	L3CPUs   string `json:"l3CPUs"`
+	BaseKHz  int64  `json:"baseFrequencyKHz,omitempty"`
+	MaxKHz   int64  `json:"maxFrequencyKHz,omitempty"`
+}
+
+// Remembered is the record: every CPU seen present and online, by ID.
+type Remembered struct {
+	Version int             `json:"version"`
+	CPUs    []RememberedCPU `json:"cpus"`
+}
+
+// rememberedVersion is the record's format.
+const rememberedVersion = 1
+
+// Remember is prev with the place of every online CPU of t, which is
+// what the kernel says now (a CPU may come back elsewhere); changed is
+// false when that is prev already (nothing to write). Offline CPUs have
+// no place to read and keep what prev says.
+func (t *Topology) Remember(prev Remembered) (rec Remembered, changed bool) {
+	byID := map[int]RememberedCPU{}
+	for _, c := range prev.CPUs {
+		byID[c.ID] = c
+	}
+	for _, c := range t.CPUs {
+		if !c.Online {
+			continue
+		}
+		r := RememberedCPU{ID: c.ID, Socket: c.Socket, Die: c.Die, Cluster: c.Cluster, CoreID: c.CoreID, NUMA: c.NUMA,
+			Siblings: c.Siblings.String(), L2ID: c.L2Cache.ID, L2CPUs: c.L2Cache.SharedCPUs.String(),
+			L3ID: c.L3Cache.ID, L3CPUs: c.L3Cache.SharedCPUs.String(), BaseKHz: c.BaseFreqKHz, MaxKHz: c.MaxFreqKHz}
+		if old, ok := byID[c.ID]; !ok || old != r {
+			changed = true
+		}
+		byID[c.ID] = r
+	}
+	rec = Remembered{Version: rememberedVersion}
+	for _, id := range slices.Sorted(func(yield func(int) bool) {
+		for id := range byID {
+			if !yield(id) {
+				return
+			}
+		}
+	}) {
+		rec.CPUs = append(rec.CPUs, byID[id])
+	}
+	return rec, changed || prev.Version != rememberedVersion
+}
+
+// ReadRemembered reads the record; none is an empty one.
+func ReadRemembered(path string) (Remembered, error) {
+	var rec Remembered
+	ok, err := atomicfile.ReadJSON(path, &rec)
+	if err != nil || !ok {
+		return Remembered{}, err
+	}
+	if rec.Version != rememberedVersion {
+		return Remembered{}, fmt.Errorf("%s: version %d, this release reads %d", path, rec.Version, rememberedVersion)
+	}
+	return rec, nil
+}
+
+// WriteRemembered replaces the record atomically.
+func WriteRemembered(path string, rec Remembered) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", path, err)
+	}
+	return atomicfile.Replace(path, data, true)
+}
+
+// WithRemembered is t with the remembered CPUs the kernel no longer has
+// present but may hot-add again (possible) put back as offline CPUs at the
+// place they had (Absent lists them); t itself when there is none. Core
+// and cache group indexes are numbered again over all CPUs, as Discover
+// numbered them while the CPUs were present, so the pools are carved as
+// they were then.
+func (t *Topology) WithRemembered(rec Remembered) *Topology {
+	possible := t.PossibleCPUs()
+	var back []CPU
+	for _, r := range rec.CPUs {
+		if t.Present.Contains(r.ID) || !possible.Contains(r.ID) {
+			continue
+		}
+		back = append(back, r.cpu())
+	}
+	if len(back) == 0 {
+		return t
+	}
+	n := *t
+	n.CPUs = append(slices.Clone(t.CPUs), back...)
+	slices.SortFunc(n.CPUs, func(a, b CPU) int { return a.ID - b.ID })
+	var ids []int
+	for _, c := range back {
+		ids = append(ids, c.ID)
+	}
+	n.Absent = t.Absent.Union(cpuset.New(ids...))
+	n.Present, n.Offline = t.Present.Union(n.Absent), t.Offline.Union(n.Absent)
+	n.NUMANodes = slices.Clone(t.NUMANodes)
+	for i := range n.NUMANodes {
+		for _, c := range back {
+			if c.NUMA == n.NUMANodes[i].ID {
+				n.NUMANodes[i].CPUs = n.NUMANodes[i].CPUs.Union(cpuset.New(c.ID))
+			}
+		}
+	}
+	groupCaches(n.CPUs, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
+	groupCaches(n.CPUs, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
+	assignCoreIndexesWith(n.CPUs, func(c *CPU) bool { return c.Online || n.Absent.Contains(c.ID) })
+	return &n
+}
+
+// cpu is the remembered CPU as an offline CPU of the topology whose
+// place is known.
+func (r RememberedCPU) cpu() CPU {
+	parse := func(s string, self int) cpuset.CPUSet {
+		set, err := cpulist.Parse(s)
+		if err != nil {
+			return cpuset.New(self)
+		}
+		return set
+	}
+	return CPU{ID: r.ID, Socket: r.Socket, Die: r.Die, Cluster: r.Cluster, CoreID: r.CoreID, Core: Unknown,
+		NUMA: r.NUMA, Siblings: parse(r.Siblings, r.ID).Union(cpuset.New(r.ID)), L2: Unknown, L3: Unknown,
+		L2Cache: Cache{ID: r.L2ID, SharedCPUs: parse(r.L2CPUs, r.ID)}, L3Cache: Cache{ID: r.L3ID, SharedCPUs: parse(r.L3CPUs, r.ID)},
+		BaseFreqKHz: r.BaseKHz, MaxFreqKHz: r.MaxKHz}
+}
+
+// groupCaches numbers cache groups in order of their lowest CPU, where
+// two CPUs share a group when either lists the other: the CPUs left list
+// the cache without a removed CPU, the removed CPU's record with them.
+func groupCaches(cpus []CPU, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
+	parent := map[int]int{}
+	var find func(int) int
+	find = func(x int) int {
+		if p, ok := parent[x]; ok && p != x {
+			parent[x] = find(p)
+			return parent[x]
+		}
+		parent[x] = x
+		return x
+	}
+	has := map[int]bool{}
+	for i := range cpus {
+		if !shared(&cpus[i]).IsEmpty() {
+			has[cpus[i].ID] = true
+		}
+	}
+	for i := range cpus {
+		for _, o := range shared(&cpus[i]).List() {
+			if has[o] {
+				a, b := find(cpus[i].ID), find(o)
+				parent[max(a, b)] = min(a, b)
+			}
+		}
+	}
+	index := map[int]int{}
+	for i := range cpus { // sorted by ID: a group's root is its lowest CPU
+		if !has[cpus[i].ID] {
+			continue
+		}
+		r := find(cpus[i].ID)
+		v, ok := index[r]
+		if !ok {
+			v = len(index)
+			index[r] = v
+		}
+		set(&cpus[i], v)
+	}
+}
