@@ -17,7 +17,8 @@ const saveFailureLogEvery = time.Minute
 // retry is a new kind each time, and is logged each time, but must not
 // grow the memory. A few kinds at most fail at once (a full disk, a
 // read-only directory, an EIO); the one logged longest ago is forgotten
-// first, and is merely logged again when it returns.
+// first, and is merely logged again when it returns; its failures not
+// yet logged are said by the line of the kind that made it forgotten.
 const saveFailureKinds = 16
 
 // saveFailures coalesces the log of Prepares that failed because a file
@@ -47,7 +48,8 @@ type failureLog struct {
 }
 
 // fail records a failure at now and tells whether to log it, and how many
-// failures of its kind before it were not logged.
+// failures of its kind before it were not logged, with those of a kind it
+// made forgotten (failures of forgotten kinds).
 func (f *saveFailures) fail(err error, now time.Time) (log bool, unlogged int) {
 	return f.failAs(failureKind(err), now)
 }
@@ -66,22 +68,29 @@ func (f *saveFailures) failAs(kind string, now time.Time) (log bool, unlogged in
 	if f.kinds == nil {
 		f.kinds = map[string]failureLog{}
 	}
+	// A kind forgotten with failures not yet logged: no line of its own
+	// will say them (when it returns it is new), so this line says them,
+	// and every failure is said by one line.
+	forgotten := 0
 	if !seen && len(f.kinds) >= saveFailureKinds {
-		f.forgetOldest()
+		forgotten = f.forgetOldest()
 	}
 	f.kinds[kind] = failureLog{loggedAt: now}
-	return true, k.unlogged
+	return true, k.unlogged + forgotten
 }
 
-// forgetOldest forgets the kind of failure logged longest ago.
-func (f *saveFailures) forgetOldest() {
+// forgetOldest forgets the kind of failure logged longest ago and returns
+// how many failures of it were not logged.
+func (f *saveFailures) forgetOldest() (unlogged int) {
 	oldest, first := "", true
 	for kind, k := range f.kinds {
 		if first || k.loggedAt.Before(f.kinds[oldest].loggedAt) {
 			oldest, first = kind, false
 		}
 	}
+	unlogged = f.kinds[oldest].unlogged
 	delete(f.kinds, oldest)
+	return unlogged
 }
 
 // succeed records a write that succeeded and returns how many failed

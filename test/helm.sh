@@ -197,6 +197,26 @@ refused --set config.nriSocket=/etc/nri-cpupool/nri/nri.sock "config.nriSocket's
 refused --set config.stateFile=/etc/state.json "config.stateFile's directory is /etc, above the config file's mount /etc/nri-cpupool"
 refused --set config.stateFile=/state.json "config.stateFile's directory is /, above the config file's mount /etc/nri-cpupool"
 refused --set config.dra.enabled=true --set config.dra.cdiDir=/etc/nri-cpupool/cdi "config.dra.cdiDir is /etc/nri-cpupool/cdi, inside the config file's mount /etc/nri-cpupool"
+# A mount inside one of the pod's fixed host mounts or above one, which the
+# API server takes: in the read-only sysfs the runtime cannot make the mount
+# point (the pod never starts), under the file /proc/cmdline nothing can be
+# mounted, in the cgroup tree the mount point is a cgroup made on the host;
+# above one (/host) the node's directory is mounted read-write and the
+# fixed mount's point made in it. tools/chartcheck refuses the same
+# (checkNestedInHostMounts).
+refused --set config.stateFile=/host/sys/nri-cpupool/state.json "config.stateFile's directory is /host/sys/nri-cpupool, inside the host's /sys mount /host/sys"
+refused --set privileged=true --set config.stateFile=/host/sys/nri-cpupool/state.json "config.stateFile's directory is /host/sys/nri-cpupool, inside the host's /sys mount /host/sys"
+refused --set config.stateFile=/host/proc/cmdline/x/state.json "config.stateFile's directory is /host/proc/cmdline/x, inside the host's /proc/cmdline mount /host/proc/cmdline, a file"
+refused --set config.stateFile=/host/sys/fs/cgroup/nri-cpupool/state.json "config.stateFile's directory is /host/sys/fs/cgroup/nri-cpupool, inside the host's cgroup tree mount /host/sys/fs/cgroup"
+refused --set config.stateFile=/host/state.json "config.stateFile's directory is /host, above the host's /sys mount /host/sys"
+refused --set config.stateFile=/host/proc/state.json "config.stateFile's directory is /host/proc, above the host's /proc/cmdline mount /host/proc/cmdline"
+refused --set config.stateFile=/host/sys/fs/state.json "config.stateFile's directory is /host/sys/fs, inside the host's /sys mount /host/sys"
+refused --set config.nriSocket=/host/sys/nri/nri.sock "config.nriSocket's directory is /host/sys/nri, inside the host's /sys mount /host/sys"
+refused --set config.kubelet.devicePlugin=true --set config.kubelet.devicePluginDir=/host/sys/fs/cgroup/dp "config.kubelet.devicePluginDir is /host/sys/fs/cgroup/dp, inside the host's cgroup tree mount"
+refused --set config.dra.enabled=true --set config.dra.cdiDir=/host "config.dra.cdiDir is /host, above the host's /sys mount /host/sys"
+# Nested otherwise is fine: the state directory below the NRI socket's.
+"$HELM" template nri-cpupool "$CHART" --set config.stateFile=/var/run/nri/state/state.json >"$out/nested.yaml" || { echo "helm template --set config.stateFile=/var/run/nri/state/state.json: refused, want rendered"; exit 1; }
+"$out/chartcheck" "$out/nested.yaml" >/dev/null || { echo "chartcheck refuses the state directory below the NRI socket's"; exit 1; }
 echo "values that cannot work are refused"
 
 # Every key of values.yaml removed (--set KEY=null, Helm's way to remove a

@@ -369,6 +369,13 @@ func checkPluginPod(ds string, spec corev1.PodSpec, c corev1.Container, cfg *con
 		mounted(filepath.Join(cfg.SysfsRoot, "sys"), false)
 	}
 	mounted(filepath.Join(cfg.SysfsRoot, "proc/cmdline"), false)
+	for _, err := range checkNestedInHostMounts(c, []hostMount{
+		{filepath.Join(cfg.SysfsRoot, "sys"), "the node's sysfs, where the runtime cannot make the mount point (sysfs takes no mkdir; the chart mounts it read-only): the container does not start"},
+		{filepath.Join(cfg.SysfsRoot, "proc/cmdline"), "a file, under which nothing can be mounted: the container does not start"},
+		{cfg.CgroupRoot, "the node's cgroup tree, where the mount point the runtime makes is a cgroup on the node"},
+	}) {
+		fail("%v", err)
+	}
 	if cfg.Kubelet.DevicePlugin {
 		mounted(cfg.Kubelet.DevicePluginDir, true)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,59 @@ func checkNestedInConfigMap(c corev1.Container, volumes map[string]corev1.Volume
 				errs = append(errs, fmt.Errorf("container %s mounts volume %s at %s, inside volume %s's mount at %s, a ConfigMap the kubelet mounts read-only: the runtime cannot make the mount point there and the container does not start; give the path that sets it (config.stateFile's or config.nriSocket's directory, config.dra.*Dir, config.kubelet.devicePluginDir) a directory outside %s", c.Name, inner.Name, i, outer.Name, o, o))
 			case iv.ConfigMap != nil && ov.HostPath != nil:
 				errs = append(errs, fmt.Errorf("container %s mounts volume %s at %s, inside volume %s's mount at %s, the node's %s: the node's directory would hide the image's, and the runtime would make %s on the node; give the path that sets it (config.stateFile's or config.nriSocket's directory, config.dra.*Dir, config.kubelet.devicePluginDir) a directory of its own, not above %s", c.Name, inner.Name, i, outer.Name, o, ov.HostPath.Path, i, i))
+			}
+		}
+	}
+	return errs
+}
+
+// hostMount is one of the plugin container's fixed mounts of the node
+// that its config reads (the node's sysfs, /proc/cmdline, the cgroup
+// tree): its path in the container and why nothing may be mounted in it.
+type hostMount struct {
+	at, what string
+}
+
+// checkNestedInHostMounts refuses another mount of the plugin's container
+// (the state, NRI socket, device plugin and DRA directories the chart's
+// values set) inside one of its fixed host mounts, or above one: inside
+// the node's sysfs the runtime cannot make the mount point (sysfs takes no
+// mkdir, and the chart mounts it read-only) and the container does not
+// start; under the file /proc/cmdline nothing can be mounted; inside the
+// node's cgroup tree the mount point the runtime makes is a cgroup on the
+// node. A mount above one (config.stateFile=/host/state.json) mounts the
+// node's directory read-write and makes the fixed mount's point in it on
+// the node. The API server takes all of them. The fixed mounts nested in
+// each other (the cgroup tree below /host/sys, whose mount point the node
+// has) and the others nested in each other are fine.
+func checkNestedInHostMounts(c corev1.Container, fixed []hostMount) []error {
+	var errs []error
+	isFixed := func(p string) bool {
+		return slices.ContainsFunc(fixed, func(f hostMount) bool { return path.Clean(f.at) == p })
+	}
+	inside := func(inner, outer string) bool {
+		return inner != outer && strings.HasPrefix(inner, strings.TrimSuffix(outer, "/")+"/")
+	}
+	for _, m := range c.VolumeMounts {
+		p := path.Clean(m.MountPath)
+		if isFixed(p) {
+			continue
+		}
+		// The deepest fixed mount it is in: the cgroup tree's reason, not
+		// sysfs's, for a directory in /host/sys/fs/cgroup.
+		var in *hostMount
+		for i, f := range fixed {
+			if inside(p, path.Clean(f.at)) && (in == nil || len(f.at) > len(in.at)) {
+				in = &fixed[i]
+			}
+		}
+		for _, f := range c.VolumeMounts {
+			fp := path.Clean(f.MountPath)
+			if in != nil && fp == path.Clean(in.at) {
+				errs = append(errs, fmt.Errorf("mounts volume %s at %s, inside volume %s's mount at %s, %s: give the path that sets it (config.stateFile's or config.nriSocket's directory, config.dra.*Dir, config.kubelet.devicePluginDir) a directory outside %s", m.Name, p, f.Name, fp, in.what, fp))
+			}
+			if isFixed(fp) && inside(fp, p) {
+				errs = append(errs, fmt.Errorf("mounts volume %s at %s, inside volume %s's mount at %s: the node's directory would be mounted read-write in the pod, and the runtime would make %s on the node; give the path that sets it (config.stateFile's or config.nriSocket's directory, config.dra.*Dir, config.kubelet.devicePluginDir) a directory of its own, not above %s", f.Name, fp, m.Name, p, fp, fp))
 			}
 		}
 	}

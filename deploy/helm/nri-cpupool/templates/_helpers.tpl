@@ -154,6 +154,44 @@ over the image's, read-write. tools/chartcheck refuses the same
 {{- fail (printf "%s is %s, above the config file's mount %s: the pod would mount the node's %s read-write over the image's, and the runtime would make %s on the node; give it a directory of its own, not above %s (by default the state file's is /var/lib/nri-cpupool, the NRI socket's /var/run/nri)" (index $m 1) $at $config $at $config $config) }}
 {{- end }}
 {{- end }}
+{{- /* A mount inside one of the pod's fixed host mounts, or above one,
+which the API server takes too: in the node's sysfs (/host/sys) the
+runtime cannot make the mount point (sysfs takes no mkdir, and it is
+mounted read-only) and the pod never starts; under the file
+/host/proc/cmdline nothing can be mounted; in the node's cgroup tree
+(/host/sys/fs/cgroup) the mount point made is a cgroup on the node. One
+above (/host) mounts the node's directory read-write and makes the fixed
+mount's point in it on the node. The fixed mounts among themselves (the
+cgroup tree below /host/sys) and the others among themselves (the state
+directory below the NRI socket's) are fine. Deepest first, so that a
+directory in the cgroup tree is told so; inside before above, and
+above the shallowest (/host/sys for /host). tools/chartcheck refuses the
+same (checkNestedInHostMounts). */}}
+{{- $fixed := list
+  (list "/host/sys/fs/cgroup" "the host's cgroup tree mount" "where the mount point the runtime makes is a cgroup on the host")
+  (list "/host/proc/cmdline" "the host's /proc/cmdline mount" "a file, under which nothing can be mounted: the pod would not start")
+  (list "/host/sys" "the host's /sys mount" "the host's sysfs, where the runtime cannot make a mount point: the pod would not start") }}
+{{- $fixedAt := list }}
+{{- range $f := $fixed }}
+{{- $fixedAt = append $fixedAt (index $f 0) }}
+{{- end }}
+{{- range $m := rest $mounts }}
+{{- $at := clean (index $m 0) }}
+{{- if not (has $at $fixedAt) }}
+{{- range $f := $fixed }}
+{{- $fat := index $f 0 }}
+{{- if hasPrefix (printf "%s/" $fat) $at }}
+{{- fail (printf "%s is %s, inside %s %s, %s; give it a directory outside %s (by default the state file's is /var/lib/nri-cpupool, the NRI socket's /var/run/nri)" (index $m 1) $at (index $f 1) $fat (index $f 2) $fat) }}
+{{- end }}
+{{- end }}
+{{- range $f := reverse $fixed }}
+{{- $fat := index $f 0 }}
+{{- if hasPrefix (printf "%s/" (trimSuffix "/" $at)) $fat }}
+{{- fail (printf "%s is %s, above %s %s: the pod would mount the host's %s read-write, and the runtime would make %s on the host; give it a directory of its own, not above %s (by default the state file's is /var/lib/nri-cpupool, the NRI socket's /var/run/nri)" (index $m 1) $at (index $f 1) $fat $at $fat $fat) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* The drop-in directory on the node. */}}
