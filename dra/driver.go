@@ -64,9 +64,8 @@ type Driver struct {
 	byToken map[string]tokenRef
 	// claimed is every claim's CPUs (claims never share one).
 	claimed cpuset.CPUSet
-	// placing is what the Prepares of a kubelet call placed and the
-	// claims file does not hold yet (nil: none), for PreparedOn (see
-	// placing.go).
+	// placing is the claim a Prepare is placing and has not recorded yet
+	// (nil: none), for PreparedOn (see placing.go).
 	placing *placing
 	// enc holds each claim's JSON for the file, made when it changes.
 	enc map[string][]byte

@@ -46,9 +46,6 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 		return out, nil
 	}
 	d.forgetUnreported()
-	// What the call placed is "being prepared" until the claims file
-	// holds it (see placing.go); whatever way the call ends, it ends.
-	defer d.stopPlacing()
 	var done []*resourceapi.ResourceClaim
 	var reports []prepareReport // of done, by index
 	undo := map[string]*Claim{} // claim UID -> record before this call (nil: none)
@@ -84,7 +81,20 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			d.log.Warnf("DRA: preparing %d claims: %v (nothing is prepared, the kubelet retries%s)", len(done), err, more)
 		}
 		// Nobody knows these tokens yet: take the claims back.
-		d.takeBack(undo)
+		d.mu.Lock()
+		now := map[string]*Claim{}
+		for uid, before := range undo {
+			if c, ok := d.claims[uid]; ok {
+				now[uid] = c.clone()
+			}
+			d.setLocked(uid, before)
+		}
+		d.gen++
+		d.mu.Unlock()
+		for uid, before := range undo {
+			d.releaseAll(uid, now[uid])
+			d.reserveAll(uid, before)
+		}
 		for _, claim := range done {
 			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)}
 		}
@@ -92,10 +102,6 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	}
 	if failed := d.saveFailures.succeed(); failed > 0 {
 		d.log.Infof("DRA: claims file written again after %d failed Prepares", failed)
-	}
-	if taken := d.takenWhilePrepared(); len(taken) > 0 {
-		d.takenBackAfterSave(undo, done, taken, out)
-		return out, nil
 	}
 	d.signal(d.changed)
 	// Prepared only once the claims file holds them and their CDI specs
@@ -199,15 +205,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	}
 	d.mu.Unlock()
 
-	// Seen by PreparedOn from its placement on, as being prepared until
-	// the claims file holds it (see placing.go); forgotten at once when
-	// this Prepare fails.
-	ok := false
-	defer func() {
-		if !ok {
-			d.dropPlacing(uid)
-		}
-	}()
+	// Seen by PreparedOn from its placement until it is recorded (or this
+	// Prepare fails): see placing.go.
+	defer d.stopPlacing()
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		if slices.Contains(kept, name) {
 			continue
@@ -217,9 +217,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 		got := cpuset.New()
 		for _, numa := range slices.Sorted(maps.Keys(w.slots)) {
 			n := w.slots[numa]
-			d.startPlacing(uid, claim.Namespace+"/"+claim.Name, name, nodeCPUs(topo, numa).Difference(exclude))
+			d.startPlacing(claim.Namespace+"/"+claim.Name+"/"+name, nodeCPUs(topo, numa).Difference(exclude))
 			cpus, err := d.pools.Place(w.pool, numa, n, exclude)
-			d.placed(uid, name, cpus)
+			d.placed(cpus)
 			if err != nil {
 				return nil, prepareReport{}, fmt.Errorf("request %s: %w (a container of an ending pod may still hold them; the kubelet retries)", name, err)
 			}
@@ -239,7 +239,8 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	// A kept request may have been bound while the lock was free: take
 	// it as it is now (before is still the record; only Bind changes it).
 	unbound = keepRequests(c, before, kept)
-	d.setLocked(uid, c) // still being prepared for PreparedOn (placing.go)
+	d.setLocked(uid, c)
+	d.stopPlacingLocked() // recorded: PreparedOn sees the claim itself now
 	d.gen++
 	d.mu.Unlock()
 	unbinding := d.unbindMemory(claim, unbound)
@@ -285,7 +286,6 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 			d.log.Infof("DRA: claim %s/%s (%s) prepared: CPUs %q", claim.Namespace, claim.Name, uid, c.cpus().String())
 		}
 	}
-	ok = true
 	return before, prepareReport{changed: placed, ignored: warnIgnored, placed: true}, nil
 }
 
@@ -447,7 +447,6 @@ func (d *Driver) placedStillFit(uid string, before, c *Claim, kept []string) err
 		}
 	}
 	d.setLocked(uid, restore)
-	d.dropPlacingLocked(uid)
 	d.gen++
 	d.mu.Unlock()
 	var memory []string
