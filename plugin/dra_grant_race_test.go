@@ -65,7 +65,7 @@ func TestDRAGrantContainerCreatedWhileAClaimIsPlacedDoesNotTakeItsCPUs(t *testin
 	require.Equal(t, claimCPUs, n.claimCPUs(t, "uid-1"), "the claim is placed on the kept grant's CPUs")
 
 	require.Error(t, grantErr, "a grant container created while the claim was placed must not be pinned on its CPUs")
-	assert.Contains(t, grantErr.Error(), "container telco/old/app: "+EnvGrant+": CPUs 3,5,43,45 may be placed for DRA claim telco/claim-uid-1/cpus, which is being prepared right now")
+	assert.Contains(t, grantErr.Error(), "container telco/old/app: "+EnvGrant+": CPUs 3,5,43,45 may be placed for DRA claim telco/claim-uid-1/cpus, which is being prepared right now; retry in a moment (the kubelet retries a container's creation)")
 
 	_, resp, err := f.createWithEnv(claimPod, "fwd", 10, n.cdiEnv(t, "uid-1")...)
 	require.NoError(t, err, "the claim's container gets its prepared CPUs")
@@ -74,4 +74,37 @@ func TestDRAGrantContainerCreatedWhileAClaimIsPlacedDoesNotTakeItsCPUs(t *testin
 	_, _, err = f.createWithEnv(old, "app", 10, EnvGrant+"="+tok)
 	require.Error(t, err, "the kubelet's retry of the grant container")
 	assert.Contains(t, err.Error(), "CPUs 3,5,43,45 are prepared for DRA claim telco/claim-uid-1/cpus; this pod was allocated by the device plugin before the node moved to DRA")
+}
+
+// The device plugin's Allocate (Grant, with the driver on: a plugin wired
+// by hand) asked while a claim is being placed on those CPUs. Its refusal
+// said "retry in a moment (the kubelet retries a container's creation)",
+// as a container's creation is told; but an Allocate is the kubelet's
+// admission of the pod, which it does not retry: the pod fails
+// (UnexpectedAdmissionError) and waiting does nothing.
+func TestDRAGrantAskedWhileAClaimIsPlacedSaysTheAllocationIsNotRetried(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	pools := &placeThenCreate{}
+	n := &draNode{f: f, cdi: filepath.Join(f.dir, "cdi")}
+	n.runningPlugin = startPluginWith(t, f, xeonDRA, statePath(f), func(r *runningPlugin) {
+		pools.Plugin = r.p
+		d, err := dra.New(pools, dra.Options{NodeName: "node-a", ClaimsFile: dra.ClaimsFile(statePath(f)), CDIDir: n.cdi, Log: r.p.log})
+		require.NoError(t, err)
+		r.p.UseClaims(d)
+		n.driver = d
+	})
+	claimPod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
+	var grantErr error
+	pools.hook = func() { _, grantErr = n.p.Grant([]string{"3", "5", "43", "45"}) }
+	claim := n.claim("uid-1", 1, 4, claimPod)
+	res, err := n.driver.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim})
+	require.NoError(t, err)
+	require.NoError(t, res[claim.UID].Err)
+	require.Equal(t, "3,5,43,45", n.claimCPUs(t, "uid-1"), "the claim is placed on the CPUs asked")
+
+	require.Error(t, grantErr)
+	assert.Equal(t, "CPUs 3,5,43,45 may be placed for DRA claim telco/claim-uid-1/cpus, which is being prepared right now; "+
+		"the kubelet does not retry a device plugin allocation (the pod fails admission, UnexpectedAdmissionError); "+
+		"the DRA driver hands out the exclusive pool on this node, and the device plugin may not give its CPUs", grantErr.Error())
+	assert.NotContains(t, grantErr.Error(), "retr"+"y in a moment")
 }

@@ -27,11 +27,13 @@ const maxClaimEcho = 128
 
 // claimOnGrant refuses CPUs of a device plugin grant that a prepared DRA
 // claim has, bound to a container or not, naming the claim and saying
-// what to do (advice). A claim being prepared counts from its placement
-// on (the driver places under this lock and records the claim under its
-// own, after): until it is recorded, the CPUs it may choose or chose are
-// refused, for a moment (the kubelet retries). It refuses nothing with
-// the driver off. Called under the lock (the driver's is taken under it).
+// what to do where it is asked (advice). A claim being prepared counts
+// from its placement on (the driver places under this lock and records
+// the claim under its own, after): until it is recorded, the CPUs it may
+// choose or chose are refused, for a moment (a container's creation,
+// which the kubelet retries; an Allocate, which it does not retry, is
+// told so). It refuses nothing with the driver off. Called under the lock
+// (the driver's is taken under it).
 //
 // A running container (adopted at its start or at a Synchronize) is never
 // refused for a claim being prepared: the runtime is the truth, it runs
@@ -40,7 +42,7 @@ const maxClaimEcho = 128
 // the placement under way can choose them; should the placement already
 // have chosen them, the driver's Prepare sees them held once the claim
 // is recorded and fails (placedStillFit), and the kubelet retries it.
-func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice string, running bool) error {
+func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice grantAdvice, running bool) error {
 	if p.claims == nil {
 		return nil
 	}
@@ -62,9 +64,34 @@ func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice string, running bool) e
 		claim = fmt.Sprintf("%s… (%d bytes)", claim[:maxClaimEcho], len(claim))
 	}
 	if maybe {
-		return fmt.Errorf("%s may be placed for DRA claim %s, which is being prepared right now; retry in a moment (the kubelet retries a container's creation)", plural.CPUs(on), claim)
+		return fmt.Errorf("%s may be placed for DRA claim %s, which is being prepared right now; %s", plural.CPUs(on), claim, advice.beingPrepared)
 	}
-	return fmt.Errorf("%s %s prepared for DRA claim %s; %s", plural.CPUs(on), plural.Verb(on.Size(), "is", "are"), claim, advice)
+	return fmt.Errorf("%s %s prepared for DRA claim %s; %s", plural.CPUs(on), plural.Verb(on.Size(), "is", "are"), claim, advice.prepared)
+}
+
+// grantAdvice is what claimOnGrant's refusals advise where it is asked:
+// whether the kubelet retries differs. It retries a container's creation;
+// it does not retry a device plugin Allocate, which is the pod's
+// admission (the pod fails, UnexpectedAdmissionError), so "retry in a
+// moment" there sends its owner waiting for a retry that never comes.
+type grantAdvice struct {
+	// prepared follows "CPUs … are prepared for DRA claim …;".
+	prepared string
+	// beingPrepared follows "CPUs … may be placed for DRA claim …, which
+	// is being prepared right now;".
+	beingPrepared string
+}
+
+// atCreation advises a container being created (or adopted) that shows
+// a grant token.
+func atCreation() grantAdvice {
+	return grantAdvice{prepared: grantOfTheDevicePluginEra, beingPrepared: "retry in a moment (the kubelet retries a container's creation)"}
+}
+
+// atAllocate advises the device plugin's Allocate with the driver on.
+func atAllocate() grantAdvice {
+	return grantAdvice{prepared: grantWithDRA,
+		beingPrepared: "the kubelet does not retry a device plugin allocation (the pod fails admission, UnexpectedAdmissionError); " + grantWithDRA}
 }
 
 // grantOnClaim is claimOnGrant for a container being placed (running:
@@ -78,7 +105,7 @@ func (p *Plugin) grantOnClaim(env []string, cpus cpuset.CPUSet, running bool) er
 	if showsClaimTokens(env) {
 		return nil
 	}
-	return p.claimOnGrant(cpus, grantOfTheDevicePluginEra, running)
+	return p.claimOnGrant(cpus, atCreation(), running)
 }
 
 // showsClaimTokens tells whether env sets a claim's variable

@@ -218,7 +218,7 @@ func (p *Plugin) grant(ids []string) (*grants, string, grantsSnapshot, error) {
 	if held := cpus.Difference(p.alloc.FreeCPUs(pools.Exclusive)).Difference(p.kubeletCPUs()); !held.IsEmpty() {
 		return nil, "", grantsSnapshot{}, fmt.Errorf("CPUs %s are held by containers the kubelet did not allocate them to (%s)", held, p.holders(held))
 	}
-	if err := p.claimOnGrant(cpus, grantWithDRA, false); err != nil {
+	if err := p.claimOnGrant(cpus, atAllocate(), false); err != nil {
 		return nil, "", grantsSnapshot{}, err
 	}
 	tok := newToken()
