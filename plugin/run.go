@@ -149,6 +149,10 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 			h.registered()
 			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", index, PluginName)))
 			p.setPush(s.UpdateContainers)
+			// The runtime's timeout for a reply, which its Configure (done
+			// in Start) told the stub: past it readiness fails while a
+			// handler is still under way.
+			p.conn.requestTimeout.Store(int64(s.RequestTimeout()))
 			// After setPush: a reload the first Synchronize applies pushes
 			// its updates at once, not at the next reply.
 			p.noteRuntime(RuntimeRegistered, socket, "")
