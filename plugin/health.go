@@ -153,7 +153,8 @@ func (h *handlersInFlight) oldest() (time.Duration, string) {
 func (p *Plugin) RuntimeReady() error { return p.conn.ready() }
 
 // StateWriterReady is nil unless the state writer's last attempt to write
-// the state (or the kubelet grants) file, or to sync it, failed; the error
+// the state (or the kubelet grants) file, or to sync it, failed, or one
+// under way has not returned for 10 s (stateWriteStallAfter); the error
 // is that failure. The writer retries with backoff, and containers are
 // still pinned meanwhile, but a restart of the daemon would lose the
 // decisions not yet on disk.
@@ -183,10 +184,17 @@ func noteFailure(slot *atomic.Pointer[writerFailure], what string, err error) {
 	slot.Store(f)
 }
 
-// ready is nil unless the writer's last write or its last sync failed.
-// They are kept apart, so that a write that succeeds between two fsyncs
-// that fail does not make the writer look well in between.
+// ready is nil unless the writer's last write or its last sync failed,
+// or one under way has not returned for stallAfter (it would never fail:
+// a hung disk). They are kept apart, so that a write that succeeds
+// between two fsyncs that fail does not make the writer look well in
+// between.
 func (w *stateWriter) ready() error {
+	if b := w.busy.Load(); b != nil {
+		if age := time.Since(b.since); age > w.stallAfter {
+			return fmt.Errorf("%s has not returned for %s (a hung disk or file system?); decisions since the last write are not on disk", b.what, age.Round(time.Second))
+		}
+	}
 	if f := w.writeFailure.Load(); f != nil {
 		return f
 	}

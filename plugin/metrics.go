@@ -198,7 +198,7 @@ func newMetrics(usage usageSource, writer *stateWriter, conn *runtimeConn) *metr
 		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
 		stateBehind: prometheus.NewDesc("cpupool_state_behind_seconds", "Seconds the oldest decision not yet in the state file has waited; 0 when the file is current.", nil, nil),
 		stateFailing: prometheus.NewDesc("cpupool_state_write_failing",
-			"1 while the state writer's last write or fsync of the state or kubelet grants file failed (it retries with backoff; /readyz fails meanwhile), 0 otherwise.", nil, nil),
+			"1 while the state writer's last write or fsync of the state or kubelet grants file failed (it retries with backoff; /readyz fails meanwhile), or one under way has not returned for 10 s (a hung disk), 0 otherwise.", nil, nil),
 		runtimeConnected: prometheus.NewDesc("cpupool_runtime_connected",
 			"1 while the plugin is registered with the runtime, the runtime has synchronized it on that connection and no handler has been under way past the runtime's request timeout (/readyz's runtime check), 0 otherwise.", nil, nil),
 		handlerInflight: prometheus.NewDesc("cpupool_handler_oldest_inflight_seconds",

@@ -108,7 +108,9 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		stopWatching()
 		<-hotplugDone
 		p.noteRuntime(RuntimeStopped, socket, "")
-		if err := p.Flush(); err != nil {
+		// Bounded: a write that never returns (a hung disk) must not keep
+		// the daemon from exiting; see stateWriter.Close.
+		if err := within(p.writer.closeWait, p.Flush); err != nil {
 			p.log.Errorf("writing state on the way out: %v", err)
 		}
 		if err := p.hugePages.Close(); err != nil {
