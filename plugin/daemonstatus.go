@@ -35,18 +35,21 @@ func ReadDaemonStatus(path string) (s DaemonStatus, ok bool, err error) {
 }
 
 // noteRuntime records a change of the connection to the runtime; the same
-// state again (each retry) writes nothing.
+// state again (each retry) writes nothing. Only Run calls it.
+//
+// Readiness (/readyz, cpupool_runtime_connected) gets the change before
+// anything takes the plugin's lock: when a handler hangs holding it, or
+// waiting for it, the runtime gives up on the plugin and drops the
+// connection, and that loss must show while the lock is still held. The
+// status file follows under the lock (noteStatus), when it can.
 func (p *Plugin) noteRuntime(state, socket, detail string) {
-	p.mu.Lock()
-	r := p.status.Runtime
-	same := r != nil && r.State == state && r.Detail == detail
-	p.mu.Unlock()
-	if same {
+	// The last record readiness got is the status file's too (both are
+	// set here alone), read without the lock.
+	if r := p.conn.now.Load(); r != nil && r.State == state && r.Detail == detail {
 		return
 	}
 	rs := &RuntimeStatus{State: state, Since: time.Now().UTC(), PID: os.Getpid(), Socket: socket, Detail: detail}
-	// Readiness reads the same record without the lock (health.go);
-	// nothing changes a record once made.
+	// Nothing changes a record once made: readiness and the status share it.
 	p.conn.now.Store(rs)
 	p.noteStatus(func(s *DaemonStatus) { s.Runtime = rs })
 }

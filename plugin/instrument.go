@@ -24,16 +24,27 @@ func newHandlerSeconds() *prometheus.HistogramVec {
 }
 
 // instrumented serves the NRI stub on the plugin's behalf, times every
-// handler and labels its goroutine nri=<handler> while it runs, for CPU
-// profiles (internal/proflabel). It implements exactly the handler interfaces *Plugin does
+// handler, follows it while it runs (handlersInFlight: a handler that does
+// not answer fails /readyz once the runtime has given up on it) and labels
+// its goroutine nri=<handler> while it runs, for CPU profiles
+// (internal/proflabel). It implements exactly the handler interfaces *Plugin does
 // (TestInstrumentedHandlersMatchPlugin keeps them in step), since the stub
 // subscribes to the events whose interfaces its plugin value implements.
 type instrumented struct {
 	p       *Plugin
 	seconds *prometheus.HistogramVec
-	// labels are the handlers' label sets, made once (putting one on
-	// then does not allocate).
-	labels map[string]proflabel.Set
+	// handlers are the handlers' label sets, made once (putting one on
+	// then does not allocate), and their indexes in handlerNames.
+	handlers map[string]handlerEntry
+	// inflight follows the handlers under way (the plugin's, for
+	// readiness and the metrics).
+	inflight *handlersInFlight
+}
+
+// handlerEntry is what serve needs of a handler besides its function.
+type handlerEntry struct {
+	labels proflabel.Set
+	index  int
 }
 
 // handlerNames are the handlers instrumented serves.
@@ -41,11 +52,11 @@ var handlerNames = []string{"Configure", "Synchronize", "Shutdown", "RunPodSandb
 	"CreateContainer", "UpdateContainer", "StopContainer", "PostStartContainer", "RemoveContainer"}
 
 func newInstrumented(p *Plugin) instrumented {
-	labels := make(map[string]proflabel.Set, len(handlerNames))
-	for _, name := range handlerNames {
-		labels[name] = proflabel.NRI(name)
+	handlers := make(map[string]handlerEntry, len(handlerNames))
+	for i, name := range handlerNames {
+		handlers[name] = handlerEntry{labels: proflabel.NRI(name), index: i}
 	}
-	return instrumented{p: p, seconds: p.metrics.handlers, labels: labels}
+	return instrumented{p: p, seconds: p.metrics.handlers, handlers: handlers, inflight: &p.conn.inflight}
 }
 
 var (
@@ -63,11 +74,20 @@ var (
 	_ stub.PostStartContainerInterface = instrumented{}
 )
 
-// serve runs a handler: labelled for profiles while it runs, its time
-// recorded under its name.
+// serve runs a handler: followed while it runs, labelled for profiles,
+// its time recorded under its name.
 func (in instrumented) serve(ctx context.Context, handler string, f func()) {
-	defer in.observe(handler, time.Now())
-	in.labels[handler].Do(ctx, f)
+	start := time.Now()
+	h := in.handlers[handler]
+	defer in.leave(handler, start, in.inflight.enter(start, h.index))
+	h.labels.Do(ctx, f)
+}
+
+// leave ends a handler's run: it is no longer under way, and its time is
+// recorded.
+func (in instrumented) leave(handler string, start time.Time, slot int) {
+	in.inflight.leave(slot)
+	in.observe(handler, start)
 }
 
 // observe records the time since start under the handler's name.

@@ -34,11 +34,11 @@ func TestInstrumentedLabelsEveryHandler(t *testing.T) {
 // not through it: labelling a handler must add no allocation to timing
 // it (a label set made per call, or a closure that escapes, would).
 func TestInstrumentedLabelsWithoutAllocating(t *testing.T) {
-	labels := map[string]proflabel.Set{}
-	for _, name := range handlerNames {
-		labels[name] = proflabel.NRI(name)
+	handlers := map[string]handlerEntry{}
+	for i, name := range handlerNames {
+		handlers[name] = handlerEntry{labels: proflabel.NRI(name), index: i}
 	}
-	in := instrumented{seconds: newHandlerSeconds(), labels: labels}
+	in := instrumented{seconds: newHandlerSeconds(), handlers: handlers, inflight: &handlersInFlight{}}
 	ctx := context.Background()
 	var runs int
 	in.observe("CreateContainer", time.Now()) // the histogram's series made

@@ -73,7 +73,9 @@ type metrics struct {
 	// stateFailing and runtimeConnected are /readyz's checks as gauges
 	// (health.go), read from the same atomics.
 	stateFailing, runtimeConnected *prometheus.Desc
-	conn                           *runtimeConn
+	// handlerInflight is the oldest handler under way's age (health.go).
+	handlerInflight *prometheus.Desc
+	conn            *runtimeConn
 	// synchronized counts Synchronize calls: 1 after the first registration,
 	// one more after each reconnect (a runtime restart).
 	synchronized prometheus.Counter
@@ -196,9 +198,11 @@ func newMetrics(usage usageSource, writer *stateWriter, conn *runtimeConn) *metr
 		stateAge:    prometheus.NewDesc("cpupool_state_last_write_age_seconds", "Seconds since the last successful write of the state file (since start before the first).", nil, nil),
 		stateBehind: prometheus.NewDesc("cpupool_state_behind_seconds", "Seconds the oldest decision not yet in the state file has waited; 0 when the file is current.", nil, nil),
 		stateFailing: prometheus.NewDesc("cpupool_state_write_failing",
-			"1 while the state writer's last write or fsync of the state or kubelet grants file failed (it retries with backoff; /readyz fails meanwhile), 0 otherwise.", nil, nil),
+			"1 while the state writer's last write or fsync of the state or kubelet grants file failed (it retries with backoff; /readyz fails meanwhile), or one under way has not returned for 10 s (a hung disk), 0 otherwise.", nil, nil),
 		runtimeConnected: prometheus.NewDesc("cpupool_runtime_connected",
-			"1 while the plugin is registered with the runtime and the runtime has synchronized it on that connection (/readyz's runtime check), 0 otherwise.", nil, nil),
+			"1 while the plugin is registered with the runtime, the runtime has synchronized it on that connection and no handler has been under way past the runtime's request timeout (/readyz's runtime check), 0 otherwise.", nil, nil),
+		handlerInflight: prometheus.NewDesc("cpupool_handler_oldest_inflight_seconds",
+			"Seconds the oldest NRI handler under way has been running, 0 when none is. Past the runtime's request timeout (2 s unless the runtime sets another) the runtime has given up on it: it creates containers without the plugin (unpinned) or refuses them, and /readyz fails.", nil, nil),
 		handlers: newHandlerSeconds(),
 	}
 	// Every reason's refusal series is exported from the start, at 0, so
@@ -266,6 +270,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.stateBehind
 	ch <- m.stateFailing
 	ch <- m.runtimeConnected
+	ch <- m.handlerInflight
 	m.writer.durations.Describe(ch)
 	m.synchronized.Describe(ch)
 	m.resizes.Describe(ch)
@@ -319,6 +324,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.stateBehind, prometheus.GaugeValue, w.behind().Seconds())
 	ch <- prometheus.MustNewConstMetric(m.stateFailing, prometheus.GaugeValue, boolGauge(w.ready() != nil))
 	ch <- prometheus.MustNewConstMetric(m.runtimeConnected, prometheus.GaugeValue, boolGauge(m.conn.ready() == nil))
+	inflight, _ := m.conn.inflight.oldest()
+	ch <- prometheus.MustNewConstMetric(m.handlerInflight, prometheus.GaugeValue, inflight.Seconds())
 	w.durations.Collect(ch)
 	m.synchronized.Collect(ch)
 	m.resizes.Collect(ch)

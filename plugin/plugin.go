@@ -382,13 +382,21 @@ func (p *Plugin) Close() {
 	p.stopPinning()
 	p.stopAuditing()
 	p.closeIsolation()
-	if err := p.writer.Close(); err != nil {
+	err := p.writer.Close()
+	if err != nil {
 		p.log.Errorf("final state write: %v", err)
 	}
 	// A status write under way ends first; none starts after.
 	p.statusMu.Lock()
 	p.statusClosed = true
 	p.statusMu.Unlock()
+	if errors.Is(err, errStateWriteStalled) {
+		// The hung write still uses the store, and holds the directory:
+		// both go with the process. Its exit releases the directory's lock
+		// only once every thread is gone, the hung one too, so the write
+		// can never land in a file a next process owns.
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.store.Close()

@@ -108,7 +108,9 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		stopWatching()
 		<-hotplugDone
 		p.noteRuntime(RuntimeStopped, socket, "")
-		if err := p.Flush(); err != nil {
+		// Bounded: a write that never returns (a hung disk) must not keep
+		// the daemon from exiting; see stateWriter.Close.
+		if err := within(p.writer.closeWait, p.Flush); err != nil {
 			p.log.Errorf("writing state on the way out: %v", err)
 		}
 		if err := p.hugePages.Close(); err != nil {
@@ -149,6 +151,10 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 			h.registered()
 			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", index, PluginName)))
 			p.setPush(s.UpdateContainers)
+			// The runtime's timeout for a reply, which its Configure (done
+			// in Start) told the stub: past it readiness fails while a
+			// handler is still under way.
+			p.conn.requestTimeout.Store(int64(s.RequestTimeout()))
 			// After setPush: a reload the first Synchronize applies pushes
 			// its updates at once, not at the next reply.
 			p.noteRuntime(RuntimeRegistered, socket, "")

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,14 @@ type stateWriter struct {
 	// once one succeeds again (health.go: /readyz and
 	// cpupool_state_write_failing).
 	writeFailure, syncFailure atomic.Pointer[writerFailure]
+	// busy is the write or sync under way, nil between them: one that has
+	// not returned for stallAfter counts as failing (a hung disk or NFS
+	// server neither succeeds nor fails).
+	busy       atomic.Pointer[writerBusy]
+	stallAfter time.Duration
+	// closeWait bounds Close's (and Run's last flush's) wait for a write
+	// that does not return.
+	closeWait time.Duration
 	// durations times each write (store.Save: encode, write, rename) and
 	// sync (fsync of the file and its directory); safe without mu.
 	durations *prometheus.HistogramVec
@@ -92,6 +101,15 @@ const (
 	stateWriteDelay    = 2 * time.Millisecond
 	stateWriteInterval = 25 * time.Millisecond
 	stateSyncEvery     = 5 * time.Second
+	// stateWriteStallAfter: a write (encode, write, rename; milliseconds)
+	// or a sync (fdatasync and the directory's fsync; seconds at worst on
+	// a loaded disk) under way this long has stalled: the writer counts
+	// as failing (/readyz, cpupool_state_write_failing) until it returns.
+	// Twice the sync period: a healthy disk never comes near it.
+	stateWriteStallAfter = 10 * time.Second
+	// stateCloseWait bounds the wait of the daemon's way out for a write
+	// or sync that does not return (see stateWriter.Close).
+	stateCloseWait = 5 * time.Second
 )
 
 var stateWriteBackoff = Backoff{Initial: 50 * time.Millisecond, Max: 5 * time.Second}
@@ -103,6 +121,7 @@ func newStateWriter(log *logrus.Logger, collect func(*state.State, *grantsSnapsh
 	mirror.TrackContainerChanges()
 	return &stateWriter{log: log, collect: collect,
 		delay: stateWriteDelay, minInterval: stateWriteInterval, syncEvery: stateSyncEvery, backoff: stateWriteBackoff,
+		stallAfter: stateWriteStallAfter, closeWait: stateCloseWait,
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		mirror: mirror, started: time.Now(),
 		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -199,7 +218,9 @@ func (w *stateWriter) write() error {
 	}
 	if gen != w.saved {
 		start := time.Now()
+		w.startStep("writing state", start)
 		err := w.store.Save(w.mirror)
+		w.busy.Store(nil)
 		w.durations.WithLabelValues("write").Observe(time.Since(start).Seconds())
 		if err != nil {
 			return w.failed("writing state", err)
@@ -210,7 +231,10 @@ func (w *stateWriter) write() error {
 		// A no-op unless the grants changed since the file was written
 		// (by this writer or by Grant). Durable, unlike the state: see
 		// grantsFile.
-		if err := w.grants.save(w.grantsMirror, true); err != nil {
+		w.startStep("writing kubelet grants", time.Now())
+		err := w.grants.save(w.grantsMirror, true)
+		w.busy.Store(nil)
+		if err != nil {
 			return w.failed("writing kubelet grants", err)
 		}
 	}
@@ -255,10 +279,12 @@ func (w *stateWriter) sync() error {
 		return nil
 	}
 	start := time.Now()
+	w.startStep("syncing state to disk", start)
 	err := w.store.Sync()
 	if err == nil && w.grants != nil {
 		err = w.grants.sync()
 	}
+	w.busy.Store(nil)
 	w.durations.WithLabelValues("sync").Observe(time.Since(start).Seconds())
 	if err != nil {
 		w.errors.Add(1)
@@ -279,14 +305,57 @@ func (w *stateWriter) Flush() error {
 	return w.sync()
 }
 
-// Close flushes and stops the writer; later changes are not written.
+// Close flushes and stops the writer; later changes are not written. It
+// waits at most closeWait for a write or sync that does not return (a
+// hung disk), and then returns an error wrapping errStateWriteStalled,
+// leaving the write to the process's exit. That loses nothing the next
+// start cannot redo: Save writes a temporary file and renames it over the
+// state file (state.FileStore.Save, atomicfile.Pending), so the file on
+// disk is the last whole state whatever the moment of exit, a temporary
+// file left behind is removed at the next start (removeStaleTemps), and
+// the decisions not yet in it are the runtime's to tell again: Synchronize
+// rebuilds them from where containers run. The kubelet grants file is
+// written the same way, and Grant writes it durably before it answers.
+// The host files' originals are not the writer's: their journal is
+// written before any host file changes.
 func (w *stateWriter) Close() error {
-	w.halt()
-	err := w.Flush()
-	w.mu.Lock()
-	w.stopped = true
-	w.mu.Unlock()
-	return err
+	return within(w.closeWait, func() error {
+		w.halt()
+		err := w.Flush()
+		w.mu.Lock()
+		w.stopped = true
+		w.mu.Unlock()
+		return err
+	})
+}
+
+// errStateWriteStalled: a write or sync did not return in time.
+var errStateWriteStalled = errors.New("the state write under way has not returned")
+
+// within runs f and waits at most d for it: after that it returns an
+// error wrapping errStateWriteStalled and f goes on alone.
+func within(d time.Duration, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%w after %s: leaving it to the process's exit (the state file on disk is whole; the next start re-reads the runtime)", errStateWriteStalled, d)
+	}
+}
+
+// writerBusy is a write or sync under way.
+type writerBusy struct {
+	what  string
+	since time.Time
+}
+
+// startStep records the write or sync that begins.
+func (w *stateWriter) startStep(what string, start time.Time) {
+	w.busy.Store(&writerBusy{what: what, since: start})
 }
 
 // halt stops the goroutine, if it was started.
