@@ -183,6 +183,7 @@ pools:
 	a = newOfflineAllocator(t, "desktop-8c16t", none, cpuset.New(12, 13, 14, 15))
 	_, err = a.Allocate(hide)
 	assert.ErrorContains(t, err, "with idle siblings (0 whole cores free)", "every core's sibling joins shared")
+	assert.ErrorContains(t, err, "; CPUs 4-7 set aside: offline siblings 12-15 join another pool when online", "the refusal says why")
 }
 
 // An offline sibling another container has (an offline CPU stays its
@@ -207,4 +208,5 @@ func TestHideHyperthreadsTakesNoCoreWhoseOfflineSiblingIsAnothers(t *testing.T) 
 	hide.Options.HideHyperthreads = true
 	_, err = a.Allocate(hide)
 	assert.ErrorContains(t, err, "with idle siblings (0 whole cores free)", "7's sibling 15 is the other container's")
+	assert.ErrorContains(t, err, "; CPU 7 set aside: offline sibling 15 belongs to another container", "the refusal says why")
 }

@@ -133,8 +133,12 @@ func (a *Allocator) plan(req Request, who string, n, need int, m mode) (cpuset.C
 		case modeHideSiblings:
 			unit += fmt.Sprintf(" with idle siblings (%s free)", plural.Count(total, "whole core"))
 		}
-		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: it asks for %d %s%s%s, but %s",
-			req.Pool, who, n, more, unit, where, freeText(free, a.layout.Pool(req.Pool).Size()))
+		why := ""
+		if m == modeHideSiblings {
+			why = a.offlineSetAside(view)
+		}
+		return cpuset.New(), cpuset.New(), fmt.Errorf("pool %s cannot fit %s: it asks for %d %s%s%s, but %s%s",
+			req.Pool, who, n, more, unit, where, freeText(free, a.layout.Pool(req.Pool).Size()), why)
 	}
 
 	if a.fit != nil && !a.fit.MemoryIgnored() {

@@ -239,11 +239,24 @@ func HotplugLayout(old *Layout, topo *sysfs.Topology, cfg *config.Config) (*Layo
 	for _, set := range []*cpuset.CPUSet{&l.Isolated, &l.Reserved, &l.Exclusive, &l.Shared, &l.Infra, &l.ExclusiveNonIsolcpus} {
 		*set = set.Intersection(online)
 	}
+	// The carving says where an offline CPU goes when it comes online
+	// (markOfflineThreads, OfflineHiddenSiblings), and that is the
+	// config's on the node as it is now, not as it was: a carving made
+	// with SMT off has no second thread and would say every sibling that
+	// goes offline later joins another pool. While the config fails, a
+	// CPU that comes online goes to infra (below): no offline CPU joins
+	// exclusive then.
+	fresh, problems := BuildLayoutRunning(topo, cfg)
+	if !problems.HasErrors() {
+		l.carved = fresh.carved
+	}
 	added := online.Difference(old.Online)
 	if added.IsEmpty() {
+		if problems.HasErrors() {
+			l.carved = l.carvingWhileFailing(topo)
+		}
 		return &l, nil
 	}
-	fresh, problems := BuildLayoutRunning(topo, cfg)
 	if problems.HasErrors() {
 		// The lists the config gives do not depend on the counts that
 		// failed: a reserved CPU is reserved again, an isolated one is
@@ -254,6 +267,7 @@ func HotplugLayout(old *Layout, topo *sysfs.Topology, cfg *config.Config) (*Layo
 		if cfg.Pools.ExclusiveNonIsolcpus.Enabled {
 			l.ExclusiveNonIsolcpus = l.ExclusiveNonIsolcpus.Union(lendableCPUs(added, l.Reserved, l.Isolated))
 		}
+		l.carved = l.carvingWhileFailing(topo)
 		return &l, problems
 	}
 	for _, p := range []struct{ to, from *cpuset.CPUSet }{{&l.Isolated, &fresh.Isolated}, {&l.Reserved, &fresh.Reserved},
@@ -261,4 +275,13 @@ func HotplugLayout(old *Layout, topo *sysfs.Topology, cfg *config.Config) (*Layo
 		*p.to = p.to.Union(p.from.Intersection(added))
 	}
 	return &l, problems
+}
+
+// carvingWhileFailing is where the offline CPUs go when they come online
+// while the config cannot be laid out on the node (HotplugLayout): to
+// infra, as every CPU that comes online then, so none joins exclusive.
+// The reserved and isolated lists do not depend on the counts that fail.
+func (l *Layout) carvingWhileFailing(topo *sysfs.Topology) carvedPools {
+	return carvedPools{exclusive: l.Exclusive, infra: topo.Present.Difference(l.Exclusive).Difference(l.Shared),
+		reserved: l.carved.reserved.Union(l.Reserved), isolated: l.carved.isolated.Union(l.Isolated)}
 }

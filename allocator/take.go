@@ -1,7 +1,12 @@
 package allocator
 
 import (
+	"fmt"
 	"slices"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/internal/plural"
 )
 
 // Which cores and threads a plan takes inside its NUMA nodes.
@@ -629,4 +634,52 @@ func trueFirst(a, b bool) int {
 		return 0
 	}
 	return boolFirst(a)
+}
+
+// maxSetAsideCores bounds the cores a refusal names (offlineSetAside).
+const maxSetAsideCores = 8
+
+// offlineSetAside says which free cores of the view a hide-hyperthreads
+// container may not take because of their offline threads (hideable),
+// and why: a refusal that only says "0 whole cores free" while the pool's
+// CPUs are all free leaves the user guessing. Empty when there is none.
+func (a *Allocator) offlineSetAside(view *poolView) string {
+	var away, awayThreads, held, heldThreads []int
+	for i := range view.nodes {
+		for j := range view.nodes[i].l3s {
+			for _, c := range view.nodes[i].l3s[j].cores {
+				if len(c.offline) == 0 || slices.ContainsFunc(c.threads, func(t int) bool { return a.busy[t] }) {
+					continue
+				}
+				busy := slices.ContainsFunc(c.offline, func(t int) bool { return a.busy[t] })
+				switch {
+				case c.offlineAway:
+					away, awayThreads = append(away, c.threads...), append(awayThreads, c.offline...)
+				case busy:
+					held, heldThreads = append(held, c.threads...), append(heldThreads, c.offline...)
+				}
+			}
+		}
+	}
+	out := ""
+	if len(away) > 0 {
+		out += fmt.Sprintf("; %s set aside: offline %s %s another pool when online", boundedCPUs("CPU", away), boundedCPUs("sibling", awayThreads), plural.Verb(len(awayThreads), "joins", "join"))
+	}
+	if len(held) > 0 {
+		out += fmt.Sprintf("; %s set aside: offline %s %s another container", boundedCPUs("CPU", held), boundedCPUs("sibling", heldThreads), plural.Verb(len(heldThreads), "belongs to", "belong to"))
+	}
+	return out
+}
+
+// boundedCPUs names at most maxSetAsideCores CPUs, and how many more.
+func boundedCPUs(what string, cpus []int) string {
+	slices.Sort(cpus)
+	s := what + "s " + cpuset.New(cpus[:min(len(cpus), maxSetAsideCores)]...).String()
+	if len(cpus) == 1 {
+		s = what + " " + cpuset.New(cpus...).String()
+	}
+	if len(cpus) > maxSetAsideCores {
+		s += fmt.Sprintf(" and %d more", len(cpus)-maxSetAsideCores)
+	}
+	return s
 }
