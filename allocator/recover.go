@@ -199,12 +199,21 @@ func (a *Allocator) sameWhileOffline(runsOn, remembered cpuset.CPUSet) bool {
 // Repin is round 3 for a container Readmit found NeedsRepin: back on its
 // remembered CPUs when the record is whole and they are free (Repinned,
 // and an error is a note: why it runs off its pool's CPUs), else
-// NeedsPlacement, and the error says why.
+// NeedsPlacement, and the error says why. Its CPUs that are offline stay
+// its own, held offline (restoreHoldingOffline's rule): cgroup v1 dropped
+// them from its cpuset, which is no reason to move it off the others, and
+// the update that pins it names only its online CPUs (the plugin's
+// runnable). Only a record with no CPU online is refused: there is nothing
+// to pin it on.
 func (a *Allocator) Repin(r Remembered) (Result, Readmitted, error) {
+	as := r.Assignment
 	if r.Damaged {
-		return Result{}, NeedsPlacement, fmt.Errorf("container %s: the remembered CPUs are damaged", r.Assignment.ID)
+		return Result{}, NeedsPlacement, fmt.Errorf("container %s: the remembered CPUs are damaged", as.ID)
 	}
-	res, note, err := a.restoreNoted(r.Assignment)
+	if off := a.offline(&as); !off.IsEmpty() && off.Equals(as.Held()) {
+		return Result{}, NeedsPlacement, fmt.Errorf("container %s: CPUs %s are offline, every one of its CPUs", as.ID, off)
+	}
+	res, note, err := a.readdHoldingOffline(as)
 	if err != nil {
 		return Result{}, NeedsPlacement, err
 	}
@@ -236,6 +245,23 @@ func (a *Allocator) restoreNoted(as Assignment) (_ Result, note, err error) {
 	}
 	if off := a.offline(&as); !off.IsEmpty() {
 		return Result{}, nil, fmt.Errorf("container %s: CPUs %s are offline", as.ID, off)
+	}
+	res, note := a.readd(as, infraBefore)
+	return res, note, nil
+}
+
+// readdHoldingOffline is the one home of the rule that a remembered
+// container's offline CPUs are no conflict and stay its own (held offline)
+// when it is taken back where it runs (restoreHoldingOffline) or pinned
+// back on its record (Repin); any other problem refuses it, and nothing is
+// added. note, with no error, says why it was added off its pool's CPUs.
+func (a *Allocator) readdHoldingOffline(as Assignment) (_ Result, note, err error) {
+	as, infraBefore, problem, err := a.prepareReadd(as)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	if problem != nil {
+		return Result{}, nil, problem
 	}
 	res, note := a.readd(as, infraBefore)
 	return res, note, nil
