@@ -220,6 +220,29 @@ func (a *Allocator) Repin(r Remembered) (Result, Readmitted, error) {
 	return res, Repinned, note
 }
 
+// GivenAway tells whether the CPUs of a remembered exclusive container's
+// record that it no longer runs on (runsOn, its exclusive part) read as
+// CPUs a live shrink gave back and the plugin placed since, the one reason
+// a record that cannot be pinned back says the container shrank: none of
+// them is offline or gone from the node (cgroup v1 drops an offline CPU
+// from the cpuset for good, which looks like a shrink but is none; Repin
+// holds such CPUs for it), and another container or a hold has at least
+// one (a CPU no one has was not given away). Any other reason Repin
+// fails (a configuration that no longer has the CPUs in the pool, a
+// damaged record) says nothing of a shrink.
+func (a *Allocator) GivenAway(as Assignment, runsOn cpuset.CPUSet) bool {
+	gone := as.CPUs.Difference(runsOn)
+	if gone.IsEmpty() || !a.Absent(gone).IsEmpty() {
+		return false
+	}
+	for _, cpu := range gone.UnsortedList() {
+		if !a.x.online(cpu) {
+			return false
+		}
+	}
+	return !a.heldByOthers(gone, as.ID).IsEmpty()
+}
+
 // restore re-adds a container exactly where it runs, and only if it may run
 // there: on online CPUs of its pool as now configured that no other
 // container holds. It never moves the container; the error says what is
