@@ -199,16 +199,48 @@ func (a *Allocator) sameWhileOffline(runsOn, remembered cpuset.CPUSet) bool {
 // Repin is round 3 for a container Readmit found NeedsRepin: back on its
 // remembered CPUs when the record is whole and they are free (Repinned,
 // and an error is a note: why it runs off its pool's CPUs), else
-// NeedsPlacement, and the error says why.
+// NeedsPlacement, and the error says why. Its CPUs that are offline stay
+// its own, held offline (restoreHoldingOffline's rule): cgroup v1 dropped
+// them from its cpuset, which is no reason to move it off the others, and
+// the update that pins it names only its online CPUs (the plugin's
+// runnable). Only a record with no CPU online is refused: there is nothing
+// to pin it on.
 func (a *Allocator) Repin(r Remembered) (Result, Readmitted, error) {
+	as := r.Assignment
 	if r.Damaged {
-		return Result{}, NeedsPlacement, fmt.Errorf("container %s: the remembered CPUs are damaged", r.Assignment.ID)
+		return Result{}, NeedsPlacement, fmt.Errorf("container %s: the remembered CPUs are damaged", as.ID)
 	}
-	res, note, err := a.restoreNoted(r.Assignment)
+	if off := a.offline(&as); !off.IsEmpty() && off.Equals(as.Held()) {
+		return Result{}, NeedsPlacement, fmt.Errorf("container %s: CPUs %s are offline, every one of its CPUs", as.ID, off)
+	}
+	res, note, err := a.readdHoldingOffline(as)
 	if err != nil {
 		return Result{}, NeedsPlacement, err
 	}
 	return res, Repinned, note
+}
+
+// GivenAway tells whether the CPUs of a remembered exclusive container's
+// record that it no longer runs on (runsOn, its exclusive part) read as
+// CPUs a live shrink gave back and the plugin placed since, the one reason
+// a record that cannot be pinned back says the container shrank: none of
+// them is offline or gone from the node (cgroup v1 drops an offline CPU
+// from the cpuset for good, which looks like a shrink but is none; Repin
+// holds such CPUs for it), and another container or a hold has at least
+// one (a CPU no one has was not given away). Any other reason Repin
+// fails (a configuration that no longer has the CPUs in the pool, a
+// damaged record) says nothing of a shrink.
+func (a *Allocator) GivenAway(as Assignment, runsOn cpuset.CPUSet) bool {
+	gone := as.CPUs.Difference(runsOn)
+	if gone.IsEmpty() || !a.Absent(gone).IsEmpty() {
+		return false
+	}
+	for _, cpu := range gone.UnsortedList() {
+		if !a.x.online(cpu) {
+			return false
+		}
+	}
+	return !a.heldByOthers(gone, as.ID).IsEmpty()
 }
 
 // restore re-adds a container exactly where it runs, and only if it may run
@@ -236,6 +268,23 @@ func (a *Allocator) restoreNoted(as Assignment) (_ Result, note, err error) {
 	}
 	if off := a.offline(&as); !off.IsEmpty() {
 		return Result{}, nil, fmt.Errorf("container %s: CPUs %s are offline", as.ID, off)
+	}
+	res, note := a.readd(as, infraBefore)
+	return res, note, nil
+}
+
+// readdHoldingOffline is the one home of the rule that a remembered
+// container's offline CPUs are no conflict and stay its own (held offline)
+// when it is taken back where it runs (restoreHoldingOffline) or pinned
+// back on its record (Repin); any other problem refuses it, and nothing is
+// added. note, with no error, says why it was added off its pool's CPUs.
+func (a *Allocator) readdHoldingOffline(as Assignment) (_ Result, note, err error) {
+	as, infraBefore, problem, err := a.prepareReadd(as)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	if problem != nil {
+		return Result{}, nil, problem
 	}
 	res, note := a.readd(as, infraBefore)
 	return res, note, nil

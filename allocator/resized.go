@@ -151,14 +151,10 @@ func (a *Allocator) partCore(cpus cpuset.CPUSet) []int {
 // error tells the caller nothing was (it would pin it again on its record
 // while its grown CPUs stayed owned by it).
 func (a *Allocator) restoreHoldingOffline(as Assignment) (Result, error) {
-	as, infraBefore, problem, err := a.prepareReadd(as)
+	res, note, err := a.readdHoldingOffline(as)
 	if err != nil {
 		return Result{}, err
 	}
-	if problem != nil {
-		return Result{}, problem
-	}
-	res, note := a.readd(as, infraBefore)
 	if note != nil {
 		res.Warning = note.Error()
 	}

@@ -31,7 +31,10 @@ func atLeastNoGrow(rec allocator.Assignment, part cpuset.CPUSet, milli int64, at
 // them, which is what a live shrink gives (the plugin accepted it, gave the
 // rest back, and a kill lost the record), and the rest cannot be had
 // again: another container runs on them (the CPUs the shrink gave back,
-// placed since). keepResized leaves such a set to be pinned back on the
+// placed since), and none of them is offline (allocator.GivenAway). Why
+// Repin failed decides: a record CPU offline, or a pool that no longer has
+// them, is no shrink, and reading one rewrote the request of a container
+// no resize touched. keepResized leaves such a set to be pinned back on the
 // record, because a shrink cgroup v1 made (CPUs offline and back while the
 // plugin was down) looks the same; but once the record cannot be had,
 // placing it anew cannot size it ("at least 256 CPUs" is no size) and
@@ -50,6 +53,12 @@ func (p *Plugin) keepLostShrink(pod *api.PodSandbox, c *api.Container, st state.
 	n := int64(part.Size())
 	rec := r.Assignment
 	if !atLeast || rec.MilliCPU < milli || n*1000 < milli || n >= int64(rec.CPUs.Size()) || !part.IsSubsetOf(rec.CPUs) {
+		return false
+	}
+	if !p.alloc.GivenAway(rec, part) {
+		// Repin failed for another reason than CPUs the shrink gave back
+		// and another now has (a CPU of the record offline, the pool
+		// changed): that is no shrink, and its request is not the count.
 		return false
 	}
 	who := rememberedRef(st)

@@ -781,7 +781,7 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 	if p.keepLostShrink(pod, c, st, note) {
 		return nil, keptShrunk // it runs there already
 	}
-	p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored; placing it again", who, runs, st.CPUs)
+	p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored (%v); placing it again", who, runs, st.CPUs, note)
 	u, ok := p.adoptUnknown(pod, c)
 	if !ok {
 		return u, confinedAtRepair

@@ -1,0 +1,95 @@
+package plugin
+
+import (
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/state"
+)
+
+// A quota-lifted 300-CPU container; while the plugin is down 30 CPUs of
+// its record go offline (cgroup v1 drops them from its cpuset) and 20 come
+// back (cgroup v1 never gives them back). No resize happened and no other
+// container runs on any of its CPUs: it is pinned back on its record's 290
+// online CPUs, its 10 offline ones held for it, its request 300 CPUs as
+// the kubelet wants. Repin refused a record with any offline CPU, and the
+// restart read that refusal as a live shrink whose given-back CPUs were
+// taken: it was kept on 270 CPUs, its request rewritten to 270000m and
+// persisted, the 10 offline CPUs dropped from its record.
+func TestAQuotaLiftedContainerWithRecordCPUsStillOfflineIsPinnedBackHoldingThem(t *testing.T) {
+	epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, epyc, statePath(f))
+	f.dress = func(c *api.Container) {
+		c.Linux.Resources.Cpu.Shares = api.UInt64(262144)
+		c.Linux.Resources.Cpu.Quota = api.Int64(300 * 100000)
+	}
+	pod := f.runPod(podSpec{name: "g", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	g, _, err := f.createContainer(pod, "big", 300000)
+	require.NoError(t, err)
+	f.mu.Lock()
+	g.Linux.Resources.Cpu.Quota = api.Int64(-1) // the plugin lifted it
+	f.mu.Unlock()
+	rec := mustParse(f.cpus(g))
+	require.Equal(t, 300, rec.Size())
+	require.NoError(t, first.p.Flush())
+	first.kill()
+
+	ids := rec.List()
+	root := f.sysfsRoot(epyc.fixture)
+	for _, id := range ids[len(ids)-30:] {
+		setOnlineAt(t, root, id, false)
+	}
+	for _, id := range ids[len(ids)-30 : len(ids)-10] {
+		setOnlineAt(t, root, id, true) // back online; cgroup v1 does not give them back
+	}
+	stillOff := cpuset.New(ids[len(ids)-10:]...)
+	f.setCPUs(g, cpuset.New(ids[:len(ids)-30]...).String())
+
+	second := startPlugin(t, f, epyc, statePath(f))
+	a, ok := second.p.alloc.Get(g.GetId())
+	require.True(t, ok)
+	log := second.log.String()
+	t.Logf("after restart: pool %s, %d CPUs (%dm), runtime %d CPUs\n%s", a.Pool, a.CPUs.Size(), a.MilliCPU, mustParse(f.cpus(g)).Size(), log)
+	assert.NotContains(t, log, "a shrink whose record a kill lost", "no shrink happened: CPUs went offline")
+	assert.Equal(t, int64(300000), a.MilliCPU, "the kubelet still wants 300 CPUs")
+	assert.True(t, stillOff.IsSubsetOf(a.CPUs), "its offline CPUs stay its own, held offline: record %s", a.CPUs)
+	assert.Equal(t, rec.Difference(stillOff).String(), f.cpus(g), "pinned back on its record's online CPUs")
+	require.NoError(t, second.p.Flush())
+	st, err := state.ReadState(statePath(f))
+	require.NoError(t, err)
+	assert.Equal(t, int64(300000), st.Containers[g.GetId()].MilliCPU, "persisted request")
+}
+
+// The same for an exact-request container: of its 4 CPUs one went offline
+// and came back (cgroup v1 dropped it), another is still offline. It is
+// pinned back on its record's online CPUs, the offline one held for it.
+// Repin refused any offline CPU, so it was placed anew (moved off a CPU it
+// ran on, its offline CPU no longer held for it), logged without a reason.
+func TestAnExactRequestContainerWithACPUStillOfflineIsPinnedBackHoldingIt(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "x", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	x, _, err := f.createContainer(pod, "c", 4000)
+	require.NoError(t, err)
+	rec := mustParse(f.cpus(x))
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	ids := rec.List()
+	root := f.sysfsRoot(desktop.fixture)
+	setOnlineAt(t, root, ids[2], false)
+	setOnlineAt(t, root, ids[3], false)
+	setOnlineAt(t, root, ids[2], true)
+	f.setCPUs(x, cpuset.New(ids[0], ids[1]).String())
+	second := startPlugin(t, f, desktop, statePath(f))
+	a, _ := second.p.alloc.Get(x.GetId())
+	t.Logf("record %s, after restart %s, runtime %s\n%s", rec, a.CPUs, f.cpus(x), second.log.String())
+	assert.True(t, cpuset.New(ids[0], ids[1]).IsSubsetOf(mustParse(f.cpus(x))), "not moved off the CPUs it runs on")
+	assert.True(t, a.CPUs.Contains(ids[3]), "its offline CPU stays its own")
+	assert.Equal(t, cpuset.New(ids[:3]...).String(), f.cpus(x), "pinned back on its record's online CPUs")
+	assert.Equal(t, rec.String(), a.CPUs.String(), "its record unchanged")
+}
