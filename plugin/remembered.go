@@ -15,20 +15,31 @@ import (
 
 	"github.com/cpupool/nri-cpupool/internal/proflabel"
 
-	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
-// loadRemembered reads the record of the daemon with cfg's state file;
-// an unreadable one is said and forgotten: the CPUs present now are
+// loadRemembered reads the record at path (sysfs.RememberedPath); an
+// unreadable one is said and forgotten: the CPUs present now are
 // remembered again, a hot-removed one is then not (a list naming it is an
 // error, as before the record).
-func loadRemembered(cfg *config.Config, log *logrus.Logger) (rec sysfs.Remembered, read bool) {
-	rec, err := sysfs.ReadRemembered(sysfs.RememberedPath(cfg.StateFile))
+func loadRemembered(path string, log *logrus.Logger) (rec sysfs.Remembered, read bool) {
+	rec, err := sysfs.ReadRemembered(path)
 	if err != nil {
 		log.Warnf("reading the remembered CPUs: %v; hot-removed CPUs are not put back in their pools", err)
 	}
 	return rec, err == nil
+}
+
+// rememberedOf makes the record beside stateFile the one in force, for a
+// plugin the runtime launched: it started on the default state file and
+// read the record there, but the CPUs to put back are those of the node
+// the configured state file belongs to (validate reads them there), and
+// the pools are carved on the kernel's topology with those. Called under
+// the lock, before the state is loaded and the config applied.
+func (p *Plugin) rememberedOf(stateFile string) {
+	p.seenCPUs, p.rememberedRead = loadRemembered(sysfs.RememberedPath(stateFile), p.log)
+	p.rememberedGen++
+	p.topo = p.discovered.WithRemembered(p.seenCPUs)
 }
 
 // rememberCPUs adds the place of topo's online CPUs to the record and
