@@ -250,6 +250,9 @@ type Plugin struct {
 	// one puts back the new record's CPUs.
 	discovered    *sysfs.Topology
 	rememberedGen int
+	// rememberedUnwritten: a CPU was remembered before the first
+	// Synchronize, when nothing is written (rememberCPUs), under mu.
+	rememberedUnwritten bool
 	// saidDamage are the warnings on damaged records said since the last
 	// Synchronize began, under mu (sayOnce).
 	saidDamage map[string]bool

@@ -53,8 +53,13 @@ func (p *Plugin) rememberCPUs(topo *sysfs.Topology) {
 	defer p.mu.Unlock()
 	rec, changed := topo.Remember(p.seenCPUs)
 	p.seenCPUs = rec
-	if changed && p.synced {
+	switch {
+	case changed && p.synced:
 		p.writeRememberedLater()
+	case changed:
+		// Written at the first Synchronize, which compares the node
+		// with this memory and would see nothing new.
+		p.rememberedUnwritten = true
 	}
 }
 
@@ -66,7 +71,8 @@ func (p *Plugin) rememberSynchronized() {
 	}
 	rec, changed := p.topo.Remember(p.seenCPUs)
 	p.seenCPUs = rec
-	if changed || !p.rememberedRead {
+	if changed || !p.rememberedRead || p.rememberedUnwritten {
+		p.rememberedUnwritten = false
 		p.writeRememberedLater()
 	}
 }
