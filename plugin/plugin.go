@@ -289,7 +289,7 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 		// run did, and a daemon there would read them.
 		return nil, fmt.Errorf("stateFile %s is the default, in a test binary: give the test a state file of its own (t.TempDir())", cfg.StateFile)
 	}
-	seen, read := loadRemembered(sysfs.RememberedPath(cfg.StateFile), log)
+	seen, read := loadRemembered(sysfs.RememberedPath(cfg.StateFile), topo, log)
 	p := &Plugin{topo: topo.WithRemembered(seen), discovered: topo, seenCPUs: seen, rememberedRead: read, store: store, log: log, decisions: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
 		memsOverrode: map[string]bool{},
 		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]partitionCgroup{}}

@@ -11,6 +11,8 @@ package plugin
 // writable disk.
 
 import (
+	"strings"
+
 	"github.com/sirupsen/logrus"
 
 	"github.com/cpupool/nri-cpupool/internal/proflabel"
@@ -22,10 +24,15 @@ import (
 // unreadable one is said and forgotten: the CPUs present now are
 // remembered again, a hot-removed one is then not (a list naming it is an
 // error, as before the record).
-func loadRemembered(path string, log *logrus.Logger) (rec sysfs.Remembered, read bool) {
+// Entries of the record that cannot be put back on topo (the kernel's) are
+// said once here, naming the file and the CPUs.
+func loadRemembered(path string, topo *sysfs.Topology, log *logrus.Logger) (rec sysfs.Remembered, read bool) {
 	rec, err := sysfs.ReadRemembered(path)
 	if err != nil {
 		log.Warnf("reading the remembered CPUs: %v; hot-removed CPUs are not put back in their pools", err)
+	}
+	if dropped := topo.RememberedDropped(rec); len(dropped) > 0 {
+		log.Warnf("remembered CPUs in %s not put back in their pools: %s", path, strings.Join(dropped, "; "))
 	}
 	return rec, err == nil
 }
@@ -37,7 +44,7 @@ func loadRemembered(path string, log *logrus.Logger) (rec sysfs.Remembered, read
 // the pools are carved on the kernel's topology with those. Called under
 // the lock, before the state is loaded and the config applied.
 func (p *Plugin) rememberedOf(stateFile string) {
-	p.seenCPUs, p.rememberedRead = loadRemembered(sysfs.RememberedPath(stateFile), p.log)
+	p.seenCPUs, p.rememberedRead = loadRemembered(sysfs.RememberedPath(stateFile), p.discovered, p.log)
 	p.rememberedGen++
 	p.topo = p.discovered.WithRemembered(p.seenCPUs)
 }

@@ -14,7 +14,10 @@ package sysfs
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -65,7 +68,9 @@ const rememberedVersion = 1
 func (t *Topology) Remember(prev Remembered) (rec Remembered, changed bool) {
 	byID := map[int]RememberedCPU{}
 	for _, c := range prev.CPUs {
-		byID[c.ID] = c
+		if _, ok := byID[c.ID]; !ok && c.ID >= 0 { // as WithRemembered reads it
+			byID[c.ID] = c
+		}
 	}
 	for _, c := range t.CPUs {
 		if !c.Online {
@@ -92,12 +97,31 @@ func (t *Topology) Remember(prev Remembered) (rec Remembered, changed bool) {
 	return rec, changed || prev.Version != rememberedVersion
 }
 
+// maxRememberedBytes bounds the record read: an entry is about 250 bytes,
+// so this holds thousands of CPUs; a larger file is not this daemon's
+// record, and is not read whole into memory.
+const maxRememberedBytes = 4 << 20
+
 // ReadRemembered reads the record; none is an empty one.
 func ReadRemembered(path string) (Remembered, error) {
 	var rec Remembered
-	ok, err := atomicfile.ReadJSON(path, &rec)
-	if err != nil || !ok {
+	f, err := os.Open(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return Remembered{}, nil
+	case err != nil:
 		return Remembered{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRememberedBytes+1))
+	if err != nil {
+		return Remembered{}, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(data) > maxRememberedBytes {
+		return Remembered{}, fmt.Errorf("%s: larger than %d bytes, not a record of this daemon's", path, maxRememberedBytes)
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return Remembered{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if rec.Version != rememberedVersion {
 		return Remembered{}, fmt.Errorf("%s: version %d, this release reads %d", path, rec.Version, rememberedVersion)
@@ -121,14 +145,7 @@ func WriteRemembered(path string, rec Remembered) error {
 // numbered them while the CPUs were present, so the pools are carved as
 // they were then.
 func (t *Topology) WithRemembered(rec Remembered) *Topology {
-	possible := t.PossibleCPUs()
-	var back []CPU
-	for _, r := range rec.CPUs {
-		if t.Present.Contains(r.ID) || !possible.Contains(r.ID) {
-			continue
-		}
-		back = append(back, r.cpu())
-	}
+	back, _ := t.remembered(rec)
 	if len(back) == 0 {
 		return t
 	}
@@ -153,6 +170,46 @@ func (t *Topology) WithRemembered(rec Remembered) *Topology {
 	groupCaches(n.CPUs, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
 	assignCoreIndexesWith(n.CPUs, func(c *CPU) bool { return c.Online || n.Absent.Contains(c.ID) })
 	return &n
+}
+
+// RememberedDropped says, one line per entry, which entries of a record
+// (hand-edited, concatenated, from another shape of the machine)
+// WithRemembered does not put back although their CPU is absent: a
+// negative or repeated CPU id, a NUMA node the node does not have. For
+// the reader of the record to say once.
+func (t *Topology) RememberedDropped(rec Remembered) []string {
+	_, dropped := t.remembered(rec)
+	return dropped
+}
+
+// remembered are rec's CPUs to put back on t, and the entries dropped.
+func (t *Topology) remembered(rec Remembered) (back []CPU, dropped []string) {
+	possible := t.PossibleCPUs()
+	nodes := map[int]bool{}
+	for _, n := range t.NUMANodes {
+		nodes[n.ID] = true
+	}
+	seen := map[int]bool{}
+	for _, r := range rec.CPUs {
+		switch {
+		case r.ID < 0:
+			dropped = append(dropped, fmt.Sprintf("CPU %d: a negative CPU id", r.ID))
+			continue
+		case seen[r.ID]:
+			dropped = append(dropped, fmt.Sprintf("CPU %d: listed again (the first entry is kept)", r.ID))
+			continue
+		}
+		seen[r.ID] = true
+		if t.Present.Contains(r.ID) || !possible.Contains(r.ID) {
+			continue
+		}
+		if len(nodes) > 0 && !nodes[r.NUMA] {
+			dropped = append(dropped, fmt.Sprintf("CPU %d: on NUMA node %d, which this node does not have", r.ID, r.NUMA))
+			continue
+		}
+		back = append(back, r.cpu())
+	}
+	return back, dropped
 }
 
 // cpu is the remembered CPU as an offline CPU of the topology whose
