@@ -166,9 +166,10 @@ func (t *Topology) WithRemembered(rec Remembered) *Topology {
 			}
 		}
 	}
-	groupCaches(n.CPUs, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
-	groupCaches(n.CPUs, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
+	groupCaches(n.CPUs, n.Absent, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
+	groupCaches(n.CPUs, n.Absent, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
 	assignCoreIndexesWith(n.CPUs, func(c *CPU) bool { return c.Online || n.Absent.Contains(c.ID) })
+	ownCores(n.CPUs, n.Absent, rec)
 	return &n
 }
 
@@ -212,6 +213,53 @@ func (t *Topology) remembered(rec Remembered) (back []CPU, dropped []string) {
 	return back, dropped
 }
 
+// ownCores gives an absent CPU a core of its own when the present CPUs of
+// the core its remembered ids name are not the present CPUs its
+// remembered siblings list, or when the record of those present CPUs
+// does not list it as their sibling (a stale record, another shape of the
+// machine): a present core keeps the threads the kernel gives it.
+func ownCores(cpus []CPU, absent cpuset.CPUSet, rec Remembered) {
+	siblings := map[int]string{}
+	for _, r := range rec.CPUs {
+		if _, ok := siblings[r.ID]; !ok {
+			siblings[r.ID] = r.Siblings
+		}
+	}
+	listed := func(member, cpu int) bool {
+		set, err := cpulist.Parse(siblings[member])
+		return err == nil && set.Contains(cpu)
+	}
+	present := map[int]cpuset.CPUSet{}
+	next := 0
+	for i := range cpus {
+		if cpus[i].Core == Unknown {
+			continue
+		}
+		next = max(next, cpus[i].Core+1)
+		if !absent.Contains(cpus[i].ID) {
+			present[cpus[i].Core] = present[cpus[i].Core].Union(cpuset.New(cpus[i].ID))
+		}
+	}
+	for i := range cpus {
+		c := &cpus[i]
+		if !absent.Contains(c.ID) || c.Core == Unknown {
+			continue
+		}
+		members, ok := present[c.Core]
+		if !ok {
+			continue
+		}
+		agree := members.Equals(c.Siblings.Difference(absent))
+		for _, m := range members.List() {
+			agree = agree && listed(m, c.ID)
+		}
+		if !agree {
+			c.Core = next
+			next++
+		}
+	}
+}
+
 // cpu is the remembered CPU as an offline CPU of the topology whose
 // place is known.
 func (r RememberedCPU) cpu() CPU {
@@ -231,7 +279,12 @@ func (r RememberedCPU) cpu() CPU {
 // groupCaches numbers cache groups in order of their lowest CPU, where
 // two CPUs share a group when either lists the other: the CPUs left list
 // the cache without a removed CPU, the removed CPU's record with them.
-func groupCaches(cpus []CPU, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
+//
+// The present CPUs' groups are the kernel's: an absent CPU's remembered
+// list (perhaps stale) joins it to a group of present CPUs only when the
+// present CPUs it lists are exactly that group's members; else it is in
+// a group with the absent CPUs alone.
+func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
 	parent := map[int]int{}
 	var find func(int) int
 	find = func(x int) int {
@@ -248,11 +301,51 @@ func groupCaches(cpus []CPU, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int
 			has[cpus[i].ID] = true
 		}
 	}
+	join := func(x, o int) {
+		a, b := find(x), find(o)
+		parent[max(a, b)] = min(a, b)
+	}
+	// The kernel's groups first, over the present CPUs alone.
+	members := map[int]cpuset.CPUSet{} // by a present CPU: its group's present members
 	for i := range cpus {
+		if absent.Contains(cpus[i].ID) {
+			continue
+		}
 		for _, o := range shared(&cpus[i]).List() {
-			if has[o] {
-				a, b := find(cpus[i].ID), find(o)
-				parent[max(a, b)] = min(a, b)
+			if has[o] && !absent.Contains(o) {
+				join(cpus[i].ID, o)
+			}
+		}
+	}
+	for i := range cpus {
+		if has[cpus[i].ID] && !absent.Contains(cpus[i].ID) {
+			r := find(cpus[i].ID)
+			members[r] = members[r].Union(cpuset.New(cpus[i].ID))
+		}
+	}
+	groupOf := map[int]cpuset.CPUSet{}
+	for i := range cpus {
+		if has[cpus[i].ID] && !absent.Contains(cpus[i].ID) {
+			groupOf[cpus[i].ID] = members[find(cpus[i].ID)]
+		}
+	}
+	for i := range cpus {
+		if !absent.Contains(cpus[i].ID) {
+			continue
+		}
+		var present []int
+		for _, o := range shared(&cpus[i]).List() {
+			switch {
+			case !has[o]:
+			case absent.Contains(o):
+				join(cpus[i].ID, o)
+			default:
+				present = append(present, o)
+			}
+		}
+		if len(present) > 0 {
+			if groupOf[present[0]].Equals(cpuset.New(present...)) {
+				join(cpus[i].ID, present[0])
 			}
 		}
 	}
