@@ -166,7 +166,7 @@ func (p *Plugin) giveBackFlipped(cpu int) {
 // checkHotplug reads the topology again and follows it if its online
 // CPUs changed.
 func (p *Plugin) checkHotplug(root string) error {
-	topo, err := sysfs.Discover(root)
+	found, err := sysfs.Discover(root)
 	if err != nil {
 		return fmt.Errorf("reading the topology again: %w", err)
 	}
@@ -174,13 +174,18 @@ func (p *Plugin) checkHotplug(root string) error {
 	// the lock, for the config in force then; a reload meanwhile reads
 	// them again under it.
 	p.mu.Lock()
-	cfg := p.cfg
+	cfg, gen := p.cfg, p.rememberedGen
 	// A CPU hot-removed stays in its pool as an offline CPU, at the
 	// place remembered while it was present, as at a restart.
-	topo = topo.WithRemembered(p.seenCPUs)
+	topo := found.WithRemembered(p.seenCPUs)
 	p.mu.Unlock()
 	refusals := power.NewNode(root, topo).Refusals(cfg)
 	p.mu.Lock()
+	if p.rememberedGen != gen {
+		// Configure read the record of the configured state file
+		// meanwhile: its CPUs are the ones put back.
+		topo = found.WithRemembered(p.seenCPUs)
+	}
 	// A CPU hot-removed while offline changes the present mask alone:
 	// followed all the same, so that it is said (warnRemoved) and the
 	// topology in force is the node's.
@@ -190,6 +195,7 @@ func (p *Plugin) checkHotplug(root string) error {
 			refusals = power.NewNode(root, topo).Refusals(p.cfg)
 		}
 		p.applyHotplug(topo, refusals)
+		p.discovered = found
 	}
 	p.mu.Unlock()
 	// A CPU hot-added is remembered, for when it is removed again.

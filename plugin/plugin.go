@@ -242,6 +242,17 @@ type Plugin struct {
 	// rememberWG are its writes under way, waited for by Close.
 	rememberedRead bool
 	rememberWG     sync.WaitGroup
+	// discovered is the topology the kernel shows, without the remembered
+	// CPUs put back (topo is it with them), under mu: a runtime-launched
+	// plugin reads the record again beside the state file Configure names
+	// and puts back those instead (rememberedOf); rememberedGen counts
+	// those readings, so that a hotplug check that read the record before
+	// one puts back the new record's CPUs.
+	discovered    *sysfs.Topology
+	rememberedGen int
+	// rememberedUnwritten: a CPU was remembered before the first
+	// Synchronize, when nothing is written (rememberCPUs), under mu.
+	rememberedUnwritten bool
 	// saidDamage are the warnings on damaged records said since the last
 	// Synchronize began, under mu (sayOnce).
 	saidDamage map[string]bool
@@ -278,9 +289,8 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 		// run did, and a daemon there would read them.
 		return nil, fmt.Errorf("stateFile %s is the default, in a test binary: give the test a state file of its own (t.TempDir())", cfg.StateFile)
 	}
-	seen, read := loadRemembered(cfg, log)
-	topo = topo.WithRemembered(seen)
-	p := &Plugin{topo: topo, seenCPUs: seen, rememberedRead: read, store: store, log: log, decisions: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
+	seen, read := loadRemembered(sysfs.RememberedPath(cfg.StateFile), topo, log)
+	p := &Plugin{topo: topo.WithRemembered(seen), discovered: topo, seenCPUs: seen, rememberedRead: read, store: store, log: log, decisions: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
 		memsOverrode: map[string]bool{},
 		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]partitionCgroup{}}
 	p.pins = newSandboxPins(&p.mu)
@@ -529,6 +539,9 @@ func (p *Plugin) configureRuntime(cfg, runtime, version string) (reloaded bool, 
 			}
 			p.store = state.NewFileStore(parsed.StateFile)
 			p.grants = p.loadGrants(GrantsFile(parsed.StateFile))
+			// The CPUs the hypervisor hot-removed are those remembered
+			// beside this state file, where validate reads them.
+			p.rememberedOf(parsed.StateFile)
 		default:
 			return false, nil, nil, fmt.Errorf("stateFile cannot change from %s to %s while running", p.cfg.StateFile, parsed.StateFile)
 		}

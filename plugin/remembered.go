@@ -11,24 +11,42 @@ package plugin
 // writable disk.
 
 import (
+	"strings"
+
 	"github.com/sirupsen/logrus"
 
 	"github.com/cpupool/nri-cpupool/internal/proflabel"
 
-	"github.com/cpupool/nri-cpupool/config"
 	"github.com/cpupool/nri-cpupool/sysfs"
 )
 
-// loadRemembered reads the record of the daemon with cfg's state file;
-// an unreadable one is said and forgotten: the CPUs present now are
+// loadRemembered reads the record at path (sysfs.RememberedPath); an
+// unreadable one is said and forgotten: the CPUs present now are
 // remembered again, a hot-removed one is then not (a list naming it is an
 // error, as before the record).
-func loadRemembered(cfg *config.Config, log *logrus.Logger) (rec sysfs.Remembered, read bool) {
-	rec, err := sysfs.ReadRemembered(sysfs.RememberedPath(cfg.StateFile))
+// Entries of the record that cannot be put back on topo (the kernel's) are
+// said once here, naming the file and the CPUs.
+func loadRemembered(path string, topo *sysfs.Topology, log *logrus.Logger) (rec sysfs.Remembered, read bool) {
+	rec, err := sysfs.ReadRemembered(path)
 	if err != nil {
 		log.Warnf("reading the remembered CPUs: %v; hot-removed CPUs are not put back in their pools", err)
 	}
+	if dropped := topo.RememberedDropped(rec); len(dropped) > 0 {
+		log.Warnf("remembered CPUs in %s not put back in their pools: %s", path, strings.Join(dropped, "; "))
+	}
 	return rec, err == nil
+}
+
+// rememberedOf makes the record beside stateFile the one in force, for a
+// plugin the runtime launched: it started on the default state file and
+// read the record there, but the CPUs to put back are those of the node
+// the configured state file belongs to (validate reads them there), and
+// the pools are carved on the kernel's topology with those. Called under
+// the lock, before the state is loaded and the config applied.
+func (p *Plugin) rememberedOf(stateFile string) {
+	p.seenCPUs, p.rememberedRead = loadRemembered(sysfs.RememberedPath(stateFile), p.discovered, p.log)
+	p.rememberedGen++
+	p.topo = p.discovered.WithRemembered(p.seenCPUs)
 }
 
 // rememberCPUs adds the place of topo's online CPUs to the record and
@@ -42,8 +60,13 @@ func (p *Plugin) rememberCPUs(topo *sysfs.Topology) {
 	defer p.mu.Unlock()
 	rec, changed := topo.Remember(p.seenCPUs)
 	p.seenCPUs = rec
-	if changed && p.synced {
+	switch {
+	case changed && p.synced:
 		p.writeRememberedLater()
+	case changed:
+		// Written at the first Synchronize, which compares the node
+		// with this memory and would see nothing new.
+		p.rememberedUnwritten = true
 	}
 }
 
@@ -55,7 +78,8 @@ func (p *Plugin) rememberSynchronized() {
 	}
 	rec, changed := p.topo.Remember(p.seenCPUs)
 	p.seenCPUs = rec
-	if changed || !p.rememberedRead {
+	if changed || !p.rememberedRead || p.rememberedUnwritten {
+		p.rememberedUnwritten = false
 		p.writeRememberedLater()
 	}
 }

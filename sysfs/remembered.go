@@ -14,7 +14,10 @@ package sysfs
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -65,7 +68,9 @@ const rememberedVersion = 1
 func (t *Topology) Remember(prev Remembered) (rec Remembered, changed bool) {
 	byID := map[int]RememberedCPU{}
 	for _, c := range prev.CPUs {
-		byID[c.ID] = c
+		if _, ok := byID[c.ID]; !ok && c.ID >= 0 { // as WithRemembered reads it
+			byID[c.ID] = c
+		}
 	}
 	for _, c := range t.CPUs {
 		if !c.Online {
@@ -92,12 +97,31 @@ func (t *Topology) Remember(prev Remembered) (rec Remembered, changed bool) {
 	return rec, changed || prev.Version != rememberedVersion
 }
 
+// maxRememberedBytes bounds the record read: an entry is about 250 bytes,
+// so this holds thousands of CPUs; a larger file is not this daemon's
+// record, and is not read whole into memory.
+const maxRememberedBytes = 4 << 20
+
 // ReadRemembered reads the record; none is an empty one.
 func ReadRemembered(path string) (Remembered, error) {
 	var rec Remembered
-	ok, err := atomicfile.ReadJSON(path, &rec)
-	if err != nil || !ok {
+	f, err := os.Open(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return Remembered{}, nil
+	case err != nil:
 		return Remembered{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRememberedBytes+1))
+	if err != nil {
+		return Remembered{}, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(data) > maxRememberedBytes {
+		return Remembered{}, fmt.Errorf("%s: larger than %d bytes, not a record of this daemon's", path, maxRememberedBytes)
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return Remembered{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if rec.Version != rememberedVersion {
 		return Remembered{}, fmt.Errorf("%s: version %d, this release reads %d", path, rec.Version, rememberedVersion)
@@ -121,14 +145,7 @@ func WriteRemembered(path string, rec Remembered) error {
 // numbered them while the CPUs were present, so the pools are carved as
 // they were then.
 func (t *Topology) WithRemembered(rec Remembered) *Topology {
-	possible := t.PossibleCPUs()
-	var back []CPU
-	for _, r := range rec.CPUs {
-		if t.Present.Contains(r.ID) || !possible.Contains(r.ID) {
-			continue
-		}
-		back = append(back, r.cpu())
-	}
+	back, _ := t.remembered(rec)
 	if len(back) == 0 {
 		return t
 	}
@@ -149,10 +166,98 @@ func (t *Topology) WithRemembered(rec Remembered) *Topology {
 			}
 		}
 	}
-	groupCaches(n.CPUs, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
-	groupCaches(n.CPUs, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
+	groupCaches(n.CPUs, n.Absent, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
+	groupCaches(n.CPUs, n.Absent, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
 	assignCoreIndexesWith(n.CPUs, func(c *CPU) bool { return c.Online || n.Absent.Contains(c.ID) })
+	ownCores(n.CPUs, n.Absent, rec)
 	return &n
+}
+
+// RememberedDropped says, one line per entry, which entries of a record
+// (hand-edited, concatenated, from another shape of the machine)
+// WithRemembered does not put back although their CPU is absent: a
+// negative or repeated CPU id, a NUMA node the node does not have. For
+// the reader of the record to say once.
+func (t *Topology) RememberedDropped(rec Remembered) []string {
+	_, dropped := t.remembered(rec)
+	return dropped
+}
+
+// remembered are rec's CPUs to put back on t, and the entries dropped.
+func (t *Topology) remembered(rec Remembered) (back []CPU, dropped []string) {
+	possible := t.PossibleCPUs()
+	nodes := map[int]bool{}
+	for _, n := range t.NUMANodes {
+		nodes[n.ID] = true
+	}
+	seen := map[int]bool{}
+	for _, r := range rec.CPUs {
+		switch {
+		case r.ID < 0:
+			dropped = append(dropped, fmt.Sprintf("CPU %d: a negative CPU id", r.ID))
+			continue
+		case seen[r.ID]:
+			dropped = append(dropped, fmt.Sprintf("CPU %d: listed again (the first entry is kept)", r.ID))
+			continue
+		}
+		seen[r.ID] = true
+		if t.Present.Contains(r.ID) || !possible.Contains(r.ID) {
+			continue
+		}
+		if len(nodes) > 0 && !nodes[r.NUMA] {
+			dropped = append(dropped, fmt.Sprintf("CPU %d: on NUMA node %d, which this node does not have", r.ID, r.NUMA))
+			continue
+		}
+		back = append(back, r.cpu())
+	}
+	return back, dropped
+}
+
+// ownCores gives an absent CPU a core of its own when the present CPUs of
+// the core its remembered ids name are not the present CPUs its
+// remembered siblings list, or when the record of those present CPUs
+// does not list it as their sibling (a stale record, another shape of the
+// machine): a present core keeps the threads the kernel gives it.
+func ownCores(cpus []CPU, absent cpuset.CPUSet, rec Remembered) {
+	siblings := map[int]string{}
+	for _, r := range rec.CPUs {
+		if _, ok := siblings[r.ID]; !ok {
+			siblings[r.ID] = r.Siblings
+		}
+	}
+	listed := func(member, cpu int) bool {
+		set, err := cpulist.Parse(siblings[member])
+		return err == nil && set.Contains(cpu)
+	}
+	present := map[int]cpuset.CPUSet{}
+	next := 0
+	for i := range cpus {
+		if cpus[i].Core == Unknown {
+			continue
+		}
+		next = max(next, cpus[i].Core+1)
+		if !absent.Contains(cpus[i].ID) {
+			present[cpus[i].Core] = present[cpus[i].Core].Union(cpuset.New(cpus[i].ID))
+		}
+	}
+	for i := range cpus {
+		c := &cpus[i]
+		if !absent.Contains(c.ID) || c.Core == Unknown {
+			continue
+		}
+		members, ok := present[c.Core]
+		if !ok {
+			continue
+		}
+		agree := members.Equals(c.Siblings.Difference(absent))
+		for _, m := range members.List() {
+			agree = agree && listed(m, c.ID)
+		}
+		if !agree {
+			c.Core = next
+			next++
+		}
+	}
 }
 
 // cpu is the remembered CPU as an offline CPU of the topology whose
@@ -174,7 +279,12 @@ func (r RememberedCPU) cpu() CPU {
 // groupCaches numbers cache groups in order of their lowest CPU, where
 // two CPUs share a group when either lists the other: the CPUs left list
 // the cache without a removed CPU, the removed CPU's record with them.
-func groupCaches(cpus []CPU, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
+//
+// The present CPUs' groups are the kernel's: an absent CPU's remembered
+// list (perhaps stale) joins it to a group of present CPUs only when the
+// present CPUs it lists are exactly that group's members; else it is in
+// a group with the absent CPUs alone.
+func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
 	parent := map[int]int{}
 	var find func(int) int
 	find = func(x int) int {
@@ -191,11 +301,51 @@ func groupCaches(cpus []CPU, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int
 			has[cpus[i].ID] = true
 		}
 	}
+	join := func(x, o int) {
+		a, b := find(x), find(o)
+		parent[max(a, b)] = min(a, b)
+	}
+	// The kernel's groups first, over the present CPUs alone.
+	members := map[int]cpuset.CPUSet{} // by a present CPU: its group's present members
 	for i := range cpus {
+		if absent.Contains(cpus[i].ID) {
+			continue
+		}
 		for _, o := range shared(&cpus[i]).List() {
-			if has[o] {
-				a, b := find(cpus[i].ID), find(o)
-				parent[max(a, b)] = min(a, b)
+			if has[o] && !absent.Contains(o) {
+				join(cpus[i].ID, o)
+			}
+		}
+	}
+	for i := range cpus {
+		if has[cpus[i].ID] && !absent.Contains(cpus[i].ID) {
+			r := find(cpus[i].ID)
+			members[r] = members[r].Union(cpuset.New(cpus[i].ID))
+		}
+	}
+	groupOf := map[int]cpuset.CPUSet{}
+	for i := range cpus {
+		if has[cpus[i].ID] && !absent.Contains(cpus[i].ID) {
+			groupOf[cpus[i].ID] = members[find(cpus[i].ID)]
+		}
+	}
+	for i := range cpus {
+		if !absent.Contains(cpus[i].ID) {
+			continue
+		}
+		var present []int
+		for _, o := range shared(&cpus[i]).List() {
+			switch {
+			case !has[o]:
+			case absent.Contains(o):
+				join(cpus[i].ID, o)
+			default:
+				present = append(present, o)
+			}
+		}
+		if len(present) > 0 {
+			if groupOf[present[0]].Equals(cpuset.New(present...)) {
+				join(cpus[i].ID, present[0])
 			}
 		}
 	}

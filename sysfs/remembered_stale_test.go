@@ -1,0 +1,57 @@
+package sysfs_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/sysfs"
+	"github.com/cpupool/nri-cpupool/sysfs/fixture"
+)
+
+// staleRecord: epyc-1s-nps4 with CPU 64 (sibling of CPU 0, L3 0-7,64-71)
+// hot-removed; the record's entry for 64 is edited by mutate (a record
+// from before a BIOS change / another machine shape / hand-edited).
+func staleRecord(t *testing.T, mutate func(*sysfs.RememberedCPU)) (now, back *sysfs.Topology) {
+	t.Helper()
+	root := fixture.Root(t, "epyc-1s-nps4")
+	full, err := sysfs.Discover(root)
+	require.NoError(t, err)
+	rec, _ := full.Remember(sysfs.Remembered{})
+	for i := range rec.CPUs {
+		if rec.CPUs[i].ID == 64 {
+			mutate(&rec.CPUs[i])
+		}
+	}
+	hotRemove(t, root, full, 64)
+	now, err = sysfs.Discover(root)
+	require.NoError(t, err)
+	return now, now.WithRemembered(rec)
+}
+
+// The present CPUs' cache groups are what sysfs says: a remembered
+// absent CPU's stale L3 list must not merge two L3 groups of present CPUs.
+func TestStaleRememberedCacheListDoesNotRegroupPresentCPUs(t *testing.T) {
+	now, back := staleRecord(t, func(r *sysfs.RememberedCPU) { r.L3CPUs = "0-15,64-79" })
+	byID := map[int]sysfs.CPU{}
+	for _, c := range back.CPUs {
+		byID[c.ID] = c
+	}
+	for _, c := range now.CPUs {
+		assert.Equal(t, c.L3, byID[c.ID].L3, "present CPU %d: L3 index %d in sysfs, %d after the record", c.ID, c.L3, byID[c.ID].L3)
+	}
+}
+
+// A stale core id puts the absent CPU in another present core: that core
+// then has three threads on an SMT-2 node.
+func TestStaleRememberedCoreDoesNotJoinAnotherPresentCore(t *testing.T) {
+	_, back := staleRecord(t, func(r *sysfs.RememberedCPU) { r.CoreID = 8; r.Siblings = "8,64,72" })
+	threads := map[int]int{}
+	for _, c := range back.CPUs {
+		threads[c.Core]++
+	}
+	for core, n := range threads {
+		assert.LessOrEqual(t, n, 2, "core index %d has %d threads on an SMT-2 node", core, n)
+	}
+}
