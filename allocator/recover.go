@@ -210,8 +210,10 @@ func (a *Allocator) Repin(r Remembered) (Result, Readmitted, error) {
 	if r.Damaged {
 		return Result{}, NeedsPlacement, fmt.Errorf("container %s: the remembered CPUs are damaged", as.ID)
 	}
-	if off := a.offline(&as); !off.IsEmpty() && off.Equals(as.Held()) {
-		return Result{}, NeedsPlacement, fmt.Errorf("container %s: CPUs %s are offline, every one of its CPUs", as.ID, off)
+	// Every CPU it runs on offline: nothing to pin it on. Its hidden
+	// siblings (Held's Reserved) are no CPUs it runs on.
+	if off := a.offline(&as); !off.IsEmpty() && as.CPUs.Difference(off).IsEmpty() {
+		return Result{}, NeedsPlacement, fmt.Errorf("container %s: CPUs %s are offline, every one it runs on", as.ID, as.CPUs)
 	}
 	res, note, err := a.readdHoldingOffline(as)
 	if err != nil {
@@ -353,9 +355,16 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 				break
 			}
 		}
-		// An offline CPU is in no pool; the pool is checked on the others.
-		if on := as.Held().Difference(a.offline(&as)); problem == nil && !on.IsSubsetOf(a.keepable(as.Pool)) {
+		// An offline CPU is in no pool's online CPUs: it is checked on the
+		// pool as the config carves it on the present CPUs, so that a CPU
+		// the config gave another pool while it was offline is not held
+		// for the container, to be its own once it comes online.
+		off := a.offline(&as)
+		if on := as.Held().Difference(off); problem == nil && !on.IsSubsetOf(a.keepable(as.Pool)) {
 			problem = fmt.Errorf("container %s: %s", ShortID(as.ID), outsidePool(on.Difference(a.keepable(as.Pool)), as.Pool, a.layout.Pool(as.Pool)))
+		}
+		if carved := a.layout.carvedPool(as.Pool, true); problem == nil && !off.IsSubsetOf(carved) {
+			problem = fmt.Errorf("container %s: offline CPUs %s are not in pool %s as now configured (%s)", ShortID(as.ID), off.Difference(carved), as.Pool, carved)
 		}
 	}
 	return as, infraBefore, problem, nil

@@ -24,7 +24,7 @@ func TestRepinHoldsARecordsOfflineCPUsAndGivenAwayNeedsAnotherHolder(t *testing.
 
 	_, outcome, err := b.Repin(Remembered{Assignment: remembered(t, "z", "7", ""), RunsOn: set(t, "12")})
 	assert.Equal(t, NeedsPlacement, outcome, "every CPU of its record offline: nothing to pin it on")
-	assert.ErrorContains(t, err, "every one of its CPUs")
+	assert.ErrorContains(t, err, "every one it runs on")
 
 	_, outcome, err = b.Readmit(Remembered{Assignment: remembered(t, "y", "6", ""), RunsOn: set(t, "6")})
 	require.NoError(t, err)
