@@ -169,7 +169,7 @@ func (t *Topology) WithRemembered(rec Remembered) *Topology {
 	groupCaches(n.CPUs, n.Absent, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
 	groupCaches(n.CPUs, n.Absent, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
 	assignCoreIndexesWith(n.CPUs, func(c *CPU) bool { return c.Online || n.Absent.Contains(c.ID) })
-	ownCores(n.CPUs, n.Absent, rec)
+	ownCores(n.CPUs, n.Absent)
 	return &n
 }
 
@@ -213,22 +213,15 @@ func (t *Topology) remembered(rec Remembered) (back []CPU, dropped []string) {
 	return back, dropped
 }
 
-// ownCores gives an absent CPU a core of its own when the present CPUs of
-// the core its remembered ids name are not the present CPUs its
-// remembered siblings list, or when the record of those present CPUs
-// does not list it as their sibling (a stale record, another shape of the
-// machine): a present core keeps the threads the kernel gives it.
-func ownCores(cpus []CPU, absent cpuset.CPUSet, rec Remembered) {
-	siblings := map[int]string{}
-	for _, r := range rec.CPUs {
-		if _, ok := siblings[r.ID]; !ok {
-			siblings[r.ID] = r.Siblings
-		}
-	}
-	listed := func(member, cpu int) bool {
-		set, err := cpulist.Parse(siblings[member])
-		return err == nil && set.Contains(cpu)
-	}
+// ownCores gives an absent CPU a core of its own when its remembered
+// siblings name present CPUs outside the present core its remembered ids
+// put it in, or when it would give that core more threads than any core
+// of the node has (at least 2): a stale record, another shape of the
+// machine. A present core keeps the threads the kernel gives it. The
+// present threads' own entries need not list the absent CPU: the daemon
+// remembers them again at each hotplug and Synchronize, as the kernel
+// lists them, without their offline or removed siblings.
+func ownCores(cpus []CPU, absent cpuset.CPUSet) {
 	present := map[int]cpuset.CPUSet{}
 	next := 0
 	for i := range cpus {
@@ -240,6 +233,10 @@ func ownCores(cpus []CPU, absent cpuset.CPUSet, rec Remembered) {
 			present[cpus[i].Core] = present[cpus[i].Core].Union(cpuset.New(cpus[i].ID))
 		}
 	}
+	width := 2
+	for _, members := range present {
+		width = max(width, members.Size())
+	}
 	for i := range cpus {
 		c := &cpus[i]
 		if !absent.Contains(c.ID) || c.Core == Unknown {
@@ -249,14 +246,14 @@ func ownCores(cpus []CPU, absent cpuset.CPUSet, rec Remembered) {
 		if !ok {
 			continue
 		}
-		agree := members.Equals(c.Siblings.Difference(absent))
-		for _, m := range members.List() {
-			agree = agree && listed(m, c.ID)
-		}
-		if !agree {
+		listed := c.Siblings.Difference(absent)
+		if !listed.IsSubsetOf(members) || members.Size() >= width {
 			c.Core = next
 			next++
+			continue
 		}
+		// The next absent CPU of this core counts this one.
+		present[c.Core] = members.Union(cpuset.New(c.ID))
 	}
 }
 
@@ -282,8 +279,9 @@ func (r RememberedCPU) cpu() CPU {
 //
 // The present CPUs' groups are the kernel's: an absent CPU's remembered
 // list (perhaps stale) joins it to a group of present CPUs only when the
-// present CPUs it lists are exactly that group's members; else it is in
-// a group with the absent CPUs alone.
+// present CPUs it lists are all in that one group (the list may lack
+// some: the kernel leaves offline CPUs out of it, as they were when it
+// was remembered); else it is in a group with the absent CPUs alone.
 func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
 	parent := map[int]int{}
 	var find func(int) int
@@ -343,10 +341,8 @@ func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUS
 				present = append(present, o)
 			}
 		}
-		if len(present) > 0 {
-			if groupOf[present[0]].Equals(cpuset.New(present...)) {
-				join(cpus[i].ID, present[0])
-			}
+		if len(present) > 0 && cpuset.New(present...).IsSubsetOf(groupOf[present[0]]) {
+			join(cpus[i].ID, present[0])
 		}
 	}
 	index := map[int]int{}
