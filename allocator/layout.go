@@ -81,6 +81,15 @@ func (l *Layout) carvedPool(pool string, keep bool) cpuset.CPUSet {
 	return lent.Union(l.carved.infra.Intersection(l.carved.isolated).Difference(l.carved.reserved))
 }
 
+// carvedElsewhere are those of cpus the config carves on the present CPUs
+// into a pool other than pool (see carvedPool): CPUs it does not carve at
+// all (offline ones where nothing is carved on them, smt/control off)
+// are not counted, as nothing says they are another pool's.
+func (l *Layout) carvedElsewhere(pool string, cpus cpuset.CPUSet) cpuset.CPUSet {
+	all := l.carved.exclusive.Union(l.carved.infra).Union(l.SharedCarved)
+	return cpus.Intersection(all).Difference(l.carvedPool(pool, true))
+}
+
 // Pool returns a pool's static CPUs by name.
 func (l *Layout) Pool(name string) cpuset.CPUSet {
 	switch name {

@@ -356,15 +356,17 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 			}
 		}
 		// An offline CPU is in no pool's online CPUs: it is checked on the
-		// pool as the config carves it on the present CPUs, so that a CPU
-		// the config gave another pool while it was offline is not held
-		// for the container, to be its own once it comes online.
+		// carving on the present CPUs, so that a CPU the config gave
+		// another pool while it was offline is not held for the
+		// container, to be its own once it comes online. One the carving
+		// does not cover (smt/control off carves on online CPUs alone)
+		// stays the container's, as before.
 		off := a.offline(&as)
 		if on := as.Held().Difference(off); problem == nil && !on.IsSubsetOf(a.keepable(as.Pool)) {
 			problem = fmt.Errorf("container %s: %s", ShortID(as.ID), outsidePool(on.Difference(a.keepable(as.Pool)), as.Pool, a.layout.Pool(as.Pool)))
 		}
-		if carved := a.layout.carvedPool(as.Pool, true); problem == nil && !off.IsSubsetOf(carved) {
-			problem = fmt.Errorf("container %s: offline CPUs %s are not in pool %s as now configured (%s)", ShortID(as.ID), off.Difference(carved), as.Pool, carved)
+		if elsewhere := a.layout.carvedElsewhere(as.Pool, off); problem == nil && !elsewhere.IsEmpty() {
+			problem = fmt.Errorf("container %s: offline CPUs %s are another pool's as now configured, not pool %s's", ShortID(as.ID), elsewhere, as.Pool)
 		}
 	}
 	return as, infraBefore, problem, nil

@@ -24,7 +24,7 @@ func TestRepinDoesNotHoldAnOfflineCPUItsPoolNoLongerHas(t *testing.T) {
 	res, outcome, err := b.Repin(Remembered{Assignment: remembered(t, "x", "4-5", ""), RunsOn: set(t, "2-3")})
 	t.Logf("outcome %v cpus %s err %v", outcome, res.Assignment.CPUs, err)
 	require.Equal(t, NeedsPlacement, outcome, "CPU 4 is no longer in pool exclusive (config: %s), yet held for x on %s", b.layout.Pool(pools.Exclusive), res.Assignment.CPUs)
-	assert.ErrorContains(t, err, "offline CPUs 4 are not in pool exclusive as now configured")
+	assert.ErrorContains(t, err, "offline CPUs 4 are another pool's as now configured, not pool exclusive's")
 	_, held := b.Get("x")
 	assert.False(t, held, "a refused Repin holds nothing")
 }

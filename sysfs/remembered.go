@@ -214,8 +214,8 @@ func (t *Topology) remembered(rec Remembered) (back []CPU, dropped []string) {
 }
 
 // ownCores gives an absent CPU a core of its own when its remembered
-// siblings name present CPUs outside the present core its remembered ids
-// put it in, or when it would give that core more threads than any core
+// siblings name no present CPU of the present core its remembered ids put
+// it in, or one outside it, or when it would give that core more threads than any core
 // of the node has (at least 2): a stale record, another shape of the
 // machine. A present core keeps the threads the kernel gives it. The
 // present threads' own entries need not list the absent CPU: the daemon
@@ -246,8 +246,11 @@ func ownCores(cpus []CPU, absent cpuset.CPUSet) {
 		if !ok {
 			continue
 		}
+		// It must name a present thread of the core: an entry naming none
+		// (a leftover of a VM reshaped to one thread per core) says
+		// nothing of sharing one.
 		listed := c.Siblings.Difference(absent)
-		if !listed.IsSubsetOf(members) || members.Size() >= width {
+		if listed.IsEmpty() || !listed.IsSubsetOf(members) || members.Size() >= width {
 			c.Core = next
 			next++
 			continue
