@@ -355,18 +355,13 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 				break
 			}
 		}
-		// An offline CPU is in no pool's online CPUs: it is checked on the
-		// carving on the present CPUs, so that a CPU the config gave
-		// another pool while it was offline is not held for the
-		// container, to be its own once it comes online. One the carving
-		// does not cover (smt/control off carves on online CPUs alone)
-		// stays the container's, as before.
-		off := a.offline(&as)
-		if on := as.Held().Difference(off); problem == nil && !on.IsSubsetOf(a.keepable(as.Pool)) {
+		// Its online CPUs must be in its pool as now configured; its
+		// offline ones are checked on the carving (offlinecarved.go).
+		if on := as.Held().Difference(a.offline(&as)); problem == nil && !on.IsSubsetOf(a.keepable(as.Pool)) {
 			problem = fmt.Errorf("container %s: %s", ShortID(as.ID), outsidePool(on.Difference(a.keepable(as.Pool)), as.Pool, a.layout.Pool(as.Pool)))
 		}
-		if elsewhere := a.layout.carvedElsewhere(as.Pool, off); problem == nil && !elsewhere.IsEmpty() {
-			problem = fmt.Errorf("container %s: offline CPUs %s are another pool's as now configured, not pool %s's", ShortID(as.ID), elsewhere, as.Pool)
+		if elsewhere := a.offlineElsewhere(&as); problem == nil && !elsewhere.IsEmpty() {
+			problem = offlineElsewhereError("container "+ShortID(as.ID), elsewhere, as.Pool)
 		}
 	}
 	return as, infraBefore, problem, nil
@@ -537,9 +532,13 @@ func (a *Allocator) knownMems(mems cpuset.CPUSet) cpuset.CPUSet {
 }
 
 // RestoreHold re-adds a remembered hold (after a restart of the plugin). It
-// is refused, and the caller forgets it, if a CPU is offline, outside its
-// pool as now configured, or taken by a container that runs: the runtime
-// is the truth about running containers, a hold only a memory.
+// is refused, and the caller forgets it, if a CPU is not on this node, an
+// online one is outside its pool as now configured, or one is taken by a
+// container that runs: the runtime is the truth about running containers,
+// a hold only a memory. Its offline CPUs stay its own, but for those the
+// config in force carves into another pool (offlinecarved.go): they leave
+// the hold, the rest is held, and the Result's Warning says so; with none
+// of its CPUs left it is refused.
 func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 	if h.Pod.UID == "" || h.Container == "" || !pools.IsExclusive(h.Pool) || h.CPUs.IsEmpty() {
 		return Result{}, fmt.Errorf("hold %s/%s: incomplete (pool %q, CPUs %q)", h.Pod.UID, h.Container, h.Pool, h.CPUs)
@@ -550,6 +549,10 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 	key := h.restartKey()
 	if absent := a.Absent(h.Held()); !absent.IsEmpty() {
 		return Result{}, fmt.Errorf("hold %s: CPUs %s are not on this node", key, absent)
+	}
+	h, warning, err := a.dropOfflineElsewhere(h)
+	if err != nil {
+		return Result{}, err
 	}
 	for _, cpu := range h.Held().List() {
 		if o := a.owner[cpu]; o != "" && o != h.ID {
@@ -579,7 +582,7 @@ func (a *Allocator) RestoreHold(h Hold) (Result, error) {
 		a.setOwner(cpu, h.ID)
 	}
 	a.mem.Set(h.ID, h.Memory)
-	res := Result{Assignment: h.Assignment}
+	res := Result{Assignment: h.Assignment, Warning: warning}
 	res.Updates, res.InfraChanged = a.followInfra(infraBefore)
 	return res, nil
 }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -92,4 +93,42 @@ func TestAnExactRequestContainerWithACPUStillOfflineIsPinnedBackHoldingIt(t *tes
 	assert.True(t, a.CPUs.Contains(ids[3]), "its offline CPU stays its own")
 	assert.Equal(t, cpuset.New(ids[:3]...).String(), f.cpus(x), "pinned back on its record's online CPUs")
 	assert.Equal(t, rec.String(), a.CPUs.String(), "its record unchanged")
+}
+
+// A stopped container's hold, at a restart with a config that gives one
+// of its CPUs, offline meanwhile, to the shared pool: that CPU leaves the
+// hold (held, the container's next run would start on a shared-pool CPU
+// once it is online), the rest stays held, and the log says which and why.
+func TestAHoldLetsGoAtARestartOfAnOfflineCPUTheConfigGaveTheSharedPool(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktop, statePath(f))
+	pod := f.runPod(podSpec{name: "x", namespace: "telco", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	x, _, err := f.createContainer(pod, "c", 2000)
+	require.NoError(t, err)
+	rec := mustParse(f.cpus(x))
+	require.Equal(t, 2, rec.Size())
+	f.stopContainer(x)
+	require.NoError(t, first.p.Flush())
+	first.kill()
+
+	gone := rec.List()[1]
+	setOnlineAt(t, f.sysfsRoot(desktop.fixture), gone, false)
+	exclusive := mustParse("4-7,12-15").Difference(cpuset.New(gone))
+	shared := mustParse("2-3,10-11").Union(cpuset.New(gone))
+	moved := testNode{fixture: desktop.fixture, config: fmt.Sprintf(`
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: %q}
+  shared: {cpus: %q}
+allowedNamespaces:
+  exclusive: [telco]
+`, exclusive, shared)}
+	second := startPlugin(t, f, moved, statePath(f))
+	log := second.log.String()
+	holds := second.p.alloc.Holds()
+	t.Logf("record %s, CPU %d offline and shared's; holds %v\n%s", rec, gone, holds, log)
+	require.Len(t, holds, 1, "the hold is not dropped whole")
+	assert.Equal(t, rec.Difference(cpuset.New(gone)).String(), holds[0].CPUs.String(), "the hold keeps its CPU the exclusive pool still has")
+	assert.Contains(t, log, fmt.Sprintf("synchronize: stopped container telco/x/c: hold %s/c: offline CPUs %d are another pool's as now configured, not pool exclusive's", pod.Uid, gone))
 }

@@ -174,8 +174,13 @@ func (p *Plugin) restoreHolds(remembered *state.State, pods []*api.PodSandbox, r
 			p.log.Infof("synchronize: pod of stopped container %s is gone; CPUs %s released", who, h.Held())
 			continue
 		}
-		if _, err := p.alloc.RestoreHold(h); err != nil {
+		res, err := p.alloc.RestoreHold(h)
+		switch {
+		case err != nil:
 			p.log.Warnf("synchronize: CPUs %s of stopped container %s no longer held: %v", h.Held(), who, err)
+		case res.Warning != "":
+			// Held, but not all of it: which CPUs went, and why.
+			p.log.Warnf("synchronize: stopped container %s: %s", who, res.Warning)
 		}
 	}
 }
