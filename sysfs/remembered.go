@@ -285,6 +285,10 @@ func (r RememberedCPU) cpu() CPU {
 // present CPUs it lists are all in that one group (the list may lack
 // some: the kernel leaves offline CPUs out of it, as they were when it
 // was remembered); else it is in a group with the absent CPUs alone.
+// Absent CPUs listing each other share a group, but never so that two
+// present groups become one: a stale entry naming an absent CPU of
+// another cache would otherwise bridge the two groups that the kernel
+// keeps apart, and the pools would be carved over a cache that is not.
 func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
 	parent := map[int]int{}
 	var find func(int) int
@@ -302,19 +306,30 @@ func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUS
 			has[cpus[i].ID] = true
 		}
 	}
+	// holds[root] is set when the root's group holds present CPUs: two
+	// such groups are the kernel's two caches and are never joined.
+	holds := map[int]bool{}
 	join := func(x, o int) {
 		a, b := find(x), find(o)
-		parent[max(a, b)] = min(a, b)
+		if a == b || holds[a] && holds[b] {
+			return
+		}
+		r := min(a, b)
+		parent[max(a, b)] = r
+		holds[r] = holds[a] || holds[b]
 	}
 	// The kernel's groups first, over the present CPUs alone.
 	members := map[int]cpuset.CPUSet{} // by a present CPU: its group's present members
 	for i := range cpus {
-		if absent.Contains(cpus[i].ID) {
+		if absent.Contains(cpus[i].ID) || !has[cpus[i].ID] {
 			continue
 		}
+		holds[find(cpus[i].ID)] = true
 		for _, o := range shared(&cpus[i]).List() {
 			if has[o] && !absent.Contains(o) {
-				join(cpus[i].ID, o)
+				holds[find(o)] = true
+				a, b := find(cpus[i].ID), find(o)
+				parent[max(a, b)] = min(a, b)
 			}
 		}
 	}
@@ -330,22 +345,31 @@ func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUS
 			groupOf[cpus[i].ID] = members[find(cpus[i].ID)]
 		}
 	}
+	// Then each absent CPU into the one present group its list names, if
+	// any, before the absent CPUs join each other: which present group an
+	// absent CPU sits in is its own list's, not its absent neighbours'.
 	for i := range cpus {
 		if !absent.Contains(cpus[i].ID) {
 			continue
 		}
 		var present []int
 		for _, o := range shared(&cpus[i]).List() {
-			switch {
-			case !has[o]:
-			case absent.Contains(o):
-				join(cpus[i].ID, o)
-			default:
+			if has[o] && !absent.Contains(o) {
 				present = append(present, o)
 			}
 		}
 		if len(present) > 0 && cpuset.New(present...).IsSubsetOf(groupOf[present[0]]) {
 			join(cpus[i].ID, present[0])
+		}
+	}
+	for i := range cpus {
+		if !absent.Contains(cpus[i].ID) {
+			continue
+		}
+		for _, o := range shared(&cpus[i]).List() {
+			if has[o] && absent.Contains(o) {
+				join(cpus[i].ID, o)
+			}
 		}
 	}
 	index := map[int]int{}
