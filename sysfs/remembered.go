@@ -16,8 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -105,23 +103,14 @@ const maxRememberedBytes = 4 << 20
 // ReadRemembered reads the record; none is an empty one.
 func ReadRemembered(path string) (Remembered, error) {
 	var rec Remembered
-	f, err := os.Open(path)
+	ok, err := atomicfile.ReadJSONLimit(path, maxRememberedBytes, &rec)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return Remembered{}, nil
+	case errors.Is(err, atomicfile.ErrTooLarge):
+		return Remembered{}, fmt.Errorf("%w: not a record of this daemon's", err)
 	case err != nil:
 		return Remembered{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRememberedBytes+1))
-	if err != nil {
-		return Remembered{}, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(data) > maxRememberedBytes {
-		return Remembered{}, fmt.Errorf("%s: larger than %d bytes, not a record of this daemon's", path, maxRememberedBytes)
-	}
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return Remembered{}, fmt.Errorf("%s: %w", path, err)
+	case !ok:
+		return Remembered{}, nil
 	}
 	if rec.Version != rememberedVersion {
 		return Remembered{}, fmt.Errorf("%s: version %d, this release reads %d", path, rec.Version, rememberedVersion)
