@@ -108,8 +108,8 @@ func Discover(root string) (*Topology, error) {
 		}
 		t.CPUs = append(t.CPUs, c)
 	}
-	assignDenseIndexes(t.CPUs, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
-	assignDenseIndexes(t.CPUs, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
+	groupCaches(t.CPUs, cpuset.New(), func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
+	groupCaches(t.CPUs, cpuset.New(), func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
 	assignCoreIndexes(t.CPUs)
 
 	if err := readNUMA(r, t); err != nil {
@@ -243,24 +243,6 @@ func readCaches(r reader, dir string, id int) (l2, l3 Cache, err error) {
 		}
 	}
 	return l2, l3, nil
-}
-
-// assignDenseIndexes numbers distinct cache groups (by their shared CPUs)
-// in order of their lowest CPU.
-func assignDenseIndexes(cpus []CPU, group func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
-	index := map[string]int{}
-	for i := range cpus { // cpus are sorted by ID
-		k := group(&cpus[i]).String()
-		if k == "" {
-			continue
-		}
-		v, ok := index[k]
-		if !ok {
-			v = len(index)
-			index[k] = v
-		}
-		set(&cpus[i], v)
-	}
 }
 
 // assignCoreIndexes gives every physical core a node-wide unique index: the

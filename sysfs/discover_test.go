@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
 
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
@@ -186,6 +187,33 @@ func TestDiscoverFixtures(t *testing.T) {
 				}
 			}
 			// Invariants every topology must hold.
+			// The cache groups are the kernel's lists: one group per
+			// distinct list, numbered in order of its lowest CPU (what
+			// WithRemembered numbers too when it puts no CPU back).
+			for level, of := range map[string]func(sysfs.CPU) (cpuset.CPUSet, int){
+				"L2": func(c sysfs.CPU) (cpuset.CPUSet, int) { return c.L2Cache.SharedCPUs, c.L2 },
+				"L3": func(c sysfs.CPU) (cpuset.CPUSet, int) { return c.L3Cache.SharedCPUs, c.L3 },
+			} {
+				want, got := map[int]int{}, map[int]int{}
+				byList := map[string]int{}
+				for _, c := range topo.CPUs {
+					list, index := of(c)
+					if index != sysfs.Unknown {
+						got[c.ID] = index
+					}
+					if list.IsEmpty() {
+						continue
+					}
+					v, ok := byList[list.String()]
+					if !ok {
+						v = len(byList)
+						byList[list.String()] = v
+					}
+					want[c.ID] = v
+				}
+				require.NotEmpty(t, want, "%s: no CPU lists a cache", level)
+				assert.Equal(t, want, got, "%s groups are not the kernel's lists", level)
+			}
 			coreOf := map[int]sysfs.CPU{}
 			for _, c := range topo.CPUs {
 				if !c.Online {

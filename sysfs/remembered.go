@@ -16,8 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -105,23 +103,14 @@ const maxRememberedBytes = 4 << 20
 // ReadRemembered reads the record; none is an empty one.
 func ReadRemembered(path string) (Remembered, error) {
 	var rec Remembered
-	f, err := os.Open(path)
+	ok, err := atomicfile.ReadJSONLimit(path, maxRememberedBytes, &rec)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return Remembered{}, nil
+	case errors.Is(err, atomicfile.ErrTooLarge):
+		return Remembered{}, fmt.Errorf("%w: not a record of this daemon's", err)
 	case err != nil:
 		return Remembered{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRememberedBytes+1))
-	if err != nil {
-		return Remembered{}, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(data) > maxRememberedBytes {
-		return Remembered{}, fmt.Errorf("%s: larger than %d bytes, not a record of this daemon's", path, maxRememberedBytes)
-	}
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return Remembered{}, fmt.Errorf("%s: %w", path, err)
+	case !ok:
+		return Remembered{}, nil
 	}
 	if rec.Version != rememberedVersion {
 		return Remembered{}, fmt.Errorf("%s: version %d, this release reads %d", path, rec.Version, rememberedVersion)
@@ -274,91 +263,4 @@ func (r RememberedCPU) cpu() CPU {
 		NUMA: r.NUMA, Siblings: parse(r.Siblings, r.ID).Union(cpuset.New(r.ID)), L2: Unknown, L3: Unknown,
 		L2Cache: Cache{ID: r.L2ID, SharedCPUs: parse(r.L2CPUs, r.ID)}, L3Cache: Cache{ID: r.L3ID, SharedCPUs: parse(r.L3CPUs, r.ID)},
 		BaseFreqKHz: r.BaseKHz, MaxFreqKHz: r.MaxKHz}
-}
-
-// groupCaches numbers cache groups in order of their lowest CPU, where
-// two CPUs share a group when either lists the other: the CPUs left list
-// the cache without a removed CPU, the removed CPU's record with them.
-//
-// The present CPUs' groups are the kernel's: an absent CPU's remembered
-// list (perhaps stale) joins it to a group of present CPUs only when the
-// present CPUs it lists are all in that one group (the list may lack
-// some: the kernel leaves offline CPUs out of it, as they were when it
-// was remembered); else it is in a group with the absent CPUs alone.
-func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
-	parent := map[int]int{}
-	var find func(int) int
-	find = func(x int) int {
-		if p, ok := parent[x]; ok && p != x {
-			parent[x] = find(p)
-			return parent[x]
-		}
-		parent[x] = x
-		return x
-	}
-	has := map[int]bool{}
-	for i := range cpus {
-		if !shared(&cpus[i]).IsEmpty() {
-			has[cpus[i].ID] = true
-		}
-	}
-	join := func(x, o int) {
-		a, b := find(x), find(o)
-		parent[max(a, b)] = min(a, b)
-	}
-	// The kernel's groups first, over the present CPUs alone.
-	members := map[int]cpuset.CPUSet{} // by a present CPU: its group's present members
-	for i := range cpus {
-		if absent.Contains(cpus[i].ID) {
-			continue
-		}
-		for _, o := range shared(&cpus[i]).List() {
-			if has[o] && !absent.Contains(o) {
-				join(cpus[i].ID, o)
-			}
-		}
-	}
-	for i := range cpus {
-		if has[cpus[i].ID] && !absent.Contains(cpus[i].ID) {
-			r := find(cpus[i].ID)
-			members[r] = members[r].Union(cpuset.New(cpus[i].ID))
-		}
-	}
-	groupOf := map[int]cpuset.CPUSet{}
-	for i := range cpus {
-		if has[cpus[i].ID] && !absent.Contains(cpus[i].ID) {
-			groupOf[cpus[i].ID] = members[find(cpus[i].ID)]
-		}
-	}
-	for i := range cpus {
-		if !absent.Contains(cpus[i].ID) {
-			continue
-		}
-		var present []int
-		for _, o := range shared(&cpus[i]).List() {
-			switch {
-			case !has[o]:
-			case absent.Contains(o):
-				join(cpus[i].ID, o)
-			default:
-				present = append(present, o)
-			}
-		}
-		if len(present) > 0 && cpuset.New(present...).IsSubsetOf(groupOf[present[0]]) {
-			join(cpus[i].ID, present[0])
-		}
-	}
-	index := map[int]int{}
-	for i := range cpus { // sorted by ID: a group's root is its lowest CPU
-		if !has[cpus[i].ID] {
-			continue
-		}
-		r := find(cpus[i].ID)
-		v, ok := index[r]
-		if !ok {
-			v = len(index)
-			index[r] = v
-		}
-		set(&cpus[i], v)
-	}
 }

@@ -1,6 +1,7 @@
 package sysfs_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 	"github.com/cpupool/nri-cpupool/sysfs"
 	"github.com/cpupool/nri-cpupool/sysfs/fixture"
 )
@@ -74,6 +76,7 @@ func TestRememberedRecordTooLargeIsRefused(t *testing.T) {
 	big := `{"version":1,"cpus":[` + strings.Repeat(" ", 5<<20) + `]}`
 	require.NoError(t, os.WriteFile(path, []byte(big), 0o600))
 	_, err := sysfs.ReadRemembered(path)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "larger than")
+	require.ErrorIs(t, err, atomicfile.ErrTooLarge)
+	assert.EqualError(t, err, fmt.Sprintf("%s: %d bytes, larger than the %d bytes read of it at most; not read: not a record of this daemon's",
+		path, len(big), 4<<20))
 }

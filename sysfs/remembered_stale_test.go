@@ -55,3 +55,40 @@ func TestStaleRememberedCoreDoesNotJoinAnotherPresentCore(t *testing.T) {
 		assert.LessOrEqual(t, n, 2, "core index %d has %d threads on an SMT-2 node", core, n)
 	}
 }
+
+// Two absent CPUs of two L3 groups: 64's entry is stale and also names 72
+// (absent too), 72's is right. 64 joins group 0-7,65-71 (the present CPUs
+// its entry lists are all there), 72 joins 8-15,73-79; the
+// absent-to-absent join of 64 and 72 must not then merge the two present
+// groups: the present CPUs' cache groups are the kernel's, and each absent
+// CPU sits in the one its own entry names.
+func TestTwoAbsentCPUsDoNotBridgeTwoPresentL3Groups(t *testing.T) {
+	root := fixture.Root(t, "epyc-1s-nps4")
+	full, err := sysfs.Discover(root)
+	require.NoError(t, err)
+	rec, _ := full.Remember(sysfs.Remembered{})
+	for i := range rec.CPUs {
+		if rec.CPUs[i].ID == 64 {
+			rec.CPUs[i].L3CPUs = "0-7,64-72"
+		}
+	}
+	hotRemove(t, root, full, 64)
+	mid, err := sysfs.Discover(root)
+	require.NoError(t, err)
+	hotRemove(t, root, mid, 72)
+	now, err := sysfs.Discover(root)
+	require.NoError(t, err)
+	back := now.WithRemembered(rec)
+	l3 := map[int]int{}
+	for _, c := range back.CPUs {
+		l3[c.ID] = c.L3
+	}
+	before := map[int]int{}
+	for _, c := range now.CPUs {
+		before[c.ID] = c.L3
+	}
+	require.NotEqual(t, before[0], before[8], "two L3 groups in sysfs")
+	assert.NotEqual(t, l3[0], l3[8], "present CPUs 0 and 8 (two L3 groups in sysfs) share L3 index %d after the record", l3[0])
+	assert.Equal(t, l3[0], l3[64], "CPU 64: L3 index %d, CPU 0 (the group its entry names) %d", l3[64], l3[0])
+	assert.Equal(t, l3[8], l3[72], "CPU 72: L3 index %d, CPU 8 (the group its entry names) %d", l3[72], l3[8])
+}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -174,6 +175,58 @@ func ReadJSON(path string, v any) (ok bool, err error) {
 		return false, nil
 	case err != nil:
 		return false, err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return true, nil
+}
+
+// ErrTooLarge is (with errors.Is) the error of ReadJSONLimit for a file
+// larger than its limit.
+var ErrTooLarge = errors.New("file too large")
+
+// TooLargeError is a file larger than a bounded read allows.
+type TooLargeError struct {
+	Path string
+	// Size is the file's size in bytes, or -1 when it is not known (not a
+	// regular file, or one that grew while read): then only that it has
+	// more than Limit.
+	Size  int64
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Size < 0 {
+		return fmt.Sprintf("%s: more than %d bytes, the most read of it; not read", e.Path, e.Limit)
+	}
+	return fmt.Sprintf("%s: %d bytes, larger than the %d bytes read of it at most; not read", e.Path, e.Size, e.Limit)
+}
+
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
+
+// ReadJSONLimit is ReadJSON for a file that may hold at most limit bytes:
+// a larger one (not the file its reader expects: another program's, a
+// runaway writer's) is an error naming it, its size and the limit, and is
+// not read into memory whole.
+func ReadJSONLimit(path string, limit int64, v any) (ok bool, err error) {
+	f, err := os.Open(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > limit {
+		return false, &TooLargeError{Path: path, Size: st.Size(), Limit: limit}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return false, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return false, &TooLargeError{Path: path, Size: -1, Limit: limit}
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return false, fmt.Errorf("%s: %w", path, err)

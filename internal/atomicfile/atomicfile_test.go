@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -147,5 +148,43 @@ func TestReadJSON(t *testing.T) {
 
 	require.NoError(t, Replace(path, []byte(`{"State": `), false))
 	_, err = ReadJSON(path, &v)
+	require.ErrorContains(t, err, path+": unexpected end of JSON input")
+}
+
+// TestReadJSONLimit: a file of at most the limit reads as ReadJSON reads
+// it; a larger one is an error naming the file, its size and the limit
+// (ErrTooLarge), and v is left alone.
+func TestReadJSONLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record.json")
+	var v struct{ State string }
+	ok, err := ReadJSONLimit(path, 32, &v)
+	require.NoError(t, err)
+	assert.False(t, ok, "no file")
+
+	exact := `{"State": "serving"}` + strings.Repeat(" ", 12) // 32 bytes
+	require.Len(t, exact, 32)
+	require.NoError(t, Replace(path, []byte(exact), false))
+	ok, err = ReadJSONLimit(path, 32, &v)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, "serving", v.State)
+
+	require.NoError(t, Replace(path, []byte(`{"State": "other"}`+strings.Repeat(" ", 15)), false)) // 33 bytes
+	ok, err = ReadJSONLimit(path, 32, &v)
+	assert.False(t, ok)
+	require.ErrorIs(t, err, ErrTooLarge)
+	assert.EqualError(t, err, path+": 33 bytes, larger than the 32 bytes read of it at most; not read")
+	assert.Equal(t, "serving", v.State, "nothing of a refused file is decoded")
+
+	// A file whose size is not known beforehand (a device, a pipe) is
+	// read up to the limit and no further.
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		_, err = ReadJSONLimit("/dev/zero", 32, &v)
+		require.ErrorIs(t, err, ErrTooLarge)
+		assert.EqualError(t, err, "/dev/zero: more than 32 bytes, the most read of it; not read")
+	}
+
+	require.NoError(t, Replace(path, []byte(`{"State": `), false))
+	_, err = ReadJSONLimit(path, 32, &v)
 	require.ErrorContains(t, err, path+": unexpected end of JSON input")
 }
