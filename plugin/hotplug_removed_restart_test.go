@@ -41,7 +41,7 @@ func TestHotRemovedCPURestartAndReloadWithTheSameConfigStart(t *testing.T) {
 	topo, derr := sysfs.Discover(root)
 	require.NoError(t, derr)
 	cfg := reloadConfig(t, rp, desktopExclusive12.config)
-	node, nerr := nodecheck.Node(topo, cfg)
+	node, _, nerr := nodecheck.Node(topo, cfg)
 	require.NoError(t, nerr)
 	layout, problems := nodecheck.Check(node, cfg)
 	assert.False(t, problems.HasErrors(), "validate refuses the config the daemon runs with: %v", problems.Errors())

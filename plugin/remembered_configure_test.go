@@ -36,7 +36,7 @@ func TestRuntimeLaunchedPluginReadsTheRememberedCPUsOfItsConfiguredStateFile(t *
 
 	topo, err := sysfs.Discover(root)
 	require.NoError(t, err)
-	node, nerr := nodecheck.Node(topo, cfg)
+	node, _, nerr := nodecheck.Node(topo, cfg)
 	require.NoError(t, nerr)
 	vl, vp := nodecheck.Check(node, cfg)
 	require.False(t, vp.HasErrors(), "validate: %v", vp.Errors())

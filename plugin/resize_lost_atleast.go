@@ -1,9 +1,12 @@
 package plugin
 
 // A restart and a quota-lifted container ("at least 256 CPUs"): a set that
-// is no grow of its record, and a lost live shrink whose record cannot be had.
+// is no grow of its record, a lost live shrink whose record cannot be had,
+// and a record that cannot be had for another reason.
 
 import (
+	"fmt"
+
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
@@ -81,4 +84,41 @@ func (p *Plugin) keepLostShrink(pod *api.PodSandbox, c *api.Container, st state.
 		p.log.Warnf("synchronize: container %s: %s", who, res.Warning)
 	}
 	return true
+}
+
+// recordedAtLeast is the request to place anew a remembered exclusive
+// container whose record repairKnown cannot pin back (why) and that
+// keepLostShrink did not keep, when the runtime shows its request only as
+// "at least" milli (the plugin lifted its quota; its shares are at their
+// cap) and its record's request meets that bound: the record is the one
+// place its size is still known, and the runtime's bound agrees with it.
+// Without it, the policy could not size it and it was confined to infra,
+// its 256 CPUs or more of work on the infra CPUs, with a message that its
+// kubelet runs without a CFS quota (cpuCFSQuota: false): the plugin lifted
+// the quota, and the cause was its record's CPUs (a config that gave them
+// to another pool, an offline CPU another pool has). Placed by its record,
+// it is treated as an exact-request container whose record cannot be had
+// is: it stays where it runs if that is a set of its size it may keep
+// (allocator.Adopt), else it is placed anew where the pool can still give
+// it its CPUs: its record's CPUs are no longer all its pool's, so keeping
+// part of them would take CPUs from it (its request read as the count),
+// and no other container is moved. explain makes the reason of a
+// confinement say which CPUs, why, and what to do. It is 0 and nil when
+// the runtime shows an exact request or the record does not meet the
+// bound (its size is then unknown, as at a creation).
+func recordedAtLeast(c *api.Container, qos string, rec allocator.Assignment, why error) (int64, func(error) error) {
+	milli, atLeast := milliCPU(c, qos)
+	if !atLeast || !pools.IsExclusive(rec.Pool) || rec.MilliCPU < milli {
+		return 0, nil
+	}
+	n := allocator.CPUsFor(rec.MilliCPU)
+	explain := func(err error) error {
+		err = fmt.Errorf("its CPUs %s cannot be had again (%v), and its record's request of %dm cannot be placed anew "+
+			"(nri-cpupool lifted its CFS quota, so the runtime shows it only as at least 256 CPUs): %w", rec.CPUs, why, rec.MilliCPU, err)
+		if allocator.ReasonOf(err) == allocator.ReasonPlacement {
+			err = fmt.Errorf("%w; give pool %s room for %d CPUs (the CPUs the config gives it, or those other containers free)", err, rec.Pool, n)
+		}
+		return err
+	}
+	return rec.MilliCPU, explain
 }

@@ -708,7 +708,7 @@ func (p *Plugin) adoptWhereItRuns(pod *api.PodSandbox, c *api.Container) bool {
 		return false
 	}
 	who := containerRef(pod, c)
-	req, claims, err := p.adoptionRequest(pod, c, who)
+	req, claims, err := p.adoptionRequest(pod, c, who, 0)
 	if err != nil {
 		return false
 	}
@@ -724,12 +724,18 @@ func (p *Plugin) adoptWhereItRuns(pod *api.PodSandbox, c *api.Container) bool {
 // adoptionRequest is the request of a running container the state does not
 // know, as its creation's would be, with the claims it shows attached
 // (the caller detaches them unless it is placed). An error says why it
-// cannot be placed, and nothing is attached.
-func (p *Plugin) adoptionRequest(pod *api.PodSandbox, c *api.Container, who string) (allocator.Request, claimBinding, error) {
+// cannot be placed, and nothing is attached. recorded, when not 0, is the
+// request its record keeps for one whose runtime request says only "at
+// least" as much (recordedAtLeast): its size, which the runtime no longer
+// shows.
+func (p *Plugin) adoptionRequest(pod *api.PodSandbox, c *api.Container, who string, recorded int64) (allocator.Request, claimBinding, error) {
 	if err := allocator.CheckAnnotations(pod.GetAnnotations()); err != nil {
 		return allocator.Request{}, claimBinding{}, err
 	}
 	info := p.toContainer(pod, c)
+	if recorded > 0 && info.MilliCPUAtLeast && recorded >= info.MilliCPU {
+		info.MilliCPU, info.MilliCPUAtLeast = recorded, false
+	}
 	info.Demand = p.runtimeDemand(c, who)
 	if _, err := p.attachGrant(pod, c, &info, true); err != nil {
 		return allocator.Request{}, claimBinding{}, err // the token is bound by rebindGrants if it is placed
@@ -786,8 +792,14 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 	if p.keepLostShrink(pod, c, st, note) {
 		return nil, keptShrunk // it runs there already
 	}
-	p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored (%v); placing it again", who, runs, st.CPUs, note)
-	u, ok := p.adoptUnknown(pod, c)
+	recorded, explain := recordedAtLeast(c, qosClass(pod), r.Assignment, note)
+	if recorded > 0 {
+		p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored (%v); placing its record's request of %dm again (its quota lifted, the runtime shows it only as at least 256 CPUs)",
+			who, runs, st.CPUs, note, recorded)
+	} else {
+		p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored (%v); placing it again", who, runs, st.CPUs, note)
+	}
+	u, ok := p.adoptSized(pod, c, recorded, explain)
 	if !ok {
 		return u, confinedAtRepair
 	}
@@ -812,13 +824,28 @@ const (
 // infra (ok false): left alone it would run on every CPU, exclusive ones
 // included.
 func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.ContainerUpdate, bool) {
+	return p.adoptSized(pod, c, 0, nil)
+}
+
+// adoptSized is adoptUnknown with the request of a remembered container
+// whose quota the plugin lifted taken from its record (recorded, 0 for
+// none), and explain, when not nil, making the reason it is confined with
+// say the whole of it: why its record could not be had, and what to do
+// (recordedAtLeast).
+func (p *Plugin) adoptSized(pod *api.PodSandbox, c *api.Container, recorded int64, explain func(error) error) (*api.ContainerUpdate, bool) {
 	if pod == nil {
 		return p.confine(nil, c, allocator.PodRef{}, c.GetId(), fmt.Errorf("it has no pod sandbox"))
 	}
 	who := containerRef(pod, c)
-	req, claims, err := p.adoptionRequest(pod, c, who)
-	if err != nil {
+	confine := func(err error) (*api.ContainerUpdate, bool) {
+		if explain != nil {
+			err = explain(err)
+		}
 		return p.confine(pod, c, podRef(pod), who, err)
+	}
+	req, claims, err := p.adoptionRequest(pod, c, who, recorded)
+	if err != nil {
+		return confine(err)
 	}
 	defer p.detachClaims(&claims) // confined, it takes nothing of its claims
 	current, pinned := p.runtimeCPUs(c)
@@ -831,7 +858,7 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 	}
 	switch {
 	case err != nil:
-		return p.confine(pod, c, podRef(pod), who, err)
+		return confine(err)
 	case how == allocator.StaysWhereItRuns:
 		p.log.Infof("synchronize: container %s stays on %s CPUs %s", who, req.Pool, current)
 		return nil, true // its quota, if any, is lifted by liftQuotas

@@ -42,11 +42,13 @@ func Check(topo *sysfs.Topology, cfg *config.Config) (*allocator.Layout, config.
 // present, as the daemon remembered them beside cfg's state file
 // (sysfs.Topology.WithRemembered; plugin/remembered.go). A record that
 // cannot be read is returned as an error with topo as it is: the daemon
-// then says so and lays the pools out on the node as it is.
-func Node(topo *sysfs.Topology, cfg *config.Config) (*sysfs.Topology, error) {
+// then says so and lays the pools out on the node as it is. dropped are
+// the record's entries not put back (sysfs.Topology.RememberedDropped),
+// one line each, which the daemon warns of once at its start.
+func Node(topo *sysfs.Topology, cfg *config.Config) (_ *sysfs.Topology, dropped []string, _ error) {
 	rec, err := sysfs.ReadRemembered(sysfs.RememberedPath(cfg.StateFile))
 	if err != nil {
-		return topo, fmt.Errorf("reading the remembered CPUs: %w", err)
+		return topo, nil, fmt.Errorf("reading the remembered CPUs: %w", err)
 	}
-	return topo.WithRemembered(rec), nil
+	return topo.WithRemembered(rec), topo.RememberedDropped(rec), nil
 }

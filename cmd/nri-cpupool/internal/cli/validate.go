@@ -39,9 +39,11 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	}
 	// The node as the daemon lays it out: hot-removed CPUs it remembers
 	// are offline CPUs of their pools.
-	if topo, err = nodecheck.Node(topo, cfg); err != nil {
+	var dropped []string
+	if topo, dropped, err = nodecheck.Node(topo, cfg); err != nil {
 		fmt.Fprintf(stderr, "warning: %v; hot-removed CPUs are not put back in their pools\n", err)
 	}
+	printRememberedDropped(stderr, sysfs.RememberedPath(cfg.StateFile), dropped)
 	// The daemon's own check (start and reload): validate fails exactly
 	// when run would not start, since the unit runs it first.
 	layout, problems := nodecheck.Check(topo, cfg)
@@ -70,6 +72,28 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	printPoolPowerClasses(stdout, cfg)
 	printKubeletSettings(stdout, cfg, topo, layout)
 	return nil
+}
+
+// printRememberedDropped lists the entries of the daemon's record of
+// hot-removed CPUs (path) that are not put back in their pools (a negative
+// or repeated CPU id, a NUMA node this node lacks: a hand-edited or copied
+// file), which the daemon drops with one warning at its start: validate
+// said nothing of them, and a hot-removed CPU they name is then missing
+// from its pool, or the config naming it refused, with no word why. The
+// lines are warnings outside the count of the summary, as the warning of
+// an unreadable record is: its lines and the exit code stay the daemon's.
+func printRememberedDropped(w io.Writer, path string, dropped []string) {
+	if len(dropped) == 0 {
+		return
+	}
+	n := len(dropped)
+	fmt.Fprintf(w, "warning: %s: %d %s of the remembered CPUs %s not put back in %s, as the daemon drops %s too:\n",
+		path, n, plural.Verb(n, "entry", "entries"), plural.Verb(n, "is", "are"), plural.Verb(n, "its pool", "their pools"), plural.Verb(n, "it", "them"))
+	for _, d := range dropped {
+		fmt.Fprintf(w, "  %s\n", d)
+	}
+	fmt.Fprintf(w, "  fix or remove %s, or delete %s while the daemon is stopped (it then remembers the CPUs present at its start; a CPU hot-removed by then is no longer put back, and a config naming it is refused)\n",
+		plural.Verb(n, "that entry", "those entries"), path)
 }
 
 // printPoolPowerClasses says which class each pool's CPUs get.
