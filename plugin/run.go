@@ -116,9 +116,12 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		if err := p.onTheWayOut("writing state on the way out", func() error {
 			p.noteRuntime(RuntimeStopped, socket, "")
 			<-hotplugDone
-			return p.Flush()
+			if err := p.Flush(); err != nil {
+				return fmt.Errorf("writing state on the way out: %w", err)
+			}
+			return nil
 		}); err != nil {
-			p.log.Errorf("writing state on the way out: %v", err)
+			p.log.Errorf("%v", err)
 		}
 		if err := p.hugePages.Close(); err != nil {
 			p.log.Warnf("%v", err)
