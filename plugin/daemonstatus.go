@@ -37,11 +37,12 @@ func ReadDaemonStatus(path string) (s DaemonStatus, ok bool, err error) {
 // noteRuntime records a change of the connection to the runtime; the same
 // state again (each retry) writes nothing. Only Run calls it.
 //
-// Readiness (/readyz, cpupool_runtime_connected) gets the change before
-// anything takes the plugin's lock: when a handler hangs holding it, or
-// waiting for it, the runtime gives up on the plugin and drops the
-// connection, and that loss must show while the lock is still held. The
-// status file follows under the lock (noteStatus), when it can.
+// Readiness (/readyz, cpupool_runtime_connected) gets the change first.
+// Neither it nor the status file that follows (noteStatus) waits for the
+// plugin's lock: when a handler hangs holding it, or waiting for it, the
+// runtime gives up on the plugin and drops the connection, and that loss
+// must show while the lock is still held; and the daemon's way out must
+// record "stopped" and go on to its bounded last write.
 func (p *Plugin) noteRuntime(state, socket, detail string) {
 	// The last record readiness got is the status file's too (both are
 	// set here alone), read without the lock.
@@ -54,22 +55,24 @@ func (p *Plugin) noteRuntime(state, socket, detail string) {
 	p.noteStatus(func(s *DaemonStatus) { s.Runtime = rs })
 }
 
-// noteStatus changes the daemon's status and writes it. It must not be
-// called with the lock held: the write is a file's, and statusMu keeps
-// two writes in the order of their changes.
+// noteStatus changes the daemon's status and writes it. The status is
+// statusMu's, not the plugin's lock's, so that it is written while a
+// handler holds that; change must not take it either. It must not be
+// called with the lock held: the write is a file's. statusMu keeps two
+// writes in the order of their changes.
 func (p *Plugin) noteStatus(change func(*DaemonStatus)) {
 	p.statusMu.Lock()
 	defer p.statusMu.Unlock()
-	p.mu.Lock()
 	change(&p.status)
-	// A copy is enough: a change replaces a record, never alters one.
-	status := p.status
-	path := DaemonStatusFile(p.cfg.StateFile)
-	p.mu.Unlock()
 	if p.statusClosed {
 		return // Close released the state directory: it is another process's now
 	}
-	if err := state.WriteDaemonStatus(path, status); err != nil {
+	file := p.statusFile.Load()
+	if file == nil {
+		return // not configured: New failed
+	}
+	path := *file
+	if err := state.WriteDaemonStatus(path, p.status); err != nil {
 		p.log.Warnf("writing the daemon's status %s: %v", path, err)
 	}
 }

@@ -128,6 +128,9 @@ type Plugin struct {
 	// conn follows the connection to the runtime for readiness, without
 	// the lock (health.go).
 	conn runtimeConn
+	// exit is what the daemon's way out (Run's last steps, Close) has
+	// spent of its bound (exitbudget.go).
+	exit exitBudget
 	// queuedReload is a reload that came before the first Synchronize,
 	// decided right after it (reload.go).
 	queuedReload *queuedReload
@@ -218,10 +221,14 @@ type Plugin struct {
 	// claims binds containers to DRA claims when the DRA driver is on
 	// (dra.go); nil otherwise.
 	claims ClaimBinder
-	// status is the last reload and the offline CPUs, for `nri-cpupool
-	// status` (daemonstatus.go); statusMu orders its writes.
-	status   DaemonStatus
-	statusMu sync.Mutex
+	// status is the last reload and the connection to the runtime, for
+	// `nri-cpupool status` (daemonstatus.go), under statusMu, which also
+	// orders its writes; statusFile is where it goes, beside the state
+	// file Configure may name, read without the plugin's lock: the
+	// daemon's way out records "stopped" while a handler holds it.
+	status     DaemonStatus
+	statusMu   sync.Mutex
+	statusFile atomic.Pointer[string]
 	// statusClosed, under statusMu, is set by Close before it releases
 	// the state directory's lock: a reload still being measured then (a
 	// Configure's in the background, a watched file's) writes no status
@@ -385,8 +392,22 @@ func (p *Plugin) Flush() error {
 
 // Close writes the last decisions, stops the writer and releases the state
 // store's resources. It must not be called with the lock held: the final
-// write collects the state under it.
+// write collects the state under it. It waits at most what is left of the
+// way out's bound (exitbudget.go; 5 s in all, Run's last writes included):
+// a handler stuck under the plugin's lock, or a hung disk, leaves the rest
+// to the process's exit, which releases the state directory's lock only
+// once every thread is gone.
 func (p *Plugin) Close() {
+	if err := p.onTheWayOut("closing the plugin (the last state write, releasing the state directory)", func() error {
+		p.close()
+		return nil
+	}); err != nil {
+		p.log.Errorf("%v", err)
+	}
+}
+
+// close is Close, unbounded.
+func (p *Plugin) close() {
 	p.queuedReloads.Wait()
 	p.rememberWG.Wait()
 	p.stopPinning()
@@ -459,6 +480,8 @@ func (p *Plugin) configure(cfg *config.Config) error {
 		return problems.Errors().In("configuration")
 	}
 	p.cfg = cfg
+	statusFile := DaemonStatusFile(cfg.StateFile)
+	p.statusFile.Store(&statusFile)
 	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)
 	p.recountClaimMemory()
 	p.policy = allocator.NewPolicy(cfg, p.topo)

@@ -106,12 +106,22 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 	})
 	defer func() {
 		stopWatching()
-		<-hotplugDone
-		p.noteRuntime(RuntimeStopped, socket, "")
-		// Bounded: a write that never returns (a hung disk) must not keep
-		// the daemon from exiting; see stateWriter.Close.
-		if err := within(p.writer.closeWait, p.Flush); err != nil {
-			p.log.Errorf("writing state on the way out: %v", err)
+		// Bounded, with Close, by one budget (exitbudget.go): a handler
+		// stuck under the plugin's lock (the hotplug watcher and the
+		// last write take it), or a write that never returns (a hung
+		// disk), must not keep the daemon from exiting; see
+		// stateWriter.Close. The status "stopped" comes first and takes
+		// no lock: `nri-cpupool status` tells the daemon is gone even
+		// when the rest is cut short.
+		if err := p.onTheWayOut("writing state on the way out", func() error {
+			p.noteRuntime(RuntimeStopped, socket, "")
+			<-hotplugDone
+			if err := p.Flush(); err != nil {
+				return fmt.Errorf("writing state on the way out: %w", err)
+			}
+			return nil
+		}); err != nil {
+			p.log.Errorf("%v", err)
 		}
 		if err := p.hugePages.Close(); err != nil {
 			p.log.Warnf("%v", err)

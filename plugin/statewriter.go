@@ -87,8 +87,9 @@ type stateWriter struct {
 	// server neither succeeds nor fails).
 	busy       atomic.Pointer[writerBusy]
 	stallAfter time.Duration
-	// closeWait bounds Close's (and Run's last flush's) wait for a write
-	// that does not return.
+	// closeWait bounds Close's wait for a write that does not return,
+	// and the daemon's whole way out (exitbudget.go): Run's last flush
+	// and the plugin's Close share it.
 	closeWait time.Duration
 	// durations times each write (store.Save: encode, write, rename) and
 	// sync (fsync of the file and its directory); safe without mu.
@@ -107,7 +108,10 @@ const (
 	// as failing (/readyz, cpupool_state_write_failing) until it returns.
 	// Twice the sync period: a healthy disk never comes near it.
 	stateWriteStallAfter = 10 * time.Second
-	// stateCloseWait bounds the wait of the daemon's way out for a write
+	// stateCloseWait bounds the daemon's way out as a whole (Run's last
+	// status and flush, the DRA driver's last write, Close; see
+	// exitbudget.go), well below the chart's grace period of 10 s before
+	// the kubelet's SIGKILL; and so the writer's Close's wait for a write
 	// or sync that does not return (see stateWriter.Close).
 	stateCloseWait = 5 * time.Second
 )

@@ -136,8 +136,10 @@ func runPlugin(args []string, stdout, stderr io.Writer) error {
 	proflabel.Go(proflabel.ConfigWatch, func() { p.WatchConfig(ctx, *cfgPath, hup, load) })
 	err = p.Run(ctx, cfg.NRISocket, plugin.DefaultBackoff, systemdHooks(log))
 	stop()
-	<-draDone // the driver's last claims write
-	<-eventsDone
+	// Within the way out's one bound, Run's last writes and Close's
+	// included (5 s in all, below the chart's grace period of 10 s).
+	p.WaitOnTheWayOut("the DRA driver's last claims write", draDone)
+	p.WaitOnTheWayOut("the pod Events' poster", eventsDone)
 	if _, nerr := sdnotify.Notify(sdnotify.Stopping); nerr != nil {
 		log.Warnf("%v", nerr)
 	}
