@@ -137,8 +137,10 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	// The pools as laid out now, not when the claim was remembered: the
 	// daemon may have restarted with other pools or with CPUs offline.
 	topo, layout := d.pools.Layout()
+	held := d.heldForRemembered(uid, want)
 	c := &Claim{Namespace: claim.Namespace, Name: claim.Name, Pods: pods, Requests: map[string]*Request{}}
 	var kept, stale []string // remembered requests that fit, and that no longer do
+	var heldStale []string   // of stale, those on CPUs a container holds
 	var unbound []boundTo    // kept requests whose binding was of a pod gone from the claim
 	d.mu.Lock()
 	before := d.claims[uid]
@@ -173,10 +175,13 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	}
 	if remembered {
 		for name, r := range before.Requests {
-			if fits(r, topo, layout) {
-				kept = append(kept, name)
-			} else {
+			switch {
+			case !fits(r, topo, layout):
 				stale = append(stale, name)
+			case heldByAnother(r, held):
+				stale, heldStale = append(stale, name), append(heldStale, name)
+			default:
+				kept = append(kept, name)
 			}
 		}
 		if len(stale) == 0 {
@@ -280,6 +285,11 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 			slices.Sort(stale)
 			for _, name := range stale {
 				old, r := before.Requests[name], c.Requests[name]
+				if slices.Contains(heldStale, name) {
+					d.log.Warnf("DRA: claim %s/%s (%s) request %s: CPUs %q are held by a running container, not one bound to the claim (the claims file holds a Prepare the kubelet may never have been answered, e.g. across a kill -9); placed anew on %q, with a new token",
+						claim.Namespace, claim.Name, uid, name, old.CPUs, r.CPUs)
+					continue
+				}
 				d.log.Warnf("DRA: claim %s/%s (%s) request %s: CPUs %q no longer fit its allocation in pool %s as now configured (%s, online CPUs only); placed anew on %q, with a new token",
 					claim.Namespace, claim.Name, uid, name, old.CPUs, old.Pool, layout.Pool(old.Pool).String(), r.CPUs)
 			}
@@ -291,6 +301,36 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	}
 	ok = true
 	return before, prepareReport{changed: placed, ignored: warnIgnored, placed: true}, nil
+}
+
+// heldForRemembered is, for a claim the driver remembers (else nil), the
+// CPUs containers hold in the pools the scheduler allocated it, for
+// heldByAnother.
+func (d *Driver) heldForRemembered(uid string, want map[string]wanted) map[string]cpuset.CPUSet {
+	d.mu.Lock()
+	_, remembered := d.claims[uid]
+	d.mu.Unlock()
+	if !remembered {
+		return nil
+	}
+	held := map[string]cpuset.CPUSet{}
+	for _, w := range want {
+		if _, ok := held[w.pool]; !ok {
+			held[w.pool] = d.pools.Held(w.pool)
+		}
+	}
+	return held
+}
+
+// heldByAnother tells whether a remembered request no container is bound
+// to has CPUs a container holds: the claims file outlived the Prepare
+// that wrote it (a kill -9 before its last look, see takeback.go), whose
+// answer the kubelet never got, and a running container was adopted on
+// them while it was being prepared. Kept, the claim would be prepared on
+// that container's CPUs; its container, when it comes, binds it, and a
+// bound request's CPUs are its container's.
+func heldByAnother(r *Request, held map[string]cpuset.CPUSet) bool {
+	return r.PodUID == "" && !held[r.Pool].Intersection(r.CPUSet()).IsEmpty()
 }
 
 // boundTo is a kept request whose binding keepRequests cleared, and the

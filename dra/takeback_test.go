@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -41,6 +42,40 @@ func TestTakeBackDoesNotRestoreAClaimOntoCPUsAContainerTookMeanwhile(t *testing.
 	assert.NotEqual(t, "", during.claim, "the claim's CPUs from before, which a take-back gives it again, are unguarded while the claims file is written: %+v", during)
 	now := cpusOf(t, td.Driver, "uid-a", "cpus")
 	assert.True(t, p.Held("").Intersection(now).IsEmpty(), "claim a prepared on %s while containers hold %s", now, p.Held(""))
+}
+
+// kill -9 after the claims file holds a claim and before the last look: a
+// running container adopted on the claim's new CPUs while the file was
+// written. The restarted daemon remembers the claim; the kubelet, which
+// never got an answer, prepares it again with the same allocation. Kept as
+// remembered (fits looks at the layout only), the claim would be prepared
+// on CPUs a running container holds, the outcome the last look exists to
+// prevent: a remembered request no container is bound to is checked
+// against the CPUs containers hold, and placed anew.
+func TestKill9BeforeTheLastLookDoesNotPrepareAClaimOnHeldCPUs(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	p := &heldFrom{Static: s}
+	td := newTestDriver(t, p)
+	var written []byte
+	replace := td.store.replace
+	td.store.replace = func(path string, data []byte, durable bool) error {
+		if written == nil {
+			p.hold(cpusOf(t, td.Driver, "uid-1", "cpus")) // adopted while written
+			written = append([]byte(nil), data...)
+		}
+		return replace(path, data, durable)
+	}
+	claim := allocatedClaim("uid-1", "x", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1")
+	require.Error(t, prepare(t, td.Driver, claim)["uid-1"].Err, "taken back in this process")
+	// The process died right after the first write: the file holds it.
+	require.NoError(t, os.WriteFile(td.claims, written, 0o600))
+	d2 := td.restart(t)
+	require.Contains(t, d2.Claims(), "uid-1")
+	res := prepare(t, d2, claim)["uid-1"]
+	if res.Err == nil {
+		on := d2.Claims()["uid-1"].Requests["cpus"].CPUSet()
+		assert.True(t, p.Held("").Intersection(on).IsEmpty(), "the kubelet's retry after the restart prepared the claim on %s, which a running container holds", on)
+	}
 }
 
 // A claim shared by two pods, prepared for pod-1, is prepared again in
