@@ -64,9 +64,14 @@ type Driver struct {
 	byToken map[string]tokenRef
 	// claimed is every claim's CPUs (claims never share one).
 	claimed cpuset.CPUSet
-	// placing is the claim a Prepare is placing and has not recorded yet
-	// (nil: none), for PreparedOn (see placing.go).
+	// placing is what the Prepares of a kubelet call placed, and what
+	// their records from before gave up, not final yet (nil: none), for
+	// PreparedOn (see placing.go).
 	placing *placing
+	// asked counts PreparedOn's "being prepared" answers: a running
+	// container the plugin adopts on such CPUs holds them, and the last
+	// look reads Held again when one came while it read it (settle).
+	asked uint64
 	// enc holds each claim's JSON for the file, made when it changes.
 	enc map[string][]byte
 	// gen counts the changes to claims, to order the copies that reach

@@ -46,6 +46,9 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 		return out, nil
 	}
 	d.forgetUnreported()
+	// What the call places is "being prepared" until its last look (see
+	// placing.go, takeback.go), which ends it; so does a failed call.
+	defer d.stopPlacing()
 	var done []*resourceapi.ResourceClaim
 	var reports []prepareReport // of done, by index
 	undo := map[string]*Claim{} // claim UID -> record before this call (nil: none)
@@ -80,21 +83,9 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 			}
 			d.log.Warnf("DRA: preparing %d claims: %v (nothing is prepared, the kubelet retries%s)", len(done), err, more)
 		}
-		// Nobody knows these tokens yet: take the claims back.
-		d.mu.Lock()
-		now := map[string]*Claim{}
-		for uid, before := range undo {
-			if c, ok := d.claims[uid]; ok {
-				now[uid] = c.clone()
-			}
-			d.setLocked(uid, before)
-		}
-		d.gen++
-		d.mu.Unlock()
-		for uid, before := range undo {
-			d.releaseAll(uid, now[uid])
-			d.reserveAll(uid, before)
-		}
+		// Nobody knows these tokens yet: take the claims back (on their
+		// CPUs from before only where no container was placed since).
+		d.takeBack(undo)
 		for _, claim := range done {
 			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)}
 		}
@@ -102,6 +93,10 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	}
 	if failed := d.saveFailures.succeed(); failed > 0 {
 		d.log.Infof("DRA: claims file written again after %d failed Prepares", failed)
+	}
+	if taken, released := d.lastLook(undo); len(taken) > 0 {
+		d.takenBackAfterSave(done, taken, released, out)
+		return out, nil
 	}
 	d.signal(d.changed)
 	// Prepared only once the claims file holds them and their CDI specs
@@ -142,8 +137,10 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	// The pools as laid out now, not when the claim was remembered: the
 	// daemon may have restarted with other pools or with CPUs offline.
 	topo, layout := d.pools.Layout()
+	held := d.heldForRemembered(uid, want)
 	c := &Claim{Namespace: claim.Namespace, Name: claim.Name, Pods: pods, Requests: map[string]*Request{}}
 	var kept, stale []string // remembered requests that fit, and that no longer do
+	var heldStale []string   // of stale, those on CPUs a container holds
 	var unbound []boundTo    // kept requests whose binding was of a pod gone from the claim
 	d.mu.Lock()
 	before := d.claims[uid]
@@ -178,10 +175,13 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	}
 	if remembered {
 		for name, r := range before.Requests {
-			if fits(r, topo, layout) {
-				kept = append(kept, name)
-			} else {
+			switch {
+			case !fits(r, topo, layout):
 				stale = append(stale, name)
+			case heldByAnother(r, held):
+				stale, heldStale = append(stale, name), append(heldStale, name)
+			default:
+				kept = append(kept, name)
 			}
 		}
 		if len(stale) == 0 {
@@ -205,9 +205,15 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	}
 	d.mu.Unlock()
 
-	// Seen by PreparedOn from its placement until it is recorded (or this
-	// Prepare fails): see placing.go.
-	defer d.stopPlacing()
+	// Seen by PreparedOn from its placement on, as being prepared until
+	// the call's last look (see placing.go); forgotten at once when this
+	// Prepare fails.
+	ok := false
+	defer func() {
+		if !ok {
+			d.dropPlacing(uid)
+		}
+	}()
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		if slices.Contains(kept, name) {
 			continue
@@ -217,9 +223,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 		got := cpuset.New()
 		for _, numa := range slices.Sorted(maps.Keys(w.slots)) {
 			n := w.slots[numa]
-			d.startPlacing(claim.Namespace+"/"+claim.Name+"/"+name, nodeCPUs(topo, numa).Difference(exclude))
+			d.startPlacing(uid, claim.Namespace+"/"+claim.Name, name, nodeCPUs(topo, numa).Difference(exclude))
 			cpus, err := d.pools.Place(w.pool, numa, n, exclude)
-			d.placed(cpus)
+			d.placed(uid, name, cpus)
 			if err != nil {
 				return nil, prepareReport{}, fmt.Errorf("request %s: %w (a container of an ending pod may still hold them; the kubelet retries)", name, err)
 			}
@@ -240,7 +246,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	// it as it is now (before is still the record; only Bind changes it).
 	unbound = keepRequests(c, before, kept)
 	d.setLocked(uid, c)
-	d.stopPlacingLocked() // recorded: PreparedOn sees the claim itself now
+	// Still being prepared for PreparedOn, and so are the CPUs before
+	// gives up (see placing.go).
+	d.recordedLocked(uid, before, c)
 	d.gen++
 	d.mu.Unlock()
 	unbinding := d.unbindMemory(claim, unbound)
@@ -277,6 +285,11 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 			slices.Sort(stale)
 			for _, name := range stale {
 				old, r := before.Requests[name], c.Requests[name]
+				if slices.Contains(heldStale, name) {
+					d.log.Warnf("DRA: claim %s/%s (%s) request %s: CPUs %q are held by a running container, not one bound to the claim (the claims file holds a Prepare the kubelet may never have been answered, e.g. across a kill -9); placed anew on %q, with a new token",
+						claim.Namespace, claim.Name, uid, name, old.CPUs, r.CPUs)
+					continue
+				}
 				d.log.Warnf("DRA: claim %s/%s (%s) request %s: CPUs %q no longer fit its allocation in pool %s as now configured (%s, online CPUs only); placed anew on %q, with a new token",
 					claim.Namespace, claim.Name, uid, name, old.CPUs, old.Pool, layout.Pool(old.Pool).String(), r.CPUs)
 			}
@@ -286,7 +299,38 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 			d.log.Infof("DRA: claim %s/%s (%s) prepared: CPUs %q", claim.Namespace, claim.Name, uid, c.cpus().String())
 		}
 	}
+	ok = true
 	return before, prepareReport{changed: placed, ignored: warnIgnored, placed: true}, nil
+}
+
+// heldForRemembered is, for a claim the driver remembers (else nil), the
+// CPUs containers hold in the pools the scheduler allocated it, for
+// heldByAnother.
+func (d *Driver) heldForRemembered(uid string, want map[string]wanted) map[string]cpuset.CPUSet {
+	d.mu.Lock()
+	_, remembered := d.claims[uid]
+	d.mu.Unlock()
+	if !remembered {
+		return nil
+	}
+	held := map[string]cpuset.CPUSet{}
+	for _, w := range want {
+		if _, ok := held[w.pool]; !ok {
+			held[w.pool] = d.pools.Held(w.pool)
+		}
+	}
+	return held
+}
+
+// heldByAnother tells whether a remembered request no container is bound
+// to has CPUs a container holds: the claims file outlived the Prepare
+// that wrote it (a kill -9 before its last look, see takeback.go), whose
+// answer the kubelet never got, and a running container was adopted on
+// them while it was being prepared. Kept, the claim would be prepared on
+// that container's CPUs; its container, when it comes, binds it, and a
+// bound request's CPUs are its container's.
+func heldByAnother(r *Request, held map[string]cpuset.CPUSet) bool {
+	return r.PodUID == "" && !held[r.Pool].Intersection(r.CPUSet()).IsEmpty()
 }
 
 // boundTo is a kept request whose binding keepRequests cleared, and the
@@ -412,17 +456,17 @@ func (d *Driver) unreserveNew(uid string, before *Claim, names []string) {
 // hold now. When one no longer fits, or a container took some of its
 // CPUs, things changed after it was placed: the claim's record and
 // memory are put back as they were before this Prepare (its kept requests
-// as they are now, a container may have bound one) and the Prepare fails;
-// the kubelet retries it, and the retry places it in the pools as they
-// are then.
+// bound as they were, or to a container that bound one meanwhile), or the claim is
+// released when a container was placed on its CPUs from before meanwhile
+// (see takeBack), and the Prepare fails; the kubelet retries it, and the
+// retry places it in the pools as they are then.
 func (d *Driver) placedStillFit(uid string, before, c *Claim, kept []string) error {
 	topo, layout := d.pools.Layout()
-	var placed, misfit, taken []string
+	var misfit, taken []string
 	for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
 		if slices.Contains(kept, name) {
 			continue
 		}
-		placed = append(placed, name)
 		r := c.Requests[name]
 		if !fits(r, topo, layout) {
 			misfit = append(misfit, fmt.Sprintf("request %s: CPUs %q are not all online CPUs of pool %s as now configured (%s)", name, r.CPUs, r.Pool, layout.Pool(r.Pool).String()))
@@ -438,24 +482,10 @@ func (d *Driver) placedStillFit(uid string, before, c *Claim, kept []string) err
 	if len(misfit) == 0 && len(taken) == 0 {
 		return nil
 	}
-	d.mu.Lock()
-	var restore *Claim
-	if before != nil {
-		restore = before.clone()
-		for _, name := range kept {
-			restore.Requests[name] = d.claims[uid].Requests[name]
-		}
-	}
-	d.setLocked(uid, restore)
-	d.gen++
-	d.mu.Unlock()
-	var memory []string
-	for _, name := range placed {
-		if len(c.Requests[name].Memory) > 0 {
-			memory = append(memory, name)
-		}
-	}
-	d.unreserveNew(uid, before, memory)
+	// Back as before this Prepare (its kept requests bound as they were,
+	// or to a container that bound one meanwhile), where no container was
+	// placed since.
+	d.takeBack(map[string]*Claim{uid: before})
 	if len(misfit) == 0 {
 		return fmt.Errorf("%s; the kubelet retries", strings.Join(taken, "; "))
 	}

@@ -16,41 +16,71 @@ import (
 // DRA), whose kubelet allocation the scheduler did not count.
 //
 // A claim being prepared is seen too, from its placement on (see
-// placing.go), with maybe true until it is recorded: while its placement
-// is under way, on is what of cpus the placement may choose (its CPUs are
-// not decided yet); once placed, the CPUs placed for it.
+// placing.go), with maybe true until the kubelet call's last look decided
+// (takeback.go): while its placement is under way, on is what of cpus the
+// placement may choose (its CPUs are not decided yet); once placed,
+// recorded or not, the CPUs placed for it; and the CPUs its record from
+// before gave up, which a take-back may put back. Those of them a
+// container was bound to stay prepared (maybe false) until the call ends.
+// Each maybe answer is counted (asked): the last look reads the CPUs
+// containers hold again when one came while it read them.
 //
 // With no claim prepared or being prepared it allocates nothing: the
 // plugin asks for every container that shows a grant, under its lock.
 func (d *Driver) PreparedOn(cpus cpuset.CPUSet) (claim string, on cpuset.CPUSet, maybe bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.placing == nil && d.claimed.IsEmpty() {
+	p := d.placing
+	if p == nil && d.claimed.IsEmpty() {
 		return "", cpuset.CPUSet{}, false
 	}
 	if !d.claimed.IsEmpty() && !d.claimed.Intersection(cpus).IsEmpty() {
 		for _, uid := range slices.Sorted(maps.Keys(d.claims)) {
 			c := d.claims[uid]
 			for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
-				if on := c.Requests[name].CPUSet().Intersection(cpus); !on.IsEmpty() {
+				r := c.Requests[name].CPUSet()
+				if p.beingPrepared(uid, name, r) {
+					continue // answered below, as maybe
+				}
+				if on := r.Intersection(cpus); !on.IsEmpty() {
 					return c.Namespace + "/" + c.Name + "/" + name, on, false
 				}
 			}
 		}
 	}
-	if p := d.placing; p != nil {
-		for _, name := range slices.Sorted(maps.Keys(p.placed)) {
-			// Placed, not recorded: the Prepare may still fail (its
-			// memory, its CDI spec, the claims file), so this is
-			// "being prepared", not "prepared": advice to delete a pod
-			// for a claim that then exists nowhere would be wrong.
-			if on := p.placed[name].Intersection(cpus); !on.IsEmpty() {
-				return name, on, true
+	if p == nil {
+		return "", cpuset.CPUSet{}, false
+	}
+	uids := p.sortedUIDs()
+	for _, uid := range uids {
+		pc := p.claims[uid]
+		for _, name := range slices.Sorted(maps.Keys(pc.oldBound)) {
+			if on := pc.oldBound[name].Intersection(cpus); !on.IsEmpty() {
+				return pc.name + "/" + name, on, false
 			}
 		}
-		if on := p.maybe.Intersection(cpus); p.request != "" && !on.IsEmpty() {
-			return p.request, on, true
+	}
+	for _, uid := range uids {
+		pc := p.claims[uid]
+		// Placed, maybe recorded, not final: the Prepare may still
+		// fail (its memory, the claims file, a running container
+		// adopted meanwhile), so this is "being prepared", not
+		// "prepared": advice to delete a pod for a claim that then
+		// exists nowhere would be wrong, and a running container
+		// would be confined for good for it. So are the CPUs its
+		// record from before gave up.
+		for _, set := range []map[string]cpuset.CPUSet{pc.placed, pc.old} {
+			for _, name := range slices.Sorted(maps.Keys(set)) {
+				if on := set[name].Intersection(cpus); !on.IsEmpty() {
+					d.asked++
+					return pc.name + "/" + name, on, true
+				}
+			}
 		}
+	}
+	if on := p.maybe.Intersection(cpus); p.request != "" && !on.IsEmpty() {
+		d.asked++
+		return p.request, on, true
 	}
 	return "", cpuset.CPUSet{}, false
 }

@@ -29,8 +29,8 @@ const maxClaimEcho = 128
 // claim has, bound to a container or not, naming the claim and saying
 // what to do where it is asked (advice). A claim being prepared counts
 // from its placement on (the driver places under this lock and records
-// the claim under its own, after): until it is recorded, the CPUs it may
-// choose or chose are refused, for a moment (a container's creation,
+// the claim under its own, after): until the kubelet call's last look, the
+// CPUs it may choose or chose are refused, for a moment (a container's creation,
 // which the kubelet retries; an Allocate, which it does not retry, is
 // told so). It refuses nothing with the driver off. Called under the lock
 // (the driver's is taken under it).
@@ -41,7 +41,9 @@ const maxClaimEcho = 128
 // to infra for good). Adopted under this lock, its CPUs are held before
 // the placement under way can choose them; should the placement already
 // have chosen them, the driver's Prepare sees them held once the claim
-// is recorded and fails (placedStillFit), and the kubelet retries it.
+// is recorded (placedStillFit) or, at the latest, at the kubelet call's
+// last look, after the claims file holds it, and fails; the kubelet
+// retries it. A claim is being prepared until that last look decided.
 func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice grantAdvice, running bool) error {
 	if p.claims == nil {
 		return nil
