@@ -107,6 +107,8 @@ func ReadRemembered(path string) (Remembered, error) {
 	switch {
 	case errors.Is(err, atomicfile.ErrTooLarge):
 		return Remembered{}, fmt.Errorf("%w: not a record of this daemon's", err)
+	case errors.Is(err, atomicfile.ErrNotRegular):
+		return Remembered{}, fmt.Errorf("%w: the record is a file the daemon writes", err)
 	case err != nil:
 		return Remembered{}, err
 	case !ok:
