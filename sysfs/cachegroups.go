@@ -12,7 +12,14 @@ import "k8s.io/utils/cpuset"
 // The present CPUs' groups are the kernel's: present CPUs share a group
 // when the kernel gives them the same list. absent are CPUs the kernel no
 // longer has, put back from their remembered lists (perhaps stale); none
-// for Discover. Each absent CPU is placed by what its own list says:
+// for Discover. An absent CPU that joined a present core (coreMates: the
+// core's present threads, by absent CPU; ownCores decides) takes that
+// core's group, whatever its list says: a core lies in one group of each
+// cache, as Discover reads every node, and the siblings entry that put the
+// CPU in the core is the stronger word (a stale cache entry beside it
+// would otherwise split the core over two groups, and the pools carved on
+// it would move present CPUs). Each other absent CPU is placed by what its
+// own list says:
 //   - it joins a present group when the present CPUs its list names are
 //     all in that one group (the list may lack some: the kernel leaves
 //     offline CPUs out of it, as they were when it was remembered);
@@ -29,7 +36,7 @@ import "k8s.io/utils/cpuset"
 //     that is one present group; when it is none or two or more, it stays a
 //     group of its own: it must not make two present groups one, nor sit in
 //     one of them by the order it is met in.
-func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
+func groupCaches(cpus []CPU, absent cpuset.CPUSet, coreMates map[int]cpuset.CPUSet, shared func(*CPU) cpuset.CPUSet, set func(*CPU, int)) {
 	parent := map[int]int{}
 	var find func(int) int
 	find = func(x int) int {
@@ -66,8 +73,10 @@ func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUS
 		}
 		first[k], parent[id] = id, id
 	}
-	// Then each absent CPU by the present CPUs its list names: into their
-	// group (joined), none (loose), or stale.
+	// Then each absent CPU of a present core into that core's group (the
+	// lowest present thread with a list: an offline one has none), and
+	// each other one by the present CPUs its list names: into their group
+	// (joined), none (loose), or stale.
 	const (
 		loose = iota
 		joined
@@ -76,7 +85,16 @@ func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUS
 	kind := map[int]int{}
 	for i := range cpus {
 		id := cpus[i].ID
-		if !absent.Contains(id) || !has[id] {
+		if !absent.Contains(id) {
+			continue
+		}
+		if mate, ok := firstWith(coreMates[id], has); ok {
+			has[id] = true
+			join(id, find(mate))
+			kind[id] = joined
+			continue
+		}
+		if !has[id] {
 			continue
 		}
 		groups := map[int]bool{}
@@ -151,4 +169,14 @@ func groupCaches(cpus []CPU, absent cpuset.CPUSet, shared func(*CPU) cpuset.CPUS
 		}
 		set(&cpus[i], v)
 	}
+}
+
+// firstWith is the lowest CPU of set for which has is true.
+func firstWith(set cpuset.CPUSet, has map[int]bool) (int, bool) {
+	for _, c := range set.List() {
+		if has[c] {
+			return c, true
+		}
+	}
+	return 0, false
 }

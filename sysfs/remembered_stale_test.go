@@ -137,3 +137,23 @@ func TestAbsentCPUNamingTwoPresentL3GroupsJoinsNeither(t *testing.T) {
 	assert.NotEqual(t, got[0].L3, got[64].L3, "64 in 0's L3 group")
 	assert.NotEqual(t, got[8].L3, got[64].L3, "64 (whose entry names present CPUs of two L3 groups) in 8's L3 group %d", got[8].L3)
 }
+
+// A removed thread whose siblings entry is right ("0,64": it joins 0's
+// core) but whose cache entries are stale (naming only itself) sits in
+// the cache groups of its core: a core lies in one group of each cache,
+// as Discover reads every node, and a core split over two L3 groups moved
+// present CPUs between pools when they were carved.
+func TestARemovedThreadInAPresentCoreTakesThatCoresCacheGroups(t *testing.T) {
+	now, back := staleRecord(t, func(r *sysfs.RememberedCPU) { r.L3CPUs = "64"; r.L2CPUs = "64" })
+	byID := map[int]sysfs.CPU{}
+	for _, c := range back.CPUs {
+		byID[c.ID] = c
+	}
+	require.Equal(t, byID[0].Core, byID[64].Core, "64 joins 0's core")
+	assert.Equal(t, byID[0].L3, byID[64].L3, "CPU 64: L3 index")
+	assert.Equal(t, byID[0].L2, byID[64].L2, "CPU 64: L2 index")
+	for _, c := range now.CPUs {
+		assert.Equal(t, c.L3, byID[c.ID].L3, "present CPU %d: L3 index", c.ID)
+		assert.Equal(t, c.L2, byID[c.ID].L2, "present CPU %d: L2 index", c.ID)
+	}
+}
