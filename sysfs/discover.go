@@ -108,8 +108,8 @@ func Discover(root string) (*Topology, error) {
 		}
 		t.CPUs = append(t.CPUs, c)
 	}
-	groupCaches(t.CPUs, cpuset.New(), func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
-	groupCaches(t.CPUs, cpuset.New(), func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
+	groupCaches(t.CPUs, cpuset.New(), nil, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
+	groupCaches(t.CPUs, cpuset.New(), nil, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
 	assignCoreIndexes(t.CPUs)
 
 	if err := readNUMA(r, t); err != nil {

@@ -107,6 +107,8 @@ func ReadRemembered(path string) (Remembered, error) {
 	switch {
 	case errors.Is(err, atomicfile.ErrTooLarge):
 		return Remembered{}, fmt.Errorf("%w: not a record of this daemon's", err)
+	case errors.Is(err, atomicfile.ErrNotRegular):
+		return Remembered{}, fmt.Errorf("%w: the record is a file the daemon writes", err)
 	case err != nil:
 		return Remembered{}, err
 	case !ok:
@@ -155,11 +157,32 @@ func (t *Topology) WithRemembered(rec Remembered) *Topology {
 			}
 		}
 	}
-	groupCaches(n.CPUs, n.Absent, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
-	groupCaches(n.CPUs, n.Absent, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
+	// Cores first: an absent CPU that joins a present core takes that
+	// core's cache groups.
 	assignCoreIndexesWith(n.CPUs, func(c *CPU) bool { return c.Online || n.Absent.Contains(c.ID) })
 	ownCores(n.CPUs, n.Absent)
+	mates := coreMates(n.CPUs, n.Absent)
+	groupCaches(n.CPUs, n.Absent, mates, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
+	groupCaches(n.CPUs, n.Absent, mates, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
 	return &n
+}
+
+// coreMates are, for each absent CPU in a core with present threads (one
+// ownCores let join it), those present threads.
+func coreMates(cpus []CPU, absent cpuset.CPUSet) map[int]cpuset.CPUSet {
+	present := map[int]cpuset.CPUSet{}
+	for _, c := range cpus {
+		if c.Core != Unknown && !absent.Contains(c.ID) {
+			present[c.Core] = present[c.Core].Union(cpuset.New(c.ID))
+		}
+	}
+	mates := map[int]cpuset.CPUSet{}
+	for _, c := range cpus {
+		if m, ok := present[c.Core]; ok && c.Core != Unknown && absent.Contains(c.ID) {
+			mates[c.ID] = m
+		}
+	}
+	return mates
 }
 
 // RememberedDropped says, one line per entry, which entries of a record

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -79,4 +80,15 @@ func TestRememberedRecordTooLargeIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, atomicfile.ErrTooLarge)
 	assert.EqualError(t, err, fmt.Sprintf("%s: %d bytes, larger than the %d bytes read of it at most; not read: not a record of this daemon's",
 		path, len(big), 4<<20))
+}
+
+// A record that is not a regular file (a named pipe nobody writes) is
+// refused without being opened to read: the daemon reads it at its start
+// and under its lock at Configure, where a blocked open is a hang.
+func TestRememberedRecordThatIsNoFileIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), sysfs.RememberedFile)
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	_, err := sysfs.ReadRemembered(path)
+	require.ErrorIs(t, err, atomicfile.ErrNotRegular)
+	assert.EqualError(t, err, path+": a named pipe, not a regular file; not read: the record is a file the daemon writes")
 }

@@ -189,9 +189,9 @@ var ErrTooLarge = errors.New("file too large")
 // TooLargeError is a file larger than a bounded read allows.
 type TooLargeError struct {
 	Path string
-	// Size is the file's size in bytes, or -1 when it is not known (not a
-	// regular file, or one that grew while read): then only that it has
-	// more than Limit.
+	// Size is the file's size in bytes, or -1 when it is not known (a
+	// file whose size the kernel does not say, as in /proc, or one that
+	// grew while read): then only that it has more than Limit.
 	Size  int64
 	Limit int64
 }
@@ -205,12 +205,33 @@ func (e *TooLargeError) Error() string {
 
 func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 
+// ErrNotRegular is (with errors.Is) the error of ReadJSONLimit for a path
+// that is not a regular file.
+var ErrNotRegular = errors.New("not a regular file")
+
 // ReadJSONLimit is ReadJSON for a file that may hold at most limit bytes:
 // a larger one (not the file its reader expects: another program's, a
 // runaway writer's) is an error naming it, its size and the limit, and is
-// not read into memory whole.
+// not read into memory whole. Only a regular file is read: anything else
+// (a named pipe, a device, a socket, a directory) is an error naming it
+// and what it is, said before it is opened to read. Opening a named pipe
+// nobody writes blocks until someone does, and a device may never end or
+// do something on open; the callers read under the daemon's lock or at
+// its start, where waiting for a writer that never comes is a hang.
 func ReadJSONLimit(path string, limit int64, v any) (ok bool, err error) {
-	f, err := os.Open(path)
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case !st.Mode().IsRegular():
+		return false, notRegular(path, st.Mode())
+	}
+	// Non-blocking, in case path was replaced by a named pipe since the
+	// Stat: the open then returns at once and the Fstat below refuses it.
+	// A regular file's reads do not heed the flag.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return false, nil
@@ -218,7 +239,13 @@ func ReadJSONLimit(path string, limit int64, v any) (ok bool, err error) {
 		return false, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > limit {
+	st, err = f.Stat()
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("reading %s: %w", path, err)
+	case !st.Mode().IsRegular():
+		return false, notRegular(path, st.Mode())
+	case st.Size() > limit:
 		return false, &TooLargeError{Path: path, Size: st.Size(), Limit: limit}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
@@ -232,4 +259,23 @@ func ReadJSONLimit(path string, limit int64, v any) (ok bool, err error) {
 		return false, fmt.Errorf("%s: %w", path, err)
 	}
 	return true, nil
+}
+
+// notRegular is the error of ReadJSONLimit for path, of mode m, which is
+// not a regular file: what it is, and that it was not read.
+func notRegular(path string, m os.FileMode) error {
+	kind := "not a regular file"
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		kind = "a named pipe"
+	case m&os.ModeCharDevice != 0:
+		kind = "a character device"
+	case m&os.ModeDevice != 0:
+		kind = "a block device"
+	case m&os.ModeSocket != 0:
+		kind = "a socket"
+	case m.IsDir():
+		kind = "a directory"
+	}
+	return fmt.Errorf("%s: %s, %w; not read", path, kind, ErrNotRegular)
 }

@@ -176,13 +176,24 @@ func TestReadJSONLimit(t *testing.T) {
 	assert.EqualError(t, err, path+": 33 bytes, larger than the 32 bytes read of it at most; not read")
 	assert.Equal(t, "serving", v.State, "nothing of a refused file is decoded")
 
-	// A file whose size is not known beforehand (a device, a pipe) is
+	// A regular file whose size is not known beforehand (/proc says 0) is
 	// read up to the limit and no further.
+	if st, err := os.Stat("/proc/self/status"); err == nil && st.Size() == 0 {
+		_, err = ReadJSONLimit("/proc/self/status", 32, &v)
+		require.ErrorIs(t, err, ErrTooLarge)
+		assert.EqualError(t, err, "/proc/self/status: more than 32 bytes, the most read of it; not read")
+	}
+
+	// What is not a regular file is not read at all: a device may never
+	// end, and a named pipe blocks its open until someone writes.
 	if _, err := os.Stat("/dev/zero"); err == nil {
 		_, err = ReadJSONLimit("/dev/zero", 32, &v)
-		require.ErrorIs(t, err, ErrTooLarge)
-		assert.EqualError(t, err, "/dev/zero: more than 32 bytes, the most read of it; not read")
+		require.ErrorIs(t, err, ErrNotRegular)
+		assert.EqualError(t, err, "/dev/zero: a character device, not a regular file; not read")
 	}
+	_, err = ReadJSONLimit(filepath.Dir(path), 32, &v)
+	require.ErrorIs(t, err, ErrNotRegular)
+	assert.EqualError(t, err, filepath.Dir(path)+": a directory, not a regular file; not read")
 
 	require.NoError(t, Replace(path, []byte(`{"State": `), false))
 	_, err = ReadJSONLimit(path, 32, &v)
