@@ -20,8 +20,15 @@ import (
 // anew), a hold lets the CPU go and keeps the rest (dropOfflineElsewhere).
 
 // offlineElsewhere are the offline CPUs (and hidden siblings) of as that
-// the config in force carves into a pool other than as.Pool.
+// the config in force carves into a pool other than as.Pool. None is
+// while the running layout carves in failing mode (HotplugLayout: the
+// config does not fit the present CPUs): that carving sends every offline
+// CPU to infra only because the counts cannot be laid out, not because
+// the config gives it another pool, so nothing says it is not as's.
 func (a *Allocator) offlineElsewhere(as *Assignment) cpuset.CPUSet {
+	if a.layout.carved.whileFailing {
+		return cpuset.New()
+	}
 	return a.layout.carvedElsewhere(as.Pool, a.offline(as))
 }
 
