@@ -54,6 +54,8 @@ func (a *Allocator) dropOfflineElsewhere(h Hold) (_ Hold, warning string, err er
 		return h, "", fmt.Errorf("%w; none of its CPUs is left to hold", offlineElsewhereError("hold "+key, elsewhere, h.Pool))
 	}
 	h.CPUs, h.Reserved = h.CPUs.Difference(elsewhere), h.Reserved.Difference(elsewhere)
+	// The idle siblings of a CPU that left are not the hold's either.
+	h.Reserved = a.keptSiblings(&h.Assignment)
 	// The hold's memory nodes follow what it keeps, as when a pod's
 	// other container takes some of its CPUs (takeFromHolds).
 	h.Mems = a.memsOf(&h.Assignment)
