@@ -23,7 +23,9 @@ import (
 // carving does not cover (smt/control off carves on the online CPUs alone)
 // stays its own, as nothing says it is another pool's. Each path decides
 // what follows: a container's record is not pinned back (it is placed
-// anew), a hold lets the CPU go and keeps the rest (dropOfflineElsewhere).
+// anew), a hold lets the CPU go and keeps the rest (dropOfflineElsewhere),
+// but for a hold whose CPUs the kubelet chose, which keeps it and says
+// so. A carving in failing mode says no offline CPU is another pool's.
 
 // offlineElsewhere are the offline CPUs (and hidden siblings) of as that
 // the config in force carves into a pool other than as.Pool. None is
