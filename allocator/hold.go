@@ -136,11 +136,63 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []num
 		h.CPUs, h.Reserved = h.CPUs.Difference(reused), h.Reserved.Difference(reused)
 		if h.CPUs.IsEmpty() {
 			a.dropHold(key, h)
-		} else {
-			h.Mems = a.memsOf(&h.Assignment)
+			continue
 		}
+		// The idle siblings of the CPUs it took are no hold's to keep.
+		kept := a.keptSiblings(&h.Assignment)
+		for _, cpu := range h.Reserved.Difference(kept).UnsortedList() {
+			if a.owner[cpu] == h.ID {
+				a.setOwner(cpu, "")
+				if a.overlapped {
+					a.setOwner(cpu, a.otherHolder(cpu))
+				}
+			}
+		}
+		h.Reserved = kept
+		h.Mems = a.memsOf(&h.Assignment)
 	}
 	return from
+}
+
+// keptSiblings are the CPUs of as.Reserved that are hidden siblings of
+// its CPUs (threads of their cores, online or offline): once some of a
+// hold's CPUs leave it (a pod's other container takes them, a restart
+// lets an offline one go), their idle siblings would stay held for a
+// core it no longer has, exclusive CPUs no one may be given while the pod
+// lives. A reserved CPU whose core is not known is kept: nothing says
+// it is not one of theirs.
+func (a *Allocator) keptSiblings(as *Assignment) cpuset.CPUSet {
+	if as.Reserved.IsEmpty() {
+		return as.Reserved
+	}
+	cores := map[int]bool{}
+	for _, id := range as.CPUs.UnsortedList() {
+		if core := a.coreOf(id); core >= 0 {
+			cores[core] = true
+		}
+	}
+	var out []int
+	for _, id := range as.Reserved.UnsortedList() {
+		if core := a.coreOf(id); core < 0 || cores[core] {
+			out = append(out, id)
+		}
+	}
+	return cpuset.New(out...)
+}
+
+// coreOf is cpu's core, also while it is offline (the carving's cores,
+// presentCores, place it there); -1 when not known.
+func (a *Allocator) coreOf(cpu int) int {
+	if cpu < 0 || cpu >= len(a.x.cpus) {
+		return -1
+	}
+	if len(a.cores.of) > 0 {
+		return a.cores.of[cpu]
+	}
+	if !a.x.online(cpu) {
+		return -1
+	}
+	return a.x.cpus[cpu].core
 }
 
 // dropHold ends a hold and frees its CPUs.

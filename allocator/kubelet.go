@@ -15,6 +15,14 @@ import (
 // and records that choice (Request.CPUs), so that the kubelet's accounting,
 // its checkpoint and the real cpuset agree.
 
+// kubeletDecides tells whether as's CPUs are those the kubelet chose (its
+// cpupool.dev/exclusive devices, or a DRA claim's CPUs): its checkpoint
+// keeps them for the pod's life, and every run of the container comes
+// with them again, whatever the config in force says now.
+func kubeletDecides(as *Assignment) bool {
+	return as.Rule.Kind == RuleDevicePlugin || as.Rule.Kind == RuleClaim
+}
+
 // placeExact checks CPUs the kubelet allocated: all in the pool, online and
 // held by nobody. A CPU of the pod's own hold that is offline is the one
 // exception: the container restarts on the others and keeps it, as a

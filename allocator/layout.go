@@ -60,8 +60,13 @@ type Layout struct {
 }
 
 // carvedPools are the sets of a layout carved on the present CPUs,
-// before dropOffline.
-type carvedPools struct{ exclusive, infra, reserved, isolated cpuset.CPUSet }
+// before dropOffline. whileFailing tells that they are not the config's
+// carving but carvingWhileFailing's (the config does not fit the node as
+// it is), which says where an offline CPU goes, not whose it is.
+type carvedPools struct {
+	exclusive, infra, reserved, isolated cpuset.CPUSet
+	whileFailing                         bool
+}
 
 // carvedPool is an exclusive pool as the config carves it on the present
 // CPUs, offline ones included: the CPUs a new container may be given

@@ -283,5 +283,5 @@ func HotplugLayout(old *Layout, topo *sysfs.Topology, cfg *config.Config) (*Layo
 // The reserved and isolated lists do not depend on the counts that fail.
 func (l *Layout) carvingWhileFailing(topo *sysfs.Topology) carvedPools {
 	return carvedPools{exclusive: l.Exclusive, infra: topo.Present.Difference(l.Exclusive).Difference(l.Shared),
-		reserved: l.carved.reserved.Union(l.Reserved), isolated: l.carved.isolated.Union(l.Isolated)}
+		reserved: l.carved.reserved.Union(l.Reserved), isolated: l.carved.isolated.Union(l.Isolated), whileFailing: true}
 }

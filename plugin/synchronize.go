@@ -179,7 +179,10 @@ func (p *Plugin) restoreHolds(remembered *state.State, pods []*api.PodSandbox, r
 		case err != nil:
 			p.log.Warnf("synchronize: CPUs %s of stopped container %s no longer held: %v", h.Held(), who, err)
 		case res.Warning != "":
-			// Held, but not all of it: which CPUs went, and why.
+			// Held, but not all of it (which CPUs went, and why), or
+			// all of it although the config gives an offline CPU
+			// another pool (the kubelet decides its CPUs: the conflict
+			// and how to end it).
 			p.log.Warnf("synchronize: stopped container %s: %s", who, res.Warning)
 		}
 	}
