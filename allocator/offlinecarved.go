@@ -23,9 +23,10 @@ import (
 // carving does not cover (smt/control off carves on the online CPUs alone)
 // stays its own, as nothing says it is another pool's. Each path decides
 // what follows: a container's record is not pinned back (it is placed
-// anew), a hold lets the CPU go and keeps the rest (dropOfflineElsewhere),
-// but for a hold whose CPUs the kubelet chose, which keeps it and says
-// so. A carving in failing mode says no offline CPU is another pool's.
+// anew, dropOfflineSiblingsElsewhere), a hold lets the CPU go and keeps
+// the rest (dropOfflineElsewhere), but for a hold whose CPUs the kubelet
+// chose, which keeps it and says so. A carving in failing mode says no
+// offline CPU is another pool's.
 
 // offlineElsewhere are the offline CPUs (and hidden siblings) of as that
 // the config in force carves into a pool other than as.Pool. None is
@@ -33,11 +34,15 @@ import (
 // config does not fit the present CPUs): that carving sends every offline
 // CPU to infra only because the counts cannot be laid out, not because
 // the config gives it another pool, so nothing says it is not as's.
+// A CPU the hypervisor hot-removed (put back at its remembered place,
+// Topology.Absent) is not judged: the config fitted to the node without
+// it cannot list it in a pool, and it comes back only by a hot-add, placed
+// by the config then in force (as a reload leaves it, reload_offline.go).
 func (a *Allocator) offlineElsewhere(as *Assignment) cpuset.CPUSet {
 	if a.layout.carved.whileFailing {
 		return cpuset.New()
 	}
-	return a.layout.carvedElsewhere(as.Pool, a.offline(as))
+	return a.layout.carvedElsewhere(as.Pool, a.offline(as).Difference(a.x.topo.Absent))
 }
 
 // offlineElsewhereError says that the offline CPUs elsewhere of who's
@@ -115,4 +120,37 @@ func (l *Layout) carvedInto(cpu int) string {
 		return pools.Exclusive
 	}
 	return pools.Infra
+}
+
+// dropOfflineSiblingsElsewhere takes a remembered running container's
+// offline hidden siblings that the config in force carves into another
+// pool out of its record, at a restart (Readmit, Repin): once online they
+// run that pool's load, not idle beside it, as a hold lets them go. Its
+// size is its CPUs, which this leaves as they are, so it is kept or pinned
+// back as before; warning names the siblings that went and what the record
+// keeps. Its offline CPUs (not siblings) elsewhere stay in the record, for
+// the restart to refuse it (Readmit: NeedsRepin; prepareReadd's problem):
+// without them it is no longer the container's size, and it is placed anew
+// by its request, as Repin places an exact-request container whose record
+// it cannot have. Kept on the rest, it would run on fewer CPUs than the
+// kubelet gave it, its request read as their count.
+func (a *Allocator) dropOfflineSiblingsElsewhere(as Assignment) (_ Assignment, warning string) {
+	elsewhere := a.offlineElsewhere(&as)
+	if elsewhere.IsEmpty() || !elsewhere.IsSubsetOf(as.Reserved) {
+		return as, ""
+	}
+	as.Reserved = as.Reserved.Difference(elsewhere)
+	return as, fmt.Sprintf("%v; they leave its record, which keeps CPUs %s", offlineElsewhereError("container "+ShortID(as.ID), elsewhere, as.Pool), as.Held())
+}
+
+// withWarning is res with warning said too.
+func withWarning(res Result, warning string) Result {
+	switch {
+	case warning == "":
+	case res.Warning == "":
+		res.Warning = warning
+	default:
+		res.Warning += "; " + warning
+	}
+	return res
 }

@@ -90,7 +90,10 @@ func (r Readmitted) String() string {
 // it may run, its remembered CPUs or another whole set of its pool that
 // nobody else holds. Two containers on one exclusive CPU: the first one
 // readmitted keeps it, and the other NeedsRepin. A Kept container's error
-// reports a conflict it was kept despite.
+// reports a conflict it was kept despite; but a record's offline CPU that
+// the config in force gives another pool is none it is kept with
+// (offlinecarved.go): with such a CPU it NeedsRepin, and Repin refuses it;
+// such a hidden sibling leaves the record, the Result's Warning saying so.
 func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 	as := r.Assignment
 	if !pools.IsExclusive(as.Pool) {
@@ -99,15 +102,27 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		res, err := a.keep(as)
 		return res, Kept, err
 	}
+	as, warning := a.dropOfflineSiblingsElsewhere(as)
+	r.Assignment = as
 	runsOn := a.ExclusivePart(r)
 	switch {
 	case r.Damaged || runsOn.IsEmpty():
 		return Result{}, NeedsRepin, nil
 	case !a.heldByOthers(as.Held(), as.ID).IsEmpty():
 		return Result{}, NeedsRepin, nil
+	case !a.offlineElsewhere(&as).IsEmpty() && as.Held().Difference(a.offline(&as)).IsSubsetOf(a.keepable(as.Pool)):
+		// Offline CPUs of its record the config in force gives another
+		// pool (offlinecarved.go): kept, they were its own and that
+		// pool's once online. Without them it is not its size: Repin
+		// refuses it, and it is placed anew by its request. One that
+		// runs on online CPUs the config gives another pool too is kept
+		// whole where it runs, as any container after a config change
+		// (keep: the conflict is reported, and the pool's members stay
+		// off what it holds).
+		return Result{}, NeedsRepin, nil
 	case cpulist.Equal(runsOn, as.CPUs), a.sameWhileOffline(runsOn, as.CPUs):
 		res, err := a.keep(as)
-		return res, Kept, err
+		return withWarning(res, warning), Kept, err
 	case runsOn.Size() == as.CPUs.Size():
 		moved := as
 		moved.CPUs = runsOn
@@ -115,7 +130,7 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 			moved.Reserved = a.hiddenSiblings(runsOn)
 		}
 		if res, note, err := a.restoreNoted(moved); err == nil {
-			return res, KeptWhereItRuns, note
+			return withWarning(res, warning), KeptWhereItRuns, note
 		}
 	}
 	return Result{}, NeedsRepin, nil
@@ -204,9 +219,11 @@ func (a *Allocator) sameWhileOffline(runsOn, remembered cpuset.CPUSet) bool {
 // them from its cpuset, which is no reason to move it off the others, and
 // the update that pins it names only its online CPUs (the plugin's
 // runnable). Only a record with no CPU online is refused: there is nothing
-// to pin it on.
+// to pin it on; and one with an offline CPU the config in force gives
+// another pool (offlinecarved.go: its offline hidden siblings there leave
+// the record, the Result's Warning saying so).
 func (a *Allocator) Repin(r Remembered) (Result, Readmitted, error) {
-	as := r.Assignment
+	as, warning := a.dropOfflineSiblingsElsewhere(r.Assignment)
 	if r.Damaged {
 		return Result{}, NeedsPlacement, fmt.Errorf("container %s: the remembered CPUs are damaged", as.ID)
 	}
@@ -219,7 +236,7 @@ func (a *Allocator) Repin(r Remembered) (Result, Readmitted, error) {
 	if err != nil {
 		return Result{}, NeedsPlacement, err
 	}
-	return res, Repinned, note
+	return withWarning(res, warning), Repinned, note
 }
 
 // GivenAway tells whether the CPUs of a remembered exclusive container's

@@ -132,3 +132,107 @@ allowedNamespaces:
 	assert.Equal(t, rec.Difference(cpuset.New(gone)).String(), holds[0].CPUs.String(), "the hold keeps its CPU the exclusive pool still has")
 	assert.Contains(t, log, fmt.Sprintf("synchronize: stopped container telco/x/c: hold %s/c: offline CPUs %d are another pool's as now configured, not pool exclusive's", pod.Uid, gone))
 }
+
+// restartWithRecordOfflineAndShared admits an exclusive container of
+// milli on epyc-2s-384 (quota-lifted: the runtime then shows it only as
+// "at least 256 CPUs"; stopped: a hold), kills the plugin, takes the last
+// offCount CPUs of its record offline (the runtime reports the rest, as
+// cgroup v1 does), and restarts it with the config then(off), which gives
+// them to the shared pool.
+func restartWithRecordOfflineAndShared(t *testing.T, milli int64, quotaLifted, stopped bool, offCount int, then func(off cpuset.CPUSet) string) (*fakeRuntime, *api.Container, *runningPlugin, cpuset.CPUSet) {
+	t.Helper()
+	epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, epyc, statePath(f))
+	if quotaLifted {
+		f.dress = func(c *api.Container) {
+			c.Linux.Resources.Cpu.Shares = api.UInt64(262144)
+			c.Linux.Resources.Cpu.Quota = api.Int64(milli * 100)
+		}
+	}
+	pod := f.runPod(podSpec{name: "g", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	g, _, err := f.createContainer(pod, "big", milli)
+	require.NoError(t, err)
+	if quotaLifted {
+		f.mu.Lock()
+		g.Linux.Resources.Cpu.Quota = api.Int64(-1) // the plugin lifted it
+		f.mu.Unlock()
+	}
+	rec := mustParse(f.cpus(g))
+	ids := rec.List()
+	off := cpuset.New(ids[len(ids)-offCount:]...)
+	if stopped {
+		f.stopContainer(g)
+	}
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	for _, cpu := range off.List() {
+		setOnlineAt(t, f.sysfsRoot(epyc.fixture), cpu, false)
+	}
+	if !stopped {
+		f.setCPUs(g, rec.Difference(off).String())
+	}
+	second := startPlugin(t, f, testNode{fixture: epyc.fixture, config: then(off)}, statePath(f))
+	return f, g, second, off
+}
+
+// sharedTookOffline is the config of the report: the exclusive pool
+// 8-191,200-339, the shared pool 340-383 (a 300-CPU record's 340-349).
+func sharedTookOffline(cpuset.CPUSet) string {
+	return `pools: {exclusive: {cpus: "8-191,200-339"}, shared: {cpus: "340-383"}}`
+}
+
+// A running container whose record's last CPUs are offline and, under the
+// config in force since the restart, the shared pool's: they leave its
+// record (held, they were its own and the shared pool's once online).
+// Without them it is not its size, so it is placed anew by its request,
+// as Repin places an exact-request container whose record it cannot have,
+// and the log names the CPUs and why. It was "kept", its record whole
+// (8-157,200-349 for the 300-CPU one, CPUs 340-349 offline and shared's).
+// The quota-lifted ("at least 256 CPUs") shape of the report, and an
+// exact request.
+func TestARestartWithAChangedConfigTakesAnOfflineCPUAnotherPoolHasOutOfARecord(t *testing.T) {
+	exactTook := func(off cpuset.CPUSet) string {
+		return fmt.Sprintf(`pools: {exclusive: {cpus: %q}, shared: {cpus: %q}}`, mustParse("8-191,200-383").Difference(off), off)
+	}
+	for _, tc := range []struct {
+		name        string
+		milli       int64
+		quotaLifted bool
+		offCount    int
+		then        func(cpuset.CPUSet) string
+	}{
+		{"quota lifted", 300000, true, 10, sharedTookOffline},
+		{"exact request", 4000, false, 1, exactTook},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, g, second, off := restartWithRecordOfflineAndShared(t, tc.milli, tc.quotaLifted, false, tc.offCount, tc.then)
+			a, ok := second.p.alloc.Get(g.GetId())
+			require.True(t, ok)
+			log := second.log.String()
+			t.Logf("after restart: pool %s, %d CPUs (%dm) %s, runtime %s\n%s", a.Pool, a.CPUs.Size(), a.MilliCPU, a.CPUs, f.cpus(g), log)
+			assert.True(t, a.CPUs.Intersection(off).IsEmpty(), "CPUs %s are the shared pool's, not its: %s", off, a.CPUs)
+			assert.Equal(t, "exclusive", a.Pool)
+			assert.Equal(t, int(tc.milli/1000), a.CPUs.Size(), "the CPUs the kubelet gave it")
+			assert.Equal(t, tc.milli, a.MilliCPU)
+			assert.True(t, a.CPUs.IsSubsetOf(second.p.alloc.Layout().Pool("exclusive")), "on its pool as now configured")
+			assert.Equal(t, a.CPUs.String(), f.cpus(g), "pinned where it was placed")
+			assert.Contains(t, log, fmt.Sprintf("offline CPUs %s are another pool's as now configured, not pool exclusive's", off))
+			assert.NotContains(t, log, "1 containers kept")
+			assert.NotContains(t, log, "confined to infra")
+		})
+	}
+}
+
+// The hold of the quota-lifted container, stopped: CPUs 340-349 leave
+// it, the rest stays held, and the log names them.
+func TestARestartWithAChangedConfigTakesAnOfflineCPUAnotherPoolHasOutOfAHold(t *testing.T) {
+	_, _, second, off := restartWithRecordOfflineAndShared(t, 300000, true, true, 10, sharedTookOffline)
+	require.Equal(t, "340-349", off.String())
+	holds := second.p.alloc.Holds()
+	log := second.log.String()
+	t.Logf("holds %v\n%s", holds, log)
+	require.Len(t, holds, 1)
+	assert.Equal(t, "8-157,200-339", holds[0].CPUs.String())
+	assert.Contains(t, log, "offline CPUs 340-349 are another pool's as now configured, not pool exclusive's; they leave the hold")
+}

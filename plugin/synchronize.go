@@ -323,7 +323,12 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 	if st.IsolatedPartition && st.WithShared {
 		p.log.Warnf("container %s: its cgroup is no longer an isolated partition: it runs on the shared pool too (%s), and the kernel runs a partition's threads only on its exclusive CPUs", who, allocator.AnnotationSharedCPUs)
 	}
-	_, outcome, err := p.alloc.Readmit(r)
+	res, outcome, err := p.alloc.Readmit(r)
+	if res.Warning != "" {
+		// Offline hidden siblings another pool has now left its record
+		// (allocator.dropOfflineSiblingsElsewhere).
+		p.log.Warnf("synchronize: %s", res.Warning)
+	}
 	switch outcome {
 	case allocator.Kept:
 		switch {
@@ -782,6 +787,11 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 	res, outcome, note := p.alloc.Repin(r)
 	if outcome == allocator.Repinned {
 		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
+		if res.Warning != "" {
+			// Offline hidden siblings another pool has now left its
+			// record (allocator.dropOfflineSiblingsElsewhere).
+			p.log.Warnf("synchronize: %s", res.Warning)
+		}
 		if note != nil {
 			// Why it was added off its pool's CPUs (Repin's note).
 			p.log.Warnf("synchronize: container %s: %v", who, note)
