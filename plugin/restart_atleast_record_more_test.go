@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -10,6 +11,19 @@ import (
 
 	"github.com/cpupool/nri-cpupool/allocator"
 )
+
+// The quota-lifted 300-CPU container runs on 28-157,200-349 (280 CPUs,
+// every one of them its pool's as now configured); only 8-27 of its record
+// left the pool. Placed again by its record's 300 CPUs, the pool could
+// give it the 20 it lacks beside the 280 it runs on; it was moved off CPUs
+// it runs on and may keep (a restart moves a running container only off
+// CPUs that are no longer its pool's).
+func TestAQuotaLiftedContainerPlacedByItsRecordKeepsTheCPUsItRunsOnThatAreItsPools(t *testing.T) {
+	_, _, a, _ := restartQuotaLiftedAt(t, "28-157,200-349", `pools: {exclusive: {cpus: "28-191,200-383"}}`)
+	require.Equal(t, "exclusive", a.Pool)
+	assert.True(t, mustParse("28-157,200-349").IsSubsetOf(a.CPUs),
+		"moved off CPUs of its pool it runs on: %s not within %s", mustParse("28-157,200-349").Difference(a.CPUs), a.CPUs)
+}
 
 // A quota-lifted container of 320 CPUs (recorded) is shrunk live to 300;
 // the 20 CPUs given back go to another container; kill -9 before the state
@@ -69,6 +83,29 @@ func TestALostShrinkThatCannotStayIsPlacedByTheShrunkRequestNotTheStaleRecord(t 
 	assert.NotEqual(t, allocator.RuleConfined, a.Rule.Kind, "the pool has room for the 300 CPUs the kubelet wants")
 	assert.Equal(t, int64(300000), a.MilliCPU, "the kubelet shrank it to 300 CPUs; the record's 320 is stale")
 	assert.NotEqual(t, 320, a.CPUs.Size())
+}
+
+// The same spot for an exact-request container of 4 CPUs: one CPU of its
+// record left the pool, cgroup v1 runs it on the other 3 (all its pool's).
+// Placed anew, is it kept on those 3 (plus one), or moved off them?
+func TestAnExactRequestContainerPlacedAgainKeepsTheCPUsItRunsOnThatAreItsPools(t *testing.T) {
+	epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, epyc, statePath(f))
+	pod := f.runPod(podSpec{name: "x", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
+	x, _, err := f.createContainer(pod, "c", 4000)
+	require.NoError(t, err)
+	rec := mustParse(f.cpus(x))
+	require.NoError(t, first.p.Flush())
+	first.kill()
+	lost := rec.List()[0]
+	runs := rec.Difference(mustParse(fmt.Sprint(lost)))
+	f.setCPUs(x, runs.String())
+	second := startPlugin(t, f, testNode{fixture: epyc.fixture, config: fmt.Sprintf(`pools: {exclusive: {cpus: "%d-191,200-383"}}`, lost+1)}, statePath(f))
+	a, ok := second.p.alloc.Get(x.GetId())
+	require.True(t, ok)
+	t.Logf("record %s, ran on %s, now %s (%s)\n%s", rec, runs, a.CPUs, a.Pool, second.log.String())
+	assert.True(t, runs.IsSubsetOf(a.CPUs), "moved off %s", runs.Difference(a.CPUs))
 }
 
 // Its record cannot be had (8-27 left the pool) and its namespace may no
