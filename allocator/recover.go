@@ -486,9 +486,10 @@ func (o Adopted) String() string {
 // when not pinned). If it already runs on a free exclusive set of the
 // requested size — an earlier decision of ours — it StaysWhereItRuns, its
 // memory counted on the nodes of its mems (which may reach beyond its
-// CPUs' nodes: rule 0) and its mems kept as they are; otherwise it is
-// PlacedAsNew, by the creation's rules but for free_hugepages, which is no
-// floor for a container that runs.
+// CPUs' nodes: rule 0) and its mems kept as they are; a set of fewer CPUs
+// that are free and its pool's is kept and grown by the rest
+// (keepAndGrow); otherwise it is PlacedAsNew, by the creation's rules but
+// for free_hugepages, which is no floor for a container that runs.
 func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Adopted, error) {
 	// It runs: placed anew or not, the pages it touched are its own, and
 	// free_hugepages, which lacks them, is no floor (issue 41, item 7).
@@ -525,11 +526,51 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 			return res, StaysWhereItRuns, nil
 		}
 	}
+	if res, ok := a.keepAndGrow(req, current, mems); ok {
+		return res, PlacedAsNew, nil
+	}
 	if req.onlyWhereItRuns {
 		return Result{}, PlacedAsNew, fmt.Errorf("container %s does not run where it may stay", req.ID)
 	}
 	res, err := a.Allocate(req)
 	return res, PlacedAsNew, err
+}
+
+// keepAndGrow adopts an exclusive container that runs on fewer CPUs than
+// it asks for (e.g. cgroup v1 dropped some that went offline, or its
+// record's others left its pool) on the CPUs it runs on, when every one of
+// them is free (no other container's, nor a hold's), online and its pool's
+// as now configured, and grows it by the rest as a live grow does
+// (Resize): placed anew it was moved off CPUs it runs on and may keep. A
+// set of more CPUs than it asks for is placed anew: which of them to keep
+// is no earlier decision of ours, and a new placement has the creation's
+// shape. So is a container with a kubelet allocation (its CPUs are the
+// kubelet's), a NUMA restriction (its set may break it), shared CPUs
+// beside or hidden siblings (their shape is the creation's). It tells
+// whether it was adopted; when not, nothing was added.
+func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Result, bool) {
+	n := CPUsFor(req.MilliCPU)
+	if !pools.IsExclusive(req.Pool) || req.onlyWhereItRuns || current.IsEmpty() || current.Size() >= n || req.CPUs.Size() > 0 ||
+		req.NUMANodes.Size() > 0 || req.WithShared || req.Options.HideHyperthreads {
+		return Result{}, false
+	}
+	as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: int64(current.Size()) * 1000, CPUs: current,
+		NoCPUQuota: liftsCPUQuota(req), IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
+		PowerClass: req.PowerClass, Rule: req.Rule}
+	as.Mems = a.knownMems(mems)
+	as.Memory = a.MemoryOf(as, req.Demand) // counted where it runs
+	kept, err := a.restore(as)
+	if err != nil {
+		return Result{}, false // not free, offline or not its pool's
+	}
+	grown, err := a.Resize(req)
+	if err != nil {
+		a.Release(req.ID) // nothing added: placed anew instead
+		return Result{}, false
+	}
+	grown.Updates = append(kept.Updates, grown.Updates...)
+	grown.InfraChanged = grown.InfraChanged || kept.InfraChanged
+	return grown, true
 }
 
 // knownMems are the nodes of mems the runtime reported that pinned memory

@@ -802,14 +802,20 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 		u, _ := p.confine(nil, c, rememberedPod(st), who, fmt.Errorf("its pod sandbox is gone"))
 		return u, confinedAtRepair
 	}
-	if p.keepLostShrink(pod, c, st, note) {
+	kept, shrunk := p.keepLostShrink(pod, c, st, note)
+	if kept {
 		return nil, keptShrunk // it runs there already
 	}
-	recorded, explain := recordedAtLeast(c, qosClass(pod), r.Assignment, note)
-	if recorded > 0 {
-		p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored (%v); placing its record's request of %dm again (its quota lifted, the runtime shows it only as at least 256 CPUs)",
+	recorded, explain := recordedAtLeast(c, qosClass(pod), r.Assignment, note, shrunk)
+	switch {
+	case recorded > 0 && recorded == shrunk:
+		// The kubelet shrank it; the record's larger request is stale.
+		p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored (%v); placing the request of %dm read from the CPUs it runs on again, not its record's stale %dm (a live shrink its record lost; the runtime shows it only as at least 256 CPUs)",
+			who, runs, st.CPUs, note, recorded, r.Assignment.MilliCPU)
+	case recorded > 0:
+		p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored (%v); placing its record's request of %dm again (the runtime shows it only as at least 256 CPUs)",
 			who, runs, st.CPUs, note, recorded)
-	} else {
+	default:
 		p.log.Warnf("synchronize: container %s runs on %s and its CPUs %s cannot be restored (%v); placing it again", who, runs, st.CPUs, note)
 	}
 	u, ok := p.adoptSized(pod, c, recorded, explain)
@@ -841,8 +847,9 @@ func (p *Plugin) adoptUnknown(pod *api.PodSandbox, c *api.Container) (*api.Conta
 }
 
 // adoptSized is adoptUnknown with the request of a remembered container
-// whose quota the plugin lifted taken from its record (recorded, 0 for
-// none), and explain, when not nil, making the reason it is confined with
+// the runtime shows only as "at least 256 CPUs" taken from what is known of
+// it (recorded, 0 for none: its record's, or the one read from a lost
+// shrink), and explain, when not nil, making the reason it is confined with
 // say the whole of it: why its record could not be had, and what to do
 // (recordedAtLeast).
 func (p *Plugin) adoptSized(pod *api.PodSandbox, c *api.Container, recorded int64, explain func(error) error) (*api.ContainerUpdate, bool) {
