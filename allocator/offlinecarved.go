@@ -135,7 +135,7 @@ func (l *Layout) carvedInto(cpu int) string {
 // it cannot have. Kept on the rest, it would run on fewer CPUs than the
 // kubelet gave it, its request read as their count.
 func (a *Allocator) dropOfflineSiblingsElsewhere(as Assignment) (_ Assignment, warning string) {
-	elsewhere := a.offlineElsewhere(&as)
+	elsewhere, _ := a.recordOfflineElsewhere(&as)
 	if elsewhere.IsEmpty() || !elsewhere.IsSubsetOf(as.Reserved) {
 		return as, ""
 	}
@@ -153,4 +153,19 @@ func withWarning(res Result, warning string) Result {
 		res.Warning += "; " + warning
 	}
 	return res
+}
+
+// recordOfflineElsewhere is offlineElsewhere for a running container's
+// record at a restart (Readmit, prepareReadd, dropOfflineSiblingsElsewhere).
+// A record whose CPUs the kubelet decides (kubeletDecides) keeps them, as
+// its stopped container's hold does (dropOfflineElsewhere): the pod's
+// allocation names them for its life, and placed anew by that allocation
+// the container would be refused for the offline CPU and confined to
+// infra. Then elsewhere is empty and kept says why the record keeps them.
+func (a *Allocator) recordOfflineElsewhere(as *Assignment) (elsewhere cpuset.CPUSet, kept string) {
+	elsewhere = a.offlineElsewhere(as)
+	if !elsewhere.IsEmpty() && kubeletDecides(as) {
+		return cpuset.New(), a.keptForTheKubelet("container "+ShortID(as.ID), as, elsewhere)
+	}
+	return elsewhere, ""
 }

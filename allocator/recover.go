@@ -103,6 +103,8 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		return res, Kept, err
 	}
 	as, warning := a.dropOfflineSiblingsElsewhere(as)
+	elsewhere, kept := a.recordOfflineElsewhere(&as)
+	warning = withWarning(Result{Warning: warning}, kept).Warning
 	r.Assignment = as
 	runsOn := a.ExclusivePart(r)
 	switch {
@@ -110,7 +112,7 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		return Result{}, NeedsRepin, nil
 	case !a.heldByOthers(as.Held(), as.ID).IsEmpty():
 		return Result{}, NeedsRepin, nil
-	case !a.offlineElsewhere(&as).IsEmpty() && as.Held().Difference(a.offline(&as)).IsSubsetOf(a.keepable(as.Pool)):
+	case !elsewhere.IsEmpty() && as.Held().Difference(a.offline(&as)).IsSubsetOf(a.keepable(as.Pool)):
 		// Offline CPUs of its record the config in force gives another
 		// pool (offlinecarved.go): kept, they were its own and that
 		// pool's once online. Without them it is not its size: Repin
@@ -377,7 +379,7 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 		if on := as.Held().Difference(a.offline(&as)); problem == nil && !on.IsSubsetOf(a.keepable(as.Pool)) {
 			problem = fmt.Errorf("container %s: %s", ShortID(as.ID), outsidePool(on.Difference(a.keepable(as.Pool)), as.Pool, a.layout.Pool(as.Pool)))
 		}
-		if elsewhere := a.offlineElsewhere(&as); problem == nil && !elsewhere.IsEmpty() {
+		if elsewhere, _ := a.recordOfflineElsewhere(&as); problem == nil && !elsewhere.IsEmpty() {
 			problem = offlineElsewhereError("container "+ShortID(as.ID), elsewhere, as.Pool)
 		}
 	}

@@ -1,0 +1,54 @@
+package plugin
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A RUNNING container of the kubelet's devices (CPUs 6,14); while the
+// plugin is down CPU 14 goes offline and the config gives it to the shared
+// pool. The kubelet's checkpoint still says 6,14 for the pod's life, as for
+// the stopped container's hold (which keeps CPU 14). The running container
+// must not be moved off CPU 6, the kubelet's CPU still in its pool, nor
+// confined to infra: its request is the kubelet's allocation, which
+// placeExact refuses for the offline CPU 14 unless the pod holds it.
+func TestARunningKubeletDevicesContainerIsNotConfinedWhenARestartGaveItsOfflineCPUToAnotherPool(t *testing.T) {
+	for _, runsOn := range []string{"6", "6,14"} { // cgroup v1 drops 14; v2 keeps it listed
+		t.Run("runs on "+runsOn, func(t *testing.T) {
+			f := newFakeRuntime(t, false)
+			first := startPlugin(t, f, desktopKubelet, statePath(f))
+			env := grantEnv(t, first.p, "6", "14")
+			pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
+			ctr, resp, err := f.createWithEnv(pod, "app", 0, env)
+			require.NoError(t, err)
+			require.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+			require.NoError(t, first.p.Flush())
+			first.kill()
+
+			setOnlineAt(t, f.sysfsRoot(desktop.fixture), 14, false)
+			f.setCPUs(ctr, runsOn)
+			moved := testNode{fixture: desktop.fixture, config: `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,12-13,15"}
+  shared: {cpus: "2-3,10-11,14"}
+allowedNamespaces:
+  exclusive: [telco]
+kubelet: {devicePlugin: true}
+`}
+			second := startPlugin(t, f, moved, statePath(f))
+			a, ok := second.p.alloc.Get(ctr.GetId())
+			require.True(t, ok)
+			log := second.log.String()
+			t.Logf("after restart: pool %s CPUs %s, runtime %s\n%s", a.Pool, a.CPUs, f.cpus(ctr), log)
+			assert.NotContains(t, log, "confined to infra")
+			assert.Equal(t, "exclusive", a.Pool, "the kubelet's CPU 6 is still the exclusive pool's")
+			assert.Contains(t, f.cpus(ctr), "6", "not moved off the kubelet's CPU it runs on")
+			assert.Equal(t, "6,14", a.CPUs.String(), "the record keeps the kubelet's offline CPU, as its hold would")
+			assert.Contains(t, log, "offline CPU 14 is pool shared's as now configured, not pool exclusive's, but the pod's allocation (device-plugin")
+		})
+	}
+}
