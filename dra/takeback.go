@@ -76,8 +76,9 @@ func (d *Driver) poolsOf(undo map[string]*Claim) []string {
 
 // restoreOf is the record to put back for a claim whose record from
 // before the call is before and now cur: before, with each request cur
-// kept (same token) bound as it was, or to the container that bound it
-// while the lock was free. Nil when before is nil, or when a request of before that
+// kept (same token) bound to the container cur has bound to it (which may
+// have bound it while the lock was free, also after this call unbound
+// another), else as it was. Nil when before is nil, or when a request of before that
 // cur gave up and no container was bound to is on CPUs a container holds
 // now (quiet false: may hold): a container adopted on them while they
 // were being prepared (see placing.go). Put back there, the claim would
@@ -92,9 +93,12 @@ func restoreOf(before, cur *Claim, held map[string]cpuset.CPUSet, quiet bool) (r
 	for _, name := range slices.Sorted(maps.Keys(before.Requests)) {
 		old := before.Requests[name]
 		if r := cur.request(name); r != nil && r.Token == old.Token {
-			// Kept: bound as before (an unbinding of this call is
-			// undone), or to the container that bound it meanwhile.
-			if old.PodUID == "" {
+			// Kept: bound to the container bound to it now, which
+			// may have bound it meanwhile, also over an unbinding of
+			// this call (that container runs on its CPUs); unbound
+			// now, bound as before (an unbinding of this call is
+			// undone).
+			if r.PodUID != "" {
 				restore.Requests[name].PodUID, restore.Requests[name].Container = r.PodUID, r.Container
 			}
 			continue

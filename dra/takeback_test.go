@@ -212,3 +212,44 @@ func TestTheLastLookReadsAgainWhenAContainerIsAdoptedWhileItReads(t *testing.T) 
 	assert.Contains(t, res.Err.Error(), "were taken by a running container while it was prepared")
 	assert.Empty(t, td.Claims(), "taken back")
 }
+
+// A claim S (resourceClaimName, outlives its pods) prepared for pod-1,
+// whose container bound its request. pod-1 ends without an Unprepare
+// reaching the driver (kill -9), and S is reserved for pod-2 now: the
+// kubelet prepares it again with the same allocation, beside a claim B
+// placed anew. keepRequests unbinds pod-1 (no longer reserved) and pod-2's
+// container, created while the claims file is written, binds the request
+// (its token is known). B's new CPUs are then taken by a running
+// container: the last look takes the call back, and restoreOf "undoes the
+// unbinding of the call" by putting pod-1's binding back over pod-2's:
+// pod-2's container runs on S's CPUs while the record says pod-1's.
+// The kubelet's retry unbinds pod-1 again, and any other container
+// showing the token (a pod-3 S is also reserved for) is accepted on the
+// CPUs pod-2's container runs on.
+func TestTakeBackKeepsABindingMadeOverAnUnbindingOfTheCall(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	p := &heldFrom{Static: s}
+	td := newTestDriver(t, p)
+	first := allocatedClaim("uid-s", "s", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 2)}, "pod-1")
+	require.NoError(t, prepare(t, td.Driver, first)["uid-s"].Err)
+	tok := cdiEnv(t, td.cdi, "uid-s")[CDIDeviceID("uid-s", "cpus")]
+	_, ok, err := td.Bind(envWith(tok), Container{PodUID: "pod-1", Namespace: "ns", Pod: "one", Name: "app"})
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	second := allocatedClaim("uid-s", "s", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 2)}, "pod-2", "pod-3")
+	onSave(td, func() {
+		_, ok, err := td.Bind(envWith(tok), Container{PodUID: "pod-2", Namespace: "ns", Pod: "two", Name: "app"})
+		require.NoError(t, err, "pod-1 is no longer reserved: its binding was cleared")
+		require.True(t, ok)
+		p.hold(cpusOf(t, td.Driver, "uid-b", "cpus")) // a running container adopted on B's new CPUs
+	})
+	res := prepare(t, td.Driver, second, allocatedClaim("uid-b", "b", slots{"cpus": slotsOn(pools.Exclusive, 2, 0, 2)}, "pod-2"))
+	require.Error(t, res["uid-b"].Err, "B's CPUs were taken")
+	assert.Equal(t, "pod-2", td.Claims()["uid-s"].Requests["cpus"].PodUID, "pod-2's container bound the request during the call and runs on its CPUs")
+
+	// The kubelet's retry of S, then a container of pod-3 showing the token.
+	require.NoError(t, prepare(t, td.Driver, second)["uid-s"].Err)
+	_, _, err = td.Bind(envWith(tok), Container{PodUID: "pod-3", Namespace: "ns", Pod: "three", Name: "app"})
+	assert.Error(t, err, "the request's CPUs are pod-2's container's: a second container must not get them")
+}
