@@ -253,3 +253,35 @@ func TestTakeBackKeepsABindingMadeOverAnUnbindingOfTheCall(t *testing.T) {
 	_, _, err = td.Bind(envWith(tok), Container{PodUID: "pod-3", Namespace: "ns", Pod: "three", Name: "app"})
 	assert.Error(t, err, "the request's CPUs are pod-2's container's: a second container must not get them")
 }
+
+// The last look gives up after settleRounds reads when PreparedOn keeps
+// answering "being prepared" while it reads; every such answer counts,
+// also one to a grant container that is refused (not running) and holds
+// nothing. It then decides as if every CPU were held and fails the
+// Prepare saying a running container took the claim's CPUs, which no
+// container did: the operator looks for a container that does not exist.
+func TestTheLastLookGivingUpDoesNotSayARunningContainerTookTheCPUs(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	p := &heldFrom{Static: s}
+	td := newTestDriver(t, p)
+	saved := false
+	onSave(td, func() { saved = true })
+	asked := 0
+	p.afterHeld = func() {
+		if !saved {
+			return
+		}
+		// A grant container being created (not running) on the claim's
+		// CPUs: refused for a moment, it holds nothing.
+		if got := askPreparedOn(td.Driver, cpusOf(t, td.Driver, "uid-1", "cpus")); got.maybe {
+			asked++
+		}
+	}
+	res := prepare(t, td.Driver, allocatedClaim("uid-1", "x", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1"))["uid-1"]
+	p.afterHeld = nil
+	require.Positive(t, asked)
+	assert.True(t, p.Held("").IsEmpty(), "no container holds anything")
+	require.Error(t, res.Err, "the last look gave up: the claim's CPUs are not known to be free")
+	assert.NotContains(t, res.Err.Error(), "were taken by a running container", "no running container took them: %v", res.Err)
+	assert.Contains(t, res.Err.Error(), "kept changing while they were read")
+}
