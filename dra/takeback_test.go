@@ -71,11 +71,13 @@ func TestKill9BeforeTheLastLookDoesNotPrepareAClaimOnHeldCPUs(t *testing.T) {
 	require.NoError(t, os.WriteFile(td.claims, written, 0o600))
 	d2 := td.restart(t)
 	require.Contains(t, d2.Claims(), "uid-1")
+	// The retry must succeed (a retry failing forever leaves the pod
+	// stuck) and place the claim off the CPUs the running container holds.
 	res := prepare(t, d2, claim)["uid-1"]
-	if res.Err == nil {
-		on := d2.Claims()["uid-1"].Requests["cpus"].CPUSet()
-		assert.True(t, p.Held("").Intersection(on).IsEmpty(), "the kubelet's retry after the restart prepared the claim on %s, which a running container holds", on)
-	}
+	require.NoError(t, res.Err, "the kubelet's retry after the restart")
+	on := d2.Claims()["uid-1"].Requests["cpus"].CPUSet()
+	require.False(t, on.IsEmpty())
+	assert.True(t, p.Held("").Intersection(on).IsEmpty(), "the kubelet's retry after the restart prepared the claim on %s, which a running container holds", on)
 }
 
 // A claim shared by two pods, prepared for pod-1, is prepared again in
