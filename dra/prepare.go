@@ -94,8 +94,8 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 	if failed := d.saveFailures.succeed(); failed > 0 {
 		d.log.Infof("DRA: claims file written again after %d failed Prepares", failed)
 	}
-	if taken, released := d.lastLook(undo); len(taken) > 0 {
-		d.takenBackAfterSave(done, taken, released, out)
+	if taken, released, settled := d.lastLook(undo); len(taken) > 0 {
+		d.takenBackAfterSave(done, taken, released, settled, out)
 		return out, nil
 	}
 	d.signal(d.changed)

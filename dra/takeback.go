@@ -76,8 +76,9 @@ func (d *Driver) poolsOf(undo map[string]*Claim) []string {
 
 // restoreOf is the record to put back for a claim whose record from
 // before the call is before and now cur: before, with each request cur
-// kept (same token) bound as it was, or to the container that bound it
-// while the lock was free. Nil when before is nil, or when a request of before that
+// kept (same token) bound to the container cur has bound to it (which may
+// have bound it while the lock was free, also after this call unbound
+// another), else as it was. Nil when before is nil, or when a request of before that
 // cur gave up and no container was bound to is on CPUs a container holds
 // now (quiet false: may hold): a container adopted on them while they
 // were being prepared (see placing.go). Put back there, the claim would
@@ -92,9 +93,12 @@ func restoreOf(before, cur *Claim, held map[string]cpuset.CPUSet, quiet bool) (r
 	for _, name := range slices.Sorted(maps.Keys(before.Requests)) {
 		old := before.Requests[name]
 		if r := cur.request(name); r != nil && r.Token == old.Token {
-			// Kept: bound as before (an unbinding of this call is
-			// undone), or to the container that bound it meanwhile.
-			if old.PodUID == "" {
+			// Kept: bound to the container bound to it now, which
+			// may have bound it meanwhile, also over an unbinding of
+			// this call (that container runs on its CPUs); unbound
+			// now, bound as before (an unbinding of this call is
+			// undone).
+			if r.PodUID != "" {
 				restore.Requests[name].PodUID, restore.Requests[name].Container = r.PodUID, r.Container
 			}
 			continue
@@ -180,16 +184,19 @@ func (d *Driver) gaveBack(undo, now, restored, released map[string]*Claim, why m
 // are (a running container adopted while they were being prepared, not
 // refused: it would have been confined for good), every claim of the call
 // is taken back under the same lock. It returns, by claim UID, what of its
-// new CPUs containers hold (none: nil), and the claims released.
-func (d *Driver) lastLook(undo map[string]*Claim) (taken, released map[string][]string) {
+// new CPUs containers hold (none: nil), the claims released, and whether
+// the CPUs containers hold were read settled (false: settle gave up, and
+// every new CPU counted as held although no container may hold one).
+func (d *Driver) lastLook(undo map[string]*Claim) (taken, released map[string][]string, settled bool) {
 	d.mu.Lock()
 	none := d.placing == nil
 	d.mu.Unlock()
 	if none {
-		return nil, nil // every claim of the call kept as it was: prepared all along
+		return nil, nil, true // every claim of the call kept as it was: prepared all along
 	}
 	var now, restored map[string]*Claim
 	d.settle(d.poolsOf(undo), func(held map[string]cpuset.CPUSet, quiet bool) {
+		settled = quiet
 		taken = d.takenLocked(held, quiet)
 		if len(taken) == 0 {
 			d.stopPlacingLocked()
@@ -199,18 +206,20 @@ func (d *Driver) lastLook(undo map[string]*Claim) (taken, released map[string][]
 		d.stopPlacingLocked()
 	})
 	if len(taken) == 0 {
-		return nil, nil
+		return nil, nil, settled
 	}
 	rel := map[string]*Claim{}
 	for uid := range released {
 		rel[uid] = undo[uid]
 	}
 	d.gaveBack(undo, now, restored, rel, released)
-	return taken, released
+	return taken, released, settled
 }
 
 // takenLocked is what of the new CPUs of the note's claims, recorded,
-// containers hold, by claim UID (quiet false: everything). Under mu.
+// containers hold, by claim UID (quiet false: everything, and the reason
+// says the reads did not settle: no running container need hold any).
+// Under mu.
 func (d *Driver) takenLocked(held map[string]cpuset.CPUSet, quiet bool) map[string][]string {
 	p := d.placing
 	if p == nil {
@@ -227,9 +236,12 @@ func (d *Driver) takenLocked(held map[string]cpuset.CPUSet, quiet bool) map[stri
 			if !p.beingPrepared(uid, name, r.CPUSet()) {
 				continue // kept from before: prepared all along
 			}
+			why := "were taken by a running container while it was prepared"
 			on := held[r.Pool].Intersection(r.CPUSet())
 			if !quiet {
-				on = r.CPUSet()
+				// Not known to be taken: a container may have
+				// been placed on them, so they are not kept.
+				on, why = r.CPUSet(), "could not be checked against the CPUs containers hold: those kept changing while they were read"
 			}
 			if on.IsEmpty() {
 				continue
@@ -237,7 +249,7 @@ func (d *Driver) takenLocked(held map[string]cpuset.CPUSet, quiet bool) map[stri
 			if taken == nil {
 				taken = map[string][]string{}
 			}
-			taken[uid] = append(taken[uid], fmt.Sprintf("request %s: CPUs %q were taken by a running container while it was prepared", name, on.String()))
+			taken[uid] = append(taken[uid], fmt.Sprintf("request %s: CPUs %q %s", name, on.String(), why))
 		}
 	}
 	return taken
@@ -249,12 +261,14 @@ func (d *Driver) takenLocked(held map[string]cpuset.CPUSet, quiet bool) map[stri
 // then. All of them, not only those whose CPUs were taken: one of the
 // call's claims may have been placed on CPUs another of them had before,
 // which that one's taking back would give it again.
-func (d *Driver) takenBackAfterSave(done []*resourceapi.ResourceClaim, taken, released map[string][]string, out map[types.UID]kubeletplugin.PrepareResult) {
+// settled false: the last look gave up reading the CPUs containers hold,
+// and no running container need have taken any.
+func (d *Driver) takenBackAfterSave(done []*resourceapi.ResourceClaim, taken, released map[string][]string, settled bool, out map[types.UID]kubeletplugin.PrepareResult) {
 	if err := d.save(); err != nil {
 		// Taken back in memory: the writer carries it. Until then a
 		// restart would remember claims nobody knows the tokens of,
 		// and their next Prepare looks at the CPUs containers hold.
-		d.log.Warnf("DRA: %v (claims taken back after a running container took their CPUs; written again in the background)", err)
+		d.log.Warnf("DRA: %v (claims taken back after the last look found their new CPUs taken or could not check them; written again in the background)", err)
 		d.signal(d.dirty)
 	}
 	d.signal(d.changed)
@@ -269,8 +283,11 @@ func (d *Driver) takenBackAfterSave(done []*resourceapi.ResourceClaim, taken, re
 		var err error
 		if why, ok := taken[uid]; ok {
 			err = fmt.Errorf("claim %s/%s: %s; the kubelet retries", claim.Namespace, claim.Name, strings.Join(why, "; "))
-		} else {
+		} else if settled {
 			err = fmt.Errorf("claim %s/%s: taken back with claim %s of the same Prepare, whose CPUs a running container took while they were prepared; the kubelet retries",
+				claim.Namespace, claim.Name, strings.Join(names, ", "))
+		} else {
+			err = fmt.Errorf("claim %s/%s: taken back with claim %s of the same Prepare, whose CPUs could not be checked against the CPUs containers hold (those kept changing while they were read); the kubelet retries",
 				claim.Namespace, claim.Name, strings.Join(names, ", "))
 		}
 		if why, ok := released[uid]; ok {

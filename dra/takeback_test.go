@@ -71,11 +71,13 @@ func TestKill9BeforeTheLastLookDoesNotPrepareAClaimOnHeldCPUs(t *testing.T) {
 	require.NoError(t, os.WriteFile(td.claims, written, 0o600))
 	d2 := td.restart(t)
 	require.Contains(t, d2.Claims(), "uid-1")
+	// The retry must succeed (a retry failing forever leaves the pod
+	// stuck) and place the claim off the CPUs the running container holds.
 	res := prepare(t, d2, claim)["uid-1"]
-	if res.Err == nil {
-		on := d2.Claims()["uid-1"].Requests["cpus"].CPUSet()
-		assert.True(t, p.Held("").Intersection(on).IsEmpty(), "the kubelet's retry after the restart prepared the claim on %s, which a running container holds", on)
-	}
+	require.NoError(t, res.Err, "the kubelet's retry after the restart")
+	on := d2.Claims()["uid-1"].Requests["cpus"].CPUSet()
+	require.False(t, on.IsEmpty())
+	assert.True(t, p.Held("").Intersection(on).IsEmpty(), "the kubelet's retry after the restart prepared the claim on %s, which a running container holds", on)
 }
 
 // A claim shared by two pods, prepared for pod-1, is prepared again in
@@ -211,4 +213,77 @@ func TestTheLastLookReadsAgainWhenAContainerIsAdoptedWhileItReads(t *testing.T) 
 	require.Error(t, res.Err, "the claim's new CPUs are a running container's")
 	assert.Contains(t, res.Err.Error(), "were taken by a running container while it was prepared")
 	assert.Empty(t, td.Claims(), "taken back")
+}
+
+// A claim S (resourceClaimName, outlives its pods) prepared for pod-1,
+// whose container bound its request. pod-1 ends without an Unprepare
+// reaching the driver (kill -9), and S is reserved for pod-2 now: the
+// kubelet prepares it again with the same allocation, beside a claim B
+// placed anew. keepRequests unbinds pod-1 (no longer reserved) and pod-2's
+// container, created while the claims file is written, binds the request
+// (its token is known). B's new CPUs are then taken by a running
+// container: the last look takes the call back, and restoreOf "undoes the
+// unbinding of the call" by putting pod-1's binding back over pod-2's:
+// pod-2's container runs on S's CPUs while the record says pod-1's.
+// The kubelet's retry unbinds pod-1 again, and any other container
+// showing the token (a pod-3 S is also reserved for) is accepted on the
+// CPUs pod-2's container runs on.
+func TestTakeBackKeepsABindingMadeOverAnUnbindingOfTheCall(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	p := &heldFrom{Static: s}
+	td := newTestDriver(t, p)
+	first := allocatedClaim("uid-s", "s", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 2)}, "pod-1")
+	require.NoError(t, prepare(t, td.Driver, first)["uid-s"].Err)
+	tok := cdiEnv(t, td.cdi, "uid-s")[CDIDeviceID("uid-s", "cpus")]
+	_, ok, err := td.Bind(envWith(tok), Container{PodUID: "pod-1", Namespace: "ns", Pod: "one", Name: "app"})
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	second := allocatedClaim("uid-s", "s", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 2)}, "pod-2", "pod-3")
+	onSave(td, func() {
+		_, ok, err := td.Bind(envWith(tok), Container{PodUID: "pod-2", Namespace: "ns", Pod: "two", Name: "app"})
+		require.NoError(t, err, "pod-1 is no longer reserved: its binding was cleared")
+		require.True(t, ok)
+		p.hold(cpusOf(t, td.Driver, "uid-b", "cpus")) // a running container adopted on B's new CPUs
+	})
+	res := prepare(t, td.Driver, second, allocatedClaim("uid-b", "b", slots{"cpus": slotsOn(pools.Exclusive, 2, 0, 2)}, "pod-2"))
+	require.Error(t, res["uid-b"].Err, "B's CPUs were taken")
+	assert.Equal(t, "pod-2", td.Claims()["uid-s"].Requests["cpus"].PodUID, "pod-2's container bound the request during the call and runs on its CPUs")
+
+	// The kubelet's retry of S, then a container of pod-3 showing the token.
+	require.NoError(t, prepare(t, td.Driver, second)["uid-s"].Err)
+	_, _, err = td.Bind(envWith(tok), Container{PodUID: "pod-3", Namespace: "ns", Pod: "three", Name: "app"})
+	assert.Error(t, err, "the request's CPUs are pod-2's container's: a second container must not get them")
+}
+
+// The last look gives up after settleRounds reads when PreparedOn keeps
+// answering "being prepared" while it reads; every such answer counts,
+// also one to a grant container that is refused (not running) and holds
+// nothing. It then decides as if every CPU were held and fails the
+// Prepare saying a running container took the claim's CPUs, which no
+// container did: the operator looks for a container that does not exist.
+func TestTheLastLookGivingUpDoesNotSayARunningContainerTookTheCPUs(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	p := &heldFrom{Static: s}
+	td := newTestDriver(t, p)
+	saved := false
+	onSave(td, func() { saved = true })
+	asked := 0
+	p.afterHeld = func() {
+		if !saved {
+			return
+		}
+		// A grant container being created (not running) on the claim's
+		// CPUs: refused for a moment, it holds nothing.
+		if got := askPreparedOn(td.Driver, cpusOf(t, td.Driver, "uid-1", "cpus")); got.maybe {
+			asked++
+		}
+	}
+	res := prepare(t, td.Driver, allocatedClaim("uid-1", "x", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1"))["uid-1"]
+	p.afterHeld = nil
+	require.Positive(t, asked)
+	assert.True(t, p.Held("").IsEmpty(), "no container holds anything")
+	require.Error(t, res.Err, "the last look gave up: the claim's CPUs are not known to be free")
+	assert.NotContains(t, res.Err.Error(), "were taken by a running container", "no running container took them: %v", res.Err)
+	assert.Contains(t, res.Err.Error(), "kept changing while they were read")
 }
