@@ -468,10 +468,17 @@ func (f *FileStore) Sync() error {
 }
 
 // ReadState reads a state file without touching it (for `status`); unlike
-// Load it never moves a bad file aside.
+// Load it never moves a bad file aside. Only a regular file is read
+// (atomicfile.ReadRegular): `status` on a named pipe at the path waited
+// for a writer that never came.
 func ReadState(path string) (*State, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, err := atomicfile.ReadRegular(path, atomicfile.NoLimit)
+	switch {
+	case errors.Is(err, atomicfile.ErrNotRegular):
+		return nil, fmt.Errorf("reading state: %w (the plugin writes its state as a regular file; "+
+			"when it starts it moves what is there aside to %s.unreadable-<time> and rebuilds the state from the runtime; "+
+			"or remove it, or name the plugin's --state-file)", err, path)
+	case err != nil:
 		return nil, fmt.Errorf("reading state: %w (is the plugin running with this --state-file?)", err)
 	}
 	st, err := decodeState(data)

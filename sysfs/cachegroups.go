@@ -18,8 +18,11 @@ import "k8s.io/utils/cpuset"
 // cache, as Discover reads every node, and the siblings entry that put the
 // CPU in the core is the stronger word (a stale cache entry beside it
 // would otherwise split the core over two groups, and the pools carved on
-// it would move present CPUs). Each other absent CPU is placed by what its
-// own list says:
+// it would move present CPUs). Such a CPU's list then links it to other
+// absent CPUs (below) only when it names present CPUs of its core's group
+// alone: one naming another group, or no present CPU, is as stale as the
+// core says, and moves no other CPU. Each other absent CPU is placed by
+// what its own list says:
 //   - it joins a present group when the present CPUs its list names are
 //     all in that one group (the list may lack some: the kernel leaves
 //     offline CPUs out of it, as they were when it was remembered);
@@ -81,28 +84,42 @@ func groupCaches(cpus []CPU, absent cpuset.CPUSet, coreMates map[int]cpuset.CPUS
 		loose = iota
 		joined
 		stale
+		// overridden is an absent CPU its core placed against its own
+		// list (one naming no present group, or another group than the
+		// core's): the list is stale and, as a stale one, links it to
+		// no other absent CPU.
+		overridden
 	)
 	kind := map[int]int{}
+	presentGroups := func(c *CPU) map[int]bool {
+		groups := map[int]bool{}
+		for _, o := range shared(c).List() {
+			if has[o] && !absent.Contains(o) {
+				groups[find(o)] = true
+			}
+		}
+		return groups
+	}
 	for i := range cpus {
 		id := cpus[i].ID
 		if !absent.Contains(id) {
 			continue
 		}
 		if mate, ok := firstWith(coreMates[id], has); ok {
+			core := find(mate)
+			groups := presentGroups(&cpus[i])
 			has[id] = true
-			join(id, find(mate))
-			kind[id] = joined
+			join(id, core)
+			kind[id] = overridden
+			if len(groups) == 1 && groups[core] {
+				kind[id] = joined
+			}
 			continue
 		}
 		if !has[id] {
 			continue
 		}
-		groups := map[int]bool{}
-		for _, o := range shared(&cpus[i]).List() {
-			if has[o] && !absent.Contains(o) {
-				groups[find(o)] = true
-			}
-		}
+		groups := presentGroups(&cpus[i])
 		switch len(groups) {
 		case 0:
 			kind[id] = loose
@@ -120,11 +137,11 @@ func groupCaches(cpus []CPU, absent cpuset.CPUSet, coreMates map[int]cpuset.CPUS
 	links := func(do func(a, b int)) {
 		for i := range cpus {
 			id := cpus[i].ID
-			if !absent.Contains(id) || !has[id] || kind[id] == stale {
+			if !absent.Contains(id) || !has[id] || kind[id] == stale || kind[id] == overridden {
 				continue
 			}
 			for _, o := range shared(&cpus[i]).List() {
-				if o != id && has[o] && absent.Contains(o) && kind[o] != stale {
+				if o != id && has[o] && absent.Contains(o) && kind[o] != stale && kind[o] != overridden {
 					do(id, o)
 				}
 			}

@@ -25,8 +25,8 @@ const (
 	// KindCorrupt is a file read but refused: truncated, not JSON, of
 	// an unknown schema, incomplete.
 	KindCorrupt = "corrupt"
-	// KindUnreadable is a file that could not be read (EIO, EACCES, a
-	// directory).
+	// KindUnreadable is a file that could not be read (EIO, EACCES) or
+	// is no regular file (a directory, a named pipe, a device, a socket).
 	KindUnreadable = "unreadable"
 )
 
@@ -79,12 +79,14 @@ func (d *Discarded) Move(rename Rename) error {
 
 // Load reads path and hands its content to use, which parses it or says
 // what is wrong with it. A missing file is not read (use is not called)
-// and gives nil. A file that cannot be read, or that use refuses, is moved
+// and gives nil. A file that cannot be read (also one that is no regular
+// file: a named pipe, which os.ReadFile would wait on for a writer that
+// never comes, hanging the daemon's start), or that use refuses, is moved
 // to <path>.<kind>-<time> and described by the Discarded returned; when
 // the move fails, the Discarded's Unmoved says so, and the caller's writer
 // must Move it before it writes. The caller starts empty in both cases.
 func Load(path string, now time.Time, rename Rename, use func([]byte) error) *Discarded {
-	data, err := os.ReadFile(path)
+	data, err := ReadRegular(path, NoLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

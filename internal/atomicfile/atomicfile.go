@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -167,23 +166,14 @@ func RemoveStale(path string, legacy ...string) {
 
 // ReadJSON reads into v a JSON file that Replace wrote (a status file: a
 // reader sees the old or the new one whole); ok is false when there is
-// none.
+// none. Only a regular file is read (ReadRegular): a named pipe there is
+// an error, not a read that waits for a writer.
 func ReadJSON(path string, v any) (ok bool, err error) {
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
-	}
-	return true, nil
+	return ReadJSONLimit(path, NoLimit, v)
 }
 
-// ErrTooLarge is (with errors.Is) the error of ReadJSONLimit for a file
-// larger than its limit.
+// ErrTooLarge is (with errors.Is) the error of ReadRegular and
+// ReadJSONLimit for a file larger than its limit.
 var ErrTooLarge = errors.New("file too large")
 
 // TooLargeError is a file larger than a bounded read allows.
@@ -205,77 +195,24 @@ func (e *TooLargeError) Error() string {
 
 func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 
-// ErrNotRegular is (with errors.Is) the error of ReadJSONLimit for a path
-// that is not a regular file.
-var ErrNotRegular = errors.New("not a regular file")
-
-// ReadJSONLimit is ReadJSON for a file that may hold at most limit bytes:
-// a larger one (not the file its reader expects: another program's, a
-// runaway writer's) is an error naming it, its size and the limit, and is
-// not read into memory whole. Only a regular file is read: anything else
-// (a named pipe, a device, a socket, a directory) is an error naming it
-// and what it is, said before it is opened to read. Opening a named pipe
-// nobody writes blocks until someone does, and a device may never end or
-// do something on open; the callers read under the daemon's lock or at
-// its start, where waiting for a writer that never comes is a hang.
+// ReadJSONLimit is ReadJSON for a file that may hold at most limit bytes
+// (any size with NoLimit): a larger one (not the file its reader expects:
+// another program's, a runaway writer's) is an error naming it, its size
+// and the limit, and is not read into memory whole. Only a regular file is
+// read (ReadRegular): anything else (a named pipe, a device, a socket, a
+// directory) is an error naming it and what it is, said before it is
+// opened to read. The callers read under the daemon's lock or at its
+// start, where waiting for a writer that never comes is a hang.
 func ReadJSONLimit(path string, limit int64, v any) (ok bool, err error) {
-	st, err := os.Stat(path)
+	data, err := ReadRegular(path, limit)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return false, nil
 	case err != nil:
 		return false, err
-	case !st.Mode().IsRegular():
-		return false, notRegular(path, st.Mode())
-	}
-	// Non-blocking, in case path was replaced by a named pipe since the
-	// Stat: the open then returns at once and the Fstat below refuses it.
-	// A regular file's reads do not heed the flag.
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	defer f.Close()
-	st, err = f.Stat()
-	switch {
-	case err != nil:
-		return false, fmt.Errorf("reading %s: %w", path, err)
-	case !st.Mode().IsRegular():
-		return false, notRegular(path, st.Mode())
-	case st.Size() > limit:
-		return false, &TooLargeError{Path: path, Size: st.Size(), Limit: limit}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return false, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return false, &TooLargeError{Path: path, Size: -1, Limit: limit}
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return false, fmt.Errorf("%s: %w", path, err)
 	}
 	return true, nil
-}
-
-// notRegular is the error of ReadJSONLimit for path, of mode m, which is
-// not a regular file: what it is, and that it was not read.
-func notRegular(path string, m os.FileMode) error {
-	kind := "not a regular file"
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		kind = "a named pipe"
-	case m&os.ModeCharDevice != 0:
-		kind = "a character device"
-	case m&os.ModeDevice != 0:
-		kind = "a block device"
-	case m&os.ModeSocket != 0:
-		kind = "a socket"
-	case m.IsDir():
-		kind = "a directory"
-	}
-	return fmt.Errorf("%s: %s, %w; not read", path, kind, ErrNotRegular)
 }
