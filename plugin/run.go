@@ -96,7 +96,10 @@ func (h Hooks) disconnected(reason string) {
 // resynchronized by the runtime, so systemd need not restart it. At most one
 // Hooks value is used.
 //
-// When it returns, the state file holds every decision (see Flush).
+// When it returns, the state file holds every decision (see Flush), unless
+// the way out's bound (exitbudget.go) cut the last write short: a handler
+// stuck under the plugin's lock or a hung disk. The file on disk is then
+// whole but older, and the next start takes the rest from the runtime.
 func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks ...Hooks) error {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	hotplugDone := make(chan struct{})
