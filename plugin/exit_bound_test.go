@@ -138,3 +138,22 @@ func TestTheWayOutSpendsOneBudget(t *testing.T) {
 	close(stuck)
 	p.exit.late.Wait()
 }
+
+// TestTheWayOutCountsTheStepsThatFinished: a step that finishes within
+// the bound spends its time too. TestTheWayOutSpendsOneBudget cannot tell
+// (its second step, given the whole bound, ends at 800 ms, under its 900
+// ms limit): with the finished steps not counted, Run's flush, the DRA
+// driver's wait and Close could each take nearly 5 s, past the grace
+// period.
+func TestTheWayOutCountsTheStepsThatFinished(t *testing.T) {
+	p := &Plugin{writer: &stateWriter{closeWait: 600 * time.Millisecond}}
+	require.NoError(t, p.onTheWayOut("a slow step", func() error { time.Sleep(400 * time.Millisecond); return nil }))
+	stuck := make(chan struct{})
+	at := time.Now()
+	err := p.onTheWayOut("a stuck step", func() error { <-stuck; return nil })
+	waited := time.Since(at)
+	close(stuck)
+	p.exit.late.Wait()
+	require.ErrorIs(t, err, errExitBoundReached)
+	require.Less(t, waited, 400*time.Millisecond, "the stuck step got what the first left (200 ms), not the whole bound (600 ms)")
+}

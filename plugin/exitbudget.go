@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,11 +27,19 @@ type exitBudget struct {
 	// late are the steps still under way past the bound; the daemon's
 	// exit ends them, a test waits for them before its directories go.
 	late sync.WaitGroup
+	// begun is set by the way out's first step: a runtime's Configure
+	// that comes after it (a reconnect Run gave up) is refused, so that
+	// it cannot load or write state, nor reload, beside or after Close.
+	begun atomic.Bool
 }
 
 // errExitBoundReached: a step of the way out did not finish within what
 // was left of its bound.
 var errExitBoundReached = errors.New("the daemon's way out reached its bound")
+
+// errStopping: the daemon's way out has begun; a runtime's late Configure
+// gets it.
+var errStopping = errors.New("the daemon is stopping")
 
 // left is what remains of bound.
 func (b *exitBudget) left(bound time.Duration) time.Duration {
@@ -49,6 +58,7 @@ func (b *exitBudget) spend(d time.Duration) {
 // most what is left of the way out's bound; past that it returns an
 // error wrapping errExitBoundReached and the step goes on alone.
 func (p *Plugin) onTheWayOut(what string, step func() error) error {
+	p.exit.begun.Store(true)
 	bound := p.writer.closeWait
 	left := p.exit.left(bound)
 	start := time.Now()

@@ -188,9 +188,11 @@ type Plugin struct {
 	// cpupool_runtime_info).
 	runtime runtimeInfo
 	// nriVersion reports the runtime's NRI version on the current
-	// connection (the NRI stub's view); set by Run. assumeNRIVersion, if
-	// set, replaces it (tests play old runtimes with today's NRI library).
-	nriVersion       func() string
+	// connection (the NRI stub's view); set by Run. Not under mu: Run sets
+	// it on each reconnect, and a handler stuck under the lock must not
+	// keep Run from reaching the way out. assumeNRIVersion, if set,
+	// replaces it (tests play old runtimes with today's NRI library).
+	nriVersion       atomic.Pointer[func() string]
 	assumeNRIVersion string
 	// beforeReply, when set (by tests), runs after a handler has recorded
 	// its decision in memory and before it replies: where a crash hurts
@@ -506,6 +508,11 @@ func (p *Plugin) configure(cfg *config.Config) error {
 func (p *Plugin) Configure(_ context.Context, cfg, runtime, version string) (api.EventMask, error) {
 	trigger := time.Now()
 	p.mu.Lock()
+	if p.exit.begun.Load() {
+		// Under the lock: the way out's last write and Close take it too.
+		p.mu.Unlock()
+		return 0, fmt.Errorf("configuring the plugin for %s %s: %w", runtime, version, errStopping)
+	}
 	reloaded, done, reloadErr, err := p.configureRuntime(cfg, runtime, version)
 	p.mu.Unlock()
 	if reloaded {
@@ -536,8 +543,8 @@ func (p *Plugin) configureRuntime(cfg, runtime, version string) (reloaded bool, 
 	switch {
 	case p.assumeNRIVersion != "":
 		p.runtime.nriVersion = p.assumeNRIVersion
-	case p.nriVersion != nil:
-		p.runtime.nriVersion = p.nriVersion()
+	case p.nriVersion.Load() != nil:
+		p.runtime.nriVersion = (*p.nriVersion.Load())()
 	}
 	p.log.Infof("connected to %s %s (NRI %s)", runtime, version, p.runtime.nriVersion)
 	connected := p.runtime

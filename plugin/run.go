@@ -96,7 +96,10 @@ func (h Hooks) disconnected(reason string) {
 // resynchronized by the runtime, so systemd need not restart it. At most one
 // Hooks value is used.
 //
-// When it returns, the state file holds every decision (see Flush).
+// When it returns, the state file holds every decision (see Flush), unless
+// the way out's bound (exitbudget.go) cut the last write short: a handler
+// stuck under the plugin's lock or a hung disk. The file on disk is then
+// whole but older, and the next start takes the rest from the runtime.
 func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks ...Hooks) error {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	hotplugDone := make(chan struct{})
@@ -156,7 +159,7 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		// Before Start: the runtime may synchronize the plugin before
 		// Start returns, and that Synchronize belongs to this attempt.
 		p.conn.attempt.Add(1)
-		if err = s.Start(ctx); err == nil {
+		if err = p.start(ctx, s); err == nil {
 			wait = backoff.Initial
 			h.registered()
 			p.log.Infof("registered with the runtime at %s as %s", socket, strconv.Quote(fmt.Sprintf("%02d-%s", index, PluginName)))
@@ -184,6 +187,9 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 				return fmt.Errorf("runtime closed the connection")
 			}
 		} else {
+			if ctx.Err() != nil {
+				return nil
+			}
 			if runtimeLaunched() {
 				return fmt.Errorf("starting plugin: %w", err)
 			}
@@ -203,9 +209,41 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 }
 
 // setNRIVersion sets where Configure learns the runtime's NRI version: the
-// stub knows it before it calls Configure.
+// stub knows it before it calls Configure. It takes no lock (see
+// Plugin.nriVersion).
 func (p *Plugin) setNRIVersion(f func() string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.nriVersion = f
+	p.nriVersion.Store(&f)
+}
+
+// start is s.Start(ctx), given up when ctx ends first. The stub's Start
+// ignores ctx once it has registered: it waits for the runtime's
+// Configure, which waits for the plugin's lock, so a handler stuck under
+// the lock (the runtime has then dropped the plugin, and Run reconnects)
+// would keep the daemon from its bounded way out. Given up, the Start
+// goes on alone, like a late step of the way out (exitbudget.go): the
+// process's exit ends it, and a Configure it lets through after the way
+// out began changes nothing (Configure); should it still succeed, its
+// connection is closed.
+func (p *Plugin) start(ctx context.Context, s stub.Stub) error {
+	started := make(chan error)
+	givenUp := make(chan struct{})
+	p.exit.late.Add(1)
+	go func() {
+		defer p.exit.late.Done()
+		err := s.Start(ctx)
+		select {
+		case started <- err:
+		case <-givenUp:
+			if err == nil {
+				s.Stop()
+			}
+		}
+	}()
+	select {
+	case err := <-started:
+		return err
+	case <-ctx.Done():
+		close(givenUp)
+		return fmt.Errorf("starting plugin: %w", ctx.Err())
+	}
 }
