@@ -548,17 +548,25 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 // is no earlier decision of ours, and a new placement has the creation's
 // shape. So is a container with a kubelet allocation (its CPUs are the
 // kubelet's), a NUMA restriction (its set may break it), shared CPUs
-// beside or hidden siblings (their shape is the creation's). It tells
-// whether it was adopted; when not, nothing was added.
+// beside or hidden siblings (their shape is the creation's), and a
+// full-pcpus-only one (kept threads of split cores and grown by whole ones,
+// it would be on split cores, which no creation gives it). So is one with a
+// hold of its last run (same pod and container): restore drops that hold
+// before it knows whether the CPUs can be kept, and Allocate gives the
+// container its hold back (ownHoldFits). It tells whether it was adopted;
+// when not, nothing was added and nothing dropped.
 func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Result, bool) {
 	n := CPUsFor(req.MilliCPU)
 	if !pools.IsExclusive(req.Pool) || req.onlyWhereItRuns || current.IsEmpty() || current.Size() >= n || req.CPUs.Size() > 0 ||
-		req.NUMANodes.Size() > 0 || req.WithShared || req.Options.HideHyperthreads {
+		req.NUMANodes.Size() > 0 || req.WithShared || req.Options.HideHyperthreads || req.Options.FullPCPUsOnly {
 		return Result{}, false
 	}
 	as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: int64(current.Size()) * 1000, CPUs: current,
 		NoCPUQuota: liftsCPUQuota(req), IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
 		PowerClass: req.PowerClass, Rule: req.Rule}
+	if _, held := a.holds[as.restartKey()]; held && as.Pod.UID != "" {
+		return Result{}, false
+	}
 	as.Mems = a.knownMems(mems)
 	as.Memory = a.MemoryOf(as, req.Demand) // counted where it runs
 	kept, err := a.restore(as)
