@@ -103,8 +103,10 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		return res, Kept, err
 	}
 	as, warning := a.dropOfflineSiblingsElsewhere(as)
+	// kept says the record keeps offline CPUs the kubelet chose that the
+	// config gives another pool: true only where the record is kept as it
+	// is (keep, or Repin after NeedsRepin), not where it runs elsewhere.
 	elsewhere, kept := a.recordOfflineElsewhere(&as)
-	warning = withWarning(Result{Warning: warning}, kept).Warning
 	r.Assignment = as
 	runsOn := a.ExclusivePart(r)
 	switch {
@@ -124,7 +126,7 @@ func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 		return Result{}, NeedsRepin, nil
 	case cpulist.Equal(runsOn, as.CPUs), a.sameWhileOffline(runsOn, as.CPUs):
 		res, err := a.keep(as)
-		return withWarning(res, warning), Kept, err
+		return withWarning(withWarning(res, warning), kept), Kept, err
 	case runsOn.Size() == as.CPUs.Size():
 		moved := as
 		moved.CPUs = runsOn
@@ -234,11 +236,12 @@ func (a *Allocator) Repin(r Remembered) (Result, Readmitted, error) {
 	if off := a.offline(&as); !off.IsEmpty() && as.CPUs.Difference(off).IsEmpty() {
 		return Result{}, NeedsPlacement, fmt.Errorf("container %s: CPUs %s are offline, every one it runs on", as.ID, as.CPUs)
 	}
+	_, kept := a.recordOfflineElsewhere(&as)
 	res, note, err := a.readdHoldingOffline(as)
 	if err != nil {
 		return Result{}, NeedsPlacement, err
 	}
-	return withWarning(res, warning), Repinned, note
+	return withWarning(withWarning(res, warning), kept), Repinned, note
 }
 
 // GivenAway tells whether the CPUs of a remembered exclusive container's

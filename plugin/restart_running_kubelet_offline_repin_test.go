@@ -1,0 +1,83 @@
+package plugin
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// As TestARunningKubeletDevicesContainerIsNotConfinedWhenARestartGaveItsOfflineCPUToAnotherPool,
+// but the container runs on a CPU that is not its record's (Readmit finds
+// it NeedsRepin for that reason; Repin pins it back). The record keeps the
+// offline CPU 14 the config gave the shared pool, so the restart must say
+// so with the same line as when it runs on its record (docs/configuration.md:
+// "the same line is logged for it").
+func TestARunningKubeletDevicesContainerPinnedBackLogsTheOfflineCPUItKeeps(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktopKubelet, statePath(f))
+	env := grantEnv(t, first.p, "6", "14")
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
+	ctr, resp, err := f.createWithEnv(pod, "app", 0, env)
+	require.NoError(t, err)
+	require.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+	require.NoError(t, first.p.Flush())
+	first.kill()
+
+	setOnlineAt(t, f.sysfsRoot(desktop.fixture), 14, false)
+	f.setCPUs(ctr, "5")
+	moved := testNode{fixture: desktop.fixture, config: `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,12-13,15"}
+  shared: {cpus: "2-3,10-11,14"}
+allowedNamespaces:
+  exclusive: [telco]
+kubelet: {devicePlugin: true}
+`}
+	second := startPlugin(t, f, moved, statePath(f))
+	a, ok := second.p.alloc.Get(ctr.GetId())
+	require.True(t, ok)
+	log := second.log.String()
+	t.Logf("after restart: pool %s CPUs %s, runtime %s\n%s", a.Pool, a.CPUs, f.cpus(ctr), log)
+	require.Equal(t, "6,14", a.CPUs.String(), "the record keeps the kubelet's offline CPU")
+	assert.Contains(t, log, "offline CPU 14 is pool shared's as now configured, not pool exclusive's, but the pod's allocation (device-plugin")
+}
+
+// The container runs on two other free CPUs of its pool, as many as its
+// record's: Readmit keeps it where it runs (KeptWhereItRuns), a record
+// without CPU 14. The line that CPU 14 "stays held" for the pod must then
+// not be logged: it is not kept.
+func TestARunningKubeletDevicesContainerKeptElsewhereDoesNotSayItKeepsTheOfflineCPU(t *testing.T) {
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktopKubelet, statePath(f))
+	env := grantEnv(t, first.p, "6", "14")
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
+	ctr, resp, err := f.createWithEnv(pod, "app", 0, env)
+	require.NoError(t, err)
+	require.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+	require.NoError(t, first.p.Flush())
+	first.kill()
+
+	setOnlineAt(t, f.sysfsRoot(desktop.fixture), 14, false)
+	f.setCPUs(ctr, "5,7")
+	moved := testNode{fixture: desktop.fixture, config: `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,12-13,15"}
+  shared: {cpus: "2-3,10-11,14"}
+allowedNamespaces:
+  exclusive: [telco]
+kubelet: {devicePlugin: true}
+`}
+	second := startPlugin(t, f, moved, statePath(f))
+	a, ok := second.p.alloc.Get(ctr.GetId())
+	require.True(t, ok)
+	log := second.log.String()
+	t.Logf("after restart: pool %s CPUs %s, runtime %s\n%s", a.Pool, a.CPUs, f.cpus(ctr), log)
+	if !a.CPUs.Contains(14) {
+		assert.NotContains(t, log, "stays held", "CPU 14 is not kept (record %s), yet the log says it stays held", a.CPUs)
+	}
+}
