@@ -33,15 +33,15 @@ var ErrNotRegular = errors.New("not a regular file")
 // error of os.Stat or os.Open, for errors.Is(err, fs.ErrNotExist).
 func ReadRegular(path string, limit int64) ([]byte, error) {
 	st, err := os.Stat(path)
-	switch {
-	case err != nil:
-		return nil, err
-	case !st.Mode().IsRegular():
+	if err == nil && !st.Mode().IsRegular() {
 		return nil, notRegular(path, st.Mode())
 	}
-	// Non-blocking, in case path was replaced by a named pipe since the
-	// Stat: the open then returns at once and the Fstat below refuses it.
-	// A regular file's reads do not heed the flag.
+	// A Stat that failed (a missing file) is said by the open below, as
+	// os.ReadFile said it ("open …: no such file or directory"): scripts
+	// and `status`/`explain` match that text. Non-blocking, in case path
+	// was replaced by a named pipe since the Stat: the open then returns
+	// at once and the Fstat below refuses it. A regular file's reads do
+	// not heed the flag.
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
