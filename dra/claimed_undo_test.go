@@ -38,7 +38,7 @@ func TestClaimedStaysTheClaimsCPUsAfterAFailedWriteUndo(t *testing.T) {
 		require.Error(t, res["uid-b"].Err)
 		require.Equal(t, old, cpusOf(t, td.Driver, "uid-a", "cpus"), "A is back on its CPUs")
 
-		claim, on, _ := td.PreparedOn(old)
+		claim, on, _ := td.PreparedOn(old, false)
 		assert.Equal(t, "ns/a/cpus", claim, "round %d: PreparedOn(%s) (claim A's CPUs) answered %q on %q", i, old, claim, on)
 		// And the next claim is placed on A's CPUs too.
 		td.store.replace = replace

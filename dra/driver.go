@@ -64,6 +64,13 @@ type Driver struct {
 	byToken map[string]tokenRef
 	// claimed is every claim's CPUs (claims never share one).
 	claimed cpuset.CPUSet
+	// unconfirmed holds the UIDs of the claims loaded from the claims file
+	// at start whose record no Prepare has made again since (setLocked
+	// ends it): the file is a memory, which may hold a Prepare the
+	// kubelet was never answered (a kill -9 before its last look). Their
+	// requests no container is bound to do not beat a running container
+	// (PreparedOn, running).
+	unconfirmed map[string]struct{}
 	// placing is what the Prepares of a kubelet call placed, and what
 	// their records from before gave up, not final yet (nil: none), for
 	// PreparedOn (see placing.go).
@@ -142,7 +149,7 @@ func New(p Pools, o Options) (*Driver, error) {
 		return nil, fmt.Errorf("DRA driver: unknown device model %q; use %s", o.Model, strings.Join(Models(), " or "))
 	}
 	d := &Driver{pools: p, nodeName: o.NodeName, model: o.Model, cdiDir: o.CDIDir, log: o.Log, store: newStore(o.ClaimsFile), retry: defaultRetry, staleTimeout: staleCheckTimeout,
-		byToken: map[string]tokenRef{}, claimed: cpuset.New(), enc: map[string][]byte{}, dirty: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
+		byToken: map[string]tokenRef{}, claimed: cpuset.New(), enc: map[string][]byte{}, unconfirmed: map[string]struct{}{}, dirty: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	// A claims file that cannot be used never fails New:
 	// the daemon would exit and pin nothing.
 	claims, discarded := d.store.load(time.Now())
@@ -168,6 +175,9 @@ func New(p Pools, o Options) (*Driver, error) {
 		// Prepared before the restart: the memory is the claim's, as the
 		// scheduler still counts it.
 		d.reserveAll(uid, c)
+	}
+	for uid := range claims {
+		d.unconfirmed[uid] = struct{}{} // after setLocked, which ends it
 	}
 	d.removeStaleCDISpecs()
 	d.statusFile = o.StatusFile

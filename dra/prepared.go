@@ -25,9 +25,22 @@ import (
 // Each maybe answer is counted (asked): the last look reads the CPUs
 // containers hold again when one came while it read them.
 //
+// running says the question is for a container the runtime already runs
+// (adopted at its start or at a Synchronize). A request remembered from
+// the claims file at start that no container is bound to and that no
+// Prepare has made again since is not held against it: the runtime is
+// the truth about where containers run, the file only a memory, which may
+// hold a Prepare the kubelet was never answered (a kill -9 between the
+// file's write and the call's last look, while the container was adopted
+// on the CPUs placed for it). Refused, the container would be confined
+// to infra for good; adopted, it holds its CPUs, and the kubelet's next
+// Prepare of the claim places the request anew (heldByAnother). A
+// container being created is refused those CPUs as before: the claim
+// may well have been answered, and its container may come.
+//
 // With no claim prepared or being prepared it allocates nothing: the
 // plugin asks for every container that shows a grant, under its lock.
-func (d *Driver) PreparedOn(cpus cpuset.CPUSet) (claim string, on cpuset.CPUSet, maybe bool) {
+func (d *Driver) PreparedOn(cpus cpuset.CPUSet, running bool) (claim string, on cpuset.CPUSet, maybe bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p := d.placing
@@ -38,9 +51,13 @@ func (d *Driver) PreparedOn(cpus cpuset.CPUSet) (claim string, on cpuset.CPUSet,
 		for _, uid := range slices.Sorted(maps.Keys(d.claims)) {
 			c := d.claims[uid]
 			for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
-				r := c.Requests[name].CPUSet()
+				req := c.Requests[name]
+				r := req.CPUSet()
 				if p.beingPrepared(uid, name, r) {
 					continue // answered below, as maybe
+				}
+				if running && d.unconfirmedLocked(uid, req) {
+					continue
 				}
 				if on := r.Intersection(cpus); !on.IsEmpty() {
 					return c.Namespace + "/" + c.Name + "/" + name, on, false
@@ -83,4 +100,12 @@ func (d *Driver) PreparedOn(cpus cpuset.CPUSet) (claim string, on cpuset.CPUSet,
 		return p.request, on, true
 	}
 	return "", cpuset.CPUSet{}, false
+}
+
+// unconfirmedLocked tells whether request r of claim uid is remembered
+// from the claims file at start, bound to no container, and not made
+// again by a Prepare since (see PreparedOn). Under mu.
+func (d *Driver) unconfirmedLocked(uid string, r *Request) bool {
+	_, remembered := d.unconfirmed[uid]
+	return remembered && r.PodUID == ""
 }

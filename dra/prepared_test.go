@@ -46,7 +46,7 @@ type preparedOn struct {
 }
 
 func askPreparedOn(d *Driver, cpus cpuset.CPUSet) preparedOn {
-	claim, on, maybe := d.PreparedOn(cpus)
+	claim, on, maybe := d.PreparedOn(cpus, false)
 	return preparedOn{claim, on.String(), maybe}
 }
 
@@ -132,7 +132,7 @@ func TestPreparedOnWithNoClaimAllocatesNothing(t *testing.T) {
 	d := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
 	cpus := cpuset.New(3, 5, 43, 45)
 	allocs := testing.AllocsPerRun(100, func() {
-		if claim, on, maybe := d.PreparedOn(cpus); claim != "" || !on.IsEmpty() || maybe {
+		if claim, on, maybe := d.PreparedOn(cpus, false); claim != "" || !on.IsEmpty() || maybe {
 			t.Fatalf("no claim is prepared: got %q %s %v", claim, on, maybe)
 		}
 	})

@@ -194,7 +194,10 @@ func (s *store) sync() error {
 }
 
 // setLocked replaces (c nil: removes) a claim and its tokens.
+// A claim remembered from the file is no longer unconfirmed once a
+// Prepare (or its take-back, or an Unprepare) set its record.
 func (d *Driver) setLocked(uid string, c *Claim) {
+	delete(d.unconfirmed, uid)
 	old, replaced := d.claims[uid]
 	if replaced {
 		for _, r := range old.Requests {

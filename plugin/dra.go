@@ -25,7 +25,9 @@ var _ dracore.Pools = (*Plugin)(nil)
 // (a reload must leave their CPUs in their pools), and names the prepared
 // request, bound or not, that has some of a set of CPUs, or may get them
 // in the placement under way (PreparedOn: a device plugin grant must not
-// take them, see claimOnGrant). Lookup
+// take them, see claimOnGrant; running: for a container the runtime
+// runs already, which a claim remembered from before a restart and not
+// prepared again since does not beat). Lookup
 // changes nothing and Commit binds what it found, once the container is
 // placed; Bind is both, for a container that runs already.
 type ClaimBinder interface {
@@ -33,7 +35,7 @@ type ClaimBinder interface {
 	Commit(g dracore.Grant, ctr dracore.Container)
 	Bind(env []string, ctr dracore.Container) (dracore.Grant, bool, error)
 	Pending() []dracore.Pending
-	PreparedOn(cpus cpuset.CPUSet) (claim string, on cpuset.CPUSet, maybe bool)
+	PreparedOn(cpus cpuset.CPUSet, running bool) (claim string, on cpuset.CPUSet, maybe bool)
 }
 
 // UseClaims turns the DRA route on: containers that show claim tokens get

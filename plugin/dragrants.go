@@ -44,11 +44,16 @@ const maxClaimEcho = 128
 // is recorded (placedStillFit) or, at the latest, at the kubelet call's
 // last look, after the claims file holds it, and fails; the kubelet
 // retries it. A claim is being prepared until that last look decided.
+// Nor is it refused for a request remembered from the claims file at
+// start that no container is bound to and no Prepare made again since:
+// that file may hold a Prepare the kubelet was never answered (a kill -9
+// before its last look); the kubelet's next Prepare places the request
+// anew off the container's CPUs (see the driver's PreparedOn).
 func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice grantAdvice, running bool) error {
 	if p.claims == nil {
 		return nil
 	}
-	claim, on, maybe := p.claims.PreparedOn(cpus)
+	claim, on, maybe := p.claims.PreparedOn(cpus, running)
 	if maybe {
 		// The driver names what the placement may choose as the NUMA
 		// node's CPUs, not knowing which of them containers hold; under
