@@ -45,3 +45,24 @@ func TestAdoptKeepAndGrowDoesNotSplitCoresOfAFullPCPUsOnlyContainer(t *testing.T
 		assert.True(t, cpus.Contains(sib), "CPU %d without its sibling %d: %s", cpu, sib, cpus)
 	}
 }
+
+// As TestAdoptRefusedKeepDoesNotLoseTheContainersOwnHold, but the container
+// runs on as many CPUs as it asks for (Adopt's StaysWhereItRuns restore, not
+// keepAndGrow), one of them another container's: that restore is refused
+// too, and must leave the hold of its last run, which Allocate then gives
+// it back (it was dropped before the refusal, and the container placed on
+// other CPUs while its pod's hold was gone).
+func TestAdoptRefusedStayDoesNotLoseTheContainersOwnHold(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", `pools: {exclusive: {cpus: "1-7,9-15"}}`)
+	_, how, err := a.Adopt(exclusive("b", 1), set(t, "2"), set(t, ""))
+	require.NoError(t, err)
+	require.Equal(t, StaysWhereItRuns, how)
+	req := exclusive("new", 4)
+	hold := Hold{Assignment: Assignment{ID: "old", Pod: req.Pod, Container: req.Container, Pool: req.Pool,
+		MilliCPU: 4000, CPUs: set(t, "5-6,13-14"), Reserved: cpuset.New()}}
+	_, err = a.RestoreHold(hold)
+	require.NoError(t, err)
+	res, _, err := a.Adopt(req, set(t, "1-2,9-10"), set(t, ""))
+	require.NoError(t, err)
+	assert.Equal(t, "5-6,13-14", res.Assignment.CPUs.String(), "its own hold's CPUs, as Allocate gives them")
+}

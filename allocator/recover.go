@@ -283,14 +283,16 @@ func (a *Allocator) restore(as Assignment) (Result, error) {
 // is fully held). The note is never the error, which callers read as
 // "nothing was added": the container was added.
 func (a *Allocator) restoreNoted(as Assignment) (_ Result, note, err error) {
-	as, infraBefore, problem, err := a.prepareReadd(as)
+	as, infraBefore, ended, problem, err := a.prepareReadd(as)
 	if err != nil {
 		return Result{}, nil, err
 	}
 	if problem != nil {
+		a.putBack(ended) // refused: the hold of its last run stays
 		return Result{}, nil, problem
 	}
 	if off := a.offline(&as); !off.IsEmpty() {
+		a.putBack(ended)
 		return Result{}, nil, fmt.Errorf("container %s: CPUs %s are offline", as.ID, off)
 	}
 	res, note := a.readd(as, infraBefore)
@@ -303,11 +305,12 @@ func (a *Allocator) restoreNoted(as Assignment) (_ Result, note, err error) {
 // back on its record (Repin); any other problem refuses it, and nothing is
 // added. note, with no error, says why it was added off its pool's CPUs.
 func (a *Allocator) readdHoldingOffline(as Assignment) (_ Result, note, err error) {
-	as, infraBefore, problem, err := a.prepareReadd(as)
+	as, infraBefore, ended, problem, err := a.prepareReadd(as)
 	if err != nil {
 		return Result{}, nil, err
 	}
 	if problem != nil {
+		a.putBack(ended) // refused: the hold of its last run stays
 		return Result{}, nil, problem
 	}
 	res, note := a.readd(as, infraBefore)
@@ -321,7 +324,7 @@ func (a *Allocator) readdHoldingOffline(as Assignment) (_ Result, note, err erro
 // offline are no conflict: the kernel took them from its cpuset, and they
 // stay its own (held offline).
 func (a *Allocator) keep(as Assignment) (Result, error) {
-	as, infraBefore, problem, err := a.prepareReadd(as)
+	as, infraBefore, _, problem, err := a.prepareReadd(as)
 	if err != nil {
 		return Result{}, err
 	}
@@ -335,9 +338,11 @@ func (a *Allocator) keep(as Assignment) (Result, error) {
 // prepareReadd normalizes a remembered assignment and checks it against
 // the node and the configuration: problem is a conflict keep accepts and
 // restore refuses; err, an assignment that cannot be re-added at all (no
-// CPU of this node left). A hold of the container's last run ends: it runs
-// again.
-func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, problem, err error) {
+// CPU of this node left; nothing changed then). A hold of the container's
+// last run ends: it runs again, and the hold's CPUs are no conflict. ended
+// puts that hold back: a caller that refuses the re-add on problem must
+// (putBack), or the container placed anew misses its hold.
+func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, ended *endedHold, problem, err error) {
 	// CPUs this node does not have (a state file from another node, a
 	// hot-unplugged vCPU) are dropped: nothing may index past the node.
 	// Offline ones are the node's, and stay the container's.
@@ -347,9 +352,9 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 	}
 	if as.CPUs.IsEmpty() {
 		if problem != nil {
-			return as, infraMark{}, nil, problem
+			return as, infraMark{}, nil, nil, problem
 		}
-		return as, infraMark{}, nil, fmt.Errorf("container %s: empty cpuset", as.ID)
+		return as, infraMark{}, nil, nil, fmt.Errorf("container %s: empty cpuset", as.ID)
 	}
 	if as.Reserved.Size() == 0 {
 		as.Reserved = cpuset.New()
@@ -366,10 +371,8 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 		as.Added = nil // a record that does not match where it runs: all original
 	}
 	infraBefore := a.markInfra()
-	if h, ok := a.holds[as.restartKey()]; ok && as.Pod.UID != "" {
-		// The container runs again: its last run's hold is over.
-		a.dropHold(as.restartKey(), h)
-	}
+	// The container runs again: its last run's hold is over.
+	ended = a.endOwnHold(&as)
 	if pools.IsExclusive(as.Pool) && problem == nil {
 		for _, cpu := range as.Held().List() {
 			if o := a.owner[cpu]; o != "" && o != as.ID {
@@ -386,7 +389,7 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 			problem = offlineElsewhereError("container "+ShortID(as.ID), elsewhere, as.Pool)
 		}
 	}
-	return as, infraBefore, problem, nil
+	return as, infraBefore, ended, problem, nil
 }
 
 // readd adds a prepared assignment. Members of a shared or infra pool
