@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // A container placed again at restart that has a hold of its last run
@@ -65,4 +67,41 @@ func TestAdoptRefusedStayDoesNotLoseTheContainersOwnHold(t *testing.T) {
 	res, _, err := a.Adopt(req, set(t, "1-2,9-10"), set(t, ""))
 	require.NoError(t, err)
 	assert.Equal(t, "5-6,13-14", res.Assignment.CPUs.String(), "its own hold's CPUs, as Allocate gives them")
+}
+
+// A container that runs on 2 free CPUs of its pool (3-4) and asks for 4
+// has a hold of its last run of another size (2 CPUs 5-6: a resize since).
+// Allocate cannot give it that hold back (ownHoldFits: same size only):
+// the hold must not send it there, or it is moved off CPUs it runs on and
+// may keep. Kept, the hold ends, as any re-add ends it.
+func TestAdoptKeepAndGrowWithAHoldOfAnotherSizeStaysWhereItRuns(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", `pools: {exclusive: {cpus: "1-7,9-15"}}`)
+	req := exclusive("new", 4)
+	hold := Hold{Assignment: Assignment{ID: "old", Pod: req.Pod, Container: req.Container, Pool: req.Pool,
+		MilliCPU: 2000, CPUs: set(t, "5-6"), Reserved: cpuset.New()}}
+	_, err := a.RestoreHold(hold)
+	require.NoError(t, err)
+	res, _, err := a.Adopt(req, set(t, "3-4"), set(t, ""))
+	require.NoError(t, err)
+	assert.True(t, set(t, "3-4").IsSubsetOf(res.Assignment.CPUs), "kept on the free CPUs 3-4 it runs on, got %s", res.Assignment.CPUs)
+}
+
+// A container that runs on part of the hold of its last run (CPU 2 of 2-3)
+// is kept there, which ends the hold, but cannot grow: infra must keep 2
+// CPUs not isolated, and the growth takes one from it. Undone, the hold
+// must be back as it was, so that Allocate gives the container its hold
+// (already held: infra does not change); without it the placement anew
+// takes 2 CPUs from infra and is refused.
+func TestAdoptKeptButNotGrownGetsTheHoldOfItsLastRunBack(t *testing.T) {
+	a := newAllocator(t, "vm-2numa-hugepages", "isolatedCPUs: \"1\"\nreservedCPUs: \"0\"\npools: {exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 2}}")
+	req := exclusive("new", 2)
+	req.Pool = pools.ExclusiveNonIsolcpus
+	_, err := a.RestoreHold(Hold{Assignment: Assignment{ID: "old", Pod: req.Pod, Container: req.Container, Pool: req.Pool,
+		MilliCPU: 2000, CPUs: set(t, "2-3"), Reserved: cpuset.New()}})
+	require.NoError(t, err)
+	res, how, err := a.Adopt(req, set(t, "2"), set(t, ""))
+	require.NoError(t, err)
+	assert.Equal(t, PlacedAsNew, how)
+	assert.Equal(t, "2-3", res.Assignment.CPUs.String(), "its hold's CPUs")
+	assert.Empty(t, a.Holds(), "it runs again: the hold is over")
 }

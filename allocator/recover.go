@@ -274,7 +274,7 @@ func (a *Allocator) GivenAway(as Assignment, runsOn cpuset.CPUSet) bool {
 // (again): an update naming an offline CPU fails on cgroup v1, so a set
 // with one is refused.
 func (a *Allocator) restore(as Assignment) (Result, error) {
-	res, _, err := a.restoreNoted(as)
+	res, _, _, err := a.restoreEnding(as)
 	return res, err
 }
 
@@ -283,20 +283,29 @@ func (a *Allocator) restore(as Assignment) (Result, error) {
 // is fully held). The note is never the error, which callers read as
 // "nothing was added": the container was added.
 func (a *Allocator) restoreNoted(as Assignment) (_ Result, note, err error) {
+	res, _, note, err := a.restoreEnding(as)
+	return res, note, err
+}
+
+// restoreEnding is restoreNoted, and ended is the hold of the container's
+// last run that its re-add ended (nil for none), for a caller that undoes
+// the re-add (keepAndGrow, when the growth is refused) to put it back.
+// Refused, it put it back itself.
+func (a *Allocator) restoreEnding(as Assignment) (_ Result, ended *endedHold, note, err error) {
 	as, infraBefore, ended, problem, err := a.prepareReadd(as)
 	if err != nil {
-		return Result{}, nil, err
+		return Result{}, nil, nil, err
 	}
 	if problem != nil {
 		a.putBack(ended) // refused: the hold of its last run stays
-		return Result{}, nil, problem
+		return Result{}, nil, nil, problem
 	}
 	if off := a.offline(&as); !off.IsEmpty() {
 		a.putBack(ended)
-		return Result{}, nil, fmt.Errorf("container %s: CPUs %s are offline", as.ID, off)
+		return Result{}, nil, nil, fmt.Errorf("container %s: CPUs %s are offline", as.ID, off)
 	}
 	res, note := a.readd(as, infraBefore)
-	return res, note, nil
+	return res, ended, note, nil
 }
 
 // readdHoldingOffline is the one home of the rule that a remembered
@@ -556,11 +565,11 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 // kubelet's), a NUMA restriction (its set may break it), shared CPUs
 // beside or hidden siblings (their shape is the creation's), and a
 // full-pcpus-only one (kept threads of split cores and grown by whole ones,
-// it would be on split cores, which no creation gives it). So is one with a
-// hold of its last run (same pod and container): restore drops that hold
-// before it knows whether the CPUs can be kept, and Allocate gives the
-// container its hold back (ownHoldFits). It tells whether it was adopted;
-// when not, nothing was added and nothing dropped.
+// it would be on split cores, which no creation gives it). A hold of its
+// last run (same pod and container) ends once it is kept, as any re-add
+// ends it; refused, or kept and then not grown, the hold is as it was, and
+// Allocate gives it back when it fits (ownHoldFits). It tells whether it
+// was adopted; when not, nothing was added and nothing dropped.
 func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Result, bool) {
 	n := CPUsFor(req.MilliCPU)
 	if !pools.IsExclusive(req.Pool) || req.onlyWhereItRuns || current.IsEmpty() || current.Size() >= n || req.CPUs.Size() > 0 ||
@@ -570,18 +579,18 @@ func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Resul
 	as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: int64(current.Size()) * 1000, CPUs: current,
 		NoCPUQuota: liftsCPUQuota(req), IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
 		PowerClass: req.PowerClass, Rule: req.Rule}
-	if _, held := a.holds[as.restartKey()]; held && as.Pod.UID != "" {
-		return Result{}, false
-	}
 	as.Mems = a.knownMems(mems)
 	as.Memory = a.MemoryOf(as, req.Demand) // counted where it runs
-	kept, err := a.restore(as)
+	kept, ended, _, err := a.restoreEnding(as)
 	if err != nil {
 		return Result{}, false // not free, offline or not its pool's
 	}
 	grown, err := a.Resize(req)
 	if err != nil {
-		a.Release(req.ID) // nothing added: placed anew instead
+		// Nothing added, nothing dropped: placed anew instead, where
+		// Allocate finds the hold of its last run.
+		a.Release(req.ID)
+		a.putBack(ended)
 		return Result{}, false
 	}
 	grown.Updates = append(kept.Updates, grown.Updates...)
