@@ -48,6 +48,23 @@ func TestAdoptKeepAndGrowDoesNotSplitCoresOfAFullPCPUsOnlyContainer(t *testing.T
 	}
 }
 
+// A full-pcpus-only container that runs on a whole core (5 and its sibling
+// 13) of its pool, free, and asks for 2 more CPUs is kept there and grown
+// by a whole core, as a live grow does: placed anew it was moved off whole
+// cores it may keep.
+func TestAdoptKeepAndGrowKeepsAFullPCPUsOnlyContainerOnWholeCores(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", `pools: {exclusive: {cpus: "1-7,9-15"}}`)
+	req := exclusive("a", 4)
+	req.Options.FullPCPUsOnly = true
+	res, how, err := a.Adopt(req, set(t, "5,13"), set(t, ""))
+	require.NoError(t, err)
+	assert.Equal(t, PlacedAsNew, how, "its cpuset changes: the runtime must be told")
+	cpus := res.Assignment.CPUs
+	require.Equal(t, 4, cpus.Size())
+	assert.True(t, set(t, "5,13").IsSubsetOf(cpus), "kept on the whole core 5,13: %s", cpus)
+	assert.Nil(t, a.partCore(cpus), "grown by a whole core: %s", cpus)
+}
+
 // As TestAdoptRefusedKeepDoesNotLoseTheContainersOwnHold, but the container
 // runs on as many CPUs as it asks for (Adopt's StaysWhereItRuns restore, not
 // keepAndGrow), one of them another container's: that restore is refused

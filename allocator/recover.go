@@ -564,8 +564,10 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 // shape. So is a container with a kubelet allocation (its CPUs are the
 // kubelet's), a NUMA restriction (its set may break it), shared CPUs
 // beside or hidden siblings (their shape is the creation's), and a
-// full-pcpus-only one (kept threads of split cores and grown by whole ones,
-// it would be on split cores, which no creation gives it). A hold of its
+// full-pcpus-only one on split cores (kept threads of split cores and
+// grown by whole ones, it would be on split cores, which no creation gives
+// it); on whole cores it is kept, and Resize grows it by whole cores, or
+// refuses a count that is none (placed anew, refused alike). A hold of its
 // last run (same pod and container) ends once it is kept, as any re-add
 // ends it; refused, or kept and then not grown, the hold is as it was, and
 // Allocate gives it back when it fits (ownHoldFits). It tells whether it
@@ -573,7 +575,7 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Result, bool) {
 	n := CPUsFor(req.MilliCPU)
 	if !pools.IsExclusive(req.Pool) || req.onlyWhereItRuns || current.IsEmpty() || current.Size() >= n || req.CPUs.Size() > 0 ||
-		req.NUMANodes.Size() > 0 || req.WithShared || req.Options.HideHyperthreads || req.Options.FullPCPUsOnly {
+		req.NUMANodes.Size() > 0 || req.WithShared || req.Options.HideHyperthreads || req.Options.FullPCPUsOnly && a.partCore(current) != nil {
 		return Result{}, false
 	}
 	as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: int64(current.Size()) * 1000, CPUs: current,
