@@ -595,6 +595,11 @@ func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Resul
 		a.putBack(ended)
 		return Result{}, false
 	}
+	// Placed by its request, as a new container is: every CPU is one it
+	// was created with, which a resize never gives back (shrink), not the
+	// kept part alone with the rest a grow's.
+	a.containers[req.ID].Added = nil
+	grown.Assignment.Added = nil
 	grown.Updates = append(kept.Updates, grown.Updates...)
 	grown.InfraChanged = grown.InfraChanged || kept.InfraChanged
 	return grown, true
