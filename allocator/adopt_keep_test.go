@@ -49,3 +49,21 @@ func TestAdoptThatCannotGrowAddsNothing(t *testing.T) {
 	require.NoError(t, err, "1-3 are free again")
 	assert.Equal(t, StaysWhereItRuns, how)
 }
+
+// Kept on 2 CPUs and grown to the 4 it asks for, it is placed by its
+// request as a new container is: all 4 are the CPUs it was created with,
+// which a resize never gives back (docs/pools.md). A shrink to 2 is
+// refused, as for the container placed anew on 4; it is not taken for a
+// container created on 2 and grown since.
+func TestAdoptKeptAndGrownIsCreatedWithAllItsCPUs(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", `pools: {exclusive: {cpus: "1-7,9-15"}}`)
+	res, _, err := a.Adopt(exclusive("a", 4), set(t, "1-2"), set(t, ""))
+	require.NoError(t, err)
+	require.Equal(t, 4, res.Assignment.CPUs.Size())
+	assert.Equal(t, res.Assignment.CPUs.String(), res.Assignment.Original().String(), "all original")
+	_, err = a.Resize(resize("a", 2))
+	require.ErrorContains(t, err, "never gives back the 4 CPUs it was created with")
+	got, ok := a.Get("a")
+	require.True(t, ok)
+	assert.Equal(t, res.Assignment.CPUs.String(), got.CPUs.String(), "it keeps its 4 CPUs")
+}

@@ -274,7 +274,7 @@ func (a *Allocator) GivenAway(as Assignment, runsOn cpuset.CPUSet) bool {
 // (again): an update naming an offline CPU fails on cgroup v1, so a set
 // with one is refused.
 func (a *Allocator) restore(as Assignment) (Result, error) {
-	res, _, err := a.restoreNoted(as)
+	res, _, _, err := a.restoreEnding(as)
 	return res, err
 }
 
@@ -283,18 +283,29 @@ func (a *Allocator) restore(as Assignment) (Result, error) {
 // is fully held). The note is never the error, which callers read as
 // "nothing was added": the container was added.
 func (a *Allocator) restoreNoted(as Assignment) (_ Result, note, err error) {
-	as, infraBefore, problem, err := a.prepareReadd(as)
+	res, _, note, err := a.restoreEnding(as)
+	return res, note, err
+}
+
+// restoreEnding is restoreNoted, and ended is the hold of the container's
+// last run that its re-add ended (nil for none), for a caller that undoes
+// the re-add (keepAndGrow, when the growth is refused) to put it back.
+// Refused, it put it back itself.
+func (a *Allocator) restoreEnding(as Assignment) (_ Result, ended *endedHold, note, err error) {
+	as, infraBefore, ended, problem, err := a.prepareReadd(as)
 	if err != nil {
-		return Result{}, nil, err
+		return Result{}, nil, nil, err
 	}
 	if problem != nil {
-		return Result{}, nil, problem
+		a.putBack(ended) // refused: the hold of its last run stays
+		return Result{}, nil, nil, problem
 	}
 	if off := a.offline(&as); !off.IsEmpty() {
-		return Result{}, nil, fmt.Errorf("container %s: CPUs %s are offline", as.ID, off)
+		a.putBack(ended)
+		return Result{}, nil, nil, fmt.Errorf("container %s: CPUs %s are offline", as.ID, off)
 	}
 	res, note := a.readd(as, infraBefore)
-	return res, note, nil
+	return res, ended, note, nil
 }
 
 // readdHoldingOffline is the one home of the rule that a remembered
@@ -303,11 +314,12 @@ func (a *Allocator) restoreNoted(as Assignment) (_ Result, note, err error) {
 // back on its record (Repin); any other problem refuses it, and nothing is
 // added. note, with no error, says why it was added off its pool's CPUs.
 func (a *Allocator) readdHoldingOffline(as Assignment) (_ Result, note, err error) {
-	as, infraBefore, problem, err := a.prepareReadd(as)
+	as, infraBefore, ended, problem, err := a.prepareReadd(as)
 	if err != nil {
 		return Result{}, nil, err
 	}
 	if problem != nil {
+		a.putBack(ended) // refused: the hold of its last run stays
 		return Result{}, nil, problem
 	}
 	res, note := a.readd(as, infraBefore)
@@ -321,7 +333,7 @@ func (a *Allocator) readdHoldingOffline(as Assignment) (_ Result, note, err erro
 // offline are no conflict: the kernel took them from its cpuset, and they
 // stay its own (held offline).
 func (a *Allocator) keep(as Assignment) (Result, error) {
-	as, infraBefore, problem, err := a.prepareReadd(as)
+	as, infraBefore, _, problem, err := a.prepareReadd(as)
 	if err != nil {
 		return Result{}, err
 	}
@@ -335,9 +347,11 @@ func (a *Allocator) keep(as Assignment) (Result, error) {
 // prepareReadd normalizes a remembered assignment and checks it against
 // the node and the configuration: problem is a conflict keep accepts and
 // restore refuses; err, an assignment that cannot be re-added at all (no
-// CPU of this node left). A hold of the container's last run ends: it runs
-// again.
-func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, problem, err error) {
+// CPU of this node left; nothing changed then). A hold of the container's
+// last run ends: it runs again, and the hold's CPUs are no conflict. ended
+// puts that hold back: a caller that refuses the re-add on problem must
+// (putBack), or the container placed anew misses its hold.
+func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, ended *endedHold, problem, err error) {
 	// CPUs this node does not have (a state file from another node, a
 	// hot-unplugged vCPU) are dropped: nothing may index past the node.
 	// Offline ones are the node's, and stay the container's.
@@ -347,9 +361,9 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 	}
 	if as.CPUs.IsEmpty() {
 		if problem != nil {
-			return as, infraMark{}, nil, problem
+			return as, infraMark{}, nil, nil, problem
 		}
-		return as, infraMark{}, nil, fmt.Errorf("container %s: empty cpuset", as.ID)
+		return as, infraMark{}, nil, nil, fmt.Errorf("container %s: empty cpuset", as.ID)
 	}
 	if as.Reserved.Size() == 0 {
 		as.Reserved = cpuset.New()
@@ -366,10 +380,8 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 		as.Added = nil // a record that does not match where it runs: all original
 	}
 	infraBefore := a.markInfra()
-	if h, ok := a.holds[as.restartKey()]; ok && as.Pod.UID != "" {
-		// The container runs again: its last run's hold is over.
-		a.dropHold(as.restartKey(), h)
-	}
+	// The container runs again: its last run's hold is over.
+	ended = a.endOwnHold(&as)
 	if pools.IsExclusive(as.Pool) && problem == nil {
 		for _, cpu := range as.Held().List() {
 			if o := a.owner[cpu]; o != "" && o != as.ID {
@@ -386,7 +398,7 @@ func (a *Allocator) prepareReadd(as Assignment) (_ Assignment, _ infraMark, prob
 			problem = offlineElsewhereError("container "+ShortID(as.ID), elsewhere, as.Pool)
 		}
 	}
-	return as, infraBefore, problem, nil
+	return as, infraBefore, ended, problem, nil
 }
 
 // readd adds a prepared assignment. Members of a shared or infra pool
@@ -552,35 +564,42 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 // shape. So is a container with a kubelet allocation (its CPUs are the
 // kubelet's), a NUMA restriction (its set may break it), shared CPUs
 // beside or hidden siblings (their shape is the creation's), and a
-// full-pcpus-only one (kept threads of split cores and grown by whole ones,
-// it would be on split cores, which no creation gives it). So is one with a
-// hold of its last run (same pod and container): restore drops that hold
-// before it knows whether the CPUs can be kept, and Allocate gives the
-// container its hold back (ownHoldFits). It tells whether it was adopted;
-// when not, nothing was added and nothing dropped.
+// full-pcpus-only one on split cores (kept threads of split cores and
+// grown by whole ones, it would be on split cores, which no creation gives
+// it); on whole cores it is kept, and Resize grows it by whole cores, or
+// refuses a count that is none (placed anew, refused alike). A hold of its
+// last run (same pod and container) ends once it is kept, as any re-add
+// ends it; refused, or kept and then not grown, the hold is as it was, and
+// Allocate gives it back when it fits (ownHoldFits). It tells whether it
+// was adopted; when not, nothing was added and nothing dropped.
 func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Result, bool) {
 	n := CPUsFor(req.MilliCPU)
 	if !pools.IsExclusive(req.Pool) || req.onlyWhereItRuns || current.IsEmpty() || current.Size() >= n || req.CPUs.Size() > 0 ||
-		req.NUMANodes.Size() > 0 || req.WithShared || req.Options.HideHyperthreads || req.Options.FullPCPUsOnly {
+		req.NUMANodes.Size() > 0 || req.WithShared || req.Options.HideHyperthreads || req.Options.FullPCPUsOnly && a.partCore(current) != nil {
 		return Result{}, false
 	}
 	as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: int64(current.Size()) * 1000, CPUs: current,
 		NoCPUQuota: liftsCPUQuota(req), IsolateIRQs: req.IsolateIRQs, IsolatedPartition: req.IsolatedPartition,
 		PowerClass: req.PowerClass, Rule: req.Rule}
-	if _, held := a.holds[as.restartKey()]; held && as.Pod.UID != "" {
-		return Result{}, false
-	}
 	as.Mems = a.knownMems(mems)
 	as.Memory = a.MemoryOf(as, req.Demand) // counted where it runs
-	kept, err := a.restore(as)
+	kept, ended, _, err := a.restoreEnding(as)
 	if err != nil {
 		return Result{}, false // not free, offline or not its pool's
 	}
 	grown, err := a.Resize(req)
 	if err != nil {
-		a.Release(req.ID) // nothing added: placed anew instead
+		// Nothing added, nothing dropped: placed anew instead, where
+		// Allocate finds the hold of its last run.
+		a.Release(req.ID)
+		a.putBack(ended)
 		return Result{}, false
 	}
+	// Placed by its request, as a new container is: every CPU is one it
+	// was created with, which a resize never gives back (shrink), not the
+	// kept part alone with the rest a grow's.
+	a.containers[req.ID].Added = nil
+	grown.Assignment.Added = nil
 	grown.Updates = append(kept.Updates, grown.Updates...)
 	grown.InfraChanged = grown.InfraChanged || kept.InfraChanged
 	return grown, true

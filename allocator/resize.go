@@ -89,6 +89,23 @@ func (a *Allocator) wholeCores(c *Assignment, req Request, verb string, n int) e
 		c.Pool, verb, c.Pod.ContainerName(c.Container), n, a.x.threadsPerCore, a.x.threadsPerCore, c.CPUs)
 }
 
+// partCore returns an online CPU of cpus and an online thread of its core
+// that cpus lacks, or nil when cpus are whole cores (offline threads are
+// left out: nothing tells whose they were).
+func (a *Allocator) partCore(cpus cpuset.CPUSet) []int {
+	for _, id := range cpus.List() {
+		if !a.x.online(id) || a.x.cpus[id].core < 0 {
+			continue
+		}
+		for _, t := range a.x.cores[a.x.cpus[id].core] {
+			if t != id && a.x.online(t) && !cpus.Contains(t) {
+				return []int{id, t}
+			}
+		}
+	}
+	return nil
+}
+
 // returnOrder lists added CPUs in the order a shrink gives them back from
 // the end, core by core, so that a shrink by whole cores gives back whole
 // cores (sorting by id would not: with siblings N and N+8 the last ids are

@@ -126,23 +126,6 @@ func (a *Allocator) resizedShape(as Assignment, req Request, runsOn cpuset.CPUSe
 	return nil
 }
 
-// partCore returns an online CPU of cpus and an online thread of its core
-// that cpus lacks, or nil when cpus are whole cores (offline threads are
-// left out: nothing tells whose they were).
-func (a *Allocator) partCore(cpus cpuset.CPUSet) []int {
-	for _, id := range cpus.List() {
-		if !a.x.online(id) || a.x.cpus[id].core < 0 {
-			continue
-		}
-		for _, t := range a.x.cores[a.x.cpus[id].core] {
-			if t != id && a.x.online(t) && !cpus.Contains(t) {
-				return []int{id, t}
-			}
-		}
-	}
-	return nil
-}
-
 // restoreHoldingOffline is restore for a container kept where the runtime
 // runs it, not pinned again: its offline CPUs are no conflict and stay its
 // own (held offline), as keep has them; any other problem refuses it.

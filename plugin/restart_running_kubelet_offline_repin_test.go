@@ -48,7 +48,8 @@ kubelet: {devicePlugin: true}
 // The container runs on two other free CPUs of its pool, as many as its
 // record's: Readmit keeps it where it runs (KeptWhereItRuns), a record
 // without CPU 14. The line that CPU 14 "stays held" for the pod must then
-// not be logged: it is not kept.
+// not be logged: it is not kept. The test first requires that it was kept
+// there, else the missing line would prove nothing.
 func TestARunningKubeletDevicesContainerKeptElsewhereDoesNotSayItKeepsTheOfflineCPU(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	first := startPlugin(t, f, desktopKubelet, statePath(f))
@@ -77,7 +78,10 @@ kubelet: {devicePlugin: true}
 	require.True(t, ok)
 	log := second.log.String()
 	t.Logf("after restart: pool %s CPUs %s, runtime %s\n%s", a.Pool, a.CPUs, f.cpus(ctr), log)
-	if !a.CPUs.Contains(14) {
-		assert.NotContains(t, log, "stays held", "CPU 14 is not kept (record %s), yet the log says it stays held", a.CPUs)
-	}
+	// Kept where it runs, or the test would say nothing: a container
+	// pinned back on its record does keep CPU 14, and says so.
+	require.Equal(t, "5,7", a.CPUs.String(), "kept where it runs (KeptWhereItRuns), a record without CPU 14")
+	require.Equal(t, "5,7", f.cpus(ctr), "not pinned again")
+	require.Contains(t, log, "keeping where it runs")
+	assert.NotContains(t, log, "stays held", "CPU 14 is not kept (record %s), yet the log says it stays held", a.CPUs)
 }
