@@ -27,7 +27,8 @@ type exitBudget struct {
 	// late are the steps still under way past the bound; the daemon's
 	// exit ends them, a test waits for them before its directories go.
 	late sync.WaitGroup
-	// begun is set by the way out's first step: a runtime's Configure
+	// begun is set by the way out's first step, or before it by start
+	// giving up a reconnect as Run's context ends: a runtime's Configure
 	// that comes after it (a reconnect Run gave up) is refused, so that
 	// it cannot load or write state, nor reload, beside or after Close.
 	begun atomic.Bool

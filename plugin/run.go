@@ -239,6 +239,10 @@ func (p *Plugin) start(ctx context.Context, s stub.Stub) error {
 	case err := <-started:
 		return err
 	case <-ctx.Done():
+		// Run returns next and its way out begins: the guard is set
+		// before the Start goes on alone, so that no Configure it lets
+		// through slips in before the way out's first step sets it.
+		p.exit.begun.Store(true)
 		close(givenUp)
 		return fmt.Errorf("starting plugin: %w", ctx.Err())
 	}
