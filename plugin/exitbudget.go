@@ -29,8 +29,9 @@ type exitBudget struct {
 	late sync.WaitGroup
 	// begun is set by the way out's first step, or before it by start
 	// giving up a reconnect as Run's context ends: a runtime's Configure
-	// that comes after it (a reconnect Run gave up) is refused, so that
-	// it cannot load or write state, nor reload, beside or after Close.
+	// or Synchronize that comes after it (a reconnect Run gave up) is
+	// refused, so that it cannot load, place, pin or write state, nor
+	// reload, beside or after Close.
 	begun atomic.Bool
 }
 
@@ -39,7 +40,7 @@ type exitBudget struct {
 var errExitBoundReached = errors.New("the daemon's way out reached its bound")
 
 // errStopping: the daemon's way out has begun; a runtime's late Configure
-// gets it.
+// or Synchronize gets it.
 var errStopping = errors.New("the daemon is stopping")
 
 // left is what remains of bound.
