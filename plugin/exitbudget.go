@@ -27,9 +27,11 @@ type exitBudget struct {
 	// late are the steps still under way past the bound; the daemon's
 	// exit ends them, a test waits for them before its directories go.
 	late sync.WaitGroup
-	// begun is set by the way out's first step: a runtime's Configure
-	// that comes after it (a reconnect Run gave up) is refused, so that
-	// it cannot load or write state, nor reload, beside or after Close.
+	// begun is set by the way out's first step, or before it by start
+	// giving up a reconnect as Run's context ends: a runtime's Configure
+	// or Synchronize that comes after it (a reconnect Run gave up) is
+	// refused, so that it cannot load, place, pin or write state, nor
+	// reload, beside or after Close.
 	begun atomic.Bool
 }
 
@@ -38,7 +40,7 @@ type exitBudget struct {
 var errExitBoundReached = errors.New("the daemon's way out reached its bound")
 
 // errStopping: the daemon's way out has begun; a runtime's late Configure
-// gets it.
+// or Synchronize gets it.
 var errStopping = errors.New("the daemon is stopping")
 
 // left is what remains of bound.

@@ -239,6 +239,10 @@ type Plugin struct {
 	// push sends updates to the runtime outside a reply (push.go); nil
 	// while not connected.
 	push atomic.Pointer[pushFunc]
+	// pluginIndex is the config's, stored by configure: Run reads it
+	// without the lock, which a stuck handler may hold (exitbudget.go).
+	// It changes only at a restart (keepRestartOnly).
+	pluginIndex atomic.Int64
 	// hotplug follows CPUs going online and offline (hotplug.go).
 	hotplug hotplugWatch
 	// seenCPUs is the place of every CPU seen present, under mu, so
@@ -482,6 +486,7 @@ func (p *Plugin) configure(cfg *config.Config) error {
 		return problems.Errors().In("configuration")
 	}
 	p.cfg = cfg
+	p.pluginIndex.Store(int64(cfg.PluginIndex))
 	statusFile := DaemonStatusFile(cfg.StateFile)
 	p.statusFile.Store(&statusFile)
 	p.alloc = allocator.New(p.topo, layout, cfg.PinMemory)

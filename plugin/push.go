@@ -33,7 +33,10 @@ type pushFunc func([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
 // pushAttempts bounds the resends when decisions keep moving the members.
 const pushAttempts = 5
 
-// setPush sets (nil: clears) how updates reach the runtime.
+// setPush sets (nil: clears) how updates reach the runtime. It takes no
+// lock: Run calls it right after a connection registers, and a handler
+// that takes the plugin's lock then and hangs must not keep Run from its
+// bounded way out (exitbudget.go).
 func (p *Plugin) setPush(f pushFunc) {
 	if f == nil {
 		p.push.Store(nil)
@@ -47,11 +50,20 @@ func (p *Plugin) setPush(f pushFunc) {
 	// quiet node no reply comes, so send them now. A push that loads the
 	// function after the Store above sends them itself; one that loaded
 	// nil before it marked them pending before, so they are read here.
-	p.mu.Lock()
-	if len(p.pending) > 0 {
-		p.pushLater(slices.Sorted(maps.Keys(p.pending)))
-	}
-	p.mu.Unlock()
+	// From a goroutine, which alone waits for the lock; once the way out
+	// has begun it sends nothing (the runtime is being left).
+	p.exit.late.Add(1)
+	proflabel.Go(proflabel.Push, func() {
+		defer p.exit.late.Done()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.exit.begun.Load() {
+			return
+		}
+		if len(p.pending) > 0 {
+			p.pushLater(slices.Sorted(maps.Keys(p.pending)))
+		}
+	})
 }
 
 // pushed is the outcome of a push, for a reload's measure: done is closed

@@ -134,14 +134,10 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 	if len(hooks) > 0 {
 		h = hooks[0]
 	}
-	// Read once, under the lock: pluginIndex changes only at a restart
-	// (keepRestartOnly), and a reload swaps the config in force while
-	// Run goes on beside the runtime's first Synchronize (the stub's Start
-	// returns once Configure is answered), so an unlocked read of p.cfg
-	// here raced the reload that Synchronize applies.
-	p.mu.Lock()
-	index := p.cfg.PluginIndex
-	p.mu.Unlock()
+	// Read once, without the lock: a handler stuck under it must not keep
+	// Run from its bounded way out (exitbudget.go). configure stores it,
+	// and a reload does not change it (keepRestartOnly).
+	index := p.pluginIndex.Load()
 	wait := backoff.Initial
 	for {
 		closed := make(chan struct{})
@@ -243,6 +239,10 @@ func (p *Plugin) start(ctx context.Context, s stub.Stub) error {
 	case err := <-started:
 		return err
 	case <-ctx.Done():
+		// Run returns next and its way out begins: the guard is set
+		// before the Start goes on alone, so that no Configure it lets
+		// through slips in before the way out's first step sets it.
+		p.exit.begun.Store(true)
 		close(givenUp)
 		return fmt.Errorf("starting plugin: %w", ctx.Err())
 	}

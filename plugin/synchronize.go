@@ -29,6 +29,13 @@ import (
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.exit.begun.Load() {
+		// A connection Run gave up on the way out: like its Configure,
+		// its Synchronize must not load, place, pin or write state beside
+		// the way out's last write or after Close. Under the lock, which
+		// those take too.
+		return nil, fmt.Errorf("synchronizing with the runtime: %w", errStopping)
+	}
 	p.saidDamage = nil // what this reconciliation reads is said once, again
 	if err := p.loadState(); err != nil {
 		return nil, err
