@@ -611,8 +611,19 @@ func (a *Allocator) free(c *Assignment) {
 		return
 	}
 	a.mem.Set(c.ID, nil)
-	for _, cpu := range c.Held().UnsortedList() {
-		if a.owner[cpu] == c.ID {
+	a.disown(c.ID, c.Held())
+}
+
+// disown gives up the CPUs of cpus that id owns: each is free again, or,
+// once keep put two containers on one CPU (overlapped), owned by the
+// other container or hold that has it, so that it is not handed out under
+// them. One helper, because free and a hold that keeps fewer CPUs
+// (takeFromHolds: its idle siblings of cores it no longer has) must let a
+// CPU go by the same rule; a CPU id does not own (already another's) is
+// left as it is.
+func (a *Allocator) disown(id string, cpus cpuset.CPUSet) {
+	for _, cpu := range cpus.UnsortedList() {
+		if a.owner[cpu] == id {
 			a.setOwner(cpu, "")
 			if a.overlapped {
 				a.setOwner(cpu, a.otherHolder(cpu))

@@ -128,6 +128,9 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []num
 		if from == "" {
 			from = h.Container
 		}
+		// Not disown: the container taking these CPUs owns them next
+		// (commit, or a grow), which it would not if they went to another
+		// holder in between; they are free only until then.
 		for _, cpu := range reused.UnsortedList() {
 			if a.owner[cpu] == h.ID {
 				a.setOwner(cpu, "")
@@ -140,14 +143,7 @@ func (a *Allocator) takeFromHolds(req Request, taken cpuset.CPUSet, memory []num
 		}
 		// The idle siblings of the CPUs it took are no hold's to keep.
 		kept := a.keptSiblings(&h.Assignment)
-		for _, cpu := range h.Reserved.Difference(kept).UnsortedList() {
-			if a.owner[cpu] == h.ID {
-				a.setOwner(cpu, "")
-				if a.overlapped {
-					a.setOwner(cpu, a.otherHolder(cpu))
-				}
-			}
-		}
+		a.disown(h.ID, h.Reserved.Difference(kept))
 		h.Reserved = kept
 		h.Mems = a.memsOf(&h.Assignment)
 	}

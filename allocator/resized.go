@@ -50,7 +50,7 @@ func (a *Allocator) ReadmitResized(r Remembered, req Request) (Result, error) {
 	switch {
 	case !pools.IsExclusive(as.Pool):
 		return Result{}, fmt.Errorf("container %s: pool %s has no CPUs of its own to keep", as.ID, as.Pool)
-	case as.Rule.Kind == RuleDevicePlugin || as.Rule.Kind == RuleClaim:
+	case kubeletDecides(&as):
 		// The kubelet's devices or the claim decide its CPUs, and no live
 		// resize changes them (the plugin refuses one): another set is
 		// not a resize's outcome, and its allocation is still its own.

@@ -30,7 +30,7 @@ type docFindings struct {
 	// no key and no finding, and following each anew costs K^L visits for
 	// K repeats L merges deep (a 1 KiB file hung validate and the daemon).
 	merged map[mergeVisit]bool
-	// visits counts the nodes walked; budget bounds them (walkBudget).
+	// visits counts the nodes walked; budget bounds them (countNodes plus maxAliasedVisits).
 	visits, budget int
 }
 

@@ -42,7 +42,7 @@ func Systemd(cgroupRoot, procRoot string) bool {
 }
 
 // cgroupTargets lists the top-level cgroups whose cpuset.cpus housekeeping
-// writes where systemd does not manage them (systemdManaged), and the
+// writes where systemd does not manage them (Systemd), and the
 // ones it skips with why. An error wrapping ErrNotDone says why none is
 // written (cgroup v1, no cpuset delegated).
 // pods are further top-level cgroups of the pods, left alone like

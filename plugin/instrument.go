@@ -11,7 +11,7 @@ import (
 	"github.com/cpupool/nri-cpupool/internal/proflabel"
 )
 
-// handlerSeconds is the latency histogram of the NRI handlers: the time the
+// newHandlerSeconds makes the latency histogram of the NRI handlers: the time the
 // plugin takes between the runtime's request and its reply (lock waits
 // included), by handler. Buckets from 10 µs to about 1.5 s: decisions take
 // microseconds, and the runtime gives up after 2 s.

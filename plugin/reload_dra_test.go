@@ -17,7 +17,7 @@ import (
 // desktopDRA is desktop with the DRA driver on.
 var desktopDRA = testNode{fixture: desktop.fixture, config: desktop.config + "dra: {enabled: true}\n"}
 
-// publishedExclusive is how many CPUs the last published slices offer in
+// publishedSlices is how many CPUs the last published slices offer in
 // the exclusive pool's device of NUMA node 0 (the default model).
 type publishedSlices struct {
 	mu   sync.Mutex

@@ -105,29 +105,15 @@ func TestAQuotaLiftedContainerOnASetNoGrowMadeIsPinnedBack(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
-			f := newFakeRuntime(t, false)
-			first := startPlugin(t, f, epyc, statePath(f))
-			f.dress = func(c *api.Container) {
-				c.Linux.Resources.Cpu.Shares = api.UInt64(262144)
-				c.Linux.Resources.Cpu.Quota = api.Int64(300 * 100000)
-			}
-			pod := f.runPod(podSpec{name: "g", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
-			g, _, err := f.createContainer(pod, "big", 300000)
-			require.NoError(t, err)
-			f.mu.Lock()
-			g.Linux.Resources.Cpu.Quota = api.Int64(-1) // the plugin lifted it
-			f.mu.Unlock()
+			f, first, g := admitQuotaLifted(t)
 			rec := f.cpus(g)
-			require.Equal(t, 300, mustParse(rec).Size())
-			require.NoError(t, first.p.Flush())
 			first.kill()
-			_, err = os.Stat(statePath(f))
+			_, err := os.Stat(statePath(f))
 			require.NoError(t, err)
 			f.setCPUs(g, reshape(mustParse(rec)).String()) // no resize: the kubelet still wants 300
 
 			events := &eventLog{}
-			second := startPlugin(t, f, epyc, statePath(f), withEvents(events))
+			second := startPlugin(t, f, quotaLiftedEpyc, statePath(f), withEvents(events))
 			a, ok := second.p.alloc.Get(g.GetId())
 			require.True(t, ok)
 			t.Logf("after restart: %d CPUs (%dm), runtime %d CPUs\n%s", a.CPUs.Size(), a.MilliCPU, mustParse(f.cpus(g)).Size(), second.log.String())
@@ -257,26 +243,13 @@ func TestALostShrinkOfAQuotaLiftedContainerWhoseCPUsWereGivenAwayStaysWhereItRun
 // says the set is no grow and no resize is read from it, and that the
 // container was pinned again on its record.
 func TestAQuotaLiftedContainerPinnedBackIsNotLoggedAsAResizeTo256CPUs(t *testing.T) {
-	epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
-	f := newFakeRuntime(t, false)
-	first := startPlugin(t, f, epyc, statePath(f))
-	f.dress = func(c *api.Container) {
-		c.Linux.Resources.Cpu.Shares = api.UInt64(262144)
-		c.Linux.Resources.Cpu.Quota = api.Int64(300 * 100000)
-	}
-	pod := f.runPod(podSpec{name: "g", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
-	g, _, err := f.createContainer(pod, "big", 300000)
-	require.NoError(t, err)
-	f.mu.Lock()
-	g.Linux.Resources.Cpu.Quota = api.Int64(-1) // the plugin lifted it
-	f.mu.Unlock()
+	f, first, g := admitQuotaLifted(t)
 	rec := f.cpus(g)
-	require.NoError(t, first.p.Flush())
 	first.kill()
 	f.setCPUs(g, cpuset.New(mustParse(rec).List()[20:]...).String())
 
 	events := &eventLog{}
-	second := startPlugin(t, f, epyc, statePath(f), withEvents(events))
+	second := startPlugin(t, f, quotaLiftedEpyc, statePath(f), withEvents(events))
 	require.Equal(t, rec, f.cpus(g), "pinned back")
 	log := second.log.String()
 	assert.NotContains(t, log, "cpuCFSQuota: false", "the plugin lifted the quota; the kubelet's config is not the cause")
@@ -285,42 +258,4 @@ func TestAQuotaLiftedContainerPinnedBackIsNotLoggedAsAResizeTo256CPUs(t *testing
 	assert.Contains(t, log, "no resize is read from the set")
 	assert.Contains(t, log, "not on its CPUs "+rec+"; pinned again")
 	assert.Empty(t, events.of(EventResizeRefused), "nothing to tell the pod: no resize was refused")
-}
-
-// A quota-lifted 300-CPU container that cgroup v1 shrank to 280 (20 CPUs
-// offline and back while the plugin was down; no resize), restarted under
-// a config whose exclusive pool no longer has those 20 CPUs: its record
-// cannot be pinned back, and no other container has any of the 20. That
-// is no live shrink whose given-back CPUs were placed since: the restart
-// kept it on 280 CPUs and rewrote its request to 280000m (the kubelet
-// still wants 300), logged as a shrink a kill lost. It is placed as any
-// container whose record the configuration no longer allows.
-func TestAQuotaLiftedContainerWhoseRecordThePoolNoLongerHasIsNotReadAsALostShrink(t *testing.T) {
-	epyc := testNode{fixture: "epyc-2s-384", config: `pools: {exclusive: {cpus: "8-191,200-383"}}`}
-	f := newFakeRuntime(t, false)
-	first := startPlugin(t, f, epyc, statePath(f))
-	f.dress = func(c *api.Container) {
-		c.Linux.Resources.Cpu.Shares = api.UInt64(262144)
-		c.Linux.Resources.Cpu.Quota = api.Int64(300 * 100000)
-	}
-	pod := f.runPod(podSpec{name: "g", qos: "guaranteed", annotations: map[string]string{"pool.cpupool.dev": "exclusive"}})
-	g, _, err := f.createContainer(pod, "big", 300000)
-	require.NoError(t, err)
-	f.mu.Lock()
-	g.Linux.Resources.Cpu.Quota = api.Int64(-1) // the plugin lifted it
-	f.mu.Unlock()
-	rec := mustParse(f.cpus(g))
-	require.Equal(t, "8-157,200-349", rec.String())
-	require.NoError(t, first.p.Flush())
-	first.kill()
-	f.setCPUs(g, "28-157,200-349") // 8-27 offline and back: cgroup v1 dropped them
-
-	second := startPlugin(t, f, testNode{fixture: epyc.fixture, config: `pools: {exclusive: {cpus: "28-191,200-383"}}`}, statePath(f))
-	a, ok := second.p.alloc.Get(g.GetId())
-	require.True(t, ok)
-	log := second.log.String()
-	t.Logf("after restart: pool %s rule %v, %d CPUs (%dm), runtime %s\n%s", a.Pool, a.Rule.Kind, a.CPUs.Size(), a.MilliCPU, f.cpus(g), log)
-	assert.NotContains(t, log, "a shrink whose record a kill lost", "no shrink happened: its CPUs left the pool")
-	assert.NotEqual(t, int64(280000), a.MilliCPU, "the kubelet still wants 300 CPUs, not the count it runs on")
-	assert.Contains(t, log, "cannot be restored (container", "the log says why its record cannot be had")
 }

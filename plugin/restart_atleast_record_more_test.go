@@ -12,19 +12,6 @@ import (
 	"github.com/cpupool/nri-cpupool/allocator"
 )
 
-// The quota-lifted 300-CPU container runs on 28-157,200-349 (280 CPUs,
-// every one of them its pool's as now configured); only 8-27 of its record
-// left the pool. Placed again by its record's 300 CPUs, the pool could
-// give it the 20 it lacks beside the 280 it runs on; it was moved off CPUs
-// it runs on and may keep (a restart moves a running container only off
-// CPUs that are no longer its pool's).
-func TestAQuotaLiftedContainerPlacedByItsRecordKeepsTheCPUsItRunsOnThatAreItsPools(t *testing.T) {
-	_, _, a, _ := restartQuotaLiftedAt(t, "28-157,200-349", `pools: {exclusive: {cpus: "28-191,200-383"}}`)
-	require.Equal(t, "exclusive", a.Pool)
-	assert.True(t, mustParse("28-157,200-349").IsSubsetOf(a.CPUs),
-		"moved off CPUs of its pool it runs on: %s not within %s", mustParse("28-157,200-349").Difference(a.CPUs), a.CPUs)
-}
-
 // A quota-lifted container of 320 CPUs (recorded) is shrunk live to 300;
 // the 20 CPUs given back go to another container; kill -9 before the state
 // write. The restart's config no longer gives the pool two CPUs the big

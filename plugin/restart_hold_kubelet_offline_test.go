@@ -31,17 +31,7 @@ func TestAKubeletDevicesContainerRestartsAfterARestartThatGaveItsOfflineCPUToAno
 	first.kill()
 
 	setOnlineAt(t, f.sysfsRoot(desktop.fixture), 14, false)
-	moved := testNode{fixture: desktop.fixture, config: `
-isolatedCPUs: "2-7,10-15"
-reservedCPUs: "0,8"
-pools:
-  exclusive: {cpus: "4-7,12-13,15"}
-  shared: {cpus: "2-3,10-11,14"}
-allowedNamespaces:
-  exclusive: [telco]
-kubelet: {devicePlugin: true}
-`}
-	second := startPlugin(t, f, moved, statePath(f))
+	second := startPlugin(t, f, kubeletCPU14Shared, statePath(f))
 	t.Logf("holds after restart: %v\n%s", second.p.alloc.Holds(), second.log.String())
 	assert.Contains(t, second.log.String(), "synchronize: stopped container telco/dpdk/app: hold ")
 	assert.Contains(t, second.log.String(), ": offline CPU 14 is pool shared's as now configured, not pool exclusive's, but the pod's allocation (device-plugin: ")

@@ -14,29 +14,7 @@ import (
 // so with the same line as when it runs on its record (docs/configuration.md:
 // "the same line is logged for it").
 func TestARunningKubeletDevicesContainerPinnedBackLogsTheOfflineCPUItKeeps(t *testing.T) {
-	f := newFakeRuntime(t, false)
-	first := startPlugin(t, f, desktopKubelet, statePath(f))
-	env := grantEnv(t, first.p, "6", "14")
-	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
-	ctr, resp, err := f.createWithEnv(pod, "app", 0, env)
-	require.NoError(t, err)
-	require.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
-	require.NoError(t, first.p.Flush())
-	first.kill()
-
-	setOnlineAt(t, f.sysfsRoot(desktop.fixture), 14, false)
-	f.setCPUs(ctr, "5")
-	moved := testNode{fixture: desktop.fixture, config: `
-isolatedCPUs: "2-7,10-15"
-reservedCPUs: "0,8"
-pools:
-  exclusive: {cpus: "4-7,12-13,15"}
-  shared: {cpus: "2-3,10-11,14"}
-allowedNamespaces:
-  exclusive: [telco]
-kubelet: {devicePlugin: true}
-`}
-	second := startPlugin(t, f, moved, statePath(f))
+	f, ctr, second := restartRunningKubeletDevicesWithCPU14Shared(t, "5")
 	a, ok := second.p.alloc.Get(ctr.GetId())
 	require.True(t, ok)
 	log := second.log.String()
@@ -51,29 +29,7 @@ kubelet: {devicePlugin: true}
 // not be logged: it is not kept. The test first requires that it was kept
 // there, else the missing line would prove nothing.
 func TestARunningKubeletDevicesContainerKeptElsewhereDoesNotSayItKeepsTheOfflineCPU(t *testing.T) {
-	f := newFakeRuntime(t, false)
-	first := startPlugin(t, f, desktopKubelet, statePath(f))
-	env := grantEnv(t, first.p, "6", "14")
-	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
-	ctr, resp, err := f.createWithEnv(pod, "app", 0, env)
-	require.NoError(t, err)
-	require.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
-	require.NoError(t, first.p.Flush())
-	first.kill()
-
-	setOnlineAt(t, f.sysfsRoot(desktop.fixture), 14, false)
-	f.setCPUs(ctr, "5,7")
-	moved := testNode{fixture: desktop.fixture, config: `
-isolatedCPUs: "2-7,10-15"
-reservedCPUs: "0,8"
-pools:
-  exclusive: {cpus: "4-7,12-13,15"}
-  shared: {cpus: "2-3,10-11,14"}
-allowedNamespaces:
-  exclusive: [telco]
-kubelet: {devicePlugin: true}
-`}
-	second := startPlugin(t, f, moved, statePath(f))
+	f, ctr, second := restartRunningKubeletDevicesWithCPU14Shared(t, "5,7")
 	a, ok := second.p.alloc.Get(ctr.GetId())
 	require.True(t, ok)
 	log := second.log.String()

@@ -3,6 +3,7 @@ package plugin
 import (
 	"testing"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,29 +18,7 @@ import (
 func TestARunningKubeletDevicesContainerIsNotConfinedWhenARestartGaveItsOfflineCPUToAnotherPool(t *testing.T) {
 	for _, runsOn := range []string{"6", "6,14"} { // cgroup v1 drops 14; v2 keeps it listed
 		t.Run("runs on "+runsOn, func(t *testing.T) {
-			f := newFakeRuntime(t, false)
-			first := startPlugin(t, f, desktopKubelet, statePath(f))
-			env := grantEnv(t, first.p, "6", "14")
-			pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
-			ctr, resp, err := f.createWithEnv(pod, "app", 0, env)
-			require.NoError(t, err)
-			require.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
-			require.NoError(t, first.p.Flush())
-			first.kill()
-
-			setOnlineAt(t, f.sysfsRoot(desktop.fixture), 14, false)
-			f.setCPUs(ctr, runsOn)
-			moved := testNode{fixture: desktop.fixture, config: `
-isolatedCPUs: "2-7,10-15"
-reservedCPUs: "0,8"
-pools:
-  exclusive: {cpus: "4-7,12-13,15"}
-  shared: {cpus: "2-3,10-11,14"}
-allowedNamespaces:
-  exclusive: [telco]
-kubelet: {devicePlugin: true}
-`}
-			second := startPlugin(t, f, moved, statePath(f))
+			f, ctr, second := restartRunningKubeletDevicesWithCPU14Shared(t, runsOn)
 			a, ok := second.p.alloc.Get(ctr.GetId())
 			require.True(t, ok)
 			log := second.log.String()
@@ -51,4 +30,41 @@ kubelet: {devicePlugin: true}
 			assert.Contains(t, log, "offline CPU 14 is pool shared's as now configured, not pool exclusive's, but the pod's allocation (device-plugin")
 		})
 	}
+}
+
+// kubeletCPU14Shared is the config the kubelet-devices restart tests
+// (running and stopped containers) restart under: CPU 14, which the
+// kubelet's devices gave a container on desktopKubelet, is the shared
+// pool's, as a config changed while the plugin was down says.
+var kubeletCPU14Shared = testNode{fixture: desktop.fixture, config: `
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "4-7,12-13,15"}
+  shared: {cpus: "2-3,10-11,14"}
+allowedNamespaces:
+  exclusive: [telco]
+kubelet: {devicePlugin: true}
+`}
+
+// restartRunningKubeletDevicesWithCPU14Shared runs container
+// telco/dpdk/app on the kubelet's devices CPUs 6,14 (desktopKubelet),
+// kills the plugin, takes CPU 14 offline, has the runtime run the
+// container on runsOn (cgroup v1 drops an offline CPU; a hand moves it)
+// and starts the plugin again under kubeletCPU14Shared.
+func restartRunningKubeletDevicesWithCPU14Shared(t *testing.T, runsOn string) (*fakeRuntime, *api.Container, *runningPlugin) {
+	t.Helper()
+	f := newFakeRuntime(t, false)
+	first := startPlugin(t, f, desktopKubelet, statePath(f))
+	env := grantEnv(t, first.p, "6", "14")
+	pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
+	ctr, resp, err := f.createWithEnv(pod, "app", 0, env)
+	require.NoError(t, err)
+	require.Equal(t, "6,14", resp.Adjust.Linux.Resources.Cpu.Cpus)
+	require.NoError(t, first.p.Flush())
+	first.kill()
+
+	setOnlineAt(t, f.sysfsRoot(desktop.fixture), 14, false)
+	f.setCPUs(ctr, runsOn)
+	return f, ctr, startPlugin(t, f, kubeletCPU14Shared, statePath(f))
 }

@@ -227,7 +227,7 @@ allowedNamespaces:
 `
 
 // Readmit reads infra CPUs beside a with-shared container's exclusive part
-// as its shared part (sharedPartBeside), but keepResized (exclusivePart)
+// as its shared part (sharedPartBeside), but keepResized (allocator.ExclusivePart)
 // and allocator.ReadmitResized read "all it runs on beside the shared
 // pool" as the exclusive part. A shared-cpus container grown live while
 // its shared part ran on infra, the record of both lost to a kill -9: the

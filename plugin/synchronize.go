@@ -332,8 +332,10 @@ func (p *Plugin) restoreKnown(c *api.Container, st state.ContainerState) bool {
 	}
 	res, outcome, err := p.alloc.Readmit(r)
 	if res.Warning != "" {
-		// Offline hidden siblings another pool has now left its record
-		// (allocator.dropOfflineSiblingsElsewhere).
+		// Offline CPUs of its record that the config now gives another
+		// pool (allocator/offlinecarved.go): hidden siblings that left
+		// the record (dropOfflineSiblingsElsewhere), or CPUs the kubelet
+		// chose that it keeps, and how to end that (keptForTheKubelet).
 		p.log.Warnf("synchronize: %s", res.Warning)
 	}
 	switch outcome {
@@ -795,8 +797,11 @@ func (p *Plugin) repairKnown(pod *api.PodSandbox, c *api.Container, st state.Con
 	if outcome == allocator.Repinned {
 		p.log.Warnf("synchronize: container %s runs on %s, not on its CPUs %s; pinned again", who, runs, res.Assignment.Cpuset())
 		if res.Warning != "" {
-			// Offline hidden siblings another pool has now left its
-			// record (allocator.dropOfflineSiblingsElsewhere).
+			// Offline CPUs of its record that the config now gives
+			// another pool (allocator/offlinecarved.go): hidden
+			// siblings that left the record
+			// (dropOfflineSiblingsElsewhere), or CPUs the kubelet chose
+			// that it keeps, and how to end that (keptForTheKubelet).
 			p.log.Warnf("synchronize: %s", res.Warning)
 		}
 		if note != nil {

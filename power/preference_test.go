@@ -64,8 +64,9 @@ func TestPerformancePreferenceAfterPerformanceGovernor(t *testing.T) {
 // back to performance. The files read as before, but the driver's memory
 // now holds performance: the next switch to powersave (an admin, tuned)
 // runs the CPU at EPP performance instead of the node's
-// balance_performance. underOwnPerformance covers only the plugin's own
-// performance governor, not the node's.
+// balance_performance.
+// TestPreferenceOriginalNotReadUnderOwnPerformanceGovernor covers only
+// the plugin's own performance governor, not the node's.
 func TestPreferenceOriginalOnPerformanceBootedNode(t *testing.T) {
 	n, policy := performanceBootedNode(t)
 	orig := n.snapshot(t)
