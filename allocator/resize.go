@@ -214,14 +214,7 @@ func (a *Allocator) shrink(c *Assignment, req Request, n int) (Result, error) {
 		}
 	}
 	c.Reserved = c.Reserved.Difference(cpuset.New(unhide...))
-	for _, id := range give.Union(cpuset.New(unhide...)).UnsortedList() {
-		if a.owner[id] == c.ID {
-			a.setOwner(id, "")
-			if a.overlapped {
-				a.setOwner(id, a.otherHolder(id))
-			}
-		}
-	}
+	a.disown(c.ID, give.Union(cpuset.New(unhide...)))
 	c.MilliCPU = req.MilliCPU
 	c.Mems = a.resizedMems(c)
 	res := Result{Assignment: *c}
