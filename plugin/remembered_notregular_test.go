@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
@@ -46,6 +47,8 @@ func TestARememberedCPUsPathThatIsADirectoryIsSaidOnceAndPinningGoesOn(t *testin
 	require.NoError(t, os.Remove(recPath))
 	setOnlineAt(t, root, 7, true)
 	waitLayout(t, rp, "4-7,12-15")
+	// The record is remembered after the layout changes: wait for its write.
+	require.Eventually(t, func() bool { st, err := os.Stat(recPath); return err == nil && st.Mode().IsRegular() }, 3*time.Second, 5*time.Millisecond)
 	rp.stop() // waits for the record's writes
 
 	log := rp.log.String()
