@@ -255,6 +255,11 @@ type Plugin struct {
 	// rememberWG are its writes under way, waited for by Close.
 	rememberedRead bool
 	rememberWG     sync.WaitGroup
+	// rememberedNotRegular: the record's path was read and is not a
+	// regular file, which was said (under mu); rememberFailed is the
+	// last failed write's error, said once (under rememberMu).
+	rememberedNotRegular bool
+	rememberFailed       string
 	// discovered is the topology the kernel shows, without the remembered
 	// CPUs put back (topo is it with them), under mu: a runtime-launched
 	// plugin reads the record again beside the state file Configure names
@@ -302,8 +307,8 @@ func New(cfg *config.Config, topo *sysfs.Topology, store state.Store, log *logru
 		// run did, and a daemon there would read them.
 		return nil, fmt.Errorf("stateFile %s is the default, in a test binary: give the test a state file of its own (t.TempDir())", cfg.StateFile)
 	}
-	seen, read := loadRemembered(sysfs.RememberedPath(cfg.StateFile), topo, log)
-	p := &Plugin{topo: topo.WithRemembered(seen), discovered: topo, seenCPUs: seen, rememberedRead: read, store: store, log: log, decisions: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
+	seen, read, notRegular := loadRemembered(sysfs.RememberedPath(cfg.StateFile), topo, log)
+	p := &Plugin{topo: topo.WithRemembered(seen), discovered: topo, seenCPUs: seen, rememberedRead: read, rememberedNotRegular: notRegular, store: store, log: log, decisions: log, memory: state.NewState(), sandbox: map[string]sandbox{}, podSandboxes: map[string]int{}, seen: map[string]*seenContainers{}, overrode: map[string]bool{},
 		memsOverrode: map[string]bool{},
 		dirty:        map[string]bool{}, pending: map[string]bool{}, changed: make(chan struct{}, 1), cgroups: map[string]partitionCgroup{}}
 	p.pins = newSandboxPins(&p.mu)

@@ -11,10 +11,12 @@ package plugin
 // writable disk.
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/cpupool/nri-cpupool/internal/atomicfile"
 	"github.com/cpupool/nri-cpupool/internal/proflabel"
 
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -26,7 +28,10 @@ import (
 // error, as before the record).
 // Entries of the record that cannot be put back on topo (the kernel's) are
 // said once here, naming the file and the CPUs.
-func loadRemembered(path string, topo *sysfs.Topology, log *logrus.Logger) (rec sysfs.Remembered, read bool) {
+// notRegular tells that path is not a regular file (ReadRemembered said
+// so, with the way out): the writes that fail for that are not said again
+// (sayRememberWrite).
+func loadRemembered(path string, topo *sysfs.Topology, log *logrus.Logger) (rec sysfs.Remembered, read, notRegular bool) {
 	rec, err := sysfs.ReadRemembered(path)
 	if err != nil {
 		log.Warnf("reading the remembered CPUs: %v; hot-removed CPUs are not put back in their pools", err)
@@ -34,7 +39,7 @@ func loadRemembered(path string, topo *sysfs.Topology, log *logrus.Logger) (rec 
 	if dropped := topo.RememberedDropped(rec); len(dropped) > 0 {
 		log.Warnf("remembered CPUs in %s not put back in their pools: %s", path, strings.Join(dropped, "; "))
 	}
-	return rec, err == nil
+	return rec, err == nil, errors.Is(err, atomicfile.ErrNotRegular)
 }
 
 // rememberedOf makes the record beside stateFile the one in force, for a
@@ -44,7 +49,7 @@ func loadRemembered(path string, topo *sysfs.Topology, log *logrus.Logger) (rec 
 // the pools are carved on the kernel's topology with those. Called under
 // the lock, before the state is loaded and the config applied.
 func (p *Plugin) rememberedOf(stateFile string) {
-	p.seenCPUs, p.rememberedRead = loadRemembered(sysfs.RememberedPath(stateFile), p.discovered, p.log)
+	p.seenCPUs, p.rememberedRead, p.rememberedNotRegular = loadRemembered(sysfs.RememberedPath(stateFile), p.discovered, p.log)
 	p.rememberedGen++
 	p.topo = p.discovered.WithRemembered(p.seenCPUs)
 }
@@ -95,10 +100,34 @@ func (p *Plugin) writeRememberedLater() {
 		p.rememberMu.Lock()
 		defer p.rememberMu.Unlock()
 		p.mu.Lock()
-		rec := p.seenCPUs
+		rec, readSaid := p.seenCPUs, p.rememberedNotRegular
 		p.mu.Unlock()
-		if err := sysfs.WriteRemembered(path, rec); err != nil {
-			p.log.Warnf("remembering where the CPUs sit: %v; a CPU hot-removed later is not put back in its pool at a restart", err)
-		}
+		p.sayRememberWrite(path, sysfs.WriteRemembered(path, rec), readSaid)
 	})
+}
+
+// sayRememberWrite says a failed write of the record once: a directory put
+// at its path (or a disk that stays read-only) fails every write the same
+// way, at every CPU change, and a warning each time says nothing new. A
+// path that is not a regular file was said already, with the way out, when
+// the record was read (readSaid). A write that works again after a failure
+// is said too. Called under rememberMu.
+func (p *Plugin) sayRememberWrite(path string, err error, readSaid bool) {
+	switch {
+	case err == nil:
+		if p.rememberFailed != "" {
+			p.log.Infof("remembering where the CPUs sit: %s written again", path)
+		}
+		p.rememberFailed = ""
+		p.mu.Lock()
+		p.rememberedNotRegular = false
+		p.mu.Unlock()
+	case err.Error() == p.rememberFailed,
+		p.rememberFailed == "" && readSaid && errors.Is(err, atomicfile.ErrNotRegular):
+		p.rememberFailed = err.Error()
+		p.log.Debugf("remembering where the CPUs sit: %v (said before)", err)
+	default:
+		p.rememberFailed = err.Error()
+		p.log.Warnf("remembering where the CPUs sit: %v; a CPU hot-removed later is not put back in its pool at a restart", err)
+	}
 }

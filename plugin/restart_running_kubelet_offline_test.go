@@ -1,11 +1,13 @@
 package plugin
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/cpuset"
 )
 
 // A RUNNING container of the kubelet's devices (CPUs 6,14); while the
@@ -67,4 +69,60 @@ func restartRunningKubeletDevicesWithCPU14Shared(t *testing.T, runsOn string) (*
 	setOnlineAt(t, f.sysfsRoot(desktop.fixture), 14, false)
 	f.setCPUs(ctr, runsOn)
 	return f, ctr, startPlugin(t, f, kubeletCPU14Shared, statePath(f))
+}
+
+// The same for a RUNNING container of a DRA claim: the claim's CPUs are
+// fixed while it is prepared (the CDI spec's token), so the record whose
+// CPU went offline and that the restart's config gives the shared pool is
+// one the kubelet decides (kubeletDecides: dra-claim). It must keep that
+// CPU with the same warning as the device-plugin case, stay in its pool on
+// the claim's online CPU, and not be confined to infra.
+func TestARunningDRAClaimContainerIsNotConfinedWhenARestartGaveItsOfflineCPUToAnotherPool(t *testing.T) {
+	dramDesktop := testNode{fixture: desktop.fixture, config: desktop.config + "dra: {enabled: true}\n"}
+	for _, shape := range []string{"v1", "v2"} { // cgroup v1 drops the offline CPU; v2 keeps it listed
+		t.Run("cgroup "+shape, func(t *testing.T) {
+			f := newFakeRuntime(t, false)
+			first := startDRAOn(t, f, dramDesktop)
+			pod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
+			env := first.prepare(t, "uid-1", 0, 2, pod)
+			cpus := mustParse(first.claimCPUs(t, "uid-1"))
+			require.Equal(t, 2, cpus.Size())
+			ctr, resp, err := f.createWithEnv(pod, "fwd", 10, env...)
+			require.NoError(t, err)
+			require.Equal(t, cpus.String(), resp.Adjust.Linux.Resources.Cpu.Cpus)
+			require.NoError(t, first.p.Flush())
+			first.kill()
+
+			ids := cpus.List()
+			off, on := ids[1], ids[0]
+			setOnlineAt(t, f.sysfsRoot(desktop.fixture), off, false)
+			runsOn := fmt.Sprint(on)
+			if shape == "v2" {
+				runsOn = cpus.String()
+			}
+			f.setCPUs(ctr, runsOn)
+			exclusive := mustParse("4-7,12-15").Difference(cpuset.New(off))
+			shared := mustParse("2-3,10-11").Union(cpuset.New(off))
+			moved := testNode{fixture: desktop.fixture, config: fmt.Sprintf(`
+isolatedCPUs: "2-7,10-15"
+reservedCPUs: "0,8"
+pools:
+  exclusive: {cpus: "%s"}
+  shared: {cpus: "%s"}
+allowedNamespaces:
+  exclusive: [telco]
+dra: {enabled: true}
+`, exclusive, shared)}
+			second := startDRAOn(t, f, moved)
+			a, ok := second.p.alloc.Get(ctr.GetId())
+			require.True(t, ok)
+			log := second.log.String()
+			t.Logf("claim CPUs %s, runs on %s; after restart: pool %s CPUs %s, runtime %s\n%s", cpus, runsOn, a.Pool, a.CPUs, f.cpus(ctr), log)
+			assert.NotContains(t, log, "confined to infra")
+			assert.Equal(t, "exclusive", a.Pool, "the claim's online CPU is still the exclusive pool's")
+			assert.Contains(t, f.cpus(ctr), fmt.Sprint(on), "not moved off the claim's CPU it runs on")
+			assert.Equal(t, cpus.String(), a.CPUs.String(), "the record keeps the claim's offline CPU, as its hold would")
+			assert.Contains(t, log, fmt.Sprintf("offline CPU %d is pool shared's as now configured, not pool exclusive's, but the pod's allocation (dra-claim: ", off))
+		})
+	}
 }

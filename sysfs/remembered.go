@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -108,7 +109,7 @@ func ReadRemembered(path string) (Remembered, error) {
 	case errors.Is(err, atomicfile.ErrTooLarge):
 		return Remembered{}, fmt.Errorf("%w: not a record of this daemon's", err)
 	case errors.Is(err, atomicfile.ErrNotRegular):
-		return Remembered{}, fmt.Errorf("%w: the record is a file the daemon writes", err)
+		return Remembered{}, fmt.Errorf("%w: the record is a file the daemon writes; %s", err, rememberedFix)
 	case err != nil:
 		return Remembered{}, err
 	case !ok:
@@ -120,8 +121,16 @@ func ReadRemembered(path string) (Remembered, error) {
 	return rec, nil
 }
 
-// WriteRemembered replaces the record atomically.
+// rememberedFix is how to end a record path that is not a regular file.
+const rememberedFix = "remove it, and the daemon writes the record there at its next start or CPU change"
+
+// WriteRemembered replaces the record atomically. A directory at path
+// cannot be replaced (os.Rename says only "file exists"): that is said as
+// what it is, with the way out, as ReadRemembered says it (ErrNotRegular).
 func WriteRemembered(path string, rec Remembered) error {
+	if st, err := os.Lstat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s: a directory, %w; not written: the record is a file the daemon writes; %s", path, atomicfile.ErrNotRegular, rememberedFix)
+	}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", path, err)

@@ -90,5 +90,18 @@ func TestRememberedRecordThatIsNoFileIsRefused(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(path, 0o600))
 	_, err := sysfs.ReadRemembered(path)
 	require.ErrorIs(t, err, atomicfile.ErrNotRegular)
-	assert.EqualError(t, err, path+": a named pipe, not a regular file; not read: the record is a file the daemon writes")
+	assert.EqualError(t, err, path+": a named pipe, not a regular file; not read: the record is a file the daemon writes; remove it, and the daemon writes the record there at its next start or CPU change")
+}
+
+// A directory at the record's path cannot be replaced by the write's
+// rename (os.Rename says only "file exists"): the write says what is
+// there and the way out, as the read does.
+func TestRememberedRecordThatIsADirectoryIsNotWrittenAndSaysHowToFixIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), sysfs.RememberedFile)
+	require.NoError(t, os.Mkdir(path, 0o700))
+	err := sysfs.WriteRemembered(path, sysfs.Remembered{Version: 1})
+	require.ErrorIs(t, err, atomicfile.ErrNotRegular)
+	assert.EqualError(t, err, path+": a directory, not a regular file; not written: the record is a file the daemon writes; remove it, and the daemon writes the record there at its next start or CPU change")
+	_, err = sysfs.ReadRemembered(path)
+	assert.EqualError(t, err, path+": a directory, not a regular file; not read: the record is a file the daemon writes; remove it, and the daemon writes the record there at its next start or CPU change")
 }

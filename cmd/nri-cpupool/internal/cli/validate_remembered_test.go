@@ -71,3 +71,25 @@ func TestValidateListsTheRememberedCPUsTheDaemonDrops(t *testing.T) {
 	assert.Contains(t, errOut, "warning: "+recPath+": 1 entry of the remembered CPUs is not put back in its pool")
 	assert.Contains(t, errOut, "\n  CPU 15: on NUMA node 7, which this node does not have\n")
 }
+
+// A directory where present-cpus.json belongs: validate, which the unit
+// runs first, says what the daemon says at its start (the path, that it
+// is a directory, and to remove it), and checks the config on the node as
+// it is, as the daemon then lays it out: the exit code is that of the
+// config alone.
+func TestValidateSaysARememberedCPUsPathThatIsADirectoryAndHowToFixIt(t *testing.T) {
+	root := fixture.Root(t, "desktop-8c16t")
+	stateFile := filepath.Join(t.TempDir(), "state.json")
+	cfgFile := writeFile(t, "stateFile: "+stateFile+"\nisolatedCPUs: \"2-7,10-15\"\nreservedCPUs: \"0,8\"\npools: {exclusive: {count: 12}}\n")
+	code, wantOut, _ := run(t, "validate", "--sysfs-root", root, "--config", cfgFile)
+	require.Equal(t, 0, code)
+	recPath := sysfs.RememberedPath(stateFile)
+	require.NoError(t, os.Mkdir(recPath, 0o700))
+	code, out, errOut := run(t, "validate", "--sysfs-root", root, "--config", cfgFile)
+	t.Logf("stderr:\n%s", errOut)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, wantOut, out, "the layout is the node's as it is")
+	assert.Contains(t, errOut, "warning: reading the remembered CPUs: "+recPath+": a directory, not a regular file")
+	assert.Contains(t, errOut, "remove it, and the daemon writes the record there")
+	assert.Equal(t, 1, strings.Count(errOut, recPath), "said once")
+}
