@@ -570,8 +570,10 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 // refuses a count that is none (placed anew, refused alike). A hold of its
 // last run (same pod and container) ends once it is kept, as any re-add
 // ends it; refused, or kept and then not grown, the hold is as it was, and
-// Allocate gives it back when it fits (ownHoldFits). It tells whether it
-// was adopted; when not, nothing was added and nothing dropped.
+// Allocate gives it back when it fits (ownHoldFits); the infra and shared
+// members the re-add moved are back where they were (restoreFollowed). It
+// tells whether it was adopted; when not, nothing was added and nothing
+// dropped.
 func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Result, bool) {
 	n := CPUsFor(req.MilliCPU)
 	if !pools.IsExclusive(req.Pool) || req.onlyWhereItRuns || current.IsEmpty() || current.Size() >= n || req.CPUs.Size() > 0 ||
@@ -583,6 +585,7 @@ func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Resul
 		PowerClass: req.PowerClass, Rule: req.Rule}
 	as.Mems = a.knownMems(mems)
 	as.Memory = a.MemoryOf(as, req.Demand) // counted where it runs
+	was := a.markFollowed()
 	kept, ended, _, err := a.restoreEnding(as)
 	if err != nil {
 		return Result{}, false // not free, offline or not its pool's
@@ -590,9 +593,13 @@ func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Resul
 	grown, err := a.Resize(req)
 	if err != nil {
 		// Nothing added, nothing dropped: placed anew instead, where
-		// Allocate finds the hold of its last run.
+		// Allocate finds the hold of its last run. The members the
+		// re-add and Release moved go back to where they run: their
+		// updates are not sent, and infra is as it was once the hold
+		// lends its CPUs again.
 		a.Release(req.ID)
 		a.putBack(ended)
+		a.restoreFollowed(was)
 		return Result{}, false
 	}
 	// Placed by its request, as a new container is: every CPU is one it
