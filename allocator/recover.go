@@ -564,18 +564,21 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 // shape. So is a container with a kubelet allocation (its CPUs are the
 // kubelet's), a NUMA restriction (its set may break it), shared CPUs
 // beside or hidden siblings (their shape is the creation's), and a
-// full-pcpus-only one on split cores (kept threads of split cores and
-// grown by whole ones, it would be on split cores, which no creation gives
-// it); on whole cores it is kept, and Resize grows it by whole cores, or
-// refuses a count that is none (placed anew, refused alike). A hold of its
+// full-pcpus-only one on split cores, counting offline threads
+// (lacksAThread: kept threads of split cores and grown by whole ones, it
+// would be on split cores, which no creation gives it); on whole cores it
+// is kept, and Resize grows it by whole cores, or refuses a count that is
+// none (placed anew, refused alike). A hold of its
 // last run (same pod and container) ends once it is kept, as any re-add
 // ends it; refused, or kept and then not grown, the hold is as it was, and
-// Allocate gives it back when it fits (ownHoldFits). It tells whether it
-// was adopted; when not, nothing was added and nothing dropped.
+// Allocate gives it back when it fits (ownHoldFits); the infra and shared
+// members the re-add moved are back where they were (restoreFollowed). It
+// tells whether it was adopted; when not, nothing was added and nothing
+// dropped.
 func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Result, bool) {
 	n := CPUsFor(req.MilliCPU)
 	if !pools.IsExclusive(req.Pool) || req.onlyWhereItRuns || current.IsEmpty() || current.Size() >= n || req.CPUs.Size() > 0 ||
-		req.NUMANodes.Size() > 0 || req.WithShared || req.Options.HideHyperthreads || req.Options.FullPCPUsOnly && a.partCore(current) != nil {
+		req.NUMANodes.Size() > 0 || req.WithShared || req.Options.HideHyperthreads || req.Options.FullPCPUsOnly && a.lacksAThread(current) {
 		return Result{}, false
 	}
 	as := Assignment{ID: req.ID, Pod: req.Pod, Container: req.Container, Pool: req.Pool, MilliCPU: int64(current.Size()) * 1000, CPUs: current,
@@ -583,6 +586,7 @@ func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Resul
 		PowerClass: req.PowerClass, Rule: req.Rule}
 	as.Mems = a.knownMems(mems)
 	as.Memory = a.MemoryOf(as, req.Demand) // counted where it runs
+	was := a.markFollowed()
 	kept, ended, _, err := a.restoreEnding(as)
 	if err != nil {
 		return Result{}, false // not free, offline or not its pool's
@@ -590,9 +594,13 @@ func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Resul
 	grown, err := a.Resize(req)
 	if err != nil {
 		// Nothing added, nothing dropped: placed anew instead, where
-		// Allocate finds the hold of its last run.
+		// Allocate finds the hold of its last run. The members the
+		// re-add and Release moved go back to where they run: their
+		// updates are not sent, and infra is as it was once the hold
+		// lends its CPUs again.
 		a.Release(req.ID)
 		a.putBack(ended)
+		a.restoreFollowed(was)
 		return Result{}, false
 	}
 	// Placed by its request, as a new container is: every CPU is one it
@@ -603,6 +611,34 @@ func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Resul
 	grown.Updates = append(kept.Updates, grown.Updates...)
 	grown.InfraChanged = grown.InfraChanged || kept.InfraChanged
 	return grown, true
+}
+
+// lacksAThread tells whether cpus lack a thread, online or offline, of a
+// core they have a thread of: keepAndGrow's guard for a full-pcpus-only
+// container. An offline thread counts: nothing holds it for the
+// container, so once online it is a free exclusive CPU, and the next
+// container placed would share a core with it (partCore, which leaves
+// offline threads out, would call such a set whole). A CPU of no known
+// core, in cpus or offline on the node, may be a thread of any of its
+// cores: it counts as lacking too (placed anew, as before keepAndGrow
+// kept full-pcpus-only containers).
+func (a *Allocator) lacksAThread(cpus cpuset.CPUSet) bool {
+	cores := make(map[int]bool, cpus.Size())
+	for _, id := range cpus.UnsortedList() {
+		if !a.x.present(id) || a.x.cpus[id].core < 0 {
+			return true
+		}
+		cores[a.x.cpus[id].core] = true
+	}
+	for id, c := range a.x.cpus {
+		if !c.present || cpus.Contains(id) {
+			continue
+		}
+		if cores[c.core] || c.core < 0 && !c.online {
+			return true
+		}
+	}
+	return false
 }
 
 // knownMems are the nodes of mems the runtime reported that pinned memory
