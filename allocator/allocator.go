@@ -330,18 +330,22 @@ func (a *Allocator) followShared(c *Assignment, now cpuset.CPUSet) bool {
 	return false
 }
 
-// otherHolder finds an exclusive container that still runs on cpu, or a
-// hold that keeps it, after keep (recover.go) made two overlap, so the CPU
-// is not handed out while in use.
-func (a *Allocator) otherHolder(cpu int) string {
+// otherHolder finds an exclusive container other than the one letting cpu
+// go (except) that still runs on it, or a hold that keeps it, after keep
+// (recover.go) made two overlap, so the CPU is not handed out while in
+// use. The one letting go is skipped because it may still be listed as it
+// does (free runs before the container is forgotten; a hold lets an idle
+// sibling go before it drops it): found, it would get the CPU back under
+// an id about to go, and the CPU would never be free again.
+func (a *Allocator) otherHolder(cpu int, except string) string {
 	for _, id := range a.sortedIDs() {
 		c := a.containers[id]
-		if pools.IsExclusive(c.Pool) && c.Held().Contains(cpu) {
+		if id != except && pools.IsExclusive(c.Pool) && c.Held().Contains(cpu) {
 			return id
 		}
 	}
 	for _, key := range a.sortedHoldKeys() {
-		if h := a.holds[key]; h.Held().Contains(cpu) {
+		if h := a.holds[key]; h.ID != except && h.Held().Contains(cpu) {
 			return h.ID
 		}
 	}
@@ -626,7 +630,7 @@ func (a *Allocator) disown(id string, cpus cpuset.CPUSet) {
 		if a.owner[cpu] == id {
 			a.setOwner(cpu, "")
 			if a.overlapped {
-				a.setOwner(cpu, a.otherHolder(cpu))
+				a.setOwner(cpu, a.otherHolder(cpu, id))
 			}
 		}
 	}
