@@ -35,24 +35,72 @@ func ReadDaemonStatus(path string) (s DaemonStatus, ok bool, err error) {
 }
 
 // noteRuntime records a change of the connection to the runtime; the same
-// state again (each retry) writes nothing. Only Run calls it.
+// state again (each retry) writes nothing. Only Run's loop calls it; its
+// way out records "stopped" with noteRuntimeNow.
 //
-// Readiness (/readyz, cpupool_runtime_connected) gets the change first.
-// Neither it nor the status file that follows (noteStatus) waits for the
-// plugin's lock: when a handler hangs holding it, or waiting for it, the
-// runtime gives up on the plugin and drops the connection, and that loss
-// must show while the lock is still held; and the daemon's way out must
-// record "stopped" and go on to its bounded last write.
+// Readiness (/readyz, cpupool_runtime_connected) gets the change at once.
+// The status file gets it from the background (writeRuntimeStatus): Run
+// must not wait for a status write, which a hung disk (or a reload's
+// write under way on it) keeps forever, and a SIGTERM must reach its
+// bounded way out (exitbudget.go) also while it reconnects. Neither waits
+// for the plugin's lock: when a handler hangs holding it, or waiting for
+// it, the runtime gives up on the plugin and drops the connection, and
+// that loss must show while the lock is still held.
 func (p *Plugin) noteRuntime(state, socket, detail string) {
+	if p.recordRuntime(state, socket, detail) == nil {
+		return
+	}
+	// One write queued at a time: it writes the latest record when it
+	// runs, so a change made while it waits is in it; one made after it
+	// read the record queues the next. Only the latest state is kept, in
+	// order: a write never puts an older record over a newer one.
+	if !p.statusQueued.CompareAndSwap(false, true) {
+		return
+	}
+	p.exit.late.Add(1)
+	go func() {
+		defer p.exit.late.Done()
+		p.writeRuntimeStatus()
+	}()
+}
+
+// writeRuntimeStatus writes the connection's latest state to the status
+// file. Once the way out has begun it writes nothing: the way out writes
+// "stopped" itself (noteRuntimeNow), bounded.
+func (p *Plugin) writeRuntimeStatus() {
+	p.statusMu.Lock()
+	defer p.statusMu.Unlock()
+	// Cleared before the record is read: a change stored after this
+	// queues a write of its own.
+	p.statusQueued.Store(false)
+	if p.exit.begun.Load() {
+		return
+	}
+	rs := p.conn.now.Load()
+	p.changeStatus(func(s *DaemonStatus) { s.Runtime = rs })
+}
+
+// noteRuntimeNow records a change of the connection to the runtime and
+// writes the status file before it returns: the way out's "stopped",
+// which its bound (exitbudget.go) waits for at most what is left.
+func (p *Plugin) noteRuntimeNow(state, socket, detail string) {
+	if rs := p.recordRuntime(state, socket, detail); rs != nil {
+		p.noteStatus(func(s *DaemonStatus) { s.Runtime = rs })
+	}
+}
+
+// recordRuntime gives readiness a change of the connection to the runtime
+// and returns its record, nil when the state is the same as before.
+func (p *Plugin) recordRuntime(state, socket, detail string) *RuntimeStatus {
 	// The last record readiness got is the status file's too (both are
 	// set here alone), read without the lock.
 	if r := p.conn.now.Load(); r != nil && r.State == state && r.Detail == detail {
-		return
+		return nil
 	}
 	rs := &RuntimeStatus{State: state, Since: time.Now().UTC(), PID: os.Getpid(), Socket: socket, Detail: detail}
 	// Nothing changes a record once made: readiness and the status share it.
 	p.conn.now.Store(rs)
-	p.noteStatus(func(s *DaemonStatus) { s.Runtime = rs })
+	return rs
 }
 
 // noteStatus changes the daemon's status and writes it. The status is
@@ -63,6 +111,11 @@ func (p *Plugin) noteRuntime(state, socket, detail string) {
 func (p *Plugin) noteStatus(change func(*DaemonStatus)) {
 	p.statusMu.Lock()
 	defer p.statusMu.Unlock()
+	p.changeStatus(change)
+}
+
+// changeStatus is noteStatus under statusMu.
+func (p *Plugin) changeStatus(change func(*DaemonStatus)) {
 	change(&p.status)
 	if p.statusClosed {
 		return // Close released the state directory: it is another process's now

@@ -236,6 +236,9 @@ type Plugin struct {
 	// Configure's in the background, a watched file's) writes no status
 	// over the next process's.
 	statusClosed bool
+	// statusQueued is set while a background write of the connection's
+	// state (noteRuntime) is queued and has not yet read the latest.
+	statusQueued atomic.Bool
 	// push sends updates to the runtime outside a reply (push.go); nil
 	// while not connected.
 	push atomic.Pointer[pushFunc]

@@ -42,7 +42,8 @@ func (p *Plugin) setPush(f pushFunc) {
 		p.push.Store(nil)
 		return
 	}
-	p.push.Store(&f)
+	set := &f
+	p.push.Store(set)
 	// A push made before this one was set found none and left its
 	// containers pending for the next reply: a reload queued before the
 	// first Synchronize is applied right after it, while the stub's Start,
@@ -51,13 +52,16 @@ func (p *Plugin) setPush(f pushFunc) {
 	// function after the Store above sends them itself; one that loaded
 	// nil before it marked them pending before, so they are read here.
 	// From a goroutine, which alone waits for the lock; once the way out
-	// has begun it sends nothing (the runtime is being left).
+	// has begun it sends nothing (the runtime is being left), nor once
+	// another connection replaced this one meanwhile (a reconnect while
+	// a handler held the lock): that one's own goroutine sends them, so
+	// they are sent once, on the current connection.
 	p.exit.late.Add(1)
 	proflabel.Go(proflabel.Push, func() {
 		defer p.exit.late.Done()
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if p.exit.begun.Load() {
+		if p.exit.begun.Load() || p.push.Load() != set {
 			return
 		}
 		if len(p.pending) > 0 {

@@ -117,7 +117,7 @@ func (p *Plugin) Run(ctx context.Context, socket string, backoff Backoff, hooks 
 		// no lock: `nri-cpupool status` tells the daemon is gone even
 		// when the rest is cut short.
 		if err := p.onTheWayOut("writing state on the way out", func() error {
-			p.noteRuntime(RuntimeStopped, socket, "")
+			p.noteRuntimeNow(RuntimeStopped, socket, "")
 			<-hotplugDone
 			if err := p.Flush(); err != nil {
 				return fmt.Errorf("writing state on the way out: %w", err)
