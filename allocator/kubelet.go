@@ -55,6 +55,12 @@ func (a *Allocator) placeExact(req Request) (cpuset.CPUSet, error) {
 	}
 	for _, id := range ids {
 		if o := a.owner[id]; o != "" && !reusable.Contains(id) {
+			if req.Rule.Kind == RuleClaim {
+				// Not the kubelet's device manager, and no pod of
+				// the claim's is ending: another container runs there.
+				return cpuset.New(), fmt.Errorf("%s was given CPU %d by its %s, but container %s, not the claim's, holds it (one the runtime ran there while the claim was not known to be prepared, e.g. across a restart); the kubelet retries the creation, which gets the CPU once that container is gone: delete its pod",
+					who, id, req.Rule.Detail, o)
+			}
 			return cpuset.New(), fmt.Errorf("%s was given CPU %d by the kubelet, but container %s still holds it (its pod is ending; the kubelet retries the creation)", who, id, o)
 		}
 	}

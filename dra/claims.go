@@ -22,6 +22,13 @@ type Claim struct {
 	// (status.reservedFor); only their containers may use it.
 	Pods     []string            `json:"pods"`
 	Requests map[string]*Request `json:"requests"`
+	// Unanswered marks a record written before the kubelet call that
+	// prepares it was answered (the write before its last look): a kill
+	// -9 before the answer leaves it, and the restarted driver holds such
+	// a claim unconfirmed (see PreparedOn, running). Cleared once the
+	// call's last look passed, by the next write. Absent (false) in files
+	// of older versions, whose claims were all answered or taken back.
+	Unanswered bool `json:"unanswered,omitempty"`
 }
 
 // Request is what one request of a claim got: CPUs of one pool, and once a

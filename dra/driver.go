@@ -65,11 +65,12 @@ type Driver struct {
 	// claimed is every claim's CPUs (claims never share one).
 	claimed cpuset.CPUSet
 	// unconfirmed holds the UIDs of the claims loaded from the claims file
-	// at start whose record no Prepare has made again since (setLocked
-	// ends it): the file is a memory, which may hold a Prepare the
-	// kubelet was never answered (a kill -9 before its last look). Their
-	// requests no container is bound to do not beat a running container
-	// (PreparedOn, running).
+	// at start marked unanswered (Claim.Unanswered: a Prepare the kubelet
+	// was never answered, a kill -9 before its last look) whose record no
+	// Prepare has made again since (setLocked ends it). Their requests no
+	// container is bound to do not beat a running container (PreparedOn,
+	// running). A claim loaded unmarked was answered: the kubelet never
+	// prepares it again, and its CPUs stay its own.
 	unconfirmed map[string]struct{}
 	// placing is what the Prepares of a kubelet call placed, and what
 	// their records from before gave up, not final yet (nil: none), for
@@ -176,8 +177,10 @@ func New(p Pools, o Options) (*Driver, error) {
 		// scheduler still counts it.
 		d.reserveAll(uid, c)
 	}
-	for uid := range claims {
-		d.unconfirmed[uid] = struct{}{} // after setLocked, which ends it
+	for uid, c := range claims {
+		if c.Unanswered {
+			d.unconfirmed[uid] = struct{}{} // after setLocked, which ends it
+		}
 	}
 	d.removeStaleCDISpecs()
 	d.statusFile = o.StatusFile

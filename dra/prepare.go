@@ -99,6 +99,7 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 		return out, nil
 	}
 	d.signal(d.changed)
+	var answered []string // the claims the kubelet is told are prepared
 	// Prepared only once the claims file holds them and their CDI specs
 	// are written: said before the spec, a spec that could not be
 	// written (a full /run, an SELinux denial on the CDI directory) read
@@ -113,7 +114,9 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 		}
 		d.cdiWritten(string(claim.UID))
 		d.reported(claim, reports[i], fresh)
+		answered = append(answered, string(claim.UID))
 	}
+	d.answered(answered)
 	return out, nil
 }
 
@@ -186,6 +189,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 		}
 		if len(stale) == 0 {
 			unbound = keepRequests(c, before, kept)
+			// Answered before, it stays so; else it is still not
+			// until this call answers (see answered).
+			c.Unanswered = before.Unanswered
 			d.setLocked(uid, c)
 			d.gen++
 			d.mu.Unlock()
@@ -245,6 +251,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	// A kept request may have been bound while the lock was free: take
 	// it as it is now (before is still the record; only Bind changes it).
 	unbound = keepRequests(c, before, kept)
+	// Written so before the last look: a kill -9 before the call is
+	// answered leaves the mark (see answered).
+	c.Unanswered = true
 	d.setLocked(uid, c)
 	// Still being prepared for PreparedOn, and so are the CPUs before
 	// gives up (see placing.go).

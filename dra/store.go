@@ -233,6 +233,30 @@ func (d *Driver) setLocked(uid string, c *Claim) {
 	}
 }
 
+// answered clears the unanswered mark of these claims, whose kubelet call
+// passed its last look and is told they are prepared: the claims file
+// gets it with the background writer's next write, coalesced, off the
+// reply path. A kill -9 before that write leaves the mark, and the
+// restarted driver holds the claim unconfirmed as if the kubelet had not
+// been answered: its own container, bound, still beats any other, and
+// its next Prepare, if any, confirms it.
+func (d *Driver) answered(uids []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cleared := false
+	for _, uid := range uids {
+		if c := d.claims[uid]; c != nil && c.Unanswered {
+			c.Unanswered = false
+			d.encodeLocked(uid)
+			cleared = true
+		}
+	}
+	if cleared {
+		d.gen++
+		d.signal(d.dirty)
+	}
+}
+
 // logSharedLocked says loudly, at load, that claim c (uid) has CPUs a
 // claim loaded before it has: claims never share a CPU, so the file was
 // written by hand or by a defect, and each claim's container would run on

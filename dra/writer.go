@@ -32,11 +32,7 @@ func (d *Driver) keepWritten(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			err := d.save()
-			if serr := d.store.sync(); err == nil {
-				err = serr
-			}
-			return err
+			return d.Flush()
 		case <-d.dirty:
 			if armed {
 				continue // the retry takes this change too
@@ -58,4 +54,15 @@ func (d *Driver) keepWritten(ctx context.Context) error {
 		}
 		wait = d.retry.initial
 	}
+}
+
+// Flush writes the claims as they are now (the bindings, the unanswered
+// marks cleared since the last write) and makes the file durable: what
+// the background writer does when it ends.
+func (d *Driver) Flush() error {
+	err := d.save()
+	if serr := d.store.sync(); err == nil {
+		err = serr
+	}
+	return err
 }

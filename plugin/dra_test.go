@@ -48,6 +48,16 @@ func startDRAOn(t testing.TB, f *fakeRuntime, node testNode) *draNode {
 	return n
 }
 
+// stop ends the plugin as a kill -9 at a quiet moment would (see
+// runningPlugin.stop): the claims file too has caught up, as the driver's
+// background writer makes it within moments of each change.
+func (n *draNode) stop() {
+	if err := n.driver.Flush(); err != nil {
+		panic(err)
+	}
+	n.runningPlugin.stop()
+}
+
 // prepare prepares a claim the scheduler allocated: cpus CPUs of the
 // exclusive pool on a NUMA node (the default model's device), reserved for
 // pods; it returns the environment the claim's CDI spec gives.

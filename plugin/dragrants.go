@@ -45,9 +45,9 @@ const maxClaimEcho = 128
 // last look, after the claims file holds it, and fails; the kubelet
 // retries it. A claim is being prepared until that last look decided.
 // Nor is it refused for a request remembered from the claims file at
-// start that no container is bound to and no Prepare made again since:
-// that file may hold a Prepare the kubelet was never answered (a kill -9
-// before its last look); the kubelet's next Prepare places the request
+// start marked unanswered that no container is bound to and no Prepare
+// made again since: that file may hold a Prepare the kubelet was never
+// answered (a kill -9 before its last look); the kubelet's next Prepare places the request
 // anew off the container's CPUs (see the driver's PreparedOn).
 func (p *Plugin) claimOnGrant(cpus cpuset.CPUSet, advice grantAdvice, running bool) error {
 	if p.claims == nil {

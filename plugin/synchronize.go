@@ -237,26 +237,32 @@ func splitRemembered(containers []*api.Container, remembered map[string]state.Co
 }
 
 // adoptAll places the containers the state does not know and returns the
-// updates that pin those that must move, and how many were confined. Those
-// the runtime runs pinned go first: they run where a decision whose record
-// a kill lost put them, and one created unpinned while the plugin was away
-// must not take their CPUs first (it would move them, or, showing a copy of
-// one's kubelet grant token, take its CPUs and its grant).
+// updates that pin those that must move, and how many were confined.
+// Those that show claim tokens go first, whatever their IDs: each binds
+// its claim's request, which then beats any other container on its CPUs,
+// also a grant container of the device plugin era on a claim the claims
+// file remembers unanswered (a kill -9 before the mark was cleared), which
+// adopted first would keep the claim's CPUs and confine the claim's own
+// container for good. Then those the runtime runs pinned: they run where a
+// decision whose record a kill lost put them, and one created unpinned
+// while the plugin was away must not take their CPUs first (it would move
+// them, or, showing a copy of one's kubelet grant token, take its CPUs and
+// its grant).
 func (p *Plugin) adoptAll(unknown []*api.Container, pods []*api.PodSandbox) ([]*api.ContainerUpdate, int) {
 	podByID := podsByID(pods)
 	var updates []*api.ContainerUpdate
 	confined := 0
-	unpinned := func(c *api.Container) bool { return c.GetLinux().GetResources().GetCpu().GetCpus() == "" }
-	unknown = slices.Clone(unknown)
-	slices.SortStableFunc(unknown, func(a, b *api.Container) int {
-		switch ua, ub := unpinned(a), unpinned(b); {
-		case ua == ub:
+	rank := func(c *api.Container) int {
+		switch {
+		case showsClaimTokens(c.GetEnv()):
 			return 0
-		case ub:
-			return -1
+		case c.GetLinux().GetResources().GetCpu().GetCpus() != "":
+			return 1 // pinned
 		}
-		return 1
-	})
+		return 2
+	}
+	unknown = slices.Clone(unknown)
+	slices.SortStableFunc(unknown, func(a, b *api.Container) int { return rank(a) - rank(b) })
 	for _, c := range unknown {
 		u, ok := p.adoptUnknown(podByID[c.GetPodSandboxId()], c)
 		if u != nil {
