@@ -17,13 +17,13 @@ import (
 // running grant container was adopted on the claim's new CPUs while the
 // file was written, and before the plugin's own state file (written in
 // the background, 2ms after a change) recorded that adoption. The claims
-// file holds the claim, unbound, on the container's CPUs. The restarted
-// daemon loads it as prepared; its Synchronize meets the running grant
-// container as unknown and asks PreparedOn, which says "prepared" (not
-// "being prepared"): the container is refused and confined to infra for
-// good, and the kubelet's retry of the Prepare keeps the claim there
-// (heldByAnother sees nothing held). The case the fix says it handles:
-// "a remembered claim whose CPUs a container holds is placed anew".
+// file holds the claim, unbound, on the container's CPUs, marked
+// unanswered: the kubelet never got the reply. The restarted daemon's
+// Synchronize meets the running grant container as unknown and asks
+// PreparedOn, which must not count the unanswered, unbound claim against
+// a running container: the container keeps its CPUs, and the kubelet's
+// retry of the Prepare places the claim elsewhere (heldByAnother). Loaded
+// as prepared, the container would be confined to infra for good.
 func TestKill9BeforeTheLastLookKeepsAnUnrecordedGrantContainerOnItsCPUs(t *testing.T) {
 	f := newFakeRuntime(t, false)
 	const grantCPUs = "3,5,43,45" // where claim uid-1 is placed when they are free
