@@ -93,6 +93,17 @@ func (d *Driver) Lookup(env []string, ctr Container) (g Grant, ok bool, err erro
 // in between; a Prepare or Unprepare can, by replacing the claim, and a
 // token it made unknown is left as it is (the container runs on the CPUs
 // it was given; the claim's new CPUs are its next container's).
+//
+// A claim marked unanswered (Claim.Unanswered) one of whose requests a
+// container binds was answered: the container got the token from the
+// CDI device the kubelet names only after a Prepare's answer. The mark
+// is cleared, in memory and with the background writer's next write in
+// the file, and the claim is no longer unconfirmed: the kubelet never
+// prepares an answered claim again, so nothing else would clear it, and
+// every later restart would hold its requests no container is bound to
+// yet as unconfirmed. A request bound already (a running container bound
+// again at a Synchronize) clears nothing: its token may be of an earlier
+// Prepare than the marked one.
 func (d *Driver) Commit(g Grant, ctr Container) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -103,12 +114,16 @@ func (d *Driver) Commit(g Grant, ctr Container) {
 			d.log.Warnf("DRA: container %s: a claim it showed was prepared again or unprepared while it was placed; not bound to it", ctr)
 			continue
 		}
-		r := d.claims[ref.claim].Requests[ref.request]
-		if r.PodUID == "" {
-			r.PodUID, r.Container = ctr.PodUID, ctr.Name
-			d.encodeLocked(ref.claim)
-			changed = true
+		c := d.claims[ref.claim]
+		r := c.Requests[ref.request]
+		if r.PodUID != "" {
+			continue
 		}
+		r.PodUID, r.Container = ctr.PodUID, ctr.Name
+		c.Unanswered = false
+		delete(d.unconfirmed, ref.claim)
+		d.encodeLocked(ref.claim)
+		changed = true
 	}
 	if changed {
 		d.gen++

@@ -67,7 +67,9 @@ type Driver struct {
 	// unconfirmed holds the UIDs of the claims loaded from the claims file
 	// at start marked unanswered (Claim.Unanswered: a Prepare the kubelet
 	// was never answered, a kill -9 before its last look) whose record no
-	// Prepare has made again since (setLocked ends it). Their requests no
+	// Prepare has made again since (setLocked ends it) and none of whose
+	// requests a container bound since (Commit ends it: only an answered
+	// Prepare shows a container the token). Their requests no
 	// container is bound to do not beat a running container (PreparedOn,
 	// running). A claim loaded unmarked was answered: the kubelet never
 	// prepares it again, and its CPUs stay its own.

@@ -32,7 +32,7 @@ import (
 // A claim prepared before with the same allocation keeps its CPUs and
 // tokens; its spec is written again (after a reboot the kubelet prepares
 // again, and the spec, in tmpfs, is gone).
-func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	d.prepareMu.Lock()
 	defer d.prepareMu.Unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
@@ -116,7 +116,14 @@ func (d *Driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 		d.reported(claim, reports[i], fresh)
 		answered = append(answered, string(claim.UID))
 	}
-	d.answered(answered)
+	// A call the kubelet gave up on (its deadline passed, or it was
+	// cancelled) gets no answer to it: the kubelet retries, and until
+	// then the claims stay marked unanswered, so that a kill -9 before the
+	// retry leaves them unconfirmed. A deadline passing after this look,
+	// while the reply is on its way, is not seen here.
+	if ctx.Err() == nil {
+		d.answered(answered)
+	}
 	return out, nil
 }
 

@@ -107,7 +107,8 @@ func (d *Driver) PreparedOn(cpus cpuset.CPUSet, running bool) (claim string, on 
 
 // unconfirmedLocked tells whether request r of claim uid is remembered
 // from the claims file at start marked unanswered, bound to no container,
-// and not made again by a Prepare since (see PreparedOn). Under mu.
+// and not made again by a Prepare since nor confirmed by a container
+// binding another of its requests (see PreparedOn, Commit). Under mu.
 func (d *Driver) unconfirmedLocked(uid string, r *Request) bool {
 	_, remembered := d.unconfirmed[uid]
 	return remembered && r.PodUID == ""

@@ -234,9 +234,11 @@ func (d *Driver) setLocked(uid string, c *Claim) {
 }
 
 // answered clears the unanswered mark of these claims, whose kubelet call
-// passed its last look and is told they are prepared: the claims file
-// gets it with the background writer's next write, coalesced, off the
-// reply path. A kill -9 before that write leaves the mark, and the
+// passed its last look and is told they are prepared while the kubelet
+// still waits for the answer (PrepareResourceClaims looks at the call's
+// context first; see there for the moment that look cannot cover): the
+// claims file gets it with the background writer's next write,
+// coalesced, off the reply path. A kill -9 before that write leaves the mark, and the
 // restarted driver holds the claim unconfirmed as if the kubelet had not
 // been answered: its own container, bound, still beats any other, and
 // its next Prepare, if any, confirms it.
