@@ -574,7 +574,12 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 // Allocate gives it back when it fits (ownHoldFits); the infra and shared
 // members the re-add moved are back where they were (restoreFollowed). It
 // tells whether it was adopted; when not, nothing was added and nothing
-// dropped.
+// dropped. It keeps, tries the growth and undoes, rather than deciding
+// first: the growth's placement reads the allocator as the keeping leaves
+// it (the hold's CPUs free, the kept ones the container's, its memory
+// counted), which no placement can be shown without making it. The undo is
+// checked record by record against the allocator before it
+// (TestAdoptKeptButNotGrown*LeavesTheAllocatorAsItFoundIt).
 func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Result, bool) {
 	n := CPUsFor(req.MilliCPU)
 	if !pools.IsExclusive(req.Pool) || req.onlyWhereItRuns || current.IsEmpty() || current.Size() >= n || req.CPUs.Size() > 0 ||
