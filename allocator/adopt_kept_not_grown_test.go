@@ -81,7 +81,7 @@ func TestAdoptKeptButNotGrownEndsAsPlacedAnew(t *testing.T) {
 }
 
 // A kept-but-not-grown adoption is undone by hand (Release, putBack,
-// restoreFollowed), not by never making it: the growth's placement reads
+// restoreFollowers), not by never making it: the growth's placement reads
 // the allocator as the keeping left it (the hold's CPUs free, the kept
 // CPUs the container's, its memory counted), so a dry run would need that
 // state without the allocator, a second placement. The undo must then be

@@ -572,7 +572,7 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 // last run (same pod and container) ends once it is kept, as any re-add
 // ends it; refused, or kept and then not grown, the hold is as it was, and
 // Allocate gives it back when it fits (ownHoldFits); the infra and shared
-// members the re-add moved are back where they were (restoreFollowed). It
+// members the re-add moved are back where they were (restoreFollowers). It
 // tells whether it was adopted; when not, nothing was added and nothing
 // dropped. It keeps, tries the growth and undoes, rather than deciding
 // first: the growth's placement reads the allocator as the keeping leaves
@@ -591,7 +591,7 @@ func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Resul
 		PowerClass: req.PowerClass, Rule: req.Rule}
 	as.Mems = a.knownMems(mems)
 	as.Memory = a.MemoryOf(as, req.Demand) // counted where it runs
-	was := a.markFollowed()
+	was := a.markFollowers()
 	kept, ended, _, err := a.restoreEnding(as)
 	if err != nil {
 		return Result{}, false // not free, offline or not its pool's
@@ -605,7 +605,7 @@ func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Resul
 		// lends its CPUs again.
 		a.Release(req.ID)
 		a.putBack(ended)
-		a.restoreFollowed(was)
+		a.restoreFollowers(was)
 		return Result{}, false
 	}
 	// Placed by its request, as a new container is: every CPU is one it
