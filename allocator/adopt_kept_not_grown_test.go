@@ -94,7 +94,7 @@ func TestAdoptKeptButNotGrownLeavesTheAllocatorAsItFoundIt(t *testing.T) {
 	req.running = true // as Adopt calls it
 	_, ok := a.keepAndGrow(req, set(t, "2"), set(t, "1"))
 	require.False(t, ok, "the growth is refused: infra must keep 2 CPUs")
-	assert.Equal(t, before, stateSnapshot(a))
+	assertSameState(t, before, stateSnapshot(a))
 	assert.NoError(t, a.mem.Verify())
 }
 
@@ -129,7 +129,7 @@ func TestAdoptKeptButNotGrownLeavesSharedFollowersAsItFoundThem(t *testing.T) {
 	req.running = true // as Adopt calls it
 	_, ok := a.keepAndGrow(req, set(t, "1"), set(t, ""))
 	require.False(t, ok, "the growth is refused: infra must keep 2 CPUs")
-	assert.Equal(t, before, stateSnapshot(a))
+	assertSameState(t, before, stateSnapshot(a))
 	assert.NoError(t, a.mem.Verify())
 }
 
@@ -151,5 +151,5 @@ func TestAdoptKeptButNotGrownForItsCountLeavesTheAllocatorAsItFoundIt(t *testing
 	req.running = true // as Adopt calls it
 	_, ok := a.keepAndGrow(req, set(t, "5,13"), set(t, ""))
 	require.False(t, ok, "3 CPUs are no whole cores")
-	assert.Equal(t, before, stateSnapshot(a))
+	assertSameState(t, before, stateSnapshot(a))
 }

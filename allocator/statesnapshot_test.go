@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"testing"
 
 	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/pools"
@@ -34,6 +35,36 @@ func stateSnapshot(a *Allocator) string {
 		fmt.Fprintf(&d.b, "MembersCPUs(%s) = %s\n", p, a.MembersCPUs(p))
 	}
 	return d.b.String()
+}
+
+// assertSameState fails t with the lines of two stateSnapshots that
+// differ (- before, + after), not the whole snapshots, which run to
+// hundreds of lines.
+func assertSameState(t *testing.T, before, after string, msgAndArgs ...any) bool {
+	t.Helper()
+	if before == after {
+		return true
+	}
+	count := map[string]int{}
+	for _, l := range strings.Split(after, "\n") {
+		count[l]++
+	}
+	var diff []string
+	for _, l := range strings.Split(before, "\n") {
+		if count[l] > 0 {
+			count[l]--
+			continue
+		}
+		diff = append(diff, "- "+l)
+	}
+	for _, l := range strings.Split(after, "\n") {
+		if count[l] > 0 {
+			count[l]--
+			diff = append(diff, "+ "+l)
+		}
+	}
+	t.Errorf("the allocator's records changed:\n%s\n%s", strings.Join(diff, "\n"), fmt.Sprint(msgAndArgs...))
+	return false
 }
 
 // snapshotSkipped are the fields stateSnapshot leaves out, by type and
