@@ -94,6 +94,19 @@ func (r Readmitted) String() string {
 // the config in force gives another pool is none it is kept with
 // (offlinecarved.go): with such a CPU it NeedsRepin, and Repin refuses it;
 // such a hidden sibling leaves the record, the Result's Warning saying so.
+//
+// It runs before any hold is restored, and must: it reads every owner of
+// the record's CPUs but the container itself as another's, the hold of its
+// own last run (same pod and container) included, where a re-add
+// (prepareReadd) ends that hold and takes its CPUs as the container's own.
+// With such a hold present, a container on its record NeedsRepin and Repin
+// pins it back there (no move, one needless update), but one kept where
+// it runs on another free set of its size NeedsRepin too and Repin moves
+// it back onto the record. Its callers keep the order: Synchronize
+// readmits into an empty allocator and restores holds after (RestoreHold
+// refuses the hold of a container that runs again), and Relayout readmits
+// into an empty trial allocator before its holds
+// (readmit_own_hold_test.go shows what another order would do).
 func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 	as := r.Assignment
 	if !pools.IsExclusive(as.Pool) {
