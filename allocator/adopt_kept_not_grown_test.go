@@ -79,3 +79,77 @@ func TestAdoptKeptButNotGrownEndsAsPlacedAnew(t *testing.T) {
 	assert.NoError(t, kept.mem.Verify())
 	assert.Equal(t, anew.containers["web"].CPUs.String(), kept.containers["web"].CPUs.String(), "infra member's record")
 }
+
+// A kept-but-not-grown adoption is undone by hand (Release, putBack,
+// restoreFollowers), not by never making it: the growth's placement reads
+// the allocator as the keeping left it (the hold's CPUs free, the kept
+// CPUs the container's, its memory counted), so a dry run would need that
+// state without the allocator, a second placement. The undo must then be
+// exact: every record the keeping and the release touched (holds, owners,
+// containers and their indexes, infra and shared members, memory per
+// node, claims) is as it was before keepAndGrow, compared field by field.
+func TestAdoptKeptButNotGrownLeavesTheAllocatorAsItFoundIt(t *testing.T) {
+	a, req := keptNotGrownTwin(t)
+	before := stateSnapshot(a)
+	req.running = true // as Adopt calls it
+	_, ok := a.keepAndGrow(req, set(t, "2"), set(t, "1"))
+	require.False(t, ok, "the growth is refused: infra must keep 2 CPUs")
+	assertSameState(t, before, stateSnapshot(a))
+	assert.NoError(t, a.mem.Verify())
+}
+
+// As TestAdoptKeptButNotGrownLeavesTheAllocatorAsItFoundIt, with the
+// shared pool's followers too: after a config change an exclusive
+// container kept where it runs holds the whole shared pool (4,12), so its
+// members and the shared part of an exclusive container that asked for it
+// run on infra, and follow it when the ended hold lends infra its CPUs.
+func TestAdoptKeptButNotGrownLeavesSharedFollowersAsItFoundThem(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", sharedMovedTo4+"  exclusive-non-isolcpus: {enabled: true, minInfraCPUs: 2}\n")
+	_, _, _ = a.Readmit(Remembered{Assignment: remembered(t, "old", "4,12", ""), RunsOn: set(t, "4,12")})
+	require.True(t, a.PoolCPUs(pools.Shared).IsEmpty(), "the shared pool is held")
+	_, err := a.Allocate(Request{ID: "batch", Pod: PodRef{UID: "uid-batch"}, Container: "app", Pool: pools.Shared})
+	require.NoError(t, err)
+	_, err = a.Allocate(Request{ID: "web", Pod: PodRef{UID: "uid-web"}, Container: "app", Pool: pools.Infra})
+	require.NoError(t, err)
+	ws := exclusive("poll", 1)
+	ws.WithShared = true
+	_, err = a.Allocate(ws)
+	require.NoError(t, err)
+	req := exclusive("new", 3)
+	req.Pool = pools.ExclusiveNonIsolcpus
+	_, err = a.RestoreHold(Hold{Assignment: Assignment{ID: "last", Pod: req.Pod, Container: req.Container, Pool: req.Pool,
+		MilliCPU: 2000, CPUs: set(t, "1,9"), Reserved: cpuset.New()}})
+	require.NoError(t, err)
+	for _, id := range []string{"batch", "web", "poll"} {
+		c := a.containers[id]
+		t.Logf("%s: cpus %s shared %s", id, c.CPUs, c.Shared)
+	}
+	t.Logf("infra %s", a.PoolCPUs(pools.Infra))
+	before := stateSnapshot(a)
+	req.running = true // as Adopt calls it
+	_, ok := a.keepAndGrow(req, set(t, "1"), set(t, ""))
+	require.False(t, ok, "the growth is refused: infra must keep 2 CPUs")
+	assertSameState(t, before, stateSnapshot(a))
+	assert.NoError(t, a.mem.Verify())
+}
+
+// As TestAdoptKeptButNotGrownLeavesTheAllocatorAsItFoundIt, with the
+// growth refused for its count, not for room: a full-pcpus-only container
+// kept on a whole core (5,13) that asks for 3 CPUs, no count of whole
+// cores. The hold of its last run (5,13 and 6,14) ends on keeping and must
+// be back whole, with its memory.
+func TestAdoptKeptButNotGrownForItsCountLeavesTheAllocatorAsItFoundIt(t *testing.T) {
+	a := newAllocator(t, "desktop-8c16t", `pools: {exclusive: {cpus: "1-7,9-15"}}`)
+	_, err := a.Allocate(exclusive("other", 2))
+	require.NoError(t, err)
+	req := exclusive("new", 3)
+	req.Options.FullPCPUsOnly = true
+	_, err = a.RestoreHold(Hold{Assignment: Assignment{ID: "last", Pod: req.Pod, Container: req.Container, Pool: req.Pool,
+		MilliCPU: 4000, CPUs: set(t, "5-6,13-14"), Reserved: cpuset.New()}})
+	require.NoError(t, err)
+	before := stateSnapshot(a)
+	req.running = true // as Adopt calls it
+	_, ok := a.keepAndGrow(req, set(t, "5,13"), set(t, ""))
+	require.False(t, ok, "3 CPUs are no whole cores")
+	assertSameState(t, before, stateSnapshot(a))
+}

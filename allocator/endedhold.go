@@ -8,12 +8,14 @@ package allocator
 // and Allocate gives it its hold back (ownHoldFits), or a later round
 // (Repin, keepAndGrow's caller) finds the hold where it was. endedHold is
 // what puts the hold back exactly.
+//
+// This file is the hold alone, the container's own record. The records of
+// other containers a committed re-add moved (infra and shared followers)
+// are put back by followers.go, which only keepAndGrow needs: the other
+// callers refuse before anything is committed, so nothing followed.
 
 import (
-	"k8s.io/utils/cpuset"
-
 	"github.com/cpupool/nri-cpupool/numamem"
-	"github.com/cpupool/nri-cpupool/pools"
 )
 
 // endedHold is a hold of a container's last run that a re-add ended, as
@@ -59,40 +61,4 @@ func (a *Allocator) putBack(e *endedHold) {
 		a.setOwner(cpu, o)
 	}
 	a.mem.Set(e.hold.ID, e.memory)
-}
-
-// followed is what followInfra moves of other containers' records, as it
-// was before a re-add that may be undone: the CPUs and mems of the infra
-// and shared pools' members, and the shared part of exclusive containers
-// that asked for it. A re-add that ends a hold lends the hold's
-// exclusive-non-isolcpus CPUs back to infra, and its commit moves the
-// members onto the bigger infra; Release moves them again, but putBack
-// lends the CPUs once more with no followInfra after it, and the updates
-// of those moves are not sent (nothing was added). Only the records as
-// they were match where the members run and infra as it is once the hold
-// is back.
-type followed map[string]followedRecord
-
-type followedRecord struct{ cpus, mems, shared cpuset.CPUSet }
-
-// markFollowed remembers the records followInfra may move.
-func (a *Allocator) markFollowed() followed {
-	f := followed{}
-	for id, c := range a.containers {
-		if c.Pool == pools.Infra || c.Pool == pools.Shared || c.WithShared && pools.IsExclusive(c.Pool) {
-			f[id] = followedRecord{cpus: c.CPUs, mems: c.Mems, shared: c.Shared}
-		}
-	}
-	return f
-}
-
-// restoreFollowed puts the records of f back as they were, once the
-// re-add is undone and the hold it ended put back (putBack): infra is then
-// as it was when f was marked, and so are its members.
-func (a *Allocator) restoreFollowed(f followed) {
-	for id, r := range f {
-		if c, ok := a.containers[id]; ok {
-			c.CPUs, c.Mems, c.Shared = r.cpus, r.mems, r.shared
-		}
-	}
 }

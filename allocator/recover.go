@@ -94,6 +94,19 @@ func (r Readmitted) String() string {
 // the config in force gives another pool is none it is kept with
 // (offlinecarved.go): with such a CPU it NeedsRepin, and Repin refuses it;
 // such a hidden sibling leaves the record, the Result's Warning saying so.
+//
+// It runs before any hold is restored, and must: it reads every owner of
+// the record's CPUs but the container itself as another's, the hold of its
+// own last run (same pod and container) included, where a re-add
+// (prepareReadd) ends that hold and takes its CPUs as the container's own.
+// With such a hold present, a container on its record NeedsRepin and Repin
+// pins it back there (no move, one needless update), but one kept where
+// it runs on another free set of its size NeedsRepin too and Repin moves
+// it back onto the record. Its callers keep the order: Synchronize
+// readmits into an empty allocator and restores holds after (RestoreHold
+// refuses the hold of a container that runs again), and Relayout readmits
+// into an empty trial allocator before its holds
+// (readmit_own_hold_test.go shows what another order would do).
 func (a *Allocator) Readmit(r Remembered) (Result, Readmitted, error) {
 	as := r.Assignment
 	if !pools.IsExclusive(as.Pool) {
@@ -572,9 +585,14 @@ func (a *Allocator) Adopt(req Request, current, mems cpuset.CPUSet) (Result, Ado
 // last run (same pod and container) ends once it is kept, as any re-add
 // ends it; refused, or kept and then not grown, the hold is as it was, and
 // Allocate gives it back when it fits (ownHoldFits); the infra and shared
-// members the re-add moved are back where they were (restoreFollowed). It
+// members the re-add moved are back where they were (restoreFollowers). It
 // tells whether it was adopted; when not, nothing was added and nothing
-// dropped.
+// dropped. It keeps, tries the growth and undoes, rather than deciding
+// first: the growth's placement reads the allocator as the keeping leaves
+// it (the hold's CPUs free, the kept ones the container's, its memory
+// counted), which no placement can be shown without making it. The undo is
+// checked record by record against the allocator before it
+// (TestAdoptKeptButNotGrown*LeavesTheAllocatorAsItFoundIt).
 func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Result, bool) {
 	n := CPUsFor(req.MilliCPU)
 	if !pools.IsExclusive(req.Pool) || req.onlyWhereItRuns || current.IsEmpty() || current.Size() >= n || req.CPUs.Size() > 0 ||
@@ -586,7 +604,7 @@ func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Resul
 		PowerClass: req.PowerClass, Rule: req.Rule}
 	as.Mems = a.knownMems(mems)
 	as.Memory = a.MemoryOf(as, req.Demand) // counted where it runs
-	was := a.markFollowed()
+	was := a.markFollowers()
 	kept, ended, _, err := a.restoreEnding(as)
 	if err != nil {
 		return Result{}, false // not free, offline or not its pool's
@@ -600,7 +618,7 @@ func (a *Allocator) keepAndGrow(req Request, current, mems cpuset.CPUSet) (Resul
 		// lends its CPUs again.
 		a.Release(req.ID)
 		a.putBack(ended)
-		a.restoreFollowed(was)
+		a.restoreFollowers(was)
 		return Result{}, false
 	}
 	// Placed by its request, as a new container is: every CPU is one it
