@@ -83,6 +83,9 @@ type Source struct {
 	// inherit is what an IRQ requested during a ban inherited from the
 	// narrowed default_smp_affinity (inherit.go).
 	inherit inheritance
+
+	// own is what the plugin wrote to each IRQ (ownwrites.go).
+	own ownWrites
 }
 
 var (
@@ -97,7 +100,7 @@ func (s *Source) Rescan() { s.listed = false }
 
 // NewSource returns a Source that bans nothing until SetBanned.
 func NewSource(cfg Config, log *logrus.Logger) *Source {
-	s := &Source{cfg: cfg, log: log, banned: cfg.Banned, last: cpuset.New(), planned: cpuset.New(), deferred: deferredMoves{pending: map[int]deferredMove{}}}
+	s := &Source{cfg: cfg, log: log, banned: cfg.Banned, last: cpuset.New(), planned: cpuset.New(), deferred: deferredMoves{pending: map[int]deferredMove{}}, own: newOwnWrites()}
 	if s.banned == nil {
 		s.banned = func() cpuset.CPUSet { return cpuset.New() }
 	}
@@ -142,9 +145,13 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		s.planned = banned
 		s.deferred.forget()
 		s.inherit.end()
+		s.own.forget()
 		return plan, nil
 	}
 	plan.Reread = !banned.IsSubsetOf(s.planned)
+	if !banned.Equals(s.planned) {
+		s.own.banChanged()
+	}
 	root := filepath.Join(s.cfg.ProcRoot, "irq")
 	if !s.listed || plan.Reread {
 		irqs, err := ListIRQs(root)
@@ -153,6 +160,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}
 		s.irqs, s.listed = irqs, true
 		s.inherit.relisted(irqs)
+		s.own.relisted(irqs)
 	}
 	s.inherit.begin(s.irqs)
 	// Most IRQs share a handful of affinities ("0-383", a node's CPUs): a
@@ -204,9 +212,21 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	// The IRQs this pass moves, and at the first pass those an earlier
 	// process moved, are checked for a move the kernel deferred after
 	// the writes (deferred.go).
-	wrote, sweeping := s.deferred.noteWritten, !s.deferred.swept
+	wrote := func(path string) {
+		s.deferred.noteWritten(path)
+		s.own.written(path)
+	}
+	sweeping := !s.deferred.swept
 	for _, n := range s.irqs {
 		dir := filepath.Join(root, strconv.Itoa(n))
+		satisfied := avoids
+		if s.own.earlier(n) {
+			// Its value may be the plugin's write for an earlier,
+			// larger ban (ownwrites.go).
+			satisfied = func(content, want string) bool {
+				return avoids(content, want) && s.own.satisfied(n, content, want)
+			}
+		}
 		plan.Changes = append(plan.Changes, hostfiles.Change{
 			Path: filepath.Join(dir, "smp_affinity_list"),
 			Want: func(original string) (string, error) {
@@ -221,9 +241,10 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 				if w.moved && sweeping {
 					s.deferred.sweep = append(s.deferred.sweep, n)
 				}
+				s.own.want(n, w.value)
 				return w.value, w.err
 			},
-			Satisfied: avoids,
+			Satisfied: satisfied,
 			Wrote:     wrote,
 			Original:  s.inheritedOriginal(n, dir),
 		})
