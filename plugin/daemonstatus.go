@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cpupool/nri-cpupool/internal/proflabel"
 	"github.com/cpupool/nri-cpupool/state"
 )
 
@@ -58,10 +59,10 @@ func (p *Plugin) noteRuntime(state, socket, detail string) {
 		return
 	}
 	p.exit.late.Add(1)
-	go func() {
+	proflabel.Go(proflabel.StatusWriter, func() {
 		defer p.exit.late.Done()
 		p.writeRuntimeStatus()
-	}()
+	})
 }
 
 // writeRuntimeStatus writes the connection's latest state to the status

@@ -1,10 +1,8 @@
 package plugin
 
 import (
-	"context"
 	"testing"
 
-	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,36 +19,23 @@ import (
 // container, which the kubelet creates next without any new Prepare, gets
 // the claim's CPUs.
 func TestRestartDoesNotHandAnAnsweredClaimsCPUsToAGrantContainer(t *testing.T) {
-	f := newFakeRuntime(t, false)
-	const claimCPUs = "3,5,43,45"
-	tok := keptGrantToken(t, f, claimCPUs)
-	first := startDRA(t, f)
-	claimPod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
-	env := first.prepare(t, "uid-1", 1, 4, claimPod) // answered: the kubelet will not prepare it again
-	require.Equal(t, claimCPUs, first.claimCPUs(t, "uid-1"))
-	old := f.runPod(podSpec{name: "old", namespace: "telco", qos: "besteffort"})
-	_, _, err := f.createWithEnv(old, "app", 10, EnvGrant+"="+tok)
+	r := prepareClaimOnKeptGrant(t) // answered: the kubelet will not prepare it again
+	_, _, err := r.f.createWithEnv(r.old, "app", 10, EnvGrant+"="+r.tok)
 	require.Error(t, err, "the claim wins while the daemon runs")
-	first.stop() // a quiet restart: state and claims file up to date
+	second := r.restartAfter(t, r.first.stop) // a quiet restart: state and claims file up to date
 
-	second := startDRA(t, f)
 	// The grant container the kubelet retried while the daemon was away:
 	// created with no adjustment, running unpinned.
-	late := &api.Container{Id: "ctr-old-app", PodSandboxId: old.Id, Name: "app", State: api.ContainerState_CONTAINER_RUNNING,
-		Env: []string{EnvGrant + "=" + tok},
-		Linux: &api.LinuxContainer{CgroupsPath: old.Linux.CgroupParent + "/ctr-old-app",
-			Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(10), Period: api.UInt64(100000)}}}}
-	f.mkCgroup(late.Linux.CgroupsPath)
-	_, err = second.p.Synchronize(context.Background(), []*api.PodSandbox{claimPod, old}, []*api.Container{late})
-	require.NoError(t, err)
+	late := r.unpinnedGrantContainer(t, "")
+	r.synchronize(t, late)
 
 	if a, ok := second.p.alloc.Get(late.Id); ok {
-		assert.NotEqual(t, claimCPUs, a.Cpuset().String(), "the grant container must not take the answered claim's CPUs; rule %+v", a.Rule)
+		assert.NotEqual(t, restartClaimCPUs, a.Cpuset().String(), "the grant container must not take the answered claim's CPUs; rule %+v", a.Rule)
 	}
 	// The kubelet now creates the claim's container (no new Prepare).
-	_, resp, err := f.createWithEnv(claimPod, "fwd", 10, env...)
+	_, resp, err := r.f.createWithEnv(r.claimPod, "fwd", 10, r.env...)
 	require.NoError(t, err, "the claim's container must get its prepared CPUs; log:\n%s", second.log.String())
-	assert.Equal(t, claimCPUs, resp.Adjust.Linux.Resources.Cpu.Cpus)
+	assert.Equal(t, restartClaimCPUs, resp.Adjust.Linux.Resources.Cpu.Cpus)
 }
 
 // A claim the claims file still marks unanswered (a kill -9 after the
@@ -60,28 +45,16 @@ func TestRestartDoesNotHandAnAnsweredClaimsCPUsToAGrantContainer(t *testing.T) {
 // names the claim and the container that holds the CPU, not the kubelet's
 // device manager and an ending pod.
 func TestClaimContainerRefusedForAHeldCPUNamesTheClaim(t *testing.T) {
-	f := newFakeRuntime(t, false)
-	const claimCPUs = "3,5,43,45"
-	tok := keptGrantToken(t, f, claimCPUs)
-	first := startDRA(t, f)
-	claimPod := f.runPod(podSpec{name: "dpdk", namespace: "telco", qos: "besteffort"})
-	env := first.prepare(t, "uid-1", 1, 4, claimPod)
-	old := f.runPod(podSpec{name: "old", namespace: "telco", qos: "besteffort"})
-	first.kill() // the claims file still has the mark
+	r := prepareClaimOnKeptGrant(t)
+	second := r.restartAfter(t, r.first.kill) // the claims file still has the mark
 
-	second := startDRA(t, f)
-	late := &api.Container{Id: "ctr-old-app", PodSandboxId: old.Id, Name: "app", State: api.ContainerState_CONTAINER_RUNNING,
-		Env: []string{EnvGrant + "=" + tok},
-		Linux: &api.LinuxContainer{CgroupsPath: old.Linux.CgroupParent + "/ctr-old-app",
-			Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(10), Period: api.UInt64(100000)}}}}
-	f.mkCgroup(late.Linux.CgroupsPath)
-	_, err := second.p.Synchronize(context.Background(), []*api.PodSandbox{claimPod, old}, []*api.Container{late})
-	require.NoError(t, err)
+	late := r.unpinnedGrantContainer(t, "")
+	r.synchronize(t, late)
 	a, ok := second.p.alloc.Get(late.Id)
 	require.True(t, ok)
-	require.Equal(t, claimCPUs, a.Cpuset().String(), "adopted where its grant is: the claim is not known to be answered")
+	require.Equal(t, restartClaimCPUs, a.Cpuset().String(), "adopted where its grant is: the claim is not known to be answered")
 
-	_, _, err = f.createWithEnv(claimPod, "fwd", 10, env...)
+	_, _, err := r.f.createWithEnv(r.claimPod, "fwd", 10, r.env...)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "container telco/dpdk/fwd was given CPU 3 by its ResourceClaims telco/claim-uid-1/cpus, but container ctr-old-app, not the claim's, holds it")
 	assert.NotContains(t, err.Error(), "its pod is ending")

@@ -2,25 +2,11 @@ package plugin
 
 import (
 	"context"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-// runIsIn tells whether Run's goroutine is in fn now (Run reconnects:
-// setNRIVersion or the stub's Start, or Plugin.start waiting for it).
-func runIsIn(fn string) bool {
-	buf := make([]byte, 1<<20)
-	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, "plugin.(*Plugin).Run(") && strings.Contains(g, fn) {
-			return true
-		}
-	}
-	return false
-}
 
 // TestRunsExitIsBoundedWhileReconnectingUnderAStuckHandler: the way out is
 // documented as bounded (docs/state.md: "a handler stuck under the
@@ -33,27 +19,11 @@ func runIsIn(fn string) bool {
 // systemd's SIGKILL ends the daemon.
 func TestRunsExitIsBoundedWhileReconnectingUnderAStuckHandler(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	rp := startPluginTuned(t, f, desktop, statePath(f), func(p *Plugin) { p.writer.closeWait = 300 * time.Millisecond })
+	rp := startBoundedPlugin(t, f)
 	rp.p.mu.Lock() // a handler stuck under the lock
 	f.restart()    // the runtime drops the plugin; Run reconnects
-	require.Eventually(t, func() bool {
-		return runIsIn("plugin.(*Plugin).setNRIVersion") || runIsIn("stub.(*stub).Start") || runIsIn("plugin.(*Plugin).start(")
-	}, 5*time.Second, 10*time.Millisecond, "Run reconnecting")
-	rp.cancel() // SIGTERM
-	var runErr error
-	select {
-	case runErr = <-rp.done:
-		rp.p.mu.Unlock()
-	case <-time.After(3 * time.Second):
-		logRunsStack(t)
-		rp.p.mu.Unlock()
-		runErr = <-rp.done
-		rp.p.exit.late.Wait()
-		rp.done <- runErr // for the harness's stop
-		t.Fatalf("Run did not return within 3 s of its context's end (closeWait 300 ms) while reconnecting under a held lock")
-	}
-	rp.p.exit.late.Wait()
-	rp.done <- runErr
+	require.Eventually(t, runIsReconnecting, 5*time.Second, 10*time.Millisecond, "Run reconnecting")
+	requireRunExitsInTime(t, rp, rp.p.mu.Unlock, " while reconnecting under a held lock")
 }
 
 // TestRunsExitIsBoundedAfterTheRuntimeDropsAStuckPlugin: the same with
@@ -64,7 +34,7 @@ func TestRunsExitIsBoundedWhileReconnectingUnderAStuckHandler(t *testing.T) {
 // CpupoolHandlerStuck fires is when the kubelet or systemd stops it.
 func TestRunsExitIsBoundedAfterTheRuntimeDropsAStuckPlugin(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	rp := startPluginTuned(t, f, desktop, statePath(f), func(p *Plugin) { p.writer.closeWait = 300 * time.Millisecond })
+	rp := startBoundedPlugin(t, f)
 	pod := f.runPod(podSpec{name: "stuck"})
 	rp.p.mu.Lock() // a handler stuck under the lock
 	created := make(chan struct{})
@@ -72,26 +42,9 @@ func TestRunsExitIsBoundedAfterTheRuntimeDropsAStuckPlugin(t *testing.T) {
 		defer close(created)
 		f.createContainer(pod, "c", 1000) //nolint:errcheck // times out
 	}()
-	require.Eventually(t, func() bool {
-		return runIsIn("plugin.(*Plugin).setNRIVersion") || runIsIn("stub.(*stub).Start") || runIsIn("plugin.(*Plugin).start(")
-	}, 10*time.Second, 20*time.Millisecond, "the runtime drops the stuck plugin and Run reconnects")
-	rp.cancel() // SIGTERM
-	var runErr error
-	select {
-	case runErr = <-rp.done:
-		rp.p.mu.Unlock()
-	case <-time.After(3 * time.Second):
-		logRunsStack(t)
-		rp.p.mu.Unlock()
-		runErr = <-rp.done
-		<-created
-		rp.p.exit.late.Wait()
-		rp.done <- runErr
-		t.Fatalf("Run did not return within 3 s of its context's end (closeWait 300 ms) after the runtime dropped the stuck plugin")
-	}
-	<-created
-	rp.p.exit.late.Wait()
-	rp.done <- runErr
+	require.Eventually(t, runIsReconnecting, 10*time.Second, 20*time.Millisecond, "the runtime drops the stuck plugin and Run reconnects")
+	// The creation ends once the lock is let go, if not before.
+	requireRunExitsInTime(t, rp, func() { rp.p.mu.Unlock(); <-created }, " after the runtime dropped the stuck plugin")
 }
 
 // TestALateConfigureChangesNothingOnTheWayOut: a reconnect Run gave up

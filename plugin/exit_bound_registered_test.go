@@ -19,7 +19,7 @@ func TestRunsExitIsBoundedWhenAHandlerTakesTheLockAsTheReconnectRegisters(t *tes
 	f := newFakeRuntime(t, false)
 	var registrations atomic.Int32
 	stuck := make(chan struct{})
-	rp := startPluginSetUp(t, f, desktop, statePath(f), func(p *Plugin) { p.writer.closeWait = 300 * time.Millisecond }, func(rp *runningPlugin) {
+	rp := startPluginSetUp(t, f, desktop, statePath(f), boundExit, func(rp *runningPlugin) {
 		rp.hooks.Registered = func() {
 			if registrations.Add(1) != 2 {
 				return
@@ -36,19 +36,5 @@ func TestRunsExitIsBoundedWhenAHandlerTakesTheLockAsTheReconnectRegisters(t *tes
 		t.Fatal("Run did not reconnect")
 	}
 	time.Sleep(50 * time.Millisecond) // Run goes on to setPush
-	rp.cancel()                       // SIGTERM
-	var runErr error
-	select {
-	case runErr = <-rp.done:
-		rp.p.mu.Unlock()
-	case <-time.After(3 * time.Second):
-		logRunsStack(t)
-		rp.p.mu.Unlock()
-		runErr = <-rp.done
-		rp.p.exit.late.Wait()
-		rp.done <- runErr // for the harness's stop
-		t.Fatalf("Run did not return within 3 s of its context's end (closeWait 300 ms): a handler held the lock as the reconnect registered")
-	}
-	rp.p.exit.late.Wait()
-	rp.done <- runErr
+	requireRunExitsInTime(t, rp, rp.p.mu.Unlock, ": a handler held the lock as the reconnect registered")
 }

@@ -17,7 +17,7 @@ import (
 // out, and the daemon died only by the SIGKILL.
 func TestRunsExitIsBoundedWhenAHandlerHoldsTheLockAsRunStarts(t *testing.T) {
 	p := newUnitPlugin(t, &failingStore{}, `isolatedCPUs: "4-7,12-15"`)
-	p.writer.closeWait = 300 * time.Millisecond
+	boundExit(p)
 	p.hotplug.uevents = make(chan cpuUevent) // not the host's
 	p.mu.Lock()                              // a handler stuck under the lock
 	ctx, cancel := context.WithCancel(context.Background())
@@ -28,17 +28,6 @@ func TestRunsExitIsBoundedWhenAHandlerHoldsTheLockAsRunStarts(t *testing.T) {
 		done <- p.Run(ctx, socket, Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond})
 	}()
 	time.Sleep(100 * time.Millisecond)
-	cancel() // SIGTERM
-	select {
-	case err := <-done:
-		p.mu.Unlock()
-		require.NoError(t, err)
-	case <-time.After(3 * time.Second):
-		logRunsStack(t)
-		p.mu.Unlock()
-		<-done
-		p.exit.late.Wait()
-		t.Fatal("Run did not return within 3 s of its context's end (closeWait 300 ms): a handler held the lock as Run started")
-	}
-	p.exit.late.Wait()
+	err := requireExitInTime(t, p, cancel, done, p.mu.Unlock, ": a handler held the lock as Run started")
+	require.NoError(t, err)
 }

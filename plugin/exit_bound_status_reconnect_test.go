@@ -19,26 +19,12 @@ import (
 // SIGKILL.
 func TestRunsExitIsBoundedWhileAStatusWriteHangsAsItReconnects(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	rp := startPluginTuned(t, f, desktop, statePath(f), func(p *Plugin) { p.writer.closeWait = 300 * time.Millisecond })
+	rp := startBoundedPlugin(t, f)
 	registered := rp.p.conn.now.Load()
 	rp.p.statusMu.Lock() // a status write hangs on the disk
 	f.restart()          // the runtime restarts; Run records it and reconnects
 	require.Eventually(t, func() bool { return rp.p.conn.now.Load() != registered }, 5*time.Second, 10*time.Millisecond,
 		"Run records the lost connection")
 	time.Sleep(50 * time.Millisecond) // Run goes on to its status write, or past it
-	rp.cancel()                       // SIGTERM
-	var runErr error
-	select {
-	case runErr = <-rp.done:
-		rp.p.statusMu.Unlock()
-	case <-time.After(3 * time.Second):
-		logRunsStack(t)
-		rp.p.statusMu.Unlock()
-		runErr = <-rp.done
-		rp.p.exit.late.Wait()
-		rp.done <- runErr // for the harness's stop
-		t.Fatalf("Run did not return within 3 s of its context's end (closeWait 300 ms) while a status write hung as it reconnected")
-	}
-	rp.p.exit.late.Wait()
-	rp.done <- runErr
+	requireRunExitsInTime(t, rp, rp.p.statusMu.Unlock, " while a status write hung as it reconnected")
 }

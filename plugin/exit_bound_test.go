@@ -2,24 +2,12 @@ package plugin
 
 import (
 	"errors"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// logRunsStack logs the goroutine of Run, to show where its way out hangs.
-func logRunsStack(t *testing.T) {
-	buf := make([]byte, 1<<20)
-	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, "plugin.(*Plugin).Run") || strings.Contains(g, "plugin.(*Plugin).Close") {
-			t.Logf("%s", g)
-		}
-	}
-}
 
 // TestRunsExitIsBoundedWhileAHandlerHoldsTheLock: the daemon's way out is
 // documented as bounded (docs/metrics.md), and Run wrapped its last Flush
@@ -31,23 +19,19 @@ func logRunsStack(t *testing.T) {
 // `nri-cpupool status` does not take the exiting daemon for a running one.
 func TestRunsExitIsBoundedWhileAHandlerHoldsTheLock(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	rp := startPluginTuned(t, f, desktop, statePath(f), func(p *Plugin) { p.writer.closeWait = 300 * time.Millisecond })
+	rp := startBoundedPlugin(t, f)
 	rp.p.mu.Lock() // a handler stuck under the lock
-	rp.cancel()    // SIGTERM
-	var runErr error
-	select {
-	case runErr = <-rp.done:
-	case <-time.After(3 * time.Second):
-		logRunsStack(t)
+	var (
+		status DaemonStatus
+		ok     bool
+		err    error
+	)
+	requireRunExitsInTime(t, rp, func() {
+		// Read while the lock is still held; the way out's last write,
+		// which waited for the lock, is waited for after.
+		status, ok, err = ReadDaemonStatus(DaemonStatusFile(statePath(f)))
 		rp.p.mu.Unlock()
-		runErr = <-rp.done
-		rp.done <- runErr // for the harness's stop
-		t.Fatalf("Run did not return within 3 s of its context's end (closeWait 300 ms) while the lock was held")
-	}
-	status, ok, err := ReadDaemonStatus(DaemonStatusFile(statePath(f)))
-	rp.p.mu.Unlock()
-	rp.p.exit.late.Wait() // the last write, which waited for the lock
-	rp.done <- runErr     // for the harness's stop
+	}, " while the lock was held")
 	require.NoError(t, err)
 	require.True(t, ok, "no status file")
 	require.NotNil(t, status.Runtime)
@@ -59,7 +43,7 @@ func TestRunsExitIsBoundedWhileAHandlerHoldsTheLock(t *testing.T) {
 // pinner, the last write's collection, releasing the store).
 func TestCloseIsBoundedWhileAHandlerHoldsTheLock(t *testing.T) {
 	f := newFakeRuntime(t, false)
-	rp := startPluginTuned(t, f, desktop, statePath(f), func(p *Plugin) { p.writer.closeWait = 300 * time.Millisecond })
+	rp := startBoundedPlugin(t, f)
 	rp.stop()
 	rp.p.mu.Lock() // a handler stuck under the lock
 	closed := make(chan struct{})

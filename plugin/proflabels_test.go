@@ -59,3 +59,19 @@ func TestGoroutinesCarryProfileLabels(t *testing.T) {
 	}
 	assert.Equal(t, []map[string]string{{proflabel.KeyWorker: proflabel.StateWriter}}, writer, "the state writer's goroutine")
 }
+
+// TestRuntimeStatusWriterCarriesItsProfileLabel: the background write of
+// the connection's state to the status file (noteRuntime) is a worker like
+// the state writer: it carries worker=status-writer, not the labels of
+// whatever goroutine noted the change (none, for Run), so that a profile
+// taken while a status write hangs on a slow disk says where it is.
+func TestRuntimeStatusWriterCarriesItsProfileLabel(t *testing.T) {
+	p := newUnitPlugin(t, &failingStore{}, `isolatedCPUs: "4-7,12-15"`)
+	p.statusMu.Lock() // the write waits here, where its labels are read
+	p.noteRuntime(RuntimeWaiting, "nri.sock", "lost the connection to the runtime; reconnecting")
+	writer, err := proflabeltest.WaitLabelsOf("(*Plugin).writeRuntimeStatus")
+	p.statusMu.Unlock()
+	p.exit.late.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, []map[string]string{{proflabel.KeyWorker: proflabel.StatusWriter}}, writer, "the status writer's goroutine")
+}

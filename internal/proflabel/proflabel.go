@@ -39,6 +39,9 @@ const (
 	SandboxPinner = "sandbox-pinner"
 	// StateWriter collects, encodes and writes the state file.
 	StateWriter = "state-writer"
+	// StatusWriter writes the connection's state to the daemon's status
+	// file, in the background.
+	StatusWriter = "status-writer"
 	// HostFiles is the host files' reconciler: its passes and rescans.
 	HostFiles = "host-files"
 	// Audit is the periodic audit of the held CPUs.
