@@ -33,12 +33,6 @@ func New(topo *sysfs.Topology, layout *Layout, pinMemory bool) *Allocator {
 	}
 	a.mem = numamem.New(topo, x.memNode, layout.MemoryReserve, layout.HugePagesReserve, claimOwners{a})
 	a.cores = newPresentCores(topo, x)
-	// A core's offline threads, where known, count for the unit of
-	// full-pcpus-only and hide-hyperthreads: with every second thread
-	// offline the online cores show one thread each, and a container that
-	// asked for whole cores would be placed as on a node without SMT, on
-	// a core whose sibling joins the pool free when it comes online.
-	x.threadsPerCore = max(x.threadsPerCore, a.cores.mostThreads())
 	a.markOfflineThreads()
 	a.indexPools()
 	return a

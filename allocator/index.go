@@ -16,9 +16,7 @@ type index struct {
 	topo  *sysfs.Topology
 	cpus  []cpuInfo // indexed by CPU id
 	cores [][]int   // indexed by core index: the core's online threads, ascending
-	// threadsPerCore is the largest number of threads of any core: its
-	// online threads, and its offline ones where their core is known (New,
-	// presentCores).
+	// threadsPerCore is the largest number of online threads of any core.
 	threadsPerCore int
 	nodes          []int // NUMA node ids, ascending
 	nodePos        map[int]int

@@ -257,14 +257,3 @@ func newPresentCores(topo *sysfs.Topology, x *index) presentCores {
 	}
 	return pc
 }
-
-// mostThreads is the largest number of threads, online or offline, of any
-// core; 0 when the cores are the online ones (every CPU online, or SMT
-// off for good).
-func (pc presentCores) mostThreads() int {
-	most := 0
-	for _, threads := range pc.threads {
-		most = max(most, len(threads))
-	}
-	return most
-}

@@ -140,28 +140,17 @@ func WriteRemembered(path string, rec Remembered) error {
 
 // WithRemembered is t with the remembered CPUs the kernel no longer has
 // present but may hot-add again (possible) put back as offline CPUs at the
-// place they had (Absent lists them), and the present offline CPUs whose
-// place the kernel no longer shows given the place they had while online
-// (offlinePlaces); t itself when there is neither. Core and cache group
-// indexes are numbered again over all CPUs, as Discover numbered them
-// while the CPUs were present and online, so the pools are carved as they
-// were then.
+// place they had (Absent lists them); t itself when there is none. Core
+// and cache group indexes are numbered again over all CPUs, as Discover
+// numbered them while the CPUs were present, so the pools are carved as
+// they were then.
 func (t *Topology) WithRemembered(rec Remembered) *Topology {
 	back, _ := t.remembered(rec)
-	places := t.offlinePlaces(rec)
-	if len(back) == 0 && len(places) == 0 {
+	if len(back) == 0 {
 		return t
 	}
 	n := *t
-	n.CPUs = slices.Clone(t.CPUs)
-	var placedIDs []int
-	for i := range n.CPUs {
-		if r, ok := places[n.CPUs[i].ID]; ok {
-			n.CPUs[i] = r.offlineAt(n.CPUs[i])
-			placedIDs = append(placedIDs, r.ID)
-		}
-	}
-	n.CPUs = append(n.CPUs, back...)
+	n.CPUs = append(slices.Clone(t.CPUs), back...)
 	slices.SortFunc(n.CPUs, func(a, b CPU) int { return a.ID - b.ID })
 	var ids []int
 	for _, c := range back {
@@ -177,64 +166,14 @@ func (t *Topology) WithRemembered(rec Remembered) *Topology {
 			}
 		}
 	}
-	// Placed from the record: the absent CPUs, and the offline ones given
-	// their remembered place. Both are checked and grouped alike (ownCores,
-	// groupCaches): what the kernel shows of the online CPUs wins over a
-	// stale entry.
-	placed := n.Absent.Union(cpuset.New(placedIDs...))
-	// Cores first: a CPU put back that joins a present core takes that
+	// Cores first: an absent CPU that joins a present core takes that
 	// core's cache groups.
-	assignCoreIndexesWith(n.CPUs, func(c *CPU) bool { return c.Online || placed.Contains(c.ID) })
-	ownCores(n.CPUs, placed)
-	mates := coreMates(n.CPUs, placed)
-	groupCaches(n.CPUs, placed, mates, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
-	groupCaches(n.CPUs, placed, mates, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
+	assignCoreIndexesWith(n.CPUs, func(c *CPU) bool { return c.Online || n.Absent.Contains(c.ID) })
+	ownCores(n.CPUs, n.Absent)
+	mates := coreMates(n.CPUs, n.Absent)
+	groupCaches(n.CPUs, n.Absent, mates, func(c *CPU) cpuset.CPUSet { return c.L2Cache.SharedCPUs }, func(c *CPU, v int) { c.L2 = v })
+	groupCaches(n.CPUs, n.Absent, mates, func(c *CPU) cpuset.CPUSet { return c.L3Cache.SharedCPUs }, func(c *CPU, v int) { c.L3 = v })
 	return &n
-}
-
-// offlinePlaces are rec's entries for the present offline CPUs whose core
-// the kernel does not show (it removes an offline CPU's topology
-// directory and takes it out of its siblings' lists), by CPU id: the
-// first entry of each, as remembered reads the record. When every
-// second thread is offline (per-CPU hotplug with SMT on, maxcpus=), no
-// online core shows two threads and nothing else tells which core an
-// offline thread joins when it comes online; the record, made while it
-// was online, does. None while SMT is disabled: the kernel keeps those
-// threads offline for good, and the pools are carved on the online CPUs.
-func (t *Topology) offlinePlaces(rec Remembered) map[int]RememberedCPU {
-	if t.Offline.IsEmpty() || t.SMTDisabled() {
-		return nil
-	}
-	var places map[int]RememberedCPU
-	seen := map[int]bool{}
-	for _, r := range rec.CPUs {
-		if r.ID < 0 || seen[r.ID] {
-			continue
-		}
-		seen[r.ID] = true
-		if !t.Offline.Contains(r.ID) || t.Absent.Contains(r.ID) {
-			continue
-		}
-		// t.CPUs is sorted by ID.
-		i, ok := slices.BinarySearchFunc(t.CPUs, r.ID, func(c CPU, id int) int { return c.ID - id })
-		if !ok || t.CPUs[i].Core != Unknown {
-			continue
-		}
-		if places == nil {
-			places = map[int]RememberedCPU{}
-		}
-		places[r.ID] = r
-	}
-	return places
-}
-
-// offlineAt is the present offline CPU c at the place r remembers. Its
-// NUMA node stays the one the kernel lists it on (node cpulists keep
-// offline CPUs), so that the nodes' CPU lists and the CPUs agree.
-func (r RememberedCPU) offlineAt(c CPU) CPU {
-	p := r.cpu()
-	p.ID, p.Online, p.NUMA = c.ID, false, c.NUMA
-	return p
 }
 
 // coreMates are, for each absent CPU in a core with present threads (one
