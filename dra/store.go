@@ -89,6 +89,9 @@ func newStore(path string) *store {
 func (s *store) load(now time.Time) (map[string]*Claim, *atomicfile.Discarded) {
 	var doc claimsDoc
 	discarded := atomicfile.Load(s.path, now, s.rename, func(data []byte) error {
+		if err := checkMarks(data); err != nil {
+			return err
+		}
 		if err := json.Unmarshal(data, &doc); err != nil {
 			return err
 		}
