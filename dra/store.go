@@ -110,6 +110,9 @@ func (s *store) load(now time.Time) (map[string]*Claim, *atomicfile.Discarded) {
 	if doc.Claims == nil {
 		doc.Claims = map[string]*Claim{}
 	}
+	for _, c := range doc.Claims {
+		c.loadMarks()
+	}
 	return doc.Claims, nil
 }
 
@@ -250,8 +253,8 @@ func (d *Driver) answered(uids []string) {
 	defer d.mu.Unlock()
 	cleared := false
 	for _, uid := range uids {
-		if c := d.claims[uid]; c != nil && c.Unanswered {
-			c.Unanswered = false
+		if c := d.claims[uid]; c != nil && c.unanswered() {
+			c.answerAll()
 			d.encodeLocked(uid)
 			cleared = true
 		}
@@ -281,9 +284,12 @@ func (d *Driver) logSharedLocked(uid string, c *Claim) {
 	}
 }
 
-// encodeLocked makes a claim's JSON for the file.
+// encodeLocked makes a claim's JSON for the file, its claim's mark
+// (read by the release before) set when a request's is.
 func (d *Driver) encodeLocked(uid string) {
-	data, err := json.Marshal(d.claims[uid])
+	c := d.claims[uid]
+	c.Unanswered = c.unanswered()
+	data, err := json.Marshal(c)
 	if err != nil {
 		panic(fmt.Sprintf("encoding claim %s: %v", uid, err)) // plain strings, ints and maps
 	}

@@ -45,8 +45,8 @@ func TestAClaimsFileWithABadUnansweredMarkIsRefusedNamingTheClaimAndTheField(t *
 			require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err)
 			data, err := os.ReadFile(filepath.Clean(td.claims))
 			require.NoError(t, err)
-			require.Contains(t, string(data), `"unanswered":true}`, "the claim's mark, written before the answer")
-			require.NoError(t, os.WriteFile(td.claims, []byte(strings.Replace(string(data), `"unanswered":true}`, `"unanswered":`+bad+`}`, 1)), 0o600))
+			require.Contains(t, string(data), `"unanswered":true}}}`, "the claim's mark, written before the answer")
+			require.NoError(t, os.WriteFile(td.claims, []byte(strings.Replace(string(data), `"unanswered":true}}}`, `"unanswered":`+bad+`}}}`, 1)), 0o600))
 
 			d, logged := td.restartLogged(t)
 			assert.Empty(t, d.Claims(), "refused as a file with any other bad field is: never loaded as answered")
@@ -61,7 +61,8 @@ func TestAClaimsFileWithABadUnansweredMarkIsRefusedNamingTheClaimAndTheField(t *
 	}
 }
 
-// A mark of true or false loads as such.
+// A claim's mark of true or false loads as such, in a file of the release
+// before, which marks no request: the claim's mark stands for them all.
 func TestAClaimsFileWithAGoodUnansweredMarkLoads(t *testing.T) {
 	for _, good := range []string{`true`, `false`} {
 		t.Run(good, func(t *testing.T) {
@@ -71,7 +72,9 @@ func TestAClaimsFileWithAGoodUnansweredMarkLoads(t *testing.T) {
 			cpus := cpusOf(t, td.Driver, "uid-1", "cpus")
 			data, err := os.ReadFile(filepath.Clean(td.claims))
 			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(td.claims, []byte(strings.Replace(string(data), `"unanswered":true}`, `"unanswered":`+good+`}`, 1)), 0o600))
+			before := strings.Replace(string(data), `,"unanswered":true,"prepare":1}`, `}`, 1)
+			require.NotEqual(t, string(data), before, "the request's marks, which that release did not write")
+			require.NoError(t, os.WriteFile(td.claims, []byte(strings.Replace(before, `"unanswered":true}}}`, `"unanswered":`+good+`}}}`, 1)), 0o600))
 
 			d, _ := td.restartLogged(t)
 			require.Contains(t, d.Claims(), "uid-1")
@@ -80,6 +83,37 @@ func TestAClaimsFileWithAGoodUnansweredMarkLoads(t *testing.T) {
 				want = preparedOn{"", "", false}
 			}
 			assert.Equal(t, want, askPreparedOnRunning(d, cpus))
+		})
+	}
+}
+
+// A request's unanswered mark is true or false, and its Prepare number a
+// non-negative integer (absent: 0): other values are refused as a claim's
+// bad mark is, naming the claim, the request and the field. A null
+// Prepare number would load as 0, the oldest, whose mark any container
+// of the claim clears.
+func TestAClaimsFileWithABadRequestMarkIsRefusedNamingTheRequestAndTheField(t *testing.T) {
+	for _, bad := range []struct{ field, value string }{
+		{"unanswered", `"yes"`}, {"unanswered", `null`}, {"unanswered", `1`},
+		{"prepare", `null`}, {"prepare", `-1`}, {"prepare", `"1"`}, {"prepare", `1.5`}, {"prepare", `true`}, {"prepare", `{}`},
+	} {
+		t.Run(bad.field+"="+bad.value, func(t *testing.T) {
+			td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+			claim := allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1")
+			require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err)
+			data, err := os.ReadFile(filepath.Clean(td.claims))
+			require.NoError(t, err)
+			good := `"` + bad.field + `":` + map[string]string{"unanswered": "true", "prepare": "1"}[bad.field]
+			require.Contains(t, string(data), good)
+			require.NoError(t, os.WriteFile(td.claims, []byte(strings.Replace(string(data), good, `"`+bad.field+`":`+bad.value, 1)), 0o600))
+
+			d, logged := td.restartLogged(t)
+			assert.Empty(t, d.Claims(), "refused")
+			aside, _ := filepath.Glob(td.claims + ".corrupt-*")
+			assert.Len(t, aside, 1, "moved aside")
+			assert.Contains(t, logged, td.claims, "the file")
+			assert.Contains(t, logged, `claim uid-1 (ns/app) request cpus: its "`+bad.field+`" is `+bad.value+`, not `, "the claim, the request, the field and its value")
+			assert.Contains(t, logged, "move it back", "how to fix it")
 		})
 	}
 }
