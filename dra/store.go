@@ -116,7 +116,7 @@ func (s *store) load(now time.Time) (map[string]*Claim, *atomicfile.Discarded) {
 	return doc.Claims, nil
 }
 
-// checkClaims refuses a file whose entries are incomplete.
+// checkClaims refuses a file whose entries are incomplete or bad.
 func checkClaims(claims map[string]*Claim) error {
 	for uid, c := range claims {
 		if c == nil || c.Requests == nil {
@@ -125,6 +125,12 @@ func checkClaims(claims map[string]*Claim) error {
 		for name, r := range c.Requests {
 			if r == nil || r.Token == "" || r.Pool == "" {
 				return fmt.Errorf("claim %s request %s is incomplete", uid, name)
+			}
+			// Read as no CPUs (Request.CPUSet), such a list would hold
+			// the claim's CPUs against nothing.
+			if _, err := cpuset.Parse(r.CPUs); err != nil {
+				return fmt.Errorf("claim %s request %s: its CPUs %q are no CPU list; the file was edited or damaged: set them to the request's CPUs (\"0-3,8\"), in the file moved aside, and move it back before the daemon starts again",
+					uid, name, echo(r.CPUs))
 			}
 			for _, nm := range r.Memory {
 				if nm.Node < 0 || nm.Memory < 0 || nm.Memory > maxBytes {

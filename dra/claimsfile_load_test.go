@@ -117,3 +117,25 @@ func TestAClaimsFileWithABadRequestMarkIsRefusedNamingTheRequestAndTheField(t *t
 		})
 	}
 }
+
+// A request's CPUs that are no CPU list (a file edited by hand or
+// damaged) are refused as any other bad field is, naming the claim and
+// the request. Before, they loaded as no CPUs at all: the claim's token
+// was known, but its CPUs were held against nothing, and the next
+// placement could give them to another claim or container.
+func TestAClaimsFileWithRequestCPUsThatAreNoListIsRefused(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	claim := allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1")
+	require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err)
+	cpus := cpusOf(t, td.Driver, "uid-1", "cpus")
+	data, err := os.ReadFile(filepath.Clean(td.claims))
+	require.NoError(t, err)
+	good := `"cpus":"` + cpus.String() + `"`
+	require.Contains(t, string(data), good)
+	require.NoError(t, os.WriteFile(td.claims, []byte(strings.Replace(string(data), good, `"cpus":"24-x"`, 1)), 0o600))
+
+	d, logged := td.restartLogged(t)
+	assert.Empty(t, d.Claims(), "refused")
+	assert.Contains(t, logged, td.claims, "the file")
+	assert.Contains(t, logged, `claim uid-1 request cpus: its CPUs "24-x" are no CPU list`, "the claim, the request, the value")
+}
