@@ -94,16 +94,18 @@ func (d *Driver) Lookup(env []string, ctr Container) (g Grant, ok bool, err erro
 // token it made unknown is left as it is (the container runs on the CPUs
 // it was given; the claim's new CPUs are its next container's).
 //
-// A claim marked unanswered (Claim.Unanswered) one of whose requests a
-// container binds was answered: the container got the token from the
-// CDI device the kubelet names only after a Prepare's answer. The mark
-// is cleared, in memory and with the background writer's next write in
-// the file, and the claim is no longer unconfirmed: the kubelet never
-// prepares an answered claim again, so nothing else would clear it, and
-// every later restart would hold its requests no container is bound to
-// yet as unconfirmed. A request bound already (a running container bound
-// again at a Synchronize) clears nothing: its token may be of an earlier
-// Prepare than the marked one.
+// A container showing a token proves answered the requests of its claim
+// marked unanswered (Request.Unanswered) whose tokens are as old as it or
+// older (see Claim.answeredBy): it got the token from a CDI spec written
+// once a Prepare passed its last look, and that spec carried their tokens
+// too. Their marks are cleared, in memory and with the background
+// writer's next write in the file, and with no request marked left the
+// claim is no longer unconfirmed: the kubelet never prepares an answered
+// claim again, so nothing else would clear them, and every later restart
+// would hold its requests no container is bound to yet as unconfirmed. A
+// request placed anew by a later Prepare than the token's stays marked:
+// the kubelet may never have got its new token. A request bound already
+// (a running container bound again at a Synchronize) proves the same.
 func (d *Driver) Commit(g Grant, ctr Container) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -116,12 +118,16 @@ func (d *Driver) Commit(g Grant, ctr Container) {
 		}
 		c := d.claims[ref.claim]
 		r := c.Requests[ref.request]
-		if r.PodUID != "" {
+		bound := r.PodUID == ""
+		if bound {
+			r.PodUID, r.Container = ctr.PodUID, ctr.Name
+		}
+		if cleared := c.answeredBy(ref.request); !bound && !cleared {
 			continue
 		}
-		r.PodUID, r.Container = ctr.PodUID, ctr.Name
-		c.Unanswered = false
-		delete(d.unconfirmed, ref.claim)
+		if !c.unanswered() {
+			delete(d.unconfirmed, ref.claim)
+		}
 		d.encodeLocked(ref.claim)
 		changed = true
 	}

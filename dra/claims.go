@@ -22,12 +22,12 @@ type Claim struct {
 	// (status.reservedFor); only their containers may use it.
 	Pods     []string            `json:"pods"`
 	Requests map[string]*Request `json:"requests"`
-	// Unanswered marks a record written before the kubelet call that
-	// prepares it was answered (the write before its last look): a kill
-	// -9 before the answer leaves it, and the restarted driver holds such
-	// a claim unconfirmed (see PreparedOn, running). Cleared once the
-	// call's last look passed, by the next write. Absent (false) in files
-	// of older versions, whose claims were all answered or taken back.
+	// Unanswered is set when a request is (Request.Unanswered), and
+	// written so for a daemon of the release before, which reads only
+	// this mark. A file of that release marks no request: its claim's
+	// mark stands for every request (see loadMarks). Absent (false) in
+	// files of older versions, whose claims were all answered or taken
+	// back.
 	Unanswered bool `json:"unanswered,omitempty"`
 }
 
@@ -48,6 +48,19 @@ type Request struct {
 	// PodUID and Container name the container bound to the request.
 	PodUID    string `json:"podUID,omitempty"`
 	Container string `json:"container,omitempty"`
+	// Unanswered marks a request whose token is not known to have
+	// reached the kubelet: set when a Prepare places it (the write
+	// before its last look), kept while a Prepare keeps it, cleared when
+	// a Prepare of the claim is answered or a container shows a token
+	// that proves it (see answeredBy). A kill -9 before that leaves it,
+	// and the restarted driver holds the request unconfirmed (see
+	// PreparedOn, running).
+	Unanswered bool `json:"unanswered,omitempty"`
+	// Prepare numbers the claim's Prepare that made the token: 1 for
+	// the first, and one more than any request of the record before for
+	// each Prepare that places a request anew (see nextPrepare). 0
+	// (absent) in files of older releases.
+	Prepare uint64 `json:"prepare,omitempty"`
 	// cpus is CPUs parsed, once.
 	cpus *cpuset.CPUSet
 }
@@ -114,6 +127,72 @@ func (c *Claim) clone() *Claim {
 		out.Requests[name] = r.clone()
 	}
 	return &out
+}
+
+// unanswered tells whether a request of the claim is marked unanswered.
+func (c *Claim) unanswered() bool {
+	for _, r := range c.Requests {
+		if r.Unanswered {
+			return true
+		}
+	}
+	return false
+}
+
+// answerAll clears every request's mark: a Prepare of the claim was
+// answered, with every request's token.
+func (c *Claim) answerAll() {
+	for _, r := range c.Requests {
+		r.Unanswered = false
+	}
+}
+
+// answeredBy clears the marks a container showing request name's token
+// proves answered, and tells whether it cleared one. The container got
+// the token from a CDI spec the driver writes only once a Prepare passed
+// its last look, one of the Prepares from the one that made the token to
+// the latest (a token is kept, unchanged, by each Prepare until one
+// places its request anew). Every request whose token is as old or
+// older was in each of them, with that token: it reached the kubelet
+// too. A request whose token is newer may not have: a container showing
+// a kept request's old token proves nothing of a later Prepare.
+func (c *Claim) answeredBy(name string) bool {
+	shown := c.Requests[name]
+	if shown == nil {
+		return false
+	}
+	cleared := false
+	for _, r := range c.Requests {
+		if r.Unanswered && r.Prepare <= shown.Prepare {
+			r.Unanswered = false
+			cleared = true
+		}
+	}
+	return cleared
+}
+
+// nextPrepare numbers a Prepare of the claim whose record was c (nil:
+// none) that places a request anew (see Request.Prepare).
+func (c *Claim) nextPrepare() uint64 {
+	var most uint64
+	if c != nil {
+		for _, r := range c.Requests {
+			most = max(most, r.Prepare)
+		}
+	}
+	return most + 1
+}
+
+// loadMarks reads the marks of a claim loaded from the file: a file of
+// the release before marks the claim only, and its mark stands for every
+// request, as that release read it (any container binding one answers
+// them all: their Prepare numbers are all 0).
+func (c *Claim) loadMarks() {
+	if c.Unanswered && !c.unanswered() {
+		for _, r := range c.Requests {
+			r.Unanswered = true
+		}
+	}
 }
 
 // cpus returns every CPU of the claim.

@@ -65,14 +65,15 @@ type Driver struct {
 	// claimed is every claim's CPUs (claims never share one).
 	claimed cpuset.CPUSet
 	// unconfirmed holds the UIDs of the claims loaded from the claims file
-	// at start marked unanswered (Claim.Unanswered: a Prepare the kubelet
-	// was never answered, a kill -9 before its last look) whose record no
-	// Prepare has made again since (setLocked ends it) and none of whose
-	// requests a container bound since (Commit ends it: only an answered
-	// Prepare shows a container the token). Their requests no
-	// container is bound to do not beat a running container (PreparedOn,
-	// running). A claim loaded unmarked was answered: the kubelet never
-	// prepares it again, and its CPUs stay its own.
+	// at start with requests marked unanswered (Request.Unanswered: a
+	// Prepare the kubelet may never have been answered, a kill -9 before
+	// its last look) whose record no Prepare has made again since
+	// (setLocked ends it) and whose marks containers showing their tokens
+	// have not all cleared since (Commit ends it: only a Prepare that
+	// passed its last look shows a container a token). Their marked
+	// requests no container is bound to do not beat a running container
+	// (PreparedOn, running). A request loaded unmarked was answered: the
+	// kubelet never prepares it again, and its CPUs stay its own.
 	unconfirmed map[string]struct{}
 	// placing is what the Prepares of a kubelet call placed, and what
 	// their records from before gave up, not final yet (nil: none), for
@@ -180,7 +181,7 @@ func New(p Pools, o Options) (*Driver, error) {
 		d.reserveAll(uid, c)
 	}
 	for uid, c := range claims {
-		if c.Unanswered {
+		if c.unanswered() {
 			d.unconfirmed[uid] = struct{}{} // after setLocked, which ends it
 		}
 	}

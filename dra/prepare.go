@@ -195,10 +195,10 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 			}
 		}
 		if len(stale) == 0 {
+			// Each request keeps its mark: answered before, it
+			// stays so; else it is still not until this call
+			// answers (see answered).
 			unbound = keepRequests(c, before, kept)
-			// Answered before, it stays so; else it is still not
-			// until this call answers (see answered).
-			c.Unanswered = before.Unanswered
 			d.setLocked(uid, c)
 			d.gen++
 			d.mu.Unlock()
@@ -227,12 +227,16 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 			d.dropPlacing(uid)
 		}
 	}()
+	// Marked so from the write before the last look: a kill -9 before
+	// the call is answered leaves the mark (see answered), on these
+	// requests only; a kept request keeps its own.
+	prep := before.nextPrepare()
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		if slices.Contains(kept, name) {
 			continue
 		}
 		w := want[name]
-		r := &Request{Pool: w.pool, Slots: w.slots, Memory: w.memoryList(), Token: newToken()}
+		r := &Request{Pool: w.pool, Slots: w.slots, Memory: w.memoryList(), Token: newToken(), Unanswered: true, Prepare: prep}
 		got := cpuset.New()
 		for _, numa := range slices.Sorted(maps.Keys(w.slots)) {
 			n := w.slots[numa]
@@ -258,9 +262,6 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) (*Claim, prepareRepor
 	// A kept request may have been bound while the lock was free: take
 	// it as it is now (before is still the record; only Bind changes it).
 	unbound = keepRequests(c, before, kept)
-	// Written so before the last look: a kill -9 before the call is
-	// answered leaves the mark (see answered).
-	c.Unanswered = true
 	d.setLocked(uid, c)
 	// Still being prepared for PreparedOn, and so are the CPUs before
 	// gives up (see placing.go).

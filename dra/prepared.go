@@ -27,14 +27,15 @@ import (
 //
 // running says the question is for a container the runtime already runs
 // (adopted at its start or at a Synchronize). A request remembered from
-// the claims file at start marked unanswered (Claim.Unanswered: written
-// before its kubelet call was answered, and a kill -9 came before the
-// write that clears the mark) that no container is bound to and that no
-// Prepare has made again since is not held against it: the runtime is
+// the claims file at start marked unanswered (Request.Unanswered:
+// written before its kubelet call was answered, and a kill -9 came before
+// the write that clears the mark) that no container is bound to, that no
+// Prepare has made again since and that no container showing a token has
+// proved answered since (Claim.answeredBy) is not held against it: the runtime is
 // the truth about where containers run, the file only a memory, which
 // then may hold a Prepare the kubelet was never answered (a kill -9
 // between the file's write and the call's last look, while the container
-// was adopted on the CPUs placed for it). A claim loaded unmarked was
+// was adopted on the CPUs placed for it). A request loaded unmarked was
 // answered and is held against every other container, as before. Refused, the container would be confined
 // to infra for good; adopted, it holds its CPUs, and the kubelet's next
 // Prepare of the claim places the request anew (heldByAnother). A
@@ -108,8 +109,9 @@ func (d *Driver) PreparedOn(cpus cpuset.CPUSet, running bool) (claim string, on 
 // unconfirmedLocked tells whether request r of claim uid is remembered
 // from the claims file at start marked unanswered, bound to no container,
 // and not made again by a Prepare since nor confirmed by a container
-// binding another of its requests (see PreparedOn, Commit). Under mu.
+// showing a token that proves it answered (see PreparedOn, Commit,
+// Claim.answeredBy). Under mu.
 func (d *Driver) unconfirmedLocked(uid string, r *Request) bool {
 	_, remembered := d.unconfirmed[uid]
-	return remembered && r.PodUID == ""
+	return remembered && r.Unanswered && r.PodUID == ""
 }

@@ -89,6 +89,9 @@ func newStore(path string) *store {
 func (s *store) load(now time.Time) (map[string]*Claim, *atomicfile.Discarded) {
 	var doc claimsDoc
 	discarded := atomicfile.Load(s.path, now, s.rename, func(data []byte) error {
+		if err := checkMarks(data); err != nil {
+			return err
+		}
 		if err := json.Unmarshal(data, &doc); err != nil {
 			return err
 		}
@@ -107,10 +110,13 @@ func (s *store) load(now time.Time) (map[string]*Claim, *atomicfile.Discarded) {
 	if doc.Claims == nil {
 		doc.Claims = map[string]*Claim{}
 	}
+	for _, c := range doc.Claims {
+		c.loadMarks()
+	}
 	return doc.Claims, nil
 }
 
-// checkClaims refuses a file whose entries are incomplete.
+// checkClaims refuses a file whose entries are incomplete or bad.
 func checkClaims(claims map[string]*Claim) error {
 	for uid, c := range claims {
 		if c == nil || c.Requests == nil {
@@ -119,6 +125,12 @@ func checkClaims(claims map[string]*Claim) error {
 		for name, r := range c.Requests {
 			if r == nil || r.Token == "" || r.Pool == "" {
 				return fmt.Errorf("claim %s request %s is incomplete", uid, name)
+			}
+			// Read as no CPUs (Request.CPUSet), such a list would hold
+			// the claim's CPUs against nothing.
+			if _, err := cpuset.Parse(r.CPUs); err != nil {
+				return fmt.Errorf("claim %s request %s: its CPUs %q are no CPU list; the file was edited or damaged: set them to the request's CPUs (\"0-3,8\"), in the file moved aside, and move it back before the daemon starts again",
+					uid, name, echo(r.CPUs))
 			}
 			for _, nm := range r.Memory {
 				if nm.Node < 0 || nm.Memory < 0 || nm.Memory > maxBytes {
@@ -247,8 +259,8 @@ func (d *Driver) answered(uids []string) {
 	defer d.mu.Unlock()
 	cleared := false
 	for _, uid := range uids {
-		if c := d.claims[uid]; c != nil && c.Unanswered {
-			c.Unanswered = false
+		if c := d.claims[uid]; c != nil && c.unanswered() {
+			c.answerAll()
 			d.encodeLocked(uid)
 			cleared = true
 		}
@@ -278,9 +290,12 @@ func (d *Driver) logSharedLocked(uid string, c *Claim) {
 	}
 }
 
-// encodeLocked makes a claim's JSON for the file.
+// encodeLocked makes a claim's JSON for the file, its claim's mark
+// (read by the release before) set when a request's is.
 func (d *Driver) encodeLocked(uid string) {
-	data, err := json.Marshal(d.claims[uid])
+	c := d.claims[uid]
+	c.Unanswered = c.unanswered()
+	data, err := json.Marshal(c)
 	if err != nil {
 		panic(fmt.Sprintf("encoding claim %s: %v", uid, err)) // plain strings, ints and maps
 	}

@@ -1,0 +1,141 @@
+package dra
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// restartLogged is a new driver process over the same files, with what it
+// logs.
+func (td *testDriver) restartLogged(t *testing.T) (*Driver, string) {
+	t.Helper()
+	var logged bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&logged)
+	log.SetFormatter(&logrus.TextFormatter{DisableQuote: true})
+	d, err := New(td.pools, Options{NodeName: testNode, Model: td.model, ClaimsFile: td.claims, CDIDir: td.cdi, Log: log})
+	require.NoError(t, err)
+	return d, logged.String()
+}
+
+// The claims file's unanswered mark is true or false (absent: false). A
+// mark of another JSON type is a file edited by hand or damaged: the file
+// is refused as for any other bad field (moved aside, the driver starts
+// with no claims), and the log names the file, the claim, the field and
+// its value, and how to fix it. Before, a mark of null loaded silently as
+// answered (json leaves a bool alone for null), the unsafe side: its
+// claim's CPUs then beat a running container whose Prepare the kubelet
+// may never have been answered; the others were refused with json's
+// message, which names no claim ("cannot unmarshal string into Go struct
+// field Claim.claims.unanswered of type bool").
+func TestAClaimsFileWithABadUnansweredMarkIsRefusedNamingTheClaimAndTheField(t *testing.T) {
+	for _, bad := range []string{`"yes"`, `"true"`, `1`, `0`, `null`, `{}`, `[true]`} {
+		t.Run(bad, func(t *testing.T) {
+			td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+			claim := allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1")
+			require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err)
+			data, err := os.ReadFile(filepath.Clean(td.claims))
+			require.NoError(t, err)
+			require.Contains(t, string(data), `"unanswered":true}}}`, "the claim's mark, written before the answer")
+			require.NoError(t, os.WriteFile(td.claims, []byte(strings.Replace(string(data), `"unanswered":true}}}`, `"unanswered":`+bad+`}}}`, 1)), 0o600))
+
+			d, logged := td.restartLogged(t)
+			assert.Empty(t, d.Claims(), "refused as a file with any other bad field is: never loaded as answered")
+			aside, _ := filepath.Glob(td.claims + ".corrupt-*")
+			assert.Len(t, aside, 1, "moved aside")
+			assert.Contains(t, logged, td.claims, "the file")
+			assert.Contains(t, logged, `claim uid-1 (ns/app)`, "the claim")
+			assert.Contains(t, logged, `"unanswered" is `+bad+`, not true or false`, "the field and its value")
+			assert.Contains(t, logged, "true or false", "what it may be")
+			assert.Contains(t, logged, "move it back", "how to fix it")
+		})
+	}
+}
+
+// A claim's mark of true or false loads as such, in a file of the release
+// before, which marks no request: the claim's mark stands for them all.
+func TestAClaimsFileWithAGoodUnansweredMarkLoads(t *testing.T) {
+	for _, good := range []string{`true`, `false`} {
+		t.Run(good, func(t *testing.T) {
+			td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+			claim := allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1")
+			require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err)
+			cpus := cpusOf(t, td.Driver, "uid-1", "cpus")
+			data, err := os.ReadFile(filepath.Clean(td.claims))
+			require.NoError(t, err)
+			before := strings.Replace(string(data), `,"unanswered":true,"prepare":1}`, `}`, 1)
+			require.NotEqual(t, string(data), before, "the request's marks, which that release did not write")
+			require.NoError(t, os.WriteFile(td.claims, []byte(strings.Replace(before, `"unanswered":true}}}`, `"unanswered":`+good+`}}}`, 1)), 0o600))
+
+			d, _ := td.restartLogged(t)
+			require.Contains(t, d.Claims(), "uid-1")
+			want := preparedOn{"ns/app/cpus", cpus.String(), false}
+			if good == "true" {
+				want = preparedOn{"", "", false}
+			}
+			assert.Equal(t, want, askPreparedOnRunning(d, cpus))
+		})
+	}
+}
+
+// A request's unanswered mark is true or false, and its Prepare number a
+// non-negative integer (absent: 0): other values are refused as a claim's
+// bad mark is, naming the claim, the request and the field. A null
+// Prepare number would load as 0, the oldest, whose mark any container
+// of the claim clears.
+func TestAClaimsFileWithABadRequestMarkIsRefusedNamingTheRequestAndTheField(t *testing.T) {
+	for _, bad := range []struct{ field, value string }{
+		{"unanswered", `"yes"`}, {"unanswered", `null`}, {"unanswered", `1`},
+		{"prepare", `null`}, {"prepare", `-1`}, {"prepare", `"1"`}, {"prepare", `1.5`}, {"prepare", `true`}, {"prepare", `{}`},
+	} {
+		t.Run(bad.field+"="+bad.value, func(t *testing.T) {
+			td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+			claim := allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1")
+			require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err)
+			data, err := os.ReadFile(filepath.Clean(td.claims))
+			require.NoError(t, err)
+			good := `"` + bad.field + `":` + map[string]string{"unanswered": "true", "prepare": "1"}[bad.field]
+			require.Contains(t, string(data), good)
+			require.NoError(t, os.WriteFile(td.claims, []byte(strings.Replace(string(data), good, `"`+bad.field+`":`+bad.value, 1)), 0o600))
+
+			d, logged := td.restartLogged(t)
+			assert.Empty(t, d.Claims(), "refused")
+			aside, _ := filepath.Glob(td.claims + ".corrupt-*")
+			assert.Len(t, aside, 1, "moved aside")
+			assert.Contains(t, logged, td.claims, "the file")
+			assert.Contains(t, logged, `claim uid-1 (ns/app) request cpus: its "`+bad.field+`" is `+bad.value+`, not `, "the claim, the request, the field and its value")
+			assert.Contains(t, logged, "move it back", "how to fix it")
+		})
+	}
+}
+
+// A request's CPUs that are no CPU list (a file edited by hand or
+// damaged) are refused as any other bad field is, naming the claim and
+// the request. Before, they loaded as no CPUs at all: the claim's token
+// was known, but its CPUs were held against nothing, and the next
+// placement could give them to another claim or container.
+func TestAClaimsFileWithRequestCPUsThatAreNoListIsRefused(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	claim := allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1")
+	require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err)
+	cpus := cpusOf(t, td.Driver, "uid-1", "cpus")
+	data, err := os.ReadFile(filepath.Clean(td.claims))
+	require.NoError(t, err)
+	good := `"cpus":"` + cpus.String() + `"`
+	require.Contains(t, string(data), good)
+	require.NoError(t, os.WriteFile(td.claims, []byte(strings.Replace(string(data), good, `"cpus":"24-x"`, 1)), 0o600))
+
+	d, logged := td.restartLogged(t)
+	assert.Empty(t, d.Claims(), "refused")
+	assert.Contains(t, logged, td.claims, "the file")
+	assert.Contains(t, logged, `claim uid-1 request cpus: its CPUs "24-x" are no CPU list`, "the claim, the request, the value")
+}
