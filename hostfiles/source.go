@@ -168,6 +168,24 @@ type Rescanner interface {
 	Rescan()
 }
 
+// Tightener is an optional interface of a Source whose wants may grow
+// stricter in a way that leaves a gap until the pass (a CPU banned anew:
+// a new exclusive container's CPUs take device IRQs until the pass moves
+// them). The pass that takes such a change is spaced by MinInterval
+// alone, not by the spacing after a long pass (BusyShare, up to BusyMax):
+// while a kicked pass waits for that spacing, the worker asks every
+// MinInterval whether a Source tightens, and starts the pass when one
+// does. A change that only loosens (a CPU released) keeps the spacing:
+// it leaves no isolation gap, only IRQs spread over fewer CPUs a little
+// longer, and under a stream of such changes the spacing is what keeps
+// the passes within their share of the worker.
+type Tightener interface {
+	// Tightens tells whether what the owner wants now is stricter than
+	// what the last Plan planned. It runs on the reconciler's goroutine
+	// under the pass lock, must not read files, and should be cheap.
+	Tightens() bool
+}
+
 // Explainer is an optional interface of a Source: a hint for the log and
 // Status when the kernel refuses one of its files for good.
 type Explainer interface {

@@ -90,7 +90,19 @@ var (
 	_ hostfiles.Explainer  = (*Source)(nil)
 	_ hostfiles.Identifier = (*Source)(nil)
 	_ hostfiles.Rescanner  = (*Source)(nil)
+	_ hostfiles.Tightener  = (*Source)(nil)
 )
+
+// Tightens tells whether a CPU is banned now that the last Plan did not
+// ban (hostfiles.Tightener): a new exclusive container's CPUs, which take
+// device IRQs until the pass moves them off. Its pass is then not put off
+// by the spacing after a long pass. A release is not: it leaves no gap.
+func (s *Source) Tightens() bool {
+	s.mu.Lock()
+	get := s.banned
+	s.mu.Unlock()
+	return !get().IsSubsetOf(s.planned)
+}
 
 // Rescan makes the next Plan list /proc/irq anew (hostfiles.Rescanner).
 func (s *Source) Rescan() { s.listed = false }
