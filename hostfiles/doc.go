@@ -30,7 +30,10 @@
 //     by BusyShare, so that kicked passes take at most that share of the
 //     worker's time under a stream of changes; a pass's length counts
 //     what it waited for, so a kicked pass spaced so waits at most
-//     BusyMax, or for the next Rescan, which takes it), and takes every change made
+//     BusyMax, or for the next Rescan, which takes it; a change that a
+//     Tightener says makes a want stricter, a CPU banned anew, waits
+//     only for MinInterval: the worker asks every MinInterval during
+//     such a wait), and takes every change made
 //     before it asked the Sources, so a burst of a hundred pods is one
 //     pass. A Kick wakes the worker only if no pass is due that has yet
 //     to ask the Sources: the flag that says so is cleared as such a pass

@@ -241,7 +241,12 @@ func (r *Reconciler) run() {
 		// kicked: the armed timer is a kick's (not a backoff's), which
 		// the spacing after a long pass (BusyShare) may have put far off.
 		kicked bool
-		wait   = r.timing.BackoffInitial
+		// spacedUntil is when a kick's pass is due by the spacing; until
+		// then its timer fires every MinInterval to ask whether a Source
+		// tightens (Tightener), which starts the pass at once.
+		spacedUntil time.Time
+		tighteners  = r.hasTighteners()
+		wait        = r.timing.BackoffInitial
 		// full: the next pass is a rescan's, which reads every wanted
 		// file; the first is one too (nothing is known yet).
 		full = true
@@ -263,10 +268,15 @@ func (r *Reconciler) run() {
 			// earlier kick) is kept, so that kicks still coalesce. The
 			// kicked pass tries the failing work again too; if it fails
 			// again, the backoff goes on growing from where it was.
-			next := max(r.timing.Delay, time.Until(lastStart.Add(r.timing.interval(lastTook))))
+			spaced := max(r.timing.Delay, time.Until(lastStart.Add(r.timing.interval(lastTook))))
+			next := spaced
+			if tighteners {
+				next = min(spaced, max(r.timing.Delay, time.Until(lastStart.Add(r.timing.MinInterval))))
+			}
 			if !armed || time.Until(due) > next {
 				arm(next)
 				kicked = true
+				spacedUntil = time.Now().Add(spaced)
 			}
 		case <-rescan.C:
 			// A kick's pass already due becomes the rescan, now: under a
@@ -281,6 +291,13 @@ func (r *Reconciler) run() {
 			}
 		case <-timer.C:
 			armed = false
+			if kicked && time.Now().Before(spacedUntil) && !r.tightens() {
+				// Nothing stricter is wanted yet: the pass keeps the
+				// spacing, and the worker asks again in MinInterval (a
+				// grant's Kick during the wait wakes no one: planDue).
+				arm(min(max(r.timing.MinInterval, time.Millisecond), time.Until(spacedUntil)))
+				continue
+			}
 			// Before the pass plans: a Kick from now on wakes the worker
 			// again, for a change this pass may have planned without.
 			r.planDue.Store(false)
@@ -299,6 +316,29 @@ func (r *Reconciler) run() {
 			wait = r.timing.BackoffInitial
 		}
 	}
+}
+
+// hasTighteners tells whether a Source may tighten its wants (Tightener).
+func (r *Reconciler) hasTighteners() bool {
+	for _, src := range r.sources {
+		if _, ok := src.(Tightener); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// tightens tells whether a Source wants something stricter than its last
+// Plan (Tightener); under the pass lock, as Plan runs.
+func (r *Reconciler) tightens() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, src := range r.sources {
+		if t, ok := src.(Tightener); ok && t.Tightens() {
+			return true
+		}
+	}
+	return false
 }
 
 // publish updates the Status snapshot; called at the end of a pass (under

@@ -73,6 +73,16 @@ type Change struct {
 	// before the Plan's After. The IRQ source follows the IRQs it moved
 	// this way: the kernel may defer such a move (package irq).
 	Wrote func(path string)
+	// Mark, when set, names what the want is for (the IRQ source: the
+	// banned set). A write of such a change is recorded in the journal
+	// before it is made, with its value and mark (Record.Wrote, Mark),
+	// and a file that still holds the plugin's own write for another mark
+	// meets only the want itself, not Satisfied: a value the plugin wrote
+	// for an earlier, larger ban avoids a smaller one too, and would keep
+	// the CPUs released since off the file. A value someone else wrote
+	// after it (irqbalance) is judged by Satisfied as before. Being in the
+	// journal, this holds across a restart and a kill -9.
+	Mark string
 }
 
 // Plan is what a Source wants in one pass.
@@ -156,6 +166,24 @@ type HoldBackScoper interface {
 // want is read at every Plan. It runs on the reconciler's goroutine.
 type Rescanner interface {
 	Rescan()
+}
+
+// Tightener is an optional interface of a Source whose wants may grow
+// stricter in a way that leaves a gap until the pass (a CPU banned anew:
+// a new exclusive container's CPUs take device IRQs until the pass moves
+// them). The pass that takes such a change is spaced by MinInterval
+// alone, not by the spacing after a long pass (BusyShare, up to BusyMax):
+// while a kicked pass waits for that spacing, the worker asks every
+// MinInterval whether a Source tightens, and starts the pass when one
+// does. A change that only loosens (a CPU released) keeps the spacing:
+// it leaves no isolation gap, only IRQs spread over fewer CPUs a little
+// longer, and under a stream of such changes the spacing is what keeps
+// the passes within their share of the worker.
+type Tightener interface {
+	// Tightens tells whether what the owner wants now is stricter than
+	// what the last Plan planned. It runs on the reconciler's goroutine
+	// under the pass lock, must not read files, and should be cheap.
+	Tightens() bool
 }
 
 // Explainer is an optional interface of a Source: a hint for the log and
