@@ -189,3 +189,40 @@ irq: {rescanInterval: 1h}
 	require.NoError(t, err)
 	assert.Empty(t, records)
 }
+
+// TestReleasedCPUGetsIRQsBackAfterAReload: two IRQ-isolated exclusive
+// containers run; a reload that changes only irq.rescanInterval makes the
+// isolation sources again (restartIsolation: a new irq.Source); then one
+// container's pod ends while the other stays. The released CPUs must get
+// their IRQs back, as they do without the reload: the IRQs still hold the
+// plugin's write for both containers. The new Source has no memory of
+// its predecessor's writes, so they stay narrowed while the other
+// container runs, in the same process (no restart, which the docs name).
+func TestReleasedCPUGetsIRQsBackAfterAReload(t *testing.T) {
+	for _, reload := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no reload", true: "reload"}[reload], func(t *testing.T) {
+			f := irqNode(t)
+			rp := startPlugin(t, f, isolatedDesktop, statePath(f))
+			ann := map[string]string{"pool.cpupool.dev": "exclusive", "irq-isolation.cpupool.dev/pod": "true"}
+			one := f.runPod(podSpec{name: "one", namespace: "telco", annotations: ann})
+			c1, _, err := f.createContainer(one, "fwd", 2000)
+			require.NoError(t, err)
+			two := f.runPod(podSpec{name: "two", namespace: "telco", annotations: ann})
+			c2, _, err := f.createContainer(two, "fwd", 2000)
+			require.NoError(t, err)
+			require.NoError(t, rp.p.FlushIsolation())
+			stays := cpusOf(t, f, f.cpus(c2))
+			requireIRQsOff(t, f, cpusOf(t, f, f.cpus(c1)).Union(stays))
+
+			if reload {
+				cfg := isolatedDesktop.config + "irq: {rescanInterval: 20s}\n"
+				require.NoError(t, rp.p.Reload(reloadConfig(t, rp, cfg), nil, "test"))
+				require.NoError(t, rp.p.FlushIsolation())
+			}
+			f.removePod(one)
+			require.NoError(t, rp.p.FlushIsolation())
+			all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+			assert.Equal(t, all.Difference(stays).String(), affinities(t, f)["24"], "IRQ 24 (0-15) off only the CPUs still held (%s)", stays)
+		})
+	}
+}
