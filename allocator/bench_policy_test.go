@@ -32,8 +32,8 @@ power:
 // every pod the runtime (and so NRI) sees, none of them ours.
 func kubeletPodAnnotations() map[string]string {
 	return map[string]string{
-		"kubernetes.io/config.seen":   "2026-12-07T19:21:03.123456789Z",
-		"kubernetes.io/config.source": "api",
+		"kubernetes.io/config.seen":                        "2026-12-07T19:21:03.123456789Z",
+		"kubernetes.io/config.source":                      "api",
 		"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"v1","kind":"Pod"}`,
 	}
 }

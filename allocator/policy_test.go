@@ -195,7 +195,7 @@ func TestCheckAnnotationsAllocatesNothing(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = CheckAnnotations(ann) }))
 
 	many := map[string]string{}
-	for _, c := range "abcdefghijkl" {
+	for _, c := range "abcdefghijklmnopqrst" {
 		many["pool.cpupool.dev/container."+string(c)] = "shared"
 	}
 	many["pool.cpupool.dev/container.Z"] = "shared"
