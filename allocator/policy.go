@@ -66,6 +66,11 @@ type Policy struct {
 	// powerRefusals are the power classes containers may not have on
 	// this node, with the reason (see SetPowerRefusals).
 	powerRefusals map[string]string
+	// empty is the empty set every request without NUMA nodes of its own
+	// returns (empty, not nil: cpuset's Equals tells the two apart), made
+	// once, not twice on the path of every creation's reply (issue 45).
+	// No method of a CPUSet changes it, so the requests may share it.
+	empty cpuset.CPUSet
 }
 
 // maxNUMANodes is the kernel's largest MAX_NUMNODES, the bound when the
@@ -75,7 +80,7 @@ const maxNUMANodes = 1024
 // NewPolicy returns the policy for a configuration on a node (nil: any
 // node, NUMA ids below 1024).
 func NewPolicy(cfg *config.Config, topo *sysfs.Topology) *Policy {
-	p := &Policy{cfg: cfg, numaLimit: maxNUMANodes}
+	p := &Policy{cfg: cfg, numaLimit: maxNUMANodes, empty: cpuset.New()}
 	if topo != nil {
 		p.numaLimit = 1
 		for _, n := range topo.NUMANodes {
@@ -162,7 +167,11 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	req.PreferNUMA = req.PreferNUMA.Union(devices) // a new set, never nil, even from two zero ones
+	if req.PreferNUMA.IsEmpty() && devices.IsEmpty() {
+		req.PreferNUMA = p.empty // empty, never nil, even from two zero sets
+	} else {
+		req.PreferNUMA = req.PreferNUMA.Union(devices) // a new set
+	}
 	if pools.IsExclusive(req.Pool) && !req.PreferNUMA.IsEmpty() {
 		req.Rule.DeviceNUMA = req.PreferNUMA.String()
 	}
@@ -197,7 +206,34 @@ func (p *Policy) pool(c Container, a annotationView) (pool string, rule Rule, no
 	if pools.IsExclusive(pool) && c.MilliCPU <= 0 {
 		return "", Rule{}, "", &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU (the kubelet passes requests below 3m as none); set resources.requests.cpu"}
 	}
-	return pool, Rule{Kind: RuleAnnotation, Detail: key + "=" + v}, "", nil
+	return pool, Rule{Kind: RuleAnnotation, Detail: annotationDetail(key, v)}, "", nil
+}
+
+// annotationDetail is a pool annotation's rule detail, "key=value": for
+// the pod-wide keys with a pool's name as the value, as most pods write
+// it, a constant, not a string made on the path of every creation's
+// reply (issue 45).
+func annotationDetail(key, v string) string {
+	const bare, pod = AnnotationPool + "=", AnnotationPool + "/" + scopePod + "="
+	switch {
+	case key == AnnotationPool && v == pools.Exclusive:
+		return bare + pools.Exclusive
+	case key == AnnotationPool && v == pools.ExclusiveNonIsolcpus:
+		return bare + pools.ExclusiveNonIsolcpus
+	case key == AnnotationPool && v == pools.Shared:
+		return bare + pools.Shared
+	case key == AnnotationPool && v == pools.Infra:
+		return bare + pools.Infra
+	case key == AnnotationPool+"/"+scopePod && v == pools.Exclusive:
+		return pod + pools.Exclusive
+	case key == AnnotationPool+"/"+scopePod && v == pools.ExclusiveNonIsolcpus:
+		return pod + pools.ExclusiveNonIsolcpus
+	case key == AnnotationPool+"/"+scopePod && v == pools.Shared:
+		return pod + pools.Shared
+	case key == AnnotationPool+"/"+scopePod && v == pools.Infra:
+		return pod + pools.Infra
+	}
+	return key + "=" + v
 }
 
 // kubeletPool is the pool of the CPUs the kubelet allocated.
@@ -361,7 +397,7 @@ func partitionOrShared(a annotationView, req *Request) error {
 func (p *Policy) numaNodes(a annotationView) (cpuset.CPUSet, error) {
 	key, v, ok := a.lookup(AnnotationNUMA)
 	if !ok {
-		return cpuset.New(), nil
+		return p.empty, nil
 	}
 	nodes, err := cpulist.ParseBelow(v, p.numaLimit)
 	if err != nil || nodes.IsEmpty() {
