@@ -50,29 +50,60 @@ func ContainerScoped(key string) (base, name string, ok bool) {
 	return base, name, true
 }
 
-// lookup finds an annotation for a container the NRI way and returns the
-// key that matched.
-//
-// The scoped keys are built in a stack buffer and looked up without
-// becoming strings (the compiler does not copy string(b) in a map index):
-// a decision makes seven lookups, most of them misses.
-func lookup(ann map[string]string, key, container string) (string, string, bool) {
-	if len(ann) == 0 {
+// annotationPair is one annotation of our domain.
+type annotationPair struct{ key, value string }
+
+// annotationView is a container's annotations of our domain, gathered
+// from the pod's map in the one pass that checks them (gatherOurs), for
+// lookup. A decision makes a dozen lookups, each of up to three keys, most
+// of them misses, and most pods carry none or a few of ours: reading the
+// few gathered pairs costs less than hashing three keys each into the
+// pod's map, whose lines the reply path finds cold (issue 45).
+type annotationView struct {
+	container string
+	ours      []annotationPair
+}
+
+// lookup finds an annotation for the container the NRI way,
+// "<key>/container.<name>" first, then "<key>/pod", then "<key>", and
+// returns the key that matched.
+func (a annotationView) lookup(key string) (string, string, bool) {
+	best, rank := -1, scopeNone
+	for i, kv := range a.ours {
+		if r := scopeRank(kv.key, key, a.container); r < rank {
+			best, rank = i, r
+		}
+	}
+	if best < 0 {
 		return "", "", false
 	}
-	var buf [128]byte
-	b := append(append(append(buf[:0], key...), "/"+scopeContainer...), container...)
-	if v, ok := ann[string(b)]; ok {
-		return string(b), v, true
+	return a.ours[best].key, a.ours[best].value, true
+}
+
+// The precedence of a key's scopes for a container, first first.
+const (
+	scopeRankContainer = iota
+	scopeRankPod
+	scopeRankBare
+	scopeNone
+)
+
+// scopeRank is k's precedence as a key of base for container: scopeNone
+// when k is not one of base's three keys for it.
+func scopeRank(k, base, container string) int {
+	rest, ok := strings.CutPrefix(k, base)
+	switch {
+	case !ok:
+		return scopeNone
+	case rest == "":
+		return scopeRankBare
+	case rest == "/"+scopePod:
+		return scopeRankPod
 	}
-	b = append(append(b[:0], key...), "/"+scopePod...)
-	if v, ok := ann[string(b)]; ok {
-		return string(b), v, true
+	if name, ok := strings.CutPrefix(rest, "/"+scopeContainer); ok && name == container {
+		return scopeRankContainer
 	}
-	if v, ok := ann[key]; ok {
-		return key, v, true
-	}
-	return "", "", false
+	return scopeNone
 }
 
 // isDNSLabel tells whether name is an RFC 1123 label, as Kubernetes

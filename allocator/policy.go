@@ -66,6 +66,11 @@ type Policy struct {
 	// powerRefusals are the power classes containers may not have on
 	// this node, with the reason (see SetPowerRefusals).
 	powerRefusals map[string]string
+	// empty is the empty set every request without NUMA nodes of its own
+	// returns (empty, not nil: cpuset's Equals tells the two apart), made
+	// once, not twice on the path of every creation's reply (issue 45).
+	// No method of a CPUSet changes it, so the requests may share it.
+	empty cpuset.CPUSet
 }
 
 // maxNUMANodes is the kernel's largest MAX_NUMNODES, the bound when the
@@ -75,7 +80,7 @@ const maxNUMANodes = 1024
 // NewPolicy returns the policy for a configuration on a node (nil: any
 // node, NUMA ids below 1024).
 func NewPolicy(cfg *config.Config, topo *sysfs.Topology) *Policy {
-	p := &Policy{cfg: cfg, numaLimit: maxNUMANodes}
+	p := &Policy{cfg: cfg, numaLimit: maxNUMANodes, empty: cpuset.New()}
 	if topo != nil {
 		p.numaLimit = 1
 		for _, n := range topo.NUMANodes {
@@ -89,21 +94,27 @@ func NewPolicy(cfg *config.Config, topo *sysfs.Topology) *Policy {
 // malformed and unauthorized annotations instead of falling back to a pool
 // the tenant did not ask for.
 func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
-	if err := CheckAnnotations(c.Annotations); err != nil {
+	var few [16]annotationPair
+	ours, err := gatherOurs(c.Annotations, few[:0])
+	if err != nil {
 		return Request{}, err
 	}
-	// NUMANodes is set below and PreferNUMA made anew (Union) before the
-	// request is returned: no empty set is made here only to be replaced,
-	// on the path of every creation's reply (issue 45).
+	// The annotations of ours are gathered once, here, and every lookup
+	// below reads them (annotationView). No error below takes a's own
+	// fields (its container's name: req.Container), so that few stays on
+	// the stack.
+	a := annotationView{container: c.Name, ours: ours}
+	// NUMANodes is set below and PreferNUMA replaced before the request
+	// is returned: no empty set is made here only to be replaced, on the
+	// path of every creation's reply (issue 45).
 	req := Request{ID: c.ID, Pod: c.Pod, Container: c.Name, MilliCPU: c.MilliCPU, Options: p.cfg.Allocation,
 		PreferNUMA: c.DeviceNUMA, Demand: c.Demand}
-	var err error
 	if c.KubeletCPUs.Size() > 0 {
-		if err := p.kubeletPool(c); err != nil {
+		if err := p.kubeletPool(c, a); err != nil {
 			return Request{}, err
 		}
 		req.Pool, req.CPUs, req.Rule = c.kubeletPool(), c.KubeletCPUs, kubeletRule(c)
-	} else if req.Pool, req.Rule, req.NotAllowed, err = p.pool(c); err != nil {
+	} else if req.Pool, req.Rule, req.NotAllowed, err = p.pool(c, a); err != nil {
 		return Request{}, err
 	}
 	if c.Pool != "" {
@@ -124,43 +135,47 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 		return Request{}, &Refusal{Reason: ReasonPlacement, Err: fmt.Errorf("pool %s gives whole CPUs by the container's CPU request, but the kubelet passes every request of %d CPUs or more alike (cpu.shares %d, its maximum), so it is read only from a Guaranteed pod's CPU limit (its CFS quota); %s",
 			req.Pool, c.MilliCPU/1000, 1<<18, fix)}
 	}
-	if err := placementOptions(c, &req.Options); err != nil {
+	if err := placementOptions(a, &req.Options); err != nil {
 		return Request{}, err
 	}
-	if req.IsolateIRQs, err = p.irqIsolation(c, req.Pool); err != nil {
+	if req.IsolateIRQs, err = p.irqIsolation(a, req.Pool); err != nil {
 		return Request{}, err
 	}
-	if req.IsolatedPartition, err = p.isolatedPartition(c, req.Pool); err != nil {
+	if req.IsolatedPartition, err = p.isolatedPartition(a, req.Pool); err != nil {
 		return Request{}, err
 	}
-	if req.PowerClass, err = p.powerClass(c, req.Pool); err != nil {
+	if req.PowerClass, err = p.powerClass(a, req.Pool); err != nil {
 		return Request{}, err
 	}
-	if req.WithShared, err = p.withShared(c, req.Pool); err != nil {
+	if req.WithShared, err = p.withShared(c, a, req.Pool); err != nil {
 		return Request{}, err
 	}
-	if err := partitionOrShared(c, &req); err != nil {
+	if err := partitionOrShared(a, &req); err != nil {
 		return Request{}, err
 	}
-	if req.NUMANodes, err = p.numaNodes(c); err != nil {
+	if req.NUMANodes, err = p.numaNodes(a); err != nil {
 		return Request{}, err
 	}
 	if !req.NUMANodes.IsEmpty() && req.CPUs.Size() > 0 {
-		key, v, _ := lookup(c.Annotations, AnnotationNUMA, c.Name)
+		key, v, _ := a.lookup(AnnotationNUMA)
 		if len(c.Claims) > 0 {
 			return Request{}, &AnnotationError{key, v, "the CPUs come from the container's ResourceClaim; choose their NUMA node in the claim (a selector or matchAttribute on resource.kubernetes.io/numaNode) instead"}
 		}
 		return Request{}, &AnnotationError{key, v, fmt.Sprintf("the kubelet chose the CPUs of %s; align them with its Topology Manager instead", config.ResourceExclusive)}
 	}
-	devices, err := deviceNodes(c, resolve)
+	devices, err := deviceNodes(a, resolve)
 	if err != nil {
 		return Request{}, err
 	}
-	req.PreferNUMA = req.PreferNUMA.Union(devices) // a new set, never nil, even from two zero ones
+	if req.PreferNUMA.IsEmpty() && devices.IsEmpty() {
+		req.PreferNUMA = p.empty // empty, never nil, even from two zero sets
+	} else {
+		req.PreferNUMA = req.PreferNUMA.Union(devices) // a new set
+	}
 	if pools.IsExclusive(req.Pool) && !req.PreferNUMA.IsEmpty() {
 		req.Rule.DeviceNUMA = req.PreferNUMA.String()
 	}
-	if err := numaNodesFitPool(c, req); err != nil {
+	if err := numaNodesFitPool(a, req); err != nil {
 		return Request{}, err
 	}
 	return req, nil
@@ -170,8 +185,8 @@ func (p *Policy) Request(c Container, resolve DeviceResolver) (Request, error) {
 // and the container can be sized for it; else the default pool. The rule
 // says which; notAllowed is the pool the QoS rule would have given, when
 // allowedNamespaces kept the container out of it (defaultPool).
-func (p *Policy) pool(c Container) (pool string, rule Rule, notAllowed string, err error) {
-	key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name)
+func (p *Policy) pool(c Container, a annotationView) (pool string, rule Rule, notAllowed string, err error) {
+	key, v, ok := a.lookup(AnnotationPool)
 	if !ok {
 		return p.defaultPool(c)
 	}
@@ -191,7 +206,34 @@ func (p *Policy) pool(c Container) (pool string, rule Rule, notAllowed string, e
 	if pools.IsExclusive(pool) && c.MilliCPU <= 0 {
 		return "", Rule{}, "", &AnnotationError{key, v, "the exclusive size is the container's CPU request, and it requests no CPU (the kubelet passes requests below 3m as none); set resources.requests.cpu"}
 	}
-	return pool, Rule{Kind: RuleAnnotation, Detail: key + "=" + v}, "", nil
+	return pool, Rule{Kind: RuleAnnotation, Detail: annotationDetail(key, v)}, "", nil
+}
+
+// annotationDetail is a pool annotation's rule detail, "key=value": for
+// the pod-wide keys with a pool's name as the value, as most pods write
+// it, a constant, not a string made on the path of every creation's
+// reply (issue 45).
+func annotationDetail(key, v string) string {
+	const bare, pod = AnnotationPool + "=", AnnotationPool + "/" + scopePod + "="
+	switch {
+	case key == AnnotationPool && v == pools.Exclusive:
+		return bare + pools.Exclusive
+	case key == AnnotationPool && v == pools.ExclusiveNonIsolcpus:
+		return bare + pools.ExclusiveNonIsolcpus
+	case key == AnnotationPool && v == pools.Shared:
+		return bare + pools.Shared
+	case key == AnnotationPool && v == pools.Infra:
+		return bare + pools.Infra
+	case key == AnnotationPool+"/"+scopePod && v == pools.Exclusive:
+		return pod + pools.Exclusive
+	case key == AnnotationPool+"/"+scopePod && v == pools.ExclusiveNonIsolcpus:
+		return pod + pools.ExclusiveNonIsolcpus
+	case key == AnnotationPool+"/"+scopePod && v == pools.Shared:
+		return pod + pools.Shared
+	case key == AnnotationPool+"/"+scopePod && v == pools.Infra:
+		return pod + pools.Infra
+	}
+	return key + "=" + v
 }
 
 // kubeletPool is the pool of the CPUs the kubelet allocated.
@@ -205,7 +247,7 @@ func (c Container) kubeletPool() string {
 // kubeletPool checks a container of the cpupool.dev/exclusive resource or
 // of a DRA claim: the resource or the claim decides the pool, and a pool
 // annotation may only agree with it.
-func (p *Policy) kubeletPool(c Container) error {
+func (p *Policy) kubeletPool(c Container, a annotationView) error {
 	pool := c.kubeletPool()
 	what := "requests " + config.ResourceExclusive
 	quota := "a ResourceQuota on " + config.ResourceExclusive
@@ -213,7 +255,7 @@ func (p *Policy) kubeletPool(c Container) error {
 		what = "uses ResourceClaims of pool " + pool + " (" + strings.Join(c.Claims, ", ") + ")"
 		quota = "a ResourceQuota on the DeviceClass cpupool-" + pool
 	}
-	if key, v, ok := lookup(c.Annotations, AnnotationPool, c.Name); ok && strings.TrimSpace(v) != pool {
+	if key, v, ok := a.lookup(AnnotationPool); ok && strings.TrimSpace(v) != pool {
 		return &AnnotationError{key, v, fmt.Sprintf("the container %s, which is the %s pool; remove the annotation", what, pool)}
 	}
 	if !p.Allowed(pool, c.Pod.Namespace) {
@@ -225,24 +267,34 @@ func (p *Policy) kubeletPool(c Container) error {
 
 // placementOptions applies the boolean annotations over the config's
 // placement options.
-func placementOptions(c Container, opts *config.Allocation) error {
-	for _, b := range []struct {
-		key string
-		dst *bool
-	}{
-		{AnnotationHideHyperthreads, &opts.HideHyperthreads},
-		{AnnotationFullPCPUsOnly, &opts.FullPCPUsOnly},
-		{AnnotationDistributeAcrossNUMA, &opts.DistributeAcrossNUMA},
-		{AnnotationDisableCPUQuota, &opts.DisableCPUQuota},
-	} {
-		if key, v, ok := lookup(c.Annotations, b.key, c.Name); ok {
-			val, err := strconv.ParseBool(strings.TrimSpace(v))
-			if err != nil {
-				return &AnnotationError{key, v, "not a boolean; use true or false"}
-			}
-			*b.dst = val
-		}
+func placementOptions(a annotationView, opts *config.Allocation) error {
+	// One call per option, not a table of pointers into opts: such a
+	// table made the caller's whole Request escape to the heap, one
+	// allocation more on the path of every creation's reply (issue 45).
+	if err := boolOption(a, AnnotationHideHyperthreads, &opts.HideHyperthreads); err != nil {
+		return err
 	}
+	if err := boolOption(a, AnnotationFullPCPUsOnly, &opts.FullPCPUsOnly); err != nil {
+		return err
+	}
+	if err := boolOption(a, AnnotationDistributeAcrossNUMA, &opts.DistributeAcrossNUMA); err != nil {
+		return err
+	}
+	return boolOption(a, AnnotationDisableCPUQuota, &opts.DisableCPUQuota)
+}
+
+// boolOption sets *dst to the boolean annotation key, if the container
+// has it.
+func boolOption(a annotationView, key string, dst *bool) error {
+	key, v, ok := a.lookup(key)
+	if !ok {
+		return nil
+	}
+	val, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return &AnnotationError{key, v, "not a boolean; use true or false"}
+	}
+	*dst = val
 	return nil
 }
 
@@ -251,8 +303,8 @@ func placementOptions(c Container, opts *config.Allocation) error {
 // the mode lets the pod choose. Asking for what the pool does not offer is
 // an error, not ignored. The pool's namespace rules have already admitted
 // the container to the pool.
-func (p *Policy) irqIsolation(c Container, pool string) (bool, error) {
-	key, v, annotated := lookup(c.Annotations, AnnotationIRQIsolation, c.Name)
+func (p *Policy) irqIsolation(a annotationView, pool string) (bool, error) {
+	key, v, annotated := a.lookup(AnnotationIRQIsolation)
 	want := false
 	if annotated {
 		var err error
@@ -290,8 +342,8 @@ func (p *Policy) irqIsolation(c Container, pool string) (bool, error) {
 
 // isolatedPartition decides whether an exclusive container's cgroup
 // becomes an isolated partition, like irqIsolation (without always).
-func (p *Policy) isolatedPartition(c Container, pool string) (bool, error) {
-	key, v, annotated := lookup(c.Annotations, AnnotationIsolatedPartition, c.Name)
+func (p *Policy) isolatedPartition(a annotationView, pool string) (bool, error) {
+	key, v, annotated := a.lookup(AnnotationIsolatedPartition)
 	want := false
 	if annotated {
 		var err error
@@ -327,14 +379,14 @@ func (p *Policy) isolatedPartition(c Container, pool string) (bool, error) {
 // only its pool's default (isolatedPartition: optOut) asked for the shared
 // pool and not for the partition: it runs without one (PartitionSkipped;
 // the plugin warns and counts it).
-func partitionOrShared(c Container, req *Request) error {
+func partitionOrShared(a annotationView, req *Request) error {
 	if !req.WithShared || !req.IsolatedPartition {
 		return nil
 	}
-	sk, sv, _ := lookup(c.Annotations, AnnotationSharedCPUs, c.Name)
-	if key, v, asked := lookup(c.Annotations, AnnotationIsolatedPartition, c.Name); asked {
+	sk, sv, _ := a.lookup(AnnotationSharedCPUs)
+	if key, v, asked := a.lookup(AnnotationIsolatedPartition); asked {
 		return &AnnotationError{key, v, fmt.Sprintf("the kernel runs an isolated partition's threads only on its exclusive CPUs, so the container would lose the shared pool that %s=%s adds to them; choose one: remove one of the two annotations, or set %s/container.%s: \"false\"",
-			sk, cpulist.Echo(sv), AnnotationIsolatedPartition, c.Name)}
+			sk, cpulist.Echo(sv), AnnotationIsolatedPartition, req.Container)}
 	}
 	req.IsolatedPartition, req.PartitionSkipped = false, true
 	return nil
@@ -342,10 +394,10 @@ func partitionOrShared(c Container, req *Request) error {
 
 // numaNodes are the NUMA nodes the annotation restricts the container to;
 // empty without the annotation.
-func (p *Policy) numaNodes(c Container) (cpuset.CPUSet, error) {
-	key, v, ok := lookup(c.Annotations, AnnotationNUMA, c.Name)
+func (p *Policy) numaNodes(a annotationView) (cpuset.CPUSet, error) {
+	key, v, ok := a.lookup(AnnotationNUMA)
 	if !ok {
-		return cpuset.New(), nil
+		return p.empty, nil
 	}
 	nodes, err := cpulist.ParseBelow(v, p.numaLimit)
 	if err != nil || nodes.IsEmpty() {
@@ -356,18 +408,18 @@ func (p *Policy) numaNodes(c Container) (cpuset.CPUSet, error) {
 
 // numaNodesFitPool refuses a NUMA restriction for a pool that is not
 // exclusive: a shared pool's CPUs are not chosen per container.
-func numaNodesFitPool(c Container, req Request) error {
+func numaNodesFitPool(a annotationView, req Request) error {
 	if req.NUMANodes.IsEmpty() || pools.IsExclusive(req.Pool) {
 		return nil
 	}
-	key, v, _ := lookup(c.Annotations, AnnotationNUMA, c.Name)
+	key, v, _ := a.lookup(AnnotationNUMA)
 	return &AnnotationError{key, v, fmt.Sprintf("applies to exclusive pools only, and the container goes to %s", req.Pool)}
 }
 
 // deviceNodes are the NUMA nodes of the devices the annotation names, to
 // prefer; nodes the firmware does not report are left out.
-func deviceNodes(c Container, resolve DeviceResolver) (cpuset.CPUSet, error) {
-	key, v, ok := lookup(c.Annotations, AnnotationDevice, c.Name)
+func deviceNodes(a annotationView, resolve DeviceResolver) (cpuset.CPUSet, error) {
+	key, v, ok := a.lookup(AnnotationDevice)
 	if !ok {
 		return cpuset.CPUSet{}, nil // empty, only for Request's Union: nothing to allocate
 	}
@@ -456,58 +508,64 @@ const (
 // the bounds above. It needs no configuration, so callers run it before
 // taking any lock.
 func CheckAnnotations(ann map[string]string) error {
-	// A pod has a few keys of ours: sorted in place on the stack, not
-	// allocated, as this runs twice on the path of every creation's reply
-	// (before the lock, and again in Request; issue 45).
-	var few [8]string
-	keys := few[:0]
-	for k := range ann {
+	var few [16]annotationPair
+	_, err := gatherOurs(ann, few[:0])
+	return err
+}
+
+// gatherOurs is CheckAnnotations that also returns the annotations of our
+// domain, appended to ours, sorted by key: a pod has a few, kept by the
+// callers in an array on the stack, not allocated, as this runs twice on
+// the path of every creation's reply (before the lock, and again in
+// Request; issue 45).
+func gatherOurs(ann map[string]string, ours []annotationPair) ([]annotationPair, error) {
+	for k, v := range ann {
 		if OurAnnotation(k) {
-			if len(keys) == maxOurAnnotations {
-				return &AnnotationError{k, ann[k], fmt.Sprintf("more than %d annotations of %s", maxOurAnnotations, AnnotationDomain)}
+			if len(ours) == maxOurAnnotations {
+				return nil, &AnnotationError{k, v, fmt.Sprintf("more than %d annotations of %s", maxOurAnnotations, AnnotationDomain)}
 			}
-			keys = append(keys, k)
+			ours = append(ours, annotationPair{k, v})
 		}
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		v := ann[k]
+	slices.SortFunc(ours, func(a, b annotationPair) int { return strings.Compare(a.key, b.key) })
+	for _, kv := range ours {
+		k, v := kv.key, kv.value
 		if len(k) > maxAnnotationKey {
-			return &AnnotationError{k, v, fmt.Sprintf("key of %d bytes; at most %d are accepted", len(k), maxAnnotationKey)}
+			return nil, &AnnotationError{k, v, fmt.Sprintf("key of %d bytes; at most %d are accepted", len(k), maxAnnotationKey)}
 		}
 		base, scope, _ := strings.Cut(k, "/")
 		if !slices.Contains(knownAnnotations, base) {
-			return &AnnotationError{k, v, "unknown annotation; known keys are " + knownKeys()}
+			return nil, &AnnotationError{k, v, "unknown annotation; known keys are " + knownKeys()}
 		}
 		_, name, scoped := ContainerScoped(k)
 		if scope != "" && scope != scopePod && !scoped {
-			return &AnnotationError{k, v, "unknown scope " + cpulist.Echo(scope) + "; use <key>, <key>/pod or <key>/container.<name>"}
+			return nil, &AnnotationError{k, v, "unknown scope " + cpulist.Echo(scope) + "; use <key>, <key>/pod or <key>/container.<name>"}
 		}
 		if scoped && !isDNSLabel(name) {
 			// No container of any pod has this name (Kubernetes names
 			// containers with DNS labels), so the key could only ever
 			// be ignored: a typo ("container.Web", "container.my_app").
-			return &AnnotationError{k, v, "names a container no pod can have: container names are lower-case letters, digits and '-', at most 63 bytes, starting and ending with a letter or digit"}
+			return nil, &AnnotationError{k, v, "names a container no pod can have: container names are lower-case letters, digits and '-', at most 63 bytes, starting and ending with a letter or digit"}
 		}
 		if len(v) > MaxAnnotationValue {
-			return &AnnotationError{k, v, fmt.Sprintf("%d bytes; at most %d are accepted", len(v), MaxAnnotationValue)}
+			return nil, &AnnotationError{k, v, fmt.Sprintf("%d bytes; at most %d are accepted", len(v), MaxAnnotationValue)}
 		}
 		switch base {
 		case AnnotationNUMA:
 			if n := strings.Count(v, ",") + 1; n > MaxListItems {
-				return &AnnotationError{k, v, fmt.Sprintf("%d list items; at most %d are accepted", n, MaxListItems)}
+				return nil, &AnnotationError{k, v, fmt.Sprintf("%d list items; at most %d are accepted", n, MaxListItems)}
 			}
 		case AnnotationDevice:
 			if n := strings.Count(v, ",") + 1; n > MaxDevicePaths {
-				return &AnnotationError{k, v, fmt.Sprintf("%d device paths; at most %d are accepted", n, MaxDevicePaths)}
+				return nil, &AnnotationError{k, v, fmt.Sprintf("%d device paths; at most %d are accepted", n, MaxDevicePaths)}
 			}
 		case AnnotationPowerClass:
 			if n := len(strings.TrimSpace(v)); n == 0 || n > config.MaxPowerClassName {
-				return &AnnotationError{k, v, fmt.Sprintf("not a power class name (1 to %d bytes)", config.MaxPowerClassName)}
+				return nil, &AnnotationError{k, v, fmt.Sprintf("not a power class name (1 to %d bytes)", config.MaxPowerClassName)}
 			}
 		}
 	}
-	return nil
+	return ours, nil
 }
 
 // knownKeys lists the known keys for an error, short: the domain once.
@@ -533,8 +591,8 @@ func kubeletRule(c Container) Rule {
 // Shared and infra containers have none of their own: their CPUs have
 // their pool's class. Under power.unsupported: refuse, a class this node
 // cannot apply in full is refused.
-func (p *Policy) powerClass(c Container, pool string) (string, error) {
-	key, v, annotated := lookup(c.Annotations, AnnotationPowerClass, c.Name)
+func (p *Policy) powerClass(a annotationView, pool string) (string, error) {
+	key, v, annotated := a.lookup(AnnotationPowerClass)
 	pp := p.cfg.PowerPool(pool)
 	if !annotated {
 		if !pools.IsExclusive(pool) {
@@ -573,8 +631,8 @@ func (p *Policy) powerClass(c Container, pool string) (string, error) {
 // shared pool: it asks with the annotation, and may use the shared pool
 // (allowedNamespaces.shared). Its CFS quota is lifted (withSharedPart):
 // asking to keep it is refused.
-func (p *Policy) withShared(c Container, pool string) (bool, error) {
-	key, v, annotated := lookup(c.Annotations, AnnotationSharedCPUs, c.Name)
+func (p *Policy) withShared(c Container, a annotationView, pool string) (bool, error) {
+	key, v, annotated := a.lookup(AnnotationSharedCPUs)
 	if !annotated {
 		return false, nil
 	}
@@ -591,7 +649,7 @@ func (p *Policy) withShared(c Container, pool string) (bool, error) {
 	if !p.Allowed(pools.Shared, c.Pod.Namespace) {
 		return false, &AnnotationError{key, v, fmt.Sprintf("namespace %q may not use pool shared (allowedNamespaces.shared: %v)", c.Pod.Namespace, p.cfg.AllowedNamespaces[pools.Shared])}
 	}
-	if qk, qv, ok := lookup(c.Annotations, AnnotationDisableCPUQuota, c.Name); ok {
+	if qk, qv, ok := a.lookup(AnnotationDisableCPUQuota); ok {
 		if lift, err := strconv.ParseBool(strings.TrimSpace(qv)); err == nil && !lift {
 			return false, &AnnotationError{key, v, fmt.Sprintf("the container's CFS quota would throttle its exclusive CPUs' threads whenever its shared CPUs' threads are busy (one quota covers the whole container), so it is always lifted with the shared pool; remove %s=%s", qk, cpulist.Echo(qv))}
 		}
