@@ -59,7 +59,7 @@ func (a *Allocator) placeExclusive(req Request) (cpuset.CPUSet, cpuset.CPUSet, e
 	m := modeThreads
 	need := n
 	switch {
-	case req.Options.HideHyperthreads && a.hidesSiblings():
+	case req.Options.HideHyperthreads && tpc > 1:
 		m = modeHideSiblings
 	case req.Options.FullPCPUsOnly && tpc > 1:
 		if n%tpc != 0 {

@@ -9,7 +9,6 @@ package allocator
 // takes it out of its siblings' lists, so where it sits is inferred here.
 
 import (
-	"maps"
 	"slices"
 
 	"k8s.io/utils/cpuset"
@@ -229,20 +228,12 @@ func renumberCores(cpus []sysfs.CPU, cores map[int][]int) {
 
 // presentCores are the node's cores as the pools are carved
 // (presentTopology places an offline CPU on its core, which the kernel no
-// longer tells), with an offline CPU the record of the CPUs seen online
-// puts beside an online core's threads moved there
-// (sysfs.Topology.OfflineCoreMates): of[cpu] is the CPU's core (-1
-// unknown), threads the CPUs of each core, online or offline. They tell
-// only a core's offline threads (offlineThreads, coreOf), never the
-// carving or threads per core. Empty when every CPU is online, or SMT is
-// off for good (an offline thread never comes online).
+// longer tells): of[cpu] is the CPU's core there (-1 unknown), threads
+// the CPUs of each core, online or offline. Empty when every CPU is
+// online, or SMT is off for good (an offline thread never comes online).
 type presentCores struct {
 	of      []int
 	threads [][]int
-	// remembered tells that the record put an offline CPU beside an
-	// online core's threads: the node has SMT although no online core
-	// shows two threads (hidesSiblings).
-	remembered bool
 }
 
 func newPresentCores(topo *sysfs.Topology, x *index) presentCores {
@@ -264,31 +255,5 @@ func newPresentCores(topo *sysfs.Topology, x *index) presentCores {
 		pc.of[c.ID] = c.Core
 		pc.threads[c.Core] = append(pc.threads[c.Core], c.ID)
 	}
-	pc.joinRemembered(topo.OfflineCoreMates)
 	return pc
-}
-
-// joinRemembered moves each offline CPU the record puts beside online
-// threads (mates, by CPU id) into their core: with every second thread
-// offline no thread pattern places it (presentTopology makes it a core of
-// its own), and a hide-hyperthreads container on that core must hold it
-// idle once it comes online.
-func (pc *presentCores) joinRemembered(mates map[int]cpuset.CPUSet) {
-	for _, id := range slices.Sorted(maps.Keys(mates)) {
-		m := mates[id].List()
-		if id >= len(pc.of) || len(m) == 0 || m[0] >= len(pc.of) || pc.of[m[0]] < 0 {
-			continue
-		}
-		core, old := pc.of[m[0]], pc.of[id]
-		if old == core {
-			continue
-		}
-		if old >= 0 {
-			pc.threads[old] = slices.DeleteFunc(pc.threads[old], func(t int) bool { return t == id })
-		}
-		pc.of[id] = core
-		pc.threads[core] = append(pc.threads[core], id)
-		slices.Sort(pc.threads[core])
-		pc.remembered = true
-	}
 }

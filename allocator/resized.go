@@ -64,7 +64,7 @@ func (a *Allocator) ReadmitResized(r Remembered, req Request) (Result, error) {
 	case runsOn.Size() != n:
 		return Result{}, fmt.Errorf("container %s: it runs on %d CPUs (%s) but requests %dm (%d CPUs)", as.ID, runsOn.Size(), runsOn, milli, n)
 	}
-	hides := as.HideHyperthreads || !as.Reserved.IsEmpty() || req.Options.HideHyperthreads && a.hidesSiblings()
+	hides := as.HideHyperthreads || !as.Reserved.IsEmpty() || req.Options.HideHyperthreads && a.x.threadsPerCore > 1
 	if err := a.resizedShape(as, req, runsOn, hides); err != nil {
 		return Result{}, err
 	}

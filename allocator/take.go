@@ -605,16 +605,6 @@ func (p *planner) hideable(c *coreView) bool {
 	return true
 }
 
-// hidesSiblings tells whether a hide-hyperthreads request has siblings to
-// keep idle: an online core shows two threads, or the record of the CPUs
-// seen online puts an offline thread beside an online one (with every
-// second thread offline no online core shows it; presentCores). Only this
-// unit sees the offline threads: full-pcpus-only and the carving count
-// the online threads per core, as the kubelet does.
-func (a *Allocator) hidesSiblings() bool {
-	return a.x.threadsPerCore > 1 || a.cores.remembered
-}
-
 // groupSet counts distinct L3 groups by their position in the pool.
 type groupSet []bool
 

@@ -140,25 +140,16 @@ func WriteRemembered(path string, rec Remembered) error {
 
 // WithRemembered is t with the remembered CPUs the kernel no longer has
 // present but may hot-add again (possible) put back as offline CPUs at the
-// place they had (Absent lists them), and with the online threads of the
-// core each present offline CPU joins when it comes online
-// (OfflineCoreMates, offlineCoreMates); t itself when there is neither.
-// Core and cache group indexes are numbered again over all CPUs, as
-// Discover numbered them while the CPUs were present, so the pools are
-// carved as they were then. A present offline CPU keeps what the kernel
-// shows of it (no core): its remembered core tells only its hidden
-// siblings, never the carving.
+// place they had (Absent lists them); t itself when there is none. Core
+// and cache group indexes are numbered again over all CPUs, as Discover
+// numbered them while the CPUs were present, so the pools are carved as
+// they were then.
 func (t *Topology) WithRemembered(rec Remembered) *Topology {
 	back, _ := t.remembered(rec)
-	offlineMates := t.offlineCoreMates(rec)
-	if len(back) == 0 && len(offlineMates) == 0 {
+	if len(back) == 0 {
 		return t
 	}
 	n := *t
-	n.OfflineCoreMates = offlineMates
-	if len(back) == 0 {
-		return &n
-	}
 	n.CPUs = append(slices.Clone(t.CPUs), back...)
 	slices.SortFunc(n.CPUs, func(a, b CPU) int { return a.ID - b.ID })
 	var ids []int

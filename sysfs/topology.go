@@ -31,15 +31,6 @@ type Topology struct {
 	// Present and Offline too, so that the pools are carved with them as
 	// with any offline CPU. Empty as Discover reads the node.
 	Absent cpuset.CPUSet
-	// OfflineCoreMates are, for a present offline CPU whose core the
-	// kernel does not show (it removes an offline CPU's topology and takes
-	// it out of its siblings' lists), the online threads of the core it
-	// joins when it comes online, as the record of the CPUs seen online
-	// remembers it (WithRemembered). Only the hidden siblings of a
-	// hide-hyperthreads container are told by it: the pools are carved,
-	// and threads per core counted, on what the kernel shows. Nil as
-	// Discover reads the node.
-	OfflineCoreMates map[int]cpuset.CPUSet
 	// Isolated is the kernel's isolated set; IsolatedSource tells where it
 	// came from ("sysfs", "cmdline isolcpus=", "cmdline nohz_full=" or "").
 	Isolated       cpuset.CPUSet
