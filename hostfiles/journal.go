@@ -57,14 +57,6 @@ type Record struct {
 	// records written before they existed, which keep their path.
 	Root string `json:"root,omitempty"`
 	Rel  string `json:"rel,omitempty"`
-	// Wrote is the value the plugin last wrote (or was about to write:
-	// it is recorded first) to a file whose Change has a Mark, and Mark
-	// that Change's mark then. A file that holds Wrote holds the plugin's
-	// own write (Change.Mark). Empty in records written before they
-	// existed and for changes without a mark: the content is then judged
-	// by Satisfied alone, as before.
-	Wrote string `json:"wrote,omitempty"`
-	Mark  string `json:"mark,omitempty"`
 }
 
 // journalContent is the file's content: the boot the records belong to
@@ -242,19 +234,7 @@ func (j *Journal) Len() int { return len(j.records) }
 // stay (their restore is repeated, harmlessly). A path already recorded
 // keeps its first original.
 func (j *Journal) Commit(add map[string]Record, drop []string) error {
-	return j.CommitMarks(add, drop, nil)
-}
-
-// OwnWrite is a write of a Change with a Mark, recorded before it is
-// made (Record.Wrote, Mark).
-type OwnWrite struct{ Value, Mark string }
-
-// CommitMarks is Commit that also records, in the records of files already
-// recorded, the plugin's writes about to be made (marks, by path); a new
-// record carries its own. On error nothing has changed, and the marked
-// files must not be written.
-func (j *Journal) CommitMarks(add map[string]Record, drop []string, marks map[string]OwnWrite) error {
-	if len(add) == 0 && len(drop) == 0 && !j.unsaved && !j.marksDiffer(marks) {
+	if len(add) == 0 && len(drop) == 0 && !j.unsaved {
 		return nil // most passes: nothing to copy the records for
 	}
 	next := maps.Clone(j.records)
@@ -274,13 +254,6 @@ func (j *Journal) CommitMarks(add map[string]Record, drop []string, marks map[st
 			changed = true
 		}
 	}
-	for p, m := range marks {
-		if r, ok := next[p]; ok && (r.Wrote != m.Value || r.Mark != m.Mark) {
-			r.Wrote, r.Mark = m.Value, m.Mark
-			next[p] = r
-			changed = true
-		}
-	}
 	if !changed && !j.unsaved {
 		return nil
 	}
@@ -289,16 +262,6 @@ func (j *Journal) CommitMarks(add map[string]Record, drop []string, marks map[st
 	}
 	j.records, j.unsaved = next, false
 	return nil
-}
-
-// marksDiffer tells whether a mark would change a record.
-func (j *Journal) marksDiffer(marks map[string]OwnWrite) bool {
-	for p, m := range marks {
-		if r, ok := j.records[p]; ok && (r.Wrote != m.Value || r.Mark != m.Mark) {
-			return true
-		}
-	}
-	return false
 }
 
 // SetRefused replaces the refusals kept for the audit, saving them if they

@@ -75,18 +75,6 @@ func (m recordMap) MarshalJSON() ([]byte, error) {
 				return nil, err
 			}
 		}
-		if r.Wrote != "" {
-			buf.WriteString(`,"wrote":`)
-			if err := str(r.Wrote); err != nil {
-				return nil, err
-			}
-		}
-		if r.Mark != "" {
-			buf.WriteString(`,"mark":`)
-			if err := str(r.Mark); err != nil {
-				return nil, err
-			}
-		}
 		buf.WriteByte('}')
 	}
 	buf.WriteByte('}')

@@ -22,7 +22,7 @@ func TestRecordMapEncodesAsJSON(t *testing.T) {
 		fields[rt.Field(i).Name] = rt.Field(i).Tag.Get("json")
 	}
 	require.Equal(t, map[string]string{"Original": "original", "Owner": "owner", "Order": "order,omitempty", "Identity": "identity,omitempty",
-		"Root": "root,omitempty", "Rel": "rel,omitempty", "Wrote": "wrote,omitempty", "Mark": "mark,omitempty"},
+		"Root": "root,omitempty", "Rel": "rel,omitempty"},
 		fields, "Record's fields, which recordMap.MarshalJSON writes itself")
 
 	// reflective is journalContent as it was: its records encoded by
@@ -37,7 +37,7 @@ func TestRecordMapEncodesAsJSON(t *testing.T) {
 	records := map[string]Record{}
 	for i, s := range odd {
 		records[s] = Record{Original: odd[(i+1)%len(odd)], Owner: odd[(i+2)%len(odd)], Order: []int{0, 1, -7, 1 << 40, 13}[i%5], Identity: odd[(i+3)%len(odd)],
-			Root: odd[(i+4)%len(odd)], Rel: odd[(i+5)%len(odd)], Wrote: odd[(i+6)%len(odd)], Mark: odd[(i+7)%len(odd)]}
+			Root: odd[(i+4)%len(odd)], Rel: odd[(i+5)%len(odd)]}
 	}
 	for i := range 300 {
 		records[fmt.Sprintf("/sys/fs/cgroup/kubepods/pod%d/cpuset.cpus.exclusive", i)] = Record{Original: "", Owner: "cpuset", Order: i % 3 * 2}

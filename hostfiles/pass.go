@@ -32,9 +32,6 @@ type write struct {
 	satisfied  func(content string) bool
 	// wrote is Change.Wrote.
 	wrote func(path string)
-	// marked: the write is recorded first (Change.Mark); a fresh one in
-	// its new record, another in the journal's marks.
-	marked bool
 }
 
 // shown is what a file read right after a write of want.
@@ -53,7 +50,6 @@ type passWork struct {
 	sourceOf   map[string]Source
 	writes     []write
 	fresh      map[string]Record
-	marks      map[string]OwnWrite // the own writes of recorded files (Change.Mark)
 	drops      []string
 	befores    []func() error
 	afters     []func() error
@@ -114,16 +110,16 @@ func (r *Reconciler) pass(full bool, labels *passLabels) error {
 		r.kickedPasses.Add(1)
 	}
 	p := &passWork{r: r, labels: labels, claimed: map[string]string{}, planned: map[string]string{}, planOK: map[string]bool{},
-		sourceOf: map[string]Source{}, fresh: map[string]Record{}, marks: map[string]OwnWrite{}, stale: map[string]bool{}, full: full, before: before, touched: map[string]int{}, written: map[string]bool{}}
+		sourceOf: map[string]Source{}, fresh: map[string]Record{}, stale: map[string]bool{}, full: full, before: before, touched: map[string]int{}, written: map[string]bool{}}
 	p.plan()
 	labels.enter("", proflabel.StepRestore)
 	p.restore()
 
 	// Record first: a file is written only once its original is on disk.
 	labels.enter("", proflabel.StepJournal)
-	if err := r.journal.CommitMarks(p.fresh, p.drops, p.marks); err != nil {
+	if err := r.journal.Commit(p.fresh, p.drops); err != nil {
 		p.transient(fmt.Errorf("recording %d original values and dropping %d restored ones: %w; the new values are not written", len(p.fresh), len(p.drops), err))
-		p.writes = slices.DeleteFunc(p.writes, func(w write) bool { return w.fresh || w.marked })
+		p.writes = slices.DeleteFunc(p.writes, func(w write) bool { return w.fresh })
 	}
 	p.drops = nil
 	labels.enter("", proflabel.StepHooks)

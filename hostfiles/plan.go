@@ -105,12 +105,12 @@ func (p *passWork) plan() {
 				continue // refused for good; not retried (EINVAL: not yet)
 			}
 			if !journaled {
-				p.fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: identOf(), Wrote: markedValue(ch, want), Mark: ch.Mark}
+				p.fresh[ch.Path] = Record{Original: original, Owner: owner, Order: ch.Order, Identity: identOf()}
 				if ch.Resettable {
 					p.writes = append(p.writes, r.resettableWrite(ch, want, owner, true))
 					continue
 				}
-				p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true, verify: ch.Verify, kernelForm: ch.KernelForm, wrote: ch.Wrote, marked: ch.Mark != ""})
+				p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: true, verify: ch.Verify, kernelForm: ch.KernelForm, wrote: ch.Wrote})
 				continue
 			}
 			if ch.Resettable {
@@ -127,15 +127,12 @@ func (p *passWork) plan() {
 				}
 				continue
 			}
-			if r.holds(ch, rec, content, want) {
+			if r.satisfied(ch, content, want) {
 				p.verified(ch.Verify, ch.Path, owner, want, content)
 				continue
 			}
 			gives := ch.Gives != nil && ch.Gives(content, want)
-			if ch.Mark != "" {
-				p.marks[ch.Path] = OwnWrite{Value: want, Mark: ch.Mark}
-			}
-			p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives, verify: ch.Verify, kernelForm: ch.KernelForm, wrote: ch.Wrote, marked: ch.Mark != ""})
+			p.writes = append(p.writes, write{path: ch.Path, value: want, owner: owner, order: ch.Order, gives: gives, verify: ch.Verify, kernelForm: ch.KernelForm, wrote: ch.Wrote})
 		}
 	}
 }
@@ -211,7 +208,7 @@ func (p *passWork) settled(ch Change, rec Record, journaled bool) bool {
 		p.skipped++
 		return true
 	}
-	if journaled && r.holds(ch, rec, content, want) {
+	if journaled && r.satisfied(ch, content, want) {
 		p.skipped++
 		return true
 	}
@@ -223,24 +220,6 @@ func (p *passWork) settled(ch Change, rec Record, journaled bool) bool {
 func (r *Reconciler) resettableWrite(ch Change, want, owner string, fresh bool) write {
 	return write{path: ch.Path, value: want, owner: owner, order: ch.Order, fresh: fresh, resettable: true, wrote: ch.Wrote,
 		satisfied: func(content string) bool { return r.satisfied(ch, content, want) }}
-}
-
-// holds tells whether a recorded file's content meets the want: as
-// Satisfied says, unless it is the plugin's own write for another mark
-// (Change.Mark), which meets only the want itself.
-func (r *Reconciler) holds(ch Change, rec Record, content, want string) bool {
-	if ch.Mark != "" && rec.Mark != "" && rec.Mark != ch.Mark && rec.Wrote == content {
-		return strings.TrimSpace(content) == strings.TrimSpace(want)
-	}
-	return r.satisfied(ch, content, want)
-}
-
-// markedValue is the value a marked change's write records (Record.Wrote).
-func markedValue(ch Change, want string) string {
-	if ch.Mark == "" {
-		return ""
-	}
-	return want
 }
 
 func (r *Reconciler) satisfied(ch Change, content, want string) bool {

@@ -73,16 +73,6 @@ type Change struct {
 	// before the Plan's After. The IRQ source follows the IRQs it moved
 	// this way: the kernel may defer such a move (package irq).
 	Wrote func(path string)
-	// Mark, when set, names what the want is for (the IRQ source: the
-	// banned set). A write of such a change is recorded in the journal
-	// before it is made, with its value and mark (Record.Wrote, Mark),
-	// and a file that still holds the plugin's own write for another mark
-	// meets only the want itself, not Satisfied: a value the plugin wrote
-	// for an earlier, larger ban avoids a smaller one too, and would keep
-	// the CPUs released since off the file. A value someone else wrote
-	// after it (irqbalance) is judged by Satisfied as before. Being in the
-	// journal, this holds across a restart and a kill -9.
-	Mark string
 }
 
 // Plan is what a Source wants in one pass.

@@ -83,6 +83,9 @@ type Source struct {
 	// inherit is what an IRQ requested during a ban inherited from the
 	// narrowed default_smp_affinity (inherit.go).
 	inherit inheritance
+
+	// own is what the plugin wrote to each IRQ (ownwrites.go).
+	own ownWrites
 }
 
 var (
@@ -109,7 +112,7 @@ func (s *Source) Rescan() { s.listed = false }
 
 // NewSource returns a Source that bans nothing until SetBanned.
 func NewSource(cfg Config, log *logrus.Logger) *Source {
-	s := &Source{cfg: cfg, log: log, banned: cfg.Banned, last: cpuset.New(), planned: cpuset.New(), deferred: deferredMoves{pending: map[int]deferredMove{}}}
+	s := &Source{cfg: cfg, log: log, banned: cfg.Banned, last: cpuset.New(), planned: cpuset.New(), deferred: deferredMoves{pending: map[int]deferredMove{}}, own: newOwnWrites()}
 	if s.banned == nil {
 		s.banned = func() cpuset.CPUSet { return cpuset.New() }
 	}
@@ -154,9 +157,13 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		s.planned = banned
 		s.deferred.forget()
 		s.inherit.end()
+		s.own.forget()
 		return plan, nil
 	}
 	plan.Reread = !banned.IsSubsetOf(s.planned)
+	if !banned.Equals(s.planned) {
+		s.own.banChanged()
+	}
 	root := filepath.Join(s.cfg.ProcRoot, "irq")
 	if !s.listed || plan.Reread {
 		irqs, err := ListIRQs(root)
@@ -165,6 +172,7 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 		}
 		s.irqs, s.listed = irqs, true
 		s.inherit.relisted(irqs)
+		s.own.relisted(irqs)
 	}
 	s.inherit.begin(s.irqs)
 	// Most IRQs share a handful of affinities ("0-383", a node's CPUs): a
@@ -216,21 +224,21 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 	// The IRQs this pass moves, and at the first pass those an earlier
 	// process moved, are checked for a move the kernel deferred after
 	// the writes (deferred.go).
-	wrote, sweeping := s.deferred.noteWritten, !s.deferred.swept
-	// Each write is marked with the banned set it is for: an IRQ that
-	// still holds the plugin's own write for another banned set must hold
-	// this ban's want (its original less the CPUs banned now), not just
-	// avoid them. A value the plugin wrote for an earlier, larger ban
-	// avoids a smaller one too, and left as it is kept each CPU released
-	// since off the IRQ until a ban touched it, or, on a node where some
-	// CPU is always held, for good. A value another program wrote after
-	// it (irqbalance's placement among the allowed CPUs) is its business.
-	// The journal keeps the mark with the IRQ's original, written before
-	// the affinity (hostfiles.Change.Mark): a restarted process knows the
-	// earlier one's writes too.
-	mark := banned.String()
+	wrote := func(path string) {
+		s.deferred.noteWritten(path)
+		s.own.written(path)
+	}
+	sweeping := !s.deferred.swept
 	for _, n := range s.irqs {
 		dir := filepath.Join(root, strconv.Itoa(n))
+		satisfied := avoids
+		if s.own.earlier(n) {
+			// Its value may be the plugin's write for an earlier,
+			// larger ban (ownwrites.go).
+			satisfied = func(content, want string) bool {
+				return avoids(content, want) && s.own.satisfied(n, content, want)
+			}
+		}
 		plan.Changes = append(plan.Changes, hostfiles.Change{
 			Path: filepath.Join(dir, "smp_affinity_list"),
 			Want: func(original string) (string, error) {
@@ -245,11 +253,11 @@ func (s *Source) Plan() (hostfiles.Plan, error) {
 				if w.moved && sweeping {
 					s.deferred.sweep = append(s.deferred.sweep, n)
 				}
+				s.own.want(n, w.value)
 				return w.value, w.err
 			},
-			Satisfied: avoids,
+			Satisfied: satisfied,
 			Wrote:     wrote,
-			Mark:      mark,
 			Original:  s.inheritedOriginal(n, dir),
 		})
 	}
