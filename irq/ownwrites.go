@@ -68,13 +68,19 @@ func (o *ownWrites) earlier(n int) bool {
 }
 
 // satisfied tells whether IRQ n's content meets want, given that it
-// avoids the banned CPUs: a value another program wrote does; the
-// plugin's own write for an earlier ban only when it is the want (then
-// it counts as written under this ban).
+// avoids the banned CPUs: a value another program wrote does, and the
+// record goes (irqbalance moved the IRQ, or a restore put its original
+// back: the plugin's write is no longer there to undo, and a record kept
+// made every later steady pass check the IRQ with a closure of its own);
+// the plugin's own write for an earlier ban only when it is the want
+// (then it counts as written under this ban).
 func (o *ownWrites) satisfied(n int, content, want string) bool {
 	w, ok := o.wrote[n]
 	switch {
-	case !ok || w.value != content:
+	case !ok:
+		return true
+	case w.value != content:
+		delete(o.wrote, n)
 		return true
 	case content == want:
 		o.wrote[n] = ownWrite{value: w.value, gen: o.gen}
