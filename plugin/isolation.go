@@ -66,6 +66,16 @@ func (p *Plugin) openIsolation() error {
 	if err != nil {
 		return err
 	}
+	// The IRQ Source of the reconciler a reload or hotplug closed: the
+	// IRQs it narrowed for CPUs released since still hold its values,
+	// which the new Source must know as the plugin's own (irq.TakeOwnWrites),
+	// or they keep those CPUs off for as long as any other stays banned.
+	if prev := p.irqOwnWritesFrom; prev != nil {
+		p.irqOwnWritesFrom = nil
+		if iso.irq != nil {
+			iso.irq.TakeOwnWrites(prev)
+		}
+	}
 	n := iso.journal.Len() // before any pass may run
 	iso.recon.Start()
 	p.isolation.Store(iso)

@@ -65,6 +65,7 @@ import (
 	"github.com/cpupool/nri-cpupool/housekeeping"
 	"github.com/cpupool/nri-cpupool/internal/handlerclock"
 	"github.com/cpupool/nri-cpupool/internal/proflabel"
+	"github.com/cpupool/nri-cpupool/irq"
 	"github.com/cpupool/nri-cpupool/numamem"
 	"github.com/cpupool/nri-cpupool/state"
 	"github.com/cpupool/nri-cpupool/sysfs"
@@ -289,6 +290,10 @@ type Plugin struct {
 	// hostFilesBefore are the host files' counters of the reconcilers
 	// closed so far, for the next one to carry (under mu).
 	hostFilesBefore hostFileTotals
+	// irqOwnWritesFrom is the IRQ Source of the reconciler
+	// restartIsolation closed last, until the next reconciler takes its
+	// own writes (openIsolation); nil otherwise (under mu).
+	irqOwnWritesFrom *irq.Source
 	// journal follows the journal's opening: a failure degrades
 	// isolation, never pinning, and is retried (journalopen.go).
 	journal journalOpen

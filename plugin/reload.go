@@ -482,6 +482,9 @@ func (p *Plugin) restartIsolation() {
 	// Closed, it counts no more: the next reconciler's counters start
 	// from its totals (isolationtotals.go).
 	p.hostFilesBefore = iso.totals()
+	// Its IRQ Source's writes are handed to the next one (openIsolation),
+	// also if the journal opens only at a retry.
+	p.irqOwnWritesFrom = iso.irq
 	// A journal that cannot be opened now is retried in the background
 	// (journalopen.go).
 	p.openIsolationOrDegrade()
