@@ -1,0 +1,111 @@
+package dra
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cpupool/nri-cpupool/pools"
+)
+
+// editClaimsFile rewrites the claims file through a generic JSON tree.
+func editClaimsFile(t *testing.T, path string, edit func(claims map[string]any)) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Clean(path))
+	require.NoError(t, err)
+	var doc map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.UseNumber() // numbers as written, not re-formatted as floats
+	require.NoError(t, dec.Decode(&doc))
+	edit(doc["claims"].(map[string]any))
+	out, err := json.Marshal(doc)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, out, 0o600))
+}
+
+// One claim's damaged mark (or Prepare number, or CPU list) must not
+// cost the other claims of the file. It did: the whole file was moved
+// aside, the driver started with no claims, removed every claim's CDI
+// spec, and a running container of an untouched claim was refused its
+// token ("unknown claim token ... lost") and confined. A claim mark of
+// null loaded before the marks were checked (as answered, for that
+// claim only).
+func TestOneClaimsDamagedMarkDoesNotLoseTheOtherClaims(t *testing.T) {
+	for name, damage := range map[string]func(c map[string]any){
+		"claim unanswered null": func(c map[string]any) { c["unanswered"] = nil },
+		"request prepare null": func(c map[string]any) {
+			c["requests"].(map[string]any)["cpus"].(map[string]any)["prepare"] = nil
+		},
+		"request cpus no list": func(c map[string]any) {
+			c["requests"].(map[string]any)["cpus"].(map[string]any)["cpus"] = "24-x"
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+			good := allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1")
+			other := allocatedClaim("uid-2", "other", slots{"cpus": slotsOn(pools.Exclusive, 1, 4, 4)}, "pod-2")
+			require.NoError(t, prepare(t, td.Driver, good)["uid-1"].Err)
+			require.NoError(t, prepare(t, td.Driver, other)["uid-2"].Err)
+			require.NoError(t, td.save())
+			env := cdiEnv(t, td.cdi, "uid-1")[CDIDeviceID("uid-1", "cpus")]
+			require.Len(t, env, 1)
+			editClaimsFile(t, td.claims, func(claims map[string]any) { damage(claims["uid-2"].(map[string]any)) })
+
+			d := td.restart(t)
+			assert.Contains(t, d.Claims(), "uid-1", "an untouched claim is kept")
+			_, _, err := d.Lookup(envWith(env), Container{PodUID: "pod-1", Namespace: "ns", Pod: "app", Name: "c"})
+			assert.NoError(t, err, "the untouched claim's running container keeps its token")
+		})
+	}
+}
+
+// Pretty-printed, case-variant and duplicate keys are read as the decoder
+// reads them: a case-variant or last duplicate null is a bad mark (read
+// as true and said), a last duplicate true is a good one (nothing said).
+func TestMarksCheckReadsKeysAsTheDecoder(t *testing.T) {
+	for name, c := range map[string]struct {
+		edit func(string) string
+		good bool
+	}{
+		"indented": {func(s string) string {
+			var b strings.Builder
+			var v any
+			_ = json.Unmarshal([]byte(s), &v)
+			out, _ := json.MarshalIndent(v, "", "   ")
+			b.Write(out)
+			return b.String()
+		}, true},
+		"case-variant null": {func(s string) string {
+			return strings.Replace(s, `"unanswered":true}}}`, `"UNANSWERED":null}}}`, 1)
+		}, false},
+		"duplicate, null last": {func(s string) string {
+			return strings.Replace(s, `"unanswered":true}}}`, `"unanswered":true,"Unanswered":null}}}`, 1)
+		}, false},
+		"duplicate, true last": {func(s string) string {
+			return strings.Replace(s, `"unanswered":true}}}`, `"unanswered":null,"unanswered":true}}}`, 1)
+		}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+			require.NoError(t, prepare(t, td.Driver, allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1"))["uid-1"].Err)
+			data, err := os.ReadFile(filepath.Clean(td.claims))
+			require.NoError(t, err)
+			edited := c.edit(string(data))
+			require.NotEqual(t, string(data), edited)
+			require.NoError(t, os.WriteFile(td.claims, []byte(edited), 0o600))
+			d, logged := td.restartLogged(t)
+			require.Contains(t, d.Claims(), "uid-1")
+			assert.True(t, d.Claims()["uid-1"].Requests["cpus"].Unanswered)
+			if c.good {
+				assert.NotContains(t, logged, "edited or damaged")
+			} else {
+				assert.Contains(t, logged, `claim uid-1 (ns/app): its "unanswered" is null`)
+			}
+		})
+	}
+}
