@@ -109,3 +109,43 @@ func TestMarksCheckReadsKeysAsTheDecoder(t *testing.T) {
 		})
 	}
 }
+
+// The warning of a bad mark says what was assumed and what to do, as
+// docs/troubleshooting.md does, and doing it loses nothing. It said "set
+// it to true ... in the file moved aside, and move it back before the
+// daemon starts again": the daemon that refused the file ran on with no
+// claims and wrote the claims it prepared since to the claims file, so
+// moving the old file back replaced them, and the next start lost those
+// claims (their running containers refused as "set by hand"), while the
+// claims moved back had no CDI spec any more and shared CPUs with those
+// prepared since. Now no file is moved aside: the claim is kept, read as
+// unanswered, and the claims prepared since stay.
+func TestFollowingTheBadMarkFixDoesNotLoseClaimsPreparedSince(t *testing.T) {
+	td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+	require.NoError(t, prepare(t, td.Driver, allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1"))["uid-1"].Err)
+	env1 := cdiEnv(t, td.cdi, "uid-1")[CDIDeviceID("uid-1", "cpus")]
+	data, err := os.ReadFile(filepath.Clean(td.claims))
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"unanswered":true}}}`)
+	require.NoError(t, os.WriteFile(td.claims, []byte(strings.Replace(string(data), `"unanswered":true}}}`, `"unanswered":"yes"}}}`, 1)), 0o600))
+
+	d2, logged := td.restartLogged(t)
+	assert.NotContains(t, logged, "move it back", "no file to move back")
+	assert.Contains(t, logged, `its "unanswered" is "yes", not true or false`)
+	assert.Contains(t, logged, "read as true", "what was assumed")
+	assert.Contains(t, logged, "delete the pod (see docs/troubleshooting.md)", "what to do, as the docs say")
+	aside, _ := filepath.Glob(td.claims + ".corrupt-*")
+	assert.Empty(t, aside, "nothing moved aside")
+	require.Contains(t, d2.Claims(), "uid-1", "the claim with the bad mark is kept")
+	require.NoError(t, prepare(t, d2, allocatedClaim("uid-2", "other", slots{"cpus": slotsOn(pools.Exclusive, 1, 4, 4)}, "pod-2"))["uid-2"].Err)
+	require.NoError(t, d2.Flush())
+	env2 := cdiEnv(t, td.cdi, "uid-2")[CDIDeviceID("uid-2", "cpus")]
+
+	d3 := td.restart(t)
+	assert.Contains(t, d3.Claims(), "uid-1")
+	assert.Contains(t, d3.Claims(), "uid-2", "the claim prepared since")
+	_, _, err = d3.Lookup(envWith(env1), Container{PodUID: "pod-1", Namespace: "ns", Pod: "app", Name: "c"})
+	assert.NoError(t, err, "uid-1's running container")
+	_, _, err = d3.Lookup(envWith(env2), Container{PodUID: "pod-2", Namespace: "ns", Pod: "other", Name: "c"})
+	assert.NoError(t, err, "uid-2's running container")
+}
