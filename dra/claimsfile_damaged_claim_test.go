@@ -149,3 +149,36 @@ func TestFollowingTheBadMarkFixDoesNotLoseClaimsPreparedSince(t *testing.T) {
 	_, _, err = d3.Lookup(envWith(env2), Container{PodUID: "pod-2", Namespace: "ns", Pod: "other", Name: "c"})
 	assert.NoError(t, err, "uid-2's running container")
 }
+
+// A "prepare" of 18446744073709551615 (any integer of 0 or more passed
+// once) made the next Prepare that places a request anew number it
+// max+1, which wraps to 0, the oldest: a container showing a kept
+// request's old token then cleared the new request's mark, the defect the
+// numbers were added to prevent. Numbers above 2^53 read as bad.
+func TestAPrepareNumberAtTheLimitDoesNotWrapToTheOldest(t *testing.T) {
+	s := static(t, "epyc-2s-384", epycConfig)
+	p := &heldFrom{Static: s}
+	td := newTestDriver(t, p)
+	claim := claimAB()
+	require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err)
+	require.NoError(t, td.save())
+	first := td.Claims()["uid-1"]
+	envA := cdiEnv(t, td.cdi, "uid-1")[CDIDeviceID("uid-1", "a")]
+	editClaimsFile(t, td.claims, func(claims map[string]any) {
+		for _, r := range claims["uid-1"].(map[string]any)["requests"].(map[string]any) {
+			r.(map[string]any)["prepare"] = json.Number("18446744073709551615")
+		}
+	})
+	td.Driver = td.restart(t)
+	require.Contains(t, td.Claims(), "uid-1", "loads")
+	p.hold(first.Requests["b"].CPUSet())
+	require.NoError(t, prepare(t, td.Driver, claim)["uid-1"].Err, "prepared again")
+	again := td.Claims()["uid-1"]
+	require.NotEqual(t, first.Requests["b"].Token, again.Requests["b"].Token, "b placed anew")
+	newB := again.Requests["b"].CPUSet()
+
+	td.Driver = td.restart(t) // kill -9 before its last look
+	bindShown(t, td.Driver, "a", envA)
+	assert.Equal(t, preparedOn{"", "", false}, askPreparedOnRunning(td.Driver, newB),
+		"b's new token was never known to reach the kubelet (its number wrapped to %d)", td.Claims()["uid-1"].Requests["b"].Prepare)
+}

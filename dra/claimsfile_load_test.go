@@ -95,7 +95,7 @@ func TestAClaimsFileWithAGoodUnansweredMarkLoads(t *testing.T) {
 }
 
 // A request's unanswered mark is true or false, and its Prepare number
-// a non-negative integer (absent: 0): a bad mark reads as true, a bad
+// an integer from 0 to 2^53 (absent: 0): a bad mark reads as true, a bad
 // number as the claim's newest Prepare, marked, for that request alone,
 // naming the claim, the request and the field. A null Prepare number
 // would load as 0, the oldest, whose mark any container of the claim
@@ -104,6 +104,7 @@ func TestAClaimsFileWithABadRequestMarkReadsItOnTheSafeSideNamingTheRequestAndTh
 	for _, bad := range []struct{ field, value string }{
 		{"unanswered", `"yes"`}, {"unanswered", `null`}, {"unanswered", `1`},
 		{"prepare", `null`}, {"prepare", `-1`}, {"prepare", `"1"`}, {"prepare", `1.5`}, {"prepare", `true`}, {"prepare", `{}`},
+		{"prepare", `9007199254740993`},
 	} {
 		t.Run(bad.field+"="+bad.value, func(t *testing.T) {
 			td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))

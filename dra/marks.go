@@ -17,6 +17,11 @@ import (
 	"strconv"
 )
 
+// maxPrepare is the highest Prepare number read from the file: a claim is
+// prepared far fewer times, and nextPrepare never wraps from it to 0, the
+// oldest (whose mark any container of the claim clears).
+const maxPrepare = 1 << 53
+
 // requestOnLoad is a request as the file holds it: its mark and number
 // raw, read by readMarks. The outer fields shadow the embedded ones, so
 // keys match them as encoding/json matches Request's (case-insensitively,
@@ -38,13 +43,13 @@ type claimOnLoad struct {
 const unansweredNote = `not true or false (true: its Prepare's answer to the kubelet is not known to have been sent; absent: false); the file was edited or damaged: read as true (unanswered, the safe side: its CPUs stay held for the claim's own container until that container or the kubelet's next Prepare confirms it); nothing to do unless the claim's pod misbehaves: then delete the pod (see docs/troubleshooting.md)`
 
 // prepareNote says what a bad Prepare number was read as, and what to do.
-const prepareNote = `not a number of 0 or more (the claim's Prepare that made the request's token; absent: 0); the file was edited or damaged: read as the claim's newest, unanswered (the safe side: a container showing another request's older token does not confirm it); nothing to do unless the claim's pod misbehaves: then delete the pod (see docs/troubleshooting.md)`
+const prepareNote = `not a number from 0 to 2^53 (the claim's Prepare that made the request's token; absent: 0); the file was edited or damaged: read as the claim's newest, unanswered (the safe side: a container showing another request's older token does not confirm it); nothing to do unless the claim's pod misbehaves: then delete the pod (see docs/troubleshooting.md)`
 
 // readMarks makes the claim c holds (uid, in the file path), its marks
 // and numbers read safely: a claim's or request's "unanswered" present
 // but neither true nor false (a string, a number, null, an object) reads
-// as true; a request's "prepare" present but no integer of 0 or more
-// reads as marked and numbered above every other request of
+// as true; a request's "prepare" present but no integer from 0 to
+// maxPrepare reads as marked and numbered above every other request of
 // the claim, so that no container showing an older token clears its
 // mark. Each is said through warn, naming the file, the claim, the
 // request, the field and its value (echoed short). Taking a bad mark as
@@ -69,7 +74,7 @@ func (c *claimOnLoad) readMarks(path, uid string, warn func(string)) *Claim {
 		req.Prepare = 0
 		if r.Prepare != nil {
 			n, err := strconv.ParseUint(string(r.Prepare), 10, 64)
-			if err != nil {
+			if err != nil || n > maxPrepare {
 				warn(fmt.Sprintf(`DRA claims file %s: %s: its "prepare" is %s, %s`, path, request, echo(string(r.Prepare)), prepareNote))
 				bad = append(bad, &req)
 			} else {
