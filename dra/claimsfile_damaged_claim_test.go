@@ -182,3 +182,35 @@ func TestAPrepareNumberAtTheLimitDoesNotWrapToTheOldest(t *testing.T) {
 	assert.Equal(t, preparedOn{"", "", false}, askPreparedOnRunning(td.Driver, newB),
 		"b's new token was never known to reach the kubelet (its number wrapped to %d)", td.Claims()["uid-1"].Requests["b"].Prepare)
 }
+
+// A file of a newer schema (a downgrade) is refused for its version, not
+// blamed on a hand edit or damage for a field that schema writes
+// differently: a mark (which the marks' reading would warn about as
+// damaged) or another field of another type (which the decoder would
+// refuse with its own message, naming no schema). The version is read
+// first.
+func TestAFileOfANewerSchemaIsRefusedForItsSchemaNotAsDamaged(t *testing.T) {
+	for name, change := range map[string]func(string) string{
+		"mark written differently": func(s string) string {
+			return strings.Replace(s, `"unanswered":true}}}`, `"unanswered":"since 2027-01-01T00:00:00Z"}}}`, 1)
+		},
+		"cpus written as a list": func(s string) string {
+			return strings.Replace(s, `"cpus":"`, `"cpus":[0,1],"was":"`, 1)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			td := newTestDriver(t, static(t, "epyc-2s-384", epycConfig))
+			require.NoError(t, prepare(t, td.Driver, allocatedClaim("uid-1", "app", slots{"cpus": slotsOn(pools.Exclusive, 1, 0, 4)}, "pod-1"))["uid-1"].Err)
+			data, err := os.ReadFile(filepath.Clean(td.claims))
+			require.NoError(t, err)
+			newer := strings.Replace(string(data), `"version":1`, `"version":2`, 1)
+			newer = change(newer)
+			require.NotEqual(t, strings.Replace(string(data), `"version":1`, `"version":2`, 1), newer)
+			require.NoError(t, os.WriteFile(td.claims, []byte(newer), 0o600))
+			_, logged := td.restartLogged(t)
+			assert.Contains(t, logged, "schema version 2")
+			assert.NotContains(t, logged, "edited or damaged")
+			assert.NotContains(t, logged, "cannot unmarshal")
+		})
+	}
+}

@@ -112,15 +112,23 @@ func (s *store) load(now time.Time) (map[string]*Claim, loaded, *atomicfile.Disc
 	var claims map[string]*Claim
 	var got loaded
 	discarded := atomicfile.Load(s.path, now, s.rename, func(data []byte) error {
+		// The version first: a file of another schema (a downgrade) is
+		// refused for it, not for a field that schema writes otherwise,
+		// as if edited or damaged.
+		var version struct {
+			Version int `json:"version"`
+		}
+		if err := json.Unmarshal(data, &version); err != nil {
+			return err
+		}
+		if version.Version != claimsVersion {
+			return fmt.Errorf("schema version %d, this daemon reads %d", version.Version, claimsVersion)
+		}
 		var doc struct {
-			Version int                     `json:"version"`
-			Claims  map[string]*claimOnLoad `json:"claims"`
+			Claims map[string]*claimOnLoad `json:"claims"`
 		}
 		if err := json.Unmarshal(data, &doc); err != nil {
 			return err
-		}
-		if doc.Version != claimsVersion {
-			return fmt.Errorf("schema version %d, this daemon reads %d", doc.Version, claimsVersion)
 		}
 		got = loaded{dropped: map[string]droppedClaim{}}
 		warn := func(w string) { got.warnings = append(got.warnings, w) }
