@@ -172,7 +172,9 @@ func (c *Claim) answeredBy(name string) bool {
 }
 
 // nextPrepare numbers a Prepare of the claim whose record was c (nil:
-// none) that places a request anew (see Request.Prepare).
+// none) that places a request anew (see Request.Prepare). It does not
+// wrap: numbers are read from the file up to maxPrepare only, and one
+// more per Prepare never reaches the uint64 limit.
 func (c *Claim) nextPrepare() uint64 {
 	var most uint64
 	if c != nil {

@@ -108,6 +108,9 @@ type Driver struct {
 	// an earlier start set aside, whose claims the driver does not know;
 	// nil when there was none. Set once by New.
 	lost *lostClaims
+	// dropped are the claims of the file load dropped alone, by their
+	// requests' tokens (see store.load). Set once by New.
+	dropped map[string]droppedClaim
 }
 
 // tokenRef locates a token's request.
@@ -156,7 +159,11 @@ func New(p Pools, o Options) (*Driver, error) {
 		byToken: map[string]tokenRef{}, claimed: cpuset.New(), enc: map[string][]byte{}, unconfirmed: map[string]struct{}{}, dirty: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	// A claims file that cannot be used never fails New:
 	// the daemon would exit and pin nothing.
-	claims, discarded := d.store.load(time.Now())
+	claims, got, discarded := d.store.load(time.Now())
+	for _, w := range got.warnings {
+		d.log.Warn(w)
+	}
+	d.dropped = got.dropped
 	if discarded != nil {
 		d.lost = &lostClaims{at: discarded.At, file: discarded.Path, aside: discarded.Aside}
 		d.log.Warnf("DRA claims %v; starting with no claims: the containers of the claims it held are refused until their pods are deleted", discarded)

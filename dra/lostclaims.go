@@ -32,6 +32,11 @@ func (d *Driver) unknownToken(env []string, tok string) error {
 			break
 		}
 	}
+	if c, ok := d.dropped[tok]; ok {
+		return fmt.Errorf("%s: unknown claim token: %s was dropped from the %s driver's claims file %s at its start: %s; "+
+			"delete the pod (the kubelet unprepares its claims and prepares those of the new pod), or let the kubelet unprepare the claim; a token set by hand is never accepted",
+			name, c.claim, DriverName, d.store.path, c.why)
+	}
 	if d.lost == nil {
 		return fmt.Errorf("%s: unknown claim token; the %s driver sets it through CDI when a container uses a ResourceClaim of its devices, and it cannot be set by hand", name, DriverName)
 	}

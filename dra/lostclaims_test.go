@@ -123,7 +123,7 @@ func TestUnknownTokenSaysWhereAnUnmovedClaimsFileIs(t *testing.T) {
 		}
 		return os.Rename(from, to)
 	}
-	_, discarded := d.store.load(time.Now())
+	_, _, discarded := d.store.load(time.Now())
 	require.NotNil(t, discarded)
 	d.lost = &lostClaims{at: discarded.At, file: discarded.Path, aside: discarded.Aside}
 	env := []string{EnvName("uid-1", "cpus") + "=0123456789abcdef"}

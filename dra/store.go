@@ -76,6 +76,23 @@ func newStore(path string) *store {
 	return &store{path: path, replace: atomicfile.Replace, rename: os.Rename}
 }
 
+// loaded is what load read of a usable claims file besides its claims.
+type loaded struct {
+	// warnings say what was read of damaged fields, and what was
+	// dropped, each naming the file, the claim and the field.
+	warnings []string
+	// dropped are the claims of the file that could not be kept, by
+	// their requests' tokens: what to say when a container shows one
+	// (see Driver.unknownToken).
+	dropped map[string]droppedClaim
+}
+
+// droppedClaim is a claim of the file load dropped.
+type droppedClaim struct {
+	// claim names it ("claim <uid> (ns/name)"), why says why.
+	claim, why string
+}
+
 // load reads the claims file. A missing file is no claims. A file that
 // cannot be parsed, or cannot be read at all (EIO, EACCES), is set aside
 // as the state file is (atomicfile.Load: moved to .corrupt-<time> or
@@ -86,34 +103,90 @@ func newStore(path string) *store {
 // claim whose container runs is refused nothing (its CPUs stay held by the
 // container); the containers of the claims lost are refused (see
 // Driver.unknownToken).
-func (s *store) load(now time.Time) (map[string]*Claim, *atomicfile.Discarded) {
-	var doc claimsDoc
+//
+// One claim's damaged field does not cost the file: a bad mark or
+// Prepare number is read on the safe side (readMarks), and a claim whose
+// CPUs are no CPU list is dropped alone (dropBadCPUs), each said in the
+// warnings returned.
+func (s *store) load(now time.Time) (map[string]*Claim, loaded, *atomicfile.Discarded) {
+	var claims map[string]*Claim
+	var got loaded
 	discarded := atomicfile.Load(s.path, now, s.rename, func(data []byte) error {
-		if err := checkMarks(data); err != nil {
+		// The version first: a file of another schema (a downgrade) is
+		// refused for it, not for a field that schema writes otherwise,
+		// as if edited or damaged.
+		var version struct {
+			Version int `json:"version"`
+		}
+		if err := json.Unmarshal(data, &version); err != nil {
 			return err
+		}
+		if version.Version != claimsVersion {
+			return fmt.Errorf("schema version %d, this daemon reads %d", version.Version, claimsVersion)
+		}
+		var doc struct {
+			Claims map[string]*claimOnLoad `json:"claims"`
 		}
 		if err := json.Unmarshal(data, &doc); err != nil {
 			return err
 		}
-		if doc.Version != claimsVersion {
-			return fmt.Errorf("schema version %d, this daemon reads %d", doc.Version, claimsVersion)
+		got = loaded{dropped: map[string]droppedClaim{}}
+		warn := func(w string) { got.warnings = append(got.warnings, w) }
+		claims = make(map[string]*Claim, len(doc.Claims))
+		for _, uid := range slices.Sorted(maps.Keys(doc.Claims)) {
+			if c := doc.Claims[uid]; c == nil {
+				claims[uid] = nil // refused by checkClaims
+			} else {
+				claims[uid] = c.readMarks(s.path, uid, warn)
+			}
 		}
-		return checkClaims(doc.Claims)
+		if err := checkClaims(claims); err != nil {
+			return err
+		}
+		dropBadCPUs(s.path, claims, got.dropped, warn)
+		return nil
 	})
 	if discarded != nil {
 		if discarded.Unmoved != nil {
 			s.unmoved = discarded
 			s.leftUnmoved.Store(true)
 		}
-		return map[string]*Claim{}, discarded
+		return map[string]*Claim{}, loaded{}, discarded
 	}
-	if doc.Claims == nil {
-		doc.Claims = map[string]*Claim{}
+	if claims == nil {
+		claims = map[string]*Claim{}
 	}
-	for _, c := range doc.Claims {
+	for _, c := range claims {
 		c.loadMarks()
 	}
-	return doc.Claims, nil
+	return claims, got, nil
+}
+
+// dropBadCPUs drops the claims with a request whose CPUs are no CPU list
+// (a file edited by hand or damaged): read as no CPUs (Request.CPUSet),
+// such a list would hold the claim's CPUs against nothing, and no other
+// reading of it is safe. The other claims are kept. The dropped claim's
+// tokens are recorded in dropped, so that its container is told why its
+// token is refused, and what to do.
+func dropBadCPUs(path string, claims map[string]*Claim, dropped map[string]droppedClaim, warn func(string)) {
+	for _, uid := range slices.Sorted(maps.Keys(claims)) {
+		c := claims[uid]
+		for _, name := range slices.Sorted(maps.Keys(c.Requests)) {
+			r := c.Requests[name]
+			if _, err := cpuset.Parse(r.CPUs); err == nil {
+				continue
+			}
+			claim := fmt.Sprintf("claim %s (%s/%s)", echo(uid), echo(c.Namespace), echo(c.Name))
+			why := fmt.Sprintf(`its request %s's "cpus" %q are no CPU list (the file was edited or damaged)`, echo(name), echo(r.CPUs))
+			warn(fmt.Sprintf("DRA claims file %s: %s: %s: the claim is dropped, the others are kept; its containers are refused: delete its pod (the kubelet unprepares the claim and prepares that of the new pod; see docs/troubleshooting.md)",
+				path, claim, why))
+			for _, r := range c.Requests {
+				dropped[r.Token] = droppedClaim{claim: claim, why: why}
+			}
+			delete(claims, uid)
+			break
+		}
+	}
 }
 
 // checkClaims refuses a file whose entries are incomplete or bad.
@@ -125,12 +198,6 @@ func checkClaims(claims map[string]*Claim) error {
 		for name, r := range c.Requests {
 			if r == nil || r.Token == "" || r.Pool == "" {
 				return fmt.Errorf("claim %s request %s is incomplete", uid, name)
-			}
-			// Read as no CPUs (Request.CPUSet), such a list would hold
-			// the claim's CPUs against nothing.
-			if _, err := cpuset.Parse(r.CPUs); err != nil {
-				return fmt.Errorf("claim %s request %s: its CPUs %q are no CPU list; the file was edited or damaged: set them to the request's CPUs (\"0-3,8\"), in the file moved aside, and move it back before the daemon starts again",
-					uid, name, echo(r.CPUs))
 			}
 			for _, nm := range r.Memory {
 				if nm.Node < 0 || nm.Memory < 0 || nm.Memory > maxBytes {

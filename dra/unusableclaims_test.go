@@ -58,7 +58,7 @@ func TestUnmovedClaimsFileIsNotReplacedUntilMovedAside(t *testing.T) {
 		}
 		return os.Rename(from, to)
 	}
-	claims, discarded := st.load(time.Date(2026, 12, 7, 1, 2, 3, 0, time.UTC))
+	claims, _, discarded := st.load(time.Date(2026, 12, 7, 1, 2, 3, 0, time.UTC))
 	assert.Empty(t, claims)
 	require.NotNil(t, discarded)
 	assert.Contains(t, discarded.String(), "could not be moved aside")
@@ -73,7 +73,7 @@ func TestUnmovedClaimsFileIsNotReplacedUntilMovedAside(t *testing.T) {
 	require.NoError(t, st.save(1, []byte(`{"version":1,"claims":{}}`)))
 	aside, _ := os.ReadFile(path + ".corrupt-20261207T010203.000000000Z")
 	assert.Equal(t, "{corrupt", string(aside), "moved aside as it was")
-	back, discarded := newStore(path).load(time.Now())
+	back, _, discarded := newStore(path).load(time.Now())
 	assert.Nil(t, discarded)
 	assert.Empty(t, back)
 }
