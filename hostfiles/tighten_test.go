@@ -14,9 +14,18 @@ import (
 type tighteningSource struct {
 	*fakeSource
 	tight atomic.Bool
+	// slow, when above 0, is how long its Plan takes: a long pass made
+	// by the pass itself, whenever the worker runs it.
+	slow atomic.Int64
 }
 
 func (s *tighteningSource) Tightens() bool { return s.tight.Load() }
+
+func (s *tighteningSource) Plan() (Plan, error) {
+	plan, err := s.fakeSource.Plan()
+	time.Sleep(time.Duration(s.slow.Load()))
+	return plan, err
+}
 
 // TestATighterWantIsNotPutOffByALongPass: after a long pass, the next
 // kicked one is spaced by BusyShare (here 2 s, BusyMax). A change that
@@ -36,15 +45,16 @@ func TestATighterWantIsNotPutOffByALongPass(t *testing.T) {
 	in.r.Kick()
 	require.Eventually(t, func() bool { return tr.read(t, "a") == "y" }, 5*time.Second, time.Millisecond)
 
-	// longPass makes a kicked pass that waits 0.6 s for the lock: the
-	// next kicked one is spaced 2 s after it began.
+	// longPass makes a kicked pass whose Plan takes 0.6 s: the next
+	// kicked one is spaced 2 s after it began. The pass itself is long,
+	// not a wait for the lock held from here, so that a worker scheduled
+	// late on a loaded machine cannot make it short.
 	longPass := func() {
 		passes := in.r.Status().Passes
-		in.r.mu.Lock()
+		src.slow.Store(int64(600 * time.Millisecond))
 		in.r.Kick()
-		time.Sleep(600 * time.Millisecond)
-		in.r.mu.Unlock()
 		require.Eventually(t, func() bool { return in.r.Status().Passes > passes }, 5*time.Second, time.Millisecond)
+		src.slow.Store(0)
 	}
 
 	longPass()
